@@ -1,0 +1,101 @@
+"""The memfs exception tree.
+
+Every rule of a memory store is checked in :mod:`memfs.store`, which raises one of these.
+The other layers translate them through one table each: :mod:`memfs.fs` to an errno,
+:mod:`memfs.api` to an HTTP status and error type, :mod:`memfs.cli` to a one-line message and
+an exit code. They never re-check a rule themselves.
+
+::
+
+    MemfsError
+    ├── NotFound                 unknown or deleted id / path
+    ├── InvalidRequest           bad input (HTTP 400)
+    │   ├── InvalidPath          a path or prefix breaks the rules of API.md §2.16
+    │   │   ├── PathTooLong      over 1,024 bytes or 20 segments
+    │   │   └── PathEncoding     not valid UTF-8, or not NFC
+    │   ├── InvalidContent       content that is not valid UTF-8
+    │   ├── ContentTooLarge      content over 102,400 bytes
+    │   ├── StoreArchived        a write to an archived store
+    │   ├── LimitExceeded        a store already holds its maximum of memories
+    │   └── InvalidCursor        a page cursor that this listing did not hand out
+    ├── Conflict                 HTTP 409, never worth retrying
+    │   ├── PathConflict         the path is taken, or overlaps another memory's path
+    │   └── PreconditionFailed   the content hash does not match
+    ├── ReadOnly                 a write through a read-only attachment
+    └── Busy                     the database stayed locked past every retry
+"""
+
+from __future__ import annotations
+
+
+class MemfsError(Exception):
+    """Base class of every error memfs raises on purpose."""
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class NotFound(MemfsError):
+    """The object does not exist (or no longer does)."""
+
+
+class InvalidRequest(MemfsError):
+    """The input breaks a rule; nothing was changed."""
+
+
+class InvalidPath(InvalidRequest):
+    """A memory path or path prefix breaks the path rules."""
+
+
+class PathTooLong(InvalidPath):
+    """A path over the byte or segment limit."""
+
+
+class PathEncoding(InvalidPath):
+    """A path that is not valid UTF-8 or not in Unicode NFC."""
+
+
+class InvalidContent(InvalidRequest):
+    """Content that is not valid UTF-8 text."""
+
+
+class ContentTooLarge(InvalidRequest):
+    """Content over the per-memory byte limit."""
+
+
+class StoreArchived(InvalidRequest):
+    """The store is archived: it can be read and cleaned up, not written."""
+
+
+class LimitExceeded(InvalidRequest):
+    """A count limit (memories per store, stores per session) is reached."""
+
+
+class InvalidCursor(InvalidRequest):
+    """A page cursor that does not belong to this listing."""
+
+
+class Conflict(MemfsError):
+    """The request conflicts with the current state; retrying will not help."""
+
+
+class PathConflict(Conflict):
+    """The path is in use by another memory, or overlaps one."""
+
+    def __init__(self, message: str, *, conflicting_memory_id: str, conflicting_path: str):
+        super().__init__(message)
+        self.conflicting_memory_id = conflicting_memory_id
+        self.conflicting_path = conflicting_path
+
+
+class PreconditionFailed(Conflict):
+    """The expected content hash does not match the memory's current one."""
+
+
+class ReadOnly(MemfsError):
+    """A write through a read-only attachment."""
+
+
+class Busy(MemfsError):
+    """The database stayed locked by other writers for longer than we wait."""

@@ -1,0 +1,255 @@
+"""The objects of a memory store, as frozen dataclasses.
+
+``to_dict()`` gives the wire shape of API.md §3 (the shape the ``anthropic`` SDK parses), which
+the HTTP API and the CLI's ``--json`` output share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+Operation = Literal["created", "modified", "deleted"]
+Access = Literal["read_write", "read_only"]
+
+# Actor type -> the name of its id field on the wire (API.md §3.7).
+ACTOR_ID_FIELDS = {
+    "api_actor": "api_key_id",
+    "session_actor": "session_id",
+    "user_actor": "user_id",
+    "service_account_actor": "service_account_id",
+}
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who made a change: ``type`` is a key of :data:`ACTOR_ID_FIELDS`, ``id`` its id."""
+
+    type: str
+    id: str
+
+    def __post_init__(self) -> None:
+        if self.type not in ACTOR_ID_FIELDS:
+            raise ValueError(f"unknown actor type {self.type!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, ACTOR_ID_FIELDS[self.type]: self.id}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Actor:
+        return cls(d["type"], d[ACTOR_ID_FIELDS[d["type"]]])
+
+    @classmethod
+    def session(cls, session_id: str) -> Actor:
+        return cls("session_actor", session_id)
+
+    @classmethod
+    def api(cls, api_key_id: str) -> Actor:
+        return cls("api_actor", api_key_id)
+
+    @classmethod
+    def user(cls, user_id: str) -> Actor:
+        return cls("user_actor", user_id)
+
+
+@dataclass(frozen=True)
+class MemoryStore:
+    id: str
+    name: str
+    description: str
+    metadata: dict[str, str]
+    created_at: str
+    updated_at: str
+    archived_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "memory_store",
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "metadata": dict(self.metadata),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "archived_at": self.archived_at,
+        }
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A live memory. ``content`` is None when it was not asked for (``view=basic``)."""
+
+    id: str
+    memory_store_id: str
+    path: str
+    content: str | None
+    content_sha256: str
+    content_size_bytes: int
+    memory_version_id: str
+    created_at: str
+    updated_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "memory",
+            "id": self.id,
+            "memory_store_id": self.memory_store_id,
+            "path": self.path,
+            "content": self.content,
+            "content_sha256": self.content_sha256,
+            "content_size_bytes": self.content_size_bytes,
+            "memory_version_id": self.memory_version_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryPrefix:
+    """A roll-up of deeper memories in a listing with ``depth``; ``path`` ends with ``/``."""
+
+    path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "memory_prefix", "path": self.path}
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    id: str
+    memory_id: str
+    memory_store_id: str
+    operation: Operation
+    created_at: str
+    path: str | None
+    content: str | None
+    content_sha256: str | None
+    content_size_bytes: int | None
+    created_by: Actor | None
+    redacted_at: str | None
+    redacted_by: Actor | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "memory_version",
+            "id": self.id,
+            "memory_id": self.memory_id,
+            "memory_store_id": self.memory_store_id,
+            "operation": self.operation,
+            "created_at": self.created_at,
+            "path": self.path,
+            "content": self.content,
+            "content_sha256": self.content_sha256,
+            "content_size_bytes": self.content_size_bytes,
+            "created_by": self.created_by.to_dict() if self.created_by else None,
+            "redacted_at": self.redacted_at,
+            "redacted_by": self.redacted_by.to_dict() if self.redacted_by else None,
+        }
+
+
+@dataclass(frozen=True)
+class SessionResource:
+    """A memory store attached to a session (API.md §4.3), with the extra ``id``."""
+
+    id: str
+    session_id: str
+    memory_store_id: str
+    access: Access
+    instructions: str | None
+    name: str
+    description: str
+    mount_path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "memory_store",
+            "id": self.id,
+            "memory_store_id": self.memory_store_id,
+            "access": self.access,
+            "instructions": self.instructions,
+            "name": self.name,
+            "description": self.description,
+            "mount_path": self.mount_path,
+        }
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    status: str
+    resources: tuple[SessionResource, ...]
+    agent: dict[str, Any] | None
+    environment_id: str | None
+    metadata: dict[str, str]
+    title: str | None
+    created_at: str
+    updated_at: str
+    archived_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "session",
+            "id": self.id,
+            "status": self.status,
+            "resources": [r.to_dict() for r in self.resources],
+            "agent": self.agent,
+            "environment_id": self.environment_id,
+            "metadata": dict(self.metadata),
+            "title": self.title,
+            "vault_ids": [],
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "archived_at": self.archived_at,
+            "stats": {},
+            "usage": {},
+            "outcome_evaluations": [],
+            "budget": None,
+            "deployment_id": None,
+        }
+
+
+@dataclass(frozen=True)
+class Event:
+    """A session event; ``body`` is the full wire object (it has ``id``, ``type``...)."""
+
+    id: str
+    session_id: str | None
+    type: str
+    processed_at: str
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.body)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of a store's change feed: what a mount must invalidate.
+
+    ``op`` is ``put`` (content or path of ``memory_id`` changed; ``old_path`` is set on a
+    rename), ``delete``, or ``store`` (the store itself was archived, updated or deleted).
+    """
+
+    seq: int
+    store_id: str
+    op: str
+    memory_id: str | None
+    path: str | None
+    old_path: str | None
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a listing; ``next_page`` is None on the last page."""
+
+    data: list[T]
+    next_page: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "data": [item.to_dict() for item in self.data],  # type: ignore[attr-defined]
+            "next_page": self.next_page,
+        }

@@ -1,0 +1,1839 @@
+"""The store: every rule of a memory store, on one SQLite database.
+
+This is the single source of truth (SPEC §1). Validation, limits and versioning live here and
+nowhere else; the filesystem, the HTTP API and the CLI call these methods and translate the
+:mod:`memfs.errors` they raise.
+
+Concurrency: any number of processes (mounts, the server, the CLI) may open the same database.
+It runs in WAL mode, so readers never block. Every mutation is one ``BEGIN IMMEDIATE``
+transaction: the write lock is taken *before* anything is read, so a check such as "fewer than
+2,000 memories" and the insert that relies on it cannot interleave with another writer's.
+(A deferred ``BEGIN`` that later upgrades to a write fails at once with SQLITE_BUSY when another
+writer committed in between; see https://sqlite.org/lang_transaction.html.) A writer that finds
+the lock taken waits (``busy_timeout``) and retries with backoff, so "database is locked" never
+reaches a user; only after :data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy`.
+
+Known limitations:
+- Version retention is enforced when a memory is written and by :meth:`Store.prune_versions`;
+  nothing prunes in the background.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import getpass
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import secrets
+import sqlite3
+import threading
+import time
+import unicodedata
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+import xxhash
+from sqlite_utils.migrations import Migrations
+
+from .errors import (
+    ContentTooLarge,
+    InvalidContent,
+    InvalidCursor,
+    InvalidPath,
+    InvalidRequest,
+    LimitExceeded,
+    NotFound,
+    PathConflict,
+    PathEncoding,
+    PathTooLong,
+    PreconditionFailed,
+    StoreArchived,
+    Busy,
+)
+from .models import (
+    Actor,
+    Change,
+    Event,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    Session,
+    SessionResource,
+)
+
+log = logging.getLogger(__name__)
+
+#: Seconds a writer keeps retrying a locked database before it raises :class:`Busy`.
+WRITE_PATIENCE = 60.0
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_OPERATIONS = ("created", "modified", "deleted")
+_VIEWS = ("basic", "full")
+_SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Leave this field as it is" in update calls (``None`` also means that, per API.md §8.2).
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every limit in one place (SPEC §1), configurable for tests."""
+
+    max_memories: int = 2000
+    max_content_bytes: int = 102_400
+    max_path_bytes: int = 1024
+    max_path_segments: int = 20
+    max_session_stores: int = 8
+    max_instructions_chars: int = 4096
+    max_name_chars: int = 255
+    max_description_chars: int = 1024
+    max_metadata_pairs: int = 16
+    max_metadata_key_chars: int = 64
+    max_metadata_value_chars: int = 512
+    max_page_size: int = 100
+    max_full_page_size: int = 20
+    retention_days: float = 30.0
+    retention_keep: int = 10
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Limits:
+        """Defaults, with ``MEMFS_MAX_MEMORIES``, ``MEMFS_RETENTION_DAYS`` and
+        ``MEMFS_RETENTION_KEEP`` overriding them (tests use a small memory limit)."""
+        env = os.environ if environ is None else environ
+        kw: dict[str, Any] = {}
+        if "MEMFS_MAX_MEMORIES" in env:
+            kw["max_memories"] = int(env["MEMFS_MAX_MEMORIES"])
+        if "MEMFS_RETENTION_DAYS" in env:
+            kw["retention_days"] = float(env["MEMFS_RETENTION_DAYS"])
+        if "MEMFS_RETENTION_KEEP" in env:
+            kw["retention_keep"] = int(env["MEMFS_RETENTION_KEEP"])
+        return cls(**kw)
+
+
+# --------------------------------------------------------------------------------------------
+# ids and time
+
+
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"  # ascending ASCII
+_id_lock = threading.Lock()
+_last_id_value = 0
+
+
+def new_id(prefix: str) -> str:
+    """A time-ordered id: ``<prefix>_01`` then 22 base58 digits of a 128-bit value.
+
+    The value is the millisecond clock in the high 48 bits and randomness below (ULID-like),
+    made strictly increasing within a process, so ids sort in creation order. The base58
+    alphabet is in ASCII order and the width is fixed, so string order is numeric order.
+    """
+    global _last_id_value
+    with _id_lock:
+        value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
+        if value <= _last_id_value:
+            value = _last_id_value + 1
+        _last_id_value = value
+    digits = []
+    for _ in range(22):
+        value, r = divmod(value, 58)
+        digits.append(_B58[r])
+    return f"{prefix}_01{''.join(reversed(digits))}"
+
+
+def format_time(dt: datetime) -> str:
+    """RFC 3339 in UTC with microseconds and ``Z``; these strings sort chronologically."""
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str | datetime) -> datetime:
+    """Parse RFC 3339 (``Z``, offsets, fractions); a value without an offset is UTC.
+
+    :raises InvalidRequest: on anything else.
+    """
+    if isinstance(value, datetime):
+        dt = value
+    else:
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("z", "Z"))
+        except (ValueError, AttributeError):
+            raise InvalidRequest(f"invalid timestamp {value!r}: expected RFC 3339") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt
+
+
+def _now() -> str:
+    return format_time(datetime.now(UTC))
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def local_user_actor() -> Actor:
+    """The ``user_actor`` for the person running the CLI on the local database: a stable id
+    derived from the login name."""
+    try:
+        login = getpass.getuser()
+    except (KeyError, OSError):
+        login = str(os.getuid())
+    return Actor.user("user_" + xxhash.xxh64_hexdigest(login.encode()))
+
+
+# --------------------------------------------------------------------------------------------
+# validation (API.md §2.16, §7.1)
+
+
+def validate_path(path: str | bytes, limits: Limits = Limits()) -> str:
+    """Check a memory path against every rule of API.md §2.16 and return it as ``str``.
+
+    Bytes (as the filesystem passes them) must be valid UTF-8.
+
+    :raises PathEncoding: not valid UTF-8 (or lone surrogates), or not NFC.
+    :raises PathTooLong: over the byte or segment limit.
+    :raises InvalidPath: any other rule.
+    """
+    if isinstance(path, bytes):
+        try:
+            path = path.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PathEncoding("path is not valid UTF-8") from None
+    if not isinstance(path, str):
+        raise InvalidPath("path must be a string")
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathEncoding("path contains lone surrogates (not valid UTF-8)") from None
+    if not path.startswith("/"):
+        raise InvalidPath(f"path must start with '/': {path!r}")
+    if len(encoded) > limits.max_path_bytes:
+        raise PathTooLong(
+            f"path is {len(encoded)} bytes long; the limit is {limits.max_path_bytes} bytes"
+        )
+    segments = path[1:].split("/")
+    if len(segments) > limits.max_path_segments:
+        raise PathTooLong(
+            f"path has {len(segments)} segments; the limit is {limits.max_path_segments}"
+        )
+    for seg in segments:
+        if seg == "":
+            raise InvalidPath(f"path has an empty segment (no '//' or trailing '/'): {path!r}")
+        if seg in (".", ".."):
+            raise InvalidPath(f"path has a '{seg}' segment: {path!r}")
+    for ch in path:
+        if unicodedata.category(ch) in ("Cc", "Cf") or ch in "\u2028\u2029":
+            raise InvalidPath(f"path contains the control or format character U+{ord(ch):04X}")
+    if not unicodedata.is_normalized("NFC", path):
+        raise PathEncoding(f"path is not in Unicode NFC: {path!r}")
+    return path
+
+
+def validate_prefix(prefix: str, limits: Limits = Limits()) -> str:
+    """A ``path_prefix``: ``/`` or a valid path followed by ``/``."""
+    if not isinstance(prefix, str):
+        raise InvalidPath("path_prefix must be a string")
+    if prefix == "/":
+        return prefix
+    if not prefix.endswith("/"):
+        raise InvalidPath(f"path_prefix must end with '/': {prefix!r}")
+    validate_path(prefix[:-1], limits)
+    return prefix
+
+
+def encode_content(content: str | bytes | None, limits: Limits = Limits()) -> tuple[str, bytes]:
+    """Check memory content and return it as ``(text, utf8_bytes)``; ``None`` is ``""``.
+
+    :raises InvalidContent: bytes that are not UTF-8, or a string with lone surrogates.
+    :raises ContentTooLarge: over ``limits.max_content_bytes``.
+    """
+    if content is None:
+        content = ""
+    if isinstance(content, bytes | bytearray | memoryview):
+        data = bytes(content)
+        if len(data) > limits.max_content_bytes:
+            raise ContentTooLarge(_too_large(len(data), limits))
+        try:
+            return data.decode("utf-8"), data
+        except UnicodeDecodeError as e:
+            raise InvalidContent(f"content is not valid UTF-8 (byte {e.start})") from None
+    if not isinstance(content, str):
+        raise InvalidContent("content must be a string")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidContent("content contains lone surrogates (not valid UTF-8)") from None
+    if len(data) > limits.max_content_bytes:
+        raise ContentTooLarge(_too_large(len(data), limits))
+    return content, data
+
+
+def _too_large(size: int, limits: Limits) -> str:
+    return f"content is {size} bytes; the limit is {limits.max_content_bytes} bytes"
+
+
+def _validate_name(name: Any, limits: Limits) -> str:
+    if not isinstance(name, str):
+        raise InvalidRequest("name must be a string")
+    if not 1 <= len(name) <= limits.max_name_chars:
+        raise InvalidRequest(f"name must be 1 to {limits.max_name_chars} characters")
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise InvalidRequest("name must not contain control characters")
+    return name
+
+
+def _validate_description(description: Any, limits: Limits) -> str:
+    if not isinstance(description, str):
+        raise InvalidRequest("description must be a string")
+    if len(description) > limits.max_description_chars:
+        raise InvalidRequest(
+            f"description must be at most {limits.max_description_chars} characters"
+        )
+    return description
+
+
+def _validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") -> dict[str, str]:
+    if not isinstance(metadata, dict):
+        raise InvalidRequest(f"{what} must be an object of strings")
+    if len(metadata) > limits.max_metadata_pairs:
+        raise InvalidRequest(f"{what} may hold at most {limits.max_metadata_pairs} pairs")
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not 1 <= len(k) <= limits.max_metadata_key_chars:
+            raise InvalidRequest(
+                f"{what} keys must be 1 to {limits.max_metadata_key_chars} characters"
+            )
+        if not isinstance(v, str) or len(v) > limits.max_metadata_value_chars:
+            raise InvalidRequest(
+                f"{what} values must be strings of at most "
+                f"{limits.max_metadata_value_chars} characters"
+            )
+    return dict(metadata)
+
+
+def _patch_metadata(
+    current: dict[str, str], patch: Any, limits: Limits, what: str = "metadata"
+) -> dict[str, str]:
+    """Apply a metadata patch (a ``None`` value removes the key); limits apply to the result."""
+    if not isinstance(patch, dict):
+        raise InvalidRequest(f"{what} must be an object")
+    result = dict(current)
+    for k, v in patch.items():
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = v
+    return _validate_metadata(result, limits, what)
+
+
+def slugify(name: str) -> str:
+    """The mount directory name of a store name (API.md §4.3): lowercase, every run of
+    characters other than ASCII letters and digits one hyphen, hyphens trimmed. May be ``""``."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _check_limit(limit: Any, limits: Limits, view: str = "basic", maximum: int | None = None) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidRequest("limit must be an integer")
+    top = limits.max_page_size if maximum is None else maximum
+    if not 1 <= limit <= top:
+        raise InvalidRequest(f"limit must be between 1 and {top}")
+    if view == "full":
+        limit = min(limit, limits.max_full_page_size)
+    return limit
+
+
+def _check_view(view: Any) -> str:
+    if view not in _VIEWS:
+        raise InvalidRequest("view must be 'basic' or 'full'")
+    return str(view)
+
+
+# --------------------------------------------------------------------------------------------
+# cursors
+
+
+def _encode_cursor(kind: str, filters: Any, key: Any) -> str:
+    """An opaque cursor: base64url of the listing kind, a fingerprint of its filters and the
+    sort key of the last item returned."""
+    fp = xxhash.xxh64_hexdigest(json.dumps(filters, sort_keys=True).encode())
+    raw = json.dumps({"k": kind, "f": fp, "v": key}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, kind: str, filters: Any) -> Any:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        obj = json.loads(raw)
+        ok = isinstance(obj, dict) and obj.get("k") == kind
+    except (binascii.Error, ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise InvalidCursor("invalid page cursor")
+    fp = xxhash.xxh64_hexdigest(json.dumps(filters, sort_keys=True).encode())
+    if obj.get("f") != fp:
+        raise InvalidCursor("page cursor does not belong to this listing's filters")
+    return obj.get("v")
+
+
+# --------------------------------------------------------------------------------------------
+# schema
+
+migrations = Migrations("memfs")
+
+
+@migrations()
+def m001_initial(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- A memory store. metadata is a JSON object of strings. archived_at is NULL until the
+        -- store is archived, which cannot be undone. Deleting a store deletes its rows in
+        -- memories, versions and changes (Store.delete_store), not its session resources.
+        CREATE TABLE stores (
+            id TEXT PRIMARY KEY,              -- memstore_…, time-ordered
+            name TEXT NOT NULL,
+            description TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            created_at TEXT NOT NULL,         -- RFC 3339 UTC with microseconds: sorts by time
+            updated_at TEXT NOT NULL,
+            archived_at TEXT
+        );
+
+        -- Live memories only: a deleted memory's row is gone, its history stays in versions.
+        -- version_id names the version holding the current content (the only head marker).
+        -- (store_id, path) is unique; the overlap rule (/a vs /a/b) is checked in code.
+        CREATE TABLE memories (
+            id TEXT PRIMARY KEY,              -- mem_…, stable across renames
+            store_id TEXT NOT NULL REFERENCES stores(id),
+            path TEXT NOT NULL,
+            content TEXT NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            content_size_bytes INTEGER NOT NULL,
+            version_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX memories_store_path ON memories(store_id, path);
+
+        -- Immutable versions, one per real change. path is NULL only when redacted; content,
+        -- content_sha256 and content_size_bytes are NULL when redacted or operation='deleted'.
+        -- created_by_* / redacted_by_* hold an actor as (type, id).
+        CREATE TABLE versions (
+            id TEXT PRIMARY KEY,              -- memver_…, time-ordered: the listing order
+            store_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            operation TEXT NOT NULL CHECK (operation IN ('created', 'modified', 'deleted')),
+            created_at TEXT NOT NULL,
+            path TEXT,
+            content TEXT,
+            content_sha256 TEXT,
+            content_size_bytes INTEGER,
+            created_by_type TEXT,
+            created_by_id TEXT,
+            redacted_at TEXT,
+            redacted_by_type TEXT,
+            redacted_by_id TEXT
+        );
+        CREATE INDEX versions_store ON versions(store_id, id);
+        CREATE INDEX versions_memory ON versions(memory_id, id);
+
+        -- The change feed of each store, written in the same transaction as the change: a
+        -- mount polls it (a cheap indexed max(seq)) to invalidate its kernel caches, and the
+        -- server streams it to remote mounts. op: put | delete | store.
+        CREATE TABLE changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            store_id TEXT NOT NULL,
+            op TEXT NOT NULL,
+            memory_id TEXT,
+            path TEXT,
+            old_path TEXT,
+            at TEXT NOT NULL
+        );
+        CREATE INDEX changes_store ON changes(store_id, seq);
+
+        -- Sessions (API.md §4). agent is the JSON snapshot of the agent, metadata a JSON
+        -- object. status: rescheduling | running | idle | terminated.
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,              -- sesn_…
+            status TEXT NOT NULL,
+            agent TEXT,
+            environment_id TEXT,
+            metadata TEXT NOT NULL,
+            title TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            archived_at TEXT
+        );
+
+        -- Memory stores attached to a session, fixed at creation. name and description are
+        -- snapshots taken at attach time; mount_path is unique within the session.
+        CREATE TABLE session_resources (
+            id TEXT PRIMARY KEY,              -- sesrsc_…
+            session_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            memory_store_id TEXT NOT NULL,
+            access TEXT NOT NULL,
+            instructions TEXT,
+            name TEXT NOT NULL,
+            description TEXT NOT NULL,
+            mount_path TEXT NOT NULL
+        );
+        CREATE INDEX session_resources_session ON session_resources(session_id, position);
+        CREATE INDEX session_resources_store ON session_resources(memory_store_id);
+
+        -- Session events (API.md §4.6), in seq order. body is the whole wire object. Tool
+        -- events of a mount without a session have session_id NULL and store_id set.
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,          -- sevt_…
+            session_id TEXT,
+            store_id TEXT,
+            type TEXT NOT NULL,
+            processed_at TEXT NOT NULL,
+            body TEXT NOT NULL
+        );
+        CREATE INDEX events_session ON events(session_id, seq);
+        """
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# row -> model
+
+
+def _store(row: sqlite3.Row) -> MemoryStore:
+    return MemoryStore(
+        id=row["id"],
+        name=row["name"],
+        description=row["description"],
+        metadata=json.loads(row["metadata"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        archived_at=row["archived_at"],
+    )
+
+
+def _memory(row: sqlite3.Row, with_content: bool) -> Memory:
+    return Memory(
+        id=row["id"],
+        memory_store_id=row["store_id"],
+        path=row["path"],
+        content=row["content"] if with_content else None,
+        content_sha256=row["content_sha256"],
+        content_size_bytes=row["content_size_bytes"],
+        memory_version_id=row["version_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _actor(type_: str | None, id_: str | None) -> Actor | None:
+    return Actor(type_, id_) if type_ and id_ else None
+
+
+def _version(row: sqlite3.Row, with_content: bool) -> MemoryVersion:
+    return MemoryVersion(
+        id=row["id"],
+        memory_id=row["memory_id"],
+        memory_store_id=row["store_id"],
+        operation=row["operation"],
+        created_at=row["created_at"],
+        path=row["path"],
+        content=row["content"] if with_content else None,
+        content_sha256=row["content_sha256"],
+        content_size_bytes=row["content_size_bytes"],
+        created_by=_actor(row["created_by_type"], row["created_by_id"]),
+        redacted_at=row["redacted_at"],
+        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
+    )
+
+
+def _resource(row: sqlite3.Row) -> SessionResource:
+    return SessionResource(
+        id=row["id"],
+        session_id=row["session_id"],
+        memory_store_id=row["memory_store_id"],
+        access=row["access"],
+        instructions=row["instructions"],
+        name=row["name"],
+        description=row["description"],
+        mount_path=row["mount_path"],
+    )
+
+
+def _event(row: sqlite3.Row) -> Event:
+    return Event(
+        id=row["id"],
+        session_id=row["session_id"],
+        type=row["type"],
+        processed_at=row["processed_at"],
+        body=json.loads(row["body"]),
+    )
+
+
+def default_db_path() -> Path:
+    """``$MEMFS_DB``, else ``$XDG_DATA_HOME/memfs/memfs.db`` (``~/.local/share/memfs/``)."""
+    if os.environ.get("MEMFS_DB"):
+        return Path(os.environ["MEMFS_DB"])
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "memfs" / "memfs.db"
+
+
+# --------------------------------------------------------------------------------------------
+# the store
+
+
+class Store:
+    """A memfs database. Thread-safe: one connection, used under a lock.
+
+    :param path: the database file (created with its directory if missing); default
+        :func:`default_db_path`. ``":memory:"`` works for tests that use one process.
+    :param limits: the limits to enforce; default :meth:`Limits.from_env`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, limits: Limits | None = None):
+        self.limits = limits or Limits.from_env()
+        self.path = str(default_db_path() if path is None else path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: autocommit; we issue BEGIN IMMEDIATE ourselves.
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=WRITE_PATIENCE
+        )
+        conn.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        # busy_timeout makes SQLite itself wait for a lock instead of failing at once.
+        conn.execute("PRAGMA busy_timeout = 5000")
+        self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        # FULL: a commit is on disk (WAL fsynced) before it returns, so an acknowledged write
+        # survives a power cut as well as a killed process.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        self._retry(self._migrate)
+
+    def _migrate(self) -> None:
+        if migrations.pending(self.db):
+            # Under the write lock (sqlite-utils nests its transactions as savepoints), so two
+            # processes opening a fresh database at once do not both apply a migration.
+            with self._write():
+                migrations.apply(self.db)
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _retry(self, fn: Any) -> Any:
+        deadline = time.monotonic() + WRITE_PATIENCE
+        delay = 0.005
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                if time.monotonic() > deadline:
+                    raise Busy("the database stayed locked by other writers; try again") from e
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.25)
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, holding the database write lock from its first statement."""
+        with self._lock:
+            self._retry(lambda: self.conn.execute("BEGIN IMMEDIATE"))
+            try:
+                yield self.conn
+                self._retry(lambda: self.conn.execute("COMMIT"))
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several reads."""
+        with self._lock:
+            self._retry(lambda: self.conn.execute("BEGIN"))
+            try:
+                yield self.conn
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self._retry(
+                lambda: self.conn.execute(sql, params).fetchone()
+            )
+            return row
+
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            rows: list[sqlite3.Row] = self._retry(
+                lambda: self.conn.execute(sql, params).fetchall()
+            )
+            return rows
+
+    def _change(
+        self,
+        conn: sqlite3.Connection,
+        store_id: str,
+        op: str,
+        memory_id: str | None = None,
+        path: str | None = None,
+        old_path: str | None = None,
+    ) -> None:
+        conn.execute(
+            "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (store_id, op, memory_id, path, old_path, _now()),
+        )
+
+    # -- memory stores -----------------------------------------------------------------------
+
+    def create_store(
+        self, name: str, description: str | None = None, metadata: dict[str, str] | None = None
+    ) -> MemoryStore:
+        lim = self.limits
+        name = _validate_name(name, lim)
+        description = _validate_description("" if description is None else description, lim)
+        metadata = _validate_metadata({} if metadata is None else metadata, lim)
+        now = _now()
+        store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
+        with self._write() as c:
+            c.execute(
+                "INSERT INTO stores VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                (store.id, name, description, json.dumps(metadata), now, now),
+            )
+        log.debug("created store %s (%s)", store.id, name)
+        return store
+
+    def get_store(self, store_id: str) -> MemoryStore:
+        """:raises NotFound: unknown or deleted."""
+        row = self._one("SELECT * FROM stores WHERE id = ?", (store_id,))
+        if row is None:
+            raise NotFound(f"memory store {store_id!r} not found")
+        return _store(row)
+
+    def resolve_store(self, ref: str) -> MemoryStore:
+        """A store by id, or else by exact name (the newest live store of that name wins over
+        archived ones; two live stores with the name are ambiguous).
+
+        :raises NotFound: no such store. :raises InvalidRequest: an ambiguous name.
+        """
+        row = self._one("SELECT * FROM stores WHERE id = ?", (ref,))
+        if row is not None:
+            return _store(row)
+        rows = self._all(
+            "SELECT * FROM stores WHERE name = ? ORDER BY archived_at IS NOT NULL, id DESC", (ref,)
+        )
+        if not rows:
+            raise NotFound(f"no memory store with id or name {ref!r}")
+        live = [r for r in rows if r["archived_at"] is None]
+        if len(live) > 1:
+            ids = ", ".join(r["id"] for r in live)
+            raise InvalidRequest(f"{len(live)} memory stores are named {ref!r} ({ids}): use an id")
+        return _store(rows[0])
+
+    def update_store(
+        self,
+        store_id: str,
+        *,
+        name: Any = UNSET,
+        description: Any = UNSET,
+        metadata: Any = UNSET,
+    ) -> MemoryStore:
+        """Update name, description, and patch metadata. ``None``/UNSET leave a field alone.
+
+        :raises StoreArchived: the store is archived. :raises InvalidRequest: bad values.
+        """
+        lim = self.limits
+        with self._write() as c:
+            store = self._store_in(c, store_id)
+            if store.archived_at is not None:
+                raise StoreArchived(f"memory store {store_id} is archived and cannot be updated")
+            new_name = store.name if name in (UNSET, None) else _validate_name(name, lim)
+            new_desc = (
+                store.description
+                if description in (UNSET, None)
+                else _validate_description(description, lim)
+            )
+            new_meta = (
+                store.metadata
+                if metadata in (UNSET, None)
+                else _patch_metadata(store.metadata, metadata, lim)
+            )
+            if (new_name, new_desc, new_meta) == (store.name, store.description, store.metadata):
+                return store
+            now = _now()
+            c.execute(
+                "UPDATE stores SET name = ?, description = ?, metadata = ?, updated_at = ? "
+                "WHERE id = ?",
+                (new_name, new_desc, json.dumps(new_meta), now, store_id),
+            )
+            self._change(c, store_id, "store")
+        return self.get_store(store_id)
+
+    def archive_store(self, store_id: str) -> MemoryStore:
+        """Archive (idempotent: an archived store is returned unchanged)."""
+        with self._write() as c:
+            store = self._store_in(c, store_id)
+            if store.archived_at is None:
+                now = _now()
+                c.execute(
+                    "UPDATE stores SET archived_at = ?, updated_at = ? WHERE id = ?",
+                    (now, now, store_id),
+                )
+                self._change(c, store_id, "store")
+        return self.get_store(store_id)
+
+    def delete_store(self, store_id: str) -> None:
+        """Delete the store with every memory and version in it, permanently."""
+        with self._write() as c:
+            self._store_in(c, store_id)
+            c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
+            c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
+            c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
+            c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
+            self._change(c, store_id, "store")
+
+    def list_stores(
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[MemoryStore]:
+        """Stores, newest first (``created_at`` desc, then ``id`` desc)."""
+        limit = _check_limit(limit, self.limits)
+        where, params = [], []
+        if not include_archived:
+            where.append("archived_at IS NULL")
+        if created_at_gte is not None:
+            where.append("created_at >= ?")
+            params.append(format_time(parse_time(created_at_gte)))
+        if created_at_lte is not None:
+            where.append("created_at <= ?")
+            params.append(format_time(parse_time(created_at_lte)))
+        filters = ["stores", include_archived, params]
+        if page:
+            key = _decode_cursor(page, "stores", filters)
+            if not (isinstance(key, list) and len(key) == 2):
+                raise InvalidCursor("invalid page cursor")
+            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+            params += [key[0], key[0], key[1]]
+        sql = "SELECT * FROM stores"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        rows = self._all(sql, [*params, limit + 1])
+        items = [_store(r) for r in rows[:limit]]
+        next_page = None
+        if len(rows) > limit:
+            next_page = _encode_cursor("stores", filters, [items[-1].created_at, items[-1].id])
+        return Page(items, next_page)
+
+    def _store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
+        row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"memory store {store_id!r} not found")
+        return _store(row)
+
+    def _writable_store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
+        store = self._store_in(c, store_id)
+        if store.archived_at is not None:
+            raise StoreArchived(f"memory store {store_id} is archived: its memories are read-only")
+        return store
+
+    # -- memories ----------------------------------------------------------------------------
+
+    def _check_path_free(
+        self, c: sqlite3.Connection, store_id: str, path: str, exclude: Sequence[str] = ()
+    ) -> None:
+        """:raises PathConflict: ``path`` is taken, or is an ancestor or descendant of a
+        memory's path (``/a`` and ``/a/b`` cannot both exist). Memories in ``exclude`` are
+        ignored (the one being renamed, the one being replaced)."""
+        segments = path[1:].split("/")
+        candidates = [path] + ["/" + "/".join(segments[:i]) for i in range(1, len(segments))]
+        marks = ",".join("?" * len(candidates))
+        rows = c.execute(
+            f"SELECT id, path FROM memories WHERE store_id = ? AND path IN ({marks})",
+            (store_id, *candidates),
+        ).fetchall()
+        # Descendants: paths in [path + "/", path + "0"), "0" being the byte after "/".
+        rows += c.execute(
+            "SELECT id, path FROM memories WHERE store_id = ? AND path > ? AND path < ? LIMIT 2",
+            (store_id, path + "/", path + "0"),
+        ).fetchall()
+        for row in rows:
+            if row["id"] in exclude:
+                continue
+            if row["path"] == path:
+                msg = f"a memory already exists at {path}"
+            elif len(row["path"]) < len(path):
+                msg = f"{row['path']} is a memory, so {path} cannot be below it"
+            else:
+                msg = f"{path} is a directory of memories (e.g. {row['path']})"
+            raise PathConflict(msg, conflicting_memory_id=row["id"], conflicting_path=row["path"])
+
+    def _insert_version(
+        self,
+        c: sqlite3.Connection,
+        store_id: str,
+        memory_id: str,
+        operation: str,
+        path: str,
+        content: str | None,
+        sha: str | None,
+        size: int | None,
+        actor: Actor | None,
+        now: str,
+    ) -> str:
+        vid = new_id("memver")
+        c.execute(
+            "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, "
+            "content, content_sha256, content_size_bytes, created_by_type, created_by_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                vid,
+                store_id,
+                memory_id,
+                operation,
+                now,
+                path,
+                content,
+                sha,
+                size,
+                actor.type if actor else None,
+                actor.id if actor else None,
+            ),
+        )
+        return vid
+
+    def _prune_memory(self, c: sqlite3.Connection, memory_id: str) -> None:
+        """Retention (SPEC §1): drop versions older than the window, keeping the newest few."""
+        cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
+        c.execute(
+            "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id NOT IN "
+            "(SELECT id FROM versions WHERE memory_id = ? ORDER BY id DESC LIMIT ?)",
+            (memory_id, cutoff, memory_id, self.limits.retention_keep),
+        )
+
+    def count_memories(self, store_id: str) -> int:
+        row = self._one("SELECT count(*) FROM memories WHERE store_id = ?", (store_id,))
+        return int(row[0]) if row else 0
+
+    def check_can_create(self, store_id: str) -> None:
+        """Would a new memory be accepted now? (The filesystem asks at ``open(O_CREAT)`` so the
+        error comes at once; the insert itself checks again under the write lock.)
+
+        :raises NotFound, StoreArchived, LimitExceeded:
+        """
+        with self._read() as c:
+            self._writable_store_in(c, store_id)
+            self._check_count(c, store_id)
+
+    def _check_count(self, c: sqlite3.Connection, store_id: str) -> None:
+        n = c.execute("SELECT count(*) FROM memories WHERE store_id = ?", (store_id,)).fetchone()[0]
+        if n >= self.limits.max_memories:
+            raise LimitExceeded(
+                f"memory store {store_id} already holds {n} memories; "
+                f"the limit is {self.limits.max_memories}"
+            )
+
+    def create_memory(
+        self, store_id: str, path: str | bytes, content: str | bytes | None, *, actor: Actor | None
+    ) -> Memory:
+        """Create a memory and its ``created`` version.
+
+        :raises InvalidPath, InvalidContent, ContentTooLarge: bad input.
+        :raises NotFound, StoreArchived, LimitExceeded, PathConflict:
+        """
+        path = validate_path(path, self.limits)
+        text, data = encode_content(content, self.limits)
+        sha = sha256_hex(data)
+        with self._write() as c:
+            self._writable_store_in(c, store_id)
+            self._check_path_free(c, store_id, path)
+            self._check_count(c, store_id)
+            now = _now()
+            mid = new_id("mem")
+            vid = self._insert_version(
+                c, store_id, mid, "created", path, text, sha, len(data), actor, now
+            )
+            c.execute(
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (mid, store_id, path, text, sha, len(data), vid, now, now),
+            )
+            self._change(c, store_id, "put", mid, path)
+        return Memory(mid, store_id, path, text, sha, len(data), vid, now, now)
+
+    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
+        """:raises NotFound: unknown store, or no live memory with that id in it."""
+        view = _check_view(view)
+        row = self._one(
+            "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
+        )
+        if row is None:
+            self.get_store(store_id)
+            raise NotFound(f"memory {memory_id!r} not found in {store_id}")
+        return _memory(row, view == "full")
+
+    def get_memory_by_path(self, store_id: str, path: str, *, view: str = "full") -> Memory:
+        view = _check_view(view)
+        row = self._one(
+            "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
+        )
+        if row is None:
+            self.get_store(store_id)
+            raise NotFound(f"no memory at {path} in {store_id}")
+        return _memory(row, view == "full")
+
+    def resolve_memory(self, store_id: str, ref: str, *, view: str = "full") -> Memory:
+        """A memory by id or, when ``ref`` starts with ``/``, by path."""
+        if ref.startswith("/"):
+            return self.get_memory_by_path(store_id, ref, view=view)
+        return self.get_memory(store_id, ref, view=view)
+
+    def update_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        content: str | bytes | None = None,
+        path: str | bytes | None = None,
+        precondition_sha256: str | None = None,
+        actor: Actor | None,
+        replace: bool = False,
+    ) -> Memory:
+        """Change content and/or path (a rename keeps the id). ``None`` keeps a field.
+
+        A change writes one ``modified`` version; a no-op writes none and returns the memory
+        unchanged. The precondition is compared with the current content hash atomically with
+        the write, and is checked on a no-op too.
+
+        :param replace: when the new path is another memory's, delete that memory in the same
+            transaction (POSIX ``rename`` over a file) instead of raising PathConflict.
+        :raises PreconditionFailed, PathConflict, NotFound, StoreArchived, InvalidRequest:
+        """
+        if precondition_sha256 is not None and (
+            not isinstance(precondition_sha256, str) or not _SHA256_RE.match(precondition_sha256)
+        ):
+            raise InvalidRequest("precondition content_sha256 must be 64 lowercase hex digits")
+        new_path = None if path is None else validate_path(path, self.limits)
+        new = None if content is None else encode_content(content, self.limits)
+        with self._write() as c:
+            self._store_in(c, store_id)
+            row = c.execute(
+                "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"memory {memory_id!r} not found in {store_id}")
+            if precondition_sha256 is not None and precondition_sha256 != row["content_sha256"]:
+                raise PreconditionFailed(
+                    f"memory {memory_id} has content_sha256 {row['content_sha256']}, "
+                    f"not {precondition_sha256}"
+                )
+            text, sha, size = row["content"], row["content_sha256"], row["content_size_bytes"]
+            if new is not None:
+                text, sha, size = new[0], sha256_hex(new[1]), len(new[1])
+            target = row["path"] if new_path is None else new_path
+            if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
+                return _memory(row, True)
+            self._writable_store_in(c, store_id)
+            now = _now()
+            if target != row["path"]:
+                self._make_room(c, store_id, target, memory_id, replace, actor, now)
+            vid = self._insert_version(
+                c, store_id, memory_id, "modified", target, text, sha, size, actor, now
+            )
+            c.execute(
+                "UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
+                "content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?",
+                (target, text, sha, size, vid, now, memory_id),
+            )
+            old = row["path"] if target != row["path"] else None
+            self._change(c, store_id, "put", memory_id, target, old)
+            self._prune_memory(c, memory_id)
+            row = c.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        return _memory(row, True)
+
+    def _make_room(
+        self,
+        c: sqlite3.Connection,
+        store_id: str,
+        target: str,
+        memory_id: str,
+        replace: bool,
+        actor: Actor | None,
+        now: str,
+    ) -> None:
+        """Before moving ``memory_id`` to ``target``: with ``replace``, delete the memory that
+        holds exactly ``target``; then check that nothing else blocks it."""
+        if replace:
+            victim = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, target)
+            ).fetchone()
+            if victim is not None and victim["id"] != memory_id:
+                self._delete_row(c, victim, actor, now)
+        self._check_path_free(c, store_id, target, exclude=(memory_id,))
+
+    def _delete_row(
+        self, c: sqlite3.Connection, row: sqlite3.Row, actor: Actor | None, now: str
+    ) -> None:
+        self._insert_version(
+            c, row["store_id"], row["id"], "deleted", row["path"], None, None, None, actor, now
+        )
+        c.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
+        self._change(c, row["store_id"], "delete", row["id"], row["path"])
+        self._prune_memory(c, row["id"])
+
+    def delete_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        expected_sha256: str | None = None,
+        actor: Actor | None,
+    ) -> None:
+        """Delete a memory: its row goes, a ``deleted`` version (path kept) is written.
+        Allowed on archived stores.
+
+        :raises NotFound, PreconditionFailed, InvalidRequest:
+        """
+        if expected_sha256 is not None and (
+            not isinstance(expected_sha256, str) or not _SHA256_RE.match(expected_sha256)
+        ):
+            raise InvalidRequest("expected_content_sha256 must be 64 lowercase hex digits")
+        with self._write() as c:
+            self._store_in(c, store_id)
+            row = c.execute(
+                "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"memory {memory_id!r} not found in {store_id}")
+            if expected_sha256 is not None and expected_sha256 != row["content_sha256"]:
+                raise PreconditionFailed(
+                    f"memory {memory_id} has content_sha256 {row['content_sha256']}, "
+                    f"not {expected_sha256}"
+                )
+            self._delete_row(c, row, actor, _now())
+
+    # -- path operations (the filesystem's view) ---------------------------------------------
+
+    def write_path(self, store_id: str, path: str | bytes, content: str | bytes, *,
+                   actor: Actor | None) -> Memory:
+        """Create the memory at ``path``, or change its content: what a file's last close
+        means. Returns the memory (unchanged, with no new version, if the content is equal).
+
+        :raises InvalidPath, InvalidContent, ContentTooLarge, StoreArchived, LimitExceeded,
+            PathConflict, NotFound:
+        """
+        path = validate_path(path, self.limits)
+        text, data = encode_content(content, self.limits)
+        while True:
+            try:
+                m = self.get_memory_by_path(store_id, path, view="basic")
+            except NotFound:
+                try:
+                    return self.create_memory(store_id, path, content, actor=actor)
+                except PathConflict as e:
+                    if e.conflicting_path != path:
+                        raise
+                    continue  # created meanwhile by someone else: update it instead
+            try:
+                return self.update_memory(store_id, m.id, content=text, actor=actor)
+            except NotFound:
+                continue  # deleted meanwhile: create it again
+
+    def delete_path(self, store_id: str, path: str, *, actor: Actor | None) -> Memory:
+        """Delete the memory at ``path`` (``unlink``); returns it as it was.
+
+        :raises NotFound:
+        """
+        path = validate_path(path, self.limits)
+        with self._write() as c:
+            self._store_in(c, store_id)
+            row = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no memory at {path}")
+            self._delete_row(c, row, actor, _now())
+        return _memory(row, False)
+
+    def rename_path(
+        self,
+        store_id: str,
+        old: str | bytes,
+        new: str | bytes,
+        *,
+        actor: Actor | None,
+        replace: bool = True,
+    ) -> Memory:
+        """Rename the memory at ``old`` to ``new`` (same id, a ``modified`` version). With
+        ``replace`` a memory at ``new`` is deleted in the same transaction (POSIX rename);
+        without it, that is a PathConflict (``RENAME_NOREPLACE``).
+
+        :raises NotFound, PathConflict, StoreArchived, InvalidPath:
+        """
+        old = validate_path(old, self.limits)
+        new = validate_path(new, self.limits)
+        m = self.get_memory_by_path(store_id, old, view="basic")
+        return self.update_memory(store_id, m.id, path=new, actor=actor, replace=replace)
+
+    def rename_prefix(
+        self,
+        store_id: str,
+        old_prefix: str,
+        new_prefix: str,
+        *,
+        actor: Actor | None,
+    ) -> list[Memory]:
+        """Move every memory below ``old_prefix`` (``/a/``) to ``new_prefix`` (``/b/``) in one
+        transaction: a directory rename. Each moved memory gets one ``modified`` version.
+
+        :raises PathConflict: a destination path is blocked by a memory outside the move.
+        :raises InvalidPath: a destination path breaks the path rules.
+        """
+        old_prefix = validate_prefix(old_prefix, self.limits)
+        new_prefix = validate_prefix(new_prefix, self.limits)
+        if old_prefix == "/" or new_prefix.startswith(old_prefix):
+            raise InvalidRequest(f"cannot move {old_prefix} into itself")
+        with self._write() as c:
+            self._writable_store_in(c, store_id)
+            rows = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
+                "ORDER BY path",
+                (store_id, old_prefix, old_prefix[:-1] + "0"),
+            ).fetchall()
+            moving = {r["id"] for r in rows}
+            now = _now()
+            targets = [new_prefix + r["path"][len(old_prefix):] for r in rows]
+            for t in targets:
+                validate_path(t, self.limits)
+            # First take every moved memory out of the way, then check and place each one, so
+            # that memories inside the move never conflict with each other.
+            for row, target in zip(rows, targets, strict=True):
+                self._check_path_free(c, store_id, target, exclude=tuple(moving))
+            result = []
+            for row, target in zip(rows, targets, strict=True):
+                vid = self._insert_version(
+                    c, store_id, row["id"], "modified", target, row["content"],
+                    row["content_sha256"], row["content_size_bytes"], actor, now,
+                )
+                c.execute(
+                    "UPDATE memories SET path = ?, version_id = ?, updated_at = ? WHERE id = ?",
+                    (target, vid, now, row["id"]),
+                )
+                self._change(c, store_id, "put", row["id"], target, row["path"])
+                self._prune_memory(c, row["id"])
+            for row in rows:
+                r2 = c.execute("SELECT * FROM memories WHERE id = ?", (row["id"],)).fetchone()
+                result.append(_memory(r2, False))
+        return result
+
+    def tree(self, store_id: str) -> list[Memory]:
+        """Every live memory of the store, without content, in path order."""
+        rows = self._all(
+            "SELECT id, store_id, path, NULL AS content, content_sha256, content_size_bytes, "
+            "version_id, created_at, updated_at FROM memories WHERE store_id = ? ORDER BY path",
+            (store_id,),
+        )
+        if not rows:
+            self.get_store(store_id)
+        return [_memory(r, False) for r in rows]
+
+    def list_memories(
+        self,
+        store_id: str,
+        *,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Page[Memory | MemoryPrefix]:
+        """Memories in ascending byte order of path, with ``depth`` roll-ups (API.md §2.10).
+
+        ``depth`` 0 lists everything below the prefix; ``d >= 1`` lists memories at most ``d``
+        segments below it and one ``memory_prefix`` per distinct deeper first-``d`` segments.
+        """
+        view = _check_view(view)
+        limit = _check_limit(limit, self.limits, view)
+        prefix = "/" if path_prefix is None else validate_prefix(path_prefix, self.limits)
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise InvalidRequest("depth must be an integer >= 0")
+        filters = [prefix, depth]
+        lower, lower_incl = prefix, True
+        if page:
+            key = _decode_cursor(page, "memories", filters)
+            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)):
+                raise InvalidCursor("invalid page cursor")
+            lower, lower_incl = key[0], bool(key[1])
+        cols = "*" if view == "full" else (
+            "id, store_id, path, NULL AS content, content_sha256, content_size_bytes, "
+            "version_id, created_at, updated_at"
+        )
+        upper = prefix[:-1] + "0"
+        with self._read() as c:
+            self._store_in(c, store_id)
+            items: list[Memory | MemoryPrefix] = []
+            while len(items) <= limit:
+                # Fetch in chunks; a roll-up jumps past everything below its prefix.
+                rows = c.execute(
+                    f"SELECT {cols} FROM memories WHERE store_id = ? AND path {'>=' if lower_incl else '>'} ? "
+                    "AND path < ? ORDER BY path LIMIT ?",
+                    (store_id, lower, upper, limit + 1),
+                ).fetchall()
+                if not rows:
+                    break
+                for row in rows:
+                    rel = row["path"][len(prefix):].split("/")
+                    if depth == 0 or len(rel) <= depth:
+                        items.append(_memory(row, view == "full"))
+                        lower, lower_incl = row["path"], False
+                    else:
+                        roll = prefix + "/".join(rel[:depth]) + "/"
+                        items.append(MemoryPrefix(roll))
+                        # resume after every path below the roll-up
+                        lower, lower_incl = roll[:-1] + "0", True
+                        break
+                    if len(items) > limit:
+                        break
+        next_page = None
+        if len(items) > limit:
+            items = items[:limit]
+            next_page = _encode_cursor("memories", filters, _sort_key(items[-1]))
+        return Page(items, next_page)
+
+    # -- versions ----------------------------------------------------------------------------
+
+    def list_versions(
+        self,
+        store_id: str,
+        *,
+        memory_id: str | None = None,
+        operation: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
+        service_account_id: str | None = None,
+        user_id: str | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Page[MemoryVersion]:
+        """Versions newest first; filters combine with AND (API.md §2.12)."""
+        view = _check_view(view)
+        limit = _check_limit(limit, self.limits, view)
+        where, params = ["store_id = ?"], [store_id]
+        if memory_id is not None:
+            where.append("memory_id = ?")
+            params.append(memory_id)
+        if operation is not None:
+            if operation not in _OPERATIONS:
+                raise InvalidRequest("operation must be created, modified or deleted")
+            where.append("operation = ?")
+            params.append(operation)
+        for type_, value in (
+            ("session_actor", session_id),
+            ("api_actor", api_key_id),
+            ("service_account_actor", service_account_id),
+            ("user_actor", user_id),
+        ):
+            if value is not None:
+                where.append("created_by_type = ? AND created_by_id = ?")
+                params += [type_, value]
+        if created_at_gte is not None:
+            where.append("created_at >= ?")
+            params.append(format_time(parse_time(created_at_gte)))
+        if created_at_lte is not None:
+            where.append("created_at <= ?")
+            params.append(format_time(parse_time(created_at_lte)))
+        filters = ["versions", params]
+        if page:
+            key = _decode_cursor(page, "versions", filters)
+            if not isinstance(key, str):
+                raise InvalidCursor("invalid page cursor")
+            where.append("id < ?")
+            params.append(key)
+        cols = "*" if view == "full" else "*, NULL AS content"
+        with self._read() as c:
+            self._store_in(c, store_id)
+            rows = c.execute(
+                f"SELECT {cols} FROM versions WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
+                [*params, limit + 1],
+            ).fetchall()
+        items = [_version(r, view == "full") for r in rows[:limit]]
+        next_page = _encode_cursor("versions", filters, items[-1].id) if len(rows) > limit else None
+        return Page(items, next_page)
+
+    def get_version(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion:
+        view = _check_view(view)
+        row = self._one(
+            "SELECT * FROM versions WHERE id = ? AND store_id = ?", (version_id, store_id)
+        )
+        if row is None:
+            self.get_store(store_id)
+            raise NotFound(f"memory version {version_id!r} not found in {store_id}")
+        return _version(row, view == "full")
+
+    def redact_version(self, store_id: str, version_id: str, *, actor: Actor | None) -> MemoryVersion:
+        """Erase a version's path and content for good (idempotent).
+
+        :raises InvalidRequest: the version is the head of a live memory.
+        """
+        with self._write() as c:
+            self._store_in(c, store_id)
+            row = c.execute(
+                "SELECT * FROM versions WHERE id = ? AND store_id = ?", (version_id, store_id)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"memory version {version_id!r} not found in {store_id}")
+            if row["redacted_at"] is None:
+                head = c.execute(
+                    "SELECT path FROM memories WHERE version_id = ?", (version_id,)
+                ).fetchone()
+                if head is not None:
+                    raise InvalidRequest(
+                        f"version {version_id} is the current content of the memory at "
+                        f"{head['path']}: update or delete the memory first"
+                    )
+                c.execute(
+                    "UPDATE versions SET path = NULL, content = NULL, content_sha256 = NULL, "
+                    "content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, "
+                    "redacted_by_id = ? WHERE id = ?",
+                    (_now(), actor.type if actor else None, actor.id if actor else None, version_id),
+                )
+        return self.get_version(store_id, version_id)
+
+    def prune_versions(self, *, now: datetime | None = None) -> int:
+        """Delete versions past the retention window, keeping the newest ``retention_keep`` of
+        every memory whatever their age. Returns how many were deleted."""
+        cutoff = format_time(
+            (now or datetime.now(UTC)) - timedelta(days=self.limits.retention_days)
+        )
+        with self._write() as c:
+            cur = c.execute(
+                "DELETE FROM versions WHERE created_at < ? AND id IN ("
+                " SELECT id FROM (SELECT id, row_number() OVER"
+                "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) WHERE n > ?)",
+                (cutoff, self.limits.retention_keep),
+            )
+            return cur.rowcount
+
+    # -- change feed -------------------------------------------------------------------------
+
+    def last_change(self, store_id: str) -> int:
+        """The newest change sequence number of the store (0 if none)."""
+        row = self._one("SELECT max(seq) FROM changes WHERE store_id = ?", (store_id,))
+        return int(row[0] or 0) if row else 0
+
+    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
+        rows = self._all(
+            "SELECT * FROM changes WHERE store_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (store_id, seq, limit),
+        )
+        return [
+            Change(r["seq"], r["store_id"], r["op"], r["memory_id"], r["path"], r["old_path"])
+            for r in rows
+        ]
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        resources: Sequence[dict[str, Any]],
+        *,
+        root: str = "/mnt/memory",
+        agent: dict[str, Any] | None = None,
+        environment_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        title: str | None = None,
+        status: str = "idle",
+    ) -> Session:
+        """Create a session with memory stores attached (SPEC §3, API.md §4.2).
+
+        Each resource is ``{"type": "memory_store", "memory_store_id", "access"?,
+        "instructions"?}``. Validated: at most ``max_session_stores``, each store exists and is
+        not archived, no store twice, ``access`` read_write (default) or read_only,
+        instructions of at most ``max_instructions_chars``. ``name`` and ``description`` are
+        snapshotted; ``mount_path`` is ``root/<slug>`` with ``-2``, ``-3``… on collisions.
+
+        :raises InvalidRequest, LimitExceeded, StoreArchived, NotFound:
+        """
+        lim = self.limits
+        if not isinstance(resources, list | tuple):
+            raise InvalidRequest("resources must be a list")
+        mem = [r for r in resources if isinstance(r, dict) and r.get("type") == "memory_store"]
+        if len(mem) != len(resources):
+            raise InvalidRequest("only resources of type 'memory_store' are supported")
+        if len(mem) > lim.max_session_stores:
+            raise LimitExceeded(
+                f"a session can attach at most {lim.max_session_stores} memory stores "
+                f"({len(mem)} given)"
+            )
+        if metadata is not None:
+            metadata = _validate_metadata(metadata, lim)
+        if status not in _SESSION_STATUSES:
+            raise InvalidRequest(f"invalid session status {status!r}")
+        root = root.rstrip("/") or ""
+        sid = new_id("sesn")
+        now = _now()
+        with self._write() as c:
+            seen: set[str] = set()
+            used: set[str] = set()
+            rows = []
+            for pos, r in enumerate(mem):
+                store_id = r.get("memory_store_id")
+                if not isinstance(store_id, str) or not store_id:
+                    raise InvalidRequest("memory_store_id is required on every memory_store resource")
+                if store_id in seen:
+                    raise InvalidRequest(f"memory store {store_id} is attached twice")
+                seen.add(store_id)
+                access = r.get("access") or "read_write"
+                if access not in ("read_write", "read_only"):
+                    raise InvalidRequest("access must be 'read_write' or 'read_only'")
+                instructions = r.get("instructions")
+                if instructions is not None and not isinstance(instructions, str):
+                    raise InvalidRequest("instructions must be a string")
+                if instructions is not None and len(instructions) > lim.max_instructions_chars:
+                    raise InvalidRequest(
+                        f"instructions are {len(instructions)} characters; the limit is "
+                        f"{lim.max_instructions_chars}"
+                    )
+                store = self._store_in(c, store_id)
+                if store.archived_at is not None:
+                    raise StoreArchived(f"memory store {store_id} is archived and cannot be attached")
+                base = slugify(store.name) or store.id
+                slug, n = base, 1
+                while slug in used:
+                    n += 1
+                    slug = f"{base}-{n}"
+                used.add(slug)
+                rows.append(
+                    (new_id("sesrsc"), sid, pos, store.id, access, instructions, store.name,
+                     store.description, f"{root}/{slug}")
+                )
+            c.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                (
+                    sid,
+                    status,
+                    json.dumps(agent) if agent is not None else None,
+                    environment_id,
+                    json.dumps(metadata or {}),
+                    title,
+                    now,
+                    now,
+                ),
+            )
+            c.executemany("INSERT INTO session_resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return self.get_session(sid)
+
+    def get_session(self, session_id: str) -> Session:
+        with self._read() as c:
+            row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id!r} not found")
+            res = c.execute(
+                "SELECT * FROM session_resources WHERE session_id = ? ORDER BY position",
+                (session_id,),
+            ).fetchall()
+        return _session(row, res)
+
+    def list_sessions(
+        self,
+        *,
+        memory_store_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        order: str = "desc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[Session]:
+        limit = _check_limit(limit, self.limits)
+        if order not in ("asc", "desc"):
+            raise InvalidRequest("order must be 'asc' or 'desc'")
+        where, params = [], []
+        if memory_store_id is not None:
+            where.append(
+                "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)"
+            )
+            params.append(memory_store_id)
+        if statuses:
+            for s in statuses:
+                if s not in _SESSION_STATUSES:
+                    raise InvalidRequest(f"invalid session status {s!r}")
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            params += list(statuses)
+        if not include_archived:
+            where.append("archived_at IS NULL")
+        for op, value in (
+            (">", created_at_gt),
+            (">=", created_at_gte),
+            ("<", created_at_lt),
+            ("<=", created_at_lte),
+        ):
+            if value is not None:
+                where.append(f"created_at {op} ?")
+                params.append(format_time(parse_time(value)))
+        filters = ["sessions", order, params]
+        if page:
+            key = _decode_cursor(page, "sessions", filters)
+            if not isinstance(key, str):
+                raise InvalidCursor("invalid page cursor")
+            where.append("id < ?" if order == "desc" else "id > ?")
+            params.append(key)
+        sql = "SELECT id FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY id {order.upper()} LIMIT ?"
+        ids = [r["id"] for r in self._all(sql, [*params, limit + 1])]
+        items = [self.get_session(i) for i in ids[:limit]]
+        next_page = _encode_cursor("sessions", filters, ids[limit - 1]) if len(ids) > limit else None
+        return Page(items, next_page)
+
+    def set_session_status(self, session_id: str, status: str) -> Session:
+        """Move a session to ``status`` and record the matching ``session.status_*`` event."""
+        if status not in _SESSION_STATUSES:
+            raise InvalidRequest(f"invalid session status {status!r}")
+        event_type = {
+            "running": "session.status_running",
+            "idle": "session.status_idle",
+            "terminated": "session.status_terminated",
+            "rescheduling": "session.status_rescheduled",
+        }[status]
+        extra: dict[str, Any] = {}
+        if status == "idle":
+            extra = {"stop_reason": {"type": "end_turn"}, "stop_details": None}
+        with self._write() as c:
+            row = c.execute("SELECT status FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id!r} not found")
+            if row["status"] != status:
+                c.execute(
+                    "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
+                    (status, _now(), session_id),
+                )
+                self._insert_event(c, session_id, None, {"type": event_type, **extra})
+        return self.get_session(session_id)
+
+    def update_session(
+        self, session_id: str, *, metadata: Any = UNSET, title: Any = UNSET
+    ) -> Session:
+        with self._write() as c:
+            row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id!r} not found")
+            meta = json.loads(row["metadata"])
+            new_meta = meta if metadata in (UNSET, None) else _patch_metadata(
+                meta, metadata, self.limits
+            )
+            new_title = row["title"] if title is UNSET else title
+            if new_title is not None and not isinstance(new_title, str):
+                raise InvalidRequest("title must be a string")
+            if (new_meta, new_title) != (meta, row["title"]):
+                c.execute(
+                    "UPDATE sessions SET metadata = ?, title = ?, updated_at = ? WHERE id = ?",
+                    (json.dumps(new_meta), new_title, _now(), session_id),
+                )
+        return self.get_session(session_id)
+
+    def archive_session(self, session_id: str) -> Session:
+        with self._write() as c:
+            row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id!r} not found")
+            if row["archived_at"] is None:
+                now = _now()
+                c.execute(
+                    "UPDATE sessions SET archived_at = ?, updated_at = ? WHERE id = ?",
+                    (now, now, session_id),
+                )
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._write() as c:
+            row = c.execute("SELECT id FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id!r} not found")
+            self._insert_event(c, session_id, None, {"type": "session.deleted"})
+            c.execute("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
+            c.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
+        """A resource by its ``sesrsc_`` id or by its ``memory_store_id``."""
+        self.get_session(session_id)
+        row = self._one(
+            "SELECT * FROM session_resources WHERE session_id = ? AND "
+            "(id = ? OR memory_store_id = ?)",
+            (session_id, resource_id, resource_id),
+        )
+        if row is None:
+            raise NotFound(f"resource {resource_id!r} not found in session {session_id}")
+        return _resource(row)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _insert_event(
+        self, c: sqlite3.Connection, session_id: str | None, store_id: str | None,
+        body: dict[str, Any],
+    ) -> Event:
+        body = dict(body)
+        body["id"] = body.get("id") or new_id("sevt")
+        body["processed_at"] = body.get("processed_at") or _now()
+        c.execute(
+            "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (body["id"], session_id, store_id, body["type"], body["processed_at"],
+             json.dumps(body)),
+        )
+        return Event(body["id"], session_id, body["type"], body["processed_at"], body)
+
+    def add_events(
+        self, session_id: str | None, events: Sequence[dict[str, Any]], *,
+        store_id: str | None = None,
+    ) -> list[Event]:
+        """Append events (each a dict with at least ``type``); ``id`` and ``processed_at`` are
+        filled in when missing. ``session_id`` None records a mount's events without a session.
+
+        :raises NotFound: unknown session.
+        """
+        for e in events:
+            if not isinstance(e, dict) or not isinstance(e.get("type"), str):
+                raise InvalidRequest("every event needs a string 'type'")
+        with self._write() as c:
+            if session_id is not None:
+                row = c.execute("SELECT id FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                if row is None:
+                    raise NotFound(f"session {session_id!r} not found")
+            return [self._insert_event(c, session_id, store_id, e) for e in events]
+
+    def list_events(
+        self,
+        session_id: str,
+        *,
+        types: Sequence[str] | None = None,
+        order: str = "asc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        after_seq: int | None = None,
+    ) -> Page[Event]:
+        """Session events in processing order (``asc`` by default)."""
+        limit = _check_limit(limit, self.limits, maximum=1000)
+        if order not in ("asc", "desc"):
+            raise InvalidRequest("order must be 'asc' or 'desc'")
+        self.get_session(session_id)
+        where, params = ["session_id = ?"], [session_id]
+        if types:
+            where.append(f"type IN ({','.join('?' * len(types))})")
+            params += list(types)
+        for op, value in (
+            (">", created_at_gt),
+            (">=", created_at_gte),
+            ("<", created_at_lt),
+            ("<=", created_at_lte),
+        ):
+            if value is not None:
+                where.append(f"processed_at {op} ?")
+                params.append(format_time(parse_time(value)))
+        if after_seq is not None:
+            where.append("seq > ?")
+            params.append(after_seq)
+        filters = ["events", order, params]
+        if page:
+            key = _decode_cursor(page, "events", filters)
+            if not isinstance(key, int):
+                raise InvalidCursor("invalid page cursor")
+            where.append("seq > ?" if order == "asc" else "seq < ?")
+            params.append(key)
+        rows = self._all(
+            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY seq {order.upper()} "
+            "LIMIT ?",
+            [*params, limit + 1],
+        )
+        items = [_event(r) for r in rows[:limit]]
+        next_page = (
+            _encode_cursor("events", filters, rows[limit - 1]["seq"]) if len(rows) > limit else None
+        )
+        return Page(items, next_page)
+
+    def last_event_seq(self, session_id: str) -> int:
+        row = self._one("SELECT max(seq) FROM events WHERE session_id = ?", (session_id,))
+        return int(row[0] or 0) if row else 0
+
+    def events_after(self, session_id: str, seq: int, limit: int = 500) -> list[tuple[int, Event]]:
+        """Events of a session with a sequence number above ``seq`` (for live streams)."""
+        rows = self._all(
+            "SELECT * FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (session_id, seq, limit),
+        )
+        return [(r["seq"], _event(r)) for r in rows]
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def integrity_check(self) -> str:
+        row = self._one("PRAGMA integrity_check")
+        return str(row[0]) if row else "no answer"
+
+
+def _sort_key(item: Memory | MemoryPrefix) -> list[Any]:
+    """Where the next page starts: ``[path, inclusive]``. A roll-up resumes at the first path
+    past everything below it ("/a/" -> "/a0", "0" being the byte after "/")."""
+    if isinstance(item, MemoryPrefix):
+        return [item.path[:-1] + "0", True]
+    return [item.path, False]
+
+
+def _session(row: sqlite3.Row, res: list[sqlite3.Row]) -> Session:
+    return Session(
+        id=row["id"],
+        status=row["status"],
+        resources=tuple(_resource(r) for r in res),
+        agent=json.loads(row["agent"]) if row["agent"] else None,
+        environment_id=row["environment_id"],
+        metadata=json.loads(row["metadata"]),
+        title=row["title"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        archived_at=row["archived_at"],
+    )
