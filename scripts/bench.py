@@ -1,0 +1,885 @@
+#!/usr/bin/env python3
+"""Benchmark memfs against tmpfs and a Python FUSE floor with one standard workload.
+
+Run it through ``scripts/bench`` (needs root: it mounts tmpfs and FUSE filesystems).
+
+Targets, each measured with the same workload in its own fresh directory:
+
+* ``tmpfs``: a tmpfs mounted for the run; the kernel-only upper bound.
+* ``floor``: scripts/passthroughfs.py (pyfuse3 on trio) over a tmpfs; what any Python FUSE
+  daemon costs before it does real work. memfs cannot reasonably beat it.
+* ``memfs``: ``memfs mount`` of a fresh store in a fresh database (``MEMFS_DB``).
+
+Workload (sizes scale with --files): N files of 2,000 bytes in 10 directories; (a) create all,
+(b) warm tree walk with stat, (c) cold read of every file, (d) warm read of every file,
+(e) overwrite a quarter of the files, (f) rename another quarter, (g) ``grep -r`` over the tree,
+(h) unlink all; then (i) write and (j) cold read of 50 files of 100,000 bytes. Phases (i)/(j) run
+after (h) because a memfs store holds at most 2,000 memories.
+
+"Cold" means a fresh mount for the FUSE targets (daemon restarted: no kernel dentry, attribute
+or page cache for the mount, no daemon state); tmpfs has no colder state than warm. With
+--drop-caches the OS caches are dropped as well (sync; echo 3 > /proc/sys/vm/drop_caches).
+
+Every mount made here is undone on exit, including Ctrl-C and SIGTERM: daemons get SIGTERM,
+then ``fusermount3 -u``, then ``fusermount3 -uz``; tmpfs gets ``umount``, then ``umount -l``.
+The daemons run in their own sessions so that a terminal Ctrl-C reaches only this process,
+which then shuts them down in order. A SIGKILL of this process can still leave mounts behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Any
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parent.parent
+PASSTHROUGHFS = REPO / "scripts" / "passthroughfs.py"
+ALL_TARGETS = ("tmpfs", "floor", "memfs")
+NEEDLE = "zebra-quartz-needle"
+_INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class TargetError(Exception):
+    """A target could not be set up, mounted or torn down."""
+
+
+class WorkloadError(Exception):
+    """The workload saw wrong data or an unexpected result on a target."""
+
+
+# -- mounts ---------------------------------------------------------------------------------
+
+
+def _unescape_mount_field(value: str) -> str:
+    # /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    return value.encode().decode("unicode_escape") if "\\" in value else value
+
+
+def _mount_table() -> dict[str, str]:
+    """Return {mount point: fstype} from /proc/self/mountinfo (later mounts win)."""
+    table: dict[str, str] = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            table[_unescape_mount_field(fields[4])] = fields[sep + 1]
+    return table
+
+
+def is_mounted(path: Path) -> bool:
+    # Not os.path.ismount: a FUSE mount whose daemon died fails lstat() with ENOTCONN, which
+    # ismount reports as "not a mount" although the kernel still has it.
+    return str(path) in _mount_table()
+
+
+def fstype_of(path: Path) -> str:
+    """Filesystem type holding path (longest mount point prefix)."""
+    path = path.resolve()
+    best, best_type = "", "unknown"
+    for mount_point, fstype in _mount_table().items():
+        if (path == Path(mount_point) or Path(mount_point) in path.parents) and len(
+            mount_point
+        ) >= len(best):
+            best, best_type = mount_point, fstype
+    return best_type
+
+
+def _run_quiet(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def _wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
+    """Poll predicate with a short backoff until it holds or timeout seconds pass."""
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def force_unmount(path: Path, fuse: bool) -> None:
+    """Unmount path if it is still mounted, escalating to a lazy unmount."""
+    if not is_mounted(path):
+        return
+    attempts = (
+        [["fusermount3", "-u", str(path)], ["fusermount3", "-uz", str(path)]]
+        if fuse
+        else [["umount", str(path)], ["umount", "-l", str(path)]]
+    )
+    for cmd in attempts:
+        result = _run_quiet(cmd)
+        if _wait_until(lambda: not is_mounted(path), 2.0):
+            log.debug("unmounted %s with %s", path, " ".join(cmd[:2]))
+            return
+        log.warning("%s failed: %s", " ".join(cmd), result.stderr.strip() or result.returncode)
+    log.error("could not unmount %s; run: fusermount3 -uz %s", path, path)
+
+
+def mount_tmpfs(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    cmd = ["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", "memfs-bench", str(path)]
+    result = _run_quiet(cmd)
+    if result.returncode != 0:
+        raise TargetError(f"mount -t tmpfs {path} failed: {result.stderr.strip()}")
+
+
+_drop_caches_warned = False
+
+
+def drop_os_caches() -> None:
+    global _drop_caches_warned
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as exc:
+        if not _drop_caches_warned:
+            log.warning("cannot drop OS caches (%s); cold reads keep OS caches", exc)
+            _drop_caches_warned = True
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold off Ctrl-C/SIGTERM/SIGHUP during cleanup, then re-raise one as KeyboardInterrupt.
+
+    A second Ctrl-C while unmounting would otherwise abort the cleanup half-way and leave a
+    mount behind, which is the one thing this harness must never do.
+    """
+    received: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = {signum: signal.signal(signum, note) for signum in _INTERRUPT_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if received:
+            raise KeyboardInterrupt
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+@dataclass
+class Options:
+    workdir: Path
+    drop_caches: bool
+    mount_timeout: float
+    stop_timeout: float
+    memfs_cmd: str
+
+
+class Target:
+    """A directory to run the workload in, with setup and guaranteed teardown.
+
+    Subclasses register each cleanup on ``self._stack`` right after the matching setup, so
+    that a failure half-way still undoes exactly what was done.
+    """
+
+    name = ""
+    cold_meaning = ""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.dir = opts.workdir / self.name
+        self.info: dict[str, Any] = {}
+        self.aborted: str | None = None
+        self._stack = contextlib.ExitStack()
+
+    @property
+    def root(self) -> Path:
+        raise NotImplementedError
+
+    def __enter__(self) -> Target:
+        self.dir.mkdir()
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with interrupts_deferred():
+            self._stack.close()
+
+    def _setup(self) -> None:
+        raise NotImplementedError
+
+    def make_cold(self) -> None:
+        """Bring the target into its cold state (see cold_meaning)."""
+        if self.opts.drop_caches:
+            drop_os_caches()
+
+    def abort(self, reason: str) -> None:
+        """Called from the watchdog thread when a phase hangs: make blocked syscalls fail."""
+        self.aborted = reason
+
+
+class TmpfsTarget(Target):
+    name = "tmpfs"
+    cold_meaning = "no-op: tmpfs data lives in the page cache, so cold = warm"
+
+    @property
+    def root(self) -> Path:
+        return self.dir / "mnt"
+
+    def _setup(self) -> None:
+        mount_tmpfs(self.root)
+        self._stack.callback(force_unmount, self.root, False)
+
+
+class FuseTarget(Target):
+    """A target served by a FUSE daemon subprocess; cold means restarting it."""
+
+    def __init__(self, opts: Options) -> None:
+        super().__init__(opts)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._starts = 0
+        self.info["mount_seconds"] = []
+
+    @property
+    def root(self) -> Path:
+        return self.dir / "mnt"
+
+    def _command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _env(self) -> dict[str, str] | None:
+        return None
+
+    def _log_path(self) -> Path:
+        return self.dir / f"daemon-{self._starts}.log"
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self._log_path().read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def start_daemon(self) -> None:
+        self._starts += 1
+        self._log = open(self._log_path(), "wb")  # noqa: SIM115 (closed in stop_daemon)
+        t0 = time.perf_counter()
+        self._proc = subprocess.Popen(
+            self._command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self._env(),
+            # Own session: a terminal Ctrl-C must not hit the daemon before we unmount in
+            # order; the harness forwards shutdown itself.
+            start_new_session=True,
+        )
+        proc = self._proc
+
+        def ready() -> bool:
+            if os.path.ismount(self.root):
+                return True
+            rc = proc.poll()
+            # A daemon that forks into the background exits 0 before the mount appears.
+            if rc is not None and rc != 0:
+                raise TargetError(f"{self.name} daemon exited with status {rc} before mounting")
+            return False
+
+        if not _wait_until(ready, self.opts.mount_timeout):
+            raise TargetError(f"{self.root} not mounted after {self.opts.mount_timeout:.0f} s")
+        self.info["mount_seconds"].append(time.perf_counter() - t0)
+
+    def stop_daemon(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=self.opts.stop_timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("%s daemon ignored SIGTERM for %.0f s, killing it",
+                            self.name, self.opts.stop_timeout)  # fmt: skip
+                self._kill(proc)
+                proc.wait()
+        if proc is not None and proc.returncode not in (0, None):
+            log.info("%s daemon exited with status %s", self.name, proc.returncode)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        # After a clean exit the daemon has unmounted already; this only catches the rest.
+        if _wait_until(lambda: not is_mounted(self.root), 1.0):
+            return
+        force_unmount(self.root, fuse=True)
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        # The daemon leads its own process group (start_new_session), so this reaches any
+        # helper it started and nothing else.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def _start_mount(self) -> None:
+        self.root.mkdir(exist_ok=True)
+        self._stack.callback(self.stop_daemon)
+        self.start_daemon()
+
+    def make_cold(self) -> None:
+        self.stop_daemon()
+        super().make_cold()
+        self.start_daemon()
+
+    def abort(self, reason: str) -> None:
+        super().abort(reason)
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            # Closing /dev/fuse aborts the connection: blocked requests fail (ECONNABORTED).
+            self._kill(proc)
+
+
+class FloorTarget(FuseTarget):
+    name = "floor"
+    cold_meaning = (
+        "passthroughfs restarted and remounted (empty kernel caches for the mount, fresh "
+        "daemon); its backing tmpfs stays in RAM"
+    )
+
+    def _setup(self) -> None:
+        self.source = self.dir / "source"
+        mount_tmpfs(self.source)
+        self._stack.callback(force_unmount, self.source, False)
+        self._start_mount()
+
+    def _command(self) -> list[str]:
+        return [sys.executable, str(PASSTHROUGHFS), str(self.source), str(self.root)]
+
+
+class MemfsTarget(FuseTarget):
+    name = "memfs"
+    cold_meaning = (
+        "memfs mount restarted (fresh daemon, empty kernel caches for the mount); the SQLite "
+        "file stays in the OS page cache"
+    )
+    store = "bench"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # Always the fresh local database: never a server named by the caller's environment.
+        for var in ("MEMFS_URL", "MEMFS_API_KEY"):
+            env.pop(var, None)
+        env["MEMFS_DB"] = str(self.db)
+        return env
+
+    def _command(self) -> list[str]:
+        return [self.opts.memfs_cmd, "mount", self.store, str(self.root)]
+
+    def _setup(self) -> None:
+        self.db = self.dir / "bench.db"
+        self.info["db"] = str(self.db)
+        self.info["db_fstype"] = fstype_of(self.dir)
+        cmd = [self.opts.memfs_cmd, "stores", "create", self.store]
+        try:
+            result = subprocess.run(
+                cmd, env=self._env(), capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TargetError(f"{' '.join(cmd)}: {exc}") from exc
+        if result.returncode != 0:
+            last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
+            raise TargetError(f"`memfs stores create` exited {result.returncode}: {last[0]}")
+        self._start_mount()
+
+
+TARGET_CLASSES: dict[str, type[Target]] = {
+    "tmpfs": TmpfsTarget,
+    "floor": FloorTarget,
+    "memfs": MemfsTarget,
+}
+
+
+# -- workload -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    files: int = 2000
+    dirs: int = 10
+    size: int = 2000
+    big_files: int = 50
+    big_size: int = 100_000
+
+    @property
+    def overwritten(self) -> range:
+        return range(0, self.files, 4)
+
+    @property
+    def renamed(self) -> range:
+        return range(1, self.files, 4)
+
+    @property
+    def needles(self) -> range:
+        # i % 100 == 3 is never overwritten (i % 4 == 0) nor renamed (i % 4 == 1).
+        return range(3, self.files, 100)
+
+    def phases(self) -> list[tuple[str, str, int]]:
+        """(key, label, operation count) for every timed phase, in run order."""
+        n, big = self.files, self.big_files
+        kb, big_kb = self.size / 1000, self.big_size / 1000
+        return [
+            ("create", f"(a) create {n} × {kb:g} kB", n),
+            ("walk", "(b) warm walk + stat", n),
+            ("read_cold", f"(c) cold read {n}", n),
+            ("read_warm", f"(d) warm read {n}", n),
+            ("overwrite", f"(e) overwrite {len(self.overwritten)}", len(self.overwritten)),
+            ("rename", f"(f) rename {len(self.renamed)}", len(self.renamed)),
+            ("grep", f"(g) grep -r ({n} files)", n),
+            ("unlink", f"(h) unlink {n}", n),
+            ("big_write", f"(i) write {big} × {big_kb:g} kB", big),
+            ("big_read", f"(j) cold read {big} × {big_kb:g} kB", big),
+        ]
+
+
+def _text(size: int, seed: str, needle: bool) -> bytes:
+    """Deterministic ASCII (hence valid UTF-8, as memfs requires) of exactly size bytes."""
+    head = f"# {seed}\n" + (f"remember: {NEEDLE}\n" if needle else "")
+    line = f"- {seed}: the quick brown fox jumps over the lazy dog\n"
+    body = head + line * (size // len(line) + 1)
+    return (body[: size - 1] + "\n").encode()
+
+
+def _write_file(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _read_file(path: str) -> bytes:
+    # Read to EOF like cat: the final empty read is answered by the kernel from the cached
+    # size, without a FUSE request.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 131072):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+class Workload:
+    """One pass of the standard workload on one target, timing each phase."""
+
+    def __init__(self, target: Target, spec: Spec, phase_timeout: float) -> None:
+        self.target = target
+        self.spec = spec
+        self.phase_timeout = phase_timeout
+        self.root = target.root
+        self.seconds: dict[str, float] = {}
+        # Content is built before timing so that the phases measure only filesystem work.
+        self.content = [
+            _text(spec.size, f"memory {i}", i in spec.needles) for i in range(spec.files)
+        ]
+        self.new_content = {
+            i: _text(spec.size, f"memory {i} rewritten", False) for i in spec.overwritten
+        }
+        self.big_content = [
+            _text(spec.big_size, f"big memory {k}", False) for k in range(spec.big_files)
+        ]
+        self.dirs = [str(self.root / f"d{j:02d}") for j in range(spec.dirs)]
+        self.paths = [
+            os.path.join(self.dirs[i % spec.dirs], f"m{i:05d}.md") for i in range(spec.files)
+        ]
+        self.big_dir = str(self.root / "big")
+        self.big_paths = [os.path.join(self.big_dir, f"b{k:03d}.md") for k in range(spec.big_files)]
+
+    def _timed(self, key: str, fn: Callable[[], None]) -> None:
+        # The watchdog turns a hung mount into failing syscalls instead of a hung benchmark.
+        watchdog = threading.Timer(
+            self.phase_timeout, self.target.abort, (f"{key} exceeded {self.phase_timeout:.0f} s",)
+        )
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            t0 = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - t0
+        except OSError as exc:
+            if self.target.aborted:
+                raise WorkloadError(f"aborted by watchdog: {self.target.aborted}") from exc
+            raise WorkloadError(f"phase {key}: {exc}") from exc
+        finally:
+            watchdog.cancel()
+        self.seconds[key] = elapsed
+        log.info("%s: %-10s %8.3f s", self.target.name, key, elapsed)
+
+    def run(self) -> dict[str, float]:
+        self._timed("create", self._create)
+        self._walk()  # warm the kernel's dentry and attribute caches
+        self._timed("walk", self._walk)
+        self.target.make_cold()
+        self._timed("read_cold", self._read_all)
+        self._timed("read_warm", self._read_all)
+        self._timed("overwrite", self._overwrite)
+        self._timed("rename", self._rename)
+        self._timed("grep", self._grep)
+        self._timed("unlink", self._unlink)
+        self._remove_dirs(self.dirs)
+        os.mkdir(self.big_dir)
+        self._timed("big_write", self._big_write)
+        self.target.make_cold()
+        self._timed("big_read", self._big_read)
+        for path in self.big_paths:
+            os.unlink(path)
+        self._remove_dirs([self.big_dir])
+        leftovers = os.listdir(self.root)
+        if leftovers:
+            log.warning("%s: left in the tree after the workload: %s", self.target.name, leftovers)
+        return self.seconds
+
+    def _create(self) -> None:
+        for d in self.dirs:
+            os.mkdir(d)
+        for path, data in zip(self.paths, self.content, strict=True):
+            _write_file(path, data)
+
+    def _walk(self) -> None:
+        count = 0
+        for dirpath, _dirnames, filenames in os.walk(self.root):
+            for name in filenames:
+                os.stat(os.path.join(dirpath, name))
+                count += 1
+        if count != self.spec.files:
+            raise WorkloadError(f"walk found {count} files, expected {self.spec.files}")
+
+    def _read_all(self) -> None:
+        for path, expected in zip(self.paths, self.content, strict=True):
+            if _read_file(path) != expected:
+                raise WorkloadError(f"{path}: content differs from what was written")
+
+    def _overwrite(self) -> None:
+        for i, data in self.new_content.items():
+            _write_file(self.paths[i], data)
+            self.content[i] = data
+
+    def _rename(self) -> None:
+        for i in self.spec.renamed:
+            new = os.path.join(os.path.dirname(self.paths[i]), f"r{i:05d}.md")
+            os.rename(self.paths[i], new)
+            self.paths[i] = new
+
+    def _grep(self) -> None:
+        # LC_ALL=C: byte matching, so the locale does not change what is measured.
+        result = subprocess.run(
+            ["grep", "-r", "-F", NEEDLE, str(self.root)],
+            capture_output=True,
+            env={**os.environ, "LC_ALL": "C"},
+            check=False,
+        )
+        expected = len(self.spec.needles)
+        if result.returncode not in (0, 1):
+            raise WorkloadError(f"grep failed ({result.returncode}): {result.stderr!r}")
+        found = len(result.stdout.splitlines())
+        if found != expected:
+            raise WorkloadError(f"grep found {found} matches, expected {expected}")
+
+    def _unlink(self) -> None:
+        for path in self.paths:
+            os.unlink(path)
+
+    @staticmethod
+    def _remove_dirs(dirs: list[str]) -> None:
+        for d in dirs:
+            # memfs directories are path prefixes and may vanish with their last file.
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(d)
+
+    def _big_write(self) -> None:
+        for path, data in zip(self.big_paths, self.big_content, strict=True):
+            _write_file(path, data)
+
+    def _big_read(self) -> None:
+        for path, expected in zip(self.big_paths, self.big_content, strict=True):
+            if _read_file(path) != expected:
+                raise WorkloadError(f"{path}: content differs from what was written")
+
+
+# -- running and reporting ------------------------------------------------------------------
+
+
+@dataclass
+class TargetResult:
+    name: str
+    runs: list[dict[str, float]] = field(default_factory=list)
+    error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    cold_meaning: str = ""
+
+    def median(self, key: str) -> float | None:
+        values = [run[key] for run in self.runs if key in run]
+        return statistics.median(values) if values else None
+
+
+def run_target(name: str, opts: Options, spec: Spec, args: argparse.Namespace) -> TargetResult:
+    target = TARGET_CLASSES[name](opts)
+    result = TargetResult(name, cold_meaning=target.cold_meaning)
+    if opts.drop_caches:
+        result.cold_meaning += "; plus sync and drop_caches" + (
+            " (which cannot evict tmpfs data)" if name == "tmpfs" else ""
+        )
+    log.info("%s: setting up", name)
+    try:
+        with target:
+            for _ in range(args.repeat):
+                workload = Workload(target, spec, args.phase_timeout)
+                try:
+                    workload.run()
+                finally:
+                    # Keep the phases that finished, even from a failed pass.
+                    result.runs.append(workload.seconds)
+    except (TargetError, WorkloadError, OSError, subprocess.SubprocessError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        if isinstance(target, FuseTarget) and (tail := target.log_tail()):
+            result.error += f"\n  daemon log ({target.dir}):\n    " + tail.replace("\n", "\n    ")
+        print(f"*** {name}: FAILED: {result.error}", file=sys.stderr, flush=True)
+    result.info = target.info
+    return result
+
+
+def _rate(ops: int, seconds: float) -> str:
+    rate = ops / seconds if seconds > 0 else float("inf")
+    if rate >= 1e6:
+        return f"{rate / 1e6:.2f}M/s"
+    if rate >= 1e4:
+        return f"{rate / 1e3:.0f}k/s"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.1f}k/s"
+    return f"{rate:.0f}/s"
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> str:
+    if numerator is None or denominator is None or denominator <= 0:
+        return "–"
+    return f"{numerator / denominator:.3g}"
+
+
+def render(results: dict[str, TargetResult], spec: Spec, args: argparse.Namespace) -> str:
+    names = list(results)
+    ratios = [
+        (a, b)
+        for a, b in (("memfs", "floor"), ("memfs", "tmpfs"), ("floor", "tmpfs"))
+        if a in results and b in results
+    ]
+    lines = [
+        f"memfs benchmark: {spec.files} files of {spec.size:,} B in {spec.dirs} directories, "
+        f"{spec.big_files} files of {spec.big_size:,} B; "
+        f"{'median of ' + str(args.repeat) + ' runs' if args.repeat > 1 else 'one run'}.",
+        f"Host: Linux {platform.release()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}.",
+        "Cells: wall-clock seconds (operations per second).",
+    ]
+    if ratios:
+        lines.append(
+            "Ratios are time ratios A_time / B_time (lower is better for A; "
+            "memfs/floor = 3 means memfs takes 3× as long as the floor)."
+        )
+    lines.append("Cold means:")
+    lines += [f"  - {r.name}: {r.cold_meaning}" for r in results.values()]
+    if "memfs" in results and "db_fstype" in results["memfs"].info:
+        lines.append(f"memfs database on {results['memfs'].info['db_fstype']}.")
+    lines.append("")
+    header = ["operation", *[f"{n} s" for n in names], *[f"{a}/{b}" for a, b in ratios]]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    totals: dict[str, float | None] = dict.fromkeys(names, 0.0)
+    for key, label, ops in spec.phases():
+        times = {n: results[n].median(key) for n in names}
+        cells = [label]
+        for n in names:
+            t = times[n]
+            cells.append("failed" if t is None else f"{t:.3f} ({_rate(ops, t)})")
+            total = totals[n]
+            totals[n] = None if t is None or total is None else total + t
+        cells += [_ratio(times[a], times[b]) for a, b in ratios]
+        lines.append("| " + " | ".join(cells) + " |")
+    cells = ["**total**"]
+    cells += ["–" if totals[n] is None else f"**{totals[n]:.3f}**" for n in names]
+    cells += [_ratio(totals[a], totals[b]) for a, b in ratios]
+    lines.append("| " + " | ".join(cells) + " |")
+    for r in results.values():
+        if r.error:
+            lines.append(f"\n{r.name} FAILED: {r.error}")
+    return "\n".join(lines)
+
+
+def dump_json(
+    path: Path, results: dict[str, TargetResult], spec: Spec, args: argparse.Namespace
+) -> None:
+    data = {
+        "spec": spec.__dict__,
+        "repeat": args.repeat,
+        "drop_caches": args.drop_caches,
+        "host": {
+            "kernel": platform.release(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "phases": [{"key": key, "label": label, "ops": ops} for key, label, ops in spec.phases()],
+        "targets": {
+            name: {
+                "ok": r.error is None,
+                "error": r.error,
+                "cold": r.cold_meaning,
+                "seconds": {key: r.median(key) for key, _label, _ops in spec.phases()},
+                "runs": r.runs,
+                "info": r.info,
+            }
+            for name, r in results.items()
+        },
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench",
+        description="Run the standard memfs workload on tmpfs, a Python FUSE floor and memfs.",
+        epilog="Needs root (mounts tmpfs and FUSE). Example: scripts/bench --targets tmpfs,floor",
+    )
+    parser.add_argument(
+        "--targets", default=",".join(ALL_TARGETS),
+        help="comma-separated subset of %(default)s (default: all)",
+    )  # fmt: skip
+    parser.add_argument("--files", type=int, default=2000, help="small files (default 2000)")
+    parser.add_argument("--big-files", type=int, default=50, help="100 kB files (default 50)")
+    parser.add_argument("--repeat", type=int, default=1, help="passes per target; report median")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write raw numbers here")
+    parser.add_argument(
+        "--drop-caches", action="store_true",
+        help="cold also drops OS caches (sync; echo 3 > /proc/sys/vm/drop_caches)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--workdir", type=Path, default=None,
+        help="parent of the temporary work directory (holds the memfs database; default: $TMPDIR)",
+    )  # fmt: skip
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--memfs", default=str(REPO / ".venv" / "bin" / "memfs"), help="memfs executable"
+    )
+    parser.add_argument("--mount-timeout", type=float, default=30.0, help="seconds (default 30)")
+    parser.add_argument(
+        "--phase-timeout", type=float, default=600.0,
+        help="kill a daemon whose phase runs longer than this (seconds, default 600)",
+    )  # fmt: skip
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args(argv)
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = sorted(set(targets) - set(ALL_TARGETS))
+    if unknown or not targets:
+        parser.error(f"unknown target(s) {unknown}; choose from {', '.join(ALL_TARGETS)}")
+    args.targets = list(dict.fromkeys(targets))
+    if args.files < 10:
+        parser.error("--files must be at least 10")
+    if args.big_files < 1 or args.repeat < 1:
+        parser.error("--big-files and --repeat must be at least 1")
+    return args
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    if os.geteuid() != 0:
+        print("scripts/bench needs root: it mounts tmpfs and FUSE filesystems", file=sys.stderr)
+        return 2
+    if "memfs" in args.targets and args.files > 2000:
+        log.warning("memfs stores hold at most 2,000 memories: --files %d will fail", args.files)
+    # SIGTERM/SIGHUP unwind like Ctrl-C so that every finally below unmounts.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
+
+    spec = Spec(files=args.files, big_files=args.big_files)
+    workdir = Path(tempfile.mkdtemp(prefix="memfs-bench-", dir=args.workdir)).resolve()
+    opts = Options(
+        workdir=workdir,
+        drop_caches=args.drop_caches,
+        mount_timeout=args.mount_timeout,
+        stop_timeout=10.0,
+        memfs_cmd=args.memfs,
+    )
+    results: dict[str, TargetResult] = {}
+    interrupted = False
+    try:
+        for name in args.targets:
+            results[name] = run_target(name, opts, spec, args)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted; everything mounted has been unmounted", file=sys.stderr)
+    finally:
+        with interrupts_deferred():
+            _remove_workdir(workdir, args.keep)
+
+    if results:
+        print(render(results, spec, args))
+        if args.json:
+            dump_json(args.json, results, spec, args)
+            log.info("raw numbers written to %s", args.json)
+    if interrupted:
+        return 130
+    return 1 if any(r.error for r in results.values()) else 0
+
+
+def _remove_workdir(workdir: Path, keep: bool) -> None:
+    still_mounted = [m for m in _mount_table() if m == str(workdir) or m.startswith(f"{workdir}/")]
+    if still_mounted:
+        # Never rmtree through a live mount: that would delete whatever it shows.
+        log.error("still mounted, keeping %s: %s", workdir, ", ".join(still_mounted))
+    elif keep:
+        log.info("work directory kept: %s", workdir)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
