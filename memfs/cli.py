@@ -7,15 +7,19 @@ rule of the store.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, cast
 
 import click
 
 from . import errors
-from .store import Store, default_db_path
+from .models import Actor, Memory, MemoryStore, MemoryVersion, Page
+from .prompt import render_memory_prompt
+from .store import Store, default_db_path, local_user_actor
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +56,26 @@ class MemfsGroup(click.Group):
 class Context:
     """What every command needs: where the data is, and how to print."""
 
-    def __init__(self, db: str | None, as_json: bool) -> None:
+    def __init__(
+        self, db: str | None, as_json: bool, url: str | None = None, api_key: str | None = None
+    ) -> None:
         self.db_path = db
         self.as_json = as_json
+        self.url = url
+        self.api_key = api_key
         self._store: Store | None = None
 
     @property
     def store(self) -> Store:
+        """The local database, or with ``--url`` a :class:`memfs.client.Client` of that server
+        (it has the Store's methods, models and errors, so every command works the same)."""
         if self._store is None:
-            self._store = Store(self.db_path)
+            if self.url:
+                from .client import Client
+
+                self._store = cast(Store, Client(self.url, self.api_key))
+            else:
+                self._store = Store(self.db_path)
         return self._store
 
     def output(self, obj: Any, human: str | None = None) -> None:
@@ -90,11 +105,28 @@ pass_ctx = click.make_pass_decorator(Context)
     type=click.Path(dir_okay=False),
     help=f"SQLite database (env MEMFS_DB; default {default_db_path()}).",
 )
+@click.option(
+    "--url",
+    envvar="MEMFS_URL",
+    help="Use the memfs server at this URL instead of a local database (env MEMFS_URL).",
+)
+@click.option(
+    "--api-key",
+    envvar="MEMFS_API_KEY",
+    help="API key for --url (env MEMFS_API_KEY).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.option("-v", "--verbose", count=True, help="Log more (-vv for debug).")
 @click.version_option(package_name="memfs")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, as_json: bool, verbose: int) -> None:
+def cli(
+    ctx: click.Context,
+    db: str | None,
+    url: str | None,
+    api_key: str | None,
+    as_json: bool,
+    verbose: int,
+) -> None:
     """memfs: memory stores for AI agents, as files.
 
     Example:
@@ -105,7 +137,1073 @@ def cli(ctx: click.Context, db: str | None, as_json: bool, verbose: int) -> None
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
-    ctx.obj = Context(db, as_json)
+    ctx.obj = Context(db, as_json, url=url, api_key=api_key)
+
+
+# -- memfs run (the session launcher) ---------------------------------------------------------
+
+
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    required=True,
+    metavar="REF[:read_only|:read_write]",
+    help="A store to attach (id or name), read_write unless ':read_only'. Up to 8.",
+)
+@click.option(
+    "--instructions",
+    "instructions",
+    multiple=True,
+    metavar="REF=TEXT",
+    help="Instructions for the agent on one attached store (at most 4,096 characters).",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    help="Session root (default /mnt/memory when run as root, else a private temp dir).",
+)
+@click.option(
+    "--isolation",
+    type=click.Choice(["auto", "namespace", "none"]),
+    default="auto",
+    show_default=True,
+    help="namespace: private mount namespace with a tmpfs root (needs root); "
+    "none: a scratch directory cleaned at the end.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_ctx
+def run(
+    ctx: Context,
+    stores: tuple[str, ...],
+    instructions: tuple[str, ...],
+    root: str | None,
+    isolation: str,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND in a session with memory stores mounted under the session root.
+
+    Each store is mounted at ROOT/<slug of its name>; COMMAND gets MEMFS_SESSION_ID and
+    MEMFS_SYSTEM_PROMPT_FILE (the memory section of the system prompt). Every mount is removed
+    and the session marked terminated when COMMAND ends, whatever happens; the exit status is
+    COMMAND's.
+
+    Example:
+
+        memfs run --store notes --store "Team Docs:read_only" -- bash -c 'ls /mnt/memory/notes'
+    """
+    from .session import Attachment, Launch
+    from .session import run as run_session
+
+    attachments = [Attachment.parse(s) for s in stores]
+    by_ref = {a.ref: a for a in attachments}
+    for item in instructions:
+        ref, sep, text = item.partition("=")
+        if not sep:
+            raise click.UsageError(f"--instructions takes REF=TEXT, not {item!r}")
+        if ref not in by_ref:
+            raise click.UsageError(f"--instructions names {ref!r}, which no --store attaches")
+        by_ref[ref].instructions = text
+    status = run_session(
+        Launch(attachments, list(command), root=root, db_path=ctx.db_path, isolation=isolation)
+    )
+    sys.exit(status)
+
+
+# -- stores, memories, versions, sessions: the local database (SPEC §5) ----------------------
+#
+# Writes are attributed to the person at the keyboard (``local_user_actor``). A store is named by
+# id or name, a memory by id or by path (a ref that starts with "/").
+
+_PAGE = 100  # page size when walking every page of a listing
+
+
+def _actor() -> Actor:
+    return local_user_actor()
+
+
+def _pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
+    """Every item of a paginated listing, or the first ``limit`` of them."""
+    items: list[Any] = []
+    page: str | None = None
+    while limit is None or len(items) < limit:
+        size = _PAGE if limit is None else max(1, min(_PAGE, limit - len(items)))
+        result = fetch(limit=size, page=page)
+        items += result.data
+        page = result.next_page
+        if page is None:
+            break
+    return items if limit is None else items[:limit]
+
+
+def _when(ts: str | None) -> str:
+    """An RFC 3339 UTC timestamp, shortened for tables (``2025-01-31 12:00:59``)."""
+    return ts[:19].replace("T", " ") if ts else "-"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """Plain aligned columns, the last one unpadded; ``right`` lists right-aligned columns."""
+    cells = [[str(c) for c in row] for row in [headers, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [
+            c.rjust(w) if i in right else (c if i == len(row) - 1 else c.ljust(w))
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
+    """``k=v`` option values as a dict; anything else is a usage error."""
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        out[key] = value
+    return out
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _content(content: str | None, file: str | None, *, use_stdin: bool) -> str | bytes | None:
+    """The content given by ``--content``, ``--file`` (``-`` is stdin) or, when ``use_stdin``
+    and stdin is not a terminal, stdin. Files and stdin are passed on as bytes: the store checks
+    UTF-8 and size. Returns None when no content was given."""
+    if content is not None and file is not None:
+        raise click.UsageError("give --content or --file, not both")
+    if content is not None:
+        return content
+    if file == "-" or (file is None and use_stdin and not _stdin_is_tty()):
+        return sys.stdin.buffer.read()
+    if file is not None:
+        try:
+            with open(file, "rb") as f:
+                return f.read()
+        except OSError as e:
+            fail(f"cannot read {file}: {e.strerror or e}", 1)
+    return None
+
+
+def _confirm(yes: bool, question: str, what: str) -> None:
+    """Ask ``question`` on a terminal unless ``--yes``; without a terminal, require ``--yes``."""
+    if yes:
+        return
+    if not _stdin_is_tty():
+        fail(f"refusing to {what} without --yes (stdin is not a terminal)", 2)
+    if not click.confirm(question, default=False):
+        fail("aborted", 1)
+
+
+def _memory_id(store: Store, store_id: str, ref: str) -> str:
+    """The id of the memory ``ref`` names, live or deleted: an id as is; a path names the
+    memory there now or, failing that, the memory most recently at that path.
+
+    :raises NotFound: a path that no memory has ever had.
+    """
+    if not ref.startswith("/"):
+        return ref
+    try:
+        return store.resolve_memory(store_id, ref, view="basic").id
+    except errors.NotFound:
+        pass
+    page: str | None = None
+    while True:
+        result = store.list_versions(store_id, limit=_PAGE, page=page)
+        for v in result.data:
+            if v.path == ref:
+                return v.memory_id
+        page = result.next_page
+        if page is None:
+            raise errors.NotFound(f"no memory at {ref} in {store_id}, now or in its history")
+
+
+def _actor_text(actor: Actor | None) -> str:
+    if actor is None:
+        return "-"
+    return f"{actor.type.removesuffix('_actor')}:{actor.id}"
+
+
+def _deleted(type_: str, id_: str) -> dict[str, str]:
+    return {"id": id_, "type": type_}
+
+
+# memfs stores ...
+
+
+@cli.group()
+def stores() -> None:
+    """Create, list, show, update, archive and delete memory stores.
+
+    Example:
+
+    \b
+        memfs stores create "User Preferences" --description "Per-user preferences"
+    """
+
+
+def _store_text(store: Store, s: MemoryStore) -> str:
+    lines = [
+        f"id:          {s.id}",
+        f"name:        {s.name}",
+        f"description: {s.description}",
+        f"memories:    {store.count_memories(s.id)}",
+        f"created:     {s.created_at}",
+        f"updated:     {s.updated_at}",
+        f"archived:    {s.archived_at or '-'}",
+    ]
+    if s.metadata:
+        lines.append("metadata:")
+        lines += [f"  {k}={v}" for k, v in sorted(s.metadata.items())]
+    return "\n".join(lines)
+
+
+@stores.command("create")
+@click.argument("name")
+@click.option("--description", "-d", default=None, help="What the store holds (the agent sees it).")
+@click.option("--metadata", "-m", multiple=True, metavar="KEY=VALUE", help="A metadata pair.")
+@pass_ctx
+def stores_create(
+    ctx: Context, name: str, description: str | None, metadata: tuple[str, ...]
+) -> None:
+    """Create a memory store called NAME and print it.
+
+    Example:
+
+    \b
+        memfs stores create "User Preferences" -d "Per-user preferences" -m team=docs
+    """
+    s = ctx.store.create_store(name, description, _pairs(metadata, "--metadata"))
+    ctx.output(s, f"created memory store {s.id} ({s.name})")
+
+
+@stores.command("list")
+@click.option(
+    "--all", "--include-archived", "include_archived", is_flag=True, help="Include archived stores."
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N stores.")
+@pass_ctx
+def stores_list(ctx: Context, include_archived: bool, limit: int | None) -> None:
+    """List memory stores, newest first.
+
+    Example:
+
+    \b
+        memfs stores list --all
+    """
+    store = ctx.store
+    items = _pages(
+        lambda **kw: store.list_stores(include_archived=include_archived, **kw), limit
+    )
+    rows = [
+        (s.id, s.name, store.count_memories(s.id), _when(s.created_at), _when(s.archived_at))
+        for s in items
+    ]
+    human = _table(("ID", "NAME", "MEMORIES", "CREATED", "ARCHIVED"), rows, right=(2,))
+    ctx.output(items, human if items else "no memory stores (create one: memfs stores create NAME)")
+
+
+@stores.command("show")
+@click.argument("store_ref", metavar="STORE")
+@pass_ctx
+def stores_show(ctx: Context, store_ref: str) -> None:
+    """Show one memory store (by id or name).
+
+    Example:
+
+    \b
+        memfs stores show "User Preferences"
+    """
+    s = ctx.store.resolve_store(store_ref)
+    ctx.output(s, _store_text(ctx.store, s))
+
+
+@stores.command("update")
+@click.argument("store_ref", metavar="STORE")
+@click.option("--name", default=None, help="A new name.")
+@click.option("--description", "-d", default=None, help="A new description.")
+@click.option("--metadata", "-m", multiple=True, metavar="KEY=VALUE", help="Set a metadata pair.")
+@click.option("--unset-metadata", multiple=True, metavar="KEY", help="Remove a metadata key.")
+@pass_ctx
+def stores_update(
+    ctx: Context,
+    store_ref: str,
+    name: str | None,
+    description: str | None,
+    metadata: tuple[str, ...],
+    unset_metadata: tuple[str, ...],
+) -> None:
+    """Rename a store, change its description, or set and remove metadata keys.
+
+    Example:
+
+    \b
+        memfs stores update notes --name "Team Notes" -m owner=ana --unset-metadata draft
+    """
+    s = ctx.store.resolve_store(store_ref)
+    patch: dict[str, str | None] = dict(_pairs(metadata, "--metadata"))
+    patch.update({key: None for key in unset_metadata})
+    s = ctx.store.update_store(
+        s.id, name=name, description=description, metadata=patch or None
+    )
+    ctx.output(s, _store_text(ctx.store, s))
+
+
+@stores.command("archive")
+@click.argument("store_ref", metavar="STORE")
+@pass_ctx
+def stores_archive(ctx: Context, store_ref: str) -> None:
+    """Archive a store: it stays readable but takes no more writes or attachments.
+
+    Example:
+
+    \b
+        memfs stores archive "Old Notes"
+    """
+    s = ctx.store.archive_store(ctx.store.resolve_store(store_ref).id)
+    ctx.output(s, f"archived memory store {s.id} ({s.name})")
+
+
+@stores.command("delete")
+@click.argument("store_ref", metavar="STORE")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def stores_delete(ctx: Context, store_ref: str, yes: bool) -> None:
+    """Delete a store with all its memories and their whole history, for good.
+
+    Asks for confirmation on a terminal; elsewhere --yes is required.
+
+    Example:
+
+    \b
+        memfs stores delete "Old Notes" --yes
+    """
+    s = ctx.store.resolve_store(store_ref)
+    n = ctx.store.count_memories(s.id)
+    _confirm(
+        yes,
+        f"Delete memory store {s.name} ({s.id}), its {n} memories and all their versions?",
+        f"delete memory store {s.id}",
+    )
+    ctx.store.delete_store(s.id)
+    ctx.output(_deleted("memory_store_deleted", s.id), f"deleted memory store {s.id} ({s.name})")
+
+
+# memfs memories ...
+
+
+@cli.group()
+def memories() -> None:
+    """List, read, create, update and delete the memories of a store.
+
+    A memory is named by its id or by its path (anything that starts with '/').
+
+    Example:
+
+    \b
+        memfs memories create notes /prefs.md --content "Use ISO dates."
+    """
+
+
+def _memory_line(m: Memory, verb: str) -> str:
+    return f"{verb} {m.path} ({m.id}, {m.content_size_bytes} bytes, version {m.memory_version_id})"
+
+
+@memories.command("list")
+@click.argument("store_ref", metavar="STORE")
+@click.option("--prefix", default=None, metavar="/DIR/", help="Only paths below this directory.")
+@click.option(
+    "--depth",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Levels to list below the prefix; deeper paths roll up into DIR/ lines (0: all).",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N entries.")
+@pass_ctx
+def memories_list(
+    ctx: Context, store_ref: str, prefix: str | None, depth: int, limit: int | None
+) -> None:
+    """List memories by path: size in bytes, last update (UTC), path.
+
+    Example:
+
+    \b
+        memfs memories list notes --prefix /projects/ --depth 1
+    """
+    store = ctx.store
+    sid = store.resolve_store(store_ref).id
+    items = _pages(
+        lambda **kw: store.list_memories(sid, path_prefix=prefix, depth=depth, **kw), limit
+    )
+    rows = [
+        (m.content_size_bytes, _when(m.updated_at), m.path)
+        if isinstance(m, Memory)
+        else ("", "", m.path)
+        for m in items
+    ]
+    human = _table(("SIZE", "UPDATED", "PATH"), rows, right=(0,)) if rows else "no memories"
+    ctx.output(items, human)
+
+
+@memories.command("show")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("memory_ref", metavar="MEMORY")
+@pass_ctx
+def memories_show(ctx: Context, store_ref: str, memory_ref: str) -> None:
+    """Print a memory's content exactly, like cat (--json: the memory object).
+
+    Example:
+
+    \b
+        memfs memories show notes /prefs.md > prefs.md
+    """
+    sid = ctx.store.resolve_store(store_ref).id
+    m = ctx.store.resolve_memory(sid, memory_ref)
+    if ctx.as_json:
+        ctx.output(m)
+    else:
+        click.echo((m.content or "").encode("utf-8"), nl=False)
+
+
+@memories.command("create")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("path")
+@click.option("--content", "-c", default=None, help="The content (UTF-8 text).")
+@click.option(
+    "--file",
+    "-f",
+    "file",
+    default=None,
+    metavar="FILE",
+    help="Read the content from FILE ('-': stdin).",
+)
+@pass_ctx
+def memories_create(
+    ctx: Context, store_ref: str, path: str, content: str | None, file: str | None
+) -> None:
+    """Create a memory at PATH. The content comes from --content, --file, or stdin when it is
+    piped; it never overwrites an existing memory.
+
+    Example:
+
+    \b
+        echo "Use ISO dates." | memfs memories create notes /prefs.md
+    """
+    data = _content(content, file, use_stdin=True)
+    if data is None:
+        raise click.UsageError("no content: give --content, --file, or pipe it on stdin")
+    sid = ctx.store.resolve_store(store_ref).id
+    m = ctx.store.create_memory(sid, path, data, actor=_actor())
+    ctx.output(m, _memory_line(m, "created"))
+
+
+@memories.command("update")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("memory_ref", metavar="MEMORY")
+@click.option("--content", "-c", default=None, help="The new content.")
+@click.option(
+    "--file",
+    "-f",
+    "file",
+    default=None,
+    metavar="FILE",
+    help="Read the new content from FILE ('-': stdin).",
+)
+@click.option("--path", "new_path", default=None, help="Move the memory to this path (same id).")
+@click.option(
+    "--if-sha256",
+    "if_sha256",
+    default=None,
+    metavar="HASH",
+    help="Only if the current content_sha256 is HASH (else exit 4, nothing changed).",
+)
+@pass_ctx
+def memories_update(
+    ctx: Context,
+    store_ref: str,
+    memory_ref: str,
+    content: str | None,
+    file: str | None,
+    new_path: str | None,
+    if_sha256: str | None,
+) -> None:
+    """Change a memory's content and/or move it to another path. New content comes from
+    --content, --file, or piped stdin (stdin is read only when --path is not given; use
+    --file - to move and replace content at once). A change writes one new version; no change
+    writes none.
+
+    Example:
+
+    \b
+        memfs memories update notes /prefs.md --path /preferences.md
+    """
+    data = _content(content, file, use_stdin=new_path is None)
+    if data is None and new_path is None:
+        raise click.UsageError("nothing to change: give --content, --file, --path or pipe stdin")
+    sid = ctx.store.resolve_store(store_ref).id
+    before = ctx.store.resolve_memory(sid, memory_ref, view="basic")
+    m = ctx.store.update_memory(
+        sid,
+        before.id,
+        content=data,
+        path=new_path,
+        precondition_sha256=if_sha256,
+        actor=_actor(),
+    )
+    changed = m.memory_version_id != before.memory_version_id
+    ctx.output(m, _memory_line(m, "updated" if changed else "unchanged"))
+
+
+@memories.command("delete")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("memory_ref", metavar="MEMORY")
+@click.option(
+    "--if-sha256",
+    "if_sha256",
+    default=None,
+    metavar="HASH",
+    help="Only if the current content_sha256 is HASH (else exit 4, nothing deleted).",
+)
+@pass_ctx
+def memories_delete(ctx: Context, store_ref: str, memory_ref: str, if_sha256: str | None) -> None:
+    """Delete a memory. Its history stays: `memfs versions restore` brings it back.
+
+    Example:
+
+    \b
+        memfs memories delete notes /old.md
+    """
+    sid = ctx.store.resolve_store(store_ref).id
+    m = ctx.store.resolve_memory(sid, memory_ref, view="basic")
+    ctx.store.delete_memory(sid, m.id, expected_sha256=if_sha256, actor=_actor())
+    ctx.output(_deleted("memory_deleted", m.id), f"deleted {m.path} ({m.id})")
+
+
+# memfs versions ...
+
+
+@cli.group()
+def versions() -> None:
+    """Read the history of a store: list, show, diff, restore, redact and prune versions.
+
+    Example:
+
+    \b
+        memfs versions list notes --memory /prefs.md
+    """
+
+
+def _version_or_fail(v: MemoryVersion, why: str) -> str:
+    """The content of ``v``; redacted versions and deletions have none to ``why``."""
+    if v.redacted_at is not None:
+        raise errors.InvalidRequest(f"version {v.id} is redacted: it has no content to {why}")
+    if v.operation == "deleted" or v.content is None:
+        raise errors.InvalidRequest(
+            f"version {v.id} records the deletion of {v.path}: it has no content to {why} "
+            "(pick the version before it)"
+        )
+    return v.content
+
+
+@versions.command("list")
+@click.argument("store_ref", metavar="STORE")
+@click.option("--memory", "memory_ref", default=None, metavar="MEMORY",
+              help="Only this memory (id or path; a deleted memory's last path works too).")
+@click.option("--operation", type=click.Choice(["created", "modified", "deleted"]), default=None,
+              help="Only versions of this kind.")
+@click.option("--session", "session_id", default=None, metavar="ID",
+              help="Only versions written by this session.")
+@click.option("--api-key-id", default=None, metavar="ID",
+              help="Only versions written with this API key.")
+@click.option("--user-id", default=None, metavar="ID", help="Only versions written by this user.")
+@click.option("--since", default=None, metavar="TIME", help="Created at or after (RFC 3339).")
+@click.option("--until", default=None, metavar="TIME", help="Created at or before (RFC 3339).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N versions.")
+@pass_ctx
+def versions_list(
+    ctx: Context,
+    store_ref: str,
+    memory_ref: str | None,
+    operation: str | None,
+    session_id: str | None,
+    api_key_id: str | None,
+    user_id: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+) -> None:
+    """List versions, newest first, with who made each one.
+
+    Example:
+
+    \b
+        memfs versions list notes --memory /prefs.md --since 2025-01-01T00:00:00Z
+    """
+    store = ctx.store
+    sid = store.resolve_store(store_ref).id
+    mid = None if memory_ref is None else _memory_id(store, sid, memory_ref)
+    items = _pages(
+        lambda **kw: store.list_versions(
+            sid,
+            memory_id=mid,
+            operation=operation,
+            session_id=session_id,
+            api_key_id=api_key_id,
+            user_id=user_id,
+            created_at_gte=since,
+            created_at_lte=until,
+            **kw,
+        ),
+        limit,
+    )
+    rows = [
+        (
+            v.id,
+            v.operation,
+            "(redacted)" if v.redacted_at else (v.path or "-"),
+            "-" if v.content_size_bytes is None else v.content_size_bytes,
+            _actor_text(v.created_by),
+            _when(v.created_at),
+        )
+        for v in items
+    ]
+    headers = ("ID", "OPERATION", "PATH", "SIZE", "ACTOR", "CREATED")
+    ctx.output(items, _table(headers, rows, right=(3,)) if rows else "no versions")
+
+
+@versions.command("show")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("version_id", metavar="VERSION")
+@pass_ctx
+def versions_show(ctx: Context, store_ref: str, version_id: str) -> None:
+    """Print a version's content exactly, like cat (--json: the version object).
+
+    Example:
+
+    \b
+        memfs versions show notes memver_01... > old-prefs.md
+    """
+    sid = ctx.store.resolve_store(store_ref).id
+    v = ctx.store.get_version(sid, version_id)
+    if ctx.as_json:
+        ctx.output(v)
+    else:
+        click.echo(_version_or_fail(v, "show").encode("utf-8"), nl=False)
+
+
+def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
+    """A unified diff, marking a last line without newline as diff(1) does."""
+    out = []
+    for line in difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
+    ):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _previous(store: Store, sid: str, v: MemoryVersion) -> MemoryVersion | None:
+    """The version of the same memory just before ``v`` (None if ``v`` is its first kept one)."""
+    page: str | None = None
+    while True:
+        result = store.list_versions(sid, memory_id=v.memory_id, limit=_PAGE, page=page)
+        for older in result.data:
+            if older.id < v.id:
+                return store.get_version(sid, older.id)
+        page = result.next_page
+        if page is None:
+            return None
+
+
+@versions.command("diff")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("old_id", metavar="VERSION")
+@click.argument("new_id", metavar="[VERSION2]", required=False)
+@pass_ctx
+def versions_diff(ctx: Context, store_ref: str, old_id: str, new_id: str | None) -> None:
+    """Show what changed as a unified diff: from VERSION to VERSION2, or, with one version,
+    what that version changed (against the version before it; a creation against nothing,
+    a deletion to nothing).
+
+    Example:
+
+    \b
+        memfs versions diff notes memver_01...
+    """
+    store = ctx.store
+    sid = store.resolve_store(store_ref).id
+    if new_id is None:
+        new = store.get_version(sid, old_id)
+        old = None if new.operation == "created" else _previous(store, sid, new)
+    else:
+        old, new = store.get_version(sid, old_id), store.get_version(sid, new_id)
+
+    def side(v: MemoryVersion | None, prefix: str) -> tuple[str, str]:
+        if v is None:
+            return "", "/dev/null"
+        if v.operation == "deleted" and v.redacted_at is None:
+            return "", "/dev/null"
+        return _version_or_fail(v, "diff"), f"{prefix}{v.path} ({v.id})"
+
+    (old_text, old_name), (new_text, new_name) = side(old, "a"), side(new, "b")
+    diff = _unified(old_text, new_text, old_name, new_name)
+    if ctx.as_json:
+        ctx.output({"from": old.to_dict() if old else None, "to": new.to_dict(), "diff": diff})
+    elif diff:
+        click.echo(diff.encode("utf-8"), nl=False)
+    elif old is not None and old.path != new.path:
+        click.echo(f"no content change (renamed {old.path} -> {new.path})", err=True)
+    else:
+        click.echo("no content change", err=True)
+
+
+@versions.command("restore")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("version_id", metavar="VERSION")
+@click.option("--path", "new_path", default=None,
+              help="Restore at this path instead (needed when another memory took the old one).")
+@pass_ctx
+def versions_restore(ctx: Context, store_ref: str, version_id: str, new_path: str | None) -> None:
+    """Bring back a version's content as a new version. A live memory gets that content
+    (its path stays unless --path is given); a deleted memory is created again at the
+    version's path, as a new memory with a new id.
+
+    Example:
+
+    \b
+        memfs versions restore notes memver_01...
+    """
+    store = ctx.store
+    sid = store.resolve_store(store_ref).id
+    v = store.get_version(sid, version_id)
+    content = _version_or_fail(v, "restore")
+    try:
+        current = store.get_memory(sid, v.memory_id, view="basic")
+    except errors.NotFound:
+        current = None
+    if current is None:
+        m = store.create_memory(sid, new_path or v.path or "", content, actor=_actor())
+        ctx.output(m, _memory_line(m, f"restored {v.id} as"))
+        return
+    m = store.update_memory(sid, current.id, content=content, path=new_path, actor=_actor())
+    if m.memory_version_id == current.memory_version_id:
+        ctx.output(m, f"{m.path} already has the content of {v.id}; nothing to do")
+    else:
+        ctx.output(m, _memory_line(m, f"restored {v.id} to"))
+
+
+@versions.command("redact")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("version_id", metavar="VERSION")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def versions_redact(ctx: Context, store_ref: str, version_id: str, yes: bool) -> None:
+    """Erase a past version's path and content for good (the entry stays in the history).
+    The current version of a live memory cannot be redacted: update or delete it first.
+
+    Asks for confirmation on a terminal; elsewhere --yes is required.
+
+    Example:
+
+    \b
+        memfs versions redact notes memver_01... --yes
+    """
+    sid = ctx.store.resolve_store(store_ref).id
+    _confirm(
+        yes,
+        f"Erase the content of version {version_id} for good?",
+        f"redact version {version_id}",
+    )
+    v = ctx.store.redact_version(sid, version_id, actor=_actor())
+    ctx.output(v, f"redacted {v.id}")
+
+
+@versions.command("prune")
+@pass_ctx
+def versions_prune(ctx: Context) -> None:
+    """Delete versions older than the retention window (MEMFS_RETENTION_DAYS, default 30),
+    always keeping the newest of every memory (MEMFS_RETENTION_KEEP, default 10).
+
+    Example:
+
+    \b
+        MEMFS_RETENTION_DAYS=7 memfs versions prune
+    """
+    n = ctx.store.prune_versions()
+    lim = ctx.store.limits
+    ctx.output(
+        {"pruned": n},
+        f"pruned {n} version{'s' if n != 1 else ''} older than {lim.retention_days:g} days "
+        f"(the newest {lim.retention_keep} of every memory are kept)",
+    )
+
+
+# memfs session ...
+
+
+@cli.group()
+def session() -> None:
+    """Inspect agent sessions: their attached stores, system prompt and tool events.
+
+    Example:
+
+    \b
+        memfs session list --store notes
+    """
+
+
+_STATUSES = ["rescheduling", "running", "idle", "terminated"]
+
+
+@session.command("list")
+@click.option("--store", "store_ref", default=None, metavar="STORE",
+              help="Only sessions that attached this store.")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(_STATUSES),
+              help="Only sessions in this status (repeatable).")
+@click.option("--all", "include_archived", is_flag=True, help="Include archived sessions.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
+@pass_ctx
+def session_list(
+    ctx: Context,
+    store_ref: str | None,
+    statuses: tuple[str, ...],
+    include_archived: bool,
+    limit: int | None,
+) -> None:
+    """List sessions, newest first.
+
+    Example:
+
+    \b
+        memfs session list --status terminated --limit 5
+    """
+    store = ctx.store
+    store_id = None if store_ref is None else store.resolve_store(store_ref).id
+    items = _pages(
+        lambda **kw: store.list_sessions(
+            memory_store_id=store_id,
+            statuses=list(statuses) or None,
+            include_archived=include_archived,
+            **kw,
+        ),
+        limit,
+    )
+    rows = [
+        (s.id, s.status, _when(s.created_at), ", ".join(r.name for r in s.resources) or "-")
+        for s in items
+    ]
+    human = _table(("ID", "STATUS", "CREATED", "STORES"), rows) if rows else "no sessions"
+    ctx.output(items, human)
+
+
+@session.command("show")
+@click.argument("session_id", metavar="ID")
+@pass_ctx
+def session_show(ctx: Context, session_id: str) -> None:
+    """Show a session: status, times and the memory stores attached to it.
+
+    Example:
+
+    \b
+        memfs session show sesn_01...
+    """
+    s = ctx.store.get_session(session_id)
+    lines = [
+        f"id:       {s.id}",
+        f"status:   {s.status}",
+        f"created:  {s.created_at}",
+        f"updated:  {s.updated_at}",
+    ]
+    if s.title:
+        lines.append(f"title:    {s.title}")
+    if s.archived_at:
+        lines.append(f"archived: {s.archived_at}")
+    lines.append(f"stores:   {len(s.resources) or 'none'}")
+    for r in s.resources:
+        lines += [
+            f"  {r.mount_path}  {r.access}  {r.name} ({r.memory_store_id})",
+        ]
+        if r.description:
+            lines.append(f"    description:  {r.description}")
+        if r.instructions:
+            lines.append(f"    instructions: {_prompt_indent(r.instructions)}")
+    ctx.output(s, "\n".join(lines))
+
+
+def _prompt_indent(text: str) -> str:
+    return "\n                  ".join(text.splitlines())
+
+
+def _event_text(body: dict[str, Any]) -> str:
+    """The interesting part of an event for the timeline."""
+    t = body.get("type", "")
+    if t == "agent.tool_use":
+        inp = body.get("input") or {}
+        parts = [str(body.get("name", "?")), str(inp.get("operation", "")),
+                 str(inp.get("file_path", ""))]
+        if inp.get("new_path"):
+            parts += ["->", str(inp["new_path"])]
+        return " ".join(p for p in parts if p)
+    if t in ("agent.tool_result", "user.tool_result"):
+        texts = [
+            str(b.get("text", ""))
+            for b in body.get("content") or []
+            if isinstance(b, dict) and b.get("type") == "text"
+        ]
+        text = " ".join(" ".join(texts).split())
+        return f"{'error' if body.get('is_error') else 'ok'}: {text}".rstrip(": ")
+    if t == "session.status_idle" and isinstance(body.get("stop_reason"), dict):
+        return f"stop_reason: {body['stop_reason'].get('type')}"
+    if t == "session.error" and isinstance(body.get("error"), dict):
+        return f"{body['error'].get('type')}: {body['error'].get('message', '')}"
+    return ""
+
+
+@session.command("events")
+@click.argument("session_id", metavar="ID")
+@click.option("--type", "types", multiple=True, metavar="TYPE",
+              help="Only events of this type, e.g. agent.tool_use (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N events.")
+@pass_ctx
+def session_events(
+    ctx: Context, session_id: str, types: tuple[str, ...], limit: int | None
+) -> None:
+    """Print a session's events as a timeline: time, type, tool, operation, path, result.
+
+    Example:
+
+    \b
+        memfs session events sesn_01... --type agent.tool_use --type agent.tool_result
+    """
+    store = ctx.store
+    items = _pages(
+        lambda **kw: store.list_events(session_id, types=list(types) or None, **kw), limit
+    )
+    rows = [(_when(e.processed_at), e.type, _event_text(e.body)) for e in items]
+    ctx.output(items, _table(("TIME", "TYPE", "WHAT"), rows) if rows else "no events")
+
+
+@session.command("prompt")
+@click.argument("session_id", metavar="ID")
+@pass_ctx
+def session_prompt(ctx: Context, session_id: str) -> None:
+    """Print the memory section of the session's system prompt (one note per attached store).
+
+    Example:
+
+    \b
+        memfs session prompt sesn_01...
+    """
+    s = ctx.store.get_session(session_id)
+    text = render_memory_prompt(s)
+    if ctx.as_json:
+        ctx.output({"session_id": s.id, "prompt": text})
+    else:
+        click.echo(text.encode("utf-8"), nl=False)
+
+
+
+# -- memfs mount (one FUSE daemon per store) --------------------------------------------------
+
+
+@cli.command("mount")
+@click.argument("store_ref", metavar="STORE")
+@click.argument("mountpoint", type=click.Path(file_okay=False))
+@click.option("--read-only", is_flag=True, help="Refuse every change (EROFS).")
+@click.option("--session", "session_id", default=None, metavar="ID",
+              help="Attribute versions and tool events to this session.")
+@click.option("--events", "events_path", default=None, type=click.Path(dir_okay=False),
+              help="Append tool events to this JSON-lines file.")
+@click.option("--display-root", "--mount-path", "display_root", default=None, metavar="PATH",
+              help="The mount path as the agent sees it, for event file paths "
+              "(default: MOUNTPOINT).")
+@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Kernel entry/attribute cache timeout in seconds.")
+@click.option("--ready-fd", type=int, default=None, metavar="N",
+              help="Write 'ready' to file descriptor N once mounted, then close it.")
+@click.option("--debug-fuse", is_flag=True, help="Trace every FUSE request (libfuse debug).")
+@pass_ctx
+def mount_cmd(
+    ctx: Context,
+    store_ref: str,
+    mountpoint: str,
+    read_only: bool,
+    session_id: str | None,
+    events_path: str | None,
+    display_root: str | None,
+    timeout: float,
+    ready_fd: int | None,
+    debug_fuse: bool,
+) -> None:
+    """Mount memory store STORE (id or name) on MOUNTPOINT and serve it in the foreground.
+
+    Files are memories; every close after writes makes one version. Stops and unmounts on
+    SIGINT/SIGTERM or `fusermount3 -u MOUNTPOINT`. Once mounted it prints MOUNTPOINT on stdout
+    (and writes 'ready' to --ready-fd), so a launcher can wait for it.
+
+    Example:
+
+        memfs mount notes /mnt/memory/notes --events /tmp/notes.events.jsonl
+    """
+    from .daemon import MountOptions
+    from .daemon import mount as mount_store
+
+    mount_store(
+        MountOptions(
+            store_ref=store_ref,
+            mountpoint=mountpoint,
+            db_path=ctx.db_path,
+            read_only=read_only,
+            session_id=session_id,
+            events_path=events_path,
+            display_root=display_root,
+            timeout=timeout,
+            ready_fd=ready_fd,
+            debug_fuse=debug_fuse,
+        )
+    )
+
+
+# -- memfs serve ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port (0 picks a free one).")
+@click.option(
+    "--api-key",
+    "api_keys",
+    multiple=True,
+    help="Accept this API key (repeatable; also env MEMFS_API_KEYS, comma-separated).",
+)
+@pass_ctx
+def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...]) -> None:
+    """Serve the memory stores HTTP API (anthropic SDK compatible) on the local database.
+
+    Every request needs a key (x-api-key or Authorization: Bearer). Without --api-key or
+    MEMFS_API_KEYS, a loopback server generates one and prints it on stderr; any other
+    address is refused.
+
+    Example:
+
+        memfs serve --port 8000 --api-key "$KEY"
+    """
+    from .server import api_keys_from, serve as run_server
+
+    if ctx.url:
+        fail("serve uses a local database; drop --url / MEMFS_URL", 2)
+    try:
+        run_server(ctx.db_path, host, port, api_keys_from(api_keys))
+    except OSError as e:
+        fail(f"cannot listen on {host}:{port}: {e.strerror or e}", 1)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,69 @@
+"""The memory section of an agent's system prompt (SPEC §3 step 5, API.md §4.3).
+
+One note per memory store attached to the session: display name, mount path, access mode,
+description and instructions, plus a short preamble saying how memory works. Used by the session
+launcher (written to ``MEMFS_SYSTEM_PROMPT_FILE``) and by ``memfs session prompt``.
+
+Depends only on :mod:`memfs.models`, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+
+from .models import Session, SessionResource
+
+log = logging.getLogger(__name__)
+
+_ACCESS_NOTES = {
+    "read_write": "read_write (your changes are saved; every change becomes a new memory version)",
+    "read_only": "read_only (you can read these files; any write is rejected with a read-only "
+    "file system error)",
+}
+
+
+def render_memory_prompt(session: Session) -> str:
+    """The memory section of the system prompt for ``session``, as Markdown text ending in a
+    newline; ``""`` when no memory store is attached.
+
+    The text names each mount exactly as the resource's ``mount_path`` says (clients must never
+    compute it), and tells the agent that other paths under the root are scratch.
+    """
+    resources = [r for r in session.resources if r.mount_path]
+    if not resources:
+        return ""
+    roots = sorted({posixpath.dirname(r.mount_path.rstrip("/")) for r in resources})
+    root = roots[0] if len(roots) == 1 else posixpath.commonpath(roots)
+    n = len(resources)
+    lines = [
+        "# Memory",
+        "",
+        f"{'A memory store is' if n == 1 else f'{n} memory stores are'} mounted as "
+        f"{'a directory' if n == 1 else 'directories'} under {root}/. Read and write "
+        "memories there with your ordinary file tools; what you save under a read_write mount "
+        "is kept across sessions. Files written anywhere else under "
+        f"{root}/ are scratch and are discarded when this session ends.",
+    ]
+    for r in resources:
+        lines += ["", *_note(r)]
+    return "\n".join(lines) + "\n"
+
+
+def _note(r: SessionResource) -> list[str]:
+    lines = [
+        f"## {r.name or r.memory_store_id}",
+        "",
+        f"- Mount path: {r.mount_path}",
+        f"- Access: {_ACCESS_NOTES.get(r.access, r.access)}",
+    ]
+    if r.description:
+        lines.append(f"- Description: {_indent(r.description)}")
+    if r.instructions:
+        lines.append(f"- Instructions: {_indent(r.instructions)}")
+    return lines
+
+
+def _indent(text: str) -> str:
+    """Keep a multi-line value inside its list item."""
+    return "\n  ".join(text.strip().splitlines())

@@ -1,0 +1,654 @@
+"""The ``memfs`` CLI: stores, memories, versions and sessions on the local database.
+
+Most tests drive :data:`memfs.cli.cli` through click's CliRunner; the ``test_entry_point_*``
+tests run the installed console script as a subprocess, as a newcomer would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from memfs import Actor
+from memfs import cli as cli_module
+from memfs.cli import cli
+from memfs.models import Session, SessionResource
+from memfs.prompt import render_memory_prompt
+from memfs.store import local_user_actor, sha256_hex
+
+
+@pytest.fixture
+def run(db_path):
+    """Invoke the CLI on the test database; returns the click Result."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None):
+        return runner.invoke(cli, ["--db", str(db_path), *args], input=input, env=env)
+
+    return invoke
+
+
+@pytest.fixture
+def ok(run):
+    """Invoke the CLI and assert success; returns stdout."""
+
+    def invoke(*args: str, input: str | bytes | None = None) -> str:
+        result = run(*args, input=input)
+        assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+        return result.stdout
+
+    return invoke
+
+
+@pytest.fixture
+def js(ok):
+    """Invoke the CLI with --json and parse stdout."""
+
+    def invoke(*args: str, input: str | bytes | None = None):
+        return json.loads(ok("--json", *args, input=input))
+
+    return invoke
+
+
+def assert_error(result, code: int, *fragments: str) -> None:
+    """One line on stderr, starting with ``memfs:``, nothing on stdout, the given exit code."""
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: "), result.stderr
+    assert result.stdout == ""
+    for f in fragments:
+        assert f in lines[0]
+
+
+# -- stores ------------------------------------------------------------------------------------
+
+
+def test_store_lifecycle_by_name_and_id(run, ok, js):
+    created = js("stores", "create", "User Preferences", "-d", "Per-user prefs", "-m", "team=docs")
+    assert created["type"] == "memory_store"
+    assert created["name"] == "User Preferences"
+    assert created["metadata"] == {"team": "docs"}
+    sid = created["id"]
+
+    assert js("stores", "show", "User Preferences")["id"] == sid
+    shown = ok("stores", "show", sid)
+    assert "Per-user prefs" in shown and "memories:    0" in shown and "team=docs" in shown
+
+    updated = js(
+        "stores", "update", "User Preferences", "--name", "Prefs", "-m", "owner=ana",
+        "--unset-metadata", "team",
+    )
+    assert updated["name"] == "Prefs" and updated["metadata"] == {"owner": "ana"}
+    assert_error(run("stores", "show", "User Preferences"), 3, "User Preferences")
+
+    archived = js("stores", "archive", "Prefs")
+    assert archived["archived_at"] is not None
+    assert js("stores", "list") == []
+    assert [s["id"] for s in js("stores", "list", "--all")] == [sid]
+    assert "no memory stores" in ok("stores", "list")
+    table = ok("stores", "list", "--include-archived")
+    assert table.splitlines()[0].split() == ["ID", "NAME", "MEMORIES", "CREATED", "ARCHIVED"]
+    assert sid in table and "Prefs" in table
+
+
+def test_stores_list_walks_pages_and_limits(js, ok, monkeypatch):
+    monkeypatch.setattr(cli_module, "_PAGE", 2)
+    for i in range(5):
+        ok("stores", "create", f"s{i}")
+    names = [s["name"] for s in js("stores", "list")]
+    assert names == ["s4", "s3", "s2", "s1", "s0"]  # newest first, across 3 pages
+    assert [s["name"] for s in js("stores", "list", "--limit", "3")] == ["s4", "s3", "s2"]
+
+
+def test_store_delete_needs_confirmation(run, ok, js, monkeypatch):
+    sid = js("stores", "create", "doomed")["id"]
+    ok("memories", "create", "doomed", "/a.md", "--content", "x")
+    # CliRunner's stdin is not a terminal: --yes is required.
+    assert_error(run("stores", "delete", "doomed"), 2, "--yes")
+    assert js("stores", "show", sid)["id"] == sid
+
+    monkeypatch.setattr(cli_module, "_stdin_is_tty", lambda: True)
+    result = run("stores", "delete", "doomed", input="n\n")
+    assert result.exit_code == 1 and "aborted" in result.stderr
+    assert "1 memories" in result.stdout  # the question says what is lost
+    assert js("stores", "show", sid)["id"] == sid
+
+    assert run("stores", "delete", "doomed", input="y\n").exit_code == 0
+    assert_error(run("stores", "show", sid), 3)
+
+
+def test_store_delete_with_yes(run, js):
+    sid = js("stores", "create", "doomed")["id"]
+    assert js("stores", "delete", sid, "--yes") == {"id": sid, "type": "memory_store_deleted"}
+    assert_error(run("stores", "show", sid), 3)
+
+
+def test_errors_are_one_line_with_exit_codes(run, ok):
+    assert_error(run("stores", "show", "nope"), 3, "nope")
+    ok("stores", "create", "twin")
+    ok("stores", "create", "twin")
+    assert_error(run("stores", "show", "twin"), 5, "use an id")  # ambiguous name
+    assert_error(run("stores", "create", ""), 5, "name")
+    bad = run("stores", "create", "x", "-m", "novalue")
+    assert bad.exit_code == 2 and "KEY=VALUE" in bad.stderr  # a usage error
+
+
+# -- memories ----------------------------------------------------------------------------------
+
+
+def test_memory_create_show_is_exact(run, ok, js, tmp_path):
+    ok("stores", "create", "notes")
+    m = js("memories", "create", "notes", "/a.md", "--content", "no newline")
+    assert m["type"] == "memory" and m["path"] == "/a.md" and m["content"] == "no newline"
+    assert ok("memories", "show", "notes", "/a.md") == "no newline"
+    assert ok("memories", "show", "notes", m["id"]) == "no newline"
+    assert js("memories", "show", "notes", "/a.md")["content_sha256"] == sha256_hex(b"no newline")
+
+    f = tmp_path / "in.md"
+    f.write_bytes("héllo\n\n".encode())
+    ok("memories", "create", "notes", "/from-file.md", "--file", str(f))
+    assert ok("memories", "show", "notes", "/from-file.md") == "héllo\n\n"
+
+    out = ok("memories", "create", "notes", "/piped.md", input="from stdin\n")
+    assert out.startswith("created /piped.md (mem_")
+    assert ok("memories", "show", "notes", "/piped.md") == "from stdin\n"
+
+    ok("memories", "create", "notes", "/dash.md", "-f", "-", input=b"dash\n")
+    assert ok("memories", "show", "notes", "/dash.md") == "dash\n"
+
+
+def test_memory_create_content_errors(run, ok, monkeypatch, tmp_path):
+    ok("stores", "create", "notes")
+    both = run("memories", "create", "notes", "/a.md", "--content", "x", "--file", "f")
+    assert both.exit_code == 2 and "not both" in both.stderr
+    assert_error(
+        run("memories", "create", "notes", "/a.md", "--file", str(tmp_path / "missing")),
+        1,
+        "cannot read",
+    )
+    assert_error(run("memories", "create", "notes", "/bad.md", input=b"\xff\xfe"), 5, "UTF-8")
+    big = b"x" * 102_401
+    assert_error(run("memories", "create", "notes", "/big.md", input=big), 5, "102400")
+    assert_error(run("memories", "create", "notes", "no-slash", "--content", "x"), 5, "/")
+    ok("memories", "create", "notes", "/a.md", "--content", "x")
+    assert_error(run("memories", "create", "notes", "/a.md", "--content", "y"), 4, "/a.md")
+    assert_error(run("memories", "create", "notes", "/a.md/b", "--content", "y"), 4, "/a.md")
+    # On a terminal with no content given, nothing is read: a usage error.
+    monkeypatch.setattr(cli_module, "_stdin_is_tty", lambda: True)
+    none = run("memories", "create", "notes", "/c.md")
+    assert none.exit_code == 2 and "no content" in none.stderr
+
+
+def test_memory_create_is_attributed_to_the_local_user(ok, js, store):
+    sid = js("stores", "create", "notes")["id"]
+    ok("memories", "create", "notes", "/a.md", "--content", "x")
+    [v] = store.list_versions(sid).data
+    assert v.created_by == local_user_actor()
+    assert v.created_by.type == "user_actor"
+
+
+def test_memory_update_content_path_and_precondition(run, ok, js):
+    ok("stores", "create", "notes")
+    m = js("memories", "create", "notes", "/a.md", "--content", "one")
+
+    u = js("memories", "update", "notes", "/a.md", "--content", "two")
+    assert u["id"] == m["id"] and u["content"] == "two"
+    assert u["memory_version_id"] != m["memory_version_id"]
+
+    moved = js("memories", "update", "notes", m["id"], "--path", "/b.md", input="ignored")
+    assert moved["path"] == "/b.md" and moved["content"] == "two"  # stdin not read with --path
+
+    same = ok("memories", "update", "notes", "/b.md", "--content", "two")
+    assert same.startswith("unchanged /b.md")
+    assert len(js("versions", "list", "notes")) == 3  # created, modified, renamed; no-op: none
+
+    piped = js("memories", "update", "notes", "/b.md", input="three")
+    assert piped["content"] == "three"
+
+    assert_error(
+        run("memories", "update", "notes", "/b.md", "--content", "x", "--if-sha256", "0" * 64),
+        4,
+        "content_sha256",
+    )
+    assert_error(
+        run("memories", "update", "notes", "/b.md", "--content", "x", "--if-sha256", "nothex"),
+        5,
+    )
+    good = sha256_hex(b"three")
+    assert js("memories", "update", "notes", "/b.md", "-c", "four", "--if-sha256", good)[
+        "content"
+    ] == "four"
+    assert_error(run("memories", "update", "notes", "/missing.md", "-c", "x"), 3, "/missing.md")
+
+
+def test_memory_update_path_conflict(run, ok):
+    ok("stores", "create", "notes")
+    ok("memories", "create", "notes", "/a.md", "--content", "a")
+    ok("memories", "create", "notes", "/b.md", "--content", "b")
+    assert_error(run("memories", "update", "notes", "/a.md", "--path", "/b.md"), 4, "/b.md")
+    assert ok("memories", "show", "notes", "/b.md") == "b"
+
+
+def test_memory_update_needs_something(run, ok, monkeypatch):
+    ok("stores", "create", "notes")
+    ok("memories", "create", "notes", "/a.md", "--content", "a")
+    monkeypatch.setattr(cli_module, "_stdin_is_tty", lambda: True)
+    result = run("memories", "update", "notes", "/a.md")
+    assert result.exit_code == 2 and "nothing to change" in result.stderr
+
+
+def test_memory_delete(run, ok, js):
+    ok("stores", "create", "notes")
+    m = js("memories", "create", "notes", "/a.md", "--content", "a")
+    assert_error(run("memories", "delete", "notes", "/a.md", "--if-sha256", "0" * 64), 4)
+    out = js("memories", "delete", "notes", "/a.md", "--if-sha256", sha256_hex(b"a"))
+    assert out == {"id": m["id"], "type": "memory_deleted"}
+    assert_error(run("memories", "show", "notes", "/a.md"), 3)
+    assert_error(run("memories", "delete", "notes", "/a.md"), 3)
+
+
+def test_memory_list_prefix_and_depth(ok, js):
+    ok("stores", "create", "notes")
+    for path in ("/top.md", "/projects/a/x.md", "/projects/b.md", "/projects-old.md"):
+        ok("memories", "create", "notes", path, "--content", path)
+    assert [m["path"] for m in js("memories", "list", "notes")] == [
+        "/projects-old.md", "/projects/a/x.md", "/projects/b.md", "/top.md",
+    ]
+    listed = js("memories", "list", "notes", "--prefix", "/projects/", "--depth", "1")
+    assert [(m["type"], m["path"]) for m in listed] == [
+        ("memory_prefix", "/projects/a/"),
+        ("memory", "/projects/b.md"),
+    ]
+    assert all(m.get("content") is None for m in listed)
+    human = ok("memories", "list", "notes", "--depth", "1").splitlines()
+    assert human[0].split() == ["SIZE", "UPDATED", "PATH"]
+    assert [line.split()[-1] for line in human[1:]] == ["/projects-old.md", "/projects/", "/top.md"]
+    top = next(line for line in human if line.endswith("/top.md"))
+    assert top.split()[0] == str(len("/top.md"))
+
+
+def test_memory_list_errors(run, ok):
+    ok("stores", "create", "notes")
+    assert "no memories" in ok("memories", "list", "notes")
+    assert_error(run("memories", "list", "notes", "--prefix", "/no-slash"), 5, "end with '/'")
+    assert run("memories", "list", "notes", "--depth", "-1").exit_code == 2
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def history(ok, js):
+    """A store 'notes' where /a.md was created, edited and renamed to /c.md, and /b.md was
+    created then deleted. Returns the version ids, oldest first, by name."""
+    ok("stores", "create", "notes")
+    a1 = js("memories", "create", "notes", "/a.md", "--content", "one\ntwo\n")
+    a2 = js("memories", "update", "notes", "/a.md", "--content", "one\nTWO\n")
+    a3 = js("memories", "update", "notes", "/a.md", "--path", "/c.md")
+    b1 = js("memories", "create", "notes", "/b.md", "--content", "bee")
+    js("memories", "delete", "notes", "/b.md")
+    b2 = js("versions", "list", "notes", "--limit", "1")[0]
+    assert b2["operation"] == "deleted"
+    return {
+        "a1": a1["memory_version_id"],
+        "a2": a2["memory_version_id"],
+        "a3": a3["memory_version_id"],
+        "b1": b1["memory_version_id"],
+        "b2": b2["id"],
+        "a_id": a1["id"],
+        "b_id": b1["id"],
+    }
+
+
+def test_versions_list_and_filters(ok, js, history, monkeypatch):
+    all_ = js("versions", "list", "notes")
+    assert [v["id"] for v in all_] == [
+        history[k] for k in ("b2", "b1", "a3", "a2", "a1")
+    ]
+    assert all_[0]["created_by"] == local_user_actor().to_dict()
+    monkeypatch.setattr(cli_module, "_PAGE", 2)  # walk several pages
+    assert [v["id"] for v in js("versions", "list", "notes", "--memory", "/c.md")] == [
+        history["a3"], history["a2"], history["a1"],
+    ]
+    # A deleted memory is found by its last path, or by id.
+    assert [v["id"] for v in js("versions", "list", "notes", "--memory", "/b.md")] == [
+        history["b2"], history["b1"],
+    ]
+    assert len(js("versions", "list", "notes", "--memory", history["b_id"])) == 2
+    created = js("versions", "list", "notes", "--operation", "created")
+    assert {v["id"] for v in created} == {history["a1"], history["b1"]}
+    assert js("versions", "list", "notes", "--since", "2999-01-01T00:00:00Z") == []
+    assert len(js("versions", "list", "notes", "--until", "2999-01-01T00:00:00Z")) == 5
+    assert len(js("versions", "list", "notes", "--limit", "3")) == 3
+    uid = local_user_actor().id
+    assert len(js("versions", "list", "notes", "--user-id", uid)) == 5
+    assert js("versions", "list", "notes", "--session", "sesn_nope") == []
+
+    table = ok("versions", "list", "notes").splitlines()
+    assert table[0].split() == ["ID", "OPERATION", "PATH", "SIZE", "ACTOR", "CREATED"]
+    first = table[1].split()
+    assert first[:4] == [history["b2"], "deleted", "/b.md", "-"]
+    assert first[4] == f"user:{uid}"
+
+
+def test_versions_list_errors(run, history):
+    assert_error(run("versions", "list", "notes", "--memory", "/never.md"), 3, "/never.md")
+    assert_error(run("versions", "list", "notes", "--since", "yesterday"), 5, "RFC 3339")
+    assert run("versions", "list", "notes", "--operation", "renamed").exit_code == 2
+
+
+def test_versions_list_by_session(ok, js, store):
+    sid = js("stores", "create", "notes")["id"]
+    sess = store.create_session([{"type": "memory_store", "memory_store_id": sid}])
+    store.create_memory(sid, "/s.md", "by agent", actor=Actor.session(sess.id))
+    ok("memories", "create", "notes", "/u.md", "--content", "by me")
+    [v] = js("versions", "list", "notes", "--session", sess.id)
+    assert v["path"] == "/s.md" and v["created_by"] == {"type": "session_actor",
+                                                        "session_id": sess.id}
+    assert f"session:{sess.id}" in ok("versions", "list", "notes")
+
+
+def test_versions_show(run, ok, js, history):
+    assert ok("versions", "show", "notes", history["a1"]) == "one\ntwo\n"
+    v = js("versions", "show", "notes", history["a2"])
+    assert v["type"] == "memory_version" and v["content"] == "one\nTWO\n"
+    assert_error(run("versions", "show", "notes", history["b2"]), 5, "deletion")
+    assert js("versions", "show", "notes", history["b2"])["operation"] == "deleted"
+    assert_error(run("versions", "show", "notes", "memver_nope"), 3)
+
+
+def test_versions_diff(run, ok, js, history):
+    modified = ok("versions", "diff", "notes", history["a2"])
+    assert modified.splitlines() == [
+        f"--- a/a.md ({history['a1']})",
+        f"+++ b/a.md ({history['a2']})",
+        "@@ -1,2 +1,2 @@",
+        " one",
+        "-two",
+        "+TWO",
+    ]
+    created = ok("versions", "diff", "notes", history["b1"]).splitlines()
+    assert created[:2] == ["--- /dev/null", f"+++ b/b.md ({history['b1']})"]
+    assert created[-2:] == ["+bee", "\\ No newline at end of file"]
+    deleted = ok("versions", "diff", "notes", history["b2"]).splitlines()
+    assert deleted[:2] == [f"--- a/b.md ({history['b1']})", "+++ /dev/null"]
+    assert "-bee" in deleted
+
+    two = ok("versions", "diff", "notes", history["a1"], history["a3"]).splitlines()
+    assert two[:2] == [f"--- a/a.md ({history['a1']})", f"+++ b/c.md ({history['a3']})"]
+
+    rename = run("versions", "diff", "notes", history["a3"])
+    assert rename.exit_code == 0 and rename.stdout == ""
+    assert "renamed /a.md -> /c.md" in rename.stderr
+
+    as_json = js("versions", "diff", "notes", history["a2"])
+    assert as_json["from"]["id"] == history["a1"] and as_json["to"]["id"] == history["a2"]
+    assert as_json["diff"] == modified
+    assert_error(run("versions", "diff", "notes", "memver_nope"), 3)
+
+
+def test_versions_restore_live_memory(run, ok, js, history):
+    out = ok("versions", "restore", "notes", history["a1"])
+    assert out.startswith(f"restored {history['a1']} to /c.md")
+    assert ok("memories", "show", "notes", "/c.md") == "one\ntwo\n"  # content back, path kept
+    latest = js("versions", "list", "notes", "--limit", "1")[0]
+    assert latest["operation"] == "modified" and latest["memory_id"] == history["a_id"]
+    again = ok("versions", "restore", "notes", history["a1"])
+    assert "nothing to do" in again
+    assert len(js("versions", "list", "notes", "--memory", "/c.md")) == 4
+    moved = js("versions", "restore", "notes", history["a2"], "--path", "/a.md")
+    assert moved["path"] == "/a.md" and moved["content"] == "one\nTWO\n"
+
+
+def test_versions_restore_deleted_memory(run, ok, js, history):
+    assert_error(run("versions", "restore", "notes", history["b2"]), 5, "deletion")
+    ok("memories", "create", "notes", "/b.md", "--content", "squatter")
+    assert_error(run("versions", "restore", "notes", history["b1"]), 4, "/b.md")
+    m = js("versions", "restore", "notes", history["b1"], "--path", "/b-restored.md")
+    assert m["content"] == "bee" and m["id"] != history["b_id"]
+    assert ok("memories", "show", "notes", "/b-restored.md") == "bee"
+
+
+def test_versions_redact(run, ok, js, history):
+    assert_error(run("versions", "redact", "notes", history["b1"]), 2, "--yes")
+    v = js("versions", "redact", "notes", history["b1"], "--yes")
+    assert v["redacted_at"] is not None and v["content"] is None and v["path"] is None
+    assert_error(run("versions", "show", "notes", history["b1"]), 5, "redacted")
+    assert_error(run("versions", "restore", "notes", history["b1"]), 5, "redacted")
+    assert_error(run("versions", "diff", "notes", history["b1"]), 5, "redacted")
+    assert "(redacted)" in ok("versions", "list", "notes")
+    # The current content of a live memory cannot be redacted (a store rule).
+    assert_error(run("versions", "redact", "notes", history["a3"], "--yes"), 5)
+
+
+def test_versions_prune(run, ok, js, history, monkeypatch):
+    assert js("versions", "prune") == {"pruned": 0}
+    monkeypatch.setenv("MEMFS_RETENTION_DAYS", "0")
+    monkeypatch.setenv("MEMFS_RETENTION_KEEP", "1")
+    out = ok("versions", "prune")
+    assert out.startswith("pruned 3 versions")  # /c.md keeps 1 of 3, /b.md keeps 1 of 2
+    assert len(js("versions", "list", "notes")) == 2
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def a_session(store):
+    """A terminated session with two stores attached and a few tool events."""
+    prefs = store.create_store("User Preferences", "Per-user preferences.")
+    docs = store.create_store("Team Docs", "")
+    sess = store.create_session(
+        [
+            {"type": "memory_store", "memory_store_id": prefs.id,
+             "instructions": "Check before starting any task.\nKeep it short."},
+            {"type": "memory_store", "memory_store_id": docs.id, "access": "read_only"},
+        ]
+    )
+    store.add_events(
+        sess.id,
+        [
+            {"type": "agent.tool_use", "id": "sevt_use1", "name": "cat",
+             "input": {"operation": "read",
+                       "file_path": "/mnt/memory/user-preferences/a.md", "pid": 42}},
+            {"type": "agent.tool_result", "tool_use_id": "sevt_use1", "is_error": False,
+             "content": [{"type": "text", "text": "read 12 bytes"}]},
+            {"type": "agent.tool_use", "id": "sevt_use2", "name": "sed",
+             "input": {"operation": "write", "file_path": "/mnt/memory/team-docs/b.md"}},
+            {"type": "agent.tool_result", "tool_use_id": "sevt_use2", "is_error": True,
+             "content": [{"type": "text", "text": "EROFS: the mount is read-only"}]},
+        ],
+    )
+    store.set_session_status(sess.id, "terminated")
+    return store.get_session(sess.id)
+
+
+def test_session_list_and_show(run, ok, js, a_session, store):
+    listed = js("session", "list")
+    assert [s["id"] for s in listed] == [a_session.id]
+    assert listed[0]["resources"][1]["access"] == "read_only"
+    assert js("session", "list", "--store", "Team Docs")[0]["id"] == a_session.id
+    other = store.create_store("other")
+    assert js("session", "list", "--store", other.id) == []
+    assert js("session", "list", "--status", "idle") == []
+    assert len(js("session", "list", "--status", "terminated", "--status", "idle")) == 1
+    human = ok("session", "list")
+    assert a_session.id in human and "User Preferences, Team Docs" in human
+    assert "no sessions" in ok("session", "list", "--status", "running")
+
+    shown = ok("session", "show", a_session.id)
+    assert "status:   terminated" in shown
+    assert "/mnt/memory/user-preferences  read_write  User Preferences" in shown
+    assert "/mnt/memory/team-docs  read_only  Team Docs" in shown
+    assert "Check before starting any task." in shown
+    assert js("session", "show", a_session.id)["type"] == "session"
+    assert_error(run("session", "show", "sesn_nope"), 3, "sesn_nope")
+
+
+def test_session_events_timeline(run, ok, js, a_session, monkeypatch):
+    monkeypatch.setattr(cli_module, "_PAGE", 2)
+    lines = ok("session", "events", a_session.id).splitlines()
+    assert lines[0].split() == ["TIME", "TYPE", "WHAT"]
+    body = [line.split(None, 3)[2:] for line in lines[1:]]
+    assert body[:4] == [
+        ["agent.tool_use", "cat read /mnt/memory/user-preferences/a.md"],
+        ["agent.tool_result", "ok: read 12 bytes"],
+        ["agent.tool_use", "sed write /mnt/memory/team-docs/b.md"],
+        ["agent.tool_result", "error: EROFS: the mount is read-only"],
+    ]
+    assert body[4][0] == "session.status_terminated"
+    only = js("session", "events", a_session.id, "--type", "agent.tool_use")
+    assert [e["id"] for e in only] == ["sevt_use1", "sevt_use2"]
+    assert len(js("session", "events", a_session.id, "--limit", "3")) == 3
+    assert_error(run("session", "events", "sesn_nope"), 3)
+
+
+def test_session_prompt(ok, js, a_session):
+    text = ok("session", "prompt", a_session.id)
+    assert text == render_memory_prompt(a_session)
+    assert js("session", "prompt", a_session.id) == {"session_id": a_session.id, "prompt": text}
+
+
+def _resource(name, access, description="", instructions=None, mount="/mnt/memory/x"):
+    return SessionResource("sesrsc_1", "sesn_1", "memstore_1", access, instructions, name,
+                           description, mount)
+
+
+def _session(*resources):
+    return Session("sesn_1", "idle", tuple(resources), None, None, {}, None, "t", "t", None)
+
+
+def test_render_memory_prompt_notes():
+    text = render_memory_prompt(
+        _session(
+            _resource("User Preferences", "read_write", "Per-user preferences.",
+                      "Check first.\nKeep it short.", "/mnt/memory/user-preferences"),
+            _resource("Team Docs", "read_only", mount="/mnt/memory/team-docs"),
+        )
+    )
+    assert text.startswith("# Memory\n") and text.endswith("\n")
+    assert "2 memory stores are mounted as directories under /mnt/memory/" in text
+    prefs, docs = text.split("## ")[1:]
+    assert prefs.startswith("User Preferences\n")
+    assert "- Mount path: /mnt/memory/user-preferences" in prefs
+    assert "- Access: read_write" in prefs
+    assert "- Description: Per-user preferences." in prefs
+    assert "- Instructions: Check first.\n  Keep it short." in prefs
+    assert "- Access: read_only" in docs and "rejected" in docs
+    assert "Description" not in docs and "Instructions" not in docs
+
+
+def test_render_memory_prompt_without_stores():
+    assert render_memory_prompt(_session()) == ""
+    one = render_memory_prompt(_session(_resource("N", "read_write", mount="/r/n")))
+    assert "A memory store is mounted as a directory under /r/" in one
+
+
+# -- global behaviour --------------------------------------------------------------------------
+
+
+def test_json_is_global_and_lists_are_arrays(js, ok):
+    ok("stores", "create", "notes")
+    assert isinstance(js("stores", "list"), list)
+    assert isinstance(js("memories", "list", "notes"), list)
+    assert isinstance(js("session", "list"), list)
+
+
+def test_usage_error_exits_2(run):
+    result = run("memories", "show", "notes")
+    assert result.exit_code == 2 and "Missing argument" in result.stderr
+
+
+# -- the real entry point ----------------------------------------------------------------------
+
+
+def _memfs_exe() -> str:
+    exe = shutil.which("memfs", path=os.path.dirname(sys.executable))
+    assert exe, f"no memfs console script beside {sys.executable}"
+    return exe
+
+
+@pytest.fixture
+def sh(tmp_path):
+    """Run the installed ``memfs`` with MEMFS_DB in tmp_path; returns CompletedProcess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    env["MEMFS_DB"] = str(tmp_path / "cli.db")
+    exe = _memfs_exe()
+
+    def run(*args: str, input: bytes | None = None, code: int = 0):
+        p = subprocess.run(
+            [exe, *args], input=input if input is not None else b"", capture_output=True,
+            env=env, timeout=60,
+        )
+        assert p.returncode == code, (args, p.returncode, p.stdout, p.stderr)
+        return p
+
+    return run
+
+
+def test_entry_point_newcomer_flow(sh):
+    out = sh("stores", "create", "Demo Memory", "--description", "Notes for the demo").stdout
+    assert out.startswith(b"created memory store memstore_")
+    sh("memories", "create", "Demo Memory", "/prefs.md", input=b"Use ISO dates.\n")
+    sh("memories", "create", "Demo Memory", "/todo.md", "--content", "buy milk")
+    sh("memories", "update", "Demo Memory", "/prefs.md", "--content", "Use ISO-8601 dates.\n")
+    sh("memories", "update", "Demo Memory", "/prefs.md", "--path", "/preferences.md")
+    sh("memories", "delete", "Demo Memory", "/todo.md")
+    listing = sh("memories", "list", "Demo Memory").stdout.decode()
+    assert listing.splitlines()[1].split()[-1] == "/preferences.md"
+    assert "/todo.md" not in listing
+    assert sh("memories", "show", "Demo Memory", "/preferences.md").stdout == (
+        b"Use ISO-8601 dates.\n"
+    )
+
+    history = json.loads(sh("--json", "versions", "list", "Demo Memory").stdout)
+    assert [v["operation"] for v in history] == [
+        "deleted", "modified", "modified", "created", "created",
+    ]
+    prefs = [v for v in history if v["memory_id"] == history[1]["memory_id"]]
+    first = prefs[-1]["id"]
+    edit = prefs[1]["id"]
+    diff = sh("versions", "diff", "Demo Memory", edit).stdout.decode()
+    assert "-Use ISO dates.\n+Use ISO-8601 dates.\n" in diff
+
+    restored = sh("versions", "restore", "Demo Memory", first).stdout.decode()
+    assert restored.startswith(f"restored {first} to /preferences.md")
+    assert sh("memories", "show", "Demo Memory", "/preferences.md").stdout == b"Use ISO dates.\n"
+
+    todo_deleted = history[0]["id"]
+    sh("versions", "restore", "Demo Memory", todo_deleted, code=5)
+    todo_created = [v for v in history if v["path"] == "/todo.md"][-1]["id"]
+    sh("versions", "restore", "Demo Memory", todo_created)
+    assert sh("memories", "show", "Demo Memory", "/todo.md").stdout == b"buy milk"
+    table = sh("stores", "list").stdout.decode()
+    assert "Demo Memory" in table and table.splitlines()[1].split()[3] == "2"  # memories
+
+
+def test_entry_point_errors(sh, tmp_path):
+    def one_line_error(p, *fragments: str) -> None:
+        err = p.stderr.decode()
+        assert err.count("\n") == 1 and err.startswith("memfs: "), err
+        assert p.stdout == b""
+        for f in fragments:
+            assert f in err
+
+    one_line_error(sh("stores", "show", "nope", code=3), "nope")
+    sh("stores", "create", "s")
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"a" * 102_401)
+    one_line_error(sh("memories", "create", "s", "/big.md", "--file", str(big), code=5), "102400")
+    sh("memories", "create", "s", "/a.md", "--content", "a")
+    one_line_error(sh("memories", "create", "s", "/a.md", "--content", "b", code=4), "/a.md")
+    one_line_error(
+        sh("memories", "create", "s", "/bad.md", input=b"caf\xe9\n", code=5), "UTF-8"
+    )
+    one_line_error(sh("stores", "delete", "s", code=2), "--yes")
+    assert sh("memories", "show", "s", "/a.md").stdout == b"a"  # nothing was lost
+    usage = sh("memories", "bogus", code=2)
+    assert b"No such command" in usage.stderr
