@@ -19,6 +19,7 @@ from .errors import (
     PreconditionFailed,
     ReadOnly,
     StoreArchived,
+    Unauthorized,
 )
 from .models import (
     Actor,
@@ -65,5 +66,6 @@ __all__ = [
     "SessionResource",
     "Store",
     "StoreArchived",
+    "Unauthorized",
     "__version__",
 ]

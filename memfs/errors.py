@@ -22,6 +22,7 @@ an exit code. They never re-check a rule themselves.
     │   ├── PathConflict         the path is taken, or overlaps another memory's path
     │   └── PreconditionFailed   the content hash does not match
     ├── ReadOnly                 a write through a read-only attachment
+    ├── Unauthorized             a missing or wrong API key (HTTP 401)
     └── Busy                     the database stayed locked past every retry
 """
 
@@ -95,6 +96,10 @@ class PreconditionFailed(Conflict):
 
 class ReadOnly(MemfsError):
     """A write through a read-only attachment."""
+
+
+class Unauthorized(MemfsError):
+    """The request carries no API key, or one the server does not accept."""
 
 
 class Busy(MemfsError):

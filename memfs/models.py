@@ -243,10 +243,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
-    """One page of a listing; ``next_page`` is None on the last page."""
+    """One page of a listing; ``next_page`` is None on the last page. ``prev_page`` (sessions
+    only, the SDK's bidirectional cursor) is None on the first page; ``to_dict`` leaves it out,
+    because the other listings have no such field on the wire."""
 
     data: list[T]
     next_page: str | None
+    prev_page: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

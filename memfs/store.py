@@ -83,6 +83,16 @@ _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _OPERATIONS = ("created", "modified", "deleted")
 _VIEWS = ("basic", "full")
 _SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
+#: Event types a client may send to a session (API.md §4.1 events.send).
+CLIENT_EVENT_TYPES = (
+    "user.message",
+    "user.interrupt",
+    "user.tool_confirmation",
+    "user.custom_tool_result",
+    "user.define_outcome",
+    "user.tool_result",
+    "system.message",
+)
 
 
 class _Unset:
@@ -342,6 +352,15 @@ def _patch_metadata(
     return _validate_metadata(result, limits, what)
 
 
+def _dict_list(value: Any, what: str) -> list[dict[str, Any]]:
+    """``None`` -> ``[]``; else a list of objects. :raises InvalidRequest:"""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise InvalidRequest(f"{what} must be a list of objects")
+    return list(value)
+
+
 def slugify(name: str) -> str:
     """The mount directory name of a store name (API.md §4.3): lowercase, every run of
     characters other than ASCII letters and digits one hyphen, hyphens trimmed. May be ``""``."""
@@ -513,6 +532,33 @@ def m001_initial(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations()
+def m002_agents_environments(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- Minimal agents and environments (API.md §4: sessions.create needs their ids). body is
+        -- the whole wire object as JSON (BetaManagedAgentsAgent / BetaEnvironment); a session
+        -- keeps its own snapshot of the agent, so these rows are only read at session creation.
+        CREATE TABLE agents (
+            id TEXT PRIMARY KEY,              -- agent_…
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE environments (
+            id TEXT PRIMARY KEY,              -- env_…
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        """
+    )
+
+
+@migrations()
+def m003_versions_by_time(db: sqlite_utils.Database) -> None:
+    # Version listings order by (created_at, id) within a store.
+    db.execute("CREATE INDEX versions_store_time ON versions(store_id, created_at, id)")
+
+
 # --------------------------------------------------------------------------------------------
 # row -> model
 
@@ -607,7 +653,13 @@ class Store:
     :param limits: the limits to enforce; default :meth:`Limits.from_env`.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, limits: Limits | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        limits: Limits | None = None,
+        synchronous: str = "FULL",
+    ):
         self.limits = limits or Limits.from_env()
         self.path = str(default_db_path() if path is None else path)
         if self.path != ":memory:":
@@ -623,9 +675,14 @@ class Store:
         # busy_timeout makes SQLite itself wait for a lock instead of failing at once.
         conn.execute("PRAGMA busy_timeout = 5000")
         self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-        # FULL: a commit is on disk (WAL fsynced) before it returns, so an acknowledged write
-        # survives a power cut as well as a killed process.
-        conn.execute("PRAGMA synchronous = FULL")
+        # FULL (the default): a commit is on disk (WAL fsynced) before it returns, so an
+        # acknowledged write survives a power cut as well as a killed process. NORMAL (what a
+        # mount uses for close(), with sync() on fsync()): a commit survives a killed process
+        # or daemon at once, and a power cut from the next sync() or checkpoint on; see
+        # https://sqlite.org/pragma.html#pragma_synchronous and https://sqlite.org/wal.html.
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError("synchronous must be FULL or NORMAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = OFF")
         self._retry(self._migrate)
 
@@ -635,6 +692,12 @@ class Store:
             # processes opening a fresh database at once do not both apply a migration.
             with self._write():
                 migrations.apply(self.db)
+
+    def sync(self) -> None:
+        """Make every committed write durable on disk (fsync of the WAL through a passive
+        checkpoint). Needed only with ``synchronous="NORMAL"``."""
+        with self._lock:
+            self._retry(lambda: self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
 
     def close(self) -> None:
         with self._lock:
@@ -843,7 +906,8 @@ class Store:
         if created_at_lte is not None:
             where.append("created_at <= ?")
             params.append(format_time(parse_time(created_at_lte)))
-        filters = ["stores", include_archived, params]
+        # A copy: the cursor condition appended to params below is not a filter.
+        filters = ["stores", include_archived, list(params)]
         if page:
             key = _decode_cursor(page, "stores", filters)
             if not (isinstance(key, list) and len(key) == 2):
@@ -944,7 +1008,8 @@ class Store:
         c.execute(
             "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id NOT IN "
             "(SELECT id FROM versions WHERE memory_id = ? ORDER BY id DESC LIMIT ?)",
-            (memory_id, cutoff, memory_id, self.limits.retention_keep),
+            # At least one: the newest version is a live memory's head and must stay.
+            (memory_id, cutoff, memory_id, max(1, self.limits.retention_keep)),
         )
 
     def count_memories(self, store_id: str) -> int:
@@ -1292,7 +1357,7 @@ class Store:
         prefix = "/" if path_prefix is None else validate_prefix(path_prefix, self.limits)
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
             raise InvalidRequest("depth must be an integer >= 0")
-        filters = [prefix, depth]
+        filters = [store_id, prefix, depth]
         lower, lower_incl = prefix, True
         if page:
             key = _decode_cursor(page, "memories", filters)
@@ -1380,22 +1445,27 @@ class Store:
         if created_at_lte is not None:
             where.append("created_at <= ?")
             params.append(format_time(parse_time(created_at_lte)))
-        filters = ["versions", params]
+        filters = ["versions", list(params)]  # a copy: see list_stores
         if page:
             key = _decode_cursor(page, "versions", filters)
-            if not isinstance(key, str):
+            if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
                 raise InvalidCursor("invalid page cursor")
-            where.append("id < ?")
-            params.append(key)
+            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+            params += [key[0], key[0], key[1]]
         cols = "*" if view == "full" else "*, NULL AS content"
+        # created_at first: ids from two processes in the same millisecond need not be in
+        # time order, and API.md §2.12 orders by created_at, then id.
         with self._read() as c:
             self._store_in(c, store_id)
             rows = c.execute(
-                f"SELECT {cols} FROM versions WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
+                f"SELECT {cols} FROM versions WHERE {' AND '.join(where)} "
+                "ORDER BY created_at DESC, id DESC LIMIT ?",
                 [*params, limit + 1],
             ).fetchall()
         items = [_version(r, view == "full") for r in rows[:limit]]
-        next_page = _encode_cursor("versions", filters, items[-1].id) if len(rows) > limit else None
+        next_page = None
+        if len(rows) > limit:
+            next_page = _encode_cursor("versions", filters, [items[-1].created_at, items[-1].id])
         return Page(items, next_page)
 
     def get_version(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion:
@@ -1448,7 +1518,7 @@ class Store:
                 "DELETE FROM versions WHERE created_at < ? AND id IN ("
                 " SELECT id FROM (SELECT id, row_number() OVER"
                 "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) WHERE n > ?)",
-                (cutoff, self.limits.retention_keep),
+                (cutoff, max(1, self.limits.retention_keep)),  # keep live heads
             )
             return cur.rowcount
 
@@ -1612,21 +1682,42 @@ class Store:
             if value is not None:
                 where.append(f"created_at {op} ?")
                 params.append(format_time(parse_time(value)))
-        filters = ["sessions", order, params]
+        filters = ["sessions", order, list(params)]  # a copy: see list_stores
+        # Bidirectional cursors (the SDK's BidirectionalPageCursor): a next_page is the id of
+        # the last item (resume after it), a prev_page is ["before", id of the first item].
+        after = before = None
         if page:
             key = _decode_cursor(page, "sessions", filters)
-            if not isinstance(key, str):
+            if isinstance(key, str):
+                after = key
+            elif (isinstance(key, list) and len(key) == 2 and key[0] == "before"
+                  and isinstance(key[1], str)):
+                before = key[1]
+            else:
                 raise InvalidCursor("invalid page cursor")
-            where.append("id < ?" if order == "desc" else "id > ?")
-            params.append(key)
-        sql = "SELECT id FROM sessions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY id {order.upper()} LIMIT ?"
-        ids = [r["id"] for r in self._all(sql, [*params, limit + 1])]
-        items = [self.get_session(i) for i in ids[:limit]]
-        next_page = _encode_cursor("sessions", filters, ids[limit - 1]) if len(ids) > limit else None
-        return Page(items, next_page)
+        forward, backward = order.upper(), "ASC" if order == "desc" else "DESC"
+        ahead, behind = ("<", ">") if order == "desc" else (">", "<")
+
+        def ids(cond: str | None, anchor: str | None, sort: str, n: int) -> list[str]:
+            conds = where + ([f"id {cond} ?"] if cond else [])
+            sql = "SELECT id FROM sessions" + (" WHERE " + " AND ".join(conds) if conds else "")
+            args = [*params, *([anchor] if cond else []), n]
+            return [r["id"] for r in self._all(sql + f" ORDER BY id {sort} LIMIT ?", args)]
+
+        if before is None:
+            found = ids(ahead if after else None, after, forward, limit + 1)
+            more_ahead, found = len(found) > limit, found[:limit]
+            more_behind = bool(found) and bool(ids(behind, found[0], backward, 1))
+        else:
+            found = ids(behind, before, backward, limit + 1)
+            more_behind, found = len(found) > limit, found[:limit][::-1]
+            more_ahead = bool(found) and bool(ids(ahead, found[-1], forward, 1))
+        items = [self.get_session(i) for i in found]
+        next_page = _encode_cursor("sessions", filters, found[-1]) if more_ahead else None
+        prev_page = (
+            _encode_cursor("sessions", filters, ["before", found[0]]) if more_behind else None
+        )
+        return Page(items, next_page, prev_page)
 
     def set_session_status(self, session_id: str, status: str) -> Session:
         """Move a session to ``status`` and record the matching ``session.status_*`` event."""
@@ -1779,7 +1870,7 @@ class Store:
         if after_seq is not None:
             where.append("seq > ?")
             params.append(after_seq)
-        filters = ["events", order, params]
+        filters = ["events", order, list(params)]  # a copy: see list_stores
         if page:
             key = _decode_cursor(page, "events", filters)
             if not isinstance(key, int):
@@ -1808,6 +1899,238 @@ class Store:
             (session_id, seq, limit),
         )
         return [(r["seq"], _event(r)) for r in rows]
+
+    # -- API extras: agents, environments, resources, client events (API.md §4) -------------
+
+    def create_agent(
+        self,
+        *,
+        name: Any,
+        model: Any,
+        description: Any = None,
+        system: Any = None,
+        tools: Any = None,
+        skills: Any = None,
+        mcp_servers: Any = None,
+        metadata: Any = None,
+        execution_identity: Any = None,
+        multiagent: Any = None,
+    ) -> dict[str, Any]:
+        """Create an agent (version 1) and return its wire object (``BetaManagedAgentsAgent``).
+
+        memfs runs no model: an agent is a named configuration that sessions snapshot.
+        ``model`` is a model id or ``{"id", ...}``; ``tools`` entries are dicts with a ``type``
+        (the agent toolset gets its default config filled in).
+
+        :raises InvalidRequest: a missing or ill-typed field.
+        """
+        lim = self.limits
+        name = _validate_name(name, lim)
+        if isinstance(model, str) and model:
+            model_cfg: dict[str, Any] = {"id": model, "speed": "standard"}
+        elif isinstance(model, dict) and isinstance(model.get("id"), str) and model["id"]:
+            model_cfg = {"speed": "standard", **model}
+        else:
+            raise InvalidRequest("model must be a model id or an object with an 'id'")
+        for what, value in (("description", description), ("system", system)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidRequest(f"{what} must be a string")
+        resolved_tools = []
+        for tool in _dict_list(tools, "tools"):
+            if not isinstance(tool.get("type"), str):
+                raise InvalidRequest("every tool needs a string 'type'")
+            if tool["type"] == "agent_toolset_20260401":
+                tool = {
+                    "configs": [],
+                    "default_config": {
+                        "enabled": True,
+                        "permission_policy": {"type": "always_allow"},
+                    },
+                    **tool,
+                }
+            resolved_tools.append(tool)
+        if execution_identity is None:
+            execution_identity = {"type": "service_account"}
+        elif not isinstance(execution_identity, dict) or not isinstance(
+            execution_identity.get("type"), str
+        ):
+            raise InvalidRequest("execution_identity must be an object with a 'type'")
+        if multiagent is not None and not isinstance(multiagent, dict):
+            raise InvalidRequest("multiagent must be an object")
+        now = _now()
+        body = {
+            "type": "agent",
+            "id": new_id("agent"),
+            "version": 1,
+            "name": name,
+            "description": description,
+            "model": model_cfg,
+            "system": system,
+            "tools": resolved_tools,
+            "skills": _dict_list(skills, "skills"),
+            "mcp_servers": _dict_list(mcp_servers, "mcp_servers"),
+            "metadata": _validate_metadata({} if metadata is None else metadata, lim),
+            "execution_identity": execution_identity,
+            "multiagent": multiagent,
+            "created_at": now,
+            "updated_at": now,
+            "archived_at": None,
+        }
+        with self._write() as c:
+            c.execute(
+                "INSERT INTO agents VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
+            )
+        return body
+
+    def get_agent(self, agent_id: str, *, version: int | None = None) -> dict[str, Any]:
+        """The agent's wire object. :raises NotFound: unknown id, or a version it lacks."""
+        row = self._one("SELECT body FROM agents WHERE id = ?", (agent_id,))
+        if row is None:
+            raise NotFound(f"agent {agent_id!r} not found")
+        body: dict[str, Any] = json.loads(row["body"])
+        if version is not None and version != body["version"]:
+            raise NotFound(f"agent {agent_id} has no version {version}")
+        return body
+
+    def agent_snapshot(self, agent: Any) -> dict[str, Any]:
+        """The session's copy of an agent (``BetaManagedAgentsSessionAgent``) from what
+        ``sessions.create`` received: an id, or ``{"type": "agent", "id", "version"?}``.
+
+        An id this database does not know is kept as an opaque reference ``{type, id,
+        version}``: API.md accepts agent ids as opaque strings (agents may live elsewhere).
+
+        :raises InvalidRequest: any other shape. :raises NotFound: a known agent's missing
+            version.
+        """
+        version = None
+        if isinstance(agent, dict):
+            if agent.get("type") != "agent":
+                raise InvalidRequest("agent must be an id or {'type': 'agent', 'id': ...}")
+            version = agent.get("version")
+            if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+                raise InvalidRequest("agent version must be an integer")
+            agent = agent.get("id")
+        if not isinstance(agent, str) or not agent:
+            raise InvalidRequest("agent must be an agent id")
+        try:
+            body = self.get_agent(agent, version=version)
+        except NotFound:
+            if self._one("SELECT 1 FROM agents WHERE id = ?", (agent,)) is not None:
+                raise
+            return {"type": "agent", "id": agent, "version": version}
+        keys = ("type", "id", "version", "name", "description", "model", "system", "tools",
+                "skills", "mcp_servers", "execution_identity", "multiagent")
+        return {k: body[k] for k in keys}
+
+    def create_environment(
+        self,
+        *,
+        name: Any,
+        config: Any = None,
+        description: Any = None,
+        metadata: Any = None,
+        scope: Any = None,
+    ) -> dict[str, Any]:
+        """Create an environment and return its wire object (``BetaEnvironment``). ``config``
+        defaults to ``{"type": "self_hosted"}``: memfs runs the agent's tools itself.
+
+        :raises InvalidRequest:
+        """
+        lim = self.limits
+        name = _validate_name(name, lim)
+        if config is None:
+            config = {"type": "self_hosted"}
+        if not isinstance(config, dict) or config.get("type") not in ("cloud", "self_hosted"):
+            raise InvalidRequest("config must be {'type': 'cloud' | 'self_hosted', ...}")
+        if config["type"] == "cloud":
+            packages = {k: [] for k in ("apt", "cargo", "gem", "go", "npm", "pip")}
+            config = {"networking": {"type": "unrestricted"}, "packages": packages, **config}
+        if description is not None and not isinstance(description, str):
+            raise InvalidRequest("description must be a string")
+        if scope not in (None, "organization", "account"):
+            raise InvalidRequest("scope must be 'organization' or 'account'")
+        now = _now()
+        body = {
+            "type": "environment",
+            "id": new_id("env"),
+            "name": name,
+            "description": description,
+            "config": config,
+            "metadata": _validate_metadata({} if metadata is None else metadata, lim),
+            "scope": scope or "organization",
+            "created_at": now,
+            "updated_at": now,
+            "archived_at": None,
+        }
+        with self._write() as c:
+            c.execute(
+                "INSERT INTO environments VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
+            )
+        return body
+
+    def get_environment(self, environment_id: str) -> dict[str, Any]:
+        """:raises NotFound:"""
+        row = self._one("SELECT body FROM environments WHERE id = ?", (environment_id,))
+        if row is None:
+            raise NotFound(f"environment {environment_id!r} not found")
+        body: dict[str, Any] = json.loads(row["body"])
+        return body
+
+    def list_session_resources(
+        self, session_id: str, *, limit: int | None = None, page: str | None = None
+    ) -> Page[SessionResource]:
+        """A session's resources in attach order; every one when ``limit`` is None
+        (API.md §4.1: resources.list returns all when no limit is given), else 1-1,000.
+
+        :raises NotFound, InvalidRequest, InvalidCursor:
+        """
+        items = list(self.get_session(session_id).resources)
+        start = 0
+        if page:
+            key = _decode_cursor(page, "resources", [session_id])
+            if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+                raise InvalidCursor("invalid page cursor")
+            start = key
+        if limit is None:
+            return Page(items[start:], None)
+        limit = _check_limit(limit, self.limits, maximum=1000)
+        end = start + limit
+        next_page = _encode_cursor("resources", [session_id], end) if end < len(items) else None
+        return Page(items[start:end], next_page)
+
+    def delete_session_resource(self, session_id: str, resource_id: str) -> None:
+        """Always refused for memory stores: attachments are fixed at session creation
+        (API.md §8.8).
+
+        :raises NotFound: unknown session or resource. :raises InvalidRequest: otherwise.
+        """
+        res = self.get_session_resource(session_id, resource_id)
+        raise InvalidRequest(
+            f"memory store {res.memory_store_id} is attached for the life of session "
+            f"{session_id}; memory store resources cannot be removed"
+        )
+
+    def send_events(self, session_id: str, events: Any) -> list[Event]:
+        """Record events a client sends (API.md §4.1 ``events.send``): a non-empty list of
+        objects whose ``type`` is one of :data:`CLIENT_EVENT_TYPES`. The store assigns ``id``
+        and ``processed_at`` (any the client sent are ignored).
+
+        :raises InvalidRequest: a bad list or event. :raises NotFound: unknown session.
+        """
+        if not isinstance(events, list) or not events:
+            raise InvalidRequest("events must be a non-empty list")
+        clean = []
+        for e in events:
+            if not isinstance(e, dict) or e.get("type") not in CLIENT_EVENT_TYPES:
+                kind = e.get("type") if isinstance(e, dict) else e
+                raise InvalidRequest(
+                    f"cannot send an event of type {kind!r}; allowed: "
+                    + ", ".join(CLIENT_EVENT_TYPES)
+                )
+            if e["type"] == "user.message" and not isinstance(e.get("content"), list):
+                raise InvalidRequest("a user.message needs a 'content' list of blocks")
+            clean.append({k: v for k, v in e.items() if k not in ("id", "processed_at")})
+        return self.add_events(session_id, clean)
 
     # -- maintenance -------------------------------------------------------------------------
 

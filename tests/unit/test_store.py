@@ -1,0 +1,1140 @@
+"""The store layer against API.md §2–3, §7.1 and SPEC §1: every rule, with real assertions."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from memfs import (
+    Actor,
+    ContentTooLarge,
+    InvalidContent,
+    InvalidCursor,
+    InvalidPath,
+    InvalidRequest,
+    LimitExceeded,
+    Memory,
+    MemoryPrefix,
+    NotFound,
+    PathConflict,
+    PreconditionFailed,
+    StoreArchived,
+)
+from memfs.store import Limits, Store, format_time, new_id, parse_time
+
+API = Actor.api("apikey_test")
+USER = Actor.user("user_alice")
+EMPTY_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def all_pages(fetch: Callable[..., Any], **kw: Any) -> tuple[list[Any], int]:
+    """Follow next_page to the end; returns (items, number of pages)."""
+    items, pages, page = [], 0, None
+    while True:
+        p = fetch(page=page, **kw)
+        pages += 1
+        items.extend(p.data)
+        if p.next_page is None:
+            return items, pages
+        assert p.data, "a page with a next_page must not be empty"
+        page = p.next_page
+        assert pages < 10_000
+
+
+@pytest.fixture
+def sid(store: Store) -> str:
+    return store.create_store("Notes").id
+
+
+# ============================================================================================
+# memory stores
+
+
+class TestStores:
+    def test_create_defaults(self, store: Store) -> None:
+        s = store.create_store("Notes")
+        assert s.id.startswith("memstore_")
+        assert (s.name, s.description, s.metadata, s.archived_at) == ("Notes", "", {}, None)
+        assert s.created_at == s.updated_at
+        assert RFC3339_Z.match(s.created_at)
+        assert store.get_store(s.id) == s
+        d = s.to_dict()
+        assert d["type"] == "memory_store" and d["description"] == "" and d["metadata"] == {}
+
+    def test_create_none_is_omitted(self, store: Store) -> None:
+        s = store.create_store("x", description=None, metadata=None)
+        assert (s.description, s.metadata) == ("", {})
+
+    def test_create_with_everything(self, store: Store) -> None:
+        s = store.create_store("n", description="d" * 1024, metadata={"k": "v" * 512})
+        got = store.get_store(s.id)
+        assert got.description == "d" * 1024 and got.metadata == {"k": "v" * 512}
+
+    @pytest.mark.parametrize("name", ["", "a" * 256, "bad\nname", "tab\tname", "nul\x00", "\x7f"])
+    def test_bad_names(self, store: Store, name: str) -> None:
+        with pytest.raises(InvalidRequest):
+            store.create_store(name)
+        assert store.list_stores(include_archived=True).data == []
+
+    def test_name_edges_ok(self, store: Store) -> None:
+        assert store.create_store("a" * 255).name == "a" * 255
+        assert store.create_store("é 🎉 x").name == "é 🎉 x"
+        assert store.create_store("z").name == "z"
+
+    def test_description_limit(self, store: Store) -> None:
+        with pytest.raises(InvalidRequest):
+            store.create_store("n", description="d" * 1025)
+
+    def test_metadata_limits(self, store: Store) -> None:
+        ok = {f"k{i}": "v" for i in range(16)}
+        assert store.create_store("n", metadata=ok).metadata == ok
+        for bad in (
+            {f"k{i}": "v" for i in range(17)},
+            {"": "v"},
+            {"k" * 65: "v"},
+            {"k": "v" * 513},
+            {"k": 1},
+        ):
+            with pytest.raises(InvalidRequest):
+                store.create_store("n", metadata=bad)
+        assert store.create_store("n", metadata={"k" * 64: "v" * 512}).metadata
+
+    def test_retrieve_unknown(self, store: Store) -> None:
+        with pytest.raises(NotFound):
+            store.get_store("memstore_nope")
+
+    def test_update_fields_and_updated_at(self, store: Store) -> None:
+        s = store.create_store("n", description="d", metadata={"a": "1", "b": "2"})
+        u = store.update_store(s.id, name="n2", description="", metadata={"a": None, "c": "3"})
+        assert (u.name, u.description, u.metadata) == ("n2", "", {"b": "2", "c": "3"})
+        assert u.updated_at > s.updated_at and u.created_at == s.created_at
+        assert store.get_store(s.id) == u
+
+    def test_update_none_and_omitted_change_nothing(self, store: Store) -> None:
+        s = store.create_store("n", description="d", metadata={"a": "1"})
+        assert store.update_store(s.id) == s
+        assert store.update_store(s.id, name=None, description=None, metadata=None) == s
+
+    def test_noop_update_leaves_updated_at(self, store: Store) -> None:
+        s = store.create_store("n", description="d", metadata={"a": "1"})
+        u = store.update_store(s.id, name="n", description="d", metadata={"a": "1"})
+        assert u.updated_at == s.updated_at
+        # removing a key that is not there is no change either
+        assert store.update_store(s.id, metadata={"zz": None}).updated_at == s.updated_at
+
+    def test_metadata_patch_limits_apply_to_result(self, store: Store) -> None:
+        s = store.create_store("n", metadata={f"k{i}": "v" for i in range(16)})
+        with pytest.raises(InvalidRequest):
+            store.update_store(s.id, metadata={"new": "v"})
+        # removing one and adding one keeps 16 pairs: fine
+        u = store.update_store(s.id, metadata={"k0": None, "new": "v"})
+        assert len(u.metadata) == 16 and "k0" not in u.metadata and u.metadata["new"] == "v"
+        with pytest.raises(InvalidRequest):
+            store.update_store(s.id, metadata={"k1": "v" * 513})
+        with pytest.raises(InvalidRequest):
+            store.update_store(s.id, name="")
+        with pytest.raises(InvalidRequest):
+            store.update_store(s.id, description="x" * 1025)
+        assert store.get_store(s.id) == u  # failed updates changed nothing
+
+    def test_update_archived(self, store: Store) -> None:
+        s = store.create_store("n")
+        store.archive_store(s.id)
+        with pytest.raises(StoreArchived):
+            store.update_store(s.id, name="other")
+        with pytest.raises(StoreArchived):
+            store.update_store(s.id, description="")
+        assert store.get_store(s.id).name == "n"
+
+    def test_update_unknown(self, store: Store) -> None:
+        with pytest.raises(NotFound):
+            store.update_store("memstore_nope", name="x")
+
+    def test_archive_idempotent(self, store: Store) -> None:
+        s = store.create_store("n")
+        a1 = store.archive_store(s.id)
+        assert a1.archived_at is not None and RFC3339_Z.match(a1.archived_at)
+        assert a1.updated_at == a1.archived_at and a1.updated_at >= s.updated_at
+        a2 = store.archive_store(s.id)
+        assert a2 == a1
+        assert store.get_store(s.id).archived_at == a1.archived_at
+
+    def test_list_newest_first_and_archived(self, store: Store) -> None:
+        ids = [store.create_store(f"s{i}").id for i in range(4)]
+        store.archive_store(ids[1])
+        assert [s.id for s in store.list_stores().data] == [ids[3], ids[2], ids[0]]
+        listed = store.list_stores(include_archived=True).data
+        assert [s.id for s in listed] == ids[::-1]
+
+    def test_list_created_at_bounds(self, store: Store) -> None:
+        stores = [store.create_store(f"s{i}") for i in range(4)]
+        lo, hi = stores[1].created_at, stores[2].created_at
+        got = store.list_stores(created_at_gte=lo, created_at_lte=hi).data
+        assert [s.id for s in got] == [stores[2].id, stores[1].id]  # inclusive both ends
+        assert [s.id for s in store.list_stores(created_at_gte=stores[3].created_at).data] == [
+            stores[3].id
+        ]
+        # datetime bounds; a naive datetime is UTC
+        dt = parse_time(lo)
+        naive = dt.astimezone(UTC).replace(tzinfo=None)
+        assert {s.id for s in store.list_stores(created_at_gte=naive).data} == {
+            s.id for s in stores[1:]
+        }
+        offset = dt.astimezone(timezone(timedelta(hours=5)))
+        assert {s.id for s in store.list_stores(created_at_lte=offset.isoformat()).data} == {
+            stores[0].id,
+            stores[1].id,
+        }
+        with pytest.raises(InvalidRequest):
+            store.list_stores(created_at_gte="yesterday")
+
+    def test_list_pagination(self, store: Store) -> None:
+        ids = [store.create_store(f"s{i}").id for i in range(5)]
+        items, pages = all_pages(store.list_stores, limit=1)
+        assert [s.id for s in items] == ids[::-1] and pages == 5
+        items, pages = all_pages(store.list_stores, limit=2)
+        assert [s.id for s in items] == ids[::-1] and pages == 3
+        last = store.list_stores(limit=5)
+        assert len(last.data) == 5 and last.next_page is None
+
+    @pytest.mark.parametrize("limit", [0, 101, -1])
+    def test_list_limit_range(self, store: Store, limit: int) -> None:
+        with pytest.raises(InvalidRequest):
+            store.list_stores(limit=limit)
+
+    def test_list_foreign_cursor(self, store: Store) -> None:
+        for i in range(3):
+            store.create_store(f"s{i}")
+        cur = store.list_stores(limit=1).next_page
+        assert cur
+        with pytest.raises(InvalidCursor):
+            store.list_stores(limit=1, page=cur, include_archived=True)
+        with pytest.raises(InvalidCursor):
+            store.list_stores(limit=1, page=cur, created_at_gte="2000-01-01T00:00:00Z")
+        with pytest.raises(InvalidCursor):
+            store.list_stores(page="garbage!!")
+        s = store.create_store("m")
+        for i in range(3):
+            store.create_memory(s.id, f"/m{i}", "x", actor=API)
+        mcur = store.list_memories(s.id, limit=1).next_page
+        assert mcur
+        with pytest.raises(InvalidCursor):
+            store.list_stores(page=mcur)
+        with pytest.raises(InvalidCursor):
+            store.list_memories(s.id, page=cur)
+
+    def test_delete_cascades(self, store: Store) -> None:
+        s = store.create_store("n")
+        other = store.create_store("other")
+        m = store.create_memory(s.id, "/a.md", "x", actor=API)
+        m2 = store.update_memory(s.id, m.id, content="y", actor=API)
+        keep = store.create_memory(other.id, "/a.md", "keep", actor=API)
+        store.archive_store(s.id)  # works on archived stores too
+        store.delete_store(s.id)
+        with pytest.raises(NotFound):
+            store.get_store(s.id)
+        with pytest.raises(NotFound):
+            store.get_memory(s.id, m.id)
+        with pytest.raises(NotFound):
+            store.get_version(s.id, m2.memory_version_id)
+        with pytest.raises(NotFound):
+            store.list_versions(s.id)
+        with pytest.raises(NotFound):
+            store.list_memories(s.id)
+        with pytest.raises(NotFound):
+            store.delete_store(s.id)
+        rows = store._all("SELECT count(*) FROM versions WHERE store_id = ?", (s.id,))
+        assert rows[0][0] == 0
+        assert store.get_memory(other.id, keep.id).content == "keep"
+
+
+# ============================================================================================
+# memories
+
+
+class TestMemories:
+    def test_create(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/notes/a.md", "héllo", actor=API)
+        assert m.id.startswith("mem_") and m.memory_version_id.startswith("memver_")
+        assert m.content_sha256 == sha("héllo") and m.content_size_bytes == len("héllo".encode())
+        assert m.created_at == m.updated_at and m.memory_store_id == sid
+        v = store.get_version(sid, m.memory_version_id)
+        assert (v.operation, v.path, v.content, v.content_sha256, v.content_size_bytes) == (
+            "created",
+            "/notes/a.md",
+            "héllo",
+            sha("héllo"),
+            6,
+        )
+        assert v.created_by == API and v.memory_id == m.id and v.redacted_at is None
+        assert store.get_memory(sid, m.id) == m
+        assert store.get_memory(sid, m.id, view="basic").content is None
+        assert store.get_memory_by_path(sid, "/notes/a.md").id == m.id
+
+    def test_empty_and_none_content(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/e", "", actor=API)
+        assert (m.content_sha256, m.content_size_bytes) == (EMPTY_SHA, 0)
+        n = store.create_memory(sid, "/n", None, actor=API)
+        assert (n.content, n.content_sha256, n.content_size_bytes) == ("", EMPTY_SHA, 0)
+
+    def test_bytes_content(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/b", "ça".encode(), actor=API)
+        assert store.get_memory(sid, m.id).content == "ça"
+        with pytest.raises(InvalidContent):
+            store.create_memory(sid, "/bad", b"\xff\xfe not utf8", actor=API)
+        with pytest.raises(InvalidContent):
+            store.create_memory(sid, "/bad", "lone \udc80", actor=API)
+        with pytest.raises(NotFound):
+            store.get_memory_by_path(sid, "/bad")
+
+    def test_content_size_limit_in_utf8_bytes(self, store: Store, sid: str) -> None:
+        ok = "é" * 51_200  # 102,400 bytes, 51,200 characters
+        m = store.create_memory(sid, "/max", ok, actor=API)
+        assert m.content_size_bytes == 102_400
+        with pytest.raises(ContentTooLarge):
+            store.create_memory(sid, "/over", "é" * 51_200 + "a", actor=API)
+        with pytest.raises(ContentTooLarge):
+            store.create_memory(sid, "/over", b"a" * 102_401, actor=API)
+        assert store.create_memory(sid, "/ascii", "a" * 102_400, actor=API).content_size_bytes
+        with pytest.raises(ContentTooLarge):
+            store.update_memory(sid, m.id, content="€" * 34_134, actor=API)  # 102,402 bytes
+        assert store.get_memory(sid, m.id).content == ok
+
+    def test_invalid_path_on_create(self, store: Store, sid: str) -> None:
+        for bad in ("", "a.md", "/a//b", "/a/", "/./a", "/a/..", "/a\x00", "/" + "a/" * 20 + "b"):
+            with pytest.raises(InvalidPath):
+                store.create_memory(sid, bad, "x", actor=API)
+
+    def test_unknown_store(self, store: Store) -> None:
+        with pytest.raises(NotFound):
+            store.create_memory("memstore_nope", "/a", "x", actor=API)
+
+    def test_path_conflicts(self, store: Store, sid: str) -> None:
+        a = store.create_memory(sid, "/a", "x", actor=API)
+        with pytest.raises(PathConflict) as e:
+            store.create_memory(sid, "/a", "y", actor=API)
+        assert (e.value.conflicting_memory_id, e.value.conflicting_path) == (a.id, "/a")
+        with pytest.raises(PathConflict) as e:
+            store.create_memory(sid, "/a/b", "y", actor=API)
+        assert (e.value.conflicting_memory_id, e.value.conflicting_path) == (a.id, "/a")
+        with pytest.raises(PathConflict) as e:
+            store.create_memory(sid, "/a/b/c/d", "y", actor=API)
+        assert e.value.conflicting_path == "/a"
+        d = store.create_memory(sid, "/d/e/f", "x", actor=API)
+        for blocked in ("/d", "/d/e"):
+            with pytest.raises(PathConflict) as e:
+                store.create_memory(sid, blocked, "y", actor=API)
+            assert (e.value.conflicting_memory_id, e.value.conflicting_path) == (d.id, "/d/e/f")
+        # neighbours that only share a string prefix are fine; case-sensitive
+        for ok in ("/ab", "/a.md", "/a-b/c", "/A", "/d/e/g", "/d/ef"):
+            store.create_memory(sid, ok, "z", actor=API)
+        assert store.count_memories(sid) == 8
+
+    def test_archived_store_rules(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        store.archive_store(sid)
+        with pytest.raises(StoreArchived):
+            store.create_memory(sid, "/b", "x", actor=API)
+        with pytest.raises(StoreArchived):
+            store.update_memory(sid, m.id, content="y", actor=API)
+        with pytest.raises(StoreArchived):
+            store.update_memory(sid, m.id, path="/c", actor=API)
+        with pytest.raises(StoreArchived):
+            store.check_can_create(sid)
+        assert store.get_memory(sid, m.id).content == "x"
+        assert [x.id for x in store.list_memories(sid).data] == [m.id]
+        store.delete_memory(sid, m.id, actor=API)
+        with pytest.raises(NotFound):
+            store.get_memory(sid, m.id)
+
+    def test_update_content(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "one", actor=API)
+        u = store.update_memory(sid, m.id, content="two", actor=USER)
+        assert (u.id, u.path, u.content, u.content_sha256) == (m.id, "/a", "two", sha("two"))
+        assert u.memory_version_id != m.memory_version_id and u.updated_at > m.updated_at
+        assert u.created_at == m.created_at
+        v = store.get_version(sid, u.memory_version_id)
+        assert (v.operation, v.content, v.created_by) == ("modified", "two", USER)
+        # the previous version is untouched
+        v0 = store.get_version(sid, m.memory_version_id)
+        assert (v0.content, v0.content_sha256) == ("one", sha("one"))
+
+    def test_update_with_precondition(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "one", actor=API)
+        u = store.update_memory(
+            sid, m.id, content="two", precondition_sha256=sha("one"), actor=API
+        )
+        assert u.content == "two"
+        with pytest.raises(PreconditionFailed):
+            store.update_memory(sid, m.id, content="three", precondition_sha256=sha("one"),
+                                actor=API)
+        with pytest.raises(PreconditionFailed):
+            store.update_memory(sid, m.id, path="/moved", precondition_sha256=sha("one"),
+                                actor=API)
+        assert store.get_memory(sid, m.id) == store.update_memory(sid, m.id, actor=API)
+        assert store.get_memory(sid, m.id).content == "two"
+        assert store.get_memory(sid, m.id).path == "/a"
+        assert len(store.list_versions(sid, memory_id=m.id).data) == 2
+
+    @pytest.mark.parametrize("bad", ["abc", "A" * 64, sha("x").upper(), sha("x") + "0", 5])
+    def test_malformed_precondition(self, store: Store, sid: str, bad: Any) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        with pytest.raises(InvalidRequest):
+            store.update_memory(sid, m.id, content="y", precondition_sha256=bad, actor=API)
+        with pytest.raises(InvalidRequest):
+            store.delete_memory(sid, m.id, expected_sha256=bad, actor=API)
+        assert store.get_memory(sid, m.id).content == "x"
+
+    def test_precondition_checked_on_noop(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        with pytest.raises(PreconditionFailed):
+            store.update_memory(sid, m.id, content="x", precondition_sha256=sha("y"), actor=API)
+        with pytest.raises(PreconditionFailed):
+            store.update_memory(sid, m.id, precondition_sha256=sha("y"), actor=API)
+        same = store.update_memory(sid, m.id, content="x", precondition_sha256=sha("x"),
+                                   actor=API)
+        assert same.memory_version_id == m.memory_version_id
+
+    def test_precondition_refers_to_content_during_rename(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        store.create_memory(sid, "/b", "other", actor=API)
+        r = store.update_memory(sid, m.id, path="/c", precondition_sha256=sha("x"), actor=API)
+        assert (r.id, r.path, r.content) == (m.id, "/c", "x")
+        with pytest.raises(PreconditionFailed):
+            store.update_memory(sid, m.id, path="/d", precondition_sha256=sha("other"),
+                                actor=API)
+
+    def test_noop_update(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        for kw in ({}, {"content": "x"}, {"path": "/a"}, {"content": "x", "path": "/a"},
+                   {"content": b"x"}):
+            u = store.update_memory(sid, m.id, actor=API, **kw)
+            assert u.memory_version_id == m.memory_version_id
+            assert u.updated_at == m.updated_at
+            assert u.content == "x"
+        assert len(store.list_versions(sid).data) == 1
+
+    def test_noop_update_on_archived_store_writes_nothing(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        store.archive_store(sid)
+        try:
+            u = store.update_memory(sid, m.id, content="x", actor=API)
+        except StoreArchived:
+            pass  # refusing is fine too; what matters is that nothing was written
+        else:
+            assert u.memory_version_id == m.memory_version_id
+        assert len(store.list_versions(sid).data) == 1
+
+    def test_rename(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a/x.md", "x", actor=API)
+        r = store.update_memory(sid, m.id, path="/b/y.md", actor=USER)
+        assert (r.id, r.path, r.content, r.content_sha256) == (m.id, "/b/y.md", "x", sha("x"))
+        vs = store.list_versions(sid, memory_id=m.id).data
+        assert [v.operation for v in vs] == ["modified", "created"]
+        assert vs[0].path == "/b/y.md" and vs[0].content_sha256 == sha("x")
+        with pytest.raises(NotFound):
+            store.get_memory_by_path(sid, "/a/x.md")
+        # the old path is free again, and so is its former directory
+        store.create_memory(sid, "/a/x.md", "new", actor=API)
+        store.create_memory(sid, "/b/z.md", "new", actor=API)
+
+    def test_rename_and_content_together(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        r = store.update_memory(sid, m.id, path="/b", content="y", actor=API)
+        assert (r.path, r.content) == ("/b", "y")
+        assert len(store.list_versions(sid, memory_id=m.id).data) == 2
+
+    def test_rename_conflicts(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/m", "x", actor=API)
+        t = store.create_memory(sid, "/taken", "t", actor=API)
+        d = store.create_memory(sid, "/dir/f", "f", actor=API)
+        for target, cid, cpath in (
+            ("/taken", t.id, "/taken"),
+            ("/taken/below", t.id, "/taken"),
+            ("/dir", d.id, "/dir/f"),
+        ):
+            with pytest.raises(PathConflict) as e:
+                store.update_memory(sid, m.id, path=target, actor=API)
+            assert (e.value.conflicting_memory_id, e.value.conflicting_path) == (cid, cpath)
+        assert store.get_memory(sid, m.id).path == "/m"
+        assert len(store.list_versions(sid).data) == 3
+        # a memory may move below its own old path (it no longer is a file there)
+        assert store.update_memory(sid, m.id, path="/m/inner", actor=API).path == "/m/inner"
+
+    def test_rename_replace(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/m", "mine", actor=API)
+        t = store.create_memory(sid, "/t", "theirs", actor=API)
+        r = store.update_memory(sid, m.id, path="/t", actor=USER, replace=True)
+        assert (r.id, r.path, r.content) == (m.id, "/t", "mine")
+        with pytest.raises(NotFound):
+            store.get_memory(sid, t.id)
+        tv = store.list_versions(sid, memory_id=t.id, view="full").data
+        assert [v.operation for v in tv] == ["deleted", "created"]
+        assert tv[0].path == "/t" and tv[0].created_by == USER
+        assert tv[1].content == "theirs"  # nothing lost: the replaced content stays in history
+        assert store.count_memories(sid) == 1
+        # replace does not allow overlap with a directory
+        store.create_memory(sid, "/d/x", "x", actor=API)
+        with pytest.raises(PathConflict):
+            store.update_memory(sid, m.id, path="/d", actor=API, replace=True)
+        assert store.count_memories(sid) == 2
+
+    def test_update_unknown(self, store: Store, sid: str) -> None:
+        with pytest.raises(NotFound):
+            store.update_memory(sid, "mem_nope", content="x", actor=API)
+        other = store.create_store("other")
+        m = store.create_memory(other.id, "/a", "x", actor=API)
+        with pytest.raises(NotFound):
+            store.update_memory(sid, m.id, content="y", actor=API)
+        with pytest.raises(NotFound):
+            store.get_memory(sid, m.id)
+        with pytest.raises(NotFound):
+            store.delete_memory(sid, m.id, actor=API)
+
+    def test_delete(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a/b.md", "bye", actor=API)
+        with pytest.raises(PreconditionFailed):
+            store.delete_memory(sid, m.id, expected_sha256=sha("other"), actor=API)
+        assert store.get_memory(sid, m.id).content == "bye"
+        store.delete_memory(sid, m.id, expected_sha256=sha("bye"), actor=USER)
+        with pytest.raises(NotFound):
+            store.get_memory(sid, m.id)
+        with pytest.raises(NotFound):
+            store.update_memory(sid, m.id, content="x", actor=API)
+        with pytest.raises(NotFound):
+            store.delete_memory(sid, m.id, actor=API)
+        vs = store.list_versions(sid, memory_id=m.id, view="full").data
+        assert [v.operation for v in vs] == ["deleted", "created"]
+        dv, cv = vs
+        assert dv.path == "/a/b.md" and dv.created_by == USER
+        assert (dv.content, dv.content_sha256, dv.content_size_bytes) == (None, None, None)
+        assert (cv.content, cv.content_sha256, cv.content_size_bytes) == ("bye", sha("bye"), 3)
+        # the path (and its directory) is free again, with a new id
+        n = store.create_memory(sid, "/a/b.md", "again", actor=API)
+        assert n.id != m.id
+        store.create_memory(sid, "/a/b.md2", "x", actor=API)
+        assert store.count_memories(sid) == 2
+
+    def test_check_can_create_and_count(self, store: Store, sid: str) -> None:
+        store.check_can_create(sid)
+        with pytest.raises(NotFound):
+            store.check_can_create("memstore_nope")
+        assert store.count_memories(sid) == 0
+
+
+class TestLimits:
+    def test_memory_limit_and_work_at_limit(self, db_path: Any) -> None:
+        s = Store(db_path, limits=Limits(max_memories=3))
+        try:
+            st = s.create_store("n").id
+            ms = [s.create_memory(st, f"/m{i}", "x", actor=API) for i in range(3)]
+            with pytest.raises(LimitExceeded):
+                s.create_memory(st, "/m3", "x", actor=API)
+            with pytest.raises(LimitExceeded):
+                s.check_can_create(st)
+            with pytest.raises(LimitExceeded):
+                s.write_path(st, "/new", "x", actor=API)
+            # at the limit: read, edit, rename, replace-rename, write_path of an existing path
+            assert s.update_memory(st, ms[0].id, content="y", actor=API).content == "y"
+            assert s.update_memory(st, ms[0].id, path="/r", actor=API).path == "/r"
+            assert s.write_path(st, "/m1", "z", actor=API).content == "z"
+            assert s.rename_path(st, "/m1", "/d/m1", actor=API).path == "/d/m1"
+            assert len(s.rename_prefix(st, "/d/", "/e/", actor=API)) == 1
+            # another store has its own count
+            other = s.create_store("o").id
+            s.create_memory(other, "/m", "x", actor=API)
+            s.delete_memory(st, ms[2].id, actor=API)
+            s.create_memory(st, "/after-delete", "x", actor=API)
+            with pytest.raises(LimitExceeded):
+                s.create_memory(st, "/one-too-many", "x", actor=API)
+            assert s.count_memories(st) == 3
+        finally:
+            s.close()
+
+
+# ============================================================================================
+# path operations
+
+
+class TestPathOps:
+    def test_write_path_create_update_noop(self, store: Store, sid: str) -> None:
+        m = store.write_path(sid, "/w.md", "one", actor=API)
+        assert store.list_versions(sid).data[0].operation == "created"
+        u = store.write_path(sid, b"/w.md", b"two", actor=API)
+        assert (u.id, u.content) == (m.id, "two")
+        same = store.write_path(sid, "/w.md", "two", actor=API)
+        assert same.memory_version_id == u.memory_version_id
+        assert [v.operation for v in store.list_versions(sid).data] == ["modified", "created"]
+        with pytest.raises(InvalidContent):
+            store.write_path(sid, "/w.md", b"\xc3", actor=API)
+        with pytest.raises(PathConflict):
+            store.write_path(sid, "/w.md/x", "x", actor=API)
+        assert store.get_memory(sid, m.id).content == "two"
+
+    def test_delete_path(self, store: Store, sid: str) -> None:
+        m = store.write_path(sid, "/d/x", "x", actor=API)
+        gone = store.delete_path(sid, "/d/x", actor=API)
+        assert gone.id == m.id
+        with pytest.raises(NotFound):
+            store.delete_path(sid, "/d/x", actor=API)
+        assert store.list_versions(sid, memory_id=m.id).data[0].operation == "deleted"
+
+    def test_rename_path(self, store: Store, sid: str) -> None:
+        a = store.write_path(sid, "/a", "a", actor=API)
+        b = store.write_path(sid, "/b", "b", actor=API)
+        with pytest.raises(PathConflict):
+            store.rename_path(sid, "/a", "/b", actor=API, replace=False)
+        r = store.rename_path(sid, "/a", "/b", actor=API)  # POSIX rename replaces
+        assert (r.id, r.content) == (a.id, "a")
+        with pytest.raises(NotFound):
+            store.get_memory(sid, b.id)
+        with pytest.raises(NotFound):
+            store.rename_path(sid, "/missing", "/x", actor=API)
+
+    def test_rename_prefix(self, store: Store, sid: str) -> None:
+        ms = {p: store.write_path(sid, p, p, actor=API) for p in ("/d/a", "/d/s/b", "/d/s/t/c")}
+        outside = store.write_path(sid, "/d-other/x", "x", actor=API)
+        moved = store.rename_prefix(sid, "/d/", "/n/e/", actor=USER)
+        assert sorted(m.path for m in moved) == ["/n/e/a", "/n/e/s/b", "/n/e/s/t/c"]
+        for old, m in ms.items():
+            now = store.get_memory(sid, m.id)
+            assert now.path == "/n/e" + old[2:] and now.content == old
+            vs = store.list_versions(sid, memory_id=m.id).data
+            assert [v.operation for v in vs] == ["modified", "created"]
+            assert vs[0].created_by == USER
+        assert store.get_memory(sid, outside.id).path == "/d-other/x"
+        assert store.list_memories(sid, path_prefix="/d/").data == []
+
+    def test_rename_prefix_conflict_rolls_back(self, store: Store, sid: str) -> None:
+        for p in ("/d/a", "/d/b", "/d/c"):
+            store.write_path(sid, p, "x", actor=API)
+        store.write_path(sid, "/n/b", "blocker", actor=API)
+        before = store.tree(sid)
+        nversions = len(store.list_versions(sid, limit=100).data)
+        with pytest.raises(PathConflict) as e:
+            store.rename_prefix(sid, "/d/", "/n/", actor=API)
+        assert e.value.conflicting_path == "/n/b"
+        assert store.tree(sid) == before
+        assert len(store.list_versions(sid, limit=100).data) == nversions
+        # a file where the new directory would be
+        store.write_path(sid, "/f", "file", actor=API)
+        with pytest.raises(PathConflict):
+            store.rename_prefix(sid, "/d/", "/f/", actor=API)
+        with pytest.raises(InvalidRequest):
+            store.rename_prefix(sid, "/d/", "/d/sub/", actor=API)
+        assert store.tree(sid)[0].path == "/d/a"
+
+    def test_rename_prefix_to_parent(self, store: Store, sid: str) -> None:
+        store.write_path(sid, "/a/b/x", "x", actor=API)
+        store.write_path(sid, "/a/b/c/y", "y", actor=API)
+        moved = store.rename_prefix(sid, "/a/b/", "/a/", actor=API)
+        assert sorted(m.path for m in moved) == ["/a/c/y", "/a/x"]
+        assert [m.path for m in store.tree(sid)] == ["/a/c/y", "/a/x"]
+
+    def test_rename_prefix_archived(self, store: Store, sid: str) -> None:
+        store.write_path(sid, "/d/a", "x", actor=API)
+        store.archive_store(sid)
+        with pytest.raises(StoreArchived):
+            store.rename_prefix(sid, "/d/", "/e/", actor=API)
+        with pytest.raises(StoreArchived):
+            store.write_path(sid, "/d/a", "y", actor=API)
+
+
+# ============================================================================================
+# listing memories
+
+
+def _paths(items: list[Any]) -> list[tuple[str, str]]:
+    return [("p" if isinstance(i, MemoryPrefix) else "m", i.path) for i in items]
+
+
+class TestListMemories:
+    PATHS = (
+        "/notes/todo.md",
+        "/notes/sub/deep/x.md",
+        "/notes/sub/y.md",
+        "/notes-archive/old.md",
+        "/notes/a.md",
+        "/top.md",
+        "/z/é.md",
+        "/z/e.md",
+        "/Zed",
+    )
+
+    @pytest.fixture
+    def filled(self, store: Store, sid: str) -> str:
+        for p in self.PATHS:
+            store.create_memory(sid, p, p, actor=API)
+        return sid
+
+    def test_all_in_byte_order(self, store: Store, filled: str) -> None:
+        items = store.list_memories(filled, limit=100).data
+        got = [i.path for i in items]
+        assert got == sorted(self.PATHS, key=lambda p: p.encode())
+        assert all(isinstance(i, Memory) and i.content is None for i in items)
+        assert all(i.content_sha256 == sha(i.path) for i in items)
+        assert store.list_memories(filled, path_prefix="/", limit=100).data == items
+
+    def test_prefix_whole_segments(self, store: Store, filled: str) -> None:
+        got = [i.path for i in store.list_memories(filled, path_prefix="/notes/").data]
+        assert got == ["/notes/a.md", "/notes/sub/deep/x.md", "/notes/sub/y.md", "/notes/todo.md"]
+        assert [i.path for i in store.list_memories(filled, path_prefix="/z/").data] == [
+            "/z/e.md",
+            "/z/é.md",
+        ]
+        assert store.list_memories(filled, path_prefix="/nothing/").data == []
+        assert store.list_memories(filled, path_prefix="/top.md/").data == []
+
+    @pytest.mark.parametrize("bad", ["/notes", "notes/", "", "//", "/a//", "/../", "/\x01/"])
+    def test_bad_prefix(self, store: Store, filled: str, bad: str) -> None:
+        with pytest.raises(InvalidRequest):
+            store.list_memories(filled, path_prefix=bad)
+
+    def test_depth(self, store: Store, filled: str) -> None:
+        d1 = store.list_memories(filled, depth=1, limit=100).data
+        assert _paths(d1) == [
+            ("m", "/Zed"),
+            ("p", "/notes-archive/"),
+            ("p", "/notes/"),
+            ("m", "/top.md"),
+            ("p", "/z/"),
+        ]
+        d1n = store.list_memories(filled, path_prefix="/notes/", depth=1).data
+        assert _paths(d1n) == [("m", "/notes/a.md"), ("p", "/notes/sub/"), ("m", "/notes/todo.md")]
+        d2n = store.list_memories(filled, path_prefix="/notes/", depth=2).data
+        assert _paths(d2n) == [
+            ("m", "/notes/a.md"),
+            ("p", "/notes/sub/deep/"),
+            ("m", "/notes/sub/y.md"),
+            ("m", "/notes/todo.md"),
+        ]
+        d0 = store.list_memories(filled, path_prefix="/notes/", depth=0).data
+        assert all(isinstance(i, Memory) for i in d0) and len(d0) == 4
+        assert store.list_memories(filled, depth=25, limit=100).data == store.list_memories(
+            filled, limit=100
+        ).data
+        assert MemoryPrefix("/z/").to_dict() == {"type": "memory_prefix", "path": "/z/"}
+
+    def test_negative_or_bad_depth(self, store: Store, filled: str) -> None:
+        for bad in (-1, "1", 1.5, True):
+            with pytest.raises(InvalidRequest):
+                store.list_memories(filled, depth=bad)  # type: ignore[arg-type]
+
+    def test_pagination_depth_never_repeats_a_prefix(self, store: Store, sid: str) -> None:
+        for d in "abc":
+            for i in range(5):
+                store.create_memory(sid, f"/{d}/{i}/f.md", "x", actor=API)
+            store.create_memory(sid, f"/{d}0.md", "x", actor=API)
+        expected = store.list_memories(sid, depth=1, limit=100).data
+        assert _paths(expected) == [
+            ("p", "/a/"), ("m", "/a0.md"), ("p", "/b/"), ("m", "/b0.md"), ("p", "/c/"),
+            ("m", "/c0.md"),
+        ]
+        for limit in (1, 2, 4):
+            items, _ = all_pages(store.list_memories, store_id=sid, depth=1, limit=limit)
+            assert items == expected
+        items, pages = all_pages(store.list_memories, store_id=sid, depth=2, limit=1)
+        assert len(items) == 18 == pages
+        assert len({i.path for i in items}) == 18
+
+    def test_pagination_flat(self, store: Store, filled: str) -> None:
+        items, pages = all_pages(store.list_memories, store_id=filled, limit=1)
+        assert [i.path for i in items] == sorted(self.PATHS, key=lambda p: p.encode())
+        assert pages == len(self.PATHS)
+        full, _ = all_pages(store.list_memories, store_id=filled, limit=2, view="full")
+        assert [i.content for i in full] == [i.path for i in full]
+
+    def test_cursor_belongs_to_listing(self, store: Store, filled: str) -> None:
+        cur = store.list_memories(filled, limit=1).next_page
+        assert cur
+        with pytest.raises(InvalidCursor):
+            store.list_memories(filled, limit=1, page=cur, path_prefix="/notes/")
+        with pytest.raises(InvalidCursor):
+            store.list_memories(filled, limit=1, page=cur, depth=1)
+        with pytest.raises(InvalidCursor):
+            store.list_memories(filled, page="%%%")
+        with pytest.raises(InvalidCursor):
+            store.list_versions(filled, page=cur)
+        other = store.create_store("other").id
+        store.create_memory(other, "/notes/a.md", "x", actor=API)
+        with pytest.raises(InvalidCursor):  # a cursor of another store's listing
+            store.list_memories(other, limit=1, page=cur)
+
+    def test_view_and_limits(self, store: Store, sid: str) -> None:
+        for i in range(25):
+            store.create_memory(sid, f"/m{i:02}", f"c{i}", actor=API)
+        basic = store.list_memories(sid, limit=100)
+        assert len(basic.data) == 25 and basic.next_page is None
+        assert all(m.content is None for m in basic.data)
+        full = store.list_memories(sid, limit=100, view="full")
+        assert len(full.data) == 20 and full.next_page is not None
+        assert all(m.content == f"c{int(m.path[2:])}" for m in full.data)
+        assert len(store.list_memories(sid).data) == 20  # default limit
+        for bad in (0, 101, -5):
+            with pytest.raises(InvalidRequest):
+                store.list_memories(sid, limit=bad)
+        with pytest.raises(InvalidRequest):
+            store.list_memories(sid, view="everything")
+        with pytest.raises(InvalidRequest):
+            store.get_memory(sid, basic.data[0].id, view="nope")
+
+    def test_unknown_store_and_archived(self, store: Store, filled: str) -> None:
+        with pytest.raises(NotFound):
+            store.list_memories("memstore_nope")
+        store.archive_store(filled)
+        assert len(store.list_memories(filled, limit=100).data) == len(self.PATHS)
+
+
+# ============================================================================================
+# versions
+
+
+class TestVersions:
+    @pytest.fixture
+    def history(self, store: Store, sid: str) -> dict[str, Any]:
+        s1, s2 = Actor.session("sesn_one"), Actor.session("sesn_two")
+        a = store.create_memory(sid, "/a", "a1", actor=API)
+        b = store.create_memory(sid, "/b", "b1", actor=s1)
+        store.update_memory(sid, a.id, content="a2", actor=s1)
+        store.update_memory(sid, b.id, content="b2", actor=USER)
+        store.delete_memory(sid, b.id, actor=s2)
+        return {"a": a, "b": b, "s1": s1, "s2": s2}
+
+    def test_newest_first_and_filters(self, store: Store, sid: str, history: dict) -> None:
+        allv = store.list_versions(sid).data
+        assert len(allv) == 5
+        assert [v.id for v in allv] == sorted((v.id for v in allv), reverse=True)
+        assert [v.created_at for v in allv] == sorted((v.created_at for v in allv), reverse=True)
+        assert [v.operation for v in allv] == ["deleted", "modified", "modified", "created",
+                                               "created"]
+        a, b = history["a"], history["b"]
+        bv = store.list_versions(sid, memory_id=b.id).data  # a deleted memory still lists
+        assert [v.operation for v in bv] == ["deleted", "modified", "created"]
+        assert {v.memory_id for v in bv} == {b.id}
+        assert [v.memory_id for v in store.list_versions(sid, operation="created").data] == [
+            b.id, a.id]
+        assert len(store.list_versions(sid, operation="deleted").data) == 1
+        s1 = store.list_versions(sid, session_id="sesn_one").data
+        assert [(v.memory_id, v.operation) for v in s1] == [(a.id, "modified"), (b.id, "created")]
+        assert all(v.created_by == history["s1"] for v in s1)
+        assert [v.memory_id for v in store.list_versions(sid, api_key_id="apikey_test").data] == [
+            a.id]
+        assert len(store.list_versions(sid, user_id="user_alice").data) == 1
+        assert store.list_versions(sid, api_key_id="apikey_other").data == []
+        both = store.list_versions(sid, session_id="sesn_one", operation="created").data
+        assert [v.memory_id for v in both] == [b.id]
+        assert store.list_versions(sid, memory_id="mem_nope").data == []
+        with pytest.raises(InvalidRequest):
+            store.list_versions(sid, operation="renamed")
+        with pytest.raises(NotFound):
+            store.list_versions("memstore_nope")
+
+    def test_created_at_bounds(self, store: Store, sid: str, history: dict) -> None:
+        allv = store.list_versions(sid).data[::-1]  # oldest first
+        lo, hi = allv[1].created_at, allv[3].created_at
+        got = store.list_versions(sid, created_at_gte=lo, created_at_lte=hi).data
+        assert {v.id for v in got} == {v.id for v in allv if lo <= v.created_at <= hi}
+        assert allv[1].id in {v.id for v in got} and allv[3].id in {v.id for v in got}
+        assert allv[0].id not in {v.id for v in got} and allv[4].id not in {v.id for v in got}
+        future = datetime.now(UTC) + timedelta(days=1)
+        assert store.list_versions(sid, created_at_gte=future).data == []
+
+    def test_pagination_and_view(self, store: Store, sid: str, history: dict) -> None:
+        expected = store.list_versions(sid, view="full").data
+        items, pages = all_pages(store.list_versions, store_id=sid, limit=1, view="full")
+        assert items == expected and pages == 5
+        items, pages = all_pages(store.list_versions, store_id=sid, limit=2, operation="modified")
+        assert [v.operation for v in items] == ["modified", "modified"] and pages == 1
+        basic = store.list_versions(sid).data
+        assert all(v.content is None for v in basic)
+        assert [v.content_sha256 for v in basic] == [v.content_sha256 for v in expected]
+        assert [v.content for v in expected] == [None, "b2", "a2", "b1", "a1"]
+        cur = store.list_versions(sid, limit=1).next_page
+        with pytest.raises(InvalidCursor):
+            store.list_versions(sid, limit=1, page=cur, operation="created")
+        other = store.create_store("other").id
+        with pytest.raises(InvalidCursor):
+            store.list_versions(other, limit=1, page=cur)
+        for i in range(25):
+            store.update_memory(sid, history["a"].id, content=f"n{i}", actor=API)
+        assert len(store.list_versions(sid, limit=100, view="full").data) == 20
+        assert len(store.list_versions(sid, limit=100).data) == 30
+        with pytest.raises(InvalidRequest):
+            store.list_versions(sid, limit=101)
+        with pytest.raises(InvalidRequest):
+            store.list_versions(sid, limit=0)
+
+    def test_get(self, store: Store, sid: str, history: dict) -> None:
+        a = history["a"]
+        v = store.get_version(sid, a.memory_version_id)
+        assert (v.content, v.operation, v.created_by) == ("a1", "created", API)
+        assert store.get_version(sid, a.memory_version_id, view="basic").content is None
+        assert v.to_dict()["created_by"] == {"type": "api_actor", "api_key_id": "apikey_test"}
+        with pytest.raises(NotFound):
+            store.get_version(sid, "memver_nope")
+        other = store.create_store("other").id
+        with pytest.raises(NotFound):
+            store.get_version(other, a.memory_version_id)
+
+    def test_redact(self, store: Store, sid: str, history: dict) -> None:
+        a = history["a"]
+        first = a.memory_version_id
+        with pytest.raises(InvalidRequest):
+            store.redact_version(sid, store.get_memory(sid, a.id).memory_version_id, actor=USER)
+        r = store.redact_version(sid, first, actor=USER)
+        assert (r.path, r.content, r.content_sha256, r.content_size_bytes) == (None,) * 4
+        assert r.redacted_at is not None and RFC3339_Z.match(r.redacted_at)
+        assert r.redacted_by == USER
+        assert (r.created_by, r.operation, r.memory_id) == (API, "created", a.id)
+        assert store.get_version(sid, first) == r
+        again = store.redact_version(sid, first, actor=Actor.api("apikey_other"))
+        assert again == r  # idempotent: first redacted_at/redacted_by kept
+        # the live memory is untouched
+        assert store.get_memory(sid, a.id).content == "a2"
+        assert first in {v.id for v in store.list_versions(sid, memory_id=a.id).data}
+        with pytest.raises(NotFound):
+            store.redact_version(sid, "memver_nope", actor=USER)
+
+    def test_redact_deleted_and_archived(self, store: Store, sid: str, history: dict) -> None:
+        store.archive_store(sid)
+        b = history["b"]
+        vs = store.list_versions(sid, memory_id=b.id).data
+        for v in vs:  # b is deleted: none of its versions is a live head
+            r = store.redact_version(sid, v.id, actor=USER)
+            assert r.redacted_at and r.path is None and r.operation == v.operation
+
+    def test_retention_prune(self, db_path: Any) -> None:
+        s = Store(db_path, limits=Limits(retention_days=1, retention_keep=3))
+        try:
+            st = s.create_store("n").id
+            m = s.create_memory(st, "/a", "v0", actor=API)
+            for i in range(1, 6):
+                s.update_memory(st, m.id, content=f"v{i}", actor=API)
+            short = s.create_memory(st, "/b", "only", actor=API)
+            gone = s.create_memory(st, "/c", "c0", actor=API)
+            for i in range(1, 4):
+                s.update_memory(st, gone.id, content=f"c{i}", actor=API)
+            s.delete_memory(st, gone.id, actor=API)  # 5 versions for a deleted memory
+            # inside the window nothing goes, however many versions there are
+            assert s.prune_versions() == 0
+            assert s.prune_versions(now=datetime.now(UTC) + timedelta(hours=23)) == 0
+            assert len(s.list_versions(st, limit=100).data) == 12
+            deleted = s.prune_versions(now=datetime.now(UTC) + timedelta(days=2))
+            assert deleted == 3 + 2
+            a_vs = s.list_versions(st, memory_id=m.id, view="full").data
+            assert [v.content for v in a_vs] == ["v5", "v4", "v3"]
+            assert len(s.list_versions(st, memory_id=short.id).data) == 1
+            c_vs = s.list_versions(st, memory_id=gone.id).data
+            assert [v.operation for v in c_vs] == ["deleted", "modified", "modified"]
+            assert s.get_memory(st, m.id).content == "v5"  # live heads are never pruned
+            assert s.prune_versions(now=datetime.now(UTC) + timedelta(days=2)) == 0
+        finally:
+            s.close()
+
+    def test_retention_never_prunes_a_live_head(self, db_path: Any) -> None:
+        s = Store(db_path, limits=Limits(retention_days=1, retention_keep=0))
+        try:
+            st = s.create_store("n").id
+            m = s.create_memory(st, "/a", "v0", actor=API)
+            m = s.update_memory(st, m.id, content="v1", actor=API)
+            assert s.prune_versions(now=datetime.now(UTC) + timedelta(days=2)) == 1
+            assert s.get_version(st, m.memory_version_id).content == "v1"
+            assert s.get_memory(st, m.id).memory_version_id == m.memory_version_id
+        finally:
+            s.close()
+
+
+# ============================================================================================
+# ids and time
+
+
+class TestIdsAndTime:
+    def test_prefixes(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        sess = store.create_session([{"type": "memory_store", "memory_store_id": sid}])
+        assert sid.startswith("memstore_") and m.id.startswith("mem_")
+        assert m.memory_version_id.startswith("memver_") and sess.id.startswith("sesn_")
+        assert sess.resources[0].id.startswith("sesrsc_")
+
+    def test_strictly_increasing(self) -> None:
+        ids = [new_id("mem") for _ in range(5000)]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+        assert all(re.fullmatch(r"mem_01[1-9A-HJ-NP-Za-km-z]{22}", i) for i in ids[:50])
+
+    def test_timestamps(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a", "x", actor=API)
+        for t in (m.created_at, m.updated_at, store.get_store(sid).created_at):
+            assert RFC3339_Z.match(t)
+            assert parse_time(t).tzinfo is not None
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("2024-05-06T07:08:09Z", datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)),
+            ("2024-05-06T07:08:09.5Z", datetime(2024, 5, 6, 7, 8, 9, 500000, tzinfo=UTC)),
+            ("2024-05-06T09:08:09+02:00", datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)),
+            ("2024-05-06T07:08:09.123456z", datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)),
+            ("2024-05-06T07:08:09", datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)),
+        ],
+    )
+    def test_parse_time(self, text: str, expected: datetime) -> None:
+        assert parse_time(text) == expected
+        assert format_time(parse_time(text)).endswith("Z")
+
+    def test_parse_time_rejects(self) -> None:
+        for bad in ("", "soon", "2024-13-01T00:00:00Z"):
+            with pytest.raises(InvalidRequest):
+                parse_time(bad)
+        naive = datetime(2024, 1, 1, 12)
+        assert parse_time(naive) == datetime(2024, 1, 1, 12, tzinfo=UTC)
+
+
+# ============================================================================================
+# sessions and events
+
+
+def res(store_id: str, **kw: Any) -> dict[str, Any]:
+    return {"type": "memory_store", "memory_store_id": store_id, **kw}
+
+
+class TestSessions:
+    def test_create_and_snapshot(self, store: Store) -> None:
+        s = store.create_store("User Preferences!", description="prefs")
+        sess = store.create_session([res(s.id, access="read_only", instructions="be nice")])
+        assert sess.status == "idle"
+        (r,) = sess.resources
+        assert (r.memory_store_id, r.access, r.instructions) == (s.id, "read_only", "be nice")
+        assert (r.name, r.description, r.mount_path) == (
+            "User Preferences!", "prefs", "/mnt/memory/user-preferences")
+        store.update_store(s.id, name="Renamed", description="new")
+        again = store.get_session(sess.id)
+        assert (again.resources[0].name, again.resources[0].description) == (
+            "User Preferences!", "prefs")
+        assert again.resources[0].mount_path == "/mnt/memory/user-preferences"
+        later = store.create_session([res(s.id)])
+        assert later.resources[0].mount_path == "/mnt/memory/renamed"
+        assert later.resources[0].access == "read_write"
+        assert later.resources[0].instructions is None
+        d = sess.to_dict()
+        assert d["resources"][0]["mount_path"] == "/mnt/memory/user-preferences"
+
+    def test_validation(self, store: Store) -> None:
+        ids = [store.create_store(f"s{i}").id for i in range(9)]
+        ok = store.create_session([res(i) for i in ids[:8]])
+        assert len(ok.resources) == 8
+        with pytest.raises(LimitExceeded):
+            store.create_session([res(i) for i in ids])
+        with pytest.raises(NotFound):
+            store.create_session([res("memstore_nope")])
+        with pytest.raises(InvalidRequest):
+            store.create_session([res(ids[0]), res(ids[0])])
+        assert store.create_session([res(ids[0], instructions="i" * 4096)]).resources
+        with pytest.raises(InvalidRequest):
+            store.create_session([res(ids[0], instructions="i" * 4097)])
+        with pytest.raises(InvalidRequest):
+            store.create_session([res(ids[0], access="write")])
+        with pytest.raises(InvalidRequest):
+            store.create_session([{"type": "file", "file_id": "f"}])
+        store.archive_store(ids[1])
+        with pytest.raises(StoreArchived):
+            store.create_session([res(ids[0]), res(ids[1])])
+        # failed creations left no sessions behind
+        assert len(store.list_sessions(limit=100).data) == 2
+
+    def test_mount_path_collisions(self, store: Store) -> None:
+        a = store.create_store("Notes")
+        b = store.create_store("Notes")
+        c = store.create_store("notes-2")
+        e = store.create_store("!!!")
+        sess = store.create_session([res(a.id), res(b.id), res(c.id), res(e.id)],
+                                    root="/mnt/memory/")
+        paths = [r.mount_path for r in sess.resources]
+        assert paths[:2] == ["/mnt/memory/notes", "/mnt/memory/notes-2"]
+        assert paths[2] == "/mnt/memory/notes-2-2"  # the store named "notes-2" does not collide
+        assert paths[3] == f"/mnt/memory/{e.id}"
+        assert len(set(paths)) == 4
+        rev = store.create_session([res(c.id), res(a.id), res(b.id)], root="/r")
+        rpaths = [r.mount_path for r in rev.resources]
+        assert rpaths[0] == "/r/notes-2" and rpaths[1] == "/r/notes" and len(set(rpaths)) == 3
+
+    def test_list_filter_order_pagination(self, store: Store) -> None:
+        s1, s2 = store.create_store("a").id, store.create_store("b").id
+        x = store.create_session([res(s1)])
+        y = store.create_session([res(s2)])
+        z = store.create_session([res(s1), res(s2)], status="running")
+        assert [s.id for s in store.list_sessions().data] == [z.id, y.id, x.id]
+        assert [s.id for s in store.list_sessions(order="asc").data] == [x.id, y.id, z.id]
+        assert [s.id for s in store.list_sessions(memory_store_id=s1).data] == [z.id, x.id]
+        assert [s.id for s in store.list_sessions(statuses=["running"]).data] == [z.id]
+        assert [s.id for s in store.list_sessions(statuses=["idle", "running"]).data] == [
+            z.id, y.id, x.id]
+        items, pages = all_pages(store.list_sessions, limit=1)
+        assert [s.id for s in items] == [z.id, y.id, x.id] and pages == 3
+        items, pages = all_pages(store.list_sessions, limit=1, order="asc")
+        assert [s.id for s in items] == [x.id, y.id, z.id]
+        with pytest.raises(InvalidRequest):
+            store.list_sessions(statuses=["sleeping"])
+        with pytest.raises(InvalidRequest):
+            store.list_sessions(order="sideways")
+        cur = store.list_sessions(limit=1).next_page
+        with pytest.raises(InvalidCursor):
+            store.list_sessions(limit=1, page=cur, order="asc")
+
+    def test_status_events(self, store: Store) -> None:
+        s = store.create_store("a").id
+        sess = store.create_session([res(s)])
+        r = store.set_session_status(sess.id, "running")
+        assert r.status == "running" and r.updated_at >= sess.updated_at
+        store.set_session_status(sess.id, "running")  # no change: no second event
+        store.set_session_status(sess.id, "idle")
+        store.set_session_status(sess.id, "terminated")
+        types = [e.type for e in store.list_events(sess.id).data]
+        assert types == ["session.status_running", "session.status_idle",
+                         "session.status_terminated"]
+        idle = store.list_events(sess.id, types=["session.status_idle"]).data[0]
+        assert idle.body["stop_reason"] == {"type": "end_turn"}
+        assert store.get_session(sess.id).status == "terminated"
+        with pytest.raises(InvalidRequest):
+            store.set_session_status(sess.id, "sleeping")
+        with pytest.raises(NotFound):
+            store.set_session_status("sesn_nope", "idle")
+
+    def test_events(self, store: Store) -> None:
+        s = store.create_store("a").id
+        sess = store.create_session([res(s)])
+        evs = store.add_events(
+            sess.id,
+            [{"type": "agent.tool_use", "name": "cat", "input": {"operation": "read"}}]
+            + [{"type": "agent.tool_result", "n": i} for i in range(4)],
+        )
+        assert all(e.id and e.processed_at for e in evs) and len({e.id for e in evs}) == 5
+        assert RFC3339_Z.match(evs[0].processed_at)
+        listed = store.list_events(sess.id).data
+        assert [e.id for e in listed] == [e.id for e in evs]
+        assert listed[0].body["name"] == "cat" and listed[0].to_dict()["type"] == "agent.tool_use"
+        assert [e.id for e in store.list_events(sess.id, order="desc").data] == [
+            e.id for e in evs[::-1]]
+        res_only = store.list_events(sess.id, types=["agent.tool_result"]).data
+        assert [e.body["n"] for e in res_only] == [0, 1, 2, 3]
+        items, pages = all_pages(store.list_events, session_id=sess.id, limit=1)
+        assert [e.id for e in items] == [e.id for e in evs] and pages == 5
+        items, pages = all_pages(store.list_events, session_id=sess.id, limit=2, order="desc",
+                                 types=["agent.tool_result"])
+        assert [e.body["n"] for e in items] == [3, 2, 1, 0] and pages == 2
+        assert len(store.list_events(sess.id, limit=1000).data) == 5
+        with pytest.raises(InvalidRequest):
+            store.add_events(sess.id, [{"no": "type"}])
+        with pytest.raises(NotFound):
+            store.add_events("sesn_nope", [{"type": "x"}])
+        with pytest.raises(NotFound):
+            store.list_events("sesn_nope")
