@@ -1,0 +1,955 @@
+"""The HTTP API of API.md §1-4 as an ASGI app (Starlette): what ``anthropic==2.14.0`` speaks.
+
+Every route translates a request into :class:`memfs.store.Store` calls and the result into the
+SDK's wire shapes; every rule is the store's. Errors of any kind leave through one table,
+:data:`ERRORS` (exception class -> HTTP status, ``error.type`` and ``details.error_code``), in
+the envelope ``{"type": "error", "error": {...}, "request_id"}``. Every response carries a
+``request-id`` header; every 4xx but 408/429 carries ``x-should-retry: false`` so the SDK's
+default retries never repeat a deterministic failure (API.md §1.6).
+
+Authentication: ``x-api-key: KEY`` or ``Authorization: Bearer KEY`` (``x-api-key`` wins when
+both are sent). Versions written through the API are attributed to ``Actor.api(api_key_id)``,
+``api_key_id`` being ``apikey_`` + a hash prefix of the key (:func:`api_key_id`), stable across
+restarts and never the secret itself.
+
+The store is synchronous; handlers call it in a worker thread (the Store is thread-safe), so a
+write waiting for the SQLite lock never stalls the event loop. The SSE stream polls
+:meth:`Store.events_after`.
+
+Known limitations:
+- One workspace: ``anthropic-workspace-id`` is ignored, ``anthropic-beta`` is not checked.
+- Sessions run no model; ``agent_with_overrides``, budgets, vaults and file resources are
+  refused with 400, and ``sessions.list`` cannot filter by agent or deployment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders, QueryParams
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import errors
+from .models import Actor, Memory, MemoryVersion
+from .store import UNSET, Store
+
+log = logging.getLogger(__name__)
+
+#: Largest request body accepted (a 100 kB memory is at most ~600 kB as escaped JSON).
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Seconds between polls of the store by an SSE stream, and between its keepalive pings.
+STREAM_POLL_SECONDS = 0.1
+STREAM_PING_SECONDS = 15.0
+#: ``sessions.events.list`` accepts up to this ``limit`` and clamps above it (API.md §4.1:
+#: the SDK's session runner asks for 1,000).
+EVENTS_MAX_LIMIT = 1000
+#: Event types after which a session's stream ends (API.md §4.6).
+STREAM_END_TYPES = ("session.deleted", "session.status_terminated")
+#: ``initial_events`` of sessions.create (API.md §4.1): at most 50, of these types.
+INITIAL_EVENT_TYPES = ("user.message", "user.define_outcome")
+MAX_INITIAL_EVENTS = 50
+
+
+class MethodNotAllowed(errors.InvalidRequest):
+    """The path exists, the method does not."""
+
+
+class RequestTooLarge(errors.InvalidRequest):
+    """The whole request body is over :data:`MAX_BODY_BYTES`."""
+
+
+#: Exception -> (HTTP status, ``error.type``, ``error.details.error_code``); first match wins.
+#: The error codes let :mod:`memfs.client` raise the exact :mod:`memfs.errors` subclass again.
+ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
+    (errors.NotFound, 404, "not_found_error", None),
+    (errors.PathConflict, 409, "memory_path_conflict_error", None),
+    (errors.PreconditionFailed, 409, "memory_precondition_failed_error", None),
+    (errors.Conflict, 409, "conflict_error", None),
+    (MethodNotAllowed, 405, "invalid_request_error", "method_not_allowed"),
+    (RequestTooLarge, 413, "invalid_request_error", "request_too_large"),
+    (errors.PathTooLong, 400, "invalid_request_error", "path_too_long"),
+    (errors.PathEncoding, 400, "invalid_request_error", "path_encoding"),
+    (errors.InvalidPath, 400, "invalid_request_error", "invalid_path"),
+    (errors.InvalidContent, 400, "invalid_request_error", "invalid_content"),
+    (errors.ContentTooLarge, 400, "invalid_request_error", "content_too_large"),
+    (errors.StoreArchived, 400, "invalid_request_error", "store_archived"),
+    (errors.LimitExceeded, 400, "invalid_request_error", "limit_exceeded"),
+    (errors.InvalidCursor, 400, "invalid_request_error", "invalid_cursor"),
+    (errors.InvalidRequest, 400, "invalid_request_error", None),
+    (errors.Unauthorized, 401, "authentication_error", None),
+    (errors.ReadOnly, 403, "permission_error", "read_only"),
+    (errors.Busy, 503, "overloaded_error", None),
+    (BaseException, 500, "api_error", None),
+]
+
+
+def api_key_id(key: str) -> str:
+    """The stable, non-secret id of an API key: ``apikey_`` + 24 hex digits of its SHA-256."""
+    return "apikey_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, envelope, headers)`` for an exception, through :data:`ERRORS`."""
+    status, type_, code = next((s, t, c) for cls, s, t, c in ERRORS if isinstance(exc, cls))
+    if isinstance(exc, errors.MemfsError):
+        message = exc.message
+    else:  # a bug: say so without leaking internals
+        message = "internal server error"
+    err: dict[str, Any] = {"type": type_, "message": message}
+    if code is not None:
+        err["details"] = {"error_code": code}
+    if isinstance(exc, errors.PathConflict):
+        err["conflicting_memory_id"] = exc.conflicting_memory_id
+        err["conflicting_path"] = exc.conflicting_path
+    headers = {}
+    if 400 <= status < 500 and status not in (408, 429):
+        headers["x-should-retry"] = "false"
+    if isinstance(exc, errors.Busy):
+        headers["retry-after"] = "1"
+    return status, {"type": "error", "error": err, "request_id": request_id}, headers
+
+
+def error_response(exc: BaseException, request_id: str) -> JSONResponse:
+    status, body, headers = error_body(exc, request_id)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+# --------------------------------------------------------------------------------------------
+# authentication and request ids (a pure ASGI middleware, so that even 401s and unknown
+# routes get a request-id)
+
+#: Paths served without a key: the API description only.
+PUBLIC_PATHS = frozenset({"/openapi.json"})
+
+
+class _Gate:
+    def __init__(self, app: ASGIApp, keys: Iterable[str]) -> None:
+        self.app = app
+        # sha256(key) -> api_key_id: a dict lookup on a digest leaks nothing about the key.
+        self.keys = {hashlib.sha256(k.encode()).hexdigest(): api_key_id(k) for k in keys}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = "req_" + secrets.token_hex(12)
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["request-id"] = request_id
+            await send(message)
+
+        if scope["path"] not in PUBLIC_PATHS:
+            key = _presented_key(Request(scope))
+            digest = hashlib.sha256(key.encode()).hexdigest() if key else None
+            if digest not in self.keys:
+                exc = errors.Unauthorized(
+                    "invalid API key" if key else
+                    "missing API key: send 'x-api-key: KEY' or 'Authorization: Bearer KEY'"
+                )
+                await error_response(exc, request_id)(scope, receive, send_with_id)
+                return
+            scope["state"]["actor"] = Actor.api(self.keys[digest])
+        await self.app(scope, receive, send_with_id)
+
+
+def _presented_key(request: Request) -> str | None:
+    """The key a request carries: ``x-api-key`` first, then ``Authorization: Bearer``."""
+    key = request.headers.get("x-api-key")
+    if key:
+        return key.strip()
+    auth = request.headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# request parsing
+
+
+class _Query:
+    """Query parameters as the SDK encodes them (API.md §1.4): bracketed keys, ``name[]``
+    repeats (bare repeats accepted), ``true``/``false``."""
+
+    def __init__(self, params: QueryParams) -> None:
+        self.params = params
+
+    def text(self, name: str) -> str | None:
+        value = self.params.get(name)
+        return value if value else None
+
+    def texts(self, name: str) -> list[str] | None:
+        values = self.params.getlist(name + "[]") + self.params.getlist(name)
+        return [v for v in values if v] or None
+
+    def integer(self, name: str, default: int | None) -> int | None:
+        value = self.params.get(name)
+        if value is None or value == "":
+            return default
+        try:
+            return int(value)
+        except ValueError:
+            raise errors.InvalidRequest(f"{name} must be an integer, not {value!r}") from None
+
+    def flag(self, name: str, default: bool) -> bool:
+        value = self.params.get(name)
+        if value is None or value == "":
+            return default
+        if value.lower() in ("true", "1"):
+            return True
+        if value.lower() in ("false", "0"):
+            return False
+        raise errors.InvalidRequest(f"{name} must be true or false, not {value!r}")
+
+    def view(self, default: str) -> str:
+        value = self.params.get("view") or default
+        if value not in ("basic", "full"):
+            raise errors.InvalidRequest(f"view must be 'basic' or 'full', not {value!r}")
+        return value
+
+
+async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON object body: empty means ``{}``; fields outside ``allowed`` (``name!`` marks a
+    required one) are refused, so a typo never passes silently.
+
+    :raises RequestTooLarge, InvalidRequest:
+    """
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise RequestTooLarge(f"request body over {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        body: Any = {}
+    else:
+        try:
+            body = json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as e:
+            raise errors.InvalidRequest(f"request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise errors.InvalidRequest("request body must be a JSON object")
+    names = {f.rstrip("!") for f in allowed}
+    unknown = sorted(set(body) - names)
+    if unknown:
+        raise errors.InvalidRequest(
+            f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(names)) or 'none'}"
+        )
+    for f in allowed:
+        if f.endswith("!") and f[:-1] not in body:
+            raise errors.InvalidRequest(f"{f[:-1]} is required")
+    return body
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _opt_str(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise errors.InvalidRequest(f"{name} must be a string")
+    return value
+
+
+@dataclass
+class Call:
+    """What a handler gets: the request, the store, the caller, parsed query and body."""
+
+    request: Request
+    store: Store
+    body: dict[str, Any]
+
+    @property
+    def q(self) -> _Query:
+        return _Query(self.request.query_params)
+
+    @property
+    def p(self) -> Mapping[str, str]:
+        return self.request.path_params
+
+    @property
+    def actor(self) -> Actor:
+        actor: Actor = self.request.state.actor
+        return actor
+
+    async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a store method in a worker thread."""
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+
+
+def _shown(m: Memory | MemoryVersion, view: str) -> dict[str, Any]:
+    return (dataclasses.replace(m, content=None) if view == "basic" else m).to_dict()
+
+
+# --------------------------------------------------------------------------------------------
+# memory stores, memories, versions (API.md §2)
+
+
+async def create_memory_store(c: Call) -> Any:
+    b = c.body
+    return await c.run(c.store.create_store, b["name"], b.get("description"), b.get("metadata"))
+
+
+async def retrieve_memory_store(c: Call) -> Any:
+    return await c.run(c.store.get_store, c.p["memory_store_id"])
+
+
+async def update_memory_store(c: Call) -> Any:
+    b = c.body
+    return await c.run(
+        c.store.update_store,
+        c.p["memory_store_id"],
+        name=b.get("name"),
+        description=b.get("description"),
+        metadata=b.get("metadata"),
+    )
+
+
+async def list_memory_stores(c: Call) -> Any:
+    q = c.q
+    return await c.run(
+        c.store.list_stores,
+        include_archived=q.flag("include_archived", False),
+        created_at_gte=q.text("created_at[gte]"),
+        created_at_lte=q.text("created_at[lte]"),
+        limit=q.integer("limit", 20),
+        page=q.text("page"),
+    )
+
+
+async def delete_memory_store(c: Call) -> Any:
+    await c.run(c.store.delete_store, c.p["memory_store_id"])
+    return {"id": c.p["memory_store_id"], "type": "memory_store_deleted"}
+
+
+async def archive_memory_store(c: Call) -> Any:
+    return await c.run(c.store.archive_store, c.p["memory_store_id"])
+
+
+async def create_memory(c: Call) -> Any:
+    view = c.q.view("basic")
+    m = await c.run(
+        c.store.create_memory, c.p["memory_store_id"], c.body["path"], c.body["content"],
+        actor=c.actor,
+    )
+    return _shown(m, view)
+
+
+async def retrieve_memory(c: Call) -> Any:
+    view = c.q.view("full")
+    return await c.run(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
+
+
+def _precondition(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") != "content_sha256":
+        raise errors.InvalidRequest(
+            "precondition must be {'type': 'content_sha256', 'content_sha256': '<hex>'}"
+        )
+    sha = value.get("content_sha256")
+    if not isinstance(sha, str):
+        raise errors.InvalidRequest("precondition.content_sha256 is required")
+    return sha
+
+
+async def update_memory(c: Call) -> Any:
+    view = c.q.view("basic")
+    b = c.body
+    m = await c.run(
+        c.store.update_memory,
+        c.p["memory_store_id"],
+        c.p["memory_id"],
+        content=b.get("content"),
+        path=b.get("path"),
+        precondition_sha256=_precondition(b.get("precondition")),
+        actor=c.actor,
+    )
+    return _shown(m, view)
+
+
+async def list_memories(c: Call) -> Any:
+    q = c.q
+    return await c.run(
+        c.store.list_memories,
+        c.p["memory_store_id"],
+        path_prefix=q.text("path_prefix"),
+        depth=q.integer("depth", 0),
+        limit=q.integer("limit", 20),
+        page=q.text("page"),
+        view=q.view("basic"),
+    )
+
+
+async def delete_memory(c: Call) -> Any:
+    await c.run(
+        c.store.delete_memory,
+        c.p["memory_store_id"],
+        c.p["memory_id"],
+        expected_sha256=c.q.text("expected_content_sha256"),
+        actor=c.actor,
+    )
+    return {"id": c.p["memory_id"], "type": "memory_deleted"}
+
+
+async def list_memory_versions(c: Call) -> Any:
+    q = c.q
+    return await c.run(
+        c.store.list_versions,
+        c.p["memory_store_id"],
+        memory_id=q.text("memory_id"),
+        operation=q.text("operation"),
+        session_id=q.text("session_id"),
+        api_key_id=q.text("api_key_id"),
+        service_account_id=q.text("service_account_id"),
+        user_id=q.text("user_id"),
+        created_at_gte=q.text("created_at[gte]"),
+        created_at_lte=q.text("created_at[lte]"),
+        limit=q.integer("limit", 20),
+        page=q.text("page"),
+        view=q.view("basic"),
+    )
+
+
+async def retrieve_memory_version(c: Call) -> Any:
+    return await c.run(
+        c.store.get_version, c.p["memory_store_id"], c.p["memory_version_id"],
+        view=c.q.view("full"),
+    )
+
+
+async def redact_memory_version(c: Call) -> Any:
+    return await c.run(
+        c.store.redact_version, c.p["memory_store_id"], c.p["memory_version_id"], actor=c.actor
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# agents and environments (just enough for sessions.create)
+
+_AGENT_FIELDS = ("model!", "name!", "description", "execution_identity", "mcp_servers",
+                 "metadata", "multiagent", "skills", "system", "tools")
+_ENVIRONMENT_FIELDS = ("name!", "config", "description", "metadata", "scope")
+
+
+async def create_agent(c: Call) -> Any:
+    return await c.run(c.store.create_agent, **{f.rstrip("!"): c.body.get(f.rstrip("!"))
+                                                 for f in _AGENT_FIELDS})
+
+
+async def retrieve_agent(c: Call) -> Any:
+    return await c.run(c.store.get_agent, c.p["agent_id"], version=c.q.integer("version", None))
+
+
+async def create_environment(c: Call) -> Any:
+    return await c.run(c.store.create_environment, **{f.rstrip("!"): c.body.get(f.rstrip("!"))
+                                                       for f in _ENVIRONMENT_FIELDS})
+
+
+async def retrieve_environment(c: Call) -> Any:
+    return await c.run(c.store.get_environment, c.p["environment_id"])
+
+
+# --------------------------------------------------------------------------------------------
+# sessions (API.md §4)
+
+
+def _refuse_features(body: Mapping[str, Any]) -> None:
+    if body.get("vault_ids") not in (None, []):
+        raise errors.InvalidRequest("vaults are not supported by memfs")
+    if body.get("budget") is not None:
+        raise errors.InvalidRequest("session budgets are not supported by memfs")
+
+
+def _initial_events(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_INITIAL_EVENTS:
+        raise errors.InvalidRequest(
+            f"initial_events must be a list of at most {MAX_INITIAL_EVENTS} events"
+        )
+    for e in value:
+        if not isinstance(e, dict) or e.get("type") not in INITIAL_EVENT_TYPES:
+            raise errors.InvalidRequest(
+                "initial_events may hold only " + " and ".join(INITIAL_EVENT_TYPES) + " events"
+            )
+    return value
+
+
+async def create_session(c: Call) -> Any:
+    b = c.body
+    _refuse_features(b)
+    initial = _initial_events(b.get("initial_events"))
+    agent = b.get("agent")
+    snapshot = None if agent is None else await c.run(c.store.agent_snapshot, agent)
+    session = await c.run(
+        c.store.create_session,
+        b.get("resources") or [],
+        agent=snapshot,
+        environment_id=_opt_str(b, "environment_id"),
+        metadata=b.get("metadata"),
+        title=_opt_str(b, "title"),
+    )
+    if initial:
+        try:
+            await c.run(c.store.send_events, session.id, initial)
+        except errors.MemfsError:
+            # All or nothing: a session whose initial events were refused is not kept.
+            await c.run(c.store.delete_session, session.id)
+            raise
+    return session
+
+
+async def retrieve_session(c: Call) -> Any:
+    return await c.run(c.store.get_session, c.p["session_id"])
+
+
+async def update_session(c: Call) -> Any:
+    b = c.body
+    _refuse_features(b)
+    if b.get("agent") is not None:
+        raise errors.InvalidRequest("a session's agent cannot be changed in memfs")
+    title = _opt_str(b, "title")
+    return await c.run(
+        c.store.update_session,
+        c.p["session_id"],
+        metadata=b.get("metadata"),
+        title=UNSET if title is None else title,
+    )
+
+
+async def list_sessions(c: Call) -> Any:
+    q = c.q
+    for name in ("agent_id", "agent_version", "deployment_id"):
+        if q.text(name) is not None:
+            raise errors.InvalidRequest(f"memfs cannot filter sessions by {name}")
+    page = await c.run(
+        c.store.list_sessions,
+        memory_store_id=q.text("memory_store_id"),
+        statuses=q.texts("statuses"),
+        include_archived=q.flag("include_archived", False),
+        order=q.text("order") or "desc",
+        created_at_gt=q.text("created_at[gt]"),
+        created_at_gte=q.text("created_at[gte]"),
+        created_at_lt=q.text("created_at[lt]"),
+        created_at_lte=q.text("created_at[lte]"),
+        limit=q.integer("limit", 20),
+        page=q.text("page"),
+    )
+    return {**page.to_dict(), "prev_page": page.prev_page}
+
+
+async def delete_session(c: Call) -> Any:
+    await c.run(c.store.delete_session, c.p["session_id"])
+    return {"id": c.p["session_id"], "type": "session_deleted"}
+
+
+async def archive_session(c: Call) -> Any:
+    return await c.run(c.store.archive_session, c.p["session_id"])
+
+
+async def list_session_resources(c: Call) -> Any:
+    return await c.run(
+        c.store.list_session_resources,
+        c.p["session_id"],
+        limit=c.q.integer("limit", None),
+        page=c.q.text("page"),
+    )
+
+
+async def retrieve_session_resource(c: Call) -> Any:
+    return await c.run(c.store.get_session_resource, c.p["session_id"], c.p["resource_id"])
+
+
+async def delete_session_resource(c: Call) -> Any:
+    await c.run(c.store.delete_session_resource, c.p["session_id"], c.p["resource_id"])
+
+
+async def add_session_resource(c: Call) -> Any:
+    await c.run(c.store.get_session, c.p["session_id"])
+    raise errors.InvalidRequest(
+        "memfs sessions hold only the memory stores attached at creation; "
+        "file resources are not supported"
+    )
+
+
+async def update_session_resource(c: Call) -> Any:
+    await c.run(c.store.get_session_resource, c.p["session_id"], c.p["resource_id"])
+    raise errors.InvalidRequest("memory store resources cannot be updated")
+
+
+async def list_session_events(c: Call) -> Any:
+    q = c.q
+    limit = q.integer("limit", 20)
+    return await c.run(
+        c.store.list_events,
+        c.p["session_id"],
+        types=q.texts("types"),
+        order=q.text("order") or "asc",
+        created_at_gt=q.text("created_at[gt]"),
+        created_at_gte=q.text("created_at[gte]"),
+        created_at_lt=q.text("created_at[lt]"),
+        created_at_lte=q.text("created_at[lte]"),
+        limit=min(limit, EVENTS_MAX_LIMIT) if limit is not None else 20,
+        page=q.text("page"),
+    )
+
+
+async def send_session_events(c: Call) -> Any:
+    events = await c.run(c.store.send_events, c.p["session_id"], c.body["events"])
+    return {"data": [e.to_dict() for e in events]}
+
+
+async def stream_session_events(c: Call) -> Any:
+    session_id = c.p["session_id"]
+    await c.run(c.store.get_session, session_id)
+    start = await c.run(c.store.last_event_seq, session_id)
+    return StreamingResponse(
+        _event_stream(c.store, session_id, start),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
+
+
+def sse_frame(event: str, data: Any, id_: str | None = None) -> bytes:
+    """One SSE frame; every frame names its event (the SDK drops frames without one)."""
+    lines = [f"event: {event}"]
+    if id_ is not None:
+        lines.append(f"id: {id_}")
+    lines.append("data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+async def _event_stream(store: Store, session_id: str, seq: int) -> AsyncIterator[bytes]:
+    """Events processed after ``seq``, as SSE frames, until the session ends; a ``ping``
+    frame every :data:`STREAM_PING_SECONDS` keeps proxies from closing an idle stream."""
+    yield sse_frame("ping", {"type": "ping"})
+    last_sent = anyio.current_time()
+    while True:
+        batch = await anyio.to_thread.run_sync(store.events_after, session_id, seq)
+        for seq, event in batch:  # noqa: B007 (seq is where the next poll resumes)
+            yield sse_frame(event.type, event.to_dict(), event.id)
+            last_sent = anyio.current_time()
+            if event.type in STREAM_END_TYPES:
+                return
+        if not batch:
+            if anyio.current_time() - last_sent >= STREAM_PING_SECONDS:
+                yield sse_frame("ping", {"type": "ping"})
+                last_sent = anyio.current_time()
+            await anyio.sleep(STREAM_POLL_SECONDS)
+
+
+# --------------------------------------------------------------------------------------------
+# the route table: the Starlette routes and /openapi.json both come from it
+
+
+@dataclass(frozen=True)
+class Op:
+    """One endpoint. ``body`` lists the accepted JSON fields (``!`` = required), ``query``
+    the query parameters, ``returns`` a component schema name (``Page<X>`` for pages)."""
+
+    method: str
+    path: str
+    handler: Callable[[Call], Awaitable[Any]]
+    sdk: str
+    query: tuple[str, ...] = ()
+    body: tuple[str, ...] = ()
+    returns: str = ""
+
+
+_MS = "/v1/memory_stores"
+_MEM = _MS + "/{memory_store_id}/memories"
+_VER = _MS + "/{memory_store_id}/memory_versions"
+_SES = "/v1/sessions"
+_LIST = ("limit", "page")
+
+OPS: list[Op] = [
+    Op("POST", _MS, create_memory_store, "memory_stores.create",
+       body=("name!", "description", "metadata"), returns="MemoryStore"),
+    Op("GET", _MS, list_memory_stores, "memory_stores.list",
+       query=("created_at[gte]", "created_at[lte]", "include_archived", *_LIST),
+       returns="Page<MemoryStore>"),
+    Op("GET", _MS + "/{memory_store_id}", retrieve_memory_store, "memory_stores.retrieve",
+       returns="MemoryStore"),
+    Op("POST", _MS + "/{memory_store_id}", update_memory_store, "memory_stores.update",
+       body=("name", "description", "metadata"), returns="MemoryStore"),
+    Op("DELETE", _MS + "/{memory_store_id}", delete_memory_store, "memory_stores.delete",
+       returns="Deleted"),
+    Op("POST", _MS + "/{memory_store_id}/archive", archive_memory_store,
+       "memory_stores.archive", returns="MemoryStore"),
+    Op("POST", _MEM, create_memory, "memory_stores.memories.create", query=("view",),
+       body=("path!", "content!"), returns="Memory"),
+    Op("GET", _MEM, list_memories, "memory_stores.memories.list",
+       query=("path_prefix", "depth", "view", *_LIST), returns="Page<MemoryListItem>"),
+    Op("GET", _MEM + "/{memory_id}", retrieve_memory, "memory_stores.memories.retrieve",
+       query=("view",), returns="Memory"),
+    Op("POST", _MEM + "/{memory_id}", update_memory, "memory_stores.memories.update",
+       query=("view",), body=("content", "path", "precondition"), returns="Memory"),
+    Op("DELETE", _MEM + "/{memory_id}", delete_memory, "memory_stores.memories.delete",
+       query=("expected_content_sha256",), returns="Deleted"),
+    Op("GET", _VER, list_memory_versions, "memory_stores.memory_versions.list",
+       query=("memory_id", "operation", "session_id", "api_key_id", "service_account_id",
+              "user_id", "created_at[gte]", "created_at[lte]", "view", *_LIST),
+       returns="Page<MemoryVersion>"),
+    Op("GET", _VER + "/{memory_version_id}", retrieve_memory_version,
+       "memory_stores.memory_versions.retrieve", query=("view",), returns="MemoryVersion"),
+    Op("POST", _VER + "/{memory_version_id}/redact", redact_memory_version,
+       "memory_stores.memory_versions.redact", returns="MemoryVersion"),
+    Op("POST", "/v1/agents", create_agent, "agents.create", body=_AGENT_FIELDS,
+       returns="Agent"),
+    Op("GET", "/v1/agents/{agent_id}", retrieve_agent, "agents.retrieve", query=("version",),
+       returns="Agent"),
+    Op("POST", "/v1/environments", create_environment, "environments.create",
+       body=_ENVIRONMENT_FIELDS, returns="Environment"),
+    Op("GET", "/v1/environments/{environment_id}", retrieve_environment,
+       "environments.retrieve", returns="Environment"),
+    Op("POST", _SES, create_session, "sessions.create",
+       body=("agent", "environment_id", "resources", "metadata", "title", "initial_events",
+             "vault_ids", "budget"), returns="Session"),
+    Op("GET", _SES, list_sessions, "sessions.list",
+       query=("memory_store_id", "statuses[]", "include_archived", "order", "created_at[gt]",
+              "created_at[gte]", "created_at[lt]", "created_at[lte]", *_LIST),
+       returns="Page<Session>"),
+    Op("GET", _SES + "/{session_id}", retrieve_session, "sessions.retrieve",
+       returns="Session"),
+    Op("POST", _SES + "/{session_id}", update_session, "sessions.update",
+       body=("metadata", "title", "agent", "budget", "vault_ids"), returns="Session"),
+    Op("DELETE", _SES + "/{session_id}", delete_session, "sessions.delete",
+       returns="Deleted"),
+    Op("POST", _SES + "/{session_id}/archive", archive_session, "sessions.archive",
+       returns="Session"),
+    Op("GET", _SES + "/{session_id}/resources", list_session_resources,
+       "sessions.resources.list", query=_LIST, returns="Page<SessionResource>"),
+    Op("POST", _SES + "/{session_id}/resources", add_session_resource,
+       "sessions.resources.add (refused: memfs has no file resources)",
+       body=("type", "file_id", "mount_path"), returns="Error"),
+    Op("GET", _SES + "/{session_id}/resources/{resource_id}", retrieve_session_resource,
+       "sessions.resources.retrieve (by sesrsc_ id or memory_store_id)",
+       returns="SessionResource"),
+    Op("POST", _SES + "/{session_id}/resources/{resource_id}", update_session_resource,
+       "sessions.resources.update (refused for memory stores)",
+       body=("authorization_token",), returns="Error"),
+    Op("DELETE", _SES + "/{session_id}/resources/{resource_id}", delete_session_resource,
+       "sessions.resources.delete (refused for memory stores)", returns="Error"),
+    Op("GET", _SES + "/{session_id}/events", list_session_events, "sessions.events.list",
+       query=("types[]", "order", "created_at[gt]", "created_at[gte]", "created_at[lt]",
+              "created_at[lte]", *_LIST),
+       returns="Page<Event>"),
+    Op("POST", _SES + "/{session_id}/events", send_session_events, "sessions.events.send",
+       body=("events!",), returns="EventList"),
+    Op("GET", _SES + "/{session_id}/events/stream", stream_session_events,
+       "sessions.events.stream", query=("event_deltas[]",), returns="EventStream"),
+]
+
+
+def _endpoint(op: Op, store: Store) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = await _read_json(request, op.body) if op.method != "GET" else {}
+            result = await op.handler(Call(request, store, body))
+        except Exception as e:  # every failure leaves through ERRORS
+            if not isinstance(e, errors.MemfsError):
+                log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(e, request.state.request_id)
+        if isinstance(result, Response):
+            return result
+        if hasattr(result, "to_dict"):
+            result = result.to_dict()
+        return JSONResponse(result)
+
+    endpoint.__name__ = op.handler.__name__
+    return endpoint
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Unrouted requests: an unknown path is 404, a known path with another method 405."""
+    assert isinstance(exc, HTTPException)
+    err: errors.MemfsError
+    if exc.status_code == 405:
+        err = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
+    elif exc.status_code == 404:
+        err = errors.NotFound(f"no endpoint {request.method} {request.url.path}")
+    else:
+        err = errors.InvalidRequest(str(exc.detail))
+    return error_response(err, request.state.request_id)
+
+
+def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
+    """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
+    call anything but ``/openapi.json``)."""
+    routes: dict[str, list[Op]] = {}
+    for op in OPS:
+        routes.setdefault(op.path, []).append(op)
+    starlette_routes = []
+    for path, ops in routes.items():
+        by_method = {op.method: _endpoint(op, store) for op in ops}
+
+        async def dispatch(request: Request, by_method: Any = by_method) -> Response:
+            return await by_method[request.method](request)
+
+        starlette_routes.append(Route(path, dispatch, methods=list(by_method)))
+    starlette_routes.append(
+        Route("/openapi.json", lambda request: JSONResponse(openapi()), methods=["GET"])
+    )
+    app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error})
+    return _Gate(app, api_keys)
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAPI
+
+
+def _obj(props: dict[str, Any], required: Iterable[str] | None = None) -> dict[str, Any]:
+    return {"type": "object", "properties": props,
+            "required": list(props if required is None else required)}
+
+
+_S = {"type": "string"}
+_NS = {"type": ["string", "null"]}
+_T = {"type": "string", "format": "date-time"}
+_NT = {"type": ["string", "null"], "format": "date-time"}
+_I = {"type": "integer"}
+_NI = {"type": ["integer", "null"]}
+_META = {"type": "object", "additionalProperties": {"type": "string"}}
+_ACTOR = {"oneOf": [
+    _obj({"type": {"const": t}, f: _S}) for t, f in (
+        ("api_actor", "api_key_id"), ("session_actor", "session_id"),
+        ("user_actor", "user_id"), ("service_account_actor", "service_account_id"))
+]}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+SCHEMAS: dict[str, Any] = {
+    "MemoryStore": _obj({"type": {"const": "memory_store"}, "id": _S, "name": _S,
+                         "description": _S, "metadata": _META, "created_at": _T,
+                         "updated_at": _T, "archived_at": _NT}),
+    "Memory": _obj({"type": {"const": "memory"}, "id": _S, "memory_store_id": _S, "path": _S,
+                    "content": _NS, "content_sha256": _S, "content_size_bytes": _I,
+                    "memory_version_id": _S, "created_at": _T, "updated_at": _T}),
+    "MemoryPrefix": _obj({"type": {"const": "memory_prefix"}, "path": _S}),
+    "MemoryListItem": {"oneOf": [_ref("Memory"), _ref("MemoryPrefix")]},
+    "Actor": _ACTOR,
+    "MemoryVersion": _obj({
+        "type": {"const": "memory_version"}, "id": _S, "memory_id": _S,
+        "memory_store_id": _S, "operation": {"enum": ["created", "modified", "deleted"]},
+        "created_at": _T, "path": _NS, "content": _NS, "content_sha256": _NS,
+        "content_size_bytes": _NI, "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
+        "redacted_at": _NT, "redacted_by": {"oneOf": [_ref("Actor"), {"type": "null"}]}}),
+    "Deleted": _obj({"id": _S, "type": {"enum": [
+        "memory_store_deleted", "memory_deleted", "session_deleted"]}}),
+    "SessionResource": _obj({
+        "type": {"const": "memory_store"}, "id": _S, "memory_store_id": _S,
+        "access": {"enum": ["read_write", "read_only"]}, "instructions": _NS, "name": _S,
+        "description": _S, "mount_path": _S}),
+    "Session": _obj({
+        "type": {"const": "session"}, "id": _S,
+        "status": {"enum": ["rescheduling", "running", "idle", "terminated"]},
+        "resources": {"type": "array", "items": _ref("SessionResource")},
+        "agent": {"type": ["object", "null"]}, "environment_id": _NS, "metadata": _META,
+        "title": _NS, "vault_ids": {"type": "array", "items": _S}, "created_at": _T,
+        "updated_at": _T, "archived_at": _NT, "stats": {"type": "object"},
+        "usage": {"type": "object"}, "outcome_evaluations": {"type": "array"},
+        "budget": {"type": "null"}, "deployment_id": {"type": "null"}}),
+    "Event": {"type": "object", "required": ["id", "type", "processed_at"],
+              "properties": {"id": _S, "type": _S, "processed_at": _T},
+              "additionalProperties": True},
+    "EventList": _obj({"data": {"type": "array", "items": _ref("Event")}}),
+    "EventStream": {"type": "string", "description":
+                    "text/event-stream: frames 'event: <type>', 'id: <event id>', "
+                    "'data: <Event JSON>'; 'event: ping' keepalives; ends after "
+                    "session.deleted or session.status_terminated"},
+    "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
+              "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
+                             "model": {"type": "object"}, "tools": {"type": "array"}},
+              "additionalProperties": True},
+    "Environment": {"type": "object", "required": ["type", "id", "name", "config"],
+                    "properties": {"type": {"const": "environment"}, "id": _S, "name": _S,
+                                   "config": {"type": "object"}},
+                    "additionalProperties": True},
+    "Error": _obj({
+        "type": {"const": "error"},
+        "error": {"type": "object", "required": ["type", "message"], "properties": {
+            "type": {"enum": sorted({t for _, _, t, _ in ERRORS})}, "message": _S,
+            "details": _obj({"error_code": {"enum": sorted(
+                {c for _, _, _, c in ERRORS if c})}}),
+            "conflicting_memory_id": _S, "conflicting_path": _S}},
+        "request_id": _S}, ["type", "error", "request_id"]),
+}
+
+
+def _response_schema(name: str) -> dict[str, Any]:
+    if name.startswith("Page<"):
+        item = name[5:-1]
+        return _obj({"data": {"type": "array", "items": _ref(item)}, "next_page": _NS},
+                    ["data", "next_page"])
+    return _ref(name)
+
+
+def openapi() -> dict[str, Any]:
+    """The OpenAPI 3.1 description of :data:`OPS`: every path, method, query parameter and
+    accepted body field that the app serves."""
+    paths: dict[str, Any] = {}
+    for op in OPS:
+        params = [{"name": p.split("}")[0], "in": "path", "required": True, "schema": _S}
+                  for p in op.path.split("{")[1:]]
+        params += [{"name": q, "in": "query", "required": False,
+                    "schema": {"type": "array", "items": _S} if q.endswith("[]") else _S}
+                   for q in op.query]
+        entry: dict[str, Any] = {
+            "operationId": op.handler.__name__,
+            "summary": f"SDK: client.beta.{op.sdk}",
+            "parameters": params,
+            "responses": {
+                "200": {"description": "OK", "content": {
+                    "text/event-stream" if op.returns == "EventStream" else "application/json":
+                    {"schema": _response_schema(op.returns)}}},
+                "default": {"description": "Error",
+                            "content": {"application/json": {"schema": _ref("Error")}}},
+            },
+        }
+        if op.returns == "Error":
+            del entry["responses"]["200"]
+        if op.method != "GET":
+            entry["requestBody"] = {"required": False, "content": {"application/json": {
+                "schema": {"type": "object", "additionalProperties": False,
+                           "properties": {f.rstrip("!"): {} for f in op.body},
+                           "required": [f[:-1] for f in op.body if f.endswith("!")]}}}}
+        paths.setdefault(op.path, {})[op.method.lower()] = entry
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "memfs", "version": "0.1.0", "description":
+                 "Memory stores API, wire-compatible with anthropic==2.14.0 "
+                 "(client.beta.memory_stores, sessions)."},
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "bearer": {"type": "http", "scheme": "bearer"},
+            },
+        },
+        "security": [{"apiKey": []}, {"bearer": []}],
+        "paths": paths,
+    }

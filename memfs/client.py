@@ -1,0 +1,759 @@
+"""httpx clients for a ``memfs serve`` API, with the :class:`memfs.store.Store` interface.
+
+:class:`Client` (sync) and :class:`AsyncClient` have the same methods, named and shaped like the
+Store methods the CLI uses (``create_store``, ``get_memory_by_path``, ``list_versions``...).
+They return the same :mod:`memfs.models` and raise the same :mod:`memfs.errors`, rebuilt from
+the API's error envelope (``error.type`` and ``details.error_code``), so a command works the
+same on a local database and against a server.
+
+Each operation is written once, as a generator that yields requests and receives decoded
+responses (or has the mapped error thrown into it); the sync and async clients only drive
+those generators over their transport.
+
+Differences from a local Store, by nature of the API:
+- ``actor`` arguments are accepted and ignored: the server attributes every write to the API
+  key (``api_actor``).
+- ``get_memory_by_path`` lists the parent directory (there is no lookup by path on the wire).
+- ``update_memory(replace=True)`` / ``rename_path`` over an existing memory delete it first,
+  conditionally on its hash, then rename: two requests, not one transaction.
+- ``create_session`` cannot choose a mount root or status; ``add_events`` sends client event
+  types only (``user.*``, ``system.message``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from . import errors
+from .models import (
+    Actor,
+    Event,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    Session,
+    SessionResource,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_MOUNT_ROOT = "/mnt/memory"
+
+#: ``details.error_code`` of a 400 -> the exact error class (see memfs.api.ERRORS).
+ERROR_CODES: dict[str, type[errors.InvalidRequest]] = {
+    "path_too_long": errors.PathTooLong,
+    "path_encoding": errors.PathEncoding,
+    "invalid_path": errors.InvalidPath,
+    "invalid_content": errors.InvalidContent,
+    "content_too_large": errors.ContentTooLarge,
+    "store_archived": errors.StoreArchived,
+    "limit_exceeded": errors.LimitExceeded,
+    "invalid_cursor": errors.InvalidCursor,
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP call an operation wants made."""
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: dict[str, Any] | None = None
+
+
+Op = Generator[Request, Any, T]
+
+
+# --------------------------------------------------------------------------------------------
+# wire -> models and errors
+
+
+def error_from_response(status: int, body: Any) -> errors.MemfsError:
+    """The :mod:`memfs.errors` exception for an error response (status + parsed body)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        err = {}
+    type_ = err.get("type")
+    details = err.get("details") if isinstance(err.get("details"), dict) else {}
+    code = details.get("error_code")
+    message = err.get("message") or f"HTTP {status}"
+    if status == 401 or type_ == "authentication_error":
+        return errors.Unauthorized(message)
+    if type_ == "memory_path_conflict_error":
+        return errors.PathConflict(
+            message,
+            conflicting_memory_id=err.get("conflicting_memory_id") or "",
+            conflicting_path=err.get("conflicting_path") or "",
+        )
+    if type_ == "memory_precondition_failed_error":
+        return errors.PreconditionFailed(message)
+    if status == 409:
+        return errors.Conflict(message)
+    if status == 404:
+        return errors.NotFound(message)
+    if status == 403 and code == "read_only":
+        return errors.ReadOnly(message)
+    if 400 <= status < 500 and status not in (408, 429):
+        return ERROR_CODES.get(code or "", errors.InvalidRequest)(message)
+    if status in (429, 503, 529) or type_ == "overloaded_error":
+        return errors.Busy(message)
+    return errors.MemfsError(f"server error (HTTP {status}): {message}")
+
+
+def _decode(response: httpx.Response) -> Any:
+    """The JSON body of a success, else raise the mapped error."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.is_success:
+        if body is None:
+            raise errors.MemfsError(
+                f"the server sent a non-JSON answer (HTTP {response.status_code})"
+            )
+        return body
+    raise error_from_response(response.status_code, body)
+
+
+def _fields(cls: type[T], d: dict[str, Any], **extra: Any) -> T:
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in d.items() if k in names}, **extra)
+
+
+def _store(d: dict[str, Any]) -> MemoryStore:
+    return _fields(MemoryStore, d)
+
+
+def _memory(d: dict[str, Any]) -> Memory:
+    return _fields(Memory, d)
+
+
+def _item(d: dict[str, Any]) -> Memory | MemoryPrefix:
+    return MemoryPrefix(d["path"]) if d.get("type") == "memory_prefix" else _memory(d)
+
+
+def _actor(d: Any) -> Actor | None:
+    return Actor.from_dict(d) if isinstance(d, dict) else None
+
+
+def _version(d: dict[str, Any]) -> MemoryVersion:
+    return _fields(
+        MemoryVersion,
+        {k: v for k, v in d.items() if k not in ("created_by", "redacted_by")},
+        created_by=_actor(d.get("created_by")),
+        redacted_by=_actor(d.get("redacted_by")),
+    )
+
+
+def _resource(d: dict[str, Any], session_id: str) -> SessionResource:
+    return _fields(SessionResource, d, session_id=session_id)
+
+
+def _session(d: dict[str, Any]) -> Session:
+    return _fields(
+        Session,
+        {k: v for k, v in d.items() if k != "resources"},
+        resources=tuple(_resource(r, d["id"]) for r in d.get("resources") or ()),
+    )
+
+
+def _event(d: dict[str, Any], session_id: str | None) -> Event:
+    return Event(d["id"], session_id, d["type"], d.get("processed_at") or "", dict(d))
+
+
+def _page(d: dict[str, Any], parse: Callable[[dict[str, Any]], T]) -> Page[T]:
+    return Page([parse(x) for x in d.get("data") or []], d.get("next_page") or None,
+                d.get("prev_page") or None)
+
+
+# --------------------------------------------------------------------------------------------
+# request helpers
+
+
+def _given(value: Any) -> bool:
+    """False for "leave it alone": None, or the store's UNSET sentinel (a CLI written against
+    the Store may pass it through)."""
+    return value is not None and type(value).__name__ != "_Unset"
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if _given(v)}
+
+
+def _params(**fields: Any) -> dict[str, Any]:
+    """Query parameters as the SDK encodes them: ``created_at_gte`` -> ``created_at[gte]``,
+    lists as ``name[]`` repeats, booleans ``true``/``false``, datetimes in ISO form."""
+    out: dict[str, Any] = {}
+    for k, v in fields.items():
+        if not _given(v):
+            continue
+        for bound in ("_gte", "_lte", "_gt", "_lt"):
+            if k.startswith("created_at") and k.endswith(bound):
+                k = f"created_at[{bound[1:]}]"
+                break
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, datetime):
+            v = v.isoformat()
+        elif isinstance(v, list | tuple):
+            k, v = k + "[]", list(v)
+        out[k] = v
+    return out
+
+
+def _text(value: str | bytes | None, what: str) -> str | None:
+    """JSON carries text only: bytes must be UTF-8 (the server sees what the store would)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            cls = errors.PathEncoding if what == "path" else errors.InvalidContent
+            raise cls(f"{what} is not valid UTF-8") from None
+    return value
+
+
+def _q(segment: str) -> str:
+    return quote(segment, safe="")
+
+
+def _ms(store_id: str) -> str:
+    return f"/v1/memory_stores/{_q(store_id)}"
+
+
+# --------------------------------------------------------------------------------------------
+# the operations, written once
+
+
+class _Ops:
+    """Generator operations; :class:`Client` and :class:`AsyncClient` drive them."""
+
+    # -- memory stores ---------------------------------------------------------------------
+
+    def create_store(
+        self, name: str, description: str | None = None, metadata: dict[str, str] | None = None
+    ) -> Op[MemoryStore]:
+        d = yield Request("POST", "/v1/memory_stores",
+                          json=_body(name=name, description=description, metadata=metadata))
+        return _store(d)
+
+    def get_store(self, store_id: str) -> Op[MemoryStore]:
+        d = yield Request("GET", _ms(store_id))
+        return _store(d)
+
+    def resolve_store(self, ref: str) -> Op[MemoryStore]:
+        """By id, else by exact name, with the Store's rule: the newest live store of that
+        name wins over archived ones; two live stores of that name are ambiguous."""
+        try:
+            d = yield Request("GET", _ms(ref))
+            return _store(d)
+        except errors.NotFound:
+            pass
+        named: list[MemoryStore] = []
+        page = None
+        while True:
+            d = yield Request("GET", "/v1/memory_stores",
+                              params=_params(include_archived=True, limit=100, page=page))
+            named += [s for s in _page(d, _store).data if s.name == ref]
+            page = d.get("next_page")
+            if not page:
+                break
+        if not named:
+            raise errors.NotFound(f"no memory store with id or name {ref!r}")
+        live = [s for s in named if s.archived_at is None]
+        if len(live) > 1:
+            ids = ", ".join(s.id for s in live)
+            raise errors.InvalidRequest(
+                f"{len(live)} memory stores are named {ref!r} ({ids}): use an id"
+            )
+        return (live or named)[0]  # listed newest first
+
+    def update_store(
+        self, store_id: str, *, name: Any = None, description: Any = None, metadata: Any = None
+    ) -> Op[MemoryStore]:
+        d = yield Request("POST", _ms(store_id),
+                          json=_body(name=name, description=description, metadata=metadata))
+        return _store(d)
+
+    def archive_store(self, store_id: str) -> Op[MemoryStore]:
+        d = yield Request("POST", _ms(store_id) + "/archive")
+        return _store(d)
+
+    def delete_store(self, store_id: str) -> Op[None]:
+        yield Request("DELETE", _ms(store_id))
+
+    def list_stores(
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Op[Page[MemoryStore]]:
+        d = yield Request("GET", "/v1/memory_stores", params=_params(
+            include_archived=include_archived, created_at_gte=created_at_gte,
+            created_at_lte=created_at_lte, limit=limit, page=page))
+        return _page(d, _store)
+
+    # -- memories --------------------------------------------------------------------------
+
+    def create_memory(
+        self, store_id: str, path: str | bytes, content: str | bytes | None, *,
+        actor: Actor | None = None,
+    ) -> Op[Memory]:
+        d = yield Request(
+            "POST", _ms(store_id) + "/memories", params={"view": "full"},
+            json={"path": _text(path, "path"), "content": _text(content, "content")},
+        )
+        return _memory(d)
+
+    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Op[Memory]:
+        d = yield Request("GET", f"{_ms(store_id)}/memories/{_q(memory_id)}",
+                          params={"view": view})
+        return _memory(d)
+
+    def get_memory_by_path(
+        self, store_id: str, path: str, *, view: str = "full"
+    ) -> Op[Memory]:
+        """:raises NotFound: no memory at ``path``."""
+        parent = path.rsplit("/", 1)[0] + "/" if "/" in path else "/"
+        page = None
+        while True:
+            d = yield Request("GET", _ms(store_id) + "/memories", params=_params(
+                path_prefix=parent, depth=1, limit=100, page=page))
+            for item in _page(d, _item).data:
+                if isinstance(item, Memory) and item.path == path:
+                    if view == "basic":
+                        return item
+                    return (yield from self.get_memory(store_id, item.id, view=view))
+            page = d.get("next_page")
+            if not page:
+                raise errors.NotFound(f"no memory at {path} in {store_id}")
+
+    def resolve_memory(self, store_id: str, ref: str, *, view: str = "full") -> Op[Memory]:
+        """By id or, when ``ref`` starts with ``/``, by path."""
+        if ref.startswith("/"):
+            return (yield from self.get_memory_by_path(store_id, ref, view=view))
+        return (yield from self.get_memory(store_id, ref, view=view))
+
+    def update_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        content: str | bytes | None = None,
+        path: str | bytes | None = None,
+        precondition_sha256: str | None = None,
+        actor: Actor | None = None,
+        replace: bool = False,
+    ) -> Op[Memory]:
+        precondition = (
+            {"type": "content_sha256", "content_sha256": precondition_sha256}
+            if precondition_sha256 is not None else None
+        )
+        request = Request(
+            "POST", f"{_ms(store_id)}/memories/{_q(memory_id)}", params={"view": "full"},
+            json=_body(content=_text(content, "content"), path=_text(path, "path"),
+                       precondition=precondition),
+        )
+        try:
+            d = yield request
+        except errors.PathConflict as e:
+            target = request.json.get("path") if request.json else None
+            if not replace or target is None or e.conflicting_path != target:
+                raise
+            # POSIX rename over a file: remove exactly the memory we saw there, then move.
+            victim = yield from self.get_memory_by_path(store_id, target, view="basic")
+            if victim.id == memory_id:
+                raise
+            yield from self.delete_memory(store_id, victim.id,
+                                          expected_sha256=victim.content_sha256)
+            d = yield request
+        return _memory(d)
+
+    def delete_memory(
+        self, store_id: str, memory_id: str, *, expected_sha256: str | None = None,
+        actor: Actor | None = None,
+    ) -> Op[None]:
+        yield Request("DELETE", f"{_ms(store_id)}/memories/{_q(memory_id)}",
+                      params=_params(expected_content_sha256=expected_sha256))
+
+    def write_path(
+        self, store_id: str, path: str | bytes, content: str | bytes, *,
+        actor: Actor | None = None,
+    ) -> Op[Memory]:
+        """Create the memory at ``path`` or replace its content (no version when equal)."""
+        path_s = _text(path, "path")
+        assert path_s is not None
+        while True:
+            try:
+                m = yield from self.get_memory_by_path(store_id, path_s, view="basic")
+            except errors.NotFound:
+                try:
+                    return (yield from self.create_memory(store_id, path_s, content))
+                except errors.PathConflict as e:
+                    if e.conflicting_path != path_s:
+                        raise
+                    continue  # created meanwhile: update it instead
+            try:
+                return (yield from self.update_memory(store_id, m.id, content=content))
+            except errors.NotFound:
+                continue  # deleted meanwhile: create it again
+
+    def delete_path(self, store_id: str, path: str, *, actor: Actor | None = None) -> Op[Memory]:
+        """Delete the memory at ``path``; returns it as it was (basic view)."""
+        m = yield from self.get_memory_by_path(store_id, path, view="basic")
+        yield from self.delete_memory(store_id, m.id)
+        return m
+
+    def rename_path(
+        self, store_id: str, old: str | bytes, new: str | bytes, *,
+        actor: Actor | None = None, replace: bool = True,
+    ) -> Op[Memory]:
+        old_s = _text(old, "path")
+        assert old_s is not None
+        m = yield from self.get_memory_by_path(store_id, old_s, view="basic")
+        return (yield from self.update_memory(store_id, m.id, path=new, replace=replace))
+
+    def list_memories(
+        self,
+        store_id: str,
+        *,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Op[Page[Memory | MemoryPrefix]]:
+        d = yield Request("GET", _ms(store_id) + "/memories", params=_params(
+            path_prefix=path_prefix, depth=depth, limit=limit, page=page, view=view))
+        return _page(d, _item)
+
+    def count_memories(self, store_id: str) -> Op[int]:
+        """How many live memories the store holds (counted from a listing)."""
+        n, page = 0, None
+        while True:
+            d = yield Request("GET", _ms(store_id) + "/memories",
+                              params=_params(limit=100, page=page))
+            n += len(d.get("data") or [])
+            page = d.get("next_page")
+            if not page:
+                return n
+
+    # -- versions --------------------------------------------------------------------------
+
+    def list_versions(
+        self,
+        store_id: str,
+        *,
+        memory_id: str | None = None,
+        operation: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
+        service_account_id: str | None = None,
+        user_id: str | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Op[Page[MemoryVersion]]:
+        d = yield Request("GET", _ms(store_id) + "/memory_versions", params=_params(
+            memory_id=memory_id, operation=operation, session_id=session_id,
+            api_key_id=api_key_id, service_account_id=service_account_id, user_id=user_id,
+            created_at_gte=created_at_gte, created_at_lte=created_at_lte, limit=limit,
+            page=page, view=view))
+        return _page(d, _version)
+
+    def get_version(
+        self, store_id: str, version_id: str, *, view: str = "full"
+    ) -> Op[MemoryVersion]:
+        d = yield Request("GET", f"{_ms(store_id)}/memory_versions/{_q(version_id)}",
+                          params={"view": view})
+        return _version(d)
+
+    def redact_version(
+        self, store_id: str, version_id: str, *, actor: Actor | None = None
+    ) -> Op[MemoryVersion]:
+        d = yield Request("POST", f"{_ms(store_id)}/memory_versions/{_q(version_id)}/redact")
+        return _version(d)
+
+    def prune_versions(self) -> Op[int]:
+        """Not available remotely: retention is enforced by the server on its database."""
+        raise errors.InvalidRequest(
+            "version pruning runs on the server's own database; run it there"
+        )
+        yield  # a generator, like every operation
+
+    # -- agents and environments -----------------------------------------------------------
+
+    def create_agent(self, *, name: str, model: Any, **fields: Any) -> Op[dict[str, Any]]:
+        d = yield Request("POST", "/v1/agents", json=_body(name=name, model=model, **fields))
+        return dict(d)
+
+    def get_agent(self, agent_id: str) -> Op[dict[str, Any]]:
+        d = yield Request("GET", f"/v1/agents/{_q(agent_id)}")
+        return dict(d)
+
+    def create_environment(self, *, name: str, **fields: Any) -> Op[dict[str, Any]]:
+        d = yield Request("POST", "/v1/environments", json=_body(name=name, **fields))
+        return dict(d)
+
+    def get_environment(self, environment_id: str) -> Op[dict[str, Any]]:
+        d = yield Request("GET", f"/v1/environments/{_q(environment_id)}")
+        return dict(d)
+
+    # -- sessions and events ---------------------------------------------------------------
+
+    def create_session(
+        self,
+        resources: Sequence[dict[str, Any]],
+        *,
+        root: str = DEFAULT_MOUNT_ROOT,
+        agent: dict[str, Any] | str | None = None,
+        environment_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        title: str | None = None,
+        status: str = "idle",
+    ) -> Op[Session]:
+        if root.rstrip("/") != DEFAULT_MOUNT_ROOT or status != "idle":
+            raise errors.InvalidRequest(
+                f"a memfs server creates idle sessions mounted under {DEFAULT_MOUNT_ROOT}; "
+                "root and status cannot be chosen remotely"
+            )
+        if isinstance(agent, dict):  # a snapshot: the server takes a reference
+            agent = {k: v for k, v in agent.items() if k in ("type", "id", "version")}
+        d = yield Request("POST", "/v1/sessions", json=_body(
+            resources=list(resources), agent=agent, environment_id=environment_id,
+            metadata=metadata, title=title))
+        return _session(d)
+
+    def get_session(self, session_id: str) -> Op[Session]:
+        d = yield Request("GET", f"/v1/sessions/{_q(session_id)}")
+        return _session(d)
+
+    def list_sessions(
+        self,
+        *,
+        memory_store_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        order: str = "desc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Op[Page[Session]]:
+        d = yield Request("GET", "/v1/sessions", params=_params(
+            memory_store_id=memory_store_id, statuses=list(statuses) if statuses else None,
+            include_archived=include_archived, order=order, created_at_gt=created_at_gt,
+            created_at_gte=created_at_gte, created_at_lt=created_at_lt,
+            created_at_lte=created_at_lte, limit=limit, page=page))
+        return _page(d, _session)
+
+    def update_session(
+        self, session_id: str, *, metadata: Any = None, title: Any = None
+    ) -> Op[Session]:
+        d = yield Request("POST", f"/v1/sessions/{_q(session_id)}",
+                          json=_body(metadata=metadata, title=title))
+        return _session(d)
+
+    def archive_session(self, session_id: str) -> Op[Session]:
+        d = yield Request("POST", f"/v1/sessions/{_q(session_id)}/archive")
+        return _session(d)
+
+    def delete_session(self, session_id: str) -> Op[None]:
+        yield Request("DELETE", f"/v1/sessions/{_q(session_id)}")
+
+    def get_session_resource(self, session_id: str, resource_id: str) -> Op[SessionResource]:
+        d = yield Request("GET", f"/v1/sessions/{_q(session_id)}/resources/{_q(resource_id)}")
+        return _resource(d, session_id)
+
+    def list_session_resources(
+        self, session_id: str, *, limit: int | None = None, page: str | None = None
+    ) -> Op[Page[SessionResource]]:
+        d = yield Request("GET", f"/v1/sessions/{_q(session_id)}/resources",
+                          params=_params(limit=limit, page=page))
+        return _page(d, lambda r: _resource(r, session_id))
+
+    def list_events(
+        self,
+        session_id: str,
+        *,
+        types: Sequence[str] | None = None,
+        order: str = "asc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        after_seq: int | None = None,
+    ) -> Op[Page[Event]]:
+        if after_seq is not None:
+            raise errors.InvalidRequest("after_seq is a local-database option; use page")
+        d = yield Request("GET", f"/v1/sessions/{_q(session_id)}/events", params=_params(
+            types=list(types) if types else None, order=order, created_at_gt=created_at_gt,
+            created_at_gte=created_at_gte, created_at_lt=created_at_lt,
+            created_at_lte=created_at_lte, limit=limit, page=page))
+        return _page(d, lambda e: _event(e, session_id))
+
+    def add_events(
+        self, session_id: str | None, events: Sequence[dict[str, Any]], *,
+        store_id: str | None = None,
+    ) -> Op[list[Event]]:
+        if session_id is None or store_id is not None:
+            raise errors.InvalidRequest("events without a session cannot be sent to a server")
+        d = yield Request("POST", f"/v1/sessions/{_q(session_id)}/events",
+                          json={"events": list(events)})
+        return [_event(e, session_id) for e in d.get("data") or []]
+
+    send_events = add_events
+
+
+#: The operations both clients expose (every public generator of :class:`_Ops`).
+OPERATIONS = sorted(n for n in vars(_Ops) if not n.startswith("_"))
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"user-agent": "memfs-client", "anthropic-version": "2023-06-01"}
+    if api_key:
+        headers["x-api-key"] = api_key
+    return headers
+
+
+class Client:
+    """A synchronous client of a memfs server, with the Store's methods.
+
+    :param base_url: e.g. ``http://127.0.0.1:8000`` (a path prefix is kept).
+    :param api_key: sent as ``x-api-key``.
+    :param transport: an httpx transport (tests pass ``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self._http = httpx.Client(base_url=base_url, headers=_headers(api_key),
+                                  timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, req: Request) -> Any:
+        try:
+            response = self._http.request(req.method, req.path, params=req.params,
+                                          json=req.json)
+        except httpx.TransportError as e:
+            raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
+        return _decode(response)
+
+    def _drive(self, op: Op[T]) -> T:
+        result: Any = None
+        exc: errors.MemfsError | None = None
+        while True:
+            try:
+                req = op.throw(exc) if exc is not None else op.send(result)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            try:
+                result, exc = self._send(req), None
+            except errors.MemfsError as e:
+                result, exc = None, e
+
+
+class AsyncClient:
+    """The asynchronous twin of :class:`Client` (same methods, awaited)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key),
+                                       timeout=timeout, transport=transport)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, req: Request) -> Any:
+        try:
+            response = await self._http.request(req.method, req.path, params=req.params,
+                                                json=req.json)
+        except httpx.TransportError as e:
+            raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
+        return _decode(response)
+
+    async def _drive(self, op: Op[T]) -> T:
+        result: Any = None
+        exc: errors.MemfsError | None = None
+        while True:
+            try:
+                req = op.throw(exc) if exc is not None else op.send(result)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            try:
+                result, exc = await self._send(req), None
+            except errors.MemfsError as e:
+                result, exc = None, e
+
+
+def _sync_method(gen: Callable[..., Op[Any]]) -> Callable[..., Any]:
+    @functools.wraps(gen)
+    def method(self: Client, *args: Any, **kwargs: Any) -> Any:
+        return self._drive(gen(_OPS, *args, **kwargs))
+
+    return method
+
+
+def _async_method(gen: Callable[..., Op[Any]]) -> Callable[..., Any]:
+    @functools.wraps(gen)
+    async def method(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
+        return await self._drive(gen(_OPS, *args, **kwargs))
+
+    return method
+
+
+_OPS = _Ops()
+for _name in OPERATIONS:
+    setattr(Client, _name, _sync_method(getattr(_Ops, _name)))
+    setattr(AsyncClient, _name, _async_method(getattr(_Ops, _name)))
+del _name

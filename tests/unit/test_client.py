@@ -1,0 +1,340 @@
+"""memfs.client over httpx.MockTransport: wire encoding, error mapping, and (through a
+transport that hands requests to the real ASGI app) the Store-shaped methods end to end."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from memfs import errors
+from memfs.api import api_key_id, create_app
+from memfs.client import OPERATIONS, AsyncClient, Client, error_from_response
+from memfs.models import Actor, Memory, MemoryPrefix, MemoryStore, MemoryVersion, Session
+from memfs.store import Store
+
+KEY = "client-test-key"
+
+
+# -- offline: what goes on the wire, what comes back --------------------------------------------
+
+
+def recording(responses):
+    """A MockTransport answering from ``responses`` (list of (status, json)) and recording."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        status, body = responses.pop(0)
+        return httpx.Response(status, json=body)
+
+    return httpx.MockTransport(handler), seen
+
+
+STORE = {"type": "memory_store", "id": "memstore_1", "name": "n", "description": "",
+         "metadata": {}, "created_at": "2026-01-01T00:00:00Z",
+         "updated_at": "2026-01-01T00:00:00Z", "archived_at": None}
+
+
+def test_headers_and_query_encoding():
+    transport, seen = recording([(200, {"data": [], "next_page": None, "prev_page": None})])
+    with Client("http://srv/prefix", KEY, transport=transport) as c:
+        page = c.list_sessions(statuses=["idle", "running"], created_at_gte="2026-01-01T00:00:00Z",
+                               include_archived=True, memory_store_id="memstore_1", limit=5)
+    assert page.data == [] and page.next_page is None
+    (req,) = seen
+    assert req.headers["x-api-key"] == KEY
+    assert req.url.path == "/prefix/v1/sessions"
+    params = req.url.params
+    assert params.get_list("statuses[]") == ["idle", "running"]
+    assert params["created_at[gte]"] == "2026-01-01T00:00:00Z"
+    assert params["include_archived"] == "true" and params["limit"] == "5"
+    assert "page" not in params and "created_at[lte]" not in params
+
+
+def test_update_bodies_drop_unset_fields_and_ids_are_quoted():
+    transport, seen = recording([(200, STORE)])
+    c = Client("http://srv", KEY, transport=transport)
+    s = c.update_store("memstore/1", metadata={"gone": None, "k": "v"})
+    assert isinstance(s, MemoryStore) and s.id == "memstore_1"
+    assert seen[0].url.raw_path == b"/v1/memory_stores/memstore%2F1"
+    assert json.loads(seen[0].content) == {"metadata": {"gone": None, "k": "v"}}
+
+
+def test_precondition_and_expected_hash_on_the_wire():
+    memory = {"type": "memory", "id": "mem_1", "memory_store_id": "memstore_1", "path": "/a",
+              "content": "x", "content_sha256": "a" * 64, "content_size_bytes": 1,
+              "memory_version_id": "memver_1", "created_at": "t", "updated_at": "t"}
+    transport, seen = recording([(200, memory), (200, {"id": "mem_1", "type": "memory_deleted"})])
+    c = Client("http://srv", KEY, transport=transport)
+    m = c.update_memory("memstore_1", "mem_1", content=b"x", precondition_sha256="a" * 64,
+                        actor=Actor.user("user_1"))
+    assert isinstance(m, Memory) and m.content == "x"
+    assert json.loads(seen[0].content) == {
+        "content": "x", "precondition": {"type": "content_sha256", "content_sha256": "a" * 64}}
+    assert seen[0].url.params["view"] == "full"
+    assert c.delete_memory("memstore_1", "mem_1", expected_sha256="b" * 64) is None
+    assert seen[1].method == "DELETE"
+    assert seen[1].url.params["expected_content_sha256"] == "b" * 64
+
+
+def test_non_utf8_bytes_are_refused_before_sending():
+    transport, seen = recording([])
+    c = Client("http://srv", KEY, transport=transport)
+    with pytest.raises(errors.InvalidContent):
+        c.create_memory("memstore_1", "/a", b"\xff")
+    with pytest.raises(errors.PathEncoding):
+        c.create_memory("memstore_1", b"/\xff", "x")
+    assert seen == []
+
+
+def envelope(type_, message="m", code=None, **extra):
+    err = {"type": type_, "message": message, **extra}
+    if code:
+        err["details"] = {"error_code": code}
+    return {"type": "error", "error": err, "request_id": "req_1"}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls"),
+    [
+        (404, envelope("not_found_error"), errors.NotFound),
+        (409, envelope("memory_precondition_failed_error"), errors.PreconditionFailed),
+        (409, envelope("conflict_error"), errors.Conflict),
+        (400, envelope("invalid_request_error"), errors.InvalidRequest),
+        (400, envelope("invalid_request_error", code="path_too_long"), errors.PathTooLong),
+        (400, envelope("invalid_request_error", code="path_encoding"), errors.PathEncoding),
+        (400, envelope("invalid_request_error", code="invalid_path"), errors.InvalidPath),
+        (400, envelope("invalid_request_error", code="invalid_content"), errors.InvalidContent),
+        (400, envelope("invalid_request_error", code="content_too_large"),
+         errors.ContentTooLarge),
+        (400, envelope("invalid_request_error", code="store_archived"), errors.StoreArchived),
+        (400, envelope("invalid_request_error", code="limit_exceeded"), errors.LimitExceeded),
+        (400, envelope("invalid_request_error", code="invalid_cursor"), errors.InvalidCursor),
+        (400, envelope("invalid_request_error", code="something_new"), errors.InvalidRequest),
+        (413, envelope("invalid_request_error", code="request_too_large"),
+         errors.InvalidRequest),
+        (401, envelope("authentication_error"), errors.Unauthorized),
+        (403, envelope("permission_error", code="read_only"), errors.ReadOnly),
+        (503, envelope("overloaded_error"), errors.Busy),
+        (500, envelope("api_error"), errors.MemfsError),
+        (502, "not json at all", errors.MemfsError),
+    ],
+)
+def test_error_mapping(status, body, cls):
+    exc = error_from_response(status, body)
+    assert type(exc) is cls
+    if isinstance(body, dict):
+        assert body["error"]["message"] in exc.message
+
+
+def test_path_conflict_keeps_its_fields():
+    transport, _ = recording([(409, envelope(
+        "memory_path_conflict_error", "taken", conflicting_memory_id="mem_9",
+        conflicting_path="/a"))])
+    c = Client("http://srv", KEY, transport=transport)
+    with pytest.raises(errors.PathConflict) as e:
+        c.create_memory("memstore_1", "/a/b", "x")
+    assert (e.value.conflicting_memory_id, e.value.conflicting_path) == ("mem_9", "/a")
+    assert e.value.message == "taken"
+
+
+def test_unreachable_server_is_one_clear_error():
+    def refuse(request):
+        raise httpx.ConnectError("connection refused", request=request)
+
+    c = Client("http://127.0.0.1:9", KEY, transport=httpx.MockTransport(refuse))
+    with pytest.raises(errors.MemfsError, match="cannot reach memfs server"):
+        c.list_stores()
+
+
+def test_non_json_success_is_an_error():
+    c = Client("http://srv", KEY, transport=httpx.MockTransport(
+        lambda r: httpx.Response(200, text="<html>proxy</html>")))
+    with pytest.raises(errors.MemfsError, match="non-JSON"):
+        c.get_store("memstore_1")
+
+
+def test_both_clients_expose_the_same_store_methods():
+    for name in OPERATIONS:
+        assert callable(getattr(Client, name)) and callable(getattr(AsyncClient, name))
+    used_by_cli = {"create_store", "get_store", "resolve_store", "update_store", "archive_store",
+                   "delete_store", "list_stores", "count_memories", "create_memory",
+                   "get_memory", "get_memory_by_path", "resolve_memory", "update_memory",
+                   "delete_memory", "list_memories", "list_versions", "get_version",
+                   "redact_version", "create_session", "get_session", "list_sessions",
+                   "list_events", "add_events", "write_path", "delete_path", "rename_path"}
+    assert used_by_cli <= set(OPERATIONS)
+    # same parameter names as the Store, so CLI calls work unchanged
+    import inspect
+
+    for name in used_by_cli:
+        store_params = set(inspect.signature(getattr(Store, name)).parameters)
+        client_params = set(inspect.signature(getattr(Client, name)).parameters)
+        assert store_params <= client_params, name
+
+
+# -- through the real app -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def app_transport(store):
+    """A MockTransport that hands every request to the real app (in-process)."""
+    with TestClient(create_app(store, [KEY])) as tc:
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            r = tc.request(request.method, str(request.url), headers=dict(request.headers),
+                           content=request.content)
+            return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+        yield httpx.MockTransport(handler)
+
+
+@pytest.fixture
+def remote(app_transport):
+    with Client("http://memfs", KEY, transport=app_transport) as c:
+        yield c
+
+
+def test_stores_through_the_client(remote, store):
+    s = remote.create_store("notes", "d", {"a": "b"})
+    assert store.get_store(s.id) == s
+    assert remote.get_store(s.id) == s
+    assert remote.resolve_store("notes") == s
+    assert remote.resolve_store(s.id) == s
+    with pytest.raises(errors.NotFound):
+        remote.resolve_store("nothing")
+    twin = remote.create_store("notes")
+    with pytest.raises(errors.InvalidRequest, match="use an id"):
+        remote.resolve_store("notes")
+    remote.archive_store(twin.id)
+    assert remote.resolve_store("notes").id == s.id  # live wins over archived
+    u = remote.update_store(s.id, metadata={"a": None, "c": "d"})
+    assert u.metadata == {"c": "d"} and u.description == "d"
+    assert [x.id for x in remote.list_stores().data] == [s.id]
+    assert {x.id for x in remote.list_stores(include_archived=True).data} == {s.id, twin.id}
+    with pytest.raises(errors.StoreArchived):
+        remote.update_store(twin.id, name="x")
+    remote.delete_store(twin.id)
+    with pytest.raises(errors.NotFound):
+        remote.get_store(twin.id)
+
+
+def test_memories_through_the_client(remote):
+    sid = remote.create_store("notes").id
+    m = remote.create_memory(sid, "/dir/a.md", "hello", actor=None)
+    assert m.content == "hello" and m.content_sha256 == hashlib.sha256(b"hello").hexdigest()
+    assert remote.get_memory(sid, m.id) == m
+    assert remote.get_memory(sid, m.id, view="basic").content is None
+    assert remote.get_memory_by_path(sid, "/dir/a.md") == m
+    assert remote.resolve_memory(sid, "/dir/a.md", view="basic").id == m.id
+    assert remote.resolve_memory(sid, m.id).content == "hello"
+    with pytest.raises(errors.NotFound):
+        remote.get_memory_by_path(sid, "/dir/missing.md")
+    with pytest.raises(errors.PathConflict) as e:
+        remote.create_memory(sid, "/dir/a.md/x", "")
+    assert e.value.conflicting_memory_id == m.id
+    with pytest.raises(errors.PreconditionFailed):
+        remote.update_memory(sid, m.id, content="x", precondition_sha256="0" * 64)
+    # write_path: update, no-op (no new version), then create
+    w = remote.write_path(sid, "/dir/a.md", "hello2")
+    assert w.id == m.id and w.content == "hello2"
+    assert remote.write_path(sid, "/dir/a.md", "hello2").memory_version_id == w.memory_version_id
+    b = remote.write_path(sid, "/dir/b.md", b"bee")
+    assert b.content == "bee"
+    # rename over an existing memory replaces it (as POSIX rename does); without replace 409
+    with pytest.raises(errors.PathConflict):
+        remote.rename_path(sid, "/dir/b.md", "/dir/a.md", replace=False)
+    moved = remote.rename_path(sid, "/dir/b.md", "/dir/a.md")
+    assert moved.id == b.id and moved.path == "/dir/a.md"
+    with pytest.raises(errors.NotFound):
+        remote.get_memory(sid, m.id)
+    gone = remote.delete_path(sid, "/dir/a.md")
+    assert gone.id == b.id
+    assert remote.count_memories(sid) == 0
+    for i in range(3):
+        remote.create_memory(sid, f"/deep/x{i}/f.md", str(i))
+    page = remote.list_memories(sid, path_prefix="/deep/", depth=1, limit=2)
+    assert page.data == [MemoryPrefix("/deep/x0/"), MemoryPrefix("/deep/x1/")]
+    rest = remote.list_memories(sid, path_prefix="/deep/", depth=1, limit=2, page=page.next_page)
+    assert rest.data == [MemoryPrefix("/deep/x2/")] and rest.next_page is None
+    assert remote.count_memories(sid) == 3
+    with pytest.raises(errors.InvalidPath):
+        remote.list_memories(sid, path_prefix="/deep")
+    with pytest.raises(errors.InvalidCursor):
+        remote.list_memories(sid, page="bogus")
+    with pytest.raises(errors.PathTooLong):
+        remote.create_memory(sid, "/" + "a" * 1100, "")
+    with pytest.raises(errors.ContentTooLarge):
+        remote.create_memory(sid, "/big", "x" * 102_401)
+
+
+def test_versions_through_the_client(remote):
+    sid = remote.create_store("notes").id
+    m = remote.create_memory(sid, "/a", "one")
+    remote.update_memory(sid, m.id, content="two")
+    versions = remote.list_versions(sid, memory_id=m.id).data
+    assert all(isinstance(v, MemoryVersion) for v in versions)
+    assert [v.operation for v in versions] == ["modified", "created"]
+    assert versions[0].created_by == Actor.api(api_key_id(KEY))
+    assert remote.list_versions(sid, api_key_id=api_key_id(KEY), operation="created").data[
+        0].id == versions[1].id
+    assert remote.get_version(sid, versions[1].id).content == "one"
+    red = remote.redact_version(sid, versions[1].id, actor=None)
+    assert red.redacted_by == Actor.api(api_key_id(KEY)) and red.content is None
+    with pytest.raises(errors.InvalidRequest, match="update or delete"):
+        remote.redact_version(sid, versions[0].id)
+
+
+def test_sessions_and_events_through_the_client(remote):
+    s = remote.create_store("User Prefs").id
+    sess = remote.create_session([{"type": "memory_store", "memory_store_id": s,
+                                   "access": "read_only"}], title="t")
+    assert isinstance(sess, Session) and sess.status == "idle"
+    (res,) = sess.resources
+    assert res.session_id == sess.id and res.mount_path == "/mnt/memory/user-prefs"
+    assert remote.get_session(sess.id) == sess
+    assert remote.get_session_resource(sess.id, res.id) == res
+    assert remote.list_session_resources(sess.id).data == [res]
+    assert [x.id for x in remote.list_sessions(memory_store_id=s).data] == [sess.id]
+    assert remote.list_sessions(statuses=["running"]).data == []
+    with pytest.raises(errors.InvalidRequest, match="root"):
+        remote.create_session([], root="/elsewhere")
+    sent = remote.add_events(sess.id, [{"type": "user.message", "content": []}])
+    assert [e.type for e in sent] == ["user.message"] and sent[0].session_id == sess.id
+    with pytest.raises(errors.InvalidRequest):
+        remote.add_events(sess.id, [{"type": "agent.tool_use"}])
+    listed = remote.list_events(sess.id, types=["user.message"])
+    assert [e.id for e in listed.data] == [sent[0].id]
+    assert remote.update_session(sess.id, metadata={"k": "v"}).metadata == {"k": "v"}
+    assert remote.archive_session(sess.id).archived_at is not None
+    remote.delete_session(sess.id)
+    with pytest.raises(errors.NotFound):
+        remote.get_session(sess.id)
+
+
+def test_wrong_key_is_unauthorized(app_transport):
+    with pytest.raises(errors.Unauthorized):
+        Client("http://memfs", "wrong", transport=app_transport).list_stores()
+    with pytest.raises(errors.Unauthorized):
+        Client("http://memfs", None, transport=app_transport).list_stores()
+
+
+async def test_async_client_over_asgi(store):
+    """The async twin, on trio, with the app in-process (httpx.ASGITransport)."""
+    transport = httpx.ASGITransport(app=create_app(store, [KEY]))
+    async with AsyncClient("http://memfs", KEY, transport=transport) as c:
+        s = await c.create_store("notes")
+        assert (await c.resolve_store("notes")) == s
+        m = await c.write_path(s.id, "/a/b.md", "hi")
+        assert (await c.get_memory_by_path(s.id, "/a/b.md")).content == "hi"
+        with pytest.raises(errors.PathConflict):
+            await c.create_memory(s.id, "/a", "")
+        await c.rename_path(s.id, "/a/b.md", "/c.md")
+        assert (await c.get_memory(s.id, m.id)).path == "/c.md"
+        page = await c.list_memories(s.id)
+        assert [x.path for x in page.data] == ["/c.md"]
+    assert store.get_memory(s.id, m.id).path == "/c.md"
