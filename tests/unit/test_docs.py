@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 #: Top-level commands the README must mention as ``memfs <name>``. Add each command here when
 #: its README section is written.
-README_COMMANDS = ["stores", "memories", "versions", "session"]
+README_COMMANDS = ["stores", "memories", "versions", "session", "run", "mount", "serve"]
 
 
 def _commands(group: click.Group, prefix: str = "memfs") -> Iterator[tuple[str, click.Command]]:
