@@ -1,0 +1,377 @@
+"""Real mounts driven by real programs (SPEC §2 and §4): every case is checked against the
+versions and tool events it must produce."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from memfs import Actor
+from memfs.store import Limits
+
+from . import posix_checks
+from .conftest import in_proc_mounts, retry
+
+pytestmark = pytest.mark.fuse
+
+
+def sh(cmd: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, text=True,
+                          check=check, timeout=30)
+
+
+def ops_of(store, sid: str, path: str | None = None) -> list[str]:
+    vs = reversed(store.list_versions(sid, limit=100).data)
+    return [v.operation for v in vs if path is None or v.path == path]
+
+
+@pytest.fixture
+def setup(open_store, mounter):
+    store = open_store()
+    s = store.create_store("fuse test")
+    m = mounter(s.id)
+    return store, s.id, m
+
+
+@pytest.mark.parametrize("check", posix_checks.ALL, ids=lambda c: c.__name__)
+def test_posix(setup, check):
+    _, _, m = setup
+    check(m.root)
+
+
+def test_echo_cat_append_and_one_version_per_close(setup):
+    store, sid, m = setup
+    sh("echo hello > a.md", m.root)
+    assert store.get_memory_by_path(sid, "/a.md").content == "hello\n"
+    assert ops_of(store, sid) == ["created"]  # the redirect's dup2-close made no version
+    sh("echo more >> a.md", m.root)
+    assert sh("cat a.md", m.root).stdout == "hello\nmore\n"
+    assert ops_of(store, sid) == ["created", "modified"]
+    sh("echo same > b.md; echo same > b.md", m.root)  # a close that changes nothing
+    assert ops_of(store, sid, "/b.md") == ["created"]
+    use, res = m.wait_pair("create", m.root / "a.md")
+    assert use["name"] == "bash" and use["input"]["pid"] > 0
+    v = store.list_versions(sid, operation="created").data
+    assert res["memory_version_id"] in {x.id for x in v}
+    use, res = m.wait_pair("read", m.root / "a.md", name="cat")
+    assert res["is_error"] is False
+    m.wait_pair("write", m.root / "a.md")
+
+
+def test_shell_tools(setup):
+    store, sid, m = setup
+    r = m.root
+    sh("mkdir -p notes/deep/er && echo needle > notes/deep/er/x.md && echo hay > notes/y.md", r)
+    assert sh("grep -rl needle .", r).stdout.split() == ["./notes/deep/er/x.md"]
+    assert sorted(sh("find . -type f", r).stdout.split()) == [
+        "./notes/deep/er/x.md", "./notes/y.md"]
+    ls = sh("ls -la notes", r).stdout
+    assert "y.md" in ls and "deep" in ls
+    m.wait_pair("list", r / "notes", name="ls")
+
+    sh("sed -i s/hay/straw/ notes/y.md", r)
+    assert store.get_memory_by_path(sid, "/notes/y.md").content == "straw\n"
+    renames = [u for u, _ in m.pairs() if u["input"]["operation"] == "rename"]
+    assert renames and renames[-1]["name"] == "sed"
+    assert renames[-1]["input"]["new_path"] == str(r / "notes" / "y.md")
+
+    sh("cp notes/y.md copy.md && cp -p notes/y.md copyp.md", r)
+    assert store.get_memory_by_path(sid, "/copy.md").content == "straw\n"
+    assert store.get_memory_by_path(sid, "/copyp.md").content == "straw\n"
+    assert ops_of(store, sid, "/copyp.md") == ["created"]
+
+    mid = store.get_memory_by_path(sid, "/copy.md").id
+    sh("mv copy.md moved.md", r)
+    moved = store.get_memory_by_path(sid, "/moved.md")
+    assert moved.id == mid  # a rename keeps the memory
+    sh("mv notes archive", r)
+    assert sorted(x.path for x in store.tree(sid)) == [
+        "/archive/deep/er/x.md", "/archive/y.md", "/copyp.md", "/moved.md"]
+    assert sh("cat archive/deep/er/x.md", r).stdout == "needle\n"
+
+    sh("touch t.md", r)
+    retry(lambda: ops_of(store, sid, "/t.md") == ["created"])
+    sh("touch t.md", r)  # times only: no version
+    sh("rm moved.md && rm -r archive", r)
+    assert sorted(x.path for x in store.tree(sid)) == ["/copyp.md", "/t.md"]
+    assert not (r / "archive").exists()
+    m.wait_pair("delete", r / "moved.md", name="rm")
+    m.wait_pair("rmdir", r / "archive", name="rm")
+    assert ops_of(store, sid, "/t.md") == ["created"]
+
+
+def test_tar_extract(setup, tmp_path):
+    store, sid, m = setup
+    tar_path = tmp_path / "in.tar"
+    with tarfile.open(tar_path, "w") as tf:
+        for name, text in (("proj/readme.md", "read me\n"), ("proj/src/a.py", "print(1)\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 1_000_000_000
+            tf.addfile(info, io.BytesIO(data))
+    sh(f"tar -xf {tar_path}", m.root)
+    assert store.get_memory_by_path(sid, "/proj/src/a.py").content == "print(1)\n"
+    assert ops_of(store, sid) == ["created", "created"]
+
+
+def test_python_partial_writes_and_editor_save(setup):
+    store, sid, m = setup
+    p = m.root / "doc.md"
+    with open(p, "w") as f:
+        for i in range(100):
+            f.write(f"line {i}\n")
+            f.flush()  # many write() calls: still one version
+    assert ops_of(store, sid) == ["created"]
+    with open(p, "r+") as f:
+        f.seek(5)
+        f.write("X")
+        f.seek(0)
+        assert f.read(7) == "line X\n"
+    assert ops_of(store, sid) == ["created", "modified"]
+    # fsync commits; the close after it adds nothing.
+    with open(p, "a") as f:
+        f.write("tail\n")
+        f.flush()
+        os.fsync(f.fileno())
+        assert store.get_memory_by_path(sid, "/doc.md").content.endswith("tail\n")
+    assert ops_of(store, sid) == ["created", "modified", "modified"]
+
+    # Editor-style save: write a temporary file, then rename it over the original.
+    tmp = m.root / ".doc.md.swp"
+    tmp.write_text("new content\n")
+    os.rename(tmp, p)
+    assert p.read_text() == "new content\n"
+    m_now = store.get_memory_by_path(sid, "/doc.md")
+    assert m_now.content == "new content\n"
+    assert store.count_memories(sid) == 1
+    # The old memory was deleted in the rename's transaction; its history stays.
+    assert ops_of(store, sid, "/doc.md")[-2:] == ["deleted", "modified"]
+    use, res = m.wait_pair("rename", tmp)
+    assert res["memory_id"] == m_now.id and res["memory_version_id"] == m_now.memory_version_id
+
+
+def test_xattrs_and_statfs(setup):
+    store, sid, m = setup
+    p = m.root / "x.md"
+    p.write_text("x")
+    mem = store.get_memory_by_path(sid, "/x.md")
+    assert os.getxattr(p, "user.memfs.memory_id") == mem.id.encode()
+    assert os.getxattr(p, "user.memfs.memory_version_id") == mem.memory_version_id.encode()
+    assert os.getxattr(p, "user.memfs.content_sha256") == mem.content_sha256.encode()
+    with pytest.raises(OSError) as e:
+        os.setxattr(p, "user.memfs.memory_id", b"x")
+    assert e.value.errno in (errno.EPERM, errno.ENOTSUP)
+    st = os.statvfs(m.root)
+    assert st.f_files == 2000 and st.f_ffree == 1999
+
+
+def errno_of(fn) -> int:
+    with pytest.raises(OSError) as e:
+        fn()
+    return e.value.errno
+
+
+def test_error_rows(setup):
+    store, sid, m = setup
+    r = m.root
+    # EFBIG at the write that exceeds the limit.
+    limit = store.limits.max_content_bytes
+    with open(r / "big.md", "wb", buffering=0) as f:
+        f.write(b"a" * limit)
+        assert errno_of(lambda: f.write(b"b")) == errno.EFBIG
+    assert store.get_memory_by_path(sid, "/big.md").content_size_bytes == limit
+    # EILSEQ at close for content that is not UTF-8; nothing committed.
+    f = open(r / "bin.md", "wb")  # noqa: SIM115
+    f.write(b"\xff\xfe\x00")
+    assert errno_of(f.close) == errno.EILSEQ
+    retry(lambda: not (r / "bin.md").exists())
+    assert "/bin.md" not in {x.path for x in store.tree(sid)}
+    assert m.wait_pair("create", r / "bin.md")[1]["is_error"] is True
+    # Names: not UTF-8 / not NFC -> EILSEQ; too long -> ENAMETOOLONG; control -> EINVAL.
+    rb = os.fsencode(r)
+    assert errno_of(lambda: open(rb + b"/\xff.md", "w")) == errno.EILSEQ
+    assert errno_of(lambda: open(r / "e\u0301.md", "w")) == errno.EILSEQ
+    assert errno_of(lambda: open(r / ("n" * 1100), "w")) == errno.ENAMETOOLONG
+    assert errno_of(lambda: open(r / "a\x01b.md", "w")) == errno.EINVAL
+    assert errno_of(lambda: os.mkdir(r / "a\tb")) == errno.EINVAL
+    # EPERM for symlinks, hard links, fifos, device nodes.
+    (r / "t.md").write_text("t")
+    for cmd in ("ln -s t.md s", "ln t.md h", "mkfifo p"):
+        out = sh(cmd, r, check=False)
+        assert out.returncode != 0 and "not permitted" in out.stderr, (cmd, out.stderr)
+    assert errno_of(lambda: os.mknod(r / "n", 0o600 | 0o020000, os.makedev(1, 3))) == errno.EPERM
+    # chmod, chown, utimes: accepted, not stored.
+    sh("chmod 600 t.md && chown $(id -u):$(id -g) t.md && touch -d 2001-01-01 t.md", r)
+    assert ops_of(store, sid, "/t.md") == ["created"]
+    # rename flags.
+    (r / "u.md").write_text("u")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.renameat2(-100, os.fsencode(r / "u.md"), -100, os.fsencode(r / "t.md"), 1)
+    assert rc == -1 and ctypes.get_errno() == errno.EEXIST  # RENAME_NOREPLACE
+    rc = libc.renameat2(-100, os.fsencode(r / "u.md"), -100, os.fsencode(r / "t.md"), 2)
+    assert rc == -1 and ctypes.get_errno() == errno.EINVAL  # RENAME_EXCHANGE
+
+
+def test_enospc_when_the_store_is_full(open_store, mounter):
+    store = open_store(Limits(max_memories=3))
+    s = store.create_store("small")
+    m = mounter(s.id, env={"MEMFS_MAX_MEMORIES": "3"})
+    for i in range(3):
+        (m.root / f"{i}.md").write_text(str(i))
+    assert errno_of(lambda: open(m.root / "3.md", "w")) == errno.ENOSPC
+    (m.root / "0.md").write_text("still editable")  # existing memories stay writable
+    assert store.get_memory_by_path(s.id, "/0.md").content == "still editable"
+    assert os.statvfs(m.root).f_ffree == 0
+    _, res = m.wait_pair("create", m.root / "3.md")
+    assert res["is_error"] and res["content"][0]["text"].startswith("ENOSPC")
+
+
+def test_read_only_mount(open_store, mounter):
+    store = open_store()
+    s = store.create_store("ro")
+    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    m = mounter(s.id, "--read-only")
+    assert (m.root / "a.md").read_text() == "a"
+    assert errno_of(lambda: (m.root / "b.md").write_text("b")) == errno.EROFS
+    assert errno_of(lambda: open(m.root / "a.md", "a")) == errno.EROFS
+    assert errno_of(lambda: os.unlink(m.root / "a.md")) == errno.EROFS
+    assert errno_of(lambda: os.mkdir(m.root / "d")) == errno.EROFS
+    assert "ro" in next(ln for ln in open("/proc/self/mounts") if str(m.root) in ln).split()[3]
+    assert ops_of(store, s.id) == ["created"]
+
+
+def test_archived_store(open_store, mounter):
+    store = open_store()
+    s = store.create_store("arch")
+    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    live = mounter(s.id, name="live")
+    store.archive_store(s.id)
+    m = mounter(s.id, name="arch")
+    assert (m.root / "a.md").read_text() == "a"
+    assert errno_of(lambda: (m.root / "b.md").write_text("b")) == errno.EROFS
+    # A mount made before the archive learns it from the change feed.
+    retry(lambda: errno_of(lambda: open(live.root / "c.md", "w")) == errno.EROFS)
+    assert ops_of(store, s.id) == ["created"]
+
+
+def test_live_visibility_between_two_mounts(open_store, mounter):
+    store = open_store()
+    s = store.create_store("shared")
+    a = mounter(s.id, name="a")
+    b = mounter(s.id, name="b")
+    (a.root / "seed.md").write_text("v1")
+    assert retry(lambda: (b.root / "seed.md").exists())
+    assert (b.root / "seed.md").read_text() == "v1"  # now cached in b's kernel
+    latencies = []
+    for i in range(5):
+        t0 = time.monotonic()
+        (a.root / "seed.md").write_text(f"v{i + 2}")
+        retry(lambda i=i: (b.root / "seed.md").read_text() == f"v{i + 2}", deadline=3)
+        latencies.append(time.monotonic() - t0)
+    t0 = time.monotonic()
+    (a.root / "new.md").write_text("n")
+    retry(lambda: "new.md" in os.listdir(b.root), deadline=3)
+    latencies.append(time.monotonic() - t0)
+    # Rename, delete and a change through the store (the CLI's path) show up as well.
+    os.rename(a.root / "new.md", a.root / "renamed.md")
+    retry(lambda: sorted(os.listdir(b.root)) == ["renamed.md", "seed.md"], deadline=3)
+    store.write_path(s.id, "/seed.md", "from the CLI", actor=Actor.user("user_x"))
+    retry(lambda: (a.root / "seed.md").read_text() == "from the CLI", deadline=3)
+    os.unlink(b.root / "renamed.md")
+    retry(lambda: not (a.root / "renamed.md").exists(), deadline=3)
+    worst = max(latencies)
+    print(f"visibility latency: max {worst * 1000:.0f} ms, "
+          f"mean {sum(latencies) / len(latencies) * 1000:.0f} ms")
+    assert worst < 1.0
+
+
+def test_ready_fd_and_sigint_unmounts_cleanly(open_store, mounter, db, tmp_path):
+    store = open_store()
+    s = store.create_store("sig")
+    r, w = os.pipe()
+    root = tmp_path / "ready"
+    root.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "--db", str(db), "mount", s.id, str(root),
+         "--ready-fd", str(w)],
+        pass_fds=(w,), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    os.close(w)
+    try:
+        with os.fdopen(r, "rb") as ready:
+            assert ready.read() == b"ready\n"  # EOF right after: the daemon closed it
+        assert os.path.ismount(root)
+        assert proc.stdout.readline().decode().strip() == str(root)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+        if in_proc_mounts(root):
+            subprocess.run(["fusermount3", "-uz", str(root)], check=False)
+    assert proc.returncode == 0 and not in_proc_mounts(root)
+
+    m = mounter(s.id)
+    (m.root / "a.md").write_text("a")
+    m.proc.send_signal(signal.SIGINT)
+    assert m.proc.wait(timeout=10) == 0
+    assert not in_proc_mounts(m.root)
+    assert "unmounted" in m.log()
+
+
+def test_kill_9_loses_no_acknowledged_write(open_store, mounter):
+    store = open_store()
+    s = store.create_store("crash")
+    m = mounter(s.id)
+    for i in range(20):
+        (m.root / f"{i}.md").write_text(f"content {i}")
+    f = open(m.root / "synced.md", "w")  # noqa: SIM115
+    f.write("synced")
+    f.flush()
+    os.fsync(f.fileno())  # acknowledged while the file is still open
+    os.kill(m.proc.pid, signal.SIGKILL)
+    m.proc.wait(timeout=10)
+    with pytest.raises(OSError):
+        f.close()  # the daemon is gone
+    assert in_proc_mounts(m.root)  # a dead mount is left behind...
+    subprocess.run(["fusermount3", "-uz", str(m.root)], check=True)
+    assert not in_proc_mounts(m.root)  # ...and fusermount3 -uz recovers the mount point
+    fresh = open_store()
+    assert fresh.integrity_check() == "ok"
+    assert {x.path for x in fresh.tree(s.id)} == {f"/{i}.md" for i in range(20)} | {"/synced.md"}
+    assert fresh.get_memory_by_path(s.id, "/synced.md").content == "synced"
+    # The mount point is usable again.
+    mounter(s.id, name="mnt")
+    assert (m.root / "7.md").read_text() == "content 7"
+
+
+def test_session_attribution_and_events_in_the_database(open_store, mounter):
+    store = open_store()
+    s = store.create_store("Team Notes")
+    sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
+    m = mounter(s.id, "--session", sess.id, "--display-root", "/mnt/memory/team-notes")
+    (m.root / "prefs.md").write_text("tea")
+    v = store.list_versions(s.id, session_id=sess.id).data
+    assert [x.operation for x in v] == ["created"]
+    assert v[0].created_by == Actor.session(sess.id)
+
+    def db_events():
+        return store.list_events(sess.id, types=["agent.tool_use", "agent.tool_result"]).data
+
+    evs = retry(lambda: len(db_events()) >= 2 and db_events())
+    use, res = evs[0].body, evs[1].body
+    assert use["input"]["file_path"] == "/mnt/memory/team-notes/prefs.md"
+    assert use["input"]["operation"] == "create"
+    assert res["tool_use_id"] == use["id"] and res["memory_version_id"] == v[0].id

@@ -1,0 +1,463 @@
+"""memfs.fs handlers called directly with a duck-typed request context (no kernel)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+
+import pyfuse3
+import pytest
+from pyfuse3 import FUSEError
+
+from memfs import Actor
+from memfs.fs import ERRNO_BY_ERROR, EventSink, Operations, errno_for
+from memfs.store import Limits, Store
+
+ROOT = pyfuse3.ROOT_INODE
+ACTOR = Actor.user("user_test")
+
+
+class Ctx:
+    """What pyfuse3 passes as ``ctx``: the caller's ids."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.uid = os.getuid()
+        self.gid = os.getgid()
+        self.umask = 0o022
+
+
+CTX = Ctx()
+
+
+class _Closer:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class Fields:
+    def __init__(self, **kw: bool) -> None:
+        for f in ("atime", "mtime", "ctime", "mode", "uid", "gid", "size"):
+            setattr(self, f"update_{f}", kw.get(f, False))
+
+
+_SINKS: list[EventSink] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_sinks(store):
+    yield
+    while _SINKS:
+        _SINKS.pop().close()
+
+
+def make_ops(store: Store, tmp_path, **kw) -> tuple[Operations, str]:
+    s = store.create_store("fs-test")
+    sink = EventSink(store, s.id, None, tmp_path / f"events-{s.id}.jsonl")
+    _SINKS.append(sink)
+    ops = Operations(store, s.id, actor=ACTOR, events=sink, display_root="/mnt/memory/t", **kw)
+    ops.load()
+    return ops, s.id
+
+
+@pytest.fixture
+def fs(store, tmp_path):
+    return make_ops(store, tmp_path)
+
+
+def events(ops: Operations) -> list[dict]:
+    ops.events.flush()
+    return [json.loads(line) for line in open(ops.events._file.name)]  # type: ignore[union-attr]
+
+
+def versions(store: Store, sid: str) -> list:
+    return list(reversed(store.list_versions(sid, limit=100).data))
+
+
+async def write_file(ops: Operations, parent: int, name: bytes, data: bytes) -> int:
+    info, attrs = await ops.create(parent, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, data)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    return attrs.st_ino
+
+
+async def read_file(ops: Operations, ino: int) -> bytes:
+    info = await ops.open(ino, os.O_RDONLY, CTX)
+    data = await ops.read(info.fh, 0, 1 << 20)
+    await ops.release(info.fh)
+    return data
+
+
+async def raises(errno_: int, coro) -> None:
+    with pytest.raises(FUSEError) as e:
+        await coro
+    assert e.value.errno == errno_, os.strerror(e.value.errno)
+
+
+def test_errno_table_covers_every_error():
+    import memfs.errors as E
+
+    classes = [c for c in vars(E).values() if isinstance(c, type) and issubclass(c, E.MemfsError)]
+    for cls in classes:
+        assert any(issubclass(cls, k) for k, _ in ERRNO_BY_ERROR)
+    assert errno_for(E.StoreArchived("x")) == errno.EROFS
+    assert errno_for(E.PathTooLong("x")) == errno.ENAMETOOLONG
+    assert errno_for(E.InvalidContent("x")) == errno.EILSEQ
+
+
+async def test_create_write_close_makes_one_version_and_an_event_pair(fs, store):
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"hello")
+    vs = versions(store, sid)
+    assert [(v.operation, v.path, v.created_by) for v in vs] == [("created", "/a.md", ACTOR)]
+    assert store.get_memory_by_path(sid, "/a.md").content == "hello"
+    assert (await ops.getattr(ino, CTX)).st_size == 5
+    assert await read_file(ops, ino) == b"hello"
+    evs = events(ops)
+    use, res = evs[0], evs[1]
+    assert use["type"] == "agent.tool_use" and res["type"] == "agent.tool_result"
+    assert use["input"] == {"operation": "create", "file_path": "/mnt/memory/t/a.md",
+                            "pid": os.getpid()}
+    assert res["tool_use_id"] == use["id"] and res["is_error"] is False
+    assert res["memory_version_id"] == vs[0].id and res["memory_id"] == vs[0].memory_id
+    assert evs[2]["input"]["operation"] == "read"
+    # In the database too.
+    rows = store.conn.execute("SELECT type FROM events WHERE store_id = ?", (sid,)).fetchall()
+    assert [r[0] for r in rows] == ["agent.tool_use", "agent.tool_result"] * 2
+
+
+async def test_shell_redirect_pattern_makes_one_version(fs, store):
+    """bash: open, dup2, close (flush before any write), write, close."""
+    ops, sid = fs
+    info, attrs = await ops.create(ROOT, b"r.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.flush(info.fh)  # the dup2'd original descriptor closed
+    assert versions(store, sid) == []
+    await ops.write(info.fh, 0, b"hi\n")
+    # A reader in the same mount sees the buffered data before the commit.
+    r = await ops.open(attrs.st_ino, os.O_RDONLY, CTX)
+    assert await ops.read(r.fh, 0, 100) == b"hi\n"
+    await ops.release(r.fh)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert [v.operation for v in versions(store, sid)] == ["created"]
+    # Truncating re-open (echo > existing): still one version.
+    info = await ops.open(attrs.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.flush(info.fh)
+    await ops.write(info.fh, 0, b"bye\n")
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
+    assert store.get_memory_by_path(sid, "/r.md").content == "bye\n"
+
+
+async def test_touch_new_file_commits_empty_at_release_and_unchanged_close_is_no_version(
+    fs, store
+):
+    ops, sid = fs
+    info, attrs = await ops.create(ROOT, b"t.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert [(v.operation, v.content_size_bytes) for v in versions(store, sid)] == [("created", 0)]
+    info = await ops.open(attrs.st_ino, os.O_WRONLY, CTX)
+    await ops.write(info.fh, 0, b"")
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert len(versions(store, sid)) == 1
+
+
+async def test_partial_writes_and_seek(fs, store):
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"p.md", b"0123456789")
+    info = await ops.open(ino, os.O_RDWR, CTX)
+    await ops.write(info.fh, 3, b"abc")
+    await ops.write(info.fh, 12, b"Z")  # a hole becomes NUL bytes (valid UTF-8)
+    await ops.fsync(info.fh, False)
+    assert store.get_memory_by_path(sid, "/p.md").content == "012abc6789\0\0Z"
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert len(versions(store, sid)) == 2  # fsync committed; the close changed nothing more
+
+
+async def test_efbig_at_the_write_that_exceeds_the_limit(store, tmp_path):
+    small = Store(store.path, limits=Limits(max_content_bytes=10))
+    ops, sid = make_ops(small, tmp_path)
+    _SINKS.insert(0, _Closer(small))
+    info, _ = await ops.create(ROOT, b"big.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, b"12345678")
+    await raises(errno.EFBIG, ops.write(info.fh, 8, b"abc"))
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert small.get_memory_by_path(sid, "/big.md").content == "12345678"
+    res = events(ops)[1]
+    assert res["is_error"] is True and "EFBIG" in res["content"][0]["text"]
+
+
+async def test_invalid_utf8_fails_close_and_commits_nothing(fs, store):
+    ops, sid = fs
+    info, _ = await ops.create(ROOT, b"bad.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, b"\xff\xfe")
+    await raises(errno.EILSEQ, ops.flush(info.fh))
+    await ops.release(info.fh)
+    assert versions(store, sid) == []
+    await raises(errno.ENOENT, ops.lookup(ROOT, b"bad.md", CTX))
+    res = events(ops)[1]
+    assert res["is_error"] is True and res["content"][0]["text"].startswith("EILSEQ")
+    # An existing file keeps its content.
+    ino = await write_file(ops, ROOT, b"ok.md", b"fine")
+    info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.write(info.fh, 0, b"\xc3")
+    await raises(errno.EILSEQ, ops.fsync(info.fh, False))
+    await raises(errno.EILSEQ, ops.flush(info.fh))
+    await ops.release(info.fh)
+    assert await read_file(ops, ino) == b"fine"
+    assert store.get_memory_by_path(sid, "/ok.md").content == "fine"
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        (b"\xff.md", errno.EILSEQ),
+        ("e\u0301.md".encode(), errno.EILSEQ),  # not NFC
+        (b"a\x01b.md", errno.EINVAL),
+        (b"x" * 1100, errno.ENAMETOOLONG),
+    ],
+)
+async def test_bad_names(fs, name, code):
+    ops, _ = fs
+    await raises(code, ops.create(ROOT, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX))
+    await raises(code, ops.mkdir(ROOT, name, 0o40755, CTX))
+
+
+async def test_too_many_segments(fs):
+    ops, _ = fs
+    parent = ROOT
+    for i in range(19):
+        parent = (await ops.mkdir(parent, f"d{i}".encode(), 0o40755, CTX)).st_ino
+    await write_file(ops, parent, b"ok.md", b"x")  # the 20th segment
+    deep = (await ops.mkdir(parent, b"d19", 0o40755, CTX)).st_ino
+    await raises(errno.ENAMETOOLONG, ops.create(deep, b"no.md", 0o100644, os.O_WRONLY, CTX))
+    await raises(errno.ENAMETOOLONG, ops.mkdir(deep, b"d20", 0o40755, CTX))
+
+
+async def test_enospc_at_create_when_the_store_is_full(store, tmp_path):
+    small = Store(store.path, limits=Limits(max_memories=2))
+    ops, sid = make_ops(small, tmp_path)
+    _SINKS.insert(0, _Closer(small))
+    await write_file(ops, ROOT, b"1.md", b"1")
+    ino = await write_file(ops, ROOT, b"2.md", b"2")
+    await raises(errno.ENOSPC, ops.create(ROOT, b"3.md", 0o100644, os.O_WRONLY, CTX))
+    # Existing memories stay editable at the limit.
+    info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.write(info.fh, 0, b"22")
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert small.get_memory_by_path(sid, "/2.md").content == "22"
+    st = await ops.statfs(CTX)
+    assert (st.f_files, st.f_ffree) == (2, 0)
+
+
+async def test_read_only_and_archived_refuse_changes(store, tmp_path):
+    ops, sid = make_ops(store, tmp_path, read_only=True)
+    store.create_memory(sid, "/a.md", "a", actor=ACTOR)
+    ops.load()
+    ino = (await ops.lookup(ROOT, b"a.md", CTX)).st_ino
+    await raises(errno.EROFS, ops.create(ROOT, b"n.md", 0o100644, os.O_WRONLY, CTX))
+    await raises(errno.EROFS, ops.open(ino, os.O_WRONLY, CTX))
+    await raises(errno.EROFS, ops.mkdir(ROOT, b"d", 0o40755, CTX))
+    await raises(errno.EROFS, ops.unlink(ROOT, b"a.md", CTX))
+    await raises(errno.EROFS, ops.rename(ROOT, b"a.md", ROOT, b"b.md", 0, CTX))
+    assert await read_file(ops, ino) == b"a"
+
+    ops2, sid2 = make_ops(store, tmp_path)
+    store.create_memory(sid2, "/a.md", "a", actor=ACTOR)
+    store.archive_store(sid2)
+    ops2.load()
+    await raises(errno.EROFS, ops2.create(ROOT, b"n.md", 0o100644, os.O_WRONLY, CTX))
+    await raises(errno.EROFS, ops2.unlink(ROOT, b"a.md", CTX))
+
+
+async def test_store_archived_while_mounted(fs, store):
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"a")
+    info = await ops.open(ino, os.O_WRONLY, CTX)
+    await ops.write(info.fh, 0, b"b")
+    store.archive_store(sid)
+    await raises(errno.EROFS, ops.flush(info.fh))
+    await ops.release(info.fh)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    await raises(errno.EROFS, ops.open(ino, os.O_WRONLY, CTX))
+
+
+async def test_unlink_mkdir_rmdir(fs, store):
+    ops, sid = fs
+    d = (await ops.mkdir(ROOT, b"d", 0o40755, CTX)).st_ino
+    await raises(errno.EEXIST, ops.mkdir(ROOT, b"d", 0o40755, CTX))
+    assert versions(store, sid) == []  # empty directories live in the mount only
+    await write_file(ops, d, b"f.md", b"x")
+    await raises(errno.ENOTEMPTY, ops.rmdir(ROOT, b"d", CTX))
+    await ops.unlink(d, b"f.md", CTX)
+    assert [v.operation for v in versions(store, sid)] == ["created", "deleted"]
+    # The directory stays (emptied here), so `rm -r` can rmdir it.
+    assert (await ops.lookup(ROOT, b"d", CTX)).st_ino == d
+    await ops.rmdir(ROOT, b"d", CTX)
+    await raises(errno.ENOENT, ops.lookup(ROOT, b"d", CTX))
+    ops_list = [e["input"]["operation"] for e in events(ops) if e["type"] == "agent.tool_use"]
+    assert ops_list == ["mkdir", "mkdir", "create", "rmdir", "delete", "rmdir"]
+
+
+async def test_rename_file_over_existing_and_flags(fs, store):
+    ops, sid = fs
+    a = await write_file(ops, ROOT, b"a.md", b"A")
+    await write_file(ops, ROOT, b"b.md", b"B")
+    mid_a = store.get_memory_by_path(sid, "/a.md").id
+    await raises(errno.EEXIST, ops.rename(ROOT, b"a.md", ROOT, b"b.md",
+                                          pyfuse3.RENAME_NOREPLACE, CTX))
+    await raises(errno.EINVAL, ops.rename(ROOT, b"a.md", ROOT, b"b.md",
+                                          pyfuse3.RENAME_EXCHANGE, CTX))
+    await ops.rename(ROOT, b"a.md", ROOT, b"b.md", 0, CTX)
+    m = store.get_memory_by_path(sid, "/b.md")
+    assert (m.id, m.content) == (mid_a, "A")
+    assert store.count_memories(sid) == 1
+    assert (await ops.lookup(ROOT, b"b.md", CTX)).st_ino == a  # same memory, same inode
+    await raises(errno.ENOENT, ops.lookup(ROOT, b"a.md", CTX))
+    use, res = events(ops)[-2:]
+    assert use["input"]["operation"] == "rename"
+    assert use["input"]["new_path"] == "/mnt/memory/t/b.md"
+    assert res["memory_id"] == mid_a
+
+
+async def test_rename_directory_moves_every_memory_atomically(fs, store):
+    ops, sid = fs
+    d = (await ops.mkdir(ROOT, b"d", 0o40755, CTX)).st_ino
+    e = (await ops.mkdir(d, b"e", 0o40755, CTX)).st_ino
+    f = await write_file(ops, e, b"f.md", b"f")
+    await write_file(ops, d, b"g.md", b"g")
+    await ops.rename(ROOT, b"d", ROOT, b"x", 0, CTX)
+    paths = sorted(m.path for m in store.tree(sid))
+    assert paths == ["/x/e/f.md", "/x/g.md"]
+    x = await ops.lookup(ROOT, b"x", CTX)
+    assert x.st_ino == d
+    assert (await ops.lookup(e, b"f.md", CTX)).st_ino == f
+    await raises(errno.EINVAL, ops.rename(ROOT, b"x", e, b"y", 0, CTX))
+    # Over an empty directory: fine; over a non-empty one: ENOTEMPTY.
+    await ops.mkdir(ROOT, b"empty", 0o40755, CTX)
+    await ops.rename(ROOT, b"x", ROOT, b"empty", 0, CTX)
+    assert sorted(m.path for m in store.tree(sid)) == ["/empty/e/f.md", "/empty/g.md"]
+    y = (await ops.mkdir(ROOT, b"y", 0o40755, CTX)).st_ino
+    await write_file(ops, y, b"h.md", b"h")
+    await raises(errno.ENOTEMPTY, ops.rename(ROOT, b"empty", ROOT, b"y", 0, CTX))
+
+
+async def test_truncate_by_path_commits_and_logs(fs, store):
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"hello")
+    attr = pyfuse3.EntryAttributes()
+    attr.st_size = 2
+    out = await ops.setattr(ino, attr, Fields(size=True), None, CTX)
+    assert out.st_size == 2
+    assert store.get_memory_by_path(sid, "/a.md").content == "he"
+    assert events(ops)[-2]["input"]["operation"] == "truncate"
+    # chmod/chown/utimes: accepted, not stored, no version.
+    attr.st_mode = 0o100600
+    await ops.setattr(ino, attr, Fields(mode=True, uid=True, gid=True, mtime=True), None, CTX)
+    assert len(versions(store, sid)) == 2
+    assert stat.S_IMODE((await ops.getattr(ino, CTX)).st_mode) == 0o644
+
+
+async def test_xattrs_and_refused_node_types(fs, store):
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"hello")
+    m = store.get_memory_by_path(sid, "/a.md")
+    assert await ops.getxattr(ino, b"user.memfs.memory_id", CTX) == m.id.encode()
+    assert await ops.getxattr(ino, b"user.memfs.memory_version_id", CTX) == (
+        m.memory_version_id.encode())
+    assert await ops.getxattr(ino, b"user.memfs.content_sha256", CTX) == (
+        m.content_sha256.encode())
+    assert len(await ops.listxattr(ino, CTX)) == 3
+    await raises(pyfuse3.ENOATTR, ops.getxattr(ino, b"user.other", CTX))
+    await raises(errno.EPERM, ops.setxattr(ino, b"user.memfs.memory_id", b"x", CTX))
+    await raises(errno.ENOTSUP, ops.setxattr(ino, b"user.other", b"x", CTX))
+    await raises(errno.EPERM, ops.symlink(ROOT, b"s", b"a.md", CTX))
+    await raises(errno.EPERM, ops.link(ino, ROOT, b"l", CTX))
+    await raises(errno.EPERM, ops.mknod(ROOT, b"p", stat.S_IFIFO | 0o644, 0, CTX))
+
+
+async def test_readdir_lists_children(fs, monkeypatch):
+    ops, _ = fs
+    await write_file(ops, ROOT, b"b.md", b"b")
+    await ops.mkdir(ROOT, b"a", 0o40755, CTX)
+    seen = []
+
+    def reply(token, name, attr, next_id):
+        seen.append((name, stat.S_ISDIR(attr.st_mode), next_id))
+        return True
+
+    monkeypatch.setattr(pyfuse3, "readdir_reply", reply)
+    fh = await ops.opendir(ROOT, CTX)
+    await ops.readdir(fh, 0, None)
+    await ops.releasedir(fh)
+    assert seen == [(b"a", True, 1), (b"b.md", False, 2)]
+    assert events(ops)[-1]["content"][0]["text"] == "listed /: 2 entries"
+
+
+async def test_changes_made_elsewhere_update_the_tree(fs, store):
+    ops, sid = fs
+    a = await write_file(ops, ROOT, b"a.md", b"A")
+    ops.apply_changes(store.changes_since(sid, 0))  # our own: nothing to invalidate
+    assert ops.stale_entries == [] and ops.stale_inodes == []
+    other = ACTOR
+    store.write_path(sid, "/a.md", "A2", actor=other)
+    store.create_memory(sid, "/n/new.md", "N", actor=other)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    assert a in ops.stale_inodes
+    assert await read_file(ops, a) == b"A2"
+    n = (await ops.lookup(ROOT, b"n", CTX)).st_ino
+    new = (await ops.lookup(n, b"new.md", CTX)).st_ino
+    assert await read_file(ops, new) == b"N"
+    m = store.get_memory_by_path(sid, "/a.md")
+    store.update_memory(sid, m.id, path="/n/moved.md", actor=other)
+    store.delete_path(sid, "/n/new.md", actor=other)
+    ops.stale_entries.clear()
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    assert (await ops.lookup(n, b"moved.md", CTX)).st_ino == a  # same memory, same inode
+    await raises(errno.ENOENT, ops.lookup(ROOT, b"a.md", CTX))
+    await raises(errno.ENOENT, ops.lookup(n, b"new.md", CTX))
+    names = {(p, name) for p, name, _ in ops.stale_entries}
+    assert (ROOT, "a.md") in names and (n, "new.md") in names
+    store.delete_path(sid, "/n/moved.md", actor=other)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    # A directory emptied elsewhere goes away with its last memory.
+    await raises(errno.ENOENT, ops.lookup(ROOT, b"n", CTX))
+
+
+async def test_a_bug_answers_eio_instead_of_crashing(fs, monkeypatch):
+    ops, _ = fs
+
+    def boom(*a, **kw):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(ops.store, "write_path", boom)
+    info, _ = await ops.create(ROOT, b"x.md", 0o100644, os.O_WRONLY, CTX)
+    await ops.write(info.fh, 0, b"x")
+    await raises(errno.EIO, ops.flush(info.fh))
+
+
+async def test_session_actor_attribution(store, tmp_path):
+    s = store.create_store("sess")
+    sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
+    sink = EventSink(store, s.id, sess.id, None)
+    _SINKS.append(sink)
+    ops = Operations(store, s.id, actor=Actor.session(sess.id), events=sink)
+    ops.load()
+    await write_file(ops, ROOT, b"a.md", b"a")
+    sink.flush()
+    v = store.list_versions(s.id, session_id=sess.id).data
+    assert len(v) == 1
+    evs = store.list_events(sess.id).data
+    assert [e.type for e in evs][-2:] == ["agent.tool_use", "agent.tool_result"]
