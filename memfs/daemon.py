@@ -74,7 +74,11 @@ def mount(opts: MountOptions) -> None:
     """
     mountpoint = os.path.abspath(opts.mountpoint)
     with ExitStack() as stack:
-        store = Store(opts.db_path)
+        # NORMAL: each close() commits a version that survives a killed daemon at once;
+        # fsync() additionally syncs it to disk (Operations.fsync -> Store.sync), which is
+        # exactly what POSIX promises for close() and fsync(). FULL would cost a disk sync
+        # per close (2.4x slower creates, measured with scripts/bench).
+        store = Store(opts.db_path, synchronous="NORMAL", checkpoint_pages=4000)
         stack.callback(store.close)
         ms = store.resolve_store(opts.store_ref)
         if opts.session_id is not None:

@@ -910,6 +910,9 @@ class Operations(pyfuse3.Operations):
             return
         if h.node.dirty and h.node.attached:
             self._commit_handle(h)
+        # The store commits with synchronous=NORMAL: fsync() is where the data must reach
+        # the disk, this file's and every earlier commit's.
+        self.store.sync()
 
     @_handler
     async def release(self, fh: FileHandleT) -> None:

@@ -559,6 +559,28 @@ def m003_versions_by_time(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX versions_store_time ON versions(store_id, created_at, id)")
 
 
+@migrations()
+def m004_memory_count(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- stores.memory_count: live memories in the store, kept by these triggers in the same
+        -- transaction as every insert and delete, so the 2,000 check reads one row instead of
+        -- counting an index on each create.
+        ALTER TABLE stores ADD COLUMN memory_count INTEGER NOT NULL DEFAULT 0;
+        UPDATE stores SET memory_count =
+            (SELECT count(*) FROM memories WHERE memories.store_id = stores.id);
+        CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
+            UPDATE stores SET memory_count = memory_count + 1 WHERE id = NEW.store_id;
+        END;
+        CREATE TRIGGER memories_count_delete AFTER DELETE ON memories BEGIN
+            UPDATE stores SET memory_count = memory_count - 1 WHERE id = OLD.store_id;
+        END;
+        -- versions_store_time (m003) serves every listing by store: one index less to write.
+        DROP INDEX versions_store;
+        """
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # row -> model
 
@@ -651,6 +673,9 @@ class Store:
     :param path: the database file (created with its directory if missing); default
         :func:`default_db_path`. ``":memory:"`` works for tests that use one process.
     :param limits: the limits to enforce; default :meth:`Limits.from_env`.
+    :param synchronous: ``FULL`` (every commit on disk before it returns) or ``NORMAL``
+        (commits survive a killed process; :meth:`sync` puts them on disk).
+    :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
     """
 
     def __init__(
@@ -659,6 +684,7 @@ class Store:
         *,
         limits: Limits | None = None,
         synchronous: str = "FULL",
+        checkpoint_pages: int | None = None,
     ):
         self.limits = limits or Limits.from_env()
         self.path = str(default_db_path() if path is None else path)
@@ -683,6 +709,10 @@ class Store:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError("synchronous must be FULL or NORMAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+        if checkpoint_pages is not None:
+            # A checkpoint is where a NORMAL connection fsyncs: a longer WAL between them
+            # makes small commits cheaper (https://sqlite.org/wal.html#ckpt).
+            conn.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint_pages)}")
         conn.execute("PRAGMA foreign_keys = OFF")
         self._retry(self._migrate)
 
@@ -791,7 +821,8 @@ class Store:
         store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
         with self._write() as c:
             c.execute(
-                "INSERT INTO stores VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO stores (id, name, description, metadata, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 (store.id, name, description, json.dumps(metadata), now, now),
             )
         log.debug("created store %s (%s)", store.id, name)
@@ -1013,8 +1044,10 @@ class Store:
         )
 
     def count_memories(self, store_id: str) -> int:
-        row = self._one("SELECT count(*) FROM memories WHERE store_id = ?", (store_id,))
-        return int(row[0]) if row else 0
+        row = self._one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
+        if row is None:
+            raise NotFound(f"memory store {store_id!r} not found")
+        return int(row[0])
 
     def check_can_create(self, store_id: str) -> None:
         """Would a new memory be accepted now? (The filesystem asks at ``open(O_CREAT)`` so the
@@ -1027,7 +1060,7 @@ class Store:
             self._check_count(c, store_id)
 
     def _check_count(self, c: sqlite3.Connection, store_id: str) -> None:
-        n = c.execute("SELECT count(*) FROM memories WHERE store_id = ?", (store_id,)).fetchone()[0]
+        n = c.execute("SELECT memory_count FROM stores WHERE id = ?", (store_id,)).fetchone()[0]
         if n >= self.limits.max_memories:
             raise LimitExceeded(
                 f"memory store {store_id} already holds {n} memories; "
@@ -1044,21 +1077,33 @@ class Store:
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
-        sha = sha256_hex(data)
         with self._write() as c:
-            self._writable_store_in(c, store_id)
-            self._check_path_free(c, store_id, path)
-            self._check_count(c, store_id)
-            now = _now()
-            mid = new_id("mem")
-            vid = self._insert_version(
-                c, store_id, mid, "created", path, text, sha, len(data), actor, now
-            )
-            c.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (mid, store_id, path, text, sha, len(data), vid, now, now),
-            )
-            self._change(c, store_id, "put", mid, path)
+            return self._create_in(c, store_id, path, text, data, actor)
+
+    def _create_in(
+        self,
+        c: sqlite3.Connection,
+        store_id: str,
+        path: str,
+        text: str,
+        data: bytes,
+        actor: Actor | None,
+    ) -> Memory:
+        """Create a memory inside a write transaction; ``path`` and content are validated."""
+        self._writable_store_in(c, store_id)
+        self._check_path_free(c, store_id, path)
+        self._check_count(c, store_id)
+        sha = sha256_hex(data)
+        now = _now()
+        mid = new_id("mem")
+        vid = self._insert_version(
+            c, store_id, mid, "created", path, text, sha, len(data), actor, now
+        )
+        c.execute(
+            "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mid, store_id, path, text, sha, len(data), vid, now, now),
+        )
+        self._change(c, store_id, "put", mid, path)
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now)
 
     def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
@@ -1127,29 +1172,44 @@ class Store:
                     f"memory {memory_id} has content_sha256 {row['content_sha256']}, "
                     f"not {precondition_sha256}"
                 )
-            text, sha, size = row["content"], row["content_sha256"], row["content_size_bytes"]
-            if new is not None:
-                text, sha, size = new[0], sha256_hex(new[1]), len(new[1])
-            target = row["path"] if new_path is None else new_path
-            if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
-                return _memory(row, True)
-            self._writable_store_in(c, store_id)
-            now = _now()
-            if target != row["path"]:
-                self._make_room(c, store_id, target, memory_id, replace, actor, now)
-            vid = self._insert_version(
-                c, store_id, memory_id, "modified", target, text, sha, size, actor, now
-            )
-            c.execute(
-                "UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
-                "content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?",
-                (target, text, sha, size, vid, now, memory_id),
-            )
-            old = row["path"] if target != row["path"] else None
-            self._change(c, store_id, "put", memory_id, target, old)
-            self._prune_memory(c, memory_id)
-            row = c.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        return _memory(row, True)
+            return self._modify_in(c, row, new, new_path, replace, actor)
+
+    def _modify_in(
+        self,
+        c: sqlite3.Connection,
+        row: sqlite3.Row,
+        content: tuple[str, bytes] | None,
+        new_path: str | None,
+        replace: bool,
+        actor: Actor | None,
+    ) -> Memory:
+        """Change a live memory's content and/or path inside a write transaction: one
+        ``modified`` version, or none (and the memory unchanged) when nothing changes."""
+        store_id, memory_id = row["store_id"], row["id"]
+        text, sha, size = row["content"], row["content_sha256"], row["content_size_bytes"]
+        if content is not None:
+            text, sha, size = content[0], sha256_hex(content[1]), len(content[1])
+        target = row["path"] if new_path is None else new_path
+        if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
+            return _memory(row, True)
+        self._writable_store_in(c, store_id)
+        now = _now()
+        if target != row["path"]:
+            self._make_room(c, store_id, target, memory_id, replace, actor, now)
+        vid = self._insert_version(
+            c, store_id, memory_id, "modified", target, text, sha, size, actor, now
+        )
+        c.execute(
+            "UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
+            "content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?",
+            (target, text, sha, size, vid, now, memory_id),
+        )
+        old = row["path"] if target != row["path"] else None
+        self._change(c, store_id, "put", memory_id, target, old)
+        self._prune_memory(c, memory_id)
+        return Memory(
+            memory_id, store_id, target, text, sha, size, vid, row["created_at"], now
+        )
 
     def _make_room(
         self,
@@ -1218,26 +1278,22 @@ class Store:
                    actor: Actor | None) -> Memory:
         """Create the memory at ``path``, or change its content: what a file's last close
         means. Returns the memory (unchanged, with no new version, if the content is equal).
+        One transaction, so a racing writer of the same path cannot slip in between the
+        look-up and the write.
 
         :raises InvalidPath, InvalidContent, ContentTooLarge, StoreArchived, LimitExceeded,
             PathConflict, NotFound:
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
-        while True:
-            try:
-                m = self.get_memory_by_path(store_id, path, view="basic")
-            except NotFound:
-                try:
-                    return self.create_memory(store_id, path, content, actor=actor)
-                except PathConflict as e:
-                    if e.conflicting_path != path:
-                        raise
-                    continue  # created meanwhile by someone else: update it instead
-            try:
-                return self.update_memory(store_id, m.id, content=text, actor=actor)
-            except NotFound:
-                continue  # deleted meanwhile: create it again
+        with self._write() as c:
+            self._store_in(c, store_id)
+            row = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
+            ).fetchone()
+            if row is None:
+                return self._create_in(c, store_id, path, text, data, actor)
+            return self._modify_in(c, row, (text, data), None, False, actor)
 
     def delete_path(self, store_id: str, path: str, *, actor: Actor | None) -> Memory:
         """Delete the memory at ``path`` (``unlink``); returns it as it was.

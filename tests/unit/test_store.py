@@ -1138,3 +1138,26 @@ class TestSessions:
             store.add_events("sesn_nope", [{"type": "x"}])
         with pytest.raises(NotFound):
             store.list_events("sesn_nope")
+
+
+def test_memory_count_follows_every_kind_of_write(store):
+    """stores.memory_count (kept by triggers) always equals the live memories."""
+    from memfs import Actor
+
+    actor = Actor.user("user_t")
+    s = store.create_store("count")
+
+    def live() -> int:
+        return len(store.tree(s.id))
+
+    for i in range(5):
+        store.create_memory(s.id, f"/d/f{i}.md", "x", actor=actor)
+    store.write_path(s.id, "/d/f0.md", "changed", actor=actor)
+    store.write_path(s.id, "/new.md", "n", actor=actor)
+    store.rename_path(s.id, "/d/f1.md", "/d/f2.md", actor=actor)  # replaces f2
+    store.rename_prefix(s.id, "/d/", "/e/", actor=actor)
+    store.delete_path(s.id, "/e/f3.md", actor=actor)
+    assert store.count_memories(s.id) == live() == 4
+    store.delete_store(s.id)
+    other = store.create_store("other")
+    assert store.count_memories(other.id) == 0
