@@ -157,7 +157,8 @@ def cli(
     "instructions",
     multiple=True,
     metavar="REF=TEXT",
-    help="Instructions for the agent on one attached store (at most 4,096 characters).",
+    help="Instructions for the agent on the attached store REF (id or name; at most 4,096 "
+    "characters).",
 )
 @click.option(
     "--root",
@@ -184,30 +185,42 @@ def run(
 ) -> None:
     """Run COMMAND in a session with memory stores mounted under the session root.
 
-    Each store is mounted at ROOT/<slug of its name>; COMMAND gets MEMFS_SESSION_ID and
-    MEMFS_SYSTEM_PROMPT_FILE (the memory section of the system prompt). Every mount is removed
-    and the session marked terminated when COMMAND ends, whatever happens; the exit status is
-    COMMAND's.
+    Each store is mounted at ROOT/<slug of its name> (versions are attributed to the
+    session); anything else written under ROOT is scratch, discarded at the end. COMMAND gets
+    MEMFS_SESSION_ID and MEMFS_SYSTEM_PROMPT_FILE (the memory section of the system prompt).
+    When COMMAND ends, whatever happens, every mount is removed, processes it left behind are
+    stopped and the session is marked terminated. The exit status is COMMAND's (128+N if it
+    died of signal N); 127/126 if it cannot be run; 1 with one line on stderr if a mount dies.
 
     Example:
 
-        memfs run --store notes --store "Team Docs:read_only" -- bash -c 'ls /mnt/memory/notes'
+    \b
+        memfs run --store notes --store "Team Docs:read_only" \\
+            --instructions "Team Docs=Look here before answering." -- bash -i
     """
-    from .session import Attachment, Launch
+    from .session import Attachment, Launch, LaunchError
     from .session import run as run_session
 
-    attachments = [Attachment.parse(s) for s in stores]
-    by_ref = {a.ref: a for a in attachments}
+    if ctx.url:
+        fail("run uses a local database; drop --url / MEMFS_URL", 2)
+    pairs = []
     for item in instructions:
         ref, sep, text = item.partition("=")
-        if not sep:
+        if not sep or not ref:
             raise click.UsageError(f"--instructions takes REF=TEXT, not {item!r}")
-        if ref not in by_ref:
-            raise click.UsageError(f"--instructions names {ref!r}, which no --store attaches")
-        by_ref[ref].instructions = text
-    status = run_session(
-        Launch(attachments, list(command), root=root, db_path=ctx.db_path, isolation=isolation)
+        pairs.append((ref, text))
+    launch = Launch(
+        [Attachment.parse(s) for s in stores],
+        list(command),
+        root=root,
+        db_path=ctx.db_path,
+        isolation=isolation,
+        instructions=pairs,
     )
+    try:
+        status = run_session(launch)
+    except LaunchError as e:
+        fail(e.message, e.status)
     sys.exit(status)
 
 

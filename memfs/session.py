@@ -3,38 +3,48 @@
 ``memfs run --store REF[:read_only|:read_write] ... -- CMD`` (SPEC §3):
 
 1. creates the session through the store (which validates the attachments and derives every
-   ``mount_path``), then marks it ``running``;
-2. makes the root (``/mnt/memory`` by default) session scratch. Privileged, the launcher moves
-   into a private mount namespace and mounts a tmpfs on the root, so whatever the agent writes
-   outside a mount path vanishes with the namespace and no other session (nor the host) sees
-   it. Unprivileged, the root is a fresh directory that is deleted at the end;
+   ``mount_path``); nothing is mounted or created on disk before that succeeds;
+2. makes the root (``/mnt/memory`` by default when privileged) session scratch. Privileged, the
+   launcher moves into a private mount namespace and mounts a tmpfs on the root, so whatever
+   the agent writes outside a mount path vanishes with the namespace and no other session (nor
+   the host) ever sees it. Unprivileged, the root is a new (or empty) directory that is deleted
+   at the end;
 3. starts one ``memfs mount`` daemon per store, concurrently, and waits until each is mounted;
-4. renders the memory section of the system prompt to a file, and runs CMD with
-   ``MEMFS_SESSION_ID`` and ``MEMFS_SYSTEM_PROMPT_FILE``, forwarding SIGINT/SIGTERM/SIGHUP;
-5. always unmounts (SIGTERM to each daemon, then ``fusermount3 -uz`` for anything left),
-   discards scratch, marks the session terminated and returns CMD's exit status (128+N when
-   CMD died of signal N). If a mount daemon dies, CMD is stopped and the launcher fails with a
-   clear error instead of leaving the agent on a dead mount.
+4. renders the memory section of the system prompt to a file, marks the session ``running``
+   and runs CMD with ``MEMFS_SESSION_ID`` and ``MEMFS_SYSTEM_PROMPT_FILE``, forwarding
+   SIGINT/SIGTERM/SIGHUP (a CMD that ignores SIGTERM/SIGHUP is killed after
+   :data:`KILL_GRACE` seconds);
+5. always cleans up: processes CMD left behind are stopped (the launcher is their subreaper),
+   every mount is removed (SIGTERM to each daemon, then a lazy unmount of anything left),
+   scratch is discarded, the session is marked ``terminated``, and ``memfs run`` exits with
+   CMD's status (128+N when CMD died of signal N). If a mount daemon dies, CMD is stopped, a
+   ``session.error`` event is recorded and the launcher fails with a clear error instead of
+   leaving the agent on a dead mount.
 
 Known limitations: stores are attached for the life of the session (as in the API); the
-namespace mode needs root (CAP_SYS_ADMIN).
+namespace mode needs root (CAP_SYS_ADMIN); a ``kill -9`` of the launcher itself cannot mark
+the session terminated (the daemons and CMD still get a parent-death signal).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NoReturn
 
 from .errors import InvalidRequest, MemfsError
 from .models import Session, SessionResource
@@ -43,17 +53,40 @@ from .store import Store
 
 log = logging.getLogger(__name__)
 
-#: Seconds to wait for every mount to come up, and for a daemon to exit after SIGTERM.
+#: Seconds to wait for every mount to come up.
 MOUNT_TIMEOUT = 30.0
+#: Seconds a mount daemon gets to unmount after SIGTERM before it is killed.
 STOP_TIMEOUT = 10.0
+#: Seconds CMD gets after a forwarded SIGTERM/SIGHUP (or a dead mount) before SIGKILL.
+KILL_GRACE = 5.0
+#: Seconds processes left behind by CMD get after SIGTERM before SIGKILL.
+LEFTOVER_GRACE = 2.0
+#: Seconds to wait for a mount to answer the request that flushes its queue (see _barrier).
+BARRIER_TIMEOUT = 2.0
 
 _CLONE_NEWNS = 0x00020000
 _MS_REC = 0x4000
 _MS_PRIVATE = 1 << 18
+_MNT_DETACH = 2
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+ACCESS_ALIASES = {"read_only": "read_only", "read_write": "read_write",
+                  "ro": "read_only", "rw": "read_write"}
 
 
 class LaunchError(MemfsError):
-    """The session could not be set up or lost a mount."""
+    """The session could not be set up, CMD could not be started, or a mount died.
+
+    ``status`` is the exit status ``memfs run`` should end with (126/127 like a shell when
+    CMD cannot be executed / is not found, else 1).
+    """
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -66,11 +99,11 @@ class Attachment:
 
     @classmethod
     def parse(cls, spec: str) -> Attachment:
-        """``REF``, ``REF:read_only`` or ``REF:read_write`` (a REF may itself hold colons;
-        only a known access suffix is split off)."""
+        """``REF``, ``REF:read_only`` or ``REF:read_write`` (also ``:ro``/``:rw``). A REF may
+        itself hold colons: only a known access suffix is split off."""
         ref, sep, access = spec.rpartition(":")
-        if sep and access in ("read_only", "read_write", "ro", "rw"):
-            return cls(ref, {"ro": "read_only", "rw": "read_write"}.get(access, access))
+        if sep and ref and access in ACCESS_ALIASES:
+            return cls(ref, ACCESS_ALIASES[access])
         return cls(spec)
 
 
@@ -84,13 +117,18 @@ class _Mount:
 
 @dataclass
 class Launch:
-    """What ``memfs run`` was asked to do."""
+    """What ``memfs run`` was asked to do.
+
+    :param instructions: ``(REF, TEXT)`` pairs; REF names an attached store by id or name
+        (matched after resolution, so ``--store notes`` and ``--instructions <its id>=…`` agree).
+    """
 
     attachments: list[Attachment]
     command: Sequence[str]
     root: str | None = None
     db_path: str | None = None
     isolation: str = "auto"  # auto | namespace | none
+    instructions: list[tuple[str, str]] = field(default_factory=list)
     extra_mount_args: list[str] = field(default_factory=list)
 
 
@@ -115,99 +153,203 @@ def _enter_private_namespace(root: str) -> None:
     if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         err = ctypes.get_errno()
         raise LaunchError(f"cannot make mounts private: {os.strerror(err)}")
-    os.makedirs(root, exist_ok=True)
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as e:
+        raise LaunchError(f"cannot create the session root {root}: {e.strerror}") from None
     if libc.mount(b"memfs-scratch", root.encode(), b"tmpfs", 0, b"mode=0755") != 0:
         err = ctypes.get_errno()
         raise LaunchError(f"cannot mount session scratch on {root}: {os.strerror(err)}")
 
 
-def _unmount(path: str) -> None:
-    """Lazily detach a mount point (works on a dead FUSE mount too)."""
-    if os.path.ismount(path) or _in_proc_mounts(path):
-        subprocess.run(
-            ["fusermount3", "-uz", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        if _in_proc_mounts(path):
-            subprocess.run(["umount", "-l", path], stderr=subprocess.DEVNULL)
-
-
-def _daemon_preexec() -> None:
-    """In a mount daemon's child before exec: its own process group, so our terminal's Ctrl-C
-    reaches the launcher (which unmounts in order) rather than the daemons; and SIGTERM when the
-    launcher dies, so that even a ``kill -9`` of the launcher unmounts everything."""
-    os.setsid()
-    _libc().prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+def _mount_points() -> set[str]:
+    """Every mount point of this process's mount namespace."""
+    points = set()
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 1:
+                    # Spaces, tabs, newlines and backslashes are octal escapes there.
+                    points.add(_OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[1]))
+    except OSError:
+        pass
+    return points
 
 
 def _in_proc_mounts(path: str) -> bool:
+    return path in _mount_points()
+
+
+def _unmount(path: str) -> None:
+    """Lazily detach ``path`` and everything mounted on it (a dead FUSE mount too)."""
+    for _ in range(8):  # stacked mounts come off one at a time
+        if not _in_proc_mounts(path):
+            return
+        if _privileged():
+            if _libc().umount2(path.encode(), _MNT_DETACH) != 0:
+                err = ctypes.get_errno()
+                log.warning("cannot unmount %s: %s", path, os.strerror(err))
+                return
+        else:
+            done = subprocess.run(
+                ["fusermount3", "-uz", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+            if done.returncode != 0:
+                log.warning("cannot unmount %s: %s", path, done.stderr.decode(errors="replace"))
+                return
+
+
+def _daemon_preexec() -> None:
+    """In a mount daemon's child before exec: its own session, so our terminal's Ctrl-C
+    reaches the launcher (which unmounts in order) rather than the daemons; and SIGTERM when
+    the launcher dies, so that even a ``kill -9`` of the launcher unmounts everything."""
+    os.setsid()
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _command_preexec() -> None:
+    """In CMD's child before exec: SIGHUP (as when a terminal goes away) if the launcher
+    dies, since the session CMD belongs to is then over."""
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGHUP)
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (scans /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        rest = stat.rpartition(")")[2].split()
+        if len(rest) > 1 and int(rest[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _reap(pid: int) -> bool:
+    """Collect ``pid`` if it has exited; True when it is gone."""
     try:
-        with open("/proc/self/mounts") as f:
-            return any(line.split()[1] == path for line in f if len(line.split()) > 1)
-    except OSError:
-        return False
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
+def _describe_status(status: int | None) -> str:
+    if status is None:
+        return "still running"
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exited with status {status}"
 
 
 class Launcher:
     """Runs one session: set up, run CMD, always clean up (see the module docstring)."""
 
     def __init__(self, launch: Launch) -> None:
+        if not launch.command:
+            raise InvalidRequest("no command to run")
         self.launch = launch
         self.store = Store(launch.db_path)
         self.session: Session | None = None
         self.mounts: list[_Mount] = []
-        self.state_dir = Path(tempfile.mkdtemp(prefix="memfs-session-"))
+        self.state_dir: Path | None = None
         self.namespace = False
         self.root = ""
+        self._root_created = False
         self._child: subprocess.Popen[bytes] | None = None
         self._stop_signal: int | None = None
+        self._unforwarded: int | None = None
+        self._kill_at: float | None = None
+        self._reported: set[int] = set()  # pids of daemons whose death is the error already
 
     # -- set-up ------------------------------------------------------------------------------
 
     def _choose_root(self) -> None:
+        """Decide the isolation mode and the root, and check it; nothing is created but the
+        private temporary root of the unprivileged default (removed at the end)."""
         iso = self.launch.isolation
         if iso not in ("auto", "namespace", "none"):
             raise InvalidRequest("isolation must be auto, namespace or none")
         self.namespace = iso == "namespace" or (iso == "auto" and _privileged())
         if self.namespace and not _privileged():
-            raise LaunchError("--isolation namespace needs root")
+            raise LaunchError("--isolation namespace needs root (use --isolation none)")
         if self.launch.root:
             self.root = os.path.abspath(self.launch.root)
         elif self.namespace:
             self.root = "/mnt/memory"
         else:
-            # Unprivileged: a root of our own, so two sessions never share scratch.
-            self.root = str(self.state_dir / "memory")
-        if not self.namespace:
-            if os.path.exists(self.root) and os.listdir(self.root):
-                raise LaunchError(
-                    f"{self.root} is not empty: without a private namespace the session root "
-                    "must be an empty or new directory (use --root)"
-                )
-            os.makedirs(self.root, exist_ok=True)
+            # Unprivileged: a new root of our own, so two sessions never share scratch (and
+            # apart from the launcher's state directory, which the agent has no business in).
+            self.root = tempfile.mkdtemp(prefix="memfs-root-")
+            self._root_created = True
+        if self.root == "/":
+            raise LaunchError("the session root cannot be /")
+        db, real_root = os.path.realpath(self.store.path), os.path.realpath(self.root)
+        if db == real_root or db.startswith(real_root + "/"):
+            # A tmpfs over it would hide it; a scratch clean-up would delete it.
+            raise LaunchError(f"the database {db} is inside the session root {self.root}")
+        if not self.namespace and os.path.isdir(self.root) and os.listdir(self.root):
+            raise LaunchError(
+                f"{self.root} is not empty: without a private namespace the session root "
+                "must be an empty or new directory (use --root)"
+            )
+        if os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise LaunchError(f"the session root {self.root} is not a directory")
 
-    def _create_session(self) -> Session:
-        resources = []
+    def _resources(self) -> list[dict[str, Any]]:
+        resources: list[dict[str, Any]] = []
+        by_id: dict[str, dict[str, Any]] = {}
         for a in self.launch.attachments:
             store = self.store.resolve_store(a.ref)
-            res = {"type": "memory_store", "memory_store_id": store.id, "access": a.access}
+            res: dict[str, Any] = {
+                "type": "memory_store", "memory_store_id": store.id, "access": a.access,
+            }
             if a.instructions is not None:
                 res["instructions"] = a.instructions
             resources.append(res)
+            by_id.setdefault(store.id, res)
+        for ref, text in self.launch.instructions:
+            store = self.store.resolve_store(ref)
+            if store.id not in by_id:
+                raise InvalidRequest(f"--instructions names {ref!r}, which no --store attaches")
+            by_id[store.id]["instructions"] = text
+        return resources
+
+    def _create_session(self) -> Session:
+        cmd = self.launch.command
         return self.store.create_session(
-            resources,
+            self._resources(),
             root=self.root,
-            agent={"type": "agent", "id": "local", "name": os.path.basename(
-                self.launch.command[0]) if self.launch.command else "agent"},
+            agent={"type": "agent", "id": "local", "name": os.path.basename(cmd[0])},
             environment_id="local",
-            title=" ".join(self.launch.command)[:200] or None,
+            title=" ".join(cmd)[:200],
             status="idle",
         )
 
+    def _make_scratch(self) -> None:
+        if self.namespace:
+            _enter_private_namespace(self.root)
+            return
+        try:
+            if not os.path.exists(self.root):
+                self._root_created = True
+            os.makedirs(self.root, exist_ok=True)
+        except OSError as e:
+            raise LaunchError(f"cannot create the session root {self.root}: {e.strerror}") from None
+
     def _start_mounts(self) -> None:
-        assert self.session is not None
-        exe = [sys.executable, "-m", "memfs"]
-        if self.launch.db_path:
-            exe += ["--db", self.launch.db_path]
+        assert self.session is not None and self.state_dir is not None
+        exe = [sys.executable, "-m", "memfs", "--db", os.path.abspath(self.store.path)]
         for res in self.session.resources:
             os.makedirs(res.mount_path, exist_ok=True)
             events = self.state_dir / f"{res.memory_store_id}.events.jsonl"
@@ -225,23 +367,29 @@ class Launcher:
                     preexec_fn=_daemon_preexec,
                 )
             self.mounts.append(_Mount(res, proc, events, logf))
+            log.info("mounting %s (%s) on %s, pid %d", res.name, res.memory_store_id,
+                     res.mount_path, proc.pid)
         deadline = time.monotonic() + MOUNT_TIMEOUT
         pending = list(self.mounts)
         while pending:
+            if self._stop_signal is not None:
+                return
             for m in list(pending):
                 if os.path.ismount(m.resource.mount_path):
                     pending.remove(m)
                 elif m.proc.poll() is not None:
-                    raise LaunchError(
-                        f"mount of {m.resource.name!r} at {m.resource.mount_path} failed: "
+                    self._reported.add(m.proc.pid)
+                    self._fail(
+                        f"cannot mount {m.resource.name!r} at {m.resource.mount_path}: "
                         f"{self._last_log_line(m)}"
                     )
             if pending and time.monotonic() > deadline:
-                raise LaunchError(
-                    f"{pending[0].resource.mount_path} was not mounted within {MOUNT_TIMEOUT:.0f} s"
+                self._fail(
+                    f"{pending[0].resource.mount_path} was not mounted within "
+                    f"{MOUNT_TIMEOUT:.0f} s"
                 )
             if pending:
-                time.sleep(0.02)
+                time.sleep(0.01)
 
     @staticmethod
     def _last_log_line(m: _Mount) -> str:
@@ -249,56 +397,168 @@ class Launcher:
             lines = [ln for ln in m.log_file.read_text(errors="replace").splitlines() if ln]
         except OSError:
             lines = []
-        return lines[-1] if lines else f"daemon exited with status {m.proc.returncode}"
+        if lines:
+            return lines[-1].removeprefix("memfs: ")
+        return f"the daemon {_describe_status(m.proc.returncode)}"
+
+    def _fail(self, message: str) -> NoReturn:
+        self._record_error(message)
+        raise LaunchError(message)
+
+    def _record_error(self, message: str) -> None:
+        """A ``session.error`` event (API.md §4.8: ``unknown_error`` when the whole session is
+        affected); best effort, the launcher's own error line matters more."""
+        if self.session is None:
+            return
+        try:
+            self.store.add_events(self.session.id, [{
+                "type": "session.error",
+                "error": {"type": "unknown_error", "message": message,
+                          "retry_status": "terminal"},
+            }])
+        except MemfsError as e:
+            log.error("cannot record the session error: %s", e)
 
     # -- running -----------------------------------------------------------------------------
 
-    def _forward(self, signum: int, frame: object) -> None:
+    def _on_signal(self, signum: int, frame: object) -> None:
         self._stop_signal = signum
-        if self._child is not None and self._child.poll() is None:
+        if signum != signal.SIGINT and self._kill_at is None:
+            self._kill_at = time.monotonic() + KILL_GRACE
+        child = self._child
+        if child is None:
+            self._unforwarded = signum
+            return
+        if signum == signal.SIGINT and self._terminal_sent_it():
+            return  # CMD is in our foreground process group: it got this Ctrl-C already
+        self._send(signum)
+
+    def _terminal_sent_it(self) -> bool:
+        try:
+            fd = sys.stdin.fileno()
+            return os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def _send(self, signum: int) -> None:
+        child = self._child
+        if child is not None and child.returncode is None:
             try:
-                self._child.send_signal(signum)
+                child.send_signal(signum)
             except ProcessLookupError:
                 pass
 
     def _run_command(self) -> int:
-        assert self.session is not None
+        assert self.session is not None and self.state_dir is not None
         prompt_file = self.state_dir / "system-prompt.md"
-        prompt_file.write_text(render_memory_prompt(self.session))
+        prompt_file.write_text(render_memory_prompt(self.session), encoding="utf-8")
         env = dict(os.environ)
         env["MEMFS_SESSION_ID"] = self.session.id
         env["MEMFS_SYSTEM_PROMPT_FILE"] = str(prompt_file)
-        if self.launch.db_path:
-            env["MEMFS_DB"] = os.path.abspath(self.launch.db_path)
+        env["MEMFS_DB"] = os.path.abspath(self.store.path)
         self.store.set_session_status(self.session.id, "running")
         try:
-            self._child = subprocess.Popen(list(self.launch.command), env=env)
+            self._child = subprocess.Popen(
+                list(self.launch.command), env=env, preexec_fn=_command_preexec
+            )
+        except FileNotFoundError:
+            raise LaunchError(f"{self.launch.command[0]}: command not found", 127) from None
         except OSError as e:
-            raise LaunchError(f"cannot run {self.launch.command[0]!r}: {e.strerror}") from None
+            raise LaunchError(
+                f"cannot run {self.launch.command[0]}: {e.strerror}",
+                126 if e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 1,
+            ) from None
+        if self._unforwarded is not None:  # a signal came while CMD was being started
+            self._send(self._unforwarded)
+            self._unforwarded = None
+        dead: _Mount | None = None
         while True:
             try:
-                status = self._child.wait(timeout=0.2)
+                status = self._child.wait(timeout=0.1)
                 break
             except subprocess.TimeoutExpired:
                 pass
-            dead = [m for m in self.mounts if m.proc.poll() is not None]
-            if dead:
-                self._child.terminate()
-                try:
-                    self._child.wait(timeout=STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    self._child.kill()
-                    self._child.wait()
-                m = dead[0]
-                raise LaunchError(
-                    f"the mount of {m.resource.name!r} at {m.resource.mount_path} died "
-                    f"(status {m.proc.returncode}); the command was stopped"
-                )
+            if dead is None:
+                dead = next((m for m in self.mounts if m.proc.poll() is not None), None)
+                if dead is not None:
+                    log.info("the mount daemon of %s died; stopping the command",
+                             dead.resource.mount_path)
+                    self._reported.add(dead.proc.pid)
+                    self._send(signal.SIGTERM)
+                    self._kill_at = time.monotonic() + KILL_GRACE
+            if self._kill_at is not None and time.monotonic() > self._kill_at:
+                log.warning("the command did not stop within %.0f s; killing it", KILL_GRACE)
+                self._send(signal.SIGKILL)
+                self._kill_at = None
+        if dead is not None:
+            self._fail(
+                f"the mount of {dead.resource.name!r} at {dead.resource.mount_path} died "
+                f"({_describe_status(dead.proc.returncode)}); the command was stopped"
+            )
         return 128 - status if status < 0 else status
 
     # -- clean-up ----------------------------------------------------------------------------
 
+    def _stop_command(self) -> None:
+        """CMD itself, if set-up failed while it ran (it normally has exited already)."""
+        child = self._child
+        if child is None or child.poll() is not None:
+            return
+        child.terminate()
+        try:
+            child.wait(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+    def _stop_leftovers(self) -> None:
+        """Stop what CMD left running (orphans are reparented to us, the subreaper): SIGTERM,
+        then SIGKILL after :data:`LEFTOVER_GRACE` seconds; reap them all."""
+        ours = {m.proc.pid for m in self.mounts}
+        if self._child is not None:
+            ours.add(self._child.pid)
+        deadline = time.monotonic() + LEFTOVER_GRACE
+        give_up = deadline + 3 * LEFTOVER_GRACE
+        signalled: set[int] = set()
+        while True:
+            left = [p for p in _children(os.getpid()) if p not in ours and not _reap(p)]
+            if not left:
+                return
+            if time.monotonic() > give_up:
+                log.error("pids %s, left behind by the command, do not die", left)
+                return
+            late = time.monotonic() > deadline
+            for pid in left:
+                if pid not in signalled or late:
+                    log.info("stopping pid %d, left behind by the command", pid)
+                    try:
+                        os.kill(pid, signal.SIGKILL if late else signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+                    signalled.add(pid)
+            if late:
+                deadline = time.monotonic() + LEFTOVER_GRACE
+            time.sleep(0.02)
+
+    def _barrier(self, m: _Mount) -> None:
+        """Make the daemon answer one request (statfs, never cached by the kernel) before it
+        is stopped: the releases the kernel queued when CMD's files were closed come before
+        it, so their tool events are recorded instead of dropped with the queue. Runs in a
+        thread: a stuck daemon must not hang the clean-up."""
+        def statfs() -> None:
+            try:
+                os.statvfs(m.resource.mount_path)
+            except OSError:
+                pass
+
+        t = threading.Thread(target=statfs, daemon=True)
+        t.start()
+        t.join(BARRIER_TIMEOUT)
+
     def _stop_mounts(self) -> None:
+        for m in self.mounts:
+            if m.proc.poll() is None:
+                self._barrier(m)
         for m in self.mounts:
             if m.proc.poll() is None:
                 m.proc.send_signal(signal.SIGTERM)
@@ -310,47 +570,83 @@ class Launcher:
                 log.warning("mount daemon %d did not stop; killing it", m.proc.pid)
                 m.proc.kill()
                 m.proc.wait()
+            if m.proc.returncode not in (0, -signal.SIGTERM) and m.proc.pid not in self._reported:
+                log.warning("the mount daemon of %s %s: %s", m.resource.mount_path,
+                            _describe_status(m.proc.returncode), self._last_log_line(m))
             _unmount(m.resource.mount_path)
 
     def _discard_scratch(self) -> None:
         if self.namespace:
-            # The tmpfs goes away with the namespace; detach it now all the same.
-            _unmount(self.root)
+            # The tmpfs goes away with the namespace when we exit; detach it now all the same.
+            # The directory under it stays: another session may have its own tmpfs on it.
+            if self.root:
+                _unmount(self.root)
         elif self.root and os.path.isdir(self.root):
-            if any(_in_proc_mounts(m.resource.mount_path) for m in self.mounts):
-                log.error("not deleting %s: a mount is still attached below it", self.root)
-            else:
+            points = _mount_points()
+            below = [p for p in points if p == self.root or p.startswith(self.root + "/")]
+            if below:
+                log.error("not deleting %s: %s is still mounted", self.root, below[0])
+            elif self._root_created:
                 shutil.rmtree(self.root, ignore_errors=True)
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+            else:
+                for entry in os.listdir(self.root):
+                    path = os.path.join(self.root, entry)
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        os.unlink(path)
+
+    def _cleanup(self) -> None:
+        """Every step runs even if an earlier one fails."""
+        steps = (self._stop_command, self._stop_leftovers, self._stop_mounts,
+                 self._discard_scratch)
+        for step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("clean-up step %s failed", step.__name__)
+        if self.state_dir is not None:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        if self.session is not None:
+            try:
+                self.store.set_session_status(self.session.id, "terminated")
+            except MemfsError as e:
+                log.error("cannot mark session %s terminated: %s", self.session.id, e)
 
     def run(self) -> int:
         """Run the whole session; returns the exit status for ``memfs run``.
 
-        :raises MemfsError: the session could not be created or set up, or a mount died.
+        :raises LaunchError: the session could not be set up, CMD could not be started, or a
+            mount died (``status`` is the exit status to use).
+        :raises MemfsError: the store refused the attachments (nothing was set up).
         """
         handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        previous = {s: signal.signal(s, self._forward) for s in handled}
+        previous = {s: signal.signal(s, self._on_signal) for s in handled}
+        # Orphans of CMD come to us, so that none outlives the session (see _stop_leftovers).
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1)
         try:
+            self.state_dir = Path(tempfile.mkdtemp(prefix="memfs-session-"))
             self._choose_root()
-            if self.namespace:
-                _enter_private_namespace(self.root)
             self.session = self._create_session()
+            log.info("session %s, root %s (%s)", self.session.id, self.root,
+                     "private namespace" if self.namespace else "scratch directory")
+            self._make_scratch()
             self._start_mounts()
             if self._stop_signal is not None:
                 return 128 + self._stop_signal
             return self._run_command()
         finally:
             try:
-                self._stop_mounts()
-                self._discard_scratch()
+                self._cleanup()
             finally:
-                if self.session is not None:
-                    self.store.set_session_status(self.session.id, "terminated")
                 self.store.close()
                 for s, h in previous.items():
                     signal.signal(s, h)
 
 
 def run(launch: Launch) -> int:
-    """Run a session (see :class:`Launcher`)."""
+    """Run a session (see :class:`Launcher`); returns CMD's exit status.
+
+    :raises LaunchError, MemfsError: see :meth:`Launcher.run`.
+    """
     return Launcher(launch).run()

@@ -1,0 +1,555 @@
+"""``memfs run``: real sessions through the real entry point, in both isolation modes.
+
+Each test starts ``memfs run`` as a subprocess on a database in ``tmp_path`` with ``--root``
+under ``tmp_path``; CMD is a ``bash -c`` script that uses plain tools and leaves what it saw in
+files under ``$T`` (``tmp_path``, outside the root, so visible from every namespace). The test
+then checks the store (sessions, versions, events) and that nothing is left: no mount in this
+process's /proc/mounts, no daemon, no scratch.
+
+FUSE missing: skipped locally, failed when CI=true (the ``fuse`` fixture).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memfs.models import Actor
+from memfs.store import Store
+
+from .conftest import retry
+
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("fuse")]
+
+_SCRIPT = Path(sys.executable).with_name("memfs")
+MEMFS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memfs"]
+ISOLATIONS = ["namespace", "none"]
+SESSION_DEADLINE = 30.0
+
+# Bash helpers every CMD gets: wait_for FILE (poll with a deadline), ready (tell the test).
+PRELUDE = r"""
+set -u
+wait_for() { for _ in $(seq 1000); do [ -e "$1" ] && return 0; sleep 0.01; done; return 1; }
+echo "$MEMFS_SESSION_ID" > "$T/sid"
+echo $$ > "$T/cmd.pid"
+"""
+
+
+def needs_root(isolation: str) -> None:
+    if isolation == "namespace" and os.geteuid() != 0:
+        pytest.skip("the namespace mode needs root")
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below ``path`` in this process's mount namespace."""
+    prefix = str(path)
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1] for line in f]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
+
+
+def processes_with(text: str) -> list[int]:
+    """Pids whose command line contains ``text`` (e.g. the mount daemons of a session)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def daemons_of(sid: str) -> list[int]:
+    return [p for p in processes_with(f"--session {sid}")
+            if " mount " in Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()]
+
+
+class Run:
+    """One ``memfs run`` subprocess."""
+
+    def __init__(self, db: Path, tmp: Path, args: list[str], script: str,
+                 env: dict[str, str] | None = None) -> None:
+        self.tmp = tmp
+        full_env = {**os.environ, "MEMFS_DB": str(db), "T": str(tmp), **(env or {})}
+        self.proc = subprocess.Popen(
+            [*MEMFS, "run", *args, "--", "bash", "-c", PRELUDE + script],
+            env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        self.out = self.err = ""
+
+    def wait(self, timeout: float = SESSION_DEADLINE) -> int:
+        self.out, self.err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode
+
+    def wait_file(self, name: str) -> Path:
+        """Wait until CMD creates ``$T/name`` (failing early if the launcher exits)."""
+        path = self.tmp / name
+
+        def there() -> bool:
+            if path.exists():
+                return True
+            if self.proc.poll() is not None:
+                out, err = self.proc.communicate()
+                raise AssertionError(f"memfs run exited {self.proc.returncode}: {err}{out}")
+            return False
+
+        retry(there, SESSION_DEADLINE)
+        return path
+
+    @property
+    def sid(self) -> str:
+        return (self.tmp / "sid").read_text().strip()
+
+
+@pytest.fixture
+def launch(db: Path, tmp_path: Path) -> Iterator[Callable[..., Run]]:
+    """``launch(args, script, env=None)`` starts ``memfs run``; at teardown a launcher still
+    running is killed and any mount left under tmp_path is removed (and the test fails)."""
+    runs: list[Run] = []
+
+    def start(args: list[str], script: str, env: dict[str, str] | None = None) -> Run:
+        r = Run(db, tmp_path, args, script, env)
+        runs.append(r)
+        return r
+
+    yield start
+    for r in runs:
+        if r.proc.poll() is None:
+            r.proc.kill()
+            r.proc.communicate()
+    left = mounts_under(tmp_path)
+    for p in left:
+        subprocess.run(["fusermount3", "-uz", p], check=False, capture_output=True)
+    assert not left, f"mounts left behind: {left}"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[Store]:
+    s = Store(db)
+    yield s
+    s.close()
+
+
+def assert_ended(
+    store: Store, sid: str, root: Path, tmp_path: Path, *, error: bool = False,
+    ran: bool = True,
+) -> None:
+    """The session is over and nothing of it is left."""
+    s = store.get_session(sid)
+    assert s.status == "terminated"
+    events = store.list_events(sid, limit=1000).data
+    types = [e.type for e in events]
+    assert ("session.status_running" in types) == ran
+    assert types[-1] == "session.status_terminated"
+    assert ("session.error" in types) == error
+    assert mounts_under(tmp_path) == []
+    assert daemons_of(sid) == []
+    assert not (root / "scratch.txt").exists()
+    for r in s.resources:
+        assert not Path(r.mount_path).exists()
+
+
+# -- the main scenario ---------------------------------------------------------------------
+
+
+MAIN_SCRIPT = r"""
+R=$ROOT
+ls "$R" > "$T/ls-root"
+cp "$MEMFS_SYSTEM_PROMPT_FILE" "$T/prompt.md"
+ls "$R/ref" > "$T/ls-ref"
+cat "$R/ref/guide.md" > "$T/cat-ref"
+if (echo nope > "$R/ref/new.md") 2> "$T/erofs"; then exit 99; fi
+echo "first note" > "$R/notes/n1.md"
+mkdir -p "$R/notes-2/sub" && echo "second" > "$R/notes-2/sub/n2.md"
+echo scratch > "$R/scratch.txt"
+grep " $R/" /proc/self/mounts > "$T/mounts-inside"
+touch "$T/ready"
+wait_for "$T/go" || exit 98
+cat "$R/scratch.txt" > "$T/scratch-inside"
+exit 7
+"""
+
+
+def make_stores(store: Store) -> tuple[str, str, str]:
+    notes = store.create_store("Notes", "What the user told me.").id
+    notes2 = store.create_store("notes", "Another store with a colliding slug.").id
+    ref = store.create_store("Ref", "Reference material.").id
+    store.create_memory(ref, "/guide.md", "# Guide\nBe brief.\n", actor=None)
+    return notes, notes2, ref
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_session_end_to_end(
+    isolation: str, launch: Callable[..., Run], store: Store, tmp_path: Path, db: Path
+) -> None:
+    needs_root(isolation)
+    notes, notes2, ref = make_stores(store)
+    root = tmp_path / "root"
+    r = launch(
+        ["--store", notes, "--store", f"{notes2}:read_write", "--store", "Ref:read_only",
+         "--instructions", "Ref=Only read this.\nNever guess.",
+         "--root", str(root), "--isolation", isolation],
+        MAIN_SCRIPT, env={"ROOT": str(root)},
+    )
+    r.wait_file("ready")
+    sid = r.sid
+    daemons = daemons_of(sid)
+    assert len(daemons) == 3
+    if isolation == "namespace":
+        # Private: neither the mounts nor the scratch are visible from here.
+        assert mounts_under(tmp_path) == []
+        assert not (root / "scratch.txt").exists()
+        own_ns = os.readlink("/proc/self/ns/mnt")
+        assert all(os.readlink(f"/proc/{p}/ns/mnt") != own_ns for p in daemons)
+    else:
+        assert sorted(mounts_under(root)) == [str(root / n) for n in ("notes", "notes-2", "ref")]
+        assert (root / "scratch.txt").read_text() == "scratch\n"
+    assert store.get_session(sid).status == "running"
+    (tmp_path / "go").touch()
+    assert r.wait() == 7, r.err
+    assert r.err == ""
+
+    # What CMD saw.
+    assert (tmp_path / "ls-root").read_text().split() == ["notes", "notes-2", "ref"]
+    assert (tmp_path / "ls-ref").read_text().split() == ["guide.md"]
+    assert (tmp_path / "cat-ref").read_text() == "# Guide\nBe brief.\n"
+    assert "Read-only file system" in (tmp_path / "erofs").read_text()
+    assert (tmp_path / "scratch-inside").read_text() == "scratch\n"
+    mounts_inside = {
+        line.split()[1]: line.split()[3].split(",") for line in
+        (tmp_path / "mounts-inside").read_text().splitlines()
+    }
+    assert "ro" in mounts_inside[str(root / "ref")]
+    assert "rw" in mounts_inside[str(root / "notes")]
+    prompt = (tmp_path / "prompt.md").read_text()
+    assert f"- Mount path: {root}/notes\n" in prompt
+    assert f"- Mount path: {root}/notes-2\n" in prompt
+    assert f"- Mount path: {root}/ref\n- Access: read_only" in prompt
+    assert "- Description: Reference material." in prompt
+    assert "- Instructions: Only read this.\n  Never guess." in prompt
+    assert prompt.count("## ") == 3
+
+    # The session in the store: snapshotted names, mount paths from slugs with a suffix.
+    s = store.get_session(sid)
+    assert [(x.name, x.mount_path, x.access) for x in s.resources] == [
+        ("Notes", f"{root}/notes", "read_write"),
+        ("notes", f"{root}/notes-2", "read_write"),
+        ("Ref", f"{root}/ref", "read_only"),
+    ]
+    assert s.resources[2].instructions == "Only read this.\nNever guess."
+    assert s.resources[0].description == "What the user told me."
+
+    # Versions attributed to the session, and nothing else written by it.
+    v1 = store.list_versions(notes, session_id=sid).data
+    v2 = store.list_versions(notes2, session_id=sid).data
+    assert [(v.operation, v.path) for v in v1] == [("created", "/n1.md")]
+    assert [(v.operation, v.path) for v in v2] == [("created", "/sub/n2.md")]
+    assert v1[0].created_by == Actor.session(sid)
+    assert store.list_versions(ref, session_id=sid).data == []
+    assert store.get_memory_by_path(notes, "/n1.md").content == "first note\n"
+
+    # Paired tool events, joined to the versions they produced.
+    events = store.list_events(sid, limit=1000).data
+    uses = {e.body["id"]: e.body for e in events if e.type == "agent.tool_use"}
+    results = [e.body for e in events if e.type == "agent.tool_result"]
+    assert uses and len(results) == len(uses)
+    assert {res["tool_use_id"] for res in results} == set(uses)
+    by_op = {(u["input"]["operation"], u["input"]["file_path"]): u for u in uses.values()}
+    create = by_op[("create", f"{root}/notes/n1.md")]
+    result = next(res for res in results if res["tool_use_id"] == create["id"])
+    assert result["is_error"] is False
+    assert result["memory_version_id"] == v1[0].id
+    assert by_op[("read", f"{root}/ref/guide.md")]["name"] == "cat"
+    assert ("list", f"{root}/ref") in by_op
+    assert ("mkdir", f"{root}/notes-2/sub") in by_op
+
+    assert_ended(store, sid, root, tmp_path)
+    if isolation == "none":
+        assert not root.exists()  # the launcher made it, the launcher removed it
+    else:
+        assert root.is_dir() and os.listdir(root) == []  # the host's side never saw scratch
+
+    # The CLI shows the launcher's sessions usefully.
+    env = {**os.environ, "MEMFS_DB": str(db)}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([*MEMFS, *args], env=env, capture_output=True, text=True,
+                              check=True)
+        return done.stdout
+
+    show = cli("session", "show", sid)
+    assert "status:   terminated" in show and f"{root}/notes-2  read_write  notes" in show
+    assert sid in cli("session", "list", "--store", "Ref")
+    assert "/n1.md" in cli("versions", "list", notes, "--session", sid)
+    timeline = cli("session", "events", sid, "--limit", "1000")
+    assert f"cat read {root}/ref/guide.md" in timeline
+    assert "session.status_terminated" in timeline
+    assert cli("session", "prompt", sid) == prompt
+
+
+# -- stopping: CMD killed, launcher signalled, a daemon dies --------------------------------
+
+
+WAIT_SCRIPT = r"""
+echo scratch > "$ROOT/scratch.txt"
+echo hi > "$ROOT/notes/hello.md"
+touch "$T/ready"
+exec sleep 60
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "isolation", "expected"),
+    [
+        ("cmd-kill-outside", "namespace", 128 + signal.SIGKILL),
+        ("cmd-kill-outside", "none", 128 + signal.SIGKILL),
+        ("cmd-kill-inside", "namespace", 128 + signal.SIGKILL),
+        ("launcher-sigterm", "namespace", 128 + signal.SIGTERM),
+        ("launcher-sigterm", "none", 128 + signal.SIGTERM),
+        ("launcher-sigint", "namespace", 128 + signal.SIGINT),
+        ("launcher-sigint", "none", 128 + signal.SIGINT),
+    ],
+)
+def test_stopped_session_cleans_up(
+    how: str, isolation: str, expected: int, launch: Callable[..., Run], store: Store,
+    tmp_path: Path,
+) -> None:
+    needs_root(isolation)
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    script = WAIT_SCRIPT
+    if how == "cmd-kill-inside":
+        script = script.replace("exec sleep 60", "kill -9 $$")
+    r = launch(["--store", notes, "--root", str(root), "--isolation", isolation], script,
+               env={"ROOT": str(root)})
+    r.wait_file("ready")
+    if how == "cmd-kill-outside":
+        os.kill(int((tmp_path / "cmd.pid").read_text()), signal.SIGKILL)
+    elif how == "launcher-sigterm":
+        r.proc.send_signal(signal.SIGTERM)
+    elif how == "launcher-sigint":
+        r.proc.send_signal(signal.SIGINT)
+    assert r.wait() == expected, r.err
+    assert r.err == ""
+    assert_ended(store, r.sid, root, tmp_path)
+    assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
+    assert processes_with(r.sid) == []
+
+
+def test_command_ignoring_sigterm_is_killed(
+    launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    r = launch(["--store", notes, "--root", str(root), "--isolation", "none"],
+               "trap '' TERM; touch \"$T/ready\"; exec sleep 60", env={"ROOT": str(root)})
+    r.wait_file("ready")
+    r.proc.send_signal(signal.SIGTERM)
+    assert r.wait() == 128 + signal.SIGKILL
+    assert_ended(store, r.sid, root, tmp_path)
+
+
+def test_leftover_processes_are_stopped(
+    launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    """A background job CMD leaves behind does not outlive the session (nor hold our pipes)."""
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    r = launch(["--store", notes, "--root", str(root), "--isolation", "none"],
+               '(setsid sleep 60 & echo $! > "$T/bg.pid") ; wait_for "$T/bg.pid"; exit 3',
+               env={"ROOT": str(root)})
+    assert r.wait() == 3, r.err
+    bg = int((tmp_path / "bg.pid").read_text())
+    assert not Path(f"/proc/{bg}").exists()
+    assert_ended(store, r.sid, root, tmp_path)
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_dead_mount_daemon_stops_the_session(
+    isolation: str, launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    needs_root(isolation)
+    notes = store.create_store("Notes").id
+    other = store.create_store("Other").id
+    root = tmp_path / "root"
+    r = launch(["--store", notes, "--store", other, "--root", str(root),
+                "--isolation", isolation], WAIT_SCRIPT, env={"ROOT": str(root)})
+    r.wait_file("ready")
+    victim = next(p for p in daemons_of(r.sid)
+                  if notes in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace"))
+    os.kill(victim, signal.SIGKILL)
+    assert r.wait() == 1
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert lines[0] == (
+        f"memfs: the mount of 'Notes' at {root}/notes died (killed by SIGKILL); "
+        "the command was stopped"
+    )
+    assert_ended(store, r.sid, root, tmp_path, error=True)
+    error = store.list_events(r.sid, types=["session.error"]).data[0].body["error"]
+    assert error["type"] == "unknown_error" and "died" in error["message"]
+    # What was written before the crash is kept.
+    assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
+    assert processes_with(r.sid) == []
+
+
+# -- concurrent sessions, rejections -----------------------------------------------------------
+
+
+CONCURRENT_SCRIPT = r"""
+R=${ROOT:-$(dirname "$(sed -n 's/^- Mount path: //p' "$MEMFS_SYSTEM_PROMPT_FILE" | head -1)")}
+echo "$R" > "$T/$ME.root"
+echo "$ME" > "$R/scratch.txt"
+touch "$T/$ME.ready"
+wait_for "$T/$OTHER.ready" || exit 98
+[ "$(cat "$R/scratch.txt")" = "$ME" ] || exit 97
+ls "$R" > "$T/$ME.ls"
+touch "$T/$ME.done"
+wait_for "$T/$OTHER.done" || exit 96
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_concurrent_sessions_have_private_scratch(
+    isolation: str, launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    """Namespace: the same root for both, each with its own tmpfs. None: each gets a root of
+    its own by default."""
+    needs_root(isolation)
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    args = ["--store", notes, "--isolation", isolation]
+    env: dict[str, str] = {}
+    if isolation == "namespace":
+        args += ["--root", str(root)]
+        env["ROOT"] = str(root)
+    a = launch(args, CONCURRENT_SCRIPT, env={**env, "ME": "a", "OTHER": "b"})
+    b = launch(args, CONCURRENT_SCRIPT, env={**env, "ME": "b", "OTHER": "a"})
+    assert a.wait() == 0, a.err
+    assert b.wait() == 0, b.err
+    for me in ("a", "b"):
+        assert (tmp_path / f"{me}.ls").read_text().split() == ["notes", "scratch.txt"]
+    roots = {(tmp_path / f"{me}.root").read_text().strip() for me in ("a", "b")}
+    if isolation == "none":
+        assert len(roots) == 2
+        assert not any(Path(p).exists() for p in roots)
+    else:
+        assert roots == {str(root)} and os.listdir(root) == []
+    assert mounts_under(tmp_path) == []
+    sessions = store.list_sessions(memory_store_id=notes).data
+    assert len(sessions) == 2 and {s.status for s in sessions} == {"terminated"}
+
+
+def _reject_case(case: str, store: Store) -> list[str]:
+    if case == "nine-stores":
+        args = []
+        for i in range(9):
+            args += ["--store", store.create_store(f"s{i}").id]
+        return args
+    notes = store.create_store("Notes").id
+    if case == "archived":
+        old = store.create_store("Old").id
+        store.archive_store(old)
+        return ["--store", notes, "--store", old]
+    if case == "twice":
+        return ["--store", notes, "--store", "Notes:read_only"]
+    if case == "long-instructions":
+        return ["--store", notes, "--instructions", f"Notes={'x' * 4097}"]
+    if case == "unknown-store":
+        return ["--store", notes, "--store", "nope"]
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("nine-stores", "at most 8 memory stores"),
+        ("archived", "is archived"),
+        ("twice", "attached twice"),
+        ("long-instructions", "4097 characters; the limit is 4096"),
+        ("unknown-store", "'nope'"),
+    ],
+)
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_rejected_attachments(
+    case: str, message: str, isolation: str, launch: Callable[..., Run], store: Store,
+    tmp_path: Path,
+) -> None:
+    needs_root(isolation)
+    root = tmp_path / "root"
+    r = launch([*_reject_case(case, store), "--root", str(root), "--isolation", isolation],
+               'touch "$T/ran"')
+    assert r.wait() != 0
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: ") and message in lines[0], r.err
+    assert not (tmp_path / "ran").exists()
+    assert not root.exists()
+    assert mounts_under(tmp_path) == []
+    assert store.list_sessions(include_archived=True).data == []
+
+
+def test_command_not_found(launch: Callable[..., Run], store: Store, tmp_path: Path,
+                           db: Path) -> None:
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    done = subprocess.run(
+        [*MEMFS, "run", "--store", notes, "--root", str(root), "--isolation", "none", "--",
+         "no-such-command-xyz"],
+        env={**os.environ, "MEMFS_DB": str(db)}, capture_output=True, text=True, timeout=30,
+    )
+    assert done.returncode == 127
+    assert done.stderr == "memfs: no-such-command-xyz: command not found\n"
+    (s,) = store.list_sessions().data
+    assert s.status == "terminated"
+    assert mounts_under(tmp_path) == [] and not root.exists()
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_root_holding_the_database_is_refused(
+    isolation: str, launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    """A tmpfs over the database would hide it, a scratch clean-up would delete it."""
+    needs_root(isolation)
+    notes = store.create_store("Notes").id
+    r = launch(["--store", notes, "--root", str(tmp_path), "--isolation", isolation],
+               'touch "$T/ran"')
+    assert r.wait() == 1
+    assert r.err == f"memfs: the database {tmp_path}/memfs.db is inside the session root " \
+        f"{tmp_path}\n"
+    assert not (tmp_path / "ran").exists()
+    assert store.list_sessions().data == []
+    assert store.get_store(notes).name == "Notes"
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_mount_failure_at_start(
+    isolation: str, launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    """A daemon that cannot start (here: a broken pyfuse3 on its path): CMD never runs, the
+    other mounts come down, one clear line says why."""
+    needs_root(isolation)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "pyfuse3.py").write_text('raise ImportError("pyfuse3 is broken here")\n')
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    r = launch(["--store", notes, "--root", str(root), "--isolation", isolation],
+               'touch "$T/ran"', env={"PYTHONPATH": str(broken)})
+    assert r.wait() == 1
+    assert r.err == (
+        f"memfs: cannot mount 'Notes' at {root}/notes: ImportError: pyfuse3 is broken here\n"
+    )
+    assert not (tmp_path / "ran").exists()
+    (s,) = store.list_sessions().data
+    assert_ended(store, s.id, root, tmp_path, error=True, ran=False)
