@@ -16,6 +16,15 @@ The store is synchronous; handlers call it in a worker thread (the Store is thre
 write waiting for the SQLite lock never stalls the event loop. The SSE stream polls
 :meth:`Store.events_after`.
 
+memfs extensions (``x-memfs-extension`` in ``/openapi.json``; README "Remote mounts"), for
+remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes a request act
+as a session (memory writes become ``session_actor`` once :meth:`Store.session_writer` allows
+them; the session's own tool events may be recorded); ``/v1/memfs/limits``; the filesystem's
+calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create, write, delete,
+rename, rename_prefix, events), each one store transaction; and the store's change feed,
+``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one database
+poller per store however many mounts follow it.
+
 Known limitations:
 - One workspace: ``anthropic-workspace-id`` is ignored, ``anthropic-beta`` is not checked.
 - Sessions run no model; ``agent_with_overrides``, budgets, vaults and file resources are
@@ -29,6 +38,7 @@ import hashlib
 import json
 import logging
 import secrets
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -46,7 +56,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import errors
 from .models import Actor, Memory, MemoryVersion
-from .store import UNSET, Store
+from .store import TOOL_EVENT_TYPES, UNSET, Store
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +70,16 @@ STREAM_PING_SECONDS = 15.0
 EVENTS_MAX_LIMIT = 1000
 #: Event types after which a session's stream ends (API.md §4.6).
 STREAM_END_TYPES = ("session.deleted", "session.status_terminated")
+#: The memfs extension header: a request carrying it acts as that session (README "Remote
+#: mounts"): memory writes are attributed to its ``session_actor`` and it may record tool
+#: events for it.
+SESSION_HEADER = "x-memfs-session-id"
+#: Seconds between two looks at the database by a store's shared change-feed poller, and
+#: between keepalive pings on a change stream (short: a mount notices a dead link early).
+CHANGES_POLL_SECONDS = 0.05
+CHANGES_PING_SECONDS = 5.0
+#: Change frames a store's feed keeps for subscribers that fall a little behind.
+CHANGES_KEPT = 2000
 #: ``initial_events`` of sessions.create (API.md §4.1): at most 50, of these types.
 INITIAL_EVENT_TYPES = ("user.message", "user.define_outcome")
 MAX_INITIAL_EVENTS = 50
@@ -273,11 +293,13 @@ def _opt_str(body: Mapping[str, Any], name: str) -> str | None:
 
 @dataclass
 class Call:
-    """What a handler gets: the request, the store, the caller, parsed query and body."""
+    """What a handler gets: the request, the store, the caller, parsed query and body, and
+    the app's shared change-feed poller."""
 
     request: Request
     store: Store
     body: dict[str, Any]
+    hub: ChangeHub | None = None
 
     @property
     def q(self) -> _Query:
@@ -295,6 +317,21 @@ class Call:
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a store method in a worker thread."""
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+
+
+def _acting_session(c: Call) -> str | None:
+    """The session a request acts as (:data:`SESSION_HEADER`), or None."""
+    return c.request.headers.get(SESSION_HEADER) or None
+
+
+async def _writer(c: Call) -> Actor:
+    """Who a memory write is attributed to: the API key, or, for a request acting as a
+    session, that session (the store checks it may write this store)."""
+    session_id = _acting_session(c)
+    if session_id is None:
+        return c.actor
+    actor: Actor = await c.run(c.store.session_writer, session_id, c.p["memory_store_id"])
+    return actor
 
 
 def _shown(m: Memory | MemoryVersion, view: str) -> dict[str, Any]:
@@ -350,7 +387,7 @@ async def create_memory(c: Call) -> Any:
     view = c.q.view("basic")
     m = await c.run(
         c.store.create_memory, c.p["memory_store_id"], c.body["path"], c.body["content"],
-        actor=c.actor,
+        actor=await _writer(c),
     )
     return _shown(m, view)
 
@@ -383,7 +420,7 @@ async def update_memory(c: Call) -> Any:
         content=b.get("content"),
         path=b.get("path"),
         precondition_sha256=_precondition(b.get("precondition")),
-        actor=c.actor,
+        actor=await _writer(c),
     )
     return _shown(m, view)
 
@@ -407,7 +444,7 @@ async def delete_memory(c: Call) -> Any:
         c.p["memory_store_id"],
         c.p["memory_id"],
         expected_sha256=c.q.text("expected_content_sha256"),
-        actor=c.actor,
+        actor=await _writer(c),
     )
     return {"id": c.p["memory_id"], "type": "memory_deleted"}
 
@@ -616,8 +653,26 @@ async def list_session_events(c: Call) -> Any:
 
 
 async def send_session_events(c: Call) -> Any:
-    events = await c.run(c.store.send_events, c.p["session_id"], c.body["events"])
-    return {"data": [e.to_dict() for e in events]}
+    session_id = c.p["session_id"]
+    events = c.body["events"]
+    store_id = _opt_str(c.body, "memory_store_id")
+    if _acting_session(c) == session_id and _all_tool_events(events):
+        # A mount acting as this session (memfs extension): its tool events, ids kept.
+        recorded = await c.run(c.store.add_tool_events, session_id, events, store_id=store_id)
+    else:
+        if store_id is not None:
+            raise errors.InvalidRequest(
+                f"memory_store_id is accepted only with tool events sent by a mount acting as "
+                f"this session ({SESSION_HEADER}: {session_id})"
+            )
+        recorded = await c.run(c.store.send_events, session_id, events)
+    return {"data": [e.to_dict() for e in recorded]}
+
+
+def _all_tool_events(events: Any) -> bool:
+    return isinstance(events, list) and bool(events) and all(
+        isinstance(e, dict) and e.get("type") in TOOL_EVENT_TYPES for e in events
+    )
 
 
 async def stream_session_events(c: Call) -> Any:
@@ -660,6 +715,240 @@ async def _event_stream(store: Store, session_id: str, seq: int) -> AsyncIterato
 
 
 # --------------------------------------------------------------------------------------------
+# memfs extensions for remote mounts (README "Remote mounts"; x-memfs-extension in OpenAPI):
+# the filesystem's store calls, each one store transaction, and the store's change feed.
+
+
+async def get_limits(c: Call) -> Any:
+    return dataclasses.asdict(c.store.limits)
+
+
+async def get_tree(c: Call) -> Any:
+    sid = c.p["memory_store_id"]
+    # The feed position first: a change racing the read is replayed, harmlessly.
+    seq = await c.run(c.store.last_change, sid)
+    tree = await c.run(c.store.tree, sid)
+    return {"data": [m.to_dict() for m in tree], "last_seq": seq}
+
+
+async def get_stats(c: Call) -> Any:
+    sid = c.p["memory_store_id"]
+    count = await c.run(c.store.count_memories, sid)
+    return {"memory_count": count, "last_seq": await c.run(c.store.last_change, sid)}
+
+
+async def check_can_create(c: Call) -> Any:
+    await _writer(c)
+    await c.run(c.store.check_can_create, c.p["memory_store_id"])
+    return {"ok": True}
+
+
+async def write_path(c: Call) -> Any:
+    b = c.body
+    return await c.run(c.store.write_path, c.p["memory_store_id"], b["path"], b["content"],
+                       actor=await _writer(c))
+
+
+async def delete_path(c: Call) -> Any:
+    return await c.run(c.store.delete_path, c.p["memory_store_id"], c.body["path"],
+                       actor=await _writer(c))
+
+
+async def rename_path(c: Call) -> Any:
+    b = c.body
+    replace = b.get("replace", True)
+    if not isinstance(replace, bool):
+        raise errors.InvalidRequest("replace must be true or false")
+    return await c.run(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
+                       b["new_path"], actor=await _writer(c), replace=replace)
+
+
+async def rename_prefix(c: Call) -> Any:
+    b = c.body
+    moved = await c.run(c.store.rename_prefix, c.p["memory_store_id"], b["old_prefix"],
+                        b["new_prefix"], actor=await _writer(c))
+    return {"data": [m.to_dict() for m in moved]}
+
+
+async def record_store_events(c: Call) -> Any:
+    recorded = await c.run(c.store.add_tool_events, _acting_session(c), c.body["events"],
+                           store_id=c.p["memory_store_id"])
+    return {"data": [e.to_dict() for e in recorded]}
+
+
+def change_frames(
+    store: Store, store_id: str, after: int, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """The store's changes after ``after`` as wire objects; a ``put`` carries ``memory``, the
+    memory as it is now (basic view; None once deleted), so that a mount needs no other
+    request to apply it."""
+    out = []
+    memories: dict[str, dict[str, Any] | None] = {}
+    for ch in store.changes_since(store_id, after, limit):
+        frame: dict[str, Any] = {"type": "memfs.change", "seq": ch.seq, "op": ch.op,
+                                 "memory_id": ch.memory_id, "path": ch.path,
+                                 "old_path": ch.old_path}
+        if ch.op == "put" and ch.memory_id is not None:
+            if ch.memory_id not in memories:
+                try:
+                    memories[ch.memory_id] = store.get_memory(
+                        store_id, ch.memory_id, view="basic").to_dict()
+                except errors.NotFound:
+                    memories[ch.memory_id] = None
+            frame["memory"] = memories[ch.memory_id]
+        out.append(frame)
+    return out
+
+
+def _after(c: Call) -> int | None:
+    after = c.q.integer("after", None)
+    if after is None:
+        last_id = c.request.headers.get("last-event-id")  # an SSE client reconnecting
+        if last_id:
+            try:
+                after = int(last_id)
+            except ValueError:
+                raise errors.InvalidRequest(
+                    f"Last-Event-ID must be a change seq, not {last_id!r}") from None
+    if after is not None and after < 0:
+        raise errors.InvalidRequest("after must be a change seq (>= 0)")
+    return after
+
+
+async def _feed_position(c: Call) -> int:
+    """The store's newest change seq; :raises NotFound: a store that never existed (a deleted
+    store still has the change that says so)."""
+    sid = c.p["memory_store_id"]
+    last: int = await c.run(c.store.last_change, sid)
+    if last == 0:
+        await c.run(c.store.get_store, sid)
+    return last
+
+
+async def list_changes(c: Call) -> Any:
+    sid = c.p["memory_store_id"]
+    limit = c.q.integer("limit", 1000)
+    if limit is None or not 0 <= limit <= 1000:
+        raise errors.InvalidRequest("limit must be between 0 and 1000")
+    last = await _feed_position(c)
+    after = _after(c)
+    if after is None:
+        after = last
+    if after > last:  # a position this feed never had (another database): start over
+        return {"data": [], "last_seq": last, "reset": True}
+    frames = await c.run(change_frames, c.store, sid, after, limit) if limit else []
+    return {"data": frames, "last_seq": last, "reset": False}
+
+
+async def stream_changes(c: Call) -> Any:
+    last = await _feed_position(c)
+    after = _after(c)
+    assert c.hub is not None
+    return StreamingResponse(
+        c.hub.stream(c.p["memory_store_id"], last if after is None else after, last),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
+
+
+@dataclass(eq=False)
+class _Feed:
+    """The shared view of one store's change feed: every change after ``base`` up to ``seq``
+    is in ``recent``; ``tick`` is set (and replaced) after every poll."""
+
+    seq: int
+    base: int
+    recent: deque[dict[str, Any]]
+    tick: anyio.Event
+    polling: bool = False
+    next_poll: float = 0.0
+    subscribers: int = 0
+
+
+class ChangeHub:
+    """Serves change streams with one database poller per store, however many subscribers:
+    whichever subscriber finds the poll due runs it (so no background task outlives its
+    streams), and the others wait for its ``tick``. A subscriber too far behind for
+    ``recent`` reads the database itself."""
+
+    def __init__(self, store: Store, interval: float = CHANGES_POLL_SECONDS,
+                 ping: float = CHANGES_PING_SECONDS, keep: int = CHANGES_KEPT) -> None:
+        self.store = store
+        self.interval = interval
+        self.ping = ping
+        self.keep = keep
+        self._feeds: dict[str, _Feed] = {}
+        #: Database polls made, for tests and statistics.
+        self.polls = 0
+
+    def statistics(self) -> dict[str, int]:
+        return {"feeds": len(self._feeds), "polls": self.polls,
+                "subscribers": sum(f.subscribers for f in self._feeds.values())}
+
+    async def stream(self, store_id: str, after: int, last: int) -> AsyncIterator[bytes]:
+        """SSE frames: a ``ping`` at once, ``memfs.reset`` when ``after`` is past ``last`` (a
+        position this database never had), then one ``memfs.change`` per change after
+        ``after`` (``id:`` its seq), and a ``ping`` every ``ping`` seconds of silence."""
+        feed = self._feeds.get(store_id)
+        if feed is None:
+            feed = self._feeds[store_id] = _Feed(last, last, deque(), anyio.Event())
+        feed.subscribers += 1
+        try:
+            yield sse_frame("ping", {"type": "ping", "last_seq": last})
+            if after > last:
+                yield sse_frame("memfs.reset", {"type": "memfs.reset", "last_seq": last})
+                after = last
+            quiet_since = anyio.current_time()
+            while True:
+                if after < feed.base:
+                    # Behind what the feed keeps (or connected with an old position).
+                    frames = await anyio.to_thread.run_sync(
+                        change_frames, self.store, store_id, after)
+                else:
+                    frames = [f for f in feed.recent if f["seq"] > after]
+                for f in frames:
+                    yield sse_frame("memfs.change", f, str(f["seq"]))
+                    after = f["seq"]
+                if frames:
+                    quiet_since = anyio.current_time()
+                    continue
+                now = anyio.current_time()
+                if now - quiet_since >= self.ping:
+                    yield sse_frame("ping", {"type": "ping", "last_seq": feed.seq})
+                    quiet_since = now
+                if not feed.polling and now >= feed.next_poll:
+                    await self._poll(feed, store_id)
+                    continue
+                tick = feed.tick
+                with anyio.move_on_after(max(feed.next_poll - now, 0.0) + self.interval):
+                    await tick.wait()
+        finally:
+            feed.subscribers -= 1
+            if feed.subscribers == 0 and self._feeds.get(store_id) is feed:
+                del self._feeds[store_id]
+
+    async def _poll(self, feed: _Feed, store_id: str) -> None:
+        feed.polling = True
+        try:
+            self.polls += 1
+            last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
+            while last > feed.seq:
+                frames = await anyio.to_thread.run_sync(
+                    change_frames, self.store, store_id, feed.seq)
+                if not frames:
+                    break
+                feed.recent.extend(frames)
+                feed.seq = frames[-1]["seq"]
+                while len(feed.recent) > self.keep:
+                    feed.base = feed.recent.popleft()["seq"]
+        finally:
+            feed.polling = False
+            feed.next_poll = anyio.current_time() + self.interval
+            tick, feed.tick = feed.tick, anyio.Event()
+            tick.set()
+
+
+# --------------------------------------------------------------------------------------------
 # the route table: the Starlette routes and /openapi.json both come from it
 
 
@@ -675,6 +964,8 @@ class Op:
     query: tuple[str, ...] = ()
     body: tuple[str, ...] = ()
     returns: str = ""
+    #: A memfs extension (not in the SDK): ``sdk`` then describes it.
+    extension: bool = False
 
 
 _MS = "/v1/memory_stores"
@@ -756,17 +1047,48 @@ OPS: list[Op] = [
               "created_at[lte]", *_LIST),
        returns="Page<Event>"),
     Op("POST", _SES + "/{session_id}/events", send_session_events, "sessions.events.send",
-       body=("events!",), returns="EventList"),
+       body=("events!", "memory_store_id"), returns="EventList"),
     Op("GET", _SES + "/{session_id}/events/stream", stream_session_events,
        "sessions.events.stream", query=("event_deltas[]",), returns="EventStream"),
+    # memfs extensions (README "Remote mounts")
+    Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", returns="Limits",
+       extension=True),
+    Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
+       "every live memory (basic view) and the change-feed position", returns="Tree",
+       extension=True),
+    Op("GET", _MS + "/{memory_store_id}/memfs/stats", get_stats,
+       "live memory count and change-feed position", returns="Stats", extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/check_can_create", check_can_create,
+       "would a new memory be accepted now (archive, 2,000 limit, session access)?",
+       returns="Ok", extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/write", write_path,
+       "create or replace the memory at a path, one transaction", body=("path!", "content!"),
+       returns="Memory", extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/delete", delete_path,
+       "delete the memory at a path", body=("path!",), returns="Memory", extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/rename", rename_path,
+       "rename the memory at a path; replace deletes a memory at the target in the same "
+       "transaction", body=("old_path!", "new_path!", "replace"), returns="Memory",
+       extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/rename_prefix", rename_prefix,
+       "move every memory below a prefix, one transaction (a directory rename)",
+       body=("old_prefix!", "new_prefix!"), returns="MemoryList", extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/events", record_store_events,
+       "record tool events of a mount (of the session it acts as, else of the store)",
+       body=("events!",), returns="EventList", extension=True),
+    Op("GET", _MS + "/{memory_store_id}/changes", list_changes, "the store's change feed",
+       query=("after", "limit"), returns="ChangeList", extension=True),
+    Op("GET", _MS + "/{memory_store_id}/changes/stream", stream_changes,
+       "the store's change feed, live (SSE)", query=("after",), returns="ChangeStream",
+       extension=True),
 ]
 
 
-def _endpoint(op: Op, store: Store) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(op: Op, store: Store, hub: ChangeHub) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
             body = await _read_json(request, op.body) if op.method != "GET" else {}
-            result = await op.handler(Call(request, store, body))
+            result = await op.handler(Call(request, store, body, hub))
         except Exception as e:  # every failure leaves through ERRORS
             if not isinstance(e, errors.MemfsError):
                 log.exception("%s %s failed", request.method, request.url.path)
@@ -797,12 +1119,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
     call anything but ``/openapi.json``)."""
+    hub = ChangeHub(store)
     routes: dict[str, list[Op]] = {}
     for op in OPS:
         routes.setdefault(op.path, []).append(op)
     starlette_routes = []
     for path, ops in routes.items():
-        by_method = {op.method: _endpoint(op, store) for op in ops}
+        by_method = {op.method: _endpoint(op, store, hub) for op in ops}
 
         async def dispatch(request: Request, by_method: Any = by_method) -> Response:
             return await by_method[request.method](request)
@@ -881,6 +1204,24 @@ SCHEMAS: dict[str, Any] = {
                     "text/event-stream: frames 'event: <type>', 'id: <event id>', "
                     "'data: <Event JSON>'; 'event: ping' keepalives; ends after "
                     "session.deleted or session.status_terminated"},
+    "Limits": {"type": "object", "additionalProperties": {"type": "number"},
+               "description": "memfs extension: every limit of the server's store"},
+    "Tree": _obj({"data": {"type": "array", "items": _ref("Memory")}, "last_seq": _I}),
+    "Stats": _obj({"memory_count": _I, "last_seq": _I}),
+    "Ok": _obj({"ok": {"const": True}}),
+    "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
+    "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
+                    "op": {"enum": ["put", "delete", "store"]}, "memory_id": _NS,
+                    "path": _NS, "old_path": _NS,
+                    "memory": {"oneOf": [_ref("Memory"), {"type": "null"}]}},
+                   ["type", "seq", "op", "memory_id", "path", "old_path"]),
+    "ChangeList": _obj({"data": {"type": "array", "items": _ref("Change")}, "last_seq": _I,
+                        "reset": {"type": "boolean"}}),
+    "ChangeStream": {"type": "string", "description":
+                     "text/event-stream: 'event: memfs.change' frames ('id: <seq>', data a "
+                     "Change); 'event: memfs.reset' (data {last_seq}) when the requested "
+                     "position is unknown: reload the tree; 'event: ping' keepalives every "
+                     "few seconds. Resume with ?after=<seq> or Last-Event-ID."},
     "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
               "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
                              "model": {"type": "object"}, "tools": {"type": "array"}},
@@ -920,11 +1261,12 @@ def openapi() -> dict[str, Any]:
                    for q in op.query]
         entry: dict[str, Any] = {
             "operationId": op.handler.__name__,
-            "summary": f"SDK: client.beta.{op.sdk}",
+            "summary": f"memfs extension: {op.sdk}" if op.extension
+            else f"SDK: client.beta.{op.sdk}",
             "parameters": params,
             "responses": {
                 "200": {"description": "OK", "content": {
-                    "text/event-stream" if op.returns == "EventStream" else "application/json":
+                    "text/event-stream" if op.returns.endswith("Stream") else "application/json":
                     {"schema": _response_schema(op.returns)}}},
                 "default": {"description": "Error",
                             "content": {"application/json": {"schema": _ref("Error")}}},
@@ -932,6 +1274,11 @@ def openapi() -> dict[str, Any]:
         }
         if op.returns == "Error":
             del entry["responses"]["200"]
+        if op.extension:
+            entry["x-memfs-extension"] = True
+            entry["parameters"].append({
+                "name": SESSION_HEADER, "in": "header", "required": False, "schema": _S,
+                "description": "act as this session (writes: session_actor; tool events)"})
         if op.method != "GET":
             entry["requestBody"] = {"required": False, "content": {"application/json": {
                 "schema": {"type": "object", "additionalProperties": False,

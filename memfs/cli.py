@@ -1157,13 +1157,17 @@ def mount_cmd(
 ) -> None:
     """Mount memory store STORE (id or name) on MOUNTPOINT and serve it in the foreground.
 
-    Files are memories; every close after writes makes one version. Stops and unmounts on
-    SIGINT/SIGTERM or `fusermount3 -u MOUNTPOINT`. Once mounted it prints MOUNTPOINT on stdout
+    Files are memories; every close after writes makes one version. With --url (or
+    MEMFS_URL) the store of that memfs server is mounted, with the same rules, kept current by
+    the server's change stream. Stops and unmounts on SIGINT/SIGTERM or
+    `fusermount3 -u MOUNTPOINT`. Once mounted it prints MOUNTPOINT on stdout
     (and writes 'ready' to --ready-fd), so a launcher can wait for it.
 
     Example:
 
         memfs mount notes /mnt/memory/notes --events /tmp/notes.events.jsonl
+
+        memfs --url http://127.0.0.1:8000 --api-key "$KEY" mount notes /mnt/notes
     """
     from .daemon import MountOptions
     from .daemon import mount as mount_store
@@ -1180,6 +1184,8 @@ def mount_cmd(
             timeout=timeout,
             ready_fd=ready_fd,
             debug_fuse=debug_fuse,
+            url=ctx.url,
+            api_key=ctx.api_key,
         )
     )
 

@@ -10,22 +10,31 @@ Each operation is written once, as a generator that yields requests and receives
 responses (or has the mapped error thrown into it); the sync and async clients only drive
 those generators over their transport.
 
+The filesystem's store calls (``write_path``, ``delete_path``, ``rename_path``,
+``rename_prefix``, ``tree``, ``check_can_create``, ``count_memories``, ``last_change``,
+``changes_since``, ``get_limits``) use the memfs extension endpoints (README "Remote mounts"),
+each one server transaction; :meth:`AsyncClient.stream_changes` follows a store's change feed,
+pushed by the server.
+
 Differences from a local Store, by nature of the API:
 - ``actor`` arguments are accepted and ignored: the server attributes every write to the API
-  key (``api_actor``).
+  key (``api_actor``), or, for a client made with ``session_id`` (the ``x-memfs-session-id``
+  header), to that session once the server has checked it may write the store.
 - ``get_memory_by_path`` lists the parent directory (there is no lookup by path on the wire).
-- ``update_memory(replace=True)`` / ``rename_path`` over an existing memory delete it first,
-  conditionally on its hash, then rename: two requests, not one transaction.
+- ``update_memory(replace=True)`` over an existing memory deletes it first, conditionally on
+  its hash, then renames: two requests, not one transaction (``rename_path`` is one).
 - ``create_session`` cannot choose a mount root or status; ``add_events`` sends client event
-  types only (``user.*``, ``system.message``).
+  types (``user.*``, ``system.message``), and tool events only for the session this client
+  acts as (or, without a session, for a store).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -36,6 +45,7 @@ import httpx
 from . import errors
 from .models import (
     Actor,
+    Change,
     Event,
     Memory,
     MemoryPrefix,
@@ -52,6 +62,13 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MOUNT_ROOT = "/mnt/memory"
+#: memfs extension: a request with this header acts as that session (see memfs.api).
+SESSION_HEADER = "x-memfs-session-id"
+#: Event types a mount records (memfs.store.TOOL_EVENT_TYPES).
+TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
+#: Seconds of silence after which a change stream is taken for dead (the server pings every
+#: few seconds).
+STREAM_READ_TIMEOUT = 20.0
 
 #: ``details.error_code`` of a 400 -> the exact error class (see memfs.api.ERRORS).
 ERROR_CODES: dict[str, type[errors.InvalidRequest]] = {
@@ -174,6 +191,11 @@ def _session(d: dict[str, Any]) -> Session:
 
 def _event(d: dict[str, Any], session_id: str | None) -> Event:
     return Event(d["id"], session_id, d["type"], d.get("processed_at") or "", dict(d))
+
+
+def _change(d: dict[str, Any], store_id: str) -> Change:
+    return Change(int(d["seq"]), store_id, d["op"], d.get("memory_id"), d.get("path"),
+                  d.get("old_path"))
 
 
 def _page(d: dict[str, Any], parse: Callable[[dict[str, Any]], T]) -> Page[T]:
@@ -397,38 +419,70 @@ class _Ops:
         self, store_id: str, path: str | bytes, content: str | bytes, *,
         actor: Actor | None = None,
     ) -> Op[Memory]:
-        """Create the memory at ``path`` or replace its content (no version when equal)."""
-        path_s = _text(path, "path")
-        assert path_s is not None
-        while True:
-            try:
-                m = yield from self.get_memory_by_path(store_id, path_s, view="basic")
-            except errors.NotFound:
-                try:
-                    return (yield from self.create_memory(store_id, path_s, content))
-                except errors.PathConflict as e:
-                    if e.conflicting_path != path_s:
-                        raise
-                    continue  # created meanwhile: update it instead
-            try:
-                return (yield from self.update_memory(store_id, m.id, content=content))
-            except errors.NotFound:
-                continue  # deleted meanwhile: create it again
+        """Create the memory at ``path`` or replace its content (no version when equal): one
+        server transaction (memfs extension)."""
+        d = yield Request("POST", _ms(store_id) + "/memfs/write", json={
+            "path": _text(path, "path"), "content": _text(content, "content")})
+        return _memory(d)
 
     def delete_path(self, store_id: str, path: str, *, actor: Actor | None = None) -> Op[Memory]:
         """Delete the memory at ``path``; returns it as it was (basic view)."""
-        m = yield from self.get_memory_by_path(store_id, path, view="basic")
-        yield from self.delete_memory(store_id, m.id)
-        return m
+        d = yield Request("POST", _ms(store_id) + "/memfs/delete",
+                          json={"path": _text(path, "path")})
+        return _memory(d)
 
     def rename_path(
         self, store_id: str, old: str | bytes, new: str | bytes, *,
         actor: Actor | None = None, replace: bool = True,
     ) -> Op[Memory]:
-        old_s = _text(old, "path")
-        assert old_s is not None
-        m = yield from self.get_memory_by_path(store_id, old_s, view="basic")
-        return (yield from self.update_memory(store_id, m.id, path=new, replace=replace))
+        """Rename the memory at ``old``; with ``replace`` a memory at ``new`` is deleted in the
+        same server transaction (POSIX rename), else that is a PathConflict."""
+        d = yield Request("POST", _ms(store_id) + "/memfs/rename", json={
+            "old_path": _text(old, "path"), "new_path": _text(new, "path"),
+            "replace": replace})
+        return _memory(d)
+
+    def rename_prefix(
+        self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Actor | None = None,
+    ) -> Op[list[Memory]]:
+        """Move every memory below ``old_prefix`` to ``new_prefix`` in one server transaction
+        (a directory rename); returns the moved memories."""
+        d = yield Request("POST", _ms(store_id) + "/memfs/rename_prefix",
+                          json={"old_prefix": old_prefix, "new_prefix": new_prefix})
+        return [_memory(x) for x in d.get("data") or []]
+
+    def tree(self, store_id: str) -> Op[list[Memory]]:
+        """Every live memory of the store, without content, in path order."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/tree")
+        return [_memory(x) for x in d.get("data") or []]
+
+    def check_can_create(self, store_id: str) -> Op[None]:
+        """:raises NotFound, StoreArchived, LimitExceeded: (and ReadOnly for a client acting
+        as a session that may not write this store)."""
+        yield Request("POST", _ms(store_id) + "/memfs/check_can_create")
+
+    def get_limits(self) -> Op[dict[str, Any]]:
+        """The server store's limits (the fields of :class:`memfs.store.Limits`)."""
+        d = yield Request("GET", "/v1/memfs/limits")
+        return dict(d)
+
+    def sync(self) -> Op[None]:
+        """Nothing to do: the server commits every write before answering."""
+        return None
+        yield  # a generator, like every operation
+
+    # -- change feed -----------------------------------------------------------------------
+
+    def last_change(self, store_id: str) -> Op[int]:
+        """The newest change sequence number of the store (0 if none)."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/stats")
+        return int(d["last_seq"])
+
+    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> Op[list[Change]]:
+        """Changes after ``seq``, oldest first (at most ``limit``)."""
+        d = yield Request("GET", _ms(store_id) + "/changes",
+                          params={"after": seq, "limit": limit})
+        return [_change(x, store_id) for x in d.get("data") or []]
 
     def list_memories(
         self,
@@ -445,15 +499,9 @@ class _Ops:
         return _page(d, _item)
 
     def count_memories(self, store_id: str) -> Op[int]:
-        """How many live memories the store holds (counted from a listing)."""
-        n, page = 0, None
-        while True:
-            d = yield Request("GET", _ms(store_id) + "/memories",
-                              params=_params(limit=100, page=page))
-            n += len(d.get("data") or [])
-            page = d.get("next_page")
-            if not page:
-                return n
+        """How many live memories the store holds."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/stats")
+        return int(d["memory_count"])
 
     # -- versions --------------------------------------------------------------------------
 
@@ -619,10 +667,19 @@ class _Ops:
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,
         store_id: str | None = None,
     ) -> Op[list[Event]]:
-        if session_id is None or store_id is not None:
+        """Client events (``user.*``, ``system.message``) for a session; or a mount's tool
+        events (``agent.tool_use``/``agent.tool_result``, ids kept, a retried batch recorded
+        once) for the session this client acts as, or with ``session_id`` None for the store.
+        """
+        tools = bool(events) and all(e.get("type") in TOOL_EVENT_TYPES for e in events)
+        if tools and session_id is None and store_id is not None:
+            d = yield Request("POST", _ms(store_id) + "/memfs/events",
+                              json={"events": list(events)})
+        elif session_id is None or (store_id is not None and not tools):
             raise errors.InvalidRequest("events without a session cannot be sent to a server")
-        d = yield Request("POST", f"/v1/sessions/{_q(session_id)}/events",
-                          json={"events": list(events)})
+        else:
+            d = yield Request("POST", f"/v1/sessions/{_q(session_id)}/events",
+                              json=_body(events=list(events), memory_store_id=store_id))
         return [_event(e, session_id) for e in d.get("data") or []]
 
     send_events = add_events
@@ -632,11 +689,40 @@ class _Ops:
 OPERATIONS = sorted(n for n in vars(_Ops) if not n.startswith("_"))
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
+def _headers(api_key: str | None, session_id: str | None = None) -> dict[str, str]:
     headers = {"user-agent": "memfs-client", "anthropic-version": "2023-06-01"}
     if api_key:
         headers["x-api-key"] = api_key
+    if session_id:
+        headers[SESSION_HEADER] = session_id
     return headers
+
+
+@dataclass(frozen=True)
+class FeedEvent:
+    """One frame of a change stream: ``kind`` is ``change`` (``change``, and ``memory``: the
+    memory as it is now for a ``put``, None once deleted), ``reset`` (the position asked for
+    is unknown to the server: reload everything, then continue from ``seq``) or ``ping``
+    (``seq``: the server's newest position)."""
+
+    kind: str
+    seq: int
+    change: Change | None = None
+    memory: Memory | None = None
+
+
+def _feed_event(name: str, data: dict[str, Any], store_id: str) -> FeedEvent | None:
+    if name == "memfs.change":
+        m = data.get("memory")
+        return FeedEvent("change", int(data["seq"]), _change(data, store_id),
+                         _memory(m) if isinstance(m, dict) else None)
+    if name == "memfs.reset":
+        return FeedEvent("reset", int(data["last_seq"]))
+    if name == "ping":
+        return FeedEvent("ping", int(data.get("last_seq") or 0))
+    if name == "error":
+        raise error_from_response(500, data)
+    return None  # a frame type this client does not know: skipped
 
 
 class Client:
@@ -644,19 +730,29 @@ class Client:
 
     :param base_url: e.g. ``http://127.0.0.1:8000`` (a path prefix is kept).
     :param api_key: sent as ``x-api-key``.
+    :param session_id: act as this session (memfs extension header): memory writes are
+        attributed to its ``session_actor`` (the server refuses them with ReadOnly unless the
+        session may write the store) and tool events may be recorded for it.
     :param transport: an httpx transport (tests pass ``httpx.MockTransport``).
     """
+
+    #: The server store's :class:`memfs.store.Limits`, for code written against a Store (the
+    #: filesystem reads ``store.limits``). This module does not import the store: the caller
+    #: builds it from :meth:`get_limits`.
+    limits: Any = None
 
     def __init__(
         self,
         base_url: str,
         api_key: str | None = None,
         *,
+        session_id: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url
-        self._http = httpx.Client(base_url=base_url, headers=_headers(api_key),
+        self.session_id = session_id
+        self._http = httpx.Client(base_url=base_url, headers=_headers(api_key, session_id),
                                   timeout=timeout, transport=transport)
 
     def close(self) -> None:
@@ -693,17 +789,65 @@ class Client:
 class AsyncClient:
     """The asynchronous twin of :class:`Client` (same methods, awaited)."""
 
+    limits: Any = None
+
     def __init__(
         self,
         base_url: str,
         api_key: str | None = None,
         *,
+        session_id: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url
-        self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key),
+        self.session_id = session_id
+        self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key, session_id),
                                        timeout=timeout, transport=transport)
+
+    async def stream_changes(
+        self, store_id: str, after: int | None = None, *,
+        read_timeout: float = STREAM_READ_TIMEOUT,
+    ) -> AsyncIterator[FeedEvent]:
+        """Follow the store's change feed (memfs extension, SSE) from ``after`` (default: now)
+        until the caller stops or the link fails.
+
+        :raises NotFound: the store does not exist (any more).
+        :raises MemfsError: the server cannot be reached, or went silent for
+            ``read_timeout`` seconds (no change and no ping), or answered with an error.
+        """
+        params = {} if after is None else {"after": after}
+        timeout = httpx.Timeout(self._http.timeout.connect, read=read_timeout,
+                                write=self._http.timeout.write, pool=self._http.timeout.pool)
+        try:
+            async with self._http.stream("GET", _ms(store_id) + "/changes/stream",
+                                         params=params, timeout=timeout) as response:
+                if not response.is_success:
+                    await response.aread()
+                    _decode(response)
+                name, data = "", []
+                async for line in response.aiter_lines():
+                    if line:
+                        field, _, value = line.partition(":")
+                        value = value[1:] if value.startswith(" ") else value
+                        if field == "event":
+                            name = value
+                        elif field == "data":
+                            data.append(value)
+                        continue
+                    if name and data:
+                        try:
+                            payload = json.loads("\n".join(data))
+                        except ValueError:
+                            raise errors.MemfsError(
+                                "the server sent a malformed change frame") from None
+                        event = _feed_event(name, payload, store_id)
+                        if event is not None:
+                            yield event
+                    name, data = "", []
+        except httpx.TransportError as e:
+            raise errors.MemfsError(
+                f"lost the change stream of {store_id} from {self.base_url}: {e!r}") from e
 
     async def aclose(self) -> None:
         await self._http.aclose()

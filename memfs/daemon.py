@@ -9,6 +9,17 @@ runs ``pyfuse3.close(unmount=True)``, so the mount never outlives the daemon; a 
 leaves a dead mount that ``fusermount3 -uz MOUNTPOINT`` removes (every acknowledged write is
 already committed: commits happen before close/fsync return).
 
+Remote mounts (``memfs --url URL mount ...``): the same :class:`~memfs.fs.Operations` run over
+a :class:`memfs.client.Client` of a ``memfs serve`` instead of a local :class:`Store` (the
+server's store decides every rule; its errors come back as the same exceptions, hence the same
+errno), with the server's limits, acting as the session given with ``--session`` (versions are
+``session_actor``; the server checks the attachment). Instead of polling, a
+:class:`ChangeSubscriber` follows the store's change stream, which the server pushes, and
+reconnects from the last position it applied. Calls to the server block the FUSE loop for at
+most ``http_timeout`` seconds; a server that cannot be reached makes the call fail with EIO
+(logged), and a server that cannot be reached at mount time is an error before anything is
+mounted.
+
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
 closes it. A launcher may also just poll ``os.path.ismount``.
@@ -16,18 +27,22 @@ closes it. A launcher may also just poll ``os.path.ismount``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import cast
 
 import pyfuse3
 import trio
 
 from . import errors
+from .client import AsyncClient, Client
 from .fs import ChangeWatcher, EventFlusher, EventSink, Operations, actor_for
-from .store import Store
+from .models import Change
+from .store import Limits, Store
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +66,9 @@ class MountOptions:
     :param poll_interval: seconds between two looks at the store's change feed.
     :param ready_fd: a descriptor to write ``ready\\n`` to once mounted, then close.
     :param debug_fuse: libfuse request tracing.
+    :param url: mount a store of this ``memfs serve`` instead of the local database.
+    :param api_key: the key for ``url``.
+    :param http_timeout: seconds one call to the server may take (a remote mount).
     """
 
     store_ref: str
@@ -64,6 +82,9 @@ class MountOptions:
     poll_interval: float = 0.1
     ready_fd: int | None = None
     debug_fuse: bool = False
+    url: str | None = None
+    api_key: str | None = None
+    http_timeout: float = 10.0
 
 
 def mount(opts: MountOptions) -> None:
@@ -71,18 +92,29 @@ def mount(opts: MountOptions) -> None:
 
     :raises NotFound: unknown store or session (before anything is mounted).
     :raises MountError: the kernel mount failed.
+    :raises MemfsError: (remote) the server cannot be reached or refuses the key.
     """
     mountpoint = os.path.abspath(opts.mountpoint)
     with ExitStack() as stack:
-        # NORMAL: each close() commits a version that survives a killed daemon at once;
-        # fsync() additionally syncs it to disk (Operations.fsync -> Store.sync), which is
-        # exactly what POSIX promises for close() and fsync(). FULL would cost a disk sync
-        # per close (2.4x slower creates, measured with scripts/bench).
-        store = Store(opts.db_path, synchronous="NORMAL", checkpoint_pages=4000)
+        store: Store
+        if opts.url:
+            store = cast(Store, _remote_store(opts))
+        else:
+            # NORMAL: each close() commits a version that survives a killed daemon at once;
+            # fsync() additionally syncs it to disk (Operations.fsync -> Store.sync), which is
+            # exactly what POSIX promises for close() and fsync(). FULL would cost a disk sync
+            # per close (2.4x slower creates, measured with scripts/bench).
+            store = Store(opts.db_path, synchronous="NORMAL", checkpoint_pages=4000)
         stack.callback(store.close)
         ms = store.resolve_store(opts.store_ref)
+        refuse_writes = opts.read_only
         if opts.session_id is not None:
-            store.get_session(opts.session_id)
+            session = store.get_session(opts.session_id)
+            if opts.url and any(r.memory_store_id == ms.id and r.access == "read_only"
+                                for r in session.resources):
+                # The server refuses these writes anyway; refusing them at open() gives the
+                # agent its EROFS (and the event log its failed tool call) at once.
+                refuse_writes = True
         actor = actor_for(opts.session_id)
         sink = EventSink(store, ms.id, opts.session_id, opts.events_path)
         stack.callback(sink.close)
@@ -90,7 +122,7 @@ def mount(opts: MountOptions) -> None:
             store,
             ms.id,
             actor=actor,
-            read_only=opts.read_only,
+            read_only=refuse_writes,
             events=sink,
             display_root=opts.display_root or mountpoint,
             timeout=opts.timeout,
@@ -114,7 +146,7 @@ def mount(opts: MountOptions) -> None:
             log.info("mounted %s (%s) on %s", ms.name, ms.id, mountpoint)
             _signal_ready(mountpoint, opts.ready_fd)
             try:
-                trio.run(_serve, ops, sink, opts.poll_interval)
+                trio.run(_serve, ops, sink, opts)
             except KeyboardInterrupt:
                 log.info("interrupted, unmounting")
         finally:
@@ -135,20 +167,129 @@ def _signal_ready(mountpoint: str, ready_fd: int | None) -> None:
             os.close(ready_fd)
 
 
-async def _serve(ops: Operations, sink: EventSink, poll_interval: float) -> None:
-    watcher = ChangeWatcher(ops, poll_interval)
+def _remote_store(opts: MountOptions) -> Client:
+    """A client of ``opts.url`` with the server's limits, acting as ``opts.session_id``.
+
+    :raises MemfsError: the server cannot be reached, or refuses the key.
+    """
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        # httpx logs every request at INFO: with -v that would drown the mount's own log.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    client = Client(opts.url or "", opts.api_key, session_id=opts.session_id,
+                    timeout=opts.http_timeout)
+    try:
+        served = client.get_limits()
+        names = {f.name for f in dataclasses.fields(Limits)}
+        client.limits = Limits(**{k: v for k, v in served.items() if k in names})
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
+    watcher: ChangeWatcher | ChangeSubscriber
+    if opts.url:
+        feed = AsyncClient(opts.url, opts.api_key, session_id=opts.session_id,
+                           timeout=opts.http_timeout)
+        watcher = ChangeSubscriber(ops, feed)
+    else:
+        watcher = ChangeWatcher(ops, opts.poll_interval)
     flusher = EventFlusher(sink)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_terminate_on_signal)
-        nursery.start_soon(watcher.run)
-        nursery.start_soon(flusher.run)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_terminate_on_signal)
+            nursery.start_soon(watcher.run)
+            nursery.start_soon(flusher.run)
+            try:
+                await pyfuse3.main()
+            finally:
+                # main() also returns when the mount goes away (fusermount3 -u).
+                watcher.stop()
+                flusher.stop()
+                nursery.cancel_scope.cancel()
+    finally:
+        if opts.url:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await feed.aclose()
+
+
+class ChangeSubscriber:
+    """Keeps a remote mount current from the server's change stream (pushed, not polled).
+
+    It follows ``/changes/stream`` from the tree's feed position, applies each change with
+    the memory state the server sends along (:meth:`Operations.apply_changes`), and has the
+    kernel forget what changed (:meth:`ChangeWatcher.flush_invalidations`). When the stream
+    drops it reconnects from the last position applied, after a short backoff (doubling up to
+    :attr:`max_backoff`); when the server no longer knows that position (``memfs.reset``) it
+    reloads the whole tree. A store that is gone (deleted) empties the mount, which becomes
+    read-only, as a local mount does.
+    """
+
+    def __init__(self, ops: Operations, client: AsyncClient, max_backoff: float = 2.0) -> None:
+        self.ops = ops
+        self.client = client
+        self.max_backoff = max_backoff
+        self.invalidator = ChangeWatcher(ops)
+        self._stopped = trio.Event()
+        #: Changes applied and reconnections made, for tests and statistics.
+        self.applied = 0
+        self.connections = 0
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def run(self) -> None:
+        backoff = 0.05
+        warned = False
+        while not self._stopped.is_set():
+            try:
+                await self._follow()
+            except errors.NotFound as e:
+                log.warning("change feed: %s; the store is gone", e.message)
+                self._store_gone()
+                await self.invalidator.flush_invalidations()
+                return
+            except errors.MemfsError as e:
+                # A dropped link, a server restart, a silent stream: reconnect from ops.seq.
+                (log.debug if warned else log.warning)("change feed: %s", e.message)
+                warned = True
+            except Exception:
+                log.exception("change feed failed; reconnecting")
+            else:
+                warned = False
+                backoff = 0.05
+            with trio.move_on_after(backoff):
+                await self._stopped.wait()
+            backoff = min(backoff * 2, self.max_backoff)
+
+    async def _follow(self) -> None:
+        ops = self.ops
+        self.connections += 1
+        async for event in self.client.stream_changes(ops.store_id, after=ops.seq):
+            if event.kind == "change" and event.change is not None:
+                if event.change.seq <= ops.seq:
+                    continue
+                known = {event.change.memory_id: event.memory} \
+                    if event.change.op == "put" and event.change.memory_id else None
+                ops.apply_changes([event.change], known)
+                self.applied += 1
+            elif event.kind == "reset":
+                log.info("change feed: the server lost position %d; reloading the tree",
+                         ops.seq)
+                tree = await self.client.tree(ops.store_id)
+                store = await self.client.get_store(ops.store_id)
+                ops.reload(tree, event.seq, store.archived_at is not None)
+            else:
+                continue
+            await self.invalidator.flush_invalidations()
+
+    def _store_gone(self) -> None:
         try:
-            await pyfuse3.main()
-        finally:
-            # main() also returns when the mount goes away (fusermount3 -u).
-            watcher.stop()
-            flusher.stop()
-            nursery.cancel_scope.cancel()
+            self.ops.apply_changes([Change(self.ops.seq, self.ops.store_id, "store", None, None,
+                                           None)])
+        except errors.MemfsError as e:
+            log.warning("change feed: %s", e.message)
 
 
 async def _terminate_on_signal() -> None:

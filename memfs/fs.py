@@ -48,7 +48,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import IO, Any, ParamSpec, TypeVar
@@ -109,7 +109,10 @@ class _Failure(Exception):
 
     @classmethod
     def of(cls, exc: errors.MemfsError) -> _Failure:
-        return cls(errno_for(exc), exc.message)
+        code = errno_for(exc)
+        if code == errno.EIO:  # not a rule of the store: the database or server failed
+            log.warning("answering EIO: %s", exc.message)
+        return cls(code, exc.message)
 
     def text(self) -> str:
         return f"{errno.errorcode.get(self.errno, str(self.errno))}: {self.why}"
@@ -132,7 +135,7 @@ def _handler(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
         except _Failure as e:
             raise FUSEError(e.errno) from None
         except errors.MemfsError as e:
-            raise FUSEError(errno_for(e)) from None
+            raise FUSEError(_Failure.of(e).errno) from None
         except Exception:
             log.exception("bug in %s; answering EIO", fn.__name__)
             raise FUSEError(errno.EIO) from None
@@ -186,9 +189,10 @@ class EventSink:
         batch = list(self._pending)
         try:
             self.store.add_events(self.session_id, batch, store_id=self.store_id)
-        except errors.NotFound as e:
-            # The session was deleted: these events can never be recorded (the JSON-lines
-            # file has them); keeping them would only make the queue grow.
+        except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
+            # The session was deleted (or a server refuses them for good): these events can
+            # never be recorded (the JSON-lines file has them); keeping them would only make
+            # the queue grow.
             log.error("dropping %d tool events: %s", len(batch), e)
         del self._pending[: len(batch)]
 
@@ -425,6 +429,10 @@ class Operations(pyfuse3.Operations):
                 self._detach(in_the_way, notify=True)
             node.parent, node.name, node.attached = parent, name, True
             parent.children[name] = node
+            # Moving it, _detach forgot the node if the kernel had (lookups 0): it is
+            # attached again, so it must be known again (else open() says ENOENT).
+            self._nodes[node.ino] = node
+            self._by_memory[m.id] = node
             parent.mtime_ns = parent.ctime_ns = time.time_ns()
             self.stale_entries.append((parent.ino, name, 0))
         return node
@@ -1257,12 +1265,18 @@ class Operations(pyfuse3.Operations):
 
     # -- changes made elsewhere ----------------------------------------------------------------
 
-    def apply_changes(self, changes: Sequence[Change]) -> None:
+    def apply_changes(
+        self, changes: Sequence[Change], known: Mapping[str, Memory | None] | None = None
+    ) -> None:
         """Bring the tree up to date with changes from the store's feed (made by this mount
         or elsewhere), in feed order, queueing kernel invalidations in :attr:`stale_entries`
-        and :attr:`stale_inodes`. Idempotent: a change this mount made itself is a no-op."""
+        and :attr:`stale_inodes`. Idempotent: a change this mount made itself is a no-op.
+
+        ``known`` gives the current state of memories the caller already has (a remote feed
+        sends it with each change; None: deleted since); the others are read from the store.
+        """
         # The current state of every memory a `put` names, read once per batch.
-        current: dict[str, Memory | None] = {}
+        current: dict[str, Memory | None] = dict(known or {})
         for ch in changes:
             if ch.op == "put" and ch.memory_id is not None and ch.memory_id not in current:
                 try:
@@ -1305,6 +1319,25 @@ class Operations(pyfuse3.Operations):
         node = self._attach_memory(m)
         # Content or at least mtime changed: the kernel drops its attributes and pages.
         self.stale_inodes.append(node.ino)
+
+    def reload(self, tree: Sequence[Memory], seq: int, archived: bool) -> None:
+        """Replace what this mount knows of the store by ``tree`` (every live memory, at feed
+        position ``seq``): when the feed lost track of this mount's position. Memories gone
+        from ``tree`` leave the mount, the others are placed as in :meth:`apply_changes`
+        (kernel invalidations queued the same way); files not committed yet stay."""
+        self.archived = archived
+        live = {m.id for m in tree}
+        emptied: list[Node] = []
+        for memory_id, node in list(self._by_memory.items()):
+            if memory_id not in live and node.attached:
+                emptied.append(node.parent)  # type: ignore[arg-type]
+                self._detach(node, notify=True)
+                self._drop_content(node)
+        for m in tree:
+            self._apply_put(m, emptied)
+        for d in emptied:
+            self._prune(d)
+        self.seq = seq
 
     def discard_all(self) -> None:
         """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""

@@ -57,6 +57,7 @@ from .errors import (
     PathEncoding,
     PathTooLong,
     PreconditionFailed,
+    ReadOnly,
     StoreArchived,
     Busy,
 )
@@ -93,6 +94,8 @@ CLIENT_EVENT_TYPES = (
     "user.tool_result",
     "system.message",
 )
+#: Event types a mount records for the session it acts as (SPEC §4).
+TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 
 
 class _Unset:
@@ -2187,6 +2190,78 @@ class Store:
                 raise InvalidRequest("a user.message needs a 'content' list of blocks")
             clean.append({k: v for k, v in e.items() if k not in ("id", "processed_at")})
         return self.add_events(session_id, clean)
+
+    # -- acting as a session: remote mounts (the memfs extension, README "Remote mounts") -------
+
+    def session_writer(self, session_id: str, store_id: str) -> Actor:
+        """The actor of a write to ``store_id`` made on behalf of ``session_id`` (a mount
+        acting as its session through the API): ``session_actor``, once the session exists,
+        is not terminated and has the store attached ``read_write``.
+
+        :raises NotFound: unknown session.
+        :raises ReadOnly: the session is terminated, or the store is not attached to it, or is
+            attached ``read_only``.
+        """
+        session = self.get_session(session_id)
+        if session.status == "terminated":
+            raise ReadOnly(f"session {session_id} is terminated; it cannot write any more")
+        res = next((r for r in session.resources if r.memory_store_id == store_id), None)
+        if res is None:
+            raise ReadOnly(f"memory store {store_id} is not attached to session {session_id}")
+        if res.access != "read_write":
+            raise ReadOnly(
+                f"memory store {store_id} is attached read_only to session {session_id}"
+            )
+        return Actor.session(session_id)
+
+    def add_tool_events(
+        self, session_id: str | None, events: Any, *, store_id: str | None = None
+    ) -> list[Event]:
+        """Record a mount's tool events (SPEC §4): a non-empty list of
+        :data:`TOOL_EVENT_TYPES` objects, each with the ``id`` (``sevt_…``) and
+        ``processed_at`` the mount gave it (a result names its use by that id). Idempotent: an
+        event whose id is already recorded is skipped, so a batch retried after a lost answer
+        records nothing twice. ``session_id`` None records events of a mount without a session
+        (under ``store_id``). Returns the events recorded now.
+
+        :raises InvalidRequest: a bad list or event.
+        :raises NotFound: unknown session or store.
+        :raises ReadOnly: ``store_id`` is not attached to the session.
+        """
+        if not isinstance(events, list) or not events:
+            raise InvalidRequest("events must be a non-empty list")
+        for e in events:
+            if not isinstance(e, dict) or e.get("type") not in TOOL_EVENT_TYPES:
+                kind = e.get("type") if isinstance(e, dict) else e
+                raise InvalidRequest(
+                    f"a mount records only {' and '.join(TOOL_EVENT_TYPES)} events, not {kind!r}"
+                )
+            if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
+                raise InvalidRequest("every tool event needs its 'sevt_' id")
+            parse_time(e.get("processed_at") or "")
+        if session_id is not None:
+            session = self.get_session(session_id)
+            if store_id is not None and store_id not in {
+                r.memory_store_id for r in session.resources
+            }:
+                raise ReadOnly(f"memory store {store_id} is not attached to session {session_id}")
+        elif store_id is None:
+            raise InvalidRequest("tool events need a session or a memory store")
+        with self._write() as c:
+            if store_id is not None:
+                self._store_in(c, store_id)
+            ids = [e["id"] for e in events]
+            known = {
+                r[0] for r in c.execute(
+                    f"SELECT id FROM events WHERE id IN ({','.join('?' * len(ids))})", ids
+                )
+            }
+            fresh = []
+            for e in events:
+                if e["id"] not in known:
+                    known.add(e["id"])
+                    fresh.append(self._insert_event(c, session_id, store_id, e))
+            return fresh
 
     # -- maintenance -------------------------------------------------------------------------
 

@@ -302,16 +302,107 @@ def test_step9_event_stream(client, server):
         assert f"id: {data['id']}" in f
 
 
-@pytest.mark.skip(reason="needs FUSE mount: lead wires it")
-def test_step9_agent_writes_through_the_mount(client, server):
-    """TODO(lead): API.md §9 step 9 proper. Attach a store to a session, mount it (memfs
-    mount/run with that session as actor), write through the mount, then assert over the
-    SDK: an agent.tool_use (name in {write, edit, bash}, input.file_path under mount_path)
-    followed by its agent.tool_result (matching tool_use_id) on events.stream and in
-    events.list(types=[...]); memory_versions.list(session_id=...) shows a version with
-    created_by == {"type": "session_actor", "session_id": sess.id}; with access="read_only"
-    the write is an agent.tool_result with is_error True and no new version appears."""
-    raise AssertionError("not wired yet")
+def _mounted_session(server, tmp_path: Path, beta, access: str):
+    """A store attached to a new session with ``access``, mounted remotely acting as that
+    session (``memfs --url ... mount --session``, shown to the agent at its mount_path).
+    Returns (store, session, mount_path, the Mount)."""
+    from tests.integration.conftest import Mount
+
+    s = beta.memory_stores.create(name=f"Prefs {access}")
+    beta.memory_stores.memories.create(s.id, path="/seed.md", content="seed")
+    sess = beta.sessions.create(agent="agent_opaque", environment_id="env_opaque", resources=[
+        {"type": "memory_store", "memory_store_id": s.id, "access": access}])
+    mount_path = sess.resources[0].mount_path
+    m = Mount(tmp_path / "unused.db", s.id, tmp_path / access,
+              ["--session", sess.id, "--display-root", mount_path],
+              env={"MEMFS_URL": server.url, "MEMFS_API_KEY": KEY})
+    return s, sess, mount_path, m
+
+
+def _agent_writes(m) -> int:
+    """The agent's write through the mount; returns bash's exit status."""
+    return subprocess.run(["bash", "-c", f"echo 'I like tea' > {m.root}/preferences.md"],
+                          capture_output=True, timeout=30).returncode
+
+
+def _tool_pairs(events, mount_path: str) -> list:
+    uses = {e.id: e for e in events if e.type == "agent.tool_use"
+            and str(e.input.get("file_path", "")).startswith(mount_path + "/")}
+    return [(uses[e.tool_use_id], e) for e in events
+            if e.type == "agent.tool_result" and e.tool_use_id in uses]
+
+
+def test_step9_agent_writes_through_the_mount(client, server, tmp_path):
+    """API.md §9 step 9 proper: an agent's write through a FUSE mount acting as the session
+    shows up on the SDK's event stream and event list as an agent.tool_use (name bash,
+    file_path under the mount path) followed by its agent.tool_result, and as a version
+    created by the session_actor; with a read_only attachment the write is a failed tool call
+    and no version appears."""
+    from tests.integration.conftest import require_fuse
+
+    require_fuse()
+    beta = client.beta
+    mounts = []
+    try:
+        s, sess, mount_path, m = _mounted_session(server, tmp_path, beta, "read_write")
+        mounts.append(m)
+        m.wait_mounted()
+        received: list = []
+        with beta.sessions.events.stream(sess.id) as stream:
+            assert _agent_writes(m) == 0  # after connecting: the stream does not replay
+            done = threading.Timer(10, stream.close)  # a hung stream fails, not blocks
+            done.start()
+            try:
+                for event in stream:
+                    received.append(event)
+                    if _tool_pairs(received, mount_path):
+                        break
+            finally:
+                done.cancel()
+        ((use, result),) = _tool_pairs(received, mount_path)
+        assert use.name in {"write", "edit", "bash"}
+        assert use.input["file_path"] == f"{mount_path}/preferences.md"
+        assert use.input["operation"] == "create" and result.is_error is False
+        assert received.index(result) > received.index(use)
+        listed = list(beta.sessions.events.list(
+            sess.id, types=["agent.tool_use", "agent.tool_result"], limit=100))
+        pairs = _tool_pairs(listed, mount_path)
+        assert [(u.id, r.id) for u, r in pairs] == [(use.id, result.id)]
+        assert listed.index(pairs[0][1]) == listed.index(pairs[0][0]) + 1  # in order
+        (version,) = beta.memory_stores.memory_versions.list(s.id, session_id=sess.id)
+        assert version.created_by.type == "session_actor"
+        assert version.created_by.session_id == sess.id
+        assert result.model_extra["memory_version_id"] == version.id
+
+        # read_only: the write is refused (EROFS) as a failed tool call; no version
+        s2, sess2, mount_path2, m2 = _mounted_session(server, tmp_path, beta, "read_only")
+        mounts.append(m2)
+        m2.wait_mounted()
+        assert _agent_writes(m2) != 0
+        assert list(beta.memory_stores.memory_versions.list(s2.id, session_id=sess2.id)) == []
+        assert len(list(beta.memory_stores.memory_versions.list(s2.id))) == 1  # the seed
+
+        def failed():
+            evs = list(beta.sessions.events.list(
+                sess2.id, types=["agent.tool_use", "agent.tool_result"], limit=100))
+            return [(u, r) for u, r in _tool_pairs(evs, mount_path2) if r.is_error]
+
+        ((use2, result2),) = _retry(failed)
+        assert use2.name == "bash"
+        assert use2.input["file_path"] == f"{mount_path2}/preferences.md"
+        assert "EROFS" in result2.content[0].text
+    finally:
+        for m in mounts:
+            m.stop()
+
+
+def _retry(fn, deadline: float = 5.0):
+    end = time.monotonic() + deadline
+    while True:
+        value = fn()
+        if value or time.monotonic() > end:
+            return value
+        time.sleep(0.02)
 
 
 # -- raw HTTP -------------------------------------------------------------------------------------

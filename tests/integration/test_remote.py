@@ -1,0 +1,326 @@
+"""Remote mounts: ``memfs --url URL mount`` against a real ``memfs serve`` subprocess, driven
+by the anthropic SDK (2.14.0) and by plain file operations on the mount.
+
+Same semantics as a local mount: versions attributed to the session, the store's errors as
+errno, the server's limits, tool events recorded on the server, and changes made elsewhere
+pushed by the server's change stream into every mount of the store.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from tests.integration.conftest import Mount, in_proc_mounts, require_fuse, retry
+from tests.integration.test_server import Server, start_server, stop_server
+
+KEY = "sk-memfs-remote"
+#: The module's server runs with this memory limit (MEMFS_MAX_MEMORIES), for ENOSPC.
+MAX_MEMORIES = 6
+#: What "visible within a second" means, measured from the API call's return.
+VISIBLE_WITHIN = 1.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    require_fuse()
+    s = start_server(tmp_path_factory.mktemp("remote"), "--api-key", KEY,
+                     env={"MEMFS_MAX_MEMORIES": str(MAX_MEMORIES)})
+    yield s
+    assert stop_server(s) == 0
+
+
+@pytest.fixture
+def sdk(server) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+
+
+def _remote_env(url: str, key: str = KEY) -> dict[str, str]:
+    return {"MEMFS_URL": url, "MEMFS_API_KEY": key}
+
+
+@pytest.fixture
+def mounts(server, tmp_path) -> Iterator[Callable[..., Mount]]:
+    """``mounts(store_id, *args, name=, remote=True)``: a remote mount of the module's server
+    (or, with remote=False, a local mount of the server's own database)."""
+    started: list[Mount] = []
+    db = Path(server.stderr).parent / "memfs.db"
+
+    def start(store_id: str, *args: str, name: str = "mnt", remote: bool = True,
+              url: str | None = None) -> Mount:
+        env = _remote_env(url or server.url) if remote else {"MEMFS_URL": ""}
+        m = Mount(db, store_id, tmp_path / name, list(args), env)
+        started.append(m)
+        return m.wait_mounted()
+
+    yield start
+    for m in started:
+        m.stop()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+def _until(fn: Callable[[], bool], deadline: float = VISIBLE_WITHIN) -> float:
+    """Seconds until ``fn()`` is true; fails after ``deadline``."""
+    t0 = time.monotonic()
+    retry(fn, deadline, interval=0.005)
+    return time.monotonic() - t0
+
+
+def _errno_of(fn: Callable[[], object]) -> int:
+    try:
+        fn()
+    except OSError as e:
+        return e.errno
+    raise AssertionError("expected an OSError")
+
+
+# -- visibility ---------------------------------------------------------------------------------
+
+
+def test_api_changes_are_pushed_to_remote_and_local_mounts(sdk, mounts, capsys):
+    """Creates, updates, renames and deletes made through the SDK reach a remote mount and a
+    local mount of the same database within a second (the latencies are printed)."""
+    s = sdk.beta.memory_stores.create(name="pushed")
+    mems = sdk.beta.memory_stores.memories
+    remote = mounts(s.id, name="remote")
+    local = mounts(s.id, name="local", remote=False)
+    roots = {"remote": remote.root, "local": local.root}
+    latency: dict[str, list[float]] = {"remote": [], "local": []}
+
+    def visible(check: Callable[[Path], bool]) -> None:
+        """Poll both mounts together; record when each one first shows the change."""
+        t0 = time.monotonic()
+        seen: dict[str, float] = {}
+        while len(seen) < len(roots):
+            for kind, root in roots.items():
+                if kind not in seen and check(root):
+                    seen[kind] = time.monotonic() - t0
+            if time.monotonic() - t0 > VISIBLE_WITHIN:
+                missing = sorted(set(roots) - set(seen))
+                raise AssertionError(f"not visible within {VISIBLE_WITHIN} s in {missing}: "
+                                     f"{sorted(os.walk(roots[missing[0]]))}")
+            time.sleep(0.002)
+        for kind, took in seen.items():
+            latency[kind].append(took)
+
+    made = []
+    for i in range(4):
+        m = mems.create(s.id, path=f"/lat/{i}.md", content=f"v{i}")
+        made.append(m)
+        visible(lambda root, i=i: _read(root / "lat" / f"{i}.md") == f"v{i}")
+    # content changes reach cached pages too (read first so the kernel caches them)
+    for root in roots.values():
+        assert (root / "lat" / "0.md").read_text() == "v0"
+    mems.update(made[0].id, memory_store_id=s.id, content="changed, and longer")
+    visible(lambda root: _read(root / "lat" / "0.md") == "changed, and longer")
+    mems.update(made[1].id, memory_store_id=s.id, path="/moved/1.md")
+    visible(lambda root: _read(root / "moved" / "1.md") == "v1"
+            and not (root / "lat" / "1.md").exists())
+    mems.delete(made[2].id, memory_store_id=s.id)
+    visible(lambda root: not (root / "lat" / "2.md").exists())
+    # and what one mount writes, the other one sees
+    (remote.root / "from-remote.md").write_text("r")
+    visible(lambda root: _read(root / "from-remote.md") == "r")
+    (local.root / "from-local.md").write_text("l")
+    visible(lambda root: _read(root / "from-local.md") == "l")
+    with capsys.disabled():
+        for kind, values in latency.items():
+            print(f"\n{kind} mount: API->visible latency max {max(values) * 1000:.0f} ms, "
+                  f"mean {sum(values) / len(values) * 1000:.0f} ms over {len(values)} changes")
+    assert max(latency["remote"]) < VISIBLE_WITHIN
+
+
+def test_a_mount_survives_a_server_restart(tmp_path):
+    """The server goes away: calls fail with EIO (nothing hangs); it comes back on the same
+    port: the mount reconnects from where it was and sees the changes made meanwhile."""
+    require_fuse()
+    (tmp_path / "own").mkdir()
+    own = start_server(tmp_path / "own", "--api-key", KEY)
+    port = own.url.rsplit(":", 1)[1]
+    api = anthropic.Anthropic(base_url=own.url, api_key=KEY, max_retries=0)
+    s = api.beta.memory_stores.create(name="restart")
+    api.beta.memory_stores.memories.create(s.id, path="/a.md", content="before")
+    m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], _remote_env(own.url))
+    try:
+        m.wait_mounted()
+        assert (m.root / "a.md").read_text() == "before"
+        assert stop_server(own) == 0
+        t0 = time.monotonic()
+        assert _errno_of(lambda: (m.root / "b.md").write_text("x")) == errno.EIO
+        assert time.monotonic() - t0 < 5
+        assert (m.root / "a.md").read_text() == "before"  # cached content still reads
+        again = start_server(tmp_path / "own", "--api-key", KEY, "--port", port)
+        try:
+            api = anthropic.Anthropic(base_url=again.url, api_key=KEY, max_retries=0)
+            api.beta.memory_stores.memories.create(s.id, path="/c.md", content="after")
+            _until(lambda: _read(m.root / "c.md") == "after", deadline=10)
+            (m.root / "d.md").write_text("d")
+            got = [x.path for x in api.beta.memory_stores.memories.list(s.id)]
+            assert sorted(got) == ["/a.md", "/c.md", "/d.md"]
+        finally:
+            stop_server(again)
+    finally:
+        m.stop()
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+
+def test_session_writes_are_session_actor_and_tool_events_reach_the_server(sdk, mounts):
+    s = sdk.beta.memory_stores.create(name="Session Notes")
+    sess = sdk.beta.sessions.create(agent="agent_opaque", environment_id="env_opaque",
+                                    resources=[{"type": "memory_store", "memory_store_id": s.id,
+                                                "access": "read_write"}])
+    mount_path = sess.resources[0].mount_path
+    m = mounts(s.id, "--session", sess.id, "--display-root", mount_path)
+    subprocess.run(["bash", "-c", f"echo 'likes tea' > {m.root}/prefs.md"], check=True)
+    versions = list(sdk.beta.memory_stores.memory_versions.list(s.id, session_id=sess.id))
+    assert [v.operation for v in versions] == ["created"]
+    assert versions[0].created_by.type == "session_actor"
+    assert versions[0].created_by.session_id == sess.id
+
+    def pair():
+        evs = list(sdk.beta.sessions.events.list(
+            sess.id, types=["agent.tool_use", "agent.tool_result"], limit=100))
+        uses = [e for e in evs if e.type == "agent.tool_use"
+                and e.input.get("file_path") == f"{mount_path}/prefs.md"]
+        results = {e.tool_use_id: e for e in evs if e.type == "agent.tool_result"}
+        return [(u, results[u.id]) for u in uses if u.id in results]
+
+    (use, result), = retry(pair, 5.0)
+    assert use.name == "bash" and use.input["operation"] == "create"
+    assert result.is_error is False
+    assert result.model_extra["memory_version_id"] == versions[0].id
+    # the JSON-lines log has the very same events
+    assert use.id in {e["id"] for e in m.events()}
+
+
+def test_read_only_attachment_refuses_writes_with_erofs(sdk, mounts):
+    s = sdk.beta.memory_stores.create(name="ro attached")
+    sdk.beta.memory_stores.memories.create(s.id, path="/a.md", content="keep")
+    sess = sdk.beta.sessions.create(agent="agent_opaque", environment_id="env_opaque",
+                                    resources=[{"type": "memory_store", "memory_store_id": s.id,
+                                                "access": "read_only"}])
+    m = mounts(s.id, "--session", sess.id)
+    assert (m.root / "a.md").read_text() == "keep"
+    assert _errno_of(lambda: (m.root / "a.md").write_text("x")) == errno.EROFS
+    assert _errno_of(lambda: (m.root / "new.md").write_text("x")) == errno.EROFS
+    assert _errno_of(lambda: os.unlink(m.root / "a.md")) == errno.EROFS
+    _, res = m.wait_pair("write", m.root / "a.md")
+    assert res["is_error"] is True and "EROFS" in res["content"][0]["text"]
+    assert len(list(sdk.beta.memory_stores.memory_versions.list(s.id))) == 1
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def test_errors_through_a_remote_mount(sdk, mounts):
+    s = sdk.beta.memory_stores.create(name="errors")
+    mems = sdk.beta.memory_stores.memories
+    m = mounts(s.id)
+    root = m.root
+    # EFBIG at the write() that goes over 102,400 bytes
+    assert _errno_of(lambda: (root / "big.md").write_bytes(b"x" * 102_401)) == errno.EFBIG
+    assert (root / "big.md").stat().st_size == 0  # created by open(O_CREAT), as POSIX says
+    os.unlink(root / "big.md")
+    # EILSEQ at close for content that is not UTF-8
+    assert _errno_of(lambda: (root / "bin.md").write_bytes(b"\xff\xfe")) == errno.EILSEQ
+    # ENAMETOOLONG: more than 20 segments
+    deep = root.joinpath(*["d"] * 21)
+    assert _errno_of(lambda: deep.mkdir(parents=True)) == errno.ENAMETOOLONG
+    # EEXIST: rename with RENAME_NOREPLACE over an existing file
+    (root / "a.md").write_text("a")
+    (root / "b.md").write_text("b")
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, noreplace = -100, 1
+    rc = libc.renameat2(at_fdcwd, str(root / "a.md").encode(), at_fdcwd,
+                        str(root / "b.md").encode(), noreplace)
+    assert rc == -1 and ctypes.get_errno() == errno.EEXIST
+    # rename over an existing file: the victim is deleted in the same transaction
+    victim = next(x for x in mems.list(s.id) if x.path == "/b.md")
+    os.rename(root / "a.md", root / "b.md")
+    assert (root / "b.md").read_text() == "a"
+    vers = sdk.beta.memory_stores.memory_versions
+    (gone,) = list(vers.list(s.id, memory_id=victim.id, operation="deleted"))
+    moved = next(x for x in mems.list(s.id) if x.path == "/b.md")
+    (renamed,) = list(vers.list(s.id, memory_id=moved.id, operation="modified"))
+    assert gone.created_at == renamed.created_at
+    # a directory rename moves every memory in one transaction
+    (root / "dir" / "sub").mkdir(parents=True)
+    for name in ("dir/1.md", "dir/sub/2.md"):
+        (root / name).write_text(name)
+    os.rename(root / "dir", root / "moved")
+    paths = sorted(x.path for x in mems.list(s.id))
+    assert paths == ["/b.md", "/moved/1.md", "/moved/sub/2.md"]
+    stamps = {v.created_at for v in vers.list(s.id, operation="modified")
+              if v.path.startswith("/moved/")}
+    assert len(stamps) == 1
+    assert (root / "moved" / "sub" / "2.md").read_text() == "dir/sub/2.md"
+    # ENOSPC: the server's limit (MEMFS_MAX_MEMORIES), at open(O_CREAT); editing still works
+    room = MAX_MEMORIES - len(list(mems.list(s.id)))
+    for i in range(room):
+        mems.create(s.id, path=f"/fill/{i}.md", content="")
+    retry(lambda: (root / "fill").is_dir() and len(os.listdir(root / "fill")) == room)
+    assert _errno_of(lambda: (root / "one-too-many.md").write_text("x")) == errno.ENOSPC
+    (root / "b.md").write_text("still editable")
+    assert os.statvfs(root).f_ffree == 0 and os.statvfs(root).f_files == MAX_MEMORIES
+    _, res = m.wait_pair("create", root / "one-too-many.md")
+    assert res["is_error"] is True and "ENOSPC" in res["content"][0]["text"]
+
+
+def test_read_only_mount_and_archived_store(sdk, mounts):
+    s = sdk.beta.memory_stores.create(name="ro")
+    sdk.beta.memory_stores.memories.create(s.id, path="/a.md", content="a")
+    ro = mounts(s.id, "--read-only", name="ro")
+    assert _errno_of(lambda: (ro.root / "a.md").write_text("x")) == errno.EROFS
+    rw = mounts(s.id, name="rw")
+    sdk.beta.memory_stores.archive(s.id)
+    # the archive is pushed too: the mount refuses writes from then on
+    _until(lambda: _errno_of(lambda: (rw.root / "b.md").write_text("x")) == errno.EROFS)
+    assert (rw.root / "a.md").read_text() == "a"
+
+
+def test_server_down_at_mount_time_is_one_clean_error(tmp_path):
+    require_fuse()
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    target = tmp_path / "mnt"
+    target.mkdir()
+    r = subprocess.run(
+        [sys.executable, "-m", "memfs", "mount", "memstore_x", str(target)],
+        env={**os.environ, **_remote_env(f"http://127.0.0.1:{port}")},
+        capture_output=True, text=True, timeout=30,
+    )
+    assert r.returncode != 0
+    assert r.stderr.count("\n") == 1 and "cannot reach" in r.stderr, r.stderr
+    assert not in_proc_mounts(target)
+
+
+def test_wrong_key_or_unknown_store_is_one_clean_error(server, tmp_path):
+    require_fuse()
+    target = tmp_path / "mnt"
+    target.mkdir()
+    for env, words in ((_remote_env(server.url, "wrong"), "API key"),
+                       (_remote_env(server.url), "no memory store")):
+        r = subprocess.run([sys.executable, "-m", "memfs", "mount", "nothing", str(target)],
+                           env={**os.environ, **env}, capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode != 0 and words in r.stderr and r.stderr.count("\n") == 1, r.stderr
+        assert not in_proc_mounts(target)
