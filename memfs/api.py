@@ -539,6 +539,9 @@ async def create_session(c: Call) -> Any:
     initial = _initial_events(b.get("initial_events"))
     agent = b.get("agent")
     snapshot = None if agent is None else await c.run(c.store.agent_snapshot, agent)
+    # memfs extension: the launcher of a remote session (memfs run --url) mounts under its
+    # own root, and the resources' mount_path must say where.
+    root = _opt_str(b, "memfs_mount_root")
     session = await c.run(
         c.store.create_session,
         b.get("resources") or [],
@@ -546,6 +549,7 @@ async def create_session(c: Call) -> Any:
         environment_id=_opt_str(b, "environment_id"),
         metadata=b.get("metadata"),
         title=_opt_str(b, "title"),
+        **({} if root is None else {"root": root}),
     )
     if initial:
         try:
@@ -555,6 +559,14 @@ async def create_session(c: Call) -> Any:
             await c.run(c.store.delete_session, session.id)
             raise
     return session
+
+
+async def set_session_status(c: Call) -> Any:
+    """memfs extension: the launcher of a remote session reports it running or terminated."""
+    status = c.body.get("status")
+    if not isinstance(status, str):
+        raise errors.InvalidRequest("status must be a string")
+    return await c.run(c.store.set_session_status, c.p["session_id"], status)
 
 
 async def retrieve_session(c: Call) -> Any:
@@ -1016,7 +1028,7 @@ OPS: list[Op] = [
        "environments.retrieve", returns="Environment"),
     Op("POST", _SES, create_session, "sessions.create",
        body=("agent", "environment_id", "resources", "metadata", "title", "initial_events",
-             "vault_ids", "budget"), returns="Session"),
+             "vault_ids", "budget", "memfs_mount_root"), returns="Session"),
     Op("GET", _SES, list_sessions, "sessions.list",
        query=("memory_store_id", "statuses[]", "include_archived", "order", "created_at[gt]",
               "created_at[gte]", "created_at[lt]", "created_at[lte]", *_LIST),
@@ -1051,6 +1063,9 @@ OPS: list[Op] = [
     Op("GET", _SES + "/{session_id}/events/stream", stream_session_events,
        "sessions.events.stream", query=("event_deltas[]",), returns="EventStream"),
     # memfs extensions (README "Remote mounts")
+    Op("POST", _SES + "/{session_id}/memfs/status", set_session_status,
+       "set a session's status (the launcher of memfs run --url: running, terminated)",
+       body=("status!",), returns="Session", extension=True),
     Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", returns="Limits",
        extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,

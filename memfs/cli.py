@@ -188,6 +188,8 @@ def run(
     Each store is mounted at ROOT/<slug of its name> (versions are attributed to the
     session); anything else written under ROOT is scratch, discarded at the end. COMMAND gets
     MEMFS_SESSION_ID and MEMFS_SYSTEM_PROMPT_FILE (the memory section of the system prompt).
+    With --url (MEMFS_URL) the session lives on that memfs server and every store is a remote
+    mount of it.
     When COMMAND ends, whatever happens, every mount is removed, processes it left behind are
     stopped and the session is marked terminated. The exit status is COMMAND's (128+N if it
     died of signal N); 127/126 if it cannot be run; 1 with one line on stderr if a mount dies.
@@ -201,8 +203,6 @@ def run(
     from .session import Attachment, Launch, LaunchError
     from .session import run as run_session
 
-    if ctx.url:
-        fail("run uses a local database; drop --url / MEMFS_URL", 2)
     pairs = []
     for item in instructions:
         ref, sep, text = item.partition("=")
@@ -214,6 +214,8 @@ def run(
         list(command),
         root=root,
         db_path=ctx.db_path,
+        url=ctx.url,
+        api_key=ctx.api_key,
         isolation=isolation,
         instructions=pairs,
     )

@@ -579,16 +579,23 @@ class _Ops:
         title: str | None = None,
         status: str = "idle",
     ) -> Op[Session]:
-        if root.rstrip("/") != DEFAULT_MOUNT_ROOT or status != "idle":
+        if status != "idle":
             raise errors.InvalidRequest(
-                f"a memfs server creates idle sessions mounted under {DEFAULT_MOUNT_ROOT}; "
-                "root and status cannot be chosen remotely"
+                "a memfs server creates idle sessions; use set_session_status afterwards"
             )
         if isinstance(agent, dict):  # a snapshot: the server takes a reference
             agent = {k: v for k, v in agent.items() if k in ("type", "id", "version")}
+        mount_root = None if root.rstrip("/") == DEFAULT_MOUNT_ROOT else root
         d = yield Request("POST", "/v1/sessions", json=_body(
             resources=list(resources), agent=agent, environment_id=environment_id,
-            metadata=metadata, title=title))
+            metadata=metadata, title=title, memfs_mount_root=mount_root))
+        return _session(d)
+
+    def set_session_status(self, session_id: str, status: str) -> Op[Session]:
+        """memfs extension (``POST /v1/sessions/{id}/memfs/status``)."""
+        d = yield Request(
+            "POST", f"/v1/sessions/{_q(session_id)}/memfs/status", json={"status": status}
+        )
         return _session(d)
 
     def get_session(self, session_id: str) -> Op[Session]:

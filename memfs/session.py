@@ -44,8 +44,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
+from .client import Client
 from .errors import InvalidRequest, MemfsError
 from .models import Session, SessionResource
 from .prompt import render_memory_prompt
@@ -127,6 +128,10 @@ class Launch:
     command: Sequence[str]
     root: str | None = None
     db_path: str | None = None
+    #: A memfs server (``memfs run --url``): the session lives there and every mount is a
+    #: remote mount of it; ``db_path`` is then unused.
+    url: str | None = None
+    api_key: str | None = None
     isolation: str = "auto"  # auto | namespace | none
     instructions: list[tuple[str, str]] = field(default_factory=list)
     extra_mount_args: list[str] = field(default_factory=list)
@@ -259,7 +264,10 @@ class Launcher:
         if not launch.command:
             raise InvalidRequest("no command to run")
         self.launch = launch
-        self.store = Store(launch.db_path)
+        self.store: Store = (
+            cast(Store, Client(launch.url, launch.api_key)) if launch.url
+            else Store(launch.db_path)
+        )
         self.session: Session | None = None
         self.mounts: list[_Mount] = []
         self.state_dir: Path | None = None
@@ -294,8 +302,8 @@ class Launcher:
             self._root_created = True
         if self.root == "/":
             raise LaunchError("the session root cannot be /")
-        db, real_root = os.path.realpath(self.store.path), os.path.realpath(self.root)
-        if db == real_root or db.startswith(real_root + "/"):
+        db, real_root = self._db_file(), os.path.realpath(self.root)
+        if db and (db == real_root or db.startswith(real_root + "/")):
             # A tmpfs over it would hide it; a scratch clean-up would delete it.
             raise LaunchError(f"the database {db} is inside the session root {self.root}")
         if not self.namespace and os.path.isdir(self.root) and os.listdir(self.root):
@@ -305,6 +313,25 @@ class Launcher:
             )
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise LaunchError(f"the session root {self.root} is not a directory")
+
+    def _db_file(self) -> str | None:
+        """The local database file (None for a session on a server)."""
+        return None if self.launch.url else os.path.realpath(self.store.path)
+
+    def _memfs_env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` pointing ``memfs`` at this session's data: the database, or the server (its
+        key in the environment rather than on a command line that ``ps`` shows)."""
+        env = dict(env)
+        if self.launch.url:
+            env.pop("MEMFS_DB", None)
+            env["MEMFS_URL"] = self.launch.url
+            if self.launch.api_key:
+                env["MEMFS_API_KEY"] = self.launch.api_key
+        else:
+            env.pop("MEMFS_URL", None)
+            env.pop("MEMFS_API_KEY", None)
+            env["MEMFS_DB"] = os.path.abspath(self.store.path)
+        return env
 
     def _resources(self) -> list[dict[str, Any]]:
         resources: list[dict[str, Any]] = []
@@ -349,7 +376,8 @@ class Launcher:
 
     def _start_mounts(self) -> None:
         assert self.session is not None and self.state_dir is not None
-        exe = [sys.executable, "-m", "memfs", "--db", os.path.abspath(self.store.path)]
+        exe = [sys.executable, "-m", "memfs"]
+        env = self._memfs_env(dict(os.environ))
         for res in self.session.resources:
             os.makedirs(res.mount_path, exist_ok=True)
             events = self.state_dir / f"{res.memory_store_id}.events.jsonl"
@@ -359,12 +387,14 @@ class Launcher:
                 "--session", self.session.id, "--events", str(events),
                 *self.launch.extra_mount_args,
             ]
-            if res.access == "read_only":
+            if res.access == "read_only" and not self.launch.url:
+                # Also the kernel's ro option (SPEC §2). A remote mount learns the access from
+                # the server and refuses writes itself.
                 args.append("--read-only")
             with open(logf, "wb") as lf:
                 proc = subprocess.Popen(
                     args, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
-                    preexec_fn=_daemon_preexec,
+                    env=env, preexec_fn=_daemon_preexec,
                 )
             self.mounts.append(_Mount(res, proc, events, logf))
             log.info("mounting %s (%s) on %s, pid %d", res.name, res.memory_store_id,
@@ -452,10 +482,9 @@ class Launcher:
         assert self.session is not None and self.state_dir is not None
         prompt_file = self.state_dir / "system-prompt.md"
         prompt_file.write_text(render_memory_prompt(self.session), encoding="utf-8")
-        env = dict(os.environ)
+        env = self._memfs_env(dict(os.environ))
         env["MEMFS_SESSION_ID"] = self.session.id
         env["MEMFS_SYSTEM_PROMPT_FILE"] = str(prompt_file)
-        env["MEMFS_DB"] = os.path.abspath(self.store.path)
         self.store.set_session_status(self.session.id, "running")
         try:
             self._child = subprocess.Popen(

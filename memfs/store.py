@@ -1636,6 +1636,9 @@ class Store:
             metadata = _validate_metadata(metadata, lim)
         if status not in _SESSION_STATUSES:
             raise InvalidRequest(f"invalid session status {status!r}")
+        if (not isinstance(root, str) or not root.startswith("/") or len(root) > 512
+                or any(unicodedata.category(ch) == "Cc" for ch in root)):  # fmt: skip
+            raise InvalidRequest("the mount root must be an absolute path")
         root = root.rstrip("/") or ""
         sid = new_id("sesn")
         now = _now()

@@ -324,3 +324,67 @@ def test_wrong_key_or_unknown_store_is_one_clean_error(server, tmp_path):
                            timeout=30)
         assert r.returncode != 0 and words in r.stderr and r.stderr.count("\n") == 1, r.stderr
         assert not in_proc_mounts(target)
+
+
+# -- memfs run --url -----------------------------------------------------------------------------
+
+
+def test_run_against_a_server(server, sdk, tmp_path):
+    """``memfs --url … run``: the session is created on the server with the launcher's root,
+    every store is a remote mount, writes are session_actor versions, a read_only store gives
+    EROFS with a failed tool event, and the session ends terminated on the server."""
+    from tests.integration.test_session import MEMFS, mounts_under
+
+    rw = sdk.beta.memory_stores.create(name="Remote Notes")
+    ro = sdk.beta.memory_stores.create(name="Remote Docs")
+    sdk.beta.memory_stores.memories.create(ro.id, path="/guide.md", content="read me")
+    root = tmp_path / "root"
+    script = r"""
+    set -u
+    echo "$MEMFS_SESSION_ID" > "$T/sid"
+    cat "$R/remote-docs/guide.md" > "$T/guide"
+    echo 'tea, no sugar' > "$R/remote-notes/drinks.md"
+    if echo nope 2> "$T/ro.err" > "$R/remote-docs/guide.md"; then exit 3; fi
+    memfs versions list "$REMOTE_NOTES" --session "$MEMFS_SESSION_ID" > "$T/versions"
+    """
+    env = {**os.environ, **_remote_env(server.url), "T": str(tmp_path), "R": str(root),
+           "REMOTE_NOTES": rw.id, "MEMFS_DB": str(tmp_path / "unused.db")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    proc = subprocess.run(
+        [*MEMFS, "run", "--store", rw.id, "--store", f"{ro.id}:read_only", "--root", str(root),
+         "--isolation", "none", "--", "bash", "-c", script],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sid = (tmp_path / "sid").read_text().strip()
+    assert (tmp_path / "guide").read_text() == "read me"
+    assert "Read-only file system" in (tmp_path / "ro.err").read_text()
+    assert "drinks.md" in (tmp_path / "versions").read_text()  # the CLI inside used the server
+    assert not (tmp_path / "unused.db").exists()  # nothing touched a local database
+    assert not mounts_under(root) and not root.exists()
+
+    session = sdk.beta.sessions.retrieve(sid)
+    assert session.status == "terminated"
+    assert sorted(r.mount_path for r in session.resources) == [
+        f"{root}/remote-docs", f"{root}/remote-notes"]
+    versions = list(sdk.beta.memory_stores.memory_versions.list(rw.id, session_id=sid))
+    assert [v.operation for v in versions] == ["created"]
+    assert versions[0].created_by.type == "session_actor"
+    assert versions[0].created_by.session_id == sid
+    assert list(sdk.beta.memory_stores.memory_versions.list(ro.id, session_id=sid)) == []
+
+    def tool_events() -> list:
+        return list(sdk.beta.sessions.events.list(
+            sid, types=["agent.tool_use", "agent.tool_result"], limit=100))
+
+    events = tool_events()
+    uses = {e.id: e for e in events if e.type == "agent.tool_use"}
+    results = [e for e in events if e.type == "agent.tool_result"]
+    assert len(uses) == len(results) and all(r.tool_use_id in uses for r in results)
+    failed = [r for r in results if r.is_error]
+    assert any(uses[r.tool_use_id].input["file_path"] == f"{root}/remote-docs/guide.md"
+               for r in failed), [(uses[r.tool_use_id].input, r.content) for r in results]
+    wrote = [r for r in results if not r.is_error
+             and uses[r.tool_use_id].input["file_path"] == f"{root}/remote-notes/drinks.md"
+             and uses[r.tool_use_id].input["operation"] in ("create", "write")]
+    assert wrote and wrote[0].model_extra.get("memory_version_id") == versions[0].id

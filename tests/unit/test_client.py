@@ -301,8 +301,16 @@ def test_sessions_and_events_through_the_client(remote):
     assert remote.list_session_resources(sess.id).data == [res]
     assert [x.id for x in remote.list_sessions(memory_store_id=s).data] == [sess.id]
     assert remote.list_sessions(statuses=["running"]).data == []
-    with pytest.raises(errors.InvalidRequest, match="root"):
-        remote.create_session([], root="/elsewhere")
+    # memfs extension: a launcher's own mount root (memfs run --url --root DIR)
+    there = remote.create_session(
+        [{"type": "memory_store", "memory_store_id": s}], root="/elsewhere/"
+    )
+    assert [r.mount_path for r in there.resources] == ["/elsewhere/user-prefs"]
+    with pytest.raises(errors.InvalidRequest, match="absolute"):
+        remote.create_session([], root="relative")
+    with pytest.raises(errors.InvalidRequest, match="idle"):
+        remote.create_session([], status="running")
+    assert remote.set_session_status(there.id, "terminated").status == "terminated"
     sent = remote.add_events(sess.id, [{"type": "user.message", "content": []}])
     assert [e.type for e in sent] == ["user.message"] and sent[0].session_id == sess.id
     with pytest.raises(errors.InvalidRequest):

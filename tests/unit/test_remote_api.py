@@ -244,7 +244,9 @@ def test_openapi_marks_the_extensions(http):
     assert ("get", "/v1/memory_stores/{memory_store_id}/changes/stream") in ext
     assert ("post", "/v1/memory_stores/{memory_store_id}/memfs/rename_prefix") in ext
     assert ("get", "/v1/memfs/limits") in ext
-    assert not any(p.startswith("/v1/sessions") for _, p in ext)
+    # Extensions stay out of the SDK's own paths: under the sessions tree only /memfs/ ones.
+    assert ("post", "/v1/sessions/{session_id}/memfs/status") in ext
+    assert all("/memfs/" in p for _, p in ext if p.startswith("/v1/sessions"))
     stream = doc["paths"]["/v1/memory_stores/{memory_store_id}/changes/stream"]["get"]
     assert "text/event-stream" in stream["responses"]["200"]["content"]
 
