@@ -126,10 +126,8 @@ def api_key_id(key: str) -> str:
 def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any], dict[str, str]]:
     """``(status, envelope, headers)`` for an exception, through :data:`ERRORS`."""
     status, type_, code = next((s, t, c) for cls, s, t, c in ERRORS if isinstance(exc, cls))
-    if isinstance(exc, errors.MemfsError):
-        message = exc.message
-    else:  # a bug: say so without leaking internals
-        message = "internal server error"
+    # A bug says so without leaking internals.
+    message = exc.message if isinstance(exc, errors.MemfsError) else "internal server error"
     err: dict[str, Any] = {"type": type_, "message": message}
     if code is not None:
         err["details"] = {"error_code": code}

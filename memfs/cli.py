@@ -1217,7 +1217,8 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...]) -> None
 
         memfs serve --port 8000 --api-key "$KEY"
     """
-    from .server import api_keys_from, serve as run_server
+    from .server import api_keys_from
+    from .server import serve as run_server
 
     if ctx.url:
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)

@@ -491,9 +491,9 @@ class Operations(pyfuse3.Operations):
     def _forget_node(self, node: Node) -> None:
         self._nodes.pop(node.ino, None)
         self._drop_content(node)
-        if node.memory is not None and self._by_memory.get(node.memory.id) is node:
-            if not node.attached:
-                del self._by_memory[node.memory.id]
+        if (node.memory is not None and not node.attached
+                and self._by_memory.get(node.memory.id) is node):  # fmt: skip
+            del self._by_memory[node.memory.id]
 
     def _prune(self, d: Node | None) -> None:
         """Remove directories that became empty through changes made elsewhere, unless this
@@ -787,8 +787,8 @@ class Operations(pyfuse3.Operations):
         except _Failure as f:
             self._pair(comm, pid, "truncate", path, failure=f)
             raise
-        self._pair(comm, pid, "truncate", path, text=f"truncated {path} to {size} bytes",
-                   memory=m)
+        self._pair(comm, pid, "truncate", path, memory=m,
+                   text=f"truncated {self._display(path)} to {size} bytes")
 
     # -- handlers: files --------------------------------------------------------------------
 
@@ -958,15 +958,17 @@ class Operations(pyfuse3.Operations):
         if h.failure is not None:
             self._pair(h.comm, h.pid, op, path, failure=h.failure)
         elif op == "read":
-            self._pair(h.comm, h.pid, op, path, text=f"read {path}")
+            self._pair(h.comm, h.pid, op, path, text=f"read {self._display(path)}")
         elif h.result is None and not h.node.attached:
-            self._pair(h.comm, h.pid, op, path, text=f"{path} was removed before it was saved")
+            self._pair(h.comm, h.pid, op, path,
+                       text=f"{self._display(path)} was removed before it was saved")
         elif h.result is None:
-            self._pair(h.comm, h.pid, op, path, text=f"{path} unchanged", memory=h.node.memory)
+            self._pair(h.comm, h.pid, op, path, text=f"{self._display(path)} unchanged",
+                       memory=h.node.memory)
         else:
             m = h.result
             self._pair(h.comm, h.pid, op, path, memory=m,
-                       text=f"wrote {m.content_size_bytes} bytes to {m.path}")
+                       text=f"wrote {m.content_size_bytes} bytes to {self._display(m.path)}")
 
     # -- handlers: directories ---------------------------------------------------------------
 
@@ -1013,7 +1015,7 @@ class Operations(pyfuse3.Operations):
         h.node.handles -= 1
         n = len(h.listing or ())
         self._pair(h.comm, h.pid, "list", h.file_path,
-                   text=f"listed {h.file_path}: {n} entr{'y' if n == 1 else 'ies'}")
+                   text=f"listed {self._display(h.file_path)}: {n} entr{'y' if n == 1 else 'ies'}")
 
     async def fsyncdir(self, fh: FileHandleT, datasync: bool) -> None:
         return None
@@ -1035,8 +1037,8 @@ class Operations(pyfuse3.Operations):
             raise
         node = self._dir_for(path, pin=True)
         self._pair(comm, pid, "mkdir", path,
-                   text=f"created directory {path} (kept in this mount until a file is "
-                   "written into it)")
+                   text=f"created directory {self._display(path)} (kept in this mount until a "
+                   "file is written into it)")
         return self._lookup_reply(node)
 
     @_handler

@@ -28,6 +28,7 @@ the session terminated (the daemons and CMD still get a parent-death signal).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -473,10 +474,8 @@ class Launcher:
     def _send(self, signum: int) -> None:
         child = self._child
         if child is not None and child.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signum)
-            except ProcessLookupError:
-                pass
 
     def _run_command(self) -> int:
         assert self.session is not None and self.state_dir is not None
@@ -560,10 +559,8 @@ class Launcher:
             for pid in left:
                 if pid not in signalled or late:
                     log.info("stopping pid %d, left behind by the command", pid)
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL if late else signal.SIGTERM)
-                    except ProcessLookupError:
-                        pass
                     signalled.add(pid)
             if late:
                 deadline = time.monotonic() + LEFTOVER_GRACE
@@ -575,10 +572,8 @@ class Launcher:
         it, so their tool events are recorded instead of dropped with the queue. Runs in a
         thread: a stuck daemon must not hang the clean-up."""
         def statfs() -> None:
-            try:
+            with contextlib.suppress(OSError):
                 os.statvfs(m.resource.mount_path)
-            except OSError:
-                pass
 
         t = threading.Thread(target=statfs, daemon=True)
         t.start()

@@ -46,6 +46,7 @@ import xxhash
 from sqlite_utils.migrations import Migrations
 
 from .errors import (
+    Busy,
     ContentTooLarge,
     InvalidContent,
     InvalidCursor,
@@ -59,7 +60,6 @@ from .errors import (
     PreconditionFailed,
     ReadOnly,
     StoreArchived,
-    Busy,
 )
 from .models import (
     Actor,
@@ -370,7 +370,9 @@ def slugify(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def _check_limit(limit: Any, limits: Limits, view: str = "basic", maximum: int | None = None) -> int:
+def _check_limit(
+    limit: Any, limits: Limits, view: str = "basic", maximum: int | None = None
+) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise InvalidRequest("limit must be an integer")
     top = limits.max_page_size if maximum is None else maximum
@@ -662,7 +664,9 @@ def default_db_path() -> Path:
     """``$MEMFS_DB``, else ``$XDG_DATA_HOME/memfs/memfs.db`` (``~/.local/share/memfs/``)."""
     if os.environ.get("MEMFS_DB"):
         return Path(os.environ["MEMFS_DB"])
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
     return Path(base) / "memfs" / "memfs.db"
 
 
@@ -1366,7 +1370,7 @@ class Store:
                 validate_path(t, self.limits)
             # First take every moved memory out of the way, then check and place each one, so
             # that memories inside the move never conflict with each other.
-            for row, target in zip(rows, targets, strict=True):
+            for target in targets:
                 self._check_path_free(c, store_id, target, exclude=tuple(moving))
             result = []
             for row, target in zip(rows, targets, strict=True):
@@ -1434,7 +1438,8 @@ class Store:
             while len(items) <= limit:
                 # Fetch in chunks; a roll-up jumps past everything below its prefix.
                 rows = c.execute(
-                    f"SELECT {cols} FROM memories WHERE store_id = ? AND path {'>=' if lower_incl else '>'} ? "
+                    f"SELECT {cols} FROM memories WHERE store_id = ? "
+                    f"AND path {'>=' if lower_incl else '>'} ? "
                     "AND path < ? ORDER BY path LIMIT ?",
                     (store_id, lower, upper, limit + 1),
                 ).fetchall()
@@ -1507,7 +1512,8 @@ class Store:
         filters = ["versions", list(params)]  # a copy: see list_stores
         if page:
             key = _decode_cursor(page, "versions", filters)
-            if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+            if not (isinstance(key, list) and len(key) == 2
+                    and all(isinstance(k, str) for k in key)):  # fmt: skip
                 raise InvalidCursor("invalid page cursor")
             where.append("(created_at < ? OR (created_at = ? AND id < ?))")
             params += [key[0], key[0], key[1]]
@@ -1537,7 +1543,9 @@ class Store:
             raise NotFound(f"memory version {version_id!r} not found in {store_id}")
         return _version(row, view == "full")
 
-    def redact_version(self, store_id: str, version_id: str, *, actor: Actor | None) -> MemoryVersion:
+    def redact_version(
+        self, store_id: str, version_id: str, *, actor: Actor | None
+    ) -> MemoryVersion:
         """Erase a version's path and content for good (idempotent).
 
         :raises InvalidRequest: the version is the head of a live memory.
@@ -1562,7 +1570,8 @@ class Store:
                     "UPDATE versions SET path = NULL, content = NULL, content_sha256 = NULL, "
                     "content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, "
                     "redacted_by_id = ? WHERE id = ?",
-                    (_now(), actor.type if actor else None, actor.id if actor else None, version_id),
+                    (_now(), actor.type if actor else None, actor.id if actor else None,
+                     version_id),
                 )
         return self.get_version(store_id, version_id)
 
@@ -1649,7 +1658,9 @@ class Store:
             for pos, r in enumerate(mem):
                 store_id = r.get("memory_store_id")
                 if not isinstance(store_id, str) or not store_id:
-                    raise InvalidRequest("memory_store_id is required on every memory_store resource")
+                    raise InvalidRequest(
+                        "memory_store_id is required on every memory_store resource"
+                    )
                 if store_id in seen:
                     raise InvalidRequest(f"memory store {store_id} is attached twice")
                 seen.add(store_id)
@@ -1666,7 +1677,9 @@ class Store:
                     )
                 store = self._store_in(c, store_id)
                 if store.archived_at is not None:
-                    raise StoreArchived(f"memory store {store_id} is archived and cannot be attached")
+                    raise StoreArchived(
+                        f"memory store {store_id} is archived and cannot be attached"
+                    )
                 base = slugify(store.name) or store.id
                 slug, n = base, 1
                 while slug in used:

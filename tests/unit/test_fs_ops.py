@@ -403,7 +403,7 @@ async def test_readdir_lists_children(fs, monkeypatch):
     await ops.readdir(fh, 0, None)
     await ops.releasedir(fh)
     assert seen == [(b"a", True, 1), (b"b.md", False, 2)]
-    assert events(ops)[-1]["content"][0]["text"] == "listed /: 2 entries"
+    assert events(ops)[-1]["content"][0]["text"] == "listed /mnt/memory/t: 2 entries"
 
 
 async def test_changes_made_elsewhere_update_the_tree(fs, store):

@@ -362,7 +362,7 @@ async def test_reload_replaces_the_tree_and_keeps_inodes(store):
     ops.stale_entries.clear()
     ops.reload(store.tree(sid), 12345, archived=False)
     assert ops.seq == 12345
-    assert sorted((ops.root.children or {})) == ["keep.md", "new.md"]
+    assert sorted(ops.root.children or {}) == ["keep.md", "new.md"]
     again = await ops.lookup(1, b"keep.md", _Ctx())
     assert again.st_ino == ino and again.st_size == len("kept, changed")
     assert ino in ops.stale_inodes
