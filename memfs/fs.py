@@ -1439,6 +1439,9 @@ class EventFlusher:
             with trio.move_on_after(self.interval):
                 await self._stopped.wait()
             try:
-                self.sink.flush()
+                # In a thread: encoding and inserting a batch must not hold up the requests
+                # the kernel is waiting for (the store is thread-safe; new events are only
+                # appended to the queue meanwhile).
+                await trio.to_thread.run_sync(self.sink.flush)
             except errors.MemfsError as e:
                 log.warning("tool events not recorded yet: %s", e)
