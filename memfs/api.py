@@ -19,7 +19,8 @@ write waiting for the SQLite lock never stalls the event loop. The SSE stream po
 memfs extensions (``x-memfs-extension`` in ``/openapi.json``; README "Remote mounts"), for
 remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes a request act
 as a session (memory writes become ``session_actor`` once :meth:`Store.session_writer` allows
-them; the session's own tool events may be recorded); ``/v1/memfs/limits``; the filesystem's
+them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
+``/v1/memfs/resolve_store`` (a store by id or name, the store's rule); the filesystem's
 calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create, write, delete,
 rename, rename_prefix, events), each one store transaction; and the store's change feed,
 ``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one database
@@ -297,7 +298,7 @@ class Call:
     request: Request
     store: Store
     body: dict[str, Any]
-    hub: ChangeHub | None = None
+    hub: ChangeHub
 
     @property
     def q(self) -> _Query:
@@ -689,8 +690,14 @@ async def stream_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     await c.run(c.store.get_session, session_id)
     start = await c.run(c.store.last_event_seq, session_id)
+    return _sse_response(_event_stream(c.store, session_id, start))
+
+
+def _sse_response(frames: AsyncIterator[bytes]) -> StreamingResponse:
+    """A live SSE response: not cached, not buffered by a proxy (nginx reads
+    ``x-accel-buffering``)."""
     return StreamingResponse(
-        _event_stream(c.store, session_id, start),
+        frames,
         media_type="text/event-stream",
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )
@@ -731,6 +738,15 @@ async def _event_stream(store: Store, session_id: str, seq: int) -> AsyncIterato
 
 async def get_limits(c: Call) -> Any:
     return dataclasses.asdict(c.store.limits)
+
+
+async def resolve_store(c: Call) -> Any:
+    """A store by id or name, by the store's own rule (:meth:`Store.resolve_store`), so that a
+    remote CLI names stores exactly as a local one does."""
+    ref = c.request.query_params.get("ref")
+    if ref is None:
+        raise errors.InvalidRequest("ref is required: a memory store id or name")
+    return await c.run(c.store.resolve_store, ref)
 
 
 async def get_tree(c: Call) -> Any:
@@ -853,11 +869,8 @@ async def list_changes(c: Call) -> Any:
 async def stream_changes(c: Call) -> Any:
     last = await _feed_position(c)
     after = _after(c)
-    assert c.hub is not None
-    return StreamingResponse(
-        c.hub.stream(c.p["memory_store_id"], last if after is None else after, last),
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    return _sse_response(
+        c.hub.stream(c.p["memory_store_id"], last if after is None else after, last)
     )
 
 
@@ -914,8 +927,10 @@ class ChangeHub:
                     # Behind what the feed keeps (or connected with an old position).
                     frames = await anyio.to_thread.run_sync(
                         change_frames, self.store, store_id, after)
-                else:
+                elif after < feed.seq:
                     frames = [f for f in feed.recent if f["seq"] > after]
+                else:  # caught up, the usual case at every tick: nothing to scan
+                    frames = []
                 for f in frames:
                     yield sse_frame("memfs.change", f, str(f["seq"]))
                     after = f["seq"]
@@ -1066,6 +1081,9 @@ OPS: list[Op] = [
        body=("status!",), returns="Session", extension=True),
     Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", returns="Limits",
        extension=True),
+    Op("GET", "/v1/memfs/resolve_store", resolve_store,
+       "a memory store by id, else by exact name (the newest live one; two live stores of "
+       "that name are ambiguous: 400)", query=("ref",), returns="MemoryStore", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
        "every live memory (basic view) and the change-feed position", returns="Tree",
        extension=True),

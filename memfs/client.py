@@ -10,11 +10,11 @@ Each operation is written once, as a generator that yields requests and receives
 responses (or has the mapped error thrown into it); the sync and async clients only drive
 those generators over their transport.
 
-The filesystem's store calls (``write_path``, ``delete_path``, ``rename_path``,
-``rename_prefix``, ``tree``, ``check_can_create``, ``count_memories``, ``last_change``,
-``changes_since``, ``get_limits``) use the memfs extension endpoints (README "Remote mounts"),
-each one server transaction; :meth:`AsyncClient.stream_changes` follows a store's change feed,
-pushed by the server.
+``resolve_store`` and the filesystem's store calls (``write_path``, ``delete_path``,
+``rename_path``, ``rename_prefix``, ``tree``, ``check_can_create``, ``count_memories``,
+``last_change``, ``changes_since``, ``get_limits``) use the memfs extension endpoints (README
+"Remote mounts"), each one server transaction; :meth:`AsyncClient.stream_changes` follows a
+store's change feed, pushed by the server.
 
 Differences from a local Store, by nature of the API:
 - ``actor`` arguments are accepted and ignored: the server attributes every write to the API
@@ -278,31 +278,11 @@ class _Ops:
         return _store(d)
 
     def resolve_store(self, ref: str) -> Op[MemoryStore]:
-        """By id, else by exact name, with the Store's rule: the newest live store of that
-        name wins over archived ones; two live stores of that name are ambiguous."""
-        try:
-            d = yield Request("GET", _ms(ref))
-            return _store(d)
-        except errors.NotFound:
-            pass
-        named: list[MemoryStore] = []
-        page = None
-        while True:
-            d = yield Request("GET", "/v1/memory_stores",
-                              params=_params(include_archived=True, limit=100, page=page))
-            named += [s for s in _page(d, _store).data if s.name == ref]
-            page = d.get("next_page")
-            if not page:
-                break
-        if not named:
-            raise errors.NotFound(f"no memory store with id or name {ref!r}")
-        live = [s for s in named if s.archived_at is None]
-        if len(live) > 1:
-            ids = ", ".join(s.id for s in live)
-            raise errors.InvalidRequest(
-                f"{len(live)} memory stores are named {ref!r} ({ids}): use an id"
-            )
-        return (live or named)[0]  # listed newest first
+        """By id, else by exact name, decided by the server's Store (memfs extension): the
+        newest live store of that name wins over archived ones; two live stores of that name
+        are ambiguous (InvalidRequest)."""
+        d = yield Request("GET", "/v1/memfs/resolve_store", params={"ref": ref})
+        return _store(d)
 
     def update_store(
         self, store_id: str, *, name: Any = None, description: Any = None, metadata: Any = None

@@ -338,7 +338,7 @@ def test_step9_agent_writes_through_the_mount(client, server, tmp_path):
     file_path under the mount path) followed by its agent.tool_result, and as a version
     created by the session_actor; with a read_only attachment the write is a failed tool call
     and no version appears."""
-    from tests.integration.conftest import require_fuse
+    from tests.integration.conftest import require_fuse, retry
 
     require_fuse()
     beta = client.beta
@@ -387,22 +387,13 @@ def test_step9_agent_writes_through_the_mount(client, server, tmp_path):
                 sess2.id, types=["agent.tool_use", "agent.tool_result"], limit=100))
             return [(u, r) for u, r in _tool_pairs(evs, mount_path2) if r.is_error]
 
-        ((use2, result2),) = _retry(failed)
+        ((use2, result2),) = retry(failed)
         assert use2.name == "bash"
         assert use2.input["file_path"] == f"{mount_path2}/preferences.md"
         assert "EROFS" in result2.content[0].text
     finally:
         for m in mounts:
             m.stop()
-
-
-def _retry(fn, deadline: float = 5.0):
-    end = time.monotonic() + deadline
-    while True:
-        value = fn()
-        if value or time.monotonic() > end:
-            return value
-        time.sleep(0.02)
 
 
 # -- raw HTTP -------------------------------------------------------------------------------------

@@ -180,17 +180,21 @@ def test_both_clients_expose_the_same_store_methods():
 # -- through the real app -------------------------------------------------------------------------
 
 
+def through(tc: TestClient) -> httpx.MockTransport:
+    """A MockTransport that hands every request to the app behind ``tc`` (in-process)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        r = tc.request(request.method, str(request.url), headers=dict(request.headers),
+                       content=request.content)
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    return httpx.MockTransport(handler)
+
+
 @pytest.fixture
 def app_transport(store):
-    """A MockTransport that hands every request to the real app (in-process)."""
     with TestClient(create_app(store, [KEY])) as tc:
-
-        def handler(request: httpx.Request) -> httpx.Response:
-            r = tc.request(request.method, str(request.url), headers=dict(request.headers),
-                           content=request.content)
-            return httpx.Response(r.status_code, headers=r.headers, content=r.content)
-
-        yield httpx.MockTransport(handler)
+        yield through(tc)
 
 
 @pytest.fixture
@@ -270,6 +274,30 @@ def test_memories_through_the_client(remote):
         remote.create_memory(sid, "/" + "a" * 1100, "")
     with pytest.raises(errors.ContentTooLarge):
         remote.create_memory(sid, "/big", "x" * 102_401)
+
+
+def test_update_memory_replace_removes_the_memory_at_the_target(remote, store):
+    """POSIX rename over a file through the SDK endpoints: the memory seen at the target is
+    deleted (conditionally on its hash, its content kept in history), then the move is
+    retried; without ``replace`` the conflict stands."""
+    sid = remote.create_store("notes").id
+    theirs = remote.create_memory(sid, "/t.md", "theirs")
+    mine = remote.create_memory(sid, "/m.md", "mine")
+    with pytest.raises(errors.PathConflict):
+        remote.update_memory(sid, mine.id, path="/t.md")
+    moved = remote.update_memory(sid, mine.id, path="/t.md", replace=True)
+    assert (moved.id, moved.path, moved.content) == (mine.id, "/t.md", "mine")
+    with pytest.raises(errors.NotFound):
+        remote.get_memory(sid, theirs.id)
+    (gone,) = store.list_versions(sid, memory_id=theirs.id, operation="deleted").data
+    assert store.get_version(sid, store.list_versions(
+        sid, memory_id=theirs.id, operation="created").data[0].id).content == "theirs"
+    assert gone.created_by == Actor.api(api_key_id(KEY))
+    # an overlap with a directory is not a rename over a file: never replaced
+    remote.create_memory(sid, "/d/x.md", "x")
+    with pytest.raises(errors.PathConflict):
+        remote.update_memory(sid, mine.id, path="/d", replace=True)
+    assert remote.get_memory_by_path(sid, "/d/x.md").content == "x"
 
 
 def test_versions_through_the_client(remote):

@@ -8,6 +8,7 @@ import os
 
 import pytest
 import trio
+import trio.testing
 from starlette.testclient import TestClient
 
 from memfs import api, errors
@@ -15,6 +16,7 @@ from memfs.api import ChangeHub, create_app
 from memfs.client import SESSION_HEADER, Client
 from memfs.models import Actor
 from memfs.store import Limits, Store
+from tests.unit.test_client import through
 
 KEY = "remote-test-key"
 
@@ -171,12 +173,27 @@ def test_limits_tree_stats_and_one_transaction_renames(http, store):
     assert r.json()["error"]["details"]["error_code"] == "content_too_large"
 
 
+def test_resolve_store_is_the_stores_rule(http, store):
+    url = "/v1/memfs/resolve_store"
+    old = store.create_store("notes")
+    new = store.create_store("notes")
+    assert http.get(url, params={"ref": old.id}).json()["id"] == old.id
+    r = http.get(url, params={"ref": "notes"})
+    assert r.status_code == 400 and "use an id" in r.json()["error"]["message"]
+    store.archive_store(new.id)
+    assert http.get(url, params={"ref": "notes"}).json()["id"] == old.id  # live wins
+    store.archive_store(old.id)
+    assert http.get(url, params={"ref": "notes"}).json()["id"] == new.id  # then the newest
+    assert http.get(url, params={"ref": "nothing"}).status_code == 404
+    assert http.get(url).status_code == 400
+
+
 def test_the_limit_reaches_the_client(store, tmp_path):
     small = Store(store.path, limits=Limits(max_memories=2))
     try:
         with TestClient(create_app(small, [KEY])) as tc:
             sid = small.create_store("n").id
-            c = Client("http://memfs", KEY, transport=_through(tc))
+            c = Client("http://memfs", KEY, transport=through(tc))
             c.write_path(sid, "/1", "")
             c.check_can_create(sid)
             c.write_path(sid, "/2", "")
@@ -190,17 +207,6 @@ def test_the_limit_reaches_the_client(store, tmp_path):
             assert [ch.op for ch in c.changes_since(sid, 0)] == ["put", "put", "put"]
     finally:
         small.close()
-
-
-def _through(tc: TestClient):
-    import httpx
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        r = tc.request(request.method, str(request.url), headers=dict(request.headers),
-                       content=request.content)
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
-
-    return httpx.MockTransport(handler)
 
 
 # -- the change feed ----------------------------------------------------------------------------
@@ -279,7 +285,7 @@ async def test_hub_one_poller_for_many_subscribers(store):
     async with trio.open_nursery() as nursery:
         for i in range(2):
             nursery.start_soon(follow, i)
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()
         assert hub.statistics()["subscribers"] == 2
         for i in range(5):
             await trio.to_thread.run_sync(
