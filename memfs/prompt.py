@@ -33,17 +33,20 @@ def render_memory_prompt(session: Session) -> str:
     resources = [r for r in session.resources if r.mount_path]
     if not resources:
         return ""
-    roots = sorted({posixpath.dirname(r.mount_path.rstrip("/")) for r in resources})
-    root = roots[0] if len(roots) == 1 else posixpath.commonpath(roots)
+    # With a trailing "/" ("/" itself stays "/"): the directory the mounts are in.
+    root = posixpath.join(
+        posixpath.commonpath([posixpath.dirname(r.mount_path.rstrip("/")) for r in resources]),
+        "",
+    )
     n = len(resources)
     lines = [
         "# Memory",
         "",
         f"{'A memory store is' if n == 1 else f'{n} memory stores are'} mounted as "
-        f"{'a directory' if n == 1 else 'directories'} under {root}/. Read and write "
+        f"{'a directory' if n == 1 else 'directories'} under {root}. Read and write "
         "memories there with your ordinary file tools; what you save under a read_write mount "
         "is kept across sessions. Files written anywhere else under "
-        f"{root}/ are scratch and are discarded when this session ends.",
+        f"{root} are scratch and are discarded when this session ends.",
     ]
     for r in resources:
         lines += ["", *_note(r)]

@@ -34,12 +34,12 @@ import sqlite3
 import threading
 import time
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlite_utils
 import xxhash
@@ -75,11 +75,17 @@ from .models import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Seconds a writer keeps retrying a locked database before it raises :class:`Busy`.
 WRITE_PATIENCE = 60.0
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+#: A memory's columns without its content (``view=basic``), so the content is never read.
+_BASIC_MEMORY_COLS = (
+    "id, store_id, path, NULL AS content, content_sha256, content_size_bytes, version_id, "
+    "created_at, updated_at"
+)
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _OPERATIONS = ("created", "modified", "deleted")
 _VIEWS = ("basic", "full")
@@ -395,12 +401,15 @@ def _check_view(view: Any) -> str:
 # cursors
 
 
+def _fingerprint(filters: Any) -> str:
+    return xxhash.xxh64_hexdigest(json.dumps(filters, sort_keys=True).encode())
+
+
 def _encode_cursor(kind: str, filters: Any, key: Any) -> str:
     """An opaque cursor: base64url of the listing kind, a fingerprint of its filters and the
     sort key of the last item returned."""
-    fp = xxhash.xxh64_hexdigest(json.dumps(filters, sort_keys=True).encode())
-    raw = json.dumps({"k": kind, "f": fp, "v": key}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    raw = json.dumps({"k": kind, "f": _fingerprint(filters), "v": key}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
 def _decode_cursor(cursor: str, kind: str, filters: Any) -> Any:
@@ -412,8 +421,7 @@ def _decode_cursor(cursor: str, kind: str, filters: Any) -> Any:
         ok = False
     if not ok:
         raise InvalidCursor("invalid page cursor")
-    fp = xxhash.xxh64_hexdigest(json.dumps(filters, sort_keys=True).encode())
-    if obj.get("f") != fp:
+    if obj.get("f") != _fingerprint(filters):
         raise InvalidCursor("page cursor does not belong to this listing's filters")
     return obj.get("v")
 
@@ -699,16 +707,16 @@ class Store:
         self.path = str(default_db_path() if path is None else path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: autocommit; we issue BEGIN IMMEDIATE ourselves.
+        # isolation_level=None: autocommit; we issue BEGIN IMMEDIATE ourselves. timeout is
+        # SQLite's busy_timeout: SQLite itself waits that long for a lock instead of failing at
+        # once; _retry keeps trying after it, up to WRITE_PATIENCE.
         conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=WRITE_PATIENCE
+            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
         )
         conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
-        # busy_timeout makes SQLite itself wait for a lock instead of failing at once.
-        conn.execute("PRAGMA busy_timeout = 5000")
         # Small pages for a new database (an existing one keeps its own): a commit appends
         # every page it dirtied to the WAL, and a memory write dirties about ten b-tree pages
         # (tables and indexes) for a few kB of data. 1 KiB pages made creates 25% and deletes
@@ -793,6 +801,13 @@ class Store:
                 if self.conn.in_transaction:
                     self.conn.execute("COMMIT")
 
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` outside a transaction (each statement reads a snapshot of its
+        own), for a ``*_in`` helper that usually needs one statement."""
+        with self._lock:
+            result: T = self._retry(lambda: fn(self.conn, *args))
+            return result
+
     def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         with self._lock:
             row: sqlite3.Row | None = self._retry(
@@ -846,7 +861,7 @@ class Store:
         """:raises NotFound: unknown or deleted."""
         row = self._one("SELECT * FROM stores WHERE id = ?", (store_id,))
         if row is None:
-            raise NotFound(f"memory store {store_id!r} not found")
+            raise _no_store(store_id)
         return _store(row)
 
     def resolve_store(self, ref: str) -> MemoryStore:
@@ -973,19 +988,27 @@ class Store:
     def _store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
         row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
         if row is None:
-            raise NotFound(f"memory store {store_id!r} not found")
+            raise _no_store(store_id)
         return _store(row)
 
-    def _writable_store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
-        store = self._store_in(c, store_id)
-        if store.archived_at is not None:
+    def _writable_store_in(self, c: sqlite3.Connection, store_id: str) -> sqlite3.Row:
+        """The store's ``memory_count``, for a write to its memories.
+
+        :raises NotFound: unknown store. :raises StoreArchived:
+        """
+        row = c.execute(
+            "SELECT archived_at, memory_count FROM stores WHERE id = ?", (store_id,)
+        ).fetchone()
+        if row is None:
+            raise _no_store(store_id)
+        if row["archived_at"] is not None:
             raise _archived(store_id)
-        return store
+        return row
 
     # -- memories ----------------------------------------------------------------------------
 
     def _check_path_free(
-        self, c: sqlite3.Connection, store_id: str, path: str, exclude: Sequence[str] = ()
+        self, c: sqlite3.Connection, store_id: str, path: str, exclude: Collection[str] = ()
     ) -> None:
         """:raises PathConflict: ``path`` is taken, or is an ancestor or descendant of a
         memory's path (``/a`` and ``/a/b`` cannot both exist). Memories in ``exclude`` are
@@ -997,10 +1020,13 @@ class Store:
             f"SELECT id, path FROM memories WHERE store_id = ? AND path IN ({marks})",
             (store_id, *candidates),
         ).fetchall()
-        # Descendants: paths in [path + "/", path + "0"), "0" being the byte after "/".
+        # Descendants: paths in [path + "/", path + "0"), "0" being the byte after "/". One
+        # more than ``exclude`` holds, so that a blocker is found even when excluded memories
+        # (a directory rename's own) sort before it.
         rows += c.execute(
-            "SELECT id, path FROM memories WHERE store_id = ? AND path > ? AND path < ? LIMIT 2",
-            (store_id, path + "/", path + "0"),
+            "SELECT id, path FROM memories WHERE store_id = ? AND path > ? AND path < ? "
+            "ORDER BY path LIMIT ?",
+            (store_id, path + "/", path + "0", len(exclude) + 1),
         ).fetchall()
         for row in rows:
             if row["id"] in exclude:
@@ -1060,7 +1086,7 @@ class Store:
     def count_memories(self, store_id: str) -> int:
         row = self._one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
         if row is None:
-            raise NotFound(f"memory store {store_id!r} not found")
+            raise _no_store(store_id)
         return int(row[0])
 
     def check_can_create(self, store_id: str) -> None:
@@ -1070,20 +1096,11 @@ class Store:
         :raises NotFound, StoreArchived, LimitExceeded:
         """
         # One statement (a snapshot of its own): this runs at every open(O_CREAT).
-        row = self._one(
-            "SELECT id, archived_at, memory_count FROM stores WHERE id = ?", (store_id,)
-        )
-        if row is None:
-            raise NotFound(f"memory store {store_id!r} not found")
-        if row["archived_at"] is not None:
-            raise _archived(store_id)
-        self._check_count_value(store_id, row["memory_count"])
+        row = self._run(self._writable_store_in, store_id)
+        self._check_room(store_id, row["memory_count"])
 
-    def _check_count(self, c: sqlite3.Connection, store_id: str) -> None:
-        n = c.execute("SELECT memory_count FROM stores WHERE id = ?", (store_id,)).fetchone()[0]
-        self._check_count_value(store_id, n)
-
-    def _check_count_value(self, store_id: str, n: int) -> None:
+    def _check_room(self, store_id: str, n: int) -> None:
+        """:raises LimitExceeded: ``n`` live memories leave no room for one more."""
         if n >= self.limits.max_memories:
             raise LimitExceeded(
                 f"memory store {store_id} already holds {n} memories; "
@@ -1113,9 +1130,10 @@ class Store:
         actor: Actor | None,
     ) -> Memory:
         """Create a memory inside a write transaction; ``path`` and content are validated."""
-        self._writable_store_in(c, store_id)
+        store = self._writable_store_in(c, store_id)
+        # The path before the count: at the limit, a taken path still says so.
         self._check_path_free(c, store_id, path)
-        self._check_count(c, store_id)
+        self._check_room(store_id, store["memory_count"])
         sha = sha256_hex(data)
         now = _now()
         mid = new_id("mem")
@@ -1129,26 +1147,35 @@ class Store:
         self._change(c, store_id, "put", mid, path)
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now)
 
+    def _memory_in(
+        self, c: sqlite3.Connection, store_id: str, column: str, value: str
+    ) -> sqlite3.Row:
+        """The live memory of ``store_id`` whose ``column`` (``id`` or ``path``) is ``value``.
+        The store is looked at only when the memory is missing: one query when it is there.
+
+        :raises NotFound: unknown store, or no such memory in it.
+        """
+        row = c.execute(
+            f"SELECT * FROM memories WHERE store_id = ? AND {column} = ?", (store_id, value)
+        ).fetchone()
+        if row is None:
+            self._store_in(c, store_id)
+            if column == "path":
+                raise NotFound(f"no memory at {value} in {store_id}")
+            raise NotFound(f"memory {value!r} not found in {store_id}")
+        return row
+
+    def _get_memory(self, store_id: str, column: str, value: str, view: str) -> Memory:
+        view = _check_view(view)
+        return _memory(self._run(self._memory_in, store_id, column, value), view == "full")
+
     def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
         """:raises NotFound: unknown store, or no live memory with that id in it."""
-        view = _check_view(view)
-        row = self._one(
-            "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
-        )
-        if row is None:
-            self.get_store(store_id)
-            raise NotFound(f"memory {memory_id!r} not found in {store_id}")
-        return _memory(row, view == "full")
+        return self._get_memory(store_id, "id", memory_id, view)
 
     def get_memory_by_path(self, store_id: str, path: str, *, view: str = "full") -> Memory:
-        view = _check_view(view)
-        row = self._one(
-            "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
-        )
-        if row is None:
-            self.get_store(store_id)
-            raise NotFound(f"no memory at {path} in {store_id}")
-        return _memory(row, view == "full")
+        """:raises NotFound: unknown store, or no live memory at that path in it."""
+        return self._get_memory(store_id, "path", path, view)
 
     def resolve_memory(self, store_id: str, ref: str, *, view: str = "full") -> Memory:
         """A memory by id or, when ``ref`` starts with ``/``, by path."""
@@ -1177,24 +1204,12 @@ class Store:
             transaction (POSIX ``rename`` over a file) instead of raising PathConflict.
         :raises PreconditionFailed, PathConflict, NotFound, StoreArchived, InvalidRequest:
         """
-        if precondition_sha256 is not None and (
-            not isinstance(precondition_sha256, str) or not _SHA256_RE.match(precondition_sha256)
-        ):
-            raise InvalidRequest("precondition content_sha256 must be 64 lowercase hex digits")
+        _check_sha256_arg(precondition_sha256, "precondition content_sha256")
         new_path = None if path is None else validate_path(path, self.limits)
         new = None if content is None else encode_content(content, self.limits)
         with self._write() as c:
-            self._store_in(c, store_id)
-            row = c.execute(
-                "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"memory {memory_id!r} not found in {store_id}")
-            if precondition_sha256 is not None and precondition_sha256 != row["content_sha256"]:
-                raise PreconditionFailed(
-                    f"memory {memory_id} has content_sha256 {row['content_sha256']}, "
-                    f"not {precondition_sha256}"
-                )
+            row = self._memory_in(c, store_id, "id", memory_id)
+            _check_precondition(row, precondition_sha256)
             return self._modify_in(c, row, new, new_path, replace, actor)
 
     def _modify_in(
@@ -1277,22 +1292,10 @@ class Store:
 
         :raises NotFound, PreconditionFailed, InvalidRequest:
         """
-        if expected_sha256 is not None and (
-            not isinstance(expected_sha256, str) or not _SHA256_RE.match(expected_sha256)
-        ):
-            raise InvalidRequest("expected_content_sha256 must be 64 lowercase hex digits")
+        _check_sha256_arg(expected_sha256, "expected_content_sha256")
         with self._write() as c:
-            self._store_in(c, store_id)
-            row = c.execute(
-                "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"memory {memory_id!r} not found in {store_id}")
-            if expected_sha256 is not None and expected_sha256 != row["content_sha256"]:
-                raise PreconditionFailed(
-                    f"memory {memory_id} has content_sha256 {row['content_sha256']}, "
-                    f"not {expected_sha256}"
-                )
+            row = self._memory_in(c, store_id, "id", memory_id)
+            _check_precondition(row, expected_sha256)
             self._delete_row(c, row, actor, _now())
 
     # -- path operations (the filesystem's view) ---------------------------------------------
@@ -1310,7 +1313,7 @@ class Store:
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
         with self._write() as c:
-            self._store_in(c, store_id)
+            # No store look-up here: _create_in checks the store, and a memory implies it.
             row = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
             ).fetchone()
@@ -1325,12 +1328,7 @@ class Store:
         """
         path = validate_path(path, self.limits)
         with self._write() as c:
-            self._store_in(c, store_id)
-            row = c.execute(
-                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"no memory at {path}")
+            row = self._memory_in(c, store_id, "path", path)
             self._delete_row(c, row, actor, _now())
         return _memory(row, False)
 
@@ -1351,8 +1349,11 @@ class Store:
         """
         old = validate_path(old, self.limits)
         new = validate_path(new, self.limits)
-        m = self.get_memory_by_path(store_id, old, view="basic")
-        return self.update_memory(store_id, m.id, path=new, actor=actor, replace=replace)
+        # One transaction: the memory found at ``old`` is the one moved, even if another
+        # writer renames or replaces it at the same moment.
+        with self._write() as c:
+            row = self._memory_in(c, store_id, "path", old)
+            return self._modify_in(c, row, None, new, replace, actor)
 
     def rename_prefix(
         self,
@@ -1384,15 +1385,16 @@ class Store:
             targets = [new_prefix + r["path"][len(old_prefix):] for r in rows]
             for t in targets:
                 validate_path(t, self.limits)
-            # First take every moved memory out of the way, then check and place each one, so
+            # Every moved memory is out of the way (excluded) while each target is checked, so
             # that memories inside the move never conflict with each other.
             for target in targets:
-                self._check_path_free(c, store_id, target, exclude=tuple(moving))
+                self._check_path_free(c, store_id, target, exclude=moving)
             result = []
             for row, target in zip(rows, targets, strict=True):
+                sha, size = row["content_sha256"], row["content_size_bytes"]
                 vid = self._insert_version(
-                    c, store_id, row["id"], "modified", target, row["content"],
-                    row["content_sha256"], row["content_size_bytes"], actor, now,
+                    c, store_id, row["id"], "modified", target, row["content"], sha, size,
+                    actor, now,
                 )
                 c.execute(
                     "UPDATE memories SET path = ?, version_id = ?, updated_at = ? WHERE id = ?",
@@ -1400,16 +1402,16 @@ class Store:
                 )
                 self._change(c, store_id, "put", row["id"], target, row["path"])
                 self._prune_memory(c, row["id"])
-            for row in rows:
-                r2 = c.execute("SELECT * FROM memories WHERE id = ?", (row["id"],)).fetchone()
-                result.append(_memory(r2, False))
+                result.append(
+                    Memory(row["id"], store_id, target, None, sha, size, vid, row["created_at"],
+                           now)
+                )
         return result
 
     def tree(self, store_id: str) -> list[Memory]:
         """Every live memory of the store, without content, in path order."""
         rows = self._all(
-            "SELECT id, store_id, path, NULL AS content, content_sha256, content_size_bytes, "
-            "version_id, created_at, updated_at FROM memories WHERE store_id = ? ORDER BY path",
+            f"SELECT {_BASIC_MEMORY_COLS} FROM memories WHERE store_id = ? ORDER BY path",
             (store_id,),
         )
         if not rows:
@@ -1443,10 +1445,7 @@ class Store:
             if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)):
                 raise InvalidCursor("invalid page cursor")
             lower, lower_incl = key[0], bool(key[1])
-        cols = "*" if view == "full" else (
-            "id, store_id, path, NULL AS content, content_sha256, content_size_bytes, "
-            "version_id, created_at, updated_at"
-        )
+        cols = "*" if view == "full" else _BASIC_MEMORY_COLS
         upper = prefix[:-1] + "0"
         with self._read() as c:
             self._store_in(c, store_id)
@@ -1574,8 +1573,10 @@ class Store:
             if row is None:
                 raise NotFound(f"memory version {version_id!r} not found in {store_id}")
             if row["redacted_at"] is None:
+                # By primary key: memories.version_id has no index.
                 head = c.execute(
-                    "SELECT path FROM memories WHERE version_id = ?", (version_id,)
+                    "SELECT path FROM memories WHERE id = ? AND version_id = ?",
+                    (row["memory_id"], version_id),
                 ).fetchone()
                 if head is not None:
                     raise InvalidRequest(
@@ -1664,7 +1665,7 @@ class Store:
         if (not isinstance(root, str) or not root.startswith("/") or len(root) > 512
                 or any(unicodedata.category(ch) == "Cc" for ch in root)):  # fmt: skip
             raise InvalidRequest("the mount root must be an absolute path")
-        root = root.rstrip("/") or ""
+        root = root.rstrip("/")
         sid = new_id("sesn")
         now = _now()
         with self._write() as c:
@@ -1723,15 +1724,35 @@ class Store:
         return self.get_session(sid)
 
     def get_session(self, session_id: str) -> Session:
+        """:raises NotFound:"""
         with self._read() as c:
-            row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None:
-                raise NotFound(f"session {session_id!r} not found")
-            res = c.execute(
-                "SELECT * FROM session_resources WHERE session_id = ? ORDER BY position",
-                (session_id,),
-            ).fetchall()
-        return _session(row, res)
+            found = self._sessions_in(c, [session_id])
+        if not found:
+            raise _no_session(session_id)
+        return found[0]
+
+    def _sessions_in(self, c: sqlite3.Connection, ids: Sequence[str]) -> list[Session]:
+        """The sessions ``ids``, in that order, with their resources (two queries in all);
+        an id with no session is left out."""
+        marks = ",".join("?" * len(ids))
+        rows = {
+            r["id"]: r for r in c.execute(f"SELECT * FROM sessions WHERE id IN ({marks})", ids)
+        }
+        res: dict[str, list[sqlite3.Row]] = {}
+        for r in c.execute(
+            f"SELECT * FROM session_resources WHERE session_id IN ({marks}) "
+            "ORDER BY session_id, position",
+            ids,
+        ):
+            res.setdefault(r["session_id"], []).append(r)
+        return [_session(rows[i], res.get(i, [])) for i in ids if i in rows]
+
+    def _session_in(self, c: sqlite3.Connection, session_id: str) -> sqlite3.Row:
+        """The session's row. :raises NotFound:"""
+        row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise _no_session(session_id)
+        return row
 
     def list_sessions(
         self,
@@ -1793,17 +1814,18 @@ class Store:
             conds = where + ([f"id {cond} ?"] if cond else [])
             sql = "SELECT id FROM sessions" + (" WHERE " + " AND ".join(conds) if conds else "")
             args = [*params, *([anchor] if cond else []), n]
-            return [r["id"] for r in self._all(sql + f" ORDER BY id {sort} LIMIT ?", args)]
+            return [r["id"] for r in c.execute(sql + f" ORDER BY id {sort} LIMIT ?", args)]
 
-        if before is None:
-            found = ids(ahead if after else None, after, forward, limit + 1)
-            more_ahead, found = len(found) > limit, found[:limit]
-            more_behind = bool(found) and bool(ids(behind, found[0], backward, 1))
-        else:
-            found = ids(behind, before, backward, limit + 1)
-            more_behind, found = len(found) > limit, found[:limit][::-1]
-            more_ahead = bool(found) and bool(ids(ahead, found[-1], forward, 1))
-        items = [self.get_session(i) for i in found]
+        with self._read() as c:  # one snapshot: the page, its neighbours and their contents
+            if before is None:
+                found = ids(ahead if after else None, after, forward, limit + 1)
+                more_ahead, found = len(found) > limit, found[:limit]
+                more_behind = bool(found) and bool(ids(behind, found[0], backward, 1))
+            else:
+                found = ids(behind, before, backward, limit + 1)
+                more_behind, found = len(found) > limit, found[:limit][::-1]
+                more_ahead = bool(found) and bool(ids(ahead, found[-1], forward, 1))
+            items = self._sessions_in(c, found)
         next_page = _encode_cursor("sessions", filters, found[-1]) if more_ahead else None
         prev_page = (
             _encode_cursor("sessions", filters, ["before", found[0]]) if more_behind else None
@@ -1824,9 +1846,7 @@ class Store:
         if status == "idle":
             extra = {"stop_reason": {"type": "end_turn"}, "stop_details": None}
         with self._write() as c:
-            row = c.execute("SELECT status FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None:
-                raise NotFound(f"session {session_id!r} not found")
+            row = self._session_in(c, session_id)
             if row["status"] != status:
                 c.execute(
                     "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
@@ -1839,9 +1859,7 @@ class Store:
         self, session_id: str, *, metadata: Any = UNSET, title: Any = UNSET
     ) -> Session:
         with self._write() as c:
-            row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None:
-                raise NotFound(f"session {session_id!r} not found")
+            row = self._session_in(c, session_id)
             meta = json.loads(row["metadata"])
             new_meta = meta if metadata in (UNSET, None) else _patch_metadata(
                 meta, metadata, self.limits
@@ -1858,9 +1876,7 @@ class Store:
 
     def archive_session(self, session_id: str) -> Session:
         with self._write() as c:
-            row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None:
-                raise NotFound(f"session {session_id!r} not found")
+            row = self._session_in(c, session_id)
             if row["archived_at"] is None:
                 now = _now()
                 c.execute(
@@ -1871,24 +1887,20 @@ class Store:
 
     def delete_session(self, session_id: str) -> None:
         with self._write() as c:
-            row = c.execute("SELECT id FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None:
-                raise NotFound(f"session {session_id!r} not found")
+            self._session_in(c, session_id)
             self._insert_event(c, session_id, None, {"type": "session.deleted"})
             c.execute("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
     def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
-        """A resource by its ``sesrsc_`` id or by its ``memory_store_id``."""
-        self.get_session(session_id)
-        row = self._one(
-            "SELECT * FROM session_resources WHERE session_id = ? AND "
-            "(id = ? OR memory_store_id = ?)",
-            (session_id, resource_id, resource_id),
-        )
-        if row is None:
-            raise NotFound(f"resource {resource_id!r} not found in session {session_id}")
-        return _resource(row)
+        """A resource by its ``sesrsc_`` id or by its ``memory_store_id``.
+
+        :raises NotFound: unknown session, or no such resource in it.
+        """
+        for r in self.get_session(session_id).resources:
+            if resource_id in (r.id, r.memory_store_id):
+                return r
+        raise NotFound(f"resource {resource_id!r} not found in session {session_id}")
 
     # -- events ------------------------------------------------------------------------------
 
@@ -1921,9 +1933,7 @@ class Store:
                 raise InvalidRequest("every event needs a string 'type'")
         with self._write() as c:
             if session_id is not None:
-                row = c.execute("SELECT id FROM sessions WHERE id = ?", (session_id,)).fetchone()
-                if row is None:
-                    raise NotFound(f"session {session_id!r} not found")
+                self._session_in(c, session_id)
             return [self._insert_event(c, session_id, store_id, e) for e in events]
 
     def list_events(
@@ -1944,7 +1954,7 @@ class Store:
         limit = _check_limit(limit, self.limits, maximum=1000)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
-        self.get_session(session_id)
+        self._run(self._session_in, session_id)
         where, params = ["session_id = ?"], [session_id]
         if types:
             where.append(f"type IN ({','.join('?' * len(types))})")
@@ -2300,6 +2310,29 @@ class Store:
     def integrity_check(self) -> str:
         row = self._one("PRAGMA integrity_check")
         return str(row[0]) if row else "no answer"
+
+
+def _check_sha256_arg(value: Any, what: str) -> None:
+    """:raises InvalidRequest: ``value`` is neither None nor 64 lowercase hex digits."""
+    if value is not None and (not isinstance(value, str) or not _SHA256_RE.match(value)):
+        raise InvalidRequest(f"{what} must be 64 lowercase hex digits")
+
+
+def _check_precondition(row: sqlite3.Row, expected_sha256: str | None) -> None:
+    """:raises PreconditionFailed: the memory's content hash is not ``expected_sha256``."""
+    if expected_sha256 is not None and expected_sha256 != row["content_sha256"]:
+        raise PreconditionFailed(
+            f"memory {row['id']} has content_sha256 {row['content_sha256']}, "
+            f"not {expected_sha256}"
+        )
+
+
+def _no_session(session_id: str) -> NotFound:
+    return NotFound(f"session {session_id!r} not found")
+
+
+def _no_store(store_id: str) -> NotFound:
+    return NotFound(f"memory store {store_id!r} not found")
 
 
 def _archived(store_id: str) -> StoreArchived:

@@ -641,6 +641,34 @@ class TestPathOps:
         assert sorted(m.path for m in moved) == ["/a/c/y", "/a/x"]
         assert [m.path for m in store.tree(sid)] == ["/a/c/y", "/a/x"]
 
+    def test_rename_prefix_sees_a_blocker_behind_moving_memories(
+        self, store: Store, sid: str
+    ) -> None:
+        # /a/b/a moves to /a, a directory that /a/c (outside the move) keeps: a conflict, even
+        # though two memories of the move itself sort before /a/c below /a.
+        for p in ("/a/b/a", "/a/b/x", "/a/c"):
+            store.write_path(sid, p, p, actor=API)
+        before = store.tree(sid)
+        with pytest.raises(PathConflict) as e:
+            store.rename_prefix(sid, "/a/b/", "/", actor=API)
+        assert e.value.conflicting_path == "/a/c"
+        assert store.tree(sid) == before
+
+    def test_rename_prefix_result(self, store: Store, sid: str) -> None:
+        m = store.write_path(sid, "/d/a", "x", actor=API)
+        (moved,) = store.rename_prefix(sid, "/d/", "/e/", actor=USER)
+        assert moved == store.get_memory(sid, m.id, view="basic")
+        assert (moved.path, moved.created_at) == ("/e/a", m.created_at)
+        assert moved.memory_version_id != m.memory_version_id
+
+    def test_rename_path_unknown_store(self, store: Store) -> None:
+        with pytest.raises(NotFound, match="memory store"):
+            store.rename_path("memstore_nope", "/a", "/b", actor=API)
+        with pytest.raises(NotFound, match="memory store"):
+            store.delete_path("memstore_nope", "/a", actor=API)
+        with pytest.raises(NotFound, match="memory store"):
+            store.write_path("memstore_nope", "/a", "x", actor=API)
+
     def test_rename_prefix_archived(self, store: Store, sid: str) -> None:
         store.write_path(sid, "/d/a", "x", actor=API)
         store.archive_store(sid)
@@ -1089,6 +1117,37 @@ class TestSessions:
         cur = store.list_sessions(limit=1).next_page
         with pytest.raises(InvalidCursor):
             store.list_sessions(limit=1, page=cur, order="asc")
+
+    def test_resources_by_id_or_store(self, store: Store) -> None:
+        a, b = store.create_store("a").id, store.create_store("b").id
+        sess = store.create_session([res(a), res(b, access="read_only")])
+        ra, rb = sess.resources
+        assert store.get_session_resource(sess.id, rb.id) == rb
+        assert store.get_session_resource(sess.id, a) == ra
+        with pytest.raises(NotFound):
+            store.get_session_resource(sess.id, "sesrsc_nope")
+        with pytest.raises(NotFound):
+            store.get_session_resource("sesn_nope", ra.id)
+        other = store.create_session([res(b)])
+        with pytest.raises(NotFound):
+            store.get_session_resource(other.id, ra.id)
+
+    def test_list_pages_keep_resources(self, store: Store) -> None:
+        ids = [store.create_store(f"s{i}").id for i in range(3)]
+        made = [store.create_session([res(i) for i in ids[: n + 1]]) for n in range(3)]
+        made.append(store.create_session([]))
+        items, _ = all_pages(store.list_sessions, limit=2, order="asc")
+        assert items == [store.get_session(s.id) for s in made]
+        assert [len(s.resources) for s in items] == [1, 2, 3, 0]
+
+    def test_prompt_names_the_root(self, store: Store) -> None:
+        from memfs.prompt import render_memory_prompt
+
+        s = store.create_store("Notes").id
+        for root, shown in (("/mnt/memory", "/mnt/memory/"), ("/", "/")):
+            text = render_memory_prompt(store.create_session([res(s)], root=root))
+            assert f"mounted as a directory under {shown}. " in text
+            assert f"Files written anywhere else under {shown} are scratch" in text
 
     def test_status_events(self, store: Store) -> None:
         s = store.create_store("a").id
