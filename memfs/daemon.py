@@ -40,7 +40,14 @@ import trio
 
 from . import errors
 from .client import AsyncClient, Client
-from .fs import ChangeWatcher, EventFlusher, EventSink, Operations, actor_for
+from .fs import (
+    ChangeWatcher,
+    EventFlusher,
+    EventSink,
+    Operations,
+    actor_for,
+    flush_invalidations,
+)
 from .models import Change
 from .store import Limits, Store
 
@@ -219,61 +226,59 @@ class ChangeSubscriber:
 
     It follows ``/changes/stream`` from the tree's feed position, applies each change with
     the memory state the server sends along (:meth:`Operations.apply_changes`), and has the
-    kernel forget what changed (:meth:`ChangeWatcher.flush_invalidations`). When the stream
-    drops it reconnects from the last position applied, after a short backoff (doubling up to
-    :attr:`max_backoff`); when the server no longer knows that position (``memfs.reset``) it
-    reloads the whole tree. A store that is gone (deleted) empties the mount, which becomes
-    read-only, as a local mount does.
+    kernel forget what changed (:func:`memfs.fs.flush_invalidations`). When the stream
+    drops it reconnects from the last position applied, after a short backoff that doubles up
+    to :attr:`max_backoff` while reconnecting fails (once a connection delivers a frame, the
+    backoff is the shortest again and the next drop is logged as a warning again). When the
+    server no longer knows that position (``memfs.reset``) it reloads the whole tree. A store
+    that is gone (deleted) empties the mount, which becomes read-only, as a local mount does.
     """
+
+    min_backoff = 0.05
 
     def __init__(self, ops: Operations, client: AsyncClient, max_backoff: float = 2.0) -> None:
         self.ops = ops
         self.client = client
         self.max_backoff = max_backoff
-        self.invalidator = ChangeWatcher(ops)
         self._stopped = trio.Event()
-        #: Changes applied and reconnections made, for tests and statistics.
-        self.applied = 0
-        self.connections = 0
+        #: Seconds before the next reconnection, and whether the last drop was logged as a
+        #: warning (later drops in a row are logged at debug level).
+        self.backoff = self.min_backoff
+        self._warned = False
 
     def stop(self) -> None:
         self._stopped.set()
 
     async def run(self) -> None:
-        backoff = 0.05
-        warned = False
         while not self._stopped.is_set():
             try:
                 await self._follow()
             except errors.NotFound as e:
                 log.warning("change feed: %s; the store is gone", e.message)
                 self._store_gone()
-                await self.invalidator.flush_invalidations()
+                await flush_invalidations(self.ops)
                 return
             except errors.MemfsError as e:
                 # A dropped link, a server restart, a silent stream: reconnect from ops.seq.
-                (log.debug if warned else log.warning)("change feed: %s", e.message)
-                warned = True
+                (log.debug if self._warned else log.warning)("change feed: %s", e.message)
+                self._warned = True
             except Exception:
                 log.exception("change feed failed; reconnecting")
-            else:
-                warned = False
-                backoff = 0.05
-            with trio.move_on_after(backoff):
+            with trio.move_on_after(self.backoff):
                 await self._stopped.wait()
-            backoff = min(backoff * 2, self.max_backoff)
+            self.backoff = min(self.backoff * 2, self.max_backoff)
 
     async def _follow(self) -> None:
         ops = self.ops
-        self.connections += 1
         async for event in self.client.stream_changes(ops.store_id, after=ops.seq):
+            # The link works (a ping counts): a later drop is news, retried after the least wait.
+            self.backoff, self._warned = self.min_backoff, False
             if event.kind == "change" and event.change is not None:
                 if event.change.seq <= ops.seq:
                     continue
                 known = {event.change.memory_id: event.memory} \
                     if event.change.op == "put" and event.change.memory_id else None
                 ops.apply_changes([event.change], known)
-                self.applied += 1
             elif event.kind == "reset":
                 log.info("change feed: the server lost position %d; reloading the tree",
                          ops.seq)
@@ -282,7 +287,7 @@ class ChangeSubscriber:
                 ops.reload(tree, event.seq, store.archived_at is not None)
             else:
                 continue
-            await self.invalidator.flush_invalidations()
+            await flush_invalidations(ops)
 
     def _store_gone(self) -> None:
         try:

@@ -118,6 +118,18 @@ class _Failure(Exception):
         return f"{errno.errorcode.get(self.errno, str(self.errno))}: {self.why}"
 
 
+def _too_big(size: int, limit: int) -> _Failure:
+    return _Failure(errno.EFBIG, f"content would be {size} bytes; the limit is {limit} bytes")
+
+
+def _resize(buf: bytearray, size: int) -> None:
+    """Cut ``buf`` to ``size`` bytes, or extend it with NUL bytes (a hole) to that size."""
+    if size < len(buf):
+        del buf[size:]
+    else:
+        buf.extend(b"\0" * (size - len(buf)))
+
+
 def _handler(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
     """Make a handler keep pyfuse3's contract: only FUSEError leaves it.
 
@@ -311,7 +323,6 @@ class _Handle:
     file_path: str = ""
     failure: _Failure | None = None
     result: Memory | None = None
-    entries: int = 0
     listing: list[Node] | None = None
 
 
@@ -423,17 +434,11 @@ class Operations(pyfuse3.Operations):
         self._set_memory(node, m)
         if node.attached and (node.parent is not parent or node.name != name):
             self._detach(node, notify=True)
-        if not node.attached or node.parent is not parent:
+        if not node.attached:
             in_the_way = parent.children.get(name)
             if in_the_way is not None and in_the_way is not node:
                 self._detach(in_the_way, notify=True)
-            node.parent, node.name, node.attached = parent, name, True
-            parent.children[name] = node
-            # Moving it, _detach forgot the node if the kernel had (lookups 0): it is
-            # attached again, so it must be known again (else open() says ENOENT).
-            self._nodes[node.ino] = node
-            self._by_memory[m.id] = node
-            parent.mtime_ns = parent.ctime_ns = time.time_ns()
+            self._place(node, parent, name)
             self.stale_entries.append((parent.ino, name, 0))
         return node
 
@@ -476,8 +481,23 @@ class Operations(pyfuse3.Operations):
             self.stale_entries.append((parent.ino, node.name, node.ino))
         for sub in self._subtree(node):
             sub.attached = False
-            if sub.lookups <= 0 and sub.handles == 0 and sub.ino != pyfuse3.ROOT_INODE:
-                self._forget_node(sub)
+            self._forget_if_unused(sub)
+
+    def _place(self, node: Node, parent: Node, name: str) -> None:
+        """Attach a detached node (with its subtree) as ``parent``'s entry ``name``.
+
+        Detaching forgot the nodes the kernel held no lookup on: attached again, they must be
+        known again, else lookup finds what getattr, open and opendir answer with ENOENT.
+        """
+        assert parent.children is not None
+        node.parent, node.name = parent, name
+        parent.children[name] = node
+        for sub in self._subtree(node):
+            sub.attached = True
+            self._nodes[sub.ino] = sub
+            if sub.memory is not None:
+                self._by_memory[sub.memory.id] = sub
+        parent.mtime_ns = parent.ctime_ns = time.time_ns()
 
     def _subtree(self, node: Node) -> list[Node]:
         out, todo = [], [node]
@@ -488,11 +508,14 @@ class Operations(pyfuse3.Operations):
                 todo.extend(n.children.values())
         return out
 
-    def _forget_node(self, node: Node) -> None:
+    def _forget_if_unused(self, node: Node) -> None:
+        """Drop a detached node that neither the kernel (lookups) nor a handle refers to
+        any more; an attached node is always kept."""
+        if node.attached or node.lookups > 0 or node.handles:
+            return
         self._nodes.pop(node.ino, None)
         self._drop_content(node)
-        if (node.memory is not None and not node.attached
-                and self._by_memory.get(node.memory.id) is node):  # fmt: skip
+        if node.memory is not None and self._by_memory.get(node.memory.id) is node:
             del self._by_memory[node.memory.id]
 
     def _prune(self, d: Node | None) -> None:
@@ -522,6 +545,12 @@ class Operations(pyfuse3.Operations):
             return None
         assert parent.children is not None
         return parent.children.get(s)
+
+    @staticmethod
+    def _entry_path(parent: Node, name: bytes) -> str:
+        """The path of ``parent``'s entry ``name`` for messages and events: no rule checked
+        (a name that is not UTF-8 is shown with replacement characters)."""
+        return parent.path.rstrip("/") + "/" + name.decode("utf-8", "replace")
 
     def _new_path(self, parent: Node, name: bytes) -> str:
         """The memory path of a new entry, checked by the store's path rules.
@@ -657,7 +686,7 @@ class Operations(pyfuse3.Operations):
 
         :raises _Failure: the store refused; nothing was written and the node stays dirty.
         """
-        data = bytes(node.buffer if node.buffer is not None else self._data(node))
+        data = bytes(self._data(node))
         path = node.path
         try:
             m = self.store.write_path(self.store_id, path, data, actor=self.actor)
@@ -716,8 +745,7 @@ class Operations(pyfuse3.Operations):
                 if node is None or node is self.root:
                     continue
                 node.lookups -= nlookup
-                if node.lookups <= 0 and not node.attached and node.handles == 0:
-                    self._forget_node(node)
+                self._forget_if_unused(node)
         except Exception:
             log.exception("bug in forget")
 
@@ -739,7 +767,7 @@ class Operations(pyfuse3.Operations):
             if node.is_dir:
                 raise FUSEError(errno.EISDIR)
             h = self._handles.get(fh) if fh is not None else None
-            if h is not None or node.writers:
+            if h is not None:
                 self._truncate_open(node, attr.st_size, h)
             else:
                 self._truncate_path(node, attr.st_size, ctx)
@@ -747,62 +775,72 @@ class Operations(pyfuse3.Operations):
         # and `rsync` work; modes and owners are fixed, times are the store's.
         return self._attrs(node)
 
-    def _truncate_open(self, node: Node, size: int, h: _Handle | None) -> None:
+    def _check_truncate(self, size: int) -> None:
+        """:raises _Failure: EROFS, or EFBIG for a size over the content limit."""
         self._check_writable()
-        if size > self.store.limits.max_content_bytes:
-            raise FUSEError(errno.EFBIG)
-        buf = self._buffer(node)
-        if size < len(buf):
-            del buf[size:]
-        else:
-            buf.extend(b"\0" * (size - len(buf)))
-        node.dirty = True
-        if h is not None:
-            h.truncated = True
-            # ftruncate(fd, 0) before any write is O_TRUNC done by hand: like O_TRUNC it must
-            # not make a dup2-close flush commit an empty version.
-            if size or h.wrote:
-                h.wrote = node.written = True
-        else:
-            node.written = True
+        limit = self.store.limits.max_content_bytes
+        if size > limit:
+            raise _too_big(size, limit)
+
+    def _truncate_open(self, node: Node, size: int, h: _Handle) -> None:
+        """ftruncate(2): part of the handle's open→close (its event tells a failure)."""
+        try:
+            self._check_truncate(size)
+        except _Failure as f:
+            h.failure = f
+            raise
+        _resize(self._buffer(node), size)
+        node.dirty = h.truncated = True
+        # ftruncate(fd, 0) before any write is O_TRUNC done by hand: like O_TRUNC it must
+        # not make a dup2-close flush commit an empty version.
+        if size or h.wrote:
+            h.wrote = node.written = True
 
     def _truncate_path(self, node: Node, size: int, ctx: pyfuse3.RequestContext) -> None:
+        """truncate(2): an event pair of its own. Committed at once, unless the file is open
+        for writing: then it changes the shared buffer that the last writer's close commits."""
         comm, pid = self._ctx_name(ctx)
         path = node.path
+        m: Memory | None = None
         try:
-            self._check_writable()
-            if size > self.store.limits.max_content_bytes:
-                raise _Failure(errno.EFBIG, f"{size} bytes is over the limit of "
-                               f"{self.store.limits.max_content_bytes} bytes")
-            data = bytes(self._data(node))
-            data = data[:size] + b"\0" * max(0, size - len(data))
-            node.buffer = bytearray(data)
+            self._check_truncate(size)
+            _resize(self._buffer(node), size)
             node.dirty = True
-            try:
-                m = self._commit(node)
-            finally:
-                node.buffer = None
-                if node.dirty:
+            if node.writers:
+                node.written = True
+            else:
+                try:
+                    m = self._commit(node)
+                finally:
+                    node.buffer = None
                     node.dirty = node.written = False
         except _Failure as f:
             self._pair(comm, pid, "truncate", path, failure=f)
             raise
-        self._pair(comm, pid, "truncate", path, memory=m,
-                   text=f"truncated {self._display(path)} to {size} bytes")
+        text = f"truncated {self._display(path)} to {size} bytes"
+        if node.writers:
+            text += " (saved when the file is closed)"
+        self._pair(comm, pid, "truncate", path, memory=m, text=text)
 
     # -- handlers: files --------------------------------------------------------------------
 
-    def _open_handle(self, h: _Handle) -> pyfuse3.FileInfo:
+    def _register(self, h: _Handle) -> FileHandleT:
+        """Give an open file or directory its handle number; its path is taken now (for the
+        event, which names the path at open time)."""
         fh = self._next_fh
         self._next_fh += 1
         self._handles[fh] = h
         h.node.handles += 1
+        h.file_path = h.node.path
+        return FileHandleT(fh)
+
+    def _open_handle(self, h: _Handle) -> pyfuse3.FileInfo:
+        fh = self._register(h)
         if h.writable:
             h.node.writers += 1
-        h.file_path = h.node.path
         # keep_cache: page caches stay valid across opens; changes made elsewhere reach the
         # kernel through ChangeWatcher's invalidate_inode.
-        return pyfuse3.FileInfo(fh=FileHandleT(fh), keep_cache=True)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
     @_handler
     async def open(
@@ -841,7 +879,7 @@ class Operations(pyfuse3.Operations):
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent = self._node(parent_inode)
         comm, pid = self._ctx_name(ctx)
-        display = (parent.path.rstrip("/") + "/" + name.decode("utf-8", "replace"))
+        entry = self._entry_path(parent, name)
         try:
             self._check_writable()
             path = self._new_path(parent, name)
@@ -857,7 +895,7 @@ class Operations(pyfuse3.Operations):
             except errors.MemfsError as e:
                 raise _Failure.of(e) from None
         except _Failure as f:
-            self._pair(comm, pid, "create", display, failure=f)
+            self._pair(comm, pid, "create", entry, failure=f)
             raise
         assert parent.children is not None
         node = Node(self._new_ino(), False, path.rpartition("/")[2], parent)
@@ -887,9 +925,7 @@ class Operations(pyfuse3.Operations):
         limit = self.store.limits.max_content_bytes
         end = off + len(buf)
         if end > limit:
-            h.failure = _Failure(
-                errno.EFBIG, f"content would be {end} bytes; the limit is {limit} bytes"
-            )
+            h.failure = _too_big(end, limit)
             raise FUSEError(errno.EFBIG)
         data = self._buffer(node)
         if off > len(data):
@@ -944,8 +980,7 @@ class Operations(pyfuse3.Operations):
                 node.buffer = None
         finally:
             self._file_event(h)
-            if node.handles == 0 and not node.attached and node.lookups <= 0:
-                self._forget_node(node)
+            self._forget_if_unused(node)
 
     def _file_event(self, h: _Handle) -> None:
         if h.created:
@@ -981,13 +1016,7 @@ class Operations(pyfuse3.Operations):
         assert node.children is not None
         # A snapshot, so that readdir offsets stay stable while entries come and go.
         listing = [node.children[k] for k in sorted(node.children)]
-        h = _Handle(node, False, pid, comm, listing=listing)
-        h.file_path = node.path
-        fh = self._next_fh
-        self._next_fh += 1
-        self._handles[fh] = h
-        node.handles += 1
-        return FileHandleT(fh)
+        return self._register(_Handle(node, False, pid, comm, listing=listing))
 
     @_handler
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -1005,7 +1034,6 @@ class Operations(pyfuse3.Operations):
                 return
             # pyfuse3 answers READDIRPLUS: each entry counts as a lookup in the kernel.
             child.lookups += 1
-            h.entries = max(h.entries, index + 1)
 
     @_handler
     async def releasedir(self, fh: FileHandleT) -> None:
@@ -1016,6 +1044,7 @@ class Operations(pyfuse3.Operations):
         n = len(h.listing or ())
         self._pair(h.comm, h.pid, "list", h.file_path,
                    text=f"listed {self._display(h.file_path)}: {n} entr{'y' if n == 1 else 'ies'}")
+        self._forget_if_unused(h.node)
 
     async def fsyncdir(self, fh: FileHandleT, datasync: bool) -> None:
         return None
@@ -1026,14 +1055,14 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         parent = self._node(parent_inode)
         comm, pid = self._ctx_name(ctx)
-        display = parent.path.rstrip("/") + "/" + name.decode("utf-8", "replace")
+        entry = self._entry_path(parent, name)
         try:
             self._check_writable()
             path = self._new_path(parent, name)
             if self._child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
         except _Failure as f:
-            self._pair(comm, pid, "mkdir", display, failure=f)
+            self._pair(comm, pid, "mkdir", entry, failure=f)
             raise
         node = self._dir_for(path, pin=True)
         self._pair(comm, pid, "mkdir", path,
@@ -1048,20 +1077,21 @@ class Operations(pyfuse3.Operations):
         parent = self._node(parent_inode)
         comm, pid = self._ctx_name(ctx)
         node = self._child(parent, name)
-        display = parent.path.rstrip("/") + "/" + name.decode("utf-8", "replace")
+        entry = self._entry_path(parent, name)
         try:
             self._check_writable()
             if node is None:
-                raise _Failure(errno.ENOENT, f"no directory {display}")
+                raise _Failure(errno.ENOENT, f"no directory {entry}")
             if not node.is_dir:
-                raise _Failure(errno.ENOTDIR, f"{display} is not a directory")
+                raise _Failure(errno.ENOTDIR, f"{entry} is not a directory")
             if node.children:
-                raise _Failure(errno.ENOTEMPTY, f"{display} is not empty")
+                raise _Failure(errno.ENOTEMPTY, f"{entry} is not empty")
         except _Failure as f:
-            self._pair(comm, pid, "rmdir", display, failure=f)
+            self._pair(comm, pid, "rmdir", entry, failure=f)
             raise
         self._detach(node, pin_parent=True)
-        self._pair(comm, pid, "rmdir", display, text=f"removed directory {display}")
+        self._pair(comm, pid, "rmdir", entry,
+                   text=f"removed directory {self._display(entry)}")
 
     @_handler
     async def unlink(
@@ -1070,14 +1100,14 @@ class Operations(pyfuse3.Operations):
         parent = self._node(parent_inode)
         comm, pid = self._ctx_name(ctx)
         node = self._child(parent, name)
-        display = parent.path.rstrip("/") + "/" + name.decode("utf-8", "replace")
+        entry = self._entry_path(parent, name)
         deleted: Memory | None = None
         try:
             self._check_writable()
             if node is None:
-                raise _Failure(errno.ENOENT, f"no file {display}")
+                raise _Failure(errno.ENOENT, f"no file {entry}")
             if node.is_dir:
-                raise _Failure(errno.EISDIR, f"{display} is a directory")
+                raise _Failure(errno.EISDIR, f"{entry} is a directory")
             if node.memory is not None:
                 try:
                     deleted = self.store.delete_path(self.store_id, node.path, actor=self.actor)
@@ -1086,12 +1116,14 @@ class Operations(pyfuse3.Operations):
                 except errors.MemfsError as e:
                     raise _Failure.of(e) from None
         except _Failure as f:
-            self._pair(comm, pid, "delete", display, failure=f)
+            self._pair(comm, pid, "delete", entry, failure=f)
             raise
         assert node is not None
         self._detach(node, pin_parent=True)
-        text = f"deleted {display}" if deleted else f"deleted {display} (it was never saved)"
-        self._pair(comm, pid, "delete", display, text=text,
+        text = f"deleted {self._display(entry)}"
+        if deleted is None:
+            text += " (it was never saved)"
+        self._pair(comm, pid, "delete", entry, text=text,
                    memory_id=deleted.id if deleted else None)
 
     @_handler
@@ -1108,15 +1140,16 @@ class Operations(pyfuse3.Operations):
         new_parent = self._node(parent_inode_new)
         comm, pid = self._ctx_name(ctx)
         src = self._child(old_parent, name_old)
-        old_display = old_parent.path.rstrip("/") + "/" + name_old.decode("utf-8", "replace")
-        new_display = new_parent.path.rstrip("/") + "/" + name_new.decode("utf-8", "replace")
+        old_entry = self._entry_path(old_parent, name_old)
+        new_entry = self._entry_path(new_parent, name_new)
         try:
-            moved = self._rename(src, old_display, new_parent, name_new, flags)
+            moved = self._rename(src, old_entry, new_parent, name_new, flags)
         except _Failure as f:
-            self._pair(comm, pid, "rename", old_display, new_path=new_display, failure=f)
+            self._pair(comm, pid, "rename", old_entry, new_path=new_entry, failure=f)
             raise
-        self._pair(comm, pid, "rename", old_display, new_path=new_display,
-                   text=f"renamed {old_display} to {new_display}", memory=moved)
+        self._pair(comm, pid, "rename", old_entry, new_path=new_entry,
+                   text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}",
+                   memory=moved)
 
     def _rename(
         self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int
@@ -1142,9 +1175,6 @@ class Operations(pyfuse3.Operations):
                 # Not committed yet (a new file whose release has not come): commit it first,
                 # so that the rename over `dst` stays one store transaction.
                 self._commit(src)
-            if dst is not None and dst.memory is None:
-                dst.buffer = None
-                dst.dirty = dst.written = False
             moved = self.store.rename_path(
                 self.store_id, old_path, new_path, actor=self.actor,
                 replace=not flags & pyfuse3.RENAME_NOREPLACE,
@@ -1152,19 +1182,14 @@ class Operations(pyfuse3.Operations):
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
         if dst is not None:
+            if dst.memory is None:  # a new file renamed over: its data never reaches the store
+                dst.buffer = None
+                dst.dirty = dst.written = False
             self._detach(dst)
         self._detach(src, pin_parent=True)
         self._place(src, new_parent, new_path.rpartition("/")[2])
         self._set_memory(src, moved)
         return moved
-
-    def _place(self, node: Node, parent: Node, name: str) -> None:
-        assert parent.children is not None
-        node.parent, node.name, node.attached = parent, name, True
-        parent.children[name] = node
-        for sub in self._subtree(node):
-            sub.attached = True
-        parent.mtime_ns = parent.ctime_ns = time.time_ns()
 
     def _rename_dir(
         self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None
@@ -1174,8 +1199,6 @@ class Operations(pyfuse3.Operations):
                 raise _Failure(errno.ENOTDIR, f"{new_path} is not a directory")
             if dst.children:
                 raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
-        if (new_path + "/").startswith(old_path + "/"):
-            raise _Failure(errno.EINVAL, f"cannot move {old_path} into itself")
         try:
             moved = self.store.rename_prefix(
                 self.store_id, old_path + "/", new_path + "/", actor=self.actor
@@ -1192,7 +1215,6 @@ class Operations(pyfuse3.Operations):
                 self._set_memory(node, m)
             else:
                 self._attach_memory(m)  # one this mount had not seen yet
-        return None
 
     # -- handlers: refused node types -------------------------------------------------------
 
@@ -1300,15 +1322,20 @@ class Operations(pyfuse3.Operations):
             elif ch.op == "delete" and ch.memory_id is not None:
                 node = self._by_memory.get(ch.memory_id)
                 if node is not None and node.attached:
-                    emptied.append(node.parent)  # type: ignore[arg-type]
-                    self._detach(node, notify=True)
-                    self._drop_content(node)
+                    self._remove_deleted(node, emptied)
             elif ch.op == "put" and ch.memory_id is not None:
                 m = current.get(ch.memory_id)
                 if m is not None:
                     self._apply_put(m, emptied)
         for d in emptied:
             self._prune(d)
+
+    def _remove_deleted(self, node: Node, emptied: list[Node]) -> None:
+        """Take out the file of a memory deleted elsewhere; its parent joins ``emptied``
+        (to be pruned if nothing is left in it)."""
+        emptied.append(node.parent)  # type: ignore[arg-type]
+        self._detach(node, notify=True)
+        self._drop_content(node)
 
     def _apply_put(self, m: Memory, emptied: list[Node]) -> None:
         node = self._by_memory.get(m.id)
@@ -1332,9 +1359,7 @@ class Operations(pyfuse3.Operations):
         emptied: list[Node] = []
         for memory_id, node in list(self._by_memory.items()):
             if memory_id not in live and node.attached:
-                emptied.append(node.parent)  # type: ignore[arg-type]
-                self._detach(node, notify=True)
-                self._drop_content(node)
+                self._remove_deleted(node, emptied)
         for m in tree:
             self._apply_put(m, emptied)
         for d in emptied:
@@ -1354,37 +1379,48 @@ class Operations(pyfuse3.Operations):
 # background services
 
 
-class ChangeWatcher:
-    """Polls the store's change feed and keeps the tree and the kernel caches current.
+class _Periodic:
+    """A background service that calls :meth:`tick` every ``interval`` seconds until
+    :meth:`stop` (which ends :meth:`run` at once, without a last tick)."""
 
-    Every ``interval`` seconds it compares :meth:`Store.last_change` (a cheap indexed query)
-    with the tree's position, applies new changes, and tells the kernel which entries and
-    inodes to forget. ``invalidate_entry_async`` runs in pyfuse3's notify thread, and
-    ``invalidate_inode`` in a worker thread, because both may wait for requests this (single)
-    trio thread has to answer.
-    """
-
-    def __init__(self, ops: Operations, interval: float = 0.15) -> None:
-        self.ops = ops
+    def __init__(self, interval: float) -> None:
         self.interval = interval
         self._stopped = trio.Event()
-        self.notify_kernel = True
 
     def stop(self) -> None:
         self._stopped.set()
 
     async def run(self) -> None:
-        while not self._stopped.is_set():
+        while True:
             with trio.move_on_after(self.interval):
                 await self._stopped.wait()
             if self._stopped.is_set():
-                break
-            try:
-                await self.poll()
-            except errors.MemfsError as e:
-                log.warning("change feed: %s", e)
-            except Exception:
-                log.exception("change feed poll failed")
+                return
+            await self.tick()
+
+    async def tick(self) -> None:
+        raise NotImplementedError
+
+
+class ChangeWatcher(_Periodic):
+    """Polls the store's change feed and keeps the tree and the kernel caches current.
+
+    Every ``interval`` seconds it compares :meth:`Store.last_change` (a cheap indexed query)
+    with the tree's position, applies new changes, and tells the kernel which entries and
+    inodes to forget (:func:`flush_invalidations`).
+    """
+
+    def __init__(self, ops: Operations, interval: float = 0.15) -> None:
+        super().__init__(interval)
+        self.ops = ops
+
+    async def tick(self) -> None:
+        try:
+            await self.poll()
+        except errors.MemfsError as e:
+            log.warning("change feed: %s", e)
+        except Exception:
+            log.exception("change feed poll failed")
 
     async def poll(self) -> int:
         """Apply pending changes; returns how many were applied."""
@@ -1396,22 +1432,25 @@ class ChangeWatcher:
                 break
             ops.apply_changes(changes)
             n += len(changes)
-        await self.flush_invalidations()
+        await flush_invalidations(ops)
         return n
 
-    async def flush_invalidations(self) -> None:
-        ops = self.ops
-        entries, ops.stale_entries = ops.stale_entries, []
-        inodes, ops.stale_inodes = list(dict.fromkeys(ops.stale_inodes)), []
-        if not self.notify_kernel:
-            return
-        for parent, name, deleted in entries:
-            pyfuse3.invalidate_entry_async(
-                InodeT(parent), FileNameT(name.encode("utf-8")), deleted=InodeT(deleted),
-                ignore_enoent=True,
-            )
-        if inodes:
-            await trio.to_thread.run_sync(_invalidate_inodes, inodes)
+
+async def flush_invalidations(ops: Operations) -> None:
+    """Tell the kernel to forget the entries and inodes ``ops`` queued (and empty the queues).
+
+    ``invalidate_entry_async`` runs in pyfuse3's notify thread, and ``invalidate_inode`` in a
+    worker thread, because both may wait for requests this (single) trio thread has to answer.
+    """
+    entries, ops.stale_entries = ops.stale_entries, []
+    inodes, ops.stale_inodes = list(dict.fromkeys(ops.stale_inodes)), []
+    for parent, name, deleted in entries:
+        pyfuse3.invalidate_entry_async(
+            InodeT(parent), FileNameT(name.encode("utf-8")), deleted=InodeT(deleted),
+            ignore_enoent=True,
+        )
+    if inodes:
+        await trio.to_thread.run_sync(_invalidate_inodes, inodes)
 
 
 def _invalidate_inodes(inodes: list[int]) -> None:
@@ -1423,25 +1462,19 @@ def _invalidate_inodes(inodes: list[int]) -> None:
                 log.warning("invalidate_inode(%d): %s", ino, e)
 
 
-class EventFlusher:
-    """Writes queued tool events to the database every ``interval`` seconds."""
+class EventFlusher(_Periodic):
+    """Writes queued tool events to the database every ``interval`` seconds (the last ones
+    are written by :meth:`EventSink.close`, at unmount)."""
 
     def __init__(self, sink: EventSink, interval: float = 0.25) -> None:
+        super().__init__(interval)
         self.sink = sink
-        self.interval = interval
-        self._stopped = trio.Event()
 
-    def stop(self) -> None:
-        self._stopped.set()
-
-    async def run(self) -> None:
-        while not self._stopped.is_set():
-            with trio.move_on_after(self.interval):
-                await self._stopped.wait()
-            try:
-                # In a thread: encoding and inserting a batch must not hold up the requests
-                # the kernel is waiting for (the store is thread-safe; new events are only
-                # appended to the queue meanwhile).
-                await trio.to_thread.run_sync(self.sink.flush)
-            except errors.MemfsError as e:
-                log.warning("tool events not recorded yet: %s", e)
+    async def tick(self) -> None:
+        try:
+            # In a thread: encoding and inserting a batch must not hold up the requests the
+            # kernel is waiting for (the store is thread-safe; new events are only appended to
+            # the queue meanwhile).
+            await trio.to_thread.run_sync(self.sink.flush)
+        except errors.MemfsError as e:
+            log.warning("tool events not recorded yet: %s", e)

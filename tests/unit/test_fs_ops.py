@@ -65,6 +65,15 @@ def make_ops(store: Store, tmp_path, **kw) -> tuple[Operations, str]:
     return ops, s.id
 
 
+def make_limited_ops(store: Store, tmp_path, **limits: int) -> tuple[Operations, str, Store]:
+    """Operations over a second Store of the same database with other limits (closed at
+    teardown, after the sinks)."""
+    limited = Store(store.path, limits=Limits(**limits))
+    _SINKS.insert(0, _Closer(limited))
+    ops, sid = make_ops(limited, tmp_path)
+    return ops, sid, limited
+
+
 @pytest.fixture
 def fs(store, tmp_path):
     return make_ops(store, tmp_path)
@@ -72,7 +81,8 @@ def fs(store, tmp_path):
 
 def events(ops: Operations) -> list[dict]:
     ops.events.flush()
-    return [json.loads(line) for line in open(ops.events._file.name)]  # type: ignore[union-attr]
+    with open(ops.events._file.name) as f:  # type: ignore[union-attr]
+        return [json.loads(line) for line in f]
 
 
 def versions(store: Store, sid: str) -> list:
@@ -185,9 +195,7 @@ async def test_partial_writes_and_seek(fs, store):
 
 
 async def test_efbig_at_the_write_that_exceeds_the_limit(store, tmp_path):
-    small = Store(store.path, limits=Limits(max_content_bytes=10))
-    ops, sid = make_ops(small, tmp_path)
-    _SINKS.insert(0, _Closer(small))
+    ops, sid, small = make_limited_ops(store, tmp_path, max_content_bytes=10)
     info, _ = await ops.create(ROOT, b"big.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
     await ops.write(info.fh, 0, b"12345678")
     await raises(errno.EFBIG, ops.write(info.fh, 8, b"abc"))
@@ -246,9 +254,7 @@ async def test_too_many_segments(fs):
 
 
 async def test_enospc_at_create_when_the_store_is_full(store, tmp_path):
-    small = Store(store.path, limits=Limits(max_memories=2))
-    ops, sid = make_ops(small, tmp_path)
-    _SINKS.insert(0, _Closer(small))
+    ops, sid, small = make_limited_ops(store, tmp_path, max_memories=2)
     await write_file(ops, ROOT, b"1.md", b"1")
     ino = await write_file(ops, ROOT, b"2.md", b"2")
     await raises(errno.ENOSPC, ops.create(ROOT, b"3.md", 0o100644, os.O_WRONLY, CTX))
@@ -461,3 +467,160 @@ async def test_session_actor_attribution(store, tmp_path):
     assert len(v) == 1
     evs = store.list_events(sess.id).data
     assert [e.type for e in evs][-2:] == ["agent.tool_use", "agent.tool_result"]
+
+
+async def test_a_directory_moved_after_the_kernel_forgot_its_subdirectory_still_opens(fs, store):
+    """Regression: a directory rename forgot (lookup count 0) the subdirectories and files the
+    kernel no longer knew, yet put them back in the tree: lookup found them, opendir/open
+    said ENOENT."""
+    ops, sid = fs
+    d = (await ops.mkdir(ROOT, b"d", 0o40755, CTX)).st_ino
+    e = (await ops.mkdir(d, b"e", 0o40755, CTX)).st_ino
+    f = await write_file(ops, e, b"f.md", b"f")
+    await ops.forget([(e, 1), (f, 1)])  # the kernel dropped both from its caches
+    await ops.rename(ROOT, b"d", ROOT, b"x", 0, CTX)
+    x = (await ops.lookup(ROOT, b"x", CTX)).st_ino
+    e2 = (await ops.lookup(x, b"e", CTX)).st_ino
+    fh = await ops.opendir(e2, CTX)
+    await ops.releasedir(fh)
+    f2 = (await ops.lookup(e2, b"f.md", CTX)).st_ino
+    assert (e2, f2) == (e, f)  # the same inodes, still known
+    assert await read_file(ops, f2) == b"f"
+    assert ops.stale_entries == []  # nothing to make the kernel forget
+
+
+async def test_a_failed_rename_over_a_new_file_keeps_its_data(fs, store):
+    ops, sid = fs
+    await write_file(ops, ROOT, b"src.md", b"S")
+    info, _ = await ops.create(ROOT, b"dst.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, b"pending")
+    store.delete_path(sid, "/src.md", actor=ACTOR)  # elsewhere; this mount has not seen it
+    await raises(errno.ENOENT, ops.rename(ROOT, b"src.md", ROOT, b"dst.md", 0, CTX))
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert store.get_memory_by_path(sid, "/dst.md").content == "pending"
+
+
+async def test_ftruncate_over_the_limit_is_in_the_event_log(store, tmp_path):
+    ops, sid, small = make_limited_ops(store, tmp_path, max_content_bytes=10)
+    info, attrs = await ops.create(ROOT, b"t.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, b"1234")
+    attr = pyfuse3.EntryAttributes()
+    attr.st_size = 11
+    await raises(errno.EFBIG, ops.setattr(attrs.st_ino, attr, Fields(size=True), info.fh, CTX))
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert small.get_memory_by_path(sid, "/t.md").content == "1234"
+    res = events(ops)[1]
+    assert res["is_error"] is True and res["content"][0]["text"].startswith("EFBIG")
+
+
+async def test_a_directory_removed_while_listed_is_forgotten_at_releasedir(fs):
+    ops, _ = fs
+    d = (await ops.mkdir(ROOT, b"d", 0o40755, CTX)).st_ino
+    fh = await ops.opendir(d, CTX)
+    await ops.rmdir(ROOT, b"d", CTX)
+    await ops.forget([(d, 1)])  # the kernel forgets it; the listing is still open
+    await ops.releasedir(fh)
+    await raises(errno.ENOENT, ops.getattr(d, CTX))
+
+
+async def test_every_result_text_names_the_path_the_agent_sees(fs):
+    ops, _ = fs
+    d = (await ops.mkdir(ROOT, b"d", 0o40755, CTX)).st_ino
+    await write_file(ops, d, b"a.md", b"a")
+    await ops.rename(d, b"a.md", d, b"b.md", 0, CTX)
+    await ops.unlink(d, b"b.md", CTX)
+    await ops.rmdir(ROOT, b"d", CTX)
+    evs = events(ops)
+    texts = {u["input"]["operation"]: r["content"][0]["text"]
+             for u, r in zip(evs[::2], evs[1::2], strict=True)}
+    assert texts["rename"] == "renamed /mnt/memory/t/d/a.md to /mnt/memory/t/d/b.md"
+    assert texts["delete"] == "deleted /mnt/memory/t/d/b.md"
+    assert texts["rmdir"] == "removed directory /mnt/memory/t/d"
+
+
+async def test_truncate_by_path_while_open_for_writing_is_logged_and_saved_at_close(fs, store):
+    ops, sid = fs
+    info, attrs = await ops.create(ROOT, b"a.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, b"hello world")
+    attr = pyfuse3.EntryAttributes()
+    attr.st_size = 5
+    await ops.setattr(attrs.st_ino, attr, Fields(size=True), None, CTX)  # truncate(2)
+    assert versions(store, sid) == []
+    use, res = events(ops)
+    assert use["input"]["operation"] == "truncate" and res["is_error"] is False
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert store.get_memory_by_path(sid, "/a.md").content == "hello"
+    assert len(versions(store, sid)) == 1
+
+
+# -- the remote mount's change subscriber (memfs.daemon) -------------------------------------
+
+
+async def test_change_subscriber_backs_off_while_failing_and_starts_over_once_heard(
+    fs, autojump_clock, caplog
+):
+    import trio
+
+    from memfs.client import FeedEvent
+    from memfs.daemon import ChangeSubscriber
+    from memfs.errors import MemfsError
+
+    ops, _ = fs
+    drop = MemfsError("link dropped")
+    script = [[drop], [drop], [FeedEvent("ping", ops.seq), drop], ["stop"]]
+    started: list[float] = []
+
+    class Feed:
+        async def stream_changes(self, store_id, after=None):
+            started.append(trio.current_time())
+            for frame in script.pop(0):
+                if frame == "stop":
+                    sub.stop()
+                    return
+                if isinstance(frame, Exception):
+                    raise frame
+                yield frame
+
+    sub = ChangeSubscriber(ops, Feed())  # type: ignore[arg-type]
+    t0 = trio.current_time()
+    with caplog.at_level("DEBUG", logger="memfs.daemon"):
+        await sub.run()
+    waits = [round(b - a, 3) for a, b in zip([t0, *started], started, strict=False)]
+    assert waits == [0.0, 0.05, 0.1, 0.05]  # doubled while failing, short again once heard
+    levels = [r.levelname for r in caplog.records if "link dropped" in r.getMessage()]
+    assert levels == ["WARNING", "DEBUG", "WARNING"]
+
+
+async def test_event_flusher_records_events_every_interval_until_stopped(fs, store):
+    import trio
+    import trio.testing
+
+    from memfs.fs import EventFlusher
+
+    ops, sid = fs
+    sink = ops.events
+    assert sink is not None
+
+    def recorded() -> int:
+        rows = store.conn.execute("SELECT COUNT(*) FROM events WHERE store_id = ?", (sid,))
+        return rows.fetchone()[0]
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            flusher = EventFlusher(sink, interval=0.02)
+            nursery.start_soon(flusher.run)
+            await write_file(ops, ROOT, b"a.md", b"a")
+            assert sink.pending == 2 and recorded() == 0  # queued on the request path
+            while sink.pending:  # noqa: ASYNC110 (the flush runs in a worker thread)
+                await trio.sleep(0.01)
+            assert recorded() == 2
+            flusher.stop()
+    slow = EventFlusher(sink, interval=60)
+    with trio.fail_after(5):  # stop() ends run() at once, not after the interval
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow.run)
+            await trio.testing.wait_all_tasks_blocked()
+            slow.stop()
