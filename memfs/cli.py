@@ -8,11 +8,12 @@ rule of the store.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, cast
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -22,6 +23,8 @@ from .prompt import render_memory_prompt
 from .store import Store, default_db_path, local_user_actor
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Exit codes by error class (the first match in this order wins); usage errors exit 2.
 EXIT_CODES: list[tuple[type[errors.MemfsError], int]] = [
@@ -163,7 +166,8 @@ def cli(
 @click.option(
     "--root",
     type=click.Path(file_okay=False),
-    help="Session root (default /mnt/memory when run as root, else a private temp dir).",
+    help="Session root (default /mnt/memory in a private namespace, else a new private temp "
+    "dir).",
 )
 @click.option(
     "--isolation",
@@ -203,12 +207,6 @@ def run(
     from .session import Attachment, Launch, LaunchError
     from .session import run as run_session
 
-    pairs = []
-    for item in instructions:
-        ref, sep, text = item.partition("=")
-        if not sep or not ref:
-            raise click.UsageError(f"--instructions takes REF=TEXT, not {item!r}")
-        pairs.append((ref, text))
     launch = Launch(
         [Attachment.parse(s) for s in stores],
         list(command),
@@ -217,7 +215,7 @@ def run(
         url=ctx.url,
         api_key=ctx.api_key,
         isolation=isolation,
-        instructions=pairs,
+        instructions=_pairs(instructions, "--instructions", "REF=TEXT"),
     )
     try:
         status = run_session(launch)
@@ -238,18 +236,21 @@ def _actor() -> Actor:
     return local_user_actor()
 
 
-def _pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
-    """Every item of a paginated listing, or the first ``limit`` of them."""
-    items: list[Any] = []
+def _walk(fetch: Callable[..., Page[T]], size: int | None = None) -> Iterator[T]:
+    """The items of a paginated listing in order, fetching a page of ``size`` (default
+    :data:`_PAGE`) only when the previous one is used up: stop early, and no more is read."""
     page: str | None = None
-    while limit is None or len(items) < limit:
-        size = _PAGE if limit is None else max(1, min(_PAGE, limit - len(items)))
-        result = fetch(limit=size, page=page)
-        items += result.data
+    while True:
+        result = fetch(limit=size or _PAGE, page=page)
+        yield from result.data
         page = result.next_page
         if page is None:
-            break
-    return items if limit is None else items[:limit]
+            return
+
+
+def _pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
+    """Every item of a paginated listing, or the first ``limit`` of them."""
+    return list(itertools.islice(_walk(fetch, min(_PAGE, limit or _PAGE)), limit))
 
 
 def _when(ts: str | None) -> str:
@@ -271,14 +272,15 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequenc
     return "\n".join(lines)
 
 
-def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
-    """``k=v`` option values as a dict; anything else is a usage error."""
-    out: dict[str, str] = {}
+def _pairs(values: Sequence[str], option: str, form: str = "KEY=VALUE") -> list[tuple[str, str]]:
+    """``k=v`` option values as ``(k, v)`` pairs in order; anything else is a usage error that
+    names ``form``."""
+    out: list[tuple[str, str]] = []
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
-        out[key] = value
+            raise click.BadParameter(f"expected {form}, got {item!r}", param_hint=option)
+        out.append((key, value))
     return out
 
 
@@ -330,15 +332,11 @@ def _memory_id(store: Store, store_id: str, ref: str) -> str:
         return store.resolve_memory(store_id, ref, view="basic").id
     except errors.NotFound:
         pass
-    page: str | None = None
-    while True:
-        result = store.list_versions(store_id, limit=_PAGE, page=page)
-        for v in result.data:
-            if v.path == ref:
-                return v.memory_id
-        page = result.next_page
-        if page is None:
-            raise errors.NotFound(f"no memory at {ref} in {store_id}, now or in its history")
+    versions = _walk(lambda **kw: store.list_versions(store_id, **kw))
+    found = next((v.memory_id for v in versions if v.path == ref), None)
+    if found is None:
+        raise errors.NotFound(f"no memory at {ref} in {store_id}, now or in its history")
+    return found
 
 
 def _actor_text(actor: Actor | None) -> str:
@@ -396,7 +394,7 @@ def stores_create(
     \b
         memfs stores create "User Preferences" -d "Per-user preferences" -m team=docs
     """
-    s = ctx.store.create_store(name, description, _pairs(metadata, "--metadata"))
+    s = ctx.store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
     ctx.output(s, f"created memory store {s.id} ({s.name})")
 
 
@@ -826,15 +824,9 @@ def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
 
 def _previous(store: Store, sid: str, v: MemoryVersion) -> MemoryVersion | None:
     """The version of the same memory just before ``v`` (None if ``v`` is its first kept one)."""
-    page: str | None = None
-    while True:
-        result = store.list_versions(sid, memory_id=v.memory_id, limit=_PAGE, page=page)
-        for older in result.data:
-            if older.id < v.id:
-                return store.get_version(sid, older.id)
-        page = result.next_page
-        if page is None:
-            return None
+    versions = _walk(lambda **kw: store.list_versions(sid, memory_id=v.memory_id, **kw))
+    older = next((o for o in versions if o.id < v.id), None)
+    return None if older is None else store.get_version(sid, older.id)
 
 
 @versions.command("diff")
@@ -1046,7 +1038,7 @@ def session_show(ctx: Context, session_id: str) -> None:
             f"  {r.mount_path}  {r.access}  {r.name} ({r.memory_store_id})",
         ]
         if r.description:
-            lines.append(f"    description:  {r.description}")
+            lines.append(f"    description:  {_prompt_indent(r.description)}")
         if r.instructions:
             lines.append(f"    instructions: {_prompt_indent(r.instructions)}")
     ctx.output(s, "\n".join(lines))

@@ -93,11 +93,10 @@ class LaunchError(MemfsError):
 
 @dataclass
 class Attachment:
-    """One ``--store REF[:access]`` with its optional instructions."""
+    """One ``--store REF[:access]``."""
 
     ref: str
     access: str = "read_write"
-    instructions: str | None = None
 
     @classmethod
     def parse(cls, spec: str) -> Attachment:
@@ -135,7 +134,6 @@ class Launch:
     api_key: str | None = None
     isolation: str = "auto"  # auto | namespace | none
     instructions: list[tuple[str, str]] = field(default_factory=list)
-    extra_mount_args: list[str] = field(default_factory=list)
 
 
 def _privileged() -> bool:
@@ -275,6 +273,10 @@ class Launcher:
         self.namespace = False
         self.root = ""
         self._root_created = False
+        #: The root has become session scratch (_make_scratch succeeded): only then may the
+        #: clean-up unmount or empty it. Before that it is the user's, and set-up may have
+        #: refused it precisely because of what it holds (files, the database, a mount).
+        self._scratch_made = False
         self._child: subprocess.Popen[bytes] | None = None
         self._stop_signal: int | None = None
         self._unforwarded: int | None = None
@@ -342,8 +344,6 @@ class Launcher:
             res: dict[str, Any] = {
                 "type": "memory_store", "memory_store_id": store.id, "access": a.access,
             }
-            if a.instructions is not None:
-                res["instructions"] = a.instructions
             resources.append(res)
             by_id.setdefault(store.id, res)
         for ref, text in self.launch.instructions:
@@ -367,13 +367,16 @@ class Launcher:
     def _make_scratch(self) -> None:
         if self.namespace:
             _enter_private_namespace(self.root)
-            return
-        try:
-            if not os.path.exists(self.root):
-                self._root_created = True
-            os.makedirs(self.root, exist_ok=True)
-        except OSError as e:
-            raise LaunchError(f"cannot create the session root {self.root}: {e.strerror}") from None
+        else:
+            try:
+                if not os.path.exists(self.root):
+                    self._root_created = True
+                os.makedirs(self.root, exist_ok=True)
+            except OSError as e:
+                raise LaunchError(
+                    f"cannot create the session root {self.root}: {e.strerror}"
+                ) from None
+        self._scratch_made = True
 
     def _start_mounts(self) -> None:
         assert self.session is not None and self.state_dir is not None
@@ -386,7 +389,6 @@ class Launcher:
             args = [
                 *exe, "mount", res.memory_store_id, res.mount_path,
                 "--session", self.session.id, "--events", str(events),
-                *self.launch.extra_mount_args,
             ]
             if res.access == "read_only" and not self.launch.url:
                 # Also the kernel's ro option (SPEC §2). A remote mount learns the access from
@@ -600,12 +602,15 @@ class Launcher:
             _unmount(m.resource.mount_path)
 
     def _discard_scratch(self) -> None:
+        """Unmount the scratch tmpfs, or delete what the session wrote in its root directory
+        (the directory too if we made it). A root that never became scratch is not touched."""
+        if not (self._scratch_made or self._root_created):
+            return  # set-up stopped before the root was ours: leave it exactly as it was
         if self.namespace:
             # The tmpfs goes away with the namespace when we exit; detach it now all the same.
             # The directory under it stays: another session may have its own tmpfs on it.
-            if self.root:
-                _unmount(self.root)
-        elif self.root and os.path.isdir(self.root):
+            _unmount(self.root)
+        elif os.path.isdir(self.root):
             points = _mount_points()
             below = [p for p in points if p == self.root or p.startswith(self.root + "/")]
             if below:
@@ -649,12 +654,13 @@ class Launcher:
         # Orphans of CMD come to us, so that none outlives the session (see _stop_leftovers).
         _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1)
         try:
-            self.state_dir = Path(tempfile.mkdtemp(prefix="memfs-session-"))
             self._choose_root()
             self.session = self._create_session()
             log.info("session %s, root %s (%s)", self.session.id, self.root,
                      "private namespace" if self.namespace else "scratch directory")
             self._make_scratch()
+            # After the scratch, so that a root over $TMPDIR (--root /tmp) cannot hide it.
+            self.state_dir = Path(tempfile.mkdtemp(prefix="memfs-session-"))
             self._start_mounts()
             if self._stop_signal is not None:
                 return 128 + self._stop_signal

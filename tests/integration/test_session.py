@@ -301,10 +301,13 @@ def test_session_end_to_end(
 # -- stopping: CMD killed, launcher signalled, a daemon dies --------------------------------
 
 
+# "ready" is made by a builtin, not touch(1): a SIGINT that reaches bash while it waits for a
+# foreground child that then exits normally is ignored (bash's wait-and-cooperative-exit), and
+# the test may signal as soon as the file appears, before touch has exited.
 WAIT_SCRIPT = r"""
 echo scratch > "$ROOT/scratch.txt"
 echo hi > "$ROOT/notes/hello.md"
-touch "$T/ready"
+: > "$T/ready"
 exec sleep 60
 """
 
@@ -530,6 +533,49 @@ def test_root_holding_the_database_is_refused(
     assert not (tmp_path / "ran").exists()
     assert store.list_sessions().data == []
     assert store.get_store(notes).name == "Notes"
+    # The refused root was never scratch: the clean-up left it, and the database, alone.
+    assert (tmp_path / "memfs.db").exists()
+    fresh = Store(tmp_path / "memfs.db")  # not only the connection opened before the run
+    try:
+        assert fresh.get_store(notes).name == "Notes"
+    finally:
+        fresh.close()
+
+
+def test_refused_root_is_left_untouched(
+    launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    """Without a namespace, a root that is not empty is refused, and what it holds is kept."""
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "keep.txt").write_text("precious\n")
+    (root / "sub" / "also.txt").write_text("also\n")
+    r = launch(["--store", notes, "--root", str(root), "--isolation", "none"], 'touch "$T/ran"')
+    assert r.wait() == 1
+    assert r.err.startswith(f"memfs: {root} is not empty"), r.err
+    assert (root / "keep.txt").read_text() == "precious\n"
+    assert (root / "sub" / "also.txt").read_text() == "also\n"
+    assert not (tmp_path / "ran").exists()
+    assert store.list_sessions().data == []
+
+
+def test_root_over_the_temp_dir(
+    launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    """A namespace root that covers $TMPDIR does not hide the launcher's own state."""
+    needs_root("namespace")
+    notes = store.create_store("Notes").id
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = launch(["--store", notes, "--root", str(tmp), "--isolation", "namespace"],
+               'cat "$MEMFS_SYSTEM_PROMPT_FILE" > "$T/prompt.md"; echo hi > "$ROOT/notes/a.md"',
+               env={"TMPDIR": str(tmp), "ROOT": str(tmp)})
+    assert r.wait() == 0, r.err
+    assert f"- Mount path: {tmp}/notes" in (tmp_path / "prompt.md").read_text()
+    assert store.get_memory_by_path(notes, "/a.md").content == "hi\n"
+    assert_ended(store, r.sid, tmp, tmp_path)
+    assert os.listdir(tmp) == []
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)

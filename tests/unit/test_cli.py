@@ -393,6 +393,12 @@ def test_versions_diff(run, ok, js, history):
     assert_error(run("versions", "diff", "notes", "memver_nope"), 3)
 
 
+def test_versions_diff_finds_the_previous_version_pages_away(ok, history, monkeypatch):
+    monkeypatch.setattr(cli_module, "_PAGE", 1)  # a3, a2, a1: a1 is two pages after a2
+    diff = ok("versions", "diff", "notes", history["a2"]).splitlines()
+    assert diff[:2] == [f"--- a/a.md ({history['a1']})", f"+++ b/a.md ({history['a2']})"]
+
+
 def test_versions_restore_live_memory(run, ok, js, history):
     out = ok("versions", "restore", "notes", history["a1"])
     assert out.startswith(f"restored {history['a1']} to /c.md")
@@ -491,6 +497,16 @@ def test_session_list_and_show(run, ok, js, a_session, store):
     assert_error(run("session", "show", "sesn_nope"), 3, "sesn_nope")
 
 
+def test_session_show_keeps_multi_line_values_in_their_column(ok, store):
+    notes = store.create_store("Notes", "First line.\nSecond line.")
+    sess = store.create_session(
+        [{"type": "memory_store", "memory_store_id": notes.id, "instructions": "Do.\nDon't."}]
+    )
+    shown = ok("session", "show", sess.id)
+    assert "    description:  First line.\n                  Second line.\n" in shown
+    assert "    instructions: Do.\n                  Don't.\n" in shown
+
+
 def test_session_events_timeline(run, ok, js, a_session, monkeypatch):
     monkeypatch.setattr(cli_module, "_PAGE", 2)
     lines = ok("session", "events", a_session.id).splitlines()
@@ -563,6 +579,16 @@ def test_json_is_global_and_lists_are_arrays(js, ok):
 def test_usage_error_exits_2(run):
     result = run("memories", "show", "notes")
     assert result.exit_code == 2 and "Missing argument" in result.stderr
+
+
+def test_run_rejects_instructions_without_ref(run, ok, store):
+    """Checked before anything is set up: no session is created."""
+    ok("stores", "create", "notes")
+    for bad in ("no equals sign", "=text without a ref"):
+        result = run("run", "--store", "notes", "--instructions", bad, "--", "true")
+        assert result.exit_code == 2 and "expected REF=TEXT" in result.stderr, result.stderr
+        assert "--instructions" in result.stderr
+    assert store.list_sessions().data == []
 
 
 # -- the real entry point ----------------------------------------------------------------------
