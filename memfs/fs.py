@@ -237,6 +237,11 @@ def _comm(pid: int) -> str:
         os.close(fd)
 
 
+def _version_key(m: Memory) -> tuple[str, str]:
+    """Orders two states of one memory: later ``updated_at`` first, then the version id."""
+    return (m.updated_at, m.memory_version_id)
+
+
 def actor_for(session_id: str | None) -> Actor:
     """Who a mount's versions are attributed to: the session, else the local user."""
     return Actor.session(session_id) if session_id else local_user_actor()
@@ -1340,9 +1345,12 @@ class Operations(pyfuse3.Operations):
     def _apply_put(self, m: Memory, emptied: list[Node]) -> None:
         node = self._by_memory.get(m.id)
         if (node is not None and node.attached and node.memory is not None
-                and node.memory.memory_version_id == m.memory_version_id
-                and node.path == m.path):  # fmt: skip
-            return  # our own change, or one applied already
+                and _version_key(node.memory) >= _version_key(m)):  # fmt: skip
+            # Our own change, one applied already, or an older state than the node's: a
+            # remote feed sends each memory as it was when the change was sent, so a put for
+            # a file's creation can arrive after this mount renamed it (it must not move the
+            # file back until the rename's own put arrives).
+            return
         if node is not None and node.attached and node.parent is not None:
             emptied.append(node.parent)
         node = self._attach_memory(m)

@@ -442,6 +442,26 @@ async def test_changes_made_elsewhere_update_the_tree(fs, store):
     await raises(errno.ENOENT, ops.lookup(ROOT, b"n", CTX))
 
 
+async def test_a_stale_state_from_the_feed_does_not_undo_a_newer_one(fs, store):
+    """A remote feed sends each memory as it was when its change was sent: the put of a
+    file's creation can arrive after this mount renamed the file, and must not move it back
+    (nor hide it at its new path) until the rename's own put arrives."""
+    ops, sid = fs
+    d = (await ops.mkdir(ROOT, b"dir", 0o755, CTX)).st_ino
+    await write_file(ops, d, b"f.md", b"F")
+    created = store.get_memory_by_path(sid, "/dir/f.md", view="basic")
+    first = store.changes_since(sid, 0)
+    await ops.rename(ROOT, b"dir", ROOT, b"moved", 0, CTX)
+    ops.apply_changes(first, {created.id: created})  # late, with the state before the rename
+    moved = (await ops.lookup(ROOT, b"moved", CTX)).st_ino
+    ino = (await ops.lookup(moved, b"f.md", CTX)).st_ino
+    assert await read_file(ops, ino) == b"F"
+    await raises(errno.ENOENT, ops.lookup(ROOT, b"dir", CTX))
+    now = store.get_memory(sid, created.id, view="basic")
+    ops.apply_changes(store.changes_since(sid, ops.seq), {created.id: now})
+    assert (await ops.lookup(moved, b"f.md", CTX)).st_ino == ino
+
+
 async def test_a_bug_answers_eio_instead_of_crashing(fs, monkeypatch):
     ops, _ = fs
 
