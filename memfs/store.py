@@ -1908,16 +1908,13 @@ class Store:
         self, c: sqlite3.Connection, session_id: str | None, store_id: str | None,
         body: dict[str, Any],
     ) -> Event:
-        body = dict(body)
-        body["id"] = body.get("id") or new_id("sevt")
-        body["processed_at"] = body.get("processed_at") or _now()
+        e = _complete_event(session_id, body)
         c.execute(
             "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (body["id"], session_id, store_id, body["type"], body["processed_at"],
-             json.dumps(body)),
+            (e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body)),
         )
-        return Event(body["id"], session_id, body["type"], body["processed_at"], body)
+        return e
 
     def add_events(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,
@@ -1931,10 +1928,18 @@ class Store:
         for e in events:
             if not isinstance(e, dict) or not isinstance(e.get("type"), str):
                 raise InvalidRequest("every event needs a string 'type'")
+        done = [_complete_event(session_id, e) for e in events]
         with self._write() as c:
             if session_id is not None:
                 self._session_in(c, session_id)
-            return [self._insert_event(c, session_id, store_id, e) for e in events]
+            # One executemany: a mount flushes hundreds of tool events at a time.
+            c.executemany(
+                "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body))
+                 for e in done],
+            )
+        return done
 
     def list_events(
         self,
@@ -2333,6 +2338,14 @@ def _no_session(session_id: str) -> NotFound:
 
 def _no_store(store_id: str) -> NotFound:
     return NotFound(f"memory store {store_id!r} not found")
+
+
+def _complete_event(session_id: str | None, body: dict[str, Any]) -> Event:
+    """An event with its ``id`` and ``processed_at`` filled in when missing."""
+    body = dict(body)
+    body["id"] = body.get("id") or new_id("sevt")
+    body["processed_at"] = body.get("processed_at") or _now()
+    return Event(body["id"], session_id, body["type"], body["processed_at"], body)
 
 
 def _archived(store_id: str) -> StoreArchived:
