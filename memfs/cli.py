@@ -1116,6 +1116,25 @@ def session_prompt(ctx: Context, session_id: str) -> None:
         click.echo(text.encode("utf-8"), nl=False)
 
 
+@session.command("reap")
+@pass_ctx
+def session_reap(ctx: Context) -> None:
+    """End the sessions whose `memfs run` died without ending them (killed, crashed, or the
+    machine rebooted): each is marked terminated with a session.error event. `memfs run` does
+    this by itself when it starts.
+
+    Example:
+
+    \b
+        memfs session reap
+    """
+    if ctx.url:
+        fail("session reap ends the sessions of local launchers: drop --url / MEMFS_URL", 2)
+    from .session import reap_sessions
+
+    ended = reap_sessions(ctx.store)
+    ctx.output(ended, "\n".join(f"ended {sid}" for sid in ended) or "no stale sessions")
+
 
 # -- memfs mount (one FUSE daemon per store) --------------------------------------------------
 

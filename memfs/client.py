@@ -558,7 +558,12 @@ class _Ops:
         metadata: dict[str, str] | None = None,
         title: str | None = None,
         status: str = "idle",
+        launcher: dict[str, Any] | None = None,
     ) -> Op[Session]:
+        if launcher is not None:
+            raise errors.InvalidRequest(
+                "a memfs server's sessions have no local launcher (memfs run --url)"
+            )
         if status != "idle":
             raise errors.InvalidRequest(
                 "a memfs server creates idle sessions; use set_session_status afterwards"

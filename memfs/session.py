@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -355,6 +356,8 @@ class Launcher:
 
     def _create_session(self) -> Session:
         cmd = self.launch.command
+        # Only a local session records its launcher: a server's sessions outlive this host.
+        owner = {} if self.launch.url else {"launcher": _process_identity(os.getpid())}
         return self.store.create_session(
             self._resources(),
             root=self.root,
@@ -362,6 +365,7 @@ class Launcher:
             environment_id="local",
             title=" ".join(cmd)[:200],
             status="idle",
+            **owner,
         )
 
     def _make_scratch(self) -> None:
@@ -654,6 +658,8 @@ class Launcher:
         # Orphans of CMD come to us, so that none outlives the session (see _stop_leftovers).
         _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1)
         try:
+            if not self.launch.url:
+                reap_sessions(self.store)
             self._choose_root()
             self.session = self._create_session()
             log.info("session %s, root %s (%s)", self.session.id, self.root,
@@ -672,6 +678,69 @@ class Launcher:
                 self.store.close()
                 for s, h in previous.items():
                     signal.signal(s, h)
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Field 22; the command name (field 2) may hold spaces and parentheses.
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def _process_identity(pid: int) -> dict[str, Any]:
+    """What tells this process apart from any other, even after its pid is reused."""
+    return {"host": socket.gethostname(), "boot_id": _boot_id(), "pid": pid,
+            "start": _start_ticks(pid)}
+
+
+def _gone(owner: dict[str, Any]) -> bool:
+    """Is the process ``owner`` (a :func:`_process_identity`) known to have ended? A process
+    of another host is never known to have ended."""
+    if owner.get("host") != socket.gethostname():
+        return False
+    if owner.get("boot_id") != _boot_id():
+        return True  # this host rebooted since
+    pid = owner.get("pid")
+    return not isinstance(pid, int) or _start_ticks(pid) != owner.get("start")
+
+
+def reap_sessions(store: Store) -> list[str]:
+    """End the sessions whose local launcher died without ending them (``kill -9``, a crash,
+    a reboot): each gets a ``session.error`` event and the ``terminated`` status. Its mounts
+    went with the launcher already (each daemon gets SIGTERM when its launcher dies).
+
+    :returns: the ids of the sessions ended.
+    """
+    ended = []
+    for sid, owner in store.launched_sessions():
+        if not _gone(owner):
+            continue
+        message = f"the launcher of this session (pid {owner.get('pid')}) ended without it"
+        try:
+            store.add_events(sid, [{
+                "type": "session.error",
+                "error": {"type": "unknown_error", "message": message,
+                          "retry_status": "terminal"},
+            }])
+            store.set_session_status(sid, "terminated")
+        except MemfsError as e:  # deleted meanwhile, say: nothing to end
+            log.info("could not end session %s: %s", sid, e)
+            continue
+        log.warning("ended session %s: %s", sid, message)
+        ended.append(sid)
+    return ended
 
 
 def run(launch: Launch) -> int:

@@ -596,6 +596,18 @@ def m004_memory_count(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations()
+def m005_session_launcher(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- sessions.launcher: JSON naming the local `memfs run` process that owns the session
+        -- ({host, boot_id, pid, start}), so that a session whose launcher was killed can be
+        -- found and ended; NULL for sessions created through the API.
+        ALTER TABLE sessions ADD COLUMN launcher TEXT;
+        """
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # row -> model
 
@@ -1636,6 +1648,7 @@ class Store:
         metadata: dict[str, str] | None = None,
         title: str | None = None,
         status: str = "idle",
+        launcher: dict[str, Any] | None = None,
     ) -> Session:
         """Create a session with memory stores attached (SPEC §3, API.md §4.2).
 
@@ -1644,6 +1657,8 @@ class Store:
         not archived, no store twice, ``access`` read_write (default) or read_only,
         instructions of at most ``max_instructions_chars``. ``name`` and ``description`` are
         snapshotted; ``mount_path`` is ``root/<slug>`` with ``-2``, ``-3``… on collisions.
+        ``launcher`` identifies the local process that owns the session (opaque here; the
+        launcher uses it to end sessions whose launcher died).
 
         :raises InvalidRequest, LimitExceeded, StoreArchived, NotFound:
         """
@@ -1708,7 +1723,8 @@ class Store:
                      store.description, f"{root}/{slug}")
                 )
             c.execute(
-                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO sessions (id, status, agent, environment_id, metadata, title, "
+                "created_at, updated_at, launcher) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     status,
@@ -1718,6 +1734,7 @@ class Store:
                     title,
                     now,
                     now,
+                    json.dumps(launcher) if launcher is not None else None,
                 ),
             )
             c.executemany("INSERT INTO session_resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -1854,6 +1871,15 @@ class Store:
                 )
                 self._insert_event(c, session_id, None, {"type": event_type, **extra})
         return self.get_session(session_id)
+
+    def launched_sessions(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(session_id, launcher)`` of every session not terminated that a local launcher
+        owns (see :meth:`create_session`'s ``launcher``)."""
+        rows = self._all(
+            "SELECT id, launcher FROM sessions WHERE launcher IS NOT NULL "
+            "AND status != 'terminated' ORDER BY id"
+        )
+        return [(r["id"], json.loads(r["launcher"])) for r in rows]
 
     def update_session(
         self, session_id: str, *, metadata: Any = UNSET, title: Any = UNSET

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from memfs.models import Actor
+from memfs.session import _start_ticks
 from memfs.store import Store
 
 from .conftest import retry
@@ -348,6 +350,47 @@ def test_stopped_session_cleans_up(
     assert_ended(store, r.sid, root, tmp_path)
     assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
     assert processes_with(r.sid) == []
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
+    isolation: str, launch: Callable[..., Run], store: Store, db: Path, tmp_path: Path,
+) -> None:
+    """kill -9 of `memfs run` itself: its daemons unmount (they get SIGTERM when it dies) and
+    CMD gets SIGHUP; the session, left running, is ended by the next `memfs session reap` (or
+    `memfs run`), with a session.error event, while a live session is left alone."""
+    needs_root(isolation)
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    r = launch(["--store", notes, "--root", str(root), "--isolation", isolation], WAIT_SCRIPT,
+               env={"ROOT": str(root)})
+    r.wait_file("ready")
+    sid = r.sid
+    cmd_pid = int((tmp_path / "cmd.pid").read_text())
+    r.proc.kill()
+    r.wait()
+    retry(lambda: not daemons_of(sid) and not processes_with(sid), SESSION_DEADLINE)
+    retry(lambda: not mounts_under(root), SESSION_DEADLINE)
+    retry(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
+    assert store.get_session(sid).status == "running"
+    assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
+
+    live = store.create_session([], launcher={"host": socket.gethostname(), "pid": os.getpid(),
+                                              "boot_id": Path("/proc/sys/kernel/random/boot_id")
+                                              .read_text().strip(),
+                                              "start": _start_ticks(os.getpid())})
+    env = {**os.environ, "MEMFS_DB": str(db)}
+    out = subprocess.run([*MEMFS, "session", "reap"], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"ended {sid}"
+    assert store.get_session(sid).status == "terminated"
+    errors_ = [e.body for e in store.list_events(sid, types=["session.error"]).data]
+    assert len(errors_) == 1 and "ended without it" in errors_[0]["error"]["message"]
+    assert store.get_session(live.id).status == "idle"
+    again = subprocess.run([*MEMFS, "session", "reap"], env=env, capture_output=True,
+                           text=True, timeout=30)
+    assert again.stdout.strip() == "no stale sessions"
 
 
 def test_command_ignoring_sigterm_is_killed(

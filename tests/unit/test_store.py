@@ -1220,3 +1220,12 @@ def test_memory_count_follows_every_kind_of_write(store):
     store.delete_store(s.id)
     other = store.create_store("other")
     assert store.count_memories(other.id) == 0
+
+
+def test_launched_sessions_are_those_a_local_launcher_owns_and_not_ended(store):
+    owner = {"host": "h", "boot_id": "b", "pid": 1, "start": 2}
+    mine = store.create_session([], launcher=owner)
+    store.create_session([])  # through the API: no launcher
+    ended = store.create_session([], launcher=owner)
+    store.set_session_status(ended.id, "terminated")
+    assert store.launched_sessions() == [(mine.id, owner)]
