@@ -357,7 +357,12 @@ class Launcher:
     def _create_session(self) -> Session:
         cmd = self.launch.command
         # Only a local session records its launcher: a server's sessions outlive this host.
-        owner = {} if self.launch.url else {"launcher": _process_identity(os.getpid())}
+        owner: dict[str, Any] = {}
+        if not self.launch.url:
+            launcher = _process_identity(os.getpid())
+            if self._root_created and not self.namespace:
+                launcher["scratch"] = self.root  # ours to delete if we die (reap_sessions)
+            owner["launcher"] = launcher
         return self.store.create_session(
             self._resources(),
             root=self.root,
@@ -666,7 +671,8 @@ class Launcher:
                      "private namespace" if self.namespace else "scratch directory")
             self._make_scratch()
             # After the scratch, so that a root over $TMPDIR (--root /tmp) cannot hide it.
-            self.state_dir = Path(tempfile.mkdtemp(prefix="memfs-session-"))
+            self.state_dir = _state_dir(self.session.id)
+            self.state_dir.mkdir(mode=0o700)  # never an existing path (or a planted link)
             self._start_mounts()
             if self._stop_signal is not None:
                 return 128 + self._stop_signal
@@ -716,10 +722,30 @@ def _gone(owner: dict[str, Any]) -> bool:
     return not isinstance(pid, int) or _start_ticks(pid) != owner.get("start")
 
 
+def _state_dir(session_id: str) -> Path:
+    """Where a session's launcher keeps its prompt file and the mounts' logs."""
+    return Path(tempfile.gettempdir()) / f"memfs-session-{session_id}"
+
+
+def _remove_left_behind(session_id: str, owner: dict[str, Any]) -> None:
+    """Delete the state directory and the private scratch root of a dead launcher, unless
+    something is still mounted below them."""
+    points = _mount_points()
+    for path in (str(_state_dir(session_id)), owner.get("scratch")):
+        if not isinstance(path, str) or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        if any(p == path or p.startswith(path + "/") for p in points):
+            log.warning("not deleting %s: something is still mounted below it", path)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def reap_sessions(store: Store) -> list[str]:
     """End the sessions whose local launcher died without ending them (``kill -9``, a crash,
-    a reboot): each gets a ``session.error`` event and the ``terminated`` status. Its mounts
-    went with the launcher already (each daemon gets SIGTERM when its launcher dies).
+    a reboot): each gets a ``session.error`` event and the ``terminated`` status, and what the
+    launcher would have deleted (its state directory, a private scratch root it made) is
+    deleted. Its mounts went with the launcher already (each daemon gets SIGTERM when its
+    launcher dies).
 
     :returns: the ids of the sessions ended.
     """
@@ -739,6 +765,7 @@ def reap_sessions(store: Store) -> list[str]:
             log.info("could not end session %s: %s", sid, e)
             continue
         log.warning("ended session %s: %s", sid, message)
+        _remove_left_behind(sid, owner)
         ended.append(sid)
     return ended
 

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -361,11 +362,20 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
     `memfs run`), with a session.error event, while a live session is left alone."""
     needs_root(isolation)
     notes = store.create_store("Notes").id
-    root = tmp_path / "root"
-    r = launch(["--store", notes, "--root", str(root), "--isolation", isolation], WAIT_SCRIPT,
-               env={"ROOT": str(root)})
+    # Without a namespace, the launcher's own private root (no --root): it is scratch the
+    # launcher made, so reaping deletes it.
+    root_args = ["--root", str(tmp_path / "root")] if isolation == "namespace" else []
+    script = r"""
+    mnt=$(sed -n 's/^- Mount path: //p' "$MEMFS_SYSTEM_PROMPT_FILE")
+    echo scratch > "$(dirname "$mnt")/scratch.txt"
+    echo hi > "$mnt/hello.md"
+    : > "$T/ready"
+    exec sleep 60
+    """
+    r = launch(["--store", notes, *root_args, "--isolation", isolation], script)
     r.wait_file("ready")
     sid = r.sid
+    root = Path(store.get_session(sid).resources[0].mount_path).parent
     cmd_pid = int((tmp_path / "cmd.pid").read_text())
     r.proc.kill()
     r.wait()
@@ -374,6 +384,8 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
     retry(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
     assert store.get_session(sid).status == "running"
     assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
+    if isolation == "none":
+        assert (root / "scratch.txt").exists()  # the dead launcher could not delete it
 
     live = store.create_session([], launcher={"host": socket.gethostname(), "pid": os.getpid(),
                                               "boot_id": Path("/proc/sys/kernel/random/boot_id")
@@ -384,6 +396,10 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
                          text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"ended {sid}"
+    # What the launcher would have deleted is gone: its state, and a scratch root it made.
+    assert not (Path(tempfile.gettempdir()) / f"memfs-session-{sid}").exists()
+    if isolation == "none":
+        assert not root.exists()
     assert store.get_session(sid).status == "terminated"
     errors_ = [e.body for e in store.list_events(sid, types=["session.error"]).data]
     assert len(errors_) == 1 and "ended without it" in errors_[0]["error"]["message"]
