@@ -307,7 +307,7 @@ class Launcher:
         if self.root == "/":
             raise LaunchError("the session root cannot be /")
         db, real_root = self._db_file(), os.path.realpath(self.root)
-        if db and (db == real_root or db.startswith(real_root + "/")):
+        if db and _at_or_below(db, real_root):
             # A tmpfs over it would hide it; a scratch clean-up would delete it.
             raise LaunchError(f"the database {db} is inside the session root {self.root}")
         if not self.namespace and os.path.isdir(self.root) and os.listdir(self.root):
@@ -621,7 +621,7 @@ class Launcher:
             _unmount(self.root)
         elif os.path.isdir(self.root):
             points = _mount_points()
-            below = [p for p in points if p == self.root or p.startswith(self.root + "/")]
+            below = [p for p in points if _at_or_below(p, self.root)]
             if below:
                 log.error("not deleting %s: %s is still mounted", self.root, below[0])
             elif self._root_created:
@@ -722,6 +722,11 @@ def _gone(owner: dict[str, Any]) -> bool:
     return not isinstance(pid, int) or _start_ticks(pid) != owner.get("start")
 
 
+def _at_or_below(path: str, top: str) -> bool:
+    """Is ``path`` the directory ``top`` or inside it (by path, not by prefix string)?"""
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
 def _state_dir(session_id: str) -> Path:
     """Where a session's launcher keeps its prompt file and the mounts' logs."""
     return Path(tempfile.gettempdir()) / f"memfs-session-{session_id}"
@@ -734,7 +739,7 @@ def _remove_left_behind(session_id: str, owner: dict[str, Any]) -> None:
     for path in (str(_state_dir(session_id)), owner.get("scratch")):
         if not isinstance(path, str) or not os.path.isdir(path) or os.path.islink(path):
             continue
-        if any(p == path or p.startswith(path + "/") for p in points):
+        if any(_at_or_below(p, path) for p in points):
             log.warning("not deleting %s: something is still mounted below it", path)
             continue
         shutil.rmtree(path, ignore_errors=True)
