@@ -115,6 +115,8 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.Unauthorized, 401, "authentication_error", None),
     (errors.ReadOnly, 403, "permission_error", "read_only"),
     (errors.Busy, 503, "overloaded_error", None),
+    (errors.StorageFull, 507, "api_error", "storage_full"),
+    (errors.StorageError, 503, "api_error", "storage_error"),
     (BaseException, 500, "api_error", None),
 ]
 
@@ -769,15 +771,22 @@ async def check_can_create(c: Call) -> Any:
     return {"ok": True}
 
 
+def _with_seq(m: Memory) -> dict[str, Any]:
+    """A memory written through a path extension, with the change-feed position of the write
+    (``memfs_seq``): a remote mount orders the states it sees by it."""
+    return {**m.to_dict(), "memfs_seq": m.seq}
+
+
 async def write_path(c: Call) -> Any:
     b = c.body
-    return await c.run(c.store.write_path, c.p["memory_store_id"], b["path"], b["content"],
-                       actor=await _writer(c))
+    m = await c.run(c.store.write_path, c.p["memory_store_id"], b["path"], b["content"],
+                    actor=await _writer(c), events=b.get("events"))
+    return _with_seq(m)
 
 
 async def delete_path(c: Call) -> Any:
     return await c.run(c.store.delete_path, c.p["memory_store_id"], c.body["path"],
-                       actor=await _writer(c))
+                       actor=await _writer(c), events=c.body.get("events"))
 
 
 async def rename_path(c: Call) -> Any:
@@ -785,15 +794,17 @@ async def rename_path(c: Call) -> Any:
     replace = b.get("replace", True)
     if not isinstance(replace, bool):
         raise errors.InvalidRequest("replace must be true or false")
-    return await c.run(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
-                       b["new_path"], actor=await _writer(c), replace=replace)
+    m = await c.run(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
+                    b["new_path"], actor=await _writer(c), replace=replace,
+                    events=b.get("events"))
+    return _with_seq(m)
 
 
 async def rename_prefix(c: Call) -> Any:
     b = c.body
     moved = await c.run(c.store.rename_prefix, c.p["memory_store_id"], b["old_prefix"],
-                        b["new_prefix"], actor=await _writer(c))
-    return {"data": [m.to_dict() for m in moved]}
+                        b["new_prefix"], actor=await _writer(c), events=b.get("events"))
+    return {"data": [_with_seq(m) for m in moved]}
 
 
 async def record_store_events(c: Call) -> Any:

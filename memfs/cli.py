@@ -33,6 +33,7 @@ EXIT_CODES: list[tuple[type[errors.MemfsError], int]] = [
     (errors.InvalidRequest, 5),
     (errors.ReadOnly, 6),
     (errors.Busy, 7),
+    (errors.StorageError, 8),
     (errors.MemfsError, 1),
 ]
 

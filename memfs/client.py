@@ -54,6 +54,7 @@ from .models import (
     Page,
     Session,
     SessionResource,
+    complete_tool_results,
 )
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,10 @@ def error_from_response(status: int, body: Any) -> errors.MemfsError:
         return errors.ReadOnly(message)
     if 400 <= status < 500 and status not in (408, 429):
         return ERROR_CODES.get(code or "", errors.InvalidRequest)(message)
+    if code == "storage_full":
+        return errors.StorageFull(message)
+    if code == "storage_error":
+        return errors.StorageError(message)
     if status in (429, 503, 529) or type_ == "overloaded_error":
         return errors.Busy(message)
     return errors.MemfsError(f"server error (HTTP {status}): {message}")
@@ -157,7 +162,7 @@ def _store(d: dict[str, Any]) -> MemoryStore:
 
 
 def _memory(d: dict[str, Any]) -> Memory:
-    return _fields(Memory, d)
+    return _fields(Memory, d, seq=int(d.get("memfs_seq") or 0))
 
 
 def _item(d: dict[str, Any]) -> Memory | MemoryPrefix:
@@ -397,38 +402,49 @@ class _Ops:
 
     def write_path(
         self, store_id: str, path: str | bytes, content: str | bytes, *,
-        actor: Actor | None = None,
+        actor: Actor | None = None, events: list[dict[str, Any]] | None = None,
     ) -> Op[Memory]:
         """Create the memory at ``path`` or replace its content (no version when equal): one
-        server transaction (memfs extension)."""
-        d = yield Request("POST", _ms(store_id) + "/memfs/write", json={
-            "path": _text(path, "path"), "content": _text(content, "content")})
-        return _memory(d)
+        server transaction (memfs extension), which records ``events`` too."""
+        d = yield Request("POST", _ms(store_id) + "/memfs/write", json=_body(
+            path=_text(path, "path"), content=_text(content, "content"), events=events))
+        m = _memory(d)
+        complete_tool_results(events, m.id, m.memory_version_id)
+        return m
 
-    def delete_path(self, store_id: str, path: str, *, actor: Actor | None = None) -> Op[Memory]:
+    def delete_path(
+        self, store_id: str, path: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Op[Memory]:
         """Delete the memory at ``path``; returns it as it was (basic view)."""
         d = yield Request("POST", _ms(store_id) + "/memfs/delete",
-                          json={"path": _text(path, "path")})
-        return _memory(d)
+                          json=_body(path=_text(path, "path"), events=events))
+        m = _memory(d)
+        complete_tool_results(events, m.id)
+        return m
 
     def rename_path(
         self, store_id: str, old: str | bytes, new: str | bytes, *,
         actor: Actor | None = None, replace: bool = True,
+        events: list[dict[str, Any]] | None = None,
     ) -> Op[Memory]:
-        """Rename the memory at ``old``; with ``replace`` a memory at ``new`` is deleted in the
+        """Rename the memory at ``old``; with ``replace`` a memory at ``new`` is replaced in the
         same server transaction (POSIX rename), else that is a PathConflict."""
-        d = yield Request("POST", _ms(store_id) + "/memfs/rename", json={
-            "old_path": _text(old, "path"), "new_path": _text(new, "path"),
-            "replace": replace})
-        return _memory(d)
+        d = yield Request("POST", _ms(store_id) + "/memfs/rename", json=_body(
+            old_path=_text(old, "path"), new_path=_text(new, "path"), replace=replace,
+            events=events))
+        m = _memory(d)
+        complete_tool_results(events, m.id, m.memory_version_id)
+        return m
 
     def rename_prefix(
         self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
     ) -> Op[list[Memory]]:
         """Move every memory below ``old_prefix`` to ``new_prefix`` in one server transaction
         (a directory rename); returns the moved memories."""
-        d = yield Request("POST", _ms(store_id) + "/memfs/rename_prefix",
-                          json={"old_prefix": old_prefix, "new_prefix": new_prefix})
+        d = yield Request("POST", _ms(store_id) + "/memfs/rename_prefix", json=_body(
+            old_prefix=old_prefix, new_prefix=new_prefix, events=events))
         return [_memory(x) for x in d.get("data") or []]
 
     def tree(self, store_id: str) -> Op[list[Memory]]:

@@ -23,7 +23,10 @@ an exit code. They never re-check a rule themselves.
     │   └── PreconditionFailed   the content hash does not match
     ├── ReadOnly                 a write through a read-only attachment
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
-    └── Busy                     the database stayed locked past every retry
+    ├── Busy                     the database stayed locked past every retry
+    └── StorageError             the database cannot be written or read (EIO, HTTP 503)
+        ├── StorageFull          the disk under the database is full (ENOSPC)
+        └── DatabaseGone         the database file was deleted or replaced while in use
 """
 
 from __future__ import annotations
@@ -104,3 +107,15 @@ class Unauthorized(MemfsError):
 
 class Busy(MemfsError):
     """The database stayed locked by other writers for longer than we wait."""
+
+
+class StorageError(MemfsError):
+    """The database failed (an I/O error, a damaged file); nothing was changed."""
+
+
+class StorageFull(StorageError):
+    """No space is left for the database; nothing was changed."""
+
+
+class DatabaseGone(StorageError):
+    """The database file was deleted, renamed over or overwritten while in use."""

@@ -88,6 +88,9 @@ class Memory:
     memory_version_id: str
     created_at: str
     updated_at: str
+    #: The change-feed position of the write that returned this state (0 when read): what a
+    #: mount orders states by, never the wall clock. Not part of the wire shape.
+    seq: int = field(default=0, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -256,3 +259,17 @@ class Page(Generic[T]):
             "data": [item.to_dict() for item in self.data],  # type: ignore[attr-defined]
             "next_page": self.next_page,
         }
+
+
+def complete_tool_results(
+    events: list[dict[str, Any]] | None, memory_id: str | None,
+    version_id: str | None = None,
+) -> None:
+    """Name the memory (and version) an operation produced in its successful
+    ``agent.tool_result`` events (SPEC §4), in place."""
+    for e in events or ():
+        if e.get("type") == "agent.tool_result" and not e.get("is_error"):
+            if memory_id is not None:
+                e["memory_id"] = memory_id
+            if version_id is not None:
+                e["memory_version_id"] = version_id

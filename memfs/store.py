@@ -10,8 +10,9 @@ transaction: the write lock is taken *before* anything is read, so a check such 
 2,000 memories" and the insert that relies on it cannot interleave with another writer's.
 (A deferred ``BEGIN`` that later upgrades to a write fails at once with SQLITE_BUSY when another
 writer committed in between; see https://sqlite.org/lang_transaction.html.) A writer that finds
-the lock taken waits (``busy_timeout``) and retries with backoff, so "database is locked" never
-reaches a user; only after :data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy`.
+the lock taken sleeps and retries with backoff, holding no lock of ours meanwhile, so "database
+is locked" never reaches a user and nothing else in the process waits behind it; only after
+:data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy` (:mod:`memfs.database`).
 
 Known limitations:
 - Version retention is enforced when a memory is written and by :meth:`Store.prune_versions`;
@@ -27,15 +28,14 @@ import hashlib
 import json
 import logging
 import os
-import random
 import re
 import secrets
 import sqlite3
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,8 +45,8 @@ import sqlite_utils
 import xxhash
 from sqlite_utils.migrations import Migrations
 
+from .database import Database
 from .errors import (
-    Busy,
     ContentTooLarge,
     InvalidContent,
     InvalidCursor,
@@ -72,13 +72,12 @@ from .models import (
     Page,
     Session,
     SessionResource,
+    complete_tool_results,
 )
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Seconds a writer keeps retrying a locked database before it raises :class:`Busy`.
-WRITE_PATIENCE = 60.0
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: A memory's columns without its content (``view=basic``), so the content is never read.
@@ -697,7 +696,8 @@ def default_db_path() -> Path:
 
 
 class Store:
-    """A memfs database. Thread-safe: one connection, used under a lock.
+    """A memfs database. Thread-safe: writes go through one writer connection, reads through a
+    connection per thread that never waits on the writer (:class:`memfs.database.Database`).
 
     :param path: the database file (created with its directory if missing); default
         :func:`default_db_path`. ``":memory:"`` works for tests that use one process.
@@ -719,36 +719,27 @@ class Store:
         self.path = str(default_db_path() if path is None else path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: autocommit; we issue BEGIN IMMEDIATE ourselves. timeout is
-        # SQLite's busy_timeout: SQLite itself waits that long for a lock instead of failing at
-        # once; _retry keeps trying after it, up to WRITE_PATIENCE.
-        conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-        )
-        conn.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
-        self.conn = conn
-        self.db = sqlite_utils.Database(conn)
         # Small pages for a new database (an existing one keeps its own): a commit appends
         # every page it dirtied to the WAL, and a memory write dirties about ten b-tree pages
         # (tables and indexes) for a few kB of data. 1 KiB pages made creates 25% and deletes
         # 20% faster than 4 KiB ones (2,000 memories of 2 kB, synchronous=NORMAL).
-        conn.execute("PRAGMA page_size = 1024")
-        self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         # FULL (the default): a commit is on disk (WAL fsynced) before it returns, so an
         # acknowledged write survives a power cut as well as a killed process. NORMAL (what a
         # mount uses for close(), with sync() on fsync()): a commit survives a killed process
         # or daemon at once, and a power cut from the next sync() or checkpoint on; see
         # https://sqlite.org/pragma.html#pragma_synchronous and https://sqlite.org/wal.html.
-        if synchronous not in ("FULL", "NORMAL"):
-            raise ValueError("synchronous must be FULL or NORMAL")
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        if checkpoint_pages is not None:
-            # A checkpoint is where a NORMAL connection fsyncs: a longer WAL between them
-            # makes small commits cheaper (https://sqlite.org/wal.html#ckpt).
-            conn.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint_pages)}")
-        conn.execute("PRAGMA foreign_keys = OFF")
-        self._retry(self._migrate)
+        self.database = Database(
+            self.path, synchronous=synchronous, checkpoint_pages=checkpoint_pages,
+            page_size=1024,
+        )
+        #: The writer connection, and sqlite-utils over it (migrations, tests).
+        self.conn = self.database.writer
+        self.db = sqlite_utils.Database(self.conn)
+        try:
+            self._migrate()
+        except BaseException:
+            self.database.close()
+            raise
 
     def _migrate(self) -> None:
         if migrations.pending(self.db):
@@ -758,14 +749,19 @@ class Store:
                 migrations.apply(self.db)
 
     def sync(self) -> None:
-        """Make every committed write durable on disk (fsync of the WAL through a passive
-        checkpoint). Needed only with ``synchronous="NORMAL"``."""
-        with self._lock:
-            self._retry(lambda: self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+        """Make every committed write durable on disk (fsync of the WAL and the database file,
+        whatever other connections hold). Needed only with ``synchronous="NORMAL"``.
+
+        :raises StorageError: the sync failed.
+        """
+        self.database.sync()
+
+    def check_file(self) -> None:
+        """:raises DatabaseGone: the database file was deleted or replaced while in use."""
+        self.database.check_file()
 
     def close(self) -> None:
-        with self._lock:
-            self.conn.close()
+        self.database.close()
 
     def __enter__(self) -> Store:
         return self
@@ -775,64 +771,24 @@ class Store:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _retry(self, fn: Any) -> Any:
-        deadline = time.monotonic() + WRITE_PATIENCE
-        delay = 0.005
-        while True:
-            try:
-                return fn()
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    raise
-                if time.monotonic() > deadline:
-                    raise Busy("the database stayed locked by other writers; try again") from e
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.25)
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         """One write transaction, holding the database write lock from its first statement."""
-        with self._lock:
-            self._retry(lambda: self.conn.execute("BEGIN IMMEDIATE"))
-            try:
-                yield self.conn
-                self._retry(lambda: self.conn.execute("COMMIT"))
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
+        return self.database.write()
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent snapshot for several reads."""
-        with self._lock:
-            self._retry(lambda: self.conn.execute("BEGIN"))
-            try:
-                yield self.conn
-            finally:
-                if self.conn.in_transaction:
-                    self.conn.execute("COMMIT")
+        return self.database.read()
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` outside a transaction (each statement reads a snapshot of its
         own), for a ``*_in`` helper that usually needs one statement."""
-        with self._lock:
-            result: T = self._retry(lambda: fn(self.conn, *args))
-            return result
+        return self.database.run(fn, *args)
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        with self._lock:
-            row: sqlite3.Row | None = self._retry(
-                lambda: self.conn.execute(sql, params).fetchone()
-            )
-            return row
+        return self.database.one(sql, params)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            rows: list[sqlite3.Row] = self._retry(
-                lambda: self.conn.execute(sql, params).fetchall()
-            )
-            return rows
+        return self.database.all(sql, params)
 
     def _change(
         self,
@@ -842,12 +798,14 @@ class Store:
         memory_id: str | None = None,
         path: str | None = None,
         old_path: str | None = None,
-    ) -> None:
-        conn.execute(
+    ) -> int:
+        """Append to the store's change feed; returns the change's sequence number."""
+        cur = conn.execute(
             "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (store_id, op, memory_id, path, old_path, _now()),
         )
+        return int(cur.lastrowid or 0)
 
     # -- memory stores -----------------------------------------------------------------------
 
@@ -1156,8 +1114,8 @@ class Store:
             "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (mid, store_id, path, text, sha, len(data), vid, now, now),
         )
-        self._change(c, store_id, "put", mid, path)
-        return Memory(mid, store_id, path, text, sha, len(data), vid, now, now)
+        seq = self._change(c, store_id, "put", mid, path)
+        return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, seq=seq)
 
     def _memory_in(
         self, c: sqlite3.Connection, store_id: str, column: str, value: str
@@ -1255,10 +1213,10 @@ class Store:
             (target, text, sha, size, vid, now, memory_id),
         )
         old = row["path"] if target != row["path"] else None
-        self._change(c, store_id, "put", memory_id, target, old)
+        seq = self._change(c, store_id, "put", memory_id, target, old)
         self._prune_memory(c, memory_id)
         return Memory(
-            memory_id, store_id, target, text, sha, size, vid, row["created_at"], now
+            memory_id, store_id, target, text, sha, size, vid, row["created_at"], now, seq=seq
         )
 
     def _make_room(
@@ -1313,35 +1271,62 @@ class Store:
     # -- path operations (the filesystem's view) ---------------------------------------------
 
     def write_path(self, store_id: str, path: str | bytes, content: str | bytes, *,
-                   actor: Actor | None) -> Memory:
+                   actor: Actor | None, events: list[dict[str, Any]] | None = None) -> Memory:
         """Create the memory at ``path``, or change its content: what a file's last close
         means. Returns the memory (unchanged, with no new version, if the content is equal).
         One transaction, so a racing writer of the same path cannot slip in between the
         look-up and the write.
 
+        :param events: the tool events that report this write (SPEC §4), recorded in the same
+            transaction (:meth:`_tool_events_in`): a version and its event exist together
+            or not at all.
         :raises InvalidPath, InvalidContent, ContentTooLarge, StoreArchived, LimitExceeded,
             PathConflict, NotFound:
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
+        _check_tool_events(events)
         with self._write() as c:
             # No store look-up here: _create_in checks the store, and a memory implies it.
             row = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
             ).fetchone()
             if row is None:
-                return self._create_in(c, store_id, path, text, data, actor)
-            return self._modify_in(c, row, (text, data), None, False, actor)
+                m = self._create_in(c, store_id, path, text, data, actor)
+            else:
+                m = self._modify_in(c, row, (text, data), None, False, actor)
+            self._tool_events_in(c, store_id, actor, events, m.id, m.memory_version_id)
+            return m
 
-    def delete_path(self, store_id: str, path: str, *, actor: Actor | None) -> Memory:
-        """Delete the memory at ``path`` (``unlink``); returns it as it was.
+    def _tool_events_in(
+        self, c: sqlite3.Connection, store_id: str, actor: Actor | None,
+        events: list[dict[str, Any]] | None, memory_id: str | None = None,
+        version_id: str | None = None,
+    ) -> None:
+        """Record the tool events of a path operation inside its transaction. Each successful
+        ``agent.tool_result`` is completed in place with the memory (and version) the operation
+        produced, so the caller can log the very objects that were stored. The session is the
+        actor's when it is a session, else the events belong to the store alone."""
+        if not events:
+            return
+        complete_tool_results(events, memory_id, version_id)
+        session_id = actor.id if actor is not None and actor.type == "session_actor" else None
+        for e in events:
+            self._insert_event(c, session_id, store_id, e)
+
+    def delete_path(self, store_id: str, path: str, *, actor: Actor | None,
+                    events: list[dict[str, Any]] | None = None) -> Memory:
+        """Delete the memory at ``path`` (``unlink``); returns it as it was. ``events`` are
+        recorded in the same transaction (see :meth:`write_path`).
 
         :raises NotFound:
         """
         path = validate_path(path, self.limits)
+        _check_tool_events(events)
         with self._write() as c:
             row = self._memory_in(c, store_id, "path", path)
             self._delete_row(c, row, actor, _now())
+            self._tool_events_in(c, store_id, actor, events, row["id"])
         return _memory(row, False)
 
     def rename_path(
@@ -1352,20 +1337,25 @@ class Store:
         *,
         actor: Actor | None,
         replace: bool = True,
+        events: list[dict[str, Any]] | None = None,
     ) -> Memory:
         """Rename the memory at ``old`` to ``new`` (same id, a ``modified`` version). With
         ``replace`` a memory at ``new`` is deleted in the same transaction (POSIX rename);
-        without it, that is a PathConflict (``RENAME_NOREPLACE``).
+        without it, that is a PathConflict (``RENAME_NOREPLACE``). ``events`` are recorded in
+        the same transaction (see :meth:`write_path`).
 
         :raises NotFound, PathConflict, StoreArchived, InvalidPath:
         """
         old = validate_path(old, self.limits)
         new = validate_path(new, self.limits)
+        _check_tool_events(events)
         # One transaction: the memory found at ``old`` is the one moved, even if another
         # writer renames or replaces it at the same moment.
         with self._write() as c:
             row = self._memory_in(c, store_id, "path", old)
-            return self._modify_in(c, row, None, new, replace, actor)
+            m = self._modify_in(c, row, None, new, replace, actor)
+            self._tool_events_in(c, store_id, actor, events, m.id, m.memory_version_id)
+            return m
 
     def rename_prefix(
         self,
@@ -1374,15 +1364,18 @@ class Store:
         new_prefix: str,
         *,
         actor: Actor | None,
+        events: list[dict[str, Any]] | None = None,
     ) -> list[Memory]:
         """Move every memory below ``old_prefix`` (``/a/``) to ``new_prefix`` (``/b/``) in one
         transaction: a directory rename. Each moved memory gets one ``modified`` version.
+        ``events`` are recorded in the same transaction (see :meth:`write_path`).
 
         :raises PathConflict: a destination path is blocked by a memory outside the move.
         :raises InvalidPath: a destination path breaks the path rules.
         """
         old_prefix = validate_prefix(old_prefix, self.limits)
         new_prefix = validate_prefix(new_prefix, self.limits)
+        _check_tool_events(events)
         if old_prefix == "/" or new_prefix.startswith(old_prefix):
             raise InvalidRequest(f"cannot move {old_prefix} into itself")
         with self._write() as c:
@@ -1412,12 +1405,13 @@ class Store:
                     "UPDATE memories SET path = ?, version_id = ?, updated_at = ? WHERE id = ?",
                     (target, vid, now, row["id"]),
                 )
-                self._change(c, store_id, "put", row["id"], target, row["path"])
+                seq = self._change(c, store_id, "put", row["id"], target, row["path"])
                 self._prune_memory(c, row["id"])
                 result.append(
                     Memory(row["id"], store_id, target, None, sha, size, vid, row["created_at"],
-                           now)
+                           now, seq=seq)
                 )
+            self._tool_events_in(c, store_id, actor, events)
         return result
 
     def tree(self, store_id: str) -> list[Memory]:
@@ -2303,15 +2297,7 @@ class Store:
         """
         if not isinstance(events, list) or not events:
             raise InvalidRequest("events must be a non-empty list")
-        for e in events:
-            if not isinstance(e, dict) or e.get("type") not in TOOL_EVENT_TYPES:
-                kind = e.get("type") if isinstance(e, dict) else e
-                raise InvalidRequest(
-                    f"a mount records only {' and '.join(TOOL_EVENT_TYPES)} events, not {kind!r}"
-                )
-            if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
-                raise InvalidRequest("every tool event needs its 'sevt_' id")
-            parse_time(e.get("processed_at") or "")
+        _check_tool_events(events)
         if session_id is not None:
             session = self.get_session(session_id)
             if store_id is not None and store_id not in {
@@ -2341,6 +2327,23 @@ class Store:
     def integrity_check(self) -> str:
         row = self._one("PRAGMA integrity_check")
         return str(row[0]) if row else "no answer"
+
+
+def _check_tool_events(events: Any) -> None:
+    """:raises InvalidRequest: ``events`` is not a list of tool events with their ids."""
+    if events is None:
+        return
+    if not isinstance(events, list):
+        raise InvalidRequest("events must be a list")
+    for e in events:
+        if not isinstance(e, dict) or e.get("type") not in TOOL_EVENT_TYPES:
+            kind = e.get("type") if isinstance(e, dict) else e
+            raise InvalidRequest(
+                f"a mount records only {' and '.join(TOOL_EVENT_TYPES)} events, not {kind!r}"
+            )
+        if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
+            raise InvalidRequest("every tool event needs its 'sevt_' id")
+        parse_time(e.get("processed_at") or "")
 
 
 def _check_sha256_arg(value: Any, what: str) -> None:

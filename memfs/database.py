@@ -1,0 +1,375 @@
+"""The SQLite database under a :class:`~memfs.store.Store`: connections, transactions, durability.
+
+One writer and many readers, after datasette's ``database.py``:
+
+* **One writer connection**, used for every write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``).
+  Its busy timeout is zero: when another process holds SQLite's write lock, ``BEGIN IMMEDIATE``
+  fails at once and :meth:`Database.write` sleeps and retries *without holding any lock of
+  ours*, so nothing else in this process ever waits behind a writer that is waiting.
+* **Reader connections**, one per thread, which never wait on the writer: in WAL mode a reader
+  sees the last committed snapshot while another connection writes
+  (https://sqlite.org/wal.html#concurrency).
+* **Durable sync**: :meth:`Database.sync` fsyncs the WAL and the database file themselves,
+  so everything committed so far survives a power cut, whatever other connections are doing (a
+  PASSIVE checkpoint, used before, syncs nothing while a reader holds an old snapshot).
+* **Identity**: the database carries a random id in its header (``PRAGMA user_version``).
+  Before and after every write the file at :attr:`Database.path` is checked to still be this
+  database, so a database deleted, renamed over or overwritten under a running process is
+  noticed (:class:`~memfs.errors.DatabaseGone`) instead of swallowing writes that nobody will
+  ever read (https://sqlite.org/howtocorrupt.html §1.3, §2.4).
+* **Errors**: SQLite's failures become memfs errors a caller can map: a full disk is
+  :class:`~memfs.errors.StorageFull` (ENOSPC), an I/O error or a damaged file
+  :class:`~memfs.errors.StorageError` (EIO), a lock held past :data:`WRITE_PATIENCE`
+  :class:`~memfs.errors.Busy`.
+
+This module knows nothing of memory stores; :mod:`memfs.store` runs its rules on it. It never
+imports trio, pyfuse3 or httpx: callers on an event loop run its methods in a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from .errors import Busy, DatabaseGone, StorageError, StorageFull
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Seconds a writer keeps retrying a locked database before it raises :class:`Busy`.
+WRITE_PATIENCE = 60.0
+#: Seconds a reader lets SQLite wait for a lock (readers wait only in rare cases: WAL recovery,
+#: a checkpoint that restarts the WAL).
+READ_PATIENCE = 10.0
+#: Where SQLite keeps ``PRAGMA user_version`` in the database header
+#: (https://sqlite.org/fileformat.html#the_database_header).
+_USER_VERSION_OFFSET = 60
+
+
+def _is_busy(e: sqlite3.Error) -> bool:
+    text = str(e)
+    return "locked" in text or "busy" in text
+
+
+def translate(e: sqlite3.Error, path: str) -> Exception:
+    """The memfs error for an SQLite failure (the caller raises it ``from e``)."""
+    text = str(e)
+    if "full" in text:  # SQLITE_FULL: "database or disk is full"
+        return StorageFull(f"no space left for the database {path}; the write was not saved")
+    if _is_busy(e):
+        return Busy("the database stayed locked by other writers; try again")
+    return StorageError(f"database {path}: {text}")
+
+
+class Database:
+    """A memfs SQLite database file.
+
+    :param path: the file, or ``":memory:"`` (one connection shared by readers and the
+        writer, for tests in one process).
+    :param synchronous: ``FULL`` (a commit is on disk when it returns) or ``NORMAL`` (a commit
+        survives a killed process at once, and a power cut from the next :meth:`sync`).
+    :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
+    :param page_size: page size of a new database (an existing one keeps its own).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        checkpoint_pages: int | None = None,
+        page_size: int = 1024,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError("synchronous must be FULL or NORMAL")
+        self.path = path
+        self.memory = path == ":memory:"
+        self._synchronous = synchronous
+        # isolation_level=None: autocommit, we issue BEGIN ourselves. timeout=0: the writer
+        # never sleeps inside SQLite (and so inside our lock) waiting for another process.
+        self.writer = self._connect(timeout=0.0)
+        self._wlock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        #: Set once the file at :attr:`path` is no longer this database: writes are refused.
+        self.gone: str | None = None
+        self._file_id: tuple[int, int] | None = None
+        self._fd: int | None = None
+        self._identity = 0
+        self._header_confirmed = False
+        w = self.writer
+        w.execute(f"PRAGMA page_size = {int(page_size)}")
+        self._retry(lambda: w.execute("PRAGMA journal_mode = WAL"))
+        w.execute(f"PRAGMA synchronous = {synchronous}")
+        if checkpoint_pages is not None:
+            # A checkpoint is where a NORMAL connection fsyncs: a longer WAL between them makes
+            # small commits cheaper (https://sqlite.org/wal.html#ckpt).
+            w.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint_pages)}")
+        w.execute("PRAGMA foreign_keys = OFF")
+        if not self.memory:
+            self._take_identity()
+
+    def _connect(self, timeout: float) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=timeout
+            )
+        except sqlite3.Error as e:
+            raise translate(e, self.path) from e
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    # -- identity ----------------------------------------------------------------------------
+
+    def _take_identity(self) -> None:
+        """Give the database its random id (once in its life) and remember the file."""
+        ident = self.writer.execute("PRAGMA user_version").fetchone()[0]
+        if not ident:
+            with self.write() as c:
+                ident = c.execute("PRAGMA user_version").fetchone()[0]
+                if not ident:
+                    ident = random.randint(1, 2**31 - 1)
+                    c.execute(f"PRAGMA user_version = {ident}")
+            # Into the main file now, where check_file() reads it (a checkpoint that cannot
+            # finish because of a reader is done by a later one: see _header_confirmed).
+            self._retry(lambda: self.writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+        self._identity = int(ident)
+        self._file_id = self._stat()
+        self._fd = self._sqlite_fd()
+        self._header_confirmed = self._header() == self._identity
+
+    def _stat(self) -> tuple[int, int] | None:
+        """(device, inode) of the file now at :attr:`path`, None if there is none."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _sqlite_fd(self) -> int | None:
+        """SQLite's own descriptor of the database file, to read its header through.
+
+        Never open the file ourselves: closing any descriptor of a file drops every POSIX lock
+        the process holds on it, SQLite's included (https://sqlite.org/howtocorrupt.html §2.2).
+        """
+        try:
+            target = os.path.realpath(self.path)
+            for name in os.listdir("/proc/self/fd"):
+                fd = int(name)
+                try:
+                    if os.readlink(f"/proc/self/fd/{name}") != target:
+                        continue
+                    st = os.fstat(fd)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) == self._file_id:
+                    return fd
+        except OSError:
+            pass
+        return None
+
+    def _header(self) -> int | None:
+        """The database id in the header of the file SQLite has open (None: unreadable)."""
+        if self._fd is None:
+            return None
+        try:
+            raw = os.pread(self._fd, 4, _USER_VERSION_OFFSET)
+        except OSError:
+            return None
+        return int.from_bytes(raw, "big") if len(raw) == 4 else None
+
+    def check_file(self) -> None:
+        """Make sure the file at :attr:`path` is still this database.
+
+        :raises DatabaseGone: it was deleted, renamed over or overwritten (and stays so: every
+            later write is refused too).
+        """
+        if self.gone is not None:
+            raise DatabaseGone(self.gone)
+        if self.memory or self._file_id is None:
+            return
+        file_id = self._stat()
+        header = self._header() if file_id == self._file_id else None
+        why = None
+        if file_id is None:
+            why = "was deleted"
+        elif file_id != self._file_id:
+            why = "was replaced by another file"
+        elif header == self._identity:
+            self._header_confirmed = True
+        elif self._fd is not None and (self._header_confirmed or header != 0):
+            why = "was overwritten"
+        if why is not None:
+            self.gone = (
+                f"the database file {self.path} {why} while in use; writes are refused "
+                "(restart with the right database)"
+            )
+            log.error("%s", self.gone)
+            raise DatabaseGone(self.gone)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        """``fn()``, retried while SQLite reports a lock, sleeping outside any lock of ours."""
+        deadline = time.monotonic() + WRITE_PATIENCE
+        delay = 0.002
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise translate(e, self.path) from e
+                if time.monotonic() > deadline:
+                    raise Busy("the database stayed locked by other writers; try again") from e
+            except sqlite3.Error as e:
+                raise translate(e, self.path) from e
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.1)
+
+    def _begin(self) -> None:
+        """Take SQLite's write lock with ``BEGIN IMMEDIATE``, holding our writer lock only for
+        the attempt: between attempts nothing of ours is held."""
+        deadline = time.monotonic() + WRITE_PATIENCE
+        delay = 0.002
+        while True:
+            self._wlock.acquire()
+            try:
+                self.writer.execute("BEGIN IMMEDIATE")
+                return  # the lock stays ours until write() ends
+            except sqlite3.OperationalError as e:
+                self._wlock.release()
+                if not _is_busy(e):
+                    raise translate(e, self.path) from e
+                if time.monotonic() > deadline:
+                    raise Busy("the database stayed locked by other writers; try again") from e
+            except BaseException:
+                self._wlock.release()
+                raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.1)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the writer connection: committed when the block ends, rolled
+        back if it raises. The file is checked before and after (:meth:`check_file`): a commit
+        that landed in a file no longer at :attr:`path` is reported as failed.
+
+        :raises Busy, StorageFull, StorageError, DatabaseGone:
+        """
+        self.check_file()
+        self._begin()
+        try:
+            conn = self.writer
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                self._rollback()
+                raise translate(e, self.path) from e
+            except BaseException:
+                self._rollback()
+                raise
+        finally:
+            self._wlock.release()
+        self.check_file()
+
+    def _rollback(self) -> None:
+        if self.writer.in_transaction:
+            try:
+                self.writer.execute("ROLLBACK")
+            except sqlite3.Error as e:  # SQLite rolled back already (e.g. after SQLITE_FULL)
+                log.debug("rollback: %s", e)
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's reader connection (made on first use)."""
+        if self.memory:
+            return self.writer
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StorageError(f"database {self.path} is closed")
+            conn = self._connect(timeout=READ_PATIENCE)
+            conn.execute("PRAGMA query_only = 1")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        if self.memory:  # one connection: readers take the writer's lock
+            with self._wlock:
+                yield self.writer
+        else:
+            yield self.reader()
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several reads (never waits on a writer)."""
+        with self._reading() as conn:
+            self._retry(lambda: conn.execute("BEGIN"))
+            try:
+                yield conn
+            except sqlite3.Error as e:
+                raise translate(e, self.path) from e
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` on a reader outside a transaction (each statement reads a
+        snapshot of its own)."""
+        with self._reading() as conn:
+            return self._retry(lambda: fn(conn, *args))
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        with self._reading() as conn:
+            row: sqlite3.Row | None = self._retry(lambda: conn.execute(sql, params).fetchone())
+            return row
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._reading() as conn:
+            rows: list[sqlite3.Row] = self._retry(lambda: conn.execute(sql, params).fetchall())
+            return rows
+
+    # -- durability and life -----------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Put every commit made so far on disk: fsync of the WAL, the database file and their
+        directory. Works whatever other connections hold (a checkpoint would not).
+
+        :raises StorageError: an fsync failed (the data may not be on disk).
+        """
+        if self.memory:
+            return
+        for p in (self.path + "-wal", self.path, os.path.dirname(os.path.abspath(self.path))):
+            try:
+                fd = os.open(p, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise StorageError(f"cannot sync {p}: {e.strerror}") from e
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                raise StorageError(f"cannot sync {p}: {e.strerror}") from e
+            finally:
+                os.close(fd)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+        with self._wlock:
+            self.writer.close()
