@@ -766,6 +766,9 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
+    def check_file(self) -> None:
+        """Nothing to check: the server watches its own database file."""
+
     def __enter__(self) -> Client:
         return self
 

@@ -2,22 +2,26 @@
 
 :func:`mount` opens the store, builds :class:`memfs.fs.Operations` over it, mounts it with
 pyfuse3 and serves it on trio until SIGINT/SIGTERM/SIGHUP or an external ``fusermount3 -u``,
-with two background services beside ``pyfuse3.main()``: the :class:`~memfs.fs.ChangeWatcher`
-(changes made elsewhere become visible within ~0.2 s) and the
-:class:`~memfs.fs.EventFlusher` (tool events into the database in batches). Every exit path
+with the background services of :mod:`memfs.watch` beside ``pyfuse3.main()``: the
+:class:`~memfs.watch.ChangeWatcher` (changes made elsewhere become visible within ~0.2 s, and a
+database file deleted or replaced under the mount is noticed as fast), the
+:class:`~memfs.watch.EventFlusher` (tool events into the database in batches) and the
+:class:`~memfs.watch.Invalidator` (what the kernel must forget, sent at once). Every exit path
 runs ``pyfuse3.close(unmount=True)``, so the mount never outlives the daemon; a ``kill -9``
 leaves a dead mount that ``fusermount3 -uz MOUNTPOINT`` removes (every acknowledged write is
 already committed: commits happen before close/fsync return).
 
 Remote mounts (``memfs --url URL mount ...``): the same :class:`~memfs.fs.Operations` run over
-a :class:`memfs.client.Client` of a ``memfs serve`` instead of a local :class:`Store` (the
-server's store decides every rule; its errors come back as the same exceptions, hence the same
-errno), with the server's limits, acting as the session given with ``--session`` (versions are
-``session_actor``; the server checks the attachment). Instead of polling, a
-:class:`ChangeSubscriber` follows the store's change stream, which the server pushes, and
-reconnects from the last position it applied. Calls to the server block the FUSE loop for at
-most ``http_timeout`` seconds; a server that cannot be reached makes the call fail with EIO
-(logged), and a server that cannot be reached at mount time is an error before anything is
+a :class:`memfs.client.Client` of a ``memfs serve`` instead of a local :class:`Store` (both
+implement :class:`memfs.protocol.StoreAPI`; the server's store decides every rule and its
+errors come back as the same exceptions, hence the same errno), with the server's limits,
+acting as the session given with ``--session`` (versions are ``session_actor``; the server
+checks the attachment). Instead of polling, a :class:`~memfs.watch.ChangeSubscriber` follows
+the store's change stream, which the server pushes, and reconnects from the last position it
+applied. Calls to the server run in worker threads, like every store call: a slow or stopped
+server never holds up other operations (cached reads answer at once); a call fails with EIO
+after ``http_timeout`` seconds (10 by default), and the mount recovers by itself when the
+server is back. A server that cannot be reached at mount time is an error before anything is
 mounted.
 
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
@@ -33,23 +37,17 @@ import os
 import signal
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import cast
 
 import pyfuse3
 import trio
 
 from . import errors
 from .client import AsyncClient, Client
-from .fs import (
-    ChangeWatcher,
-    EventFlusher,
-    EventSink,
-    Operations,
-    actor_for,
-    flush_invalidations,
-)
-from .models import Change
+from .fs import Operations, actor_for
+from .protocol import StoreAPI
 from .store import Limits, Store
+from .toolevents import EventSink
+from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +101,9 @@ def mount(opts: MountOptions) -> None:
     """
     mountpoint = os.path.abspath(opts.mountpoint)
     with ExitStack() as stack:
-        store: Store
+        store: StoreAPI
         if opts.url:
-            store = cast(Store, _remote_store(opts))
+            store = _remote_store(opts)
         else:
             # NORMAL: each close() commits a version that survives a killed daemon at once;
             # fsync() additionally syncs it to disk (Operations.fsync -> Store.sync), which is
@@ -133,6 +131,7 @@ def mount(opts: MountOptions) -> None:
             events=sink,
             display_root=opts.display_root or mountpoint,
             timeout=opts.timeout,
+            mountpoint=os.path.realpath(mountpoint),
         )
         ops.load()
         options = set(pyfuse3.default_options)
@@ -203,98 +202,27 @@ async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
     else:
         watcher = ChangeWatcher(ops, opts.poll_interval)
     flusher = EventFlusher(sink)
+    invalidator = Invalidator(ops)
+    ops.on_stale = invalidator.wake
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_terminate_on_signal)
             nursery.start_soon(watcher.run)
             nursery.start_soon(flusher.run)
+            nursery.start_soon(invalidator.run)
             try:
                 await pyfuse3.main()
             finally:
                 # main() also returns when the mount goes away (fusermount3 -u).
+                ops.on_stale = None
                 watcher.stop()
                 flusher.stop()
+                invalidator.stop()
                 nursery.cancel_scope.cancel()
     finally:
         if opts.url:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await feed.aclose()
-
-
-class ChangeSubscriber:
-    """Keeps a remote mount current from the server's change stream (pushed, not polled).
-
-    It follows ``/changes/stream`` from the tree's feed position, applies each change with
-    the memory state the server sends along (:meth:`Operations.apply_changes`), and has the
-    kernel forget what changed (:func:`memfs.fs.flush_invalidations`). When the stream
-    drops it reconnects from the last position applied, after a short backoff that doubles up
-    to :attr:`max_backoff` while reconnecting fails (once a connection delivers a frame, the
-    backoff is the shortest again and the next drop is logged as a warning again). When the
-    server no longer knows that position (``memfs.reset``) it reloads the whole tree. A store
-    that is gone (deleted) empties the mount, which becomes read-only, as a local mount does.
-    """
-
-    min_backoff = 0.05
-
-    def __init__(self, ops: Operations, client: AsyncClient, max_backoff: float = 2.0) -> None:
-        self.ops = ops
-        self.client = client
-        self.max_backoff = max_backoff
-        self._stopped = trio.Event()
-        #: Seconds before the next reconnection, and whether the last drop was logged as a
-        #: warning (later drops in a row are logged at debug level).
-        self.backoff = self.min_backoff
-        self._warned = False
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    async def run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                await self._follow()
-            except errors.NotFound as e:
-                log.warning("change feed: %s; the store is gone", e.message)
-                self._store_gone()
-                await flush_invalidations(self.ops)
-                return
-            except errors.MemfsError as e:
-                # A dropped link, a server restart, a silent stream: reconnect from ops.seq.
-                (log.debug if self._warned else log.warning)("change feed: %s", e.message)
-                self._warned = True
-            except Exception:
-                log.exception("change feed failed; reconnecting")
-            with trio.move_on_after(self.backoff):
-                await self._stopped.wait()
-            self.backoff = min(self.backoff * 2, self.max_backoff)
-
-    async def _follow(self) -> None:
-        ops = self.ops
-        async for event in self.client.stream_changes(ops.store_id, after=ops.seq):
-            # The link works (a ping counts): a later drop is news, retried after the least wait.
-            self.backoff, self._warned = self.min_backoff, False
-            if event.kind == "change" and event.change is not None:
-                if event.change.seq <= ops.seq:
-                    continue
-                known = {event.change.memory_id: event.memory} \
-                    if event.change.op == "put" and event.change.memory_id else None
-                ops.apply_changes([event.change], known)
-            elif event.kind == "reset":
-                log.info("change feed: the server lost position %d; reloading the tree",
-                         ops.seq)
-                tree = await self.client.tree(ops.store_id)
-                store = await self.client.get_store(ops.store_id)
-                ops.reload(tree, event.seq, store.archived_at is not None)
-            else:
-                continue
-            await flush_invalidations(ops)
-
-    def _store_gone(self) -> None:
-        try:
-            self.ops.apply_changes([Change(self.ops.seq, self.ops.store_id, "store", None, None,
-                                           None)])
-        except errors.MemfsError as e:
-            log.warning("change feed: %s", e.message)
 
 
 async def _terminate_on_signal() -> None:

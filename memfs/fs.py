@@ -1,4 +1,4 @@
-"""The FUSE filesystem of one memory store: :class:`Operations` over a :class:`~memfs.store.Store`.
+"""The FUSE filesystem of one memory store: pyfuse3 handlers over a :class:`~memfs.tree.Tree`.
 
 A store is shown as a directory tree (SPEC §2): a memory ``/a/b.md`` is the regular file
 ``MOUNT/a/b.md``; directories are the path prefixes shared by memories, plus empty directories
@@ -6,52 +6,60 @@ made with ``mkdir`` that live in this mount only until a file is written into th
 
 How it works:
 
-* The whole tree (paths, sizes, hashes, no content) is loaded with :meth:`Store.tree` at start and
-  kept in memory; lookup, getattr and readdir never touch the database. Content is read lazily
-  and cached. The kernel may cache entries and attributes for a long time (``timeout``, 300 s by
-  default) and keep page caches across opens, because every change made elsewhere is pushed to
-  it by :class:`ChangeWatcher` (``invalidate_entry`` / ``invalidate_inode``).
-* Writes are buffered per file (one buffer per inode, shared by every handle, so readers in this
-  mount see it) and committed with :meth:`Store.write_path` once: at ``fsync``, or when the last
-  writer closes the file. The commit happens in ``flush`` (the only close-time reply the kernel
-  passes back to ``close(2)``), so a failed commit (EILSEQ, ENOSPC, EROFS…) is what ``close``
-  returns. A flush that follows no ``write()`` does not commit, because shells ``dup2`` and close
-  a redirected descriptor before writing to it; whatever is still uncommitted (an empty new
-  file, an ``O_TRUNC`` without writes) is committed at ``release``.
-* Inode numbers are stable while mounted: one per memory id, one per directory node (a renamed
-  directory keeps its inode). Inode numbers are never reused, so ``generation`` is always 0.
-* Each file open→close, directory listing, unlink, rename, mkdir, rmdir and path truncate is
-  logged as an ``agent.tool_use`` / ``agent.tool_result`` pair (SPEC §4) through an
-  :class:`EventSink`, after the store commit it reports on.
+* The whole tree (paths, sizes, hashes, no content) is loaded at start and kept in memory
+  (:mod:`memfs.tree`); lookup, getattr and readdir never touch the store. The kernel may cache
+  entries and attributes for a long time (``timeout``, 300 s by default) and keep page caches
+  across opens, because every change made elsewhere is pushed to it (:mod:`memfs.watch`).
+* **Nothing that can wait runs on the trio thread.** Every store call (SQLite, or HTTP for a
+  remote mount) runs in a worker thread, so a mount keeps answering ``ls`` and cached reads
+  while another process holds SQLite's write lock or a server is slow. Changes to the store
+  (commits, unlink, rename) and the application of the change feed take one lock per mount
+  (:attr:`Operations._mutex`), so the tree changes in the order the store did; reads never
+  take it.
+* Writes are buffered per file (one buffer per inode, shared by every handle) and committed
+  with ``write_path`` at ``fsync`` and at ``close``: in ``flush``, the only close-time reply
+  the kernel passes back to ``close(2)``, so what ``close`` returned is what was saved. The
+  kernel sends a flush for *every* ``close`` of a descriptor, also for a copy closed by
+  ``dup2`` or by a forked child; the flush commits only when the process that opened the file
+  holds no descriptor of that open file any more (:func:`_fds_on`, from ``/proc``), so
+  ``echo x > f`` saves one version and a child closing its copy saves nothing.
+* An open→close in which a write failed (EFBIG, EILSEQ) commits nothing: the file keeps its
+  previous version, and ``close`` fails with that error. A commit the store refuses (or a full
+  disk) is discarded the same way, and the kernel forgets the refused data before ``close``
+  returns.
+* Tool events: each file open→close, listing, unlink, rename, mkdir, rmdir and path truncate is
+  an ``agent.tool_use`` / ``agent.tool_result`` pair (SPEC §4). The pair of a write is
+  recorded by the store in the write's own transaction; the others go through the
+  :class:`~memfs.toolevents.EventSink`.
+* Inode numbers are stable while mounted (one per memory id, one per directory node); never
+  reused, so ``generation`` is always 0. An open file keeps its content after it is unlinked,
+  renamed over or deleted elsewhere, until its last close.
 * Every handler maps :mod:`memfs.errors` through :data:`ERRNO_BY_ERROR` and raises only
-  ``FUSEError``; any other exception is logged with its traceback and answered with EIO, so a
-  bug fails one call instead of hanging the mount.
+  ``FUSEError``; any other exception is logged with its traceback and answered with EIO.
 
 Known limitations:
 
-* A file open for writing that is unlinked or renamed over is discarded at close, as POSIX says
-  (its data never reaches the store).
-* A file renamed while still pending (created, not yet committed) is committed at its old path
-  first, so the rename is one store transaction; that makes a ``created`` plus a ``modified``
-  version instead of one.
+* A failed write in one handle discards the whole shared buffer of that file, including
+  uncommitted writes made through other descriptors of the same file in this mount.
 * Two writers of one file in two different mounts: the last close wins (the store keeps the
   overwritten content in the history).
+* The "does the opener still hold it" test at close reads ``/proc``; a process in another PID
+  namespace (or a kernel without ``ino:`` in fdinfo) makes every flush commit, which can only
+  add versions, never lose one.
 * chmod/chown/utimes are accepted and not stored; modes are always 0644 / 0755.
 """
 
 from __future__ import annotations
 
+import codecs
 import errno
 import functools
-import json
 import logging
 import os
 import stat
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import IO, Any, ParamSpec, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
@@ -59,7 +67,10 @@ from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAt
 
 from . import errors
 from .models import Actor, Change, Memory
-from .store import Store, format_time, local_user_actor, new_id, parse_time, validate_path
+from .protocol import StoreAPI
+from .rules import local_user_actor
+from .toolevents import EventSink, comm, tool_pair
+from .tree import Node, Tree
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +93,15 @@ ERRNO_BY_ERROR: list[tuple[type[errors.MemfsError], int]] = [
     (errors.Conflict, errno.EEXIST),
     (errors.ReadOnly, errno.EROFS),
     (errors.Busy, errno.EBUSY),
+    (errors.StorageFull, errno.ENOSPC),
     (errors.MemfsError, errno.EIO),
 ]
 
 #: Read-only extended attributes of every committed file.
 XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs.content_sha256")
 
-#: Upper bound of the content cache (committed content of files not open), in bytes.
-CONTENT_CACHE_BYTES = 64 * 1024 * 1024
+#: The longest file name, in bytes, that the mount accepts (what statfs says).
+NAME_MAX = 255
 
 _BLOCK = 4096
 
@@ -110,7 +122,9 @@ class _Failure(Exception):
     @classmethod
     def of(cls, exc: errors.MemfsError) -> _Failure:
         code = errno_for(exc)
-        if code == errno.EIO:  # not a rule of the store: the database or server failed
+        if isinstance(exc, errors.StorageError):
+            log.error("the database refused a write: %s", exc.message)
+        elif code == errno.EIO:  # not a rule of the store: the database or server failed
             log.warning("answering EIO: %s", exc.message)
         return cls(code, exc.message)
 
@@ -130,16 +144,80 @@ def _resize(buf: bytearray, size: int) -> None:
         buf.extend(b"\0" * (size - len(buf)))
 
 
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def utf8_possible(buf: bytes | bytearray, off: int, data: bytes) -> bool:
+    """Could ``buf`` with ``data`` written at ``off`` still be completed into UTF-8 text?
+
+    False when the written bytes hold a sequence no later write at the end can mend: a byte
+    never used in UTF-8 (``\\xff``), a stray continuation byte, a surrogate, an overlong form,
+    a sequence cut short by the next character. A sequence begun by an earlier write (up to
+    three bytes back) is decoded with its start, and one left incomplete at the end of the
+    file may be finished by the next write.
+    """
+    start = off
+    for back in range(1, 4):
+        p = off - back
+        if p < 0 or p >= len(buf):
+            break
+        if not _is_continuation(buf[p]):
+            if buf[p] >= 0xC0:
+                start = p  # a lead byte whose sequence may continue in ``data``
+            break
+    end = off + len(data)
+    region = bytes(buf[start:off]) + data + bytes(buf[end : end + 3])
+    try:
+        codecs.getincrementaldecoder("utf-8")("strict").decode(region, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _fds_on(pid: int, mountpoint: str, ino: int) -> int:
+    """How many descriptors of process ``pid`` refer to inode ``ino`` of the mount at
+    ``mountpoint`` (read from ``/proc/<pid>/fd`` and ``fdinfo``, never through the mount)."""
+    prefix = mountpoint.rstrip("/") + "/"
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    n = 0
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if not target.startswith(prefix):
+            continue
+        try:
+            with open(f"/proc/{pid}/fdinfo/{name}", "rb") as f:
+                info = f.read()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            if line.startswith(b"ino:"):
+                if int(line[4:]) == ino:
+                    n += 1
+                break
+        else:
+            n += 1  # no ino: in fdinfo (old kernel): count it, the safe side
+    return n
+
+
 def _handler(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
     """Make a handler keep pyfuse3's contract: only FUSEError leaves it.
 
     Store errors become their errno; anything else is a bug, logged with its traceback and
     answered with EIO for this call only (an exception escaping into pyfuse3's main loop would
-    leave the request unanswered and the mount hung).
+    leave the request unanswered and the mount hung). Kernel invalidations the handler queued
+    are sent right after.
     """
 
     @functools.wraps(fn)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        ops: Operations = args[0]  # type: ignore[assignment]
         try:
             return await fn(*args, **kwargs)
         except FUSEError:
@@ -151,167 +229,15 @@ def _handler(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
         except Exception:
             log.exception("bug in %s; answering EIO", fn.__name__)
             raise FUSEError(errno.EIO) from None
+        finally:
+            ops.kick()
 
     return wrapper
-
-
-# --------------------------------------------------------------------------------------------
-# tool events
-
-
-class EventSink:
-    """Where the mount's tool events go: a JSON-lines file (one object per line, flushed as
-    written) and the database (:meth:`Store.add_events`, in batches).
-
-    Database inserts are queued and written by :meth:`flush` (the daemon calls it every few
-    hundred milliseconds and at exit), so an event costs a list append on the request path
-    instead of a synced transaction.
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        store_id: str,
-        session_id: str | None,
-        path: str | os.PathLike[str] | None = None,
-    ) -> None:
-        self.store = store
-        self.store_id = store_id
-        self.session_id = session_id
-        self._file: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
-        self._pending: list[dict[str, Any]] = []
-
-    def emit(self, events: Sequence[dict[str, Any]]) -> None:
-        """Record events (complete wire objects, with ``id`` and ``processed_at``)."""
-        if self._file is not None:
-            for e in events:
-                self._file.write(json.dumps(e, ensure_ascii=False) + "\n")
-            self._file.flush()
-        self._pending.extend(events)
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    def flush(self) -> None:
-        """Write the queued events to the database. On a store error they stay queued (and the
-        error propagates); they are in the JSON-lines file already."""
-        if not self._pending:
-            return
-        batch = list(self._pending)
-        try:
-            self.store.add_events(self.session_id, batch, store_id=self.store_id)
-        except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
-            # The session was deleted (or a server refuses them for good): these events can
-            # never be recorded (the JSON-lines file has them); keeping them would only make
-            # the queue grow.
-            log.error("dropping %d tool events: %s", len(batch), e)
-        del self._pending[: len(batch)]
-
-    def close(self) -> None:
-        try:
-            self.flush()
-        except errors.MemfsError as e:
-            log.error("could not record %d tool events in the database: %s", self.pending, e)
-        finally:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-
-
-def _comm(pid: int) -> str:
-    """The command name of a process (``/proc/<pid>/comm``), or ``"unknown"``.
-
-    Read at every open, never cached: a forked shell opens a redirect as ``bash`` and then
-    execs the command under the same pid.
-    """
-    try:
-        fd = os.open(f"/proc/{pid}/comm", os.O_RDONLY)
-    except OSError:
-        return "unknown"
-    try:
-        return os.read(fd, 64).decode("utf-8", "replace").strip() or "unknown"
-    except OSError:
-        return "unknown"
-    finally:
-        os.close(fd)
-
-
-def _version_key(m: Memory) -> tuple[str, str]:
-    """Orders two states of one memory: later ``updated_at`` first, then the version id."""
-    return (m.updated_at, m.memory_version_id)
 
 
 def actor_for(session_id: str | None) -> Actor:
     """Who a mount's versions are attributed to: the session, else the local user."""
     return Actor.session(session_id) if session_id else local_user_actor()
-
-
-# --------------------------------------------------------------------------------------------
-# the tree
-
-
-@dataclass(eq=False)
-class Node:
-    """A file or directory of the mount.
-
-    A node is *attached* while it is in the tree (``parent`` set, listed in its parent's
-    ``children``). Detached nodes stay in the inode table while the kernel still knows them.
-    """
-
-    ino: int
-    is_dir: bool
-    name: str
-    parent: Node | None
-    children: dict[str, Node] | None = None
-    #: Files: the store's memory (no content); None while the file is new and uncommitted.
-    memory: Memory | None = None
-    #: Files: cached committed content.
-    content: bytes | None = None
-    #: Files: the write buffer shared by every handle while open for writing.
-    buffer: bytearray | None = None
-    #: The buffer differs from the store (a commit is due).
-    dirty: bool = False
-    #: Dirty through write() or ftruncate() since the last commit, not only O_TRUNC/creation.
-    written: bool = False
-    handles: int = 0
-    writers: int = 0
-    #: Kernel lookup count (lookup, create, mkdir, readdirplus entries minus forget).
-    lookups: int = 0
-    #: Directories: kept although empty (made by mkdir, or emptied by this mount).
-    pinned: bool = False
-    attached: bool = True
-    mtime_ns: int = field(default_factory=time.time_ns)
-    ctime_ns: int = 0
-
-    def __post_init__(self) -> None:
-        if self.is_dir and self.children is None:
-            self.children = {}
-        if not self.ctime_ns:
-            self.ctime_ns = self.mtime_ns
-
-    @property
-    def path(self) -> str:
-        """The memory path (``/a/b.md``); ``/`` for the root."""
-        parts: list[str] = []
-        node: Node | None = self
-        while node is not None and node.parent is not None:
-            parts.append(node.name)
-            node = node.parent
-        return "/" + "/".join(reversed(parts))
-
-    @property
-    def size(self) -> int:
-        if self.buffer is not None:
-            return len(self.buffer)
-        if self.memory is not None:
-            return self.memory.content_size_bytes
-        return 0
-
-
-def _time_ns(value: str) -> int:
-    dt = parse_time(value)
-    return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
 @dataclass(eq=False)
@@ -327,24 +253,23 @@ class _Handle:
     truncated: bool = False
     file_path: str = ""
     failure: _Failure | None = None
-    result: Memory | None = None
+    #: A tool event pair was logged for this handle (by a commit at flush or fsync).
+    logged: bool = False
     listing: list[Node] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# operations
 
 
 class Operations(pyfuse3.Operations):
     """pyfuse3 request handlers over one store.
 
-    :param store: the database.
+    :param store: the store (a local :class:`~memfs.store.Store` or a server's client).
     :param store_id: the store to show.
     :param actor: who the versions are attributed to.
     :param read_only: refuse every change with EROFS.
     :param events: where tool events go (None: not logged).
     :param display_root: the mount path as the agent sees it (event ``file_path`` prefix).
     :param timeout: kernel entry/attribute cache timeout in seconds.
+    :param mountpoint: the real mount point, as ``/proc/<pid>/fd`` links show it (None: every
+        flush of a written file commits).
     """
 
     supports_dot_lookup = True
@@ -352,7 +277,7 @@ class Operations(pyfuse3.Operations):
 
     def __init__(
         self,
-        store: Store,
+        store: StoreAPI,
         store_id: str,
         *,
         actor: Actor,
@@ -360,6 +285,7 @@ class Operations(pyfuse3.Operations):
         events: EventSink | None = None,
         display_root: str = "/",
         timeout: float = 300.0,
+        mountpoint: str | None = None,
     ) -> None:
         super().__init__()
         self.store = store
@@ -369,174 +295,136 @@ class Operations(pyfuse3.Operations):
         self.events = events
         self.display_root = display_root.rstrip("/")
         self.timeout = timeout
+        self.mountpoint = mountpoint
         self.uid = os.getuid()
         self.gid = os.getgid()
-        self.archived = False
-        self.root = Node(pyfuse3.ROOT_INODE, True, "", None, pinned=True, lookups=1)
-        self._nodes: dict[int, Node] = {pyfuse3.ROOT_INODE: self.root}
-        self._by_memory: dict[str, Node] = {}
-        self._next_ino = pyfuse3.ROOT_INODE + 1
+        self.tree = Tree()
+        self.root = self.tree.root
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
-        self._cached_bytes = 0
-        #: The change-feed position this tree reflects.
-        self.seq = 0
-        #: (parent inode, name, deleted inode) entries and inodes the kernel must forget;
-        #: filled by :meth:`apply_changes`, drained by :class:`ChangeWatcher`.
-        self.stale_entries: list[tuple[int, str, int]] = []
-        self.stale_inodes: list[int] = []
+        self._mutex = trio.Lock()
+        #: Called when kernel invalidations are queued (the daemon's invalidator).
+        self.on_stale: Callable[[], None] | None = None
 
-    # -- loading ---------------------------------------------------------------------------
+    # -- the tree's state, as the daemon and tests see it -------------------------------------
+
+    @property
+    def seq(self) -> int:
+        return self.tree.seq
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self.tree.seq = value
+
+    @property
+    def archived(self) -> bool:
+        return self.tree.archived
+
+    @property
+    def stale_entries(self) -> list[tuple[int, str, int]]:
+        return self.tree.stale_entries
+
+    @property
+    def stale_inodes(self) -> list[int]:
+        return self.tree.stale_inodes
+
+    def kick(self) -> None:
+        """Have the kernel told of queued invalidations now."""
+        if self.on_stale is not None and (self.tree.stale_entries or self.tree.stale_inodes):
+            self.on_stale()
+
+    # -- loading and the change feed -----------------------------------------------------------
 
     def load(self) -> None:
-        """Read the store's state and its whole tree (no content)."""
+        """Read the store's state and its whole tree (no content). Blocking: call it before
+        serving."""
         # The feed position first: a change racing the load is applied again, harmlessly.
-        self.seq = self.store.last_change(self.store_id)
-        self.archived = self.store.get_store(self.store_id).archived_at is not None
-        for m in self.store.tree(self.store_id):
-            self._attach_memory(m)
+        seq = self.store.last_change(self.store_id)
+        archived = self.store.get_store(self.store_id).archived_at is not None
+        self.tree.load(self.store.tree(self.store_id), seq, archived)
 
-    def _new_ino(self) -> int:
-        ino = self._next_ino
-        self._next_ino += 1
-        return ino
+    def read_changes(
+        self, changes: Sequence[Change], known: Mapping[str, Memory | None] | None = None
+    ) -> tuple[dict[str, Memory | None], str | None]:
+        """What applying ``changes`` needs from the store (blocking: run it in a thread):
+        the current state of each memory a ``put`` names (``known`` ones are not read), and
+        the store's state after a ``store`` change (``live``, ``archived`` or ``gone``)."""
+        current: dict[str, Memory | None] = dict(known or {})
+        for ch in changes:
+            if ch.op == "put" and ch.memory_id is not None and ch.memory_id not in current:
+                try:
+                    current[ch.memory_id] = self.store.get_memory(
+                        self.store_id, ch.memory_id, view="basic"
+                    )
+                except errors.NotFound:
+                    current[ch.memory_id] = None
+        state: str | None = None
+        if any(ch.op == "store" for ch in changes):
+            try:
+                archived = self.store.get_store(self.store_id).archived_at is not None
+                state = "archived" if archived else "live"
+            except errors.NotFound:
+                state = "gone"
+        return current, state
 
-    def _dir_for(self, path: str, pin: bool = False) -> Node:
-        """The directory node at ``path`` (``/a/b``), created with its ancestors if missing.
-        A file in the way is detached (the store says a directory is there now)."""
-        node = self.root
-        if path == "/":
-            return node
-        for name in path[1:].split("/"):
-            assert node.children is not None
-            child = node.children.get(name)
-            if child is not None and not child.is_dir:
-                self._detach(child, notify=True)
-                child = None
-            if child is None:
-                child = Node(self._new_ino(), True, name, node)
-                self._nodes[child.ino] = child
-                node.children[name] = child
-                node.mtime_ns = node.ctime_ns = time.time_ns()
-            node = child
-        node.pinned = node.pinned or pin
-        return node
+    def apply_read_changes(
+        self, changes: Sequence[Change], current: Mapping[str, Memory | None],
+        store_state: str | None,
+    ) -> None:
+        """Apply changes with what :meth:`read_changes` returned (on the trio thread). A store
+        that is gone empties the mount, which becomes read-only."""
+        if store_state is not None:
+            self.tree.archived = store_state != "live"
+            if store_state == "gone":
+                self.tree.delete_all()
+        self.tree.apply_changes(changes, current)
+        self.kick()
 
-    def _attach_memory(self, m: Memory) -> Node:
-        """Put a memory in the tree at its path (reusing its node when known)."""
-        parent_path, _, name = m.path.rpartition("/")
-        parent = self._dir_for(parent_path or "/")
-        assert parent.children is not None
-        node = self._by_memory.get(m.id)
-        if node is None:
-            existing = parent.children.get(name)
-            if existing is not None and not existing.is_dir and existing.memory is None:
-                node = existing  # our pending file: the store now has a memory there
-            else:
-                node = Node(self._new_ino(), False, name, parent, attached=False)
-                self._nodes[node.ino] = node
-            self._by_memory[m.id] = node
-        self._set_memory(node, m)
-        if node.attached and (node.parent is not parent or node.name != name):
-            self._detach(node, notify=True)
-        if not node.attached:
-            in_the_way = parent.children.get(name)
-            if in_the_way is not None and in_the_way is not node:
-                self._detach(in_the_way, notify=True)
-            self._place(node, parent, name)
-            self.stale_entries.append((parent.ino, name, 0))
-        return node
+    def apply_changes(
+        self, changes: Sequence[Change], known: Mapping[str, Memory | None] | None = None
+    ) -> None:
+        """Bring the tree up to date with changes from the store's feed (blocking version:
+        reads the store on this thread). Idempotent."""
+        current, state = self.read_changes(changes, known)
+        self.apply_read_changes(changes, current, state)
 
-    def _set_memory(self, node: Node, m: Memory) -> None:
-        old = node.memory
-        node.memory = m
-        if old is None or old.memory_version_id != m.memory_version_id:
-            node.mtime_ns = node.ctime_ns = _time_ns(m.updated_at)
-        if old is not None and old.content_sha256 != m.content_sha256:
-            self._drop_content(node)
+    async def poll_changes(self) -> int:
+        """Apply every change made to the store since the tree's position; returns how many."""
+        changes = await self._call(self.store.changes_since, self.store_id, self.tree.seq)
+        if not changes:
+            return 0
+        async with self._mutex:
+            # The states are read under the mutex: no commit of this mount runs meanwhile, so
+            # what is read is at least as new as anything this mount holds.
+            current, state = await self._call(self.read_changes, changes)
+            self.apply_read_changes(changes, current, state)
+        return len(changes)
 
-    def _drop_content(self, node: Node) -> None:
-        if node.content is not None:
-            self._cached_bytes -= len(node.content)
-            node.content = None
+    async def apply_feed(self, change: Change, memory: Memory | None) -> None:
+        """Apply one change pushed by a server (with the memory as the server sent it)."""
+        known = {change.memory_id: memory} if change.op == "put" and change.memory_id else None
+        async with self._mutex:
+            current, state = await self._call(self.read_changes, [change], known)
+            self.apply_read_changes([change], current, state)
 
-    def _cache_content(self, node: Node, data: bytes) -> None:
-        self._drop_content(node)
-        if self._cached_bytes + len(data) > CONTENT_CACHE_BYTES:
-            for other in self._nodes.values():
-                if other.handles == 0:
-                    self._drop_content(other)
-        node.content = data
-        self._cached_bytes += len(data)
+    async def reload(self, tree: Sequence[Memory], seq: int, archived: bool) -> None:
+        async with self._mutex:
+            self.tree.reload(tree, seq, archived)
+        self.kick()
 
-    def _detach(self, node: Node, *, notify: bool = False, pin_parent: bool = False) -> None:
-        """Take a node (and its subtree) out of the tree. With ``notify`` the kernel is told
-        (for changes it did not make itself)."""
-        parent = node.parent
-        if not node.attached or parent is None:
-            return
-        assert parent.children is not None
-        if parent.children.get(node.name) is node:
-            del parent.children[node.name]
-        node.attached = False
-        parent.mtime_ns = parent.ctime_ns = time.time_ns()
-        if pin_parent:
-            parent.pinned = True
-        if notify:
-            self.stale_entries.append((parent.ino, node.name, node.ino))
-        for sub in self._subtree(node):
-            sub.attached = False
-            self._forget_if_unused(sub)
-
-    def _place(self, node: Node, parent: Node, name: str) -> None:
-        """Attach a detached node (with its subtree) as ``parent``'s entry ``name``.
-
-        Detaching forgot the nodes the kernel held no lookup on: attached again, they must be
-        known again, else lookup finds what getattr, open and opendir answer with ENOENT.
-        """
-        assert parent.children is not None
-        node.parent, node.name = parent, name
-        parent.children[name] = node
-        for sub in self._subtree(node):
-            sub.attached = True
-            self._nodes[sub.ino] = sub
-            if sub.memory is not None:
-                self._by_memory[sub.memory.id] = sub
-        parent.mtime_ns = parent.ctime_ns = time.time_ns()
-
-    def _subtree(self, node: Node) -> list[Node]:
-        out, todo = [], [node]
-        while todo:
-            n = todo.pop()
-            out.append(n)
-            if n.children:
-                todo.extend(n.children.values())
-        return out
-
-    def _forget_if_unused(self, node: Node) -> None:
-        """Drop a detached node that neither the kernel (lookups) nor a handle refers to
-        any more; an attached node is always kept."""
-        if node.attached or node.lookups > 0 or node.handles:
-            return
-        self._nodes.pop(node.ino, None)
-        self._drop_content(node)
-        if node.memory is not None and self._by_memory.get(node.memory.id) is node:
-            del self._by_memory[node.memory.id]
-
-    def _prune(self, d: Node | None) -> None:
-        """Remove directories that became empty through changes made elsewhere, unless this
-        mount keeps them (mkdir, or emptied here)."""
-        while d is not None and d is not self.root and d.attached and not d.children:
-            if d.pinned or d.handles:
-                return
-            parent = d.parent
-            self._detach(d, notify=True)
-            d = parent
+    def discard_all(self) -> None:
+        """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""
+        for path in self.tree.discard_all():
+            log.warning("unmounting with %s unsaved (still open for writing)", path)
 
     # -- helpers ---------------------------------------------------------------------------
 
+    async def _call(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+        """Run a blocking store call in a worker thread (the trio thread keeps serving)."""
+        return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
     def _node(self, inode: int) -> Node:
-        node = self._nodes.get(inode)
+        node = self.tree.nodes.get(inode)
         if node is None:
             raise FUSEError(errno.ENOENT)
         return node
@@ -560,13 +448,18 @@ class Operations(pyfuse3.Operations):
     def _new_path(self, parent: Node, name: bytes) -> str:
         """The memory path of a new entry, checked by the store's path rules.
 
-        :raises _Failure: ENOENT (parent gone) or the errno of the broken rule.
+        :raises _Failure: ENOENT (parent gone), ENAMETOOLONG, or the errno of the broken rule.
         """
         if not parent.is_dir:
             raise _Failure(errno.ENOTDIR, f"{parent.path} is not a directory")
         if not parent.attached:
             raise _Failure(errno.ENOENT, "the directory was removed")
+        if len(name) > NAME_MAX:
+            raise _Failure(errno.ENAMETOOLONG,
+                           f"a file name is at most {NAME_MAX} bytes, not {len(name)}")
         base = parent.path.encode() if parent is not self.root else b""
+        from .store import validate_path  # the store's rule, imported where it is needed
+
         try:
             return validate_path(base + b"/" + name, self.store.limits)
         except errors.MemfsError as e:
@@ -575,7 +468,7 @@ class Operations(pyfuse3.Operations):
     def _check_writable(self) -> None:
         if self.read_only:
             raise _Failure(errno.EROFS, "the store is mounted read-only")
-        if self.archived:
+        if self.tree.archived:
             raise _Failure(errno.EROFS, "the memory store is archived")
 
     def _display(self, path: str) -> str:
@@ -593,7 +486,8 @@ class Operations(pyfuse3.Operations):
             size = 4096
         else:
             entry.st_mode = ModeT(stat.S_IFREG | 0o644)
-            entry.st_nlink = 1
+            # An unlinked file still open has no name left.
+            entry.st_nlink = 1 if node.attached else 0
             size = node.size
         entry.st_uid = self.uid
         entry.st_gid = self.gid
@@ -610,119 +504,174 @@ class Operations(pyfuse3.Operations):
         node.lookups += 1
         return self._attrs(node)
 
-    def _data(self, node: Node) -> bytes | bytearray:
+    async def _data(self, node: Node) -> bytes | bytearray:
         """The content this mount shows: the write buffer, else the committed content."""
         if node.buffer is not None:
             return node.buffer
-        if node.content is None:
-            if node.memory is None:
-                return b""
-            m = self.store.get_memory(self.store_id, node.memory.id)
-            data = (m.content or "").encode("utf-8")
-            if m.memory_version_id != node.memory.memory_version_id:
-                # Changed elsewhere and the watcher has not seen it yet: take the new
-                # metadata with the new content, and have the kernel refresh its attributes.
-                self._set_memory(node, replace(m, content=None))
-                self.stale_inodes.append(node.ino)
-            self._cache_content(node, data)
-            return data
-        return node.content
+        if node.memory is None:
+            return node.content or b""
+        if node.content is None or node.content_stale:
+            await self._load_content(node)
+            if node.buffer is not None:  # a writer came in meanwhile
+                return node.buffer
+        return node.content or b""
 
-    def _buffer(self, node: Node) -> bytearray:
+    async def _load_content(self, node: Node) -> None:
+        """Read a file's committed content into the cache. A memory deleted meanwhile keeps
+        the content an open file had.
+
+        :raises _Failure: ENOENT (gone, and nothing cached), or the store's error.
+        """
+        assert node.memory is not None
+        memory_id = node.memory.id
+        try:
+            m = await self._call(self.store.get_memory, self.store_id, memory_id)
+        except errors.NotFound:
+            if node.content is not None:
+                node.content_stale = False
+                return
+            raise _Failure(errno.ENOENT, f"{node.path} was deleted") from None
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        if node.memory is None or node.memory.id != memory_id:
+            return
+        if node.content is not None and not node.content_stale:
+            return  # a commit of this mount cached newer content meanwhile
+        if m.memory_version_id != node.memory.memory_version_id:
+            # Changed elsewhere and the feed has not brought it yet: take the new metadata
+            # with the new content, and have the kernel refresh its attributes.
+            self.tree.set_memory(node, replace(m, content=None), node.seq)
+            self.tree.stale_inodes.append(node.ino)
+        self.tree.cache_content(node, (m.content or "").encode("utf-8"))
+
+    async def _buffer(self, node: Node) -> bytearray:
         if node.buffer is None:
-            node.buffer = bytearray(self._data(node))
+            data = await self._data(node)
+            if node.buffer is None:
+                node.buffer = bytearray(data)
         return node.buffer
 
-    def _pair(
-        self,
-        name: str,
-        pid: int,
-        operation: str,
-        file_path: str,
-        *,
-        failure: _Failure | None = None,
-        text: str = "",
-        memory: Memory | None = None,
-        memory_id: str | None = None,
-        new_path: str | None = None,
-    ) -> None:
-        """Log one agent.tool_use / agent.tool_result pair; ``memory`` names the memory and
-        version a write produced (``memory_id`` alone: a deletion)."""
+    def _emit(self, events: list[dict[str, Any]] | None) -> None:
+        """Record events that no write records (queued for the database)."""
+        if self.events is not None and events:
+            self.events.emit(events)
+
+    def _logged(self, events: list[dict[str, Any]] | None) -> None:
+        """Events the store recorded with their write: the JSON-lines file only."""
+        if self.events is not None and events:
+            self.events.log(events)
+
+    def _pair(self, name: str, pid: int, operation: str, file_path: str, *,
+              failure: _Failure | None = None, text: str = "", memory: Memory | None = None,
+              memory_id: str | None = None, new_path: str | None = None,
+              ) -> list[dict[str, Any]] | None:
+        """A tool event pair (None when the mount logs no events)."""
         if self.events is None:
-            return
-        now = format_time(datetime.now(UTC))
-        use_id = new_id("sevt")
-        inp: dict[str, Any] = {"operation": operation, "file_path": self._display(file_path)}
-        if new_path is not None:
-            inp["new_path"] = self._display(new_path)
-        inp["pid"] = pid
-        use = {
-            "type": "agent.tool_use",
-            "id": use_id,
-            "name": name,
-            "input": inp,
-            "processed_at": now,
-            "evaluated_permission": "allow",
-            "evaluation": {"type": "always_allow"},
-            "session_thread_id": None,
-        }
-        result: dict[str, Any] = {
-            "type": "agent.tool_result",
-            "id": new_id("sevt"),
-            "tool_use_id": use_id,
-            "processed_at": now,
-            "is_error": failure is not None,
-            "content": [{"type": "text", "text": failure.text() if failure else text}],
-        }
-        if memory is not None and failure is None:
-            result["memory_id"] = memory.id
-            result["memory_version_id"] = memory.memory_version_id
-        elif memory_id is not None and failure is None:
-            result["memory_id"] = memory_id
-        self.events.emit([use, result])
+            return None
+        return tool_pair(
+            name, pid, operation, self._display(file_path),
+            failure=failure.text() if failure is not None else None, text=text, memory=memory,
+            memory_id=memory_id,
+            new_path=self._display(new_path) if new_path is not None else None,
+        )
 
     def _ctx_name(self, ctx: pyfuse3.RequestContext) -> tuple[str, int]:
-        return _comm(ctx.pid), ctx.pid
+        return comm(ctx.pid), ctx.pid
+
+    async def _invalidate_now(self, node: Node) -> None:
+        """Make the kernel forget a node's pages (and its name, if it left the tree) before
+        the handler answers: a refused write must not stay visible for a moment."""
+        entries = [e for e in self.tree.stale_entries if e[2] == node.ino]
+        if self.on_stale is None:
+            return
+        self.tree.stale_entries[:] = [e for e in self.tree.stale_entries if e[2] != node.ino]
+        if node.ino in self.tree.stale_inodes:
+            self.tree.stale_inodes[:] = [i for i in self.tree.stale_inodes if i != node.ino]
+        from .watch import invalidate_now
+
+        await trio.to_thread.run_sync(invalidate_now, node.ino, entries)
 
     # -- commits ---------------------------------------------------------------------------
 
-    def _commit(self, node: Node) -> Memory:
-        """Write the node's buffer to the store (one version, or none if unchanged).
+    def _still_held(self, h: _Handle) -> bool:
+        """Is this flush the close of a copy (a ``dup``, or a child's inherited descriptor),
+        while the process that opened the file still holds it?"""
+        if self.mountpoint is None:
+            return False
+        mine = sum(1 for x in self._handles.values() if x.node is h.node and x.pid == h.pid)
+        return _fds_on(h.pid, self.mountpoint, h.node.ino) >= mine
 
-        :raises _Failure: the store refused; nothing was written and the node stays dirty.
+    async def _commit(self, node: Node, pair: Callable[[int], list[dict[str, Any]] | None],
+                      ) -> Memory:
+        """Write the node's buffer to the store: one version, or none if unchanged. The tool
+        events ``pair(size)`` makes are recorded in the same transaction.
+
+        :raises _Failure: the store refused; nothing was written, the buffer is discarded (the
+            file shows its previous version again).
         """
-        data = bytes(self._data(node))
-        path = node.path
-        try:
-            m = self.store.write_path(self.store_id, path, data, actor=self.actor)
-        except errors.MemfsError as e:
-            log.info("commit of %s refused: %s", path, e.message)
-            raise _Failure.of(e) from None
-        if node.memory is None or node.memory.id != m.id:
-            if node.memory is not None and self._by_memory.get(node.memory.id) is node:
-                del self._by_memory[node.memory.id]
-            self._by_memory[m.id] = node
-        self._set_memory(node, m)
-        node.dirty = node.written = False
-        self._cache_content(node, data)
-        return m
+        async with self._mutex:
+            data = bytes(await self._data(node))
+            gen = node.gen
+            path = node.path
+            events = pair(len(data))
+            try:
+                m = await self._call(self.store.write_path, self.store_id, path, data,
+                                     actor=self.actor, events=events)
+            except errors.MemfsError as e:
+                log.info("commit of %s refused: %s", path, e.message)
+                self.tree.discard(node)
+                await self._invalidate_now(node)
+                raise _Failure.of(e) from None
+            self._logged(events)
+            self.tree.set_memory(node, m, m.seq)
+            if node.gen == gen:
+                node.dirty = False
+            self.tree.cache_content(node, data)
+            return m
 
-    def _commit_handle(self, h: _Handle) -> None:
-        """Commit for a handle, remembering the outcome for its event."""
+    def _file_pair(self, h: _Handle, size: int | None = None, memory: Memory | None = None,
+                   failure: _Failure | None = None) -> list[dict[str, Any]] | None:
+        """The event pair of a file's open→close (or of a commit at fsync)."""
+        op = "create" if h.created else ("write" if h.wrote or h.truncated else "read")
+        path = h.file_path
+        if failure is not None:
+            return self._pair(h.comm, h.pid, op, path, failure=failure)
+        if op == "read":
+            return self._pair(h.comm, h.pid, op, path, text=f"read {self._display(path)}")
+        if size is not None:
+            return self._pair(h.comm, h.pid, op, path, memory=memory,
+                              text=f"wrote {size} bytes to {self._display(h.node.path)}")
+        if not h.node.attached and h.node.dirty:
+            return self._pair(h.comm, h.pid, op, path,
+                              text=f"{self._display(path)} was removed before it was saved")
+        return self._pair(h.comm, h.pid, op, path, text=f"{self._display(path)} unchanged",
+                          memory=h.node.memory)
+
+    async def _commit_handle(self, h: _Handle) -> None:
+        """Commit for a handle, its event pair recorded with the version (or, refused, logged
+        with the failure)."""
         try:
-            h.result = self._commit(h.node)
+            await self._commit(h.node, lambda size: self._file_pair(h, size))
         except _Failure as f:
             h.failure = f
+            self._emit(self._file_pair(h, failure=f))
+            h.logged = True
             raise
+        h.logged = True
 
-    def _discard(self, node: Node) -> None:
-        """Drop an uncommitted buffer (the commit failed, or the file is gone)."""
-        node.buffer = None
-        if node.dirty:
-            node.dirty = node.written = False
-            self.stale_inodes.append(node.ino)  # the page cache may hold the refused data
-            if node.memory is None and node.attached:
-                self._detach(node, notify=True)
+    async def _refuse(self, h: _Handle) -> None:
+        """Close of an open→close in which a write failed: nothing is committed, the file
+        shows its previous version, the close fails with the write's error."""
+        f = h.failure
+        assert f is not None
+        node = h.node
+        log.info("%s not saved: a write failed (%s)", node.path, f.text())
+        self.tree.discard(node)
+        await self._invalidate_now(node)
+        if not h.logged:
+            self._emit(self._file_pair(h, failure=f))
+            h.logged = True
+        raise f
 
     # -- handlers: names and attributes -----------------------------------------------------
 
@@ -735,6 +684,8 @@ class Operations(pyfuse3.Operations):
             return self._lookup_reply(parent)
         if name == b"..":
             return self._lookup_reply(parent.parent or self.root)
+        if len(name) > NAME_MAX:
+            raise FUSEError(errno.ENAMETOOLONG)
         child = self._child(parent, name)
         if child is None:
             # ENOENT rather than a negative entry: a file created elsewhere must not stay
@@ -746,11 +697,11 @@ class Operations(pyfuse3.Operations):
         # forget has no reply to carry an error: a bug here is logged, never raised.
         try:
             for inode, nlookup in inode_list:
-                node = self._nodes.get(inode)
+                node = self.tree.nodes.get(inode)
                 if node is None or node is self.root:
                     continue
                 node.lookups -= nlookup
-                self._forget_if_unused(node)
+                self.tree.forget_if_unused(node)
         except Exception:
             log.exception("bug in forget")
 
@@ -773,9 +724,9 @@ class Operations(pyfuse3.Operations):
                 raise FUSEError(errno.EISDIR)
             h = self._handles.get(fh) if fh is not None else None
             if h is not None:
-                self._truncate_open(node, attr.st_size, h)
+                await self._truncate_open(node, attr.st_size, h)
             else:
-                self._truncate_path(node, attr.st_size, ctx)
+                await self._truncate_path(node, attr.st_size, ctx)
         # chmod, chown and utimes are accepted and not stored (SPEC §2), so `cp -p`, `touch`
         # and `rsync` work; modes and owners are fixed, times are the store's.
         return self._attrs(node)
@@ -787,45 +738,46 @@ class Operations(pyfuse3.Operations):
         if size > limit:
             raise _too_big(size, limit)
 
-    def _truncate_open(self, node: Node, size: int, h: _Handle) -> None:
+    async def _truncate_open(self, node: Node, size: int, h: _Handle) -> None:
         """ftruncate(2): part of the handle's open→close (its event tells a failure)."""
         try:
             self._check_truncate(size)
         except _Failure as f:
             h.failure = f
             raise
-        _resize(self._buffer(node), size)
+        _resize(await self._buffer(node), size)
         node.dirty = h.truncated = True
-        # ftruncate(fd, 0) before any write is O_TRUNC done by hand: like O_TRUNC it must
-        # not make a dup2-close flush commit an empty version.
-        if size or h.wrote:
-            h.wrote = node.written = True
+        node.gen += 1
+        node.touch()
 
-    def _truncate_path(self, node: Node, size: int, ctx: pyfuse3.RequestContext) -> None:
+    async def _truncate_path(self, node: Node, size: int, ctx: pyfuse3.RequestContext) -> None:
         """truncate(2): an event pair of its own. Committed at once, unless the file is open
-        for writing: then it changes the shared buffer that the last writer's close commits."""
-        comm, pid = self._ctx_name(ctx)
+        for writing: then it changes the shared buffer that the writers' close commits."""
+        comm_, pid = self._ctx_name(ctx)
         path = node.path
-        m: Memory | None = None
         try:
             self._check_truncate(size)
-            _resize(self._buffer(node), size)
-            node.dirty = True
-            if node.writers:
-                node.written = True
-            else:
-                try:
-                    m = self._commit(node)
-                finally:
-                    node.buffer = None
-                    node.dirty = node.written = False
         except _Failure as f:
-            self._pair(comm, pid, "truncate", path, failure=f)
+            self._emit(self._pair(comm_, pid, "truncate", path, failure=f))
             raise
+        _resize(await self._buffer(node), size)
+        node.dirty = True
+        node.gen += 1
+        node.touch()
         text = f"truncated {self._display(path)} to {size} bytes"
         if node.writers:
-            text += " (saved when the file is closed)"
-        self._pair(comm, pid, "truncate", path, memory=m, text=text)
+            self._emit(self._pair(comm_, pid, "truncate", path,
+                                  text=text + " (saved when the file is closed)"))
+            return
+        try:
+            await self._commit(node, lambda _size: self._pair(comm_, pid, "truncate", path,
+                                                              text=text))
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "truncate", path, failure=f))
+            raise
+        finally:
+            if not node.writers and not node.handles:
+                node.buffer = None
 
     # -- handlers: files --------------------------------------------------------------------
 
@@ -844,7 +796,7 @@ class Operations(pyfuse3.Operations):
         if h.writable:
             h.node.writers += 1
         # keep_cache: page caches stay valid across opens; changes made elsewhere reach the
-        # kernel through ChangeWatcher's invalidate_inode.
+        # kernel through the watcher's invalidate_inode.
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
     @_handler
@@ -854,14 +806,20 @@ class Operations(pyfuse3.Operations):
         node = self._node(inode)
         if node.is_dir:
             raise FUSEError(errno.EISDIR)
+        if not node.attached:
+            # The kernel still has a name for a file that is gone (unlinked or refused, and
+            # not forgotten yet): ESTALE makes it look the name up again (LOOKUP_REVAL), so
+            # `printf … > f` after a refused one creates a new file instead of writing to
+            # the dead one.
+            raise FUSEError(errno.ESTALE)
         writable = flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
-        comm, pid = self._ctx_name(ctx)
-        h = _Handle(node, writable, pid, comm)
+        comm_, pid = self._ctx_name(ctx)
+        h = _Handle(node, writable, pid, comm_)
         if writable or flags & os.O_TRUNC:
             try:
                 self._check_writable()
             except _Failure as f:
-                self._pair(comm, pid, "write", node.path, failure=f)
+                self._emit(self._pair(comm_, pid, "write", node.path, failure=f))
                 raise
         if writable and flags & os.O_TRUNC:
             if node.size:
@@ -870,7 +828,13 @@ class Operations(pyfuse3.Operations):
                 node.buffer = bytearray()
             else:
                 del node.buffer[:]  # shared with the other handles open on this file
+            node.gen += 1
             h.truncated = True
+        elif node.buffer is None and node.memory is not None and (
+            node.content is None or node.content_stale
+        ):
+            # Read the content now: an open file keeps it, whatever happens to the memory.
+            await self._load_content(node)
         return self._open_handle(h)
 
     @_handler
@@ -883,33 +847,30 @@ class Operations(pyfuse3.Operations):
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent = self._node(parent_inode)
-        comm, pid = self._ctx_name(ctx)
+        comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
         try:
             self._check_writable()
             path = self._new_path(parent, name)
             if not stat.S_ISREG(mode) and stat.S_IFMT(mode):
                 raise _Failure(errno.EPERM, "only regular files can be stored")
-            existing = self._child(parent, name)
-            if existing is not None:
+            if self._child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
             try:
                 # The limit and the archive state are checked now, so that open(O_CREAT)
                 # fails at once; the commit checks again under the write lock.
-                self.store.check_can_create(self.store_id)
+                await self._call(self.store.check_can_create, self.store_id)
             except errors.MemfsError as e:
                 raise _Failure.of(e) from None
+            # Checked again: another request may have made the name while we waited.
+            path = self._new_path(parent, name)
+            if self._child(parent, name) is not None:
+                raise _Failure(errno.EEXIST, f"{path} exists")
         except _Failure as f:
-            self._pair(comm, pid, "create", entry, failure=f)
+            self._emit(self._pair(comm_, pid, "create", entry, failure=f))
             raise
-        assert parent.children is not None
-        node = Node(self._new_ino(), False, path.rpartition("/")[2], parent)
-        node.buffer = bytearray()
-        node.dirty = True
-        self._nodes[node.ino] = node
-        parent.children[node.name] = node
-        parent.mtime_ns = parent.ctime_ns = node.mtime_ns
-        h = _Handle(node, True, pid, comm, created=True)
+        node = self.tree.new_file(parent, path.rpartition("/")[2])
+        h = _Handle(node, True, pid, comm_, created=True)
         info = self._open_handle(h)
         return info, self._lookup_reply(node)
 
@@ -918,7 +879,7 @@ class Operations(pyfuse3.Operations):
         h = self._handles.get(fh)
         if h is None:
             raise FUSEError(errno.EBADF)
-        data = self._data(h.node)
+        data = await self._data(h.node)
         return bytes(data[off : off + size])
 
     @_handler
@@ -932,36 +893,45 @@ class Operations(pyfuse3.Operations):
         if end > limit:
             h.failure = _too_big(end, limit)
             raise FUSEError(errno.EFBIG)
-        data = self._buffer(node)
+        data = await self._buffer(node)
+        if not utf8_possible(data, off, buf):
+            h.failure = _Failure(
+                errno.EILSEQ, f"bytes written at offset {off} cannot be part of UTF-8 text")
+            raise FUSEError(errno.EILSEQ)
         if off > len(data):
             data.extend(b"\0" * (off - len(data)))
         data[off:end] = buf
-        node.dirty = node.written = True
+        node.dirty = True
+        node.gen += 1
+        node.touch()
         h.wrote = True
         return len(buf)
 
     @_handler
     async def flush(self, fh: FileHandleT) -> None:
         h = self._handles.get(fh)
-        if h is None:
+        if h is None or not h.writable:
             return
+        if self._still_held(h):
+            return  # a copy was closed (dup2, or a child): the opener's last close commits
+        if h.failure is not None:
+            await self._refuse(h)
         node = h.node
-        # Commit at the last writer's close. A flush after no write() is most likely a shell's
-        # dup2-then-close of a redirect, before anything is written: leave that to release().
-        if (h.writable and node.dirty and node.written and node.writers == 1
-                and node.attached):  # fmt: skip
-            self._commit_handle(h)
+        if node.dirty and node.attached:
+            await self._commit_handle(h)
 
     @_handler
     async def fsync(self, fh: FileHandleT, datasync: bool) -> None:
         h = self._handles.get(fh)
         if h is None:
             return
+        if h.failure is not None:
+            raise h.failure
         if h.node.dirty and h.node.attached:
-            self._commit_handle(h)
+            await self._commit_handle(h)
         # The store commits with synchronous=NORMAL: fsync() is where the data must reach
         # the disk, this file's and every earlier commit's.
-        self.store.sync()
+        await self._call(self.store.sync)
 
     @_handler
     async def release(self, fh: FileHandleT) -> None:
@@ -973,42 +943,21 @@ class Operations(pyfuse3.Operations):
         if h.writable:
             node.writers -= 1
         try:
-            if node.writers == 0 and node.dirty and node.attached:
+            if node.writers == 0 and node.dirty and node.attached and h.failure is None:
+                # No flush committed (the opener still held a copy at each close).
                 try:
-                    self._commit_handle(h)
+                    await self._commit_handle(h)
                 except _Failure as f:
                     # The kernel ignores release() errors: the event log has to tell.
                     log.warning("%s not saved: %s", node.path, f.text())
             if node.writers == 0 and node.dirty:
-                self._discard(node)  # refused, or unlinked while open
+                self.tree.discard(node)  # a failed write, or unlinked while open
             if node.handles == 0 and not node.dirty:
                 node.buffer = None
         finally:
-            self._file_event(h)
-            self._forget_if_unused(node)
-
-    def _file_event(self, h: _Handle) -> None:
-        if h.created:
-            op = "create"
-        elif h.wrote or h.truncated:
-            op = "write"
-        else:
-            op = "read"
-        path = h.file_path
-        if h.failure is not None:
-            self._pair(h.comm, h.pid, op, path, failure=h.failure)
-        elif op == "read":
-            self._pair(h.comm, h.pid, op, path, text=f"read {self._display(path)}")
-        elif h.result is None and not h.node.attached:
-            self._pair(h.comm, h.pid, op, path,
-                       text=f"{self._display(path)} was removed before it was saved")
-        elif h.result is None:
-            self._pair(h.comm, h.pid, op, path, text=f"{self._display(path)} unchanged",
-                       memory=h.node.memory)
-        else:
-            m = h.result
-            self._pair(h.comm, h.pid, op, path, memory=m,
-                       text=f"wrote {m.content_size_bytes} bytes to {self._display(m.path)}")
+            if not h.logged:
+                self._emit(self._file_pair(h, failure=h.failure))
+            self.tree.forget_if_unused(node)
 
     # -- handlers: directories ---------------------------------------------------------------
 
@@ -1017,11 +966,11 @@ class Operations(pyfuse3.Operations):
         node = self._node(inode)
         if not node.is_dir:
             raise FUSEError(errno.ENOTDIR)
-        comm, pid = self._ctx_name(ctx)
+        comm_, pid = self._ctx_name(ctx)
         assert node.children is not None
         # A snapshot, so that readdir offsets stay stable while entries come and go.
         listing = [node.children[k] for k in sorted(node.children)]
-        return self._register(_Handle(node, False, pid, comm, listing=listing))
+        return self._register(_Handle(node, False, pid, comm_, listing=listing))
 
     @_handler
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -1047,9 +996,10 @@ class Operations(pyfuse3.Operations):
             return
         h.node.handles -= 1
         n = len(h.listing or ())
-        self._pair(h.comm, h.pid, "list", h.file_path,
-                   text=f"listed {self._display(h.file_path)}: {n} entr{'y' if n == 1 else 'ies'}")
-        self._forget_if_unused(h.node)
+        self._emit(self._pair(
+            h.comm, h.pid, "list", h.file_path,
+            text=f"listed {self._display(h.file_path)}: {n} entr{'y' if n == 1 else 'ies'}"))
+        self.tree.forget_if_unused(h.node)
 
     async def fsyncdir(self, fh: FileHandleT, datasync: bool) -> None:
         return None
@@ -1059,7 +1009,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         parent = self._node(parent_inode)
-        comm, pid = self._ctx_name(ctx)
+        comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
         try:
             self._check_writable()
@@ -1067,12 +1017,13 @@ class Operations(pyfuse3.Operations):
             if self._child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
         except _Failure as f:
-            self._pair(comm, pid, "mkdir", entry, failure=f)
+            self._emit(self._pair(comm_, pid, "mkdir", entry, failure=f))
             raise
-        node = self._dir_for(path, pin=True)
-        self._pair(comm, pid, "mkdir", path,
-                   text=f"created directory {self._display(path)} (kept in this mount until a "
-                   "file is written into it)")
+        node = self.tree.dir_for(path, pin=True)
+        self._emit(self._pair(
+            comm_, pid, "mkdir", path,
+            text=f"created directory {self._display(path)} (kept in this mount until a file "
+                 "is written into it)"))
         return self._lookup_reply(node)
 
     @_handler
@@ -1080,7 +1031,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
         parent = self._node(parent_inode)
-        comm, pid = self._ctx_name(ctx)
+        comm_, pid = self._ctx_name(ctx)
         node = self._child(parent, name)
         entry = self._entry_path(parent, name)
         try:
@@ -1092,44 +1043,49 @@ class Operations(pyfuse3.Operations):
             if node.children:
                 raise _Failure(errno.ENOTEMPTY, f"{entry} is not empty")
         except _Failure as f:
-            self._pair(comm, pid, "rmdir", entry, failure=f)
+            self._emit(self._pair(comm_, pid, "rmdir", entry, failure=f))
             raise
-        self._detach(node, pin_parent=True)
-        self._pair(comm, pid, "rmdir", entry,
-                   text=f"removed directory {self._display(entry)}")
+        self.tree.detach(node, pin_parent=True)
+        self._emit(self._pair(comm_, pid, "rmdir", entry,
+                              text=f"removed directory {self._display(entry)}"))
 
     @_handler
     async def unlink(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
         parent = self._node(parent_inode)
-        comm, pid = self._ctx_name(ctx)
-        node = self._child(parent, name)
+        comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
-        deleted: Memory | None = None
-        try:
-            self._check_writable()
-            if node is None:
-                raise _Failure(errno.ENOENT, f"no file {entry}")
-            if node.is_dir:
-                raise _Failure(errno.EISDIR, f"{entry} is a directory")
-            if node.memory is not None:
-                try:
-                    deleted = self.store.delete_path(self.store_id, node.path, actor=self.actor)
-                except errors.NotFound:
-                    pass  # deleted elsewhere meanwhile: the file is gone either way
-                except errors.MemfsError as e:
-                    raise _Failure.of(e) from None
-        except _Failure as f:
-            self._pair(comm, pid, "delete", entry, failure=f)
-            raise
-        assert node is not None
-        self._detach(node, pin_parent=True)
-        text = f"deleted {self._display(entry)}"
-        if deleted is None:
-            text += " (it was never saved)"
-        self._pair(comm, pid, "delete", entry, text=text,
-                   memory_id=deleted.id if deleted else None)
+        async with self._mutex:
+            node = self._child(parent, name)
+            pair: list[dict[str, Any]] | None = None
+            recorded = False
+            try:
+                self._check_writable()
+                if node is None:
+                    raise _Failure(errno.ENOENT, f"no file {entry}")
+                if node.is_dir:
+                    raise _Failure(errno.EISDIR, f"{entry} is a directory")
+                if node.memory is None:
+                    pair = self._pair(comm_, pid, "delete", entry,
+                                      text=f"deleted {self._display(entry)} (it was never saved)")
+                else:
+                    pair = self._pair(comm_, pid, "delete", entry, memory_id=node.memory.id,
+                                      text=f"deleted {self._display(entry)}")
+                    try:
+                        await self._call(self.store.delete_path, self.store_id, node.path,
+                                         actor=self.actor, events=pair)
+                        recorded = True
+                    except errors.NotFound:
+                        pass  # deleted elsewhere meanwhile: the file is gone either way
+                    except errors.MemfsError as e:
+                        raise _Failure.of(e) from None
+            except _Failure as f:
+                self._emit(self._pair(comm_, pid, "delete", entry, failure=f))
+                raise
+            assert node is not None
+            self.tree.detach(node, pin_parent=True)
+            (self._logged if recorded else self._emit)(pair)
 
     @_handler
     async def rename(
@@ -1143,22 +1099,31 @@ class Operations(pyfuse3.Operations):
     ) -> None:
         old_parent = self._node(parent_inode_old)
         new_parent = self._node(parent_inode_new)
-        comm, pid = self._ctx_name(ctx)
-        src = self._child(old_parent, name_old)
+        comm_, pid = self._ctx_name(ctx)
         old_entry = self._entry_path(old_parent, name_old)
         new_entry = self._entry_path(new_parent, name_new)
-        try:
-            moved = self._rename(src, old_entry, new_parent, name_new, flags)
-        except _Failure as f:
-            self._pair(comm, pid, "rename", old_entry, new_path=new_entry, failure=f)
-            raise
-        self._pair(comm, pid, "rename", old_entry, new_path=new_entry,
-                   text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}",
-                   memory=moved)
 
-    def _rename(
-        self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int
-    ) -> Memory | None:
+        def pair(memory: Memory | None = None) -> list[dict[str, Any]] | None:
+            return self._pair(
+                comm_, pid, "rename", old_entry, new_path=new_entry, memory=memory,
+                text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}")
+
+        async with self._mutex:
+            src = self._child(old_parent, name_old)
+            try:
+                events, recorded = await self._rename(src, old_entry, new_parent, name_new,
+                                                      flags, pair)
+            except _Failure as f:
+                self._emit(self._pair(comm_, pid, "rename", old_entry, new_path=new_entry,
+                                      failure=f))
+                raise
+            (self._logged if recorded else self._emit)(events)
+
+    async def _rename(
+        self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
+        pair: Callable[[Memory | None], list[dict[str, Any]] | None],
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
+        """Rename under the mutex; returns the events and whether the store recorded them."""
         self._check_writable()
         if flags & pyfuse3.RENAME_EXCHANGE:
             raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
@@ -1166,60 +1131,71 @@ class Operations(pyfuse3.Operations):
             raise _Failure(errno.ENOENT, f"no such file {old_path}")
         new_path = self._new_path(new_parent, name_new)
         if new_path == old_path:
-            return src.memory
+            return pair(src.memory), False
         dst = self._child(new_parent, name_new)
         if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
             raise _Failure(errno.EEXIST, f"{new_path} exists")
         if src.is_dir:
-            return self._rename_dir(src, old_path, new_parent, new_path, dst)
+            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair)
         if dst is not None and dst.is_dir:
             raise _Failure(errno.EISDIR, f"{new_path} is a directory")
-        moved: Memory | None = None
+        events = pair(None)
+        gen = src.gen
         try:
             if src.memory is None:
-                # Not committed yet (a new file whose release has not come): commit it first,
-                # so that the rename over `dst` stays one store transaction.
-                self._commit(src)
-            moved = self.store.rename_path(
-                self.store_id, old_path, new_path, actor=self.actor,
-                replace=not flags & pyfuse3.RENAME_NOREPLACE,
-            )
+                # Never committed (a new file not closed yet): its content becomes the
+                # content at the new path in one write, over the memory there if any.
+                data = bytes(await self._data(src))
+                moved = await self._call(self.store.write_path, self.store_id, new_path,
+                                         data, actor=self.actor, events=events)
+                if src.gen == gen:
+                    src.dirty = False
+            else:
+                moved = await self._call(
+                    self.store.rename_path, self.store_id, old_path, new_path,
+                    actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
+                    events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
-        if dst is not None:
-            if dst.memory is None:  # a new file renamed over: its data never reaches the store
-                dst.buffer = None
-                dst.dirty = dst.written = False
-            self._detach(dst)
-        self._detach(src, pin_parent=True)
-        self._place(src, new_parent, new_path.rpartition("/")[2])
-        self._set_memory(src, moved)
-        return moved
+        # Whatever holds the new name now (also one made while the store worked) is renamed
+        # over: open descriptors keep its content, its unsaved data is never saved.
+        dst = self._child(new_parent, name_new)
+        if dst is not None and dst is not src:
+            dst.dirty = False
+            self.tree.detach(dst)
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
+        self.tree.set_memory(src, moved, moved.seq)
+        return events, True
 
-    def _rename_dir(
-        self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None
-    ) -> None:
+    async def _rename_dir(
+        self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
+        pair: Callable[[Memory | None], list[dict[str, Any]] | None],
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
         if dst is not None:
             if not dst.is_dir:
                 raise _Failure(errno.ENOTDIR, f"{new_path} is not a directory")
             if dst.children:
                 raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
+        events = pair(None)
         try:
-            moved = self.store.rename_prefix(
-                self.store_id, old_path + "/", new_path + "/", actor=self.actor
-            )
+            moved = await self._call(
+                self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
+                actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
-        if dst is not None:
-            self._detach(dst)
-        self._detach(src, pin_parent=True)
-        self._place(src, new_parent, new_path.rpartition("/")[2])
+        dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
+        if dst is not None and dst is not src:
+            self.tree.detach(dst)
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
         for m in moved:
-            node = self._by_memory.get(m.id)
+            node = self.tree.by_memory.get(m.id)
             if node is not None and node.path == m.path:
-                self._set_memory(node, m)
+                self.tree.set_memory(node, m, m.seq)
             else:
-                self._attach_memory(m)  # one this mount had not seen yet
+                self.tree.attach_memory(m, m.seq)  # one this mount had not seen yet
+        return events, True
 
     # -- handlers: refused node types -------------------------------------------------------
 
@@ -1249,15 +1225,15 @@ class Operations(pyfuse3.Operations):
     @_handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         lim = self.store.limits
-        live = self.store.count_memories(self.store_id)
+        live = await self._call(self.store.count_memories, self.store_id)
         data = pyfuse3.StatvfsData()
         data.f_bsize = data.f_frsize = _BLOCK
         data.f_blocks = lim.max_memories * lim.max_content_bytes // _BLOCK
-        used = sum(n.size for n in self._by_memory.values() if n.attached) // _BLOCK
+        used = sum(n.size for n in self.tree.by_memory.values() if n.attached) // _BLOCK
         data.f_bfree = data.f_bavail = max(0, data.f_blocks - used)
         data.f_files = lim.max_memories
         data.f_ffree = data.f_favail = max(0, lim.max_memories - live)
-        data.f_namemax = 255
+        data.f_namemax = NAME_MAX
         return data
 
     @_handler
@@ -1291,198 +1267,3 @@ class Operations(pyfuse3.Operations):
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> None:
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
-
-    # -- changes made elsewhere ----------------------------------------------------------------
-
-    def apply_changes(
-        self, changes: Sequence[Change], known: Mapping[str, Memory | None] | None = None
-    ) -> None:
-        """Bring the tree up to date with changes from the store's feed (made by this mount
-        or elsewhere), in feed order, queueing kernel invalidations in :attr:`stale_entries`
-        and :attr:`stale_inodes`. Idempotent: a change this mount made itself is a no-op.
-
-        ``known`` gives the current state of memories the caller already has (a remote feed
-        sends it with each change; None: deleted since); the others are read from the store.
-        """
-        # The current state of every memory a `put` names, read once per batch.
-        current: dict[str, Memory | None] = dict(known or {})
-        for ch in changes:
-            if ch.op == "put" and ch.memory_id is not None and ch.memory_id not in current:
-                try:
-                    current[ch.memory_id] = self.store.get_memory(
-                        self.store_id, ch.memory_id, view="basic"
-                    )
-                except errors.NotFound:
-                    current[ch.memory_id] = None
-        emptied: list[Node] = []
-        for ch in changes:
-            self.seq = max(self.seq, ch.seq)
-            if ch.op == "store":
-                try:
-                    self.archived = self.store.get_store(self.store_id).archived_at is not None
-                except errors.NotFound:
-                    self.archived = True
-                    for child in list((self.root.children or {}).values()):
-                        self._detach(child, notify=True)
-            elif ch.op == "delete" and ch.memory_id is not None:
-                node = self._by_memory.get(ch.memory_id)
-                if node is not None and node.attached:
-                    self._remove_deleted(node, emptied)
-            elif ch.op == "put" and ch.memory_id is not None:
-                m = current.get(ch.memory_id)
-                if m is not None:
-                    self._apply_put(m, emptied)
-        for d in emptied:
-            self._prune(d)
-
-    def _remove_deleted(self, node: Node, emptied: list[Node]) -> None:
-        """Take out the file of a memory deleted elsewhere; its parent joins ``emptied``
-        (to be pruned if nothing is left in it)."""
-        emptied.append(node.parent)  # type: ignore[arg-type]
-        self._detach(node, notify=True)
-        self._drop_content(node)
-
-    def _apply_put(self, m: Memory, emptied: list[Node]) -> None:
-        node = self._by_memory.get(m.id)
-        if (node is not None and node.attached and node.memory is not None
-                and _version_key(node.memory) >= _version_key(m)):  # fmt: skip
-            # Our own change, one applied already, or an older state than the node's: a
-            # remote feed sends each memory as it was when the change was sent, so a put for
-            # a file's creation can arrive after this mount renamed it (it must not move the
-            # file back until the rename's own put arrives).
-            return
-        if node is not None and node.attached and node.parent is not None:
-            emptied.append(node.parent)
-        node = self._attach_memory(m)
-        # Content or at least mtime changed: the kernel drops its attributes and pages.
-        self.stale_inodes.append(node.ino)
-
-    def reload(self, tree: Sequence[Memory], seq: int, archived: bool) -> None:
-        """Replace what this mount knows of the store by ``tree`` (every live memory, at feed
-        position ``seq``): when the feed lost track of this mount's position. Memories gone
-        from ``tree`` leave the mount, the others are placed as in :meth:`apply_changes`
-        (kernel invalidations queued the same way); files not committed yet stay."""
-        self.archived = archived
-        live = {m.id for m in tree}
-        emptied: list[Node] = []
-        for memory_id, node in list(self._by_memory.items()):
-            if memory_id not in live and node.attached:
-                self._remove_deleted(node, emptied)
-        for m in tree:
-            self._apply_put(m, emptied)
-        for d in emptied:
-            self._prune(d)
-        self.seq = seq
-
-    def discard_all(self) -> None:
-        """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""
-        for node in self._nodes.values():
-            if node.dirty:
-                log.warning("unmounting with %s unsaved (still open for writing)", node.path)
-            node.buffer = None
-            node.dirty = False
-
-
-# --------------------------------------------------------------------------------------------
-# background services
-
-
-class _Periodic:
-    """A background service that calls :meth:`tick` every ``interval`` seconds until
-    :meth:`stop` (which ends :meth:`run` at once, without a last tick)."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self._stopped = trio.Event()
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    async def run(self) -> None:
-        while True:
-            with trio.move_on_after(self.interval):
-                await self._stopped.wait()
-            if self._stopped.is_set():
-                return
-            await self.tick()
-
-    async def tick(self) -> None:
-        raise NotImplementedError
-
-
-class ChangeWatcher(_Periodic):
-    """Polls the store's change feed and keeps the tree and the kernel caches current.
-
-    Every ``interval`` seconds it compares :meth:`Store.last_change` (a cheap indexed query)
-    with the tree's position, applies new changes, and tells the kernel which entries and
-    inodes to forget (:func:`flush_invalidations`).
-    """
-
-    def __init__(self, ops: Operations, interval: float = 0.15) -> None:
-        super().__init__(interval)
-        self.ops = ops
-
-    async def tick(self) -> None:
-        try:
-            await self.poll()
-        except errors.MemfsError as e:
-            log.warning("change feed: %s", e)
-        except Exception:
-            log.exception("change feed poll failed")
-
-    async def poll(self) -> int:
-        """Apply pending changes; returns how many were applied."""
-        ops = self.ops
-        n = 0
-        while ops.store.last_change(ops.store_id) > ops.seq:
-            changes = ops.store.changes_since(ops.store_id, ops.seq)
-            if not changes:
-                break
-            ops.apply_changes(changes)
-            n += len(changes)
-        await flush_invalidations(ops)
-        return n
-
-
-async def flush_invalidations(ops: Operations) -> None:
-    """Tell the kernel to forget the entries and inodes ``ops`` queued (and empty the queues).
-
-    ``invalidate_entry_async`` runs in pyfuse3's notify thread, and ``invalidate_inode`` in a
-    worker thread, because both may wait for requests this (single) trio thread has to answer.
-    """
-    entries, ops.stale_entries = ops.stale_entries, []
-    inodes, ops.stale_inodes = list(dict.fromkeys(ops.stale_inodes)), []
-    for parent, name, deleted in entries:
-        pyfuse3.invalidate_entry_async(
-            InodeT(parent), FileNameT(name.encode("utf-8")), deleted=InodeT(deleted),
-            ignore_enoent=True,
-        )
-    if inodes:
-        await trio.to_thread.run_sync(_invalidate_inodes, inodes)
-
-
-def _invalidate_inodes(inodes: list[int]) -> None:
-    for ino in inodes:
-        try:
-            pyfuse3.invalidate_inode(InodeT(ino))
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOTCONN):
-                log.warning("invalidate_inode(%d): %s", ino, e)
-
-
-class EventFlusher(_Periodic):
-    """Writes queued tool events to the database every ``interval`` seconds (the last ones
-    are written by :meth:`EventSink.close`, at unmount)."""
-
-    def __init__(self, sink: EventSink, interval: float = 0.25) -> None:
-        super().__init__(interval)
-        self.sink = sink
-
-    async def tick(self) -> None:
-        try:
-            # In a thread: encoding and inserting a batch must not hold up the requests the
-            # kernel is waiting for (the store is thread-safe; new events are only appended to
-            # the queue meanwhile).
-            await trio.to_thread.run_sync(self.sink.flush)
-        except errors.MemfsError as e:
-            log.warning("tool events not recorded yet: %s", e)

@@ -186,10 +186,13 @@ def test_error_rows(setup):
     r = m.root
     # EFBIG at the write that exceeds the limit.
     limit = store.limits.max_content_bytes
-    with open(r / "big.md", "wb", buffering=0) as f:
-        f.write(b"a" * limit)
-        assert errno_of(lambda: f.write(b"b")) == errno.EFBIG
-    assert store.get_memory_by_path(sid, "/big.md").content_size_bytes == limit
+    f = open(r / "big.md", "wb", buffering=0)  # noqa: SIM115
+    f.write(b"a" * limit)
+    assert errno_of(lambda: f.write(b"b")) == errno.EFBIG
+    # ...and close() fails with it: an open->close in which a write failed commits nothing.
+    assert errno_of(f.close) == errno.EFBIG
+    assert "/big.md" not in {x.path for x in store.tree(sid)}
+    assert not (r / "big.md").exists()
     # EILSEQ at close for content that is not UTF-8; nothing committed.
     f = open(r / "bin.md", "wb")  # noqa: SIM115
     f.write(b"\xff\xfe\x00")

@@ -142,10 +142,22 @@ async def test_create_write_close_makes_one_version_and_an_event_pair(fs, store)
     assert [r[0] for r in rows] == ["agent.tool_use", "agent.tool_result"] * 2
 
 
-async def test_shell_redirect_pattern_makes_one_version(fs, store):
-    """bash: open, dup2, close (flush before any write), write, close."""
+class _Descriptors:
+    """Stands in for /proc: how many descriptors the opener still holds at each flush."""
+
+    def __init__(self, monkeypatch, ops: Operations) -> None:
+        self.held = 0
+        ops.mountpoint = "/mnt/test"
+        monkeypatch.setattr("memfs.fs._fds_on", lambda pid, mountpoint, ino: self.held)
+
+
+async def test_shell_redirect_pattern_makes_one_version(fs, store, monkeypatch):
+    """bash: open, dup2, close (flush before any write; the opener still holds the copy),
+    write, close."""
     ops, sid = fs
+    fds = _Descriptors(monkeypatch, ops)
     info, attrs = await ops.create(ROOT, b"r.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    fds.held = 1
     await ops.flush(info.fh)  # the dup2'd original descriptor closed
     assert versions(store, sid) == []
     await ops.write(info.fh, 0, b"hi\n")
@@ -153,13 +165,17 @@ async def test_shell_redirect_pattern_makes_one_version(fs, store):
     r = await ops.open(attrs.st_ino, os.O_RDONLY, CTX)
     assert await ops.read(r.fh, 0, 100) == b"hi\n"
     await ops.release(r.fh)
+    fds.held = 0
     await ops.flush(info.fh)
+    assert [v.operation for v in versions(store, sid)] == ["created"]  # before close returns
     await ops.release(info.fh)
     assert [v.operation for v in versions(store, sid)] == ["created"]
     # Truncating re-open (echo > existing): still one version.
     info = await ops.open(attrs.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    fds.held = 1
     await ops.flush(info.fh)
     await ops.write(info.fh, 0, b"bye\n")
+    fds.held = 0
     await ops.flush(info.fh)
     await ops.release(info.fh)
     assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
@@ -199,17 +215,41 @@ async def test_efbig_at_the_write_that_exceeds_the_limit(store, tmp_path):
     info, _ = await ops.create(ROOT, b"big.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
     await ops.write(info.fh, 0, b"12345678")
     await raises(errno.EFBIG, ops.write(info.fh, 8, b"abc"))
-    await ops.flush(info.fh)
+    # An open->close in which a write failed commits nothing, and close() says why.
+    await raises(errno.EFBIG, ops.flush(info.fh))
     await ops.release(info.fh)
-    assert small.get_memory_by_path(sid, "/big.md").content == "12345678"
+    assert versions(small, sid) == []
+    await raises(errno.ENOENT, ops.lookup(ROOT, b"big.md", CTX))
     res = events(ops)[1]
     assert res["is_error"] is True and "EFBIG" in res["content"][0]["text"]
+    assert "memory_version_id" not in res
+
+
+async def test_failed_write_keeps_the_previous_version(store, tmp_path):
+    """Overwriting a memory with too much (tr, cp): the memory keeps its version."""
+    ops, sid, small = make_limited_ops(store, tmp_path, max_content_bytes=10)
+    ino = await write_file(ops, ROOT, b"m.md", b"old")
+    info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.write(info.fh, 0, b"0123456789")
+    await raises(errno.EFBIG, ops.write(info.fh, 10, b"x"))
+    await raises(errno.EFBIG, ops.flush(info.fh))
+    await ops.release(info.fh)
+    assert [v.operation for v in versions(small, sid)] == ["created"]
+    assert small.get_memory_by_path(sid, "/m.md").content == "old"
+    assert await read_file(ops, ino) == b"old"
+    # A single write over the limit (cp of a big file): nothing, not an empty version.
+    info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await raises(errno.EFBIG, ops.write(info.fh, 0, b"x" * 11))
+    await raises(errno.EFBIG, ops.flush(info.fh))
+    await ops.release(info.fh)
+    assert small.get_memory_by_path(sid, "/m.md").content == "old"
 
 
 async def test_invalid_utf8_fails_close_and_commits_nothing(fs, store):
     ops, sid = fs
     info, _ = await ops.create(ROOT, b"bad.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await ops.write(info.fh, 0, b"\xff\xfe")
+    # Bytes that can never be UTF-8 are refused at write() (a shell ignores close errors).
+    await raises(errno.EILSEQ, ops.write(info.fh, 0, b"\xff\xfe"))
     await raises(errno.EILSEQ, ops.flush(info.fh))
     await ops.release(info.fh)
     assert versions(store, sid) == []
@@ -528,9 +568,9 @@ async def test_ftruncate_over_the_limit_is_in_the_event_log(store, tmp_path):
     attr = pyfuse3.EntryAttributes()
     attr.st_size = 11
     await raises(errno.EFBIG, ops.setattr(attrs.st_ino, attr, Fields(size=True), info.fh, CTX))
-    await ops.flush(info.fh)
+    await raises(errno.EFBIG, ops.flush(info.fh))  # a failed write: nothing is committed
     await ops.release(info.fh)
-    assert small.get_memory_by_path(sid, "/t.md").content == "1234"
+    assert versions(small, sid) == []
     res = events(ops)[1]
     assert res["is_error"] is True and res["content"][0]["text"].startswith("EFBIG")
 
@@ -585,8 +625,8 @@ async def test_change_subscriber_backs_off_while_failing_and_starts_over_once_he
     import trio
 
     from memfs.client import FeedEvent
-    from memfs.daemon import ChangeSubscriber
     from memfs.errors import MemfsError
+    from memfs.watch import ChangeSubscriber
 
     ops, _ = fs
     drop = MemfsError("link dropped")
@@ -606,7 +646,7 @@ async def test_change_subscriber_backs_off_while_failing_and_starts_over_once_he
 
     sub = ChangeSubscriber(ops, Feed())  # type: ignore[arg-type]
     t0 = trio.current_time()
-    with caplog.at_level("DEBUG", logger="memfs.daemon"):
+    with caplog.at_level("DEBUG", logger="memfs.watch"):
         await sub.run()
     waits = [round(b - a, 3) for a, b in zip([t0, *started], started, strict=False)]
     assert waits == [0.0, 0.05, 0.1, 0.05]  # doubled while failing, short again once heard
@@ -618,7 +658,7 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
     import trio
     import trio.testing
 
-    from memfs.fs import EventFlusher
+    from memfs.watch import EventFlusher
 
     ops, sid = fs
     sink = ops.events
@@ -632,11 +672,14 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
         async with trio.open_nursery() as nursery:
             flusher = EventFlusher(sink, interval=0.02)
             nursery.start_soon(flusher.run)
-            await write_file(ops, ROOT, b"a.md", b"a")
-            assert sink.pending == 2 and recorded() == 0  # queued on the request path
+            ino = await write_file(ops, ROOT, b"a.md", b"a")
+            # A write's events are recorded with its version, in its transaction.
+            assert sink.pending == 0 and recorded() == 2
+            await read_file(ops, ino)
+            assert sink.pending == 2 and recorded() == 2  # a read's: queued on the request path
             while sink.pending:  # noqa: ASYNC110 (the flush runs in a worker thread)
                 await trio.sleep(0.01)
-            assert recorded() == 2
+            assert recorded() == 4
             flusher.stop()
     slow = EventFlusher(sink, interval=60)
     with trio.fail_after(5):  # stop() ends run() at once, not after the interval

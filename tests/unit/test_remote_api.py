@@ -366,7 +366,7 @@ async def test_reload_replaces_the_tree_and_keeps_inodes(store):
     store.update_memory(sid, keep.id, content="kept, changed", actor=None)
     store.create_memory(sid, "/new.md", "n", actor=None)
     ops.stale_entries.clear()
-    ops.reload(store.tree(sid), 12345, archived=False)
+    await ops.reload(store.tree(sid), 12345, archived=False)
     assert ops.seq == 12345
     assert sorted(ops.root.children or {}) == ["keep.md", "new.md"]
     again = await ops.lookup(1, b"keep.md", _Ctx())

@@ -1,0 +1,69 @@
+"""The store operations a mount needs, as one protocol that :class:`memfs.store.Store` and
+:class:`memfs.client.Client` (a store on a ``memfs serve``) both implement.
+
+The filesystem is written against :class:`StoreAPI`, never against either class, so a remote
+mount is the same code over another implementation (no ``cast``). Every method may block (on
+SQLite's lock, a disk sync or the network): the filesystem calls them in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .models import Change, Event, Memory, MemoryStore, Session
+
+
+@runtime_checkable
+class StoreAPI(Protocol):
+    #: The limits the store enforces (:class:`memfs.store.Limits`; a client has its server's).
+    limits: Any
+
+    def resolve_store(self, ref: str) -> MemoryStore: ...
+
+    def get_store(self, store_id: str) -> MemoryStore: ...
+
+    def get_session(self, session_id: str) -> Session: ...
+
+    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory: ...
+
+    def tree(self, store_id: str) -> list[Memory]: ...
+
+    def count_memories(self, store_id: str) -> int: ...
+
+    def check_can_create(self, store_id: str) -> None: ...
+
+    def last_change(self, store_id: str) -> int: ...
+
+    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]: ...
+
+    def write_path(
+        self, store_id: str, path: str | bytes, content: str | bytes, *, actor: Any,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Memory: ...
+
+    def delete_path(
+        self, store_id: str, path: str, *, actor: Any,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Memory: ...
+
+    def rename_path(
+        self, store_id: str, old: str | bytes, new: str | bytes, *, actor: Any,
+        replace: bool = True, events: list[dict[str, Any]] | None = None,
+    ) -> Memory: ...
+
+    def rename_prefix(
+        self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Any,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]: ...
+
+    def add_events(
+        self, session_id: str | None, events: Sequence[dict[str, Any]], *,
+        store_id: str | None = None,
+    ) -> list[Event]: ...
+
+    def sync(self) -> None: ...
+
+    def check_file(self) -> None: ...
+
+    def close(self) -> None: ...

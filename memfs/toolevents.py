@@ -1,0 +1,181 @@
+"""Tool events: every file operation of a mount as an ``agent.tool_use`` / ``agent.tool_result``
+pair (SPEC §4), and where they go.
+
+The events of a write (a close that commits, an unlink, a rename) are recorded by the store in
+the transaction of that write, so a version and the event that reports it exist together or
+not at all. Every other event (reads, listings, refused operations) is queued in the
+:class:`EventSink` and written to the database in batches by the mount's event flusher. Every
+event also goes to an optional JSON-lines file; a failure to write that file is logged and never
+turns a successful operation into an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from . import errors
+from .models import Memory
+from .protocol import StoreAPI
+from .rules import format_time, new_id
+
+log = logging.getLogger(__name__)
+
+#: Tool events kept in memory while the database refuses them; past that the oldest are
+#: dropped, with an error in the log that says how many.
+MAX_PENDING = 100_000
+
+
+def comm(pid: int) -> str:
+    """The command name of a process (``/proc/<pid>/comm``), or ``"unknown"``.
+
+    Read at every open, never cached: a forked shell opens a redirect as ``bash`` and then
+    execs the command under the same pid.
+    """
+    try:
+        fd = os.open(f"/proc/{pid}/comm", os.O_RDONLY)
+    except OSError:
+        return "unknown"
+    try:
+        return os.read(fd, 64).decode("utf-8", "replace").strip() or "unknown"
+    except OSError:
+        return "unknown"
+    finally:
+        os.close(fd)
+
+
+def tool_pair(
+    name: str,
+    pid: int,
+    operation: str,
+    file_path: str,
+    *,
+    failure: str | None = None,
+    text: str = "",
+    memory: Memory | None = None,
+    memory_id: str | None = None,
+    new_path: str | None = None,
+) -> list[dict[str, Any]]:
+    """One ``agent.tool_use`` / ``agent.tool_result`` pair. Paths are as the agent sees them.
+
+    :param failure: the error text of a failed operation (``is_error``).
+    :param memory: the memory and version a write produced (``memory_id`` alone: a deletion).
+        The store completes both when it records the pair with the write itself.
+    """
+    now = format_time(datetime.now(UTC))
+    use_id = new_id("sevt")
+    inp: dict[str, Any] = {"operation": operation, "file_path": file_path}
+    if new_path is not None:
+        inp["new_path"] = new_path
+    inp["pid"] = pid
+    use = {
+        "type": "agent.tool_use",
+        "id": use_id,
+        "name": name,
+        "input": inp,
+        "processed_at": now,
+        "evaluated_permission": "allow",
+        "evaluation": {"type": "always_allow"},
+        "session_thread_id": None,
+    }
+    result: dict[str, Any] = {
+        "type": "agent.tool_result",
+        "id": new_id("sevt"),
+        "tool_use_id": use_id,
+        "processed_at": now,
+        "is_error": failure is not None,
+        "content": [{"type": "text", "text": failure if failure is not None else text}],
+    }
+    if failure is None:
+        if memory is not None:
+            result["memory_id"] = memory.id
+            result["memory_version_id"] = memory.memory_version_id
+        elif memory_id is not None:
+            result["memory_id"] = memory_id
+    return [use, result]
+
+
+class EventSink:
+    """Where a mount's tool events go: a JSON-lines file (one object per line, flushed as
+    written) and the database.
+
+    :meth:`emit` queues events for the database (written by :meth:`flush`, which the daemon
+    calls every few hundred milliseconds and at exit); :meth:`log` only writes the file, for
+    events the store recorded with their write.
+    """
+
+    def __init__(
+        self,
+        store: StoreAPI,
+        store_id: str,
+        session_id: str | None,
+        path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.store = store
+        self.store_id = store_id
+        self.session_id = session_id
+        self._file: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        self._file_failing = False
+        self._pending: list[dict[str, Any]] = []
+
+    def log(self, events: Sequence[dict[str, Any]]) -> None:
+        """Append events to the JSON-lines file. A failure is logged (once until the file
+        works again), never raised: the events are in the database all the same."""
+        if self._file is None:
+            return
+        try:
+            for e in events:
+                self._file.write(json.dumps(e, ensure_ascii=False) + "\n")
+            self._file.flush()
+        except (OSError, ValueError) as e:
+            if not self._file_failing:
+                log.error("cannot write the tool event log %s: %s (events still go to the "
+                          "database)", self._file.name, e)
+            self._file_failing = True
+            return
+        self._file_failing = False
+
+    def emit(self, events: Sequence[dict[str, Any]]) -> None:
+        """Record events that no write records: the file now, the database in a batch."""
+        self.log(events)
+        self._pending.extend(events)
+        if len(self._pending) > MAX_PENDING:
+            extra = len(self._pending) - MAX_PENDING
+            del self._pending[:extra]
+            log.error("dropped the %d oldest tool events: the database has refused them for "
+                      "too long (they are in the JSON-lines log if one is set)", extra)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> None:
+        """Write the queued events to the database. On a store error they stay queued (and the
+        error propagates)."""
+        if not self._pending:
+            return
+        batch = list(self._pending)
+        try:
+            self.store.add_events(self.session_id, batch, store_id=self.store_id)
+        except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
+            # The session was deleted (or a server refuses them for good): these events can
+            # never be recorded; keeping them would only make the queue grow.
+            log.error("dropping %d tool events: %s", len(batch), e)
+        del self._pending[: len(batch)]
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        except errors.MemfsError as e:
+            log.error("could not record %d tool events in the database: %s", self.pending, e)
+        finally:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError as e:
+                    log.error("closing the tool event log: %s", e)
+                self._file = None

@@ -1,0 +1,384 @@
+"""Sharing and failure paths of a real mount (issue 8): another process holding the write
+lock, files read after they are unlinked or renamed over, closes that must commit (or must
+not), failed writes, bad bytes, a full disk, a database replaced under the mount, a broken
+event log, and the fs details pjdfstest found (NAME_MAX, ftruncate times, nlink)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memfs.store import Store
+
+from .conftest import in_proc_mounts, retry
+
+pytestmark = pytest.mark.fuse
+
+
+def sh(cmd: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, text=True,
+                          check=check, timeout=60)
+
+
+def errno_of(fn) -> int:
+    with pytest.raises(OSError) as e:
+        fn()
+    return e.value.errno
+
+
+def ops_of(store: Store, sid: str, path: str | None = None) -> list[str]:
+    vs = reversed(store.list_versions(sid, limit=100).data)
+    return [v.operation for v in vs if path is None or v.path == path]
+
+
+@pytest.fixture
+def setup(open_store, mounter):
+    store = open_store()
+    s = store.create_store("faults")
+    m = mounter(s.id)
+    return store, s.id, m
+
+
+# -- 1. another process holds the write lock ------------------------------------------------
+
+
+def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
+    """A process that takes SQLite's write lock (BEGIN IMMEDIATE), says so, and keeps it."""
+    code = (
+        "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "print('locked', flush=True)\n"
+        f"time.sleep({seconds})\n"
+        "c.execute('ROLLBACK')\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+    return p
+
+
+def test_the_mount_answers_while_another_process_holds_the_write_lock(setup, db):
+    store, sid, m = setup
+    (m.root / "old.md").write_text("old")
+    (m.root / "d").mkdir()
+    holder = _hold_write_lock(db, 3.0)
+    writer_done: list[float] = []
+
+    def write() -> None:
+        t = time.monotonic()
+        (m.root / "new.md").write_text("new")  # waits for the lock at close
+        writer_done.append(time.monotonic() - t)
+
+    try:
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.3)  # the close is now waiting for SQLite's lock
+        worst = 0.0
+        for _ in range(10):
+            t = time.monotonic()
+            names = sorted(os.listdir(m.root))
+            assert (m.root / "old.md").read_text() == "old"
+            os.stat(m.root / "d")
+            worst = max(worst, time.monotonic() - t)
+            time.sleep(0.1)
+        assert "old.md" in names
+        assert worst < 0.5, f"ls/cat took {worst:.2f} s while another process held the lock"
+        print(f"\nls + cat + stat while the lock is held elsewhere: worst {worst * 1000:.1f} ms")
+    finally:
+        holder.wait(timeout=30)
+        writer.join(timeout=60)
+    assert writer_done and writer_done[0] >= 2.0  # it did wait, and then it was saved
+    assert store.get_memory_by_path(sid, "/new.md").content == "new"
+
+
+# -- 2. open files outlive their name -------------------------------------------------------
+
+
+def test_an_open_file_stays_readable_after_unlink_rename_over_and_remote_delete(setup):
+    store, sid, m = setup
+    r = m.root
+    for name in ("u.md", "r.md", "x.md"):
+        (r / name).write_text(f"content of {name}\n" * 100)
+    fu = open(r / "u.md", "rb")  # noqa: SIM115
+    fr = open(r / "r.md", "rb")  # noqa: SIM115
+    fx = open(r / "x.md", "rb")  # noqa: SIM115
+    try:
+        assert fu.read(10) == b"content of"
+        os.unlink(r / "u.md")
+        assert fu.read() == (b"content of u.md\n" * 100)[10:]
+        assert os.fstat(fu.fileno()).st_nlink == 0  # no name left (finding 18)
+        # sed -i / an editor's save: a new file renamed over the one being read.
+        (r / "tmp").write_text("new\n")
+        os.rename(r / "tmp", r / "r.md")
+        assert os.pread(fr.fileno(), 1 << 20, 0) == b"content of r.md\n" * 100
+        # Deleted through another process (the store), seen by the mount's change feed.
+        store.delete_path(sid, "/x.md", actor=None)
+        retry(lambda: not (r / "x.md").exists(), 5)
+        assert os.pread(fx.fileno(), 1 << 20, 0) == b"content of x.md\n" * 100
+    finally:
+        fu.close()
+        fr.close()
+        fx.close()
+    assert (r / "r.md").read_text() == "new\n"
+
+
+def test_renaming_over_an_open_unsaved_file_keeps_its_data_for_the_holder(setup):
+    store, sid, m = setup
+    r = m.root
+    fd = os.open(r / "dst.md", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, b"unsaved data")
+        (r / "src.md").write_text("src")
+        os.rename(r / "src.md", r / "dst.md")
+        assert os.pread(fd, 100, 0) == b"unsaved data"
+        assert os.fstat(fd).st_size == len(b"unsaved data")
+    finally:
+        os.close(fd)
+    assert store.get_memory_by_path(sid, "/dst.md").content == "src"
+    assert (r / "dst.md").read_text() == "src"
+
+
+# -- 3, 4. every close that changed something is committed before close returns --------------
+
+
+def test_a_close_commits_while_another_descriptor_is_open_for_writing(setup):
+    store, sid, m = setup
+    (m.root / "f.md").write_text("old\n")
+    keep = os.open(m.root / "f.md", os.O_WRONLY | os.O_APPEND)
+    try:
+        fd = os.open(m.root / "f.md", os.O_WRONLY | os.O_TRUNC)
+        os.write(fd, b"new\n")
+        os.close(fd)
+        assert store.get_memory_by_path(sid, "/f.md").content == "new\n"
+    finally:
+        os.close(keep)
+
+
+def test_touch_and_truncate_survive_a_killed_daemon(open_store, mounter):
+    store = open_store()
+    sid = store.create_store("kill").id
+    m = mounter(sid)
+    (m.root / "t.md").write_text("to be truncated")
+    subprocess.run(["touch", str(m.root / "new.md")], check=True)
+    os.close(os.open(m.root / "t.md", os.O_WRONLY | os.O_TRUNC))
+    m.proc.send_signal(signal.SIGKILL)
+    m.proc.wait()
+    subprocess.run(["fusermount3", "-uz", str(m.root)], check=False)
+    assert store.get_memory_by_path(sid, "/new.md").content == ""
+    assert store.get_memory_by_path(sid, "/t.md").content == ""
+
+
+# -- 5, 6. a failed write commits nothing; bad bytes are refused at write() -------------------
+
+
+def test_a_failed_write_keeps_the_previous_version(setup):
+    store, sid, m = setup
+    sh("printf 'twenty-six bytes of text\\n' > m.md", m.root, check=True)
+    before = store.get_memory_by_path(sid, "/m.md")
+    out = sh("head -c 150000 /dev/zero | tr '\\0' x > m.md", m.root)
+    assert out.returncode != 0 and "too large" in out.stderr.lower()
+    assert store.get_memory_by_path(sid, "/m.md").memory_version_id == before.memory_version_id
+    assert (m.root / "m.md").read_text() == before.content
+    big = m.root.parent / "big.txt"
+    big.write_bytes(b"y" * 150_000)
+    assert sh(f"cp {big} m.md", m.root).returncode != 0
+    assert ops_of(store, sid, "/m.md") == ["created"]
+    results = [res for use, res in m.pairs() if use["input"]["file_path"] == str(m.root / "m.md")]
+    failed = [res for res in results if res["is_error"]]
+    assert failed and all("memory_version_id" not in res for res in failed)
+
+
+def test_a_flush_from_a_forked_child_does_not_commit(setup):
+    store, sid, m = setup
+    with open(m.root / "p.md", "w") as f:
+        f.write("part one\n")
+        f.flush()
+        # The child inherits the descriptor and closes its copy when it exits.
+        subprocess.run(["true"], close_fds=False, check=True)
+        subprocess.run([sys.executable, "-c", f"import os; os.close({f.fileno()})"],
+                       pass_fds=(f.fileno(),), check=True)
+        time.sleep(0.2)
+        assert "/p.md" not in {x.path for x in store.tree(sid)}
+        f.write("part two\n")
+    assert store.get_memory_by_path(sid, "/p.md").content == "part one\npart two\n"
+    assert ops_of(store, sid, "/p.md") == ["created"]
+
+
+def test_bytes_that_cannot_be_utf8_are_refused_at_write(setup):
+    store, sid, m = setup
+    out = sh("printf '\\xff\\xfe' > f.md", m.root)
+    assert out.returncode != 0
+    assert not (m.root / "f.md").exists()
+    # The refused name must not linger: the next redirect creates the file for real.
+    out = sh("printf '\\xff\\n' > g.md; echo hello > g.md", m.root)
+    assert out.returncode == 0, out.stderr
+    assert store.get_memory_by_path(sid, "/g.md").content == "hello\n"
+    assert (m.root / "g.md").read_text() == "hello\n"
+    # A character split across two writes is fine.
+    fd = os.open(m.root / "split.md", os.O_WRONLY | os.O_CREAT)
+    os.write(fd, "é".encode()[:1])
+    os.write(fd, "é".encode()[1:] + b"\n")
+    os.close(fd)
+    assert store.get_memory_by_path(sid, "/split.md").content == "é\n"
+
+
+# -- 8. a full disk --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the full-disk test needs root (to mount a small tmpfs) in CI")
+        pytest.skip("needs root to mount a small tmpfs")
+    d = tmp_path / "small"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(d)], check=True)
+    yield d
+    subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def test_a_full_disk_fails_the_write_and_the_mount_stays_up(small_disk, tmp_path):
+    from .conftest import Mount
+
+    db = small_disk / "memfs.db"
+    store = Store(db)
+    sid = store.create_store("full").id
+    store.write_path(sid, "/keep.md", "kept", actor=None)
+    m = Mount(db, sid, tmp_path / "mnt", []).wait_mounted()
+    try:
+        filler = small_disk / "filler"
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+            except OSError:
+                pass
+        failures = 0
+        for i in range(20):
+            try:
+                (m.root / f"f{i}.md").write_text("x" * 50_000)
+            except OSError as e:
+                assert e.errno in (errno.ENOSPC, errno.EIO), e
+                failures += 1
+        assert failures > 0
+        assert m.proc.poll() is None and os.path.ismount(m.root)
+        assert (m.root / "keep.md").read_text() == "kept"  # reads keep working
+        shown = {p.name for p in m.root.iterdir()}
+        saved = {x.path[1:] for x in store.tree(sid)}
+        assert shown == saved  # the mount shows nothing that was not saved
+        filler.unlink()
+        (m.root / "after.md").write_text("space is back")
+        assert store.get_memory_by_path(sid, "/after.md").content == "space is back"
+        assert "Traceback" not in m.log()
+    finally:
+        m.stop()
+        store.close()
+
+
+# -- 9. the database deleted or replaced under a running mount --------------------------------
+
+
+@pytest.mark.parametrize("how", ["rm", "mv", "cp"])
+def test_a_replaced_database_refuses_writes(open_store, mounter, db, tmp_path, how):
+    store = open_store()
+    sid = store.create_store("replaced").id
+    m = mounter(sid)
+    (m.root / "before.md").write_text("saved")
+    other = tmp_path / "other.db"
+    Store(other).close()
+    if how == "rm":
+        os.unlink(db)
+    elif how == "mv":
+        os.rename(other, db)
+    else:
+        shutil.copyfile(other, db)
+    t = time.monotonic()
+    with pytest.raises(OSError) as e:
+        (m.root / "after.md").write_text("lost?")
+    assert e.value.errno == errno.EIO
+    assert time.monotonic() - t < 1.0
+    # Noticed by the watcher too, with one clear line, within a second.
+    retry(lambda: "was" in m.log() and "while in use" in m.log(), 1.0)
+    assert (m.root / "before.md").read_text() == "saved"
+    assert m.proc.poll() is None
+
+
+# -- 10. a broken event log never turns success into failure ------------------------------------
+
+
+def test_a_broken_event_log_does_not_fail_operations(open_store, mounter):
+    store = open_store()
+    sid = store.create_store("devfull").id
+    m = mounter(sid, "--events", "/dev/full", name="full")
+    (m.root / "a.md").write_text("a")
+    os.rename(m.root / "a.md", m.root / "b.md")
+    os.unlink(m.root / "b.md")
+    assert store.tree(sid) == []
+    # The events are in the database, with the version they report.
+    rows = store.conn.execute(
+        "SELECT body FROM events WHERE store_id = ? AND type = 'agent.tool_result'", (sid,)
+    ).fetchall()
+    assert len(rows) >= 3
+
+
+def test_a_writes_events_are_recorded_with_its_version(setup):
+    store, sid, m = setup
+    (m.root / "e.md").write_text("e")
+    # Right after close returns, without waiting for any flusher.
+    v = store.get_memory_by_path(sid, "/e.md").memory_version_id
+    rows = store.conn.execute(
+        "SELECT COUNT(*) FROM events WHERE store_id = ? AND body LIKE ?", (sid, f"%{v}%")
+    ).fetchone()
+    assert rows[0] == 1
+
+
+# -- 18. what pjdfstest found ---------------------------------------------------------------------
+
+
+def test_name_max_ftruncate_times_and_nlink(setup):
+    _, _, m = setup
+    r = m.root
+    assert errno_of(lambda: open(r / ("n" * 256), "w")) == errno.ENAMETOOLONG
+    assert errno_of(lambda: os.stat(r / ("n" * 300))) == errno.ENAMETOOLONG
+    assert errno_of(lambda: os.mkdir(r / ("d" * 256))) == errno.ENAMETOOLONG
+    (r / ("n" * 255)).write_text("ok")
+    assert os.statvfs(r).f_namemax == 255
+    fd = os.open(r / "t.md", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, b"some text")
+        before = os.fstat(fd)
+        time.sleep(0.05)
+        os.ftruncate(fd, 3)
+        after = os.fstat(fd)
+        assert after.st_size == 3
+        assert after.st_mtime_ns > before.st_mtime_ns and after.st_ctime_ns > before.st_ctime_ns
+    finally:
+        os.close(fd)
+
+
+def test_no_mount_left_behind(setup):
+    _, _, m = setup
+    m.stop()
+    assert not in_proc_mounts(m.root)
+
+
+def test_sqlite_sees_one_consistent_database_after_all_this(setup, db):
+    store, sid, m = setup
+    for i in range(20):
+        (m.root / f"f{i}.md").write_text(str(i))
+    c = sqlite3.connect(db)
+    try:
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        c.close()
