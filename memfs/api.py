@@ -98,6 +98,8 @@ class RequestTooLarge(errors.InvalidRequest):
 #: The error codes let :mod:`memfs.client` raise the exact :mod:`memfs.errors` subclass again.
 ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.NotFound, 404, "not_found_error", None),
+    (errors.DirectoryNotEmpty, 409, "memory_path_conflict_error", "directory_not_empty"),
+    (errors.NotADirectory, 409, "memory_path_conflict_error", "not_a_directory"),
     (errors.PathConflict, 409, "memory_path_conflict_error", None),
     (errors.PreconditionFailed, 409, "memory_precondition_failed_error", None),
     (errors.Conflict, 409, "conflict_error", None),

@@ -82,6 +82,12 @@ ERROR_CODES: dict[str, type[errors.InvalidRequest]] = {
     "invalid_cursor": errors.InvalidCursor,
 }
 
+#: ``details.error_code`` of a ``memory_path_conflict_error`` -> the exact error class.
+PATH_CONFLICT_CODES: dict[str, type[errors.PathConflict]] = {
+    "directory_not_empty": errors.DirectoryNotEmpty,
+    "not_a_directory": errors.NotADirectory,
+}
+
 
 @dataclass(frozen=True)
 class Request:
@@ -112,7 +118,7 @@ def error_from_response(status: int, body: Any) -> errors.MemfsError:
     if status == 401 or type_ == "authentication_error":
         return errors.Unauthorized(message)
     if type_ == "memory_path_conflict_error":
-        return errors.PathConflict(
+        return PATH_CONFLICT_CODES.get(code or "", errors.PathConflict)(
             message,
             conflicting_memory_id=err.get("conflicting_memory_id") or "",
             conflicting_path=err.get("conflicting_path") or "",

@@ -20,6 +20,8 @@ an exit code. They never re-check a rule themselves.
     │   └── InvalidCursor        a page cursor that this listing did not hand out
     ├── Conflict                 HTTP 409, never worth retrying
     │   ├── PathConflict         the path is taken, or overlaps another memory's path
+    │   │   ├── DirectoryNotEmpty    a directory rename onto a directory that holds memories
+    │   │   └── NotADirectory        a directory rename onto (or below) a memory's path
     │   └── PreconditionFailed   the content hash does not match
     ├── ReadOnly                 a write through a read-only attachment
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
@@ -88,6 +90,15 @@ class PathConflict(Conflict):
         super().__init__(message)
         self.conflicting_memory_id = conflicting_memory_id
         self.conflicting_path = conflicting_path
+
+
+class DirectoryNotEmpty(PathConflict):
+    """A directory rename whose target directory already holds memories (POSIX ENOTEMPTY):
+    directories are never merged."""
+
+
+class NotADirectory(PathConflict):
+    """A directory rename whose target, or one of its parents, is a memory (POSIX ENOTDIR)."""
 
 
 class PreconditionFailed(Conflict):

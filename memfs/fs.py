@@ -77,6 +77,8 @@ ERRNO_BY_ERROR: list[tuple[type[errors.MemfsError], int]] = [
     (errors.StoreArchived, errno.EROFS),
     (errors.LimitExceeded, errno.ENOSPC),
     (errors.InvalidRequest, errno.EINVAL),
+    (errors.DirectoryNotEmpty, errno.ENOTEMPTY),
+    (errors.NotADirectory, errno.ENOTDIR),
     (errors.PathConflict, errno.EEXIST),
     (errors.PreconditionFailed, errno.EBUSY),
     (errors.Conflict, errno.EEXIST),

@@ -48,11 +48,13 @@ from sqlite_utils.migrations import Migrations
 from .errors import (
     Busy,
     ContentTooLarge,
+    DirectoryNotEmpty,
     InvalidContent,
     InvalidCursor,
     InvalidPath,
     InvalidRequest,
     LimitExceeded,
+    NotADirectory,
     NotFound,
     PathConflict,
     PathEncoding,
@@ -1378,6 +1380,13 @@ class Store:
         """Move every memory below ``old_prefix`` (``/a/``) to ``new_prefix`` (``/b/``) in one
         transaction: a directory rename. Each moved memory gets one ``modified`` version.
 
+        Directories are never merged: the target directory must hold no memory (not even
+        one of the move's own, as when moving ``/a/b/`` to ``/a/``), and must not be a
+        memory's path nor lie below one.
+
+        :raises DirectoryNotEmpty: a memory exists below ``new_prefix`` (POSIX ENOTEMPTY).
+        :raises NotADirectory: ``new_prefix`` without its slash, or a parent of it, is a
+            memory (POSIX ENOTDIR).
         :raises PathConflict: a destination path is blocked by a memory outside the move.
         :raises InvalidPath: a destination path breaks the path rules.
         """
@@ -1393,6 +1402,7 @@ class Store:
                 (store_id, old_prefix, old_prefix[:-1] + "0"),
             ).fetchall()
             moving = {r["id"] for r in rows}
+            self._check_empty_directory(c, store_id, new_prefix, moving)
             now = _now()
             targets = [new_prefix + r["path"][len(old_prefix):] for r in rows]
             for t in targets:
@@ -1419,6 +1429,38 @@ class Store:
                            now)
                 )
         return result
+
+    def _check_empty_directory(
+        self, c: sqlite3.Connection, store_id: str, prefix: str, moving: Collection[str]
+    ) -> None:
+        """:raises NotADirectory: ``prefix`` without its slash, or a parent of it, is a memory.
+        :raises DirectoryNotEmpty: a memory exists below ``prefix`` (a memory outside
+        ``moving`` is named as the conflict when there is one)."""
+        if prefix != "/":
+            segments = prefix[1:-1].split("/")
+            parents = ["/" + "/".join(segments[:i]) for i in range(1, len(segments) + 1)]
+            row = c.execute(
+                f"SELECT id, path FROM memories WHERE store_id = ? "
+                f"AND path IN ({','.join('?' * len(parents))}) ORDER BY path LIMIT 1",
+                (store_id, *parents),
+            ).fetchone()
+            if row is not None:
+                raise NotADirectory(
+                    f"{row['path']} is a memory, not a directory: cannot move a directory to "
+                    f"{prefix}",
+                    conflicting_memory_id=row["id"], conflicting_path=row["path"],
+                )
+        rows = c.execute(
+            "SELECT id, path FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
+            "ORDER BY path LIMIT ?",
+            (store_id, prefix, prefix[:-1] + "0", len(moving) + 1),
+        ).fetchall()
+        if rows:
+            row = next((r for r in rows if r["id"] not in moving), rows[0])
+            raise DirectoryNotEmpty(
+                f"{prefix} is not empty (e.g. {row['path']}): directories are not merged",
+                conflicting_memory_id=row["id"], conflicting_path=row["path"],
+            )
 
     def tree(self, store_id: str) -> list[Memory]:
         """Every live memory of the store, without content, in path order."""

@@ -644,3 +644,12 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
             nursery.start_soon(slow.run)
             await trio.testing.wait_all_tasks_blocked()
             slow.stop()
+
+
+def test_directory_rename_errors_map_to_enotempty_and_enotdir():
+    import memfs.errors as E
+
+    kw = {"conflicting_memory_id": "mem_x", "conflicting_path": "/b/x"}
+    assert errno_for(E.DirectoryNotEmpty("not empty", **kw)) == errno.ENOTEMPTY
+    assert errno_for(E.NotADirectory("a file", **kw)) == errno.ENOTDIR
+    assert errno_for(E.PathConflict("taken", **kw)) == errno.EEXIST

@@ -173,6 +173,33 @@ def test_limits_tree_stats_and_one_transaction_renames(http, store):
     assert r.json()["error"]["details"]["error_code"] == "content_too_large"
 
 
+def test_rename_prefix_never_merges_directories(http, store):
+    sid = store.create_store("n").id
+    for p in ("/a/one.md", "/b/two.md", "/f.md"):
+        store.create_memory(sid, p, p, actor=None)
+    url = f"/v1/memory_stores/{sid}/memfs/rename_prefix"
+    r = http.post(url, json={"old_prefix": "/a/", "new_prefix": "/b/"})
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert err["type"] == "memory_path_conflict_error"
+    assert err["details"]["error_code"] == "directory_not_empty"
+    assert err["conflicting_path"] == "/b/two.md"
+    r = http.post(url, json={"old_prefix": "/a/", "new_prefix": "/f.md/"})
+    assert r.status_code == 409
+    assert r.json()["error"]["details"]["error_code"] == "not_a_directory"
+    assert [m.path for m in store.tree(sid)] == ["/a/one.md", "/b/two.md", "/f.md"]
+    # the client raises the exact classes again (a remote mount maps them to errno)
+    c = Client("http://memfs", KEY, transport=through(http))
+    with pytest.raises(errors.DirectoryNotEmpty) as e:
+        c.rename_prefix(sid, "/a/", "/b/")
+    assert e.value.conflicting_path == "/b/two.md"
+    with pytest.raises(errors.NotADirectory):
+        c.rename_prefix(sid, "/a/", "/f.md/")
+    with pytest.raises(errors.PathConflict) as pc:
+        c.rename_path(sid, "/a/one.md", "/f.md", replace=False)
+    assert type(pc.value) is errors.PathConflict
+
+
 def test_resolve_store_is_the_stores_rule(http, store):
     url = "/v1/memfs/resolve_store"
     old = store.create_store("notes")

@@ -635,11 +635,16 @@ class TestPathOps:
         assert store.tree(sid)[0].path == "/d/a"
 
     def test_rename_prefix_to_parent(self, store: Store, sid: str) -> None:
+        # /a holds b itself: not empty, as rename(2) says (no merge into the parent)
+        from memfs.errors import DirectoryNotEmpty
+
         store.write_path(sid, "/a/b/x", "x", actor=API)
         store.write_path(sid, "/a/b/c/y", "y", actor=API)
-        moved = store.rename_prefix(sid, "/a/b/", "/a/", actor=API)
-        assert sorted(m.path for m in moved) == ["/a/c/y", "/a/x"]
-        assert [m.path for m in store.tree(sid)] == ["/a/c/y", "/a/x"]
+        with pytest.raises(DirectoryNotEmpty):
+            store.rename_prefix(sid, "/a/b/", "/a/", actor=API)
+        moved = store.rename_prefix(sid, "/a/b/", "/b/", actor=API)
+        assert sorted(m.path for m in moved) == ["/b/c/y", "/b/x"]
+        assert [m.path for m in store.tree(sid)] == ["/b/c/y", "/b/x"]
 
     def test_rename_prefix_sees_a_blocker_behind_moving_memories(
         self, store: Store, sid: str
@@ -1229,3 +1234,44 @@ def test_launched_sessions_are_those_a_local_launcher_owns_and_not_ended(store):
     ended = store.create_session([], launcher=owner)
     store.set_session_status(ended.id, "terminated")
     assert store.launched_sessions() == [(mine.id, owner)]
+
+
+# ============================================================================================
+# directory renames never merge (issue 8)
+
+
+class TestRenameRules:
+    def test_rename_prefix_into_a_non_empty_directory(self, store: Store, sid: str) -> None:
+        from memfs.errors import DirectoryNotEmpty
+
+        one = store.write_path(sid, "/a/one.md", "1", actor=API)
+        two = store.write_path(sid, "/b/two.md", "2", actor=API)
+        before, seq = store.tree(sid), store.last_change(sid)
+        with pytest.raises(DirectoryNotEmpty) as e:
+            store.rename_prefix(sid, "/a/", "/b/", actor=API)
+        assert isinstance(e.value, PathConflict)
+        assert (e.value.conflicting_memory_id, e.value.conflicting_path) == (two.id, "/b/two.md")
+        assert store.tree(sid) == before and store.last_change(sid) == seq
+        # deeper below the target counts too, and so does a move onto an ancestor
+        store.write_path(sid, "/c/d/e.md", "e", actor=API)
+        with pytest.raises(DirectoryNotEmpty):
+            store.rename_prefix(sid, "/a/", "/c/", actor=API)
+        with pytest.raises(DirectoryNotEmpty):
+            store.rename_prefix(sid, "/c/d/", "/c/", actor=API)
+        # an empty (or missing) target is fine
+        assert [m.path for m in store.rename_prefix(sid, "/a/", "/z/", actor=API)] == [
+            "/z/one.md"]
+        assert store.get_memory(sid, one.id).path == "/z/one.md"
+
+    def test_rename_prefix_onto_a_file(self, store: Store, sid: str) -> None:
+        from memfs.errors import NotADirectory
+
+        store.write_path(sid, "/a/one.md", "1", actor=API)
+        f = store.write_path(sid, "/f.md", "file", actor=API)
+        before = store.tree(sid)
+        with pytest.raises(NotADirectory) as e:
+            store.rename_prefix(sid, "/a/", "/f.md/", actor=API)
+        assert isinstance(e.value, PathConflict) and e.value.conflicting_memory_id == f.id
+        with pytest.raises(NotADirectory):  # below a file, too
+            store.rename_prefix(sid, "/a/", "/f.md/sub/", actor=API)
+        assert store.tree(sid) == before
