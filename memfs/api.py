@@ -1100,8 +1100,9 @@ OPS: list[Op] = [
     Op("POST", _MS + "/{memory_store_id}/memfs/delete", delete_path,
        "delete the memory at a path", body=("path!",), returns="Memory", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename", rename_path,
-       "rename the memory at a path; replace deletes a memory at the target in the same "
-       "transaction", body=("old_path!", "new_path!", "replace"), returns="Memory",
+       "rename the memory at a path; over a memory at the target (replace), that memory "
+       "takes the content and the renamed one is deleted, in one transaction",
+       body=("old_path!", "new_path!", "replace"), returns="Memory",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename_prefix", rename_prefix,
        "move every memory below a prefix, one transaction (a directory rename)",

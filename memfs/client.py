@@ -22,7 +22,8 @@ Differences from a local Store, by nature of the API:
   header), to that session once the server has checked it may write the store.
 - ``get_memory_by_path`` lists the parent directory (there is no lookup by path on the wire).
 - ``update_memory(replace=True)`` over an existing memory deletes it first, conditionally on
-  its hash, then renames: two requests, not one transaction (``rename_path`` is one).
+  its hash, then renames: two requests, not one transaction. (``rename_path`` is one, and over
+  a memory keeps that memory's id instead, like :meth:`memfs.store.Store.rename_path`.)
 - ``create_session`` cannot choose a mount root or status; ``add_events`` sends client event
   types (``user.*``, ``system.message``), and tool events only for the session this client
   acts as (or, without a session, for a store).
@@ -421,8 +422,10 @@ class _Ops:
         self, store_id: str, old: str | bytes, new: str | bytes, *,
         actor: Actor | None = None, replace: bool = True,
     ) -> Op[Memory]:
-        """Rename the memory at ``old``; with ``replace`` a memory at ``new`` is deleted in the
-        same server transaction (POSIX rename), else that is a PathConflict."""
+        """Rename the memory at ``old`` (it keeps its id). Over a memory at ``new`` with
+        ``replace`` (POSIX rename), that memory takes the content and keeps its id, and the
+        one at ``old`` is deleted, in one server transaction; returns the memory at ``new``.
+        Without ``replace`` that is a PathConflict."""
         d = yield Request("POST", _ms(store_id) + "/memfs/rename", json={
             "old_path": _text(old, "path"), "new_path": _text(new, "path"),
             "replace": replace})

@@ -1215,7 +1215,9 @@ class Store:
         the write, and is checked on a no-op too.
 
         :param replace: when the new path is another memory's, delete that memory in the same
-            transaction (POSIX ``rename`` over a file) instead of raising PathConflict.
+            transaction instead of raising PathConflict. This call names the memory that
+            moves, so that one keeps its id; :meth:`rename_path` (the filesystem's rename)
+            keeps the target's memory instead.
         :raises PreconditionFailed, PathConflict, NotFound, StoreArchived, InvalidRequest:
         """
         _check_sha256_arg(precondition_sha256, "precondition content_sha256")
@@ -1234,6 +1236,7 @@ class Store:
         new_path: str | None,
         replace: bool,
         actor: Actor | None,
+        now: str | None = None,
     ) -> Memory:
         """Change a live memory's content and/or path inside a write transaction: one
         ``modified`` version, or none (and the memory unchanged) when nothing changes."""
@@ -1245,7 +1248,7 @@ class Store:
         if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
             return _memory(row, True)
         self._writable_store_in(c, store_id)
-        now = _now()
+        now = now or _now()
         if target != row["path"]:
             self._make_room(c, store_id, target, memory_id, replace, actor, now)
         vid = self._insert_version(
@@ -1355,18 +1358,38 @@ class Store:
         actor: Actor | None,
         replace: bool = True,
     ) -> Memory:
-        """Rename the memory at ``old`` to ``new`` (same id, a ``modified`` version). With
-        ``replace`` a memory at ``new`` is deleted in the same transaction (POSIX rename);
-        without it, that is a PathConflict (``RENAME_NOREPLACE``).
+        """Rename the memory at ``old`` to ``new``: the memory moves (same id, a ``modified``
+        version) and is returned.
+
+        Over a memory at ``new`` with ``replace`` (POSIX rename, what ``sed -i`` and editors do
+        with a temporary file), the path keeps its memory: in one transaction the memory at
+        ``new`` gets a ``modified`` version with the content of the one at ``old`` (none if the
+        content is the same), and the memory at ``old`` is deleted (a ``deleted`` version; its
+        history stays). That returns the memory at ``new`` (its own id), and the change feed
+        gets a ``put`` of it (only if its content changed) and a ``delete`` of the one at
+        ``old``. Without ``replace`` a memory at ``new`` is a PathConflict
+        (``RENAME_NOREPLACE``). (:meth:`update_memory` with ``replace`` names the memory to
+        move, which keeps its id: there the memory at the target is the one deleted.)
 
         :raises NotFound, PathConflict, StoreArchived, InvalidPath:
         """
         old = validate_path(old, self.limits)
         new = validate_path(new, self.limits)
-        # One transaction: the memory found at ``old`` is the one moved, even if another
-        # writer renames or replaces it at the same moment.
+        # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
+        # if another writer renames or replaces them at the same moment.
         with self._write() as c:
             row = self._memory_in(c, store_id, "path", old)
+            if replace and new != old:
+                target = c.execute(
+                    "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, new)
+                ).fetchone()
+                if target is not None:
+                    self._writable_store_in(c, store_id)
+                    content = (row["content"], row["content"].encode("utf-8"))
+                    now = _now()
+                    kept = self._modify_in(c, target, content, None, False, actor, now)
+                    self._delete_row(c, row, actor, now)
+                    return kept
             return self._modify_in(c, row, None, new, replace, actor)
 
     def rename_prefix(

@@ -162,12 +162,16 @@ def test_limits_tree_stats_and_one_transaction_renames(http, store):
     r = http.post(f"/v1/memory_stores/{sid}/memfs/rename",
                   json={"old_path": "/e/1.md", "new_path": "/x.md", "replace": False})
     assert r.status_code == 409 and r.json()["error"]["type"] == "memory_path_conflict_error"
+    source = store.get_memory_by_path(sid, "/e/1.md")
     r = http.post(f"/v1/memory_stores/{sid}/memfs/rename",
                   json={"old_path": "/e/1.md", "new_path": "/x.md"})
-    assert r.status_code == 200 and r.json()["path"] == "/x.md"
-    deleted = store.list_versions(sid, memory_id=victim.id, operation="deleted").data
+    # /x.md keeps its memory and takes the content; the renamed memory is deleted
+    assert r.status_code == 200, r.text
+    assert (r.json()["id"], r.json()["path"], r.json()["content"]) == (
+        victim.id, "/x.md", "/d/1.md")
+    deleted = store.list_versions(sid, memory_id=source.id, operation="deleted").data
     assert len(deleted) == 1 and deleted[0].created_at == store.get_memory_by_path(
-        sid, "/x.md").updated_at  # the victim went in the rename's transaction
+        sid, "/x.md").updated_at  # the source went in the rename's transaction
     r = http.post(f"/v1/memory_stores/{sid}/memfs/write",
                   json={"path": "/big.md", "content": "x" * 102_401})
     assert r.json()["error"]["details"]["error_code"] == "content_too_large"

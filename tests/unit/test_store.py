@@ -594,10 +594,12 @@ class TestPathOps:
         b = store.write_path(sid, "/b", "b", actor=API)
         with pytest.raises(PathConflict):
             store.rename_path(sid, "/a", "/b", actor=API, replace=False)
-        r = store.rename_path(sid, "/a", "/b", actor=API)  # POSIX rename replaces
-        assert (r.id, r.content) == (a.id, "a")
+        r = store.rename_path(sid, "/a", "/b", actor=API)  # POSIX rename replaces the content
+        assert (r.id, r.path, r.content) == (b.id, "/b", "a")  # /b keeps its memory
         with pytest.raises(NotFound):
-            store.get_memory(sid, b.id)
+            store.get_memory(sid, a.id)
+        m = store.rename_path(sid, "/b", "/c", actor=API)  # onto a free path: the memory moves
+        assert (m.id, m.path, m.content) == (b.id, "/c", "a")
         with pytest.raises(NotFound):
             store.rename_path(sid, "/missing", "/x", actor=API)
 
@@ -1237,7 +1239,11 @@ def test_launched_sessions_are_those_a_local_launcher_owns_and_not_ended(store):
 
 
 # ============================================================================================
-# directory renames never merge (issue 8)
+# directory renames never merge; a rename over a file keeps the file's memory (issue 8)
+
+
+def _feed(store: Store, sid: str, after: int) -> list[tuple[str, str | None, str | None]]:
+    return [(c.op, c.memory_id, c.path) for c in store.changes_since(sid, after)]
 
 
 class TestRenameRules:
@@ -1275,3 +1281,56 @@ class TestRenameRules:
         with pytest.raises(NotADirectory):  # below a file, too
             store.rename_prefix(sid, "/a/", "/f.md/sub/", actor=API)
         assert store.tree(sid) == before
+
+    def test_rename_path_over_a_file_keeps_the_targets_memory(
+        self, store: Store, sid: str
+    ) -> None:
+        # sed -i / an editor: write a temp file, rename it over the original
+        orig = store.write_path(sid, "/hello.md", "v1", actor=API)
+        tmp = store.write_path(sid, "/sedQdG0st", "v2", actor=USER)
+        seq = store.last_change(sid)
+        r = store.rename_path(sid, "/sedQdG0st", "/hello.md", actor=USER)
+        assert (r.id, r.path, r.content, r.created_at) == (
+            orig.id, "/hello.md", "v2", orig.created_at)
+        assert store.get_memory_by_path(sid, "/hello.md") == r
+        with pytest.raises(NotFound):
+            store.get_memory(sid, tmp.id)
+        assert store.count_memories(sid) == 1
+        hist = store.list_versions(sid, memory_id=orig.id, view="full").data
+        assert [(v.operation, v.path, v.content) for v in hist] == [
+            ("modified", "/hello.md", "v2"), ("created", "/hello.md", "v1")]
+        assert hist[0].created_by == USER and hist[0].id == r.memory_version_id
+        tmp_hist = store.list_versions(sid, memory_id=tmp.id).data
+        assert [(v.operation, v.path) for v in tmp_hist] == [
+            ("deleted", "/sedQdG0st"), ("created", "/sedQdG0st")]
+        assert hist[0].created_at == tmp_hist[0].created_at  # one transaction
+        assert _feed(store, sid, seq) == [
+            ("put", orig.id, "/hello.md"), ("delete", tmp.id, "/sedQdG0st")]
+
+    def test_rename_path_over_identical_content(self, store: Store, sid: str) -> None:
+        orig = store.write_path(sid, "/a.md", "same", actor=API)
+        tmp = store.write_path(sid, "/a.md~", "same", actor=API)
+        seq = store.last_change(sid)
+        r = store.rename_path(sid, "/a.md~", "/a.md", actor=API)
+        assert r == orig  # no new version
+        assert len(store.list_versions(sid, memory_id=orig.id).data) == 1
+        with pytest.raises(NotFound):
+            store.get_memory(sid, tmp.id)
+        assert _feed(store, sid, seq) == [("delete", tmp.id, "/a.md~")]
+
+    def test_rename_path_over_a_file_without_replace(self, store: Store, sid: str) -> None:
+        store.write_path(sid, "/a.md", "a", actor=API)
+        b = store.write_path(sid, "/b.md", "b", actor=API)
+        before = store.tree(sid)
+        with pytest.raises(PathConflict) as e:
+            store.rename_path(sid, "/a.md", "/b.md", actor=API, replace=False)
+        assert e.value.conflicting_memory_id == b.id
+        assert store.tree(sid) == before
+
+    def test_rename_path_over_a_file_in_an_archived_store(self, store: Store, sid: str) -> None:
+        store.write_path(sid, "/a.md", "a", actor=API)
+        store.write_path(sid, "/b.md", "a", actor=API)  # identical: would be no new version
+        store.archive_store(sid)
+        with pytest.raises(StoreArchived):
+            store.rename_path(sid, "/a.md", "/b.md", actor=API)
+        assert store.count_memories(sid) == 2
