@@ -864,7 +864,10 @@ async def list_changes(c: Call) -> Any:
         after = last
     if after > last:  # a position this feed never had (another database): start over
         return {"data": [], "last_seq": last, "reset": True}
-    frames = await c.run(change_frames, c.store, sid, after, limit) if limit else []
+    try:
+        frames = await c.run(change_frames, c.store, sid, after, limit) if limit else []
+    except errors.FeedGap:  # changes after that position were pruned: start over too
+        return {"data": [], "last_seq": last, "reset": True}
     return {"data": frames, "last_seq": last, "reset": False}
 
 
@@ -912,8 +915,10 @@ class ChangeHub:
 
     async def stream(self, store_id: str, after: int, last: int) -> AsyncIterator[bytes]:
         """SSE frames: a ``ping`` at once, ``memfs.reset`` when ``after`` is past ``last`` (a
-        position this database never had), then one ``memfs.change`` per change after
-        ``after`` (``id:`` its seq), and a ``ping`` every ``ping`` seconds of silence."""
+        position this database never had) or changes after it were pruned (the follower
+        reloads and goes on from the reset's ``last_seq``), then one ``memfs.change`` per
+        change after ``after`` (``id:`` its seq), and a ``ping`` every ``ping`` seconds of
+        silence."""
         feed = self._feeds.get(store_id)
         if feed is None:
             feed = self._feeds[store_id] = _Feed(last, last, deque(), anyio.Event())
@@ -927,8 +932,16 @@ class ChangeHub:
             while True:
                 if after < feed.base:
                     # Behind what the feed keeps (or connected with an old position).
-                    frames = await anyio.to_thread.run_sync(
-                        change_frames, self.store, store_id, after)
+                    try:
+                        frames = await anyio.to_thread.run_sync(
+                            change_frames, self.store, store_id, after)
+                    except errors.FeedGap:  # the database pruned what this one missed
+                        after = await anyio.to_thread.run_sync(
+                            self.store.last_change, store_id)
+                        yield sse_frame("memfs.reset", {"type": "memfs.reset",
+                                                        "last_seq": after})
+                        quiet_since = anyio.current_time()
+                        continue
                 elif after < feed.seq:
                     frames = [f for f in feed.recent if f["seq"] > after]
                 else:  # caught up, the usual case at every tick: nothing to scan
@@ -960,8 +973,15 @@ class ChangeHub:
             self.polls += 1
             last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
             while last > feed.seq:
-                frames = await anyio.to_thread.run_sync(
-                    change_frames, self.store, store_id, feed.seq)
+                try:
+                    frames = await anyio.to_thread.run_sync(
+                        change_frames, self.store, store_id, feed.seq)
+                except errors.FeedGap:
+                    # Pruned past this feed's own position (no poll for a day): start again
+                    # at ``last``; subscribers behind it read the database and are reset.
+                    feed.recent.clear()
+                    feed.base = feed.seq = last
+                    break
                 if not frames:
                     break
                 feed.recent.extend(frames)

@@ -468,9 +468,17 @@ class _Ops:
         return int(d["last_seq"])
 
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> Op[list[Change]]:
-        """Changes after ``seq``, oldest first (at most ``limit``)."""
+        """Changes after ``seq``, oldest first (at most ``limit``).
+
+        :raises FeedGap: the server's feed no longer holds (or never had) that position:
+            reload the whole tree, as with a local Store.
+        """
         d = yield Request("GET", _ms(store_id) + "/changes",
                           params={"after": seq, "limit": limit})
+        if d.get("reset"):
+            raise errors.FeedGap(
+                f"the server's change feed of {store_id} no longer holds position {seq}: "
+                "reload the whole tree")
         return [_change(x, store_id) for x in d.get("data") or []]
 
     def list_memories(

@@ -25,6 +25,7 @@ an exit code. They never re-check a rule themselves.
     │   └── PreconditionFailed   the content hash does not match
     ├── ReadOnly                 a write through a read-only attachment
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
+    ├── FeedGap                  the change feed no longer holds changes after a position
     └── Busy                     the database stayed locked past every retry
 """
 
@@ -111,6 +112,11 @@ class ReadOnly(MemfsError):
 
 class Unauthorized(MemfsError):
     """The request carries no API key, or one the server does not accept."""
+
+
+class FeedGap(MemfsError):
+    """Changes after the position asked for were pruned from the change feed: the follower
+    must reload the whole tree (and continue from :meth:`memfs.store.Store.last_change`)."""
 
 
 class Busy(MemfsError):

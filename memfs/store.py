@@ -15,7 +15,8 @@ reaches a user; only after :data:`WRITE_PATIENCE` seconds does it give up with :
 
 Known limitations:
 - Version retention is enforced when a memory is written and by :meth:`Store.prune_versions`;
-  nothing prunes in the background.
+  the change feed and the events are bounded by it and by every
+  :attr:`Store.feed_prune_every`-th write; nothing prunes in the background.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .errors import (
     Busy,
     ContentTooLarge,
     DirectoryNotEmpty,
+    FeedGap,
     InvalidContent,
     InvalidCursor,
     InvalidPath,
@@ -610,6 +612,45 @@ def m005_session_launcher(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations()
+def m006_indexes(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- Indexes for the filtered listings, each checked with EXPLAIN QUERY PLAN (the
+        -- figures: scripts/bench_queries.py, 80,000 versions in one store). Without them every
+        -- filter walked the store's whole history through versions_store_time.
+        --
+        -- list_versions(memory_id=): equality on the memory, in listing order, so LIMIT stops
+        -- early; also serves retention (_prune_memory). Replaces versions_memory (memory_id,
+        -- id): one index less to write per version.
+        CREATE INDEX versions_memory_time ON versions(memory_id, created_at, id);
+        DROP INDEX versions_memory;
+        -- list_versions(session_id= / api_key_id= / user_id= / service_account_id=): actor
+        -- ids are unique across actor types (their prefixes differ), so the id is the key and
+        -- created_by_type is checked on the few rows found.
+        CREATE INDEX versions_actor ON versions(store_id, created_by_id, created_at, id);
+        -- list_versions(operation=): 'deleted' is rare, so a walk of the history to fill a page
+        -- of them was the slowest listing.
+        CREATE INDEX versions_operation ON versions(store_id, operation, created_at, id);
+        -- resolve_store(name): every CLI command naming a store by name.
+        CREATE INDEX stores_name ON stores(name);
+        -- launched_sessions(): the few sessions a local launcher owns and has not ended,
+        -- looked up at every `memfs run`; a partial index holds only those.
+        CREATE INDEX sessions_launched ON sessions(id)
+            WHERE launcher IS NOT NULL AND status != 'terminated';
+        -- Pruning (Store.prune_versions, and every Store.feed_prune_every changes): the
+        -- session.deleted event of each deleted session, by time, so that the events of
+        -- sessions deleted long enough ago are found without reading the others.
+        CREATE INDEX events_session_deleted ON events(processed_at)
+            WHERE type = 'session.deleted';
+        -- stores.changes_pruned_seq: the newest change seq of the store that pruning deleted
+        -- (0: none). A follower at a position below it may have missed changes: changes_since
+        -- raises FeedGap instead of skipping them silently.
+        ALTER TABLE stores ADD COLUMN changes_pruned_seq INTEGER NOT NULL DEFAULT 0;
+        """
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # row -> model
 
@@ -845,11 +886,17 @@ class Store:
         path: str | None = None,
         old_path: str | None = None,
     ) -> None:
-        conn.execute(
+        cur = conn.execute(
             "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (store_id, op, memory_id, path, old_path, _now()),
         )
+        if cur.lastrowid and cur.lastrowid % max(1, self.feed_prune_every) == 0:
+            # Now and then a write also bounds the feed and the events (a few indexed
+            # statements), so that they stay bounded without `memfs versions prune`.
+            now = datetime.now(UTC)
+            self._prune_changes_in(conn, store_id, now)
+            self._prune_events_in(conn, now)
 
     # -- memory stores -----------------------------------------------------------------------
 
@@ -1092,7 +1139,8 @@ class Store:
         cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
         c.execute(
             "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id NOT IN "
-            "(SELECT id FROM versions WHERE memory_id = ? ORDER BY id DESC LIMIT ?)",
+            "(SELECT id FROM versions WHERE memory_id = ? ORDER BY created_at DESC, id DESC "
+            "LIMIT ?)",
             # At least one: the newest version is a live memory's head and must stay.
             (memory_id, cutoff, memory_id, max(1, self.limits.retention_keep)),
         )
@@ -1671,10 +1719,14 @@ class Store:
 
     def prune_versions(self, *, now: datetime | None = None) -> int:
         """Delete versions past the retention window, keeping the newest ``retention_keep`` of
-        every memory whatever their age. Returns how many were deleted."""
-        cutoff = format_time(
-            (now or datetime.now(UTC)) - timedelta(days=self.limits.retention_days)
-        )
+        every memory whatever their age. Returns how many were deleted.
+
+        It also bounds the change feed of every store (:meth:`_prune_changes_in`; and the
+        last change of a deleted store once it is older than :attr:`feed_keep_age`) and the
+        events (:meth:`_prune_events_in`), which writes do too every :attr:`feed_prune_every`
+        changes."""
+        now = now or datetime.now(UTC)
+        cutoff = format_time(now - timedelta(days=self.limits.retention_days))
         with self._write() as c:
             cur = c.execute(
                 "DELETE FROM versions WHERE created_at < ? AND id IN ("
@@ -1682,9 +1734,93 @@ class Store:
                 "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) WHERE n > ?)",
                 (cutoff, max(1, self.limits.retention_keep)),  # keep live heads
             )
-            return cur.rowcount
+            pruned = cur.rowcount
+            changes = sum(
+                self._prune_changes_in(c, r[0], now)
+                for r in c.execute("SELECT id FROM stores").fetchall()
+            )
+            changes += c.execute(
+                "DELETE FROM changes WHERE at < ? AND store_id NOT IN (SELECT id FROM stores)",
+                (format_time(now - self.feed_keep_age),),
+            ).rowcount
+            events = self._prune_events_in(c, now)
+        log.info("pruned %d versions, %d changes, %d events", pruned, changes, events)
+        return pruned
+
+    def _prune_events_in(self, c: sqlite3.Connection, now: datetime) -> int:
+        """Bound the events (README "Retention"): a session's events are its audit log and
+        stay as long as the session, then go :attr:`deleted_session_grace` after it is deleted
+        (a live stream still ends on its ``session.deleted``); the events of mounts without a
+        session go after the retention window (``retention_days``). Returns how many went."""
+        n = 0
+        grace = format_time(now - self.deleted_session_grace)
+        for (session_id,) in c.execute(
+            "SELECT session_id FROM events WHERE type = 'session.deleted' AND processed_at < ?",
+            (grace,),
+        ).fetchall():
+            if session_id and c.execute(
+                "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone() is None:
+                n += c.execute("DELETE FROM events WHERE session_id = ?", (session_id,)).rowcount
+        # In seq order up to the first event inside the window (events arrive about in time
+        # order): the cost is the number of events deleted, not the size of the table.
+        cutoff = format_time(now - timedelta(days=self.limits.retention_days))
+        young = c.execute(
+            "SELECT seq FROM events WHERE session_id IS NULL AND processed_at >= ? "
+            "ORDER BY seq LIMIT 1",
+            (cutoff,),
+        ).fetchone()
+        n += c.execute(
+            "DELETE FROM events WHERE session_id IS NULL AND seq < ?",
+            (young[0] if young else 2**63 - 1,),
+        ).rowcount
+        return n
 
     # -- change feed -------------------------------------------------------------------------
+
+    #: The change feed of a store keeps at least its newest ``feed_keep`` changes, and every
+    #: change younger than ``feed_keep_age``; older ones are pruned (a follower that far behind
+    #: reloads the whole tree: :class:`FeedGap`).
+    feed_keep = 10_000
+    feed_keep_age = timedelta(hours=24)
+    #: A write whose change seq is a multiple of this also prunes its store's feed and the
+    #: events (a few indexed statements in its transaction).
+    feed_prune_every = 1000
+    #: How long the events of a deleted session outlive it.
+    deleted_session_grace = timedelta(hours=1)
+
+    def _prune_changes_in(self, c: sqlite3.Connection, store_id: str, now: datetime) -> int:
+        """Delete the store's changes that are both older than :attr:`feed_keep_age` and not
+        among its newest :attr:`feed_keep`, and record the newest seq deleted
+        (``stores.changes_pruned_seq``) so that :meth:`changes_since` can tell a follower it
+        missed some. Returns how many were deleted."""
+        oldest_kept = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (store_id, max(1, self.feed_keep) - 1),
+        ).fetchone()
+        if oldest_kept is None:
+            return 0
+        # Up to the first change inside the age window, in seq order: the cost is the number
+        # of changes deleted (a clock that went back only keeps more).
+        young = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? AND seq < ? AND at >= ? "
+            "ORDER BY seq LIMIT 1",
+            (store_id, oldest_kept[0], format_time(now - self.feed_keep_age)),
+        ).fetchone()
+        top = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
+            (store_id, young[0] if young else oldest_kept[0]),
+        ).fetchone()
+        if top is None:
+            return 0
+        c.execute(
+            "UPDATE stores SET changes_pruned_seq = max(changes_pruned_seq, ?) WHERE id = ?",
+            (top[0], store_id),
+        )
+        deleted: int = c.execute(
+            "DELETE FROM changes WHERE store_id = ? AND seq <= ?", (store_id, top[0])
+        ).rowcount
+        return deleted
 
     def last_change(self, store_id: str) -> int:
         """The newest change sequence number of the store (0 if none)."""
@@ -1692,10 +1828,24 @@ class Store:
         return int(row[0] or 0) if row else 0
 
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
-        rows = self._all(
-            "SELECT * FROM changes WHERE store_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (store_id, seq, limit),
-        )
+        """The store's changes after ``seq``, oldest first (at most ``limit``).
+
+        :raises FeedGap: changes after ``seq`` were pruned (:attr:`feed_keep`): the follower
+            must reload the whole tree and go on from :meth:`last_change`.
+        """
+        with self._read() as c:
+            rows = c.execute(
+                "SELECT * FROM changes WHERE store_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (store_id, seq, limit),
+            ).fetchall()
+            horizon = c.execute(
+                "SELECT changes_pruned_seq FROM stores WHERE id = ?", (store_id,)
+            ).fetchone()
+        if horizon is not None and seq < horizon[0]:
+            raise FeedGap(
+                f"the change feed of {store_id} no longer holds the changes after {seq} (pruned "
+                f"up to {horizon[0]}): reload the whole tree"
+            )
         return [
             Change(r["seq"], r["store_id"], r["op"], r["memory_id"], r["path"], r["old_path"])
             for r in rows

@@ -274,6 +274,50 @@ def test_changes_list_carries_memories_and_resets(http, store):
     assert [c["op"] for c in gone["data"]] == ["store"]
 
 
+def _pruned_feed(store: Store) -> tuple[str, list[int]]:
+    """A store whose feed was pruned down to its newest 2 changes; returns (id, old seqs)."""
+    from datetime import UTC, datetime, timedelta
+
+    store.feed_keep = 2
+    sid = store.create_store("n").id
+    for i in range(5):
+        store.write_path(sid, "/a.md", str(i), actor=None)
+    seqs = [c.seq for c in store.changes_since(sid, 0)]
+    store.prune_versions(now=datetime.now(UTC) + timedelta(days=2))
+    return sid, seqs
+
+
+def test_changes_reset_a_follower_whose_changes_were_pruned(http, store):
+    sid, seqs = _pruned_feed(store)
+    url = f"/v1/memory_stores/{sid}/changes"
+    assert http.get(url, params={"after": 0}).json() == {
+        "data": [], "last_seq": seqs[-1], "reset": True}
+    assert http.get(url, params={"after": seqs[1]}).json()["reset"] is True
+    kept = http.get(url, params={"after": seqs[2]}).json()
+    assert [c["seq"] for c in kept["data"]] == seqs[3:] and kept["reset"] is False
+    c = Client("http://memfs", KEY, transport=through(http))
+    with pytest.raises(errors.FeedGap):
+        c.changes_since(sid, seqs[0])
+    with pytest.raises(errors.FeedGap):  # a position the server never had: reload too
+        c.changes_since(sid, 10**9)
+    assert [ch.seq for ch in c.changes_since(sid, seqs[2])] == seqs[3:]
+
+
+async def test_hub_resets_a_subscriber_whose_changes_were_pruned(store):
+    sid, seqs = _pruned_feed(store)
+    hub = ChangeHub(store, interval=0.01, ping=60)
+    stream = hub.stream(sid, seqs[0], seqs[-1])
+    frames = _frames(await stream.__anext__()) + _frames(await stream.__anext__())
+    assert [n for n, _ in frames] == ["ping", "memfs.reset"]
+    assert frames[1][1]["last_seq"] == seqs[-1]
+    # then it goes on from there
+    await trio.to_thread.run_sync(lambda: store.write_path(sid, "/b.md", "b", actor=None))
+    with trio.fail_after(5):
+        (name, data), = _frames(await stream.__anext__())
+    assert name == "memfs.change" and data["path"] == "/b.md"
+    await stream.aclose()
+
+
 def test_openapi_marks_the_extensions(http):
     doc = http.get("/openapi.json").json()
     ext = {(m, p) for p, ops in doc["paths"].items() for m, e in ops.items()

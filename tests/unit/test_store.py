@@ -1334,3 +1334,115 @@ class TestRenameRules:
         with pytest.raises(StoreArchived):
             store.rename_path(sid, "/a.md", "/b.md", actor=API)
         assert store.count_memories(sid) == 2
+
+
+# ============================================================================================
+# indexes for the filtered listings; the change feed and the events are bounded (issue 8)
+
+
+def _plans(store: Store, fn: Callable[[], Any]) -> list[str]:
+    """The query plans of the SELECTs ``fn`` runs (traced with their bound values)."""
+    seen: list[str] = []
+    store.conn.set_trace_callback(seen.append)
+    try:
+        fn()
+    finally:
+        store.conn.set_trace_callback(None)
+    return [
+        " | ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
+        for sql in seen if sql.lstrip().upper().startswith("SELECT")
+    ]
+
+
+class TestIndexes:
+    def test_filtered_listings_search_an_index_of_their_own(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
+        store.create_session([])
+        store.create_session([], launcher={"host": "h", "boot_id": "b", "pid": 1, "start": 2})
+        cases = {
+            "versions_memory_time": lambda: store.list_versions(sid, memory_id=m.id),
+            "versions_actor": lambda: store.list_versions(sid, session_id="sesn_x"),
+            "versions_operation": lambda: store.list_versions(sid, operation="deleted"),
+            "stores_name": lambda: store.resolve_store("Notes"),
+            "sessions_launched": store.launched_sessions,
+        }
+        for index, fn in cases.items():
+            plans = _plans(store, fn)
+            assert any(index in p for p in plans), (index, plans)
+            # a scan only of the (partial) index itself: never of a table
+            assert not any("SCAN" in p and index not in p for p in plans), (index, plans)
+
+
+def _count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
+    return int(store.conn.execute(f"SELECT count(*) FROM {table} WHERE {where}",
+                                  params).fetchone()[0])
+
+
+class TestFeedBounds:
+    def test_prune_keeps_the_newest_changes_and_the_last_day(self, store: Store) -> None:
+        from memfs.errors import FeedGap
+
+        store.feed_keep = 3
+        a, b = store.create_store("a").id, store.create_store("b").id
+        for i in range(6):
+            store.write_path(a, "/x.md", f"a{i}", actor=API)
+            store.write_path(b, "/y.md", f"b{i}", actor=API)
+        seqs = [c.seq for c in store.changes_since(a, 0)]
+        assert len(seqs) == 6
+        store.prune_versions(now=datetime.now(UTC) + timedelta(hours=23))  # all within a day
+        assert [c.seq for c in store.changes_since(a, 0)] == seqs
+        store.prune_versions(now=datetime.now(UTC) + timedelta(hours=25))
+        assert _count(store, "changes", "store_id = ?", (a,)) == 3
+        assert _count(store, "changes", "store_id = ?", (b,)) == 3
+        # a follower that read up to seqs[2] (the newest pruned) misses nothing
+        assert [c.seq for c in store.changes_since(a, seqs[2])] == seqs[3:]
+        # one behind that would miss changes silently: it is told to reload
+        for behind in (0, seqs[0], seqs[1]):
+            with pytest.raises(FeedGap):
+                store.changes_since(a, behind)
+        assert store.last_change(a) == seqs[-1]
+
+    def test_the_feed_is_pruned_every_nth_change(self, store: Store, sid: str) -> None:
+        from memfs.errors import FeedGap
+
+        store.feed_keep, store.feed_keep_age, store.feed_prune_every = 5, timedelta(0), 10
+        start = store.last_change(sid)
+        for i in range(40):
+            store.write_path(sid, "/x.md", str(i), actor=API)
+        assert 5 <= _count(store, "changes", "store_id = ?", (sid,)) < 5 + 10
+        with pytest.raises(FeedGap):
+            store.changes_since(sid, start)
+        fresh = store.last_change(sid)
+        store.write_path(sid, "/x.md", "after", actor=API)
+        assert [c.path for c in store.changes_since(sid, fresh)] == ["/x.md"]
+
+    def test_events_of_deleted_sessions_and_old_mount_events_go(self, db_path: Any) -> None:
+        s = Store(db_path, limits=Limits(retention_days=1))
+        try:
+            st = s.create_store("n").id
+            kept = s.create_session([])
+            gone = s.create_session([])
+            for sess in (kept.id, gone.id):
+                s.send_events(sess, [{"type": "user.message", "content": []}])
+            s.add_tool_events(None, [
+                {"type": "agent.tool_use", "id": "sevt_old", "name": "bash",
+                 "processed_at": format_time(datetime.now(UTC) - timedelta(hours=30)),
+                 "input": {}},
+                {"type": "agent.tool_use", "id": "sevt_new", "name": "bash",
+                 "processed_at": format_time(datetime.now(UTC)), "input": {}},
+            ], store_id=st)
+            s.delete_session(gone.id)
+            n_kept = _count(s, "events", "session_id = ?", (kept.id,))
+            # right after the deletion its events stay (a live stream still ends on
+            # session.deleted); mount events inside the retention window stay
+            s.prune_versions()
+            assert _count(s, "events", "session_id = ?", (gone.id,)) > 0
+            assert _count(s, "events", "session_id IS NULL") == 1  # sevt_old is past 1 day
+            s.prune_versions(now=datetime.now(UTC) + timedelta(hours=2))
+            assert _count(s, "events", "session_id = ?", (gone.id,)) == 0
+            assert _count(s, "events", "session_id = ?", (kept.id,)) == n_kept
+            s.prune_versions(now=datetime.now(UTC) + timedelta(days=40))
+            assert _count(s, "events", "session_id = ?", (kept.id,)) == n_kept  # the audit log
+            assert _count(s, "events", "session_id IS NULL") == 0
+        finally:
+            s.close()
