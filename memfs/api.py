@@ -98,6 +98,8 @@ class RequestTooLarge(errors.InvalidRequest):
 #: The error codes let :mod:`memfs.client` raise the exact :mod:`memfs.errors` subclass again.
 ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.NotFound, 404, "not_found_error", None),
+    (errors.DirectoryNotEmpty, 409, "memory_path_conflict_error", "directory_not_empty"),
+    (errors.NotADirectory, 409, "memory_path_conflict_error", "not_a_directory"),
     (errors.PathConflict, 409, "memory_path_conflict_error", None),
     (errors.PreconditionFailed, 409, "memory_precondition_failed_error", None),
     (errors.Conflict, 409, "conflict_error", None),
@@ -873,7 +875,10 @@ async def list_changes(c: Call) -> Any:
         after = last
     if after > last:  # a position this feed never had (another database): start over
         return {"data": [], "last_seq": last, "reset": True}
-    frames = await c.run(change_frames, c.store, sid, after, limit) if limit else []
+    try:
+        frames = await c.run(change_frames, c.store, sid, after, limit) if limit else []
+    except errors.FeedGap:  # changes after that position were pruned: start over too
+        return {"data": [], "last_seq": last, "reset": True}
     return {"data": frames, "last_seq": last, "reset": False}
 
 
@@ -921,8 +926,10 @@ class ChangeHub:
 
     async def stream(self, store_id: str, after: int, last: int) -> AsyncIterator[bytes]:
         """SSE frames: a ``ping`` at once, ``memfs.reset`` when ``after`` is past ``last`` (a
-        position this database never had), then one ``memfs.change`` per change after
-        ``after`` (``id:`` its seq), and a ``ping`` every ``ping`` seconds of silence."""
+        position this database never had) or changes after it were pruned (the follower
+        reloads and goes on from the reset's ``last_seq``), then one ``memfs.change`` per
+        change after ``after`` (``id:`` its seq), and a ``ping`` every ``ping`` seconds of
+        silence."""
         feed = self._feeds.get(store_id)
         if feed is None:
             feed = self._feeds[store_id] = _Feed(last, last, deque(), anyio.Event())
@@ -936,8 +943,16 @@ class ChangeHub:
             while True:
                 if after < feed.base:
                     # Behind what the feed keeps (or connected with an old position).
-                    frames = await anyio.to_thread.run_sync(
-                        change_frames, self.store, store_id, after)
+                    try:
+                        frames = await anyio.to_thread.run_sync(
+                            change_frames, self.store, store_id, after)
+                    except errors.FeedGap:  # the database pruned what this one missed
+                        after = await anyio.to_thread.run_sync(
+                            self.store.last_change, store_id)
+                        yield sse_frame("memfs.reset", {"type": "memfs.reset",
+                                                        "last_seq": after})
+                        quiet_since = anyio.current_time()
+                        continue
                 elif after < feed.seq:
                     frames = [f for f in feed.recent if f["seq"] > after]
                 else:  # caught up, the usual case at every tick: nothing to scan
@@ -969,8 +984,15 @@ class ChangeHub:
             self.polls += 1
             last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
             while last > feed.seq:
-                frames = await anyio.to_thread.run_sync(
-                    change_frames, self.store, store_id, feed.seq)
+                try:
+                    frames = await anyio.to_thread.run_sync(
+                        change_frames, self.store, store_id, feed.seq)
+                except errors.FeedGap:
+                    # Pruned past this feed's own position (no poll for a day): start again
+                    # at ``last``; subscribers behind it read the database and are reset.
+                    feed.recent.clear()
+                    feed.base = feed.seq = last
+                    break
                 if not frames:
                     break
                 feed.recent.extend(frames)
@@ -1111,8 +1133,10 @@ OPS: list[Op] = [
        "delete the memory at a path", body=("path!", "events"), returns="Memory",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename", rename_path,
-       "rename the memory at a path; replace deletes a memory at the target in the same "
-       "transaction", body=("old_path!", "new_path!", "replace", "events"), returns="Memory",
+       "rename the memory at a path; over a memory at the target (replace), that memory "
+       "takes the content and the renamed one is deleted, in one transaction (with the tool "
+       "events that report it, if given)",
+       body=("old_path!", "new_path!", "replace", "events"), returns="Memory",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename_prefix", rename_prefix,
        "move every memory below a prefix, one transaction (a directory rename)",

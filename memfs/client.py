@@ -22,7 +22,8 @@ Differences from a local Store, by nature of the API:
   header), to that session once the server has checked it may write the store.
 - ``get_memory_by_path`` lists the parent directory (there is no lookup by path on the wire).
 - ``update_memory(replace=True)`` over an existing memory deletes it first, conditionally on
-  its hash, then renames: two requests, not one transaction (``rename_path`` is one).
+  its hash, then renames: two requests, not one transaction. (``rename_path`` is one, and over
+  a memory keeps that memory's id instead, like :meth:`memfs.store.Store.rename_path`.)
 - ``create_session`` cannot choose a mount root or status; ``add_events`` sends client event
   types (``user.*``, ``system.message``), and tool events only for the session this client
   acts as (or, without a session, for a store).
@@ -83,6 +84,12 @@ ERROR_CODES: dict[str, type[errors.InvalidRequest]] = {
     "invalid_cursor": errors.InvalidCursor,
 }
 
+#: ``details.error_code`` of a ``memory_path_conflict_error`` -> the exact error class.
+PATH_CONFLICT_CODES: dict[str, type[errors.PathConflict]] = {
+    "directory_not_empty": errors.DirectoryNotEmpty,
+    "not_a_directory": errors.NotADirectory,
+}
+
 
 @dataclass(frozen=True)
 class Request:
@@ -113,7 +120,7 @@ def error_from_response(status: int, body: Any) -> errors.MemfsError:
     if status == 401 or type_ == "authentication_error":
         return errors.Unauthorized(message)
     if type_ == "memory_path_conflict_error":
-        return errors.PathConflict(
+        return PATH_CONFLICT_CODES.get(code or "", errors.PathConflict)(
             message,
             conflicting_memory_id=err.get("conflicting_memory_id") or "",
             conflicting_path=err.get("conflicting_path") or "",
@@ -428,8 +435,10 @@ class _Ops:
         actor: Actor | None = None, replace: bool = True,
         events: list[dict[str, Any]] | None = None,
     ) -> Op[Memory]:
-        """Rename the memory at ``old``; with ``replace`` a memory at ``new`` is replaced in the
-        same server transaction (POSIX rename), else that is a PathConflict."""
+        """Rename the memory at ``old`` (it keeps its id). Over a memory at ``new`` with
+        ``replace`` (POSIX rename), that memory takes the content and keeps its id, and the
+        one at ``old`` is deleted, in one server transaction; returns the memory at ``new``.
+        Without ``replace`` that is a PathConflict."""
         d = yield Request("POST", _ms(store_id) + "/memfs/rename", json=_body(
             old_path=_text(old, "path"), new_path=_text(new, "path"), replace=replace,
             events=events))
@@ -475,9 +484,17 @@ class _Ops:
         return int(d["last_seq"])
 
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> Op[list[Change]]:
-        """Changes after ``seq``, oldest first (at most ``limit``)."""
+        """Changes after ``seq``, oldest first (at most ``limit``).
+
+        :raises FeedGap: the server's feed no longer holds (or never had) that position:
+            reload the whole tree, as with a local Store.
+        """
         d = yield Request("GET", _ms(store_id) + "/changes",
                           params={"after": seq, "limit": limit})
+        if d.get("reset"):
+            raise errors.FeedGap(
+                f"the server's change feed of {store_id} no longer holds position {seq}: "
+                "reload the whole tree")
         return [_change(x, store_id) for x in d.get("data") or []]
 
     def list_memories(

@@ -20,9 +20,12 @@ an exit code. They never re-check a rule themselves.
     │   └── InvalidCursor        a page cursor that this listing did not hand out
     ├── Conflict                 HTTP 409, never worth retrying
     │   ├── PathConflict         the path is taken, or overlaps another memory's path
+    │   │   ├── DirectoryNotEmpty    a directory rename onto a directory that holds memories
+    │   │   └── NotADirectory        a directory rename onto (or below) a memory's path
     │   └── PreconditionFailed   the content hash does not match
     ├── ReadOnly                 a write through a read-only attachment
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
+    ├── FeedGap                  the change feed no longer holds changes after a position
     ├── Busy                     the database stayed locked past every retry
     └── StorageError             the database cannot be written or read (EIO, HTTP 503)
         ├── StorageFull          the disk under the database is full (ENOSPC)
@@ -93,6 +96,15 @@ class PathConflict(Conflict):
         self.conflicting_path = conflicting_path
 
 
+class DirectoryNotEmpty(PathConflict):
+    """A directory rename whose target directory already holds memories (POSIX ENOTEMPTY):
+    directories are never merged."""
+
+
+class NotADirectory(PathConflict):
+    """A directory rename whose target, or one of its parents, is a memory (POSIX ENOTDIR)."""
+
+
 class PreconditionFailed(Conflict):
     """The expected content hash does not match the memory's current one."""
 
@@ -103,6 +115,11 @@ class ReadOnly(MemfsError):
 
 class Unauthorized(MemfsError):
     """The request carries no API key, or one the server does not accept."""
+
+
+class FeedGap(MemfsError):
+    """Changes after the position asked for were pruned from the change feed: the follower
+    must reload the whole tree (and continue from :meth:`memfs.store.Store.last_change`)."""
 
 
 class Busy(MemfsError):

@@ -88,6 +88,8 @@ ERRNO_BY_ERROR: list[tuple[type[errors.MemfsError], int]] = [
     (errors.StoreArchived, errno.EROFS),
     (errors.LimitExceeded, errno.ENOSPC),
     (errors.InvalidRequest, errno.EINVAL),
+    (errors.DirectoryNotEmpty, errno.ENOTEMPTY),
+    (errors.NotADirectory, errno.ENOTDIR),
     (errors.PathConflict, errno.EEXIST),
     (errors.PreconditionFailed, errno.EBUSY),
     (errors.Conflict, errno.EEXIST),
@@ -339,9 +341,14 @@ class Operations(pyfuse3.Operations):
         """Read the store's state and its whole tree (no content). Blocking: call it before
         serving."""
         # The feed position first: a change racing the load is applied again, harmlessly.
+        seq, tree, archived = self._read_all()
+        self.tree.load(tree, seq, archived)
+
+    def _read_all(self) -> tuple[int, list[Memory], bool]:
+        """The feed position, then every memory and the archive state (blocking)."""
         seq = self.store.last_change(self.store_id)
         archived = self.store.get_store(self.store_id).archived_at is not None
-        self.tree.load(self.store.tree(self.store_id), seq, archived)
+        return seq, self.store.tree(self.store_id), archived
 
     def read_changes(
         self, changes: Sequence[Change], known: Mapping[str, Memory | None] | None = None
@@ -389,8 +396,15 @@ class Operations(pyfuse3.Operations):
         self.apply_read_changes(changes, current, state)
 
     async def poll_changes(self) -> int:
-        """Apply every change made to the store since the tree's position; returns how many."""
-        changes = await self._call(self.store.changes_since, self.store_id, self.tree.seq)
+        """Apply every change made to the store since the tree's position; returns how many.
+        When the feed no longer holds that position (pruned), the whole tree is reloaded."""
+        try:
+            changes = await self._call(self.store.changes_since, self.store_id, self.tree.seq)
+        except errors.FeedGap:
+            log.info("change feed: position %d was pruned; reloading the tree", self.tree.seq)
+            seq, tree, archived = await self._call(self._read_all)
+            await self.reload(tree, seq, archived)
+            return len(tree)
         if not changes:
             return 0
         async with self._mutex:

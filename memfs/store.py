@@ -16,7 +16,8 @@ is locked" never reaches a user and nothing else in the process waits behind it;
 
 Known limitations:
 - Version retention is enforced when a memory is written and by :meth:`Store.prune_versions`;
-  nothing prunes in the background.
+  the change feed and the events are bounded by it and by every
+  :attr:`Store.feed_prune_every`-th write; nothing prunes in the background.
 """
 
 from __future__ import annotations
@@ -44,11 +45,14 @@ from sqlite_utils.migrations import Migrations
 from .database import Database
 from .errors import (
     ContentTooLarge,
+    DirectoryNotEmpty,
+    FeedGap,
     InvalidContent,
     InvalidCursor,
     InvalidPath,
     InvalidRequest,
     LimitExceeded,
+    NotADirectory,
     NotFound,
     PathConflict,
     PathEncoding,
@@ -550,6 +554,45 @@ def m005_session_launcher(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations()
+def m006_indexes(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- Indexes for the filtered listings, each checked with EXPLAIN QUERY PLAN (the
+        -- figures: scripts/bench_queries.py, 80,000 versions in one store). Without them every
+        -- filter walked the store's whole history through versions_store_time.
+        --
+        -- list_versions(memory_id=): equality on the memory, in listing order, so LIMIT stops
+        -- early; also serves retention (_prune_memory). Replaces versions_memory (memory_id,
+        -- id): one index less to write per version.
+        CREATE INDEX versions_memory_time ON versions(memory_id, created_at, id);
+        DROP INDEX versions_memory;
+        -- list_versions(session_id= / api_key_id= / user_id= / service_account_id=): actor
+        -- ids are unique across actor types (their prefixes differ), so the id is the key and
+        -- created_by_type is checked on the few rows found.
+        CREATE INDEX versions_actor ON versions(store_id, created_by_id, created_at, id);
+        -- list_versions(operation=): 'deleted' is rare, so a walk of the history to fill a page
+        -- of them was the slowest listing.
+        CREATE INDEX versions_operation ON versions(store_id, operation, created_at, id);
+        -- resolve_store(name): every CLI command naming a store by name.
+        CREATE INDEX stores_name ON stores(name);
+        -- launched_sessions(): the few sessions a local launcher owns and has not ended,
+        -- looked up at every `memfs run`; a partial index holds only those.
+        CREATE INDEX sessions_launched ON sessions(id)
+            WHERE launcher IS NOT NULL AND status != 'terminated';
+        -- Pruning (Store.prune_versions, and every Store.feed_prune_every changes): the
+        -- session.deleted event of each deleted session, by time, so that the events of
+        -- sessions deleted long enough ago are found without reading the others.
+        CREATE INDEX events_session_deleted ON events(processed_at)
+            WHERE type = 'session.deleted';
+        -- stores.changes_pruned_seq: the newest change seq of the store that pruning deleted
+        -- (0: none). A follower at a position below it may have missed changes: changes_since
+        -- raises FeedGap instead of skipping them silently.
+        ALTER TABLE stores ADD COLUMN changes_pruned_seq INTEGER NOT NULL DEFAULT 0;
+        """
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # row -> model
 
@@ -748,6 +791,12 @@ class Store:
             "VALUES (?, ?, ?, ?, ?, ?)",
             (store_id, op, memory_id, path, old_path, _now()),
         )
+        if cur.lastrowid and cur.lastrowid % max(1, self.feed_prune_every) == 0:
+            # Now and then a write also bounds the feed and the events (a few indexed
+            # statements), so that they stay bounded without `memfs versions prune`.
+            now = datetime.now(UTC)
+            self._prune_changes_in(conn, store_id, now)
+            self._prune_events_in(conn, now)
         return int(cur.lastrowid or 0)
 
     # -- memory stores -----------------------------------------------------------------------
@@ -991,7 +1040,8 @@ class Store:
         cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
         c.execute(
             "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id NOT IN "
-            "(SELECT id FROM versions WHERE memory_id = ? ORDER BY id DESC LIMIT ?)",
+            "(SELECT id FROM versions WHERE memory_id = ? ORDER BY created_at DESC, id DESC "
+            "LIMIT ?)",
             # At least one: the newest version is a live memory's head and must stay.
             (memory_id, cutoff, memory_id, max(1, self.limits.retention_keep)),
         )
@@ -1114,7 +1164,9 @@ class Store:
         the write, and is checked on a no-op too.
 
         :param replace: when the new path is another memory's, delete that memory in the same
-            transaction (POSIX ``rename`` over a file) instead of raising PathConflict.
+            transaction instead of raising PathConflict. This call names the memory that
+            moves, so that one keeps its id; :meth:`rename_path` (the filesystem's rename)
+            keeps the target's memory instead.
         :raises PreconditionFailed, PathConflict, NotFound, StoreArchived, InvalidRequest:
         """
         _check_sha256_arg(precondition_sha256, "precondition content_sha256")
@@ -1133,6 +1185,7 @@ class Store:
         new_path: str | None,
         replace: bool,
         actor: Actor | None,
+        now: str | None = None,
     ) -> Memory:
         """Change a live memory's content and/or path inside a write transaction: one
         ``modified`` version, or none (and the memory unchanged) when nothing changes."""
@@ -1144,7 +1197,7 @@ class Store:
         if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
             return _memory(row, True)
         self._writable_store_in(c, store_id)
-        now = _now()
+        now = now or _now()
         if target != row["path"]:
             self._make_room(c, store_id, target, memory_id, replace, actor, now)
         vid = self._insert_version(
@@ -1282,23 +1335,44 @@ class Store:
         replace: bool = True,
         events: list[dict[str, Any]] | None = None,
     ) -> Memory:
-        """Rename the memory at ``old`` to ``new`` (same id, a ``modified`` version). With
-        ``replace`` a memory at ``new`` is deleted in the same transaction (POSIX rename);
-        without it, that is a PathConflict (``RENAME_NOREPLACE``). ``events`` are recorded in
-        the same transaction (see :meth:`write_path`).
+        """Rename the memory at ``old`` to ``new``: the memory moves (same id, a ``modified``
+        version) and is returned.
+
+        Over a memory at ``new`` with ``replace`` (POSIX rename, what ``sed -i`` and editors do
+        with a temporary file), the path keeps its memory: in one transaction the memory at
+        ``new`` gets a ``modified`` version with the content of the one at ``old`` (none if the
+        content is the same), and the memory at ``old`` is deleted (a ``deleted`` version; its
+        history stays). That returns the memory at ``new`` (its own id), and the change feed
+        gets a ``put`` of it (only if its content changed) and a ``delete`` of the one at
+        ``old``. Without ``replace`` a memory at ``new`` is a PathConflict
+        (``RENAME_NOREPLACE``). (:meth:`update_memory` with ``replace`` names the memory to
+        move, which keeps its id: there the memory at the target is the one deleted.) ``events``
+        are recorded in the same transaction (see :meth:`write_path`).
 
         :raises NotFound, PathConflict, StoreArchived, InvalidPath:
         """
         old = validate_path(old, self.limits)
         new = validate_path(new, self.limits)
         _check_tool_events(events)
-        # One transaction: the memory found at ``old`` is the one moved, even if another
-        # writer renames or replaces it at the same moment.
+        # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
+        # if another writer renames or replaces them at the same moment.
         with self._write() as c:
             row = self._memory_in(c, store_id, "path", old)
-            m = self._modify_in(c, row, None, new, replace, actor)
-            self._tool_events_in(c, store_id, actor, events, m.id, m.memory_version_id)
-            return m
+            kept: Memory | None = None
+            if replace and new != old:
+                target = c.execute(
+                    "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, new)
+                ).fetchone()
+                if target is not None:
+                    self._writable_store_in(c, store_id)
+                    content = (row["content"], row["content"].encode("utf-8"))
+                    now = _now()
+                    kept = self._modify_in(c, target, content, None, False, actor, now)
+                    self._delete_row(c, row, actor, now)
+            if kept is None:
+                kept = self._modify_in(c, row, None, new, replace, actor)
+            self._tool_events_in(c, store_id, actor, events, kept.id, kept.memory_version_id)
+            return kept
 
     def rename_prefix(
         self,
@@ -1313,6 +1387,13 @@ class Store:
         transaction: a directory rename. Each moved memory gets one ``modified`` version.
         ``events`` are recorded in the same transaction (see :meth:`write_path`).
 
+        Directories are never merged: the target directory must hold no memory (not even
+        one of the move's own, as when moving ``/a/b/`` to ``/a/``), and must not be a
+        memory's path nor lie below one.
+
+        :raises DirectoryNotEmpty: a memory exists below ``new_prefix`` (POSIX ENOTEMPTY).
+        :raises NotADirectory: ``new_prefix`` without its slash, or a parent of it, is a
+            memory (POSIX ENOTDIR).
         :raises PathConflict: a destination path is blocked by a memory outside the move.
         :raises InvalidPath: a destination path breaks the path rules.
         """
@@ -1329,6 +1410,7 @@ class Store:
                 (store_id, old_prefix, old_prefix[:-1] + "0"),
             ).fetchall()
             moving = {r["id"] for r in rows}
+            self._check_empty_directory(c, store_id, new_prefix, moving)
             now = _now()
             targets = [new_prefix + r["path"][len(old_prefix):] for r in rows]
             for t in targets:
@@ -1356,6 +1438,38 @@ class Store:
                 )
             self._tool_events_in(c, store_id, actor, events)
         return result
+
+    def _check_empty_directory(
+        self, c: sqlite3.Connection, store_id: str, prefix: str, moving: Collection[str]
+    ) -> None:
+        """:raises NotADirectory: ``prefix`` without its slash, or a parent of it, is a memory.
+        :raises DirectoryNotEmpty: a memory exists below ``prefix`` (a memory outside
+        ``moving`` is named as the conflict when there is one)."""
+        if prefix != "/":
+            segments = prefix[1:-1].split("/")
+            parents = ["/" + "/".join(segments[:i]) for i in range(1, len(segments) + 1)]
+            row = c.execute(
+                f"SELECT id, path FROM memories WHERE store_id = ? "
+                f"AND path IN ({','.join('?' * len(parents))}) ORDER BY path LIMIT 1",
+                (store_id, *parents),
+            ).fetchone()
+            if row is not None:
+                raise NotADirectory(
+                    f"{row['path']} is a memory, not a directory: cannot move a directory to "
+                    f"{prefix}",
+                    conflicting_memory_id=row["id"], conflicting_path=row["path"],
+                )
+        rows = c.execute(
+            "SELECT id, path FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
+            "ORDER BY path LIMIT ?",
+            (store_id, prefix, prefix[:-1] + "0", len(moving) + 1),
+        ).fetchall()
+        if rows:
+            row = next((r for r in rows if r["id"] not in moving), rows[0])
+            raise DirectoryNotEmpty(
+                f"{prefix} is not empty (e.g. {row['path']}): directories are not merged",
+                conflicting_memory_id=row["id"], conflicting_path=row["path"],
+            )
 
     def tree(self, store_id: str) -> list[Memory]:
         """Every live memory of the store, without content, in path order."""
@@ -1543,10 +1657,14 @@ class Store:
 
     def prune_versions(self, *, now: datetime | None = None) -> int:
         """Delete versions past the retention window, keeping the newest ``retention_keep`` of
-        every memory whatever their age. Returns how many were deleted."""
-        cutoff = format_time(
-            (now or datetime.now(UTC)) - timedelta(days=self.limits.retention_days)
-        )
+        every memory whatever their age. Returns how many were deleted.
+
+        It also bounds the change feed of every store (:meth:`_prune_changes_in`; and the
+        last change of a deleted store once it is older than :attr:`feed_keep_age`) and the
+        events (:meth:`_prune_events_in`), which writes do too every :attr:`feed_prune_every`
+        changes."""
+        now = now or datetime.now(UTC)
+        cutoff = format_time(now - timedelta(days=self.limits.retention_days))
         with self._write() as c:
             cur = c.execute(
                 "DELETE FROM versions WHERE created_at < ? AND id IN ("
@@ -1554,9 +1672,93 @@ class Store:
                 "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) WHERE n > ?)",
                 (cutoff, max(1, self.limits.retention_keep)),  # keep live heads
             )
-            return cur.rowcount
+            pruned = cur.rowcount
+            changes = sum(
+                self._prune_changes_in(c, r[0], now)
+                for r in c.execute("SELECT id FROM stores").fetchall()
+            )
+            changes += c.execute(
+                "DELETE FROM changes WHERE at < ? AND store_id NOT IN (SELECT id FROM stores)",
+                (format_time(now - self.feed_keep_age),),
+            ).rowcount
+            events = self._prune_events_in(c, now)
+        log.info("pruned %d versions, %d changes, %d events", pruned, changes, events)
+        return pruned
+
+    def _prune_events_in(self, c: sqlite3.Connection, now: datetime) -> int:
+        """Bound the events (README "Retention"): a session's events are its audit log and
+        stay as long as the session, then go :attr:`deleted_session_grace` after it is deleted
+        (a live stream still ends on its ``session.deleted``); the events of mounts without a
+        session go after the retention window (``retention_days``). Returns how many went."""
+        n = 0
+        grace = format_time(now - self.deleted_session_grace)
+        for (session_id,) in c.execute(
+            "SELECT session_id FROM events WHERE type = 'session.deleted' AND processed_at < ?",
+            (grace,),
+        ).fetchall():
+            if session_id and c.execute(
+                "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone() is None:
+                n += c.execute("DELETE FROM events WHERE session_id = ?", (session_id,)).rowcount
+        # In seq order up to the first event inside the window (events arrive about in time
+        # order): the cost is the number of events deleted, not the size of the table.
+        cutoff = format_time(now - timedelta(days=self.limits.retention_days))
+        young = c.execute(
+            "SELECT seq FROM events WHERE session_id IS NULL AND processed_at >= ? "
+            "ORDER BY seq LIMIT 1",
+            (cutoff,),
+        ).fetchone()
+        n += c.execute(
+            "DELETE FROM events WHERE session_id IS NULL AND seq < ?",
+            (young[0] if young else 2**63 - 1,),
+        ).rowcount
+        return n
 
     # -- change feed -------------------------------------------------------------------------
+
+    #: The change feed of a store keeps at least its newest ``feed_keep`` changes, and every
+    #: change younger than ``feed_keep_age``; older ones are pruned (a follower that far behind
+    #: reloads the whole tree: :class:`FeedGap`).
+    feed_keep = 10_000
+    feed_keep_age = timedelta(hours=24)
+    #: A write whose change seq is a multiple of this also prunes its store's feed and the
+    #: events (a few indexed statements in its transaction).
+    feed_prune_every = 1000
+    #: How long the events of a deleted session outlive it.
+    deleted_session_grace = timedelta(hours=1)
+
+    def _prune_changes_in(self, c: sqlite3.Connection, store_id: str, now: datetime) -> int:
+        """Delete the store's changes that are both older than :attr:`feed_keep_age` and not
+        among its newest :attr:`feed_keep`, and record the newest seq deleted
+        (``stores.changes_pruned_seq``) so that :meth:`changes_since` can tell a follower it
+        missed some. Returns how many were deleted."""
+        oldest_kept = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (store_id, max(1, self.feed_keep) - 1),
+        ).fetchone()
+        if oldest_kept is None:
+            return 0
+        # Up to the first change inside the age window, in seq order: the cost is the number
+        # of changes deleted (a clock that went back only keeps more).
+        young = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? AND seq < ? AND at >= ? "
+            "ORDER BY seq LIMIT 1",
+            (store_id, oldest_kept[0], format_time(now - self.feed_keep_age)),
+        ).fetchone()
+        top = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
+            (store_id, young[0] if young else oldest_kept[0]),
+        ).fetchone()
+        if top is None:
+            return 0
+        c.execute(
+            "UPDATE stores SET changes_pruned_seq = max(changes_pruned_seq, ?) WHERE id = ?",
+            (top[0], store_id),
+        )
+        deleted: int = c.execute(
+            "DELETE FROM changes WHERE store_id = ? AND seq <= ?", (store_id, top[0])
+        ).rowcount
+        return deleted
 
     def last_change(self, store_id: str) -> int:
         """The newest change sequence number of the store (0 if none)."""
@@ -1564,10 +1766,24 @@ class Store:
         return int(row[0] or 0) if row else 0
 
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
-        rows = self._all(
-            "SELECT * FROM changes WHERE store_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (store_id, seq, limit),
-        )
+        """The store's changes after ``seq``, oldest first (at most ``limit``).
+
+        :raises FeedGap: changes after ``seq`` were pruned (:attr:`feed_keep`): the follower
+            must reload the whole tree and go on from :meth:`last_change`.
+        """
+        with self._read() as c:
+            rows = c.execute(
+                "SELECT * FROM changes WHERE store_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (store_id, seq, limit),
+            ).fetchall()
+            horizon = c.execute(
+                "SELECT changes_pruned_seq FROM stores WHERE id = ?", (store_id,)
+            ).fetchone()
+        if horizon is not None and seq < horizon[0]:
+            raise FeedGap(
+                f"the change feed of {store_id} no longer holds the changes after {seq} (pruned "
+                f"up to {horizon[0]}): reload the whole tree"
+            )
         return [
             Change(r["seq"], r["store_id"], r["op"], r["memory_id"], r["path"], r["old_path"])
             for r in rows

@@ -147,6 +147,7 @@ def test_python_partial_writes_and_editor_save(setup):
     assert ops_of(store, sid) == ["created", "modified", "modified"]
 
     # Editor-style save: write a temporary file, then rename it over the original.
+    before = store.get_memory_by_path(sid, "/doc.md")
     tmp = m.root / ".doc.md.swp"
     tmp.write_text("new content\n")
     os.rename(tmp, p)
@@ -154,10 +155,27 @@ def test_python_partial_writes_and_editor_save(setup):
     m_now = store.get_memory_by_path(sid, "/doc.md")
     assert m_now.content == "new content\n"
     assert store.count_memories(sid) == 1
-    # The old memory was deleted in the rename's transaction; its history stays.
-    assert ops_of(store, sid, "/doc.md")[-2:] == ["deleted", "modified"]
+    # The file keeps its memory and its history goes on; the temporary file's memory was
+    # created, then deleted in the rename's transaction.
+    assert m_now.id == before.id
+    assert os.getxattr(p, "user.memfs.memory_id") == before.id.encode()
+    assert ops_of(store, sid, "/doc.md")[-1] == "modified"
+    assert ops_of(store, sid, "/.doc.md.swp") == ["created", "deleted"]
     use, res = m.wait_pair("rename", tmp)
     assert res["memory_id"] == m_now.id and res["memory_version_id"] == m_now.memory_version_id
+
+
+def test_sed_i_keeps_the_memory_and_its_history(setup):
+    store, sid, m = setup
+    sh("echo 'hello world' > hello.md", m.root)
+    before = store.get_memory_by_path(sid, "/hello.md")
+    sh("sed -i s/world/there/ hello.md", m.root)
+    after = store.get_memory_by_path(sid, "/hello.md")
+    assert (after.id, after.content) == (before.id, "hello there\n")
+    history = [v.operation for v in reversed(
+        store.list_versions(sid, memory_id=before.id, limit=100).data)]
+    assert history == ["created", "modified"]
+    assert (m.root / "hello.md").read_text() == "hello there\n"
 
 
 def test_xattrs_and_statfs(setup):

@@ -252,14 +252,17 @@ def test_errors_through_a_remote_mount(sdk, mounts):
     rc = libc.renameat2(at_fdcwd, str(root / "a.md").encode(), at_fdcwd,
                         str(root / "b.md").encode(), noreplace)
     assert rc == -1 and ctypes.get_errno() == errno.EEXIST
-    # rename over an existing file: the victim is deleted in the same transaction
-    victim = next(x for x in mems.list(s.id) if x.path == "/b.md")
+    # rename over an existing file: the target keeps its memory (a modified version) and
+    # the renamed one is deleted, in the same transaction
+    source = next(x for x in mems.list(s.id) if x.path == "/a.md")
+    target = next(x for x in mems.list(s.id) if x.path == "/b.md")
     os.rename(root / "a.md", root / "b.md")
     assert (root / "b.md").read_text() == "a"
     vers = sdk.beta.memory_stores.memory_versions
-    (gone,) = list(vers.list(s.id, memory_id=victim.id, operation="deleted"))
-    moved = next(x for x in mems.list(s.id) if x.path == "/b.md")
-    (renamed,) = list(vers.list(s.id, memory_id=moved.id, operation="modified"))
+    (gone,) = list(vers.list(s.id, memory_id=source.id, operation="deleted"))
+    kept = next(x for x in mems.list(s.id) if x.path == "/b.md")
+    assert kept.id == target.id
+    (renamed,) = list(vers.list(s.id, memory_id=kept.id, operation="modified"))
     assert gone.created_at == renamed.created_at
     # a directory rename moves every memory in one transaction
     (root / "dir" / "sub").mkdir(parents=True)

@@ -249,15 +249,16 @@ def test_memories_through_the_client(remote):
     assert remote.write_path(sid, "/dir/a.md", "hello2").memory_version_id == w.memory_version_id
     b = remote.write_path(sid, "/dir/b.md", b"bee")
     assert b.content == "bee"
-    # rename over an existing memory replaces it (as POSIX rename does); without replace 409
+    # rename over an existing memory replaces its content (as POSIX rename does) and the path
+    # keeps its memory; the renamed one is deleted. Without replace 409.
     with pytest.raises(errors.PathConflict):
         remote.rename_path(sid, "/dir/b.md", "/dir/a.md", replace=False)
     moved = remote.rename_path(sid, "/dir/b.md", "/dir/a.md")
-    assert moved.id == b.id and moved.path == "/dir/a.md"
+    assert (moved.id, moved.path, moved.content) == (m.id, "/dir/a.md", "bee")
     with pytest.raises(errors.NotFound):
-        remote.get_memory(sid, m.id)
+        remote.get_memory(sid, b.id)
     gone = remote.delete_path(sid, "/dir/a.md")
-    assert gone.id == b.id
+    assert gone.id == m.id
     assert remote.count_memories(sid) == 0
     for i in range(3):
         remote.create_memory(sid, f"/deep/x{i}/f.md", str(i))

@@ -361,21 +361,34 @@ async def test_rename_file_over_existing_and_flags(fs, store):
     ops, sid = fs
     a = await write_file(ops, ROOT, b"a.md", b"A")
     await write_file(ops, ROOT, b"b.md", b"B")
-    mid_a = store.get_memory_by_path(sid, "/a.md").id
+    mid_b = store.get_memory_by_path(sid, "/b.md").id
     await raises(errno.EEXIST, ops.rename(ROOT, b"a.md", ROOT, b"b.md",
                                           pyfuse3.RENAME_NOREPLACE, CTX))
     await raises(errno.EINVAL, ops.rename(ROOT, b"a.md", ROOT, b"b.md",
                                           pyfuse3.RENAME_EXCHANGE, CTX))
     await ops.rename(ROOT, b"a.md", ROOT, b"b.md", 0, CTX)
+    # The path keeps its memory (its history goes on) with the new content.
     m = store.get_memory_by_path(sid, "/b.md")
-    assert (m.id, m.content) == (mid_a, "A")
+    assert (m.id, m.content) == (mid_b, "A")
     assert store.count_memories(sid) == 1
-    assert (await ops.lookup(ROOT, b"b.md", CTX)).st_ino == a  # same memory, same inode
+    assert (await ops.lookup(ROOT, b"b.md", CTX)).st_ino == a  # POSIX: the moved inode
+    assert await ops.getxattr(a, b"user.memfs.memory_id", CTX) == mid_b.encode()
     await raises(errno.ENOENT, ops.lookup(ROOT, b"a.md", CTX))
     use, res = events(ops)[-2:]
     assert use["input"]["operation"] == "rename"
     assert use["input"]["new_path"] == "/mnt/memory/t/b.md"
-    assert res["memory_id"] == mid_a
+    assert res["memory_id"] == mid_b
+    # A file never saved, renamed over a memory (an editor's temp file still open): one
+    # modified version of that memory, no memory for the temp file.
+    info, _ = await ops.create(ROOT, b"tmp~", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, b"C")
+    await ops.rename(ROOT, b"tmp~", ROOT, b"b.md", 0, CTX)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert store.get_memory_by_path(sid, "/b.md").content == "C"
+    assert [v.operation for v in versions(store, sid) if v.memory_id == mid_b] == [
+        "created", "modified", "modified"]
+    assert store.count_memories(sid) == 1
 
 
 async def test_rename_directory_moves_every_memory_atomically(fs, store):
@@ -687,3 +700,12 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
             nursery.start_soon(slow.run)
             await trio.testing.wait_all_tasks_blocked()
             slow.stop()
+
+
+def test_directory_rename_errors_map_to_enotempty_and_enotdir():
+    import memfs.errors as E
+
+    kw = {"conflicting_memory_id": "mem_x", "conflicting_path": "/b/x"}
+    assert errno_for(E.DirectoryNotEmpty("not empty", **kw)) == errno.ENOTEMPTY
+    assert errno_for(E.NotADirectory("a file", **kw)) == errno.ENOTDIR
+    assert errno_for(E.PathConflict("taken", **kw)) == errno.EEXIST

@@ -162,15 +162,46 @@ def test_limits_tree_stats_and_one_transaction_renames(http, store):
     r = http.post(f"/v1/memory_stores/{sid}/memfs/rename",
                   json={"old_path": "/e/1.md", "new_path": "/x.md", "replace": False})
     assert r.status_code == 409 and r.json()["error"]["type"] == "memory_path_conflict_error"
+    source = store.get_memory_by_path(sid, "/e/1.md")
     r = http.post(f"/v1/memory_stores/{sid}/memfs/rename",
                   json={"old_path": "/e/1.md", "new_path": "/x.md"})
-    assert r.status_code == 200 and r.json()["path"] == "/x.md"
-    deleted = store.list_versions(sid, memory_id=victim.id, operation="deleted").data
+    # /x.md keeps its memory and takes the content; the renamed memory is deleted
+    assert r.status_code == 200, r.text
+    assert (r.json()["id"], r.json()["path"], r.json()["content"]) == (
+        victim.id, "/x.md", "/d/1.md")
+    deleted = store.list_versions(sid, memory_id=source.id, operation="deleted").data
     assert len(deleted) == 1 and deleted[0].created_at == store.get_memory_by_path(
-        sid, "/x.md").updated_at  # the victim went in the rename's transaction
+        sid, "/x.md").updated_at  # the source went in the rename's transaction
     r = http.post(f"/v1/memory_stores/{sid}/memfs/write",
                   json={"path": "/big.md", "content": "x" * 102_401})
     assert r.json()["error"]["details"]["error_code"] == "content_too_large"
+
+
+def test_rename_prefix_never_merges_directories(http, store):
+    sid = store.create_store("n").id
+    for p in ("/a/one.md", "/b/two.md", "/f.md"):
+        store.create_memory(sid, p, p, actor=None)
+    url = f"/v1/memory_stores/{sid}/memfs/rename_prefix"
+    r = http.post(url, json={"old_prefix": "/a/", "new_prefix": "/b/"})
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert err["type"] == "memory_path_conflict_error"
+    assert err["details"]["error_code"] == "directory_not_empty"
+    assert err["conflicting_path"] == "/b/two.md"
+    r = http.post(url, json={"old_prefix": "/a/", "new_prefix": "/f.md/"})
+    assert r.status_code == 409
+    assert r.json()["error"]["details"]["error_code"] == "not_a_directory"
+    assert [m.path for m in store.tree(sid)] == ["/a/one.md", "/b/two.md", "/f.md"]
+    # the client raises the exact classes again (a remote mount maps them to errno)
+    c = Client("http://memfs", KEY, transport=through(http))
+    with pytest.raises(errors.DirectoryNotEmpty) as e:
+        c.rename_prefix(sid, "/a/", "/b/")
+    assert e.value.conflicting_path == "/b/two.md"
+    with pytest.raises(errors.NotADirectory):
+        c.rename_prefix(sid, "/a/", "/f.md/")
+    with pytest.raises(errors.PathConflict) as pc:
+        c.rename_path(sid, "/a/one.md", "/f.md", replace=False)
+    assert type(pc.value) is errors.PathConflict
 
 
 def test_resolve_store_is_the_stores_rule(http, store):
@@ -241,6 +272,50 @@ def test_changes_list_carries_memories_and_resets(http, store):
     store.delete_store(sid)
     gone = http.get(f"/v1/memory_stores/{sid}/changes", params={"after": 0}).json()
     assert [c["op"] for c in gone["data"]] == ["store"]
+
+
+def _pruned_feed(store: Store) -> tuple[str, list[int]]:
+    """A store whose feed was pruned down to its newest 2 changes; returns (id, old seqs)."""
+    from datetime import UTC, datetime, timedelta
+
+    store.feed_keep = 2
+    sid = store.create_store("n").id
+    for i in range(5):
+        store.write_path(sid, "/a.md", str(i), actor=None)
+    seqs = [c.seq for c in store.changes_since(sid, 0)]
+    store.prune_versions(now=datetime.now(UTC) + timedelta(days=2))
+    return sid, seqs
+
+
+def test_changes_reset_a_follower_whose_changes_were_pruned(http, store):
+    sid, seqs = _pruned_feed(store)
+    url = f"/v1/memory_stores/{sid}/changes"
+    assert http.get(url, params={"after": 0}).json() == {
+        "data": [], "last_seq": seqs[-1], "reset": True}
+    assert http.get(url, params={"after": seqs[1]}).json()["reset"] is True
+    kept = http.get(url, params={"after": seqs[2]}).json()
+    assert [c["seq"] for c in kept["data"]] == seqs[3:] and kept["reset"] is False
+    c = Client("http://memfs", KEY, transport=through(http))
+    with pytest.raises(errors.FeedGap):
+        c.changes_since(sid, seqs[0])
+    with pytest.raises(errors.FeedGap):  # a position the server never had: reload too
+        c.changes_since(sid, 10**9)
+    assert [ch.seq for ch in c.changes_since(sid, seqs[2])] == seqs[3:]
+
+
+async def test_hub_resets_a_subscriber_whose_changes_were_pruned(store):
+    sid, seqs = _pruned_feed(store)
+    hub = ChangeHub(store, interval=0.01, ping=60)
+    stream = hub.stream(sid, seqs[0], seqs[-1])
+    frames = _frames(await stream.__anext__()) + _frames(await stream.__anext__())
+    assert [n for n, _ in frames] == ["ping", "memfs.reset"]
+    assert frames[1][1]["last_seq"] == seqs[-1]
+    # then it goes on from there
+    await trio.to_thread.run_sync(lambda: store.write_path(sid, "/b.md", "b", actor=None))
+    with trio.fail_after(5):
+        (name, data), = _frames(await stream.__anext__())
+    assert name == "memfs.change" and data["path"] == "/b.md"
+    await stream.aclose()
 
 
 def test_openapi_marks_the_extensions(http):

@@ -594,10 +594,12 @@ class TestPathOps:
         b = store.write_path(sid, "/b", "b", actor=API)
         with pytest.raises(PathConflict):
             store.rename_path(sid, "/a", "/b", actor=API, replace=False)
-        r = store.rename_path(sid, "/a", "/b", actor=API)  # POSIX rename replaces
-        assert (r.id, r.content) == (a.id, "a")
+        r = store.rename_path(sid, "/a", "/b", actor=API)  # POSIX rename replaces the content
+        assert (r.id, r.path, r.content) == (b.id, "/b", "a")  # /b keeps its memory
         with pytest.raises(NotFound):
-            store.get_memory(sid, b.id)
+            store.get_memory(sid, a.id)
+        m = store.rename_path(sid, "/b", "/c", actor=API)  # onto a free path: the memory moves
+        assert (m.id, m.path, m.content) == (b.id, "/c", "a")
         with pytest.raises(NotFound):
             store.rename_path(sid, "/missing", "/x", actor=API)
 
@@ -635,11 +637,16 @@ class TestPathOps:
         assert store.tree(sid)[0].path == "/d/a"
 
     def test_rename_prefix_to_parent(self, store: Store, sid: str) -> None:
+        # /a holds b itself: not empty, as rename(2) says (no merge into the parent)
+        from memfs.errors import DirectoryNotEmpty
+
         store.write_path(sid, "/a/b/x", "x", actor=API)
         store.write_path(sid, "/a/b/c/y", "y", actor=API)
-        moved = store.rename_prefix(sid, "/a/b/", "/a/", actor=API)
-        assert sorted(m.path for m in moved) == ["/a/c/y", "/a/x"]
-        assert [m.path for m in store.tree(sid)] == ["/a/c/y", "/a/x"]
+        with pytest.raises(DirectoryNotEmpty):
+            store.rename_prefix(sid, "/a/b/", "/a/", actor=API)
+        moved = store.rename_prefix(sid, "/a/b/", "/b/", actor=API)
+        assert sorted(m.path for m in moved) == ["/b/c/y", "/b/x"]
+        assert [m.path for m in store.tree(sid)] == ["/b/c/y", "/b/x"]
 
     def test_rename_prefix_sees_a_blocker_behind_moving_memories(
         self, store: Store, sid: str
@@ -1229,3 +1236,217 @@ def test_launched_sessions_are_those_a_local_launcher_owns_and_not_ended(store):
     ended = store.create_session([], launcher=owner)
     store.set_session_status(ended.id, "terminated")
     assert store.launched_sessions() == [(mine.id, owner)]
+
+
+# ============================================================================================
+# directory renames never merge; a rename over a file keeps the file's memory (issue 8)
+
+
+def _feed(store: Store, sid: str, after: int) -> list[tuple[str, str | None, str | None]]:
+    return [(c.op, c.memory_id, c.path) for c in store.changes_since(sid, after)]
+
+
+class TestRenameRules:
+    def test_rename_prefix_into_a_non_empty_directory(self, store: Store, sid: str) -> None:
+        from memfs.errors import DirectoryNotEmpty
+
+        one = store.write_path(sid, "/a/one.md", "1", actor=API)
+        two = store.write_path(sid, "/b/two.md", "2", actor=API)
+        before, seq = store.tree(sid), store.last_change(sid)
+        with pytest.raises(DirectoryNotEmpty) as e:
+            store.rename_prefix(sid, "/a/", "/b/", actor=API)
+        assert isinstance(e.value, PathConflict)
+        assert (e.value.conflicting_memory_id, e.value.conflicting_path) == (two.id, "/b/two.md")
+        assert store.tree(sid) == before and store.last_change(sid) == seq
+        # deeper below the target counts too, and so does a move onto an ancestor
+        store.write_path(sid, "/c/d/e.md", "e", actor=API)
+        with pytest.raises(DirectoryNotEmpty):
+            store.rename_prefix(sid, "/a/", "/c/", actor=API)
+        with pytest.raises(DirectoryNotEmpty):
+            store.rename_prefix(sid, "/c/d/", "/c/", actor=API)
+        # an empty (or missing) target is fine
+        assert [m.path for m in store.rename_prefix(sid, "/a/", "/z/", actor=API)] == [
+            "/z/one.md"]
+        assert store.get_memory(sid, one.id).path == "/z/one.md"
+
+    def test_rename_prefix_onto_a_file(self, store: Store, sid: str) -> None:
+        from memfs.errors import NotADirectory
+
+        store.write_path(sid, "/a/one.md", "1", actor=API)
+        f = store.write_path(sid, "/f.md", "file", actor=API)
+        before = store.tree(sid)
+        with pytest.raises(NotADirectory) as e:
+            store.rename_prefix(sid, "/a/", "/f.md/", actor=API)
+        assert isinstance(e.value, PathConflict) and e.value.conflicting_memory_id == f.id
+        with pytest.raises(NotADirectory):  # below a file, too
+            store.rename_prefix(sid, "/a/", "/f.md/sub/", actor=API)
+        assert store.tree(sid) == before
+
+    def test_rename_path_over_a_file_keeps_the_targets_memory(
+        self, store: Store, sid: str
+    ) -> None:
+        # sed -i / an editor: write a temp file, rename it over the original
+        orig = store.write_path(sid, "/hello.md", "v1", actor=API)
+        tmp = store.write_path(sid, "/sedQdG0st", "v2", actor=USER)
+        seq = store.last_change(sid)
+        r = store.rename_path(sid, "/sedQdG0st", "/hello.md", actor=USER)
+        assert (r.id, r.path, r.content, r.created_at) == (
+            orig.id, "/hello.md", "v2", orig.created_at)
+        assert store.get_memory_by_path(sid, "/hello.md") == r
+        with pytest.raises(NotFound):
+            store.get_memory(sid, tmp.id)
+        assert store.count_memories(sid) == 1
+        hist = store.list_versions(sid, memory_id=orig.id, view="full").data
+        assert [(v.operation, v.path, v.content) for v in hist] == [
+            ("modified", "/hello.md", "v2"), ("created", "/hello.md", "v1")]
+        assert hist[0].created_by == USER and hist[0].id == r.memory_version_id
+        tmp_hist = store.list_versions(sid, memory_id=tmp.id).data
+        assert [(v.operation, v.path) for v in tmp_hist] == [
+            ("deleted", "/sedQdG0st"), ("created", "/sedQdG0st")]
+        assert hist[0].created_at == tmp_hist[0].created_at  # one transaction
+        assert _feed(store, sid, seq) == [
+            ("put", orig.id, "/hello.md"), ("delete", tmp.id, "/sedQdG0st")]
+
+    def test_rename_path_over_identical_content(self, store: Store, sid: str) -> None:
+        orig = store.write_path(sid, "/a.md", "same", actor=API)
+        tmp = store.write_path(sid, "/a.md~", "same", actor=API)
+        seq = store.last_change(sid)
+        r = store.rename_path(sid, "/a.md~", "/a.md", actor=API)
+        assert r == orig  # no new version
+        assert len(store.list_versions(sid, memory_id=orig.id).data) == 1
+        with pytest.raises(NotFound):
+            store.get_memory(sid, tmp.id)
+        assert _feed(store, sid, seq) == [("delete", tmp.id, "/a.md~")]
+
+    def test_rename_path_over_a_file_without_replace(self, store: Store, sid: str) -> None:
+        store.write_path(sid, "/a.md", "a", actor=API)
+        b = store.write_path(sid, "/b.md", "b", actor=API)
+        before = store.tree(sid)
+        with pytest.raises(PathConflict) as e:
+            store.rename_path(sid, "/a.md", "/b.md", actor=API, replace=False)
+        assert e.value.conflicting_memory_id == b.id
+        assert store.tree(sid) == before
+
+    def test_rename_path_over_a_file_in_an_archived_store(self, store: Store, sid: str) -> None:
+        store.write_path(sid, "/a.md", "a", actor=API)
+        store.write_path(sid, "/b.md", "a", actor=API)  # identical: would be no new version
+        store.archive_store(sid)
+        with pytest.raises(StoreArchived):
+            store.rename_path(sid, "/a.md", "/b.md", actor=API)
+        assert store.count_memories(sid) == 2
+
+
+# ============================================================================================
+# indexes for the filtered listings; the change feed and the events are bounded (issue 8)
+
+
+def _plans(store: Store, fn: Callable[[], Any]) -> list[str]:
+    """The query plans of the SELECTs ``fn`` runs (traced with their bound values)."""
+    seen: list[str] = []
+    # Reads go through this thread's reader connection, writes through the writer.
+    conns = {id(c): c for c in (store.conn, store.database.reader())}.values()
+    for c in conns:
+        c.set_trace_callback(seen.append)
+    try:
+        fn()
+    finally:
+        for c in conns:
+            c.set_trace_callback(None)
+    return [
+        " | ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
+        for sql in seen if sql.lstrip().upper().startswith("SELECT")
+    ]
+
+
+class TestIndexes:
+    def test_filtered_listings_search_an_index_of_their_own(self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
+        store.create_session([])
+        store.create_session([], launcher={"host": "h", "boot_id": "b", "pid": 1, "start": 2})
+        cases = {
+            "versions_memory_time": lambda: store.list_versions(sid, memory_id=m.id),
+            "versions_actor": lambda: store.list_versions(sid, session_id="sesn_x"),
+            "versions_operation": lambda: store.list_versions(sid, operation="deleted"),
+            "stores_name": lambda: store.resolve_store("Notes"),
+            "sessions_launched": store.launched_sessions,
+        }
+        for index, fn in cases.items():
+            plans = _plans(store, fn)
+            assert any(index in p for p in plans), (index, plans)
+            # a scan only of the (partial) index itself: never of a table
+            assert not any("SCAN" in p and index not in p for p in plans), (index, plans)
+
+
+def _count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
+    return int(store.conn.execute(f"SELECT count(*) FROM {table} WHERE {where}",
+                                  params).fetchone()[0])
+
+
+class TestFeedBounds:
+    def test_prune_keeps_the_newest_changes_and_the_last_day(self, store: Store) -> None:
+        from memfs.errors import FeedGap
+
+        store.feed_keep = 3
+        a, b = store.create_store("a").id, store.create_store("b").id
+        for i in range(6):
+            store.write_path(a, "/x.md", f"a{i}", actor=API)
+            store.write_path(b, "/y.md", f"b{i}", actor=API)
+        seqs = [c.seq for c in store.changes_since(a, 0)]
+        assert len(seqs) == 6
+        store.prune_versions(now=datetime.now(UTC) + timedelta(hours=23))  # all within a day
+        assert [c.seq for c in store.changes_since(a, 0)] == seqs
+        store.prune_versions(now=datetime.now(UTC) + timedelta(hours=25))
+        assert _count(store, "changes", "store_id = ?", (a,)) == 3
+        assert _count(store, "changes", "store_id = ?", (b,)) == 3
+        # a follower that read up to seqs[2] (the newest pruned) misses nothing
+        assert [c.seq for c in store.changes_since(a, seqs[2])] == seqs[3:]
+        # one behind that would miss changes silently: it is told to reload
+        for behind in (0, seqs[0], seqs[1]):
+            with pytest.raises(FeedGap):
+                store.changes_since(a, behind)
+        assert store.last_change(a) == seqs[-1]
+
+    def test_the_feed_is_pruned_every_nth_change(self, store: Store, sid: str) -> None:
+        from memfs.errors import FeedGap
+
+        store.feed_keep, store.feed_keep_age, store.feed_prune_every = 5, timedelta(0), 10
+        start = store.last_change(sid)
+        for i in range(40):
+            store.write_path(sid, "/x.md", str(i), actor=API)
+        assert 5 <= _count(store, "changes", "store_id = ?", (sid,)) < 5 + 10
+        with pytest.raises(FeedGap):
+            store.changes_since(sid, start)
+        fresh = store.last_change(sid)
+        store.write_path(sid, "/x.md", "after", actor=API)
+        assert [c.path for c in store.changes_since(sid, fresh)] == ["/x.md"]
+
+    def test_events_of_deleted_sessions_and_old_mount_events_go(self, db_path: Any) -> None:
+        s = Store(db_path, limits=Limits(retention_days=1))
+        try:
+            st = s.create_store("n").id
+            kept = s.create_session([])
+            gone = s.create_session([])
+            for sess in (kept.id, gone.id):
+                s.send_events(sess, [{"type": "user.message", "content": []}])
+            s.add_tool_events(None, [
+                {"type": "agent.tool_use", "id": "sevt_old", "name": "bash",
+                 "processed_at": format_time(datetime.now(UTC) - timedelta(hours=30)),
+                 "input": {}},
+                {"type": "agent.tool_use", "id": "sevt_new", "name": "bash",
+                 "processed_at": format_time(datetime.now(UTC)), "input": {}},
+            ], store_id=st)
+            s.delete_session(gone.id)
+            n_kept = _count(s, "events", "session_id = ?", (kept.id,))
+            # right after the deletion its events stay (a live stream still ends on
+            # session.deleted); mount events inside the retention window stay
+            s.prune_versions()
+            assert _count(s, "events", "session_id = ?", (gone.id,)) > 0
+            assert _count(s, "events", "session_id IS NULL") == 1  # sevt_old is past 1 day
+            s.prune_versions(now=datetime.now(UTC) + timedelta(hours=2))
+            assert _count(s, "events", "session_id = ?", (gone.id,)) == 0
+            assert _count(s, "events", "session_id = ?", (kept.id,)) == n_kept
+            s.prune_versions(now=datetime.now(UTC) + timedelta(days=40))
+            assert _count(s, "events", "session_id = ?", (kept.id,)) == n_kept  # the audit log
+            assert _count(s, "events", "session_id IS NULL") == 0
+        finally:
+            s.close()
