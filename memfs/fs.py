@@ -870,16 +870,19 @@ class Operations(pyfuse3.Operations):
                 raise _Failure(errno.EPERM, "only regular files can be stored")
             if self._child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
-            try:
-                # The limit and the archive state are checked now, so that open(O_CREAT)
-                # fails at once; the commit checks again under the write lock.
-                await self._call(self.store.check_can_create, self.store_id)
-            except errors.MemfsError as e:
-                raise _Failure.of(e) from None
-            # Checked again: another request may have made the name while we waited.
-            path = self._new_path(parent, name)
-            if self._child(parent, name) is not None:
-                raise _Failure(errno.EEXIST, f"{path} exists")
+            if len(self.tree.by_memory) + 1 >= self.store.limits.max_memories:
+                # Near the limit, ask the store, so that open(O_CREAT) fails at once with
+                # ENOSPC (the commit checks again under the write lock). Not otherwise: the
+                # kernel holds the directory locked during CREATE, and a wait here (another
+                # process's write lock, a hung server) would stall every listing of it.
+                try:
+                    await self._call(self.store.check_can_create, self.store_id)
+                except errors.MemfsError as e:
+                    raise _Failure.of(e) from None
+                # Checked again: another request may have made the name while we waited.
+                path = self._new_path(parent, name)
+                if self._child(parent, name) is not None:
+                    raise _Failure(errno.EEXIST, f"{path} exists")
         except _Failure as f:
             self._emit(self._pair(comm_, pid, "create", entry, failure=f))
             raise

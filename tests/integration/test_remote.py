@@ -11,9 +11,11 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -177,6 +179,57 @@ def test_a_mount_survives_a_server_restart(tmp_path):
             stop_server(again)
     finally:
         m.stop()
+
+
+def test_a_hung_server_never_freezes_the_mount(tmp_path):
+    """The server stops answering (SIGSTOP): a write waits for it in a worker thread, while
+    cached reads and listings answer at once; the mount carries on when the server does."""
+    require_fuse()
+    (tmp_path / "own").mkdir()
+    own = start_server(tmp_path / "own", "--api-key", KEY)
+    api = anthropic.Anthropic(base_url=own.url, api_key=KEY, max_retries=0)
+    s = api.beta.memory_stores.create(name="hung")
+    api.beta.memory_stores.memories.create(s.id, path="/a.md", content="cached")
+    m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], _remote_env(own.url))
+    writer: threading.Thread | None = None
+    try:
+        m.wait_mounted()
+        assert (m.root / "a.md").read_text() == "cached"
+        own.proc.send_signal(signal.SIGSTOP)
+        outcome: list[object] = []
+
+        def write() -> None:
+            try:
+                (m.root / "b.md").write_text("while hung")
+                outcome.append("saved")
+            except OSError as e:
+                outcome.append(e.errno)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.5)  # the write's close is now waiting for the server
+        worst = 0.0
+        for _ in range(10):
+            t = time.monotonic()
+            assert (m.root / "a.md").read_text() == "cached"
+            assert "a.md" in os.listdir(m.root)
+            worst = max(worst, time.monotonic() - t)
+            time.sleep(0.05)
+        print(f"\ncached read + ls while the server hangs: worst {worst * 1000:.1f} ms")
+        assert worst < 0.5
+        assert writer.is_alive()
+        own.proc.send_signal(signal.SIGCONT)
+        writer.join(timeout=30)
+        assert outcome and outcome[0] in ("saved", errno.EIO)
+        (m.root / "c.md").write_text("after")
+        got = [x.path for x in api.beta.memory_stores.memories.list(s.id)]
+        assert "/c.md" in got
+    finally:
+        own.proc.send_signal(signal.SIGCONT)
+        if writer is not None:
+            writer.join(timeout=30)
+        m.stop()
+        stop_server(own)
 
 
 # -- sessions -----------------------------------------------------------------------------------

@@ -709,3 +709,29 @@ def test_directory_rename_errors_map_to_enotempty_and_enotdir():
     assert errno_for(E.DirectoryNotEmpty("not empty", **kw)) == errno.ENOTEMPTY
     assert errno_for(E.NotADirectory("a file", **kw)) == errno.ENOTDIR
     assert errno_for(E.PathConflict("taken", **kw)) == errno.EEXIST
+
+
+async def test_states_are_ordered_by_the_feed_not_by_the_clock(fs, store):
+    """Finding 12: after the clock steps back, a newer version has an older updated_at; the
+    mount must still show it."""
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"c.md", b"first")
+    m = store.get_memory_by_path(sid, "/c.md")
+    store.update_memory(sid, m.id, content="second", actor=None)
+    # What a clock stepped back by an hour writes: an updated_at before the first version's.
+    store.conn.execute("UPDATE memories SET updated_at = '2001-01-01T00:00:00.000000Z' "
+                       "WHERE id = ?", (m.id,))
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    assert await read_file(ops, ino) == b"second"
+    assert (await ops.getattr(ino, CTX)).st_size == len(b"second")
+
+
+async def test_a_pruned_feed_position_reloads_the_tree(fs, store):
+    ops, sid = fs
+    await write_file(ops, ROOT, b"a.md", b"a")
+    store.create_memory(sid, "/elsewhere.md", "e", actor=None)
+    store.conn.execute("UPDATE stores SET changes_pruned_seq = ? WHERE id = ?",
+                       (store.last_change(sid), sid))
+    await ops.poll_changes()
+    assert (await ops.lookup(ROOT, b"elsewhere.md", CTX)).st_size == 1
+    assert ops.seq == store.last_change(sid)

@@ -1,0 +1,145 @@
+"""memfs.database: the writer never waits under a lock, readers never wait on the writer, sync
+is durable whatever other connections hold, a replaced file is noticed, SQLite's failures
+become memfs errors."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from memfs import errors
+from memfs.database import Database
+from memfs.store import Store
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return str(tmp_path / "memfs.db")
+
+
+def test_sync_fsyncs_the_wal_even_while_a_reader_holds_a_snapshot(db_path, monkeypatch):
+    """Finding 7: a PASSIVE checkpoint synced nothing while another connection read."""
+    store = Store(db_path, synchronous="NORMAL")
+    sid = store.create_store("s").id
+    reader = sqlite3.connect(db_path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM memories").fetchone()  # a snapshot is held
+    store.write_path(sid, "/a.md", "a", actor=None)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store.sync()
+    assert os.path.realpath(db_path + "-wal") in synced
+    assert os.path.realpath(db_path) in synced
+    reader.rollback()
+    reader.close()
+    store.close()
+
+
+def test_reads_never_wait_on_a_writer_that_waits(db_path):
+    """Finding 1: a writer waiting for another process's lock held the one lock that
+    readers needed too."""
+    store = Store(db_path)
+    sid = store.create_store("s").id
+    store.write_path(sid, "/a.md", "a", actor=None)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's writer
+    done = threading.Event()
+
+    def write() -> None:
+        store.write_path(sid, "/b.md", "b", actor=None)
+        done.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        time.sleep(0.2)
+        assert not done.is_set()  # waiting for the lock
+        start = time.monotonic()
+        for _ in range(20):
+            assert store.get_memory_by_path(sid, "/a.md").content == "a"
+            store.tree(sid)
+        assert time.monotonic() - start < 0.5
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        t.join(10)
+    assert done.is_set()
+    store.close()
+
+
+@pytest.mark.parametrize("how", ["rm", "mv", "overwrite"])
+def test_a_replaced_file_refuses_writes(db_path, tmp_path, how):
+    store = Store(db_path)
+    sid = store.create_store("s").id
+    other = str(tmp_path / "other.db")
+    Store(other).close()
+    if how == "rm":
+        os.unlink(db_path)
+    elif how == "mv":
+        os.rename(other, db_path)
+    else:
+        with open(other, "rb") as src, open(db_path, "r+b") as dst:
+            dst.write(src.read())
+    with pytest.raises(errors.DatabaseGone, match="while in use"):
+        store.write_path(sid, "/a.md", "a", actor=None)
+    with pytest.raises(errors.DatabaseGone):
+        store.check_file()
+    store.close()
+
+
+def test_a_commit_into_a_file_replaced_meanwhile_is_reported_as_failed(db_path, tmp_path):
+    store = Store(db_path)
+    store.create_store("s")
+    other = str(tmp_path / "other.db")
+    Store(other).close()
+    with pytest.raises(errors.DatabaseGone), store._write() as c:
+        c.execute("SELECT 1")
+        os.rename(other, db_path)  # between the check before and the commit
+    store.close()
+
+
+def test_identity_survives_reopening_and_checkpoints(db_path):
+    a = Store(db_path)
+    sid = a.create_store("s").id
+    for i in range(50):
+        a.write_path(sid, f"/{i}.md", "x" * 1000, actor=None)
+    a.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    b = Store(db_path)
+    b.write_path(sid, "/b.md", "b", actor=None)
+    a.write_path(sid, "/a.md", "a", actor=None)  # no false alarm
+    a.close()
+    b.close()
+
+
+def test_sqlite_errors_become_memfs_errors(tmp_path):
+    not_db = tmp_path / "not.db"
+    not_db.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(errors.StorageError):
+        Database(str(not_db))
+
+
+def test_busy_after_patience(db_path, monkeypatch):
+    import memfs.database as database
+
+    monkeypatch.setattr(database, "WRITE_PATIENCE", 0.2)
+    store = Store(db_path)
+    sid = store.create_store("s").id
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(errors.Busy):
+            store.write_path(sid, "/a.md", "a", actor=None)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    store.close()
