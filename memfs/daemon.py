@@ -49,7 +49,7 @@ from .fs import (
     flush_invalidations,
 )
 from .models import Change
-from .store import Limits, Store
+from .store import Limits, Store, open_store
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ def mount(opts: MountOptions) -> None:
             # fsync() additionally syncs it to disk (Operations.fsync -> Store.sync), which is
             # exactly what POSIX promises for close() and fsync(). FULL would cost a disk sync
             # per close (2.4x slower creates, measured with scripts/bench).
-            store = Store(opts.db_path, synchronous="NORMAL", checkpoint_pages=16000)
+            store = open_store(opts.db_path, create=False, synchronous="NORMAL",
+                               checkpoint_pages=16000)
         stack.callback(store.close)
         ms = store.resolve_store(opts.store_ref)
         refuse_writes = opts.read_only

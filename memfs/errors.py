@@ -23,7 +23,8 @@ an exit code. They never re-check a rule themselves.
     │   └── PreconditionFailed   the content hash does not match
     ├── ReadOnly                 a write through a read-only attachment
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
-    └── Busy                     the database stayed locked past every retry
+    ├── Busy                     the database stayed locked past every retry
+    └── DatabaseUnavailable      the database cannot be opened (missing, not a database, ...)
 """
 
 from __future__ import annotations
@@ -104,3 +105,8 @@ class Unauthorized(MemfsError):
 
 class Busy(MemfsError):
     """The database stayed locked by other writers for longer than we wait."""
+
+
+class DatabaseUnavailable(MemfsError):
+    """The database cannot be used: missing (and not to be created), not an SQLite file, a
+    directory, unreadable, or no place for it (no HOME)."""

@@ -51,7 +51,7 @@ from .client import Client
 from .errors import InvalidRequest, MemfsError
 from .models import Session, SessionResource
 from .prompt import render_memory_prompt
-from .store import Store
+from .store import Store, open_store
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ class Launcher:
         self.launch = launch
         self.store: Store = (
             cast(Store, Client(launch.url, launch.api_key)) if launch.url
-            else Store(launch.db_path)
+            else open_store(launch.db_path, create=False)
         )
         self.session: Session | None = None
         self.mounts: list[_Mount] = []
