@@ -1159,8 +1159,10 @@ def session_reap(ctx: Context) -> None:
 
 @cli.command("mount")
 @click.argument("store_ref", metavar="STORE")
-@click.argument("mountpoint", type=click.Path(file_okay=False))
+@click.argument("mountpoint", type=click.Path())
 @click.option("--read-only", is_flag=True, help="Refuse every change (EROFS).")
+@click.option("--nonempty", is_flag=True,
+              help="Mount over a directory that is not empty (hiding what it holds).")
 @click.option("--session", "session_id", default=None, metavar="ID",
               help="Attribute versions and tool events to this session.")
 @click.option("--events", "events_path", default=None, type=click.Path(dir_okay=False),
@@ -1179,6 +1181,7 @@ def mount_cmd(
     store_ref: str,
     mountpoint: str,
     read_only: bool,
+    nonempty: bool,
     session_id: str | None,
     events_path: str | None,
     display_root: str | None,
@@ -1187,6 +1190,9 @@ def mount_cmd(
     debug_fuse: bool,
 ) -> None:
     """Mount memory store STORE (id or name) on MOUNTPOINT and serve it in the foreground.
+
+    MOUNTPOINT must be an existing empty directory (--nonempty: or one that is not empty),
+    with nothing mounted on it already.
 
     Files are memories; every close after writes makes one version. With --url (or
     MEMFS_URL) the store of that memfs server is mounted, with the same rules, kept current by
@@ -1209,6 +1215,7 @@ def mount_cmd(
             mountpoint=mountpoint,
             db_path=ctx.db_path,
             read_only=read_only,
+            nonempty=nonempty,
             session_id=session_id,
             events_path=events_path,
             display_root=display_root,

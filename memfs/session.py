@@ -398,9 +398,11 @@ class Launcher:
                     pending.remove(m)
                 elif m.proc.poll() is not None:
                     self._reported.add(m.proc.pid)
+                    # The daemon's own line repeats the mount point: keep only its reason.
+                    reason = self._last_log_line(m).removeprefix(
+                        f"cannot mount on {m.resource.mount_path}: ")
                     self._fail(
-                        f"cannot mount {m.resource.name!r} at {m.resource.mount_path}: "
-                        f"{self._last_log_line(m)}"
+                        f"cannot mount {m.resource.name!r} at {m.resource.mount_path}: {reason}"
                     )
             if pending and time.monotonic() > deadline:
                 self._fail(

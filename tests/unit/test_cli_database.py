@@ -206,5 +206,6 @@ def test_a_read_only_file_system(tmp_path, command):
     script = (f"mount --bind {data} {ro} && mount -o remount,bind,ro {ro} && exec "
               '"$@"')
     p = memfs(tmp_path, str(ro / ("memfs.db" if command[1] == "list" else "new.db")),
-              *command, pre=["unshare", "-m", "sh", "-c", script, "sh"])
+              *command, pre=["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                             "sh"])
     assert_one_line(p, EXIT_DATABASE, str(ro))
