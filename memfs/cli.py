@@ -20,7 +20,7 @@ import click
 from . import errors
 from .models import Actor, Memory, MemoryStore, MemoryVersion, Page
 from .prompt import render_memory_prompt
-from .store import Store, default_db_path, local_user_actor
+from .store import Store, default_db_path, local_user_actor, open_store
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +72,23 @@ class Context:
     @property
     def store(self) -> Store:
         """The local database, or with ``--url`` a :class:`memfs.client.Client` of that server
-        (it has the Store's methods, models and errors, so every command works the same)."""
+        (it has the Store's methods, models and errors, so every command works the same).
+        A missing database is an error here, never created: see :meth:`open`."""
+        return self.open(create=False)
+
+    def open(self, *, create: bool) -> Store:
+        """:attr:`store`, creating a missing local database when ``create`` (only commands
+        that make something a later command needs do: ``stores create``).
+
+        :raises errors.DatabaseUnavailable: the database cannot be opened (or is missing).
+        """
         if self._store is None:
             if self.url:
                 from .client import Client
 
                 self._store = cast(Store, Client(self.url, self.api_key))
             else:
-                self._store = Store(self.db_path)
+                self._store = open_store(self.db_path, create=create)
         return self._store
 
     def output(self, obj: Any, human: str | None = None) -> None:
@@ -102,12 +111,20 @@ def _plain(obj: Any) -> Any:
 pass_ctx = click.make_pass_decorator(Context)
 
 
+def _default_db_help() -> str:
+    try:
+        return str(default_db_path())
+    except errors.DatabaseUnavailable:
+        return "$XDG_DATA_HOME/memfs/memfs.db, else ~/.local/share/memfs/memfs.db"
+
+
 @click.group(cls=MemfsGroup)
 @click.option(
     "--db",
     envvar="MEMFS_DB",
-    type=click.Path(dir_okay=False),
-    help=f"SQLite database (env MEMFS_DB; default {default_db_path()}).",
+    type=click.Path(),
+    help=f"SQLite database (env MEMFS_DB; default {_default_db_help()}). Only `stores create` "
+    "and `serve` create a missing one.",
 )
 @click.option(
     "--url",
@@ -395,7 +412,7 @@ def stores_create(
     \b
         memfs stores create "User Preferences" -d "Per-user preferences" -m team=docs
     """
-    s = ctx.store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
+    s = ctx.open(create=True).create_store(name, description, dict(_pairs(metadata, "--metadata")))
     ctx.output(s, f"created memory store {s.id} ({s.name})")
 
 
@@ -1142,8 +1159,10 @@ def session_reap(ctx: Context) -> None:
 
 @cli.command("mount")
 @click.argument("store_ref", metavar="STORE")
-@click.argument("mountpoint", type=click.Path(file_okay=False))
+@click.argument("mountpoint", type=click.Path())
 @click.option("--read-only", is_flag=True, help="Refuse every change (EROFS).")
+@click.option("--nonempty", is_flag=True,
+              help="Mount over a directory that is not empty (hiding what it holds).")
 @click.option("--session", "session_id", default=None, metavar="ID",
               help="Attribute versions and tool events to this session.")
 @click.option("--events", "events_path", default=None, type=click.Path(dir_okay=False),
@@ -1162,6 +1181,7 @@ def mount_cmd(
     store_ref: str,
     mountpoint: str,
     read_only: bool,
+    nonempty: bool,
     session_id: str | None,
     events_path: str | None,
     display_root: str | None,
@@ -1170,6 +1190,9 @@ def mount_cmd(
     debug_fuse: bool,
 ) -> None:
     """Mount memory store STORE (id or name) on MOUNTPOINT and serve it in the foreground.
+
+    MOUNTPOINT must be an existing empty directory (--nonempty: or one that is not empty),
+    with nothing mounted on it already.
 
     Files are memories; every close after writes makes one version. With --url (or
     MEMFS_URL) the store of that memfs server is mounted, with the same rules, kept current by
@@ -1192,6 +1215,7 @@ def mount_cmd(
             mountpoint=mountpoint,
             db_path=ctx.db_path,
             read_only=read_only,
+            nonempty=nonempty,
             session_id=session_id,
             events_path=events_path,
             display_root=display_root,

@@ -32,20 +32,24 @@ closes it. A launcher may also just poll ``os.path.ismount``.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import signal
+import stat
+import sys
+import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 import pyfuse3
 import trio
 
-from . import errors
+from . import errors, linux
 from .client import AsyncClient, Client
 from .fs import Operations, actor_for
 from .protocol import StoreAPI
-from .store import Limits, Store
+from .store import Limits, open_store
 from .toolevents import EventSink
 from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
@@ -61,7 +65,9 @@ class MountOptions:
     """Everything ``memfs mount`` takes.
 
     :param store_ref: store id or name.
-    :param mountpoint: an existing empty directory.
+    :param mountpoint: an existing empty directory, not a mount point already.
+    :param nonempty: mount over a directory that is not empty (what it holds is hidden
+        while mounted); else such a directory is refused.
     :param read_only: refuse every change (EROFS); also the kernel ``ro`` option.
     :param session_id: attribute versions and events to this session (else the local user).
     :param events_path: JSON-lines file for tool events (appended).
@@ -90,16 +96,84 @@ class MountOptions:
     url: str | None = None
     api_key: str | None = None
     http_timeout: float = 10.0
+    nonempty: bool = False
+
+
+def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
+    """Refuse a mount point the kernel mount would fail on, or one where the mount would hide
+    something: a missing path, not a directory, a dead mount, something mounted there already
+    (a second mount would stack on it), a directory that is not empty (unless ``nonempty``).
+
+    :raises MountError: one line saying which and why.
+    """
+    def refuse(why: str) -> MountError:
+        return MountError(f"cannot mount on {mountpoint}: {why}")
+
+    try:
+        st = os.stat(mountpoint)
+    except FileNotFoundError:
+        raise refuse("it does not exist (create an empty directory there)") from None
+    except OSError as e:
+        if e.errno == errno.ENOTCONN:
+            raise refuse(f"a dead mount is there (`fusermount3 -uz {mountpoint}` removes "
+                         "it)") from None
+        raise refuse(e.strerror or str(e)) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise refuse("it is not a directory")
+    if os.path.ismount(mountpoint) or os.path.realpath(mountpoint) in linux.mount_points():
+        raise refuse("something is mounted there already")
+    if nonempty:
+        return
+    try:
+        entries = os.listdir(mountpoint)
+    except OSError as e:
+        raise refuse(e.strerror or str(e)) from None
+    if entries:
+        raise refuse("it is not empty (the mount would hide what it holds; --nonempty "
+                     "mounts over it anyway)")
+
+
+def _init_fuse(ops: Operations, mountpoint: str, options: set[str]) -> None:
+    """``pyfuse3.init``, keeping what libfuse (and fusermount3) print on stderr meanwhile:
+    when the mount fails that is the reason (``fuse: device not found...``), which goes into
+    the :class:`MountError` instead of libfuse's bare ``fuse_session_mount failed``; when it
+    succeeds it is passed on to stderr.
+
+    :raises MountError: the kernel mount failed.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            pyfuse3.init(ops, mountpoint, options)
+            failure = None
+        except RuntimeError as e:
+            failure = e
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        said = captured.read()
+    if failure is None:
+        if said:
+            os.write(2, said)
+        return
+    lines = [ln.strip() for ln in said.decode(errors="replace").splitlines() if ln.strip()]
+    raise MountError(f"cannot mount on {mountpoint}: {'; '.join(lines) or failure}")
 
 
 def mount(opts: MountOptions) -> None:
     """Mount the store and serve it until told to stop; always unmounts.
 
     :raises NotFound: unknown store or session (before anything is mounted).
-    :raises MountError: the kernel mount failed.
+    :raises MountError: the mount point is refused (:func:`check_mountpoint`), or the kernel
+        mount failed (with libfuse's reason).
+    :raises DatabaseUnavailable: (local) no database at ``db_path``; one is never created.
     :raises MemfsError: (remote) the server cannot be reached or refuses the key.
     """
     mountpoint = os.path.abspath(opts.mountpoint)
+    check_mountpoint(mountpoint, opts.nonempty)
     with ExitStack() as stack:
         store: StoreAPI
         if opts.url:
@@ -109,7 +183,8 @@ def mount(opts: MountOptions) -> None:
             # fsync() additionally syncs it to disk (Operations.fsync -> Store.sync), which is
             # exactly what POSIX promises for close() and fsync(). FULL would cost a disk sync
             # per close (2.4x slower creates, measured with scripts/bench).
-            store = Store(opts.db_path, synchronous="NORMAL", checkpoint_pages=16000)
+            store = open_store(opts.db_path, create=False, synchronous="NORMAL",
+                               checkpoint_pages=16000)
         stack.callback(store.close)
         ms = store.resolve_store(opts.store_ref)
         refuse_writes = opts.read_only
@@ -144,10 +219,7 @@ def mount(opts: MountOptions) -> None:
         # SIGINT, so that the finally below still unmounts.
         old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
         stack.callback(signal.signal, signal.SIGTERM, old_term)
-        try:
-            pyfuse3.init(ops, mountpoint, options)
-        except RuntimeError as e:
-            raise MountError(f"cannot mount {mountpoint}: {e}") from None
+        _init_fuse(ops, mountpoint, options)
         try:
             log.info("mounted %s (%s) on %s", ms.name, ms.id, mountpoint)
             _signal_ready(mountpoint, opts.ready_fd)

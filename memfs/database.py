@@ -34,11 +34,12 @@ import random
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from .errors import Busy, DatabaseGone, StorageError, StorageFull
+from .errors import Busy, DatabaseGone, DatabaseUnavailable, StorageError, StorageFull
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,6 +78,7 @@ class Database:
         survives a killed process at once, and a power cut from the next :meth:`sync`).
     :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
     :param page_size: page size of a new database (an existing one keeps its own).
+    :param create: make the file if it is missing (else :class:`DatabaseUnavailable`).
     """
 
     def __init__(
@@ -86,11 +88,16 @@ class Database:
         synchronous: str = "FULL",
         checkpoint_pages: int | None = None,
         page_size: int = 1024,
+        create: bool = True,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError("synchronous must be FULL or NORMAL")
         self.path = path
         self.memory = path == ":memory:"
+        # mode=rw: a missing file is an error, never a new empty database.
+        self._target = path if create or self.memory else (
+            "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw")
+        self._uri = not create and not self.memory
         self._synchronous = synchronous
         # isolation_level=None: autocommit, we issue BEGIN ourselves. timeout=0: the writer
         # never sleeps inside SQLite (and so inside our lock) waiting for another process.
@@ -121,9 +128,12 @@ class Database:
     def _connect(self, timeout: float) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=timeout
+                self._target, isolation_level=None, check_same_thread=False, timeout=timeout,
+                uri=self._uri,
             )
         except sqlite3.Error as e:
+            if self._uri and not os.path.exists(self.path):
+                raise DatabaseUnavailable(f"no database at {self.path}") from e
             raise translate(e, self.path) from e
         conn.row_factory = sqlite3.Row
         return conn

@@ -29,7 +29,8 @@ an exit code. They never re-check a rule themselves.
     ├── Busy                     the database stayed locked past every retry
     └── StorageError             the database cannot be written or read (EIO, HTTP 503)
         ├── StorageFull          the disk under the database is full (ENOSPC)
-        └── DatabaseGone         the database file was deleted or replaced while in use
+        ├── DatabaseGone         the database file was deleted or replaced while in use
+        └── DatabaseUnavailable  the database cannot be opened (missing, not a database, ...)
 """
 
 from __future__ import annotations
@@ -136,3 +137,8 @@ class StorageFull(StorageError):
 
 class DatabaseGone(StorageError):
     """The database file was deleted, renamed over or overwritten while in use."""
+
+
+class DatabaseUnavailable(StorageError):
+    """The database cannot be used: missing (and not to be created), not an SQLite file, a
+    directory, unreadable, or no place for it (no HOME)."""

@@ -28,7 +28,7 @@ from hypercorn.utils import wrap_app
 
 from . import errors
 from .api import create_app
-from .store import Store
+from .store import open_store
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def serve(
         keys = [generate_key()]
         say(f"memfs: no API key configured; this run accepts the generated key {keys[0]}")
         say("memfs: (choose your own with --api-key KEY or MEMFS_API_KEYS)")
-    store = Store(db_path)
+    store = open_store(db_path, create=True)
     try:
         config = Config()
         config.bind = [f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"]

@@ -29,12 +29,10 @@ the session terminated (the daemons and CMD still get a parent-death signal).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
+import functools
 import logging
 import os
-import re
 import shutil
 import signal
 import socket
@@ -48,11 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
+from . import linux
 from .client import Client
 from .errors import InvalidRequest, MemfsError
 from .models import Session, SessionResource
 from .prompt import render_memory_prompt
-from .store import Store
+from .store import Store, open_store
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +65,6 @@ KILL_GRACE = 5.0
 LEFTOVER_GRACE = 2.0
 #: Seconds to wait for a mount to answer the request that flushes its queue (see _barrier).
 BARRIER_TIMEOUT = 2.0
-
-_CLONE_NEWNS = 0x00020000
-_MS_REC = 0x4000
-_MS_PRIVATE = 1 << 18
-_MNT_DETACH = 2
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
-
-_OCTAL = re.compile(r"\\([0-7]{3})")
 
 ACCESS_ALIASES = {"read_only": "read_only", "read_write": "read_write",
                   "ro": "read_only", "rw": "read_write"}
@@ -141,49 +131,33 @@ def _privileged() -> bool:
     return os.geteuid() == 0
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
 def _enter_private_namespace(root: str) -> None:
     """Move this process into a private mount namespace with a tmpfs on ``root``.
 
     Mount propagation is made private first, so nothing mounted here (tmpfs, FUSE) shows up
     in the parent namespace, and everything disappears when the last process in it exits.
     """
-    libc = _libc()
-    if libc.unshare(_CLONE_NEWNS) != 0:
-        err = ctypes.get_errno()
-        raise LaunchError(f"cannot create a private mount namespace: {os.strerror(err)}")
-    if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
-        err = ctypes.get_errno()
-        raise LaunchError(f"cannot make mounts private: {os.strerror(err)}")
+    try:
+        linux.unshare_mounts()
+    except OSError as e:
+        raise LaunchError(f"cannot create a private mount namespace: {e.strerror}") from None
+    try:
+        linux.make_mounts_private()
+    except OSError as e:
+        raise LaunchError(f"cannot make mounts private: {e.strerror}") from None
     try:
         os.makedirs(root, exist_ok=True)
     except OSError as e:
         raise LaunchError(f"cannot create the session root {root}: {e.strerror}") from None
-    if libc.mount(b"memfs-scratch", root.encode(), b"tmpfs", 0, b"mode=0755") != 0:
-        err = ctypes.get_errno()
-        raise LaunchError(f"cannot mount session scratch on {root}: {os.strerror(err)}")
-
-
-def _mount_points() -> set[str]:
-    """Every mount point of this process's mount namespace."""
-    points = set()
     try:
-        with open("/proc/self/mounts") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 1:
-                    # Spaces, tabs, newlines and backslashes are octal escapes there.
-                    points.add(_OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[1]))
-    except OSError:
-        pass
-    return points
+        linux.mount_tmpfs("memfs-scratch", root, "mode=0755")
+    except OSError as e:
+        raise LaunchError(f"cannot mount session scratch on {root}: {e.strerror}") from None
+
 
 
 def _in_proc_mounts(path: str) -> bool:
-    return path in _mount_points()
+    return path in linux.mount_points()
 
 
 def _unmount(path: str) -> None:
@@ -192,9 +166,10 @@ def _unmount(path: str) -> None:
         if not _in_proc_mounts(path):
             return
         if _privileged():
-            if _libc().umount2(path.encode(), _MNT_DETACH) != 0:
-                err = ctypes.get_errno()
-                log.warning("cannot unmount %s: %s", path, os.strerror(err))
+            try:
+                linux.detach(path)
+            except OSError as e:
+                log.warning("cannot unmount %s: %s", path, e.strerror)
                 return
         else:
             done = subprocess.run(
@@ -205,18 +180,20 @@ def _unmount(path: str) -> None:
                 return
 
 
-def _daemon_preexec() -> None:
+def _daemon_preexec(launcher: int) -> None:
     """In a mount daemon's child before exec: its own session, so our terminal's Ctrl-C
     reaches the launcher (which unmounts in order) rather than the daemons; and SIGTERM when
-    the launcher dies, so that even a ``kill -9`` of the launcher unmounts everything."""
+    the launcher (pid ``launcher``, taken before the fork) dies, so that even a ``kill -9``
+    of the launcher unmounts everything. Use ``functools.partial(_daemon_preexec, pid)``."""
     os.setsid()
-    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    linux.die_with_parent(launcher, signal.SIGTERM)
 
 
-def _command_preexec() -> None:
+def _command_preexec(launcher: int) -> None:
     """In CMD's child before exec: SIGHUP (as when a terminal goes away) if the launcher
-    dies, since the session CMD belongs to is then over."""
-    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGHUP)
+    (pid ``launcher``, taken before the fork) dies, since the session CMD belongs to is then
+    over."""
+    linux.die_with_parent(launcher, signal.SIGHUP)
 
 
 def _children(pid: int) -> list[int]:
@@ -266,7 +243,7 @@ class Launcher:
         self.launch = launch
         self.store: Store = (
             cast(Store, Client(launch.url, launch.api_key)) if launch.url
-            else Store(launch.db_path)
+            else open_store(launch.db_path, create=False)
         )
         self.session: Session | None = None
         self.mounts: list[_Mount] = []
@@ -406,7 +383,7 @@ class Launcher:
             with open(logf, "wb") as lf:
                 proc = subprocess.Popen(
                     args, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
-                    env=env, preexec_fn=_daemon_preexec,
+                    env=env, preexec_fn=functools.partial(_daemon_preexec, os.getpid()),
                 )
             self.mounts.append(_Mount(res, proc, events, logf))
             log.info("mounting %s (%s) on %s, pid %d", res.name, res.memory_store_id,
@@ -421,9 +398,11 @@ class Launcher:
                     pending.remove(m)
                 elif m.proc.poll() is not None:
                     self._reported.add(m.proc.pid)
+                    # The daemon's own line repeats the mount point: keep only its reason.
+                    reason = self._last_log_line(m).removeprefix(
+                        f"cannot mount on {m.resource.mount_path}: ")
                     self._fail(
-                        f"cannot mount {m.resource.name!r} at {m.resource.mount_path}: "
-                        f"{self._last_log_line(m)}"
+                        f"cannot mount {m.resource.name!r} at {m.resource.mount_path}: {reason}"
                     )
             if pending and time.monotonic() > deadline:
                 self._fail(
@@ -498,7 +477,8 @@ class Launcher:
         self.store.set_session_status(self.session.id, "running")
         try:
             self._child = subprocess.Popen(
-                list(self.launch.command), env=env, preexec_fn=_command_preexec
+                list(self.launch.command), env=env,
+                preexec_fn=functools.partial(_command_preexec, os.getpid()),
             )
         except FileNotFoundError:
             raise LaunchError(f"{self.launch.command[0]}: command not found", 127) from None
@@ -620,7 +600,7 @@ class Launcher:
             # The directory under it stays: another session may have its own tmpfs on it.
             _unmount(self.root)
         elif os.path.isdir(self.root):
-            points = _mount_points()
+            points = linux.mount_points()
             below = [p for p in points if _at_or_below(p, self.root)]
             if below:
                 log.error("not deleting %s: %s is still mounted", self.root, below[0])
@@ -661,7 +641,10 @@ class Launcher:
         handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         previous = {s: signal.signal(s, self._on_signal) for s in handled}
         # Orphans of CMD come to us, so that none outlives the session (see _stop_leftovers).
-        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        try:
+            linux.set_child_subreaper()
+        except OSError as e:
+            log.warning("cannot become the subreaper of the command: %s", e.strerror)
         try:
             if not self.launch.url:
                 reap_sessions(self.store)
@@ -735,7 +718,7 @@ def _state_dir(session_id: str) -> Path:
 def _remove_left_behind(session_id: str, owner: dict[str, Any]) -> None:
     """Delete the state directory and the private scratch root of a dead launcher, unless
     something is still mounted below them."""
-    points = _mount_points()
+    points = linux.mount_points()
     for path in (str(_state_dir(session_id)), owner.get("scratch")):
         if not isinstance(path, str) or not os.path.isdir(path) or os.path.islink(path):
             continue

@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import sqlite3
+import stat
 import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
@@ -45,6 +46,7 @@ from sqlite_utils.migrations import Migrations
 from .database import Database
 from .errors import (
     ContentTooLarge,
+    DatabaseUnavailable,
     DirectoryNotEmpty,
     FeedGap,
     InvalidContent,
@@ -59,6 +61,7 @@ from .errors import (
     PathTooLong,
     PreconditionFailed,
     ReadOnly,
+    StorageError,
     StoreArchived,
 )
 from .models import (
@@ -668,13 +671,114 @@ def _event(row: sqlite3.Row) -> Event:
 
 
 def default_db_path() -> Path:
-    """``$MEMFS_DB``, else ``$XDG_DATA_HOME/memfs/memfs.db`` (``~/.local/share/memfs/``)."""
+    """``$MEMFS_DB``, else ``$XDG_DATA_HOME/memfs/memfs.db`` (``~/.local/share/memfs/``).
+
+    As the XDG spec says, a relative ``XDG_DATA_HOME`` is ignored; so is a ``HOME`` that is
+    empty or relative (an empty one would put the database under ``/``). Without ``HOME`` the
+    user's home directory from the password database is used.
+
+    :raises DatabaseUnavailable: neither gives an absolute directory.
+    """
     if os.environ.get("MEMFS_DB"):
         return Path(os.environ["MEMFS_DB"])
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):
+        home = os.environ["HOME"] if "HOME" in os.environ else _passwd_home()
+        if not os.path.isabs(home):
+            raise DatabaseUnavailable(
+                "no place for the database: neither XDG_DATA_HOME nor HOME is an absolute "
+                "directory; set MEMFS_DB or pass --db"
+            )
+        base = os.path.join(home, ".local", "share")
     return Path(base) / "memfs" / "memfs.db"
+
+
+def _passwd_home() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""
+
+
+#: The first 16 bytes of every SQLite 3 database file (https://sqlite.org/fileformat.html).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
+    """Check, without opening or creating anything, that :class:`Store` can open ``path``
+    (default :func:`default_db_path`); returns the path.
+
+    With ``create=False`` the file must exist and be an SQLite database: a command that only
+    reads never creates a database (a mistyped path is an error, not a new empty database).
+    With ``create=True`` a missing file is fine when its directory exists (or can be made) and
+    is writable; an empty file is fine too (SQLite makes it a database).
+
+    :raises DatabaseUnavailable: one line naming the path and what is wrong with it.
+    """
+    path = os.fspath(default_db_path() if path is None else path)
+    if path == ":memory:":
+        return path
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:  # a file on the way (ENOTDIR), no permission, a loop...
+        raise DatabaseUnavailable(f"cannot use the database {path}: {e.strerror}") from None
+    if st is None:
+        if not create:
+            raise DatabaseUnavailable(
+                f"no database at {path} (check --db / MEMFS_DB; `memfs stores create NAME` "
+                "creates one)"
+            )
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.lexists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise DatabaseUnavailable(f"cannot create the database {path}: {parent} is not a "
+                                      "directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise DatabaseUnavailable(f"cannot create the database {path}: {parent} is not "
+                                      "writable")
+        return path
+    if stat.S_ISDIR(st.st_mode):
+        raise DatabaseUnavailable(f"the database {path} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise DatabaseUnavailable(f"the database {path} is not a regular file")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as e:
+        raise DatabaseUnavailable(f"cannot read the database {path}: {e.strerror}") from None
+    if not header and create:
+        return path
+    if not header:
+        raise DatabaseUnavailable(f"the database {path} is an empty file, not a memfs database")
+    if header != SQLITE_HEADER:
+        raise DatabaseUnavailable(f"{path} is not an SQLite database")
+    return path
+
+
+def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,
+               **kwargs: Any) -> Store:
+    """:func:`check_database`, then ``Store(path, **kwargs)``: what every command opens its
+    database with. An error SQLite or the OS raises while opening it (``/proc/x.db``, a
+    read-only file system) becomes :class:`DatabaseUnavailable` too.
+
+    :raises DatabaseUnavailable: see :func:`check_database`.
+    """
+    path = check_database(path, create=create)
+    try:
+        return Store(path, create=create, **kwargs)
+    except DatabaseUnavailable:
+        raise
+    except (sqlite3.DatabaseError, OSError, StorageError) as e:
+        if isinstance(e, StorageError):
+            reason = e.message
+        else:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise DatabaseUnavailable(f"cannot open the database {path}: {reason}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -691,6 +795,7 @@ class Store:
     :param synchronous: ``FULL`` (every commit on disk before it returns) or ``NORMAL``
         (commits survive a killed process; :meth:`sync` puts them on disk).
     :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
+    :param create: make the database if the file is missing (else DatabaseUnavailable).
     """
 
     def __init__(
@@ -700,10 +805,11 @@ class Store:
         limits: Limits | None = None,
         synchronous: str = "FULL",
         checkpoint_pages: int | None = None,
+        create: bool = True,
     ):
         self.limits = limits or Limits.from_env()
         self.path = str(default_db_path() if path is None else path)
-        if self.path != ":memory:":
+        if self.path != ":memory:" and create:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # Small pages for a new database (an existing one keeps its own): a commit appends
         # every page it dirtied to the WAL, and a memory write dirties about ten b-tree pages
@@ -716,7 +822,7 @@ class Store:
         # https://sqlite.org/pragma.html#pragma_synchronous and https://sqlite.org/wal.html.
         self.database = Database(
             self.path, synchronous=synchronous, checkpoint_pages=checkpoint_pages,
-            page_size=1024,
+            page_size=1024, create=create,
         )
         #: The writer connection, and sqlite-utils over it (migrations, tests).
         self.conn = self.database.writer

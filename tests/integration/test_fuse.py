@@ -396,3 +396,104 @@ def test_session_attribution_and_events_in_the_database(open_store, mounter):
     assert use["input"]["file_path"] == "/mnt/memory/team-notes/prefs.md"
     assert use["input"]["operation"] == "create"
     assert res["tool_use_id"] == use["id"] and res["memory_version_id"] == v[0].id
+
+
+# -- mount points that are refused -------------------------------------------------------------
+
+# Runs the rest of the command line in a private mount namespace whose /dev holds no fuse
+# device (only null): libfuse fails with "device not found". Needs root.
+NO_FUSE_DEVICE = [
+    "unshare", "-m", "--propagation", "private", "sh", "-c",
+    'mount -t tmpfs memfs-test-dev /dev && mknod /dev/null c 1 3 && exec "$@"', "sh",
+]
+
+
+def mount_cmd(db: Path, *args: str, pre: list[str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    """``memfs mount`` expected to fail at once (a timeout means it mounted after all)."""
+    return subprocess.run([*(pre or []), sys.executable, "-m", "memfs", "--db", str(db),
+                           "mount", *args], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=30)
+
+
+def assert_refused(code: int, stderr: str, *fragments: str) -> None:
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: "), stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_a_missing_mount_point_is_refused(fuse, open_store, db, tmp_path):
+    sid = open_store().create_store("s").id
+    p = mount_cmd(db, sid, str(tmp_path / "nope"))
+    assert_refused(p.returncode, p.stderr, f"{tmp_path}/nope", "does not exist")
+    assert not (tmp_path / "nope").exists()
+
+
+def test_a_file_as_mount_point_is_refused(fuse, open_store, db, tmp_path):
+    sid = open_store().create_store("s").id
+    f = tmp_path / "file.txt"
+    f.write_text("mine\n")
+    p = mount_cmd(db, sid, str(f))
+    assert_refused(p.returncode, p.stderr, str(f), "not a directory")
+    assert f.read_text() == "mine\n"
+
+
+def wait_refused(m) -> str:
+    """The last line of a mount daemon that must exit by itself (not mount)."""
+    try:
+        m.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"memfs mount did not refuse {m.root}: it mounted")
+    log = m.log()
+    assert m.proc.returncode == 1, log
+    assert "Traceback" not in log
+    return log.splitlines()[-1]
+
+
+def test_a_non_empty_mount_point_is_refused_unless_nonempty(open_store, mounter, tmp_path):
+    """Mounting would hide what the directory holds: refused, unless --nonempty."""
+    store = open_store()
+    sid = store.create_store("s").id
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine\n")
+    line = wait_refused(mounter(sid, name="full", wait=False))
+    assert line.startswith("memfs: ") and str(full) in line and "not empty" in line, line
+    assert "--nonempty" in line
+    assert not in_proc_mounts(full)
+    assert (full / "keep.txt").read_text() == "mine\n"
+
+    m = mounter(sid, "--nonempty", name="full")
+    (m.root / "a.md").write_text("a")
+    assert os.listdir(m.root) == ["a.md"]  # keep.txt is hidden while mounted...
+    m.stop()
+    assert os.listdir(full) == ["keep.txt"]  # ...and there again after
+    assert store.get_memory_by_path(sid, "/a.md").content == "a"
+
+
+def test_a_second_mount_on_a_mount_point_is_refused(open_store, mounter):
+    store = open_store()
+    sid = store.create_store("s").id
+    first = mounter(sid)
+    line = wait_refused(mounter(sid, name="mnt", wait=False))
+    assert line.startswith("memfs: ") and "already" in line and str(first.root) in line, line
+    # The first mount is alone there and still serves.
+    with open("/proc/self/mounts") as f:
+        assert [ln.split()[1] for ln in f].count(str(first.root)) == 1
+    (first.root / "b.md").write_text("b")
+    assert store.get_memory_by_path(sid, "/b.md").content == "b"
+
+
+def test_libfuse_reason_is_in_the_error(fuse, open_store, db, tmp_path):
+    """libfuse prints why a mount failed on stderr; it is the reason in memfs's one line."""
+    if os.geteuid() != 0:
+        pytest.skip("hiding /dev/fuse in a private mount namespace needs root")
+    sid = open_store().create_store("s").id
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = mount_cmd(db, sid, str(mnt), pre=NO_FUSE_DEVICE)
+    assert_refused(p.returncode, p.stderr, str(mnt), "device not found")
+    assert "fuse_session_mount failed" not in p.stderr

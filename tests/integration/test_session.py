@@ -658,3 +658,63 @@ def test_mount_failure_at_start(
     assert not (tmp_path / "ran").exists()
     (s,) = store.list_sessions().data
     assert_ended(store, s.id, root, tmp_path, error=True, ran=False)
+
+
+# Loaded into every Python process of the session (launcher and daemons) through PYTHONPATH:
+# looking a library up in a child between fork and exec (a preexec_fn) fails that fork.
+_NO_LOOKUP_AFTER_FORK = """
+import ctypes.util, os
+_parent = os.getpid()
+_find_library = ctypes.util.find_library
+def find_library(name):
+    if os.getpid() != _parent:
+        raise RuntimeError("find_library (ldconfig) between fork and exec")
+    return _find_library(name)
+ctypes.util.find_library = find_library
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_nothing_is_looked_up_between_fork_and_exec(
+    isolation: str, launch: Callable[..., Run], store: Store, tmp_path: Path
+) -> None:
+    """The children's preexec_fn (setsid, the parent-death signal) runs no ldconfig."""
+    needs_root(isolation)
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text(_NO_LOOKUP_AFTER_FORK)
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    r = launch(["--store", notes, "--root", str(root), "--isolation", isolation],
+               'echo hi > "$ROOT/notes/a.md"; touch "$T/ran"',
+               env={"PYTHONPATH": str(guard), "ROOT": str(root)})
+    assert r.wait() == 0, r.err
+    assert (tmp_path / "ran").exists()
+    assert store.get_memory_by_path(notes, "/a.md").content == "hi\n"
+    assert_ended(store, r.sid, root, tmp_path)
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_mount_failure_gives_libfuse_reason(
+    isolation: str, store: Store, tmp_path: Path, db: Path
+) -> None:
+    """No FUSE device (a private /dev without one): the launcher's one line carries libfuse's
+    reason, not only that the mount failed."""
+    if os.geteuid() != 0:
+        pytest.skip("hiding /dev/fuse in a private mount namespace needs root")
+    notes = store.create_store("Notes").id
+    root = tmp_path / "root"
+    no_fuse = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs memfs-test-dev /dev && mknod /dev/null c 1 3 && exec "$@"', "sh"]
+    done = subprocess.run(
+        [*no_fuse, *MEMFS, "run", "--store", notes, "--root", str(root), "--isolation",
+         isolation, "--", "touch", str(tmp_path / "ran")],
+        env={**os.environ, "MEMFS_DB": str(db)}, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"memfs: cannot mount 'Notes' at {root}/notes: "), done.stderr
+    assert "device not found" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "ran").exists()
+    (s,) = store.list_sessions().data
+    assert_ended(store, s.id, root, tmp_path, error=True, ran=False)

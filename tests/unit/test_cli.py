@@ -130,8 +130,9 @@ def test_store_delete_with_yes(run, js):
 
 
 def test_errors_are_one_line_with_exit_codes(run, ok):
-    assert_error(run("stores", "show", "nope"), 3, "nope")
+    assert_error(run("stores", "show", "nope"), 8, "no database at")  # a read creates none
     ok("stores", "create", "twin")
+    assert_error(run("stores", "show", "nope"), 3, "nope")
     ok("stores", "create", "twin")
     assert_error(run("stores", "show", "twin"), 5, "use an id")  # ambiguous name
     assert_error(run("stores", "create", ""), 5, "name")
@@ -664,8 +665,9 @@ def test_entry_point_errors(sh, tmp_path):
         for f in fragments:
             assert f in err
 
-    one_line_error(sh("stores", "show", "nope", code=3), "nope")
+    one_line_error(sh("stores", "show", "nope", code=8), "no database at")
     sh("stores", "create", "s")
+    one_line_error(sh("stores", "show", "nope", code=3), "nope")
     big = tmp_path / "big.txt"
     big.write_bytes(b"a" * 102_401)
     one_line_error(sh("memories", "create", "s", "/big.md", "--file", str(big), code=5), "102400")

@@ -1,0 +1,95 @@
+"""The Linux calls memfs needs beyond :mod:`os`: libc (loaded once), namespaces, mounts,
+``/proc``.
+
+libc is loaded when this module is imported and its functions are looked up then, never later:
+the launcher calls :func:`die_with_parent` between fork and exec (a ``preexec_fn``), where
+nothing may run a program (``ctypes.util.find_library`` runs ``ldconfig``) or do much at all.
+``CDLL(None)`` is the running program's own symbol table, which holds libc: nothing to find.
+
+Each wrapper raises :class:`OSError` with the errno of a failed call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+
+CLONE_NEWNS = 0x00020000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = _libc.prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_unshare = _libc.unshare
+_unshare.argtypes = [ctypes.c_int]
+_mount = _libc.mount
+_mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                   ctypes.c_char_p]
+_umount2 = _libc.umount2
+_umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+def _check(result: int) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def set_child_subreaper() -> None:
+    """Orphaned descendants of this process are reparented to it instead of to init."""
+    _check(_prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
+
+
+def die_with_parent(parent: int, signum: int) -> None:
+    """Get ``signum`` when the parent dies, for a child between fork and exec.
+
+    ``parent`` is the parent's pid, taken before the fork. The kernel sends the signal when
+    the parent dies after the ``prctl``. A parent that died before it sends nothing, and then
+    ``getppid()`` no longer returns ``parent``. In that case the child exits at once, with the
+    status of a death by ``signum``, and never execs. Safe in a ``preexec_fn``: no allocation
+    beyond a few Python objects, no program run.
+    """
+    _prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(128 + signum)
+
+
+def unshare_mounts() -> None:
+    """Move this process into a new mount namespace (``unshare(CLONE_NEWNS)``)."""
+    _check(_unshare(CLONE_NEWNS))
+
+
+def make_mounts_private() -> None:
+    """Stop mount propagation to and from the parent namespace, recursively from ``/``."""
+    _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None))
+
+
+def mount_tmpfs(source: str, target: str, options: str) -> None:
+    _check(_mount(source.encode(), target.encode(), b"tmpfs", 0, options.encode()))
+
+
+def detach(path: str) -> None:
+    """Lazily unmount ``path`` (``umount2(MNT_DETACH)``), the top mount on it only."""
+    _check(_umount2(os.fsencode(path), MNT_DETACH))
+
+
+def mount_points() -> set[str]:
+    """Every mount point of this process's mount namespace (empty if /proc cannot be read)."""
+    points = set()
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 1:
+                    # Spaces, tabs, newlines and backslashes are octal escapes there.
+                    points.add(_OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[1]))
+    except OSError:
+        pass
+    return points

@@ -1,0 +1,59 @@
+"""The launcher's preexec functions (the parent-death signal), without mounts."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from memfs import session
+
+
+@pytest.mark.parametrize(("preexec", "signum"), [
+    (session._daemon_preexec, signal.SIGTERM),
+    (session._command_preexec, signal.SIGHUP),
+])
+def test_a_child_whose_launcher_is_gone_never_runs(preexec, signum, tmp_path):
+    """The launcher died between fork and prctl(PR_SET_PDEATHSIG): no death signal will come,
+    so the child must notice (its parent is not the launcher any more) and not exec."""
+    ran = tmp_path / "ran"
+    gone = os.getpid() + 1_000_000  # not our pid: the child sees "my launcher is gone"
+    child = subprocess.Popen(["touch", str(ran)], preexec_fn=functools.partial(preexec, gone))
+    assert child.wait(timeout=10) == 128 + signum
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize("preexec", [session._daemon_preexec, session._command_preexec])
+def test_a_child_of_a_live_launcher_runs(preexec, tmp_path):
+    ran = tmp_path / "ran"
+    child = subprocess.Popen(["touch", str(ran)],
+                             preexec_fn=functools.partial(preexec, os.getpid()))
+    assert child.wait(timeout=10) == 0
+    assert ran.exists()
+
+
+def test_the_parent_death_signal_is_set(tmp_path):
+    """The child gets the signal when its parent dies (here: an intermediate python that
+    exits at once after starting it)."""
+    out = tmp_path / "out"
+    script = (
+        "import functools, os, subprocess, sys\n"
+        "from memfs import session\n"
+        f"subprocess.Popen(['sh', '-c', 'trap \"echo hup > {out}; exit\" HUP; "
+        "echo ready; while :; do sleep 0.01; done'],\n"
+        "    preexec_fn=functools.partial(session._command_preexec, os.getpid()))\n"
+        "sys.stdout.flush()\n"
+        "import time; time.sleep(0.5)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], timeout=10, check=True)
+    for _ in range(500):
+        if out.exists():
+            break
+        time.sleep(0.01)
+    assert out.read_text() == "hup\n"
+
