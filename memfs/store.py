@@ -87,6 +87,10 @@ _BASIC_MEMORY_COLS = (
     "created_at, updated_at"
 )
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+#: A UTF-16 surrogate code point: never valid alone in UTF-8 (JSON's ``"\ud800"`` makes one).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+#: A cursor's integers are SQLite integers.
+_INT64 = range(-(2**63), 2**63)
 _OPERATIONS = ("created", "modified", "deleted")
 _VIEWS = ("basic", "full")
 _SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
@@ -310,9 +314,38 @@ def _too_large(size: int, limits: Limits) -> str:
     return f"content is {size} bytes; the limit is {limits.max_content_bytes} bytes"
 
 
+def _validate_text(value: Any, what: str) -> Any:
+    """Refuse any string in ``value`` that is not valid UTF-8 text, i.e. holds a lone surrogate
+    (JSON's ``"\\ud800"`` escape, or a CLI argument of undecodable bytes): SQLite and every
+    JSON response would fail on it later, for every reader. ``value`` is a string or JSON data
+    (objects' keys and values, lists), walked to any depth; it is returned unchanged.
+
+    :raises InvalidRequest: naming where the string is (``what``, then keys and indexes).
+    """
+    stack: list[tuple[Any, str]] = [(value, what)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE_RE.search(item):
+                raise InvalidRequest(
+                    f"{where} is not valid UTF-8 text (it holds a lone surrogate)"
+                )
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str) and _SURROGATE_RE.search(k):
+                    raise InvalidRequest(
+                        f"a key of {where} is not valid UTF-8 text (it holds a lone surrogate)"
+                    )
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return value
+
+
 def _validate_name(name: Any, limits: Limits) -> str:
     if not isinstance(name, str):
         raise InvalidRequest("name must be a string")
+    _validate_text(name, "name")
     if not 1 <= len(name) <= limits.max_name_chars:
         raise InvalidRequest(f"name must be 1 to {limits.max_name_chars} characters")
     if any(unicodedata.category(c) == "Cc" for c in name):
@@ -323,6 +356,7 @@ def _validate_name(name: Any, limits: Limits) -> str:
 def _validate_description(description: Any, limits: Limits) -> str:
     if not isinstance(description, str):
         raise InvalidRequest("description must be a string")
+    _validate_text(description, "description")
     if len(description) > limits.max_description_chars:
         raise InvalidRequest(
             f"description must be at most {limits.max_description_chars} characters"
@@ -345,6 +379,7 @@ def _validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") ->
                 f"{what} values must be strings of at most "
                 f"{limits.max_metadata_value_chars} characters"
             )
+    _validate_text(metadata, what)
     return dict(metadata)
 
 
@@ -1665,6 +1700,7 @@ class Store:
         lim = self.limits
         if not isinstance(resources, list | tuple):
             raise InvalidRequest("resources must be a list")
+        _validate_text(resources, "resources")
         mem = [r for r in resources if isinstance(r, dict) and r.get("type") == "memory_store"]
         if len(mem) != len(resources):
             raise InvalidRequest("only resources of type 'memory_store' are supported")
@@ -1675,6 +1711,13 @@ class Store:
             )
         if metadata is not None:
             metadata = _validate_metadata(metadata, lim)
+        for what, value in (("title", title), ("environment_id", environment_id)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidRequest(f"{what} must be a string")
+            _validate_text(value, what)
+        _validate_text(agent, "agent")
+        _validate_text(root, "the mount root")
+        _validate_text(launcher, "launcher")
         if status not in _SESSION_STATUSES:
             raise InvalidRequest(f"invalid session status {status!r}")
         if (not isinstance(root, str) or not root.startswith("/") or len(root) > 512
@@ -1893,6 +1936,7 @@ class Store:
             new_title = row["title"] if title is UNSET else title
             if new_title is not None and not isinstance(new_title, str):
                 raise InvalidRequest("title must be a string")
+            _validate_text(new_title, "title")
             if (new_meta, new_title) != (meta, row["title"]):
                 c.execute(
                     "UPDATE sessions SET metadata = ?, title = ?, updated_at = ? WHERE id = ?",
@@ -1954,6 +1998,7 @@ class Store:
         for e in events:
             if not isinstance(e, dict) or not isinstance(e.get("type"), str):
                 raise InvalidRequest("every event needs a string 'type'")
+            _validate_text(e, "event")
         done = [_complete_event(session_id, e) for e in events]
         with self._write() as c:
             if session_id is not None:
@@ -2108,6 +2153,7 @@ class Store:
             "updated_at": now,
             "archived_at": None,
         }
+        _validate_text(body, "agent")
         with self._write() as c:
             c.execute(
                 "INSERT INTO agents VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
@@ -2144,6 +2190,7 @@ class Store:
             agent = agent.get("id")
         if not isinstance(agent, str) or not agent:
             raise InvalidRequest("agent must be an agent id")
+        _validate_text(agent, "agent")
         try:
             body = self.get_agent(agent, version=version)
         except NotFound:
@@ -2194,6 +2241,7 @@ class Store:
             "updated_at": now,
             "archived_at": None,
         }
+        _validate_text(body, "environment")
         with self._write() as c:
             c.execute(
                 "INSERT INTO environments VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
@@ -2311,6 +2359,7 @@ class Store:
                 )
             if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
                 raise InvalidRequest("every tool event needs its 'sevt_' id")
+            _validate_text(e, "event")
             parse_time(e.get("processed_at") or "")
         if session_id is not None:
             session = self.get_session(session_id)
