@@ -448,17 +448,36 @@ def _encode_cursor(kind: str, filters: Any, key: Any) -> str:
 
 
 def _decode_cursor(cursor: str, kind: str, filters: Any) -> Any:
+    """The sort key of a cursor made by :func:`_encode_cursor` for this listing and filters.
+    A cursor is client input: the key is only ever JSON of SQLite-safe values (strings of valid
+    UTF-8, integers within 64 bits, booleans, lists); each listing checks its exact shape.
+
+    :raises InvalidCursor: anything else, however forged.
+    """
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         obj = json.loads(raw)
-        ok = isinstance(obj, dict) and obj.get("k") == kind
-    except (binascii.Error, ValueError, TypeError):
+        ok = isinstance(obj, dict) and obj.get("k") == kind and _cursor_safe(obj.get("v"))
+    except (binascii.Error, ValueError, TypeError, RecursionError):
         ok = False
     if not ok:
         raise InvalidCursor("invalid page cursor")
     if obj.get("f") != _fingerprint(filters):
         raise InvalidCursor("page cursor does not belong to this listing's filters")
     return obj.get("v")
+
+
+def _cursor_safe(key: Any) -> bool:
+    """Whether a decoded cursor key holds only values SQLite can bind (see _decode_cursor)."""
+    if isinstance(key, bool):
+        return True
+    if isinstance(key, int):
+        return key in _INT64
+    if isinstance(key, str):
+        return not _SURROGATE_RE.search(key)
+    if isinstance(key, list):
+        return len(key) <= 2 and all(_cursor_safe(k) for k in key)
+    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -1017,7 +1036,8 @@ class Store:
         filters = ["stores", include_archived, list(params)]
         if page:
             key = _decode_cursor(page, "stores", filters)
-            if not (isinstance(key, list) and len(key) == 2):
+            if not (isinstance(key, list) and len(key) == 2
+                    and all(isinstance(k, str) for k in key)):  # fmt: skip
                 raise InvalidCursor("invalid page cursor")
             where.append("(created_at < ? OR (created_at = ? AND id < ?))")
             params += [key[0], key[0], key[1]]
@@ -1489,9 +1509,10 @@ class Store:
         lower, lower_incl = prefix, True
         if page:
             key = _decode_cursor(page, "memories", filters)
-            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)):
+            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)
+                    and isinstance(key[1], bool)):  # fmt: skip
                 raise InvalidCursor("invalid page cursor")
-            lower, lower_incl = key[0], bool(key[1])
+            lower, lower_incl = key[0], key[1]
         cols = "*" if view == "full" else _BASIC_MEMORY_COLS
         upper = prefix[:-1] + "0"
         with self._read() as c:
@@ -2050,7 +2071,7 @@ class Store:
         filters = ["events", order, list(params)]  # a copy: see list_stores
         if page:
             key = _decode_cursor(page, "events", filters)
-            if not isinstance(key, int):
+            if isinstance(key, bool) or not isinstance(key, int):
                 raise InvalidCursor("invalid page cursor")
             where.append("seq > ?" if order == "asc" else "seq < ?")
             params.append(key)
