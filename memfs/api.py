@@ -50,7 +50,7 @@ import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders, QueryParams
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -63,6 +63,11 @@ log = logging.getLogger(__name__)
 
 #: Largest request body accepted (a 100 kB memory is at most ~600 kB as escaped JSON).
 MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Seconds a request body may go without sending a byte, and seconds it may take in all,
+#: before the request is answered 408 and its connection closed: a client that sends headers
+#: and then stalls must not hold a connection (and a file descriptor) for ever.
+BODY_IDLE_SECONDS = 10.0
+BODY_TOTAL_SECONDS = 60.0
 #: Seconds between polls of the store by an SSE stream, and between its keepalive pings.
 STREAM_POLL_SECONDS = 0.1
 STREAM_PING_SECONDS = 15.0
@@ -94,6 +99,16 @@ class RequestTooLarge(errors.InvalidRequest):
     """The whole request body is over :data:`MAX_BODY_BYTES`."""
 
 
+class RequestTimeout(errors.InvalidRequest):
+    """The request body did not arrive in time (:data:`BODY_IDLE_SECONDS`,
+    :data:`BODY_TOTAL_SECONDS`)."""
+
+
+class ClientGone(errors.InvalidRequest):
+    """The client disconnected before its request body was complete (nobody reads the
+    answer; it is not a server failure)."""
+
+
 #: Exception -> (HTTP status, ``error.type``, ``error.details.error_code``); first match wins.
 #: The error codes let :mod:`memfs.client` raise the exact :mod:`memfs.errors` subclass again.
 ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
@@ -103,6 +118,8 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.Conflict, 409, "conflict_error", None),
     (MethodNotAllowed, 405, "invalid_request_error", "method_not_allowed"),
     (RequestTooLarge, 413, "invalid_request_error", "request_too_large"),
+    (RequestTimeout, 408, "timeout_error", "request_timeout"),
+    (ClientGone, 400, "invalid_request_error", "client_disconnected"),
     (errors.PathTooLong, 400, "invalid_request_error", "path_too_long"),
     (errors.PathEncoding, 400, "invalid_request_error", "path_encoding"),
     (errors.InvalidPath, 400, "invalid_request_error", "invalid_path"),
@@ -140,6 +157,8 @@ def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any]
         headers["x-should-retry"] = "false"
     if isinstance(exc, errors.Busy):
         headers["retry-after"] = "1"
+    if isinstance(exc, RequestTooLarge | RequestTimeout):
+        headers["connection"] = "close"  # the rest of the body is never read
     return status, {"type": "error", "error": err, "request_id": request_id}, headers
 
 
@@ -185,7 +204,21 @@ class _Gate:
                 await error_response(exc, request_id)(scope, receive, send_with_id)
                 return
             scope["state"]["actor"] = Actor.api(self.keys[digest])
-        await self.app(scope, receive, send_with_id)
+        started = False
+
+        async def send_tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send_with_id(message)
+
+        try:
+            await self.app(scope, receive, send_tracked)
+        except Exception as e:
+            # A bug past the endpoints' own net: still the envelope, never a plain-text 500.
+            log.exception("%s %s failed", scope.get("method"), scope["path"])
+            if started:
+                raise
+            await error_response(e, request_id)(scope, receive, send_with_id)
 
 
 def _presented_key(request: Request) -> str | None:
@@ -249,15 +282,9 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
     """The JSON object body: empty means ``{}``; fields outside ``allowed`` (``name!`` marks a
     required one) are refused, so a typo never passes silently.
 
-    :raises RequestTooLarge, InvalidRequest:
+    :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest:
     """
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise RequestTooLarge(f"request body over {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    raw = await _read_body(request)
     if not raw.strip():
         body: Any = {}
     else:
@@ -277,6 +304,37 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
         if f.endswith("!") and f[:-1] not in body:
             raise errors.InvalidRequest(f"{f[:-1]} is required")
     return body
+
+
+async def _read_body(request: Request) -> bytes:
+    """The whole body, at most :data:`MAX_BODY_BYTES`, each chunk within
+    :data:`BODY_IDLE_SECONDS` and all within :data:`BODY_TOTAL_SECONDS`.
+
+    :raises RequestTooLarge, RequestTimeout, ClientGone:
+    """
+    chunks, size = [], 0
+    deadline = anyio.current_time() + BODY_TOTAL_SECONDS
+    stream = request.stream()
+    try:
+        while True:
+            wait = min(BODY_IDLE_SECONDS, deadline - anyio.current_time())
+            with anyio.move_on_after(wait) as timer:
+                chunk = await anext(stream, None)
+            if timer.cancelled_caught:
+                raise RequestTimeout(
+                    f"the request body did not arrive in time ({size} bytes received; allowed "
+                    f"{BODY_IDLE_SECONDS:g} s without data, {BODY_TOTAL_SECONDS:g} s in all)"
+                )
+            if chunk is None:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise RequestTooLarge(f"request body over {MAX_BODY_BYTES} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone("the client disconnected before sending the whole body") from None
+    finally:
+        await stream.aclose()
 
 
 def _no_constant(name: str) -> Any:
@@ -1120,15 +1178,15 @@ def _endpoint(op: Op, store: Store, hub: ChangeHub) -> Callable[[Request], Await
         try:
             body = await _read_json(request, op.body) if op.method != "GET" else {}
             result = await op.handler(Call(request, store, body, hub))
+            if isinstance(result, Response):
+                return result
+            if hasattr(result, "to_dict"):
+                result = result.to_dict()
+            return JSONResponse(result)  # rendering can fail too: inside the net
         except Exception as e:  # every failure leaves through ERRORS
             if not isinstance(e, errors.MemfsError):
                 log.exception("%s %s failed", request.method, request.url.path)
             return error_response(e, request.state.request_id)
-        if isinstance(result, Response):
-            return result
-        if hasattr(result, "to_dict"):
-            result = result.to_dict()
-        return JSONResponse(result)
 
     endpoint.__name__ = op.handler.__name__
     return endpoint
@@ -1147,6 +1205,20 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(err, request.state.request_id)
 
 
+async def _head(get: Callable[[Request], Awaitable[Response]], request: Request) -> Response:
+    """HEAD: the GET answer's status and headers (the server sends no body). A stream is
+    not started: its generator is closed at once."""
+    response = await get(request)
+    if isinstance(response, StreamingResponse):
+        iterator = response.body_iterator
+        if hasattr(iterator, "aclose"):
+            await iterator.aclose()
+        head = Response(status_code=response.status_code, headers=dict(response.headers))
+        del head.headers["content-length"]  # unknown, as for the GET
+        return head
+    return response
+
+
 def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
     call anything but ``/openapi.json``)."""
@@ -1159,6 +1231,8 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
         by_method = {op.method: _endpoint(op, store, hub) for op in ops}
 
         async def dispatch(request: Request, by_method: Any = by_method) -> Response:
+            if request.method == "HEAD":  # Starlette routes HEAD wherever GET is
+                return await _head(by_method["GET"], request)
             return await by_method[request.method](request)
 
         starlette_routes.append(Route(path, dispatch, methods=list(by_method)))
