@@ -13,8 +13,8 @@ both are sent). Versions written through the API are attributed to ``Actor.api(a
 restarts and never the secret itself.
 
 The store is synchronous; handlers call it in a worker thread (the Store is thread-safe), so a
-write waiting for the SQLite lock never stalls the event loop. The SSE stream polls
-:meth:`Store.events_after`.
+write waiting for the SQLite lock never stalls the event loop. The session event streams (SSE)
+share one database poller, :class:`EventHub`, however many are open.
 
 memfs extensions (``x-memfs-extension`` in ``/openapi.json``; README "Remote mounts"), for
 remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes a request act
@@ -68,7 +68,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 #: and then stalls must not hold a connection (and a file descriptor) for ever.
 BODY_IDLE_SECONDS = 10.0
 BODY_TOTAL_SECONDS = 60.0
-#: Seconds between polls of the store by an SSE stream, and between its keepalive pings.
+#: Seconds between two looks at the database by the poller shared by all session event
+#: streams, and between a stream's keepalive pings.
 STREAM_POLL_SECONDS = 0.1
 STREAM_PING_SECONDS = 15.0
 #: ``sessions.events.list`` accepts up to this ``limit`` and clamps above it (API.md §4.1:
@@ -351,12 +352,13 @@ def _opt_str(body: Mapping[str, Any], name: str) -> str | None:
 @dataclass
 class Call:
     """What a handler gets: the request, the store, the caller, parsed query and body, and
-    the app's shared change-feed poller."""
+    the app's shared pollers of change feeds and session events."""
 
     request: Request
     store: Store
     body: dict[str, Any]
     hub: ChangeHub
+    events: EventHub
 
     @property
     def q(self) -> _Query:
@@ -748,7 +750,7 @@ async def stream_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     await c.run(c.store.get_session, session_id)
     start = await c.run(c.store.last_event_seq, session_id)
-    return _sse_response(_event_stream(c.store, session_id, start))
+    return _sse_response(c.events.stream(session_id, start))
 
 
 def _sse_response(frames: AsyncIterator[bytes]) -> StreamingResponse:
@@ -770,23 +772,111 @@ def sse_frame(event: str, data: Any, id_: str | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-async def _event_stream(store: Store, session_id: str, seq: int) -> AsyncIterator[bytes]:
-    """Events processed after ``seq``, as SSE frames, until the session ends; a ``ping``
-    frame every :data:`STREAM_PING_SECONDS` keeps proxies from closing an idle stream."""
-    yield sse_frame("ping", {"type": "ping"})
-    last_sent = anyio.current_time()
-    while True:
-        batch = await anyio.to_thread.run_sync(store.events_after, session_id, seq)
-        for seq, event in batch:  # noqa: B007 (seq is where the next poll resumes)
-            yield sse_frame(event.type, event.to_dict(), event.id)
-            last_sent = anyio.current_time()
-            if event.type in STREAM_END_TYPES:
-                return
-        if not batch:
-            if anyio.current_time() - last_sent >= STREAM_PING_SECONDS:
-                yield sse_frame("ping", {"type": "ping"})
-                last_sent = anyio.current_time()
-            await anyio.sleep(STREAM_POLL_SECONDS)
+class EventHub:
+    """Serves session event streams with one database poller for all of them: each poll asks
+    :meth:`Store.event_marks` which sessions have new events, and wakes only their streams.
+    One of the streams is the poller (no background task outlives the streams); when it ends,
+    another takes over. An idle stream sleeps until its session has news or its keepalive ping
+    is due. Events written by any process (the CLI, a mount) are seen: the database is what is
+    polled."""
+
+    def __init__(self, store: Store, interval: float = STREAM_POLL_SECONDS,
+                 ping: float = STREAM_PING_SECONDS) -> None:
+        self.store = store
+        self.interval = interval
+        self.ping = ping
+        #: The database's newest event seq at the last poll (None: no poll since idle).
+        self.seq: int | None = None
+        #: Newest event seq per followed session, as of the last poll.
+        self.marks: dict[str, int] = {}
+        self.subscribers: dict[str, int] = {}
+        #: Set (and dropped) when a poll finds news for the session.
+        self._wake: dict[str, anyio.Event] = {}
+        self._poller: object | None = None
+        self.next_poll = 0.0
+        #: Database polls made, for tests and statistics.
+        self.polls = 0
+
+    def statistics(self) -> dict[str, int]:
+        return {"sessions": len(self.subscribers), "polls": self.polls,
+                "subscribers": sum(self.subscribers.values())}
+
+    async def stream(self, session_id: str, after: int) -> AsyncIterator[bytes]:
+        """SSE frames of the events processed after ``after``, until the session ends; a
+        ``ping`` first and after every :attr:`ping` seconds of silence, so that proxies do not
+        close an idle stream."""
+        me = object()
+        self.subscribers[session_id] = self.subscribers.get(session_id, 0) + 1
+        try:
+            yield sse_frame("ping", {"type": "ping"})
+            quiet_since = anyio.current_time()
+            read_to: int | None = None  # the hub mark this stream has read the database to
+            while True:
+                if self._poller is None:
+                    self._poller = me
+                mark = self.marks.get(session_id, 0)
+                # Once after the hub's first poll (events older than its position), then
+                # whenever a poll saw new events of this session.
+                if self.seq is not None and (read_to is None or mark > read_to):
+                    batch = await anyio.to_thread.run_sync(
+                        self.store.events_after, session_id, after)
+                    for after, event in batch:  # noqa: B007 (after: where the next read starts)
+                        yield sse_frame(event.type, event.to_dict(), event.id)
+                        if event.type in STREAM_END_TYPES:
+                            return
+                    if batch:
+                        quiet_since = anyio.current_time()
+                        continue  # read again until the database has no more
+                    read_to = mark
+                    continue
+                now = anyio.current_time()
+                if now - quiet_since >= self.ping:
+                    yield sse_frame("ping", {"type": "ping"})
+                    quiet_since = now
+                    continue  # look again: the consumer may have taken its time
+                polling = self._poller is me
+                if polling and now >= self.next_poll:
+                    await self._poll()
+                    continue
+                # No await since the checks above: no news can slip in before the wait.
+                wake = self._wake.setdefault(session_id, anyio.Event())
+                timeout = quiet_since + self.ping - now
+                if polling:
+                    timeout = min(timeout, self.next_poll - now)
+                with anyio.move_on_after(timeout):
+                    await wake.wait()
+        finally:
+            self.subscribers[session_id] -= 1
+            if not self.subscribers[session_id]:
+                del self.subscribers[session_id]
+                self.marks.pop(session_id, None)
+            if self._poller is me:
+                self._poller = None
+                self._wake_all()  # one of them takes over
+            if not self.subscribers:
+                self.seq = None  # nobody follows: the next stream starts from the present
+
+    async def _poll(self) -> None:
+        try:
+            self.polls += 1
+            first = self.seq is None
+            last, marks = await anyio.to_thread.run_sync(self.store.event_marks, self.seq)
+            self.seq = last if self.seq is None else max(self.seq, last)
+            for session_id, seq in marks.items():
+                if session_id in self.subscribers:
+                    self.marks[session_id] = max(self.marks.get(session_id, 0), seq)
+                    wake = self._wake.pop(session_id, None)
+                    if wake is not None:
+                        wake.set()
+            if first:
+                self._wake_all()  # every stream reads what came before the hub's position
+        finally:
+            self.next_poll = anyio.current_time() + self.interval
+
+    def _wake_all(self) -> None:
+        wakes, self._wake = self._wake, {}
+        for wake in wakes.values():
+            wake.set()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1173,11 +1263,13 @@ OPS: list[Op] = [
 ]
 
 
-def _endpoint(op: Op, store: Store, hub: ChangeHub) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(
+    op: Op, store: Store, hub: ChangeHub, events: EventHub
+) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
             body = await _read_json(request, op.body) if op.method != "GET" else {}
-            result = await op.handler(Call(request, store, body, hub))
+            result = await op.handler(Call(request, store, body, hub, events))
             if isinstance(result, Response):
                 return result
             if hasattr(result, "to_dict"):
@@ -1223,12 +1315,13 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
     call anything but ``/openapi.json``)."""
     hub = ChangeHub(store)
+    events = EventHub(store)
     routes: dict[str, list[Op]] = {}
     for op in OPS:
         routes.setdefault(op.path, []).append(op)
     starlette_routes = []
     for path, ops in routes.items():
-        by_method = {op.method: _endpoint(op, store, hub) for op in ops}
+        by_method = {op.method: _endpoint(op, store, hub, events) for op in ops}
 
         async def dispatch(request: Request, by_method: Any = by_method) -> Response:
             if request.method == "HEAD":  # Starlette routes HEAD wherever GET is

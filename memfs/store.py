@@ -2098,6 +2098,21 @@ class Store:
         )
         return [(r["seq"], _event(r)) for r in rows]
 
+    def event_marks(self, after: int | None) -> tuple[int, dict[str, int]]:
+        """The newest event seq of the database and, per session with events above ``after``,
+        its newest seq (``after`` None: the position only). One call serves every live event
+        stream of a server (:class:`memfs.api.EventHub`)."""
+        with self._read() as c:
+            last = int(c.execute("SELECT max(seq) FROM events").fetchone()[0] or 0)
+            if after is None or last <= after:
+                return last, {}
+            rows = c.execute(
+                "SELECT session_id, max(seq) FROM events WHERE seq > ? "
+                "AND session_id IS NOT NULL GROUP BY session_id",
+                (after,),
+            ).fetchall()
+        return last, {r[0]: int(r[1]) for r in rows}
+
     # -- API extras: agents, environments, resources, client events (API.md §4) -------------
 
     def create_agent(

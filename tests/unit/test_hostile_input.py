@@ -322,3 +322,59 @@ def test_no_body_field_of_any_route_takes_a_lone_surrogate_to_a_500(client):
                 f"/v1/memory_stores/{sid}/memories", f"/v1/memory_stores/{sid}/memory_versions",
                 f"/v1/memory_stores/{sid}/changes?after=0"):
         assert client.get(url).status_code == 200, url
+
+
+# -- idle event streams --------------------------------------------------------------------------
+
+
+async def test_idle_event_streams_share_one_poller(store):
+    """100 idle streams (one session each) cost one database poll per interval, not one per
+    stream; an event written straight to the store (as the CLI or a mount does) still
+    arrives, and a deleted session still ends its stream."""
+    hub = api.EventHub(store, interval=0.05)
+    sessions = [store.create_session([]).id for _ in range(100)]
+    frames: dict[str, list[bytes]] = {sid: [] for sid in sessions}
+
+    async def follow(sid):
+        async for frame in hub.stream(sid, store.last_event_seq(sid)):
+            frames[sid].append(frame)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for sid in sessions:
+                nursery.start_soon(follow, sid)
+            await trio.sleep(1.0)
+            assert hub.polls <= 1.0 / 0.05 + 5, hub.polls
+            store.send_events(sessions[7], [{"type": "user.message", "content": []}])
+            for sid in sessions:
+                store.delete_session(sid)
+    assert [f.split(b"\n")[0] for f in frames[sessions[7]]] == [
+        b"event: ping", b"event: user.message", b"event: session.deleted"]
+    assert all(f[-1].startswith(b"event: session.deleted") for f in frames.values())
+    assert hub.statistics() == {"sessions": 0, "subscribers": 0, "polls": hub.polls}
+
+
+async def test_event_streams_keep_polling_when_the_poller_leaves(store):
+    hub = api.EventHub(store, interval=0.05)
+    first, second = store.create_session([]).id, store.create_session([]).id
+    got: list[bytes] = []
+
+    async def follow(sid, into):
+        async for frame in hub.stream(sid, store.last_event_seq(sid)):
+            into.append(frame)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as leaving:
+                leaving.start_soon(follow, first, [])  # the first stream polls for all
+                await trio.sleep(0.2)
+                nursery.start_soon(follow, second, got)
+                await trio.sleep(0.2)
+                leaving.cancel_scope.cancel()
+            polls = hub.polls
+            await trio.sleep(0.3)
+            assert hub.polls > polls  # the second stream took over
+            store.send_events(second, [{"type": "user.message", "content": []}])
+            store.delete_session(second)
+    assert [f.split(b"\n")[0] for f in got] == [
+        b"event: ping", b"event: user.message", b"event: session.deleted"]
