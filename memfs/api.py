@@ -13,8 +13,8 @@ both are sent). Versions written through the API are attributed to ``Actor.api(a
 restarts and never the secret itself.
 
 The store is synchronous; handlers call it in a worker thread (the Store is thread-safe), so a
-write waiting for the SQLite lock never stalls the event loop. The SSE stream polls
-:meth:`Store.events_after`.
+write waiting for the SQLite lock never stalls the event loop. The session event streams (SSE)
+share one database poller, :class:`EventHub`, however many are open.
 
 memfs extensions (``x-memfs-extension`` in ``/openapi.json``; README "Remote mounts"), for
 remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes a request act
@@ -50,7 +50,7 @@ import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders, QueryParams
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -63,7 +63,13 @@ log = logging.getLogger(__name__)
 
 #: Largest request body accepted (a 100 kB memory is at most ~600 kB as escaped JSON).
 MAX_BODY_BYTES = 4 * 1024 * 1024
-#: Seconds between polls of the store by an SSE stream, and between its keepalive pings.
+#: Seconds a request body may go without sending a byte, and seconds it may take in all,
+#: before the request is answered 408 and its connection closed: a client that sends headers
+#: and then stalls must not hold a connection (and a file descriptor) for ever.
+BODY_IDLE_SECONDS = 10.0
+BODY_TOTAL_SECONDS = 60.0
+#: Seconds between two looks at the database by the poller shared by all session event
+#: streams, and between a stream's keepalive pings.
 STREAM_POLL_SECONDS = 0.1
 STREAM_PING_SECONDS = 15.0
 #: ``sessions.events.list`` accepts up to this ``limit`` and clamps above it (API.md §4.1:
@@ -94,6 +100,16 @@ class RequestTooLarge(errors.InvalidRequest):
     """The whole request body is over :data:`MAX_BODY_BYTES`."""
 
 
+class RequestTimeout(errors.InvalidRequest):
+    """The request body did not arrive in time (:data:`BODY_IDLE_SECONDS`,
+    :data:`BODY_TOTAL_SECONDS`)."""
+
+
+class ClientGone(errors.InvalidRequest):
+    """The client disconnected before its request body was complete (nobody reads the
+    answer; it is not a server failure)."""
+
+
 #: Exception -> (HTTP status, ``error.type``, ``error.details.error_code``); first match wins.
 #: The error codes let :mod:`memfs.client` raise the exact :mod:`memfs.errors` subclass again.
 ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
@@ -105,6 +121,8 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.Conflict, 409, "conflict_error", None),
     (MethodNotAllowed, 405, "invalid_request_error", "method_not_allowed"),
     (RequestTooLarge, 413, "invalid_request_error", "request_too_large"),
+    (RequestTimeout, 408, "timeout_error", "request_timeout"),
+    (ClientGone, 400, "invalid_request_error", "client_disconnected"),
     (errors.PathTooLong, 400, "invalid_request_error", "path_too_long"),
     (errors.PathEncoding, 400, "invalid_request_error", "path_encoding"),
     (errors.InvalidPath, 400, "invalid_request_error", "invalid_path"),
@@ -144,6 +162,8 @@ def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any]
         headers["x-should-retry"] = "false"
     if isinstance(exc, errors.Busy):
         headers["retry-after"] = "1"
+    if isinstance(exc, RequestTooLarge | RequestTimeout):
+        headers["connection"] = "close"  # the rest of the body is never read
     return status, {"type": "error", "error": err, "request_id": request_id}, headers
 
 
@@ -189,7 +209,21 @@ class _Gate:
                 await error_response(exc, request_id)(scope, receive, send_with_id)
                 return
             scope["state"]["actor"] = Actor.api(self.keys[digest])
-        await self.app(scope, receive, send_with_id)
+        started = False
+
+        async def send_tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send_with_id(message)
+
+        try:
+            await self.app(scope, receive, send_tracked)
+        except Exception as e:
+            # A bug past the endpoints' own net: still the envelope, never a plain-text 500.
+            log.exception("%s %s failed", scope.get("method"), scope["path"])
+            if started:
+                raise
+            await error_response(e, request_id)(scope, receive, send_with_id)
 
 
 def _presented_key(request: Request) -> str | None:
@@ -253,15 +287,9 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
     """The JSON object body: empty means ``{}``; fields outside ``allowed`` (``name!`` marks a
     required one) are refused, so a typo never passes silently.
 
-    :raises RequestTooLarge, InvalidRequest:
+    :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest:
     """
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise RequestTooLarge(f"request body over {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    raw = await _read_body(request)
     if not raw.strip():
         body: Any = {}
     else:
@@ -283,6 +311,37 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
     return body
 
 
+async def _read_body(request: Request) -> bytes:
+    """The whole body, at most :data:`MAX_BODY_BYTES`, each chunk within
+    :data:`BODY_IDLE_SECONDS` and all within :data:`BODY_TOTAL_SECONDS`.
+
+    :raises RequestTooLarge, RequestTimeout, ClientGone:
+    """
+    chunks, size = [], 0
+    deadline = anyio.current_time() + BODY_TOTAL_SECONDS
+    stream = request.stream()
+    try:
+        while True:
+            wait = min(BODY_IDLE_SECONDS, deadline - anyio.current_time())
+            with anyio.move_on_after(wait) as timer:
+                chunk = await anext(stream, None)
+            if timer.cancelled_caught:
+                raise RequestTimeout(
+                    f"the request body did not arrive in time ({size} bytes received; allowed "
+                    f"{BODY_IDLE_SECONDS:g} s without data, {BODY_TOTAL_SECONDS:g} s in all)"
+                )
+            if chunk is None:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise RequestTooLarge(f"request body over {MAX_BODY_BYTES} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone("the client disconnected before sending the whole body") from None
+    finally:
+        await stream.aclose()
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -297,12 +356,13 @@ def _opt_str(body: Mapping[str, Any], name: str) -> str | None:
 @dataclass
 class Call:
     """What a handler gets: the request, the store, the caller, parsed query and body, and
-    the app's shared change-feed poller."""
+    the app's shared pollers of change feeds and session events."""
 
     request: Request
     store: Store
     body: dict[str, Any]
     hub: ChangeHub
+    events: EventHub
 
     @property
     def q(self) -> _Query:
@@ -694,7 +754,7 @@ async def stream_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     await c.run(c.store.get_session, session_id)
     start = await c.run(c.store.last_event_seq, session_id)
-    return _sse_response(_event_stream(c.store, session_id, start))
+    return _sse_response(c.events.stream(session_id, start))
 
 
 def _sse_response(frames: AsyncIterator[bytes]) -> StreamingResponse:
@@ -716,23 +776,111 @@ def sse_frame(event: str, data: Any, id_: str | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-async def _event_stream(store: Store, session_id: str, seq: int) -> AsyncIterator[bytes]:
-    """Events processed after ``seq``, as SSE frames, until the session ends; a ``ping``
-    frame every :data:`STREAM_PING_SECONDS` keeps proxies from closing an idle stream."""
-    yield sse_frame("ping", {"type": "ping"})
-    last_sent = anyio.current_time()
-    while True:
-        batch = await anyio.to_thread.run_sync(store.events_after, session_id, seq)
-        for seq, event in batch:  # noqa: B007 (seq is where the next poll resumes)
-            yield sse_frame(event.type, event.to_dict(), event.id)
-            last_sent = anyio.current_time()
-            if event.type in STREAM_END_TYPES:
-                return
-        if not batch:
-            if anyio.current_time() - last_sent >= STREAM_PING_SECONDS:
-                yield sse_frame("ping", {"type": "ping"})
-                last_sent = anyio.current_time()
-            await anyio.sleep(STREAM_POLL_SECONDS)
+class EventHub:
+    """Serves session event streams with one database poller for all of them: each poll asks
+    :meth:`Store.event_marks` which sessions have new events, and wakes only their streams.
+    One of the streams is the poller (no background task outlives the streams); when it ends,
+    another takes over. An idle stream sleeps until its session has news or its keepalive ping
+    is due. Events written by any process (the CLI, a mount) are seen: the database is what is
+    polled."""
+
+    def __init__(self, store: Store, interval: float = STREAM_POLL_SECONDS,
+                 ping: float = STREAM_PING_SECONDS) -> None:
+        self.store = store
+        self.interval = interval
+        self.ping = ping
+        #: The database's newest event seq at the last poll (None: no poll since idle).
+        self.seq: int | None = None
+        #: Newest event seq per followed session, as of the last poll.
+        self.marks: dict[str, int] = {}
+        self.subscribers: dict[str, int] = {}
+        #: Set (and dropped) when a poll finds news for the session.
+        self._wake: dict[str, anyio.Event] = {}
+        self._poller: object | None = None
+        self.next_poll = 0.0
+        #: Database polls made, for tests and statistics.
+        self.polls = 0
+
+    def statistics(self) -> dict[str, int]:
+        return {"sessions": len(self.subscribers), "polls": self.polls,
+                "subscribers": sum(self.subscribers.values())}
+
+    async def stream(self, session_id: str, after: int) -> AsyncIterator[bytes]:
+        """SSE frames of the events processed after ``after``, until the session ends; a
+        ``ping`` first and after every :attr:`ping` seconds of silence, so that proxies do not
+        close an idle stream."""
+        me = object()
+        self.subscribers[session_id] = self.subscribers.get(session_id, 0) + 1
+        try:
+            yield sse_frame("ping", {"type": "ping"})
+            quiet_since = anyio.current_time()
+            read_to: int | None = None  # the hub mark this stream has read the database to
+            while True:
+                if self._poller is None:
+                    self._poller = me
+                mark = self.marks.get(session_id, 0)
+                # Once after the hub's first poll (events older than its position), then
+                # whenever a poll saw new events of this session.
+                if self.seq is not None and (read_to is None or mark > read_to):
+                    batch = await anyio.to_thread.run_sync(
+                        self.store.events_after, session_id, after)
+                    for after, event in batch:  # noqa: B007 (after: where the next read starts)
+                        yield sse_frame(event.type, event.to_dict(), event.id)
+                        if event.type in STREAM_END_TYPES:
+                            return
+                    if batch:
+                        quiet_since = anyio.current_time()
+                        continue  # read again until the database has no more
+                    read_to = mark
+                    continue
+                now = anyio.current_time()
+                if now - quiet_since >= self.ping:
+                    yield sse_frame("ping", {"type": "ping"})
+                    quiet_since = now
+                    continue  # look again: the consumer may have taken its time
+                polling = self._poller is me
+                if polling and now >= self.next_poll:
+                    await self._poll()
+                    continue
+                # No await since the checks above: no news can slip in before the wait.
+                wake = self._wake.setdefault(session_id, anyio.Event())
+                timeout = quiet_since + self.ping - now
+                if polling:
+                    timeout = min(timeout, self.next_poll - now)
+                with anyio.move_on_after(timeout):
+                    await wake.wait()
+        finally:
+            self.subscribers[session_id] -= 1
+            if not self.subscribers[session_id]:
+                del self.subscribers[session_id]
+                self.marks.pop(session_id, None)
+            if self._poller is me:
+                self._poller = None
+                self._wake_all()  # one of them takes over
+            if not self.subscribers:
+                self.seq = None  # nobody follows: the next stream starts from the present
+
+    async def _poll(self) -> None:
+        try:
+            self.polls += 1
+            first = self.seq is None
+            last, marks = await anyio.to_thread.run_sync(self.store.event_marks, self.seq)
+            self.seq = last if self.seq is None else max(self.seq, last)
+            for session_id, seq in marks.items():
+                if session_id in self.subscribers:
+                    self.marks[session_id] = max(self.marks.get(session_id, 0), seq)
+                    wake = self._wake.pop(session_id, None)
+                    if wake is not None:
+                        wake.set()
+            if first:
+                self._wake_all()  # every stream reads what came before the hub's position
+        finally:
+            self.next_poll = anyio.current_time() + self.interval
+
+    def _wake_all(self) -> None:
+        wakes, self._wake = self._wake, {}
+        for wake in wakes.values():
+            wake.set()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1152,20 +1300,22 @@ OPS: list[Op] = [
 ]
 
 
-def _endpoint(op: Op, store: Store, hub: ChangeHub) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(
+    op: Op, store: Store, hub: ChangeHub, events: EventHub
+) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
             body = await _read_json(request, op.body) if op.method != "GET" else {}
-            result = await op.handler(Call(request, store, body, hub))
+            result = await op.handler(Call(request, store, body, hub, events))
+            if isinstance(result, Response):
+                return result
+            if hasattr(result, "to_dict"):
+                result = result.to_dict()
+            return JSONResponse(result)  # rendering can fail too: inside the net
         except Exception as e:  # every failure leaves through ERRORS
             if not isinstance(e, errors.MemfsError):
                 log.exception("%s %s failed", request.method, request.url.path)
             return error_response(e, request.state.request_id)
-        if isinstance(result, Response):
-            return result
-        if hasattr(result, "to_dict"):
-            result = result.to_dict()
-        return JSONResponse(result)
 
     endpoint.__name__ = op.handler.__name__
     return endpoint
@@ -1184,18 +1334,35 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(err, request.state.request_id)
 
 
+async def _head(get: Callable[[Request], Awaitable[Response]], request: Request) -> Response:
+    """HEAD: the GET answer's status and headers (the server sends no body). A stream is
+    not started: its generator is closed at once."""
+    response = await get(request)
+    if isinstance(response, StreamingResponse):
+        iterator = response.body_iterator
+        if hasattr(iterator, "aclose"):
+            await iterator.aclose()
+        head = Response(status_code=response.status_code, headers=dict(response.headers))
+        del head.headers["content-length"]  # unknown, as for the GET
+        return head
+    return response
+
+
 def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
     call anything but ``/openapi.json``)."""
     hub = ChangeHub(store)
+    events = EventHub(store)
     routes: dict[str, list[Op]] = {}
     for op in OPS:
         routes.setdefault(op.path, []).append(op)
     starlette_routes = []
     for path, ops in routes.items():
-        by_method = {op.method: _endpoint(op, store, hub) for op in ops}
+        by_method = {op.method: _endpoint(op, store, hub, events) for op in ops}
 
         async def dispatch(request: Request, by_method: Any = by_method) -> Response:
+            if request.method == "HEAD":  # Starlette routes HEAD wherever GET is
+                return await _head(by_method["GET"], request)
             return await by_method[request.method](request)
 
         starlette_routes.append(Route(path, dispatch, methods=list(by_method)))

@@ -5,26 +5,44 @@ Security: the API always requires a key. Keys come from ``--api-key`` (repeatabl
 anywhere but loopback; on loopback it generates a key for this run and prints it once on
 stderr, the way Jupyter prints its token, so ``memfs serve`` works at once without ever
 serving an open API.
+
+Hostile or broken clients (issue 8): every connection is bounded. A request body has
+:data:`memfs.api.BODY_IDLE_SECONDS` between bytes (then 408, connection closed); a connection
+without a request in progress, or still sending its headers, is closed after
+:data:`KEEP_ALIVE_SECONDS`; headers are at most :data:`MAX_HEADER_BYTES` (431). The server raises
+its file-descriptor limit to the hard limit and accepts at most that many connections less
+:data:`FD_RESERVE` (kept for the database and worker threads): past it, new clients wait in the
+listen queue instead of failing every accept. Errors the HTTP layer answers itself (431, a
+malformed request line, bytes that are not allowed in a URL) carry the JSON envelope too.
+
+Known limitation: a client that never reads a large response holds its connection for as long
+as the kernel's buffers keep the write pending (hypercorn shields its writes from timeouts).
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import json
 import logging
 import os
+import resource
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
+import h11
 import trio
 from hypercorn.config import Config, Sockets
-
-# worker_serve is hypercorn.trio.serve minus the socket creation: it takes sockets we bound
-# ourselves, so a taken port fails before trio starts, and port 0 can be reported.
-from hypercorn.trio.run import worker_serve
-from hypercorn.utils import wrap_app
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.trio.lifespan import Lifespan
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import ConnectionState
+from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
 from . import errors
 from .api import create_app
@@ -34,6 +52,17 @@ log = logging.getLogger(__name__)
 
 #: Seconds open connections (SSE streams) get to finish when the server stops.
 GRACEFUL_SECONDS = 2.0
+#: Seconds a connection may sit without a request in progress (idle keep-alive, or headers
+#: still arriving) before the server closes it.
+KEEP_ALIVE_SECONDS = 5.0
+#: Largest request head (request line and headers); more is answered 431.
+MAX_HEADER_BYTES = 16 * 1024
+#: Connections waiting in the kernel for the server to accept them.
+BACKLOG = 1024
+#: File descriptors kept free of connections: the database, its WAL, worker threads, logs.
+FD_RESERVE = 256
+#: Seconds between two warnings that accepting a connection failed for lack of resources.
+ACCEPT_WARNING_SECONDS = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -90,23 +119,42 @@ def serve(
         keys = [generate_key()]
         say(f"memfs: no API key configured; this run accepts the generated key {keys[0]}")
         say("memfs: (choose your own with --api-key KEY or MEMFS_API_KEYS)")
+    max_connections = max(16, raise_fd_limit() - FD_RESERVE)
+    _install_json_protocol_errors()
     store = open_store(db_path, create=True)
     try:
         config = Config()
         config.bind = [f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"]
         config.graceful_timeout = GRACEFUL_SECONDS
+        config.keep_alive_timeout = KEEP_ALIVE_SECONDS
+        config.h11_max_incomplete_size = MAX_HEADER_BYTES
+        config.backlog = BACKLOG
         config.accesslog = logging.getLogger("memfs.access")
         config.errorlog = logging.getLogger("hypercorn.error")
         # Bind before trio starts, so that a taken port is a plain OSError for the caller.
         sockets = config.create_sockets()
         app = create_app(store, keys)
-        trio.run(_run, app, config, sockets, store.path, say)
+        trio.run(_run, app, config, sockets, store.path, say, max_connections)
     finally:
         store.close()
 
 
+def raise_fd_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; return the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            log.warning("could not raise the file descriptor limit from %d to %d", soft, target)
+    return soft
+
+
 async def _run(
-    app: Any, config: Config, sockets: Sockets, db: str, say: Callable[[str], None]
+    app: Any, config: Config, sockets: Sockets, db: str, say: Callable[[str], None],
+    max_connections: int,
 ) -> None:
     shutdown = trio.Event()
     async with trio.open_nursery() as nursery:
@@ -115,11 +163,12 @@ async def _run(
         async def serve_then_stop(task_status: trio.TaskStatus[list[str]]) -> None:
             for sock in sockets.insecure_sockets:
                 sock.listen(config.backlog)
-            await worker_serve(
+            await _worker_serve(
                 wrap_app(app, config.wsgi_max_body_size, "asgi"),
                 config,
-                sockets=sockets,
-                shutdown_trigger=shutdown.wait,
+                sockets,
+                shutdown.wait,
+                max_connections,
                 task_status=task_status,
             )
             nursery.cancel_scope.cancel()
@@ -127,6 +176,141 @@ async def _run(
         binds = await nursery.start(serve_then_stop)
         for bind in binds:
             say(f"memfs: serving {bind} (database {db})")
+
+
+async def _worker_serve(
+    app: Any,
+    config: Config,
+    sockets: Sockets,
+    shutdown_trigger: Callable[[], Awaitable[Any]],
+    max_connections: int,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """hypercorn's ``trio.run.worker_serve`` for our sockets (plain HTTP), with our own accept
+    loop: at most ``max_connections`` at once, and no error log every 0.1 s when the process
+    runs out of file descriptors (trio's ``serve_listeners`` logs a traceback per retry)."""
+    lifespan_state: dict[str, Any] = {}
+    lifespan = Lifespan(app, config, lifespan_state)
+    context = WorkerContext(None)
+    async with trio.open_nursery() as lifespan_nursery:
+        await lifespan_nursery.start(lifespan.handle_lifespan)
+        await lifespan.wait_for_startup()
+        async with trio.open_nursery() as server_nursery:
+            listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                         for sock in sockets.insecure_sockets]
+            binds = ["http://" + repr_socket_addr(sock.family, sock.getsockname())
+                     for sock in sockets.insecure_sockets]
+            handler = partial(TCPServer, app, config, context,
+                              ConnectionState(lifespan_state.copy()))
+            slots = trio.Semaphore(max_connections)
+            task_status.started(binds)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(raise_shutdown, shutdown_trigger)
+                    nursery.start_soon(raise_shutdown, context.terminate.wait)
+                    for listener in listeners:
+                        nursery.start_soon(_accept, listener, slots, server_nursery, handler)
+            except BaseExceptionGroup as error:
+                _, other_errors = error.split((ShutdownError, KeyboardInterrupt))
+                if other_errors is not None:
+                    raise other_errors from None
+            finally:
+                await context.terminated.set()
+                server_nursery.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
+        await lifespan.wait_for_shutdown()
+        lifespan_nursery.cancel_scope.cancel()
+
+
+#: accept(2) errors that say the process or system is out of resources, not the listener.
+_ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+
+
+async def _accept(
+    listener: trio.SocketListener,
+    slots: trio.Semaphore,
+    nursery: trio.Nursery,
+    handler: Callable[[trio.SocketStream], Awaitable[Any]],
+) -> None:
+    """Accept connections while a slot is free; each connection holds its slot until it
+    closes. Out of file descriptors: one warning per :data:`ACCEPT_WARNING_SECONDS`."""
+    warned_at = -ACCEPT_WARNING_SECONDS
+    async with listener:
+        while True:
+            await slots.acquire()
+            try:
+                stream = await listener.accept()
+            except OSError as e:
+                slots.release()
+                if e.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if trio.current_time() - warned_at >= ACCEPT_WARNING_SECONDS:
+                    warned_at = trio.current_time()
+                    log.warning("cannot accept connections: %s; retrying",
+                                os.strerror(e.errno))
+                await trio.sleep(0.1)
+                continue
+            nursery.start_soon(_connection, stream, slots, handler)
+
+
+async def _connection(
+    stream: trio.SocketStream,
+    slots: trio.Semaphore,
+    handler: Callable[[trio.SocketStream], Awaitable[Any]],
+) -> None:
+    try:
+        await handler(stream)
+    finally:
+        await trio.aclose_forcefully(stream)
+        slots.release()
+
+
+def _install_json_protocol_errors() -> None:
+    """Make the errors hypercorn's HTTP/1.1 layer answers before any app sees the request
+    (431 headers too large, 400 a malformed request or URL) carry the JSON envelope of
+    API.md §1.6 instead of an empty body. hypercorn has no setting for it, so its one method
+    that writes them is replaced (idempotent)."""
+    H11Protocol._send_error_response = _send_json_error  # type: ignore[method-assign]
+
+
+#: Messages for the statuses h11 hints at when it rejects a request.
+_PROTOCOL_ERRORS = {
+    431: ("request_header_fields_too_large",
+          f"the request head is over {MAX_HEADER_BYTES} bytes"),
+    505: ("http_version_not_supported", "HTTP version not supported; use HTTP/1.1"),
+}
+
+
+async def _send_json_error(self: H11Protocol, status_code: int) -> None:
+    code, message = _PROTOCOL_ERRORS.get(status_code, (
+        "malformed_request",
+        "malformed HTTP request (a bad request line, header or URL: a URL must be ASCII, "
+        "anything else percent-encoded)",
+    ))
+    request_id = "req_" + secrets.token_hex(12)
+    body = json.dumps({
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": message,
+                  "details": {"error_code": code}},
+        "request_id": request_id,
+    }).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        (b"request-id", request_id.encode()),
+        (b"x-should-retry", b"false"),
+        *self.config.response_headers("h11"),
+    ]
+    try:
+        await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
+        await self._send_h11_event(h11.Data(data=body))
+        await self._send_h11_event(h11.EndOfMessage())
+    except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError,
+            h11.LocalProtocolError) as e:
+        # The peer is gone, or a response (the app's 408) is being sent on this connection
+        # already: nobody to tell. Raising here would end the whole server.
+        log.debug("protocol error response %d not sent: %r", status_code, e)
 
 
 async def _wait_for_signal(shutdown: trio.Event) -> None:

@@ -95,6 +95,10 @@ _BASIC_MEMORY_COLS = (
     "created_at, updated_at"
 )
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+#: A UTF-16 surrogate code point: never valid alone in UTF-8 (JSON's ``"\ud800"`` makes one).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+#: A cursor's integers are SQLite integers.
+_INT64 = range(-(2**63), 2**63)
 _OPERATIONS = ("created", "modified", "deleted")
 _VIEWS = ("basic", "full")
 _SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
@@ -259,9 +263,38 @@ def _too_large(size: int, limits: Limits) -> str:
     return f"content is {size} bytes; the limit is {limits.max_content_bytes} bytes"
 
 
+def _validate_text(value: Any, what: str) -> Any:
+    """Refuse any string in ``value`` that is not valid UTF-8 text, i.e. holds a lone surrogate
+    (JSON's ``"\\ud800"`` escape, or a CLI argument of undecodable bytes): SQLite and every
+    JSON response would fail on it later, for every reader. ``value`` is a string or JSON data
+    (objects' keys and values, lists), walked to any depth; it is returned unchanged.
+
+    :raises InvalidRequest: naming where the string is (``what``, then keys and indexes).
+    """
+    stack: list[tuple[Any, str]] = [(value, what)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE_RE.search(item):
+                raise InvalidRequest(
+                    f"{where} is not valid UTF-8 text (it holds a lone surrogate)"
+                )
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str) and _SURROGATE_RE.search(k):
+                    raise InvalidRequest(
+                        f"a key of {where} is not valid UTF-8 text (it holds a lone surrogate)"
+                    )
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return value
+
+
 def _validate_name(name: Any, limits: Limits) -> str:
     if not isinstance(name, str):
         raise InvalidRequest("name must be a string")
+    _validate_text(name, "name")
     if not 1 <= len(name) <= limits.max_name_chars:
         raise InvalidRequest(f"name must be 1 to {limits.max_name_chars} characters")
     if any(unicodedata.category(c) == "Cc" for c in name):
@@ -272,6 +305,7 @@ def _validate_name(name: Any, limits: Limits) -> str:
 def _validate_description(description: Any, limits: Limits) -> str:
     if not isinstance(description, str):
         raise InvalidRequest("description must be a string")
+    _validate_text(description, "description")
     if len(description) > limits.max_description_chars:
         raise InvalidRequest(
             f"description must be at most {limits.max_description_chars} characters"
@@ -294,6 +328,7 @@ def _validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") ->
                 f"{what} values must be strings of at most "
                 f"{limits.max_metadata_value_chars} characters"
             )
+    _validate_text(metadata, what)
     return dict(metadata)
 
 
@@ -362,17 +397,36 @@ def _encode_cursor(kind: str, filters: Any, key: Any) -> str:
 
 
 def _decode_cursor(cursor: str, kind: str, filters: Any) -> Any:
+    """The sort key of a cursor made by :func:`_encode_cursor` for this listing and filters.
+    A cursor is client input: the key is only ever JSON of SQLite-safe values (strings of valid
+    UTF-8, integers within 64 bits, booleans, lists); each listing checks its exact shape.
+
+    :raises InvalidCursor: anything else, however forged.
+    """
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         obj = json.loads(raw)
-        ok = isinstance(obj, dict) and obj.get("k") == kind
-    except (binascii.Error, ValueError, TypeError):
+        ok = isinstance(obj, dict) and obj.get("k") == kind and _cursor_safe(obj.get("v"))
+    except (binascii.Error, ValueError, TypeError, RecursionError):
         ok = False
     if not ok:
         raise InvalidCursor("invalid page cursor")
     if obj.get("f") != _fingerprint(filters):
         raise InvalidCursor("page cursor does not belong to this listing's filters")
     return obj.get("v")
+
+
+def _cursor_safe(key: Any) -> bool:
+    """Whether a decoded cursor key holds only values SQLite can bind (see _decode_cursor)."""
+    if isinstance(key, bool):
+        return True
+    if isinstance(key, int):
+        return key in _INT64
+    if isinstance(key, str):
+        return not _SURROGATE_RE.search(key)
+    if isinstance(key, list):
+        return len(key) <= 2 and all(_cursor_safe(k) for k in key)
+    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -1038,7 +1092,8 @@ class Store:
         filters = ["stores", include_archived, list(params)]
         if page:
             key = _decode_cursor(page, "stores", filters)
-            if not (isinstance(key, list) and len(key) == 2):
+            if not (isinstance(key, list) and len(key) == 2
+                    and all(isinstance(k, str) for k in key)):  # fmt: skip
                 raise InvalidCursor("invalid page cursor")
             where.append("(created_at < ? OR (created_at = ? AND id < ?))")
             params += [key[0], key[0], key[1]]
@@ -1611,9 +1666,10 @@ class Store:
         lower, lower_incl = prefix, True
         if page:
             key = _decode_cursor(page, "memories", filters)
-            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)):
+            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)
+                    and isinstance(key[1], bool)):  # fmt: skip
                 raise InvalidCursor("invalid page cursor")
-            lower, lower_incl = key[0], bool(key[1])
+            lower, lower_incl = key[0], key[1]
         cols = "*" if view == "full" else _BASIC_MEMORY_COLS
         upper = prefix[:-1] + "0"
         with self._read() as c:
@@ -1924,6 +1980,7 @@ class Store:
         lim = self.limits
         if not isinstance(resources, list | tuple):
             raise InvalidRequest("resources must be a list")
+        _validate_text(resources, "resources")
         mem = [r for r in resources if isinstance(r, dict) and r.get("type") == "memory_store"]
         if len(mem) != len(resources):
             raise InvalidRequest("only resources of type 'memory_store' are supported")
@@ -1934,6 +1991,13 @@ class Store:
             )
         if metadata is not None:
             metadata = _validate_metadata(metadata, lim)
+        for what, value in (("title", title), ("environment_id", environment_id)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidRequest(f"{what} must be a string")
+            _validate_text(value, what)
+        _validate_text(agent, "agent")
+        _validate_text(root, "the mount root")
+        _validate_text(launcher, "launcher")
         if status not in _SESSION_STATUSES:
             raise InvalidRequest(f"invalid session status {status!r}")
         if (not isinstance(root, str) or not root.startswith("/") or len(root) > 512
@@ -2152,6 +2216,7 @@ class Store:
             new_title = row["title"] if title is UNSET else title
             if new_title is not None and not isinstance(new_title, str):
                 raise InvalidRequest("title must be a string")
+            _validate_text(new_title, "title")
             if (new_meta, new_title) != (meta, row["title"]):
                 c.execute(
                     "UPDATE sessions SET metadata = ?, title = ?, updated_at = ? WHERE id = ?",
@@ -2213,6 +2278,7 @@ class Store:
         for e in events:
             if not isinstance(e, dict) or not isinstance(e.get("type"), str):
                 raise InvalidRequest("every event needs a string 'type'")
+            _validate_text(e, "event")
         done = [_complete_event(session_id, e) for e in events]
         with self._write() as c:
             if session_id is not None:
@@ -2264,7 +2330,7 @@ class Store:
         filters = ["events", order, list(params)]  # a copy: see list_stores
         if page:
             key = _decode_cursor(page, "events", filters)
-            if not isinstance(key, int):
+            if isinstance(key, bool) or not isinstance(key, int):
                 raise InvalidCursor("invalid page cursor")
             where.append("seq > ?" if order == "asc" else "seq < ?")
             params.append(key)
@@ -2290,6 +2356,21 @@ class Store:
             (session_id, seq, limit),
         )
         return [(r["seq"], _event(r)) for r in rows]
+
+    def event_marks(self, after: int | None) -> tuple[int, dict[str, int]]:
+        """The newest event seq of the database and, per session with events above ``after``,
+        its newest seq (``after`` None: the position only). One call serves every live event
+        stream of a server (:class:`memfs.api.EventHub`)."""
+        with self._read() as c:
+            last = int(c.execute("SELECT max(seq) FROM events").fetchone()[0] or 0)
+            if after is None or last <= after:
+                return last, {}
+            rows = c.execute(
+                "SELECT session_id, max(seq) FROM events WHERE seq > ? "
+                "AND session_id IS NOT NULL GROUP BY session_id",
+                (after,),
+            ).fetchall()
+        return last, {r[0]: int(r[1]) for r in rows}
 
     # -- API extras: agents, environments, resources, client events (API.md §4) -------------
 
@@ -2367,6 +2448,7 @@ class Store:
             "updated_at": now,
             "archived_at": None,
         }
+        _validate_text(body, "agent")
         with self._write() as c:
             c.execute(
                 "INSERT INTO agents VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
@@ -2403,6 +2485,7 @@ class Store:
             agent = agent.get("id")
         if not isinstance(agent, str) or not agent:
             raise InvalidRequest("agent must be an agent id")
+        _validate_text(agent, "agent")
         try:
             body = self.get_agent(agent, version=version)
         except NotFound:
@@ -2453,6 +2536,7 @@ class Store:
             "updated_at": now,
             "archived_at": None,
         }
+        _validate_text(body, "environment")
         with self._write() as c:
             c.execute(
                 "INSERT INTO environments VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
@@ -2608,6 +2692,7 @@ def _check_tool_events(events: Any) -> None:
             )
         if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
             raise InvalidRequest("every tool event needs its 'sevt_' id")
+        _validate_text(e, "event")
         parse_time(e.get("processed_at") or "")
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anthropic
@@ -32,14 +32,15 @@ class Server:
         self.proc, self.url, self.stderr = proc, url, stderr
 
 
-def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Server:
+def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> Server:
     """Start ``memfs serve --port 0`` and wait (with a deadline) for its address line."""
     stderr = tmp / "serve.err"
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "--db", str(tmp / "memfs.db"), "serve", "--port", "0",
          *args],
         stdout=subprocess.DEVNULL, stderr=stderr.open("wb"),
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
     )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

@@ -540,7 +540,7 @@ async def test_event_stream_sends_new_events_and_ends_on_delete(store):
     sess = store.create_session([])
     store.send_events(sess.id, [{"type": "user.message", "content": []}])  # history: not sent
     start = store.last_event_seq(sess.id)
-    stream = api._event_stream(store, sess.id, start)
+    stream = api.EventHub(store).stream(sess.id, start)
     frames = [await anext(stream)]
     assert frames[0].startswith(b"event: ping\n")
     store.send_events(sess.id, [{"type": "user.message", "content": [{"type": "text",

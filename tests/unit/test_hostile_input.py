@@ -1,0 +1,380 @@
+"""What a client can send must never poison the store or earn a 500 (issue 8, finding 13):
+lone surrogates in any stored string, forged page cursors, HEAD on GET routes, bodies that never
+arrive."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+import pytest
+import trio
+from starlette.testclient import TestClient
+
+from memfs import api, errors
+from memfs.api import create_app
+from memfs.store import _encode_cursor
+
+KEY = "test-key-1"
+LONE = "\ud800"
+
+
+@pytest.fixture
+def client(store):
+    with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY},
+                    raise_server_exceptions=False) as c:
+        yield c
+
+
+def post_raw(client, url, text):
+    """POST ``text`` (JSON whose escapes may encode lone surrogates) as the body."""
+    return client.post(url, content=text.encode(), headers={"content-type": "application/json"})
+
+
+def assert_400(r):
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+# -- lone surrogates: the store refuses them wherever a client can store a string -------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.create_store(LONE),
+        lambda s: s.create_store("x", LONE),
+        lambda s: s.create_store("x", metadata={"k": LONE}),
+        lambda s: s.create_store("x", metadata={LONE: "v"}),
+        lambda s: s.update_store(s.create_store("x").id, metadata={"k": LONE}),
+        lambda s: s.update_store(s.create_store("x").id, name=LONE),
+        lambda s: s.update_store(s.create_store("x").id, description="a" + LONE),
+        lambda s: s.create_session([], title=LONE),
+        lambda s: s.create_session([], metadata={"k": LONE}),
+        lambda s: s.create_session([], environment_id=LONE),
+        lambda s: s.create_session([], agent={"type": "agent", "id": LONE}),
+        lambda s: s.create_session([], root="/mnt/" + LONE),
+        lambda s: s.create_session([{"type": "memory_store", "memory_store_id": LONE}]),
+        lambda s: s.create_session([{"type": "memory_store",
+                                     "memory_store_id": s.create_store("x").id,
+                                     "instructions": LONE}]),
+        lambda s: s.update_session(s.create_session([]).id, title=LONE),
+        lambda s: s.update_session(s.create_session([]).id, metadata={"k": LONE}),
+        lambda s: s.send_events(s.create_session([]).id, [
+            {"type": "user.message", "content": [{"type": "text", "text": LONE}]}]),
+        lambda s: s.send_events(s.create_session([]).id, [
+            {"type": "user.message", "content": [], LONE: 1}]),
+        lambda s: s.add_events(s.create_session([]).id, [{"type": "x" + LONE}]),
+        lambda s: s.add_tool_events(s.create_session([]).id, [
+            {"type": "agent.tool_use", "id": "sevt_1", "processed_at": "2026-01-01T00:00:00Z",
+             "input": {"path": LONE}}]),
+        lambda s: s.create_agent(name=LONE, model="m"),
+        lambda s: s.create_agent(name="a", model="m" + LONE),
+        lambda s: s.create_agent(name="a", model="m", system=LONE),
+        lambda s: s.create_agent(name="a", model="m", description=LONE),
+        lambda s: s.create_agent(name="a", model="m", tools=[{"type": "t", "x": [LONE]}]),
+        lambda s: s.create_agent(name="a", model="m", metadata={"k": LONE}),
+        lambda s: s.create_environment(name="e", config={"type": "cloud", "x": LONE}),
+        lambda s: s.create_environment(name="e", description=LONE),
+        lambda s: s.agent_snapshot(LONE),
+    ],
+)
+def test_store_refuses_lone_surrogates(store, call):
+    with pytest.raises(errors.InvalidRequest):
+        call(store)
+    # nothing unreadable was committed: every listing still serializes
+    for page in (store.list_stores(include_archived=True), store.list_sessions()):
+        json.dumps(page.to_dict(), ensure_ascii=False).encode()
+    for session in store.list_sessions().data:
+        json.dumps(store.list_events(session.id, limit=1000).to_dict(),
+                   ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/v1/memory_stores", r'{"name":"x","metadata":{"k":"\ud800"}}'),
+        ("/v1/memory_stores", r'{"name":"\udfff"}'),
+        ("/v1/sessions", r'{"title":"\ud800"}'),
+        ("/v1/sessions", r'{"metadata":{"k":"\ud800"}}'),
+        ("/v1/agents", r'{"name":"a","model":"m","system":"\ud800"}'),
+        ("/v1/environments", r'{"name":"e","config":{"type":"cloud","x":"\ud800"}}'),
+    ],
+)
+def test_api_refuses_lone_surrogates_and_stays_readable(client, url, body):
+    assert_400(post_raw(client, url, body))
+    assert client.get("/v1/memory_stores").status_code == 200
+    assert client.get("/v1/sessions").status_code == 200
+
+
+def test_api_refuses_lone_surrogates_in_events_and_updates(client):
+    sid = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
+    sess = client.post("/v1/sessions", json={}).json()["id"]
+    assert_400(post_raw(client, f"/v1/memory_stores/{sid}", r'{"metadata":{"k":"\ud800"}}'))
+    assert_400(post_raw(client, f"/v1/sessions/{sess}", r'{"title":"\ud800"}'))
+    assert_400(post_raw(client, f"/v1/sessions/{sess}/events",
+                        r'{"events":[{"type":"user.message","content":'
+                        r'[{"type":"text","text":"\ud800"}]}]}'))
+    assert client.get(f"/v1/memory_stores/{sid}").status_code == 200
+    assert client.get(f"/v1/sessions/{sess}").status_code == 200
+    assert client.get(f"/v1/sessions/{sess}/events").status_code == 200
+
+
+# -- forged cursors ----------------------------------------------------------------------------
+
+
+FORGED_KEYS = [
+    ["a", ["b"]], [{"x": 1}, "b"], [1, 2], {"x": "y"}, 2**63, -(2**63) - 1, 10**30,
+    ["2026" + LONE, "memstore_x"], [LONE, False], LONE, ["before", LONE], ["before", 2**63],
+    [[1], True], 1.5, None, True,
+]
+
+
+def _listings(store):
+    sid = store.create_store("s").id
+    sess = store.create_session([]).id
+    return [
+        ("stores", ["stores", False, []], lambda page: store.list_stores(page=page)),
+        ("memories", [sid, "/", 0], lambda page: store.list_memories(sid, page=page)),
+        ("versions", ["versions", [sid]], lambda page: store.list_versions(sid, page=page)),
+        ("sessions", ["sessions", "desc", []], lambda page: store.list_sessions(page=page)),
+        ("events", ["events", "asc", [sess]], lambda page: store.list_events(sess, page=page)),
+        ("resources", [sess],
+         lambda page: store.list_session_resources(sess, page=page, limit=1)),
+    ]
+
+
+def test_forged_cursors_are_invalid_cursor(store):
+    for kind, filters, call in _listings(store):
+        # the genuine kind and fingerprint pass, so only the key is forged
+        for key in FORGED_KEYS:
+            with pytest.raises(errors.InvalidCursor):
+                call(_encode_cursor(kind, filters, key))
+
+
+def test_forged_cursor_envelopes_over_http(client, store):
+    sid = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
+    sess = client.post("/v1/sessions", json={}).json()["id"]
+    def b64(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    cursors = [
+        _encode_cursor("stores", ["stores", False, []], [["x"], {"y": 1}]),
+        _encode_cursor("stores", ["stores", False, []], ["a" + LONE, "b"]),
+        _encode_cursor("events", ["events", "asc", [sess]], 2**63),
+        _encode_cursor("events", ["events", "asc", [sess]], 2**64 + 5),
+        _encode_cursor("sessions", ["sessions", "desc", []], LONE),
+        _encode_cursor("versions", ["versions", [sid]], [LONE, LONE]),
+        _encode_cursor("memories", [sid, "/", 0], [LONE, True]),
+        b64(b'{"k":"stores","f":"\\ud800","v":1}'),
+        b64(b'{"k":"\\udfff"}'),
+        b64(b"[" * 3000),
+        b64(b'"\xff\xfe"'),
+        b64(b"[1, 2]"),
+        b64(b"7"),
+    ]
+    urls = ["/v1/memory_stores", f"/v1/memory_stores/{sid}/memories",
+            f"/v1/memory_stores/{sid}/memory_versions", "/v1/sessions",
+            f"/v1/sessions/{sess}/events", f"/v1/sessions/{sess}/resources?limit=1"]
+    for url in urls:
+        for cursor in cursors:
+            r = client.get(url, params={"page": cursor})
+            assert r.status_code == 400, (url, cursor, r.text)
+            assert r.json()["error"]["details"]["error_code"] == "invalid_cursor"
+
+
+# -- HEAD ---------------------------------------------------------------------------------------
+
+
+def test_head_answers_like_get_without_a_body(client):
+    sid = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
+    for url in ("/v1/memory_stores", f"/v1/memory_stores/{sid}", "/v1/sessions",
+                "/openapi.json", "/v1/memfs/limits"):
+        get, head = client.get(url), client.head(url)
+        assert head.status_code == get.status_code == 200, head.text
+        assert head.headers["content-type"] == get.headers["content-type"]
+        assert head.content == b""
+    r = client.head("/v1/memory_stores/memstore_nope")
+    assert r.status_code == 404 and r.headers["content-type"] == "application/json"
+    r = client.head("/v1/memory_stores/x/archive")  # a POST-only route
+    assert r.status_code == 405
+
+
+async def test_head_on_a_stream_does_not_stream(store):
+    sess = store.create_session([]).id
+    transport = httpx.ASGITransport(app=create_app(store, [KEY]))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t",
+                                 headers={"x-api-key": KEY}) as c:
+        with trio.fail_after(5):
+            r = await c.head(f"/v1/sessions/{sess}/events/stream")
+            assert r.status_code == 200 and r.content == b""
+            assert r.headers["content-type"].startswith("text/event-stream")
+            r = await c.head("/v1/sessions/sesn_nope/events/stream")
+            assert r.status_code == 404
+
+
+# -- request bodies ------------------------------------------------------------------------------
+
+
+async def _call(app, method, path, chunks, *, stall=False):
+    """Drive the ASGI app by hand: the body arrives as ``chunks``; ``stall`` then never ends
+    it. Returns (status, headers, body)."""
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(),
+             "query_string": b"", "headers": [(b"x-api-key", KEY.encode()),
+                                              (b"content-type", b"application/json")],
+             "http_version": "1.1", "scheme": "http", "server": ("t", 80),
+             "client": ("c", 1), "root_path": ""}
+    queue = [{"type": "http.request", "body": c, "more_body": True} for c in chunks]
+    if not stall:
+        queue.append({"type": "http.request", "body": b"", "more_body": False})
+    sent = []
+
+    async def receive():
+        if queue:
+            return queue.pop(0)
+        await trio.sleep_forever()
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], dict(start["headers"]), body
+
+
+async def test_a_stalled_body_is_a_408(store, monkeypatch):
+    monkeypatch.setattr(api, "BODY_IDLE_SECONDS", 0.2)
+    app = create_app(store, [KEY])
+    with trio.fail_after(5):
+        status, headers, body = await _call(app, "POST", "/v1/memory_stores", [b'{"na'],
+                                            stall=True)
+    assert status == 408
+    err = json.loads(body)
+    assert err["type"] == "error" and err["error"]["type"] == "timeout_error"
+    assert err["error"]["details"]["error_code"] == "request_timeout"
+    assert headers[b"connection"] == b"close"
+
+
+async def test_a_dripping_body_is_a_408(store, monkeypatch):
+    """A byte now and then resets no clock: the whole body has a deadline too."""
+    monkeypatch.setattr(api, "BODY_IDLE_SECONDS", 0.2)
+    monkeypatch.setattr(api, "BODY_TOTAL_SECONDS", 0.5)
+    app = create_app(store, [KEY])
+
+    chunks = iter([b"{"] + [b" "] * 1000)
+    scope_sent = []
+
+    async def receive():
+        await trio.sleep(0.05)
+        return {"type": "http.request", "body": next(chunks), "more_body": True}
+
+    async def send(message):
+        scope_sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/memory_stores",
+             "raw_path": b"/v1/memory_stores", "query_string": b"",
+             "headers": [(b"x-api-key", KEY.encode())], "http_version": "1.1",
+             "scheme": "http", "server": ("t", 80), "client": ("c", 1), "root_path": ""}
+    with trio.fail_after(5):
+        await app(scope, receive, send)
+    assert scope_sent[0]["status"] == 408
+
+
+async def test_a_whole_body_still_works(store):
+    app = create_app(store, [KEY])
+    status, _, body = await _call(app, "POST", "/v1/memory_stores", [b'{"na', b'me":"x"}'])
+    assert status == 200 and json.loads(body)["name"] == "x"
+
+
+def test_no_body_field_of_any_route_takes_a_lone_surrogate_to_a_500(client):
+    """Every POST route, every accepted field, a lone surrogate in a few shapes: a 4xx, and
+    the listings still answer."""
+    sid = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
+    mem = client.post(f"/v1/memory_stores/{sid}/memories",
+                      json={"path": "/a.md", "content": "x"}).json()
+    ver = mem["memory_version_id"]
+    sess = client.post("/v1/sessions", json={"resources": [
+        {"type": "memory_store", "memory_store_id": sid}]}).json()
+    ids = {"memory_store_id": sid, "memory_id": mem["id"], "memory_version_id": ver,
+           "session_id": sess["id"], "resource_id": sess["resources"][0]["id"],
+           "agent_id": "agent_x", "environment_id": "env_x"}
+    shapes = [LONE, {"k": LONE}, {LONE: "v"}, [LONE],
+              [{"type": "user.message", "content": [{"type": "text", "text": LONE}]}],
+              [{"type": "agent.tool_use", "id": "sevt_" + LONE,
+                "processed_at": "2026-01-01T00:00:00Z"}],
+              [{"type": "memory_store", "memory_store_id": LONE}]]
+    for op in api.OPS:
+        if op.method != "POST":
+            continue
+        url = op.path
+        for name, value in ids.items():
+            url = url.replace("{" + name + "}", value)
+        for field in op.body:
+            for shape in shapes:
+                body = json.dumps({field.rstrip("!"): shape})  # ASCII, \ud800 escapes
+                for headers in ({}, {api.SESSION_HEADER: sess["id"]}):
+                    r = client.post(url, content=body.encode(),
+                                    headers={"content-type": "application/json", **headers})
+                    assert r.status_code < 500, (url, body, r.text)
+    for url in ("/v1/memory_stores", "/v1/sessions", f"/v1/sessions/{sess['id']}/events",
+                f"/v1/memory_stores/{sid}/memories", f"/v1/memory_stores/{sid}/memory_versions",
+                f"/v1/memory_stores/{sid}/changes?after=0"):
+        assert client.get(url).status_code == 200, url
+
+
+# -- idle event streams --------------------------------------------------------------------------
+
+
+async def test_idle_event_streams_share_one_poller(store):
+    """100 idle streams (one session each) cost one database poll per interval, not one per
+    stream; an event written straight to the store (as the CLI or a mount does) still
+    arrives, and a deleted session still ends its stream."""
+    hub = api.EventHub(store, interval=0.05)
+    sessions = [store.create_session([]).id for _ in range(100)]
+    frames: dict[str, list[bytes]] = {sid: [] for sid in sessions}
+
+    async def follow(sid):
+        async for frame in hub.stream(sid, store.last_event_seq(sid)):
+            frames[sid].append(frame)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for sid in sessions:
+                nursery.start_soon(follow, sid)
+            await trio.sleep(1.0)
+            assert hub.polls <= 1.0 / 0.05 + 5, hub.polls
+            store.send_events(sessions[7], [{"type": "user.message", "content": []}])
+            for sid in sessions:
+                store.delete_session(sid)
+    assert [f.split(b"\n")[0] for f in frames[sessions[7]]] == [
+        b"event: ping", b"event: user.message", b"event: session.deleted"]
+    assert all(f[-1].startswith(b"event: session.deleted") for f in frames.values())
+    assert hub.statistics() == {"sessions": 0, "subscribers": 0, "polls": hub.polls}
+
+
+async def test_event_streams_keep_polling_when_the_poller_leaves(store):
+    hub = api.EventHub(store, interval=0.05)
+    first, second = store.create_session([]).id, store.create_session([]).id
+    got: list[bytes] = []
+
+    async def follow(sid, into):
+        async for frame in hub.stream(sid, store.last_event_seq(sid)):
+            into.append(frame)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as leaving:
+                leaving.start_soon(follow, first, [])  # the first stream polls for all
+                await trio.sleep(0.2)
+                nursery.start_soon(follow, second, got)
+                await trio.sleep(0.2)
+                leaving.cancel_scope.cancel()
+            polls = hub.polls
+            await trio.sleep(0.3)
+            assert hub.polls > polls  # the second stream took over
+            store.send_events(second, [{"type": "user.message", "content": []}])
+            store.delete_session(second)
+    assert [f.split(b"\n")[0] for f in got] == [
+        b"event: ping", b"event: user.message", b"event: session.deleted"]
