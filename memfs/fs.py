@@ -68,7 +68,7 @@ from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAt
 from . import errors
 from .models import Actor, Change, Memory
 from .protocol import StoreAPI
-from .rules import local_user_actor
+from .rules import local_user_actor, validate_path
 from .toolevents import EventSink, comm, tool_pair
 from .tree import Node, Tree
 
@@ -206,6 +206,27 @@ def _fds_on(pid: int, mountpoint: str, ino: int) -> int:
         else:
             n += 1  # no ino: in fdinfo (old kernel): count it, the safe side
     return n
+
+
+def invalidate_inodes(inodes: list[int]) -> None:
+    for ino in inodes:
+        try:
+            pyfuse3.invalidate_inode(InodeT(ino))
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTCONN):
+                log.warning("invalidate_inode(%d): %s", ino, e)
+
+
+def invalidate_now(ino: int, entries: list[tuple[int, str, int]]) -> None:
+    """Forget one inode's pages and names, waiting for the kernel (call it in a thread)."""
+    for parent, name, deleted in entries:
+        try:
+            pyfuse3.invalidate_entry(InodeT(parent), FileNameT(name.encode("utf-8")),
+                                     deleted=InodeT(deleted))
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTCONN):
+                log.warning("invalidate_entry(%d, %r): %s", parent, name, e)
+    invalidate_inodes([ino])
 
 
 def _handler(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
@@ -472,8 +493,6 @@ class Operations(pyfuse3.Operations):
             raise _Failure(errno.ENAMETOOLONG,
                            f"a file name is at most {NAME_MAX} bytes, not {len(name)}")
         base = parent.path.encode() if parent is not self.root else b""
-        from .store import validate_path  # the store's rule, imported where it is needed
-
         try:
             return validate_path(base + b"/" + name, self.store.limits)
         except errors.MemfsError as e:
@@ -601,8 +620,6 @@ class Operations(pyfuse3.Operations):
         self.tree.stale_entries[:] = [e for e in self.tree.stale_entries if e[2] != node.ino]
         if node.ino in self.tree.stale_inodes:
             self.tree.stale_inodes[:] = [i for i in self.tree.stale_inodes if i != node.ino]
-        from .watch import invalidate_now
-
         await trio.to_thread.run_sync(invalidate_now, node.ino, entries)
 
     # -- commits ---------------------------------------------------------------------------

@@ -1,22 +1,36 @@
-"""Rules shared by every layer that are not a store's: ids and timestamps.
+"""Rules every layer shares: limits, validation of paths, content and strings, ids and time.
 
-Ids are time-ordered (ULID-like, strictly increasing within a process) and timestamps are
-RFC 3339 in UTC with microseconds and ``Z``, so both sort chronologically as strings. Nothing
-here orders a store's states: that is the change feed's sequence number.
+Every limit is in :class:`Limits` and every input rule in one function here; the store calls
+them on every write (it decides), and the filesystem uses the same path rule to name a new file
+before anything is written. Ids are time-ordered (ULID-like, strictly increasing within a
+process) and timestamps are RFC 3339 in UTC with microseconds and ``Z``, so both sort
+chronologically as strings. Nothing here orders a store's states: that is the change feed's
+sequence number.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+import re
 import secrets
 import threading
 import time
+import unicodedata
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import xxhash
 
-from .errors import InvalidRequest
+from .errors import (
+    ContentTooLarge,
+    InvalidContent,
+    InvalidPath,
+    InvalidRequest,
+    PathEncoding,
+    PathTooLong,
+)
 from .models import Actor
 
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"  # ascending ASCII
@@ -77,3 +91,252 @@ def local_user_actor() -> Actor:
         login = str(os.getuid())
     return Actor.user("user_" + xxhash.xxh64_hexdigest(login.encode()))
 
+
+
+#: A UTF-16 surrogate code point: never valid alone in UTF-8 (JSON's ``"\ud800"`` makes one).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_VIEWS = ("basic", "full")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every limit in one place (SPEC §1), configurable for tests."""
+
+    max_memories: int = 2000
+    max_content_bytes: int = 102_400
+    max_path_bytes: int = 1024
+    max_path_segments: int = 20
+    max_session_stores: int = 8
+    max_instructions_chars: int = 4096
+    max_name_chars: int = 255
+    max_description_chars: int = 1024
+    max_metadata_pairs: int = 16
+    max_metadata_key_chars: int = 64
+    max_metadata_value_chars: int = 512
+    max_page_size: int = 100
+    max_full_page_size: int = 20
+    retention_days: float = 30.0
+    retention_keep: int = 10
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Limits:
+        """Defaults, with ``MEMFS_MAX_MEMORIES``, ``MEMFS_RETENTION_DAYS`` and
+        ``MEMFS_RETENTION_KEEP`` overriding them (tests use a small memory limit)."""
+        env = os.environ if environ is None else environ
+        kw: dict[str, Any] = {}
+        if "MEMFS_MAX_MEMORIES" in env:
+            kw["max_memories"] = int(env["MEMFS_MAX_MEMORIES"])
+        if "MEMFS_RETENTION_DAYS" in env:
+            kw["retention_days"] = float(env["MEMFS_RETENTION_DAYS"])
+        if "MEMFS_RETENTION_KEEP" in env:
+            kw["retention_keep"] = int(env["MEMFS_RETENTION_KEEP"])
+        return cls(**kw)
+
+
+# --------------------------------------------------------------------------------------------
+# validation (API.md §2.16, §7.1)
+
+
+def validate_path(path: str | bytes, limits: Limits = Limits()) -> str:
+    """Check a memory path against every rule of API.md §2.16 and return it as ``str``.
+
+    Bytes (as the filesystem passes them) must be valid UTF-8.
+
+    :raises PathEncoding: not valid UTF-8 (or lone surrogates), or not NFC.
+    :raises PathTooLong: over the byte or segment limit.
+    :raises InvalidPath: any other rule.
+    """
+    if isinstance(path, bytes):
+        try:
+            path = path.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PathEncoding("path is not valid UTF-8") from None
+    if not isinstance(path, str):
+        raise InvalidPath("path must be a string")
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathEncoding("path contains lone surrogates (not valid UTF-8)") from None
+    if not path.startswith("/"):
+        raise InvalidPath(f"path must start with '/': {path!r}")
+    if len(encoded) > limits.max_path_bytes:
+        raise PathTooLong(
+            f"path is {len(encoded)} bytes long; the limit is {limits.max_path_bytes} bytes"
+        )
+    segments = path[1:].split("/")
+    if len(segments) > limits.max_path_segments:
+        raise PathTooLong(
+            f"path has {len(segments)} segments; the limit is {limits.max_path_segments}"
+        )
+    for seg in segments:
+        if seg == "":
+            raise InvalidPath(f"path has an empty segment (no '//' or trailing '/'): {path!r}")
+        if seg in (".", ".."):
+            raise InvalidPath(f"path has a '{seg}' segment: {path!r}")
+    for ch in path:
+        if unicodedata.category(ch) in ("Cc", "Cf") or ch in "\u2028\u2029":
+            raise InvalidPath(f"path contains the control or format character U+{ord(ch):04X}")
+    if not unicodedata.is_normalized("NFC", path):
+        raise PathEncoding(f"path is not in Unicode NFC: {path!r}")
+    return path
+
+
+def validate_prefix(prefix: str, limits: Limits = Limits()) -> str:
+    """A ``path_prefix``: ``/`` or a valid path followed by ``/``."""
+    if not isinstance(prefix, str):
+        raise InvalidPath("path_prefix must be a string")
+    if prefix == "/":
+        return prefix
+    if not prefix.endswith("/"):
+        raise InvalidPath(f"path_prefix must end with '/': {prefix!r}")
+    validate_path(prefix[:-1], limits)
+    return prefix
+
+
+def encode_content(content: str | bytes | None, limits: Limits = Limits()) -> tuple[str, bytes]:
+    """Check memory content and return it as ``(text, utf8_bytes)``; ``None`` is ``""``.
+
+    :raises InvalidContent: bytes that are not UTF-8, or a string with lone surrogates.
+    :raises ContentTooLarge: over ``limits.max_content_bytes``.
+    """
+    if content is None:
+        content = ""
+    if isinstance(content, bytes | bytearray | memoryview):
+        data = bytes(content)
+        if len(data) > limits.max_content_bytes:
+            raise ContentTooLarge(_too_large(len(data), limits))
+        try:
+            return data.decode("utf-8"), data
+        except UnicodeDecodeError as e:
+            raise InvalidContent(f"content is not valid UTF-8 (byte {e.start})") from None
+    if not isinstance(content, str):
+        raise InvalidContent("content must be a string")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidContent("content contains lone surrogates (not valid UTF-8)") from None
+    if len(data) > limits.max_content_bytes:
+        raise ContentTooLarge(_too_large(len(data), limits))
+    return content, data
+
+
+def _too_large(size: int, limits: Limits) -> str:
+    return f"content is {size} bytes; the limit is {limits.max_content_bytes} bytes"
+
+
+def _validate_text(value: Any, what: str) -> Any:
+    """Refuse any string in ``value`` that is not valid UTF-8 text, i.e. holds a lone surrogate
+    (JSON's ``"\\ud800"`` escape, or a CLI argument of undecodable bytes): SQLite and every
+    JSON response would fail on it later, for every reader. ``value`` is a string or JSON data
+    (objects' keys and values, lists), walked to any depth; it is returned unchanged.
+
+    :raises InvalidRequest: naming where the string is (``what``, then keys and indexes).
+    """
+    stack: list[tuple[Any, str]] = [(value, what)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE_RE.search(item):
+                raise InvalidRequest(
+                    f"{where} is not valid UTF-8 text (it holds a lone surrogate)"
+                )
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str) and _SURROGATE_RE.search(k):
+                    raise InvalidRequest(
+                        f"a key of {where} is not valid UTF-8 text (it holds a lone surrogate)"
+                    )
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return value
+
+
+def _validate_name(name: Any, limits: Limits) -> str:
+    if not isinstance(name, str):
+        raise InvalidRequest("name must be a string")
+    _validate_text(name, "name")
+    if not 1 <= len(name) <= limits.max_name_chars:
+        raise InvalidRequest(f"name must be 1 to {limits.max_name_chars} characters")
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise InvalidRequest("name must not contain control characters")
+    return name
+
+
+def _validate_description(description: Any, limits: Limits) -> str:
+    if not isinstance(description, str):
+        raise InvalidRequest("description must be a string")
+    _validate_text(description, "description")
+    if len(description) > limits.max_description_chars:
+        raise InvalidRequest(
+            f"description must be at most {limits.max_description_chars} characters"
+        )
+    return description
+
+
+def _validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") -> dict[str, str]:
+    if not isinstance(metadata, dict):
+        raise InvalidRequest(f"{what} must be an object of strings")
+    if len(metadata) > limits.max_metadata_pairs:
+        raise InvalidRequest(f"{what} may hold at most {limits.max_metadata_pairs} pairs")
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not 1 <= len(k) <= limits.max_metadata_key_chars:
+            raise InvalidRequest(
+                f"{what} keys must be 1 to {limits.max_metadata_key_chars} characters"
+            )
+        if not isinstance(v, str) or len(v) > limits.max_metadata_value_chars:
+            raise InvalidRequest(
+                f"{what} values must be strings of at most "
+                f"{limits.max_metadata_value_chars} characters"
+            )
+    _validate_text(metadata, what)
+    return dict(metadata)
+
+
+def _patch_metadata(
+    current: dict[str, str], patch: Any, limits: Limits, what: str = "metadata"
+) -> dict[str, str]:
+    """Apply a metadata patch (a ``None`` value removes the key); limits apply to the result."""
+    if not isinstance(patch, dict):
+        raise InvalidRequest(f"{what} must be an object")
+    result = dict(current)
+    for k, v in patch.items():
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = v
+    return _validate_metadata(result, limits, what)
+
+
+def _dict_list(value: Any, what: str) -> list[dict[str, Any]]:
+    """``None`` -> ``[]``; else a list of objects. :raises InvalidRequest:"""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise InvalidRequest(f"{what} must be a list of objects")
+    return list(value)
+
+
+def slugify(name: str) -> str:
+    """The mount directory name of a store name (API.md §4.3): lowercase, every run of
+    characters other than ASCII letters and digits one hyphen, hyphens trimmed. May be ``""``."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _check_limit(
+    limit: Any, limits: Limits, view: str = "basic", maximum: int | None = None
+) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidRequest("limit must be an integer")
+    top = limits.max_page_size if maximum is None else maximum
+    if not 1 <= limit <= top:
+        raise InvalidRequest(f"limit must be between 1 and {top}")
+    if view == "full":
+        limit = min(limit, limits.max_full_page_size)
+    return limit
+
+
+def _check_view(view: Any) -> str:
+    if view not in _VIEWS:
+        raise InvalidRequest("view must be 'basic' or 'full'")
+    return str(view)

@@ -15,7 +15,6 @@ stops seeing changes for a while is better than a mount that is gone.
 
 from __future__ import annotations
 
-import errno
 import logging
 from typing import Any
 
@@ -24,7 +23,7 @@ import trio
 from pyfuse3 import FileNameT, InodeT
 
 from . import errors
-from .fs import Operations
+from .fs import Operations, invalidate_inodes
 from .models import Change
 from .toolevents import EventSink
 
@@ -139,28 +138,7 @@ async def flush_invalidations(ops: Operations) -> None:
             ignore_enoent=True,
         )
     if inodes:
-        await trio.to_thread.run_sync(_invalidate_inodes, inodes)
-
-
-def _invalidate_inodes(inodes: list[int]) -> None:
-    for ino in inodes:
-        try:
-            pyfuse3.invalidate_inode(InodeT(ino))
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOTCONN):
-                log.warning("invalidate_inode(%d): %s", ino, e)
-
-
-def invalidate_now(ino: int, entries: list[tuple[int, str, int]]) -> None:
-    """Forget one inode's pages and names, waiting for the kernel (call it in a thread)."""
-    for parent, name, deleted in entries:
-        try:
-            pyfuse3.invalidate_entry(InodeT(parent), FileNameT(name.encode("utf-8")),
-                                     deleted=InodeT(deleted))
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOTCONN):
-                log.warning("invalidate_entry(%d, %r): %s", parent, name, e)
-    _invalidate_inodes([ino])
+        await trio.to_thread.run_sync(invalidate_inodes, inodes)
 
 
 class ChangeSubscriber:

@@ -1,0 +1,65 @@
+"""Runtime imports point down only (STYLE.md, "Who may import whom"), checked with an AST walk
+in the spirit of s3ql's check_imports.py. Imports under ``if TYPE_CHECKING:`` do not count."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import memfs
+
+PACKAGE = Path(memfs.__file__).parent
+
+#: module -> the memfs modules it may import at run time.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "models": set(),
+    "rules": {"errors", "models"},
+    "protocol": {"errors", "models"},
+    "database": {"errors", "models"},
+    "store": {"database", "rules", "errors", "models"},
+    "tree": {"errors", "models"},
+    "toolevents": {"protocol", "rules", "errors", "models"},
+    "fs": {"tree", "toolevents", "protocol", "rules", "errors", "models"},
+    "watch": {"fs", "tree", "toolevents", "protocol", "errors", "models"},
+    "client": {"protocol", "rules", "errors", "models"},
+}
+
+
+def runtime_imports(module: str) -> set[str]:
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memfs."):
+            found.add(node.module.split(".")[1])  # type: ignore[union-attr]
+    return found
+
+
+def test_each_layer_imports_only_what_is_below_it() -> None:
+    for module, allowed in ALLOWED.items():
+        extra = runtime_imports(module) - allowed
+        assert not extra, f"memfs.{module} imports {sorted(extra)} (allowed: {sorted(allowed)})"
+
+
+def test_nothing_imports_the_cli() -> None:
+    for path in PACKAGE.glob("*.py"):
+        if path.stem not in ("cli", "__main__"):
+            assert "cli" not in runtime_imports(path.stem), path.name
+
+
+def test_the_filesystem_knows_no_store_server_or_http() -> None:
+    for module in ("fs", "tree", "toolevents", "watch"):
+        text = (PACKAGE / f"{module}.py").read_text()
+        assert "httpx" not in text and "sqlite" not in text, module
+        assert not runtime_imports(module) & {"store", "api", "client", "database"}, module
