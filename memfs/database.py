@@ -39,7 +39,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from .errors import Busy, DatabaseGone, DatabaseUnavailable, StorageError, StorageFull
+from .errors import (
+    Busy,
+    DatabaseGone,
+    DatabaseUnavailable,
+    StorageError,
+    StorageFull,
+    WouldBlock,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -228,6 +235,22 @@ class Database:
 
     # -- transactions ------------------------------------------------------------------------
 
+    @contextmanager
+    def nowait(self) -> Iterator[None]:
+        """Within this block, this thread never waits: where a call would wait for a lock
+        (another process's write lock, our writer busy in another thread) it raises
+        :class:`WouldBlock` before changing anything, so the caller can run it again where
+        waiting is fine. An event loop runs store calls this way first: most never wait, and
+        a worker thread costs more than a whole commit."""
+        self._local.nowait = True
+        try:
+            yield
+        finally:
+            self._local.nowait = False
+
+    def _waiting_allowed(self) -> bool:
+        return not getattr(self._local, "nowait", False)
+
     def _retry(self, fn: Callable[[], T]) -> T:
         """``fn()``, retried while SQLite reports a lock, sleeping outside any lock of ours."""
         deadline = time.monotonic() + WRITE_PATIENCE
@@ -238,6 +261,8 @@ class Database:
             except sqlite3.OperationalError as e:
                 if not _is_busy(e):
                     raise translate(e, self.path) from e
+                if not self._waiting_allowed():
+                    raise WouldBlock() from e
                 if time.monotonic() > deadline:
                     raise Busy("the database stayed locked by other writers; try again") from e
             except sqlite3.Error as e:
@@ -251,7 +276,8 @@ class Database:
         deadline = time.monotonic() + WRITE_PATIENCE
         delay = 0.002
         while True:
-            self._wlock.acquire()
+            if not self._wlock.acquire(blocking=self._waiting_allowed()):
+                raise WouldBlock()
             try:
                 self.writer.execute("BEGIN IMMEDIATE")
                 return  # the lock stays ours until write() ends
@@ -259,6 +285,8 @@ class Database:
                 self._wlock.release()
                 if not _is_busy(e):
                     raise translate(e, self.path) from e
+                if not self._waiting_allowed():
+                    raise WouldBlock() from e
                 if time.monotonic() > deadline:
                     raise Busy("the database stayed locked by other writers; try again") from e
             except BaseException:
@@ -317,8 +345,12 @@ class Database:
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         if self.memory:  # one connection: readers take the writer's lock
-            with self._wlock:
+            if not self._wlock.acquire(blocking=self._waiting_allowed()):
+                raise WouldBlock()
+            try:
                 yield self.writer
+            finally:
+                self._wlock.release()
         else:
             yield self.reader()
 

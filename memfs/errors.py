@@ -142,3 +142,8 @@ class DatabaseGone(StorageError):
 class DatabaseUnavailable(StorageError):
     """The database cannot be used: missing (and not to be created), not an SQLite file, a
     directory, unreadable, or no place for it (no HOME)."""
+
+
+class WouldBlock(Exception):  # noqa: N818 (a signal between layers, not an error of memfs)
+    """A store call made in ``nowait`` mode would have had to wait for a lock; nothing was done
+    (the caller runs it again where waiting is fine). Never reaches a user."""

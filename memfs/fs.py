@@ -455,7 +455,25 @@ class Operations(pyfuse3.Operations):
     # -- helpers ---------------------------------------------------------------------------
 
     async def _call(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
-        """Run a blocking store call in a worker thread (the trio thread keeps serving)."""
+        """Run a store call without ever waiting on the trio thread.
+
+        A local store is asked first to do it at once (its ``nowait`` mode: no lock is waited
+        for, and a commit with synchronous=NORMAL writes without syncing): most calls finish
+        so in less time than a thread handoff takes. One that would wait (another process
+        holds the write lock) and every call to a server run in a worker thread, while the
+        trio thread keeps serving.
+        """
+        nowait = getattr(self.store, "nowait", None)
+        if nowait is not None:
+            try:
+                with nowait():
+                    return fn(*args, **kwargs)
+            except errors.WouldBlock:
+                pass
+        return await self._in_thread(fn, *args, **kwargs)
+
+    async def _in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+        """Run a call that may wait (a disk sync, a lock) in a worker thread."""
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
     def _node(self, inode: int) -> Node:
@@ -965,7 +983,7 @@ class Operations(pyfuse3.Operations):
             await self._commit_handle(h)
         # The store commits with synchronous=NORMAL: fsync() is where the data must reach
         # the disk, this file's and every earlier commit's.
-        await self._call(self.store.sync)
+        await self._in_thread(self.store.sync)
 
     @_handler
     async def release(self, fh: FileHandleT) -> None:

@@ -667,6 +667,11 @@ class Store:
         """:raises DatabaseGone: the database file was deleted or replaced while in use."""
         self.database.check_file()
 
+    def nowait(self) -> AbstractContextManager[None]:
+        """Calls in this block never wait for a lock: they raise
+        :class:`memfs.errors.WouldBlock` first (see :meth:`Database.nowait`)."""
+        return self.database.nowait()
+
     def close(self) -> None:
         self.database.close()
 
