@@ -63,3 +63,26 @@ def test_the_filesystem_knows_no_store_server_or_http() -> None:
         text = (PACKAGE / f"{module}.py").read_text()
         assert "httpx" not in text and "sqlite" not in text, module
         assert not runtime_imports(module) & {"store", "api", "client", "database"}, module
+
+
+def test_store_and_client_implement_the_protocol_a_mount_is_written_against() -> None:
+    import inspect
+
+    from memfs.client import Client
+    from memfs.protocol import StoreAPI
+    from memfs.store import Store
+
+    store = Store(":memory:")
+    client = Client("http://127.0.0.1:9")
+    try:
+        assert isinstance(store, StoreAPI) and isinstance(client, StoreAPI)
+        for name, member in vars(StoreAPI).items():
+            if name.startswith("_") or not callable(member):
+                continue
+            want = set(inspect.signature(member).parameters) - {"self"}
+            for impl in (store, client):
+                have = set(inspect.signature(getattr(impl, name)).parameters)
+                assert want <= have, (type(impl).__name__, name, want - have)
+    finally:
+        store.close()
+        client.close()
