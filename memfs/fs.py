@@ -669,14 +669,18 @@ class Operations(pyfuse3.Operations):
             except errors.MemfsError as e:
                 log.info("commit of %s refused: %s", path, e.message)
                 self.tree.discard(node)
-                await self._invalidate_now(node)
-                raise _Failure.of(e) from None
-            self._logged(events)
-            self.tree.set_memory(node, m, m.seq)
-            if node.gen == gen:
-                node.dirty = False
-            self.tree.cache_content(node, data)
-            return m
+                failure = _Failure.of(e)
+            else:
+                self._logged(events)
+                self.tree.set_memory(node, m, m.seq)
+                if node.gen == gen:
+                    node.dirty = False
+                self.tree.cache_content(node, data)
+                return m
+        # Outside the mutex: the kernel may hold the directory locked for a request (an
+        # unlink) that waits for the mutex, and forgetting the name needs that lock.
+        await self._invalidate_now(node)
+        raise failure
 
     def _file_pair(self, h: _Handle, size: int | None = None, memory: Memory | None = None,
                    failure: _Failure | None = None) -> list[dict[str, Any]] | None:
