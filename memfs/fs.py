@@ -533,7 +533,8 @@ class Operations(pyfuse3.Operations):
         entry.attr_timeout = self.timeout
         if node.is_dir:
             entry.st_mode = ModeT(stat.S_IFDIR | 0o755)
-            entry.st_nlink = 2
+            # "." and the entry in its parent, plus each subdirectory's "..".
+            entry.st_nlink = 2 + sum(1 for c in (node.children or {}).values() if c.is_dir)
             size = 4096
         else:
             entry.st_mode = ModeT(stat.S_IFREG | 0o644)

@@ -417,6 +417,16 @@ def test_name_max_ftruncate_times_and_nlink(setup):
         os.close(fd)
 
 
+def test_a_directory_links_count_its_subdirectories(setup):
+    _, _, m = setup
+    (m.root / "d" / "a").mkdir(parents=True)
+    (m.root / "d" / "b").mkdir()
+    (m.root / "d" / "f.md").write_text("f")
+    assert os.stat(m.root / "d").st_nlink == 4
+    os.rename(m.root / "d" / "b", m.root / "b")
+    assert os.stat(m.root / "d").st_nlink == 3
+
+
 def test_no_mount_left_behind(setup):
     _, _, m = setup
     m.stop()
