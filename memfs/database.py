@@ -272,28 +272,19 @@ class Database:
 
     def _begin(self) -> None:
         """Take SQLite's write lock with ``BEGIN IMMEDIATE``, holding our writer lock only for
-        the attempt: between attempts nothing of ours is held."""
-        deadline = time.monotonic() + WRITE_PATIENCE
-        delay = 0.002
-        while True:
+        each attempt: between attempts (:meth:`_retry` sleeps) nothing of ours is held."""
+
+        def attempt() -> None:
             if not self._wlock.acquire(blocking=self._waiting_allowed()):
                 raise WouldBlock()
             try:
                 self.writer.execute("BEGIN IMMEDIATE")
-                return  # the lock stays ours until write() ends
-            except sqlite3.OperationalError as e:
-                self._wlock.release()
-                if not _is_busy(e):
-                    raise translate(e, self.path) from e
-                if not self._waiting_allowed():
-                    raise WouldBlock() from e
-                if time.monotonic() > deadline:
-                    raise Busy("the database stayed locked by other writers; try again") from e
             except BaseException:
                 self._wlock.release()
                 raise
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.1)
+            # The writer lock stays ours until write() ends.
+
+        self._retry(attempt)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

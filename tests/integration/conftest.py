@@ -174,3 +174,13 @@ def mounter(fuse: None, db: Path, tmp_path: Path) -> Iterator[Callable[..., Moun
     yield start
     for m in mounts:
         m.stop()
+
+
+@pytest.fixture
+def setup(open_store: Callable[..., Store], mounter: Callable[..., Mount]
+          ) -> tuple[Store, str, Mount]:
+    """A store in the test database, mounted: ``(store, store_id, mount)``."""
+    store = open_store()
+    s = store.create_store("fuse test")
+    m = mounter(s.id)
+    return store, s.id, m

@@ -21,32 +21,9 @@ import pytest
 from memfs.store import Store
 
 from .conftest import in_proc_mounts, retry
+from .test_fuse import errno_of, ops_of, sh
 
 pytestmark = pytest.mark.fuse
-
-
-def sh(cmd: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, text=True,
-                          check=check, timeout=60)
-
-
-def errno_of(fn) -> int:
-    with pytest.raises(OSError) as e:
-        fn()
-    return e.value.errno
-
-
-def ops_of(store: Store, sid: str, path: str | None = None) -> list[str]:
-    vs = reversed(store.list_versions(sid, limit=100).data)
-    return [v.operation for v in vs if path is None or v.path == path]
-
-
-@pytest.fixture
-def setup(open_store, mounter):
-    store = open_store()
-    s = store.create_store("faults")
-    m = mounter(s.id)
-    return store, s.id, m
 
 
 # -- 1. another process holds the write lock ------------------------------------------------
@@ -235,13 +212,13 @@ def test_a_failed_write_keeps_the_previous_version(setup):
     store, sid, m = setup
     sh("printf 'twenty-six bytes of text\\n' > m.md", m.root, check=True)
     before = store.get_memory_by_path(sid, "/m.md")
-    out = sh("head -c 150000 /dev/zero | tr '\\0' x > m.md", m.root)
+    out = sh("head -c 150000 /dev/zero | tr '\\0' x > m.md", m.root, check=False)
     assert out.returncode != 0 and "too large" in out.stderr.lower()
     assert store.get_memory_by_path(sid, "/m.md").memory_version_id == before.memory_version_id
     assert (m.root / "m.md").read_text() == before.content
     big = m.root.parent / "big.txt"
     big.write_bytes(b"y" * 150_000)
-    assert sh(f"cp {big} m.md", m.root).returncode != 0
+    assert sh(f"cp {big} m.md", m.root, check=False).returncode != 0
     assert ops_of(store, sid, "/m.md") == ["created"]
     results = [res for use, res in m.pairs() if use["input"]["file_path"] == str(m.root / "m.md")]
     failed = [res for res in results if res["is_error"]]
@@ -266,11 +243,11 @@ def test_a_flush_from_a_forked_child_does_not_commit(setup):
 
 def test_bytes_that_cannot_be_utf8_are_refused_at_write(setup):
     store, sid, m = setup
-    out = sh("printf '\\xff\\xfe' > f.md", m.root)
+    out = sh("printf '\\xff\\xfe' > f.md", m.root, check=False)
     assert out.returncode != 0
     assert not (m.root / "f.md").exists()
     # The refused name must not linger: the next redirect creates the file for real.
-    out = sh("printf '\\xff\\n' > g.md; echo hello > g.md", m.root)
+    out = sh("printf '\\xff\\n' > g.md; echo hello > g.md", m.root, check=False)
     assert out.returncode == 0, out.stderr
     assert store.get_memory_by_path(sid, "/g.md").content == "hello\n"
     assert (m.root / "g.md").read_text() == "hello\n"

@@ -34,14 +34,6 @@ def ops_of(store, sid: str, path: str | None = None) -> list[str]:
     return [v.operation for v in vs if path is None or v.path == path]
 
 
-@pytest.fixture
-def setup(open_store, mounter):
-    store = open_store()
-    s = store.create_store("fuse test")
-    m = mounter(s.id)
-    return store, s.id, m
-
-
 @pytest.mark.parametrize("check", posix_checks.ALL, ids=lambda c: c.__name__)
 def test_posix(setup, check):
     _, _, m = setup
