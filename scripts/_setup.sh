@@ -2,11 +2,15 @@
 need_apt=()
 command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 pkg-config --exists fuse3 2>/dev/null || need_apt+=(libfuse3-dev pkg-config)
+# To build pjdfstest (tests/integration/test_pjdfstest.py, scripts/pjdfstest).
+command -v autoreconf >/dev/null 2>&1 || need_apt+=(autoconf automake)
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing ${need_apt[*]} (Debian packages)..." >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fuse3 libfuse3-dev pkg-config >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >&2
 fi
 if [ ! -x .venv/bin/python ]; then
     echo "creating .venv..." >&2
