@@ -1007,8 +1007,10 @@ class Operations(pyfuse3.Operations):
                 except _Failure as f:
                     # The kernel ignores release() errors: the event log has to tell.
                     log.warning("%s not saved: %s", node.path, f.text())
-            if node.writers == 0 and node.dirty:
-                self.tree.discard(node)  # a failed write, or unlinked while open
+            if node.writers == 0 and node.dirty and (node.attached or not node.handles):
+                # A failed write; or unlinked while open, once nobody holds it any more (until
+                # then the data stays readable through the other descriptors, as POSIX says).
+                self.tree.discard(node)
             if node.handles == 0 and not node.dirty:
                 node.buffer = None
         finally:
