@@ -91,6 +91,12 @@ class Context:
                 self._store = open_store(self.db_path, create=create)
         return self._store
 
+    def close(self) -> None:
+        """Close :attr:`store` if it was opened (a later use opens it again)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
     def output(self, obj: Any, human: str | None = None) -> None:
         """Print ``obj`` (a model, a list of models, or plain data) as JSON with ``--json``,
         else ``human`` (or the JSON when there is no human form)."""
@@ -169,7 +175,6 @@ def cli(
     "--store",
     "stores",
     multiple=True,
-    required=True,
     metavar="REF[:read_only|:read_write]",
     help="A store to attach (id or name), read_write unless ':read_only'. Up to 8.",
 )
@@ -180,6 +185,14 @@ def cli(
     metavar="REF=TEXT",
     help="Instructions for the agent on the attached store REF (id or name; at most 4,096 "
     "characters).",
+)
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A session spec file (YAML or JSON: resources, title, metadata) instead of --store "
+    "and --instructions.",
 )
 @click.option(
     "--root",
@@ -201,6 +214,7 @@ def run(
     ctx: Context,
     stores: tuple[str, ...],
     instructions: tuple[str, ...],
+    spec_path: str | None,
     root: str | None,
     isolation: str,
     command: tuple[str, ...],
@@ -216,15 +230,25 @@ def run(
     stopped and the session is marked terminated. The exit status is COMMAND's (128+N if it
     died of signal N); 127/126 if it cannot be run; 1 with one line on stderr if a mount dies.
 
+    The stores come from --store/--instructions or from a --spec file (its resources,
+    title and metadata), not both.
+
     Example:
 
     \b
         memfs run --store notes --store "Team Docs:read_only" \\
             --instructions "Team Docs=Look here before answering." -- bash -i
+        memfs run --spec session.yaml -- bash -i
     """
     from .session import Attachment, Launch, LaunchError
     from .session import run as run_session
 
+    if spec_path is not None and (stores or instructions):
+        raise click.UsageError(
+            "--spec lists the session's stores: give --spec or --store/--instructions, not both"
+        )
+    if spec_path is None and not stores:
+        raise click.UsageError("give the stores to attach: --store REF (repeatable) or --spec")
     launch = Launch(
         [Attachment.parse(s) for s in stores],
         list(command),
@@ -235,6 +259,10 @@ def run(
         isolation=isolation,
         instructions=_pairs(instructions, "--instructions", "REF=TEXT"),
     )
+    if spec_path is not None:
+        spec = _load_spec(ctx, spec_path)
+        launch.attachments = spec.attachments
+        launch.title, launch.metadata = spec.title, spec.metadata
     try:
         status = run_session(launch)
     except LaunchError as e:
@@ -975,7 +1003,7 @@ def versions_prune(ctx: Context) -> None:
 
 @cli.group()
 def session() -> None:
-    """Inspect agent sessions: their attached stores, system prompt and tool events.
+    """Create and inspect agent sessions: their attached stores, system prompt and tool events.
 
     Example:
 
@@ -1028,6 +1056,49 @@ def session_list(
     ctx.output(items, human)
 
 
+def _load_spec(ctx: Context, path: str) -> Any:
+    """The session spec in ``path``, checked, its stores resolved to ids (memfs.spec)."""
+    from .spec import load
+
+    spec = load(path)
+    try:
+        return spec.resolve(ctx.store)
+    finally:
+        ctx.close()  # memfs run opens its own; memfs session create reopens it
+
+
+@session.command("create")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False),
+              metavar="FILE", help="The session spec (YAML or JSON): resources, title, metadata.")
+@pass_ctx
+def session_create(ctx: Context, spec_path: str) -> None:
+    """Create an idle session from a spec file, for a runner to launch later, and print its
+    id (--json: the session). Nothing is mounted; each store's mount_path is under
+    /mnt/memory.
+
+    The spec is YAML (or JSON) with the session's resources, as the API's sessions.create
+    takes them, plus a store name in place of an id (memory_store: NAME), a title and
+    metadata:
+
+    \b
+        title: Triage
+        metadata: {team: support}
+        resources:
+          - type: memory_store
+            memory_store: User Preferences
+            access: read_only
+            instructions: Check the user's preferences before answering.
+
+    Example:
+
+    \b
+        memfs session create --spec session.yaml
+    """
+    spec = _load_spec(ctx, spec_path)
+    s = ctx.store.create_session(spec.resources(), title=spec.title, metadata=spec.metadata)
+    ctx.output(s, s.id)
+
+
 @session.command("show")
 @click.argument("session_id", metavar="ID")
 @pass_ctx
@@ -1048,6 +1119,9 @@ def session_show(ctx: Context, session_id: str) -> None:
     ]
     if s.title:
         lines.append(f"title:    {s.title}")
+    if s.metadata:
+        lines.append("metadata:")
+        lines += [f"  {k}={v}" for k, v in sorted(s.metadata.items())]
     if s.archived_at:
         lines.append(f"archived: {s.archived_at}")
     lines.append(f"stores:   {len(s.resources) or 'none'}")

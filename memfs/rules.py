@@ -293,6 +293,34 @@ def _validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") ->
     return dict(metadata)
 
 
+def _validate_session_resource(
+    resource: Any, limits: Limits
+) -> tuple[str, str, str | None]:
+    """One entry of a session's ``resources`` (API.md §4.2), without looking its store up:
+    ``{"type": "memory_store", "memory_store_id", "access"?, "instructions"?}``.
+
+    :returns: ``(memory_store_id, access, instructions)``, access defaulting to read_write.
+    :raises InvalidRequest:
+    """
+    if not isinstance(resource, dict) or resource.get("type") != "memory_store":
+        raise InvalidRequest("only resources of type 'memory_store' are supported")
+    store_id = resource.get("memory_store_id")
+    if not isinstance(store_id, str) or not store_id:
+        raise InvalidRequest("memory_store_id is required on every memory_store resource")
+    access = resource.get("access") or "read_write"
+    if access not in ("read_write", "read_only"):
+        raise InvalidRequest("access must be 'read_write' or 'read_only'")
+    instructions = resource.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise InvalidRequest("instructions must be a string")
+    if instructions is not None and len(instructions) > limits.max_instructions_chars:
+        raise InvalidRequest(
+            f"instructions are {len(instructions)} characters; the limit is "
+            f"{limits.max_instructions_chars}"
+        )
+    return store_id, access, instructions
+
+
 def _patch_metadata(
     current: dict[str, str], patch: Any, limits: Limits, what: str = "metadata"
 ) -> dict[str, str]:

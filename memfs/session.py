@@ -84,10 +84,12 @@ class LaunchError(MemfsError):
 
 @dataclass
 class Attachment:
-    """One ``--store REF[:access]``."""
+    """One ``--store REF[:access]``, or one ``resources`` entry of a spec file (memfs.spec),
+    which may carry its ``instructions``."""
 
     ref: str
     access: str = "read_write"
+    instructions: str | None = None
 
     @classmethod
     def parse(cls, spec: str) -> Attachment:
@@ -125,6 +127,9 @@ class Launch:
     api_key: str | None = None
     isolation: str = "auto"  # auto | namespace | none
     instructions: list[tuple[str, str]] = field(default_factory=list)
+    #: The session's title (default: the command line) and metadata (``--spec``).
+    title: str | None = None
+    metadata: dict[str, str] | None = None
 
 
 def _privileged() -> bool:
@@ -322,6 +327,8 @@ class Launcher:
             res: dict[str, Any] = {
                 "type": "memory_store", "memory_store_id": store.id, "access": a.access,
             }
+            if a.instructions is not None:
+                res["instructions"] = a.instructions
             resources.append(res)
             by_id.setdefault(store.id, res)
         for ref, text in self.launch.instructions:
@@ -345,7 +352,8 @@ class Launcher:
             root=self.root,
             agent={"type": "agent", "id": "local", "name": os.path.basename(cmd[0])},
             environment_id="local",
-            title=" ".join(cmd)[:200],
+            title=" ".join(cmd)[:200] if self.launch.title is None else self.launch.title,
+            metadata=self.launch.metadata,
             status="idle",
             **owner,
         )

@@ -81,6 +81,7 @@ from .rules import (  # noqa: F401  (re-exported: the store is where callers loo
     _validate_description,
     _validate_metadata,
     _validate_name,
+    _validate_session_resource,
     _validate_text,
     encode_content,
     format_time,
@@ -1777,25 +1778,10 @@ class Store:
             used: set[str] = set()
             rows = []
             for pos, r in enumerate(mem):
-                store_id = r.get("memory_store_id")
-                if not isinstance(store_id, str) or not store_id:
-                    raise InvalidRequest(
-                        "memory_store_id is required on every memory_store resource"
-                    )
+                store_id, access, instructions = _validate_session_resource(r, lim)
                 if store_id in seen:
                     raise InvalidRequest(f"memory store {store_id} is attached twice")
                 seen.add(store_id)
-                access = r.get("access") or "read_write"
-                if access not in ("read_write", "read_only"):
-                    raise InvalidRequest("access must be 'read_write' or 'read_only'")
-                instructions = r.get("instructions")
-                if instructions is not None and not isinstance(instructions, str):
-                    raise InvalidRequest("instructions must be a string")
-                if instructions is not None and len(instructions) > lim.max_instructions_chars:
-                    raise InvalidRequest(
-                        f"instructions are {len(instructions)} characters; the limit is "
-                        f"{lim.max_instructions_chars}"
-                    )
                 store = self._store_in(c, store_id)
                 if store.archived_at is not None:
                     raise StoreArchived(

@@ -301,6 +301,70 @@ def test_session_end_to_end(
     assert cli("session", "prompt", sid) == prompt
 
 
+# -- a session spec file ------------------------------------------------------------------------
+
+
+SPEC_SCRIPT = r"""
+R=$ROOT
+ls "$R" > "$T/ls-root"
+cp "$MEMFS_SYSTEM_PROMPT_FILE" "$T/prompt.md"
+echo "from the spec" > "$R/notes/n.md"
+cat "$R/ref/guide.md" > "$T/cat-ref"
+if (echo nope > "$R/ref/new.md") 2> "$T/erofs"; then exit 99; fi
+grep " $R/" /proc/self/mounts > "$T/mounts-inside"
+"""
+
+
+def test_session_from_a_spec_file(launch: Callable[..., Run], store: Store,
+                                  tmp_path: Path) -> None:
+    """memfs run --spec: two stores (one read_only, named by id), title, metadata and
+    instructions as the file gives them."""
+    notes, _, ref = make_stores(store)
+    spec = tmp_path / "session.yaml"
+    spec.write_text(
+        "title: Spec test\n"
+        "metadata: {team: support, ticket: '42'}\n"
+        "resources:\n"
+        "  - type: memory_store\n"
+        "    memory_store: Notes\n"
+        "    instructions: Write what you learn here.\n"
+        "  - type: memory_store\n"
+        f"    memory_store_id: {ref}\n"
+        "    access: read_only\n"
+        "    instructions: |\n"
+        "      Only read this.\n"
+        "      Never guess.\n"
+    )
+    root = tmp_path / "root"
+    r = launch(["--spec", str(spec), "--root", str(root), "--isolation", "none"],
+               SPEC_SCRIPT, env={"ROOT": str(root)})
+    assert r.wait() == 0, r.err
+    assert r.err == ""
+
+    assert (tmp_path / "ls-root").read_text().split() == ["notes", "ref"]
+    assert (tmp_path / "cat-ref").read_text() == "# Guide\nBe brief.\n"
+    assert "Read-only file system" in (tmp_path / "erofs").read_text()
+    modes = {
+        line.split()[1]: line.split()[3].split(",") for line in
+        (tmp_path / "mounts-inside").read_text().splitlines()
+    }
+    assert "ro" in modes[str(root / "ref")] and "rw" in modes[str(root / "notes")]
+    prompt = (tmp_path / "prompt.md").read_text()
+    assert f"- Mount path: {root}/notes\n- Access: read_write" in prompt
+    assert f"- Mount path: {root}/ref\n- Access: read_only" in prompt
+    assert "- Instructions: Write what you learn here." in prompt
+    assert "- Instructions: Only read this.\n  Never guess." in prompt
+
+    (s,) = store.list_sessions().data
+    assert s.title == "Spec test" and s.metadata == {"team": "support", "ticket": "42"}
+    assert [(x.memory_store_id, x.access, x.mount_path) for x in s.resources] == [
+        (notes, "read_write", f"{root}/notes"), (ref, "read_only", f"{root}/ref"),
+    ]
+    assert store.get_memory_by_path(notes, "/n.md").content == "from the spec\n"
+    assert store.list_versions(ref, session_id=s.id).data == []
+    assert_ended(store, s.id, root, tmp_path)
+
+
 # -- stopping: CMD killed, launcher signalled, a daemon dies --------------------------------
 
 

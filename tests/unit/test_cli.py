@@ -532,6 +532,123 @@ def test_session_prompt(ok, js, a_session):
     assert js("session", "prompt", a_session.id) == {"session_id": a_session.id, "prompt": text}
 
 
+# -- session spec files (memfs.spec) ------------------------------------------------------------
+
+SPEC = """\
+title: Triage
+metadata: {team: support}
+resources:
+  - type: memory_store
+    memory_store: User Preferences
+    instructions: Check first.
+  - type: memory_store
+    memory_store_id: {docs}
+    access: read_only
+"""
+
+
+@pytest.fixture
+def spec_file(tmp_path, store):
+    """A spec naming one store by name and one by id; the stores exist."""
+    store.create_store("User Preferences", "Per-user preferences.")
+    docs = store.create_store("Team Docs")
+    path = tmp_path / "session.yaml"
+    path.write_text(SPEC.replace("{docs}", docs.id))
+    return path
+
+
+def test_session_create_from_a_spec(run, ok, js, spec_file, store):
+    sid = ok("session", "create", "--spec", str(spec_file)).strip()
+    s = store.get_session(sid)
+    assert s.status == "idle" and s.title == "Triage" and s.metadata == {"team": "support"}
+    assert [(r.name, r.access, r.instructions, r.mount_path) for r in s.resources] == [
+        ("User Preferences", "read_write", "Check first.", "/mnt/memory/user-preferences"),
+        ("Team Docs", "read_only", None, "/mnt/memory/team-docs"),
+    ]
+    created = js("session", "create", "--spec", str(spec_file))
+    assert created["type"] == "session" and created["status"] == "idle"
+    assert created["title"] == "Triage" and created["metadata"] == {"team": "support"}
+    assert [r["access"] for r in created["resources"]] == ["read_write", "read_only"]
+    shown = ok("session", "show", sid)
+    assert "title:    Triage" in shown and "  team=support" in shown
+
+
+def test_session_create_spec_errors_are_one_line(run, spec_file, store, tmp_path):
+    text = spec_file.read_text()
+    spec_file.write_text(text.replace("access: read_only", "access: readonly"))
+    assert_error(run("session", "create", "--spec", str(spec_file)), 5,
+                 f"{spec_file}: resources[1]: access must be 'read_write' or 'read_only'")
+    spec_file.write_text(text.replace("User Preferences", "User Prefs"))
+    assert_error(run("session", "create", "--spec", str(spec_file)), 3,
+                 f"{spec_file}: resources[0]: no memory store with id or name 'User Prefs'")
+    spec_file.write_text(text + "agent: x\n")
+    assert_error(run("session", "create", "--spec", str(spec_file)), 5, "unknown key 'agent'")
+    spec_file.write_text(text.replace("    access: read_only\n", "    access: read_only\n" * 2))
+    assert_error(run("session", "create", "--spec", str(spec_file)), 5,
+                 f"{spec_file}: line 10, column 5: the key 'access' is given twice")
+    assert_error(run("session", "create", "--spec", str(tmp_path / "nope.yaml")), 5,
+                 "cannot read the session spec", "nope.yaml")
+    assert store.list_sessions().data == []
+    result = run("session", "create")
+    assert result.exit_code == 2 and "--spec" in result.stderr
+
+
+def test_session_create_from_a_spec_through_a_server(spec_file, store, monkeypatch):
+    """With --url the spec's stores are looked up and the session created on the server."""
+    import functools
+
+    from starlette.testclient import TestClient
+
+    from memfs import client
+    from memfs.api import create_app
+    from tests.unit.test_client import through
+
+    with TestClient(create_app(store, ["k"])) as tc:
+        monkeypatch.setattr(client, "Client",
+                            functools.partial(client.Client, transport=through(tc)))
+        runner = CliRunner()
+        result = runner.invoke(cli, ["--url", "http://memfs", "--api-key", "k", "session",
+                                     "create", "--spec", str(spec_file)])
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        s = store.get_session(result.stdout.strip())
+        assert s.title == "Triage" and [r.access for r in s.resources] == [
+            "read_write", "read_only"]
+        spec_file.write_text(spec_file.read_text().replace("User Preferences", "Nope"))
+        result = runner.invoke(cli, ["--url", "http://memfs", "--api-key", "k", "session",
+                                     "create", "--spec", str(spec_file)])
+        assert_error(result, 3, f"{spec_file}: resources[0]: ", "'Nope'")
+
+
+def test_run_takes_the_spec(run, spec_file, store, monkeypatch):
+    """memfs run --spec hands the launcher the spec's stores (by id), title and metadata."""
+    from memfs import session
+
+    launched = []
+    monkeypatch.setattr(session, "run", lambda launch: launched.append(launch) or 0)
+    result = run("run", "--spec", str(spec_file), "--", "true")
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    [launch] = launched
+    prefs, docs = (store.resolve_store(n).id for n in ("User Preferences", "Team Docs"))
+    assert launch.attachments == [
+        session.Attachment(prefs, "read_write", "Check first."),
+        session.Attachment(docs, "read_only"),
+    ]
+    assert launch.title == "Triage" and launch.metadata == {"team": "support"}
+    assert launch.instructions == [] and launch.command == ["true"]
+
+
+def test_run_spec_and_store_flags_do_not_mix(run, spec_file, store):
+    for extra in (["--store", "Team Docs"], ["--instructions", "Team Docs=x"]):
+        result = run("run", "--spec", str(spec_file), *extra, "--", "true")
+        assert result.exit_code == 2 and "not both" in result.stderr, result.stderr
+    result = run("run", "--", "true")
+    assert result.exit_code == 2 and "--store REF (repeatable) or --spec" in result.stderr
+    spec_file.write_text(spec_file.read_text().replace("read_only", "ro"))
+    assert_error(run("run", "--spec", str(spec_file), "--", "true"), 5,
+                 f"{spec_file}: resources[1]: access must be")
+    assert store.list_sessions().data == []
+
+
 def _resource(name, access, description="", instructions=None, mount="/mnt/memory/x"):
     return SessionResource("sesrsc_1", "sesn_1", "memstore_1", access, instructions, name,
                            description, mount)

@@ -23,6 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "fs": {"tree", "toolevents", "protocol", "rules", "errors", "models"},
     "watch": {"fs", "tree", "toolevents", "protocol", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
+    # Session spec files read into the launcher's Attachments; stores only through StoreAPI.
+    "spec": {"session", "protocol", "rules", "errors", "models"},
 }
 
 

@@ -1,0 +1,228 @@
+"""Session spec files: ``memfs run --spec FILE`` and ``memfs session create --spec FILE``.
+
+A spec is YAML (JSON is YAML too) describing a session as the API's ``sessions.create`` does
+(API.md §4.2)::
+
+    title: Triage bot                  # optional; memfs run defaults to the command line
+    metadata: {team: support}          # optional; strings only (quote numbers and yes/no)
+    resources:
+      - type: memory_store
+        memory_store: User Preferences # a name or an id, looked up like --store
+        access: read_write             # or read_only; the default is read_write
+        instructions: Check before answering.
+      - type: memory_store
+        memory_store_id: memstore_01…  # the API's own key: the wire shape pasted as is
+        access: read_only
+
+Each entry is the wire shape of ``BetaManagedAgentsMemoryStoreResourceParam``, with one
+addition: ``memory_store`` names the store by name or id (as ``--store`` does); an entry has
+exactly one of ``memory_store`` and ``memory_store_id``. ``memory_store_id`` is resolved the
+same way, so a name there works too, but an id is what it is meant to hold.
+
+:func:`load` reads and checks a spec into :class:`SessionSpec`, whose ``attachments`` are the
+same :class:`~memfs.session.Attachment` objects ``--store`` gives (plus their instructions).
+Nothing here talks to a store except :meth:`SessionSpec.resolve`, which looks the stores up.
+Every rule the store has is the store's (:func:`memfs.rules._validate_session_resource`,
+``_validate_metadata``): this module checks only the file's shape (unknown keys are refused, so
+a typo never passes silently) and names where a message belongs: ``FILE: resources[1]: …``.
+Every error is :class:`~memfs.errors.InvalidRequest` (exit 5), or whatever the store raises
+for a store that is not there (``NotFound``, exit 3, as ``--store`` gives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import yaml
+
+from .errors import InvalidRequest, MemfsError
+from .protocol import StoreAPI
+from .rules import Limits, _validate_metadata, _validate_session_resource, _validate_text
+from .session import Attachment
+
+#: The keys of a spec, and of one of its resources.
+SPEC_KEYS = ("title", "metadata", "resources")
+RESOURCE_KEYS = ("type", "memory_store", "memory_store_id", "access", "instructions")
+
+
+@dataclass
+class SessionSpec:
+    """A checked spec: what ``--store``/``--instructions`` would have given, plus a title
+    and metadata. ``source`` is the file name every error message starts with."""
+
+    source: str
+    attachments: list[Attachment] = field(default_factory=list)
+    title: str | None = None
+    metadata: dict[str, str] | None = None
+
+    def resources(self) -> list[dict[str, Any]]:
+        """The wire ``resources`` (API.md §4.2); ids only once :meth:`resolve` has run."""
+        out: list[dict[str, Any]] = []
+        for a in self.attachments:
+            res: dict[str, Any] = {
+                "type": "memory_store", "memory_store_id": a.ref, "access": a.access,
+            }
+            if a.instructions is not None:
+                res["instructions"] = a.instructions
+            out.append(res)
+        return out
+
+    def resolve(self, store: StoreAPI) -> SessionSpec:
+        """This spec with every store named by its id, looked up as ``--store`` does.
+
+        :raises NotFound, InvalidRequest: the store's error, after ``FILE: resources[i]: ``.
+        """
+        resolved = []
+        for i, a in enumerate(self.attachments):
+            try:
+                found = store.resolve_store(a.ref)
+            except MemfsError as e:
+                e.args = (f"{self.source}: resources[{i}]: {e.message}", *e.args[1:])
+                raise
+            resolved.append(replace(a, ref=found.id))
+        return replace(self, attachments=resolved)
+
+
+def load(path: str, limits: Limits | None = None) -> SessionSpec:
+    """Read and check the spec file ``path`` (see the module docstring).
+
+    :raises InvalidRequest: the file cannot be read, is not YAML, or breaks a rule; the
+        message names the file and where in it.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InvalidRequest(f"cannot read the session spec {path}: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidRequest(f"{path}: not UTF-8 text (byte {e.start})") from None
+    return parse(text, path, limits)
+
+
+def parse(text: str, source: str = "<spec>", limits: Limits | None = None) -> SessionSpec:
+    """Check the spec in ``text``; ``source`` names it in messages. See :func:`load`."""
+    lim = limits or Limits()
+    try:
+        doc = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader, see _Loader)
+    except yaml.YAMLError as e:
+        raise InvalidRequest(f"{source}: {_yaml_problem(e)}") from None
+
+    def bad(where: str, message: str) -> InvalidRequest:
+        return InvalidRequest(f"{source}: {where}{message}")
+
+    if doc is None:
+        raise bad("", "the session spec is empty (it needs at least resources: [])")
+    if not isinstance(doc, dict):
+        raise bad("", "a session spec must be a mapping with resources, title and metadata")
+    _refuse_unknown(doc, SPEC_KEYS, lambda key: bad("", f"unknown key {key!r} (expected "
+                                                        f"{', '.join(SPEC_KEYS)})"))
+    spec = SessionSpec(source)
+    try:
+        _validate_text(doc, "the spec")
+    except InvalidRequest as e:
+        raise bad("", e.message) from None
+    if "title" in doc:
+        spec.title = doc["title"]
+        if spec.title is not None and not isinstance(spec.title, str):
+            # The store's own message (create_session), with a YAML hint.
+            raise bad("", f"title must be a string{_quote_hint(spec.title)}")
+    if "metadata" in doc and doc["metadata"] is not None:
+        try:
+            spec.metadata = _validate_metadata(doc["metadata"], lim)
+        except InvalidRequest as e:
+            raise bad("", e.message + _metadata_hint(doc["metadata"])) from None
+    if "resources" not in doc:
+        raise bad("", "resources is required (a list of memory_store entries; may be [])")
+    resources = doc["resources"]
+    if not isinstance(resources, list):
+        raise bad("", "resources must be a list")
+    for i, entry in enumerate(resources):
+        spec.attachments.append(_attachment(entry, lim, lambda m, i=i: bad(f"resources[{i}]: ", m)))
+    return spec
+
+
+def _attachment(entry: Any, lim: Limits, bad: Any) -> Attachment:
+    """One resource entry as an Attachment (its ref still a name or id)."""
+    if not isinstance(entry, dict):
+        raise bad("each resource must be a mapping (type: memory_store, memory_store: NAME…)")
+    _refuse_unknown(entry, RESOURCE_KEYS,
+                    lambda key: bad(f"unknown key {key!r} (expected {', '.join(RESOURCE_KEYS)})"))
+    if "memory_store" in entry and "memory_store_id" in entry:
+        raise bad("give memory_store (a name or id) or memory_store_id, not both")
+    wire = {k: v for k, v in entry.items() if k != "memory_store"}
+    if "memory_store" in entry:
+        wire["memory_store_id"] = entry["memory_store"]
+    try:
+        ref, access, instructions = _validate_session_resource(wire, lim)
+    except InvalidRequest as e:
+        message = e.message
+        if "memory_store_id" in message and "memory_store" in entry:
+            message = "memory_store must be a store's name or id"
+        raise bad(message + _quote_hint(wire.get("memory_store_id"))) from None
+    return Attachment(ref, access, instructions)
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """YAML that is valid but not accepted in a spec (see :class:`_Loader`)."""
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing a key given twice in one mapping (PyYAML keeps
+    the last one silently: a second ``access:`` would quietly win) and aliases (``*name``,
+    which can make a few lines expand to billions of values)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):  # type: ignore[no-untyped-call]
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise _Refused(
+                None, None, "aliases (*name) are not supported in a session spec",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            if not isinstance(key, str | int | float | bool):
+                continue  # an unhashable key: SafeLoader refuses it itself
+            if key in seen:
+                raise _Refused(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _refuse_unknown(mapping: dict[Any, Any], known: Sequence[str], bad: Any) -> None:
+    for key in mapping:
+        if key not in known:
+            raise bad(key)
+
+
+def _quote_hint(value: Any) -> str:
+    """YAML reads ``2024``, ``1.0``, ``yes`` or a date unquoted as a non-string: say so."""
+    if value is None or isinstance(value, str | dict | list):
+        return ""
+    return f" (YAML read {value!r} as {type(value).__name__}: quote it)"
+
+
+def _metadata_hint(metadata: Any) -> str:
+    if isinstance(metadata, dict):
+        for v in metadata.values():
+            if hint := _quote_hint(v):
+                return hint
+    return ""
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error on one line: where (1-based) and what."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    what = "" if isinstance(e, _Refused) else "not valid YAML: "
+    return " ".join(f"{what}{where}{problem}".split())
