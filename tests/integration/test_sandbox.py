@@ -267,8 +267,9 @@ def test_run_as_an_unprivileged_user(
     if isolation == "none":
         args += ["--root", str(root)]
         # While the session runs, a third user tries the mounts from outside.
-        script = agent_script(x, root_seen, notes, docs) + f"\ntouch {x}/ready; for _ in $(seq 500); do " \
-            f"[ -e {x}/go ] && break; sleep 0.02; done\n"
+        script = agent_script(x, root_seen, notes, docs) + (
+            f"\ntouch {x}/ready\n"
+            f"for _ in $(seq 500); do [ -e {x}/go ] && break; sleep 0.02; done\n")
     else:
         script = agent_script(x, root_seen, notes, docs)
     seen: dict[str, Any] = {}
@@ -340,3 +341,91 @@ def test_user_option_errors(store: Store, tmp_path: Path):
         assert done.returncode != 0 and message in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
     assert store.list_sessions().data == []
+
+
+# -- a container: bubblewrap -------------------------------------------------------------------
+
+#: The sandbox: every namespace new (no network), the agent's uid, a read-only minimal root
+#: (/usr and the usual links), /proc, /dev, a private /tmp, and the session root -- nothing
+#: else of the host -- at /mnt/memory.
+BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+         "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
+         "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+         "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/work"]
+
+INSIDE = r"""
+set -u
+R=/mnt/memory
+id -u > /out/uid
+ls -A $R > /out/ls; ls -A / > /out/rootdir
+stat -c '%a' $R/notes $R/docs/a.md > /out/stat
+cat $R/notes/a.md > /out/cat
+echo "from the box" > $R/notes/box.md
+sed -i 's/alpha/delta/' $R/notes/a.md
+echo x 2>/dev/null > $R/docs/a.md; echo $? > /out/ro_write.rc
+python3 /ro_syscalls.py $R/docs > /out/ro.json
+python3 -c '{probe}' {outside} > /out/probe.json
+python3 -c 'import socket; s = socket.socket()
+try:
+    s.connect(("1.1.1.1", 53)); print("connected")
+except OSError as e:
+    print(e.errno)' > /out/net
+"""
+
+
+def test_bubblewrap_sandbox_sees_only_its_session(
+    root_user, agent_user, store: Store, tmp_path: Path, shared: Path,
+):
+    need(shutil.which("bwrap") is not None, "bubblewrap (Debian package bubblewrap)")
+    notes, docs = two_stores(store)
+    out = shared / "out"
+    out.mkdir()
+    os.chown(out, agent_user.pw_uid, agent_user.pw_gid)
+    # Another session, running meanwhile as another user: its root and mounts exist on the
+    # host, and the box must not see them.
+    other_root, other_ready, other_go = shared / "other", shared / "other.ready", shared / "go"
+    other = subprocess.Popen(
+        [*MEMFS, "--db", str(tmp_path / "memfs.db"), "run", "--store", "Notes",
+         "--isolation", "none", "--root", str(other_root), "--user", str(STRANGER), "--",
+         "sh", "-c", f"touch {other_ready}; while [ ! -e {other_go} ]; do sleep 0.02; done"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        retry(lambda: other_ready.exists() or None, 20)
+        root = shared / "root"
+        outside = " ".join(str(p) for p in (
+            tmp_path / "memfs.db", other_root, other_root / "notes", shared, "/tmp/x"))
+        inside = INSIDE.format(probe=PROBE.replace("'", ""), outside=outside)
+        done = memfs_run(
+            tmp_path / "memfs.db", "--store", "Notes", "--store", "Docs:read_only",
+            "--user", AGENT, "--isolation", "none", "--root", str(root), "--",
+            *BWRAP, "--uid", str(agent_user.pw_uid), "--gid", str(agent_user.pw_gid),
+            "--bind", str(root), "/mnt/memory", "--bind", str(out), "/out",
+            "--ro-bind", str(RO_SYSCALLS), "/ro_syscalls.py",
+            "sh", "-c", inside)
+    finally:
+        other_go.touch()
+        assert other.wait(timeout=30) == 0, other.stderr.read() if other.stderr else ""
+    assert done.returncode == 0, done.stderr
+    sid = next(s.id for s in store.list_sessions().data if "bwrap" in (s.title or ""))
+
+    assert (out / "uid").read_text().strip() == str(agent_user.pw_uid)
+    assert (out / "ls").read_text().split() == ["docs", "notes"]
+    assert set((out / "rootdir").read_text().split()) == {
+        "bin", "dev", "lib", "lib64", "mnt", "out", "proc", "ro_syscalls.py", "sbin", "tmp",
+        "usr", "work", "etc"} - ({"etc"} if not os.path.isdir("/etc/alternatives") else set())
+    assert (out / "stat").read_text().split() == ["700", "600"]
+    assert (out / "cat").read_text() == "alpha\n"
+    assert store.get_memory_by_path(notes, "/box.md").content == "from the box\n"
+    assert store.get_memory_by_path(notes, "/a.md").content == "delta\n"
+    assert (out / "ro_write.rc").read_text().strip() != "0"
+    logged = Counter((u["input"]["operation"], u["input"]["file_path"])
+                     for u, r in tool_pairs(store, sid)
+                     if r["is_error"] and r["content"][0]["text"].startswith("EROFS"))
+    # The event paths are the launcher's (the root on the host): the box's /mnt/memory is
+    # a bind of it.
+    check_ro_results(json.loads((out / "ro.json").read_text()), logged, f"{root}/docs")
+    # Nothing of the host, of the database or of the other session is there at all.
+    probed = json.loads((out / "probe.json").read_text())
+    assert all(r == [errno.ENOENT, errno.ENOENT] for r in probed.values()), probed
+    assert (out / "net").read_text().strip() == str(errno.ENETUNREACH)
