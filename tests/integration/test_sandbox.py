@@ -429,3 +429,38 @@ def test_bubblewrap_sandbox_sees_only_its_session(
     probed = json.loads((out / "probe.json").read_text())
     assert all(r == [errno.ENOENT, errno.ENOENT] for r in probed.values()), probed
     assert (out / "net").read_text().strip() == str(errno.ENETUNREACH)
+
+
+def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path: Path,
+                                                shared: Path):
+    """--user with --url: the mounts are remote mounts of a memfs server, with the same
+    owner, modes and refusals."""
+    from .test_server import start_server, stop_server
+
+    server = start_server(tmp_path, "--api-key", "sk-sandbox")
+    try:
+        store = Store(tmp_path / "memfs.db")  # the server's database, for the checks
+        notes, docs = two_stores(store)
+        x = shared / "x"
+        x.mkdir(mode=0o777)
+        x.chmod(0o777)
+        script = f"""
+        id -u > {x}/uid
+        stat -c '%U %a' /mnt/memory/notes/a.md /mnt/memory/docs/a.md > {x}/stat
+        sed -i 's/alpha/remote/' /mnt/memory/notes/a.md
+        echo x 2> {x}/ro.err > /mnt/memory/docs/a.md || true
+        """
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))}
+        env.update(MEMFS_URL=server.url, MEMFS_API_KEY="sk-sandbox")
+        done = subprocess.run(
+            [*MEMFS, "run", "--store", notes, "--store", f"{docs}:read_only", "--user", AGENT,
+             "--", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert (x / "uid").read_text().strip() == str(agent_user.pw_uid)
+        assert (x / "stat").read_text().splitlines() == [f"{AGENT} 600", f"{AGENT} 600"]
+        assert store.get_memory_by_path(notes, "/a.md").content == "remote\n"
+        assert "Read-only file system" in (x / "ro.err").read_text()
+        assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+        store.close()
+    finally:
+        assert stop_server(server) == 0
