@@ -208,6 +208,14 @@ def cli(
     help="namespace: private mount namespace with a tmpfs root (needs root); "
     "none: a scratch directory cleaned at the end.",
 )
+@click.option(
+    "--user",
+    default=None,
+    metavar="USER[:GROUP]",
+    help="Run COMMAND as this user (name or number; needs root), with its HOME and a clean "
+    "environment (MEMFS_*, PATH, TERM); the mounts and the root are that user's only. "
+    "Default under sudo: the user who ran sudo (--user root to keep root).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
 def run(
@@ -217,6 +225,7 @@ def run(
     spec_path: str | None,
     root: str | None,
     isolation: str,
+    user: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND in a session with memory stores mounted under the session root.
@@ -258,6 +267,7 @@ def run(
         api_key=ctx.api_key,
         isolation=isolation,
         instructions=_pairs(instructions, "--instructions", "REF=TEXT"),
+        user=user,
     )
     if spec_path is not None:
         spec = _load_spec(ctx, spec_path)
@@ -1249,6 +1259,11 @@ def session_reap(ctx: Context) -> None:
 @click.option("--ready-fd", type=int, default=None, metavar="N",
               help="Write 'ready' to file descriptor N once mounted, then close it.")
 @click.option("--debug-fuse", is_flag=True, help="Trace every FUSE request (libfuse debug).")
+@click.option("--owner", default=None, metavar="UID:GID",
+              help="Show every file as owned by UID:GID, modes 0600/0700 (owner only).")
+@click.option("--allow-other", is_flag=True,
+              help="Let other users reach the mount, as the owner and modes allow (needs "
+              "root or user_allow_other in /etc/fuse.conf).")
 @pass_ctx
 def mount_cmd(
     ctx: Context,
@@ -1262,6 +1277,8 @@ def mount_cmd(
     timeout: float,
     ready_fd: int | None,
     debug_fuse: bool,
+    owner: str | None,
+    allow_other: bool,
 ) -> None:
     """Mount memory store STORE (id or name) on MOUNTPOINT and serve it in the foreground.
 
@@ -1298,8 +1315,18 @@ def mount_cmd(
             debug_fuse=debug_fuse,
             url=ctx.url,
             api_key=ctx.api_key,
+            owner=_owner(owner) if owner is not None else None,
+            allow_other=allow_other,
         )
     )
+
+
+def _owner(text: str) -> tuple[int, int]:
+    """``UID:GID`` (numbers) for ``memfs mount --owner``."""
+    uid, sep, gid = text.partition(":")
+    if not (sep and uid.isdigit() and gid.isdigit()):
+        fail(f"--owner must be UID:GID (two numbers), not {text!r}")
+    return int(uid), int(gid)
 
 
 # -- memfs serve ------------------------------------------------------------------------------

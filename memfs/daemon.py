@@ -68,7 +68,10 @@ class MountOptions:
     :param mountpoint: an existing empty directory, not a mount point already.
     :param nonempty: mount over a directory that is not empty (what it holds is hidden
         while mounted); else such a directory is refused.
-    :param read_only: refuse every change (EROFS); also the kernel ``ro`` option.
+    :param read_only: refuse every change (EROFS). Refused by the daemon, not by the kernel
+        ``ro`` option: the kernel would refuse before the daemon sees the call, and the
+        attempt must reach the event log (SPEC §2). ``statvfs`` therefore shows no
+        ``ST_RDONLY`` (FUSE passes no flags through statfs).
     :param session_id: attribute versions and events to this session (else the local user).
     :param events_path: JSON-lines file for tool events (appended).
     :param display_root: the mount path as the agent sees it, for event ``file_path``s
@@ -80,6 +83,12 @@ class MountOptions:
     :param url: mount a store of this ``memfs serve`` instead of the local database.
     :param api_key: the key for ``url``.
     :param http_timeout: seconds one call to the server may take (a remote mount).
+    :param owner: the ``(uid, gid)`` every file shows (default: the daemon's own); with it
+        the modes are 0600/0700, the owner's only.
+    :param allow_other: let users other than the daemon's reach the mount (the kernel's
+        ``allow_other``; root, or ``user_allow_other`` in /etc/fuse.conf). The kernel then
+        checks every access against the owner and modes (``default_permissions``, always
+        on), which are 0600/0700: only the owner (and root) get in.
     """
 
     store_ref: str
@@ -97,6 +106,8 @@ class MountOptions:
     api_key: str | None = None
     http_timeout: float = 10.0
     nonempty: bool = False
+    owner: tuple[int, int] | None = None
+    allow_other: bool = False
 
 
 def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
@@ -207,12 +218,15 @@ def mount(opts: MountOptions) -> None:
             display_root=opts.display_root or mountpoint,
             timeout=opts.timeout,
             mountpoint=os.path.realpath(mountpoint),
+            owner=opts.owner,
+            private=opts.owner is not None or opts.allow_other,
         )
         ops.load()
         options = set(pyfuse3.default_options)
         options |= {"fsname=memfs", "subtype=memfs"}
-        if opts.read_only or ops.archived:
-            options.add("ro")
+        assert "default_permissions" in options  # the kernel checks owner and modes
+        if opts.allow_other:
+            options.add("allow_other")
         if opts.debug_fuse:
             options.add("debug")
         # Until trio's signal receiver is installed, SIGTERM raises KeyboardInterrupt like

@@ -293,6 +293,12 @@ class Operations(pyfuse3.Operations):
     :param timeout: kernel entry/attribute cache timeout in seconds.
     :param mountpoint: the real mount point, as ``/proc/<pid>/fd`` links show it (None: every
         flush of a written file commits).
+    :param owner: the ``(uid, gid)`` every file and directory shows (default: the daemon's).
+    :param private: modes 0600/0700 (the owner only: what a mount with ``allow_other`` for
+        one agent user shows) instead of 0644/0755. The kernel enforces them
+        (``default_permissions``); the access mode of the store is the daemon's to enforce,
+        so a read-only store shows the same modes and refuses changes with EROFS itself,
+        every refusal logged.
     """
 
     supports_dot_lookup = True
@@ -309,6 +315,8 @@ class Operations(pyfuse3.Operations):
         display_root: str = "/",
         timeout: float = 300.0,
         mountpoint: str | None = None,
+        owner: tuple[int, int] | None = None,
+        private: bool = False,
     ) -> None:
         super().__init__()
         self.store = store
@@ -319,8 +327,8 @@ class Operations(pyfuse3.Operations):
         self.display_root = display_root.rstrip("/")
         self.timeout = timeout
         self.mountpoint = mountpoint
-        self.uid = os.getuid()
-        self.gid = os.getgid()
+        self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
+        self.dir_mode, self.file_mode = (0o700, 0o600) if private else (0o755, 0o644)
         self.tree = Tree()
         self.root = self.tree.root
         self._handles: dict[int, _Handle] = {}
@@ -522,6 +530,17 @@ class Operations(pyfuse3.Operations):
         if self.tree.archived:
             raise _Failure(errno.EROFS, "the memory store is archived")
 
+    def _refuse_if_read_only(self, operation: str, path: str,
+                             ctx: pyfuse3.RequestContext) -> None:
+        """EROFS (the refusal logged as ``operation`` on ``path``) unless the store takes
+        changes."""
+        try:
+            self._check_writable()
+        except _Failure as f:
+            comm_, pid = self._ctx_name(ctx)
+            self._emit(self._pair(comm_, pid, operation, path, failure=f))
+            raise FUSEError(f.errno) from None
+
     def _display(self, path: str) -> str:
         return (self.display_root + path) if path != "/" else (self.display_root or "/")
 
@@ -532,12 +551,12 @@ class Operations(pyfuse3.Operations):
         entry.entry_timeout = self.timeout
         entry.attr_timeout = self.timeout
         if node.is_dir:
-            entry.st_mode = ModeT(stat.S_IFDIR | 0o755)
+            entry.st_mode = ModeT(stat.S_IFDIR | self.dir_mode)
             # "." and the entry in its parent, plus each subdirectory's "..".
             entry.st_nlink = 2 + sum(1 for c in (node.children or {}).values() if c.is_dir)
             size = 4096
         else:
-            entry.st_mode = ModeT(stat.S_IFREG | 0o644)
+            entry.st_mode = ModeT(stat.S_IFREG | self.file_mode)
             # An unlinked file still open has no name left.
             entry.st_nlink = 1 if node.attached else 0
             size = node.size
@@ -773,6 +792,14 @@ class Operations(pyfuse3.Operations):
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
+        changes = [op for op, asked in (
+            ("chmod", fields.update_mode), ("chown", fields.update_uid or fields.update_gid),
+            ("utimes", fields.update_atime or fields.update_mtime or fields.update_ctime),
+        ) if asked]
+        if changes:
+            # A store that takes no changes refuses these too (the mount has no kernel `ro`,
+            # so that every refusal reaches the event log).
+            self._refuse_if_read_only(changes[0], node.path, ctx)
         if fields.update_size:
             if node.is_dir:
                 raise FUSEError(errno.EISDIR)
@@ -1262,18 +1289,24 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: InodeT, name: FileNameT, target: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        self._refuse_if_read_only(
+            "symlink", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
 
     async def link(
         self, inode: InodeT, new_parent_inode: InodeT, new_name: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        self._refuse_if_read_only(
+            "link", self._entry_path(self._node(new_parent_inode), new_name), ctx)
         raise FUSEError(errno.EPERM)
 
     async def mknod(
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, rdev: int,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        self._refuse_if_read_only(
+            "mknod", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
 
     async def readlink(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileNameT:
@@ -1319,10 +1352,12 @@ class Operations(pyfuse3.Operations):
     async def setxattr(
         self, inode: InodeT, name: XAttrNameT, value: bytes, ctx: pyfuse3.RequestContext
     ) -> None:
+        self._refuse_if_read_only("setxattr", self._node(inode).path, ctx)
         # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
 
     async def removexattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> None:
+        self._refuse_if_read_only("removexattr", self._node(inode).path, ctx)
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)

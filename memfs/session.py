@@ -31,8 +31,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import grp
 import logging
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -130,14 +132,117 @@ class Launch:
     #: The session's title (default: the command line) and metadata (``--spec``).
     title: str | None = None
     metadata: dict[str, str] | None = None
+    #: ``USER[:GROUP]`` (names or numbers) to run CMD as; None: the invoking user of a
+    #: ``sudo`` (SUDO_UID/SUDO_GID), else the launcher's own user.
+    user: str | None = None
+
+
+@dataclass
+class Agent:
+    """The user CMD runs as, when it is not the launcher's."""
+
+    uid: int
+    gid: int
+    groups: list[int]
+    name: str
+    home: str
+
+    @classmethod
+    def parse(cls, spec: str) -> Agent:
+        """``USER[:GROUP]``: names or numbers. A number with no passwd entry is allowed (its
+        group is then the same number unless GROUP says otherwise, home ``/``).
+
+        :raises InvalidRequest: an unknown name, or an empty part.
+        """
+        user, sep, group = spec.partition(":")
+        if not user or (sep and not group):
+            raise InvalidRequest(f"--user must be USER or USER:GROUP, not {spec!r}")
+        try:
+            pw = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+        except KeyError:
+            if not user.isdigit():
+                raise InvalidRequest(f"--user: no user {user!r}") from None
+            pw = None
+        uid = pw.pw_uid if pw is not None else int(user)
+        gid = pw.pw_gid if pw is not None else uid
+        if group:
+            try:
+                gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+            except KeyError:
+                raise InvalidRequest(f"--user: no group {group!r}") from None
+        name = pw.pw_name if pw is not None else str(uid)
+        groups = os.getgrouplist(pw.pw_name, gid) if pw is not None else [gid]
+        return cls(uid, gid, sorted(set(groups)), name,
+                   pw.pw_dir if pw is not None and pw.pw_dir else "/")
+
+
+def choose_agent(spec: str | None) -> Agent | None:
+    """Who CMD runs as (None: the launcher's own user, nothing to switch).
+
+    ``spec`` given: that user. Else a launcher run as root through ``sudo`` runs CMD as the
+    user who typed ``sudo`` (SUDO_UID/SUDO_GID): the agent gets what that user would get, and
+    root is only for the mounts and the namespace. ``--user root`` keeps root.
+
+    :raises InvalidRequest: an unknown user or group.
+    :raises LaunchError: another user asked for by a launcher that is not root.
+    """
+    if spec is None:
+        sudo_uid, sudo_gid = os.environ.get("SUDO_UID", ""), os.environ.get("SUDO_GID", "")
+        if not (_privileged() and sudo_uid.isdigit() and sudo_uid != "0"):
+            return None
+        spec = sudo_uid + (f":{sudo_gid}" if sudo_gid.isdigit() else "")
+    agent = Agent.parse(spec)
+    if agent.uid == os.geteuid() and agent.gid == os.getegid():
+        return None
+    if not _privileged():
+        raise LaunchError(f"--user {spec} needs root (the launcher runs as uid {os.geteuid()})")
+    return agent
+
+
+#: What CMD's environment keeps from the launcher's when it runs as another user (besides
+#: every ``MEMFS_*`` variable); HOME, USER and LOGNAME are the agent's.
+KEPT_ENV = ("PATH", "TERM")
+
+
+def agent_env(env: dict[str, str], agent: Agent) -> dict[str, str]:
+    """The clean environment of CMD run as ``agent``."""
+    clean = {k: v for k, v in env.items() if k.startswith("MEMFS_") or k in KEPT_ENV}
+    clean.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    clean.update(HOME=agent.home, USER=agent.name, LOGNAME=agent.name)
+    return clean
+
+
+def _readable_by(path: str, agent: Agent) -> bool:
+    """Could ``agent`` open ``path`` for reading, judging by the modes and owners of the file
+    and of every directory above it (ACLs and capabilities aside)?"""
+    def allows(st: os.stat_result, bits: int) -> bool:
+        if st.st_uid == agent.uid:
+            return st.st_mode & (bits << 6) == bits << 6
+        if st.st_gid in agent.groups or st.st_gid == agent.gid:
+            return st.st_mode & (bits << 3) == bits << 3
+        return st.st_mode & bits == bits
+
+    try:
+        if not allows(os.stat(path), 4):
+            return False
+        parent = os.path.dirname(path)
+        while True:
+            if not allows(os.stat(parent), 1):
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
 
 
 def _privileged() -> bool:
     return os.geteuid() == 0
 
 
-def _enter_private_namespace(root: str) -> None:
-    """Move this process into a private mount namespace with a tmpfs on ``root``.
+def _enter_private_namespace(root: str, agent: Agent | None = None) -> None:
+    """Move this process into a private mount namespace with a tmpfs on ``root`` (the
+    agent's only, mode 0700, when CMD runs as another user).
 
     Mount propagation is made private first, so nothing mounted here (tmpfs, FUSE) shows up
     in the parent namespace, and everything disappears when the last process in it exits.
@@ -155,7 +260,8 @@ def _enter_private_namespace(root: str) -> None:
     except OSError as e:
         raise LaunchError(f"cannot create the session root {root}: {e.strerror}") from None
     try:
-        linux.mount_tmpfs("memfs-scratch", root, "mode=0755")
+        linux.mount_tmpfs("memfs-scratch", root, "mode=0755" if agent is None else
+                          f"mode=0700,uid={agent.uid},gid={agent.gid}")
     except OSError as e:
         raise LaunchError(f"cannot mount session scratch on {root}: {e.strerror}") from None
 
@@ -197,7 +303,8 @@ def _daemon_preexec(launcher: int) -> None:
 def _command_preexec(launcher: int) -> None:
     """In CMD's child before exec: SIGHUP (as when a terminal goes away) if the launcher
     (pid ``launcher``, taken before the fork) dies, since the session CMD belongs to is then
-    over."""
+    over. Runs after :class:`subprocess.Popen` switched to the agent's user/groups (a change
+    of user clears the parent-death signal, so it must come after)."""
     linux.die_with_parent(launcher, signal.SIGHUP)
 
 
@@ -246,12 +353,14 @@ class Launcher:
         if not launch.command:
             raise InvalidRequest("no command to run")
         self.launch = launch
+        self.agent = choose_agent(launch.user)  # before anything is opened
         self.store: Store = (
             cast(Store, Client(launch.url, launch.api_key)) if launch.url
             else open_store(launch.db_path, create=False)
         )
         self.session: Session | None = None
         self.mounts: list[_Mount] = []
+        self._root_stat: os.stat_result | None = None  # an existing root given to the agent
         self.state_dir: Path | None = None
         self.namespace = False
         self.root = ""
@@ -360,7 +469,7 @@ class Launcher:
 
     def _make_scratch(self) -> None:
         if self.namespace:
-            _enter_private_namespace(self.root)
+            _enter_private_namespace(self.root, self.agent)
         else:
             try:
                 if not os.path.exists(self.root):
@@ -370,6 +479,12 @@ class Launcher:
                 raise LaunchError(
                     f"cannot create the session root {self.root}: {e.strerror}"
                 ) from None
+            if self.agent is not None:
+                # The agent's only (its owner is put back at the end if it was not ours).
+                if not self._root_created:
+                    self._root_stat = os.stat(self.root)
+                os.chown(self.root, self.agent.uid, self.agent.gid)
+                os.chmod(self.root, 0o700)
         self._scratch_made = True
 
     def _start_mounts(self) -> None:
@@ -385,10 +500,17 @@ class Launcher:
                 "--session", self.session.id, "--events", str(events),
             ]
             if res.access == "read_only" and not self.launch.url:
-                # Also the kernel's ro option (SPEC §2). A remote mount learns the access from
-                # the server and refuses writes itself.
+                # A remote mount learns the access from the server and refuses writes itself.
                 args.append("--read-only")
-            with open(logf, "wb") as lf:
+            if self.agent is not None:
+                # Everything shows as the agent's, 0600/0700; the kernel lets the agent in
+                # (allow_other) and checks those modes (default_permissions): nobody else
+                # but root gets in.
+                args += ["--owner", f"{self.agent.uid}:{self.agent.gid}", "--allow-other"]
+            # The agent (when it is another user) may enter the state directory to read its
+            # prompt file, never the event logs or the daemons' logs.
+            os.close(os.open(events, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            with open(os.open(logf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as lf:
                 proc = subprocess.Popen(
                     args, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
                     env=env, preexec_fn=functools.partial(_daemon_preexec, os.getpid()),
@@ -482,11 +604,19 @@ class Launcher:
         env = self._memfs_env(dict(os.environ))
         env["MEMFS_SESSION_ID"] = self.session.id
         env["MEMFS_SYSTEM_PROMPT_FILE"] = str(prompt_file)
+        agent = self.agent
+        as_agent: dict[str, Any] = {}
+        if agent is not None:
+            env = agent_env(env, agent)
+            os.chown(prompt_file, agent.uid, agent.gid)
+            prompt_file.chmod(0o400)
+            self.state_dir.chmod(0o711)  # the prompt file by its name, nothing else
+            as_agent = {"user": agent.uid, "group": agent.gid, "extra_groups": agent.groups}
         self.store.set_session_status(self.session.id, "running")
         try:
             self._child = subprocess.Popen(
                 list(self.launch.command), env=env,
-                preexec_fn=functools.partial(_command_preexec, os.getpid()),
+                preexec_fn=functools.partial(_command_preexec, os.getpid()), **as_agent,
             )
         except FileNotFoundError:
             raise LaunchError(f"{self.launch.command[0]}: command not found", 127) from None
@@ -621,6 +751,9 @@ class Launcher:
                         shutil.rmtree(path, ignore_errors=True)
                     else:
                         os.unlink(path)
+                if self._root_stat is not None:  # lent to the agent: give it back
+                    os.chown(self.root, self._root_stat.st_uid, self._root_stat.st_gid)
+                    os.chmod(self.root, self._root_stat.st_mode & 0o7777)
 
     def _cleanup(self) -> None:
         """Every step runs even if an earlier one fails."""
@@ -657,6 +790,10 @@ class Launcher:
             if not self.launch.url:
                 reap_sessions(self.store)
             self._choose_root()
+            db = self._db_file()
+            if self.agent is not None and db and _readable_by(db, self.agent):
+                log.warning("the agent's user %s can read the database %s: keep it in a "
+                            "directory that user cannot enter", self.agent.name, db)
             self.session = self._create_session()
             log.info("session %s, root %s (%s)", self.session.id, self.root,
                      "private namespace" if self.namespace else "scratch directory")

@@ -6,6 +6,8 @@ pkg-config --exists fuse3 2>/dev/null || need_apt+=(libfuse3-dev pkg-config)
 command -v autoreconf >/dev/null 2>&1 || need_apt+=(autoconf automake)
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# The container recipe's test (tests/integration/test_sandbox.py).
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing ${need_apt[*]} (Debian packages)..." >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -1,0 +1,466 @@
+"""The agent in a sandbox (issue 9): an unprivileged user (``memfs run --user``), a bubblewrap
+container, and what the agent can and cannot reach from there.
+
+Real mounts, real users: these tests need root (to switch users, to mount with
+``allow_other``); without it they skip locally and fail when CI=true, like every FUSE test.
+The agent side of each check is a small stdlib-only Python script run by the system's
+``/usr/bin/python3`` (the test's own interpreter may live where the agent cannot enter),
+which prints the errno of each attempt as JSON.
+"""
+
+from __future__ import annotations
+
+import errno
+import grp
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memfs.models import Actor
+from memfs.store import Store
+
+from .conftest import Mount, retry
+
+pytestmark = pytest.mark.fuse
+
+_SCRIPT = Path(sys.executable).with_name("memfs")
+MEMFS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memfs"]
+PY = "/usr/bin/python3"
+RO_SYSCALLS = Path(__file__).with_name("ro_syscalls.py")
+AGENT = "memfs-agent"  # made by the agent_user fixture
+STRANGER = 65533  # a third uid, neither root nor the agent
+# For each path: the errno of stat, then of opening it to read (0: it worked).
+PROBE = r"""
+import json, os, sys
+out = {}
+for p in sys.argv[1:]:
+    r = []
+    for fn in (os.stat, lambda p: os.close(os.open(p, os.O_RDONLY))):
+        try:
+            fn(p)
+            r.append(0)
+        except OSError as e:
+            r.append(e.errno)
+    out[p] = r
+print(json.dumps(out))
+"""
+
+
+def need(condition: bool, why: str) -> None:
+    if condition:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"required in CI: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture
+def root_user(fuse: None) -> None:
+    need(os.geteuid() == 0, "switching users and allow_other need root")
+    need(os.path.exists(PY), f"{PY} (runs the agent-side checks)")
+
+
+@pytest.fixture(scope="module")
+def agent_user() -> Iterator[pwd.struct_passwd]:
+    """An ordinary user for the agent, made for these tests (and removed after) when there
+    is none: a name, a home, a group of its own."""
+    made = False
+    try:
+        pw = pwd.getpwnam(AGENT)
+    except KeyError:
+        if os.geteuid() != 0 or not shutil.which("useradd"):
+            pytest.skip("no user for the agent (useradd needs root)")
+        subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/sh",
+                        AGENT], check=True)
+        made = True
+        pw = pwd.getpwnam(AGENT)
+    yield pw
+    if made:
+        subprocess.run(["userdel", "--remove", AGENT], check=False,
+                       stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[Path]:
+    """A directory every user can enter and write (sticky, like /tmp): the agent's way to
+    hand results to the test. tmp_path itself is root's only, which keeps the database and
+    the event logs there out of the agent's reach."""
+    d = Path(tempfile.mkdtemp(prefix="memfs-sandbox-test-"))
+    d.chmod(0o1777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "memfs.db")
+    yield s
+    s.close()
+
+
+def memfs_run(db: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))}
+    return subprocess.run([*MEMFS, "--db", str(db), "run", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def as_user(uid: int, *cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                           *cmd], capture_output=True, text=True, timeout=30)
+
+
+def probe(uid: int, *paths: str | Path) -> dict[str, list[int]]:
+    done = as_user(uid, PY, "-c", PROBE, *map(str, paths))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def tool_pairs(store: Store, sid: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    events = store.list_events(sid, limit=1000).data
+    results = {e.body["tool_use_id"]: e.body for e in events if e.type == "agent.tool_result"}
+    return [(e.body, results[e.body["id"]]) for e in events
+            if e.type == "agent.tool_use" and e.body["id"] in results]
+
+
+def two_stores(store: Store) -> tuple[str, str]:
+    notes = store.create_store("Notes")
+    docs = store.create_store("Docs")
+    store.create_memory(notes.id, "/a.md", "alpha\n", actor=Actor.user("user_x"))
+    store.create_memory(docs.id, "/a.md", "read me\n", actor=Actor.user("user_x"))
+    store.create_memory(docs.id, "/d/x.md", "x\n", actor=Actor.user("user_x"))
+    return notes.id, docs.id
+
+
+def check_ro_results(results: dict[str, list[Any]], logged: Counter[tuple[str, str]],
+                     prefix: str) -> None:
+    """Every mutating call was refused: EROFS and an is_error event for each one that
+    reaches the mount; EBADF/EINVAL from the kernel for a write through a read-only
+    descriptor (the only kind the mount hands out)."""
+    expected: Counter[tuple[str, str]] = Counter()
+    for name, (err, op, path) in results.items():
+        if op is None:
+            assert err in (errno.EBADF, errno.EINVAL), (name, os.strerror(err))
+        else:
+            assert err == errno.EROFS, (name, err and os.strerror(err))
+            expected[(op, f"{prefix}/{path}")] += 1
+    assert sum(expected.values()) >= 20
+    missing = expected - logged
+    assert not missing, f"refusals not logged: {dict(missing)}"
+
+
+# -- the mount itself --------------------------------------------------------------------------
+
+
+def test_read_only_store_refuses_and_logs_every_mutating_call(open_store, mounter):
+    store = open_store()
+    s = store.create_store("ro")
+    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    store.create_memory(s.id, "/d/x.md", "x", actor=Actor.user("user_x"))
+    m = mounter(s.id, "--read-only")
+    done = subprocess.run([sys.executable, str(RO_SYSCALLS), str(m.root)], capture_output=True,
+                          text=True, timeout=60, check=True)
+    results = json.loads(done.stdout)
+    assert len(results) >= 25
+
+    def logged() -> Counter[tuple[str, str]]:
+        c = Counter((u["input"]["operation"], u["input"]["file_path"]) for u, r in m.pairs()
+                    if r["is_error"] and r["content"][0]["text"].startswith("EROFS"))
+        want = sum(1 for err, op, _ in results.values() if op is not None)
+        assert sum(c.values()) >= want
+        return c
+
+    check_ro_results(results, retry(logged), str(m.root))
+    assert (m.root / "a.md").read_text() == "a"
+    assert sorted(os.listdir(m.root)) == ["a.md", "d"]
+    assert [v.operation for v in store.list_versions(s.id, limit=100).data] == ["created"] * 2
+
+
+@pytest.fixture
+def shared_mount(db: Path, shared: Path) -> Iterator[Callable[..., Mount]]:
+    """Like ``mounter``, on a mount point other users can reach (the database stays in
+    tmp_path, root's only)."""
+    mounts: list[Mount] = []
+
+    def start(store_ref: str, *args: str) -> Mount:
+        m = Mount(db, store_ref, shared / f"mnt{len(mounts)}", list(args))
+        mounts.append(m)
+        return m.wait_mounted()
+
+    yield start
+    for m in mounts:
+        m.stop()
+
+
+def test_owner_and_modes_of_a_mount_for_another_user(open_store, shared_mount, root_user):
+    store = open_store()
+    s = store.create_store("theirs")
+    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    m = shared_mount(s.id, "--owner", "65534:65534", "--allow-other")
+    for p, mode in ((m.root, 0o40700), (m.root / "a.md", 0o100600)):
+        st = os.stat(p)
+        assert (st.st_uid, st.st_gid, st.st_mode) == (65534, 65534, mode)
+    assert "allow_other" in next(ln for ln in open("/proc/self/mounts")
+                                 if str(m.root) in ln).split()[3]
+    # The owner reads and writes; a third user gets nowhere.
+    assert as_user(65534, "cat", str(m.root / "a.md")).stdout == "a"
+    assert as_user(65534, "sh", "-c", f"echo b > {m.root}/b.md").returncode == 0
+    assert store.get_memory_by_path(s.id, "/b.md").content == "b\n"
+    assert probe(STRANGER, m.root, m.root / "a.md") == {
+        str(m.root): [0, errno.EACCES], str(m.root / "a.md"): [errno.EACCES, errno.EACCES]}
+    # Not allowed: a bad --owner is one line.
+    bad = subprocess.run([*MEMFS, "mount", s.id, str(m.root), "--owner", "nobody"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "--owner must be UID:GID" in bad.stderr
+
+
+# -- memfs run --user --------------------------------------------------------------------------
+
+AGENT_SCRIPT = r"""
+set -u
+X={x}
+R={r}
+id -u > $X/uid; id -G > $X/groups; echo "$HOME" > $X/home; env | sort > $X/env
+ls $R > $X/ls 2>&1
+stat -c '%U %a' $R $R/notes $R/notes/a.md $R/docs/a.md \
+    > $X/stat
+cat $R/notes/a.md > $X/cat
+echo "beta" > $R/notes/b.md
+sed -i 's/alpha/gamma/' $R/notes/a.md
+echo scratch > $R/scratch.txt
+echo x 2> $X/ro_write.err > $R/docs/a.md; echo $? > $X/ro_write.rc
+{py} {ro} $R/docs > $X/ro.json
+cat "$MEMFS_SYSTEM_PROMPT_FILE" > $X/prompt
+S=$(dirname "$MEMFS_SYSTEM_PROMPT_FILE")
+{py} -c '{probe}' "$MEMFS_DB" "$S" {logs} > $X/probe.json
+"""
+
+
+def agent_script(x: Path, root: str | Path, *store_ids: str) -> str:
+    """The agent's side; it also tries the event log and daemon log of each store."""
+    logs = " ".join(f'"$S/{i}.events.jsonl" "$S/{i}.log"' for i in store_ids)
+    return AGENT_SCRIPT.format(x=x, r=root, py=PY, ro=RO_SYSCALLS, probe=PROBE.replace("'", ""),
+                               logs=logs)
+
+
+@pytest.mark.parametrize("isolation", ["namespace", "none"])
+def test_run_as_an_unprivileged_user(
+    root_user, agent_user, store: Store, tmp_path: Path, shared: Path, isolation: str,
+):
+    notes, docs = two_stores(store)
+    x = shared / "x"
+    x.mkdir(mode=0o777)
+    x.chmod(0o777)
+    root = shared / "root"  # for --isolation none: where a third user could try to look
+    root_seen = "/mnt/memory" if isolation == "namespace" else str(root)
+    args = ["--store", "Notes", "--store", "Docs:read_only", "--user", AGENT,
+            "--isolation", isolation]
+    if isolation == "none":
+        args += ["--root", str(root)]
+        # While the session runs, a third user tries the mounts from outside.
+        script = agent_script(x, root_seen, notes, docs) + (
+            f"\ntouch {x}/ready\n"
+            f"for _ in $(seq 500); do [ -e {x}/go ] && break; sleep 0.02; done\n")
+    else:
+        script = agent_script(x, root_seen, notes, docs)
+    seen: dict[str, Any] = {}
+
+    def stranger() -> None:
+        if isolation == "none":
+            retry(lambda: (x / "ready").exists() or None, 20)
+            seen.update(probe(STRANGER, root, root / "notes", root / "notes" / "a.md",
+                              root / "docs" / "a.md"))
+            (x / "go").touch()
+
+    import threading
+    t = threading.Thread(target=stranger)
+    t.start()
+    done = memfs_run(tmp_path / "memfs.db", *args, "--", "sh", "-c", script)
+    t.join()
+    assert done.returncode == 0, done.stderr
+    sid = store.list_sessions().data[0].id
+
+    # Who it ran as, with what.
+    assert (x / "uid").read_text().strip() == str(agent_user.pw_uid)
+    assert str(grp.getgrnam(AGENT).gr_gid) in (x / "groups").read_text().split()
+    assert (x / "home").read_text().strip() == agent_user.pw_dir
+    names = {ln.split("=", 1)[0] for ln in (x / "env").read_text().splitlines() if "=" in ln}
+    assert names - {"PWD", "SHLVL", "_", "OLDPWD"} <= {
+        "HOME", "USER", "LOGNAME", "PATH", "TERM", "MEMFS_DB", "MEMFS_SESSION_ID",
+        "MEMFS_SYSTEM_PROMPT_FILE"}
+    assert "# Memory" in (x / "prompt").read_text()
+    # Its stores, its own: ls, cat, a new file, sed -i.
+    assert (x / "ls").read_text().split() == ["docs", "notes"]
+    assert (x / "stat").read_text().splitlines() == [
+        f"{AGENT} 700", f"{AGENT} 700", f"{AGENT} 600", f"{AGENT} 600"]
+    assert (x / "cat").read_text() == "alpha\n"
+    assert store.get_memory_by_path(notes, "/b.md").content == "beta\n"
+    assert store.get_memory_by_path(notes, "/a.md").content == "gamma\n"
+    # The read-only store: EROFS for the agent, every refusal logged.
+    assert (x / "ro_write.rc").read_text().strip() != "0"
+    assert "Read-only file system" in (x / "ro_write.err").read_text()
+    results = json.loads((x / "ro.json").read_text())
+    logged = Counter((u["input"]["operation"], u["input"]["file_path"])
+                     for u, r in tool_pairs(store, sid)
+                     if r["is_error"] and r["content"][0]["text"].startswith("EROFS"))
+    check_ro_results(results, logged, f"{root_seen}/docs")
+    assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+    # Out of reach: the database, the launcher's state directory and the event logs (the
+    # prompt file is read by its name only).
+    probed = json.loads((x / "probe.json").read_text())
+    db, state, *logs = probed
+    assert probed[db] == [errno.EACCES, errno.EACCES]
+    assert probed[state][1] == errno.EACCES  # cannot list it
+    assert len(logs) == 4 and all(probed[p] == [0, errno.EACCES] for p in logs)
+    if isolation == "none":
+        assert seen == {
+            str(root): [0, errno.EACCES],
+            str(root / "notes"): [errno.EACCES, errno.EACCES],
+            str(root / "notes" / "a.md"): [errno.EACCES, errno.EACCES],
+            str(root / "docs" / "a.md"): [errno.EACCES, errno.EACCES],
+        }
+        assert not root.exists()  # scratch discarded
+
+
+def test_user_option_errors(store: Store, tmp_path: Path):
+    store.create_store("Notes")
+    for user, message in (("no-such-user-here", "no user 'no-such-user-here'"),
+                          ("root:no-such-group", "no group 'no-such-group'"),
+                          (":x", "--user must be USER or USER:GROUP")):
+        done = memfs_run(tmp_path / "memfs.db", "--store", "Notes", "--user", user, "--",
+                         "true")
+        assert done.returncode != 0 and message in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    assert store.list_sessions().data == []
+
+
+# -- a container: bubblewrap -------------------------------------------------------------------
+
+#: The sandbox: every namespace new (no network), the agent's uid, a read-only minimal root
+#: (/usr and the usual links), /proc, /dev, a private /tmp, and the session root -- nothing
+#: else of the host -- at /mnt/memory.
+BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+         "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
+         "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+         "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/work"]
+
+INSIDE = r"""
+set -u
+R=/mnt/memory
+id -u > /out/uid
+ls -A $R > /out/ls; ls -A / > /out/rootdir
+stat -c '%a' $R/notes $R/docs/a.md > /out/stat
+cat $R/notes/a.md > /out/cat
+echo "from the box" > $R/notes/box.md
+sed -i 's/alpha/delta/' $R/notes/a.md
+echo x 2>/dev/null > $R/docs/a.md; echo $? > /out/ro_write.rc
+python3 /ro_syscalls.py $R/docs > /out/ro.json
+python3 -c '{probe}' {outside} > /out/probe.json
+python3 -c 'import socket; s = socket.socket()
+try:
+    s.connect(("1.1.1.1", 53)); print("connected")
+except OSError as e:
+    print(e.errno)' > /out/net
+"""
+
+
+def test_bubblewrap_sandbox_sees_only_its_session(
+    root_user, agent_user, store: Store, tmp_path: Path, shared: Path,
+):
+    need(shutil.which("bwrap") is not None, "bubblewrap (Debian package bubblewrap)")
+    notes, docs = two_stores(store)
+    out = shared / "out"
+    out.mkdir()
+    os.chown(out, agent_user.pw_uid, agent_user.pw_gid)
+    # Another session, running meanwhile as another user: its root and mounts exist on the
+    # host, and the box must not see them.
+    other_root, other_ready, other_go = shared / "other", shared / "other.ready", shared / "go"
+    other = subprocess.Popen(
+        [*MEMFS, "--db", str(tmp_path / "memfs.db"), "run", "--store", "Notes",
+         "--isolation", "none", "--root", str(other_root), "--user", str(STRANGER), "--",
+         "sh", "-c", f"touch {other_ready}; while [ ! -e {other_go} ]; do sleep 0.02; done"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        retry(lambda: other_ready.exists() or None, 20)
+        root = shared / "root"
+        outside = " ".join(str(p) for p in (
+            tmp_path / "memfs.db", other_root, other_root / "notes", shared, "/tmp/x"))
+        inside = INSIDE.format(probe=PROBE.replace("'", ""), outside=outside)
+        done = memfs_run(
+            tmp_path / "memfs.db", "--store", "Notes", "--store", "Docs:read_only",
+            "--user", AGENT, "--isolation", "none", "--root", str(root), "--",
+            *BWRAP, "--uid", str(agent_user.pw_uid), "--gid", str(agent_user.pw_gid),
+            "--bind", str(root), "/mnt/memory", "--bind", str(out), "/out",
+            "--ro-bind", str(RO_SYSCALLS), "/ro_syscalls.py",
+            "sh", "-c", inside)
+    finally:
+        other_go.touch()
+        assert other.wait(timeout=30) == 0, other.stderr.read() if other.stderr else ""
+    assert done.returncode == 0, done.stderr
+    sid = next(s.id for s in store.list_sessions().data if "bwrap" in (s.title or ""))
+
+    assert (out / "uid").read_text().strip() == str(agent_user.pw_uid)
+    assert (out / "ls").read_text().split() == ["docs", "notes"]
+    assert set((out / "rootdir").read_text().split()) == {
+        "bin", "dev", "lib", "lib64", "mnt", "out", "proc", "ro_syscalls.py", "sbin", "tmp",
+        "usr", "work", "etc"} - ({"etc"} if not os.path.isdir("/etc/alternatives") else set())
+    assert (out / "stat").read_text().split() == ["700", "600"]
+    assert (out / "cat").read_text() == "alpha\n"
+    assert store.get_memory_by_path(notes, "/box.md").content == "from the box\n"
+    assert store.get_memory_by_path(notes, "/a.md").content == "delta\n"
+    assert (out / "ro_write.rc").read_text().strip() != "0"
+    logged = Counter((u["input"]["operation"], u["input"]["file_path"])
+                     for u, r in tool_pairs(store, sid)
+                     if r["is_error"] and r["content"][0]["text"].startswith("EROFS"))
+    # The event paths are the launcher's (the root on the host): the box's /mnt/memory is
+    # a bind of it.
+    check_ro_results(json.loads((out / "ro.json").read_text()), logged, f"{root}/docs")
+    # Nothing of the host, of the database or of the other session is there at all.
+    probed = json.loads((out / "probe.json").read_text())
+    assert all(r == [errno.ENOENT, errno.ENOENT] for r in probed.values()), probed
+    assert (out / "net").read_text().strip() == str(errno.ENETUNREACH)
+
+
+def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path: Path,
+                                                shared: Path):
+    """--user with --url: the mounts are remote mounts of a memfs server, with the same
+    owner, modes and refusals."""
+    from .test_server import start_server, stop_server
+
+    server = start_server(tmp_path, "--api-key", "sk-sandbox")
+    try:
+        store = Store(tmp_path / "memfs.db")  # the server's database, for the checks
+        notes, docs = two_stores(store)
+        x = shared / "x"
+        x.mkdir(mode=0o777)
+        x.chmod(0o777)
+        script = f"""
+        id -u > {x}/uid
+        stat -c '%U %a' /mnt/memory/notes/a.md /mnt/memory/docs/a.md > {x}/stat
+        sed -i 's/alpha/remote/' /mnt/memory/notes/a.md
+        echo x 2> {x}/ro.err > /mnt/memory/docs/a.md || true
+        """
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))}
+        env.update(MEMFS_URL=server.url, MEMFS_API_KEY="sk-sandbox")
+        done = subprocess.run(
+            [*MEMFS, "run", "--store", notes, "--store", f"{docs}:read_only", "--user", AGENT,
+             "--", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert (x / "uid").read_text().strip() == str(agent_user.pw_uid)
+        assert (x / "stat").read_text().splitlines() == [f"{AGENT} 600", f"{AGENT} 600"]
+        assert store.get_memory_by_path(notes, "/a.md").content == "remote\n"
+        assert "Read-only file system" in (x / "ro.err").read_text()
+        assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+        store.close()
+    finally:
+        assert stop_server(server) == 0
