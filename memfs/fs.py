@@ -1081,6 +1081,10 @@ class Operations(pyfuse3.Operations):
         if h is None:
             return
         h.node.handles -= 1
+        if not h.node.handles:
+            # Emptied from elsewhere while it was being listed: the prune skipped it then
+            # (the kernel sends RELEASEDIR after closedir returns, so this is common).
+            self.tree.prune(h.node)
         n = len(h.listing or ())
         self._emit(self._pair(
             h.comm, h.pid, "list", h.file_path,

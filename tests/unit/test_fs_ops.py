@@ -735,3 +735,19 @@ async def test_a_pruned_feed_position_reloads_the_tree(fs, store):
     await ops.poll_changes()
     assert (await ops.lookup(ROOT, b"elsewhere.md", CTX)).st_size == 1
     assert ops.seq == store.last_change(sid)
+
+
+async def test_a_directory_emptied_elsewhere_while_listed_goes_at_releasedir(fs, store):
+    """The stateful test found it: RELEASEDIR comes after closedir returns, so a directory
+    emptied by another mount meanwhile was skipped by the prune and stayed forever."""
+    ops, sid = fs
+    m = store.create_memory(sid, "/d/a.md", "a", actor=None)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    d = (await ops.lookup(ROOT, b"d", CTX)).st_ino
+    fh = await ops.opendir(d, CTX)
+    store.delete_memory(sid, m.id, actor=None)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    assert "d" in (ops.root.children or {})  # still listed: kept for now
+    await ops.releasedir(fh)
+    assert "d" not in (ops.root.children or {})
+    assert any(name == "d" for _, name, _ in ops.stale_entries)
