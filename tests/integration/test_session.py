@@ -344,12 +344,11 @@ def test_session_from_a_spec_file(launch: Callable[..., Run], store: Store,
 
     assert (tmp_path / "ls-root").read_text().split() == ["notes", "ref"]
     assert (tmp_path / "cat-ref").read_text() == "# Guide\nBe brief.\n"
+    # The read-only store refuses in the daemon (no kernel `ro`), so the refusal is logged.
     assert "Read-only file system" in (tmp_path / "erofs").read_text()
-    modes = {
-        line.split()[1]: line.split()[3].split(",") for line in
-        (tmp_path / "mounts-inside").read_text().splitlines()
-    }
-    assert "ro" in modes[str(root / "ref")] and "rw" in modes[str(root / "notes")]
+    mounted = {line.split()[1] for line in
+               (tmp_path / "mounts-inside").read_text().splitlines()}
+    assert {str(root / "ref"), str(root / "notes")} <= mounted
     prompt = (tmp_path / "prompt.md").read_text()
     assert f"- Mount path: {root}/notes\n- Access: read_write" in prompt
     assert f"- Mount path: {root}/ref\n- Access: read_only" in prompt
