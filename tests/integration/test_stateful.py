@@ -17,8 +17,8 @@ emptied by an unlink or rename in a mount stays in that mount. Nothing is done f
 a path that is open somewhere (that is "last close wins", not modelled here).
 
 Each example works below its own directory ``/x<N>/`` of one store, so the mounts and the server
-start once. Sizes: MEMFS_STATEFUL_EXAMPLES (default 15) examples of up to MEMFS_STATEFUL_STEPS
-(default 25) steps; ``pytest --hypothesis-seed=N`` reproduces a run. Longer runs on demand:
+start once. Sizes: MEMFS_STATEFUL_EXAMPLES (default 100) examples of up to MEMFS_STATEFUL_STEPS
+(default 30) steps; ``pytest --hypothesis-seed=N`` reproduces a run. Longer runs on demand:
 ``MEMFS_STATEFUL_EXAMPLES=500 MEMFS_STATEFUL_STEPS=60 scripts/test -k two_mounts``.
 """
 
@@ -53,8 +53,8 @@ from .test_server import start_server, stop_server
 
 pytestmark = pytest.mark.fuse
 
-EXAMPLES = int(os.environ.get("MEMFS_STATEFUL_EXAMPLES", "15"))
-STEPS = int(os.environ.get("MEMFS_STATEFUL_STEPS", "25"))
+EXAMPLES = int(os.environ.get("MEMFS_STATEFUL_EXAMPLES", "100"))
+STEPS = int(os.environ.get("MEMFS_STATEFUL_STEPS", "30"))
 #: How long a change may take to show in the other mount / the API.
 VISIBLE_WITHIN = 3.0
 KEY = "sk-memfs-stateful"
