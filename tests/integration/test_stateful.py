@@ -228,7 +228,28 @@ class TwoMountsAndApi(RuleBasedStateMachine):
         os.close(o.fd)
         last = not any(x.file is o.file for x in self.fds)
         if (o.wrote or last) and self.files.get(o.path) is o.file:
+            before = o.file.committed
             self.commit(o.path, o.file)
+            if not o.wrote and o.file.committed != before:
+                self.wait_release_commit(o.path, o.file.committed)
+
+    def wait_release_commit(self, path: str, content: str) -> None:
+        """A descriptor that did not write (a bare create, an O_TRUNC) is committed at release,
+        which the kernel sends after close() returned: wait for it, so that the order of the
+        versions is the order of the steps."""
+        from memfs.errors import NotFound
+
+        end = time.monotonic() + VISIBLE_WITHIN
+        while True:
+            try:
+                m = self.world.store.get_memory_by_path(self.world.sid, self.full(path))
+                if m.content == content:
+                    return
+            except NotFound:
+                pass
+            if time.monotonic() > end:
+                raise Mismatch(f"{path}: not committed {VISIBLE_WITHIN} s after its last close")
+            time.sleep(0.01)
 
     @precondition(lambda self: self.fds)
     @rule(i=st.integers(0, MAX_FDS - 1))
