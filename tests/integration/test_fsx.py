@@ -31,7 +31,7 @@ from memfs import Actor
 
 pytestmark = pytest.mark.fuse
 
-OPS = int(os.environ.get("MEMFS_FSX_OPS", "12000"))
+OPS = int(os.environ.get("MEMFS_FSX_OPS", "6000"))
 #: Names used: a few in the root and in one directory (kept alive by an untouched file).
 NAMES = ["a.md", "b.md", "c.md", "d.md", "sub/e.md", "sub/f.md"]
 KEEP = "sub/keep.md"
@@ -280,8 +280,9 @@ class Fsx:
         dst = (self.rng.choice(existing) if existing and self.rng.random() < 0.6
                else self.rng.choice(NAMES))
         target = self.files.get(dst)
-        tag = "" if target is None else (" [over an OPEN file]" if self.open_count(target)
-                                          else " [over a file]")
+        tag = ""
+        if target is not None and src != dst:
+            tag = " [over an OPEN file]" if self.open_count(target) else " [over a file]"
         self.log.append(f"rename({src}, {dst}){tag}")
         inode = self.files.get(src)
         if inode is None:
