@@ -11,6 +11,7 @@ sequence number.
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import re
 import secrets
@@ -232,6 +233,13 @@ def _validate_text(value: Any, what: str) -> Any:
 
     :raises InvalidRequest: naming where the string is (``what``, then keys and indexes).
     """
+    try:
+        # One pass in C for the common case (every mount's tool event comes through here):
+        # UTF-8 encoding fails on a lone surrogate, anywhere in keys or values.
+        json.dumps(value, ensure_ascii=False, default=repr).encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        pass  # find where it is, to say so
     stack: list[tuple[Any, str]] = [(value, what)]
     while stack:
         item, where = stack.pop()
