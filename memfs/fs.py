@@ -622,6 +622,16 @@ class Operations(pyfuse3.Operations):
                 node.buffer = bytearray(data)
         return node.buffer
 
+    async def _events_in_order(self) -> None:
+        """Record the queued events before a write records its own, so that a session's events
+        stay in the order they happened (a write's are recorded in its transaction, the others
+        in batches). Failing, they stay queued: the write goes on."""
+        if self.events is not None and self.events.pending:
+            try:
+                await self._call(self.events.flush)
+            except errors.MemfsError as e:
+                log.debug("tool events stay queued: %s", e.message)
+
     def _emit(self, events: list[dict[str, Any]] | None) -> None:
         """Record events that no write records (queued for the database)."""
         if self.events is not None and events:
@@ -679,6 +689,7 @@ class Operations(pyfuse3.Operations):
             file shows its previous version again).
         """
         async with self._mutex:
+            await self._events_in_order()
             data = bytes(await self._data(node))
             gen = node.gen
             path = node.path
@@ -1162,6 +1173,7 @@ class Operations(pyfuse3.Operations):
                 else:
                     pair = self._pair(comm_, pid, "delete", entry, memory_id=node.memory.id,
                                       text=f"deleted {self._display(entry)}")
+                    await self._events_in_order()
                     try:
                         await self._call(self.store.delete_path, self.store_id, node.path,
                                          actor=self.actor, events=pair)
@@ -1231,6 +1243,7 @@ class Operations(pyfuse3.Operations):
             raise _Failure(errno.EISDIR, f"{new_path} is a directory")
         events = pair(None)
         gen = src.gen
+        await self._events_in_order()
         try:
             if src.memory is None:
                 # Never committed (a new file not closed yet): its content becomes the
@@ -1268,6 +1281,7 @@ class Operations(pyfuse3.Operations):
             if dst.children:
                 raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
         events = pair(None)
+        await self._events_in_order()
         try:
             moved = await self._call(
                 self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",

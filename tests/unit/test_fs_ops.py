@@ -751,3 +751,18 @@ async def test_a_directory_emptied_elsewhere_while_listed_goes_at_releasedir(fs,
     await ops.releasedir(fh)
     assert "d" not in (ops.root.children or {})
     assert any(name == "d" for _, name, _ in ops.stale_entries)
+
+
+async def test_a_sessions_events_stay_in_the_order_they_happened(fs, store):
+    """A write's events are recorded in its transaction, the others in batches: the batch
+    queued before a write goes first."""
+    ops, sid = fs
+    a = await write_file(ops, ROOT, b"a.md", b"a")
+    await read_file(ops, a)
+    await ops.opendir(ROOT, CTX)
+    await write_file(ops, ROOT, b"b.md", b"b")
+    rows = store.conn.execute(
+        "SELECT body FROM events WHERE store_id = ? AND type = 'agent.tool_use' ORDER BY seq",
+        (sid,)).fetchall()
+    ops_in_order = [json.loads(r[0])["input"]["operation"] for r in rows]
+    assert ops_in_order == ["create", "read", "create"]
