@@ -628,7 +628,7 @@ class Operations(pyfuse3.Operations):
         in batches). Failing, they stay queued: the write goes on."""
         if self.events is not None and self.events.pending:
             try:
-                await self._call(self.events.flush)
+                await self._call(self.events.flush, wait=False)
             except errors.MemfsError as e:
                 log.debug("tool events stay queued: %s", e.message)
 

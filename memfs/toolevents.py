@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -121,6 +122,9 @@ class EventSink:
         self._file: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
         self._file_failing = False
         self._pending: list[dict[str, Any]] = []
+        #: Held while a batch is written: the flusher's thread and a write on the event loop
+        #: (which records the queue before its own events) must not both write one batch.
+        self._flushing = threading.Lock()
 
     def log(self, events: Sequence[dict[str, Any]]) -> None:
         """Append events to the JSON-lines file. A failure is logged (once until the file
@@ -153,19 +157,27 @@ class EventSink:
     def pending(self) -> int:
         return len(self._pending)
 
-    def flush(self) -> None:
+    def flush(self, *, wait: bool = True) -> None:
         """Write the queued events to the database. On a store error they stay queued (and the
-        error propagates)."""
+        error propagates).
+
+        :param wait: False: return at once if another flush is writing the queue now.
+        """
         if not self._pending:
             return
-        batch = list(self._pending)
+        if not self._flushing.acquire(blocking=wait):
+            return
         try:
-            self.store.add_events(self.session_id, batch, store_id=self.store_id)
-        except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
-            # The session was deleted (or a server refuses them for good): these events can
-            # never be recorded; keeping them would only make the queue grow.
-            log.error("dropping %d tool events: %s", len(batch), e)
-        del self._pending[: len(batch)]
+            batch = list(self._pending)
+            try:
+                self.store.add_events(self.session_id, batch, store_id=self.store_id)
+            except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
+                # The session was deleted (or a server refuses them for good): these events
+                # can never be recorded; keeping them would only make the queue grow.
+                log.error("dropping %d tool events: %s", len(batch), e)
+            del self._pending[: len(batch)]
+        finally:
+            self._flushing.release()
 
     def close(self) -> None:
         try:
