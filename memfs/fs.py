@@ -662,12 +662,12 @@ class Operations(pyfuse3.Operations):
     async def _invalidate_now(self, node: Node) -> None:
         """Make the kernel forget a node's pages (and its name, if it left the tree) before
         the handler answers: a refused write must not stay visible for a moment."""
-        entries = [e for e in self.tree.stale_entries if e[2] == node.ino]
-        if self.on_stale is None:
+        if self.on_stale is None:  # no kernel (unit tests): the queues stay for inspection
             return
-        self.tree.stale_entries[:] = [e for e in self.tree.stale_entries if e[2] != node.ino]
-        if node.ino in self.tree.stale_inodes:
-            self.tree.stale_inodes[:] = [i for i in self.tree.stale_inodes if i != node.ino]
+        tree = self.tree
+        entries = [e for e in tree.stale_entries if e[2] == node.ino]
+        tree.stale_entries[:] = [e for e in tree.stale_entries if e[2] != node.ino]
+        tree.stale_inodes[:] = [i for i in tree.stale_inodes if i != node.ino]
         await trio.to_thread.run_sync(invalidate_now, node.ino, entries)
 
     # -- commits ---------------------------------------------------------------------------

@@ -11,7 +11,8 @@ The tree is brought up to date with the store's change feed by :meth:`Tree.apply
 which orders what it learns by the feed's sequence numbers (never by the wall clock), and queues
 what the kernel must forget in :attr:`Tree.stale_entries` and :attr:`Tree.stale_inodes`.
 
-No pyfuse3, no store, no I/O here: :mod:`memfs.fs` drives it, and it is tested alone.
+No pyfuse3, no store, no I/O here (times are parsed by :mod:`memfs.rules`): :mod:`memfs.fs`
+drives it, and it is tested alone.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .models import Change, Memory
+from .rules import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +35,7 @@ CONTENT_CACHE_BYTES = 64 * 1024 * 1024
 
 def time_ns(value: str) -> int:
     """Nanoseconds since the epoch of an RFC 3339 time with microseconds (``…Z``)."""
-    from datetime import datetime
-
-    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    dt = parse_time(value)
     return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 

@@ -18,7 +18,7 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": {"errors", "models"},
     "database": {"errors", "models"},
     "store": {"database", "rules", "errors", "models"},
-    "tree": {"errors", "models"},
+    "tree": {"rules", "errors", "models"},
     "toolevents": {"protocol", "rules", "errors", "models"},
     "fs": {"tree", "toolevents", "protocol", "rules", "errors", "models"},
     "watch": {"fs", "tree", "toolevents", "protocol", "errors", "models"},
