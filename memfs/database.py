@@ -105,7 +105,6 @@ class Database:
         self._target = path if create or self.memory else (
             "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw")
         self._uri = not create and not self.memory
-        self._synchronous = synchronous
         # isolation_level=None: autocommit, we issue BEGIN ourselves. timeout=0: the writer
         # never sleeps inside SQLite (and so inside our lock) waiting for another process.
         self.writer = self._connect(timeout=0.0)
