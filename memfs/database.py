@@ -148,7 +148,9 @@ class Database:
 
     def _take_identity(self) -> None:
         """Give the database its random id (once in its life) and remember the file."""
-        ident = self.writer.execute("PRAGMA user_version").fetchone()[0]
+        # Even this read can find the file locked while another process turns a new
+        # database to WAL or recovers its WAL.
+        ident = self._retry(lambda: self.writer.execute("PRAGMA user_version").fetchone()[0])
         if not ident:
             with self.write() as c:
                 ident = c.execute("PRAGMA user_version").fetchone()[0]

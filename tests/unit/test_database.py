@@ -143,3 +143,31 @@ def test_busy_after_patience(db_path, monkeypatch):
         other.execute("ROLLBACK")
         other.close()
     store.close()
+
+
+def test_opening_waits_out_a_lock_taken_just_before_the_identity_read(db_path):
+    """CI saw ``database is locked`` from the identity read when six processes opened one new
+    file at once: a process turning the new file into WAL (or checkpointing it away as the last
+    one to close it) holds a lock that keeps out even readers, for a moment. Hold such a lock
+    exactly there: opening waits it out instead of failing."""
+    released = threading.Event()
+
+    class LockedOnce(Database):
+        def _take_identity(self) -> None:
+            other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+            other.execute("PRAGMA journal_mode = DELETE")
+            other.execute("BEGIN EXCLUSIVE")
+
+            def release() -> None:
+                time.sleep(0.2)
+                other.execute("COMMIT")
+                other.execute("PRAGMA journal_mode = WAL")
+                other.close()
+                released.set()
+
+            threading.Thread(target=release).start()
+            super()._take_identity()
+
+    db = LockedOnce(db_path)
+    assert released.is_set()
+    db.close()
