@@ -56,6 +56,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import errors
+from .console import create_console
 from .models import Actor, Memory, MemoryVersion
 from .store import TOOL_EVENT_TYPES, UNSET, Store
 
@@ -1370,7 +1371,27 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
         Route("/openapi.json", lambda request: JSONResponse(openapi()), methods=["GET"])
     )
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error})
-    return _Gate(app, api_keys)
+    keys = list(api_keys)
+    console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
+                             changes=hub)
+    return _Split(_Gate(app, keys), console)
+
+
+class _Split:
+    """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), every other path to
+    the Console, which signs people in itself."""
+
+    def __init__(self, api: ASGIApp, console: ASGIApp) -> None:
+        self.api = api
+        self.console = console
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
+                "/v1", "/openapi.json"):
+            await self.api(scope, receive, send)
+        else:
+            await self.console(scope, receive, send)
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 # The container recipe's test (tests/integration/test_sandbox.py).
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+# The Console's browser tests (tests/browser, Playwright drives Debian's chromium).
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing ${need_apt[*]} (Debian packages)..." >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -1,0 +1,51 @@
+"""The Console: a web interface on ``memfs serve`` for the people around the agent, to review
+and fix what agents remember (issue 10).
+
+Server-rendered with Jinja2 templates (``templates/``), a stylesheet and a little plain
+JavaScript (``static/``, vendored: it works offline). Every action goes through the
+:class:`~memfs.store.Store` like the API; the Console re-checks no rule, it only translates
+(:mod:`memfs.console.web` holds the translation: sign-in, CSRF, errors, rendering).
+
+Modules, one per area of the interface, each exporting ``routes``:
+
+- :mod:`.auth`: sign-in with an API key, sign-out;
+- :mod:`.stores`: the stores: list, create, edit, archive, delete;
+- :mod:`.memories`: a store's tree, search, a memory (view, edit, rename, delete), live updates;
+- :mod:`.history`: versions, diffs, restore, redact;
+- :mod:`.sessions`: sessions and their timelines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from ..store import Store
+from . import auth, history, memories, sessions, stores, web
+
+
+def create_console(
+    store: Store,
+    api_keys: Iterable[str],
+    *,
+    error_status: Callable[[BaseException], int],
+    changes: Any,
+) -> ASGIApp:
+    """The Console's ASGI app.
+
+    :param api_keys: the keys that may sign in (the API's own).
+    :param error_status: the HTTP status of an exception (the API's table, so both agree).
+    :param changes: the API's change hub (:class:`memfs.api.ChangeHub`), for live pages.
+    """
+    console = web.Console(store, api_keys, error_status=error_status, changes=changes)
+    routes: list[BaseRoute] = []
+    for module in (auth, stores, memories, history, sessions):
+        routes += module.routes(console)
+    routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
+                        name="static"))
+    return Starlette(routes=routes, exception_handlers=web.exception_handlers(console))

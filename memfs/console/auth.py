@@ -1,0 +1,52 @@
+"""Sign-in with an API key, sign-out."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from .. import errors
+from .web import COOKIE, SESSION_SECONDS, Console, form, page, redirect, same_origin
+
+
+def _safe_next(target: str | None) -> str:
+    """Where to go after signing in: a path on this site only (never ``//host`` or a URL)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def routes(console: Console) -> list[BaseRoute]:
+    async def signin(request: Request) -> Response:
+        request.state.user = None
+        next_ = _safe_next(request.query_params.get("next"))
+        if request.method == "GET":
+            if console.user(request) is not None:
+                return RedirectResponse(next_, status_code=303)
+            return console.render(request, "signin.html", next=next_, error=None)
+        if not same_origin(request):
+            return console.render(request, "signin.html", status=403, next=next_,
+                                  error="sign in from the Console's own page")
+        try:
+            fields = await form(request)
+        except errors.InvalidRequest as e:
+            return console.render(request, "signin.html", status=400, next=next_,
+                                  error=e.message)
+        next_ = _safe_next(fields.get("next"))
+        cookie = console.new_cookie(fields.get("api_key", "").strip())
+        if cookie is None:
+            return console.render(request, "signin.html", status=401, next=next_,
+                                  error="that is not an API key of this server")
+        response = RedirectResponse(next_, status_code=303)
+        response.set_cookie(COOKIE, cookie, max_age=SESSION_SECONDS, path="/", httponly=True,
+                            samesite="strict", secure=request.url.scheme == "https")
+        return response
+
+    @page(console, "/signout", ("POST",))
+    async def signout(request: Request) -> Response:
+        response = redirect("/signin", "signed out")
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    return [Route("/signin", signin, methods=["GET", "POST"], name="signin"), signout]

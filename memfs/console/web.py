@@ -1,0 +1,282 @@
+"""What every Console page shares: who is signed in (a signed cookie), CSRF tokens, rendering
+a template, running store calls, and turning store errors into pages.
+
+Sign-in takes one of the server's API keys (the same keys, and the same loopback rule at bind
+time, as the API). The cookie then carries ``key_id.expires.nonce.signature``, the signature
+being an HMAC of the rest under the key itself: no server-side session table, it survives a
+restart and works across replicas, and removing a key from the server signs out everyone who
+signed in with it. The CSRF token of a sign-in is an HMAC of its nonce under the key; every
+POST must carry it (form field ``csrf`` or header ``x-csrf-token``), and the cookie is
+``SameSite=Strict`` and ``HttpOnly`` on top of that.
+
+Writes from the Console are attributed to a ``user_actor`` (API.md §3.7: "a human, e.g. in the
+Console") whose id is derived from the key the person signed in with, as ``apikey_`` ids are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+import jinja2
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from .. import errors
+from ..models import Actor
+from ..store import Store
+
+#: The sign-in cookie and how long it lasts.
+COOKIE = "memfs_console"
+SESSION_SECONDS = 12 * 3600
+#: A one-shot message shown on the next page (after a POST's redirect).
+FLASH_COOKIE = "memfs_flash"
+#: Largest form body the Console reads (a memory is at most 100 kB; UTF-8 form-encoding can
+#: triple it).
+MAX_FORM_BYTES = 1_000_000
+
+
+def key_id(key: str) -> str:
+    """An API key's public id (the API's :func:`memfs.api.api_key_id`)."""
+    return "apikey_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def console_actor(kid: str) -> Actor:
+    """The ``user_actor`` of a person signed in with the key ``kid``."""
+    return Actor.user("user_" + kid.removeprefix("apikey_"))
+
+
+@dataclass(frozen=True)
+class User:
+    """Who is signed in: the key's id, the actor their writes are attributed to, and the CSRF
+    token their forms must carry."""
+
+    key_id: str
+    actor: Actor
+    csrf: str
+
+
+class Console:
+    """The Console's shared state: the store, the keys, the templates."""
+
+    def __init__(self, store: Store, api_keys: Iterable[str], *,
+                 error_status: Callable[[BaseException], int], changes: Any) -> None:
+        self.store = store
+        self.keys = {key_id(k): k for k in api_keys}
+        self.error_status = error_status
+        self.changes = changes
+        self.templates = jinja2.Environment(
+            loader=jinja2.PackageLoader("memfs.console", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.filters["markdown"] = render_markdown
+        self.templates.filters["when"] = when
+        self.templates.filters["actor"] = actor_label
+        self.templates.globals["limits"] = store.limits
+
+    # -- running store calls ----------------------------------------------------------------
+
+    async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A store method in a worker thread (as the API runs them)."""
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+
+    # -- sign-in ----------------------------------------------------------------------------
+
+    def sign(self, kid: str, expires: int, nonce: str) -> str:
+        payload = f"{kid}.{expires}.{nonce}"
+        sig = hmac.new(self.keys[kid].encode(), payload.encode(), hashlib.sha256).hexdigest()
+        return f"{payload}.{sig}"
+
+    def csrf_token(self, kid: str, nonce: str) -> str:
+        key = self.keys[kid].encode()
+        return hmac.new(key, b"csrf." + nonce.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def new_cookie(self, key: str) -> str | None:
+        """The cookie value for a sign-in with ``key``, None if it is not a server key."""
+        kid = key_id(key)
+        if not hmac.compare_digest(self.keys.get(kid, ""), key):
+            return None
+        return self.sign(kid, int(time.time()) + SESSION_SECONDS, secrets.token_hex(16))
+
+    def user(self, request: Request) -> User | None:
+        """Who the request's cookie signs in, if anyone (and the cookie is still valid)."""
+        value = request.cookies.get(COOKIE, "")
+        parts = value.split(".")
+        if len(parts) != 4 or parts[0] not in self.keys or not parts[1].isdigit():
+            return None
+        kid, expires, nonce, _ = parts
+        if int(expires) < time.time() or not hmac.compare_digest(
+                self.sign(kid, int(expires), nonce), value):
+            return None
+        return User(kid, console_actor(kid), self.csrf_token(kid, nonce))
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def render(self, request: Request, template: str, status: int = 200,
+               **context: Any) -> HTMLResponse:
+        """A page. Every template gets ``request``, ``user`` (None on the sign-in page),
+        ``csrf`` (a hidden form field, markup) and ``flash`` (a message from the last POST)."""
+        user: User | None = getattr(request.state, "user", None)
+        flash = urllib.parse.unquote(request.cookies.get(FLASH_COOKIE, ""))[:500]
+        html = self.templates.get_template(template).render(
+            request=request,
+            user=user,
+            csrf=Markup('<input type="hidden" name="csrf" value="{}">').format(
+                user.csrf if user else ""),
+            flash=flash,
+            url=request.url_for,
+            **context,
+        )
+        response = HTMLResponse(html, status_code=status)
+        if flash:
+            response.delete_cookie(FLASH_COOKIE, path="/")
+        return response
+
+    def error_page(self, request: Request, exc: BaseException) -> HTMLResponse:
+        status = self.error_status(exc)
+        message = exc.message if isinstance(exc, errors.MemfsError) else "internal error"
+        return self.render(request, "error.html", status=status, status_code=status,
+                           message=message)
+
+
+def redirect(url: str, flash: str | None = None) -> RedirectResponse:
+    """After a POST: see the result at ``url`` (303), with a one-shot message."""
+    response = RedirectResponse(url, status_code=303)
+    if flash:
+        response.set_cookie(FLASH_COOKIE, urllib.parse.quote(flash[:500]), path="/",
+                            httponly=True, samesite="strict")
+    return response
+
+
+# -- pages ------------------------------------------------------------------------------------
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
+         name: str | None = None) -> Callable[[Handler], Route]:
+    """A Console route: the handler runs only for a signed-in user (others are sent to the
+    sign-in page), a POST only with the user's CSRF token, and a store error becomes an error
+    page with the API's status for it. ``request.state.user`` is the :class:`User`."""
+
+    def decorate(handler: Handler) -> Route:
+        async def endpoint(request: Request) -> Response:
+            user = console.user(request)
+            if user is None:
+                if request.method != "GET":
+                    return console.render(request, "error.html", status=401, status_code=401,
+                                          message="your sign-in has expired: sign in again")
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return RedirectResponse(
+                    "/signin?" + urllib.parse.urlencode({"next": target}), status_code=303)
+            request.state.user = user
+            if request.method == "POST" and not await _csrf_ok(request, user):
+                return console.render(request, "error.html", status=403, status_code=403,
+                                      message="this form is stale or was not sent by the "
+                                              "Console (CSRF check failed): reload and retry")
+            try:
+                return await handler(request)
+            except errors.MemfsError as e:
+                return console.error_page(request, e)
+
+        endpoint.__name__ = handler.__name__
+        return Route(path, endpoint, methods=list(methods), name=name or handler.__name__)
+
+    return decorate
+
+
+async def form(request: Request) -> dict[str, str]:
+    """A POST's form fields (the first value of each), bounded in size."""
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
+        raise errors.InvalidRequest(f"the form is larger than {MAX_FORM_BYTES} bytes")
+    data = await request.form(max_part_size=MAX_FORM_BYTES)
+    return {k: v for k, v in data.items() if isinstance(v, str)}
+
+
+def same_origin(request: Request) -> bool:
+    """False when the browser says the request comes from another site (``Origin``)."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return urllib.parse.urlsplit(origin).netloc == request.headers.get("host")
+
+
+async def _csrf_ok(request: Request, user: User) -> bool:
+    if not same_origin(request):
+        return False
+    token = request.headers.get("x-csrf-token")
+    if token is None:
+        ctype = request.headers.get("content-type", "")
+        if ctype.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+            try:
+                token = (await form(request)).get("csrf")
+            except errors.InvalidRequest:
+                return False
+    return token is not None and hmac.compare_digest(token, user.csrf)
+
+
+def exception_handlers(console: Console) -> dict[Any, Any]:
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        request.state.user = console.user(request)
+        message = "no such page" if exc.status_code == 404 else str(exc.detail)
+        return console.render(request, "error.html", status=exc.status_code,
+                              status_code=exc.status_code, message=message)
+
+    return {HTTPException: http_error}
+
+
+# -- template filters ---------------------------------------------------------------------------
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+def render_markdown(text: str | None) -> Markup:
+    """Markdown as HTML. Raw HTML in a memory is shown as text, never run (an agent's memory is
+    untrusted input), and links with unsafe schemes are not made links (markdown-it's
+    ``validateLink``)."""
+    return Markup(_MARKDOWN.render(text or ""))
+
+
+def when(timestamp: str | None) -> Markup:
+    """An RFC 3339 time as ``<time>``, readable (UTC, to the second), exact in its title."""
+    if not timestamp:
+        return Markup("")
+    try:
+        shown = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).strftime(
+            "%Y-%m-%d %H:%M:%S UTC")
+    except ValueError:
+        shown = timestamp
+    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(timestamp, shown)
+
+
+def actor_label(actor: Any) -> Markup:
+    """Who made a version: a session links to its timeline."""
+    if actor is None:
+        return Markup("unknown")
+    d = actor.to_dict() if hasattr(actor, "to_dict") else dict(actor)
+    kind = d.get("type", "")
+    if kind == "session_actor":
+        sid = d.get("session_id", "")
+        return Markup('session <a href="/sessions/{0}"><code>{0}</code></a>').format(sid)
+    labels = {"api_actor": ("API key", "api_key_id"), "user_actor": ("user", "user_id"),
+              "service_account_actor": ("service account", "service_account_id")}
+    label, field = labels.get(kind, (kind, "id"))
+    return Markup("{} <code>{}</code>").format(label, d.get(field, ""))

@@ -1,0 +1,110 @@
+"""The Console in a real browser: Playwright driving Debian's headless ``chromium`` against a
+real ``memfs serve`` subprocess, seeded through the official SDK.
+
+Without chromium or Playwright these tests skip, except under ``CI=true``, where they fail
+(``scripts/_setup.sh`` installs both). A failing test leaves a screenshot of its page in
+``test-artifacts/`` (or ``$MEMFS_TEST_ARTIFACTS``) and says where.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+from tests.integration.test_server import Server, start_server, stop_server
+
+KEY = "sk-memfs-console-test"
+ARTIFACTS = Path(os.environ.get("MEMFS_TEST_ARTIFACTS",
+                                Path(__file__).resolve().parents[2] / "test-artifacts"))
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, "report_" + report.when, report)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    why = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        why = "Playwright is not installed (pip install playwright)"
+    executable = chromium_path()
+    if why is None and executable is None:
+        why = "no chromium on PATH (apt-get install chromium)"
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: the Console's browser tests need a browser: {why}")
+        pytest.skip(why)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, headless=True,
+                              args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("console")
+    server = start_server(tmp, "--api-key", KEY)
+    server.db = tmp / "memfs.db"  # type: ignore[attr-defined]
+    yield server
+    assert stop_server(server) == 0
+
+
+@pytest.fixture
+def sdk(console_server: Server) -> anthropic.Anthropic:
+    """The official SDK against the same server, to seed and check what the Console shows."""
+    return anthropic.Anthropic(base_url=console_server.url, api_key=KEY, max_retries=0)
+
+
+@pytest.fixture
+def page(browser: Any, console_server: Server, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser context (no cookies) and page on the Console; JavaScript errors on the
+    page fail the test."""
+    context = browser.new_context(base_url=console_server.url)
+    context.set_default_timeout(10_000)
+    pg = context.new_page()
+    js_errors: list[str] = []
+    pg.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    yield pg
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / (re.sub(r"[^\w.-]+", "_", request.node.nodeid) + ".png")
+        try:
+            pg.screenshot(path=str(shot), full_page=True)
+            print(f"\nscreenshot of the failing page: {shot}")
+        except Exception as e:  # noqa: BLE001 - the test's own failure matters more
+            print(f"\nno screenshot: {e}")
+    context.close()
+    assert js_errors == [], f"JavaScript errors on the page: {js_errors}"
+
+
+def sign_in(pg: Any, key: str = KEY, *, goto: bool = True) -> None:
+    if goto:
+        pg.goto("/signin")
+    pg.get_by_label("API key").fill(key)
+    pg.get_by_role("button", name="Sign in").click()
+
+
+@pytest.fixture
+def signed_in(page: Any) -> Any:
+    """``page``, signed in, on the stores list."""
+    sign_in(page)
+    page.wait_for_url("**/stores")
+    return page

@@ -1,0 +1,103 @@
+"""The Console's sign-in and stores pages, in chromium."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import anthropic
+import httpx
+
+from .conftest import KEY, sign_in
+
+
+def test_sign_in_refuses_a_wrong_key_and_returns_where_you_were_going(page: Any,
+                                                                         console_server) -> None:
+    page.goto("/stores?archived=1")
+    assert "/signin" in page.url  # not signed in: sent to sign in first
+    sign_in(page, "not-a-key", goto=False)
+    assert page.get_by_role("alert").inner_text() == "that is not an API key of this server"
+    page.get_by_label("API key").fill(KEY)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/stores?archived=1")
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url("**/signin")
+    page.goto("/stores")
+    assert "/signin" in page.url
+
+
+def test_a_post_without_the_csrf_token_is_refused(page: Any, console_server) -> None:
+    sign_in(page)
+    page.wait_for_url("**/stores")
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    r = httpx.post(console_server.url + "/stores", data={"name": "forged"}, cookies=cookies)
+    assert r.status_code == 403 and "CSRF" in r.text
+    r = httpx.post(console_server.url + "/stores", data={"name": "forged", "csrf": "x" * 32},
+                   cookies=cookies)
+    assert r.status_code == 403
+
+
+def test_create_edit_archive_and_delete_a_store(signed_in: Any, sdk: anthropic.Anthropic) -> None:
+    pg = signed_in
+    pg.get_by_text("New store").click()
+    pg.get_by_label("Name", exact=True).fill("Console Notes")
+    pg.get_by_label("Description").fill("what the team knows")
+    pg.get_by_label("Metadata").fill("team: support\nowner: ana")
+    pg.get_by_role("button", name="Create store").click()
+    pg.wait_for_url(re.compile(r"/stores/memstore_\w+$"))
+    sid = pg.url.rsplit("/", 1)[1]
+    made = sdk.beta.memory_stores.retrieve(sid)
+    assert (made.name, made.description, made.metadata) == (
+        "Console Notes", "what the team knows", {"team": "support", "owner": "ana"})
+
+    pg.goto(f"/stores/{sid}/settings")
+    pg.get_by_label("Metadata").fill("team: billing")
+    pg.get_by_role("button", name="Save").click()
+    assert "saved Console Notes" in pg.get_by_role("status").inner_text()
+    assert sdk.beta.memory_stores.retrieve(sid).metadata == {"team": "billing"}
+
+    # A bad value is the store's error, shown with the form as it was typed.
+    pg.get_by_label("Name", exact=True).fill("")
+    pg.get_by_label("Name", exact=True).evaluate("e => e.removeAttribute('required')")
+    pg.get_by_role("button", name="Save").click()
+    assert pg.get_by_role("alert").count() == 1
+
+    pg.goto(f"/stores/{sid}/settings")
+    pg.once("dialog", lambda d: d.accept())
+    pg.get_by_role("button", name="Archive this store").click()
+    assert "archived Console Notes" in pg.get_by_role("status").inner_text()
+    assert sdk.beta.memory_stores.retrieve(sid).archived_at is not None
+    pg.goto("/stores")  # archived stores are hidden unless asked for
+    assert pg.get_by_role("link", name="Console Notes", exact=True).count() == 0
+    pg.get_by_role("link", name="Show archived stores").click()
+    assert pg.get_by_role("link", name="Console Notes", exact=True).count() == 1
+
+    pg.goto(f"/stores/{sid}/settings")
+    pg.get_by_label(re.compile("Type the store's name")).fill("console notes")
+    pg.get_by_role("button", name="Delete this store").click()
+    assert "type the store's name" in pg.get_by_role("alert").inner_text()
+    pg.get_by_label(re.compile("Type the store's name")).fill("Console Notes")
+    pg.get_by_role("button", name="Delete this store").click()
+    pg.wait_for_url("**/stores")
+    try:
+        sdk.beta.memory_stores.retrieve(sid)
+        raise AssertionError("the store was not deleted")
+    except anthropic.NotFoundError:
+        pass
+
+
+def test_the_budget_bar_and_a_phone_screen(signed_in: Any, sdk: anthropic.Anthropic) -> None:
+    store = sdk.beta.memory_stores.create(name="Budgeted")
+    for i in range(3):
+        sdk.beta.memory_stores.memories.create(store.id, path=f"/n{i}.md", content="x")
+    pg = signed_in
+    pg.set_viewport_size({"width": 375, "height": 740})
+    pg.goto("/stores")
+    row = pg.get_by_role("row").filter(has_text="Budgeted")
+    assert "3 / 2,000" in row.inner_text()
+    assert row.locator("meter").get_attribute("value") == "3"
+    # Readable on a phone: nothing wider than the screen.
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    # Keyboard: the first Tab reaches the skip link, which moves focus to the content.
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.textContent") == "Skip to content"
