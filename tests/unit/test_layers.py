@@ -88,3 +88,18 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
     finally:
         store.close()
         client.close()
+
+
+def test_the_console_imports_only_the_store_layers() -> None:
+    """``console/`` (STYLE.md: like ``api``) may use the store, its errors and models, never
+    the filesystem or the API module (the app that mounts it hands it what it needs)."""
+    allowed = {"protocol", "store", "sessions", "errors", "models", "rules"}
+    for path in sorted((PACKAGE / "console").glob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 2:
+                found.update([node.module.split(".")[0]] if node.module else
+                             [a.name for a in node.names])
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memfs."):
+                found.add(node.module.split(".")[1])  # type: ignore[union-attr]
+        assert not found - allowed, f"console/{path.name} imports {sorted(found - allowed)}"

@@ -1,0 +1,136 @@
+"""The Console's sign-in, cookie, CSRF and error pages in-process (starlette TestClient):
+nothing a browser or an attacker can send gets past sign-in, the CSRF check, or into a 500."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from starlette.testclient import TestClient
+
+from memfs.api import create_app
+from memfs.console import web
+
+KEY = "console-key-1"
+OTHER = "console-key-2"
+
+
+@pytest.fixture
+def app(store):
+    return create_app(store, [KEY, OTHER])
+
+
+@pytest.fixture
+def browser(app):
+    with TestClient(app, base_url="http://console.test", follow_redirects=False) as c:
+        yield c
+
+
+def signed_in(browser: TestClient, key: str = KEY) -> str:
+    """Sign in; returns the CSRF token of the session."""
+    r = browser.post("/signin", data={"api_key": key, "next": "/stores"})
+    assert r.status_code == 303 and r.headers["location"] == "/stores"
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    page = browser.get("/stores").text
+    return page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+
+
+def test_pages_need_sign_in_and_remember_where_you_were_going(browser):
+    r = browser.get("/stores?archived=1")
+    assert r.status_code == 303
+    assert r.headers["location"] == "/signin?next=%2Fstores%3Farchived%3D1"
+    assert browser.post("/stores", data={"name": "x"}).status_code == 401
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil",
+                                    "stores", ""])
+def test_after_sign_in_only_paths_of_this_site(browser, target):
+    r = browser.post("/signin", data={"api_key": KEY, "next": target})
+    assert r.status_code == 303 and r.headers["location"] == "/"
+
+
+def test_a_wrong_key_or_a_forged_cookie_signs_in_nobody(browser, store):
+    r = browser.post("/signin", data={"api_key": "nope"})
+    assert r.status_code == 401 and "not an API key" in r.text
+    kid = web.key_id(KEY)
+    forged = [
+        f"{kid}.{int(time.time()) + 999}.abc.{'0' * 64}",  # bad signature
+        f"{kid}.1.abc.{'0' * 64}",  # expired
+        "garbage", "a.b.c.d", "",
+    ]
+    for value in forged:
+        browser.cookies.set(web.COOKIE, value, domain="console.test")
+        assert browser.get("/stores").status_code == 303, value
+    # A cookie signed for a key the server no longer has is worthless.
+    other_app_console = web.Console(store, [OTHER, KEY], error_status=lambda e: 500,
+                                    changes=None)
+    expired = other_app_console.sign(kid, int(time.time()) - 1, "n")
+    browser.cookies.set(web.COOKIE, expired, domain="console.test")
+    assert browser.get("/stores").status_code == 303
+
+
+def test_removing_a_key_signs_out_its_sessions(store):
+    with TestClient(create_app(store, [KEY]), base_url="http://console.test",
+                    follow_redirects=False) as a:
+        signed_in(a)
+        cookie = a.cookies.get(web.COOKIE)
+    with TestClient(create_app(store, [OTHER]), base_url="http://console.test",
+                    follow_redirects=False) as b:
+        b.cookies.set(web.COOKIE, cookie, domain="console.test")
+        assert b.get("/stores").status_code == 303
+
+
+def test_every_post_needs_the_csrf_token_and_the_same_origin(browser, store):
+    csrf = signed_in(browser)
+    assert browser.post("/stores", data={"name": "no token"}).status_code == 403
+    assert browser.post("/stores", data={"name": "bad", "csrf": "0" * 32}).status_code == 403
+    r = browser.post("/stores", data={"name": "cross", "csrf": csrf},
+                     headers={"origin": "http://evil.example"})
+    assert r.status_code == 403
+    assert [s.name for s in store.list_stores().data] == []
+    r = browser.post("/stores", data={"name": "Mine", "csrf": csrf},
+                     headers={"origin": "http://console.test"})
+    assert r.status_code == 303
+    created = store.list_stores().data
+    assert [s.name for s in created] == ["Mine"]
+    # The version a Console user writes is attributed to a user_actor derived from the key.
+    assert web.console_actor(web.key_id(KEY)).to_dict() == {
+        "type": "user_actor", "user_id": "user_" + web.key_id(KEY)[7:]}
+
+
+def test_sign_in_from_another_site_is_refused(browser):
+    r = browser.post("/signin", data={"api_key": KEY}, headers={"origin": "http://evil.example"})
+    assert r.status_code == 403 and web.COOKIE not in r.headers.get("set-cookie", "")
+
+
+@pytest.mark.parametrize("path", ["/nope", "/stores/memstore_nope/settings",
+                                  "/stores/%00/settings", "/static/../api.py",
+                                  "/stores/" + "x" * 5000 + "/settings"])
+def test_unknown_things_are_404_pages_not_500(browser, path):
+    signed_in(browser)
+    r = browser.get(path)
+    assert r.status_code == 404, (path, r.status_code)
+    assert "text/html" in r.headers["content-type"]
+
+
+def test_hostile_form_input_is_an_error_page_not_a_500(browser, store):
+    csrf = signed_in(browser)
+    for data in ({"name": "x" * 10_000, "csrf": csrf},
+                 {"name": "ok", "metadata": "no colon here", "csrf": csrf}):
+        r = browser.post("/stores", data=data)
+        assert r.status_code == 400, (data, r.status_code)
+        assert 'role="alert"' in r.text
+    for raw in (b"\xff\xfe", b"%ED%A0%80", b"%FF", b"a%00b"):  # bad UTF-8, a surrogate, NUL
+        r = browser.post("/stores", content=b"csrf=" + csrf.encode() + b"&name=" + raw,
+                         headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code in (303, 400), (raw, r.status_code)
+    huge = "x" * (web.MAX_FORM_BYTES + 10)
+    r = browser.post("/stores", data={"name": huge, "csrf": csrf})
+    assert r.status_code in (400, 403, 413)
+
+
+def test_the_api_keeps_its_json_errors(browser):
+    r = browser.get("/v1/memory_stores")
+    assert r.status_code == 401 and r.json()["type"] == "error"
+    assert browser.get("/openapi.json").status_code == 200
