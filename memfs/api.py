@@ -1373,7 +1373,7 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error})
     keys = list(api_keys)
     console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
-                             changes=hub)
+                             changes=hub, read_body=_read_body)
     return _Split(_Gate(app, keys), console)
 
 

@@ -17,10 +17,11 @@ Modules, one per area of the interface, each exporting ``routes``:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
@@ -35,17 +36,22 @@ def create_console(
     *,
     error_status: Callable[[BaseException], int],
     changes: Any,
+    read_body: Callable[[Request], Awaitable[bytes]],
 ) -> ASGIApp:
     """The Console's ASGI app.
 
     :param api_keys: the keys that may sign in (the API's own).
     :param error_status: the HTTP status of an exception (the API's table, so both agree).
     :param changes: the API's change hub (:class:`memfs.api.ChangeHub`), for live pages.
+    :param read_body: the API's bounded body reader (size and time limits).
     """
-    console = web.Console(store, api_keys, error_status=error_status, changes=changes)
+    console = web.Console(store, api_keys, error_status=error_status, changes=changes,
+                          read_body=read_body)
     routes: list[BaseRoute] = []
     for module in (auth, stores, memories, history, sessions):
         routes += module.routes(console)
     routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
                         name="static"))
-    return Starlette(routes=routes, exception_handlers=web.exception_handlers(console))
+    app = Starlette(routes=routes, exception_handlers=web.exception_handlers(console))
+    app.state.console = console
+    return app

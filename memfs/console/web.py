@@ -73,8 +73,10 @@ class Console:
     """The Console's shared state: the store, the keys, the templates."""
 
     def __init__(self, store: Store, api_keys: Iterable[str], *,
-                 error_status: Callable[[BaseException], int], changes: Any) -> None:
+                 error_status: Callable[[BaseException], int], changes: Any,
+                 read_body: Callable[[Request], Awaitable[bytes]]) -> None:
         self.store = store
+        self.read_body = read_body
         self.keys = {key_id(k): k for k in api_keys}
         self.error_status = error_status
         self.changes = changes
@@ -186,11 +188,12 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
                 return RedirectResponse(
                     "/signin?" + urllib.parse.urlencode({"next": target}), status_code=303)
             request.state.user = user
-            if request.method == "POST" and not await _csrf_ok(request, user):
-                return console.render(request, "error.html", status=403, status_code=403,
-                                      message="this form is stale or was not sent by the "
-                                              "Console (CSRF check failed): reload and retry")
             try:
+                if request.method == "POST" and not await _csrf_ok(request, user):
+                    return console.render(
+                        request, "error.html", status=403, status_code=403,
+                        message="this form is stale or was not sent by the Console (CSRF "
+                                "check failed): reload and retry")
                 return await handler(request)
             except errors.MemfsError as e:
                 return console.error_page(request, e)
@@ -202,11 +205,22 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
 
 
 async def form(request: Request) -> dict[str, str]:
-    """A POST's form fields (the first value of each), bounded in size."""
-    length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
-        raise errors.InvalidRequest(f"the form is larger than {MAX_FORM_BYTES} bytes")
-    data = await request.form(max_part_size=MAX_FORM_BYTES)
+    """A POST's form fields (the first value of each). The body is read the API's way first
+    (bounded in size and time: :attr:`Console.read_body`), then parsed by Starlette.
+
+    :raises errors.InvalidRequest: too large, too slow, or not a form.
+    """
+    if not hasattr(request, "_body"):
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
+            raise errors.InvalidRequest(f"the form is larger than {MAX_FORM_BYTES} bytes")
+        console: Console = request.app.state.console
+        # Starlette's form parser reads ``_body`` when it is set (Request.stream()).
+        request._body = await console.read_body(request)
+    try:
+        data = await request.form(max_part_size=MAX_FORM_BYTES)
+    except (HTTPException, ValueError) as e:  # a malformed multipart body
+        raise errors.InvalidRequest(f"the form could not be read: {e}") from None
     return {k: v for k, v in data.items() if isinstance(v, str)}
 
 
@@ -225,10 +239,7 @@ async def _csrf_ok(request: Request, user: User) -> bool:
     if token is None:
         ctype = request.headers.get("content-type", "")
         if ctype.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-            try:
-                token = (await form(request)).get("csrf")
-            except errors.InvalidRequest:
-                return False
+            token = (await form(request)).get("csrf")  # a bad body is its own error
     return token is not None and hmac.compare_digest(token, user.csrf)
 
 

@@ -64,7 +64,7 @@ def test_a_wrong_key_or_a_forged_cookie_signs_in_nobody(browser, store):
         assert browser.get("/stores").status_code == 303, value
     # A cookie signed for a key the server no longer has is worthless.
     other_app_console = web.Console(store, [OTHER, KEY], error_status=lambda e: 500,
-                                    changes=None)
+                                    changes=None, read_body=None)  # type: ignore[arg-type]
     expired = other_app_console.sign(kid, int(time.time()) - 1, "n")
     browser.cookies.set(web.COOKIE, expired, domain="console.test")
     assert browser.get("/stores").status_code == 303
@@ -134,3 +134,17 @@ def test_the_api_keeps_its_json_errors(browser):
     r = browser.get("/v1/memory_stores")
     assert r.status_code == 401 and r.json()["type"] == "error"
     assert browser.get("/openapi.json").status_code == 200
+
+
+def test_a_chunked_form_without_length_is_bounded_too(browser, store):
+    csrf = signed_in(browser)
+
+    def chunks():
+        yield b"csrf=" + csrf.encode() + b"&name="
+        for _ in range(40):
+            yield b"x" * 100_000
+
+    r = browser.post("/stores", content=chunks(),
+                     headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code in (400, 413) and "text/html" in r.headers["content-type"]
+    assert store.list_stores().data == []
