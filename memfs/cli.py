@@ -1371,6 +1371,7 @@ def mount_cmd(
             api_key=ctx.api_key,
             owner=_owner(owner) if owner is not None else None,
             allow_other=allow_other,
+            make_mountpoint=True,
         )
     )
 
