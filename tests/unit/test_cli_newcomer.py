@@ -152,3 +152,19 @@ def test_a_duplicate_store_name_is_warned_at_creation(run):
     line = _one_line_error(run("stores", "show", "Notes"), 5, *ids)
     assert "id" in line and "rename" in line
     assert run("stores", "show", ids[0]).exit_code == 0
+
+
+# -- a missing API key names MEMFS_API_KEY ----------------------------------------------------
+
+
+def test_a_missing_api_key_names_the_env_var(store):
+    from starlette.testclient import TestClient
+
+    from memfs.api import create_app
+
+    with TestClient(create_app(store, ["k" * 32])) as anon:
+        missing = anon.get("/v1/memory_stores")
+        wrong = anon.get("/v1/memory_stores", headers={"x-api-key": "nope"})
+    assert missing.status_code == wrong.status_code == 401
+    assert "MEMFS_API_KEY" in missing.json()["error"]["message"]
+    assert "MEMFS_API_KEY" in wrong.json()["error"]["message"]
