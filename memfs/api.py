@@ -204,8 +204,10 @@ class _Gate:
             digest = hashlib.sha256(key.encode()).hexdigest() if key else None
             if digest not in self.keys:
                 exc = errors.Unauthorized(
-                    "invalid API key" if key else
-                    "missing API key: send 'x-api-key: KEY' or 'Authorization: Bearer KEY'"
+                    "invalid API key: not one of this server's keys (the memfs CLI sends "
+                    "--api-key or $MEMFS_API_KEY)" if key else
+                    "missing API key: send 'x-api-key: KEY' or 'Authorization: Bearer KEY' "
+                    "(the memfs CLI: --api-key or $MEMFS_API_KEY)"
                 )
                 await error_response(exc, request_id)(scope, receive, send_with_id)
                 return

@@ -20,6 +20,7 @@ import click
 from . import errors
 from .models import Actor, Memory, MemoryStore, MemoryVersion, Page
 from .prompt import render_memory_prompt
+from .rules import slash_hint
 from .store import Store, default_db_path, local_user_actor, open_store
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,39 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
+def _json_flag(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    obj = ctx.find_object(Context)
+    if value and obj is not None:
+        obj.as_json = True
+
+
+class MemfsCommand(click.Command):
+    """A memfs command: its summary in a group's listing is its whole first sentence (click
+    would cut it to fit one line), and unless made with ``json_option=False`` it takes
+    ``--json`` after its name too (``memfs stores list --json`` as ``memfs --json stores
+    list``)."""
+
+    def __init__(self, *args: Any, json_option: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if json_option:
+            self.params.append(click.Option(
+                ["--json"], is_flag=True, expose_value=False, callback=_json_flag,
+                help="Print JSON for scripts (as `memfs --json ...`).",
+            ))
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return super().get_short_help_str(limit=1000)
+
+
 class MemfsGroup(click.Group):
-    """A click group that turns memfs errors into one line on stderr and an exit code."""
+    """A click group that turns memfs errors into one line on stderr and an exit code; its
+    commands are :class:`MemfsCommand` and its subgroups MemfsGroups."""
+
+    command_class = MemfsCommand
+    group_class = type
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return super().get_short_help_str(limit=1000)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -158,6 +190,7 @@ def cli(
 
     Example:
 
+    \b
         memfs stores create notes && memfs memories create notes /hello.md --content hi
     """
     logging.basicConfig(
@@ -170,7 +203,7 @@ def cli(
 # -- memfs run (the session launcher) ---------------------------------------------------------
 
 
-@cli.command(context_settings={"allow_interspersed_args": False})
+@cli.command(context_settings={"allow_interspersed_args": False}, json_option=False)
 @click.option(
     "--store",
     "stores",
@@ -376,6 +409,17 @@ def _confirm(yes: bool, question: str, what: str) -> None:
         fail("aborted", 1)
 
 
+def _resolve_memory(store: Store, store_id: str, ref: str, view: str = "full") -> Memory:
+    """The live memory ``ref`` (an id, or a path) names; a ref that is neither a path nor an
+    id (``hello.md``) gets the hint that paths start with '/'."""
+    try:
+        return store.resolve_memory(store_id, ref, view=view)
+    except errors.NotFound as e:
+        if ref.startswith(("/", "mem_")):
+            raise
+        raise errors.NotFound(f"{e.message} ({slash_hint(ref)})") from None
+
+
 def _memory_id(store: Store, store_id: str, ref: str) -> str:
     """The id of the memory ``ref`` names, live or deleted: an id as is; a path names the
     memory there now or, failing that, the memory most recently at that path.
@@ -450,8 +494,17 @@ def stores_create(
     \b
         memfs stores create "User Preferences" -d "Per-user preferences" -m team=docs
     """
-    s = ctx.open(create=True).create_store(name, description, dict(_pairs(metadata, "--metadata")))
+    store = ctx.open(create=True)
+    s = store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
     ctx.output(s, f"created memory store {s.id} ({s.name})")
+    # A store's name need not be unique, but a name two live stores share names neither.
+    namesakes = [t.id for t in _walk(store.list_stores) if t.name == s.name]
+    if len(namesakes) > 1:
+        click.echo(
+            f"memfs: warning: {len(namesakes)} live memory stores are now named {s.name!r} "
+            f"({', '.join(namesakes)}): name them by id, or rename all but one",
+            err=True,
+        )
 
 
 @stores.command("list")
@@ -635,7 +688,7 @@ def memories_show(ctx: Context, store_ref: str, memory_ref: str) -> None:
         memfs memories show notes /prefs.md > prefs.md
     """
     sid = ctx.store.resolve_store(store_ref).id
-    m = ctx.store.resolve_memory(sid, memory_ref)
+    m = _resolve_memory(ctx.store, sid, memory_ref)
     if ctx.as_json:
         ctx.output(m)
     else:
@@ -718,7 +771,7 @@ def memories_update(
     if data is None and new_path is None:
         raise click.UsageError("nothing to change: give --content, --file, --path or pipe stdin")
     sid = ctx.store.resolve_store(store_ref).id
-    before = ctx.store.resolve_memory(sid, memory_ref, view="basic")
+    before = _resolve_memory(ctx.store, sid, memory_ref, view="basic")
     m = ctx.store.update_memory(
         sid,
         before.id,
@@ -751,7 +804,7 @@ def memories_delete(ctx: Context, store_ref: str, memory_ref: str, if_sha256: st
         memfs memories delete notes /old.md
     """
     sid = ctx.store.resolve_store(store_ref).id
-    m = ctx.store.resolve_memory(sid, memory_ref, view="basic")
+    m = _resolve_memory(ctx.store, sid, memory_ref, view="basic")
     ctx.store.delete_memory(sid, m.id, expected_sha256=if_sha256, actor=_actor())
     ctx.output(_deleted("memory_deleted", m.id), f"deleted {m.path} ({m.id})")
 
@@ -1241,7 +1294,7 @@ def session_reap(ctx: Context) -> None:
 # -- memfs mount (one FUSE daemon per store) --------------------------------------------------
 
 
-@cli.command("mount")
+@cli.command("mount", json_option=False)
 @click.argument("store_ref", metavar="STORE")
 @click.argument("mountpoint", type=click.Path())
 @click.option("--read-only", is_flag=True, help="Refuse every change (EROFS).")
@@ -1252,11 +1305,12 @@ def session_reap(ctx: Context) -> None:
 @click.option("--events", "events_path", default=None, type=click.Path(dir_okay=False),
               help="Append tool events to this JSON-lines file.")
 @click.option("--display-root", "--mount-path", "display_root", default=None, metavar="PATH",
+              hidden=True,  # memfs run's: the path inside the session's namespace
               help="The mount path as the agent sees it, for event file paths "
               "(default: MOUNTPOINT).")
 @click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
               help="Kernel entry/attribute cache timeout in seconds.")
-@click.option("--ready-fd", type=int, default=None, metavar="N",
+@click.option("--ready-fd", type=int, default=None, metavar="N", hidden=True,  # memfs run's
               help="Write 'ready' to file descriptor N once mounted, then close it.")
 @click.option("--debug-fuse", is_flag=True, help="Trace every FUSE request (libfuse debug).")
 @click.option("--owner", default=None, metavar="UID:GID",
@@ -1282,20 +1336,20 @@ def mount_cmd(
 ) -> None:
     """Mount memory store STORE (id or name) on MOUNTPOINT and serve it in the foreground.
 
-    MOUNTPOINT must be an existing empty directory (--nonempty: or one that is not empty),
-    with nothing mounted on it already.
+    MOUNTPOINT is an empty directory (--nonempty: or one that is not empty) with nothing
+    mounted on it already; a missing one is created (its parent must exist) and removed
+    again at unmount.
 
     Files are memories; every close after writes makes one version. With --url (or
     MEMFS_URL) the store of that memfs server is mounted, with the same rules, kept current by
-    the server's change stream. Stops and unmounts on SIGINT/SIGTERM or
-    `fusermount3 -u MOUNTPOINT`. Once mounted it prints MOUNTPOINT on stdout
-    (and writes 'ready' to --ready-fd), so a launcher can wait for it.
+    the server's change stream. Stops and unmounts on Ctrl-C, SIGTERM or
+    `fusermount3 -u MOUNTPOINT`. Once mounted it prints MOUNTPOINT on stdout.
 
     Example:
 
-        memfs mount notes /mnt/memory/notes --events /tmp/notes.events.jsonl
-
-        memfs --url http://127.0.0.1:8000 --api-key "$KEY" mount notes /mnt/notes
+    \b
+        memfs mount notes ~/notes --events /tmp/notes.events.jsonl
+        memfs --url http://127.0.0.1:8000 --api-key "$MEMFS_API_KEY" mount notes ~/notes
     """
     from .daemon import MountOptions
     from .daemon import mount as mount_store
@@ -1317,6 +1371,7 @@ def mount_cmd(
             api_key=ctx.api_key,
             owner=_owner(owner) if owner is not None else None,
             allow_other=allow_other,
+            make_mountpoint=True,
         )
     )
 
@@ -1332,7 +1387,7 @@ def _owner(text: str) -> tuple[int, int]:
 # -- memfs serve ------------------------------------------------------------------------------
 
 
-@cli.command()
+@cli.command(json_option=False)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port (0 picks a free one).")
@@ -1352,7 +1407,8 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...]) -> None
 
     Example:
 
-        memfs serve --port 8000 --api-key "$KEY"
+    \b
+        memfs serve --port 8000 --api-key "$MEMFS_API_KEY"
     """
     from .server import api_keys_from
     from .server import serve as run_server

@@ -108,6 +108,8 @@ class MountOptions:
     nonempty: bool = False
     owner: tuple[int, int] | None = None
     allow_other: bool = False
+    #: Create a missing mount point (not its parents), and remove it again at unmount.
+    make_mountpoint: bool = False
 
 
 def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
@@ -184,8 +186,15 @@ def mount(opts: MountOptions) -> None:
     :raises MemfsError: (remote) the server cannot be reached or refuses the key.
     """
     mountpoint = os.path.abspath(opts.mountpoint)
-    check_mountpoint(mountpoint, opts.nonempty)
     with ExitStack() as stack:
+        if opts.make_mountpoint:
+            try:
+                os.mkdir(mountpoint)
+            except OSError:
+                pass  # there already, or no parent: check_mountpoint says which
+            else:
+                stack.callback(_remove_made_mountpoint, mountpoint)
+        check_mountpoint(mountpoint, opts.nonempty)
         store: StoreAPI
         if opts.url:
             store = _remote_store(opts)
@@ -245,6 +254,13 @@ def mount(opts: MountOptions) -> None:
             ops.discard_all()
             pyfuse3.close(unmount=True)
             log.info("unmounted %s", mountpoint)
+
+
+def _remove_made_mountpoint(mountpoint: str) -> None:
+    try:
+        os.rmdir(mountpoint)
+    except OSError as e:  # something was put there after the unmount: leave it
+        log.info("keeping %s: %s", mountpoint, e.strerror or e)
 
 
 def _signal_ready(mountpoint: str, ready_fd: int | None) -> None:

@@ -138,6 +138,12 @@ class Limits:
 # validation (API.md §2.16, §7.1)
 
 
+def slash_hint(path: str) -> str:
+    """The hint for a memory path typed without its leading ``/`` (``hello.md``): the path
+    rule's message, and the CLI's when such a ref names no memory."""
+    return f"paths start with '/': did you mean /{path}?"
+
+
 def validate_path(path: str | bytes, limits: Limits = Limits()) -> str:
     """Check a memory path against every rule of API.md §2.16 and return it as ``str``.
 
@@ -159,7 +165,9 @@ def validate_path(path: str | bytes, limits: Limits = Limits()) -> str:
     except UnicodeEncodeError:
         raise PathEncoding("path contains lone surrogates (not valid UTF-8)") from None
     if not path.startswith("/"):
-        raise InvalidPath(f"path must start with '/': {path!r}")
+        if not path:
+            raise InvalidPath("path must start with '/': ''")
+        raise InvalidPath(f"path {path!r}: {slash_hint(path)}")
     if len(encoded) > limits.max_path_bytes:
         raise PathTooLong(
             f"path is {len(encoded)} bytes long; the limit is {limits.max_path_bytes} bytes"

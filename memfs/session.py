@@ -50,8 +50,8 @@ from typing import Any, NoReturn, cast
 
 from . import linux
 from .client import Client
-from .errors import InvalidRequest, MemfsError
-from .models import Session, SessionResource
+from .errors import InvalidRequest, MemfsError, NotFound
+from .models import MemoryStore, Session, SessionResource
 from .prompt import render_memory_prompt
 from .store import Store, open_store
 
@@ -101,6 +101,24 @@ class Attachment:
         if sep and ref and access in ACCESS_ALIASES:
             return cls(ref, ACCESS_ALIASES[access])
         return cls(spec)
+
+    def resolve(self, store: Store) -> MemoryStore:
+        """The store :attr:`ref` names. A REF no store has that ends in ``:WORD`` was most
+        likely a mistyped access mode (``Docs:readonly``): the error says so.
+
+        :raises NotFound: no such store. :raises InvalidRequest: an ambiguous name, or
+            the unknown access mode.
+        """
+        try:
+            return store.resolve_store(self.ref)
+        except NotFound:
+            name, sep, mode = self.ref.rpartition(":")
+            if not (sep and name):
+                raise
+            raise InvalidRequest(
+                f"--store {self.ref!r}: no memory store has that id or name, and {mode!r} is "
+                "not an access mode (':read_only' or ':ro', ':read_write' or ':rw')"
+            ) from None
 
 
 @dataclass
@@ -432,7 +450,7 @@ class Launcher:
         resources: list[dict[str, Any]] = []
         by_id: dict[str, dict[str, Any]] = {}
         for a in self.launch.attachments:
-            store = self.store.resolve_store(a.ref)
+            store = a.resolve(self.store)
             res: dict[str, Any] = {
                 "type": "memory_store", "memory_store_id": store.id, "access": a.access,
             }

@@ -770,7 +770,10 @@ class Store:
         live = [r for r in rows if r["archived_at"] is None]
         if len(live) > 1:
             ids = ", ".join(r["id"] for r in live)
-            raise InvalidRequest(f"{len(live)} memory stores are named {ref!r} ({ids}): use an id")
+            raise InvalidRequest(
+                f"{len(live)} memory stores are named {ref!r} ({ids}): use an id, or rename "
+                "all but one"
+            )
         return _store(rows[0])
 
     def update_store(

@@ -419,11 +419,47 @@ def assert_refused(code: int, stderr: str, *fragments: str) -> None:
         assert f in lines[0], lines[0]
 
 
-def test_a_missing_mount_point_is_refused(fuse, open_store, db, tmp_path):
+def test_a_mount_point_under_a_missing_directory_is_refused(fuse, open_store, db, tmp_path):
     sid = open_store().create_store("s").id
-    p = mount_cmd(db, sid, str(tmp_path / "nope"))
-    assert_refused(p.returncode, p.stderr, f"{tmp_path}/nope", "does not exist")
+    p = mount_cmd(db, sid, str(tmp_path / "nope" / "mnt"))
+    assert_refused(p.returncode, p.stderr, f"{tmp_path}/nope/mnt", "does not exist")
     assert not (tmp_path / "nope").exists()
+
+
+def test_a_missing_mount_point_is_made_and_removed_at_unmount(fuse, open_store, db, tmp_path):
+    """`memfs mount STORE ~/prefs` just works when ~/prefs does not exist yet (issue 10)."""
+    sid = open_store().create_store("s").id
+    root = tmp_path / "prefs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "--db", str(db), "mount", sid, str(root)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == str(root), proc.stderr.read()
+        assert os.path.ismount(root)
+        (root / "a.md").write_text("a")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+        if in_proc_mounts(root):
+            subprocess.run(["fusermount3", "-uz", str(root)], check=False)
+    assert proc.returncode == 0, err
+    assert not root.exists()
+    assert open_store().get_memory_by_path(sid, "/a.md").content == "a"
+    # A directory that was there before stays.
+    root.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "--db", str(db), "mount", sid, str(root)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == str(root), proc.stderr.read()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+        if in_proc_mounts(root):
+            subprocess.run(["fusermount3", "-uz", str(root)], check=False)
+    assert root.is_dir() and not in_proc_mounts(root)
 
 
 def test_a_file_as_mount_point_is_refused(fuse, open_store, db, tmp_path):

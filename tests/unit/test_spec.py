@@ -226,5 +226,6 @@ def test_an_ambiguous_name_is_the_stores_error_naming_the_entry(store):
     with pytest.raises(errors.InvalidRequest) as e:
         spec.resolve(store)
     assert e.value.message == (
-        f"s.yaml: resources[0]: 2 memory stores are named 'twin' ({two.id}, {one.id}): use an id"
+        f"s.yaml: resources[0]: 2 memory stores are named 'twin' ({two.id}, {one.id}): use an id, "
+        "or rename all but one"
     )

@@ -1,0 +1,170 @@
+"""The CLI as a newcomer types it (issue 10, "A newcomer's path with no rough edge"):
+``--json`` after the subcommand, hints for a mistyped access mode and a path without its
+leading '/', help text that is neither cut nor rewrapped, a warning for a duplicate store name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from memfs.cli import cli
+from tests.unit.test_docs import ALL
+
+
+@pytest.fixture
+def run(db_path):
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):
+        return runner.invoke(cli, ["--db", str(db_path), *args], input=input)
+
+    return invoke
+
+
+def _one_line_error(result, code: int, *fragments: str) -> str:
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: "), result.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    return lines[0]
+
+
+# -- --json after the subcommand ------------------------------------------------------------
+
+#: Commands that print no object (a session's command, a mount, a server) take no --json.
+NO_JSON = {"memfs", "memfs run", "memfs mount", "memfs serve"}
+LEAVES = [(n, c) for n, c in ALL if not isinstance(c, click.Group) and n not in NO_JSON]
+
+
+@pytest.mark.parametrize("name,cmd", LEAVES, ids=[n for n, _ in LEAVES])
+def test_every_printing_command_takes_json_after_it(name: str, cmd: click.Command):
+    opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+    assert "--json" in opts, f"{name} --json is not accepted"
+
+
+def test_json_after_the_subcommand_is_the_same_as_before(run):
+    assert run("stores", "create", "notes", "--json").exit_code == 0
+    after = run("stores", "list", "--json")
+    before = run("--json", "stores", "list")
+    assert after.exit_code == 0, (after.stdout, after.stderr)
+    assert json.loads(after.stdout) == json.loads(before.stdout)
+    assert json.loads(after.stdout)[0]["name"] == "notes"
+    shown = run("memories", "create", "notes", "/a.md", "--content", "hi", "--json")
+    assert json.loads(shown.stdout)["path"] == "/a.md"
+
+
+# -- --store NAME:MODE with a mistyped mode ------------------------------------------------
+
+
+def test_a_mistyped_access_mode_names_the_valid_ones(run, tmp_path):
+    assert run("stores", "create", "Docs").exit_code == 0
+    r = run("run", "--root", str(tmp_path / "r"), "--isolation", "none",
+            "--store", "Docs:readonly", "--", "true")
+    line = _one_line_error(r, 5, "'readonly'", "read_only", "ro", "read_write", "rw")
+    assert "Docs:readonly" in line
+
+
+# -- a memory path without its leading '/' --------------------------------------------------
+
+
+def test_a_path_without_slash_gets_a_hint(run):
+    assert run("stores", "create", "X").exit_code == 0
+    assert run("memories", "create", "X", "/hello.md", "--content", "hi").exit_code == 0
+    hint = "paths start with '/': did you mean /hello.md?"
+    _one_line_error(run("memories", "show", "X", "hello.md"), 3, hint)
+    _one_line_error(run("memories", "delete", "X", "hello.md"), 3, hint)
+    _one_line_error(run("memories", "create", "X", "hello.md", "--content", "x"), 5, hint)
+
+
+def test_an_id_that_is_not_found_gets_no_path_hint(run):
+    assert run("stores", "create", "X").exit_code == 0
+    r = run("memories", "show", "X", "mem_01nothere")
+    assert "did you mean" not in _one_line_error(r, 3)
+
+
+# -- help text ------------------------------------------------------------------------------
+
+
+def _help(*args: str) -> str:
+    r = CliRunner().invoke(cli, [*args, "--help"], terminal_width=60)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+GROUPS = [(n, c) for n, c in ALL if isinstance(c, click.Group)]
+
+
+@pytest.mark.parametrize("name,group", GROUPS, ids=[n for n, _ in GROUPS])
+def test_group_help_does_not_cut_summaries(name: str, group: click.Group):
+    out = _help(*name.split()[1:])
+    listing = out.split("Commands:", 1)[1]
+    assert "..." not in listing, listing
+    ctx = click.Context(group)
+    for sub in group.list_commands(ctx):
+        cmd = group.get_command(ctx, sub)
+        assert cmd is not None and cmd.help
+        first = _squash(cmd.help.split("\n\n", 1)[0])
+        first = re.split(r"(?<=\.)\s", first, maxsplit=1)[0]
+        assert first in _squash(listing), f"{name} {sub}: {first!r} is cut in {listing}"
+
+
+@pytest.mark.parametrize("name,cmd", ALL, ids=[n for n, _ in ALL])
+def test_examples_are_shown_as_written(name: str, cmd: click.Command):
+    out = _help(*name.split()[1:])
+    example = (cmd.help or "").split("Example:", 1)[1]
+    shown = {line.strip() for line in out.splitlines()}
+    for line in example.splitlines():
+        line = line.strip().replace("\\\\", "\\")
+        if line and line != "\b":
+            assert line in shown, f"{name}: example line {line!r} is rewrapped:\n{out}"
+
+
+def test_mount_help_hides_the_launchers_options():
+    out = _help("mount")
+    for launcher_only in ("--ready-fd", "--display-root", "--mount-path"):
+        assert launcher_only not in out
+
+
+# -- duplicate store names --------------------------------------------------------------------
+
+
+def test_a_duplicate_store_name_is_warned_at_creation(run):
+    first = run("stores", "create", "Notes")
+    assert first.exit_code == 0 and first.stderr == ""
+    second = run("stores", "create", "Notes")
+    assert second.exit_code == 0, second.stderr
+    lines = second.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: warning:"), second.stderr
+    assert "Notes" in lines[0] and "id" in lines[0]
+    ids = re.findall(r"memstore_\w+", first.stdout + second.stdout)
+    assert len(ids) == 2
+    # Naming it now is ambiguous: the error lists both ids and says how to pick one.
+    line = _one_line_error(run("stores", "show", "Notes"), 5, *ids)
+    assert "id" in line and "rename" in line
+    assert run("stores", "show", ids[0]).exit_code == 0
+
+
+# -- a missing API key names MEMFS_API_KEY ----------------------------------------------------
+
+
+def test_a_missing_api_key_names_the_env_var(store):
+    from starlette.testclient import TestClient
+
+    from memfs.api import create_app
+
+    with TestClient(create_app(store, ["k" * 32])) as anon:
+        missing = anon.get("/v1/memory_stores")
+        wrong = anon.get("/v1/memory_stores", headers={"x-api-key": "nope"})
+    assert missing.status_code == wrong.status_code == 401
+    assert "MEMFS_API_KEY" in missing.json()["error"]["message"]
+    assert "MEMFS_API_KEY" in wrong.json()["error"]["message"]
