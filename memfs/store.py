@@ -2693,26 +2693,24 @@ class Store:
         :raises InvalidArchive: a field breaks a rule, or its head is not among its versions.
         :raises PathConflict, LimitExceeded: (the caller lists them).
         """
-        lim = self.limits
         try:
-            path = validate_path(rec.get("path"), lim)
-            content = rec.get("content")
-            if not isinstance(content, str):
-                raise InvalidArchive("content must be a string")
-            text, data = encode_content(content, lim)
+            path = validate_path(rec.get("path"), self.limits)
         except InvalidRequest as e:
             raise InvalidArchive(f"record {n}: memory {group.old_id}: {e.message}") from None
-        sha, size = sha256_hex(data), len(data)
-        if rec.get("content_sha256") != sha or rec.get("content_size_bytes") != size:
-            raise InvalidArchive(f"record {n}: memory {group.old_id}: content_sha256 or "
-                                 "content_size_bytes does not match the content")
         created = _restore_time(rec.get("created_at"), n, "created_at")
         updated = _restore_time(rec.get("updated_at"), n, "updated_at")
         head = group.versions.get(rec.get("memory_version_id"))  # type: ignore[arg-type]
+        sha = rec.get("content_sha256")
         if head is None or head[1] == "deleted" or head[4] or (head[2], head[3]) != (path, sha):
             raise InvalidArchive(
                 f"record {n}: memory {group.old_id}: its memory_version_id does not name one "
-                "of its versions with the same path and content")
+                "of its versions with the same path and content_sha256")
+        # The content is the head version's, inserted and checked just before.
+        text, size = c.execute("SELECT content, content_size_bytes FROM versions WHERE id = ?",
+                               (head[0],)).fetchone()
+        if rec.get("content_size_bytes") != size:
+            raise InvalidArchive(f"record {n}: memory {group.old_id}: content_size_bytes "
+                                 "does not match its head version")
         self._check_path_free(c, sid, path)
         count = c.execute("SELECT memory_count FROM stores WHERE id = ?", (sid,)).fetchone()
         self._check_room(sid, count[0])
@@ -2865,7 +2863,8 @@ def _rejected(skipped: list[dict[str, Any]]) -> ImportRejected:
     first = skipped[0]
     more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
     return ImportRejected(
-        f"nothing was imported: {len(skipped)} entries cannot be imported, e.g. "
+        f"nothing was imported: {len(skipped)} "
+        f"{'entry' if len(skipped) == 1 else 'entries'} cannot be imported, e.g. "
         f"{first['path']}: {first['reason']}{more}; --partial imports the others",
         entries=skipped)
 
