@@ -1029,6 +1029,7 @@ def _progress(ctx: Context, length: int | None, label: str) -> Iterator[Callable
         return
     with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
         yield bar.update
+        bar.update(max(0, length - bar.pos))  # entries that were not counted (ignored ones)
 
 
 @cli.command("export")
@@ -1104,6 +1105,15 @@ def _import_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _count_files(root: str) -> int:
+    """The files an import of ``root`` will look at (hidden directories are not walked)."""
+    n = 0
+    for _, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        n += sum(not f.startswith(".") for f in files)
+    return n
+
+
 @cli.command("import")
 @click.argument("source", type=click.Path(exists=True))
 @click.option("--into", "into_ref", metavar="STORE", default=None,
@@ -1143,7 +1153,7 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
             if into is None and name is None:
                 name = os.path.basename(os.path.abspath(source))
             ignored: list[dict[str, str]] = []
-            count = sum(len(f) for _, _, f in os.walk(source))
+            count = _count_files(source) if _stderr_is_tty() else None
             with _progress(ctx, count, "importing") as bar:
                 summary = transfer.import_files(
                     store, transfer.walk_directory(source, store.limits, ignored), ignored,
