@@ -39,11 +39,12 @@ import hashlib
 import json
 import logging
 import secrets
+import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import anyio.to_thread
@@ -55,15 +56,21 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import errors
+from . import errors, transfer
 from .console import create_console
 from .models import Actor, Memory, MemoryVersion
+from .rules import slugify
 from .store import TOOL_EVENT_TYPES, UNSET, Store
 
 log = logging.getLogger(__name__)
 
 #: Largest request body accepted (a 100 kB memory is at most ~600 kB as escaped JSON).
 MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Largest archive or zip ``POST /v1/memfs/import`` accepts (spooled to a temporary file past
+#: :data:`IMPORT_SPOOL_BYTES`), and the seconds its upload may take in all.
+MAX_IMPORT_BYTES = 512 * 1024 * 1024
+IMPORT_SPOOL_BYTES = 1024 * 1024
+IMPORT_TOTAL_SECONDS = 600.0
 #: Seconds a request body may go without sending a byte, and seconds it may take in all,
 #: before the request is answered 408 and its connection closed: a client that sends headers
 #: and then stalls must not hold a connection (and a file descriptor) for ever.
@@ -132,6 +139,8 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.StoreArchived, 400, "invalid_request_error", "store_archived"),
     (errors.LimitExceeded, 400, "invalid_request_error", "limit_exceeded"),
     (errors.InvalidCursor, 400, "invalid_request_error", "invalid_cursor"),
+    (errors.InvalidArchive, 400, "invalid_request_error", "invalid_archive"),
+    (errors.ImportRejected, 400, "invalid_request_error", "import_rejected"),
     (errors.InvalidRequest, 400, "invalid_request_error", None),
     (errors.Unauthorized, 401, "authentication_error", None),
     (errors.ReadOnly, 403, "permission_error", "read_only"),
@@ -158,6 +167,8 @@ def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any]
     if isinstance(exc, errors.PathConflict):
         err["conflicting_memory_id"] = exc.conflicting_memory_id
         err["conflicting_path"] = exc.conflicting_path
+    if isinstance(exc, errors.ImportRejected):
+        err["skipped"] = exc.entries  # every entry that cannot be imported, with its reason
     headers = {}
     if 400 <= status < 500 and status not in (408, 429):
         headers["x-should-retry"] = "false"
@@ -1041,6 +1052,64 @@ async def stream_changes(c: Call) -> Any:
     )
 
 
+# memfs extensions: import and export (memfs/transfer.py; README "Import and export")
+
+
+async def export_store(c: Call) -> Any:
+    """The archive, streamed: gzip chunks made a page of memories at a time in a worker
+    thread, so memory stays flat whatever the store's size."""
+    store = await c.run(c.store.get_store, c.p["memory_store_id"])  # 404 before streaming
+    history = c.q.flag("history", False)
+    chunks = transfer.export_archive(c.store, store.id, history=history)
+    name = f"{slugify(store.name) or store.id}{'-history' if history else ''}.memfs.gz"
+    return StreamingResponse(chunks, media_type="application/gzip", headers={
+        "content-disposition": f'attachment; filename="{name}"'})
+
+
+async def import_store(c: Call) -> Any:
+    q = c.q
+    name, into, partial = q.text("name"), q.text("into"), q.flag("partial", False)
+    with tempfile.SpooledTemporaryFile(max_size=IMPORT_SPOOL_BYTES) as spool:
+        await _spool_body(c.request, spool)
+        spool.seek(0)
+        if into is not None:
+            into = (await c.run(c.store.resolve_store, into)).id
+        return await c.run(transfer.import_upload, c.store, spool, name=name, into=into,
+                           partial=partial, actor=c.actor)
+
+
+async def _spool_body(request: Request, out: IO[bytes]) -> None:
+    """Copy the body to ``out``: at most :data:`MAX_IMPORT_BYTES`, each chunk within
+    :data:`BODY_IDLE_SECONDS`, all within :data:`IMPORT_TOTAL_SECONDS`.
+
+    :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest: (an empty body)
+    """
+    size = 0
+    deadline = anyio.current_time() + IMPORT_TOTAL_SECONDS
+    stream = request.stream()
+    try:
+        while True:
+            wait = min(BODY_IDLE_SECONDS, deadline - anyio.current_time())
+            with anyio.move_on_after(wait) as timer:
+                chunk = await anext(stream, None)
+            if timer.cancelled_caught:
+                raise RequestTimeout(f"the upload did not arrive in time ({size} bytes "
+                                     "received)")
+            if chunk is None:
+                break
+            size += len(chunk)
+            if size > MAX_IMPORT_BYTES:
+                raise RequestTooLarge(f"an import is at most {MAX_IMPORT_BYTES} bytes")
+            out.write(chunk)
+    except ClientDisconnect:
+        raise ClientGone("the client disconnected before sending the whole body") from None
+    finally:
+        await stream.aclose()
+    if size == 0:
+        raise errors.InvalidRequest("the body is empty: send an archive (memfs export) or a "
+                                    "zip of text files")
+
+
 @dataclass(eq=False)
 class _Feed:
     """The shared view of one store's change feed: every change after ``base`` up to ``seq``
@@ -1175,6 +1244,8 @@ class Op:
     returns: str = ""
     #: A memfs extension (not in the SDK): ``sdk`` then describes it.
     extension: bool = False
+    #: The body is not JSON: the handler reads it itself (an upload).
+    raw_body: bool = False
 
 
 _MS = "/v1/memory_stores"
@@ -1295,6 +1366,15 @@ OPS: list[Op] = [
     Op("POST", _MS + "/{memory_store_id}/memfs/events", record_store_events,
        "record tool events of a mount (of the session it acts as, else of the store)",
        body=("events!",), returns="EventList", extension=True),
+    Op("GET", _MS + "/{memory_store_id}/memfs/export", export_store,
+       "the store as one archive (docs/EXPORT-FORMAT.md: gzip JSON Lines), streamed; "
+       "history=true: every retained version", query=("history",), returns="Archive",
+       extension=True),
+    Op("POST", "/v1/memfs/import", import_store,
+       "import an archive (restored with its ids; name: a copy with new ids; into: add to a "
+       "store) or a zip of text files (name or into), one transaction, all or nothing unless "
+       "partial=true", query=("name", "into", "partial"), returns="ImportSummary",
+       extension=True, raw_body=True),
     Op("GET", _MS + "/{memory_store_id}/changes", list_changes, "the store's change feed",
        query=("after", "limit"), returns="ChangeList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/changes/stream", stream_changes,
@@ -1308,7 +1388,8 @@ def _endpoint(
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
-            body = await _read_json(request, op.body) if op.method != "GET" else {}
+            body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
+                                                                                   op.body)
             result = await op.handler(Call(request, store, body, hub, events))
             if isinstance(result, Response):
                 return result
@@ -1480,6 +1561,16 @@ SCHEMAS: dict[str, Any] = {
                      "Change); 'event: memfs.reset' (data {last_seq}) when the requested "
                      "position is unknown: reload the tree; 'event: ping' keepalives every "
                      "few seconds. Resume with ?after=<seq> or Last-Event-ID."},
+    "Archive": {"type": "string", "format": "binary", "description":
+                "application/gzip: a memfs-export archive (docs/EXPORT-FORMAT.md)"},
+    "ImportSummary": _obj({
+        "type": {"const": "memfs_import"}, "source": {"enum": ["archive", "files"]},
+        "store": _ref("MemoryStore"), "ids": {"enum": ["kept", "new"]},
+        "created_store": {"type": "boolean"}, "history": {"type": "boolean"},
+        "memories": _I, "versions": _I, "redacted": _I,
+        "skipped": {"type": "array", "items": _obj({"path": _S, "reason": _S},
+                                                    ["path", "reason"])},
+        "ignored": {"type": "array", "items": _obj({"path": _S, "reason": _S})}}),
     "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
               "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
                              "model": {"type": "object"}, "tools": {"type": "array"}},
@@ -1524,7 +1615,8 @@ def openapi() -> dict[str, Any]:
             "parameters": params,
             "responses": {
                 "200": {"description": "OK", "content": {
-                    "text/event-stream" if op.returns.endswith("Stream") else "application/json":
+                    "text/event-stream" if op.returns.endswith("Stream")
+                    else "application/gzip" if op.returns == "Archive" else "application/json":
                     {"schema": _response_schema(op.returns)}}},
                 "default": {"description": "Error",
                             "content": {"application/json": {"schema": _ref("Error")}}},
@@ -1537,7 +1629,11 @@ def openapi() -> dict[str, Any]:
             entry["parameters"].append({
                 "name": SESSION_HEADER, "in": "header", "required": False, "schema": _S,
                 "description": "act as this session (writes: session_actor; tool events)"})
-        if op.method != "GET":
+        if op.raw_body:
+            entry["requestBody"] = {"required": True, "content": {
+                t: {"schema": {"type": "string", "format": "binary"}}
+                for t in ("application/gzip", "application/zip")}}
+        elif op.method != "GET":
             entry["requestBody"] = {"required": False, "content": {"application/json": {
                 "schema": {"type": "object", "additionalProperties": False,
                            "properties": {f.rstrip("!"): {} for f in op.body},

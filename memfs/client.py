@@ -35,10 +35,10 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -82,6 +82,7 @@ ERROR_CODES: dict[str, type[errors.InvalidRequest]] = {
     "store_archived": errors.StoreArchived,
     "limit_exceeded": errors.LimitExceeded,
     "invalid_cursor": errors.InvalidCursor,
+    "invalid_archive": errors.InvalidArchive,
 }
 
 #: ``details.error_code`` of a ``memory_path_conflict_error`` -> the exact error class.
@@ -133,6 +134,10 @@ def error_from_response(status: int, body: Any) -> errors.MemfsError:
         return errors.NotFound(message)
     if status == 403 and code == "read_only":
         return errors.ReadOnly(message)
+    if code == "import_rejected":
+        skipped = err.get("skipped")
+        return errors.ImportRejected(message, entries=skipped if isinstance(skipped, list)
+                                     else [])
     if 400 <= status < 500 and status not in (408, 429):
         return ERROR_CODES.get(code or "", errors.InvalidRequest)(message)
     if code == "storage_full":
@@ -812,6 +817,40 @@ class Client:
                 result, exc = self._send(req), None
             except errors.MemfsError as e:
                 result, exc = None, e
+
+    # -- import and export (memfs extensions; bodies are archives, not JSON) ----------------
+
+    def export_archive(self, store_id: str, *, history: bool) -> Iterator[bytes]:
+        """The store's archive (:func:`memfs.transfer.export_archive`), streamed."""
+        try:
+            with self._http.stream("GET", f"{_ms(store_id)}/memfs/export",
+                                   params={"history": "true" if history else "false"},
+                                   timeout=httpx.Timeout(self._http.timeout.connect,
+                                                         read=600.0)) as response:
+                if response.status_code != 200:
+                    response.read()
+                    _decode(response)
+                yield from response.iter_bytes()
+        except httpx.TransportError as e:
+            raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
+
+    def import_upload(self, raw: IO[bytes], *, name: str | None = None,
+                      into: str | None = None, partial: bool = False) -> dict[str, Any]:
+        """Upload an archive or a zip (:func:`memfs.transfer.import_upload`); the summary."""
+        params = _params(name=name, into=into, partial="true" if partial else None)
+
+        def body() -> Iterator[bytes]:
+            while chunk := raw.read(65536):
+                yield chunk
+
+        try:
+            response = self._http.post("/v1/memfs/import", params=params, content=body(),
+                                       timeout=httpx.Timeout(self._http.timeout.connect,
+                                                             read=600.0, write=600.0))
+        except httpx.TransportError as e:
+            raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
+        result: dict[str, Any] = _decode(response)
+        return result
 
 
 class AsyncClient:

@@ -17,7 +17,9 @@ an exit code. They never re-check a rule themselves.
     │   ├── ContentTooLarge      content over 102,400 bytes
     │   ├── StoreArchived        a write to an archived store
     │   ├── LimitExceeded        a store already holds its maximum of memories
-    │   └── InvalidCursor        a page cursor that this listing did not hand out
+    │   ├── InvalidCursor        a page cursor that this listing did not hand out
+    │   ├── InvalidArchive       an import archive that is damaged or of an unknown format
+    │   └── ImportRejected       an import with entries that break a rule (all or nothing)
     ├── Conflict                 HTTP 409, never worth retrying
     │   ├── PathConflict         the path is taken, or overlaps another memory's path
     │   │   ├── DirectoryNotEmpty    a directory rename onto a directory that holds memories
@@ -82,6 +84,20 @@ class LimitExceeded(InvalidRequest):
 
 class InvalidCursor(InvalidRequest):
     """A page cursor that does not belong to this listing."""
+
+
+class InvalidArchive(InvalidRequest):
+    """An archive to import that is damaged (truncated, corrupt, not ours) or of a format
+    version this memfs does not know; nothing was imported."""
+
+
+class ImportRejected(InvalidRequest):
+    """Some entries of an import break a rule, and the import is all or nothing: nothing was
+    imported. ``entries`` lists every one (``{"path", "reason"}``)."""
+
+    def __init__(self, message: str, *, entries: list[dict[str, object]]):
+        super().__init__(message)
+        self.entries = entries
 
 
 class Conflict(MemfsError):

@@ -32,7 +32,7 @@ import re
 import sqlite3
 import stat
 import unicodedata
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,9 +44,12 @@ from sqlite_utils.migrations import Migrations
 
 from .database import Database
 from .errors import (
+    Conflict,
     DatabaseUnavailable,
     DirectoryNotEmpty,
     FeedGap,
+    ImportRejected,
+    InvalidArchive,
     InvalidCursor,
     InvalidRequest,
     LimitExceeded,
@@ -2426,11 +2429,455 @@ class Store:
                     fresh.append(self._insert_event(c, session_id, store_id, e))
             return fresh
 
+    # -- import and export -------------------------------------------------------------------
+    # The store's side of memfs/transfer.py (the archive format and the file walks live
+    # there): an export reads a store in short snapshots, one page at a time, so it never
+    # holds the whole store; an import is ONE write transaction that consumes a stream of
+    # records, checking every rule as it goes, so it is all or nothing (a damaged archive
+    # found at its last line still leaves the database untouched).
+
+    def export_memory_ids(
+        self, store_id: str, *, history: bool, after: str = "", limit: int = 100
+    ) -> list[str]:
+        """Ids of the store's memories after ``after``, in id order: the live ones, or with
+        ``history`` every memory that has a version (deleted ones too).
+
+        :raises NotFound: unknown store.
+        """
+        with self._read() as c:
+            self._store_in(c, store_id)
+            if history:
+                sql = ("SELECT DISTINCT memory_id FROM versions WHERE store_id = ? "
+                       "AND memory_id > ? ORDER BY memory_id LIMIT ?")
+            else:
+                sql = ("SELECT id FROM memories WHERE store_id = ? AND id > ? "
+                       "ORDER BY id LIMIT ?")
+            return [r[0] for r in c.execute(sql, (store_id, after, limit))]
+
+    def count_export(self, store_id: str, *, history: bool) -> int:
+        """How many memories :meth:`export_memory_ids` lists (for a progress bar)."""
+        if not history:
+            return self.count_memories(store_id)
+        row = self._one(
+            "SELECT count(DISTINCT memory_id) FROM versions WHERE store_id = ?", (store_id,)
+        )
+        return int(row[0]) if row else 0
+
+    def export_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        history: bool,
+        after: tuple[str, str] | None = None,
+        limit: int = 20,
+    ) -> tuple[list[MemoryVersion], bool, Memory | None]:
+        """One page of a memory for an export: ``(versions, done, memory)``.
+
+        With ``history``: up to ``limit`` versions (full, redacted ones as they are) after
+        ``after`` (a ``(created_at, id)``), oldest first. Without: only the version that holds
+        the live memory's content. ``done`` says this was the last page; ``memory`` is then
+        the live memory (full; None if deleted), read in the same snapshot as that page, so
+        its head version is always in the pages returned.
+        """
+        with self._read() as c:
+            if not history:
+                rows = c.execute(
+                    "SELECT v.* FROM memories m JOIN versions v ON v.id = m.version_id "
+                    "WHERE m.id = ? AND m.store_id = ?", (memory_id, store_id)
+                ).fetchall()
+                page, done = rows, True
+            else:
+                ca, vid = after or ("", "")
+                rows = c.execute(
+                    "SELECT * FROM versions WHERE memory_id = ? AND store_id = ? "
+                    "AND (created_at > ? OR (created_at = ? AND id > ?)) "
+                    "ORDER BY created_at, id LIMIT ?",
+                    (memory_id, store_id, ca, ca, vid, limit + 1),
+                ).fetchall()
+                page, done = rows[:limit], len(rows) <= limit
+            memory = None
+            if done:
+                row = c.execute(
+                    "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
+                ).fetchone()
+                memory = _memory(row, True) if row is not None else None
+        return [_version(r, True) for r in page], done, memory
+
+    def import_archive(
+        self,
+        store: dict[str, Any],
+        records: Iterable[dict[str, Any]],
+        *,
+        name: str | None = None,
+        into: str | None = None,
+        partial: bool = False,
+    ) -> dict[str, Any]:
+        """Restore an exported store (``store``: the archive's store object) from ``records``
+        (``{"type": "version", ...}`` and ``{"type": "memory", ...}`` as the archive holds
+        them, grouped by memory in ascending memory id, each group's versions oldest first,
+        then the memory if it is live), in ONE transaction.
+
+        - Neither ``name`` nor ``into``: an exact restore, every id kept. An id this database
+          already holds (the store's, a memory's or a version's) refuses the import
+          (:class:`Conflict`), never overwriting anything.
+        - ``name``: a copy, as a new store with that name; store, memory and version ids are
+          new, timestamps, actors, history and redactions are kept.
+        - ``into``: the memories (with their history) join that existing store, with new ids.
+
+        A memory whose path is taken or overlaps one, or that finds the store full, is listed
+        in ``skipped`` (with ``partial``), or refuses the whole import (:class:`ImportRejected`
+        listing every such memory). Anything else wrong with a record (and any error the
+        ``records`` iterator raises: a truncated archive) refuses it at once. Versions are not
+        pruned here: retention applies at the next write or ``versions prune``.
+
+        :returns: the summary (see :func:`memfs.transfer.import_archive`).
+        :raises InvalidArchive, InvalidRequest, Conflict, ImportRejected, NotFound,
+            StoreArchived:
+        """
+        if name is not None and into is not None:
+            raise InvalidRequest("give a new store name or a store to import into, not both")
+        lim = self.limits
+        src = _restore_store_fields(store, lim)
+        copy = name is not None or into is not None
+        if name is not None:
+            name = _validate_name(name, lim)
+        n_mem = n_ver = n_red = 0
+        skipped: list[dict[str, Any]] = []
+        with self._write() as c:
+            if into is not None:
+                target = self._store_in(c, into)
+                if target.archived_at is not None:
+                    raise _archived(into)
+                sid = target.id
+            else:
+                if copy:
+                    now = _now()
+                    row = (new_id("memstore"), name, src["description"], src["metadata"],
+                           now, now, None)
+                else:
+                    taken = c.execute(
+                        "SELECT name FROM stores WHERE id = ?", (src["id"],)).fetchone()
+                    if taken is not None:
+                        raise Conflict(
+                            f"memory store {src['id']} ({taken['name']!r}) already exists in "
+                            "this database: nothing was imported; import a copy with new ids "
+                            "(--name NEW), or add its memories to a store (--into STORE)")
+                    row = (src["id"], src["name"], src["description"], src["metadata"],
+                           src["created_at"], src["updated_at"], src["archived_at"])
+                sid = row[0]
+                c.execute(
+                    "INSERT INTO stores (id, name, description, metadata, created_at, "
+                    "updated_at, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*row[:3], json.dumps(row[3]), *row[4:]),
+                )
+            group: _RestoreGroup | None = None
+            for n, rec in enumerate(records, 1):
+                kind = rec.get("type") if isinstance(rec, dict) else None
+                if kind not in ("version", "memory"):
+                    raise InvalidArchive(f"record {n}: unknown record type {kind!r}")
+                mid = rec.get("memory_id") if kind == "version" else rec.get("id")
+                if group is None or mid != group.old_id:
+                    mid = _restore_id(mid, "mem", n)
+                    if group is not None and mid < group.old_id:
+                        raise InvalidArchive(
+                            f"record {n}: memory {mid} out of order (records are grouped by "
+                            "memory in ascending memory id)")
+                    group = _RestoreGroup(mid, new_id("mem") if copy else mid)
+                    if not copy:
+                        self._restore_id_free(c, "memories", group.old_id, n)
+                        if c.execute("SELECT 1 FROM versions WHERE memory_id = ? LIMIT 1",
+                                     (group.old_id,)).fetchone():
+                            raise _ids_taken("memory", group.old_id)
+                if group.done:
+                    raise InvalidArchive(f"record {n}: memory {mid} has records after it")
+                if kind == "version":
+                    redacted = self._restore_version(c, sid, group, rec, n, copy)
+                    n_ver += 1
+                    n_red += redacted
+                    continue
+                group.done = True
+                try:
+                    self._restore_memory(c, sid, group, rec, n)
+                    n_mem += 1
+                except (PathConflict, LimitExceeded) as e:
+                    # This memory and its history go; the rest is still checked, so that
+                    # every problem is reported at once.
+                    gone = c.execute("DELETE FROM versions WHERE memory_id = ?",
+                                     (group.new_id,)).rowcount
+                    n_ver -= gone
+                    n_red -= group.redacted
+                    skipped.append({"path": rec.get("path"), "memory_id": group.old_id,
+                                    "reason": e.message})
+            if skipped and not partial:
+                raise _rejected(skipped)
+            result = self._store_in(c, sid)
+        return {"store": result.to_dict(), "ids": "new" if copy else "kept",
+                "created_store": into is None, "memories": n_mem, "versions": n_ver,
+                "redacted": n_red, "skipped": skipped}
+
+    def _restore_id_free(self, c: sqlite3.Connection, table: str, id_: str, n: int) -> None:
+        """:raises Conflict: ``id_`` is already in ``table`` (an exact restore keeps ids)."""
+        if c.execute(f"SELECT 1 FROM {table} WHERE id = ?", (id_,)).fetchone():
+            raise _ids_taken("memory" if table == "memories" else "version", id_)
+
+    def _restore_version(
+        self, c: sqlite3.Connection, sid: str, group: _RestoreGroup, rec: dict[str, Any],
+        n: int, copy: bool,
+    ) -> bool:
+        """Insert one archived version of ``group``'s memory; returns whether it is redacted.
+
+        :raises InvalidArchive: a field breaks a rule (the archive is refused).
+        :raises Conflict: an exact restore finds its id taken.
+        """
+        lim = self.limits
+        old = _restore_id(rec.get("id"), "memver", n)
+        op = rec.get("operation")
+        if op not in _OPERATIONS:
+            raise InvalidArchive(f"record {n}: version {old}: bad operation {op!r}")
+        created = _restore_time(rec.get("created_at"), n, "created_at")
+        key = (created, old)
+        if group.last is not None and key <= group.last:
+            raise InvalidArchive(f"record {n}: version {old} is out of order (each memory's "
+                                 "versions come oldest first)")
+        group.last = key
+        created_by = _restore_actor(rec.get("created_by"), n)
+        redacted_at = rec.get("redacted_at")
+        if redacted_at is not None:
+            redacted_at = _restore_time(redacted_at, n, "redacted_at")
+        redacted_by = _restore_actor(rec.get("redacted_by"), n)
+        path, content = rec.get("path"), rec.get("content")
+        sha, size = rec.get("content_sha256"), rec.get("content_size_bytes")
+        try:
+            if redacted_at is not None:
+                if (path, content, sha, size) != (None, None, None, None):
+                    raise InvalidArchive("a redacted version keeps no path or content")
+            else:
+                if redacted_by is not None:
+                    raise InvalidArchive("redacted_by without redacted_at")
+                path = validate_path(path, lim)
+                if op == "deleted":
+                    if (content, sha, size) != (None, None, None):
+                        raise InvalidArchive("a deleted version has no content")
+                else:
+                    if not isinstance(content, str):
+                        raise InvalidArchive("content must be a string")
+                    text, data = encode_content(content, lim)
+                    if sha != sha256_hex(data) or size != len(data):
+                        raise InvalidArchive("content_sha256 or content_size_bytes does not "
+                                             "match the content")
+                    content = text
+        except InvalidRequest as e:
+            raise InvalidArchive(f"record {n}: version {old}: {e.message}") from None
+        if copy:
+            vid = new_id("memver")
+        else:
+            self._restore_id_free(c, "versions", old, n)
+            vid = old
+        group.versions[old] = (vid, op, path, sha, redacted_at is not None)
+        c.execute(
+            "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, "
+            "content, content_sha256, content_size_bytes, created_by_type, created_by_id, "
+            "redacted_at, redacted_by_type, redacted_by_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (vid, sid, group.new_id, op, created, path, content, sha, size,
+             created_by.type if created_by else None, created_by.id if created_by else None,
+             redacted_at, redacted_by.type if redacted_by else None,
+             redacted_by.id if redacted_by else None),
+        )
+        group.redacted += redacted_at is not None
+        return redacted_at is not None
+
+    def _restore_memory(
+        self, c: sqlite3.Connection, sid: str, group: _RestoreGroup, rec: dict[str, Any], n: int
+    ) -> None:
+        """Insert the live memory that ends ``group``, after its versions.
+
+        :raises InvalidArchive: a field breaks a rule, or its head is not among its versions.
+        :raises PathConflict, LimitExceeded: (the caller lists them).
+        """
+        try:
+            path = validate_path(rec.get("path"), self.limits)
+        except InvalidRequest as e:
+            raise InvalidArchive(f"record {n}: memory {group.old_id}: {e.message}") from None
+        created = _restore_time(rec.get("created_at"), n, "created_at")
+        updated = _restore_time(rec.get("updated_at"), n, "updated_at")
+        head = group.versions.get(rec.get("memory_version_id"))  # type: ignore[arg-type]
+        sha = rec.get("content_sha256")
+        if head is None or head[1] == "deleted" or head[4] or (head[2], head[3]) != (path, sha):
+            raise InvalidArchive(
+                f"record {n}: memory {group.old_id}: its memory_version_id does not name one "
+                "of its versions with the same path and content_sha256")
+        # The content is the head version's, inserted and checked just before.
+        text, size = c.execute("SELECT content, content_size_bytes FROM versions WHERE id = ?",
+                               (head[0],)).fetchone()
+        if rec.get("content_size_bytes") != size:
+            raise InvalidArchive(f"record {n}: memory {group.old_id}: content_size_bytes "
+                                 "does not match its head version")
+        self._check_path_free(c, sid, path)
+        count = c.execute("SELECT memory_count FROM stores WHERE id = ?", (sid,)).fetchone()
+        self._check_room(sid, count[0])
+        c.execute(
+            "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (group.new_id, sid, path, text, sha, size, head[0], created, updated),
+        )
+        self._change(c, sid, "put", group.new_id, path)
+
+    def import_files(
+        self,
+        files: Iterable[tuple[str, bytes | str | None, str | None]],
+        *,
+        name: str | None = None,
+        into: str | None = None,
+        partial: bool = False,
+        actor: Actor | None,
+    ) -> dict[str, Any]:
+        """Create a memory for each ``(path, content, reason)`` of ``files`` (a directory or
+        a zip, walked by :mod:`memfs.transfer`), in ONE transaction, into a new store named
+        ``name`` or the existing store ``into``. Every rule applies (path, UTF-8, size, the
+        memory limit, overlaps). An entry that breaks one, or that comes with a ``reason``
+        already (it could not be read), is listed in ``skipped``; without ``partial`` any
+        such entry refuses the whole import (:class:`ImportRejected`, listing every one).
+
+        :raises ImportRejected, InvalidRequest, NotFound, StoreArchived:
+        """
+        if (name is None) == (into is None):
+            raise InvalidRequest("give a new store name or a store to import into")
+        if name is not None:
+            name = _validate_name(name, self.limits)
+        skipped: list[dict[str, Any]] = []
+        n_mem = 0
+        with self._write() as c:
+            if into is not None:
+                self._writable_store_in(c, into)
+                sid = into
+            else:
+                sid, now = new_id("memstore"), _now()
+                c.execute(
+                    "INSERT INTO stores (id, name, description, metadata, created_at, "
+                    "updated_at) VALUES (?, ?, '', '{}', ?, ?)", (sid, name, now, now))
+            for path, content, reason in files:
+                if reason is None:
+                    try:
+                        p = validate_path(path, self.limits)
+                        text, data = encode_content(content, self.limits)
+                        self._create_in(c, sid, p, text, data, actor)
+                        n_mem += 1
+                        continue
+                    except (InvalidRequest, PathConflict) as e:
+                        reason = e.message
+                skipped.append({"path": _printable(path), "reason": reason})
+            if skipped and not partial:
+                raise _rejected(skipped)
+            result = self._store_in(c, sid)
+        return {"store": result.to_dict(), "ids": "new", "created_store": into is None,
+                "memories": n_mem, "versions": n_mem, "redacted": 0, "skipped": skipped}
+
     # -- maintenance -------------------------------------------------------------------------
 
     def integrity_check(self) -> str:
         row = self._one("PRAGMA integrity_check")
         return str(row[0]) if row else "no answer"
+
+
+# --------------------------------------------------------------------------------------------
+# import helpers (Store.import_archive): an archive is client input, checked field by field
+
+#: An id in an archive: its prefix, then what memfs ids are made of (and a little more).
+_ARCHIVE_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
+
+
+class _RestoreGroup:
+    """The memory an import is at: its archive id, its id here, its versions so far (archive
+    id -> (id here, operation, path, sha256, redacted)), the last version's sort key."""
+
+    def __init__(self, old_id: str, new_id_: str) -> None:
+        self.old_id = old_id
+        self.new_id = new_id_
+        self.versions: dict[str, tuple[str, str, str | None, str | None, bool]] = {}
+        self.last: tuple[str, str] | None = None
+        self.redacted = 0
+        self.done = False
+
+
+def _restore_id(value: Any, prefix: str, n: int) -> str:
+    """:raises InvalidArchive: ``value`` is not an id of that prefix."""
+    if (not isinstance(value, str) or not value.startswith(prefix + "_")
+            or not _ARCHIVE_ID_RE.match(value[len(prefix) + 1:])):  # fmt: skip
+        raise InvalidArchive(f"record {n}: {value!r} is not a {prefix}_ id")
+    return value
+
+
+def _restore_time(value: Any, n: int, what: str) -> str:
+    """:raises InvalidArchive: ``value`` is not a timestamp as memfs writes them (kept as is,
+    so that it sorts with the others)."""
+    try:
+        ok = isinstance(value, str) and format_time(parse_time(value)) == value
+    except (InvalidRequest, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise InvalidArchive(f"record {n}: {what} {value!r} is not an RFC 3339 UTC timestamp "
+                             "like 2025-01-31T12:00:59.000000Z")
+    return str(value)
+
+
+def _restore_actor(value: Any, n: int) -> Actor | None:
+    """:raises InvalidArchive: ``value`` is neither None nor an actor's wire object."""
+    if value is None:
+        return None
+    try:
+        actor = Actor.from_dict(value)
+        ok = isinstance(actor.id, str) and 0 < len(actor.id) <= 200
+        _validate_text(actor.id, "actor")
+    except (KeyError, TypeError, ValueError, AttributeError, InvalidRequest):
+        ok = False
+    if not ok:
+        raise InvalidArchive(f"record {n}: {value!r} is not an actor")
+    return actor
+
+
+def _restore_store_fields(store: Any, lim: Limits) -> dict[str, Any]:
+    """The archive's store object, checked. :raises InvalidArchive:"""
+    if not isinstance(store, dict):
+        raise InvalidArchive("the archive's header has no store object")
+    try:
+        fields = {
+            "id": _restore_id(store.get("id"), "memstore", 0),
+            "name": _validate_name(store.get("name"), lim),
+            "description": _validate_description(store.get("description"), lim),
+            "metadata": _validate_metadata(store.get("metadata"), lim),
+            "created_at": _restore_time(store.get("created_at"), 0, "created_at"),
+            "updated_at": _restore_time(store.get("updated_at"), 0, "updated_at"),
+            "archived_at": None if store.get("archived_at") is None
+            else _restore_time(store.get("archived_at"), 0, "archived_at"),
+        }
+    except InvalidRequest as e:
+        raise InvalidArchive(f"the archive's store: {e.message}") from None
+    return fields
+
+
+def _ids_taken(what: str, id_: str) -> Conflict:
+    return Conflict(
+        f"{what} {id_} already exists in this database: nothing was imported; import a copy "
+        "with new ids (--name NEW), or add the memories to a store (--into STORE)")
+
+
+def _rejected(skipped: list[dict[str, Any]]) -> ImportRejected:
+    first = skipped[0]
+    more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+    return ImportRejected(
+        f"nothing was imported: {len(skipped)} "
+        f"{'entry' if len(skipped) == 1 else 'entries'} cannot be imported, e.g. "
+        f"{first['path']}: {first['reason']}{more}; --partial imports the others",
+        entries=skipped)
+
+
+def _printable(path: str) -> str:
+    """A path for a report: undecodable bytes (a file name's) as ``\\xNN`` escapes."""
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _check_tool_events(events: Any) -> None:

@@ -1,0 +1,595 @@
+"""Import and export (memfs/transfer.py and the Store's import section): archives round trip
+exactly, damaged ones change nothing, plain files follow every rule, the API and the CLI
+translate, and memory stays flat at 2,000 memories of 100 kB."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import json
+import os
+import time
+import tracemalloc
+import zipfile
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from memfs import api, errors, transfer
+from memfs.api import create_app
+from memfs.cli import cli
+from memfs.client import Client
+from memfs.models import Actor
+from memfs.store import Limits, Store
+
+USER = Actor.user("user_1")
+API = Actor.api("apikey_1")
+SESSION = Actor.session("sesn_1")
+KEY = "test-key"
+
+
+def populated(store: Store, name: str = "Notes"):
+    """A store with every kind of history: creates, edits by three actors, a rename, a
+    delete, a redacted version, content that needs escaping; archived at the end."""
+    s = store.create_store(name, "desc", {"team": "x"})
+    a = store.create_memory(s.id, "/a.md", "one", actor=USER)
+    store.update_memory(s.id, a.id, content="two", actor=API)
+    store.update_memory(s.id, a.id, content="three \u0000\u2028 é", actor=SESSION)
+    b = store.create_memory(s.id, "/dir/b.md", "bee", actor=None)
+    store.update_memory(s.id, b.id, path="/dir/c.md", actor=USER)
+    gone = store.create_memory(s.id, "/gone.md", "secret", actor=USER)
+    store.delete_memory(s.id, gone.id, actor=USER)
+    first = store.list_versions(s.id, memory_id=a.id, limit=10).data[-1]
+    store.redact_version(s.id, first.id, actor=USER)
+    return s
+
+
+def snapshot(store: Store, store_id: str):
+    """Everything an exact restore must reproduce."""
+    versions = [v.to_dict() for v in store.list_versions(store_id, limit=20, view="full").data]
+    memories = [m.to_dict() for m in store.list_memories(store_id, limit=20, view="full").data]
+    return store.get_store(store_id).to_dict(), memories, versions
+
+
+def export(store: Store, store_id: str, history: bool = True) -> bytes:
+    out = io.BytesIO()
+    transfer.write_archive(store, store_id, out, history=history)
+    return out.getvalue()
+
+
+def lines(archive: bytes) -> list[dict]:
+    return [json.loads(x) for x in gzip.decompress(archive).splitlines()]
+
+
+def regzip(records: list[dict]) -> bytes:
+    return gzip.compress(b"".join(transfer._line(r) for r in records))
+
+
+@pytest.fixture
+def other(tmp_path):
+    s = Store(tmp_path / "other.db", limits=Limits())
+    yield s
+    s.close()
+
+
+def count_rows(store: Store) -> tuple[int, ...]:
+    return tuple(store._one(f"SELECT count(*) FROM {t}")[0]
+                 for t in ("stores", "memories", "versions", "changes"))
+
+
+# -- archives ---------------------------------------------------------------------------------
+
+
+def test_round_trip_keeps_every_id_time_actor_and_redaction(store, other):
+    s = populated(store)
+    store.archive_store(s.id)
+    archive = export(store, s.id)
+    summary = transfer.import_archive(other, io.BytesIO(archive))
+    assert summary["ids"] == "kept" and summary["store"]["id"] == s.id
+    assert (summary["memories"], summary["versions"], summary["redacted"]) == (2, 7, 1)
+    assert snapshot(other, s.id) == snapshot(store, s.id)
+    redacted = [v for v in other.list_versions(s.id, limit=20).data if v.redacted_at]
+    assert len(redacted) == 1 and redacted[0].content is None and redacted[0].path is None
+    # a mount of the imported store sees its memories through the change feed
+    puts = {(c.op, c.path) for c in other.changes_since(s.id, 0)}
+    assert puts == {("put", "/a.md"), ("put", "/dir/c.md")}
+    # and an export of the restored store is the same archive but for its header time
+    again = lines(export(other, s.id))
+    first = lines(archive)
+    assert again[1:-1] == first[1:-1] and again[0]["store"] == first[0]["store"]
+
+
+def test_export_without_history_has_only_the_heads(store, other):
+    s = populated(store)
+    recs = lines(export(store, s.id, history=False))
+    assert recs[0]["format"] == "memfs-export" and recs[0]["version"] == 1
+    assert recs[0]["history"] is False
+    kinds = [r["type"] for r in recs[1:]]
+    assert kinds == ["version", "memory", "version", "memory", "end"]
+    transfer.import_archive(other, io.BytesIO(export(store, s.id, history=False)))
+    assert [m.to_dict() for m in other.tree(s.id)] == [m.to_dict() for m in store.tree(s.id)]
+
+
+def test_import_into_the_database_it_came_from_refuses_or_copies(store):
+    s = populated(store)
+    archive = export(store, s.id)
+    before = count_rows(store)
+    with pytest.raises(errors.Conflict, match="already exists.*--name"):
+        transfer.import_archive(store, io.BytesIO(archive))
+    assert count_rows(store) == before
+    copy = transfer.import_archive(store, io.BytesIO(archive), name="Copy")
+    assert copy["ids"] == "new" and copy["store"]["id"] != s.id
+    assert copy["store"]["name"] == "Copy" and copy["store"]["archived_at"] is None
+    _, mems, vers = snapshot(store, copy["store"]["id"])
+    _, mems0, vers0 = snapshot(store, s.id)
+    strip = ("id", "memory_id", "memory_store_id", "memory_version_id")
+    assert [{k: v for k, v in m.items() if k not in strip} for m in mems] == \
+        [{k: v for k, v in m.items() if k not in strip} for m in mems0]
+    assert [{k: v for k, v in m.items() if k not in strip} for m in vers] == \
+        [{k: v for k, v in m.items() if k not in strip} for m in vers0]
+    assert not {m["id"] for m in mems} & {m["id"] for m in mems0}
+
+
+def test_a_memory_id_taken_elsewhere_refuses_the_exact_restore(store, other):
+    s = populated(store)
+    archive = export(store, s.id)
+    transfer.import_archive(other, io.BytesIO(archive))
+    other.delete_store(s.id)  # the store id is free again; move one memory's id elsewhere
+    recs = lines(archive)
+    recs[0]["store"]["id"] = "memstore_0other"
+    before = count_rows(other)
+    transfer.import_archive(other, io.BytesIO(archive))  # all ids free again: fine
+    with pytest.raises(errors.Conflict, match="already exists"):
+        transfer.import_archive(other, io.BytesIO(_resealed(recs)))
+    assert count_rows(other)[:3] == (before[0] + 1, 2, 7)
+
+
+def _resealed(recs: list[dict]) -> bytes:
+    """An archive with a recomputed trailer (as a careful forger would make it)."""
+    body = recs[:-1]
+    digest = __import__("hashlib").sha256(b"".join(transfer._line(r) for r in body))
+    end = dict(recs[-1], sha256=digest.hexdigest())
+    return regzip([*body, end])
+
+
+def test_into_reports_every_colliding_path_and_partial_imports_the_rest(store):
+    s = populated(store)
+    archive = export(store, s.id)
+    t = store.create_store("Target")
+    store.create_memory(t.id, "/a.md", "mine", actor=USER)
+    store.create_memory(t.id, "/dir", "a file where a directory would go", actor=USER)
+    before = count_rows(store)
+    with pytest.raises(errors.ImportRejected) as e:
+        transfer.import_archive(store, io.BytesIO(archive), into=t.id)
+    assert [x["path"] for x in e.value.entries] == ["/a.md", "/dir/c.md"]
+    assert "already exists" in e.value.entries[0]["reason"]
+    assert count_rows(store) == before
+    summary = transfer.import_archive(store, io.BytesIO(archive), into=t.id, partial=True)
+    assert summary["memories"] == 0 and summary["versions"] == 2  # the deleted memory's
+    assert [x["path"] for x in summary["skipped"]] == ["/a.md", "/dir/c.md"]
+    assert store.get_memory_by_path(t.id, "/a.md").content == "mine"
+
+
+def test_the_memory_limit_applies_to_archives(store, tmp_path):
+    s = populated(store)
+    small = Store(tmp_path / "small.db", limits=Limits(max_memories=1))
+    try:
+        with pytest.raises(errors.ImportRejected, match="limit is 1"):
+            transfer.import_archive(small, io.BytesIO(export(store, s.id)))
+        assert count_rows(small) == (0, 0, 0, 0)
+    finally:
+        small.close()
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda a: a[: len(a) // 2], "truncated"),
+    (lambda a: a[:-8], "damaged or truncated"),
+    (lambda a: b"not gzip at all", "damaged"),
+    (lambda a: b"", "empty"),
+    (lambda a: gzip.compress(gzip.decompress(a).replace(b'"user_1"', b'"user_9"')),
+     "end record does not match"),
+    (lambda a: gzip.compress(gzip.decompress(a).rsplit(b"\n", 2)[0] + b"\n"), "no end record"),
+    (lambda a: gzip.compress(gzip.decompress(a) + b"{}\n"), "after its end"),
+    (lambda a: gzip.compress(gzip.decompress(a).replace(b'"version":1', b'"version":2', 1)),
+     "version 2 is not one this memfs reads.*upgrade"),
+    (lambda a: gzip.compress(gzip.decompress(a).replace(b'"memfs-export"', b'"tar"', 1)),
+     "not a memfs archive"),
+    (lambda a: gzip.compress(b"[" * 100000 + b"\n"), "not a memfs archive"),
+    (lambda a: gzip.compress(b"x" * 3_000_000), "truncated|too long"),
+])
+def test_damaged_archives_are_refused_and_change_nothing(store, other, damage, message):
+    s = populated(store)
+    before = count_rows(other)
+    with pytest.raises(errors.InvalidArchive, match=message):
+        transfer.import_archive(other, io.BytesIO(damage(export(store, s.id))))
+    assert count_rows(other) == before
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("content_sha256", "0" * 64, "does not match"),
+    ("path", "/a//b", "empty segment"),
+    ("created_at", "2025-01-01", "timestamp"),
+    ("created_by", {"type": "nobody"}, "not an actor"),
+    ("id", "../etc", "not a memver_ id"),
+    ("operation", "exploded", "bad operation"),
+])
+def test_forged_records_are_refused_even_with_a_good_digest(store, other, field, value,
+                                                             message):
+    s = populated(store)
+    recs = lines(export(store, s.id))
+    target = next(r for r in recs if r.get("type") == "version" and r["path"] == "/dir/b.md")
+    target[field] = value
+    with pytest.raises(errors.InvalidArchive, match=message):
+        transfer.import_archive(other, io.BytesIO(_resealed(recs)))
+    assert count_rows(other) == (0, 0, 0, 0)
+
+
+def test_a_memory_whose_head_is_missing_is_refused(store, other):
+    s = populated(store)
+    recs = lines(export(store, s.id))
+    mem = next(r for r in recs if r.get("type") == "memory")
+    mem["memory_version_id"] = "memver_0nothere"
+    with pytest.raises(errors.InvalidArchive, match="memory_version_id"):
+        transfer.import_archive(other, io.BytesIO(_resealed(recs)))
+
+
+# -- plain files ------------------------------------------------------------------------------
+
+
+def notes_dir(root):
+    (root / "sub").mkdir(parents=True)
+    (root / "a.md").write_text("alpha")
+    (root / "sub" / "b.md").write_text("beta")
+    (root / "Cafe\u0301.md").write_text("nfd name")  # macOS writes NFD: imported as NFC
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref")
+    (root / ".DS_Store").write_bytes(b"\x00\x01")
+    os.symlink("/etc/passwd", root / "link.md")
+    return root
+
+
+def import_dir(store, root, **kw):
+    ignored: list = []
+    return transfer.import_files(store, transfer.walk_directory(str(root), store.limits,
+                                                                ignored), ignored,
+                                 actor=USER, **kw)
+
+
+def test_directory_import(store, tmp_path):
+    root = notes_dir(tmp_path / "notes")
+    summary = import_dir(store, root, name="Notes")
+    sid = summary["store"]["id"]
+    assert [m.path for m in store.tree(sid)] == ["/Café.md", "/a.md", "/sub/b.md"]
+    assert store.get_memory_by_path(sid, "/sub/b.md").content == "beta"
+    assert {(x["path"], x["reason"]) for x in summary["ignored"]} == {
+        ("/.git/", "hidden directory"), ("/.DS_Store", "hidden file"),
+        ("/link.md", "symbolic link")}
+    assert summary["skipped"] == [] and summary["memories"] == 3
+    assert store.list_versions(sid, limit=1).data[0].created_by == USER
+
+
+def test_directory_with_bad_entries_is_all_or_nothing_unless_partial(store, tmp_path):
+    root = notes_dir(tmp_path / "notes")
+    (root / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0")
+    (root / "big.md").write_bytes(b"x" * 102_401)
+    (root / "tab\tname.md").write_text("control character in the name")
+    os.close(os.open(os.fsencode(root) + b"/latin1-\xe9.md", os.O_CREAT | os.O_WRONLY))
+    deep = root.joinpath(*["d"] * 21)
+    deep.mkdir(parents=True)
+    (deep / "x.md").write_text("too deep")
+    before = count_rows(store)
+    with pytest.raises(errors.ImportRejected) as e:
+        import_dir(store, root, name="Notes")
+    assert count_rows(store) == before
+    reasons = {x["path"]: x["reason"] for x in e.value.entries}
+    assert "not valid UTF-8" in reasons["/photo.jpg"]
+    assert "102401 bytes" in reasons["/big.md"]
+    assert "U+0009" in reasons["/tab\tname.md"]
+    assert "UTF-8" in reasons["/latin1-\\xe9.md"]
+    assert "segments" in reasons["/" + "d/" * 21 + "x.md"]
+    assert len(reasons) == 5
+    summary = import_dir(store, root, name="Notes", partial=True)
+    assert summary["memories"] == 3 and len(summary["skipped"]) == 5
+    json.dumps(summary)  # reportable as is
+
+
+def test_too_many_files(tmp_path):
+    small = Store(tmp_path / "s.db", limits=Limits(max_memories=3))
+    try:
+        root = tmp_path / "many"
+        root.mkdir()
+        for i in range(5):
+            (root / f"{i}.md").write_text(str(i))
+        with pytest.raises(errors.ImportRejected) as e:
+            import_dir(small, root, name="Many")
+        assert [x["path"] for x in e.value.entries] == ["/3.md", "/4.md"]
+        assert "limit is 3" in e.value.entries[0]["reason"]
+        assert count_rows(small) == (0, 0, 0, 0)
+        summary = import_dir(small, root, name="Many", partial=True)
+        assert summary["memories"] == 3
+    finally:
+        small.close()
+
+
+def make_zip(files: dict[str, bytes], **kw) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data, **kw)
+    return out.getvalue()
+
+
+def test_zip_import_and_hostile_zips(store):
+    good = make_zip({"notes/a.md": b"alpha", "notes/.git/x": b"", "__MACOSX/._a": b"",
+                     "../escape.md": b"x", "bin.dat": b"\xff"})
+    with pytest.raises(errors.ImportRejected):
+        transfer.import_upload(store, io.BytesIO(good), name="Z", actor=USER)
+    summary = transfer.import_upload(store, io.BytesIO(good), name="Z", partial=True,
+                                     actor=USER)
+    assert [m.path for m in store.tree(summary["store"]["id"])] == ["/notes/a.md"]
+    assert {x["path"] for x in summary["skipped"]} == {"/../escape.md", "/bin.dat"}
+    assert summary["ignored"] == [{"path": "/notes/.git/", "reason": "hidden directory"}]
+    # a bomb: 200 MB of zeros in a few hundred kB is read no further than the limit
+    bomb = make_zip({"bomb.md": b"\0" * 200_000_000})
+    assert len(bomb) < 1_000_000
+    with pytest.raises(errors.ImportRejected, match="102400"):
+        transfer.import_upload(store, io.BytesIO(bomb), name="B", actor=USER)
+    with pytest.raises(errors.InvalidArchive, match="zip"):
+        transfer.import_upload(store, io.BytesIO(b"PK\x03\x04garbage"), name="C", actor=USER)
+
+
+def test_zip_with_too_many_entries(store, monkeypatch):
+    monkeypatch.setattr(transfer, "MAX_ZIP_ENTRIES", 10)
+    z = make_zip({f"{i}.md": b"x" for i in range(11)})
+    with pytest.raises(errors.InvalidArchive, match="11 entries"):
+        transfer.import_upload(store, io.BytesIO(z), name="Z", actor=USER)
+
+
+# -- constant memory at 2,000 x 100 kB --------------------------------------------------------
+
+
+def test_export_and_import_of_a_full_store_in_constant_memory(tmp_path):
+    """2,000 memories of 100 kB (200 MB of content): peak Python memory while exporting and
+    importing stays far below the store's size. The figures are printed (pytest -s)."""
+    src = Store(tmp_path / "big.db", limits=Limits(), synchronous="NORMAL")
+    dst = Store(tmp_path / "restored.db", limits=Limits(), synchronous="NORMAL")
+    try:
+        s = src.create_store("Big")
+        # Filled in one transaction through the Store's own path (faster than 2,000 commits),
+        # with content that does not compress (base64 of random bytes): a realistic archive.
+        with src._write() as c:
+            for i in range(2000):
+                data = base64.b64encode(os.urandom(76_800))
+                assert len(data) == 102_400
+                src._create_in(c, s.id, f"/m/{i:04d}.md", data.decode(), data, USER)
+        archive = tmp_path / "big.memfs.gz"
+        tracemalloc.start()
+        rss0 = _reset_peak_rss()
+        t0 = time.perf_counter()
+        with open(archive, "wb") as f:
+            stats = transfer.write_archive(src, s.id, f, history=True)
+        t_export = time.perf_counter() - t0
+        _, peak_export = tracemalloc.get_traced_memory()
+        rss_export = _peak_rss() - rss0
+        tracemalloc.reset_peak()
+        rss0 = _reset_peak_rss()
+        t0 = time.perf_counter()
+        with open(archive, "rb") as f:
+            summary = transfer.import_archive(dst, f)
+        t_import = time.perf_counter() - t0
+        _, peak_import = tracemalloc.get_traced_memory()
+        rss_import = _peak_rss() - rss0
+        tracemalloc.stop()
+        assert stats["memories"] == summary["memories"] == 2000
+        assert dst.count_memories(s.id) == 2000
+        assert dst.get_memory_by_path(s.id, "/m/1999.md").content == \
+            src.get_memory_by_path(s.id, "/m/1999.md").content
+        print(f"\n2,000 x 100 kB: archive {archive.stat().st_size / 1e6:.1f} MB; export "
+              f"{t_export:.1f} s, peak Python {peak_export / 1e6:.1f} MB, peak RSS growth "
+              f"{rss_export / 1e6:.1f} MB; import {t_import:.1f} s, peak Python "
+              f"{peak_import / 1e6:.1f} MB, peak RSS growth {rss_import / 1e6:.1f} MB")
+        assert peak_export < 30e6 and peak_import < 30e6
+        assert rss_export < 30e6 and rss_import < 30e6
+    finally:
+        src.close()
+        dst.close()
+
+
+def _reset_peak_rss() -> int:
+    """Reset the process's peak RSS (Linux: /proc/self/clear_refs) and return the RSS now."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pytest.skip("no /proc/self/clear_refs to measure peak RSS")
+    return _proc_status("VmRSS")
+
+
+def _peak_rss() -> int:
+    return _proc_status("VmHWM")
+
+
+def _proc_status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} in /proc/self/status")
+
+
+# -- HTTP API ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def client(store):
+    with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY}) as c:
+        yield c
+
+
+def assert_error(r, status, code=None):
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["type"] == "error" and body["error"]["message"]
+    if code:
+        assert body["error"]["details"]["error_code"] == code
+    return body["error"]
+
+
+def test_api_export_and_import(client, store, other):
+    s = populated(store)
+    r = client.get(f"/v1/memory_stores/{s.id}/memfs/export?history=true")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/gzip"
+    assert "notes-history.memfs.gz" in r.headers["content-disposition"]
+    assert lines(r.content)[0]["store"]["id"] == s.id
+    with TestClient(create_app(other, [KEY]), headers={"x-api-key": KEY}) as c2:
+        r2 = c2.post("/v1/memfs/import", content=r.content)
+        assert r2.status_code == 200, r2.text
+        assert r2.json()["ids"] == "kept"
+    assert snapshot(other, s.id) == snapshot(store, s.id)
+    # back into the same database: 409, then a copy on request
+    assert_error(client.post("/v1/memfs/import", content=r.content), 409)
+    r3 = client.post("/v1/memfs/import?name=Copy", content=r.content)
+    assert r3.status_code == 200 and r3.json()["ids"] == "new"
+    # a zip, into an existing store by name
+    z = make_zip({"x.md": b"x", "y.bin": b"\xff"})
+    err = assert_error(client.post("/v1/memfs/import?into=Copy", content=z), 400,
+                       "import_rejected")
+    assert err["skipped"] == [{"path": "/y.bin", "reason": "content is not valid UTF-8 "
+                               "(byte 0)"}]
+    r4 = client.post("/v1/memfs/import?into=Copy&partial=true", content=z)
+    assert r4.status_code == 200 and r4.json()["memories"] == 1
+
+
+def test_api_hostile_imports(client, store, monkeypatch):
+    s = populated(store)
+    archive = client.get(f"/v1/memory_stores/{s.id}/memfs/export").content
+    before = count_rows(store)
+    cases = [
+        (b"", "", None),
+        (b"hello", "", "invalid_archive"),
+        (archive[:-10], "?name=X", "invalid_archive"),
+        (archive[:-10], "", None),  # the store exists: 409 before the damage is found
+        (gzip.compress(gzip.decompress(archive).replace(b'"version":1', b'"version":99', 1)),
+         "", "invalid_archive"),
+        (gzip.compress(b"\xff\xfe\n"), "", "invalid_archive"),
+        (make_zip({"a.md": b"a"}), "", None),  # a zip needs name or into
+        (make_zip({"bomb.md": b"\0" * 50_000_000}), "?name=B", "import_rejected"),
+        (make_zip({"a.md": b"a"})[:-30], "?name=C", "invalid_archive"),
+    ]
+    for body, query, code in cases:
+        r = client.post("/v1/memfs/import" + query, content=body)
+        assert_error(r, 409 if query == "" and body is cases[3][0] else 400, code)
+    assert_error(client.post("/v1/memfs/import?partial=maybe", content=archive), 400)
+    assert_error(client.post("/v1/memfs/import?into=nothing", content=archive), 404)
+    assert_error(client.post("/v1/memfs/import?name=A&into=Notes", content=archive), 400)
+    monkeypatch.setattr(api, "MAX_IMPORT_BYTES", 100)
+    assert_error(client.post("/v1/memfs/import", content=archive), 413)
+    assert count_rows(store) == before
+    assert_error(client.get("/v1/memory_stores/memstore_nope/memfs/export"), 404)
+    assert_error(client.get(f"/v1/memory_stores/{s.id}/memfs/export?history=yes"), 400)
+
+
+def test_openapi_documents_the_transfer_extensions(client):
+    doc = client.get("/openapi.json").json()
+    exp = doc["paths"]["/v1/memory_stores/{memory_store_id}/memfs/export"]["get"]
+    imp = doc["paths"]["/v1/memfs/import"]["post"]
+    assert exp["x-memfs-extension"] and imp["x-memfs-extension"]
+    assert "application/gzip" in exp["responses"]["200"]["content"]
+    assert set(imp["requestBody"]["content"]) == {"application/gzip", "application/zip"}
+    assert {p["name"] for p in imp["parameters"]} >= {"name", "into", "partial"}
+
+
+def through(tc: TestClient) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        r = tc.request(request.method, str(request.url), headers=dict(request.headers),
+                       content=request.read())
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    return httpx.MockTransport(handler)
+
+
+def test_the_client_exports_and_imports_through_the_api(store, other):
+    s = populated(store)
+    with TestClient(create_app(store, [KEY])) as tc, \
+            Client("http://memfs", KEY, transport=through(tc)) as remote:
+        archive = b"".join(remote.export_archive(s.id, history=True))
+        with pytest.raises(errors.Conflict):
+            remote.import_upload(io.BytesIO(archive))
+        with pytest.raises(errors.ImportRejected) as e:
+            remote.import_upload(io.BytesIO(make_zip({"b.bin": b"\xff"})), name="Z")
+        assert e.value.entries[0]["path"] == "/b.bin"
+        with pytest.raises(errors.NotFound):
+            b"".join(remote.export_archive("memstore_nope", history=False))
+    transfer.import_archive(other, io.BytesIO(archive))
+    assert snapshot(other, s.id) == snapshot(store, s.id)
+
+
+# -- CLI --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(db_path):
+    runner = CliRunner()
+
+    def invoke(*args, db=db_path):
+        return runner.invoke(cli, ["--db", str(db), *args])
+
+    return invoke
+
+
+def test_cli_round_trip_into_a_new_database(run, store, tmp_path):
+    s = populated(store)
+    out = tmp_path / "notes.memfs.gz"
+    r = run("--json", "export", "Notes", "--history", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["versions"] == 7 and out.exists()
+    assert not list(tmp_path.glob("*.partial-*"))
+    fresh = tmp_path / "fresh" / "new.db"
+    r = run("--json", "import", str(out), db=fresh)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["store"]["id"] == s.id
+    restored = Store(fresh)
+    try:
+        assert snapshot(restored, s.id) == snapshot(store, s.id)
+    finally:
+        restored.close()
+    r = run("import", str(out), db=fresh)
+    assert r.exit_code == 4 and r.stderr.count("\n") == 1 and "--name" in r.stderr
+    r = run("import", str(out), "--name", "Again", db=fresh)
+    assert r.exit_code == 0 and "new ids" in r.stdout
+
+
+def test_cli_directory_import_lists_problems(run, store, tmp_path):
+    root = notes_dir(tmp_path / "notes")
+    (root / "photo.jpg").write_bytes(b"\xff")
+    r = run("import", str(root))
+    assert r.exit_code == 5
+    assert "skipped /photo.jpg: content is not valid UTF-8" in r.stdout
+    assert r.stderr.startswith("memfs: nothing was imported") and r.stderr.count("\n") == 1
+    assert store.list_stores().data == []
+    r = run("--json", "import", str(root), "--partial")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["store"]["name"] == "notes" and summary["memories"] == 3
+    assert summary["skipped"][0]["path"] == "/photo.jpg"
+    r = run("import", str(root), "--into", "notes")
+    assert r.exit_code == 5 and "a memory already exists at /a.md" in r.stdout
+
+
+def test_cli_errors_are_one_line(run, store, tmp_path):
+    s = populated(store)
+    bad = tmp_path / "bad.gz"
+    bad.write_bytes(export(store, s.id)[:50])
+    r = run("import", str(bad), "--name", "X")
+    assert r.exit_code == 5 and r.stderr.startswith("memfs: the archive is damaged")
+    txt = tmp_path / "notes.txt"
+    txt.write_text("hello")
+    r = run("import", str(txt))
+    assert r.exit_code == 5 and "nor a zip" in r.stderr
+    r = run("export", "nothing", "-o", str(tmp_path / "x.gz"))
+    assert r.exit_code == 3 and not (tmp_path / "x.gz").exists()
+    r = run("import", str(bad), "--name", "X", "--into", "Notes")
+    assert r.exit_code == 2
