@@ -117,11 +117,11 @@ def routes(console: Console) -> list[BaseRoute]:
             memory = await _live(memory_id, sid)
         more = None
         if listing.next_page:
-            more = _relative(request.url.include_query_params(page=listing.next_page))
+            more = relative(request.url.include_query_params(page=listing.next_page))
         return console.render(
             request, "history.html", store=current, memory_id=memory_id, memory=memory,
             rows=await rows(sid, listing.data), filters=filters, operations=OPERATIONS,
-            more=more, first=_relative(request.url.remove_query_params("page")) if cursor else None)
+            more=more, first=relative(request.url.remove_query_params("page")) if cursor else None)
 
     async def _live(memory_id: str, store_id: str) -> Memory | None:
         try:
@@ -160,7 +160,7 @@ def routes(console: Console) -> list[BaseRoute]:
             what=what, old_path=old_path, diff=diff, counts=counts, mode=mode,
             memory=memory, head=memory is not None and memory.memory_version_id == v.id,
             error=error, error_at=at, typed=typed,
-            toggle=_relative(request.url.include_query_params(
+            toggle=relative(request.url.include_query_params(
                 diff="unified" if mode == "split" else "split")))
 
     @page(console, "/stores/{store_id}/versions/{version_id}")
@@ -213,6 +213,6 @@ def _history_url(store_id: str, memory_id: str) -> str:
     return f"/stores/{q(store_id)}/memories/{q(memory_id)}/history"
 
 
-def _relative(url: URL) -> str:
+def relative(url: URL) -> str:
     """A link to ``url`` on this site (path and query: behind a proxy the host may differ)."""
     return url.path + (f"?{url.query}" if url.query else "")

@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute
 
 from .. import errors
 from ..models import Event, Session
-from .history import _relative
+from .history import relative
 from .web import Console, page
 
 PAGE_SIZE = 50
@@ -120,7 +120,7 @@ def routes(console: Console) -> list[BaseRoute]:
         links = {}
         for key, cursor in (("next", listing.next_page), ("prev", listing.prev_page)):
             if cursor:
-                links[key] = _relative(request.url.include_query_params(page=cursor))
+                links[key] = relative(request.url.include_query_params(page=cursor))
         return console.render(
             request, "sessions.html", sessions=listing.data, stores=stores, filtered=filtered,
             filters={"store": store_id or "", "status": status or "", "archived": archived},
@@ -158,10 +158,10 @@ def routes(console: Console) -> list[BaseRoute]:
         await locate(session, items)
         more = None
         if listing.next_page:
-            more = _relative(request.url.include_query_params(page=listing.next_page))
+            more = relative(request.url.include_query_params(page=listing.next_page))
         return console.render(
             request, "session.html", session=session, items=items, more=more,
-            first=_relative(request.url.remove_query_params("page")) if cursor else None,
+            first=relative(request.url.remove_query_params("page")) if cursor else None,
             names={r.memory_store_id: r.name for r in session.resources})
 
     return [session_list, timeline]
