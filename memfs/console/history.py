@@ -1,11 +1,218 @@
-"""(to be written)"""
+"""History: a store's versions and a memory's versions (who, when, what), a version's page (its
+content and its diff against the previous version of the same memory), restore a version,
+redact a version.
+
+Every version comes from :meth:`Store.list_versions` / :meth:`Store.get_version`; a restore is
+an ordinary write (:meth:`Store.update_memory`, or :meth:`Store.write_path` when the memory has
+been deleted since) and a redaction is :meth:`Store.redact_version`, both attributed to the
+signed-in user. The store keeps the rules (the head of a live memory cannot be redacted); the
+Console shows its refusals.
+
+The store's version model has three operations (created, modified, deleted); a rename is a
+``modified`` version whose path differs from the previous version's, which is how these pages
+tell it apart.
+"""
 
 from __future__ import annotations
 
+import urllib.parse
+from dataclasses import dataclass
+
+from starlette.datastructures import URL
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from .web import Console
+from .. import errors
+from ..models import Memory, MemoryVersion
+from .diff import MODES, changed, diff_html
+from .web import Console, form, page, redirect
+
+PAGE_SIZE = 50
+OPERATIONS = ("created", "modified", "deleted")
+#: The actor filter: an id's prefix -> the store's filter argument.
+ACTOR_FILTERS = (("sesn_", "session_id"), ("apikey_", "api_key_id"), ("user_", "user_id"))
+
+
+@dataclass(frozen=True)
+class Row:
+    """A version as a history row: the version, what it did (``created``, ``modified``,
+    ``renamed``, ``modified, renamed``, ``deleted``) and the path it had before a rename."""
+
+    version: MemoryVersion
+    label: str
+    old_path: str | None
+
+
+def label(v: MemoryVersion, prev: MemoryVersion | None) -> tuple[str, str | None]:
+    """What a version did, given the previous version of its memory (None: unknown or none)."""
+    if v.operation != "modified" or prev is None or prev.redacted_at or v.redacted_at:
+        return v.operation, None
+    renamed = prev.path is not None and v.path is not None and prev.path != v.path
+    if not renamed:
+        return "modified", None
+    if prev.content_sha256 == v.content_sha256:
+        return "renamed", prev.path
+    return "modified, renamed", prev.path
+
+
+def actor_filter(text: str) -> dict[str, str]:
+    """The store's filter for an actor id typed in the history's form."""
+    text = text.strip()
+    if not text:
+        return {}
+    for prefix, arg in ACTOR_FILTERS:
+        if text.startswith(prefix):
+            return {arg: text}
+    return {"service_account_id": text}
 
 
 def routes(console: Console) -> list[BaseRoute]:
-    return []
+    store = console.store
+
+    async def previous(store_id: str, v: MemoryVersion) -> MemoryVersion | None:
+        """The version of the same memory just before ``v`` (basic view), None for the first
+        one still kept."""
+        cursor, seen = None, False
+        while True:
+            listing = await console.run(
+                store.list_versions, store_id, memory_id=v.memory_id,
+                created_at_lte=v.created_at, limit=PAGE_SIZE, page=cursor)
+            for x in listing.data:
+                if seen:
+                    return x
+                seen = x.id == v.id
+            if listing.next_page is None:
+                return None
+            cursor = listing.next_page
+
+    async def rows(store_id: str, versions: list[MemoryVersion]) -> list[Row]:
+        """History rows; the previous version of each modified one is the next row of its
+        memory on the page, else looked up."""
+        out = []
+        for i, v in enumerate(versions):
+            prev = None
+            if v.operation == "modified":
+                prev = next((x for x in versions[i + 1:] if x.memory_id == v.memory_id), None)
+                if prev is None:
+                    prev = await previous(store_id, v)
+            out.append(Row(v, *label(v, prev)))
+        return out
+
+    async def history(request: Request, memory_id: str | None) -> Response:
+        sid = request.path_params["store_id"]
+        q = request.query_params
+        filters = {"operation": q.get("operation", ""), "actor": q.get("actor", "").strip()}
+        args: dict[str, str] = actor_filter(filters["actor"])
+        if filters["operation"]:
+            args["operation"] = filters["operation"]
+        current = await console.run(store.get_store, sid)
+        cursor = q.get("page") or None
+        listing = await console.run(store.list_versions, sid, memory_id=memory_id,
+                                    limit=PAGE_SIZE, page=cursor, **args)
+        memory = None
+        if memory_id is not None:
+            if not listing.data and cursor is None and not args:
+                raise errors.NotFound(f"memory {memory_id!r} has no history in {sid}")
+            memory = await _live(memory_id, sid)
+        more = None
+        if listing.next_page:
+            more = relative(request.url.include_query_params(page=listing.next_page))
+        return console.render(
+            request, "history.html", store=current, memory_id=memory_id, memory=memory,
+            rows=await rows(sid, listing.data), filters=filters, operations=OPERATIONS,
+            more=more, first=relative(request.url.remove_query_params("page")) if cursor else None)
+
+    async def _live(memory_id: str, store_id: str) -> Memory | None:
+        try:
+            return await console.run(store.get_memory, store_id, memory_id, view="basic")
+        except errors.NotFound:
+            return None
+
+    @page(console, "/stores/{store_id}/history")
+    async def store_history(request: Request) -> Response:
+        return await history(request, None)
+
+    @page(console, "/stores/{store_id}/memories/{memory_id}/history")
+    async def memory_history(request: Request) -> Response:
+        return await history(request, request.path_params["memory_id"])
+
+    async def version_page(request: Request, status: int = 200, error: str | None = None,
+                           typed: str = "", at: str = "redact") -> Response:
+        """The version's page; ``error`` is shown next to the form ``at`` (restore, redact)."""
+        sid, vid = request.path_params["store_id"], request.path_params["version_id"]
+        current = await console.run(store.get_store, sid)
+        v = await console.run(store.get_version, sid, vid)
+        prev_basic = await previous(sid, v)
+        prev = await console.run(store.get_version, sid, prev_basic.id) if prev_basic else None
+        mode = request.query_params.get("diff", "unified")
+        if mode not in MODES:
+            mode = "unified"
+        diff = counts = None
+        if not v.redacted_at and not (prev and prev.redacted_at):
+            old = prev.content if prev else None
+            new = v.content if v.operation != "deleted" else None
+            diff, counts = diff_html(old, new, mode=mode), changed(old, new)
+        memory = await _live(v.memory_id, sid)
+        what, old_path = label(v, prev)
+        return console.render(
+            request, "version.html", status=status, store=current, v=v, prev=prev,
+            what=what, old_path=old_path, diff=diff, counts=counts, mode=mode,
+            memory=memory, head=memory is not None and memory.memory_version_id == v.id,
+            error=error, error_at=at, typed=typed,
+            toggle=relative(request.url.include_query_params(
+                diff="unified" if mode == "split" else "split")))
+
+    @page(console, "/stores/{store_id}/versions/{version_id}")
+    async def version(request: Request) -> Response:
+        return await version_page(request)
+
+    @page(console, "/stores/{store_id}/versions/{version_id}/restore", ("POST",))
+    async def version_restore(request: Request) -> Response:
+        sid, vid = request.path_params["store_id"], request.path_params["version_id"]
+        v = await console.run(store.get_version, sid, vid)
+        back = _history_url(sid, v.memory_id)
+        if v.redacted_at:
+            return await version_page(request, 400, "this version was redacted: its content "
+                                      "is gone and cannot be restored", at="restore")
+        if v.operation == "deleted" or v.content is None:
+            return await version_page(request, 400, "this version is a deletion: restore "
+                                      "the version before it instead", at="restore")
+        actor = request.state.user.actor
+        memory = await _live(v.memory_id, sid)
+        if memory is not None:
+            m = await console.run(store.update_memory, sid, v.memory_id, content=v.content,
+                                  actor=actor)
+        else:
+            m = await console.run(store.write_path, sid, v.path or "", v.content, actor=actor)
+            back = _history_url(sid, m.id)
+        if m.memory_version_id == (memory.memory_version_id if memory else None):
+            return redirect(back, f"{m.path} already has this content: nothing to restore")
+        return redirect(back, f"restored {m.path} to the content of {v.id} "
+                              f"(new version {m.memory_version_id})")
+
+    @page(console, "/stores/{store_id}/versions/{version_id}/redact", ("POST",))
+    async def version_redact(request: Request) -> Response:
+        sid, vid = request.path_params["store_id"], request.path_params["version_id"]
+        typed = (await form(request)).get("confirm", "").strip()
+        if typed.lower() != "redact":
+            return await version_page(request, 400, "type redact to confirm", typed)
+        try:
+            v = await console.run(store.redact_version, sid, vid,
+                                  actor=request.state.user.actor)
+        except errors.InvalidRequest as e:
+            return await version_page(request, console.error_status(e), e.message, typed)
+        return redirect(_history_url(sid, v.memory_id),
+                        f"redacted {v.id}: its path and content are erased")
+
+    return [store_history, memory_history, version, version_restore, version_redact]
+
+
+def _history_url(store_id: str, memory_id: str) -> str:
+    q = urllib.parse.quote
+    return f"/stores/{q(store_id)}/memories/{q(memory_id)}/history"
+
+
+def relative(url: URL) -> str:
+    """A link to ``url`` on this site (path and query: behind a proxy the host may differ)."""
+    return url.path + (f"?{url.query}" if url.query else "")

@@ -1,11 +1,167 @@
-"""(to be written)"""
+"""Sessions: the list (status, title, the stores attached), and a session's timeline: every
+event in order, each tool call (an ``agent.tool_use`` and its ``agent.tool_result``, SPEC §4)
+as one row, a write linked to the version it produced, so a reviewer sees what an agent read
+and wrote.
+
+A tool event names the path as the agent saw it (below a resource's ``mount_path``) and, for a
+write, the memory and version the store recorded with it (:func:`memfs.models.
+complete_tool_results`); the store of a version is the resource whose mount path holds the file,
+else the attached store that has the version.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from .web import Console
+from .. import errors
+from ..models import Event, Session
+from .history import relative
+from .web import Console, page
+
+PAGE_SIZE = 50
+EVENTS_PER_PAGE = 200
+STATUSES = ("idle", "running", "rescheduling", "terminated")
+
+
+@dataclass
+class Item:
+    """One row of a timeline: a tool call (``use`` and its ``result``, either may be missing
+    at a page's edge) or another event (``event``). ``store_id`` is the store the call's file
+    is in, when known."""
+
+    use: Event | None = None
+    result: Event | None = None
+    event: Event | None = None
+    store_id: str | None = None
+
+    @property
+    def first(self) -> Event:
+        found = self.use or self.result or self.event
+        assert found is not None
+        return found
+
+    @property
+    def input(self) -> dict[str, Any]:
+        return (self.use.body.get("input") or {}) if self.use else {}
+
+    @property
+    def ok(self) -> bool | None:
+        return None if self.result is None else not self.result.body.get("is_error")
+
+    @property
+    def text(self) -> str:
+        """The result's text (an error's message), or an event's text content."""
+        body = (self.result or self.event).body if (self.result or self.event) else {}
+        content = body.get("content")
+        if isinstance(content, list):
+            return " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        if isinstance(content, str):
+            return content
+        error = body.get("error")
+        if isinstance(error, dict):
+            return str(error.get("message", ""))
+        return ""
+
+
+def pair_events(events: list[Event]) -> list[Item]:
+    """The events as timeline rows, in order: a tool_result joins its tool_use's row (a
+    result whose use is not on this page gets a row of its own)."""
+    items: list[Item] = []
+    open_uses: dict[str, Item] = {}
+    for e in events:
+        if e.type == "agent.tool_use":
+            item = Item(use=e)
+            open_uses[e.id] = item
+            items.append(item)
+        elif e.type == "agent.tool_result":
+            item = open_uses.pop(str(e.body.get("tool_use_id", "")), None)
+            if item is not None and item.result is None:
+                item.result = e
+            else:
+                items.append(Item(result=e))
+        else:
+            items.append(Item(event=e))
+    return items
+
+
+def store_of_path(session: Session, file_path: str) -> str | None:
+    """The store whose mount path holds ``file_path`` (the longest that matches)."""
+    best = None
+    for r in session.resources:
+        root = r.mount_path.rstrip("/")
+        if (file_path == root or file_path.startswith(root + "/")) and (
+                best is None or len(root) > len(best[0])):
+            best = (root, r.memory_store_id)
+    return best[1] if best else None
 
 
 def routes(console: Console) -> list[BaseRoute]:
-    return []
+    store = console.store
+
+    @page(console, "/sessions")
+    async def session_list(request: Request) -> Response:
+        q = request.query_params
+        store_id = q.get("store") or None
+        status = q.get("status") or None
+        archived = q.get("archived") == "1"
+        listing = await console.run(
+            store.list_sessions, memory_store_id=store_id,
+            statuses=[status] if status else None, include_archived=archived,
+            limit=PAGE_SIZE, page=q.get("page") or None)
+        stores = (await console.run(store.list_stores, include_archived=True, limit=100)).data
+        filtered = None
+        if store_id is not None:
+            filtered = await console.run(store.get_store, store_id)
+        links = {}
+        for key, cursor in (("next", listing.next_page), ("prev", listing.prev_page)):
+            if cursor:
+                links[key] = relative(request.url.include_query_params(page=cursor))
+        return console.render(
+            request, "sessions.html", sessions=listing.data, stores=stores, filtered=filtered,
+            filters={"store": store_id or "", "status": status or "", "archived": archived},
+            statuses=STATUSES, links=links)
+
+    async def has_version(store_id: str, version_id: str) -> bool:
+        try:
+            await console.run(store.get_version, store_id, version_id, view="basic")
+        except errors.NotFound:
+            return False
+        return True
+
+    async def locate(session: Session, items: list[Item]) -> None:
+        """Set the store of each tool call: by its path, else by its version."""
+        for item in items:
+            path = str(item.input.get("file_path", ""))
+            item.store_id = store_of_path(session, path) if path else None
+            vid = item.result.body.get("memory_version_id") if item.result else None
+            if item.store_id is None and isinstance(vid, str):
+                for r in session.resources:
+                    if await has_version(r.memory_store_id, vid):
+                        item.store_id = r.memory_store_id
+                        break
+            if item.store_id is None and item.result and len(session.resources) == 1:
+                item.store_id = session.resources[0].memory_store_id
+
+    @page(console, "/sessions/{session_id}")
+    async def timeline(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        session = await console.run(store.get_session, sid)
+        cursor = request.query_params.get("page") or None
+        listing = await console.run(store.list_events, sid, limit=EVENTS_PER_PAGE,
+                                    page=cursor)
+        items = pair_events(listing.data)
+        await locate(session, items)
+        more = None
+        if listing.next_page:
+            more = relative(request.url.include_query_params(page=listing.next_page))
+        return console.render(
+            request, "session.html", session=session, items=items, more=more,
+            first=relative(request.url.remove_query_params("page")) if cursor else None,
+            names={r.memory_store_id: r.name for r in session.resources})
+
+    return [session_list, timeline]
