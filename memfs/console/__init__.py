@@ -12,7 +12,8 @@ Modules, one per area of the interface, each exporting ``routes``:
 - :mod:`.stores`: the stores: list, create, edit, archive, delete;
 - :mod:`.memories`: a store's tree, search, a memory (view, edit, rename, delete), live updates;
 - :mod:`.history`: versions, diffs, restore, redact;
-- :mod:`.sessions`: sessions and their timelines.
+- :mod:`.sessions`: sessions and their timelines;
+- :mod:`.archive`: export (download) and import (upload an archive or a zip of files).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..store import Store
-from . import auth, history, memories, sessions, stores, web
+from . import archive, auth, history, memories, sessions, stores, web
 
 
 def create_console(
@@ -48,7 +49,7 @@ def create_console(
     console = web.Console(store, api_keys, error_status=error_status, changes=changes,
                           read_body=read_body)
     routes: list[BaseRoute] = []
-    for module in (auth, stores, memories, history, sessions):
+    for module in (auth, stores, memories, history, sessions, archive):
         routes += module.routes(console)
     routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
                         name="static"))

@@ -26,10 +26,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+import anyio
 import anyio.to_thread
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
+from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -44,6 +46,8 @@ COOKIE = "memfs_console"
 SESSION_SECONDS = 12 * 3600
 #: A one-shot message shown on the next page (after a POST's redirect).
 FLASH_COOKIE = "memfs_flash"
+#: Seconds an upload may take in all (the API's for an import).
+UPLOAD_SECONDS = 600.0
 #: Largest form body the Console reads (a memory is at most 100 kB; UTF-8 form-encoding can
 #: triple it).
 MAX_FORM_BYTES = 1_000_000
@@ -172,10 +176,14 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
-         name: str | None = None) -> Callable[[Handler], Route]:
+         name: str | None = None, upload_bytes: int = 0) -> Callable[[Handler], Route]:
     """A Console route: the handler runs only for a signed-in user (others are sent to the
     sign-in page), a POST only with the user's CSRF token, and a store error becomes an error
-    page with the API's status for it. ``request.state.user`` is the :class:`User`."""
+    page with the API's status for it. ``request.state.user`` is the :class:`User`.
+
+    :param upload_bytes: accept a ``multipart/form-data`` POST of up to this many bytes with
+        one file (:func:`upload`), spooled to disk by Starlette's parser.
+    """
 
     def decorate(handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -188,6 +196,7 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
                 return RedirectResponse(
                     "/signin?" + urllib.parse.urlencode({"next": target}), status_code=303)
             request.state.user = user
+            request.state.upload_bytes = upload_bytes
             try:
                 if request.method == "POST" and not await _csrf_ok(request, user):
                     return console.render(
@@ -210,6 +219,8 @@ async def form(request: Request) -> dict[str, str]:
 
     :raises errors.InvalidRequest: too large, too slow, or not a form.
     """
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        return {k: v for k, v in (await _multipart(request)).items() if isinstance(v, str)}
     if not hasattr(request, "_body"):
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
@@ -230,6 +241,38 @@ def same_origin(request: Request) -> bool:
     if origin is None:
         return True
     return urllib.parse.urlsplit(origin).netloc == request.headers.get("host")
+
+
+async def _multipart(request: Request) -> Any:
+    """A multipart form, on routes that take uploads only: its declared length must be within
+    the route's ``upload_bytes`` (h11 holds the body to it), with one file at most, read
+    within the API's time for an import."""
+    limit = getattr(request.state, "upload_bytes", 0)
+    if not limit:
+        raise errors.InvalidRequest("this form takes no file")
+    length = request.headers.get("content-length", "")
+    if not length.isdigit():
+        raise errors.InvalidRequest("an upload needs a Content-Length")
+    if int(length) > limit:
+        raise errors.InvalidRequest(f"the upload is over {limit:,} bytes")
+    try:
+        with anyio.fail_after(UPLOAD_SECONDS):
+            return await request.form(max_files=1, max_fields=20,
+                                      max_part_size=MAX_FORM_BYTES)
+    except TimeoutError:
+        raise errors.InvalidRequest("the upload did not arrive in time") from None
+    except (HTTPException, ValueError) as e:
+        raise errors.InvalidRequest(f"the form could not be read: {e}") from None
+
+
+async def upload(request: Request, field: str) -> UploadFile | None:
+    """The file of a multipart form (:func:`page` with ``upload_bytes``), None if none was
+    chosen."""
+    data = await _multipart(request)
+    value = data.get(field)
+    if not isinstance(value, UploadFile) or (not value.filename and not value.size):
+        return None
+    return value
 
 
 async def _csrf_ok(request: Request, user: User) -> bool:

@@ -1,0 +1,66 @@
+"""Export and import in the Console: download a store's archive, upload an archive or a zip of
+text files (:mod:`memfs.transfer` reads and writes them; the store applies every rule)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute
+
+from .. import errors, transfer
+from ..rules import slugify
+from .web import Console, form, page, upload
+
+#: Largest upload (the API's import limit).
+MAX_UPLOAD_BYTES = 512 * 1024 * 1024
+
+
+def routes(console: Console) -> list[BaseRoute]:
+    store = console.store
+
+    @page(console, "/stores/{store_id}/export")
+    async def store_export(request: Request) -> Response:
+        current = await console.run(store.get_store, request.path_params["store_id"])
+        history = request.query_params.get("history") == "1"
+        # A plain iterator: Starlette runs each step in a worker thread, a page of memories
+        # at a time, so memory stays flat whatever the store's size.
+        chunks = transfer.export_archive(store, current.id, history=history)
+        name = f"{slugify(current.name) or current.id}{'-history' if history else ''}.memfs.gz"
+        return StreamingResponse(chunks, media_type="application/gzip", headers={
+            "content-disposition": f'attachment; filename="{name}"'})
+
+    @page(console, "/import", ("GET", "POST"), upload_bytes=MAX_UPLOAD_BYTES)
+    async def store_import(request: Request) -> Response:
+        into_id = request.query_params.get("into") or None
+        into = await console.run(store.get_store, into_id) if into_id else None
+        if request.method == "GET":
+            return console.render(request, "import.html", into=into, form={}, error=None,
+                                  entries=[], result=None)
+        fields = await form(request)
+        file = await upload(request, "file")
+        name = fields.get("name", "").strip() or None
+        partial = fields.get("partial") == "1"
+        error, entries, result, status = None, [], None, 200
+        if file is None:
+            error, status = ("choose a file: an archive made by memfs export, or a zip of "
+                             "text files"), 400
+        else:
+            with tempfile.SpooledTemporaryFile(max_size=1024 * 1024) as spool:
+                await console.run(shutil.copyfileobj, file.file, spool)
+                spool.seek(0)
+                try:
+                    result = await console.run(
+                        transfer.import_upload, store, spool, name=name,
+                        into=into.id if into else None, partial=partial,
+                        actor=request.state.user.actor)
+                except errors.ImportRejected as e:  # every entry that broke a rule
+                    error, entries, status = e.message, e.entries, console.error_status(e)
+                except (errors.InvalidRequest, errors.Conflict) as e:  # archive, name, ids
+                    error, status = e.message, console.error_status(e)
+        return console.render(request, "import.html", status=status, into=into, form=fields,
+                              error=error, entries=entries, result=result)
+
+    return [store_export, store_import]
