@@ -146,7 +146,8 @@ def routes(console: Console) -> list[BaseRoute]:
         last = await console.run(store.last_change, sid)
         if last == 0:
             await console.run(store.get_store, sid)  # NotFound for a store that never was
-        after_text = request.query_params.get("after") or request.headers.get("last-event-id")
+        # An EventSource reconnecting says where it got to (Last-Event-ID), past its ?after=.
+        after_text = request.headers.get("last-event-id") or request.query_params.get("after")
         after = last
         if after_text:
             if not after_text.isdigit():
