@@ -362,3 +362,29 @@ def test_a_write_through_a_fuse_mount_appears_on_the_open_store_page(
             "Written through FUSE")
     finally:
         mount.stop()
+
+
+def test_a_change_during_a_refresh_is_not_lost(signed_in: Any, sdk: Sdk) -> None:
+    """A change that arrives while the region is being refreshed is shown too (a refresh
+    follows the one in flight)."""
+    sid = new_store(sdk, "Burst", {"/one.md": "1"})
+    pg = signed_in
+    pg.goto(f"/stores/{sid}")
+    expect(pg.locator("[data-live-status]")).to_have_text("live")
+    held: list[str] = []
+
+    def stale_first_refresh(route: Any) -> None:
+        if route.request.headers.get("x-memfs-fragment") != "1" or held:
+            route.continue_()
+            return
+        response = route.fetch()  # the region as of the first change...
+        held.append(route.request.url)
+        sdk.beta.memory_stores.memories.create(sid, path="/three.md", content="3")
+        time.sleep(0.5)  # ...answered after the second change reached the page
+        route.fulfill(response=response)
+
+    pg.route(re.compile(r"/stores/memstore_\w+(\?.*)?$"), stale_first_refresh)
+    sdk.beta.memory_stores.memories.create(sid, path="/two.md", content="2")
+    expect(pg.get_by_role("link", name="three.md")).to_be_visible()
+    expect(pg.get_by_role("link", name="two.md")).to_be_visible()
+    assert held

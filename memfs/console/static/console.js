@@ -14,9 +14,10 @@ function followLive(region) {
   const status = document.querySelector("[data-live-status]");
   let after = region.dataset.liveAfter || "";
   let pending = false;
+  let again = false;  // a change came during a refresh: refresh once more after it
   const source = new EventSource(region.dataset.live + (after ? "?after=" + after : ""));
   const refresh = async () => {
-    if (pending) return;
+    if (pending) { again = true; return; }
     pending = true;
     try {
       const response = await fetch(region.dataset.liveRefresh, {headers: {"x-memfs-fragment": "1"}});
@@ -26,6 +27,7 @@ function followLive(region) {
       }
     } finally {
       pending = false;
+      if (again) { again = false; refresh(); }
     }
   };
   source.addEventListener("open", () => { if (status) { status.classList.add("on"); status.textContent = "live"; } });
