@@ -388,3 +388,40 @@ def test_a_change_during_a_refresh_is_not_lost(signed_in: Any, sdk: Sdk) -> None
     expect(pg.get_by_role("link", name="three.md")).to_be_visible()
     expect(pg.get_by_role("link", name="two.md")).to_be_visible()
     assert held
+
+
+def test_a_full_store_of_2000_memories_on_a_phone(signed_in: Any, sdk: Sdk,
+                                                 console_server: Any) -> None:
+    from memfs.models import Actor
+    from memfs.store import Store
+
+    sid = new_store(sdk, "Full", {})
+    seeder = Store(console_server.db)  # the server's database, from this process: faster
+    try:
+        for i in range(2000):
+            path = f"/flat/n{i:04}.md" if i < 1000 else f"/f{i % 20}/s{i % 7}/n{i}.md"
+            seeder.create_memory(sid, path, f"memory {i} " * 20, actor=Actor.api("apikey_seed"))
+    finally:
+        seeder.close()
+    pg = signed_in
+    pg.set_viewport_size({"width": 375, "height": 740})
+    started = time.monotonic()
+    pg.goto(f"/stores/{sid}")
+    expect(pg.locator(".budget")).to_contain_text("2,000 / 2,000")
+    expect(pg.get_by_role("listitem").filter(has_text="flat/")).to_contain_text("1000 memories")
+    pg.get_by_role("link", name="flat/").click()
+    expect(pg.locator("ul.entries > li")).to_have_count(1000)
+    print(f"\n2,000 memories: store page and a folder of 1,000 in "
+          f"{(time.monotonic() - started) * 1000:.0f} ms")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    pg.get_by_role("link", name="n0999.md").click()
+    expect(pg.get_by_role("heading", level=1)).to_have_text("/flat/n0999.md")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    pg.goto(f"/stores/{sid}/search?q=memory 19")
+    expect(pg.get_by_role("status")).to_contain_text("100+ memories with")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    pg.goto(f"/stores/{sid}/new")
+    pg.get_by_label(re.compile("^Path")).fill("/one/too/many.md")
+    pg.get_by_role("button", name="Create memory").click()
+    expect(pg.get_by_role("alert")).to_contain_text("the limit is 2000")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
