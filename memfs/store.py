@@ -34,6 +34,7 @@ import stat
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -2772,6 +2773,52 @@ class Store:
             result = self._store_in(c, sid)
         return {"store": result.to_dict(), "ids": "new", "created_store": into is None,
                 "memories": n_mem, "versions": n_mem, "redacted": 0, "skipped": skipped}
+    # -- search (the Console) ----------------------------------------------------------------
+
+    #: Characters of content shown on each side of a search hit.
+    search_context = 60
+
+    def search_memories(self, store_id: str, query: str, *, limit: int = 100) -> list[SearchHit]:
+        """The live memories whose path or content contains ``query``, path hits first, then
+        in path order, at most ``limit``. The match is a substring match, case-insensitive
+        for ASCII letters (SQLite's ``LIKE``; ``%``, ``_`` and ``\\`` in ``query`` are
+        literal). A content hit carries a snippet around its first occurrence.
+
+        :raises InvalidRequest: an empty or overlong query, a bad limit.
+        :raises NotFound: unknown store.
+        """
+        if not isinstance(query, str) or not query:
+            raise InvalidRequest("search for at least one character")
+        if len(query) > self.limits.max_path_bytes:
+            raise InvalidRequest(
+                f"a search is at most {self.limits.max_path_bytes} characters long")
+        _validate_text({"query": query}, "search")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidRequest("limit must be between 1 and 1000")
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
+        n = self.search_context
+        with self._read() as c:
+            self._store_in(c, store_id)
+            rows = c.execute(
+                f"SELECT {_BASIC_MEMORY_COLS}, in_path, at, "
+                "CASE WHEN at > 0 THEN substr(body, max(1, at - :n), min(at - 1, :n) "
+                "+ length(:q) + :n) END AS snippet "
+                "FROM (SELECT *, content AS body, path LIKE :p ESCAPE '\\' AS in_path, "
+                "instr(lower(content), lower(:q)) AS at FROM memories "
+                "WHERE store_id = :s AND (path LIKE :p ESCAPE '\\' OR content LIKE :p "
+                "ESCAPE '\\')) ORDER BY in_path DESC, path LIMIT :limit",
+                {"s": store_id, "p": pattern, "q": query, "n": n, "limit": limit},
+            ).fetchall()
+        hits = []
+        for r in rows:
+            snippet = None
+            if r["snippet"] is not None:
+                start = r["at"] - 1 - max(0, r["at"] - 1 - n)  # the hit's offset in the snippet
+                text = r["snippet"]
+                snippet = (text[:start], text[start:start + len(query)],
+                           text[start + len(query):])
+            hits.append(SearchHit(_memory(r, False), bool(r["in_path"]), snippet))
+        return hits
 
     # -- maintenance -------------------------------------------------------------------------
 
@@ -2954,3 +3001,14 @@ def _session(row: sqlite3.Row, res: list[sqlite3.Row]) -> Session:
         updated_at=row["updated_at"],
         archived_at=row["archived_at"],
     )
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A memory found by :meth:`Store.search_memories`: the memory (without content), whether
+    its path matched, and for a content match ``(before, match, after)`` around the first hit
+    (the match as written in the memory)."""
+
+    memory: Memory
+    in_path: bool
+    snippet: tuple[str, str, str] | None
