@@ -2773,6 +2773,7 @@ class Store:
             result = self._store_in(c, sid)
         return {"store": result.to_dict(), "ids": "new", "created_store": into is None,
                 "memories": n_mem, "versions": n_mem, "redacted": 0, "skipped": skipped}
+
     # -- search (the Console) ----------------------------------------------------------------
 
     #: Characters of content shown on each side of a search hit.
