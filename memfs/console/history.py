@@ -3,10 +3,10 @@ content and its diff against the previous version of the same memory), restore a
 redact a version.
 
 Every version comes from :meth:`Store.list_versions` / :meth:`Store.get_version`; a restore is
-an ordinary write (:meth:`Store.update_memory`, or :meth:`Store.write_path` when the memory has
-been deleted since) and a redaction is :meth:`Store.redact_version`, both attributed to the
-signed-in user. The store keeps the rules (the head of a live memory cannot be redacted); the
-Console shows its refusals.
+an ordinary write (:meth:`Store.update_memory`, or :meth:`Store.create_memory` at its path when
+the memory has been deleted since, refused if another memory holds that path now) and a
+redaction is :meth:`Store.redact_version`, both attributed to the signed-in user. The store
+keeps the rules (the head of a live memory cannot be redacted); the Console shows its refusals.
 
 The store's version model has three operations (created, modified, deleted); a rename is a
 ``modified`` version whose path differs from the previous version's, which is how these pages
@@ -183,8 +183,15 @@ def routes(console: Console) -> list[BaseRoute]:
         if memory is not None:
             m = await console.run(store.update_memory, sid, v.memory_id, content=v.content,
                                   actor=actor)
-        else:
-            m = await console.run(store.write_path, sid, v.path or "", v.content, actor=actor)
+        else:  # deleted since: a new memory at its path, never over another one there
+            try:
+                m = await console.run(store.create_memory, sid, v.path or "", v.content,
+                                      actor=actor)
+            except errors.Conflict as e:
+                return await version_page(request, console.error_status(e),
+                                          f"{e.message}: restore it there from that "
+                                          "memory's page, or move that memory first",
+                                          at="restore")
             back = _history_url(sid, m.id)
         if m.memory_version_id == (memory.memory_version_id if memory else None):
             return redirect(back, f"{m.path} already has this content: nothing to restore")

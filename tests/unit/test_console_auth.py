@@ -148,3 +148,23 @@ def test_a_chunked_form_without_length_is_bounded_too(browser, store):
                      headers={"content-type": "application/x-www-form-urlencoded"})
     assert r.status_code in (400, 413) and "text/html" in r.headers["content-type"]
     assert store.list_stores().data == []
+
+
+def test_restoring_a_deleted_memory_never_overwrites_another_at_its_path(browser, store):
+    """The deleted memory's path now belongs to another memory: the restore is refused with
+    the store's reason, and the other memory keeps its content."""
+    csrf = signed_in(browser)
+    sid = store.create_store("s").id
+    gone = store.create_memory(sid, "/p.md", "old", actor=None)
+    store.delete_memory(sid, gone.id, actor=None)
+    other = store.create_memory(sid, "/p.md", "someone else's", actor=None)
+    created = store.list_versions(sid, memory_id=gone.id).data[-1]
+    assert created.operation == "created"
+    r = browser.post(f"/stores/{sid}/versions/{created.id}/restore", data={"csrf": csrf})
+    assert r.status_code == 409 and 'role="alert"' in r.text
+    assert store.get_memory(sid, other.id).content == "someone else's"
+    store.delete_memory(sid, other.id, actor=None)
+    r = browser.post(f"/stores/{sid}/versions/{created.id}/restore", data={"csrf": csrf})
+    assert r.status_code == 303
+    (back,) = store.tree(sid)
+    assert store.get_memory(sid, back.id).content == "old"
