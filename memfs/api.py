@@ -1057,12 +1057,13 @@ async def stream_changes(c: Call) -> Any:
 
 async def export_store(c: Call) -> Any:
     """The archive, streamed: gzip chunks made a page of memories at a time in a worker
-    thread, so memory stays flat whatever the store's size."""
+    thread, so memory stays flat whatever the store's size; one snapshot of the store,
+    released when the response ends (a client gone mid-download included)."""
     store = await c.run(c.store.get_store, c.p["memory_store_id"])  # 404 before streaming
     history = c.q.flag("history", False)
     chunks = transfer.export_archive(c.store, store.id, history=history)
     name = f"{slugify(store.name) or store.id}{'-history' if history else ''}.memfs.gz"
-    return StreamingResponse(chunks, media_type="application/gzip", headers={
+    return transfer.ClosingStreamingResponse(chunks, media_type="application/gzip", headers={
         "content-disposition": f'attachment; filename="{name}"'})
 
 

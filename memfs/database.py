@@ -9,6 +9,9 @@ One writer and many readers, after datasette's ``database.py``:
 * **Reader connections**, one per thread, which never wait on the writer: in WAL mode a reader
   sees the last committed snapshot while another connection writes
   (https://sqlite.org/wal.html#concurrency).
+* **Snapshots** (:meth:`Database.snapshot`): a connection of its own in one read transaction,
+  for a long read made in steps (an export): it sees the database as it was when it began,
+  from whichever thread reads it next, while writers go on.
 * **Durable sync**: :meth:`Database.sync` fsyncs the WAL and the database file themselves,
   so everything committed so far survives a power cut, whatever other connections are doing (a
   PASSIVE checkpoint, used before, syncs nothing while a reader holds an old snapshot).
@@ -111,6 +114,8 @@ class Database:
         self._wlock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        #: Connections of the snapshots open now (:meth:`snapshot`), closed by :meth:`close`.
+        self._snapshots: set[sqlite3.Connection] = set()
         self._readers_lock = threading.Lock()
         self._closed = False
         #: Set once the file at :attr:`path` is no longer this database: writes are refused.
@@ -359,6 +364,54 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """The database as it is now, for a long read made in steps (an export, page by page):
+        a connection of its own in ONE read transaction, which WAL keeps on the snapshot it
+        began with while writers go on (https://sqlite.org/isolation.html). It may be used
+        from any thread, by one user at a time (each step of a streamed response can run in
+        a different worker thread, so a per-thread :meth:`reader` cannot hold it), and is
+        closed when the block ends, however it ends (a generator holding it is closed when
+        it finishes, fails, or is closed or dropped unfinished).
+
+        While it is open, checkpoints cannot move the WAL's content past its snapshot into the
+        database file, so the WAL grows with what is written meanwhile: keep it for one read.
+        ``:memory:``: the one connection cannot hold a snapshot without blocking writers, so
+        this is a private copy of the database, made under the writer's lock (memory as large
+        as the database: tests only).
+        """
+        if self._closed:
+            raise StorageError(f"database {self.path} is closed")
+        if self.memory:
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+        else:
+            conn = self._connect(timeout=READ_PATIENCE)
+        with self._readers_lock:
+            self._snapshots.add(conn)
+        try:
+            if self.memory:
+                with self._reading() as source:  # under the writer's lock: no write half done
+                    self._retry(lambda: source.backup(conn))
+            else:
+                conn.execute("PRAGMA query_only = 1")
+
+                def pin() -> None:
+                    # BEGIN is deferred: the first read starts the read transaction, and with
+                    # it the snapshot every later statement sees.
+                    if not conn.in_transaction:
+                        conn.execute("BEGIN")
+                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+                self._retry(pin)
+            yield conn
+        except sqlite3.Error as e:
+            raise translate(e, self.path) from e
+        finally:
+            with self._readers_lock:
+                self._snapshots.discard(conn)
+            conn.close()  # ends its read transaction: checkpoints may pass it again
+
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` on a reader outside a transaction (each statement reads a
         snapshot of its own)."""
@@ -403,6 +456,8 @@ class Database:
         self._closed = True
         with self._readers_lock:
             readers, self._readers = self._readers, []
+            readers.extend(self._snapshots)
+            self._snapshots.clear()
         for conn in readers:
             conn.close()
         with self._wlock:

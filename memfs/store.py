@@ -32,8 +32,8 @@ import re
 import sqlite3
 import stat
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -603,6 +603,15 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,
 
 # --------------------------------------------------------------------------------------------
 # the store
+
+
+@dataclass(frozen=True)
+class ExportSnapshot:
+    """A store as it was at one moment, for an export (:meth:`Store.export_snapshot`):
+    ``store`` read then, ``conn`` the read transaction that shows the rest."""
+
+    store: MemoryStore
+    conn: sqlite3.Connection
 
 
 class Store:
@@ -2432,20 +2441,41 @@ class Store:
 
     # -- import and export -------------------------------------------------------------------
     # The store's side of memfs/transfer.py (the archive format and the file walks live
-    # there): an export reads a store in short snapshots, one page at a time, so it never
-    # holds the whole store; an import is ONE write transaction that consumes a stream of
-    # records, checking every rule as it goes, so it is all or nothing (a damaged archive
-    # found at its last line still leaves the database untouched).
+    # there): an export reads a store one page at a time, so it never holds the whole store,
+    # all pages through ONE snapshot (export_snapshot), so the archive is the store at one
+    # moment however long it takes and whatever is written meanwhile; an import is ONE write
+    # transaction that consumes a stream of records, checking every rule as it goes, so it is
+    # all or nothing (a damaged archive found at its last line still leaves the database
+    # untouched).
 
-    def export_memory_ids(
-        self, store_id: str, *, history: bool, after: str = "", limit: int = 100
-    ) -> list[str]:
-        """Ids of the store's memories after ``after``, in id order: the live ones, or with
-        ``history`` every memory that has a version (deleted ones too).
+    @contextmanager
+    def export_snapshot(self, store_id: str) -> Iterator[ExportSnapshot]:
+        """The store as it is now, for an export read page by page (pass it as ``snapshot``
+        to :meth:`export_memory_ids` and :meth:`export_memory`): every page then shows this
+        moment, while writers go on. Held by a connection of its own, usable from any thread
+        by one reader at a time, closed when the block ends (see :meth:`Database.snapshot`).
 
         :raises NotFound: unknown store.
         """
-        with self._read() as c:
+        with self.database.snapshot() as c:
+            yield ExportSnapshot(self._store_in(c, store_id), c)
+
+    def _export_read(
+        self, snapshot: ExportSnapshot | None
+    ) -> AbstractContextManager[sqlite3.Connection]:
+        return nullcontext(snapshot.conn) if snapshot is not None else self._read()
+
+    def export_memory_ids(
+        self, store_id: str, *, history: bool, after: str = "", limit: int = 100,
+        snapshot: ExportSnapshot | None = None,
+    ) -> list[str]:
+        """Ids of the store's memories after ``after``, in id order: the live ones, or with
+        ``history`` every memory that has a version (deleted ones too). Read in ``snapshot``
+        if given, else in a snapshot of this call alone.
+
+        :raises NotFound: unknown store.
+        """
+        with self._export_read(snapshot) as c:
             self._store_in(c, store_id)
             if history:
                 sql = ("SELECT DISTINCT memory_id FROM versions WHERE store_id = ? "
@@ -2472,6 +2502,7 @@ class Store:
         history: bool,
         after: tuple[str, str] | None = None,
         limit: int = 20,
+        snapshot: ExportSnapshot | None = None,
     ) -> tuple[list[MemoryVersion], bool, Memory | None]:
         """One page of a memory for an export: ``(versions, done, memory)``.
 
@@ -2479,9 +2510,10 @@ class Store:
         ``after`` (a ``(created_at, id)``), oldest first. Without: only the version that holds
         the live memory's content. ``done`` says this was the last page; ``memory`` is then
         the live memory (full; None if deleted), read in the same snapshot as that page, so
-        its head version is always in the pages returned.
+        its head version is always in the pages returned. Read in ``snapshot`` if given (every
+        page then agrees with every other), else in a snapshot of this call alone.
         """
-        with self._read() as c:
+        with self._export_read(snapshot) as c:
             if not history:
                 rows = c.execute(
                     "SELECT v.* FROM memories m JOIN versions v ON v.id = m.version_id "

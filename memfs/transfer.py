@@ -16,10 +16,16 @@ keeps any line under a few hundred kB (a memory is at most 102,400 bytes), and a
 it (``zcat | jq``). Grouping by memory lets the importer check each memory against its own
 versions with a small, bounded state.
 
-Exports read the store in short snapshots, a page at a time (:meth:`Store.export_memory`);
-imports are one store transaction (:meth:`Store.import_archive`, :meth:`Store.import_files`)
-fed by a stream, so neither ever holds the whole store or the whole archive. This module
-only reads, writes and walks; every rule is the store's.
+Exports read the store a page at a time (:meth:`Store.export_memory`), every page in one
+snapshot taken when the export begins (:meth:`Store.export_snapshot`): the archive is the
+store at that moment, whatever agents write while it is made, so an exact restore takes it
+(read page by page in separate snapshots, a memory deleted and another created at its path
+meanwhile could both be in it). Writers never wait for an export; its snapshot is closed
+when the export ends, fails, or is closed unfinished (a download cut short: the API and the
+Console stream it with :class:`ClosingStreamingResponse`, which closes it). Imports are one
+store transaction (:meth:`Store.import_archive`, :meth:`Store.import_files`) fed by a
+stream, so neither ever holds the whole store or the whole archive. This module only reads,
+writes and walks; every rule is the store's.
 
 **Plain files** (a directory, or a zip of one) become memories at ``/`` + their relative
 path, NFC-normalized (file names from macOS are NFD). Hidden files and directories (a name
@@ -39,9 +45,13 @@ import stat
 import unicodedata
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import IO, Any
+
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from .errors import InvalidArchive, InvalidRequest
 from .models import Memory, MemoryVersion
@@ -109,46 +119,51 @@ def export_lines(
     store: Store, store_id: str, *, history: bool, progress: Progress = _no_progress,
     stats: dict[str, Any] | None = None,
 ) -> Iterator[bytes]:
-    """The archive's lines, uncompressed, one by one. ``progress(1)`` after each memory;
-    ``stats``, if given, receives the trailer's counts at the end.
+    """The archive's lines, uncompressed, one by one: the store as it was at the first line
+    (one snapshot, see the module's doc), read a page at a time. ``progress(1)`` after each
+    memory; ``stats``, if given, receives the trailer's counts at the end.
+
+    The snapshot is held from the first line until the generator ends, raises, or is closed
+    (or dropped) unfinished: iterate it to the end or close it. Any thread may take each
+    step, one at a time.
 
     :raises NotFound: unknown store (before the first line).
     """
-    meta = store.get_store(store_id)
-    digest = hashlib.sha256()
-    header = {"format": FORMAT, "version": VERSION,
-              "exported_at": format_time(datetime.now(UTC)), "history": history,
-              "store": meta.to_dict()}
-    counts = {"memories": 0, "versions": 0, "redacted": 0, "lines": 1}
-    line = _line(header)
-    digest.update(line)
-    yield line
-    after = ""
-    while ids := store.export_memory_ids(store_id, history=history, after=after,
-                                         limit=_ID_PAGE):
-        for memory_id in ids:
-            page_after: tuple[str, str] | None = None
-            while True:
-                versions, done, memory = store.export_memory(
-                    store_id, memory_id, history=history, after=page_after,
-                    limit=_VERSION_PAGE)
-                records = [_version_record(v) for v in versions]
-                counts["versions"] += len(versions)
-                counts["redacted"] += sum(v.redacted_at is not None for v in versions)
-                if versions:
-                    page_after = (versions[-1].created_at, versions[-1].id)
-                if done and memory is not None:
-                    records.append(_memory_record(memory))
-                    counts["memories"] += 1
-                for r in records:
-                    line = _line(r)
-                    digest.update(line)
-                    counts["lines"] += 1
-                    yield line
-                if done:
-                    break
-            progress(1)
-        after = ids[-1]
+    with store.export_snapshot(store_id) as snap:
+        digest = hashlib.sha256()
+        header = {"format": FORMAT, "version": VERSION,
+                  "exported_at": format_time(datetime.now(UTC)), "history": history,
+                  "store": snap.store.to_dict()}
+        counts = {"memories": 0, "versions": 0, "redacted": 0, "lines": 1}
+        line = _line(header)
+        digest.update(line)
+        yield line
+        after = ""
+        while ids := store.export_memory_ids(store_id, history=history, after=after,
+                                             limit=_ID_PAGE, snapshot=snap):
+            for memory_id in ids:
+                page_after: tuple[str, str] | None = None
+                while True:
+                    versions, done, memory = store.export_memory(
+                        store_id, memory_id, history=history, after=page_after,
+                        limit=_VERSION_PAGE, snapshot=snap)
+                    records = [_version_record(v) for v in versions]
+                    counts["versions"] += len(versions)
+                    counts["redacted"] += sum(v.redacted_at is not None for v in versions)
+                    if versions:
+                        page_after = (versions[-1].created_at, versions[-1].id)
+                    if done and memory is not None:
+                        records.append(_memory_record(memory))
+                        counts["memories"] += 1
+                    for r in records:
+                        line = _line(r)
+                        digest.update(line)
+                        counts["lines"] += 1
+                        yield line
+                    if done:
+                        break
+                progress(1)
+            after = ids[-1]
     if stats is not None:
         stats.update(counts)
     yield _line({"type": "end", **counts, "sha256": digest.hexdigest()})
@@ -158,26 +173,52 @@ def export_archive(
     store: Store, store_id: str, *, history: bool, progress: Progress = _no_progress,
     stats: dict[str, Any] | None = None,
 ) -> Iterator[bytes]:
-    """The archive as gzip chunks (of about 64 kB), ready to write or to send.
+    """The archive as gzip chunks (of about 64 kB), ready to write or to send: one snapshot
+    of the store, held until the generator ends, raises or is closed (:func:`export_lines`).
 
     :raises NotFound: unknown store (before the first chunk).
     """
     lines = export_lines(store, store_id, history=history, progress=progress, stats=stats)
-    first = next(lines)  # the store is looked up here, before anything is sent
-    # Level 3: within a few % of level 6 on text, twice as fast (the export's main cost).
-    gz = zlib.compressobj(3, zlib.DEFLATED, 31)  # wbits 31: a gzip member
-    buf = [gz.compress(first)]
-    size = len(buf[0])
-    for line in lines:
-        chunk = gz.compress(line)
-        if chunk:
-            buf.append(chunk)
-            size += len(chunk)
-        if size >= 65536:
-            yield b"".join(buf)
-            buf, size = [], 0
-    buf.append(gz.flush())
-    yield b"".join(buf)
+    # Closed with this generator, whichever way it ends, so the snapshot is never left open
+    # (not even until garbage collection) when a download is cut short.
+    with closing(lines):
+        first = next(lines)  # the store is looked up here, before anything is sent
+        # Level 3: within a few % of level 6 on text, twice as fast (the export's main cost).
+        gz = zlib.compressobj(3, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+        buf = [gz.compress(first)]
+        size = len(buf[0])
+        for line in lines:
+            chunk = gz.compress(line)
+            if chunk:
+                buf.append(chunk)
+                size += len(chunk)
+            if size >= 65536:
+                yield b"".join(buf)
+                buf, size = [], 0
+        buf.append(gz.flush())
+        yield b"".join(buf)
+
+
+class ClosingStreamingResponse(StreamingResponse):
+    """A stream of a sync iterator (each step in a worker thread) that closes the iterator
+    when the response ends, however it ends. Starlette stops iterating when the client goes
+    away (``http.disconnect``, a failed send) but leaves the iterator suspended until garbage
+    collection, and an export holds a database snapshot until its iterator is closed
+    (:func:`export_lines`). Used by the API's and the Console's downloads."""
+
+    def __init__(self, content: Iterable[bytes], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._source = content
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # No step is running now: a step in a worker thread is waited for even when
+            # the stream is cancelled (anyio does not abandon the thread).
+            close = getattr(self._source, "close", None)
+            if close is not None:
+                close()
 
 
 def write_archive(

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from .. import errors, transfer
@@ -26,10 +26,11 @@ def routes(console: Console) -> list[BaseRoute]:
         current = await console.run(store.get_store, request.path_params["store_id"])
         history = request.query_params.get("history") == "1"
         # A plain iterator: Starlette runs each step in a worker thread, a page of memories
-        # at a time, so memory stays flat whatever the store's size.
+        # at a time, so memory stays flat whatever the store's size. Closed when the response
+        # ends, a download cut short included, so the export's snapshot is let go at once.
         chunks = transfer.export_archive(store, current.id, history=history)
         name = f"{slugify(current.name) or current.id}{'-history' if history else ''}.memfs.gz"
-        return StreamingResponse(chunks, media_type="application/gzip", headers={
+        return transfer.ClosingStreamingResponse(chunks, media_type="application/gzip", headers={
             "content-disposition": f'attachment; filename="{name}"'})
 
     @page(console, "/import", ("GET", "POST"), upload_bytes=MAX_UPLOAD_BYTES)

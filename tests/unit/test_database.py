@@ -171,3 +171,69 @@ def test_opening_waits_out_a_lock_taken_just_before_the_identity_read(db_path):
     db = LockedOnce(db_path)
     assert released.is_set()
     db.close()
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_snapshot_shows_one_moment_to_any_thread_while_writers_go_on(db_path, where):
+    """An export's view (Database.snapshot): a read transaction of its own that later
+    writes never show in, usable from another thread, closed however the block ends."""
+    db = Database(db_path if where == "file" else ":memory:")
+    with db.write() as c:
+        c.execute("CREATE TABLE t (x)")
+        c.execute("INSERT INTO t VALUES (1)")
+
+    def count(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT count(*) FROM t").fetchone()[0])
+
+    def write() -> None:
+        with db.write() as c:
+            c.execute("INSERT INTO t VALUES (2)")
+
+    try:
+        with db.snapshot() as snap:
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(5)
+            assert not writer.is_alive()  # the writer did not wait for the snapshot
+            seen: list[int] = []
+            reader = threading.Thread(target=lambda: seen.append(count(snap)))
+            reader.start()
+            reader.join(5)
+            assert seen == [1] and count(snap) == 1
+            assert db.one("SELECT count(*) FROM t")[0] == 2
+            assert len(db._snapshots) == 1
+        assert not db._snapshots
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            snap.execute("SELECT 1")
+        # an error inside: a memfs error, and the snapshot is closed too
+        with pytest.raises(errors.StorageError, match="no such table"), \
+                db.snapshot() as snap:
+            snap.execute("SELECT * FROM nope")
+        assert not db._snapshots
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            snap.execute("SELECT 1")
+        # closing the database closes a snapshot still open
+        with db.snapshot() as snap:
+            db.close()
+            with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+                snap.execute("SELECT 1")
+        with pytest.raises(errors.StorageError, match="closed"), db.snapshot():
+            pass
+    finally:
+        db.close()
+
+
+def test_a_snapshot_of_a_file_is_read_only_and_holds_back_checkpoints(db_path):
+    db = Database(db_path)
+    with db.write() as c:
+        c.execute("CREATE TABLE t (x)")
+    try:
+        with db.snapshot() as snap:
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                snap.execute("INSERT INTO t VALUES (1)")
+            with db.write() as c:
+                c.execute("INSERT INTO t VALUES (2)")
+            assert db.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 1
+        assert db.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    finally:
+        db.close()

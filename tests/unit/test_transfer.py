@@ -5,10 +5,12 @@ translate, and memory stays flat at 2,000 memories of 100 kB."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import io
 import json
 import os
+import threading
 import time
 import tracemalloc
 import zipfile
@@ -131,6 +133,218 @@ def test_import_into_the_database_it_came_from_refuses_or_copies(store):
     assert [{k: v for k, v in m.items() if k not in strip} for m in vers] == \
         [{k: v for k, v in m.items() if k not in strip} for m in vers0]
     assert not {m["id"] for m in mems} & {m["id"] for m in mems0}
+
+
+def _comparable(recs: list[dict]) -> list[dict]:
+    """An archive's lines without what differs between two exports of one state: the
+    header's time and the digest over it."""
+    head = {k: v for k, v in recs[0].items() if k != "exported_at"}
+    end = {k: v for k, v in recs[-1].items() if k != "sha256"}
+    return [head, *recs[1:-1], end]
+
+
+@pytest.mark.parametrize("history", [True, False])
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_an_export_is_one_snapshot_whatever_is_written_meanwhile(tmp_path, other, where,
+                                                                 history):
+    """Writes made while an export runs are not in it: the archive is the store as it was
+    when the export began, which an exact restore accepts. Read page by page, an export
+    once held memory X live at /p.md and also Y, created at /p.md after X was exported and
+    deleted (an archive no import takes), and a directory half moved."""
+    store = Store(":memory:" if where == "memory" else tmp_path / "src.db", limits=Limits())
+    try:
+        s = store.create_store("Notes")
+        x = store.create_memory(s.id, "/p.md", "x", actor=USER)
+        store.update_memory(s.id, x.id, content="x2", actor=USER)
+        a = store.create_memory(s.id, "/dir/a.md", "a", actor=USER)
+        store.create_memory(s.id, "/dir/b.md", "b", actor=USER)
+        store.create_memory(s.id, "/dir/sub/c.md", "c", actor=USER)
+        z = store.create_memory(s.id, "/z.md", "z", actor=USER)
+        before = snapshot(store, s.id)
+        quiet = lines(export(store, s.id, history))
+
+        out = []
+        steps = transfer.export_lines(store, s.id, history=history)
+        for line in steps:
+            out.append(json.loads(line))
+            rec = out[-1]
+            if rec.get("type") == "memory" and rec["id"] == x.id:
+                # X is in the archive as live at /p.md; now it goes, and Y takes its path
+                store.delete_memory(s.id, x.id, actor=USER)
+                store.create_memory(s.id, "/p.md", "y", actor=USER)
+            elif rec.get("type") == "memory" and rec["id"] == a.id:
+                # half of /dir/ is in the archive; now all of it moves, and /z.md changes
+                store.rename_prefix(s.id, "/dir/", "/moved/", actor=USER)
+                store.update_memory(s.id, z.id, content="z2", actor=USER)
+                store.create_memory(s.id, "/new.md", "new", actor=USER)
+
+        summary = transfer.import_archive(other, io.BytesIO(regzip(out)))
+        assert _comparable(out) == _comparable(quiet)
+        assert summary["ids"] == "kept" and summary["memories"] == 5
+        got = snapshot(other, s.id)
+        assert got[1] == before[1]  # the memories, content and all
+        if history:
+            assert got == before
+        # the writes did happen
+        assert {m.path for m in store.tree(s.id)} == \
+            {"/p.md", "/moved/a.md", "/moved/b.md", "/moved/sub/c.md", "/z.md", "/new.md"}
+    finally:
+        store.close()
+
+
+def _open_snapshots(store: Store) -> int:
+    return len(store.database._snapshots)
+
+
+def _checkpoint_blocked(store: Store) -> bool:
+    """A write, then a full checkpoint: blocked only while some read transaction holds an
+    older snapshot (the WAL cannot be emptied past it)."""
+    store.create_memory(store.list_stores(limit=1).data[0].id, f"/ck/{time.time_ns()}.md",
+                        "x", actor=None)
+    busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    return bool(busy)
+
+
+def test_the_export_snapshot_is_released_however_the_export_ends(store):
+    """The export's read transaction ends with the export: finished, failed, closed or
+    dropped unfinished; until then writers go on (and only the checkpoint waits)."""
+    s = populated(store)
+    for i in range(4):  # an archive of several chunks
+        store.create_memory(s.id, f"/big/{i}.md", base64.b64encode(os.urandom(75_000)).decode(),
+                            actor=USER)
+    assert not _checkpoint_blocked(store)
+    # to the end
+    export(store, s.id)
+    assert _open_snapshots(store) == 0 and not _checkpoint_blocked(store)
+    # an exception inside (here: the progress callback's)
+    def boom(n):
+        raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"):
+        b"".join(transfer.export_archive(store, s.id, history=True, progress=boom))
+    assert _open_snapshots(store) == 0 and not _checkpoint_blocked(store)
+    # closed after the first chunk (a download cut short), at every layer
+    for make in (transfer.export_archive, transfer.export_lines):
+        chunks = make(store, s.id, history=True)
+        next(chunks)
+        assert _open_snapshots(store) == 1 and _checkpoint_blocked(store)
+        chunks.close()
+        assert _open_snapshots(store) == 0 and not _checkpoint_blocked(store)
+    # dropped unfinished without a close
+    chunks = transfer.export_lines(store, s.id, history=False)
+    next(chunks)
+    assert _open_snapshots(store) == 1
+    del chunks
+    assert _open_snapshots(store) == 0 and not _checkpoint_blocked(store)
+    # an unknown store: nothing stays open either
+    with pytest.raises(errors.NotFound):
+        next(transfer.export_archive(store, "memstore_nope", history=True))
+    assert _open_snapshots(store) == 0
+    # and closing the store closes an export still open
+    chunks = transfer.export_lines(store, s.id, history=True)
+    next(chunks)
+    held = next(iter(store.database._snapshots))
+    store.close()
+    with pytest.raises(Exception, match="closed"):
+        held.execute("SELECT 1")
+
+
+def test_each_step_of_an_export_may_run_in_another_thread(store):
+    """As Starlette streams a sync iterator: every step in some worker thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    s = populated(store)
+    for i in range(30):
+        store.create_memory(s.id, f"/many/{i:02d}.md", f"m{i}", actor=USER)
+    quiet = lines(export(store, s.id))
+    gen = transfer.export_lines(store, s.id, history=True)
+    out, threads = [], set()
+
+    def step():
+        threads.add(threading.get_ident())
+        return next(gen, None)
+
+    pools = [ThreadPoolExecutor(1), ThreadPoolExecutor(1)]
+    try:
+        i = 0
+        while (line := pools[i % 2].submit(step).result()) is not None:
+            out.append(json.loads(line))
+            store.write_path(s.id, f"/meanwhile/{i}.md", "w", actor=USER)  # writers go on
+            i += 1
+    finally:
+        for p in pools:
+            p.shutdown()
+    assert len(threads) == 2
+    assert _comparable(out) == _comparable(quiet)
+    assert _open_snapshots(store) == 0
+
+
+@pytest.mark.parametrize("spec", ["2.1", "2.4"])
+@pytest.mark.parametrize("via", ["api", "console"])
+def test_a_download_cut_short_releases_the_export_snapshot(store, via, spec):
+    """A client gone mid-download: Starlette stops the stream (ASGI 2.1, hypercorn's: on
+    http.disconnect; 2.4: when a send fails), and the export, closed with the response, lets
+    its snapshot go at once."""
+    import anyio
+
+    s = store.create_store("Big")
+    for i in range(8):  # about 600 kB compressed: ten chunks
+        store.create_memory(s.id, f"/big/{i}.md", base64.b64encode(os.urandom(75_000)).decode(),
+                            actor=USER)
+    app = create_app(store, [KEY])
+    if via == "api":
+        path, query = f"/v1/memory_stores/{s.id}/memfs/export", b"history=true"
+        headers = [(b"host", b"test"), (b"x-api-key", KEY.encode())]
+    else:
+        with TestClient(app, base_url="http://test", follow_redirects=False) as browser:
+            r = browser.post("/signin", data={"api_key": KEY, "next": "/stores"})
+            assert r.status_code == 303
+            cookie = "; ".join(f"{k}={v}" for k, v in browser.cookies.items())
+        path, query = f"/stores/{s.id}/export", b"history=1"
+        headers = [(b"host", b"test"), (b"cookie", cookie.encode())]
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": spec},
+             "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query, "root_path": "",
+             "headers": headers, "client": ("127.0.0.1", 1), "server": ("test", 80)}
+    bodies: list[bytes] = []
+    held: list[int] = []
+    statuses: list[int] = []
+
+    async def main():
+        gone = anyio.Event()
+        requested = False
+
+        async def receive():
+            nonlocal requested
+            if not requested:
+                requested = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+            if message["type"] != "http.response.body":
+                return
+            if bodies:  # the client is gone after the first chunk
+                gone.set()
+                if spec == "2.4":
+                    raise OSError("connection reset")
+                await anyio.sleep(0.05)
+            bodies.append(message["body"])
+            held.append(_open_snapshots(store))
+
+        with contextlib.suppress(Exception):
+            await app(scope, receive, send)
+        # released when the response ends, not whenever garbage collection comes by
+        held.append(_open_snapshots(store))
+
+    anyio.run(main)
+    assert statuses == [200]
+    assert held[0] == 1  # the export was under way, in its snapshot
+    assert len(bodies) < 5  # and stopped early
+    assert held[-1] == 0
+    assert not _checkpoint_blocked(store)
 
 
 def test_a_memory_id_taken_elsewhere_refuses_the_exact_restore(store, other):
