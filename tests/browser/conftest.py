@@ -36,7 +36,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     setattr(item, "report_" + report.when, report)
 
 
-@pytest.fixture(scope="session")
+# Package scope: the browser and Playwright's driver end with tests/browser, not at the end
+# of the whole run, when later tests may have stopped stray processes of theirs.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     why = None
     try:
