@@ -3,18 +3,29 @@
 
 Run it through ``scripts/bench`` (needs root: it mounts tmpfs and FUSE filesystems).
 
-Targets, each measured with the same workload in its own fresh directory:
+Targets, all mounted at once and measured with the same workload in their own fresh
+directories, taking turns (pass 1 on each, then pass 2 on each, ...; --repeat gives medians):
 
 * ``tmpfs``: a tmpfs mounted for the run; the kernel-only upper bound.
 * ``floor``: scripts/passthroughfs.py (pyfuse3 on trio) over a tmpfs; what any Python FUSE
   daemon costs before it does real work. memfs cannot reasonably beat it.
+* ``ceiling``: scripts/ceilingfs.py, a pyfuse3 filesystem that does no work at all (contents in
+  dicts, ``keep_cache``, 300 s timeouts): the limit of any pyfuse3 daemon.
 * ``memfs``: ``memfs mount`` of a fresh store in a fresh database (``MEMFS_DB``).
 
 Workload (sizes scale with --files): N files of 2,000 bytes in 10 directories; (a) create all,
 (b) warm tree walk with stat, (c) cold read of every file, (d) warm read of every file,
 (e) overwrite a quarter of the files, (f) rename another quarter, (g) ``grep -r`` over the tree,
-(h) unlink all; then (i) write and (j) cold read of 50 files of 100,000 bytes. Phases (i)/(j) run
-after (h) because a memfs store holds at most 2,000 memories.
+(h) unlink all; (i) N files created by one writer process and (j) by 8 writer processes at once
+(each in its own directory; both removed untimed); then (k) write, (l) cold read and (m) warm
+read of 50 files of 100,000 bytes. Phases (i)-(m) run after (h) because a memfs store holds at
+most 2,000 memories. Ratios are speed ratios (>1: the first is faster).
+
+Then, for memfs only (--no-sessions skips it): 8 stores of N files of 2,000 bytes are imported
+into a fresh database; ``memfs run --isolation none`` with 1 and with 8 of them times launch to
+the command's first instruction (the command writes $EPOCHREALTIME); and a session of all 8,
+whose command reads every file, gives the memory of the session's daemons: every process below
+`memfs run` that is not the command's, however many there are (VmRSS and Pss from /proc).
 
 "Cold" means a fresh mount for the FUSE targets (daemon restarted: no kernel dentry, attribute
 or page cache for the mount, no daemon state); tmpfs has no colder state than warm. With
@@ -52,7 +63,10 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
 PASSTHROUGHFS = REPO / "scripts" / "passthroughfs.py"
-ALL_TARGETS = ("tmpfs", "floor", "memfs")
+CEILINGFS = REPO / "scripts" / "ceilingfs.py"
+ALL_TARGETS = ("tmpfs", "floor", "ceiling", "memfs")
+WRITERS = 8
+SESSION_STORES = 8
 NEEDLE = "zebra-quartz-needle"
 _INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -384,6 +398,36 @@ class FloorTarget(FuseTarget):
         return [sys.executable, str(PASSTHROUGHFS), str(self.source), str(self.root)]
 
 
+class CeilingTarget(FuseTarget):
+    name = "ceiling"
+    cold_meaning = (
+        "the kernel told to forget the mount's entries, attributes and pages (SIGUSR1: "
+        "pyfuse3.invalidate_entry/invalidate_inode); the daemon, which holds the only copy, "
+        "keeps running"
+    )
+
+    @property
+    def ack(self) -> Path:
+        return self.dir / "cold.ack"
+
+    def _setup(self) -> None:
+        self._start_mount()
+
+    def _command(self) -> list[str]:
+        return [sys.executable, str(CEILINGFS), str(self.root), "--ack", str(self.ack)]
+
+    def make_cold(self) -> None:
+        # Restarting would lose the contents: ask the daemon to drop the kernel's caches.
+        Target.make_cold(self)
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            raise TargetError("ceiling daemon is not running")
+        self.ack.unlink(missing_ok=True)
+        proc.send_signal(signal.SIGUSR1)
+        if not _wait_until(self.ack.exists, self.opts.mount_timeout):
+            raise TargetError("ceiling daemon did not confirm dropping the kernel caches")
+
+
 class MemfsTarget(FuseTarget):
     name = "memfs"
     cold_meaning = (
@@ -423,6 +467,7 @@ class MemfsTarget(FuseTarget):
 TARGET_CLASSES: dict[str, type[Target]] = {
     "tmpfs": TmpfsTarget,
     "floor": FloorTarget,
+    "ceiling": CeilingTarget,
     "memfs": MemfsTarget,
 }
 
@@ -464,8 +509,11 @@ class Spec:
             ("rename", f"(f) rename {len(self.renamed)}", len(self.renamed)),
             ("grep", f"(g) grep -r ({n} files)", n),
             ("unlink", f"(h) unlink {n}", n),
-            ("big_write", f"(i) write {big} × {big_kb:g} kB", big),
-            ("big_read", f"(j) cold read {big} × {big_kb:g} kB", big),
+            ("writers1", f"(i) create {n} × {kb:g} kB, 1 writer process", n),
+            ("writers8", f"(j) create {n} × {kb:g} kB, {WRITERS} writer processes", n),
+            ("big_write", f"(k) write {big} × {big_kb:g} kB", big),
+            ("big_read", f"(l) cold read {big} × {big_kb:g} kB", big),
+            ("big_read_warm", f"(m) warm read {big} × {big_kb:g} kB", big),
         ]
 
 
@@ -526,7 +574,8 @@ class Workload:
         self.big_dir = str(self.root / "big")
         self.big_paths = [os.path.join(self.big_dir, f"b{k:03d}.md") for k in range(spec.big_files)]
 
-    def _timed(self, key: str, fn: Callable[[], None]) -> None:
+    def _timed(self, key: str, fn: Callable[[], float | None]) -> None:
+        """Time fn(), or take the seconds it returns (when it times only part of itself)."""
         # The watchdog turns a hung mount into failing syscalls instead of a hung benchmark.
         watchdog = threading.Timer(
             self.phase_timeout, self.target.abort, (f"{key} exceeded {self.phase_timeout:.0f} s",)
@@ -535,8 +584,8 @@ class Workload:
         watchdog.start()
         try:
             t0 = time.perf_counter()
-            fn()
-            elapsed = time.perf_counter() - t0
+            measured = fn()
+            elapsed = time.perf_counter() - t0 if measured is None else measured
         except OSError as exc:
             if self.target.aborted:
                 raise WorkloadError(f"aborted by watchdog: {self.target.aborted}") from exc
@@ -558,10 +607,17 @@ class Workload:
         self._timed("grep", self._grep)
         self._timed("unlink", self._unlink)
         self._remove_dirs(self.dirs)
+        for key, count in (("writers1", 1), ("writers8", WRITERS)):
+            writers = Writers(self.root, self.spec, count)
+            try:
+                self._timed(key, writers.run)
+            finally:
+                writers.remove()
         os.mkdir(self.big_dir)
         self._timed("big_write", self._big_write)
         self.target.make_cold()
         self._timed("big_read", self._big_read)
+        self._timed("big_read_warm", self._big_read)
         for path in self.big_paths:
             os.unlink(path)
         self._remove_dirs([self.big_dir])
@@ -637,6 +693,92 @@ class Workload:
                 raise WorkloadError(f"{path}: content differs from what was written")
 
 
+# Each writer process: its content is built and its directory made before it says "ready";
+# it starts creating files when it reads a byte on stdin.
+_WRITER = """
+import os, sys, time
+directory, first, count, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def text(i):
+    line = f"- writer file {i}: the quick brown fox jumps over the lazy dog\\n"
+    return ((line * (size // len(line) + 1))[: size - 1] + "\\n").encode()
+items = [(os.path.join(directory, f"w{i:05d}.md"), text(i)) for i in range(first, first + count)]
+os.mkdir(directory)
+print("ready", flush=True)
+sys.stdin.buffer.read(1)
+for path, data in items:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.close(fd)
+print(time.perf_counter(), flush=True)  # CLOCK_MONOTONIC: the parent's clock too
+"""
+
+
+class Writers:
+    """``count`` processes creating spec.files distinct files between them, each in its own
+    directory of the mount; timed from the moment all are ready until the last has closed its
+    last file (the writers report when: their start-up and exit are not timed)."""
+
+    def __init__(self, root: Path, spec: Spec, count: int) -> None:
+        self.spec = spec
+        self.dirs = [str(root / f"w{k}") for k in range(count)]
+        share, extra = divmod(spec.files, count)
+        self.slices = []
+        first = 0
+        for k in range(count):
+            n = share + (k < extra)
+            self.slices.append((first, n))
+            first += n
+
+    def run(self) -> float:
+        procs = []
+        try:
+            for d, (first, n) in zip(self.dirs, self.slices, strict=True):
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-c", _WRITER, d, str(first), str(n), str(self.spec.size)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                ))  # fmt: skip
+            for p in procs:
+                assert p.stdout is not None
+                if p.stdout.readline().strip() != b"ready":
+                    raise WorkloadError(f"writer failed to start: {p.communicate()[1][-500:]!r}")
+            t0 = time.perf_counter()
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write(b"g")
+                p.stdin.close()
+            ends = []
+            for p in procs:
+                assert p.stdout is not None
+                line = p.stdout.readline().strip()
+                p.wait()
+                if line:
+                    ends.append(float(line))
+            elapsed = max(ends, default=t0) - t0
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for p in procs:
+            if p.returncode != 0:
+                assert p.stderr is not None
+                raise WorkloadError(f"writer exited {p.returncode}: {p.stderr.read()[-500:]!r}")
+        found = sum(len(os.listdir(d)) for d in self.dirs)
+        if found != self.spec.files:
+            raise WorkloadError(f"writers made {found} files, expected {self.spec.files}")
+        return elapsed
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            with contextlib.suppress(FileNotFoundError):
+                for name in os.listdir(d):
+                    os.unlink(os.path.join(d, name))
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(d)
+
+
 # -- running and reporting ------------------------------------------------------------------
 
 
@@ -653,75 +795,322 @@ class TargetResult:
         return statistics.median(values) if values else None
 
 
-def run_target(name: str, opts: Options, spec: Spec, args: argparse.Namespace) -> TargetResult:
-    target = TARGET_CLASSES[name](opts)
-    result = TargetResult(name, cold_meaning=target.cold_meaning)
-    if opts.drop_caches:
-        result.cold_meaning += "; plus sync and drop_caches" + (
-            " (which cannot evict tmpfs data)" if name == "tmpfs" else ""
-        )
-    log.info("%s: setting up", name)
-    try:
-        with target:
-            for _ in range(args.repeat):
-                workload = Workload(target, spec, args.phase_timeout)
-                try:
-                    workload.run()
-                finally:
-                    # Keep the phases that finished, even from a failed pass.
-                    result.runs.append(workload.seconds)
-    except (TargetError, WorkloadError, OSError, subprocess.SubprocessError) as exc:
+def run_targets(
+    names: Sequence[str], opts: Options, spec: Spec, args: argparse.Namespace
+) -> dict[str, TargetResult]:
+    """Mount every target, then run the workload round-robin: pass 1 on each target, pass 2
+    on each (in a rotated order), and so on, so that a busy moment of a shared machine
+    weighs on all targets alike and the ratios of one run compare like with like."""
+    results: dict[str, TargetResult] = {}
+    live: dict[str, Target] = {}
+
+    def failed(name: str, target: Target, exc: BaseException) -> None:
+        result = results[name]
         result.error = f"{type(exc).__name__}: {exc}"
         if isinstance(target, FuseTarget) and (tail := target.log_tail()):
             result.error += f"\n  daemon log ({target.dir}):\n    " + tail.replace("\n", "\n    ")
         print(f"*** {name}: FAILED: {result.error}", file=sys.stderr, flush=True)
-    result.info = target.info
-    return result
+        live.pop(name, None)
+        target.close()
+
+    errors = (TargetError, WorkloadError, OSError, subprocess.SubprocessError)
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            target = TARGET_CLASSES[name](opts)
+            results[name] = TargetResult(name, cold_meaning=target.cold_meaning)
+            results[name].info = target.info
+            if opts.drop_caches:
+                results[name].cold_meaning += "; plus sync and drop_caches" + (
+                    " (which cannot evict tmpfs data)" if name == "tmpfs" else ""
+                )
+            log.info("%s: setting up", name)
+            try:
+                stack.enter_context(target)
+            except errors as exc:
+                failed(name, target, exc)
+                continue
+            live[name] = target
+        for n in range(args.repeat):
+            order = list(live)
+            order = order[n % len(order) :] + order[: n % len(order)] if order else []
+            for name in order:
+                target = live[name]
+                workload = Workload(target, spec, args.phase_timeout)
+                try:
+                    workload.run()
+                except errors as exc:
+                    failed(name, target, exc)
+                finally:
+                    # Keep the phases that finished, even from a failed pass.
+                    results[name].runs.append(workload.seconds)
+    return results
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+
+@dataclass
+class SessionResult:
+    stores: int
+    files: int
+    size: int
+    start: dict[int, list[float]] = field(default_factory=dict)
+    lifetime: dict[int, list[float]] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def median_start(self, stores: int) -> float | None:
+        values = self.start.get(stores)
+        return statistics.median(values) if values else None
+
+
+def _process_tree() -> dict[int, list[int]]:
+    """{parent pid: [child pids]} of every process (from /proc/*/stat)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _descendants(pid: int, tree: dict[int, list[int]]) -> set[int]:
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _memory_kib(pid: int) -> dict[str, Any]:
+    """VmRSS and Pss (proportional: shared pages split between their users) in KiB."""
+    out: dict[str, Any] = {"pid": pid}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                out["rss_kib"] = int(line.split()[1])
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                out["pss_kib"] = int(line.split()[1])
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        out["cmdline"] = f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    return out
+
+
+class SessionBench:
+    """`memfs run` of 1 and of 8 stores (each spec.files files of spec.size bytes, imported
+    into a fresh database), with ``--isolation none`` and a fresh --root each time."""
+
+    def __init__(self, opts: Options, spec: Spec, stores: int) -> None:
+        self.opts = opts
+        self.spec = spec
+        self.dir = opts.workdir / "sessions"
+        self.db = self.dir / "sessions.db"
+        self.names = [f"session-store-{k}" for k in range(stores)]
+        self.result = SessionResult(stores=stores, files=spec.files, size=spec.size)
+        self._runs = 0
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SUDO_", "MEMFS_"))}
+        env["MEMFS_DB"] = str(self.db)
+        env["LC_ALL"] = "C"  # $EPOCHREALTIME with a decimal point
+        return env
+
+    def prepare(self) -> None:
+        source = self.dir / "source"
+        for i in range(self.spec.files):
+            path = source / f"d{i % self.spec.dirs:02d}" / f"m{i:05d}.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(_text(self.spec.size, f"memory {i}", False))
+        t0 = time.perf_counter()
+        for name in self.names:
+            cmd = [self.opts.memfs_cmd, "import", str(source), "--name", name]
+            done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
+                                  timeout=600, check=False)  # fmt: skip
+            if done.returncode != 0:
+                raise TargetError(f"`memfs import` exited {done.returncode}: "
+                                  f"{(done.stderr or done.stdout).strip()[-300:]}")  # fmt: skip
+        self.result.info["import_seconds"] = time.perf_counter() - t0
+
+    def _command(self, stores: int, script: str, *script_args: str) -> list[str]:
+        self._runs += 1
+        root = self.dir / f"root-{self._runs}"
+        cmd = [self.opts.memfs_cmd, "run", "--isolation", "none", "--root", str(root)]
+        for name in self.names[:stores]:
+            cmd += ["--store", name]
+        return [*cmd, "--", "bash", "-c", script, "bash", *script_args]
+
+    def measure_start(self, stores: int) -> None:
+        """Seconds from launching `memfs run` until its command runs (it writes the time)."""
+        stamp = self.dir / f"started-{self._runs + 1}"
+        cmd = self._command(stores, 'echo "$EPOCHREALTIME" > "$1"', str(stamp))
+        t0 = time.time()
+        done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
+                              timeout=300, check=False)  # fmt: skip
+        lifetime = time.time() - t0
+        if done.returncode != 0 or not stamp.exists():
+            raise WorkloadError(f"`memfs run` with {stores} stores exited {done.returncode}: "
+                                f"{done.stderr.strip()[-300:]}")  # fmt: skip
+        started = float(stamp.read_text()) - t0
+        self.result.start.setdefault(stores, []).append(started)
+        self.result.lifetime.setdefault(stores, []).append(lifetime)
+        log.info("session: start with %d store(s) %.3f s (whole run %.3f s)",
+                 stores, started, lifetime)  # fmt: skip
+
+    def measure_memory(self, timeout: float) -> None:
+        """Daemon memory of a session of every store once its command has read every file:
+        the processes below `memfs run` that are not the command's (however many)."""
+        stores = len(self.names)
+        tag = self._runs + 1
+        pid_file, ready, go = (self.dir / f"{what}-{tag}" for what in ("pid", "ready", "go"))
+        script = (
+            'echo $$ > "$1"; n=$(find "$2" -type f -exec cat {} + | wc -c); '
+            'echo "$n" > "$3.tmp"; mv "$3.tmp" "$3"; '
+            'while [ ! -e "$4" ]; do sleep 0.05; done'
+        )
+        cmd = self._command(stores, script, str(pid_file), "ROOT", str(ready), str(go))
+        root = cmd[cmd.index("--root") + 1]
+        cmd[cmd.index("ROOT")] = root
+        proc = subprocess.Popen(cmd, env=self._env(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+
+            def is_ready() -> bool:
+                if proc.poll() is not None:
+                    raise WorkloadError(f"`memfs run` exited {proc.returncode} early")
+                return ready.exists()
+
+            if not _wait_until(is_ready, timeout):
+                raise WorkloadError(f"the session's command did not read every file in {timeout} s")
+            read = int(ready.read_text())
+            if read != stores * self.spec.files * self.spec.size:
+                raise WorkloadError(f"the command read {read} bytes, expected "
+                                    f"{stores * self.spec.files * self.spec.size}")  # fmt: skip
+            command = int(pid_file.read_text())
+            tree = _process_tree()
+            daemons = _descendants(proc.pid, tree) - {command} - _descendants(command, tree)
+            if not daemons:
+                raise WorkloadError("no daemon found below `memfs run`")
+            per_process = []
+            for pid in sorted(daemons):
+                with contextlib.suppress(OSError):
+                    per_process.append(_memory_kib(pid))
+            launcher = _memory_kib(proc.pid)
+            self.result.memory = {
+                "stores": stores,
+                "processes": len(per_process),
+                "rss_kib": sum(p.get("rss_kib", 0) for p in per_process),
+                "pss_kib": sum(p.get("pss_kib", 0) for p in per_process),
+                "per_process": per_process,
+                "launcher_rss_kib": launcher.get("rss_kib"),
+            }
+            log.info("session: %d daemon process(es), RSS %.1f MB in all", len(per_process),
+                     self.result.memory["rss_kib"] / 1024)  # fmt: skip
+            go.touch()
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                # The launcher unmounts and stops its daemons on SIGTERM.
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if proc.returncode != 0:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise WorkloadError(f"`memfs run` exited {proc.returncode}: {err.strip()[-300:]}")
+
+
+def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> SessionResult:
+    bench = SessionBench(opts, spec, SESSION_STORES)
+    bench.dir.mkdir()
+    try:
+        log.info("session: importing %d stores of %d files", SESSION_STORES, spec.files)
+        bench.prepare()
+        for _ in range(args.repeat):
+            for stores in (1, SESSION_STORES):
+                bench.measure_start(stores)
+        bench.measure_memory(args.phase_timeout)
+    except (TargetError, WorkloadError, OSError, subprocess.SubprocessError, ValueError) as exc:
+        bench.result.error = f"{type(exc).__name__}: {exc}"
+        print(f"*** sessions: FAILED: {bench.result.error}", file=sys.stderr, flush=True)
+    return bench.result
+
+
+# -- reporting ------------------------------------------------------------------------------
+
+# Phases reported as a time rather than a rate: one operation over the whole tree.
+_TIME_PHASES = {"walk", "grep"}
+_SPEED_RATIOS = (("memfs", "floor"), ("memfs", "ceiling"), ("ceiling", "floor"), ("memfs", "tmpfs"))
 
 
 def _rate(ops: int, seconds: float) -> str:
     rate = ops / seconds if seconds > 0 else float("inf")
-    if rate >= 1e6:
-        return f"{rate / 1e6:.2f}M/s"
-    if rate >= 1e4:
-        return f"{rate / 1e3:.0f}k/s"
-    if rate >= 1e3:
-        return f"{rate / 1e3:.1f}k/s"
-    return f"{rate:.0f}/s"
+    return f"{rate:,.0f}/s"
 
 
-def _ratio(numerator: float | None, denominator: float | None) -> str:
-    if numerator is None or denominator is None or denominator <= 0:
-        return "–"
-    return f"{numerator / denominator:.3g}"
+def _speed(a: float | None, b: float | None) -> float | None:
+    """How many times faster A is than B (B's time over A's): >1 means A is faster."""
+    if a is None or b is None or a <= 0:
+        return None
+    return b / a
 
 
-def render(results: dict[str, TargetResult], spec: Spec, args: argparse.Namespace) -> str:
+def _fmt_ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3g}"
+
+
+def speed_ratios(
+    results: dict[str, TargetResult], spec: Spec
+) -> dict[str, dict[str, float | None]]:
+    out: dict[str, dict[str, float | None]] = {}
+    for a, b in _SPEED_RATIOS:
+        if a in results and b in results:
+            out[f"{a}/{b}"] = {
+                key: _speed(results[a].median(key), results[b].median(key))
+                for key, _label, _ops in spec.phases()
+            }
+    return out
+
+
+def render(
+    results: dict[str, TargetResult],
+    sessions: SessionResult | None,
+    spec: Spec,
+    args: argparse.Namespace,
+) -> str:
     names = list(results)
-    ratios = [
-        (a, b)
-        for a, b in (("memfs", "floor"), ("memfs", "tmpfs"), ("floor", "tmpfs"))
-        if a in results and b in results
-    ]
+    ratios = [(a, b) for a, b in _SPEED_RATIOS if a in results and b in results]
     lines = [
         f"memfs benchmark: {spec.files} files of {spec.size:,} B in {spec.dirs} directories, "
         f"{spec.big_files} files of {spec.big_size:,} B; "
-        f"{'median of ' + str(args.repeat) + ' runs' if args.repeat > 1 else 'one run'}.",
+        f"{'median of ' + str(args.repeat) + ' passes' if args.repeat > 1 else 'one pass'} "
+        "per target, the targets taking turns.",
         f"Host: Linux {platform.release()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}.",
-        "Cells: wall-clock seconds (operations per second).",
+        "Cells: operations per second (walk and grep: milliseconds for the whole tree). "
+        "Ratios are speed ratios A/B = B's time / A's time: >1 means A is faster.",
+        "Targets: tmpfs (kernel only); floor = scripts/passthroughfs.py (pyfuse3 passthrough "
+        "over tmpfs); ceiling = scripts/ceilingfs.py (pyfuse3, zero work: dicts, keep_cache, "
+        "300 s timeouts); memfs = `memfs mount` of one store.",
+        "Cold means:",
     ]
-    if ratios:
-        lines.append(
-            "Ratios are time ratios A_time / B_time (lower is better for A; "
-            "memfs/floor = 3 means memfs takes 3× as long as the floor)."
-        )
-    lines.append("Cold means:")
     lines += [f"  - {r.name}: {r.cold_meaning}" for r in results.values()]
     if "memfs" in results and "db_fstype" in results["memfs"].info:
         lines.append(f"memfs database on {results['memfs'].info['db_fstype']}.")
     lines.append("")
-    header = ["operation", *[f"{n} s" for n in names], *[f"{a}/{b}" for a, b in ratios]]
+    header = ["operation", *names, *[f"{a}/{b}" for a, b in ratios]]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     totals: dict[str, float | None] = dict.fromkeys(names, 0.0)
@@ -730,23 +1119,65 @@ def render(results: dict[str, TargetResult], spec: Spec, args: argparse.Namespac
         cells = [label]
         for n in names:
             t = times[n]
-            cells.append("failed" if t is None else f"{t:.3f} ({_rate(ops, t)})")
+            if t is None:
+                cells.append("failed")
+            elif key in _TIME_PHASES:
+                cells.append(f"{t * 1000:,.0f} ms")
+            else:
+                cells.append(_rate(ops, t))
             total = totals[n]
             totals[n] = None if t is None or total is None else total + t
-        cells += [_ratio(times[a], times[b]) for a, b in ratios]
+        cells += [_fmt_ratio(_speed(times[a], times[b])) for a, b in ratios]
         lines.append("| " + " | ".join(cells) + " |")
-    cells = ["**total**"]
-    cells += ["–" if totals[n] is None else f"**{totals[n]:.3f}**" for n in names]
-    cells += [_ratio(totals[a], totals[b]) for a, b in ratios]
+    cells = [f"(j) vs (i): {WRITERS} writers' speed-up"]
+    for n in names:
+        speedup = _speed(results[n].median("writers8"), results[n].median("writers1"))
+        cells.append(_fmt_ratio(speedup) + "×")
+    cells += ["" for _ in ratios]
     lines.append("| " + " | ".join(cells) + " |")
+    cells = ["total time"]
+    cells += ["–" if totals[n] is None else f"{totals[n]:.2f} s" for n in names]
+    cells += [_fmt_ratio(_speed(totals[a], totals[b])) for a, b in ratios]
+    lines.append("| " + " | ".join(cells) + " |")
+    if sessions is not None:
+        lines += ["", *render_sessions(sessions)]
     for r in results.values():
         if r.error:
             lines.append(f"\n{r.name} FAILED: {r.error}")
     return "\n".join(lines)
 
 
+def render_sessions(s: SessionResult) -> list[str]:
+    lines = [
+        f"memfs sessions (`memfs run --isolation none`, stores of {s.files} × "
+        f"{s.size / 1000:g} kB; start = launch of `memfs run` until its command runs, "
+        f"median of {max((len(v) for v in s.start.values()), default=0)}):",
+        "",
+        "| session | memfs |",
+        "|---|---:|",
+    ]
+    for stores in sorted(s.start):
+        started = s.median_start(stores)
+        lines.append(f"| start, {stores} store{'s' if stores > 1 else ''} | "
+                     f"{'–' if started is None else f'{started:.2f} s'} |")  # fmt: skip
+    m = s.memory
+    if m:
+        lines.append(
+            f"| daemon RSS, {m['stores']} stores, every file read "
+            f"({m['processes']} process{'es' if m['processes'] > 1 else ''}) | "
+            f"{m['rss_kib'] / 1024:.0f} MB (PSS {m['pss_kib'] / 1024:.0f} MB) |"
+        )
+    if s.error:
+        lines.append(f"\nsessions FAILED: {s.error}")
+    return lines
+
+
 def dump_json(
-    path: Path, results: dict[str, TargetResult], spec: Spec, args: argparse.Namespace
+    path: Path,
+    results: dict[str, TargetResult],
+    sessions: SessionResult | None,
+    spec: Spec,
+    args: argparse.Namespace,
 ) -> None:
     data = {
         "spec": spec.__dict__,
@@ -770,6 +1201,19 @@ def dump_json(
             }
             for name, r in results.items()
         },
+        "speed_ratios": speed_ratios(results, spec),
+        "sessions": None if sessions is None else {
+            "ok": sessions.error is None,
+            "error": sessions.error,
+            "stores": sessions.stores,
+            "files_per_store": sessions.files,
+            "size": sessions.size,
+            "start_seconds": {str(k): sessions.median_start(k) for k in sessions.start},
+            "start_runs": {str(k): v for k, v in sessions.start.items()},
+            "lifetime_runs": {str(k): v for k, v in sessions.lifetime.items()},
+            "memory": sessions.memory,
+            "info": sessions.info,
+        },
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
 
@@ -777,15 +1221,25 @@ def dump_json(
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/bench",
-        description="Run the standard memfs workload on tmpfs, a Python FUSE floor and memfs.",
-        epilog="Needs root (mounts tmpfs and FUSE). Example: scripts/bench --targets tmpfs,floor",
+        description="Run the standard memfs workload on tmpfs, a Python FUSE floor, a zero-work "
+        "Python FUSE ceiling and memfs, then time memfs sessions of 1 and 8 stores.",
+        epilog="Needs root (mounts tmpfs and FUSE). Example: scripts/bench --repeat 3 --json "
+        "out.json; a smoke run: scripts/bench --quick",
     )
     parser.add_argument(
         "--targets", default=",".join(ALL_TARGETS),
         help="comma-separated subset of %(default)s (default: all)",
     )  # fmt: skip
-    parser.add_argument("--files", type=int, default=2000, help="small files (default 2000)")
-    parser.add_argument("--big-files", type=int, default=50, help="100 kB files (default 50)")
+    parser.add_argument("--files", type=int, default=None, help="small files (default 2000)")
+    parser.add_argument("--big-files", type=int, default=None, help="100 kB files (default 50)")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="smoke run: 200 small files and 5 big ones unless given (figures mean little)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-sessions", action="store_true",
+        help="skip the memfs session measurements (start time, daemon memory)",
+    )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="passes per target; report median")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write raw numbers here")
     parser.add_argument(
@@ -812,6 +1266,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown or not targets:
         parser.error(f"unknown target(s) {unknown}; choose from {', '.join(ALL_TARGETS)}")
     args.targets = list(dict.fromkeys(targets))
+    if args.files is None:
+        args.files = 200 if args.quick else 2000
+    if args.big_files is None:
+        args.big_files = 5 if args.quick else 50
     if args.files < 10:
         parser.error("--files must be at least 10")
     if args.big_files < 1 or args.repeat < 1:
@@ -849,10 +1307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         memfs_cmd=args.memfs,
     )
     results: dict[str, TargetResult] = {}
+    sessions: SessionResult | None = None
     interrupted = False
     try:
-        for name in args.targets:
-            results[name] = run_target(name, opts, spec, args)
+        results = run_targets(args.targets, opts, spec, args)
+        if "memfs" in args.targets and not args.no_sessions:
+            sessions = run_sessions(opts, spec, args)
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted; everything mounted has been unmounted", file=sys.stderr)
@@ -861,13 +1321,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             _remove_workdir(workdir, args.keep)
 
     if results:
-        print(render(results, spec, args))
+        print(render(results, sessions, spec, args))
         if args.json:
-            dump_json(args.json, results, spec, args)
+            dump_json(args.json, results, sessions, spec, args)
             log.info("raw numbers written to %s", args.json)
     if interrupted:
         return 130
-    return 1 if any(r.error for r in results.values()) else 0
+    failed = any(r.error for r in results.values()) or (sessions is not None and sessions.error)
+    return 1 if failed else 0
 
 
 def _remove_workdir(workdir: Path, keep: bool) -> None:
