@@ -999,8 +999,10 @@ class SessionBench:
             command = int(pid_file.read_text())
             tree = _process_tree()
             daemons = _descendants(proc.pid, tree) - {command} - _descendants(command, tree)
-            if not daemons:
-                raise WorkloadError("no daemon found below `memfs run`")
+            in_launcher = not daemons
+            if in_launcher:
+                # No process of its own: the launcher serves the mounts itself.
+                daemons = {proc.pid}
             per_process = []
             for pid in sorted(daemons):
                 with contextlib.suppress(OSError):
@@ -1013,6 +1015,7 @@ class SessionBench:
                 "pss_kib": sum(p.get("pss_kib", 0) for p in per_process),
                 "per_process": per_process,
                 "launcher_rss_kib": launcher.get("rss_kib"),
+                "served_by_launcher": in_launcher,
             }
             log.info("session: %d daemon process(es), RSS %.1f MB in all", len(per_process),
                      self.result.memory["rss_kib"] / 1024)  # fmt: skip
