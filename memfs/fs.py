@@ -439,9 +439,25 @@ class Operations(pyfuse3.Operations):
         async with self._mutex:
             # The states are read under the mutex: no commit of this mount runs meanwhile, so
             # what is read is at least as new as anything this mount holds.
-            current, state = await self._call(self.read_changes, changes)
+            current, state = await self._call(self.read_changes, changes, self._held(changes))
             self.apply_read_changes(changes, current, state)
         return len(changes)
+
+    def _held(self, changes: Sequence[Change]) -> dict[str, Memory | None]:
+        """The memories whose every ``put`` in ``changes`` this mount's tree holds already
+        (its own commits, read back from the feed): the tree skips those puts
+        (:meth:`Tree.apply_put`), so they need no read. One store read per close saved."""
+        last: dict[str, int] = {}
+        for ch in changes:
+            if ch.op == "put" and ch.memory_id is not None:
+                last[ch.memory_id] = max(ch.seq, last.get(ch.memory_id, 0))
+        held: dict[str, Memory | None] = {}
+        for memory_id, seq in last.items():
+            node = self.tree.by_memory.get(memory_id)
+            if node is not None and node.attached and node.memory is not None \
+                    and node.seq >= seq:
+                held[memory_id] = node.memory
+        return held
 
     async def apply_feed(self, change: Change, memory: Memory | None) -> None:
         """Apply one change pushed by a server (with the memory as the server sent it)."""

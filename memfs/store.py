@@ -1225,7 +1225,7 @@ class Store:
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
-        _check_tool_events(events)
+        _check_tool_events(events, text=False)
         with self._write() as c:
             # No store look-up here: _create_in checks the store, and a memory implies it.
             row = c.execute(
@@ -1251,8 +1251,24 @@ class Store:
             return
         complete_tool_results(events, memory_id, version_id)
         session_id = actor.id if actor is not None and actor.type == "session_actor" else None
-        for e in events:
-            self._insert_event(c, session_id, store_id, e)
+        # One JSON encoding per event, which is also the UTF-8 check (_check_tool_events left
+        # it to here: a lone surrogate fails the encode, and the transaction is rolled back),
+        # and one statement for the pair: this runs at every close that commits.
+        rows = []
+        for body in events:
+            e = _complete_event(session_id, body)
+            text = json.dumps(e.body, ensure_ascii=False)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                _validate_text(e.body, "event")  # raises, naming where the surrogate is
+                raise
+            rows.append((e.id, session_id, store_id, e.type, e.processed_at, text))
+        c.executemany(
+            "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
     def delete_path(self, store_id: str, path: str, *, actor: Actor | None,
                     events: list[dict[str, Any]] | None = None) -> Memory:
@@ -1262,7 +1278,7 @@ class Store:
         :raises NotFound:
         """
         path = validate_path(path, self.limits)
-        _check_tool_events(events)
+        _check_tool_events(events, text=False)
         with self._write() as c:
             row = self._memory_in(c, store_id, "path", path)
             self._delete_row(c, row, actor, _now())
@@ -1297,7 +1313,7 @@ class Store:
         """
         old = validate_path(old, self.limits)
         new = validate_path(new, self.limits)
-        _check_tool_events(events)
+        _check_tool_events(events, text=False)
         # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
         # if another writer renames or replaces them at the same moment.
         with self._write() as c:
@@ -1343,7 +1359,7 @@ class Store:
         """
         old_prefix = validate_prefix(old_prefix, self.limits)
         new_prefix = validate_prefix(new_prefix, self.limits)
-        _check_tool_events(events)
+        _check_tool_events(events, text=False)
         if old_prefix == "/" or new_prefix.startswith(old_prefix):
             raise InvalidRequest(f"cannot move {old_prefix} into itself")
         with self._write() as c:
@@ -2960,8 +2976,12 @@ def _printable(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _check_tool_events(events: Any) -> None:
-    """:raises InvalidRequest: ``events`` is not a list of tool events with their ids."""
+def _check_tool_events(events: Any, *, text: bool = True) -> None:
+    """:raises InvalidRequest: ``events`` is not a list of tool events with their ids.
+
+    :param text: also check that every string is valid UTF-8 text (False: the caller's
+        :meth:`Store._tool_events_in` does it as it encodes them).
+    """
     if events is None:
         return
     if not isinstance(events, list):
@@ -2974,7 +2994,8 @@ def _check_tool_events(events: Any) -> None:
             )
         if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
             raise InvalidRequest("every tool event needs its 'sevt_' id")
-        _validate_text(e, "event")
+        if text:
+            _validate_text(e, "event")
         parse_time(e.get("processed_at") or "")
 
 

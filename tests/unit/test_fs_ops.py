@@ -766,3 +766,29 @@ async def test_a_sessions_events_stay_in_the_order_they_happened(fs, store):
         (sid,)).fetchall()
     ops_in_order = [json.loads(r[0])["input"]["operation"] for r in rows]
     assert ops_in_order == ["create", "read", "create"]
+
+
+async def test_the_feed_does_not_read_back_this_mounts_own_commits(fs, store, monkeypatch):
+    """A close's commit is in the tree already: polling the feed skips reading that memory
+    again (one read per own write saved), and still reads the ones written elsewhere, or
+    written elsewhere after this mount's commit."""
+    ops, sid = fs
+    await write_file(ops, ROOT, b"mine.md", b"mine")
+    await write_file(ops, ROOT, b"both.md", b"mine")
+    other = store.create_memory(sid, "/other.md", "other", actor=None)
+    both = store.get_memory_by_path(sid, "/both.md")
+    store.update_memory(sid, both.id, content="theirs", actor=None)
+    read: list[str] = []
+    get_memory = store.get_memory
+
+    def counting(store_id, memory_id, **kw):
+        read.append(memory_id)
+        return get_memory(store_id, memory_id, **kw)
+
+    monkeypatch.setattr(store, "get_memory", counting)
+    assert await ops.poll_changes() == 4
+    assert sorted(read) == sorted([other.id, both.id])
+    assert ops.seq == store.last_change(sid)
+    assert await read_file(ops, (await ops.lookup(ROOT, b"both.md", CTX)).st_ino) == b"theirs"
+    assert (await ops.lookup(ROOT, b"other.md", CTX)).st_size == len(b"other")
+    assert (await ops.lookup(ROOT, b"mine.md", CTX)).st_size == len(b"mine")

@@ -378,3 +378,32 @@ async def test_event_streams_keep_polling_when_the_poller_leaves(store):
             store.delete_session(second)
     assert [f.split(b"\n")[0] for f in got] == [
         b"event: ping", b"event: user.message", b"event: session.deleted"]
+
+
+def _tool_pair_with(text):
+    from memfs.toolevents import tool_pair
+    return tool_pair("sh", 1, "write", "/mnt/memory/s/a.md", text=text)
+
+
+@pytest.mark.parametrize("op", ["write", "delete", "rename", "rename_prefix"])
+def test_path_operations_refuse_lone_surrogates_in_their_events(store, op):
+    """The events of a path operation are checked for UTF-8 as they are encoded, inside its
+    transaction: a bad one refuses the operation and nothing of it is written."""
+    sid = store.create_store("s").id
+    store.write_path(sid, "/d/a.md", "one", actor=None)
+    before = store.list_versions(sid).data
+    calls = {
+        "write": lambda ev: store.write_path(sid, "/d/a.md", "two", actor=None, events=ev),
+        "delete": lambda ev: store.delete_path(sid, "/d/a.md", actor=None, events=ev),
+        "rename": lambda ev: store.rename_path(sid, "/d/a.md", "/d/b.md", actor=None,
+                                               events=ev),
+        "rename_prefix": lambda ev: store.rename_prefix(sid, "/d/", "/e/", actor=None,
+                                                        events=ev),
+    }
+    with pytest.raises(errors.InvalidRequest, match="event"):
+        calls[op](_tool_pair_with("bad " + LONE))
+    assert [m.path for m in store.tree(sid)] == ["/d/a.md"]
+    assert store.get_memory_by_path(sid, "/d/a.md").content == "one"
+    assert len(store.list_versions(sid).data) == len(before)
+    # And a good pair (non-ASCII included) is stored as given.
+    calls[op](_tool_pair_with("schrieb 3 Bytes – ok"))
