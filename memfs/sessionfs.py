@@ -41,6 +41,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Any
 
 import pyfuse3
 import trio
@@ -52,7 +53,7 @@ from .fs import Operations, actor_for
 from .protocol import StoreAPI
 from .store import open_store
 from .toolevents import EventSink
-from .tree import Tree
+from .tree import CONTENT_CACHE_BYTES, Tree
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class SessionOperations(pyfuse3.Operations):
         self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
         self.dir_mode = 0o700 if private else 0o755
         self.timeout = timeout
+        self._loaded = [trio.Event() for _ in self.members]
 
     @staticmethod
     def base(index: int) -> int:
@@ -124,13 +126,30 @@ class SessionOperations(pyfuse3.Operations):
         """The store owning an inode or handle number (-1: the session root's)."""
         return (number >> INODE_SHIFT) - 1
 
-    def _ops(self, inode: int) -> Operations:
+    async def _ops(self, inode: int) -> Operations:
+        """The Operations of the store owning ``inode``, once its tree is loaded."""
         i = self._index(inode)
         if i < 0 or i >= len(self.members):
             if inode == SESSION_ROOT:
                 raise FUSEError(errno.EPERM)  # the root itself is the launcher's, fixed
             raise FUSEError(errno.ENOENT)
+        if not self._loaded[i].is_set():
+            await self._loaded[i].wait()
         return self.members[i].ops
+
+    def mark_loaded(self, index: int) -> None:
+        """Store ``index``'s tree is loaded: its requests may run."""
+        self._loaded[index].set()
+
+    async def load(self, index: int) -> None:
+        """Load store ``index``'s tree in a worker thread (no request of that store runs
+        meanwhile: they wait for it), then let its requests in."""
+        ops = self.members[index].ops
+        await trio.to_thread.run_sync(ops.load)
+        self.mark_loaded(index)
+        # The kernel may hold the store root's attributes from before (its link count).
+        ops.tree.stale_inodes.append(ops.root.ino)
+        ops.kick()
 
     def _fh(self, fh: int) -> tuple[Operations, FileHandleT]:
         i = self._index(fh)
@@ -172,7 +191,7 @@ class SessionOperations(pyfuse3.Operations):
             if i is None:
                 raise FUSEError(errno.ENOENT)
             return await self._store_root(i, ctx)
-        ops = self._ops(parent_inode)
+        ops = await self._ops(parent_inode)
         if name == b".." and parent_inode == ops.root.ino:
             return self._root_attrs()
         return await ops.lookup(parent_inode, name, ctx)
@@ -189,18 +208,18 @@ class SessionOperations(pyfuse3.Operations):
     async def getattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         if inode == SESSION_ROOT:
             return self._root_attrs()
-        return await self._ops(inode).getattr(inode, ctx)
+        return await (await self._ops(inode)).getattr(inode, ctx)
 
     async def setattr(self, inode: InodeT, attr: pyfuse3.EntryAttributes,
                       fields: pyfuse3.SetattrFields, fh: FileHandleT | None,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        ops = self._ops(inode)
+        ops = await self._ops(inode)
         local = None if fh is None else self._fh(fh)[1]
         return await ops.setattr(inode, attr, fields, local, ctx)
 
     async def open(self, inode: InodeT, flags: FlagT,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        ops = self._ops(inode)
+        ops = await self._ops(inode)
         fi = await ops.open(inode, flags, ctx)
         fi.fh = self._global_fh(ops, fi.fh)
         return fi
@@ -208,7 +227,7 @@ class SessionOperations(pyfuse3.Operations):
     async def create(self, parent_inode: InodeT, name: FileNameT, mode: ModeT, flags: FlagT,
                      ctx: pyfuse3.RequestContext
                      ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        ops = self._ops(parent_inode)
+        ops = await self._ops(parent_inode)
         fi, attrs = await ops.create(parent_inode, name, mode, flags, ctx)
         fi.fh = self._global_fh(ops, fi.fh)
         return fi, attrs
@@ -236,7 +255,7 @@ class SessionOperations(pyfuse3.Operations):
     async def opendir(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileHandleT:
         if inode == SESSION_ROOT:
             return FileHandleT(_ROOT_FH)
-        ops = self._ops(inode)
+        ops = await self._ops(inode)
         return self._global_fh(ops, await ops.opendir(inode, ctx))
 
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -262,41 +281,41 @@ class SessionOperations(pyfuse3.Operations):
 
     async def mkdir(self, parent_inode: InodeT, name: FileNameT, mode: ModeT,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return await self._ops(parent_inode).mkdir(parent_inode, name, mode, ctx)
+        return await (await self._ops(parent_inode)).mkdir(parent_inode, name, mode, ctx)
 
     async def rmdir(self, parent_inode: InodeT, name: FileNameT,
                     ctx: pyfuse3.RequestContext) -> None:
-        await self._ops(parent_inode).rmdir(parent_inode, name, ctx)
+        await (await self._ops(parent_inode)).rmdir(parent_inode, name, ctx)
 
     async def unlink(self, parent_inode: InodeT, name: FileNameT,
                      ctx: pyfuse3.RequestContext) -> None:
-        await self._ops(parent_inode).unlink(parent_inode, name, ctx)
+        await (await self._ops(parent_inode)).unlink(parent_inode, name, ctx)
 
     async def rename(self, parent_inode_old: InodeT, name_old: FileNameT,
                      parent_inode_new: InodeT, name_new: FileNameT, flags: FlagT,
                      ctx: pyfuse3.RequestContext) -> None:
-        ops = self._ops(parent_inode_old)
-        if self._ops(parent_inode_new) is not ops:
+        ops = await self._ops(parent_inode_old)
+        if await self._ops(parent_inode_new) is not ops:
             raise FUSEError(errno.EXDEV)  # two stores: as between two mounts
         await ops.rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
 
     async def symlink(self, parent_inode: InodeT, name: FileNameT, target: FileNameT,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return await self._ops(parent_inode).symlink(parent_inode, name, target, ctx)
+        return await (await self._ops(parent_inode)).symlink(parent_inode, name, target, ctx)
 
     async def link(self, inode: InodeT, new_parent_inode: InodeT, new_name: FileNameT,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        ops = self._ops(new_parent_inode)
-        if self._ops(inode) is not ops:
+        ops = await self._ops(new_parent_inode)
+        if await self._ops(inode) is not ops:
             raise FUSEError(errno.EXDEV)
         return await ops.link(inode, new_parent_inode, new_name, ctx)
 
     async def mknod(self, parent_inode: InodeT, name: FileNameT, mode: ModeT, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return await self._ops(parent_inode).mknod(parent_inode, name, mode, rdev, ctx)
+        return await (await self._ops(parent_inode)).mknod(parent_inode, name, mode, rdev, ctx)
 
     async def readlink(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileNameT:
-        return await self._ops(inode).readlink(inode, ctx)
+        return await (await self._ops(inode)).readlink(inode, ctx)
 
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         """FUSE does not say which directory a statfs is about (pyfuse3 passes no inode):
@@ -315,21 +334,21 @@ class SessionOperations(pyfuse3.Operations):
                        ctx: pyfuse3.RequestContext) -> bytes:
         if inode == SESSION_ROOT:
             raise FUSEError(pyfuse3.ENOATTR)
-        return await self._ops(inode).getxattr(inode, name, ctx)
+        return await (await self._ops(inode)).getxattr(inode, name, ctx)
 
     async def listxattr(self, inode: InodeT,
                         ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
         if inode == SESSION_ROOT:
             return []
-        return await self._ops(inode).listxattr(inode, ctx)
+        return await (await self._ops(inode)).listxattr(inode, ctx)
 
     async def setxattr(self, inode: InodeT, name: XAttrNameT, value: bytes,
                        ctx: pyfuse3.RequestContext) -> None:
-        await self._ops(inode).setxattr(inode, name, value, ctx)
+        await (await self._ops(inode)).setxattr(inode, name, value, ctx)
 
     async def removexattr(self, inode: InodeT, name: XAttrNameT,
                           ctx: pyfuse3.RequestContext) -> None:
-        await self._ops(inode).removexattr(inode, name, ctx)
+        await (await self._ops(inode)).removexattr(inode, name, ctx)
 
 
 # -- the daemon --------------------------------------------------------------------------------
@@ -406,7 +425,11 @@ def serve(spec: SessionMount) -> None:
                                  private=spec.owner is not None or spec.allow_other,
                                  timeout=spec.timeout)
         for m in members:
-            m.ops.load()
+            # One budget for the whole session's content cache: the kernel's page cache
+            # holds what was read (keep_cache), this is only for re-reads it dropped.
+            m.ops.tree.cache_limit = CONTENT_CACHE_BYTES // len(members)
+        # The trees are loaded after the mount, in the background (see _serve): the agent
+        # starts meanwhile, and a request to a store not loaded yet waits for it.
         options = set(pyfuse3.default_options)
         options |= {"fsname=memfs", "subtype=memfs"}
         if spec.allow_other:
@@ -419,7 +442,7 @@ def serve(spec: SessionMount) -> None:
                      mountpoint)
             _signal_ready(mountpoint, None)
             try:
-                trio.run(_serve, members, spec)
+                trio.run(_serve, sops, spec)
             except KeyboardInterrupt:
                 log.info("interrupted, unmounting")
         finally:
@@ -429,36 +452,47 @@ def serve(spec: SessionMount) -> None:
             log.info("unmounted %s", mountpoint)
 
 
-async def _serve(members: list[Member], spec: SessionMount) -> None:
-    from .client import AsyncClient
+async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
     from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
+    members = sops.members
     services: list[ChangeWatcher | ChangeSubscriber | EventFlusher | Invalidator] = []
-    feeds: list[AsyncClient] = []
+    watchers: list[ChangeWatcher | ChangeSubscriber] = []
+    feeds: list[Any] = []
     for m in members:
         if spec.url:
+            from .client import AsyncClient
+
             feed = AsyncClient(spec.url, spec.api_key, session_id=spec.session_id,
                                timeout=spec.http_timeout)
             feeds.append(feed)
-            services.append(ChangeSubscriber(m.ops, feed))
+            watchers.append(ChangeSubscriber(m.ops, feed))
         else:
-            services.append(ChangeWatcher(m.ops, spec.poll_interval))
+            watchers.append(ChangeWatcher(m.ops, spec.poll_interval))
         assert m.sink is not None
         services.append(EventFlusher(m.sink))
         invalidator = Invalidator(m.ops)
         m.ops.on_stale = invalidator.wake
         services.append(invalidator)
+
+    async def load_all(nursery: trio.Nursery) -> None:
+        # One after the other, in the session's order: the GIL would serialize them anyway.
+        for i, watcher in enumerate(watchers):
+            await sops.load(i)
+            nursery.start_soon(watcher.run)  # it follows the feed from the loaded position
+
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_terminate_on_signal)
             for s in services:
                 nursery.start_soon(s.run)
+            nursery.start_soon(load_all, nursery)
             try:
                 await pyfuse3.main()
             finally:
                 for m in members:
                     m.ops.on_stale = None
-                for s in services:
+                for s in [*services, *watchers]:
                     s.stop()
                 nursery.cancel_scope.cancel()
     finally:

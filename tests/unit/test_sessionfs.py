@@ -34,8 +34,9 @@ def session(store: Store, tmp_path):
                          display_root=f"/mnt/memory/{name}")
         members.append(Member(name, ops, sink))
     sops = SessionOperations(members)
-    for m in members:
+    for i, m in enumerate(members):
         m.ops.load()
+        sops.mark_loaded(i)
     yield sops
     for sink in sinks:
         sink.close()
@@ -184,3 +185,27 @@ def test_only_fresh_trees_can_be_composed(store: Store, tmp_path):
     ops.load()
     with pytest.raises(ValueError):
         SessionOperations([Member("late", ops)])
+
+
+async def test_requests_to_a_store_wait_until_its_tree_is_loaded(store: Store, tmp_path):
+    import trio
+
+    s = store.create_store("slow")
+    store.create_memory(s.id, "/a.md", "a", actor=ACTOR)
+    ops = Operations(store, s.id, actor=ACTOR)
+    sops = SessionOperations([Member("slow", ops)])
+    base = 1 << INODE_SHIFT
+    # The root can show the store (the launcher's bind mount looks it up) before the load.
+    assert (await sops.lookup(ROOT, b"slow", CTX)).st_ino == base
+    got = []
+
+    async def lookup() -> None:
+        got.append(await sops.lookup(base, b"a.md", CTX))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lookup)
+        await trio.sleep(0.05)
+        assert got == []  # waiting, not answering ENOENT from an empty tree
+        await sops.load(0)
+    assert got[0].st_ino >> INODE_SHIFT == 1
+    assert ops.tree.stale_inodes == [base]  # the kernel refreshes the root's attributes
