@@ -53,7 +53,7 @@ from .fs import Operations, actor_for
 from .protocol import StoreAPI
 from .store import open_store
 from .toolevents import EventSink
-from .tree import CONTENT_CACHE_BYTES, Tree
+from .tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 #: a store can ever allocate (one per file or directory, plus one per re-creation).
 INODE_SHIFT = 40
 SESSION_ROOT = pyfuse3.ROOT_INODE
+#: The content cache of all of a session's stores together (a single ``memfs mount`` keeps
+#: memfs.tree.CONTENT_CACHE_BYTES): 8 stores of 2,000 files of 2 kB would otherwise hold
+#: 32 MB of content that the kernel's page cache holds already.
+SESSION_CACHE_BYTES = 8 * 1024 * 1024
 _ROOT_FH = 1
 
 
@@ -425,9 +429,10 @@ def serve(spec: SessionMount) -> None:
                                  private=spec.owner is not None or spec.allow_other,
                                  timeout=spec.timeout)
         for m in members:
-            # One budget for the whole session's content cache: the kernel's page cache
-            # holds what was read (keep_cache), this is only for re-reads it dropped.
-            m.ops.tree.cache_limit = CONTENT_CACHE_BYTES // len(members)
+            # One small budget for the whole session's content cache: the kernel's page
+            # cache holds what was read (keep_cache); this is for what it dropped, and for
+            # the first write of a file opened for writing.
+            m.ops.tree.cache_limit = SESSION_CACHE_BYTES // len(members)
         # The trees are loaded after the mount, in the background (see _serve): the agent
         # starts meanwhile, and a request to a store not loaded yet waits for it.
         options = set(pyfuse3.default_options)
