@@ -41,17 +41,20 @@ import sys
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyfuse3
 import trio
 
 from . import errors, linux
-from .client import AsyncClient, Client
 from .fs import Operations, actor_for
 from .protocol import StoreAPI
 from .store import Limits, open_store
 from .toolevents import EventSink
 from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
+
+if TYPE_CHECKING:
+    from .client import Client
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +283,8 @@ def _remote_store(opts: MountOptions) -> Client:
 
     :raises MemfsError: the server cannot be reached, or refuses the key.
     """
+    from .client import Client  # httpx: only remote mounts pay for importing it
+
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # httpx logs every request at INFO: with -v that would drown the mount's own log.
         logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -298,6 +303,8 @@ def _remote_store(opts: MountOptions) -> Client:
 async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
     watcher: ChangeWatcher | ChangeSubscriber
     if opts.url:
+        from .client import AsyncClient
+
         feed = AsyncClient(opts.url, opts.api_key, session_id=opts.session_id,
                            timeout=opts.http_timeout)
         watcher = ChangeSubscriber(ops, feed)

@@ -16,6 +16,7 @@ import os
 import re
 
 CLONE_NEWNS = 0x00020000
+MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
@@ -73,6 +74,11 @@ def make_mounts_private() -> None:
 
 def mount_tmpfs(source: str, target: str, options: str) -> None:
     _check(_mount(source.encode(), target.encode(), b"tmpfs", 0, options.encode()))
+
+
+def bind_mount(source: str, target: str) -> None:
+    """Make the directory ``source`` appear at ``target`` too (``mount --bind``)."""
+    _check(_mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None))
 
 
 def detach(path: str) -> None:

@@ -9,7 +9,11 @@
    the agent writes outside a mount path vanishes with the namespace and no other session (nor
    the host) ever sees it. Unprivileged, the root is a new (or empty) directory that is deleted
    at the end;
-3. starts one ``memfs mount`` daemon per store, concurrently, and waits until each is mounted;
+3. mounts the stores. In the private namespace ONE daemon (:mod:`memfs.sessionfs`) serves
+   them all: its filesystem (one directory per store) is mounted at a hidden place, each
+   directory is bind-mounted onto its mount path, and the hidden mount is detached. Without a
+   namespace, one ``memfs mount`` daemon per store, started concurrently. Either way the
+   launcher waits until every store is mounted;
 4. renders the memory section of the system prompt to a file, marks the session ``running``
    and runs CMD with ``MEMFS_SESSION_ID`` and ``MEMFS_SYSTEM_PROMPT_FILE``, forwarding
    SIGINT/SIGTERM/SIGHUP (a CMD that ignores SIGTERM/SIGHUP is killed after
@@ -506,6 +510,9 @@ class Launcher:
         self._scratch_made = True
 
     def _start_mounts(self) -> None:
+        if self.namespace:
+            self._start_session_daemon()
+            return
         assert self.session is not None and self.state_dir is not None
         exe = [sys.executable, "-m", "memfs"]
         env = self._memfs_env(dict(os.environ))
@@ -559,6 +566,66 @@ class Launcher:
                 )
             if pending:
                 time.sleep(0.01)
+
+    def _start_session_daemon(self) -> None:
+        """In the private namespace: ONE daemon (:mod:`memfs.sessionfs`) serves every store,
+        as the directories of one FUSE filesystem mounted on a hidden directory of the state
+        directory; each ``<hidden>/<slug>`` is bind-mounted onto its mount path, then the
+        hidden mount is detached, so the agent sees each store at its path and nothing else.
+        (Without a namespace, binds would be the host's to clean up after a ``kill -9``: there
+        each store keeps its own daemon.)"""
+        assert self.session is not None and self.state_dir is not None
+        hidden = self.state_dir / "fuse"
+        hidden.mkdir(mode=0o700)
+        args = [sys.executable, "-m", "memfs.sessionfs", "mount", str(hidden),
+                "--session", self.session.id, "--events-dir", str(self.state_dir)]
+        events = {}
+        for res in self.session.resources:
+            os.makedirs(res.mount_path, exist_ok=True)
+            events[res.memory_store_id] = ev = (
+                self.state_dir / f"{res.memory_store_id}.events.jsonl")
+            os.close(os.open(ev, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            # Read-only is the daemon's to enforce, remote too (the server would refuse
+            # anyway): the refused call must reach the event log.
+            args += ["--store", res.memory_store_id, res.access, res.mount_path]
+        if self.agent is not None:
+            args += ["--owner", f"{self.agent.uid}:{self.agent.gid}", "--allow-other"]
+        logf = self.state_dir / "session.log"
+        with open(os.open(logf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as lf:
+            proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
+                env=self._memfs_env(dict(os.environ)),
+                preexec_fn=functools.partial(_daemon_preexec, os.getpid()),
+            )
+        for res in self.session.resources:
+            self.mounts.append(_Mount(res, proc, events[res.memory_store_id], logf))
+        first = self.mounts[0]
+        log.info("mounting %d stores, pid %d", len(self.mounts), proc.pid)
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not os.path.ismount(hidden):
+            if self._stop_signal is not None:
+                return
+            if proc.poll() is not None:
+                self._reported.add(proc.pid)
+                reason = self._last_log_line(first).removeprefix(f"cannot mount on {hidden}: ")
+                self._fail(f"cannot mount {first.resource.name!r} at "
+                           f"{first.resource.mount_path}: {reason}")
+            if time.monotonic() > deadline:
+                self._fail(f"{first.resource.mount_path} was not mounted within "
+                           f"{MOUNT_TIMEOUT:.0f} s")
+            time.sleep(0.005)
+        try:
+            for m in self.mounts:
+                path = m.resource.mount_path
+                try:
+                    linux.bind_mount(str(hidden / os.path.basename(path)), path)
+                except OSError as e:
+                    self._fail(f"cannot mount {m.resource.name!r} at {path}: {e.strerror}")
+        finally:
+            try:
+                linux.detach(str(hidden))
+            except OSError as e:
+                log.warning("cannot detach %s: %s", hidden, e.strerror)
 
     @staticmethod
     def _last_log_line(m: _Mount) -> str:
@@ -730,9 +797,11 @@ class Launcher:
         for m in self.mounts:
             if m.proc.poll() is None:
                 self._barrier(m)
+        signalled: set[int] = set()  # one daemon may serve several mounts (sessionfs)
         for m in self.mounts:
-            if m.proc.poll() is None:
+            if m.proc.poll() is None and m.proc.pid not in signalled:
                 m.proc.send_signal(signal.SIGTERM)
+                signalled.add(m.proc.pid)
         deadline = time.monotonic() + STOP_TIMEOUT
         for m in self.mounts:
             try:
@@ -742,6 +811,7 @@ class Launcher:
                 m.proc.kill()
                 m.proc.wait()
             if m.proc.returncode not in (0, -signal.SIGTERM) and m.proc.pid not in self._reported:
+                self._reported.add(m.proc.pid)
                 log.warning("the mount daemon of %s %s: %s", m.resource.mount_path,
                             _describe_status(m.proc.returncode), self._last_log_line(m))
             _unmount(m.resource.mount_path)

@@ -39,7 +39,7 @@ def time_ns(value: str) -> int:
     return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     """A file or directory of the mount.
 
@@ -116,6 +116,8 @@ class Tree:
         self.by_memory: dict[str, Node] = {}
         self._next_ino = ROOT_INODE + 1
         self._cached_bytes = 0
+        #: The content cache's budget (a session's daemon shares one among its stores).
+        self.cache_limit = CONTENT_CACHE_BYTES
         #: The change-feed position this tree reflects.
         self.seq = 0
         #: The store is archived (or gone): the mount refuses writes.
@@ -221,7 +223,7 @@ class Tree:
 
     def cache_content(self, node: Node, data: bytes) -> None:
         self.drop_content(node)
-        if self._cached_bytes + len(data) > CONTENT_CACHE_BYTES:
+        if self._cached_bytes + len(data) > self.cache_limit:
             for other in self.nodes.values():
                 if other.handles == 0:
                     self.drop_content(other)

@@ -385,11 +385,15 @@ def test_wrong_key_or_unknown_store_is_one_clean_error(server, tmp_path):
 # -- memfs run --url -----------------------------------------------------------------------------
 
 
-def test_run_against_a_server(server, sdk, tmp_path):
+@pytest.mark.parametrize("isolation", ["none", "namespace"])
+def test_run_against_a_server(server, sdk, tmp_path, isolation):
     """``memfs --url … run``: the session is created on the server with the launcher's root,
     every store is a remote mount, writes are session_actor versions, a read_only store gives
-    EROFS with a failed tool event, and the session ends terminated on the server."""
-    from tests.integration.test_session import MEMFS, mounts_under
+    EROFS with a failed tool event, and the session ends terminated on the server. In the
+    private namespace one daemon (memfs.sessionfs) serves both remote stores."""
+    from tests.integration.test_session import MEMFS, mounts_under, needs_root
+
+    needs_root(isolation)
 
     rw = sdk.beta.memory_stores.create(name="Remote Notes")
     ro = sdk.beta.memory_stores.create(name="Remote Docs")
@@ -408,7 +412,7 @@ def test_run_against_a_server(server, sdk, tmp_path):
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     proc = subprocess.run(
         [*MEMFS, "run", "--store", rw.id, "--store", f"{ro.id}:read_only", "--root", str(root),
-         "--isolation", "none", "--", "bash", "-c", script],
+         "--isolation", isolation, "--", "bash", "-c", script],
         env=env, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
@@ -417,7 +421,8 @@ def test_run_against_a_server(server, sdk, tmp_path):
     assert "Read-only file system" in (tmp_path / "ro.err").read_text()
     assert "drinks.md" in (tmp_path / "versions").read_text()  # the CLI inside used the server
     assert not (tmp_path / "unused.db").exists()  # nothing touched a local database
-    assert not mounts_under(root) and not root.exists()
+    assert not mounts_under(root)
+    assert not root.exists() if isolation == "none" else os.listdir(root) == []
 
     session = sdk.beta.sessions.retrieve(sid)
     assert session.status == "terminated"
