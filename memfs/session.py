@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from . import linux
-from .client import Client
 from .errors import InvalidRequest, MemfsError, NotFound
 from .models import MemoryStore, Session, SessionResource
 from .prompt import render_memory_prompt
@@ -376,10 +375,12 @@ class Launcher:
             raise InvalidRequest("no command to run")
         self.launch = launch
         self.agent = choose_agent(launch.user)  # before anything is opened
-        self.store: Store = (
-            cast(Store, Client(launch.url, launch.api_key)) if launch.url
-            else open_store(launch.db_path, create=False)
-        )
+        if launch.url:
+            from .client import Client  # httpx: only a session on a server pays its import
+
+            self.store: Store = cast(Store, Client(launch.url, launch.api_key))
+        else:
+            self.store = open_store(launch.db_path, create=False)
         self.session: Session | None = None
         self.mounts: list[_Mount] = []
         self._root_stat: os.stat_result | None = None  # an existing root given to the agent
