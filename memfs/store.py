@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import logging
@@ -37,11 +38,9 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import sqlite_utils
 import xxhash
-from sqlite_utils.migrations import Migrations
 
 from .database import Database
 from .errors import (
@@ -96,6 +95,10 @@ from .rules import (  # noqa: F401  (re-exported: the store is where callers loo
     validate_path,
     validate_prefix,
 )
+
+if TYPE_CHECKING:
+    import sqlite_utils
+    from sqlite_utils.migrations import Migrations
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -198,10 +201,38 @@ def _cursor_safe(key: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 # schema
 
-migrations = Migrations("memfs")
+#: The schema migrations, in order (sqlite-utils migration set "memfs"). sqlite-utils, with
+#: dateutil, pluggy and click behind it, is imported only when a database needs one of them:
+#: every ``memfs`` command and mount daemon opens an up-to-date database, and its import was a
+#: quarter of a session daemon's start (issue 11).
+MIGRATION_SET = "memfs"
+_MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
 
 
-@migrations()
+def _migration(
+    fn: Callable[[sqlite_utils.Database], None],
+) -> Callable[[sqlite_utils.Database], None]:
+    _MIGRATIONS.append(fn)
+    return fn
+
+
+@functools.cache
+def _migration_set() -> Migrations:
+    from sqlite_utils.migrations import Migrations
+
+    ms = Migrations(MIGRATION_SET)
+    for fn in _MIGRATIONS:
+        ms()(fn)
+    return ms
+
+
+def __getattr__(name: str) -> Any:
+    if name == "migrations":  # the sqlite-utils Migrations (tests), built on first use
+        return _migration_set()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@_migration
 def m001_initial(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
@@ -316,7 +347,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m002_agents_environments(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
@@ -337,13 +368,13 @@ def m002_agents_environments(db: sqlite_utils.Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m003_versions_by_time(db: sqlite_utils.Database) -> None:
     # Version listings order by (created_at, id) within a store.
     db.execute("CREATE INDEX versions_store_time ON versions(store_id, created_at, id)")
 
 
-@migrations()
+@_migration
 def m004_memory_count(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
@@ -365,7 +396,7 @@ def m004_memory_count(db: sqlite_utils.Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m005_session_launcher(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
@@ -377,7 +408,7 @@ def m005_session_launcher(db: sqlite_utils.Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m006_indexes(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
@@ -655,14 +686,29 @@ class Store:
         )
         #: The writer connection, and sqlite-utils over it (migrations, tests).
         self.conn = self.database.writer
-        self.db = sqlite_utils.Database(self.conn)
         try:
             self._migrate()
         except BaseException:
             self.database.close()
             raise
 
+    @functools.cached_property
+    def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over the writer connection (migrations, tests)."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self.conn)
+
     def _migrate(self) -> None:
+        # The applied ones as sqlite-utils records them, read without importing it.
+        try:
+            applied = {row[0] for row in self.conn.execute(
+                "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", [MIGRATION_SET])}
+        except sqlite3.OperationalError:  # no such table: a new database
+            applied = set()
+        if all(fn.__name__ in applied for fn in _MIGRATIONS):
+            return
+        migrations = _migration_set()
         if migrations.pending(self.db):
             # Under the write lock (sqlite-utils nests its transactions as savepoints), so two
             # processes opening a fresh database at once do not both apply a migration.

@@ -5,11 +5,17 @@ Each check runs in a fresh interpreter, since this test process has imported eve
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from memfs.store import Store
+
+#: Needed only to migrate a database (sqlite-utils, with dateutil, pluggy and click behind it).
+MIGRATIONS = ("sqlite_utils",)
 #: Needed only by `memfs serve`, the Console, `--url` sessions and remote mounts.
 HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api", "memfs.server",
          "memfs.client", "memfs.console")
@@ -31,6 +37,23 @@ def imported_after(code: str) -> set[str]:
 ])
 def test_launcher_and_daemon_do_not_import_the_http_stacks(code: str) -> None:
     mods = imported_after(code)
-    heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY or m in HEAVY
+    heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY + MIGRATIONS
                    or any(m.startswith(h + ".") for h in HEAVY))
     assert not heavy, f"{code!r} imports {heavy}"
+
+
+def test_opening_an_up_to_date_database_does_not_import_sqlite_utils(tmp_path: Path) -> None:
+    db = tmp_path / "memfs.db"
+    Store(db).close()  # created and migrated here
+    mods = imported_after(
+        f"from memfs.store import open_store\nopen_store({str(db)!r}, create=False).close()")
+    assert "sqlite_utils" not in mods
+
+
+def test_a_database_behind_on_migrations_is_still_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "memfs.db"
+    sqlite3.connect(db).close()  # exists, no schema: every migration is pending
+    with Store(db, create=False) as s:
+        names = [r[0] for r in s._all("SELECT name FROM _sqlite_migrations")]  # noqa: SLF001
+        assert s.list_stores().data == []
+    assert names[0] == "m001_initial" and len(names) == len(set(names)) >= 6
