@@ -59,6 +59,10 @@ WRITE_PATIENCE = 60.0
 #: Seconds a reader lets SQLite wait for a lock (readers wait only in rare cases: WAL recovery,
 #: a checkpoint that restarts the WAL).
 READ_PATIENCE = 10.0
+#: Page cache of each reader connection (one per thread that reads), in KiB. Readers do point
+#: lookups and the OS page cache holds the file: SQLite's default 2 MB per connection, times a
+#: daemon's worker threads, was mostly duplicate memory.
+READER_CACHE_KIB = 256
 #: Where SQLite keeps ``PRAGMA user_version`` in the database header
 #: (https://sqlite.org/fileformat.html#the_database_header).
 _USER_VERSION_OFFSET = 60
@@ -334,6 +338,7 @@ class Database:
                 raise StorageError(f"database {self.path} is closed")
             conn = self._connect(timeout=READ_PATIENCE)
             conn.execute("PRAGMA query_only = 1")
+            conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)

@@ -70,7 +70,7 @@ from .models import Actor, Change, Memory
 from .protocol import StoreAPI
 from .rules import local_user_actor, validate_path
 from .toolevents import EventSink, comm, tool_pair
-from .tree import Node, Tree
+from .tree import FileState, Node, Tree
 
 log = logging.getLogger(__name__)
 
@@ -380,12 +380,14 @@ class Operations(pyfuse3.Operations):
         return seq, self.store.tree(self.store_id), archived
 
     def read_changes(
-        self, changes: Sequence[Change], known: Mapping[str, Memory | None] | None = None
-    ) -> tuple[dict[str, Memory | None], str | None]:
+        self,
+        changes: Sequence[Change],
+        known: Mapping[str, Memory | FileState | None] | None = None,
+    ) -> tuple[dict[str, Memory | FileState | None], str | None]:
         """What applying ``changes`` needs from the store (blocking: run it in a thread):
         the current state of each memory a ``put`` names (``known`` ones are not read), and
         the store's state after a ``store`` change (``live``, ``archived`` or ``gone``)."""
-        current: dict[str, Memory | None] = dict(known or {})
+        current: dict[str, Memory | FileState | None] = dict(known or {})
         for ch in changes:
             if ch.op == "put" and ch.memory_id is not None and ch.memory_id not in current:
                 try:
@@ -404,7 +406,7 @@ class Operations(pyfuse3.Operations):
         return current, state
 
     def apply_read_changes(
-        self, changes: Sequence[Change], current: Mapping[str, Memory | None],
+        self, changes: Sequence[Change], current: Mapping[str, Memory | FileState | None],
         store_state: str | None,
     ) -> None:
         """Apply changes with what :meth:`read_changes` returned (on the trio thread). A store
@@ -417,7 +419,9 @@ class Operations(pyfuse3.Operations):
         self.kick()
 
     def apply_changes(
-        self, changes: Sequence[Change], known: Mapping[str, Memory | None] | None = None
+        self,
+        changes: Sequence[Change],
+        known: Mapping[str, Memory | FileState | None] | None = None,
     ) -> None:
         """Bring the tree up to date with changes from the store's feed (blocking version:
         reads the store on this thread). Idempotent."""
@@ -443,7 +447,7 @@ class Operations(pyfuse3.Operations):
             self.apply_read_changes(changes, current, state)
         return len(changes)
 
-    def _held(self, changes: Sequence[Change]) -> dict[str, Memory | None]:
+    def _held(self, changes: Sequence[Change]) -> dict[str, Memory | FileState | None]:
         """The memories whose every ``put`` in ``changes`` this mount's tree holds already
         (its own commits, read back from the feed): the tree skips those puts
         (:meth:`Tree.apply_put`), so they need no read. One store read per close saved."""
@@ -451,7 +455,7 @@ class Operations(pyfuse3.Operations):
         for ch in changes:
             if ch.op == "put" and ch.memory_id is not None:
                 last[ch.memory_id] = max(ch.seq, last.get(ch.memory_id, 0))
-        held: dict[str, Memory | None] = {}
+        held: dict[str, Memory | FileState | None] = {}
         for memory_id, seq in last.items():
             node = self.tree.by_memory.get(memory_id)
             if node is not None and node.attached and node.memory is not None \

@@ -64,8 +64,9 @@ INODE_SHIFT = 40
 SESSION_ROOT = pyfuse3.ROOT_INODE
 #: The content cache of all of a session's stores together (a single ``memfs mount`` keeps
 #: memfs.tree.CONTENT_CACHE_BYTES): 8 stores of 2,000 files of 2 kB would otherwise hold
-#: 32 MB of content that the kernel's page cache holds already.
-SESSION_CACHE_BYTES = 8 * 1024 * 1024
+#: 32 MB of content that the kernel's page cache holds already. A pass over every file misses
+#: anyway (the cache empties when full); only a re-read working set under 256 kB a store hits.
+SESSION_CACHE_BYTES = 2 * 1024 * 1024
 _ROOT_FH = 1
 
 

@@ -39,6 +39,25 @@ def time_ns(value: str) -> int:
     return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
+class FileState:
+    """What a mount keeps of a file's committed state: what its handlers need (the xattrs,
+    the tool events, telling a new version or new content from the one held). Not the whole
+    :class:`Memory`: its path is the tree's, its times the node's, and the rest would cost
+    about 600 bytes per file (a session holds tens of thousands of files)."""
+
+    __slots__ = ("id", "memory_version_id", "content_size_bytes", "_sha256")
+
+    def __init__(self, m: Memory | FileState) -> None:
+        self.id = m.id
+        self.memory_version_id = m.memory_version_id
+        self.content_size_bytes = m.content_size_bytes
+        self._sha256 = bytes.fromhex(m.content_sha256)  # 65 bytes instead of 113
+
+    @property
+    def content_sha256(self) -> str:
+        return self._sha256.hex()
+
+
 @dataclass(eq=False, slots=True)
 class Node:
     """A file or directory of the mount.
@@ -52,8 +71,8 @@ class Node:
     name: str
     parent: Node | None
     children: dict[str, Node] | None = None
-    #: Files: the store's memory (no content); None while the file is new and uncommitted.
-    memory: Memory | None = None
+    #: Files: the store's state of the memory; None while the file is new and uncommitted.
+    memory: FileState | None = None
     #: The change-feed position of the state in ``memory``: a state from the feed is taken
     #: only if it is newer (a remote feed can deliver one older than this mount's own write).
     seq: int = 0
@@ -137,8 +156,12 @@ class Tree:
         """Fill an empty tree with the store's memories as of feed position ``seq``."""
         self.seq = seq
         self.archived = archived
+        queued = len(self.stale_entries)
         for m in memories:
             self.attach_memory(m, seq)
+        # The kernel has seen none of these names: nothing to forget (and no 2,000 tuples
+        # kept per store until the first invalidation).
+        del self.stale_entries[queued:]
 
     def new_file(self, parent: Node, name: str) -> Node:
         """A new, uncommitted file (``create``)."""
@@ -203,11 +226,11 @@ class Tree:
         if old is not None and old.id != m.id and self.by_memory.get(old.id) is node:
             del self.by_memory[old.id]
         self.by_memory[m.id] = node
-        node.memory = m
+        node.memory = FileState(m)
         node.seq = max(node.seq, seq)
         if old is None or old.memory_version_id != m.memory_version_id:
             node.mtime_ns = node.ctime_ns = time_ns(m.updated_at)
-        if old is not None and old.content_sha256 != m.content_sha256:
+        if old is not None and old._sha256 != node.memory._sha256:
             if node.handles:
                 node.content_stale = True  # re-read at the next read; kept if the memory is gone
             else:
@@ -313,7 +336,7 @@ class Tree:
     # -- changes made elsewhere ----------------------------------------------------------------
 
     def apply_changes(
-        self, changes: Sequence[Change], current: Mapping[str, Memory | None]
+        self, changes: Sequence[Change], current: Mapping[str, Memory | FileState | None]
     ) -> None:
         """Bring the tree up to date with changes from the store's feed, in feed order.
 
@@ -343,12 +366,15 @@ class Tree:
         if not node.handles:
             self.drop_content(node)
 
-    def apply_put(self, m: Memory, seq: int, emptied: list[Node]) -> None:
+    def apply_put(self, m: Memory | FileState, seq: int, emptied: list[Node]) -> None:
         node = self.by_memory.get(m.id)
         if node is not None and node.attached and node.memory is not None and (
             node.seq >= seq or node.memory.memory_version_id == m.memory_version_id
         ):
             node.seq = max(node.seq, seq)
+            return
+        if isinstance(m, FileState):
+            # A state this mount holds (its own commit): the node took a newer state since.
             return
         if node is not None and node.attached and node.parent is not None:
             emptied.append(node.parent)
