@@ -22,7 +22,9 @@ read of 50 files of 100,000 bytes. Phases (i)-(m) run after (h) because a memfs 
 most 2,000 memories. Ratios are speed ratios (>1: the first is faster).
 
 Then, for memfs only (--no-sessions skips it): 8 stores of N files of 2,000 bytes are imported
-into a fresh database; ``memfs run --isolation none`` with 1 and with 8 of them times launch to
+into a fresh database; ``memfs run`` (``--isolation namespace`` as root: one daemon per
+session; ``--isolation none`` otherwise or when asked: one per store) with 1 and with 8 of them
+times launch to
 the command's first instruction (the command writes $EPOCHREALTIME); and a session of all 8,
 whose command reads every file, gives the memory of the session's daemons: every process below
 `memfs run` that is not the command's, however many there are (VmRSS and Pss from /proc).
@@ -206,6 +208,9 @@ class Options:
     mount_timeout: float
     stop_timeout: float
     memfs_cmd: str
+    #: memfs run's --isolation for the session measurements: "namespace" (root: one daemon
+    #: for the session) or "none" (one daemon per store).
+    isolation: str = "none"
 
 
 class Target:
@@ -909,7 +914,7 @@ def _memory_kib(pid: int) -> dict[str, Any]:
 
 class SessionBench:
     """`memfs run` of 1 and of 8 stores (each spec.files files of spec.size bytes, imported
-    into a fresh database), with ``--isolation none`` and a fresh --root each time."""
+    into a fresh database), with ``--isolation`` as asked and a fresh --root each time."""
 
     def __init__(self, opts: Options, spec: Spec, stores: int) -> None:
         self.opts = opts
@@ -918,6 +923,7 @@ class SessionBench:
         self.db = self.dir / "sessions.db"
         self.names = [f"session-store-{k}" for k in range(stores)]
         self.result = SessionResult(stores=stores, files=spec.files, size=spec.size)
+        self.result.info["isolation"] = opts.isolation
         self._runs = 0
 
     def _env(self) -> dict[str, str]:
@@ -945,7 +951,8 @@ class SessionBench:
     def _command(self, stores: int, script: str, *script_args: str) -> list[str]:
         self._runs += 1
         root = self.dir / f"root-{self._runs}"
-        cmd = [self.opts.memfs_cmd, "run", "--isolation", "none", "--root", str(root)]
+        cmd = [self.opts.memfs_cmd, "run", "--isolation", self.opts.isolation,
+               "--root", str(root)]
         for name in self.names[:stores]:
             cmd += ["--store", name]
         return [*cmd, "--", "bash", "-c", script, "bash", *script_args]
@@ -1152,7 +1159,8 @@ def render(
 
 def render_sessions(s: SessionResult) -> list[str]:
     lines = [
-        f"memfs sessions (`memfs run --isolation none`, stores of {s.files} × "
+        f"memfs sessions (`memfs run --isolation {s.info.get('isolation', 'none')}`, "
+        f"stores of {s.files} × "
         f"{s.size / 1000:g} kB; start = launch of `memfs run` until its command runs, "
         f"median of {max((len(v) for v in s.start.values()), default=0)}):",
         "",
@@ -1243,6 +1251,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--no-sessions", action="store_true",
         help="skip the memfs session measurements (start time, daemon memory)",
     )  # fmt: skip
+    parser.add_argument(
+        "--isolation", choices=("namespace", "none"),
+        default="namespace" if os.geteuid() == 0 else "none",
+        help="memfs run --isolation for the sessions: namespace (as root, the default: one "
+             "daemon per session) or none (one daemon per store)",
+    )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="passes per target; report median")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write raw numbers here")
     parser.add_argument(
@@ -1308,6 +1322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mount_timeout=args.mount_timeout,
         stop_timeout=10.0,
         memfs_cmd=args.memfs,
+        isolation=args.isolation,
     )
     results: dict[str, TargetResult] = {}
     sessions: SessionResult | None = None
