@@ -325,14 +325,16 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
     return body
 
 
-async def _read_body(request: Request) -> bytes:
-    """The whole body, at most :data:`MAX_BODY_BYTES`, each chunk within
-    :data:`BODY_IDLE_SECONDS` and all within :data:`BODY_TOTAL_SECONDS`.
+async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
+                       what: str) -> AsyncIterator[bytes]:
+    """The body's chunks: at most ``max_bytes`` in all, each chunk within
+    :data:`BODY_IDLE_SECONDS` and all within ``total_seconds`` (``what`` names the body in
+    the errors).
 
     :raises RequestTooLarge, RequestTimeout, ClientGone:
     """
-    chunks, size = [], 0
-    deadline = anyio.current_time() + BODY_TOTAL_SECONDS
+    size = 0
+    deadline = anyio.current_time() + total_seconds
     stream = request.stream()
     try:
         while True:
@@ -341,19 +343,28 @@ async def _read_body(request: Request) -> bytes:
                 chunk = await anext(stream, None)
             if timer.cancelled_caught:
                 raise RequestTimeout(
-                    f"the request body did not arrive in time ({size} bytes received; allowed "
-                    f"{BODY_IDLE_SECONDS:g} s without data, {BODY_TOTAL_SECONDS:g} s in all)"
+                    f"the {what} did not arrive in time ({size} bytes received; allowed "
+                    f"{BODY_IDLE_SECONDS:g} s without data, {total_seconds:g} s in all)"
                 )
             if chunk is None:
-                return b"".join(chunks)
+                return
             size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise RequestTooLarge(f"request body over {MAX_BODY_BYTES} bytes")
-            chunks.append(chunk)
+            if size > max_bytes:
+                raise RequestTooLarge(f"{what} over {max_bytes} bytes")
+            yield chunk
     except ClientDisconnect:
         raise ClientGone("the client disconnected before sending the whole body") from None
     finally:
         await stream.aclose()
+
+
+async def _read_body(request: Request) -> bytes:
+    """The whole body, at most :data:`MAX_BODY_BYTES`, within :data:`BODY_TOTAL_SECONDS`.
+
+    :raises RequestTooLarge, RequestTimeout, ClientGone:
+    """
+    chunks = _body_chunks(request, MAX_BODY_BYTES, BODY_TOTAL_SECONDS, "request body")
+    return b"".join([chunk async for chunk in chunks])
 
 
 def _no_constant(name: str) -> Any:
@@ -1080,32 +1091,15 @@ async def import_store(c: Call) -> Any:
 
 
 async def _spool_body(request: Request, out: IO[bytes]) -> None:
-    """Copy the body to ``out``: at most :data:`MAX_IMPORT_BYTES`, each chunk within
-    :data:`BODY_IDLE_SECONDS`, all within :data:`IMPORT_TOTAL_SECONDS`.
+    """Copy the body to ``out``: at most :data:`MAX_IMPORT_BYTES`, within
+    :data:`IMPORT_TOTAL_SECONDS`.
 
     :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest: (an empty body)
     """
     size = 0
-    deadline = anyio.current_time() + IMPORT_TOTAL_SECONDS
-    stream = request.stream()
-    try:
-        while True:
-            wait = min(BODY_IDLE_SECONDS, deadline - anyio.current_time())
-            with anyio.move_on_after(wait) as timer:
-                chunk = await anext(stream, None)
-            if timer.cancelled_caught:
-                raise RequestTimeout(f"the upload did not arrive in time ({size} bytes "
-                                     "received)")
-            if chunk is None:
-                break
-            size += len(chunk)
-            if size > MAX_IMPORT_BYTES:
-                raise RequestTooLarge(f"an import is at most {MAX_IMPORT_BYTES} bytes")
-            out.write(chunk)
-    except ClientDisconnect:
-        raise ClientGone("the client disconnected before sending the whole body") from None
-    finally:
-        await stream.aclose()
+    async for chunk in _body_chunks(request, MAX_IMPORT_BYTES, IMPORT_TOTAL_SECONDS, "import"):
+        size += len(chunk)
+        out.write(chunk)
     if size == 0:
         raise errors.InvalidRequest("the body is empty: send an archive (memfs export) or a "
                                     "zip of text files")
