@@ -59,7 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from . import errors, transfer
 from .console import create_console
 from .models import Actor, Memory, MemoryVersion
-from .rules import slugify
+from .rules import api_key_id, slugify
 from .store import TOOL_EVENT_TYPES, UNSET, Store
 
 log = logging.getLogger(__name__)
@@ -149,11 +149,6 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.StorageError, 503, "api_error", "storage_error"),
     (BaseException, 500, "api_error", None),
 ]
-
-
-def api_key_id(key: str) -> str:
-    """The stable, non-secret id of an API key: ``apikey_`` + 24 hex digits of its SHA-256."""
-    return "apikey_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any], dict[str, str]]:

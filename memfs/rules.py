@@ -11,6 +11,7 @@ sequence number.
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import re
@@ -81,6 +82,12 @@ def parse_time(value: str | datetime) -> datetime:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt
+
+
+def api_key_id(key: str) -> str:
+    """The stable, non-secret id of an API key: ``apikey_`` + 24 hex digits of its SHA-256
+    (what the API records as ``api_actor``, and what the Console derives its user ids from)."""
+    return "apikey_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def local_user_actor() -> Actor:

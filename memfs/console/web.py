@@ -39,6 +39,7 @@ from starlette.routing import Route
 
 from .. import errors
 from ..models import Actor
+from ..rules import api_key_id
 from ..store import Store
 
 #: The sign-in cookie and how long it lasts.
@@ -51,11 +52,6 @@ UPLOAD_SECONDS = 600.0
 #: Largest form body the Console reads (a memory is at most 100 kB; UTF-8 form-encoding can
 #: triple it).
 MAX_FORM_BYTES = 1_000_000
-
-
-def key_id(key: str) -> str:
-    """An API key's public id (the API's :func:`memfs.api.api_key_id`)."""
-    return "apikey_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def console_actor(kid: str) -> Actor:
@@ -81,7 +77,7 @@ class Console:
                  read_body: Callable[[Request], Awaitable[bytes]]) -> None:
         self.store = store
         self.read_body = read_body
-        self.keys = {key_id(k): k for k in api_keys}
+        self.keys = {api_key_id(k): k for k in api_keys}
         self.error_status = error_status
         self.changes = changes
         self.templates = jinja2.Environment(
@@ -115,7 +111,7 @@ class Console:
 
     def new_cookie(self, key: str) -> str | None:
         """The cookie value for a sign-in with ``key``, None if it is not a server key."""
-        kid = key_id(key)
+        kid = api_key_id(key)
         if not hmac.compare_digest(self.keys.get(kid, ""), key):
             return None
         return self.sign(kid, int(time.time()) + SESSION_SECONDS, secrets.token_hex(16))

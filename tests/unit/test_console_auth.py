@@ -53,7 +53,7 @@ def test_after_sign_in_only_paths_of_this_site(browser, target):
 def test_a_wrong_key_or_a_forged_cookie_signs_in_nobody(browser, store):
     r = browser.post("/signin", data={"api_key": "nope"})
     assert r.status_code == 401 and "not an API key" in r.text
-    kid = web.key_id(KEY)
+    kid = web.api_key_id(KEY)
     forged = [
         f"{kid}.{int(time.time()) + 999}.abc.{'0' * 64}",  # bad signature
         f"{kid}.1.abc.{'0' * 64}",  # expired
@@ -95,8 +95,8 @@ def test_every_post_needs_the_csrf_token_and_the_same_origin(browser, store):
     created = store.list_stores().data
     assert [s.name for s in created] == ["Mine"]
     # The version a Console user writes is attributed to a user_actor derived from the key.
-    assert web.console_actor(web.key_id(KEY)).to_dict() == {
-        "type": "user_actor", "user_id": "user_" + web.key_id(KEY)[7:]}
+    assert web.console_actor(web.api_key_id(KEY)).to_dict() == {
+        "type": "user_actor", "user_id": "user_" + web.api_key_id(KEY)[7:]}
 
 
 def test_sign_in_from_another_site_is_refused(browser):
