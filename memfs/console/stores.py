@@ -7,6 +7,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .. import errors
+from ..models import MemoryStore
 from .web import Console, form, page, redirect
 
 
@@ -34,16 +35,22 @@ def routes(console: Console) -> list[BaseRoute]:
     async def home(request: Request) -> Response:
         return RedirectResponse("/stores", status_code=303)
 
-    @page(console, "/stores")
-    async def store_list(request: Request) -> Response:
-        archived = request.query_params.get("archived") == "1"
-        cursor = request.query_params.get("page") or None
+    async def list_page(request: Request, *, archived: bool = False, cursor: str | None = None,
+                        status: int = 200, fields: dict[str, str] | None = None,
+                        error: str | None = None) -> Response:
+        """The stores list (a page of 50, each with its memory count) and the new-store form
+        (as typed, with the store's error, after a refused create)."""
         listing = await console.run(store.list_stores, include_archived=archived, limit=50,
                                     page=cursor)
         counts = {s.id: await console.run(store.count_memories, s.id) for s in listing.data}
-        return console.render(request, "stores.html", stores=listing.data, counts=counts,
-                              archived=archived, next_page=listing.next_page,
-                              form={}, error=None)
+        return console.render(request, "stores.html", status=status, stores=listing.data,
+                              counts=counts, archived=archived, next_page=listing.next_page,
+                              form=fields or {}, error=error)
+
+    @page(console, "/stores")
+    async def store_list(request: Request) -> Response:
+        return await list_page(request, archived=request.query_params.get("archived") == "1",
+                               cursor=request.query_params.get("page") or None)
 
     @page(console, "/stores", ("POST",), name="store_create")
     async def store_create(request: Request) -> Response:
@@ -53,35 +60,40 @@ def routes(console: Console) -> list[BaseRoute]:
                 store.create_store, fields.get("name", ""), fields.get("description") or None,
                 parse_metadata(fields.get("metadata", "")) or None)
         except errors.InvalidRequest as e:
-            listing = await console.run(store.list_stores, limit=50)
-            counts = {s.id: await console.run(store.count_memories, s.id)
-                      for s in listing.data}
-            return console.render(request, "stores.html", status=console.error_status(e),
-                                  stores=listing.data, counts=counts, archived=False,
-                                  next_page=listing.next_page, form=fields, error=e.message)
+            return await list_page(request, status=console.error_status(e), fields=fields,
+                                   error=e.message)
         return redirect(f"/stores/{created.id}", f"created the store {created.name}")
+
+    async def settings_page(request: Request, current: MemoryStore, *, status: int = 200,
+                            fields: dict[str, str] | None = None, error: str | None = None,
+                            delete_error: str | None = None) -> Response:
+        """A store's settings: the edit form (the store's values unless ``fields`` has what
+        was typed), archive, delete."""
+        count = await console.run(store.count_memories, current.id)
+        if fields is None:
+            fields = {"name": current.name, "description": current.description,
+                      "metadata": format_metadata(current.metadata)}
+        return console.render(request, "store_settings.html", status=status, store=current,
+                              count=count, form=fields, error=error,
+                              delete_error=delete_error)
 
     @page(console, "/stores/{store_id}/settings", ("GET", "POST"))
     async def store_settings(request: Request) -> Response:
         sid = request.path_params["store_id"]
         current = await console.run(store.get_store, sid)
-        error = None
-        fields = {"name": current.name, "description": current.description,
-                  "metadata": format_metadata(current.metadata)}
-        if request.method == "POST":
-            fields = await form(request)
-            try:
-                updated = await console.run(
-                    store.update_store, sid, name=fields.get("name", ""),
-                    description=fields.get("description", ""),
-                    metadata=_metadata_patch(current.metadata,
-                                             parse_metadata(fields.get("metadata", ""))))
-                return redirect(f"/stores/{sid}/settings", f"saved {updated.name}")
-            except errors.InvalidRequest as e:
-                error = e.message
-        count = await console.run(store.count_memories, sid)
-        return console.render(request, "store_settings.html", status=400 if error else 200,
-                              store=current, count=count, form=fields, error=error)
+        if request.method == "GET":
+            return await settings_page(request, current)
+        fields = await form(request)
+        try:
+            updated = await console.run(
+                store.update_store, sid, name=fields.get("name", ""),
+                description=fields.get("description", ""),
+                metadata=_metadata_patch(current.metadata,
+                                         parse_metadata(fields.get("metadata", ""))))
+        except errors.InvalidRequest as e:
+            return await settings_page(request, current, status=400, fields=fields,
+                                       error=e.message)
+        return redirect(f"/stores/{sid}/settings", f"saved {updated.name}")
 
     @page(console, "/stores/{store_id}/archive", ("POST",))
     async def store_archive(request: Request) -> Response:
@@ -95,12 +107,8 @@ def routes(console: Console) -> list[BaseRoute]:
         current = await console.run(store.get_store, sid)
         typed = (await form(request)).get("confirm", "")
         if typed != current.name:
-            count = await console.run(store.count_memories, sid)
-            fields = {"name": current.name, "description": current.description,
-                      "metadata": format_metadata(current.metadata)}
-            return console.render(
-                request, "store_settings.html", status=400, store=current, count=count,
-                form=fields, error=None,
+            return await settings_page(
+                request, current, status=400,
                 delete_error=f"type the store's name, {current.name}, to delete it")
         await console.run(store.delete_store, sid)
         return redirect("/stores", f"deleted {current.name} and all its memories")
