@@ -58,6 +58,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import errors, transfer
 from .console import create_console
+from .health import PATHS as HEALTH_PATHS
+from .health import Health
 from .models import Actor, Memory, MemoryVersion
 from .rules import api_key_id, slugify
 from .store import TOOL_EVENT_TYPES, UNSET, Store
@@ -1447,22 +1449,26 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     keys = list(api_keys)
     console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
                              changes=hub, read_body=_read_body)
-    return _Split(_Gate(app, keys), console)
+    return _Split(_Gate(app, keys), console, Health(store))
 
 
 class _Split:
-    """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), every other path to
-    the Console, which signs people in itself."""
+    """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), ``/healthz`` and
+    ``/readyz`` to the health probes (no key: :mod:`memfs.health`), every other path to the
+    Console, which signs people in itself."""
 
-    def __init__(self, api: ASGIApp, console: ASGIApp) -> None:
+    def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp) -> None:
         self.api = api
         self.console = console
+        self.health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
                 "/v1", "/openapi.json"):
             await self.api(scope, receive, send)
+        elif scope["type"] == "http" and path in HEALTH_PATHS:
+            await self.health(scope, receive, send)
         else:
             await self.console(scope, receive, send)
 

@@ -47,7 +47,7 @@ import pyfuse3
 import trio
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
-from . import errors
+from . import errors, logs
 from .daemon import MountOptions, _init_fuse, _remote_store, _signal_ready, _terminate_on_signal
 from .fs import Operations, actor_for
 from .protocol import StoreAPI
@@ -525,8 +525,9 @@ def _parse(argv: Sequence[str]) -> SessionMount:
     if a.owner:
         uid, _, gid = a.owner.partition(":")
         owner = (int(uid), int(gid))
-    logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    fmt = os.environ.get("MEMFS_LOG_FORMAT", "text")
+    logs.configure(logging.INFO if a.verbose else logging.WARNING,
+                   fmt if fmt in logs.FORMATS else "text")
     return SessionMount(
         mountpoint=a.mountpoint, session_id=a.session,
         stores=[StoreMount(i, acc == "read_only", path) for i, acc, path in a.store],

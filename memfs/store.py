@@ -727,6 +727,14 @@ class Store:
         """:raises DatabaseGone: the database file was deleted or replaced while in use."""
         self.database.check_file()
 
+    def ping(self) -> None:
+        """Check that the database answers a query (a server's readiness probe).
+
+        :raises DatabaseGone, StorageError: the file was replaced, or the database fails.
+        """
+        self.database.check_file()
+        self._one("SELECT 1")
+
     def nowait(self) -> AbstractContextManager[None]:
         """Calls in this block never wait for a lock: they raise
         :class:`memfs.errors.WouldBlock` first (see :meth:`Database.nowait`)."""
