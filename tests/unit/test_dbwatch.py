@@ -1,0 +1,118 @@
+"""The database waker (memfs.dbwatch): woken by a commit from another connection within a
+bound, and by nothing while the database is idle."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from memfs import dbwatch
+from memfs.dbwatch import DbWatch
+
+
+def _db(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    return conn
+
+
+async def test_a_commit_from_another_connection_wakes_it(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    conn = _db(db)
+    watch = DbWatch(str(db))
+    try:
+        watch.drain()
+        seen = watch.changes
+        delays = []
+        for i in range(20):
+            t0 = time.monotonic()
+            threading.Thread(target=conn.execute, args=("INSERT INTO t VALUES (?)", (i,))
+                             ).start()
+            with trio.fail_after(1):
+                seen = await watch.wait(seen)
+            delays.append(time.monotonic() - t0)
+            await trio.sleep(0.01)
+            watch.drain()  # the rest of the commit's writes
+        delays.sort()
+        assert delays[len(delays) // 2] < 0.05, delays
+    finally:
+        watch.close()
+        conn.close()
+
+
+async def test_nothing_wakes_it_while_idle(tmp_path: Path) -> None:
+    db = tmp_path / "idle.db"
+    conn = _db(db)
+    conn.execute("INSERT INTO t VALUES (1)")
+    reader = sqlite3.connect(db)
+    # A neighbour file changing does not wake it either (read, filtered out).
+    (tmp_path / "other.log").write_text("x")
+    watch = DbWatch(str(db))
+    try:
+        seen = watch.changes
+        with trio.move_on_after(0.5) as scope:
+            (tmp_path / "other.log").write_text("y")
+            reader.execute("SELECT count(*) FROM t").fetchall()  # a read writes nothing
+            seen = await watch.wait(seen)
+        assert scope.cancelled_caught and watch.changes == seen == 0
+    finally:
+        watch.close()
+        conn.close()
+        reader.close()
+
+
+@pytest.mark.parametrize("how", ["rm", "mv"])
+async def test_the_database_deleted_or_replaced_wakes_it(tmp_path: Path, how: str) -> None:
+    db = tmp_path / "gone.db"
+    _db(db).close()
+    other = tmp_path / "other.db"
+    _db(other).close()
+    watch = DbWatch(str(db))
+    try:
+        watch.drain()
+        seen = watch.changes
+        if how == "rm":
+            os.unlink(db)
+        else:
+            os.rename(other, db)
+        with trio.fail_after(1):
+            assert await watch.wait(seen) == seen + 1
+    finally:
+        watch.close()
+
+
+async def test_waiters_share_one_watch_per_database(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    conn = _db(db)
+    a = dbwatch.acquire(str(db))
+    b = dbwatch.acquire(str(tmp_path / "." / "shared.db"))
+    assert a is not None and a is b
+    woke: list[str] = []
+    try:
+        a.drain()
+        seen = a.changes
+
+        async def waiter(name: str) -> None:
+            await a.wait(seen)
+            woke.append(name)
+
+        with trio.fail_after(2):
+            async with trio.open_nursery() as nursery:
+                for name in ("one", "two", "three"):
+                    nursery.start_soon(waiter, name)
+                await trio.sleep(0.05)
+                assert woke == []
+                await trio.to_thread.run_sync(conn.execute, "INSERT INTO t VALUES (1)")
+        assert sorted(woke) == ["one", "three", "two"]
+    finally:
+        dbwatch.release(a)
+        dbwatch.release(b)
+        conn.close()
+    assert a.fd == -1 and dbwatch.acquire(":memory:") is None
