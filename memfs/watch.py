@@ -142,6 +142,8 @@ class EventFlusher(_Periodic):
         self.sink = sink
 
     async def tick(self) -> None:
+        if not self.sink.pending:
+            return  # idle: not even a thread handoff
         # In a thread: encoding and inserting a batch must not hold up the requests the
         # kernel is waiting for (new events are only appended to the queue meanwhile).
         await trio.to_thread.run_sync(self.sink.flush)
