@@ -3,6 +3,7 @@ bound, and by nothing while the database is idle."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -13,7 +14,9 @@ import pytest
 import trio
 
 from memfs import dbwatch
+from memfs.api import ChangeHub
 from memfs.dbwatch import DbWatch
+from memfs.store import Store
 
 
 def _db(path: Path) -> sqlite3.Connection:
@@ -116,3 +119,54 @@ async def test_waiters_share_one_watch_per_database(tmp_path: Path) -> None:
         dbwatch.release(b)
         conn.close()
     assert a.fd == -1 and dbwatch.acquire(":memory:") is None
+
+
+def _frames(chunk: bytes) -> list[tuple[str, dict]]:
+    out = []
+    for block in chunk.decode().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in lines:
+            out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+async def test_the_change_hub_wakes_on_the_database_not_on_a_timer(tmp_path: Path) -> None:
+    db = tmp_path / "hub.db"
+    store, other = Store(db), Store(db)  # other: another connection, as another process
+    sid = store.create_store("hub").id
+    watch = dbwatch.acquire(str(db))
+    hub = ChangeHub(store, ping=60, watch=watch)
+    last = store.last_change(sid)
+    stream = hub.stream(sid, last, last)
+    try:
+        assert _frames(await stream.__anext__())[0][0] == "ping"
+        delays = []
+        for i in range(20):
+            t0 = time.monotonic()
+            await trio.to_thread.run_sync(
+                lambda i=i: other.write_path(sid, f"/m{i}.md", "x", actor=None))
+            with trio.fail_after(2):
+                (name, data), = _frames(await stream.__anext__())
+            assert name == "memfs.change" and data["path"] == f"/m{i}.md"
+            delays.append(time.monotonic() - t0)
+        delays.sort()
+        assert delays[len(delays) // 2] < 0.05, delays
+        # Idle: no poll at all (the safety poll is 2 s away).
+        next_frame = trio.Event()
+
+        async def follow() -> None:
+            await stream.__anext__()
+            next_frame.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow)
+            await trio.sleep(0.3)
+            polls = hub.polls
+            await trio.sleep(0.6)
+            assert hub.polls == polls and not next_frame.is_set()
+            nursery.cancel_scope.cancel()
+    finally:
+        await stream.aclose()
+        dbwatch.release(watch)
+        store.close()
+        other.close()
