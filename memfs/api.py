@@ -1128,6 +1128,9 @@ class ChangeHub:
     With a ``watch`` of the database (:mod:`memfs.dbwatch`, on trio), one subscriber per
     feed sleeps until the database changes and then polls at once; the poll is due every
     ``safety`` seconds otherwise (for what inotify misses), instead of every ``interval``.
+    ``watch_db`` takes the process's watch of the store's database while any stream is
+    open (an inotify instance is a scarce per-user resource: an app that streams nothing
+    holds none).
     """
 
     #: After a wake-up whose poll found nothing, look again after these delays (the WAL
@@ -1136,13 +1139,16 @@ class ChangeHub:
 
     def __init__(self, store: Store, interval: float = CHANGES_POLL_SECONDS,
                  ping: float = CHANGES_PING_SECONDS, keep: int = CHANGES_KEPT,
-                 watch: dbwatch.DbWatch | None = None, safety: float = 2.0) -> None:
+                 watch: dbwatch.DbWatch | None = None, safety: float = 2.0,
+                 watch_db: bool = False) -> None:
         self.store = store
         self.interval = interval
         self.ping = ping
         self.keep = keep
         self.watch = watch
         self.safety = safety
+        self.watch_db = watch_db
+        self._owned = False
         self._feeds: dict[str, _Feed] = {}
         #: Database polls made, for tests and statistics.
         self.polls = 0
@@ -1160,6 +1166,9 @@ class ChangeHub:
         feed = self._feeds.get(store_id)
         if feed is None:
             feed = self._feeds[store_id] = _Feed(last, last, deque(), anyio.Event())
+            if self.watch is None and self.watch_db:
+                self.watch = dbwatch.acquire(self.store.path)
+                self._owned = self.watch is not None
             if self.watch is not None:
                 feed.seen = self.watch.changes
         feed.subscribers += 1
@@ -1209,6 +1218,9 @@ class ChangeHub:
             feed.subscribers -= 1
             if feed.subscribers == 0 and self._feeds.get(store_id) is feed:
                 del self._feeds[store_id]
+                if not self._feeds and self._owned:
+                    dbwatch.release(self.watch)
+                    self.watch, self._owned = None, False
 
     def _watched(self) -> bool:
         """Whether the feeds wait on the database watch (it waits with trio)."""
@@ -1484,8 +1496,7 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
 def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
     call anything but ``/openapi.json``)."""
-    # The watch lives as long as the process (one descriptor per database file).
-    hub = ChangeHub(store, watch=dbwatch.acquire(store.path))
+    hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     routes: dict[str, list[Op]] = {}
     for op in OPS:

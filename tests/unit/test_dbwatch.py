@@ -134,12 +134,13 @@ async def test_the_change_hub_wakes_on_the_database_not_on_a_timer(tmp_path: Pat
     db = tmp_path / "hub.db"
     store, other = Store(db), Store(db)  # other: another connection, as another process
     sid = store.create_store("hub").id
-    watch = dbwatch.acquire(str(db))
-    hub = ChangeHub(store, ping=60, watch=watch)
+    hub = ChangeHub(store, ping=60, watch_db=True)
     last = store.last_change(sid)
     stream = hub.stream(sid, last, last)
     try:
         assert _frames(await stream.__anext__())[0][0] == "ping"
+        watch = hub.watch
+        assert watch is not None and watch.users == 1
         delays = []
         for i in range(20):
             t0 = time.monotonic()
@@ -165,8 +166,9 @@ async def test_the_change_hub_wakes_on_the_database_not_on_a_timer(tmp_path: Pat
             await trio.sleep(0.6)
             assert hub.polls == polls and not next_frame.is_set()
             nursery.cancel_scope.cancel()
+        await stream.aclose()
+        assert hub.watch is None and watch.fd == -1  # no stream open: no watch held
     finally:
         await stream.aclose()
-        dbwatch.release(watch)
         store.close()
         other.close()
