@@ -459,12 +459,14 @@ def serve(spec: SessionMount) -> None:
 
 
 async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
+    from . import dbwatch
     from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
     members = sops.members
     services: list[ChangeWatcher | ChangeSubscriber | EventFlusher | Invalidator] = []
     watchers: list[ChangeWatcher | ChangeSubscriber] = []
     feeds: list[Any] = []
+    watches: list[Any] = []
     for m in members:
         if spec.url:
             from .client import AsyncClient
@@ -474,7 +476,10 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
             feeds.append(feed)
             watchers.append(ChangeSubscriber(m.ops, feed))
         else:
-            watchers.append(ChangeWatcher(m.ops, spec.poll_interval))
+            # One inotify watch of the database for all the stores (dbwatch shares it).
+            watch = dbwatch.acquire(m.ops.store.path)
+            watches.append(watch)
+            watchers.append(ChangeWatcher(m.ops, spec.poll_interval, watch))
         assert m.sink is not None
         services.append(EventFlusher(m.sink))
         invalidator = Invalidator(m.ops)
@@ -505,6 +510,8 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
         for feed in feeds:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await feed.aclose()
+        for watch in watches:
+            dbwatch.release(watch)
 
 
 def _parse(argv: Sequence[str]) -> SessionMount:

@@ -17,6 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "rules": {"errors", "models"},
     "protocol": {"errors", "models"},
     "database": {"errors", "models"},
+    "dbwatch": set(),
     "store": {"database", "rules", "errors", "models"},
     "tree": {"rules", "errors", "models"},
     "toolevents": {"protocol", "rules", "errors", "models"},
