@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -60,14 +61,16 @@ def tool_pair(
     memory: Memory | None = None,
     memory_id: str | None = None,
     new_path: str | None = None,
+    at: float | None = None,
 ) -> list[dict[str, Any]]:
     """One ``agent.tool_use`` / ``agent.tool_result`` pair. Paths are as the agent sees them.
 
     :param failure: the error text of a failed operation (``is_error``).
     :param memory: the memory and version a write produced (``memory_id`` alone: a deletion).
         The store completes both when it records the pair with the write itself.
+    :param at: when it happened (``time.time()``; default: now).
     """
-    now = format_time(datetime.now(UTC))
+    now = format_time(datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC))
     use_id = new_id("sevt")
     inp: dict[str, Any] = {"operation": operation, "file_path": file_path}
     if new_path is not None:
@@ -121,7 +124,8 @@ class EventSink:
         self.session_id = session_id
         self._file: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
         self._file_failing = False
-        self._pending: list[dict[str, Any]] = []
+        #: Events, or the arguments of a :func:`tool_pair` still to be built (:meth:`emit_pair`).
+        self._pending: list[dict[str, Any] | tuple[Any, ...]] = []
         #: Held while a batch is written: the flusher's thread and a write on the event loop
         #: (which records the queue before its own events) must not both write one batch.
         self._flushing = threading.Lock()
@@ -153,8 +157,23 @@ class EventSink:
             log.error("dropped the %d oldest tool events: the database has refused them for "
                       "too long (they are in the JSON-lines log if one is set)", extra)
 
+    def emit_pair(self, name: str, pid: int, operation: str, file_path: str, *,
+                  failure: str | None = None, text: str = "") -> None:
+        """:meth:`emit` of ``tool_pair(name, pid, operation, file_path, failure=…, text=…)``.
+
+        Without a JSON-lines file, only its arguments and the time are queued: the flusher
+        builds the pair, off the request path (every read-only open→close comes here).
+        """
+        if self._file is not None:
+            self.emit(tool_pair(name, pid, operation, file_path, failure=failure, text=text))
+            return
+        self._pending.append((time.time(), name, pid, operation, file_path, failure, text))
+        if len(self._pending) > MAX_PENDING:
+            self.emit([])  # drops the oldest, saying so
+
     @property
     def pending(self) -> int:
+        """How many entries are queued (a pair queued by :meth:`emit_pair` is one)."""
         return len(self._pending)
 
     def flush(self, *, wait: bool = True) -> None:
@@ -169,8 +188,19 @@ class EventSink:
             return
         try:
             batch = list(self._pending)
+            events: list[dict[str, Any]] = []
+            for item in batch:
+                if isinstance(item, tuple):
+                    at, name, pid, operation, file_path, failure, text = item
+                    events += tool_pair(name, pid, operation, file_path, failure=failure,
+                                        text=text, at=at)
+                else:
+                    events.append(item)
+            # A local store takes the events this module built without checking them again
+            # as if they came from outside (the API's add_events does).
+            add = getattr(self.store, "record_tool_events", None) or self.store.add_events
             try:
-                self.store.add_events(self.session_id, batch, store_id=self.store_id)
+                add(self.session_id, events, store_id=self.store_id)
             except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
                 # The session was deleted (or a server refuses them for good): these events
                 # can never be recorded; keeping them would only make the queue grow.

@@ -1206,6 +1206,30 @@ class TestSessions:
             store.list_events("sesn_nope")
 
 
+def test_record_tool_events_records_a_mounts_own_events_as_they_are(store):
+    """The trusted path of the event flusher: the bodies stored as given, in order."""
+    from memfs.toolevents import tool_pair
+
+    s = store.create_store("a").id
+    sess = store.create_session([res(s)])
+    pairs = tool_pair("cat", 7, "read", "/mnt/memory/a/é.md", text="read é") + tool_pair(
+        "sh", 8, "write", "/mnt/memory/a/b.md", failure="No space")
+    assert store.record_tool_events(sess.id, pairs, store_id=s) == 4
+    listed = store.list_events(sess.id).data
+    assert [e.body for e in listed] == pairs
+    assert [(e.id, e.type, e.processed_at) for e in listed] == [
+        (p["id"], p["type"], p["processed_at"]) for p in pairs]
+    # A mount without a session: kept with the store only.
+    assert store.record_tool_events(None, tool_pair("cat", 1, "read", "/x"), store_id=s) == 2
+    assert len(store.list_events(sess.id).data) == 4
+    # A lone surrogate cannot reach the database (every reader would fail on it).
+    bad = tool_pair("cat", 1, "read", "/x", text="bad \udc80")
+    store.record_tool_events(sess.id, bad, store_id=s)
+    assert store.list_events(sess.id).data[-1].body["content"][0]["text"] == "bad ?"
+    with pytest.raises(NotFound):
+        store.record_tool_events("sesn_nope", pairs)
+
+
 def test_memory_count_follows_every_kind_of_write(store):
     """stores.memory_count (kept by triggers) always equals the live memories."""
     from memfs import Actor
