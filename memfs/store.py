@@ -2123,38 +2123,35 @@ class Store:
         return done
 
     def record_tool_events(
-        self, session_id: str | None, events: Sequence[dict[str, Any]], *,
+        self, session_id: str | None, rows: Sequence[tuple[str, str, str, str]], *,
         store_id: str | None = None,
     ) -> int:
-        """Append tool events a mount of this process built itself (:func:`memfs.toolevents.
-        tool_pair`: ``type``, ``id`` and ``processed_at`` set, JSON-ready): the trusted
-        counterpart of :meth:`add_events`, without its per-event checks and copies, for the
-        event flusher's batches. Input from outside (the API) goes through :meth:`add_events`
-        and :meth:`add_tool_events`.
-        A lone surrogate (which no memfs-built event should hold) is stored as ``?``.
-        Returns how many were recorded.
+        """Append tool events a mount of this process built itself, each as ``(id, type,
+        processed_at, JSON body)`` (:func:`memfs.toolevents.tool_pair_rows`): the trusted
+        counterpart of :meth:`add_events`, without its per-event checks, copies and encoding,
+        for the event flusher's batches. What comes from outside (the API) goes through
+        :meth:`add_events` and :meth:`add_tool_events`. A lone surrogate (which no memfs-built
+        event should hold) is stored as ``?``. Returns how many were recorded.
 
         :raises NotFound: unknown session.
         """
-        dumps = json.dumps
-        rows = []
-        for e in events:
-            text = dumps(e, ensure_ascii=False)
-            if not text.isascii():
+        values = []
+        for event_id, type_, processed_at, body in rows:
+            if not body.isascii():
                 try:
-                    text.encode("utf-8")
+                    body.encode("utf-8")
                 except UnicodeEncodeError:
-                    text = text.encode("utf-8", "replace").decode("utf-8")
-            rows.append((e["id"], session_id, store_id, e["type"], e["processed_at"], text))
+                    body = body.encode("utf-8", "replace").decode("utf-8")
+            values.append((event_id, session_id, store_id, type_, processed_at, body))
         with self._write() as c:
             if session_id is not None:
                 self._session_in(c, session_id)
             c.executemany(
                 "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
+                values,
             )
-        return len(rows)
+        return len(values)
 
     def list_events(
         self,

@@ -840,3 +840,20 @@ async def test_a_read_with_an_event_file_writes_the_pair_at_close(fs, store, tmp
         stored = [json.loads(r["body"]) for r in c.execute(
             "SELECT body FROM events WHERE store_id = ? ORDER BY seq", (sid,))]
     assert stored[-2:] == [use, result]
+
+
+def test_tool_pair_rows_are_the_json_of_tool_pair(monkeypatch):
+    """The flusher's template makes exactly what tool_pair's events encode to."""
+    from memfs import toolevents
+
+    for args in [("cat", 12, "read", "/mnt/memory/a/é \"q\"\\.md", None, "read é"),
+                 ("sh", 3, "read", "/m/x.md", "No such file: \u2028", "")]:
+        us = 1_764_577_938_123_456
+        rows = toolevents.tool_pair_rows(*args, us)
+        ids = iter([r[0] for r in rows])
+        monkeypatch.setattr(toolevents, "new_id", lambda prefix, ids=ids: next(ids))
+        pair = toolevents.tool_pair(*args[:4], failure=args[4], text=args[5], at=us / 1e6)
+        monkeypatch.undo()
+        assert [r[3] for r in rows] == [json.dumps(e, ensure_ascii=False) for e in pair]
+        assert [r[:3] for r in rows] == [(e["id"], e["type"], e["processed_at"]) for e in pair]
+        assert rows[0][2] == "2025-12-01T08:32:18.123456Z"
