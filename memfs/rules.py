@@ -60,7 +60,13 @@ def new_ids(prefix: str, n: int) -> list[str]:
         if value <= _last_id_value:
             value = _last_id_value + 1
         _last_id_value = value + n - 1
-    return [_id_text(prefix, value + i) for i in range(n)]
+    first = _id_text(prefix, value)
+    if n == 1:
+        return [first]
+    # value + i differs from value in its last two digits only, unless they wrap.
+    low, head = value % 3364, first[:-2]
+    return [first] + [head + _B58_PAIRS[low + i] if low + i < 3364 else _id_text(prefix, value + i)
+                      for i in range(1, n)]
 
 
 def _id_text(prefix: str, value: int) -> str:

@@ -6,6 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -1006,7 +1007,10 @@ class TestIdsAndTime:
         assert ids == sorted(ids) and len(set(ids)) == len(ids)
         assert all(re.fullmatch(r"mem_01[1-9A-HJ-NP-Za-km-z]{22}", i) for i in ids[:50])
 
-    def test_ids_made_in_batches_are_strictly_increasing_with_the_others(self) -> None:
+    def test_ids_made_in_batches_are_strictly_increasing_with_the_others(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from memfs import rules
         from memfs.rules import new_ids
 
         ids = []
@@ -1014,6 +1018,13 @@ class TestIdsAndTime:
             ids += new_ids("sevt", 2) if i % 2 else [new_id("sevt")]
         assert ids == sorted(ids) and len(set(ids)) == len(ids) == 3000
         assert all(re.fullmatch(r"sevt_01[1-9A-HJ-NP-Za-km-z]{22}", i) for i in ids[:50])
+        # The last two digits wrap (value % 58² == 58² - 1): the next id is formatted whole.
+        monkeypatch.setattr(rules, "time", SimpleNamespace(time_ns=lambda: 0))
+        monkeypatch.setattr(rules.secrets, "randbits", lambda k: 3363)
+        monkeypatch.setattr(rules, "_last_id_value", 0)
+        a, b, c = new_ids("sevt", 3)
+        assert a < b < c and a[-2:] == "zz" and b[-2:] == "11" and c[-2:] == "12"
+        assert b[:-2] != a[:-2]
 
     def test_timestamps(self, store: Store, sid: str) -> None:
         m = store.create_memory(sid, "/a", "x", actor=API)
