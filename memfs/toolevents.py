@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -167,6 +167,8 @@ class EventSink:
         #: Held while a batch is written: the flusher's thread and a write on the event loop
         #: (which records the queue before its own events) must not both write one batch.
         self._flushing = threading.Lock()
+        #: Called when the queue goes from empty to not empty (the flusher's wake-up).
+        self.on_queued: Callable[[], None] | None = None
 
     def log(self, events: Sequence[dict[str, Any]]) -> None:
         """Append events to the JSON-lines file. A failure is logged (once until the file
@@ -188,6 +190,8 @@ class EventSink:
     def emit(self, events: Sequence[dict[str, Any]]) -> None:
         """Record events that no write records: the file now, the database in a batch."""
         self.log(events)
+        if events and not self._pending and self.on_queued is not None:
+            self.on_queued()
         self._pending.extend(events)
         if len(self._pending) > MAX_PENDING:
             extra = len(self._pending) - MAX_PENDING
@@ -205,6 +209,8 @@ class EventSink:
         if self._file is not None:
             self.emit(tool_pair(name, pid, operation, file_path, failure=failure, text=text))
             return
+        if not self._pending and self.on_queued is not None:
+            self.on_queued()
         self._pending.append(
             (name, pid, operation, file_path, failure, text, time.time_ns() // 1000))
         if len(self._pending) > MAX_PENDING:

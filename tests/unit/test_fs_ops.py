@@ -705,6 +705,40 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
             slow.stop()
 
 
+async def test_an_idle_event_flusher_sleeps_until_an_event_is_queued(fs, store):
+    """No timer while nothing is queued (issue 12: no CPU spent while nothing changes); the
+    first queued event starts a batch, written ``interval`` seconds later."""
+    import trio
+
+    from memfs.watch import EventFlusher
+
+    ops, _ = fs
+    sink = ops.events
+    flusher = EventFlusher(sink, interval=0.02)
+    ticks = []
+    real_tick = flusher.tick
+
+    async def counted() -> None:
+        ticks.append(trio.current_time())
+        await real_tick()
+
+    flusher.tick = counted
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flusher.run)
+            await trio.sleep(0.3)
+            assert ticks == []  # was one every 0.02 s
+            t0 = trio.current_time()
+            sink.emit([{"type": "agent.custom", "text": "x"}])
+            while sink.pending:  # noqa: ASYNC110 (the flush runs in a worker thread)
+                await trio.sleep(0.005)
+            assert len(ticks) == 1 and 0.015 <= ticks[0] - t0 < 0.5
+            await trio.sleep(0.2)
+            assert len(ticks) == 1
+            flusher.stop()
+    assert sink.on_queued is None
+
+
 def test_directory_rename_errors_map_to_enotempty_and_enotdir():
     import memfs.errors as E
 
