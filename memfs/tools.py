@@ -36,6 +36,7 @@ them on a :class:`memfs.client.AsyncClient` or runs them in a worker thread on a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -622,12 +623,27 @@ def _parameters_error(command: Any) -> ToolError | None:
 
 class _Common:
     _commands: _Commands
+    read_only: bool
 
     def _op(self, command: Any, name: str) -> Op:
         missing = _parameters_error(command)
         if missing is not None:
             return self._commands.run(command, _raise(missing))
+        if self.read_only and name != "view":
+            return self._commands.run(command, _raise(ToolError(
+                f"The {name} command is not allowed: {ROOT} is read-only here")))
         return self._commands.run(command, getattr(self._commands, name)(command))
+
+    def _clear(self) -> Generator[_Call, Any, str]:
+        """Delete every memory (each a ``deleted`` version; no tool event: no model asked)."""
+        if self.read_only:
+            raise ToolError(f"{ROOT} is read-only here")
+        store_id = yield from self._commands._store_id()
+        actor = yield from self._commands._actor(store_id)
+        for m in (yield from self._commands._tree(store_id)):
+            with contextlib.suppress(errors.NotFound):  # deleted meanwhile: as good
+                yield _Call("delete_path", (store_id, m.path), {"actor": actor})
+        return "All memory cleared"
 
 
 def _raise(e: ToolError) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
@@ -644,13 +660,16 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
         that it has the store attached ``read_write``). A client acts as its own session.
     :param actor: who the changes are by without a session (default: the local user on a
         database, the API key on a server).
+    :param read_only: only ``view``: every other command is refused (with its event), e.g.
+        for a store a model may consult but not change.
     """
 
     def __init__(self, store: Any, memory_store: str, *, session_id: str | None = None,
-                 actor: Actor | None = None,
+                 actor: Actor | None = None, read_only: bool = False,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self.store = store
+        self.read_only = read_only
         self._commands = _Commands(store, memory_store, session_id=session_id, actor=actor)
 
     @property
@@ -696,6 +715,9 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return self._drive(self._op(command, "rename"))
 
+    def clear_all_memory(self) -> str:
+        return self._drive(self._clear())
+
 
 class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     """The memory tool for ``AsyncAnthropic``'s ``run_tools``: on a
@@ -703,10 +725,11 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     thread). Parameters as :class:`MemoryTool`."""
 
     def __init__(self, store: Any, memory_store: str, *, session_id: str | None = None,
-                 actor: Actor | None = None,
+                 actor: Actor | None = None, read_only: bool = False,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self.store = store
+        self.read_only = read_only
         self._commands = _Commands(store, memory_store, session_id=session_id, actor=actor)
 
     @property
@@ -758,3 +781,6 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
 
     async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return await self._drive(self._op(command, "rename"))
+
+    async def clear_all_memory(self) -> str:
+        return await self._drive(self._clear())

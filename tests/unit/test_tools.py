@@ -530,3 +530,43 @@ async def test_async_run_tools_keeps_versioned_memory(store: Store, ms: str,
     )
     final = await runner.until_done()
     check_conversation(model, store, ms, final)
+
+
+# --------------------------------------------------------------------------------------------
+# a read-only tool (a store a model may consult), and clearing a store
+
+
+def test_a_read_only_tool_only_views(store: Store, ms: str) -> None:
+    store.create_memory(ms, "/a.md", "a\n", actor=None)
+    tool = MemoryTool(store, ms, read_only=True)
+    assert run(tool, command="view", path="/memories/a.md")[0] is False
+    for step in ({"command": "create", "path": "/memories/b.md", "file_text": "b"},
+                 {"command": "str_replace", "path": "/memories/a.md", "old_str": "a",
+                  "new_str": "b"},
+                 {"command": "insert", "path": "/memories/a.md", "insert_line": 0,
+                  "insert_text": "x"},
+                 {"command": "delete", "path": "/memories/a.md"},
+                 {"command": "rename", "old_path": "/memories/a.md",
+                  "new_path": "/memories/c.md"}):
+        err, text = run(tool, **step)
+        assert err and text == f"The {step['command']} command is not allowed: /memories is " \
+                               "read-only here"
+    with pytest.raises(ToolError):
+        tool.clear_all_memory()
+    assert [(m.path, m.content_sha256) for m in store.tree(ms)] == [
+        ("/a.md", store.get_memory_by_path(ms, "/a.md").content_sha256)]
+    assert len(store.list_versions(ms).data) == 1
+    assert [e["is_error"] for e in events(store, ms)[1::2]] == [False] + [True] * 5
+
+
+async def test_clear_all_memory_deletes_every_memory_as_versions(store: Store, ms: str) -> None:
+    for p in ("/a.md", "/d/b.md", "/d/e/c.md"):
+        store.create_memory(ms, p, "x", actor=None)
+    assert MemoryTool(store, ms, actor=Actor.user("user_x")).clear_all_memory() == (
+        "All memory cleared")
+    assert store.tree(ms) == []
+    deleted = store.list_versions(ms, operation="deleted").data
+    assert len(deleted) == 3 and {v.created_by for v in deleted} == {Actor.user("user_x")}
+    store.create_memory(ms, "/z.md", "z", actor=None)
+    assert await AsyncMemoryTool(store, ms).clear_all_memory() == "All memory cleared"
+    assert store.tree(ms) == []
