@@ -83,6 +83,23 @@ def translate(e: sqlite3.Error, path: str) -> Exception:
     return StorageError(f"database {path}: {text}")
 
 
+def is_url(target: str) -> bool:
+    """Whether a ``--db`` / ``MEMFS_DB`` value names a PostgreSQL database (else it is the
+    path of an SQLite file)."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def open_database(target: str, **kwargs: Any) -> Any:
+    """The database ``target`` names: a :class:`memfs.pgdatabase.PgDatabase` for a
+    ``postgresql://`` URL (psycopg is imported only then), else the SQLite :class:`Database`
+    at that path. ``kwargs`` are :class:`Database`'s (a PgDatabase ignores them)."""
+    if is_url(target):
+        from .pgdatabase import PgDatabase
+
+        return PgDatabase(target, **kwargs)
+    return Database(target, **kwargs)
+
+
 class Database:
     """A memfs SQLite database file.
 
@@ -94,6 +111,11 @@ class Database:
     :param page_size: page size of a new database (an existing one keeps its own).
     :param create: make the file if it is missing (else :class:`DatabaseUnavailable`).
     """
+
+    #: Which SQL this database speaks (:class:`memfs.pgdatabase.PgDatabase`: "postgresql").
+    dialect = "sqlite"
+    #: SQL for the 1-based position of the text {1} in the text {0} (0: not there).
+    position_sql = "instr({0}, {1})"
 
     def __init__(
         self,

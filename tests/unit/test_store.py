@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -26,6 +26,7 @@ from memfs import (
     StoreArchived,
 )
 from memfs.store import Limits, Store, format_time, new_id, parse_time
+from tests.conftest import Backend
 
 API = Actor.api("apikey_test")
 USER = Actor.user("user_alice")
@@ -49,6 +50,12 @@ def all_pages(fetch: Callable[..., Any], **kw: Any) -> tuple[list[Any], int]:
         assert p.data, "a page with a next_page must not be empty"
         page = p.next_page
         assert pages < 10_000
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
 
 
 @pytest.fixture
@@ -533,8 +540,8 @@ class TestMemories:
 
 
 class TestLimits:
-    def test_memory_limit_and_work_at_limit(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(max_memories=3))
+    def test_memory_limit_and_work_at_limit(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(max_memories=3))
         try:
             st = s.create_store("n").id
             ms = [s.create_memory(st, f"/m{i}", "x", actor=API) for i in range(3)]
@@ -948,8 +955,8 @@ class TestVersions:
             r = store.redact_version(sid, v.id, actor=USER)
             assert r.redacted_at and r.path is None and r.operation == v.operation
 
-    def test_retention_prune(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(retention_days=1, retention_keep=3))
+    def test_retention_prune(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(retention_days=1, retention_keep=3))
         try:
             st = s.create_store("n").id
             m = s.create_memory(st, "/a", "v0", actor=API)
@@ -976,8 +983,8 @@ class TestVersions:
         finally:
             s.close()
 
-    def test_retention_never_prunes_a_live_head(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(retention_days=1, retention_keep=0))
+    def test_retention_never_prunes_a_live_head(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(retention_days=1, retention_keep=0))
         try:
             st = s.create_store("n").id
             m = s.create_memory(st, "/a", "v0", actor=API)
@@ -1359,6 +1366,12 @@ def _plans(store: Store, fn: Callable[[], Any]) -> list[str]:
 
 
 class TestIndexes:
+    @pytest.fixture
+    def store(self, db_path: Any) -> Iterator[Store]:  # SQLite's query plans
+        s = Store(db_path, limits=Limits())
+        yield s
+        s.close()
+
     def test_filtered_listings_search_an_index_of_their_own(self, store: Store, sid: str) -> None:
         m = store.create_memory(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
         store.create_session([])
@@ -1378,8 +1391,9 @@ class TestIndexes:
 
 
 def _count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
-    return int(store.conn.execute(f"SELECT count(*) FROM {table} WHERE {where}",
-                                  params).fetchone()[0])
+    row = store._one(f"SELECT count(*) FROM {table} WHERE {where}", params)
+    assert row is not None
+    return int(row[0])
 
 
 class TestFeedBounds:
@@ -1420,8 +1434,8 @@ class TestFeedBounds:
         store.write_path(sid, "/x.md", "after", actor=API)
         assert [c.path for c in store.changes_since(sid, fresh)] == ["/x.md"]
 
-    def test_events_of_deleted_sessions_and_old_mount_events_go(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(retention_days=1))
+    def test_events_of_deleted_sessions_and_old_mount_events_go(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(retention_days=1))
         try:
             st = s.create_store("n").id
             kept = s.create_session([])
