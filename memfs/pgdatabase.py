@@ -41,7 +41,9 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+import psycopg.adapt
 import psycopg.errors
+import psycopg.types.string
 import psycopg_pool
 
 from .errors import Busy, DatabaseUnavailable, StorageError, StorageFull, WouldBlock
@@ -95,6 +97,43 @@ def _row_factory(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
     desc = cursor.description
     cls = _row_class(tuple(d.name for d in desc) if desc else ())
     return lambda values: cls(values)
+
+
+# PostgreSQL's text cannot hold U+0000, which a memory's content may (it is valid UTF-8).
+# Every string crosses the seam escaped: U+FFFF (a noncharacter) is the escape, U+0000 is sent
+# as U+FFFF "0" and U+FFFF itself as U+FFFF "1"; text read back is unescaped. Equality,
+# byte order (U+0000 is only ever in content) and LIKE work on the escaped form unchanged.
+_ESC, _NUL = "\uffff", "\x00"
+_UNESCAPE = re.compile("\uffff([01])")
+
+
+def _escape(s: str) -> str:
+    if _ESC in s:
+        s = s.replace(_ESC, _ESC + "1")
+    if _NUL in s:
+        s = s.replace(_NUL, _ESC + "0")
+    return s
+
+
+def _unescape(s: str) -> str:
+    return _UNESCAPE.sub(lambda m: _NUL if m.group(1) == "0" else _ESC, s)
+
+
+class _StrDumper(psycopg.types.string.StrDumperUnknown):
+    def dump(self, obj: str) -> Any:
+        return super().dump(_escape(obj) if _ESC in obj or _NUL in obj else obj)
+
+
+class _TextLoader(psycopg.types.string.TextLoader):
+    def load(self, data: Any) -> Any:
+        s = super().load(data)
+        return _unescape(s) if isinstance(s, str) and _ESC in s else s
+
+
+#: psycopg's adapters with the two above (every connection of a PgDatabase uses them).
+_ADAPTERS = psycopg.adapt.AdaptersMap(psycopg.adapters)
+_ADAPTERS.register_dumper(str, _StrDumper)
+_ADAPTERS.register_loader("text", _TextLoader)
 
 
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:[A-Za-z_]\w*|%")
@@ -176,9 +215,12 @@ class PgDatabase:
     def __init__(self, url: str, *, max_size: int = POOL_MAX, **_ignored: Any) -> None:
         self.path = url
         self._local = threading.local()
+        #: Connections of the snapshots open now (:meth:`snapshot`).
+        self._snapshots: set[PgConnection] = set()
+        self._snapshots_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             url, min_size=1, max_size=max_size, open=False, name="memfs",
-            kwargs={"autocommit": True, "row_factory": _row_factory},
+            kwargs={"autocommit": True, "row_factory": _row_factory, "context": _ADAPTERS},
             reconnect_timeout=POOL_PATIENCE,
         )
         try:
@@ -235,7 +277,22 @@ class PgDatabase:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
 
-    snapshot = read
+    @contextmanager
+    def snapshot(self) -> Iterator[PgConnection]:
+        """The database as it is now, for a long read made in steps (an export, page by page):
+        one REPEATABLE READ transaction on a connection of its own, usable from any thread
+        (one user at a time), ended when the block ends however it ends. While it is open it
+        holds a pooled connection and keeps VACUUM from removing rows it may still see."""
+        with self._connection() as conn, conn.raw.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute("SELECT 1")  # the first statement takes the snapshot: now
+            with self._snapshots_lock:
+                self._snapshots.add(conn)
+            try:
+                yield conn
+            finally:
+                with self._snapshots_lock:
+                    self._snapshots.discard(conn)
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` outside a transaction (each statement reads a snapshot of its
@@ -260,6 +317,12 @@ class PgDatabase:
         """Nothing to check: the server owns the files."""
 
     def close(self) -> None:
+        """Close every connection, those of snapshots still open included (an unfinished
+        export fails on its next step instead of holding a transaction open)."""
+        with self._snapshots_lock:
+            held, self._snapshots = list(self._snapshots), set()
+        for conn in held:
+            conn.raw.close()
         self._pool.close()
 
 

@@ -1919,6 +1919,8 @@ class Store:
     def _sessions_in(self, c: sqlite3.Connection, ids: Sequence[str]) -> list[Session]:
         """The sessions ``ids``, in that order, with their resources (two queries in all);
         an id with no session is left out."""
+        if not ids:  # "IN ()" is SQLite's only
+            return []
         marks = ",".join("?" * len(ids))
         rows = {
             r["id"]: r for r in c.execute(f"SELECT * FROM sessions WHERE id IN ({marks})", ids)
@@ -2929,8 +2931,12 @@ class Store:
         for r in rows:
             snippet = None
             if r["snippet"] is not None:
-                start = r["at"] - 1 - max(0, r["at"] - 1 - n)  # the hit's offset in the snippet
                 text = r["snippet"]
+                # The hit's offset in the snippet: its first occurrence there, the snippet
+                # starting at most n characters before the first one in the content.
+                start = text.translate(_ASCII_LOWER).find(folded)
+                if start < 0:
+                    start = r["at"] - 1 - max(0, r["at"] - 1 - n)
                 snippet = (text[:start], text[start:start + len(query)],
                            text[start + len(query):])
             hits.append(SearchHit(_memory(r, False), bool(r["in_path"]), snippet))

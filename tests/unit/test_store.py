@@ -294,6 +294,21 @@ class TestMemories:
         n = store.create_memory(sid, "/n", None, actor=API)
         assert (n.content, n.content_sha256, n.content_size_bytes) == ("", EMPTY_SHA, 0)
 
+    def test_any_valid_utf8_round_trips_nul_included(self, store: Store, sid: str) -> None:
+        # U+0000 is valid UTF-8 (PostgreSQL's text cannot hold it: the backend escapes it,
+        # with U+FFFF, which must come back as itself too)
+        # (SQLite's own LIKE stops at a U+0000: the search target comes before the first)
+        text = "a \uffff0 \uffff1 \uffff\x00\uffff \x00b end\x00"
+        m = store.create_memory(sid, "/nul.md", text, actor=API)
+        assert m.content_size_bytes == len(text.encode())
+        assert store.get_memory(sid, m.id).content == text
+        store.update_memory(sid, m.id, content=text + "!", actor=API)
+        versions = store.list_versions(sid, memory_id=m.id, view="full").data
+        assert [v.content for v in versions] == [text + "!", text]
+        hit = store.search_memories(sid, "\uffff0")[0]
+        assert hit.memory.id == m.id and hit.snippet is not None
+        assert hit.snippet[1] == "\uffff0"
+
     def test_bytes_content(self, store: Store, sid: str) -> None:
         m = store.create_memory(sid, "/b", "ça".encode(), actor=API)
         assert store.get_memory(sid, m.id).content == "ça"
