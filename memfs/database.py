@@ -89,6 +89,16 @@ def is_url(target: str) -> bool:
     return target.startswith(("postgresql://", "postgres://"))
 
 
+def redact_url(target: str) -> str:
+    """``target`` without a password it may hold (a PostgreSQL URL's), to print or log."""
+    parts = urllib.parse.urlsplit(target)
+    if not is_url(target) or parts.password is None:
+        return target
+    user, host = parts.netloc.rsplit("@", 1)
+    return urllib.parse.urlunsplit(
+        parts._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}"))
+
+
 def open_database(target: str, **kwargs: Any) -> Any:
     """The database ``target`` names: a :class:`memfs.pgdatabase.PgDatabase` for a
     ``postgresql://`` URL (psycopg is imported only then), else the SQLite :class:`Database`

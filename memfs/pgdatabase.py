@@ -35,7 +35,6 @@ import functools
 import logging
 import re
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -46,6 +45,7 @@ import psycopg.errors
 import psycopg.types.string
 import psycopg_pool
 
+from .database import redact_url
 from .errors import Busy, DatabaseUnavailable, StorageError, StorageFull, WouldBlock
 
 log = logging.getLogger(__name__)
@@ -57,16 +57,6 @@ WRITE_LOCK_KEY = 0x6D656D6673
 POOL_PATIENCE = 30.0
 #: Connections per process (a server's worker threads share them).
 POOL_MAX = 16
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its password, to print or log."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,6 +208,14 @@ class PgDatabase:
         #: Connections of the snapshots open now (:meth:`snapshot`).
         self._snapshots: set[PgConnection] = set()
         self._snapshots_lock = threading.Lock()
+        # One connection first, for libpq's own one-line reason when the database cannot be
+        # reached (refused, no such database, bad password, a malformed URL).
+        try:
+            psycopg.connect(url, connect_timeout=10).close()
+        except psycopg.Error as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise DatabaseUnavailable(
+                f"cannot open the database {redact_url(url)}: {reason}") from None
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             url, min_size=1, max_size=max_size, open=False, name="memfs",
             kwargs={"autocommit": True, "row_factory": _row_factory, "context": _ADAPTERS},
@@ -227,14 +225,8 @@ class PgDatabase:
             self._pool.open(wait=True, timeout=10.0)
         except psycopg_pool.PoolTimeout as e:
             self._pool.close()
-            # One direct attempt, for libpq's own reason (refused, bad password, no database).
-            try:
-                psycopg.connect(url, connect_timeout=5).close()
-                reason = str(e)
-            except psycopg.Error as e2:
-                reason = str(e2).strip().splitlines()[0] if str(e2).strip() else type(e2).__name__
             raise DatabaseUnavailable(
-                f"cannot open the database {redact_url(url)}: {reason}") from None
+                f"cannot open the database {redact_url(url)}: {e}") from None
 
     # -- transactions ------------------------------------------------------------------------
 

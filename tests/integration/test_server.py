@@ -33,11 +33,13 @@ class Server:
 
 
 def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None,
-                 preexec_fn: Callable[[], None] | None = None) -> Server:
-    """Start ``memfs serve --port 0`` and wait (with a deadline) for its address line."""
+                 preexec_fn: Callable[[], None] | None = None, db: str | None = None) -> Server:
+    """Start ``memfs serve --port 0`` and wait (with a deadline) for its address line.
+    ``db``: the ``--db`` (default: memfs.db in ``tmp``; "": none, MEMFS_DB names it)."""
     stderr = tmp / "serve.err"
+    db_args = [] if db == "" else ["--db", db or str(tmp / "memfs.db")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "--db", str(tmp / "memfs.db"), "serve", "--port", "0",
+        [sys.executable, "-m", "memfs", *db_args, "serve", "--port", "0",
          *args],
         stdout=subprocess.DEVNULL, stderr=stderr.open("wb"),
         env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
