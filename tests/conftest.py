@@ -1,7 +1,8 @@
 """Shared fixtures: a store on a fresh database in tmp_path, and the same on either backend.
 
 ``backend`` runs a test once on SQLite and once on PostgreSQL (a throwaway cluster started
-once per test session, :mod:`tests.pgcluster`, and a fresh database for each test). Without
+once per test session, :mod:`tests.pgcluster`, and one database in it, emptied before each
+test). Without
 PostgreSQL installed the PostgreSQL runs skip, except when ``CI=true``: then they fail.
 """
 
@@ -46,6 +47,8 @@ def pg_cluster() -> Iterator[Any]:
         template = cluster.new_database()
         Store(cluster.url(template), limits=Limits()).close()
         cluster.template = template
+        # The database of the tests that need one at a time (`backend`), emptied before each.
+        cluster.shared = cluster.new_database(template)
         yield cluster
     finally:
         cluster.stop()
@@ -75,15 +78,12 @@ def backend(request, tmp_path, monkeypatch) -> Iterator[Backend]:
     """A fresh, empty database on SQLite and then on PostgreSQL (MEMFS_DB names it)."""
     if request.param == "sqlite":
         b = Backend("sqlite", str(tmp_path / "memfs.db"))
-        name = None
     else:
         cluster = request.getfixturevalue("pg_cluster")
-        name = cluster.new_database(cluster.template)
-        b = Backend("postgresql", cluster.url(name))
+        cluster.empty_database(cluster.shared)
+        b = Backend("postgresql", cluster.url(cluster.shared))
     monkeypatch.setenv("MEMFS_DB", b.url)
     try:
         yield b
     finally:
         b.close()
-        if name is not None:
-            request.getfixturevalue("pg_cluster").drop_database(name)

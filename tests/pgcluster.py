@@ -102,6 +102,23 @@ class Cluster:
         self.admin(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
         return name
 
+    def empty_database(self, name: str) -> None:
+        """Delete every row of a migrated database and restart its sequences: as new, in a
+        few milliseconds (a CREATE DATABASE takes a few hundred)."""
+        import psycopg
+
+        with psycopg.connect(self.url(name), autocommit=True) as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                "AND tablename NOT LIKE '\\_%'")]
+            with conn.transaction():
+                for t in tables:
+                    conn.execute(f'DELETE FROM "{t}"')
+                for (seq,) in conn.execute(
+                        "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"
+                ).fetchall():
+                    conn.execute(f'ALTER SEQUENCE "{seq}" RESTART')
+
     def drop_database(self, name: str) -> None:
         self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
