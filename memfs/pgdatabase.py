@@ -35,8 +35,9 @@ import functools
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, TypeVar
 
 import psycopg
@@ -157,19 +158,30 @@ class PgConnection:
         try:
             return self.raw.execute(translate_sql(sql), params if params else None)
         except psycopg.Error as e:
-            raise translate(e) from e
+            raise self.translate(e) from e
 
     def executemany(self, sql: str, rows: Any) -> psycopg.Cursor[Any]:
         cur = self.raw.cursor()
         try:
             cur.executemany(translate_sql(sql), rows)
         except psycopg.Error as e:
-            raise translate(e) from e
+            raise self.translate(e) from e
         return cur
+
+    def translate(self, e: psycopg.Error) -> Exception:
+        """:func:`translate`, and :class:`ConnectionLost` when this connection broke."""
+        if self.raw.broken or self.raw.closed:
+            return ConnectionLost(f"the PostgreSQL database cannot be reached: {e}".strip())
+        return translate(e)
 
     @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+class ConnectionLost(StorageError):
+    """The connection broke (a restart, a failover, an idle timeout, a network cut): a
+    statement that had not begun a transaction is tried again on another connection."""
 
 
 def translate(e: psycopg.Error) -> Exception:
@@ -204,6 +216,7 @@ class PgDatabase:
 
     def __init__(self, url: str, *, max_size: int = POOL_MAX, **_ignored: Any) -> None:
         self.path = url
+        self._max_size = max_size
         self._local = threading.local()
         #: Connections of the snapshots open now (:meth:`snapshot`).
         self._snapshots: set[PgConnection] = set()
@@ -243,31 +256,78 @@ class PgDatabase:
         if getattr(self._local, "nowait", False):
             raise WouldBlock()
 
+    def _unreachable(self) -> str | None:
+        """Why the database cannot be reached now (libpq's reason), or None if it can."""
+        try:
+            psycopg.connect(self.path, connect_timeout=5).close()
+        except psycopg.Error as e:
+            return (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return None
+
     @contextmanager
     def _connection(self) -> Iterator[PgConnection]:
+        """A pooled connection. When none comes within a second, one direct connection tells
+        a busy pool (go on waiting, up to :data:`POOL_PATIENCE`: then :class:`Busy`) from a
+        database that cannot be reached (:class:`StorageError` at once, not after the wait).
+        """
         self._check_wait()
+        deadline = time.monotonic() + POOL_PATIENCE
+        while True:
+            try:
+                raw = self._pool.getconn(timeout=1.0)
+                break
+            except psycopg_pool.PoolTimeout as e:
+                reason = self._unreachable()
+                if reason is not None:
+                    raise StorageError(
+                        f"the PostgreSQL database cannot be reached: {reason}") from e
+                if time.monotonic() > deadline:
+                    raise Busy("no database connection was free in time; try again") from e
         try:
-            with self._pool.connection(timeout=POOL_PATIENCE) as raw:
-                yield PgConnection(raw)
-        except psycopg.Error as e:
-            raise translate(e) from e
-        except psycopg_pool.PoolTimeout as e:
-            raise Busy("no database connection was free in time; try again") from e
+            yield PgConnection(raw)
+        finally:
+            self._pool.putconn(raw)  # a broken one is dropped, a transaction left rolled back
 
     @contextmanager
-    def write(self) -> Iterator[PgConnection]:
+    def _begun(self, first: str, params: Sequence[Any] = ()) -> Iterator[PgConnection]:
+        """A connection in a transaction whose first statement is ``first``. A pooled connection
+        found dead before anything was done on it (the server restarted, failed over, closed
+        it) is dropped and the next one tried: nothing was sent, so nothing is repeated."""
+        for attempt in range(self._max_size + 2):
+            with ExitStack() as stack:
+                conn = stack.enter_context(self._connection())
+                try:
+                    try:
+                        stack.enter_context(conn.raw.transaction())
+                    except psycopg.Error as e:
+                        raise conn.translate(e) from e
+                    conn.execute(first, params)
+                except ConnectionLost:
+                    if attempt <= self._max_size:
+                        continue
+                    raise
+                yield conn
+                return
+
+    def _reading(self, fn: Callable[[PgConnection], T]) -> T:
+        """``fn(conn)`` (reads only), run again on another connection if its own was dead."""
+        for attempt in range(self._max_size + 2):
+            with self._connection() as conn:
+                try:
+                    return fn(conn)
+                except ConnectionLost:
+                    if attempt > self._max_size:
+                        raise
+        raise AssertionError("unreachable")
+
+    def write(self) -> AbstractContextManager[PgConnection]:
         """One write transaction, serialised with every other writer of the database (any
         process): committed when the block ends, rolled back if it raises."""
-        with self._connection() as conn, conn.raw.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
-            yield conn
+        return self._begun("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
 
-    @contextmanager
-    def read(self) -> Iterator[PgConnection]:
+    def read(self) -> AbstractContextManager[PgConnection]:
         """A consistent snapshot for several reads."""
-        with self._connection() as conn, conn.raw.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield conn
+        return self._begun("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
     @contextmanager
     def snapshot(self) -> Iterator[PgConnection]:
@@ -275,8 +335,7 @@ class PgDatabase:
         one REPEATABLE READ transaction on a connection of its own, usable from any thread
         (one user at a time), ended when the block ends however it ends. While it is open it
         holds a pooled connection and keeps VACUUM from removing rows it may still see."""
-        with self._connection() as conn, conn.raw.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        with self.read() as conn:
             conn.execute("SELECT 1")  # the first statement takes the snapshot: now
             with self._snapshots_lock:
                 self._snapshots.add(conn)
@@ -288,17 +347,14 @@ class PgDatabase:
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` outside a transaction (each statement reads a snapshot of its
-        own)."""
-        with self._connection() as conn:
-            return fn(conn, *args)
+        own); ``fn`` only reads."""
+        return self._reading(lambda conn: fn(conn, *args))
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        with self._connection() as conn:
-            return conn.execute(sql, params).fetchone()
+        return self._reading(lambda conn: conn.execute(sql, params).fetchone())
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._connection() as conn:
-            return conn.execute(sql, params).fetchall()
+        return self._reading(lambda conn: conn.execute(sql, params).fetchall())
 
     # -- durability and life -----------------------------------------------------------------
 

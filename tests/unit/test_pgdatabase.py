@@ -50,3 +50,57 @@ def test_an_unreachable_database_is_one_line_without_the_password(url):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("memfs: cannot open the database"), r.output
     assert "secret" not in r.output and "Traceback" not in r.output
+
+
+def _terminate_connections(cluster, dbname: str) -> int:
+    import psycopg
+
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        return len(conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+            "AND pid <> pg_backend_pid()", (dbname,)).fetchall())
+
+
+def test_connections_lost_between_calls_are_replaced(pg_cluster):
+    """A server restart or failover, or an idle timeout, ends pooled connections: the next
+    calls take new ones instead of failing (nothing had been sent on the dead ones)."""
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    s = Store(pg_cluster.url(name), limits=Limits())
+    try:
+        sid = s.create_store("n").id
+        for i in range(3):
+            assert _terminate_connections(pg_cluster, name) >= 1
+            s.create_memory(sid, f"/{i}.md", "x", actor=None)  # a write
+            assert _terminate_connections(pg_cluster, name) >= 1
+            assert s.get_store(sid).name == "n"  # one statement
+            assert _terminate_connections(pg_cluster, name) >= 1
+            assert len(s.list_memories(sid).data) == i + 1  # a read transaction
+    finally:
+        s.close()
+        pg_cluster.drop_database(name)
+
+
+def test_a_database_gone_is_a_storage_error_and_a_503(pg_cluster):
+    from starlette.testclient import TestClient
+
+    from memfs.api import create_app
+    from memfs.errors import StorageError
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    s = Store(pg_cluster.url(name), limits=Limits())
+    try:
+        sid = s.create_store("n").id
+        pg_cluster.drop_database(name)
+        with pytest.raises(StorageError):
+            s.get_store(sid)
+        with pytest.raises(StorageError):
+            s.create_memory(sid, "/a.md", "x", actor=None)
+        with TestClient(create_app(s, ["k"]), headers={"x-api-key": "k"}) as c:
+            r = c.get(f"/v1/memory_stores/{sid}")
+            assert r.status_code == 503, r.text
+            assert r.json()["type"] == "error"
+    finally:
+        s.close()
