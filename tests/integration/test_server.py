@@ -66,11 +66,19 @@ def stop_server(server: Server) -> int:
         raise AssertionError("memfs serve ignored SIGTERM") from None
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    s = start_server(tmp_path_factory.mktemp("serve"), "--api-key", KEY)
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request, tmp_path_factory) -> Iterator[Server]:
+    """The server on SQLite, then on a database of its own in the test PostgreSQL cluster."""
+    db = name = None
+    if request.param == "postgresql":
+        cluster = request.getfixturevalue("pg_cluster")
+        name = cluster.new_database(cluster.template)
+        db = cluster.url(name)
+    s = start_server(tmp_path_factory.mktemp("serve"), "--api-key", KEY, db=db)
     yield s
     assert stop_server(s) == 0
+    if name is not None:
+        cluster.drop_database(name)
 
 
 @pytest.fixture
