@@ -99,17 +99,6 @@ def redact_url(target: str) -> str:
         parts._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}"))
 
 
-def open_database(target: str, **kwargs: Any) -> Any:
-    """The database ``target`` names: a :class:`memfs.pgdatabase.PgDatabase` for a
-    ``postgresql://`` URL (psycopg is imported only then), else the SQLite :class:`Database`
-    at that path. ``kwargs`` are :class:`Database`'s (a PgDatabase ignores them)."""
-    if is_url(target):
-        from .pgdatabase import PgDatabase
-
-        return PgDatabase(target, **kwargs)
-    return Database(target, **kwargs)
-
-
 class Database:
     """A memfs SQLite database file.
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import xxhash
 
-from .database import is_url, open_database
+from .database import Database, is_url
 from .errors import (
     Conflict,
     DatabaseUnavailable,
@@ -611,6 +611,18 @@ def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
     if header != SQLITE_HEADER:
         raise DatabaseUnavailable(f"{path} is not an SQLite database")
     return path
+
+
+def open_database(target: str, **kwargs: Any) -> Any:
+    """The database ``target`` (``--db``, ``MEMFS_DB``) names: a
+    :class:`memfs.pgdatabase.PgDatabase` for a ``postgresql://`` URL (psycopg is imported only
+    then), else the SQLite :class:`~memfs.database.Database` at that path. ``kwargs`` are
+    :class:`~memfs.database.Database`'s (SQLite's tuning: a PgDatabase ignores them)."""
+    if is_url(target):
+        from .pgdatabase import PgDatabase
+
+        return PgDatabase(target, **kwargs)
+    return Database(target, **kwargs)
 
 
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,

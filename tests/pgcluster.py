@@ -64,17 +64,19 @@ class Cluster:
             stderr=subprocess.STDOUT, text=True,
         )
 
-    def start(self) -> None:
+    def start(self, durable: bool = False) -> None:
+        """``durable``: fsync and synchronous commits on, as in production (for measurements);
+        else off, for speed (a test cluster has nothing to keep after a crash)."""
         self._run(
             os.path.join(self.bindir, "initdb"), "-D", self.data, "-U", "postgres",
             "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync",
         )
-        # A test cluster: nothing to keep after a crash, so no fsync (much faster DDL).
         opts = (
             f"-c listen_addresses='' -c unix_socket_directories={self.dir} -c port={self.port} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
             "-c max_connections=300 -c shared_buffers=32MB"
         )
+        if not durable:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             os.path.join(self.bindir, "pg_ctl"), "-D", self.data, "-l",
             os.path.join(self.dir, "log"), "-o", opts, "-w", "-t", "60", "start",
@@ -123,14 +125,14 @@ class Cluster:
         self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def start_cluster() -> Cluster | None:
+def start_cluster(durable: bool = False) -> Cluster | None:
     """A started cluster, or None when PostgreSQL is not installed."""
     bindir = find_bin()
     if bindir is None:
         return None
     cluster = Cluster(bindir)
     try:
-        cluster.start()
+        cluster.start(durable)
     except BaseException:
         cluster.stop()
         raise
