@@ -45,7 +45,9 @@ class Cluster:
 
     def __init__(self, bindir: str) -> None:
         self.bindir = bindir
-        self.dir = tempfile.mkdtemp(prefix="memfs-pg-")
+        # As root the cluster runs as nobody, who must reach it: /tmp, not a private TMPDIR.
+        self.dir = tempfile.mkdtemp(prefix="memfs-pg-",
+                                    dir="/tmp" if os.geteuid() == 0 else None)
         self.data = os.path.join(self.dir, "data")
         self.port = _free_port()
         self._user: list[str] = []
