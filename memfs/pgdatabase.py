@@ -54,6 +54,9 @@ T = TypeVar("T")
 
 #: The advisory lock key every write transaction takes (any constant: "memfs" in ASCII).
 WRITE_LOCK_KEY = 0x6D656D6673
+#: Seconds a writer waits for the write lock (another process's write) before it raises
+#: :class:`Busy`, as SQLite's writers do (:data:`memfs.database.WRITE_PATIENCE`).
+WRITE_PATIENCE = 60.0
 #: Seconds to wait for a pooled connection before a call fails with :class:`Busy`.
 POOL_PATIENCE = 30.0
 #: Connections per process (a server's worker threads share them).
@@ -200,6 +203,11 @@ def translate(e: psycopg.Error) -> Exception:
 # the database
 
 
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Each new connection: a lock wait (the write lock) gives up after WRITE_PATIENCE."""
+    conn.execute(f"SET lock_timeout = {int(WRITE_PATIENCE * 1000)}")
+
+
 class PgDatabase:
     """A memfs PostgreSQL database (see the module's doc).
 
@@ -232,7 +240,7 @@ class PgDatabase:
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             url, min_size=1, max_size=max_size, open=False, name="memfs",
             kwargs={"autocommit": True, "row_factory": _row_factory, "context": _ADAPTERS},
-            reconnect_timeout=POOL_PATIENCE,
+            configure=_configure, reconnect_timeout=POOL_PATIENCE,
         )
         try:
             self._pool.open(wait=True, timeout=10.0)

@@ -127,6 +127,34 @@ class Cluster:
         self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+#: Run beside the test process: when it is gone however it ended (a kill, a CI timeout),
+#: stop its cluster and remove the directory, so no server outlives the tests.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, user, pg_ctl, data, top = int(sys.argv[1]), sys.argv[2:-3], *sys.argv[-3:]
+while os.path.exists(top):
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        subprocess.run([*user, pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
+        shutil.rmtree(top, ignore_errors=True)
+        break
+    time.sleep(0.5)
+"""
+
+
+def _watch(cluster: Cluster) -> None:
+    import sys
+
+    subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), *cluster._user,
+         os.path.join(cluster.bindir, "pg_ctl"), cluster.data, cluster.dir],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, cwd="/",
+    )
+
+
 def start_cluster(durable: bool = False) -> Cluster | None:
     """A started cluster, or None when PostgreSQL is not installed."""
     bindir = find_bin()
@@ -134,6 +162,7 @@ def start_cluster(durable: bool = False) -> Cluster | None:
         return None
     cluster = Cluster(bindir)
     try:
+        _watch(cluster)
         cluster.start(durable)
     except BaseException:
         cluster.stop()

@@ -104,3 +104,28 @@ def test_a_database_gone_is_a_storage_error_and_a_503(pg_cluster):
             assert r.json()["type"] == "error"
     finally:
         s.close()
+
+
+def test_a_writer_held_up_past_its_patience_is_busy(pg_cluster, monkeypatch):
+    """As on SQLite (WRITE_PATIENCE): a write that cannot get the write lock in time fails
+    with Busy (HTTP 503, retried by clients) instead of waiting for ever."""
+    import psycopg
+
+    from memfs import pgdatabase
+    from memfs.errors import Busy
+    from memfs.store import Limits, Store
+
+    monkeypatch.setattr(pgdatabase, "WRITE_PATIENCE", 0.3)
+    name = pg_cluster.new_database(pg_cluster.template)
+    s = Store(pg_cluster.url(name), limits=Limits())
+    try:
+        sid = s.create_store("n").id
+        with psycopg.connect(pg_cluster.url(name)) as other:  # another replica, mid-write
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (pgdatabase.WRITE_LOCK_KEY,))
+            with pytest.raises(Busy):
+                s.create_memory(sid, "/a.md", "x", actor=None)
+            assert s.get_store(sid).name == "n"  # reads go on
+        s.create_memory(sid, "/a.md", "x", actor=None)  # and writes once it is done
+    finally:
+        s.close()
+        pg_cluster.drop_database(name)
