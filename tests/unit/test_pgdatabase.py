@@ -129,3 +129,32 @@ def test_a_writer_held_up_past_its_patience_is_busy(pg_cluster, monkeypatch):
     finally:
         s.close()
         pg_cluster.drop_database(name)
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", "failed"), ("", "skipped")])
+def test_without_postgresql_the_backend_tests_fail_in_ci_and_skip_elsewhere(tmp_path, ci,
+                                                                           outcome):
+    """A pytest run in which PostgreSQL is not installed (find_bin finds nothing)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "no_pg.py").write_text(
+        "import tests.pgcluster\ntests.pgcluster.find_bin = lambda: None\n")
+    (tmp_path / "test_probe.py").write_text(
+        "from tests.conftest import backend, pg_cluster  # noqa: F401\n\n"
+        "def test_probe(backend):\n    assert backend.name\n")
+    env = {**os.environ, "CI": ci, "PYTHONPATH": f"{tmp_path}:{root}"}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no_pg", "-p", "no:cacheprovider", "-q",
+         "--rootdir", str(root), "-c", str(root / "pyproject.toml"),
+         str(tmp_path / "test_probe.py"), "-k", "postgresql", "-rA"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120,
+    )
+    out = r.stdout + r.stderr
+    if outcome == "failed":  # an error in the fixture: the run fails
+        assert r.returncode != 0 and "PostgreSQL is required in CI" in out, out
+    else:
+        assert r.returncode == 0 and "1 skipped" in out and "not installed" in out, out
