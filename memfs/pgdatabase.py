@@ -174,7 +174,7 @@ class PgConnection:
     def translate(self, e: psycopg.Error) -> Exception:
         """:func:`translate`, and :class:`ConnectionLost` when this connection broke."""
         if self.raw.broken or self.raw.closed:
-            return ConnectionLost(f"the PostgreSQL database cannot be reached: {e}".strip())
+            return ConnectionLost(f"the PostgreSQL database cannot be reached: {_message(e)}")
         return translate(e)
 
     @property
@@ -187,6 +187,13 @@ class ConnectionLost(StorageError):
     statement that had not begun a transaction is tried again on another connection."""
 
 
+def _message(e: psycopg.Error) -> str:
+    """PostgreSQL's one-line message (without the statement and caret it may append)."""
+    diag = getattr(e, "diag", None)
+    primary = diag.message_primary if diag is not None else None
+    return primary or (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
 def translate(e: psycopg.Error) -> Exception:
     """The memfs error for a PostgreSQL failure (the caller raises it ``from e``)."""
     if isinstance(e, psycopg.errors.DiskFull):
@@ -195,8 +202,8 @@ def translate(e: psycopg.Error) -> Exception:
                   | psycopg_pool.PoolTimeout):
         return Busy("the database is busy; try again")
     if isinstance(e, psycopg.OperationalError):
-        return StorageError(f"the PostgreSQL database cannot be reached: {e}".strip())
-    return StorageError(f"PostgreSQL: {e}")
+        return StorageError(f"the PostgreSQL database cannot be reached: {_message(e)}")
+    return StorageError(f"PostgreSQL: {_message(e)}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import xxhash
 
-from .database import Database, is_url
+from .database import Database, is_url, redact_url
 from .errors import (
     Conflict,
     DatabaseUnavailable,
@@ -643,7 +643,8 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,
             reason = e.message
         else:
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise DatabaseUnavailable(f"cannot open the database {path}: {reason}") from None
+        raise DatabaseUnavailable(
+            f"cannot open the database {redact_url(path)}: {reason}") from None
 
 
 # --------------------------------------------------------------------------------------------

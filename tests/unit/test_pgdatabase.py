@@ -158,3 +158,21 @@ def test_without_postgresql_the_backend_tests_fail_in_ci_and_skip_elsewhere(tmp_
         assert r.returncode != 0 and "PostgreSQL is required in CI" in out, out
     else:
         assert r.returncode == 0 and "1 skipped" in out and "not installed" in out, out
+
+
+def test_a_role_that_cannot_create_the_schema_is_one_line_without_the_password(pg_cluster):
+    name = pg_cluster.new_database()  # empty: the schema is made on first use
+    pg_cluster.admin("CREATE ROLE weak LOGIN PASSWORD 'hunter2'")
+    try:
+        pg_cluster.admin(f'REVOKE CREATE ON SCHEMA public FROM PUBLIC; '
+                         f'REVOKE ALL ON DATABASE "{name}" FROM PUBLIC; '
+                         f'GRANT CONNECT ON DATABASE "{name}" TO weak')
+        url = pg_cluster.url(name).replace("postgres@", "weak:hunter2@")
+        r = CliRunner().invoke(cli, ["--db", url, "stores", "create", "x"])
+        assert r.exit_code == 8, r.output
+        lines = r.output.strip().splitlines()
+        assert len(lines) == 1 and "permission denied" in lines[0], r.output
+        assert "hunter2" not in r.output and "weak:***@" in r.output
+    finally:
+        pg_cluster.drop_database(name)
+        pg_cluster.admin("DROP ROLE weak")
