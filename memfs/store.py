@@ -1,4 +1,4 @@
-"""The store: every rule of a memory store, on one SQLite database.
+"""The store: every rule of a memory store, on one SQLite database (or on PostgreSQL).
 
 This is the single source of truth (SPEC §1). Validation, limits and versioning live here and
 nowhere else; the filesystem, the HTTP API and the CLI call these methods and translate the
@@ -13,6 +13,13 @@ writer committed in between; see https://sqlite.org/lang_transaction.html.) A wr
 the lock taken sleeps and retries with backoff, holding no lock of ours meanwhile, so "database
 is locked" never reaches a user and nothing else in the process waits behind it; only after
 :data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy` (:mod:`memfs.database`).
+
+PostgreSQL (a ``postgresql://`` URL, :mod:`memfs.pgdatabase`): the same rules on the same SQL,
+for several servers on one database. Its writers are serialised the same way (an advisory lock
+taken first in every write transaction), so the checks above are as exact. The SQL here is
+what both accept (placeholders ``?`` and ``:name``, ``RETURNING``, no ``IN ()``, no scalar
+``max()``); where the two truly differ, the database object holds the fragment
+(``position_sql``) and :attr:`Store.dialect` names it.
 
 Known limitations:
 - Version retention is enforced when a memory is written and by :meth:`Store.prune_versions`;
