@@ -1405,6 +1405,55 @@ class TestIndexes:
             assert not any("SCAN" in p and index not in p for p in plans), (index, plans)
 
 
+class TestIndexesPostgreSQL:
+    """The same listings on PostgreSQL find the same indexes in its schema (with sequential
+    scans disabled, as on a table far larger than a test's, the planner uses one if it
+    applies)."""
+
+    def test_filtered_listings_search_an_index_of_their_own(self, pg_cluster: Any,
+                                                            monkeypatch: Any) -> None:
+        from memfs.pgdatabase import PgConnection, translate_sql
+
+        pg_cluster.empty_database(pg_cluster.shared)
+        store = Store(pg_cluster.url(pg_cluster.shared), limits=Limits())
+        try:
+            sid = store.create_store("Notes").id
+            m = store.create_memory(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
+            store.create_session([])
+            store.create_session([], launcher={"host": "h", "boot_id": "b", "pid": 1,
+                                               "start": 2})
+            seen: list[tuple[str, Any]] = []
+            execute = PgConnection.execute
+
+            def tracing(self: PgConnection, sql: str, params: Any = ()) -> Any:
+                seen.append((sql, params))
+                return execute(self, sql, params)
+
+            cases = {
+                "versions_memory_time": lambda: store.list_versions(sid, memory_id=m.id),
+                "versions_actor": lambda: store.list_versions(sid, session_id="sesn_x"),
+                "versions_operation": lambda: store.list_versions(sid, operation="deleted"),
+                "stores_name": lambda: store.resolve_store("Notes"),
+                "sessions_launched": store.launched_sessions,
+            }
+            for index, fn in cases.items():
+                seen.clear()
+                monkeypatch.setattr(PgConnection, "execute", tracing)
+                fn()
+                monkeypatch.setattr(PgConnection, "execute", execute)
+                plans = []
+                with store.database.write() as c:  # one transaction: SET LOCAL holds in it
+                    c.raw.execute("SET LOCAL enable_seqscan = off")
+                    for sql, params in seen:
+                        if sql.lstrip().upper().startswith("SELECT"):
+                            rows = c.raw.execute("EXPLAIN " + translate_sql(sql),
+                                                 params or None).fetchall()
+                            plans.append(" | ".join(r[0] for r in rows))
+                assert any(index in p for p in plans), (index, plans)
+        finally:
+            store.close()
+
+
 def _count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
     row = store._one(f"SELECT count(*) FROM {table} WHERE {where}", params)
     assert row is not None
