@@ -164,8 +164,8 @@ def _default_db_help() -> str:
     "--db",
     envvar="MEMFS_DB",
     type=click.Path(),
-    help=f"SQLite database (env MEMFS_DB; default {_default_db_help()}). Only `stores create` "
-    "and `serve` create a missing one.",
+    help=f"SQLite database file, or a postgresql:// URL (env MEMFS_DB; default "
+    f"{_default_db_help()}). Only `stores create` and `serve` create a missing one.",
 )
 @click.option(
     "--url",

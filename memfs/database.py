@@ -83,6 +83,22 @@ def translate(e: sqlite3.Error, path: str) -> Exception:
     return StorageError(f"database {path}: {text}")
 
 
+def is_url(target: str) -> bool:
+    """Whether a ``--db`` / ``MEMFS_DB`` value names a PostgreSQL database (else it is the
+    path of an SQLite file)."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def redact_url(target: str) -> str:
+    """``target`` without a password it may hold (a PostgreSQL URL's), to print or log."""
+    parts = urllib.parse.urlsplit(target)
+    if not is_url(target) or parts.password is None:
+        return target
+    user, host = parts.netloc.rsplit("@", 1)
+    return urllib.parse.urlunsplit(
+        parts._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}"))
+
+
 class Database:
     """A memfs SQLite database file.
 
@@ -94,6 +110,11 @@ class Database:
     :param page_size: page size of a new database (an existing one keeps its own).
     :param create: make the file if it is missing (else :class:`DatabaseUnavailable`).
     """
+
+    #: Which SQL this database speaks (:class:`memfs.pgdatabase.PgDatabase`: "postgresql").
+    dialect = "sqlite"
+    #: SQL for the 1-based position of the text {1} in the text {0} (0: not there).
+    position_sql = "instr({0}, {1})"
 
     def __init__(
         self,

@@ -46,6 +46,7 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 
 from . import errors
 from .api import create_app
+from .database import redact_url
 from .logs import access_logger_class
 from .store import open_store
 
@@ -136,7 +137,7 @@ def serve(
         # Bind before trio starts, so that a taken port is a plain OSError for the caller.
         sockets = config.create_sockets()
         app = create_app(store, keys)
-        trio.run(_run, app, config, sockets, store.path, say, max_connections)
+        trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
     finally:
         store.close()
 

@@ -56,7 +56,7 @@ from . import linux
 from .errors import InvalidRequest, MemfsError, NotFound
 from .models import MemoryStore, Session, SessionResource
 from .prompt import render_memory_prompt
-from .store import Store, open_store
+from .store import Store, is_url, open_store
 
 log = logging.getLogger(__name__)
 
@@ -433,8 +433,10 @@ class Launcher:
             raise LaunchError(f"the session root {self.root} is not a directory")
 
     def _db_file(self) -> str | None:
-        """The local database file (None for a session on a server)."""
-        return None if self.launch.url else os.path.realpath(self.store.path)
+        """The local database file (None for a session on a server or on PostgreSQL)."""
+        if self.launch.url or is_url(self.store.path):
+            return None
+        return os.path.realpath(self.store.path)
 
     def _memfs_env(self, env: dict[str, str]) -> dict[str, str]:
         """``env`` pointing ``memfs`` at this session's data: the database, or the server (its
@@ -448,7 +450,8 @@ class Launcher:
         else:
             env.pop("MEMFS_URL", None)
             env.pop("MEMFS_API_KEY", None)
-            env["MEMFS_DB"] = os.path.abspath(self.store.path)
+            env["MEMFS_DB"] = (self.store.path if is_url(self.store.path)
+                               else os.path.abspath(self.store.path))
         return env
 
     def _resources(self) -> list[dict[str, Any]]:

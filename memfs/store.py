@@ -1,4 +1,4 @@
-"""The store: every rule of a memory store, on one SQLite database.
+"""The store: every rule of a memory store, on one SQLite database (or on PostgreSQL).
 
 This is the single source of truth (SPEC §1). Validation, limits and versioning live here and
 nowhere else; the filesystem, the HTTP API and the CLI call these methods and translate the
@@ -13,6 +13,13 @@ writer committed in between; see https://sqlite.org/lang_transaction.html.) A wr
 the lock taken sleeps and retries with backoff, holding no lock of ours meanwhile, so "database
 is locked" never reaches a user and nothing else in the process waits behind it; only after
 :data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy` (:mod:`memfs.database`).
+
+PostgreSQL (a ``postgresql://`` URL, :mod:`memfs.pgdatabase`): the same rules on the same SQL,
+for several servers on one database. Its writers are serialised the same way (an advisory lock
+taken first in every write transaction), so the checks above are as exact. The SQL here is
+what both accept (placeholders ``?`` and ``:name``, ``RETURNING``, no ``IN ()``, no scalar
+``max()``); where the two truly differ, the database object holds the fragment
+(``position_sql``) and :attr:`Store.dialect` names it.
 
 Known limitations:
 - Version retention is enforced when a memory is written and by :meth:`Store.prune_versions`;
@@ -42,7 +49,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import xxhash
 
-from .database import Database
+from .database import Database, is_url, redact_url
 from .errors import (
     Conflict,
     DatabaseUnavailable,
@@ -111,6 +118,8 @@ _BASIC_MEMORY_COLS = (
     "created_at, updated_at"
 )
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+#: ASCII's upper-case letters to lower case, nothing else (what SQL's lower() does here).
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 #: A cursor's integers are SQLite integers.
 _INT64 = range(-(2**63), 2**63)
 _OPERATIONS = ("created", "modified", "deleted")
@@ -569,7 +578,7 @@ def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
     :raises DatabaseUnavailable: one line naming the path and what is wrong with it.
     """
     path = os.fspath(default_db_path() if path is None else path)
-    if path == ":memory:":
+    if path == ":memory:" or is_url(path):  # a PostgreSQL URL: checked when connecting
         return path
     try:
         st = os.stat(path)
@@ -611,6 +620,18 @@ def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
     return path
 
 
+def open_database(target: str, **kwargs: Any) -> Any:
+    """The database ``target`` (``--db``, ``MEMFS_DB``) names: a
+    :class:`memfs.pgdatabase.PgDatabase` for a ``postgresql://`` URL (psycopg is imported only
+    then), else the SQLite :class:`~memfs.database.Database` at that path. ``kwargs`` are
+    :class:`~memfs.database.Database`'s (SQLite's tuning: a PgDatabase ignores them)."""
+    if is_url(target):
+        from .pgdatabase import PgDatabase
+
+        return PgDatabase(target, **kwargs)
+    return Database(target, **kwargs)
+
+
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,
                **kwargs: Any) -> Store:
     """:func:`check_database`, then ``Store(path, **kwargs)``: what every command opens its
@@ -629,7 +650,8 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,
             reason = e.message
         else:
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise DatabaseUnavailable(f"cannot open the database {path}: {reason}") from None
+        raise DatabaseUnavailable(
+            f"cannot open the database {redact_url(path)}: {reason}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -669,7 +691,7 @@ class Store:
     ):
         self.limits = limits or Limits.from_env()
         self.path = str(default_db_path() if path is None else path)
-        if self.path != ":memory:" and create:
+        if self.path != ":memory:" and create and not is_url(self.path):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # Small pages for a new database (an existing one keeps its own): a commit appends
         # every page it dirtied to the WAL, and a memory write dirties about ten b-tree pages
@@ -680,12 +702,16 @@ class Store:
         # mount uses for close(), with sync() on fsync()): a commit survives a killed process
         # or daemon at once, and a power cut from the next sync() or checkpoint on; see
         # https://sqlite.org/pragma.html#pragma_synchronous and https://sqlite.org/wal.html.
-        self.database = Database(
+        # A postgresql:// URL: PostgreSQL (memfs.pgdatabase), shared by any number of servers.
+        self.database = open_database(
             self.path, synchronous=synchronous, checkpoint_pages=checkpoint_pages,
             page_size=1024, create=create,
         )
-        #: The writer connection, and sqlite-utils over it (migrations, tests).
+        #: The writer connection, and sqlite-utils over it (migrations, tests); None on
+        #: PostgreSQL.
         self.conn = self.database.writer
+        #: "sqlite" or "postgresql": which SQL the database speaks.
+        self.dialect: str = self.database.dialect
         try:
             self._migrate()
         except BaseException:
@@ -700,6 +726,11 @@ class Store:
         return sqlite_utils.Database(self.conn)
 
     def _migrate(self) -> None:
+        if self.dialect == "postgresql":
+            from .pgdatabase import migrate
+
+            migrate(self.database, MIGRATION_SET)
+            return
         # The applied ones as sqlite-utils records them, read without importing it.
         try:
             applied = {row[0] for row in self.conn.execute(
@@ -780,18 +811,19 @@ class Store:
         old_path: str | None = None,
     ) -> int:
         """Append to the store's change feed; returns the change's sequence number."""
-        cur = conn.execute(
+        # RETURNING (SQLite 3.35+ and PostgreSQL): the seq on both backends.
+        seq = int(conn.execute(
             "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
             (store_id, op, memory_id, path, old_path, _now()),
-        )
-        if cur.lastrowid and cur.lastrowid % max(1, self.feed_prune_every) == 0:
+        ).fetchone()[0])
+        if seq % max(1, self.feed_prune_every) == 0:
             # Now and then a write also bounds the feed and the events (a few indexed
             # statements), so that they stay bounded without `memfs versions prune`.
             now = datetime.now(UTC)
             self._prune_changes_in(conn, store_id, now)
             self._prune_events_in(conn, now)
-        return int(cur.lastrowid or 0)
+        return seq
 
     # -- memory stores -----------------------------------------------------------------------
 
@@ -1684,7 +1716,8 @@ class Store:
             cur = c.execute(
                 "DELETE FROM versions WHERE created_at < ? AND id IN ("
                 " SELECT id FROM (SELECT id, row_number() OVER"
-                "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) WHERE n > ?)",
+                "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) AS ranked"
+                " WHERE n > ?)",
                 (cutoff, max(1, self.limits.retention_keep)),  # keep live heads
             )
             pruned = cur.rowcount
@@ -1767,8 +1800,10 @@ class Store:
         if top is None:
             return 0
         c.execute(
-            "UPDATE stores SET changes_pruned_seq = max(changes_pruned_seq, ?) WHERE id = ?",
-            (top[0], store_id),
+            # CASE, not the two-argument max() that only SQLite has (greatest() elsewhere).
+            "UPDATE stores SET changes_pruned_seq = CASE WHEN changes_pruned_seq > ? "
+            "THEN changes_pruned_seq ELSE ? END WHERE id = ?",
+            (top[0], top[0], store_id),
         )
         deleted: int = c.execute(
             "DELETE FROM changes WHERE store_id = ? AND seq <= ?", (store_id, top[0])
@@ -1912,6 +1947,8 @@ class Store:
     def _sessions_in(self, c: sqlite3.Connection, ids: Sequence[str]) -> list[Session]:
         """The sessions ``ids``, in that order, with their resources (two queries in all);
         an id with no session is left out."""
+        if not ids:  # "IN ()" is SQLite's only
+            return []
         marks = ",".join("?" * len(ids))
         rows = {
             r["id"]: r for r in c.execute(f"SELECT * FROM sessions WHERE id IN ({marks})", ids)
@@ -2929,26 +2966,36 @@ class Store:
         _validate_text({"query": query}, "search")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidRequest("limit must be between 1 and 1000")
-        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
+        # ASCII letters folded here and by lower() in SQL (ASCII-only on SQLite, and on
+        # PostgreSQL's "C" collation of every column): the same match on both backends.
+        folded = query.translate(_ASCII_LOWER)
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", folded) + "%"
         n = self.search_context
         with self._read() as c:
             self._store_in(c, store_id)
             rows = c.execute(
                 f"SELECT {_BASIC_MEMORY_COLS}, in_path, at, "
-                "CASE WHEN at > 0 THEN substr(body, max(1, at - :n), min(at - 1, :n) "
-                "+ length(:q) + :n) END AS snippet "
-                "FROM (SELECT *, content AS body, path LIKE :p ESCAPE '\\' AS in_path, "
-                "instr(lower(content), lower(:q)) AS at FROM memories "
-                "WHERE store_id = :s AND (path LIKE :p ESCAPE '\\' OR content LIKE :p "
-                "ESCAPE '\\')) ORDER BY in_path DESC, path LIMIT :limit",
-                {"s": store_id, "p": pattern, "q": query, "n": n, "limit": limit},
+                "CASE WHEN at > 0 THEN substr(body, CASE WHEN at - :n > 1 THEN at - :n ELSE 1 "
+                "END, CASE WHEN at - 1 < :n THEN at - 1 ELSE :n END + :qlen + :n) END "
+                "AS snippet "
+                "FROM (SELECT *, content AS body, lower(path) LIKE :p ESCAPE '\\' AS in_path, "
+                + self.database.position_sql.format("lower(content)", ":q") + " AS at "
+                "FROM memories WHERE store_id = :s AND (lower(path) LIKE :p ESCAPE '\\' OR "
+                "lower(content) LIKE :p ESCAPE '\\')) AS hit ORDER BY in_path DESC, path "
+                "LIMIT :limit",
+                {"s": store_id, "p": pattern, "q": folded, "qlen": len(query), "n": n,
+                 "limit": limit},
             ).fetchall()
         hits = []
         for r in rows:
             snippet = None
             if r["snippet"] is not None:
-                start = r["at"] - 1 - max(0, r["at"] - 1 - n)  # the hit's offset in the snippet
                 text = r["snippet"]
+                # The hit's offset in the snippet: its first occurrence there, the snippet
+                # starting at most n characters before the first one in the content.
+                start = text.translate(_ASCII_LOWER).find(folded)
+                if start < 0:
+                    start = r["at"] - 1 - max(0, r["at"] - 1 - n)
                 snippet = (text[:start], text[start:start + len(query)],
                            text[start + len(query):])
             hits.append(SearchHit(_memory(r, False), bool(r["in_path"]), snippet))

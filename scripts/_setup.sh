@@ -8,6 +8,9 @@ command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 # The container recipe's test (tests/integration/test_sandbox.py).
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+# PostgreSQL's server, for the tests that run every store rule on PostgreSQL too (the
+# fixtures start a throwaway cluster with its initdb and pg_ctl: tests/pgcluster.py).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 # Python's headers (pyfuse3 is compiled against them) and venv's ensurepip, which Debian
 # packages apart from python3 itself.
 python3 -c 'import os, sys, sysconfig

@@ -1,6 +1,16 @@
-"""Shared fixtures: a store on a fresh database in tmp_path."""
+"""Shared fixtures: a store on a fresh database in tmp_path, and the same on either backend.
+
+``backend`` runs a test once on SQLite and once on PostgreSQL (a throwaway cluster started
+once per test session, :mod:`tests.pgcluster`, and one database in it, emptied before each
+test). Without
+PostgreSQL installed the PostgreSQL runs skip, except when ``CI=true``: then they fail.
+"""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -19,3 +29,61 @@ def store(db_path):
     s = Store(db_path, limits=Limits())
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """The test session's PostgreSQL cluster (started on first use, stopped at the end)."""
+    from tests.pgcluster import start_cluster
+
+    cluster = start_cluster()
+    if cluster is None:
+        why = "PostgreSQL is not installed (Debian's postgresql package: scripts/_setup.sh)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI: {why}")
+        pytest.skip(why)
+    try:
+        # A template with the schema migrated: each test's database is a copy of it.
+        template = cluster.new_database()
+        Store(cluster.url(template), limits=Limits()).close()
+        cluster.template = template
+        # The database of the tests that need one at a time (`backend`), emptied before each.
+        cluster.shared = cluster.new_database(template)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class Backend:
+    """One database of a test on one backend: :meth:`open` opens a Store on it (each a
+    process of its own would have: on PostgreSQL, a pool of its own, like a replica)."""
+
+    def __init__(self, name: str, url: str) -> None:
+        self.name = name
+        self.url = url
+        self._stores: list[Store] = []
+
+    def open(self, limits: Limits | None = None, **kwargs: Any) -> Store:
+        s = Store(self.url, limits=limits or Limits(), **kwargs)
+        self._stores.append(s)
+        return s
+
+    def close(self) -> None:
+        for s in self._stores:
+            s.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request, tmp_path, monkeypatch) -> Iterator[Backend]:
+    """A fresh, empty database on SQLite and then on PostgreSQL (MEMFS_DB names it)."""
+    if request.param == "sqlite":
+        b = Backend("sqlite", str(tmp_path / "memfs.db"))
+    else:
+        cluster = request.getfixturevalue("pg_cluster")
+        cluster.empty_database(cluster.shared)
+        b = Backend("postgresql", cluster.url(cluster.shared))
+    monkeypatch.setenv("MEMFS_DB", b.url)
+    try:
+        yield b
+    finally:
+        b.close()

@@ -33,11 +33,13 @@ class Server:
 
 
 def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None,
-                 preexec_fn: Callable[[], None] | None = None) -> Server:
-    """Start ``memfs serve --port 0`` and wait (with a deadline) for its address line."""
+                 preexec_fn: Callable[[], None] | None = None, db: str | None = None) -> Server:
+    """Start ``memfs serve --port 0`` and wait (with a deadline) for its address line.
+    ``db``: the ``--db`` (default: memfs.db in ``tmp``; "": none, MEMFS_DB names it)."""
     stderr = tmp / "serve.err"
+    db_args = [] if db == "" else ["--db", db or str(tmp / "memfs.db")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "--db", str(tmp / "memfs.db"), "serve", "--port", "0",
+        [sys.executable, "-m", "memfs", *db_args, "serve", "--port", "0",
          *args],
         stdout=subprocess.DEVNULL, stderr=stderr.open("wb"),
         env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
@@ -64,11 +66,19 @@ def stop_server(server: Server) -> int:
         raise AssertionError("memfs serve ignored SIGTERM") from None
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    s = start_server(tmp_path_factory.mktemp("serve"), "--api-key", KEY)
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request, tmp_path_factory) -> Iterator[Server]:
+    """The server on SQLite, then on a database of its own in the test PostgreSQL cluster."""
+    db = name = None
+    if request.param == "postgresql":
+        cluster = request.getfixturevalue("pg_cluster")
+        name = cluster.new_database(cluster.template)
+        db = cluster.url(name)
+    s = start_server(tmp_path_factory.mktemp("serve"), "--api-key", KEY, db=db)
     yield s
     assert stop_server(s) == 0
+    if name is not None:
+        cluster.drop_database(name)
 
 
 @pytest.fixture

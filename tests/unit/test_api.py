@@ -17,6 +17,12 @@ OTHER_KEY = "test-key-2"
 
 
 @pytest.fixture
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
+
+@pytest.fixture
 def client(store):
     with TestClient(create_app(store, [KEY, OTHER_KEY]), headers={"x-api-key": KEY}) as c:
         yield c

@@ -24,12 +24,18 @@ from memfs.store import local_user_actor, sha256_hex
 
 
 @pytest.fixture
-def run(db_path):
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
+
+@pytest.fixture
+def run(backend):
     """Invoke the CLI on the test database; returns the click Result."""
     runner = CliRunner()
 
     def invoke(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None):
-        return runner.invoke(cli, ["--db", str(db_path), *args], input=input, env=env)
+        return runner.invoke(cli, ["--db", backend.url, *args], input=input, env=env)
 
     return invoke
 
@@ -129,8 +135,9 @@ def test_store_delete_with_yes(run, js):
     assert_error(run("stores", "show", sid), 3)
 
 
-def test_errors_are_one_line_with_exit_codes(run, ok):
-    assert_error(run("stores", "show", "nope"), 8, "no database at")  # a read creates none
+def test_errors_are_one_line_with_exit_codes(run, ok, backend):
+    if backend.name == "sqlite":  # a PostgreSQL database always exists (made by its owner)
+        assert_error(run("stores", "show", "nope"), 8, "no database at")  # a read creates none
     ok("stores", "create", "twin")
     assert_error(run("stores", "show", "nope"), 3, "nope")
     ok("stores", "create", "twin")

@@ -191,6 +191,12 @@ def through(tc: TestClient) -> httpx.MockTransport:
     return httpx.MockTransport(handler)
 
 
+
+@pytest.fixture
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
 @pytest.fixture
 def app_transport(store):
     with TestClient(create_app(store, [KEY])) as tc:

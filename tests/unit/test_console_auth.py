@@ -15,6 +15,12 @@ KEY = "console-key-1"
 OTHER = "console-key-2"
 
 
+
+@pytest.fixture
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
 @pytest.fixture
 def app(store):
     return create_app(store, [KEY, OTHER])

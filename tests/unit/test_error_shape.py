@@ -47,6 +47,12 @@ def assert_canonical_error(status, headers, content, expected_status, method="GE
     return err
 
 
+
+@pytest.fixture
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
 @pytest.fixture
 def client(store):
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY},

@@ -20,6 +20,12 @@ KEY = "test-key-1"
 LONE = "\ud800"
 
 
+
+@pytest.fixture
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
 @pytest.fixture
 def client(store):
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY},

@@ -18,7 +18,9 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": {"errors", "models"},
     "database": {"errors", "models"},
     "dbwatch": set(),
-    "store": {"database", "rules", "errors", "models"},
+    # The PostgreSQL backend: the database layer's other implementation.
+    "pgdatabase": {"database", "errors", "models"},
+    "store": {"database", "pgdatabase", "rules", "errors", "models"},
     "tree": {"rules", "errors", "models"},
     "toolevents": {"protocol", "rules", "errors", "models"},
     "fs": {"tree", "toolevents", "protocol", "rules", "errors", "models"},

@@ -21,6 +21,12 @@ from tests.unit.test_client import through
 KEY = "remote-test-key"
 
 
+
+@pytest.fixture
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
 @pytest.fixture
 def http(store):
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY}) as c:

@@ -18,7 +18,9 @@ from memfs.store import Store
 MIGRATIONS = ("sqlite_utils",)
 #: Needed only by `memfs serve`, the Console, `--url` sessions and remote mounts.
 HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api", "memfs.server",
-         "memfs.client", "memfs.console")
+         "memfs.client", "memfs.console", *(
+             # Needed only for a PostgreSQL database.
+             "psycopg", "psycopg_pool", "psycopg_binary", "memfs.pgdatabase"))
 
 
 def imported_after(code: str) -> set[str]:
@@ -48,6 +50,7 @@ def test_opening_an_up_to_date_database_does_not_import_sqlite_utils(tmp_path: P
     mods = imported_after(
         f"from memfs.store import open_store\nopen_store({str(db)!r}, create=False).close()")
     assert "sqlite_utils" not in mods
+    assert not any(m.startswith("psycopg") for m in mods)
 
 
 def test_a_database_behind_on_migrations_is_still_migrated(tmp_path: Path) -> None:

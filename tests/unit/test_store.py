@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +27,7 @@ from memfs import (
     StoreArchived,
 )
 from memfs.store import Limits, Store, format_time, new_id, parse_time
+from tests.conftest import Backend
 
 API = Actor.api("apikey_test")
 USER = Actor.user("user_alice")
@@ -50,6 +51,12 @@ def all_pages(fetch: Callable[..., Any], **kw: Any) -> tuple[list[Any], int]:
         assert p.data, "a page with a next_page must not be empty"
         page = p.next_page
         assert pages < 10_000
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
 
 
 @pytest.fixture
@@ -287,6 +294,21 @@ class TestMemories:
         assert (m.content_sha256, m.content_size_bytes) == (EMPTY_SHA, 0)
         n = store.create_memory(sid, "/n", None, actor=API)
         assert (n.content, n.content_sha256, n.content_size_bytes) == ("", EMPTY_SHA, 0)
+
+    def test_any_valid_utf8_round_trips_nul_included(self, store: Store, sid: str) -> None:
+        # U+0000 is valid UTF-8 (PostgreSQL's text cannot hold it: the backend escapes it,
+        # with U+FFFF, which must come back as itself too)
+        # (SQLite's own LIKE stops at a U+0000: the search target comes before the first)
+        text = "a \uffff0 \uffff1 \uffff\x00\uffff \x00b end\x00"
+        m = store.create_memory(sid, "/nul.md", text, actor=API)
+        assert m.content_size_bytes == len(text.encode())
+        assert store.get_memory(sid, m.id).content == text
+        store.update_memory(sid, m.id, content=text + "!", actor=API)
+        versions = store.list_versions(sid, memory_id=m.id, view="full").data
+        assert [v.content for v in versions] == [text + "!", text]
+        hit = store.search_memories(sid, "\uffff0")[0]
+        assert hit.memory.id == m.id and hit.snippet is not None
+        assert hit.snippet[1] == "\uffff0"
 
     def test_bytes_content(self, store: Store, sid: str) -> None:
         m = store.create_memory(sid, "/b", "ça".encode(), actor=API)
@@ -534,8 +556,8 @@ class TestMemories:
 
 
 class TestLimits:
-    def test_memory_limit_and_work_at_limit(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(max_memories=3))
+    def test_memory_limit_and_work_at_limit(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(max_memories=3))
         try:
             st = s.create_store("n").id
             ms = [s.create_memory(st, f"/m{i}", "x", actor=API) for i in range(3)]
@@ -949,8 +971,8 @@ class TestVersions:
             r = store.redact_version(sid, v.id, actor=USER)
             assert r.redacted_at and r.path is None and r.operation == v.operation
 
-    def test_retention_prune(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(retention_days=1, retention_keep=3))
+    def test_retention_prune(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(retention_days=1, retention_keep=3))
         try:
             st = s.create_store("n").id
             m = s.create_memory(st, "/a", "v0", actor=API)
@@ -977,8 +999,8 @@ class TestVersions:
         finally:
             s.close()
 
-    def test_retention_never_prunes_a_live_head(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(retention_days=1, retention_keep=0))
+    def test_retention_never_prunes_a_live_head(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(retention_days=1, retention_keep=0))
         try:
             st = s.create_store("n").id
             m = s.create_memory(st, "/a", "v0", actor=API)
@@ -1410,6 +1432,12 @@ def _plans(store: Store, fn: Callable[[], Any]) -> list[str]:
 
 
 class TestIndexes:
+    @pytest.fixture
+    def store(self, db_path: Any) -> Iterator[Store]:  # SQLite's query plans
+        s = Store(db_path, limits=Limits())
+        yield s
+        s.close()
+
     def test_filtered_listings_search_an_index_of_their_own(self, store: Store, sid: str) -> None:
         m = store.create_memory(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
         store.create_session([])
@@ -1428,9 +1456,59 @@ class TestIndexes:
             assert not any("SCAN" in p and index not in p for p in plans), (index, plans)
 
 
+class TestIndexesPostgreSQL:
+    """The same listings on PostgreSQL find the same indexes in its schema (with sequential
+    scans disabled, as on a table far larger than a test's, the planner uses one if it
+    applies)."""
+
+    def test_filtered_listings_search_an_index_of_their_own(self, pg_cluster: Any,
+                                                            monkeypatch: Any) -> None:
+        from memfs.pgdatabase import PgConnection, translate_sql
+
+        pg_cluster.empty_database(pg_cluster.shared)
+        store = Store(pg_cluster.url(pg_cluster.shared), limits=Limits())
+        try:
+            sid = store.create_store("Notes").id
+            m = store.create_memory(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
+            store.create_session([])
+            store.create_session([], launcher={"host": "h", "boot_id": "b", "pid": 1,
+                                               "start": 2})
+            seen: list[tuple[str, Any]] = []
+            execute = PgConnection.execute
+
+            def tracing(self: PgConnection, sql: str, params: Any = ()) -> Any:
+                seen.append((sql, params))
+                return execute(self, sql, params)
+
+            cases = {
+                "versions_memory_time": lambda: store.list_versions(sid, memory_id=m.id),
+                "versions_actor": lambda: store.list_versions(sid, session_id="sesn_x"),
+                "versions_operation": lambda: store.list_versions(sid, operation="deleted"),
+                "stores_name": lambda: store.resolve_store("Notes"),
+                "sessions_launched": store.launched_sessions,
+            }
+            for index, fn in cases.items():
+                seen.clear()
+                monkeypatch.setattr(PgConnection, "execute", tracing)
+                fn()
+                monkeypatch.setattr(PgConnection, "execute", execute)
+                plans = []
+                with store.database.write() as c:  # one transaction: SET LOCAL holds in it
+                    c.raw.execute("SET LOCAL enable_seqscan = off")
+                    for sql, params in seen:
+                        if sql.lstrip().upper().startswith("SELECT"):
+                            rows = c.raw.execute("EXPLAIN " + translate_sql(sql),
+                                                 params or None).fetchall()
+                            plans.append(" | ".join(r[0] for r in rows))
+                assert any(index in p for p in plans), (index, plans)
+        finally:
+            store.close()
+
+
 def _count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
-    return int(store.conn.execute(f"SELECT count(*) FROM {table} WHERE {where}",
-                                  params).fetchone()[0])
+    row = store._one(f"SELECT count(*) FROM {table} WHERE {where}", params)
+    assert row is not None
+    return int(row[0])
 
 
 class TestFeedBounds:
@@ -1471,8 +1549,8 @@ class TestFeedBounds:
         store.write_path(sid, "/x.md", "after", actor=API)
         assert [c.path for c in store.changes_since(sid, fresh)] == ["/x.md"]
 
-    def test_events_of_deleted_sessions_and_old_mount_events_go(self, db_path: Any) -> None:
-        s = Store(db_path, limits=Limits(retention_days=1))
+    def test_events_of_deleted_sessions_and_old_mount_events_go(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(retention_days=1))
         try:
             st = s.create_store("n").id
             kept = s.create_session([])
@@ -1501,3 +1579,90 @@ class TestFeedBounds:
             assert _count(s, "events", "session_id IS NULL") == 0
         finally:
             s.close()
+
+
+# ============================================================================================
+# several processes on one database (PostgreSQL: replicas of `memfs serve`, issue 12)
+
+
+class TestReplicas:
+    """Two Store objects on one database, each with connections of its own (on PostgreSQL a
+    pool each, as two servers have), written from many threads at once."""
+
+    def test_the_memory_limit_is_exact_across_replicas(self, backend: Backend) -> None:
+        import threading
+
+        limit, threads, tries = 40, 8, 12  # 96 creates race for 40 places
+        a = backend.open(limits=Limits(max_memories=limit))
+        b = backend.open(limits=Limits(max_memories=limit))
+        sid = a.create_store("shared").id
+        created: list[str] = []
+        refused: list[Exception] = []
+        unexpected: list[BaseException] = []
+        start = threading.Barrier(threads)
+
+        def creator(n: int) -> None:
+            s = (a, b)[n % 2]
+            start.wait()
+            for i in range(tries):
+                try:
+                    created.append(s.create_memory(sid, f"/t{n}/{i}.md", f"{n}.{i}",
+                                                   actor=API).id)
+                except LimitExceeded as e:
+                    refused.append(e)
+                except BaseException as e:  # noqa: BLE001  (reported below)
+                    unexpected.append(e)
+
+        pool = [threading.Thread(target=creator, args=(n,)) for n in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        assert not unexpected, unexpected
+        assert len(created) == limit and len(refused) == threads * tries - limit
+        for s in (a, b):
+            assert s.count_memories(sid) == limit
+            assert len(s.tree(sid)) == limit
+        assert len(set(created)) == limit
+
+    def test_preconditions_lose_no_version_across_replicas(self, backend: Backend) -> None:
+        import threading
+
+        a, b = backend.open(), backend.open()
+        sid = a.create_store("shared").id
+        m = a.create_memory(sid, "/counter.md", "0", actor=API)
+        threads, rounds = 6, 15
+        won: list[str] = []
+        unexpected: list[BaseException] = []
+        start = threading.Barrier(threads)
+
+        def incrementer(n: int) -> None:
+            s = (a, b)[n % 2]
+            start.wait()
+            done = 0
+            while done < rounds:
+                try:
+                    cur = s.get_memory(sid, m.id)
+                    new = str(int(cur.content) + 1)
+                    s.update_memory(sid, m.id, content=new,
+                                    precondition_sha256=cur.content_sha256, actor=API)
+                except PreconditionFailed:
+                    continue
+                except BaseException as e:  # noqa: BLE001  (reported below)
+                    unexpected.append(e)
+                    return
+                won.append(new)
+                done += 1
+
+        pool = [threading.Thread(target=incrementer, args=(n,)) for n in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        assert not unexpected, unexpected
+        total = threads * rounds
+        # every increment that succeeded is one version, none lost, none twice
+        assert sorted(int(w) for w in won) == list(range(1, total + 1))
+        assert b.get_memory(sid, m.id).content == str(total)
+        history, _ = all_pages(b.list_versions, store_id=sid, memory_id=m.id, view="full")
+        assert [v.content for v in history] == [str(i) for i in range(total, -1, -1)]

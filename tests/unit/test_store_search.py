@@ -6,8 +6,15 @@ import pytest
 
 from memfs import Actor, InvalidRequest, NotFound
 from memfs.store import Store
+from tests.conftest import Backend
 
 API = Actor.api("apikey_test")
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
 
 
 @pytest.fixture

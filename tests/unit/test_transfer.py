@@ -70,6 +70,12 @@ def regzip(records: list[dict]) -> bytes:
     return gzip.compress(b"".join(transfer._line(r) for r in records))
 
 
+
+@pytest.fixture
+def store(backend):
+    """Every test of this file runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
 @pytest.fixture
 def other(tmp_path):
     s = Store(tmp_path / "other.db", limits=Limits())
@@ -201,6 +207,11 @@ def _checkpoint_blocked(store: Store) -> bool:
     older snapshot (the WAL cannot be emptied past it)."""
     store.create_memory(store.list_stores(limit=1).data[0].id, f"/ck/{time.time_ns()}.md",
                         "x", actor=None)
+    if store.dialect == "postgresql":  # there: a connection left in a read transaction
+        row = store._one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")
+        return bool(row and row[0])
     busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     return bool(busy)
 
@@ -745,10 +756,10 @@ def test_the_client_exports_and_imports_through_the_api(store, other):
 
 
 @pytest.fixture
-def run(db_path):
+def run(store):
     runner = CliRunner()
 
-    def invoke(*args, db=db_path):
+    def invoke(*args, db=store.path):
         return runner.invoke(cli, ["--db", str(db), *args])
 
     return invoke

@@ -1,0 +1,546 @@
+"""The PostgreSQL database under a :class:`~memfs.store.Store`: the same interface as
+:class:`memfs.database.Database`, so the store's rules run unchanged on either.
+
+``memfs serve --db postgresql://…`` (or ``MEMFS_DB=postgresql://…``) opens one of these, and
+any number of server processes on any number of machines may share the database:
+
+* **Writes are serialised** like SQLite's ``BEGIN IMMEDIATE``: every write transaction first
+  takes one transaction-level advisory lock (``pg_advisory_xact_lock``), held until it commits
+  or rolls back, across every process using the database. In READ COMMITTED each later
+  statement then sees every write committed before the lock was granted, so a check such as
+  "fewer than 2,000 memories" and the insert relying on it cannot interleave with another
+  replica's, and versions, change sequence numbers and ``content_sha256`` preconditions are
+  exact (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
+* **Reads** take a pooled connection (psycopg_pool); :meth:`PgDatabase.read` and
+  :meth:`PgDatabase.snapshot` are one ``REPEATABLE READ READ ONLY`` transaction (one snapshot
+  for every statement), :meth:`one`, :meth:`all` and :meth:`run` autocommit statements.
+* **The store's SQL** is written once with ``?`` and ``:name`` placeholders, as sqlite3 takes
+  them: :class:`PgConnection` rewrites each statement once (cached) to psycopg's ``%s`` and
+  ``%(name)s``, and rows are :class:`Row`: by index and by column name, like ``sqlite3.Row``.
+* **Errors** become memfs errors: a lost or refused connection is
+  :class:`~memfs.errors.StorageError` (HTTP 503, EIO), a disk full
+  :class:`~memfs.errors.StorageFull`, a database that cannot be reached at start
+  :class:`~memfs.errors.DatabaseUnavailable`.
+* **nowait** (:meth:`PgDatabase.nowait`): every call is a network round trip, which an event
+  loop must not wait for, so inside ``nowait()`` every call raises
+  :class:`~memfs.errors.WouldBlock` at once and the caller runs it again in a worker thread.
+
+Durability is PostgreSQL's: a commit returns once it is in the server's WAL on disk
+(``synchronous_commit``), so :meth:`sync` has nothing left to do.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.adapt
+import psycopg.errors
+import psycopg.types.string
+import psycopg_pool
+
+from .database import redact_url
+from .errors import Busy, DatabaseUnavailable, StorageError, StorageFull, WouldBlock
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: The advisory lock key every write transaction takes (any constant: "memfs" in ASCII).
+WRITE_LOCK_KEY = 0x6D656D6673
+#: Seconds a writer waits for the write lock (another process's write) before it raises
+#: :class:`Busy`, as SQLite's writers do (:data:`memfs.database.WRITE_PATIENCE`).
+WRITE_PATIENCE = 60.0
+#: Seconds to wait for a pooled connection before a call fails with :class:`Busy`.
+POOL_PATIENCE = 30.0
+#: Connections per process (a server's worker threads share them).
+POOL_MAX = 16
+
+
+# --------------------------------------------------------------------------------------------
+# rows and statements
+
+
+class Row(tuple):  # type: ignore[type-arg]
+    """A result row by index and by column name, like ``sqlite3.Row``."""
+
+    __slots__ = ()
+    _index: dict[str, int] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+@functools.lru_cache(maxsize=256)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    return type("Row", (Row,), {"__slots__": (), "_index": {n: i for i, n in enumerate(names)}})
+
+
+def _row_factory(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
+    # The column names straight from the result (cursor.description builds an object per
+    # column, on every statement: a sixth of a create's client time).
+    res = cursor.pgresult
+    n = res.nfields if res is not None else 0
+    cls = _row_class(tuple(res.fname(i).decode() for i in range(n)) if res and n else ())
+    return cls
+
+
+# PostgreSQL's text cannot hold U+0000, which a memory's content may (it is valid UTF-8).
+# Every string crosses the seam escaped: U+FFFF (a noncharacter) is the escape, U+0000 is sent
+# as U+FFFF "0" and U+FFFF itself as U+FFFF "1"; text read back is unescaped. Equality,
+# byte order (U+0000 is only ever in content) and LIKE work on the escaped form unchanged.
+_ESC, _NUL = "\uffff", "\x00"
+_UNESCAPE = re.compile("\uffff([01])")
+
+
+def _escape(s: str) -> str:
+    if _ESC in s:
+        s = s.replace(_ESC, _ESC + "1")
+    if _NUL in s:
+        s = s.replace(_NUL, _ESC + "0")
+    return s
+
+
+def _unescape(s: str) -> str:
+    return _UNESCAPE.sub(lambda m: _NUL if m.group(1) == "0" else _ESC, s)
+
+
+class _StrDumper(psycopg.types.string.StrDumperUnknown):
+    def dump(self, obj: str) -> Any:
+        return super().dump(_escape(obj) if _ESC in obj or _NUL in obj else obj)
+
+
+class _TextLoader(psycopg.types.string.TextLoader):
+    def load(self, data: Any) -> Any:
+        s = super().load(data)
+        return _unescape(s) if isinstance(s, str) and _ESC in s else s
+
+
+#: psycopg's adapters with the two above (every connection of a PgDatabase uses them).
+_ADAPTERS = psycopg.adapt.AdaptersMap(psycopg.adapters)
+_ADAPTERS.register_dumper(str, _StrDumper)
+_ADAPTERS.register_loader("text", _TextLoader)
+
+
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:[A-Za-z_]\w*|%")
+
+
+@functools.lru_cache(maxsize=1024)
+def translate_sql(sql: str) -> str:
+    """sqlite3's placeholders (``?``, ``:name``) as psycopg's (``%s``, ``%(name)s``), and
+    every literal ``%`` doubled; string literals and ``::`` casts are left alone."""
+
+    def sub(m: re.Match[str]) -> str:
+        tok = m.group(0)
+        if tok == "?":
+            return "%s"
+        if tok == "%":
+            return "%%"
+        if tok.startswith(":") and tok != "::":
+            return f"%({tok[1:]})s"
+        return tok.replace("%", "%%") if tok[0] == "'" else tok
+
+    return _TOKEN.sub(sub, sql)
+
+
+class PgConnection:
+    """A pooled psycopg connection with sqlite3's calling convention (what the store uses)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor[Any]:
+        try:
+            return self.raw.execute(translate_sql(sql), params if params else None)
+        except psycopg.Error as e:
+            raise self.translate(e) from e
+
+    def executemany(self, sql: str, rows: Any) -> psycopg.Cursor[Any]:
+        cur = self.raw.cursor()
+        try:
+            cur.executemany(translate_sql(sql), rows)
+        except psycopg.Error as e:
+            raise self.translate(e) from e
+        return cur
+
+    def translate(self, e: psycopg.Error) -> Exception:
+        """:func:`translate`, and :class:`ConnectionLost` when this connection broke."""
+        if self.raw.broken or self.raw.closed:
+            return ConnectionLost(f"the PostgreSQL database cannot be reached: {_message(e)}")
+        return translate(e)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+class ConnectionLost(StorageError):
+    """The connection broke (a restart, a failover, an idle timeout, a network cut): a
+    statement that had not begun a transaction is tried again on another connection."""
+
+
+def _message(e: psycopg.Error) -> str:
+    """PostgreSQL's one-line message (without the statement and caret it may append)."""
+    diag = getattr(e, "diag", None)
+    primary = diag.message_primary if diag is not None else None
+    return primary or (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def translate(e: psycopg.Error) -> Exception:
+    """The memfs error for a PostgreSQL failure (the caller raises it ``from e``)."""
+    if isinstance(e, psycopg.errors.DiskFull):
+        return StorageFull("no space left for the database; the write was not saved")
+    if isinstance(e, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled
+                  | psycopg_pool.PoolTimeout):
+        return Busy("the database is busy; try again")
+    if isinstance(e, psycopg.OperationalError):
+        return StorageError(f"the PostgreSQL database cannot be reached: {_message(e)}")
+    return StorageError(f"PostgreSQL: {_message(e)}")
+
+
+# --------------------------------------------------------------------------------------------
+# the database
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Each new connection: a lock wait (the write lock) gives up after WRITE_PATIENCE."""
+    conn.execute(f"SET lock_timeout = {int(WRITE_PATIENCE * 1000)}")
+
+
+class PgDatabase:
+    """A memfs PostgreSQL database (see the module's doc).
+
+    :param url: a ``postgresql://`` URL (libpq's, https://www.postgresql.org/docs/current/
+        libpq-connect.html#LIBPQ-CONNSTRING-URIS).
+    :param max_size: connections this process may open.
+    """
+
+    dialect = "postgresql"
+    position_sql = "strpos({0}, {1})"
+    memory = False
+    writer = None
+    gone = None
+
+    def __init__(self, url: str, *, max_size: int = POOL_MAX, **_ignored: Any) -> None:
+        self.path = url
+        self._max_size = max_size
+        self._local = threading.local()
+        #: Connections of the snapshots open now (:meth:`snapshot`).
+        self._snapshots: set[PgConnection] = set()
+        self._snapshots_lock = threading.Lock()
+        # One connection first, for libpq's own one-line reason when the database cannot be
+        # reached (refused, no such database, bad password, a malformed URL).
+        try:
+            psycopg.connect(url, connect_timeout=10).close()
+        except psycopg.Error as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise DatabaseUnavailable(
+                f"cannot open the database {redact_url(url)}: {reason}") from None
+        self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            url, min_size=1, max_size=max_size, open=False, name="memfs",
+            kwargs={"autocommit": True, "row_factory": _row_factory, "context": _ADAPTERS},
+            configure=_configure, reconnect_timeout=POOL_PATIENCE,
+        )
+        try:
+            self._pool.open(wait=True, timeout=10.0)
+        except psycopg_pool.PoolTimeout as e:
+            self._pool.close()
+            raise DatabaseUnavailable(
+                f"cannot open the database {redact_url(url)}: {e}") from None
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def nowait(self) -> Iterator[None]:
+        """Within this block every call raises :class:`WouldBlock` (each is a round trip)."""
+        self._local.nowait = True
+        try:
+            yield
+        finally:
+            self._local.nowait = False
+
+    def _check_wait(self) -> None:
+        if getattr(self._local, "nowait", False):
+            raise WouldBlock()
+
+    def _unreachable(self) -> str | None:
+        """Why the database cannot be reached now (libpq's reason), or None if it can."""
+        try:
+            psycopg.connect(self.path, connect_timeout=5).close()
+        except psycopg.Error as e:
+            return (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return None
+
+    @contextmanager
+    def _connection(self) -> Iterator[PgConnection]:
+        """A pooled connection. When none comes within a second, one direct connection tells
+        a busy pool (go on waiting, up to :data:`POOL_PATIENCE`: then :class:`Busy`) from a
+        database that cannot be reached (:class:`StorageError` at once, not after the wait).
+        """
+        self._check_wait()
+        deadline = time.monotonic() + POOL_PATIENCE
+        while True:
+            try:
+                raw = self._pool.getconn(timeout=1.0)
+                break
+            except psycopg_pool.PoolTimeout as e:
+                reason = self._unreachable()
+                if reason is not None:
+                    raise StorageError(
+                        f"the PostgreSQL database cannot be reached: {reason}") from e
+                if time.monotonic() > deadline:
+                    raise Busy("no database connection was free in time; try again") from e
+        try:
+            yield PgConnection(raw)
+        finally:
+            self._pool.putconn(raw)  # a broken one is dropped, a transaction left rolled back
+
+    @contextmanager
+    def _begun(self, first: str, params: Sequence[Any] = ()) -> Iterator[PgConnection]:
+        """A connection in a transaction whose first statement is ``first``. A pooled connection
+        found dead before anything was done on it (the server restarted, failed over, closed
+        it) is dropped and the next one tried: nothing was sent, so nothing is repeated."""
+        for attempt in range(self._max_size + 2):
+            with ExitStack() as stack:
+                conn = stack.enter_context(self._connection())
+                try:
+                    try:
+                        stack.enter_context(conn.raw.transaction())
+                    except psycopg.Error as e:
+                        raise conn.translate(e) from e
+                    conn.execute(first, params)
+                except ConnectionLost:
+                    if attempt <= self._max_size:
+                        continue
+                    raise
+                yield conn
+                return
+
+    def _reading(self, fn: Callable[[PgConnection], T]) -> T:
+        """``fn(conn)`` (reads only), run again on another connection if its own was dead."""
+        for attempt in range(self._max_size + 2):
+            with self._connection() as conn:
+                try:
+                    return fn(conn)
+                except ConnectionLost:
+                    if attempt > self._max_size:
+                        raise
+        raise AssertionError("unreachable")
+
+    def write(self) -> AbstractContextManager[PgConnection]:
+        """One write transaction, serialised with every other writer of the database (any
+        process): committed when the block ends, rolled back if it raises."""
+        return self._begun("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
+
+    def read(self) -> AbstractContextManager[PgConnection]:
+        """A consistent snapshot for several reads."""
+        return self._begun("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[PgConnection]:
+        """The database as it is now, for a long read made in steps (an export, page by page):
+        one REPEATABLE READ transaction on a connection of its own, usable from any thread
+        (one user at a time), ended when the block ends however it ends. While it is open it
+        holds a pooled connection and keeps VACUUM from removing rows it may still see."""
+        with self.read() as conn:
+            conn.execute("SELECT 1")  # the first statement takes the snapshot: now
+            with self._snapshots_lock:
+                self._snapshots.add(conn)
+            try:
+                yield conn
+            finally:
+                with self._snapshots_lock:
+                    self._snapshots.discard(conn)
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` outside a transaction (each statement reads a snapshot of its
+        own); ``fn`` only reads."""
+        return self._reading(lambda conn: fn(conn, *args))
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._reading(lambda conn: conn.execute(sql, params).fetchone())
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._reading(lambda conn: conn.execute(sql, params).fetchall())
+
+    # -- durability and life -----------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Nothing to do: a commit is durable when it returns (``synchronous_commit``)."""
+
+    def check_file(self) -> None:
+        """Nothing to check: the server owns the files."""
+
+    def close(self) -> None:
+        """Close every connection, those of snapshots still open included (an unfinished
+        export fails on its next step instead of holding a transaction open)."""
+        with self._snapshots_lock:
+            held, self._snapshots = list(self._snapshots), set()
+        for conn in held:
+            conn.raw.close()
+        self._pool.close()
+
+
+# --------------------------------------------------------------------------------------------
+# schema
+
+#: Every text column compares and sorts by bytes (``COLLATE "C"``), as SQLite's BINARY does:
+#: paths are listed in byte order and a directory is the range [prefix + "/", prefix + "0").
+_T = 'TEXT COLLATE "C"'
+
+#: The schema migrations of a PostgreSQL database, in order: (name, SQL). The first is the
+#: final state of SQLite's m001…m006 (memfs.store) in one step; later changes to the schema
+#: add a migration to both lists. Applied ones are recorded in ``_memfs_migrations`` as
+#: sqlite-utils records SQLite's in ``_sqlite_migrations``: (migration_set, name, applied_at).
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", f"""
+    CREATE TABLE stores (
+        id {_T} PRIMARY KEY,
+        name {_T} NOT NULL,
+        description {_T} NOT NULL,
+        metadata {_T} NOT NULL,
+        created_at {_T} NOT NULL,
+        updated_at {_T} NOT NULL,
+        archived_at {_T},
+        memory_count BIGINT NOT NULL DEFAULT 0,
+        changes_pruned_seq BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX stores_name ON stores(name);
+    CREATE TABLE memories (
+        id {_T} PRIMARY KEY,
+        store_id {_T} NOT NULL,
+        path {_T} NOT NULL,
+        content {_T} NOT NULL,
+        content_sha256 {_T} NOT NULL,
+        content_size_bytes BIGINT NOT NULL,
+        version_id {_T} NOT NULL,
+        created_at {_T} NOT NULL,
+        updated_at {_T} NOT NULL
+    );
+    CREATE UNIQUE INDEX memories_store_path ON memories(store_id, path);
+    CREATE TABLE versions (
+        id {_T} PRIMARY KEY,
+        store_id {_T} NOT NULL,
+        memory_id {_T} NOT NULL,
+        operation {_T} NOT NULL CHECK (operation IN ('created', 'modified', 'deleted')),
+        created_at {_T} NOT NULL,
+        path {_T},
+        content {_T},
+        content_sha256 {_T},
+        content_size_bytes BIGINT,
+        created_by_type {_T},
+        created_by_id {_T},
+        redacted_at {_T},
+        redacted_by_type {_T},
+        redacted_by_id {_T}
+    );
+    CREATE INDEX versions_store_time ON versions(store_id, created_at, id);
+    CREATE INDEX versions_memory_time ON versions(memory_id, created_at, id);
+    CREATE INDEX versions_actor ON versions(store_id, created_by_id, created_at, id);
+    CREATE INDEX versions_operation ON versions(store_id, operation, created_at, id);
+    CREATE TABLE changes (
+        seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+        store_id {_T} NOT NULL,
+        op {_T} NOT NULL,
+        memory_id {_T},
+        path {_T},
+        old_path {_T},
+        at {_T} NOT NULL
+    );
+    CREATE INDEX changes_store ON changes(store_id, seq);
+    CREATE TABLE sessions (
+        id {_T} PRIMARY KEY,
+        status {_T} NOT NULL,
+        agent {_T},
+        environment_id {_T},
+        metadata {_T} NOT NULL,
+        title {_T},
+        created_at {_T} NOT NULL,
+        updated_at {_T} NOT NULL,
+        archived_at {_T},
+        launcher {_T}
+    );
+    CREATE INDEX sessions_launched ON sessions(id)
+        WHERE launcher IS NOT NULL AND status != 'terminated';
+    CREATE TABLE session_resources (
+        id {_T} PRIMARY KEY,
+        session_id {_T} NOT NULL,
+        position BIGINT NOT NULL,
+        memory_store_id {_T} NOT NULL,
+        access {_T} NOT NULL,
+        instructions {_T},
+        name {_T} NOT NULL,
+        description {_T} NOT NULL,
+        mount_path {_T} NOT NULL
+    );
+    CREATE INDEX session_resources_session ON session_resources(session_id, position);
+    CREATE INDEX session_resources_store ON session_resources(memory_store_id);
+    CREATE TABLE events (
+        seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+        id {_T} NOT NULL UNIQUE,
+        session_id {_T},
+        store_id {_T},
+        type {_T} NOT NULL,
+        processed_at {_T} NOT NULL,
+        body {_T} NOT NULL
+    );
+    CREATE INDEX events_session ON events(session_id, seq);
+    CREATE INDEX events_session_deleted ON events(processed_at)
+        WHERE type = 'session.deleted';
+    CREATE TABLE agents (id {_T} PRIMARY KEY, body {_T} NOT NULL, created_at {_T} NOT NULL);
+    CREATE TABLE environments (
+        id {_T} PRIMARY KEY, body {_T} NOT NULL, created_at {_T} NOT NULL
+    );
+    -- stores.memory_count, kept in the same transaction as every insert and delete (SQLite's
+    -- m004 triggers).
+    CREATE FUNCTION memfs_memory_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            UPDATE stores SET memory_count = memory_count + 1 WHERE id = NEW.store_id;
+        ELSE
+            UPDATE stores SET memory_count = memory_count - 1 WHERE id = OLD.store_id;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER memories_count AFTER INSERT OR DELETE ON memories
+        FOR EACH ROW EXECUTE FUNCTION memfs_memory_count();
+    """),
+]
+
+
+def migrate(db: PgDatabase, migration_set: str) -> None:
+    """Apply the migrations ``db`` lacks, in one transaction under the write lock (two
+    processes opening a new database at once do not both apply one)."""
+    with db._connection() as conn:
+        # Readable without the lock: an up-to-date database costs one query.
+        if conn.execute("SELECT to_regclass('_memfs_migrations') IS NOT NULL").fetchone()[0]:
+            done = {r[0] for r in conn.execute(
+                "SELECT name FROM _memfs_migrations WHERE migration_set = ?", (migration_set,))}
+            if all(name in done for name, _ in MIGRATIONS):
+                return
+    with db.write() as c:
+        c.execute(
+            f"CREATE TABLE IF NOT EXISTS _memfs_migrations (migration_set {_T} NOT NULL, "
+            f"name {_T} NOT NULL, applied_at {_T} NOT NULL, PRIMARY KEY (migration_set, name))"
+        )
+        done = {r[0] for r in c.execute(
+            "SELECT name FROM _memfs_migrations WHERE migration_set = ?", (migration_set,))}
+        for name, sql in MIGRATIONS:
+            if name in done:
+                continue
+            c.raw.execute(sql)  # no parameters: run as written, several statements
+            c.execute(
+                "INSERT INTO _memfs_migrations VALUES (?, ?, now()::text)", (migration_set, name)
+            )
+            log.info("applied migration %s to %s", name, redact_url(db.path))

@@ -1,0 +1,178 @@
+"""The PostgreSQL seam's own pieces (memfs/pgdatabase.py, memfs/database.py): placeholder
+translation, text escaping, URLs and how an unreachable database is reported."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from memfs.cli import cli
+from memfs.database import is_url, redact_url
+
+
+def test_placeholders_become_psycopgs_and_literals_stay():
+    from memfs.pgdatabase import translate_sql
+
+    assert translate_sql("SELECT * FROM t WHERE a = ? AND b = ?") == \
+        "SELECT * FROM t WHERE a = %s AND b = %s"
+    assert translate_sql("x LIKE :p ESCAPE '\\' AND y = :q") == \
+        "x LIKE %(p)s ESCAPE '\\' AND y = %(q)s"
+    # '?', ':name' and '%' inside a string literal are text; '::' is a cast; '%' doubled
+    assert translate_sql("SELECT '?:x%', a::text, 5 % 2 FROM t WHERE c = ?") == \
+        "SELECT '?:x%%', a::text, 5 %% 2 FROM t WHERE c = %s"
+    assert translate_sql("SELECT 'it''s ?', ?") == "SELECT 'it''s ?', %s"
+
+
+def test_text_escaping_round_trips():
+    from memfs.pgdatabase import _escape, _unescape
+
+    for s in ["", "plain", "\x00", "\uffff", "\uffff0", "a\x00\uffff1\x00\uffff", "\uffff\uffff"]:
+        e = _escape(s)
+        assert "\x00" not in e and _unescape(e) == s
+
+
+def test_urls():
+    assert is_url("postgresql://u@h/db") and is_url("postgres://h/db")
+    assert not is_url("/tmp/memfs.db") and not is_url("postgresql.db")
+    assert redact_url("postgresql://u:secret@h:5432/db?x=1") == "postgresql://u:***@h:5432/db?x=1"
+    assert redact_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert redact_url("/tmp/a:b@c.db") == "/tmp/a:b@c.db"
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://u:secret@127.0.0.1:1/nope",
+    "postgresql://u@%2Fnonexistent%2Fdir:5432/nope",
+    "postgresql://u@h:notaport/db",
+])
+def test_an_unreachable_database_is_one_line_without_the_password(url):
+    r = CliRunner().invoke(cli, ["--db", url, "stores", "list"])
+    assert r.exit_code != 0
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: cannot open the database"), r.output
+    assert "secret" not in r.output and "Traceback" not in r.output
+
+
+def _terminate_connections(cluster, dbname: str) -> int:
+    import psycopg
+
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        return len(conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+            "AND pid <> pg_backend_pid()", (dbname,)).fetchall())
+
+
+def test_connections_lost_between_calls_are_replaced(pg_cluster):
+    """A server restart or failover, or an idle timeout, ends pooled connections: the next
+    calls take new ones instead of failing (nothing had been sent on the dead ones)."""
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    s = Store(pg_cluster.url(name), limits=Limits())
+    try:
+        sid = s.create_store("n").id
+        for i in range(3):
+            assert _terminate_connections(pg_cluster, name) >= 1
+            s.create_memory(sid, f"/{i}.md", "x", actor=None)  # a write
+            assert _terminate_connections(pg_cluster, name) >= 1
+            assert s.get_store(sid).name == "n"  # one statement
+            assert _terminate_connections(pg_cluster, name) >= 1
+            assert len(s.list_memories(sid).data) == i + 1  # a read transaction
+    finally:
+        s.close()
+        pg_cluster.drop_database(name)
+
+
+def test_a_database_gone_is_a_storage_error_and_a_503(pg_cluster):
+    from starlette.testclient import TestClient
+
+    from memfs.api import create_app
+    from memfs.errors import StorageError
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    s = Store(pg_cluster.url(name), limits=Limits())
+    try:
+        sid = s.create_store("n").id
+        pg_cluster.drop_database(name)
+        with pytest.raises(StorageError):
+            s.get_store(sid)
+        with pytest.raises(StorageError):
+            s.create_memory(sid, "/a.md", "x", actor=None)
+        with TestClient(create_app(s, ["k"]), headers={"x-api-key": "k"}) as c:
+            r = c.get(f"/v1/memory_stores/{sid}")
+            assert r.status_code == 503, r.text
+            assert r.json()["type"] == "error"
+    finally:
+        s.close()
+
+
+def test_a_writer_held_up_past_its_patience_is_busy(pg_cluster, monkeypatch):
+    """As on SQLite (WRITE_PATIENCE): a write that cannot get the write lock in time fails
+    with Busy (HTTP 503, retried by clients) instead of waiting for ever."""
+    import psycopg
+
+    from memfs import pgdatabase
+    from memfs.errors import Busy
+    from memfs.store import Limits, Store
+
+    monkeypatch.setattr(pgdatabase, "WRITE_PATIENCE", 0.3)
+    name = pg_cluster.new_database(pg_cluster.template)
+    s = Store(pg_cluster.url(name), limits=Limits())
+    try:
+        sid = s.create_store("n").id
+        with psycopg.connect(pg_cluster.url(name)) as other:  # another replica, mid-write
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (pgdatabase.WRITE_LOCK_KEY,))
+            with pytest.raises(Busy):
+                s.create_memory(sid, "/a.md", "x", actor=None)
+            assert s.get_store(sid).name == "n"  # reads go on
+        s.create_memory(sid, "/a.md", "x", actor=None)  # and writes once it is done
+    finally:
+        s.close()
+        pg_cluster.drop_database(name)
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", "failed"), ("", "skipped")])
+def test_without_postgresql_the_backend_tests_fail_in_ci_and_skip_elsewhere(tmp_path, ci,
+                                                                           outcome):
+    """A pytest run in which PostgreSQL is not installed (find_bin finds nothing)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "no_pg.py").write_text(
+        "import tests.pgcluster\ntests.pgcluster.find_bin = lambda: None\n")
+    (tmp_path / "test_probe.py").write_text(
+        "from tests.conftest import backend, pg_cluster  # noqa: F401\n\n"
+        "def test_probe(backend):\n    assert backend.name\n")
+    env = {**os.environ, "CI": ci, "PYTHONPATH": f"{tmp_path}:{root}"}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no_pg", "-p", "no:cacheprovider", "-q",
+         "--rootdir", str(root), "-c", str(root / "pyproject.toml"),
+         str(tmp_path / "test_probe.py"), "-k", "postgresql", "-rA"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120,
+    )
+    out = r.stdout + r.stderr
+    if outcome == "failed":  # an error in the fixture: the run fails
+        assert r.returncode != 0 and "PostgreSQL is required in CI" in out, out
+    else:
+        assert r.returncode == 0 and "1 skipped" in out and "not installed" in out, out
+
+
+def test_a_role_that_cannot_create_the_schema_is_one_line_without_the_password(pg_cluster):
+    name = pg_cluster.new_database()  # empty: the schema is made on first use
+    pg_cluster.admin("CREATE ROLE weak LOGIN PASSWORD 'hunter2'")
+    try:
+        pg_cluster.admin(f'REVOKE CREATE ON SCHEMA public FROM PUBLIC; '
+                         f'REVOKE ALL ON DATABASE "{name}" FROM PUBLIC; '
+                         f'GRANT CONNECT ON DATABASE "{name}" TO weak')
+        url = pg_cluster.url(name).replace("postgres@", "weak:hunter2@")
+        r = CliRunner().invoke(cli, ["--db", url, "stores", "create", "x"])
+        assert r.exit_code == 8, r.output
+        lines = r.output.strip().splitlines()
+        assert len(lines) == 1 and "permission denied" in lines[0], r.output
+        assert "hunter2" not in r.output and "weak:***@" in r.output
+    finally:
+        pg_cluster.drop_database(name)
+        pg_cluster.admin("DROP ROLE weak")
