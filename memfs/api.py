@@ -56,8 +56,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import errors, transfer
+from . import dbwatch, errors, transfer
 from .console import create_console
+from .health import PATHS as HEALTH_PATHS
+from .health import Health
 from .models import Actor, Memory, MemoryVersion
 from .rules import api_key_id, slugify
 from .store import TOOL_EVENT_TYPES, UNSET, Store
@@ -1112,20 +1114,43 @@ class _Feed:
     polling: bool = False
     next_poll: float = 0.0
     subscribers: int = 0
+    #: A subscriber waits on the database watch for the feed; the watch's count it last saw.
+    watching: bool = False
+    seen: int = 0
+    #: Delays of the quick looks again after a wake-up whose poll found nothing new.
+    rechecks: list[float] = dataclasses.field(default_factory=list)
 
 
 class ChangeHub:
     """Serves change streams with one database poller per store, however many subscribers:
     whichever subscriber finds the poll due runs it (so no background task outlives its
     streams), and the others wait for its ``tick``. A subscriber too far behind for
-    ``recent`` reads the database itself."""
+    ``recent`` reads the database itself.
+
+    With a ``watch`` of the database (:mod:`memfs.dbwatch`, on trio), one subscriber per
+    feed sleeps until the database changes and then polls at once; the poll is due every
+    ``safety`` seconds otherwise (for what inotify misses), instead of every ``interval``.
+    ``watch_db`` takes the process's watch of the store's database while any stream is
+    open (an inotify instance is a scarce per-user resource: an app that streams nothing
+    holds none).
+    """
+
+    #: After a wake-up whose poll found nothing, look again after these delays (the WAL
+    #: write that woke us precedes the commit becoming visible; see ChangeWatcher).
+    rechecks = (0.003, 0.015, 0.06)
 
     def __init__(self, store: Store, interval: float = CHANGES_POLL_SECONDS,
-                 ping: float = CHANGES_PING_SECONDS, keep: int = CHANGES_KEPT) -> None:
+                 ping: float = CHANGES_PING_SECONDS, keep: int = CHANGES_KEPT,
+                 watch: dbwatch.DbWatch | None = None, safety: float = 2.0,
+                 watch_db: bool = False) -> None:
         self.store = store
         self.interval = interval
         self.ping = ping
         self.keep = keep
+        self.watch = watch
+        self.safety = safety
+        self.watch_db = watch_db
+        self._owned = False
         self._feeds: dict[str, _Feed] = {}
         #: Database polls made, for tests and statistics.
         self.polls = 0
@@ -1143,6 +1168,11 @@ class ChangeHub:
         feed = self._feeds.get(store_id)
         if feed is None:
             feed = self._feeds[store_id] = _Feed(last, last, deque(), anyio.Event())
+            if self.watch is None and self.watch_db:
+                self.watch = dbwatch.acquire(self.store.path)
+                self._owned = self.watch is not None
+            if self.watch is not None:
+                feed.seen = self.watch.changes
         feed.subscribers += 1
         try:
             yield sse_frame("ping", {"type": "ping", "last_seq": last})
@@ -1181,18 +1211,58 @@ class ChangeHub:
                     await self._poll(feed, store_id)
                     continue
                 tick = feed.tick
-                with anyio.move_on_after(max(feed.next_poll - now, 0.0) + self.interval):
+                if self._watched() and not feed.watching:
+                    await self._watch_for(feed)
+                    continue
+                with anyio.move_on_after(max(feed.next_poll - now, 0.0) + self._every()):
                     await tick.wait()
         finally:
             feed.subscribers -= 1
             if feed.subscribers == 0 and self._feeds.get(store_id) is feed:
                 del self._feeds[store_id]
+                if not self._feeds and self._owned:
+                    dbwatch.release(self.watch)
+                    self.watch, self._owned = None, False
+
+    def _watched(self) -> bool:
+        """Whether the feeds wait on the database watch (it waits with trio)."""
+        if self.watch is None:
+            return False
+        try:
+            import sniffio
+            return sniffio.current_async_library() == "trio"
+        except Exception:
+            return False
+
+    def _every(self) -> float:
+        return self.safety if self._watched() else self.interval
+
+    async def _watch_for(self, feed: _Feed) -> None:
+        """Sleep until the database changes (then the poll is due at once) or the poll is
+        due anyway (``feed.next_poll``)."""
+        assert self.watch is not None
+        feed.watching = True
+        seen = feed.seen
+        try:
+            with anyio.move_on_at(feed.next_poll):
+                feed.seen = await self.watch.wait(seen)
+        finally:
+            feed.watching = False
+            if feed.seen != seen:
+                feed.next_poll = 0.0
+                feed.rechecks = list(self.rechecks)
+            # Whether woken, timed out or cancelled (its client left): another subscriber
+            # takes over the watching at once.
+            tick, feed.tick = feed.tick, anyio.Event()
+            tick.set()
 
     async def _poll(self, feed: _Feed, store_id: str) -> None:
         feed.polling = True
+        found = False
         try:
             self.polls += 1
             last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
+            found = last > feed.seq
             while last > feed.seq:
                 try:
                     frames = await anyio.to_thread.run_sync(
@@ -1211,7 +1281,10 @@ class ChangeHub:
                     feed.base = feed.recent.popleft()["seq"]
         finally:
             feed.polling = False
-            feed.next_poll = anyio.current_time() + self.interval
+            if found:
+                feed.rechecks = []
+            wait = feed.rechecks.pop(0) if feed.rechecks else self._every()
+            feed.next_poll = anyio.current_time() + wait
             tick, feed.tick = feed.tick, anyio.Event()
             tick.set()
 
@@ -1425,7 +1498,7 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
 def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
     call anything but ``/openapi.json``)."""
-    hub = ChangeHub(store)
+    hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     routes: dict[str, list[Op]] = {}
     for op in OPS:
@@ -1447,22 +1520,26 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     keys = list(api_keys)
     console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
                              changes=hub, read_body=_read_body)
-    return _Split(_Gate(app, keys), console)
+    return _Split(_Gate(app, keys), console, Health(store))
 
 
 class _Split:
-    """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), every other path to
-    the Console, which signs people in itself."""
+    """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), ``/healthz`` and
+    ``/readyz`` to the health probes (no key: :mod:`memfs.health`), every other path to the
+    Console, which signs people in itself."""
 
-    def __init__(self, api: ASGIApp, console: ASGIApp) -> None:
+    def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp) -> None:
         self.api = api
         self.console = console
+        self.health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
                 "/v1", "/openapi.json"):
             await self.api(scope, receive, send)
+        elif scope["type"] == "http" and path in HEALTH_PATHS:
+            await self.health(scope, receive, send)
         else:
             await self.console(scope, receive, send)
 

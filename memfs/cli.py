@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import click
 
-from . import errors
+from . import errors, logs
 from .models import Actor, Memory, MemoryStore, MemoryVersion, Page
 from .prompt import render_memory_prompt
 from .rules import slash_hint
@@ -179,6 +179,14 @@ def _default_db_help() -> str:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.option("-v", "--verbose", count=True, help="Log more (-vv for debug).")
+@click.option(
+    "--log-format",
+    envvar="MEMFS_LOG_FORMAT",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Logs as text, or as one JSON object per line (env MEMFS_LOG_FORMAT).",
+)
 @click.version_option(package_name="memfs")
 @click.pass_context
 def cli(
@@ -188,6 +196,7 @@ def cli(
     api_key: str | None,
     as_json: bool,
     verbose: int,
+    log_format: str,
 ) -> None:
     """memfs: memory stores for AI agents, as files.
 
@@ -196,10 +205,9 @@ def cli(
     \b
         memfs stores create notes && memfs memories create notes /hello.md --content hi
     """
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
-        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
-    )
+    logs.configure([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)], log_format)
+    # The daemons and servers this command starts log the same way.
+    os.environ["MEMFS_LOG_FORMAT"] = log_format
     ctx.obj = Context(db, as_json, url=url, api_key=api_key)
 
 

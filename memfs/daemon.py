@@ -3,8 +3,9 @@
 :func:`mount` opens the store, builds :class:`memfs.fs.Operations` over it, mounts it with
 pyfuse3 and serves it on trio until SIGINT/SIGTERM/SIGHUP or an external ``fusermount3 -u``,
 with the background services of :mod:`memfs.watch` beside ``pyfuse3.main()``: the
-:class:`~memfs.watch.ChangeWatcher` (changes made elsewhere become visible within ~0.2 s, and a
-database file deleted or replaced under the mount is noticed as fast), the
+:class:`~memfs.watch.ChangeWatcher` (changes made elsewhere become visible within milliseconds,
+woken by an inotify watch of the database, and a database file deleted or replaced under the
+mount is noticed as fast), the
 :class:`~memfs.watch.EventFlusher` (tool events into the database in batches) and the
 :class:`~memfs.watch.Invalidator` (what the kernel must forget, sent at once). Every exit path
 runs ``pyfuse3.close(unmount=True)``, so the mount never outlives the daemon; a ``kill -9``
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING
 import pyfuse3
 import trio
 
-from . import errors, linux
+from . import dbwatch, errors, linux
 from .fs import Operations, actor_for
 from .protocol import StoreAPI
 from .store import Limits, open_store
@@ -309,7 +310,8 @@ async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
                            timeout=opts.http_timeout)
         watcher = ChangeSubscriber(ops, feed)
     else:
-        watcher = ChangeWatcher(ops, opts.poll_interval)
+        watch = dbwatch.acquire(ops.store.path)
+        watcher = ChangeWatcher(ops, opts.poll_interval, watch)
     flusher = EventFlusher(sink)
     invalidator = Invalidator(ops)
     ops.on_stale = invalidator.wake
@@ -332,6 +334,8 @@ async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
         if opts.url:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await feed.aclose()
+        else:
+            dbwatch.release(watch)
 
 
 async def _terminate_on_signal() -> None:

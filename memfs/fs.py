@@ -1073,7 +1073,14 @@ class Operations(pyfuse3.Operations):
                 node.buffer = None
         finally:
             if not h.logged:
-                self._emit(self._file_pair(h, failure=h.failure))
+                if self.events is not None and h.failure is None and not (
+                    h.created or h.wrote or h.truncated
+                ):
+                    # A read: only what the pair will say is queued (built by the flusher).
+                    path = self._display(h.file_path)
+                    self.events.emit_pair(h.comm, h.pid, "read", path, text=f"read {path}")
+                else:
+                    self._emit(self._file_pair(h, failure=h.failure))
             self.tree.forget_if_unused(node)
 
     # -- handlers: directories ---------------------------------------------------------------

@@ -48,12 +48,28 @@ def new_id(prefix: str) -> str:
     made strictly increasing within a process, so ids sort in creation order. The base58
     alphabet is in ASCII order and the width is fixed, so string order is numeric order.
     """
+    return new_ids(prefix, 1)[0]
+
+
+def new_ids(prefix: str, n: int) -> list[str]:
+    """``n`` consecutive :func:`new_id` ids from one clock reading and one random draw (the
+    tool event flusher makes two per file operation)."""
     global _last_id_value
     with _id_lock:
         value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
         if value <= _last_id_value:
             value = _last_id_value + 1
-        _last_id_value = value
+        _last_id_value = value + n - 1
+    first = _id_text(prefix, value)
+    if n == 1:
+        return [first]
+    # value + i differs from value in its last two digits only, unless they wrap.
+    low, head = value % 3364, first[:-2]
+    return [first] + [head + _B58_PAIRS[low + i] if low + i < 3364 else _id_text(prefix, value + i)
+                      for i in range(1, n)]
+
+
+def _id_text(prefix: str, value: int) -> str:
     # Two digits per division (a 58² table): ids are made on every file operation's events.
     pairs = []
     for _ in range(11):

@@ -47,6 +47,7 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 from . import errors
 from .api import create_app
 from .database import redact_url
+from .logs import access_logger_class
 from .store import open_store
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ def serve(
         config.h11_max_incomplete_size = MAX_HEADER_BYTES
         config.backlog = BACKLOG
         config.accesslog = logging.getLogger("memfs.access")
+        config.logger_class = access_logger_class()
         config.errorlog = logging.getLogger("hypercorn.error")
         # Bind before trio starts, so that a taken port is a plain OSError for the caller.
         sockets = config.create_sockets()

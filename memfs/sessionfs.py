@@ -47,7 +47,7 @@ import pyfuse3
 import trio
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
-from . import errors
+from . import errors, logs
 from .daemon import MountOptions, _init_fuse, _remote_store, _signal_ready, _terminate_on_signal
 from .fs import Operations, actor_for
 from .protocol import StoreAPI
@@ -459,12 +459,14 @@ def serve(spec: SessionMount) -> None:
 
 
 async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
+    from . import dbwatch
     from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
     members = sops.members
     services: list[ChangeWatcher | ChangeSubscriber | EventFlusher | Invalidator] = []
     watchers: list[ChangeWatcher | ChangeSubscriber] = []
     feeds: list[Any] = []
+    watches: list[Any] = []
     for m in members:
         if spec.url:
             from .client import AsyncClient
@@ -474,7 +476,10 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
             feeds.append(feed)
             watchers.append(ChangeSubscriber(m.ops, feed))
         else:
-            watchers.append(ChangeWatcher(m.ops, spec.poll_interval))
+            # One inotify watch of the database for all the stores (dbwatch shares it).
+            watch = dbwatch.acquire(m.ops.store.path)
+            watches.append(watch)
+            watchers.append(ChangeWatcher(m.ops, spec.poll_interval, watch))
         assert m.sink is not None
         services.append(EventFlusher(m.sink))
         invalidator = Invalidator(m.ops)
@@ -505,6 +510,8 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
         for feed in feeds:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await feed.aclose()
+        for watch in watches:
+            dbwatch.release(watch)
 
 
 def _parse(argv: Sequence[str]) -> SessionMount:
@@ -525,8 +532,9 @@ def _parse(argv: Sequence[str]) -> SessionMount:
     if a.owner:
         uid, _, gid = a.owner.partition(":")
         owner = (int(uid), int(gid))
-    logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    fmt = os.environ.get("MEMFS_LOG_FORMAT", "text")
+    logs.configure(logging.INFO if a.verbose else logging.WARNING,
+                   fmt if fmt in logs.FORMATS else "text")
     return SessionMount(
         mountpoint=a.mountpoint, session_id=a.session,
         stores=[StoreMount(i, acc == "read_only", path) for i, acc, path in a.store],

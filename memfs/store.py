@@ -750,6 +750,14 @@ class Store:
         """:raises DatabaseGone: the database file was deleted or replaced while in use."""
         self.database.check_file()
 
+    def ping(self) -> None:
+        """Check that the database answers a query (a server's readiness probe).
+
+        :raises DatabaseGone, StorageError: the file was replaced, or the database fails.
+        """
+        self.database.check_file()
+        self._one("SELECT 1")
+
     def nowait(self) -> AbstractContextManager[None]:
         """Calls in this block never wait for a lock: they raise
         :class:`memfs.errors.WouldBlock` first (see :meth:`Database.nowait`)."""
@@ -2150,6 +2158,37 @@ class Store:
                  for e in done],
             )
         return done
+
+    def record_tool_events(
+        self, session_id: str | None, rows: Sequence[tuple[str, str, str, str]], *,
+        store_id: str | None = None,
+    ) -> int:
+        """Append tool events a mount of this process built itself, each as ``(id, type,
+        processed_at, JSON body)`` (:func:`memfs.toolevents.tool_pair_rows`): the trusted
+        counterpart of :meth:`add_events`, without its per-event checks, copies and encoding,
+        for the event flusher's batches. What comes from outside (the API) goes through
+        :meth:`add_events` and :meth:`add_tool_events`. A lone surrogate (which no memfs-built
+        event should hold) is stored as ``?``. Returns how many were recorded.
+
+        :raises NotFound: unknown session.
+        """
+        values = []
+        for event_id, type_, processed_at, body in rows:
+            if not body.isascii():
+                try:
+                    body.encode("utf-8")
+                except UnicodeEncodeError:
+                    body = body.encode("utf-8", "replace").decode("utf-8")
+            values.append((event_id, session_id, store_id, type_, processed_at, body))
+        with self._write() as c:
+            if session_id is not None:
+                self._session_in(c, session_id)
+            c.executemany(
+                "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                values,
+            )
+        return len(values)
 
     def list_events(
         self,

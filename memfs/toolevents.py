@@ -12,17 +12,19 @@ turns a successful operation into an error.
 from __future__ import annotations
 
 import json
+import json.encoder
 import logging
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from . import errors
 from .models import Memory
 from .protocol import StoreAPI
-from .rules import format_time, new_id
+from .rules import format_time, new_id, new_ids
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +62,16 @@ def tool_pair(
     memory: Memory | None = None,
     memory_id: str | None = None,
     new_path: str | None = None,
+    at: float | None = None,
 ) -> list[dict[str, Any]]:
     """One ``agent.tool_use`` / ``agent.tool_result`` pair. Paths are as the agent sees them.
 
     :param failure: the error text of a failed operation (``is_error``).
     :param memory: the memory and version a write produced (``memory_id`` alone: a deletion).
         The store completes both when it records the pair with the write itself.
+    :param at: when it happened (``time.time()``; default: now).
     """
-    now = format_time(datetime.now(UTC))
+    now = format_time(datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC))
     use_id = new_id("sevt")
     inp: dict[str, Any] = {"operation": operation, "file_path": file_path}
     if new_path is not None:
@@ -100,6 +104,43 @@ def tool_pair(
     return [use, result]
 
 
+
+_quote = json.encoder.encode_basestring  # a str as JSON, non-ASCII kept (ensure_ascii=False)
+
+
+def _utc_text(us: int, _last: list[Any] = [0, ""]) -> str:  # noqa: B006 (a one-entry cache)
+    """:func:`~memfs.rules.format_time` of a time in microseconds since the epoch."""
+    sec, frac = divmod(us, 1_000_000)
+    if _last[0] != sec:
+        _last[:] = [sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))]
+    return f"{_last[1]}.{frac:06d}Z"
+
+
+def tool_pair_rows(
+    name: str, pid: int, operation: str, file_path: str, failure: str | None, text: str,
+    us: int,
+) -> list[tuple[str, str, str, str]]:
+    """:func:`tool_pair` (without ``memory`` or ``new_path``) at time ``us`` (microseconds
+    since the epoch) as the store records it: ``(id, type, processed_at, JSON body)`` per
+    event, the body what ``json.dumps(event, ensure_ascii=False)`` of the pair would be. Built
+    from a template: the event flusher makes one for every read."""
+    use_id, result_id = new_ids("sevt", 2)
+    now = _utc_text(us)
+    use = (
+        f'{{"type": "agent.tool_use", "id": "{use_id}", "name": {_quote(name)}, '
+        f'"input": {{"operation": {_quote(operation)}, "file_path": {_quote(file_path)}, '
+        f'"pid": {int(pid)}}}, "processed_at": "{now}", "evaluated_permission": "allow", '
+        f'"evaluation": {{"type": "always_allow"}}, "session_thread_id": null}}'
+    )
+    result = (
+        f'{{"type": "agent.tool_result", "id": "{result_id}", "tool_use_id": "{use_id}", '
+        f'"processed_at": "{now}", "is_error": {"false" if failure is None else "true"}, '
+        f'"content": [{{"type": "text", "text": '
+        f'{_quote(text if failure is None else failure)}}}]}}'
+    )
+    return [(use_id, "agent.tool_use", now, use), (result_id, "agent.tool_result", now, result)]
+
+
 class EventSink:
     """Where a mount's tool events go: a JSON-lines file (one object per line, flushed as
     written) and the database.
@@ -121,10 +162,13 @@ class EventSink:
         self.session_id = session_id
         self._file: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
         self._file_failing = False
-        self._pending: list[dict[str, Any]] = []
+        #: Events, or the arguments of a :func:`tool_pair` still to be built (:meth:`emit_pair`).
+        self._pending: list[dict[str, Any] | tuple[Any, ...]] = []
         #: Held while a batch is written: the flusher's thread and a write on the event loop
         #: (which records the queue before its own events) must not both write one batch.
         self._flushing = threading.Lock()
+        #: Called when the queue goes from empty to not empty (the flusher's wake-up).
+        self.on_queued: Callable[[], None] | None = None
 
     def log(self, events: Sequence[dict[str, Any]]) -> None:
         """Append events to the JSON-lines file. A failure is logged (once until the file
@@ -146,6 +190,8 @@ class EventSink:
     def emit(self, events: Sequence[dict[str, Any]]) -> None:
         """Record events that no write records: the file now, the database in a batch."""
         self.log(events)
+        if events and not self._pending and self.on_queued is not None:
+            self.on_queued()
         self._pending.extend(events)
         if len(self._pending) > MAX_PENDING:
             extra = len(self._pending) - MAX_PENDING
@@ -153,8 +199,26 @@ class EventSink:
             log.error("dropped the %d oldest tool events: the database has refused them for "
                       "too long (they are in the JSON-lines log if one is set)", extra)
 
+    def emit_pair(self, name: str, pid: int, operation: str, file_path: str, *,
+                  failure: str | None = None, text: str = "") -> None:
+        """:meth:`emit` of ``tool_pair(name, pid, operation, file_path, failure=…, text=…)``.
+
+        Without a JSON-lines file, only its arguments and the time are queued: the flusher
+        builds the pair, off the request path (every read-only open→close comes here).
+        """
+        if self._file is not None:
+            self.emit(tool_pair(name, pid, operation, file_path, failure=failure, text=text))
+            return
+        if not self._pending and self.on_queued is not None:
+            self.on_queued()
+        self._pending.append(
+            (name, pid, operation, file_path, failure, text, time.time_ns() // 1000))
+        if len(self._pending) > MAX_PENDING:
+            self.emit([])  # drops the oldest, saying so
+
     @property
     def pending(self) -> int:
+        """How many entries are queued (a pair queued by :meth:`emit_pair` is one)."""
         return len(self._pending)
 
     def flush(self, *, wait: bool = True) -> None:
@@ -170,7 +234,32 @@ class EventSink:
         try:
             batch = list(self._pending)
             try:
-                self.store.add_events(self.session_id, batch, store_id=self.store_id)
+                record = getattr(self.store, "record_tool_events", None)
+                if record is not None:
+                    # A local store takes the events built here as they are: the checks of
+                    # add_events are for events that come from outside (the API).
+                    rows: list[tuple[str, str, str, str]] = []
+                    for item in batch:
+                        if isinstance(item, tuple):
+                            rows += tool_pair_rows(*item)
+                        else:
+                            if not (item.get("id") and item.get("processed_at")):
+                                item = {**item, "id": item.get("id") or new_id("sevt"),
+                                        "processed_at": item.get("processed_at")
+                                        or format_time(datetime.now(UTC))}
+                            rows.append((item["id"], item["type"], item["processed_at"],
+                                         json.dumps(item, ensure_ascii=False)))
+                    record(self.session_id, rows, store_id=self.store_id)
+                else:
+                    events: list[dict[str, Any]] = []
+                    for item in batch:
+                        if isinstance(item, tuple):
+                            *args, us = item
+                            events += tool_pair(*args[:4], failure=args[4], text=args[5],
+                                                at=us / 1e6)
+                        else:
+                            events.append(item)
+                    self.store.add_events(self.session_id, events, store_id=self.store_id)
             except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
                 # The session was deleted (or a server refuses them for good): these events
                 # can never be recorded; keeping them would only make the queue grow.

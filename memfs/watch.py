@@ -1,8 +1,10 @@
 """The background services of a mount: keeping it current and telling the kernel.
 
-* :class:`ChangeWatcher` (a local mount) polls the store's change feed and applies it; it also
-  checks that the database file is still the one the mount opened, so a database deleted or
-  replaced under the mount is noticed within a poll.
+* :class:`ChangeWatcher` (a local mount) applies the store's change feed as soon as the
+  database changes (woken by a :class:`~memfs.dbwatch.DbWatch`, with a slow safety poll; it
+  polls every ``interval`` where the database cannot be watched); it also checks that the
+  database file is still the one the mount opened, so a database deleted or replaced under the
+  mount is noticed at once.
 * :class:`ChangeSubscriber` (a remote mount) follows the server's pushed change stream.
 * :class:`EventFlusher` writes queued tool events to the database in batches.
 * :class:`Invalidator` sends the kernel the entries and inodes to forget, as soon as a handler
@@ -16,7 +18,7 @@ stops seeing changes for a while is better than a mount that is gone.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyfuse3
 import trio
@@ -26,6 +28,9 @@ from . import errors
 from .fs import Operations, invalidate_inodes
 from .models import Change
 from .toolevents import EventSink
+
+if TYPE_CHECKING:
+    from .dbwatch import DbWatch
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +50,7 @@ class _Periodic:
 
     async def run(self) -> None:
         while True:
-            with trio.move_on_after(self.interval):
-                await self._stopped.wait()
+            await self._sleep()
             if self._stopped.is_set():
                 return
             try:
@@ -63,36 +67,113 @@ class _Periodic:
             else:
                 self._failing = False
 
+    async def _sleep(self) -> None:
+        with trio.move_on_after(self.interval):
+            await self._stopped.wait()
+
     async def tick(self) -> None:
         raise NotImplementedError
 
 
 class ChangeWatcher(_Periodic):
-    """Applies the store's change feed to a local mount every ``interval`` seconds."""
+    """Applies the store's change feed to a local mount whenever ``watch`` sees the database
+    change (a commit by any process, this one's included: its own changes are read back
+    from the feed without reading the memories again), and every :attr:`safety_interval`
+    seconds for what inotify cannot see. Without a watch, every ``interval`` seconds.
 
-    def __init__(self, ops: Operations, interval: float = 0.15) -> None:
+    Events that pile up while a poll runs are read at once afterwards and make one more
+    poll, not one each: a burst of commits costs a poll or two, never a tight loop.
+    """
+
+    #: Seconds between two polls of a watched database: only for what inotify misses (a
+    #: database on a network filesystem written by another machine, a lost event).
+    safety_interval = 2.0
+    #: After a wake-up whose poll found nothing new, look again after these delays: the WAL
+    #: write that woke us comes before the commit is visible to readers (SQLite syncs the
+    #: WAL, then publishes the commit in shared memory, which inotify does not see).
+    rechecks = (0.003, 0.015, 0.06)
+
+    def __init__(self, ops: Operations, interval: float = 0.15,
+                 watch: DbWatch | None = None) -> None:
         super().__init__(interval)
         self.ops = ops
+        self.watch = watch
+        self._seen = watch.changes if watch is not None else 0
+        self._waiting: trio.CancelScope | None = None
+        self._woke = False
+        self._pending: list[float] = []
+
+    def stop(self) -> None:
+        super().stop()
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    async def _sleep(self) -> None:
+        if self.watch is None:
+            return await super()._sleep()
+        timeout = self._pending.pop(0) if self._pending else self.safety_interval
+        seen = self._seen
+        with trio.move_on_after(timeout) as self._waiting:
+            if not self._stopped.is_set():
+                self._seen = await self.watch.wait(seen)
+        self._waiting = None
+        self._woke = self._seen != seen
 
     async def tick(self) -> None:
         # The database file first: deleted or replaced, it refuses writes from now on (and
         # says so in the log once).
         await trio.to_thread.run_sync(self.ops.store.check_file)
-        await self.poll()
+        found = await self.poll()
+        if found:
+            self._pending = []
+        elif self._woke:
+            self._pending = list(self.rechecks)
 
     async def poll(self) -> int:
         return await self.ops.poll_changes()
 
 
 class EventFlusher(_Periodic):
-    """Writes queued tool events to the database every ``interval`` seconds (the last ones
-    are written by :meth:`EventSink.close`, at unmount)."""
+    """Writes queued tool events to the database in batches: ``interval`` seconds after the
+    first event of a batch is queued (the last ones are written by :meth:`EventSink.close`,
+    at unmount). With nothing queued it sleeps until something is: an idle mount spends no
+    CPU on it."""
 
     def __init__(self, sink: EventSink, interval: float = 0.25) -> None:
         super().__init__(interval)
         self.sink = sink
+        self._queued = trio.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    def stop(self) -> None:
+        super().stop()
+        self._queued.set()
+
+    def _wake(self) -> None:
+        # Called by the sink from whichever thread queues an event.
+        if self._token is not None:
+            self._token.run_sync_soon(self._queued.set)
+
+    async def run(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self.sink.on_queued = self._wake
+        try:
+            await super().run()
+        finally:
+            self.sink.on_queued = None
+
+    async def _sleep(self) -> None:
+        if not self.sink.pending:
+            self._queued = trio.Event()
+            if self._stopped.is_set():
+                return
+            if not self.sink.pending:  # still empty: wait for the first event of a batch
+                await self._queued.wait()
+        await super()._sleep()
 
     async def tick(self) -> None:
+        if not self.sink.pending:
+            return  # idle: not even a thread handoff
         # In a thread: encoding and inserting a batch must not hold up the requests the
         # kernel is waiting for (new events are only appended to the queue meanwhile).
         await trio.to_thread.run_sync(self.sink.flush)

@@ -493,3 +493,40 @@ def test_serve_keys_from_env(tmp_path):
         assert "generated" not in s.stderr.read_text()
     finally:
         assert stop_server(s) == 0
+
+
+def test_json_logs_have_one_access_line_per_request_and_no_key(tmp_path) -> None:
+    """``memfs --log-format json -v serve``: every stderr log line is a JSON object; each
+    request has an access line with the request-id its client got; the key is never logged."""
+    stderr = tmp_path / "serve.err"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "--db", str(tmp_path / "memfs.db"), "--log-format",
+         "json", "-v", "serve", "--port", "0", "--api-key", KEY],
+        stdout=subprocess.DEVNULL, stderr=stderr.open("wb"), env=dict(os.environ),
+    )
+    s = None
+    try:
+        deadline = time.monotonic() + 20
+        while s is None and time.monotonic() < deadline:
+            m = re.search(r"serving (http://\S+)", stderr.read_text())
+            s = Server(proc, m.group(1), stderr) if m else None
+            assert proc.poll() is None, stderr.read_text()
+            time.sleep(0.05)
+        assert s is not None, stderr.read_text()
+        with httpx.Client(base_url=s.url, headers={"x-api-key": KEY}) as http:
+            ok = http.get("/v1/memory_stores?limit=5")
+            bad = http.get("/v1/memory_stores/nope", headers={"x-api-key": "wrong-key"})
+            ready = http.get("/readyz")
+        assert ok.status_code == 200 and bad.status_code == 401 and ready.status_code == 200
+    finally:
+        assert stop_server(Server(proc, "", stderr)) == 0
+    text = stderr.read_text()
+    assert KEY not in text and "wrong-key" not in text
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    access = {e["request_id"]: e for e in lines if e["logger"] == "memfs.access"}
+    got = access[ok.headers["request-id"]]
+    assert got["method"] == "GET" and got["path"] == "/v1/memory_stores"
+    assert got["status"] == 200 and got["duration_ms"] >= 0
+    assert access[bad.headers["request-id"]]["status"] == 401
+    # Lines that are not JSON are the server's announcements to a person, not log records.
+    assert all(line.startswith(("{", "memfs: ")) for line in text.splitlines()), text

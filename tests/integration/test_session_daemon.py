@@ -109,6 +109,9 @@ def test_one_daemon_serves_eight_stores_each_at_its_path_with_its_mode(
     daemons = memfs_daemons(r.proc.pid)
     assert len(daemons) == 1, daemons
     print(f"\nsession daemon RSS with {N} stores: {rss_kib(daemons[0]) / 1024:.1f} MiB")
+    # Its stores' change watchers share one inotify watch of the database.
+    fds = Path(f"/proc/{daemons[0]}/fd")
+    assert [os.readlink(fds / fd) for fd in os.listdir(fds)].count("anon_inode:inotify") == 1
     (tmp_path / "go").touch()
     assert r.wait() == 0, r.err
     assert r.err == ""

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import stat
+from datetime import UTC, datetime
 
 import pyfuse3
 import pytest
@@ -13,7 +14,9 @@ from pyfuse3 import FUSEError
 
 from memfs import Actor
 from memfs.fs import ERRNO_BY_ERROR, EventSink, Operations, errno_for
+from memfs.rules import parse_time
 from memfs.store import Limits, Store
+from memfs.toolevents import comm
 
 ROOT = pyfuse3.ROOT_INODE
 ACTOR = Actor.user("user_test")
@@ -702,6 +705,40 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
             slow.stop()
 
 
+async def test_an_idle_event_flusher_sleeps_until_an_event_is_queued(fs, store):
+    """No timer while nothing is queued (issue 12: no CPU spent while nothing changes); the
+    first queued event starts a batch, written ``interval`` seconds later."""
+    import trio
+
+    from memfs.watch import EventFlusher
+
+    ops, _ = fs
+    sink = ops.events
+    flusher = EventFlusher(sink, interval=0.02)
+    ticks = []
+    real_tick = flusher.tick
+
+    async def counted() -> None:
+        ticks.append(trio.current_time())
+        await real_tick()
+
+    flusher.tick = counted
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flusher.run)
+            await trio.sleep(0.3)
+            assert ticks == []  # was one every 0.02 s
+            t0 = trio.current_time()
+            sink.emit([{"type": "agent.custom", "text": "x"}])
+            while sink.pending:  # noqa: ASYNC110 (the flush runs in a worker thread)
+                await trio.sleep(0.005)
+            assert len(ticks) == 1 and 0.015 <= ticks[0] - t0 < 0.5
+            await trio.sleep(0.2)
+            assert len(ticks) == 1
+            flusher.stop()
+    assert sink.on_queued is None
+
+
 def test_directory_rename_errors_map_to_enotempty_and_enotdir():
     import memfs.errors as E
 
@@ -792,3 +829,65 @@ async def test_the_feed_does_not_read_back_this_mounts_own_commits(fs, store, mo
     assert await read_file(ops, (await ops.lookup(ROOT, b"both.md", CTX)).st_ino) == b"theirs"
     assert (await ops.lookup(ROOT, b"other.md", CTX)).st_size == len(b"other")
     assert (await ops.lookup(ROOT, b"mine.md", CTX)).st_size == len(b"mine")
+
+
+async def test_a_read_through_the_mount_records_its_event_pair(store, tmp_path):
+    """A read-only open→close queues only what its pair says (no JSON-lines file: the
+    flusher builds the pair); once flushed, the session has the same pair as before."""
+    s = store.create_store("reads")
+    sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
+    sink = EventSink(store, s.id, sess.id, None)
+    _SINKS.append(sink)
+    ops = Operations(store, s.id, actor=Actor.session(sess.id), events=sink,
+                     display_root="/mnt/memory/r")
+    ops.load()
+    ino = await write_file(ops, ROOT, b"a.md", b"hello")
+    sink.flush()
+    before = len(store.list_events(sess.id).data)
+    t0 = datetime.now(UTC)
+    assert await read_file(ops, ino) == b"hello"
+    assert sink.pending == 1
+    sink.flush()
+    assert sink.pending == 0
+    evs = store.list_events(sess.id).data[before:]
+    assert [e.type for e in evs] == ["agent.tool_use", "agent.tool_result"]
+    use, result = (e.body for e in evs)
+    assert use["name"] == comm(os.getpid()) and use["id"] == evs[0].id
+    assert use["input"] == {"operation": "read", "file_path": "/mnt/memory/r/a.md",
+                            "pid": os.getpid()}
+    assert use["evaluated_permission"] == "allow"
+    assert result["tool_use_id"] == use["id"] and result["is_error"] is False
+    assert result["content"] == [{"type": "text", "text": "read /mnt/memory/r/a.md"}]
+    assert use["processed_at"] == result["processed_at"] == evs[0].processed_at
+    assert t0 <= parse_time(use["processed_at"]) <= datetime.now(UTC)
+
+
+async def test_a_read_with_an_event_file_writes_the_pair_at_close(fs, store, tmp_path):
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"x")
+    assert await read_file(ops, ino) == b"x"
+    lines = (tmp_path / f"events-{sid}.jsonl").read_text().splitlines()
+    use, result = (json.loads(line) for line in lines[-2:])
+    assert use["input"]["operation"] == "read" and result["tool_use_id"] == use["id"]
+    ops.events.flush()
+    with store._read() as c:
+        stored = [json.loads(r["body"]) for r in c.execute(
+            "SELECT body FROM events WHERE store_id = ? ORDER BY seq", (sid,))]
+    assert stored[-2:] == [use, result]
+
+
+def test_tool_pair_rows_are_the_json_of_tool_pair(monkeypatch):
+    """The flusher's template makes exactly what tool_pair's events encode to."""
+    from memfs import toolevents
+
+    for args in [("cat", 12, "read", "/mnt/memory/a/é \"q\"\\.md", None, "read é"),
+                 ("sh", 3, "read", "/m/x.md", "No such file: \u2028", "")]:
+        us = 1_764_577_938_123_456
+        rows = toolevents.tool_pair_rows(*args, us)
+        ids = iter([r[0] for r in rows])
+        monkeypatch.setattr(toolevents, "new_id", lambda prefix, ids=ids: next(ids))
+        pair = toolevents.tool_pair(*args[:4], failure=args[4], text=args[5], at=us / 1e6)
+        monkeypatch.undo()
+        assert [r[3] for r in rows] == [json.dumps(e, ensure_ascii=False) for e in pair]
+        assert [r[:3] for r in rows] == [(e["id"], e["type"], e["processed_at"]) for e in pair]
+        assert rows[0][2] == "2025-12-01T08:32:18.123456Z"

@@ -17,6 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "rules": {"errors", "models"},
     "protocol": {"errors", "models"},
     "database": {"errors", "models"},
+    "dbwatch": set(),
     # The PostgreSQL backend: the database layer's other implementation.
     "pgdatabase": {"database", "errors", "models"},
     "store": {"database", "pgdatabase", "rules", "errors", "models"},

@@ -6,6 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -1028,6 +1029,25 @@ class TestIdsAndTime:
         assert ids == sorted(ids) and len(set(ids)) == len(ids)
         assert all(re.fullmatch(r"mem_01[1-9A-HJ-NP-Za-km-z]{22}", i) for i in ids[:50])
 
+    def test_ids_made_in_batches_are_strictly_increasing_with_the_others(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from memfs import rules
+        from memfs.rules import new_ids
+
+        ids = []
+        for i in range(2000):
+            ids += new_ids("sevt", 2) if i % 2 else [new_id("sevt")]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids) == 3000
+        assert all(re.fullmatch(r"sevt_01[1-9A-HJ-NP-Za-km-z]{22}", i) for i in ids[:50])
+        # The last two digits wrap (value % 58² == 58² - 1): the next id is formatted whole.
+        monkeypatch.setattr(rules, "time", SimpleNamespace(time_ns=lambda: 0))
+        monkeypatch.setattr(rules.secrets, "randbits", lambda k: 3363)
+        monkeypatch.setattr(rules, "_last_id_value", 0)
+        a, b, c = new_ids("sevt", 3)
+        assert a < b < c and a[-2:] == "zz" and b[-2:] == "11" and c[-2:] == "12"
+        assert b[:-2] != a[:-2]
+
     def test_timestamps(self, store: Store, sid: str) -> None:
         m = store.create_memory(sid, "/a", "x", actor=API)
         for t in (m.created_at, m.updated_at, store.get_store(sid).created_at):
@@ -1226,6 +1246,37 @@ class TestSessions:
             store.add_events("sesn_nope", [{"type": "x"}])
         with pytest.raises(NotFound):
             store.list_events("sesn_nope")
+
+
+def test_record_tool_events_records_a_mounts_own_events_as_they_are(store):
+    """The trusted path of the event flusher: the rows stored as given, in order."""
+    import json
+
+    from memfs.toolevents import tool_pair
+
+    def rows(events):
+        return [(e["id"], e["type"], e["processed_at"], json.dumps(e, ensure_ascii=False))
+                for e in events]
+
+    s = store.create_store("a").id
+    sess = store.create_session([res(s)])
+    pairs = tool_pair("cat", 7, "read", "/mnt/memory/a/é.md", text="read é") + tool_pair(
+        "sh", 8, "write", "/mnt/memory/a/b.md", failure="No space")
+    assert store.record_tool_events(sess.id, rows(pairs), store_id=s) == 4
+    listed = store.list_events(sess.id).data
+    assert [e.body for e in listed] == pairs
+    assert [(e.id, e.type, e.processed_at) for e in listed] == [
+        (p["id"], p["type"], p["processed_at"]) for p in pairs]
+    # A mount without a session: kept with the store only.
+    assert store.record_tool_events(None, rows(tool_pair("cat", 1, "read", "/x")),
+                                    store_id=s) == 2
+    assert len(store.list_events(sess.id).data) == 4
+    # A lone surrogate cannot reach the database (every reader would fail on it).
+    bad = tool_pair("cat", 1, "read", "/x", text="bad \udc80")
+    store.record_tool_events(sess.id, rows(bad), store_id=s)
+    assert store.list_events(sess.id).data[-1].body["content"][0]["text"] == "bad ?"
+    with pytest.raises(NotFound):
+        store.record_tool_events("sesn_nope", rows(pairs))
 
 
 def test_memory_count_follows_every_kind_of_write(store):
