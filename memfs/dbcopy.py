@@ -297,11 +297,12 @@ def _rows(db: Any, c: Any, t: Table) -> Iterator[Callable[[], list[tuple[Any, ..
 
 def _norm(v: Any) -> bytes:
     """One value as the hash sees it, the same from either backend."""
+    if type(v) is str:  # most values: first
+        b = v.encode("utf-8", "surrogatepass")
+        return b"s%d:" % len(b) + b
     if v is None:
         return b"N"
-    if isinstance(v, bool):
-        v = int(v)
-    if isinstance(v, int):
+    if isinstance(v, int):  # bool too
         return b"i%d" % v
     if isinstance(v, bytes | bytearray | memoryview):
         b = bytes(v)

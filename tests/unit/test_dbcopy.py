@@ -267,3 +267,17 @@ def test_cli_errors_are_one_line(src, tmp_path, args, message):
     assert "Traceback" not in r.output and isinstance(r.exception, SystemExit), r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("memfs: ") and message in lines[0], r.output
+
+
+def test_values_hash_alike_across_types():
+    n = dbcopy._norm
+    assert n("é") == n("é".encode()) == n(memoryview("é".encode()))  # UTF-8 bytes are text
+    assert n(b"\xff") != n("\xff")
+    assert n(None) != n("") and n(None) != n("N")
+    assert n(1) == n(True) == n(1.0) and n(1) != n("1")
+    rows = [("a", None), ("a\x00", 1)]
+    h1, h2 = (dbcopy.hashlib.sha256() for _ in range(2))
+    for r in rows:
+        dbcopy.hash_row(h1, r)
+    dbcopy.hash_row(h2, ("a", None, "a\x00", 1))  # row boundaries count
+    assert h1.hexdigest() != h2.hexdigest()
