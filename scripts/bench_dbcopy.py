@@ -94,6 +94,9 @@ def main() -> None:
                   f"walls {[round(r['wall'], 2) for r in runs]}")
         # The source and the last copy back hold the same rows (the report's hashes).
         assert all(t["ok"] for r in results["pg->sqlite"] for t in r["tables"])
+        first = {t["table"]: t["src_sha256"] for t in results["sqlite->pg"][0]["tables"]}
+        assert first == {t["table"]: t["dst_sha256"] for t in last["tables"]}
+        print("round trip: every table's hash in the last copy back equals the source's")
     finally:
         cluster.stop()
 
