@@ -404,12 +404,25 @@ class Call:
         """Run a store method in a worker thread."""
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
 
+    async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a short store read on the event loop when it cannot wait (the store's
+        ``nowait`` mode: a WAL reader never waits on the writer, and no worker thread is worth
+        its handoff for a point look-up), else in a worker thread."""
+        try:
+            with self.store.nowait():
+                return fn(*args, **kwargs)
+        except errors.WouldBlock:
+            return await self.run(fn, *args, **kwargs)
+
     async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a store write method, committed together with the writes of other requests
         waiting at the same moment (:class:`WriteBatcher`); returns once it is durable."""
         return await self.writes.run(partial(fn, *args, **kwargs))
 
 
+#: Pages of ``memories.list`` (basic view) up to this many read on the event loop
+#: (:meth:`Call.read`); longer ones in a worker thread.
+SHORT_PAGE = 100
 #: Most writes one group commit of :class:`WriteBatcher` holds.
 BATCH_MAX_CALLS = 64
 
@@ -560,7 +573,7 @@ async def create_memory(c: Call) -> Any:
 
 async def retrieve_memory(c: Call) -> Any:
     view = c.q.view("full")
-    return await c.run(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
+    return await c.read(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
 
 
 def _precondition(value: Any) -> str | None:
@@ -593,14 +606,17 @@ async def update_memory(c: Call) -> Any:
 
 async def list_memories(c: Call) -> Any:
     q = c.q
-    return await c.run(
+    limit, view = q.integer("limit", 20), q.view("basic")
+    # A short page of the basic view is a quick read: on the loop; a long one in a thread.
+    short = view == "basic" and limit is not None and limit <= SHORT_PAGE
+    return await (c.read if short else c.run)(
         c.store.list_memories,
         c.p["memory_store_id"],
         path_prefix=q.text("path_prefix"),
         depth=q.integer("depth", 0),
-        limit=q.integer("limit", 20),
+        limit=limit,
         page=q.text("page"),
-        view=q.view("basic"),
+        view=view,
     )
 
 

@@ -271,3 +271,58 @@ async def test_the_next_batch_goes_on_when_a_waiting_request_is_cancelled_as_it_
             store.go.set()
     assert got == {"first": "first", "third": "third"}
     assert store.batches == [["first"], ["third"]]
+
+
+# -- reads on the event loop ----------------------------------------------------------------
+
+
+def counting_threads(monkeypatch) -> list[object]:
+    """The calls the API hands to a worker thread from now on."""
+    calls: list[object] = []
+    run_sync = api.anyio.to_thread.run_sync
+
+    async def spy(fn, *args, **kwargs):
+        calls.append(fn)
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(api.anyio.to_thread, "run_sync", spy)
+    return calls
+
+
+async def test_short_reads_run_without_a_worker_thread(store, monkeypatch):
+    sid = store.create_store("s").id
+    m = store.create_memory(sid, "/a/b.md", "x", actor=ACTOR)
+    threads = counting_threads(monkeypatch)
+    app = create_app(store, [KEY])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 headers={"x-api-key": KEY}) as c:
+        got = await c.get(f"/v1/memory_stores/{sid}/memories/{m.id}")
+        page = await c.get(f"/v1/memory_stores/{sid}/memories", params={"depth": 2})
+        assert threads == []
+        assert got.json()["content"] == "x"
+        assert [x["path"] for x in page.json()["data"] if x["type"] == "memory"] == ["/a/b.md"]
+        # a long page, or the full view, still goes to a thread
+        await c.get(f"/v1/memory_stores/{sid}/memories", params={"limit": 500})
+        assert len(threads) == 1
+
+
+async def test_a_read_that_would_wait_goes_to_a_worker_thread(store, monkeypatch):
+    sid = store.create_store("s").id
+    m = store.create_memory(sid, "/a.md", "x", actor=ACTOR)
+    get_memory = store.get_memory
+
+    def would_wait(*args, **kwargs):
+        if not store.database._waiting_allowed():
+            raise errors.WouldBlock()
+        return get_memory(*args, **kwargs)
+
+    monkeypatch.setattr(store, "get_memory", would_wait)
+    threads = counting_threads(monkeypatch)
+    app = create_app(store, [KEY])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 headers={"x-api-key": KEY}) as c:
+        got = await c.get(f"/v1/memory_stores/{sid}/memories/{m.id}")
+        missing = await c.get(f"/v1/memory_stores/{sid}/memories/mem_nope")
+    assert got.status_code == 200 and got.json()["content"] == "x"
+    assert missing.status_code == 404 and missing.json()["type"] == "error"
+    assert len(threads) == 2
