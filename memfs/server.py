@@ -38,6 +38,7 @@ from typing import Any
 import h11
 import trio
 from hypercorn.config import Config, Sockets
+from hypercorn.events import RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
@@ -130,6 +131,7 @@ def serve(
         say("memfs: (choose your own with --api-key KEY or MEMFS_API_KEYS)")
     max_connections = max(16, raise_fd_limit() - FD_RESERVE)
     _install_json_protocol_errors()
+    _install_coalesced_responses()
     store = open_store(db_path, create=True)
     try:
         config = Config()
@@ -346,6 +348,32 @@ def _install_json_protocol_errors() -> None:
     API.md §1.6 instead of an empty body. hypercorn has no setting for it, so its one method
     that writes them is replaced (idempotent)."""
     H11Protocol._send_error_response = _send_json_error  # type: ignore[method-assign]
+
+
+def _install_coalesced_responses() -> None:
+    """Send a response's head and body in one write when its length is known: hypercorn
+    writes the head, the body and an empty end of message each on its own (three trips
+    through trio and up to two send(2) calls per answer, for a 1 kB JSON body). A streamed
+    response (no content-length: SSE, exports) still gets its head at once. Idempotent."""
+    H11Protocol._send_h11_event = _send_h11_event_coalesced  # type: ignore[method-assign]
+
+
+async def _send_h11_event_coalesced(self: H11Protocol, event: Any) -> None:
+    try:
+        data = self.connection.send(event)
+    except h11.LocalProtocolError:
+        if self.connection.their_state != h11.ERROR:
+            raise
+        return
+    held: bytes = getattr(self, "_memfs_head", b"")
+    if isinstance(event, h11.Response) and any(
+            name == b"content-length" for name, _ in event.headers):
+        self._memfs_head = held + data  # type: ignore[attr-defined]
+        return
+    if held:
+        data, self._memfs_head = held + data, b""  # type: ignore[attr-defined]
+    if data:
+        await self.send(RawData(data=data))
 
 
 #: Messages for the statuses h11 hints at when it rejects a request.
