@@ -472,10 +472,15 @@ class WriteBatcher:
             self._busy = True
             batch = [self._queue.popleft() for _ in range(min(len(self._queue),
                                                                 BATCH_MAX_CALLS))]
+            outcomes: list[Any] = [errors.StorageError("the write was not committed")] * len(
+                batch)
             try:
-                outcomes = await anyio.to_thread.run_sync(
-                    self.store.batch, [w.fn for w in batch])
-            except BaseException as e:  # a bug, or cancelled: nobody's write is lost silently
+                # Shielded: the batch holds other requests' writes, so this request being
+                # cancelled (its client gone) must not stop it before or while it commits.
+                with anyio.CancelScope(shield=True):
+                    outcomes = await anyio.to_thread.run_sync(
+                        self.store.batch, [w.fn for w in batch])
+            except Exception as e:  # a bug: every request of the batch answers with it
                 outcomes = [e] * len(batch)
                 raise
             finally:

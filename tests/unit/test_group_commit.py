@@ -326,3 +326,35 @@ async def test_a_read_that_would_wait_goes_to_a_worker_thread(store, monkeypatch
     assert got.status_code == 200 and got.json()["content"] == "x"
     assert missing.status_code == 404 and missing.json()["type"] == "error"
     assert len(threads) == 2
+
+
+async def test_a_request_cancelled_just_after_it_is_woken_to_commit_still_commits_its_batch():
+    """Woken to commit the next batch, then cancelled before it runs: the batch (its own write
+    and those queued behind it) is committed all the same, and everyone gets their answer."""
+    store = _SlowStore()
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+    scope = trio.CancelScope()
+
+    async def first() -> None:
+        got["first"] = await writes.run(lambda: "first")
+        scope.cancel()  # "second" was just woken to commit; it has not run yet
+
+    async def second() -> None:
+        with scope:
+            got["second"] = await writes.run(lambda: "second")
+
+    async def third() -> None:
+        got["third"] = await writes.run(lambda: "third")
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as n:
+            n.start_soon(first)
+            await trio.sleep(0.05)
+            n.start_soon(second)
+            await trio.sleep(0.05)
+            n.start_soon(third)
+            await trio.sleep(0.05)
+            store.go.set()
+    assert got["first"] == "first" and got["third"] == "third"
+    assert store.batches == [["first"], ["second", "third"]]
