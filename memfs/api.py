@@ -385,6 +385,7 @@ class Call:
     body: dict[str, Any]
     hub: ChangeHub
     events: EventHub
+    writes: WriteBatcher
 
     @property
     def q(self) -> _Query:
@@ -402,6 +403,104 @@ class Call:
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a store method in a worker thread."""
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+
+    async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a short store read on the event loop when it cannot wait (the store's
+        ``nowait`` mode: a WAL reader never waits on the writer, and no worker thread is worth
+        its handoff for a point look-up), else in a worker thread."""
+        try:
+            with self.store.nowait():
+                return fn(*args, **kwargs)
+        except errors.WouldBlock:
+            return await self.run(fn, *args, **kwargs)
+
+    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a store write method, committed together with the writes of other requests
+        waiting at the same moment (:class:`WriteBatcher`); returns once it is durable."""
+        return await self.writes.run(partial(fn, *args, **kwargs))
+
+
+#: Pages of ``memories.list`` (basic view) up to this many read on the event loop
+#: (:meth:`Call.read`); longer ones in a worker thread.
+SHORT_PAGE = 100
+#: Most writes one group commit of :class:`WriteBatcher` holds.
+BATCH_MAX_CALLS = 64
+
+
+class _Waiting:
+    """One write waiting in a :class:`WriteBatcher`."""
+
+    __slots__ = ("fn", "woken", "lead", "outcome", "done")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.woken = anyio.Event()
+        self.lead = False  # woken to commit the next batch, not with its outcome
+        self.outcome: Any = None
+        self.done = False
+
+
+class WriteBatcher:
+    """Group commit of the API's writes: write requests that arrive while a commit is under way
+    wait, and the next commit takes them all (up to :data:`BATCH_MAX_CALLS`) as one
+    transaction (:meth:`Store.batch`: one lock, one fsync, one worker thread for the lot,
+    each write in a savepoint of its own so a refused one fails alone). Every request is
+    answered after the commit that holds its write.
+
+    No task of its own: the first request to find no commit under way commits a batch (its
+    own write first) and, when it ends, wakes the oldest waiting request to commit the next.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: deque[_Waiting] = deque()
+        self._busy = False
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        me = _Waiting(fn)
+        self._queue.append(me)
+        if self._busy:
+            try:
+                await me.woken.wait()
+            except BaseException:  # cancelled while waiting: its write never ran
+                if me in self._queue:
+                    self._queue.remove(me)
+                if me.lead:
+                    self._next()
+                raise
+        if not me.done:  # this request commits the next batch (its own write first)
+            self._busy = True
+            batch = [self._queue.popleft() for _ in range(min(len(self._queue),
+                                                                BATCH_MAX_CALLS))]
+            outcomes: list[Any] = [errors.StorageError("the write was not committed")] * len(
+                batch)
+            try:
+                # Shielded: the batch holds other requests' writes, so this request being
+                # cancelled (its client gone) must not stop it before or while it commits.
+                with anyio.CancelScope(shield=True):
+                    outcomes = await anyio.to_thread.run_sync(
+                        self.store.batch, [w.fn for w in batch])
+            except Exception as e:  # a bug: every request of the batch answers with it
+                outcomes = [e] * len(batch)
+                raise
+            finally:
+                for w, outcome in zip(batch, outcomes, strict=True):
+                    w.outcome, w.done = outcome, True
+                    if w is not me:
+                        w.woken.set()
+                self._next()
+        if isinstance(me.outcome, BaseException):
+            raise me.outcome
+        return me.outcome
+
+    def _next(self) -> None:
+        """Wake the oldest waiting request to commit the next batch, if any."""
+        if self._queue:
+            first = self._queue[0]
+            first.lead = True
+            first.woken.set()
+        else:
+            self._busy = False
 
 
 def _acting_session(c: Call) -> str | None:
@@ -470,7 +569,7 @@ async def archive_memory_store(c: Call) -> Any:
 
 async def create_memory(c: Call) -> Any:
     view = c.q.view("basic")
-    m = await c.run(
+    m = await c.write(
         c.store.create_memory, c.p["memory_store_id"], c.body["path"], c.body["content"],
         actor=await _writer(c),
     )
@@ -479,7 +578,7 @@ async def create_memory(c: Call) -> Any:
 
 async def retrieve_memory(c: Call) -> Any:
     view = c.q.view("full")
-    return await c.run(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
+    return await c.read(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
 
 
 def _precondition(value: Any) -> str | None:
@@ -498,7 +597,7 @@ def _precondition(value: Any) -> str | None:
 async def update_memory(c: Call) -> Any:
     view = c.q.view("basic")
     b = c.body
-    m = await c.run(
+    m = await c.write(
         c.store.update_memory,
         c.p["memory_store_id"],
         c.p["memory_id"],
@@ -512,19 +611,22 @@ async def update_memory(c: Call) -> Any:
 
 async def list_memories(c: Call) -> Any:
     q = c.q
-    return await c.run(
+    limit, view = q.integer("limit", 20), q.view("basic")
+    # A short page of the basic view is a quick read: on the loop; a long one in a thread.
+    short = view == "basic" and limit is not None and limit <= SHORT_PAGE
+    return await (c.read if short else c.run)(
         c.store.list_memories,
         c.p["memory_store_id"],
         path_prefix=q.text("path_prefix"),
         depth=q.integer("depth", 0),
-        limit=q.integer("limit", 20),
+        limit=limit,
         page=q.text("page"),
-        view=q.view("basic"),
+        view=view,
     )
 
 
 async def delete_memory(c: Call) -> Any:
-    await c.run(
+    await c.write(
         c.store.delete_memory,
         c.p["memory_store_id"],
         c.p["memory_id"],
@@ -951,13 +1053,13 @@ def _with_seq(m: Memory) -> dict[str, Any]:
 
 async def write_path(c: Call) -> Any:
     b = c.body
-    m = await c.run(c.store.write_path, c.p["memory_store_id"], b["path"], b["content"],
+    m = await c.write(c.store.write_path, c.p["memory_store_id"], b["path"], b["content"],
                     actor=await _writer(c), events=b.get("events"))
     return _with_seq(m)
 
 
 async def delete_path(c: Call) -> Any:
-    return await c.run(c.store.delete_path, c.p["memory_store_id"], c.body["path"],
+    return await c.write(c.store.delete_path, c.p["memory_store_id"], c.body["path"],
                        actor=await _writer(c), events=c.body.get("events"))
 
 
@@ -966,7 +1068,7 @@ async def rename_path(c: Call) -> Any:
     replace = b.get("replace", True)
     if not isinstance(replace, bool):
         raise errors.InvalidRequest("replace must be true or false")
-    m = await c.run(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
+    m = await c.write(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
                     b["new_path"], actor=await _writer(c), replace=replace,
                     events=b.get("events"))
     return _with_seq(m)
@@ -1447,13 +1549,13 @@ OPS: list[Op] = [
 
 
 def _endpoint(
-    op: Op, store: Store, hub: ChangeHub, events: EventHub
+    op: Op, store: Store, hub: ChangeHub, events: EventHub, writes: WriteBatcher
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
             body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
                                                                                    op.body)
-            result = await op.handler(Call(request, store, body, hub, events))
+            result = await op.handler(Call(request, store, body, hub, events, writes))
             if isinstance(result, Response):
                 return result
             if hasattr(result, "to_dict"):
@@ -1500,12 +1602,14 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     call anything but ``/openapi.json``)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
+    writes = WriteBatcher(store)
     routes: dict[str, list[Op]] = {}
     for op in OPS:
         routes.setdefault(op.path, []).append(op)
     starlette_routes = []
     for path, ops in routes.items():
-        by_method = {op.method: _endpoint(op, store, hub, events) for op in ops}
+        by_method = {op.method: _endpoint(op, store, hub, events, writes)
+                     for op in ops}
 
         async def dispatch(request: Request, by_method: Any = by_method) -> Response:
             if request.method == "HEAD":  # Starlette routes HEAD wherever GET is

@@ -1592,8 +1592,10 @@ def _owner(text: str) -> tuple[int, int]:
     multiple=True,
     help="Accept this API key (repeatable; also env MEMFS_API_KEYS, comma-separated).",
 )
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Server processes sharing the port and the database (use the cores).")
 @pass_ctx
-def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...]) -> None:
+def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers: int) -> None:
     """Serve the memory stores HTTP API (anthropic SDK compatible) on the local database.
 
     Every request needs a key (x-api-key or Authorization: Bearer). Without --api-key or
@@ -1611,7 +1613,7 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...]) -> None
     if ctx.url:
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)
     try:
-        run_server(ctx.db_path, host, port, api_keys_from(api_keys))
+        run_server(ctx.db_path, host, port, api_keys_from(api_keys), workers=workers)
     except OSError as e:
         fail(f"cannot listen on {host}:{port}: {e.strerror or e}", 1)
 

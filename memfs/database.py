@@ -56,6 +56,10 @@ T = TypeVar("T")
 
 #: Seconds a writer keeps retrying a locked database before it raises :class:`Busy`.
 WRITE_PATIENCE = 60.0
+#: Longest sleep between two tries of a locked database (the first is 2 ms, then doubling).
+#: Short: the lock is another process's commit, usually a few ms long (``memfs serve
+#: --workers``, a mount beside a server); 100 ms, as before, left it idle most of a wait.
+WRITE_RETRY_MAX_DELAY = 0.004
 #: Seconds a reader lets SQLite wait for a lock (readers wait only in rare cases: WAL recovery,
 #: a checkpoint that restarts the WAL).
 READ_PATIENCE = 10.0
@@ -299,7 +303,7 @@ class Database:
             except sqlite3.Error as e:
                 raise translate(e, self.path) from e
             time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.1)
+            delay = min(delay * 2, WRITE_RETRY_MAX_DELAY)
 
     def _begin(self) -> None:
         """Take SQLite's write lock with ``BEGIN IMMEDIATE``, holding our writer lock only for

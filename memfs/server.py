@@ -21,6 +21,7 @@ as the kernel's buffers keep the write pending (hypercorn shields its writes fro
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import json
@@ -37,6 +38,7 @@ from typing import Any
 import h11
 import trio
 from hypercorn.config import Config, Sockets
+from hypercorn.events import RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
@@ -105,11 +107,18 @@ def serve(
     api_keys: Sequence[str] = (),
     *,
     echo: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> None:
     """Serve the API on ``host:port`` until SIGINT or SIGTERM.
 
     ``port`` 0 picks a free port; the address actually bound is announced through ``echo``
     (default: stderr) as ``memfs: serving http://HOST:PORT``.
+
+    ``workers`` > 1: that many processes serve the same port (SO_REUSEPORT: the kernel spreads
+    new connections over them) and share the database, each with its own connections and
+    group commit (SQLite's write lock orders their commits). One process runs Python on one
+    core at a time; more use the other cores. The first process announces the address; if
+    one ends, the others are stopped too.
 
     :raises errors.InvalidRequest: no keys on a non-loopback address.
     :raises OSError: the address cannot be bound.
@@ -123,6 +132,7 @@ def serve(
         say("memfs: (choose your own with --api-key KEY or MEMFS_API_KEYS)")
     max_connections = max(16, raise_fd_limit() - FD_RESERVE)
     _install_json_protocol_errors()
+    _install_coalesced_responses()
     store = open_store(db_path, create=True)
     try:
         config = Config()
@@ -134,12 +144,77 @@ def serve(
         config.accesslog = logging.getLogger("memfs.access")
         config.logger_class = access_logger_class()
         config.errorlog = logging.getLogger("hypercorn.error")
+        config.workers = workers  # > 1: SO_REUSEPORT on the sockets
         # Bind before trio starts, so that a taken port is a plain OSError for the caller.
         sockets = config.create_sockets()
+        if workers > 1:
+            path = store.path
+            store.close()  # every worker opens its own (no SQLite connection crosses a fork)
+            _serve_workers(workers, path, keys, config, sockets, say, max_connections)
+            return
         app = create_app(store, keys)
         trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
     finally:
         store.close()
+
+
+def _serve_workers(
+    n: int, db: str, keys: list[str], config: Config, first: Sockets,
+    say: Callable[[str], None], max_connections: int,
+) -> None:
+    """``n`` worker processes, each serving its own socket bound to the same address."""
+    port = first.insecure_sockets[0].getsockname()[1]
+    host = config.bind[0].rsplit(":", 1)[0]
+    config.bind = [f"{host}:{port}"]  # port 0 was chosen once: the others bind the same
+    all_sockets = [first] + [config.create_sockets() for _ in range(n - 1)]
+    pids = []
+    for i, sockets in enumerate(all_sockets):
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 0
+            try:
+                for other in all_sockets:
+                    if other is not sockets:
+                        for sock in other.insecure_sockets:
+                            sock.close()
+                store = open_store(db, create=False)
+                try:
+                    app = create_app(store, keys)
+                    trio.run(_run, app, config, sockets, store.path,
+                             say if i == 0 else (lambda line: None), max_connections)
+                finally:
+                    store.close()
+            except BaseException:
+                log.exception("worker %d failed", i)
+                code = 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    for sockets in all_sockets:  # the workers' now; a socket left open here would stay
+        for sock in sockets.insecure_sockets:
+            sock.close()
+    _supervise(pids)
+
+
+def _supervise(pids: list[int]) -> None:
+    """Forward SIGINT/SIGTERM to the workers; when one ends, stop the others; wait for all."""
+    alive = set(pids)
+
+    def forward(signum: int, frame: Any) -> None:
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while alive:
+            pid, _ = os.wait()
+            if pid in alive:
+                alive.discard(pid)
+                forward(signal.SIGTERM, None)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def raise_fd_limit() -> int:
@@ -274,6 +349,32 @@ def _install_json_protocol_errors() -> None:
     API.md §1.6 instead of an empty body. hypercorn has no setting for it, so its one method
     that writes them is replaced (idempotent)."""
     H11Protocol._send_error_response = _send_json_error  # type: ignore[method-assign]
+
+
+def _install_coalesced_responses() -> None:
+    """Send a response's head and body in one write when its length is known: hypercorn
+    writes the head, the body and an empty end of message each on its own (three trips
+    through trio and up to two send(2) calls per answer, for a 1 kB JSON body). A streamed
+    response (no content-length: SSE, exports) still gets its head at once. Idempotent."""
+    H11Protocol._send_h11_event = _send_h11_event_coalesced  # type: ignore[method-assign]
+
+
+async def _send_h11_event_coalesced(self: H11Protocol, event: Any) -> None:
+    try:
+        data = self.connection.send(event)
+    except h11.LocalProtocolError:
+        if self.connection.their_state != h11.ERROR:
+            raise
+        return
+    held: bytes = getattr(self, "_memfs_head", b"")
+    if isinstance(event, h11.Response) and any(
+            name == b"content-length" for name, _ in event.headers):
+        self._memfs_head = held + data  # type: ignore[attr-defined]
+        return
+    if held:
+        data, self._memfs_head = held + data, b""  # type: ignore[attr-defined]
+    if data:
+        await self.send(RawData(data=data))
 
 
 #: Messages for the statuses h11 hints at when it rejects a request.

@@ -39,6 +39,7 @@ import os
 import re
 import sqlite3
 import stat
+import threading
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -51,6 +52,7 @@ import xxhash
 
 from .database import Database, is_url, redact_url
 from .errors import (
+    Busy,
     Conflict,
     DatabaseUnavailable,
     DirectoryNotEmpty,
@@ -60,6 +62,7 @@ from .errors import (
     InvalidCursor,
     InvalidRequest,
     LimitExceeded,
+    MemfsError,
     NotADirectory,
     NotFound,
     PathConflict,
@@ -67,6 +70,7 @@ from .errors import (
     ReadOnly,
     StorageError,
     StoreArchived,
+    WouldBlock,
 )
 from .models import (
     Actor,
@@ -667,6 +671,20 @@ class ExportSnapshot:
     conn: sqlite3.Connection
 
 
+#: The write transaction a thread runs a :meth:`Store.batch` in, by ``id(store)``.
+_batching = threading.local()
+
+
+def _outcome(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or the exception it raised (a :meth:`Store.batch` result)."""
+    try:
+        return fn()
+    except WouldBlock:  # not an outcome: the caller runs the batch again where it may wait
+        raise
+    except Exception as e:
+        return e
+
+
 class Store:
     """A memfs database. Thread-safe: writes go through one writer connection, reads through a
     connection per thread that never waits on the writer (:class:`memfs.database.Database`).
@@ -783,8 +801,56 @@ class Store:
     # -- transactions ------------------------------------------------------------------------
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        """One write transaction, holding the database write lock from its first statement."""
+        """One write transaction, holding the database write lock from its first statement.
+        Inside :meth:`batch` (same thread), the batch's transaction instead."""
+        conn = _batching.conns.get(id(self)) if hasattr(_batching, "conns") else None
+        if conn is not None:
+            return nullcontext(conn)
         return self.database.write()
+
+    def batch(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Run several write calls of this store (``calls``: functions of no argument, e.g.
+        ``partial(store.create_memory, …)``) in ONE write transaction: one lock, one commit
+        and one fsync for all (group commit). Returns each call's result, or the exception it
+        raised, in order; each result is durable when this returns, like the call's own.
+
+        Each call runs in a SAVEPOINT of its own: a call refused by a rule (a
+        :class:`~memfs.errors.MemfsError` of the caller's: NotFound, a conflict, a limit, bad
+        input) is rolled back alone and its exception returned in its place, and later calls
+        see the earlier ones' writes. A failure of the database or a bug (an SQLite error,
+        StorageError, Busy, anything else) rolls the whole transaction back and every call
+        is run again alone in a transaction of its own, so no call fails for another's
+        reason.
+        """
+        if len(calls) == 1:
+            return [_outcome(calls[0])]
+        outcomes: list[Any] = []
+        try:
+            with self._write() as conn:
+                if not hasattr(_batching, "conns"):
+                    _batching.conns = {}
+                _batching.conns[id(self)] = conn
+                try:
+                    for fn in calls:
+                        conn.execute("SAVEPOINT memfs_batch_call")
+                        try:
+                            outcomes.append(fn())
+                        except MemfsError as e:
+                            if isinstance(e, StorageError | Busy):
+                                raise
+                            conn.execute("ROLLBACK TO memfs_batch_call")
+                            outcomes.append(e)
+                        conn.execute("RELEASE memfs_batch_call")
+                finally:
+                    del _batching.conns[id(self)]
+        except WouldBlock:  # nowait mode, and the write lock is taken: nothing was done
+            raise
+        except Exception as e:
+            if isinstance(e, Busy) and not outcomes:  # the lock never came: none ran
+                return [e] * len(calls)
+            log.info("a batch of %d writes failed (%r); running each alone", len(calls), e)
+            return [_outcome(fn) for fn in calls]
+        return outcomes
 
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent snapshot for several reads."""

@@ -29,6 +29,7 @@ from /proc over the measured window, all servers together).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -56,13 +57,14 @@ CONTENT = "x" * 1000
 # -- servers ------------------------------------------------------------------------------------
 
 
-def start_servers(n: int, db: str, tmp: Path) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
+def start_servers(n: int, db: str, tmp: Path,
+                  workers: int = 1) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
     procs, urls = [], []
     for i in range(n):
         err = tmp / f"serve{i}.err"
         proc = subprocess.Popen(
             [sys.executable, "-m", "memfs", "--db", db, "serve", "--port", "0",
-             "--api-key", KEY],
+             "--api-key", KEY, *(["--workers", str(workers)] if workers > 1 else [])],
             stdout=subprocess.DEVNULL, stderr=err.open("wb"),
             env={k: v for k, v in os.environ.items() if k not in ("MEMFS_URL",)},
         )
@@ -92,9 +94,18 @@ def stop_servers(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait()
 
 
+def _with_children(pids: list[int]) -> list[int]:
+    """The processes and their children (``memfs serve --workers``)."""
+    out = list(pids)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return out
+
+
 def cpu_seconds(pids: list[int]) -> float:
     total = 0
-    for pid in pids:
+    for pid in _with_children(pids):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -332,6 +343,8 @@ def table(rows: list[dict], label: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/load", description=__doc__.split("\n\n")[0])
     p.add_argument("--servers", type=int, default=1, help="memfs serve processes (default 1)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="memfs serve --workers of each server (default 1)")
     p.add_argument("--db", help="database the servers share (default: a fresh SQLite file)")
     p.add_argument("--url", action="append", default=[],
                    help="use running servers instead (repeatable; needs --api-key)")
@@ -359,9 +372,10 @@ def main(argv: list[str] | None = None) -> int:
             where = f"servers at {', '.join(urls)}"
         else:
             db = a.db or str(tmp / "load.db")
-            procs, urls = start_servers(a.servers, db, tmp)
+            procs, urls = start_servers(a.servers, db, tmp, a.workers)
             key, pids = KEY, [pr.pid for pr in procs]
-            where = (f"{a.servers} memfs serve process(es) on "
+            where = (f"{a.servers} memfs serve process(es)"
+                     f"{f' of {a.workers} workers' if a.workers > 1 else ''} on "
                      f"{'PostgreSQL' if db.startswith('postgres') else 'SQLite'}")
         plan = prepare(urls[0], key, a.clients)
         rows = []

@@ -530,3 +530,51 @@ def test_json_logs_have_one_access_line_per_request_and_no_key(tmp_path) -> None
     assert access[bad.headers["request-id"]]["status"] == 401
     # Lines that are not JSON are the server's announcements to a person, not log records.
     assert all(line.startswith(("{", "memfs: ")) for line in text.splitlines()), text
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_serve_workers_share_the_port_and_the_database(tmp_path) -> None:
+    """``--workers 2``: two processes answer on one port (fresh connections land on both),
+    every concurrent write through them is there once, and SIGTERM stops them all."""
+    s = start_server(tmp_path, "--api-key", KEY, "--workers", "2")
+    try:
+        workers = _children(s.proc.pid)
+        assert len(workers) == 2
+        headers = {"x-api-key": KEY}
+        sid = httpx.post(f"{s.url}/v1/memory_stores", json={"name": "w"},
+                         headers=headers).json()["id"]
+        busy_before = {w: _cpu(w) for w in workers}
+        failures: list[str] = []
+
+        def writer(i: int) -> None:
+            for j in range(10):
+                # a new connection per request: the kernel spreads them over the workers
+                r = httpx.post(f"{s.url}/v1/memory_stores/{sid}/memories",
+                               json={"path": f"/w{i}/m{j}.md", "content": f"{i}-{j}"},
+                               headers=headers)
+                if r.status_code != 200:
+                    failures.append(r.text)
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        page = httpx.get(f"{s.url}/v1/memory_stores/{sid}/memories",
+                         params={"limit": 100, "depth": 2}, headers=headers).json()
+        assert sorted(m["path"] for m in page["data"] if m["type"] == "memory") == sorted(
+            f"/w{i}/m{j}.md" for i in range(8) for j in range(10))
+        assert all(_cpu(w) > busy_before[w] for w in workers)  # both served requests
+    finally:
+        assert stop_server(s) == 0
+    for w in workers:
+        assert not Path(f"/proc/{w}").exists() or "Z" in Path(f"/proc/{w}/stat").read_text()
+
+
+def _cpu(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])

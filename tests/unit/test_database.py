@@ -237,3 +237,27 @@ def test_a_snapshot_of_a_file_is_read_only_and_holds_back_checkpoints(db_path):
         assert db.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
     finally:
         db.close()
+
+
+def test_a_writer_waiting_on_another_process_polls_often(db_path, monkeypatch):
+    """Another process's commit holds SQLite's lock a few ms: the waiting writer sleeps at
+    most a few ms between tries (it slept up to 100 ms, idle long after the lock was free)."""
+    from memfs import database
+
+    store = Store(db_path)
+    sid = store.create_store("s").id
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's writer
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 12:
+            other.execute("COMMIT")
+
+    monkeypatch.setattr(database.time, "sleep", sleep)
+    store.write_path(sid, "/a.md", "a", actor=None)
+    assert len(sleeps) == 12
+    assert max(sleeps) <= 0.006
+    other.close()
+    store.close()

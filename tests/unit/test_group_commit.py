@@ -1,0 +1,360 @@
+"""Group commit: Store.batch (several writes, one transaction, a savepoint each) and the API's
+WriteBatcher (concurrent write requests committed together, each answered after its commit)."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+
+import httpx
+import pytest
+import trio
+
+from memfs import api, errors
+from memfs.api import create_app
+from memfs.models import Actor
+from memfs.store import Store
+
+KEY = "group-key"
+ACTOR = Actor.api("apikey_group")
+
+
+def commits(store: Store) -> list[str]:
+    """The COMMITs the store's writer connection runs from now on."""
+    seen: list[str] = []
+    store.conn.set_trace_callback(lambda sql: seen.append(sql) if sql == "COMMIT" else None)
+    return seen
+
+
+# -- Store.batch ----------------------------------------------------------------------------
+
+
+def test_batch_commits_every_write_once_and_durably(store, db_path):
+    sid = store.create_store("s").id
+    seen = commits(store)
+    calls = [partial(store.create_memory, sid, f"/m{i}.md", f"c{i}", actor=ACTOR)
+             for i in range(20)]
+    out = store.batch(calls)
+    assert len(seen) == 1
+    assert [m.path for m in out] == [f"/m{i}.md" for i in range(20)]
+    with Store(db_path) as other:  # another connection: committed, not just visible to us
+        assert sorted(m.path for m in other.list_memories(sid, limit=100).data) == sorted(
+            f"/m{i}.md" for i in range(20))
+
+
+def test_a_refused_write_fails_alone(store):
+    sid = store.create_store("s").id
+    taken = store.create_memory(sid, "/taken.md", "old", actor=ACTOR)
+    out = store.batch([
+        partial(store.create_memory, sid, "/a.md", "a", actor=ACTOR),
+        partial(store.create_memory, sid, "/taken.md", "dup", actor=ACTOR),  # PathConflict
+        partial(store.create_memory, "memstore_nope", "/x.md", "x", actor=ACTOR),  # NotFound
+        partial(store.update_memory, sid, taken.id, content="new",
+                precondition_sha256="0" * 64, actor=ACTOR),  # PreconditionFailed
+        partial(store.create_memory, sid, "/b.md", "b", actor=ACTOR),
+    ])
+    assert isinstance(out[1], errors.PathConflict)
+    assert isinstance(out[2], errors.NotFound)
+    assert isinstance(out[3], errors.PreconditionFailed)
+    assert out[0].path == "/a.md" and out[4].path == "/b.md"
+    assert store.get_memory(sid, taken.id).content == "old"
+    assert sorted(m.path for m in store.list_memories(sid).data) == ["/a.md", "/b.md",
+                                                                     "/taken.md"]
+
+
+def test_a_refused_write_leaves_no_half_of_itself(store):
+    """A call refused after it changed rows is rolled back to its savepoint: the batch's other
+    writes stay, nothing of it does."""
+    sid = store.create_store("s").id
+
+    def half() -> None:
+        store.create_memory(sid, "/half.md", "x", actor=ACTOR)
+        raise errors.LimitExceeded("refused after writing")
+
+    out = store.batch([partial(store.create_memory, sid, "/a.md", "a", actor=ACTOR), half])
+    assert isinstance(out[1], errors.LimitExceeded)
+    assert [m.path for m in store.list_memories(sid).data] == ["/a.md"]
+    assert [v.path for v in store.list_versions(sid).data] == ["/a.md"]
+
+
+def test_later_writes_see_earlier_ones_in_order(store):
+    sid = store.create_store("s").id
+    m = store.create_memory(sid, "/m.md", "v0", actor=ACTOR)
+    out = store.batch([
+        partial(store.update_memory, sid, m.id, content=f"v{i}", actor=ACTOR)
+        for i in range(1, 6)])
+    assert [x.content for x in out] == [f"v{i}" for i in range(1, 6)]
+    versions = store.list_versions(sid, memory_id=m.id, view="full", limit=10).data
+    assert [v.content for v in versions] == [f"v{i}" for i in range(5, -1, -1)]  # newest first
+
+
+def test_a_failure_that_is_not_a_refusal_reruns_the_others_alone(store):
+    sid = store.create_store("s").id
+
+    def bug() -> None:
+        store.create_memory(sid, "/bug.md", "x", actor=ACTOR)
+        raise RuntimeError("a bug")
+
+    out = store.batch([partial(store.create_memory, sid, "/a.md", "a", actor=ACTOR), bug,
+                       partial(store.create_memory, sid, "/b.md", "b", actor=ACTOR)])
+    assert isinstance(out[1], RuntimeError)
+    assert out[0].path == "/a.md" and out[2].path == "/b.md"
+    # each write happened once: the batch's were rolled back, then each call ran alone (the
+    # bug's create commits before it raises, as it would have without batching)
+    assert sorted(v.path for v in store.list_versions(sid).data) == ["/a.md", "/b.md",
+                                                                     "/bug.md"]
+
+
+def test_batch_in_nowait_mode_raises_wouldblock_when_the_lock_is_taken(store):
+    sid = store.create_store("s").id
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store._write():
+            entered.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert entered.wait(5)
+        with pytest.raises(errors.WouldBlock), store.nowait():
+            store.batch([partial(store.create_memory, sid, f"/m{i}.md", "x", actor=ACTOR)
+                         for i in range(2)])
+    finally:
+        release.set()
+        t.join()
+    assert store.list_memories(sid).data == []
+
+
+# -- the API --------------------------------------------------------------------------------
+
+
+def recording(store: Store) -> list[int]:
+    """Batch sizes the API commits from now on."""
+    sizes: list[int] = []
+    batch = store.batch
+
+    def spy(calls):
+        sizes.append(len(calls))
+        return batch(calls)
+
+    store.batch = spy  # type: ignore[method-assign]
+    return sizes
+
+
+async def test_concurrent_api_creates_are_grouped_correct_and_durable(store, db_path):
+    sizes = recording(store)
+    app = create_app(store, [KEY])
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t",
+                                 headers={"x-api-key": KEY}) as c:
+        sid = (await c.post("/v1/memory_stores", json={"name": "s"})).json()["id"]
+        results: dict[str, httpx.Response] = {}
+
+        async def create(i: int) -> None:
+            for j in range(5):
+                path = f"/c{i}/m{j}.md"
+                results[path] = await c.post(f"/v1/memory_stores/{sid}/memories",
+                                             json={"path": path, "content": path})
+
+        async with trio.open_nursery() as n:
+            for i in range(32):
+                n.start_soon(create, i)
+    assert len(results) == 160
+    assert all(r.status_code == 200 for r in results.values())
+    assert {r.json()["path"] for r in results.values()} == set(results)
+    assert max(sizes) > 1 and sum(sizes) == 160  # grouped, and every write committed once
+    with Store(db_path) as other:  # committed (another connection sees them)
+        assert other.count_memories(sid) == 160
+        for path, r in results.items():
+            assert other.get_memory(sid, r.json()["id"]).content == path
+
+
+async def test_a_refused_api_write_in_a_group_gets_its_own_4xx(store):
+    sizes = recording(store)
+    app = create_app(store, [KEY])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 headers={"x-api-key": KEY}) as c:
+        sid = (await c.post("/v1/memory_stores", json={"name": "s"})).json()["id"]
+        out: list[httpx.Response] = []
+
+        async def create(path: str) -> None:
+            out.append(await c.post(f"/v1/memory_stores/{sid}/memories",
+                                    json={"path": path, "content": "x"}))
+
+        async with trio.open_nursery() as n:
+            for i in range(16):
+                n.start_soon(create, "/same.md" if i % 2 else f"/own{i}.md")
+    assert max(sizes) > 1
+    ok = [r for r in out if r.status_code == 200]
+    refused = [r for r in out if r.status_code != 200]
+    assert len(ok) == 9 and len(refused) == 7  # 8 distinct paths + one of the 8 /same.md
+    for r in refused:
+        assert r.status_code == 409
+        body = r.json()
+        assert body["type"] == "error" and body["request_id"] == r.headers["request-id"]
+        assert body["error"]["type"] == "memory_path_conflict_error"
+        assert body["error"]["conflicting_path"] == "/same.md"
+        assert r.headers["x-should-retry"] == "false"
+
+
+class _SlowStore:
+    """A store whose batches wait for a signal (to hold a commit under way)."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def batch(self, calls):
+        self.go.wait(5)
+        out = [fn() for fn in calls]
+        self.batches.append(out)
+        return out
+
+
+async def test_a_request_cancelled_while_waiting_never_writes_and_blocks_nobody():
+    store = _SlowStore()
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+
+    async def write(name: str) -> None:
+        got[name] = await writes.run(lambda: name)
+
+    waiting = trio.CancelScope()
+
+    async def cancelled() -> None:
+        with waiting:
+            await writes.run(lambda: "cancelled")
+
+    async with trio.open_nursery() as n:
+        n.start_soon(write, "first")  # commits a batch, held by store.go
+        await trio.sleep(0.05)
+        n.start_soon(cancelled)
+        await trio.sleep(0.05)
+        n.start_soon(write, "third")
+        await trio.sleep(0.05)
+        waiting.cancel()
+        await trio.sleep(0.05)
+        store.go.set()
+    assert got == {"first": "first", "third": "third"}
+    assert store.batches == [["first"], ["third"]]
+
+
+async def test_the_next_batch_goes_on_when_a_waiting_request_is_cancelled_as_it_ends():
+    """The request that would commit the next batch is cancelled just as the commit before
+    ends (either side of its promotion): the batch after still gets committed."""
+    store = _SlowStore()
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+    scope = trio.CancelScope()
+
+    def first() -> str:
+        trio.from_thread.run_sync(scope.cancel)  # the commit holding "first" is ending
+        return "first"
+
+    async def write(name: str, fn=None) -> None:
+        got[name] = await writes.run(fn or (lambda: name))
+
+    async def second() -> None:
+        with scope:
+            got["second"] = await writes.run(lambda: "second")
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as n:
+            n.start_soon(write, "first", first)
+            await trio.sleep(0.05)
+            n.start_soon(second)
+            await trio.sleep(0.05)
+            n.start_soon(write, "third")
+            await trio.sleep(0.05)
+            store.go.set()
+    assert got == {"first": "first", "third": "third"}
+    assert store.batches == [["first"], ["third"]]
+
+
+# -- reads on the event loop ----------------------------------------------------------------
+
+
+def counting_threads(monkeypatch) -> list[object]:
+    """The calls the API hands to a worker thread from now on."""
+    calls: list[object] = []
+    run_sync = api.anyio.to_thread.run_sync
+
+    async def spy(fn, *args, **kwargs):
+        calls.append(fn)
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(api.anyio.to_thread, "run_sync", spy)
+    return calls
+
+
+async def test_short_reads_run_without_a_worker_thread(store, monkeypatch):
+    sid = store.create_store("s").id
+    m = store.create_memory(sid, "/a/b.md", "x", actor=ACTOR)
+    threads = counting_threads(monkeypatch)
+    app = create_app(store, [KEY])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 headers={"x-api-key": KEY}) as c:
+        got = await c.get(f"/v1/memory_stores/{sid}/memories/{m.id}")
+        page = await c.get(f"/v1/memory_stores/{sid}/memories", params={"depth": 2})
+        assert threads == []
+        assert got.json()["content"] == "x"
+        assert [x["path"] for x in page.json()["data"] if x["type"] == "memory"] == ["/a/b.md"]
+        # a long page, or the full view, still goes to a thread
+        await c.get(f"/v1/memory_stores/{sid}/memories", params={"limit": 500})
+        assert len(threads) == 1
+
+
+async def test_a_read_that_would_wait_goes_to_a_worker_thread(store, monkeypatch):
+    sid = store.create_store("s").id
+    m = store.create_memory(sid, "/a.md", "x", actor=ACTOR)
+    get_memory = store.get_memory
+
+    def would_wait(*args, **kwargs):
+        if not store.database._waiting_allowed():
+            raise errors.WouldBlock()
+        return get_memory(*args, **kwargs)
+
+    monkeypatch.setattr(store, "get_memory", would_wait)
+    threads = counting_threads(monkeypatch)
+    app = create_app(store, [KEY])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 headers={"x-api-key": KEY}) as c:
+        got = await c.get(f"/v1/memory_stores/{sid}/memories/{m.id}")
+        missing = await c.get(f"/v1/memory_stores/{sid}/memories/mem_nope")
+    assert got.status_code == 200 and got.json()["content"] == "x"
+    assert missing.status_code == 404 and missing.json()["type"] == "error"
+    assert len(threads) == 2
+
+
+async def test_a_request_cancelled_just_after_it_is_woken_to_commit_still_commits_its_batch():
+    """Woken to commit the next batch, then cancelled before it runs: the batch (its own write
+    and those queued behind it) is committed all the same, and everyone gets their answer."""
+    store = _SlowStore()
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+    scope = trio.CancelScope()
+
+    async def first() -> None:
+        got["first"] = await writes.run(lambda: "first")
+        scope.cancel()  # "second" was just woken to commit; it has not run yet
+
+    async def second() -> None:
+        with scope:
+            got["second"] = await writes.run(lambda: "second")
+
+    async def third() -> None:
+        got["third"] = await writes.run(lambda: "third")
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as n:
+            n.start_soon(first)
+            await trio.sleep(0.05)
+            n.start_soon(second)
+            await trio.sleep(0.05)
+            n.start_soon(third)
+            await trio.sleep(0.05)
+            store.go.set()
+    assert got["first"] == "first" and got["third"] == "third"
+    assert store.batches == [["first"], ["second", "third"]]
