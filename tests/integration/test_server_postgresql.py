@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import anthropic
 import httpx
 import pytest
 
+from memfs.store import Store
 from tests.integration.test_server import Server, start_server, stop_server
 
 KEY = "sk-memfs-replicas"
@@ -212,3 +214,40 @@ def test_a_follower_gets_every_change_across_a_lost_listen_connection(pg_cluster
           f"then {after * 1000:.0f} ms")
     assert relistening == 1
     assert during < 1.5 and after < 0.5
+
+
+def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_cluster,
+                                                                         tmp_path):
+    """``memfs mount`` on a postgresql:// database: its ChangeWatcher is woken by the
+    database's notifications (memfs.pgwatch), not by its safety poll (2 s). Prints the delay
+    from a write by another process to the file being listed in the mount."""
+    from tests.integration.conftest import Mount, require_fuse
+
+    require_fuse()
+    name = pg_cluster.new_database(pg_cluster.template)
+    url = pg_cluster.url(name)
+    writer = Store(url)
+    mount = None
+    try:
+        sid = writer.create_store("mounted").id
+        mount = Mount(url, sid, tmp_path / "mnt", [])  # type: ignore[arg-type]
+        mount.wait_mounted()
+        time.sleep(0.5)  # its LISTEN connection is up
+        delays = []
+        for i in range(30):
+            writer.write_path(sid, f"/m{i}.md", "x", actor=None)
+            t0 = time.monotonic()
+            deadline = t0 + 3
+            while f"m{i}.md" not in os.listdir(mount.root):
+                assert time.monotonic() < deadline, f"/m{i}.md never appeared: {mount.log()}"
+                time.sleep(0.002)
+            delays.append(time.monotonic() - t0)
+        print(f"\nlocal mount on PostgreSQL, another process's write listed after: "
+              f"p50 {_percentile(delays, 50) * 1000:.1f} ms, "
+              f"p99 {_percentile(delays, 99) * 1000:.1f} ms (30 writes)")
+        assert _percentile(delays, 99) < 1.0
+    finally:
+        if mount is not None:
+            mount.stop()
+        writer.close()
+        pg_cluster.drop_database(name)
