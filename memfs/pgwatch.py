@@ -26,7 +26,6 @@ import logging
 import os
 import select
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -62,9 +61,8 @@ class PgWatch:
     saw and :meth:`wait` returns as soon as it moved on.
     """
 
-    def __init__(self, url: str, connect: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, url: str) -> None:
         self.path = url
-        self._connect = connect or _connect
         #: Wake-ups of any store: notifications received plus (re)connections.
         self.changes = 0
         #: (Re)connections (each wakes every waiter, of every store).
@@ -141,7 +139,7 @@ class PgWatch:
         while not self._stopping:
             conn = None
             try:
-                conn = self._connect(self.path)
+                conn = _connect(self.path)
                 conn.execute(f"LISTEN {CHANNEL}")
                 self.backend_pid = conn.info.backend_pid
                 if failing:

@@ -174,3 +174,18 @@ async def test_the_change_hub_is_woken_by_notifications(pg_url: str) -> None:
         await stream.aclose()
         store.close()
         other.close()
+
+
+async def test_an_unreachable_database_is_retried_quietly_and_closing_ends_it(
+        tmp_path, caplog) -> None:
+    watch = pgwatch.PgWatch(f"postgresql:///memfs?host={tmp_path}&port=1")  # no server
+    try:
+        with trio.move_on_after(0.5):
+            await watch.wait(watch.changes)
+        assert watch.connects == 0 and watch.thread.is_alive()
+        # One warning for the failure streak, not one per retry.
+        assert len([r for r in caplog.records if "reconnecting" in r.message]) == 1
+    finally:
+        watch.close()
+    watch.thread.join(5)
+    assert not watch.thread.is_alive()
