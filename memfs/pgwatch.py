@@ -173,11 +173,9 @@ class PgWatch:
         p = select.poll()
         p.register(pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
         p.register(self._wake_r, select.POLLIN)
-        while not self._stopping:
-            p.poll()
-            if self._stopping:
-                return
-            pgconn.consume_input()  # raises on a connection gone
+        while True:
+            # What libpq already holds first (read along with LISTEN's answer, say): the
+            # socket would not tell of it again.
             stores: set[str] = set()
             while (n := pgconn.notifies()) is not None:
                 stores.add(n.extra.decode())
@@ -186,6 +184,10 @@ class PgWatch:
                 self._wake(stores)
             if pgconn.status != psycopg.pq.ConnStatus.OK:
                 raise ConnectionError("the connection was closed")
+            p.poll()
+            if self._stopping:
+                return
+            pgconn.consume_input()  # raises on a connection gone
 
     def close(self) -> None:
         """Stop listening (the thread closes its connection and ends)."""
