@@ -1219,6 +1219,8 @@ class _Feed:
     #: A subscriber waits on the database watch for the feed; the watch's count it last saw.
     watching: bool = False
     seen: int = 0
+    #: The watch narrowed to the feed's store (PostgreSQL tells stores apart; inotify not).
+    watch: Any = None
     #: Delays of the quick looks again after a wake-up whose poll found nothing new.
     rechecks: list[float] = dataclasses.field(default_factory=list)
 
@@ -1274,7 +1276,8 @@ class ChangeHub:
                 self.watch = dbwatch.acquire(self.store.path)
                 self._owned = self.watch is not None
             if self.watch is not None:
-                feed.seen = self.watch.changes
+                feed.watch = self.watch.narrow(store_id)
+                feed.seen = feed.watch.changes
         feed.subscribers += 1
         try:
             yield sse_frame("ping", {"type": "ping", "last_seq": last})
@@ -1347,7 +1350,7 @@ class ChangeHub:
         seen = feed.seen
         try:
             with anyio.move_on_at(feed.next_poll):
-                feed.seen = await self.watch.wait(seen)
+                feed.seen = await (feed.watch or self.watch).wait(seen)
         finally:
             feed.watching = False
             if feed.seen != seen:

@@ -18,6 +18,10 @@ watch or instance limit reached, ``:memory:``): the caller then polls as before.
 
 Waiting is done with trio (``trio.lowlevel.wait_readable`` on the inotify descriptor); both
 the FUSE daemons and ``memfs serve`` run on trio.
+
+A PostgreSQL database (a ``postgresql://`` URL) has no file to watch: :func:`acquire` gives
+the process's LISTEN connection to it instead (:class:`memfs.pgwatch.PgWatch`, the same
+interface, and :meth:`narrow` to wake for one store only).
 """
 
 from __future__ import annotations
@@ -30,8 +34,12 @@ import logging
 import os
 import struct
 import threading
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from .pgwatch import PgWatch
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +156,11 @@ class DbWatch:
                     tick.set()
         return self.changes
 
+    def narrow(self, store: str) -> DbWatch:
+        """The watch for one store: itself (inotify cannot tell the stores of a database
+        apart; :class:`memfs.pgwatch.PgWatch` can)."""
+        return self
+
     def close(self) -> None:
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
@@ -161,9 +174,14 @@ _lock = threading.Lock()
 _failed: set[str] = set()
 
 
-def acquire(path: str) -> DbWatch | None:
+def acquire(path: str) -> DbWatch | PgWatch | None:
     """The process's watch of the database at ``path`` (shared; :func:`release` it when
-    done), or ``None`` where it cannot be watched (the caller polls instead)."""
+    done), or ``None`` where it cannot be watched (the caller polls instead). A
+    ``postgresql://`` URL: its :class:`~memfs.pgwatch.PgWatch`."""
+    if path.startswith(("postgresql://", "postgres://")):
+        from . import pgwatch
+
+        return pgwatch.acquire(path)
     if path == ":memory:" or path.startswith("file:"):
         return None
     real = os.path.realpath(path)
@@ -183,9 +201,13 @@ def acquire(path: str) -> DbWatch | None:
         return watch
 
 
-def release(watch: DbWatch | None) -> None:
+def release(watch: DbWatch | PgWatch | None) -> None:
     if watch is None:
         return
+    if not isinstance(watch, DbWatch):
+        from . import pgwatch
+
+        return pgwatch.release(watch)
     with _lock:
         watch.users -= 1
         if watch.users <= 0:

@@ -516,6 +516,19 @@ MIGRATIONS: list[tuple[str, str]] = [
     CREATE TRIGGER memories_count AFTER INSERT OR DELETE ON memories
         FOR EACH ROW EXECUTE FUNCTION memfs_memory_count();
     """),
+    # Every change notifies its store's id on the channel memfs_changes (memfs.pgwatch), in
+    # the transaction that inserts it: delivered when (and only if) it commits. One
+    # notification per store per statement; PostgreSQL folds repeats within a transaction.
+    ("m002_changes_notify", """
+    CREATE FUNCTION memfs_changes_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('memfs_changes', s.store_id)
+            FROM (SELECT DISTINCT store_id FROM inserted) s;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER changes_notify AFTER INSERT ON changes REFERENCING NEW TABLE AS inserted
+        FOR EACH STATEMENT EXECUTE FUNCTION memfs_changes_notify();
+    """),
 ]
 
 

@@ -1,7 +1,8 @@
 """The background services of a mount: keeping it current and telling the kernel.
 
 * :class:`ChangeWatcher` (a local mount) applies the store's change feed as soon as the
-  database changes (woken by a :class:`~memfs.dbwatch.DbWatch`, with a slow safety poll; it
+  database changes (woken by a :class:`~memfs.dbwatch.DbWatch`, or on PostgreSQL by a
+  :class:`~memfs.pgwatch.PgWatch`'s notifications, with a slow safety poll; it
   polls every ``interval`` where the database cannot be watched); it also checks that the
   database file is still the one the mount opened, so a database deleted or replaced under the
   mount is noticed at once.
@@ -97,8 +98,9 @@ class ChangeWatcher(_Periodic):
                  watch: DbWatch | None = None) -> None:
         super().__init__(interval)
         self.ops = ops
-        self.watch = watch
-        self._seen = watch.changes if watch is not None else 0
+        # PostgreSQL's watch wakes for this store only (inotify's for the database).
+        self.watch = watch.narrow(ops.store_id) if watch is not None else None
+        self._seen = self.watch.changes if self.watch is not None else 0
         self._waiting: trio.CancelScope | None = None
         self._woke = False
         self._pending: list[float] = []

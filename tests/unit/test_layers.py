@@ -17,7 +17,8 @@ ALLOWED: dict[str, set[str]] = {
     "rules": {"errors", "models"},
     "protocol": {"errors", "models"},
     "database": {"errors", "models"},
-    "dbwatch": set(),
+    "dbwatch": {"pgwatch"},
+    "pgwatch": {"database"},
     # The PostgreSQL backend: the database layer's other implementation.
     "pgdatabase": {"database", "errors", "models"},
     "store": {"database", "pgdatabase", "rules", "errors", "models"},
