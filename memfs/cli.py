@@ -206,8 +206,10 @@ def cli(
         memfs stores create notes && memfs memories create notes /hello.md --content hi
     """
     logs.configure([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)], log_format)
-    # The daemons and servers this command starts log the same way.
-    os.environ["MEMFS_LOG_FORMAT"] = log_format
+    if log_format != "text":
+        # The daemons and servers this command starts log the same way (an agent's
+        # environment gets every MEMFS_* variable, so only when asked: not the default).
+        os.environ["MEMFS_LOG_FORMAT"] = log_format
     ctx.obj = Context(db, as_json, url=url, api_key=api_key)
 
 
