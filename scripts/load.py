@@ -227,7 +227,7 @@ def load_process(urls: list[str], stores: list[str], plan: Plan, key: str, workl
     begin, end = t0 + warmup, t0 + warmup + seconds
     latencies: list[float] = []
     errors = 0
-    statuses: dict[int, int] = {}
+    statuses: dict[int | str, int] = {}
 
     def send(c: Conn) -> None:
         c.out = loader.next_request(c)
@@ -252,8 +252,9 @@ def load_process(urls: list[str], stores: list[str], plan: Plan, key: str, workl
                 chunk = c.sock.recv(262144)
             except ConnectionError:
                 chunk = b""
-            if not chunk:
+            if not chunk:  # the server closed the connection: this client stops
                 errors += 1
+                statuses["closed"] = statuses.get("closed", 0) + 1
                 sel.unregister(c.sock)
                 c.sock.close()
                 open_conns -= 1
@@ -311,7 +312,7 @@ def run_workload(workload: str, urls: list[str], plan: Plan, key: str, clients: 
         for s, n in r["statuses"].items():
             statuses[str(s)] = statuses.get(str(s), 0) + n
     errors = sum(r["errors"] for r in results)
-    ok = len(lat) - sum(n for s, n in statuses.items() if not s.startswith("2"))
+    ok = len(lat) - sum(n for s, n in statuses.items() if s != "closed" and not s.startswith("2"))
     return {
         "workload": workload, "servers": len(urls), "clients": clients,
         "requests_per_s": ok / seconds,
@@ -340,12 +341,28 @@ def table(rows: list[dict], label: str) -> str:
     return "\n".join(out)
 
 
+def _throwaway_cluster():  # noqa: ANN202 (tests/pgcluster.Cluster)
+    """A durable PostgreSQL cluster in a temporary directory (the tests' own: a unix socket
+    only, removed at the end, and by a watchdog if this script is killed)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from pgcluster import start_cluster
+
+    cluster = start_cluster(durable=True)
+    if cluster is None:
+        raise SystemExit("scripts/load: PostgreSQL is not installed (Debian: apt install "
+                         "postgresql)")
+    return cluster
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/load", description=__doc__.split("\n\n")[0])
     p.add_argument("--servers", type=int, default=1, help="memfs serve processes (default 1)")
     p.add_argument("--workers", type=int, default=1,
                    help="memfs serve --workers of each server (default 1)")
     p.add_argument("--db", help="database the servers share (default: a fresh SQLite file)")
+    p.add_argument("--postgresql", action="store_true",
+                   help="start a throwaway PostgreSQL cluster (fsync and synchronous commits "
+                   "on, as in production; Debian's postgresql package) and share it instead")
     p.add_argument("--url", action="append", default=[],
                    help="use running servers instead (repeatable; needs --api-key)")
     p.add_argument("--api-key", default=None)
@@ -363,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.clients < 1 or a.procs < 1 or a.servers < 1:
         p.error("--clients, --procs and --servers must be at least 1")
     tmp = Path(tempfile.mkdtemp(prefix="memfs-load-"))
+    cluster = None
+    db = None
     procs: list[subprocess.Popen[bytes]] = []
     try:
         if a.url:
@@ -371,7 +390,12 @@ def main(argv: list[str] | None = None) -> int:
             urls, key, pids = a.url, a.api_key, []
             where = f"servers at {', '.join(urls)}"
         else:
-            db = a.db or str(tmp / "load.db")
+            if a.postgresql:
+                if a.db:
+                    p.error("--postgresql and --db exclude each other")
+                cluster = _throwaway_cluster()
+                db = cluster.url(cluster.new_database())
+            db = db or a.db or str(tmp / "load.db")
             procs, urls = start_servers(a.servers, db, tmp, a.workers)
             key, pids = KEY, [pr.pid for pr in procs]
             where = (f"{a.servers} memfs serve process(es)"
@@ -394,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(r["errors"] == 0 for r in rows) else 1
     finally:
         stop_servers(procs)
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":
