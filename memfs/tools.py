@@ -9,7 +9,8 @@ local-filesystem implementation that keeps no history. :class:`MemoryTool` and
 
     tool = MemoryTool(Store(), "notes", session_id=None)        # a local database
     tool = MemoryTool(Client(url, key), "notes")                # a `memfs serve`
-    client.beta.messages.run_tools(model=..., messages=..., tools=[tool]).until_done()
+    client.beta.messages.tool_runner(model=..., max_tokens=..., messages=...,
+                                     tools=[tool]).until_done()
 
 - ``/memories/a/b.md`` is the memory ``/a/b.md``; a directory is any path prefix that holds
   memories (``/memories`` always exists). The model sees what the SDK's own tool shows: the
@@ -652,7 +653,7 @@ def _raise(e: ToolError) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
 
 
 class MemoryTool(_Common, BetaAbstractMemoryTool):
-    """The memory tool on a memfs store, for ``client.beta.messages.run_tools``.
+    """The memory tool on a memfs store, for ``client.beta.messages.tool_runner``.
 
     :param store: a :class:`memfs.store.Store` or :class:`memfs.client.Client`.
     :param memory_store: the memory store's id or name.
@@ -720,7 +721,7 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
 
 
 class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
-    """The memory tool for ``AsyncAnthropic``'s ``run_tools``: on a
+    """The memory tool for ``AsyncAnthropic``'s ``tool_runner``: on a
     :class:`memfs.client.AsyncClient` (awaited), or on a sync store (each call in a worker
     thread). Parameters as :class:`MemoryTool`."""
 
