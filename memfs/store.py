@@ -2221,17 +2221,25 @@ class Store:
                 raise InvalidRequest("every event needs a string 'type'")
             _validate_text(e, "event")
         done = [_complete_event(session_id, e) for e in events]
+        self._insert_event_rows(
+            session_id,
+            [(e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body))
+             for e in done],
+        )
+        return done
+
+    def _insert_event_rows(self, session_id: str | None,
+                           values: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``(id, session_id, store_id, type, processed_at, body)`` rows in one write
+        (one executemany: a mount flushes hundreds of tool events at a time)."""
         with self._write() as c:
             if session_id is not None:
                 self._session_in(c, session_id)
-            # One executemany: a mount flushes hundreds of tool events at a time.
             c.executemany(
                 "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [(e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body))
-                 for e in done],
+                values,
             )
-        return done
 
     def record_tool_events(
         self, session_id: str | None, rows: Sequence[tuple[str, str, str, str]], *,
@@ -2254,14 +2262,7 @@ class Store:
                 except UnicodeEncodeError:
                     body = body.encode("utf-8", "replace").decode("utf-8")
             values.append((event_id, session_id, store_id, type_, processed_at, body))
-        with self._write() as c:
-            if session_id is not None:
-                self._session_in(c, session_id)
-            c.executemany(
-                "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                values,
-            )
+        self._insert_event_rows(session_id, values)
         return len(values)
 
     def list_events(
