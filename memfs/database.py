@@ -72,6 +72,48 @@ READER_CACHE_KIB = 256
 _USER_VERSION_OFFSET = 60
 
 
+def held_fd(path: str, file_id: tuple[int, int] | None = None) -> int | None:
+    """A descriptor of the file at ``path`` (or of the file ``(device, inode)``) that this
+    process holds already (SQLite's, say), or None.
+
+    Never open a database file SQLite may have open in this process and close it again:
+    closing ANY descriptor of a file drops every POSIX lock the process holds on it, SQLite's
+    included (https://sqlite.org/howtocorrupt.html §2.2). Without its shared lock, another
+    process closing its last connection believes it is the last one, checkpoints and deletes
+    the WAL that this process still writes to: commits are lost.
+    """
+    try:
+        if file_id is None:
+            st = os.stat(path)
+            file_id = (st.st_dev, st.st_ino)
+        target = os.path.realpath(path)
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for name in names:
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") != target:
+                continue
+            fd = int(name)
+            st = os.fstat(fd)
+        except (OSError, ValueError):
+            continue
+        if (st.st_dev, st.st_ino) == file_id:
+            return fd
+    return None
+
+
+def read_head(path: str, size: int) -> bytes:
+    """The first ``size`` bytes of the file at ``path``, read through a descriptor the process
+    holds already if there is one (:func:`held_fd`): never dropping SQLite's locks."""
+    fd = held_fd(path)
+    if fd is not None:
+        return os.pread(fd, size, 0)
+    # No descriptor of this file in the process: no lock of ours on it to drop.
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
 def _is_busy(e: sqlite3.Error) -> bool:
     text = str(e)
     return "locked" in text or "busy" in text
@@ -208,26 +250,8 @@ class Database:
         return st.st_dev, st.st_ino
 
     def _sqlite_fd(self) -> int | None:
-        """SQLite's own descriptor of the database file, to read its header through.
-
-        Never open the file ourselves: closing any descriptor of a file drops every POSIX lock
-        the process holds on it, SQLite's included (https://sqlite.org/howtocorrupt.html §2.2).
-        """
-        try:
-            target = os.path.realpath(self.path)
-            for name in os.listdir("/proc/self/fd"):
-                fd = int(name)
-                try:
-                    if os.readlink(f"/proc/self/fd/{name}") != target:
-                        continue
-                    st = os.fstat(fd)
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) == self._file_id:
-                    return fd
-        except OSError:
-            pass
-        return None
+        """SQLite's own descriptor of the database file, to read its header through."""
+        return held_fd(self.path, self._file_id)
 
     def _header(self) -> int | None:
         """The database id in the header of the file SQLite has open (None: unreadable)."""
@@ -468,7 +492,15 @@ class Database:
         """
         if self.memory:
             return
-        for p in (self.path + "-wal", self.path, os.path.dirname(os.path.abspath(self.path))):
+        # The database file through SQLite's own descriptor, never one of ours: closing it
+        # would drop SQLite's locks (see held_fd). The WAL and the directory are never locked.
+        main = self._fd if self._fd is not None else held_fd(self.path)
+        if main is not None:
+            try:
+                os.fsync(main)
+            except OSError as e:
+                raise StorageError(f"cannot sync {self.path}: {e.strerror}") from e
+        for p in (self.path + "-wal", os.path.dirname(os.path.abspath(self.path))):
             try:
                 fd = os.open(p, os.O_RDONLY)
             except FileNotFoundError:

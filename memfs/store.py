@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import xxhash
 
-from .database import Database, is_url, redact_url
+from .database import Database, is_url, read_head, redact_url
 from .errors import (
     Busy,
     Conflict,
@@ -611,8 +611,7 @@ def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
     if not stat.S_ISREG(st.st_mode):
         raise DatabaseUnavailable(f"the database {path} is not a regular file")
     try:
-        with open(path, "rb") as f:
-            header = f.read(len(SQLITE_HEADER))
+        header = read_head(path, len(SQLITE_HEADER))
     except OSError as e:
         raise DatabaseUnavailable(f"cannot read the database {path}: {e.strerror}") from None
     if not header and create:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -260,4 +262,54 @@ def test_a_writer_waiting_on_another_process_polls_often(db_path, monkeypatch):
     assert len(sleeps) == 12
     assert max(sleeps) <= 0.006
     other.close()
+    store.close()
+
+
+def _paths_seen_by_another_process(db_path: str, store_id: str) -> list[str]:
+    code = (f"from memfs.store import Store; s = Store({db_path!r}); "
+            f"print(' '.join(sorted(m.path for m in s.tree({store_id!r})))); s.close()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    return out.stdout.split()
+
+
+def _shared_lock_holder(db_path: str) -> int:
+    """The pid holding SQLite's shared lock on the database file, seen from another process
+    (0: nobody)."""
+    code = (
+        "import fcntl, os, struct, sys\n"
+        f"fd = os.open({db_path!r}, os.O_RDWR)\n"
+        "lk = struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0x40000002, 510, 0)\n"
+        "t, _, _, _, pid = struct.unpack('hhqqi', fcntl.fcntl(fd, fcntl.F_GETLK, lk))\n"
+        "print(0 if t == fcntl.F_UNLCK else pid)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    return int(out.stdout)
+
+
+def test_sync_and_a_second_open_keep_sqlite_s_locks(db_path):
+    """Closing any descriptor of the database file drops every POSIX lock the process holds
+    on it: sync() and a second Store's header check opened and closed the file themselves."""
+    store = Store(db_path, synchronous="NORMAL")
+    store.create_store("s")
+    assert _shared_lock_holder(db_path) == os.getpid()
+    store.sync()
+    assert _shared_lock_holder(db_path) == os.getpid()
+    Store(db_path).close()
+    assert _shared_lock_holder(db_path) == os.getpid()
+    store.close()
+
+
+def test_a_commit_after_sync_is_not_lost_when_another_process_closes(db_path):
+    """With its lock dropped, the other process's last close checkpointed and deleted the
+    WAL this process still wrote to: the next commit went into an unlinked file, invisible to
+    everyone else and lost if this process died."""
+    store = Store(db_path, synchronous="NORMAL")
+    sid = store.create_store("s").id
+    store.write_path(sid, "/one.md", "1", actor=None)
+    store.sync()
+    assert _paths_seen_by_another_process(db_path, sid) == ["/one.md"]  # opens, then closes
+    store.write_path(sid, "/two.md", "2", actor=None)
+    assert _paths_seen_by_another_process(db_path, sid) == ["/one.md", "/two.md"]
     store.close()
