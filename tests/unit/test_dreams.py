@@ -198,3 +198,344 @@ def test_stale_dreams_are_found(store: Store) -> None:
     assert store.stale_dreams(older_than=3600) == []
     assert store.stale_dreams(older_than=-1) == [(d.id, {"host": "h", "pid": 1})]
     assert store.live_dreams() == [(d.id, {"host": "h", "pid": 1})]
+
+
+# --------------------------------------------------------------------------------------------
+# the runner, against a scripted Messages API
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+
+import anthropic  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from memfs import dreams  # noqa: E402
+from memfs.api import create_app  # noqa: E402
+from tests.unit.test_tools import ScriptedModel, tool_use  # noqa: E402
+
+#: A dream's turns: the model reads, merges the two memories into one, deletes them, and
+#: edits /memories/a.md (which the INPUT store holds too) before the merge.
+DREAM_TURNS: list[list[dict[str, Any]]] = [
+    [{"type": "text", "text": "Reading the store."},
+     tool_use("toolu_01", command="view", path="/memories")],
+    [tool_use("toolu_02", command="str_replace", path="/memories/a.md", old_str="alpha",
+              new_str="ALPHA"),
+     tool_use("toolu_03", command="create", path="/memories/../escape.md", file_text="x")],
+    [tool_use("toolu_04", command="create", path="/memories/all.md",
+              file_text="ALPHA\nbeta\ncoffee: black\n"),
+     tool_use("toolu_05", command="delete", path="/memories/a.md"),
+     tool_use("toolu_06", command="delete", path="/memories/d")],
+    [{"type": "text", "text": "Merged everything into /all.md."}],
+]
+
+
+@pytest.fixture
+def api_env(monkeypatch) -> Iterator[None]:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    yield
+
+
+def seeded(s: Store) -> tuple[str, list[str]]:
+    ms, sessions = setup_inputs(s)
+    s.add_events(sessions[0], [
+        {"type": "user.message", "content": [{"type": "text", "text": "I drink coffee black"}]},
+        {"type": "agent.message", "content": [{"type": "text", "text": "Noted."}]}])
+    return ms, sessions
+
+
+def snapshot(s: Store, ms: str) -> list[tuple[str, str | None, str]]:
+    return [(m.path, s.get_memory(ms, m.id).content, m.memory_version_id) for m in s.tree(ms)]
+
+
+def test_a_dream_consolidates_into_the_output_and_never_writes_the_input(
+    backend: Any, monkeypatch: Any, api_env: None,
+) -> None:
+    s = backend.open()
+    ms, sessions = seeded(s)
+    before = snapshot(s, ms)
+    versions_before = len(s.list_versions(ms, limit=100).data)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = s.create_dream(inputs(ms, sessions), "claude-test", instructions="Merge it all.")
+        done = dreams.DreamRun(s, d.id).run()
+    assert done.status == "completed", done.error
+    assert done.error is None and done.ended_at is not None
+    assert done.usage == {"input_tokens": 40, "output_tokens": 20,
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    # The input store: untouched, although the model edited and deleted its /memories/a.md.
+    assert snapshot(s, ms) == before
+    assert len(s.list_versions(ms, limit=100).data) == versions_before
+    out = done.output_store_id
+    assert out is not None and out != ms
+    assert [(m.path, s.get_memory(out, m.id).content) for m in s.tree(out)] == [
+        ("/all.md", "ALPHA\nbeta\ncoffee: black\n")]
+    assert {v.created_by for v in s.list_versions(out, limit=100).data} == {
+        Actor.session(done.session_id)}
+    assert s.get_store(out).metadata["memfs_dream_status"] == "completed"
+    r = model.results()
+    assert r["toolu_02"][0] is False and r["toolu_03"] == (
+        True, "Path /memories/../escape.md would escape /memories directory")
+    assert r["toolu_05"] == (False, "Successfully deleted /memories/a.md")
+    # What the model was given: the instructions, the input store, the transcripts.
+    first = model.requests[0]
+    assert first["model"] == "claude-test"
+    assert first["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    prompt = first["messages"][0]["content"]
+    for text in ("Merge it all.", "alpha", "/memories/d/b.md", "I drink coffee black",
+                 sessions[1]):
+        assert text in prompt
+    # The dream is a session: its prompt, tool event pairs and replies are its events.
+    evs = [e.body for e in s.list_events(done.session_id, limit=100).data]
+    kinds = [e["type"] for e in evs]
+    assert kinds.count("agent.tool_use") == kinds.count("agent.tool_result") == 6
+    assert kinds[0] == "user.message" and kinds[1] == "agent.message"
+    assert kinds[-1] == "session.status_terminated"
+    assert [e["content"][0]["text"] for e in evs if e["type"] == "agent.message"] == [
+        "Reading the store.", "Merged everything into /all.md."]
+
+
+def test_update_existing_rewrites_the_input_as_new_versions(
+    store: Store, monkeypatch: Any, api_env: None,
+) -> None:
+    ms, sessions = seeded(store)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = store.create_dream(inputs(ms, sessions), "claude-test", output_behavior={
+            "type": "update_existing", "memory_store_id": ms})
+        done = dreams.DreamRun(store, d.id).run()
+    assert done.status == "completed" and done.output_store_id == ms
+    assert [m.path for m in store.tree(ms)] == ["/all.md"]
+    new = [v for v in store.list_versions(ms, limit=100).data
+           if v.created_by == Actor.session(done.session_id)]
+    assert sorted(v.operation for v in new) == ["created", "deleted", "deleted", "modified"]
+
+
+def test_a_model_error_fails_the_dream_with_the_reason(
+    store: Store, monkeypatch: Any, api_env: None,
+) -> None:
+    ms, sessions = seeded(store)
+    with ScriptedModel(DREAM_TURNS[:1]) as model:  # then answers 400
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = store.create_dream(inputs(ms, sessions), "claude-test")
+        done = dreams.DreamRun(store, d.id).run()
+    assert done.status == "failed"
+    assert done.error is not None and done.error["type"] == "model_error"
+    assert "400" in done.error["message"]
+    assert done.usage["input_tokens"] == 10  # the first turn's, kept
+    meta = store.get_store(done.output_store_id).metadata
+    assert meta["memfs_dream_status"] == "failed"
+    assert meta["memfs_dream_error"].startswith("model_error: ")
+    assert store.get_session(done.session_id).status == "terminated"
+
+
+def test_no_api_key_or_no_endpoint_fails_clearly(store: Store, monkeypatch: Any) -> None:
+    ms, sessions = seeded(store)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    done = dreams.DreamRun(store, d.id).run()
+    assert done.status == "failed" and done.error is not None
+    assert done.error["type"] == "configuration_error"
+    assert "ANTHROPIC_API_KEY" in done.error["message"]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    done = dreams.DreamRun(store, d.id, client_factory=lambda: anthropic.Anthropic(
+        api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
+    assert done.status == "failed" and done.error["type"] == "model_unreachable"
+
+
+class SlowModel:
+    """A Messages API that never answers (until shut down): a dream waits on its call."""
+
+    def __init__(self) -> None:
+        self.hold = threading.Event()
+        self.calls = 0
+        slow = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers["content-length"]))
+                slow.calls += 1
+                slow.hold.wait(30)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.hold.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def slow_model(monkeypatch: Any, api_env: None) -> Iterator[SlowModel]:
+    m = SlowModel()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", m.url)
+    yield m
+    m.close()
+
+
+def wait_for(cond: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("where", ["this process", "the database"])
+def test_cancel_stops_a_call_in_flight_within_a_second(
+    store: Store, slow_model: SlowModel, where: str,
+) -> None:
+    ms, sessions = seeded(store)
+    dreamer = dreams.Dreamer(store)
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    dreamer.start(d.id)
+    wait_for(lambda: slow_model.calls == 1)
+    t0 = time.monotonic()
+    c = store.cancel_dream(d.id)
+    if where == "this process":
+        dreamer.cancel(d.id)
+    dreamer.wait(d.id, 5)
+    took = time.monotonic() - t0
+    assert took < 1.0, took
+    assert not dreamer.threads
+    done = store.get_dream(d.id)
+    assert c.status == done.status == "canceled" and done.error is None
+    assert done.output_store_id is not None  # keeps what it wrote (the copy)
+    assert store.get_store(done.output_store_id).metadata["memfs_dream_status"] == "canceled"
+    assert store.get_session(done.session_id).status == "terminated"
+
+
+def test_a_stopping_server_fails_its_dreams(store: Store, slow_model: SlowModel) -> None:
+    ms, sessions = seeded(store)
+    dreamer = dreams.Dreamer(store)
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    dreamer.start(d.id)
+    wait_for(lambda: slow_model.calls == 1)
+    dreamer.close()
+    done = store.get_dream(d.id)
+    assert done.status == "failed" and "stopped" in done.error["message"]
+
+
+def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any) -> None:
+    ms, sessions = seeded(store)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    me = dreams.identity()
+    orphan = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
+    assert store.start_dream(orphan.id, runner={**me, "pid": dead.pid}) is not None
+    alive = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": os.getpid()})
+    elsewhere = store.create_dream(inputs(ms, sessions), "m",
+                                   runner={"host": "elsewhere", "pid": 1, "token": "x"})
+    dreamer = dreams.Dreamer(store)
+    assert dreamer.recover() == [orphan.id]
+    failed = store.get_dream(orphan.id)
+    assert failed.status == "failed" and failed.error["type"] == "internal_error"
+    assert f"pid {dead.pid}" in failed.error["message"]
+    assert store.get_store(failed.output_store_id).metadata["memfs_dream_status"] == "failed"
+    # A runner that stays silent is dead wherever it runs.
+    monkeypatch.setattr(dreams, "STALE_SECONDS", -1.0)
+    assert sorted(dreamer.recover()) == sorted([alive.id, elsewhere.id])
+    assert store.live_dreams() == []
+
+
+# --------------------------------------------------------------------------------------------
+# the HTTP API, driven by the SDK's client.beta.dreams
+
+KEY = "test-key-dreams"
+
+
+@pytest.fixture
+def sdk(store: Store) -> Iterator[anthropic.Anthropic]:
+    with TestClient(create_app(store, [KEY])) as http:
+        yield anthropic.Anthropic(api_key=KEY, base_url="http://testserver", http_client=http,
+                                  max_retries=0)
+
+
+def test_the_sdk_creates_retrieves_lists_cancels_and_archives(
+    store: Store, sdk: anthropic.Anthropic, slow_model: SlowModel,
+) -> None:
+    ms, sessions = seeded(store)
+    d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test",
+                               instructions="Be brief.")
+    assert d.status in ("pending", "running") and d.id.startswith("drm_")
+    assert d.model.id == "claude-test" and d.model.speed == "standard"
+    assert d.output_behavior.type == "create_new" and d.instructions == "Be brief."
+    wait_for(lambda: slow_model.calls == 1)
+    got = sdk.beta.dreams.retrieve(d.id)
+    assert got.status == "running" and got.session_id and got.outputs
+    assert got.outputs[0].memory_store_id != ms
+    with pytest.raises(anthropic.BadRequestError, match="cancel it first"):
+        sdk.beta.dreams.archive(d.id)
+    t0 = time.monotonic()
+    c = sdk.beta.dreams.cancel(d.id)
+    assert c.status == "canceled" and c.ended_at is not None
+    dreams.dreamer_for(store).wait(d.id, 5)
+    assert time.monotonic() - t0 < 1.0
+    assert sdk.beta.dreams.cancel(d.id).status == "canceled"
+    a = sdk.beta.dreams.archive(d.id)
+    assert a.archived_at is not None
+    assert [x.id for x in sdk.beta.dreams.list()] == []
+    assert [x.id for x in sdk.beta.dreams.list(include_archived=True, statuses=["canceled"])] == [
+        d.id]
+    assert [x.id for x in sdk.beta.dreams.list(include_archived=True,
+                                               statuses=["running", "failed"])] == []
+    with pytest.raises(anthropic.NotFoundError):
+        sdk.beta.dreams.retrieve("drm_missing")
+    with pytest.raises(anthropic.BadRequestError, match="exactly one"):
+        sdk.beta.dreams.create(inputs=inputs(ms, sessions)[:1], model="claude-test")
+    with pytest.raises(anthropic.NotFoundError):
+        sdk.beta.dreams.create(inputs=inputs(ms, ["sesn_missing"]), model="claude-test")
+    upd = {"type": "update_existing", "memory_store_id": ms}
+    first = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model={"id": "m"},
+                                   output_behavior=upd)
+    with pytest.raises(anthropic.ConflictError):
+        sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m", output_behavior=upd)
+    sdk.beta.dreams.cancel(first.id)
+    dreams.dreamer_for(store).wait(first.id, 5)
+
+
+def test_the_sdk_pages_through_dreams(store: Store, sdk: anthropic.Anthropic,
+                                      monkeypatch: Any) -> None:
+    ms, sessions = seeded(store)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # each fails at once
+    ids = [sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m").id for _ in range(5)]
+    for i in ids:
+        dreams.dreamer_for(store).wait(i, 5)
+    page = sdk.beta.dreams.list(limit=2)
+    assert len(page.data) == 2 and page.next_page
+    assert [d.id for d in page] == ids[::-1]  # auto-pagination
+    failed = sdk.beta.dreams.retrieve(ids[0])
+    assert failed.status == "failed" and failed.error.type == "configuration_error"
+    t = failed.created_at
+    assert ids[0] not in [d.id for d in sdk.beta.dreams.list(created_at_gt=t)]
+    assert [d.id for d in sdk.beta.dreams.list(created_at_lt=t)] == []
+
+
+def test_a_dream_runs_to_completion_through_the_api(
+    store: Store, sdk: anthropic.Anthropic, monkeypatch: Any, api_env: None,
+) -> None:
+    ms, sessions = seeded(store)
+    before = snapshot(store, ms)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
+        dreams.dreamer_for(store).wait(d.id, 10)
+    done = sdk.beta.dreams.retrieve(d.id)
+    assert done.status == "completed" and done.usage.output_tokens == 20
+    out = done.outputs[0].memory_store_id
+    assert [m.path for m in store.tree(out)] == ["/all.md"]
+    assert snapshot(store, ms) == before
+    evs = list(sdk.beta.sessions.events.list(done.session_id))
+    assert sum(e.type == "agent.tool_use" for e in evs) == 6
+    json.dumps(done.model_dump(mode="json"))
