@@ -539,3 +539,52 @@ def test_a_dream_runs_to_completion_through_the_api(
     evs = list(sdk.beta.sessions.events.list(done.session_id))
     assert sum(e.type == "agent.tool_use" for e in evs) == 6
     json.dumps(done.model_dump(mode="json"))
+
+
+# --------------------------------------------------------------------------------------------
+# memfs dream
+
+from click.testing import CliRunner  # noqa: E402
+
+from memfs.cli import cli  # noqa: E402
+
+
+def memfs(db: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(cli, ["--db", db, *args], env=env)
+
+
+def test_memfs_dream_runs_a_dream_and_manages_them(db_path: Any, monkeypatch: Any,
+                                                   api_env: None) -> None:
+    s = Store(db_path)
+    ms, sessions = seeded(s)
+    before = snapshot(s, ms)
+    db = str(db_path)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        r = memfs(db, "dream", "notes", "--session", sessions[0], "-s", sessions[1],
+                  "--instructions", "Merge it all.", "--model", "claude-test")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert "completed" in r.stdout and "next: attach" in r.stdout
+    assert model.requests[0]["model"] == "claude-test"
+    assert snapshot(s, ms) == before
+    [d] = s.list_dreams().data
+    assert d.status == "completed" and [m.path for m in s.tree(d.output_store_id)] == ["/all.md"]
+    listed = json.loads(memfs(db, "--json", "dream", "list").stdout)
+    assert [x["id"] for x in listed] == [d.id]
+    shown = memfs(db, "dream", "show", d.id)
+    assert shown.exit_code == 0 and d.output_store_id in shown.stdout
+    # One-line errors, no traceback.
+    for args, text in ((("dream", "cancel", d.id), "completed"),
+                       (("dream", "show", "drm_missing"), "no dream"),
+                       (("dream", "notes", "--session", "sesn_missing"), "sesn_missing"),
+                       (("dream", "missing-store", "-s", sessions[0]), "missing-store")):
+        r = memfs(db, *args)
+        assert r.exit_code != 0 and r.stderr.count("\n") == 1 and text in r.stderr, (args,
+                                                                                    r.stderr)
+    # A failed dream says why, in one line, and exits non-zero.
+    with ScriptedModel([]) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        r = memfs(db, "dream", "notes", "-s", sessions[0], "--model", "claude-test")
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.exit_code == 1 and last.startswith("memfs: dream drm_")
+    assert "failed: model_error: the Messages API answered 400" in last
