@@ -1297,16 +1297,6 @@ class ChangeHub:
 # dreams (API.md §5; memfs.dreams runs them in this process)
 
 
-def _start_dreams(store: Store) -> None:
-    """A server starting: the dreams left running by a dead one fail (memfs.dreams)."""
-    from .dreams import dreamer_for
-
-    try:
-        dreamer_for(store).startup()
-    except errors.MemfsError:
-        log.exception("could not look for dreams left running")
-
-
 async def create_dream(c: Call) -> Any:
     from .dreams import dreamer_for, identity
 
@@ -1564,7 +1554,6 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     call anything but ``/openapi.json``)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
-    _start_dreams(store)
     routes: dict[str, list[Op]] = {}
     for op in OPS:
         routes.setdefault(op.path, []).append(op)
@@ -1581,7 +1570,10 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     starlette_routes.append(
         Route("/openapi.json", lambda request: JSONResponse(openapi()), methods=["GET"])
     )
-    app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error})
+    from .dreams import lifespan
+
+    app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
+                    lifespan=partial(lifespan, store))
     keys = list(api_keys)
     console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
                              changes=hub, read_body=_read_body)

@@ -34,7 +34,8 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from .models import Dream
@@ -447,3 +448,22 @@ def close_dreamer(store: Store) -> None:
         d = _DREAMERS.pop(store, None)
     if d is not None:
         d.close()
+
+
+@asynccontextmanager
+async def lifespan(store: Store, app: Any) -> AsyncIterator[None]:
+    """The API app's lifespan (memfs.api.create_app): a server starting fails the dreams left
+    running by a dead one, a server stopping fails the dreams it runs: none stays
+    ``running``."""
+    import anyio.to_thread
+
+    from . import errors
+
+    try:
+        await anyio.to_thread.run_sync(dreamer_for(store).startup)
+    except errors.MemfsError:
+        log.exception("could not look for dreams left running")
+    try:
+        yield
+    finally:
+        await anyio.to_thread.run_sync(close_dreamer, store)

@@ -516,8 +516,12 @@ MIGRATIONS: list[tuple[str, str]] = [
     CREATE TRIGGER memories_count AFTER INSERT OR DELETE ON memories
         FOR EACH ROW EXECUTE FUNCTION memfs_memory_count();
     """),
-    # SQLite's m007_dreams.
-    ("m002_dreams", f"""
+]
+
+
+# SQLite's m007_dreams: the dreams (memfs.store, memfs.dreams). Numbered after
+# m002_changes_notify (branch notify); appended here so that the two merge apart.
+MIGRATIONS.append(("m003_dreams", f"""
     CREATE TABLE dreams (
         id {_T} PRIMARY KEY,
         status {_T} NOT NULL,
@@ -541,8 +545,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     );
     CREATE INDEX dreams_time ON dreams(created_at, id);
     CREATE INDEX dreams_live ON dreams(id) WHERE status IN ('pending', 'running');
-    """),
-]
+    """))
 
 
 def migrate(db: PgDatabase, migration_set: str) -> None:

@@ -47,7 +47,6 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 from . import errors
 from .api import create_app
 from .database import redact_url
-from .dreams import close_dreamer
 from .logs import access_logger_class
 from .store import open_store
 
@@ -140,7 +139,6 @@ def serve(
         app = create_app(store, keys)
         trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
     finally:
-        close_dreamer(store)  # its dreams fail: this server stops
         store.close()
 
 
