@@ -1643,6 +1643,15 @@ def _dream_text(store: Store, d: Dream) -> str:
     return "\n".join(lines)
 
 
+def _recover_dreams(ctx: Context) -> None:
+    """On a local database, the dreams of a `memfs dream` that died are failed first (a
+    server does this itself)."""
+    if not ctx.url:
+        from .dreams import Dreamer
+
+        Dreamer(ctx.store).recover()
+
+
 @dream.command("start")
 @click.argument("store_ref", metavar="STORE")
 @click.option("--session", "-s", "session_ids", multiple=True, required=True, metavar="ID",
@@ -1725,6 +1734,7 @@ def dream_list(ctx: Context, include_archived: bool, statuses: tuple[str, ...],
         memfs dream list --status running
     """
     store = ctx.store
+    _recover_dreams(ctx)
     items = _pages(lambda **kw: store.list_dreams(
         include_archived=include_archived, statuses=list(statuses) or None, **kw), limit)
     rows = [(d.id, d.status, d.memory_store_id, d.output_store_id or "-", _when(d.created_at))
@@ -1744,6 +1754,7 @@ def dream_show(ctx: Context, dream_id: str) -> None:
     \b
         memfs dream show drm_01...
     """
+    _recover_dreams(ctx)
     d = ctx.store.get_dream(dream_id)
     ctx.output(d, _dream_text(ctx.store, d))
 

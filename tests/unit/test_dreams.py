@@ -588,3 +588,16 @@ def test_memfs_dream_runs_a_dream_and_manages_them(db_path: Any, monkeypatch: An
     last = r.stderr.strip().splitlines()[-1]
     assert r.exit_code == 1 and last.startswith("memfs: dream drm_")
     assert "failed: model_error: the Messages API answered 400" in last
+
+
+def test_memfs_dream_show_fails_the_dream_of_a_dead_memfs_dream(db_path: Any) -> None:
+    s = Store(db_path)
+    ms, sessions = seeded(s)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    runner = {**dreams.identity(), "pid": dead.pid}
+    d = s.create_dream(inputs(ms, sessions), "m", runner=runner)
+    s.start_dream(d.id, runner=runner)
+    r = memfs(str(db_path), "dream", "show", d.id)
+    assert r.exit_code == 0 and "failed" in r.stdout and "stopped before it finished" in r.stdout
+    assert s.get_dream(d.id).status == "failed"
