@@ -1662,18 +1662,24 @@ def _recover_dreams(ctx: Context) -> None:
 @click.option("--update-existing", is_flag=True,
               help="Rewrite STORE in place instead of writing a new store.")
 @click.option("--no-wait", is_flag=True, help="With --url: print the dream and return at once.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
 def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
                 instructions: str | None, model: str | None, update_existing: bool,
-                no_wait: bool) -> None:
+                no_wait: bool, command: tuple[str, ...]) -> None:
     """Dream over STORE and the given sessions, and wait for the result (Ctrl-C cancels).
 
-    On a local database the dream runs in this command; with --url, on the server.
+    On a local database the dream runs in this command; with --url, on the server. After
+    `--`, COMMAND does the consolidation instead of a model: it runs like `memfs run` in the
+    dream's session, the output store mounted read-write at $MEMFS_DREAM_OUTPUT and the input
+    read-only at $MEMFS_DREAM_INPUT, the instructions and transcripts in
+    $MEMFS_DREAM_PROMPT_FILE; exit status 0 completes the dream.
 
     Example:
 
     \b
         memfs dream notes --session sesn_01A --session sesn_01B --model claude-sonnet-4-5
+        memfs dream notes -s sesn_01A -- my-agent --prompt-file '$MEMFS_DREAM_PROMPT_FILE'
     """
     import os
     import threading
@@ -1681,8 +1687,12 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
 
     from .dreams import DreamRun, identity
 
+    if command and ctx.url:
+        fail("memfs dream -- COMMAND runs on a local database; drop --url / MEMFS_URL", 2)
     store = ctx.store
     s = store.resolve_store(store_ref)
+    if command and not model:  # the model is the command
+        model = "command:" + os.path.basename(command[0])[:240]
     model = model or os.environ.get("MEMFS_DREAM_MODEL") or DEFAULT_DREAM_MODEL
     inputs = [{"type": "memory_store", "memory_store_id": s.id},
               {"type": "sessions", "session_ids": list(session_ids)}]
@@ -1692,7 +1702,13 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
     if not ctx.as_json:
         click.echo(f"dream {d.id} started (cancel: Ctrl-C or memfs dream cancel {d.id})",
                    err=True)
-    run = None if ctx.url else DreamRun(store, d.id)
+    if command:
+        from .dreams import run_command
+
+        ctx.close()  # one database connection set at a time (see run_command)
+        d = run_command(ctx.db_path, d.id, list(command))
+        store = ctx.store
+    run = None if ctx.url or command else DreamRun(store, d.id)
     try:
         if run is not None:
             thread = threading.Thread(target=run.run, name=f"dream-{d.id}", daemon=True)

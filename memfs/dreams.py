@@ -115,8 +115,9 @@ def _event_line(body: dict[str, Any]) -> str:
     return f"[{kind}] " + _text(" ".join(p for p in parts if p), EVENT_CHARS)
 
 
-def build_prompt(store: Store, dream: Dream) -> str:
-    """The first message: the instructions, the input store and the sessions' transcripts."""
+def build_prompt(store: Store, dream: Dream, root: str = "/memories") -> str:
+    """The first message: the instructions, the input store (its paths under ``root``) and
+    the sessions' transcripts."""
     out: list[str] = []
     if dream.instructions:
         out.append(f"<instructions>\n{dream.instructions}\n</instructions>")
@@ -126,11 +127,11 @@ def build_prompt(store: Store, dream: Dream) -> str:
         full = store.get_memory(dream.memory_store_id, m.id)
         text = full.content or ""
         if budget <= 0:
-            files.append(f'<memory path="/memories{m.path}" omitted="view it with the tool"/>')
+            files.append(f'<memory path="{root}{m.path}" omitted="read it there"/>')
             continue
         shown = text[:budget]
         budget -= len(shown)
-        files.append(f'<memory path="/memories{m.path}">\n{shown}\n</memory>')
+        files.append(f'<memory path="{root}{m.path}">\n{shown}\n</memory>')
     out.append("<input_store>\n" + ("\n".join(files) or "(empty)") + "\n</input_store>")
     budget = TRANSCRIPT_CHARS
     for sid in dream.session_ids:
@@ -467,3 +468,107 @@ async def lifespan(store: Store, app: Any) -> AsyncIterator[None]:
         yield
     finally:
         await anyio.to_thread.run_sync(close_dreamer, store)
+
+
+# --------------------------------------------------------------------------------------------
+# memfs dream … -- CMD: any agent program does the consolidation
+
+
+def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream:
+    """Run the pending dream ``dream_id`` with ``command`` as the model: launched like
+    ``memfs run`` (memfs.session) in the dream's session, the output store mounted read-write
+    and the input read-only (``create_new``). Its environment names them:
+    ``MEMFS_DREAM_OUTPUT`` and ``MEMFS_DREAM_INPUT`` (mount paths), ``MEMFS_DREAM_PROMPT_FILE``
+    (the instructions, the input store and the sessions' transcripts, as a model would get
+    them) besides ``memfs run``'s ``MEMFS_SYSTEM_PROMPT_FILE`` (the output's instructions hold
+    the dream's). Exit status 0 completes the dream, anything else fails it; a cancel (``memfs
+    dream cancel``) stops the command with SIGTERM.
+
+    One database connection set at a time in this process (the launcher's, then one to record
+    the outcome): the caller must have closed its own.
+    """
+    from .errors import MemfsError
+    from .session import Launch, Launcher, _process_identity
+    from .store import open_store
+
+    done = threading.Event()
+
+    class DreamLauncher(Launcher):
+        dream: Dream | None = None
+        watcher: threading.Thread | None = None
+
+        def _create_session(self) -> Any:
+            launcher = _process_identity(os.getpid())
+            if self._root_created and not self.namespace:
+                launcher["scratch"] = self.root
+            dream = self.store.start_dream(dream_id, runner=identity(), session={
+                "root": self.root, "launcher": launcher, "status": "idle",
+                "agent": {"type": "agent", "id": "local", "name": os.path.basename(command[0])},
+                "environment_id": "local"})
+            if dream is None:
+                raise MemfsError(f"dream {dream_id} is no longer pending")
+            self.dream = dream
+            session = self.store.get_session(dream.session_id or "")
+            paths = {r.memory_store_id: r.mount_path for r in session.resources}
+            os.environ["MEMFS_DREAM_ID"] = dream_id
+            os.environ["MEMFS_DREAM_OUTPUT"] = paths[dream.output_store_id or ""]
+            os.environ["MEMFS_DREAM_INPUT"] = paths[dream.memory_store_id]
+            self.watcher = threading.Thread(target=self._watch, name=f"dream-watch-{dream_id}",
+                                            daemon=True)
+            self.watcher.start()
+            return session
+
+        def _watch(self) -> None:  # a cancel from another process stops the command
+            last_beat = time.monotonic()
+            while not done.wait(DB_POLL_SECONDS):
+                try:
+                    if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                        last_beat = time.monotonic()
+                        status = self.store.dream_heartbeat(dream_id)
+                    else:
+                        status = self.store.get_dream(dream_id).status
+                except Exception:
+                    log.exception("cannot read dream %s", dream_id)
+                    continue
+                if status == "canceled":
+                    self._send(15)  # SIGTERM
+                    return
+
+        def _start_mounts(self) -> None:
+            super()._start_mounts()
+            assert self.state_dir is not None and self.dream is not None
+            prompt = self.state_dir / "dream-prompt.md"
+            prompt.write_text(build_prompt(self.store, self.dream,
+                                           os.environ["MEMFS_DREAM_INPUT"]), encoding="utf-8")
+            if self.agent is not None:
+                os.chown(prompt, self.agent.uid, self.agent.gid)
+                prompt.chmod(0o400)
+            os.environ["MEMFS_DREAM_PROMPT_FILE"] = str(prompt)
+
+        def _cleanup(self) -> None:
+            done.set()  # the watcher stops before the launcher's store closes
+            if self.watcher is not None:
+                self.watcher.join()
+            super()._cleanup()
+
+    saved = {k: os.environ.get(k) for k in (
+        "MEMFS_DREAM_ID", "MEMFS_DREAM_OUTPUT", "MEMFS_DREAM_INPUT", "MEMFS_DREAM_PROMPT_FILE")}
+    error: str | None = None
+    try:
+        code = DreamLauncher(Launch(attachments=[], command=command, db_path=db_path)).run()
+        if code != 0:
+            error = f"{command[0]} exited with status {code}"
+    except MemfsError as e:
+        error = e.message
+    finally:
+        done.set()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    with open_store(db_path, create=False) as store:
+        if error is None:
+            return store.finish_dream(dream_id, "completed")
+        return store.finish_dream(dream_id, "failed", {"type": "command_failed",
+                                                       "message": error})

@@ -2769,11 +2769,13 @@ class Store:
         self._dream_ended(dream)
         return dream
 
-    def start_dream(self, dream_id: str, *, runner: dict[str, Any] | None = None) -> Dream | None:
+    def start_dream(self, dream_id: str, *, runner: dict[str, Any] | None = None,
+                    session: dict[str, Any] | None = None) -> Dream | None:
         """Move a pending dream to ``running``: its output store (``create_new``: a new store,
         a copy of the input whose versions are the dream session's) and its session (the
-        output attached read_write, the input read_only). None: the dream is not pending
-        (canceled meanwhile, or another runner took it).
+        output attached read_write, the input read_only; ``session``: more arguments of
+        :meth:`create_session`, e.g. the ``root`` and ``launcher`` of ``memfs dream -- CMD``).
+        None: the dream is not pending (canceled meanwhile, or another runner took it).
         """
         with self._write() as c:
             row = self._dream_row_in(c, dream_id)
@@ -2799,16 +2801,19 @@ class Store:
                 )
             else:
                 out_id = source.id
+        guide = "The dream's output: consolidate the memories here."
+        if row["instructions"]:
+            guide = (guide + " " + row["instructions"])[: self.limits.max_instructions_chars]
         resources = [{"type": "memory_store", "memory_store_id": out_id, "access": "read_write",
-                      "instructions": "The dream's output: consolidate the memories here."}]
+                      "instructions": guide}]
         if out_id != source.id:
             resources.append({"type": "memory_store", "memory_store_id": source.id,
                               "access": "read_only",
                               "instructions": "The dream's input: never changed."})
-        session = self.create_session(
-            resources, status="running", title=f"dream {dream_id}",
-            metadata={"memfs_dream_id": dream_id})
-        actor = Actor.session(session.id)
+        session_ = self.create_session(
+            resources, **{"status": "running", "title": f"dream {dream_id}",
+                          "metadata": {"memfs_dream_id": dream_id}, **(session or {})})
+        actor = Actor.session(session_.id)
         with self._write() as c:
             if out_id != source.id:
                 for m in c.execute(
@@ -2825,7 +2830,7 @@ class Store:
                     self._change(c, out_id, "put", mid, m["path"])
             c.execute(
                 "UPDATE dreams SET output_store_id = ?, session_id = ?, heartbeat_at = ? "
-                "WHERE id = ?", (out_id, session.id, _now(), dream_id))
+                "WHERE id = ?", (out_id, session_.id, _now(), dream_id))
             started = c.execute(
                 "UPDATE dreams SET status = 'running' WHERE id = ? AND status = 'pending' "
                 "RETURNING id", (dream_id,)).fetchone()
