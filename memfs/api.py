@@ -1398,6 +1398,50 @@ class ChangeHub:
 # the route table: the Starlette routes and /openapi.json both come from it
 
 
+# --------------------------------------------------------------------------------------------
+# dreams (API.md §5; memfs.dreams runs them in this process)
+
+
+async def create_dream(c: Call) -> Any:
+    from .dreams import dreamer_for, identity
+
+    b = c.body
+    dream = await c.run(c.store.create_dream, b.get("inputs"), b.get("model"),
+                        instructions=b.get("instructions"),
+                        output_behavior=b.get("output_behavior"), runner=identity())
+    dreamer_for(c.store).start(dream.id)
+    return dream
+
+
+async def retrieve_dream(c: Call) -> Any:
+    return await c.run(c.store.get_dream, c.p["dream_id"])
+
+
+async def list_dreams(c: Call) -> Any:
+    q = c.q
+    return await c.run(
+        c.store.list_dreams,
+        statuses=q.texts("statuses"),
+        include_archived=q.flag("include_archived", False),
+        created_at_gt=q.text("created_at[gt]"),
+        created_at_lt=q.text("created_at[lt]"),
+        limit=q.integer("limit", 20),
+        page=q.text("page"),
+    )
+
+
+async def archive_dream(c: Call) -> Any:
+    return await c.run(c.store.archive_dream, c.p["dream_id"])
+
+
+async def cancel_dream(c: Call) -> Any:
+    from .dreams import dreamer_for
+
+    dream = await c.run(c.store.cancel_dream, c.p["dream_id"])
+    dreamer_for(c.store).cancel(dream.id)
+    return dream
+
+
 @dataclass(frozen=True)
 class Op:
     """One endpoint. ``body`` lists the accepted JSON fields (``!`` = required), ``query``
@@ -1420,6 +1464,7 @@ _MS = "/v1/memory_stores"
 _MEM = _MS + "/{memory_store_id}/memories"
 _VER = _MS + "/{memory_store_id}/memory_versions"
 _SES = "/v1/sessions"
+_DRM = "/v1/dreams"
 _LIST = ("limit", "page")
 
 OPS: list[Op] = [
@@ -1498,6 +1543,15 @@ OPS: list[Op] = [
        body=("events!", "memory_store_id"), returns="EventList"),
     Op("GET", _SES + "/{session_id}/events/stream", stream_session_events,
        "sessions.events.stream", query=("event_deltas[]",), returns="EventStream"),
+    Op("POST", _DRM, create_dream, "dreams.create",
+       body=("inputs!", "model!", "instructions", "output_behavior"), returns="Dream"),
+    Op("GET", _DRM, list_dreams, "dreams.list",
+       query=("statuses[]", "include_archived", "created_at[gt]", "created_at[lt]", *_LIST),
+       returns="Page<Dream>"),
+    Op("GET", _DRM + "/{dream_id}", retrieve_dream, "dreams.retrieve", returns="Dream"),
+    Op("POST", _DRM + "/{dream_id}/archive", archive_dream, "dreams.archive",
+       returns="Dream"),
+    Op("POST", _DRM + "/{dream_id}/cancel", cancel_dream, "dreams.cancel", returns="Dream"),
     # memfs extensions (README "Remote mounts")
     Op("POST", _SES + "/{session_id}/memfs/status", set_session_status,
        "set a session's status (the launcher of memfs run --url: running, terminated)",
@@ -1623,7 +1677,10 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     starlette_routes.append(
         Route("/openapi.json", lambda request: JSONResponse(openapi()), methods=["GET"])
     )
-    app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error})
+    from .dreams import lifespan
+
+    app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
+                    lifespan=partial(lifespan, store))
     keys = list(api_keys)
     console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
                              changes=hub, read_body=_read_body)
@@ -1709,6 +1766,20 @@ SCHEMAS: dict[str, Any] = {
         "updated_at": _T, "archived_at": _NT, "stats": {"type": "object"},
         "usage": {"type": "object"}, "outcome_evaluations": {"type": "array"},
         "budget": {"type": "null"}, "deployment_id": {"type": "null"}}),
+    "Dream": _obj({
+        "type": {"const": "dream"}, "id": _S,
+        "status": {"enum": ["pending", "running", "completed", "failed", "canceled"]},
+        "inputs": {"type": "array", "items": {"type": "object"}},
+        "model": _obj({"id": _S, "speed": {"const": "standard"}}), "instructions": _NS,
+        "output_behavior": {"type": "object"},
+        "outputs": {"type": "array", "items": _obj({"type": {"const": "memory_store"},
+                                                    "memory_store_id": _S})},
+        "session_id": _NS,
+        "error": {"oneOf": [_obj({"type": _S, "message": _S}), {"type": "null"}]},
+        "usage": _obj({k: _I for k in ("input_tokens", "output_tokens",
+                                      "cache_creation_input_tokens",
+                                      "cache_read_input_tokens")}),
+        "created_at": _T, "ended_at": _NT, "archived_at": _NT}),
     "Event": {"type": "object", "required": ["id", "type", "processed_at"],
               "properties": {"id": _S, "type": _S, "processed_at": _T},
               "additionalProperties": True},

@@ -47,6 +47,7 @@ from . import errors
 from .models import (
     Actor,
     Change,
+    Dream,
     Event,
     Memory,
     MemoryPrefix,
@@ -713,6 +714,43 @@ class _Ops:
         return [_event(e, session_id) for e in d.get("data") or []]
 
     send_events = add_events
+
+    # -- dreams (API.md §5) ------------------------------------------------------------------
+
+    def create_dream(self, inputs: Any, model: Any, *, instructions: Any = None,
+                     output_behavior: Any = None, runner: Any = None) -> Op[Dream]:
+        """The server runs the dream (``runner`` is the server's own)."""
+        d = yield Request("POST", "/v1/dreams", json=_body(
+            inputs=inputs, model=model, instructions=instructions,
+            output_behavior=output_behavior))
+        return _fields(Dream, d)
+
+    def get_dream(self, dream_id: str) -> Op[Dream]:
+        d = yield Request("GET", f"/v1/dreams/{_q(dream_id)}")
+        return _fields(Dream, d)
+
+    def list_dreams(
+        self,
+        *,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        created_at_gt: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Op[Page[Dream]]:
+        d = yield Request("GET", "/v1/dreams", params=_params(
+            statuses=list(statuses) if statuses else None, include_archived=include_archived,
+            created_at_gt=created_at_gt, created_at_lt=created_at_lt, limit=limit, page=page))
+        return _page(d, lambda x: _fields(Dream, x))
+
+    def cancel_dream(self, dream_id: str) -> Op[Dream]:
+        d = yield Request("POST", f"/v1/dreams/{_q(dream_id)}/cancel")
+        return _fields(Dream, d)
+
+    def archive_dream(self, dream_id: str) -> Op[Dream]:
+        d = yield Request("POST", f"/v1/dreams/{_q(dream_id)}/archive")
+        return _fields(Dream, d)
 
 
 #: The operations both clients expose (every public generator of :class:`_Ops`).

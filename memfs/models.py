@@ -273,3 +273,63 @@ def complete_tool_results(
                 e["memory_id"] = memory_id
             if version_id is not None:
                 e["memory_version_id"] = version_id
+
+
+DREAM_STATUSES = ("pending", "running", "completed", "failed", "canceled")
+#: The statuses a dream never leaves.
+DREAM_FINAL = ("completed", "failed", "canceled")
+DREAM_USAGE = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+               "cache_read_input_tokens")
+
+
+@dataclass(frozen=True)
+class Dream:
+    """A dream (API.md §5, the SDK's ``BetaDream``): a run that reads a memory store and the
+    transcripts of sessions and writes a consolidated store. ``inputs``, ``model``,
+    ``output_behavior``, ``outputs``, ``error`` and ``usage`` are their wire objects."""
+
+    id: str
+    status: str
+    inputs: list[dict[str, Any]]
+    model: dict[str, Any]
+    instructions: str | None
+    output_behavior: dict[str, Any]
+    outputs: list[dict[str, Any]]
+    session_id: str | None
+    error: dict[str, str] | None
+    usage: dict[str, int]
+    created_at: str
+    ended_at: str | None
+    archived_at: str | None
+
+    @property
+    def memory_store_id(self) -> str:
+        """The input store."""
+        return str(next(i for i in self.inputs if i["type"] == "memory_store")["memory_store_id"])
+
+    @property
+    def session_ids(self) -> list[str]:
+        """The sessions whose transcripts the dream reads."""
+        return list(next(i for i in self.inputs if i["type"] == "sessions")["session_ids"])
+
+    @property
+    def output_store_id(self) -> str | None:
+        return self.outputs[0]["memory_store_id"] if self.outputs else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "dream",
+            "id": self.id,
+            "status": self.status,
+            "inputs": self.inputs,
+            "model": self.model,
+            "instructions": self.instructions,
+            "output_behavior": self.output_behavior,
+            "outputs": self.outputs,
+            "session_id": self.session_id,
+            "error": self.error,
+            "usage": self.usage,
+            "created_at": self.created_at,
+            "ended_at": self.ended_at,
+            "archived_at": self.archived_at,
+        }

@@ -532,6 +532,35 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+# SQLite's m007_dreams: the dreams (memfs.store, memfs.dreams). Numbered after
+# m002_changes_notify (branch notify); appended here so that the two merge apart.
+MIGRATIONS.append(("m003_dreams", f"""
+    CREATE TABLE dreams (
+        id {_T} PRIMARY KEY,
+        status {_T} NOT NULL,
+        memory_store_id {_T} NOT NULL,
+        session_ids {_T} NOT NULL,
+        model {_T} NOT NULL,
+        instructions {_T},
+        output_behavior {_T} NOT NULL,
+        output_store_id {_T},
+        session_id {_T},
+        error {_T},
+        input_tokens BIGINT NOT NULL DEFAULT 0,
+        output_tokens BIGINT NOT NULL DEFAULT 0,
+        cache_creation_input_tokens BIGINT NOT NULL DEFAULT 0,
+        cache_read_input_tokens BIGINT NOT NULL DEFAULT 0,
+        created_at {_T} NOT NULL,
+        ended_at {_T},
+        archived_at {_T},
+        runner {_T},
+        heartbeat_at {_T} NOT NULL
+    );
+    CREATE INDEX dreams_time ON dreams(created_at, id);
+    CREATE INDEX dreams_live ON dreams(id) WHERE status IN ('pending', 'running');
+    """))
+
+
 def migrate(db: PgDatabase, migration_set: str) -> None:
     """Apply the migrations ``db`` lacks, in one transaction under the write lock (two
     processes opening a new database at once do not both apply one)."""

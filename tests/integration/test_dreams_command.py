@@ -1,0 +1,96 @@
+"""``memfs dream STORE --session ID -- CMD``: an agent program consolidates the store, launched
+like ``memfs run`` with the input mounted read-only and the output read-write (real FUSE
+mounts; FUSE missing: skipped locally, failed when CI=true)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memfs.models import Actor
+from memfs.store import Limits, Store
+
+MEMFS = [sys.executable, "-m", "memfs"]
+
+
+@pytest.fixture
+def dreamdb(fuse: None, tmp_path: Path) -> tuple[Path, str, str]:
+    db = tmp_path / "memfs.db"
+    s = Store(db, limits=Limits())
+    ms = s.create_store("notes").id
+    s.create_memory(ms, "/a.md", "alpha\n", actor=None)
+    s.create_memory(ms, "/d/b.md", "beta\n", actor=None)
+    sid = s.create_session([{"type": "memory_store", "memory_store_id": ms}]).id
+    s.add_events(sid, [{"type": "user.message",
+                        "content": [{"type": "text", "text": "I take my coffee black"}]}])
+    s.close()
+    return db, ms, sid
+
+
+def dream(db: Path, sid: str, script: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*MEMFS, "--db", str(db), "dream", "notes", "-s", sid, "-i", "merge it", "--",
+         "bash", "-c", script], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "MEMFS_DB": str(db)}, **kw)  # type: ignore[call-overload]
+
+
+def test_a_command_consolidates_into_the_output_and_cannot_write_the_input(
+    dreamdb: tuple[Path, str, str],
+) -> None:
+    db, ms, sid = dreamdb
+    r = dream(db, sid, """
+        set -e
+        grep -q 'merge it' "$MEMFS_DREAM_PROMPT_FILE"
+        grep -q 'coffee black' "$MEMFS_DREAM_PROMPT_FILE"
+        grep -q 'merge it' "$MEMFS_SYSTEM_PROMPT_FILE"
+        if echo x > "$MEMFS_DREAM_INPUT/a.md"; then exit 9; fi
+        cat "$MEMFS_DREAM_INPUT/a.md" "$MEMFS_DREAM_INPUT/d/b.md" > "$MEMFS_DREAM_OUTPUT/all.md"
+        rm -r "$MEMFS_DREAM_OUTPUT/a.md" "$MEMFS_DREAM_OUTPUT/d"
+    """)
+    assert r.returncode == 0, r.stderr
+    s = Store(db, limits=Limits())
+    [d] = s.list_dreams().data
+    assert d.status == "completed" and d.model["id"] == "command:bash", (r.stdout, r.stderr)
+    out = d.output_store_id
+    assert [(m.path, s.get_memory(out, m.id).content) for m in s.tree(out)] == [
+        ("/all.md", "alpha\nbeta\n")]
+    assert {v.created_by for v in s.list_versions(out, limit=100).data} == {
+        Actor.session(d.session_id)}
+    assert [(m.path, s.get_memory(ms, m.id).content) for m in s.tree(ms)] == [
+        ("/a.md", "alpha\n"), ("/d/b.md", "beta\n")]
+    assert len(s.list_versions(ms, limit=100).data) == 2
+    assert s.get_session(d.session_id).status == "terminated"
+
+
+def test_a_failing_command_fails_the_dream_and_a_cancel_stops_it(
+    dreamdb: tuple[Path, str, str],
+) -> None:
+    db, _, sid = dreamdb
+    r = dream(db, sid, "exit 3")
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1].endswith(
+        "failed: command_failed: bash exited with status 3")
+    proc = subprocess.Popen(
+        [*MEMFS, "--db", str(db), "dream", "notes", "-s", sid, "--", "sleep", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    s = Store(db, limits=Limits())
+    deadline = time.monotonic() + 20
+    while not any(d.status == "running" for d in s.list_dreams().data):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    [running] = [d for d in s.list_dreams().data if d.status == "running"]
+    t0 = time.monotonic()
+    c = subprocess.run([*MEMFS, "--db", str(db), "dream", "cancel", running.id],
+                       capture_output=True, text=True, timeout=30)
+    assert c.returncode == 0, c.stderr
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - t0
+    assert s.get_dream(running.id).status == "canceled"
+    assert proc.returncode == 1 and err.strip().splitlines()[-1] == (
+        f"memfs: dream {running.id} was canceled"), err
+    assert took < 5, took  # the command was stopped, not waited for (sleep 30)

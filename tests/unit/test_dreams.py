@@ -1,0 +1,603 @@
+"""Dreams (API.md §5, issue 13): the store's rows and status changes on both backends, the
+HTTP API driven by the SDK's ``client.beta.dreams``, and the runner against a scripted
+Messages API (tests/unit/test_tools.py's ScriptedModel: no network, no real model)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memfs import errors
+from memfs.models import Actor
+from memfs.store import Store
+
+
+def setup_inputs(s: Store) -> tuple[str, list[str]]:
+    ms = s.create_store("notes").id
+    s.create_memory(ms, "/a.md", "alpha\n", actor=None)
+    s.create_memory(ms, "/d/b.md", "beta\n", actor=None)
+    sessions = [s.create_session([{"type": "memory_store", "memory_store_id": ms}]).id
+                for _ in range(2)]
+    return ms, sessions
+
+
+def inputs(ms: str, sessions: list[str]) -> list[dict[str, Any]]:
+    return [{"type": "memory_store", "memory_store_id": ms},
+            {"type": "sessions", "session_ids": sessions}]
+
+
+def test_a_dream_is_created_pending_and_shown_as_the_sdk_shows_it(backend: Any) -> None:
+    s = backend.open()
+    ms, sessions = setup_inputs(s)
+    d = s.create_dream(inputs(ms, sessions[::-1]), "claude-test")
+    body = d.to_dict()
+    assert body["type"] == "dream" and body["id"].startswith("drm_")
+    assert body["status"] == "pending"
+    assert body["inputs"] == inputs(ms, sorted(sessions))
+    assert body["model"] == {"id": "claude-test", "speed": "standard"}
+    assert body["output_behavior"] == {"type": "create_new"}
+    assert body["outputs"] == [] and body["session_id"] is None and body["error"] is None
+    assert body["usage"] == {"input_tokens": 0, "output_tokens": 0,
+                             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    assert body["ended_at"] is None and body["archived_at"] is None
+    assert s.get_dream(d.id) == d
+
+
+@pytest.mark.parametrize(("change", "error"), [
+    (lambda i, m: ([i[0]], m), "exactly one"),
+    (lambda i, m: ([i[0], i[0], i[1]], m), "exactly one"),
+    (lambda i, m: ([i[0], {"type": "sessions", "session_ids": []}], m), "1 to 100"),
+    (lambda i, m: ([i[0], {"type": "sessions", "session_ids": ["a"] * 2}], m), "twice"),
+    (lambda i, m: ([i[0], {"type": "sessions", "session_ids": [f"s{n}" for n in range(101)]}],
+                   m), "1 to 100"),
+    (lambda i, m: (i, ""), "1 to 256"),
+    (lambda i, m: (i, "x" * 257), "1 to 256"),
+    (lambda i, m: (i, {"id": "m", "speed": "fast"}), "standard"),
+    (lambda i, m: (i, 5), "model"),
+    (lambda i, m: ("nope", m), "list"),
+])
+def test_bad_input_is_a_clear_error(store: Store, change: Any, error: str) -> None:
+    ms, sessions = setup_inputs(store)
+    i, m = change(inputs(ms, sessions), "claude-test")
+    with pytest.raises(errors.InvalidRequest, match=error):
+        store.create_dream(i, m)
+    assert store.list_dreams().data == []
+
+
+def test_instructions_output_behavior_and_missing_inputs(store: Store) -> None:
+    ms, sessions = setup_inputs(store)
+    i = inputs(ms, sessions)
+    with pytest.raises(errors.InvalidRequest, match="4096"):
+        store.create_dream(i, "m", instructions="x" * 4097)
+    with pytest.raises(errors.InvalidRequest, match="4096"):
+        store.create_dream(i, "m", instructions="")
+    assert store.create_dream(i, "m", instructions="x" * 4096).instructions == "x" * 4096
+    with pytest.raises(errors.InvalidRequest, match="input memory store"):
+        store.create_dream(i, "m", output_behavior={"type": "update_existing",
+                                                    "memory_store_id": "memstore_other"})
+    with pytest.raises(errors.InvalidRequest, match="output_behavior"):
+        store.create_dream(i, "m", output_behavior={"type": "elsewhere"})
+    with pytest.raises(errors.NotFound, match="sesn_missing"):
+        store.create_dream(inputs(ms, [sessions[0], "sesn_missing"]), "m")
+    with pytest.raises(errors.NotFound):
+        store.create_dream(inputs("memstore_missing", sessions), "m")
+    other = store.create_store("old").id
+    store.archive_store(other)
+    with pytest.raises(errors.StoreArchived):
+        store.create_dream(inputs(other, sessions), "m")
+    # One update_existing dream per store at a time (409), create_new ones are free.
+    update = {"type": "update_existing", "memory_store_id": ms}
+    d = store.create_dream(i, "m", output_behavior=update)
+    assert d.output_behavior == update
+    with pytest.raises(errors.Conflict):
+        store.create_dream(i, "m", output_behavior=update)
+    store.create_dream(i, "m")
+    store.cancel_dream(d.id)
+    store.create_dream(i, "m", output_behavior=update)
+
+
+def test_start_copies_the_input_into_a_new_store_of_the_dreams_session(backend: Any) -> None:
+    s = backend.open()
+    ms, sessions = setup_inputs(s)
+    before = [(m.path, m.content, m.memory_version_id) for m in s.tree(ms)]
+    d = s.start_dream(s.create_dream(inputs(ms, sessions), "m").id)
+    assert d is not None and d.status == "running" and d.session_id is not None
+    out = d.output_store_id
+    assert out is not None and out != ms
+    assert [(m.path, m.content) for m in s.tree(out)] == [(p, c) for p, c, _ in before]
+    assert {v.created_by for v in s.list_versions(out).data} == {Actor.session(d.session_id)}
+    assert [(m.path, m.content, m.memory_version_id) for m in s.tree(ms)] == before
+    session = s.get_session(d.session_id)
+    assert session.status == "running"
+    assert [(r.memory_store_id, r.access) for r in session.resources] == [
+        (out, "read_write"), (ms, "read_only")]
+    assert s.get_store(out).metadata == {"memfs_dream_id": d.id, "memfs_dream_status": "running"}
+    assert s.start_dream(d.id) is None  # started once
+    s.add_dream_usage(d.id, {"input_tokens": 10, "output_tokens": 5})
+    s.add_dream_usage(d.id, {"input_tokens": 1, "cache_read_input_tokens": 2})
+    done = s.finish_dream(d.id, "failed", {"type": "api_error", "message": "overloaded"})
+    assert done.status == "failed" and done.ended_at is not None
+    assert done.error == {"type": "api_error", "message": "overloaded"}
+    assert done.usage == {"input_tokens": 11, "output_tokens": 5,
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 2}
+    s.add_dream_usage(d.id, {"input_tokens": 100})  # frozen once failed
+    assert s.get_dream(d.id).usage == done.usage
+    assert s.get_store(out).metadata == {"memfs_dream_id": d.id, "memfs_dream_status": "failed",
+                                         "memfs_dream_error": "api_error: overloaded"}
+    assert s.get_session(d.session_id).status == "terminated"
+    # A final status never changes.
+    assert s.finish_dream(d.id, "completed").status == "failed"
+
+
+def test_update_existing_writes_the_input(store: Store) -> None:
+    ms, sessions = setup_inputs(store)
+    d = store.start_dream(store.create_dream(
+        inputs(ms, sessions), "m",
+        output_behavior={"type": "update_existing", "memory_store_id": ms}).id)
+    assert d is not None and d.output_store_id == ms
+    assert [(r.memory_store_id, r.access) for r in store.get_session(d.session_id).resources] == [
+        (ms, "read_write")]
+    assert len(store.list_versions(ms).data) == 2  # nothing copied
+
+
+def test_cancel_and_archive_follow_the_status(backend: Any) -> None:
+    s = backend.open()
+    ms, sessions = setup_inputs(s)
+    d = s.create_dream(inputs(ms, sessions), "m")
+    with pytest.raises(errors.InvalidRequest, match="cancel it first"):
+        s.archive_dream(d.id)
+    c = s.cancel_dream(d.id)
+    assert c.status == "canceled" and c.ended_at is not None
+    assert s.cancel_dream(d.id) == c  # unchanged
+    assert s.start_dream(d.id) is None  # a canceled dream never starts
+    a = s.archive_dream(d.id)
+    assert a.archived_at is not None and s.archive_dream(d.id) == a
+    done = s.start_dream(s.create_dream(inputs(ms, sessions), "m").id)
+    assert done is not None
+    s.finish_dream(done.id, "completed")
+    with pytest.raises(errors.InvalidRequest, match="completed"):
+        s.cancel_dream(done.id)
+    with pytest.raises(errors.NotFound):
+        s.get_dream("drm_missing")
+    with pytest.raises(errors.NotFound):
+        s.cancel_dream("drm_missing")
+
+
+def test_list_pages_newest_first_with_filters(backend: Any) -> None:
+    s = backend.open()
+    ms, sessions = setup_inputs(s)
+    ids = [s.create_dream(inputs(ms, sessions), "m").id for _ in range(5)]
+    s.cancel_dream(ids[0])
+    s.archive_dream(ids[0])
+    s.cancel_dream(ids[1])
+    seen, page = [], None
+    while True:
+        p = s.list_dreams(limit=2, page=page)
+        seen += [d.id for d in p.data]
+        if p.next_page is None:
+            break
+        page = p.next_page
+    assert seen == ids[:0:-1]
+    assert [d.id for d in s.list_dreams(include_archived=True).data] == ids[::-1]
+    assert [d.id for d in s.list_dreams(statuses=["canceled"]).data] == [ids[1]]
+    assert [d.id for d in s.list_dreams(statuses=["canceled"], include_archived=True).data] == [
+        ids[1], ids[0]]
+    created = s.get_dream(ids[2]).created_at
+    assert ids[2] not in [d.id for d in s.list_dreams(created_at_gt=created).data]
+    assert ids[2] not in [d.id for d in s.list_dreams(created_at_lt=created).data]
+    with pytest.raises(errors.InvalidRequest):
+        s.list_dreams(statuses=["sleeping"])
+    with pytest.raises(errors.InvalidCursor):
+        s.list_dreams(page=p.next_page or "garbage")
+
+
+def test_stale_dreams_are_found(store: Store) -> None:
+    ms, sessions = setup_inputs(store)
+    d = store.create_dream(inputs(ms, sessions), "m", runner={"host": "h", "pid": 1})
+    assert store.stale_dreams(older_than=3600) == []
+    assert store.stale_dreams(older_than=-1) == [(d.id, {"host": "h", "pid": 1})]
+    assert store.live_dreams() == [(d.id, {"host": "h", "pid": 1})]
+
+
+# --------------------------------------------------------------------------------------------
+# the runner, against a scripted Messages API
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+
+import anthropic  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from memfs import dreams  # noqa: E402
+from memfs.api import create_app  # noqa: E402
+from tests.unit.test_tools import ScriptedModel, tool_use  # noqa: E402
+
+#: A dream's turns: the model reads, merges the two memories into one, deletes them, and
+#: edits /memories/a.md (which the INPUT store holds too) before the merge.
+DREAM_TURNS: list[list[dict[str, Any]]] = [
+    [{"type": "text", "text": "Reading the store."},
+     tool_use("toolu_01", command="view", path="/memories")],
+    [tool_use("toolu_02", command="str_replace", path="/memories/a.md", old_str="alpha",
+              new_str="ALPHA"),
+     tool_use("toolu_03", command="create", path="/memories/../escape.md", file_text="x")],
+    [tool_use("toolu_04", command="create", path="/memories/all.md",
+              file_text="ALPHA\nbeta\ncoffee: black\n"),
+     tool_use("toolu_05", command="delete", path="/memories/a.md"),
+     tool_use("toolu_06", command="delete", path="/memories/d")],
+    [{"type": "text", "text": "Merged everything into /all.md."}],
+]
+
+
+@pytest.fixture
+def api_env(monkeypatch) -> Iterator[None]:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    yield
+
+
+def seeded(s: Store) -> tuple[str, list[str]]:
+    ms, sessions = setup_inputs(s)
+    s.add_events(sessions[0], [
+        {"type": "user.message", "content": [{"type": "text", "text": "I drink coffee black"}]},
+        {"type": "agent.message", "content": [{"type": "text", "text": "Noted."}]}])
+    return ms, sessions
+
+
+def snapshot(s: Store, ms: str) -> list[tuple[str, str | None, str]]:
+    return [(m.path, s.get_memory(ms, m.id).content, m.memory_version_id) for m in s.tree(ms)]
+
+
+def test_a_dream_consolidates_into_the_output_and_never_writes_the_input(
+    backend: Any, monkeypatch: Any, api_env: None,
+) -> None:
+    s = backend.open()
+    ms, sessions = seeded(s)
+    before = snapshot(s, ms)
+    versions_before = len(s.list_versions(ms, limit=100).data)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = s.create_dream(inputs(ms, sessions), "claude-test", instructions="Merge it all.")
+        done = dreams.DreamRun(s, d.id).run()
+    assert done.status == "completed", done.error
+    assert done.error is None and done.ended_at is not None
+    assert done.usage == {"input_tokens": 40, "output_tokens": 20,
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    # The input store: untouched, although the model edited and deleted its /memories/a.md.
+    assert snapshot(s, ms) == before
+    assert len(s.list_versions(ms, limit=100).data) == versions_before
+    out = done.output_store_id
+    assert out is not None and out != ms
+    assert [(m.path, s.get_memory(out, m.id).content) for m in s.tree(out)] == [
+        ("/all.md", "ALPHA\nbeta\ncoffee: black\n")]
+    assert {v.created_by for v in s.list_versions(out, limit=100).data} == {
+        Actor.session(done.session_id)}
+    assert s.get_store(out).metadata["memfs_dream_status"] == "completed"
+    r = model.results()
+    assert r["toolu_02"][0] is False and r["toolu_03"] == (
+        True, "Path /memories/../escape.md would escape /memories directory")
+    assert r["toolu_05"] == (False, "Successfully deleted /memories/a.md")
+    # What the model was given: the instructions, the input store, the transcripts.
+    first = model.requests[0]
+    assert first["model"] == "claude-test"
+    assert first["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    prompt = first["messages"][0]["content"]
+    for text in ("Merge it all.", "alpha", "/memories/d/b.md", "I drink coffee black",
+                 sessions[1]):
+        assert text in prompt
+    # The dream is a session: its prompt, tool event pairs and replies are its events.
+    evs = [e.body for e in s.list_events(done.session_id, limit=100).data]
+    kinds = [e["type"] for e in evs]
+    assert kinds.count("agent.tool_use") == kinds.count("agent.tool_result") == 6
+    assert kinds[0] == "user.message" and kinds[1] == "agent.message"
+    assert kinds[-1] == "session.status_terminated"
+    assert [e["content"][0]["text"] for e in evs if e["type"] == "agent.message"] == [
+        "Reading the store.", "Merged everything into /all.md."]
+
+
+def test_update_existing_rewrites_the_input_as_new_versions(
+    store: Store, monkeypatch: Any, api_env: None,
+) -> None:
+    ms, sessions = seeded(store)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = store.create_dream(inputs(ms, sessions), "claude-test", output_behavior={
+            "type": "update_existing", "memory_store_id": ms})
+        done = dreams.DreamRun(store, d.id).run()
+    assert done.status == "completed" and done.output_store_id == ms
+    assert [m.path for m in store.tree(ms)] == ["/all.md"]
+    new = [v for v in store.list_versions(ms, limit=100).data
+           if v.created_by == Actor.session(done.session_id)]
+    assert sorted(v.operation for v in new) == ["created", "deleted", "deleted", "modified"]
+
+
+def test_a_model_error_fails_the_dream_with_the_reason(
+    store: Store, monkeypatch: Any, api_env: None,
+) -> None:
+    ms, sessions = seeded(store)
+    with ScriptedModel(DREAM_TURNS[:1]) as model:  # then answers 400
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = store.create_dream(inputs(ms, sessions), "claude-test")
+        done = dreams.DreamRun(store, d.id).run()
+    assert done.status == "failed"
+    assert done.error is not None and done.error["type"] == "model_error"
+    assert "400" in done.error["message"]
+    assert done.usage["input_tokens"] == 10  # the first turn's, kept
+    meta = store.get_store(done.output_store_id).metadata
+    assert meta["memfs_dream_status"] == "failed"
+    assert meta["memfs_dream_error"].startswith("model_error: ")
+    assert store.get_session(done.session_id).status == "terminated"
+
+
+def test_no_api_key_or_no_endpoint_fails_clearly(store: Store, monkeypatch: Any) -> None:
+    ms, sessions = seeded(store)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    done = dreams.DreamRun(store, d.id).run()
+    assert done.status == "failed" and done.error is not None
+    assert done.error["type"] == "configuration_error"
+    assert "ANTHROPIC_API_KEY" in done.error["message"]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    done = dreams.DreamRun(store, d.id, client_factory=lambda: anthropic.Anthropic(
+        api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
+    assert done.status == "failed" and done.error["type"] == "model_unreachable"
+
+
+class SlowModel:
+    """A Messages API that never answers (until shut down): a dream waits on its call."""
+
+    def __init__(self) -> None:
+        self.hold = threading.Event()
+        self.calls = 0
+        slow = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers["content-length"]))
+                slow.calls += 1
+                slow.hold.wait(30)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.hold.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def slow_model(monkeypatch: Any, api_env: None) -> Iterator[SlowModel]:
+    m = SlowModel()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", m.url)
+    yield m
+    m.close()
+
+
+def wait_for(cond: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("where", ["this process", "the database"])
+def test_cancel_stops_a_call_in_flight_within_a_second(
+    store: Store, slow_model: SlowModel, where: str,
+) -> None:
+    ms, sessions = seeded(store)
+    dreamer = dreams.Dreamer(store)
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    dreamer.start(d.id)
+    wait_for(lambda: slow_model.calls == 1)
+    t0 = time.monotonic()
+    c = store.cancel_dream(d.id)
+    if where == "this process":
+        dreamer.cancel(d.id)
+    dreamer.wait(d.id, 5)
+    took = time.monotonic() - t0
+    assert took < 1.0, took
+    assert not dreamer.threads
+    done = store.get_dream(d.id)
+    assert c.status == done.status == "canceled" and done.error is None
+    assert done.output_store_id is not None  # keeps what it wrote (the copy)
+    assert store.get_store(done.output_store_id).metadata["memfs_dream_status"] == "canceled"
+    assert store.get_session(done.session_id).status == "terminated"
+
+
+def test_a_stopping_server_fails_its_dreams(store: Store, slow_model: SlowModel) -> None:
+    ms, sessions = seeded(store)
+    dreamer = dreams.Dreamer(store)
+    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    dreamer.start(d.id)
+    wait_for(lambda: slow_model.calls == 1)
+    dreamer.close()
+    done = store.get_dream(d.id)
+    assert done.status == "failed" and "stopped" in done.error["message"]
+
+
+def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any) -> None:
+    ms, sessions = seeded(store)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    me = dreams.identity()
+    orphan = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
+    assert store.start_dream(orphan.id, runner={**me, "pid": dead.pid}) is not None
+    alive = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": os.getpid()})
+    elsewhere = store.create_dream(inputs(ms, sessions), "m",
+                                   runner={"host": "elsewhere", "pid": 1, "token": "x"})
+    dreamer = dreams.Dreamer(store)
+    assert dreamer.recover() == [orphan.id]
+    failed = store.get_dream(orphan.id)
+    assert failed.status == "failed" and failed.error["type"] == "internal_error"
+    assert f"pid {dead.pid}" in failed.error["message"]
+    assert store.get_store(failed.output_store_id).metadata["memfs_dream_status"] == "failed"
+    # A runner that stays silent is dead wherever it runs.
+    monkeypatch.setattr(dreams, "STALE_SECONDS", -1.0)
+    assert sorted(dreamer.recover()) == sorted([alive.id, elsewhere.id])
+    assert store.live_dreams() == []
+
+
+# --------------------------------------------------------------------------------------------
+# the HTTP API, driven by the SDK's client.beta.dreams
+
+KEY = "test-key-dreams"
+
+
+@pytest.fixture
+def sdk(store: Store) -> Iterator[anthropic.Anthropic]:
+    with TestClient(create_app(store, [KEY])) as http:
+        yield anthropic.Anthropic(api_key=KEY, base_url="http://testserver", http_client=http,
+                                  max_retries=0)
+
+
+def test_the_sdk_creates_retrieves_lists_cancels_and_archives(
+    store: Store, sdk: anthropic.Anthropic, slow_model: SlowModel,
+) -> None:
+    ms, sessions = seeded(store)
+    d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test",
+                               instructions="Be brief.")
+    assert d.status in ("pending", "running") and d.id.startswith("drm_")
+    assert d.model.id == "claude-test" and d.model.speed == "standard"
+    assert d.output_behavior.type == "create_new" and d.instructions == "Be brief."
+    wait_for(lambda: slow_model.calls == 1)
+    got = sdk.beta.dreams.retrieve(d.id)
+    assert got.status == "running" and got.session_id and got.outputs
+    assert got.outputs[0].memory_store_id != ms
+    with pytest.raises(anthropic.BadRequestError, match="cancel it first"):
+        sdk.beta.dreams.archive(d.id)
+    t0 = time.monotonic()
+    c = sdk.beta.dreams.cancel(d.id)
+    assert c.status == "canceled" and c.ended_at is not None
+    dreams.dreamer_for(store).wait(d.id, 5)
+    assert time.monotonic() - t0 < 1.0
+    assert sdk.beta.dreams.cancel(d.id).status == "canceled"
+    a = sdk.beta.dreams.archive(d.id)
+    assert a.archived_at is not None
+    assert [x.id for x in sdk.beta.dreams.list()] == []
+    assert [x.id for x in sdk.beta.dreams.list(include_archived=True, statuses=["canceled"])] == [
+        d.id]
+    assert [x.id for x in sdk.beta.dreams.list(include_archived=True,
+                                               statuses=["running", "failed"])] == []
+    with pytest.raises(anthropic.NotFoundError):
+        sdk.beta.dreams.retrieve("drm_missing")
+    with pytest.raises(anthropic.BadRequestError, match="exactly one"):
+        sdk.beta.dreams.create(inputs=inputs(ms, sessions)[:1], model="claude-test")
+    with pytest.raises(anthropic.NotFoundError):
+        sdk.beta.dreams.create(inputs=inputs(ms, ["sesn_missing"]), model="claude-test")
+    upd = {"type": "update_existing", "memory_store_id": ms}
+    first = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model={"id": "m"},
+                                   output_behavior=upd)
+    with pytest.raises(anthropic.ConflictError):
+        sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m", output_behavior=upd)
+    sdk.beta.dreams.cancel(first.id)
+    dreams.dreamer_for(store).wait(first.id, 5)
+
+
+def test_the_sdk_pages_through_dreams(store: Store, sdk: anthropic.Anthropic,
+                                      monkeypatch: Any) -> None:
+    ms, sessions = seeded(store)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # each fails at once
+    ids = [sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m").id for _ in range(5)]
+    for i in ids:
+        dreams.dreamer_for(store).wait(i, 5)
+    page = sdk.beta.dreams.list(limit=2)
+    assert len(page.data) == 2 and page.next_page
+    assert [d.id for d in page] == ids[::-1]  # auto-pagination
+    failed = sdk.beta.dreams.retrieve(ids[0])
+    assert failed.status == "failed" and failed.error.type == "configuration_error"
+    t = failed.created_at
+    assert ids[0] not in [d.id for d in sdk.beta.dreams.list(created_at_gt=t)]
+    assert [d.id for d in sdk.beta.dreams.list(created_at_lt=t)] == []
+
+
+def test_a_dream_runs_to_completion_through_the_api(
+    store: Store, sdk: anthropic.Anthropic, monkeypatch: Any, api_env: None,
+) -> None:
+    ms, sessions = seeded(store)
+    before = snapshot(store, ms)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
+        dreams.dreamer_for(store).wait(d.id, 10)
+    done = sdk.beta.dreams.retrieve(d.id)
+    assert done.status == "completed" and done.usage.output_tokens == 20
+    out = done.outputs[0].memory_store_id
+    assert [m.path for m in store.tree(out)] == ["/all.md"]
+    assert snapshot(store, ms) == before
+    evs = list(sdk.beta.sessions.events.list(done.session_id))
+    assert sum(e.type == "agent.tool_use" for e in evs) == 6
+    json.dumps(done.model_dump(mode="json"))
+
+
+# --------------------------------------------------------------------------------------------
+# memfs dream
+
+from click.testing import CliRunner  # noqa: E402
+
+from memfs.cli import cli  # noqa: E402
+
+
+def memfs(db: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(cli, ["--db", db, *args], env=env)
+
+
+def test_memfs_dream_runs_a_dream_and_manages_them(db_path: Any, monkeypatch: Any,
+                                                   api_env: None) -> None:
+    s = Store(db_path)
+    ms, sessions = seeded(s)
+    before = snapshot(s, ms)
+    db = str(db_path)
+    with ScriptedModel(DREAM_TURNS) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        r = memfs(db, "dream", "notes", "--session", sessions[0], "-s", sessions[1],
+                  "--instructions", "Merge it all.", "--model", "claude-test")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert "completed" in r.stdout and "next: attach" in r.stdout
+    assert model.requests[0]["model"] == "claude-test"
+    assert snapshot(s, ms) == before
+    [d] = s.list_dreams().data
+    assert d.status == "completed" and [m.path for m in s.tree(d.output_store_id)] == ["/all.md"]
+    listed = json.loads(memfs(db, "--json", "dream", "list").stdout)
+    assert [x["id"] for x in listed] == [d.id]
+    shown = memfs(db, "dream", "show", d.id)
+    assert shown.exit_code == 0 and d.output_store_id in shown.stdout
+    # One-line errors, no traceback.
+    for args, text in ((("dream", "cancel", d.id), "completed"),
+                       (("dream", "show", "drm_missing"), "no dream"),
+                       (("dream", "notes", "--session", "sesn_missing"), "sesn_missing"),
+                       (("dream", "missing-store", "-s", sessions[0]), "missing-store")):
+        r = memfs(db, *args)
+        assert r.exit_code != 0 and r.stderr.count("\n") == 1 and text in r.stderr, (args,
+                                                                                    r.stderr)
+    # A failed dream says why, in one line, and exits non-zero.
+    with ScriptedModel([]) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        r = memfs(db, "dream", "notes", "-s", sessions[0], "--model", "claude-test")
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.exit_code == 1 and last.startswith("memfs: dream drm_")
+    assert "failed: model_error: the Messages API answered 400" in last
+
+
+def test_memfs_dream_show_fails_the_dream_of_a_dead_memfs_dream(db_path: Any) -> None:
+    s = Store(db_path)
+    ms, sessions = seeded(s)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    runner = {**dreams.identity(), "pid": dead.pid}
+    d = s.create_dream(inputs(ms, sessions), "m", runner=runner)
+    s.start_dream(d.id, runner=runner)
+    r = memfs(str(db_path), "dream", "show", d.id)
+    assert r.exit_code == 0 and "failed" in r.stdout and "stopped before it finished" in r.stdout
+    assert s.get_dream(d.id).status == "failed"
