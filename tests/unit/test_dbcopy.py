@@ -45,6 +45,12 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     s.add_events(sess.id, [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}
                            for _ in range(5)])
     s.add_events(None, [{"type": "agent.tool_use", "name": "memory"}], store_id=a.id)
+    dream = s.create_dream([{"type": "memory_store", "memory_store_id": a.id},
+                            {"type": "sessions", "session_ids": [sess.id]}], "claude",
+                           instructions="merge")
+    s.start_dream(dream.id)
+    s.add_dream_usage(dream.id, {"input_tokens": 7, "output_tokens": 3})
+    s.finish_dream(dream.id, "failed", {"type": "model_error", "message": "no model here"})
 
 
 def dump(target: str) -> dict[str, Any]:
@@ -203,9 +209,10 @@ def _at_m005(path: str) -> None:
         DROP INDEX versions_memory_time; CREATE INDEX versions_memory ON versions(memory_id, id);
         ALTER TABLE stores DROP COLUMN changes_pruned_seq;
         DELETE FROM _sqlite_migrations WHERE name = 'm006_indexes';
+        DROP TABLE dreams; DELETE FROM _sqlite_migrations WHERE name = 'm007_dreams';
     """)
     conn.close()
-    assert store._MIGRATIONS[-1].__name__ == "m006_indexes"
+    assert store._MIGRATIONS[-1].__name__ == "m007_dreams"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -222,9 +229,9 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/6" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/7" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
-    assert r.exit_code == 0 and "5/6 (m005_session_launcher) -> 6/6 (m006_indexes)" in r.output
+    assert r.exit_code == 0 and "5/7 (m005_session_launcher) -> 7/7 (m007_dreams)" in r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

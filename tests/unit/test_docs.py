@@ -17,7 +17,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 #: Top-level commands the README must mention as ``memfs <name>``. Add each command here when
 #: its README section is written.
 README_COMMANDS = ["stores", "memories", "versions", "session", "run", "mount", "serve",
-                   "export", "import", "db"]
+                   "export", "import", "db", "dream"]
 
 
 def _commands(group: click.Group, prefix: str = "memfs") -> Iterator[tuple[str, click.Command]]:
