@@ -37,7 +37,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, TypeVar
 
 import psycopg
@@ -155,102 +155,34 @@ def translate_sql(sql: str) -> str:
 
 
 class PgConnection:
-    """A pooled psycopg connection with sqlite3's calling convention (what the store uses).
-
-    In a write transaction the connection is in psycopg's pipeline mode
-    (https://www.psycopg.org/psycopg3/docs/advanced/pipeline.html): a statement is sent at
-    once but its result waited for only when the caller looks at it (a fetch, ``rowcount``,
-    iteration), so the statements whose results nobody reads (SAVEPOINT, most INSERTs) share
-    the round trip of the next one that is read, and of the COMMIT. Any error of a statement
-    is raised, translated, at the latest by the next result looked at or the commit, so the
-    transaction never commits past it. :attr:`raw` (psycopg's connection, for what the
-    pipeline cannot do: several statements in one string, server-side cursors) first ends
-    pipeline mode for the rest of the transaction.
-    """
+    """A pooled psycopg connection with sqlite3's calling convention (what the store uses)."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._raw = conn
-        self._pipeline: psycopg.Pipeline | None = None
-        self._pipeline_cm: AbstractContextManager[psycopg.Pipeline] | None = None
-        self._pending = False  # statements sent whose results were not waited for
+        self.raw = conn
 
-    @property
-    def raw(self) -> psycopg.Connection[Any]:
-        self.end_pipeline()
-        return self._raw
-
-    def start_pipeline(self) -> None:
-        self._pipeline_cm = self._raw.pipeline()
-        self._pipeline = self._pipeline_cm.__enter__()
-
-    def end_pipeline(self, *exc: Any) -> None:
-        """Wait for every statement sent, and leave pipeline mode (if in it). ``exc``: the
-        exception ending the transaction, if any (then an error of the pipeline is not
-        raised in its place)."""
-        pipeline, self._pipeline = self._pipeline, None
-        if pipeline is not None:
-            self._pending = False
-            try:
-                self._pipeline_cm.__exit__(*(exc or (None, None, None)))
-            except psycopg.Error as e:
-                raise self.translate(e) from e
-
-    def settle(self) -> None:
-        """Wait for the results of the statements sent (a round trip), raising any error."""
-        if self._pending and self._pipeline is not None:
-            self._pending = False
-            try:
-                self._pipeline.sync()
-            except psycopg.Error as e:
-                raise self.translate(e) from e
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
+    def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor[Any]:
         try:
-            cur = self._raw.execute(translate_sql(sql), params if params else None)
+            return self.raw.execute(translate_sql(sql), params if params else None)
         except psycopg.Error as e:
             raise self.translate(e) from e
-        if self._pipeline is None:
-            return cur
-        self._pending = True
-        return _Pending(self, cur)
 
-    def executemany(self, sql: str, rows: Any) -> Any:
-        cur = self._raw.cursor()
+    def executemany(self, sql: str, rows: Any) -> psycopg.Cursor[Any]:
+        cur = self.raw.cursor()
         try:
             cur.executemany(translate_sql(sql), rows)
         except psycopg.Error as e:
             raise self.translate(e) from e
-        if self._pipeline is None:
-            return cur
-        self._pending = True
-        return _Pending(self, cur)
+        return cur
 
     def translate(self, e: psycopg.Error) -> Exception:
         """:func:`translate`, and :class:`ConnectionLost` when this connection broke."""
-        if self._raw.broken or self._raw.closed:
+        if self.raw.broken or self.raw.closed:
             return ConnectionLost(f"the PostgreSQL database cannot be reached: {_message(e)}")
         return translate(e)
 
     @property
     def in_transaction(self) -> bool:
-        return self._raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-
-
-class _Pending:
-    """A pipelined statement's cursor: the first look at its result waits for it."""
-
-    __slots__ = ("_conn", "_cur")
-
-    def __init__(self, conn: PgConnection, cur: psycopg.Cursor[Any]) -> None:
-        self._conn, self._cur = conn, cur
-
-    def __getattr__(self, name: str) -> Any:
-        self._conn.settle()
-        return getattr(self._cur, name)
-
-    def __iter__(self) -> Iterator[Any]:
-        self._conn.settle()
-        return iter(self._cur)
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
 
 class ConnectionLost(StorageError):
@@ -395,45 +327,6 @@ class PgDatabase:
                 yield conn
                 return
 
-    @contextmanager
-    def _pipelined(self, first: str, params: Sequence[Any] = ()) -> Iterator[PgConnection]:
-        """:meth:`_begun` in pipeline mode (:class:`PgConnection`): BEGIN and ``first`` take
-        one round trip, the COMMIT shares its round trip with the statements before it not
-        waited for. (psycopg's ``transaction()`` would keep pipeline mode to its end: BEGIN,
-        COMMIT and ROLLBACK are sent here.)"""
-        for attempt in range(self._max_size + 2):
-            with self._connection() as conn:
-                try:
-                    conn.start_pipeline()
-                    conn.execute("BEGIN")
-                    conn.execute(first, params)
-                    conn.settle()
-                except BaseException as e:
-                    self._abandon(conn, e)
-                    if isinstance(e, ConnectionLost) and attempt <= self._max_size:
-                        continue
-                    raise
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                    conn.end_pipeline()
-                except BaseException as e:
-                    self._abandon(conn, e)
-                    if isinstance(e, psycopg.Error):
-                        raise conn.translate(e) from e
-                    raise
-                return
-
-    @staticmethod
-    def _abandon(conn: PgConnection, exc: BaseException) -> None:
-        """Leave pipeline mode and roll back, ``exc`` being on its way (errors of either are
-        not raised in its place; a connection left broken is dropped by the pool)."""
-        with suppress(Exception):
-            conn.end_pipeline(type(exc), exc, exc.__traceback__)
-        if not conn._raw.closed and conn.in_transaction:
-            with suppress(psycopg.Error):
-                conn._raw.execute("ROLLBACK")
-
     def _reading(self, fn: Callable[[PgConnection], T]) -> T:
         """``fn(conn)`` (reads only), run again on another connection if its own was dead."""
         for attempt in range(self._max_size + 2):
@@ -448,7 +341,7 @@ class PgDatabase:
     def write(self) -> AbstractContextManager[PgConnection]:
         """One write transaction, serialised with every other writer of the database (any
         process): committed when the block ends, rolled back if it raises."""
-        return self._pipelined("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
+        return self._begun("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
 
     def read(self) -> AbstractContextManager[PgConnection]:
         """A consistent snapshot for several reads."""
