@@ -34,6 +34,7 @@ Known limitations:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -463,27 +464,38 @@ class WriteBatcher:
             try:
                 await me.woken.wait()
             except BaseException:  # cancelled while waiting: its write never ran
-                if me in self._queue:
+                with contextlib.suppress(ValueError):  # unless a batch took it just now
                     self._queue.remove(me)
                 if me.lead:
                     self._next()
                 raise
         if not me.done:  # this request commits the next batch (its own write first)
             self._busy = True
-            batch = [self._queue.popleft() for _ in range(min(len(self._queue),
-                                                                BATCH_MAX_CALLS))]
-            outcomes: list[Any] = [errors.StorageError("the write was not committed")] * len(
-                batch)
+            batch: list[_Waiting] = []
+
+            def take() -> list[Callable[[], Any]]:
+                # In the worker thread, once the write lock is held (another process's commit
+                # may have held it a while): every write queued by then, this one first.
+                n = min(len(self._queue), BATCH_MAX_CALLS)
+                batch.extend(self._queue.popleft() for _ in range(n))
+                return [w.fn for w in batch]
+
+            outcomes: list[Any] = []
             try:
                 # Shielded: the batch holds other requests' writes, so this request being
                 # cancelled (its client gone) must not stop it before or while it commits.
                 with anyio.CancelScope(shield=True):
-                    outcomes = await anyio.to_thread.run_sync(
-                        self.store.batch, [w.fn for w in batch])
+                    outcomes = await anyio.to_thread.run_sync(self.store.batch, take)
             except Exception as e:  # a bug: every request of the batch answers with it
+                if not batch:
+                    take()
                 outcomes = [e] * len(batch)
                 raise
             finally:
+                if not batch:  # the batch failed before it took its writes
+                    take()
+                if len(outcomes) != len(batch):
+                    outcomes = [errors.StorageError("the write was not committed")] * len(batch)
                 for w, outcome in zip(batch, outcomes, strict=True):
                     w.outcome, w.done = outcome, True
                     if w is not me:

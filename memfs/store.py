@@ -849,11 +849,18 @@ class Store:
             return nullcontext(conn)
         return self.database.write()
 
-    def batch(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
+    def batch(
+        self,
+        calls: Sequence[Callable[[], Any]] | Callable[[], Sequence[Callable[[], Any]]],
+    ) -> list[Any]:
         """Run several write calls of this store (``calls``: functions of no argument, e.g.
         ``partial(store.create_memory, …)``) in ONE write transaction: one lock, one commit
         and one fsync for all (group commit). Returns each call's result, or the exception it
         raised, in order; each result is durable when this returns, like the call's own.
+
+        ``calls`` may also be a function returning the calls, called once: as soon as the
+        write lock is held (or, if the transaction fails before, when it has failed), so that
+        the writes arriving while another process holds the lock join this batch.
 
         Each call runs in a SAVEPOINT of its own: a call refused by a rule (a
         :class:`~memfs.errors.MemfsError` of the caller's: NotFound, a conflict, a limit, bad
@@ -863,16 +870,19 @@ class Store:
         is run again alone in a transaction of its own, so no call fails for another's
         reason.
         """
-        if len(calls) == 1:
-            return [_outcome(calls[0])]
+        taken: Sequence[Callable[[], Any]] | None = None if callable(calls) else calls
+        if taken is not None and len(taken) == 1:
+            return [_outcome(taken[0])]
         outcomes: list[Any] = []
         try:
             with self._write() as conn:
+                if taken is None:
+                    taken = calls()  # type: ignore[operator]
                 if not hasattr(_batching, "conns"):
                     _batching.conns = {}
                 _batching.conns[id(self)] = conn
                 try:
-                    for fn in calls:
+                    for fn in taken:
                         conn.execute("SAVEPOINT memfs_batch_call")
                         try:
                             outcomes.append(fn())
@@ -884,13 +894,15 @@ class Store:
                         conn.execute("RELEASE memfs_batch_call")
                 finally:
                     del _batching.conns[id(self)]
-        except WouldBlock:  # nowait mode, and the write lock is taken: nothing was done
-            raise
+        except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
+            raise  # nothing was done
         except Exception as e:
+            if taken is None:
+                taken = calls()  # type: ignore[operator]
             if isinstance(e, Busy) and not outcomes:  # the lock never came: none ran
-                return [e] * len(calls)
-            log.info("a batch of %d writes failed (%r); running each alone", len(calls), e)
-            return [_outcome(fn) for fn in calls]
+                return [e] * len(taken)
+            log.info("a batch of %d writes failed (%r); running each alone", len(taken), e)
+            return [_outcome(fn) for fn in taken]
         return outcomes
 
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:

@@ -127,6 +127,37 @@ def test_batch_in_nowait_mode_raises_wouldblock_when_the_lock_is_taken(store):
     assert store.list_memories(sid).data == []
 
 
+def test_batch_takes_its_calls_once_the_write_lock_is_held(store):
+    sid = store.create_store("s").id
+    taken: list[bool] = []
+
+    def take():
+        taken.append(store.conn.in_transaction)  # BEGIN IMMEDIATE: the write lock is held
+        return [partial(store.create_memory, sid, f"/m{i}.md", "x", actor=ACTOR)
+                for i in range(3)] + [partial(store.create_memory, sid, "/m0.md", "y",
+                                              actor=ACTOR)]
+
+    out = store.batch(take)
+    assert taken == [True]  # called once
+    assert [m.path for m in out[:3]] == ["/m0.md", "/m1.md", "/m2.md"]
+    assert isinstance(out[3], errors.PathConflict)
+    assert store.count_memories(sid) == 3
+
+
+def test_a_batch_that_fails_before_taking_its_calls_still_answers_each(store, monkeypatch):
+    sid = store.create_store("s").id
+    calls = [partial(store.create_memory, sid, f"/m{i}.md", "x", actor=ACTOR) for i in range(2)]
+    asked: list[int] = []
+
+    def busy():
+        raise errors.Busy("the database is busy; try again")
+
+    monkeypatch.setattr(store, "_write", busy)
+    out = store.batch(lambda: asked.append(1) or calls)
+    assert asked == [1]
+    assert len(out) == 2 and all(isinstance(e, errors.Busy) for e in out)
+
+
 # -- the API --------------------------------------------------------------------------------
 
 
@@ -136,8 +167,11 @@ def recording(store: Store) -> list[int]:
     batch = store.batch
 
     def spy(calls):
-        sizes.append(len(calls))
-        return batch(calls)
+        def take():
+            taken = calls() if callable(calls) else calls
+            sizes.append(len(taken))
+            return taken
+        return batch(take)
 
     store.batch = spy  # type: ignore[method-assign]
     return sizes
@@ -207,6 +241,7 @@ class _SlowStore:
         self.batches: list[list[str]] = []
 
     def batch(self, calls):
+        calls = calls() if callable(calls) else calls  # taken, then held under way
         self.go.wait(5)
         out = [fn() for fn in calls]
         self.batches.append(out)
@@ -326,6 +361,53 @@ async def test_a_read_that_would_wait_goes_to_a_worker_thread(store, monkeypatch
     assert got.status_code == 200 and got.json()["content"] == "x"
     assert missing.status_code == 404 and missing.json()["type"] == "error"
     assert len(threads) == 2
+
+
+class _LockedStore:
+    """A store whose batches first wait for the write lock (held by another process)."""
+
+    def __init__(self) -> None:
+        self.unlocked = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def batch(self, calls):
+        self.unlocked.wait(5)
+        out = [fn() for fn in (calls() if callable(calls) else calls)]
+        self.batches.append(out)
+        return out
+
+
+async def test_writes_arriving_while_a_batch_waits_for_the_write_lock_join_it():
+    """With several processes, a batch may wait a while for the lock another's commit holds:
+    the requests arriving meanwhile are committed in it, not in a batch of their own after
+    (on PostgreSQL with 2 replicas, batches went 1, 15, 1, 15, ...)."""
+    store = _LockedStore()
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+
+    async def write(name: str) -> None:
+        got[name] = await writes.run(lambda: name)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as n:
+            for name in ("first", "second", "third"):
+                n.start_soon(write, name)
+                await trio.sleep(0.05)
+            store.unlocked.set()
+    assert got == {"first": "first", "second": "second", "third": "third"}
+    assert store.batches == [["first", "second", "third"]]
+
+
+async def test_a_batch_that_fails_before_taking_its_writes_answers_them():
+    class Broken:
+        def batch(self, calls):
+            raise RuntimeError("a bug")
+
+    writes = api.WriteBatcher(Broken())  # type: ignore[arg-type]
+    with trio.fail_after(5), pytest.raises(RuntimeError):
+        await writes.run(lambda: "x")
+    with trio.fail_after(5), pytest.raises(RuntimeError):  # and the next one is not stuck
+        await writes.run(lambda: "y")
 
 
 async def test_a_request_cancelled_just_after_it_is_woken_to_commit_still_commits_its_batch():
