@@ -238,14 +238,22 @@ class _SlowStore:
 
     def __init__(self) -> None:
         self.go = threading.Event()
+        self.taken = threading.Event()
         self.batches: list[list[str]] = []
 
     def batch(self, calls):
         calls = calls() if callable(calls) else calls  # taken, then held under way
+        self.taken.set()
         self.go.wait(5)
         out = [fn() for fn in calls]
         self.batches.append(out)
         return out
+
+    async def first_batch_taken(self) -> None:
+        """Until the first batch has taken its writes (in its worker thread: a fixed sleep
+        is not enough on a busy machine, and a later write would join it)."""
+        while not self.taken.is_set():  # noqa: ASYNC110 (set by a worker thread)
+            await trio.sleep(0.005)
 
 
 async def test_a_request_cancelled_while_waiting_never_writes_and_blocks_nobody():
@@ -264,7 +272,7 @@ async def test_a_request_cancelled_while_waiting_never_writes_and_blocks_nobody(
 
     async with trio.open_nursery() as n:
         n.start_soon(write, "first")  # commits a batch, held by store.go
-        await trio.sleep(0.05)
+        await store.first_batch_taken()
         n.start_soon(cancelled)
         await trio.sleep(0.05)
         n.start_soon(write, "third")
@@ -298,7 +306,7 @@ async def test_the_next_batch_goes_on_when_a_waiting_request_is_cancelled_as_it_
     with trio.fail_after(5):
         async with trio.open_nursery() as n:
             n.start_soon(write, "first", first)
-            await trio.sleep(0.05)
+            await store.first_batch_taken()
             n.start_soon(second)
             await trio.sleep(0.05)
             n.start_soon(write, "third")
@@ -432,7 +440,7 @@ async def test_a_request_cancelled_just_after_it_is_woken_to_commit_still_commit
     with trio.fail_after(5):
         async with trio.open_nursery() as n:
             n.start_soon(first)
-            await trio.sleep(0.05)
+            await store.first_batch_taken()
             n.start_soon(second)
             await trio.sleep(0.05)
             n.start_soon(third)
