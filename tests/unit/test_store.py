@@ -1470,9 +1470,16 @@ class TestIndexesPostgreSQL:
         try:
             sid = store.create_store("Notes").id
             m = store.create_memory(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
+            # A store of many memories, and fresh statistics: the planner's choice then
+            # follows selectivity, not whatever statistics earlier tests left behind.
+            for i in range(60):
+                other = store.create_memory(sid, f"/o/{i}.md", "x", actor=Actor.api("apikey_y"))
+                store.update_memory(sid, other.id, content="y", actor=Actor.api("apikey_y"))
             store.create_session([])
             store.create_session([], launcher={"host": "h", "boot_id": "b", "pid": 1,
                                                "start": 2})
+            with store.database.write() as c:
+                c.raw.execute("ANALYZE")
             seen: list[tuple[str, Any]] = []
             execute = PgConnection.execute
 
