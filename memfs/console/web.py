@@ -135,7 +135,12 @@ class Console:
         """A page. Every template gets ``request``, ``user`` (None on the sign-in page),
         ``csrf`` (a hidden form field, markup) and ``flash`` (a message from the last POST)."""
         user: User | None = getattr(request.state, "user", None)
-        flash = urllib.parse.unquote(request.cookies.get(FLASH_COOKIE, ""))[:500]
+        # Only a whole page shows (and so uses up) the message: a live refresh of a fragment,
+        # which the page being left may still send while the browser follows the redirect,
+        # must not take it first.
+        fragment = request.headers.get("x-memfs-fragment") == "1"
+        flash = "" if fragment else urllib.parse.unquote(
+            request.cookies.get(FLASH_COOKIE, ""))[:500]
         html = self.templates.get_template(template).render(
             request=request,
             user=user,

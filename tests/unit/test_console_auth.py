@@ -174,3 +174,20 @@ def test_restoring_a_deleted_memory_never_overwrites_another_at_its_path(browser
     assert r.status_code == 303
     (back,) = store.tree(sid)
     assert store.get_memory(sid, back.id).content == "old"
+
+
+def test_a_live_refresh_does_not_use_up_the_message_of_the_last_post(browser, store):
+    """The page being left refreshed its live fragment (after its own save's change) while the
+    browser followed the redirect: the fragment took the "saved" message and the page came
+    without it (seen in the browser tests once live updates came within milliseconds)."""
+    signed_in(browser)
+    sid = store.create_store("s").id
+    mid = store.create_memory(sid, "/plan.md", "x", actor=None).id
+    browser.cookies.set(web.FLASH_COOKIE, "saved%20%2Fplan.md", domain="console.test")
+    page = f"/stores/{sid}/memories/{mid}"
+    r = browser.get(page, headers={"x-memfs-fragment": "1"})
+    assert r.status_code == 200 and "saved /plan.md" not in r.text
+    assert web.FLASH_COOKIE not in r.headers.get("set-cookie", "")
+    r = browser.get(page)
+    assert "saved /plan.md" in r.text
+    assert browser.get(page).text.count("saved /plan.md") == 0  # shown once
