@@ -202,6 +202,32 @@ def _decode_cursor(cursor: str, kind: str, filters: Any) -> Any:
         raise InvalidCursor("page cursor does not belong to this listing's filters")
     return obj.get("v")
 
+def _after_cursor(page: str, kind: str, filters: list[Any], where: list[str],
+                  params: list[Any]) -> None:
+    """Continue a newest-first listing (``created_at`` desc, then ``id`` desc) after the
+    position in ``page``: its condition appended to ``where`` and ``params``.
+
+    :raises InvalidCursor: not a cursor of this listing with these filters.
+    """
+    key = _decode_cursor(page, kind, filters)
+    if not (isinstance(key, list) and len(key) == 2
+            and all(isinstance(k, str) for k in key)):  # fmt: skip
+        raise InvalidCursor("invalid page cursor")
+    where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+    params += [key[0], key[0], key[1]]
+
+
+def _newest_first_page(rows: Sequence[Any], limit: int, kind: str, filters: list[Any],
+                       make: Callable[[Any], T]) -> Page[T]:
+    """The page of ``rows`` (fetched with ``LIMIT limit + 1``) and the cursor to the next."""
+    items = [make(r) for r in rows[:limit]]
+    next_page = None
+    if len(rows) > limit:
+        last = items[-1]
+        next_page = _encode_cursor(kind, filters, [last.created_at, last.id])
+    return Page(items, next_page)
+
+
 
 def _cursor_safe(key: Any) -> bool:
     """Whether a decoded cursor key holds only values SQLite can bind (see _decode_cursor)."""
@@ -1079,22 +1105,14 @@ class Store:
         # A copy: the cursor condition appended to params below is not a filter.
         filters = ["stores", include_archived, list(params)]
         if page:
-            key = _decode_cursor(page, "stores", filters)
-            if not (isinstance(key, list) and len(key) == 2
-                    and all(isinstance(k, str) for k in key)):  # fmt: skip
-                raise InvalidCursor("invalid page cursor")
-            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
-            params += [key[0], key[0], key[1]]
+            _after_cursor(page, "stores", filters, where, params)
         sql = "SELECT * FROM stores"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
         rows = self._all(sql, [*params, limit + 1])
-        items = [_store(r) for r in rows[:limit]]
-        next_page = None
-        if len(rows) > limit:
-            next_page = _encode_cursor("stores", filters, [items[-1].created_at, items[-1].id])
-        return Page(items, next_page)
+        return _newest_first_page(rows, limit, "stores", filters,
+                                  lambda r: _store(r))
 
     def _store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
         row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
@@ -1755,12 +1773,7 @@ class Store:
             params.append(format_time(parse_time(created_at_lte)))
         filters = ["versions", list(params)]  # a copy: see list_stores
         if page:
-            key = _decode_cursor(page, "versions", filters)
-            if not (isinstance(key, list) and len(key) == 2
-                    and all(isinstance(k, str) for k in key)):  # fmt: skip
-                raise InvalidCursor("invalid page cursor")
-            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
-            params += [key[0], key[0], key[1]]
+            _after_cursor(page, "versions", filters, where, params)
         cols = "*" if view == "full" else "*, NULL AS content"
         # created_at first: ids from two processes in the same millisecond need not be in
         # time order, and API.md §2.12 orders by created_at, then id.
@@ -1771,11 +1784,8 @@ class Store:
                 "ORDER BY created_at DESC, id DESC LIMIT ?",
                 [*params, limit + 1],
             ).fetchall()
-        items = [_version(r, view == "full") for r in rows[:limit]]
-        next_page = None
-        if len(rows) > limit:
-            next_page = _encode_cursor("versions", filters, [items[-1].created_at, items[-1].id])
-        return Page(items, next_page)
+        return _newest_first_page(rows, limit, "versions", filters,
+                                  lambda r: _version(r, view == "full"))
 
     def get_version(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion:
         view = _check_view(view)
@@ -2790,22 +2800,14 @@ class Store:
                 params.append(format_time(parse_time(value)))
         filters = ["dreams", include_archived, list(params)]  # a copy: see list_stores
         if page:
-            key = _decode_cursor(page, "dreams", filters)
-            if not (isinstance(key, list) and len(key) == 2
-                    and all(isinstance(k, str) for k in key)):  # fmt: skip
-                raise InvalidCursor("invalid page cursor")
-            where.append("(created_at < ? OR (created_at = ? AND id < ?))")
-            params += [key[0], key[0], key[1]]
+            _after_cursor(page, "dreams", filters, where, params)
         sql = "SELECT * FROM dreams"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
         rows = self._all(sql, [*params, limit + 1])
-        items = [_dream(r) for r in rows[:limit]]
-        next_page = None
-        if len(rows) > limit:
-            next_page = _encode_cursor("dreams", filters, [items[-1].created_at, items[-1].id])
-        return Page(items, next_page)
+        return _newest_first_page(rows, limit, "dreams", filters,
+                                  lambda r: _dream(r))
 
     def _dream_row_in(self, c: sqlite3.Connection, dream_id: str) -> sqlite3.Row:
         row = c.execute("SELECT * FROM dreams WHERE id = ?", (dream_id,)).fetchone()
