@@ -622,6 +622,14 @@ class _Ops:
         )
         return _session(d)
 
+    def revert(self, target: str, *, actor: Actor | None = None, dry_run: bool = False,
+               force: bool = False) -> Op[dict[str, Any]]:
+        """memfs extension (``POST /v1/sessions/{id}/memfs/revert``): Store.revert of a
+        session or a ``memrevert_`` id, attributed to this client's key."""
+        d = yield Request("POST", f"/v1/sessions/{_q(target)}/memfs/revert",
+                          json={"dry_run": dry_run, "force": force})
+        return dict(d)
+
     def get_session(self, session_id: str) -> Op[Session]:
         d = yield Request("GET", f"/v1/sessions/{_q(session_id)}")
         return _session(d)
