@@ -2108,6 +2108,9 @@ class Store:
                 (revert_id, kind, target, int(force), now, actor.type if actor else None,
                  actor.id if actor else None, json.dumps([s.version_id for s in todo])),
             )
+        if dry_run:  # the versions of a rolled-back transaction do not exist
+            for s in todo:
+                s.version_id = None
         return rv.result(steps, revert_id=None if dry_run else revert_id,
                          target={"type": kind, "id": target}, dry_run=dry_run, force=force,
                          created_at=now, actor=actor.to_dict() if actor else None)

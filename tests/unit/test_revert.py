@@ -237,6 +237,8 @@ def test_dry_run_writes_nothing_and_shows_the_same_plan(store: Store) -> None:
     assert (w.state(), [v.id for v in w.versions()]) == before
     assert store.last_change(w.sid) == seq and dry["id"] is None and dry["dry_run"]
     assert "dry run: would revert" in render(dry)
+    # no version ids of the rolled-back transaction (they do not exist)
+    assert dry["actions"] and all(a["memory_version_id"] is None for a in dry["actions"])
     real = revert(w)
     strip = ("memory_version_id",)
     assert [{k: v for k, v in a.items() if k not in strip} for a in dry["actions"]] == [
