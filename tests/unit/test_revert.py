@@ -124,6 +124,17 @@ def test_swap_and_rename_chain_within_the_session(store: Store) -> None:
     assert r["complete"] and len(r["actions"]) == 3
 
 
+def test_directory_rename_is_undone(store: Store) -> None:
+    w = World(store)
+    m1 = store.write_path(w.sid, "/dir/a.md", "a", actor=USER)
+    m2 = store.write_path(w.sid, "/dir/sub/b.md", "b", actor=USER)
+    store.rename_prefix(w.sid, "/dir/", "/moved/", actor=w.S)
+    store.write_path(w.sid, "/dir", "a file where the directory was", actor=w.S)
+    r = revert(w)
+    assert w.state() == {"/dir/a.md": (m1.id, "a"), "/dir/sub/b.md": (m2.id, "b")}
+    assert r["complete"] and len(r["actions"]) == 3
+
+
 def test_change_by_another_actor_is_a_conflict_with_both_sides(store: Store) -> None:
     w = World(store)
     m = store.write_path(w.sid, "/a.md", "before", actor=USER)
