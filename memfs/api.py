@@ -22,7 +22,8 @@ as a session (memory writes become ``session_actor`` once :meth:`Store.session_w
 them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
 ``/v1/memfs/resolve_store`` (a store by id or name, the store's rule); the filesystem's
 calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create, write, delete,
-rename, rename_prefix, events), each one store transaction; and the store's change feed,
+rename, rename_prefix, events), each one store transaction; ``/v1/sessions/{id}/memfs/revert``
+(undo a session: Store.revert; README "Undo a session"); and the store's change feed,
 ``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one database
 poller per store however many mounts follow it.
 

@@ -13,7 +13,8 @@ those generators over their transport.
 ``resolve_store`` and the filesystem's store calls (``write_path``, ``delete_path``,
 ``rename_path``, ``rename_prefix``, ``tree``, ``check_can_create``, ``count_memories``,
 ``last_change``, ``changes_since``, ``get_limits``) use the memfs extension endpoints (README
-"Remote mounts"), each one server transaction; :meth:`AsyncClient.stream_changes` follows a
+"Remote mounts"), each one server transaction, and so does ``revert`` (README "Undo a
+session"); :meth:`AsyncClient.stream_changes` follows a
 store's change feed, pushed by the server.
 
 Differences from a local Store, by nature of the API:
