@@ -22,7 +22,8 @@ as a session (memory writes become ``session_actor`` once :meth:`Store.session_w
 them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
 ``/v1/memfs/resolve_store`` (a store by id or name, the store's rule); the filesystem's
 calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create, write, delete,
-rename, rename_prefix, events), each one store transaction; and the store's change feed,
+rename, rename_prefix, events), each one store transaction; ``/v1/sessions/{id}/memfs/revert``
+(undo a session: Store.revert; README "Undo a session"); and the store's change feed,
 ``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one database
 poller per store however many mounts follow it.
 
@@ -766,6 +767,15 @@ async def set_session_status(c: Call) -> Any:
     if not isinstance(status, str):
         raise errors.InvalidRequest("status must be a string")
     return await c.run(c.store.set_session_status, c.p["session_id"], status)
+
+
+async def revert_session(c: Call) -> Any:
+    """memfs extension: undo a session, or an earlier revert (its ``memrevert_`` id in place
+    of the session id): Store.revert, attributed to the caller's key (README "Undo a
+    session")."""
+    b = c.body
+    return await c.run(c.store.revert, c.p["session_id"], actor=c.actor,
+                       dry_run=b.get("dry_run", False), force=b.get("force", False))
 
 
 async def retrieve_session(c: Call) -> Any:
@@ -1568,6 +1578,11 @@ OPS: list[Op] = [
     Op("POST", _SES + "/{session_id}/memfs/status", set_session_status,
        "set a session's status (the launcher of memfs run --url: running, terminated)",
        body=("status!",), returns="Session", extension=True),
+    Op("POST", _SES + "/{session_id}/memfs/revert", revert_session,
+       "undo a session (or, with a memrevert_ id in place of the session id, an earlier "
+       "revert): every memory it wrote back to its state before, one transaction; memories "
+       "changed by someone else since are conflicts unless force; dry_run: the plan only",
+       body=("dry_run", "force"), returns="Revert", extension=True),
     Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", returns="Limits",
        extension=True),
     Op("GET", "/v1/memfs/resolve_store", resolve_store,
@@ -1828,6 +1843,25 @@ SCHEMAS: dict[str, Any] = {
         "skipped": {"type": "array", "items": _obj({"path": _S, "reason": _S},
                                                     ["path", "reason"])},
         "ignored": {"type": "array", "items": _obj({"path": _S, "reason": _S})}}),
+    "Revert": _obj({
+        "type": {"const": "memfs_revert"}, "id": _NS, "undo": _NS,
+        "target": _obj({"type": {"enum": ["session", "revert"]}, "id": _S}),
+        "dry_run": {"type": "boolean"}, "force": {"type": "boolean"},
+        "complete": {"type": "boolean"}, "created_at": _T,
+        "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
+        "actions": {"type": "array", "items": _obj({
+            "memory_store_id": _S, "memory_id": _S,
+            "action": {"enum": ["delete", "recreate", "restore"]}, "old_path": _NS,
+            "path": _NS, "content_changed": {"type": "boolean"},
+            "forced": {"type": "boolean"}, "memory_version_id": _NS})},
+        "conflicts": {"type": "array", "items": _obj({
+            "memory_store_id": _S, "memory_id": _S,
+            "reason": {"enum": ["changed", "path_taken", "unrecoverable"]}, "message": _S,
+            "path": _NS, "pre_path": _NS, "reverted_version": {"type": ["object", "null"]},
+            "current_version": {"type": ["object", "null"]}, "diff": _NS,
+            "conflicting_memory_id": _NS, "conflicting_path": _NS})},
+        "unchanged": {"type": "array", "items": _obj({
+            "memory_store_id": _S, "memory_id": _S, "path": _NS})}}),
     "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
               "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
                              "model": {"type": "object"}, "tools": {"type": "array"}},

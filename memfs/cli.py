@@ -1468,6 +1468,45 @@ def session_prompt(ctx: Context, session_id: str) -> None:
         click.echo(text.encode("utf-8"), nl=False)
 
 
+@session.command("revert")
+@click.argument("target", metavar="ID")
+@click.option("--dry-run", is_flag=True, help="Show the plan and the conflicts; write nothing.")
+@click.option("--force", is_flag=True,
+              help="Also revert memories changed by someone else since (their changes are "
+                   "overwritten, with new versions: nothing is erased).")
+@pass_ctx
+def session_revert(ctx: Context, target: str, dry_run: bool, force: bool) -> None:
+    """Undo a session: every memory it created, changed, renamed or deleted, in every store,
+    goes back to its state before the session's first write of it, as new versions by you,
+    all in one transaction. ID is a session id, or the id of an earlier revert
+    (memrevert_...) to undo that revert.
+
+    A memory changed by someone else after the session's first write of it is a conflict:
+    left alone and shown with both sides (the session's last version and the current one,
+    with a diff); --force reverts it anyway. A memory whose old path is now taken by
+    another memory (or forbidden by the file/directory rule), or whose old content was
+    pruned or redacted, is a conflict that --force does not change (nothing unrelated is
+    ever deleted). Memories already as they were are left alone.
+
+    Exit status: 0 when everything was reverted (or there was nothing to do), 10 when
+    conflicts were left (the rest was reverted), 3 for an unknown session or revert, 5 when
+    the store refused a step (e.g. the 2,000-memory limit; then nothing was changed).
+
+    Example:
+
+    \b
+        memfs session revert sesn_01... --dry-run
+        memfs session revert sesn_01...
+        memfs session revert memrevert_01...   # undo that revert
+    """
+    from .revert import EXIT_LEFT, render
+
+    r = ctx.store.revert(target, actor=_actor(), dry_run=dry_run, force=force)
+    ctx.output(r, render(r))
+    if r["conflicts"]:
+        sys.exit(EXIT_LEFT)
+
+
 @session.command("reap")
 @pass_ctx
 def session_reap(ctx: Context) -> None:

@@ -13,7 +13,8 @@ those generators over their transport.
 ``resolve_store`` and the filesystem's store calls (``write_path``, ``delete_path``,
 ``rename_path``, ``rename_prefix``, ``tree``, ``check_can_create``, ``count_memories``,
 ``last_change``, ``changes_since``, ``get_limits``) use the memfs extension endpoints (README
-"Remote mounts"), each one server transaction; :meth:`AsyncClient.stream_changes` follows a
+"Remote mounts"), each one server transaction, and so does ``revert`` (README "Undo a
+session"); :meth:`AsyncClient.stream_changes` follows a
 store's change feed, pushed by the server.
 
 Differences from a local Store, by nature of the API:
@@ -621,6 +622,14 @@ class _Ops:
             "POST", f"/v1/sessions/{_q(session_id)}/memfs/status", json={"status": status}
         )
         return _session(d)
+
+    def revert(self, target: str, *, actor: Actor | None = None, dry_run: bool = False,
+               force: bool = False) -> Op[dict[str, Any]]:
+        """memfs extension (``POST /v1/sessions/{id}/memfs/revert``): Store.revert of a
+        session or a ``memrevert_`` id, attributed to this client's key."""
+        d = yield Request("POST", f"/v1/sessions/{_q(target)}/memfs/revert",
+                          json={"dry_run": dry_run, "force": force})
+        return dict(d)
 
     def get_session(self, session_id: str) -> Op[Session]:
         d = yield Request("GET", f"/v1/sessions/{_q(session_id)}")

@@ -561,6 +561,22 @@ MIGRATIONS.append(("m003_dreams", f"""
     """))
 
 
+# SQLite's m008_reverts: the record of each revert (memfs session revert, memfs.revert).
+MIGRATIONS.append(("m004_reverts", f"""
+    CREATE TABLE reverts (
+        id {_T} PRIMARY KEY,
+        target_type {_T} NOT NULL,
+        target_id {_T} NOT NULL,
+        forced INTEGER NOT NULL,
+        created_at {_T} NOT NULL,
+        created_by_type {_T},
+        created_by_id {_T},
+        version_ids {_T} NOT NULL
+    );
+    CREATE INDEX reverts_target ON reverts(target_id);
+    """))
+
+
 def migrate(db: PgDatabase, migration_set: str) -> None:
     """Apply the migrations ``db`` lacks, in one transaction under the write lock (two
     processes opening a new database at once do not both apply one)."""

@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute
 from .. import errors
 from ..models import Event, Session
 from .history import relative
-from .web import Console, page
+from .web import Console, form, page
 
 PAGE_SIZE = 50
 EVENTS_PER_PAGE = 200
@@ -164,4 +164,20 @@ def routes(console: Console) -> list[BaseRoute]:
             first=relative(request.url.remove_query_params("page")) if cursor else None,
             names={r.memory_store_id: r.name for r in session.resources})
 
-    return [session_list, timeline]
+    @page(console, "/sessions/{target}/revert", ("GET", "POST"))
+    async def revert(request: Request) -> Response:
+        """Undo a session (or a revert: its memrevert_ id): GET shows the dry run's plan and
+        conflicts with a confirm form; the POST performs it and shows the result."""
+        target = request.path_params["target"]
+        done = request.method == "POST"
+        if done:
+            force = (await form(request)).get("force") == "1"
+        else:
+            force = request.query_params.get("force") == "1"
+        result = await console.run(store.revert, target, actor=request.state.user.actor,
+                                   dry_run=not done, force=force)
+        names = {s.id: s.name for s in (await console.run(
+            store.list_stores, include_archived=True, limit=100)).data}
+        return console.render(request, "revert.html", r=result, names=names, force=force)
+
+    return [session_list, timeline, revert]

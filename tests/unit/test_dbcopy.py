@@ -51,6 +51,9 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     s.start_dream(dream.id)
     s.add_dream_usage(dream.id, {"input_tokens": 7, "output_tokens": 3})
     s.finish_dream(dream.id, "failed", {"type": "model_error", "message": "no model here"})
+    # A session's write undone: a row in reverts (memfs session revert).
+    s.write_path(a.id, "/by-session.md", "s", actor=Actor.session(sess.id))
+    s.revert(sess.id, actor=USER)
 
 
 def dump(target: str) -> dict[str, Any]:
@@ -210,9 +213,10 @@ def _at_m005(path: str) -> None:
         ALTER TABLE stores DROP COLUMN changes_pruned_seq;
         DELETE FROM _sqlite_migrations WHERE name = 'm006_indexes';
         DROP TABLE dreams; DELETE FROM _sqlite_migrations WHERE name = 'm007_dreams';
+        DROP TABLE reverts; DELETE FROM _sqlite_migrations WHERE name = 'm008_reverts';
     """)
     conn.close()
-    assert store._MIGRATIONS[-1].__name__ == "m007_dreams"
+    assert store._MIGRATIONS[-1].__name__ == "m008_reverts"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -229,9 +233,9 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/7" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/8" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
-    assert r.exit_code == 0 and "5/7 (m005_session_launcher) -> 7/7 (m007_dreams)" in r.output
+    assert r.exit_code == 0 and "5/8 (m005_session_launcher) -> 8/8 (m008_reverts)" in r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

@@ -21,7 +21,9 @@ ALLOWED: dict[str, set[str]] = {
     "pgwatch": {"database"},
     # The PostgreSQL backend: the database layer's other implementation.
     "pgdatabase": {"database", "errors", "models"},
-    "store": {"database", "pgdatabase", "rules", "errors", "models"},
+    # The plan of a revert (undo a session): pure, computed from version rows for the store.
+    "revert": {"models"},
+    "store": {"database", "pgdatabase", "revert", "rules", "errors", "models"},
     "tree": {"rules", "errors", "models"},
     "toolevents": {"protocol", "rules", "errors", "models"},
     "fs": {"tree", "toolevents", "protocol", "rules", "errors", "models"},
