@@ -221,8 +221,9 @@ def cli(
     "--store",
     "stores",
     multiple=True,
-    metavar="REF[:read_only|:read_write]",
-    help="A store to attach (id or name), read_write unless ':read_only'. Up to 8.",
+    metavar="REF[@AT][:read_only|:read_write]",
+    help="A store to attach (id or name), read_write unless ':read_only'. Up to 8. "
+    "REF@AT: the store as it was at AT (a time, version id or session id), read-only.",
 )
 @click.option(
     "--instructions",
@@ -294,6 +295,7 @@ def run(
         memfs run --store notes --store "Team Docs:read_only" \\
             --instructions "Team Docs=Look here before answering." -- bash -i
         memfs run --spec session.yaml -- bash -i
+        memfs run --store notes --store "notes@2026-12-01T09:00:00Z" -- bash -i
     """
     from .session import Attachment, Launch, LaunchError
     from .session import run as run_session

@@ -157,3 +157,58 @@ def test_remote_mounts_at_cuts(server, tmp_path) -> None:
         for m in started:
             m.stop()
         store.close()
+
+
+# -- memfs run --store NAME@AT ---------------------------------------------------------------
+
+from tests.integration.test_session import launch, mounts_under  # noqa: E402, F401 (fixture)
+
+RUN_SCRIPT = r"""
+D=$(ls -d "$ROOT"/*/ | head -1)
+cat "$D/a.md" > "$T/cat-a"
+ls "$D" > "$T/ls"
+cp "$MEMFS_SYSTEM_PROMPT_FILE" "$T/prompt.md"
+if (echo nope > "$D/b.md") 2> "$T/erofs"; then exit 99; fi
+if (echo nope >> "$D/a.md") 2>> "$T/erofs"; then exit 98; fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize("isolation", ["namespace", "none"])
+def test_run_with_a_store_as_it_was(fuse, isolation, launch, db, tmp_path) -> None:  # noqa: F811
+    if isolation == "namespace" and os.geteuid() != 0:
+        pytest.skip("the namespace mode needs root")
+    store = Store(db)
+    try:
+        # A name with '@' in it: the whole ref is tried as a store first.
+        sid = store.create_store("team@home").id
+        first = store.write_path(sid, "/a.md", "old\n", actor=None).memory_version_id
+        store.write_path(sid, "/a.md", "new\n", actor=None)
+        store.write_path(sid, "/later.md", "later\n", actor=None)
+        root = tmp_path / "root"
+        r = launch(["--store", f"team@home@{first}:ro", "--root", str(root),
+                    "--isolation", isolation], RUN_SCRIPT, env={"ROOT": str(root)})
+        assert r.wait() == 0, r.err
+        assert (tmp_path / "cat-a").read_text() == "old\n"
+        assert (tmp_path / "ls").read_text().split() == ["a.md"]
+        assert (tmp_path / "erofs").read_text().count("Read-only file system") == 2
+        prompt = (tmp_path / "prompt.md").read_text()
+        assert f"a snapshot of this store as it was at {first}" in prompt, prompt
+        s = store.get_session(r.sid)
+        assert [res.access for res in s.resources] == ["read_only"]
+        assert s.metadata[f"memfs_at.{sid}"].startswith(first)
+        shown = subprocess.run([sys.executable, "-m", "memfs", "--db", str(db), "session",
+                                "show", r.sid], capture_output=True, text=True, timeout=30)
+        assert f"memfs_at.{sid}={first}" in shown.stdout
+        assert store.get_memory_by_path(sid, "/a.md").content == "new\n"  # untouched
+        # ':read_write' with '@AT', a bad AT: one line, no session.
+        for ref, what in [(f"team@home@{first}:rw", "read-only snapshot"),
+                          ("team@home@yesterday", "invalid at")]:
+            bad = launch(["--store", ref, "--root", str(tmp_path / "r2"),
+                          "--isolation", isolation], "exit 0", env={"ROOT": str(root)})
+            assert bad.wait() != 0
+            lines = bad.err.strip().splitlines()
+            assert len(lines) == 1 and what in lines[0], bad.err
+        assert len(store.list_sessions(include_archived=True).data) == 1
+    finally:
+        store.close()
