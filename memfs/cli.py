@@ -295,7 +295,7 @@ def run(
         memfs run --store notes --store "Team Docs:read_only" \\
             --instructions "Team Docs=Look here before answering." -- bash -i
         memfs run --spec session.yaml -- bash -i
-        memfs run --store notes --store "notes@2026-12-01T09:00:00Z" -- bash -i
+        memfs run --store "notes@2026-12-01T09:00:00Z" -- bash -i
     """
     from .session import Attachment, Launch, LaunchError
     from .session import run as run_session

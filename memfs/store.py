@@ -1740,10 +1740,11 @@ class Store:
         first version in this store; if it wrote none there, at the session's creation).
 
         Each memory shows the newest version at or before the boundary unless that one is
-        ``deleted``. One read transaction, one pass over the store's versions (a window
-        function over ``versions_store_time``), then one pass for retention: a memory whose
-        oldest retained version comes after the boundary and is not ``created`` lost its
-        history before the boundary to pruning (:attr:`Snapshot.unknown_memory_ids`).
+        ``deleted``. One read transaction, one query: for each memory of the store's history
+        two index look-ups (``versions_memory_time``), its newest version at or before the
+        boundary and its oldest retained one: a memory whose oldest retained version comes
+        after the boundary and is not ``created`` lost its history before the boundary to
+        pruning (:attr:`Snapshot.unknown_memory_ids`).
 
         :raises InvalidRequest: ``at`` is none of those forms, or a version of another store.
         :raises NotFound: unknown store, version or session.
@@ -1752,33 +1753,36 @@ class Store:
         with self._read() as c:
             self._store_in(c, store_id)
             snap = self._snapshot_boundary(c, store_id, at)
+            # The range on versions_memory_time first, the version at the boundary's instant
+            # second: each memory's lookup is one index search.
             if snap.after_version_id is not None:
-                cond, key = "(created_at < ? OR (created_at = ? AND id <= ?))", [
+                cond, key = "created_at <= ? AND (created_at < ? OR id <= ?)", [
                     snap.time, snap.time, snap.after_version_id]
             elif snap.before_version_id is not None:
-                cond, key = "(created_at < ? OR (created_at = ? AND id < ?))", [
+                cond, key = "created_at <= ? AND (created_at < ? OR id < ?)", [
                     snap.time, snap.time, snap.before_version_id]
             else:
                 cond, key = "created_at <= ?", [snap.time]
             content = "v.content" if view == "full" else "NULL AS content"
-            rows = c.execute(
-                "SELECT v.id, v.memory_id, v.operation, v.created_at, v.path, "
-                f"v.content_sha256, v.content_size_bytes, v.redacted_at, {content}, r.first_at "
-                "FROM (SELECT id, row_number() OVER (PARTITION BY memory_id "
-                "ORDER BY created_at DESC, id DESC) AS n, "
-                "min(created_at) OVER (PARTITION BY memory_id) AS first_at "
-                f"FROM versions WHERE store_id = ? AND {cond}) AS r "
-                "JOIN versions v ON v.id = r.id "
-                "WHERE r.n = 1 AND v.operation != 'deleted'",
+            # Per memory of the store's history (live or deleted), two correlated look-ups on
+            # versions_memory_time: its newest version at or before the boundary, and its
+            # oldest retained one (its created_at; and if it is after the boundary and not
+            # ``created``, retention pruned what was before).
+            found = c.execute(
+                "SELECT m.memory_id, v.id, v.operation, v.created_at, v.path, "
+                f"v.content_sha256, v.content_size_bytes, v.redacted_at, {content}, "
+                "f.created_at AS first_at, f.operation AS first_op "
+                "FROM (SELECT DISTINCT memory_id FROM versions WHERE store_id = ?) AS m "
+                "JOIN versions f ON f.id = (SELECT id FROM versions "
+                " WHERE memory_id = m.memory_id ORDER BY created_at, id LIMIT 1) "
+                "LEFT JOIN versions v ON v.id = (SELECT id FROM versions "
+                f" WHERE memory_id = m.memory_id AND {cond} "
+                " ORDER BY created_at DESC, id DESC LIMIT 1)",
                 [store_id, *key],
             ).fetchall()
-            unknown = [r[0] for r in c.execute(
-                "SELECT memory_id FROM (SELECT memory_id, operation, created_at, id, "
-                "row_number() OVER (PARTITION BY memory_id ORDER BY created_at, id) AS n "
-                "FROM versions WHERE store_id = ?) AS f "
-                f"WHERE n = 1 AND operation != 'created' AND NOT {cond} ORDER BY memory_id",
-                [store_id, *key],
-            ).fetchall()]
+            rows = [r for r in found if r["id"] is not None and r["operation"] != "deleted"]
+            unknown = sorted(r["memory_id"] for r in found
+                             if r["id"] is None and r["first_op"] != "created")
             memories, redacted, taken = [], {}, set()
             for r in rows:
                 path = r["path"]

@@ -233,7 +233,7 @@ _op = st.one_of(
     st.tuples(st.just("rename"), st.sampled_from(PATHS), st.sampled_from(PATHS)),
     st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
 )
-_history = st.lists(st.tuples(st.integers(0, 1), _op), min_size=1, max_size=30)
+_history = st.lists(st.tuples(st.integers(0, 1), _op), min_size=8, max_size=40)
 #: What the model-based tests covered (printed by -s; the closing note's figures).
 COVERED = {"examples": 0, "version_boundaries": 0, "time_boundaries": 0, "session_boundaries": 0}
 
@@ -295,7 +295,7 @@ def check_history(store: Store, history: list) -> None:
     COVERED["session_boundaries"] += len(sessions)
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(history=_history)
 def test_model_every_boundary_sqlite(tmp_path_factory, history) -> None:
