@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memfs.models import Actor  # noqa: E402
 from memfs.store import Store  # noqa: E402
 
-
 PLAN_SQL = (
     "SELECT m.memory_id, v.id, f.created_at FROM (SELECT DISTINCT memory_id FROM versions "
     "WHERE store_id = ?) AS m JOIN versions f ON f.id = (SELECT id FROM versions "
