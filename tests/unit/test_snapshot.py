@@ -279,7 +279,14 @@ def check_history(store: Store, history: list) -> None:
             op_last.append((newest[0].id, dict(model)))
             first_write.setdefault(sessions[who], before)
         states.append((_tick(), dict(model)))
-    versions = list(reversed(store.list_versions(sid, limit=100, view="full").data))
+    versions = []  # every version, oldest first (a page of view=full holds at most 20)
+    page = None
+    while True:
+        got = store.list_versions(sid, limit=20, view="full", page=page)
+        versions += got.data
+        if not (page := got.next_page):
+            break
+    versions.reverse()
     for i, v in enumerate(versions, 1):
         assert _state(store.snapshot(sid, v.id, view="full")) == _replay(versions, i), v
     for vid, state in op_last:
