@@ -99,7 +99,7 @@ class Attachment:
     #: set by :meth:`resolve` when the whole REF names no store.
     at: str | None = None
     #: The access was given (``:read_write`` with ``@AT`` is an error, not a default).
-    explicit_access: bool = False
+    explicit_access: bool = field(default=False, compare=False)
 
     @classmethod
     def parse(cls, spec: str) -> Attachment:
