@@ -1055,6 +1055,17 @@ async def get_tree(c: Call) -> Any:
     return {"data": [m.to_dict() for m in tree], "last_seq": seq}
 
 
+async def get_snapshot(c: Call) -> Any:
+    """The store as it was at ``at`` (README "Time travel"), basic view: a time-travel mount
+    reads each version in effect with ``memory_versions.retrieve``."""
+    at = c.request.query_params.get("at")
+    if not at:
+        raise errors.InvalidRequest("at is required: an RFC 3339 time, a memory version id "
+                                    "or a session id")
+    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], at)
+    return snap.to_dict()
+
+
 async def get_stats(c: Call) -> Any:
     sid = c.p["memory_store_id"]
     count = await c.run(c.store.count_memories, sid)
@@ -1591,6 +1602,10 @@ OPS: list[Op] = [
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
        "every live memory (basic view) and the change-feed position", returns="Tree",
        extension=True),
+    Op("GET", _MS + "/{memory_store_id}/memfs/snapshot", get_snapshot,
+       "the store as it was at a time, right after a version or just before a session's "
+       "first write (time travel): the boundary and the memories then live (basic view)",
+       query=("at",), returns="Snapshot", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/stats", get_stats,
        "live memory count and change-feed position", returns="Stats", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/check_can_create", check_can_create,
@@ -1819,6 +1834,14 @@ SCHEMAS: dict[str, Any] = {
                "description": "memfs extension: every limit of the server's store"},
     "Tree": _obj({"data": {"type": "array", "items": _ref("Memory")}, "last_seq": _I}),
     "Stats": _obj({"memory_count": _I, "last_seq": _I}),
+    "Snapshot": _obj({
+        "type": {"const": "memfs_snapshot"}, "memory_store_id": _S, "at": _S, "time": _T,
+        "after_version_id": _NS, "before_version_id": _NS, "session_id": _NS,
+        "data": {"type": "array", "items": _ref("Memory")},
+        "redacted": {"type": "object", "additionalProperties": _T,
+                     "description": "version in effect -> its redaction time (empty file)"},
+        "unknown_memory_ids": {"type": "array", "items": _S, "description":
+                               "memories whose history before the boundary was pruned"}}),
     "Ok": _obj({"ok": {"const": True}}),
     "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
     "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,

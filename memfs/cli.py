@@ -221,8 +221,9 @@ def cli(
     "--store",
     "stores",
     multiple=True,
-    metavar="REF[:read_only|:read_write]",
-    help="A store to attach (id or name), read_write unless ':read_only'. Up to 8.",
+    metavar="REF[@AT][:read_only|:read_write]",
+    help="A store to attach (id or name), read_write unless ':read_only'. Up to 8. "
+    "REF@AT: the store as it was at AT (a time, version id or session id), read-only.",
 )
 @click.option(
     "--instructions",
@@ -294,6 +295,7 @@ def run(
         memfs run --store notes --store "Team Docs:read_only" \\
             --instructions "Team Docs=Look here before answering." -- bash -i
         memfs run --spec session.yaml -- bash -i
+        memfs run --store "notes@2026-12-01T09:00:00Z" -- bash -i
     """
     from .session import Attachment, Launch, LaunchError
     from .session import run as run_session
@@ -1534,6 +1536,10 @@ def session_reap(ctx: Context) -> None:
 @click.argument("store_ref", metavar="STORE")
 @click.argument("mountpoint", type=click.Path())
 @click.option("--read-only", is_flag=True, help="Refuse every change (EROFS).")
+@click.option("--at", default=None, metavar="AT",
+              help="Time travel: mount the store read-only as it was at AT, an RFC 3339 time "
+              "(2026-12-01T11:16:29Z), a version id (right after it) or a session id (just "
+              "before its first write). README \"Time travel\".")
 @click.option("--nonempty", is_flag=True,
               help="Mount over a directory that is not empty (hiding what it holds).")
 @click.option("--session", "session_id", default=None, metavar="ID",
@@ -1560,6 +1566,7 @@ def mount_cmd(
     store_ref: str,
     mountpoint: str,
     read_only: bool,
+    at: str | None,
     nonempty: bool,
     session_id: str | None,
     events_path: str | None,
@@ -1581,11 +1588,15 @@ def mount_cmd(
     the server's change stream. Stops and unmounts on Ctrl-C, SIGTERM or
     `fusermount3 -u MOUNTPOINT`. Once mounted it prints MOUNTPOINT on stdout.
 
+    With --at the store is mounted read-only as it was then (a snapshot that never changes);
+    the boundary and any memories lost to version retention are said on stderr.
+
     Example:
 
     \b
         memfs mount notes ~/notes --events /tmp/notes.events.jsonl
         memfs --url http://127.0.0.1:8000 --api-key "$MEMFS_API_KEY" mount notes ~/notes
+        memfs mount notes /tmp/notes-then --at 2026-12-01T09:00:00Z
     """
     from .daemon import MountOptions
     from .daemon import mount as mount_store
@@ -1608,6 +1619,7 @@ def mount_cmd(
             owner=_owner(owner) if owner is not None else None,
             allow_other=allow_other,
             make_mountpoint=True,
+            at=at,
         )
     )
 

@@ -57,6 +57,7 @@ from .models import (
     Page,
     Session,
     SessionResource,
+    Snapshot,
     complete_tool_results,
 )
 
@@ -467,6 +468,25 @@ class _Ops:
         """Every live memory of the store, without content, in path order."""
         d = yield Request("GET", _ms(store_id) + "/memfs/tree")
         return [_memory(x) for x in d.get("data") or []]
+
+    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic"
+                 ) -> Op[Snapshot]:
+        """:meth:`memfs.store.Store.snapshot` (the server sends the basic view; ``full``
+        reads each version in effect, one request each)."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/snapshot", params={
+            "at": at.isoformat() if isinstance(at, datetime) else at})
+        snap = Snapshot.from_dict(d)
+        if view != "full":
+            return snap
+        memories = []
+        for m in snap.memories:
+            content = ""
+            if m.memory_version_id not in snap.redacted:
+                v = yield Request("GET", f"{_ms(store_id)}/memory_versions/"
+                                  f"{_q(m.memory_version_id)}", params={"view": "full"})
+                content = v.get("content") or ""
+            memories.append(dataclasses.replace(m, content=content))
+        return dataclasses.replace(snap, memories=memories)
 
     def check_can_create(self, store_id: str) -> Op[None]:
         """:raises NotFound, StoreArchived, LimitExceeded: (and ReadOnly for a client acting

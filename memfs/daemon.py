@@ -49,7 +49,9 @@ import trio
 
 from . import dbwatch, errors, linux
 from .fs import Operations, actor_for
+from .models import MemoryStore
 from .protocol import StoreAPI
+from .snapshot import SnapshotStore
 from .store import Limits, open_store
 from .toolevents import EventSink
 from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
@@ -114,6 +116,9 @@ class MountOptions:
     allow_other: bool = False
     #: Create a missing mount point (not its parents), and remove it again at unmount.
     make_mountpoint: bool = False
+    #: Time travel (README "Time travel"): mount the store read-only as it was at this RFC
+    #: 3339 time, right after this version id, or just before this session id's first write.
+    at: str | None = None
 
 
 def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
@@ -222,8 +227,11 @@ def mount(opts: MountOptions) -> None:
         actor = actor_for(opts.session_id)
         sink = EventSink(store, ms.id, opts.session_id, opts.events_path)
         stack.callback(sink.close)
+        served: StoreAPI = store
+        if opts.at is not None:
+            served, refuse_writes = snapshot_of(store, ms, opts.at), True
         ops = Operations(
-            store,
+            served,
             ms.id,
             actor=actor,
             read_only=refuse_writes,
@@ -258,6 +266,27 @@ def mount(opts: MountOptions) -> None:
             ops.discard_all()
             pyfuse3.close(unmount=True)
             log.info("unmounted %s", mountpoint)
+
+
+def snapshot_of(store: StoreAPI, ms: MemoryStore, at: str) -> SnapshotStore:
+    """The read-only view of ``ms`` as it was at ``at`` that a time-travel mount serves; says
+    on stderr which boundary that is, and warns of memories whose history before it was
+    pruned (retention), which the mount cannot show.
+
+    :raises InvalidRequest, NotFound: ``at`` is not a time, version or session (of this store).
+    """
+    snap = store.snapshot(ms.id, at)
+    log.info("snapshot of %s at %s: %d memories", ms.id, snap.boundary_text(),
+             len(snap.memories))
+    print(f"memfs: {ms.name} ({ms.id}) as it was at {snap.boundary_text()}, read-only: "
+          f"{len(snap.memories)} memories", file=sys.stderr, flush=True)
+    if snap.unknown_memory_ids:
+        shown = ", ".join(snap.unknown_memory_ids[:5])
+        more = len(snap.unknown_memory_ids) - 5
+        print(f"memfs: warning: {len(snap.unknown_memory_ids)} memories may have existed then "
+              f"but their versions before it were pruned (retention), so they are not shown: "
+              f"{shown}{f' and {more} more' if more > 0 else ''}", file=sys.stderr, flush=True)
+    return SnapshotStore(store, snap)
 
 
 def _remove_made_mountpoint(mountpoint: str) -> None:
@@ -302,8 +331,10 @@ def _remote_store(opts: MountOptions) -> Client:
 
 
 async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
-    watcher: ChangeWatcher | ChangeSubscriber
-    if opts.url:
+    watcher: ChangeWatcher | ChangeSubscriber | None = None
+    if opts.at is not None:
+        pass  # a snapshot never changes: nothing to follow
+    elif opts.url:
         from .client import AsyncClient
 
         feed = AsyncClient(opts.url, opts.api_key, session_id=opts.session_id,
@@ -318,7 +349,8 @@ async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_terminate_on_signal)
-            nursery.start_soon(watcher.run)
+            if watcher is not None:
+                nursery.start_soon(watcher.run)
             nursery.start_soon(flusher.run)
             nursery.start_soon(invalidator.run)
             try:
@@ -326,12 +358,15 @@ async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
             finally:
                 # main() also returns when the mount goes away (fusermount3 -u).
                 ops.on_stale = None
-                watcher.stop()
+                if watcher is not None:
+                    watcher.stop()
                 flusher.stop()
                 invalidator.stop()
                 nursery.cancel_scope.cancel()
     finally:
-        if opts.url:
+        if opts.at is not None:
+            pass
+        elif opts.url:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await feed.aclose()
         else:

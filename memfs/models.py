@@ -333,3 +333,74 @@ class Dream:
             "ended_at": self.ended_at,
             "archived_at": self.archived_at,
         }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A store as it was at a boundary (time travel, a memfs extension; README "Time travel").
+
+    The boundary is ``time``, refined by one version when the instant alone is not exact: every
+    version up to and including ``after_version_id`` (``at`` was that version), or every
+    version before ``before_version_id`` (``at`` was a session: just before its first write in
+    the store). ``at`` resolves to the same boundary again (a time given in the future became
+    the time it was resolved at). ``memories`` are those live at the boundary, in path order:
+    each the version then in effect (``memory_version_id``; ``created_at`` the memory's first
+    retained version). ``redacted`` maps each redacted version in effect to its redaction
+    time: such a memory shows empty content, at the path of a neighbouring version (its own
+    path was erased). ``unknown_memory_ids``: memories whose history before the boundary was
+    pruned by retention, so whether (and how) they existed then is not known; not shown."""
+
+    memory_store_id: str
+    at: str
+    time: str
+    memories: list[Memory]
+    after_version_id: str | None = None
+    before_version_id: str | None = None
+    session_id: str | None = None
+    redacted: dict[str, str] = field(default_factory=dict)
+    unknown_memory_ids: list[str] = field(default_factory=list)
+
+    def includes(self, created_at: str, version_id: str) -> bool:
+        """Whether the version ``(created_at, version_id)`` is at or before the boundary (the
+        order of version listings: ``created_at``, then ``id``)."""
+        if created_at != self.time:
+            return created_at < self.time
+        if self.after_version_id is not None:
+            return version_id <= self.after_version_id
+        if self.before_version_id is not None:
+            return version_id < self.before_version_id
+        return True
+
+    def boundary_text(self) -> str:
+        """The boundary in words, for logs, warnings and the system prompt."""
+        if self.after_version_id is not None:
+            return f"{self.time} (right after version {self.after_version_id})"
+        if self.session_id is not None:
+            return f"{self.time} (just before session {self.session_id})"
+        return self.time
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "memfs_snapshot",
+            "memory_store_id": self.memory_store_id,
+            "at": self.at,
+            "time": self.time,
+            "after_version_id": self.after_version_id,
+            "before_version_id": self.before_version_id,
+            "session_id": self.session_id,
+            "data": [m.to_dict() for m in self.memories],
+            "redacted": dict(self.redacted),
+            "unknown_memory_ids": list(self.unknown_memory_ids),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Snapshot:
+        return cls(
+            memory_store_id=d["memory_store_id"], at=d["at"], time=d["time"],
+            memories=[Memory(**{k: v for k, v in m.items() if k != "type"})
+                      for m in d.get("data") or []],
+            after_version_id=d.get("after_version_id"),
+            before_version_id=d.get("before_version_id"), session_id=d.get("session_id"),
+            redacted=dict(d.get("redacted") or {}),
+            unknown_memory_ids=list(d.get("unknown_memory_ids") or []),
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import posixpath
 
-from .models import Session, SessionResource
+from .models import Session, SessionResource, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +49,33 @@ def render_memory_prompt(session: Session) -> str:
         f"{root} are scratch and are discarded when this session ends.",
     ]
     for r in resources:
-        lines += ["", *_note(r)]
+        lines += ["", *_note(r, session.metadata.get(SNAPSHOT_KEY + r.memory_store_id))]
     return "\n".join(lines) + "\n"
 
 
-def _note(r: SessionResource) -> list[str]:
+#: Time travel (``memfs run --store NAME@AT``): the session metadata key (+ store id) whose
+#: value says which past state of the store is mounted (:func:`snapshot_note`).
+SNAPSHOT_KEY = "memfs_at."
+
+
+def snapshot_note(snap: Snapshot) -> str:
+    """The metadata value for a store attached as it was at a boundary: the AT it resolved
+    to (its first word: ``memfs mount --at`` takes it), then the boundary in words."""
+    if snap.at == snap.time:
+        return snap.at
+    return f"{snap.at} ({snap.boundary_text()})"
+
+
+def _note(r: SessionResource, at: str | None = None) -> list[str]:
+    access = _ACCESS_NOTES.get(r.access, r.access)
+    if at is not None:
+        access = (f"read_only: a snapshot of this store as it was at {at}, which never "
+                  "changes (any write is rejected with a read-only file system error)")
     lines = [
         f"## {r.name or r.memory_store_id}",
         "",
         f"- Mount path: {r.mount_path}",
-        f"- Access: {_ACCESS_NOTES.get(r.access, r.access)}",
+        f"- Access: {access}",
     ]
     if r.description:
         lines.append(f"- Description: {_indent(r.description)}")

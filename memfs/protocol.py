@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .models import Change, Event, Memory, MemoryStore, Session
+from .models import Change, Event, Memory, MemoryStore, Session, Snapshot
 
 
 @runtime_checkable
@@ -30,6 +30,8 @@ class StoreAPI(Protocol):
     def tree(self, store_id: str) -> list[Memory]: ...
 
     def count_memories(self, store_id: str) -> int: ...
+
+    def snapshot(self, store_id: str, at: str, *, view: str = "basic") -> Snapshot: ...
 
     def check_can_create(self, store_id: str) -> None: ...
 

@@ -55,7 +55,7 @@ from typing import Any, NoReturn, cast
 from . import linux
 from .errors import InvalidRequest, MemfsError, NotFound
 from .models import MemoryStore, Session, SessionResource
-from .prompt import render_memory_prompt
+from .prompt import SNAPSHOT_KEY, render_memory_prompt, snapshot_note
 from .store import Store, is_url, open_store
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,11 @@ class Attachment:
     ref: str
     access: str = "read_write"
     instructions: str | None = None
+    #: Time travel (``NAME@AT``, README "Time travel"): the store as it was at AT, read-only;
+    #: set by :meth:`resolve` when the whole REF names no store.
+    at: str | None = None
+    #: The access was given (``:read_write`` with ``@AT`` is an error, not a default).
+    explicit_access: bool = field(default=False, compare=False)
 
     @classmethod
     def parse(cls, spec: str) -> Attachment:
@@ -102,19 +107,29 @@ class Attachment:
         itself hold colons: only a known access suffix is split off."""
         ref, sep, access = spec.rpartition(":")
         if sep and ref and access in ACCESS_ALIASES:
-            return cls(ref, ACCESS_ALIASES[access])
+            return cls(ref, ACCESS_ALIASES[access], explicit_access=True)
         return cls(spec)
 
     def resolve(self, store: Store) -> MemoryStore:
         """The store :attr:`ref` names. A REF no store has that ends in ``:WORD`` was most
-        likely a mistyped access mode (``Docs:readonly``): the error says so.
+        likely a mistyped access mode (``Docs:readonly``): the error says so. A REF no store
+        has that holds ``@`` is ``NAME@AT`` (split at the last ``@``): a snapshot, read-only.
 
         :raises NotFound: no such store. :raises InvalidRequest: an ambiguous name, or
-            the unknown access mode.
+            the unknown access mode, or ``@AT`` with ``:read_write``.
         """
         try:
             return store.resolve_store(self.ref)
         except NotFound:
+            name, sep, at = self.ref.rpartition("@")
+            if sep and name and at and self.at is None:
+                found = store.resolve_store(name)
+                if self.explicit_access and self.access == "read_write":
+                    raise InvalidRequest(
+                        f"--store {self.ref!r}: a store as it was at {at} is a read-only "
+                        "snapshot; drop ':read_write'") from None
+                self.ref, self.at, self.access = name, at, "read_only"
+                return found
             name, sep, mode = self.ref.rpartition(":")
             if not (sep and name):
                 raise
@@ -383,6 +398,10 @@ class Launcher:
             self.store = open_store(launch.db_path, create=False)
         self.session: Session | None = None
         self.mounts: list[_Mount] = []
+        #: Time travel: store id -> the AT its snapshot resolved to, and the session metadata
+        #: that records it (the prompt and `memfs session show` tell it from there).
+        self.snapshots: dict[str, str] = {}
+        self.snapshot_notes: dict[str, str] = {}
         self._root_stat: os.stat_result | None = None  # an existing root given to the agent
         self.state_dir: Path | None = None
         self.namespace = False
@@ -459,6 +478,17 @@ class Launcher:
         by_id: dict[str, dict[str, Any]] = {}
         for a in self.launch.attachments:
             store = a.resolve(self.store)
+            if a.at is not None:
+                # Resolved once, here: "now" stays the time the session started, and a bad AT
+                # fails before anything is created.
+                snap = self.store.snapshot(store.id, a.at)
+                self.snapshots[store.id] = snap.at
+                self.snapshot_notes[SNAPSHOT_KEY + store.id] = snapshot_note(snap)
+                if snap.unknown_memory_ids:
+                    print(f"memfs: warning: {store.name}@{a.at}: "
+                          f"{len(snap.unknown_memory_ids)} memories may have existed then but "
+                          "their versions before it were pruned (retention), so they are not "
+                          "shown", file=sys.stderr, flush=True)
             res: dict[str, Any] = {
                 "type": "memory_store", "memory_store_id": store.id, "access": a.access,
             }
@@ -488,7 +518,7 @@ class Launcher:
             agent={"type": "agent", "id": "local", "name": os.path.basename(cmd[0])},
             environment_id="local",
             title=" ".join(cmd)[:200] if self.launch.title is None else self.launch.title,
-            metadata=self.launch.metadata,
+            metadata={**(self.launch.metadata or {}), **self.snapshot_notes} or None,
             status="idle",
             **owner,
         )
@@ -531,6 +561,8 @@ class Launcher:
             if res.access == "read_only" and not self.launch.url:
                 # A remote mount learns the access from the server and refuses writes itself.
                 args.append("--read-only")
+            if res.memory_store_id in self.snapshots:
+                args += ["--at", self.snapshots[res.memory_store_id]]
             if self.agent is not None:
                 # Everything shows as the agent's, 0600/0700; the kernel lets the agent in
                 # (allow_other) and checks those modes (default_permissions): nobody else
@@ -592,6 +624,8 @@ class Launcher:
             # Read-only is the daemon's to enforce, remote too (the server would refuse
             # anyway): the refused call must reach the event log.
             args += ["--store", res.memory_store_id, res.access, res.mount_path]
+            if res.memory_store_id in self.snapshots:
+                args += ["--at", res.memory_store_id, self.snapshots[res.memory_store_id]]
         if self.agent is not None:
             args += ["--owner", f"{self.agent.uid}:{self.agent.gid}", "--allow-other"]
         logf = self.state_dir / "session.log"

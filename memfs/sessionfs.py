@@ -48,7 +48,14 @@ import trio
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
 from . import errors, logs
-from .daemon import MountOptions, _init_fuse, _remote_store, _signal_ready, _terminate_on_signal
+from .daemon import (
+    MountOptions,
+    _init_fuse,
+    _remote_store,
+    _signal_ready,
+    _terminate_on_signal,
+    snapshot_of,
+)
 from .fs import Operations, actor_for
 from .protocol import StoreAPI
 from .store import open_store
@@ -366,6 +373,8 @@ class StoreMount:
     store_id: str
     read_only: bool
     mount_path: str  # as the agent sees it: event paths, descriptor checks
+    #: Time travel: the store as it was at this AT, read-only (``--at ID AT``).
+    at: str | None = None
 
     @property
     def slug(self) -> str:
@@ -419,8 +428,10 @@ def serve(spec: SessionMount) -> None:
                       if spec.events_dir else None)
             sink = EventSink(store, ms.id, spec.session_id, events)
             stack.callback(sink.close)
+            served = store if sm.at is None else snapshot_of(store, ms, sm.at)
             ops = Operations(
-                store, ms.id, actor=actor_for(spec.session_id), read_only=sm.read_only,
+                served, ms.id, actor=actor_for(spec.session_id),
+                read_only=sm.read_only or sm.at is not None,
                 events=sink, display_root=sm.mount_path, timeout=spec.timeout,
                 mountpoint=sm.mount_path, owner=spec.owner,
                 private=spec.owner is not None or spec.allow_other,
@@ -464,11 +475,13 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
 
     members = sops.members
     services: list[ChangeWatcher | ChangeSubscriber | EventFlusher | Invalidator] = []
-    watchers: list[ChangeWatcher | ChangeSubscriber] = []
+    watchers: list[ChangeWatcher | ChangeSubscriber | None] = []
     feeds: list[Any] = []
     watches: list[Any] = []
-    for m in members:
-        if spec.url:
+    for m, sm in zip(members, spec.stores, strict=True):
+        if sm.at is not None:
+            watchers.append(None)  # a snapshot never changes: nothing to follow
+        elif spec.url:
             from .client import AsyncClient
 
             feed = AsyncClient(spec.url, spec.api_key, session_id=spec.session_id,
@@ -490,7 +503,8 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
         # One after the other, in the session's order: the GIL would serialize them anyway.
         for i, watcher in enumerate(watchers):
             await sops.load(i)
-            nursery.start_soon(watcher.run)  # it follows the feed from the loaded position
+            if watcher is not None:
+                nursery.start_soon(watcher.run)  # it follows the feed from the loaded position
 
     try:
         async with trio.open_nursery() as nursery:
@@ -504,7 +518,8 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
                 for m in members:
                     m.ops.on_stale = None
                 for s in [*services, *watchers]:
-                    s.stop()
+                    if s is not None:
+                        s.stop()
                 nursery.cancel_scope.cancel()
     finally:
         for feed in feeds:
@@ -522,6 +537,8 @@ def _parse(argv: Sequence[str]) -> SessionMount:
     m.add_argument("--session", required=True)
     m.add_argument("--store", nargs=3, action="append", required=True,
                    metavar=("ID", "ACCESS", "MOUNT_PATH"))
+    m.add_argument("--at", nargs=2, action="append", default=[], metavar=("ID", "AT"),
+                   help="mount store ID as it was at AT (read-only)")
     m.add_argument("--events-dir")
     m.add_argument("--owner", metavar="UID:GID")
     m.add_argument("--allow-other", action="store_true")
@@ -537,7 +554,8 @@ def _parse(argv: Sequence[str]) -> SessionMount:
                    fmt if fmt in logs.FORMATS else "text")
     return SessionMount(
         mountpoint=a.mountpoint, session_id=a.session,
-        stores=[StoreMount(i, acc == "read_only", path) for i, acc, path in a.store],
+        stores=[StoreMount(i, acc == "read_only", path, dict(a.at).get(i))
+                for i, acc, path in a.store],
         events_dir=a.events_dir,
         db_path=os.environ.get("MEMFS_DB") or None,
         url=os.environ.get("MEMFS_URL") or None,

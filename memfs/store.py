@@ -88,6 +88,7 @@ from .models import (
     Page,
     Session,
     SessionResource,
+    Snapshot,
     complete_tool_results,
 )
 from .rules import (  # noqa: F401  (re-exported: the store is where callers look for them)
@@ -1749,6 +1750,140 @@ class Store:
         return Page(items, next_page)
 
     # -- versions ----------------------------------------------------------------------------
+
+    #: The longest ``at`` :meth:`snapshot` looks at (an id or an RFC 3339 time is far shorter).
+    max_at_chars = 100
+
+    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot:
+        """The store as it was at ``at`` (time travel, README "Time travel"): an RFC 3339 time
+        (after every version created at or before it; a future time is now), a version id of
+        this store (right after that version, versions ordered by ``created_at`` then ``id``
+        as :meth:`list_versions` lists them), or a session id (just before that session's
+        first version in this store; if it wrote none there, at the session's creation).
+
+        Each memory shows the newest version at or before the boundary unless that one is
+        ``deleted``. One read transaction, one query: for each memory of the store's history
+        two index look-ups (``versions_memory_time``), its newest version at or before the
+        boundary and its oldest retained one: a memory whose oldest retained version comes
+        after the boundary and is not ``created`` lost its history before the boundary to
+        pruning (:attr:`Snapshot.unknown_memory_ids`).
+
+        :raises InvalidRequest: ``at`` is none of those forms, or a version of another store.
+        :raises NotFound: unknown store, version or session.
+        """
+        view = _check_view(view)
+        with self._read() as c:
+            self._store_in(c, store_id)
+            snap = self._snapshot_boundary(c, store_id, at)
+            # The range on versions_memory_time first, the version at the boundary's instant
+            # second: each memory's lookup is one index search.
+            if snap.after_version_id is not None:
+                cond, key = "created_at <= ? AND (created_at < ? OR id <= ?)", [
+                    snap.time, snap.time, snap.after_version_id]
+            elif snap.before_version_id is not None:
+                cond, key = "created_at <= ? AND (created_at < ? OR id < ?)", [
+                    snap.time, snap.time, snap.before_version_id]
+            else:
+                cond, key = "created_at <= ?", [snap.time]
+            content = "v.content" if view == "full" else "NULL AS content"
+            # Per memory of the store's history (live or deleted), two correlated look-ups on
+            # versions_memory_time: its newest version at or before the boundary, and its
+            # oldest retained one (its created_at; and if it is after the boundary and not
+            # ``created``, retention pruned what was before).
+            found = c.execute(
+                "SELECT m.memory_id, v.id, v.operation, v.created_at, v.path, "
+                f"v.content_sha256, v.content_size_bytes, v.redacted_at, {content}, "
+                "f.created_at AS first_at, f.operation AS first_op "
+                "FROM (SELECT DISTINCT memory_id FROM versions WHERE store_id = ?) AS m "
+                "JOIN versions f ON f.id = (SELECT id FROM versions "
+                " WHERE memory_id = m.memory_id ORDER BY created_at, id LIMIT 1) "
+                "LEFT JOIN versions v ON v.id = (SELECT id FROM versions "
+                f" WHERE memory_id = m.memory_id AND {cond} "
+                " ORDER BY created_at DESC, id DESC LIMIT 1)",
+                [store_id, *key],
+            ).fetchall()
+            rows = [r for r in found if r["id"] is not None and r["operation"] != "deleted"]
+            unknown = sorted(r["memory_id"] for r in found
+                             if r["id"] is None and r["first_op"] != "created")
+            memories, redacted, taken = [], {}, set()
+            for r in rows:
+                path = r["path"]
+                if r["redacted_at"] is not None:
+                    redacted[r["id"]] = r["redacted_at"]
+                    path = self._redacted_path(c, r["memory_id"], r["created_at"], r["id"])
+                if path is None or path in taken:
+                    # No retained version says where it was: keep it visible, by its id.
+                    path = f"/redacted-{r['memory_id']}"
+                taken.add(path)
+                memories.append(Memory(
+                    r["memory_id"], store_id, path,
+                    (r["content"] or "") if view == "full" else None,
+                    r["content_sha256"] or EMPTY_SHA256, r["content_size_bytes"] or 0, r["id"],
+                    r["first_at"], r["created_at"],
+                ))
+        memories.sort(key=lambda m: m.path)
+        return Snapshot(store_id, snap.at, snap.time, memories, snap.after_version_id,
+                        snap.before_version_id, snap.session_id, redacted, unknown)
+
+    def _redacted_path(self, c: sqlite3.Connection, memory_id: str, created_at: str,
+                       version_id: str) -> str | None:
+        """Where a memory whose version in effect was redacted (path erased) most likely was:
+        the path of its next retained version that has one (a change of content or a deletion
+        keeps the path), else of its previous one."""
+        for cond, order in (("created_at > ? OR (created_at = ? AND id > ?)", "ASC"),
+                            ("created_at < ? OR (created_at = ? AND id < ?)", "DESC")):
+            row = c.execute(
+                f"SELECT path FROM versions WHERE memory_id = ? AND path IS NOT NULL AND "
+                f"({cond}) ORDER BY created_at {order}, id {order} LIMIT 1",
+                (memory_id, created_at, created_at, version_id),
+            ).fetchone()
+            if row is not None:
+                return str(row["path"])
+        return None
+
+    def _snapshot_boundary(self, c: sqlite3.Connection, store_id: str,
+                           at: str | datetime) -> Snapshot:
+        """:meth:`snapshot`'s boundary, without memories."""
+        now = datetime.now(UTC)
+        if isinstance(at, datetime):
+            at = format_time(at)
+        if not isinstance(at, str) or not at.strip():
+            raise InvalidRequest("at must be an RFC 3339 time, a memory version id "
+                                 "(memver_...) or a session id (sesn_...)")
+        at = at.strip()
+        if len(at) > self.max_at_chars or not at.isprintable():
+            raise InvalidRequest(f"invalid at ({len(at)} characters): expected an RFC 3339 "
+                                 "time, a memory version id or a session id")
+        if at.startswith("memver_"):
+            row = c.execute("SELECT store_id, created_at FROM versions WHERE id = ?",
+                            (at,)).fetchone()
+            if row is None:
+                raise NotFound(f"memory version {at!r} not found in {store_id} (or pruned)")
+            if row["store_id"] != store_id:
+                raise InvalidRequest(f"memory version {at} is a version of another store, "
+                                     f"not of {store_id}")
+            return Snapshot(store_id, at, row["created_at"], [], after_version_id=at)
+        if at.startswith("sesn_"):
+            first = c.execute(
+                "SELECT id, created_at FROM versions WHERE store_id = ? AND created_by_id = ? "
+                "AND created_by_type = 'session_actor' ORDER BY created_at, id LIMIT 1",
+                (store_id, at),
+            ).fetchone()
+            if first is not None:
+                return Snapshot(store_id, at, first["created_at"], [],
+                                before_version_id=first["id"], session_id=at)
+            row = c.execute("SELECT created_at FROM sessions WHERE id = ?", (at,)).fetchone()
+            if row is None:
+                raise _no_session(at)
+            return Snapshot(store_id, at, row["created_at"], [], session_id=at)
+        try:
+            when = parse_time(at)
+            time = format_time(min(when, now))
+        except (InvalidRequest, OverflowError, ValueError):
+            raise InvalidRequest(
+                f"invalid at {at!r}: expected an RFC 3339 time (2026-12-01T11:16:29Z), a "
+                "memory version id (memver_...) or a session id (sesn_...)") from None
+        return Snapshot(store_id, time, time, [])
 
     def list_versions(
         self,

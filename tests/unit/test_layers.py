@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "fs": {"tree", "toolevents", "protocol", "rules", "errors", "models"},
     "watch": {"fs", "tree", "toolevents", "protocol", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
+    # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
+    "snapshot": {"protocol", "rules", "errors", "models"},
     # Session spec files read into the launcher's Attachments; stores only through StoreAPI.
     "spec": {"session", "protocol", "rules", "errors", "models"},
 }

@@ -1,0 +1,326 @@
+"""Time travel (README "Time travel"): Store.snapshot on both backends, its API extension and
+client, the read-only SnapshotStore a mount serves, and a model-based check that a snapshot at
+every version boundary equals replaying the history up to it."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from memfs import errors
+from memfs.api import create_app
+from memfs.client import Client
+from memfs.models import Actor, Snapshot
+from memfs.rules import format_time
+from memfs.snapshot import SnapshotStore
+from memfs.store import EMPTY_SHA256, Limits, Store
+
+KEY = "snapshot-test-key"
+USER = Actor.user("user_tt")
+
+
+def _state(snap: Snapshot) -> dict[str, tuple[str, str | None]]:
+    return {m.path: (m.id, m.content) for m in snap.memories}
+
+
+def _tick() -> str:
+    """Now, as the store writes times, once the clock has moved past it (so that the next
+    write is strictly later than the time returned)."""
+    t = format_time(datetime.now(UTC))
+    while format_time(datetime.now(UTC)) == t:
+        time.sleep(0.00001)
+    return t
+
+
+@pytest.fixture
+def store(backend):
+    return backend.open()
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+def test_each_kind_of_at(store: Store) -> None:
+    sid = store.create_store("tt").id
+    empty_time = _tick()
+    sess = store.create_session([{"type": "memory_store", "memory_store_id": sid}])
+    idle = store.create_session([{"type": "memory_store", "memory_store_id": sid}])
+    a = store.write_path(sid, "/a.md", "a1", actor=USER)
+    t1 = _tick()
+    me = Actor.session(sess.id)
+    store.write_path(sid, "/a.md", "a2", actor=me)
+    b = store.write_path(sid, "/b.md", "b1", actor=me)
+    store.rename_path(sid, "/a.md", "/c.md", actor=USER)
+    store.delete_path(sid, "/b.md", actor=USER)
+
+    assert store.snapshot(sid, empty_time).memories == []
+    at_t1 = store.snapshot(sid, t1, view="full")
+    assert _state(at_t1) == {"/a.md": (a.id, "a1")}
+    assert at_t1.time == t1 and at_t1.at == t1 and at_t1.after_version_id is None
+    m = at_t1.memories[0]
+    assert m.memory_version_id == a.memory_version_id and m.created_at == a.created_at
+    assert m.updated_at == a.updated_at and m.content_size_bytes == 2
+
+    # A version: right after it; basic view has no content.
+    at_b = store.snapshot(sid, b.memory_version_id)
+    assert {x.path for x in at_b.memories} == {"/a.md", "/b.md"}
+    assert all(x.content is None for x in at_b.memories)
+    assert at_b.after_version_id == b.memory_version_id and at_b.time == b.updated_at
+
+    # A session: just before its first write here.
+    at_s = store.snapshot(sid, sess.id, view="full")
+    assert _state(at_s) == {"/a.md": (a.id, "a1")}
+    assert at_s.session_id == sess.id and at_s.before_version_id is not None
+    # A session that wrote nothing here: the state when it was created.
+    assert store.snapshot(sid, idle.id).memories == []
+    assert store.snapshot(sid, idle.id).time == idle.created_at
+
+    # A future time is now.
+    later = store.snapshot(sid, "2999-01-01T00:00:00Z", view="full")
+    assert _state(later) == {"/c.md": (a.id, "a2")}
+    assert later.time <= format_time(datetime.now(UTC))
+    # datetimes and offsets are the same instant.
+    plus2 = datetime.fromisoformat(t1.replace("Z", "+00:00")).astimezone(
+        timezone(timedelta(hours=2)))
+    assert store.snapshot(sid, plus2.isoformat()).time == t1
+    assert store.snapshot(sid, plus2).time == t1
+
+
+def test_bad_at_is_a_clear_error(store: Store) -> None:
+    sid = store.create_store("tt").id
+    other = store.create_store("other").id
+    v = store.write_path(other, "/x.md", "x", actor=USER).memory_version_id
+    for bad in ["", "  ", "yesterday", "memver", "2026-13-01T00:00:00Z", "x" * 10_000,
+                "memver_\x00", "0001-01-01T00:00:00+14:00", "\ud800"]:
+        with pytest.raises(errors.InvalidRequest):
+            store.snapshot(sid, bad)
+    with pytest.raises(errors.InvalidRequest, match="another store"):
+        store.snapshot(sid, v)
+    for missing in ["memver_01zzzzzzzzzzzzzzzzzzzzzz", "sesn_01nothere"]:
+        with pytest.raises(errors.NotFound):
+            store.snapshot(sid, missing)
+    with pytest.raises(errors.NotFound):
+        store.snapshot("memstore_01nothere", "2026-01-01T00:00:00Z")
+    with pytest.raises(errors.InvalidRequest):
+        store.snapshot(sid, "2026-01-01T00:00:00Z", view="everything")
+
+
+def test_a_redacted_version_in_effect_is_empty_and_said(store: Store) -> None:
+    sid = store.create_store("tt").id
+    m = store.write_path(sid, "/secret.md", "password=hunter2", actor=USER)
+    store.write_path(sid, "/secret.md", "nothing here", actor=USER)
+    store.redact_version(sid, m.memory_version_id, actor=USER)
+    snap = store.snapshot(sid, m.memory_version_id, view="full")
+    (only,) = snap.memories
+    assert only.path == "/secret.md" and only.content == ""  # path: from the next version
+    assert only.content_sha256 == EMPTY_SHA256 and only.content_size_bytes == 0
+    assert set(snap.redacted) == {m.memory_version_id}
+    assert snap.redacted[m.memory_version_id]
+
+
+def test_retention_pruned_history_is_reported(backend) -> None:
+    s = backend.open(limits=Limits(retention_days=1, retention_keep=2))
+    sid = s.create_store("tt").id
+    early = _tick()
+    old = s.write_path(sid, "/old.md", "v0", actor=USER)
+    for i in range(1, 4):
+        s.write_path(sid, "/old.md", f"v{i}", actor=USER)
+    kept = s.write_path(sid, "/kept.md", "k", actor=USER)
+    assert s.snapshot(sid, early).unknown_memory_ids == []
+    s.prune_versions(now=datetime.now(UTC) + timedelta(days=2))
+    snap = s.snapshot(sid, early)
+    assert snap.memories == [] and snap.unknown_memory_ids == [old.id]
+    # After the oldest retained version the memory is known again.
+    now = s.snapshot(sid, _tick(), view="full")
+    assert snap.unknown_memory_ids != now.unknown_memory_ids == []
+    assert _state(now) == {"/old.md": (old.id, "v3"), "/kept.md": (kept.id, "k")}
+    # created_at is the oldest retained version's time.
+    assert next(m for m in now.memories if m.id == old.id).created_at > old.created_at
+
+
+# -- the read-only view a mount serves ---------------------------------------------------------
+
+
+def test_snapshot_store_is_read_only_and_ends_at_the_boundary(store: Store) -> None:
+    sid = store.create_store("tt").id
+    a = store.write_path(sid, "/a.md", "a1", actor=USER)
+    later = store.write_path(sid, "/a.md", "a2", actor=USER)
+    view = SnapshotStore(store, store.snapshot(sid, a.memory_version_id))
+    assert [m.path for m in view.tree(sid)] == ["/a.md"]
+    assert view.get_memory(sid, a.id).content == "a1"
+    assert view.get_memory(sid, a.id, view="basic").content is None
+    assert view.count_memories(sid) == 1
+    assert view.last_change(sid) == 0 and view.changes_since(sid, 0) == []
+    assert [v.id for v in view.list_versions(sid, limit=10).data] == [a.memory_version_id]
+    assert view.get_version(sid, a.memory_version_id).content == "a1"
+    with pytest.raises(errors.NotFound):
+        view.get_version(sid, later.memory_version_id)
+    with pytest.raises(errors.NotFound):
+        view.get_memory(sid, "mem_01nothere")
+    for write in (lambda: view.write_path(sid, "/b.md", "b", actor=USER),
+                  lambda: view.delete_path(sid, "/a.md", actor=USER),
+                  lambda: view.rename_path(sid, "/a.md", "/b.md", actor=USER),
+                  lambda: view.rename_prefix(sid, "/x/", "/y/", actor=USER),
+                  lambda: view.check_can_create(sid)):
+        with pytest.raises(errors.ReadOnly):
+            write()
+    assert store.get_memory(sid, a.id).content == "a2"  # nothing changed
+
+
+# -- the API extension and the client ----------------------------------------------------------
+
+
+def test_api_hostile_input_is_4xx(store: Store) -> None:
+    sid = store.create_store("tt").id
+    store.write_path(sid, "/a.md", "a", actor=USER)
+    with TestClient(create_app(store, [KEY])) as tc:
+        h = {"x-api-key": KEY}
+        url = f"/v1/memory_stores/{sid}/memfs/snapshot"
+        for q, status in [("", 400), ("?at=", 400), ("?at=nope", 400), ("?at=" + "9" * 8000, 400),
+                          ("?at=%00", 400), ("?at=%ED%A0%80", 400), ("?at=memver_01x", 404),
+                          ("?at=sesn_01x", 404), ("?at=9999-12-31T23:59:59-23:00", 200),
+                          ("?at=0001-01-01T00:00:00%2B14:00", 400), ("?at[]=x&at=y", 400)]:
+            r = tc.get(url + q, headers=h)
+            assert r.status_code == status, (q, r.text)
+            if status != 200:
+                assert r.json()["type"] == "error", q
+        r = tc.get("/v1/memory_stores/memstore_01x/memfs/snapshot?at=2026-01-01T00:00:00Z",
+                   headers=h)
+        assert r.status_code == 404
+        assert tc.get(url + "?at=2026-01-01T00:00:00Z").status_code == 401
+        assert "/v1/memory_stores/{memory_store_id}/memfs/snapshot" in tc.get(
+            "/openapi.json", headers=h).json()["paths"]
+
+
+def test_client_round_trip(store: Store) -> None:
+    sid = store.create_store("tt").id
+    a = store.write_path(sid, "/a.md", "a1", actor=USER)
+    store.write_path(sid, "/b.md", "b1", actor=USER)
+    store.write_path(sid, "/a.md", "a2", actor=USER)
+    store.redact_version(sid, a.memory_version_id, actor=USER)
+    with TestClient(create_app(store, [KEY])) as tc:
+        def handler(request: httpx.Request) -> httpx.Response:
+            r = tc.request(request.method, str(request.url), headers=dict(request.headers),
+                           content=request.content)
+            return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+        with Client("http://memfs", KEY, transport=httpx.MockTransport(handler)) as c:
+            for at in [a.memory_version_id, _tick(), "2020-01-01T00:00:00Z"]:
+                for view in ("basic", "full"):
+                    assert c.snapshot(sid, at, view=view) == store.snapshot(sid, at, view=view)
+            with pytest.raises(errors.InvalidRequest):
+                c.snapshot(sid, "nope")
+            with pytest.raises(errors.NotFound):
+                c.snapshot(sid, "memver_01x")
+            remote = SnapshotStore(c, c.snapshot(sid, a.memory_version_id))
+            (m,) = remote.tree(sid)
+            assert remote.get_memory(sid, m.id).content == ""  # redacted in effect
+            assert remote.redacted_at(m.memory_version_id)
+
+
+# -- model-based: every boundary equals replaying the history ----------------------------------
+
+PATHS = ["/a.md", "/b.md", "/c.md", "/d/x.md"]
+_write = st.tuples(st.just("write"), st.sampled_from(PATHS), st.text("xyz", max_size=3))
+_op = st.one_of(
+    _write, _write,
+    st.tuples(st.just("rename"), st.sampled_from(PATHS), st.sampled_from(PATHS)),
+    st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
+)
+_history = st.lists(st.tuples(st.integers(0, 1), _op), min_size=8, max_size=40)
+#: What the model-based tests covered (printed by -s; the closing note's figures).
+COVERED = {"examples": 0, "version_boundaries": 0, "time_boundaries": 0, "session_boundaries": 0}
+
+
+def _replay(versions: list, upto: int) -> dict[str, tuple[str, str]]:
+    """The naive replay: each memory's newest version among the first ``upto``, unless
+    deleted."""
+    last: dict[str, object] = {}
+    for v in versions[:upto]:
+        last[v.memory_id] = v
+    return {v.path: (v.memory_id, v.content) for v in last.values()  # type: ignore[attr-defined]
+            if v.operation != "deleted"}  # type: ignore[attr-defined]
+
+
+def check_history(store: Store, history: list) -> None:
+    sid = store.create_store("model").id
+    sessions = [store.create_session([{"type": "memory_store", "memory_store_id": sid}]).id
+                for _ in range(2)]
+    model: dict[str, tuple[str, str]] = {}  # path -> (memory id, content)
+    states = [(_tick(), dict(model))]  # (a time right after, the state then)
+    first_write: dict[str, dict[str, tuple[str, str]]] = {}  # session -> state before it
+    op_last: list[tuple[str, dict[str, tuple[str, str]]]] = []  # (its last version, state)
+    for who, (kind, p, q) in history:
+        actor = Actor.session(sessions[who])
+        before = dict(model)
+        try:
+            if kind == "write":
+                m = store.write_path(sid, p, q, actor=actor)
+                model[p] = (m.id, q)
+            elif kind == "rename":
+                m = store.rename_path(sid, p, q, actor=actor)
+                if p != q:
+                    moved = model.pop(p)
+                    model[q] = (model[q][0], moved[1]) if q in model else moved
+            else:
+                store.delete_path(sid, p, actor=actor)
+                del model[p]
+        except errors.NotFound:
+            assert p not in model
+            continue
+        newest = store.list_versions(sid, limit=1).data
+        if newest and (not op_last or newest[0].id != op_last[-1][0]):
+            op_last.append((newest[0].id, dict(model)))
+            first_write.setdefault(sessions[who], before)
+        states.append((_tick(), dict(model)))
+    versions = []  # every version, oldest first (a page of view=full holds at most 20)
+    page = None
+    while True:
+        got = store.list_versions(sid, limit=20, view="full", page=page)
+        versions += got.data
+        if not (page := got.next_page):
+            break
+    versions.reverse()
+    for i, v in enumerate(versions, 1):
+        assert _state(store.snapshot(sid, v.id, view="full")) == _replay(versions, i), v
+    for vid, state in op_last:
+        assert _state(store.snapshot(sid, vid, view="full")) == {
+            p: (mid, c) for p, (mid, c) in state.items()}
+    for t, state in states:
+        assert _state(store.snapshot(sid, t, view="full")) == state, t
+    for s in sessions:
+        assert _state(store.snapshot(sid, s, view="full")) == first_write.get(s, {}), s
+    COVERED["examples"] += 1
+    COVERED["version_boundaries"] += len(versions)
+    COVERED["time_boundaries"] += len(states)
+    COVERED["session_boundaries"] += len(sessions)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(history=_history)
+def test_model_every_boundary_sqlite(tmp_path_factory, history) -> None:
+    s = Store(tmp_path_factory.mktemp("model") / "m.db")
+    try:
+        check_history(s, history)
+    finally:
+        s.close()
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(history=_history)
+def test_model_every_boundary_both_backends(backend, history) -> None:
+    check_history(backend.open(), history)
+
+
+def test_model_coverage_report(capsys) -> None:
+    """Say what the model-based tests covered (run after them: -s shows it)."""
+    with capsys.disabled():
+        print(f"\nsnapshot model coverage: {COVERED}")
