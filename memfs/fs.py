@@ -677,15 +677,15 @@ class Operations(pyfuse3.Operations):
             return "/" + HISTORY
         return None
 
-    def _refuse_history(self, operation: str, path: str | None,
-                        ctx: pyfuse3.RequestContext) -> None:
+    def _refuse_history(self, operation: str, path: str | None, new_path: str | None = None,
+                        *, ctx: pyfuse3.RequestContext) -> None:
         """EROFS for a change under ``.history`` (``path`` not None), logged like the
         refusals of a read-only mount."""
         if path is None:
             return
         f = _Failure(errno.EROFS, f"{self._display(path)} is read-only (the store's history)")
         comm_, pid = self._ctx_name(ctx)
-        self._emit(self._pair(comm_, pid, operation, path, failure=f))
+        self._emit(self._pair(comm_, pid, operation, path, failure=f, new_path=new_path))
         raise FUSEError(errno.EROFS)
 
     def _history_register(self, h: _HistoryHandle) -> FileHandleT:
@@ -950,7 +950,7 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         hn = self._hist(inode)
         if hn is not None:
-            self._refuse_history("truncate" if fields.update_size else "chmod", hn.display, ctx)
+            self._refuse_history("truncate" if fields.update_size else "chmod", hn.display, ctx=ctx)
         node = self._node(inode)
         changes = [op for op, asked in (
             ("chmod", fields.update_mode), ("chown", fields.update_uid or fields.update_gid),
@@ -1086,7 +1086,7 @@ class Operations(pyfuse3.Operations):
         if hn.is_dir:
             raise FUSEError(errno.EISDIR)
         if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
-            self._refuse_history("write", hn.display, ctx)
+            self._refuse_history("write", hn.display, ctx=ctx)
         assert self.history is not None
         comm_, pid = self._ctx_name(ctx)
         data = await self.history.content(hn)
@@ -1103,7 +1103,7 @@ class Operations(pyfuse3.Operations):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        self._refuse_history("create", self._history_path(parent_inode, name), ctx)
+        self._refuse_history("create", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -1309,7 +1309,7 @@ class Operations(pyfuse3.Operations):
     async def mkdir(
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("mkdir", self._history_path(parent_inode, name), ctx)
+        self._refuse_history("mkdir", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -1332,7 +1332,7 @@ class Operations(pyfuse3.Operations):
     async def rmdir(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        self._refuse_history("rmdir", self._history_path(parent_inode, name), ctx)
+        self._refuse_history("rmdir", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         node = self._child(parent, name)
@@ -1356,7 +1356,7 @@ class Operations(pyfuse3.Operations):
     async def unlink(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        self._refuse_history("delete", self._history_path(parent_inode, name), ctx)
+        self._refuse_history("delete", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -1402,9 +1402,12 @@ class Operations(pyfuse3.Operations):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        self._refuse_history(
-            "rename", self._history_path(parent_inode_old, name_old)
-            or self._history_path(parent_inode_new, name_new), ctx)
+        if self._history_path(parent_inode_old, name_old) is not None or \
+                self._history_path(parent_inode_new, name_new) is not None:
+            self._refuse_history("rename", *(
+                self._history_path(p, n) or self._entry_path(self._node(p), n)
+                for p, n in ((parent_inode_old, name_old), (parent_inode_new, name_new))),
+                ctx=ctx)
         old_parent = self._node(parent_inode_old)
         new_parent = self._node(parent_inode_new)
         comm_, pid = self._ctx_name(ctx)
@@ -1513,7 +1516,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: InodeT, name: FileNameT, target: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("symlink", self._history_path(parent_inode, name), ctx)
+        self._refuse_history("symlink", self._history_path(parent_inode, name), ctx=ctx)
         self._refuse_if_read_only(
             "symlink", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
@@ -1522,7 +1525,7 @@ class Operations(pyfuse3.Operations):
         self, inode: InodeT, new_parent_inode: InodeT, new_name: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("link", self._history_path(new_parent_inode, new_name), ctx)
+        self._refuse_history("link", self._history_path(new_parent_inode, new_name), ctx=ctx)
         self._refuse_if_read_only(
             "link", self._entry_path(self._node(new_parent_inode), new_name), ctx)
         raise FUSEError(errno.EPERM)
@@ -1531,7 +1534,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, rdev: int,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("mknod", self._history_path(parent_inode, name), ctx)
+        self._refuse_history("mknod", self._history_path(parent_inode, name), ctx=ctx)
         self._refuse_if_read_only(
             "mknod", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
@@ -1591,7 +1594,7 @@ class Operations(pyfuse3.Operations):
     ) -> None:
         hn = self._hist(inode)
         if hn is not None:
-            self._refuse_history("setxattr", hn.display, ctx)
+            self._refuse_history("setxattr", hn.display, ctx=ctx)
         self._refuse_if_read_only("setxattr", self._node(inode).path, ctx)
         # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
@@ -1601,6 +1604,6 @@ class Operations(pyfuse3.Operations):
     ) -> None:
         hn = self._hist(inode)
         if hn is not None:
-            self._refuse_history("removexattr", hn.display, ctx)
+            self._refuse_history("removexattr", hn.display, ctx=ctx)
         self._refuse_if_read_only("removexattr", self._node(inode).path, ctx)
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
