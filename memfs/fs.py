@@ -627,8 +627,11 @@ class Operations(pyfuse3.Operations):
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = InodeT(node.ino)
         entry.generation = 0
-        # No kernel caching: a listing, a name and a size (a redaction) are always current.
-        entry.entry_timeout = entry.attr_timeout = 0
+        # The kernel caches names and attributes as long as the mount's other entries; what
+        # changes (a version redacted or pruned, a directory gone with a rename or a redacted
+        # deletion) is invalidated by History.apply_changes. Directory listings are never
+        # cached (no cache_readdir), so new versions show at once.
+        entry.entry_timeout = entry.attr_timeout = self.timeout
         dir_mode, file_mode = self._history_modes
         if node.is_dir:
             entry.st_mode = ModeT(stat.S_IFDIR | dir_mode)

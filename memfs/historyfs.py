@@ -142,8 +142,8 @@ class History:
         self.nodes: dict[int, HNode] = {}
         self._dirs: dict[str, HNode] = {}
         self._files: dict[tuple[str, str], HNode] = {}
-        #: memory id -> its versions (basic view, oldest first).
-        self._versions: dict[str, list[MemoryVersion]] = {}
+        #: memory id -> its versions (basic view, oldest first), by file name.
+        self._versions: dict[str, dict[str, MemoryVersion]] = {}
         #: memory id -> bumped by every change of its history (a load that raced one is
         #: returned, not kept).
         self._gen: dict[str, int] = {}
@@ -224,6 +224,13 @@ class History:
                 continue
             self._gen[mid] = self._gen.get(mid, 0) + 1
             self._versions.pop(mid, None)
+            if ch.op == "history" or ch.old_path is not None:
+                # Versions redacted or pruned, or all moved to another directory: the kernel
+                # forgets this memory's version files (and the directories of the old path,
+                # which may be gone now).
+                self._invalidate(mid)
+                if ch.old_path is not None:
+                    self._invalidate_dirs(ch.old_path)
             if ch.op == "put":
                 self._deleted_change(mid, None)  # a memory alive again (if ever)
             elif ch.op == "delete" and ch.path is not None:
@@ -232,12 +239,43 @@ class History:
                 # A redaction (the content, maybe the path at deletion, is gone) or pruning.
                 for key in [k for k in self._content if k[0] == mid]:
                     self._content_bytes -= len(self._content.pop(key))
-                if (self._deleted is not None and mid in self._deleted) or \
-                        self._pending is not None:
+                if self._deleted is not None and mid in self._deleted:
+                    self._invalidate_dirs(self._deleted[mid])
                     self._forget_deleted()
+                elif self._pending is not None:
+                    self._invalidate_dirs(None)
+                    self._forget_deleted()
+
+    def _invalidate(self, memory_id: str | None) -> None:
+        """Queue kernel invalidations of the version files of ``memory_id`` (None: all)."""
+        for node in self._files.values():
+            assert node.version is not None
+            if memory_id is None or node.version.memory_id == memory_id:
+                self.tree.stale_inodes.append(node.ino)
+                parent = self._dirs.get(node.path)
+                if parent is not None:
+                    self.tree.stale_entries.append((parent.ino, node.name, 0))
+
+    def _invalidate_dirs(self, path: str | None) -> None:
+        """Queue kernel invalidations of the directory ``path`` of ``.history`` and of its
+        ancestors (None: of every directory), which may be gone: the kernel caches them."""
+        if path is None:
+            paths = [p for p in self._dirs if p != "/"]
+        else:
+            paths, p = [], path
+            while p not in ("/", ""):
+                paths.append(p)
+                p = p.rpartition("/")[0]
+        for p in paths:
+            parent_path, _, name = p.rpartition("/")
+            parent = self._dirs.get(parent_path or "/")
+            if parent is not None:
+                self.tree.stale_entries.append((parent.ino, name, 0))
 
     def reset(self) -> None:
         """Forget everything cached (the mount reloaded its whole tree)."""
+        self._invalidate(None)
+        self._invalidate_dirs(None)
         self._versions.clear()
         self._gen.clear()
         self._content.clear()
@@ -258,6 +296,8 @@ class History:
         old = self._deleted.pop(memory_id, None)
         if old is not None:
             self._index(memory_id, old, -1)
+            if path is None:
+                self._invalidate_dirs(old)  # alive again: its final path is its live one
         if path is not None:
             self._deleted[memory_id] = path
             self._index(memory_id, path, +1)
@@ -341,16 +381,19 @@ class History:
                 for memory_id, p in pending:
                     self._deleted_change(memory_id, p)
 
-    async def versions(self, memory_id: str) -> list[MemoryVersion]:
-        """A memory's retained versions, oldest first (cached until its history changes)."""
+    async def versions(self, memory_id: str) -> dict[str, MemoryVersion]:
+        """A memory's retained versions by file name, oldest first (cached until its history
+        changes). Names are unique: two versions of a store would need the same microsecond
+        and the same last 8 characters of their (random) ids."""
         cached = self._versions.get(memory_id)
         if cached is not None:
             return cached
         gen = self._gen.get(memory_id, 0)
         got: list[MemoryVersion] = await self._call(self._read_versions, memory_id)
+        named = {version_name(v): v for v in got}
         if self._gen.get(memory_id, 0) == gen:
-            self._versions[memory_id] = got
-        return got
+            self._versions[memory_id] = named
+        return named
 
     # -- the paths ---------------------------------------------------------------------------
 
@@ -406,16 +449,10 @@ class History:
         live = self._live(path)
         return live is not None and self._has_history(live)
 
-    async def _version_files(self, path: str) -> list[tuple[str, MemoryVersion]]:
-        out: list[tuple[str, MemoryVersion]] = []
-        seen: set[str] = set()
+    async def _version_files(self, path: str) -> dict[str, MemoryVersion]:
+        out: dict[str, MemoryVersion] = {}
         for memory_id in self._memories_at(path):
-            for v in await self.versions(memory_id):
-                name = version_name(v)
-                if name in seen:
-                    name = f"{name[:name.rindex('-')]}-{v.id}"  # two alike: the full id
-                seen.add(name)
-                out.append((name, v))
+            out.update(await self.versions(memory_id))
         return out
 
     # -- what the handlers ask ---------------------------------------------------------------
@@ -426,9 +463,10 @@ class History:
             return None
         await self._ensure_deleted()
         if VERSION_NAME.match(name):
-            for n, v in await self._version_files(parent.path):
-                if n == name:
-                    return self._file(parent.path, n, v)
+            for memory_id in self._memories_at(parent.path):
+                v = (await self.versions(memory_id)).get(name)
+                if v is not None:
+                    return self._file(parent.path, name, v)
         path = (parent.path.rstrip("/") + "/" + name)
         if self._is_history_path(path):
             return self._dir(path)
@@ -438,7 +476,7 @@ class History:
         """The entries of directory ``d``, sorted by name (version files sort by time)."""
         await self._ensure_deleted()
         entries: dict[str, HNode] = {}
-        for name, v in await self._version_files(d.path):
+        for name, v in (await self._version_files(d.path)).items():
             entries[name] = self._file(d.path, name, v)
         for name in self._subdirs(d.path):
             if name not in entries:

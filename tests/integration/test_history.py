@@ -346,6 +346,36 @@ def test_remote_mount_history(sdk, mounts, server):  # noqa: F811
         db.close()
 
 
+def ls_l(d: Path) -> tuple[float, int]:
+    """One ``ls -l`` of ``d`` (listdir + lstat of each entry): seconds, entries."""
+    t0 = time.perf_counter()
+    names = os.listdir(d)
+    for n in names:
+        os.lstat(d / n)
+    return time.perf_counter() - t0, len(names)
+
+
+def test_remote_listing_of_100_versions_warm(sdk, mounts, server):  # noqa: F811
+    s = sdk.beta.memory_stores.create(name="history-100")
+    mems = sdk.beta.memory_stores.memories
+    mem = mems.create(s.id, path="/notes.md", content="v0")
+    for i in range(1, 100):
+        mems.update(mem.id, memory_store_id=s.id, content=f"v{i}")
+    remote = mounts(s.id, name="remote100")
+    local = mounts(s.id, name="local100", remote=False)
+    figures = {}
+    for kind, m in (("remote", remote), ("local", local)):
+        d = m.root / ".history" / "notes.md"
+        cold, n = ls_l(d)
+        assert n == 100
+        warm = sorted(ls_l(d)[0] for _ in range(21))[10]
+        figures[kind] = (cold, warm)
+    print("\n.history listing of 100 versions (ls -l): " + ", ".join(
+        f"{k} cold {c * 1000:.1f} ms, warm median {w * 1000:.2f} ms"
+        for k, (c, w) in figures.items()))
+    assert max(w for _, w in figures.values()) < 0.010
+
+
 # -- a session daemon ----------------------------------------------------------------------
 
 SESSION_SCRIPT = r"""

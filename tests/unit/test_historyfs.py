@@ -201,7 +201,7 @@ async def test_root_hides_history_and_lookup_finds_it(store, tmp_path, monkeypat
     assert await listdir(ops, ROOT, monkeypatch) == ["notes.md"]
     hist = await ops.lookup(ROOT, HISTORY.encode(), CTX)
     assert stat.S_ISDIR(hist.st_mode) and stat.S_IMODE(hist.st_mode) == 0o555
-    assert hist.entry_timeout == 0
+    assert hist.entry_timeout == ops.timeout
     assert await listdir(ops, hist.st_ino, monkeypatch) == ["notes.md"]
     d = await ops.lookup(hist.st_ino, b"notes.md", CTX)
     files = await listdir(ops, d.st_ino, monkeypatch)
