@@ -36,6 +36,14 @@ How it works:
   renamed over or deleted elsewhere, until its last close.
 * Every handler maps :mod:`memfs.errors` through :data:`ERRNO_BY_ERROR` and raises only
   ``FUSEError``; any other exception is logged with its traceback and answered with EIO.
+* ``.history/`` (:mod:`memfs.historyfs`): every retained version as a read-only file under its
+  memory's final path. Its nodes are not in the tree (their inodes come from the tree's
+  allocator): each handler first asks :meth:`Operations._hist` and answers for them itself.
+  The root's listing leaves ``.history`` out (a lookup by name finds it, and shadows a memory
+  ``/.history/...`` made through the API); every change under it (or of ``.history`` itself) is
+  EROFS, logged as a failed tool call; listings and reads are tool events. The change feed's
+  ``put``, ``delete`` and ``history`` changes drop what it cached and queue the kernel
+  invalidations of its names.
 
 Known limitations:
 
@@ -939,7 +947,8 @@ class Operations(pyfuse3.Operations):
     async def getattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         hn = self._hist(inode)
         if hn is not None:
-            return self._history_attrs(hn)
+            assert self.history is not None
+            return self._history_attrs(await self.history.refresh(hn))
         return self._attrs(self._node(inode))
 
     @_handler
@@ -1567,6 +1576,8 @@ class Operations(pyfuse3.Operations):
     ) -> bytes:
         hn = self._hist(inode)
         if hn is not None:
+            assert self.history is not None
+            await self.history.refresh(hn)
             value = version_xattrs(hn.version).get(name) if hn.version is not None else None
             if value is None:
                 raise FUSEError(pyfuse3.ENOATTR)
@@ -1585,6 +1596,8 @@ class Operations(pyfuse3.Operations):
     async def listxattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
         hn = self._hist(inode)
         if hn is not None:
+            assert self.history is not None
+            await self.history.refresh(hn)
             names = version_xattrs(hn.version) if hn.version is not None else {}
             return [XAttrNameT(n) for n in names]
         node = self._node(inode)

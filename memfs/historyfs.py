@@ -483,6 +483,15 @@ class History:
                 entries[name] = self._dir(d.path.rstrip("/") + "/" + name)
         return [entries[k] for k in sorted(entries)]
 
+    async def refresh(self, node: HNode) -> HNode:
+        """A version file with its version as the store has it now (redacted since?)."""
+        v = node.version
+        if v is not None:
+            current = (await self.versions(v.memory_id)).get(node.name)
+            if current is not None:
+                node.version = current
+        return node
+
     def parent_of(self, node: HNode) -> HNode | None:
         """A node's parent directory (None: the mount root)."""
         p = node.parent_path()

@@ -16,7 +16,17 @@ from memfs.models import MemoryVersion
 from memfs.store import Limits, Store
 from memfs.tree import Tree
 
-from .test_fs_ops import CTX, ROOT, Fields, events, make_ops, raises, read_file, write_file
+from .test_fs_ops import (  # noqa: F401 - _close_sinks: an autouse fixture
+    CTX,
+    ROOT,
+    Fields,
+    _close_sinks,
+    events,
+    make_ops,
+    raises,
+    read_file,
+    write_file,
+)
 
 ACTOR = Actor.user("user_test")
 
@@ -289,3 +299,33 @@ async def test_history_nodes_are_forgotten(store, tmp_path) -> None:
     await ops.forget([(n.st_ino, 1)])
     assert n.st_ino not in h.nodes
     assert isinstance(h.nodes[d.st_ino], HNode)
+
+
+async def test_redaction_and_rename_queue_kernel_invalidations(store, tmp_path,
+                                                               monkeypatch) -> None:
+    ops, sid = make_ops(store, tmp_path)
+    store.write_path(sid, "/a/n.md", "1", actor=ACTOR)
+    store.write_path(sid, "/a/n.md", "2", actor=ACTOR)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    hist = (await ops.lookup(ROOT, b".history", CTX)).st_ino
+    a = (await ops.lookup(hist, b"a", CTX)).st_ino
+    d = (await ops.lookup(a, b"n.md", CTX)).st_ino
+    names = await listdir(ops, d, monkeypatch)
+    files = [(await ops.lookup(d, n.encode(), CTX)).st_ino for n in names]
+    assert (await ops.getattr(files[0], CTX)).st_size == 1
+    ops.stale_entries.clear()
+    ops.stale_inodes.clear()
+    first = store.list_versions(sid, limit=10).data[-1]
+    store.redact_version(sid, first.id, actor=ACTOR)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    assert set(files) <= set(ops.stale_inodes)
+    assert {(d, n, 0) for n in names} <= set(ops.stale_entries)
+    assert (await ops.getattr(files[0], CTX)).st_size == 0
+    ops.stale_entries.clear()
+    store.rename_path(sid, "/a/n.md", "/b.md", actor=ACTOR)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    # The old directories may be gone: the kernel looks them up again.
+    assert {(hist, "a", 0), (a, "n.md", 0)} <= set(ops.stale_entries)
+    await raises(errno.ENOENT, ops.lookup(hist, b"a", CTX))
+    assert len(await listdir(ops, (await ops.lookup(hist, b"b.md", CTX)).st_ino,
+                             monkeypatch)) == 3
