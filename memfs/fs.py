@@ -699,6 +699,14 @@ class Operations(pyfuse3.Operations):
         self._emit(self._pair(comm_, pid, operation, path, failure=f, new_path=new_path))
         raise FUSEError(errno.EROFS)
 
+    def _history_saw(self, op: str, memory_id: str, path: str,
+                     old_path: str | None = None) -> None:
+        """This mount changed a memory: its history shows it at once (not only once the
+        change feed brings it back)."""
+        if self.history is not None:
+            self.history.apply_changes(
+                [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
+
     def _history_register(self, h: _HistoryHandle) -> FileHandleT:
         fh = self._next_fh
         self._next_fh += 1
@@ -849,6 +857,7 @@ class Operations(pyfuse3.Operations):
             else:
                 self._logged(events)
                 self.tree.set_memory(node, m, m.seq)
+                self._history_saw("put", m.id, m.path)
                 if node.gen == gen:
                     node.dirty = False
                 self.tree.cache_content(node, data)
@@ -1393,6 +1402,7 @@ class Operations(pyfuse3.Operations):
                         await self._call(self.store.delete_path, self.store_id, node.path,
                                          actor=self.actor, events=pair)
                         recorded = True
+                        self._history_saw("delete", node.memory.id, node.path)
                     except errors.NotFound:
                         pass  # deleted elsewhere meanwhile: the file is gone either way
                     except errors.MemfsError as e:
@@ -1490,6 +1500,7 @@ class Operations(pyfuse3.Operations):
         self.tree.detach(src, pin_parent=True)
         self.tree.place(src, new_parent, new_path.rpartition("/")[2])
         self.tree.set_memory(src, moved, moved.seq)
+        self._history_saw("put", moved.id, new_path, old_path)
         return events, True
 
     async def _rename_dir(

@@ -147,6 +147,8 @@ class History:
         #: memory id -> bumped by every change of its history (a load that raced one is
         #: returned, not kept).
         self._gen: dict[str, int] = {}
+        #: Bumped by :meth:`reset` (every memory's history may have changed).
+        self._resets = 0
         #: Deleted memories: memory id -> final path (None: not loaded yet).
         self._deleted: dict[str, str] | None = None
         self._deleted_at: dict[str, set[str]] = {}
@@ -277,7 +279,7 @@ class History:
         self._invalidate(None)
         self._invalidate_dirs(None)
         self._versions.clear()
-        self._gen.clear()
+        self._resets += 1
         self._content.clear()
         self._content_bytes = 0
         self._forget_deleted()
@@ -381,6 +383,11 @@ class History:
                 for memory_id, p in pending:
                     self._deleted_change(memory_id, p)
 
+    def _token(self, memory_id: str) -> tuple[int, int]:
+        """Changes when the history of ``memory_id`` may have changed: what a store read
+        returns is cached only if it did not change meanwhile."""
+        return self._gen.get(memory_id, 0), self._resets
+
     async def versions(self, memory_id: str) -> dict[str, MemoryVersion]:
         """A memory's retained versions by file name, oldest first (cached until its history
         changes). Names are unique: two versions of a store would need the same microsecond
@@ -388,10 +395,10 @@ class History:
         cached = self._versions.get(memory_id)
         if cached is not None:
             return cached
-        gen = self._gen.get(memory_id, 0)
+        gen = self._token(memory_id)
         got: list[MemoryVersion] = await self._call(self._read_versions, memory_id)
         named = {version_name(v): v for v in got}
-        if self._gen.get(memory_id, 0) == gen:
+        if self._token(memory_id) == gen:
             self._versions[memory_id] = named
         return named
 
@@ -508,7 +515,7 @@ class History:
         if data is not None:
             self._content.move_to_end(key)
             return data
-        gen = self._gen.get(v.memory_id, 0)
+        gen = self._token(v.memory_id)
         self.calls += 1
         full: MemoryVersion = await self._call(self.store.get_version, self.store_id, v.id,
                                                view="full")
@@ -516,7 +523,7 @@ class History:
             node.version = full
             return b""
         data = (full.content or "").encode("utf-8")
-        if self._gen.get(v.memory_id, 0) == gen and len(data) <= CONTENT_CACHE_BYTES:
+        if self._token(v.memory_id) == gen and len(data) <= CONTENT_CACHE_BYTES:
             self._content[key] = data
             self._content_bytes += len(data)
             while self._content_bytes > CONTENT_CACHE_BYTES:

@@ -329,3 +329,24 @@ async def test_redaction_and_rename_queue_kernel_invalidations(store, tmp_path,
     await raises(errno.ENOENT, ops.lookup(hist, b"a", CTX))
     assert len(await listdir(ops, (await ops.lookup(hist, b"b.md", CTX)).st_ino,
                              monkeypatch)) == 3
+
+
+async def test_this_mounts_own_changes_show_at_once(store, tmp_path, monkeypatch) -> None:
+    """Read-your-writes: no wait for the change feed to bring this mount's write back."""
+    ops, sid = make_ops(store, tmp_path)
+    ino = await write_file(ops, ROOT, b"n.md", b"1")
+    hist = (await ops.lookup(ROOT, b".history", CTX)).st_ino
+    d = (await ops.lookup(hist, b"n.md", CTX)).st_ino
+    assert len(await listdir(ops, d, monkeypatch)) == 1  # now cached
+    info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.write(info.fh, 0, b"2")
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert len(await listdir(ops, d, monkeypatch)) == 2
+    await ops.rename(ROOT, b"n.md", ROOT, b"m.md", 0, CTX)
+    await raises(errno.ENOENT, ops.lookup(hist, b"n.md", CTX))
+    m = (await ops.lookup(hist, b"m.md", CTX)).st_ino
+    assert len(await listdir(ops, m, monkeypatch)) == 3
+    await ops.unlink(ROOT, b"m.md", CTX)
+    assert [n.split("-")[1] for n in await listdir(ops, m, monkeypatch)] == [
+        "created", "modified", "modified", "deleted"]
