@@ -350,3 +350,29 @@ async def test_this_mounts_own_changes_show_at_once(store, tmp_path, monkeypatch
     await ops.unlink(ROOT, b"m.md", CTX)
     assert [n.split("-")[1] for n in await listdir(ops, m, monkeypatch)] == [
         "created", "modified", "modified", "deleted"]
+
+
+async def test_versions_and_deletions_are_read_page_by_page(tmp_path) -> None:
+    s = Store(tmp_path / "pages.db", limits=Limits(max_page_size=3))
+    try:
+        sid = s.create_store("p").id
+        m = s.write_path(sid, "/n.md", "0", actor=ACTOR)
+        for i in range(1, 8):
+            s.write_path(sid, "/n.md", str(i), actor=ACTOR)
+        for i in range(5):
+            s.write_path(sid, f"/d/{i}.md", "x", actor=ACTOR)
+            s.delete_path(sid, f"/d/{i}.md", actor=ACTOR)
+        h = history_of(s, sid)
+        assert await names(h, "/") == ["d", "n.md"]
+        assert await names(h, "/d") == [f"{i}.md" for i in range(5)]
+        listed = await names(h, "/n.md")
+        assert len(listed) == 8 and listed == sorted(listed)
+        assert h.calls == 2 + 3  # deletions: 5 in 2 pages; versions: 8 in 3 pages
+        oldest = s.list_versions(sid, memory_id=m.id, limit=100).data[-1]
+        assert listed[0] == version_name(oldest)
+        d = await h.lookup(h.root, "n.md")
+        assert d is not None
+        files = await h.listing(d)
+        assert [await h.content(f) for f in files] == [str(i).encode() for i in range(8)]
+    finally:
+        s.close()
