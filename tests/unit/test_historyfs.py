@@ -158,17 +158,17 @@ async def test_redaction_and_pruning_write_a_history_change(store: Store) -> Non
     assert store.changes_since(sid, seq) == []
 
 
-def test_pruning_writes_a_history_change(tmp_path) -> None:
-    s = Store(tmp_path / "p.db", limits=Limits(retention_days=1, retention_keep=1))
-    try:
-        sid = s.create_store("p").id
-        m = s.write_path(sid, "/n.md", "1", actor=ACTOR)
-        s.write_path(sid, "/n.md", "2", actor=ACTOR)
-        seq = s.last_change(sid)
-        assert s.prune_versions(now=datetime.now(UTC) + timedelta(days=2)) == 1
-        assert [(c.op, c.memory_id) for c in s.changes_since(sid, seq)] == [("history", m.id)]
-    finally:
-        s.close()
+def test_pruning_writes_a_history_change(backend) -> None:
+    s = backend.open(limits=Limits(retention_days=1, retention_keep=1))
+    sid = s.create_store("p").id
+    m = s.write_path(sid, "/n.md", "1", actor=ACTOR)
+    s.write_path(sid, "/n.md", "2", actor=ACTOR)
+    s.write_path(sid, "/n.md", "3", actor=ACTOR)
+    one = s.write_path(sid, "/one.md", "1", actor=ACTOR)
+    seq = s.last_change(sid)
+    assert s.prune_versions(now=datetime.now(UTC) + timedelta(days=2)) == 2
+    assert [(c.op, c.memory_id) for c in s.changes_since(sid, seq)] == [("history", m.id)]
+    assert one.id != m.id
 
 
 async def test_inodes_come_from_the_tree_allocator(store: Store) -> None:
