@@ -357,7 +357,7 @@ class Operations(pyfuse3.Operations):
         self._history_handles: dict[int, _HistoryHandle] = {}
         #: The ``.history`` directory (None: the store lists no versions, e.g. a snapshot).
         self.history: History | None = (
-            History(self.tree, store, store_id, self._call)
+            History(self.tree, store, store_id, self._call, self._in_thread)
             if callable(getattr(store, "list_versions", None)) else None)
         self._next_fh = 1
         self._mutex = trio.Lock()

@@ -132,13 +132,17 @@ class History:
     :param store: the store (its ``list_versions`` and ``get_version``).
     :param call: runs a blocking store call without blocking the trio thread
         (:meth:`memfs.fs.Operations._call`).
+    :param call_long: the same for a read of many pages (the deleted memories of a store):
+        in a worker thread even when the store could answer at once (default: ``call``).
     """
 
-    def __init__(self, tree: Tree, store: StoreAPI, store_id: str, call: Call) -> None:
+    def __init__(self, tree: Tree, store: StoreAPI, store_id: str, call: Call,
+                 call_long: Call | None = None) -> None:
         self.tree = tree
         self.store = store
         self.store_id = store_id
         self._call = call
+        self._call_long = call_long or call
         self.nodes: dict[int, HNode] = {}
         self._dirs: dict[str, HNode] = {}
         self._files: dict[tuple[str, str], HNode] = {}
@@ -366,7 +370,7 @@ class History:
                 epoch = self._epoch
                 self._pending = []
                 try:
-                    found = await self._call(self._read_deleted)
+                    found = await self._call_long(self._read_deleted)
                 except BaseException:
                     self._pending = None
                     raise
