@@ -1845,7 +1845,7 @@ SCHEMAS: dict[str, Any] = {
     "Ok": _obj({"ok": {"const": True}}),
     "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
     "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
-                    "op": {"enum": ["put", "delete", "store"]}, "memory_id": _NS,
+                    "op": {"enum": ["put", "delete", "history", "store"]}, "memory_id": _NS,
                     "path": _NS, "old_path": _NS,
                     "memory": {"oneOf": [_ref("Memory"), {"type": "null"}]}},
                    ["type", "seq", "op", "memory_id", "path", "old_path"]),

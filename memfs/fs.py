@@ -36,6 +36,14 @@ How it works:
   renamed over or deleted elsewhere, until its last close.
 * Every handler maps :mod:`memfs.errors` through :data:`ERRNO_BY_ERROR` and raises only
   ``FUSEError``; any other exception is logged with its traceback and answered with EIO.
+* ``.history/`` (:mod:`memfs.historyfs`): every retained version as a read-only file under its
+  memory's final path. Its nodes are not in the tree (their inodes come from the tree's
+  allocator): each handler first asks :meth:`Operations._hist` and answers for them itself.
+  The root's listing leaves ``.history`` out (a lookup by name finds it, and shadows a memory
+  ``/.history/...`` made through the API); every change under it (or of ``.history`` itself) is
+  EROFS, logged as a failed tool call; listings and reads are tool events. The change feed's
+  ``put``, ``delete`` and ``history`` changes drop what it cached and queue the kernel
+  invalidations of its names.
 
 Known limitations:
 
@@ -66,6 +74,7 @@ import trio
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
 from . import errors
+from .historyfs import HISTORY, History, HNode, version_xattrs
 from .models import Actor, Change, Memory
 from .protocol import StoreAPI
 from .rules import local_user_actor, validate_path
@@ -106,6 +115,7 @@ XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs
 NAME_MAX = 255
 
 _BLOCK = 4096
+_HISTORY = HISTORY.encode()
 
 
 def errno_for(exc: errors.MemfsError) -> int:
@@ -281,6 +291,17 @@ class _Handle:
     listing: list[Node] | None = None
 
 
+@dataclass(eq=False)
+class _HistoryHandle:
+    """An open version file or directory of ``.history`` (read-only)."""
+
+    node: HNode
+    pid: int
+    comm: str
+    data: bytes = b""
+    listing: list[HNode] | None = None
+
+
 class Operations(pyfuse3.Operations):
     """pyfuse3 request handlers over one store.
 
@@ -329,9 +350,15 @@ class Operations(pyfuse3.Operations):
         self.mountpoint = mountpoint
         self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
         self.dir_mode, self.file_mode = (0o700, 0o600) if private else (0o755, 0o644)
+        self._history_modes = (0o500, 0o400) if private else (0o555, 0o444)
         self.tree = Tree()
         self.root = self.tree.root
         self._handles: dict[int, _Handle] = {}
+        self._history_handles: dict[int, _HistoryHandle] = {}
+        #: The ``.history`` directory (None: the store lists no versions, e.g. a snapshot).
+        self.history: History | None = (
+            History(self.tree, store, store_id, self._call, self._in_thread)
+            if callable(getattr(store, "list_versions", None)) else None)
         self._next_fh = 1
         self._mutex = trio.Lock()
         #: Called when kernel invalidations are queued (the daemon's invalidator).
@@ -416,6 +443,8 @@ class Operations(pyfuse3.Operations):
             if store_state == "gone":
                 self.tree.delete_all()
         self.tree.apply_changes(changes, current)
+        if self.history is not None:
+            self.history.apply_changes(changes)
         self.kick()
 
     def apply_changes(
@@ -473,6 +502,8 @@ class Operations(pyfuse3.Operations):
     async def reload(self, tree: Sequence[Memory], seq: int, archived: bool) -> None:
         async with self._mutex:
             self.tree.reload(tree, seq, archived)
+            if self.history is not None:
+                self.history.reset()
         self.kick()
 
     def discard_all(self) -> None:
@@ -594,6 +625,108 @@ class Operations(pyfuse3.Operations):
     def _lookup_reply(self, node: Node) -> pyfuse3.EntryAttributes:
         node.lookups += 1
         return self._attrs(node)
+
+    # -- .history (memfs.historyfs): read-only, never cached by the kernel ---------------------
+
+    def _hist(self, inode: int) -> HNode | None:
+        return self.history.nodes.get(inode) if self.history is not None else None
+
+    def _history_attrs(self, node: HNode) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = InodeT(node.ino)
+        entry.generation = 0
+        # The kernel caches names and attributes as long as the mount's other entries; what
+        # changes (a version redacted or pruned, a directory gone with a rename or a redacted
+        # deletion) is invalidated by History.apply_changes. Directory listings are never
+        # cached (no cache_readdir), so new versions show at once.
+        entry.entry_timeout = entry.attr_timeout = self.timeout
+        dir_mode, file_mode = self._history_modes
+        if node.is_dir:
+            entry.st_mode = ModeT(stat.S_IFDIR | dir_mode)
+            entry.st_nlink = 2
+        else:
+            entry.st_mode = ModeT(stat.S_IFREG | file_mode)
+            entry.st_nlink = 1
+        size = node.size
+        entry.st_uid = self.uid
+        entry.st_gid = self.gid
+        entry.st_rdev = 0
+        entry.st_size = size
+        entry.st_blksize = _BLOCK
+        entry.st_blocks = (size + 511) // 512
+        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = node.mtime_ns
+        return entry
+
+    def _history_reply(self, node: HNode) -> pyfuse3.EntryAttributes:
+        node.lookups += 1
+        return self._history_attrs(node)
+
+    async def _history_lookup(self, parent: HNode, name: bytes) -> pyfuse3.EntryAttributes:
+        assert self.history is not None
+        if name == b".":
+            return self._history_reply(parent)
+        if name == b"..":
+            up = self.history.parent_of(parent)
+            return self._lookup_reply(self.root) if up is None else self._history_reply(up)
+        try:
+            s = name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FUSEError(errno.ENOENT) from None
+        child = await self.history.lookup(parent, s)
+        if child is None:
+            raise FUSEError(errno.ENOENT)
+        return self._history_reply(child)
+
+    def _history_path(self, parent_inode: int, name: bytes | None = None) -> str | None:
+        """The path (below the mount root) of ``.history`` or an entry in it that a request
+        would change (None: not in ``.history``). ``.history`` in the mount root is reserved:
+        it cannot be made, removed or renamed either."""
+        hp = self._hist(parent_inode)
+        if hp is not None:
+            return hp.display + ("" if name is None else "/" + name.decode("utf-8", "replace"))
+        if name == _HISTORY and parent_inode == self.root.ino and self.history is not None:
+            return "/" + HISTORY
+        return None
+
+    def _refuse_history(self, operation: str, path: str | None, new_path: str | None = None,
+                        *, ctx: pyfuse3.RequestContext) -> None:
+        """EROFS for a change under ``.history`` (``path`` not None), logged like the
+        refusals of a read-only mount."""
+        if path is None:
+            return
+        f = _Failure(errno.EROFS, f"{self._display(path)} is read-only (the store's history)")
+        comm_, pid = self._ctx_name(ctx)
+        self._emit(self._pair(comm_, pid, operation, path, failure=f, new_path=new_path))
+        raise FUSEError(errno.EROFS)
+
+    def _history_saw(self, op: str, memory_id: str, path: str,
+                     old_path: str | None = None) -> None:
+        """This mount changed a memory: its history shows it at once (not only once the
+        change feed brings it back)."""
+        if self.history is not None:
+            self.history.apply_changes(
+                [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
+
+    def _history_register(self, h: _HistoryHandle) -> FileHandleT:
+        fh = self._next_fh
+        self._next_fh += 1
+        self._history_handles[fh] = h
+        h.node.handles += 1
+        return FileHandleT(fh)
+
+    def _history_release(self, fh: int) -> None:
+        h = self._history_handles.pop(fh)
+        h.node.handles -= 1
+        path = h.node.display
+        if h.listing is None:
+            self._emit(self._pair(h.comm, h.pid, "read", path, text=f"read {self._display(path)}"))
+        else:
+            n = len(h.listing)
+            self._emit(self._pair(
+                h.comm, h.pid, "list", path,
+                text=f"listed {self._display(path)}: {n} entr{'y' if n == 1 else 'ies'}"))
+        assert self.history is not None
+        self.history.release_if_unused(h.node)
 
     async def _data(self, node: Node) -> bytes | bytearray:
         """The content this mount shows: the write buffer, else the committed content."""
@@ -724,6 +857,7 @@ class Operations(pyfuse3.Operations):
             else:
                 self._logged(events)
                 self.tree.set_memory(node, m, m.seq)
+                self._history_saw("put", m.id, m.path)
                 if node.gen == gen:
                     node.dirty = False
                 self.tree.cache_content(node, data)
@@ -783,6 +917,9 @@ class Operations(pyfuse3.Operations):
     async def lookup(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        hp = self._hist(parent_inode)
+        if hp is not None:
+            return await self._history_lookup(hp, name)
         parent = self._node(parent_inode)
         if name == b".":
             return self._lookup_reply(parent)
@@ -790,6 +927,10 @@ class Operations(pyfuse3.Operations):
             return self._lookup_reply(parent.parent or self.root)
         if len(name) > NAME_MAX:
             raise FUSEError(errno.ENAMETOOLONG)
+        if name == _HISTORY and parent is self.root and self.history is not None:
+            # Reserved: a memory under /.history/ is shadowed in the mount (its history is
+            # in .history/.history/).
+            return self._history_reply(self.history.root)
         child = self._child(parent, name)
         if child is None:
             # ENOENT rather than a negative entry: a file created elsewhere must not stay
@@ -802,6 +943,8 @@ class Operations(pyfuse3.Operations):
         try:
             for inode, nlookup in inode_list:
                 node = self.tree.nodes.get(inode)
+                if node is None and self.history is not None:
+                    self.history.forget(inode, nlookup)
                 if node is None or node is self.root:
                     continue
                 node.lookups -= nlookup
@@ -811,6 +954,10 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def getattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        hn = self._hist(inode)
+        if hn is not None:
+            assert self.history is not None
+            return self._history_attrs(await self.history.refresh(hn))
         return self._attrs(self._node(inode))
 
     @_handler
@@ -822,6 +969,9 @@ class Operations(pyfuse3.Operations):
         fh: FileHandleT | None,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        hn = self._hist(inode)
+        if hn is not None:
+            self._refuse_history("truncate" if fields.update_size else "chmod", hn.display, ctx=ctx)
         node = self._node(inode)
         changes = [op for op, asked in (
             ("chmod", fields.update_mode), ("chown", fields.update_uid or fields.update_gid),
@@ -915,6 +1065,9 @@ class Operations(pyfuse3.Operations):
     async def open(
         self, inode: InodeT, flags: FlagT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileInfo:
+        hn = self._hist(inode)
+        if hn is not None:
+            return await self._history_open(hn, flags, ctx)
         node = self._node(inode)
         if node.is_dir:
             raise FUSEError(errno.EISDIR)
@@ -949,6 +1102,19 @@ class Operations(pyfuse3.Operations):
             await self._load_content(node)
         return self._open_handle(h)
 
+    async def _history_open(self, hn: HNode, flags: int,
+                            ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        if hn.is_dir:
+            raise FUSEError(errno.EISDIR)
+        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
+            self._refuse_history("write", hn.display, ctx=ctx)
+        assert self.history is not None
+        comm_, pid = self._ctx_name(ctx)
+        data = await self.history.content(hn)
+        # No keep_cache: a version redacted since the last open reads empty at once.
+        fh = self._history_register(_HistoryHandle(hn, pid, comm_, data=data))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False)
+
     @_handler
     async def create(
         self,
@@ -958,6 +1124,7 @@ class Operations(pyfuse3.Operations):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._refuse_history("create", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -991,6 +1158,9 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def read(self, fh: FileHandleT, off: int, size: int) -> bytes:
+        hh = self._history_handles.get(fh)
+        if hh is not None:
+            return hh.data[off : off + size]
         h = self._handles.get(fh)
         if h is None:
             raise FUSEError(errno.EBADF)
@@ -1050,6 +1220,8 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def release(self, fh: FileHandleT) -> None:
+        if fh in self._history_handles:
+            return self._history_release(fh)
         h = self._handles.pop(fh, None)
         if h is None:
             return
@@ -1087,17 +1259,37 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def opendir(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileHandleT:
+        hn = self._hist(inode)
+        if hn is not None:
+            if not hn.is_dir:
+                raise FUSEError(errno.ENOTDIR)
+            assert self.history is not None
+            comm_, pid = self._ctx_name(ctx)
+            entries = await self.history.listing(hn)
+            return self._history_register(_HistoryHandle(hn, pid, comm_, listing=entries))
         node = self._node(inode)
         if not node.is_dir:
             raise FUSEError(errno.ENOTDIR)
         comm_, pid = self._ctx_name(ctx)
         assert node.children is not None
-        # A snapshot, so that readdir offsets stay stable while entries come and go.
-        listing = [node.children[k] for k in sorted(node.children)]
+        # A snapshot, so that readdir offsets stay stable while entries come and go. The
+        # root never lists .history (asked for by name only: `ls -a`, `grep -r` skip it).
+        listing = [node.children[k] for k in sorted(node.children)
+                   if node is not self.root or k != HISTORY]
         return self._register(_Handle(node, False, pid, comm_, listing=listing))
 
     @_handler
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        hh = self._history_handles.get(fh)
+        if hh is not None:
+            entries = hh.listing or []
+            for index in range(start_id, len(entries)):
+                e = entries[index]
+                if not pyfuse3.readdir_reply(token, FileNameT(e.name.encode("utf-8")),
+                                             self._history_attrs(e), index + 1):
+                    return
+                e.lookups += 1
+            return
         h = self._handles.get(fh)
         if h is None or h.listing is None:
             raise FUSEError(errno.EBADF)
@@ -1115,6 +1307,8 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def releasedir(self, fh: FileHandleT) -> None:
+        if fh in self._history_handles:
+            return self._history_release(fh)
         h = self._handles.pop(fh, None)
         if h is None:
             return
@@ -1136,6 +1330,7 @@ class Operations(pyfuse3.Operations):
     async def mkdir(
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("mkdir", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -1158,6 +1353,7 @@ class Operations(pyfuse3.Operations):
     async def rmdir(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
+        self._refuse_history("rmdir", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         node = self._child(parent, name)
@@ -1181,6 +1377,7 @@ class Operations(pyfuse3.Operations):
     async def unlink(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
+        self._refuse_history("delete", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -1205,6 +1402,7 @@ class Operations(pyfuse3.Operations):
                         await self._call(self.store.delete_path, self.store_id, node.path,
                                          actor=self.actor, events=pair)
                         recorded = True
+                        self._history_saw("delete", node.memory.id, node.path)
                     except errors.NotFound:
                         pass  # deleted elsewhere meanwhile: the file is gone either way
                     except errors.MemfsError as e:
@@ -1226,6 +1424,12 @@ class Operations(pyfuse3.Operations):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> None:
+        if self._history_path(parent_inode_old, name_old) is not None or \
+                self._history_path(parent_inode_new, name_new) is not None:
+            self._refuse_history("rename", *(
+                self._history_path(p, n) or self._entry_path(self._node(p), n)
+                for p, n in ((parent_inode_old, name_old), (parent_inode_new, name_new))),
+                ctx=ctx)
         old_parent = self._node(parent_inode_old)
         new_parent = self._node(parent_inode_new)
         comm_, pid = self._ctx_name(ctx)
@@ -1296,6 +1500,7 @@ class Operations(pyfuse3.Operations):
         self.tree.detach(src, pin_parent=True)
         self.tree.place(src, new_parent, new_path.rpartition("/")[2])
         self.tree.set_memory(src, moved, moved.seq)
+        self._history_saw("put", moved.id, new_path, old_path)
         return events, True
 
     async def _rename_dir(
@@ -1334,6 +1539,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: InodeT, name: FileNameT, target: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("symlink", self._history_path(parent_inode, name), ctx=ctx)
         self._refuse_if_read_only(
             "symlink", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
@@ -1342,6 +1548,7 @@ class Operations(pyfuse3.Operations):
         self, inode: InodeT, new_parent_inode: InodeT, new_name: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("link", self._history_path(new_parent_inode, new_name), ctx=ctx)
         self._refuse_if_read_only(
             "link", self._entry_path(self._node(new_parent_inode), new_name), ctx)
         raise FUSEError(errno.EPERM)
@@ -1350,6 +1557,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, rdev: int,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("mknod", self._history_path(parent_inode, name), ctx=ctx)
         self._refuse_if_read_only(
             "mknod", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
@@ -1377,6 +1585,14 @@ class Operations(pyfuse3.Operations):
     async def getxattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> bytes:
+        hn = self._hist(inode)
+        if hn is not None:
+            assert self.history is not None
+            await self.history.refresh(hn)
+            value = version_xattrs(hn.version).get(name) if hn.version is not None else None
+            if value is None:
+                raise FUSEError(pyfuse3.ENOATTR)
+            return value
         node = self._node(inode)
         m = node.memory
         if m is None or node.is_dir or name not in XATTRS:
@@ -1389,6 +1605,12 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def listxattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
+        hn = self._hist(inode)
+        if hn is not None:
+            assert self.history is not None
+            await self.history.refresh(hn)
+            names = version_xattrs(hn.version) if hn.version is not None else {}
+            return [XAttrNameT(n) for n in names]
         node = self._node(inode)
         if node.is_dir or node.memory is None:
             return []
@@ -1397,6 +1619,9 @@ class Operations(pyfuse3.Operations):
     async def setxattr(
         self, inode: InodeT, name: XAttrNameT, value: bytes, ctx: pyfuse3.RequestContext
     ) -> None:
+        hn = self._hist(inode)
+        if hn is not None:
+            self._refuse_history("setxattr", hn.display, ctx=ctx)
         self._refuse_if_read_only("setxattr", self._node(inode).path, ctx)
         # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
@@ -1404,5 +1629,8 @@ class Operations(pyfuse3.Operations):
     async def removexattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> None:
+        hn = self._hist(inode)
+        if hn is not None:
+            self._refuse_history("removexattr", hn.display, ctx=ctx)
         self._refuse_if_read_only("removexattr", self._node(inode).path, ctx)
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)

@@ -230,7 +230,8 @@ class Change:
     """One entry of a store's change feed: what a mount must invalidate.
 
     ``op`` is ``put`` (content or path of ``memory_id`` changed; ``old_path`` is set on a
-    rename), ``delete``, or ``store`` (the store itself was archived, updated or deleted).
+    rename), ``delete``, ``history`` (versions of ``memory_id`` were redacted or pruned: only
+    its history changed), or ``store`` (the store itself was archived, updated or deleted).
     """
 
     seq: int

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .models import Change, Event, Memory, MemoryStore, Session, Snapshot
+from .models import Change, Event, Memory, MemoryStore, MemoryVersion, Page, Session, Snapshot
 
 
 @runtime_checkable
@@ -38,6 +38,16 @@ class StoreAPI(Protocol):
     def last_change(self, store_id: str) -> int: ...
 
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]: ...
+
+    # The versions, for a mount's .history/ (memfs.historyfs).
+    def list_versions(
+        self, store_id: str, *, memory_id: str | None = None, operation: str | None = None,
+        limit: int = 20, page: str | None = None, view: str = "basic",
+    ) -> Page[MemoryVersion]: ...
+
+    def get_version(
+        self, store_id: str, version_id: str, *, view: str = "full"
+    ) -> MemoryVersion: ...
 
     def write_path(
         self, store_id: str, path: str | bytes, content: str | bytes, *, actor: Any,

@@ -1986,6 +1986,8 @@ class Store:
                     (_now(), actor.type if actor else None, actor.id if actor else None,
                      version_id),
                 )
+                # The memory's history changed (mounts show it in .history/).
+                self._change(c, store_id, "history", row["memory_id"])
         return self.get_version(store_id, version_id)
 
     def prune_versions(self, *, now: datetime | None = None) -> int:
@@ -1999,14 +2001,17 @@ class Store:
         now = now or datetime.now(UTC)
         cutoff = format_time(now - timedelta(days=self.limits.retention_days))
         with self._write() as c:
-            cur = c.execute(
+            gone = c.execute(
                 "DELETE FROM versions WHERE created_at < ? AND id IN ("
                 " SELECT id FROM (SELECT id, row_number() OVER"
                 "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) AS ranked"
-                " WHERE n > ?)",
+                " WHERE n > ?) RETURNING store_id, memory_id",
                 (cutoff, max(1, self.limits.retention_keep)),  # keep live heads
-            )
-            pruned = cur.rowcount
+            ).fetchall()
+            pruned = len(gone)
+            # Each memory whose history lost versions: one change (mounts' .history/).
+            for store_id, memory_id in sorted({(r[0], r[1]) for r in gone}):
+                self._change(c, store_id, "history", memory_id)
             changes = sum(
                 self._prune_changes_in(c, r[0], now)
                 for r in c.execute("SELECT id FROM stores").fetchall()

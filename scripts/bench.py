@@ -18,8 +18,11 @@ Workload (sizes scale with --files): N files of 2,000 bytes in 10 directories; (
 (e) overwrite a quarter of the files, (f) rename another quarter, (g) ``grep -r`` over the tree,
 (h) unlink all; (i) N files created by one writer process and (j) by 8 writer processes at once
 (each in its own directory; both removed untimed); then (k) write, (l) cold read and (m) warm
-read of 50 files of 100,000 bytes. Phases (i)-(m) run after (h) because a memfs store holds at
-most 2,000 memories. Ratios are speed ratios (>1: the first is faster).
+read of 50 files of 100,000 bytes; (n) a warm ``ls -l`` (listdir + lstat of every entry, the
+median of 21 after one untimed) of the 100 versions of one file in memfs's
+``.history/FILE/``, and of a directory of 100 files on the other targets. Phases (i)-(n) run
+after (h) because a memfs store holds at most 2,000 memories. Ratios are speed ratios (>1: the
+first is faster).
 
 Then, for memfs only (--no-sessions skips it): 8 stores of N files of 2,000 bytes are imported
 into a fresh database; ``memfs run`` (``--isolation namespace`` as root: one daemon per
@@ -68,6 +71,9 @@ PASSTHROUGHFS = REPO / "scripts" / "passthroughfs.py"
 CEILINGFS = REPO / "scripts" / "ceilingfs.py"
 ALL_TARGETS = ("tmpfs", "floor", "ceiling", "memfs")
 WRITERS = 8
+#: Versions of the one file whose .history directory phase (n) lists.
+HISTORY_VERSIONS = 100
+HISTORY_REPEATS = 21
 SESSION_STORES = 8
 NEEDLE = "zebra-quartz-needle"
 _INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -519,6 +525,7 @@ class Spec:
             ("big_write", f"(k) write {big} × {big_kb:g} kB", big),
             ("big_read", f"(l) cold read {big} × {big_kb:g} kB", big),
             ("big_read_warm", f"(m) warm read {big} × {big_kb:g} kB", big),
+            ("history", f"(n) history listing, {HISTORY_VERSIONS} versions (ls -l, warm)", 1),
         ]
 
 
@@ -626,6 +633,7 @@ class Workload:
         for path in self.big_paths:
             os.unlink(path)
         self._remove_dirs([self.big_dir])
+        self._timed("history", self._history)
         leftovers = os.listdir(self.root)
         if leftovers:
             log.warning("%s: left in the tree after the workload: %s", self.target.name, leftovers)
@@ -687,6 +695,45 @@ class Workload:
             # memfs directories are path prefixes and may vanish with their last file.
             with contextlib.suppress(FileNotFoundError):
                 os.rmdir(d)
+
+    def _history(self) -> float:
+        """The median time of a warm ``ls -l`` of 100 versions (memfs: one file written 100
+        times, listed in ``.history/``; elsewhere: a directory of 100 files)."""
+        memfs = self.target.name == "memfs"
+        if memfs:
+            # A new file each pass: the history of the last one's stays.
+            name = f"history-{time.monotonic_ns()}.md"
+            path = str(self.root / name)
+            for k in range(HISTORY_VERSIONS):
+                _write_file(path, f"version {k}\n".encode())
+            listed = str(self.root / ".history" / name)
+            made = [path]
+        else:
+            listed = str(self.root / "history")
+            os.mkdir(listed)
+            made = [os.path.join(listed, f"v{k:03d}") for k in range(HISTORY_VERSIONS)]
+            for k, p in enumerate(made):
+                _write_file(p, f"version {k}\n".encode())
+
+        def ls_l() -> float:
+            t0 = time.perf_counter()
+            names = os.listdir(listed)
+            for name in names:
+                os.lstat(os.path.join(listed, name))
+            took = time.perf_counter() - t0
+            if len(names) != HISTORY_VERSIONS:
+                raise WorkloadError(f"{listed} lists {len(names)} entries, not "
+                                    f"{HISTORY_VERSIONS}")
+            return took
+
+        try:
+            ls_l()  # untimed: the cold listing (memfs reads the versions from the store)
+            return statistics.median(ls_l() for _ in range(HISTORY_REPEATS))
+        finally:
+            for p in made:
+                os.unlink(p)
+            if not memfs:
+                os.rmdir(listed)
 
     def _big_write(self) -> None:
         for path, data in zip(self.big_paths, self.big_content, strict=True):
@@ -1061,7 +1108,7 @@ def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> Session
 # -- reporting ------------------------------------------------------------------------------
 
 # Phases reported as a time rather than a rate: one operation over the whole tree.
-_TIME_PHASES = {"walk", "grep"}
+_TIME_PHASES = {"walk", "grep", "history"}
 _SPEED_RATIOS = (("memfs", "floor"), ("memfs", "ceiling"), ("ceiling", "floor"), ("memfs", "tmpfs"))
 
 
@@ -1131,6 +1178,8 @@ def render(
             t = times[n]
             if t is None:
                 cells.append("failed")
+            elif key == "history":
+                cells.append(f"{t * 1000:.2f} ms")
             elif key in _TIME_PHASES:
                 cells.append(f"{t * 1000:,.0f} ms")
             else:

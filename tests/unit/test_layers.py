@@ -26,7 +26,9 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"database", "pgdatabase", "revert", "rules", "errors", "models"},
     "tree": {"rules", "errors", "models"},
     "toolevents": {"protocol", "rules", "errors", "models"},
-    "fs": {"tree", "toolevents", "protocol", "rules", "errors", "models"},
+    # The .history directory of a mount (no pyfuse3): the same layer as the tree.
+    "historyfs": {"tree", "protocol", "rules", "errors", "models"},
+    "fs": {"tree", "historyfs", "toolevents", "protocol", "rules", "errors", "models"},
     "watch": {"fs", "tree", "toolevents", "protocol", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
     # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
@@ -69,7 +71,7 @@ def test_nothing_imports_the_cli() -> None:
 
 
 def test_the_filesystem_knows_no_store_server_or_http() -> None:
-    for module in ("fs", "tree", "toolevents", "watch"):
+    for module in ("fs", "tree", "historyfs", "toolevents", "watch"):
         text = (PACKAGE / f"{module}.py").read_text()
         assert "httpx" not in text and "sqlite" not in text, module
         assert not runtime_imports(module) & {"store", "api", "client", "database"}, module
