@@ -74,7 +74,7 @@ import trio
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
 from . import errors
-from .historyfs import HISTORY, History, HNode, version_xattrs
+from .historyfs import HISTORY, XATTR_REDACTED, History, HNode, version_xattrs
 from .models import Actor, Change, Memory
 from .protocol import StoreAPI
 from .rules import local_user_actor, validate_path
@@ -1595,6 +1595,10 @@ class Operations(pyfuse3.Operations):
             return value
         node = self._node(inode)
         m = node.memory
+        if m is not None and not node.is_dir and name == XATTR_REDACTED:
+            redacted = self._redacted(m)
+            if redacted is not None:
+                return redacted
         if m is None or node.is_dir or name not in XATTRS:
             raise FUSEError(pyfuse3.ENOATTR)
         if name == XATTRS[0]:
@@ -1614,7 +1618,16 @@ class Operations(pyfuse3.Operations):
         node = self._node(inode)
         if node.is_dir or node.memory is None:
             return []
-        return [XAttrNameT(n) for n in XATTRS]
+        redacted = [XATTR_REDACTED] if self._redacted(node.memory) is not None else []
+        return [XAttrNameT(n) for n in (*XATTRS, *redacted)]
+
+    def _redacted(self, m: FileState) -> bytes | None:
+        """When the version a file shows was redacted (a time-travel mount's store knows:
+        :meth:`memfs.snapshot.SnapshotStore.redacted_at`, a lookup in memory); None for a
+        live store, whose files always show a memory's head, which cannot be redacted."""
+        redacted_at = getattr(self.store, "redacted_at", None)
+        at = redacted_at(m.memory_version_id) if redacted_at is not None else None
+        return at.encode() if at else None
 
     async def setxattr(
         self, inode: InodeT, name: XAttrNameT, value: bytes, ctx: pyfuse3.RequestContext

@@ -212,3 +212,29 @@ def test_run_with_a_store_as_it_was(fuse, isolation, launch, db, tmp_path) -> No
         assert len(store.list_sessions(include_archived=True).data) == 1
     finally:
         store.close()
+
+
+def test_a_redacted_version_in_effect_and_history_in_a_snapshot(fuse, open_store,
+                                                                mounter) -> None:
+    """A file whose version in effect was redacted since reads empty and says so in
+    ``user.memfs.redacted``; ``.history/`` inside a snapshot mount ends at its boundary."""
+    store = open_store()
+    sid = store.create_store("redacted then").id
+    user = Actor.user("u")
+    old = store.write_path(sid, "/secret.md", "the password\n", actor=user)
+    kept = store.write_path(sid, "/kept.md", "v1\n", actor=user)
+    store.write_path(sid, "/secret.md", "nothing to see\n", actor=user)
+    store.write_path(sid, "/kept.md", "v2 (after the boundary)\n", actor=user)
+    store.redact_version(sid, old.memory_version_id, actor=user)
+    m = mounter(sid, "--at", kept.memory_version_id, name="redacted")
+    secret = m.root / "secret.md"
+    assert secret.read_text() == ""
+    assert os.getxattr(secret, "user.memfs.redacted").startswith(b"20")
+    assert "user.memfs.redacted" in os.listxattr(secret)
+    assert "user.memfs.redacted" not in os.listxattr(m.root / "kept.md")
+    assert (m.root / "kept.md").read_text() == "v1\n"
+    # The history of kept.md inside the snapshot: its first version only.
+    names = sorted(os.listdir(m.root / ".history" / "kept.md"))
+    assert len(names) == 1 and names[0].endswith(kept.memory_version_id[-8:])
+    assert (m.root / ".history" / "kept.md" / names[0]).read_text() == "v1\n"
+    m.stop()
