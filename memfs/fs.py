@@ -355,7 +355,8 @@ class Operations(pyfuse3.Operations):
         self.root = self.tree.root
         self._handles: dict[int, _Handle] = {}
         self._history_handles: dict[int, _HistoryHandle] = {}
-        #: The ``.history`` directory (None: the store lists no versions, e.g. a snapshot).
+        #: The ``.history`` directory (None: a store that cannot list versions; a snapshot's
+        #: lists those up to its boundary, so its ``.history`` ends there).
         self.history: History | None = (
             History(self.tree, store, store_id, self._call, self._in_thread)
             if callable(getattr(store, "list_versions", None)) else None)
@@ -626,7 +627,7 @@ class Operations(pyfuse3.Operations):
         node.lookups += 1
         return self._attrs(node)
 
-    # -- .history (memfs.historyfs): read-only, never cached by the kernel ---------------------
+    # -- .history (memfs.historyfs): read-only; listings never cached by the kernel ------------
 
     def _hist(self, inode: int) -> HNode | None:
         return self.history.nodes.get(inode) if self.history is not None else None
