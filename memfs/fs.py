@@ -350,7 +350,6 @@ class Operations(pyfuse3.Operations):
         self.mountpoint = mountpoint
         self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
         self.dir_mode, self.file_mode = (0o700, 0o600) if private else (0o755, 0o644)
-        self._history_modes = (0o500, 0o400) if private else (0o555, 0o444)
         self.tree = Tree()
         self.root = self.tree.root
         self._handles: dict[int, _Handle] = {}
@@ -641,7 +640,11 @@ class Operations(pyfuse3.Operations):
         # deletion) is invalidated by History.apply_changes. Directory listings are never
         # cached (no cache_readdir), so new versions show at once.
         entry.entry_timeout = entry.attr_timeout = self.timeout
-        dir_mode, file_mode = self._history_modes
+        # The mount's own modes, as a read-only store shows them: the kernel lets a change
+        # through to the daemon, which refuses it with EROFS and logs the attempt (modes
+        # without write bits would have the kernel answer an unprivileged agent EACCES,
+        # unlogged).
+        dir_mode, file_mode = self.dir_mode, self.file_mode
         if node.is_dir:
             entry.st_mode = ModeT(stat.S_IFDIR | dir_mode)
             entry.st_nlink = 2

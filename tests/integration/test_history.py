@@ -78,7 +78,7 @@ def test_ls_cat_diff_grep_and_hidden_from_the_root(setup):
         f = r / ".history" / "notes.md" / name
         assert sh(f"cat .history/notes.md/{name}", r).stdout == store.get_version(sid, v.id).content
         st_ = f.stat()
-        assert st_.st_size == v.content_size_bytes and st_.st_mode & 0o777 == 0o444
+        assert st_.st_size == v.content_size_bytes and st_.st_mode & 0o777 == 0o644
         assert abs(st_.st_mtime - _epoch(v.created_at)) < 1e-3
         assert os.getxattr(f, "user.memfs.memory_version_id") == v.id.encode()
         assert os.getxattr(f, "user.memfs.path") == b"/notes.md"

@@ -238,6 +238,12 @@ echo "beta" > $R/notes/b.md
 sed -i 's/alpha/gamma/' $R/notes/a.md
 echo scratch > $R/scratch.txt
 echo x 2> $X/ro_write.err > $R/docs/a.md; echo $? > $X/ro_write.rc
+H=$R/notes/.history/a.md
+ls $H > $X/hist_ls 2>&1
+cat "$H/$(ls $H | head -1)" > $X/hist_cat
+echo x 2> $X/hist_new.err > $H/new
+echo x 2> $X/hist_over.err > "$H/$(ls $H | head -1)"
+mkdir $H/d 2> $X/hist_mkdir.err
 {py} {ro} $R/docs > $X/ro.json
 cat "$MEMFS_SYSTEM_PROMPT_FILE" > $X/prompt
 S=$(dirname "$MEMFS_SYSTEM_PROMPT_FILE")
@@ -318,6 +324,13 @@ def test_run_as_an_unprivileged_user(
                      for u, r in tool_pairs(store, sid)
                      if r["is_error"] and r["content"][0]["text"].startswith("EROFS"))
     check_ro_results(results, logged, f"{root_seen}/docs")
+    # The history of a file it changed: readable, and EROFS (logged) for every change, as in
+    # a read-only store (not EACCES from the kernel: the daemon decides and logs).
+    assert len((x / "hist_ls").read_text().split()) == 2  # created, then sed -i
+    assert (x / "hist_cat").read_text() == "alpha\n"
+    for err in ("hist_new.err", "hist_over.err", "hist_mkdir.err"):
+        assert "Read-only file system" in (x / err).read_text(), err
+    assert {op for op, path in logged if "/.history/" in path} == {"create", "write", "mkdir"}
     assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
     # Out of reach: the database, the launcher's state directory and the event logs (the
     # prompt file is read by its name only).

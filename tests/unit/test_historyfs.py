@@ -210,14 +210,14 @@ async def test_root_hides_history_and_lookup_finds_it(store, tmp_path, monkeypat
     ops.apply_changes(store.changes_since(sid, ops.seq))
     assert await listdir(ops, ROOT, monkeypatch) == ["notes.md"]
     hist = await ops.lookup(ROOT, HISTORY.encode(), CTX)
-    assert stat.S_ISDIR(hist.st_mode) and stat.S_IMODE(hist.st_mode) == 0o555
+    assert stat.S_ISDIR(hist.st_mode) and stat.S_IMODE(hist.st_mode) == 0o755
     assert hist.entry_timeout == ops.timeout
     assert await listdir(ops, hist.st_ino, monkeypatch) == ["notes.md"]
     d = await ops.lookup(hist.st_ino, b"notes.md", CTX)
     files = await listdir(ops, d.st_ino, monkeypatch)
     assert len(files) == 2 and files == sorted(files)
     f = await ops.lookup(d.st_ino, files[0].encode(), CTX)
-    assert stat.S_IMODE(f.st_mode) == 0o444 and f.st_size == 5
+    assert stat.S_IMODE(f.st_mode) == 0o644 and f.st_size == 5
     assert await read_file(ops, f.st_ino) == b"hello"
     assert (await ops.lookup(d.st_ino, b"..", CTX)).st_ino == hist.st_ino
     assert (await ops.lookup(hist.st_ino, b"..", CTX)).st_ino == ROOT
@@ -275,7 +275,7 @@ async def test_private_mount_modes(store, tmp_path) -> None:
     ops, _ = make_ops(store, tmp_path, private=True)
     await write_file(ops, ROOT, b"n.md", b"x")
     hist = await ops.lookup(ROOT, b".history", CTX)
-    assert stat.S_IMODE(hist.st_mode) == 0o500
+    assert stat.S_IMODE(hist.st_mode) == 0o700
 
 
 async def test_a_memory_named_history_is_shadowed(store, tmp_path, monkeypatch) -> None:
