@@ -1793,8 +1793,9 @@ class Store:
             found = c.execute(
                 "SELECT m.memory_id, v.id, v.operation, v.created_at, v.path, "
                 f"v.content_sha256, v.content_size_bytes, v.redacted_at, {content}, "
-                "f.created_at AS first_at, f.operation AS first_op "
+                "f.created_at AS first_at, f.operation AS first_op, l.created_at AS live_at "
                 "FROM (SELECT DISTINCT memory_id FROM versions WHERE store_id = ?) AS m "
+                "LEFT JOIN memories l ON l.id = m.memory_id "
                 "JOIN versions f ON f.id = (SELECT id FROM versions "
                 " WHERE memory_id = m.memory_id ORDER BY created_at, id LIMIT 1) "
                 "LEFT JOIN versions v ON v.id = (SELECT id FROM versions "
@@ -1803,8 +1804,12 @@ class Store:
                 [store_id, *key],
             ).fetchall()
             rows = [r for r in found if r["id"] is not None and r["operation"] != "deleted"]
+            # A live memory's row keeps its creation time: created after the boundary (and
+            # not re-created by a revert after its oldest retained version), it did not exist.
             unknown = sorted(r["memory_id"] for r in found
-                             if r["id"] is None and r["first_op"] != "created")
+                             if r["id"] is None and r["first_op"] != "created"
+                             and not (r["live_at"] is not None and r["live_at"] <= r["first_at"]
+                                      and r["live_at"] > snap.time))
             memories, redacted, taken = [], {}, set()
             for r in rows:
                 path = r["path"]

@@ -129,19 +129,36 @@ def test_retention_pruned_history_is_reported(backend) -> None:
     sid = s.create_store("tt").id
     early = _tick()
     old = s.write_path(sid, "/old.md", "v0", actor=USER)
+    then = _tick()  # old.md existed (v0)
     for i in range(1, 4):
         s.write_path(sid, "/old.md", f"v{i}", actor=USER)
     kept = s.write_path(sid, "/kept.md", "k", actor=USER)
-    assert s.snapshot(sid, early).unknown_memory_ids == []
+    assert s.snapshot(sid, then).unknown_memory_ids == []
     s.prune_versions(now=datetime.now(UTC) + timedelta(days=2))
-    snap = s.snapshot(sid, early)
+    snap = s.snapshot(sid, then)
     assert snap.memories == [] and snap.unknown_memory_ids == [old.id]
+    # Before old.md was created (its live row says when) nothing is unknown.
+    assert s.snapshot(sid, early).unknown_memory_ids == []
     # After the oldest retained version the memory is known again.
     now = s.snapshot(sid, _tick(), view="full")
     assert snap.unknown_memory_ids != now.unknown_memory_ids == []
     assert _state(now) == {"/old.md": (old.id, "v3"), "/kept.md": (kept.id, "k")}
     # created_at is the oldest retained version's time.
     assert next(m for m in now.memories if m.id == old.id).created_at > old.created_at
+
+
+def test_a_memory_created_after_the_boundary_is_not_unknown(backend) -> None:
+    """Pruning took a live memory's first versions, but its creation time is known: at a
+    boundary before it, the memory did not exist (no "may have existed" warning)."""
+    s = backend.open(limits=Limits(retention_days=1, retention_keep=1))
+    sid = s.create_store("tt").id
+    before = _tick()
+    m = s.write_path(sid, "/late.md", "v0", actor=USER)
+    then = _tick()
+    s.write_path(sid, "/late.md", "v1", actor=USER)
+    s.prune_versions(now=datetime.now(UTC) + timedelta(days=2))
+    assert s.snapshot(sid, before).unknown_memory_ids == []
+    assert s.snapshot(sid, then).unknown_memory_ids == [m.id]
 
 
 # -- the read-only view a mount serves ---------------------------------------------------------
