@@ -280,12 +280,9 @@ def snapshot_of(store: StoreAPI, ms: MemoryStore, at: str) -> SnapshotStore:
              len(snap.memories))
     print(f"memfs: {ms.name} ({ms.id}) as it was at {snap.boundary_text()}, read-only: "
           f"{len(snap.memories)} memories", file=sys.stderr, flush=True)
-    if snap.unknown_memory_ids:
-        shown = ", ".join(snap.unknown_memory_ids[:5])
-        more = len(snap.unknown_memory_ids) - 5
-        print(f"memfs: warning: {len(snap.unknown_memory_ids)} memories may have existed then "
-              f"but their versions before it were pruned (retention), so they are not shown: "
-              f"{shown}{f' and {more} more' if more > 0 else ''}", file=sys.stderr, flush=True)
+    warning = snap.pruned_warning()
+    if warning:
+        print(f"memfs: warning: {warning}", file=sys.stderr, flush=True)
     return SnapshotStore(store, snap)
 
 

@@ -380,6 +380,18 @@ class Snapshot:
             return f"{self.time} (just before session {self.session_id})"
         return self.time
 
+    def pruned_warning(self) -> str | None:
+        """The warning a mount and a session print when memories may be missing (None: no
+        memory's past was pruned)."""
+        n = len(self.unknown_memory_ids)
+        if not n:
+            return None
+        shown = ", ".join(self.unknown_memory_ids[:5])
+        more = f" and {n - 5} more" if n > 5 else ""
+        return (f"{n} {'memory' if n == 1 else 'memories'} may have existed then but "
+                f"{'its' if n == 1 else 'their'} versions before it were pruned (retention), "
+                f"so {'it is' if n == 1 else 'they are'} not shown: {shown}{more}")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "type": "memfs_snapshot",

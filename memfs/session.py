@@ -484,11 +484,10 @@ class Launcher:
                 snap = self.store.snapshot(store.id, a.at)
                 self.snapshots[store.id] = snap.at
                 self.snapshot_notes[SNAPSHOT_KEY + store.id] = snapshot_note(snap)
-                if snap.unknown_memory_ids:
-                    print(f"memfs: warning: {store.name}@{a.at}: "
-                          f"{len(snap.unknown_memory_ids)} memories may have existed then but "
-                          "their versions before it were pruned (retention), so they are not "
-                          "shown", file=sys.stderr, flush=True)
+                warning = snap.pruned_warning()
+                if warning:
+                    print(f"memfs: warning: {store.name}@{a.at}: {warning}", file=sys.stderr,
+                          flush=True)
             res: dict[str, Any] = {
                 "type": "memory_store", "memory_store_id": store.id, "access": a.access,
             }

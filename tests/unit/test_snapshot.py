@@ -341,3 +341,20 @@ def test_model_coverage_report(capsys) -> None:
     """Say what the model-based tests covered (run after them: -s shows it)."""
     with capsys.disabled():
         print(f"\nsnapshot model coverage: {COVERED}")
+
+
+def test_the_pruned_warning_counts_in_words() -> None:
+    from dataclasses import replace
+
+    from memfs.models import Snapshot
+
+    snap = Snapshot.from_dict({"memory_store_id": "memstore_x", "at": "2026-01-01T00:00:00Z",
+                               "time": "2026-01-01T00:00:00.000000Z"})
+    assert snap.pruned_warning() is None
+    snap = replace(snap, unknown_memory_ids=["mem_1"])
+    assert snap.pruned_warning() == (
+        "1 memory may have existed then but its versions before it were pruned (retention), "
+        "so it is not shown: mem_1")
+    w = replace(snap, unknown_memory_ids=[f"mem_{i}" for i in range(7)]).pruned_warning()
+    assert w is not None and w.startswith("7 memories may have existed then but their ")
+    assert w.endswith("mem_0, mem_1, mem_2, mem_3, mem_4 and 2 more")
