@@ -122,6 +122,9 @@ class Attachment:
             return store.resolve_store(self.ref)
         except NotFound:
             name, sep, at = self.ref.rpartition("@")
+            if sep and not name:
+                raise InvalidRequest(f"--store {self.ref!r}: no store name before '@' "
+                                     "(NAME@AT: the store NAME as it was at AT)") from None
             if sep and name and at and self.at is None:
                 found = store.resolve_store(name)
                 if self.explicit_access and self.access == "read_write":

@@ -1888,6 +1888,10 @@ class Store:
             raise InvalidRequest(
                 f"invalid at {at!r}: expected an RFC 3339 time (2026-12-01T11:16:29Z), a "
                 "memory version id (memver_...) or a session id (sesn_...)") from None
+        if datetime.fromisoformat(at.replace("z", "Z")).tzinfo is None:
+            # RFC 3339 requires a zone: taking a local-looking time as UTC would be hours off.
+            raise InvalidRequest(f"at {at!r} has no time zone: add Z (UTC) or an offset such "
+                                 "as +01:00 (RFC 3339)")
         return Snapshot(store_id, time, time, [])
 
     def list_versions(

@@ -102,6 +102,11 @@ def test_bad_at_is_a_clear_error(store: Store) -> None:
             store.snapshot(sid, bad)
     with pytest.raises(errors.InvalidRequest, match="another store"):
         store.snapshot(sid, v)
+    # RFC 3339 times have a zone: a local-looking time is refused, not taken as UTC.
+    for naive in ["2026-12-01T09:00:00", "2026-12-01", "2026-12-01 09:00"]:
+        with pytest.raises(errors.InvalidRequest, match="time zone"):
+            store.snapshot(sid, naive)
+    assert store.snapshot(sid, "2026-12-01T09:00:00+01:00").time == "2026-12-01T08:00:00.000000Z"
     for missing in ["memver_01zzzzzzzzzzzzzzzzzzzzzz", "sesn_01nothere"]:
         with pytest.raises(errors.NotFound):
             store.snapshot(sid, missing)
@@ -358,3 +363,14 @@ def test_the_pruned_warning_counts_in_words() -> None:
     w = replace(snap, unknown_memory_ids=[f"mem_{i}" for i in range(7)]).pruned_warning()
     assert w is not None and w.startswith("7 memories may have existed then but their ")
     assert w.endswith("mem_0, mem_1, mem_2, mem_3, mem_4 and 2 more")
+
+
+def test_run_store_ref_with_at_and_no_name_is_a_clear_error(store: Store) -> None:
+    from memfs.session import Attachment
+
+    store.create_store("notes")
+    with pytest.raises(errors.InvalidRequest, match="no store name before '@'"):
+        Attachment.parse("@2099-01-01T00:00:00Z").resolve(store)
+    a = Attachment.parse("notes@2099-01-01T00:00:00Z")
+    assert a.resolve(store).name == "notes" and a.at == "2099-01-01T00:00:00Z"
+    assert a.access == "read_only"
