@@ -596,30 +596,35 @@ class Operations(pyfuse3.Operations):
         return (self.display_root + path) if path != "/" else (self.display_root or "/")
 
     def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        if node.is_dir:
+            # "." and the entry in its parent, plus each subdirectory's "..".
+            nlink = 2 + sum(1 for c in (node.children or {}).values() if c.is_dir)
+            return self._entry(node.ino, True, nlink, 4096, node.mtime_ns, node.ctime_ns)
+        # An unlinked file still open has no name left.
+        return self._entry(node.ino, False, 1 if node.attached else 0, node.size,
+                           node.mtime_ns, node.ctime_ns)
+
+    def _entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
+               ctime_ns: int) -> pyfuse3.EntryAttributes:
+        """The attributes of a file or directory of this mount (the tree's or ``.history``'s):
+        the mount's owner and modes, cached by the kernel for :attr:`timeout`."""
         entry = pyfuse3.EntryAttributes()
-        entry.st_ino = InodeT(node.ino)
+        entry.st_ino = InodeT(ino)
         entry.generation = 0
         entry.entry_timeout = self.timeout
         entry.attr_timeout = self.timeout
-        if node.is_dir:
-            entry.st_mode = ModeT(stat.S_IFDIR | self.dir_mode)
-            # "." and the entry in its parent, plus each subdirectory's "..".
-            entry.st_nlink = 2 + sum(1 for c in (node.children or {}).values() if c.is_dir)
-            size = 4096
-        else:
-            entry.st_mode = ModeT(stat.S_IFREG | self.file_mode)
-            # An unlinked file still open has no name left.
-            entry.st_nlink = 1 if node.attached else 0
-            size = node.size
+        mode = (stat.S_IFDIR | self.dir_mode) if is_dir else (stat.S_IFREG | self.file_mode)
+        entry.st_mode = ModeT(mode)
+        entry.st_nlink = nlink
         entry.st_uid = self.uid
         entry.st_gid = self.gid
         entry.st_rdev = 0
         entry.st_size = size
         entry.st_blksize = _BLOCK
         entry.st_blocks = (size + 511) // 512
-        entry.st_atime_ns = node.mtime_ns
-        entry.st_mtime_ns = node.mtime_ns
-        entry.st_ctime_ns = node.ctime_ns
+        entry.st_atime_ns = mtime_ns
+        entry.st_mtime_ns = mtime_ns
+        entry.st_ctime_ns = ctime_ns
         return entry
 
     def _lookup_reply(self, node: Node) -> pyfuse3.EntryAttributes:
@@ -632,34 +637,15 @@ class Operations(pyfuse3.Operations):
         return self.history.nodes.get(inode) if self.history is not None else None
 
     def _history_attrs(self, node: HNode) -> pyfuse3.EntryAttributes:
-        entry = pyfuse3.EntryAttributes()
-        entry.st_ino = InodeT(node.ino)
-        entry.generation = 0
         # The kernel caches names and attributes as long as the mount's other entries; what
         # changes (a version redacted or pruned, a directory gone with a rename or a redacted
         # deletion) is invalidated by History.apply_changes. Directory listings are never
-        # cached (no cache_readdir), so new versions show at once.
-        entry.entry_timeout = entry.attr_timeout = self.timeout
-        # The mount's own modes, as a read-only store shows them: the kernel lets a change
-        # through to the daemon, which refuses it with EROFS and logs the attempt (modes
-        # without write bits would have the kernel answer an unprivileged agent EACCES,
-        # unlogged).
-        dir_mode, file_mode = self.dir_mode, self.file_mode
-        if node.is_dir:
-            entry.st_mode = ModeT(stat.S_IFDIR | dir_mode)
-            entry.st_nlink = 2
-        else:
-            entry.st_mode = ModeT(stat.S_IFREG | file_mode)
-            entry.st_nlink = 1
-        size = node.size
-        entry.st_uid = self.uid
-        entry.st_gid = self.gid
-        entry.st_rdev = 0
-        entry.st_size = size
-        entry.st_blksize = _BLOCK
-        entry.st_blocks = (size + 511) // 512
-        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = node.mtime_ns
-        return entry
+        # cached (no cache_readdir), so new versions show at once. The mount's own modes, as
+        # a read-only store shows them: the kernel lets a change through to the daemon, which
+        # refuses it with EROFS and logs the attempt (modes without write bits would have the
+        # kernel answer an unprivileged agent EACCES, unlogged).
+        return self._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
+                           node.mtime_ns, node.mtime_ns)
 
     def _history_reply(self, node: HNode) -> pyfuse3.EntryAttributes:
         node.lookups += 1
