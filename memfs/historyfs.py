@@ -222,6 +222,7 @@ class History:
 
     def apply_changes(self, changes: Iterable[Change]) -> None:
         """Forget what the changes make stale (on the trio thread, in feed order)."""
+        moved: set[str] = set()
         for ch in changes:
             mid = ch.memory_id
             if ch.op == "store" or mid is None:
@@ -233,8 +234,9 @@ class History:
             if ch.op == "history" or ch.old_path is not None:
                 # Versions redacted or pruned, or all moved to another directory: the kernel
                 # forgets this memory's version files (and the directories of the old path,
-                # which may be gone now).
-                self._invalidate(mid)
+                # which may be gone now); one pass over the files for the whole batch (a
+                # directory rename brings a change per memory).
+                moved.add(mid)
                 if ch.old_path is not None:
                     self._invalidate_dirs(ch.old_path)
             if ch.op == "put":
@@ -251,12 +253,14 @@ class History:
                 elif self._pending is not None:
                     self._invalidate_dirs(None)
                     self._forget_deleted()
+        if moved:
+            self._invalidate(moved)
 
-    def _invalidate(self, memory_id: str | None) -> None:
-        """Queue kernel invalidations of the version files of ``memory_id`` (None: all)."""
+    def _invalidate(self, memory_ids: set[str] | None) -> None:
+        """Queue kernel invalidations of the version files of ``memory_ids`` (None: all)."""
         for node in self._files.values():
             assert node.version is not None
-            if memory_id is None or node.version.memory_id == memory_id:
+            if memory_ids is None or node.version.memory_id in memory_ids:
                 self.tree.stale_inodes.append(node.ino)
                 parent = self._dirs.get(node.path)
                 if parent is not None:
