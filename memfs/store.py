@@ -2209,6 +2209,7 @@ class Store:
         # this transaction only), then every placement: rename chains and swaps work.
         for s in todo:
             if s.action == "delete":
+                self._writable_store_in(c, s.store_id)  # StoreArchived, as for the others
                 row = heads[s.memory_id]
                 s.version_id = self._insert_version(
                     c, s.store_id, s.memory_id, "deleted", row["path"], None, None, None, actor,

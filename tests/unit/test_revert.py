@@ -321,6 +321,21 @@ def test_archived_store_refuses_and_unknown_targets(store: Store) -> None:
         store.revert("memrevert_nope", actor=REVERTER)
 
 
+def test_archived_store_refuses_a_delete_too(store: Store) -> None:
+    # A memory the session created in a store archived since is not deleted from it (before,
+    # a delete step skipped the archived check that restores and recreates make).
+    w = World(store)
+    other = store.create_store("other").id
+    store.write_path(w.sid, "/a.md", "a", actor=w.S)
+    store.write_path(other, "/o.md", "o", actor=w.S)
+    store.archive_store(other)
+    for dry in (True, False):
+        with pytest.raises(StoreArchived, match="nothing was changed"):
+            revert(w, dry_run=dry)
+    assert w.contents() == {"/a.md": "a"}
+    assert [m.path for m in store.tree(other)] == ["/o.md"]
+
+
 def test_the_change_feed_reports_every_step(store: Store) -> None:
     w = World(store)
     store.write_path(w.sid, "/a.md", "A", actor=USER)
