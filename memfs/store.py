@@ -2192,11 +2192,20 @@ class Store:
                 f"({','.join('?' * len(ids[i:i + 500]))})", ids[i:i + 500]).fetchall()]
         else:
             rows = c.execute(
-                "SELECT v.id, v.memory_id FROM stores s JOIN versions v ON v.store_id = s.id "
-                "AND v.created_by_id = ? WHERE v.created_by_type = 'session_actor'", (target,)
+                "SELECT v.id, v.memory_id, v.store_id FROM stores s JOIN versions v ON "
+                "v.store_id = s.id AND v.created_by_id = ? "
+                "WHERE v.created_by_type = 'session_actor'", (target,)
             ).fetchall()
             if not rows:
                 self._session_in(c, target)  # NotFound for an unknown session
+            # Only the stores attached to the session (fixed at its creation; it can write
+            # nowhere else): a copy of a store (memfs import --name) keeps its versions'
+            # authors. A deleted session's attachments are gone: then every store.
+            if c.execute("SELECT 1 FROM sessions WHERE id = ?", (target,)).fetchone():
+                attached = {r["memory_store_id"] for r in c.execute(
+                    "SELECT memory_store_id FROM session_resources WHERE session_id = ?",
+                    (target,)).fetchall()}
+                rows = [r for r in rows if r["store_id"] in attached]
         target_ids = {r["id"] for r in rows}
         mids = sorted({r["memory_id"] for r in rows})
         histories: dict[str, list[Any]] = {}
@@ -2218,6 +2227,7 @@ class Store:
         # this transaction only), then every placement: rename chains and swaps work.
         for s in todo:
             if s.action == "delete":
+                self._writable_store_in(c, s.store_id)  # StoreArchived, as for the others
                 row = heads[s.memory_id]
                 s.version_id = self._insert_version(
                     c, s.store_id, s.memory_id, "deleted", row["path"], None, None, None, actor,

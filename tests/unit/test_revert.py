@@ -26,11 +26,14 @@ def store(backend: Backend) -> Store:
 class World:
     """A store, a session attached to it, and helpers to write as the session or a user."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *others: str) -> None:
         self.s = store
         self.sid = store.create_store("notes").id
+        #: The ids of more stores attached to the session (named ``others``).
+        self.others = [store.create_store(name).id for name in others]
         self.session = store.create_session(
-            [{"type": "memory_store", "memory_store_id": self.sid}]).id
+            [{"type": "memory_store", "memory_store_id": sid}
+             for sid in (self.sid, *self.others)]).id
         self.S = Actor.session(self.session)
 
     def state(self) -> dict[str, tuple[str, str]]:
@@ -288,8 +291,8 @@ def test_revert_of_a_revert_restores_the_session_result(store: Store) -> None:
 
 def test_several_stores_in_one_transaction(backend: Backend) -> None:
     store = backend.open(limits=Limits(max_memories=2))
-    w = World(store)
-    other = store.create_store("other").id
+    w = World(store, "other")
+    other = w.others[0]
     store.write_path(other, "/o.md", "o", actor=USER)
     store.delete_path(other, "/o.md", actor=w.S)
     store.write_path(w.sid, "/a.md", "a", actor=w.S)
@@ -319,6 +322,42 @@ def test_archived_store_refuses_and_unknown_targets(store: Store) -> None:
         store.revert("sesn_nope", actor=REVERTER)
     with pytest.raises(NotFound, match="memrevert_nope"):
         store.revert("memrevert_nope", actor=REVERTER)
+
+
+def test_archived_store_refuses_a_delete_too(store: Store) -> None:
+    # A memory the session created in a store archived since is not deleted from it (before,
+    # a delete step skipped the archived check that restores and recreates make).
+    w = World(store, "other")
+    other = w.others[0]
+    store.write_path(w.sid, "/a.md", "a", actor=w.S)
+    store.write_path(other, "/o.md", "o", actor=w.S)
+    store.archive_store(other)
+    for dry in (True, False):
+        with pytest.raises(StoreArchived, match="nothing was changed"):
+            revert(w, dry_run=dry)
+    assert w.contents() == {"/a.md": "a"}
+    assert [m.path for m in store.tree(other)] == ["/o.md"]
+
+
+def test_only_the_stores_attached_to_the_session(store: Store) -> None:
+    # A copy of the store (memfs import --name) keeps its versions' authors: the session's
+    # versions are in a store it never had attached. Before, the revert deleted /agent.md
+    # from that copy too.
+    import io
+
+    from memfs import transfer
+
+    w = World(store)
+    store.write_path(w.sid, "/keep.md", "k", actor=USER)
+    store.write_path(w.sid, "/agent.md", "by the agent", actor=w.S)
+    out = io.BytesIO()
+    transfer.write_archive(store, w.sid, out, history=True)
+    copy = transfer.import_archive(store, io.BytesIO(out.getvalue()), name="backup")
+    backup = copy["store"]["id"]
+    r = revert(w)
+    assert [(a["action"], a["memory_store_id"]) for a in r["actions"]] == [("delete", w.sid)]
+    assert w.contents() == {"/keep.md": "k"}
+    assert sorted(m.path for m in store.tree(backup)) == ["/agent.md", "/keep.md"]
 
 
 def test_the_change_feed_reports_every_step(store: Store) -> None:
