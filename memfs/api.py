@@ -773,6 +773,10 @@ async def revert_session(c: Call) -> Any:
     """memfs extension: undo a session, or an earlier revert (its ``memrevert_`` id in place
     of the session id): Store.revert, attributed to the caller's key (README "Undo a
     session")."""
+    if c.request.query_params:
+        # Ignoring ?dry_run=true would revert for real.
+        raise errors.InvalidRequest("this endpoint takes no query parameters: send dry_run and "
+                                    "force in the JSON body")
     b = c.body
     return await c.run(c.store.revert, c.p["session_id"], actor=c.actor,
                        dry_run=b.get("dry_run", False), force=b.get("force", False))

@@ -123,6 +123,11 @@ def test_api_and_client(store, world) -> None:
             assert r.json()["type"] == "error"
         r = http.post(f"/v1/sessions/{ses}/memfs/revert", content=b"{not json")
         assert r.status_code == 400
+        # dry_run in the query string is not silently ignored (that would revert for real).
+        before = store.last_change(sid)
+        r = http.post(f"/v1/sessions/{ses}/memfs/revert?dry_run=true", json={})
+        assert r.status_code == 400 and "query" in r.json()["error"]["message"], r.text
+        assert store.last_change(sid) == before
         doc = http.get("/openapi.json").json()
         op = doc["paths"]["/v1/sessions/{session_id}/memfs/revert"]["post"]
         assert op["x-memfs-extension"] and "Revert" in doc["components"]["schemas"]
