@@ -286,19 +286,26 @@ def render(r: Mapping[str, Any]) -> str:
     lines = [f"{head} {what}: {n} memor{'y' if n == 1 else 'ies'}, "
              f"{len(r['conflicts'])} conflict{'' if len(r['conflicts']) == 1 else 's'}, "
              f"{len(r['unchanged'])} unchanged"]
+    stores = {x["memory_store_id"] for k in ("actions", "conflicts", "unchanged") for x in r[k]}
+
+    def at(x: Mapping[str, Any], path: str | None) -> str | None:
+        """A path, with its store's id when the revert spans several stores."""
+        return f"{x['memory_store_id']}:{path}" if len(stores) > 1 and path else path
+
     for a in r["actions"]:
         force = "  (forced)" if a["forced"] else ""
+        old, new = at(a, a["old_path"]), at(a, a["path"])
         if a["action"] == "delete":
-            lines.append(f"  delete    {a['old_path']}{force}")
+            lines.append(f"  delete    {old}{force}")
         elif a["action"] == "recreate":
-            lines.append(f"  recreate  {a['path']}{force}")
+            lines.append(f"  recreate  {new}{force}")
         elif a["old_path"] != a["path"]:
             extra = " (and content)" if a["content_changed"] else ""
-            lines.append(f"  rename    {a['old_path']} -> {a['path']}{extra}{force}")
+            lines.append(f"  rename    {old} -> {new}{extra}{force}")
         else:
-            lines.append(f"  restore   {a['path']}{force}")
+            lines.append(f"  restore   {new}{force}")
     for c in r["conflicts"]:
-        where = c["path"] or c["pre_path"] or c["memory_id"]
+        where = at(c, c["path"] or c["pre_path"]) or c["memory_id"]
         lines.append(f"  CONFLICT  {where}: {c['reason']}: {c['message']}")
         for label, v in (("reverted", c["reverted_version"]), ("current ", c["current_version"])):
             if v and c["reason"] != "path_taken":

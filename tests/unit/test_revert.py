@@ -309,6 +309,9 @@ def test_several_stores_in_one_transaction(backend: Backend) -> None:
     r = revert(w)
     assert r["complete"] and {a["memory_store_id"] for a in r["actions"]} == {w.sid, other}
     assert w.contents() == {} and store.get_memory_by_path(other, "/o.md").content == "o"
+    # With several stores, the text names each path's store.
+    text = render(r)
+    assert f"  delete    {w.sid}:/a.md" in text and f"  recreate  {other}:/o.md" in text
 
 
 def test_archived_store_refuses_and_unknown_targets(store: Store) -> None:
