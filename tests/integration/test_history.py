@@ -210,7 +210,17 @@ def expected_history(store: Store, sid: str, memory_ids: set[str]
 
 def mount_matches(root: Path, store: Store, sid: str, prefix: str,
                   want: dict[str, dict[str, MemoryVersion]]) -> str | None:
-    """None if ``root/.history`` shows ``want`` exactly, else what differs."""
+    """None if ``root/.history`` shows ``want`` exactly, else what differs (the caller
+    retries: the mount catches up with the change feed meanwhile, so a name it listed a moment
+    ago can be gone for a moment, ENOENT, when a memory was renamed away and back)."""
+    try:
+        return _mount_differs(root, store, sid, prefix, want)
+    except OSError as e:
+        return f"{e.filename}: {e.strerror}"
+
+
+def _mount_differs(root: Path, store: Store, sid: str, prefix: str,
+                   want: dict[str, dict[str, MemoryVersion]]) -> str | None:
     hist = root / ".history"
     for path, files in want.items():
         d = hist / path.lstrip("/")
