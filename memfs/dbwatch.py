@@ -169,7 +169,9 @@ class DbWatch:
             os.close(fd)
 
 
-_watches: dict[str, DbWatch] = {}
+#: The process's watches, inotify and PostgreSQL alike, by real path or URL (shared by
+#: every user in the process: :func:`acquire` counts them, :func:`release` closes the last).
+_watches: dict[str, DbWatch | PgWatch] = {}
 _lock = threading.Lock()
 _failed: set[str] = set()
 
@@ -177,11 +179,18 @@ _failed: set[str] = set()
 def acquire(path: str) -> DbWatch | PgWatch | None:
     """The process's watch of the database at ``path`` (shared; :func:`release` it when
     done), or ``None`` where it cannot be watched (the caller polls instead). A
-    ``postgresql://`` URL: its :class:`~memfs.pgwatch.PgWatch`."""
+    ``postgresql://`` URL: its :class:`~memfs.pgwatch.PgWatch`, which connects in the
+    background (until then, and while reconnecting, the callers' safety poll is all they
+    get; the connection wakes them all)."""
     if path.startswith(("postgresql://", "postgres://")):
-        from . import pgwatch
+        from .pgwatch import PgWatch
 
-        return pgwatch.acquire(path)
+        with _lock:
+            watch = _watches.get(path)
+            if watch is None:
+                watch = _watches[path] = PgWatch(path)
+            watch.users += 1
+            return watch
     if path == ":memory:" or path.startswith("file:"):
         return None
     real = os.path.realpath(path)
@@ -204,10 +213,6 @@ def acquire(path: str) -> DbWatch | PgWatch | None:
 def release(watch: DbWatch | PgWatch | None) -> None:
     if watch is None:
         return
-    if not isinstance(watch, DbWatch):
-        from . import pgwatch
-
-        return pgwatch.release(watch)
     with _lock:
         watch.users -= 1
         if watch.users <= 0:

@@ -6,11 +6,11 @@ delivers a notification only when its transaction commits, so a listener woken b
 the change in the feed, whichever process or machine wrote it.
 
 A :class:`PgWatch` is the process's one dedicated ``LISTEN`` connection to a database
-(:func:`acquire` / :func:`release` share it, as :mod:`memfs.dbwatch` shares an inotify
-watch): a thread blocks in ``poll()`` on its socket (no CPU while nothing changes) and wakes
-the trio tasks waiting in :meth:`PgWatch.wait` (any store) or in the :meth:`PgWatch.narrow`
-view of one store (the interface of :class:`memfs.dbwatch.DbWatch`: ``changes`` and
-``wait(seen)``), so the subscribers of other stores are not woken at all.
+(:func:`memfs.dbwatch.acquire` / :func:`~memfs.dbwatch.release` share it, as they share
+an inotify watch): a thread blocks in ``poll()`` on its socket (no CPU while nothing
+changes) and wakes the trio tasks waiting in :meth:`PgWatch.wait` (any store) or in the
+:meth:`PgWatch.narrow` view of one store (the interface of :class:`memfs.dbwatch.DbWatch`:
+``changes`` and ``wait(seen)``), so the subscribers of other stores are not woken at all.
 
 A lost connection (the server restarted, the backend terminated, the network gone) is
 reconnected with a backoff (:data:`BACKOFF`); every (re)connection, the first included,
@@ -219,28 +219,3 @@ def _connect(url: str) -> Any:
     import psycopg
 
     return psycopg.connect(url, autocommit=True, connect_timeout=10, **KEEPALIVES)
-
-
-_watches: dict[str, PgWatch] = {}
-_lock = threading.Lock()
-
-
-def acquire(url: str) -> PgWatch:
-    """The process's watch of the database at ``url`` (shared; :func:`release` it when
-    done). It connects in the background: until then (and while reconnecting) the callers'
-    safety poll is all they get; the connection wakes them all."""
-    with _lock:
-        watch = _watches.get(url)
-        if watch is None:
-            watch = _watches[url] = PgWatch(url)
-        watch.users += 1
-        return watch
-
-
-def release(watch: PgWatch) -> None:
-    with _lock:
-        watch.users -= 1
-        if watch.users <= 0:
-            if _watches.get(watch.path) is watch:
-                del _watches[watch.path]
-            watch.close()
