@@ -1125,17 +1125,23 @@ class Store:
         if created_at_lte is not None:
             where.append("created_at <= ?")
             params.append(format_time(parse_time(created_at_lte)))
-        # A copy: the cursor condition appended to params below is not a filter.
+        # A copy: the cursor condition appended to params is not a filter.
         filters = ["stores", include_archived, list(params)]
+        return self._newest_first("stores", filters, where, params, limit, page, _store)
+
+    def _newest_first(self, table: str, filters: list[Any], where: list[str],
+                      params: list[Any], limit: int, page: str | None,
+                      make: Callable[[Any], T]) -> Page[T]:
+        """A page of the rows of ``table`` (stores, dreams) that match ``where``, newest
+        first, after the position in ``page`` (a cursor of this listing with ``filters``)."""
         if page:
-            _after_cursor(page, "stores", filters, where, params)
-        sql = "SELECT * FROM stores"
+            _after_cursor(page, table, filters, where, params)
+        sql = f"SELECT * FROM {table}"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
         rows = self._all(sql, [*params, limit + 1])
-        return _newest_first_page(rows, limit, "stores", filters,
-                                  lambda r: _store(r))
+        return _newest_first_page(rows, limit, table, filters, make)
 
     def _store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
         row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
@@ -3103,15 +3109,7 @@ class Store:
                 where.append(f"created_at {op} ?")
                 params.append(format_time(parse_time(value)))
         filters = ["dreams", include_archived, list(params)]  # a copy: see list_stores
-        if page:
-            _after_cursor(page, "dreams", filters, where, params)
-        sql = "SELECT * FROM dreams"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
-        rows = self._all(sql, [*params, limit + 1])
-        return _newest_first_page(rows, limit, "dreams", filters,
-                                  lambda r: _dream(r))
+        return self._newest_first("dreams", filters, where, params, limit, page, _dream)
 
     def _dream_row_in(self, c: sqlite3.Connection, dream_id: str) -> sqlite3.Row:
         row = c.execute("SELECT * FROM dreams WHERE id = ?", (dream_id,)).fetchone()
