@@ -623,8 +623,19 @@ def _parameters_error(command: Any) -> ToolError | None:
 
 
 class _Common:
-    _commands: _Commands
-    read_only: bool
+    """What the sync and async tools share (before the SDK's base class in their MRO)."""
+
+    def __init__(self, store: Any, memory_store: str, *, session_id: str | None = None,
+                 actor: Actor | None = None, read_only: bool = False,
+                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
+        super().__init__(cache_control=cache_control)
+        self.store = store
+        self.read_only = read_only
+        self._commands = _Commands(store, memory_store, session_id=session_id, actor=actor)
+
+    @property
+    def session_id(self) -> str | None:
+        return self._commands.session_id
 
     def _op(self, command: Any, name: str) -> Op:
         missing = _parameters_error(command)
@@ -664,18 +675,6 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
     :param read_only: only ``view``: every other command is refused (with its event), e.g.
         for a store a model may consult but not change.
     """
-
-    def __init__(self, store: Any, memory_store: str, *, session_id: str | None = None,
-                 actor: Actor | None = None, read_only: bool = False,
-                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
-        super().__init__(cache_control=cache_control)
-        self.store = store
-        self.read_only = read_only
-        self._commands = _Commands(store, memory_store, session_id=session_id, actor=actor)
-
-    @property
-    def session_id(self) -> str | None:
-        return self._commands.session_id
 
     def _drive(self, op: Op) -> str:
         try:
@@ -724,18 +723,6 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     """The memory tool for ``AsyncAnthropic``'s ``tool_runner``: on a
     :class:`memfs.client.AsyncClient` (awaited), or on a sync store (each call in a worker
     thread). Parameters as :class:`MemoryTool`."""
-
-    def __init__(self, store: Any, memory_store: str, *, session_id: str | None = None,
-                 actor: Actor | None = None, read_only: bool = False,
-                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
-        super().__init__(cache_control=cache_control)
-        self.store = store
-        self.read_only = read_only
-        self._commands = _Commands(store, memory_store, session_id=session_id, actor=actor)
-
-    @property
-    def session_id(self) -> str | None:
-        return self._commands.session_id
 
     async def _call(self, call: _Call) -> Any:
         method = getattr(self.store, call.name)
