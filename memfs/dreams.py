@@ -410,7 +410,8 @@ class Dreamer:
         return failed
 
     def _sweep(self) -> None:
-        while not self._closed.wait(SWEEP_SECONDS):
+        # Until close(), or until the store is closed without it (nothing left to sweep).
+        while not self._closed.wait(SWEEP_SECONDS) and not self.store.closed:
             try:
                 self.recover()
             except Exception:

@@ -799,6 +799,8 @@ class Store:
     ):
         self.limits = limits or Limits.from_env()
         self.path = str(default_db_path() if path is None else path)
+        #: Set by :meth:`close` (background work of this Store stops then).
+        self.closed = False
         if self.path != ":memory:" and create and not is_url(self.path):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # Small pages for a new database (an existing one keeps its own): a commit appends
@@ -880,6 +882,7 @@ class Store:
         return self.database.nowait()
 
     def close(self) -> None:
+        self.closed = True
         self.database.close()
 
     def __enter__(self) -> Store:

@@ -601,3 +601,22 @@ def test_memfs_dream_show_fails_the_dream_of_a_dead_memfs_dream(db_path: Any) ->
     r = memfs(str(db_path), "dream", "show", d.id)
     assert r.exit_code == 0 and "failed" in r.stdout and "stopped before it finished" in r.stdout
     assert s.get_dream(d.id).status == "failed"
+
+
+def test_the_sweeper_of_a_closed_store_stops_quietly(
+    backend: Any, monkeypatch: Any, caplog: Any,
+) -> None:
+    """A Dreamer whose store was closed without closing it (an embedding program, a test)
+    stops sweeping instead of logging a traceback every SWEEP_SECONDS forever."""
+    monkeypatch.setattr(dreams, "SWEEP_SECONDS", 0.02)
+    store = backend.open()
+    dreamer = dreams.Dreamer(store)
+    dreamer.watch()
+    sweeper = dreamer._sweeper
+    assert sweeper is not None
+    time.sleep(0.1)
+    assert sweeper.is_alive()  # sweeping while the store is open
+    store.close()
+    sweeper.join(2)
+    assert not sweeper.is_alive()
+    assert not [r for r in caplog.records if r.name == "memfs.dreams"]
