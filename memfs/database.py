@@ -19,7 +19,9 @@ One writer and many readers, after datasette's ``database.py``:
   Before and after every write the file at :attr:`Database.path` is checked to still be this
   database, so a database deleted, renamed over or overwritten under a running process is
   noticed (:class:`~memfs.errors.DatabaseGone`) instead of swallowing writes that nobody will
-  ever read (https://sqlite.org/howtocorrupt.html §1.3, §2.4).
+  ever read (https://sqlite.org/howtocorrupt.html §1.3, §2.4). Noticed, the database is
+  *disowned* (:meth:`Database._disown`): SQLite finds a WAL and its ``-shm`` index by their
+  names only, so ours must neither stay beside the new file nor be checkpointed into it.
 * **Errors**: SQLite's failures become memfs errors a caller can map: a full disk is
   :class:`~memfs.errors.StorageFull` (ENOSPC), an I/O error or a damaged file
   :class:`~memfs.errors.StorageError` (EIO), a lock held past :data:`WRITE_PATIENCE`
@@ -39,7 +41,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from .errors import (
@@ -70,6 +72,8 @@ READER_CACHE_KIB = 256
 #: Where SQLite keeps ``PRAGMA user_version`` in the database header
 #: (https://sqlite.org/fileformat.html#the_database_header).
 _USER_VERSION_OFFSET = 60
+#: ``sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`` (Python 3.12+; sqlite3.h).
+_NO_CKPT_ON_CLOSE = 1006
 
 
 def held_fd(path: str, file_id: tuple[int, int] | None = None) -> int | None:
@@ -112,6 +116,27 @@ def read_head(path: str, size: int) -> bytes:
     # No descriptor of this file in the process: no lock of ours on it to drop.
     with open(path, "rb") as f:
         return f.read(size)
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path`` (symbolic links followed), None if none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _unlink_if(path: str, file_id: tuple[int, int] | None) -> bool:
+    """Remove ``path`` if it is still the file ``file_id`` (never a file put there since)."""
+    if file_id is None or _file_id(path) != file_id:
+        return False
+    try:
+        os.unlink(path)
+    except OSError as e:
+        log.warning("cannot remove %s: %s", path, e.strerror or e)
+        return False
+    return True
 
 
 def _is_busy(e: sqlite3.Error) -> bool:
@@ -193,6 +218,12 @@ class Database:
         self.gone: str | None = None
         self._file_id: tuple[int, int] | None = None
         self._fd: int | None = None
+        #: The WAL and -shm files SQLite opened beside the database (see :meth:`_disown`):
+        #: their names, (device, inode)s, and a descriptor of our own of the WAL.
+        self._beside = ""
+        self._wal_id: tuple[int, int] | None = None
+        self._shm_id: tuple[int, int] | None = None
+        self._wal_fd: int | None = None
         self._identity = 0
         self._header_confirmed = False
         w = self.writer
@@ -240,14 +271,23 @@ class Database:
         self._file_id = self._stat()
         self._fd = self._sqlite_fd()
         self._header_confirmed = self._header() == self._identity
+        # SQLite opened "<file>-wal" and "<file>-shm" beside the file (links followed), and
+        # while our writer holds its shared lock nobody removes them. A descriptor of our own
+        # of the WAL is safe to hold and to close: SQLite's POSIX locks are on the database
+        # file and the -shm file, never on the WAL (os_unix.c: xLock, xShmLock).
+        self._beside = os.path.realpath(self.path)
+        self._shm_id = _file_id(self._beside + "-shm")
+        try:
+            self._wal_fd = os.open(self._beside + "-wal", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:  # no WAL (not in WAL mode)
+            self._wal_fd = None
+        else:
+            st = os.fstat(self._wal_fd)
+            self._wal_id = (st.st_dev, st.st_ino)
 
     def _stat(self) -> tuple[int, int] | None:
         """(device, inode) of the file now at :attr:`path`, None if there is none."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
+        return _file_id(self.path)
 
     def _sqlite_fd(self) -> int | None:
         """SQLite's own descriptor of the database file, to read its header through."""
@@ -266,13 +306,24 @@ class Database:
     def check_file(self) -> None:
         """Make sure the file at :attr:`path` is still this database.
 
-        :raises DatabaseGone: it was deleted, renamed over or overwritten (and stays so: every
-            later write is refused too).
+        :raises DatabaseGone: it was deleted, renamed over or overwritten. It stays so: the
+            database is disowned (:meth:`_disown`), and every later call fails the same way.
         """
         if self.gone is not None:
             raise DatabaseGone(self.gone)
-        if self.memory or self._file_id is None:
-            return
+        why = self._what_happened()
+        if why is not None:
+            if not self._waiting_allowed():
+                raise WouldBlock()  # disowning waits for our writer and syncs: in a thread
+            self._disown(
+                f"the database file {self.path} {why} while in use; writes are refused "
+                "(restart with the right database)")
+            raise DatabaseGone(self.gone or why)
+
+    def _what_happened(self) -> str | None:
+        """None while the file at :attr:`path` is this database, else what became of it."""
+        if self.memory or self._file_id is None or self._closed:
+            return None  # closed: our descriptors are gone, their numbers maybe reused
         file_id = self._stat()
         header = self._header() if file_id == self._file_id else None
         why = None
@@ -284,13 +335,46 @@ class Database:
             self._header_confirmed = True
         elif self._fd is not None and (self._header_confirmed or header != 0):
             why = "was overwritten"
-        if why is not None:
-            self.gone = (
-                f"the database file {self.path} {why} while in use; writes are refused "
-                "(restart with the right database)"
-            )
-            log.error("%s", self.gone)
-            raise DatabaseGone(self.gone)
+        return why
+
+    def _disown(self, message: str) -> None:
+        """Stop using this database for good, once the file at :attr:`path` is no longer it,
+        leaving nothing of ours beside that file and writing nothing into it.
+
+        SQLite finds a WAL and its -shm index by name only (``<file>-wal``, ``<file>-shm``)
+        and never checks that they belong to the file beside them: another process opening
+        the new file would read our frames as its pages, and so would the next open after
+        we exit. And the last connection to close checkpoints the WAL into the file it has
+        open, which after ``cp other.db x.db`` (the same inode) holds the other database,
+        then deletes ``<file>-wal`` and ``<file>-shm`` by name, whoever's they are by then
+        (sqlite3WalClose). So, under the writer lock (no commit of ours half-written):
+
+        1. Our WAL is emptied, through our own descriptor of it: a checkpoint of ours stops
+           at its first frame, which it cannot read, before writing anything, and a close
+           whose checkpoint fails deletes nothing.
+        2. Our -shm and WAL files are removed from beside the path, if they are still ours
+           (the new database's own are left alone); then no other process finds them.
+        3. Every connection is closed now (where Python has ``setconfig``, with SQLite's
+           checkpoint on close turned off first), while the names beside the file are
+           nobody's: a checkpoint that does find nothing to copy and succeeds deletes
+           nothing of anyone's. Everything after this fails with :class:`DatabaseGone`.
+        """
+        with self._wlock:
+            if self.gone is not None:
+                return
+            self.gone = message
+            log.error("%s", message)
+            if self._wal_fd is not None:
+                try:
+                    os.ftruncate(self._wal_fd, 0)
+                    os.fsync(self._wal_fd)
+                except OSError as e:
+                    log.warning("cannot empty %s-wal: %s", self._beside, e.strerror or e)
+            removed = _unlink_if(self._beside + "-shm", self._shm_id)
+            removed = _unlink_if(self._beside + "-wal", self._wal_id) or removed
+            if removed:
+                _fsync_directory(self._beside)
+            self._close_connections()
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -310,6 +394,13 @@ class Database:
     def _waiting_allowed(self) -> bool:
         return not getattr(self._local, "nowait", False)
 
+    def _error(self, e: sqlite3.Error) -> Exception:
+        """The memfs error for an SQLite failure: :class:`DatabaseGone` once disowned (its
+        connections are closed, or its WAL emptied under a statement)."""
+        if self.gone is not None:
+            return DatabaseGone(self.gone)
+        return translate(e, self.path)
+
     def _retry(self, fn: Callable[[], T]) -> T:
         """``fn()``, retried while SQLite reports a lock, sleeping outside any lock of ours."""
         deadline = time.monotonic() + WRITE_PATIENCE
@@ -319,13 +410,13 @@ class Database:
                 return fn()
             except sqlite3.OperationalError as e:
                 if not _is_busy(e):
-                    raise translate(e, self.path) from e
+                    raise self._error(e) from e
                 if not self._waiting_allowed():
                     raise WouldBlock() from e
                 if time.monotonic() > deadline:
                     raise Busy("the database stayed locked by other writers; try again") from e
             except sqlite3.Error as e:
-                raise translate(e, self.path) from e
+                raise self._error(e) from e
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, WRITE_RETRY_MAX_DELAY)
 
@@ -362,7 +453,7 @@ class Database:
                 conn.execute("COMMIT")
             except sqlite3.Error as e:
                 self._rollback()
-                raise translate(e, self.path) from e
+                raise self._error(e) from e
             except BaseException:
                 self._rollback()
                 raise
@@ -371,20 +462,25 @@ class Database:
         self.check_file()
 
     def _rollback(self) -> None:
-        if self.writer.in_transaction:
-            try:
+        try:
+            if self.writer.in_transaction:
                 self.writer.execute("ROLLBACK")
-            except sqlite3.Error as e:  # SQLite rolled back already (e.g. after SQLITE_FULL)
-                log.debug("rollback: %s", e)
+        except sqlite3.Error as e:  # rolled back already (after SQLITE_FULL), or disowned
+            log.debug("rollback: %s", e)
 
     def reader(self) -> sqlite3.Connection:
         """This thread's reader connection (made on first use)."""
         if self.memory:
             return self.writer
+        if self.gone is not None:
+            raise DatabaseGone(self.gone)
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             if self._closed:
                 raise StorageError(f"database {self.path} is closed")
+            # A new connection opens whatever file is at the path now, and the WAL and -shm
+            # beside it: never another database's.
+            self.check_file()
             conn = self._connect(timeout=READ_PATIENCE)
             conn.execute("PRAGMA query_only = 1")
             conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
@@ -413,10 +509,14 @@ class Database:
             try:
                 yield conn
             except sqlite3.Error as e:
-                raise translate(e, self.path) from e
+                raise self._error(e) from e
             finally:
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
+                try:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
+                except sqlite3.Error:
+                    if self.gone is None:
+                        raise
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -440,6 +540,7 @@ class Database:
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
         else:
+            self.check_file()  # see reader()
             conn = self._connect(timeout=READ_PATIENCE)
         with self._readers_lock:
             self._snapshots.add(conn)
@@ -460,7 +561,7 @@ class Database:
                 self._retry(pin)
             yield conn
         except sqlite3.Error as e:
-            raise translate(e, self.path) from e
+            raise self._error(e) from e
         finally:
             with self._readers_lock:
                 self._snapshots.discard(conn)
@@ -489,9 +590,11 @@ class Database:
         directory. Works whatever other connections hold (a checkpoint would not).
 
         :raises StorageError: an fsync failed (the data may not be on disk).
+        :raises DatabaseGone: the file is no longer this database (nothing is synced).
         """
         if self.memory:
             return
+        self.check_file()
         # The database file through SQLite's own descriptor, never one of ours: closing it
         # would drop SQLite's locks (see held_fd). The WAL and the directory are never locked.
         main = self._fd if self._fd is not None else held_fd(self.path)
@@ -515,12 +618,52 @@ class Database:
                 os.close(fd)
 
     def close(self) -> None:
+        if not self._closed and self.gone is None:
+            # A last look: SQLite's last close checkpoints into the file it has open and
+            # deletes the WAL beside the path, so a file replaced since the last look must be
+            # disowned first.
+            with suppress(DatabaseGone):
+                self.check_file()
         self._closed = True
+        self._close_connections()
+        if self._wal_fd is not None:
+            os.close(self._wal_fd)
+            self._wal_fd = None
+
+    def _close_connections(self) -> None:
+        """Close every connection: readers and snapshots, then the writer (the last one to
+        close checkpoints: see :meth:`_disown`)."""
         with self._readers_lock:
-            readers, self._readers = self._readers, []
-            readers.extend(self._snapshots)
+            conns, self._readers = self._readers, []
+            conns.extend(self._snapshots)
             self._snapshots.clear()
-        for conn in readers:
-            conn.close()
         with self._wlock:
-            self.writer.close()
+            conns.append(self.writer)
+            for conn in conns:
+                if self.gone is not None:
+                    _no_checkpoint_on_close(conn)
+                conn.close()
+
+
+def _no_checkpoint_on_close(conn: sqlite3.Connection) -> None:
+    """Where Python can say so (3.12+), tell SQLite not to checkpoint when ``conn`` closes
+    (on 3.11, :meth:`Database._disown` makes that checkpoint fail before it writes)."""
+    setconfig = getattr(conn, "setconfig", None)
+    if setconfig is None:
+        return
+    try:
+        setconfig(_NO_CKPT_ON_CLOSE, True)
+    except sqlite3.Error as e:  # closed already
+        log.debug("no checkpoint on close: %s", e)
+
+
+def _fsync_directory(path: str) -> None:
+    """Make the removal of a file beside ``path`` durable (logged if it cannot be)."""
+    try:
+        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        log.warning("cannot sync the directory of %s: %s", path, e.strerror or e)

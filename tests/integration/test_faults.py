@@ -341,6 +341,65 @@ def test_a_replaced_database_refuses_writes(open_store, mounter, db, tmp_path, h
     assert m.proc.poll() is None
 
 
+def _filled(db: Path, name: str, n: int) -> str:
+    """A store ``name`` with ``n`` memories in the database ``db`` (closed again)."""
+    with Store(db) as s:
+        sid = s.create_store(name).id
+        for i in range(n):
+            s.write_path(sid, f"/{name}{i}.md", f"{name} {i} " * 50, actor=None)
+    return sid
+
+
+def _seen(db: Path) -> dict[str, object]:
+    """What SQLite shows of the database ``db`` to a process other than the mount's."""
+    c = sqlite3.connect(db)
+    try:
+        check = [r[0] for r in c.execute("PRAGMA integrity_check")]
+        rows = sorted(f"{name}:{path}" for name, path in c.execute(
+            "SELECT s.name, m.path FROM memories m JOIN stores s ON s.id = m.store_id"))
+        return {"check": check, "memories": rows}
+    except sqlite3.Error as e:
+        return {"error": str(e)}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("how", ["mv", "cp", "rm"])
+def test_a_database_replaced_under_a_mount_stays_intact(mounter, db, tmp_path, how):
+    """Issue 19: after `mv other.db x.db` the mount's x.db-wal stayed beside the new file and
+    was applied to it by the next open; after `cp other.db x.db` (the same inode) the
+    daemon's checkpoint wrote its pages into the copy; after `rm x.db`, a database made
+    again at the path picked up the old WAL. Once the daemon notices (without a write), the
+    database at the path is the replacement, whole, while the daemon runs and after."""
+    sid = _filled(db, "ours", 0)
+    m = mounter(sid)
+    for i in range(30):
+        (m.root / f"ours{i}.md").write_text(f"ours {i} " * 50)
+    assert os.stat(f"{db}-wal").st_size > 0  # committed, not checkpointed yet
+    other = tmp_path / "other.db"
+    _filled(other, "theirs", 20)
+    expected = _seen(other)
+    assert expected["check"] == ["ok"] and len(expected["memories"]) == 20  # type: ignore
+    if how == "mv":
+        os.replace(other, db)
+    elif how == "cp":
+        subprocess.run(["cp", str(other), str(db)], check=True, timeout=30)
+    else:
+        os.unlink(db)
+    retry(lambda: "while in use" in m.log(), 5.0)  # noticed by the watcher, in one line
+    with pytest.raises(OSError) as e:
+        (m.root / "late.md").write_text("late")
+    assert e.value.errno == errno.EIO
+    if how == "rm":  # a new database at the path, while the daemon still runs
+        _filled(db, "new", 3)
+        expected = {"check": ["ok"], "memories": [f"new:/new{i}.md" for i in range(3)]}
+    assert _seen(db) == expected
+    m.stop()
+    assert m.proc.returncode == 0 and "Traceback" not in m.log()
+    assert _seen(db) == expected
+    assert _seen(db) == expected
+
+
 # -- 10. a broken event log never turns success into failure ------------------------------------
 
 

@@ -4,12 +4,14 @@ become memfs errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -313,3 +315,126 @@ def test_a_commit_after_sync_is_not_lost_when_another_process_closes(db_path):
     store.write_path(sid, "/two.md", "2", actor=None)
     assert _paths_seen_by_another_process(db_path, sid) == ["/one.md", "/two.md"]
     store.close()
+
+
+# -- a database replaced under a running process (issue 19) -----------------------------------
+
+#: Run by another process: what SQLite shows there of the database at argv[1].
+_LOOK = """
+import json, sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+try:
+    check = [r[0] for r in c.execute("PRAGMA integrity_check")]
+    rows = sorted(f"{name}:{path}" for name, path in c.execute(
+        "SELECT s.name, m.path FROM memories m JOIN stores s ON s.id = m.store_id"))
+    print(json.dumps({"check": check, "memories": rows}))
+except sqlite3.Error as e:
+    print(json.dumps({"error": str(e)}))
+finally:
+    c.close()
+"""
+
+
+def _seen_by_another_process(path: str) -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-c", _LOOK, path], capture_output=True, text=True,
+                         check=True, timeout=60)
+    return dict(json.loads(out.stdout))
+
+
+def _filled(path: str, name: str, n: int, **kw: Any) -> Store:
+    store = Store(path, **kw)
+    sid = store.create_store(name).id
+    for i in range(n):
+        store.write_path(sid, f"/{name}{i}.md", f"{name} {i} " * 50, actor=None)
+    return store
+
+
+def _fill_in_another_process(path: str, name: str, n: int) -> None:
+    code = ("import sys; from tests.unit.test_database import _filled; "
+            "_filled(sys.argv[1], sys.argv[2], int(sys.argv[3])).close()")
+    subprocess.run([sys.executable, "-c", code, path, name, str(n)], check=True, timeout=60)
+
+
+def _replace(how: str, other: str, db_path: str) -> None:
+    if how == "mv":  # renamed over: a new inode at the path
+        os.replace(other, db_path)
+    elif how == "cp":  # copied over in place: the same inode, other bytes
+        # By another process: closing a descriptor of the file here would drop SQLite's locks.
+        subprocess.run(["cp", other, db_path], check=True, timeout=60)
+    else:
+        os.unlink(db_path)
+
+
+@pytest.mark.parametrize("noticed_by", ["check_file", "close"])
+@pytest.mark.parametrize("how", ["mv", "cp"])
+def test_a_replaced_database_file_stays_intact_and_gets_none_of_our_wal(
+        db_path, tmp_path, how, noticed_by):
+    """Issue 19: SQLite finds a WAL by its name only. After `mv`, our x.db-wal and x.db-shm
+    stayed beside the new file (another process opening it used them, and after we closed,
+    the next open applied our WAL to it); after `cp` (the same inode), our close checkpointed
+    our WAL into the copy. Both ended in `row 1 missing from index sqlite_autoindex_...`."""
+    other = str(tmp_path / "other.db")
+    _filled(other, "theirs", 20).close()
+    theirs = _seen_by_another_process(other)
+    assert theirs["check"] == ["ok"] and len(theirs["memories"]) == 20
+    # Ours: committed writes still in the WAL only (no checkpoint yet), as in a mount.
+    ours = _filled(db_path, "ours", 30, synchronous="NORMAL", checkpoint_pages=100_000)
+    sid = ours.resolve_store("ours").id
+    our_wal = os.stat(db_path + "-wal")
+    assert our_wal.st_size > 0
+    _replace(how, other, db_path)
+    if noticed_by == "check_file":
+        with pytest.raises(errors.DatabaseGone):
+            ours.check_file()
+        # Noticed: while this process still runs, another one sees the replacement whole.
+        assert _seen_by_another_process(db_path) == theirs
+        # And this one uses the file no more, to write or to read.
+        with pytest.raises(errors.DatabaseGone):
+            ours.write_path(sid, "/late.md", "late", actor=None)
+        with pytest.raises(errors.DatabaseGone):
+            ours.tree(sid)
+        with pytest.raises(errors.DatabaseGone):
+            ours.sync()
+    ours.close()  # noticed here at the latest
+    wal = db_path + "-wal"
+    assert not os.path.exists(wal) or os.stat(wal).st_ino != our_wal.st_ino
+    assert _seen_by_another_process(db_path) == theirs
+    assert _seen_by_another_process(db_path) == theirs  # and stays so
+
+
+def test_a_deleted_database_file_leaves_no_wal_for_a_new_one_at_its_path(db_path):
+    """A database made later at the same path must not pick up the deleted one's WAL."""
+    ours = _filled(db_path, "ours", 30, synchronous="NORMAL", checkpoint_pages=100_000)
+    os.unlink(db_path)
+    with pytest.raises(errors.DatabaseGone):
+        ours.check_file()
+    _fill_in_another_process(db_path, "new", 3)  # meanwhile, a new database at the path
+    expected = {"check": ["ok"], "memories": [f"new:/new{i}.md" for i in range(3)]}
+    assert _seen_by_another_process(db_path) == expected
+    ours.close()
+    assert _seen_by_another_process(db_path) == expected
+    os.unlink(db_path)  # and once more, made after we closed
+    _fill_in_another_process(db_path, "new", 3)
+    assert _seen_by_another_process(db_path) == expected
+
+
+def test_a_write_into_the_copy_by_another_process_survives_our_close(db_path, tmp_path):
+    """`cp` over the file (the same inode), with nothing of ours left to checkpoint: had we
+    kept our connections open, the other process's close could not checkpoint (our shared
+    lock) and left its WAL; our last close, finding nothing to copy, then deleted
+    `x.db-wal` by name: the other process's commit."""
+    other = str(tmp_path / "other.db")
+    _filled(other, "theirs", 5).close()
+    ours = _filled(db_path, "ours", 10)
+    ours.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # nothing left in our WAL
+    _replace("cp", other, db_path)
+    with pytest.raises(errors.DatabaseGone):
+        ours.check_file()
+    code = ("import sys; from memfs.store import Store; s = Store(sys.argv[1]); "
+            "s.write_path(s.resolve_store('theirs').id, '/late.md', 'late', actor=None); "
+            "s.close()")
+    subprocess.run([sys.executable, "-c", code, db_path], check=True, timeout=60)
+    ours.close()
+    seen = _seen_by_another_process(db_path)
+    assert seen["check"] == ["ok"]
+    assert "theirs:/late.md" in seen["memories"] and len(seen["memories"]) == 6
