@@ -834,8 +834,6 @@ class Store:
         self.path = str(default_db_path() if path is None else path)
         #: Set by :meth:`close` (background work of this Store stops then).
         self.closed = False
-        if self.path != ":memory:" and create and not is_url(self.path):
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # Small pages for a new database (an existing one keeps its own): a commit appends
         # every page it dirtied to the WAL, and a memory write dirties about ten b-tree pages
         # (tables and indexes) for a few kB of data. 1 KiB pages made creates 25% and deletes
