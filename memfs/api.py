@@ -59,12 +59,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import dbwatch, errors, transfer
-from .console import create_console
 from .health import PATHS as HEALTH_PATHS
 from .health import Health
-from .models import Actor, Memory, MemoryVersion
+from .models import Actor, Memory, MemoryVersion, SessionGrant
 from .rules import api_key_id, slugify
-from .store import TOOL_EVENT_TYPES, UNSET, Store
+from .store import SESSION_TOKEN_PREFIX, TOOL_EVENT_TYPES, UNSET, Store, no_session, no_store
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +147,7 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.InvalidRequest, 400, "invalid_request_error", None),
     (errors.Unauthorized, 401, "authentication_error", None),
     (errors.ReadOnly, 403, "permission_error", "read_only"),
+    (errors.Forbidden, 403, "permission_error", "forbidden"),
     (errors.Busy, 503, "overloaded_error", None),
     (errors.StorageFull, 507, "api_error", "storage_full"),
     (errors.StorageError, 503, "api_error", "storage_error"),
@@ -192,10 +192,16 @@ PUBLIC_PATHS = frozenset({"/openapi.json"})
 
 
 class _Gate:
-    def __init__(self, app: ASGIApp, keys: Iterable[str]) -> None:
+    """Lets in the holders of a server key, and of a session token (:mod:`memfs.store`'s
+    ``create_session_token``: the credential ``memfs run`` hands its agent), whose
+    :class:`~memfs.models.SessionGrant` goes into ``scope["state"]["grant"]`` for
+    :func:`_authorize` to check against each route."""
+
+    def __init__(self, app: ASGIApp, keys: Iterable[str], store: Store | None = None) -> None:
         self.app = app
         # sha256(key) -> api_key_id: a dict lookup on a digest leaks nothing about the key.
         self.keys = {hashlib.sha256(k.encode()).hexdigest(): api_key_id(k) for k in keys}
+        self.store = store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -212,16 +218,19 @@ class _Gate:
         if scope["path"] not in PUBLIC_PATHS:
             key = _presented_key(Request(scope))
             digest = hashlib.sha256(key.encode()).hexdigest() if key else None
-            if digest not in self.keys:
-                exc = errors.Unauthorized(
-                    "invalid API key: not one of this server's keys (the memfs CLI sends "
-                    "--api-key or $MEMFS_API_KEY)" if key else
-                    "missing API key: send 'x-api-key: KEY' or 'Authorization: Bearer KEY' "
-                    "(the memfs CLI: --api-key or $MEMFS_API_KEY)"
-                )
-                await error_response(exc, request_id)(scope, receive, send_with_id)
-                return
-            scope["state"]["actor"] = Actor.api(self.keys[digest])
+            if digest in self.keys:
+                scope["state"]["actor"] = Actor.api(self.keys[digest])
+            else:
+                try:
+                    grant = await self._grant(key)
+                except errors.MemfsError as exc:
+                    if isinstance(exc, errors.Unauthorized):
+                        log.info("refused %s %s: %s", scope.get("method"), scope["path"],
+                                 exc.message)
+                    await error_response(exc, request_id)(scope, receive, send_with_id)
+                    return
+                scope["state"]["actor"] = grant.actor()
+                scope["state"]["grant"] = grant
         started = False
 
         async def send_tracked(message: Message) -> None:
@@ -237,6 +246,24 @@ class _Gate:
             if started:
                 raise
             await error_response(e, request_id)(scope, receive, send_with_id)
+
+
+    async def _grant(self, key: str | None) -> SessionGrant:
+        """The grant of a session token.
+
+        :raises Unauthorized: no key, a key that is not this server's, or a session token
+            that is unknown, expired, or of a session that does not run (any more).
+        :raises StorageError: the database could not tell.
+        """
+        if key and key.startswith(SESSION_TOKEN_PREFIX) and self.store is not None:
+            grant: SessionGrant = await anyio.to_thread.run_sync(self.store.session_grant, key)
+            return grant
+        raise errors.Unauthorized(
+            "invalid API key: not one of this server's keys (the memfs CLI sends "
+            "--api-key or $MEMFS_API_KEY)" if key else
+            "missing API key: send 'x-api-key: KEY' or 'Authorization: Bearer KEY' "
+            "(the memfs CLI: --api-key or $MEMFS_API_KEY)"
+        )
 
 
 def _presented_key(request: Request) -> str | None:
@@ -402,6 +429,12 @@ class Call:
         actor: Actor = self.request.state.actor
         return actor
 
+    @property
+    def grant(self) -> SessionGrant | None:
+        """The session token's grant (None: a server key)."""
+        grant: SessionGrant | None = getattr(self.request.state, "grant", None)
+        return grant
+
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a store method in a worker thread."""
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
@@ -517,8 +550,41 @@ class WriteBatcher:
 
 
 def _acting_session(c: Call) -> str | None:
-    """The session a request acts as (:data:`SESSION_HEADER`), or None."""
+    """The session a request acts as (:data:`SESSION_HEADER`, or a session token's), or
+    None."""
+    if c.grant is not None:
+        return c.grant.session_id
     return c.request.headers.get(SESSION_HEADER) or None
+
+
+def _authorize(op: Op, grant: SessionGrant, request: Request) -> None:
+    """May a session token make this call (:attr:`Op.token`)? Its session's attached stores
+    with their access, its own session, nothing else: another store or session is a 404 with
+    the body of one that does not exist; a write to a read_only store is a 403.
+
+    :raises Forbidden, NotFound, ReadOnly:
+    """
+    params = request.path_params
+    # What the token may not see first, as if it did not exist; then what it may not do.
+    session_id = params.get("session_id")
+    if session_id is not None and session_id != grant.session_id:
+        raise no_session(session_id)
+    store_id = params.get("memory_store_id")
+    access = grant.access.get(store_id) if store_id is not None else None
+    if store_id is not None and access is None:
+        raise no_store(store_id)
+    if not op.token:
+        raise errors.Forbidden(
+            f"a session token cannot call {op.sdk.split(' (')[0]} ({request.method} "
+            f"{request.url.path}): it acts as its session {grant.session_id} on that "
+            "session's memory stores only")
+    acting = request.headers.get(SESSION_HEADER)
+    if acting and acting != grant.session_id:
+        raise errors.Forbidden(f"a session token acts as its own session "
+                               f"({grant.session_id}) only, not as {acting}")
+    if op.token == "write" and access != "read_write":
+        raise errors.ReadOnly(
+            f"memory store {store_id} is attached read_only to session {grant.session_id}")
 
 
 async def _writer(c: Call) -> Actor:
@@ -568,6 +634,7 @@ async def list_memory_stores(c: Call) -> Any:
         created_at_lte=q.text("created_at[lte]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
+        ids=None if c.grant is None else list(c.grant.access),
     )
 
 
@@ -782,6 +849,11 @@ async def revert_session(c: Call) -> Any:
                        dry_run=b.get("dry_run", False), force=b.get("force", False))
 
 
+async def create_session_token(c: Call) -> Any:
+    ttl = c.body.get("ttl_seconds")
+    return await c.run(c.store.create_session_token, c.p["session_id"], ttl_seconds=ttl)
+
+
 async def retrieve_session(c: Call) -> Any:
     return await c.run(c.store.get_session, c.p["session_id"])
 
@@ -817,6 +889,7 @@ async def list_sessions(c: Call) -> Any:
         created_at_lte=q.text("created_at[lte]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
+        ids=None if c.grant is None else [c.grant.session_id],
     )
     return {**page.to_dict(), "prev_page": page.prev_page}
 
@@ -1048,7 +1121,8 @@ async def resolve_store(c: Call) -> Any:
     ref = c.request.query_params.get("ref")
     if ref is None:
         raise errors.InvalidRequest("ref is required: a memory store id or name")
-    return await c.run(c.store.resolve_store, ref)
+    return await c.run(c.store.resolve_store, ref,
+                       among=None if c.grant is None else list(c.grant.access))
 
 
 async def get_tree(c: Call) -> Any:
@@ -1495,6 +1569,11 @@ class Op:
     extension: bool = False
     #: The body is not JSON: the handler reads it itself (an upload).
     raw_body: bool = False
+    #: What a session token may do here (:func:`_authorize`): ``read`` / ``write`` the
+    #: attached store in the path (read_write needed to write), ``session`` its own session
+    #: in the path, ``open`` (no store or session in the path; the handler shows only the
+    #: token's own); empty: refused (403), only a server key may.
+    token: str = ""
 
 
 _MS = "/v1/memory_stores"
@@ -1509,9 +1588,9 @@ OPS: list[Op] = [
        body=("name!", "description", "metadata"), returns="MemoryStore"),
     Op("GET", _MS, list_memory_stores, "memory_stores.list",
        query=("created_at[gte]", "created_at[lte]", "include_archived", *_LIST),
-       returns="Page<MemoryStore>"),
+       token="open", returns="Page<MemoryStore>"),
     Op("GET", _MS + "/{memory_store_id}", retrieve_memory_store, "memory_stores.retrieve",
-       returns="MemoryStore"),
+       token="read", returns="MemoryStore"),
     Op("POST", _MS + "/{memory_store_id}", update_memory_store, "memory_stores.update",
        body=("name", "description", "metadata"), returns="MemoryStore"),
     Op("DELETE", _MS + "/{memory_store_id}", delete_memory_store, "memory_stores.delete",
@@ -1519,21 +1598,23 @@ OPS: list[Op] = [
     Op("POST", _MS + "/{memory_store_id}/archive", archive_memory_store,
        "memory_stores.archive", returns="MemoryStore"),
     Op("POST", _MEM, create_memory, "memory_stores.memories.create", query=("view",),
-       body=("path!", "content!"), returns="Memory"),
+       body=("path!", "content!"), token="write", returns="Memory"),
     Op("GET", _MEM, list_memories, "memory_stores.memories.list",
-       query=("path_prefix", "depth", "view", *_LIST), returns="Page<MemoryListItem>"),
+       query=("path_prefix", "depth", "view", *_LIST), token="read",
+       returns="Page<MemoryListItem>"),
     Op("GET", _MEM + "/{memory_id}", retrieve_memory, "memory_stores.memories.retrieve",
-       query=("view",), returns="Memory"),
+       query=("view",), token="read", returns="Memory"),
     Op("POST", _MEM + "/{memory_id}", update_memory, "memory_stores.memories.update",
-       query=("view",), body=("content", "path", "precondition"), returns="Memory"),
+       query=("view",), body=("content", "path", "precondition"), token="write", returns="Memory"),
     Op("DELETE", _MEM + "/{memory_id}", delete_memory, "memory_stores.memories.delete",
-       query=("expected_content_sha256",), returns="Deleted"),
+       query=("expected_content_sha256",), token="write", returns="Deleted"),
     Op("GET", _VER, list_memory_versions, "memory_stores.memory_versions.list",
        query=("memory_id", "operation", "session_id", "api_key_id", "service_account_id",
               "user_id", "created_at[gte]", "created_at[lte]", "view", *_LIST),
-       returns="Page<MemoryVersion>"),
+       token="read", returns="Page<MemoryVersion>"),
     Op("GET", _VER + "/{memory_version_id}", retrieve_memory_version,
-       "memory_stores.memory_versions.retrieve", query=("view",), returns="MemoryVersion"),
+       "memory_stores.memory_versions.retrieve", query=("view",), token="read",
+       returns="MemoryVersion"),
     Op("POST", _VER + "/{memory_version_id}/redact", redact_memory_version,
        "memory_stores.memory_versions.redact", returns="MemoryVersion"),
     Op("POST", "/v1/agents", create_agent, "agents.create", body=_AGENT_FIELDS,
@@ -1550,9 +1631,9 @@ OPS: list[Op] = [
     Op("GET", _SES, list_sessions, "sessions.list",
        query=("memory_store_id", "statuses[]", "include_archived", "order", "created_at[gt]",
               "created_at[gte]", "created_at[lt]", "created_at[lte]", *_LIST),
-       returns="Page<Session>"),
+       token="open", returns="Page<Session>"),
     Op("GET", _SES + "/{session_id}", retrieve_session, "sessions.retrieve",
-       returns="Session"),
+       token="session", returns="Session"),
     Op("POST", _SES + "/{session_id}", update_session, "sessions.update",
        body=("metadata", "title", "agent", "budget", "vault_ids"), returns="Session"),
     Op("DELETE", _SES + "/{session_id}", delete_session, "sessions.delete",
@@ -1560,13 +1641,13 @@ OPS: list[Op] = [
     Op("POST", _SES + "/{session_id}/archive", archive_session, "sessions.archive",
        returns="Session"),
     Op("GET", _SES + "/{session_id}/resources", list_session_resources,
-       "sessions.resources.list", query=_LIST, returns="Page<SessionResource>"),
+       "sessions.resources.list", query=_LIST, token="session", returns="Page<SessionResource>"),
     Op("POST", _SES + "/{session_id}/resources", add_session_resource,
        "sessions.resources.add (refused: memfs has no file resources)",
        body=("type", "file_id", "mount_path"), returns="Error"),
     Op("GET", _SES + "/{session_id}/resources/{resource_id}", retrieve_session_resource,
        "sessions.resources.retrieve (by sesrsc_ id or memory_store_id)",
-       returns="SessionResource"),
+       token="session", returns="SessionResource"),
     Op("POST", _SES + "/{session_id}/resources/{resource_id}", update_session_resource,
        "sessions.resources.update (refused for memory stores)",
        body=("authorization_token",), returns="Error"),
@@ -1575,11 +1656,11 @@ OPS: list[Op] = [
     Op("GET", _SES + "/{session_id}/events", list_session_events, "sessions.events.list",
        query=("types[]", "order", "created_at[gt]", "created_at[gte]", "created_at[lt]",
               "created_at[lte]", *_LIST),
-       returns="Page<Event>"),
+       token="session", returns="Page<Event>"),
     Op("POST", _SES + "/{session_id}/events", send_session_events, "sessions.events.send",
-       body=("events!", "memory_store_id"), returns="EventList"),
+       body=("events!", "memory_store_id"), token="session", returns="EventList"),
     Op("GET", _SES + "/{session_id}/events/stream", stream_session_events,
-       "sessions.events.stream", query=("event_deltas[]",), returns="EventStream"),
+       "sessions.events.stream", query=("event_deltas[]",), token="session", returns="EventStream"),
     Op("POST", _DRM, create_dream, "dreams.create",
        body=("inputs!", "model!", "instructions", "output_behavior"), returns="Dream"),
     Op("GET", _DRM, list_dreams, "dreams.list",
@@ -1598,45 +1679,52 @@ OPS: list[Op] = [
        "revert): every memory it wrote back to its state before, one transaction; memories "
        "changed by someone else since are conflicts unless force; dry_run: the plan only",
        body=("dry_run", "force"), returns="Revert", extension=True),
-    Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", returns="Limits",
-       extension=True),
+    Op("POST", _SES + "/{session_id}/memfs/tokens", create_session_token,
+       "make a session token (what memfs run hands its agent instead of a key): only the "
+       "session's attached stores with their access, only while it runs, until ttl_seconds "
+       "(default 1 day); the secret is shown once", body=("ttl_seconds",),
+       returns="SessionToken", extension=True),
+    Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", token="open",
+       returns="Limits", extension=True),
     Op("GET", "/v1/memfs/resolve_store", resolve_store,
        "a memory store by id, else by exact name (the newest live one; two live stores of "
-       "that name are ambiguous: 400)", query=("ref",), returns="MemoryStore", extension=True),
+       "that name are ambiguous: 400)", query=("ref",), token="open", returns="MemoryStore",
+       extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
-       "every live memory (basic view) and the change-feed position", returns="Tree",
+       "every live memory (basic view) and the change-feed position", token="read", returns="Tree",
        extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/snapshot", get_snapshot,
        "the store as it was at a time, right after a version or just before a session's "
        "first write (time travel): the boundary and the memories then live (basic view)",
-       query=("at",), returns="Snapshot", extension=True),
+       query=("at",), token="read", returns="Snapshot", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/stats", get_stats,
-       "live memory count and change-feed position", returns="Stats", extension=True),
+       "live memory count and change-feed position", token="read", returns="Stats", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/check_can_create", check_can_create,
        "would a new memory be accepted now (archive, 2,000 limit, session access)?",
-       returns="Ok", extension=True),
+       token="write", returns="Ok", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/write", write_path,
        "create or replace the memory at a path, one transaction (with the tool events that "
        "report it, if given)", body=("path!", "content!", "events"),
-       returns="Memory", extension=True),
+       token="write", returns="Memory", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/delete", delete_path,
-       "delete the memory at a path", body=("path!", "events"), returns="Memory",
+       "delete the memory at a path", body=("path!", "events"), token="write", returns="Memory",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename", rename_path,
        "rename the memory at a path; over a memory at the target (replace), that memory "
        "takes the content and the renamed one is deleted, in one transaction (with the tool "
        "events that report it, if given)",
-       body=("old_path!", "new_path!", "replace", "events"), returns="Memory",
+       body=("old_path!", "new_path!", "replace", "events"), token="write", returns="Memory",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename_prefix", rename_prefix,
        "move every memory below a prefix, one transaction (a directory rename)",
-       body=("old_prefix!", "new_prefix!", "events"), returns="MemoryList", extension=True),
+       body=("old_prefix!", "new_prefix!", "events"), token="write", returns="MemoryList",
+       extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/events", record_store_events,
        "record tool events of a mount (of the session it acts as, else of the store)",
-       body=("events!",), returns="EventList", extension=True),
+       body=("events!",), token="read", returns="EventList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/export", export_store,
        "the store as one archive (docs/EXPORT-FORMAT.md: gzip JSON Lines), streamed; "
-       "history=true: every retained version", query=("history",), returns="Archive",
+       "history=true: every retained version", query=("history",), token="read", returns="Archive",
        extension=True),
     Op("POST", "/v1/memfs/import", import_store,
        "import an archive (restored with its ids; name: a copy with new ids; into: add to a "
@@ -1644,10 +1732,10 @@ OPS: list[Op] = [
        "partial=true", query=("name", "into", "partial"), returns="ImportSummary",
        extension=True, raw_body=True),
     Op("GET", _MS + "/{memory_store_id}/changes", list_changes, "the store's change feed",
-       query=("after", "limit"), returns="ChangeList", extension=True),
+       query=("after", "limit"), token="read", returns="ChangeList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/changes/stream", stream_changes,
-       "the store's change feed, live (SSE)", query=("after",), returns="ChangeStream",
-       extension=True),
+       "the store's change feed, live (SSE)", query=("after",), token="read",
+       returns="ChangeStream", extension=True),
 ]
 
 
@@ -1656,6 +1744,13 @@ def _endpoint(
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
+            grant = getattr(request.state, "grant", None)
+            if grant is not None:
+                try:
+                    _authorize(op, grant, request)
+                except errors.MemfsError as e:
+                    log.info("refused a session token of %s: %s", grant.session_id, e.message)
+                    raise
             body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
                                                                                    op.body)
             result = await op.handler(Call(request, store, body, hub, events, writes))
@@ -1700,9 +1795,12 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
     return response
 
 
-def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
-    """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
-    call anything but ``/openapi.json``)."""
+def create_app(store: Store, api_keys: Iterable[str], *, console: bool = True,
+               dreams: bool = True) -> ASGIApp:
+    """The ASGI app serving ``store`` to holders of ``api_keys`` and of its sessions' tokens
+    (a credential is needed to call anything but ``/openapi.json``). ``console``: serve the
+    Console too (else its paths are 404s); ``dreams``: run the dream sweeper while serving
+    (:mod:`memfs.launcher`'s session API for one session's commands wants neither)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
@@ -1726,11 +1824,16 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
     from .dreams import lifespan
 
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
-                    lifespan=partial(lifespan, store))
+                    lifespan=partial(lifespan, store) if dreams else None)
     keys = list(api_keys)
-    console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
-                             changes=hub, read_body=_read_body)
-    return _Split(_Gate(app, keys), console, Health(store))
+    gate = _Gate(app, keys, store)
+    if not console:
+        return _Split(gate, gate, Health(store))  # every other path: the API's 404
+    from .console import create_console  # Jinja2 and markdown-it: only when served
+
+    web = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
+                         changes=hub, read_body=_read_body)
+    return _Split(gate, web, Health(store))
 
 
 class _Split:
@@ -1870,6 +1973,8 @@ SCHEMAS: dict[str, Any] = {
         "skipped": {"type": "array", "items": _obj({"path": _S, "reason": _S},
                                                     ["path", "reason"])},
         "ignored": {"type": "array", "items": _obj({"path": _S, "reason": _S})}}),
+    "SessionToken": _obj({"type": {"const": "session_token"}, "id": _S, "session_id": _S,
+                          "token": _S, "created_at": _T, "expires_at": _T}),
     "Revert": _obj({
         "type": {"const": "memfs_revert"}, "id": _NS, "undo": _NS,
         "target": _obj({"type": {"enum": ["session", "revert"]}, "id": _S}),

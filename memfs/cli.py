@@ -36,6 +36,7 @@ EXIT_CODES: list[tuple[type[errors.MemfsError], int]] = [
     (errors.Conflict, 4),
     (errors.InvalidRequest, 5),
     (errors.ReadOnly, 6),
+    (errors.Forbidden, 6),
     (errors.Busy, 7),
     (errors.StorageError, 8),
     (errors.MemfsError, 1),
@@ -260,8 +261,17 @@ def cli(
     default=None,
     metavar="USER[:GROUP]",
     help="Run COMMAND as this user (name or number; needs root), with its HOME and a clean "
-    "environment (MEMFS_*, PATH, TERM); the mounts and the root are that user's only. "
+    "environment (MEMFS_*, PATH, TERM); the mounts and the root are that user's only, and "
+    "the database must be out of its reach. "
     "Default under sudo: the user who ran sudo (--user root to keep root).",
+)
+@click.option(
+    "--token-ttl",
+    type=int,
+    default=None,
+    metavar="SECONDS",
+    help="Life of COMMAND's session token (MEMFS_API_KEY; default one day, at most 30 "
+    "days); it ends with the session anyway.",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
@@ -273,13 +283,17 @@ def run(
     root: str | None,
     isolation: str,
     user: str | None,
+    token_ttl: int | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND in a session with memory stores mounted under the session root.
 
     Each store is mounted at ROOT/<slug of its name> (versions are attributed to the
     session); anything else written under ROOT is scratch, discarded at the end. COMMAND gets
-    MEMFS_SESSION_ID and MEMFS_SYSTEM_PROMPT_FILE (the memory section of the system prompt).
+    MEMFS_SESSION_ID and MEMFS_SYSTEM_PROMPT_FILE (the memory section of the system prompt),
+    and for `memfs` or the memory tool inside the session MEMFS_URL and MEMFS_API_KEY: a
+    session token that opens only the session's stores, with their access, while it runs
+    (never the database or the server's key).
     With --url (MEMFS_URL) the session lives on that memfs server and every store is a remote
     mount of it.
     When COMMAND ends, whatever happens, every mount is removed, processes it left behind are
@@ -316,6 +330,7 @@ def run(
         isolation=isolation,
         instructions=_pairs(instructions, "--instructions", "REF=TEXT"),
         user=user,
+        token_ttl=token_ttl,
     )
     if spec_path is not None:
         spec = _load_spec(ctx, spec_path)

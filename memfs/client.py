@@ -57,6 +57,7 @@ from .models import (
     Page,
     Session,
     SessionResource,
+    SessionToken,
     Snapshot,
     complete_tool_results,
 )
@@ -137,6 +138,8 @@ def error_from_response(status: int, body: Any) -> errors.MemfsError:
         return errors.NotFound(message)
     if status == 403 and code == "read_only":
         return errors.ReadOnly(message)
+    if status == 403:
+        return errors.Forbidden(message)
     if code == "import_rejected":
         skipped = err.get("skipped")
         return errors.ImportRejected(message, entries=skipped if isinstance(skipped, list)
@@ -643,6 +646,15 @@ class _Ops:
         )
         return _session(d)
 
+    def create_session_token(self, session_id: str, *,
+                             ttl_seconds: float | None = None) -> Op[SessionToken]:
+        """memfs extension (``POST /v1/sessions/{id}/memfs/tokens``): a session token, for
+        the commands of the session (:meth:`memfs.store.Store.create_session_token`)."""
+        body = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
+        d = yield Request("POST", f"/v1/sessions/{_q(session_id)}/memfs/tokens", json=body)
+        return SessionToken(d["id"], d["session_id"], d["token"], d["created_at"],
+                            d["expires_at"])
+
     def revert(self, target: str, *, actor: Actor | None = None, dry_run: bool = False,
                force: bool = False) -> Op[dict[str, Any]]:
         """memfs extension (``POST /v1/sessions/{id}/memfs/revert``): Store.revert of a
@@ -822,10 +834,23 @@ def _feed_event(name: str, data: dict[str, Any], store_id: str) -> FeedEvent | N
     return None  # a frame type this client does not know: skipped
 
 
+def unix_socket(url: str) -> tuple[str | None, str]:
+    """``(socket path, base URL)`` for a server URL: ``unix:/PATH`` (or ``unix:///PATH``, a
+    local session's API: memfs.sessionapi) is served on that unix socket; anything else is
+    an HTTP URL, no socket."""
+    if url.startswith("unix:"):
+        path = url[len("unix:"):]
+        if path.startswith("//"):
+            path = path[2:]
+        return path, "http://memfs.local"
+    return None, url
+
+
 class Client:
     """A synchronous client of a memfs server, with the Store's methods.
 
-    :param base_url: e.g. ``http://127.0.0.1:8000`` (a path prefix is kept).
+    :param base_url: e.g. ``http://127.0.0.1:8000`` (a path prefix is kept), or
+        ``unix:/PATH`` (:func:`unix_socket`).
     :param api_key: sent as ``x-api-key``.
     :param session_id: act as this session (memfs extension header): memory writes are
         attributed to its ``session_actor`` (the server refuses them with ReadOnly unless the
@@ -849,7 +874,10 @@ class Client:
     ) -> None:
         self.base_url = base_url
         self.session_id = session_id
-        self._http = httpx.Client(base_url=base_url, headers=_headers(api_key, session_id),
+        uds, http_url = unix_socket(base_url)
+        if uds is not None and transport is None:
+            transport = httpx.HTTPTransport(uds=uds)
+        self._http = httpx.Client(base_url=http_url, headers=_headers(api_key, session_id),
                                   timeout=timeout, transport=transport)
 
     def close(self) -> None:
@@ -936,7 +964,10 @@ class AsyncClient:
     ) -> None:
         self.base_url = base_url
         self.session_id = session_id
-        self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key, session_id),
+        uds, http_url = unix_socket(base_url)
+        if uds is not None and transport is None:
+            transport = httpx.AsyncHTTPTransport(uds=uds)
+        self._http = httpx.AsyncClient(base_url=http_url, headers=_headers(api_key, session_id),
                                        timeout=timeout, transport=transport)
 
     async def stream_changes(

@@ -42,6 +42,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import (
@@ -139,6 +140,23 @@ def _unlink_if(path: str, file_id: tuple[int, int] | None) -> bool:
     return True
 
 
+def create_private(path: str) -> None:
+    """Make a new database file its owner's only: the directories made for it 0700, the file
+    0600 (SQLite gives its WAL and shared-memory files the database file's mode). Every store
+    of the database is in that file: no other user (an agent run as one) may read it. An
+    existing file or directory is left as it is."""
+    parent = Path(path).absolute().parent
+    missing = []
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for d in reversed(missing):
+        with suppress(FileExistsError):  # made by another process meanwhile
+            d.mkdir(mode=0o700)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+
+
 def _is_busy(e: sqlite3.Error) -> bool:
     text = str(e)
     return "locked" in text or "busy" in text
@@ -179,7 +197,8 @@ class Database:
         survives a killed process at once, and a power cut from the next :meth:`sync`).
     :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
     :param page_size: page size of a new database (an existing one keeps its own).
-    :param create: make the file if it is missing (else :class:`DatabaseUnavailable`).
+    :param create: make the file if it is missing (else :class:`DatabaseUnavailable`), its
+        owner's only (:func:`create_private`).
     """
 
     #: Which SQL this database speaks (:class:`memfs.pgdatabase.PgDatabase`: "postgresql").
@@ -200,6 +219,8 @@ class Database:
             raise ValueError("synchronous must be FULL or NORMAL")
         self.path = path
         self.memory = path == ":memory:"
+        if create and not self.memory:
+            create_private(path)
         # mode=rw: a missing file is an error, never a new empty database.
         self._target = path if create or self.memory else (
             "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw")

@@ -78,8 +78,6 @@ def open_raw(target: str, *, create: bool) -> Any:
         return open_database(target)
     path = check_database(target, create=create)
     try:
-        if create:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return Database(path, create=create)
     except DatabaseUnavailable:
         raise

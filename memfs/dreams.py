@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import secrets
+import signal
 import socket
 import threading
 import time
@@ -532,7 +533,9 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
                     log.exception("cannot read dream %s", dream_id)
                     continue
                 if status == "canceled":
-                    self._send(15)  # SIGTERM
+                    # As a SIGTERM to the launcher: sent to the command, or, if it is not
+                    # started yet, as soon as it is (and the session stops).
+                    self._on_signal(signal.SIGTERM, None)
                     return
 
         def _start_mounts(self) -> None:

@@ -26,6 +26,7 @@ an exit code. They never re-check a rule themselves.
     │   │   └── NotADirectory        a directory rename onto (or below) a memory's path
     │   └── PreconditionFailed   the content hash does not match
     ├── ReadOnly                 a write through a read-only attachment
+    ├── Forbidden                a call the credential may not make (HTTP 403)
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
     ├── FeedGap                  the change feed no longer holds changes after a position
     ├── Busy                     the database stayed locked past every retry
@@ -128,6 +129,11 @@ class PreconditionFailed(Conflict):
 
 class ReadOnly(MemfsError):
     """A write through a read-only attachment."""
+
+
+class Forbidden(MemfsError):
+    """The credential may not make this call: a session token (the agent's) asking for what
+    only the owner of the server may do (create or delete stores, sessions, dreams...)."""
 
 
 class Unauthorized(MemfsError):

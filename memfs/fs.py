@@ -103,6 +103,7 @@ ERRNO_BY_ERROR: list[tuple[type[errors.MemfsError], int]] = [
     (errors.PreconditionFailed, errno.EBUSY),
     (errors.Conflict, errno.EEXIST),
     (errors.ReadOnly, errno.EROFS),
+    (errors.Forbidden, errno.EACCES),
     (errors.Busy, errno.EBUSY),
     (errors.StorageFull, errno.ENOSPC),
     (errors.MemfsError, errno.EIO),

@@ -212,6 +212,37 @@ class Session:
 
 
 @dataclass(frozen=True)
+class SessionToken:
+    """A session token just made (:meth:`memfs.store.Store.create_session_token`): ``token``
+    is the secret, shown this once (the store keeps only its SHA-256)."""
+
+    id: str
+    session_id: str
+    token: str
+    created_at: str
+    expires_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "session_token", "id": self.id, "session_id": self.session_id,
+                "token": self.token, "created_at": self.created_at,
+                "expires_at": self.expires_at}
+
+
+@dataclass(frozen=True)
+class SessionGrant:
+    """What a valid session token lets its holder do: act as ``session_id`` on the stores of
+    ``access`` (store id -> ``read_write`` | ``read_only``), nothing else."""
+
+    session_id: str
+    token_id: str
+    access: dict[str, str]
+    expires_at: str
+
+    def actor(self) -> Actor:
+        return Actor.session(self.session_id)
+
+
+@dataclass(frozen=True)
 class Event:
     """A session event; ``body`` is the full wire object (it has ``id``, ``type``...)."""
 

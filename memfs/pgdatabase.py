@@ -577,6 +577,20 @@ MIGRATIONS.append(("m004_reverts", f"""
     """))
 
 
+# SQLite's m009_session_tokens: session tokens, hashed (Store.create_session_token).
+MIGRATIONS.append(("m005_session_tokens", f"""
+    CREATE TABLE session_tokens (
+        id {_T} PRIMARY KEY,
+        session_id {_T} NOT NULL,
+        token_sha256 {_T} NOT NULL UNIQUE,
+        created_at {_T} NOT NULL,
+        expires_at {_T} NOT NULL,
+        revoked_at {_T}
+    );
+    CREATE INDEX session_tokens_session ON session_tokens(session_id);
+    """))
+
+
 def migrate(db: PgDatabase, migration_set: str) -> None:
     """Apply the migrations ``db`` lacks, in one transaction under the write lock (two
     processes opening a new database at once do not both apply one)."""

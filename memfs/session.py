@@ -56,7 +56,7 @@ from . import linux
 from .errors import InvalidRequest, MemfsError, NotFound
 from .models import MemoryStore, Session, SessionResource
 from .prompt import SNAPSHOT_KEY, render_memory_prompt, snapshot_note
-from .store import Store, is_url, open_store
+from .store import Store, check_token_ttl, is_url, open_store
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,8 @@ KILL_GRACE = 5.0
 LEFTOVER_GRACE = 2.0
 #: Seconds to wait for a mount to answer the request that flushes its queue (see _barrier).
 BARRIER_TIMEOUT = 2.0
+#: The longest path of the session API's unix socket (sun_path: 108 bytes with its NUL).
+SOCKET_PATH_MAX = 100
 
 ACCESS_ALIASES = {"read_only": "read_only", "read_write": "read_write",
                   "ro": "read_only", "rw": "read_write"}
@@ -174,6 +176,8 @@ class Launch:
     #: ``USER[:GROUP]`` (names or numbers) to run CMD as; None: the invoking user of a
     #: ``sudo`` (SUDO_UID/SUDO_GID), else the launcher's own user.
     user: str | None = None
+    #: Seconds CMD's session token lives at most (None: the store's default, one day).
+    token_ttl: float | None = None
 
 
 @dataclass
@@ -239,8 +243,11 @@ def choose_agent(spec: str | None) -> Agent | None:
 
 
 #: What CMD's environment keeps from the launcher's when it runs as another user (besides
-#: every ``MEMFS_*`` variable); HOME, USER and LOGNAME are the agent's.
+#: the ``MEMFS_*`` variables it is given); HOME, USER and LOGNAME are the agent's.
 KEPT_ENV = ("PATH", "TERM")
+#: The launcher's credentials, never passed to CMD: it gets its session's token and URL
+#: instead (:meth:`Launcher._agent_credentials`).
+LAUNCHER_ONLY_ENV = frozenset({"MEMFS_DB", "MEMFS_URL", "MEMFS_API_KEY", "MEMFS_API_KEYS"})
 
 
 def agent_env(env: dict[str, str], agent: Agent) -> dict[str, str]:
@@ -393,6 +400,7 @@ class Launcher:
             raise InvalidRequest("no command to run")
         self.launch = launch
         self.agent = choose_agent(launch.user)  # before anything is opened
+        check_token_ttl(launch.token_ttl)
         if launch.url:
             from .client import Client  # httpx: only a session on a server pays its import
 
@@ -419,6 +427,10 @@ class Launcher:
         self._unforwarded: int | None = None
         self._kill_at: float | None = None
         self._reported: set[int] = set()  # pids of daemons whose death is the error already
+        #: The API served to CMD on a local database (memfs.sessionapi), while it runs, and
+        #: the directory made for its socket when the state directory's path is too long.
+        self.api: Any = None
+        self._api_dir: Path | None = None
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -454,6 +466,24 @@ class Launcher:
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise LaunchError(f"the session root {self.root} is not a directory")
 
+    def _refuse_a_readable_database(self) -> None:
+        """An agent of another user that could read the database (or its WAL, which holds
+        the latest writes) could read every store in it: the session is refused.
+
+        :raises LaunchError: with the fix.
+        """
+        db = self._db_file()
+        if self.agent is None or not db:
+            return
+        readable = [p for p in (db, db + "-wal", db + "-shm")
+                    if os.path.exists(p) and _readable_by(p, self.agent)]
+        if readable:
+            raise LaunchError(
+                f"--user {self.agent.name} could read the database {db}, and every store in "
+                f"it: make it its owner's only (chmod 600 {' '.join(readable)}) or move it "
+                f"into a directory {self.agent.name} cannot enter (chmod 700 "
+                f"{os.path.dirname(db)})")
+
     def _db_file(self) -> str | None:
         """The local database file (None for a session on a server or on PostgreSQL)."""
         if self.launch.url or is_url(self.store.path):
@@ -461,8 +491,9 @@ class Launcher:
         return os.path.realpath(self.store.path)
 
     def _memfs_env(self, env: dict[str, str]) -> dict[str, str]:
-        """``env`` pointing ``memfs`` at this session's data: the database, or the server (its
-        key in the environment rather than on a command line that ``ps`` shows)."""
+        """``env`` of a mount daemon (the launcher's own, never the agent's): the database, or
+        the server and its key (in the environment rather than on a command line that ``ps``
+        shows)."""
         env = dict(env)
         if self.launch.url:
             env.pop("MEMFS_DB", None)
@@ -475,6 +506,38 @@ class Launcher:
             env["MEMFS_DB"] = (self.store.path if is_url(self.store.path)
                                else os.path.abspath(self.store.path))
         return env
+
+    def _agent_credentials(self) -> dict[str, str]:
+        """What CMD gets to reach the API: the session's own token (never a server key, nor
+        the database), with the server's URL, or on a local database the URL of the session
+        API this launcher serves (:mod:`memfs.sessionapi`). Called once the session runs."""
+        assert self.session is not None
+        url = self.launch.url or self.api.url
+        token = self.store.create_session_token(self.session.id,
+                                                ttl_seconds=self.launch.token_ttl)
+        return {"MEMFS_URL": url, "MEMFS_API_KEY": token.token}
+
+    def _start_api(self) -> None:
+        """On a local database: the session API's socket (:mod:`memfs.sessionapi`), in the
+        state directory; it is served once CMD runs."""
+        assert self.state_dir is not None
+        if self.launch.url:
+            return
+        from .sessionapi import SessionAPI
+
+        path = self.state_dir / "api.sock"
+        if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+            # A long $TMPDIR: a short directory of our own for it (sun_path holds 108 bytes).
+            self._api_dir = Path(tempfile.mkdtemp(prefix="memfs-api-", dir="/tmp"))
+            if self.agent is not None:
+                self._api_dir.chmod(0o711)
+            path = self._api_dir / "api.sock"
+        owner = (self.agent.uid, self.agent.gid) if self.agent is not None else None
+        self.api = SessionAPI(self.store, path, owner)
+        try:
+            self.api.listen()
+        except MemfsError as e:
+            self._fail(e.message)
 
     def _resources(self) -> list[dict[str, Any]]:
         resources: list[dict[str, Any]] = []
@@ -726,7 +789,8 @@ class Launcher:
         assert self.session is not None and self.state_dir is not None
         prompt_file = self.state_dir / "system-prompt.md"
         prompt_file.write_text(render_memory_prompt(self.session), encoding="utf-8")
-        env = self._memfs_env(dict(os.environ))
+        # No credential of the launcher's reaches CMD: not the database, not a server key.
+        env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ONLY_ENV}
         env["MEMFS_SESSION_ID"] = self.session.id
         env["MEMFS_SYSTEM_PROMPT_FILE"] = str(prompt_file)
         agent = self.agent
@@ -739,6 +803,10 @@ class Launcher:
             as_agent = {"user": agent.uid, "group": agent.gid, "extra_groups": agent.groups}
         self.store.set_session_status(self.session.id, "running")
         try:
+            env.update(self._agent_credentials())
+        except MemfsError as e:
+            self._fail(f"cannot give the session its credential: {e.message}")
+        try:
             self._child = subprocess.Popen(
                 list(self.launch.command), env=env,
                 preexec_fn=functools.partial(_command_preexec, os.getpid()), **as_agent,
@@ -750,6 +818,8 @@ class Launcher:
                 f"cannot run {self.launch.command[0]}: {e.strerror}",
                 126 if e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 1,
             ) from None
+        if self.api is not None:
+            self.api.serve()
         if self._unforwarded is not None:  # a signal came while CMD was being started
             self._send(self._unforwarded)
             self._unforwarded = None
@@ -792,6 +862,13 @@ class Launcher:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+    def _stop_api(self) -> None:
+        """The session API (local database): nobody of the session is left to use it."""
+        if self.api is not None:
+            self.api.stop()
+        if self._api_dir is not None:
+            shutil.rmtree(self._api_dir, ignore_errors=True)
 
     def _stop_leftovers(self) -> None:
         """Stop what CMD left running (orphans are reparented to us, the subreaper): SIGTERM,
@@ -885,7 +962,7 @@ class Launcher:
 
     def _cleanup(self) -> None:
         """Every step runs even if an earlier one fails."""
-        steps = (self._stop_command, self._stop_leftovers, self._stop_mounts,
+        steps = (self._stop_command, self._stop_leftovers, self._stop_api, self._stop_mounts,
                  self._discard_scratch)
         for step in steps:
             try:
@@ -918,10 +995,7 @@ class Launcher:
             if not self.launch.url:
                 reap_sessions(self.store)
             self._choose_root()
-            db = self._db_file()
-            if self.agent is not None and db and _readable_by(db, self.agent):
-                log.warning("the agent's user %s can read the database %s: keep it in a "
-                            "directory that user cannot enter", self.agent.name, db)
+            self._refuse_a_readable_database()
             self.session = self._create_session()
             log.info("session %s, root %s (%s)", self.session.id, self.root,
                      "private namespace" if self.namespace else "scratch directory")
@@ -929,6 +1003,7 @@ class Launcher:
             # After the scratch, so that a root over $TMPDIR (--root /tmp) cannot hide it.
             self.state_dir = _state_dir(self.session.id)
             self.state_dir.mkdir(mode=0o700)  # never an existing path (or a planted link)
+            self._start_api()
             self._start_mounts()
             if self._stop_signal is not None:
                 return 128 + self._stop_signal

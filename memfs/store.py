@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import sqlite3
 import stat
 import threading
@@ -71,6 +72,7 @@ from .errors import (
     ReadOnly,
     StorageError,
     StoreArchived,
+    Unauthorized,
     WouldBlock,
 )
 from .models import (
@@ -87,7 +89,9 @@ from .models import (
     MemoryVersion,
     Page,
     Session,
+    SessionGrant,
     SessionResource,
+    SessionToken,
     Snapshot,
     complete_tool_results,
 )
@@ -163,6 +167,14 @@ UNSET: Any = _Unset()
 
 def _now() -> str:
     return format_time(datetime.now(UTC))
+
+
+#: Session tokens (:meth:`Store.create_session_token`): the secret's prefix (which tells it
+#: from a server key at a glance), and the life a token gets by default and at most, seconds.
+SESSION_TOKEN_PREFIX = "memfs_session_"
+SESSION_TOKEN_TTL = 24 * 3600.0
+SESSION_TOKEN_MIN_TTL = 1
+SESSION_TOKEN_MAX_TTL = 30 * 24 * 3600.0
 
 
 def sha256_hex(data: bytes) -> str:
@@ -551,6 +563,27 @@ def m008_reverts(db: sqlite_utils.Database) -> None:
     )
 
 
+@_migration
+def m009_session_tokens(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- The credential of a running session's commands (Store.create_session_token): only
+        -- the SHA-256 of the secret is kept. It opens the session's attached stores with their
+        -- access while the session runs, until expires_at; revoked_at is set when the session
+        -- ends (a token is never valid again after that).
+        CREATE TABLE session_tokens (
+            id TEXT PRIMARY KEY,              -- sesstok_…
+            session_id TEXT NOT NULL,
+            token_sha256 TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            revoked_at TEXT
+        );
+        CREATE INDEX session_tokens_session ON session_tokens(session_id);
+        """
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # row -> model
 
@@ -801,8 +834,6 @@ class Store:
         self.path = str(default_db_path() if path is None else path)
         #: Set by :meth:`close` (background work of this Store stops then).
         self.closed = False
-        if self.path != ":memory:" and create and not is_url(self.path):
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # Small pages for a new database (an existing one keeps its own): a commit appends
         # every page it dirtied to the WAL, and a memory write dirties about ten b-tree pages
         # (tables and indexes) for a few kB of data. 1 KiB pages made creates 25% and deletes
@@ -1023,18 +1054,21 @@ class Store:
             raise _no_store(store_id)
         return _store(row)
 
-    def resolve_store(self, ref: str) -> MemoryStore:
+    def resolve_store(self, ref: str, *, among: Collection[str] | None = None) -> MemoryStore:
         """A store by id, or else by exact name (the newest live store of that name wins over
-        archived ones; two live stores with the name are ambiguous).
+        archived ones; two live stores with the name are ambiguous). ``among``: only these
+        stores exist (a session token's attached stores).
 
         :raises NotFound: no such store. :raises InvalidRequest: an ambiguous name.
         """
         row = self._one("SELECT * FROM stores WHERE id = ?", (ref,))
-        if row is not None:
+        if row is not None and (among is None or ref in among):
             return _store(row)
         rows = self._all(
             "SELECT * FROM stores WHERE name = ? ORDER BY archived_at IS NOT NULL, id DESC", (ref,)
         )
+        if among is not None:
+            rows = [r for r in rows if r["id"] in among]
         if not rows:
             raise NotFound(f"no memory store with id or name {ref!r}")
         live = [r for r in rows if r["archived_at"] is None]
@@ -1116,10 +1150,13 @@ class Store:
         created_at_lte: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        ids: Collection[str] | None = None,
     ) -> Page[MemoryStore]:
-        """Stores, newest first (``created_at`` desc, then ``id`` desc)."""
+        """Stores, newest first (``created_at`` desc, then ``id`` desc); ``ids``: only these
+        (a session token's attached stores)."""
         limit = _check_limit(limit, self.limits)
         where, params = [], []
+        _only_ids(where, params, ids)
         if not include_archived:
             where.append("archived_at IS NULL")
         if created_at_gte is not None:
@@ -2424,11 +2461,14 @@ class Store:
         created_at_lte: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        ids: Collection[str] | None = None,
     ) -> Page[Session]:
+        """Sessions by id; ``ids``: only these (a session token sees its own session)."""
         limit = _check_limit(limit, self.limits)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
         where, params = [], []
+        _only_ids(where, params, ids)
         if memory_store_id is not None:
             where.append(
                 "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)"
@@ -2510,6 +2550,9 @@ class Store:
                     (status, _now(), session_id),
                 )
                 self._insert_event(c, session_id, None, {"type": event_type, **extra})
+            if status == "terminated":
+                c.execute("UPDATE session_tokens SET revoked_at = ? "
+                          "WHERE session_id = ? AND revoked_at IS NULL", (_now(), session_id))
         return self.get_session(session_id)
 
     def launched_sessions(self) -> list[tuple[str, dict[str, Any]]]:
@@ -2557,6 +2600,7 @@ class Store:
             self._session_in(c, session_id)
             self._insert_event(c, session_id, None, {"type": "session.deleted"})
             c.execute("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
+            c.execute("DELETE FROM session_tokens WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
     def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
@@ -2568,6 +2612,60 @@ class Store:
             if resource_id in (r.id, r.memory_store_id):
                 return r
         raise NotFound(f"resource {resource_id!r} not found in session {session_id}")
+
+    # -- session tokens ----------------------------------------------------------------------
+
+    def create_session_token(self, session_id: str, *, ttl_seconds: Any = None) -> SessionToken:
+        """Make a credential for the commands of a session (what ``memfs run`` hands its
+        agent instead of a key): valid only for the session's attached stores with their
+        access, only while the session is ``running``, and for ``ttl_seconds`` at most
+        (default :data:`SESSION_TOKEN_TTL`, at most :data:`SESSION_TOKEN_MAX_TTL`). The
+        secret is in the result this once; the store keeps its SHA-256 only.
+
+        :raises NotFound: unknown session. :raises InvalidRequest: a terminated session, or
+            a bad ``ttl_seconds``.
+        """
+        ttl = check_token_ttl(ttl_seconds)
+        secret = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = new_id("sesstok")
+        created = datetime.now(UTC)
+        now, expires = format_time(created), format_time(created + timedelta(seconds=ttl))
+        with self._write() as c:
+            if self._session_in(c, session_id)["status"] == "terminated":
+                raise InvalidRequest(f"session {session_id} is terminated: no token can be "
+                                     "made for it")
+            c.execute(
+                "INSERT INTO session_tokens (id, session_id, token_sha256, created_at, "
+                "expires_at) VALUES (?, ?, ?, ?, ?)",
+                (token_id, session_id, sha256_hex(secret.encode()), now, expires))
+        return SessionToken(token_id, session_id, secret, now, expires)
+
+    def session_grant(self, token: str) -> SessionGrant:
+        """What the session token ``token`` may do now.
+
+        :raises Unauthorized: not a token of this store, revoked (its session ended),
+            expired, or its session is not running.
+        """
+        row = self._one(
+            "SELECT t.id, t.session_id, t.expires_at, t.revoked_at, s.status "
+            "FROM session_tokens t JOIN sessions s ON s.id = t.session_id "
+            "WHERE t.token_sha256 = ?", (sha256_hex(token.encode()),))
+        if row is None:
+            raise Unauthorized("invalid session token: not a token of a session of this "
+                               "server")
+        sid = row["session_id"]
+        if row["revoked_at"] is not None or row["status"] == "terminated":
+            raise Unauthorized(f"the session token of {sid} is no longer valid: the session "
+                               "ended")
+        if row["status"] != "running":
+            raise Unauthorized(f"the session token of {sid} is valid only while the session "
+                               f"runs (it is {row['status']})")
+        if row["expires_at"] <= _now():
+            raise Unauthorized(f"the session token of {sid} expired at {row['expires_at']}")
+        access = {r["memory_store_id"]: r["access"] for r in self._all(
+            "SELECT memory_store_id, access FROM session_resources WHERE session_id = ?",
+            (sid,))}
+        return SessionGrant(sid, row["id"], access, row["expires_at"])
 
     # -- events ------------------------------------------------------------------------------
 
@@ -3931,6 +4029,41 @@ def _dream(row: sqlite3.Row) -> Dream:
         ended_at=row["ended_at"],
         archived_at=row["archived_at"],
     )
+
+
+def check_token_ttl(ttl_seconds: Any) -> float:
+    """The life of a new session token: ``ttl_seconds`` (None: the default).
+
+    :raises InvalidRequest: not a number of seconds within the bounds.
+    """
+    ttl = SESSION_TOKEN_TTL if ttl_seconds is None else ttl_seconds
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not (
+            SESSION_TOKEN_MIN_TTL <= ttl <= SESSION_TOKEN_MAX_TTL):
+        raise InvalidRequest(f"a session token's life (ttl_seconds, memfs run --token-ttl) "
+                             f"must be {SESSION_TOKEN_MIN_TTL} to {SESSION_TOKEN_MAX_TTL:.0f} "
+                             "seconds")
+    return float(ttl)
+
+
+def _only_ids(where: list[str], params: list[Any], ids: Collection[str] | None) -> None:
+    """Restrict a listing to the rows ``ids`` (none at all for an empty collection)."""
+    if ids is None:
+        return
+    if not ids:
+        where.append("1 = 0")  # no "IN ()": PostgreSQL refuses it
+        return
+    where.append(f"id IN ({','.join('?' * len(ids))})")
+    params.extend(sorted(ids))
+
+
+def no_store(store_id: str) -> NotFound:
+    """What a store that does not exist (or that the caller may not see) answers."""
+    return _no_store(store_id)
+
+
+def no_session(session_id: str) -> NotFound:
+    """What a session that does not exist (or that the caller may not see) answers."""
+    return _no_session(session_id)
 
 
 def _no_session(session_id: str) -> NotFound:

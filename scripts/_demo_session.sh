@@ -1,5 +1,6 @@
-# Runs inside the demo session (see scripts/demo): MEMFS_SESSION_ID, MEMFS_SYSTEM_PROMPT_FILE
-# and MEMFS_DB come from `memfs run`, MEMFS_DEMO_STORE from scripts/demo.
+# Runs inside the demo session (see scripts/demo): MEMFS_SESSION_ID, MEMFS_SYSTEM_PROMPT_FILE,
+# MEMFS_URL and MEMFS_API_KEY (the session API and its token: `memfs` here sees the session's
+# store only) come from `memfs run`, MEMFS_DEMO_STORE from scripts/demo.
 set -euo pipefail
 sid=$MEMFS_SESSION_ID
 store=$MEMFS_DEMO_STORE

@@ -247,11 +247,12 @@ mkdir $H/d 2> $X/hist_mkdir.err
 {py} {ro} $R/docs > $X/ro.json
 cat "$MEMFS_SYSTEM_PROMPT_FILE" > $X/prompt
 S=$(dirname "$MEMFS_SYSTEM_PROMPT_FILE")
-{py} -c '{probe}' "$MEMFS_DB" "$S" {logs} > $X/probe.json
+{py} -c '{probe}' {db} "$S" {logs} > $X/probe.json
 """
 
 
-def agent_script(x: Path, root: str | Path, *store_ids: str, session_log: bool = False) -> str:
+def agent_script(x: Path, root: str | Path, *store_ids: str, db: Path,
+                 session_log: bool = False) -> str:
     """The agent's side; it also tries the event log and daemon log of each store (or the
     one daemon log of the session: ``session_log``)."""
     logs = " ".join(f'"$S/{i}.events.jsonl"' + ("" if session_log else f' "$S/{i}.log"')
@@ -259,7 +260,7 @@ def agent_script(x: Path, root: str | Path, *store_ids: str, session_log: bool =
     if session_log:
         logs += ' "$S/session.log"'
     return AGENT_SCRIPT.format(x=x, r=root, py=PY, ro=RO_SYSCALLS, probe=PROBE.replace("'", ""),
-                               logs=logs)
+                               logs=logs, db=db)
 
 
 @pytest.mark.parametrize("isolation", ["namespace", "none"])
@@ -277,12 +278,13 @@ def test_run_as_an_unprivileged_user(
     if isolation == "none":
         args += ["--root", str(root)]
         # While the session runs, a third user tries the mounts from outside.
-        script = agent_script(x, root_seen, notes, docs) + (
+        script = agent_script(x, root_seen, notes, docs, db=tmp_path / "memfs.db") + (
             f"\ntouch {x}/ready\n"
             f"for _ in $(seq 500); do [ -e {x}/go ] && break; sleep 0.02; done\n")
     else:
         # One daemon serves the session (memfs.sessionfs), with one log.
-        script = agent_script(x, root_seen, notes, docs, session_log=True)
+        script = agent_script(x, root_seen, notes, docs, db=tmp_path / "memfs.db",
+                              session_log=True)
     seen: dict[str, Any] = {}
 
     def stranger() -> None:
@@ -306,8 +308,8 @@ def test_run_as_an_unprivileged_user(
     assert (x / "home").read_text().strip() == agent_user.pw_dir
     names = {ln.split("=", 1)[0] for ln in (x / "env").read_text().splitlines() if "=" in ln}
     assert names - {"PWD", "SHLVL", "_", "OLDPWD"} <= {
-        "HOME", "USER", "LOGNAME", "PATH", "TERM", "MEMFS_DB", "MEMFS_SESSION_ID",
-        "MEMFS_SYSTEM_PROMPT_FILE"}
+        "HOME", "USER", "LOGNAME", "PATH", "TERM", "MEMFS_URL", "MEMFS_API_KEY",
+        "MEMFS_SESSION_ID", "MEMFS_SYSTEM_PROMPT_FILE"}
     assert "# Memory" in (x / "prompt").read_text()
     # Its stores, its own: ls, cat, a new file, sed -i.
     assert (x / "ls").read_text().split() == ["docs", "notes"]
@@ -459,15 +461,18 @@ def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path:
     server = start_server(tmp_path, "--api-key", "sk-sandbox")
     try:
         store = Store(tmp_path / "memfs.db")  # the server's database, for the checks
-        notes, docs = two_stores(store)
+        notes, docs, secrets = three_stores(store)
         x = shared / "x"
         x.mkdir(mode=0o777)
         x.chmod(0o777)
+        probe_cmd = f"{PY} -c '{API_PROBE.replace(chr(39), chr(34))}' {notes} {docs} {secrets}"
         script = f"""
         id -u > {x}/uid
+        env > {x}/env
         stat -c '%U %a' /mnt/memory/notes/a.md /mnt/memory/docs/a.md > {x}/stat
         sed -i 's/alpha/remote/' /mnt/memory/notes/a.md
         echo x 2> {x}/ro.err > /mnt/memory/docs/a.md || true
+        {probe_cmd} > {x}/api.json 2> {x}/api.err
         """
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))}
         env.update(MEMFS_URL=server.url, MEMFS_API_KEY="sk-sandbox")
@@ -480,6 +485,154 @@ def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path:
         assert store.get_memory_by_path(notes, "/a.md").content == "remote\n"
         assert "Read-only file system" in (x / "ro.err").read_text()
         assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+        # The agent held the server's URL and a token of its session, never the server key.
+        env_text = (x / "env").read_text()
+        assert "sk-sandbox" not in env_text
+        agent_env = agent_env_names(env_text)
+        assert agent_env["MEMFS_URL"] == server.url
+        token = agent_env["MEMFS_API_KEY"]
+        assert token.startswith("memfs_session_")
+        found = json.loads((x / "api.json").read_text())
+        assert {k: found[k] for k in PROBE_EXPECTED} == PROBE_EXPECTED, (
+            (x / "api.err").read_text())
+        assert found["stores"] == sorted([notes, docs])
+        sid = store.list_sessions().data[0].id
+        m = store.get_memory_by_path(notes, "/by-token.md")
+        assert store.list_versions(notes, memory_id=m.id).data[0].created_by == (
+            Actor.session(sid))
+        assert [mm.path for mm in store.tree(secrets)] == ["/s.md"]
+        # Refused once the session ended.
+        import httpx
+
+        r = httpx.get(f"{server.url}/v1/memory_stores/{notes}", headers={"x-api-key": token})
+        assert r.status_code == 401 and "ended" in r.json()["error"]["message"], r.text
         store.close()
     finally:
         assert stop_server(server) == 0
+
+
+# -- the agent's credentials (issue 19 §1) -------------------------------------------------------
+
+#: Run as the agent (stdlib only): what its MEMFS_URL / MEMFS_API_KEY open. argv: the ids of
+#: the read_write store, the read_only one and one the session was never given. Prints each
+#: call's HTTP status as JSON (and the ids the store list shows).
+API_PROBE = r"""
+import http.client, json, os, socket, sys, urllib.parse
+url, key = os.environ["MEMFS_URL"], os.environ["MEMFS_API_KEY"]
+rw, ro, other = sys.argv[1:4]
+class Unix(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("memfs.local")
+        self.unix_path = path
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.unix_path)
+def call(method, path, body=None):
+    if url.startswith("unix:"):
+        c = Unix(url[len("unix:"):])
+    else:
+        u = urllib.parse.urlsplit(url)
+        c = http.client.HTTPConnection(u.hostname, u.port)
+    c.request(method, path, body=None if body is None else json.dumps(body),
+              headers={"x-api-key": key, "content-type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    return r.status, json.loads(data) if data else None
+out = {}
+ms = "/v1/memory_stores/"
+new = {"path": "/by-token.md", "content": "written with the session token"}
+out["read rw"] = call("GET", ms + rw + "/memories")[0]
+out["read ro"] = call("GET", ms + ro + "/memories")[0]
+out["read other"] = call("GET", ms + other + "/memories")[0]
+out["write rw"] = call("POST", ms + rw + "/memories", new)[0]
+out["write ro"] = call("POST", ms + ro + "/memories", new)[0]
+out["write other"] = call("POST", ms + other + "/memories", new)[0]
+out["delete other"] = call("DELETE", ms + other)[0]
+out["create store"] = call("POST", "/v1/memory_stores", {"name": "mine"})[0]
+out["stores"] = sorted(s["id"] for s in call("GET", "/v1/memory_stores")[1]["data"])
+print(json.dumps(out))
+"""
+
+#: What API_PROBE must see: the session's stores with their access, nothing else.
+PROBE_EXPECTED = {"read rw": 200, "read ro": 200, "read other": 404, "write rw": 200,
+                  "write ro": 403, "write other": 404, "delete other": 404,
+                  "create store": 403}
+
+
+def three_stores(store: Store) -> tuple[str, str, str]:
+    notes, docs = two_stores(store)
+    secrets = store.create_store("Secrets")
+    store.create_memory(secrets.id, "/s.md", "never for the agent\n", actor=Actor.user("u"))
+    return notes, docs, secrets.id
+
+
+def agent_env_names(env_dump: str) -> dict[str, str]:
+    return dict(ln.split("=", 1) for ln in env_dump.splitlines() if "=" in ln)
+
+
+@pytest.mark.parametrize("isolation", ["namespace", "none"])
+def test_the_agent_holds_its_session_token_and_no_database(
+    root_user, agent_user, store: Store, tmp_path: Path, shared: Path, isolation: str,
+):
+    """A local session: the agent gets no database path (nor could it read the file), and
+    what it holds -- a session token for the API the launcher serves on a unix socket --
+    opens only its attached stores with their access."""
+    notes, docs, secrets = three_stores(store)
+    x = shared / "x"
+    x.mkdir(mode=0o777)
+    x.chmod(0o777)
+    db = tmp_path / "memfs.db"
+    script = (f"env > {x}/env\n"
+              f"{PY} -c '{API_PROBE.replace(chr(39), chr(34))}' {notes} {docs} {secrets} "
+              f"> {x}/api.json 2> {x}/api.err\n"
+              f"head -c 16 {db} > {x}/head 2>&1; echo $? > {x}/head.rc\n")
+    args = ["--store", "Notes", "--store", "Docs:read_only", "--user", AGENT,
+            "--isolation", isolation]
+    if isolation == "none":
+        args += ["--root", str(shared / "root")]
+    done = memfs_run(db, *args, "--", "sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    sid = store.list_sessions().data[0].id
+    env = agent_env_names((x / "env").read_text())
+    assert "MEMFS_DB" not in env and str(db) not in (x / "env").read_text()
+    assert env["MEMFS_URL"].startswith("unix:")
+    assert env["MEMFS_API_KEY"].startswith("memfs_session_")
+    assert (x / "head.rc").read_text().strip() != "0"  # and the file is out of reach
+    found = json.loads((x / "api.json").read_text())
+    assert {k: found[k] for k in PROBE_EXPECTED} == PROBE_EXPECTED, (x / "api.err").read_text()
+    assert found["stores"] == sorted([notes, docs])
+    m = store.get_memory_by_path(notes, "/by-token.md")
+    assert store.list_versions(notes, memory_id=m.id).data[0].created_by == Actor.session(sid)
+    assert [mm.path for mm in store.tree(secrets)] == ["/s.md"]
+    assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+    # Gone with the session: the socket, and the token itself.
+    assert not os.path.exists(env["MEMFS_URL"][len("unix:"):])
+    with pytest.raises(Exception, match="the session ended"):
+        store.session_grant(env["MEMFS_API_KEY"])
+
+
+def test_an_agent_that_could_read_the_database_is_refused(
+    root_user, agent_user, shared: Path,
+):
+    """A database the agent's user could read (here 0644 in a directory anyone may enter):
+    the session is refused before anything is created, in one line that says the fix."""
+    db = shared / "open.db"
+    s = Store(db)
+    s.create_store("Notes")
+    s.close()
+    for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if p.exists():
+            p.chmod(0o644)
+    done = memfs_run(db, "--store", "Notes", "--user", AGENT, "--", "true")
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"--user {AGENT} could read the database {db}" in lines[0]
+    assert f"chmod 600 {db}" in lines[0]
+    with Store(db) as s:
+        assert s.list_sessions().data == []
+    for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if p.exists():
+            p.chmod(0o600)
+    done = memfs_run(db, "--store", "Notes", "--user", AGENT, "--", "true")
+    assert done.returncode == 0, done.stderr

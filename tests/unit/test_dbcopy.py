@@ -45,6 +45,7 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     s.add_events(sess.id, [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}
                            for _ in range(5)])
     s.add_events(None, [{"type": "agent.tool_use", "name": "memory"}], store_id=a.id)
+    s.create_session_token(sess.id)  # (hashed: the copy carries only the hash)
     dream = s.create_dream([{"type": "memory_store", "memory_store_id": a.id},
                             {"type": "sessions", "session_ids": [sess.id]}], "claude",
                            instructions="merge")
@@ -214,9 +215,11 @@ def _at_m005(path: str) -> None:
         DELETE FROM _sqlite_migrations WHERE name = 'm006_indexes';
         DROP TABLE dreams; DELETE FROM _sqlite_migrations WHERE name = 'm007_dreams';
         DROP TABLE reverts; DELETE FROM _sqlite_migrations WHERE name = 'm008_reverts';
+        DROP TABLE session_tokens;
+        DELETE FROM _sqlite_migrations WHERE name = 'm009_session_tokens';
     """)
     conn.close()
-    assert store._MIGRATIONS[-1].__name__ == "m008_reverts"
+    assert store._MIGRATIONS[-1].__name__ == "m009_session_tokens"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -233,9 +236,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/8" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/9" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
-    assert r.exit_code == 0 and "5/8 (m005_session_launcher) -> 8/8 (m008_reverts)" in r.output
+    assert r.exit_code == 0 and (
+        "5/9 (m005_session_launcher) -> 9/9 (m009_session_tokens)" in r.output), r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

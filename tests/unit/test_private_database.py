@@ -1,0 +1,47 @@
+"""A new database is its owner's only (issue 19 §1): every store is in that one file, and an
+agent run as another user must not read it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+from memfs.store import Store
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_a_new_database_and_the_directories_made_for_it_are_private(tmp_path):
+    os.umask(0o022)  # the usual umask: it would have given 0644 / 0755
+    path = tmp_path / "a" / "b" / "memfs.db"
+    with Store(path) as s:
+        s.create_store("Notes")
+        assert {p: mode(p) for p in (tmp_path / "a", tmp_path / "a" / "b", path,
+                                     f"{path}-wal", f"{path}-shm")} == {
+            tmp_path / "a": 0o700, tmp_path / "a" / "b": 0o700, path: 0o600,
+            f"{path}-wal": 0o600, f"{path}-shm": 0o600}
+
+
+def test_an_existing_database_and_directory_keep_their_modes(tmp_path):
+    path = tmp_path / "memfs.db"
+    Store(path).close()
+    os.chmod(path, 0o640)
+    os.chmod(tmp_path, 0o750)
+    Store(path).close()
+    assert mode(path) == 0o640 and mode(tmp_path) == 0o750
+
+
+def test_the_cli_makes_the_default_database_private(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    env.update(HOME=str(tmp_path), XDG_DATA_HOME="")
+    done = subprocess.run([sys.executable, "-m", "memfs", "stores", "create", "Notes"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    db = tmp_path / ".local" / "share" / "memfs" / "memfs.db"
+    assert mode(db) == 0o600
+    for d in (tmp_path / ".local", tmp_path / ".local" / "share", db.parent):
+        assert mode(d) == 0o700, d

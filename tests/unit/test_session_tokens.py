@@ -1,0 +1,316 @@
+"""Session tokens (issue 19 §1): the one credential a session's commands get. In-process
+(starlette TestClient), on SQLite and PostgreSQL: a token opens only its session's attached
+stores with their access, only while the session runs, and every change it makes is the
+session's; another store is a 404 like an unknown one, a write to a read_only one a 403."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from memfs import api
+from memfs.api import create_app
+from memfs.errors import InvalidRequest, NotFound, Unauthorized
+from memfs.models import Actor
+
+KEY = "test-server-key"
+USER = Actor.user("user_x")
+
+
+@pytest.fixture
+def store(backend):
+    return backend.open()
+
+
+@pytest.fixture
+def world(store):
+    """Stores A (attached read_write), B (attached read_only), C (not attached), a running
+    session S with its token, and another session S2 on C."""
+    a = store.create_store("Agent Notes")
+    b = store.create_store("Team Docs")
+    c = store.create_store("Secrets")
+    for s in (a, b, c):
+        store.create_memory(s.id, "/m.md", f"in {s.name}", actor=USER)
+    s = store.create_session([
+        {"type": "memory_store", "memory_store_id": a.id},
+        {"type": "memory_store", "memory_store_id": b.id, "access": "read_only"},
+    ], status="running")
+    s2 = store.create_session([{"type": "memory_store", "memory_store_id": c.id}],
+                              status="running")
+    token = store.create_session_token(s.id)
+    return {"a": a.id, "b": b.id, "c": c.id, "s": s.id, "s2": s2.id, "token": token}
+
+
+@pytest.fixture
+def app(store):
+    return create_app(store, [KEY])
+
+
+@pytest.fixture
+def agent(app, world):
+    with TestClient(app, headers={"x-api-key": world["token"].token}) as c:
+        yield c
+
+
+@pytest.fixture
+def admin(app):
+    with TestClient(app, headers={"x-api-key": KEY}) as c:
+        yield c
+
+
+def error(r, status, type_):
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["type"] == "error" and body["error"]["type"] == type_, body
+    return body["error"]
+
+
+# -- the store's side ------------------------------------------------------------------------
+
+
+def test_a_token_is_stored_hashed_and_lives_with_its_session(store, world):
+    tok = world["token"]
+    assert tok.token.startswith("memfs_session_") and tok.id.startswith("sesstok_")
+    rows = store._all("SELECT * FROM session_tokens")
+    assert len(rows) == 1
+    assert tok.token not in repr([dict(r) for r in rows])  # never the secret itself
+    assert rows[0]["token_sha256"] == hashlib.sha256(tok.token.encode()).hexdigest()
+    grant = store.session_grant(tok.token)
+    assert grant.session_id == world["s"]
+    assert grant.access == {world["a"]: "read_write", world["b"]: "read_only"}
+    store.set_session_status(world["s"], "idle")
+    with pytest.raises(Unauthorized, match="only while the session runs"):
+        store.session_grant(tok.token)
+    store.set_session_status(world["s"], "running")
+    store.set_session_status(world["s"], "terminated")
+    with pytest.raises(Unauthorized, match="the session ended"):
+        store.session_grant(tok.token)
+    store.set_session_status(world["s"], "running")  # revoked for good, not by the status
+    with pytest.raises(Unauthorized, match="the session ended"):
+        store.session_grant(tok.token)
+    with pytest.raises(InvalidRequest, match="terminated"):
+        store.set_session_status(world["s"], "terminated")
+        store.create_session_token(world["s"])
+    with pytest.raises(Unauthorized, match="invalid session token"):
+        store.session_grant("memfs_session_nope")
+    with pytest.raises(NotFound):
+        store.create_session_token("sesn_01nothere")
+
+
+def test_a_token_expires(store, world):
+    tok = store.create_session_token(world["s"], ttl_seconds=1)
+    with store._write() as c:
+        c.execute("UPDATE session_tokens SET expires_at = ? WHERE id = ?",
+                  ("2020-01-01T00:00:00.000000Z", tok.id))
+    with pytest.raises(Unauthorized, match="expired"):
+        store.session_grant(tok.token)
+    for bad in (0, -1, "60", True, 10**9):
+        with pytest.raises(InvalidRequest, match="session token's life"):
+            store.create_session_token(world["s"], ttl_seconds=bad)
+
+
+def test_deleting_a_session_deletes_its_tokens(store, world):
+    store.set_session_status(world["s"], "terminated")
+    store.delete_session(world["s"])
+    assert store._all("SELECT * FROM session_tokens") == []
+
+
+# -- the API's side ----------------------------------------------------------------------------
+
+
+def test_minting_a_token_through_the_api(admin, agent, world, store):
+    r = admin.post(f"/v1/sessions/{world['s']}/memfs/tokens", json={"ttl_seconds": 600})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["type"] == "session_token" and body["session_id"] == world["s"]
+    assert body["token"].startswith("memfs_session_")
+    assert store.session_grant(body["token"]).session_id == world["s"]
+    # A session token cannot make tokens: not for its own session (403), and another
+    # session does not exist for it (404).
+    error(agent.post(f"/v1/sessions/{world['s']}/memfs/tokens", json={}), 403,
+          "permission_error")
+    error(agent.post(f"/v1/sessions/{world['s2']}/memfs/tokens", json={}), 404,
+          "not_found_error")
+    error(admin.post("/v1/sessions/sesn_01nothere/memfs/tokens", json={}), 404,
+          "not_found_error")
+    error(admin.post(f"/v1/sessions/{world['s']}/memfs/tokens", json={"ttl_seconds": "x"}),
+          400, "invalid_request_error")
+
+
+def test_the_attached_stores_with_their_access(agent, world, store):
+    a, b = world["a"], world["b"]
+    # Reading both.
+    for sid in (a, b):
+        assert agent.get(f"/v1/memory_stores/{sid}").status_code == 200
+        page = agent.get(f"/v1/memory_stores/{sid}/memories").json()
+        assert [m["path"] for m in page["data"]] == ["/m.md"]
+        assert agent.get(f"/v1/memory_stores/{sid}/memory_versions").status_code == 200
+        assert agent.get(f"/v1/memory_stores/{sid}/memfs/tree").status_code == 200
+    # Writing A, as the session.
+    r = agent.post(f"/v1/memory_stores/{a}/memories", json={"path": "/n.md", "content": "n"})
+    assert r.status_code == 200, r.text
+    v = store.list_versions(a, memory_id=r.json()["id"]).data[0]
+    assert v.created_by == Actor.session(world["s"])
+    r = agent.post(f"/v1/memory_stores/{a}/memfs/write", json={"path": "/w.md", "content": "w"})
+    assert r.status_code == 200, r.text
+    assert store.get_memory_by_path(a, "/w.md").content == "w"
+    # Writing B: 403, nothing written.
+    before = store.tree(b)
+    mid = before[0].id
+    for method, path, body in (
+        ("POST", f"/v1/memory_stores/{b}/memories", {"path": "/x.md", "content": "x"}),
+        ("POST", f"/v1/memory_stores/{b}/memories/{mid}", {"content": "changed"}),
+        ("DELETE", f"/v1/memory_stores/{b}/memories/{mid}", None),
+        ("POST", f"/v1/memory_stores/{b}/memfs/write", {"path": "/m.md", "content": "x"}),
+        ("POST", f"/v1/memory_stores/{b}/memfs/delete", {"path": "/m.md"}),
+        ("POST", f"/v1/memory_stores/{b}/memfs/rename",
+         {"old_path": "/m.md", "new_path": "/y.md"}),
+    ):
+        r = agent.request(method, path, json=body)
+        error(r, 403, "permission_error")
+    assert store.tree(b) == before
+    assert store.get_memory_by_path(b, "/m.md").content == "in Team Docs"
+
+
+def test_another_store_is_a_404_like_an_unknown_one(agent, admin, world, store):
+    c = world["c"]
+    unknown = "memstore_01" + "z" * 22
+    mid = store.tree(c)[0].id
+    probes = [
+        ("GET", "/v1/memory_stores/{s}", None),
+        ("GET", "/v1/memory_stores/{s}/memories", None),
+        ("GET", "/v1/memory_stores/{s}/memories/" + mid, None),
+        ("POST", "/v1/memory_stores/{s}/memories", {"path": "/x.md", "content": "x"}),
+        ("POST", "/v1/memory_stores/{s}/memories/" + mid, {"content": "x"}),
+        ("DELETE", "/v1/memory_stores/{s}/memories/" + mid, None),
+        ("GET", "/v1/memory_stores/{s}/memory_versions", None),
+        ("GET", "/v1/memory_stores/{s}/memfs/tree", None),
+        ("GET", "/v1/memory_stores/{s}/memfs/export", None),
+        ("GET", "/v1/memory_stores/{s}/changes", None),
+        ("POST", "/v1/memory_stores/{s}/memfs/write", {"path": "/x.md", "content": "x"}),
+    ]
+    for method, path, body in probes:
+        mine = agent.request(method, path.format(s=c), json=body)
+        other = agent.request(method, path.format(s=unknown), json=body)
+        e1, e2 = error(mine, 404, "not_found_error"), error(other, 404, "not_found_error")
+        # The same answer as for a store that does not exist, but for the id itself.
+        assert e1["message"].replace(c, "ID") == e2["message"].replace(unknown, "ID"), path
+    assert [m.path for m in store.tree(c)] == ["/m.md"]
+    assert store.get_memory_by_path(c, "/m.md").content == "in Secrets"
+    # Lists show only the session's stores; a name lookup finds only them.
+    ids = [s["id"] for s in agent.get("/v1/memory_stores").json()["data"]]
+    assert sorted(ids) == sorted([world["a"], world["b"]])
+    assert admin.get("/v1/memfs/resolve_store", params={"ref": "Secrets"}).status_code == 200
+    error(agent.get("/v1/memfs/resolve_store", params={"ref": "Secrets"}), 404,
+          "not_found_error")
+    assert agent.get("/v1/memfs/resolve_store",
+                     params={"ref": "Agent Notes"}).json()["id"] == world["a"]
+
+
+def test_its_own_session_only(agent, world):
+    s, s2 = world["s"], world["s2"]
+    assert agent.get(f"/v1/sessions/{s}").json()["id"] == s
+    assert agent.get(f"/v1/sessions/{s}/events").status_code == 200
+    assert agent.get(f"/v1/sessions/{s}/resources").status_code == 200
+    error(agent.get(f"/v1/sessions/{s2}"), 404, "not_found_error")
+    error(agent.get(f"/v1/sessions/{s2}/events"), 404, "not_found_error")
+    assert [x["id"] for x in agent.get("/v1/sessions").json()["data"]] == [s]
+    # What only the owner of the server may do.
+    for method, path, body in (
+        ("POST", "/v1/memory_stores", {"name": "mine now"}),
+        ("POST", f"/v1/memory_stores/{world['a']}", {"name": "renamed"}),
+        ("POST", f"/v1/memory_stores/{world['a']}/archive", None),
+        ("DELETE", f"/v1/memory_stores/{world['a']}", None),
+        ("POST", "/v1/sessions", {"resources": []}),
+        ("DELETE", f"/v1/sessions/{s}", None),
+        ("POST", f"/v1/sessions/{s}/memfs/status", {"status": "terminated"}),
+        ("POST", f"/v1/sessions/{s}/memfs/revert", {}),
+        ("POST", "/v1/dreams", {"inputs": [], "model": "m"}),
+    ):
+        error(agent.request(method, path, json=body), 403, "permission_error")
+    # The session header cannot point the token at another session.
+    r = agent.post(f"/v1/memory_stores/{world['a']}/memories",
+                   json={"path": "/h.md", "content": "h"},
+                   headers={api.SESSION_HEADER: s2})
+    error(r, 403, "permission_error")
+
+
+def test_a_token_is_refused_once_its_session_ends(agent, world, store):
+    assert agent.get(f"/v1/memory_stores/{world['a']}").status_code == 200
+    store.set_session_status(world["s"], "terminated")
+    e = error(agent.get(f"/v1/memory_stores/{world['a']}"), 401, "authentication_error")
+    assert "ended" in e["message"]
+    assert re.search(r"sesn_", e["message"])
+
+
+def test_a_session_token_cannot_sign_in_to_the_console(app, world):
+    with TestClient(app, follow_redirects=False) as c:
+        r = c.post("/signin", data={"api_key": world["token"].token})
+        assert r.status_code == 401, r.text
+
+
+# -- a local session's API (memfs.sessionapi) ---------------------------------------------------
+
+
+def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
+    """What ``memfs run`` serves its agent on a local database: the API on a unix socket,
+    mode 0600, open to the session's token only (no server key opens it), gone at stop."""
+    from memfs import errors
+    from memfs.client import Client
+    from memfs.sessionapi import SessionAPI
+
+    path = tmp_path / "api.sock"
+    api = SessionAPI(store, path)
+    api.listen()
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    api.serve()
+    api.wait_ready()
+    try:
+        with Client(api.url, world["token"].token) as c:
+            assert {s.id for s in c.list_stores().data} == {world["a"], world["b"]}
+            assert c.resolve_store("Agent Notes").id == world["a"]
+            m = c.create_memory(world["a"], "/via-socket.md", "hello", actor=None)
+            assert store.get_memory(world["a"], m.id).content == "hello"
+            with pytest.raises(errors.ReadOnly):
+                c.create_memory(world["b"], "/x.md", "x", actor=None)
+            with pytest.raises(errors.NotFound):
+                c.get_store(world["c"])
+            with pytest.raises(errors.Forbidden):
+                c.create_store("mine")
+        with Client(api.url, KEY) as c, pytest.raises(errors.Unauthorized):
+            c.list_stores()
+    finally:
+        api.stop()
+    assert not path.exists()
+
+
+def test_the_memory_tool_with_a_session_token(store, world, tmp_path):
+    """The memory tool inside a session: ``MemoryTool(Client(MEMFS_URL, MEMFS_API_KEY), …)``
+    writes as the session, records its events in the session, and sees nothing else."""
+    from memfs.client import Client
+    from memfs.sessionapi import SessionAPI
+    from memfs.tools import MemoryTool, ToolError
+
+    api = SessionAPI(store, tmp_path / "api.sock")
+    api.listen()
+    api.serve()
+    try:
+        with Client(api.url, world["token"].token) as c:
+            MemoryTool(c, "Agent Notes").call(
+                {"command": "create", "path": "/memories/t.md", "file_text": "tool"})
+            with pytest.raises(ToolError, match="read"):
+                MemoryTool(c, "Team Docs").call(
+                    {"command": "create", "path": "/memories/t.md", "file_text": "x"})
+            with pytest.raises(ToolError, match="not available"):
+                MemoryTool(c, "Secrets").call({"command": "view", "path": "/memories"})
+    finally:
+        api.stop()
+    m = store.get_memory_by_path(world["a"], "/t.md")
+    assert store.list_versions(world["a"], memory_id=m.id).data[0].created_by == (
+        Actor.session(world["s"]))
+    types = [e.type for e in store.list_events(world["s"], limit=100).data]
+    assert types.count("agent.tool_use") == 2  # the create, and the refused one
+    assert store.tree(world["b"])[0].path == "/m.md" and len(store.tree(world["b"])) == 1
