@@ -1539,7 +1539,7 @@ def session_reap(ctx: Context) -> None:
 @click.option("--at", default=None, metavar="AT",
               help="Time travel: mount the store read-only as it was at AT, an RFC 3339 time "
               "(2026-12-01T11:16:29Z), a version id (right after it) or a session id (just "
-              "before its first write). README \"Time travel\".")
+              "before its first write). docs/mounts.md, \"Time travel\".")
 @click.option("--nonempty", is_flag=True,
               help="Mount over a directory that is not empty (hiding what it holds).")
 @click.option("--session", "session_id", default=None, metavar="ID",

@@ -116,7 +116,7 @@ class MountOptions:
     allow_other: bool = False
     #: Create a missing mount point (not its parents), and remove it again at unmount.
     make_mountpoint: bool = False
-    #: Time travel (README "Time travel"): mount the store read-only as it was at this RFC
+    #: Time travel (docs/mounts.md, "Time travel"): mount the store read-only as it was at this RFC
     #: 3339 time, right after this version id, or just before this session id's first write.
     at: str | None = None
 
