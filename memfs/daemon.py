@@ -133,8 +133,8 @@ def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
 
     try:
         st = os.stat(mountpoint)
-    except FileNotFoundError:
-        raise refuse("it does not exist (create an empty directory there)") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise refuse(_missing(mountpoint)) from None
     except OSError as e:
         if e.errno == errno.ENOTCONN:
             raise refuse(f"a dead mount is there (`fusermount3 -uz {mountpoint}` removes "
@@ -153,6 +153,21 @@ def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
     if entries:
         raise refuse("it is not empty (the mount would hide what it holds; --nonempty "
                      "mounts over it anyway)")
+
+
+def _missing(mountpoint: str) -> str:
+    """Why ``mountpoint`` cannot be found: its parent is missing (a mount makes the mount point,
+    not its parents) or is a file, or else it itself does not exist."""
+    parent = os.path.dirname(os.path.abspath(mountpoint))
+    try:
+        st = os.stat(parent)
+    except FileNotFoundError:
+        return f"its parent directory {parent} does not exist (mkdir -p {parent})"
+    except OSError as e:
+        return f"its parent {parent}: {e.strerror or e}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"its parent {parent} is not a directory"
+    return "it does not exist (create an empty directory there)"
 
 
 def _init_fuse(ops: Operations, mountpoint: str, options: set[str]) -> None:

@@ -168,3 +168,20 @@ def test_a_missing_api_key_names_the_env_var(store):
     assert missing.status_code == wrong.status_code == 401
     assert "MEMFS_API_KEY" in missing.json()["error"]["message"]
     assert "MEMFS_API_KEY" in wrong.json()["error"]["message"]
+
+
+# -- a mount point whose parent is missing (issue 19) ---------------------------------------
+
+
+def test_a_missing_parent_of_a_mount_point_is_named(run, tmp_path):
+    """`memfs mount` makes the mount point, not its parents: the line names the parent that
+    is missing (it said the mount point "does not exist"), or the one that is a file."""
+    assert run("stores", "create", "X").exit_code == 0
+    parent = tmp_path / "no" / "such"
+    line = _one_line_error(run("mount", "X", str(parent / "mnt")), 1, str(parent))
+    assert "parent" in line and "does not exist" in line and f"mkdir -p {parent}" in line
+    assert not (tmp_path / "no").exists()
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    line = _one_line_error(run("mount", "X", str(afile / "mnt")), 1, str(afile))
+    assert "not a directory" in line
