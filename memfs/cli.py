@@ -43,8 +43,9 @@ EXIT_CODES: list[tuple[type[errors.MemfsError], int]] = [
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``memfs: <message>`` on stderr and exit with ``code``."""
-    click.echo(f"memfs: {message}", err=True)
+    """Print ``memfs: <message>`` on stderr (a JSON line with ``--log-format json``) and exit
+    with ``code``."""
+    logs.say(message, logging.ERROR)
     sys.exit(code)
 
 
@@ -1892,7 +1893,8 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
     if ctx.url:
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)
     try:
-        run_server(ctx.db_path, host, port, api_keys_from(api_keys), workers=workers)
+        run_server(ctx.db_path, host, port, api_keys_from(api_keys), workers=workers,
+                   echo=logs.say)
     except OSError as e:
         fail(f"cannot listen on {host}:{port}: {e.strerror or e}", 1)
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 import pyfuse3
 import trio
 
-from . import dbwatch, errors, linux
+from . import dbwatch, errors, linux, logs
 from .fs import Operations, actor_for
 from .models import MemoryStore
 from .protocol import StoreAPI
@@ -293,11 +293,11 @@ def snapshot_of(store: StoreAPI, ms: MemoryStore, at: str) -> SnapshotStore:
     snap = store.snapshot(ms.id, at)
     log.info("snapshot of %s at %s: %d memories", ms.id, snap.boundary_text(),
              len(snap.memories))
-    print(f"memfs: {ms.name} ({ms.id}) as it was at {snap.boundary_text()}, read-only: "
-          f"{len(snap.memories)} memories", file=sys.stderr, flush=True)
+    logs.say(f"{ms.name} ({ms.id}) as it was at {snap.boundary_text()}, read-only: "
+             f"{len(snap.memories)} memories")
     warning = snap.pruned_warning()
     if warning:
-        print(f"memfs: warning: {warning}", file=sys.stderr, flush=True)
+        log.warning("%s", warning)
     return SnapshotStore(store, snap)
 
 

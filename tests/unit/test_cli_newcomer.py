@@ -6,6 +6,7 @@ leading '/', help text that is neither cut nor rewrapped, a warning for a duplic
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 
@@ -301,7 +302,6 @@ def test_run_mount_and_serve_take_them_where_the_readme_puts_them(db_path, tmp_p
 
 
 def test_verbosity_and_log_format_after_the_subcommand(db_path, monkeypatch):
-    import logging
 
     from memfs import logs
 
@@ -315,3 +315,27 @@ def test_verbosity_and_log_format_after_the_subcommand(db_path, monkeypatch):
     assert root.level == logging.DEBUG  # -v twice: before and after
     assert isinstance(root.handlers[0].formatter, logs.JsonFormatter)
     assert os.environ["MEMFS_LOG_FORMAT"] == "json"  # for the daemons it starts
+
+
+# -- warnings read like the errors (issue 19) -------------------------------------------------
+
+
+def test_a_warning_is_one_line_like_an_error(db_path, monkeypatch):
+    """`memfs session reap` warns of each session it ends: `memfs: warning: ...`, one line (it
+    was Python's `<time> memfs.session WARNING: ...`); with --log-format json, a JSON line."""
+    import socket
+
+    from memfs.store import Store
+
+    with Store(db_path) as s:
+        dead = {"host": socket.gethostname(), "pid": None, "boot_id": "", "start": 0}
+        sid = s.create_session([], launcher=dead).id
+    monkeypatch.delenv("MEMFS_LOG_FORMAT", raising=False)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    r = CliRunner().invoke(cli, ["session", "reap"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert r.stderr.splitlines() == [
+        f"memfs: warning: ended session {sid}: the launcher of this session (pid None) "
+        "ended without it"], r.stderr
