@@ -72,7 +72,7 @@ class MemfsGroup(click.Group):
     options after their name too (``memfs stores --db X list``)."""
 
     command_class = MemfsCommand
-    group_class = type
+    group_class: type[click.Group] | type[type] | None = type
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

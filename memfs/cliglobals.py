@@ -88,7 +88,7 @@ def after_options(taken: list[click.Parameter]) -> list[click.Option]:
     """The copies of the global options for a command whose own parameters are ``taken``
     (an option name it has already is its own)."""
     names = {o for p in taken for o in getattr(p, "opts", ()) + getattr(p, "secondary_opts", ())}
-    out = []
+    out: list[click.Option] = []
     for decls, settings in GLOBAL_OPTIONS:
         flags = [d for d in decls if d.startswith("-")]
         if not names.intersection(flags):
@@ -99,7 +99,8 @@ def after_options(taken: list[click.Parameter]) -> list[click.Option]:
 def format_options(cmd: click.Command, ctx: click.Context,
                    formatter: click.HelpFormatter) -> None:
     """A command's options, then the global ones under their own heading."""
-    own, glob = [], []
+    own: list[tuple[str, str]] = []
+    glob: list[tuple[str, str]] = []
     for param in cmd.get_params(ctx):
         record = param.get_help_record(ctx)
         if record is not None:
