@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import click
 
-from . import errors, logs
+from . import cliglobals, errors, logs
 from .models import Actor, Dream, Memory, MemoryStore, MemoryVersion, Page
 from .prompt import render_memory_prompt
 from .rules import slash_hint
@@ -44,44 +44,47 @@ EXIT_CODES: list[tuple[type[errors.MemfsError], int]] = [
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``memfs: <message>`` on stderr and exit with ``code``."""
-    click.echo(f"memfs: {message}", err=True)
+    """Print ``memfs: <message>`` on stderr (a JSON line with ``--log-format json``) and exit
+    with ``code``."""
+    logs.say(message, logging.ERROR)
     sys.exit(code)
-
-
-def _json_flag(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    obj = ctx.find_object(Context)
-    if value and obj is not None:
-        obj.as_json = True
 
 
 class MemfsCommand(click.Command):
     """A memfs command: its summary in a group's listing is its whole first sentence (click
-    would cut it to fit one line), and unless made with ``json_option=False`` it takes
-    ``--json`` after its name too (``memfs stores list --json`` as ``memfs --json stores
-    list``)."""
+    would cut it to fit one line), and it takes the global options after its name too
+    (``memfs stores list --json --db X`` as ``memfs --json --db X stores list``:
+    :mod:`memfs.cliglobals`)."""
 
-    def __init__(self, *args: Any, json_option: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if json_option:
-            self.params.append(click.Option(
-                ["--json"], is_flag=True, expose_value=False, callback=_json_flag,
-                help="Print JSON for scripts (as `memfs --json ...`).",
-            ))
+        self.params.extend(cliglobals.after_options(self.params))
 
     def get_short_help_str(self, limit: int = 45) -> str:
         return super().get_short_help_str(limit=1000)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        cliglobals.format_options(self, ctx, formatter)
 
 
 class MemfsGroup(click.Group):
     """A click group that turns memfs errors into one line on stderr and an exit code; its
-    commands are :class:`MemfsCommand` and its subgroups MemfsGroups."""
+    commands are :class:`MemfsCommand` and its subgroups MemfsGroups, which take the global
+    options after their name too (``memfs stores --db X list``)."""
 
     command_class = MemfsCommand
-    group_class = type
+    group_class: type[click.Group] | type[type] | None = type
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(cliglobals.after_options(self.params))
 
     def get_short_help_str(self, limit: int = 45) -> str:
         return super().get_short_help_str(limit=1000)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        cliglobals.format_options(self, ctx, formatter)
+        self.format_commands(ctx, formatter)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -93,17 +96,60 @@ class MemfsGroup(click.Group):
             sys.exit(0)
 
 
+class MemfsCLI(MemfsGroup):
+    """The ``memfs`` group itself: the global options are its own (:func:`cliglobals.
+    root_options`), with their environment variables and defaults."""
+
+    group_class = MemfsGroup
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        click.Group.__init__(self, *args, **kwargs)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        click.Group.format_options(self, ctx, formatter)
+
+
 class Context:
-    """What every command needs: where the data is, and how to print."""
+    """What every command needs: where the data is, how to print, how to log. The global
+    options set it: the ``memfs`` group's first, then any given after a subcommand
+    (:meth:`set_global`)."""
 
     def __init__(
-        self, db: str | None, as_json: bool, url: str | None = None, api_key: str | None = None
+        self, db: str | None, as_json: bool, url: str | None = None, api_key: str | None = None,
+        verbose: int = 0, log_format: str = "text",
     ) -> None:
         self.db_path = db
         self.as_json = as_json
         self.url = url
         self.api_key = api_key
+        self.verbose = verbose
+        self.log_format = log_format
         self._store: Store | None = None
+
+    def set_global(self, name: str, value: Any) -> None:
+        """A global option given after a subcommand: it wins over the value before it (``-v``
+        adds to it)."""
+        if name == "db":
+            self.db_path = value
+        elif name in ("url", "api_key"):
+            setattr(self, name, value)
+        elif name == "as_json":
+            self.as_json = self.as_json or bool(value)
+        elif name == "verbose":
+            self.verbose += value
+            self.configure_logging()
+        elif name == "log_format":
+            self.log_format = value
+            self.configure_logging()
+
+    def configure_logging(self) -> None:
+        """Log at the level ``-v`` asks for, in the format ``--log-format`` names."""
+        logs.configure([logging.WARNING, logging.INFO, logging.DEBUG][min(self.verbose, 2)],
+                       self.log_format)
+        if self.log_format != "text":
+            # The daemons and servers this command starts log the same way (an agent's
+            # environment gets every MEMFS_* variable, so only when asked: not the default).
+            os.environ["MEMFS_LOG_FORMAT"] = self.log_format
 
     @property
     def store(self) -> Store:
@@ -153,41 +199,8 @@ def _plain(obj: Any) -> Any:
 pass_ctx = click.make_pass_decorator(Context)
 
 
-def _default_db_help() -> str:
-    try:
-        return str(default_db_path())
-    except errors.DatabaseUnavailable:
-        return "$XDG_DATA_HOME/memfs/memfs.db, else ~/.local/share/memfs/memfs.db"
-
-
-@click.group(cls=MemfsGroup)
-@click.option(
-    "--db",
-    envvar="MEMFS_DB",
-    type=click.Path(),
-    help=f"SQLite database file, or a postgresql:// URL (env MEMFS_DB; default "
-    f"{_default_db_help()}). Only `stores create` and `serve` create a missing one.",
-)
-@click.option(
-    "--url",
-    envvar="MEMFS_URL",
-    help="Use the memfs server at this URL instead of a local database (env MEMFS_URL).",
-)
-@click.option(
-    "--api-key",
-    envvar="MEMFS_API_KEY",
-    help="API key for --url (env MEMFS_API_KEY).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-@click.option("-v", "--verbose", count=True, help="Log more (-vv for debug).")
-@click.option(
-    "--log-format",
-    envvar="MEMFS_LOG_FORMAT",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Logs as text, or as one JSON object per line (env MEMFS_LOG_FORMAT).",
-)
+@click.group(cls=MemfsCLI)
+@cliglobals.root_options
 @click.version_option(package_name="memfs")
 @click.pass_context
 def cli(
@@ -201,23 +214,22 @@ def cli(
 ) -> None:
     """memfs: memory stores for AI agents, as files.
 
+    These options (but --version) go after the subcommand too: memfs stores list --json.
+
     Example:
 
     \b
         memfs stores create notes && memfs memories create notes /hello.md --content hi
     """
-    logs.configure([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)], log_format)
-    if log_format != "text":
-        # The daemons and servers this command starts log the same way (an agent's
-        # environment gets every MEMFS_* variable, so only when asked: not the default).
-        os.environ["MEMFS_LOG_FORMAT"] = log_format
-    ctx.obj = Context(db, as_json, url=url, api_key=api_key)
+    ctx.obj = Context(db, as_json, url=url, api_key=api_key, verbose=verbose,
+                      log_format=log_format)
+    ctx.obj.configure_logging()
 
 
 # -- memfs run (the session launcher) ---------------------------------------------------------
 
 
-@cli.command(context_settings={"allow_interspersed_args": False}, json_option=False)
+@cli.command(context_settings={"allow_interspersed_args": False})
 @click.option(
     "--store",
     "stores",
@@ -1547,14 +1559,14 @@ def session_reap(ctx: Context) -> None:
 # -- memfs mount (one FUSE daemon per store) --------------------------------------------------
 
 
-@cli.command("mount", json_option=False)
+@cli.command("mount")
 @click.argument("store_ref", metavar="STORE")
 @click.argument("mountpoint", type=click.Path())
 @click.option("--read-only", is_flag=True, help="Refuse every change (EROFS).")
 @click.option("--at", default=None, metavar="AT",
               help="Time travel: mount the store read-only as it was at AT, an RFC 3339 time "
               "(2026-12-01T11:16:29Z), a version id (right after it) or a session id (just "
-              "before its first write). README \"Time travel\".")
+              "before its first write). docs/mounts.md, \"Time travel\".")
 @click.option("--nonempty", is_flag=True,
               help="Mount over a directory that is not empty (hiding what it holds).")
 @click.option("--session", "session_id", default=None, metavar="ID",
@@ -1657,10 +1669,14 @@ class _DreamGroup(MemfsGroup):
     """``memfs dream STORE …`` starts a dream (``dream start``); ``dream list/show/cancel``
     manage them."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # After the group's own options (``memfs dream --db X notes ...``): a first word that
+        # is not one of its commands is the store of a dream to start.
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             args = ["start", *args]
-        return super().parse_args(ctx, args)
+        return super().resolve_command(ctx, args)
 
 
 @cli.group(cls=_DreamGroup)
@@ -1861,7 +1877,7 @@ def dream_cancel(ctx: Context, dream_id: str) -> None:
 # -- memfs serve ------------------------------------------------------------------------------
 
 
-@cli.command(json_option=False)
+@cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port (0 picks a free one).")
@@ -1892,7 +1908,8 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
     if ctx.url:
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)
     try:
-        run_server(ctx.db_path, host, port, api_keys_from(api_keys), workers=workers)
+        run_server(ctx.db_path, host, port, api_keys_from(api_keys), workers=workers,
+                   echo=logs.say)
     except OSError as e:
         fail(f"cannot listen on {host}:{port}: {e.strerror or e}", 1)
 

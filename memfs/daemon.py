@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 import pyfuse3
 import trio
 
-from . import dbwatch, errors, linux
+from . import dbwatch, errors, linux, logs
 from .fs import Operations, actor_for
 from .models import MemoryStore
 from .protocol import StoreAPI
@@ -116,7 +116,7 @@ class MountOptions:
     allow_other: bool = False
     #: Create a missing mount point (not its parents), and remove it again at unmount.
     make_mountpoint: bool = False
-    #: Time travel (README "Time travel"): mount the store read-only as it was at this RFC
+    #: Time travel (docs/mounts.md, "Time travel"): mount the store read-only as it was at this RFC
     #: 3339 time, right after this version id, or just before this session id's first write.
     at: str | None = None
 
@@ -133,8 +133,8 @@ def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
 
     try:
         st = os.stat(mountpoint)
-    except FileNotFoundError:
-        raise refuse("it does not exist (create an empty directory there)") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise refuse(_missing(mountpoint)) from None
     except OSError as e:
         if e.errno == errno.ENOTCONN:
             raise refuse(f"a dead mount is there (`fusermount3 -uz {mountpoint}` removes "
@@ -153,6 +153,21 @@ def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
     if entries:
         raise refuse("it is not empty (the mount would hide what it holds; --nonempty "
                      "mounts over it anyway)")
+
+
+def _missing(mountpoint: str) -> str:
+    """Why ``mountpoint`` cannot be found: its parent is missing (a mount makes the mount point,
+    not its parents) or is a file, or else it itself does not exist."""
+    parent = os.path.dirname(os.path.abspath(mountpoint))
+    try:
+        st = os.stat(parent)
+    except FileNotFoundError:
+        return f"its parent directory {parent} does not exist (mkdir -p {parent})"
+    except OSError as e:
+        return f"its parent {parent}: {e.strerror or e}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"its parent {parent} is not a directory"
+    return "it does not exist (create an empty directory there)"
 
 
 def _init_fuse(ops: Operations, mountpoint: str, options: set[str]) -> None:
@@ -278,11 +293,11 @@ def snapshot_of(store: StoreAPI, ms: MemoryStore, at: str) -> SnapshotStore:
     snap = store.snapshot(ms.id, at)
     log.info("snapshot of %s at %s: %d memories", ms.id, snap.boundary_text(),
              len(snap.memories))
-    print(f"memfs: {ms.name} ({ms.id}) as it was at {snap.boundary_text()}, read-only: "
-          f"{len(snap.memories)} memories", file=sys.stderr, flush=True)
+    logs.say(f"{ms.name} ({ms.id}) as it was at {snap.boundary_text()}, read-only: "
+             f"{len(snap.memories)} memories")
     warning = snap.pruned_warning()
     if warning:
-        print(f"memfs: warning: {warning}", file=sys.stderr, flush=True)
+        log.warning("%s", warning)
     return SnapshotStore(store, snap)
 
 

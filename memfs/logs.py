@@ -1,6 +1,12 @@
 """Logging of the memfs commands: plain text for people, or one JSON object per line for log
 collectors (``memfs --log-format json …``, or ``MEMFS_LOG_FORMAT=json``).
 
+In text, a warning or an error is one line like the CLI's own errors, ``memfs: warning: …``
+(:class:`TextFormatter`); the INFO and DEBUG lines ``-v`` adds carry the time and the logger.
+What a command says to the person running it (:func:`say`: the address a server listens on, a
+key it generated, a one-line error) is ``memfs: …`` in text, and a JSON line like every other
+in the JSON format, so that a log collector reads every line of stderr.
+
 A JSON line holds ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, the process
 id, ``exc`` (a traceback, when there is one) and the fields a caller passes with
 ``extra={"fields": {...}}``. ``memfs serve`` logs one access line per request at INFO (``-v``)
@@ -44,15 +50,56 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """People's format: a warning or an error is one line, ``memfs: warning: <message>`` (an
+    exception, if any, in parentheses; its traceback only at DEBUG level, ``-vv``); INFO and
+    DEBUG lines keep :data:`TEXT_FORMAT`."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.levelno < logging.WARNING:
+            return super().format(record)
+        text = " ".join(f"memfs: {record.levelname.lower()}: {record.getMessage()}".split("\n"))
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            if logging.getLogger().isEnabledFor(logging.DEBUG):
+                return f"{text}\n{self.formatException(record.exc_info)}"  # type: ignore[arg-type]
+            text += f" ({type(exc).__name__}: {exc})"
+        return text
+
+
+#: The format :func:`configure` set last (what :func:`say` writes).
+_format = "text"
+
+
 def configure(level: int, fmt: str = "text") -> None:
     """Log to stderr at ``level`` in ``fmt`` (one of :data:`FORMATS`)."""
+    global _format
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)
+    _format = fmt
+
+
+def say(line: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Tell the person running the command ``line`` on stderr, whatever the log level:
+    ``memfs: <line>`` in text, a JSON object (logger ``memfs``, ``fields`` with it) in the JSON
+    format. A leading ``memfs: `` of ``line`` is not repeated."""
+    message = line.removeprefix("memfs: ")
+    if _format == "json":
+        record = logging.LogRecord("memfs", level, "", 0, message, None, None)
+        record.fields = fields
+        out = JsonFormatter().format(record)
+    else:
+        out = f"memfs: {message}"
+    sys.stderr.write(out + "\n")
+    sys.stderr.flush()
 
 
 def access_fields(scope: dict[str, Any], response: dict[str, Any] | None,

@@ -8,7 +8,10 @@ json() { python3 -c "import json, sys; d = json.load(sys.stdin); print($1)"; }
 # The mount path is the session's to decide (slug of the store name under the root).
 mnt=$(memfs --json session show "$sid" | json 'd["resources"][0]["mount_path"]')
 file=$mnt/preferences/formatting.md
-show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; eval "$@"; }
+# Each command shown before it runs: in bold on a terminal, plain in a file or a pipe.
+bold=""; plain=""
+if [ -t 1 ]; then bold=$'\033[1m'; plain=$'\033[0m'; fi
+show() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; eval "$@"; }
 
 echo "session $sid: the store '$store' is mounted at $mnt"
 show 'cat "$MEMFS_SYSTEM_PROMPT_FILE"'

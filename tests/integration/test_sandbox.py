@@ -102,6 +102,16 @@ def shared(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
+def ro_syscalls(shared: Path) -> Path:
+    """ro_syscalls.py where the agent can read it: the repository may be in a directory the
+    agent's user cannot enter (a clone under a 0700 home), so the agent gets a copy."""
+    copy = shared / RO_SYSCALLS.name
+    shutil.copyfile(RO_SYSCALLS, copy)
+    copy.chmod(0o644)
+    return copy
+
+
+@pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "memfs.db")
     yield s
@@ -251,21 +261,23 @@ S=$(dirname "$MEMFS_SYSTEM_PROMPT_FILE")
 """
 
 
-def agent_script(x: Path, root: str | Path, *store_ids: str, db: Path,
+def agent_script(x: Path, root: str | Path, ro: Path, *store_ids: str, db: Path,
                  session_log: bool = False) -> str:
-    """The agent's side; it also tries the event log and daemon log of each store (or the
-    one daemon log of the session: ``session_log``)."""
+    """The agent's side (``ro``: the agent's copy of ro_syscalls.py; ``db``: the database,
+    which it must not reach); it also tries the event log and daemon log of each store (or
+    the one daemon log of the session: ``session_log``)."""
     logs = " ".join(f'"$S/{i}.events.jsonl"' + ("" if session_log else f' "$S/{i}.log"')
                     for i in store_ids)
     if session_log:
         logs += ' "$S/session.log"'
-    return AGENT_SCRIPT.format(x=x, r=root, py=PY, ro=RO_SYSCALLS, probe=PROBE.replace("'", ""),
+    return AGENT_SCRIPT.format(x=x, r=root, py=PY, ro=ro, probe=PROBE.replace("'", ""),
                                logs=logs, db=db)
 
 
 @pytest.mark.parametrize("isolation", ["namespace", "none"])
 def test_run_as_an_unprivileged_user(
     root_user, agent_user, store: Store, tmp_path: Path, shared: Path, isolation: str,
+    ro_syscalls: Path,
 ):
     notes, docs = two_stores(store)
     x = shared / "x"
@@ -278,13 +290,14 @@ def test_run_as_an_unprivileged_user(
     if isolation == "none":
         args += ["--root", str(root)]
         # While the session runs, a third user tries the mounts from outside.
-        script = agent_script(x, root_seen, notes, docs, db=tmp_path / "memfs.db") + (
+        script = agent_script(x, root_seen, ro_syscalls, notes, docs,
+                              db=tmp_path / "memfs.db") + (
             f"\ntouch {x}/ready\n"
             f"for _ in $(seq 500); do [ -e {x}/go ] && break; sleep 0.02; done\n")
     else:
         # One daemon serves the session (memfs.sessionfs), with one log.
-        script = agent_script(x, root_seen, notes, docs, db=tmp_path / "memfs.db",
-                              session_log=True)
+        script = agent_script(x, root_seen, ro_syscalls, notes, docs,
+                              db=tmp_path / "memfs.db", session_log=True)
     seen: dict[str, Any] = {}
 
     def stranger() -> None:
@@ -396,7 +409,7 @@ except OSError as e:
 
 
 def test_bubblewrap_sandbox_sees_only_its_session(
-    root_user, agent_user, store: Store, tmp_path: Path, shared: Path,
+    root_user, agent_user, store: Store, tmp_path: Path, shared: Path, ro_syscalls: Path,
 ):
     need(shutil.which("bwrap") is not None, "bubblewrap (Debian package bubblewrap)")
     notes, docs = two_stores(store)
@@ -422,7 +435,7 @@ def test_bubblewrap_sandbox_sees_only_its_session(
             "--user", AGENT, "--isolation", "none", "--root", str(root), "--",
             *BWRAP, "--uid", str(agent_user.pw_uid), "--gid", str(agent_user.pw_gid),
             "--bind", str(root), "/mnt/memory", "--bind", str(out), "/out",
-            "--ro-bind", str(RO_SYSCALLS), "/ro_syscalls.py",
+            "--ro-bind", str(ro_syscalls), "/ro_syscalls.py",
             "sh", "-c", inside)
     finally:
         other_go.touch()
@@ -636,3 +649,31 @@ def test_an_agent_that_could_read_the_database_is_refused(
             p.chmod(0o600)
     done = memfs_run(db, "--store", "Notes", "--user", AGENT, "--", "true")
     assert done.returncode == 0, done.stderr
+
+
+# -- a clone in a private directory ------------------------------------------------------------
+
+#: The tests whose agent side reads files of the repository (issue 19: from a clone in a 0700
+#: directory they failed with JSONDecodeError and "bwrap: Can't find source path").
+AGENT_READS_THE_REPO = "test_run_as_an_unprivileged_user or test_bubblewrap_sandbox_sees_only"
+
+
+def test_the_agent_side_needs_nothing_of_a_private_clone(root_user, agent_user, tmp_path):
+    """The tests above, run from a copy of the repository in a 0700 directory (where the
+    agent's user cannot enter): what the agent runs must be put where it can read it."""
+    if os.environ.get("MEMFS_PRIVATE_CLONE"):
+        pytest.skip("already running in the private clone")
+    from .test_setup import _copy_of_the_repo
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    clone = _copy_of_the_repo(private / "memfs")
+    assert probe(agent_user.pw_uid, clone / "tests") == {
+        str(clone / "tests"): [errno.EACCES, errno.EACCES]}
+    env = {**os.environ, "MEMFS_PRIVATE_CLONE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/integration/test_sandbox.py", "-q",
+         "-p", "no:cacheprovider", "-k", AGENT_READS_THE_REPO],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "3 passed" in done.stdout, done.stdout[-2000:]

@@ -6,6 +6,8 @@ leading '/', help text that is neither cut nor rewrapped, a warning for a duplic
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 
 import click
@@ -168,3 +170,172 @@ def test_a_missing_api_key_names_the_env_var(store):
     assert missing.status_code == wrong.status_code == 401
     assert "MEMFS_API_KEY" in missing.json()["error"]["message"]
     assert "MEMFS_API_KEY" in wrong.json()["error"]["message"]
+
+
+# -- a mount point whose parent is missing (issue 19) ---------------------------------------
+
+
+def test_a_missing_parent_of_a_mount_point_is_named(run, tmp_path):
+    """`memfs mount` makes the mount point, not its parents: the line names the parent that
+    is missing (it said the mount point "does not exist"), or the one that is a file."""
+    assert run("stores", "create", "X").exit_code == 0
+    parent = tmp_path / "no" / "such"
+    line = _one_line_error(run("mount", "X", str(parent / "mnt")), 1, str(parent))
+    assert "parent" in line and "does not exist" in line and f"mkdir -p {parent}" in line
+    assert not (tmp_path / "no").exists()
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    line = _one_line_error(run("mount", "X", str(afile / "mnt")), 1, str(afile))
+    assert "not a directory" in line
+
+
+# -- the global options after the subcommand (issue 19) -------------------------------------
+
+#: Every global option of `memfs`, and a value for it.
+GLOBAL = {"--db": "x.db", "--url": "http://memfs", "--api-key": "k", "--json": None,
+          "-v": None, "--verbose": None, "--log-format": "json"}
+#: A command's own option of that name wins after it: serve's --api-key is a key it accepts.
+OWN = {("memfs serve", "--api-key")}
+SUBCOMMANDS = ALL[1:]
+
+
+@pytest.mark.parametrize("name,cmd", SUBCOMMANDS, ids=[n for n, _ in SUBCOMMANDS])
+def test_every_command_takes_every_global_option_after_it(name: str, cmd: click.Command):
+    """Each global option parses after each command and subgroup, and its help lists them."""
+    opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+    for opt, value in GLOBAL.items():
+        if (name, opt) in OWN:
+            continue
+        assert opt in opts, f"{name} {opt}: no such option"
+        args = [opt] if value is None else [opt, value]
+        ctx = click.Context(cli)
+        ctx.obj = None
+        cmd.make_context(name.split()[-1], [*args, "--help"], parent=ctx,
+                         resilient_parsing=True)
+    shown = _help(*name.split()[1:])
+    assert "Global options" in shown, shown
+    section = shown.split("Global options", 1)[1]
+    for opt in GLOBAL:
+        if (name, opt) not in OWN:
+            assert opt in section, f"{name} --help does not show {opt}"
+
+
+@pytest.fixture
+def two_dbs(tmp_path):
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", str(a), "stores", "create", "in-a"]).exit_code == 0
+    assert runner.invoke(cli, ["stores", "create", "in-b", "--db", str(b)]).exit_code == 0
+    return a, b
+
+
+def _names(result) -> list[str]:
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return [s["name"] for s in json.loads(result.stdout)]
+
+
+def test_db_after_the_subcommand_wins_over_before_and_over_the_environment(two_dbs):
+    a, b = two_dbs
+    runner = CliRunner()
+    assert _names(runner.invoke(cli, ["stores", "list", "--db", str(b), "--json"])) == ["in-b"]
+    assert _names(runner.invoke(cli, ["--db", str(a), "stores", "list", "--db", str(b),
+                                      "--json"])) == ["in-b"]
+    assert _names(runner.invoke(cli, ["stores", "--db", str(b), "list", "--json"],
+                                env={"MEMFS_DB": str(a)})) == ["in-b"]
+    # Given only before, or by the environment, it holds as before.
+    assert _names(runner.invoke(cli, ["--db", str(a), "--json", "stores", "list"])) == ["in-a"]
+    assert _names(runner.invoke(cli, ["stores", "list", "--json"],
+                                env={"MEMFS_DB": str(a)})) == ["in-a"]
+    assert _names(runner.invoke(cli, ["dream", "--db", str(b), "list", "--json"])) == []
+
+
+def test_url_and_api_key_after_the_subcommand(tmp_path, monkeypatch):
+    import functools
+
+    from starlette.testclient import TestClient
+
+    from memfs import client
+    from memfs.api import create_app
+    from memfs.store import Store
+    from tests.unit.test_client import through
+
+    server = Store(tmp_path / "server.db")
+    server.create_store("on-the-server")
+    runner = CliRunner()
+    with TestClient(create_app(server, ["k"])) as tc:
+        monkeypatch.setattr(client, "Client",
+                            functools.partial(client.Client, transport=through(tc)))
+        listed = runner.invoke(cli, ["stores", "list", "--url", "http://memfs",
+                                     "--api-key", "k", "--json"])
+        assert _names(listed) == ["on-the-server"]
+        wrong = runner.invoke(cli, ["--api-key", "k", "stores", "list", "--url",
+                                    "http://memfs", "--api-key", "wrong"])
+        assert wrong.exit_code == 1 and "memfs: " in wrong.stderr, wrong.stderr
+    server.close()
+
+
+def test_run_mount_and_serve_take_them_where_the_readme_puts_them(db_path, tmp_path,
+                                                                  monkeypatch):
+    """`memfs run --url …`, `memfs mount --url …`, `memfs serve --db …` (they answered "No
+    such option")."""
+    from memfs import daemon, server, session
+
+    got: dict[str, object] = {}
+    monkeypatch.setattr(session, "run", lambda launch: got.update(run=launch) or 0)
+    monkeypatch.setattr(daemon, "mount", lambda opts: got.update(mount=opts))
+    monkeypatch.setattr(server, "serve", lambda db, *a, **kw: got.update(serve=db))
+    runner = CliRunner()
+    r = runner.invoke(cli, ["run", "--url", "http://memfs", "--api-key", "k", "--store", "X",
+                            "--", "true"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert (got["run"].url, got["run"].api_key) == ("http://memfs", "k")
+    r = runner.invoke(cli, ["mount", "--url", "http://memfs", "--api-key", "k", "X",
+                            str(tmp_path / "m"), "-v"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert (got["mount"].url, got["mount"].api_key) == ("http://memfs", "k")
+    pg = "postgresql://memfs@db.example/memfs"
+    r = runner.invoke(cli, ["serve", "--db", pg, "--port", "0", "--api-key", "served"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert got["serve"] == pg
+    r = runner.invoke(cli, ["serve", "--url", "http://memfs", "--json"])
+    _one_line_error(r, 2, "serve uses a local database")
+
+
+def test_verbosity_and_log_format_after_the_subcommand(db_path, monkeypatch):
+
+    from memfs import logs
+
+    monkeypatch.delenv("MEMFS_LOG_FORMAT", raising=False)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    assert CliRunner().invoke(cli, ["stores", "create", "X"]).exit_code == 0
+    r = CliRunner().invoke(cli, ["-v", "stores", "list", "-v", "--log-format", "json"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert root.level == logging.DEBUG  # -v twice: before and after
+    assert isinstance(root.handlers[0].formatter, logs.JsonFormatter)
+    assert os.environ["MEMFS_LOG_FORMAT"] == "json"  # for the daemons it starts
+
+
+# -- warnings read like the errors (issue 19) -------------------------------------------------
+
+
+def test_a_warning_is_one_line_like_an_error(db_path, monkeypatch):
+    """`memfs session reap` warns of each session it ends: `memfs: warning: ...`, one line (it
+    was Python's `<time> memfs.session WARNING: ...`); with --log-format json, a JSON line."""
+    import socket
+
+    from memfs.store import Store
+
+    with Store(db_path) as s:
+        dead = {"host": socket.gethostname(), "pid": None, "boot_id": "", "start": 0}
+        sid = s.create_session([], launcher=dead).id
+    monkeypatch.delenv("MEMFS_LOG_FORMAT", raising=False)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    r = CliRunner().invoke(cli, ["session", "reap"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert r.stderr.splitlines() == [
+        f"memfs: warning: ended session {sid}: the launcher of this session (pid None) "
+        "ended without it"], r.stderr
