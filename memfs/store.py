@@ -2655,7 +2655,10 @@ class Store:
         page: str | None = None,
         after_seq: int | None = None,
     ) -> Page[Event]:
-        """Session events in processing order (``asc`` by default)."""
+        """Session events in time order (``processed_at``, ``asc`` by default; events of the
+        same time in the order they were recorded). Not in ``seq`` order: each mount of a
+        session records its own batches of tool events, so one store's batch is recorded after
+        another's although its events happened in between."""
         limit = _check_limit(limit, self.limits, maximum=1000)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
@@ -2679,19 +2682,22 @@ class Store:
         filters = ["events", order, list(params)]  # a copy: see list_stores
         if page:
             key = _decode_cursor(page, "events", filters)
-            if isinstance(key, bool) or not isinstance(key, int):
+            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)
+                    and isinstance(key[1], int) and not isinstance(key[1], bool)):
                 raise InvalidCursor("invalid page cursor")
-            where.append("seq > ?" if order == "asc" else "seq < ?")
-            params.append(key)
+            op = ">" if order == "asc" else "<"
+            where.append(f"(processed_at {op} ? OR (processed_at = ? AND seq {op} ?))")
+            params += [key[0], key[0], key[1]]
         rows = self._all(
-            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY seq {order.upper()} "
-            "LIMIT ?",
+            f"SELECT * FROM events WHERE {' AND '.join(where)} "
+            f"ORDER BY processed_at {order.upper()}, seq {order.upper()} LIMIT ?",
             [*params, limit + 1],
         )
         items = [_event(r) for r in rows[:limit]]
-        next_page = (
-            _encode_cursor("events", filters, rows[limit - 1]["seq"]) if len(rows) > limit else None
-        )
+        next_page = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_page = _encode_cursor("events", filters, [last["processed_at"], last["seq"]])
         return Page(items, next_page)
 
     def last_event_seq(self, session_id: str) -> int:

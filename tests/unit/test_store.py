@@ -1279,6 +1279,39 @@ def test_record_tool_events_records_a_mounts_own_events_as_they_are(store):
         store.record_tool_events("sesn_nope", rows(pairs))
 
 
+def test_session_events_of_several_stores_list_in_time_order(store):
+    """Each mount of a session flushes its own batch of tool events, so one store's batch lands
+    after another's although its events happened in between: the timeline follows
+    processed_at (ties in the order recorded), in both orders and across pages."""
+    import json
+
+    a, b = store.create_store("a").id, store.create_store("b").id
+    sess = store.create_session([res(a), res(b)])
+
+    def rows(times: list[str]) -> list[tuple[str, str, str, str]]:
+        made = []
+        for t in times:
+            e = {"id": new_id("sevt"), "type": "agent.tool_use", "processed_at": t,
+                 "name": "cat", "input": {"operation": "read"}}
+            made.append((e["id"], e["type"], t, json.dumps(e)))
+        return made
+
+    at = "2026-05-01T04:51:5{}.000000Z".format
+    # Store a's batch (04:51:56, :58) is flushed first, b's (:55, :57, and :58 again) after.
+    first, second = rows([at(6), at(8)]), rows([at(5), at(7), at(8)])
+    store.record_tool_events(sess.id, first, store_id=a)
+    store.record_tool_events(sess.id, second, store_id=b)
+    want = [second[0][0], first[0][0], second[1][0], first[1][0], second[2][0]]
+    assert [e.id for e in store.list_events(sess.id).data] == want
+    assert [e.id for e in store.list_events(sess.id, order="desc").data] == want[::-1]
+    for order, expected in (("asc", want), ("desc", want[::-1])):
+        items, pages = all_pages(store.list_events, session_id=sess.id, limit=2, order=order)
+        assert [e.id for e in items] == expected and pages == 3
+    # The time filters and types still apply with the time order.
+    later = store.list_events(sess.id, created_at_gt=at(6)).data
+    assert [e.id for e in later] == want[2:]
+
+
 def test_memory_count_follows_every_kind_of_write(store):
     """stores.memory_count (kept by triggers) always equals the live memories."""
     from memfs import Actor
