@@ -20,12 +20,13 @@ memfs extensions (``x-memfs-extension`` in ``/openapi.json``; README "Remote mou
 remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes a request act
 as a session (memory writes become ``session_actor`` once :meth:`Store.session_writer` allows
 them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
-``/v1/memfs/resolve_store`` (a store by id or name, the store's rule); the filesystem's
-calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create, write, delete,
-rename, rename_prefix, events), each one store transaction; ``/v1/sessions/{id}/memfs/revert``
-(undo a session: Store.revert; README "Undo a session"); and the store's change feed,
-``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one database
-poller per store however many mounts follow it.
+``/v1/memfs/resolve_store`` (a store by id or name, the store's rule) and
+``/v1/memory_stores/{id}/memfs/namesakes`` (the other live stores of its name); the
+filesystem's calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create,
+write, delete, rename, rename_prefix, events), each one store transaction;
+``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.revert; README "Undo a session");
+and the store's change feed, ``/changes`` and ``/changes/stream`` (SSE), served by
+:class:`ChangeHub` with one database poller per store however many mounts follow it.
 
 Known limitations:
 - One workspace: ``anthropic-workspace-id`` is ignored, ``anthropic-beta`` is not checked.
@@ -1051,6 +1052,13 @@ async def resolve_store(c: Call) -> Any:
     return await c.run(c.store.resolve_store, ref)
 
 
+async def store_namesakes(c: Call) -> Any:
+    """The other live stores with this store's name (:meth:`Store.namesakes`), so that a
+    remote CLI warns of a name in use as a local one does."""
+    found = await c.run(c.store.namesakes, c.p["memory_store_id"])
+    return {"data": [s.to_dict() for s in found]}
+
+
 async def get_tree(c: Call) -> Any:
     sid = c.p["memory_store_id"]
     # The feed position first: a change racing the read is replayed, harmlessly.
@@ -1603,6 +1611,9 @@ OPS: list[Op] = [
     Op("GET", "/v1/memfs/resolve_store", resolve_store,
        "a memory store by id, else by exact name (the newest live one; two live stores of "
        "that name are ambiguous: 400)", query=("ref",), returns="MemoryStore", extension=True),
+    Op("GET", _MS + "/{memory_store_id}/memfs/namesakes", store_namesakes,
+       "the other live memory stores with this store's exact name, newest first (at most "
+       "100)", returns="MemoryStoreList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
        "every live memory (basic view) and the change-feed position", returns="Tree",
        extension=True),
@@ -1848,6 +1859,7 @@ SCHEMAS: dict[str, Any] = {
                                "memories whose history before the boundary was pruned"}}),
     "Ok": _obj({"ok": {"const": True}}),
     "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
+    "MemoryStoreList": _obj({"data": {"type": "array", "items": _ref("MemoryStore")}}),
     "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
                     "op": {"enum": ["put", "delete", "history", "store"]}, "memory_id": _NS,
                     "path": _NS, "old_path": _NS,

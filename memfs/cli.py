@@ -512,14 +512,25 @@ def stores_create(
     store = ctx.open(create=True)
     s = store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
     ctx.output(s, f"created memory store {s.id} ({s.name})")
-    # A store's name need not be unique, but a name two live stores share names neither.
-    namesakes = [t.id for t in _walk(store.list_stores) if t.name == s.name]
-    if len(namesakes) > 1:
-        click.echo(
-            f"memfs: warning: {len(namesakes)} live memory stores are now named {s.name!r} "
-            f"({', '.join(namesakes)}): name them by id, or rename all but one",
-            err=True,
-        )
+    _warn_namesakes(store, s)
+
+
+def _warn_namesakes(store: Store, s: MemoryStore) -> None:
+    """A store's name need not be unique, but a name two live stores share names neither of
+    them (Store.namesakes): after a create or rename, say so in one line on stderr."""
+    others = store.namesakes(s.id)
+    if not others:
+        return
+    ids = ", ".join(o.id for o in others[:5]) + (
+        f" and {len(others) - 5} more" if len(others) > 5 else "")
+    who = ("another live memory store is" if len(others) == 1
+           else f"{len(others)} other live memory stores are")
+    click.echo(
+        f"memfs: warning: {who} also named {s.name!r} ({ids}): refer to each by its id "
+        f"(e.g. memfs stores show {others[0].id}), or rename one "
+        f"(memfs stores update ID --name NEW)",
+        err=True,
+    )
 
 
 @stores.command("list")
@@ -585,13 +596,15 @@ def stores_update(
     \b
         memfs stores update notes --name "Team Notes" -m owner=ana --unset-metadata draft
     """
-    s = ctx.store.resolve_store(store_ref)
+    old = ctx.store.resolve_store(store_ref)
     patch: dict[str, str | None] = dict(_pairs(metadata, "--metadata"))
     patch.update({key: None for key in unset_metadata})
     s = ctx.store.update_store(
-        s.id, name=name, description=description, metadata=patch or None
+        old.id, name=name, description=description, metadata=patch or None
     )
     ctx.output(s, _store_text(ctx.store, s))
+    if s.name != old.name:
+        _warn_namesakes(ctx.store, s)
 
 
 @stores.command("archive")

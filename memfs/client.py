@@ -304,6 +304,12 @@ class _Ops:
         d = yield Request("GET", "/v1/memfs/resolve_store", params={"ref": ref})
         return _store(d)
 
+    def namesakes(self, store_id: str) -> Op[list[MemoryStore]]:
+        """The other live stores with this store's name, decided by the server's Store
+        (memfs extension)."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/namesakes")
+        return [_store(x) for x in d.get("data") or []]
+
     def update_store(
         self, store_id: str, *, name: Any = None, description: Any = None, metadata: Any = None
     ) -> Op[MemoryStore]:

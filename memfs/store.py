@@ -1046,6 +1046,23 @@ class Store:
             )
         return _store(rows[0])
 
+    def namesakes(self, store_id: str) -> list[MemoryStore]:
+        """The other live stores with this store's exact name, newest first (at most 100).
+        Names need not be unique (the hosted API's rule), but a name two live stores share
+        names neither of them (:meth:`resolve_store`): the CLI and Console say so when a
+        store is created or renamed to a name in use.
+
+        :raises NotFound: unknown store.
+        """
+        with self._read() as c:
+            store = self._store_in(c, store_id)
+            rows = c.execute(
+                "SELECT * FROM stores WHERE name = ? AND id != ? AND archived_at IS NULL "
+                "ORDER BY id DESC LIMIT 100",
+                (store.name, store_id),
+            ).fetchall()
+        return [_store(r) for r in rows]
+
     def update_store(
         self,
         store_id: str,

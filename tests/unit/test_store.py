@@ -117,6 +117,25 @@ class TestStores:
                 store.create_store("n", metadata=bad)
         assert store.create_store("n", metadata={"k" * 64: "v" * 512}).metadata
 
+    def test_namesakes_are_the_other_live_stores_of_its_name(self, store: Store) -> None:
+        """Names need not be unique (the hosted API's rule); the CLI and Console say so when
+        a second live store takes one, from this one rule."""
+        a = store.create_store("Notes")
+        assert store.namesakes(a.id) == []
+        b = store.create_store("Notes")
+        store.create_store("notes")  # another name: case counts, as in resolve_store
+        old = store.create_store("Notes")
+        store.archive_store(old.id)  # archived: no longer in the way
+        assert store.namesakes(a.id) == [store.get_store(b.id)]
+        assert [s.id for s in store.namesakes(b.id)] == [a.id]
+        c = store.create_store("Notes")
+        assert [s.id for s in store.namesakes(a.id)] == [c.id, b.id]  # newest first
+        store.update_store(b.id, name="Other")
+        store.delete_store(c.id)
+        assert store.namesakes(a.id) == store.namesakes(b.id) == []
+        with pytest.raises(NotFound):
+            store.namesakes("memstore_nope")
+
     def test_retrieve_unknown(self, store: Store) -> None:
         with pytest.raises(NotFound):
             store.get_store("memstore_nope")
