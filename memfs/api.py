@@ -21,7 +21,8 @@ remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes 
 as a session (memory writes become ``session_actor`` once :meth:`Store.session_writer` allows
 them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
 ``/v1/memfs/resolve_store`` (a store by id or name, the store's rule) and
-``/v1/memory_stores/{id}/memfs/namesakes`` (the other live stores of its name); the
+``/v1/memory_stores/{id}/memfs/namesakes`` (the other live stores of its name);
+``/v1/memory_stores/{id}/memory_versions/{id}/memfs/restore`` (Store.restore_version); the
 filesystem's calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create,
 write, delete, rename, rename_prefix, events), each one store transaction;
 ``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.revert; README "Undo a session");
@@ -674,6 +675,15 @@ async def retrieve_memory_version(c: Call) -> Any:
         c.store.get_version, c.p["memory_store_id"], c.p["memory_version_id"],
         view=c.q.view("full"),
     )
+
+
+async def restore_memory_version(c: Call) -> Any:
+    """Bring back a version's content (:meth:`Store.restore_version`: a deleted memory comes
+    back under its own id), so that a remote CLI restores as a local one does."""
+    m = await c.write(c.store.restore_version, c.p["memory_store_id"],
+                      c.p["memory_version_id"], path=c.body.get("path"),
+                      actor=await _writer(c))
+    return _with_seq(m)
 
 
 async def redact_memory_version(c: Call) -> Any:
@@ -1606,6 +1616,10 @@ OPS: list[Op] = [
        "revert): every memory it wrote back to its state before, one transaction; memories "
        "changed by someone else since are conflicts unless force; dry_run: the plan only",
        body=("dry_run", "force"), returns="Revert", extension=True),
+    Op("POST", _VER + "/{memory_version_id}/memfs/restore", restore_memory_version,
+       "bring back a version's content as a new version of its memory (a deleted memory "
+       "comes back under its own id, at path or else the version's path)", body=("path",),
+       returns="Memory", extension=True),
     Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", returns="Limits",
        extension=True),
     Op("GET", "/v1/memfs/resolve_store", resolve_store,

@@ -1016,8 +1016,8 @@ def versions_diff(ctx: Context, store_ref: str, old_id: str, new_id: str | None)
 @pass_ctx
 def versions_restore(ctx: Context, store_ref: str, version_id: str, new_path: str | None) -> None:
     """Bring back a version's content as a new version. A live memory gets that content
-    (its path stays unless --path is given); a deleted memory is created again at the
-    version's path, as a new memory with a new id.
+    (its path stays unless --path is given); a deleted memory comes back under its own id,
+    at the version's path (or --path), its whole history still one memory's.
 
     Example:
 
@@ -1026,18 +1026,15 @@ def versions_restore(ctx: Context, store_ref: str, version_id: str, new_path: st
     """
     store = ctx.store
     sid = store.resolve_store(store_ref).id
-    v = store.get_version(sid, version_id)
-    content = _version_or_fail(v, "restore")
+    v = store.get_version(sid, version_id, view="basic")
     try:
         current = store.get_memory(sid, v.memory_id, view="basic")
     except errors.NotFound:
         current = None
+    m = store.restore_version(sid, v.id, path=new_path, actor=_actor())
     if current is None:
-        m = store.create_memory(sid, new_path or v.path or "", content, actor=_actor())
         ctx.output(m, _memory_line(m, f"restored {v.id} as"))
-        return
-    m = store.update_memory(sid, current.id, content=content, path=new_path, actor=_actor())
-    if m.memory_version_id == current.memory_version_id:
+    elif m.memory_version_id == current.memory_version_id:
         ctx.output(m, f"{m.path} already has the content of {v.id}; nothing to do")
     else:
         ctx.output(m, _memory_line(m, f"restored {v.id} to"))

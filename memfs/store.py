@@ -1307,15 +1307,19 @@ class Store:
         text: str,
         data: bytes,
         actor: Actor | None,
+        memory_id: str | None = None,
+        now: str | None = None,
     ) -> Memory:
-        """Create a memory inside a write transaction; ``path`` and content are validated."""
+        """Create a memory inside a write transaction; ``path`` and content are validated.
+        ``memory_id``: a deleted memory of this store comes back under its own id (restore,
+        revert), its ``created`` version added to its history."""
         store = self._writable_store_in(c, store_id)
         # The path before the count: at the limit, a taken path still says so.
         self._check_path_free(c, store_id, path)
         self._check_room(store_id, store["memory_count"])
         sha = sha256_hex(data)
-        now = _now()
-        mid = new_id("mem")
+        now = now or _now()
+        mid = memory_id or new_id("mem")
         vid = self._insert_version(
             c, store_id, mid, "created", path, text, sha, len(data), actor, now
         )
@@ -1324,6 +1328,8 @@ class Store:
             (mid, store_id, path, text, sha, len(data), vid, now, now),
         )
         seq = self._change(c, store_id, "put", mid, path)
+        if memory_id is not None:
+            self._prune_memory(c, mid)
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, seq=seq)
 
     def _memory_in(
@@ -1989,6 +1995,41 @@ class Store:
             raise NotFound(f"memory version {version_id!r} not found in {store_id}")
         return _version(row, view == "full")
 
+    def restore_version(self, store_id: str, version_id: str, *, path: str | bytes | None = None,
+                        actor: Actor | None) -> Memory:
+        """Bring back a version's content as a new version of its memory, in one transaction.
+        A live memory gets that content (at ``path`` if given, else where it is; nothing is
+        written when nothing changes). A deleted memory comes back under its own id, so its
+        history stays one memory's (as after a session revert): a ``created`` version at
+        ``path``, else the version's path, by create's rules (a taken path is a conflict),
+        and a ``put`` on the change feed.
+
+        :raises NotFound: unknown store or version. :raises InvalidRequest: the version was
+            redacted or records a deletion: it has no content.
+        :raises InvalidPath, PathConflict, StoreArchived, LimitExceeded, ContentTooLarge:
+        """
+        new_path = None if path is None else validate_path(path, self.limits)
+        with self._write() as c:
+            v = c.execute("SELECT * FROM versions WHERE id = ? AND store_id = ?",
+                          (version_id, store_id)).fetchone()
+            if v is None:
+                self._store_in(c, store_id)
+                raise NotFound(f"memory version {version_id!r} not found in {store_id}")
+            if v["redacted_at"] is not None:
+                raise InvalidRequest(f"version {version_id} was redacted: its content is gone "
+                                     "and cannot be restored")
+            if v["operation"] == "deleted" or v["content"] is None:
+                raise InvalidRequest(
+                    f"version {version_id} records the deletion of {v['path']}: it has no "
+                    "content to restore (restore the version before it)")
+            text, data = encode_content(v["content"], self.limits)
+            row = c.execute("SELECT * FROM memories WHERE id = ? AND store_id = ?",
+                            (v["memory_id"], store_id)).fetchone()
+            if row is not None:
+                return self._modify_in(c, row, (text, data), new_path, False, actor)
+            return self._create_in(c, store_id, new_path or v["path"], text, data, actor,
+                                   memory_id=v["memory_id"])
+
     def redact_version(
         self, store_id: str, version_id: str, *, actor: Actor | None
     ) -> MemoryVersion:
@@ -2273,17 +2314,8 @@ class Store:
                 m = self._modify_in(c, heads[s.memory_id], (text, data), path, False, actor, now)
                 s.version_id = m.memory_version_id
                 continue
-            store = self._writable_store_in(c, s.store_id)
-            self._check_path_free(c, s.store_id, path)
-            self._check_room(s.store_id, store["memory_count"])
-            sha = sha256_hex(data)
-            s.version_id = self._insert_version(
-                c, s.store_id, s.memory_id, "created", path, text, sha, len(data), actor, now)
-            c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      (s.memory_id, s.store_id, path, text, sha, len(data), s.version_id, now,
-                       now))
-            self._change(c, s.store_id, "put", s.memory_id, path)
-            self._prune_memory(c, s.memory_id)
+            s.version_id = self._create_in(c, s.store_id, path, text, data, actor,
+                                           memory_id=s.memory_id, now=now).memory_version_id
         revert_id = None
         if todo:
             revert_id = new_id(rv.REVERT_PREFIX)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterator
@@ -989,6 +990,75 @@ class TestVersions:
         for v in vs:  # b is deleted: none of its versions is a live head
             r = store.redact_version(sid, v.id, actor=USER)
             assert r.redacted_at and r.path is None and r.operation == v.operation
+
+    def test_restore_of_a_deleted_memory_keeps_its_id(self, store: Store, sid: str) -> None:
+        """Undelete: the memory comes back under its old id (as a session revert brings it
+        back), so its history stays one memory's, and the change feed tells mounts."""
+        m = store.create_memory(sid, "/a.md", "one", actor=API)
+        store.update_memory(sid, m.id, content="two", actor=API)
+        store.update_memory(sid, m.id, path="/b.md", actor=API)
+        store.delete_memory(sid, m.id, actor=API)
+        first, _, _, deletion = (v.id for v in store.list_versions(sid, memory_id=m.id).data[::-1])
+        seq = store.last_change(sid)
+        back = store.restore_version(sid, first, actor=USER)
+        assert (back.id, back.path, back.content) == (m.id, "/a.md", "one")
+        assert store.get_memory(sid, m.id) == dataclasses.replace(back, seq=None)
+        history = store.list_versions(sid, memory_id=m.id, view="full").data
+        assert [v.operation for v in history] == ["created", "deleted", "modified", "modified",
+                                                  "created"]
+        assert history[0].id == back.memory_version_id and history[0].created_by == USER
+        assert history[0].content == "one" and history[0].path == "/a.md"
+        assert [(c.op, c.memory_id, c.path) for c in store.changes_since(sid, seq)] == [
+            ("put", m.id, "/a.md")]
+        assert store.count_memories(sid) == 1
+        # A live memory gets the content (and keeps its path unless given one).
+        again = store.restore_version(sid, history[2].id, actor=USER)
+        assert (again.id, again.path, again.content) == (m.id, "/a.md", "two")
+        moved = store.restore_version(sid, history[2].id, path="/c.md", actor=USER)
+        assert (moved.id, moved.path, moved.content) == (m.id, "/c.md", "two")
+        same = store.restore_version(sid, history[2].id, actor=USER)  # nothing to change
+        assert same.memory_version_id == moved.memory_version_id
+        # Nothing to bring back from a deletion.
+        with pytest.raises(InvalidRequest, match="deletion"):
+            store.restore_version(sid, deletion, actor=USER)
+        with pytest.raises(NotFound):
+            store.restore_version(sid, "memver_nope", actor=USER)
+
+    def test_restore_of_a_deleted_memory_follows_the_path_rules(
+            self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a.md", "one", actor=API)
+        store.delete_memory(sid, m.id, actor=API)
+        squatter = store.create_memory(sid, "/a.md", "other", actor=API)
+        n = len(store.list_versions(sid).data)
+        with pytest.raises(PathConflict) as e:
+            store.restore_version(sid, m.memory_version_id, actor=USER)
+        assert e.value.conflicting_memory_id == squatter.id
+        with pytest.raises(PathConflict):
+            store.restore_version(sid, m.memory_version_id, path="/a.md/below", actor=USER)
+        with pytest.raises(InvalidPath):
+            store.restore_version(sid, m.memory_version_id, path="no-slash", actor=USER)
+        assert len(store.list_versions(sid).data) == n  # refused: nothing written
+        back = store.restore_version(sid, m.memory_version_id, path="/a2.md", actor=USER)
+        assert (back.id, back.path) == (m.id, "/a2.md")
+        store.delete_memory(sid, m.id, actor=API)
+        store.redact_version(sid, m.memory_version_id, actor=USER)
+        with pytest.raises(InvalidRequest, match="redacted"):
+            store.restore_version(sid, m.memory_version_id, actor=USER)
+        v = store.list_versions(sid, memory_id=m.id).data[1]  # the restored "created"
+        store.archive_store(sid)
+        with pytest.raises(StoreArchived):
+            store.restore_version(sid, v.id, actor=USER)
+
+    def test_restore_of_a_deleted_memory_counts_against_the_limit(
+            self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(max_memories=1))
+        st = s.create_store("n").id
+        m = s.create_memory(st, "/a", "x", actor=API)
+        s.delete_memory(st, m.id, actor=API)
+        s.create_memory(st, "/b", "y", actor=API)
+        with pytest.raises(LimitExceeded):
+            s.restore_version(st, m.memory_version_id, actor=USER)
+        assert s.list_versions(st, memory_id=m.id).data[0].operation == "deleted"
 
     def test_retention_prune(self, backend: Backend) -> None:
         s = backend.open(limits=Limits(retention_days=1, retention_keep=3))
