@@ -1748,10 +1748,14 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
     import threading
     import time
 
-    from .dreams import DreamRun, identity
+    from .dreams import DreamRun, identity, local_problem
 
     if command and ctx.url:
         fail("memfs dream -- COMMAND runs on a local database; drop --url / MEMFS_URL", 2)
+    if not command and not ctx.url:
+        problem = local_problem()  # before anything is made: no dream, no store to clean up
+        if problem:
+            fail(problem)
     store = ctx.store
     s = store.resolve_store(store_ref)
     if command and not model:  # the model is the command

@@ -1118,12 +1118,15 @@ class Store:
     def delete_store(self, store_id: str) -> None:
         """Delete the store with every memory and version in it, permanently."""
         with self._write() as c:
-            self._store_in(c, store_id)
-            c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
-            c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
-            c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
-            c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
-            self._change(c, store_id, "store")
+            self._delete_store_in(c, store_id)
+
+    def _delete_store_in(self, c: sqlite3.Connection, store_id: str) -> None:
+        self._store_in(c, store_id)
+        c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
+        self._change(c, store_id, "store")
 
     def list_stores(
         self,
@@ -3297,18 +3300,32 @@ class Store:
                       "('pending', 'running')", (_now(), dream_id))
             return str(self._dream_row_in(c, dream_id)["status"])
 
-    def finish_dream(self, dream_id: str, status: str, error: dict[str, str] | None = None
-                     ) -> Dream:
+    def finish_dream(self, dream_id: str, status: str, error: dict[str, str] | None = None,
+                     *, discard_output: bool = False) -> Dream:
         """End a pending or running dream: ``completed``, or ``failed`` with ``error``
         ({type, message}); a dream that already ended keeps its status. Ends its session and
-        marks its new output store with the status (metadata ``memfs_dream_status``)."""
+        marks its new output store with the status (metadata ``memfs_dream_status``).
+
+        :param discard_output: the dream failed before its model ran: its new output store,
+            a copy of the input nothing else wrote, is deleted in the same transaction (its
+            ``outputs`` empty again), so that failed tries leave no copies behind. The input
+            (``update_existing``) is never deleted.
+        """
         if status not in ("completed", "failed"):
             raise InvalidRequest(f"a dream cannot end as {status!r}")
         with self._write() as c:
-            c.execute(
+            ended = c.execute(
                 "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
-                "AND status IN ('pending', 'running')",
-                (status, None if error is None else json.dumps(error), _now(), dream_id))
+                "AND status IN ('pending', 'running') RETURNING output_store_id, "
+                "memory_store_id",
+                (status, None if error is None else json.dumps(error), _now(), dream_id),
+            ).fetchone()
+            out = None if ended is None else ended["output_store_id"]
+            if (discard_output and status == "failed" and out is not None
+                    and out != ended["memory_store_id"]):
+                with contextlib.suppress(NotFound):  # deleted meanwhile
+                    self._delete_store_in(c, out)
+                c.execute("UPDATE dreams SET output_store_id = NULL WHERE id = ?", (dream_id,))
         dream = self.get_dream(dream_id)
         self._dream_ended(dream)
         return dream

@@ -94,3 +94,23 @@ def test_a_failing_command_fails_the_dream_and_a_cancel_stops_it(
     assert proc.returncode == 1 and err.strip().splitlines()[-1] == (
         f"memfs: dream {running.id} was canceled"), err
     assert took < 5, took  # the command was stopped, not waited for (sleep 30)
+
+
+def test_a_command_that_never_started_leaves_no_output_store(
+    dreamdb: tuple[Path, str, str],
+) -> None:
+    """The command is the dream's model: when it cannot even start, the output store (a copy
+    of the input nothing wrote to) goes with the failure; one that ran keeps its output."""
+    db, ms, sid = dreamdb
+    r = subprocess.run(
+        [*MEMFS, "--db", str(db), "dream", "notes", "-s", sid, "--", "/nonexistent/agent"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "MEMFS_DB": str(db)})
+    assert r.returncode == 1 and "command not found" in r.stderr, r.stderr
+    s = Store(db, limits=Limits())
+    [d] = s.list_dreams().data
+    assert d.status == "failed" and d.outputs == []
+    assert [x.id for x in s.list_stores(include_archived=True).data] == [ms]
+    r = dream(db, sid, "exit 3")
+    assert r.returncode == 1
+    kept = [x for x in s.list_dreams().data if x.id != d.id]
+    assert kept[0].outputs and len(s.list_stores().data) == 2
