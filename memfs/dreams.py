@@ -453,6 +453,8 @@ class Dreamer:
             try:
                 self.recover()
             except Exception:
+                if self.store.closed:  # closed while the sweep read it: nothing to sweep
+                    return
                 log.exception("the sweep for dreams whose runner died failed")
 
     def close(self, timeout: float = 5.0) -> None:

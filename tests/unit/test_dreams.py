@@ -622,6 +622,29 @@ def test_the_sweeper_of_a_closed_store_stops_quietly(
     assert not [r for r in caplog.records if r.name == "memfs.dreams"]
 
 
+def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
+    backend: Any, monkeypatch: Any, caplog: Any,
+) -> None:
+    """The store closes after the sweeper's check and before its read (the interleaving made
+    deterministic): the read fails, and the sweeper stops without a traceback."""
+    monkeypatch.setattr(dreams, "SWEEP_SECONDS", 0.02)
+    store = backend.open()
+    real = store.stale_dreams
+
+    def closing(**kw: Any) -> Any:
+        store.close()
+        return real(**kw)
+
+    monkeypatch.setattr(store, "stale_dreams", closing)
+    dreamer = dreams.Dreamer(store)
+    dreamer.watch()
+    sweeper = dreamer._sweeper
+    assert sweeper is not None
+    sweeper.join(2)
+    assert not sweeper.is_alive() and store.closed
+    assert not [r for r in caplog.records if r.name == "memfs.dreams"]
+
+
 # --------------------------------------------------------------------------------------------
 # a dream that fails before its model ran leaves nothing behind (issue 19 §6)
 
