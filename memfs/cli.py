@@ -512,13 +512,13 @@ def stores_create(
     store = ctx.open(create=True)
     s = store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
     ctx.output(s, f"created memory store {s.id} ({s.name})")
-    _warn_namesakes(store, s)
+    _warn_namesakes(store, s.id, s.name)
 
 
-def _warn_namesakes(store: Store, s: MemoryStore) -> None:
+def _warn_namesakes(store: Store, store_id: str, name: str) -> None:
     """A store's name need not be unique, but a name two live stores share names neither of
-    them (Store.namesakes): after a create or rename, say so in one line on stderr."""
-    others = store.namesakes(s.id)
+    them (Store.namesakes): after a create, rename or import, say so in one line on stderr."""
+    others = store.namesakes(store_id)
     if not others:
         return
     ids = ", ".join(o.id for o in others[:5]) + (
@@ -526,7 +526,7 @@ def _warn_namesakes(store: Store, s: MemoryStore) -> None:
     who = ("another live memory store is" if len(others) == 1
            else f"{len(others)} other live memory stores are")
     click.echo(
-        f"memfs: warning: {who} also named {s.name!r} ({ids}): refer to each by its id "
+        f"memfs: warning: {who} also named {name!r} ({ids}): refer to each by its id "
         f"(e.g. memfs stores show {others[0].id}), or rename one "
         f"(memfs stores update ID --name NEW)",
         err=True,
@@ -604,7 +604,7 @@ def stores_update(
     )
     ctx.output(s, _store_text(ctx.store, s))
     if s.name != old.name:
-        _warn_namesakes(ctx.store, s)
+        _warn_namesakes(ctx.store, s.id, s.name)
 
 
 @stores.command("archive")
@@ -1268,6 +1268,8 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
     human = [f"imported {summary['memories']} memories ({summary['versions']} versions, "
              f"{summary['redacted']} redacted) into {s['name']} ({s['id']}), {ids}"]
     ctx.output(summary, "\n".join(human + _import_lines(summary)))
+    if summary.get("created_store"):
+        _warn_namesakes(store, s["id"], s["name"])
 
 
 # memfs session ...

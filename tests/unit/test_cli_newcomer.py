@@ -178,6 +178,18 @@ def test_a_rename_to_a_name_in_use_is_warned(run):
     assert run("stores", "update", b, "--name", "Notes").stderr == ""
 
 
+def test_an_import_into_a_new_store_of_a_name_in_use_is_warned(run, tmp_path):
+    import zipfile
+
+    first = json.loads(run("stores", "create", "Notes", "--json").stdout)["id"]
+    z = tmp_path / "notes.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("a.md", "alpha")
+    _warning(run("import", str(z), "--name", "Notes"), first, "'Notes'")
+    assert run("import", str(z), "--name", "Fresh").stderr == ""
+    assert run("import", str(z), "--into", first).stderr == ""  # no new store: no new name
+
+
 def test_a_name_in_use_is_warned_through_a_server(store, monkeypatch):
     """With --url the server's store decides, as for a local database."""
     import functools
