@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import secrets
+import signal
 import socket
 import threading
 import time
@@ -562,6 +563,13 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
         def _watch(self) -> None:  # a cancel from another process stops the command
             last_beat = time.monotonic()
             while not done.wait(DB_POLL_SECONDS):
+                if self._stop_signal is not None:
+                    # Canceled: a command started after the cancel was seen (the launcher
+                    # missed the signal kept for it, a narrow race) still gets it.
+                    if self._unforwarded is not None and self._child is not None:
+                        self._unforwarded = None
+                        self._send(signal.SIGTERM)
+                    continue
                 try:
                     if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                         last_beat = time.monotonic()
@@ -572,8 +580,9 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
                     log.exception("cannot read dream %s", dream_id)
                     continue
                 if status == "canceled":
-                    self._send(15)  # SIGTERM
-                    return
+                    # As a SIGTERM to memfs itself: sent to the command if it runs, else kept
+                    # for it, and a command not started yet is not started at all.
+                    self._on_signal(signal.SIGTERM, None)
 
         def _start_mounts(self) -> None:
             super()._start_mounts()
