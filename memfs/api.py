@@ -20,12 +20,14 @@ memfs extensions (``x-memfs-extension`` in ``/openapi.json``; README "Remote mou
 remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes a request act
 as a session (memory writes become ``session_actor`` once :meth:`Store.session_writer` allows
 them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
-``/v1/memfs/resolve_store`` (a store by id or name, the store's rule); the filesystem's
-calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create, write, delete,
-rename, rename_prefix, events), each one store transaction; ``/v1/sessions/{id}/memfs/revert``
-(undo a session: Store.revert; README "Undo a session"); and the store's change feed,
-``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one database
-poller per store however many mounts follow it.
+``/v1/memfs/resolve_store`` (a store by id or name, the store's rule) and
+``/v1/memory_stores/{id}/memfs/namesakes`` (the other live stores of its name);
+``/v1/memory_stores/{id}/memory_versions/{id}/memfs/restore`` (Store.restore_version); the
+filesystem's calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create,
+write, delete, rename, rename_prefix, events), each one store transaction;
+``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.revert; README "Undo a session");
+and the store's change feed, ``/changes`` and ``/changes/stream`` (SSE), served by
+:class:`ChangeHub` with one database poller per store however many mounts follow it.
 
 Known limitations:
 - One workspace: ``anthropic-workspace-id`` is ignored, ``anthropic-beta`` is not checked.
@@ -742,6 +744,15 @@ async def retrieve_memory_version(c: Call) -> Any:
     )
 
 
+async def restore_memory_version(c: Call) -> Any:
+    """Bring back a version's content (:meth:`Store.restore_version`: a deleted memory comes
+    back under its own id), so that a remote CLI restores as a local one does."""
+    m = await c.write(c.store.restore_version, c.p["memory_store_id"],
+                      c.p["memory_version_id"], path=c.body.get("path"),
+                      actor=await _writer(c))
+    return _with_seq(m)
+
+
 async def redact_memory_version(c: Call) -> Any:
     return await c.run(
         c.store.redact_version, c.p["memory_store_id"], c.p["memory_version_id"], actor=c.actor
@@ -1123,6 +1134,13 @@ async def resolve_store(c: Call) -> Any:
         raise errors.InvalidRequest("ref is required: a memory store id or name")
     return await c.run(c.store.resolve_store, ref,
                        among=None if c.grant is None else list(c.grant.access))
+
+
+async def store_namesakes(c: Call) -> Any:
+    """The other live stores with this store's name (:meth:`Store.namesakes`), so that a
+    remote CLI warns of a name in use as a local one does."""
+    found = await c.run(c.store.namesakes, c.p["memory_store_id"])
+    return {"data": [s.to_dict() for s in found]}
 
 
 async def get_tree(c: Call) -> Any:
@@ -1684,12 +1702,20 @@ OPS: list[Op] = [
        "session's attached stores with their access, only while it runs, until ttl_seconds "
        "(default 1 day); the secret is shown once", body=("ttl_seconds",),
        returns="SessionToken", extension=True),
+    Op("POST", _VER + "/{memory_version_id}/memfs/restore", restore_memory_version,
+       "bring back a version's content as a new version of its memory (a deleted memory "
+       "comes back under its own id, at path or else the version's path)", body=("path",),
+       token="write", returns="Memory", extension=True),
     Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", token="open",
        returns="Limits", extension=True),
     Op("GET", "/v1/memfs/resolve_store", resolve_store,
        "a memory store by id, else by exact name (the newest live one; two live stores of "
        "that name are ambiguous: 400)", query=("ref",), token="open", returns="MemoryStore",
        extension=True),
+    # Not for a session token: it names stores beyond the session's.
+    Op("GET", _MS + "/{memory_store_id}/memfs/namesakes", store_namesakes,
+       "the other live memory stores with this store's exact name, newest first (at most "
+       "100)", returns="MemoryStoreList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
        "every live memory (basic view) and the change-feed position", token="read", returns="Tree",
        extension=True),
@@ -1951,6 +1977,7 @@ SCHEMAS: dict[str, Any] = {
                                "memories whose history before the boundary was pruned"}}),
     "Ok": _obj({"ok": {"const": True}}),
     "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
+    "MemoryStoreList": _obj({"data": {"type": "array", "items": _ref("MemoryStore")}}),
     "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
                     "op": {"enum": ["put", "delete", "history", "store"]}, "memory_id": _NS,
                     "path": _NS, "old_path": _NS,

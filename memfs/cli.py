@@ -539,14 +539,25 @@ def stores_create(
     store = ctx.open(create=True)
     s = store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
     ctx.output(s, f"created memory store {s.id} ({s.name})")
-    # A store's name need not be unique, but a name two live stores share names neither.
-    namesakes = [t.id for t in _walk(store.list_stores) if t.name == s.name]
-    if len(namesakes) > 1:
-        click.echo(
-            f"memfs: warning: {len(namesakes)} live memory stores are now named {s.name!r} "
-            f"({', '.join(namesakes)}): name them by id, or rename all but one",
-            err=True,
-        )
+    _warn_namesakes(store, s.id, s.name)
+
+
+def _warn_namesakes(store: Store, store_id: str, name: str) -> None:
+    """A store's name need not be unique, but a name two live stores share names neither of
+    them (Store.namesakes): after a create, rename or import, say so in one line on stderr."""
+    others = store.namesakes(store_id)
+    if not others:
+        return
+    ids = ", ".join(o.id for o in others[:5]) + (
+        f" and {len(others) - 5} more" if len(others) > 5 else "")
+    who = ("another live memory store is" if len(others) == 1
+           else f"{len(others)} other live memory stores are")
+    click.echo(
+        f"memfs: warning: {who} also named {name!r} ({ids}): refer to each by its id "
+        f"(e.g. memfs stores show {others[0].id}), or rename one "
+        f"(memfs stores update ID --name NEW)",
+        err=True,
+    )
 
 
 @stores.command("list")
@@ -612,13 +623,15 @@ def stores_update(
     \b
         memfs stores update notes --name "Team Notes" -m owner=ana --unset-metadata draft
     """
-    s = ctx.store.resolve_store(store_ref)
+    old = ctx.store.resolve_store(store_ref)
     patch: dict[str, str | None] = dict(_pairs(metadata, "--metadata"))
     patch.update({key: None for key in unset_metadata})
     s = ctx.store.update_store(
-        s.id, name=name, description=description, metadata=patch or None
+        old.id, name=name, description=description, metadata=patch or None
     )
     ctx.output(s, _store_text(ctx.store, s))
+    if s.name != old.name:
+        _warn_namesakes(ctx.store, s.id, s.name)
 
 
 @stores.command("archive")
@@ -1030,8 +1043,8 @@ def versions_diff(ctx: Context, store_ref: str, old_id: str, new_id: str | None)
 @pass_ctx
 def versions_restore(ctx: Context, store_ref: str, version_id: str, new_path: str | None) -> None:
     """Bring back a version's content as a new version. A live memory gets that content
-    (its path stays unless --path is given); a deleted memory is created again at the
-    version's path, as a new memory with a new id.
+    (its path stays unless --path is given); a deleted memory comes back under its own id,
+    at the version's path (or --path), its whole history still one memory's.
 
     Example:
 
@@ -1040,18 +1053,15 @@ def versions_restore(ctx: Context, store_ref: str, version_id: str, new_path: st
     """
     store = ctx.store
     sid = store.resolve_store(store_ref).id
-    v = store.get_version(sid, version_id)
-    content = _version_or_fail(v, "restore")
+    v = store.get_version(sid, version_id, view="basic")
     try:
         current = store.get_memory(sid, v.memory_id, view="basic")
     except errors.NotFound:
         current = None
+    m = store.restore_version(sid, v.id, path=new_path, actor=_actor())
     if current is None:
-        m = store.create_memory(sid, new_path or v.path or "", content, actor=_actor())
         ctx.output(m, _memory_line(m, f"restored {v.id} as"))
-        return
-    m = store.update_memory(sid, current.id, content=content, path=new_path, actor=_actor())
-    if m.memory_version_id == current.memory_version_id:
+    elif m.memory_version_id == current.memory_version_id:
         ctx.output(m, f"{m.path} already has the content of {v.id}; nothing to do")
     else:
         ctx.output(m, _memory_line(m, f"restored {v.id} to"))
@@ -1285,6 +1295,8 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
     human = [f"imported {summary['memories']} memories ({summary['versions']} versions, "
              f"{summary['redacted']} redacted) into {s['name']} ({s['id']}), {ids}"]
     ctx.output(summary, "\n".join(human + _import_lines(summary)))
+    if summary.get("created_store"):
+        _warn_namesakes(store, s["id"], s["name"])
 
 
 # memfs session ...
@@ -1769,10 +1781,14 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
     import threading
     import time
 
-    from .dreams import DreamRun, identity
+    from .dreams import DreamRun, identity, local_problem
 
     if command and ctx.url:
         fail("memfs dream -- COMMAND runs on a local database; drop --url / MEMFS_URL", 2)
+    if not command and not ctx.url:
+        problem = local_problem()  # before anything is made: no dream, no store to clean up
+        if problem:
+            fail(problem)
     store = ctx.store
     s = store.resolve_store(store_ref)
     if command and not model:  # the model is the command

@@ -307,6 +307,12 @@ class _Ops:
         d = yield Request("GET", "/v1/memfs/resolve_store", params={"ref": ref})
         return _store(d)
 
+    def namesakes(self, store_id: str) -> Op[list[MemoryStore]]:
+        """The other live stores with this store's name, decided by the server's Store
+        (memfs extension)."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/namesakes")
+        return [_store(x) for x in d.get("data") or []]
+
     def update_store(
         self, store_id: str, *, name: Any = None, description: Any = None, metadata: Any = None
     ) -> Op[MemoryStore]:
@@ -466,6 +472,15 @@ class _Ops:
         d = yield Request("POST", _ms(store_id) + "/memfs/rename_prefix", json=_body(
             old_prefix=old_prefix, new_prefix=new_prefix, events=events))
         return [_memory(x) for x in d.get("data") or []]
+
+    def restore_version(self, store_id: str, version_id: str, *,
+                        path: str | bytes | None = None,
+                        actor: Actor | None = None) -> Op[Memory]:
+        """Bring back a version's content, by the server's Store (memfs extension): a deleted
+        memory comes back under its own id."""
+        d = yield Request("POST", f"{_ms(store_id)}/memory_versions/{_q(version_id)}"
+                          "/memfs/restore", json=_body(path=_text(path, "path")))
+        return _memory(d)
 
     def tree(self, store_id: str) -> Op[list[Memory]]:
         """Every live memory of the store, without content, in path order."""

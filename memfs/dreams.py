@@ -17,7 +17,10 @@ local database:
   for a cancel (in this process at once, from another process through the database); a
   cancel closes the HTTP connection of the call in flight, so it stops within a second.
 - Usage (tokens) is added after every call; an error fails the dream with its reason, and
-  the output store is marked (metadata ``memfs_dream_status``).
+  the output store is marked (metadata ``memfs_dream_status``). What the model needs (its
+  key: :func:`missing_settings`) is checked before the output store and session are made,
+  and a dream that fails before the model (or ``-- COMMAND``) ever ran leaves no output
+  store: failed tries leave no copies of the input behind.
 - A runner says it is alive in the dream's row (``heartbeat_at``). When a process starts
   serving, and every :data:`SWEEP_SECONDS` while it runs dreams, :meth:`Dreamer.recover`
   fails the dreams whose runner is gone (a dead process on this host, or silent for
@@ -165,28 +168,46 @@ class DreamRun:
         #: Why :attr:`stop` was set: None for a cancel, else the failure to record.
         self.stop_error: dict[str, str] | None = None
         self.client_factory = client_factory or default_client
+        #: The model has answered once (from then on the output store holds its work).
+        self.answered = False
         self._last_poll = self._last_beat = time.monotonic()
 
     def run(self) -> Dream:
         """Start the dream, run the model to its end, record the outcome; never raises for
-        what the model or the network do (the dream fails with the reason instead)."""
+        what the model or the network do (the dream fails with the reason instead). What the
+        model needs (its key) is checked before the dream's store and session are made, and
+        a dream that fails before the model ever answered leaves no output store."""
+        try:
+            client = self.client_factory()
+        except _Failed as e:
+            return self.store.finish_dream(self.dream_id, "failed", e.error)
+        try:
+            return self._run(client)
+        finally:
+            client.close()
+
+    def _run(self, client: Any) -> Dream:
         dream = self.store.start_dream(self.dream_id, runner=identity())
         if dream is None:  # canceled, or another runner took it
             return self.store.get_dream(self.dream_id)
         try:
-            summary = self._converse(dream)
+            summary = self._converse(dream, client)
         except Canceled:
             if self.stop_error is not None:
-                return self.store.finish_dream(self.dream_id, "failed", self.stop_error)
+                return self._fail(self.stop_error)
             return self.store.get_dream(self.dream_id)
         except _Failed as e:
-            return self.store.finish_dream(self.dream_id, "failed", e.error)
+            return self._fail(e.error)
         except Exception as e:  # a bug or a database failure: the dream says so
             log.exception("dream %s failed", self.dream_id)
-            return self.store.finish_dream(self.dream_id, "failed", {
-                "type": "internal_error", "message": f"{type(e).__name__}: {e}"})
+            return self._fail({"type": "internal_error", "message": f"{type(e).__name__}: {e}"})
         log.info("dream %s completed: %s", self.dream_id, summary[:200])
         return self.store.finish_dream(self.dream_id, "completed")
+
+    def _fail(self, error: dict[str, str]) -> Dream:
+        # Before the model's first answer nothing but the copy is in the output store.
+        return self.store.finish_dream(self.dream_id, "failed", error,
+                                       discard_output=not self.answered)
 
     def _check(self) -> None:
         """:raises Canceled: a cancel here, or seen in the database."""
@@ -204,7 +225,7 @@ class DreamRun:
             if status != "running":
                 raise Canceled
 
-    def _converse(self, dream: Dream) -> str:
+    def _converse(self, dream: Dream, client: Any) -> str:
         from anthropic.lib.tools import ToolError
 
         from .tools import MemoryTool
@@ -219,47 +240,44 @@ class DreamRun:
         self.store.add_events(dream.session_id, [
             {"type": "user.message", "content": [{"type": "text", "text": prompt}]}])
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
-        client = self.client_factory()
         deadline = time.monotonic() + TIMEOUT_SECONDS
-        try:
-            for _turn in range(MAX_TURNS):
+        for _turn in range(MAX_TURNS):
+            self._check()
+            if time.monotonic() > deadline:
+                raise _Failed("timeout", f"the dream ran longer than {TIMEOUT_SECONDS:.0f} s")
+            reply = self._call(client, {
+                "model": dream.model["id"], "max_tokens": MAX_TOKENS,
+                "system": SYSTEM.format(start=start), "messages": messages,
+                "tools": [tool.to_dict()], "betas": [MEMORY_BETA]})
+            self.answered = True
+            usage = reply.usage
+            self.store.add_dream_usage(self.dream_id, {
+                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0,
+                "cache_read_input_tokens": usage.cache_read_input_tokens or 0})
+            content = [b.model_dump(mode="json", exclude_none=True) for b in reply.content]
+            text = "".join(b.get("text", "") for b in content if b["type"] == "text")
+            if text:
+                self.store.add_events(dream.session_id, [
+                    {"type": "agent.message", "content": [{"type": "text", "text": text}]}])
+            messages.append({"role": "assistant", "content": content})
+            uses = [b for b in content if b["type"] == "tool_use"]
+            if reply.stop_reason != "tool_use" or not uses:
+                return text
+            results = []
+            for b in uses:
                 self._check()
-                if time.monotonic() > deadline:
-                    raise _Failed("timeout", f"the dream ran longer than {TIMEOUT_SECONDS:.0f} s")
-                reply = self._call(client, {
-                    "model": dream.model["id"], "max_tokens": MAX_TOKENS,
-                    "system": SYSTEM.format(start=start), "messages": messages,
-                    "tools": [tool.to_dict()], "betas": [MEMORY_BETA]})
-                usage = reply.usage
-                self.store.add_dream_usage(self.dream_id, {
-                    "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                    "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0,
-                    "cache_read_input_tokens": usage.cache_read_input_tokens or 0})
-                content = [b.model_dump(mode="json", exclude_none=True) for b in reply.content]
-                text = "".join(b.get("text", "") for b in content if b["type"] == "text")
-                if text:
-                    self.store.add_events(dream.session_id, [
-                        {"type": "agent.message", "content": [{"type": "text", "text": text}]}])
-                messages.append({"role": "assistant", "content": content})
-                uses = [b for b in content if b["type"] == "tool_use"]
-                if reply.stop_reason != "tool_use" or not uses:
-                    return text
-                results = []
-                for b in uses:
-                    self._check()
-                    if b.get("name") != "memory":
-                        result, is_error = f"Unknown tool: {b.get('name')}", True
-                    else:
-                        try:
-                            result, is_error = str(tool.call(b["input"])), False
-                        except ToolError as e:
-                            result, is_error = str(e.content), True
-                    results.append({"type": "tool_result", "tool_use_id": b["id"],
-                                    "content": result, "is_error": is_error})
-                messages.append({"role": "user", "content": results})
-            raise _Failed("max_turns", f"the model was still working after {MAX_TURNS} turns")
-        finally:
-            client.close()
+                if b.get("name") != "memory":
+                    result, is_error = f"Unknown tool: {b.get('name')}", True
+                else:
+                    try:
+                        result, is_error = str(tool.call(b["input"])), False
+                    except ToolError as e:
+                        result, is_error = str(e.content), True
+                results.append({"type": "tool_result", "tool_use_id": b["id"],
+                                "content": result, "is_error": is_error})
+            messages.append({"role": "user", "content": results})
+        raise _Failed("max_turns", f"the model was still working after {MAX_TURNS} turns")
 
     def _call(self, client: Any, kwargs: dict[str, Any]) -> Any:
         """One Messages API call, in a thread of its own, so that a cancel can close its
@@ -306,6 +324,25 @@ class _Failed(Exception):
         self.error = {"type": type_, "message": message}
 
 
+def missing_settings() -> list[str]:
+    """The environment variables the process running a dream lacks to call its model
+    (:func:`default_client`): empty when it has what it needs."""
+    return [] if os.environ.get("ANTHROPIC_API_KEY") else ["ANTHROPIC_API_KEY"]
+
+
+def local_problem() -> str | None:
+    """Why ``memfs dream`` cannot run a dream on a local database, or None. The dream runs in
+    that command, so the command's own environment is the one that counts (on a server, the
+    server's: :func:`default_client` says so)."""
+    missing = missing_settings()
+    if not missing:
+        return None
+    name = missing[0]
+    return (f"{name} is not set in this shell, and a dream on a local database calls the model "
+            f"from this command: export {name}=... here (ANTHROPIC_BASE_URL for another "
+            "endpoint), or consolidate with an agent program: memfs dream STORE -s ID -- COMMAND")
+
+
 def default_client() -> Any:
     """The SDK client a dream uses: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` from
     the environment of the process running it.
@@ -314,12 +351,13 @@ def default_client() -> Any:
     """
     import anthropic
 
-    key = os.environ.get("ANTHROPIC_API_KEY")
-    if not key:
+    missing = missing_settings()
+    if missing:
         raise _Failed("configuration_error",
-                      "ANTHROPIC_API_KEY is not set where the dream runs (the memfs server's "
+                      f"{missing[0]} is not set where the dream runs (the memfs server's "
                       "environment)")
-    return anthropic.Anthropic(api_key=key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+    return anthropic.Anthropic(api_key=os.environ["ANTHROPIC_API_KEY"],
+                               base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
                                max_retries=2)
 
 
@@ -416,6 +454,8 @@ class Dreamer:
             try:
                 self.recover()
             except Exception:
+                if self.store.closed:  # closed while the sweep read it: nothing to sweep
+                    return
                 log.exception("the sweep for dreams whose runner died failed")
 
     def close(self, timeout: float = 5.0) -> None:
@@ -523,6 +563,13 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
         def _watch(self) -> None:  # a cancel from another process stops the command
             last_beat = time.monotonic()
             while not done.wait(DB_POLL_SECONDS):
+                if self._stop_signal is not None:
+                    # Canceled: a command started after the cancel was seen (the launcher
+                    # missed the signal kept for it, a narrow race) still gets it.
+                    if self._unforwarded is not None and self._child is not None:
+                        self._unforwarded = None
+                        self._send(signal.SIGTERM)
+                    continue
                 try:
                     if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                         last_beat = time.monotonic()
@@ -533,10 +580,9 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
                     log.exception("cannot read dream %s", dream_id)
                     continue
                 if status == "canceled":
-                    # As a SIGTERM to the launcher: sent to the command, or, if it is not
-                    # started yet, as soon as it is (and the session stops).
+                    # As a SIGTERM to memfs itself: sent to the command if it runs, else kept
+                    # for it, and a command not started yet is not started at all.
                     self._on_signal(signal.SIGTERM, None)
-                    return
 
         def _start_mounts(self) -> None:
             super()._start_mounts()
@@ -558,8 +604,9 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     saved = {k: os.environ.get(k) for k in (
         "MEMFS_DREAM_ID", "MEMFS_DREAM_OUTPUT", "MEMFS_DREAM_INPUT", "MEMFS_DREAM_PROMPT_FILE")}
     error: str | None = None
+    launcher = DreamLauncher(Launch(attachments=[], command=command, db_path=db_path))
     try:
-        code = DreamLauncher(Launch(attachments=[], command=command, db_path=db_path)).run()
+        code = launcher.run()
         if code != 0:
             error = f"{command[0]} exited with status {code}"
     except MemfsError as e:
@@ -574,5 +621,7 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     with open_store(db_path, create=False) as store:
         if error is None:
             return store.finish_dream(dream_id, "completed")
+        # The command is the model: one that never started wrote nothing to the output.
         return store.finish_dream(dream_id, "failed", {"type": "command_failed",
-                                                       "message": error})
+                                                       "message": error},
+                                  discard_output=launcher._child is None)

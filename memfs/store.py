@@ -1080,6 +1080,23 @@ class Store:
             )
         return _store(rows[0])
 
+    def namesakes(self, store_id: str) -> list[MemoryStore]:
+        """The other live stores with this store's exact name, newest first (at most 100).
+        Names need not be unique (the hosted API's rule), but a name two live stores share
+        names neither of them (:meth:`resolve_store`): the CLI and Console say so when a
+        store is created or renamed to a name in use.
+
+        :raises NotFound: unknown store.
+        """
+        with self._read() as c:
+            store = self._store_in(c, store_id)
+            rows = c.execute(
+                "SELECT * FROM stores WHERE name = ? AND id != ? AND archived_at IS NULL "
+                "ORDER BY id DESC LIMIT 100",
+                (store.name, store_id),
+            ).fetchall()
+        return [_store(r) for r in rows]
+
     def update_store(
         self,
         store_id: str,
@@ -1135,12 +1152,15 @@ class Store:
     def delete_store(self, store_id: str) -> None:
         """Delete the store with every memory and version in it, permanently."""
         with self._write() as c:
-            self._store_in(c, store_id)
-            c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
-            c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
-            c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
-            c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
-            self._change(c, store_id, "store")
+            self._delete_store_in(c, store_id)
+
+    def _delete_store_in(self, c: sqlite3.Connection, store_id: str) -> None:
+        self._store_in(c, store_id)
+        c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
+        self._change(c, store_id, "store")
 
     def list_stores(
         self,
@@ -1327,15 +1347,19 @@ class Store:
         text: str,
         data: bytes,
         actor: Actor | None,
+        memory_id: str | None = None,
+        now: str | None = None,
     ) -> Memory:
-        """Create a memory inside a write transaction; ``path`` and content are validated."""
+        """Create a memory inside a write transaction; ``path`` and content are validated.
+        ``memory_id``: a deleted memory of this store comes back under its own id (restore,
+        revert), its ``created`` version added to its history."""
         store = self._writable_store_in(c, store_id)
         # The path before the count: at the limit, a taken path still says so.
         self._check_path_free(c, store_id, path)
         self._check_room(store_id, store["memory_count"])
         sha = sha256_hex(data)
-        now = _now()
-        mid = new_id("mem")
+        now = now or _now()
+        mid = memory_id or new_id("mem")
         vid = self._insert_version(
             c, store_id, mid, "created", path, text, sha, len(data), actor, now
         )
@@ -1344,6 +1368,8 @@ class Store:
             (mid, store_id, path, text, sha, len(data), vid, now, now),
         )
         seq = self._change(c, store_id, "put", mid, path)
+        if memory_id is not None:
+            self._prune_memory(c, mid)
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, seq=seq)
 
     def _memory_in(
@@ -2009,6 +2035,41 @@ class Store:
             raise NotFound(f"memory version {version_id!r} not found in {store_id}")
         return _version(row, view == "full")
 
+    def restore_version(self, store_id: str, version_id: str, *, path: str | bytes | None = None,
+                        actor: Actor | None) -> Memory:
+        """Bring back a version's content as a new version of its memory, in one transaction.
+        A live memory gets that content (at ``path`` if given, else where it is; nothing is
+        written when nothing changes). A deleted memory comes back under its own id, so its
+        history stays one memory's (as after a session revert): a ``created`` version at
+        ``path``, else the version's path, by create's rules (a taken path is a conflict),
+        and a ``put`` on the change feed.
+
+        :raises NotFound: unknown store or version. :raises InvalidRequest: the version was
+            redacted or records a deletion: it has no content.
+        :raises InvalidPath, PathConflict, StoreArchived, LimitExceeded, ContentTooLarge:
+        """
+        new_path = None if path is None else validate_path(path, self.limits)
+        with self._write() as c:
+            v = c.execute("SELECT * FROM versions WHERE id = ? AND store_id = ?",
+                          (version_id, store_id)).fetchone()
+            if v is None:
+                self._store_in(c, store_id)
+                raise NotFound(f"memory version {version_id!r} not found in {store_id}")
+            if v["redacted_at"] is not None:
+                raise InvalidRequest(f"version {version_id} was redacted: its content is gone "
+                                     "and cannot be restored")
+            if v["operation"] == "deleted" or v["content"] is None:
+                raise InvalidRequest(
+                    f"version {version_id} records the deletion of {v['path']}: it has no "
+                    "content to restore (restore the version before it)")
+            text, data = encode_content(v["content"], self.limits)
+            row = c.execute("SELECT * FROM memories WHERE id = ? AND store_id = ?",
+                            (v["memory_id"], store_id)).fetchone()
+            if row is not None:
+                return self._modify_in(c, row, (text, data), new_path, False, actor)
+            return self._create_in(c, store_id, new_path or v["path"], text, data, actor,
+                                   memory_id=v["memory_id"])
+
     def redact_version(
         self, store_id: str, version_id: str, *, actor: Actor | None
     ) -> MemoryVersion:
@@ -2293,17 +2354,8 @@ class Store:
                 m = self._modify_in(c, heads[s.memory_id], (text, data), path, False, actor, now)
                 s.version_id = m.memory_version_id
                 continue
-            store = self._writable_store_in(c, s.store_id)
-            self._check_path_free(c, s.store_id, path)
-            self._check_room(s.store_id, store["memory_count"])
-            sha = sha256_hex(data)
-            s.version_id = self._insert_version(
-                c, s.store_id, s.memory_id, "created", path, text, sha, len(data), actor, now)
-            c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      (s.memory_id, s.store_id, path, text, sha, len(data), s.version_id, now,
-                       now))
-            self._change(c, s.store_id, "put", s.memory_id, path)
-            self._prune_memory(c, s.memory_id)
+            s.version_id = self._create_in(c, s.store_id, path, text, data, actor,
+                                           memory_id=s.memory_id, now=now).memory_version_id
         revert_id = None
         if todo:
             revert_id = new_id(rv.REVERT_PREFIX)
@@ -2753,7 +2805,10 @@ class Store:
         page: str | None = None,
         after_seq: int | None = None,
     ) -> Page[Event]:
-        """Session events in processing order (``asc`` by default)."""
+        """Session events in time order (``processed_at``, ``asc`` by default; events of the
+        same time in the order they were recorded). Not in ``seq`` order: each mount of a
+        session records its own batches of tool events, so one store's batch is recorded after
+        another's although its events happened in between."""
         limit = _check_limit(limit, self.limits, maximum=1000)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
@@ -2777,19 +2832,22 @@ class Store:
         filters = ["events", order, list(params)]  # a copy: see list_stores
         if page:
             key = _decode_cursor(page, "events", filters)
-            if isinstance(key, bool) or not isinstance(key, int):
+            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)
+                    and isinstance(key[1], int) and not isinstance(key[1], bool)):
                 raise InvalidCursor("invalid page cursor")
-            where.append("seq > ?" if order == "asc" else "seq < ?")
-            params.append(key)
+            op = ">" if order == "asc" else "<"
+            where.append(f"(processed_at {op} ? OR (processed_at = ? AND seq {op} ?))")
+            params += [key[0], key[0], key[1]]
         rows = self._all(
-            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY seq {order.upper()} "
-            "LIMIT ?",
+            f"SELECT * FROM events WHERE {' AND '.join(where)} "
+            f"ORDER BY processed_at {order.upper()}, seq {order.upper()} LIMIT ?",
             [*params, limit + 1],
         )
         items = [_event(r) for r in rows[:limit]]
-        next_page = (
-            _encode_cursor("events", filters, rows[limit - 1]["seq"]) if len(rows) > limit else None
-        )
+        next_page = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_page = _encode_cursor("events", filters, [last["processed_at"], last["seq"]])
         return Page(items, next_page)
 
     def last_event_seq(self, session_id: str) -> int:
@@ -3340,18 +3398,32 @@ class Store:
                       "('pending', 'running')", (_now(), dream_id))
             return str(self._dream_row_in(c, dream_id)["status"])
 
-    def finish_dream(self, dream_id: str, status: str, error: dict[str, str] | None = None
-                     ) -> Dream:
+    def finish_dream(self, dream_id: str, status: str, error: dict[str, str] | None = None,
+                     *, discard_output: bool = False) -> Dream:
         """End a pending or running dream: ``completed``, or ``failed`` with ``error``
         ({type, message}); a dream that already ended keeps its status. Ends its session and
-        marks its new output store with the status (metadata ``memfs_dream_status``)."""
+        marks its new output store with the status (metadata ``memfs_dream_status``).
+
+        :param discard_output: the dream failed before its model ran: its new output store,
+            a copy of the input nothing else wrote, is deleted in the same transaction (its
+            ``outputs`` empty again), so that failed tries leave no copies behind. The input
+            (``update_existing``) is never deleted.
+        """
         if status not in ("completed", "failed"):
             raise InvalidRequest(f"a dream cannot end as {status!r}")
         with self._write() as c:
-            c.execute(
+            ended = c.execute(
                 "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
-                "AND status IN ('pending', 'running')",
-                (status, None if error is None else json.dumps(error), _now(), dream_id))
+                "AND status IN ('pending', 'running') RETURNING output_store_id, "
+                "memory_store_id",
+                (status, None if error is None else json.dumps(error), _now(), dream_id),
+            ).fetchone()
+            out = None if ended is None else ended["output_store_id"]
+            if (discard_output and status == "failed" and out is not None
+                    and out != ended["memory_store_id"]):
+                with contextlib.suppress(NotFound):  # deleted meanwhile
+                    self._delete_store_in(c, out)
+                c.execute("UPDATE dreams SET output_store_id = NULL WHERE id = ?", (dream_id,))
         dream = self.get_dream(dream_id)
         self._dream_ended(dream)
         return dream

@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute
 
 from .. import errors, transfer
 from ..rules import slugify
+from .stores import namesakes_note
 from .web import Console, form, page, upload
 
 #: Largest upload (the API's import limit).
@@ -61,7 +62,11 @@ def routes(console: Console) -> list[BaseRoute]:
                     error, entries, status = e.message, e.entries, console.error_status(e)
                 except (errors.InvalidRequest, errors.Conflict) as e:  # archive, name, ids
                     error, status = e.message, console.error_status(e)
+        note = ""
+        if result is not None and result.get("created_store"):
+            made = result["store"]
+            note = namesakes_note(made["name"], await console.run(store.namesakes, made["id"]))
         return console.render(request, "import.html", status=status, into=into, form=fields,
-                              error=error, entries=entries, result=result)
+                              error=error, entries=entries, result=result, note=note)
 
     return [store_export, store_import]

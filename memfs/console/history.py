@@ -3,9 +3,9 @@ content and its diff against the previous version of the same memory), restore a
 redact a version.
 
 Every version comes from :meth:`Store.list_versions` / :meth:`Store.get_version`; a restore is
-an ordinary write (:meth:`Store.update_memory`, or :meth:`Store.create_memory` at its path when
-the memory has been deleted since, refused if another memory holds that path now) and a
-redaction is :meth:`Store.redact_version`, both attributed to the signed-in user. The store
+:meth:`Store.restore_version` (a memory deleted since comes back under its own id at its path,
+refused if another memory holds that path now) and a redaction is
+:meth:`Store.redact_version`, both attributed to the signed-in user. The store
 keeps the rules (the head of a live memory cannot be redacted); the Console shows its refusals.
 
 The store's version model has three operations (created, modified, deleted); a rename is a
@@ -170,29 +170,20 @@ def routes(console: Console) -> list[BaseRoute]:
     @page(console, "/stores/{store_id}/versions/{version_id}/restore", ("POST",))
     async def version_restore(request: Request) -> Response:
         sid, vid = request.path_params["store_id"], request.path_params["version_id"]
-        v = await console.run(store.get_version, sid, vid)
+        v = await console.run(store.get_version, sid, vid, view="basic")
         back = _history_url(sid, v.memory_id)
-        if v.redacted_at:
-            return await version_page(request, 400, "this version was redacted: its content "
-                                      "is gone and cannot be restored", at="restore")
-        if v.operation == "deleted" or v.content is None:
-            return await version_page(request, 400, "this version is a deletion: restore "
-                                      "the version before it instead", at="restore")
-        actor = request.state.user.actor
         memory = await _live(v.memory_id, sid)
-        if memory is not None:
-            m = await console.run(store.update_memory, sid, v.memory_id, content=v.content,
-                                  actor=actor)
-        else:  # deleted since: a new memory at its path, never over another one there
-            try:
-                m = await console.run(store.create_memory, sid, v.path or "", v.content,
-                                      actor=actor)
-            except errors.Conflict as e:
-                return await version_page(request, console.error_status(e),
-                                          f"{e.message}: restore it there from that "
-                                          "memory's page, or move that memory first",
-                                          at="restore")
-            back = _history_url(sid, m.id)
+        try:  # deleted since: back under its own id at its path, never over another memory
+            m = await console.run(store.restore_version, sid, vid,
+                                  actor=request.state.user.actor)
+        except errors.Conflict as e:
+            return await version_page(request, console.error_status(e),
+                                      f"{e.message}: restore it there from that "
+                                      "memory's page, or move that memory first",
+                                      at="restore")
+        except errors.InvalidRequest as e:  # redacted, a deletion, an archived store, …
+            return await version_page(request, console.error_status(e), e.message,
+                                      at="restore")
         if m.memory_version_id == (memory.memory_version_id if memory else None):
             return redirect(back, f"{m.path} already has this content: nothing to restore")
         return redirect(back, f"restored {m.path} to the content of {v.id} "

@@ -29,6 +29,18 @@ def format_metadata(metadata: dict[str, str]) -> str:
     return "\n".join(f"{k}: {v}" for k, v in metadata.items())
 
 
+def namesakes_note(name: str, others: list[MemoryStore]) -> str:
+    """After a store was created or renamed: that other live stores have its name too
+    (:meth:`Store.namesakes`), which then names none of them; else ``""``."""
+    if not others:
+        return ""
+    who = ("another live store is" if len(others) == 1
+           else f"{len(others)} other live stores are")
+    ids = ", ".join(o.id for o in others[:5]) + (
+        f" and {len(others) - 5} more" if len(others) > 5 else "")
+    return f"Note: {who} also named {name} ({ids}): refer to each by its id, or rename one."
+
+
 def routes(console: Console) -> list[BaseRoute]:
     store = console.store
 
@@ -62,7 +74,9 @@ def routes(console: Console) -> list[BaseRoute]:
         except errors.InvalidRequest as e:
             return await list_page(request, status=console.error_status(e), fields=fields,
                                    error=e.message)
-        return redirect(f"/stores/{created.id}", f"created the store {created.name}")
+        note = namesakes_note(created.name, await console.run(store.namesakes, created.id))
+        return redirect(f"/stores/{created.id}",
+                        f"created the store {created.name}" + (f". {note}" if note else ""))
 
     async def settings_page(request: Request, current: MemoryStore, *, status: int = 200,
                             fields: dict[str, str] | None = None, error: str | None = None,
@@ -93,7 +107,10 @@ def routes(console: Console) -> list[BaseRoute]:
         except errors.InvalidRequest as e:
             return await settings_page(request, current, status=400, fields=fields,
                                        error=e.message)
-        return redirect(f"/stores/{sid}/settings", f"saved {updated.name}")
+        note = namesakes_note(updated.name, await console.run(store.namesakes, sid)
+                              ) if updated.name != current.name else ""
+        return redirect(f"/stores/{sid}/settings",
+                        f"saved {updated.name}" + (f". {note}" if note else ""))
 
     @page(console, "/stores/{store_id}/archive", ("POST",))
     async def store_archive(request: Request) -> Response:

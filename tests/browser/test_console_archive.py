@@ -95,3 +95,24 @@ def test_no_file_or_a_wrong_file_is_a_clear_error(signed_in: Any, tmp_path: Path
     pg.get_by_label("File").set_input_files(str(text))
     pg.get_by_role("button", name="Import").click()
     assert "not a memfs archive" in pg.get_by_role("alert").inner_text()
+
+
+def test_an_import_into_a_new_store_of_a_name_in_use_says_so(signed_in: Any,
+                                                            sdk: anthropic.Anthropic,
+                                                            tmp_path: Path) -> None:
+    taken = sdk.beta.memory_stores.create(name="Imported Twice")
+    z = tmp_path / "twice.zip"
+    z.write_bytes(_zip({"a.md": b"alpha"}))
+    pg = signed_in
+    pg.goto("/import")
+    pg.get_by_label("File").set_input_files(str(z))
+    pg.get_by_label("New store name").fill("Imported Twice")
+    pg.get_by_role("button", name="Import").click()
+    result = pg.get_by_role("status", name="Import result").inner_text()
+    assert "also named Imported Twice" in result and taken.id in result
+    pg.goto("/import")
+    pg.get_by_label("File").set_input_files(str(z))
+    pg.get_by_label("New store name").fill("Imported Once")
+    pg.get_by_role("button", name="Import").click()
+    result = pg.get_by_role("status", name="Import result").inner_text()
+    assert "also named" not in result

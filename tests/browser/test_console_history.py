@@ -101,6 +101,26 @@ def test_restore_an_older_version(signed_in: Any, sdk: anthropic.Anthropic) -> N
     assert "user" in pg.locator("table.history tbody tr").first.inner_text()
 
 
+def test_restore_of_a_deleted_memory_keeps_it_one_memory(signed_in: Any,
+                                                         sdk: anthropic.Anthropic) -> None:
+    """Undelete from the Console: the memory comes back under its id, and its page shows the
+    whole history (the versions before the deletion too)."""
+    pg = signed_in
+    sid, mid, (v1, _v2, _v3) = seeded(sdk, V1, V2, V3, path="/gone.md")
+    sdk.beta.memory_stores.memories.delete(mid, memory_store_id=sid)
+    pg.goto(f"/stores/{sid}/versions/{v1}")
+    pg.once("dialog", lambda d: d.accept())
+    pg.get_by_role("button", name="Restore this version").click()
+    pg.wait_for_url(f"**/stores/{sid}/memories/{mid}/history")
+    assert "restored /gone.md" in pg.get_by_role("status").inner_text()
+    m = sdk.beta.memory_stores.memories.retrieve(mid, memory_store_id=sid)
+    assert (m.path, m.content) == ("/gone.md", V1)
+    assert pg.locator("table.history tbody tr").count() == 5  # 3, the deletion, the restore
+    listed = sdk.beta.memory_stores.memory_versions.list(sid, memory_id=mid)
+    assert [v.operation for v in listed.data] == ["created", "deleted", "modified", "modified",
+                                                  "created"]
+
+
 def test_redact_a_version_but_not_the_head(signed_in: Any, sdk: anthropic.Anthropic) -> None:
     pg = signed_in
     sid, mid, (v1, v2) = seeded(sdk, "my password is hunter2\n", "no secrets here\n")

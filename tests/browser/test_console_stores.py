@@ -101,3 +101,30 @@ def test_the_budget_bar_and_a_phone_screen(signed_in: Any, sdk: anthropic.Anthro
     # Keyboard: the first Tab reaches the skip link, which moves focus to the content.
     pg.keyboard.press("Tab")
     assert pg.evaluate("document.activeElement.textContent") == "Skip to content"
+
+
+def test_a_name_another_live_store_has_is_said(signed_in: Any, sdk: anthropic.Anthropic) -> None:
+    """Names need not be unique (the API allows it), but creating or renaming a store to the
+    name of another live store is said on the result page, with the other store's id."""
+    first = sdk.beta.memory_stores.create(name="Shared Name")
+    pg = signed_in
+    pg.get_by_text("New store").click()
+    pg.get_by_label("Name", exact=True).fill("Shared Name")
+    pg.get_by_role("button", name="Create store").click()
+    pg.wait_for_url(re.compile(r"/stores/memstore_\w+$"))
+    second = pg.url.rsplit("/", 1)[1]
+    notice = pg.get_by_role("status").inner_text()
+    assert "created the store Shared Name" in notice
+    assert first.id in notice and second not in notice and "also named" in notice
+
+    # A rename to it says so too; saving again without renaming does not.
+    other = sdk.beta.memory_stores.create(name="Unshared")
+    pg.goto(f"/stores/{other.id}/settings")
+    pg.get_by_label("Name", exact=True).fill("Shared Name")
+    pg.get_by_role("button", name="Save").click()
+    notice = pg.get_by_role("status").inner_text()
+    assert "saved Shared Name" in notice and first.id in notice and second in notice
+    pg.get_by_label("Description").fill("now described")
+    pg.get_by_role("button", name="Save").click()
+    notice = pg.get_by_role("status").inner_text()
+    assert "saved Shared Name" in notice and "also named" not in notice

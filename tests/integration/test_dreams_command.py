@@ -94,3 +94,65 @@ def test_a_failing_command_fails_the_dream_and_a_cancel_stops_it(
     assert proc.returncode == 1 and err.strip().splitlines()[-1] == (
         f"memfs: dream {running.id} was canceled"), err
     assert took < 5, took  # the command was stopped, not waited for (sleep 30)
+
+
+def test_a_command_that_never_started_leaves_no_output_store(
+    dreamdb: tuple[Path, str, str],
+) -> None:
+    """The command is the dream's model: when it cannot even start, the output store (a copy
+    of the input nothing wrote to) goes with the failure; one that ran keeps its output."""
+    db, ms, sid = dreamdb
+    r = subprocess.run(
+        [*MEMFS, "--db", str(db), "dream", "notes", "-s", sid, "--", "/nonexistent/agent"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "MEMFS_DB": str(db)})
+    assert r.returncode == 1 and "command not found" in r.stderr, r.stderr
+    s = Store(db, limits=Limits())
+    [d] = s.list_dreams().data
+    assert d.status == "failed" and d.outputs == []
+    assert [x.id for x in s.list_stores(include_archived=True).data] == [ms]
+    r = dream(db, sid, "exit 3")
+    assert r.returncode == 1
+    kept = [x for x in s.list_dreams().data if x.id != d.id]
+    assert kept[0].outputs and len(s.list_stores().data) == 2
+
+
+#: `memfs dream` in a child process whose launcher cancels the dream (through the database,
+#: as `memfs dream cancel` does) after the mounts started and before the command starts, and
+#: gives the watcher up to 5 s to see it: the interleaving of a cancel that comes early.
+EARLY_CANCEL = """
+import sys, time
+from memfs import session
+from memfs.cli import cli
+from memfs.store import Store
+
+db, sid = sys.argv[1], sys.argv[2]
+real = session.Launcher._start_mounts
+
+def mounted_then_canceled(self):
+    real(self)
+    with Store(db) as s:
+        [d] = s.list_dreams().data
+        s.cancel_dream(d.id)
+    deadline = time.monotonic() + 5
+    while self._stop_signal is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+session.Launcher._start_mounts = mounted_then_canceled
+cli(["--db", db, "dream", "notes", "-s", sid, "--", "sleep", "30"])
+"""
+
+
+def test_a_cancel_before_the_command_started_is_not_lost(
+    dreamdb: tuple[Path, str, str],
+) -> None:
+    db, ms, sid = dreamdb
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", EARLY_CANCEL, str(db), sid], capture_output=True,
+                       text=True, timeout=90, env={**os.environ, "MEMFS_DB": str(db)})
+    took = time.monotonic() - t0
+    s = Store(db, limits=Limits())
+    [d] = s.list_dreams().data
+    assert d.status == "canceled", (r.stdout, r.stderr)
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == (
+        f"memfs: dream {d.id} was canceled"), r.stderr
+    assert took < 20, took  # not the 30 s of a command the cancel missed

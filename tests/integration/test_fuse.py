@@ -312,6 +312,21 @@ def test_live_visibility_between_two_mounts(open_store, mounter):
     assert worst < 1.0
 
 
+def test_an_undeleted_memory_comes_back_in_a_mount(setup):
+    """memfs versions restore of a deleted memory (Store.restore_version) brings it back under
+    its own id, and the change feed's put shows it in a mount that saw it deleted."""
+    store, sid, m = setup
+    (m.root / "gone.md").write_text("keep me")
+    first = store.get_memory_by_path(sid, "/gone.md")
+    os.unlink(m.root / "gone.md")
+    assert not (m.root / "gone.md").exists()
+    back = store.restore_version(sid, first.memory_version_id, actor=Actor.user("user_x"))
+    assert back.id == first.id
+    retry(lambda: (m.root / "gone.md").exists(), deadline=3)
+    assert (m.root / "gone.md").read_text() == "keep me"
+    assert store.get_memory_by_path(sid, "/gone.md").id == first.id
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime

@@ -425,8 +425,21 @@ def test_versions_restore_deleted_memory(run, ok, js, history):
     ok("memories", "create", "notes", "/b.md", "--content", "squatter")
     assert_error(run("versions", "restore", "notes", history["b1"]), 4, "/b.md")
     m = js("versions", "restore", "notes", history["b1"], "--path", "/b-restored.md")
-    assert m["content"] == "bee" and m["id"] != history["b_id"]
+    assert m["content"] == "bee" and m["path"] == "/b-restored.md"
     assert ok("memories", "show", "notes", "/b-restored.md") == "bee"
+    # Undelete keeps the memory: the same id, its whole history one memory's.
+    assert m["id"] == history["b_id"]
+    listed = js("versions", "list", "notes", "--memory", history["b_id"])
+    assert [v["operation"] for v in listed] == ["created", "deleted", "created"]
+    assert {v["memory_id"] for v in listed} == {history["b_id"]}
+
+
+def test_versions_restore_of_a_deleted_memory_at_its_own_path(ok, js, history):
+    out = ok("versions", "restore", "notes", history["b1"])
+    assert out.startswith(f"restored {history['b1']} as /b.md")
+    m = js("memories", "show", "notes", "/b.md")
+    assert (m["id"], m["content"]) == (history["b_id"], "bee")
+    assert len(js("versions", "list", "notes", "--memory", "/b.md")) == 3
 
 
 def test_versions_redact(run, ok, js, history):

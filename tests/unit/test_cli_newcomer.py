@@ -150,10 +150,67 @@ def test_a_duplicate_store_name_is_warned_at_creation(run):
     assert "Notes" in lines[0] and "id" in lines[0]
     ids = re.findall(r"memstore_\w+", first.stdout + second.stdout)
     assert len(ids) == 2
+    assert ids[0] in lines[0]  # the other store, by the id that names it unambiguously
     # Naming it now is ambiguous: the error lists both ids and says how to pick one.
     line = _one_line_error(run("stores", "show", "Notes"), 5, *ids)
     assert "id" in line and "rename" in line
     assert run("stores", "show", ids[0]).exit_code == 0
+
+
+def _warning(result, *fragments: str) -> str:
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memfs: warning: "), result.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    return lines[0]
+
+
+def test_a_rename_to_a_name_in_use_is_warned(run):
+    notes = run("stores", "create", "Notes", "--json")
+    other = run("stores", "create", "Other", "--json")
+    a, b = json.loads(notes.stdout)["id"], json.loads(other.stdout)["id"]
+    line = _warning(run("stores", "update", b, "--name", "Notes"), a, "'Notes'")
+    assert b not in line
+    # Changing something else, or renaming to a free name, says nothing.
+    assert run("stores", "update", b, "-d", "more").stderr == ""
+    assert run("stores", "update", b, "--name", "Free").stderr == ""
+    # An archived store of that name is not in the way.
+    run("stores", "archive", a)
+    assert run("stores", "update", b, "--name", "Notes").stderr == ""
+
+
+def test_an_import_into_a_new_store_of_a_name_in_use_is_warned(run, tmp_path):
+    import zipfile
+
+    first = json.loads(run("stores", "create", "Notes", "--json").stdout)["id"]
+    z = tmp_path / "notes.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("a.md", "alpha")
+    _warning(run("import", str(z), "--name", "Notes"), first, "'Notes'")
+    assert run("import", str(z), "--name", "Fresh").stderr == ""
+    assert run("import", str(z), "--into", first).stderr == ""  # no new store: no new name
+
+
+def test_a_name_in_use_is_warned_through_a_server(store, monkeypatch):
+    """With --url the server's store decides, as for a local database."""
+    import functools
+
+    from starlette.testclient import TestClient
+
+    from memfs import client
+    from memfs.api import create_app
+    from tests.unit.test_client import through
+
+    first = store.create_store("Notes")
+    with TestClient(create_app(store, ["k"])) as tc:
+        monkeypatch.setattr(client, "Client",
+                            functools.partial(client.Client, transport=through(tc)))
+        runner = CliRunner()
+        remote = ["--url", "http://memfs", "--api-key", "k", "stores"]
+        _warning(runner.invoke(cli, [*remote, "create", "Notes"]), first.id)
+        other = store.create_store("Other")
+        _warning(runner.invoke(cli, [*remote, "update", other.id, "--name", "Notes"]), first.id)
 
 
 # -- a missing API key names MEMFS_API_KEY ----------------------------------------------------

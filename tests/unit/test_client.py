@@ -166,7 +166,8 @@ def test_both_clients_expose_the_same_store_methods():
                    "get_memory", "get_memory_by_path", "resolve_memory", "update_memory",
                    "delete_memory", "list_memories", "list_versions", "get_version",
                    "redact_version", "create_session", "get_session", "list_sessions",
-                   "list_events", "add_events", "write_path", "delete_path", "rename_path"}
+                   "list_events", "add_events", "write_path", "delete_path", "rename_path",
+                   "namesakes", "restore_version"}
     assert used_by_cli <= set(OPERATIONS)
     # same parameter names as the Store, so CLI calls work unchanged
     import inspect
@@ -323,6 +324,29 @@ def test_versions_through_the_client(remote):
     assert red.redacted_by == Actor.api(api_key_id(KEY)) and red.content is None
     with pytest.raises(errors.InvalidRequest, match="update or delete"):
         remote.redact_version(sid, versions[0].id)
+
+
+def test_restore_through_the_client_keeps_a_deleted_memorys_id(remote, store):
+    """The server's Store restores (memfs extension): the same id, the history one memory's,
+    a taken path the same PathConflict."""
+    sid = remote.create_store("notes").id
+    m = remote.create_memory(sid, "/a", "one")
+    remote.update_memory(sid, m.id, content="two")
+    remote.delete_memory(sid, m.id)
+    squatter = remote.create_memory(sid, "/a", "other")
+    with pytest.raises(errors.PathConflict) as e:
+        remote.restore_version(sid, m.memory_version_id)
+    assert e.value.conflicting_memory_id == squatter.id
+    back = remote.restore_version(sid, m.memory_version_id, path="/b")
+    assert (back.id, back.path, back.content) == (m.id, "/b", "one")
+    assert back.seq == store.last_change(sid)
+    assert [v.operation for v in remote.list_versions(sid, memory_id=m.id).data] == [
+        "created", "deleted", "modified", "created"]
+    deletion = remote.list_versions(sid, memory_id=m.id).data[1].id
+    with pytest.raises(errors.InvalidRequest, match="deletion"):
+        remote.restore_version(sid, deletion)
+    with pytest.raises(errors.NotFound):
+        remote.restore_version(sid, "memver_nope")
 
 
 def test_sessions_and_events_through_the_client(remote):

@@ -620,3 +620,126 @@ def test_the_sweeper_of_a_closed_store_stops_quietly(
     sweeper.join(2)
     assert not sweeper.is_alive()
     assert not [r for r in caplog.records if r.name == "memfs.dreams"]
+
+
+def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
+    backend: Any, monkeypatch: Any, caplog: Any,
+) -> None:
+    """The store closes after the sweeper's check and before its read (the interleaving made
+    deterministic): the read fails, and the sweeper stops without a traceback."""
+    monkeypatch.setattr(dreams, "SWEEP_SECONDS", 0.02)
+    store = backend.open()
+    real = store.stale_dreams
+
+    def closing(**kw: Any) -> Any:
+        store.close()
+        return real(**kw)
+
+    monkeypatch.setattr(store, "stale_dreams", closing)
+    dreamer = dreams.Dreamer(store)
+    dreamer.watch()
+    sweeper = dreamer._sweeper
+    assert sweeper is not None
+    sweeper.join(2)
+    assert not sweeper.is_alive() and store.closed
+    assert not [r for r in caplog.records if r.name == "memfs.dreams"]
+
+
+# --------------------------------------------------------------------------------------------
+# a dream that fails before its model ran leaves nothing behind (issue 19 §6)
+
+
+def store_names(s: Store) -> list[str]:
+    return sorted(x.name for x in s.list_stores(include_archived=True, limit=100).data)
+
+
+def test_no_api_key_fails_the_dream_before_its_store_or_session_is_made(
+    backend: Any, monkeypatch: Any,
+) -> None:
+    """What the model needs is checked first: a dream without a key fails as it is, with no
+    output store and no session (on a server: the message names the server's environment)."""
+    s = backend.open()
+    ms, sessions = seeded(s)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    for _ in range(4):
+        d = s.create_dream(inputs(ms, sessions), "claude-test")
+        done = dreams.DreamRun(s, d.id).run()
+        assert done.status == "failed" and done.error["type"] == "configuration_error"
+        assert "ANTHROPIC_API_KEY" in done.error["message"]
+        assert "memfs server's environment" in done.error["message"]
+        assert done.outputs == [] and done.session_id is None
+    assert store_names(s) == ["notes"]  # no "notes (dream drm_…)" copies
+    assert len(s.list_sessions(limit=100).data) == len(sessions)
+
+
+def test_a_model_that_never_answered_leaves_no_output_store(
+    backend: Any, monkeypatch: Any, api_env: None,
+) -> None:
+    """A first call refused (400) or unreachable: the model never ran, so its output store (a
+    copy of the input nothing wrote to) goes; the dream says why, its session stays ended."""
+    s = backend.open()
+    ms, sessions = seeded(s)
+    with ScriptedModel([]) as model:  # answers 400 at once
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        d = s.create_dream(inputs(ms, sessions), "claude-test")
+        done = dreams.DreamRun(s, d.id).run()
+    assert done.status == "failed" and done.error["type"] == "model_error"
+    assert done.outputs == [] and store_names(s) == ["notes"]
+    assert s.get_session(done.session_id).status == "terminated"
+    d = s.create_dream(inputs(ms, sessions), "claude-test")
+    done = dreams.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
+        api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
+    assert done.error["type"] == "model_unreachable" and done.outputs == []
+    assert store_names(s) == ["notes"]
+    # update_existing: the output is the input, which stays whatever happens.
+    d = s.create_dream(inputs(ms, sessions), "claude-test",
+                       output_behavior={"type": "update_existing", "memory_store_id": ms})
+    done = dreams.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
+        api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
+    assert done.status == "failed" and done.output_store_id == ms
+    assert store_names(s) == ["notes"] and len(s.tree(ms)) == 2
+
+
+def test_a_server_dream_without_a_key_leaves_no_output_store(
+    store: Store, sdk: anthropic.Anthropic, monkeypatch: Any,
+) -> None:
+    ms, sessions = seeded(store)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
+    dreams.dreamer_for(store).wait(d.id, 5)
+    done = sdk.beta.dreams.retrieve(d.id)
+    assert done.status == "failed" and done.error.type == "configuration_error"
+    assert "memfs server's environment" in done.error.message
+    assert done.outputs == []
+    assert [x.name for x in sdk.beta.memory_stores.list()] == ["notes"]
+
+
+def test_memfs_dream_without_a_key_says_to_set_it_in_this_shell(
+    db_path: Any, monkeypatch: Any,
+) -> None:
+    """On a local database the dream runs in the command: its own environment is what
+    counts. Nothing is created, however many tries."""
+    s = Store(db_path)
+    ms, sessions = seeded(s)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    for _ in range(4):
+        r = memfs(str(db_path), "dream", "notes", "-s", sessions[0], "--model", "claude-test")
+        assert r.exit_code != 0
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("memfs: "), r.stderr
+        assert "ANTHROPIC_API_KEY" in lines[0] and "this shell" in lines[0], lines[0]
+        assert "server" not in lines[0]
+    assert s.list_dreams(include_archived=True).data == []
+    assert store_names(s) == ["notes"]
+
+
+def test_memfs_dream_whose_model_never_answered_leaves_no_output_store(
+    db_path: Any, monkeypatch: Any, api_env: None,
+) -> None:
+    s = Store(db_path)
+    ms, sessions = seeded(s)
+    with ScriptedModel([]) as model:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
+        r = memfs(str(db_path), "dream", "notes", "-s", sessions[0], "--model", "claude-test")
+    assert r.exit_code == 1 and "model_error" in r.stderr
+    assert store_names(s) == ["notes"]

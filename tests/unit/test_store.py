@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterator
@@ -116,6 +117,25 @@ class TestStores:
             with pytest.raises(InvalidRequest):
                 store.create_store("n", metadata=bad)
         assert store.create_store("n", metadata={"k" * 64: "v" * 512}).metadata
+
+    def test_namesakes_are_the_other_live_stores_of_its_name(self, store: Store) -> None:
+        """Names need not be unique (the hosted API's rule); the CLI and Console say so when
+        a second live store takes one, from this one rule."""
+        a = store.create_store("Notes")
+        assert store.namesakes(a.id) == []
+        b = store.create_store("Notes")
+        store.create_store("notes")  # another name: case counts, as in resolve_store
+        old = store.create_store("Notes")
+        store.archive_store(old.id)  # archived: no longer in the way
+        assert store.namesakes(a.id) == [store.get_store(b.id)]
+        assert [s.id for s in store.namesakes(b.id)] == [a.id]
+        c = store.create_store("Notes")
+        assert [s.id for s in store.namesakes(a.id)] == [c.id, b.id]  # newest first
+        store.update_store(b.id, name="Other")
+        store.delete_store(c.id)
+        assert store.namesakes(a.id) == store.namesakes(b.id) == []
+        with pytest.raises(NotFound):
+            store.namesakes("memstore_nope")
 
     def test_retrieve_unknown(self, store: Store) -> None:
         with pytest.raises(NotFound):
@@ -971,6 +991,75 @@ class TestVersions:
             r = store.redact_version(sid, v.id, actor=USER)
             assert r.redacted_at and r.path is None and r.operation == v.operation
 
+    def test_restore_of_a_deleted_memory_keeps_its_id(self, store: Store, sid: str) -> None:
+        """Undelete: the memory comes back under its old id (as a session revert brings it
+        back), so its history stays one memory's, and the change feed tells mounts."""
+        m = store.create_memory(sid, "/a.md", "one", actor=API)
+        store.update_memory(sid, m.id, content="two", actor=API)
+        store.update_memory(sid, m.id, path="/b.md", actor=API)
+        store.delete_memory(sid, m.id, actor=API)
+        first, _, _, deletion = (v.id for v in store.list_versions(sid, memory_id=m.id).data[::-1])
+        seq = store.last_change(sid)
+        back = store.restore_version(sid, first, actor=USER)
+        assert (back.id, back.path, back.content) == (m.id, "/a.md", "one")
+        assert store.get_memory(sid, m.id) == dataclasses.replace(back, seq=None)
+        history = store.list_versions(sid, memory_id=m.id, view="full").data
+        assert [v.operation for v in history] == ["created", "deleted", "modified", "modified",
+                                                  "created"]
+        assert history[0].id == back.memory_version_id and history[0].created_by == USER
+        assert history[0].content == "one" and history[0].path == "/a.md"
+        assert [(c.op, c.memory_id, c.path) for c in store.changes_since(sid, seq)] == [
+            ("put", m.id, "/a.md")]
+        assert store.count_memories(sid) == 1
+        # A live memory gets the content (and keeps its path unless given one).
+        again = store.restore_version(sid, history[2].id, actor=USER)
+        assert (again.id, again.path, again.content) == (m.id, "/a.md", "two")
+        moved = store.restore_version(sid, history[2].id, path="/c.md", actor=USER)
+        assert (moved.id, moved.path, moved.content) == (m.id, "/c.md", "two")
+        same = store.restore_version(sid, history[2].id, actor=USER)  # nothing to change
+        assert same.memory_version_id == moved.memory_version_id
+        # Nothing to bring back from a deletion.
+        with pytest.raises(InvalidRequest, match="deletion"):
+            store.restore_version(sid, deletion, actor=USER)
+        with pytest.raises(NotFound):
+            store.restore_version(sid, "memver_nope", actor=USER)
+
+    def test_restore_of_a_deleted_memory_follows_the_path_rules(
+            self, store: Store, sid: str) -> None:
+        m = store.create_memory(sid, "/a.md", "one", actor=API)
+        store.delete_memory(sid, m.id, actor=API)
+        squatter = store.create_memory(sid, "/a.md", "other", actor=API)
+        n = len(store.list_versions(sid).data)
+        with pytest.raises(PathConflict) as e:
+            store.restore_version(sid, m.memory_version_id, actor=USER)
+        assert e.value.conflicting_memory_id == squatter.id
+        with pytest.raises(PathConflict):
+            store.restore_version(sid, m.memory_version_id, path="/a.md/below", actor=USER)
+        with pytest.raises(InvalidPath):
+            store.restore_version(sid, m.memory_version_id, path="no-slash", actor=USER)
+        assert len(store.list_versions(sid).data) == n  # refused: nothing written
+        back = store.restore_version(sid, m.memory_version_id, path="/a2.md", actor=USER)
+        assert (back.id, back.path) == (m.id, "/a2.md")
+        store.delete_memory(sid, m.id, actor=API)
+        store.redact_version(sid, m.memory_version_id, actor=USER)
+        with pytest.raises(InvalidRequest, match="redacted"):
+            store.restore_version(sid, m.memory_version_id, actor=USER)
+        v = store.list_versions(sid, memory_id=m.id).data[1]  # the restored "created"
+        store.archive_store(sid)
+        with pytest.raises(StoreArchived):
+            store.restore_version(sid, v.id, actor=USER)
+
+    def test_restore_of_a_deleted_memory_counts_against_the_limit(
+            self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(max_memories=1))
+        st = s.create_store("n").id
+        m = s.create_memory(st, "/a", "x", actor=API)
+        s.delete_memory(st, m.id, actor=API)
+        s.create_memory(st, "/b", "y", actor=API)
+        with pytest.raises(LimitExceeded):
+            s.restore_version(st, m.memory_version_id, actor=USER)
+        assert s.list_versions(st, memory_id=m.id).data[0].operation == "deleted"
+
     def test_retention_prune(self, backend: Backend) -> None:
         s = backend.open(limits=Limits(retention_days=1, retention_keep=3))
         try:
@@ -1277,6 +1366,39 @@ def test_record_tool_events_records_a_mounts_own_events_as_they_are(store):
     assert store.list_events(sess.id).data[-1].body["content"][0]["text"] == "bad ?"
     with pytest.raises(NotFound):
         store.record_tool_events("sesn_nope", rows(pairs))
+
+
+def test_session_events_of_several_stores_list_in_time_order(store):
+    """Each mount of a session flushes its own batch of tool events, so one store's batch lands
+    after another's although its events happened in between: the timeline follows
+    processed_at (ties in the order recorded), in both orders and across pages."""
+    import json
+
+    a, b = store.create_store("a").id, store.create_store("b").id
+    sess = store.create_session([res(a), res(b)])
+
+    def rows(times: list[str]) -> list[tuple[str, str, str, str]]:
+        made = []
+        for t in times:
+            e = {"id": new_id("sevt"), "type": "agent.tool_use", "processed_at": t,
+                 "name": "cat", "input": {"operation": "read"}}
+            made.append((e["id"], e["type"], t, json.dumps(e)))
+        return made
+
+    at = "2026-05-01T04:51:5{}.000000Z".format
+    # Store a's batch (04:51:56, :58) is flushed first, b's (:55, :57, and :58 again) after.
+    first, second = rows([at(6), at(8)]), rows([at(5), at(7), at(8)])
+    store.record_tool_events(sess.id, first, store_id=a)
+    store.record_tool_events(sess.id, second, store_id=b)
+    want = [second[0][0], first[0][0], second[1][0], first[1][0], second[2][0]]
+    assert [e.id for e in store.list_events(sess.id).data] == want
+    assert [e.id for e in store.list_events(sess.id, order="desc").data] == want[::-1]
+    for order, expected in (("asc", want), ("desc", want[::-1])):
+        items, pages = all_pages(store.list_events, session_id=sess.id, limit=2, order=order)
+        assert [e.id for e in items] == expected and pages == 3
+    # The time filters and types still apply with the time order.
+    later = store.list_events(sess.id, created_at_gt=at(6)).data
+    assert [e.id for e in later] == want[2:]
 
 
 def test_memory_count_follows_every_kind_of_write(store):
