@@ -400,6 +400,7 @@ sed -i 's/alpha/delta/' $R/notes/a.md
 echo x 2>/dev/null > $R/docs/a.md; echo $? > /out/ro_write.rc
 python3 /ro_syscalls.py $R/docs > /out/ro.json
 python3 -c '{probe}' {outside} > /out/probe.json
+python3 -c '{api_probe}' {stores} > /out/api.json 2> /out/api.err
 python3 -c 'import socket; s = socket.socket()
 try:
     s.connect(("1.1.1.1", 53)); print("connected")
@@ -412,7 +413,7 @@ def test_bubblewrap_sandbox_sees_only_its_session(
     root_user, agent_user, store: Store, tmp_path: Path, shared: Path, ro_syscalls: Path,
 ):
     need(shutil.which("bwrap") is not None, "bubblewrap (Debian package bubblewrap)")
-    notes, docs = two_stores(store)
+    notes, docs, secrets = three_stores(store)
     out = shared / "out"
     out.mkdir()
     os.chown(out, agent_user.pw_uid, agent_user.pw_gid)
@@ -429,25 +430,31 @@ def test_bubblewrap_sandbox_sees_only_its_session(
         root = shared / "root"
         outside = " ".join(str(p) for p in (
             tmp_path / "memfs.db", other_root, other_root / "notes", shared, "/tmp/x"))
-        inside = INSIDE.format(probe=PROBE.replace("'", ""), outside=outside)
+        inside = INSIDE.format(probe=PROBE.replace("'", ""), outside=outside,
+                               api_probe=API_PROBE.replace("'", '"'),
+                               stores=f"{notes} {docs} {secrets}")
+        # As docs/sessions.md says: the session API's socket (MEMFS_URL) bound into the box.
+        with_api = ('inside=$1; shift; exec "$@" --bind "${MEMFS_URL#unix:}" /run/memfs.sock '
+                    '--setenv MEMFS_URL unix:/run/memfs.sock sh -c "$inside"')
         done = memfs_run(
             tmp_path / "memfs.db", "--store", "Notes", "--store", "Docs:read_only",
             "--user", AGENT, "--isolation", "none", "--root", str(root), "--",
+            "sh", "-c", with_api, "sh", inside,
             *BWRAP, "--uid", str(agent_user.pw_uid), "--gid", str(agent_user.pw_gid),
             "--bind", str(root), "/mnt/memory", "--bind", str(out), "/out",
-            "--ro-bind", str(ro_syscalls), "/ro_syscalls.py",
-            "sh", "-c", inside)
+            "--ro-bind", str(ro_syscalls), "/ro_syscalls.py")
     finally:
         other_go.touch()
         assert other.wait(timeout=30) == 0, other.stderr.read() if other.stderr else ""
     assert done.returncode == 0, done.stderr
-    sid = next(s.id for s in store.list_sessions().data if "bwrap" in (s.title or ""))
+    sid = next(s.id for s in store.list_sessions().data if "inside=$1" in (s.title or ""))
 
     assert (out / "uid").read_text().strip() == str(agent_user.pw_uid)
     assert (out / "ls").read_text().split() == ["docs", "notes"]
     assert set((out / "rootdir").read_text().split()) == {
-        "bin", "dev", "lib", "lib64", "mnt", "out", "proc", "ro_syscalls.py", "sbin", "tmp",
-        "usr", "work", "etc"} - ({"etc"} if not os.path.isdir("/etc/alternatives") else set())
+        "bin", "dev", "lib", "lib64", "mnt", "out", "proc", "ro_syscalls.py", "run", "sbin",
+        "tmp", "usr", "work", "etc",
+    } - ({"etc"} if not os.path.isdir("/etc/alternatives") else set())
     assert (out / "stat").read_text().split() == ["700", "600"]
     assert (out / "cat").read_text() == "alpha\n"
     assert store.get_memory_by_path(notes, "/box.md").content == "from the box\n"
@@ -463,6 +470,9 @@ def test_bubblewrap_sandbox_sees_only_its_session(
     probed = json.loads((out / "probe.json").read_text())
     assert all(r == [errno.ENOENT, errno.ENOENT] for r in probed.values()), probed
     assert (out / "net").read_text().strip() == str(errno.ENETUNREACH)
+    # The session API, through its socket bound in: the session's stores, nothing else.
+    found = json.loads((out / "api.json").read_text())
+    assert {k: found[k] for k in PROBE_EXPECTED} == PROBE_EXPECTED, (out / "api.err").read_text()
 
 
 def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path: Path,
