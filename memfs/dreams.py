@@ -42,6 +42,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from .errors import MemfsError
 from .models import Dream
 from .store import Store
 
@@ -450,13 +451,24 @@ class Dreamer:
 
     def _sweep(self) -> None:
         # Until close(), or until the store is closed without it (nothing left to sweep).
+        failing = False
         while not self._closed.wait(SWEEP_SECONDS) and not self.store.closed:
             try:
                 self.recover()
-            except Exception:
+            except Exception as e:
                 if self.store.closed:  # closed while the sweep read it: nothing to sweep
                     return
-                log.exception("the sweep for dreams whose runner died failed")
+                if isinstance(e, MemfsError):
+                    # The database refuses (replaced under us, unreachable): one line per
+                    # streak, not a traceback every SWEEP_SECONDS.
+                    if not failing:
+                        log.warning("the sweep for dreams whose runner died failed: %s",
+                                    e.message)
+                else:
+                    log.exception("the sweep for dreams whose runner died failed")
+                failing = True
+            else:
+                failing = False
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop every dream this process runs: each fails (the process is stopping)."""

@@ -645,6 +645,37 @@ def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
     assert not [r for r in caplog.records if r.name == "memfs.dreams"]
 
 
+def test_a_sweep_the_database_refuses_is_one_line_per_streak(
+    backend: Any, monkeypatch: Any, caplog: Any,
+) -> None:
+    """A database that fails every sweep (its file replaced under the server: DatabaseGone,
+    or PostgreSQL away) is one warning line, not a traceback every 15 s, and the sweeper goes
+    on (it sweeps again once the database answers)."""
+    from memfs.errors import DatabaseGone
+
+    monkeypatch.setattr(dreams, "SWEEP_SECONDS", 0.01)
+    store = backend.open()
+    real, calls = store.stale_dreams, []
+
+    def failing(**kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) <= 5:
+            raise DatabaseGone("the database file x.db was replaced while in use")
+        return real(**kw)
+
+    monkeypatch.setattr(store, "stale_dreams", failing)
+    dreamer = dreams.Dreamer(store)
+    dreamer.watch()
+    deadline = time.monotonic() + 5
+    while len(calls) < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dreamer.close()
+    assert len(calls) >= 8
+    logged = [r for r in caplog.records if r.name == "memfs.dreams"]
+    assert len(logged) == 1 and logged[0].exc_info is None, logged
+    assert "was replaced while in use" in logged[0].getMessage()
+
+
 # --------------------------------------------------------------------------------------------
 # a dream that fails before its model ran leaves nothing behind (issue 19 §6)
 
