@@ -443,8 +443,11 @@ class Dreamer:
                 reason = (f"the process running this dream has not been heard from for "
                           f"{STALE_SECONDS:.0f} s")
             if reason is not None:
+                # No usage recorded: the model never answered, the output is a bare copy.
+                unused = not any(self.store.get_dream(dream_id).usage.values())
                 self.store.finish_dream(dream_id, "failed",
-                                        {"type": "internal_error", "message": reason})
+                                        {"type": "internal_error", "message": reason},
+                                        discard_output=unused)
                 log.warning("dream %s failed: %s", dream_id, reason)
                 failed.append(dream_id)
         return failed

@@ -434,15 +434,24 @@ def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any)
     me = dreams.identity()
     orphan = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
     assert store.start_dream(orphan.id, runner={**me, "pid": dead.pid}) is not None
+    store.add_dream_usage(orphan.id, {"input_tokens": 7, "output_tokens": 3})  # it answered
+    # One whose model never answered (no usage): its output is a bare copy of the input.
+    unanswered = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
+    copy = store.start_dream(unanswered.id, runner={**me, "pid": dead.pid})
+    assert copy is not None and copy.output_store_id is not None
     alive = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": os.getpid()})
     elsewhere = store.create_dream(inputs(ms, sessions), "m",
                                    runner={"host": "elsewhere", "pid": 1, "token": "x"})
     dreamer = dreams.Dreamer(store)
-    assert dreamer.recover() == [orphan.id]
+    assert sorted(dreamer.recover()) == sorted([orphan.id, unanswered.id])
     failed = store.get_dream(orphan.id)
     assert failed.status == "failed" and failed.error["type"] == "internal_error"
     assert f"pid {dead.pid}" in failed.error["message"]
     assert store.get_store(failed.output_store_id).metadata["memfs_dream_status"] == "failed"
+    gone = store.get_dream(unanswered.id)
+    assert gone.status == "failed" and gone.outputs == []
+    with pytest.raises(errors.NotFound):
+        store.get_store(copy.output_store_id)
     # A runner that stays silent is dead wherever it runs.
     monkeypatch.setattr(dreams, "STALE_SECONDS", -1.0)
     assert sorted(dreamer.recover()) == sorted([alive.id, elsewhere.id])
