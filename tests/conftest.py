@@ -17,6 +17,21 @@ import pytest
 from memfs.store import Limits, Store
 
 
+@pytest.fixture(autouse=True)
+def _no_environment_across_tests() -> Iterator[None]:
+    """A command run in-process (click's CliRunner) sets MEMFS_* variables for the processes
+    it starts (``--log-format json`` sets MEMFS_LOG_FORMAT): they, and the log format the
+    command chose, must not reach the next test (whose one-line errors came out as JSON)."""
+    from memfs import logs
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("MEMFS_")}
+    yield
+    for k in [k for k in os.environ if k.startswith("MEMFS_") and k not in saved]:
+        del os.environ[k]
+    os.environ.update(saved)
+    logs._format = "text"
+
+
 @pytest.fixture
 def db_path(tmp_path, monkeypatch):
     path = tmp_path / "memfs.db"
