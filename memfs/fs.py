@@ -23,6 +23,11 @@ How it works:
   ``dup2`` or by a forked child; the flush commits only when the process that opened the file
   holds no descriptor of that open file any more (:func:`_fds_on`, from ``/proc``), so
   ``echo x > f`` saves one version and a child closing its copy saves nothing.
+* A file deleted elsewhere (or whose path another memory took) while open for writing here
+  leaves the tree, and its writes are still saved at its path at close/fsync: the memory is
+  made again, or the one now at the path gets them (the last close wins), and the file is
+  back in the tree under the inode the writer holds. Only this mount's own unlink or rename
+  over an open file drops its unsaved writes (POSIX); the event says so.
 * An open→close in which a write failed (EFBIG, EILSEQ) commits nothing: the file keeps its
   previous version, and ``close`` fails with that error. A commit the store refuses (or a full
   disk) is discarded the same way, and the kernel forgets the refused data before ``close``
@@ -835,7 +840,8 @@ class Operations(pyfuse3.Operations):
             await self._events_in_order()
             data = bytes(await self._data(node))
             gen = node.gen
-            path = node.path
+            path = self._save_path(node)
+            assert path is not None, "a commit of a file this mount removed"
             events = pair(len(data))
             try:
                 m = await self._call(self.store.write_path, self.store_id, path, data,
@@ -846,7 +852,13 @@ class Operations(pyfuse3.Operations):
                 failure = _Failure.of(e)
             else:
                 self._logged(events)
-                self.tree.set_memory(node, m, m.seq)
+                if node.attached:
+                    self.tree.set_memory(node, m, m.seq)
+                else:
+                    # Deleted (or its path taken) elsewhere while written here: saved at its
+                    # path all the same, it is the file there again.
+                    log.info("%s: saved again after a change made elsewhere", path)
+                    self.tree.restore(node, m, m.seq)
                 self._history_saw("put", m.id, m.path)
                 if node.gen == gen:
                     node.dirty = False
@@ -857,9 +869,17 @@ class Operations(pyfuse3.Operations):
         await self._invalidate_now(node)
         raise failure
 
+    def _save_path(self, node: Node) -> str | None:
+        """Where a file's writes are saved: its path, or the path it had when a change made
+        elsewhere took it out of the tree (:attr:`Node.save_at`); None once this mount
+        unlinked it or renamed over it (POSIX: its unsaved writes are dropped)."""
+        return node.path if node.attached else node.save_at
+
     def _file_pair(self, h: _Handle, size: int | None = None, memory: Memory | None = None,
-                   failure: _Failure | None = None) -> list[dict[str, Any]] | None:
-        """The event pair of a file's open→close (or of a commit at fsync)."""
+                   failure: _Failure | None = None, removed: bool = False,
+                   ) -> list[dict[str, Any]] | None:
+        """The event pair of a file's open→close (or of a commit at fsync). ``removed``: its
+        writes were dropped, the file unlinked or renamed over by this mount first."""
         op = "create" if h.created else ("write" if h.wrote or h.truncated else "read")
         path = h.file_path
         if failure is not None:
@@ -867,9 +887,10 @@ class Operations(pyfuse3.Operations):
         if op == "read":
             return self._pair(h.comm, h.pid, op, path, text=f"read {self._display(path)}")
         if size is not None:
+            saved = self._save_path(h.node) or h.node.path
             return self._pair(h.comm, h.pid, op, path, memory=memory,
-                              text=f"wrote {size} bytes to {self._display(h.node.path)}")
-        if not h.node.attached and h.node.dirty:
+                              text=f"wrote {size} bytes to {self._display(saved)}")
+        if removed:
             return self._pair(h.comm, h.pid, op, path,
                               text=f"{self._display(path)} was removed before it was saved")
         return self._pair(h.comm, h.pid, op, path, text=f"{self._display(path)} unchanged",
@@ -1017,6 +1038,11 @@ class Operations(pyfuse3.Operations):
         node.gen += 1
         node.touch()
         text = f"truncated {self._display(path)} to {size} bytes"
+        if self._save_path(node) is None:
+            # Unlinked here while still open (truncate(2) of /proc/PID/fd/N): POSIX, the open
+            # file changes and nothing is saved.
+            self._emit(self._pair(comm_, pid, "truncate", path, text=text))
+            return
         if node.writers:
             self._emit(self._pair(comm_, pid, "truncate", path,
                                   text=text + " (saved when the file is closed)"))
@@ -1192,7 +1218,7 @@ class Operations(pyfuse3.Operations):
         if h.failure is not None:
             await self._refuse(h)
         node = h.node
-        if node.dirty and node.attached:
+        if node.dirty and self._save_path(node) is not None:
             await self._commit_handle(h)
 
     @_handler
@@ -1202,7 +1228,7 @@ class Operations(pyfuse3.Operations):
             return
         if h.failure is not None:
             raise h.failure
-        if h.node.dirty and h.node.attached:
+        if h.node.dirty and self._save_path(h.node) is not None:
             await self._commit_handle(h)
         # The store commits with synchronous=NORMAL: fsync() is where the data must reach
         # the disk, this file's and every earlier commit's.
@@ -1219,14 +1245,17 @@ class Operations(pyfuse3.Operations):
         node.handles -= 1
         if h.writable:
             node.writers -= 1
+        removed = False
         try:
-            if node.writers == 0 and node.dirty and node.attached and h.failure is None:
+            savable = self._save_path(node) is not None
+            if node.writers == 0 and node.dirty and savable and h.failure is None:
                 # No flush committed (the opener still held a copy at each close).
                 try:
                     await self._commit_handle(h)
                 except _Failure as f:
                     # The kernel ignores release() errors: the event log has to tell.
                     log.warning("%s not saved: %s", node.path, f.text())
+            removed = node.dirty and self._save_path(node) is None
             if node.writers == 0 and node.dirty and (node.attached or not node.handles):
                 # A failed write; or unlinked while open, once nobody holds it any more (until
                 # then the data stays readable through the other descriptors, as POSIX says).
@@ -1242,7 +1271,7 @@ class Operations(pyfuse3.Operations):
                     path = self._display(h.file_path)
                     self.events.emit_pair(h.comm, h.pid, "read", path, text=f"read {path}")
                 else:
-                    self._emit(self._file_pair(h, failure=h.failure))
+                    self._emit(self._file_pair(h, failure=h.failure, removed=removed))
             self.tree.forget_if_unused(node)
 
     # -- handlers: directories ---------------------------------------------------------------
