@@ -16,6 +16,13 @@ How it works:
   (commits, unlink, rename) and the application of the change feed take one lock per mount
   (:attr:`Operations._mutex`), so the tree changes in the order the store did; reads never
   take it.
+* **An unlink or rename waits for the database at most** :data:`DIRECTORY_PATIENCE`: the
+  kernel runs them with their directory locked, so every lookup of a name it has not cached
+  and every listing of that directory waits for them. Another process's transaction that
+  holds the write lock for seconds makes them fail with EBUSY (nothing changed, the failure
+  logged) instead of freezing ``ls`` and ``stat`` there meanwhile. Closes and fsyncs lock no
+  directory and wait as long as the store does. (A remote mount's server call is not bounded
+  so: it ends at the client's timeout.)
 * Writes are buffered per file (one buffer per inode, shared by every handle) and committed
   with ``write_path`` at ``fsync`` and at ``close``: in ``flush``, the only close-time reply
   the kernel passes back to ``close(2)``, so what ``close`` returned is what was saved. The
@@ -65,12 +72,13 @@ Known limitations:
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import functools
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -118,6 +126,14 @@ XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs
 
 #: The longest file name, in bytes, that the mount accepts (what statfs says).
 NAME_MAX = 255
+
+#: Seconds an unlink or rename waits for the database's write lock (and this mount's earlier
+#: changes) before it fails with EBUSY: the kernel makes every lookup and listing of its
+#: directory wait for it (:meth:`Operations._directory_change`). Closes and fsyncs lock no
+#: directory and wait as long as the store does.
+DIRECTORY_PATIENCE = 0.5
+#: The reason given for that EBUSY.
+BUSY_TEXT = "the database stayed locked by another writer; try again"
 
 _BLOCK = 4096
 _HISTORY = HISTORY.encode()
@@ -527,6 +543,13 @@ class Operations(pyfuse3.Operations):
         holds the write lock) and every call to a server run in a worker thread, while the
         trio thread keeps serving.
         """
+        return await self._call_by(None, fn, *args, **kwargs)
+
+    async def _call_by(self, deadline: float | None, fn: Callable[..., _R], *args: Any,
+                       **kwargs: Any) -> _R:
+        """:meth:`_call`, waiting for a lock only until ``deadline`` (trio time; None: as long
+        as the store waits), then :class:`~memfs.errors.Busy` with nothing changed. A store
+        that cannot bound its waits (a server's client) waits as it always does."""
         nowait = getattr(self.store, "nowait", None)
         if nowait is not None:
             try:
@@ -534,7 +557,16 @@ class Operations(pyfuse3.Operations):
                     return fn(*args, **kwargs)
             except errors.WouldBlock:
                 pass
-        return await self._in_thread(fn, *args, **kwargs)
+        patience = getattr(self.store, "patience", None)
+        if deadline is None or patience is None:
+            return await self._in_thread(fn, *args, **kwargs)
+        seconds = max(0.0, deadline - trio.current_time())
+
+        def bounded() -> _R:
+            with patience(seconds):
+                return fn(*args, **kwargs)
+
+        return await self._in_thread(bounded)
 
     async def _in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run a call that may wait (a disk sync, a lock) in a worker thread."""
@@ -770,15 +802,39 @@ class Operations(pyfuse3.Operations):
                 node.buffer = bytearray(data)
         return node.buffer
 
-    async def _events_in_order(self) -> None:
+    async def _events_in_order(self, deadline: float | None = None) -> None:
         """Record the queued events before a write records its own, so that a session's events
         stay in the order they happened (a write's are recorded in its transaction, the others
-        in batches). Failing, they stay queued: the write goes on."""
+        in batches). Failing, they stay queued: the write goes on. ``deadline``: as for
+        :meth:`_call_by`."""
         if self.events is not None and self.events.pending:
             try:
-                await self._call(self.events.flush, wait=False)
+                await self._call_by(deadline, self.events.flush, wait=False)
             except errors.MemfsError as e:
                 log.debug("tool events stay queued: %s", e.message)
+
+    @contextlib.asynccontextmanager
+    async def _directory_change(self) -> AsyncIterator[float]:
+        """The mutex for a change the kernel makes with its directory locked (unlink, rename):
+        every lookup of a name not cached yet and every listing of that directory waits for
+        it. So it waits at most :data:`DIRECTORY_PATIENCE` for the mutex and the database
+        together (yields the deadline for its store calls, :meth:`_call_by`): a transaction
+        of another process that holds the write lock for seconds makes it fail with EBUSY,
+        having changed nothing, instead of freezing ``ls`` in that directory meanwhile.
+
+        :raises _Failure: EBUSY, the mutex stayed held (a commit waiting for the database).
+        """
+        deadline = trio.current_time() + DIRECTORY_PATIENCE
+        with trio.move_on_at(deadline) as waiting:
+            await self._mutex.acquire()
+        if waiting.cancelled_caught:
+            log.info("a directory change gave up: an earlier change still waits for the "
+                     "database's write lock")
+            raise _Failure(errno.EBUSY, BUSY_TEXT)
+        try:
+            yield deadline
+        finally:
+            self._mutex.release()
 
     def _emit(self, events: list[dict[str, Any]] | None) -> None:
         """Record events that no write records (queued for the database)."""
@@ -1400,38 +1456,36 @@ class Operations(pyfuse3.Operations):
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
-        async with self._mutex:
-            node = self._child(parent, name)
-            pair: list[dict[str, Any]] | None = None
-            recorded = False
-            try:
+        try:
+            async with self._directory_change() as deadline:
                 self._check_writable()
+                node = self._child(parent, name)
                 if node is None:
                     raise _Failure(errno.ENOENT, f"no file {entry}")
                 if node.is_dir:
                     raise _Failure(errno.EISDIR, f"{entry} is a directory")
+                recorded = False
                 if node.memory is None:
                     pair = self._pair(comm_, pid, "delete", entry,
                                       text=f"deleted {self._display(entry)} (it was never saved)")
                 else:
                     pair = self._pair(comm_, pid, "delete", entry, memory_id=node.memory.id,
                                       text=f"deleted {self._display(entry)}")
-                    await self._events_in_order()
+                    await self._events_in_order(deadline)
                     try:
-                        await self._call(self.store.delete_path, self.store_id, node.path,
-                                         actor=self.actor, events=pair)
+                        await self._call_by(deadline, self.store.delete_path, self.store_id,
+                                            node.path, actor=self.actor, events=pair)
                         recorded = True
                         self._history_saw("delete", node.memory.id, node.path)
                     except errors.NotFound:
                         pass  # deleted elsewhere meanwhile: the file is gone either way
                     except errors.MemfsError as e:
                         raise _Failure.of(e) from None
-            except _Failure as f:
-                self._emit(self._pair(comm_, pid, "delete", entry, failure=f))
-                raise
-            assert node is not None
-            self.tree.detach(node, pin_parent=True)
-            (self._logged if recorded else self._emit)(pair)
+                self.tree.detach(node, pin_parent=True)
+                (self._logged if recorded else self._emit)(pair)
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "delete", entry, failure=f))
+            raise
 
     @_handler
     async def rename(
@@ -1460,22 +1514,23 @@ class Operations(pyfuse3.Operations):
                 comm_, pid, "rename", old_entry, new_path=new_entry, memory=memory,
                 text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}")
 
-        async with self._mutex:
-            src = self._child(old_parent, name_old)
-            try:
+        try:
+            async with self._directory_change() as deadline:
+                src = self._child(old_parent, name_old)
                 events, recorded = await self._rename(src, old_entry, new_parent, name_new,
-                                                      flags, pair)
-            except _Failure as f:
-                self._emit(self._pair(comm_, pid, "rename", old_entry, new_path=new_entry,
-                                      failure=f))
-                raise
-            (self._logged if recorded else self._emit)(events)
+                                                      flags, pair, deadline)
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "rename", old_entry, new_path=new_entry,
+                                  failure=f))
+            raise
+        (self._logged if recorded else self._emit)(events)
 
     async def _rename(
         self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
-        pair: Callable[[Memory | None], list[dict[str, Any]] | None],
+        pair: Callable[[Memory | None], list[dict[str, Any]] | None], deadline: float,
     ) -> tuple[list[dict[str, Any]] | None, bool]:
-        """Rename under the mutex; returns the events and whether the store recorded them."""
+        """Rename under the mutex, waiting for the database until ``deadline``; returns the
+        events and whether the store recorded them."""
         self._check_writable()
         if flags & pyfuse3.RENAME_EXCHANGE:
             raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
@@ -1488,24 +1543,25 @@ class Operations(pyfuse3.Operations):
         if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
             raise _Failure(errno.EEXIST, f"{new_path} exists")
         if src.is_dir:
-            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair)
+            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair,
+                                          deadline)
         if dst is not None and dst.is_dir:
             raise _Failure(errno.EISDIR, f"{new_path} is a directory")
         events = pair(None)
         gen = src.gen
-        await self._events_in_order()
+        await self._events_in_order(deadline)
         try:
             if src.memory is None:
                 # Never committed (a new file not closed yet): its content becomes the
                 # content at the new path in one write, over the memory there if any.
                 data = bytes(await self._data(src))
-                moved = await self._call(self.store.write_path, self.store_id, new_path,
-                                         data, actor=self.actor, events=events)
+                moved = await self._call_by(deadline, self.store.write_path, self.store_id,
+                                            new_path, data, actor=self.actor, events=events)
                 if src.gen == gen:
                     src.dirty = False
             else:
-                moved = await self._call(
-                    self.store.rename_path, self.store_id, old_path, new_path,
+                moved = await self._call_by(
+                    deadline, self.store.rename_path, self.store_id, old_path, new_path,
                     actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
                     events=events)
         except errors.MemfsError as e:
@@ -1524,7 +1580,7 @@ class Operations(pyfuse3.Operations):
 
     async def _rename_dir(
         self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
-        pair: Callable[[Memory | None], list[dict[str, Any]] | None],
+        pair: Callable[[Memory | None], list[dict[str, Any]] | None], deadline: float,
     ) -> tuple[list[dict[str, Any]] | None, bool]:
         if dst is not None:
             if not dst.is_dir:
@@ -1532,10 +1588,10 @@ class Operations(pyfuse3.Operations):
             if dst.children:
                 raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
         events = pair(None)
-        await self._events_in_order()
+        await self._events_in_order(deadline)
         try:
-            moved = await self._call(
-                self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
+            moved = await self._call_by(
+                deadline, self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
                 actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None

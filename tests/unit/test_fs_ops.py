@@ -891,3 +891,51 @@ def test_tool_pair_rows_are_the_json_of_tool_pair(monkeypatch):
         assert [r[3] for r in rows] == [json.dumps(e, ensure_ascii=False) for e in pair]
         assert [r[:3] for r in rows] == [(e["id"], e["type"], e["processed_at"]) for e in pair]
         assert rows[0][2] == "2025-12-01T08:32:18.123456Z"
+
+
+async def test_an_unlink_or_rename_gives_up_on_a_foreign_write_lock(fs, store, db_path):
+    """Issue 19 B: the kernel runs unlink and rename with the directory locked, so they wait
+    for another process's write lock only DIRECTORY_PATIENCE seconds: then EBUSY, the file
+    where it was, the failure logged; and a close waiting for the lock keeps the mutex only
+    that long from them too."""
+    import sqlite3
+    import time
+
+    import trio
+
+    from memfs.fs import DIRECTORY_PATIENCE
+
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"a")
+    await ops.mkdir(ROOT, b"d", 0o40755, CTX)
+    await write_file(ops, (await ops.lookup(ROOT, b"d", CTX)).st_ino, b"b.md", b"b")
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        for attempt in (ops.unlink(ROOT, b"a.md", CTX),
+                        ops.rename(ROOT, b"a.md", ROOT, b"moved.md", 0, CTX),
+                        ops.rename(ROOT, b"d", ROOT, b"e", 0, CTX)):
+            t = time.monotonic()
+            await raises(errno.EBUSY, attempt)
+            assert DIRECTORY_PATIENCE <= time.monotonic() - t < DIRECTORY_PATIENCE + 0.5
+        info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+        await ops.write(info.fh, 0, b"a2")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.flush, info.fh)  # waits for the lock, holding the mutex
+            await trio.sleep(0.1)
+            t = time.monotonic()
+            await raises(errno.EBUSY, ops.unlink(ROOT, b"a.md", CTX))
+            assert time.monotonic() - t < DIRECTORY_PATIENCE + 0.5
+            other.execute("ROLLBACK")
+        await ops.release(info.fh)
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()
+    assert sorted(m.path for m in store.tree(sid)) == ["/a.md", "/d/b.md"]
+    assert store.get_memory_by_path(sid, "/a.md").content == "a2"  # the close waited
+    assert (await ops.lookup(ROOT, b"a.md", CTX)).st_ino == ino
+    failed = [r["content"][0]["text"] for r in events(ops) if r.get("is_error")]
+    assert len(failed) == 4 and all(t.startswith("EBUSY") for t in failed), failed
+    await ops.unlink(ROOT, b"a.md", CTX)  # the lock is gone: it works again
+    assert [m.path for m in store.tree(sid)] == ["/d/b.md"]
