@@ -46,6 +46,8 @@ How it works:
 * Inode numbers are stable while mounted (one per memory id, one per directory node); never
   reused, so ``generation`` is always 0. An open file keeps its content after it is unlinked,
   renamed over or deleted elsewhere, until its last close.
+* Every listing (the tree's and ``.history``'s) begins with "." and ".." (readdir offsets 1
+  and 2), which the kernel counts as no lookup; its event counts the real entries only.
 * Every handler maps :mod:`memfs.errors` through :data:`ERRNO_BY_ERROR` and raises only
   ``FUSEError``; any other exception is logged with its traceback and answered with EIO.
 * ``.history/`` (:mod:`memfs.historyfs`): every retained version as a read-only file under its
@@ -239,6 +241,23 @@ def _fds_on(pid: int, mountpoint: str, ino: int) -> int:
     return n
 
 
+#: "." and ".." come first in every listing (readdir offsets 1 and 2).
+DOTS = 2
+
+
+def reply_dots(token: pyfuse3.ReaddirToken, start_id: int,
+               *dots: tuple[int, pyfuse3.EntryAttributes]) -> bool:
+    """Send a listing's "." and ".." (``dots``: their inode numbers and attributes), those
+    from offset ``start_id`` on; False when the kernel's buffer is full. Never a lookup: the
+    kernel counts none for them (fuse_direntplus_link skips both names)."""
+    for index in range(start_id, DOTS):
+        ino, attrs = dots[index]
+        assert attrs.st_ino == ino
+        if not pyfuse3.readdir_reply(token, FileNameT(b"." * (index + 1)), attrs, index + 1):
+            return False
+    return True
+
+
 def invalidate_inodes(inodes: list[int]) -> None:
     for ino in inodes:
         try:
@@ -382,6 +401,9 @@ class Operations(pyfuse3.Operations):
             if callable(getattr(store, "list_versions", None)) else None)
         self._next_fh = 1
         self._mutex = trio.Lock()
+        #: The inode the root's ".." lists (None: the root itself): the directory this tree
+        #: is mounted in, when it is one (a session's root, :mod:`memfs.sessionfs`).
+        self.root_parent_ino: int | None = None
         #: Called when kernel invalidations are queued (the daemon's invalidator).
         self.on_stale: Callable[[], None] | None = None
 
@@ -1355,30 +1377,60 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
         hh = self._history_handles.get(fh)
         if hh is not None:
+            above = self.history.parent_of(hh.node) if self.history is not None else None
+            if not self._reply_dots(token, start_id, hh.node.ino,
+                                    self.root.ino if above is None else above.ino):
+                return
             entries = hh.listing or []
-            for index in range(start_id, len(entries)):
+            for index in range(max(0, start_id - DOTS), len(entries)):
                 e = entries[index]
                 if not pyfuse3.readdir_reply(token, FileNameT(e.name.encode("utf-8")),
-                                             self._history_attrs(e), index + 1):
+                                             self._history_attrs(e), DOTS + index + 1):
                     return
                 e.lookups += 1
             return
         h = self._handles.get(fh)
         if h is None or h.listing is None:
             raise FUSEError(errno.EBADF)
+        node = h.node
+        up = node.parent.ino if node.parent is not None else (
+            self.root_parent_ino or self.root.ino)
+        if not self._reply_dots(token, start_id, node.ino, up):
+            return
         listing = h.listing
-        for index in range(start_id, len(listing)):
+        for index in range(max(0, start_id - DOTS), len(listing)):
             child = listing[index]
             if not child.attached:
                 continue
             if not pyfuse3.readdir_reply(
-                token, FileNameT(child.name.encode("utf-8")), self._attrs(child), index + 1
+                token, FileNameT(child.name.encode("utf-8")), self._attrs(child),
+                DOTS + index + 1,
             ):
                 return
             # pyfuse3 answers READDIRPLUS: each entry counts as a lookup in the kernel.
             child.lookups += 1
+
+    def _reply_dots(self, token: pyfuse3.ReaddirToken, start_id: int, ino: int,
+                    parent_ino: int) -> bool:
+        """Send "." and ".." (those from ``start_id`` on); False when the kernel's buffer is
+        full. The kernel takes only their inode numbers and types from a READDIRPLUS reply: it
+        caches no attributes for them and counts no lookup, so neither does the mount."""
+        if start_id >= DOTS:
+            return True
+        return reply_dots(token, start_id, (ino, self._dot_attrs(ino)),
+                          (parent_ino, self._dot_attrs(parent_ino)))
+
+    def _dot_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
+        node = self.tree.nodes.get(ino)
+        if node is not None:
+            return self._attrs(node)
+        hn = self._hist(ino)
+        if hn is not None:
+            return self._history_attrs(hn)
+        return self._entry(ino, True, 2, 4096, 0, 0)  # outside this tree (a session's root)
 
     @_handler
     async def releasedir(self, fh: FileHandleT) -> None:

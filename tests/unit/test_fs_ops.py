@@ -451,21 +451,49 @@ async def test_xattrs_and_refused_node_types(fs, store):
 
 
 async def test_readdir_lists_children(fs, monkeypatch):
+    """Every directory lists "." and ".." first (with their inode numbers; the kernel counts
+    no lookup for them, so neither does the mount), then its entries; offsets stay stable and
+    the event counts the real entries only."""
     ops, _ = fs
-    await write_file(ops, ROOT, b"b.md", b"b")
-    await ops.mkdir(ROOT, b"a", 0o40755, CTX)
+    b = await write_file(ops, ROOT, b"b.md", b"b")
+    a = (await ops.mkdir(ROOT, b"a", 0o40755, CTX)).st_ino
+    inner = await write_file(ops, a, b"c.md", b"c")
     seen = []
+    room = [99]
 
     def reply(token, name, attr, next_id):
-        seen.append((name, stat.S_ISDIR(attr.st_mode), next_id))
+        if not room[0]:
+            return False  # the kernel's buffer is full: this entry is not sent
+        room[0] -= 1
+        seen.append((name, attr.st_ino, stat.S_ISDIR(attr.st_mode), next_id))
         return True
 
     monkeypatch.setattr(pyfuse3, "readdir_reply", reply)
+    lookups = {ino: ops.tree.nodes[ino].lookups for ino in (ROOT, a, b, inner)}
     fh = await ops.opendir(ROOT, CTX)
     await ops.readdir(fh, 0, None)
+    assert seen == [(b".", ROOT, True, 1), (b"..", ROOT, True, 2), (b"a", a, True, 3),
+                    (b"b.md", b, False, 4)]
+    seen.clear()
+    room[0] = 1
+    await ops.readdir(fh, 1, None)  # resumed after "."; one entry fits
+    room[0] = 99
+    await ops.readdir(fh, 2, None)
+    await ops.readdir(fh, 4, None)  # at the end
+    assert [(n, i) for n, i, _, _ in seen] == [(b"..", ROOT), (b"a", a), (b"b.md", b)]
     await ops.releasedir(fh)
-    assert seen == [(b"a", True, 1), (b"b.md", False, 2)]
     assert events(ops)[-1]["content"][0]["text"] == "listed /mnt/memory/t: 2 entries"
+    seen.clear()
+    fh = await ops.opendir(a, CTX)
+    await ops.readdir(fh, 0, None)
+    await ops.releasedir(fh)
+    assert [(n, i, off) for n, i, _, off in seen] == [
+        (b".", a, 1), (b"..", ROOT, 2), (b"c.md", inner, 3)]
+    assert events(ops)[-1]["content"][0]["text"] == "listed /mnt/memory/t/a: 1 entry"
+    # Each entry the kernel was sent counts as a lookup (READDIRPLUS); "." and ".." do not.
+    after = {ino: ops.tree.nodes[ino].lookups for ino in lookups}
+    assert after == {ROOT: lookups[ROOT], a: lookups[a] + 2, b: lookups[b] + 2,
+                     inner: lookups[inner] + 1}
 
 
 async def test_changes_made_elsewhere_update_the_tree(fs, store):
