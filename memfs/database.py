@@ -412,6 +412,20 @@ class Database:
         finally:
             self._local.nowait = False
 
+    @contextmanager
+    def patience(self, seconds: float) -> Iterator[None]:
+        """Within this block, this thread waits for a lock (another process's write lock, our
+        writer busy in another thread) at most ``seconds`` in all, instead of
+        :data:`WRITE_PATIENCE` each time, and then raises :class:`Busy`, having changed
+        nothing: for a caller that holds others up while it waits (a filesystem request the
+        kernel runs with a directory locked)."""
+        previous = getattr(self._local, "deadline", None)
+        self._local.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._local.deadline = previous
+
     def _waiting_allowed(self) -> bool:
         return not getattr(self._local, "nowait", False)
 
@@ -422,9 +436,15 @@ class Database:
             return DatabaseGone(self.gone)
         return translate(e, self.path)
 
+    def _deadline(self) -> float:
+        """Until when a lock may be waited for now (:meth:`patience`, else WRITE_PATIENCE)."""
+        deadline = time.monotonic() + WRITE_PATIENCE
+        own: float | None = getattr(self._local, "deadline", None)
+        return deadline if own is None else min(deadline, own)
+
     def _retry(self, fn: Callable[[], T]) -> T:
         """``fn()``, retried while SQLite reports a lock, sleeping outside any lock of ours."""
-        deadline = time.monotonic() + WRITE_PATIENCE
+        deadline = self._deadline()
         delay = 0.002
         while True:
             try:
@@ -446,8 +466,14 @@ class Database:
         each attempt: between attempts (:meth:`_retry` sleeps) nothing of ours is held."""
 
         def attempt() -> None:
-            if not self._wlock.acquire(blocking=self._waiting_allowed()):
-                raise WouldBlock()
+            if not self._waiting_allowed():
+                if not self._wlock.acquire(blocking=False):
+                    raise WouldBlock()
+            else:
+                own: float | None = getattr(self._local, "deadline", None)
+                wait = -1.0 if own is None else max(0.0, own - time.monotonic())
+                if not self._wlock.acquire(timeout=wait):
+                    raise Busy("the database stayed locked by another write; try again")
             try:
                 self.writer.execute("BEGIN IMMEDIATE")
             except BaseException:

@@ -16,6 +16,13 @@ How it works:
   (commits, unlink, rename) and the application of the change feed take one lock per mount
   (:attr:`Operations._mutex`), so the tree changes in the order the store did; reads never
   take it.
+* **An unlink or rename waits for the database at most** :data:`DIRECTORY_PATIENCE`: the
+  kernel runs them with their directory locked, so every lookup of a name it has not cached
+  and every listing of that directory waits for them. Another process's transaction that
+  holds the write lock for seconds makes them fail with EBUSY (nothing changed, the failure
+  logged) instead of freezing ``ls`` and ``stat`` there meanwhile. Closes and fsyncs lock no
+  directory and wait as long as the store does. (A remote mount's server call is not bounded
+  so: it ends at the client's timeout.)
 * Writes are buffered per file (one buffer per inode, shared by every handle) and committed
   with ``write_path`` at ``fsync`` and at ``close``: in ``flush``, the only close-time reply
   the kernel passes back to ``close(2)``, so what ``close`` returned is what was saved. The
@@ -23,6 +30,11 @@ How it works:
   ``dup2`` or by a forked child; the flush commits only when the process that opened the file
   holds no descriptor of that open file any more (:func:`_fds_on`, from ``/proc``), so
   ``echo x > f`` saves one version and a child closing its copy saves nothing.
+* A file deleted elsewhere (or whose path another memory took) while open for writing here
+  leaves the tree, and its writes are still saved at its path at close/fsync: the memory is
+  made again, or the one now at the path gets them (the last close wins), and the file is
+  back in the tree under the inode the writer holds. Only this mount's own unlink or rename
+  over an open file drops its unsaved writes (POSIX); the event says so.
 * An open→close in which a write failed (EFBIG, EILSEQ) commits nothing: the file keeps its
   previous version, and ``close`` fails with that error. A commit the store refuses (or a full
   disk) is discarded the same way, and the kernel forgets the refused data before ``close``
@@ -34,6 +46,8 @@ How it works:
 * Inode numbers are stable while mounted (one per memory id, one per directory node); never
   reused, so ``generation`` is always 0. An open file keeps its content after it is unlinked,
   renamed over or deleted elsewhere, until its last close.
+* Every listing (the tree's and ``.history``'s) begins with "." and ".." (readdir offsets 1
+  and 2), which the kernel counts as no lookup; its event counts the real entries only.
 * Every handler maps :mod:`memfs.errors` through :data:`ERRNO_BY_ERROR` and raises only
   ``FUSEError``; any other exception is logged with its traceback and answered with EIO.
 * ``.history/`` (:mod:`memfs.historyfs`): every retained version as a read-only file under its
@@ -60,12 +74,13 @@ Known limitations:
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import functools
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -114,6 +129,14 @@ XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs
 
 #: The longest file name, in bytes, that the mount accepts (what statfs says).
 NAME_MAX = 255
+
+#: Seconds an unlink or rename waits for the database's write lock (and this mount's earlier
+#: changes) before it fails with EBUSY: the kernel makes every lookup and listing of its
+#: directory wait for it (:meth:`Operations._directory_change`). Closes and fsyncs lock no
+#: directory and wait as long as the store does.
+DIRECTORY_PATIENCE = 0.5
+#: The reason given for that EBUSY.
+BUSY_TEXT = "the database stayed locked by another writer; try again"
 
 _BLOCK = 4096
 _HISTORY = HISTORY.encode()
@@ -217,6 +240,23 @@ def _fds_on(pid: int, mountpoint: str, ino: int) -> int:
         else:
             n += 1  # no ino: in fdinfo (old kernel): count it, the safe side
     return n
+
+
+#: "." and ".." come first in every listing (readdir offsets 1 and 2).
+DOTS = 2
+
+
+def reply_dots(token: pyfuse3.ReaddirToken, start_id: int,
+               *dots: tuple[int, pyfuse3.EntryAttributes]) -> bool:
+    """Send a listing's "." and ".." (``dots``: their inode numbers and attributes), those
+    from offset ``start_id`` on; False when the kernel's buffer is full. Never a lookup: the
+    kernel counts none for them (fuse_direntplus_link skips both names)."""
+    for index in range(start_id, DOTS):
+        ino, attrs = dots[index]
+        assert attrs.st_ino == ino
+        if not pyfuse3.readdir_reply(token, FileNameT(b"." * (index + 1)), attrs, index + 1):
+            return False
+    return True
 
 
 def invalidate_inodes(inodes: list[int]) -> None:
@@ -362,6 +402,9 @@ class Operations(pyfuse3.Operations):
             if callable(getattr(store, "list_versions", None)) else None)
         self._next_fh = 1
         self._mutex = trio.Lock()
+        #: The inode the root's ".." lists (None: the root itself): the directory this tree
+        #: is mounted in, when it is one (a session's root, :mod:`memfs.sessionfs`).
+        self.root_parent_ino: int | None = None
         #: Called when kernel invalidations are queued (the daemon's invalidator).
         self.on_stale: Callable[[], None] | None = None
 
@@ -523,6 +566,13 @@ class Operations(pyfuse3.Operations):
         holds the write lock) and every call to a server run in a worker thread, while the
         trio thread keeps serving.
         """
+        return await self._call_by(None, fn, *args, **kwargs)
+
+    async def _call_by(self, deadline: float | None, fn: Callable[..., _R], *args: Any,
+                       **kwargs: Any) -> _R:
+        """:meth:`_call`, waiting for a lock only until ``deadline`` (trio time; None: as long
+        as the store waits), then :class:`~memfs.errors.Busy` with nothing changed. A store
+        that cannot bound its waits (a server's client) waits as it always does."""
         nowait = getattr(self.store, "nowait", None)
         if nowait is not None:
             try:
@@ -530,7 +580,16 @@ class Operations(pyfuse3.Operations):
                     return fn(*args, **kwargs)
             except errors.WouldBlock:
                 pass
-        return await self._in_thread(fn, *args, **kwargs)
+        patience = getattr(self.store, "patience", None)
+        if deadline is None or patience is None:
+            return await self._in_thread(fn, *args, **kwargs)
+        seconds = max(0.0, deadline - trio.current_time())
+
+        def bounded() -> _R:
+            with patience(seconds):
+                return fn(*args, **kwargs)
+
+        return await self._in_thread(bounded)
 
     async def _in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run a call that may wait (a disk sync, a lock) in a worker thread."""
@@ -766,15 +825,39 @@ class Operations(pyfuse3.Operations):
                 node.buffer = bytearray(data)
         return node.buffer
 
-    async def _events_in_order(self) -> None:
+    async def _events_in_order(self, deadline: float | None = None) -> None:
         """Record the queued events before a write records its own, so that a session's events
         stay in the order they happened (a write's are recorded in its transaction, the others
-        in batches). Failing, they stay queued: the write goes on."""
+        in batches). Failing, they stay queued: the write goes on. ``deadline``: as for
+        :meth:`_call_by`."""
         if self.events is not None and self.events.pending:
             try:
-                await self._call(self.events.flush, wait=False)
+                await self._call_by(deadline, self.events.flush, wait=False)
             except errors.MemfsError as e:
                 log.debug("tool events stay queued: %s", e.message)
+
+    @contextlib.asynccontextmanager
+    async def _directory_change(self) -> AsyncIterator[float]:
+        """The mutex for a change the kernel makes with its directory locked (unlink, rename):
+        every lookup of a name not cached yet and every listing of that directory waits for
+        it. So it waits at most :data:`DIRECTORY_PATIENCE` for the mutex and the database
+        together (yields the deadline for its store calls, :meth:`_call_by`): a transaction
+        of another process that holds the write lock for seconds makes it fail with EBUSY,
+        having changed nothing, instead of freezing ``ls`` in that directory meanwhile.
+
+        :raises _Failure: EBUSY, the mutex stayed held (a commit waiting for the database).
+        """
+        deadline = trio.current_time() + DIRECTORY_PATIENCE
+        with trio.move_on_at(deadline) as waiting:
+            await self._mutex.acquire()
+        if waiting.cancelled_caught:
+            log.info("a directory change gave up: an earlier change still waits for the "
+                     "database's write lock")
+            raise _Failure(errno.EBUSY, BUSY_TEXT)
+        try:
+            yield deadline
+        finally:
+            self._mutex.release()
 
     def _emit(self, events: list[dict[str, Any]] | None) -> None:
         """Record events that no write records (queued for the database)."""
@@ -836,7 +919,8 @@ class Operations(pyfuse3.Operations):
             await self._events_in_order()
             data = bytes(await self._data(node))
             gen = node.gen
-            path = node.path
+            path = self._save_path(node)
+            assert path is not None, "a commit of a file this mount removed"
             events = pair(len(data))
             try:
                 m = await self._call(self.store.write_path, self.store_id, path, data,
@@ -847,7 +931,13 @@ class Operations(pyfuse3.Operations):
                 failure = _Failure.of(e)
             else:
                 self._logged(events)
-                self.tree.set_memory(node, m, m.seq)
+                if node.attached:
+                    self.tree.set_memory(node, m, m.seq)
+                else:
+                    # Deleted (or its path taken) elsewhere while written here: saved at its
+                    # path all the same, it is the file there again.
+                    log.info("%s: saved again after a change made elsewhere", path)
+                    self.tree.restore(node, m, m.seq)
                 self._history_saw("put", m.id, m.path)
                 if node.gen == gen:
                     node.dirty = False
@@ -858,9 +948,17 @@ class Operations(pyfuse3.Operations):
         await self._invalidate_now(node)
         raise failure
 
+    def _save_path(self, node: Node) -> str | None:
+        """Where a file's writes are saved: its path, or the path it had when a change made
+        elsewhere took it out of the tree (:attr:`Node.save_at`); None once this mount
+        unlinked it or renamed over it (POSIX: its unsaved writes are dropped)."""
+        return node.path if node.attached else node.save_at
+
     def _file_pair(self, h: _Handle, size: int | None = None, memory: Memory | None = None,
-                   failure: _Failure | None = None) -> list[dict[str, Any]] | None:
-        """The event pair of a file's open→close (or of a commit at fsync)."""
+                   failure: _Failure | None = None, removed: bool = False,
+                   ) -> list[dict[str, Any]] | None:
+        """The event pair of a file's open→close (or of a commit at fsync). ``removed``: its
+        writes were dropped, the file unlinked or renamed over by this mount first."""
         op = "create" if h.created else ("write" if h.wrote or h.truncated else "read")
         path = h.file_path
         if failure is not None:
@@ -868,9 +966,10 @@ class Operations(pyfuse3.Operations):
         if op == "read":
             return self._pair(h.comm, h.pid, op, path, text=f"read {self._display(path)}")
         if size is not None:
+            saved = self._save_path(h.node) or h.node.path
             return self._pair(h.comm, h.pid, op, path, memory=memory,
-                              text=f"wrote {size} bytes to {self._display(h.node.path)}")
-        if not h.node.attached and h.node.dirty:
+                              text=f"wrote {size} bytes to {self._display(saved)}")
+        if removed:
             return self._pair(h.comm, h.pid, op, path,
                               text=f"{self._display(path)} was removed before it was saved")
         return self._pair(h.comm, h.pid, op, path, text=f"{self._display(path)} unchanged",
@@ -1018,6 +1117,11 @@ class Operations(pyfuse3.Operations):
         node.gen += 1
         node.touch()
         text = f"truncated {self._display(path)} to {size} bytes"
+        if self._save_path(node) is None:
+            # Unlinked here while still open (truncate(2) of /proc/PID/fd/N): POSIX, the open
+            # file changes and nothing is saved.
+            self._emit(self._pair(comm_, pid, "truncate", path, text=text))
+            return
         if node.writers:
             self._emit(self._pair(comm_, pid, "truncate", path,
                                   text=text + " (saved when the file is closed)"))
@@ -1193,7 +1297,7 @@ class Operations(pyfuse3.Operations):
         if h.failure is not None:
             await self._refuse(h)
         node = h.node
-        if node.dirty and node.attached:
+        if node.dirty and self._save_path(node) is not None:
             await self._commit_handle(h)
 
     @_handler
@@ -1203,7 +1307,7 @@ class Operations(pyfuse3.Operations):
             return
         if h.failure is not None:
             raise h.failure
-        if h.node.dirty and h.node.attached:
+        if h.node.dirty and self._save_path(h.node) is not None:
             await self._commit_handle(h)
         # The store commits with synchronous=NORMAL: fsync() is where the data must reach
         # the disk, this file's and every earlier commit's.
@@ -1220,14 +1324,17 @@ class Operations(pyfuse3.Operations):
         node.handles -= 1
         if h.writable:
             node.writers -= 1
+        removed = False
         try:
-            if node.writers == 0 and node.dirty and node.attached and h.failure is None:
+            savable = self._save_path(node) is not None
+            if node.writers == 0 and node.dirty and savable and h.failure is None:
                 # No flush committed (the opener still held a copy at each close).
                 try:
                     await self._commit_handle(h)
                 except _Failure as f:
                     # The kernel ignores release() errors: the event log has to tell.
                     log.warning("%s not saved: %s", node.path, f.text())
+            removed = node.dirty and self._save_path(node) is None
             if node.writers == 0 and node.dirty and (node.attached or not node.handles):
                 # A failed write; or unlinked while open, once nobody holds it any more (until
                 # then the data stays readable through the other descriptors, as POSIX says).
@@ -1243,7 +1350,7 @@ class Operations(pyfuse3.Operations):
                     path = self._display(h.file_path)
                     self.events.emit_pair(h.comm, h.pid, "read", path, text=f"read {path}")
                 else:
-                    self._emit(self._file_pair(h, failure=h.failure))
+                    self._emit(self._file_pair(h, failure=h.failure, removed=removed))
             self.tree.forget_if_unused(node)
 
     # -- handlers: directories ---------------------------------------------------------------
@@ -1271,30 +1378,60 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
         hh = self._history_handles.get(fh)
         if hh is not None:
+            above = self.history.parent_of(hh.node) if self.history is not None else None
+            if not self._reply_dots(token, start_id, hh.node.ino,
+                                    self.root.ino if above is None else above.ino):
+                return
             entries = hh.listing or []
-            for index in range(start_id, len(entries)):
+            for index in range(max(0, start_id - DOTS), len(entries)):
                 e = entries[index]
                 if not pyfuse3.readdir_reply(token, FileNameT(e.name.encode("utf-8")),
-                                             self._history_attrs(e), index + 1):
+                                             self._history_attrs(e), DOTS + index + 1):
                     return
                 e.lookups += 1
             return
         h = self._handles.get(fh)
         if h is None or h.listing is None:
             raise FUSEError(errno.EBADF)
+        node = h.node
+        up = node.parent.ino if node.parent is not None else (
+            self.root_parent_ino or self.root.ino)
+        if not self._reply_dots(token, start_id, node.ino, up):
+            return
         listing = h.listing
-        for index in range(start_id, len(listing)):
+        for index in range(max(0, start_id - DOTS), len(listing)):
             child = listing[index]
             if not child.attached:
                 continue
             if not pyfuse3.readdir_reply(
-                token, FileNameT(child.name.encode("utf-8")), self._attrs(child), index + 1
+                token, FileNameT(child.name.encode("utf-8")), self._attrs(child),
+                DOTS + index + 1,
             ):
                 return
             # pyfuse3 answers READDIRPLUS: each entry counts as a lookup in the kernel.
             child.lookups += 1
+
+    def _reply_dots(self, token: pyfuse3.ReaddirToken, start_id: int, ino: int,
+                    parent_ino: int) -> bool:
+        """Send "." and ".." (those from ``start_id`` on); False when the kernel's buffer is
+        full. The kernel takes only their inode numbers and types from a READDIRPLUS reply: it
+        caches no attributes for them and counts no lookup, so neither does the mount."""
+        if start_id >= DOTS:
+            return True
+        return reply_dots(token, start_id, (ino, self._dot_attrs(ino)),
+                          (parent_ino, self._dot_attrs(parent_ino)))
+
+    def _dot_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
+        node = self.tree.nodes.get(ino)
+        if node is not None:
+            return self._attrs(node)
+        hn = self._hist(ino)
+        if hn is not None:
+            return self._history_attrs(hn)
+        return self._entry(ino, True, 2, 4096, 0, 0)  # outside this tree (a session's root)
 
     @_handler
     async def releasedir(self, fh: FileHandleT) -> None:
@@ -1372,38 +1509,36 @@ class Operations(pyfuse3.Operations):
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
-        async with self._mutex:
-            node = self._child(parent, name)
-            pair: list[dict[str, Any]] | None = None
-            recorded = False
-            try:
+        try:
+            async with self._directory_change() as deadline:
                 self._check_writable()
+                node = self._child(parent, name)
                 if node is None:
                     raise _Failure(errno.ENOENT, f"no file {entry}")
                 if node.is_dir:
                     raise _Failure(errno.EISDIR, f"{entry} is a directory")
+                recorded = False
                 if node.memory is None:
                     pair = self._pair(comm_, pid, "delete", entry,
                                       text=f"deleted {self._display(entry)} (it was never saved)")
                 else:
                     pair = self._pair(comm_, pid, "delete", entry, memory_id=node.memory.id,
                                       text=f"deleted {self._display(entry)}")
-                    await self._events_in_order()
+                    await self._events_in_order(deadline)
                     try:
-                        await self._call(self.store.delete_path, self.store_id, node.path,
-                                         actor=self.actor, events=pair)
+                        await self._call_by(deadline, self.store.delete_path, self.store_id,
+                                            node.path, actor=self.actor, events=pair)
                         recorded = True
                         self._history_saw("delete", node.memory.id, node.path)
                     except errors.NotFound:
                         pass  # deleted elsewhere meanwhile: the file is gone either way
                     except errors.MemfsError as e:
                         raise _Failure.of(e) from None
-            except _Failure as f:
-                self._emit(self._pair(comm_, pid, "delete", entry, failure=f))
-                raise
-            assert node is not None
-            self.tree.detach(node, pin_parent=True)
-            (self._logged if recorded else self._emit)(pair)
+                self.tree.detach(node, pin_parent=True)
+                (self._logged if recorded else self._emit)(pair)
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "delete", entry, failure=f))
+            raise
 
     @_handler
     async def rename(
@@ -1432,22 +1567,23 @@ class Operations(pyfuse3.Operations):
                 comm_, pid, "rename", old_entry, new_path=new_entry, memory=memory,
                 text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}")
 
-        async with self._mutex:
-            src = self._child(old_parent, name_old)
-            try:
+        try:
+            async with self._directory_change() as deadline:
+                src = self._child(old_parent, name_old)
                 events, recorded = await self._rename(src, old_entry, new_parent, name_new,
-                                                      flags, pair)
-            except _Failure as f:
-                self._emit(self._pair(comm_, pid, "rename", old_entry, new_path=new_entry,
-                                      failure=f))
-                raise
-            (self._logged if recorded else self._emit)(events)
+                                                      flags, pair, deadline)
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "rename", old_entry, new_path=new_entry,
+                                  failure=f))
+            raise
+        (self._logged if recorded else self._emit)(events)
 
     async def _rename(
         self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
-        pair: Callable[[Memory | None], list[dict[str, Any]] | None],
+        pair: Callable[[Memory | None], list[dict[str, Any]] | None], deadline: float,
     ) -> tuple[list[dict[str, Any]] | None, bool]:
-        """Rename under the mutex; returns the events and whether the store recorded them."""
+        """Rename under the mutex, waiting for the database until ``deadline``; returns the
+        events and whether the store recorded them."""
         self._check_writable()
         if flags & pyfuse3.RENAME_EXCHANGE:
             raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
@@ -1460,24 +1596,25 @@ class Operations(pyfuse3.Operations):
         if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
             raise _Failure(errno.EEXIST, f"{new_path} exists")
         if src.is_dir:
-            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair)
+            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair,
+                                          deadline)
         if dst is not None and dst.is_dir:
             raise _Failure(errno.EISDIR, f"{new_path} is a directory")
         events = pair(None)
         gen = src.gen
-        await self._events_in_order()
+        await self._events_in_order(deadline)
         try:
             if src.memory is None:
                 # Never committed (a new file not closed yet): its content becomes the
                 # content at the new path in one write, over the memory there if any.
                 data = bytes(await self._data(src))
-                moved = await self._call(self.store.write_path, self.store_id, new_path,
-                                         data, actor=self.actor, events=events)
+                moved = await self._call_by(deadline, self.store.write_path, self.store_id,
+                                            new_path, data, actor=self.actor, events=events)
                 if src.gen == gen:
                     src.dirty = False
             else:
-                moved = await self._call(
-                    self.store.rename_path, self.store_id, old_path, new_path,
+                moved = await self._call_by(
+                    deadline, self.store.rename_path, self.store_id, old_path, new_path,
                     actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
                     events=events)
         except errors.MemfsError as e:
@@ -1496,7 +1633,7 @@ class Operations(pyfuse3.Operations):
 
     async def _rename_dir(
         self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
-        pair: Callable[[Memory | None], list[dict[str, Any]] | None],
+        pair: Callable[[Memory | None], list[dict[str, Any]] | None], deadline: float,
     ) -> tuple[list[dict[str, Any]] | None, bool]:
         if dst is not None:
             if not dst.is_dir:
@@ -1504,10 +1641,10 @@ class Operations(pyfuse3.Operations):
             if dst.children:
                 raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
         events = pair(None)
-        await self._events_in_order()
+        await self._events_in_order(deadline)
         try:
-            moved = await self._call(
-                self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
+            moved = await self._call_by(
+                deadline, self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
                 actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None

@@ -270,6 +270,22 @@ class PgDatabase:
         finally:
             self._local.nowait = False
 
+    @contextmanager
+    def patience(self, seconds: float) -> Iterator[None]:
+        """Within this block, this thread waits for the write lock at most ``seconds``, then
+        raises :class:`Busy`, having changed nothing (as
+        :meth:`memfs.database.Database.patience`)."""
+        previous = getattr(self._local, "deadline", None)
+        self._local.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._local.deadline = previous
+
+    def _own_deadline(self) -> float | None:
+        deadline: float | None = getattr(self._local, "deadline", None)
+        return deadline
+
     def _check_wait(self) -> None:
         if getattr(self._local, "nowait", False):
             raise WouldBlock()
@@ -341,7 +357,19 @@ class PgDatabase:
     def write(self) -> AbstractContextManager[PgConnection]:
         """One write transaction, serialised with every other writer of the database (any
         process): committed when the block ends, rolled back if it raises."""
-        return self._begun("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
+        own = self._own_deadline()
+        if own is None:
+            return self._begun("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
+        return self._write_by(own)
+
+    @contextmanager
+    def _write_by(self, deadline: float) -> Iterator[PgConnection]:
+        """:meth:`write` within :meth:`patience`: the lock wait ends at ``deadline`` (a
+        lock_timeout for this transaction only; 0 would mean none at all)."""
+        ms = max(1, int((deadline - time.monotonic()) * 1000))
+        with self._begun("SELECT set_config('lock_timeout', ?, true)", (f"{ms}ms",)) as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
+            yield conn
 
     def read(self) -> AbstractContextManager[PgConnection]:
         """A consistent snapshot for several reads."""

@@ -56,7 +56,7 @@ from .daemon import (
     _terminate_on_signal,
     snapshot_of,
 )
-from .fs import Operations, actor_for
+from .fs import DOTS, Operations, actor_for, reply_dots
 from .protocol import StoreAPI
 from .store import open_store
 from .toolevents import EventSink
@@ -123,6 +123,7 @@ class SessionOperations(pyfuse3.Operations):
                 raise ValueError(f"bad or repeated store directory name {m.slug!r}")
             self.by_slug[m.slug.encode()] = i
             rebase_tree(m.ops.tree, self.base(i))
+            m.ops.root_parent_ino = SESSION_ROOT
         self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
         self.dir_mode = 0o700 if private else 0o755
         self.timeout = timeout
@@ -272,11 +273,15 @@ class SessionOperations(pyfuse3.Operations):
 
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         if fh == _ROOT_FH:
-            for i in range(start_id, len(self.members)):
+            if not reply_dots(token, start_id, (SESSION_ROOT, self._root_attrs()),
+                              (SESSION_ROOT, self._root_attrs())):
+                return
+            for i in range(max(0, start_id - DOTS), len(self.members)):
                 m = self.members[i]
                 # No lookup count: the store roots are pinned and never forgotten.
                 if not pyfuse3.readdir_reply(token, FileNameT(m.slug.encode()),
-                                             m.ops._attrs(m.ops.root), i + 1):  # noqa: SLF001
+                                             m.ops._attrs(m.ops.root),  # noqa: SLF001
+                                             DOTS + i + 1):
                     return
             return
         ops, local = self._fh(fh)

@@ -912,6 +912,13 @@ class Store:
         :class:`memfs.errors.WouldBlock` first (see :meth:`Database.nowait`)."""
         return self.database.nowait()
 
+    def patience(self, seconds: float) -> AbstractContextManager[None]:
+        """Calls in this block (this thread) wait for the write lock at most ``seconds`` in
+        all, then raise :class:`memfs.errors.Busy`, having changed nothing (see
+        :meth:`Database.patience`)."""
+        patience: AbstractContextManager[None] = self.database.patience(seconds)
+        return patience
+
     def close(self) -> None:
         self.closed = True
         self.database.close()

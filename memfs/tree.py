@@ -94,6 +94,11 @@ class Node:
     #: Directories: kept although empty (made by mkdir, or emptied by this mount).
     pinned: bool = False
     attached: bool = True
+    #: Files: taken out of the tree by a change made elsewhere (deleted, or its path taken)
+    #: while open for writing: the path it had, where its writes are still saved (the last
+    #: close wins, SPEC §2). None for a file this mount unlinked or renamed over (POSIX: its
+    #: unsaved writes are dropped).
+    save_at: str | None = None
     mtime_ns: int = field(default_factory=time.time_ns)
     ctime_ns: int = 0
 
@@ -256,8 +261,9 @@ class Tree:
     # -- shape -----------------------------------------------------------------------------
 
     def detach(self, node: Node, *, notify: bool = False, pin_parent: bool = False) -> None:
-        """Take a node (and its subtree) out of the tree. With ``notify`` the kernel is told
-        (for changes it did not make itself)."""
+        """Take a node (and its subtree) out of the tree. With ``notify`` the change was made
+        elsewhere: the kernel is told, and a file open for writing keeps the path it had
+        (:attr:`Node.save_at`)."""
         parent = node.parent
         if not node.attached or parent is None:
             return
@@ -272,6 +278,8 @@ class Tree:
             self.stale_entries.append((parent.ino, node.name, node.ino))
         for sub in self.subtree(node):
             sub.attached = False
+            if notify and not sub.is_dir and (sub.dirty or sub.writers):
+                sub.save_at = sub.path  # the parent links are kept: still the path it had
             self.forget_if_unused(sub)
 
     def place(self, node: Node, parent: Node, name: str) -> None:
@@ -285,6 +293,7 @@ class Tree:
         parent.children[name] = node
         for sub in self.subtree(node):
             sub.attached = True
+            sub.save_at = None
             self.nodes[sub.ino] = sub
             if sub.memory is not None:
                 self.by_memory[sub.memory.id] = sub
@@ -331,7 +340,18 @@ class Tree:
             node.dirty = False
             self.stale_inodes.append(node.ino)  # the page cache may hold the refused data
             if node.memory is None and node.attached:
-                self.detach(node, notify=True)
+                parent = node.parent
+                assert parent is not None
+                self.detach(node)  # this mount's own change: nothing left to save
+                self.stale_entries.append((parent.ino, node.name, node.ino))
+
+    def restore(self, node: Node, m: Memory, seq: int) -> None:
+        """A file detached by a change made elsewhere was saved at its path
+        (:attr:`Node.save_at`) as ``m``: it is that memory's file again, there, in place of
+        whatever the tree holds at that path now."""
+        self.set_memory(node, m, seq)
+        self.attach_memory(m, seq)
+        self.stale_inodes.append(node.ino)  # its link count and attributes are back
 
     # -- changes made elsewhere ----------------------------------------------------------------
 
@@ -396,7 +416,9 @@ class Tree:
         live = {m.id for m in tree}
         emptied: list[Node] = []
         for memory_id, node in list(self.by_memory.items()):
-            if memory_id not in live and node.attached:
+            # A state newer than ``seq`` is this mount's own commit, made after ``tree`` was
+            # read: kept (a deletion after it comes with the feed).
+            if memory_id not in live and node.attached and node.seq <= seq:
                 self.remove_deleted(node, emptied)
         for m in tree:
             self.apply_put(m, seq, emptied)

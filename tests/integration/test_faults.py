@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,85 @@ def test_the_mount_answers_while_another_process_holds_the_write_lock(setup, db)
         writer.join(timeout=60)
     assert writer_done and writer_done[0] >= 2.0  # it did wait, and then it was saved
     assert store.get_memory_by_path(sid, "/new.md").content == "new"
+
+
+def _spawned_ms(*cmd: str | Path) -> float:
+    """Milliseconds a freshly spawned command takes (it must succeed)."""
+    t = time.monotonic()
+    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
+    return (time.monotonic() - t) * 1000
+
+
+def test_a_foreign_write_lock_never_makes_a_lookup_or_listing_wait(open_store, mounter, db):
+    """Issue 19 B: two mounts of one store, a writer in each, a third process holding the write
+    lock. An unlink or rename runs with its directory locked by the kernel, so while one waited
+    for the database every lookup of a name not cached yet and every listing of that directory
+    waited with it: a spawned `stat` or `ls -l` took the whole lock time. Now such a request
+    gives up on the lock after a moment (EBUSY, nothing changed, the failure logged) and the
+    directory is free again; the closes of the writers still wait, and are saved."""
+    store = open_store()
+    sid = store.create_store("shared").id
+    for name in ("gone.md", "from.md", *(f"untouched{k}.md" for k in range(2))):
+        store.create_memory(sid, f"/{name}", name, actor=None)
+    mounts = [mounter(sid, name=f"m{k}") for k in range(2)]
+    holder = _hold_write_lock(db, 4.0)
+    outcome: dict[str, object] = {}
+
+    def attempt(what: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+            outcome[what] = "done"
+        except OSError as e:
+            outcome[what] = e.errno
+
+    threads = [
+        threading.Thread(target=attempt, args=("unlink", lambda: os.unlink(
+            mounts[0].root / "gone.md"))),
+        threading.Thread(target=attempt, args=("rename", lambda: os.rename(
+            mounts[1].root / "from.md", mounts[1].root / "to.md"))),
+        *(threading.Thread(target=attempt, args=(f"write{k}", lambda k=k: (
+            mounts[k].root / f"written{k}.md").write_text("saved once the lock is gone")))
+          for k in range(2)),
+    ]
+    timings: dict[str, float] = {}
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(0.3)  # the unlink and the rename are now in flight, waiting for the lock
+        probes: dict[str, tuple[str | Path, ...]] = {}
+        for k, m in enumerate(mounts):
+            probes[f"stat m{k}"] = ("stat", m.root / f"untouched{k}.md")  # never looked up
+            probes[f"ls -l m{k}"] = ("ls", "-l", m.root)
+
+        def probe(what: str) -> None:
+            timings[what] = _spawned_ms(*probes[what])
+
+        spawned = [threading.Thread(target=probe, args=(what,)) for what in probes]
+        for t in spawned:
+            t.start()
+        for t in spawned:
+            t.join(timeout=30)
+    finally:
+        holder.wait(timeout=30)
+        for t in threads:
+            t.join(timeout=60)
+    print("\nspawned while another process held the write lock: " + ", ".join(
+        f"{what} {ms:.0f} ms" for what, ms in timings.items()))
+    assert max(timings.values()) < 1000, timings
+    # What gave up changed nothing, and says so; the writes waited and were saved.
+    assert outcome == {"unlink": errno.EBUSY, "rename": errno.EBUSY,
+                       "write0": "done", "write1": "done"}, outcome
+    assert sorted(x.path for x in store.tree(sid)) == [
+        "/from.md", "/gone.md", "/untouched0.md", "/untouched1.md", "/written0.md",
+        "/written1.md"]
+    assert (mounts[0].root / "gone.md").read_text() == "gone.md"
+    assert (mounts[1].root / "from.md").read_text() == "from.md"
+    use, res = mounts[0].wait_pair("delete", mounts[0].root / "gone.md")
+    assert res["is_error"] is True and res["content"][0]["text"].startswith("EBUSY")
+    # Once the lock is gone they work again.
+    os.unlink(mounts[0].root / "gone.md")
+    os.rename(mounts[1].root / "from.md", mounts[1].root / "to.md")
+    assert "/gone.md" not in {x.path for x in store.tree(sid)}
 
 
 # -- 2. open files outlive their name -------------------------------------------------------

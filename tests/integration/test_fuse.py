@@ -101,6 +101,32 @@ def test_shell_tools(setup):
     assert ops_of(store, sid, "/t.md") == ["created"]
 
 
+def test_ls_a_lists_dot_and_dotdot(setup):
+    """`ls -a` shows "." and ".." in every directory of the mount (the tree's and
+    ``.history``'s), with their inode numbers; the listing's event counts real entries."""
+    store, sid, m = setup
+    r = m.root
+    sh("mkdir -p d/e && echo x > d/f.md", r)
+
+    def dots(path: Path) -> dict[str, int]:
+        out = sh(f"ls -ai1 '{path}'", r).stdout.split("\n")
+        inos = {name: int(ino) for ino, name in (ln.split(None, 1) for ln in out if ln)}
+        return {k: v for k, v in inos.items() if k in (".", "..")}
+
+    hist = r / ".history"
+    for d in (r, r / "d", r / "d" / "e", hist, hist / "d"):
+        # (The mount root's ".." is the directory it is mounted in: ls stats that one.)
+        assert dots(d) == {".": os.stat(d).st_ino, "..": os.stat(d / "..").st_ino}, d
+    root_ino = os.stat(r).st_ino
+    assert dots(r / "d")[".."] == dots(hist)[".."] == root_ino
+    assert sh("ls -a d", r).stdout.split() == [".", "..", "e", "f.md"]
+    _, res = m.wait_pair("list", r / "d", name="ls")
+    assert res["content"][0]["text"] == f"listed {r / 'd'}: 2 entries"
+    # Walking up through ".." still works everywhere.
+    assert os.path.samefile(r / "d" / "e" / ".." / "..", r)
+    assert os.path.samefile(hist / "d" / ".." / "..", r)
+
+
 def test_tar_extract(setup, tmp_path):
     store, sid, m = setup
     tar_path = tmp_path / "in.tar"

@@ -148,6 +148,36 @@ def test_api_changes_are_pushed_to_remote_and_local_mounts(sdk, mounts, capsys):
     assert max(latency["remote"]) < VISIBLE_WITHIN
 
 
+def test_a_close_after_a_delete_elsewhere_stores_the_file(sdk, mounts):
+    """Issue 19 A on real mounts, made deterministic: between a descriptor's write and its
+    close, the memory is deleted through the API and the mount shows it gone. The close that
+    returns 0 has stored the bytes (the memory made again: the last close wins), and the mount
+    shows the file again."""
+    s = sdk.beta.memory_stores.create(name="deleted-while-written")
+    mems = sdk.beta.memory_stores.memories
+    for kind, remote in (("remote", True), ("local", False)):
+        mnt = mounts(s.id, name=kind, remote=remote)
+        old = mems.create(s.id, path=f"/{kind}.md", content="old")
+        f = mnt.root / f"{kind}.md"
+        _until(lambda f=f: _read(f) == "old", deadline=5)
+        fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, b"written before the delete")
+            mems.delete(old.id, memory_store_id=s.id)
+            _until(lambda f=f: not f.exists(), deadline=5)  # the feed took it out of the mount
+            os.write(fd, b", and after")
+        finally:
+            os.close(fd)  # raises if the close failed
+        now = {x.path: x for x in mems.list(s.id)}
+        assert f"/{kind}.md" in now, kind
+        got = mems.retrieve(now[f"/{kind}.md"].id, memory_store_id=s.id)
+        assert got.content == "written before the delete, and after", kind
+        assert _read(f) == got.content, kind
+        use, res = mnt.wait_pair("write", f)
+        assert res["content"][0]["text"] == f"wrote 36 bytes to {f}", kind
+        assert res["memory_id"] == got.id, kind
+
+
 def test_remote_mount_latency_of_changes_made_by_another_process(sdk, mounts):
     """What a local mount (another process) writes reaches a remote mount through the
     server, which wakes on the database changing (issue 12): p50/p99 over 200 changes."""

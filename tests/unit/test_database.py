@@ -438,3 +438,40 @@ def test_a_write_into_the_copy_by_another_process_survives_our_close(db_path, tm
     seen = _seen_by_another_process(db_path)
     assert seen["check"] == ["ok"]
     assert "theirs:/late.md" in seen["memories"] and len(seen["memories"]) == 6
+
+def test_patience_bounds_every_wait_for_the_write_lock(db_path):
+    """Store.patience: another process's write lock, or this process's writer busy in another
+    thread, is waited for only that long; then Busy, and nothing was written."""
+    store = Store(db_path)
+    sid = store.create_store("s").id
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        t = time.monotonic()
+        with store.patience(0.2), pytest.raises(errors.Busy):
+            store.write_path(sid, "/a.md", "a", actor=None)
+        assert 0.2 <= time.monotonic() - t < 1.0
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    held, release = threading.Event(), threading.Event()
+
+    def hold_our_writer() -> None:
+        with store.database.write():
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_our_writer)
+    holder.start()
+    try:
+        assert held.wait(10)
+        t = time.monotonic()
+        with store.patience(0.2), pytest.raises(errors.Busy):
+            store.write_path(sid, "/a.md", "a", actor=None)
+        assert 0.2 <= time.monotonic() - t < 1.0
+    finally:
+        release.set()
+        holder.join()
+    assert store.tree(sid) == []
+    store.write_path(sid, "/a.md", "a", actor=None)  # without patience, and unlocked: saved
+    store.close()

@@ -451,21 +451,49 @@ async def test_xattrs_and_refused_node_types(fs, store):
 
 
 async def test_readdir_lists_children(fs, monkeypatch):
+    """Every directory lists "." and ".." first (with their inode numbers; the kernel counts
+    no lookup for them, so neither does the mount), then its entries; offsets stay stable and
+    the event counts the real entries only."""
     ops, _ = fs
-    await write_file(ops, ROOT, b"b.md", b"b")
-    await ops.mkdir(ROOT, b"a", 0o40755, CTX)
+    b = await write_file(ops, ROOT, b"b.md", b"b")
+    a = (await ops.mkdir(ROOT, b"a", 0o40755, CTX)).st_ino
+    inner = await write_file(ops, a, b"c.md", b"c")
     seen = []
+    room = [99]
 
     def reply(token, name, attr, next_id):
-        seen.append((name, stat.S_ISDIR(attr.st_mode), next_id))
+        if not room[0]:
+            return False  # the kernel's buffer is full: this entry is not sent
+        room[0] -= 1
+        seen.append((name, attr.st_ino, stat.S_ISDIR(attr.st_mode), next_id))
         return True
 
     monkeypatch.setattr(pyfuse3, "readdir_reply", reply)
+    lookups = {ino: ops.tree.nodes[ino].lookups for ino in (ROOT, a, b, inner)}
     fh = await ops.opendir(ROOT, CTX)
     await ops.readdir(fh, 0, None)
+    assert seen == [(b".", ROOT, True, 1), (b"..", ROOT, True, 2), (b"a", a, True, 3),
+                    (b"b.md", b, False, 4)]
+    seen.clear()
+    room[0] = 1
+    await ops.readdir(fh, 1, None)  # resumed after "."; one entry fits
+    room[0] = 99
+    await ops.readdir(fh, 2, None)
+    await ops.readdir(fh, 4, None)  # at the end
+    assert [(n, i) for n, i, _, _ in seen] == [(b"..", ROOT), (b"a", a), (b"b.md", b)]
     await ops.releasedir(fh)
-    assert seen == [(b"a", True, 1), (b"b.md", False, 2)]
     assert events(ops)[-1]["content"][0]["text"] == "listed /mnt/memory/t: 2 entries"
+    seen.clear()
+    fh = await ops.opendir(a, CTX)
+    await ops.readdir(fh, 0, None)
+    await ops.releasedir(fh)
+    assert [(n, i, off) for n, i, _, off in seen] == [
+        (b".", a, 1), (b"..", ROOT, 2), (b"c.md", inner, 3)]
+    assert events(ops)[-1]["content"][0]["text"] == "listed /mnt/memory/t/a: 1 entry"
+    # Each entry the kernel was sent counts as a lookup (READDIRPLUS); "." and ".." do not.
+    after = {ino: ops.tree.nodes[ino].lookups for ino in lookups}
+    assert after == {ROOT: lookups[ROOT], a: lookups[a] + 2, b: lookups[b] + 2,
+                     inner: lookups[inner] + 1}
 
 
 async def test_changes_made_elsewhere_update_the_tree(fs, store):
@@ -891,3 +919,51 @@ def test_tool_pair_rows_are_the_json_of_tool_pair(monkeypatch):
         assert [r[3] for r in rows] == [json.dumps(e, ensure_ascii=False) for e in pair]
         assert [r[:3] for r in rows] == [(e["id"], e["type"], e["processed_at"]) for e in pair]
         assert rows[0][2] == "2025-12-01T08:32:18.123456Z"
+
+
+async def test_an_unlink_or_rename_gives_up_on_a_foreign_write_lock(fs, store, db_path):
+    """Issue 19 B: the kernel runs unlink and rename with the directory locked, so they wait
+    for another process's write lock only DIRECTORY_PATIENCE seconds: then EBUSY, the file
+    where it was, the failure logged; and a close waiting for the lock keeps the mutex only
+    that long from them too."""
+    import sqlite3
+    import time
+
+    import trio
+
+    from memfs.fs import DIRECTORY_PATIENCE
+
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"a")
+    await ops.mkdir(ROOT, b"d", 0o40755, CTX)
+    await write_file(ops, (await ops.lookup(ROOT, b"d", CTX)).st_ino, b"b.md", b"b")
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        for attempt in (ops.unlink(ROOT, b"a.md", CTX),
+                        ops.rename(ROOT, b"a.md", ROOT, b"moved.md", 0, CTX),
+                        ops.rename(ROOT, b"d", ROOT, b"e", 0, CTX)):
+            t = time.monotonic()
+            await raises(errno.EBUSY, attempt)
+            assert DIRECTORY_PATIENCE <= time.monotonic() - t < DIRECTORY_PATIENCE + 0.5
+        info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+        await ops.write(info.fh, 0, b"a2")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.flush, info.fh)  # waits for the lock, holding the mutex
+            await trio.sleep(0.1)
+            t = time.monotonic()
+            await raises(errno.EBUSY, ops.unlink(ROOT, b"a.md", CTX))
+            assert time.monotonic() - t < DIRECTORY_PATIENCE + 0.5
+            other.execute("ROLLBACK")
+        await ops.release(info.fh)
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()
+    assert sorted(m.path for m in store.tree(sid)) == ["/a.md", "/d/b.md"]
+    assert store.get_memory_by_path(sid, "/a.md").content == "a2"  # the close waited
+    assert (await ops.lookup(ROOT, b"a.md", CTX)).st_ino == ino
+    failed = [r["content"][0]["text"] for r in events(ops) if r.get("is_error")]
+    assert len(failed) == 4 and all(t.startswith("EBUSY") for t in failed), failed
+    await ops.unlink(ROOT, b"a.md", CTX)  # the lock is gone: it works again
+    assert [m.path for m in store.tree(sid)] == ["/d/b.md"]

@@ -200,7 +200,7 @@ async def listdir(ops, ino: int, monkeypatch) -> list[str]:
     fh = await ops.opendir(ino, CTX)
     await ops.readdir(fh, 0, None)
     await ops.releasedir(fh)
-    return [n.decode() for n, _ in seen]
+    return [n.decode() for n, _ in seen if n not in (b".", b"..")]
 
 
 async def test_root_hides_history_and_lookup_finds_it(store, tmp_path, monkeypatch) -> None:
@@ -375,3 +375,34 @@ async def test_versions_and_deletions_are_read_page_by_page(tmp_path) -> None:
         assert [await h.content(f) for f in files] == [str(i).encode() for i in range(8)]
     finally:
         s.close()
+
+
+async def test_history_listings_have_dot_and_dotdot(store, tmp_path, monkeypatch) -> None:
+    """``.history`` and each directory in it list "." and ".." first, with their inode numbers
+    (``.history``'s ".." is the mount root), counted as no lookup; the event counts the
+    versions and directories only."""
+    ops, _ = make_ops(store, tmp_path)
+    await write_file(ops, ROOT, b"n.md", b"x")
+    assert ops.history is not None
+    hist = (await ops.lookup(ROOT, HISTORY.encode(), CTX)).st_ino
+    d = (await ops.lookup(hist, b"n.md", CTX)).st_ino
+    nodes = ops.history.nodes
+    before = (nodes[hist].lookups, nodes[d].lookups, ops.root.lookups)
+    seen = replies(monkeypatch)
+    fh = await ops.opendir(hist, CTX)
+    await ops.readdir(fh, 0, None)
+    await ops.releasedir(fh)
+    assert [(n, a.st_ino) for n, a in seen] == [(b".", hist), (b"..", ROOT), (b"n.md", d)]
+    seen.clear()
+    fh = await ops.opendir(d, CTX)
+    await ops.readdir(fh, 0, None)
+    await ops.readdir(fh, 2, None)  # resumed after "..": the version again, nothing else
+    await ops.releasedir(fh)
+    names = [n for n, _ in seen]
+    assert names[:2] == [b".", b".."] and len(names) == 4 and names[2] == names[3]
+    assert [a.st_ino for _, a in seen[:2]] == [d, hist]
+    assert (nodes[hist].lookups, nodes[d].lookups, ops.root.lookups) == (
+        before[0], before[1] + 1, before[2])
+    texts = [e["content"][0]["text"] for e in events(ops) if e["type"] == "agent.tool_result"]
+    assert "listed /mnt/memory/t/.history: 1 entry" in texts
+    assert "listed /mnt/memory/t/.history/n.md: 1 entry" in texts

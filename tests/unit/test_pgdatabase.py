@@ -176,3 +176,33 @@ def test_a_role_that_cannot_create_the_schema_is_one_line_without_the_password(p
     finally:
         pg_cluster.drop_database(name)
         pg_cluster.admin("DROP ROLE weak")
+
+
+def test_patience_bounds_the_wait_for_the_write_lock(pg_cluster):
+    """Store.patience on PostgreSQL: the advisory write lock held by another replica is
+    waited for only that long (a lock_timeout for that transaction), then Busy."""
+    import time
+
+    import psycopg
+
+    from memfs import pgdatabase
+    from memfs.errors import Busy
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    s = Store(pg_cluster.url(name), limits=Limits())
+    try:
+        sid = s.create_store("n").id
+        with psycopg.connect(pg_cluster.url(name)) as other:
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (pgdatabase.WRITE_LOCK_KEY,))
+            t = time.monotonic()
+            with s.patience(0.3), pytest.raises(Busy):
+                s.create_memory(sid, "/a.md", "x", actor=None)
+            assert 0.25 <= time.monotonic() - t < 2.0
+        s.create_memory(sid, "/a.md", "x", actor=None)
+        with s.patience(0.3):  # the lock_timeout was for that transaction only
+            s.create_memory(sid, "/b.md", "x", actor=None)
+        assert sorted(m.path for m in s.tree(sid)) == ["/a.md", "/b.md"]
+    finally:
+        s.close()
+        pg_cluster.drop_database(name)

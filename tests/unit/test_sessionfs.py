@@ -94,7 +94,11 @@ async def test_the_root_lists_the_stores_each_with_its_own_inode_range(session):
     root = await sops.getattr(ROOT, CTX)
     assert root.st_ino == ROOT and root.st_mode & 0o170000 == 0o040000
     got = await listing(sops, ROOT)
+    assert got[:2] == [(b".", ROOT), (b"..", ROOT)]
+    got = got[2:]
     assert [n for n, _ in got] == [b"notes", b"docs", b"extra"]
+    # A store's root: its ".." is the session's root.
+    assert (await listing(sops, got[0][1]))[:2] == [(b".", got[0][1]), (b"..", ROOT)]
     for i, (name, ino) in enumerate(got):
         assert ino == (i + 1) << INODE_SHIFT
         assert (await sops.lookup(ROOT, name, CTX)).st_ino == ino
@@ -112,7 +116,7 @@ async def test_writes_in_one_store_never_appear_in_another(session, store):
     assert ino >> INODE_SHIFT == 1
     assert store.get_memory_by_path(notes.ops.store_id, "/a.md").content == "in notes"
     await raises(errno.ENOENT, sops.lookup(extra.ops.root.ino, b"a.md", CTX))
-    assert [n for n, _ in await listing(sops, extra.ops.root.ino)] == [b"seed.md"]
+    assert [n for n, _ in await listing(sops, extra.ops.root.ino)][2:] == [b"seed.md"]
     # Same name in the other store: its own memory, its own content.
     other = await write(sops, extra.ops.root.ino, b"a.md", b"in extra")
     assert other != ino and other >> INODE_SHIFT == 3
