@@ -325,6 +325,10 @@ class _Handle:
     created: bool = False
     wrote: bool = False
     truncated: bool = False
+    #: Written (write, ftruncate) through this handle: its close commits, whoever else holds
+    #: the file. A handle that only opened it (an O_TRUNC, a create) commits at the last
+    #: close of a writer (SPEC §2).
+    changed: bool = False
     file_path: str = ""
     failure: _Failure | None = None
     #: A tool event pair was logged for this handle (by a commit at flush or fsync).
@@ -1098,7 +1102,7 @@ class Operations(pyfuse3.Operations):
             h.failure = f
             raise
         _resize(await self._buffer(node), size)
-        node.dirty = h.truncated = True
+        node.dirty = h.truncated = h.changed = True
         node.gen += 1
         node.touch()
 
@@ -1284,7 +1288,7 @@ class Operations(pyfuse3.Operations):
         node.dirty = True
         node.gen += 1
         node.touch()
-        h.wrote = True
+        h.wrote = h.changed = True
         return len(buf)
 
     @_handler
@@ -1297,6 +1301,8 @@ class Operations(pyfuse3.Operations):
         if h.failure is not None:
             await self._refuse(h)
         node = h.node
+        if not h.changed and node.writers > 1:
+            return  # nothing written through it: the writes of the others commit at theirs
         if node.dirty and self._save_path(node) is not None:
             await self._commit_handle(h)
 

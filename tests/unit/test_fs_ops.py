@@ -967,3 +967,32 @@ async def test_an_unlink_or_rename_gives_up_on_a_foreign_write_lock(fs, store, d
     assert len(failed) == 4 and all(t.startswith("EBUSY") for t in failed), failed
     await ops.unlink(ROOT, b"a.md", CTX)  # the lock is gone: it works again
     assert [m.path for m in store.tree(sid)] == ["/d/b.md"]
+
+
+async def test_a_descriptor_that_did_not_write_commits_nothing_while_another_is_open(fs, store):
+    """SPEC §2: a close commits for a descriptor that wrote, and the last close commits a
+    pending create or O_TRUNC. Here one descriptor truncates at open, another (opened for
+    writing, never written) closes first: nothing is committed until the truncating one
+    closes (test_stateful's model found the close of the second committing the first's
+    O_TRUNC)."""
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"old")
+    trunc = await ops.open(ino, os.O_RDWR | os.O_TRUNC, CTX)
+    idle = await ops.open(ino, os.O_RDWR, CTX)
+    await ops.flush(idle.fh)
+    await ops.release(idle.fh)
+    assert store.get_memory_by_path(sid, "/a.md").content == "old"
+    assert len(versions(store, sid)) == 1
+    await ops.flush(trunc.fh)  # the last one: its O_TRUNC is saved now
+    await ops.release(trunc.fh)
+    assert store.get_memory_by_path(sid, "/a.md").content == ""
+    # And one that wrote commits at its own close, whoever else holds the file.
+    writer = await ops.open(ino, os.O_RDWR, CTX)
+    other = await ops.open(ino, os.O_RDWR, CTX)
+    await ops.write(writer.fh, 0, b"new")
+    await ops.flush(writer.fh)
+    await ops.release(writer.fh)
+    assert store.get_memory_by_path(sid, "/a.md").content == "new"
+    await ops.flush(other.fh)
+    await ops.release(other.fh)
+    assert [v.operation for v in versions(store, sid)] == ["created", "modified", "modified"]
