@@ -21,7 +21,7 @@ def routes(console: Console) -> list[BaseRoute]:
     async def signin(request: Request) -> Response:
         request.state.user = None
         next_ = _safe_next(request.query_params.get("next"))
-        if request.method == "GET":
+        if request.method in ("GET", "HEAD"):  # HEAD: the same answer (no body is sent)
             if console.user(request) is not None:
                 return RedirectResponse(next_, status_code=303)
             return console.render(request, "signin.html", next=next_, error=None)

@@ -112,7 +112,9 @@ class Console:
     def new_cookie(self, key: str) -> str | None:
         """The cookie value for a sign-in with ``key``, None if it is not a server key."""
         kid = api_key_id(key)
-        if not hmac.compare_digest(self.keys.get(kid, ""), key):
+        secret = self.keys.get(kid)
+        # Not the empty key either: hmac.compare_digest("", "") holds, and "" is no key.
+        if not key or secret is None or not hmac.compare_digest(secret, key):
             return None
         return self.sign(kid, int(time.time()) + SESSION_SECONDS, secrets.token_hex(16))
 

@@ -191,3 +191,50 @@ def test_a_live_refresh_does_not_use_up_the_message_of_the_last_post(browser, st
     r = browser.get(page)
     assert "saved /plan.md" in r.text
     assert browser.get(page).text.count("saved /plan.md") == 0  # shown once
+
+
+@pytest.mark.parametrize("data", [{"api_key": ""}, {"api_key": "   "}, {}, {"next": "/"}])
+def test_sign_in_with_an_empty_key_is_refused_not_a_500(browser, data):
+    """What an empty form sends (``api_key=``), or no field at all: the key id of "" is no
+    server key's, and the lookup of its secret raised KeyError (issue 19)."""
+    r = browser.post("/signin", data=data)
+    assert r.status_code == 401 and "text/html" in r.headers["content-type"]
+    assert web.COOKIE not in r.headers.get("set-cookie", "")
+
+
+def test_head_of_the_sign_in_page_answers_like_get(browser):
+    get, head = browser.get("/signin"), browser.head("/signin")
+    assert (head.status_code, head.content) == (get.status_code, b"")
+    assert head.headers["content-type"] == get.headers["content-type"]
+
+
+def response_status(app, path: str, headers: list[tuple[bytes, bytes]]) -> int:
+    """The status a GET is answered with, without waiting for its body (a live feed never
+    ends: the TestClient would wait for ever)."""
+    path, _, query = path.partition("?")
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": query.encode(), "root_path": "", "client": ("127.0.0.1", 1),
+             "server": ("console.test", 80), "headers": [(b"host", b"console.test"), *headers]}
+    status: list[int] = []
+
+    async def run() -> None:
+        sent = False
+
+        async def receive():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await trio.sleep_forever()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+                scope_.cancel()
+
+        with trio.CancelScope() as scope_, trio.fail_after(10):
+            await app(scope, receive, send)
+
+    trio.run(run)
+    return status[0]
