@@ -63,7 +63,7 @@ from .console import create_console
 from .health import PATHS as HEALTH_PATHS
 from .health import Health
 from .models import Actor, Memory, MemoryVersion
-from .rules import api_key_id, slugify
+from .rules import api_key_id, parse_int, slugify
 from .store import TOOL_EVENT_TYPES, UNSET, Store
 
 log = logging.getLogger(__name__)
@@ -274,10 +274,10 @@ class _Query:
         value = self.params.get(name)
         if value is None or value == "":
             return default
-        try:
-            return int(value)
-        except ValueError:
-            raise errors.InvalidRequest(f"{name} must be an integer, not {value!r}") from None
+        number = parse_int(value)
+        if number is None:
+            raise errors.InvalidRequest(f"{name} must be an integer, not {value[:40]!r}")
+        return number
 
     def flag(self, name: str, default: bool) -> bool:
         value = self.params.get(name)
@@ -1153,11 +1153,10 @@ def _after(c: Call) -> int | None:
     if after is None:
         last_id = c.request.headers.get("last-event-id")  # an SSE client reconnecting
         if last_id:
-            try:
-                after = int(last_id)
-            except ValueError:
+            after = parse_int(last_id)
+            if after is None:
                 raise errors.InvalidRequest(
-                    f"Last-Event-ID must be a change seq, not {last_id!r}") from None
+                    f"Last-Event-ID must be a change seq, not {last_id[:40]!r}")
     if after is not None and after < 0:
         raise errors.InvalidRequest("after must be a change seq (>= 0)")
     return after

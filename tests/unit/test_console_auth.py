@@ -4,8 +4,10 @@ nothing a browser or an attacker can send gets past sign-in, the CSRF check, or 
 from __future__ import annotations
 
 import time
+import urllib.parse
 
 import pytest
+import trio
 from starlette.testclient import TestClient
 
 from memfs.api import create_app
@@ -238,3 +240,25 @@ def response_status(app, path: str, headers: list[tuple[bytes, bytes]]) -> int:
 
     trio.run(run)
     return status[0]
+
+
+@pytest.mark.parametrize("expires", ["9" * 5000, "²", "١٢٣٤٥٦٧٨٩٠", "1_000", " 1"])
+def test_a_crafted_expiry_in_the_cookie_signs_in_nobody(app, expires):
+    """A key id is public (every version's created_by), so anyone can forge the cookie's
+    shape: an expiry of over 4,300 digits, or a Unicode digit, passed ``isdigit()`` and broke
+    ``int()`` on every page (issue 19)."""
+    value = f"{web.api_key_id(KEY)}.{expires}.abc.{'0' * 64}"
+    # The header's bytes as a browser may send them (Starlette reads them as latin-1).
+    cookie = f"{web.COOKIE}={value}".encode("latin-1" if max(value) <= "\xff" else "utf-8")
+    for path in ("/stores", "/signin", "/nope"):
+        assert response_status(app, path, [(b"cookie", cookie)]) in (200, 303, 404), path
+
+
+@pytest.mark.parametrize("after", ["9" * 5000, "²", "١٢", "99999999999999999999999", "-1"])
+def test_a_crafted_position_of_the_live_feed_is_400_not_500(app, browser, store, after):
+    signed_in(browser)
+    cookie = f"{web.COOKIE}={browser.cookies.get(web.COOKIE)}".encode()
+    sid = store.create_store("s").id
+    for headers in ([], [(b"last-event-id", after.encode())]):
+        url = f"/stores/{sid}/live" + ("" if headers else "?after=" + urllib.parse.quote(after))
+        assert response_status(app, url, [(b"cookie", cookie), *headers]) == 400, headers

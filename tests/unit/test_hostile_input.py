@@ -413,3 +413,23 @@ def test_path_operations_refuse_lone_surrogates_in_their_events(store, op):
     assert len(store.list_versions(sid).data) == len(before)
     # And a good pair (non-ASCII included) is stored as given.
     calls[op](_tool_pair_with("schrieb 3 Bytes – ok"))
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "²", "١٢", "99999999999999999999999", "1_0",
+                                   " 1", "+1", "0x10"])
+def test_integers_of_the_query_and_last_event_id_are_ascii_and_64_bit(client, store, value):
+    """A Unicode digit (``int('١٢')`` is 12), 5,000 digits (``int()`` raises past 4,300) or
+    more than 64 bits (the database's integers) is 400 wherever a client sends an integer
+    (issue 19)."""
+    sid = store.create_store("s").id
+    for url in (f"/v1/memory_stores/{sid}/changes?after=", "/v1/memory_stores?limit=",
+                f"/v1/memory_stores/{sid}/memories?depth=", "/v1/agents/agent_x?version="):
+        r = client.get(url + value)
+        assert_400(r)
+    # A header's bytes as a client may send them (read as latin-1 by the server).
+    header = {"last-event-id": value.encode("latin-1" if max(value) <= "\xff" else "utf-8")}
+    r = client.get(f"/v1/memory_stores/{sid}/changes", headers=header)
+    assert_400(r)
+    # HEAD: the status of the stream without following it (a valid position streams for ever)
+    r = client.head(f"/v1/memory_stores/{sid}/changes/stream", headers=header)
+    assert r.status_code == 400
