@@ -55,4 +55,4 @@ def create_console(
                         name="static"))
     app = Starlette(routes=routes, exception_handlers=web.exception_handlers(console))
     app.state.console = console
-    return app
+    return web.SecurityHeaders(app)

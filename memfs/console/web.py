@@ -31,11 +31,12 @@ import anyio.to_thread
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
-from starlette.datastructures import UploadFile
+from starlette.datastructures import MutableHeaders, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import errors
 from ..models import Actor
@@ -164,6 +165,50 @@ class Console:
         message = exc.message if isinstance(exc, errors.MemfsError) else "internal error"
         return self.render(request, "error.html", status=status, status_code=status,
                            message=message)
+
+
+#: The Console's own script and stylesheet only, never framed, forms only to itself (issue
+#: 19: a page on another port of the same host framed the signed-in Console; SameSite
+#: cookies do not tell ports apart). ``img-src`` allows data: for a memory's inline images.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "object-src 'none'"
+)
+#: Every Console answer carries these. ``same-origin``, not ``no-referrer``: with the latter a
+#: browser sends ``Origin: null`` on a form's POST, which the CSRF check refuses.
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+}
+
+
+class SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every answer of the Console, and ``Cache-Control``:
+    ``no-store`` for its pages (they show memories; nothing of them stays in a cache after
+    sign-out), ``no-cache`` for its static files (revalidated, so an upgrade shows at once);
+    an answer that sets its own (a live feed: ``no-cache``) keeps it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cache = "no-cache" if scope.get("path", "").startswith("/static/") else "no-store"
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+                headers.setdefault("cache-control", cache)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def redirect(url: str, flash: str | None = None) -> RedirectResponse:

@@ -262,3 +262,28 @@ def test_a_crafted_position_of_the_live_feed_is_400_not_500(app, browser, store,
     for headers in ([], [(b"last-event-id", after.encode())]):
         url = f"/stores/{sid}/live" + ("" if headers else "?after=" + urllib.parse.quote(after))
         assert response_status(app, url, [(b"cookie", cookie), *headers]) == 400, headers
+
+
+def test_every_console_answer_forbids_framing_sniffing_and_caching(browser, store):
+    """A page on another port of the same host could frame the signed-in Console (SameSite
+    ignores ports), and no answer said nosniff, a referrer policy or not to cache a page of
+    memories (issue 19). The policy allows the Console's own script and stylesheet only, so
+    it also keeps any markup that slipped into a page from running."""
+    sid = store.create_store("s").id
+    pages = ["/signin", "/nope"]
+    signed_in(browser)
+    pages += ["/stores", f"/stores/{sid}", f"/stores/{sid}/settings", "/stores/x/settings",
+              "/static/console.css", "/static/console.js"]
+    for path in pages:
+        r = browser.get(path)
+        h = r.headers
+        assert h["x-frame-options"] == "DENY", path
+        assert h["x-content-type-options"] == "nosniff", path
+        assert h["referrer-policy"] == "same-origin", path
+        csp = dict(d.strip().split(" ", 1) for d in h["content-security-policy"].split(";"))
+        assert csp["frame-ancestors"] == "'none'" and csp["default-src"] == "'self'", path
+        assert "unsafe-inline" not in h["content-security-policy"], path
+        assert h["cache-control"] == ("no-cache" if path.startswith("/static/") else "no-store")
+    r = browser.post("/signout", data={"csrf": "wrong"})  # an error page after a POST too
+    assert r.status_code == 403 and r.headers["x-frame-options"] == "DENY"
+    assert "javascript:" not in r.text  # the policy forbids such links: "Go back" is in JS
