@@ -577,6 +577,15 @@ MIGRATIONS.append(("m004_reverts", f"""
     """))
 
 
+# SQLite's m009_console_signouts: the Console's sign-outs, refused by every replica.
+MIGRATIONS.append(("m005_console_signouts", f"""
+    CREATE TABLE console_signouts (
+        signin {_T} PRIMARY KEY,
+        expires_at BIGINT NOT NULL
+    );
+    CREATE INDEX console_signouts_expiry ON console_signouts(expires_at);
+    """))
+
 def migrate(db: PgDatabase, migration_set: str) -> None:
     """Apply the migrations ``db`` lacks, in one transaction under the write lock (two
     processes opening a new database at once do not both apply one)."""

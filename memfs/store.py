@@ -551,6 +551,22 @@ def m008_reverts(db: sqlite_utils.Database) -> None:
     )
 
 
+@_migration
+def m009_console_signouts(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- The Console's sign-outs (memfs.console): a sign-in cookie is signed, not stored, so
+        -- signing out records its sign-in (SHA-256 of the cookie's nonce) until the cookie
+        -- would have expired (Unix seconds), for every server on the database to refuse it.
+        CREATE TABLE console_signouts (
+            signin TEXT PRIMARY KEY,
+            expires_at INTEGER NOT NULL
+        );
+        CREATE INDEX console_signouts_expiry ON console_signouts(expires_at);
+        """
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # row -> model
 
@@ -3713,6 +3729,23 @@ class Store:
                            text[start + len(query):])
             hits.append(SearchHit(_memory(r, False), bool(r["in_path"]), snippet))
         return hits
+
+    # -- Console sign-outs (memfs.console.web) ------------------------------------------------
+
+    def revoke_signin(self, signin: str, expires_at: int) -> None:
+        """Record that the Console sign-in ``signin`` (a digest of its cookie's nonce) was
+        signed out, until ``expires_at`` (Unix seconds, its cookie's expiry); sign-outs past
+        their expiry are forgotten at the same time."""
+        with self._write() as c:
+            c.execute("DELETE FROM console_signouts WHERE expires_at < ?",
+                      (int(datetime.now(UTC).timestamp()),))
+            c.execute("INSERT INTO console_signouts (signin, expires_at) VALUES (?, ?) "
+                      "ON CONFLICT (signin) DO NOTHING", (signin, expires_at))
+
+    def signin_revoked(self, signin: str) -> bool:
+        """Whether the Console sign-in ``signin`` was signed out (:meth:`revoke_signin`)."""
+        return self._one("SELECT 1 FROM console_signouts WHERE signin = ?",
+                         (signin,)) is not None
 
     # -- maintenance -------------------------------------------------------------------------
 

@@ -22,7 +22,11 @@ def routes(console: Console) -> list[BaseRoute]:
         request.state.user = None
         next_ = _safe_next(request.query_params.get("next"))
         if request.method in ("GET", "HEAD"):  # HEAD: the same answer (no body is sent)
-            if console.user(request) is not None:
+            try:
+                signed_in = await console.user(request) is not None
+            except errors.MemfsError:
+                signed_in = False  # the sign-in page says what fails when it is used
+            if signed_in:
                 return RedirectResponse(next_, status_code=303)
             return console.render(request, "signin.html", next=next_, error=None)
         if not same_origin(request):
@@ -45,6 +49,7 @@ def routes(console: Console) -> list[BaseRoute]:
 
     @page(console, "/signout", ("POST",))
     async def signout(request: Request) -> Response:
+        await console.sign_out(request.state.user)
         response = redirect("/signin", "signed out")
         response.delete_cookie(COOKIE, path="/")
         return response

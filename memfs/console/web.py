@@ -5,7 +5,10 @@ Sign-in takes one of the server's API keys (the same keys, and the same loopback
 time, as the API). The cookie then carries ``key_id.expires.nonce.signature``, the signature
 being an HMAC of the rest under the key itself: no server-side session table, it survives a
 restart and works across replicas, and removing a key from the server signs out everyone who
-signed in with it. The CSRF token of a sign-in is an HMAC of its nonce under the key; every
+signed in with it. Signing out records the sign-in (a digest of its nonce) in the database
+until the cookie would have expired, so that every server on it refuses a copy of the cookie
+(:meth:`Store.revoke_signin`); one indexed look-up per page, after the signature is checked.
+The CSRF token of a sign-in is an HMAC of its nonce under the key; every
 POST must carry it (form field ``csrf`` or header ``x-csrf-token``), and the cookie is
 ``SameSite=Strict`` and ``HttpOnly`` on top of that.
 
@@ -68,6 +71,10 @@ class User:
     key_id: str
     actor: Actor
     csrf: str
+    #: This sign-in (a digest of its cookie's nonce) and when its cookie expires: what a
+    #: sign-out records (:meth:`Store.revoke_signin`).
+    signin: str = ""
+    expires: int = 0
 
 
 class Console:
@@ -119,8 +126,12 @@ class Console:
             return None
         return self.sign(kid, int(time.time()) + SESSION_SECONDS, secrets.token_hex(16))
 
-    def user(self, request: Request) -> User | None:
-        """Who the request's cookie signs in, if anyone (and the cookie is still valid)."""
+    async def user(self, request: Request) -> User | None:
+        """Who the request's cookie signs in, if anyone: a valid signature, not expired, not
+        signed out (on any server of the database).
+
+        :raises StorageError: the database cannot say whether it was signed out.
+        """
         value = request.cookies.get(COOKIE, "")
         parts = value.split(".")
         if len(parts) != 4 or parts[0] not in self.keys:
@@ -131,7 +142,14 @@ class Console:
         if expires is None or expires < time.time() or not hmac.compare_digest(
                 self.sign(kid, expires, nonce), value):
             return None
-        return User(kid, console_actor(kid), self.csrf_token(kid, nonce))
+        signin = hashlib.sha256(nonce.encode()).hexdigest()
+        if await self.run(self.store.signin_revoked, signin):
+            return None
+        return User(kid, console_actor(kid), self.csrf_token(kid, nonce), signin, expires)
+
+    async def sign_out(self, user: User) -> None:
+        """Refuse this sign-in's cookie from now on, on every server of the database."""
+        await self.run(self.store.revoke_signin, user.signin, user.expires)
 
     # -- rendering ----------------------------------------------------------------------------
 
@@ -237,7 +255,11 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
 
     def decorate(handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
-            user = console.user(request)
+            try:
+                user = await console.user(request)
+            except errors.MemfsError as e:  # the database is down: say so, signed in or not
+                request.state.user = None
+                return console.error_page(request, e)
             if user is None:
                 if request.method != "GET":
                     return console.render(request, "error.html", status=401, status_code=401,
@@ -340,7 +362,10 @@ async def _csrf_ok(request: Request, user: User) -> bool:
 def exception_handlers(console: Console) -> dict[Any, Any]:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        request.state.user = console.user(request)
+        try:
+            request.state.user = await console.user(request)
+        except errors.MemfsError:
+            request.state.user = None
         message = "no such page" if exc.status_code == 404 else str(exc.detail)
         return console.render(request, "error.html", status=exc.status_code,
                               status_code=exc.status_code, message=message)

@@ -251,3 +251,22 @@ def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_clust
             mount.stop()
         writer.close()
         pg_cluster.drop_database(name)
+
+
+def test_a_console_sign_out_on_one_replica_signs_out_everywhere(replicas):
+    """The Console's cookie is checked by any replica; signing out through one must make
+    every replica refuse it (issue 19: it stayed valid for 12 hours)."""
+    a, b = replicas
+    host = {"host": a.url.removeprefix("http://")}
+    r = httpx.post(a.url + "/signin", data={"api_key": KEY}, headers=host)
+    assert r.status_code == 303
+    cookie = {"memfs_console": r.cookies["memfs_console"]}
+    page = httpx.get(b.url + "/stores", cookies=cookie)
+    assert page.status_code == 200
+    csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    r = httpx.post(b.url + "/signout", data={"csrf": csrf}, cookies=cookie,
+                   headers={"host": b.url.removeprefix("http://")})
+    assert r.status_code == 303
+    for s in (a, b):
+        r = httpx.get(s.url + "/stores", cookies=cookie)
+        assert r.status_code == 303 and r.headers["location"].startswith("/signin"), s.url

@@ -287,3 +287,30 @@ def test_every_console_answer_forbids_framing_sniffing_and_caching(browser, stor
     r = browser.post("/signout", data={"csrf": "wrong"})  # an error page after a POST too
     assert r.status_code == 403 and r.headers["x-frame-options"] == "DENY"
     assert "javascript:" not in r.text  # the policy forbids such links: "Go back" is in JS
+
+
+def test_sign_out_revokes_the_cookie_on_every_replica(backend):
+    """Signing out only deleted the cookie in the browser: a copy of it (taken by anyone who
+    saw it) still signed in for the rest of its 12 hours (issue 19). Now the sign-out is
+    recorded in the database, so every server on it refuses the cookie; another sign-in of
+    the same key stays valid."""
+    replicas = [create_app(backend.open(), [KEY]) for _ in range(2)]
+    with TestClient(replicas[0], base_url="http://console.test",
+                    follow_redirects=False) as a, \
+            TestClient(replicas[1], base_url="http://console.test",
+                       follow_redirects=False) as b:
+        csrf = signed_in(a)
+        cookie = a.cookies.get(web.COOKIE)
+        signed_in(b)  # the same key, signed in apart: not signed out by the other
+        other = b.cookies.get(web.COOKIE)
+        b.cookies.set(web.COOKIE, cookie, domain="console.test")
+        assert b.get("/stores").status_code == 200  # one cookie works on every replica
+        r = a.post("/signout", data={"csrf": csrf})
+        assert r.status_code == 303 and r.headers["location"] == "/signin"
+        for client in (a, b):
+            client.cookies.set(web.COOKIE, cookie, domain="console.test")
+            r = client.get("/stores")
+            assert r.status_code == 303 and r.headers["location"].startswith("/signin"), r
+            assert client.post("/stores", data={"name": "x", "csrf": csrf}).status_code == 401
+        b.cookies.set(web.COOKIE, other, domain="console.test")
+        assert b.get("/stores").status_code == 200

@@ -54,6 +54,8 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     # A session's write undone: a row in reverts (memfs session revert).
     s.write_path(a.id, "/by-session.md", "s", actor=Actor.session(sess.id))
     s.revert(sess.id, actor=USER)
+    # A Console sign-out: a row in console_signouts (refused by every server on the database).
+    s.revoke_signin("0" * 64, 4_000_000_000)
 
 
 def dump(target: str) -> dict[str, Any]:
@@ -214,9 +216,11 @@ def _at_m005(path: str) -> None:
         DELETE FROM _sqlite_migrations WHERE name = 'm006_indexes';
         DROP TABLE dreams; DELETE FROM _sqlite_migrations WHERE name = 'm007_dreams';
         DROP TABLE reverts; DELETE FROM _sqlite_migrations WHERE name = 'm008_reverts';
+        DROP TABLE console_signouts;
+        DELETE FROM _sqlite_migrations WHERE name = 'm009_console_signouts';
     """)
     conn.close()
-    assert store._MIGRATIONS[-1].__name__ == "m008_reverts"
+    assert store._MIGRATIONS[-1].__name__ == "m009_console_signouts"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -233,9 +237,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/8" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/9" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
-    assert r.exit_code == 0 and "5/8 (m005_session_launcher) -> 8/8 (m008_reverts)" in r.output
+    assert r.exit_code == 0
+    assert "5/9 (m005_session_launcher) -> 9/9 (m009_console_signouts)" in r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 
