@@ -1682,7 +1682,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         err = errors.NotFound(f"no endpoint {request.method} {request.url.path}")
     else:
         err = errors.InvalidRequest(str(exc.detail))
-    return error_response(err, request.state.request_id)
+    response = error_response(err, request.state.request_id)
+    response.headers.update(exc.headers or {})  # a 405's Allow (RFC 9110 §15.5.6)
+    return response
 
 
 async def _head(get: Callable[[Request], Awaitable[Response]], request: Request) -> Response:

@@ -38,7 +38,7 @@ from starlette.datastructures import MutableHeaders, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import errors
@@ -367,10 +367,24 @@ def exception_handlers(console: Console) -> dict[Any, Any]:
         except errors.MemfsError:
             request.state.user = None
         message = "no such page" if exc.status_code == 404 else str(exc.detail)
-        return console.render(request, "error.html", status=exc.status_code,
-                              status_code=exc.status_code, message=message)
+        response = console.render(request, "error.html", status=exc.status_code,
+                                  status_code=exc.status_code, message=message)
+        if exc.status_code == 405:  # Allow (RFC 9110 §15.5.6): every route of the path's
+            response.headers["allow"] = ", ".join(_allowed(request))
+        return response
 
     return {HTTPException: http_error}
+
+
+def _allowed(request: Request) -> list[str]:
+    """The methods of every route of the request's path (a page's GET and POST may be two
+    routes, and Starlette's own Allow names only the first's)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.methods and route.matches(
+                request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return sorted(methods)
 
 
 # -- template filters ---------------------------------------------------------------------------
