@@ -38,7 +38,7 @@ from typing import Any
 import h11
 import trio
 from hypercorn.config import Config, Sockets
-from hypercorn.events import RawData
+from hypercorn.events import Closed, RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
@@ -349,6 +349,30 @@ def _install_json_protocol_errors() -> None:
     API.md §1.6 instead of an empty body. hypercorn has no setting for it, so its one method
     that writes them is replaced (idempotent)."""
     H11Protocol._send_error_response = _send_json_error  # type: ignore[method-assign]
+    if not getattr(H11Protocol._create_stream, "_memfs", False):
+        H11Protocol._create_stream = _refuse_ambiguous_framing(  # type: ignore[method-assign]
+            H11Protocol._create_stream)
+
+
+def _refuse_ambiguous_framing(
+    create_stream: Callable[[H11Protocol, h11.Request], Awaitable[None]],
+) -> Callable[[H11Protocol, h11.Request], Awaitable[None]]:
+    """A request with both ``Transfer-Encoding`` and ``Content-Length`` is answered 400 and
+    its connection closed, never passed to the app: h11 frames its body by the former (RFC
+    9112 §6.3), a proxy in front may frame it by the latter, and the bytes they disagree
+    about would be read as the next request (request smuggling). RFC 9112 §6.1 lets a
+    server refuse it; a server behind a proxy must."""
+
+    async def create(self: H11Protocol, request: h11.Request) -> None:
+        names = {name.lower() for name, _ in request.headers}
+        if b"transfer-encoding" in names and b"content-length" in names:
+            await _send_json_error(self, 400, _AMBIGUOUS_FRAMING)
+            await self.send(Closed())
+            return
+        await create_stream(self, request)
+
+    create._memfs = True  # type: ignore[attr-defined]
+    return create
 
 
 def _install_coalesced_responses() -> None:
@@ -383,10 +407,16 @@ _PROTOCOL_ERRORS = {
           f"the request head is over {MAX_HEADER_BYTES} bytes"),
     505: ("http_version_not_supported", "HTTP version not supported; use HTTP/1.1"),
 }
+#: What :func:`_refuse_ambiguous_framing` answers (with 400).
+_AMBIGUOUS_FRAMING = ("ambiguous_body_length", "a request may carry Transfer-Encoding or "
+                      "Content-Length, not both (request smuggling)")
 
 
-async def _send_json_error(self: H11Protocol, status_code: int) -> None:
-    code, message = _PROTOCOL_ERRORS.get(status_code, (
+async def _send_json_error(self: H11Protocol, status_code: int,
+                           error: tuple[str, str] | None = None) -> None:
+    """The JSON envelope of a protocol error: ``error`` (code, message), else the status's
+    from :data:`_PROTOCOL_ERRORS` (hypercorn passes the status only)."""
+    code, message = error or _PROTOCOL_ERRORS.get(status_code, (
         "malformed_request",
         "malformed HTTP request (a bad request line, header or URL: a URL must be ASCII, "
         "anything else percent-encoded)",

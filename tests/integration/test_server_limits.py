@@ -150,3 +150,26 @@ def test_stalled_clients_do_not_starve_the_server(tmp_path):
     # at most an occasional warning, never a traceback every 0.1 s
     assert log.count("Traceback") == 0, log[-3000:]
     assert log.count("\n") < 50, log[-3000:]
+
+
+def test_a_request_with_both_content_length_and_transfer_encoding_is_refused(server):
+    """A proxy that frames the body by Content-Length and a server that frames it by
+    Transfer-Encoding (h11 does, as RFC 9112 §6.3 says) disagree on where the next request
+    begins: request smuggling. Such a request is refused with 400 and its connection closed,
+    so that nothing after it is read as a request (issue 19)."""
+    smuggled = b"GET /v1/memfs/limits HTTP/1.1\r\n" + AUTH + b"\r\n"
+    for te in (b"chunked", b"Chunked", b"gzip, chunked"):
+        body = b"0\r\n\r\n"
+        raw = exchange(server, b"POST /v1/memory_stores HTTP/1.1\r\n" + AUTH
+                       + b"content-type: application/json\r\n"
+                       + b"content-length: " + str(len(body) + len(smuggled)).encode()
+                       + b"\r\ntransfer-encoding: " + te + b"\r\n\r\n" + body + smuggled)
+        if te == b"gzip, chunked":  # h11 refuses any coding but chunked itself (501)
+            assert parse(raw)[0] in (400, 501), raw[:200]
+        else:
+            envelope = assert_envelope(raw, 400)
+            assert envelope["error"]["details"]["error_code"] == "ambiguous_body_length"
+            assert parse(raw)[1]["connection"] == "close"
+        assert raw.count(b"HTTP/1.1 ") == 1, raw  # the smuggled request got no answer
+    stores = httpx.get(server.url + "/v1/memory_stores", headers={"x-api-key": KEY}).json()
+    assert stores["data"] == []  # and the refused POST created nothing
