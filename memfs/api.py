@@ -99,6 +99,9 @@ CHANGES_POLL_SECONDS = 0.05
 CHANGES_PING_SECONDS = 5.0
 #: Change frames a store's feed keeps for subscribers that fall a little behind.
 CHANGES_KEPT = 2000
+#: Seconds between two tries of a stream's poll while the database cannot be reached (the
+#: stream keeps its pings going meanwhile, and goes on when the database is back).
+OUTAGE_RETRY_SECONDS = 1.0
 #: ``initial_events`` of sessions.create (API.md §4.1): at most 50, of these types.
 INITIAL_EVENT_TYPES = ("user.message", "user.define_outcome")
 MAX_INITIAL_EVENTS = 50
@@ -926,6 +929,33 @@ def sse_frame(event: str, data: Any, id_: str | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
+class _Outage:
+    """What the live streams of one hub say when the database cannot be reached: one warning
+    when the first poll fails, one line when one succeeds again, nothing in between (the
+    streams wait, pinging, and try again every :data:`OUTAGE_RETRY_SECONDS`)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.since: float | None = None
+
+    def failed(self, e: errors.MemfsError) -> None:
+        if self.since is None:
+            self.since = anyio.current_time()
+            log.warning("%s wait: the database cannot be reached (%s); trying again every "
+                        "%g s", self.what, e.message, OUTAGE_RETRY_SECONDS)
+
+    def answered(self) -> None:
+        if self.since is not None:
+            log.info("%s go on: the database answers again after %.1f s", self.what,
+                     anyio.current_time() - self.since)
+            self.since = None
+
+
+#: The errors of a database that cannot answer now (a restart, a failover, a full pool): a
+#: live stream waits them out instead of failing.
+_UNAVAILABLE = (errors.StorageError, errors.Busy)
+
+
 class EventHub:
     """Serves session event streams with one database poller for all of them: each poll asks
     :meth:`Store.event_marks` which sessions have new events, and wakes only their streams.
@@ -950,6 +980,7 @@ class EventHub:
         self.next_poll = 0.0
         #: Database polls made, for tests and statistics.
         self.polls = 0
+        self.outage = _Outage("session event streams")
 
     def statistics(self) -> dict[str, int]:
         return {"sessions": len(self.subscribers), "polls": self.polls,
@@ -965,24 +996,31 @@ class EventHub:
             yield sse_frame("ping", {"type": "ping"})
             quiet_since = anyio.current_time()
             read_to: int | None = None  # the hub mark this stream has read the database to
+            retry_at = 0.0  # a read the database could not answer is tried again then
             while True:
                 if self._poller is None:
                     self._poller = me
                 mark = self.marks.get(session_id, 0)
                 # Once after the hub's first poll (events older than its position), then
                 # whenever a poll saw new events of this session.
-                if self.seq is not None and (read_to is None or mark > read_to):
-                    batch = await anyio.to_thread.run_sync(
-                        self.store.events_after, session_id, after)
-                    for after, event in batch:  # noqa: B007 (after: where the next read starts)
-                        yield sse_frame(event.type, event.to_dict(), event.id)
-                        if event.type in STREAM_END_TYPES:
-                            return
-                    if batch:
-                        quiet_since = anyio.current_time()
-                        continue  # read again until the database has no more
-                    read_to = mark
-                    continue
+                if self.seq is not None and (read_to is None or mark > read_to) and (
+                        anyio.current_time() >= retry_at):
+                    try:
+                        batch = await anyio.to_thread.run_sync(
+                            self.store.events_after, session_id, after)
+                    except _UNAVAILABLE as e:  # wait (pinging) and read again
+                        self.outage.failed(e)
+                        retry_at = anyio.current_time() + OUTAGE_RETRY_SECONDS
+                    else:
+                        for after, event in batch:  # noqa: B007 (where the next read starts)
+                            yield sse_frame(event.type, event.to_dict(), event.id)
+                            if event.type in STREAM_END_TYPES:
+                                return
+                        if batch:
+                            quiet_since = anyio.current_time()
+                            continue  # read again until the database has no more
+                        read_to = mark
+                        continue
                 now = anyio.current_time()
                 if now - quiet_since >= self.ping:
                     yield sse_frame("ping", {"type": "ping"})
@@ -997,6 +1035,8 @@ class EventHub:
                 timeout = quiet_since + self.ping - now
                 if polling:
                     timeout = min(timeout, self.next_poll - now)
+                if retry_at > now:
+                    timeout = min(timeout, retry_at - now)
                 with anyio.move_on_after(timeout):
                     await wake.wait()
         finally:
@@ -1011,10 +1051,19 @@ class EventHub:
                 self.seq = None  # nobody follows: the next stream starts from the present
 
     async def _poll(self) -> None:
+        """Ask the database which followed sessions have news; one that cannot answer is
+        asked again in :data:`OUTAGE_RETRY_SECONDS`, the streams pinging meanwhile."""
+        wait = self.interval
         try:
             self.polls += 1
             first = self.seq is None
-            last, marks = await anyio.to_thread.run_sync(self.store.event_marks, self.seq)
+            try:
+                last, marks = await anyio.to_thread.run_sync(self.store.event_marks, self.seq)
+            except _UNAVAILABLE as e:
+                self.outage.failed(e)
+                wait = OUTAGE_RETRY_SECONDS
+                return
+            self.outage.answered()
             self.seq = last if self.seq is None else max(self.seq, last)
             for session_id, seq in marks.items():
                 if session_id in self.subscribers:
@@ -1025,7 +1074,7 @@ class EventHub:
             if first:
                 self._wake_all()  # every stream reads what came before the hub's position
         finally:
-            self.next_poll = anyio.current_time() + self.interval
+            self.next_poll = anyio.current_time() + wait
 
     def _wake_all(self) -> None:
         wakes, self._wake = self._wake, {}
@@ -1294,6 +1343,7 @@ class ChangeHub:
         self._feeds: dict[str, _Feed] = {}
         #: Database polls made, for tests and statistics.
         self.polls = 0
+        self.outage = _Outage("change streams")
 
     def statistics(self) -> dict[str, int]:
         return {"feeds": len(self._feeds), "polls": self.polls,
@@ -1328,12 +1378,20 @@ class ChangeHub:
                         frames = await anyio.to_thread.run_sync(
                             change_frames, self.store, store_id, after)
                     except errors.FeedGap:  # the database pruned what this one missed
-                        after = await anyio.to_thread.run_sync(
-                            self.store.last_change, store_id)
-                        yield sse_frame("memfs.reset", {"type": "memfs.reset",
-                                                        "last_seq": after})
-                        quiet_since = anyio.current_time()
-                        continue
+                        try:
+                            after = await anyio.to_thread.run_sync(
+                                self.store.last_change, store_id)
+                        except _UNAVAILABLE as e:
+                            self.outage.failed(e)
+                            frames = []
+                        else:
+                            yield sse_frame("memfs.reset", {"type": "memfs.reset",
+                                                            "last_seq": after})
+                            quiet_since = anyio.current_time()
+                            continue
+                    except _UNAVAILABLE as e:  # read again after the next poll, pinging
+                        self.outage.failed(e)
+                        frames = []
                 elif after < feed.seq:
                     frames = [f for f in feed.recent if f["seq"] > after]
                 else:  # caught up, the usual case at every tick: nothing to scan
@@ -1398,11 +1456,18 @@ class ChangeHub:
             tick.set()
 
     async def _poll(self, feed: _Feed, store_id: str) -> None:
+        """Bring ``feed`` up to the database's newest change. A database that cannot answer
+        leaves the feed as it is, the next poll due in :data:`OUTAGE_RETRY_SECONDS`."""
         feed.polling = True
-        found = False
+        found = failed = False
         try:
             self.polls += 1
-            last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
+            try:
+                last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
+            except _UNAVAILABLE as e:
+                self.outage.failed(e)
+                failed = True
+                return
             found = last > feed.seq
             while last > feed.seq:
                 try:
@@ -1414,17 +1479,23 @@ class ChangeHub:
                     feed.recent.clear()
                     feed.base = feed.seq = last
                     break
+                except _UNAVAILABLE as e:  # what was read so far is kept
+                    self.outage.failed(e)
+                    failed = True
+                    return
                 if not frames:
                     break
                 feed.recent.extend(frames)
                 feed.seq = frames[-1]["seq"]
                 while len(feed.recent) > self.keep:
                     feed.base = feed.recent.popleft()["seq"]
+            self.outage.answered()
         finally:
             feed.polling = False
-            if found:
+            if found or failed:
                 feed.rechecks = []
-            wait = feed.rechecks.pop(0) if feed.rechecks else self._every()
+            wait = OUTAGE_RETRY_SECONDS if failed else (
+                feed.rechecks.pop(0) if feed.rechecks else self._every())
             feed.next_poll = anyio.current_time() + wait
             tick, feed.tick = feed.tick, anyio.Event()
             tick.set()
