@@ -65,6 +65,7 @@ from .health import Health
 from .models import Actor, Memory, MemoryVersion
 from .rules import api_key_id, parse_int, slugify
 from .store import TOOL_EVENT_TYPES, UNSET, Store
+from .uploads import Uploads, UploadsFull
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,11 @@ IMPORT_TOTAL_SECONDS = 600.0
 #: and then stalls must not hold a connection (and a file descriptor) for ever.
 BODY_IDLE_SECONDS = 10.0
 BODY_TOTAL_SECONDS = 60.0
+#: And past its first :data:`BODY_GRACE_SECONDS` a body must have come at
+#: :data:`MIN_BODY_RATE` bytes per second at least: at 1 byte/s (a byte well within every
+#: idle limit) a client held its connection for the whole :data:`BODY_TOTAL_SECONDS`.
+BODY_GRACE_SECONDS = 5.0
+MIN_BODY_RATE = 4096
 #: Seconds between two looks at the database by the poller shared by all session event
 #: streams, and between a stream's keepalive pings.
 STREAM_POLL_SECONDS = 0.1
@@ -151,6 +157,7 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.InvalidRequest, 400, "invalid_request_error", None),
     (errors.Unauthorized, 401, "authentication_error", None),
     (errors.ReadOnly, 403, "permission_error", "read_only"),
+    (errors.TooManyRequests, 429, "rate_limit_error", "too_many_unfinished_requests"),
     (errors.Busy, 503, "overloaded_error", None),
     (errors.StorageFull, 507, "api_error", "storage_full"),
     (errors.StorageError, 503, "api_error", "storage_error"),
@@ -176,7 +183,7 @@ def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any]
         headers["x-should-retry"] = "false"
     if isinstance(exc, errors.Busy):
         headers["retry-after"] = "1"
-    if isinstance(exc, RequestTooLarge | RequestTimeout):
+    if isinstance(exc, RequestTooLarge | RequestTimeout | errors.TooManyRequests | UploadsFull):
         headers["connection"] = "close"  # the rest of the body is never read
     return status, {"type": "error", "error": err, "request_id": request_id}, headers
 
@@ -330,34 +337,54 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
 async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
                        what: str) -> AsyncIterator[bytes]:
     """The body's chunks: at most ``max_bytes`` in all, each chunk within
-    :data:`BODY_IDLE_SECONDS` and all within ``total_seconds`` (``what`` names the body in
-    the errors).
+    :data:`BODY_IDLE_SECONDS`, past :data:`BODY_GRACE_SECONDS` at :data:`MIN_BODY_RATE` on
+    average, all within ``total_seconds`` (``what`` names the body in the errors). The body
+    holds one of the app's :class:`~memfs.uploads.Uploads` while it is read: none free, it is
+    not read at all.
 
-    :raises RequestTooLarge, RequestTimeout, ClientGone:
+    :raises RequestTooLarge, RequestTimeout, ClientGone, TooManyRequests, UploadsFull:
     """
-    size = 0
-    deadline = anyio.current_time() + total_seconds
-    stream = request.stream()
-    try:
-        while True:
-            wait = min(BODY_IDLE_SECONDS, deadline - anyio.current_time())
-            with anyio.move_on_after(wait) as timer:
-                chunk = await anext(stream, None)
-            if timer.cancelled_caught:
-                raise RequestTimeout(
-                    f"the {what} did not arrive in time ({size} bytes received; allowed "
-                    f"{BODY_IDLE_SECONDS:g} s without data, {total_seconds:g} s in all)"
-                )
-            if chunk is None:
-                return
-            size += len(chunk)
-            if size > max_bytes:
-                raise RequestTooLarge(f"{what} over {max_bytes} bytes")
-            yield chunk
-    except ClientDisconnect:
-        raise ClientGone("the client disconnected before sending the whole body") from None
-    finally:
-        await stream.aclose()
+    state = request.scope.get("state", {})
+    uploads: Uploads = state.get("uploads") or _UNBOUNDED
+    client = request.client.host if request.client else ""
+    actor, user = state.get("actor"), state.get("user")
+    key = actor.id if actor is not None else getattr(user, "key_id", None)
+    with uploads.hold(client, key):
+        size = 0
+        start = anyio.current_time()
+        last = start
+        stream = request.stream()
+        try:
+            while True:
+                # The next chunk is due within the idle limit, at the minimum average rate
+                # past the grace period, and within the whole body's time.
+                due = min(last + BODY_IDLE_SECONDS,
+                          start + BODY_GRACE_SECONDS + size / MIN_BODY_RATE,
+                          start + total_seconds)
+                with anyio.move_on_at(due) as timer:
+                    chunk = await anext(stream, None)
+                if timer.cancelled_caught:
+                    raise RequestTimeout(
+                        f"the {what} did not arrive in time ({size} bytes in "
+                        f"{anyio.current_time() - start:.1f} s; allowed: "
+                        f"{BODY_IDLE_SECONDS:g} s without data, {MIN_BODY_RATE} bytes/s "
+                        f"after the first {BODY_GRACE_SECONDS:g} s, {total_seconds:g} s in all)"
+                    )
+                if chunk is None:
+                    return
+                last = anyio.current_time()
+                size += len(chunk)
+                if size > max_bytes:
+                    raise RequestTooLarge(f"{what} over {max_bytes} bytes")
+                yield chunk
+        except ClientDisconnect:
+            raise ClientGone("the client disconnected before sending the whole body") from None
+        finally:
+            await stream.aclose()
+
+
+#: The bodies of an app that was given no :class:`Uploads` (never in ``create_app``).
+_UNBOUNDED = Uploads(total=1 << 62, per_client=1 << 62, per_key=1 << 62)
 
 
 async def _read_body(request: Request) -> bytes:
@@ -1772,9 +1799,11 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
     return response
 
 
-def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
+def create_app(store: Store, api_keys: Iterable[str], *,
+               uploads: Uploads | None = None) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` (at least one is needed to
-    call anything but ``/openapi.json``)."""
+    call anything but ``/openapi.json``). ``uploads`` bounds the request bodies read at once
+    (``memfs serve``: half its connections; default :class:`Uploads`' own)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
@@ -1801,8 +1830,9 @@ def create_app(store: Store, api_keys: Iterable[str]) -> ASGIApp:
                     lifespan=partial(lifespan, store))
     keys = list(api_keys)
     console = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
-                             changes=hub, read_body=_read_body)
-    return _Split(_Gate(app, keys), console, Health(store))
+                             changes=hub, read_body=_read_body, body_chunks=_body_chunks,
+                             error_headers=lambda e: error_body(e, "")[2])
+    return _Split(_Gate(app, keys), console, Health(store), uploads or Uploads())
 
 
 class _Split:
@@ -1810,13 +1840,17 @@ class _Split:
     ``/readyz`` to the health probes (no key: :mod:`memfs.health`), every other path to the
     Console, which signs people in itself."""
 
-    def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp) -> None:
+    def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp,
+                 uploads: Uploads) -> None:
         self.api = api
         self.console = console
         self.health = health
+        self.uploads = uploads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        if scope["type"] == "http":  # for the body reader (_body_chunks), API and Console
+            scope.setdefault("state", {})["uploads"] = self.uploads
         if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
                 "/v1", "/openapi.json"):
             await self.api(scope, receive, send)

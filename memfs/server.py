@@ -6,14 +6,19 @@ anywhere but loopback; on loopback it generates a key for this run and prints it
 stderr, the way Jupyter prints its token, so ``memfs serve`` works at once without ever
 serving an open API.
 
-Hostile or broken clients (issue 8): every connection is bounded. A request body has
-:data:`memfs.api.BODY_IDLE_SECONDS` between bytes (then 408, connection closed); a connection
+Hostile or broken clients (issues 8 and 19): every connection is bounded. A request body has
+:data:`memfs.api.BODY_IDLE_SECONDS` between bytes, and past its first
+:data:`memfs.api.BODY_GRACE_SECONDS` must average :data:`memfs.api.MIN_BODY_RATE` bytes/s (then
+408, connection closed); at most half the connections may be reading a body at once, and one
+client address or API key only a few of them (:mod:`memfs.uploads`: 429, or 503, at once, the
+body unread), so slow uploads never take the connections new clients need; a connection
 without a request in progress, or still sending its headers, is closed after
 :data:`KEEP_ALIVE_SECONDS`; headers are at most :data:`MAX_HEADER_BYTES` (431). The server raises
 its file-descriptor limit to the hard limit and accepts at most that many connections less
 :data:`FD_RESERVE` (kept for the database and worker threads): past it, new clients wait in the
 listen queue instead of failing every accept. Errors the HTTP layer answers itself (431, a
-malformed request line, bytes that are not allowed in a URL) carry the JSON envelope too.
+malformed request line, bytes that are not allowed in a URL, both Transfer-Encoding and
+Content-Length) carry the JSON envelope too.
 
 Known limitation: a client that never reads a large response holds its connection for as long
 as the kernel's buffers keep the write pending (hypercorn shields its writes from timeouts).
@@ -51,6 +56,7 @@ from .api import create_app
 from .database import redact_url
 from .logs import access_logger_class
 from .store import open_store
+from .uploads import Uploads
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +158,7 @@ def serve(
             store.close()  # every worker opens its own (no SQLite connection crosses a fork)
             _serve_workers(workers, path, keys, config, sockets, say, max_connections)
             return
-        app = create_app(store, keys)
+        app = create_app(store, keys, uploads=uploads_for(max_connections))
         trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
     finally:
         store.close()
@@ -179,7 +185,7 @@ def _serve_workers(
                             sock.close()
                 store = open_store(db, create=False)
                 try:
-                    app = create_app(store, keys)
+                    app = create_app(store, keys, uploads=uploads_for(max_connections))
                     trio.run(_run, app, config, sockets, store.path,
                              say if i == 0 else (lambda line: None), max_connections)
                 finally:
@@ -215,6 +221,12 @@ def _supervise(pids: list[int]) -> None:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def uploads_for(max_connections: int) -> Uploads:
+    """The request bodies a server of ``max_connections`` reads at once: half of them, so
+    that slow uploads leave the other half to new clients (:mod:`memfs.uploads`)."""
+    return Uploads(total=max(8, max_connections // 2))
 
 
 def raise_fd_limit() -> int:

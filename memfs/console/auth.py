@@ -34,9 +34,11 @@ def routes(console: Console) -> list[BaseRoute]:
                                   error="sign in from the Console's own page")
         try:
             fields = await form(request)
-        except errors.InvalidRequest as e:
-            return console.render(request, "signin.html", status=400, next=next_,
-                                  error=e.message)
+        except errors.MemfsError as e:  # too large, too slow, too many at once
+            response = console.render(request, "signin.html", status=console.error_status(e),
+                                      next=next_, error=e.message)
+            response.headers.update(console.error_headers(e))
+            return response
         next_ = _safe_next(fields.get("next"))
         cookie = console.new_cookie(fields.get("api_key", "").strip())
         if cookie is None:

@@ -23,7 +23,7 @@ import hmac
 import secrets
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -82,9 +82,15 @@ class Console:
 
     def __init__(self, store: Store, api_keys: Iterable[str], *,
                  error_status: Callable[[BaseException], int], changes: Any,
-                 read_body: Callable[[Request], Awaitable[bytes]]) -> None:
+                 read_body: Callable[[Request], Awaitable[bytes]],
+                 body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]]
+                 | None = None,
+                 error_headers: Callable[[BaseException], dict[str, str]] | None = None,
+                 ) -> None:
         self.store = store
+        self.error_extra = error_headers or (lambda exc: {})
         self.read_body = read_body
+        self.body_chunks = body_chunks
         self.keys = {api_key_id(k): k for k in api_keys}
         self.error_status = error_status
         self.changes = changes
@@ -181,8 +187,16 @@ class Console:
     def error_page(self, request: Request, exc: BaseException) -> HTMLResponse:
         status = self.error_status(exc)
         message = exc.message if isinstance(exc, errors.MemfsError) else "internal error"
-        return self.render(request, "error.html", status=status, status_code=status,
-                           message=message)
+        response = self.render(request, "error.html", status=status, status_code=status,
+                               message=message)
+        response.headers.update(self.error_headers(exc))
+        return response
+
+    def error_headers(self, exc: BaseException) -> dict[str, str]:
+        """The API's headers for ``exc`` that a page needs too: ``connection: close`` when the
+        body was not read whole, ``retry-after`` when busy."""
+        return {k: v for k, v in self.error_extra(exc).items()
+                if k in ("connection", "retry-after")}
 
 
 #: The Console's own script and stylesheet only, never framed, forms only to itself (issue
@@ -328,14 +342,29 @@ async def _multipart(request: Request) -> Any:
         raise errors.InvalidRequest("an upload needs a Content-Length")
     if length > limit:
         raise errors.InvalidRequest(f"the upload is over {limit:,} bytes")
+    parsed = getattr(request.state, "multipart", None)
+    if parsed is not None:  # the CSRF check read it already
+        return parsed
+    console: Console = request.app.state.console
+    if console.body_chunks is None:
+        raise errors.InvalidRequest("this Console takes no uploads")
+    # Read the API's way (bounded in size, rate and time, one of the server's upload slots),
+    # parsed by Starlette as it comes.
+    chunks = console.body_chunks(request, limit, UPLOAD_SECONDS, "upload")
+
+    async def receive() -> Message:
+        chunk = await anext(chunks, None)
+        return {"type": "http.request", "body": chunk or b"", "more_body": chunk is not None}
+
     try:
-        with anyio.fail_after(UPLOAD_SECONDS):
-            return await request.form(max_files=1, max_fields=20,
-                                      max_part_size=MAX_FORM_BYTES)
-    except TimeoutError:
-        raise errors.InvalidRequest("the upload did not arrive in time") from None
+        parsed = await Request(request.scope, receive).form(
+            max_files=1, max_fields=20, max_part_size=MAX_FORM_BYTES)
     except (HTTPException, ValueError) as e:
         raise errors.InvalidRequest(f"the form could not be read: {e}") from None
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
+    request.state.multipart = parsed
+    return parsed
 
 
 async def upload(request: Request, field: str) -> UploadFile | None:
