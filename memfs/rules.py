@@ -158,6 +158,9 @@ class Limits:
     max_full_page_size: int = 20
     retention_days: float = 30.0
     retention_keep: int = 10
+    #: Versions one import may hold (an archive's history; SPEC §7): 100 times a full
+    #: store's retained versions would be 2,000 memories x 100.
+    max_import_versions: int = 200_000
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Limits:
