@@ -43,7 +43,7 @@ import logging
 import secrets
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any
@@ -51,19 +51,20 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.datastructures import MutableHeaders, QueryParams
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import dbwatch, errors, transfer
+from . import apispec, dbwatch, errors, transfer
+from .apispec import array, boolean, either, integer, obj, string, time
 from .console import create_console
 from .health import PATHS as HEALTH_PATHS
 from .health import Health
 from .models import Actor, Memory, MemoryVersion
-from .rules import api_key_id, parse_int, slugify
+from .rules import _check_view, api_key_id, parse_int, slugify
 from .store import TOOL_EVENT_TYPES, UNSET, Store
 from .uploads import Uploads, UploadsFull
 
@@ -265,50 +266,9 @@ def _presented_key(request: Request) -> str | None:
 # request parsing
 
 
-class _Query:
-    """Query parameters as the SDK encodes them (API.md §1.4): bracketed keys, ``name[]``
-    repeats (bare repeats accepted), ``true``/``false``."""
-
-    def __init__(self, params: QueryParams) -> None:
-        self.params = params
-
-    def text(self, name: str) -> str | None:
-        value = self.params.get(name)
-        return value if value else None
-
-    def texts(self, name: str) -> list[str] | None:
-        values = self.params.getlist(name + "[]") + self.params.getlist(name)
-        return [v for v in values if v] or None
-
-    def integer(self, name: str, default: int | None) -> int | None:
-        value = self.params.get(name)
-        if value is None or value == "":
-            return default
-        number = parse_int(value)
-        if number is None:
-            raise errors.InvalidRequest(f"{name} must be an integer, not {value[:40]!r}")
-        return number
-
-    def flag(self, name: str, default: bool) -> bool:
-        value = self.params.get(name)
-        if value is None or value == "":
-            return default
-        if value.lower() in ("true", "1"):
-            return True
-        if value.lower() in ("false", "0"):
-            return False
-        raise errors.InvalidRequest(f"{name} must be true or false, not {value!r}")
-
-    def view(self, default: str) -> str:
-        value = self.params.get("view") or default
-        if value not in ("basic", "full"):
-            raise errors.InvalidRequest(f"view must be 'basic' or 'full', not {value!r}")
-        return value
-
-
-async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """The JSON object body: empty means ``{}``; fields outside ``allowed`` (``name!`` marks a
-    required one) are refused, so a typo never passes silently.
+async def _read_json(request: Request, fields: Sequence[apispec.Param]) -> dict[str, Any]:
+    """The JSON object body, checked against the operation's declared ``fields``
+    (:func:`memfs.apispec.check_body`); empty means ``{}``.
 
     :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest:
     """
@@ -320,18 +280,7 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
             body = json.loads(raw, parse_constant=_no_constant)
         except (ValueError, RecursionError) as e:
             raise errors.InvalidRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise errors.InvalidRequest("request body must be a JSON object")
-    names = {f.rstrip("!") for f in allowed}
-    unknown = sorted(set(body) - names)
-    if unknown:
-        raise errors.InvalidRequest(
-            f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(names)) or 'none'}"
-        )
-    for f in allowed:
-        if f.endswith("!") and f[:-1] not in body:
-            raise errors.InvalidRequest(f"{f[:-1]} is required")
-    return body
+    return apispec.check_body(body, fields)
 
 
 async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
@@ -400,28 +349,19 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _opt_str(body: Mapping[str, Any], name: str) -> str | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, str):
-        raise errors.InvalidRequest(f"{name} must be a string")
-    return value
-
-
 @dataclass
 class Call:
-    """What a handler gets: the request, the store, the caller, parsed query and body, and
-    the app's shared pollers of change feeds and session events."""
+    """What a handler gets: the request, the store, the caller, the checked query and body,
+    and the app's shared pollers of change feeds and session events."""
 
     request: Request
     store: Store
     body: dict[str, Any]
+    #: The declared query parameters, checked (:class:`memfs.apispec.Query`).
+    q: apispec.Query
     hub: ChangeHub
     events: EventHub
     writes: WriteBatcher
-
-    @property
-    def q(self) -> _Query:
-        return _Query(self.request.query_params)
 
     @property
     def p(self) -> Mapping[str, str]:
@@ -561,6 +501,11 @@ async def _writer(c: Call) -> Actor:
     return actor
 
 
+def _view(c: Call, default: str) -> str:
+    """The ``view`` asked for (the store's rule: basic or full)."""
+    return _check_view(c.q.text("view") or default)
+
+
 def _shown(m: Memory | MemoryVersion, view: str) -> dict[str, Any]:
     return (dataclasses.replace(m, content=None) if view == "basic" else m).to_dict()
 
@@ -611,7 +556,7 @@ async def archive_memory_store(c: Call) -> Any:
 
 
 async def create_memory(c: Call) -> Any:
-    view = c.q.view("basic")
+    view = _view(c, "basic")
     m = await c.write(
         c.store.create_memory, c.p["memory_store_id"], c.body["path"], c.body["content"],
         actor=await _writer(c),
@@ -620,7 +565,7 @@ async def create_memory(c: Call) -> Any:
 
 
 async def retrieve_memory(c: Call) -> Any:
-    view = c.q.view("full")
+    view = _view(c, "full")
     return await c.read(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
 
 
@@ -638,7 +583,7 @@ def _precondition(value: Any) -> str | None:
 
 
 async def update_memory(c: Call) -> Any:
-    view = c.q.view("basic")
+    view = _view(c, "basic")
     b = c.body
     m = await c.write(
         c.store.update_memory,
@@ -654,7 +599,7 @@ async def update_memory(c: Call) -> Any:
 
 async def list_memories(c: Call) -> Any:
     q = c.q
-    limit, view = q.integer("limit", 20), q.view("basic")
+    limit, view = q.integer("limit", 20), _view(c, "basic")
     # A short page of the basic view is a quick read: on the loop; a long one in a thread.
     short = view == "basic" and limit is not None and limit <= SHORT_PAGE
     return await (c.read if short else c.run)(
@@ -694,14 +639,14 @@ async def list_memory_versions(c: Call) -> Any:
         created_at_lte=q.text("created_at[lte]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
-        view=q.view("basic"),
+        view=_view(c, "basic"),
     )
 
 
 async def retrieve_memory_version(c: Call) -> Any:
     return await c.run(
         c.store.get_version, c.p["memory_store_id"], c.p["memory_version_id"],
-        view=c.q.view("full"),
+        view=_view(c, "full"),
     )
 
 
@@ -714,13 +659,15 @@ async def redact_memory_version(c: Call) -> Any:
 # --------------------------------------------------------------------------------------------
 # agents and environments (just enough for sessions.create)
 
-_AGENT_FIELDS = ("model!", "name!", "description", "execution_identity", "mcp_servers",
-                 "metadata", "multiagent", "skills", "system", "tools")
-_ENVIRONMENT_FIELDS = ("name!", "config", "description", "metadata", "scope")
+_AGENT_FIELDS = (either("model!", "string", "object"), string("name!"), string("description"),
+                 obj("execution_identity"), array("mcp_servers"), obj("metadata"),
+                 obj("multiagent"), array("skills"), string("system"), array("tools"))
+_ENVIRONMENT_FIELDS = (string("name!"), obj("config"), string("description"), obj("metadata"),
+                       string("scope", enum=("organization", "account")))
 
 
 async def create_agent(c: Call) -> Any:
-    return await c.run(c.store.create_agent, **{f.rstrip("!"): c.body.get(f.rstrip("!"))
+    return await c.run(c.store.create_agent, **{f.name: c.body.get(f.name)
                                                  for f in _AGENT_FIELDS})
 
 
@@ -729,7 +676,7 @@ async def retrieve_agent(c: Call) -> Any:
 
 
 async def create_environment(c: Call) -> Any:
-    return await c.run(c.store.create_environment, **{f.rstrip("!"): c.body.get(f.rstrip("!"))
+    return await c.run(c.store.create_environment, **{f.name: c.body.get(f.name)
                                                        for f in _ENVIRONMENT_FIELDS})
 
 
@@ -771,14 +718,14 @@ async def create_session(c: Call) -> Any:
     snapshot = None if agent is None else await c.run(c.store.agent_snapshot, agent)
     # memfs extension: the launcher of a remote session (memfs run --url) mounts under its
     # own root, and the resources' mount_path must say where.
-    root = _opt_str(b, "memfs_mount_root")
+    root = b.get("memfs_mount_root")
     session = await c.run(
         c.store.create_session,
         b.get("resources") or [],
         agent=snapshot,
-        environment_id=_opt_str(b, "environment_id"),
+        environment_id=b.get("environment_id"),
         metadata=b.get("metadata"),
-        title=_opt_str(b, "title"),
+        title=b.get("title"),
         **({} if root is None else {"root": root}),
     )
     if initial:
@@ -793,10 +740,7 @@ async def create_session(c: Call) -> Any:
 
 async def set_session_status(c: Call) -> Any:
     """memfs extension: the launcher of a remote session reports it running or terminated."""
-    status = c.body.get("status")
-    if not isinstance(status, str):
-        raise errors.InvalidRequest("status must be a string")
-    return await c.run(c.store.set_session_status, c.p["session_id"], status)
+    return await c.run(c.store.set_session_status, c.p["session_id"], c.body["status"])
 
 
 async def revert_session(c: Call) -> Any:
@@ -809,7 +753,7 @@ async def revert_session(c: Call) -> Any:
                                     "force in the JSON body")
     b = c.body
     return await c.run(c.store.revert, c.p["session_id"], actor=c.actor,
-                       dry_run=b.get("dry_run", False), force=b.get("force", False))
+                       dry_run=b.get("dry_run") or False, force=b.get("force") or False)
 
 
 async def retrieve_session(c: Call) -> Any:
@@ -821,7 +765,7 @@ async def update_session(c: Call) -> Any:
     _refuse_features(b)
     if b.get("agent") is not None:
         raise errors.InvalidRequest("a session's agent cannot be changed in memfs")
-    title = _opt_str(b, "title")
+    title = b.get("title")
     return await c.run(
         c.store.update_session,
         c.p["session_id"],
@@ -910,7 +854,7 @@ async def list_session_events(c: Call) -> Any:
 async def send_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     events = c.body["events"]
-    store_id = _opt_str(c.body, "memory_store_id")
+    store_id = c.body.get("memory_store_id")
     if _acting_session(c) == session_id and _all_tool_events(events):
         # A mount acting as this session (memfs extension): its tool events, ids kept.
         recorded = await c.run(c.store.add_tool_events, session_id, events, store_id=store_id)
@@ -1121,10 +1065,7 @@ async def get_limits(c: Call) -> Any:
 async def resolve_store(c: Call) -> Any:
     """A store by id or name, by the store's own rule (:meth:`Store.resolve_store`), so that a
     remote CLI names stores exactly as a local one does."""
-    ref = c.request.query_params.get("ref")
-    if ref is None:
-        raise errors.InvalidRequest("ref is required: a memory store id or name")
-    return await c.run(c.store.resolve_store, ref)
+    return await c.run(c.store.resolve_store, c.q.text("ref"))
 
 
 async def get_tree(c: Call) -> Any:
@@ -1138,11 +1079,7 @@ async def get_tree(c: Call) -> Any:
 async def get_snapshot(c: Call) -> Any:
     """The store as it was at ``at`` (README "Time travel"), basic view: a time-travel mount
     reads each version in effect with ``memory_versions.retrieve``."""
-    at = c.request.query_params.get("at")
-    if not at:
-        raise errors.InvalidRequest("at is required: an RFC 3339 time, a memory version id "
-                                    "or a session id")
-    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], at)
+    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], c.q.text("at"))
     return snap.to_dict()
 
 
@@ -1178,11 +1115,9 @@ async def delete_path(c: Call) -> Any:
 
 async def rename_path(c: Call) -> Any:
     b = c.body
-    replace = b.get("replace", True)
-    if not isinstance(replace, bool):
-        raise errors.InvalidRequest("replace must be true or false")
+    replace = b.get("replace")
     m = await c.write(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
-                    b["new_path"], actor=await _writer(c), replace=replace,
+                    b["new_path"], actor=await _writer(c), replace=replace is not False,
                     events=b.get("events"))
     return _with_seq(m)
 
@@ -1578,15 +1513,17 @@ async def cancel_dream(c: Call) -> Any:
 
 @dataclass(frozen=True)
 class Op:
-    """One endpoint. ``body`` lists the accepted JSON fields (``!`` = required), ``query``
-    the query parameters, ``returns`` a component schema name (``Page<X>`` for pages)."""
+    """One endpoint and its inputs, declared once (:mod:`memfs.apispec`): ``query`` its query
+    parameters, ``body`` its JSON body fields; requests are checked against them and
+    ``/openapi.json`` is made of them. ``returns`` names its answer's component schema
+    (``Page<X>`` for pages; a ``Stream``: SSE)."""
 
     method: str
     path: str
     handler: Callable[[Call], Awaitable[Any]]
     sdk: str
-    query: tuple[str, ...] = ()
-    body: tuple[str, ...] = ()
+    query: tuple[apispec.Param, ...] = ()
+    body: tuple[apispec.Param, ...] = ()
     returns: str = ""
     #: A memfs extension (not in the SDK): ``sdk`` then describes it.
     extension: bool = False
@@ -1599,59 +1536,82 @@ _MEM = _MS + "/{memory_store_id}/memories"
 _VER = _MS + "/{memory_store_id}/memory_versions"
 _SES = "/v1/sessions"
 _DRM = "/v1/dreams"
-_LIST = ("limit", "page")
+_LIST = (integer("limit"), string("page", description="a next_page cursor of this listing"))
+_VIEW = (string("view", enum=("basic", "full")),)
+#: A path, a memory's content: a value of the wrong type is the store's error for it.
+_PATH = {"invalid": errors.InvalidPath}
+_CONTENT = {"invalid": errors.InvalidContent}
+_EVENTS = array("events", description="the agent.tool_use/agent.tool_result events that report "
+                "the write (a mount acting as a session)")
+
+
+def _times(*ops: str) -> tuple[apispec.Param, ...]:
+    return tuple(time(f"created_at[{op}]") for op in ops)
+
 
 OPS: list[Op] = [
     Op("POST", _MS, create_memory_store, "memory_stores.create",
-       body=("name!", "description", "metadata"), returns="MemoryStore"),
+       body=(string("name!"), string("description"), obj("metadata")), returns="MemoryStore"),
     Op("GET", _MS, list_memory_stores, "memory_stores.list",
-       query=("created_at[gte]", "created_at[lte]", "include_archived", *_LIST),
+       query=(*_times("gte", "lte"), boolean("include_archived"), *_LIST),
        returns="Page<MemoryStore>"),
     Op("GET", _MS + "/{memory_store_id}", retrieve_memory_store, "memory_stores.retrieve",
        returns="MemoryStore"),
     Op("POST", _MS + "/{memory_store_id}", update_memory_store, "memory_stores.update",
-       body=("name", "description", "metadata"), returns="MemoryStore"),
+       body=(string("name"), string("description"), obj("metadata")), returns="MemoryStore"),
     Op("DELETE", _MS + "/{memory_store_id}", delete_memory_store, "memory_stores.delete",
        returns="Deleted"),
     Op("POST", _MS + "/{memory_store_id}/archive", archive_memory_store,
        "memory_stores.archive", returns="MemoryStore"),
-    Op("POST", _MEM, create_memory, "memory_stores.memories.create", query=("view",),
-       body=("path!", "content!"), returns="Memory"),
+    Op("POST", _MEM, create_memory, "memory_stores.memories.create", query=_VIEW,
+       body=(string("path!", **_PATH), string("content!", **_CONTENT)), returns="Memory"),
     Op("GET", _MEM, list_memories, "memory_stores.memories.list",
-       query=("path_prefix", "depth", "view", *_LIST), returns="Page<MemoryListItem>"),
+       query=(string("path_prefix"), integer("depth"), *_VIEW, *_LIST),
+       returns="Page<MemoryListItem>"),
     Op("GET", _MEM + "/{memory_id}", retrieve_memory, "memory_stores.memories.retrieve",
-       query=("view",), returns="Memory"),
+       query=_VIEW, returns="Memory"),
     Op("POST", _MEM + "/{memory_id}", update_memory, "memory_stores.memories.update",
-       query=("view",), body=("content", "path", "precondition"), returns="Memory"),
+       query=_VIEW, body=(string("content", **_CONTENT), string("path", **_PATH),
+                          obj("precondition")),
+       returns="Memory"),
     Op("DELETE", _MEM + "/{memory_id}", delete_memory, "memory_stores.memories.delete",
-       query=("expected_content_sha256",), returns="Deleted"),
+       query=(string("expected_content_sha256"),), returns="Deleted"),
     Op("GET", _VER, list_memory_versions, "memory_stores.memory_versions.list",
-       query=("memory_id", "operation", "session_id", "api_key_id", "service_account_id",
-              "user_id", "created_at[gte]", "created_at[lte]", "view", *_LIST),
+       query=(string("memory_id"), string("operation", enum=("created", "modified", "deleted")),
+              string("session_id"), string("api_key_id"), string("service_account_id"),
+              string("user_id"), *_times("gte", "lte"), *_VIEW, *_LIST),
        returns="Page<MemoryVersion>"),
     Op("GET", _VER + "/{memory_version_id}", retrieve_memory_version,
-       "memory_stores.memory_versions.retrieve", query=("view",), returns="MemoryVersion"),
+       "memory_stores.memory_versions.retrieve", query=_VIEW, returns="MemoryVersion"),
     Op("POST", _VER + "/{memory_version_id}/redact", redact_memory_version,
        "memory_stores.memory_versions.redact", returns="MemoryVersion"),
     Op("POST", "/v1/agents", create_agent, "agents.create", body=_AGENT_FIELDS,
        returns="Agent"),
-    Op("GET", "/v1/agents/{agent_id}", retrieve_agent, "agents.retrieve", query=("version",),
-       returns="Agent"),
+    Op("GET", "/v1/agents/{agent_id}", retrieve_agent, "agents.retrieve",
+       query=(integer("version"),), returns="Agent"),
     Op("POST", "/v1/environments", create_environment, "environments.create",
        body=_ENVIRONMENT_FIELDS, returns="Environment"),
     Op("GET", "/v1/environments/{environment_id}", retrieve_environment,
        "environments.retrieve", returns="Environment"),
     Op("POST", _SES, create_session, "sessions.create",
-       body=("agent", "environment_id", "resources", "metadata", "title", "initial_events",
-             "vault_ids", "budget", "memfs_mount_root"), returns="Session"),
+       body=(either("agent", "string", "object"), string("environment_id"),
+             array("resources"), obj("metadata"), string("title"), array("initial_events"),
+             array("vault_ids", items="string"), obj("budget"),
+             string("memfs_mount_root", description="memfs extension: the root the "
+                    "launcher mounts the session's stores under")),
+       returns="Session"),
     Op("GET", _SES, list_sessions, "sessions.list",
-       query=("memory_store_id", "statuses[]", "include_archived", "order", "created_at[gt]",
-              "created_at[gte]", "created_at[lt]", "created_at[lte]", *_LIST),
+       query=(string("memory_store_id"), array("statuses[]", items="string"),
+              boolean("include_archived"), string("order", enum=("asc", "desc")),
+              *_times("gt", "gte", "lt", "lte"), *_LIST,
+              *(string(n, description="refused: memfs cannot filter by it")
+                for n in ("agent_id", "agent_version", "deployment_id"))),
        returns="Page<Session>"),
     Op("GET", _SES + "/{session_id}", retrieve_session, "sessions.retrieve",
        returns="Session"),
     Op("POST", _SES + "/{session_id}", update_session, "sessions.update",
-       body=("metadata", "title", "agent", "budget", "vault_ids"), returns="Session"),
+       body=(obj("metadata"), string("title"), either("agent", "string", "object"),
+             obj("budget"), array("vault_ids", items="string")), returns="Session"),
     Op("DELETE", _SES + "/{session_id}", delete_session, "sessions.delete",
        returns="Deleted"),
     Op("POST", _SES + "/{session_id}/archive", archive_session, "sessions.archive",
@@ -1660,27 +1620,32 @@ OPS: list[Op] = [
        "sessions.resources.list", query=_LIST, returns="Page<SessionResource>"),
     Op("POST", _SES + "/{session_id}/resources", add_session_resource,
        "sessions.resources.add (refused: memfs has no file resources)",
-       body=("type", "file_id", "mount_path"), returns="Error"),
+       body=(string("type"), string("file_id"), string("mount_path")), returns="Error"),
     Op("GET", _SES + "/{session_id}/resources/{resource_id}", retrieve_session_resource,
        "sessions.resources.retrieve (by sesrsc_ id or memory_store_id)",
        returns="SessionResource"),
     Op("POST", _SES + "/{session_id}/resources/{resource_id}", update_session_resource,
        "sessions.resources.update (refused for memory stores)",
-       body=("authorization_token",), returns="Error"),
+       body=(string("authorization_token"),), returns="Error"),
     Op("DELETE", _SES + "/{session_id}/resources/{resource_id}", delete_session_resource,
        "sessions.resources.delete (refused for memory stores)", returns="Error"),
     Op("GET", _SES + "/{session_id}/events", list_session_events, "sessions.events.list",
-       query=("types[]", "order", "created_at[gt]", "created_at[gte]", "created_at[lt]",
-              "created_at[lte]", *_LIST),
+       query=(array("types[]", items="string"), string("order", enum=("asc", "desc")),
+              *_times("gt", "gte", "lt", "lte"), *_LIST),
        returns="Page<Event>"),
     Op("POST", _SES + "/{session_id}/events", send_session_events, "sessions.events.send",
-       body=("events!", "memory_store_id"), returns="EventList"),
+       body=(array("events!"), string("memory_store_id", description="memfs extension: the "
+                                      "store of a mount's tool events")),
+       returns="EventList"),
     Op("GET", _SES + "/{session_id}/events/stream", stream_session_events,
-       "sessions.events.stream", query=("event_deltas[]",), returns="EventStream"),
+       "sessions.events.stream", query=(array("event_deltas[]", items="string"),),
+       returns="EventStream"),
     Op("POST", _DRM, create_dream, "dreams.create",
-       body=("inputs!", "model!", "instructions", "output_behavior"), returns="Dream"),
+       body=(array("inputs!"), either("model!", "string", "object"), string("instructions"),
+             obj("output_behavior")), returns="Dream"),
     Op("GET", _DRM, list_dreams, "dreams.list",
-       query=("statuses[]", "include_archived", "created_at[gt]", "created_at[lt]", *_LIST),
+       query=(array("statuses[]", items="string"), boolean("include_archived"),
+              *_times("gt", "lt"), *_LIST),
        returns="Page<Dream>"),
     Op("GET", _DRM + "/{dream_id}", retrieve_dream, "dreams.retrieve", returns="Dream"),
     Op("POST", _DRM + "/{dream_id}/archive", archive_dream, "dreams.archive",
@@ -1689,24 +1654,29 @@ OPS: list[Op] = [
     # memfs extensions (README "Remote mounts")
     Op("POST", _SES + "/{session_id}/memfs/status", set_session_status,
        "set a session's status (the launcher of memfs run --url: running, terminated)",
-       body=("status!",), returns="Session", extension=True),
+       body=(string("status!", enum=("rescheduling", "running", "idle", "terminated")),),
+       returns="Session",
+       extension=True),
     Op("POST", _SES + "/{session_id}/memfs/revert", revert_session,
        "undo a session (or, with a memrevert_ id in place of the session id, an earlier "
        "revert): every memory it wrote back to its state before, one transaction; memories "
        "changed by someone else since are conflicts unless force; dry_run: the plan only",
-       body=("dry_run", "force"), returns="Revert", extension=True),
+       body=(boolean("dry_run"), boolean("force")), returns="Revert", extension=True),
     Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", returns="Limits",
        extension=True),
     Op("GET", "/v1/memfs/resolve_store", resolve_store,
        "a memory store by id, else by exact name (the newest live one; two live stores of "
-       "that name are ambiguous: 400)", query=("ref",), returns="MemoryStore", extension=True),
+       "that name are ambiguous: 400)",
+       query=(string("ref!", description="a memory store id or name"),),
+       returns="MemoryStore", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
        "every live memory (basic view) and the change-feed position", returns="Tree",
        extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/snapshot", get_snapshot,
        "the store as it was at a time, right after a version or just before a session's "
        "first write (time travel): the boundary and the memories then live (basic view)",
-       query=("at",), returns="Snapshot", extension=True),
+       query=(string("at!", description="an RFC 3339 time, a memory version id or a session "
+                     "id"),), returns="Snapshot", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/stats", get_stats,
        "live memory count and change-feed position", returns="Stats", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/check_can_create", check_can_create,
@@ -1714,37 +1684,43 @@ OPS: list[Op] = [
        returns="Ok", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/write", write_path,
        "create or replace the memory at a path, one transaction (with the tool events that "
-       "report it, if given)", body=("path!", "content!", "events"),
+       "report it, if given)",
+       body=(string("path!", **_PATH), string("content!", **_CONTENT), _EVENTS),
        returns="Memory", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/delete", delete_path,
-       "delete the memory at a path", body=("path!", "events"), returns="Memory",
+       "delete the memory at a path", body=(string("path!", **_PATH), _EVENTS),
+       returns="Memory",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename", rename_path,
        "rename the memory at a path; over a memory at the target (replace), that memory "
        "takes the content and the renamed one is deleted, in one transaction (with the tool "
        "events that report it, if given)",
-       body=("old_path!", "new_path!", "replace", "events"), returns="Memory",
-       extension=True),
+       body=(string("old_path!", **_PATH), string("new_path!", **_PATH), boolean("replace"),
+             _EVENTS),
+       returns="Memory", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename_prefix", rename_prefix,
        "move every memory below a prefix, one transaction (a directory rename)",
-       body=("old_prefix!", "new_prefix!", "events"), returns="MemoryList", extension=True),
+       body=(string("old_prefix!", **_PATH), string("new_prefix!", **_PATH), _EVENTS),
+       returns="MemoryList",
+       extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/events", record_store_events,
        "record tool events of a mount (of the session it acts as, else of the store)",
-       body=("events!",), returns="EventList", extension=True),
+       body=(array("events!"),), returns="EventList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/export", export_store,
        "the store as one archive (docs/EXPORT-FORMAT.md: gzip JSON Lines), streamed; "
-       "history=true: every retained version", query=("history",), returns="Archive",
-       extension=True),
+       "history=true: every retained version", query=(boolean("history"),),
+       returns="Archive", extension=True),
     Op("POST", "/v1/memfs/import", import_store,
        "import an archive (restored with its ids; name: a copy with new ids; into: add to a "
-       "store) or a zip of text files (name or into), one transaction, all or nothing unless "
-       "partial=true", query=("name", "into", "partial"), returns="ImportSummary",
+       "store) or a zip of text files (name or into); checked whole before anything is "
+       "written, all or nothing unless partial=true",
+       query=(string("name"), string("into"), boolean("partial")), returns="ImportSummary",
        extension=True, raw_body=True),
     Op("GET", _MS + "/{memory_store_id}/changes", list_changes, "the store's change feed",
-       query=("after", "limit"), returns="ChangeList", extension=True),
+       query=(integer("after"), integer("limit")), returns="ChangeList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/changes/stream", stream_changes,
-       "the store's change feed, live (SSE)", query=("after",), returns="ChangeStream",
-       extension=True),
+       "the store's change feed, live (SSE)", query=(integer("after"),),
+       returns="ChangeStream", extension=True),
 ]
 
 
@@ -1753,9 +1729,10 @@ def _endpoint(
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
+            query = apispec.Query(request.query_params, op.query)
             body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
                                                                                    op.body)
-            result = await op.handler(Call(request, store, body, hub, events, writes))
+            result = await op.handler(Call(request, store, body, query, hub, events, writes))
             if isinstance(result, Response):
                 return result
             if hasattr(result, "to_dict"):
@@ -1860,221 +1837,8 @@ class _Split:
             await self.console(scope, receive, send)
 
 
-# --------------------------------------------------------------------------------------------
-# OpenAPI
-
-
-def _obj(props: dict[str, Any], required: Iterable[str] | None = None) -> dict[str, Any]:
-    return {"type": "object", "properties": props,
-            "required": list(props if required is None else required)}
-
-
-_S = {"type": "string"}
-_NS = {"type": ["string", "null"]}
-_T = {"type": "string", "format": "date-time"}
-_NT = {"type": ["string", "null"], "format": "date-time"}
-_I = {"type": "integer"}
-_NI = {"type": ["integer", "null"]}
-_META = {"type": "object", "additionalProperties": {"type": "string"}}
-_ACTOR = {"oneOf": [
-    _obj({"type": {"const": t}, f: _S}) for t, f in (
-        ("api_actor", "api_key_id"), ("session_actor", "session_id"),
-        ("user_actor", "user_id"), ("service_account_actor", "service_account_id"))
-]}
-
-
-def _ref(name: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-SCHEMAS: dict[str, Any] = {
-    "MemoryStore": _obj({"type": {"const": "memory_store"}, "id": _S, "name": _S,
-                         "description": _S, "metadata": _META, "created_at": _T,
-                         "updated_at": _T, "archived_at": _NT}),
-    "Memory": _obj({"type": {"const": "memory"}, "id": _S, "memory_store_id": _S, "path": _S,
-                    "content": _NS, "content_sha256": _S, "content_size_bytes": _I,
-                    "memory_version_id": _S, "created_at": _T, "updated_at": _T}),
-    "MemoryPrefix": _obj({"type": {"const": "memory_prefix"}, "path": _S}),
-    "MemoryListItem": {"oneOf": [_ref("Memory"), _ref("MemoryPrefix")]},
-    "Actor": _ACTOR,
-    "MemoryVersion": _obj({
-        "type": {"const": "memory_version"}, "id": _S, "memory_id": _S,
-        "memory_store_id": _S, "operation": {"enum": ["created", "modified", "deleted"]},
-        "created_at": _T, "path": _NS, "content": _NS, "content_sha256": _NS,
-        "content_size_bytes": _NI, "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
-        "redacted_at": _NT, "redacted_by": {"oneOf": [_ref("Actor"), {"type": "null"}]}}),
-    "Deleted": _obj({"id": _S, "type": {"enum": [
-        "memory_store_deleted", "memory_deleted", "session_deleted"]}}),
-    "SessionResource": _obj({
-        "type": {"const": "memory_store"}, "id": _S, "memory_store_id": _S,
-        "access": {"enum": ["read_write", "read_only"]}, "instructions": _NS, "name": _S,
-        "description": _S, "mount_path": _S}),
-    "Session": _obj({
-        "type": {"const": "session"}, "id": _S,
-        "status": {"enum": ["rescheduling", "running", "idle", "terminated"]},
-        "resources": {"type": "array", "items": _ref("SessionResource")},
-        "agent": {"type": ["object", "null"]}, "environment_id": _NS, "metadata": _META,
-        "title": _NS, "vault_ids": {"type": "array", "items": _S}, "created_at": _T,
-        "updated_at": _T, "archived_at": _NT, "stats": {"type": "object"},
-        "usage": {"type": "object"}, "outcome_evaluations": {"type": "array"},
-        "budget": {"type": "null"}, "deployment_id": {"type": "null"}}),
-    "Dream": _obj({
-        "type": {"const": "dream"}, "id": _S,
-        "status": {"enum": ["pending", "running", "completed", "failed", "canceled"]},
-        "inputs": {"type": "array", "items": {"type": "object"}},
-        "model": _obj({"id": _S, "speed": {"const": "standard"}}), "instructions": _NS,
-        "output_behavior": {"type": "object"},
-        "outputs": {"type": "array", "items": _obj({"type": {"const": "memory_store"},
-                                                    "memory_store_id": _S})},
-        "session_id": _NS,
-        "error": {"oneOf": [_obj({"type": _S, "message": _S}), {"type": "null"}]},
-        "usage": _obj({k: _I for k in ("input_tokens", "output_tokens",
-                                      "cache_creation_input_tokens",
-                                      "cache_read_input_tokens")}),
-        "created_at": _T, "ended_at": _NT, "archived_at": _NT}),
-    "Event": {"type": "object", "required": ["id", "type", "processed_at"],
-              "properties": {"id": _S, "type": _S, "processed_at": _T},
-              "additionalProperties": True},
-    "EventList": _obj({"data": {"type": "array", "items": _ref("Event")}}),
-    "EventStream": {"type": "string", "description":
-                    "text/event-stream: frames 'event: <type>', 'id: <event id>', "
-                    "'data: <Event JSON>'; 'event: ping' keepalives; ends after "
-                    "session.deleted or session.status_terminated"},
-    "Limits": {"type": "object", "additionalProperties": {"type": "number"},
-               "description": "memfs extension: every limit of the server's store"},
-    "Tree": _obj({"data": {"type": "array", "items": _ref("Memory")}, "last_seq": _I}),
-    "Stats": _obj({"memory_count": _I, "last_seq": _I}),
-    "Snapshot": _obj({
-        "type": {"const": "memfs_snapshot"}, "memory_store_id": _S, "at": _S, "time": _T,
-        "after_version_id": _NS, "before_version_id": _NS, "session_id": _NS,
-        "data": {"type": "array", "items": _ref("Memory")},
-        "redacted": {"type": "object", "additionalProperties": _T,
-                     "description": "version in effect -> its redaction time (empty file)"},
-        "unknown_memory_ids": {"type": "array", "items": _S, "description":
-                               "memories whose history before the boundary was pruned"}}),
-    "Ok": _obj({"ok": {"const": True}}),
-    "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
-    "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
-                    "op": {"enum": ["put", "delete", "history", "store"]}, "memory_id": _NS,
-                    "path": _NS, "old_path": _NS,
-                    "memory": {"oneOf": [_ref("Memory"), {"type": "null"}]}},
-                   ["type", "seq", "op", "memory_id", "path", "old_path"]),
-    "ChangeList": _obj({"data": {"type": "array", "items": _ref("Change")}, "last_seq": _I,
-                        "reset": {"type": "boolean"}}),
-    "ChangeStream": {"type": "string", "description":
-                     "text/event-stream: 'event: memfs.change' frames ('id: <seq>', data a "
-                     "Change); 'event: memfs.reset' (data {last_seq}) when the requested "
-                     "position is unknown: reload the tree; 'event: ping' keepalives every "
-                     "few seconds. Resume with ?after=<seq> or Last-Event-ID."},
-    "Archive": {"type": "string", "format": "binary", "description":
-                "application/gzip: a memfs-export archive (docs/EXPORT-FORMAT.md)"},
-    "ImportSummary": _obj({
-        "type": {"const": "memfs_import"}, "source": {"enum": ["archive", "files"]},
-        "store": _ref("MemoryStore"), "ids": {"enum": ["kept", "new"]},
-        "created_store": {"type": "boolean"}, "history": {"type": "boolean"},
-        "memories": _I, "versions": _I, "redacted": _I,
-        "skipped": {"type": "array", "items": _obj({"path": _S, "reason": _S},
-                                                    ["path", "reason"])},
-        "ignored": {"type": "array", "items": _obj({"path": _S, "reason": _S})}}),
-    "Revert": _obj({
-        "type": {"const": "memfs_revert"}, "id": _NS, "undo": _NS,
-        "target": _obj({"type": {"enum": ["session", "revert"]}, "id": _S}),
-        "dry_run": {"type": "boolean"}, "force": {"type": "boolean"},
-        "complete": {"type": "boolean"}, "created_at": _T,
-        "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
-        "actions": {"type": "array", "items": _obj({
-            "memory_store_id": _S, "memory_id": _S,
-            "action": {"enum": ["delete", "recreate", "restore"]}, "old_path": _NS,
-            "path": _NS, "content_changed": {"type": "boolean"},
-            "forced": {"type": "boolean"}, "memory_version_id": _NS})},
-        "conflicts": {"type": "array", "items": _obj({
-            "memory_store_id": _S, "memory_id": _S,
-            "reason": {"enum": ["changed", "path_taken", "unrecoverable"]}, "message": _S,
-            "path": _NS, "pre_path": _NS, "reverted_version": {"type": ["object", "null"]},
-            "current_version": {"type": ["object", "null"]}, "diff": _NS,
-            "conflicting_memory_id": _NS, "conflicting_path": _NS})},
-        "unchanged": {"type": "array", "items": _obj({
-            "memory_store_id": _S, "memory_id": _S, "path": _NS})}}),
-    "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
-              "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
-                             "model": {"type": "object"}, "tools": {"type": "array"}},
-              "additionalProperties": True},
-    "Environment": {"type": "object", "required": ["type", "id", "name", "config"],
-                    "properties": {"type": {"const": "environment"}, "id": _S, "name": _S,
-                                   "config": {"type": "object"}},
-                    "additionalProperties": True},
-    "Error": _obj({
-        "type": {"const": "error"},
-        "error": {"type": "object", "required": ["type", "message"], "properties": {
-            "type": {"enum": sorted({t for _, _, t, _ in ERRORS})}, "message": _S,
-            "details": _obj({"error_code": {"enum": sorted(
-                {c for _, _, _, c in ERRORS if c})}}),
-            "conflicting_memory_id": _S, "conflicting_path": _S}},
-        "request_id": _S}, ["type", "error", "request_id"]),
-}
-
-
-def _response_schema(name: str) -> dict[str, Any]:
-    if name.startswith("Page<"):
-        item = name[5:-1]
-        return _obj({"data": {"type": "array", "items": _ref(item)}, "next_page": _NS},
-                    ["data", "next_page"])
-    return _ref(name)
-
-
 def openapi() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of :data:`OPS`: every path, method, query parameter and
-    accepted body field that the app serves."""
-    paths: dict[str, Any] = {}
-    for op in OPS:
-        params = [{"name": p.split("}")[0], "in": "path", "required": True, "schema": _S}
-                  for p in op.path.split("{")[1:]]
-        params += [{"name": q, "in": "query", "required": False,
-                    "schema": {"type": "array", "items": _S} if q.endswith("[]") else _S}
-                   for q in op.query]
-        entry: dict[str, Any] = {
-            "operationId": op.handler.__name__,
-            "summary": f"memfs extension: {op.sdk}" if op.extension
-            else f"SDK: client.beta.{op.sdk}",
-            "parameters": params,
-            "responses": {
-                "200": {"description": "OK", "content": {
-                    "text/event-stream" if op.returns.endswith("Stream")
-                    else "application/gzip" if op.returns == "Archive" else "application/json":
-                    {"schema": _response_schema(op.returns)}}},
-                "default": {"description": "Error",
-                            "content": {"application/json": {"schema": _ref("Error")}}},
-            },
-        }
-        if op.returns == "Error":
-            del entry["responses"]["200"]
-        if op.extension:
-            entry["x-memfs-extension"] = True
-            entry["parameters"].append({
-                "name": SESSION_HEADER, "in": "header", "required": False, "schema": _S,
-                "description": "act as this session (writes: session_actor; tool events)"})
-        if op.raw_body:
-            entry["requestBody"] = {"required": True, "content": {
-                t: {"schema": {"type": "string", "format": "binary"}}
-                for t in ("application/gzip", "application/zip")}}
-        elif op.method != "GET":
-            entry["requestBody"] = {"required": False, "content": {"application/json": {
-                "schema": {"type": "object", "additionalProperties": False,
-                           "properties": {f.rstrip("!"): {} for f in op.body},
-                           "required": [f[:-1] for f in op.body if f.endswith("!")]}}}}
-        paths.setdefault(op.path, {})[op.method.lower()] = entry
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "memfs", "version": "0.1.0", "description":
-                 "Memory stores API, wire-compatible with anthropic==2.14.0 "
-                 "(client.beta.memory_stores, sessions)."},
-        "components": {
-            "schemas": SCHEMAS,
-            "securitySchemes": {
-                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
-                "bearer": {"type": "http", "scheme": "bearer"},
-            },
-        },
-        "security": [{"apiKey": []}, {"bearer": []}],
-        "paths": paths,
-    }
+    """``/openapi.json``: :data:`OPS` with their declared inputs (:mod:`memfs.openapi`)."""
+    from . import openapi as doc
+
+    return doc.document(OPS, ERRORS, SESSION_HEADER)

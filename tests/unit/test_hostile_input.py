@@ -319,7 +319,7 @@ def test_no_body_field_of_any_route_takes_a_lone_surrogate_to_a_500(client):
             url = url.replace("{" + name + "}", value)
         for field in op.body:
             for shape in shapes:
-                body = json.dumps({field.rstrip("!"): shape})  # ASCII, \ud800 escapes
+                body = json.dumps({field.name: shape})  # ASCII, \ud800 escapes
                 for headers in ({}, {api.SESSION_HEADER: sess["id"]}):
                     r = client.post(url, content=body.encode(),
                                     headers={"content-type": "application/json", **headers})
