@@ -36,7 +36,7 @@ import resource
 import secrets
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any
 
@@ -362,13 +362,13 @@ def _install_json_protocol_errors() -> None:
     that writes them is replaced (idempotent)."""
     H11Protocol._send_error_response = _send_json_error  # type: ignore[method-assign]
     if not getattr(H11Protocol._create_stream, "_memfs", False):
-        H11Protocol._create_stream = _refuse_ambiguous_framing(  # type: ignore[method-assign]
+        H11Protocol._create_stream = _refuse_ambiguous_framing(  # type: ignore[method-assign,assignment]
             H11Protocol._create_stream)
 
 
 def _refuse_ambiguous_framing(
-    create_stream: Callable[[H11Protocol, h11.Request], Awaitable[None]],
-) -> Callable[[H11Protocol, h11.Request], Awaitable[None]]:
+    create_stream: Callable[[H11Protocol, h11.Request], Coroutine[Any, Any, None]],
+) -> Callable[[H11Protocol, h11.Request], Coroutine[Any, Any, None]]:
     """A request with both ``Transfer-Encoding`` and ``Content-Length`` is answered 400 and
     its connection closed, never passed to the app: h11 frames its body by the former (RFC
     9112 §6.3), a proxy in front may frame it by the latter, and the bytes they disagree

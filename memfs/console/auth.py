@@ -35,10 +35,10 @@ def routes(console: Console) -> list[BaseRoute]:
         try:
             fields = await form(request)
         except errors.MemfsError as e:  # too large, too slow, too many at once
-            response = console.render(request, "signin.html", status=console.error_status(e),
-                                      next=next_, error=e.message)
-            response.headers.update(console.error_headers(e))
-            return response
+            refused = console.render(request, "signin.html", status=console.error_status(e),
+                                     next=next_, error=e.message)
+            refused.headers.update(console.error_headers(e))
+            return refused
         next_ = _safe_next(fields.get("next"))
         cookie = console.new_cookie(fields.get("api_key", "").strip())
         if cookie is None:
