@@ -35,6 +35,7 @@ import bisect
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -3653,53 +3654,112 @@ class Store:
 
     def import_files(
         self,
-        files: Iterable[tuple[str, bytes | str | None, str | None]],
+        files: Callable[[], Iterable[tuple[str, bytes | str | None, str | None]]],
         *,
         name: str | None = None,
         into: str | None = None,
         partial: bool = False,
         actor: Actor | None,
     ) -> dict[str, Any]:
-        """Create a memory for each ``(path, content, reason)`` of ``files`` (a directory or
-        a zip, walked by :mod:`memfs.transfer`), in ONE transaction, into a new store named
-        ``name`` or the existing store ``into``. Every rule applies (path, UTF-8, size, the
-        memory limit, overlaps). An entry that breaks one, or that comes with a ``reason``
-        already (it could not be read), is listed in ``skipped``; without ``partial`` any
-        such entry refuses the whole import (:class:`ImportRejected`, listing every one).
+        """Create a memory for each ``(path, content, reason)`` of ``files()`` (a directory or
+        a zip, walked by :mod:`memfs.transfer`; each call walks it again from the start)
+        into a new store named ``name`` or the existing store ``into``. Every rule applies
+        (path, UTF-8, size, the memory limit, overlaps). An entry that breaks one, or that
+        comes with a ``reason`` already (it could not be read), is listed in ``skipped``;
+        without ``partial`` any such entry refuses the whole import (:class:`ImportRejected`,
+        listing every one).
+
+        As for :meth:`import_archive`, never one long transaction: the files are walked and
+        checked first (against the store as it is, read without the lock), so that a refused
+        import writes nothing, then walked again and written in short transactions; an
+        import that fails after its first write removes what it wrote.
 
         :raises ImportRejected, InvalidRequest, NotFound, StoreArchived:
         """
+        from .restore import BATCH_BYTES, BATCH_ROWS
+
         if (name is None) == (into is None):
             raise InvalidRequest("give a new store name or a store to import into")
         if name is not None:
             name = _validate_name(name, self.limits)
-        skipped: list[dict[str, Any]] = []
-        n_mem = 0
-        with self._write() as c:
-            if into is not None:
-                self._writable_store_in(c, into)
-                sid = into
-            else:
-                sid, now = new_id("memstore"), _now()
-                c.execute(
-                    "INSERT INTO stores (id, name, description, metadata, created_at, "
-                    "updated_at) VALUES (?, ?, '', '{}', ?, ?)", (sid, name, now, now))
-            for path, content, reason in files:
+        sid = into if into is not None else new_id("memstore")
+        refused = self._import_files_plan(files, sid, into)
+        skipped = [{"path": _printable(p), "reason": r} for p, r in refused.items()]
+        if skipped and not partial:
+            raise _rejected(skipped)
+        skipped, written, created = [], [], False
+        try:
+            batch: list[tuple[str, bytes | str | None, str | None]] = []
+            size = 0
+            for entry in itertools.chain(files(), [None]):  # None: the last batch is due
+                if entry is not None:
+                    batch.append(entry)
+                    size += len(entry[1] or "")
+                    if len(batch) < BATCH_ROWS and size < BATCH_BYTES:
+                        continue
+                elif batch == [] and (created or into is not None):
+                    break
+                with self._write() as c:
+                    if not created and into is None:
+                        now = _now()
+                        c.execute(
+                            "INSERT INTO stores (id, name, description, metadata, created_at, "
+                            "updated_at) VALUES (?, ?, '', '{}', ?, ?)", (sid, name, now, now))
+                        created = True
+                    for path, content, reason in batch:
+                        reason = refused.get(path, reason)
+                        if reason is None:
+                            try:
+                                p = validate_path(path, self.limits)
+                                text, data = encode_content(content, self.limits)
+                                written.append(self._create_in(c, sid, p, text, data, actor).id)
+                                continue
+                            except (InvalidRequest, PathConflict) as e:
+                                reason = e.message
+                        skipped.append({"path": _printable(path), "reason": reason})
+                batch, size = [], 0
+            if skipped and not partial:
+                raise _rejected(skipped)
+        except BaseException:
+            if created or written:
+                self._import_undo(sid, created, written)
+            raise
+        return {"store": self.get_store(sid).to_dict(), "ids": "new",
+                "created_store": into is None, "memories": len(written),
+                "versions": len(written), "redacted": 0, "skipped": skipped}
+
+    def _import_files_plan(
+        self, files: Callable[[], Iterable[tuple[str, bytes | str | None, str | None]]],
+        sid: str, into: str | None,
+    ) -> dict[str, str]:
+        """The files an import would skip (path -> why), as the store is now, read without
+        the write lock: a rule broken, a path taken or overlapping, no room left.
+
+        :raises NotFound, StoreArchived: ``into``.
+        """
+        refused: dict[str, str] = {}
+        placed: list[str] = []  # the import's own, sorted: they may overlap too
+        with self._read() as c:
+            count = 0 if into is None else self._writable_store_in(c, into)["memory_count"]
+            for path, content, reason in files():
                 if reason is None:
                     try:
                         p = validate_path(path, self.limits)
-                        text, data = encode_content(content, self.limits)
-                        self._create_in(c, sid, p, text, data, actor)
-                        n_mem += 1
+                        encode_content(content, self.limits)
+                        if into is not None:
+                            self._check_path_free(c, into, p)
+                        other = _overlapping(p, placed)
+                        if other is not None:
+                            raise PathConflict(_overlap(p, other), conflicting_memory_id="",
+                                               conflicting_path=other)
+                        self._check_room(sid, count)
+                        count += 1
+                        bisect.insort(placed, p)
                         continue
                     except (InvalidRequest, PathConflict) as e:
                         reason = e.message
-                skipped.append({"path": _printable(path), "reason": reason})
-            if skipped and not partial:
-                raise _rejected(skipped)
-            result = self._store_in(c, sid)
-        return {"store": result.to_dict(), "ids": "new", "created_store": into is None,
-                "memories": n_mem, "versions": n_mem, "redacted": 0, "skipped": skipped}
+                refused[path] = reason
+        return refused
 
     # -- search (the Console) ----------------------------------------------------------------
 

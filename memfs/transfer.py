@@ -25,9 +25,9 @@ when the export ends, fails, or is closed unfinished (a download cut short: the 
 Console stream it with :class:`ClosingStreamingResponse`, which closes it). An archive is
 read twice, as a stream each time (:meth:`Store.import_archive`): once to check it whole, its
 trailer included, before anything is written, and once to write it in short transactions, so
-that the write lock is never held for long, whatever the archive's size. Plain files are one
-store transaction (:meth:`Store.import_files`; a store holds at most 2,000 of them). Neither
-ever holds the whole store or the whole archive in memory. This module only reads, writes and
+that the write lock is never held for long, whatever the archive's size; plain files are
+walked twice the same way (:meth:`Store.import_files`). Neither ever holds the whole store or
+the whole archive in memory. This module only reads, writes and
 walks; every rule is the store's.
 
 **Plain files** (a directory, or a zip of one) become memories at ``/`` + their relative
@@ -524,22 +524,29 @@ def _zip_entries(
 
 
 def import_files(
-    store: Store, entries: Iterator[Entry], ignored: list[dict[str, str]], *,
+    store: Store, walk: Callable[[list[dict[str, str]]], Iterator[Entry]], *,
     name: str | None = None, into: str | None = None, partial: bool = False,
     actor: Any = None, progress: Progress = _no_progress,
 ) -> dict[str, Any]:
-    """Import walked files (:func:`walk_directory`, :func:`walk_zip`) in one transaction
-    (:meth:`Store.import_files`). The summary is :func:`import_archive`'s, plus ``ignored``.
+    """Import walked files (``walk(ignored)``: :func:`walk_directory` or :func:`walk_zip` of
+    the source, appending what it ignores to ``ignored``; called once per pass over the
+    files: :meth:`Store.import_files` checks them all before it writes). The summary is
+    :func:`import_archive`'s, plus ``ignored``.
 
-    :raises ImportRejected, InvalidRequest, NotFound, StoreArchived:
+    :raises ImportRejected, InvalidArchive, InvalidRequest, NotFound, StoreArchived:
     """
+    ignored: list[dict[str, str]] = []
+    passes = 0
+    halves = _Halves(progress)
 
-    def counted() -> Iterator[Entry]:
-        for e in entries:
-            progress(1)
+    def files() -> Iterator[Entry]:
+        nonlocal passes
+        passes += 1
+        for e in walk(ignored if passes == 1 else []):
+            halves(2)  # one file of two passes
             yield e
 
-    summary = store.import_files(counted(), name=name, into=into, partial=partial, actor=actor)
+    summary = store.import_files(files, name=name, into=into, partial=partial, actor=actor)
     return {"type": "memfs_import", "source": "files", "history": False, **summary,
             "ignored": ignored}
 
@@ -576,7 +583,12 @@ def import_upload(
     if name is None and into is None:
         raise InvalidRequest("a zip of files needs a new store name (name) or a store to "
                              "import into (into)")
-    ignored: list[dict[str, str]] = []
-    entries = walk_zip(raw, store.limits, ignored)
-    return import_files(store, entries, ignored, name=name, into=into, partial=partial,
-                        actor=actor, progress=progress)
+    start = raw.tell()
+
+    def walk(ignored: list[dict[str, str]]) -> Iterator[Entry]:
+        raw.seek(start)
+        return walk_zip(raw, store.limits, ignored)
+
+    walk([])  # a zip that is not one is refused here, before the store is asked anything
+    return import_files(store, walk, name=name, into=into, partial=partial, actor=actor,
+                        progress=progress)
