@@ -25,9 +25,11 @@ them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
 ``/v1/memory_stores/{id}/memory_versions/{id}/memfs/restore`` (Store.restore_version); the
 filesystem's calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create,
 write, delete, rename, rename_prefix, events), each one store transaction;
-``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.revert; README "Undo a session");
-and the store's change feed, ``/changes`` and ``/changes/stream`` (SSE), served by
-:class:`ChangeHub` with one database poller per store however many mounts follow it.
+``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.revert; docs/sessions.md) and
+``/v1/sessions/{id}/memfs/tokens`` (a session token: the credential of a session's commands,
+which the gate takes where it takes a key, for that session's stores only); and the store's
+change feed, ``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one
+database poller per store however many mounts follow it.
 
 Known limitations:
 - One workspace: ``anthropic-workspace-id`` is ignored, ``anthropic-beta`` is not checked.
@@ -45,7 +47,7 @@ import logging
 import secrets
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any
@@ -53,19 +55,21 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.datastructures import MutableHeaders, QueryParams
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import dbwatch, errors, transfer
+from . import apispec, dbwatch, errors, transfer
+from .apispec import array, boolean, either, integer, obj, string, time
 from .health import PATHS as HEALTH_PATHS
 from .health import Health
 from .models import Actor, Memory, MemoryVersion, SessionGrant
-from .rules import api_key_id, slugify
+from .rules import _check_view, api_key_id, parse_int, slugify
 from .store import SESSION_TOKEN_PREFIX, TOOL_EVENT_TYPES, UNSET, Store, no_session, no_store
+from .uploads import Uploads, UploadsFull
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,11 @@ IMPORT_TOTAL_SECONDS = 600.0
 #: and then stalls must not hold a connection (and a file descriptor) for ever.
 BODY_IDLE_SECONDS = 10.0
 BODY_TOTAL_SECONDS = 60.0
+#: And past its first :data:`BODY_GRACE_SECONDS` a body must have come at
+#: :data:`MIN_BODY_RATE` bytes per second at least: at 1 byte/s (a byte well within every
+#: idle limit) a client held its connection for the whole :data:`BODY_TOTAL_SECONDS`.
+BODY_GRACE_SECONDS = 5.0
+MIN_BODY_RATE = 4096
 #: Seconds between two looks at the database by the poller shared by all session event
 #: streams, and between a stream's keepalive pings.
 STREAM_POLL_SECONDS = 0.1
@@ -100,6 +109,9 @@ CHANGES_POLL_SECONDS = 0.05
 CHANGES_PING_SECONDS = 5.0
 #: Change frames a store's feed keeps for subscribers that fall a little behind.
 CHANGES_KEPT = 2000
+#: Seconds between two tries of a stream's poll while the database cannot be reached (the
+#: stream keeps its pings going meanwhile, and goes on when the database is back).
+OUTAGE_RETRY_SECONDS = 1.0
 #: ``initial_events`` of sessions.create (API.md §4.1): at most 50, of these types.
 INITIAL_EVENT_TYPES = ("user.message", "user.define_outcome")
 MAX_INITIAL_EVENTS = 50
@@ -150,6 +162,7 @@ ERRORS: list[tuple[type[BaseException], int, str, str | None]] = [
     (errors.Unauthorized, 401, "authentication_error", None),
     (errors.ReadOnly, 403, "permission_error", "read_only"),
     (errors.Forbidden, 403, "permission_error", "forbidden"),
+    (errors.TooManyRequests, 429, "rate_limit_error", "too_many_unfinished_requests"),
     (errors.Busy, 503, "overloaded_error", None),
     (errors.StorageFull, 507, "api_error", "storage_full"),
     (errors.StorageError, 503, "api_error", "storage_error"),
@@ -175,7 +188,7 @@ def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any]
         headers["x-should-retry"] = "false"
     if isinstance(exc, errors.Busy):
         headers["retry-after"] = "1"
-    if isinstance(exc, RequestTooLarge | RequestTimeout):
+    if isinstance(exc, RequestTooLarge | RequestTimeout | errors.TooManyRequests | UploadsFull):
         headers["connection"] = "close"  # the rest of the body is never read
     return status, {"type": "error", "error": err, "request_id": request_id}, headers
 
@@ -284,50 +297,9 @@ def _presented_key(request: Request) -> str | None:
 # request parsing
 
 
-class _Query:
-    """Query parameters as the SDK encodes them (API.md §1.4): bracketed keys, ``name[]``
-    repeats (bare repeats accepted), ``true``/``false``."""
-
-    def __init__(self, params: QueryParams) -> None:
-        self.params = params
-
-    def text(self, name: str) -> str | None:
-        value = self.params.get(name)
-        return value if value else None
-
-    def texts(self, name: str) -> list[str] | None:
-        values = self.params.getlist(name + "[]") + self.params.getlist(name)
-        return [v for v in values if v] or None
-
-    def integer(self, name: str, default: int | None) -> int | None:
-        value = self.params.get(name)
-        if value is None or value == "":
-            return default
-        try:
-            return int(value)
-        except ValueError:
-            raise errors.InvalidRequest(f"{name} must be an integer, not {value!r}") from None
-
-    def flag(self, name: str, default: bool) -> bool:
-        value = self.params.get(name)
-        if value is None or value == "":
-            return default
-        if value.lower() in ("true", "1"):
-            return True
-        if value.lower() in ("false", "0"):
-            return False
-        raise errors.InvalidRequest(f"{name} must be true or false, not {value!r}")
-
-    def view(self, default: str) -> str:
-        value = self.params.get("view") or default
-        if value not in ("basic", "full"):
-            raise errors.InvalidRequest(f"view must be 'basic' or 'full', not {value!r}")
-        return value
-
-
-async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """The JSON object body: empty means ``{}``; fields outside ``allowed`` (``name!`` marks a
-    required one) are refused, so a typo never passes silently.
+async def _read_json(request: Request, fields: Sequence[apispec.Param]) -> dict[str, Any]:
+    """The JSON object body, checked against the operation's declared ``fields``
+    (:func:`memfs.apispec.check_body`); empty means ``{}``.
 
     :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest:
     """
@@ -339,51 +311,60 @@ async def _read_json(request: Request, allowed: tuple[str, ...]) -> dict[str, An
             body = json.loads(raw, parse_constant=_no_constant)
         except (ValueError, RecursionError) as e:
             raise errors.InvalidRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise errors.InvalidRequest("request body must be a JSON object")
-    names = {f.rstrip("!") for f in allowed}
-    unknown = sorted(set(body) - names)
-    if unknown:
-        raise errors.InvalidRequest(
-            f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(names)) or 'none'}"
-        )
-    for f in allowed:
-        if f.endswith("!") and f[:-1] not in body:
-            raise errors.InvalidRequest(f"{f[:-1]} is required")
-    return body
+    return apispec.check_body(body, fields)
 
 
 async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
                        what: str) -> AsyncIterator[bytes]:
     """The body's chunks: at most ``max_bytes`` in all, each chunk within
-    :data:`BODY_IDLE_SECONDS` and all within ``total_seconds`` (``what`` names the body in
-    the errors).
+    :data:`BODY_IDLE_SECONDS`, past :data:`BODY_GRACE_SECONDS` at :data:`MIN_BODY_RATE` on
+    average, all within ``total_seconds`` (``what`` names the body in the errors). The body
+    holds one of the app's :class:`~memfs.uploads.Uploads` while it is read: none free, it is
+    not read at all.
 
-    :raises RequestTooLarge, RequestTimeout, ClientGone:
+    :raises RequestTooLarge, RequestTimeout, ClientGone, TooManyRequests, UploadsFull:
     """
-    size = 0
-    deadline = anyio.current_time() + total_seconds
-    stream = request.stream()
-    try:
-        while True:
-            wait = min(BODY_IDLE_SECONDS, deadline - anyio.current_time())
-            with anyio.move_on_after(wait) as timer:
-                chunk = await anext(stream, None)
-            if timer.cancelled_caught:
-                raise RequestTimeout(
-                    f"the {what} did not arrive in time ({size} bytes received; allowed "
-                    f"{BODY_IDLE_SECONDS:g} s without data, {total_seconds:g} s in all)"
-                )
-            if chunk is None:
-                return
-            size += len(chunk)
-            if size > max_bytes:
-                raise RequestTooLarge(f"{what} over {max_bytes} bytes")
-            yield chunk
-    except ClientDisconnect:
-        raise ClientGone("the client disconnected before sending the whole body") from None
-    finally:
-        await stream.aclose()
+    state = request.scope.get("state", {})
+    uploads: Uploads = state.get("uploads") or _UNBOUNDED
+    client = request.client.host if request.client else ""
+    actor, user = state.get("actor"), state.get("user")
+    key = actor.id if actor is not None else getattr(user, "key_id", None)
+    with uploads.hold(client, key):
+        size = 0
+        start = anyio.current_time()
+        last = start
+        stream = request.stream()
+        try:
+            while True:
+                # The next chunk is due within the idle limit, at the minimum average rate
+                # past the grace period, and within the whole body's time.
+                due = min(last + BODY_IDLE_SECONDS,
+                          start + BODY_GRACE_SECONDS + size / MIN_BODY_RATE,
+                          start + total_seconds)
+                with anyio.move_on_at(due) as timer:
+                    chunk = await anext(stream, None)
+                if timer.cancelled_caught:
+                    raise RequestTimeout(
+                        f"the {what} did not arrive in time ({size} bytes in "
+                        f"{anyio.current_time() - start:.1f} s; allowed: "
+                        f"{BODY_IDLE_SECONDS:g} s without data, {MIN_BODY_RATE} bytes/s "
+                        f"after the first {BODY_GRACE_SECONDS:g} s, {total_seconds:g} s in all)"
+                    )
+                if chunk is None:
+                    return
+                last = anyio.current_time()
+                size += len(chunk)
+                if size > max_bytes:
+                    raise RequestTooLarge(f"{what} over {max_bytes} bytes")
+                yield chunk
+        except ClientDisconnect:
+            raise ClientGone("the client disconnected before sending the whole body") from None
+        finally:
+            await stream.aclose()
+
+
+#: The bodies of an app that was given no :class:`Uploads` (never in ``create_app``).
+_UNBOUNDED = Uploads(total=1 << 62, per_client=1 << 62, per_key=1 << 62)
 
 
 async def _read_body(request: Request) -> bytes:
@@ -399,28 +380,19 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _opt_str(body: Mapping[str, Any], name: str) -> str | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, str):
-        raise errors.InvalidRequest(f"{name} must be a string")
-    return value
-
-
 @dataclass
 class Call:
-    """What a handler gets: the request, the store, the caller, parsed query and body, and
-    the app's shared pollers of change feeds and session events."""
+    """What a handler gets: the request, the store, the caller, the checked query and body,
+    and the app's shared pollers of change feeds and session events."""
 
     request: Request
     store: Store
     body: dict[str, Any]
+    #: The declared query parameters, checked (:class:`memfs.apispec.Query`).
+    q: apispec.Query
     hub: ChangeHub
     events: EventHub
     writes: WriteBatcher
-
-    @property
-    def q(self) -> _Query:
-        return _Query(self.request.query_params)
 
     @property
     def p(self) -> Mapping[str, str]:
@@ -599,6 +571,11 @@ async def _writer(c: Call) -> Actor:
     return actor
 
 
+def _view(c: Call, default: str) -> str:
+    """The ``view`` asked for (the store's rule: basic or full)."""
+    return _check_view(c.q.text("view") or default)
+
+
 def _shown(m: Memory | MemoryVersion, view: str) -> dict[str, Any]:
     return (dataclasses.replace(m, content=None) if view == "basic" else m).to_dict()
 
@@ -650,7 +627,7 @@ async def archive_memory_store(c: Call) -> Any:
 
 
 async def create_memory(c: Call) -> Any:
-    view = c.q.view("basic")
+    view = _view(c, "basic")
     m = await c.write(
         c.store.create_memory, c.p["memory_store_id"], c.body["path"], c.body["content"],
         actor=await _writer(c),
@@ -659,7 +636,7 @@ async def create_memory(c: Call) -> Any:
 
 
 async def retrieve_memory(c: Call) -> Any:
-    view = c.q.view("full")
+    view = _view(c, "full")
     return await c.read(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
 
 
@@ -677,7 +654,7 @@ def _precondition(value: Any) -> str | None:
 
 
 async def update_memory(c: Call) -> Any:
-    view = c.q.view("basic")
+    view = _view(c, "basic")
     b = c.body
     m = await c.write(
         c.store.update_memory,
@@ -693,7 +670,7 @@ async def update_memory(c: Call) -> Any:
 
 async def list_memories(c: Call) -> Any:
     q = c.q
-    limit, view = q.integer("limit", 20), q.view("basic")
+    limit, view = q.integer("limit", 20), _view(c, "basic")
     # A short page of the basic view is a quick read: on the loop; a long one in a thread.
     short = view == "basic" and limit is not None and limit <= SHORT_PAGE
     return await (c.read if short else c.run)(
@@ -733,14 +710,14 @@ async def list_memory_versions(c: Call) -> Any:
         created_at_lte=q.text("created_at[lte]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
-        view=q.view("basic"),
+        view=_view(c, "basic"),
     )
 
 
 async def retrieve_memory_version(c: Call) -> Any:
     return await c.run(
         c.store.get_version, c.p["memory_store_id"], c.p["memory_version_id"],
-        view=c.q.view("full"),
+        view=_view(c, "full"),
     )
 
 
@@ -762,13 +739,15 @@ async def redact_memory_version(c: Call) -> Any:
 # --------------------------------------------------------------------------------------------
 # agents and environments (just enough for sessions.create)
 
-_AGENT_FIELDS = ("model!", "name!", "description", "execution_identity", "mcp_servers",
-                 "metadata", "multiagent", "skills", "system", "tools")
-_ENVIRONMENT_FIELDS = ("name!", "config", "description", "metadata", "scope")
+_AGENT_FIELDS = (either("model!", "string", "object"), string("name!"), string("description"),
+                 obj("execution_identity"), array("mcp_servers"), obj("metadata"),
+                 obj("multiagent"), array("skills"), string("system"), array("tools"))
+_ENVIRONMENT_FIELDS = (string("name!"), obj("config"), string("description"), obj("metadata"),
+                       string("scope", enum=("organization", "account")))
 
 
 async def create_agent(c: Call) -> Any:
-    return await c.run(c.store.create_agent, **{f.rstrip("!"): c.body.get(f.rstrip("!"))
+    return await c.run(c.store.create_agent, **{f.name: c.body.get(f.name)
                                                  for f in _AGENT_FIELDS})
 
 
@@ -777,7 +756,7 @@ async def retrieve_agent(c: Call) -> Any:
 
 
 async def create_environment(c: Call) -> Any:
-    return await c.run(c.store.create_environment, **{f.rstrip("!"): c.body.get(f.rstrip("!"))
+    return await c.run(c.store.create_environment, **{f.name: c.body.get(f.name)
                                                        for f in _ENVIRONMENT_FIELDS})
 
 
@@ -819,14 +798,14 @@ async def create_session(c: Call) -> Any:
     snapshot = None if agent is None else await c.run(c.store.agent_snapshot, agent)
     # memfs extension: the launcher of a remote session (memfs run --url) mounts under its
     # own root, and the resources' mount_path must say where.
-    root = _opt_str(b, "memfs_mount_root")
+    root = b.get("memfs_mount_root")
     session = await c.run(
         c.store.create_session,
         b.get("resources") or [],
         agent=snapshot,
-        environment_id=_opt_str(b, "environment_id"),
+        environment_id=b.get("environment_id"),
         metadata=b.get("metadata"),
-        title=_opt_str(b, "title"),
+        title=b.get("title"),
         **({} if root is None else {"root": root}),
     )
     if initial:
@@ -841,10 +820,7 @@ async def create_session(c: Call) -> Any:
 
 async def set_session_status(c: Call) -> Any:
     """memfs extension: the launcher of a remote session reports it running or terminated."""
-    status = c.body.get("status")
-    if not isinstance(status, str):
-        raise errors.InvalidRequest("status must be a string")
-    return await c.run(c.store.set_session_status, c.p["session_id"], status)
+    return await c.run(c.store.set_session_status, c.p["session_id"], c.body["status"])
 
 
 async def revert_session(c: Call) -> Any:
@@ -857,7 +833,7 @@ async def revert_session(c: Call) -> Any:
                                     "force in the JSON body")
     b = c.body
     return await c.run(c.store.revert, c.p["session_id"], actor=c.actor,
-                       dry_run=b.get("dry_run", False), force=b.get("force", False))
+                       dry_run=b.get("dry_run") or False, force=b.get("force") or False)
 
 
 async def create_session_token(c: Call) -> Any:
@@ -874,7 +850,7 @@ async def update_session(c: Call) -> Any:
     _refuse_features(b)
     if b.get("agent") is not None:
         raise errors.InvalidRequest("a session's agent cannot be changed in memfs")
-    title = _opt_str(b, "title")
+    title = b.get("title")
     return await c.run(
         c.store.update_session,
         c.p["session_id"],
@@ -964,7 +940,7 @@ async def list_session_events(c: Call) -> Any:
 async def send_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     events = c.body["events"]
-    store_id = _opt_str(c.body, "memory_store_id")
+    store_id = c.body.get("memory_store_id")
     if _acting_session(c) == session_id and _all_tool_events(events):
         # A mount acting as this session (memfs extension): its tool events, ids kept.
         recorded = await c.run(c.store.add_tool_events, session_id, events, store_id=store_id)
@@ -1010,6 +986,33 @@ def sse_frame(event: str, data: Any, id_: str | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
+class _Outage:
+    """What the live streams of one hub say when the database cannot be reached: one warning
+    when the first poll fails, one line when one succeeds again, nothing in between (the
+    streams wait, pinging, and try again every :data:`OUTAGE_RETRY_SECONDS`)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.since: float | None = None
+
+    def failed(self, e: errors.MemfsError) -> None:
+        if self.since is None:
+            self.since = anyio.current_time()
+            log.warning("%s wait: the database cannot be reached (%s); trying again every "
+                        "%g s", self.what, e.message, OUTAGE_RETRY_SECONDS)
+
+    def answered(self) -> None:
+        if self.since is not None:
+            log.info("%s go on: the database answers again after %.1f s", self.what,
+                     anyio.current_time() - self.since)
+            self.since = None
+
+
+#: The errors of a database that cannot answer now (a restart, a failover, a full pool): a
+#: live stream waits them out instead of failing.
+_UNAVAILABLE = (errors.StorageError, errors.Busy)
+
+
 class EventHub:
     """Serves session event streams with one database poller for all of them: each poll asks
     :meth:`Store.event_marks` which sessions have new events, and wakes only their streams.
@@ -1034,6 +1037,7 @@ class EventHub:
         self.next_poll = 0.0
         #: Database polls made, for tests and statistics.
         self.polls = 0
+        self.outage = _Outage("session event streams")
 
     def statistics(self) -> dict[str, int]:
         return {"sessions": len(self.subscribers), "polls": self.polls,
@@ -1049,24 +1053,31 @@ class EventHub:
             yield sse_frame("ping", {"type": "ping"})
             quiet_since = anyio.current_time()
             read_to: int | None = None  # the hub mark this stream has read the database to
+            retry_at = 0.0  # a read the database could not answer is tried again then
             while True:
                 if self._poller is None:
                     self._poller = me
                 mark = self.marks.get(session_id, 0)
                 # Once after the hub's first poll (events older than its position), then
                 # whenever a poll saw new events of this session.
-                if self.seq is not None and (read_to is None or mark > read_to):
-                    batch = await anyio.to_thread.run_sync(
-                        self.store.events_after, session_id, after)
-                    for after, event in batch:  # noqa: B007 (after: where the next read starts)
-                        yield sse_frame(event.type, event.to_dict(), event.id)
-                        if event.type in STREAM_END_TYPES:
-                            return
-                    if batch:
-                        quiet_since = anyio.current_time()
-                        continue  # read again until the database has no more
-                    read_to = mark
-                    continue
+                if self.seq is not None and (read_to is None or mark > read_to) and (
+                        anyio.current_time() >= retry_at):
+                    try:
+                        batch = await anyio.to_thread.run_sync(
+                            self.store.events_after, session_id, after)
+                    except _UNAVAILABLE as e:  # wait (pinging) and read again
+                        self.outage.failed(e)
+                        retry_at = anyio.current_time() + OUTAGE_RETRY_SECONDS
+                    else:
+                        for after, event in batch:  # noqa: B007 (where the next read starts)
+                            yield sse_frame(event.type, event.to_dict(), event.id)
+                            if event.type in STREAM_END_TYPES:
+                                return
+                        if batch:
+                            quiet_since = anyio.current_time()
+                            continue  # read again until the database has no more
+                        read_to = mark
+                        continue
                 now = anyio.current_time()
                 if now - quiet_since >= self.ping:
                     yield sse_frame("ping", {"type": "ping"})
@@ -1081,6 +1092,8 @@ class EventHub:
                 timeout = quiet_since + self.ping - now
                 if polling:
                     timeout = min(timeout, self.next_poll - now)
+                if retry_at > now:
+                    timeout = min(timeout, retry_at - now)
                 with anyio.move_on_after(timeout):
                     await wake.wait()
         finally:
@@ -1095,10 +1108,19 @@ class EventHub:
                 self.seq = None  # nobody follows: the next stream starts from the present
 
     async def _poll(self) -> None:
+        """Ask the database which followed sessions have news; one that cannot answer is
+        asked again in :data:`OUTAGE_RETRY_SECONDS`, the streams pinging meanwhile."""
+        wait = self.interval
         try:
             self.polls += 1
             first = self.seq is None
-            last, marks = await anyio.to_thread.run_sync(self.store.event_marks, self.seq)
+            try:
+                last, marks = await anyio.to_thread.run_sync(self.store.event_marks, self.seq)
+            except _UNAVAILABLE as e:
+                self.outage.failed(e)
+                wait = OUTAGE_RETRY_SECONDS
+                return
+            self.outage.answered()
             self.seq = last if self.seq is None else max(self.seq, last)
             for session_id, seq in marks.items():
                 if session_id in self.subscribers:
@@ -1109,7 +1131,7 @@ class EventHub:
             if first:
                 self._wake_all()  # every stream reads what came before the hub's position
         finally:
-            self.next_poll = anyio.current_time() + self.interval
+            self.next_poll = anyio.current_time() + wait
 
     def _wake_all(self) -> None:
         wakes, self._wake = self._wake, {}
@@ -1129,10 +1151,7 @@ async def get_limits(c: Call) -> Any:
 async def resolve_store(c: Call) -> Any:
     """A store by id or name, by the store's own rule (:meth:`Store.resolve_store`), so that a
     remote CLI names stores exactly as a local one does."""
-    ref = c.request.query_params.get("ref")
-    if ref is None:
-        raise errors.InvalidRequest("ref is required: a memory store id or name")
-    return await c.run(c.store.resolve_store, ref,
+    return await c.run(c.store.resolve_store, c.q.text("ref"),
                        among=None if c.grant is None else list(c.grant.access))
 
 
@@ -1154,11 +1173,7 @@ async def get_tree(c: Call) -> Any:
 async def get_snapshot(c: Call) -> Any:
     """The store as it was at ``at`` (README "Time travel"), basic view: a time-travel mount
     reads each version in effect with ``memory_versions.retrieve``."""
-    at = c.request.query_params.get("at")
-    if not at:
-        raise errors.InvalidRequest("at is required: an RFC 3339 time, a memory version id "
-                                    "or a session id")
-    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], at)
+    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], c.q.text("at"))
     return snap.to_dict()
 
 
@@ -1194,11 +1209,9 @@ async def delete_path(c: Call) -> Any:
 
 async def rename_path(c: Call) -> Any:
     b = c.body
-    replace = b.get("replace", True)
-    if not isinstance(replace, bool):
-        raise errors.InvalidRequest("replace must be true or false")
+    replace = b.get("replace")
     m = await c.write(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
-                    b["new_path"], actor=await _writer(c), replace=replace,
+                    b["new_path"], actor=await _writer(c), replace=replace is not False,
                     events=b.get("events"))
     return _with_seq(m)
 
@@ -1245,11 +1258,10 @@ def _after(c: Call) -> int | None:
     if after is None:
         last_id = c.request.headers.get("last-event-id")  # an SSE client reconnecting
         if last_id:
-            try:
-                after = int(last_id)
-            except ValueError:
+            after = parse_int(last_id)
+            if after is None:
                 raise errors.InvalidRequest(
-                    f"Last-Event-ID must be a change seq, not {last_id!r}") from None
+                    f"Last-Event-ID must be a change seq, not {last_id[:40]!r}")
     if after is not None and after < 0:
         raise errors.InvalidRequest("after must be a change seq (>= 0)")
     return after
@@ -1387,6 +1399,7 @@ class ChangeHub:
         self._feeds: dict[str, _Feed] = {}
         #: Database polls made, for tests and statistics.
         self.polls = 0
+        self.outage = _Outage("change streams")
 
     def statistics(self) -> dict[str, int]:
         return {"feeds": len(self._feeds), "polls": self.polls,
@@ -1421,12 +1434,20 @@ class ChangeHub:
                         frames = await anyio.to_thread.run_sync(
                             change_frames, self.store, store_id, after)
                     except errors.FeedGap:  # the database pruned what this one missed
-                        after = await anyio.to_thread.run_sync(
-                            self.store.last_change, store_id)
-                        yield sse_frame("memfs.reset", {"type": "memfs.reset",
-                                                        "last_seq": after})
-                        quiet_since = anyio.current_time()
-                        continue
+                        try:
+                            after = await anyio.to_thread.run_sync(
+                                self.store.last_change, store_id)
+                        except _UNAVAILABLE as e:
+                            self.outage.failed(e)
+                            frames = []
+                        else:
+                            yield sse_frame("memfs.reset", {"type": "memfs.reset",
+                                                            "last_seq": after})
+                            quiet_since = anyio.current_time()
+                            continue
+                    except _UNAVAILABLE as e:  # read again after the next poll, pinging
+                        self.outage.failed(e)
+                        frames = []
                 elif after < feed.seq:
                     frames = [f for f in feed.recent if f["seq"] > after]
                 else:  # caught up, the usual case at every tick: nothing to scan
@@ -1491,11 +1512,18 @@ class ChangeHub:
             tick.set()
 
     async def _poll(self, feed: _Feed, store_id: str) -> None:
+        """Bring ``feed`` up to the database's newest change. A database that cannot answer
+        leaves the feed as it is, the next poll due in :data:`OUTAGE_RETRY_SECONDS`."""
         feed.polling = True
-        found = False
+        found = failed = False
         try:
             self.polls += 1
-            last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
+            try:
+                last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
+            except _UNAVAILABLE as e:
+                self.outage.failed(e)
+                failed = True
+                return
             found = last > feed.seq
             while last > feed.seq:
                 try:
@@ -1507,17 +1535,23 @@ class ChangeHub:
                     feed.recent.clear()
                     feed.base = feed.seq = last
                     break
+                except _UNAVAILABLE as e:  # what was read so far is kept
+                    self.outage.failed(e)
+                    failed = True
+                    return
                 if not frames:
                     break
                 feed.recent.extend(frames)
                 feed.seq = frames[-1]["seq"]
                 while len(feed.recent) > self.keep:
                     feed.base = feed.recent.popleft()["seq"]
+            self.outage.answered()
         finally:
             feed.polling = False
-            if found:
+            if found or failed:
                 feed.rechecks = []
-            wait = feed.rechecks.pop(0) if feed.rechecks else self._every()
+            wait = OUTAGE_RETRY_SECONDS if failed else (
+                feed.rechecks.pop(0) if feed.rechecks else self._every())
             feed.next_poll = anyio.current_time() + wait
             tick, feed.tick = feed.tick, anyio.Event()
             tick.set()
@@ -1573,15 +1607,17 @@ async def cancel_dream(c: Call) -> Any:
 
 @dataclass(frozen=True)
 class Op:
-    """One endpoint. ``body`` lists the accepted JSON fields (``!`` = required), ``query``
-    the query parameters, ``returns`` a component schema name (``Page<X>`` for pages)."""
+    """One endpoint and its inputs, declared once (:mod:`memfs.apispec`): ``query`` its query
+    parameters, ``body`` its JSON body fields; requests are checked against them and
+    ``/openapi.json`` is made of them. ``returns`` names its answer's component schema
+    (``Page<X>`` for pages; a ``Stream``: SSE)."""
 
     method: str
     path: str
     handler: Callable[[Call], Awaitable[Any]]
     sdk: str
-    query: tuple[str, ...] = ()
-    body: tuple[str, ...] = ()
+    query: tuple[apispec.Param, ...] = ()
+    body: tuple[apispec.Param, ...] = ()
     returns: str = ""
     #: A memfs extension (not in the SDK): ``sdk`` then describes it.
     extension: bool = False
@@ -1599,61 +1635,84 @@ _MEM = _MS + "/{memory_store_id}/memories"
 _VER = _MS + "/{memory_store_id}/memory_versions"
 _SES = "/v1/sessions"
 _DRM = "/v1/dreams"
-_LIST = ("limit", "page")
+_LIST = (integer("limit"), string("page", description="a next_page cursor of this listing"))
+_VIEW = (string("view", enum=("basic", "full")),)
+#: A path, a memory's content: a value of the wrong type is the store's error for it.
+_PATH = {"invalid": errors.InvalidPath}
+_CONTENT = {"invalid": errors.InvalidContent}
+_EVENTS = array("events", description="the agent.tool_use/agent.tool_result events that report "
+                "the write (a mount acting as a session)")
+
+
+def _times(*ops: str) -> tuple[apispec.Param, ...]:
+    return tuple(time(f"created_at[{op}]") for op in ops)
+
 
 OPS: list[Op] = [
     Op("POST", _MS, create_memory_store, "memory_stores.create",
-       body=("name!", "description", "metadata"), returns="MemoryStore"),
+       body=(string("name!"), string("description"), obj("metadata")), returns="MemoryStore"),
     Op("GET", _MS, list_memory_stores, "memory_stores.list",
-       query=("created_at[gte]", "created_at[lte]", "include_archived", *_LIST),
+       query=(*_times("gte", "lte"), boolean("include_archived"), *_LIST),
        token="open", returns="Page<MemoryStore>"),
     Op("GET", _MS + "/{memory_store_id}", retrieve_memory_store, "memory_stores.retrieve",
        token="read", returns="MemoryStore"),
     Op("POST", _MS + "/{memory_store_id}", update_memory_store, "memory_stores.update",
-       body=("name", "description", "metadata"), returns="MemoryStore"),
+       body=(string("name"), string("description"), obj("metadata")), returns="MemoryStore"),
     Op("DELETE", _MS + "/{memory_store_id}", delete_memory_store, "memory_stores.delete",
        returns="Deleted"),
     Op("POST", _MS + "/{memory_store_id}/archive", archive_memory_store,
        "memory_stores.archive", returns="MemoryStore"),
-    Op("POST", _MEM, create_memory, "memory_stores.memories.create", query=("view",),
-       body=("path!", "content!"), token="write", returns="Memory"),
+    Op("POST", _MEM, create_memory, "memory_stores.memories.create", query=_VIEW,
+       body=(string("path!", **_PATH), string("content!", **_CONTENT)), token="write",
+       returns="Memory"),
     Op("GET", _MEM, list_memories, "memory_stores.memories.list",
-       query=("path_prefix", "depth", "view", *_LIST), token="read",
-       returns="Page<MemoryListItem>"),
+       query=(string("path_prefix"), integer("depth"), *_VIEW, *_LIST),
+       token="read", returns="Page<MemoryListItem>"),
     Op("GET", _MEM + "/{memory_id}", retrieve_memory, "memory_stores.memories.retrieve",
-       query=("view",), token="read", returns="Memory"),
+       query=_VIEW, token="read", returns="Memory"),
     Op("POST", _MEM + "/{memory_id}", update_memory, "memory_stores.memories.update",
-       query=("view",), body=("content", "path", "precondition"), token="write", returns="Memory"),
+       query=_VIEW, body=(string("content", **_CONTENT), string("path", **_PATH),
+                          obj("precondition")),
+       token="write", returns="Memory"),
     Op("DELETE", _MEM + "/{memory_id}", delete_memory, "memory_stores.memories.delete",
-       query=("expected_content_sha256",), token="write", returns="Deleted"),
+       query=(string("expected_content_sha256"),), token="write", returns="Deleted"),
     Op("GET", _VER, list_memory_versions, "memory_stores.memory_versions.list",
-       query=("memory_id", "operation", "session_id", "api_key_id", "service_account_id",
-              "user_id", "created_at[gte]", "created_at[lte]", "view", *_LIST),
+       query=(string("memory_id"), string("operation", enum=("created", "modified", "deleted")),
+              string("session_id"), string("api_key_id"), string("service_account_id"),
+              string("user_id"), *_times("gte", "lte"), *_VIEW, *_LIST),
        token="read", returns="Page<MemoryVersion>"),
     Op("GET", _VER + "/{memory_version_id}", retrieve_memory_version,
-       "memory_stores.memory_versions.retrieve", query=("view",), token="read",
+       "memory_stores.memory_versions.retrieve", query=_VIEW, token="read",
        returns="MemoryVersion"),
     Op("POST", _VER + "/{memory_version_id}/redact", redact_memory_version,
        "memory_stores.memory_versions.redact", returns="MemoryVersion"),
     Op("POST", "/v1/agents", create_agent, "agents.create", body=_AGENT_FIELDS,
        returns="Agent"),
-    Op("GET", "/v1/agents/{agent_id}", retrieve_agent, "agents.retrieve", query=("version",),
-       returns="Agent"),
+    Op("GET", "/v1/agents/{agent_id}", retrieve_agent, "agents.retrieve",
+       query=(integer("version"),), returns="Agent"),
     Op("POST", "/v1/environments", create_environment, "environments.create",
        body=_ENVIRONMENT_FIELDS, returns="Environment"),
     Op("GET", "/v1/environments/{environment_id}", retrieve_environment,
        "environments.retrieve", returns="Environment"),
     Op("POST", _SES, create_session, "sessions.create",
-       body=("agent", "environment_id", "resources", "metadata", "title", "initial_events",
-             "vault_ids", "budget", "memfs_mount_root"), returns="Session"),
+       body=(either("agent", "string", "object"), string("environment_id"),
+             array("resources"), obj("metadata"), string("title"), array("initial_events"),
+             array("vault_ids", items="string"), obj("budget"),
+             string("memfs_mount_root", description="memfs extension: the root the "
+                    "launcher mounts the session's stores under")),
+       returns="Session"),
     Op("GET", _SES, list_sessions, "sessions.list",
-       query=("memory_store_id", "statuses[]", "include_archived", "order", "created_at[gt]",
-              "created_at[gte]", "created_at[lt]", "created_at[lte]", *_LIST),
+       query=(string("memory_store_id"), array("statuses[]", items="string"),
+              boolean("include_archived"), string("order", enum=("asc", "desc")),
+              *_times("gt", "gte", "lt", "lte"), *_LIST,
+              *(string(n, description="refused: memfs cannot filter by it")
+                for n in ("agent_id", "agent_version", "deployment_id"))),
        token="open", returns="Page<Session>"),
     Op("GET", _SES + "/{session_id}", retrieve_session, "sessions.retrieve",
        token="session", returns="Session"),
     Op("POST", _SES + "/{session_id}", update_session, "sessions.update",
-       body=("metadata", "title", "agent", "budget", "vault_ids"), returns="Session"),
+       body=(obj("metadata"), string("title"), either("agent", "string", "object"),
+             obj("budget"), array("vault_ids", items="string")), returns="Session"),
     Op("DELETE", _SES + "/{session_id}", delete_session, "sessions.delete",
        returns="Deleted"),
     Op("POST", _SES + "/{session_id}/archive", archive_session, "sessions.archive",
@@ -1662,27 +1721,32 @@ OPS: list[Op] = [
        "sessions.resources.list", query=_LIST, token="session", returns="Page<SessionResource>"),
     Op("POST", _SES + "/{session_id}/resources", add_session_resource,
        "sessions.resources.add (refused: memfs has no file resources)",
-       body=("type", "file_id", "mount_path"), returns="Error"),
+       body=(string("type"), string("file_id"), string("mount_path")), returns="Error"),
     Op("GET", _SES + "/{session_id}/resources/{resource_id}", retrieve_session_resource,
        "sessions.resources.retrieve (by sesrsc_ id or memory_store_id)",
        token="session", returns="SessionResource"),
     Op("POST", _SES + "/{session_id}/resources/{resource_id}", update_session_resource,
        "sessions.resources.update (refused for memory stores)",
-       body=("authorization_token",), returns="Error"),
+       body=(string("authorization_token"),), returns="Error"),
     Op("DELETE", _SES + "/{session_id}/resources/{resource_id}", delete_session_resource,
        "sessions.resources.delete (refused for memory stores)", returns="Error"),
     Op("GET", _SES + "/{session_id}/events", list_session_events, "sessions.events.list",
-       query=("types[]", "order", "created_at[gt]", "created_at[gte]", "created_at[lt]",
-              "created_at[lte]", *_LIST),
+       query=(array("types[]", items="string"), string("order", enum=("asc", "desc")),
+              *_times("gt", "gte", "lt", "lte"), *_LIST),
        token="session", returns="Page<Event>"),
     Op("POST", _SES + "/{session_id}/events", send_session_events, "sessions.events.send",
-       body=("events!", "memory_store_id"), token="session", returns="EventList"),
+       body=(array("events!"), string("memory_store_id", description="memfs extension: the "
+                                      "store of a mount's tool events")),
+       token="session", returns="EventList"),
     Op("GET", _SES + "/{session_id}/events/stream", stream_session_events,
-       "sessions.events.stream", query=("event_deltas[]",), token="session", returns="EventStream"),
+       "sessions.events.stream", query=(array("event_deltas[]", items="string"),),
+       token="session", returns="EventStream"),
     Op("POST", _DRM, create_dream, "dreams.create",
-       body=("inputs!", "model!", "instructions", "output_behavior"), returns="Dream"),
+       body=(array("inputs!"), either("model!", "string", "object"), string("instructions"),
+             obj("output_behavior")), returns="Dream"),
     Op("GET", _DRM, list_dreams, "dreams.list",
-       query=("statuses[]", "include_archived", "created_at[gt]", "created_at[lt]", *_LIST),
+       query=(array("statuses[]", items="string"), boolean("include_archived"),
+              *_times("gt", "lt"), *_LIST),
        returns="Page<Dream>"),
     Op("GET", _DRM + "/{dream_id}", retrieve_dream, "dreams.retrieve", returns="Dream"),
     Op("POST", _DRM + "/{dream_id}/archive", archive_dream, "dreams.archive",
@@ -1691,27 +1755,32 @@ OPS: list[Op] = [
     # memfs extensions (README "Remote mounts")
     Op("POST", _SES + "/{session_id}/memfs/status", set_session_status,
        "set a session's status (the launcher of memfs run --url: running, terminated)",
-       body=("status!",), returns="Session", extension=True),
+       body=(string("status!", enum=("rescheduling", "running", "idle", "terminated")),),
+       returns="Session",
+       extension=True),
     Op("POST", _SES + "/{session_id}/memfs/revert", revert_session,
        "undo a session (or, with a memrevert_ id in place of the session id, an earlier "
        "revert): every memory it wrote back to its state before, one transaction; memories "
        "changed by someone else since are conflicts unless force; dry_run: the plan only",
-       body=("dry_run", "force"), returns="Revert", extension=True),
+       body=(boolean("dry_run"), boolean("force")), returns="Revert", extension=True),
     Op("POST", _SES + "/{session_id}/memfs/tokens", create_session_token,
        "make a session token (what memfs run hands its agent instead of a key): only the "
        "session's attached stores with their access, only while it runs, until ttl_seconds "
-       "(default 1 day); the secret is shown once", body=("ttl_seconds",),
+       "(default 1 day); the secret is shown once",
+       body=(integer("ttl_seconds", description="seconds the token lives at most"),),
        returns="SessionToken", extension=True),
     Op("POST", _VER + "/{memory_version_id}/memfs/restore", restore_memory_version,
        "bring back a version's content as a new version of its memory (a deleted memory "
-       "comes back under its own id, at path or else the version's path)", body=("path",),
-       token="write", returns="Memory", extension=True),
+       "comes back under its own id, at path or else the version's path)",
+       body=(string("path", **_PATH),), token="write", returns="Memory", extension=True),
     Op("GET", "/v1/memfs/limits", get_limits, "the server store's limits", token="open",
-       returns="Limits", extension=True),
+       returns="Limits",
+       extension=True),
     Op("GET", "/v1/memfs/resolve_store", resolve_store,
        "a memory store by id, else by exact name (the newest live one; two live stores of "
-       "that name are ambiguous: 400)", query=("ref",), token="open", returns="MemoryStore",
-       extension=True),
+       "that name are ambiguous: 400)",
+       query=(string("ref!", description="a memory store id or name"),),
+       token="open", returns="MemoryStore", extension=True),
     # Not for a session token: it names stores beyond the session's.
     Op("GET", _MS + "/{memory_store_id}/memfs/namesakes", store_namesakes,
        "the other live memory stores with this store's exact name, newest first (at most "
@@ -1722,7 +1791,8 @@ OPS: list[Op] = [
     Op("GET", _MS + "/{memory_store_id}/memfs/snapshot", get_snapshot,
        "the store as it was at a time, right after a version or just before a session's "
        "first write (time travel): the boundary and the memories then live (basic view)",
-       query=("at",), token="read", returns="Snapshot", extension=True),
+       query=(string("at!", description="an RFC 3339 time, a memory version id or a session "
+                     "id"),), token="read", returns="Snapshot", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/stats", get_stats,
        "live memory count and change-feed position", token="read", returns="Stats", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/check_can_create", check_can_create,
@@ -1730,38 +1800,44 @@ OPS: list[Op] = [
        token="write", returns="Ok", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/write", write_path,
        "create or replace the memory at a path, one transaction (with the tool events that "
-       "report it, if given)", body=("path!", "content!", "events"),
+       "report it, if given)",
+       body=(string("path!", **_PATH), string("content!", **_CONTENT), _EVENTS),
        token="write", returns="Memory", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/delete", delete_path,
-       "delete the memory at a path", body=("path!", "events"), token="write", returns="Memory",
+       "delete the memory at a path", body=(string("path!", **_PATH), _EVENTS),
+       token="write", returns="Memory",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename", rename_path,
        "rename the memory at a path; over a memory at the target (replace), that memory "
        "takes the content and the renamed one is deleted, in one transaction (with the tool "
        "events that report it, if given)",
-       body=("old_path!", "new_path!", "replace", "events"), token="write", returns="Memory",
-       extension=True),
+       body=(string("old_path!", **_PATH), string("new_path!", **_PATH), boolean("replace"),
+             _EVENTS),
+       token="write", returns="Memory", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename_prefix", rename_prefix,
        "move every memory below a prefix, one transaction (a directory rename)",
-       body=("old_prefix!", "new_prefix!", "events"), token="write", returns="MemoryList",
+       body=(string("old_prefix!", **_PATH), string("new_prefix!", **_PATH), _EVENTS),
+       token="write", returns="MemoryList",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/events", record_store_events,
        "record tool events of a mount (of the session it acts as, else of the store)",
-       body=("events!",), token="read", returns="EventList", extension=True),
+       body=(array("events!"),), token="read", returns="EventList", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/export", export_store,
        "the store as one archive (docs/EXPORT-FORMAT.md: gzip JSON Lines), streamed; "
-       "history=true: every retained version", query=("history",), token="read", returns="Archive",
-       extension=True),
+       "history=true: every retained version", query=(boolean("history"),),
+       token="read", returns="Archive", extension=True),
     Op("POST", "/v1/memfs/import", import_store,
        "import an archive (restored with its ids; name: a copy with new ids; into: add to a "
-       "store) or a zip of text files (name or into), one transaction, all or nothing unless "
-       "partial=true", query=("name", "into", "partial"), returns="ImportSummary",
+       "store) or a zip of text files (name or into); checked whole before anything is "
+       "written, all or nothing unless partial=true",
+       query=(string("name"), string("into"), boolean("partial")), returns="ImportSummary",
        extension=True, raw_body=True),
     Op("GET", _MS + "/{memory_store_id}/changes", list_changes, "the store's change feed",
-       query=("after", "limit"), token="read", returns="ChangeList", extension=True),
+       query=(integer("after"), integer("limit")), token="read", returns="ChangeList",
+       extension=True),
     Op("GET", _MS + "/{memory_store_id}/changes/stream", stream_changes,
-       "the store's change feed, live (SSE)", query=("after",), token="read",
-       returns="ChangeStream", extension=True),
+       "the store's change feed, live (SSE)", query=(integer("after"),),
+       token="read", returns="ChangeStream", extension=True),
 ]
 
 
@@ -1777,9 +1853,10 @@ def _endpoint(
                 except errors.MemfsError as e:
                     log.info("refused a session token of %s: %s", grant.session_id, e.message)
                     raise
+            query = apispec.Query(request.query_params, op.query)
             body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
                                                                                    op.body)
-            result = await op.handler(Call(request, store, body, hub, events, writes))
+            result = await op.handler(Call(request, store, body, query, hub, events, writes))
             if isinstance(result, Response):
                 return result
             if hasattr(result, "to_dict"):
@@ -1804,7 +1881,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         err = errors.NotFound(f"no endpoint {request.method} {request.url.path}")
     else:
         err = errors.InvalidRequest(str(exc.detail))
-    return error_response(err, request.state.request_id)
+    response = error_response(err, request.state.request_id)
+    response.headers.update(exc.headers or {})  # a 405's Allow (RFC 9110 §15.5.6)
+    return response
 
 
 async def _head(get: Callable[[Request], Awaitable[Response]], request: Request) -> Response:
@@ -1821,12 +1900,14 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
     return response
 
 
-def create_app(store: Store, api_keys: Iterable[str], *, console: bool = True,
-               dreams: bool = True) -> ASGIApp:
+def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None = None,
+               console: bool = True, dreams: bool = True) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` and of its sessions' tokens
-    (a credential is needed to call anything but ``/openapi.json``). ``console``: serve the
-    Console too (else its paths are 404s); ``dreams``: run the dream sweeper while serving
-    (:mod:`memfs.launcher`'s session API for one session's commands wants neither)."""
+    (a credential is needed to call anything but ``/openapi.json``). ``uploads`` bounds the
+    request bodies read at once (``memfs serve``: half its connections; default
+    :class:`Uploads`' own). ``console``: serve the Console too (else its paths are 404s);
+    ``dreams``: run the dream sweeper while serving (:mod:`memfs.sessionapi`, the API of one
+    session for its commands, wants neither)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
@@ -1853,13 +1934,14 @@ def create_app(store: Store, api_keys: Iterable[str], *, console: bool = True,
                     lifespan=partial(lifespan, store) if dreams else None)
     keys = list(api_keys)
     gate = _Gate(app, keys, store)
-    if not console:
-        return _Split(gate, gate, Health(store))  # every other path: the API's 404
+    if not console:  # every other path: the API's own 404
+        return _Split(gate, gate, Health(store), uploads or Uploads())
     from .console import create_console  # Jinja2 and markdown-it: only when served
 
     web = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
-                         changes=hub, read_body=_read_body)
-    return _Split(gate, web, Health(store))
+                         changes=hub, read_body=_read_body, body_chunks=_body_chunks,
+                         error_headers=lambda e: error_body(e, "")[2])
+    return _Split(gate, web, Health(store), uploads or Uploads())
 
 
 class _Split:
@@ -1867,13 +1949,17 @@ class _Split:
     ``/readyz`` to the health probes (no key: :mod:`memfs.health`), every other path to the
     Console, which signs people in itself."""
 
-    def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp) -> None:
+    def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp,
+                 uploads: Uploads) -> None:
         self.api = api
         self.console = console
         self.health = health
+        self.uploads = uploads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        if scope["type"] == "http":  # for the body reader (_body_chunks), API and Console
+            scope.setdefault("state", {})["uploads"] = self.uploads
         if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
                 "/v1", "/openapi.json"):
             await self.api(scope, receive, send)
@@ -1883,224 +1969,8 @@ class _Split:
             await self.console(scope, receive, send)
 
 
-# --------------------------------------------------------------------------------------------
-# OpenAPI
-
-
-def _obj(props: dict[str, Any], required: Iterable[str] | None = None) -> dict[str, Any]:
-    return {"type": "object", "properties": props,
-            "required": list(props if required is None else required)}
-
-
-_S = {"type": "string"}
-_NS = {"type": ["string", "null"]}
-_T = {"type": "string", "format": "date-time"}
-_NT = {"type": ["string", "null"], "format": "date-time"}
-_I = {"type": "integer"}
-_NI = {"type": ["integer", "null"]}
-_META = {"type": "object", "additionalProperties": {"type": "string"}}
-_ACTOR = {"oneOf": [
-    _obj({"type": {"const": t}, f: _S}) for t, f in (
-        ("api_actor", "api_key_id"), ("session_actor", "session_id"),
-        ("user_actor", "user_id"), ("service_account_actor", "service_account_id"))
-]}
-
-
-def _ref(name: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-SCHEMAS: dict[str, Any] = {
-    "MemoryStore": _obj({"type": {"const": "memory_store"}, "id": _S, "name": _S,
-                         "description": _S, "metadata": _META, "created_at": _T,
-                         "updated_at": _T, "archived_at": _NT}),
-    "Memory": _obj({"type": {"const": "memory"}, "id": _S, "memory_store_id": _S, "path": _S,
-                    "content": _NS, "content_sha256": _S, "content_size_bytes": _I,
-                    "memory_version_id": _S, "created_at": _T, "updated_at": _T}),
-    "MemoryPrefix": _obj({"type": {"const": "memory_prefix"}, "path": _S}),
-    "MemoryListItem": {"oneOf": [_ref("Memory"), _ref("MemoryPrefix")]},
-    "Actor": _ACTOR,
-    "MemoryVersion": _obj({
-        "type": {"const": "memory_version"}, "id": _S, "memory_id": _S,
-        "memory_store_id": _S, "operation": {"enum": ["created", "modified", "deleted"]},
-        "created_at": _T, "path": _NS, "content": _NS, "content_sha256": _NS,
-        "content_size_bytes": _NI, "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
-        "redacted_at": _NT, "redacted_by": {"oneOf": [_ref("Actor"), {"type": "null"}]}}),
-    "Deleted": _obj({"id": _S, "type": {"enum": [
-        "memory_store_deleted", "memory_deleted", "session_deleted"]}}),
-    "SessionResource": _obj({
-        "type": {"const": "memory_store"}, "id": _S, "memory_store_id": _S,
-        "access": {"enum": ["read_write", "read_only"]}, "instructions": _NS, "name": _S,
-        "description": _S, "mount_path": _S}),
-    "Session": _obj({
-        "type": {"const": "session"}, "id": _S,
-        "status": {"enum": ["rescheduling", "running", "idle", "terminated"]},
-        "resources": {"type": "array", "items": _ref("SessionResource")},
-        "agent": {"type": ["object", "null"]}, "environment_id": _NS, "metadata": _META,
-        "title": _NS, "vault_ids": {"type": "array", "items": _S}, "created_at": _T,
-        "updated_at": _T, "archived_at": _NT, "stats": {"type": "object"},
-        "usage": {"type": "object"}, "outcome_evaluations": {"type": "array"},
-        "budget": {"type": "null"}, "deployment_id": {"type": "null"}}),
-    "Dream": _obj({
-        "type": {"const": "dream"}, "id": _S,
-        "status": {"enum": ["pending", "running", "completed", "failed", "canceled"]},
-        "inputs": {"type": "array", "items": {"type": "object"}},
-        "model": _obj({"id": _S, "speed": {"const": "standard"}}), "instructions": _NS,
-        "output_behavior": {"type": "object"},
-        "outputs": {"type": "array", "items": _obj({"type": {"const": "memory_store"},
-                                                    "memory_store_id": _S})},
-        "session_id": _NS,
-        "error": {"oneOf": [_obj({"type": _S, "message": _S}), {"type": "null"}]},
-        "usage": _obj({k: _I for k in ("input_tokens", "output_tokens",
-                                      "cache_creation_input_tokens",
-                                      "cache_read_input_tokens")}),
-        "created_at": _T, "ended_at": _NT, "archived_at": _NT}),
-    "Event": {"type": "object", "required": ["id", "type", "processed_at"],
-              "properties": {"id": _S, "type": _S, "processed_at": _T},
-              "additionalProperties": True},
-    "EventList": _obj({"data": {"type": "array", "items": _ref("Event")}}),
-    "EventStream": {"type": "string", "description":
-                    "text/event-stream: frames 'event: <type>', 'id: <event id>', "
-                    "'data: <Event JSON>'; 'event: ping' keepalives; ends after "
-                    "session.deleted or session.status_terminated"},
-    "Limits": {"type": "object", "additionalProperties": {"type": "number"},
-               "description": "memfs extension: every limit of the server's store"},
-    "Tree": _obj({"data": {"type": "array", "items": _ref("Memory")}, "last_seq": _I}),
-    "Stats": _obj({"memory_count": _I, "last_seq": _I}),
-    "Snapshot": _obj({
-        "type": {"const": "memfs_snapshot"}, "memory_store_id": _S, "at": _S, "time": _T,
-        "after_version_id": _NS, "before_version_id": _NS, "session_id": _NS,
-        "data": {"type": "array", "items": _ref("Memory")},
-        "redacted": {"type": "object", "additionalProperties": _T,
-                     "description": "version in effect -> its redaction time (empty file)"},
-        "unknown_memory_ids": {"type": "array", "items": _S, "description":
-                               "memories whose history before the boundary was pruned"}}),
-    "Ok": _obj({"ok": {"const": True}}),
-    "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
-    "MemoryStoreList": _obj({"data": {"type": "array", "items": _ref("MemoryStore")}}),
-    "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
-                    "op": {"enum": ["put", "delete", "history", "store"]}, "memory_id": _NS,
-                    "path": _NS, "old_path": _NS,
-                    "memory": {"oneOf": [_ref("Memory"), {"type": "null"}]}},
-                   ["type", "seq", "op", "memory_id", "path", "old_path"]),
-    "ChangeList": _obj({"data": {"type": "array", "items": _ref("Change")}, "last_seq": _I,
-                        "reset": {"type": "boolean"}}),
-    "ChangeStream": {"type": "string", "description":
-                     "text/event-stream: 'event: memfs.change' frames ('id: <seq>', data a "
-                     "Change); 'event: memfs.reset' (data {last_seq}) when the requested "
-                     "position is unknown: reload the tree; 'event: ping' keepalives every "
-                     "few seconds. Resume with ?after=<seq> or Last-Event-ID."},
-    "Archive": {"type": "string", "format": "binary", "description":
-                "application/gzip: a memfs-export archive (docs/EXPORT-FORMAT.md)"},
-    "ImportSummary": _obj({
-        "type": {"const": "memfs_import"}, "source": {"enum": ["archive", "files"]},
-        "store": _ref("MemoryStore"), "ids": {"enum": ["kept", "new"]},
-        "created_store": {"type": "boolean"}, "history": {"type": "boolean"},
-        "memories": _I, "versions": _I, "redacted": _I,
-        "skipped": {"type": "array", "items": _obj({"path": _S, "reason": _S},
-                                                    ["path", "reason"])},
-        "ignored": {"type": "array", "items": _obj({"path": _S, "reason": _S})}}),
-    "SessionToken": _obj({"type": {"const": "session_token"}, "id": _S, "session_id": _S,
-                          "token": _S, "created_at": _T, "expires_at": _T}),
-    "Revert": _obj({
-        "type": {"const": "memfs_revert"}, "id": _NS, "undo": _NS,
-        "target": _obj({"type": {"enum": ["session", "revert"]}, "id": _S}),
-        "dry_run": {"type": "boolean"}, "force": {"type": "boolean"},
-        "complete": {"type": "boolean"}, "created_at": _T,
-        "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
-        "actions": {"type": "array", "items": _obj({
-            "memory_store_id": _S, "memory_id": _S,
-            "action": {"enum": ["delete", "recreate", "restore"]}, "old_path": _NS,
-            "path": _NS, "content_changed": {"type": "boolean"},
-            "forced": {"type": "boolean"}, "memory_version_id": _NS})},
-        "conflicts": {"type": "array", "items": _obj({
-            "memory_store_id": _S, "memory_id": _S,
-            "reason": {"enum": ["changed", "path_taken", "unrecoverable"]}, "message": _S,
-            "path": _NS, "pre_path": _NS, "reverted_version": {"type": ["object", "null"]},
-            "current_version": {"type": ["object", "null"]}, "diff": _NS,
-            "conflicting_memory_id": _NS, "conflicting_path": _NS})},
-        "unchanged": {"type": "array", "items": _obj({
-            "memory_store_id": _S, "memory_id": _S, "path": _NS})}}),
-    "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
-              "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
-                             "model": {"type": "object"}, "tools": {"type": "array"}},
-              "additionalProperties": True},
-    "Environment": {"type": "object", "required": ["type", "id", "name", "config"],
-                    "properties": {"type": {"const": "environment"}, "id": _S, "name": _S,
-                                   "config": {"type": "object"}},
-                    "additionalProperties": True},
-    "Error": _obj({
-        "type": {"const": "error"},
-        "error": {"type": "object", "required": ["type", "message"], "properties": {
-            "type": {"enum": sorted({t for _, _, t, _ in ERRORS})}, "message": _S,
-            "details": _obj({"error_code": {"enum": sorted(
-                {c for _, _, _, c in ERRORS if c})}}),
-            "conflicting_memory_id": _S, "conflicting_path": _S}},
-        "request_id": _S}, ["type", "error", "request_id"]),
-}
-
-
-def _response_schema(name: str) -> dict[str, Any]:
-    if name.startswith("Page<"):
-        item = name[5:-1]
-        return _obj({"data": {"type": "array", "items": _ref(item)}, "next_page": _NS},
-                    ["data", "next_page"])
-    return _ref(name)
-
-
 def openapi() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of :data:`OPS`: every path, method, query parameter and
-    accepted body field that the app serves."""
-    paths: dict[str, Any] = {}
-    for op in OPS:
-        params = [{"name": p.split("}")[0], "in": "path", "required": True, "schema": _S}
-                  for p in op.path.split("{")[1:]]
-        params += [{"name": q, "in": "query", "required": False,
-                    "schema": {"type": "array", "items": _S} if q.endswith("[]") else _S}
-                   for q in op.query]
-        entry: dict[str, Any] = {
-            "operationId": op.handler.__name__,
-            "summary": f"memfs extension: {op.sdk}" if op.extension
-            else f"SDK: client.beta.{op.sdk}",
-            "parameters": params,
-            "responses": {
-                "200": {"description": "OK", "content": {
-                    "text/event-stream" if op.returns.endswith("Stream")
-                    else "application/gzip" if op.returns == "Archive" else "application/json":
-                    {"schema": _response_schema(op.returns)}}},
-                "default": {"description": "Error",
-                            "content": {"application/json": {"schema": _ref("Error")}}},
-            },
-        }
-        if op.returns == "Error":
-            del entry["responses"]["200"]
-        if op.extension:
-            entry["x-memfs-extension"] = True
-            entry["parameters"].append({
-                "name": SESSION_HEADER, "in": "header", "required": False, "schema": _S,
-                "description": "act as this session (writes: session_actor; tool events)"})
-        if op.raw_body:
-            entry["requestBody"] = {"required": True, "content": {
-                t: {"schema": {"type": "string", "format": "binary"}}
-                for t in ("application/gzip", "application/zip")}}
-        elif op.method != "GET":
-            entry["requestBody"] = {"required": False, "content": {"application/json": {
-                "schema": {"type": "object", "additionalProperties": False,
-                           "properties": {f.rstrip("!"): {} for f in op.body},
-                           "required": [f[:-1] for f in op.body if f.endswith("!")]}}}}
-        paths.setdefault(op.path, {})[op.method.lower()] = entry
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "memfs", "version": "0.1.0", "description":
-                 "Memory stores API, wire-compatible with anthropic==2.14.0 "
-                 "(client.beta.memory_stores, sessions)."},
-        "components": {
-            "schemas": SCHEMAS,
-            "securitySchemes": {
-                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
-                "bearer": {"type": "http", "scheme": "bearer"},
-            },
-        },
-        "security": [{"apiKey": []}, {"bearer": []}],
-        "paths": paths,
-    }
+    """``/openapi.json``: :data:`OPS` with their declared inputs (:mod:`memfs.openapi`)."""
+    from . import openapi as doc
+
+    return doc.document(OPS, ERRORS, SESSION_HEADER)

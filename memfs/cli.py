@@ -1254,11 +1254,11 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
                      "zip (`cd DIR && zip -r ../notes.zip .`)", 2)
             if into is None and name is None:
                 name = os.path.basename(os.path.abspath(source))
-            ignored: list[dict[str, str]] = []
             count = _count_files(source) if _stderr_is_tty() else None
             with _progress(ctx, count, "importing") as bar:
                 summary = transfer.import_files(
-                    store, transfer.walk_directory(source, store.limits, ignored), ignored,
+                    store, lambda ignored: transfer.walk_directory(source, store.limits,
+                                                                   ignored),
                     name=name, into=into, partial=partial, actor=_actor(), progress=bar)
         else:
             try:

@@ -30,6 +30,7 @@ an exit code. They never re-check a rule themselves.
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
     ├── FeedGap                  the change feed no longer holds changes after a position
     ├── Busy                     the database stayed locked past every retry
+    │   └── TooManyRequests      a client or key has too many requests unfinished (HTTP 429)
     └── StorageError             the database cannot be written or read (EIO, HTTP 503)
         ├── StorageFull          the disk under the database is full (ENOSPC)
         ├── DatabaseGone         the database file was deleted or replaced while in use
@@ -147,6 +148,11 @@ class FeedGap(MemfsError):
 
 class Busy(MemfsError):
     """The database stayed locked by other writers for longer than we wait."""
+
+
+class TooManyRequests(Busy):
+    """One client address or API key has too many requests unfinished already (HTTP 429;
+    :mod:`memfs.uploads`)."""
 
 
 class StorageError(MemfsError):

@@ -605,8 +605,18 @@ MIGRATIONS.append(("m004_reverts", f"""
     """))
 
 
-# SQLite's m009_session_tokens: session tokens, hashed (Store.create_session_token).
-MIGRATIONS.append(("m005_session_tokens", f"""
+# SQLite's m009_console_signouts: the Console's sign-outs, refused by every replica.
+MIGRATIONS.append(("m005_console_signouts", f"""
+    CREATE TABLE console_signouts (
+        signin {_T} PRIMARY KEY,
+        expires_at BIGINT NOT NULL
+    );
+    CREATE INDEX console_signouts_expiry ON console_signouts(expires_at);
+    """))
+
+
+# SQLite's m010_session_tokens: session tokens, hashed (Store.create_session_token).
+MIGRATIONS.append(("m006_session_tokens", f"""
     CREATE TABLE session_tokens (
         id {_T} PRIMARY KEY,
         session_id {_T} NOT NULL,

@@ -106,6 +106,23 @@ def api_key_id(key: str) -> str:
     return "apikey_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
+#: The integers a client may send (query parameters, headers, cookies): what a signed 64-bit
+#: column holds on both backends.
+MAX_INT = 2**63 - 1
+_INT_RE = re.compile(r"-?[0-9]{1,19}")
+
+
+def parse_int(text: str) -> int | None:
+    """An integer as a client writes one: ASCII digits, a leading ``-`` allowed, within
+    ``±``:data:`MAX_INT`; None for anything else. ``int()`` alone takes far more: Unicode
+    digits (``'١٢'`` is 12), ``_`` separators and spaces, and raises ValueError past 4,300
+    digits, while ``str.isdigit()`` is true for ``'²'``, which ``int()`` refuses."""
+    if not _INT_RE.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -MAX_INT <= value <= MAX_INT else None
+
+
 def local_user_actor() -> Actor:
     """The ``user_actor`` for the person running the CLI on the local database: a stable id
     derived from the login name."""
@@ -141,6 +158,9 @@ class Limits:
     max_full_page_size: int = 20
     retention_days: float = 30.0
     retention_keep: int = 10
+    #: Versions one import may hold (an archive's history; SPEC §7): 100 times a full
+    #: store's retained versions would be 2,000 memories x 100.
+    max_import_versions: int = 200_000
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Limits:

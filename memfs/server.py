@@ -6,14 +6,19 @@ anywhere but loopback; on loopback it generates a key for this run and prints it
 stderr, the way Jupyter prints its token, so ``memfs serve`` works at once without ever
 serving an open API.
 
-Hostile or broken clients (issue 8): every connection is bounded. A request body has
-:data:`memfs.api.BODY_IDLE_SECONDS` between bytes (then 408, connection closed); a connection
+Hostile or broken clients (issues 8 and 19): every connection is bounded. A request body has
+:data:`memfs.api.BODY_IDLE_SECONDS` between bytes, and past its first
+:data:`memfs.api.BODY_GRACE_SECONDS` must average :data:`memfs.api.MIN_BODY_RATE` bytes/s (then
+408, connection closed); at most half the connections may be reading a body at once, and one
+client address or API key only a few of them (:mod:`memfs.uploads`: 429, or 503, at once, the
+body unread), so slow uploads never take the connections new clients need; a connection
 without a request in progress, or still sending its headers, is closed after
 :data:`KEEP_ALIVE_SECONDS`; headers are at most :data:`MAX_HEADER_BYTES` (431). The server raises
 its file-descriptor limit to the hard limit and accepts at most that many connections less
 :data:`FD_RESERVE` (kept for the database and worker threads): past it, new clients wait in the
 listen queue instead of failing every accept. Errors the HTTP layer answers itself (431, a
-malformed request line, bytes that are not allowed in a URL) carry the JSON envelope too.
+malformed request line, bytes that are not allowed in a URL, both Transfer-Encoding and
+Content-Length) carry the JSON envelope too.
 
 Known limitation: a client that never reads a large response holds its connection for as long
 as the kernel's buffers keep the write pending (hypercorn shields its writes from timeouts).
@@ -31,14 +36,14 @@ import resource
 import secrets
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any
 
 import h11
 import trio
 from hypercorn.config import Config, Sockets
-from hypercorn.events import RawData
+from hypercorn.events import Closed, RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
@@ -51,6 +56,7 @@ from .api import create_app
 from .database import redact_url
 from .logs import access_logger_class
 from .store import open_store
+from .uploads import Uploads
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +158,7 @@ def serve(
             store.close()  # every worker opens its own (no SQLite connection crosses a fork)
             _serve_workers(workers, path, keys, config, sockets, say, max_connections)
             return
-        app = create_app(store, keys)
+        app = create_app(store, keys, uploads=uploads_for(max_connections))
         trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
     finally:
         store.close()
@@ -179,7 +185,7 @@ def _serve_workers(
                             sock.close()
                 store = open_store(db, create=False)
                 try:
-                    app = create_app(store, keys)
+                    app = create_app(store, keys, uploads=uploads_for(max_connections))
                     trio.run(_run, app, config, sockets, store.path,
                              say if i == 0 else (lambda line: None), max_connections)
                 finally:
@@ -215,6 +221,12 @@ def _supervise(pids: list[int]) -> None:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def uploads_for(max_connections: int) -> Uploads:
+    """The request bodies a server of ``max_connections`` reads at once: half of them, so
+    that slow uploads leave the other half to new clients (:mod:`memfs.uploads`)."""
+    return Uploads(total=max(8, max_connections // 2))
 
 
 def raise_fd_limit() -> int:
@@ -349,6 +361,30 @@ def _install_json_protocol_errors() -> None:
     API.md §1.6 instead of an empty body. hypercorn has no setting for it, so its one method
     that writes them is replaced (idempotent)."""
     H11Protocol._send_error_response = _send_json_error  # type: ignore[method-assign]
+    if not getattr(H11Protocol._create_stream, "_memfs", False):
+        H11Protocol._create_stream = _refuse_ambiguous_framing(  # type: ignore[method-assign,assignment]
+            H11Protocol._create_stream)
+
+
+def _refuse_ambiguous_framing(
+    create_stream: Callable[[H11Protocol, h11.Request], Coroutine[Any, Any, None]],
+) -> Callable[[H11Protocol, h11.Request], Coroutine[Any, Any, None]]:
+    """A request with both ``Transfer-Encoding`` and ``Content-Length`` is answered 400 and
+    its connection closed, never passed to the app: h11 frames its body by the former (RFC
+    9112 §6.3), a proxy in front may frame it by the latter, and the bytes they disagree
+    about would be read as the next request (request smuggling). RFC 9112 §6.1 lets a
+    server refuse it; a server behind a proxy must."""
+
+    async def create(self: H11Protocol, request: h11.Request) -> None:
+        names = {name.lower() for name, _ in request.headers}
+        if b"transfer-encoding" in names and b"content-length" in names:
+            await _send_json_error(self, 400, _AMBIGUOUS_FRAMING)
+            await self.send(Closed())
+            return
+        await create_stream(self, request)
+
+    create._memfs = True  # type: ignore[attr-defined]
+    return create
 
 
 def _install_coalesced_responses() -> None:
@@ -383,10 +419,16 @@ _PROTOCOL_ERRORS = {
           f"the request head is over {MAX_HEADER_BYTES} bytes"),
     505: ("http_version_not_supported", "HTTP version not supported; use HTTP/1.1"),
 }
+#: What :func:`_refuse_ambiguous_framing` answers (with 400).
+_AMBIGUOUS_FRAMING = ("ambiguous_body_length", "a request may carry Transfer-Encoding or "
+                      "Content-Length, not both (request smuggling)")
 
 
-async def _send_json_error(self: H11Protocol, status_code: int) -> None:
-    code, message = _PROTOCOL_ERRORS.get(status_code, (
+async def _send_json_error(self: H11Protocol, status_code: int,
+                           error: tuple[str, str] | None = None) -> None:
+    """The JSON envelope of a protocol error: ``error`` (code, message), else the status's
+    from :data:`_PROTOCOL_ERRORS` (hypercorn passes the status only)."""
+    code, message = error or _PROTOCOL_ERRORS.get(status_code, (
         "malformed_request",
         "malformed HTTP request (a bad request line, header or URL: a URL must be ASCII, "
         "anything else percent-encoded)",

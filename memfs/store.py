@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -60,7 +62,6 @@ from .errors import (
     DirectoryNotEmpty,
     FeedGap,
     ImportRejected,
-    InvalidArchive,
     InvalidCursor,
     InvalidRequest,
     LimitExceeded,
@@ -564,7 +565,23 @@ def m008_reverts(db: sqlite_utils.Database) -> None:
 
 
 @_migration
-def m009_session_tokens(db: sqlite_utils.Database) -> None:
+def m009_console_signouts(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- The Console's sign-outs (memfs.console): a sign-in cookie is signed, not stored, so
+        -- signing out records its sign-in (SHA-256 of the cookie's nonce) until the cookie
+        -- would have expired (Unix seconds), for every server on the database to refuse it.
+        CREATE TABLE console_signouts (
+            signin TEXT PRIMARY KEY,
+            expires_at INTEGER NOT NULL
+        );
+        CREATE INDEX console_signouts_expiry ON console_signouts(expires_at);
+        """
+    )
+
+
+@_migration
+def m010_session_tokens(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
         -- The credential of a running session's commands (Store.create_session_token): only
@@ -1256,13 +1273,8 @@ class Store:
         for row in rows:
             if row["id"] in exclude:
                 continue
-            if row["path"] == path:
-                msg = f"a memory already exists at {path}"
-            elif len(row["path"]) < len(path):
-                msg = f"{row['path']} is a memory, so {path} cannot be below it"
-            else:
-                msg = f"{path} is a directory of memories (e.g. {row['path']})"
-            raise PathConflict(msg, conflicting_memory_id=row["id"], conflicting_path=row["path"])
+            raise PathConflict(_overlap(path, row["path"]), conflicting_memory_id=row["id"],
+                               conflicting_path=row["path"])
 
     def _insert_version(
         self,
@@ -3568,16 +3580,18 @@ class Store:
     def import_archive(
         self,
         store: dict[str, Any],
-        records: Iterable[dict[str, Any]],
+        records: Callable[[], Iterable[dict[str, Any]]],
         *,
         name: str | None = None,
         into: str | None = None,
         partial: bool = False,
     ) -> dict[str, Any]:
-        """Restore an exported store (``store``: the archive's store object) from ``records``
-        (``{"type": "version", ...}`` and ``{"type": "memory", ...}`` as the archive holds
-        them, grouped by memory in ascending memory id, each group's versions oldest first,
-        then the memory if it is live), in ONE transaction.
+        """Restore an exported store (``store``: the archive's store object) from its
+        records (``{"type": "version", ...}`` and ``{"type": "memory", ...}`` as the archive
+        holds them, grouped by memory in ascending memory id, each group's versions oldest
+        first, then the memory if it is live). ``records()`` reads them from the start, each
+        time it is called; any error it raises (a truncated archive, a trailer that does not
+        match) refuses the import.
 
         - Neither ``name`` nor ``into``: an exact restore, every id kept. An id this database
           already holds (the store's, a memory's or a version's) refuses the import
@@ -3588,251 +3602,341 @@ class Store:
 
         A memory whose path is taken or overlaps one, or that finds the store full, is listed
         in ``skipped`` (with ``partial``), or refuses the whole import (:class:`ImportRejected`
-        listing every such memory). Anything else wrong with a record (and any error the
-        ``records`` iterator raises: a truncated archive) refuses it at once. Versions are not
-        pruned here: retention applies at the next write or ``versions prune``.
+        listing every such memory). Versions are not pruned here: retention applies at the
+        next write or ``versions prune``.
+
+        Never one long transaction (issue 19): the records are read and checked whole first
+        (:mod:`memfs.restore`), with no lock and no write, then what the database holds (ids,
+        paths, room) is checked against them, so that an import that is refused writes
+        nothing; then the rows are written in short transactions of at most
+        :data:`memfs.restore.BATCH_ROWS` rows. The memories show as they are written; an
+        import that fails after its first write (a path taken meanwhile, the database gone)
+        removes what it wrote before it raises.
 
         :returns: the summary (see :func:`memfs.transfer.import_archive`).
         :raises InvalidArchive, InvalidRequest, Conflict, ImportRejected, NotFound,
             StoreArchived:
         """
+        from . import restore
+
         if name is not None and into is not None:
             raise InvalidRequest("give a new store name or a store to import into, not both")
         lim = self.limits
-        src = _restore_store_fields(store, lim)
+        src = restore.store_fields(store, lim)
         copy = name is not None or into is not None
         if name is not None:
             name = _validate_name(name, lim)
-        n_mem = n_ver = n_red = 0
+        # 1. The whole archive, checked (its trailer by the reader, at the end of the pass).
+        checker = restore.Checker(lim, copy)
+        groups: list[str] = []
+        live: list[tuple[str, str]] = []
+        for n, rec in enumerate(records(), 1):
+            row = checker.check(n, rec)
+            if isinstance(row, restore.MemoryRow):
+                live.append((row.group.old_id, row.path))
+            elif row.first:
+                groups.append(row.group.old_id)
+        # 2. Against the database as it is now (read, no lock): what the writes would refuse.
+        sid = new_id("memstore") if name is not None else into or src["id"]
+        skipped = self._import_plan(src["id"], into, copy, groups, live)
+        if skipped and not partial:
+            raise _rejected(skipped)
+        # 3. The rows, in short transactions; undone if anything fails now.
+        refused = {s["memory_id"]: s["reason"] for s in skipped}
+        skipped = []
+        counts = {"memories": 0, "versions": 0, "redacted": 0}
+        written: list[str] = []  # the memories written to so far (ids here)
+        created = False
+        checker = restore.Checker(lim, copy)
+        rows = (checker.check(n, rec) for n, rec in enumerate(records(), 1))
+        try:
+            for batch in restore.batches(rows):
+                with self._write() as c:
+                    if not created and into is None:
+                        self._import_store(c, src, sid, name)
+                        created = True
+                    elif into is not None and not written:
+                        self._writable_store_in(c, into)
+                    for row in batch:
+                        self._import_row(c, sid, row, copy, refused, counts, skipped, written)
+            if skipped and not partial:
+                raise _rejected(skipped)
+        except BaseException:
+            if created or written:
+                self._import_undo(sid, created, written)
+            raise
+        return {"store": self.get_store(sid).to_dict(), "ids": "new" if copy else "kept",
+                "created_store": into is None, **counts, "skipped": skipped}
+
+    def _import_plan(self, archive_store: str, into: str | None, copy: bool,
+                     groups: list[str], live: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """The memories an import would skip (their paths taken or overlapping, no room left)
+        as the database is now, read without the write lock.
+
+        :raises Conflict: an exact restore's store or memory id is taken.
+        :raises NotFound, StoreArchived: ``into``.
+        """
         skipped: list[dict[str, Any]] = []
-        with self._write() as c:
+        with self._read() as c:
+            if into is None and not copy:
+                taken = c.execute("SELECT name FROM stores WHERE id = ?",
+                                  (archive_store,)).fetchone()
+                if taken is not None:
+                    raise Conflict(
+                        f"memory store {archive_store} ({taken['name']!r}) already exists in "
+                        "this database: nothing was imported; import a copy with new ids "
+                        "(--name NEW), or add its memories to a store (--into STORE)")
+                for i in range(0, len(groups), 400):
+                    chunk = groups[i:i + 400]
+                    marks = ",".join("?" * len(chunk))
+                    row = c.execute(
+                        f"SELECT id FROM memories WHERE id IN ({marks}) UNION ALL SELECT "
+                        f"memory_id FROM versions WHERE memory_id IN ({marks}) LIMIT 1",
+                        (*chunk, *chunk)).fetchone()
+                    if row is not None:
+                        raise _ids_taken("memory", row[0])
+            count = 0  # a new store holds nothing yet
             if into is not None:
                 target = self._store_in(c, into)
                 if target.archived_at is not None:
                     raise _archived(into)
-                sid = target.id
-            else:
-                if copy:
-                    now = _now()
-                    row = (new_id("memstore"), name, src["description"], src["metadata"],
-                           now, now, None)
-                else:
-                    taken = c.execute(
-                        "SELECT name FROM stores WHERE id = ?", (src["id"],)).fetchone()
-                    if taken is not None:
-                        raise Conflict(
-                            f"memory store {src['id']} ({taken['name']!r}) already exists in "
-                            "this database: nothing was imported; import a copy with new ids "
-                            "(--name NEW), or add its memories to a store (--into STORE)")
-                    row = (src["id"], src["name"], src["description"], src["metadata"],
-                           src["created_at"], src["updated_at"], src["archived_at"])
-                sid = row[0]
-                c.execute(
-                    "INSERT INTO stores (id, name, description, metadata, created_at, "
-                    "updated_at, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*row[:3], json.dumps(row[3]), *row[4:]),
-                )
-            group: _RestoreGroup | None = None
-            for n, rec in enumerate(records, 1):
-                kind = rec.get("type") if isinstance(rec, dict) else None
-                if kind not in ("version", "memory"):
-                    raise InvalidArchive(f"record {n}: unknown record type {kind!r}")
-                mid = rec.get("memory_id") if kind == "version" else rec.get("id")
-                if group is None or mid != group.old_id:
-                    mid = _restore_id(mid, "mem", n)
-                    if group is not None and mid < group.old_id:
-                        raise InvalidArchive(
-                            f"record {n}: memory {mid} out of order (records are grouped by "
-                            "memory in ascending memory id)")
-                    group = _RestoreGroup(mid, new_id("mem") if copy else mid)
-                    if not copy:
-                        self._restore_id_free(c, "memories", group.old_id, n)
-                        if c.execute("SELECT 1 FROM versions WHERE memory_id = ? LIMIT 1",
-                                     (group.old_id,)).fetchone():
-                            raise _ids_taken("memory", group.old_id)
-                if group.done:
-                    raise InvalidArchive(f"record {n}: memory {mid} has records after it")
-                if kind == "version":
-                    redacted = self._restore_version(c, sid, group, rec, n, copy)
-                    n_ver += 1
-                    n_red += redacted
-                    continue
-                group.done = True
+                count = c.execute("SELECT memory_count FROM stores WHERE id = ?",
+                                  (into,)).fetchone()[0]
+            placed: list[str] = []  # the archive's own, sorted: they may overlap too
+            for memory_id, path in live:
                 try:
-                    self._restore_memory(c, sid, group, rec, n)
-                    n_mem += 1
+                    if into is not None:
+                        self._check_path_free(c, into, path)
+                    other = _overlapping(path, placed)
+                    if other is not None:
+                        raise PathConflict(_overlap(path, other), conflicting_memory_id="",
+                                           conflicting_path=other)
+                    self._check_room(into or archive_store, count)
+                    count += 1
+                    bisect.insort(placed, path)
                 except (PathConflict, LimitExceeded) as e:
-                    # This memory and its history go; the rest is still checked, so that
-                    # every problem is reported at once.
-                    gone = c.execute("DELETE FROM versions WHERE memory_id = ?",
-                                     (group.new_id,)).rowcount
-                    n_ver -= gone
-                    n_red -= group.redacted
-                    skipped.append({"path": rec.get("path"), "memory_id": group.old_id,
-                                    "reason": e.message})
-            if skipped and not partial:
-                raise _rejected(skipped)
-            result = self._store_in(c, sid)
-        return {"store": result.to_dict(), "ids": "new" if copy else "kept",
-                "created_store": into is None, "memories": n_mem, "versions": n_ver,
-                "redacted": n_red, "skipped": skipped}
+                    skipped.append({"path": path, "memory_id": memory_id, "reason": e.message})
+        return skipped
 
-    def _restore_id_free(self, c: sqlite3.Connection, table: str, id_: str, n: int) -> None:
-        """:raises Conflict: ``id_`` is already in ``table`` (an exact restore keeps ids)."""
-        if c.execute(f"SELECT 1 FROM {table} WHERE id = ?", (id_,)).fetchone():
-            raise _ids_taken("memory" if table == "memories" else "version", id_)
-
-    def _restore_version(
-        self, c: sqlite3.Connection, sid: str, group: _RestoreGroup, rec: dict[str, Any],
-        n: int, copy: bool,
-    ) -> bool:
-        """Insert one archived version of ``group``'s memory; returns whether it is redacted.
-
-        :raises InvalidArchive: a field breaks a rule (the archive is refused).
-        :raises Conflict: an exact restore finds its id taken.
-        """
-        lim = self.limits
-        old = _restore_id(rec.get("id"), "memver", n)
-        op = rec.get("operation")
-        if op not in _OPERATIONS:
-            raise InvalidArchive(f"record {n}: version {old}: bad operation {op!r}")
-        created = _restore_time(rec.get("created_at"), n, "created_at")
-        key = (created, old)
-        if group.last is not None and key <= group.last:
-            raise InvalidArchive(f"record {n}: version {old} is out of order (each memory's "
-                                 "versions come oldest first)")
-        group.last = key
-        created_by = _restore_actor(rec.get("created_by"), n)
-        redacted_at = rec.get("redacted_at")
-        if redacted_at is not None:
-            redacted_at = _restore_time(redacted_at, n, "redacted_at")
-        redacted_by = _restore_actor(rec.get("redacted_by"), n)
-        path, content = rec.get("path"), rec.get("content")
-        sha, size = rec.get("content_sha256"), rec.get("content_size_bytes")
-        try:
-            if redacted_at is not None:
-                if (path, content, sha, size) != (None, None, None, None):
-                    raise InvalidArchive("a redacted version keeps no path or content")
-            else:
-                if redacted_by is not None:
-                    raise InvalidArchive("redacted_by without redacted_at")
-                path = validate_path(path, lim)
-                if op == "deleted":
-                    if (content, sha, size) != (None, None, None):
-                        raise InvalidArchive("a deleted version has no content")
-                else:
-                    if not isinstance(content, str):
-                        raise InvalidArchive("content must be a string")
-                    text, data = encode_content(content, lim)
-                    if sha != sha256_hex(data) or size != len(data):
-                        raise InvalidArchive("content_sha256 or content_size_bytes does not "
-                                             "match the content")
-                    content = text
-        except InvalidRequest as e:
-            raise InvalidArchive(f"record {n}: version {old}: {e.message}") from None
-        if copy:
-            vid = new_id("memver")
+    def _import_store(self, c: sqlite3.Connection, src: dict[str, Any], sid: str,
+                      name: str | None) -> None:
+        """The store of an import that makes one (in its first transaction): a copy named
+        ``name``, else the archive's own (its id checked again)."""
+        if name is not None:
+            now = _now()
+            row = (sid, name, src["description"], src["metadata"], now, now, None)
         else:
-            self._restore_id_free(c, "versions", old, n)
-            vid = old
-        group.versions[old] = (vid, op, path, sha, redacted_at is not None)
+            if c.execute("SELECT 1 FROM stores WHERE id = ?", (sid,)).fetchone():
+                raise _ids_taken("memory store", sid)
+            row = (sid, src["name"], src["description"], src["metadata"], src["created_at"],
+                   src["updated_at"], src["archived_at"])
         c.execute(
-            "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, "
-            "content, content_sha256, content_size_bytes, created_by_type, created_by_id, "
-            "redacted_at, redacted_by_type, redacted_by_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (vid, sid, group.new_id, op, created, path, content, sha, size,
-             created_by.type if created_by else None, created_by.id if created_by else None,
-             redacted_at, redacted_by.type if redacted_by else None,
-             redacted_by.id if redacted_by else None),
+            "INSERT INTO stores (id, name, description, metadata, created_at, updated_at, "
+            "archived_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*row[:3], json.dumps(row[3]), *row[4:]),
         )
-        group.redacted += redacted_at is not None
-        return redacted_at is not None
 
-    def _restore_memory(
-        self, c: sqlite3.Connection, sid: str, group: _RestoreGroup, rec: dict[str, Any], n: int
+    def _import_row(
+        self, c: sqlite3.Connection, sid: str, row: Any, copy: bool, refused: dict[str, str],
+        counts: dict[str, int], skipped: list[dict[str, Any]], written: list[str],
     ) -> None:
-        """Insert the live memory that ends ``group``, after its versions.
+        """Write one row of an import (:mod:`memfs.restore`). A live memory that cannot be
+        placed (``refused`` by the plan, or its path taken since) goes with its history,
+        listed in ``skipped``."""
+        from .restore import VersionRow
 
-        :raises InvalidArchive: a field breaks a rule, or its head is not among its versions.
-        :raises PathConflict, LimitExceeded: (the caller lists them).
-        """
-        try:
-            path = validate_path(rec.get("path"), self.limits)
-        except InvalidRequest as e:
-            raise InvalidArchive(f"record {n}: memory {group.old_id}: {e.message}") from None
-        created = _restore_time(rec.get("created_at"), n, "created_at")
-        updated = _restore_time(rec.get("updated_at"), n, "updated_at")
-        head = group.versions.get(rec.get("memory_version_id"))  # type: ignore[arg-type]
-        sha = rec.get("content_sha256")
-        if head is None or head[1] == "deleted" or head[4] or (head[2], head[3]) != (path, sha):
-            raise InvalidArchive(
-                f"record {n}: memory {group.old_id}: its memory_version_id does not name one "
-                "of its versions with the same path and content_sha256")
-        # The content is the head version's, inserted and checked just before.
-        text, size = c.execute("SELECT content, content_size_bytes FROM versions WHERE id = ?",
-                               (head[0],)).fetchone()
-        if rec.get("content_size_bytes") != size:
-            raise InvalidArchive(f"record {n}: memory {group.old_id}: content_size_bytes "
-                                 "does not match its head version")
-        self._check_path_free(c, sid, path)
-        count = c.execute("SELECT memory_count FROM stores WHERE id = ?", (sid,)).fetchone()
-        self._check_room(sid, count[0])
+        group = row.group
+        if isinstance(row, VersionRow):
+            if row.first:
+                written.append(group.new_id)
+                if not copy and c.execute(
+                        "SELECT 1 FROM memories WHERE id = ? UNION ALL SELECT 1 FROM versions "
+                        "WHERE memory_id = ? LIMIT 1", (group.old_id, group.old_id)).fetchone():
+                    raise _ids_taken("memory", group.old_id)
+            if not copy and c.execute("SELECT 1 FROM versions WHERE id = ?",
+                                      (row.id,)).fetchone():
+                raise _ids_taken("version", row.id)
+            by, rby = row.created_by, row.redacted_by
+            c.execute(
+                "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, "
+                "content, content_sha256, content_size_bytes, created_by_type, created_by_id, "
+                "redacted_at, redacted_by_type, redacted_by_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row.id, sid, group.new_id, row.operation, row.created_at, row.path,
+                 row.content, row.sha256, row.size, by.type if by else None,
+                 by.id if by else None, row.redacted_at, rby.type if rby else None,
+                 rby.id if rby else None),
+            )
+            counts["versions"] += 1
+            counts["redacted"] += row.redacted_at is not None
+            return
+        reason = refused.get(group.old_id)
+        if reason is None:
+            try:
+                self._check_path_free(c, sid, row.path)
+                count = c.execute("SELECT memory_count FROM stores WHERE id = ?",
+                                  (sid,)).fetchone()
+                self._check_room(sid, count[0])
+            except (PathConflict, LimitExceeded) as e:
+                reason = e.message
+        if reason is not None:
+            # This memory and its history go; the rest is still written and checked, so
+            # that every problem is reported at once.
+            gone = c.execute("DELETE FROM versions WHERE memory_id = ?",
+                             (group.new_id,)).rowcount
+            counts["versions"] -= gone
+            counts["redacted"] -= group.redacted
+            skipped.append({"path": row.path, "memory_id": group.old_id, "reason": reason})
+            return
+        text = c.execute("SELECT content FROM versions WHERE id = ?",
+                         (row.head_id,)).fetchone()[0]
         c.execute(
             "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (group.new_id, sid, path, text, sha, size, head[0], created, updated),
+            (group.new_id, sid, row.path, text, row.sha256, row.size, row.head_id,
+             row.created_at, row.updated_at),
         )
-        self._change(c, sid, "put", group.new_id, path)
+        self._change(c, sid, "put", group.new_id, row.path)
+        counts["memories"] += 1
+
+    def _import_undo(self, sid: str, created: bool, written: list[str]) -> None:
+        """Remove what a failed import wrote, in short transactions: the store it created
+        (as :meth:`delete_store` would), or the memories it added to ``into`` (each live one
+        with a ``delete`` change, so that followers drop it). A failure here is logged: the
+        import's own error is the one raised."""
+        try:
+            if created:
+                for table, key in (("versions", "id"), ("memories", "id"), ("changes", "seq")):
+                    gone = 1
+                    while gone:
+                        with self._write() as c:
+                            gone = c.execute(
+                                f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM "
+                                f"{table} WHERE store_id = ? LIMIT 5000)", (sid,)).rowcount
+                with self._write() as c:
+                    c.execute("DELETE FROM stores WHERE id = ?", (sid,))
+                    self._change(c, sid, "store")
+                return
+            for i in range(0, len(written), 200):
+                chunk = written[i:i + 200]
+                marks = ",".join("?" * len(chunk))
+                with self._write() as c:
+                    for mid, path in c.execute(
+                            f"SELECT id, path FROM memories WHERE id IN ({marks})",
+                            chunk).fetchall():
+                        c.execute("DELETE FROM memories WHERE id = ?", (mid,))
+                        self._change(c, sid, "delete", mid, path)
+                    c.execute(f"DELETE FROM versions WHERE memory_id IN ({marks})", chunk)
+        except Exception:
+            log.exception("a failed import of store %s could not remove what it wrote", sid)
 
     def import_files(
         self,
-        files: Iterable[tuple[str, bytes | str | None, str | None]],
+        files: Callable[[], Iterable[tuple[str, bytes | str | None, str | None]]],
         *,
         name: str | None = None,
         into: str | None = None,
         partial: bool = False,
         actor: Actor | None,
     ) -> dict[str, Any]:
-        """Create a memory for each ``(path, content, reason)`` of ``files`` (a directory or
-        a zip, walked by :mod:`memfs.transfer`), in ONE transaction, into a new store named
-        ``name`` or the existing store ``into``. Every rule applies (path, UTF-8, size, the
-        memory limit, overlaps). An entry that breaks one, or that comes with a ``reason``
-        already (it could not be read), is listed in ``skipped``; without ``partial`` any
-        such entry refuses the whole import (:class:`ImportRejected`, listing every one).
+        """Create a memory for each ``(path, content, reason)`` of ``files()`` (a directory or
+        a zip, walked by :mod:`memfs.transfer`; each call walks it again from the start)
+        into a new store named ``name`` or the existing store ``into``. Every rule applies
+        (path, UTF-8, size, the memory limit, overlaps). An entry that breaks one, or that
+        comes with a ``reason`` already (it could not be read), is listed in ``skipped``;
+        without ``partial`` any such entry refuses the whole import (:class:`ImportRejected`,
+        listing every one).
+
+        As for :meth:`import_archive`, never one long transaction: the files are walked and
+        checked first (against the store as it is, read without the lock), so that a refused
+        import writes nothing, then walked again and written in short transactions; an
+        import that fails after its first write removes what it wrote.
 
         :raises ImportRejected, InvalidRequest, NotFound, StoreArchived:
         """
+        from .restore import BATCH_BYTES, BATCH_ROWS
+
         if (name is None) == (into is None):
             raise InvalidRequest("give a new store name or a store to import into")
         if name is not None:
             name = _validate_name(name, self.limits)
-        skipped: list[dict[str, Any]] = []
-        n_mem = 0
-        with self._write() as c:
-            if into is not None:
-                self._writable_store_in(c, into)
-                sid = into
-            else:
-                sid, now = new_id("memstore"), _now()
-                c.execute(
-                    "INSERT INTO stores (id, name, description, metadata, created_at, "
-                    "updated_at) VALUES (?, ?, '', '{}', ?, ?)", (sid, name, now, now))
-            for path, content, reason in files:
+        sid = into if into is not None else new_id("memstore")
+        refused = self._import_files_plan(files, sid, into)
+        skipped = [{"path": _printable(p), "reason": r} for p, r in refused.items()]
+        if skipped and not partial:
+            raise _rejected(skipped)
+        skipped, written, created = [], [], False
+        try:
+            batch: list[tuple[str, bytes | str | None, str | None]] = []
+            size = 0
+            for entry in itertools.chain(files(), [None]):  # None: the last batch is due
+                if entry is not None:
+                    batch.append(entry)
+                    size += len(entry[1] or "")
+                    if len(batch) < BATCH_ROWS and size < BATCH_BYTES:
+                        continue
+                elif batch == [] and (created or into is not None):
+                    break
+                with self._write() as c:
+                    if not created and into is None:
+                        now = _now()
+                        c.execute(
+                            "INSERT INTO stores (id, name, description, metadata, created_at, "
+                            "updated_at) VALUES (?, ?, '', '{}', ?, ?)", (sid, name, now, now))
+                        created = True
+                    for path, content, reason in batch:
+                        reason = refused.get(path, reason)
+                        if reason is None:
+                            try:
+                                p = validate_path(path, self.limits)
+                                text, data = encode_content(content, self.limits)
+                                written.append(self._create_in(c, sid, p, text, data, actor).id)
+                                continue
+                            except (InvalidRequest, PathConflict) as e:
+                                reason = e.message
+                        skipped.append({"path": _printable(path), "reason": reason})
+                batch, size = [], 0
+            if skipped and not partial:
+                raise _rejected(skipped)
+        except BaseException:
+            if created or written:
+                self._import_undo(sid, created, written)
+            raise
+        return {"store": self.get_store(sid).to_dict(), "ids": "new",
+                "created_store": into is None, "memories": len(written),
+                "versions": len(written), "redacted": 0, "skipped": skipped}
+
+    def _import_files_plan(
+        self, files: Callable[[], Iterable[tuple[str, bytes | str | None, str | None]]],
+        sid: str, into: str | None,
+    ) -> dict[str, str]:
+        """The files an import would skip (path -> why), as the store is now, read without
+        the write lock: a rule broken, a path taken or overlapping, no room left.
+
+        :raises NotFound, StoreArchived: ``into``.
+        """
+        refused: dict[str, str] = {}
+        placed: list[str] = []  # the import's own, sorted: they may overlap too
+        with self._read() as c:
+            count = 0 if into is None else self._writable_store_in(c, into)["memory_count"]
+            for path, content, reason in files():
                 if reason is None:
                     try:
                         p = validate_path(path, self.limits)
-                        text, data = encode_content(content, self.limits)
-                        self._create_in(c, sid, p, text, data, actor)
-                        n_mem += 1
+                        encode_content(content, self.limits)
+                        if into is not None:
+                            self._check_path_free(c, into, p)
+                        other = _overlapping(p, placed)
+                        if other is not None:
+                            raise PathConflict(_overlap(p, other), conflicting_memory_id="",
+                                               conflicting_path=other)
+                        self._check_room(sid, count)
+                        count += 1
+                        bisect.insort(placed, p)
                         continue
                     except (InvalidRequest, PathConflict) as e:
                         reason = e.message
-                skipped.append({"path": _printable(path), "reason": reason})
-            if skipped and not partial:
-                raise _rejected(skipped)
-            result = self._store_in(c, sid)
-        return {"store": result.to_dict(), "ids": "new", "created_store": into is None,
-                "memories": n_mem, "versions": n_mem, "redacted": 0, "skipped": skipped}
+                refused[path] = reason
+        return refused
 
     # -- search (the Console) ----------------------------------------------------------------
 
@@ -3891,6 +3995,23 @@ class Store:
             hits.append(SearchHit(_memory(r, False), bool(r["in_path"]), snippet))
         return hits
 
+    # -- Console sign-outs (memfs.console.web) ------------------------------------------------
+
+    def revoke_signin(self, signin: str, expires_at: int) -> None:
+        """Record that the Console sign-in ``signin`` (a digest of its cookie's nonce) was
+        signed out, until ``expires_at`` (Unix seconds, its cookie's expiry); sign-outs past
+        their expiry are forgotten at the same time."""
+        with self._write() as c:
+            c.execute("DELETE FROM console_signouts WHERE expires_at < ?",
+                      (int(datetime.now(UTC).timestamp()),))
+            c.execute("INSERT INTO console_signouts (signin, expires_at) VALUES (?, ?) "
+                      "ON CONFLICT (signin) DO NOTHING", (signin, expires_at))
+
+    def signin_revoked(self, signin: str) -> bool:
+        """Whether the Console sign-in ``signin`` was signed out (:meth:`revoke_signin`)."""
+        return self._one("SELECT 1 FROM console_signouts WHERE signin = ?",
+                         (signin,)) is not None
+
     # -- maintenance -------------------------------------------------------------------------
 
     def integrity_check(self) -> str:
@@ -3901,77 +4022,29 @@ class Store:
 # --------------------------------------------------------------------------------------------
 # import helpers (Store.import_archive): an archive is client input, checked field by field
 
-#: An id in an archive: its prefix, then what memfs ids are made of (and a little more).
-_ARCHIVE_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")
+def _overlap(path: str, other: str) -> str:
+    """Why ``path`` cannot be placed beside ``other``: the same path, or one below the
+    other (:meth:`Store._check_path_free`)."""
+    if other == path:
+        return f"a memory already exists at {path}"
+    if len(other) < len(path):
+        return f"{other} is a memory, so {path} cannot be below it"
+    return f"{path} is a directory of memories (e.g. {other})"
 
 
-class _RestoreGroup:
-    """The memory an import is at: its archive id, its id here, its versions so far (archive
-    id -> (id here, operation, path, sha256, redacted)), the last version's sort key."""
-
-    def __init__(self, old_id: str, new_id_: str) -> None:
-        self.old_id = old_id
-        self.new_id = new_id_
-        self.versions: dict[str, tuple[str, str, str | None, str | None, bool]] = {}
-        self.last: tuple[str, str] | None = None
-        self.redacted = 0
-        self.done = False
-
-
-def _restore_id(value: Any, prefix: str, n: int) -> str:
-    """:raises InvalidArchive: ``value`` is not an id of that prefix."""
-    if (not isinstance(value, str) or not value.startswith(prefix + "_")
-            or not _ARCHIVE_ID_RE.match(value[len(prefix) + 1:])):  # fmt: skip
-        raise InvalidArchive(f"record {n}: {value!r} is not a {prefix}_ id")
-    return value
-
-
-def _restore_time(value: Any, n: int, what: str) -> str:
-    """:raises InvalidArchive: ``value`` is not a timestamp as memfs writes them (kept as is,
-    so that it sorts with the others)."""
-    try:
-        ok = isinstance(value, str) and format_time(parse_time(value)) == value
-    except (InvalidRequest, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise InvalidArchive(f"record {n}: {what} {value!r} is not an RFC 3339 UTC timestamp "
-                             "like 2025-01-31T12:00:59.000000Z")
-    return str(value)
-
-
-def _restore_actor(value: Any, n: int) -> Actor | None:
-    """:raises InvalidArchive: ``value`` is neither None nor an actor's wire object."""
-    if value is None:
-        return None
-    try:
-        actor = Actor.from_dict(value)
-        ok = isinstance(actor.id, str) and 0 < len(actor.id) <= 200
-        _validate_text(actor.id, "actor")
-    except (KeyError, TypeError, ValueError, AttributeError, InvalidRequest):
-        ok = False
-    if not ok:
-        raise InvalidArchive(f"record {n}: {value!r} is not an actor")
-    return actor
-
-
-def _restore_store_fields(store: Any, lim: Limits) -> dict[str, Any]:
-    """The archive's store object, checked. :raises InvalidArchive:"""
-    if not isinstance(store, dict):
-        raise InvalidArchive("the archive's header has no store object")
-    try:
-        fields = {
-            "id": _restore_id(store.get("id"), "memstore", 0),
-            "name": _validate_name(store.get("name"), lim),
-            "description": _validate_description(store.get("description"), lim),
-            "metadata": _validate_metadata(store.get("metadata"), lim),
-            "created_at": _restore_time(store.get("created_at"), 0, "created_at"),
-            "updated_at": _restore_time(store.get("updated_at"), 0, "updated_at"),
-            "archived_at": None if store.get("archived_at") is None
-            else _restore_time(store.get("archived_at"), 0, "archived_at"),
-        }
-    except InvalidRequest as e:
-        raise InvalidArchive(f"the archive's store: {e.message}") from None
-    return fields
+def _overlapping(path: str, placed: list[str]) -> str | None:
+    """The path of ``placed`` (sorted) that ``path`` may not be placed beside, if any: the
+    rule of :meth:`Store._check_path_free`, without the database."""
+    segments = path[1:].split("/")
+    for i in range(1, len(segments) + 1):
+        above = "/" + "/".join(segments[:i])
+        at = bisect.bisect_left(placed, above)
+        if at < len(placed) and placed[at] == above:
+            return above
+    at = bisect.bisect_left(placed, path + "/")
+    if at < len(placed) and placed[at] < path + "0":
+        return placed[at]
+    return None
 
 
 def _ids_taken(what: str, id_: str) -> Conflict:

@@ -22,10 +22,13 @@ store at that moment, whatever agents write while it is made, so an exact restor
 (read page by page in separate snapshots, a memory deleted and another created at its path
 meanwhile could both be in it). Writers never wait for an export; its snapshot is closed
 when the export ends, fails, or is closed unfinished (a download cut short: the API and the
-Console stream it with :class:`ClosingStreamingResponse`, which closes it). Imports are one
-store transaction (:meth:`Store.import_archive`, :meth:`Store.import_files`) fed by a
-stream, so neither ever holds the whole store or the whole archive. This module only reads,
-writes and walks; every rule is the store's.
+Console stream it with :class:`ClosingStreamingResponse`, which closes it). An archive is
+read twice, as a stream each time (:meth:`Store.import_archive`): once to check it whole, its
+trailer included, before anything is written, and once to write it in short transactions, so
+that the write lock is never held for long, whatever the archive's size; plain files are
+walked twice the same way (:meth:`Store.import_files`). Neither ever holds the whole store or
+the whole archive in memory. This module only reads, writes and
+walks; every rule is the store's.
 
 **Plain files** (a directory, or a zip of one) become memories at ``/`` + their relative
 path, NFC-normalized (file names from macOS are NFD). Hidden files and directories (a name
@@ -266,8 +269,8 @@ def _max_line(store: Store) -> int:
 class ArchiveReader:
     """The header and the records of an archive, read as a stream, checked line by line:
     the format and its version first (:attr:`header`), then every record, and at the end the
-    trailer's counts and digest. Any damage raises :class:`InvalidArchive` when it is met,
-    which, inside :meth:`Store.import_archive`, undoes the whole import."""
+    trailer's counts and digest. Any damage raises :class:`InvalidArchive` when it is met:
+    in the pass of :meth:`Store.import_archive` that checks the archive before it writes."""
 
     def __init__(self, raw: IO[bytes], max_line: int, progress: Progress = _no_progress):
         self._gz = gzip.GzipFile(fileobj=io.BufferedReader(_Counting(raw, progress)), mode="rb")
@@ -350,7 +353,8 @@ def import_archive(
     store: Store, raw: IO[bytes], *, name: str | None = None, into: str | None = None,
     partial: bool = False, progress: Progress = _no_progress,
 ) -> dict[str, Any]:
-    """Restore the archive read from ``raw`` (see :meth:`Store.import_archive` for ``name``,
+    """Restore the archive read from ``raw``, seekable: it is read twice, checked whole
+    before anything is written (see :meth:`Store.import_archive` for that and for ``name``,
     ``into`` and ``partial``). Returns the summary: ``store`` (the store imported into),
     ``ids`` (``kept`` or ``new``), ``created_store``, counts of ``memories``, ``versions``
     and ``redacted`` versions, ``skipped`` (``{path, memory_id, reason}``), ``history``.
@@ -358,11 +362,31 @@ def import_archive(
     :raises InvalidArchive: damaged, truncated, not an archive, or an unknown version.
     :raises Conflict, ImportRejected, InvalidRequest, NotFound, StoreArchived:
     """
-    reader = ArchiveReader(raw, _max_line(store), progress)
-    summary = store.import_archive(reader.header.get("store"), reader.records(), name=name,
-                                   into=into, partial=partial)
+    start = raw.tell()
+    halves = _Halves(progress)  # two passes over the archive: half the progress each
+    header = ArchiveReader(raw, _max_line(store), halves).header
+
+    def records() -> Iterator[dict[str, Any]]:
+        raw.seek(start)
+        return ArchiveReader(raw, _max_line(store), halves).records()
+
+    summary = store.import_archive(header.get("store"), records, name=name, into=into,
+                                   partial=partial)
     return {"type": "memfs_import", "source": "archive",
-            "history": bool(reader.header.get("history")), **summary, "ignored": []}
+            "history": bool(header.get("history")), **summary, "ignored": []}
+
+
+class _Halves:
+    """A progress callback fed twice the bytes (two passes): it reports half of them."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.odd = 0
+
+    def __call__(self, n: int) -> None:
+        n, self.odd = divmod(n + self.odd, 2)
+        if n:
+            self.progress(n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -500,22 +524,29 @@ def _zip_entries(
 
 
 def import_files(
-    store: Store, entries: Iterator[Entry], ignored: list[dict[str, str]], *,
+    store: Store, walk: Callable[[list[dict[str, str]]], Iterator[Entry]], *,
     name: str | None = None, into: str | None = None, partial: bool = False,
     actor: Any = None, progress: Progress = _no_progress,
 ) -> dict[str, Any]:
-    """Import walked files (:func:`walk_directory`, :func:`walk_zip`) in one transaction
-    (:meth:`Store.import_files`). The summary is :func:`import_archive`'s, plus ``ignored``.
+    """Import walked files (``walk(ignored)``: :func:`walk_directory` or :func:`walk_zip` of
+    the source, appending what it ignores to ``ignored``; called once per pass over the
+    files: :meth:`Store.import_files` checks them all before it writes). The summary is
+    :func:`import_archive`'s, plus ``ignored``.
 
-    :raises ImportRejected, InvalidRequest, NotFound, StoreArchived:
+    :raises ImportRejected, InvalidArchive, InvalidRequest, NotFound, StoreArchived:
     """
+    ignored: list[dict[str, str]] = []
+    passes = 0
+    halves = _Halves(progress)
 
-    def counted() -> Iterator[Entry]:
-        for e in entries:
-            progress(1)
+    def files() -> Iterator[Entry]:
+        nonlocal passes
+        passes += 1
+        for e in walk(ignored if passes == 1 else []):
+            halves(2)  # one file of two passes
             yield e
 
-    summary = store.import_files(counted(), name=name, into=into, partial=partial, actor=actor)
+    summary = store.import_files(files, name=name, into=into, partial=partial, actor=actor)
     return {"type": "memfs_import", "source": "files", "history": False, **summary,
             "ignored": ignored}
 
@@ -552,7 +583,12 @@ def import_upload(
     if name is None and into is None:
         raise InvalidRequest("a zip of files needs a new store name (name) or a store to "
                              "import into (into)")
-    ignored: list[dict[str, str]] = []
-    entries = walk_zip(raw, store.limits, ignored)
-    return import_files(store, entries, ignored, name=name, into=into, partial=partial,
-                        actor=actor, progress=progress)
+    start = raw.tell()
+
+    def walk(ignored: list[dict[str, str]]) -> Iterator[Entry]:
+        raw.seek(start)
+        return walk_zip(raw, store.limits, ignored)
+
+    walk([])  # a zip that is not one is refused here, before the store is asked anything
+    return import_files(store, walk, name=name, into=into, partial=partial, actor=actor,
+                        progress=progress)

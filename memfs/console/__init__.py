@@ -18,7 +18,7 @@ Modules, one per area of the interface, each exporting ``routes``:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -38,6 +38,8 @@ def create_console(
     error_status: Callable[[BaseException], int],
     changes: Any,
     read_body: Callable[[Request], Awaitable[bytes]],
+    body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]],
+    error_headers: Callable[[BaseException], dict[str, str]],
 ) -> ASGIApp:
     """The Console's ASGI app.
 
@@ -45,9 +47,12 @@ def create_console(
     :param error_status: the HTTP status of an exception (the API's table, so both agree).
     :param changes: the API's change hub (:class:`memfs.api.ChangeHub`), for live pages.
     :param read_body: the API's bounded body reader (size and time limits).
+    :param body_chunks: the same, chunk by chunk: ``(request, max_bytes, seconds, what)``.
+    :param error_headers: the API's headers for an exception (``connection``, ...).
     """
     console = web.Console(store, api_keys, error_status=error_status, changes=changes,
-                          read_body=read_body)
+                          read_body=read_body, body_chunks=body_chunks,
+                          error_headers=error_headers)
     routes: list[BaseRoute] = []
     for module in (auth, stores, memories, history, sessions, archive):
         routes += module.routes(console)
@@ -55,4 +60,4 @@ def create_console(
                         name="static"))
     app = Starlette(routes=routes, exception_handlers=web.exception_handlers(console))
     app.state.console = console
-    return app
+    return web.SecurityHeaders(app)

@@ -21,8 +21,12 @@ def routes(console: Console) -> list[BaseRoute]:
     async def signin(request: Request) -> Response:
         request.state.user = None
         next_ = _safe_next(request.query_params.get("next"))
-        if request.method == "GET":
-            if console.user(request) is not None:
+        if request.method in ("GET", "HEAD"):  # HEAD: the same answer (no body is sent)
+            try:
+                signed_in = await console.user(request) is not None
+            except errors.MemfsError:
+                signed_in = False  # the sign-in page says what fails when it is used
+            if signed_in:
                 return RedirectResponse(next_, status_code=303)
             return console.render(request, "signin.html", next=next_, error=None)
         if not same_origin(request):
@@ -30,9 +34,11 @@ def routes(console: Console) -> list[BaseRoute]:
                                   error="sign in from the Console's own page")
         try:
             fields = await form(request)
-        except errors.InvalidRequest as e:
-            return console.render(request, "signin.html", status=400, next=next_,
-                                  error=e.message)
+        except errors.MemfsError as e:  # too large, too slow, too many at once
+            refused = console.render(request, "signin.html", status=console.error_status(e),
+                                     next=next_, error=e.message)
+            refused.headers.update(console.error_headers(e))
+            return refused
         next_ = _safe_next(fields.get("next"))
         cookie = console.new_cookie(fields.get("api_key", "").strip())
         if cookie is None:
@@ -45,6 +51,7 @@ def routes(console: Console) -> list[BaseRoute]:
 
     @page(console, "/signout", ("POST",))
     async def signout(request: Request) -> Response:
+        await console.sign_out(request.state.user)
         response = redirect("/signin", "signed out")
         response.delete_cookie(COOKIE, path="/")
         return response

@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute
 
 from .. import errors
 from ..models import Memory
+from ..rules import parse_int
 from .diff import diff_html
 from .web import Console, form, page, redirect
 
@@ -150,9 +151,11 @@ def routes(console: Console) -> list[BaseRoute]:
         after_text = request.headers.get("last-event-id") or request.query_params.get("after")
         after = last
         if after_text:
-            if not after_text.isdigit():
-                raise errors.InvalidRequest(f"after must be a change seq, not {after_text!r}")
-            after = int(after_text)
+            seq = parse_int(after_text)
+            if seq is None or seq < 0:
+                raise errors.InvalidRequest(
+                    f"after must be a change seq, not {after_text[:40]!r}")
+            after = seq
         return StreamingResponse(console.changes.stream(sid, after, last),
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-cache",

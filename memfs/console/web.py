@@ -5,7 +5,10 @@ Sign-in takes one of the server's API keys (the same keys, and the same loopback
 time, as the API). The cookie then carries ``key_id.expires.nonce.signature``, the signature
 being an HMAC of the rest under the key itself: no server-side session table, it survives a
 restart and works across replicas, and removing a key from the server signs out everyone who
-signed in with it. The CSRF token of a sign-in is an HMAC of its nonce under the key; every
+signed in with it. Signing out records the sign-in (a digest of its nonce) in the database
+until the cookie would have expired, so that every server on it refuses a copy of the cookie
+(:meth:`Store.revoke_signin`); one indexed look-up per page, after the signature is checked.
+The CSRF token of a sign-in is an HMAC of its nonce under the key; every
 POST must carry it (form field ``csrf`` or header ``x-csrf-token``), and the cookie is
 ``SameSite=Strict`` and ``HttpOnly`` on top of that.
 
@@ -20,7 +23,7 @@ import hmac
 import secrets
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -31,15 +34,16 @@ import anyio.to_thread
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
-from starlette.datastructures import UploadFile
+from starlette.datastructures import MutableHeaders, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import errors
 from ..models import Actor
-from ..rules import api_key_id
+from ..rules import api_key_id, parse_int
 from ..store import Store
 
 #: The sign-in cookie and how long it lasts.
@@ -67,6 +71,10 @@ class User:
     key_id: str
     actor: Actor
     csrf: str
+    #: This sign-in (a digest of its cookie's nonce) and when its cookie expires: what a
+    #: sign-out records (:meth:`Store.revoke_signin`).
+    signin: str = ""
+    expires: int = 0
 
 
 class Console:
@@ -74,9 +82,15 @@ class Console:
 
     def __init__(self, store: Store, api_keys: Iterable[str], *,
                  error_status: Callable[[BaseException], int], changes: Any,
-                 read_body: Callable[[Request], Awaitable[bytes]]) -> None:
+                 read_body: Callable[[Request], Awaitable[bytes]],
+                 body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]]
+                 | None = None,
+                 error_headers: Callable[[BaseException], dict[str, str]] | None = None,
+                 ) -> None:
         self.store = store
+        self.error_extra = error_headers or (lambda exc: {})
         self.read_body = read_body
+        self.body_chunks = body_chunks
         self.keys = {api_key_id(k): k for k in api_keys}
         self.error_status = error_status
         self.changes = changes
@@ -112,21 +126,36 @@ class Console:
     def new_cookie(self, key: str) -> str | None:
         """The cookie value for a sign-in with ``key``, None if it is not a server key."""
         kid = api_key_id(key)
-        if not hmac.compare_digest(self.keys.get(kid, ""), key):
+        secret = self.keys.get(kid)
+        # Not the empty key either: hmac.compare_digest("", "") holds, and "" is no key.
+        if not key or secret is None or not hmac.compare_digest(secret, key):
             return None
         return self.sign(kid, int(time.time()) + SESSION_SECONDS, secrets.token_hex(16))
 
-    def user(self, request: Request) -> User | None:
-        """Who the request's cookie signs in, if anyone (and the cookie is still valid)."""
+    async def user(self, request: Request) -> User | None:
+        """Who the request's cookie signs in, if anyone: a valid signature, not expired, not
+        signed out (on any server of the database).
+
+        :raises StorageError: the database cannot say whether it was signed out.
+        """
         value = request.cookies.get(COOKIE, "")
         parts = value.split(".")
-        if len(parts) != 4 or parts[0] not in self.keys or not parts[1].isdigit():
+        if len(parts) != 4 or parts[0] not in self.keys:
             return None
-        kid, expires, nonce, _ = parts
-        if int(expires) < time.time() or not hmac.compare_digest(
-                self.sign(kid, int(expires), nonce), value):
+        kid, _, nonce, _ = parts
+        # Anyone can forge this shape (a key id is public): the expiry is read strictly.
+        expires = parse_int(parts[1])
+        if expires is None or expires < time.time() or not hmac.compare_digest(
+                self.sign(kid, expires, nonce), value):
             return None
-        return User(kid, console_actor(kid), self.csrf_token(kid, nonce))
+        signin = hashlib.sha256(nonce.encode()).hexdigest()
+        if await self.run(self.store.signin_revoked, signin):
+            return None
+        return User(kid, console_actor(kid), self.csrf_token(kid, nonce), signin, expires)
+
+    async def sign_out(self, user: User) -> None:
+        """Refuse this sign-in's cookie from now on, on every server of the database."""
+        await self.run(self.store.revoke_signin, user.signin, user.expires)
 
     # -- rendering ----------------------------------------------------------------------------
 
@@ -158,8 +187,60 @@ class Console:
     def error_page(self, request: Request, exc: BaseException) -> HTMLResponse:
         status = self.error_status(exc)
         message = exc.message if isinstance(exc, errors.MemfsError) else "internal error"
-        return self.render(request, "error.html", status=status, status_code=status,
-                           message=message)
+        response = self.render(request, "error.html", status=status, status_code=status,
+                               message=message)
+        response.headers.update(self.error_headers(exc))
+        return response
+
+    def error_headers(self, exc: BaseException) -> dict[str, str]:
+        """The API's headers for ``exc`` that a page needs too: ``connection: close`` when the
+        body was not read whole, ``retry-after`` when busy."""
+        return {k: v for k, v in self.error_extra(exc).items()
+                if k in ("connection", "retry-after")}
+
+
+#: The Console's own script and stylesheet only, never framed, forms only to itself (issue
+#: 19: a page on another port of the same host framed the signed-in Console; SameSite
+#: cookies do not tell ports apart). ``img-src`` allows data: for a memory's inline images.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "object-src 'none'"
+)
+#: Every Console answer carries these. ``same-origin``, not ``no-referrer``: with the latter a
+#: browser sends ``Origin: null`` on a form's POST, which the CSRF check refuses.
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+}
+
+
+class SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every answer of the Console, and ``Cache-Control``:
+    ``no-store`` for its pages (they show memories; nothing of them stays in a cache after
+    sign-out), ``no-cache`` for its static files (revalidated, so an upgrade shows at once);
+    an answer that sets its own (a live feed: ``no-cache``) keeps it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cache = "no-cache" if scope.get("path", "").startswith("/static/") else "no-store"
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+                headers.setdefault("cache-control", cache)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def redirect(url: str, flash: str | None = None) -> RedirectResponse:
@@ -188,7 +269,11 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
 
     def decorate(handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
-            user = console.user(request)
+            try:
+                user = await console.user(request)
+            except errors.MemfsError as e:  # the database is down: say so, signed in or not
+                request.state.user = None
+                return console.error_page(request, e)
             if user is None:
                 if request.method != "GET":
                     return console.render(request, "error.html", status=401, status_code=401,
@@ -224,7 +309,8 @@ async def form(request: Request) -> dict[str, str]:
         return {k: v for k, v in (await _multipart(request)).items() if isinstance(v, str)}
     if not hasattr(request, "_body"):
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
+        size = None if length is None else parse_int(length)
+        if length is not None and (size is None or size > MAX_FORM_BYTES):
             raise errors.InvalidRequest(f"the form is larger than {MAX_FORM_BYTES} bytes")
         console: Console = request.app.state.console
         # Starlette's form parser reads ``_body`` when it is set (Request.stream()).
@@ -251,19 +337,34 @@ async def _multipart(request: Request) -> Any:
     limit = getattr(request.state, "upload_bytes", 0)
     if not limit:
         raise errors.InvalidRequest("this form takes no file")
-    length = request.headers.get("content-length", "")
-    if not length.isdigit():
+    length = parse_int(request.headers.get("content-length", ""))
+    if length is None or length < 0:
         raise errors.InvalidRequest("an upload needs a Content-Length")
-    if int(length) > limit:
+    if length > limit:
         raise errors.InvalidRequest(f"the upload is over {limit:,} bytes")
+    parsed = getattr(request.state, "multipart", None)
+    if parsed is not None:  # the CSRF check read it already
+        return parsed
+    console: Console = request.app.state.console
+    if console.body_chunks is None:
+        raise errors.InvalidRequest("this Console takes no uploads")
+    # Read the API's way (bounded in size, rate and time, one of the server's upload slots),
+    # parsed by Starlette as it comes.
+    chunks = console.body_chunks(request, limit, UPLOAD_SECONDS, "upload")
+
+    async def receive() -> Message:
+        chunk = await anext(chunks, None)
+        return {"type": "http.request", "body": chunk or b"", "more_body": chunk is not None}
+
     try:
-        with anyio.fail_after(UPLOAD_SECONDS):
-            return await request.form(max_files=1, max_fields=20,
-                                      max_part_size=MAX_FORM_BYTES)
-    except TimeoutError:
-        raise errors.InvalidRequest("the upload did not arrive in time") from None
+        parsed = await Request(request.scope, receive).form(
+            max_files=1, max_fields=20, max_part_size=MAX_FORM_BYTES)
     except (HTTPException, ValueError) as e:
         raise errors.InvalidRequest(f"the form could not be read: {e}") from None
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
+    request.state.multipart = parsed
+    return parsed
 
 
 async def upload(request: Request, field: str) -> UploadFile | None:
@@ -290,12 +391,29 @@ async def _csrf_ok(request: Request, user: User) -> bool:
 def exception_handlers(console: Console) -> dict[Any, Any]:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        request.state.user = console.user(request)
+        try:
+            request.state.user = await console.user(request)
+        except errors.MemfsError:
+            request.state.user = None
         message = "no such page" if exc.status_code == 404 else str(exc.detail)
-        return console.render(request, "error.html", status=exc.status_code,
-                              status_code=exc.status_code, message=message)
+        response = console.render(request, "error.html", status=exc.status_code,
+                                  status_code=exc.status_code, message=message)
+        if exc.status_code == 405:  # Allow (RFC 9110 §15.5.6): every route of the path's
+            response.headers["allow"] = ", ".join(_allowed(request))
+        return response
 
     return {HTTPException: http_error}
+
+
+def _allowed(request: Request) -> list[str]:
+    """The methods of every route of the request's path (a page's GET and POST may be two
+    routes, and Starlette's own Allow names only the first's)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.methods and route.matches(
+                request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return sorted(methods)
 
 
 # -- template filters ---------------------------------------------------------------------------

@@ -83,6 +83,11 @@ def page(browser: Any, console_server: Server, request: pytest.FixtureRequest) -
     pg = context.new_page()
     js_errors: list[str] = []
     pg.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    # What the Console's Content-Security-Policy blocked (an inline script or style, a
+    # javascript: link) is an error of the page too, unless a test expects it.
+    pg.on("console", lambda msg: js_errors.append(msg.text) if (
+        "Content Security Policy" in msg.text and not getattr(pg, "csp_expected", False))
+        else None)
     yield pg
     report = getattr(request.node, "report_call", None)
     if report is not None and report.failed:

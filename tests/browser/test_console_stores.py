@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import re
+import threading
 from typing import Any
 
 import anthropic
@@ -128,3 +130,50 @@ def test_a_name_another_live_store_has_is_said(signed_in: Any, sdk: anthropic.An
     pg.get_by_role("button", name="Save").click()
     notice = pg.get_by_role("status").inner_text()
     assert "saved Shared Name" in notice and "also named" not in notice
+
+
+def test_another_origin_cannot_frame_the_console(signed_in: Any, console_server) -> None:
+    """A page on another port of the same host framed the signed-in Console (SameSite
+    cookies do not tell ports apart), which let it overlay the Console's buttons (issue 19).
+    The frame stays empty now; the same page opened directly works."""
+    pg = signed_in
+    page = f'<!doctype html><iframe name="c" src="{console_server.url}/stores"></iframe>'
+
+    class Framer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    # A real server on 127.0.0.1 (a page Playwright made up counts as a public one, which
+    # chromium never lets reach a local address at all).
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Framer) as framer:
+        threading.Thread(target=framer.serve_forever, daemon=True).start()
+        try:
+            pg.csp_expected = True  # the refusal is reported on the page's console
+            pg.goto(f"http://127.0.0.1:{framer.server_address[1]}/")
+            frame = pg.frame(name="c")
+            assert frame is not None
+            frame.wait_for_load_state()
+            pg.wait_for_timeout(500)
+            assert "Sign out" not in frame.content() and "Stores" not in frame.content()
+        finally:
+            framer.shutdown()
+    pg.csp_expected = False
+    pg.goto("/stores")
+    assert pg.get_by_role("button", name="Sign out").is_visible()
+
+
+def test_go_back_on_an_error_page_works_under_the_content_security_policy(
+        signed_in: Any) -> None:
+    pg = signed_in
+    pg.goto("/stores/memstore_nope/settings")
+    assert pg.get_by_role("heading", name="Not found").is_visible()
+    pg.get_by_role("link", name="Go back").click()
+    pg.wait_for_url("**/stores")

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import httpx
@@ -250,4 +251,134 @@ def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_clust
         if mount is not None:
             mount.stop()
         writer.close()
+        pg_cluster.drop_database(name)
+
+
+def test_a_console_sign_out_on_one_replica_signs_out_everywhere(replicas):
+    """The Console's cookie is checked by any replica; signing out through one must make
+    every replica refuse it (issue 19: it stayed valid for 12 hours)."""
+    a, b = replicas
+    host = {"host": a.url.removeprefix("http://")}
+    r = httpx.post(a.url + "/signin", data={"api_key": KEY}, headers=host)
+    assert r.status_code == 303
+    cookie = {"memfs_console": r.cookies["memfs_console"]}
+    page = httpx.get(b.url + "/stores", cookies=cookie)
+    assert page.status_code == 200
+    csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    r = httpx.post(b.url + "/signout", data={"csrf": csrf}, cookies=cookie,
+                   headers={"host": b.url.removeprefix("http://")})
+    assert r.status_code == 303
+    for s in (a, b):
+        r = httpx.get(s.url + "/stores", cookies=cookie)
+        assert r.status_code == 303 and r.headers["location"].startswith("/signin"), s.url
+
+
+class _Frames:
+    """Every frame of an SSE stream (``url``), read in a thread: (monotonic time, event,
+    data), and whether (and when) the stream ended."""
+
+    def __init__(self, url: str) -> None:
+        self.frames: list[tuple[float, str, dict]] = []
+        self.ended: float | None = None
+        self.error: BaseException | None = None
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._read, args=(url,), daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    def _read(self, url: str) -> None:
+        try:
+            with httpx.stream("GET", url, headers={"x-api-key": KEY}, timeout=30) as r:
+                self.ready.set()
+                event = ""
+                for line in r.iter_lines():
+                    if line.startswith("event: "):
+                        event = line[7:]
+                    elif line.startswith("data: "):
+                        self.frames.append((time.monotonic(), event, json.loads(line[6:])))
+        except BaseException as e:  # noqa: BLE001 - the test reports it
+            self.error = e
+        finally:
+            self.ended = time.monotonic()
+            self.ready.set()
+
+    def paths(self) -> list[str]:
+        return [d["path"] for _, e, d in self.frames if e == "memfs.change"]
+
+    def texts(self) -> list[str]:
+        return [d["content"][0]["text"] for _, e, d in self.frames if e == "user.message"]
+
+    def wait_for(self, what: str, got: Any, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while what not in got() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert what in got(), (what, got(), self.error)
+
+
+def test_live_streams_wait_through_a_database_outage(pg_cluster, tmp_path):
+    """The database refuses connections for a while (a restart, a failover): a change stream
+    was cut with a 40-line traceback and hypercorn's "Error in ASGI Framework" on every
+    outage (PoolTimeout -> StorageError, issue 19). Now the change stream and a session's
+    event stream keep their pings going, the server says once that the database cannot be
+    reached, and both bring what is written once it is back."""
+    import psycopg
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    url = pg_cluster.url(name)
+    d = tmp_path / "server"
+    d.mkdir()
+    server = start_server(d, "--api-key", KEY, db=url)
+    stopped = False
+    writer = Store(url)
+    try:
+        h = {"x-api-key": KEY}
+        sid = httpx.post(server.url + "/v1/memory_stores", headers=h,
+                         json={"name": "outage"}).json()["id"]
+        session = writer.create_session([]).id
+        changes = _Frames(f"{server.url}/v1/memory_stores/{sid}/changes/stream")
+        events = _Frames(f"{server.url}/v1/sessions/{session}/events/stream")
+
+        def message(text: str) -> None:
+            writer.send_events(session, [{"type": "user.message",
+                                          "content": [{"type": "text", "text": text}]}])
+
+        writer.write_path(sid, "/before.md", "x", actor=None)
+        message("before")
+        changes.wait_for("/before.md", changes.paths, 5)
+        events.wait_for("before", events.texts, 5)
+        with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = %s", (name,))
+            began = time.monotonic()
+            time.sleep(8)  # more than a ping interval (5 s) and a few failed polls
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            back = time.monotonic()
+        for stream in (changes, events):
+            assert stream.ended is None, f"a stream ended in the outage: {stream.error!r}"
+        pings = [t for t, e, _ in changes.frames if e == "ping" and began < t < back]
+        assert pings, "no keepalive during the outage"
+        writer.write_path(sid, "/after.md", "x", actor=None)
+        message("after")
+        written = time.monotonic()  # (the writer's own pool may take a while to reconnect)
+        changes.wait_for("/after.md", changes.paths, 10)
+        events.wait_for("after", events.texts, 10)
+        assert changes.paths() == ["/before.md", "/after.md"]
+        assert events.texts() == ["before", "after"]
+        assert changes.ended is None and events.ended is None
+        print(f"\nafter the outage: written {written - back:.2f} s after the database was "
+              f"back; the change arrived {changes.frames[-1][0] - written:.2f} s and the event "
+              f"{events.frames[-1][0] - written:.2f} s after that")
+        assert stop_server(server) == 0
+        stopped = True
+        log = server.stderr.read_text()
+        assert "Traceback" not in log and "Error in ASGI" not in log, log[-4000:]
+        waits = [line for line in log.splitlines() if "memfs.api WARNING" in line]
+        print("the server's own lines about it:\n" + "\n".join(waits))
+        # one line per kind of stream (a warning), not one per stream or per failed poll
+        assert len(waits) == 2 and all("cannot be reached" in w for w in waits), waits
+    finally:
+        writer.close()
+        if not stopped:
+            stop_server(server)
         pg_cluster.drop_database(name)

@@ -595,3 +595,97 @@ def _refs(obj):
     elif isinstance(obj, list):
         for v in obj:
             yield from _refs(v)
+
+
+def _json_inputs(doc):
+    """(method, path, operation) of every operation, from the document."""
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            yield method, path, op
+
+
+def test_openapi_declares_the_real_type_of_every_input(anon):
+    """Every query parameter was a string, every body field ``{}``, and an SSE route a plain
+    string (issue 19): now each says its type, and the streams their events."""
+    doc = anon.get("/openapi.json").json()
+    types = set()
+    for method, path, op in _json_inputs(doc):
+        for p in op["parameters"]:
+            assert p["schema"].get("type"), (method, path, p)
+            types.add(str(p["schema"]["type"]))
+        body = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if body is not None:
+            for name, schema in body["schema"]["properties"].items():
+                assert schema.get("type"), (method, path, name)
+    assert {"string", "integer", "boolean", "array"} <= types
+    p = doc["paths"]
+    q = {x["name"]: x["schema"] for x in
+         p["/v1/memory_stores/{memory_store_id}/memories"]["get"]["parameters"]}
+    assert q["limit"] == {"type": "integer"} and q["depth"] == {"type": "integer"}
+    assert q["view"] == {"type": "string", "enum": ["basic", "full"]}
+    assert {x["name"]: x["schema"] for x in p["/v1/sessions"]["get"]["parameters"]}[
+        "statuses[]"] == {"type": "array", "items": {"type": "string"}}
+    body = p["/v1/sessions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["resources"] == {"type": ["array", "null"],
+                                               "items": {"type": "object"}}
+    assert body["properties"]["agent"]["type"] == ["string", "object", "null"]
+    create = p["/v1/memory_stores/{memory_store_id}/memories"]["post"]
+    props = create["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    assert props == {"path": {"type": "string"}, "content": {"type": "string"}}
+    revert = p["/v1/sessions/{session_id}/memfs/revert"]["post"]["requestBody"]
+    assert revert["content"]["application/json"]["schema"]["properties"]["force"] == {
+        "type": ["boolean", "null"]}
+    stream = p["/v1/memory_stores/{memory_store_id}/changes/stream"]["get"]
+    sse = stream["responses"]["200"]["content"]["text/event-stream"]
+    assert sse["x-memfs-sse-events"]["memfs.change"] == {"$ref": "#/components/schemas/Change"}
+    assert {"ping", "memfs.reset"} <= set(sse["x-memfs-sse-events"])
+    assert {(x["name"], x["in"]) for x in stream["parameters"]} >= {
+        ("after", "query"), ("Last-Event-ID", "header")}
+    events = p["/v1/sessions/{session_id}/events/stream"]["get"]["responses"]["200"]
+    assert "text/event-stream" in events["content"]
+
+
+_SAMPLE = {"string": "x", "integer": 1, "boolean": True, "object": {}, "array": []}
+
+
+def _wrong(types) -> object:
+    """A JSON value of none of ``types``."""
+    return next(v for t, v in [("integer", "12"), ("string", 12), ("boolean", "yes"),
+                               ("object", "x"), ("array", "x")]
+                if not any(isinstance(v, bool if s == "boolean" else
+                                      {"string": str, "integer": int, "object": dict,
+                                       "array": list}[s]) and not (
+                    s == "integer" and isinstance(v, bool)) for s in types))
+
+
+def test_every_input_is_checked_as_the_document_declares_it(client):
+    """The declaration the document is made from is the one requests are checked against:
+    a body field or a query parameter of another type than documented is a 400 naming it,
+    before any handler runs (ids in the paths need not exist)."""
+    doc = client.get("/openapi.json").json()
+    checked = 0
+    for method, path, op in _json_inputs(doc):
+        url = path.replace("{", "x_").replace("}", "")
+        body = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if body is not None:
+            schema = body["schema"]
+            required = {n: _SAMPLE[_types(schema["properties"][n])[0]]
+                        for n in schema.get("required", [])}
+            for name, field in schema["properties"].items():
+                wrong = _wrong(_types(field))
+                r = client.request(method.upper(), url, json={**required, name: wrong})
+                assert r.status_code == 400, (method, path, name, wrong, r.text)
+                assert name in r.json()["error"]["message"], (method, path, name, r.text)
+                checked += 1
+        for p in op["parameters"]:
+            if p["in"] == "query" and p["schema"]["type"] in ("integer", "boolean"):
+                r = client.request(method.upper(), url, params={p["name"]: "²"})
+                assert r.status_code == 400, (method, path, p["name"], r.text)
+                assert p["name"] in r.json()["error"]["message"], (method, path, r.text)
+                checked += 1
+    assert checked >= 80  # every body field and typed query parameter of the API
+
+
+def _types(schema) -> list[str]:
+    t = schema["type"]
+    return [x for x in ([t] if isinstance(t, str) else t) if x != "null"]

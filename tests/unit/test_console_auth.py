@@ -4,8 +4,10 @@ nothing a browser or an attacker can send gets past sign-in, the CSRF check, or 
 from __future__ import annotations
 
 import time
+import urllib.parse
 
 import pytest
+import trio
 from starlette.testclient import TestClient
 
 from memfs.api import create_app
@@ -191,3 +193,124 @@ def test_a_live_refresh_does_not_use_up_the_message_of_the_last_post(browser, st
     r = browser.get(page)
     assert "saved /plan.md" in r.text
     assert browser.get(page).text.count("saved /plan.md") == 0  # shown once
+
+
+@pytest.mark.parametrize("data", [{"api_key": ""}, {"api_key": "   "}, {}, {"next": "/"}])
+def test_sign_in_with_an_empty_key_is_refused_not_a_500(browser, data):
+    """What an empty form sends (``api_key=``), or no field at all: the key id of "" is no
+    server key's, and the lookup of its secret raised KeyError (issue 19)."""
+    r = browser.post("/signin", data=data)
+    assert r.status_code == 401 and "text/html" in r.headers["content-type"]
+    assert web.COOKIE not in r.headers.get("set-cookie", "")
+
+
+def test_head_of_the_sign_in_page_answers_like_get(browser):
+    get, head = browser.get("/signin"), browser.head("/signin")
+    assert (head.status_code, head.content) == (get.status_code, b"")
+    assert head.headers["content-type"] == get.headers["content-type"]
+
+
+def response_status(app, path: str, headers: list[tuple[bytes, bytes]]) -> int:
+    """The status a GET is answered with, without waiting for its body (a live feed never
+    ends: the TestClient would wait for ever)."""
+    path, _, query = path.partition("?")
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": query.encode(), "root_path": "", "client": ("127.0.0.1", 1),
+             "server": ("console.test", 80), "headers": [(b"host", b"console.test"), *headers]}
+    status: list[int] = []
+
+    async def run() -> None:
+        sent = False
+
+        async def receive():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await trio.sleep_forever()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+                scope_.cancel()
+
+        with trio.CancelScope() as scope_, trio.fail_after(10):
+            await app(scope, receive, send)
+
+    trio.run(run)
+    return status[0]
+
+
+@pytest.mark.parametrize("expires", ["9" * 5000, "²", "١٢٣٤٥٦٧٨٩٠", "1_000", " 1"])
+def test_a_crafted_expiry_in_the_cookie_signs_in_nobody(app, expires):
+    """A key id is public (every version's created_by), so anyone can forge the cookie's
+    shape: an expiry of over 4,300 digits, or a Unicode digit, passed ``isdigit()`` and broke
+    ``int()`` on every page (issue 19)."""
+    value = f"{web.api_key_id(KEY)}.{expires}.abc.{'0' * 64}"
+    # The header's bytes as a browser may send them (Starlette reads them as latin-1).
+    cookie = f"{web.COOKIE}={value}".encode("latin-1" if max(value) <= "\xff" else "utf-8")
+    for path in ("/stores", "/signin", "/nope"):
+        assert response_status(app, path, [(b"cookie", cookie)]) in (200, 303, 404), path
+
+
+@pytest.mark.parametrize("after", ["9" * 5000, "²", "١٢", "99999999999999999999999", "-1"])
+def test_a_crafted_position_of_the_live_feed_is_400_not_500(app, browser, store, after):
+    signed_in(browser)
+    cookie = f"{web.COOKIE}={browser.cookies.get(web.COOKIE)}".encode()
+    sid = store.create_store("s").id
+    for headers in ([], [(b"last-event-id", after.encode())]):
+        url = f"/stores/{sid}/live" + ("" if headers else "?after=" + urllib.parse.quote(after))
+        assert response_status(app, url, [(b"cookie", cookie), *headers]) == 400, headers
+
+
+def test_every_console_answer_forbids_framing_sniffing_and_caching(browser, store):
+    """A page on another port of the same host could frame the signed-in Console (SameSite
+    ignores ports), and no answer said nosniff, a referrer policy or not to cache a page of
+    memories (issue 19). The policy allows the Console's own script and stylesheet only, so
+    it also keeps any markup that slipped into a page from running."""
+    sid = store.create_store("s").id
+    pages = ["/signin", "/nope"]
+    signed_in(browser)
+    pages += ["/stores", f"/stores/{sid}", f"/stores/{sid}/settings", "/stores/x/settings",
+              "/static/console.css", "/static/console.js"]
+    for path in pages:
+        r = browser.get(path)
+        h = r.headers
+        assert h["x-frame-options"] == "DENY", path
+        assert h["x-content-type-options"] == "nosniff", path
+        assert h["referrer-policy"] == "same-origin", path
+        csp = dict(d.strip().split(" ", 1) for d in h["content-security-policy"].split(";"))
+        assert csp["frame-ancestors"] == "'none'" and csp["default-src"] == "'self'", path
+        assert "unsafe-inline" not in h["content-security-policy"], path
+        assert h["cache-control"] == ("no-cache" if path.startswith("/static/") else "no-store")
+    r = browser.post("/signout", data={"csrf": "wrong"})  # an error page after a POST too
+    assert r.status_code == 403 and r.headers["x-frame-options"] == "DENY"
+    assert "javascript:" not in r.text  # the policy forbids such links: "Go back" is in JS
+
+
+def test_sign_out_revokes_the_cookie_on_every_replica(backend):
+    """Signing out only deleted the cookie in the browser: a copy of it (taken by anyone who
+    saw it) still signed in for the rest of its 12 hours (issue 19). Now the sign-out is
+    recorded in the database, so every server on it refuses the cookie; another sign-in of
+    the same key stays valid."""
+    replicas = [create_app(backend.open(), [KEY]) for _ in range(2)]
+    with TestClient(replicas[0], base_url="http://console.test",
+                    follow_redirects=False) as a, \
+            TestClient(replicas[1], base_url="http://console.test",
+                       follow_redirects=False) as b:
+        csrf = signed_in(a)
+        cookie = a.cookies.get(web.COOKIE)
+        signed_in(b)  # the same key, signed in apart: not signed out by the other
+        other = b.cookies.get(web.COOKIE)
+        b.cookies.set(web.COOKIE, cookie, domain="console.test")
+        assert b.get("/stores").status_code == 200  # one cookie works on every replica
+        r = a.post("/signout", data={"csrf": csrf})
+        assert r.status_code == 303 and r.headers["location"] == "/signin"
+        for client in (a, b):
+            client.cookies.set(web.COOKIE, cookie, domain="console.test")
+            r = client.get("/stores")
+            assert r.status_code == 303 and r.headers["location"].startswith("/signin"), r
+            assert client.post("/stores", data={"name": "x", "csrf": csrf}).status_code == 401
+        b.cookies.set(web.COOKIE, other, domain="console.test")
+        assert b.get("/stores").status_code == 200

@@ -55,6 +55,8 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     # A session's write undone: a row in reverts (memfs session revert).
     s.write_path(a.id, "/by-session.md", "s", actor=Actor.session(sess.id))
     s.revert(sess.id, actor=USER)
+    # A Console sign-out: a row in console_signouts (refused by every server on the database).
+    s.revoke_signin("0" * 64, 4_000_000_000)
 
 
 def dump(target: str) -> dict[str, Any]:
@@ -215,11 +217,13 @@ def _at_m005(path: str) -> None:
         DELETE FROM _sqlite_migrations WHERE name = 'm006_indexes';
         DROP TABLE dreams; DELETE FROM _sqlite_migrations WHERE name = 'm007_dreams';
         DROP TABLE reverts; DELETE FROM _sqlite_migrations WHERE name = 'm008_reverts';
+        DROP TABLE console_signouts;
+        DELETE FROM _sqlite_migrations WHERE name = 'm009_console_signouts';
         DROP TABLE session_tokens;
-        DELETE FROM _sqlite_migrations WHERE name = 'm009_session_tokens';
+        DELETE FROM _sqlite_migrations WHERE name = 'm010_session_tokens';
     """)
     conn.close()
-    assert store._MIGRATIONS[-1].__name__ == "m009_session_tokens"
+    assert store._MIGRATIONS[-1].__name__ == "m010_session_tokens"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -236,10 +240,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/9" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/10" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
-    assert r.exit_code == 0 and (
-        "5/9 (m005_session_launcher) -> 9/9 (m009_session_tokens)" in r.output), r.output
+    assert r.exit_code == 0
+    assert "5/10 (m005_session_launcher) -> 10/10 (m010_session_tokens)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

@@ -134,3 +134,20 @@ async def test_a_stalled_body_is_a_408_envelope(store, monkeypatch):
     content = b"".join(m.get("body", b"") for m in sent[1:])
     err = assert_canonical_error(sent[0]["status"], headers, content, 408, "POST")
     assert err["type"] == "timeout_error"
+
+
+def test_every_405_says_which_methods_the_path_allows(client):
+    """RFC 9110 §15.5.6: a 405 MUST carry Allow; none did (issue 19)."""
+    sid = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
+    cases = [
+        ("PUT", f"/v1/memory_stores/{sid}", {"GET", "HEAD", "POST", "DELETE"}),
+        ("HEAD", f"/v1/memory_stores/{sid}/archive", {"POST"}),
+        ("DELETE", "/v1/memory_stores", {"GET", "HEAD", "POST"}),
+        ("POST", "/openapi.json", {"GET", "HEAD"}),
+        ("PATCH", "/stores", {"GET", "HEAD", "POST"}),  # a Console page
+        ("DELETE", "/signin", {"GET", "HEAD", "POST"}),
+    ]
+    for method, path, allowed in cases:
+        r = client.request(method, path)
+        assert r.status_code == 405, (method, path)
+        assert {m.strip() for m in r.headers["allow"].split(",")} == allowed, (method, path)

@@ -319,7 +319,7 @@ def test_no_body_field_of_any_route_takes_a_lone_surrogate_to_a_500(client):
             url = url.replace("{" + name + "}", value)
         for field in op.body:
             for shape in shapes:
-                body = json.dumps({field.rstrip("!"): shape})  # ASCII, \ud800 escapes
+                body = json.dumps({field.name: shape})  # ASCII, \ud800 escapes
                 for headers in ({}, {api.SESSION_HEADER: sess["id"]}):
                     r = client.post(url, content=body.encode(),
                                     headers={"content-type": "application/json", **headers})
@@ -413,3 +413,118 @@ def test_path_operations_refuse_lone_surrogates_in_their_events(store, op):
     assert len(store.list_versions(sid).data) == len(before)
     # And a good pair (non-ASCII included) is stored as given.
     calls[op](_tool_pair_with("schrieb 3 Bytes – ok"))
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "²", "١٢", "99999999999999999999999", "1_0",
+                                   " 1", "+1", "0x10"])
+def test_integers_of_the_query_and_last_event_id_are_ascii_and_64_bit(client, store, value):
+    """A Unicode digit (``int('١٢')`` is 12), 5,000 digits (``int()`` raises past 4,300) or
+    more than 64 bits (the database's integers) is 400 wherever a client sends an integer
+    (issue 19)."""
+    sid = store.create_store("s").id
+    for url in (f"/v1/memory_stores/{sid}/changes?after=", "/v1/memory_stores?limit=",
+                f"/v1/memory_stores/{sid}/memories?depth=", "/v1/agents/agent_x?version="):
+        r = client.get(url + value)
+        assert_400(r)
+    # A header's bytes as a client may send them (read as latin-1 by the server).
+    header = {"last-event-id": value.encode("latin-1" if max(value) <= "\xff" else "utf-8")}
+    r = client.get(f"/v1/memory_stores/{sid}/changes", headers=header)
+    assert_400(r)
+    # HEAD: the status of the stream without following it (a valid position streams for ever)
+    r = client.head(f"/v1/memory_stores/{sid}/changes/stream", headers=header)
+    assert r.status_code == 400
+
+
+async def test_a_body_slower_than_the_minimum_rate_is_a_408(store, monkeypatch):
+    """A byte every 50 ms never trips the idle limit, and the whole body's limit is a minute
+    away: the minimum rate past the grace period cuts it (issue 19: 1 byte/s held a
+    connection for the whole minute)."""
+    monkeypatch.setattr(api, "BODY_GRACE_SECONDS", 0.3)
+    monkeypatch.setattr(api, "MIN_BODY_RATE", 100)
+    app = create_app(store, [KEY])
+    chunks = iter([b"{"] + [b" "] * 1000)
+    sent = []
+
+    async def receive():
+        await trio.sleep(0.05)
+        return {"type": "http.request", "body": next(chunks), "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/memory_stores",
+             "raw_path": b"/v1/memory_stores", "query_string": b"",
+             "headers": [(b"x-api-key", KEY.encode())], "http_version": "1.1",
+             "scheme": "http", "server": ("t", 80), "client": ("c", 1), "root_path": ""}
+    t = trio.current_time()
+    with trio.fail_after(5):
+        await app(scope, receive, send)
+    assert sent[0]["status"] == 408 and trio.current_time() - t < 1.0
+    assert b"bytes/s" in b"".join(m.get("body", b"") for m in sent[1:])
+
+
+async def test_unfinished_bodies_are_bounded_per_client_per_key_and_in_all(store):
+    """Bodies that never finish hold a slot each; past the limit of a client address, of a
+    key, or of the server, a request is answered at once (429, 429, 503) without its body
+    being read, and its connection closed; once the slow ones are gone there is room again
+    (issue 19)."""
+    from memfs.uploads import Uploads
+
+    uploads = Uploads(total=5, per_client=2, per_key=3)
+    app = create_app(store, [KEY, "other-key"], uploads=uploads)
+
+    def scope(client: str, key: str = KEY, path: str = "/v1/memory_stores") -> dict:
+        return {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(),
+                "query_string": b"", "headers": [(b"x-api-key", key.encode()),
+                                                 (b"host", b"t")],
+                "http_version": "1.1", "scheme": "http", "server": ("t", 80),
+                "client": (client, 1), "root_path": ""}
+
+    async def stalled(s: dict) -> None:
+        async def receive():
+            await trio.sleep_forever()
+
+        async def send(message):
+            pass
+
+        await app(s, receive, send)
+
+    async def answer(s: dict) -> tuple[int, dict]:
+        sent = []
+        body = [{"type": "http.request", "body": b'{"name": "late"}', "more_body": False}]
+
+        async def receive():
+            return body.pop(0) if body else await trio.sleep_forever()
+
+        async def send(message):
+            sent.append(message)
+
+        with trio.fail_after(2):
+            await app(s, receive, send)
+        return sent[0]["status"], dict(sent[0]["headers"])
+
+    async def hold(nursery, s: dict) -> None:
+        before = uploads.active
+        nursery.start_soon(stalled, s)
+        with trio.fail_after(2):
+            while uploads.active == before:  # noqa: ASYNC110 (a counter, not an event)
+                await trio.sleep(0.01)
+
+    async with trio.open_nursery() as nursery:
+        await hold(nursery, scope("10.0.0.1"))
+        await hold(nursery, scope("10.0.0.1"))
+        status, headers = await answer(scope("10.0.0.1"))  # a third from that address
+        assert status == 429 and headers[b"connection"] == b"close"
+        await hold(nursery, scope("10.0.0.2"))  # the key's third
+        assert (await answer(scope("10.0.0.3")))[0] == 429  # the key's fourth
+        await hold(nursery, scope("10.0.0.4", "other-key"))
+        await hold(nursery, scope("10.0.0.5", "other-key"))  # five in all
+        status, headers = await answer(scope("10.0.0.6", "other-key"))
+        assert status == 503 and headers[b"connection"] == b"close"
+        # The Console's forms count too (a sign-in has no key yet: its address only).
+        status, _ = await answer(scope("10.0.0.1", path="/signin"))
+        assert status == 429
+        assert uploads.statistics() == {"active": 5, "clients": 4, "keys": 2}
+        nursery.cancel_scope.cancel()
+    assert uploads.statistics() == {"active": 0, "clients": 0, "keys": 0}
+    assert (await answer(scope("10.0.0.1")))[0] == 200

@@ -23,7 +23,12 @@ ALLOWED: dict[str, set[str]] = {
     "pgdatabase": {"database", "errors", "models"},
     # The plan of a revert (undo a session): pure, computed from version rows for the store.
     "revert": {"models"},
-    "store": {"database", "pgdatabase", "revert", "rules", "errors", "models"},
+    # An archive's records checked and made rows before a restore: pure, for the store.
+    "restore": {"rules", "errors", "models"},
+    "store": {"database", "pgdatabase", "revert", "restore", "rules", "errors", "models"},
+    # The declared shapes of the API's inputs, and the bounds on unfinished uploads.
+    "apispec": {"rules", "errors"},
+    "uploads": {"errors"},
     "tree": {"rules", "errors", "models"},
     "toolevents": {"protocol", "rules", "errors", "models"},
     # The .history directory of a mount (no pyfuse3): the same layer as the tree.

@@ -7,6 +7,15 @@ document.addEventListener("submit", (event) => {
   if (message && !window.confirm(message)) event.preventDefault();
 });
 
+// "Go back" on an error page (data-back): the page before, when there is one (a link, not
+// javascript:, which the Console's Content-Security-Policy forbids).
+document.addEventListener("click", (event) => {
+  const link = event.target.closest && event.target.closest("[data-back]");
+  if (!link || window.history.length < 2) return;
+  event.preventDefault();
+  window.history.back();
+});
+
 // Live regions: <section data-live="/stores/ID/live" data-live-refresh="URL"> follows the
 // store's change feed (SSE) and, after each change, reloads its own content from
 // data-live-refresh (the same page's fragment), keeping focus and scroll where they were.

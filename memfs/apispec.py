@@ -1,0 +1,278 @@
+"""The API's inputs, declared once: every operation's query parameters and JSON body fields
+with their types (:class:`Param`), from which both the request checks (:class:`Query`,
+:func:`check_body`) and ``/openapi.json`` (:func:`document`) are made (issue 19: the document
+had every query parameter a string, every body field ``{}``).
+
+A declaration checks shapes only: that a value is a string, an integer (ASCII digits, 64
+bits: :func:`memfs.rules.parse_int`), a boolean, an object or an array (of strings or of
+objects), that a required one is there, and that a body holds no field it does not declare.
+Every rule about the values themselves (ranges, lengths, enums, formats) is the store's, which
+raises the same 400 whatever layer calls it; an ``enum`` here only documents the values the
+store takes. An optional body field may be ``null`` (the same as leaving it out, as for the
+SDK); a required one may not. Query parameters the declaration does not name are ignored, as
+the SDK's own qualifiers would be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.datastructures import QueryParams
+
+from . import errors
+from .rules import parse_int
+
+#: The JSON Schema types a value may be declared with.
+TYPES = ("string", "integer", "boolean", "object", "array")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One query parameter or body field. ``name`` is as on the wire (``statuses[]``,
+    ``created_at[gte]``); ``types`` one or more of :data:`TYPES`; ``items`` the type of an
+    array's items."""
+
+    name: str
+    types: tuple[str, ...]
+    required: bool = False
+    items: str | None = None
+    enum: tuple[str, ...] = ()
+    format: str | None = None
+    description: str = ""
+    #: The error a value of the wrong type raises (the store's own for that kind of value:
+    #: InvalidPath for a path, InvalidContent for a content, so that its error code is).
+    invalid: type[errors.InvalidRequest] = errors.InvalidRequest
+
+    @property
+    def key(self) -> str:
+        """The name without an array's ``[]``."""
+        return self.name.removesuffix("[]")
+
+    def schema(self, *, nullable: bool = False) -> dict[str, Any]:
+        """Its JSON Schema."""
+        types = list(self.types) + (["null"] if nullable else [])
+        out: dict[str, Any] = {"type": types[0] if len(types) == 1 else types}
+        if self.items is not None:
+            out["items"] = {"type": self.items}
+        if self.enum:
+            out["enum"] = list(self.enum) + ([None] if nullable else [])
+        if self.format is not None:
+            out["format"] = self.format
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+def _param(types: tuple[str, ...], name: str, **kw: Any) -> Param:
+    required = name.endswith("!")
+    return Param(name.rstrip("!"), types, required=required, **kw)
+
+
+def string(name: str, **kw: Any) -> Param:
+    """A string (``name!``: required)."""
+    return _param(("string",), name, **kw)
+
+
+def time(name: str, **kw: Any) -> Param:
+    """An RFC 3339 time, as a string."""
+    return _param(("string",), name, format="date-time", **kw)
+
+
+def integer(name: str, **kw: Any) -> Param:
+    return _param(("integer",), name, **kw)
+
+
+def boolean(name: str, **kw: Any) -> Param:
+    return _param(("boolean",), name, **kw)
+
+
+def obj(name: str, **kw: Any) -> Param:
+    """A JSON object."""
+    return _param(("object",), name, **kw)
+
+
+def array(name: str, items: str = "object", **kw: Any) -> Param:
+    """A JSON array (in a query, ``name[]`` repeated) of ``items``."""
+    return _param(("array",), name, items=items, **kw)
+
+
+def either(name: str, *types: str, **kw: Any) -> Param:
+    """A value of any of ``types`` (a model: its id or an object)."""
+    return _param(types, name, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# checks
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "boolean": (bool,), "object": (dict,),
+    "array": (list,),
+}
+
+
+def _is(value: Any, type_: str) -> bool:
+    if type_ == "integer" and isinstance(value, bool):
+        return False  # JSON's true is no integer
+    return isinstance(value, _JSON_TYPES[type_])
+
+
+def _a(types: Iterable[str]) -> str:
+    names = {"string": "a string", "integer": "an integer", "boolean": "true or false",
+             "object": "an object", "array": "a list"}
+    return " or ".join(names[t] for t in types)
+
+
+def check_body(body: Any, fields: Sequence[Param]) -> dict[str, Any]:
+    """``body`` (parsed JSON) as a checked object: no field that ``fields`` does not name,
+    every required one, each of its declared type (an optional one may be null).
+
+    :raises InvalidRequest:
+    """
+    if not isinstance(body, dict):
+        raise errors.InvalidRequest("request body must be a JSON object")
+    declared = {f.name: f for f in fields}
+    unknown = sorted(set(body) - set(declared))
+    if unknown:
+        raise errors.InvalidRequest(
+            f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(declared)) or 'none'}")
+    for f in fields:
+        if f.name not in body:
+            if f.required:
+                raise errors.InvalidRequest(f"{f.name} is required")
+            continue
+        value = body[f.name]
+        if value is None and not f.required:
+            continue
+        if not any(_is(value, t) for t in f.types):
+            raise f.invalid(f"{f.name} must be {_a(f.types)}")
+        if f.items is not None and not all(_is(v, f.items) for v in value):
+            raise f.invalid(f"{f.name} must be a list of {f.items}s")
+    return body
+
+
+class Query:
+    """The declared query parameters of a request, checked and typed at once (API.md §1.4:
+    the SDK's bracketed keys, ``name[]`` repeats (bare repeats accepted), ``true``/``false``).
+    An empty value is no value. The accessors read what was checked; one of a parameter the
+    operation does not declare is a bug (KeyError).
+
+    :raises InvalidRequest: a value of the wrong type, a required one missing.
+    """
+
+    def __init__(self, params: QueryParams, declared: Sequence[Param]) -> None:
+        self.values: dict[str, Any] = {}
+        self.declared = {p.key: p for p in declared}
+        for p in declared:
+            value = self._read(params, p)
+            if value is None and p.required:
+                hint = f" ({p.description})" if p.description else ""
+                raise errors.InvalidRequest(f"{p.name} is required{hint}")
+            self.values[p.key] = value
+
+    @staticmethod
+    def _read(params: QueryParams, p: Param) -> Any:
+        if p.types == ("array",):
+            values = [v for v in params.getlist(p.key + "[]") + params.getlist(p.key) if v]
+            return values or None
+        value = params.get(p.name)
+        if value is None or value == "":
+            return None
+        if p.types == ("integer",):
+            number = parse_int(value)
+            if number is None:
+                raise errors.InvalidRequest(f"{p.name} must be an integer, not {value[:40]!r}")
+            return number
+        if p.types == ("boolean",):
+            if value.lower() in ("true", "1"):
+                return True
+            if value.lower() in ("false", "0"):
+                return False
+            raise errors.InvalidRequest(f"{p.name} must be true or false, not {value[:40]!r}")
+        return value
+
+    def _get(self, name: str) -> Any:
+        if name not in self.declared:
+            raise KeyError(f"query parameter {name!r} is not declared for this operation")
+        return self.values[name]
+
+    def text(self, name: str) -> str | None:
+        value: str | None = self._get(name)
+        return value
+
+    def texts(self, name: str) -> list[str] | None:
+        value: list[str] | None = self._get(name)
+        return value
+
+    def integer(self, name: str, default: int | None) -> int | None:
+        value = self._get(name)
+        return default if value is None else int(value)
+
+    def flag(self, name: str, default: bool) -> bool:
+        value = self._get(name)
+        return default if value is None else bool(value)
+
+
+# --------------------------------------------------------------------------------------------
+# the OpenAPI document
+
+
+@dataclass(frozen=True)
+class Stream:
+    """What an SSE response sends: each event's name -> the schema of its ``data``."""
+
+    events: Mapping[str, Any]
+    description: str
+
+
+def operation(
+    *, operation_id: str, summary: str, path: str, method: str, query: Sequence[Param],
+    body: Sequence[Param] | None, raw_body: Sequence[str], response: tuple[str, Any] | None,
+    headers: Sequence[dict[str, Any]], extension: bool,
+) -> dict[str, Any]:
+    """The OpenAPI Operation Object of one operation. ``response``: (media type, schema or
+    :class:`Stream`), None when it always answers an error; ``raw_body``: the media types of
+    an upload (the body is not JSON)."""
+    params = [{"name": p.split("}")[0], "in": "path", "required": True,
+               "schema": {"type": "string"}} for p in path.split("{")[1:]]
+    for q in query:
+        entry: dict[str, Any] = {"name": q.name, "in": "query", "required": q.required,
+                                 "schema": q.schema()}
+        if q.types == ("array",):
+            entry.update(style="form", explode=True)
+        if q.description:
+            entry["description"] = q.description
+        params.append(entry)
+    params += headers
+    responses: dict[str, Any] = {}
+    if response is not None:
+        media, schema = response
+        if isinstance(schema, Stream):
+            content = {media: {
+                "schema": {"type": "string", "description": schema.description},
+                # Each frame: "event: NAME", "data: JSON" (and "id:"), one per event.
+                "x-memfs-sse-events": {name: s for name, s in schema.events.items()},
+            }}
+        else:
+            content = {media: {"schema": schema}}
+        responses["200"] = {"description": "OK", "content": content}
+    responses["default"] = {"description": "Error", "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    out: dict[str, Any] = {"operationId": operation_id, "summary": summary,
+                           "parameters": params, "responses": responses}
+    if extension:
+        out["x-memfs-extension"] = True
+    if raw_body:
+        out["requestBody"] = {"required": True, "content": {
+            t: {"schema": {"type": "string", "format": "binary"}} for t in raw_body}}
+    elif body is not None:
+        required = [f.name for f in body if f.required]
+        schema_: dict[str, Any] = {
+            "type": "object", "additionalProperties": False,
+            "properties": {f.name: f.schema(nullable=not f.required) for f in body}}
+        if required:
+            schema_["required"] = required
+        out["requestBody"] = {"required": bool(required), "content": {
+            "application/json": {"schema": schema_}}}
+    return out

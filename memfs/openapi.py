@@ -1,0 +1,253 @@
+"""``/openapi.json``: the OpenAPI 3.1 description of the API, made from the route table
+(:data:`memfs.api.OPS`) and its declared inputs (:mod:`memfs.apispec`), and the component
+schemas of its answers (:data:`SCHEMAS`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import apispec
+
+if TYPE_CHECKING:
+    from .api import Op
+
+
+def _obj(props: dict[str, Any], required: Iterable[str] | None = None) -> dict[str, Any]:
+    return {"type": "object", "properties": props,
+            "required": list(props if required is None else required)}
+
+
+_S = {"type": "string"}
+_NS = {"type": ["string", "null"]}
+_T = {"type": "string", "format": "date-time"}
+_NT = {"type": ["string", "null"], "format": "date-time"}
+_I = {"type": "integer"}
+_NI = {"type": ["integer", "null"]}
+_META = {"type": "object", "additionalProperties": {"type": "string"}}
+_ACTOR = {"oneOf": [
+    _obj({"type": {"const": t}, f: _S}) for t, f in (
+        ("api_actor", "api_key_id"), ("session_actor", "session_id"),
+        ("user_actor", "user_id"), ("service_account_actor", "service_account_id"))
+]}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+SCHEMAS: dict[str, Any] = {
+    "MemoryStore": _obj({"type": {"const": "memory_store"}, "id": _S, "name": _S,
+                         "description": _S, "metadata": _META, "created_at": _T,
+                         "updated_at": _T, "archived_at": _NT}),
+    "Memory": _obj({"type": {"const": "memory"}, "id": _S, "memory_store_id": _S, "path": _S,
+                    "content": _NS, "content_sha256": _S, "content_size_bytes": _I,
+                    "memory_version_id": _S, "created_at": _T, "updated_at": _T}),
+    "MemoryPrefix": _obj({"type": {"const": "memory_prefix"}, "path": _S}),
+    "MemoryListItem": {"oneOf": [_ref("Memory"), _ref("MemoryPrefix")]},
+    "Actor": _ACTOR,
+    "MemoryVersion": _obj({
+        "type": {"const": "memory_version"}, "id": _S, "memory_id": _S,
+        "memory_store_id": _S, "operation": {"enum": ["created", "modified", "deleted"]},
+        "created_at": _T, "path": _NS, "content": _NS, "content_sha256": _NS,
+        "content_size_bytes": _NI, "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
+        "redacted_at": _NT, "redacted_by": {"oneOf": [_ref("Actor"), {"type": "null"}]}}),
+    "Deleted": _obj({"id": _S, "type": {"enum": [
+        "memory_store_deleted", "memory_deleted", "session_deleted"]}}),
+    "SessionResource": _obj({
+        "type": {"const": "memory_store"}, "id": _S, "memory_store_id": _S,
+        "access": {"enum": ["read_write", "read_only"]}, "instructions": _NS, "name": _S,
+        "description": _S, "mount_path": _S}),
+    "Session": _obj({
+        "type": {"const": "session"}, "id": _S,
+        "status": {"enum": ["rescheduling", "running", "idle", "terminated"]},
+        "resources": {"type": "array", "items": _ref("SessionResource")},
+        "agent": {"type": ["object", "null"]}, "environment_id": _NS, "metadata": _META,
+        "title": _NS, "vault_ids": {"type": "array", "items": _S}, "created_at": _T,
+        "updated_at": _T, "archived_at": _NT, "stats": {"type": "object"},
+        "usage": {"type": "object"}, "outcome_evaluations": {"type": "array"},
+        "budget": {"type": "null"}, "deployment_id": {"type": "null"}}),
+    "Dream": _obj({
+        "type": {"const": "dream"}, "id": _S,
+        "status": {"enum": ["pending", "running", "completed", "failed", "canceled"]},
+        "inputs": {"type": "array", "items": {"type": "object"}},
+        "model": _obj({"id": _S, "speed": {"const": "standard"}}), "instructions": _NS,
+        "output_behavior": {"type": "object"},
+        "outputs": {"type": "array", "items": _obj({"type": {"const": "memory_store"},
+                                                    "memory_store_id": _S})},
+        "session_id": _NS,
+        "error": {"oneOf": [_obj({"type": _S, "message": _S}), {"type": "null"}]},
+        "usage": _obj({k: _I for k in ("input_tokens", "output_tokens",
+                                      "cache_creation_input_tokens",
+                                      "cache_read_input_tokens")}),
+        "created_at": _T, "ended_at": _NT, "archived_at": _NT}),
+    "Event": {"type": "object", "required": ["id", "type", "processed_at"],
+              "properties": {"id": _S, "type": _S, "processed_at": _T},
+              "additionalProperties": True},
+    "EventList": _obj({"data": {"type": "array", "items": _ref("Event")}}),
+    "Limits": {"type": "object", "additionalProperties": {"type": "number"},
+               "description": "memfs extension: every limit of the server's store"},
+    "Tree": _obj({"data": {"type": "array", "items": _ref("Memory")}, "last_seq": _I}),
+    "Stats": _obj({"memory_count": _I, "last_seq": _I}),
+    "Snapshot": _obj({
+        "type": {"const": "memfs_snapshot"}, "memory_store_id": _S, "at": _S, "time": _T,
+        "after_version_id": _NS, "before_version_id": _NS, "session_id": _NS,
+        "data": {"type": "array", "items": _ref("Memory")},
+        "redacted": {"type": "object", "additionalProperties": _T,
+                     "description": "version in effect -> its redaction time (empty file)"},
+        "unknown_memory_ids": {"type": "array", "items": _S, "description":
+                               "memories whose history before the boundary was pruned"}}),
+    "Ok": _obj({"ok": {"const": True}}),
+    "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
+    "MemoryStoreList": _obj({"data": {"type": "array", "items": _ref("MemoryStore")}}),
+    "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
+                    "op": {"enum": ["put", "delete", "history", "store"]}, "memory_id": _NS,
+                    "path": _NS, "old_path": _NS,
+                    "memory": {"oneOf": [_ref("Memory"), {"type": "null"}]}},
+                   ["type", "seq", "op", "memory_id", "path", "old_path"]),
+    "ChangeList": _obj({"data": {"type": "array", "items": _ref("Change")}, "last_seq": _I,
+                        "reset": {"type": "boolean"}}),
+    "Archive": {"type": "string", "format": "binary", "description":
+                "application/gzip: a memfs-export archive (docs/EXPORT-FORMAT.md)"},
+    "ImportSummary": _obj({
+        "type": {"const": "memfs_import"}, "source": {"enum": ["archive", "files"]},
+        "store": _ref("MemoryStore"), "ids": {"enum": ["kept", "new"]},
+        "created_store": {"type": "boolean"}, "history": {"type": "boolean"},
+        "memories": _I, "versions": _I, "redacted": _I,
+        "skipped": {"type": "array", "items": _obj({"path": _S, "reason": _S},
+                                                    ["path", "reason"])},
+        "ignored": {"type": "array", "items": _obj({"path": _S, "reason": _S})}}),
+    "SessionToken": _obj({"type": {"const": "session_token"}, "id": _S, "session_id": _S,
+                          "token": _S, "created_at": _T, "expires_at": _T}),
+    "Revert": _obj({
+        "type": {"const": "memfs_revert"}, "id": _NS, "undo": _NS,
+        "target": _obj({"type": {"enum": ["session", "revert"]}, "id": _S}),
+        "dry_run": {"type": "boolean"}, "force": {"type": "boolean"},
+        "complete": {"type": "boolean"}, "created_at": _T,
+        "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
+        "actions": {"type": "array", "items": _obj({
+            "memory_store_id": _S, "memory_id": _S,
+            "action": {"enum": ["delete", "recreate", "restore"]}, "old_path": _NS,
+            "path": _NS, "content_changed": {"type": "boolean"},
+            "forced": {"type": "boolean"}, "memory_version_id": _NS})},
+        "conflicts": {"type": "array", "items": _obj({
+            "memory_store_id": _S, "memory_id": _S,
+            "reason": {"enum": ["changed", "path_taken", "unrecoverable"]}, "message": _S,
+            "path": _NS, "pre_path": _NS, "reverted_version": {"type": ["object", "null"]},
+            "current_version": {"type": ["object", "null"]}, "diff": _NS,
+            "conflicting_memory_id": _NS, "conflicting_path": _NS})},
+        "unchanged": {"type": "array", "items": _obj({
+            "memory_store_id": _S, "memory_id": _S, "path": _NS})}}),
+    "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
+              "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
+                             "model": {"type": "object"}, "tools": {"type": "array"}},
+              "additionalProperties": True},
+    "Environment": {"type": "object", "required": ["type", "id", "name", "config"],
+                    "properties": {"type": {"const": "environment"}, "id": _S, "name": _S,
+                                   "config": {"type": "object"}},
+                    "additionalProperties": True},
+}
+
+
+def _error_schema(table: Iterable[tuple[Any, int, str, str | None]]) -> dict[str, Any]:
+    """The error envelope, with every ``error.type`` and ``details.error_code`` of the API's
+    table of errors (:data:`memfs.api.ERRORS`)."""
+    rows = list(table)
+    return _obj({
+        "type": {"const": "error"},
+        "error": {"type": "object", "required": ["type", "message"], "properties": {
+            "type": {"enum": sorted({t for _, _, t, _ in rows})}, "message": _S,
+            "details": _obj({"error_code": {"enum": sorted({c for _, _, _, c in rows if c})}}),
+            "conflicting_memory_id": _S, "conflicting_path": _S}},
+        "request_id": _S}, ["type", "error", "request_id"])
+
+
+_PING = _obj({"type": {"const": "ping"}})
+#: What the SSE answers send: the data of each event, by its name (``event:``).
+STREAMS = {
+    "EventStream": apispec.Stream(
+        {"<event type>": _ref("Event"), "ping": _PING},
+        "SSE: frames 'event: <the event's type>', 'id: <event id>', 'data: <Event JSON>'; "
+        "'event: ping' keepalives; ends after session.deleted or "
+        "session.status_terminated"),
+    "ChangeStream": apispec.Stream(
+        {"memfs.change": _ref("Change"),
+         "memfs.reset": _obj({"type": {"const": "memfs.reset"}, "last_seq": _I}),
+         "ping": _obj({"type": {"const": "ping"}, "last_seq": _I})},
+        "SSE: 'event: memfs.change' frames ('id: <seq>', data a Change); 'event: "
+        "memfs.reset' when the requested position is unknown (reload the tree, go on from "
+        "last_seq); 'event: ping' keepalives every few seconds. Resume with ?after=<seq> or "
+        "Last-Event-ID."),
+}
+
+
+
+
+def _response(op: Op) -> tuple[str, Any] | None:
+    """(media type, schema) of an operation's 200 answer; None: it always answers an error."""
+    name = op.returns
+    if name == "Error":
+        return None
+    if name.startswith("Page<"):
+        return "application/json", _obj(
+            {"data": {"type": "array", "items": _ref(name[5:-1])}, "next_page": _NS},
+            ["data", "next_page"])
+    if name in STREAMS:
+        return "text/event-stream", STREAMS[name]
+    if name == "Archive":
+        return "application/gzip", _ref(name)
+    return "application/json", _ref(name)
+
+
+def _headers(op: Op, session_header: str) -> list[dict[str, Any]]:
+    out = []
+    if op.extension:
+        out.append({"name": session_header, "in": "header", "required": False,
+                    "schema": _S, "description":
+                    "act as this session (writes: session_actor; tool events)"})
+    if op.returns == "ChangeStream":
+        out.append({"name": "Last-Event-ID", "in": "header", "required": False,
+                    "schema": {"type": "integer"}, "description":
+                    "an SSE client reconnecting: the seq of the last change it got (when "
+                    "after is not given)"})
+    return out
+
+
+@functools.cache
+def _document(ops: tuple[Op, ...], errors: tuple[tuple[Any, int, str, str | None], ...],
+              session_header: str) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for op in ops:
+        paths.setdefault(op.path, {})[op.method.lower()] = apispec.operation(
+            operation_id=op.handler.__name__,
+            summary=f"memfs extension: {op.sdk}" if op.extension
+            else f"SDK: client.beta.{op.sdk}",
+            path=op.path, method=op.method, query=op.query,
+            body=None if op.method == "GET" else op.body,
+            raw_body=("application/gzip", "application/zip") if op.raw_body else (),
+            response=_response(op), headers=_headers(op, session_header),
+            extension=op.extension)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "memfs", "version": "0.1.0", "description":
+                 "Memory stores API, wire-compatible with anthropic==2.14.0 "
+                 "(client.beta.memory_stores, sessions)."},
+        "components": {
+            "schemas": {**SCHEMAS, "Error": _error_schema(errors)},
+            "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "bearer": {"type": "http", "scheme": "bearer"},
+            },
+        },
+        "security": [{"apiKey": []}, {"bearer": []}],
+        "paths": paths,
+    }
+
+
+def document(ops: Sequence[Op], errors: Iterable[tuple[Any, int, str, str | None]],
+             session_header: str) -> dict[str, Any]:
+    """The OpenAPI 3.1 description of ``ops``: every path, method, query parameter, header
+    and body field that the app serves, with their types, and ``errors`` (the API's table of
+    errors) in the error envelope's schema. Made once."""
+    return _document(tuple(ops), tuple(errors), session_header)
