@@ -11,7 +11,9 @@ session, and none of it outlives the session: the socket goes when the launcher 
 token is revoked when the session is marked terminated.
 
 The server runs on trio (hypercorn) in a thread of the launcher, which keeps its main thread
-for the agent's process and the signals. No console and no dream sweeper: the API only.
+for the agent's process and the signals, and it starts only when a command first connects:
+most sessions never use it, and its start (its imports, a few hundred ms of CPU) would be
+theirs to pay. No console and no dream sweeper: the API only.
 """
 
 from __future__ import annotations
@@ -19,15 +21,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import socket
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from .errors import MemfsError
+
+if TYPE_CHECKING:
+    import trio
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,8 @@ class SessionAPI:
         self._error: BaseException | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
+        #: Wakes the thread waiting for a first connection (stop).
+        self._wake_r, self._wake_w = os.pipe()
 
     def listen(self) -> None:
         """Make the socket and listen: from now on a command may connect (its connection
@@ -66,14 +72,15 @@ class SessionAPI:
         self._sock = self._listen()
 
     def serve(self) -> None:
-        """Start serving, in a thread: the launcher starts it once the command runs, so that
-        the server's start (its imports: a few hundred ms) never delays the command."""
+        """Serve, in a thread, from the first connection on (the launcher calls it once the
+        command runs: the server's start never delays the command, and costs nothing to a
+        session that never connects)."""
         self._thread = threading.Thread(target=self._run, args=(self._sock,),
                                         name="memfs-session-api", daemon=True)
         self._thread.start()
 
     def wait_ready(self) -> None:
-        """Wait until the server answers (tests).
+        """Wait until the server answers (tests: after a first connection).
 
         :raises MemfsError: the server did not start.
         """
@@ -104,6 +111,11 @@ class SessionAPI:
 
     def _run(self, sock: socket.socket) -> None:
         try:
+            ready, _, _ = select.select([sock, self._wake_r], [], [])
+            if self._stopping.is_set() or sock not in ready:
+                return  # stopped before anyone connected
+            import trio
+
             trio.run(self._serve, sock)
         except BaseException as e:
             log.exception("the session API failed")
@@ -114,6 +126,7 @@ class SessionAPI:
             sock.close()  # a command's connection is refused now, never left waiting
 
     async def _serve(self, sock: socket.socket) -> None:
+        import trio
         from hypercorn.config import Config, Sockets
         from hypercorn.utils import wrap_app
 
@@ -150,12 +163,20 @@ class SessionAPI:
         if thread is None and self._sock is not None:
             self._sock.close()  # never served
         if thread is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
             token, stop = self._token, self._stop
             if token is not None and stop is not None:
+                import trio
+
                 with contextlib.suppress(trio.RunFinishedError):
                     token.run_sync_soon(stop.set)
             thread.join(STOP_TIMEOUT)
             if thread.is_alive():
                 log.warning("the session API did not stop within %.0f s", STOP_TIMEOUT)
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

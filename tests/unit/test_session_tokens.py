@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 
 import pytest
 from starlette.testclient import TestClient
@@ -267,8 +268,9 @@ def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
     api.listen()
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     api.serve()
-    api.wait_ready()
     try:
+        time.sleep(0.2)
+        assert not api._ready.is_set()  # nobody connected yet: no server started
         with Client(api.url, world["token"].token) as c:
             assert {s.id for s in c.list_stores().data} == {world["a"], world["b"]}
             assert c.resolve_store("Agent Notes").id == world["a"]
