@@ -111,8 +111,8 @@ class SessionAPI:
 
     def _run(self, sock: socket.socket) -> None:
         try:
-            ready, _, _ = select.select([sock, self._wake_r], [], [])
-            if self._stopping.is_set() or sock not in ready:
+            ready, _, _ = select.select([sock.fileno(), self._wake_r], [], [])
+            if self._stopping.is_set() or sock.fileno() not in ready:
                 return  # stopped before anyone connected
             import trio
 
@@ -139,7 +139,7 @@ class SessionAPI:
 
         _install_json_protocol_errors()
         _install_coalesced_responses()
-        app = create_app(self.store, [], console=False, dreams=False)
+        app: Any = create_app(self.store, [], console=False, dreams=False)
         config = Config()
         config.graceful_timeout = 0.5
         config.accesslog = None

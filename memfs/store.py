@@ -1199,7 +1199,8 @@ class Store:
         """Stores, newest first (``created_at`` desc, then ``id`` desc); ``ids``: only these
         (a session token's attached stores)."""
         limit = _check_limit(limit, self.limits)
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         _only_ids(where, params, ids)
         if not include_archived:
             where.append("archived_at IS NULL")
@@ -2538,7 +2539,8 @@ class Store:
         limit = _check_limit(limit, self.limits)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         _only_ids(where, params, ids)
         if memory_store_id is not None:
             where.append(
@@ -2578,7 +2580,7 @@ class Store:
         forward, backward = order.upper(), "ASC" if order == "desc" else "DESC"
         ahead, behind = ("<", ">") if order == "desc" else (">", "<")
 
-        def ids(cond: str | None, anchor: str | None, sort: str, n: int) -> list[str]:
+        def page_ids(cond: str | None, anchor: str | None, sort: str, n: int) -> list[str]:
             conds = where + ([f"id {cond} ?"] if cond else [])
             sql = "SELECT id FROM sessions" + (" WHERE " + " AND ".join(conds) if conds else "")
             args = [*params, *([anchor] if cond else []), n]
@@ -2586,13 +2588,13 @@ class Store:
 
         with self._read() as c:  # one snapshot: the page, its neighbours and their contents
             if before is None:
-                found = ids(ahead if after else None, after, forward, limit + 1)
+                found = page_ids(ahead if after else None, after, forward, limit + 1)
                 more_ahead, found = len(found) > limit, found[:limit]
-                more_behind = bool(found) and bool(ids(behind, found[0], backward, 1))
+                more_behind = bool(found) and bool(page_ids(behind, found[0], backward, 1))
             else:
-                found = ids(behind, before, backward, limit + 1)
+                found = page_ids(behind, before, backward, limit + 1)
                 more_behind, found = len(found) > limit, found[:limit][::-1]
-                more_ahead = bool(found) and bool(ids(ahead, found[-1], forward, 1))
+                more_ahead = bool(found) and bool(page_ids(ahead, found[-1], forward, 1))
             items = self._sessions_in(c, found)
         next_page = _encode_cursor("sessions", filters, found[-1]) if more_ahead else None
         prev_page = (
