@@ -307,8 +307,18 @@ class Database:
             self._wal_id = (st.st_dev, st.st_ino)
 
     def _stat(self) -> tuple[int, int] | None:
-        """(device, inode) of the file now at :attr:`path`, None if there is none."""
-        return _file_id(self.path)
+        """(device, inode) of the file now at :attr:`path`, None if there is none.
+
+        :raises StorageError: the path cannot be looked at (EIO, EACCES on a directory): that
+            says nothing of what became of the file, and must never disown it.
+        """
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise StorageError(f"cannot look at {self.path}: {e.strerror or e}") from e
+        return st.st_dev, st.st_ino
 
     def _sqlite_fd(self) -> int | None:
         """SQLite's own descriptor of the database file, to read its header through."""
@@ -338,7 +348,7 @@ class Database:
                 raise WouldBlock()  # disowning waits for our writer and syncs: in a thread
             self._disown(
                 f"the database file {self.path} {why} while in use; writes are refused "
-                "(restart with the right database)")
+                "(restart with the right database)", ours_elsewhere=why != "was overwritten")
             raise DatabaseGone(self.gone or why)
 
     def _what_happened(self) -> str | None:
@@ -358,7 +368,7 @@ class Database:
             why = "was overwritten"
         return why
 
-    def _disown(self, message: str) -> None:
+    def _disown(self, message: str, ours_elsewhere: bool) -> None:
         """Stop using this database for good, once the file at :attr:`path` is no longer it,
         leaving nothing of ours beside that file and writing nothing into it.
 
@@ -370,6 +380,10 @@ class Database:
         then deletes ``<file>-wal`` and ``<file>-shm`` by name, whoever's they are by then
         (sqlite3WalClose). So, under the writer lock (no commit of ours half-written):
 
+        0. If the file we have open is no longer at the path (``ours_elsewhere``: moved away,
+           or deleted), it is still our database, maybe under another name: our WAL is
+           checkpointed into it, through SQLite's descriptor of it, never by name; without
+           this, every commit made since the last checkpoint would be lost from it.
         1. Our WAL is emptied, through our own descriptor of it: a checkpoint of ours stops
            at its first frame, which it cannot read, before writing anything, and a close
            whose checkpoint fails deletes nothing.
@@ -385,6 +399,8 @@ class Database:
                 return
             self.gone = message
             log.error("%s", message)
+            if ours_elsewhere:
+                self._checkpoint_into_our_file()
             if self._wal_fd is not None:
                 try:
                     os.ftruncate(self._wal_fd, 0)
@@ -396,6 +412,30 @@ class Database:
             if removed:
                 _fsync_directory(self._beside)
             self._close_connections()
+
+    def _checkpoint_into_our_file(self) -> None:
+        """Copy our WAL into the database file SQLite has open (see :meth:`_disown`), then
+        sync it. Readers of other processes can hold a checkpoint back for a while: it is
+        tried for up to a second, and what it could not copy is said."""
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                busy, frames, copied = self.writer.execute(
+                    "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.Error as e:
+                log.error("cannot save the last commits into the moved database: %s", e)
+                return
+            if frames <= copied or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        if frames > copied:
+            log.error("%d of %d pages of the last commits could not be copied into the "
+                      "moved database (readers held them back)", frames - copied, frames)
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                log.error("cannot sync the moved database: %s", e.strerror or e)
 
     # -- transactions ------------------------------------------------------------------------
 

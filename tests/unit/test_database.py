@@ -475,3 +475,55 @@ def test_patience_bounds_every_wait_for_the_write_lock(db_path):
     assert store.tree(sid) == []
     store.write_path(sid, "/a.md", "a", actor=None)  # without patience, and unlocked: saved
     store.close()
+
+
+@pytest.mark.parametrize("how", ["moved away", "replaced"])
+def test_a_database_moved_away_keeps_every_commit(db_path, tmp_path, how):
+    """`mv x.db elsewhere.db` under a running mount: the file we have open is still our
+    database, at another name, but its WAL stays at `x.db-wal`. Disowning it emptied that WAL:
+    every commit not yet checkpointed was lost from the moved file. Ours is checkpointed into
+    our own file (never into one at the path) before the WAL is emptied."""
+    ours = _filled(db_path, "ours", 30, synchronous="NORMAL", checkpoint_pages=100_000)
+    assert os.stat(db_path + "-wal").st_size > 0  # the commits are in the WAL only
+    moved = str(tmp_path / "elsewhere.db")
+    os.rename(db_path, moved)
+    if how == "replaced":
+        other = str(tmp_path / "other.db")
+        _filled(other, "theirs", 5).close()
+        theirs = _seen_by_another_process(other)
+        os.rename(other, db_path)
+    with pytest.raises(errors.DatabaseGone):
+        ours.check_file()
+    ours.close()
+    seen = _seen_by_another_process(moved)
+    assert seen["check"] == ["ok"]
+    assert seen["memories"] == sorted(f"ours:/ours{i}.md" for i in range(30))
+    if how == "replaced":
+        assert _seen_by_another_process(db_path) == theirs
+
+
+def test_a_file_that_cannot_be_looked_at_is_not_a_deleted_one(db_path, monkeypatch):
+    """A stat that fails for another reason than ENOENT (EIO, EACCES on a directory) says
+    nothing about the database: it was taken for "was deleted" and the database disowned for
+    good, its WAL emptied. It is a StorageError for this call, and the next one works."""
+    import errno as errno_
+
+    import memfs.database as dbmod
+
+    store = _filled(db_path, "ours", 3, synchronous="NORMAL", checkpoint_pages=100_000)
+    sid = store.resolve_store("ours").id
+    real_stat = os.stat
+
+    def failing_stat(path, *a, **kw):
+        if os.fspath(path) == db_path:
+            raise OSError(errno_.EIO, "Input/output error", path)
+        return real_stat(path, *a, **kw)
+
+    monkeypatch.setattr(dbmod.os, "stat", failing_stat)
+    with pytest.raises(errors.StorageError) as caught:
+        store.check_file()
+    assert not isinstance(caught.value, errors.DatabaseGone)
+    monkeypatch.setattr(dbmod.os, "stat", real_stat)
+    store.write_path(sid, "/later.md", "later", actor=None)
+    store.close()
+    assert "ours:/later.md" in _seen_by_another_process(db_path)["memories"]
