@@ -325,9 +325,9 @@ class _Handle:
     created: bool = False
     wrote: bool = False
     truncated: bool = False
-    #: Written (write, ftruncate) through this handle: its close commits, whoever else holds
-    #: the file. A handle that only opened it (an O_TRUNC, a create) commits at the last
-    #: close of a writer (SPEC §2).
+    #: Changed through this handle (a write, an ftruncate, an O_TRUNC that emptied the file,
+    #: a create): its close commits, whoever else holds the file. A handle that changed
+    #: nothing commits only as the last writer to close (SPEC §2: the last close wins).
     changed: bool = False
     file_path: str = ""
     failure: _Failure | None = None
@@ -912,19 +912,26 @@ class Operations(pyfuse3.Operations):
         return _fds_on(h.pid, self.mountpoint, h.node.ino) >= mine
 
     async def _commit(self, node: Node, pair: Callable[[int], list[dict[str, Any]] | None],
-                      ) -> Memory:
+                      ) -> Memory | None:
         """Write the node's buffer to the store: one version, or none if unchanged. The tool
         events ``pair(size)`` makes are recorded in the same transaction.
 
+        :returns: the memory; None if there is nothing left to save once the mutex is ours: a
+            request that held it meanwhile (an unlink, a rename over the file) removed the file
+            here, which drops its unsaved writes (POSIX), or a commit saved it already.
         :raises _Failure: the store refused; nothing was written, the buffer is discarded (the
             file shows its previous version again).
         """
         async with self._mutex:
+            path = self._save_path(node)
+            if path is None or not node.dirty:
+                return None
             await self._events_in_order()
             data = bytes(await self._data(node))
             gen = node.gen
             path = self._save_path(node)
-            assert path is not None, "a commit of a file this mount removed"
+            if path is None:
+                return None
             events = pair(len(data))
             try:
                 m = await self._call(self.store.write_path, self.store_id, path, data,
@@ -983,13 +990,15 @@ class Operations(pyfuse3.Operations):
         """Commit for a handle, its event pair recorded with the version (or, refused, logged
         with the failure)."""
         try:
-            await self._commit(h.node, lambda size: self._file_pair(h, size))
+            saved = await self._commit(h.node, lambda size: self._file_pair(h, size))
         except _Failure as f:
             h.failure = f
             self._emit(self._file_pair(h, failure=f))
             h.logged = True
             raise
-        h.logged = True
+        # Nothing saved (removed here meanwhile, or saved by another close): the event pair is
+        # the close's, at release, which tells which.
+        h.logged = saved is not None
 
     async def _refuse(self, h: _Handle) -> None:
         """Close of an open→close in which a write failed: nothing is committed, the file
@@ -1131,8 +1140,10 @@ class Operations(pyfuse3.Operations):
                                   text=text + " (saved when the file is closed)"))
             return
         try:
-            await self._commit(node, lambda _size: self._pair(comm_, pid, "truncate", path,
-                                                              text=text))
+            saved = await self._commit(node, lambda _size: self._pair(comm_, pid, "truncate",
+                                                                      path, text=text))
+            if saved is None:  # removed here (or saved) while it waited for the mutex
+                self._emit(self._pair(comm_, pid, "truncate", path, text=text))
         except _Failure as f:
             self._emit(self._pair(comm_, pid, "truncate", path, failure=f))
             raise
@@ -1187,7 +1198,9 @@ class Operations(pyfuse3.Operations):
                 raise
         if writable and flags & os.O_TRUNC:
             if node.size:
-                node.dirty = True
+                # Emptying the file is this descriptor's change: saved at its close, whoever
+                # else holds the file (an O_TRUNC of an empty file changes nothing).
+                node.dirty = h.changed = True
             if node.buffer is None:
                 node.buffer = bytearray()
             else:
@@ -1251,7 +1264,8 @@ class Operations(pyfuse3.Operations):
             self._emit(self._pair(comm_, pid, "create", entry, failure=f))
             raise
         node = self.tree.new_file(parent, path.rpartition("/")[2])
-        h = _Handle(node, True, pid, comm_, created=True)
+        # The new file is this descriptor's change: saved at its close, whoever else opened it.
+        h = _Handle(node, True, pid, comm_, created=True, changed=True)
         info = self._open_handle(h)
         return info, self._lookup_reply(node)
 

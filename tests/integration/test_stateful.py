@@ -11,9 +11,10 @@ expects (a rename over an existing file keeps the target's memory). At teardown 
 versions of the example must be the model's, in order: one per committed change.
 
 Semantics modelled (SPEC §2): a file's content reaches the store at the close of a descriptor
-that wrote (the last close commits a pending create or O_TRUNC); until then only the mount that
-holds it open sees the buffer. Directories made by mkdir live in their mount only; a directory
-emptied by an unlink or rename in a mount stays in that mount. Nothing is done from elsewhere to
+that changed it (wrote, truncated, emptied it with O_TRUNC, created it; the last close commits
+what is pending); until then only the mount that holds it open sees the buffer. Directories
+made by mkdir live in their mount only; a directory emptied by an unlink or rename in a mount
+stays in that mount. Nothing is done from elsewhere to
 a path that is open somewhere (that is "last close wins", not modelled here).
 
 Each example works below its own directory ``/x<N>/`` of one store, so the mounts and the server
@@ -195,13 +196,17 @@ class TwoMountsAndApi(RuleBasedStateMachine):
             return  # open in the other mount: not modelled
         flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if trunc else 0)
         fd = os.open(str(self.root(m) / path), flags, 0o644)
+        # A create, and an O_TRUNC that empties the file, are this descriptor's changes: its
+        # close commits them, whoever else holds the file.
+        changed = f is None
         if f is None:
             f = self.files[path] = File()
         elif not any(o.file is f for o in self.fds):
             f.buffer = f.committed or ""
         if trunc:
+            changed = changed or f.buffer != ""
             f.buffer = ""
-        self.fds.append(OpenFd(m, fd, path, f))
+        self.fds.append(OpenFd(m, fd, path, f, wrote=changed))
 
     @precondition(lambda self: self.fds)
     @rule(i=st.integers(0, MAX_FDS - 1), offset=st.integers(0, 60), data=TEXT)

@@ -996,3 +996,58 @@ async def test_a_descriptor_that_did_not_write_commits_nothing_while_another_is_
     await ops.flush(other.fh)
     await ops.release(other.fh)
     assert [v.operation for v in versions(store, sid)] == ["created", "modified", "modified"]
+
+
+async def test_an_o_trunc_commits_at_its_close_whoever_else_writes(fs, store):
+    """`: > f` (an O_TRUNC that empties the file, no write) while another process holds it
+    open for writing: its close returned 0 and logged "unchanged", the emptied file was saved
+    only at the other's close, or never if that one was killed first. An O_TRUNC that empties
+    a file and a create are changes of their own descriptor: saved at its close."""
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"old")
+    holder = await ops.open(ino, os.O_RDWR, CTX)
+    trunc = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.flush(trunc.fh)
+    await ops.release(trunc.fh)
+    assert store.get_memory_by_path(sid, "/a.md").content == ""
+    await ops.flush(holder.fh)
+    await ops.release(holder.fh)
+    assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
+    # A create, while another descriptor of the new file is open for writing.
+    info, attrs = await ops.create(ROOT, b"new.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    other = await ops.open(attrs.st_ino, os.O_RDWR, CTX)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert store.get_memory_by_path(sid, "/new.md").content == ""
+    await ops.flush(other.fh)
+    await ops.release(other.fh)
+    texts = [r["content"][0]["text"] for r in events(ops) if "content" in r]
+    assert texts[1:] == ["wrote 0 bytes to /mnt/memory/t/a.md", "read /mnt/memory/t/a.md",
+                         "wrote 0 bytes to /mnt/memory/t/new.md", "read /mnt/memory/t/new.md"]
+
+
+async def test_a_close_that_waited_for_an_unlink_of_its_file_drops_it_cleanly(fs, store):
+    """A close finds its file still there, then waits for the mount's mutex behind an unlink
+    of that file: by the time it commits, this mount removed the file (POSIX: its unsaved
+    writes are dropped). The commit asserted that the file still had a path and the close
+    answered EIO; it is a clean close, its event says the file was removed before it was
+    saved."""
+    import trio
+
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"old")
+    info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.write(info.fh, 0, b"new")
+    # ops._mutex: a request running now; the unlink, then the flush, queue behind it.
+    async with trio.open_nursery() as nursery, ops._mutex:
+        nursery.start_soon(ops.unlink, ROOT, b"a.md", CTX)
+        await trio.sleep(0.05)
+        nursery.start_soon(ops.flush, info.fh)  # the file is there: it will commit
+        await trio.sleep(0.05)
+    await ops.release(info.fh)
+    assert store.tree(sid) == []
+    rows = events(ops)
+    assert not any(r.get("is_error") for r in rows), rows
+    texts = [r["content"][0]["text"] for r in rows if "content" in r]
+    assert texts[-2:] == ["deleted /mnt/memory/t/a.md",
+                          "/mnt/memory/t/a.md was removed before it was saved"], texts
