@@ -3657,8 +3657,9 @@ class Store:
                     if not created and into is None:
                         self._import_store(c, src, sid, name)
                         created = True
-                    elif into is not None and not written:
-                        self._writable_store_in(c, into)
+                    else:
+                        self._imported_store_in(
+                            c, sid, made_archived=not copy and src["archived_at"] is not None)
                     for row in batch:
                         self._import_row(c, sid, row, copy, refused, counts, skipped, written)
             if skipped and not partial:
@@ -3719,6 +3720,21 @@ class Store:
                 except (PathConflict, LimitExceeded) as e:
                     skipped.append({"path": path, "memory_id": memory_id, "reason": e.message})
         return skipped
+
+    def _imported_store_in(self, c: sqlite3.Connection, sid: str,
+                           made_archived: bool = False) -> None:
+        """Before each batch of an import after its first: the store it writes into is still
+        there, and not archived (unless the import made it so: the exact restore of an
+        archived store). Checked only once, an import went on writing into a store archived
+        meanwhile, or rows for a store deleted meanwhile.
+
+        :raises NotFound, StoreArchived:
+        """
+        row = c.execute("SELECT archived_at FROM stores WHERE id = ?", (sid,)).fetchone()
+        if row is None:
+            raise _no_store(sid)
+        if row[0] is not None and not made_archived:
+            raise _archived(sid)
 
     def _import_store(self, c: sqlite3.Connection, src: dict[str, Any], sid: str,
                       name: str | None) -> None:
@@ -3885,6 +3901,8 @@ class Store:
                             "INSERT INTO stores (id, name, description, metadata, created_at, "
                             "updated_at) VALUES (?, ?, '', '{}', ?, ?)", (sid, name, now, now))
                         created = True
+                    else:
+                        self._imported_store_in(c, sid)
                     for path, content, reason in batch:
                         reason = refused.get(path, reason)
                         if reason is None:

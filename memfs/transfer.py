@@ -543,7 +543,7 @@ def import_files(
         nonlocal passes
         passes += 1
         for e in walk(ignored if passes == 1 else []):
-            halves(2)  # one file of two passes
+            halves(1)  # each file, once in each of the two passes
             yield e
 
     summary = store.import_files(files, name=name, into=into, partial=partial, actor=actor)

@@ -1070,3 +1070,79 @@ def test_a_zip_import_that_fails_after_its_first_write_removes_what_it_wrote(sto
     assert [x["path"] for x in e.value.entries] == ["/f850.md"]
     assert [m.path for m in store.tree(target.id)] == ["/f850.md"]
     assert store.get_memory_by_path(target.id, "/f850.md").content == "mine"
+
+
+def _orphans(store: Store) -> int:
+    """Rows of memories or versions whose store is not in the database."""
+    with store._read() as c:
+        return sum(c.execute(
+            f"SELECT count(*) FROM {t} WHERE store_id NOT IN (SELECT id FROM stores)"
+        ).fetchone()[0] for t in ("memories", "versions"))
+
+
+@pytest.mark.parametrize("source", ["archive", "files"])
+@pytest.mark.parametrize("meanwhile", ["archived", "deleted"])
+@pytest.mark.parametrize("target", ["into", "new"])
+def test_an_import_stops_at_the_batch_after_its_store_is_archived_or_deleted(
+        store, monkeypatch, source, meanwhile, target):
+    """An import writes in short transactions (issue 19), and its store was checked only
+    before the first one: archived meanwhile, the import went on writing into it; deleted, the
+    rest of its rows were written for no store at all. Every batch checks its store; the
+    import then fails, having removed what it wrote."""
+    from memfs import restore
+
+    src = store.create_store("Source")
+    for i in range(700):  # more than one batch
+        store.create_memory(src.id, f"/m{i:03d}.md", f"memory {i}", actor=USER)
+    archive = b"".join(transfer.export_archive(store, src.id, history=False))
+    files = make_zip({f"f{i:03d}.md": b"x" for i in range(700)})
+    into = store.create_store("Target").id if target == "into" else None
+    batches = restore.batches
+
+    def then_the_store_goes(rows):
+        for n, batch in enumerate(batches(rows)):
+            if n == 1:  # the first batch is written
+                sid = into or next(s.id for s in store.list_stores().data if s.name == "Copy")
+                (store.archive_store if meanwhile == "archived" else store.delete_store)(sid)
+            yield batch
+
+    monkeypatch.setattr(restore, "batches", then_the_store_goes)
+    real_import_files = store.import_files
+
+    def files_then_the_store_goes(walk, **kw):
+        passes = 0
+
+        def walked():
+            nonlocal passes
+            passes += 1
+            for n, entry in enumerate(walk()):
+                if passes == 2 and n == restore.BATCH_ROWS + 1:
+                    sid = into or next(s.id for s in store.list_stores().data
+                                       if s.name == "Copy")
+                    (store.archive_store if meanwhile == "archived" else store.delete_store)(sid)
+                yield entry
+
+        return real_import_files(walked, **kw)
+
+    monkeypatch.setattr(store, "import_files", files_then_the_store_goes)
+    expected = errors.StoreArchived if meanwhile == "archived" else errors.NotFound
+    name = None if into else "Copy"
+    with pytest.raises(expected):
+        if source == "archive":
+            transfer.import_archive(store, io.BytesIO(archive), name=name, into=into)
+        else:
+            transfer.import_upload(store, io.BytesIO(files), name=name, into=into)
+    assert _orphans(store) == 0
+    left = [s for s in store.list_stores(include_archived=True).data
+            if s.name in ("Copy", "Target")]
+    for s in left:
+        assert store.tree(s.id) == [], s.name
+
+
+def test_an_import_of_files_reports_each_file_once(store):
+    """Two passes over the files (a check, then the writes) reported every file twice: a
+    progress bar of 10 files reached 20."""
+    seen = []
+    files = make_zip({f"f{i}.md": b"x" for i in range(10)})
+    transfer.import_upload(store, io.BytesIO(files), name="Z", progress=seen.append)
+    assert sum(seen) == 10
