@@ -272,9 +272,9 @@ class PgDatabase:
 
     @contextmanager
     def patience(self, seconds: float) -> Iterator[None]:
-        """Within this block, this thread waits for the write lock at most ``seconds``, then
-        raises :class:`Busy`, having changed nothing (as
-        :meth:`memfs.database.Database.patience`)."""
+        """Within this block, this thread waits for the write lock and for a pooled
+        connection at most ``seconds`` in all, then raises :class:`Busy`, having changed
+        nothing (as :meth:`memfs.database.Database.patience`)."""
         previous = getattr(self._local, "deadline", None)
         self._local.deadline = time.monotonic() + seconds
         try:
@@ -303,12 +303,17 @@ class PgDatabase:
         """A pooled connection. When none comes within a second, one direct connection tells
         a busy pool (go on waiting, up to :data:`POOL_PATIENCE`: then :class:`Busy`) from a
         database that cannot be reached (:class:`StorageError` at once, not after the wait).
+        Within :meth:`patience`, it waits no longer than that.
         """
         self._check_wait()
         deadline = time.monotonic() + POOL_PATIENCE
+        own = self._own_deadline()
+        if own is not None:
+            deadline = min(deadline, own)
         while True:
             try:
-                raw = self._pool.getconn(timeout=1.0)
+                raw = self._pool.getconn(
+                    timeout=max(0.001, min(1.0, deadline - time.monotonic())))
                 break
             except psycopg_pool.PoolTimeout as e:
                 reason = self._unreachable()

@@ -206,3 +206,43 @@ def test_patience_bounds_the_wait_for_the_write_lock(pg_cluster):
     finally:
         s.close()
         pg_cluster.drop_database(name)
+
+
+def test_patience_bounds_the_wait_for_a_free_connection(pg_cluster):
+    """Store.patience bounded the lock wait but not the wait for a pooled connection: with
+    every connection taken (long reads, a burst of writers), a call under patience(0.3) (a
+    mount's unlink, the kernel holding the directory) waited POOL_PATIENCE, 30 s. It waits
+    at most its patience, then Busy."""
+    import threading
+    import time
+
+    from memfs import pgdatabase
+    from memfs.errors import Busy
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    db = pgdatabase.PgDatabase(pg_cluster.url(name), max_size=2)
+    release = threading.Event()
+    taken = threading.Semaphore(0)
+
+    def hold() -> None:
+        with db.read() as conn:
+            conn.execute("SELECT 1")
+            taken.release()
+            release.wait(30)
+
+    holders = [threading.Thread(target=hold) for _ in range(2)]
+    try:
+        for h in holders:
+            h.start()
+        for _ in holders:
+            assert taken.acquire(timeout=10)
+        t = time.monotonic()
+        with db.patience(0.3), pytest.raises(Busy), db.write() as conn:
+            conn.execute("SELECT 1")
+        assert time.monotonic() - t < 1.5
+    finally:
+        release.set()
+        for h in holders:
+            h.join()
+        db.close()
+        pg_cluster.drop_database(name)
