@@ -94,6 +94,9 @@ MIN_BODY_RATE = 4096
 #: streams, and between a stream's keepalive pings.
 STREAM_POLL_SECONDS = 0.1
 STREAM_PING_SECONDS = 15.0
+#: Seconds between two looks at a session token's grant by a stream it opened
+#: (:class:`_GrantedStream`): the longest a stream outlives its token.
+GRANT_RECHECK_SECONDS = 5.0
 #: ``sessions.events.list`` accepts up to this ``limit`` and clamps above it (API.md §4.1:
 #: the SDK's session runner asks for 1,000).
 EVENTS_MAX_LIMIT = 1000
@@ -246,6 +249,7 @@ class _Gate:
                     return
                 scope["state"]["actor"] = grant.actor()
                 scope["state"]["grant"] = grant
+                scope["state"]["token"] = key  # a stream looks at it again (_GrantedStream)
         started = False
 
         async def send_tracked(message: Message) -> None:
@@ -964,17 +968,59 @@ async def stream_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     await c.run(c.store.get_session, session_id)
     start = await c.run(c.store.last_event_seq, session_id)
-    return _sse_response(c.events.stream(session_id, start))
+    return _sse_response(c, c.events.stream(session_id, start))
 
 
-def _sse_response(frames: AsyncIterator[bytes]) -> StreamingResponse:
+def _sse_response(c: Call, frames: AsyncIterator[bytes]) -> StreamingResponse:
     """A live SSE response: not cached, not buffered by a proxy (nginx reads
-    ``x-accel-buffering``)."""
-    return StreamingResponse(
-        frames,
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
+    ``x-accel-buffering``); under a session token, only while the token is valid."""
+    headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+    if c.grant is None:
+        return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+    return _GrantedStream(frames, c.store, c.request.state.token, media_type="text/event-stream",
+                          headers=headers)
+
+
+class _GrantedStream(StreamingResponse):
+    """A stream opened with a session token. The token was checked when the request came in,
+    and a stream is one request that lasts: its grant is looked at again every
+    :data:`GRANT_RECHECK_SECONDS`, and the stream ends (cleanly: its last body message) once
+    the token is refused (its session stopped running, it expired). A database that cannot
+    answer the look does not end it: the stream itself waits out outages."""
+
+    def __init__(self, frames: AsyncIterator[bytes], store: Store, token: str,
+                 **kwargs: Any) -> None:
+        super().__init__(frames, **kwargs)
+        self.store, self.token = store, token
+
+    async def _still_granted(self) -> bool:
+        try:
+            await anyio.to_thread.run_sync(self.store.session_grant, self.token)
+        except errors.Unauthorized as e:
+            log.info("a session token's stream ends: %s", e.message)
+            return False
+        except errors.MemfsError as e:
+            log.debug("a session token's grant could not be looked at: %s", e.message)
+        return True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        revoked = False
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                nonlocal revoked
+                while True:
+                    await anyio.sleep(GRANT_RECHECK_SECONDS)
+                    if not await self._still_granted():
+                        revoked = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(watch)
+            await super().__call__(scope, receive, send)
+            tg.cancel_scope.cancel()
+        if revoked:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def sse_frame(event: str, data: Any, id_: str | None = None) -> bytes:
@@ -1173,7 +1219,8 @@ async def get_tree(c: Call) -> Any:
 async def get_snapshot(c: Call) -> Any:
     """The store as it was at ``at`` (README "Time travel"), basic view: a time-travel mount
     reads each version in effect with ``memory_versions.retrieve``."""
-    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], c.q.text("at"))
+    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], c.q.text("at"),
+                       viewer=None if c.grant is None else c.grant.session_id)
     return snap.to_dict()
 
 
@@ -1299,7 +1346,7 @@ async def stream_changes(c: Call) -> Any:
     last = await _feed_position(c)
     after = _after(c)
     return _sse_response(
-        c.hub.stream(c.p["memory_store_id"], last if after is None else after, last)
+        c, c.hub.stream(c.p["memory_store_id"], last if after is None else after, last)
     )
 
 

@@ -1846,7 +1846,8 @@ class Store:
     #: The longest ``at`` :meth:`snapshot` looks at (an id or an RFC 3339 time is far shorter).
     max_at_chars = 100
 
-    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot:
+    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic",
+                 viewer: str | None = None) -> Snapshot:
         """The store as it was at ``at`` (time travel, README "Time travel"): an RFC 3339 time
         (after every version created at or before it; a future time is now), a version id of
         this store (right after that version, versions ordered by ``created_at`` then ``id``
@@ -1860,13 +1861,17 @@ class Store:
         after the boundary and is not ``created`` lost its history before the boundary to
         pruning (:attr:`Snapshot.unknown_memory_ids`).
 
+        ``viewer``: the session of a session token asking, to which a version of another
+        store, or another session that wrote nothing here, is unknown like any other thing it
+        was not given.
+
         :raises InvalidRequest: ``at`` is none of those forms, or a version of another store.
         :raises NotFound: unknown store, version or session.
         """
         view = _check_view(view)
         with self._read() as c:
             self._store_in(c, store_id)
-            snap = self._snapshot_boundary(c, store_id, at)
+            snap = self._snapshot_boundary(c, store_id, at, viewer)
             # The range on versions_memory_time first, the version at the boundary's instant
             # second: each memory's lookup is one index search.
             if snap.after_version_id is not None:
@@ -1939,7 +1944,7 @@ class Store:
         return None
 
     def _snapshot_boundary(self, c: sqlite3.Connection, store_id: str,
-                           at: str | datetime) -> Snapshot:
+                           at: str | datetime, viewer: str | None = None) -> Snapshot:
         """:meth:`snapshot`'s boundary, without memories."""
         now = datetime.now(UTC)
         if isinstance(at, datetime):
@@ -1954,7 +1959,7 @@ class Store:
         if at.startswith("memver_"):
             row = c.execute("SELECT store_id, created_at FROM versions WHERE id = ?",
                             (at,)).fetchone()
-            if row is None:
+            if row is None or (viewer is not None and row["store_id"] != store_id):
                 raise NotFound(f"memory version {at!r} not found in {store_id} (or pruned)")
             if row["store_id"] != store_id:
                 raise InvalidRequest(f"memory version {at} is a version of another store, "
@@ -1970,7 +1975,7 @@ class Store:
                 return Snapshot(store_id, at, first["created_at"], [],
                                 before_version_id=first["id"], session_id=at)
             row = c.execute("SELECT created_at FROM sessions WHERE id = ?", (at,)).fetchone()
-            if row is None:
+            if row is None or (viewer is not None and at != viewer):
                 raise _no_session(at)
             return Snapshot(store_id, at, row["created_at"], [], session_id=at)
         try:

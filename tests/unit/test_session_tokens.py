@@ -316,3 +316,50 @@ def test_the_memory_tool_with_a_session_token(store, world, tmp_path):
     types = [e.type for e in store.list_events(world["s"], limit=100).data]
     assert types.count("agent.tool_use") == 2  # the create, and the refused one
     assert store.tree(world["b"])[0].path == "/m.md" and len(store.tree(world["b"])) == 1
+
+
+@pytest.mark.parametrize("stream", ["changes", "events"])
+async def test_a_token_s_stream_ends_once_the_token_is_no_longer_valid(
+        store, world, monkeypatch, stream):
+    """A token was checked when a request came in, and a stream is one request: the change
+    stream of an attached store, or its session's event stream, went on for as long as the
+    agent held it open, after its session stopped running and its token was refused
+    everywhere else. A token's stream looks at its grant again every GRANT_RECHECK_SECONDS
+    and ends once the token is no longer valid."""
+    import httpx
+    import trio
+
+    monkeypatch.setattr(api, "GRANT_RECHECK_SECONDS", 0.2)
+    url = (f"/v1/memory_stores/{world['a']}/changes/stream" if stream == "changes"
+           else f"/v1/sessions/{world['s']}/events/stream")
+    transport = httpx.ASGITransport(app=create_app(store, [KEY]))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t",
+                                 headers={"x-api-key": world["token"].token}) as c:
+
+        async def stop_the_session() -> None:
+            await trio.sleep(0.5)
+            await trio.to_thread.run_sync(store.set_session_status, world["s"], "idle")
+
+        with trio.fail_after(10):  # the transport returns once the stream has ended
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stop_the_session)
+                r = await c.get(url)
+    assert r.status_code == 200 and r.text.startswith("event: ping"), r.text
+
+
+def test_a_snapshot_shows_a_token_nothing_of_other_stores_or_sessions(agent, admin, world,
+                                                                     store):
+    """Time travel to a boundary (`memfs/snapshot?at=`): a version id of another store
+    answered "a version of another store", and another session's id its creation time;
+    to a token they are unknown (404), as every other thing it was not given."""
+    theirs = store.list_versions(world["c"]).data[0].id
+    url = f"/v1/memory_stores/{world['a']}/memfs/snapshot"
+    e = error(agent.get(url, params={"at": theirs}), 404, "not_found_error")
+    assert "another store" not in e["message"]
+    error(agent.get(url, params={"at": world["s2"]}), 404, "not_found_error")
+    assert agent.get(url, params={"at": world["s"]}).status_code == 200  # its own session
+    mine = store.list_versions(world["a"]).data[0].id
+    assert agent.get(url, params={"at": mine}).status_code == 200
+    # A server key is told what it is.
+    error(admin.get(url, params={"at": theirs}), 400, "invalid_request_error")
+    assert admin.get(url, params={"at": world["s2"]}).status_code == 200
