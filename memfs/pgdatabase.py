@@ -612,17 +612,18 @@ MIGRATIONS.append(("m004_reverts", f"""
 
 # SQLite's m009_console_signouts: the Console's sign-outs, refused by every replica.
 MIGRATIONS.append(("m005_console_signouts", f"""
-    CREATE TABLE console_signouts (
+    CREATE TABLE IF NOT EXISTS console_signouts (
         signin {_T} PRIMARY KEY,
         expires_at BIGINT NOT NULL
     );
-    CREATE INDEX console_signouts_expiry ON console_signouts(expires_at);
+    CREATE INDEX IF NOT EXISTS console_signouts_expiry ON console_signouts(expires_at);
     """))
 
 
-# SQLite's m010_session_tokens: session tokens, hashed (Store.create_session_token).
+# SQLite's m010_session_tokens: session tokens, hashed (Store.create_session_token). IF NOT
+# EXISTS, here and in m005: main at 584d6b0 made this table as m005_session_tokens.
 MIGRATIONS.append(("m006_session_tokens", f"""
-    CREATE TABLE session_tokens (
+    CREATE TABLE IF NOT EXISTS session_tokens (
         id {_T} PRIMARY KEY,
         session_id {_T} NOT NULL,
         token_sha256 {_T} NOT NULL UNIQUE,
@@ -630,7 +631,7 @@ MIGRATIONS.append(("m006_session_tokens", f"""
         expires_at {_T} NOT NULL,
         revoked_at {_T}
     );
-    CREATE INDEX session_tokens_session ON session_tokens(session_id);
+    CREATE INDEX IF NOT EXISTS session_tokens_session ON session_tokens(session_id);
     """))
 
 

@@ -571,24 +571,26 @@ def m009_console_signouts(db: sqlite_utils.Database) -> None:
         -- The Console's sign-outs (memfs.console): a sign-in cookie is signed, not stored, so
         -- signing out records its sign-in (SHA-256 of the cookie's nonce) until the cookie
         -- would have expired (Unix seconds), for every server on the database to refuse it.
-        CREATE TABLE console_signouts (
+        CREATE TABLE IF NOT EXISTS console_signouts (
             signin TEXT PRIMARY KEY,
             expires_at INTEGER NOT NULL
         );
-        CREATE INDEX console_signouts_expiry ON console_signouts(expires_at);
+        CREATE INDEX IF NOT EXISTS console_signouts_expiry ON console_signouts(expires_at);
         """
     )
 
 
 @_migration
 def m010_session_tokens(db: sqlite_utils.Database) -> None:
+    # IF NOT EXISTS, here and in m009: main at 584d6b0 made this table as m009_session_tokens
+    # (before the Console's sign-outs took that number), and its databases must still open.
     db.executescript(
         """
         -- The credential of a running session's commands (Store.create_session_token): only
         -- the SHA-256 of the secret is kept. It opens the session's attached stores with their
         -- access while the session runs, until expires_at; revoked_at is set when the session
         -- ends (a token is never valid again after that).
-        CREATE TABLE session_tokens (
+        CREATE TABLE IF NOT EXISTS session_tokens (
             id TEXT PRIMARY KEY,              -- sesstok_…
             session_id TEXT NOT NULL,
             token_sha256 TEXT NOT NULL UNIQUE,
@@ -596,7 +598,7 @@ def m010_session_tokens(db: sqlite_utils.Database) -> None:
             expires_at TEXT NOT NULL,
             revoked_at TEXT
         );
-        CREATE INDEX session_tokens_session ON session_tokens(session_id);
+        CREATE INDEX IF NOT EXISTS session_tokens_session ON session_tokens(session_id);
         """
     )
 

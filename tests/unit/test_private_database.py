@@ -45,3 +45,32 @@ def test_the_cli_makes_the_default_database_private(tmp_path):
     assert mode(db) == 0o600
     for d in (tmp_path / ".local", tmp_path / ".local" / "share", db.parent):
         assert mode(d) == 0o700, d
+
+
+def test_a_database_of_an_earlier_main_still_opens(backend):
+    """main at 584d6b0 numbered the session tokens' migration m009_session_tokens (m005 on
+    PostgreSQL); the Console's sign-outs then took that number and the tokens became
+    m010_session_tokens (m006). A database made by that main holds session_tokens already,
+    and the renamed migration failed on it ("table session_tokens already exists"): every
+    command refused to open it. Both migrations make what they make only if it is missing."""
+    pg = backend.name == "postgresql"
+    s = backend.open()
+    table = "_memfs_migrations" if pg else "_sqlite_migrations"
+    renamed = ("m005_console_signouts", "m006_session_tokens", "m005_session_tokens") if pg \
+        else ("m009_console_signouts", "m010_session_tokens", "m009_session_tokens")
+    sid = s.create_store("Notes").id
+    with s._write() as c:  # the database as that main left it
+        c.execute(f"DELETE FROM {table} WHERE name IN (?, ?)", renamed[:2])
+        c.execute(f"INSERT INTO {table} (migration_set, name, applied_at) "
+                  f"SELECT migration_set, ?, applied_at FROM {table} LIMIT 1", (renamed[2],))
+        c.execute("DROP TABLE console_signouts")
+    s.close()
+    again = backend.open()
+    try:
+        assert again.get_store(sid).name == "Notes"
+        session = again.create_session([{"type": "memory_store", "memory_store_id": sid}],
+                                       status="running")
+        again.create_session_token(session.id)
+        again.revoke_signin("a" * 64, 2**31 - 1)
+    finally:
+        again.close()
