@@ -215,11 +215,14 @@ class _Gate:
     :class:`~memfs.models.SessionGrant` goes into ``scope["state"]["grant"]`` for
     :func:`_authorize` to check against each route."""
 
-    def __init__(self, app: ASGIApp, keys: Iterable[str], store: Store | None = None) -> None:
+    def __init__(self, app: ASGIApp, keys: Iterable[str], store: Store | None = None,
+                 only_session: str | None = None) -> None:
         self.app = app
         # sha256(key) -> api_key_id: a dict lookup on a digest leaks nothing about the key.
         self.keys = {hashlib.sha256(k.encode()).hexdigest(): api_key_id(k) for k in keys}
         self.store = store
+        #: The session whose tokens alone are let in (None: every session's).
+        self.only_session = only_session
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -276,6 +279,10 @@ class _Gate:
         """
         if key and key.startswith(SESSION_TOKEN_PREFIX) and self.store is not None:
             grant: SessionGrant = await anyio.to_thread.run_sync(self.store.session_grant, key)
+            if self.only_session is not None and grant.session_id != self.only_session:
+                raise errors.Unauthorized(
+                    f"this is the API of session {self.only_session}: a token of another "
+                    "session does not open it")
             return grant
         raise errors.Unauthorized(
             "invalid API key: not one of this server's keys (the memfs CLI sends "
@@ -1948,13 +1955,15 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
 
 
 def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None = None,
-               console: bool = True, dreams: bool = True) -> ASGIApp:
+               console: bool = True, dreams: bool = True,
+               only_session: str | None = None) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` and of its sessions' tokens
     (a credential is needed to call anything but ``/openapi.json``). ``uploads`` bounds the
     request bodies read at once (``memfs serve``: half its connections; default
     :class:`Uploads`' own). ``console``: serve the Console too (else its paths are 404s);
     ``dreams``: run the dream sweeper while serving (:mod:`memfs.sessionapi`, the API of one
-    session for its commands, wants neither)."""
+    session for its commands, wants neither). ``only_session``: the tokens of that session
+    are the only ones let in (the API of one session)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
@@ -1980,7 +1989,7 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
                     lifespan=partial(lifespan, store) if dreams else None)
     keys = list(api_keys)
-    gate = _Gate(app, keys, store)
+    gate = _Gate(app, keys, store, only_session)
     if not console:  # every other path: the API's own 404
         return _Split(gate, gate, Health(store), uploads or Uploads())
     from .console import create_console  # Jinja2 and markdown-it: only when served

@@ -533,7 +533,7 @@ class Launcher:
                 self._api_dir.chmod(0o711)
             path = self._api_dir / "api.sock"
         owner = (self.agent.uid, self.agent.gid) if self.agent is not None else None
-        self.api = SessionAPI(self.store, path, owner)
+        self.api = SessionAPI(self.store, path, owner, session_id=self.session.id)
         try:
             self.api.listen()
         except MemfsError as e:

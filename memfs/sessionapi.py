@@ -44,12 +44,14 @@ MAX_CONNECTIONS = 128
 
 class SessionAPI:
     """Serves ``store``'s API on the unix socket ``path`` (made mode 0600, owned by
-    ``owner`` = ``(uid, gid)`` when the agent is another user), from :meth:`listen` and
-    :meth:`serve` to :meth:`stop`. ``url`` is what the agent's ``MEMFS_URL`` says:
-    ``unix:PATH``."""
+    ``owner`` = ``(uid, gid)`` when the agent is another user) to the tokens of the session
+    ``session_id`` only, from :meth:`listen` and :meth:`serve` to :meth:`stop`. ``url`` is
+    what the agent's ``MEMFS_URL`` says: ``unix:PATH``."""
 
-    def __init__(self, store: Any, path: Path, owner: tuple[int, int] | None = None) -> None:
+    def __init__(self, store: Any, path: Path, owner: tuple[int, int] | None = None, *,
+                 session_id: str) -> None:
         self.store = store
+        self.session_id = session_id
         self.path = path
         self.owner = owner
         self.url = f"unix:{path}"
@@ -139,7 +141,8 @@ class SessionAPI:
 
         _install_json_protocol_errors()
         _install_coalesced_responses()
-        app: Any = create_app(self.store, [], console=False, dreams=False)
+        app: Any = create_app(self.store, [], console=False, dreams=False,
+                              only_session=self.session_id)
         config = Config()
         config.graceful_timeout = 0.5
         config.accesslog = None

@@ -264,7 +264,7 @@ def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
     from memfs.sessionapi import SessionAPI
 
     path = tmp_path / "api.sock"
-    api = SessionAPI(store, path)
+    api = SessionAPI(store, path, session_id=world["s"])
     api.listen()
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     api.serve()
@@ -289,6 +289,30 @@ def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
     assert not path.exists()
 
 
+def test_the_session_api_opens_to_its_own_session_s_token_only(store, world, tmp_path):
+    """The API a launcher serves its session took any session token of the database: the
+    token of another session (another `memfs run` on the same database) opened it as that
+    session, through a socket that was never that session's. It opens to its session's
+    tokens only."""
+    from memfs import errors
+    from memfs.client import Client
+    from memfs.sessionapi import SessionAPI
+
+    path = tmp_path / "api.sock"
+    api = SessionAPI(store, path, session_id=world["s"])
+    api.listen()
+    api.serve()
+    try:
+        other = store.create_session_token(world["s2"])
+        with Client(api.url, other.token) as c, pytest.raises(errors.Unauthorized) as e:
+            c.list_stores()
+        assert world["s"] in str(e.value)
+        with Client(api.url, world["token"].token) as c:
+            assert {s.id for s in c.list_stores().data} == {world["a"], world["b"]}
+    finally:
+        api.stop()
+
+
 def test_the_memory_tool_with_a_session_token(store, world, tmp_path):
     """The memory tool inside a session: ``MemoryTool(Client(MEMFS_URL, MEMFS_API_KEY), …)``
     writes as the session, records its events in the session, and sees nothing else."""
@@ -296,7 +320,7 @@ def test_the_memory_tool_with_a_session_token(store, world, tmp_path):
     from memfs.sessionapi import SessionAPI
     from memfs.tools import MemoryTool, ToolError
 
-    api = SessionAPI(store, tmp_path / "api.sock")
+    api = SessionAPI(store, tmp_path / "api.sock", session_id=world["s"])
     api.listen()
     api.serve()
     try:
