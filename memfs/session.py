@@ -42,11 +42,13 @@ import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,6 +263,26 @@ def agent_env(env: dict[str, str], agent: Agent) -> dict[str, str]:
 def _readable_by(path: str, agent: Agent) -> bool:
     """Could ``agent`` open ``path`` for reading, judging by the modes and owners of the file
     and of every directory above it (ACLs and capabilities aside)?"""
+    return _allowed(path, agent, 4)
+
+
+def _changeable_by(path: str, agent: Agent) -> bool:
+    """Could ``agent`` write the file ``path``, or rename, remove or replace it (its directory
+    writable by it and not sticky, or sticky and the file its own)?"""
+    if _allowed(path, agent, 2):
+        return True
+    directory = os.path.dirname(path)
+    try:
+        sticky = os.stat(directory).st_mode & stat.S_ISVTX
+        mine = os.stat(path).st_uid == agent.uid
+    except OSError:
+        return False
+    return _allowed(directory, agent, 3) and (not sticky or mine)
+
+
+def _allowed(path: str, agent: Agent, bits: int) -> bool:
+    """Do the modes and owners of ``path`` grant ``agent`` ``bits`` (4 read, 2 write, 1
+    search), and those of every directory above it search?"""
     def allows(st: os.stat_result, bits: int) -> bool:
         if st.st_uid == agent.uid:
             return st.st_mode & (bits << 6) == bits << 6
@@ -269,7 +291,7 @@ def _readable_by(path: str, agent: Agent) -> bool:
         return st.st_mode & bits == bits
 
     try:
-        if not allows(os.stat(path), 4):
+        if not allows(os.stat(path), bits):
             return False
         parent = os.path.dirname(path)
         while True:
@@ -280,6 +302,41 @@ def _readable_by(path: str, agent: Agent) -> bool:
             parent = os.path.dirname(parent)
     except OSError:
         return False
+
+
+def _command_line() -> list[str]:
+    """This process's command line as anyone may read it (``ps``, /proc/PID/cmdline)."""
+    try:
+        raw = Path("/proc/self/cmdline").read_bytes()
+    except OSError:
+        return list(sys.argv)
+    return [a.decode(errors="replace") for a in raw.split(b"\0")]
+
+
+def _refuse_a_secret_on_the_command_line(launch: Launch, agent: Agent) -> None:
+    """A server key, or a PostgreSQL password, on the launcher's command line is visible to
+    every user of the machine, the agent's included (``ps``): with ``--user`` that hands the
+    agent what the session was to keep from it.
+
+    :raises LaunchError: with where to put it instead (the secret is not repeated).
+    """
+    words = _command_line()
+    secrets = []
+    if launch.url and launch.api_key:
+        secrets.append(("the server key (--api-key)", launch.api_key,
+                        "pass it in $MEMFS_API_KEY instead"))
+    db = launch.db_path or ""
+    if is_url(db):
+        password = urllib.parse.urlsplit(db).password
+        if password:
+            secrets.append(("the database password (in --db)", password,
+                            "pass the URL in $MEMFS_DB, or the password in $PGPASSWORD or "
+                            "~/.pgpass, instead"))
+    for what, secret, fix in secrets:
+        if any(secret in w for w in words):
+            raise LaunchError(
+                f"{what} is on memfs's command line, where --user {agent.name} can read it "
+                f"(ps, /proc/{os.getpid()}/cmdline): {fix}")
 
 
 def _privileged() -> bool:
@@ -362,11 +419,11 @@ def _children(pid: int) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
+                line = f.read()
         except OSError:
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        rest = stat.rpartition(")")[2].split()
+        rest = line.rpartition(")")[2].split()
         if len(rest) > 1 and int(rest[1]) == pid:
             found.append(int(entry))
     return found
@@ -400,6 +457,8 @@ class Launcher:
             raise InvalidRequest("no command to run")
         self.launch = launch
         self.agent = choose_agent(launch.user)  # before anything is opened
+        if self.agent is not None:
+            _refuse_a_secret_on_the_command_line(launch, self.agent)
         check_token_ttl(launch.token_ttl)
         if launch.url:
             from .client import Client  # httpx: only a session on a server pays its import
@@ -468,21 +527,32 @@ class Launcher:
 
     def _refuse_a_readable_database(self) -> None:
         """An agent of another user that could read the database (or its WAL, which holds
-        the latest writes) could read every store in it: the session is refused.
+        the latest writes) could read every store in it; one that could write it, or rename
+        it away and put another in its place, could change every store: the session is
+        refused.
 
         :raises LaunchError: with the fix.
         """
         db = self._db_file()
         if self.agent is None or not db:
             return
-        readable = [p for p in (db, db + "-wal", db + "-shm")
-                    if os.path.exists(p) and _readable_by(p, self.agent)]
+        name, directory = self.agent.name, os.path.dirname(db)
+        files = [p for p in (db, db + "-wal", db + "-shm") if os.path.exists(p)]
+        readable = [p for p in files if _readable_by(p, self.agent)]
         if readable:
             raise LaunchError(
-                f"--user {self.agent.name} could read the database {db}, and every store in "
+                f"--user {name} could read the database {db}, and every store in "
                 f"it: make it its owner's only (chmod 600 {' '.join(readable)}) or move it "
-                f"into a directory {self.agent.name} cannot enter (chmod 700 "
-                f"{os.path.dirname(db)})")
+                f"into a directory {name} cannot enter (chmod 700 {directory})")
+        changeable = [p for p in files if _changeable_by(p, self.agent)]
+        if changeable:
+            writable = [p for p in changeable if _allowed(p, self.agent, 2)]
+            fix = (f"chmod 600 {' '.join(writable)}" if writable else
+                   f"chmod 755 {directory}, or move it into a directory only its owner "
+                   "may write")
+            raise LaunchError(
+                f"--user {name} could change the database {db}, and every store in it: "
+                f"{fix}")
 
     def _db_file(self) -> str | None:
         """The local database file (None for a session on a server or on PostgreSQL)."""
@@ -520,7 +590,7 @@ class Launcher:
     def _start_api(self) -> None:
         """On a local database: the session API's socket (:mod:`memfs.sessionapi`), in the
         state directory; it is served once CMD runs."""
-        assert self.state_dir is not None
+        assert self.state_dir is not None and self.session is not None
         if self.launch.url:
             return
         from .sessionapi import SessionAPI
@@ -1029,11 +1099,11 @@ def _start_ticks(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks since boot), or None if there is none."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
+            line = f.read()
     except OSError:
         return None
     # Field 22; the command name (field 2) may hold spaces and parentheses.
-    return int(stat.rpartition(")")[2].split()[19])
+    return int(line.rpartition(")")[2].split()[19])
 
 
 def _process_identity(pid: int) -> dict[str, Any]:

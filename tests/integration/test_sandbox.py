@@ -661,6 +661,61 @@ def test_an_agent_that_could_read_the_database_is_refused(
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("how", ["file", "directory"])
+def test_an_agent_that_could_change_the_database_is_refused(
+    root_user, agent_user, shared: Path, how: str,
+):
+    """A database the agent cannot read but could change: a file it may write (0602), or a
+    directory it may write (0777, not sticky), where it could rename the database away, put
+    another in its place or plant a `-wal` beside it. Refused like a readable one, with the
+    fix; a sticky directory (/tmp) is fine, as other users cannot touch the files in it."""
+    d = shared / "dbdir"
+    d.mkdir(mode=0o755)
+    db = d / "x.db"
+    with Store(db) as s:
+        s.create_store("Notes")
+    if how == "file":
+        db.chmod(0o602)
+    else:
+        d.chmod(0o777)
+    done = memfs_run(db, "--store", "Notes", "--user", AGENT, "--", "true")
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"--user {AGENT} could change the database {db}" in lines[0]
+    assert (f"chmod 600 {db}" if how == "file" else f"chmod 755 {d}") in lines[0]
+    with Store(db) as s:
+        assert s.list_sessions().data == []
+    db.chmod(0o600)
+    d.chmod(0o1777)
+    done = memfs_run(db, "--store", "Notes", "--user", AGENT, "--", "true")
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("what", ["--api-key", "--db"])
+def test_a_secret_on_the_launcher_s_command_line_is_refused_for_another_user(
+    root_user, agent_user, tmp_path: Path, what: str,
+):
+    """The launcher's command line is anyone's to read (`ps`, /proc/PID/cmdline): a server key
+    (`memfs --api-key KEY run --user agent`) or a PostgreSQL password in `--db` handed it to
+    the agent all the same. With --user the session is refused, in one line that says where
+    to put it instead; the secret itself is not printed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))}
+    if what == "--api-key":
+        creds = ["--url", "http://127.0.0.1:9", "--api-key", "sk-visible-secret"]
+        fix = "$MEMFS_API_KEY"
+    else:
+        creds = ["--db", "postgresql://memfs:sk-visible-secret@127.0.0.1:9/memfs"]
+        fix = "$MEMFS_DB"
+    done = subprocess.run([*MEMFS, *creds, "run", "--store", "Notes", "--user", AGENT, "--",
+                           "true"], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "command line" in lines[0] and fix in lines[0], lines[0]
+    assert "sk-visible-secret" not in done.stderr
+
+
 # -- a clone in a private directory ------------------------------------------------------------
 
 #: The tests whose agent side reads files of the repository (issue 19: from a clone in a 0700
