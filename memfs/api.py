@@ -1024,8 +1024,16 @@ class _GrantedStream(StreamingResponse):
                         return
 
             tg.start_soon(watch)
-            await super().__call__(scope, receive, send)
-            tg.cancel_scope.cancel()
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                tg.cancel_scope.cancel()
+                # Cut off while suspended at a yield, the frames would be closed only when
+                # collected: their subscriber counts and hub marks are released now.
+                close = getattr(self.body_iterator, "aclose", None)
+                if close is not None:
+                    with anyio.CancelScope(shield=True):
+                        await close()
         if revoked:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 

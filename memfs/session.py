@@ -266,18 +266,23 @@ def _readable_by(path: str, agent: Agent) -> bool:
     return _allowed(path, agent, 4)
 
 
-def _changeable_by(path: str, agent: Agent) -> bool:
-    """Could ``agent`` write the file ``path``, or rename, remove or replace it (its directory
-    writable by it and not sticky, or sticky and the file its own)?"""
-    if _allowed(path, agent, 2):
-        return True
-    directory = os.path.dirname(path)
+def _replaceable_at(path: str, agent: Agent) -> str | None:
+    """The directory in which ``agent`` could rename ``path``, or a directory above it, away
+    and put another in its place (one it may write, not sticky, or sticky and the entry or
+    the directory its own), or None."""
+    child = path
     try:
-        sticky = os.stat(directory).st_mode & stat.S_ISVTX
-        mine = os.stat(path).st_uid == agent.uid
+        while child != "/":
+            parent = os.path.dirname(child)
+            st_parent, st_child = os.stat(parent), os.stat(child)
+            sticky = st_parent.st_mode & stat.S_ISVTX
+            if _allowed(parent, agent, 3) and (
+                    not sticky or agent.uid in (st_child.st_uid, st_parent.st_uid)):
+                return parent
+            child = parent
     except OSError:
-        return False
-    return _allowed(directory, agent, 3) and (not sticky or mine)
+        return None
+    return None
 
 
 def _allowed(path: str, agent: Agent, bits: int) -> bool:
@@ -321,19 +326,17 @@ def _refuse_a_secret_on_the_command_line(launch: Launch, agent: Agent) -> None:
     :raises LaunchError: with where to put it instead (the secret is not repeated).
     """
     words = _command_line()
-    secrets = []
+    secrets = []  # (what, the word that carries it, where to put it instead)
     if launch.url and launch.api_key:
         secrets.append(("the server key (--api-key)", launch.api_key,
                         "pass it in $MEMFS_API_KEY instead"))
     db = launch.db_path or ""
-    if is_url(db):
-        password = urllib.parse.urlsplit(db).password
-        if password:
-            secrets.append(("the database password (in --db)", password,
-                            "pass the URL in $MEMFS_DB, or the password in $PGPASSWORD or "
-                            "~/.pgpass, instead"))
+    if is_url(db) and urllib.parse.urlsplit(db).password:
+        secrets.append(("the database password (in --db)", db,
+                        "pass the URL in $MEMFS_DB, or the password in $PGPASSWORD or "
+                        "~/.pgpass, instead"))
     for what, secret, fix in secrets:
-        if any(secret in w for w in words):
+        if any(w == secret or w.endswith("=" + secret) for w in words):
             raise LaunchError(
                 f"{what} is on memfs's command line, where --user {agent.name} can read it "
                 f"(ps, /proc/{os.getpid()}/cmdline): {fix}")
@@ -528,8 +531,8 @@ class Launcher:
     def _refuse_a_readable_database(self) -> None:
         """An agent of another user that could read the database (or its WAL, which holds
         the latest writes) could read every store in it; one that could write it, or rename
-        it away and put another in its place, could change every store: the session is
-        refused.
+        it (or a directory above it) away and put another in its place, could change every
+        store: the session is refused.
 
         :raises LaunchError: with the fix.
         """
@@ -544,12 +547,11 @@ class Launcher:
                 f"--user {name} could read the database {db}, and every store in "
                 f"it: make it its owner's only (chmod 600 {' '.join(readable)}) or move it "
                 f"into a directory {name} cannot enter (chmod 700 {directory})")
-        changeable = [p for p in files if _changeable_by(p, self.agent)]
-        if changeable:
-            writable = [p for p in changeable if _allowed(p, self.agent, 2)]
+        writable = [p for p in files if _allowed(p, self.agent, 2)]
+        at = None if writable else _replaceable_at(db, self.agent)
+        if writable or at is not None:
             fix = (f"chmod 600 {' '.join(writable)}" if writable else
-                   f"chmod 755 {directory}, or move it into a directory only its owner "
-                   "may write")
+                   f"chmod 755 {at}, or move it into a directory only its owner may write")
             raise LaunchError(
                 f"--user {name} could change the database {db}, and every store in it: "
                 f"{fix}")

@@ -661,15 +661,18 @@ def test_an_agent_that_could_read_the_database_is_refused(
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("how", ["file", "directory"])
+@pytest.mark.parametrize("how", ["file", "directory", "ancestor"])
 def test_an_agent_that_could_change_the_database_is_refused(
     root_user, agent_user, shared: Path, how: str,
 ):
     """A database the agent cannot read but could change: a file it may write (0602), or a
-    directory it may write (0777, not sticky), where it could rename the database away, put
-    another in its place or plant a `-wal` beside it. Refused like a readable one, with the
-    fix; a sticky directory (/tmp) is fine, as other users cannot touch the files in it."""
-    d = shared / "dbdir"
+    directory it may write (0777, not sticky), its own or one above it, where it could
+    rename the database (or its directory) away and put another in its place. Refused like a
+    readable one, with the fix; a sticky directory (/tmp) is fine, as other users cannot
+    touch what is in it."""
+    up = shared / "up"
+    up.mkdir(mode=0o755)
+    d = up / "dbdir"
     d.mkdir(mode=0o755)
     db = d / "x.db"
     with Store(db) as s:
@@ -677,17 +680,19 @@ def test_an_agent_that_could_change_the_database_is_refused(
     if how == "file":
         db.chmod(0o602)
     else:
-        d.chmod(0o777)
+        (d if how == "directory" else up).chmod(0o777)
     done = memfs_run(db, "--store", "Notes", "--user", AGENT, "--", "true")
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"--user {AGENT} could change the database {db}" in lines[0]
-    assert (f"chmod 600 {db}" if how == "file" else f"chmod 755 {d}") in lines[0]
+    assert {"file": f"chmod 600 {db}", "directory": f"chmod 755 {d}",
+            "ancestor": f"chmod 755 {up}"}[how] in lines[0]
     with Store(db) as s:
         assert s.list_sessions().data == []
     db.chmod(0o600)
     d.chmod(0o1777)
+    up.chmod(0o755)
     done = memfs_run(db, "--store", "Notes", "--user", AGENT, "--", "true")
     assert done.returncode == 0, done.stderr
 
