@@ -42,6 +42,10 @@ BATCH_BYTES = 8 << 20
 FETCH_ROWS = 200
 #: The tables of migration bookkeeping: each database keeps its own, never copied.
 MIGRATION_TABLES = ("_sqlite_migrations", "_memfs_migrations")
+#: Tables of recall (memfs.recall.schema), derived from the memories and never copied: the
+#: destination's triggers index each memory's words as it goes in, and its indexers embed
+#: the memories again (vectors are the provider's, leases the source's processes').
+DERIVED_PREFIXES = ("memory_words", "memory_vectors", "recall_leases")
 #: Tables written last: triggers of other tables update them (``stores.memory_count`` is
 #: kept by triggers on ``memories``), so they must not exist yet when those rows go in: the
 #: copied counts are then the source's, exactly.
@@ -190,13 +194,14 @@ def _q(name: str) -> str:
 def _tables_sqlite(c: Any) -> list[str]:
     return [r[0] for r in c.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
-        "ESCAPE '\\' ORDER BY name") if r[0] not in MIGRATION_TABLES]
+        "ESCAPE '\\' ORDER BY name")
+        if r[0] not in MIGRATION_TABLES and not r[0].startswith(DERIVED_PREFIXES)]
 
 
 def _tables_pg(c: Any) -> list[str]:
     return [r[0] for r in c.execute(
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")
-        if r[0] not in MIGRATION_TABLES]
+        if r[0] not in MIGRATION_TABLES and not r[0].startswith(DERIVED_PREFIXES)]
 
 
 def catalog(db: Any, c: Any) -> dict[str, Table]:

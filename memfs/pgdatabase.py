@@ -48,6 +48,7 @@ import psycopg_pool
 
 from .database import redact_url
 from .errors import Busy, DatabaseUnavailable, StorageError, StorageFull, WouldBlock
+from .recall import schema as recall_schema
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -633,6 +634,10 @@ MIGRATIONS.append(("m006_session_tokens", f"""
     );
     CREATE INDEX IF NOT EXISTS session_tokens_session ON session_tokens(session_id);
     """))
+
+
+# SQLite's m011_recall: the words index, the vectors and the indexers' leases of recall.
+MIGRATIONS.append(("m007_recall", recall_schema.PG))
 
 
 def migrate(db: PgDatabase, migration_set: str) -> None:

@@ -44,6 +44,7 @@ import secrets
 import sqlite3
 import stat
 import threading
+import time
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -121,6 +122,10 @@ from .rules import (  # noqa: F401  (re-exported: the store is where callers loo
 if TYPE_CHECKING:
     import sqlite_utils
     from sqlite_utils.migrations import Migrations
+
+    from .recall.embeddings import Provider
+    from .recall.indexer import Progress as IndexProgress
+    from .recall.search import Result as SearchResult
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -601,6 +606,15 @@ def m010_session_tokens(db: sqlite_utils.Database) -> None:
         CREATE INDEX IF NOT EXISTS session_tokens_session ON session_tokens(session_id);
         """
     )
+
+
+@_migration
+def m011_recall(db: sqlite_utils.Database) -> None:
+    # The words index (FTS5, kept by triggers), the vectors and the indexers' leases of
+    # recall: memfs.recall.schema says what each holds.
+    from memfs.recall import schema
+
+    db.executescript(schema.SQLITE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -4021,6 +4035,120 @@ class Store:
                            text[start + len(query):])
             hits.append(SearchHit(_memory(r, False), bool(r["in_path"]), snippet))
         return hits
+
+    # -- recall (memfs.recall) ----------------------------------------------------------------
+
+    #: The longest question (characters).
+    max_query_chars = 1000
+    #: Hits of a search: the default and the most.
+    search_default_limit, search_max_limit = 10, 100
+    _embeddings: Any = None
+    _embeddings_set = False
+
+    @property
+    def embeddings(self) -> Provider | None:
+        """The provider of embeddings of this process's searches and indexers: the one
+        :meth:`use_embeddings` chose, else ``$MEMFS_EMBEDDINGS``, else the local model."""
+        if not self._embeddings_set:
+            self.use_embeddings(None)
+        provider: Provider | None = self._embeddings
+        return provider
+
+    def use_embeddings(self, setting: str | Provider | None) -> None:
+        """Choose the provider (a setting as :func:`memfs.recall.embeddings.from_setting`
+        reads it, or a provider). :raises InvalidRequest: a setting naming none."""
+        from .recall import embeddings
+
+        self._embeddings = (embeddings.from_setting(setting)
+                            if setting is None or isinstance(setting, str) else setting)
+        self._embeddings_set = True
+
+    def search(self, store_id: str, query: str, *, limit: int | None = None,
+               path_prefix: str | None = None, min_score: float = 0.0,
+               fusion: str = "rrf", channels: tuple[str, ...] = ("words", "meaning"),
+               ) -> SearchResult:
+        """The store's memories that answer ``query`` best, by their words and their meaning
+        (memfs.recall.search says how they are ranked), best first: at most ``limit``
+        (default 10, at most 100), only under ``path_prefix`` if given, none scoring below
+        ``min_score`` (0 to 1). A memory is found by its words as soon as its write has
+        returned; by its meaning once an indexer has embedded it (:meth:`index_store`).
+
+        :raises InvalidRequest: an empty or overlong query, a bad limit, prefix or score.
+        :raises NotFound: unknown store.
+        """
+        from .recall import search
+
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidRequest("search for at least one word")
+        if len(query) > self.max_query_chars:
+            raise InvalidRequest(f"a search is at most {self.max_query_chars} characters long")
+        _validate_text({"query": query}, "search")
+        if limit is None:
+            limit = self.search_default_limit
+        if isinstance(limit, bool) or not isinstance(limit, int) \
+                or not 1 <= limit <= self.search_max_limit:
+            raise InvalidRequest(f"limit must be between 1 and {self.search_max_limit}")
+        if path_prefix is not None:
+            if not isinstance(path_prefix, str) or not path_prefix.startswith("/") \
+                    or len(path_prefix.encode("utf-8", "surrogatepass")) \
+                    > self.limits.max_path_bytes:
+                raise InvalidRequest("path_prefix must be a path beginning with /")
+            _validate_text({"path_prefix": path_prefix}, "search")
+        if isinstance(min_score, bool) or not isinstance(min_score, int | float) \
+                or not 0.0 <= min_score <= 1.0:
+            raise InvalidRequest("min_score must be between 0 and 1")
+        if fusion not in ("rrf", "weighted"):
+            raise InvalidRequest("fusion must be rrf or weighted")
+        with self._read() as c:
+            self._store_in(c, store_id)
+        return search.run(self, store_id, query, provider=self.embeddings, limit=limit,
+                          path_prefix=path_prefix or None, min_score=float(min_score),
+                          fusion=fusion, channels=channels)
+
+    def index_store(self, store_id: str, *, seconds: float | None = None) -> IndexProgress:
+        """Embed the store's memories that have no current vector (at most ``seconds``), as
+        an indexer does in the background; with no provider, nothing.
+
+        :raises NotFound: unknown store.
+        """
+        from .recall.indexer import Indexer, Progress
+
+        with self._read() as c:
+            self._store_in(c, store_id)
+        provider = self.embeddings
+        if provider is None:
+            return Progress(reason="meaning is off (--embeddings none)")
+        deadline = None if seconds is None else time.monotonic() + seconds
+        return Indexer(self, provider).catch_up(store_id, deadline=deadline)
+
+    def search_status(self, store_id: str) -> dict[str, Any]:
+        """How far the store is indexed: ``memories``, ``indexed`` (by meaning, with the
+        current provider's ``model``), ``indexing`` (the process holding the store's lease, if
+        any) and ``reason`` when some are not (None once all are).
+
+        :raises NotFound: unknown store.
+        """
+        from .recall.indexer import Indexer, pending_count
+
+        with self._read() as c:
+            store = self._store_in(c, store_id)
+        total = int(self._one("SELECT memory_count FROM stores WHERE id = ?",
+                              (store_id,))[0])  # type: ignore[index]
+        provider = self.embeddings
+        if provider is None:
+            return {"store_id": store.id, "name": store.name, "memories": total,
+                    "indexed": 0, "model": None, "indexing": None,
+                    "reason": "meaning is off (--embeddings none)"}
+        pending = pending_count(self, store_id, provider.model)
+        holder = Indexer(self, provider).lease_holder(store_id)
+        reason = None
+        if pending:
+            reason = ("catching up" if holder else
+                      "not indexed yet: no indexer is running for this store "
+                      "(a mount, memfs serve or memfs search index it)")
+        return {"store_id": store.id, "name": store.name, "memories": total,
+                "indexed": total - pending, "model": provider.model, "indexing": holder,
+                "reason": reason}
 
     # -- Console sign-outs (memfs.console.web) ------------------------------------------------
 

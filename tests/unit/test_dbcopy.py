@@ -221,9 +221,13 @@ def _at_m005(path: str) -> None:
         DELETE FROM _sqlite_migrations WHERE name = 'm009_console_signouts';
         DROP TABLE session_tokens;
         DELETE FROM _sqlite_migrations WHERE name = 'm010_session_tokens';
+        DROP TRIGGER memory_words_insert; DROP TRIGGER memory_words_update;
+        DROP TRIGGER memory_words_delete; DROP TRIGGER memory_vectors_delete;
+        DROP TABLE memory_words; DROP TABLE memory_words_rows; DROP TABLE memory_vectors;
+        DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert store._MIGRATIONS[-1].__name__ == "m010_session_tokens"
+    assert store._MIGRATIONS[-1].__name__ == "m011_recall"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -240,10 +244,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/10" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/11" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/10 (m005_session_launcher) -> 10/10 (m010_session_tokens)" in r.output, r.output
+    assert "5/11 (m005_session_launcher) -> 11/11 (m011_recall)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

@@ -1,0 +1,225 @@
+"""The indexer: embeds what changed in a store, off the write path.
+
+A write never waits for an embedding: the words index is the database's own (see
+:mod:`memfs.recall.schema`), and vectors are added here, later, by whoever runs an indexer (a
+mount daemon for its stores, ``memfs serve`` for all, ``memfs search`` for the one it asks).
+
+- **Pending** memories are those without a vector of the provider's model for their current
+  path and content (sha256), newest first: a changed memory is re-embedded, and until then
+  its old vector ranks nothing (the search joins on path and sha256).
+- **One process at a time per store**: a lease in ``recall_leases`` (:data:`LEASE_SECONDS`,
+  renewed at every batch) is taken before any work, so two processes do no double work; a
+  process killed with its lease loses it when it expires.
+- **No half-written vector**: each batch is one transaction, and a vector is written only if
+  its memory still holds the text it was computed from (``INSERT ... SELECT ... WHERE sha``).
+- The provider failing stops the catch-up with its reason (:attr:`Progress.reason`); the next
+  catch-up tries again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MemfsError
+from ..rules import format_time
+from .embeddings import Provider, Unavailable, passage_text
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Indexer", "Progress", "BackgroundIndexer", "LEASE_SECONDS", "pending_count"]
+
+#: Seconds a lease lasts without renewal.
+LEASE_SECONDS = 30.0
+#: Memories embedded per transaction.
+BATCH = 8
+
+
+@dataclass
+class Progress:
+    """What a catch-up did: memories embedded, those still pending, and why it stopped early
+    (None: the store is indexed)."""
+
+    embedded: int = 0
+    pending: int = 0
+    reason: str | None = None
+
+
+def _now() -> str:
+    return format_time(datetime.now(UTC))
+
+
+_PENDING = (
+    "FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id "
+    "WHERE m.store_id = ? AND (v.memory_id IS NULL OR v.model != ? OR v.path != m.path "
+    "OR v.content_sha256 != m.content_sha256)")
+
+
+def pending_count(store: Store, store_id: str, model: str) -> int:
+    """Memories of the store without a current vector of ``model``."""
+    row = store.database.one(f"SELECT count(*) {_PENDING}", (store_id, model))
+    return int(row[0]) if row else 0
+
+
+class Indexer:
+    """Catches stores up with a provider (one instance per process and provider)."""
+
+    def __init__(self, store: Store, provider: Provider, *, holder: str | None = None) -> None:
+        self.store, self.provider = store, provider
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+
+    # -- the lease ----------------------------------------------------------------------------
+
+    def _take_lease(self, store_id: str) -> bool:
+        now = time.time()
+        with self.store.database.write() as c:
+            row = c.execute("SELECT holder, expires_at FROM recall_leases WHERE store_id = ?",
+                            (store_id,)).fetchone()
+            if row is not None and row[0] != self.holder and float(row[1]) > now:
+                return False
+            c.execute(
+                "INSERT INTO recall_leases (store_id, holder, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (store_id) DO UPDATE SET holder = excluded.holder, "
+                "expires_at = excluded.expires_at", (store_id, self.holder, now + LEASE_SECONDS))
+        return True
+
+    def _drop_lease(self, store_id: str) -> None:
+        with self.store.database.write() as c:
+            c.execute("DELETE FROM recall_leases WHERE store_id = ? AND holder = ?",
+                      (store_id, self.holder))
+
+    def lease_holder(self, store_id: str) -> str | None:
+        """Who indexes the store now (None: nobody)."""
+        row = self.store.database.one(
+            "SELECT holder FROM recall_leases WHERE store_id = ? AND expires_at > ?",
+            (store_id, time.time()))
+        return str(row[0]) if row else None
+
+    # -- catching up --------------------------------------------------------------------------
+
+    def catch_up(self, store_id: str, *, deadline: float | None = None,
+                 stop: threading.Event | None = None) -> Progress:
+        """Embed the store's pending memories, until none is left, ``deadline`` (a
+        ``time.monotonic()``) passes, ``stop`` is set or the provider fails."""
+        model = self.provider.model
+        progress = Progress(pending=pending_count(self.store, store_id, model))
+        if progress.pending == 0:
+            return progress
+        if not self._take_lease(store_id):
+            progress.reason = "another process is indexing this store"
+            return progress
+        try:
+            while progress.pending:
+                if stop is not None and stop.is_set():
+                    progress.reason = "stopped"
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    progress.reason = "still catching up"
+                    break
+                rows = self.store.database.all(
+                    "SELECT m.id, m.path, m.content, m.content_sha256 "
+                    f"{_PENDING} ORDER BY m.updated_at DESC, m.id LIMIT ?",
+                    (store_id, model, BATCH))
+                if not rows:
+                    break
+                try:
+                    vectors = self.provider.passages(
+                        [passage_text(r["path"], r["content"]) for r in rows])
+                except Unavailable as e:
+                    progress.reason = f"the embeddings provider is unavailable: {e}"
+                    break
+                progress.embedded += self._save(store_id, model, rows, vectors)
+                if not self._take_lease(store_id):  # renewed; lost only if it expired
+                    progress.reason = "another process took over the indexing"
+                    break
+                progress.pending = pending_count(self.store, store_id, model)
+        finally:
+            self._drop_lease(store_id)
+        return progress
+
+    def _save(self, store_id: str, model: str, rows: list[Any], vectors: Any) -> int:
+        at = _now()
+        saved = 0
+        with self.store.database.write() as c:
+            for r, v in zip(rows, vectors, strict=True):
+                saved += c.execute(
+                    "INSERT INTO memory_vectors (memory_id, store_id, model, path, "
+                    "content_sha256, vector, indexed_at) SELECT id, store_id, ?, path, "
+                    "content_sha256, ?, ? FROM memories WHERE id = ? AND path = ? AND "
+                    "content_sha256 = ? ON CONFLICT (memory_id) DO UPDATE SET "
+                    "model = excluded.model, path = excluded.path, "
+                    "content_sha256 = excluded.content_sha256, vector = excluded.vector, "
+                    "indexed_at = excluded.indexed_at",
+                    (model, v.astype("<f4").tobytes(), at, r["id"], r["path"],
+                     r["content_sha256"])).rowcount
+        return saved
+
+
+class BackgroundIndexer:
+    """A thread that keeps stores indexed: it follows the change feed (one cheap query a
+    ``poll`` seconds) and catches up every store that changed, at the lowest CPU priority.
+
+    :param stores: the ids of the stores to keep indexed (called at every round; a mount's
+        stores, or every store of the database for ``memfs serve``).
+    """
+
+    def __init__(self, store: Store, provider: Provider,
+                 stores: Callable[[], Iterable[str]], *, poll: float = 2.0) -> None:
+        self.indexer = Indexer(store, provider)
+        self.stores, self.poll = stores, poll
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memfs-indexer", daemon=True)
+        #: The last catch-up of each store.
+        self.progress: dict[str, Progress] = {}
+
+    def start(self) -> BackgroundIndexer:
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        """Look at the stores now rather than at the next poll."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        # Linux: the nice value is the thread's own; writes and reads come first.
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        seen = -1
+        while not self._stop.is_set():
+            try:
+                row = self.indexer.store.database.one("SELECT max(seq) FROM changes")
+                last = int(row[0] or 0) if row else 0
+                if last != seen:
+                    complete = True
+                    for sid in list(self.stores()):
+                        if self._stop.is_set():
+                            break
+                        p = self.indexer.catch_up(sid, stop=self._stop)
+                        self.progress[sid] = p
+                        complete = complete and p.reason is None
+                    if complete:
+                        seen = last
+            except MemfsError as e:  # the database away: try again at the next poll
+                log.warning("the indexer could not read the database: %s", e.message)
+            except Exception:  # a background task never brings its process down
+                log.exception("the indexer failed; trying again in %g s", self.poll)
+            self._wake.wait(self.poll)
+            self._wake.clear()

@@ -1,0 +1,150 @@
+"""The tables of recall, on both backends (migrations ``m011_recall`` of :mod:`memfs.store`,
+``m007_recall`` of :mod:`memfs.pgdatabase`).
+
+Words: an index of every live memory's path and content, kept by the database itself in the
+same transaction as every change of ``memories`` (triggers on SQLite, a generated column on
+PostgreSQL), so that no write path can forget it: a memory is findable by its words the
+moment its write commits, and a deleted memory is gone from it at once. Only live memories
+are indexed (``memories`` holds each one's current content), so the text of an older or a
+redacted version is never found.
+
+- SQLite: an FTS5 table ``memory_words`` (bm25; the ``porter`` stemmer over ``unicode61`` with
+  ``remove_diacritics 2``: case and accents folded, so ``été`` finds ``ete`` and ``Été``).
+  Its rowids are those of ``memory_words_rows``, whose INTEGER PRIMARY KEY, unlike the
+  implicit rowid of ``memories``, VACUUM never renumbers.
+- PostgreSQL: ``memory_words``, a ``tsvector`` per memory (configuration ``english``:
+  stemming and stop words; the path weighted above the content) with accents folded by
+  ``memfs_fold`` (the table of :func:`fold`), under a GIN index, kept by a trigger on
+  ``memories`` and gone with the memory (ON DELETE CASCADE).
+
+Meaning: ``memory_vectors`` holds one embedding per memory, written by the indexer
+(:mod:`memfs.recall.index`) off the write path. Each row records the model and the sha256
+and path of the text it embedded; a vector counts only while both still match the memory.
+``recall_leases`` lets one process at a time index a store.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+__all__ = ["PG", "SQLITE", "fold", "FOLD_FROM", "FOLD_TO"]
+
+
+def _fold_table() -> tuple[str, str]:
+    """Latin letters with diacritics (U+00C0-U+024F) and the base letter each decomposes to."""
+    src, dst = [], []
+    for cp in range(0xC0, 0x250):
+        ch = chr(cp)
+        base = unicodedata.normalize("NFKD", ch)[:1]
+        if ch.isalpha() and base != ch and base.isascii() and base.isalpha():
+            src.append(ch)
+            dst.append(base)
+    return "".join(src), "".join(dst)
+
+
+FOLD_FROM, FOLD_TO = _fold_table()
+_FOLD = str.maketrans(FOLD_FROM, FOLD_TO)
+
+
+def fold(text: str) -> str:
+    """``text`` with its accented Latin letters replaced by their base letter, as
+    ``memfs_fold`` does in PostgreSQL (case is folded by the text search itself)."""
+    return text.translate(_FOLD)
+
+
+SQLITE = """
+CREATE TABLE memory_words_rows (
+    row INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL UNIQUE,
+    store_id TEXT NOT NULL
+);
+CREATE INDEX memory_words_rows_store ON memory_words_rows(store_id);
+CREATE VIRTUAL TABLE memory_words USING fts5(
+    path, content, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memory_words_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memory_words_rows (memory_id, store_id) VALUES (NEW.id, NEW.store_id);
+    INSERT INTO memory_words (rowid, path, content) VALUES (
+        (SELECT row FROM memory_words_rows WHERE memory_id = NEW.id), NEW.path, NEW.content);
+END;
+CREATE TRIGGER memory_words_update AFTER UPDATE OF path, content ON memories BEGIN
+    UPDATE memory_words SET path = NEW.path, content = NEW.content
+        WHERE rowid = (SELECT row FROM memory_words_rows WHERE memory_id = OLD.id);
+END;
+CREATE TRIGGER memory_words_delete AFTER DELETE ON memories BEGIN
+    DELETE FROM memory_words
+        WHERE rowid = (SELECT row FROM memory_words_rows WHERE memory_id = OLD.id);
+    DELETE FROM memory_words_rows WHERE memory_id = OLD.id;
+END;
+INSERT INTO memory_words_rows (memory_id, store_id) SELECT id, store_id FROM memories;
+INSERT INTO memory_words (rowid, path, content)
+    SELECT r.row, m.path, m.content FROM memories m JOIN memory_words_rows r ON r.memory_id = m.id;
+
+CREATE TABLE memory_vectors (
+    memory_id TEXT PRIMARY KEY,
+    store_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    path TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    vector BLOB NOT NULL,             -- float32, little-endian, L2-normalized
+    indexed_at TEXT NOT NULL
+);
+CREATE INDEX memory_vectors_store ON memory_vectors(store_id);
+CREATE TRIGGER memory_vectors_delete AFTER DELETE ON memories BEGIN
+    DELETE FROM memory_vectors WHERE memory_id = OLD.id;
+END;
+
+CREATE TABLE recall_leases (
+    store_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL          -- Unix seconds
+);
+"""
+
+
+def _pg(text_type: str) -> str:
+    quoted_from = FOLD_FROM.replace("'", "''")
+    return f"""
+CREATE FUNCTION memfs_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT translate(t, '{quoted_from}', '{FOLD_TO}') $$;
+CREATE TABLE memory_words (
+    memory_id {text_type} PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+    store_id {text_type} NOT NULL,
+    words tsvector NOT NULL
+);
+CREATE INDEX memory_words_words ON memory_words USING gin (words);
+CREATE INDEX memory_words_store ON memory_words(store_id);
+CREATE FUNCTION memfs_words() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memory_words VALUES (NEW.id, NEW.store_id,
+        setweight(to_tsvector('english'::regconfig, memfs_fold(NEW.path)), 'A')
+        || to_tsvector('english'::regconfig, memfs_fold(NEW.content)))
+    ON CONFLICT (memory_id) DO UPDATE SET store_id = EXCLUDED.store_id, words = EXCLUDED.words;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_words_put AFTER INSERT OR UPDATE OF path, content ON memories
+    FOR EACH ROW EXECUTE FUNCTION memfs_words();
+INSERT INTO memory_words SELECT id, store_id,
+    setweight(to_tsvector('english'::regconfig, memfs_fold(path)), 'A')
+    || to_tsvector('english'::regconfig, memfs_fold(content)) FROM memories;
+
+CREATE TABLE memory_vectors (
+    memory_id {text_type} PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+    store_id {text_type} NOT NULL,
+    model {text_type} NOT NULL,
+    path {text_type} NOT NULL,
+    content_sha256 {text_type} NOT NULL,
+    vector BYTEA NOT NULL,
+    indexed_at {text_type} NOT NULL
+);
+CREATE INDEX memory_vectors_store ON memory_vectors(store_id);
+
+CREATE TABLE recall_leases (
+    store_id {text_type} PRIMARY KEY,
+    holder {text_type} NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+);
+"""
+
+
+PG = _pg('TEXT COLLATE "C"')

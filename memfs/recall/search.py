@@ -1,0 +1,217 @@
+"""The ranking behind :meth:`memfs.store.Store.search`: words and meaning fused.
+
+- **Words**: the store's memories matching any word of the question, by bm25 (SQLite FTS5)
+  or ``ts_rank`` (PostgreSQL), best :data:`CANDIDATES`.
+- **Meaning**: the question's embedding against every current vector of the store (brute
+  force: 2,000 x 384 is a few milliseconds), best :data:`CANDIDATES`. A vector counts only if
+  it was computed from the memory's current path and content with the provider's model.
+- **Fusion**: reciprocal-rank fusion (``1 / (RRF_K + rank)`` from each list; the weighted sum
+  of normalized scores is there to be measured against it, ``fusion="weighted"``), times a
+  small recency factor (at most +:data:`RECENCY` for a memory changed just now, half of it
+  after :data:`RECENCY_DAYS` days). Scores are scaled to (0, 1]: 1 is first in every list
+  used.
+- A provider that fails or is slower than :data:`QUERY_TIMEOUT` costs that search at most
+  that long, and the next ones none for :data:`RETRY_AFTER` seconds: words answer alone, and
+  the result says why.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..rules import parse_time
+from . import words as W
+from .embeddings import Provider, Unavailable
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = ["Hit", "Result", "run", "CANDIDATES", "QUERY_TIMEOUT"]
+
+CANDIDATES = 50
+RRF_K = 60
+#: Each list's weight in the fusion.
+WEIGHTS = {"words": 1.0, "meaning": 1.0}
+RECENCY = 0.05
+RECENCY_DAYS = 30.0
+QUERY_TIMEOUT = 2.0
+RETRY_AFTER = 30.0
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A memory found: its score in (0, 1], a one-line snippet, and which of ``words`` and
+    ``meaning`` found it."""
+
+    memory_id: str
+    path: str
+    score: float
+    snippet: str
+    matched: tuple[str, ...]
+    updated_at: str
+
+
+@dataclass
+class Result:
+    """The hits, best first, and how they were found: ``meaning`` is True when vectors
+    ranked too; ``note`` says why not, or how much of the store they cover."""
+
+    hits: list[Hit]
+    meaning: bool
+    note: str | None = None
+    indexed: int = 0
+    memories: int = 0
+    model: str | None = None
+    candidates: dict[str, int] = field(default_factory=dict)
+
+
+_down: dict[str, tuple[float, str]] = {}
+_down_lock = threading.Lock()
+
+
+def _query_vector(provider: Provider, question: str) -> tuple[Any, str | None]:
+    """The question's vector, or None and why."""
+    with _down_lock:
+        until, why = _down.get(provider.model, (0.0, ""))
+    if time.monotonic() < until:
+        return None, why
+    try:
+        return provider.query(question, QUERY_TIMEOUT), None
+    except Unavailable as e:
+        why = f"the embeddings provider is unavailable ({e})"
+        with _down_lock:
+            _down[provider.model] = (time.monotonic() + RETRY_AFTER, why)
+        return None, why
+
+
+def _prefix_sql(path_prefix: str | None, column: str) -> tuple[str, tuple[Any, ...]]:
+    if not path_prefix:
+        return "", ()
+    return f" AND substr({column}, 1, ?) = ?", (len(path_prefix), path_prefix)
+
+
+def _by_words(store: Store, store_id: str, ws: list[str], path_prefix: str | None,
+              ) -> list[tuple[str, float]]:
+    if not ws:
+        return []
+    db = store.database
+    if db.dialect == "postgresql":
+        extra, params = _prefix_sql(path_prefix, "m.path")
+        rows = db.all(
+            "SELECT w.memory_id, ts_rank(w.words, q) AS score FROM memory_words w "
+            "JOIN memories m ON m.id = w.memory_id, to_tsquery('english', ?) AS q "
+            f"WHERE w.store_id = ? AND w.words @@ q{extra} ORDER BY score DESC, m.path "
+            "LIMIT ?", (W.tsquery(ws), store_id, *params, CANDIDATES))
+    else:
+        extra, params = _prefix_sql(path_prefix, "r_m.path")
+        rows = db.all(
+            "SELECT r.memory_id, -bm25(memory_words, 4.0, 1.0) AS score FROM memory_words "
+            "JOIN memory_words_rows r ON r.row = memory_words.rowid "
+            "JOIN memories r_m ON r_m.id = r.memory_id "
+            f"WHERE memory_words MATCH ? AND r.store_id = ?{extra} "
+            "ORDER BY score DESC, r_m.path LIMIT ?",
+            (W.fts5_query(ws), store_id, *params, CANDIDATES))
+    return [(r[0], float(r[1])) for r in rows]
+
+
+def _by_meaning(store: Store, store_id: str, vector: Any, model: str,
+                path_prefix: str | None) -> list[tuple[str, float]]:
+    import numpy as np
+
+    extra, params = _prefix_sql(path_prefix, "m.path")
+    rows = store.database.all(
+        "SELECT v.memory_id, v.vector FROM memory_vectors v JOIN memories m ON "
+        "m.id = v.memory_id AND m.path = v.path AND m.content_sha256 = v.content_sha256 "
+        f"WHERE v.store_id = ? AND v.model = ?{extra}", (store_id, model, *params))
+    dim = vector.shape[0]
+    ids = [r[0] for r in rows if len(r[1]) == 4 * dim]
+    if not ids:
+        return []
+    matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows if len(r[1]) == 4 * dim),
+                           dtype="<f4").reshape(len(ids), dim)
+    scores = matrix @ vector.astype(np.float32)
+    top = np.argsort(-scores, kind="stable")[:CANDIDATES]
+    return [(ids[i], float(scores[i])) for i in top]
+
+
+def _fuse(lists: dict[str, list[tuple[str, float]]], fusion: str) -> dict[str, float]:
+    fused: dict[str, float] = {}
+    if fusion == "weighted":
+        for ranked in lists.values():
+            if not ranked:
+                continue
+            hi, lo = ranked[0][1], ranked[-1][1]
+            for mid, s in ranked:
+                fused[mid] = fused.get(mid, 0.0) + ((s - lo) / (hi - lo) if hi > lo else 1.0)
+        top = float(len(lists))
+    else:
+        for name, ranked in lists.items():
+            for rank, (mid, _) in enumerate(ranked, 1):
+                fused[mid] = fused.get(mid, 0.0) + WEIGHTS[name] / (RRF_K + rank)
+        top = sum(WEIGHTS[name] for name in lists) / (RRF_K + 1.0)
+    return {mid: s / top for mid, s in fused.items()}
+
+
+def _recency(updated_at: str, now: datetime) -> float:
+    age = max(0.0, (now - parse_time(updated_at)).total_seconds() / 86400.0)
+    return 1.0 + RECENCY * math.pow(0.5, age / RECENCY_DAYS)
+
+
+def run(store: Store, store_id: str, question: str, *, provider: Provider | None,
+        limit: int, path_prefix: str | None = None, min_score: float = 0.0,
+        fusion: str = "rrf", channels: tuple[str, ...] = ("words", "meaning")) -> Result:
+    """Rank the store's memories for ``question`` (already checked by the store)."""
+    from .indexer import pending_count
+
+    ws = W.words(question)
+    lists: dict[str, list[tuple[str, float]]] = {}
+    if "words" in channels:
+        lists["words"] = _by_words(store, store_id, ws, path_prefix)
+    total = int(store.database.one(
+        "SELECT memory_count FROM stores WHERE id = ?", (store_id,))[0])
+    result = Result([], False, memories=total)
+    if "meaning" in channels:
+        if provider is None:
+            result.note = "meaning is off (--embeddings none): words alone answered"
+        else:
+            result.model = provider.model
+            pending = pending_count(store, store_id, provider.model)
+            result.indexed = total - pending
+            if result.indexed == 0 and total:
+                result.note = "no memory is indexed by meaning yet: words alone answered"
+            else:
+                vector, why = _query_vector(provider, question)
+                if vector is None:
+                    result.note = f"{why}: words alone answered"
+                else:
+                    lists["meaning"] = _by_meaning(store, store_id, vector, provider.model,
+                                                   path_prefix)
+                    result.meaning = True
+                    if pending:
+                        result.note = (f"meaning covers {result.indexed} of {total} memories "
+                                       "(the index is catching up)")
+    result.candidates = {k: len(v) for k, v in lists.items()}
+    if not any(lists.values()):
+        return result
+    fused = _fuse({k: v for k, v in lists.items()}, fusion)
+    found = {k: {mid for mid, _ in v} for k, v in lists.items()}
+    ids = list(fused)
+    rows = {r["id"]: r for r in store.database.all(
+        "SELECT id, path, content, updated_at FROM memories WHERE store_id = ? AND id IN ("
+        + ", ".join("?" * len(ids)) + ")", (store_id, *ids))}
+    now = datetime.now(UTC)
+    ranked = sorted(
+        ((min(1.0, fused[mid] * _recency(r["updated_at"], now) / (1.0 + RECENCY)), r)
+         for mid, r in rows.items()), key=lambda t: (-t[0], t[1]["path"]))
+    for score, r in ranked:
+        if score < min_score or len(result.hits) >= limit:
+            break
+        matched = tuple(k for k in ("words", "meaning") if r["id"] in found.get(k, ()))
+        result.hits.append(Hit(r["id"], r["path"], round(score, 4),
+                               W.snippet(r["content"], ws), matched, r["updated_at"]))
+    return result
