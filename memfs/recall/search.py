@@ -36,7 +36,7 @@ __all__ = ["Hit", "Result", "run", "CANDIDATES", "QUERY_TIMEOUT"]
 CANDIDATES = 50
 RRF_K = 60
 #: Each list's weight in the fusion.
-WEIGHTS = {"words": 1.0, "meaning": 1.0}
+WEIGHTS = {"words": 0.5, "meaning": 1.0}
 RECENCY = 0.05
 RECENCY_DAYS = 30.0
 QUERY_TIMEOUT = 2.0
