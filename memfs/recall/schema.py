@@ -14,7 +14,8 @@ redacted version is never found.
   implicit rowid of ``memories``, VACUUM never renumbers.
 - PostgreSQL: ``memory_words``, a ``tsvector`` per memory (configuration ``english``:
   stemming and stop words; the path weighted above the content) with accents folded by
-  ``memfs_fold`` (the table of :func:`fold`), under a GIN index, kept by a trigger on
+  ``memfs_fold`` (the table of :func:`fold`; it also splits words at ``/ . _ - @ :``...),
+  under a GIN index, kept by a trigger on
   ``memories`` and gone with the memory (ON DELETE CASCADE).
 
 Meaning: ``memory_vectors`` holds one embedding per memory, written by the indexer
@@ -43,6 +44,10 @@ def _fold_table() -> tuple[str, str]:
 
 
 FOLD_FROM, FOLD_TO = _fold_table()
+#: Punctuation that PostgreSQL's parser would keep inside a token (a path, a file name, a
+#: host, an e-mail address...): made spaces, so that words are split as FTS5 and a question
+#: split them (``/team/rota.md`` is team, rota, md).
+_SPLIT = "/._-@:+#~=\\"
 _FOLD = str.maketrans(FOLD_FROM, FOLD_TO)
 
 
@@ -106,7 +111,7 @@ def _pg(text_type: str) -> str:
     quoted_from = FOLD_FROM.replace("'", "''")
     return f"""
 CREATE FUNCTION memfs_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ SELECT translate(t, '{quoted_from}', '{FOLD_TO}') $$;
+    AS $$ SELECT translate(t, '{quoted_from}{_SPLIT}', '{FOLD_TO}{" " * len(_SPLIT)}') $$;
 CREATE TABLE memory_words (
     memory_id {text_type} PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
     store_id {text_type} NOT NULL,

@@ -1,0 +1,281 @@
+"""Recall (issue 20): the words index kept with every write, vectors that never go stale, the
+indexer's lease, and a provider that fails. Each runs on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from memfs import Actor, InvalidRequest, NotFound
+from memfs.recall import embeddings, indexer
+from memfs.recall import search as recall_search
+from memfs.recall.words import snippet, words
+from memfs.store import Store
+from tests.conftest import Backend
+
+API = Actor.api("apikey_test")
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    s = backend.open()
+    s.use_embeddings("none")
+    return s
+
+
+def _paths(store: Store, sid: str, q: str, **kw: object) -> list[str]:
+    return [h.path for h in store.search(sid, q, **kw).hits]  # type: ignore[arg-type]
+
+
+def test_a_memory_is_found_by_its_words_as_soon_as_its_write_returns(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    m = store.create_memory(sid, "/people/oncall.md", "Priya carries the pager on weekends.",
+                            actor=API)
+    assert _paths(store, sid, "who has the pager") == ["/people/oncall.md"]
+    store.update_memory(sid, m.id, content="Marco is paged at night.", actor=API)
+    assert _paths(store, sid, "pager Priya") == []  # the old text is gone with its version
+    assert _paths(store, sid, "night paging") == ["/people/oncall.md"]  # porter: paged ~ paging
+    store.update_memory(sid, m.id, path="/team/rota.md", actor=API)
+    assert _paths(store, sid, "rota") == ["/team/rota.md"]  # a path's words count
+    assert _paths(store, sid, "oncall") == []
+    store.delete_memory(sid, m.id, actor=API)
+    assert _paths(store, sid, "night") == []
+    [deleted] = [v for v in store.list_versions(sid).data if v.operation == "deleted"]
+    store.restore_version(sid, [v for v in store.list_versions(sid).data
+                                if v.operation == "modified"][-1].id, actor=API)
+    assert len(_paths(store, sid, "night")) == 1  # undeleted: found again
+    assert deleted
+
+
+def test_the_text_of_a_redacted_version_is_never_found(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    m = store.create_memory(sid, "/secret.md", "the wifi password is hunter2", actor=API)
+    old = m.memory_version_id
+    store.update_memory(sid, m.id, content="ask Sam for the wifi password", actor=API)
+    store.redact_version(sid, old, actor=API)
+    assert _paths(store, sid, "hunter2") == []
+    assert _paths(store, sid, "wifi") == ["/secret.md"]
+
+
+def test_an_import_and_a_deleted_store_keep_the_index_in_step(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    store.import_files(lambda: [("/a.md", b"espresso machine descaling", None),
+                                ("/b.md", "the kettle", None)], into=sid, actor=API)
+    assert _paths(store, sid, "descale the espresso") == ["/a.md"]
+    other = store.create_store("Other").id
+    store.create_memory(other, "/c.md", "espresso beans from Rome", actor=API)
+    assert _paths(store, sid, "espresso") == ["/a.md"]  # one store's memories only
+    store.delete_store(other)
+    with pytest.raises(NotFound):
+        store.search(other, "espresso")
+    assert _paths(store, sid, "espresso") == ["/a.md"]
+
+
+def test_case_and_accents_are_folded_so_french_is_found(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/rdv.md", "Réunion d'équipe le mercredi à 10h, café offert.",
+                        actor=API)
+    for q in ("reunion equipe", "RÉUNION", "cafe", "Équipe"):
+        assert _paths(store, sid, q) == ["/rdv.md"], q
+
+
+@pytest.mark.parametrize("q", ['"', "'", 'a" OR "b', "NEAR(a b)", "*", "-x", "a AND", "(",
+                               "col:val", "x | y & !z", "^", "\\", "%_"])
+def test_query_syntax_in_a_question_is_only_words(store: Store, q: str) -> None:
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/a.md", "a b x y z val", actor=API)
+    store.search(sid, q)  # no error: each word is quoted, operators are dropped
+
+
+def test_a_search_checks_what_it_is_given(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    for kw in ({"limit": 0}, {"limit": 101}, {"limit": True}, {"path_prefix": "x"},
+               {"min_score": 1.5}, {"min_score": -0.1}, {"fusion": "max"}):
+        with pytest.raises(InvalidRequest):
+            store.search(sid, "q", **kw)  # type: ignore[arg-type]
+    for q in ("", "   ", "x" * 1001, "a\x00b", "\ud800"):
+        with pytest.raises(InvalidRequest):
+            store.search(sid, q)
+    with pytest.raises(NotFound):
+        store.search("memstore_nope", "q")
+
+
+def test_limit_prefix_and_min_score(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    for i in range(15):
+        store.create_memory(sid, f"/{'a' if i % 2 else 'b'}/n{i:02}.md", f"note {i} tea",
+                            actor=API)
+    assert len(store.search(sid, "tea").hits) == 10
+    assert len(store.search(sid, "tea", limit=100).hits) == 15
+    assert {p[:3] for p in _paths(store, sid, "tea", limit=100, path_prefix="/a/")} == {"/a/"}
+    result = store.search(sid, "tea")
+    assert result.meaning is False and "words alone" in (result.note or "")
+    assert all(0 < h.score <= 1 and h.matched == ("words",) for h in result.hits)
+    assert store.search(sid, "tea", min_score=1.0).hits == []
+
+
+def test_a_snippet_is_one_line_around_the_words() -> None:
+    text = "intro line\n\tThe deploy\tkey rotates every 90 days.\nother"
+    assert snippet(text, words("when does the key rotate")) == \
+        "The deploy key rotates every 90 days."
+    long = "x " * 200 + "the pager rotation " + "y " * 200
+    s = snippet(long, ["pager"])
+    assert "pager" in s and len(s) <= 160 and "\t" not in s and "\n" not in s
+    assert words("who gets paged at night") == ["paged", "night"]
+    assert words("the") == ["the"]  # nothing else to look for
+
+
+# -- meaning ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local() -> embeddings.LocalE5:
+    return embeddings.local()
+
+
+def test_a_changed_memory_is_never_ranked_by_its_old_vector(backend: Backend,
+                                                             local: embeddings.LocalE5) -> None:
+    store = backend.open()
+    store.use_embeddings(local)
+    sid = store.create_store("Notes").id
+    m = store.create_memory(sid, "/pets.md", "The cat sleeps on the sofa all afternoon.",
+                            actor=API)
+    store.create_memory(sid, "/tax.md", "File the quarterly VAT return before the 20th.",
+                        actor=API)
+    assert store.index_store(sid).pending == 0
+    r = store.search(sid, "where does my kitten nap", channels=("meaning",))
+    assert r.meaning and r.hits[0].path == "/pets.md" and r.hits[0].matched == ("meaning",)
+    store.update_memory(sid, m.id, content="Bring the bike to the repair shop.", actor=API)
+    r = store.search(sid, "where does my kitten nap", channels=("meaning",))
+    assert [h.path for h in r.hits] == ["/tax.md"]  # its vector is of text it no longer holds
+    assert "1 of 2" in (r.note or "")
+    assert store.search_status(sid)["indexed"] == 1
+    assert store.index_store(sid).embedded == 1
+    r = store.search(sid, "fix my bicycle")
+    assert r.hits[0].path == "/pets.md" and r.hits[0].matched == ("meaning",)
+    store.delete_memory(sid, m.id, actor=API)
+    assert [h.path for h in store.search(sid, "fix my bicycle").hits] == ["/tax.md"]
+    status = store.search_status(sid)
+    assert status["memories"] == status["indexed"] == 1 and status["reason"] is None
+
+
+def test_two_indexers_do_no_double_work(backend: Backend, local: embeddings.LocalE5) -> None:
+    a, b = backend.open(), backend.open()
+    sid = a.create_store("Notes").id
+    for i in range(4):
+        a.create_memory(sid, f"/n{i}.md", f"note number {i}", actor=API)
+    first, second = indexer.Indexer(a, local), indexer.Indexer(b, local)
+    assert first._take_lease(sid)
+    busy = second.catch_up(sid)
+    assert busy.embedded == 0 and busy.reason == "another process is indexing this store"
+    assert b.search_status(sid)["indexing"] == first.holder
+    first._drop_lease(sid)
+    assert second.catch_up(sid).embedded == 4
+    assert first.catch_up(sid).embedded == 0  # nothing left to do
+
+
+KILLED_INDEXER = textwrap.dedent("""
+    import sys
+    from memfs.recall import embeddings, indexer
+    from memfs.store import Store
+    store = Store(sys.argv[1])
+    indexer.BATCH = 1
+    print("ready", flush=True)
+    indexer.Indexer(store, embeddings.local()).catch_up(sys.argv[2])
+""")
+
+
+def test_an_indexer_killed_mid_index_leaves_no_half_written_vector(
+        backend: Backend, local: embeddings.LocalE5) -> None:
+    store = backend.open()
+    store.use_embeddings(local)
+    sid = store.create_store("Notes").id
+    for i in range(30):
+        store.create_memory(sid, f"/n{i:02}.md", f"note {i}: " + "words " * 60, actor=API)
+    p = subprocess.Popen([sys.executable, "-c", KILLED_INDEXER, backend.url, sid],
+                         stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": "."})
+    assert p.stdout and p.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 60
+    while store.search_status(sid)["indexed"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    p.stdout.close()
+    done = store.search_status(sid)
+    assert 3 <= done["indexed"] < 30 and done["indexing"] is not None  # its lease outlives it
+    rows = store.database.all("SELECT vector FROM memory_vectors WHERE store_id = ?", (sid,))
+    assert len(rows) == done["indexed"] and all(len(bytes(r[0])) == 4 * 384 for r in rows)
+    with store.database.write() as c:
+        c.execute("UPDATE recall_leases SET expires_at = 0")
+    assert store.index_store(sid).embedded == 30 - done["indexed"]  # the rest, not again
+
+
+class _Hang(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        time.sleep(10)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hanging_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hang)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_a_provider_that_hangs_costs_a_search_two_seconds_then_words_answer(
+        backend: Backend, local: embeddings.LocalE5, hanging_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = backend.open()
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/oncall.md", "Priya carries the pager", actor=API)
+    hanging = embeddings.from_setting(f"openai:{hanging_url}/v1:e5")
+    assert hanging is not None
+    # Vectors of this model exist (made by the local model under its name), so that the
+    # search asks the provider for the question's.
+    monkeypatch.setattr(local, "model", hanging.model)
+    store.use_embeddings(local)
+    store.index_store(sid)
+    store.use_embeddings(hanging)
+    monkeypatch.setattr(recall_search, "_down", {})
+    t = time.monotonic()
+    r = store.search(sid, "who has the pager")
+    assert time.monotonic() - t < 2.8
+    assert not r.meaning and [h.path for h in r.hits] == ["/oncall.md"]
+    assert "did not answer within 2 s" in (r.note or "") and "words alone" in (r.note or "")
+    t = time.monotonic()
+    assert not store.search(sid, "pager").meaning
+    assert time.monotonic() - t < 0.5  # not asked again for a while
+
+
+@pytest.mark.parametrize("setting, model", [
+    ("local", "local:multilingual-e5-small-q4"),
+    ("ollama:http://gpu:11434/nomic-embed-text", "ollama:nomic-embed-text@http://gpu:11434"),
+    ("openai:http://127.0.0.1:8000/v1:e5-small", "openai:e5-small@http://127.0.0.1:8000/v1"),
+])
+def test_a_setting_names_a_provider(setting: str, model: str) -> None:
+    p = embeddings.from_setting(setting)
+    assert p is not None and p.model == model
+    assert embeddings.from_setting("none") is None
+
+
+@pytest.mark.parametrize("setting", ["", "loca", "ollama:gpu/x", "ollama:http://gpu:11434",
+                                     "openai:https://api.openai.com/v1", "openai:x:y"])
+def test_a_setting_naming_no_provider_says_the_forms(setting: str) -> None:
+    with pytest.raises(InvalidRequest, match="local, none, ollama:"):
+        embeddings.from_setting(setting)
