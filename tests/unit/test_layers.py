@@ -20,12 +20,15 @@ ALLOWED: dict[str, set[str]] = {
     "dbwatch": {"pgwatch"},
     "pgwatch": {"database"},
     # The PostgreSQL backend: the database layer's other implementation.
-    "pgdatabase": {"database", "errors", "models"},
+    # recall: its schema (the words index and vectors), a migration of both backends.
+    "pgdatabase": {"database", "recall", "errors", "models"},
     # The plan of a revert (undo a session): pure, computed from version rows for the store.
     "revert": {"models"},
     # An archive's records checked and made rows before a restore: pure, for the store.
     "restore": {"rules", "errors", "models"},
-    "store": {"database", "pgdatabase", "revert", "restore", "rules", "errors", "models"},
+    # recall: the search and the indexer over the store's tables (memfs.recall), below it.
+    "store": {"database", "pgdatabase", "revert", "restore", "recall", "rules", "errors",
+              "models"},
     # The declared shapes of the API's inputs, and the bounds on unfinished uploads.
     "apispec": {"rules", "errors"},
     "uploads": {"errors"},
