@@ -10,7 +10,8 @@ Modules, one per area of the interface, each exporting ``routes``:
 
 - :mod:`.auth`: sign-in with an API key, sign-out;
 - :mod:`.stores`: the stores: list, create, edit, archive, delete;
-- :mod:`.memories`: a store's tree, search, a memory (view, edit, rename, delete), live updates;
+- :mod:`.memories`: a store's tree, a memory (view, edit, rename, delete), live updates;
+- :mod:`.search`: a store's search, ranked by words and meaning (or exact text);
 - :mod:`.history`: versions, diffs, restore, redact;
 - :mod:`.sessions`: sessions and their timelines;
 - :mod:`.archive`: export (download) and import (upload an archive or a zip of files).
@@ -28,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..store import Store
-from . import archive, auth, history, memories, sessions, stores, web
+from . import archive, auth, history, memories, search, sessions, stores, web
 
 
 def create_console(
@@ -54,7 +55,7 @@ def create_console(
                           read_body=read_body, body_chunks=body_chunks,
                           error_headers=error_headers)
     routes: list[BaseRoute] = []
-    for module in (auth, stores, memories, history, sessions, archive):
+    for module in (auth, stores, memories, search, history, sessions, archive):
         routes += module.routes(console)
     routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
                         name="static"))

@@ -1,8 +1,9 @@
-"""A store's memories: its tree (folders by path, one folder a page: ``?dir=/a/b/``), search
-by path and content, a memory (rendered Markdown and raw text; edit in place with the
-``content_sha256`` precondition, a conflict shown as a diff; rename; delete after a
-confirmation), a new memory, and the live feed (``/stores/{id}/live``, the API's change hub
-behind the sign-in cookie) that keeps an open page current.
+"""A store's memories: its tree (folders by path, one folder a page: ``?dir=/a/b/``, with the
+store's search-status line; the search itself is :mod:`.search`), a memory (rendered Markdown
+and raw text; edit in place with the ``content_sha256`` precondition, a conflict shown as a
+diff; rename; delete after a confirmation), a new memory, and the live feed
+(``/stores/{id}/live``, the API's change hub behind the sign-in cookie) that keeps an open
+page current.
 
 Live regions (``data-live``) are re-rendered alone when the request carries
 ``x-memfs-fragment: 1`` (``static/console.js`` asks so after each change)."""
@@ -22,9 +23,6 @@ from ..models import Memory
 from ..rules import parse_int
 from .diff import diff_html
 from .web import Console, form, page, redirect
-
-#: Searches show this many hits at most.
-SEARCH_LIMIT = 100
 
 
 @dataclass
@@ -116,28 +114,14 @@ def routes(console: Console) -> list[BaseRoute]:
         last = await console.run(store.last_change, sid)
         tree = await console.run(store.tree, sid)
         folders, files = folder_view(tree, directory)
+        status = await console.run(store.search_status, sid)
         context = dict(store=current, directory=directory, crumbs=crumbs(directory),
                        folders=folders, files=files, count=len(tree), last=last,
-                       refresh=store_url(sid, directory), query="")
+                       refresh=store_url(sid, directory), query="", exact=False,
+                       search_status=status)
         if is_fragment(request):
             return console.render(request, "_tree.html", **context)
         return console.render(request, "store.html", **context)
-
-    @page(console, "/stores/{store_id}/search")
-    async def store_search(request: Request) -> Response:
-        sid = request.path_params["store_id"]
-        query = request.query_params.get("q", "")
-        current = await console.run(store.get_store, sid)
-        hits, error = [], None
-        if query:
-            try:
-                hits = await console.run(store.search_memories, sid, query,
-                                         limit=SEARCH_LIMIT + 1)
-            except errors.InvalidRequest as e:
-                error = e.message
-        return console.render(request, "search.html", status=400 if error else 200,
-                              store=current, query=query, hits=hits[:SEARCH_LIMIT],
-                              more=len(hits) > SEARCH_LIMIT, error=error)
 
     @page(console, "/stores/{store_id}/live")
     async def store_live(request: Request) -> Response:
@@ -291,5 +275,5 @@ def routes(console: Console) -> list[BaseRoute]:
                               store=current, memory=memory, error=error,
                               crumbs=crumbs(parent_of(memory.path)))
 
-    return [store_page, store_search, store_live, memory_new, memory_view, memory_save,
+    return [store_page, store_live, memory_new, memory_view, memory_save,
             memory_rename, memory_delete]

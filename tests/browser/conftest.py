@@ -62,7 +62,9 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("console")
-    server = start_server(tmp, "--api-key", KEY)
+    # The local model, as a default ``memfs serve`` has (whatever $MEMFS_EMBEDDINGS says
+    # here): it loads only for a store with vectors, which only the search test makes.
+    server = start_server(tmp, "--api-key", KEY, env={"MEMFS_EMBEDDINGS": "local"})
     server.db = tmp / "memfs.db"  # type: ignore[attr-defined]
     yield server
     assert stop_server(server) == 0

@@ -75,13 +75,14 @@ def test_browse_a_store_tree_of_nested_folders(signed_in: Any, sdk: Sdk) -> None
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
 
 
-def test_search_by_path_and_by_content(signed_in: Any, sdk: Sdk) -> None:
+def test_search_exact_text_by_path_and_by_content(signed_in: Any, sdk: Sdk) -> None:
     sid = new_store(sdk, "Search", {"/prefs/editor.md": "Use tabs; the Editor is VIM.",
                                     "/people/ana.md": "Ana likes the editor helix",
                                     "/rates.md": "a 100% rate", "/other.md": "nothing"})
     pg = signed_in
     pg.goto(f"/stores/{sid}")
     pg.get_by_role("searchbox").fill("editor")
+    pg.get_by_label("Exact text").check()
     pg.get_by_role("button", name="Search").click()
     expect(pg.get_by_role("status")).to_contain_text("2 memories")
     hits = pg.locator("ul.hits > li")
@@ -89,6 +90,7 @@ def test_search_by_path_and_by_content(signed_in: Any, sdk: Sdk) -> None:
     expect(hits.nth(0)).to_contain_text("/prefs/editor.md")  # a path hit first
     expect(hits.nth(1)).to_contain_text("/people/ana.md")
     expect(hits.nth(1).locator("mark")).to_have_text("editor")
+    expect(pg.get_by_label("Exact text")).to_be_checked()  # the mode stays for the next one
     pg.get_by_role("searchbox").fill("vim")  # content, case-insensitive
     pg.get_by_role("button", name="Search").click()
     expect(hits).to_have_count(1)
@@ -107,6 +109,57 @@ def test_search_by_path_and_by_content(signed_in: Any, sdk: Sdk) -> None:
     pg.goto(f"/stores/{sid}/search?q=" + "x" * 2000)  # the store's refusal, next to the form
     expect(pg.get_by_role("alert")).to_contain_text("at most")
     expect(pg.get_by_role("searchbox")).to_be_visible()
+
+
+def test_search_ranks_by_words_and_by_meaning(signed_in: Any, sdk: Sdk,
+                                              console_server: Any) -> None:
+    """A question with none of the memory's words finds it, once the store is indexed by
+    meaning (here by this process, with the local model, as an indexer would)."""
+    from memfs.store import Store
+
+    sid = new_store(sdk, "Recall", {
+        "/pets.md": "Our cat is called Miso and sleeps on the radiator.",
+        "/deploy.md": "Deploys go out on Tuesdays after the standup.",
+        "/food.md": "Ana is vegetarian: no meat at team dinners."})
+    pg = signed_in
+    pg.goto(f"/stores/{sid}")
+    status = pg.locator("[data-search-status]")
+    expect(status).to_contain_text("0 of 3 memories indexed by meaning")
+    expect(status).to_contain_text("no indexer is running")
+    question = "which animal lives with us"
+    pg.get_by_role("searchbox").fill(question)
+    pg.get_by_role("button", name="Search").click()
+    expect(pg.get_by_role("status")).to_contain_text(
+        "No memory is indexed by meaning yet: words alone answered.")
+    expect(pg.locator("ol.hits > li")).to_have_count(0)
+    indexer = Store(console_server.db)
+    try:
+        indexer.use_embeddings("local")
+        assert indexer.index_store(sid).pending == 0
+    finally:
+        indexer.close()
+    pg.goto(f"/stores/{sid}")
+    expect(status).to_contain_text("3 of 3 memories indexed by meaning")
+    expect(status).not_to_contain_text("no indexer")
+    pg.get_by_role("searchbox").fill(question)
+    pg.get_by_role("button", name="Search").click()
+    hits = pg.locator("ol.hits > li")
+    expect(hits).to_have_count(3)  # meaning ranks every memory: the closest first
+    expect(pg.get_by_role("status")).to_have_text("3 memories, best first.")
+    first = hits.first
+    expect(first.get_by_role("link")).to_have_text("/pets.md")
+    expect(first.locator(".tag")).to_have_text(["meaning"])  # not one word of it was asked
+    expect(first.locator(".score")).to_have_text(re.compile(r"^(0\.\d\d|1\.00)$"))
+    expect(first.locator(".snippet")).to_have_text(
+        "Our cat is called Miso and sleeps on the radiator.")
+    # Words and meaning together: both labels, the word marked.
+    pg.get_by_role("searchbox").fill("what do we order for the dinners")
+    pg.get_by_role("button", name="Search").click()
+    expect(first.get_by_role("link")).to_have_text("/food.md")
+    expect(first.locator(".tag")).to_have_text(["words", "meaning"])
+    expect(first.locator("mark")).to_have_text("dinners")
+    first.get_by_role("link").click()
+    expect(pg.get_by_role("heading", level=1)).to_have_text("/food.md")
 
 
 def test_a_memory_rendered_and_raw(signed_in: Any, sdk: Sdk) -> None:
@@ -292,7 +345,8 @@ def test_hostile_content_path_and_store_name_run_nothing(signed_in: Any, sdk: Sd
     pg.get_by_role("link", name="<script>alert(4)</").click()  # "/" makes it a folder
     expect(pg.get_by_role("link", name="script>.md")).to_be_visible()
     for url in (f"/stores/{sid}/memories/{mid}", f"/stores/{sid}/memories/{mid}?view=raw",
-                f"/stores/{sid}/search?q=script", f"/stores/{sid}/memories/{mid}/delete",
+                f"/stores/{sid}/search?q=script", f"/stores/{sid}/search?q=script&mode=exact",
+                f"/stores/{sid}/search?q=" + XSS, f"/stores/{sid}/memories/{mid}/delete",
                 "/stores"):
         pg.goto(url)
         pg.wait_for_load_state("load")
@@ -417,8 +471,17 @@ def test_a_full_store_of_2000_memories_on_a_phone(signed_in: Any, sdk: Sdk,
     pg.get_by_role("link", name="n0999.md").click()
     expect(pg.get_by_role("heading", level=1)).to_have_text("/flat/n0999.md")
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
-    pg.goto(f"/stores/{sid}/search?q=memory 19")
+    pg.goto(f"/stores/{sid}/search?q=memory 19&mode=exact")
     expect(pg.get_by_role("status")).to_contain_text("100+ memories with")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    started = time.monotonic()
+    pg.goto(f"/stores/{sid}/search?q=memory 19")  # ranked: by words, nothing is indexed
+    expect(pg.locator("ol.hits > li")).to_have_count(20)
+    print(f"ranked search of 2,000 memories, words only: "
+          f"{(time.monotonic() - started) * 1000:.0f} ms")
+    expect(pg.get_by_role("status")).to_contain_text("words alone answered")
+    expect(pg.locator("ol.hits > li").first.get_by_role("link")).to_have_text(
+        "/flat/n0019.md")
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
     pg.goto(f"/stores/{sid}/new")
     pg.get_by_label(re.compile("^Path")).fill("/one/too/many.md")
