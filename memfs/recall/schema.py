@@ -45,9 +45,10 @@ def _fold_table() -> tuple[str, str]:
 
 FOLD_FROM, FOLD_TO = _fold_table()
 #: Punctuation that PostgreSQL's parser would keep inside a token (a path, a file name, a
-#: host, an e-mail address...): made spaces, so that words are split as FTS5 and a question
-#: split them (``/team/rota.md`` is team, rota, md).
-_SPLIT = "/._-@:+#~=\\"
+#: host, an e-mail address) or take for an XML tag or entity (which it drops, words and all):
+#: made spaces, so that words are split as FTS5 and a question split them (``/team/rota.md``
+#: is team, rota, md; ``<b>bold</b>`` is b, bold, b).
+_SPLIT = "/._-@:+#~=<>&\\"
 _FOLD = str.maketrans(FOLD_FROM, FOLD_TO)
 
 

@@ -88,6 +88,15 @@ def test_case_and_accents_are_folded_so_french_is_found(store: Store) -> None:
         assert _paths(store, sid, q) == ["/rdv.md"], q
 
 
+def test_words_inside_markup_and_file_names_are_words(store: Store) -> None:
+    # PostgreSQL's parser drops what looks like an XML tag, words and all, and keeps a file
+    # name or a host as one token: both backends split them as a question is split.
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/a.md", "<script>alert(1)</script> see config.yaml", actor=API)
+    for q in ("alert", "script", "yaml", "config"):
+        assert _paths(store, sid, q) == ["/a.md"], q
+
+
 @pytest.mark.parametrize("q", ['"', "'", 'a" OR "b', "NEAR(a b)", "*", "-x", "a AND", "(",
                                "col:val", "x | y & !z", "^", "\\", "%_"])
 def test_query_syntax_in_a_question_is_only_words(store: Store, q: str) -> None:
