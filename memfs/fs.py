@@ -58,6 +58,10 @@ How it works:
   EROFS, logged as a failed tool call; listings and reads are tool events. The change feed's
   ``put``, ``delete`` and ``history`` changes drop what it cached and queue the kernel
   invalidations of its names.
+* ``.search/`` (:mod:`memfs.searchfs`): a question as a file name, the store's best hits as
+  its content; hidden from the root's listing and read-only like ``.history``. The kernel
+  keeps no name or attribute of a question (timeouts 0): each lookup searches again, in a
+  worker thread, and is a tool event; the open after it reads that answer.
 
 Known limitations:
 
@@ -93,6 +97,7 @@ from .historyfs import HISTORY, XATTR_REDACTED, History, HNode, version_xattrs
 from .models import Actor, Change, Memory
 from .protocol import StoreAPI
 from .rules import local_user_actor, validate_path
+from .searchfs import SEARCH, Answer, Refused, Search, SNode, question_of
 from .toolevents import EventSink, comm, tool_pair
 from .tree import FileState, Node, Tree
 
@@ -140,6 +145,7 @@ BUSY_TEXT = "the database stayed locked by another writer; try again"
 
 _BLOCK = 4096
 _HISTORY = HISTORY.encode()
+_SEARCH = SEARCH.encode()
 
 
 def errno_for(exc: errors.MemfsError) -> int:
@@ -347,6 +353,16 @@ class _HistoryHandle:
     listing: list[HNode] | None = None
 
 
+@dataclass(eq=False)
+class _SearchHandle:
+    """An open question file, or ``.search`` itself, being listed (read-only)."""
+
+    node: SNode
+    pid: int
+    comm: str
+    data: bytes = b""
+
+
 class Operations(pyfuse3.Operations):
     """pyfuse3 request handlers over one store.
 
@@ -404,6 +420,15 @@ class Operations(pyfuse3.Operations):
         self.history: History | None = (
             History(self.tree, store, store_id, self._call, self._in_thread)
             if callable(getattr(store, "list_versions", None)) else None)
+        self._search_handles: dict[int, _SearchHandle] = {}
+        #: The ``.search`` directory (None: a store that cannot search, as a snapshot's).
+        search = getattr(store, "search", None)
+        self.search: Search | None = (
+            Search(self.tree, search, store_id, self._in_thread, self._display)
+            if callable(search) else None)
+        #: Names of the root that are not the tree's (hidden from its listing).
+        self._reserved = {n for n, on in ((HISTORY, self.history), (SEARCH, self.search))
+                          if on is not None}
         self._next_fh = 1
         self._mutex = trio.Lock()
         #: The inode the root's ".." lists (None: the root itself): the directory this tree
@@ -732,23 +757,27 @@ class Operations(pyfuse3.Operations):
         return self._history_reply(child)
 
     def _history_path(self, parent_inode: int, name: bytes | None = None) -> str | None:
-        """The path (below the mount root) of ``.history`` or an entry in it that a request
-        would change (None: not in ``.history``). ``.history`` in the mount root is reserved:
-        it cannot be made, removed or renamed either."""
-        hp = self._hist(parent_inode)
-        if hp is not None:
-            return hp.display + ("" if name is None else "/" + name.decode("utf-8", "replace"))
-        if name == _HISTORY and parent_inode == self.root.ino and self.history is not None:
-            return "/" + HISTORY
+        """The path (below the mount root) of ``.history`` or ``.search`` or an entry in them
+        that a request would change (None: in neither). Both names in the mount root are
+        reserved: they cannot be made, removed or renamed either."""
+        vp: HNode | SNode | None = self._hist(parent_inode) or self._srch(parent_inode)
+        if vp is not None:
+            return vp.display + ("" if name is None else "/" + name.decode("utf-8", "replace"))
+        if parent_inode == self.root.ino and name is not None and \
+                name.decode("utf-8", "replace") in self._reserved:
+            return "/" + name.decode()
         return None
 
     def _refuse_history(self, operation: str, path: str | None, new_path: str | None = None,
                         *, ctx: pyfuse3.RequestContext) -> None:
-        """EROFS for a change under ``.history`` (``path`` not None), logged like the
-        refusals of a read-only mount."""
+        """EROFS for a change under ``.history`` or ``.search`` (``path`` not None), logged
+        like the refusals of a read-only mount."""
         if path is None:
             return
-        f = _Failure(errno.EROFS, f"{self._display(path)} is read-only (the store's history)")
+        searched = any(p is not None and (p == "/" + SEARCH or p.startswith(f"/{SEARCH}/"))
+                       for p in (path, new_path))
+        what = "search results" if searched else "the store's history"
+        f = _Failure(errno.EROFS, f"{self._display(path)} is read-only ({what})")
         comm_, pid = self._ctx_name(ctx)
         self._emit(self._pair(comm_, pid, operation, path, failure=f, new_path=new_path))
         raise FUSEError(errno.EROFS)
@@ -781,6 +810,95 @@ class Operations(pyfuse3.Operations):
                 text=f"listed {self._display(path)}: {n} entr{'y' if n == 1 else 'ies'}"))
         assert self.history is not None
         self.history.release_if_unused(h.node)
+
+    # -- .search (memfs.searchfs): read-only; the kernel caches no question ---------------------
+
+    def _srch(self, inode: int) -> SNode | None:
+        return self.search.nodes.get(inode) if self.search is not None else None
+
+    def _search_attrs(self, node: SNode) -> pyfuse3.EntryAttributes:
+        # The mount's own modes, as for .history (a change is refused by the daemon, logged).
+        entry = self._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
+                            node.answer.mtime_ns if node.answer else node.mtime_ns,
+                            node.mtime_ns)
+        if not node.is_dir:
+            # Never cached: every lookup (cat, stat) asks the question again.
+            entry.entry_timeout = entry.attr_timeout = 0
+            node.told = node.size
+        return entry
+
+    def _search_reply(self, node: SNode) -> pyfuse3.EntryAttributes:
+        node.lookups += 1
+        return self._search_attrs(node)
+
+    async def _search_lookup(self, parent: SNode, name: bytes,
+                             ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        if name == b".":
+            return self._search_reply(parent)
+        if name == b"..":
+            return self._lookup_reply(self.root)
+        if not parent.is_dir:
+            raise FUSEError(errno.ENOTDIR)
+        assert self.search is not None
+        path = f"/{SEARCH}/{name.decode('utf-8', 'replace')}"
+        try:
+            node = self.search.file(question_of(name))
+            await self._ask(node, ctx)
+        except Refused as r:
+            comm_, pid = self._ctx_name(ctx)
+            self._emit(self._pair(comm_, pid, "search", path,
+                                  failure=_Failure(r.errno, r.why)))
+            raise FUSEError(r.errno) from None
+        return self._search_reply(node)
+
+    async def _ask(self, node: SNode, ctx: pyfuse3.RequestContext) -> Answer:
+        """Search for the node's question now: a tool event, failed or not."""
+        assert self.search is not None and node.question is not None
+        comm_, pid = self._ctx_name(ctx)
+        try:
+            answer = await self.search.ask(node)
+        except errors.MemfsError as e:
+            self.search.release_if_unused(node)  # a refused question is not kept
+            f = _Failure.of(e)
+            self._emit(self._pair(comm_, pid, "search", node.display, failure=f))
+            raise f from None
+        self._emit(self._pair(comm_, pid, "search", node.display,
+                              text=answer.summary(node.question)))
+        return answer
+
+    async def _search_answer(self, node: SNode, ctx: pyfuse3.RequestContext, *,
+                             latest: bool = False) -> Answer:
+        """The answer a lookup just gave the kernel (``latest``: the last one, however old),
+        else a new one."""
+        assert self.search is not None
+        found = node.answer if latest else self.search.recent(node)
+        return found or await self._ask(node, ctx)
+
+    async def _search_open(self, node: SNode, flags: int,
+                           ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        if node.is_dir:
+            raise FUSEError(errno.EISDIR)
+        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
+            self._refuse_history("write", node.display, ctx=ctx)
+        answer = await self._search_answer(node, ctx)
+        comm_, pid = self._ctx_name(ctx)
+        fh = self._next_fh
+        self._next_fh += 1
+        self._search_handles[fh] = _SearchHandle(node, pid, comm_, answer.data)
+        node.handles += 1
+        # The kernel reads up to the size it was told: an answer of another size (asked again
+        # since) is read past it, without the page cache.
+        return pyfuse3.FileInfo(fh=FileHandleT(fh), keep_cache=False,
+                                direct_io=len(answer.data) != node.told)
+
+    def _search_release(self, fh: int) -> None:
+        h = self._search_handles.pop(fh)
+        h.node.handles -= 1
+        if h.node.is_dir:
+            self._emit(self._pair(h.comm, h.pid, "list", h.node.display,
+                                  text=f"listed {self._display(h.node.display)}: 0 entries"))
+        assert self.search is not None
+        self.search.release_if_unused(h.node)
 
     async def _data(self, node: Node) -> bytes | bytearray:
         """The content this mount shows: the write buffer, else the committed content."""
@@ -1023,6 +1141,9 @@ class Operations(pyfuse3.Operations):
         hp = self._hist(parent_inode)
         if hp is not None:
             return await self._history_lookup(hp, name)
+        sp = self._srch(parent_inode)
+        if sp is not None:
+            return await self._search_lookup(sp, name, ctx)
         parent = self._node(parent_inode)
         if name == b".":
             return self._lookup_reply(parent)
@@ -1034,6 +1155,8 @@ class Operations(pyfuse3.Operations):
             # Reserved: a memory under /.history/ is shadowed in the mount (its history is
             # in .history/.history/).
             return self._history_reply(self.history.root)
+        if name == _SEARCH and parent is self.root and self.search is not None:
+            return self._search_reply(self.search.root)  # reserved too
         child = self._child(parent, name)
         if child is None:
             # ENOENT rather than a negative entry: a file created elsewhere must not stay
@@ -1048,6 +1171,8 @@ class Operations(pyfuse3.Operations):
                 node = self.tree.nodes.get(inode)
                 if node is None and self.history is not None:
                     self.history.forget(inode, nlookup)
+                if node is None and self.search is not None:
+                    self.search.forget(inode, nlookup)
                 if node is None or node is self.root:
                     continue
                 node.lookups -= nlookup
@@ -1061,6 +1186,11 @@ class Operations(pyfuse3.Operations):
         if hn is not None:
             assert self.history is not None
             return self._history_attrs(await self.history.refresh(hn))
+        sn = self._srch(inode)
+        if sn is not None:
+            if not sn.is_dir:
+                await self._search_answer(sn, ctx, latest=True)
+            return self._search_attrs(sn)
         return self._attrs(self._node(inode))
 
     @_handler
@@ -1075,6 +1205,9 @@ class Operations(pyfuse3.Operations):
         hn = self._hist(inode)
         if hn is not None:
             self._refuse_history("truncate" if fields.update_size else "chmod", hn.display, ctx=ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            self._refuse_history("truncate" if fields.update_size else "chmod", sn.display, ctx=ctx)
         node = self._node(inode)
         changes = [op for op, asked in (
             ("chmod", fields.update_mode), ("chown", fields.update_uid or fields.update_gid),
@@ -1178,6 +1311,9 @@ class Operations(pyfuse3.Operations):
         hn = self._hist(inode)
         if hn is not None:
             return await self._history_open(hn, flags, ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            return await self._search_open(sn, flags, ctx)
         node = self._node(inode)
         if node.is_dir:
             raise FUSEError(errno.EISDIR)
@@ -1274,6 +1410,9 @@ class Operations(pyfuse3.Operations):
         hh = self._history_handles.get(fh)
         if hh is not None:
             return hh.data[off : off + size]
+        sh = self._search_handles.get(fh)
+        if sh is not None:
+            return sh.data[off : off + size]
         h = self._handles.get(fh)
         if h is None:
             raise FUSEError(errno.EBADF)
@@ -1337,6 +1476,8 @@ class Operations(pyfuse3.Operations):
     async def release(self, fh: FileHandleT) -> None:
         if fh in self._history_handles:
             return self._history_release(fh)
+        if fh in self._search_handles:
+            return self._search_release(fh)
         h = self._handles.pop(fh, None)
         if h is None:
             return
@@ -1385,15 +1526,26 @@ class Operations(pyfuse3.Operations):
             comm_, pid = self._ctx_name(ctx)
             entries = await self.history.listing(hn)
             return self._history_register(_HistoryHandle(hn, pid, comm_, listing=entries))
+        sn = self._srch(inode)
+        if sn is not None:
+            if not sn.is_dir:
+                raise FUSEError(errno.ENOTDIR)
+            comm_, pid = self._ctx_name(ctx)
+            fh = self._next_fh
+            self._next_fh += 1
+            self._search_handles[fh] = _SearchHandle(sn, pid, comm_)
+            sn.handles += 1
+            return FileHandleT(fh)
         node = self._node(inode)
         if not node.is_dir:
             raise FUSEError(errno.ENOTDIR)
         comm_, pid = self._ctx_name(ctx)
         assert node.children is not None
         # A snapshot, so that readdir offsets stay stable while entries come and go. The
-        # root never lists .history (asked for by name only: `ls -a`, `grep -r` skip it).
+        # root never lists .history nor .search (asked for by name only: `ls -a`, `grep -r`
+        # skip them).
         listing = [node.children[k] for k in sorted(node.children)
-                   if node is not self.root or k != HISTORY]
+                   if node is not self.root or k not in self._reserved]
         return self._register(_Handle(node, False, pid, comm_, listing=listing))
 
     @_handler
@@ -1413,6 +1565,10 @@ class Operations(pyfuse3.Operations):
                     return
                 e.lookups += 1
             return
+        sh = self._search_handles.get(fh)
+        if sh is not None:
+            self._reply_dots(token, start_id, sh.node.ino, self.root.ino)
+            return  # no question is listed
         h = self._handles.get(fh)
         if h is None or h.listing is None:
             raise FUSEError(errno.EBADF)
@@ -1451,12 +1607,17 @@ class Operations(pyfuse3.Operations):
         hn = self._hist(ino)
         if hn is not None:
             return self._history_attrs(hn)
+        sn = self._srch(ino)
+        if sn is not None:
+            return self._search_attrs(sn)
         return self._entry(ino, True, 2, 4096, 0, 0)  # outside this tree (a session's root)
 
     @_handler
     async def releasedir(self, fh: FileHandleT) -> None:
         if fh in self._history_handles:
             return self._history_release(fh)
+        if fh in self._search_handles:
+            return self._search_release(fh)
         h = self._handles.pop(fh, None)
         if h is None:
             return
@@ -1741,6 +1902,14 @@ class Operations(pyfuse3.Operations):
             if value is None:
                 raise FUSEError(pyfuse3.ENOATTR)
             return value
+        sn = self._srch(inode)
+        if sn is not None:
+            value = None
+            if not sn.is_dir and name.startswith(b"user.memfs.search."):
+                value = (await self._search_answer(sn, ctx, latest=True)).xattrs().get(name)
+            if value is None:
+                raise FUSEError(pyfuse3.ENOATTR)
+            return value
         node = self._node(inode)
         m = node.memory
         if m is not None and not node.is_dir and name == XATTR_REDACTED:
@@ -1763,6 +1932,12 @@ class Operations(pyfuse3.Operations):
             await self.history.refresh(hn)
             names = version_xattrs(hn.version) if hn.version is not None else {}
             return [XAttrNameT(n) for n in names]
+        sn = self._srch(inode)
+        if sn is not None:
+            if sn.is_dir:
+                return []
+            answer = await self._search_answer(sn, ctx, latest=True)
+            return [XAttrNameT(n) for n in answer.xattrs()]
         node = self._node(inode)
         if node.is_dir or node.memory is None:
             return []
@@ -1783,6 +1958,9 @@ class Operations(pyfuse3.Operations):
         hn = self._hist(inode)
         if hn is not None:
             self._refuse_history("setxattr", hn.display, ctx=ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            self._refuse_history("setxattr", sn.display, ctx=ctx)
         self._refuse_if_read_only("setxattr", self._node(inode).path, ctx)
         # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
@@ -1793,5 +1971,8 @@ class Operations(pyfuse3.Operations):
         hn = self._hist(inode)
         if hn is not None:
             self._refuse_history("removexattr", hn.display, ctx=ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            self._refuse_history("removexattr", sn.display, ctx=ctx)
         self._refuse_if_read_only("removexattr", self._node(inode).path, ctx)
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)

@@ -36,7 +36,10 @@ ALLOWED: dict[str, set[str]] = {
     "toolevents": {"protocol", "rules", "errors", "models"},
     # The .history directory of a mount (no pyfuse3): the same layer as the tree.
     "historyfs": {"tree", "protocol", "rules", "errors", "models"},
-    "fs": {"tree", "historyfs", "toolevents", "protocol", "rules", "errors", "models"},
+    # The .search directory of a mount (no pyfuse3): beside .history.
+    "searchfs": {"historyfs", "tree"},
+    "fs": {"tree", "historyfs", "searchfs", "toolevents", "protocol", "rules", "errors",
+           "models"},
     "watch": {"fs", "tree", "toolevents", "protocol", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
     # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.

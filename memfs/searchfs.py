@@ -1,0 +1,262 @@
+"""The read-only ``.search/`` directory of a mount: a question as a file name, its answer as the
+file's content.
+
+``cat "MOUNT/.search/who gets paged at night"`` prints the store's best hits for the question
+(:meth:`memfs.store.Store.search`: words and meaning, best first, 10 at most), one per line::
+
+    /mnt/memory/notes/people/oncall.md<TAB>0.9312<TAB>Nights and weekends: Dana is paged first…
+
+- **The path first**, as the agent sees it: the mount path followed by the memory's path, so
+  ``cut -f1`` gives files that can be read from anywhere (``cut -f1 | xargs -d '\\n' cat``; the
+  ``-d '\\n'`` because a path may hold spaces, never a TAB or a newline). Then the score, in
+  (0, 1] with 4 decimals, and a one-line snippet (no TAB, no newline). No hit: an empty file.
+- **Only hits in the file**, so that every line is one for pipes. When meaning could not rank
+  (no provider, the index not built yet, the provider down), words alone answered; the file says
+  nothing of it, the tool event does (its text), and so do the extended attributes
+  ``user.memfs.search.meaning`` (``true``/``false``), ``user.memfs.search.note`` (why, or how
+  much of the store meaning covers), ``user.memfs.search.indexed`` (``N/M`` memories) and
+  ``user.memfs.search.model``.
+- **Fresh at every use**: the kernel keeps no name or attribute of a question (both timeouts
+  0), so every path lookup (``cat``, ``stat``, ``ls -l``) searches again and returns the size of
+  that answer; the ``open`` that follows a lookup (within :data:`REUSE_SECONDS`) reads the same
+  answer, so size and content agree. A memory is found by its words as soon as its write has
+  returned.
+- **Each search is a tool event** (operation ``search``, the question file's path, the hits'
+  paths and scores and, when words alone answered, why), failed ones too.
+- **Refused**: a question over 255 bytes (``ENAMETOOLONG``), one that is not UTF-8
+  (``EILSEQ``, as a file name that is not UTF-8 is everywhere in a mount), one the store
+  refuses (no word, a control character: ``EINVAL``). ``/`` and NUL cannot be in a file name.
+  Every change under ``.search`` is ``EROFS`` (:mod:`memfs.fs`). ``ls .search/`` lists nothing.
+- Only where the store searches: a time-travel mount's store (:class:`~memfs.snapshot.
+  SnapshotStore`) does not, and has no ``.search``.
+
+Searches run in a worker thread (a query embedding takes tens of milliseconds, a provider that
+hangs up to 2 s): the trio thread keeps serving. No pyfuse3 here: :mod:`memfs.fs` answers the
+kernel with what :class:`Search` returns, and this module is tested alone.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .historyfs import HISTORY
+from .tree import Tree
+
+if TYPE_CHECKING:
+    from .recall.search import Result
+
+__all__ = ["SEARCH", "Search", "SNode", "Answer", "Refused", "render", "REUSE_SECONDS"]
+
+#: The name of the search directory in a mount's root (hidden from its listing).
+SEARCH = ".search"
+#: The longest question, in bytes: a file name's limit.
+MAX_QUESTION_BYTES = 255
+#: Seconds an answer found by a lookup is what the open (or getattr, getxattr) after it reads.
+REUSE_SECONDS = 1.0
+#: Answers kept at most (of questions the kernel still knows; the oldest dropped first).
+ANSWERS_KEPT = 256
+
+XATTR_MEANING = b"user.memfs.search.meaning"
+XATTR_NOTE = b"user.memfs.search.note"
+XATTR_INDEXED = b"user.memfs.search.indexed"
+XATTR_MODEL = b"user.memfs.search.model"
+
+Call = Callable[..., Awaitable[Any]]
+
+_ONE_LINE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+#: Memories under these are shadowed in a mount (their names are the virtual directories).
+_SHADOWED = ("/" + HISTORY + "/", "/" + SEARCH + "/")
+
+
+class Refused(Exception):
+    """A question the mount cannot ask: the errno, and the line for the event log."""
+
+    def __init__(self, errno_: int, why: str) -> None:
+        super().__init__(errno_, why)
+        self.errno = errno_
+        self.why = why
+
+
+@dataclass
+class Answer:
+    """A question's answer as the file shows it (``data``), and how it was found."""
+
+    data: bytes
+    result: Result
+    hits: list[tuple[str, float]]
+    mtime_ns: int
+    at: float
+
+    def xattrs(self) -> dict[bytes, bytes]:
+        r = self.result
+        out = {XATTR_MEANING: b"true" if r.meaning else b"false",
+               XATTR_INDEXED: f"{r.indexed}/{r.memories}".encode()}
+        if r.note:
+            out[XATTR_NOTE] = r.note.encode("utf-8")
+        if r.model:
+            out[XATTR_MODEL] = r.model.encode("utf-8")
+        return out
+
+    def summary(self, question: str) -> str:
+        """The tool event's text: how many hits, how they were found, then each hit's path
+        and score, one a line."""
+        n = len(self.hits)
+        how = "by words and meaning" if self.result.meaning else "by words only"
+        lines = [f"searched for {question!r}: {n} hit{'' if n == 1 else 's'} {how}"
+                 + (f" ({self.result.note})" if self.result.note else "")]
+        lines += [f"{path}\t{score:.4f}" for path, score in self.hits]
+        return "\n".join(lines)
+
+
+def render(result: Result, display: Callable[[str], str]) -> tuple[bytes, list[tuple[str, float]]]:
+    """The file's content (``path<TAB>score<TAB>snippet`` lines, best first) and the hits it
+    shows (their displayed paths and scores). Memories the mount shadows are left out."""
+    lines: list[str] = []
+    shown: list[tuple[str, float]] = []
+    for hit in result.hits:
+        if hit.path.startswith(_SHADOWED):
+            continue
+        path = display(hit.path)
+        shown.append((path, hit.score))
+        lines.append(f"{path}\t{hit.score:.4f}\t{hit.snippet.translate(_ONE_LINE)}\n")
+    return "".join(lines).encode("utf-8"), shown
+
+
+@dataclass(eq=False, slots=True)
+class SNode:
+    """``.search`` itself (``question`` None) or one question's file."""
+
+    ino: int
+    question: str | None
+    mtime_ns: int
+    lookups: int = 0
+    handles: int = 0
+    answer: Answer | None = None
+    #: The size the kernel was last told (the answer a lookup or getattr gave).
+    told: int = -1
+
+    @property
+    def is_dir(self) -> bool:
+        return self.question is None
+
+    @property
+    def display(self) -> str:
+        """The path below the mount root, as an agent sees it (``/.search/who is on call``)."""
+        return "/" + SEARCH + ("" if self.question is None else "/" + self.question)
+
+    @property
+    def size(self) -> int:
+        if self.question is None:
+            return 4096
+        return len(self.answer.data) if self.answer is not None else 0
+
+
+def question_of(name: bytes) -> str:
+    """A file name under ``.search`` as a question.
+
+    :raises Refused: ENAMETOOLONG (over 255 bytes), EILSEQ (not UTF-8).
+    """
+    if len(name) > MAX_QUESTION_BYTES:
+        raise Refused(errno.ENAMETOOLONG,
+                      f"a question is at most {MAX_QUESTION_BYTES} bytes (a file name), "
+                      f"not {len(name)}")
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refused(errno.EILSEQ, "a question must be UTF-8 text") from None
+
+
+class Search:
+    """The ``.search`` directory of one mount.
+
+    :param tree: the mount's tree (its inode allocator).
+    :param search: the store's ``search`` (:meth:`memfs.store.Store.search`, or a server's
+        through :class:`memfs.client.Client`).
+    :param call: runs a blocking store call in a worker thread
+        (:meth:`memfs.fs.Operations._in_thread`): a search may take long.
+    :param display: a memory path as the agent sees it (the mount path before it).
+    """
+
+    def __init__(self, tree: Tree, search: Callable[..., Result], store_id: str, call: Call,
+                 display: Callable[[str], str]) -> None:
+        self.tree = tree
+        self._search = search
+        self.store_id = store_id
+        self._call = call
+        self._display = display
+        self.nodes: dict[int, SNode] = {}
+        self._root: SNode | None = None
+        self._files: dict[str, SNode] = {}
+        #: Nodes holding an answer, least recently answered first.
+        self._answered: OrderedDict[int, None] = OrderedDict()
+        #: Searches made (for tests).
+        self.searches = 0
+
+    @property
+    def root(self) -> SNode:
+        """``.search`` itself (made at first use: a session daemon renumbers the tree's inodes
+        before it loads it)."""
+        if self._root is None:
+            self._root = SNode(self.tree.new_ino(), None, time.time_ns())
+            self.nodes[self._root.ino] = self._root
+        return self._root
+
+    def file(self, question: str) -> SNode:
+        """The node of a question (the same one while the kernel knows it)."""
+        node = self._files.get(question)
+        if node is None:
+            node = SNode(self.tree.new_ino(), question, time.time_ns())
+            self._files[question] = node
+            self.nodes[node.ino] = node
+        return node
+
+    async def ask(self, node: SNode) -> Answer:
+        """Search the store for the node's question now; the answer is kept on the node.
+
+        :raises MemfsError: the store refused the question (``InvalidRequest``: no word, a
+            control character), or failed.
+        """
+        assert node.question is not None
+        self.searches += 1
+        result: Result = await self._call(self._search, self.store_id, node.question)
+        data, hits = render(result, self._display)
+        answer = Answer(data, result, hits, time.time_ns(), time.monotonic())
+        node.answer = answer
+        self._answered[node.ino] = None
+        self._answered.move_to_end(node.ino)
+        while len(self._answered) > ANSWERS_KEPT:
+            old, _ = self._answered.popitem(last=False)
+            dropped = self.nodes.get(old)
+            if dropped is not None:
+                dropped.answer = None
+        return answer
+
+    @staticmethod
+    def recent(node: SNode) -> Answer | None:
+        """The node's answer if a lookup found it just now (what the kernel was told)."""
+        a = node.answer
+        if a is not None and time.monotonic() - a.at < REUSE_SECONDS:
+            return a
+        return None
+
+    def forget(self, ino: int, n: int) -> None:
+        """The kernel forgot ``n`` lookups of ``ino``."""
+        node = self.nodes.get(ino)
+        if node is None:
+            return
+        node.lookups -= n
+        self.release_if_unused(node)
+
+    def release_if_unused(self, node: SNode) -> None:
+        """Drop a question nobody refers to (asked again, it gets a new inode)."""
+        if node.lookups > 0 or node.handles or node.question is None:
+            return
+        self.nodes.pop(node.ino, None)
+        self._answered.pop(node.ino, None)
+        if self._files.get(node.question) is node:
+            del self._files[node.question]

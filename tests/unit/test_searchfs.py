@@ -1,0 +1,330 @@
+"""memfs.searchfs alone, and the ``.search/`` handlers of memfs.fs (no kernel): a question as a
+file name, the store's best hits as its content."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+import time
+from typing import Any
+
+import pyfuse3
+import pytest
+
+from memfs import Actor
+from memfs.fs import EventSink, Operations
+from memfs.recall.search import Hit, Result
+from memfs.searchfs import REUSE_SECONDS, SEARCH, Refused, question_of, render
+from memfs.snapshot import SnapshotStore
+from memfs.store import Store
+from tests.conftest import Backend
+
+from .test_fs_ops import (  # noqa: F401 - _close_sinks: an autouse fixture
+    _SINKS,
+    CTX,
+    ROOT,
+    Fields,
+    _close_sinks,
+    events,
+    make_ops,
+    raises,
+    read_file,
+    write_file,
+)
+
+ACTOR = Actor.user("user_test")
+W = os.O_WRONLY | os.O_CREAT
+
+
+@pytest.fixture(autouse=True)
+def _words_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Words alone, unless a test asks for the local model (it says so)."""
+    monkeypatch.setenv("MEMFS_EMBEDDINGS", "none")
+
+
+async def ask(ops: Operations, question: str | bytes) -> tuple[pyfuse3.EntryAttributes, bytes]:
+    """``cat MOUNT/.search/QUESTION``: the lookups, then open, read and release."""
+    d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
+    name = question.encode() if isinstance(question, str) else question
+    attrs = await ops.lookup(d.st_ino, name, CTX)
+    return attrs, await read_file(ops, attrs.st_ino)
+
+
+def lines(data: bytes) -> list[list[str]]:
+    text = data.decode()
+    assert text == "" or text.endswith("\n")
+    return [line.split("\t") for line in text.splitlines()]
+
+
+def results(ops: Operations, operation: str = "search") -> list[tuple[dict, dict]]:
+    evs = events(ops)
+    by_use = {e["tool_use_id"]: e for e in evs if e["type"] == "agent.tool_result"}
+    return [(e, by_use[e["id"]]) for e in evs
+            if e["type"] == "agent.tool_use" and e["input"]["operation"] == operation]
+
+
+async def memories(ops: Operations) -> None:
+    await write_file(ops, ROOT, b"oncall.md",
+                     b"Nights and weekends: Dana is paged first, then Lee.\n")
+    d = await ops.mkdir(ROOT, b"prefs", 0o40755, CTX)
+    await write_file(ops, d.st_ino, b"editor.md", b"Use vim, tabs of four.\n")
+    await write_file(ops, ROOT, b"lunch.md", b"Friday lunch is at noon, pizza.\n")
+
+
+# -- searchfs alone ---------------------------------------------------------------------------
+
+
+def test_questions_are_file_names() -> None:
+    assert question_of(b"who gets paged at night") == "who gets paged at night"
+    assert question_of("où est la réunion ?".encode()) == "où est la réunion ?"
+    assert question_of(b"x" * 255) == "x" * 255
+    with pytest.raises(Refused) as e:
+        question_of(b"x" * 256)
+    assert e.value.errno == errno.ENAMETOOLONG
+    with pytest.raises(Refused) as e:
+        question_of(b"caf\xe9")
+    assert e.value.errno == errno.EILSEQ
+
+
+def test_render_one_line_a_hit_path_first() -> None:
+    hits = [Hit("mem_1", "/people/on call.md", 0.93121, "paged\tat\nnight", ("words",), "t"),
+            Hit("mem_2", "/.history/x.md", 0.5, "shadowed", ("words",), "t"),
+            Hit("mem_3", "/a.md", 0.25, "", ("meaning",), "t")]
+    data, shown = render(Result(hits, False), lambda p: "/mnt/n" + p)
+    assert data == b"/mnt/n/people/on call.md\t0.9312\tpaged at night\n/mnt/n/a.md\t0.2500\t\n"
+    assert shown == [("/mnt/n/people/on call.md", 0.93121), ("/mnt/n/a.md", 0.25)]
+    assert render(Result([], False), str) == (b"", [])
+
+
+# -- through the handlers ---------------------------------------------------------------------
+
+
+async def test_cat_a_question_prints_hits_best_first(store: Store, tmp_path) -> None:
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    attrs, data = await ask(ops, "who gets paged at night and on weekends")
+    assert stat.S_ISREG(attrs.st_mode) and stat.S_IMODE(attrs.st_mode) == 0o644
+    assert attrs.st_size == len(data) > 0  # the size the kernel is told is the content's
+    assert attrs.entry_timeout == 0 and attrs.attr_timeout == 0  # asked again every time
+    rows = lines(data)
+    assert rows[0][0] == "/mnt/memory/t/oncall.md"  # the path as the agent sees it
+    assert all(len(r) == 3 for r in rows)
+    assert 0 < float(rows[0][1]) <= 1 and "Dana is paged" in rows[0][2]
+    assert [float(r[1]) for r in rows] == sorted((float(r[1]) for r in rows), reverse=True)
+    # What meaning could not do is in the xattrs (the file holds hits only).
+    xattrs = await ops.listxattr(attrs.st_ino, CTX)
+    assert b"user.memfs.search.meaning" in xattrs
+    assert await ops.getxattr(attrs.st_ino, b"user.memfs.search.meaning", CTX) == b"false"
+    note = await ops.getxattr(attrs.st_ino, b"user.memfs.search.note", CTX)
+    assert b"meaning is off" in note
+    assert await ops.getxattr(attrs.st_ino, b"user.memfs.search.indexed", CTX) == b"0/3"
+    await raises(pyfuse3.ENOATTR, ops.getxattr(attrs.st_ino, b"user.memfs.search.model", CTX))
+    await raises(pyfuse3.ENOATTR, ops.getxattr(attrs.st_ino, b"security.selinux", CTX))
+    # One tool event per search, with the hits and why words alone answered.
+    [(use, res)] = results(ops)
+    assert use["input"]["file_path"] == \
+        "/mnt/memory/t/.search/who gets paged at night and on weekends"
+    text = res["content"][0]["text"]
+    assert res["is_error"] is False
+    assert text.startswith("searched for 'who gets paged at night and on weekends': ")
+    assert "by words only (meaning is off" in text
+    assert "/mnt/memory/t/oncall.md\t" in text
+
+
+async def test_no_hit_is_an_empty_file(store: Store, tmp_path) -> None:
+    ops, _ = make_ops(store, tmp_path)
+    await memories(ops)
+    attrs, data = await ask(ops, "xylophone")
+    assert data == b"" and attrs.st_size == 0
+
+
+async def test_found_by_its_words_as_soon_as_its_write_returns(store: Store, tmp_path) -> None:
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    assert (await ask(ops, "quokka"))[1] == b""
+    await write_file(ops, ROOT, b"zoo.md", b"The quokka lives on Rottnest.")
+    assert lines((await ask(ops, "quokka"))[1])[0][0] == "/mnt/memory/t/zoo.md"
+    store.write_path(sid, "/elsewhere.md", "a quokka here too", actor=ACTOR)  # not the mount
+    assert len(lines((await ask(ops, "quokka"))[1])) == 2
+    d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
+    await ops.unlink(ROOT, b"zoo.md", CTX)
+    assert [r[0] for r in lines((await ask(ops, "quokka"))[1])] == ["/mnt/memory/t/elsewhere.md"]
+    assert (await ops.lookup(d.st_ino, b"..", CTX)).st_ino == ROOT
+
+
+async def test_the_open_after_a_lookup_reads_its_answer(store: Store, tmp_path) -> None:
+    """Size and content agree: the kernel reads up to the size the lookup gave."""
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
+    attrs = await ops.lookup(d.st_ino, b"pizza", CTX)
+    store.write_path(sid, "/more.md", "more pizza, more pizza", actor=ACTOR)
+    info = await ops.open(attrs.st_ino, os.O_RDONLY, CTX)
+    assert not info.direct_io and not info.keep_cache
+    data = await ops.read(info.fh, 0, 1 << 16)
+    await ops.release(info.fh)
+    assert len(data) == attrs.st_size and len(lines(data)) == 1
+    assert (await ops.getattr(attrs.st_ino, CTX)).st_size == attrs.st_size
+    # An open long after its lookup asks again; a size the kernel was not told is read
+    # without the page cache (direct_io), past the old size.
+    assert ops.search is not None
+    node = ops.search.nodes[attrs.st_ino]
+    assert node.answer is not None
+    node.answer.at -= REUSE_SECONDS
+    info = await ops.open(attrs.st_ino, os.O_RDONLY, CTX)
+    assert info.direct_io
+    data = await ops.read(info.fh, 0, 1 << 16)
+    await ops.release(info.fh)
+    assert len(lines(data)) == 2
+    assert len(results(ops)) == 2  # each search is a tool event
+
+
+async def test_questions_that_cannot_be_asked(store: Store, tmp_path) -> None:
+    ops, _ = make_ops(store, tmp_path)
+    await memories(ops)
+    d = (await ops.lookup(ROOT, SEARCH.encode(), CTX)).st_ino
+    await raises(errno.ENAMETOOLONG, ops.lookup(d, b"why " * 64, CTX))
+    await raises(errno.EILSEQ, ops.lookup(d, b"caf\xe9 au lait", CTX))
+    await raises(errno.EINVAL, ops.lookup(d, b"   ", CTX))  # no word
+    assert (await ops.lookup(d, b"?!", CTX)).st_size == 0  # no word, but a question
+    f = (await ops.lookup(d, b"pizza", CTX)).st_ino
+    await raises(errno.ENOTDIR, ops.lookup(f, b"deeper", CTX))  # .search/pizza/deeper
+    await raises(errno.ENOTDIR, ops.opendir(f, CTX))
+    await raises(errno.EISDIR, ops.open(d, os.O_RDONLY, CTX))
+    failed = [r for _, r in results(ops) if r["is_error"]]
+    assert [r["content"][0]["text"].split(":")[0] for r in failed] == [
+        "ENAMETOOLONG", "EILSEQ", "EINVAL"]
+    assert ops.search is not None and len(ops.search.nodes) == 3  # no refused question kept
+
+
+async def test_every_change_under_search_is_erofs_and_logged(store: Store, tmp_path) -> None:
+    ops, sid = make_ops(store, tmp_path)
+    await write_file(ops, ROOT, b"n.md", b"pizza")
+    d = (await ops.lookup(ROOT, SEARCH.encode(), CTX)).st_ino
+    f = (await ops.lookup(d, b"pizza", CTX)).st_ino
+    await raises(errno.EROFS, ops.create(d, b"new", 0o100644, W, CTX))
+    await raises(errno.EROFS, ops.create(ROOT, b".search", 0o100644, W, CTX))
+    await raises(errno.EROFS, ops.open(f, os.O_WRONLY, CTX))
+    await raises(errno.EROFS, ops.open(f, os.O_RDWR, CTX))
+    await raises(errno.EROFS, ops.open(f, os.O_RDONLY | os.O_TRUNC, CTX))
+    await raises(errno.EROFS, ops.mkdir(d, b"x", 0o40755, CTX))
+    await raises(errno.EROFS, ops.mkdir(ROOT, b".search", 0o40755, CTX))
+    await raises(errno.EROFS, ops.unlink(d, b"pizza", CTX))
+    await raises(errno.EROFS, ops.rmdir(ROOT, b".search", CTX))
+    await raises(errno.EROFS, ops.rename(d, b"pizza", ROOT, b"out", 0, CTX))
+    await raises(errno.EROFS, ops.rename(ROOT, b"n.md", d, b"in", 0, CTX))
+    await raises(errno.EROFS, ops.rename(ROOT, b".search", ROOT, b"s", 0, CTX))
+    attr = pyfuse3.EntryAttributes()
+    attr.st_size = 0
+    await raises(errno.EROFS, ops.setattr(f, attr, Fields(size=True), None, CTX))
+    await raises(errno.EROFS, ops.setattr(d, attr, Fields(mtime=True), None, CTX))
+    await raises(errno.EROFS, ops.setxattr(f, b"user.memfs.search.note", b"x", CTX))
+    await raises(errno.EROFS, ops.removexattr(f, b"user.x", CTX))
+    await raises(errno.EROFS, ops.symlink(d, b"s", b"t", CTX))
+    await raises(errno.EROFS, ops.mknod(d, b"p", stat.S_IFIFO | 0o644, 0, CTX))
+    await raises(errno.EROFS, ops.link(f, d, b"l", CTX))
+    failed = [e for e in events(ops) if e["type"] == "agent.tool_result" and e["is_error"]]
+    assert len(failed) == 19
+    assert all("EROFS" in e["content"][0]["text"] and "(search results)" in
+               e["content"][0]["text"] for e in failed)
+    assert [m.path for m in store.tree(sid)] == ["/n.md"]
+
+
+async def test_hidden_from_the_root_listing_and_listed_empty(store, tmp_path, monkeypatch) -> None:
+    from .test_historyfs import listdir
+
+    ops, sid = make_ops(store, tmp_path)
+    store.write_path(sid, "/.search/x.md", "pizza from the API", actor=ACTOR)  # shadowed
+    store.write_path(sid, "/y.md", "pizza", actor=ACTOR)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    assert await listdir(ops, ROOT, monkeypatch) == ["y.md"]
+    d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
+    assert stat.S_ISDIR(d.st_mode) and d.entry_timeout == ops.timeout
+    assert await listdir(ops, d.st_ino, monkeypatch) == []
+    assert [r[0] for r in lines((await ask(ops, "pizza"))[1])] == ["/mnt/memory/t/y.md"]
+    texts = [r["content"][0]["text"] for _, r in results(ops, "list")]
+    assert "listed /mnt/memory/t/.search: 0 entries" in texts
+
+
+async def test_private_mount_modes(store, tmp_path) -> None:
+    ops, _ = make_ops(store, tmp_path, private=True)
+    attrs, _ = await ask(ops, "anything")
+    assert stat.S_IMODE(attrs.st_mode) == 0o600
+    assert stat.S_IMODE((await ops.lookup(ROOT, b".search", CTX)).st_mode) == 0o700
+
+
+async def test_questions_are_forgotten(store, tmp_path) -> None:
+    ops, _ = make_ops(store, tmp_path)
+    attrs, _ = await ask(ops, "anything")
+    assert ops.search is not None and attrs.st_ino in ops.search.nodes
+    await ops.forget([(attrs.st_ino, 1)])
+    assert attrs.st_ino not in ops.search.nodes
+    again, _ = await ask(ops, "anything")
+    assert again.st_ino != attrs.st_ino
+
+
+async def test_searches_run_in_a_worker_thread(store, tmp_path, monkeypatch) -> None:
+    seen: list[threading.Thread] = []
+    real = store.search
+
+    def search(*args: Any, **kwargs: Any) -> Result:
+        seen.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "search", search)
+    ops, _ = make_ops(store, tmp_path)
+    await memories(ops)
+    await ask(ops, "pizza")
+    assert seen and all(t is not threading.main_thread() for t in seen)
+
+
+async def test_a_snapshot_mount_has_no_search(store, tmp_path) -> None:
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    snap = SnapshotStore(store, store.snapshot(sid, "2999-01-01T00:00:00Z"))
+    sink = EventSink(store, sid, None, None)
+    _SINKS.append(sink)
+    past = Operations(snap, sid, actor=ACTOR, read_only=True, events=sink)
+    past.load()
+    assert past.search is None
+    await raises(errno.ENOENT, past.lookup(ROOT, SEARCH.encode(), CTX))
+    assert (await past.lookup(ROOT, b".history", CTX)).st_ino  # still there
+
+
+async def test_meaning_finds_a_memory_without_its_words(store, tmp_path, monkeypatch) -> None:
+    """The local model: once indexed, a question sharing no word with the memory finds it."""
+    monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
+    store.use_embeddings(None)
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    assert store.index_store(sid).pending == 0
+    question = "which engineer handles emergencies after hours"
+    attrs, data = await ask(ops, question)
+    rows = lines(data)
+    assert rows[0][0] == "/mnt/memory/t/oncall.md"
+    assert await ops.getxattr(attrs.st_ino, b"user.memfs.search.meaning", CTX) == b"true"
+    assert await ops.getxattr(attrs.st_ino, b"user.memfs.search.indexed", CTX) == b"3/3"
+    assert (await ops.getxattr(attrs.st_ino, b"user.memfs.search.model", CTX)).startswith(
+        b"local:")
+    [(_, res)] = results(ops)
+    assert "by words and meaning" in res["content"][0]["text"]
+
+
+# -- both backends ----------------------------------------------------------------------------
+
+
+async def test_on_both_backends_deleted_is_never_found(backend: Backend, tmp_path) -> None:
+    store = backend.open()
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    t0 = time.monotonic()
+    rows = lines((await ask(ops, "Friday pizza lunch"))[1])
+    assert time.monotonic() - t0 < 2
+    assert rows[0][0] == "/mnt/memory/t/lunch.md"
+    await ops.unlink(ROOT, b"lunch.md", CTX)
+    assert "/mnt/memory/t/lunch.md" not in [
+        r[0] for r in lines((await ask(ops, "Friday pizza lunch"))[1])]
+    _SINKS.remove(ops.events)  # type: ignore[arg-type]
+    ops.events.close()  # type: ignore[union-attr] - before the backend closes its store
