@@ -48,9 +48,23 @@ def render_memory_prompt(session: Session) -> str:
         "is kept across sessions. Files written anywhere else under "
         f"{root} are scratch and are discarded when this session ends.",
     ]
+    live = [r for r in resources if SNAPSHOT_KEY + r.memory_store_id not in session.metadata]
+    if live:
+        lines += ["", search_line(live[0].mount_path, snapshots=len(live) < n)]
     for r in resources:
         lines += ["", *_note(r, session.metadata.get(SNAPSHOT_KEY + r.memory_store_id))]
     return "\n".join(lines) + "\n"
+
+
+def search_line(mount_path: str, *, snapshots: bool = False) -> str:
+    """The line that tells the agent of ``.search/`` (:mod:`memfs.searchfs`), with an example
+    in ``mount_path`` (``snapshots``: some mounts are snapshots, which have none)."""
+    example = posixpath.join(mount_path, ".search", "who gets paged at night")
+    where = "every mount but a snapshot has" if snapshots else "every mount has"
+    return ("To find memories by meaning as well as by words, read a question as a file "
+            f"({where} a .search/ directory): `cat \"{example}\"` prints the best "
+            "matches, best first, one per line as path<TAB>score<TAB>snippet (the path is "
+            "the file to read; nothing printed: nothing matched).")
 
 
 #: Time travel (``memfs run --store NAME@AT``): the session metadata key (+ store id) whose

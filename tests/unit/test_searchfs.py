@@ -15,6 +15,8 @@ import pytest
 
 from memfs import Actor
 from memfs.fs import EventSink, Operations
+from memfs.models import Session, SessionResource
+from memfs.prompt import SNAPSHOT_KEY, render_memory_prompt
 from memfs.recall.search import Hit, Result
 from memfs.searchfs import REUSE_SECONDS, SEARCH, Refused, question_of, render
 from memfs.snapshot import SnapshotStore
@@ -328,3 +330,32 @@ async def test_on_both_backends_deleted_is_never_found(backend: Backend, tmp_pat
         r[0] for r in lines((await ask(ops, "Friday pizza lunch"))[1])]
     _SINKS.remove(ops.events)  # type: ignore[arg-type]
     ops.events.close()  # type: ignore[union-attr] - before the backend closes its store
+
+
+# -- the system prompt ------------------------------------------------------------------------
+
+
+def _res(i: int, mount: str) -> SessionResource:
+    return SessionResource(f"sesrsc_{i}", "sesn_1", f"memstore_{i}", "read_write", None,
+                           f"S{i}", "", mount)
+
+
+def _session(*resources: SessionResource, metadata: dict[str, str] | None = None) -> Session:
+    return Session("sesn_1", "idle", tuple(resources), None, None, metadata or {}, None, "t",
+                   "t", None)
+
+
+def test_the_system_prompt_says_search_exists_in_one_line() -> None:
+    text = render_memory_prompt(_session(_res(1, "/mnt/memory/notes")))
+    [line] = [ln for ln in text.splitlines() if ".search/" in ln]
+    assert 'cat "/mnt/memory/notes/.search/who gets paged at night"' in line
+    assert "path<TAB>score<TAB>snippet" in line and "every mount has" in line
+    # A snapshot has no .search/: the line says so, and names a mount that has one.
+    both = render_memory_prompt(_session(
+        _res(1, "/mnt/memory/then"), _res(2, "/mnt/memory/now"),
+        metadata={SNAPSHOT_KEY + "memstore_1": "2026-01-01T00:00:00Z"}))
+    [line] = [ln for ln in both.splitlines() if ".search/" in ln]
+    assert "/mnt/memory/now/.search/" in line and "every mount but a snapshot" in line
+    only = render_memory_prompt(_session(
+        _res(1, "/mnt/memory/then"), metadata={SNAPSHOT_KEY + "memstore_1": "x"}))
+    assert ".search" not in only
