@@ -25,6 +25,13 @@ after ``http_timeout`` seconds (10 by default), and the mount recovers by itself
 server is back. A server that cannot be reached at mount time is an error before anything is
 mounted.
 
+Search (``MOUNT/.search/``, :mod:`memfs.searchfs`): once mounted, a local mount of a live store
+(read-only too: indexing writes only derived rows; not a snapshot) runs a
+:class:`~memfs.recall.indexer.BackgroundIndexer` for it, a low-priority thread that embeds what
+changed so that searches rank by meaning; stopped at unmount. It never brings the mount down:
+a bad ``MEMFS_EMBEDDINGS`` is logged and searches answer by words alone. A remote mount runs
+none (its server indexes).
+
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
 closes it. A launcher may also just poll ``os.path.ismount``.
@@ -58,6 +65,7 @@ from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
 if TYPE_CHECKING:
     from .client import Client
+    from .recall.indexer import BackgroundIndexer
 
 log = logging.getLogger(__name__)
 
@@ -270,9 +278,11 @@ def mount(opts: MountOptions) -> None:
         old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
         stack.callback(signal.signal, signal.SIGTERM, old_term)
         _init_fuse(ops, mountpoint, options)
+        indexer = None
         try:
             log.info("mounted %s (%s) on %s", ms.name, ms.id, mountpoint)
             _signal_ready(mountpoint, opts.ready_fd)
+            indexer = start_indexer(store, [] if opts.at is not None else [ms.id])
             try:
                 trio.run(_serve, ops, sink, opts)
             except KeyboardInterrupt:
@@ -281,6 +291,45 @@ def mount(opts: MountOptions) -> None:
             ops.discard_all()
             pyfuse3.close(unmount=True)
             log.info("unmounted %s", mountpoint)
+            stop_indexer(indexer)
+
+
+def start_indexer(store: StoreAPI, store_ids: list[str]) -> BackgroundIndexer | None:
+    """Keep ``store_ids`` indexed by meaning while mounted (None: nothing to index, a remote
+    store, meaning off, or the indexer could not start). Never raises: a mount serves without
+    it (searches answer by words alone, and say so)."""
+    from .store import Store
+
+    if not store_ids or not isinstance(store, Store):
+        return None
+    try:
+        provider = store.embeddings
+    except errors.MemfsError as e:  # a MEMFS_EMBEDDINGS that names no provider
+        log.error("%s; searches answer by words alone", e.message)
+        store.use_embeddings("none")
+        return None
+    if provider is None:
+        return None
+    try:
+        from .recall.indexer import BackgroundIndexer
+
+        ids = list(store_ids)
+        indexer = BackgroundIndexer(store, provider, stores=lambda: ids).start()
+    except Exception:  # the mount matters more
+        log.exception("the indexer did not start; searches answer by words alone")
+        return None
+    log.info("indexing %d store(s) by meaning with %s", len(ids), provider.model)
+    return indexer
+
+
+def stop_indexer(indexer: BackgroundIndexer | None) -> None:
+    """Stop an indexer of :func:`start_indexer` (what it embedded so far is kept)."""
+    if indexer is None:
+        return
+    try:
+        indexer.stop()
+    except Exception:
+        log.exception("stopping the indexer")
 
 
 def snapshot_of(store: StoreAPI, ms: MemoryStore, at: str) -> SnapshotStore:

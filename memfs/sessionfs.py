@@ -23,6 +23,10 @@ path and lazily detaches the hidden mount: the agent sees each store at its own 
 the common root. A ``kill -9`` of the launcher ends the namespace's processes (the daemon gets
 SIGTERM from its parent-death signal) and with them the namespace and its mounts.
 
+Once mounted, a local daemon runs one :class:`~memfs.recall.indexer.BackgroundIndexer` for all
+the session's live stores (not its snapshots), so that ``.search/`` ranks by meaning
+(:func:`memfs.daemon.start_indexer`); stopped at unmount.
+
 Run as ``python -m memfs.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS MOUNT_PATH
 ...`` with ``MEMFS_DB`` (or ``MEMFS_URL`` and ``MEMFS_API_KEY``) in the environment; it is the
 launcher's, not a user command. Its readiness and stop signals are those of
@@ -55,6 +59,8 @@ from .daemon import (
     _signal_ready,
     _terminate_on_signal,
     snapshot_of,
+    start_indexer,
+    stop_indexer,
 )
 from .fs import DOTS, Operations, actor_for, reply_dots
 from .protocol import StoreAPI
@@ -459,10 +465,16 @@ def serve(spec: SessionMount) -> None:
         old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
         stack.callback(signal.signal, signal.SIGTERM, old_term)
         _init_fuse(sops, mountpoint, options)  # type: ignore[arg-type]
+        indexer = None
         try:
             log.info("mounted session %s (%d stores) on %s", spec.session_id, len(members),
                      mountpoint)
             _signal_ready(mountpoint, None)
+            if shared is not None:
+                # One indexer for the session's live stores (a snapshot is never indexed).
+                indexer = start_indexer(shared, [
+                    m.ops.store_id for m, sm in zip(members, spec.stores, strict=True)
+                    if sm.at is None])
             try:
                 trio.run(_serve, sops, spec)
             except KeyboardInterrupt:
@@ -472,6 +484,7 @@ def serve(spec: SessionMount) -> None:
                 m.ops.discard_all()
             pyfuse3.close(unmount=True)
             log.info("unmounted %s", mountpoint)
+            stop_indexer(indexer)
 
 
 async def _serve(sops: SessionOperations, spec: SessionMount) -> None:

@@ -14,6 +14,7 @@ import pyfuse3
 import pytest
 
 from memfs import Actor
+from memfs.daemon import start_indexer, stop_indexer
 from memfs.fs import EventSink, Operations
 from memfs.models import Session, SessionResource
 from memfs.prompt import SNAPSHOT_KEY, render_memory_prompt
@@ -359,3 +360,46 @@ def test_the_system_prompt_says_search_exists_in_one_line() -> None:
     only = render_memory_prompt(_session(
         _res(1, "/mnt/memory/then"), metadata={SNAPSHOT_KEY + "memstore_1": "x"}))
     assert ".search" not in only
+
+
+# -- the mount daemon's indexer ---------------------------------------------------------------
+
+
+def test_a_mount_daemon_indexes_its_stores_while_mounted(store, monkeypatch) -> None:
+    monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
+    store.use_embeddings(None)
+    sids = [store.create_store(f"s{i}").id for i in range(2)]
+    for sid in sids:
+        store.write_path(sid, "/a.md", "the on-call rota", actor=ACTOR)
+    indexer = start_indexer(store, sids)
+    assert indexer is not None
+    try:
+        deadline = time.monotonic() + 30
+        while any(store.search_status(s)["indexed"] < 1 for s in sids):
+            assert time.monotonic() < deadline, [store.search_status(s) for s in sids]
+            time.sleep(0.05)
+    finally:
+        stop_indexer(indexer)
+    assert not indexer._thread.is_alive()  # noqa: SLF001
+
+
+def test_no_indexer_without_a_provider_a_local_store_or_a_live_store(
+        store, monkeypatch, caplog) -> None:
+    sid = store.create_store("s").id
+    store.write_path(sid, "/a.md", "the on-call rota", actor=ACTOR)
+    assert start_indexer(store, [sid]) is None  # MEMFS_EMBEDDINGS=none
+    store.use_embeddings("local")
+    assert start_indexer(store, []) is None  # only snapshots: nothing to index
+    snap = SnapshotStore(store, store.snapshot(sid, "2999-01-01T00:00:00Z"))
+    assert start_indexer(snap, [sid]) is None  # a snapshot's (or a server's) store
+    # A setting that names no provider never brings the mount down: words answer alone.
+    monkeypatch.setenv("MEMFS_EMBEDDINGS", "bogus")
+    fresh = Store(store.path)
+    try:
+        assert start_indexer(fresh, [sid]) is None
+        assert "names no provider" in caplog.text
+        result = fresh.search(sid, "rota")
+        assert [h.path for h in result.hits] == ["/a.md"] and not result.meaning
+    finally:
+        fresh.close()
+    stop_indexer(None)
