@@ -71,7 +71,10 @@ class Mount:
         root.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "memfs", "--db", str(db), "-v", "mount", store_ref,
                str(root), "--events", str(self.events_path), *args]
-        full_env = dict(os.environ)
+        # Meaning only where a test asks for it (env, or the runner's environment): every
+        # mount's daemon would otherwise index what each test writes, in the background, with
+        # the local model, competing for the CPU with the timings of the tests.
+        full_env = {"MEMFS_EMBEDDINGS": "none", **os.environ}
         full_env.update(env or {})
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,

@@ -20,6 +20,7 @@ from memfs.client import Client
 from memfs.store import Store
 
 from .conftest import Mount, retry
+from .test_fuse import _cpu_seconds
 from .test_remote import mounts, sdk, server  # noqa: F401 - fixtures
 from .test_session import launch  # noqa: F401 - fixtures
 
@@ -137,6 +138,14 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     assert os.getxattr(f, "user.memfs.search.indexed") == b"3/3"
     assert indexed_in < 30
     assert "indexing 1 store(s) by meaning" in m.log()
+    # Indexed, the daemon idles as a mount without an indexer does (one cheap look at the
+    # change feed every 2 s).
+    time.sleep(1)
+    before = _cpu_seconds(m.proc.pid)
+    time.sleep(5)
+    idle = _cpu_seconds(m.proc.pid) - before
+    print(f"\nindexed 3 memories in {indexed_in:.2f} s; idle CPU over 5 s: {idle * 1000:.0f} ms")
+    assert idle <= 0.05
     # A read-only mount indexes too (derived rows only): a new memory gets its vector.
     m.stop()
     store.write_path(sid, "/late.md", "the quarterly budget review", actor=None)
