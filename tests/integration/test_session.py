@@ -83,7 +83,9 @@ class Run:
     def __init__(self, db: Path, tmp: Path, args: list[str], script: str,
                  env: dict[str, str] | None = None) -> None:
         self.tmp = tmp
-        full_env = {**os.environ, "MEMFS_DB": str(db), "T": str(tmp), **(env or {})}
+        # Meaning only where a test asks for it (as tests/integration/conftest.py's Mount).
+        full_env = {"MEMFS_EMBEDDINGS": "none", **os.environ, "MEMFS_DB": str(db),
+                    "T": str(tmp), **(env or {})}
         self.proc = subprocess.Popen(
             [*MEMFS, "run", *args, "--", "bash", "-c", PRELUDE + script],
             env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
