@@ -60,7 +60,8 @@ How it works:
   invalidations of its names.
 * ``.search/`` (:mod:`memfs.searchfs`): a question as a file name, the store's best hits as
   its content; hidden from the root's listing and read-only like ``.history``. The kernel
-  keeps no name or attribute of a question (timeouts 0): each lookup searches again, in a
+  keeps no name or attribute of a question (timeouts 0): each lookup searches again (unless
+  the same process looked it up within a second and the mount saw no change since), in a
   worker thread, and is a tool event; the open after it reads that answer.
 
 Known limitations:
@@ -518,6 +519,8 @@ class Operations(pyfuse3.Operations):
         self.tree.apply_changes(changes, current)
         if self.history is not None:
             self.history.apply_changes(changes)
+        if self.search is not None and changes:
+            self.search.changed()
         self.kick()
 
     def apply_changes(
@@ -577,6 +580,8 @@ class Operations(pyfuse3.Operations):
             self.tree.reload(tree, seq, archived)
             if self.history is not None:
                 self.history.reset()
+            if self.search is not None:
+                self.search.changed()
         self.kick()
 
     def discard_all(self) -> None:
@@ -784,8 +789,10 @@ class Operations(pyfuse3.Operations):
 
     def _history_saw(self, op: str, memory_id: str, path: str,
                      old_path: str | None = None) -> None:
-        """This mount changed a memory: its history shows it at once (not only once the
-        change feed brings it back)."""
+        """This mount changed a memory: its history and its searches show it at once (not
+        only once the change feed brings it back)."""
+        if self.search is not None:
+            self.search.changed()
         if self.history is not None:
             self.history.apply_changes(
                 [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
@@ -843,7 +850,8 @@ class Operations(pyfuse3.Operations):
         path = f"/{SEARCH}/{name.decode('utf-8', 'replace')}"
         try:
             node = self.search.file(question_of(name))
-            await self._ask(node, ctx)
+            if self.search.reusable(node, ctx.pid) is None:
+                await self._ask(node, ctx)
         except Refused as r:
             comm_, pid = self._ctx_name(ctx)
             self._emit(self._pair(comm_, pid, "search", path,
@@ -856,7 +864,7 @@ class Operations(pyfuse3.Operations):
         assert self.search is not None and node.question is not None
         comm_, pid = self._ctx_name(ctx)
         try:
-            answer = await self.search.ask(node)
+            answer = await self.search.ask(node, pid)
         except errors.MemfsError as e:
             self.search.release_if_unused(node)  # a refused question is not kept
             f = _Failure.of(e)
@@ -1840,6 +1848,8 @@ class Operations(pyfuse3.Operations):
                 self.tree.set_memory(node, m, m.seq)
             else:
                 self.tree.attach_memory(m, m.seq)  # one this mount had not seen yet
+        if self.search is not None:
+            self.search.changed()
         return events, True
 
     # -- handlers: refused node types -------------------------------------------------------

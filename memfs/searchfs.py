@@ -17,10 +17,12 @@ file's content.
   much of the store meaning covers), ``user.memfs.search.indexed`` (``N/M`` memories) and
   ``user.memfs.search.model``.
 - **Fresh at every use**: the kernel keeps no name or attribute of a question (both timeouts
-  0), so every path lookup (``cat``, ``stat``, ``ls -l``) searches again and returns the size of
-  that answer; the ``open`` that follows a lookup (within :data:`REUSE_SECONDS`) reads the same
-  answer, so size and content agree. A memory is found by its words as soon as its write has
-  returned.
+  0), so every path lookup (``cat``, ``stat``) searches again and returns the size of that
+  answer; the ``open`` that follows a lookup (within :data:`REUSE_SECONDS`) reads the same
+  answer, so size and content agree. The lookups of one process within that second (``ls -l``
+  looks a name up three times) get the same answer while the mount has seen no change
+  (:meth:`Search.changed`: its own writes at once, others' from the change feed). A memory is
+  found by its words as soon as its write has returned.
 - **Each search is a tool event** (operation ``search``, the question file's path, the hits'
   paths and scores and, when words alone answered, why), failed ones too.
 - **Refused**: a question over 255 bytes (``ENAMETOOLONG``), one that is not UTF-8
@@ -91,6 +93,9 @@ class Answer:
     hits: list[tuple[str, float]]
     mtime_ns: int
     at: float
+    #: Who asked, and the mount's changes seen then (:meth:`Search.reusable`).
+    pid: int = 0
+    gen: int = 0
 
     def xattrs(self) -> dict[bytes, bytes]:
         r = self.result
@@ -196,6 +201,8 @@ class Search:
         self._answered: OrderedDict[int, None] = OrderedDict()
         #: Searches made (for tests).
         self.searches = 0
+        #: Bumped by every change the mount sees (:meth:`changed`).
+        self._gen = 0
 
     @property
     def root(self) -> SNode:
@@ -215,17 +222,24 @@ class Search:
             self.nodes[node.ino] = node
         return node
 
-    async def ask(self, node: SNode) -> Answer:
-        """Search the store for the node's question now; the answer is kept on the node.
+    def changed(self) -> None:
+        """The mount saw a change of the store (its own, or from the change feed): no answer
+        found before is :meth:`reusable` any more."""
+        self._gen += 1
+
+    async def ask(self, node: SNode, pid: int = 0) -> Answer:
+        """Search the store for the node's question now (``pid`` asks); the answer is kept on
+        the node.
 
         :raises MemfsError: the store refused the question (``InvalidRequest``: no word, a
             control character), or failed.
         """
         assert node.question is not None
         self.searches += 1
+        gen = self._gen
         result: Result = await self._call(self._search, self.store_id, node.question)
         data, hits = render(result, self._display)
-        answer = Answer(data, result, hits, time.time_ns(), time.monotonic())
+        answer = Answer(data, result, hits, time.time_ns(), time.monotonic(), pid, gen)
         node.answer = answer
         self._answered[node.ino] = None
         self._answered.move_to_end(node.ino)
@@ -241,6 +255,14 @@ class Search:
         """The node's answer if a lookup found it just now (what the kernel was told)."""
         a = node.answer
         if a is not None and time.monotonic() - a.at < REUSE_SECONDS:
+            return a
+        return None
+
+    def reusable(self, node: SNode, pid: int) -> Answer | None:
+        """The answer a lookup of the same process found just now, if the mount has seen no
+        change since (``ls -l`` looks a name up three times: one search)."""
+        a = self.recent(node)
+        if a is not None and a.pid == pid and a.gen == self._gen:
             return a
         return None
 

@@ -84,6 +84,15 @@ def test_cat_a_question_finds_a_memory_by_its_words_at_once(open_store, mounter)
     # Hidden from the root, empty when listed, asked for by name.
     assert ".search" not in sh("ls -a", r).stdout.split()
     assert sh("ls -a .search/", r).stdout.split() == [".", ".."]
+    # One search a command: ls -l looks the name up three times (statx, two getxattr).
+    def searches(question: str) -> int:
+        return sum(1 for use, _ in m.pairs() if use["input"]["operation"] == "search"
+                   and use["input"]["file_path"] == f"{r}/.search/{question}")
+
+    sh('ls -l ".search/ls question"', r)
+    assert searches("ls question") == 1
+    sh('cat ".search/ls question"; stat ".search/ls question"', r)
+    assert searches("ls question") == 3
     use, res = m.wait_pair("search", f"{r}/.search/{q}")
     assert res["is_error"] is False and f"{r}/people/oncall.md\t" in res["content"][0]["text"]
     assert use["input"]["pid"] > 0

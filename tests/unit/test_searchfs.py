@@ -28,6 +28,7 @@ from .test_fs_ops import (  # noqa: F401 - _close_sinks: an autouse fixture
     _SINKS,
     CTX,
     ROOT,
+    Ctx,
     Fields,
     _close_sinks,
     events,
@@ -150,6 +151,7 @@ async def test_found_by_its_words_as_soon_as_its_write_returns(store: Store, tmp
     await write_file(ops, ROOT, b"zoo.md", b"The quokka lives on Rottnest.")
     assert lines((await ask(ops, "quokka"))[1])[0][0] == "/mnt/memory/t/zoo.md"
     store.write_path(sid, "/elsewhere.md", "a quokka here too", actor=ACTOR)  # not the mount
+    ops.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
     assert len(lines((await ask(ops, "quokka"))[1])) == 2
     d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
     await ops.unlink(ROOT, b"zoo.md", CTX)
@@ -182,6 +184,38 @@ async def test_the_open_after_a_lookup_reads_its_answer(store: Store, tmp_path) 
     await ops.release(info.fh)
     assert len(lines(data)) == 2
     assert len(results(ops)) == 2  # each search is a tool event
+
+
+async def test_one_process_looking_a_question_up_again_gets_the_same_answer(
+        store: Store, tmp_path) -> None:
+    """``ls -l`` looks a name up three times (statx, then two getxattr): one search, while
+    the mount sees no change; another process, or a change, asks again."""
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    assert ops.search is not None
+    d = (await ops.lookup(ROOT, SEARCH.encode(), CTX)).st_ino
+    for _ in range(3):
+        await ops.lookup(d, b"pizza", CTX)
+    assert ops.search.searches == 1 and len(results(ops)) == 1
+    other = Ctx()
+    other.pid = 1  # another process (its command name is read from /proc)
+    await ops.lookup(d, b"pizza", other)
+    assert ops.search.searches == 2
+    await ops.lookup(d, b"pizza", CTX)
+    assert ops.search.searches == 3  # the last answer was another process's
+    await ops.lookup(d, b"pizza", CTX)
+    assert ops.search.searches == 3
+    await write_file(ops, ROOT, b"more.md", b"pizza again")  # this mount's change
+    assert len(lines((await ask(ops, "pizza"))[1])) == 2
+    store.write_path(sid, "/api.md", "pizza by the API", actor=ACTOR)
+    ops.apply_changes(store.changes_since(sid, ops.seq))  # the change feed's
+    assert len(lines((await ask(ops, "pizza"))[1])) == 3
+    n = ops.search.searches
+    node = next(iter(x for x in ops.search.nodes.values() if x.question == "pizza"))
+    assert node.answer is not None
+    node.answer.at -= REUSE_SECONDS  # a second later
+    await ops.lookup(d, b"pizza", CTX)
+    assert ops.search.searches == n + 1
 
 
 async def test_questions_that_cannot_be_asked(store: Store, tmp_path) -> None:
