@@ -4083,6 +4083,8 @@ class Store:
         if len(query) > self.max_query_chars:
             raise InvalidRequest(f"a search is at most {self.max_query_chars} characters long")
         _validate_text({"query": query}, "search")
+        if "\x00" in query:
+            raise InvalidRequest("a search cannot hold a NUL character")
         if limit is None:
             limit = self.search_default_limit
         if isinstance(limit, bool) or not isinstance(limit, int) \
@@ -4094,6 +4096,8 @@ class Store:
                     > self.limits.max_path_bytes:
                 raise InvalidRequest("path_prefix must be a path beginning with /")
             _validate_text({"path_prefix": path_prefix}, "search")
+            if "\x00" in path_prefix:
+                raise InvalidRequest("path_prefix cannot hold a NUL character")
         if isinstance(min_score, bool) or not isinstance(min_score, int | float) \
                 or not 0.0 <= min_score <= 1.0:
             raise InvalidRequest("min_score must be between 0 and 1")
