@@ -22,6 +22,8 @@ as a session (memory writes become ``session_actor`` once :meth:`Store.session_w
 them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
 ``/v1/memfs/resolve_store`` (a store by id or name, the store's rule) and
 ``/v1/memory_stores/{id}/memfs/namesakes`` (the other live stores of its name);
+``/v1/memory_stores/{id}/memfs/search`` and ``.../memfs/search_status`` (recall: memories by
+their words and meaning, :mod:`memfs.api_search`);
 ``/v1/memory_stores/{id}/memory_versions/{id}/memfs/restore`` (Store.restore_version); the
 filesystem's calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create,
 write, delete, rename, rename_prefix, events), each one store transaction;
@@ -62,7 +64,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import apispec, dbwatch, errors, transfer
+from . import api_search, apispec, dbwatch, errors, transfer
 from .apispec import array, boolean, either, integer, obj, string, time
 from .health import PATHS as HEALTH_PATHS
 from .health import Health
@@ -1847,6 +1849,11 @@ OPS: list[Op] = [
     Op("GET", _MS + "/{memory_store_id}/memfs/namesakes", store_namesakes,
        "the other live memory stores with this store's exact name, newest first (at most "
        "100)", returns="MemoryStoreList", extension=True),
+    Op("GET", _MS + "/{memory_store_id}/memfs/search", api_search.search_memories,
+       api_search.SEARCH_SUMMARY, query=api_search.SEARCH_QUERY, token="read",
+       returns="SearchResult", extension=True),
+    Op("GET", _MS + "/{memory_store_id}/memfs/search_status", api_search.search_status,
+       api_search.STATUS_SUMMARY, token="read", returns="SearchStatus", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
        "every live memory (basic view) and the change-feed position", token="read", returns="Tree",
        extension=True),
@@ -1915,7 +1922,8 @@ def _endpoint(
                 except errors.MemfsError as e:
                     log.info("refused a session token of %s: %s", grant.session_id, e.message)
                     raise
-            query = apispec.Query(request.query_params, op.query)
+            query = apispec.Query(request.query_params, op.query,
+                                  raw=request.scope.get("query_string", b""))
             body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
                                                                                    op.body)
             result = await op.handler(Call(request, store, body, query, hub, events, writes))

@@ -3,11 +3,12 @@ with their types (:class:`Param`), from which both the request checks (:class:`Q
 :func:`check_body`) and ``/openapi.json`` (:func:`document`) are made (issue 19: the document
 had every query parameter a string, every body field ``{}``).
 
-A declaration checks shapes only: that a value is a string, an integer (ASCII digits, 64
-bits: :func:`memfs.rules.parse_int`), a boolean, an object or an array (of strings or of
-objects), that a required one is there, and that a body holds no field it does not declare.
-Every rule about the values themselves (ranges, lengths, enums, formats) is the store's, which
-raises the same 400 whatever layer calls it; an ``enum`` here only documents the values the
+A declaration checks shapes only: that a value is a string (in a query, of UTF-8 bytes), an
+integer (ASCII digits, 64 bits: :func:`memfs.rules.parse_int`), a number
+(:func:`parse_number`), a boolean, an object or an array (of strings or of objects), that a
+required one is there, and that a body holds no field it does not declare. Every rule about
+the values themselves (ranges, lengths, enums, formats) is the store's, which raises the same
+400 whatever layer calls it; an ``enum`` here only documents the values the
 store takes. An optional body field may be ``null`` (the same as leaving it out, as for the
 SDK); a required one may not. Query parameters the declaration does not name are ignored, as
 the SDK's own qualifiers would be.
@@ -15,9 +16,12 @@ the SDK's own qualifiers would be.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import QueryParams
 
@@ -25,7 +29,7 @@ from . import errors
 from .rules import parse_int
 
 #: The JSON Schema types a value may be declared with.
-TYPES = ("string", "integer", "boolean", "object", "array")
+TYPES = ("string", "integer", "number", "boolean", "object", "array")
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,11 @@ def integer(name: str, **kw: Any) -> Param:
     return _param(("integer",), name, **kw)
 
 
+def number(name: str, **kw: Any) -> Param:
+    """A number (in a query: :func:`parse_number`)."""
+    return _param(("number",), name, **kw)
+
+
 def boolean(name: str, **kw: Any) -> Param:
     return _param(("boolean",), name, **kw)
 
@@ -107,19 +116,33 @@ def either(name: str, *types: str, **kw: Any) -> Param:
 # checks
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "boolean": (bool,), "object": (dict,),
-    "array": (list,),
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "object": (dict,), "array": (list,),
 }
+
+_NUMBER_RE = re.compile(
+    r"-?(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][-+]?[0-9]{1,3})?")
+
+
+def parse_number(text: str) -> float | None:
+    """A number as a client writes one in a query: ASCII digits, one ``.``, an exponent
+    (``0.5``, ``.5``, ``5e-1``); None for anything else (``float()`` alone takes ``nan``,
+    ``inf``, Unicode digits, ``_`` and spaces)."""
+    if not _NUMBER_RE.fullmatch(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
 def _is(value: Any, type_: str) -> bool:
-    if type_ == "integer" and isinstance(value, bool):
-        return False  # JSON's true is no integer
+    if type_ in ("integer", "number") and isinstance(value, bool):
+        return False  # JSON's true is no number
     return isinstance(value, _JSON_TYPES[type_])
 
 
 def _a(types: Iterable[str]) -> str:
-    names = {"string": "a string", "integer": "an integer", "boolean": "true or false",
+    names = {"string": "a string", "integer": "an integer", "number": "a number",
+             "boolean": "true or false",
              "object": "an object", "array": "a list"}
     return " or ".join(names[t] for t in types)
 
@@ -152,18 +175,42 @@ def check_body(body: Any, fields: Sequence[Param]) -> dict[str, Any]:
     return body
 
 
+def _check_utf8(raw: bytes, names: set[str]) -> None:
+    """:raises InvalidRequest: a parameter of ``names`` whose value, percent-decoded, is not
+    UTF-8 (a name that is not UTF-8 is none of them)."""
+    for part in raw.split(b"&"):
+        key, _, value = part.partition(b"=")
+        try:
+            name = unquote_to_bytes(key.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if name not in names:
+            continue
+        try:
+            unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise errors.InvalidRequest(f"{name} is not valid UTF-8 text") from None
+
+
 class Query:
     """The declared query parameters of a request, checked and typed at once (API.md §1.4:
     the SDK's bracketed keys, ``name[]`` repeats (bare repeats accepted), ``true``/``false``).
     An empty value is no value. The accessors read what was checked; one of a parameter the
     operation does not declare is a bug (KeyError).
 
-    :raises InvalidRequest: a value of the wrong type, a required one missing.
+    ``raw``: the request's query string as sent; a declared parameter whose value is not
+    UTF-8 there (``%ED%A0%80``, a lone surrogate's bytes; ``%FF``) is refused, rather than
+    read with U+FFFD in place of its bytes.
+
+    :raises InvalidRequest: a value of the wrong type or not UTF-8, a required one missing.
     """
 
-    def __init__(self, params: QueryParams, declared: Sequence[Param]) -> None:
+    def __init__(self, params: QueryParams, declared: Sequence[Param], *,
+                 raw: bytes = b"") -> None:
         self.values: dict[str, Any] = {}
         self.declared = {p.key: p for p in declared}
+        if raw and declared:
+            _check_utf8(raw, {p.name for p in declared} | set(self.declared))
         for p in declared:
             value = self._read(params, p)
             if value is None and p.required:
@@ -184,6 +231,11 @@ class Query:
             if number is None:
                 raise errors.InvalidRequest(f"{p.name} must be an integer, not {value[:40]!r}")
             return number
+        if p.types == ("number",):
+            real = parse_number(value)
+            if real is None:
+                raise errors.InvalidRequest(f"{p.name} must be a number, not {value[:40]!r}")
+            return real
         if p.types == ("boolean",):
             if value.lower() in ("true", "1"):
                 return True
@@ -208,6 +260,10 @@ class Query:
     def integer(self, name: str, default: int | None) -> int | None:
         value = self._get(name)
         return default if value is None else int(value)
+
+    def number(self, name: str, default: float | None) -> float | None:
+        value = self._get(name)
+        return default if value is None else float(value)
 
     def flag(self, name: str, default: bool) -> bool:
         value = self._get(name)

@@ -21,6 +21,11 @@ from typing import Any, NoReturn, TypeVar, cast
 import click
 
 from . import cliglobals, errors, logs
+from .cli_search import search_cmd
+from .clishared import PAGE as _PAGE
+from .clishared import MemfsCommand
+from .clishared import table as _table
+from .clishared import walk as _walk
 from .models import Actor, Dream, Memory, MemoryStore, MemoryVersion, Page
 from .prompt import render_memory_prompt
 from .rules import slash_hint
@@ -48,23 +53,6 @@ def fail(message: str, code: int = 1) -> NoReturn:
     with ``code``."""
     logs.say(message, logging.ERROR)
     sys.exit(code)
-
-
-class MemfsCommand(click.Command):
-    """A memfs command: its summary in a group's listing is its whole first sentence (click
-    would cut it to fit one line), and it takes the global options after its name too
-    (``memfs stores list --json --db X`` as ``memfs --json --db X stores list``:
-    :mod:`memfs.cliglobals`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.params.extend(cliglobals.after_options(self.params))
-
-    def get_short_help_str(self, limit: int = 45) -> str:
-        return super().get_short_help_str(limit=1000)
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        cliglobals.format_options(self, ctx, formatter)
 
 
 class MemfsGroup(click.Group):
@@ -119,6 +107,8 @@ class Context:
         verbose: int = 0, log_format: str = "text",
     ) -> None:
         self.db_path = db
+        #: The ``--embeddings`` setting (:meth:`use_embeddings`), None: the default.
+        self.embeddings: str | None = None
         self.as_json = as_json
         self.url = url
         self.api_key = api_key
@@ -141,6 +131,23 @@ class Context:
         elif name == "log_format":
             self.log_format = value
             self.configure_logging()
+        elif name == "embeddings":
+            self.use_embeddings(value)
+
+    def use_embeddings(self, setting: str, source: str = "") -> None:
+        """Choose the provider of embeddings (``--embeddings``), checked at once (a setting
+        naming none: one line, exit 2), and put it in the environment of every server, mount
+        and session this command starts (they read ``MEMFS_EMBEDDINGS``)."""
+        from .recall.embeddings import SETTING_ENV, from_setting
+
+        try:
+            from_setting(setting)
+        except errors.InvalidRequest as e:
+            fail(e.message + (f" (from {source})" if source else ""), 2)
+        self.embeddings = setting
+        os.environ[SETTING_ENV] = setting
+        if self._store is not None and not self.url:
+            self._store.use_embeddings(setting)
 
     def configure_logging(self) -> None:
         """Log at the level ``-v`` asks for, in the format ``--log-format`` names."""
@@ -171,6 +178,8 @@ class Context:
                 self._store = cast(Store, Client(self.url, self.api_key))
             else:
                 self._store = open_store(self.db_path, create=create)
+                if self.embeddings is not None:
+                    self._store.use_embeddings(self.embeddings)
         return self._store
 
     def close(self) -> None:
@@ -211,6 +220,7 @@ def cli(
     as_json: bool,
     verbose: int,
     log_format: str,
+    embeddings: str | None,
 ) -> None:
     """memfs: memory stores for AI agents, as files.
 
@@ -224,6 +234,9 @@ def cli(
     ctx.obj = Context(db, as_json, url=url, api_key=api_key, verbose=verbose,
                       log_format=log_format)
     ctx.obj.configure_logging()
+    if embeddings:
+        from_env = ctx.get_parameter_source("embeddings") is click.core.ParameterSource.ENVIRONMENT
+        ctx.obj.use_embeddings(embeddings, "MEMFS_EMBEDDINGS" if from_env else "")
 
 
 # -- memfs run (the session launcher) ---------------------------------------------------------
@@ -360,23 +373,10 @@ def run(
 # Writes are attributed to the person at the keyboard (``local_user_actor``). A store is named by
 # id or name, a memory by id or by path (a ref that starts with "/").
 
-_PAGE = 100  # page size when walking every page of a listing
 
 
 def _actor() -> Actor:
     return local_user_actor()
-
-
-def _walk(fetch: Callable[..., Page[T]], size: int | None = None) -> Iterator[T]:
-    """The items of a paginated listing in order, fetching a page of ``size`` (default
-    :data:`_PAGE`) only when the previous one is used up: stop early, and no more is read."""
-    page: str | None = None
-    while True:
-        result = fetch(limit=size or _PAGE, page=page)
-        yield from result.data
-        page = result.next_page
-        if page is None:
-            return
 
 
 def _pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
@@ -387,20 +387,6 @@ def _pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
 def _when(ts: str | None) -> str:
     """An RFC 3339 UTC timestamp, shortened for tables (``2025-01-31 12:00:59``)."""
     return ts[:19].replace("T", " ") if ts else "-"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
-    """Plain aligned columns, the last one unpadded; ``right`` lists right-aligned columns."""
-    cells = [[str(c) for c in row] for row in [headers, *rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    for row in cells:
-        parts = [
-            c.rjust(w) if i in right else (c if i == len(row) - 1 else c.ljust(w))
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(parts).rstrip())
-    return "\n".join(lines)
 
 
 def _pairs(values: Sequence[str], option: str, form: str = "KEY=VALUE") -> list[tuple[str, str]]:
@@ -1913,6 +1899,9 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
     MEMFS_API_KEYS, a loopback server generates one and prints it on stderr; any other
     address is refused.
 
+    The server keeps every store indexed by meaning in the background (--embeddings: which
+    model; `memfs search --status` says how far).
+
     Example:
 
     \b
@@ -2010,6 +1999,9 @@ def db_migrate_cmd(ctx: Context, check: bool) -> None:
     ctx.output(result, human)
     if check and before.pending:
         sys.exit(1)
+
+
+cli.add_command(search_cmd)  # memfs search (memfs.cli_search: cli.py is long enough)
 
 
 def main(argv: list[str] | None = None) -> None:

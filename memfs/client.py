@@ -14,8 +14,8 @@ those generators over their transport.
 ``rename_path``, ``rename_prefix``, ``tree``, ``check_can_create``, ``count_memories``,
 ``last_change``, ``changes_since``, ``get_limits``) use the memfs extension endpoints (README
 "Remote mounts"), each one server transaction, and so does ``revert`` (README "Undo a
-session"); :meth:`AsyncClient.stream_changes` follows a
-store's change feed, pushed by the server.
+session"), and ``search`` / ``search_status`` (docs/search.md);
+:meth:`AsyncClient.stream_changes` follows a store's change feed, pushed by the server.
 
 Differences from a local Store, by nature of the API:
 - ``actor`` arguments are accepted and ignored: the server attributes every write to the API
@@ -55,6 +55,7 @@ from .models import (
     MemoryStore,
     MemoryVersion,
     Page,
+    RecallResult,
     Session,
     SessionResource,
     SessionToken,
@@ -312,6 +313,21 @@ class _Ops:
         (memfs extension)."""
         d = yield Request("GET", _ms(store_id) + "/memfs/namesakes")
         return [_store(x) for x in d.get("data") or []]
+
+    def search(self, store_id: str, query: str, *, limit: int | None = None,
+               path_prefix: str | None = None, min_score: float = 0.0) -> Op[RecallResult]:
+        """The store's memories that answer ``query`` best, by words and meaning, decided by
+        the server's Store (memfs extension; :meth:`memfs.store.Store.search`)."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/search", params=_params(
+            query=query, limit=limit, path_prefix=path_prefix,
+            min_score=min_score or None))
+        return RecallResult.from_dict(d)
+
+    def search_status(self, store_id: str) -> Op[dict[str, Any]]:
+        """How far the store is indexed by meaning (:meth:`memfs.store.Store.search_status`:
+        store_id, name, memories, indexed, model, indexing, reason)."""
+        d = yield Request("GET", _ms(store_id) + "/memfs/search_status")
+        return {k: v for k, v in d.items() if k != "type"}
 
     def update_store(
         self, store_id: str, *, name: Any = None, description: Any = None, metadata: Any = None

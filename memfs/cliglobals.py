@@ -43,6 +43,12 @@ GLOBAL_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         help="Use the memfs server at this URL instead of a local database (env MEMFS_URL).")),
     (("--api-key", "api_key"), dict(
         envvar="MEMFS_API_KEY", help="API key for --url (env MEMFS_API_KEY).")),
+    (("--embeddings", "embeddings"), dict(
+        envvar="MEMFS_EMBEDDINGS", metavar="SETTING",
+        help="Embeddings for search by meaning: local (the default: a small model in this "
+        "process, offline), none, ollama:http://HOST:11434/MODEL or openai:URL:MODEL (key in "
+        "MEMFS_EMBEDDINGS_API_KEY); the servers, mounts and sessions this command starts use "
+        "it too (env MEMFS_EMBEDDINGS).")),
     (("--json", "as_json"), dict(is_flag=True, help="Print JSON for scripts.")),
     (("-v", "--verbose", "verbose"), dict(count=True, help="Log more (-vv for debug).")),
     (("--log-format", "log_format"), dict(

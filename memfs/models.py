@@ -448,3 +448,56 @@ class Snapshot:
             redacted=dict(d.get("redacted") or {}),
             unknown_memory_ids=list(d.get("unknown_memory_ids") or []),
         )
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """A memory a search found (:meth:`memfs.store.Store.search`; ``memfs.recall.search.Hit``):
+    its score in (0, 1], a one-line snippet, and which of ``words`` and ``meaning`` found it."""
+
+    memory_id: str
+    path: str
+    score: float
+    snippet: str
+    matched: tuple[str, ...]
+    updated_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """On the wire (``GET .../memfs/search``): a ``memfs_search_hit``."""
+        return {"type": "memfs_search_hit", "path": self.path, "memory_id": self.memory_id,
+                "score": self.score, "snippet": self.snippet, "matched": list(self.matched),
+                "updated_at": self.updated_at}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RecallHit:
+        return cls(memory_id=d["memory_id"], path=d["path"], score=float(d["score"]),
+                   snippet=d.get("snippet") or "", matched=tuple(d.get("matched") or ()),
+                   updated_at=d.get("updated_at") or "")
+
+
+@dataclass
+class RecallResult:
+    """The hits of a search, best first, and how they were found
+    (``memfs.recall.search.Result``): ``meaning`` is True when vectors ranked too; ``note``
+    says why not, or how much of the store they cover."""
+
+    hits: list[RecallHit]
+    meaning: bool
+    note: str | None = None
+    indexed: int = 0
+    memories: int = 0
+    model: str | None = None
+    candidates: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """On the wire (``GET .../memfs/search``): a ``memfs_search_result``."""
+        return {"type": "memfs_search_result", "data": [h.to_dict() for h in self.hits],
+                "meaning": self.meaning, "note": self.note, "indexed": self.indexed,
+                "memories": self.memories, "model": self.model}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RecallResult:
+        return cls([RecallHit.from_dict(h) for h in d.get("data") or []],
+                   bool(d.get("meaning")), note=d.get("note"),
+                   indexed=int(d.get("indexed") or 0), memories=int(d.get("memories") or 0),
+                   model=d.get("model"))

@@ -139,6 +139,30 @@ SCHEMAS: dict[str, Any] = {
             "conflicting_memory_id": _NS, "conflicting_path": _NS})},
         "unchanged": {"type": "array", "items": _obj({
             "memory_store_id": _S, "memory_id": _S, "path": _NS})}}),
+    "SearchHit": _obj({
+        "type": {"const": "memfs_search_hit"}, "path": _S, "memory_id": _S,
+        "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "snippet": {"type": "string", "description": "one line of the memory around the "
+                    "words of the question (no tab, no newline)"},
+        "matched": {"type": "array", "items": {"enum": ["words", "meaning"]},
+                    "description": "which of the words and meaning indexes found it"},
+        "updated_at": _T}),
+    "SearchResult": _obj({
+        "type": {"const": "memfs_search_result"},
+        "data": {"type": "array", "items": _ref("SearchHit"), "description": "best first"},
+        "meaning": {"type": "boolean", "description": "whether meaning ranked too"},
+        "note": {"type": ["string", "null"], "description": "why meaning did not help (words "
+                 "alone answered), or how much of the store it covers"},
+        "indexed": {"type": "integer", "description": "memories indexed by meaning"},
+        "memories": _I, "model": {"type": ["string", "null"], "description":
+                                  "the embeddings model (null: meaning is off)"}}),
+    "SearchStatus": _obj({
+        "type": {"const": "memfs_search_status"}, "store_id": _S, "name": _S,
+        "memories": _I, "indexed": _I, "model": _NS,
+        "indexing": {"type": ["string", "null"],
+                     "description": "the process indexing the store now, if any"},
+        "reason": {"type": ["string", "null"],
+                   "description": "why not every memory is indexed by meaning (null: all are)"}}),
     "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
               "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
                              "model": {"type": "object"}, "tools": {"type": "array"}},

@@ -20,6 +20,11 @@ listen queue instead of failing every accept. Errors the HTTP layer answers itse
 malformed request line, bytes that are not allowed in a URL, both Transfer-Encoding and
 Content-Length) carry the JSON envelope too.
 
+Recall: the server keeps every store of its database indexed by meaning, in a background
+thread at the lowest CPU priority (:func:`start_indexer`), with the provider that
+``MEMFS_EMBEDDINGS`` (``memfs --embeddings``) names; a provider that fails or hangs costs that
+thread its time, never a request or the server.
+
 Known limitation: a client that never reads a large response holds its connection for as long
 as the kernel's buffers keep the write pending (hypercorn shields its writes from timeouts).
 """
@@ -38,7 +43,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h11
 import trio
@@ -55,8 +60,11 @@ from . import errors
 from .api import create_app
 from .database import redact_url
 from .logs import access_logger_class
-from .store import open_store
+from .store import Store, open_store
 from .uploads import Uploads
+
+if TYPE_CHECKING:
+    from .recall.indexer import BackgroundIndexer
 
 log = logging.getLogger(__name__)
 
@@ -159,9 +167,35 @@ def serve(
             _serve_workers(workers, path, keys, config, sockets, say, max_connections)
             return
         app = create_app(store, keys, uploads=uploads_for(max_connections))
-        trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
+        indexer = start_indexer(store)
+        try:
+            trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
+        finally:
+            if indexer is not None:
+                indexer.stop()
     finally:
         store.close()
+
+
+def start_indexer(store: Store) -> BackgroundIndexer | None:
+    """Start a :class:`memfs.recall.indexer.BackgroundIndexer` over every store of the
+    database (archived ones too: they are searched too), with the store's provider of
+    embeddings; None when meaning is off (``--embeddings none``). The indexer's thread
+    survives any failure of the provider or the database (it tries again at its next poll).
+
+    :raises errors.InvalidRequest: ``MEMFS_EMBEDDINGS`` names no provider.
+    """
+    from .recall.indexer import BackgroundIndexer
+
+    provider = store.embeddings
+    if provider is None:
+        return None
+
+    def every_store() -> list[str]:
+        return [str(r[0]) for r in store.database.all("SELECT id FROM stores ORDER BY id")]
+
+    log.info("indexing every store by meaning with %s", provider.model)
+    return BackgroundIndexer(store, provider, every_store).start()
 
 
 def _serve_workers(
@@ -184,11 +218,16 @@ def _serve_workers(
                         for sock in other.insecure_sockets:
                             sock.close()
                 store = open_store(db, create=False)
+                indexer = None
                 try:
                     app = create_app(store, keys, uploads=uploads_for(max_connections))
+                    # One indexer for all the workers (the first's): one model in memory.
+                    indexer = start_indexer(store) if i == 0 else None
                     trio.run(_run, app, config, sockets, store.path,
                              say if i == 0 else (lambda line: None), max_connections)
                 finally:
+                    if indexer is not None:
+                        indexer.stop()
                     store.close()
             except BaseException:
                 log.exception("worker %d failed", i)

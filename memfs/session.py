@@ -248,8 +248,10 @@ def choose_agent(spec: str | None) -> Agent | None:
 #: the ``MEMFS_*`` variables it is given); HOME, USER and LOGNAME are the agent's.
 KEPT_ENV = ("PATH", "TERM")
 #: The launcher's credentials, never passed to CMD: it gets its session's token and URL
-#: instead (:meth:`Launcher._agent_credentials`).
-LAUNCHER_ONLY_ENV = frozenset({"MEMFS_DB", "MEMFS_URL", "MEMFS_API_KEY", "MEMFS_API_KEYS"})
+#: instead (:meth:`Launcher._agent_credentials`); the key of an embeddings service is the
+#: mounts' (which index by meaning), not the agent's.
+LAUNCHER_ONLY_ENV = frozenset({"MEMFS_DB", "MEMFS_URL", "MEMFS_API_KEY", "MEMFS_API_KEYS",
+                               "MEMFS_EMBEDDINGS_API_KEY"})
 
 
 def agent_env(env: dict[str, str], agent: Agent) -> dict[str, str]:

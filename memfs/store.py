@@ -4082,18 +4082,22 @@ class Store:
             raise InvalidRequest("search for at least one word")
         if len(query) > self.max_query_chars:
             raise InvalidRequest(f"a search is at most {self.max_query_chars} characters long")
-        _validate_text({"query": query, "path_prefix": path_prefix}, "search")
-        if "\x00" in query or (isinstance(path_prefix, str) and "\x00" in path_prefix):
+        _validate_text({"query": query}, "search")
+        if "\x00" in query:
             raise InvalidRequest("a search cannot hold a NUL character")
         if limit is None:
             limit = self.search_default_limit
         if isinstance(limit, bool) or not isinstance(limit, int) \
                 or not 1 <= limit <= self.search_max_limit:
             raise InvalidRequest(f"limit must be between 1 and {self.search_max_limit}")
-        if path_prefix is not None and (
-                not isinstance(path_prefix, str) or not path_prefix.startswith("/")
-                or len(path_prefix.encode("utf-8", "surrogatepass")) > self.limits.max_path_bytes):
-            raise InvalidRequest("path_prefix must be a path beginning with /")
+        if path_prefix is not None:
+            if not isinstance(path_prefix, str) or not path_prefix.startswith("/") \
+                    or len(path_prefix.encode("utf-8", "surrogatepass")) \
+                    > self.limits.max_path_bytes:
+                raise InvalidRequest("path_prefix must be a path beginning with /")
+            _validate_text({"path_prefix": path_prefix}, "search")
+            if "\x00" in path_prefix:
+                raise InvalidRequest("path_prefix cannot hold a NUL character")
         if isinstance(min_score, bool) or not isinstance(min_score, int | float) \
                 or not 0.0 <= min_score <= 1.0:
             raise InvalidRequest("min_score must be between 0 and 1")

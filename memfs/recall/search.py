@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..models import RecallHit, RecallResult
 from ..rules import parse_time
 from . import words as W
 from .embeddings import Provider, Unavailable
@@ -43,31 +43,10 @@ QUERY_TIMEOUT = 2.0
 RETRY_AFTER = 30.0
 
 
-@dataclass(frozen=True)
-class Hit:
-    """A memory found: its score in (0, 1], a one-line snippet, and which of ``words`` and
-    ``meaning`` found it."""
-
-    memory_id: str
-    path: str
-    score: float
-    snippet: str
-    matched: tuple[str, ...]
-    updated_at: str
-
-
-@dataclass
-class Result:
-    """The hits, best first, and how they were found: ``meaning`` is True when vectors
-    ranked too; ``note`` says why not, or how much of the store they cover."""
-
-    hits: list[Hit]
-    meaning: bool
-    note: str | None = None
-    indexed: int = 0
-    memories: int = 0
-    model: str | None = None
-    candidates: dict[str, int] = field(default_factory=dict)
+#: A memory found, and a search's result: :mod:`memfs.models`' (the client rebuilds them
+#: from the wire without importing this module).
+Hit = RecallHit
+Result = RecallResult
 
 
 _down: dict[str, tuple[float, str]] = {}
@@ -209,9 +188,10 @@ def run(store: Store, store_id: str, question: str, *, provider: Provider | None
         ((min(1.0, fused[mid] * _recency(r["updated_at"], now) / (1.0 + RECENCY)), r)
          for mid, r in rows.items()), key=lambda t: (-t[0], t[1]["path"]))
     for score, r in ranked:
+        score = round(score, 4)  # as shown: min_score=<a score shown> keeps that hit
         if score < min_score or len(result.hits) >= limit:
             break
         matched = tuple(k for k in ("words", "meaning") if r["id"] in found.get(k, ()))
-        result.hits.append(Hit(r["id"], r["path"], round(score, 4),
+        result.hits.append(Hit(r["id"], r["path"], score,
                                W.snippet(r["content"], ws), matched, r["updated_at"]))
     return result

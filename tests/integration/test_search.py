@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from memfs.client import Client
 from memfs.store import Store
 
 from .conftest import Mount, retry
@@ -176,8 +175,6 @@ def test_a_time_travel_mount_has_no_search_and_no_indexer(open_store, mounter):
     assert store.search_status(sid)["indexed"] == 0
 
 
-@pytest.mark.xfail(not callable(getattr(Client, "search", None)), strict=True,
-                   reason="Client.search (GET .../memfs/search) is the API's part of issue 20")
 def test_remote_mount_searches_through_the_server(sdk, mounts):  # noqa: F811
     sid = sdk.beta.memory_stores.create(name="remote search").id
     m = mounts(sid)

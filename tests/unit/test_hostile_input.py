@@ -330,6 +330,50 @@ def test_no_body_field_of_any_route_takes_a_lone_surrogate_to_a_500(client):
         assert client.get(url).status_code == 200, url
 
 
+@pytest.mark.parametrize("raw", ["%ED%A0%80", "%ED%BF%BF", "%FF", "a%C3", "%C0%AF"])
+def test_no_query_parameter_of_any_route_takes_bad_utf8(client, store, raw):
+    """A lone surrogate's bytes (CESU-8), a byte that is never UTF-8, a cut or overlong
+    sequence, in any declared string parameter of a GET route: a 400 naming it (the
+    parameter was read with U+FFFD in place of its bytes), never a 500."""
+    sid = store.create_store("s").id
+    ids = {"memory_store_id": sid, "memory_id": "mem_x", "memory_version_id": "memver_x",
+           "session_id": "sesn_x", "resource_id": "x", "agent_id": "agent_x",
+           "environment_id": "env_x", "dream_id": "dream_x"}
+    checked = 0
+    for op in api.OPS:
+        if op.method != "GET":
+            continue
+        url = op.path
+        for name, value in ids.items():
+            url = url.replace("{" + name + "}", value)
+        for p in op.query:
+            if p.types != ("string",):
+                continue
+            others = "".join(f"&{q.name}=x" for q in op.query if q.required and q is not p)
+            r = client.get(f"{url}?{p.name}={raw}{others}")
+            assert r.status_code == 400, (url, p.name, r.text)
+            assert f"{p.name} is not valid UTF-8" in r.json()["error"]["message"], r.text
+            checked += 1
+    assert checked >= 15
+    # Search: the question and the prefix too, on a store that exists.
+    for q in (f"query={raw}", f"query=x&path_prefix=/{raw}"):
+        assert_400(client.get(f"/v1/memory_stores/{sid}/memfs/search?{q}"))
+    # And valid UTF-8 is read as sent.
+    r = client.get(f"/v1/memory_stores/{sid}/memfs/search?query=caf%C3%A9&path_prefix=/%C3%A9")
+    assert r.status_code == 200, r.text
+
+
+def test_search_questions_with_nul_are_refused_on_the_store(store):
+    sid = store.create_store("s").id
+    store.create_memory(sid, "/a.md", "pager duty", actor=None)
+    store.use_embeddings("none")
+    for kw in ({"query": "pa\x00ger"}, {"query": "pager", "path_prefix": "/a\x00"},
+               {"query": LONE}, {"query": "pager", "path_prefix": "/" + LONE}):
+        with pytest.raises(errors.InvalidRequest):
+            store.search(sid, **kw)
+    assert [h.path for h in store.search(sid, "pager").hits] == ["/a.md"]
+
+
 # -- idle event streams --------------------------------------------------------------------------
 
 
@@ -423,7 +467,9 @@ def test_integers_of_the_query_and_last_event_id_are_ascii_and_64_bit(client, st
     (issue 19)."""
     sid = store.create_store("s").id
     for url in (f"/v1/memory_stores/{sid}/changes?after=", "/v1/memory_stores?limit=",
-                f"/v1/memory_stores/{sid}/memories?depth=", "/v1/agents/agent_x?version="):
+                f"/v1/memory_stores/{sid}/memories?depth=", "/v1/agents/agent_x?version=",
+                f"/v1/memory_stores/{sid}/memfs/search?query=x&limit=",
+                f"/v1/memory_stores/{sid}/memfs/search?query=x&min_score="):
         r = client.get(url + value)
         assert_400(r)
     # A header's bytes as a client may send them (read as latin-1 by the server).

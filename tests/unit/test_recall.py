@@ -129,7 +129,11 @@ def test_limit_prefix_and_min_score(store: Store) -> None:
     result = store.search(sid, "tea")
     assert result.meaning is False and "words alone" in (result.note or "")
     assert all(0 < h.score <= 1 and h.matched == ("words",) for h in result.hits)
-    assert store.search(sid, "tea", min_score=1.0).hits == []
+    best = max(h.score for h in result.hits)
+    assert all(h.score >= best for h in store.search(sid, "tea", min_score=best).hits)
+    assert store.search(sid, "tea", min_score=best).hits  # a score as shown keeps its hit
+    if best < 1.0:
+        assert store.search(sid, "tea", min_score=min(1.0, best + 0.001)).hits == []
 
 
 def test_a_snippet_is_one_line_around_the_words() -> None:

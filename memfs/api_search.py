@@ -1,0 +1,58 @@
+"""The recall endpoints of the HTTP API (memfs extensions; :mod:`memfs.api` routes them):
+
+- ``GET /v1/memory_stores/{id}/memfs/search?query=&limit=&path_prefix=&min_score=``: the
+  store's memories that answer a question best, by their words and their meaning
+  (:meth:`memfs.store.Store.search`), as a ``memfs_search_result``;
+- ``GET /v1/memory_stores/{id}/memfs/search_status``: how far the store is indexed by meaning
+  (:meth:`memfs.store.Store.search_status`), as a ``memfs_search_status``.
+
+The wire shapes (:meth:`memfs.recall.search.Result.to_dict`) are those the client
+(:meth:`memfs.client.Client.search`), the CLI and remote mounts read. Every rule about the
+values (an empty question, a limit of 0 or 101, a prefix without its ``/``, a score outside
+0..1, NUL, lone surrogates) is the store's; a search that meaning cannot help answers by words
+alone, and its ``note`` says why.
+
+A session token may search the stores its session has attached (read access is enough);
+another store is a 404 like an unknown one (:func:`memfs.api._authorize`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .apispec import integer, number, string
+
+if TYPE_CHECKING:
+    from .api import Call
+
+__all__ = ["SEARCH_QUERY", "search_memories", "search_status"]
+
+#: The query parameters of ``.../memfs/search`` (checked by type here, by value in the store).
+SEARCH_QUERY = (
+    string("query!", description="the question, in any words (at most 1,000 characters)"),
+    integer("limit", description="hits at most: 1 to 100, default 10"),
+    string("path_prefix", description="only memories whose path begins with this (a path "
+           "beginning with /, e.g. /people/)"),
+    number("min_score", description="only hits scoring at least this: 0 to 1, default 0"),
+)
+
+SEARCH_SUMMARY = (
+    "search the store's memories by words and meaning, best first (the words index is "
+    "always current; meaning covers what an indexer has embedded, and when it cannot help "
+    "the words answer alone and note says why)")
+STATUS_SUMMARY = (
+    "how many of the store's memories are indexed by meaning, with which model, who indexes "
+    "them now, and why not all are")
+
+
+async def search_memories(c: Call) -> Any:
+    q = c.q
+    result = await c.run(c.store.search, c.p["memory_store_id"], q.text("query") or "",
+                         limit=q.integer("limit", None), path_prefix=q.text("path_prefix"),
+                         min_score=q.number("min_score", None) or 0.0)
+    return result.to_dict()
+
+
+async def search_status(c: Call) -> Any:
+    status = await c.run(c.store.search_status, c.p["memory_store_id"])
+    return {"type": "memfs_search_status", **status}

@@ -1,0 +1,145 @@
+"""``memfs search``: find memories by what they mean (issue 20), and ``memfs search --status``.
+
+On a local database the command first catches the store's index up for at most
+:data:`CATCH_UP_SECONDS` (so that a store nobody indexes yet is found by meaning at once),
+then asks :meth:`memfs.store.Store.search`; with ``--url`` the server's store answers (its
+``memfs serve`` keeps every store indexed). Hits go to stdout, one a line, best first:
+``path  score  snippet``; the result's note (why words alone answered, how much of the store
+meaning covers) to stderr, one line. ``--json`` prints the whole result.
+
+A provider that hangs costs this command :data:`memfs.recall.search.QUERY_TIMEOUT` once: a
+batch of the catch-up must answer within it, and once the provider failed the question is not
+sent to it again (:class:`_Bounded`): the words answer, and the note says why.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from . import logs
+from .clishared import MemfsCommand, table, walk
+from .recall.embeddings import HttpProvider, Provider, Unavailable
+from .recall.search import QUERY_TIMEOUT
+
+if TYPE_CHECKING:
+    from .cli import Context
+
+__all__ = ["search_cmd", "CATCH_UP_SECONDS"]
+
+#: Seconds a local ``memfs search`` spends at most catching the store's index up first.
+CATCH_UP_SECONDS = 3.0
+
+
+class _Bounded:
+    """The provider of one local ``memfs search``: an HTTP provider's batch of passages must
+    answer within :data:`QUERY_TIMEOUT` (not the indexer's minute), and a provider that failed
+    while catching up is not asked the question (the search's words answer, its note says
+    why): a provider that hangs costs the command that long, once."""
+
+    def __init__(self, inner: Provider) -> None:
+        if isinstance(inner, HttpProvider):
+            inner = copy.copy(inner)  # this command's own: its timeout only
+            inner.passage_timeout = QUERY_TIMEOUT
+        self.inner = inner
+        self.model = inner.model
+        self.failed: Unavailable | None = None
+
+    def passages(self, texts: list[str]) -> Any:
+        try:
+            return self.inner.passages(texts)
+        except Unavailable as e:
+            self.failed = e
+            raise
+
+    def query(self, text: str, timeout: float) -> Any:
+        if self.failed is not None:
+            raise Unavailable(str(self.failed))
+        return self.inner.query(text, timeout)
+
+
+def _status_lines(statuses: list[dict[str, Any]]) -> str:
+    rows = [(s["store_id"], s["name"], s["memories"], s["indexed"], s["model"] or "-",
+             s["reason"] or ("indexing now" if s["indexing"] else "indexed"))
+            for s in statuses]
+    return table(("ID", "NAME", "MEMORIES", "BY MEANING", "MODEL", "STATUS"), rows,
+                 right=(2, 3))
+
+
+# Registered by memfs.cli (which every other module leaves alone: tests/unit/test_layers.py).
+@click.command("search", cls=MemfsCommand)
+@click.argument("store_ref", metavar="STORE", required=False)
+@click.argument("words", metavar="QUERY", nargs=-1)
+@click.option("--limit", type=int, default=None, metavar="N",
+              help="Show at most N hits (1 to 100; default 10).")
+@click.option("--path-prefix", default=None, metavar="P",
+              help="Only memories whose path begins with P (e.g. /people/).")
+@click.option("--min-score", type=float, default=0.0, metavar="S",
+              help="Only hits scoring at least S (0 to 1).")
+@click.option("--status", is_flag=True,
+              help="Say how far each store (or STORE) is indexed by meaning, with which "
+              "model, and why not.")
+@click.pass_obj
+def search_cmd(ctx: Context, store_ref: str | None, words: tuple[str, ...], limit: int | None,
+               path_prefix: str | None, min_score: float, status: bool) -> None:
+    """Find the memories of STORE (id or name) that answer QUERY, by words and meaning.
+
+    Prints the best hits first, one a line: path, score (0 to 1) and a one-line snippet;
+    --json prints the result (each hit with path, memory_id, score, snippet and which of
+    words and meaning matched it). Words are always current; meaning covers the memories an
+    indexer has embedded: on a local database this command catches the store up for a few
+    seconds first, and `memfs serve` and mounts keep their stores indexed. When meaning
+    cannot help (--embeddings none, a provider down, nothing indexed yet), words answer
+    alone and a note on stderr says why.
+
+    `memfs search --status [STORE]`: per store (every store without STORE), how many
+    memories are indexed by meaning, with which model, and why not all are.
+
+    Example:
+
+    \b
+        memfs search notes "who gets paged at night"
+        memfs search notes editor settings --path-prefix /prefs/ --limit 3 --json
+        memfs --embeddings none search notes "exact words only"
+        memfs search --status
+    """
+    store = ctx.store
+    if status:
+        if words:
+            raise click.UsageError("--status takes a STORE at most, not a QUERY")
+        if store_ref is not None:
+            one = store.search_status(store.resolve_store(store_ref).id)
+            ctx.output(one, _status_lines([one]))
+            return
+        statuses = [store.search_status(s.id) for s in walk(
+            lambda **kw: store.list_stores(include_archived=True, **kw))]
+        ctx.output(statuses, _status_lines(statuses) if statuses else "no memory stores")
+        return
+    if store_ref is None or not words:
+        raise click.UsageError("give STORE and QUERY: memfs search STORE QUERY (or --status)")
+    sid = store.resolve_store(store_ref).id
+    bounded = None
+    if not ctx.url:
+        provider = store.embeddings
+        if provider is not None:
+            bounded = _Bounded(provider)
+            store.use_embeddings(bounded)
+            store.index_store(sid, seconds=CATCH_UP_SECONDS)
+    result = store.search(sid, " ".join(words), limit=limit, path_prefix=path_prefix,
+                          min_score=min_score)
+    if bounded is not None and bounded.failed is not None and not result.meaning:
+        # Whatever else the store says (nothing indexed yet): why meaning did not help.
+        result.note = (f"the embeddings provider is unavailable ({bounded.failed}): words "
+                       "alone answered")
+    if ctx.as_json:
+        ctx.output(result)
+        return
+    width = max((len(h.path) for h in result.hits), default=0)
+    for h in result.hits:
+        click.echo(f"{h.path.ljust(width)}  {h.score:.3f}  {h.snippet}".rstrip())
+    if result.note:
+        logs.say(f"note: {result.note}")
+    if not result.hits:
+        logs.say("no memory matches")

