@@ -13,7 +13,8 @@ values (an empty question, a limit of 0 or 101, a prefix without its ``/``, a sc
 alone, and its ``note`` says why.
 
 A session token may search the stores its session has attached (read access is enough);
-another store is a 404 like an unknown one (:func:`memfs.api._authorize`).
+another store is a 404 like an unknown one (:func:`memfs.api._authorize`). Its status says
+that an indexer is at work (``indexing``: ``"an indexer"``), not which host and process.
 """
 
 from __future__ import annotations
@@ -55,4 +56,6 @@ async def search_memories(c: Call) -> Any:
 
 async def search_status(c: Call) -> Any:
     status = await c.run(c.store.search_status, c.p["memory_store_id"])
+    if c.grant is not None and status["indexing"]:  # an agent: not the host and pid
+        status["indexing"] = "an indexer"
     return {"type": "memfs_search_status", **status}

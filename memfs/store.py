@@ -4128,11 +4128,12 @@ class Store:
     def search_status(self, store_id: str) -> dict[str, Any]:
         """How far the store is indexed: ``memories``, ``indexed`` (by meaning, with the
         current provider's ``model``), ``indexing`` (the process holding the store's lease, if
-        any) and ``reason`` when some are not (None once all are).
+        any) and ``reason`` when some are not (None once all are): catching up, the
+        provider's last failure in this process, or no indexer running.
 
         :raises NotFound: unknown store.
         """
-        from .recall.indexer import Indexer, pending_count
+        from .recall.indexer import Indexer, last_failure, pending_count
 
         with self._read() as c:
             store = self._store_in(c, store_id)
@@ -4148,6 +4149,7 @@ class Store:
         reason = None
         if pending:
             reason = ("catching up" if holder else
+                      last_failure(store_id, provider.model) or
                       "not indexed yet: no indexer is running for this store "
                       "(a mount, memfs serve or memfs search index it)")
         return {"store_id": store.id, "name": store.name, "memories": total,

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Indexer", "Progress", "BackgroundIndexer", "LEASE_SECONDS", "pending_count"]
+__all__ = ["Indexer", "Progress", "BackgroundIndexer", "LEASE_SECONDS", "last_failure",
+           "pending_count"]
 
 #: Seconds a lease lasts without renewal.
 LEASE_SECONDS = 30.0
@@ -64,6 +65,18 @@ _PENDING = (
     "FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id "
     "WHERE m.store_id = ? AND (v.memory_id IS NULL OR v.model != ? OR v.path != m.path "
     "OR v.content_sha256 != m.content_sha256)")
+
+
+#: The last failure of the provider for a store and model in this process (by any of its
+#: indexers), until one of its catch-ups embeds again: why a store is not indexed, for
+#: :meth:`memfs.store.Store.search_status` (``memfs serve`` answers it from the process whose
+#: indexer tried).
+_failures: dict[tuple[str, str], str] = {}
+
+
+def last_failure(store_id: str, model: str) -> str | None:
+    """Why this process could not index the store with ``model`` last time (None: it did)."""
+    return _failures.get((store_id, model))
 
 
 def pending_count(store: Store, store_id: str, model: str) -> int:
@@ -138,7 +151,9 @@ class Indexer:
                         [passage_text(r["path"], r["content"]) for r in rows])
                 except Unavailable as e:
                     progress.reason = f"the embeddings provider is unavailable: {e}"
+                    _failures[(store_id, model)] = f"{progress.reason} (at {_now()})"
                     break
+                _failures.pop((store_id, model), None)
                 progress.embedded += self._save(store_id, model, rows, vectors)
                 if not self._take_lease(store_id):  # renewed; lost only if it expired
                     progress.reason = "another process took over the indexing"

@@ -15,6 +15,7 @@ from memfs import errors
 from memfs.api import create_app
 from memfs.client import AsyncClient, Client
 from memfs.models import Actor
+from memfs.recall.indexer import Indexer
 from memfs.recall.search import Hit, Result
 from tests.embedserver import scripted_service
 from tests.unit.test_client import through
@@ -219,6 +220,21 @@ def test_a_session_token_searches_its_attached_stores_only(store, sid):
             assert r.status_code == 200 and r.json()["data"], r.text
             r = agent.get(f"/v1/memory_stores/{attached}/memfs/search_status")
             assert r.status_code == 200 and r.json()["store_id"] == attached
+        # who indexes is the server's business: a session token is told that someone does,
+        # not the host and pid of the process
+        store.use_embeddings("local")
+        indexer = Indexer(store, store.embeddings)
+        assert indexer._take_lease(sid)
+        try:
+            d = agent.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()
+            assert d["indexing"] == "an indexer" and d["reason"] == "catching up", d
+            assert indexer.holder.split(":")[0] not in str(d)
+            admin = TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY})
+            assert admin.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()[
+                "indexing"] == indexer.holder
+        finally:
+            indexer._drop_lease(sid)
+            store.use_embeddings("none")
         unknown = search(agent, "memstore_nope", query="pager")
         for url in (f"/v1/memory_stores/{other}/memfs/search?query=pager",
                     f"/v1/memory_stores/{other}/memfs/search_status"):
@@ -353,4 +369,15 @@ def test_a_failing_provider_is_a_note_never_a_500(http, store, sid):
         assert d["meaning"] is False and d["data"][0]["path"] == "/people/oncall.md"
         assert d["note"] == "no memory is indexed by meaning yet: words alone answered"
         status = http.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()
-        assert status["indexed"] == 0 and status["reason"].startswith("not indexed yet")
+        # why not: the provider's failure, not "no indexer is running" (the server's own
+        # indexer tried and failed)
+        assert status["indexed"] == 0, status
+        assert status["reason"].startswith("the embeddings provider is unavailable"), status
+        assert "answered 500" in status["reason"], status
+        service.mode = "answer"
+        assert store.index_store(sid).pending == 0
+        status = http.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()
+        assert (status["indexed"], status["reason"]) == (4, None), status
+        store.create_memory(sid, "/new.md", "a new memory", actor=API)
+        status = http.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()
+        assert status["reason"].startswith("not indexed yet"), status  # the failure is over
