@@ -9,7 +9,8 @@
   of normalized scores is there to be measured against it, ``fusion="weighted"``), times a
   small recency factor (at most +:data:`RECENCY` for a memory changed just now, half of it
   after :data:`RECENCY_DAYS` days). Scores are scaled to (0, 1]: 1 is first in every list
-  used.
+  used. A memory that meaning has not seen yet (written since the indexer's last pass) is
+  judged by its words alone, as if meaning ranked it where its words do.
 - A provider that fails or is slower than :data:`QUERY_TIMEOUT` costs that search at most
   that long, and the next ones none for :data:`RETRY_AFTER` seconds: words answer alone, and
   the result says why.
@@ -118,20 +119,42 @@ def _by_meaning(store: Store, store_id: str, vector: Any, model: str,
     return [(ids[i], float(scores[i])) for i in top]
 
 
-def _fuse(lists: dict[str, list[tuple[str, float]]], fusion: str) -> dict[str, float]:
+def _unseen(store: Store, store_id: str, ids: list[str], model: str) -> set[str]:
+    """Those of ``ids`` that have no current vector of ``model``: meaning has not seen them."""
+    if not ids:
+        return set()
+    rows = store.database.all(
+        "SELECT m.id FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id "
+        "AND v.model = ? AND v.path = m.path AND v.content_sha256 = m.content_sha256 "
+        f"WHERE m.store_id = ? AND v.memory_id IS NULL AND m.id IN ({', '.join('?' * len(ids))})",
+        (model, store_id, *ids))
+    return {r[0] for r in rows}
+
+
+def _fuse(lists: dict[str, list[tuple[str, float]]], fusion: str,
+          unseen: frozenset[str] | set[str] = frozenset()) -> dict[str, float]:
+    """Each memory's fused score, scaled so that first in every list is 1. A memory of
+    ``unseen`` (not embedded yet) is judged by its words alone: its meaning counts as if it
+    ranked where its words do, so a memory written a moment ago is not pushed down by the
+    memories meaning has seen."""
     fused: dict[str, float] = {}
     if fusion == "weighted":
-        for ranked in lists.values():
+        for name, ranked in lists.items():
             if not ranked:
                 continue
             hi, lo = ranked[0][1], ranked[-1][1]
             for mid, s in ranked:
-                fused[mid] = fused.get(mid, 0.0) + ((s - lo) / (hi - lo) if hi > lo else 1.0)
+                norm = (s - lo) / (hi - lo) if hi > lo else 1.0
+                twice = name == "words" and mid in unseen and "meaning" in lists
+                fused[mid] = fused.get(mid, 0.0) + norm * (2 if twice else 1)
         top = float(len(lists))
     else:
         for name, ranked in lists.items():
             for rank, (mid, _) in enumerate(ranked, 1):
-                fused[mid] = fused.get(mid, 0.0) + WEIGHTS[name] / (RRF_K + rank)
+                weight = WEIGHTS[name]
+                if name == "words" and mid in unseen and "meaning" in lists:
+                    weight += WEIGHTS["meaning"]
+                fused[mid] = fused.get(mid, 0.0) + weight / (RRF_K + rank)
         top = sum(WEIGHTS[name] for name in lists) / (RRF_K + 1.0)
     return {mid: s / top for mid, s in fused.items()}
 
@@ -177,7 +200,11 @@ def run(store: Store, store_id: str, question: str, *, provider: Provider | None
     result.candidates = {k: len(v) for k, v in lists.items()}
     if not any(lists.values()):
         return result
-    fused = _fuse({k: v for k, v in lists.items()}, fusion)
+    unseen: set[str] = set()
+    if "meaning" in lists and result.indexed < total and provider is not None:
+        unseen = _unseen(store, store_id, [mid for mid, _ in lists.get("words", [])],
+                         provider.model)
+    fused = _fuse(lists, fusion, unseen)
     found = {k: {mid for mid, _ in v} for k, v in lists.items()}
     ids = list(fused)
     rows = {r["id"]: r for r in store.database.all(

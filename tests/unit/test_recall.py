@@ -181,6 +181,28 @@ def test_a_changed_memory_is_never_ranked_by_its_old_vector(backend: Backend,
     assert status["memories"] == status["indexed"] == 1 and status["reason"] is None
 
 
+def test_a_memory_not_yet_embedded_is_first_by_its_rare_word(backend: Backend,
+                                                              local: embeddings.LocalE5) -> None:
+    """Written just now, so meaning has not seen it: its exact (and rare) word puts it first,
+    above whatever meaning ranks first among the memories it has seen."""
+    store = backend.open()
+    store.use_embeddings(local)
+    sid = store.create_store("Notes").id
+    for path, text in (("/pets.md", "The cat sleeps on the sofa all afternoon."),
+                       ("/tax.md", "File the quarterly VAT return before the 20th."),
+                       ("/deploy.md", "Deploys go out on Tuesdays after the standup.")):
+        store.create_memory(sid, path, text, actor=API)
+    assert store.index_store(sid).pending == 0
+    store.create_memory(sid, "/zorblax.md", "The zorblax key is in the blue vault.", actor=API)
+    r = store.search(sid, "the zorblax key")
+    assert r.meaning and "3 of 4" in (r.note or ""), r
+    assert r.hits[0].path == "/zorblax.md", r.hits
+    assert r.hits[0].matched == ("words",)
+    store.index_store(sid)
+    r = store.search(sid, "the zorblax key")
+    assert r.hits[0].path == "/zorblax.md" and r.hits[0].matched == ("words", "meaning"), r
+
+
 def test_two_indexers_do_no_double_work(backend: Backend, local: embeddings.LocalE5) -> None:
     a, b = backend.open(), backend.open()
     sid = a.create_store("Notes").id
