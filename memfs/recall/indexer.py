@@ -218,6 +218,7 @@ class BackgroundIndexer:
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         seen = -1
+        away: float | None = None  # since when the database cannot be read (said once)
         while not self._stop.is_set():
             try:
                 row = self.indexer.store.database.one("SELECT max(seq) FROM changes")
@@ -232,8 +233,15 @@ class BackgroundIndexer:
                         complete = complete and p.reason is None
                     if complete:
                         seen = last
+                if away is not None:
+                    log.info("the indexer reads the database again after %.1f s",
+                             time.monotonic() - away)
+                    away = None
             except MemfsError as e:  # the database away: try again at the next poll
-                log.warning("the indexer could not read the database: %s", e.message)
+                if away is None:  # one line an outage, not one a poll
+                    away = time.monotonic()
+                    log.warning("the indexer waits: the database cannot be read (%s); trying "
+                                "again every %g s", e.message, self.poll)
             except Exception:  # a background task never brings its process down
                 log.exception("the indexer failed; trying again in %g s", self.poll)
             self._wake.wait(self.poll)
