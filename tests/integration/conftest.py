@@ -96,7 +96,11 @@ class Mount:
     def events(self) -> list[dict[str, Any]]:
         if not self.events_path.exists():
             return []
-        return [json.loads(line) for line in self.events_path.read_text().splitlines() if line]
+        # The daemon appends while this reads: a last line without its newline is still being
+        # written (a write that spans pages shows in parts), and is read next time.
+        data = self.events_path.read_bytes()
+        whole = data[:data.rfind(b"\n") + 1].decode()
+        return [json.loads(line) for line in whole.splitlines() if line]
 
     def pairs(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(tool_use, tool_result) pairs, joined by tool_use_id."""
