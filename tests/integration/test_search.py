@@ -146,14 +146,15 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     assert os.getxattr(f, "user.memfs.search.indexed") == b"3/3"
     assert indexed_in < 30
     assert "indexing 1 store(s) by meaning" in m.log()
-    # Indexed, the daemon idles as a mount without an indexer does (one cheap look at the
-    # change feed every 2 s).
+    # Indexed, the daemon idles (one cheap look at the change feed every 2 s): here 0-10 ms in
+    # 5 s, 50 ms once on a loaded CI machine (CPU time counts in 10 ms ticks); a model's thread
+    # pool left spinning, or an indexer that keeps going over its store, costs seconds.
     time.sleep(1)
     before = _cpu_seconds(m.proc.pid)
     time.sleep(5)
     idle = _cpu_seconds(m.proc.pid) - before
     print(f"\nindexed 3 memories in {indexed_in:.2f} s; idle CPU over 5 s: {idle * 1000:.0f} ms")
-    assert idle <= 0.05
+    assert idle <= 0.1
     # A read-only mount indexes too (derived rows only): a new memory gets its vector.
     m.stop()
     store.write_path(sid, "/late.md", "the quarterly budget review", actor=None)
