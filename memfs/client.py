@@ -36,10 +36,10 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -66,6 +66,7 @@ from .models import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MOUNT_ROOT = "/mnt/memory"
@@ -120,7 +121,9 @@ def error_from_response(status: int, body: Any) -> errors.MemfsError:
     if not isinstance(err, dict):
         err = {}
     type_ = err.get("type")
-    details = err.get("details") if isinstance(err.get("details"), dict) else {}
+    details = err.get("details")
+    if not isinstance(details, dict):
+        details = {}
     code = details.get("error_code")
     message = err.get("message") or f"HTTP {status}"
     if status == 401 or type_ == "authentication_error":
@@ -624,7 +627,7 @@ class _Ops:
 
     # -- agents and environments -----------------------------------------------------------
 
-    def create_agent(self, *, name: str, model: Any, **fields: Any) -> Op[dict[str, Any]]:
+    def create_agent(self, /, *, name: str, model: Any, **fields: Any) -> Op[dict[str, Any]]:
         d = yield Request("POST", "/v1/agents", json=_body(name=name, model=model, **fields))
         return dict(d)
 
@@ -632,7 +635,7 @@ class _Ops:
         d = yield Request("GET", f"/v1/agents/{_q(agent_id)}")
         return dict(d)
 
-    def create_environment(self, *, name: str, **fields: Any) -> Op[dict[str, Any]]:
+    def create_environment(self, /, *, name: str, **fields: Any) -> Op[dict[str, Any]]:
         d = yield Request("POST", "/v1/environments", json=_body(name=name, **fields))
         return dict(d)
 
@@ -829,6 +832,26 @@ class _Ops:
 OPERATIONS = sorted(n for n in vars(_Ops) if not n.startswith("_"))
 
 
+def _sync_method(gen: Callable[Concatenate[_Ops, P], Op[T]]
+                 ) -> Callable[Concatenate[Client, P], T]:
+    """The :class:`Client` method of an operation: its arguments, its result."""
+    @functools.wraps(gen)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._drive(gen(_OPS, *args, **kwargs))
+
+    return method
+
+
+def _async_method(gen: Callable[Concatenate[_Ops, P], Op[T]]
+                  ) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """The :class:`AsyncClient` method of an operation: its arguments, its result awaited."""
+    @functools.wraps(gen)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._drive(gen(_OPS, *args, **kwargs))
+
+    return method
+
+
 def _headers(api_key: str | None, session_id: str | None = None) -> dict[str, str]:
     headers = {"user-agent": "memfs-client", "anthropic-version": "2023-06-01"}
     if api_key:
@@ -978,6 +1001,66 @@ class Client:
         result: dict[str, Any] = _decode(response)
         return result
 
+    # -- the operations: each one of :class:`_Ops`, typed as it is written there -----------
+
+    add_events = _sync_method(_Ops.add_events)
+    archive_dream = _sync_method(_Ops.archive_dream)
+    archive_session = _sync_method(_Ops.archive_session)
+    archive_store = _sync_method(_Ops.archive_store)
+    cancel_dream = _sync_method(_Ops.cancel_dream)
+    changes_since = _sync_method(_Ops.changes_since)
+    check_can_create = _sync_method(_Ops.check_can_create)
+    count_memories = _sync_method(_Ops.count_memories)
+    create_agent = _sync_method(_Ops.create_agent)
+    create_dream = _sync_method(_Ops.create_dream)
+    create_environment = _sync_method(_Ops.create_environment)
+    create_memory = _sync_method(_Ops.create_memory)
+    create_session = _sync_method(_Ops.create_session)
+    create_session_token = _sync_method(_Ops.create_session_token)
+    create_store = _sync_method(_Ops.create_store)
+    delete_memory = _sync_method(_Ops.delete_memory)
+    delete_path = _sync_method(_Ops.delete_path)
+    delete_session = _sync_method(_Ops.delete_session)
+    delete_store = _sync_method(_Ops.delete_store)
+    get_agent = _sync_method(_Ops.get_agent)
+    get_dream = _sync_method(_Ops.get_dream)
+    get_environment = _sync_method(_Ops.get_environment)
+    get_limits = _sync_method(_Ops.get_limits)
+    get_memory = _sync_method(_Ops.get_memory)
+    get_memory_by_path = _sync_method(_Ops.get_memory_by_path)
+    get_session = _sync_method(_Ops.get_session)
+    get_session_resource = _sync_method(_Ops.get_session_resource)
+    get_store = _sync_method(_Ops.get_store)
+    get_version = _sync_method(_Ops.get_version)
+    last_change = _sync_method(_Ops.last_change)
+    list_dreams = _sync_method(_Ops.list_dreams)
+    list_events = _sync_method(_Ops.list_events)
+    list_memories = _sync_method(_Ops.list_memories)
+    list_session_resources = _sync_method(_Ops.list_session_resources)
+    list_sessions = _sync_method(_Ops.list_sessions)
+    list_stores = _sync_method(_Ops.list_stores)
+    list_versions = _sync_method(_Ops.list_versions)
+    namesakes = _sync_method(_Ops.namesakes)
+    prune_versions = _sync_method(_Ops.prune_versions)
+    redact_version = _sync_method(_Ops.redact_version)
+    rename_path = _sync_method(_Ops.rename_path)
+    rename_prefix = _sync_method(_Ops.rename_prefix)
+    resolve_memory = _sync_method(_Ops.resolve_memory)
+    resolve_store = _sync_method(_Ops.resolve_store)
+    restore_version = _sync_method(_Ops.restore_version)
+    revert = _sync_method(_Ops.revert)
+    search = _sync_method(_Ops.search)
+    search_status = _sync_method(_Ops.search_status)
+    send_events = _sync_method(_Ops.send_events)
+    set_session_status = _sync_method(_Ops.set_session_status)
+    snapshot = _sync_method(_Ops.snapshot)
+    sync = _sync_method(_Ops.sync)
+    tree = _sync_method(_Ops.tree)
+    update_memory = _sync_method(_Ops.update_memory)
+    update_session = _sync_method(_Ops.update_session)
+    update_store = _sync_method(_Ops.update_store)
+    write_path = _sync_method(_Ops.write_path)
+
 
 class AsyncClient:
     """The asynchronous twin of :class:`Client` (same methods, awaited)."""
@@ -1075,25 +1158,66 @@ class AsyncClient:
             except errors.MemfsError as e:
                 result, exc = None, e
 
+    # -- the operations: each one of :class:`_Ops`, typed as it is written there -----------
 
-def _sync_method(gen: Callable[..., Op[Any]]) -> Callable[..., Any]:
-    @functools.wraps(gen)
-    def method(self: Client, *args: Any, **kwargs: Any) -> Any:
-        return self._drive(gen(_OPS, *args, **kwargs))
+    add_events = _async_method(_Ops.add_events)
+    archive_dream = _async_method(_Ops.archive_dream)
+    archive_session = _async_method(_Ops.archive_session)
+    archive_store = _async_method(_Ops.archive_store)
+    cancel_dream = _async_method(_Ops.cancel_dream)
+    changes_since = _async_method(_Ops.changes_since)
+    check_can_create = _async_method(_Ops.check_can_create)
+    count_memories = _async_method(_Ops.count_memories)
+    create_agent = _async_method(_Ops.create_agent)
+    create_dream = _async_method(_Ops.create_dream)
+    create_environment = _async_method(_Ops.create_environment)
+    create_memory = _async_method(_Ops.create_memory)
+    create_session = _async_method(_Ops.create_session)
+    create_session_token = _async_method(_Ops.create_session_token)
+    create_store = _async_method(_Ops.create_store)
+    delete_memory = _async_method(_Ops.delete_memory)
+    delete_path = _async_method(_Ops.delete_path)
+    delete_session = _async_method(_Ops.delete_session)
+    delete_store = _async_method(_Ops.delete_store)
+    get_agent = _async_method(_Ops.get_agent)
+    get_dream = _async_method(_Ops.get_dream)
+    get_environment = _async_method(_Ops.get_environment)
+    get_limits = _async_method(_Ops.get_limits)
+    get_memory = _async_method(_Ops.get_memory)
+    get_memory_by_path = _async_method(_Ops.get_memory_by_path)
+    get_session = _async_method(_Ops.get_session)
+    get_session_resource = _async_method(_Ops.get_session_resource)
+    get_store = _async_method(_Ops.get_store)
+    get_version = _async_method(_Ops.get_version)
+    last_change = _async_method(_Ops.last_change)
+    list_dreams = _async_method(_Ops.list_dreams)
+    list_events = _async_method(_Ops.list_events)
+    list_memories = _async_method(_Ops.list_memories)
+    list_session_resources = _async_method(_Ops.list_session_resources)
+    list_sessions = _async_method(_Ops.list_sessions)
+    list_stores = _async_method(_Ops.list_stores)
+    list_versions = _async_method(_Ops.list_versions)
+    namesakes = _async_method(_Ops.namesakes)
+    prune_versions = _async_method(_Ops.prune_versions)
+    redact_version = _async_method(_Ops.redact_version)
+    rename_path = _async_method(_Ops.rename_path)
+    rename_prefix = _async_method(_Ops.rename_prefix)
+    resolve_memory = _async_method(_Ops.resolve_memory)
+    resolve_store = _async_method(_Ops.resolve_store)
+    restore_version = _async_method(_Ops.restore_version)
+    revert = _async_method(_Ops.revert)
+    search = _async_method(_Ops.search)
+    search_status = _async_method(_Ops.search_status)
+    send_events = _async_method(_Ops.send_events)
+    set_session_status = _async_method(_Ops.set_session_status)
+    snapshot = _async_method(_Ops.snapshot)
+    sync = _async_method(_Ops.sync)
+    tree = _async_method(_Ops.tree)
+    update_memory = _async_method(_Ops.update_memory)
+    update_session = _async_method(_Ops.update_session)
+    update_store = _async_method(_Ops.update_store)
+    write_path = _async_method(_Ops.write_path)
 
-    return method
-
-
-def _async_method(gen: Callable[..., Op[Any]]) -> Callable[..., Any]:
-    @functools.wraps(gen)
-    async def method(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
-        return await self._drive(gen(_OPS, *args, **kwargs))
-
-    return method
 
 
 _OPS = _Ops()
-for _name in OPERATIONS:
-    setattr(Client, _name, _sync_method(getattr(_Ops, _name)))
-    setattr(AsyncClient, _name, _async_method(getattr(_Ops, _name)))
-del _name
