@@ -172,10 +172,11 @@ def _step(target_ids: Collection[str], vs: Sequence[Version], force: bool) -> St
     step.forced = bool(foreign)
     if not exists:
         step.action = "delete"
-    elif cur.operation == "deleted":
+        return step
+    assert pre is not None  # exists: the state before is live
+    if cur.operation == "deleted":
         step.action, step.content, step.content_changed = "recreate", pre.content, True
     else:
-        assert pre is not None
         step.action, step.content = "restore", pre.content
         step.content_changed = cur.content != pre.content
     return step
