@@ -47,6 +47,11 @@ class FileState:
 
     __slots__ = ("id", "memory_version_id", "content_size_bytes", "_sha256")
 
+    id: str
+    memory_version_id: str
+    content_size_bytes: int
+    _sha256: bytes
+
     def __init__(self, m: Memory | FileState) -> None:
         self.id = m.id
         self.memory_version_id = m.memory_version_id
