@@ -411,7 +411,7 @@ def slugify(name: str) -> str:
 
 
 def _check_limit(
-    limit: Any, limits: Limits, view: str = "basic", maximum: int | None = None
+    limit: object, limits: Limits, view: str = "basic", maximum: int | None = None
 ) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise InvalidRequest("limit must be an integer")
