@@ -52,7 +52,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -72,6 +72,9 @@ from .models import Actor, Memory, MemoryVersion, SessionGrant
 from .rules import _check_view, api_key_id, parse_int, slugify
 from .store import SESSION_TOKEN_PREFIX, TOOL_EVENT_TYPES, UNSET, Store, no_session, no_store
 from .uploads import Uploads, UploadsFull
+
+if TYPE_CHECKING:
+    from .pgwatch import PgWatch
 
 log = logging.getLogger(__name__)
 
@@ -1425,7 +1428,7 @@ class _Feed:
     watching: bool = False
     seen: int = 0
     #: The watch narrowed to the feed's store (PostgreSQL tells stores apart; inotify not).
-    watch: Any = None
+    watch: dbwatch.Watch | None = None
     #: Delays of the quick looks again after a wake-up whose poll found nothing new.
     rechecks: list[float] = dataclasses.field(default_factory=list)
 
@@ -1450,7 +1453,7 @@ class ChangeHub:
 
     def __init__(self, store: Store, interval: float = CHANGES_POLL_SECONDS,
                  ping: float = CHANGES_PING_SECONDS, keep: int = CHANGES_KEPT,
-                 watch: dbwatch.DbWatch | None = None, safety: float = 2.0,
+                 watch: dbwatch.DbWatch | PgWatch | None = None, safety: float = 2.0,
                  watch_db: bool = False) -> None:
         self.store = store
         self.interval = interval
@@ -1991,7 +1994,10 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
         by_method = {op.method: _endpoint(op, store, hub, events, writes)
                      for op in ops}
 
-        async def dispatch(request: Request, by_method: Any = by_method) -> Response:
+        async def dispatch(
+            request: Request,
+            by_method: dict[str, Callable[[Request], Awaitable[Response]]] = by_method,
+        ) -> Response:
             if request.method == "HEAD":  # Starlette routes HEAD wherever GET is
                 return await _head(by_method["GET"], request)
             return await by_method[request.method](request)

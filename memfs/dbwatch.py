@@ -34,7 +34,7 @@ import logging
 import os
 import struct
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -74,6 +74,18 @@ def _lib() -> ctypes.CDLL:
         libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
         _libc = libc
     return _libc
+
+
+class Watch(Protocol):
+    """What a waiter uses of a watch: a :class:`DbWatch`, a :class:`~memfs.pgwatch.PgWatch`
+    or one store's view of it (:meth:`narrow`)."""
+
+    @property
+    def changes(self) -> int: ...
+
+    async def wait(self, seen: int) -> int: ...
+
+    def narrow(self, store: str) -> Watch: ...
 
 
 class DbWatch:

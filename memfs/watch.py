@@ -31,7 +31,7 @@ from .models import Change
 from .toolevents import EventSink
 
 if TYPE_CHECKING:
-    from .dbwatch import DbWatch
+    from .dbwatch import Watch
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class ChangeWatcher(_Periodic):
     rechecks = (0.003, 0.015, 0.06)
 
     def __init__(self, ops: Operations, interval: float = 0.15,
-                 watch: DbWatch | None = None) -> None:
+                 watch: Watch | None = None) -> None:
         super().__init__(interval)
         self.ops = ops
         # PostgreSQL's watch wakes for this store only (inotify's for the database).
