@@ -26,7 +26,7 @@ import logging
 import os
 import select
 import threading
-from typing import Any
+from typing import Any, TypedDict
 
 import trio
 
@@ -38,10 +38,21 @@ log = logging.getLogger(__name__)
 CHANNEL = "memfs_changes"
 #: Seconds before reconnecting: the first retry, doubled after each failure up to the last.
 BACKOFF = (0.05, 5.0)
+
+
+class Keepalives(TypedDict):
+    """libpq's keepalive connection parameters: on (1), idle and interval seconds, probes."""
+
+    keepalives: int
+    keepalives_idle: int
+    keepalives_interval: int
+    keepalives_count: int
+
+
 #: libpq keepalives of the listening connection: a dead TCP peer is noticed in about a
 #: minute (a unix socket ignores them).
-KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
-              "keepalives_count": 3}
+KEEPALIVES: Keepalives = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                          "keepalives_count": 3}
 
 
 class _Waiter:
