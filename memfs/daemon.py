@@ -58,8 +58,9 @@ from . import dbwatch, errors, linux, logs
 from .fs import Operations, actor_for
 from .models import MemoryStore
 from .protocol import StoreAPI
+from .rules import Limits
 from .snapshot import SnapshotStore
-from .store import Limits, open_store
+from .store import Store, open_store
 from .toolevents import EventSink
 from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
@@ -298,8 +299,6 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> BackgroundIndexer | 
     """Keep ``store_ids`` indexed by meaning while mounted (None: nothing to index, a remote
     store, meaning off, or the indexer could not start). Never raises: a mount serves without
     it (searches answer by words alone, and say so)."""
-    from .store import Store
-
     if not store_ids or not isinstance(store, Store):
         return None
     try:
@@ -402,6 +401,7 @@ async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
                            timeout=opts.http_timeout)
         watcher = ChangeSubscriber(ops, feed)
     else:
+        assert isinstance(ops.store, Store)  # a local mount serves its database's Store
         watch = dbwatch.acquire(ops.store.path)
         watcher = ChangeWatcher(ops, opts.poll_interval, watch)
     flusher = EventFlusher(sink)

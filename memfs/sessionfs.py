@@ -64,7 +64,7 @@ from .daemon import (
 )
 from .fs import DOTS, Operations, actor_for, reply_dots
 from .protocol import StoreAPI
-from .store import open_store
+from .store import Store, open_store
 from .toolevents import EventSink
 from .tree import Tree
 
@@ -508,6 +508,7 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
             watchers.append(ChangeSubscriber(m.ops, feed))
         else:
             # One inotify watch of the database for all the stores (dbwatch shares it).
+            assert isinstance(m.ops.store, Store)  # a local mount serves its database's Store
             watch = dbwatch.acquire(m.ops.store.path)
             watches.append(watch)
             watchers.append(ChangeWatcher(m.ops, spec.poll_interval, watch))
@@ -535,9 +536,9 @@ async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
             finally:
                 for m in members:
                     m.ops.on_stale = None
-                for s in [*services, *watchers]:
-                    if s is not None:
-                        s.stop()
+                for service in [*services, *watchers]:
+                    if service is not None:
+                        service.stop()
                 nursery.cancel_scope.cancel()
     finally:
         for feed in feeds:
