@@ -37,7 +37,8 @@ from .models import (
     Session,
     SessionResource,
 )
-from .store import Limits, Store
+from .rules import Limits
+from .store import Store
 
 __version__ = "0.1.0"
 

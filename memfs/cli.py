@@ -28,8 +28,8 @@ from .clishared import table as _table
 from .clishared import walk as _walk
 from .models import Actor, Dream, Memory, MemoryStore, MemoryVersion, Page
 from .prompt import render_memory_prompt
-from .rules import slash_hint
-from .store import Store, default_db_path, local_user_actor, open_store
+from .rules import local_user_actor, slash_hint
+from .store import Store, default_db_path, open_store
 
 log = logging.getLogger(__name__)
 
@@ -1176,8 +1176,9 @@ def export_cmd(ctx: Context, store_ref: str, output: str | None, history: bool) 
                 out.close()
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
-    summary = {"store": s.to_dict(), "file": output, "bytes": size, "history": history,
-               **{k: stats[k] for k in ("memories", "versions", "redacted") if k in stats}}
+    summary: dict[str, object] = {
+        "store": s.to_dict(), "file": output, "bytes": size, "history": history,
+        **{k: stats[k] for k in ("memories", "versions", "redacted") if k in stats}}
     what = (f"{stats['memories']} memories, {stats['versions']} versions"
             if stats else "the store")
     human = f"exported {what} of {s.name} ({s.id}) to {output or 'stdout'} ({size} bytes)"

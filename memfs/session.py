@@ -55,10 +55,11 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from . import linux
+from .database import is_url
 from .errors import InvalidRequest, MemfsError, NotFound
 from .models import MemoryStore, Session, SessionResource
 from .prompt import SNAPSHOT_KEY, render_memory_prompt, snapshot_note
-from .store import Store, check_token_ttl, is_url, open_store
+from .store import Store, check_token_ttl, open_store
 
 log = logging.getLogger(__name__)
 
