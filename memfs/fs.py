@@ -85,9 +85,9 @@ import functools
 import logging
 import os
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
@@ -99,7 +99,7 @@ from .models import Actor, Change, Memory
 from .protocol import StoreAPI
 from .rules import local_user_actor, validate_path
 from .searchfs import SEARCH, Answer, Refused, Search, SNode, question_of
-from .toolevents import EventSink, comm, tool_pair
+from .toolevents import EventSink, WrittenVersion, comm, tool_pair
 from .tree import FileState, Node, Tree
 
 log = logging.getLogger(__name__)
@@ -287,7 +287,8 @@ def invalidate_now(ino: int, entries: list[tuple[int, str, int]]) -> None:
     invalidate_inodes([ino])
 
 
-def _handler(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+def _handler(fn: Callable[Concatenate[Operations, _P], Coroutine[Any, Any, _R]]
+             ) -> Callable[Concatenate[Operations, _P], Coroutine[Any, Any, _R]]:
     """Make a handler keep pyfuse3's contract: only FUSEError leaves it.
 
     Store errors become their errno; anything else is a bug, logged with its traceback and
@@ -297,10 +298,9 @@ def _handler(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
     """
 
     @functools.wraps(fn)
-    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        ops: Operations = args[0]  # type: ignore[assignment]
+    async def wrapper(ops: Operations, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            return await fn(*args, **kwargs)
+            return await fn(ops, *args, **kwargs)
         except FUSEError:
             raise
         except _Failure as e:
@@ -1000,7 +1000,7 @@ class Operations(pyfuse3.Operations):
             self.events.log(events)
 
     def _pair(self, name: str, pid: int, operation: str, file_path: str, *,
-              failure: _Failure | None = None, text: str = "", memory: Memory | None = None,
+              failure: _Failure | None = None, text: str = "", memory: WrittenVersion | None = None,
               memory_id: str | None = None, new_path: str | None = None,
               ) -> list[dict[str, Any]] | None:
         """A tool event pair (None when the mount logs no events)."""
@@ -1091,7 +1091,8 @@ class Operations(pyfuse3.Operations):
         unlinked it or renamed over it (POSIX: its unsaved writes are dropped)."""
         return node.path if node.attached else node.save_at
 
-    def _file_pair(self, h: _Handle, size: int | None = None, memory: Memory | None = None,
+    def _file_pair(self, h: _Handle, size: int | None = None,
+                   memory: WrittenVersion | None = None,
                    failure: _Failure | None = None, removed: bool = False,
                    ) -> list[dict[str, Any]] | None:
         """The event pair of a file's open→close (or of a commit at fsync). ``removed``: its
@@ -1751,7 +1752,7 @@ class Operations(pyfuse3.Operations):
         old_entry = self._entry_path(old_parent, name_old)
         new_entry = self._entry_path(new_parent, name_new)
 
-        def pair(memory: Memory | None = None) -> list[dict[str, Any]] | None:
+        def pair(memory: WrittenVersion | None = None) -> list[dict[str, Any]] | None:
             return self._pair(
                 comm_, pid, "rename", old_entry, new_path=new_entry, memory=memory,
                 text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}")
@@ -1769,7 +1770,8 @@ class Operations(pyfuse3.Operations):
 
     async def _rename(
         self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
-        pair: Callable[[Memory | None], list[dict[str, Any]] | None], deadline: float,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
     ) -> tuple[list[dict[str, Any]] | None, bool]:
         """Rename under the mutex, waiting for the database until ``deadline``; returns the
         events and whether the store recorded them."""
@@ -1822,7 +1824,8 @@ class Operations(pyfuse3.Operations):
 
     async def _rename_dir(
         self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
-        pair: Callable[[Memory | None], list[dict[str, Any]] | None], deadline: float,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
     ) -> tuple[list[dict[str, Any]] | None, bool]:
         if dst is not None:
             if not dst.is_dir:

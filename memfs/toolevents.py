@@ -19,10 +19,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from . import errors
-from .models import Memory
 from .protocol import StoreAPI
 from .rules import format_time, new_id, new_ids
 
@@ -51,6 +50,17 @@ def comm(pid: int) -> str:
         os.close(fd)
 
 
+class WrittenVersion(Protocol):
+    """What a tool result names of a write: the memory and its version (a
+    :class:`~memfs.models.Memory`, or a mount's :class:`~memfs.tree.FileState` of it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def memory_version_id(self) -> str: ...
+
+
 def tool_pair(
     name: str,
     pid: int,
@@ -59,7 +69,7 @@ def tool_pair(
     *,
     failure: str | None = None,
     text: str = "",
-    memory: Memory | None = None,
+    memory: WrittenVersion | None = None,
     memory_id: str | None = None,
     new_path: str | None = None,
     at: float | None = None,
