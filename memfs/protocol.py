@@ -9,6 +9,7 @@ SQLite's lock, a disk sync or the network): the filesystem calls them in a worke
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .models import Change, Event, Memory, MemoryStore, MemoryVersion, Page, Session, Snapshot
@@ -31,7 +32,7 @@ class StoreAPI(Protocol):
 
     def count_memories(self, store_id: str) -> int: ...
 
-    def snapshot(self, store_id: str, at: str, *, view: str = "basic") -> Snapshot: ...
+    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot: ...
 
     def check_can_create(self, store_id: str) -> None: ...
 
@@ -39,10 +40,12 @@ class StoreAPI(Protocol):
 
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]: ...
 
-    # The versions, for a mount's .history/ (memfs.historyfs).
+    # The versions, for a mount's .history/ (memfs.historyfs); up to a time for a snapshot's
+    # (memfs.snapshot).
     def list_versions(
         self, store_id: str, *, memory_id: str | None = None, operation: str | None = None,
-        limit: int = 20, page: str | None = None, view: str = "basic",
+        created_at_lte: str | datetime | None = None, limit: int = 20, page: str | None = None,
+        view: str = "basic",
     ) -> Page[MemoryVersion]: ...
 
     def get_version(

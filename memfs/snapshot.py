@@ -100,20 +100,17 @@ class SnapshotStore:
         """The base store's listing, ending at the boundary (a page may hold fewer versions
         than asked for: those of the boundary's instant that come after it are left out)."""
         if not self._mine(store_id):
-            return self.base.list_versions(  # type: ignore[attr-defined,no-any-return]
-                store_id, created_at_lte=created_at_lte, **filters)
+            return self.base.list_versions(store_id, created_at_lte=created_at_lte, **filters)
         lte = self.snap.time
         if created_at_lte is not None:
             lte = min(lte, format_time(parse_time(created_at_lte)))
-        page: Page[MemoryVersion] = self.base.list_versions(  # type: ignore[attr-defined]
-            store_id, created_at_lte=lte, **filters)
+        page = self.base.list_versions(store_id, created_at_lte=lte, **filters)
         return Page([v for v in page.data if self.snap.includes(v.created_at, v.id)],
                     page.next_page, page.prev_page)
 
     def get_version(self, store_id: str, version_id: str, *, view: str = "full"
                     ) -> MemoryVersion:
-        v: MemoryVersion = self.base.get_version(  # type: ignore[attr-defined]
-            store_id, version_id, view=view)
+        v = self.base.get_version(store_id, version_id, view=view)
         if self._mine(store_id) and not self.snap.includes(v.created_at, v.id):
             raise NotFound(f"memory version {version_id!r} is after "
                            f"{self.snap.boundary_text()}, the time of this snapshot")
