@@ -187,10 +187,11 @@ def slash_hint(path: str) -> str:
     return f"paths start with '/': did you mean /{path}?"
 
 
-def validate_path(path: str | bytes, limits: Limits = Limits()) -> str:
+def validate_path(path: object, limits: Limits = Limits()) -> str:
     """Check a memory path against every rule of API.md §2.16 and return it as ``str``.
 
-    Bytes (as the filesystem passes them) must be valid UTF-8.
+    Bytes (as the filesystem passes them) must be valid UTF-8; anything else but a ``str``
+    (a value read from a request or an archive) is refused.
 
     :raises PathEncoding: not valid UTF-8 (or lone surrogates), or not NFC.
     :raises PathTooLong: over the byte or segment limit.
