@@ -127,7 +127,7 @@ class SchemaStatus:
 
 def schema_status(db: Any) -> SchemaStatus:
     """The migrations ``db`` has and those this memfs knows for its backend."""
-    from . import store
+    from .store import schema
 
     if db.dialect == "postgresql":
         from . import pgdatabase
@@ -139,9 +139,9 @@ def schema_status(db: Any) -> SchemaStatus:
             if c.execute("SELECT to_regclass('_memfs_migrations') IS NOT NULL").fetchone()[0]:
                 applied = [r[0] for r in c.execute(
                     "SELECT name FROM _memfs_migrations WHERE migration_set = ? ORDER BY name",
-                    (store.MIGRATION_SET,))]
+                    (schema.MIGRATION_SET,))]
         return SchemaStatus("postgresql", applied, known, tables)
-    known = [fn.__name__ for fn in store._MIGRATIONS]
+    known = [fn.__name__ for fn in schema._MIGRATIONS]
     with db.read() as c:
         tables = _tables_sqlite(c)
         applied = []
@@ -149,7 +149,7 @@ def schema_status(db: Any) -> SchemaStatus:
                      "'_sqlite_migrations'").fetchone():
             applied = [r[0] for r in c.execute(
                 "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY name",
-                (store.MIGRATION_SET,))]
+                (schema.MIGRATION_SET,))]
     return SchemaStatus("sqlite", applied, known, tables)
 
 

@@ -34,7 +34,7 @@ from ..rules import format_time
 from .embeddings import Provider, Unavailable, passage_text
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.base import StoreBase
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def last_failure(store_id: str, model: str) -> str | None:
     return _failures.get((store_id, model))
 
 
-def pending_count(store: Store, store_id: str, model: str) -> int:
+def pending_count(store: StoreBase, store_id: str, model: str) -> int:
     """Memories of the store without a current vector of ``model``."""
     row = store.database.one(f"SELECT count(*) {_PENDING}", (store_id, model))
     return int(row[0]) if row else 0
@@ -88,7 +88,7 @@ def pending_count(store: Store, store_id: str, model: str) -> int:
 class Indexer:
     """Catches stores up with a provider (one instance per process and provider)."""
 
-    def __init__(self, store: Store, provider: Provider, *, holder: str | None = None) -> None:
+    def __init__(self, store: StoreBase, provider: Provider, *, holder: str | None = None) -> None:
         self.store, self.provider = store, provider
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
 
@@ -189,7 +189,7 @@ class BackgroundIndexer:
         stores, or every store of the database for ``memfs serve``).
     """
 
-    def __init__(self, store: Store, provider: Provider,
+    def __init__(self, store: StoreBase, provider: Provider,
                  stores: Callable[[], Iterable[str]], *, poll: float = 2.0) -> None:
         self.indexer = Indexer(store, provider)
         self.stores, self.poll = stores, poll

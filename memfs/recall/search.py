@@ -30,7 +30,7 @@ from . import words as W
 from .embeddings import Provider, Unavailable
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.base import StoreBase
 
 __all__ = ["Hit", "Result", "run", "CANDIDATES", "QUERY_TIMEOUT"]
 
@@ -75,7 +75,7 @@ def _prefix_sql(path_prefix: str | None, column: str) -> tuple[str, tuple[Any, .
     return f" AND substr({column}, 1, ?) = ?", (len(path_prefix), path_prefix)
 
 
-def _by_words(store: Store, store_id: str, ws: list[str], path_prefix: str | None,
+def _by_words(store: StoreBase, store_id: str, ws: list[str], path_prefix: str | None,
               ) -> list[tuple[str, float]]:
     if not ws:
         return []
@@ -99,7 +99,7 @@ def _by_words(store: Store, store_id: str, ws: list[str], path_prefix: str | Non
     return [(r[0], float(r[1])) for r in rows]
 
 
-def _by_meaning(store: Store, store_id: str, vector: Any, model: str,
+def _by_meaning(store: StoreBase, store_id: str, vector: Any, model: str,
                 path_prefix: str | None) -> list[tuple[str, float]]:
     import numpy as np
 
@@ -119,7 +119,7 @@ def _by_meaning(store: Store, store_id: str, vector: Any, model: str,
     return [(ids[i], float(scores[i])) for i in top]
 
 
-def _unseen(store: Store, store_id: str, ids: list[str], model: str) -> set[str]:
+def _unseen(store: StoreBase, store_id: str, ids: list[str], model: str) -> set[str]:
     """Those of ``ids`` that have no current vector of ``model``: meaning has not seen them."""
     if not ids:
         return set()
@@ -164,7 +164,7 @@ def _recency(updated_at: str, now: datetime) -> float:
     return 1.0 + RECENCY * math.pow(0.5, age / RECENCY_DAYS)
 
 
-def run(store: Store, store_id: str, question: str, *, provider: Provider | None,
+def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | None,
         limit: int, path_prefix: str | None = None, min_score: float = 0.0,
         fusion: str = "rrf", channels: tuple[str, ...] = ("words", "meaning")) -> Result:
     """Rank the store's memories for ``question`` (already checked by the store)."""

@@ -205,7 +205,7 @@ def test_a_mismatch_rolls_back(src, tmp_path, monkeypatch):
 
 
 def _at_m005(path: str) -> None:
-    from memfs import store
+    from memfs.store import schema
 
     Store(path, limits=Limits()).close()  # then take the last migration back out
     conn = sqlite3.connect(path)
@@ -227,7 +227,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert store._MIGRATIONS[-1].__name__ == "m011_recall"
+    assert schema._MIGRATIONS[-1].__name__ == "m011_recall"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):

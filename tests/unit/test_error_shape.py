@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from memfs import api
 from memfs.api import create_app
 from memfs.models import MemoryStore
-from memfs.store import _encode_cursor
+from memfs.store.paging import _encode_cursor
 
 KEY = "test-key-1"
 #: API.md §1.6: the error types of anthropic 2.14.0.

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from memfs import api, errors
 from memfs.api import create_app
-from memfs.store import _encode_cursor
+from memfs.store.paging import _encode_cursor
 
 KEY = "test-key-1"
 LONE = "\ud800"

@@ -130,3 +130,21 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
     finally:
         store.close()
         client.close()
+
+
+#: memfs.store's modules, in the order they build on each other (memfs/store/__init__.py):
+#: plain functions first, then the parts of the Store class, each over the one before it.
+STORE_ORDER = ["common", "paging", "schema", "rows", "opening", "base", "stores", "memories",
+               "versions", "sessions", "events", "undo", "dreams", "archive", "search"]
+
+
+def test_each_part_of_the_store_builds_only_on_those_before_it() -> None:
+    store = PACKAGE / "store"
+    assert sorted(p.stem for p in store.glob("*.py")) == sorted([*STORE_ORDER, "__init__"])
+    for i, name in enumerate(STORE_ORDER):
+        tree = ast.parse((store / f"{name}.py").read_text())
+        siblings = {node.module.split(".")[0] if node.module else a.name
+                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.level == 1 for a in node.names}
+        later = siblings - set(STORE_ORDER[:i])
+        assert not later, f"memfs.store.{name} imports {sorted(later)}, which build on it"

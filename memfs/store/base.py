@@ -1,0 +1,412 @@
+"""The store's foundation: the database, its transactions, and the change feed every
+write records."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Self
+
+from ..errors import Busy, FeedGap, MemfsError, StorageError, WouldBlock
+from ..models import Change, MemoryStore, Page
+from ..rules import Limits, format_time
+from .common import T, _archived, _no_store, _now
+from .opening import default_db_path, open_database
+from .paging import L, _after_cursor, _newest_first_page
+from .rows import _store
+from .schema import _MIGRATIONS, MIGRATION_SET, _migration_set
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExportSnapshot:
+    """A store as it was at one moment, for an export (:meth:`Store.export_snapshot`):
+    ``store`` read then, ``conn`` the read transaction that shows the rest."""
+
+    store: MemoryStore
+    conn: sqlite3.Connection
+
+
+#: The write transaction a thread runs a :meth:`Store.batch` in, by ``id(store)``.
+_batching = threading.local()
+
+
+def _outcome(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or the exception it raised (a :meth:`Store.batch` result)."""
+    try:
+        return fn()
+    except WouldBlock:  # not an outcome: the caller runs the batch again where it may wait
+        raise
+    except Exception as e:
+        return e
+
+
+class StoreBase:
+    """The database under a store, its transactions and change feed (:class:`memfs.store.Store`
+    is what callers use)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        limits: Limits | None = None,
+        synchronous: str = "FULL",
+        checkpoint_pages: int | None = None,
+        create: bool = True,
+    ):
+        self.limits = limits or Limits.from_env()
+        self.path = str(default_db_path() if path is None else path)
+        #: Set by :meth:`close` (background work of this Store stops then).
+        self.closed = False
+        # Small pages for a new database (an existing one keeps its own): a commit appends
+        # every page it dirtied to the WAL, and a memory write dirties about ten b-tree pages
+        # (tables and indexes) for a few kB of data. 1 KiB pages made creates 25% and deletes
+        # 20% faster than 4 KiB ones (2,000 memories of 2 kB, synchronous=NORMAL).
+        # FULL (the default): a commit is on disk (WAL fsynced) before it returns, so an
+        # acknowledged write survives a power cut as well as a killed process. NORMAL (what a
+        # mount uses for close(), with sync() on fsync()): a commit survives a killed process
+        # or daemon at once, and a power cut from the next sync() or checkpoint on; see
+        # https://sqlite.org/pragma.html#pragma_synchronous and https://sqlite.org/wal.html.
+        # A postgresql:// URL: PostgreSQL (memfs.pgdatabase), shared by any number of servers.
+        self.database = open_database(
+            self.path, synchronous=synchronous, checkpoint_pages=checkpoint_pages,
+            page_size=1024, create=create,
+        )
+        #: The writer connection, and sqlite-utils over it (migrations, tests); None on
+        #: PostgreSQL.
+        self.conn = self.database.writer
+        #: "sqlite" or "postgresql": which SQL the database speaks.
+        self.dialect: str = self.database.dialect
+        try:
+            self._migrate()
+        except BaseException:
+            self.database.close()
+            raise
+
+    @functools.cached_property
+    def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over the writer connection (migrations, tests)."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self.conn)
+
+    def _migrate(self) -> None:
+        if self.dialect == "postgresql":
+            from ..pgdatabase import migrate
+
+            migrate(self.database, MIGRATION_SET)
+            return
+        # The applied ones as sqlite-utils records them, read without importing it.
+        try:
+            applied = {row[0] for row in self.conn.execute(
+                "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", [MIGRATION_SET])}
+        except sqlite3.OperationalError:  # no such table: a new database
+            applied = set()
+        if all(fn.__name__ in applied for fn in _MIGRATIONS):
+            return
+        migrations = _migration_set()
+        if migrations.pending(self.db):
+            # Under the write lock (sqlite-utils nests its transactions as savepoints), so two
+            # processes opening a fresh database at once do not both apply a migration.
+            with self._write():
+                migrations.apply(self.db)
+
+    def sync(self) -> None:
+        """Make every committed write durable on disk (fsync of the WAL and the database file,
+        whatever other connections hold). Needed only with ``synchronous="NORMAL"``.
+
+        :raises StorageError: the sync failed.
+        """
+        self.database.sync()
+
+    def check_file(self) -> None:
+        """:raises DatabaseGone: the database file was deleted or replaced while in use."""
+        self.database.check_file()
+
+    def ping(self) -> None:
+        """Check that the database answers a query (a server's readiness probe).
+
+        :raises DatabaseGone, StorageError: the file was replaced, or the database fails.
+        """
+        self.database.check_file()
+        self._one("SELECT 1")
+
+    def nowait(self) -> AbstractContextManager[None]:
+        """Calls in this block never wait for a lock: they raise
+        :class:`memfs.errors.WouldBlock` first (see :meth:`Database.nowait`)."""
+        return self.database.nowait()
+
+    def patience(self, seconds: float) -> AbstractContextManager[None]:
+        """Calls in this block (this thread) wait for the write lock at most ``seconds`` in
+        all, then raise :class:`memfs.errors.Busy`, having changed nothing (see
+        :meth:`Database.patience`)."""
+        patience: AbstractContextManager[None] = self.database.patience(seconds)
+        return patience
+
+    def close(self) -> None:
+        self.closed = True
+        self.database.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction, holding the database write lock from its first statement.
+        Inside :meth:`batch` (same thread), the batch's transaction instead."""
+        conn = _batching.conns.get(id(self)) if hasattr(_batching, "conns") else None
+        if conn is not None:
+            return nullcontext(conn)
+        return self.database.write()
+
+    def batch(
+        self,
+        calls: Sequence[Callable[[], Any]] | Callable[[], Sequence[Callable[[], Any]]],
+    ) -> list[Any]:
+        """Run several write calls of this store (``calls``: functions of no argument, e.g.
+        ``partial(store.create_memory, …)``) in ONE write transaction: one lock, one commit
+        and one fsync for all (group commit). Returns each call's result, or the exception it
+        raised, in order; each result is durable when this returns, like the call's own.
+
+        ``calls`` may also be a function returning the calls, called once: as soon as the
+        write lock is held (or, if the transaction fails before, when it has failed), so that
+        the writes arriving while another process holds the lock join this batch.
+
+        Each call runs in a SAVEPOINT of its own: a call refused by a rule (a
+        :class:`~memfs.errors.MemfsError` of the caller's: NotFound, a conflict, a limit, bad
+        input) is rolled back alone and its exception returned in its place, and later calls
+        see the earlier ones' writes. A failure of the database or a bug (an SQLite error,
+        StorageError, Busy, anything else) rolls the whole transaction back and every call
+        is run again alone in a transaction of its own, so no call fails for another's
+        reason.
+        """
+        taken: Sequence[Callable[[], Any]] | None = None if callable(calls) else calls
+        if taken is not None and len(taken) == 1:
+            return [_outcome(taken[0])]
+        outcomes: list[Any] = []
+        try:
+            with self._write() as conn:
+                if taken is None:
+                    taken = calls()  # type: ignore[operator]
+                if not hasattr(_batching, "conns"):
+                    _batching.conns = {}
+                _batching.conns[id(self)] = conn
+                try:
+                    for fn in taken:
+                        conn.execute("SAVEPOINT memfs_batch_call")
+                        try:
+                            outcomes.append(fn())
+                        except MemfsError as e:
+                            if isinstance(e, StorageError | Busy):
+                                raise
+                            conn.execute("ROLLBACK TO memfs_batch_call")
+                            outcomes.append(e)
+                        conn.execute("RELEASE memfs_batch_call")
+                finally:
+                    del _batching.conns[id(self)]
+        except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
+            raise  # nothing was done
+        except Exception as e:
+            if taken is None:
+                taken = calls()  # type: ignore[operator]
+            if isinstance(e, Busy) and not outcomes:  # the lock never came: none ran
+                return [e] * len(taken)
+            log.info("a batch of %d writes failed (%r); running each alone", len(taken), e)
+            return [_outcome(fn) for fn in taken]
+        return outcomes
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A consistent snapshot for several reads."""
+        return self.database.read()
+
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` outside a transaction (each statement reads a snapshot of its
+        own), for a ``*_in`` helper that usually needs one statement."""
+        return self.database.run(fn, *args)
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        return self.database.one(sql, params)
+
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return self.database.all(sql, params)
+
+    def _change(
+        self,
+        conn: sqlite3.Connection,
+        store_id: str,
+        op: str,
+        memory_id: str | None = None,
+        path: str | None = None,
+        old_path: str | None = None,
+    ) -> int:
+        """Append to the store's change feed; returns the change's sequence number."""
+        # RETURNING (SQLite 3.35+ and PostgreSQL): the seq on both backends.
+        seq = int(conn.execute(
+            "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
+            "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
+            (store_id, op, memory_id, path, old_path, _now()),
+        ).fetchone()[0])
+        if seq % max(1, self.feed_prune_every) == 0:
+            # Now and then a write also bounds the feed and the events (a few indexed
+            # statements), so that they stay bounded without `memfs versions prune`.
+            now = datetime.now(UTC)
+            self._prune_changes_in(conn, store_id, now)
+            self._prune_events_in(conn, now)
+        return seq
+
+    def _newest_first(self, table: str, filters: list[Any], where: list[str],
+                      params: list[Any], limit: int, page: str | None,
+                      make: Callable[[Any], L]) -> Page[L]:
+        """A page of the rows of ``table`` (stores, dreams) that match ``where``, newest
+        first, after the position in ``page`` (a cursor of this listing with ``filters``)."""
+        if page:
+            _after_cursor(page, table, filters, where, params)
+        sql = f"SELECT * FROM {table}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        rows = self._all(sql, [*params, limit + 1])
+        return _newest_first_page(rows, limit, table, filters, make)
+
+    def _store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
+        row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
+        if row is None:
+            raise _no_store(store_id)
+        return _store(row)
+
+    def _writable_store_in(self, c: sqlite3.Connection, store_id: str) -> sqlite3.Row:
+        """The store's ``memory_count``, for a write to its memories.
+
+        :raises NotFound: unknown store. :raises StoreArchived:
+        """
+        row = c.execute(
+            "SELECT archived_at, memory_count FROM stores WHERE id = ?", (store_id,)
+        ).fetchone()
+        if row is None:
+            raise _no_store(store_id)
+        if row["archived_at"] is not None:
+            raise _archived(store_id)
+        return row
+
+
+    def _prune_events_in(self, c: sqlite3.Connection, now: datetime) -> int:
+        """Bound the events (README "Retention"): a session's events are its audit log and
+        stay as long as the session, then go :attr:`deleted_session_grace` after it is deleted
+        (a live stream still ends on its ``session.deleted``); the events of mounts without a
+        session go after the retention window (``retention_days``). Returns how many went."""
+        n = 0
+        grace = format_time(now - self.deleted_session_grace)
+        for (session_id,) in c.execute(
+            "SELECT session_id FROM events WHERE type = 'session.deleted' AND processed_at < ?",
+            (grace,),
+        ).fetchall():
+            if session_id and c.execute(
+                "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone() is None:
+                n += c.execute("DELETE FROM events WHERE session_id = ?", (session_id,)).rowcount
+        # In seq order up to the first event inside the window (events arrive about in time
+        # order): the cost is the number of events deleted, not the size of the table.
+        cutoff = format_time(now - timedelta(days=self.limits.retention_days))
+        young = c.execute(
+            "SELECT seq FROM events WHERE session_id IS NULL AND processed_at >= ? "
+            "ORDER BY seq LIMIT 1",
+            (cutoff,),
+        ).fetchone()
+        n += c.execute(
+            "DELETE FROM events WHERE session_id IS NULL AND seq < ?",
+            (young[0] if young else 2**63 - 1,),
+        ).rowcount
+        return n
+
+    # -- change feed -------------------------------------------------------------------------
+
+    #: The change feed of a store keeps at least its newest ``feed_keep`` changes, and every
+    #: change younger than ``feed_keep_age``; older ones are pruned (a follower that far behind
+    #: reloads the whole tree: :class:`FeedGap`).
+    feed_keep = 10_000
+    feed_keep_age = timedelta(hours=24)
+    #: A write whose change seq is a multiple of this also prunes its store's feed and the
+    #: events (a few indexed statements in its transaction).
+    feed_prune_every = 1000
+    #: How long the events of a deleted session outlive it.
+    deleted_session_grace = timedelta(hours=1)
+
+    def _prune_changes_in(self, c: sqlite3.Connection, store_id: str, now: datetime) -> int:
+        """Delete the store's changes that are both older than :attr:`feed_keep_age` and not
+        among its newest :attr:`feed_keep`, and record the newest seq deleted
+        (``stores.changes_pruned_seq``) so that :meth:`changes_since` can tell a follower it
+        missed some. Returns how many were deleted."""
+        oldest_kept = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (store_id, max(1, self.feed_keep) - 1),
+        ).fetchone()
+        if oldest_kept is None:
+            return 0
+        # Up to the first change inside the age window, in seq order: the cost is the number
+        # of changes deleted (a clock that went back only keeps more).
+        young = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? AND seq < ? AND at >= ? "
+            "ORDER BY seq LIMIT 1",
+            (store_id, oldest_kept[0], format_time(now - self.feed_keep_age)),
+        ).fetchone()
+        top = c.execute(
+            "SELECT seq FROM changes WHERE store_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
+            (store_id, young[0] if young else oldest_kept[0]),
+        ).fetchone()
+        if top is None:
+            return 0
+        c.execute(
+            # CASE, not the two-argument max() that only SQLite has (greatest() elsewhere).
+            "UPDATE stores SET changes_pruned_seq = CASE WHEN changes_pruned_seq > ? "
+            "THEN changes_pruned_seq ELSE ? END WHERE id = ?",
+            (top[0], top[0], store_id),
+        )
+        deleted: int = c.execute(
+            "DELETE FROM changes WHERE store_id = ? AND seq <= ?", (store_id, top[0])
+        ).rowcount
+        return deleted
+
+    def last_change(self, store_id: str) -> int:
+        """The newest change sequence number of the store (0 if none)."""
+        row = self._one("SELECT max(seq) FROM changes WHERE store_id = ?", (store_id,))
+        return int(row[0] or 0) if row else 0
+
+    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
+        """The store's changes after ``seq``, oldest first (at most ``limit``).
+
+        :raises FeedGap: changes after ``seq`` were pruned (:attr:`feed_keep`): the follower
+            must reload the whole tree and go on from :meth:`last_change`.
+        """
+        with self._read() as c:
+            rows = c.execute(
+                "SELECT * FROM changes WHERE store_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (store_id, seq, limit),
+            ).fetchall()
+            horizon = c.execute(
+                "SELECT changes_pruned_seq FROM stores WHERE id = ?", (store_id,)
+            ).fetchone()
+        if horizon is not None and seq < horizon[0]:
+            raise FeedGap(
+                f"the change feed of {store_id} no longer holds the changes after {seq} (pruned "
+                f"up to {horizon[0]}): reload the whole tree"
+            )
+        return [
+            Change(r["seq"], r["store_id"], r["op"], r["memory_id"], r["path"], r["old_path"])
+            for r in rows
+        ]

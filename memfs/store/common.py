@@ -1,0 +1,177 @@
+"""Names every part of the store uses: constants, ids and time, and the checks of
+arguments that several parts make."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import sqlite3
+from collections.abc import Collection
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from ..errors import InvalidRequest, NotFound, PreconditionFailed, StoreArchived
+from ..models import Event, Memory, MemoryPrefix
+from ..rules import _validate_text, format_time, new_id, parse_time
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+#: A memory's columns without its content (``view=basic``), so the content is never read.
+_BASIC_MEMORY_COLS = (
+    "id, store_id, path, NULL AS content, content_sha256, content_size_bytes, version_id, "
+    "created_at, updated_at"
+)
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+#: ASCII's upper-case letters to lower case, nothing else (what SQL's lower() does here).
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+#: A cursor's integers are SQLite integers.
+_INT64 = range(-(2**63), 2**63)
+_OPERATIONS = ("created", "modified", "deleted")
+_SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
+#: Event types a client may send to a session (API.md §4.1 events.send).
+CLIENT_EVENT_TYPES = (
+    "user.message",
+    "user.interrupt",
+    "user.tool_confirmation",
+    "user.custom_tool_result",
+    "user.define_outcome",
+    "user.tool_result",
+    "system.message",
+)
+#: Event types a mount records for the session it acts as (SPEC §4).
+TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Leave this field as it is" in update calls (``None`` also means that, per API.md §8.2).
+UNSET: Any = _Unset()
+
+
+# --------------------------------------------------------------------------------------------
+# ids and time
+
+
+def _now() -> str:
+    return format_time(datetime.now(UTC))
+
+
+#: Session tokens (:meth:`Store.create_session_token`): the secret's prefix (which tells it
+#: from a server key at a glance), and the life a token gets by default and at most, seconds.
+SESSION_TOKEN_PREFIX = "memfs_session_"
+SESSION_TOKEN_TTL = 24 * 3600.0
+SESSION_TOKEN_MIN_TTL = 1
+SESSION_TOKEN_MAX_TTL = 30 * 24 * 3600.0
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_token_ttl(ttl_seconds: Any) -> float:
+    """The life of a new session token: ``ttl_seconds`` (None: the default).
+
+    :raises InvalidRequest: not a number of seconds within the bounds.
+    """
+    ttl = SESSION_TOKEN_TTL if ttl_seconds is None else ttl_seconds
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not (
+            SESSION_TOKEN_MIN_TTL <= ttl <= SESSION_TOKEN_MAX_TTL):
+        raise InvalidRequest(f"a session token's life (ttl_seconds, memfs run --token-ttl) "
+                             f"must be {SESSION_TOKEN_MIN_TTL} to {SESSION_TOKEN_MAX_TTL:.0f} "
+                             "seconds")
+    return float(ttl)
+
+
+def _only_ids(where: list[str], params: list[Any], ids: Collection[str] | None) -> None:
+    """Restrict a listing to the rows ``ids`` (none at all for an empty collection)."""
+    if ids is None:
+        return
+    if not ids:
+        where.append("1 = 0")  # no "IN ()": PostgreSQL refuses it
+        return
+    where.append(f"id IN ({','.join('?' * len(ids))})")
+    params.extend(sorted(ids))
+
+
+def no_store(store_id: str) -> NotFound:
+    """What a store that does not exist (or that the caller may not see) answers."""
+    return _no_store(store_id)
+
+
+def no_session(session_id: str) -> NotFound:
+    """What a session that does not exist (or that the caller may not see) answers."""
+    return _no_session(session_id)
+
+
+def _no_session(session_id: str) -> NotFound:
+    return NotFound(f"session {session_id!r} not found")
+
+
+def _no_store(store_id: str) -> NotFound:
+    return NotFound(f"memory store {store_id!r} not found")
+
+
+def _complete_event(session_id: str | None, body: dict[str, Any]) -> Event:
+    """An event with its ``id`` and ``processed_at`` filled in when missing."""
+    body = dict(body)
+    body["id"] = body.get("id") or new_id("sevt")
+    body["processed_at"] = body.get("processed_at") or _now()
+    return Event(body["id"], session_id, body["type"], body["processed_at"], body)
+
+
+def _archived(store_id: str) -> StoreArchived:
+    return StoreArchived(f"memory store {store_id} is archived: its memories are read-only")
+
+
+def _sort_key(item: Memory | MemoryPrefix) -> list[Any]:
+    """Where the next page starts: ``[path, inclusive]``. A roll-up resumes at the first path
+    past everything below it ("/a/" -> "/a0", "0" being the byte after "/")."""
+    if isinstance(item, MemoryPrefix):
+        return [item.path[:-1] + "0", True]
+    return [item.path, False]
+
+
+def _check_tool_events(events: Any, *, text: bool = True) -> None:
+    """:raises InvalidRequest: ``events`` is not a list of tool events with their ids.
+
+    :param text: also check that every string is valid UTF-8 text (False: the caller's
+        :meth:`Store._tool_events_in` does it as it encodes them).
+    """
+    if events is None:
+        return
+    if not isinstance(events, list):
+        raise InvalidRequest("events must be a list")
+    for e in events:
+        if not isinstance(e, dict) or e.get("type") not in TOOL_EVENT_TYPES:
+            kind = e.get("type") if isinstance(e, dict) else e
+            raise InvalidRequest(
+                f"a mount records only {' and '.join(TOOL_EVENT_TYPES)} events, not {kind!r}"
+            )
+        if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
+            raise InvalidRequest("every tool event needs its 'sevt_' id")
+        if text:
+            _validate_text(e, "event")
+        parse_time(e.get("processed_at") or "")
+
+
+def _check_sha256_arg(value: Any, what: str) -> None:
+    """:raises InvalidRequest: ``value`` is neither None nor 64 lowercase hex digits."""
+    if value is not None and (not isinstance(value, str) or not _SHA256_RE.match(value)):
+        raise InvalidRequest(f"{what} must be 64 lowercase hex digits")
+
+
+def _check_precondition(row: sqlite3.Row, expected_sha256: str | None) -> None:
+    """:raises PreconditionFailed: the memory's content hash is not ``expected_sha256``."""
+    if expected_sha256 is not None and expected_sha256 != row["content_sha256"]:
+        raise PreconditionFailed(
+            f"memory {row['id']} has content_sha256 {row['content_sha256']}, "
+            f"not {expected_sha256}"
+        )

@@ -1,0 +1,362 @@
+"""Dreams' rows (API.md §5; :mod:`memfs.dreams` runs them)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArchived
+from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
+from ..rules import _check_limit, _validate_text, format_time, new_id, parse_time
+from .common import _no_session, _now
+from .rows import _dream
+from .undo import UndoPart
+
+log = logging.getLogger(__name__)
+
+
+def _dream_inputs(inputs: Any) -> tuple[str, list[str]]:
+    """(store id, sorted session ids) of a dream's ``inputs``: exactly one memory_store and
+    one sessions entry."""
+    if not isinstance(inputs, list | tuple) or not all(isinstance(i, dict) for i in inputs):
+        raise InvalidRequest("inputs must be a list of objects")
+    stores = [i for i in inputs if i.get("type") == "memory_store"]
+    sessions = [i for i in inputs if i.get("type") == "sessions"]
+    if len(stores) != 1 or len(sessions) != 1 or len(inputs) != 2:
+        raise InvalidRequest("inputs must hold exactly one 'memory_store' entry and exactly one "
+                             "'sessions' entry")
+    store_id = stores[0].get("memory_store_id")
+    if not isinstance(store_id, str) or not store_id or set(stores[0]) - {
+            "type", "memory_store_id"}:
+        raise InvalidRequest("the memory_store input needs a memory_store_id (and nothing else)")
+    ids = sessions[0].get("session_ids")
+    if not isinstance(ids, list) or not all(isinstance(s, str) and s for s in ids) or set(
+            sessions[0]) - {"type", "session_ids"}:
+        raise InvalidRequest("the sessions input needs session_ids, a list of session ids")
+    if not 1 <= len(ids) <= 100:
+        raise InvalidRequest(f"session_ids must hold 1 to 100 ids ({len(ids)} given)")
+    if len(set(ids)) != len(ids):
+        raise InvalidRequest("session_ids holds an id twice")
+    return store_id, sorted(ids)
+
+
+def _dream_model(model: Any) -> dict[str, Any]:
+    """A dream's model as its wire object ``{id, speed}``."""
+    if isinstance(model, str):
+        model = {"id": model}
+    if not isinstance(model, dict) or set(model) - {"id", "speed"}:
+        raise InvalidRequest("model must be a model id or an object {id, speed}")
+    mid, speed = model.get("id"), model.get("speed")
+    if not isinstance(mid, str) or not 1 <= len(mid) <= 256:
+        raise InvalidRequest("the model id must be 1 to 256 characters")
+    if speed not in (None, "standard"):
+        raise InvalidRequest(f"dreams accept only the 'standard' speed, not {speed!r}")
+    return {"id": mid, "speed": "standard"}
+
+
+def _dream_output_behavior(value: Any, store_id: str) -> dict[str, Any]:
+    if value is None:
+        return {"type": "create_new"}
+    if isinstance(value, dict) and value.get("type") == "create_new" and set(value) == {"type"}:
+        return {"type": "create_new"}
+    if isinstance(value, dict) and value.get("type") == "update_existing" and set(value) == {
+            "type", "memory_store_id"}:
+        if value["memory_store_id"] != store_id:
+            raise InvalidRequest("update_existing must name the input memory store "
+                                 f"({store_id})")
+        return {"type": "update_existing", "memory_store_id": store_id}
+    raise InvalidRequest("output_behavior must be {type: create_new} or {type: update_existing, "
+                         "memory_store_id}")
+
+
+class DreamsPart(UndoPart):
+    """The store's dreams (a part of :class:`memfs.store.Store`)."""
+
+    # -- dreams (API.md §5) ------------------------------------------------------------------
+    # The rows and their status changes; memfs.dreams runs them (the model, the memory tool).
+
+    def create_dream(
+        self,
+        inputs: Any,
+        model: Any,
+        *,
+        instructions: Any = None,
+        output_behavior: Any = None,
+        runner: dict[str, Any] | None = None,
+    ) -> Dream:
+        """A ``pending`` dream over one memory store and 1–100 sessions (API.md §5).
+
+        :raises InvalidRequest: bad inputs, model, instructions or output_behavior.
+        :raises NotFound: unknown store or session. :raises StoreArchived:
+        :raises Conflict: an ``update_existing`` dream on the store has not ended.
+        """
+        lim = self.limits
+        _validate_text([inputs, model, instructions, output_behavior, runner], "the dream")
+        store_id, session_ids = _dream_inputs(inputs)
+        model_obj = _dream_model(model)
+        if instructions is not None and not (
+                isinstance(instructions, str)
+                and 1 <= len(instructions) <= lim.max_instructions_chars):
+            raise InvalidRequest(
+                f"instructions must be 1 to {lim.max_instructions_chars} characters, or null")
+        behavior = _dream_output_behavior(output_behavior, store_id)
+        did = new_id("drm")
+        now = _now()
+        with self._write() as c:
+            store = self._store_in(c, store_id)
+            if store.archived_at is not None:
+                raise StoreArchived(f"memory store {store_id} is archived; a dream cannot read it")
+            found = {r["id"] for r in c.execute(
+                f"SELECT id FROM sessions WHERE id IN ({','.join('?' * len(session_ids))})",
+                session_ids)}
+            missing = [s for s in session_ids if s not in found]
+            if missing:
+                raise _no_session(missing[0])
+            if behavior["type"] == "update_existing":
+                busy = c.execute(
+                    "SELECT id FROM dreams WHERE status IN ('pending', 'running') "
+                    "AND memory_store_id = ? AND output_behavior LIKE ?",
+                    (store_id, '%"update_existing"%')).fetchone()
+                if busy is not None:
+                    raise Conflict(f"dream {busy['id']} is still updating memory store "
+                                   f"{store_id}; wait until it ends or cancel it")
+            c.execute(
+                "INSERT INTO dreams (id, status, memory_store_id, session_ids, model, "
+                "instructions, output_behavior, created_at, runner, heartbeat_at) "
+                "VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (did, store_id, json.dumps(session_ids), json.dumps(model_obj), instructions,
+                 json.dumps(behavior), now, None if runner is None else json.dumps(runner),
+                 now),
+            )
+        return self.get_dream(did)
+
+    def get_dream(self, dream_id: str) -> Dream:
+        """Archived dreams too. :raises NotFound:"""
+        row = self._one("SELECT * FROM dreams WHERE id = ?", (dream_id,))
+        if row is None:
+            raise NotFound(f"no dream {dream_id!r}")
+        return _dream(row)
+
+    def list_dreams(
+        self,
+        *,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        created_at_gt: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[Dream]:
+        """Dreams, newest first (``created_at`` desc, then ``id`` desc)."""
+        limit = _check_limit(limit, self.limits)
+        where: list[str] = []
+        params: list[Any] = []
+        if statuses:
+            for s in statuses:
+                if s not in DREAM_STATUSES:
+                    raise InvalidRequest(f"invalid dream status {s!r}")
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            params += list(statuses)
+        if not include_archived:
+            where.append("archived_at IS NULL")
+        for op, value in ((">", created_at_gt), ("<", created_at_lt)):
+            if value is not None:
+                where.append(f"created_at {op} ?")
+                params.append(format_time(parse_time(value)))
+        filters = ["dreams", include_archived, list(params)]  # a copy: see list_stores
+        return self._newest_first("dreams", filters, where, params, limit, page, _dream)
+
+    def _dream_row_in(self, c: sqlite3.Connection, dream_id: str) -> sqlite3.Row:
+        row = c.execute("SELECT * FROM dreams WHERE id = ?", (dream_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no dream {dream_id!r}")
+        return row
+
+    def archive_dream(self, dream_id: str) -> Dream:
+        """Archive an ended dream (idempotent, irreversible).
+
+        :raises InvalidRequest: the dream is pending or running. :raises NotFound:
+        """
+        with self._write() as c:
+            row = self._dream_row_in(c, dream_id)
+            if row["status"] not in DREAM_FINAL:
+                raise InvalidRequest(
+                    f"dream {dream_id} is {row['status']}: only a completed, failed or "
+                    "canceled dream can be archived (cancel it first)")
+            if row["archived_at"] is None:
+                c.execute("UPDATE dreams SET archived_at = ? WHERE id = ?", (_now(), dream_id))
+        return self.get_dream(dream_id)
+
+    def cancel_dream(self, dream_id: str) -> Dream:
+        """Cancel a pending or running dream (a canceled one is returned unchanged); its
+        runner stops at its next check (memfs.dreams).
+
+        :raises InvalidRequest: the dream already completed or failed. :raises NotFound:
+        """
+        with self._write() as c:
+            row = self._dream_row_in(c, dream_id)
+            if row["status"] in ("completed", "failed"):
+                raise InvalidRequest(
+                    f"dream {dream_id} is {row['status']}: only a pending or running dream "
+                    "can be canceled")
+            if row["status"] != "canceled":
+                c.execute("UPDATE dreams SET status = 'canceled', ended_at = ? WHERE id = ?",
+                          (_now(), dream_id))
+        dream = self.get_dream(dream_id)
+        self._dream_ended(dream)
+        return dream
+
+    def start_dream(self, dream_id: str, *, runner: dict[str, Any] | None = None,
+                    session: dict[str, Any] | None = None) -> Dream | None:
+        """Move a pending dream to ``running``: its output store (``create_new``: a new store,
+        a copy of the input whose versions are the dream session's) and its session (the
+        output attached read_write, the input read_only; ``session``: more arguments of
+        :meth:`create_session`, e.g. the ``root`` and ``launcher`` of ``memfs dream -- CMD``).
+        None: the dream is not pending (canceled meanwhile, or another runner took it).
+        """
+        with self._write() as c:
+            row = self._dream_row_in(c, dream_id)
+            if row["status"] != "pending":
+                return None
+            # Taken: no other runner starts it too.
+            c.execute("UPDATE dreams SET runner = ?, heartbeat_at = ? WHERE id = ?",
+                      (json.dumps(runner) if runner is not None else row["runner"], _now(),
+                       dream_id))
+            behavior = json.loads(row["output_behavior"])
+            source = self._store_in(c, row["memory_store_id"])
+            if behavior["type"] == "create_new":
+                suffix = f" (dream {dream_id})"
+                name = source.name[: self.limits.max_name_chars - len(suffix)] + suffix
+                now = _now()
+                out_id = new_id("memstore")
+                c.execute(
+                    "INSERT INTO stores (id, name, description, metadata, created_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (out_id, name, f"The output of dream {dream_id} over {source.id}",
+                     json.dumps({"memfs_dream_id": dream_id, "memfs_dream_status": "running"}),
+                     now, now),
+                )
+            else:
+                out_id = source.id
+        guide = "The dream's output: consolidate the memories here."
+        if row["instructions"]:
+            guide = (guide + " " + row["instructions"])[: self.limits.max_instructions_chars]
+        resources = [{"type": "memory_store", "memory_store_id": out_id, "access": "read_write",
+                      "instructions": guide}]
+        if out_id != source.id:
+            resources.append({"type": "memory_store", "memory_store_id": source.id,
+                              "access": "read_only",
+                              "instructions": "The dream's input: never changed."})
+        session_ = self.create_session(
+            resources, **{"status": "running", "title": f"dream {dream_id}",
+                          "metadata": {"memfs_dream_id": dream_id}, **(session or {})})
+        actor = Actor.session(session_.id)
+        with self._write() as c:
+            if out_id != source.id:
+                for m in c.execute(
+                        "SELECT path, content, content_sha256, content_size_bytes FROM memories "
+                        "WHERE store_id = ? ORDER BY path", (source.id,)).fetchall():
+                    now = _now()
+                    mid = new_id("mem")
+                    vid = self._insert_version(c, out_id, mid, "created", m["path"],
+                                               m["content"], m["content_sha256"],
+                                               m["content_size_bytes"], actor, now)
+                    c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                              (mid, out_id, m["path"], m["content"], m["content_sha256"],
+                               m["content_size_bytes"], vid, now, now))
+                    self._change(c, out_id, "put", mid, m["path"])
+            c.execute(
+                "UPDATE dreams SET output_store_id = ?, session_id = ?, heartbeat_at = ? "
+                "WHERE id = ?", (out_id, session_.id, _now(), dream_id))
+            started = c.execute(
+                "UPDATE dreams SET status = 'running' WHERE id = ? AND status = 'pending' "
+                "RETURNING id", (dream_id,)).fetchone()
+        dream = self.get_dream(dream_id)
+        if started is None:  # canceled while its store was made
+            self._dream_ended(dream)
+            return None
+        return dream
+
+    def add_dream_usage(self, dream_id: str, usage: dict[str, int]) -> None:
+        """Add a model call's token counts (after a cancel too; frozen once completed or
+        failed) and mark the dream's runner alive."""
+        counts = [int(usage.get(k) or 0) for k in DREAM_USAGE]
+        with self._write() as c:
+            c.execute(
+                "UPDATE dreams SET " + ", ".join(f"{k} = {k} + ?" for k in DREAM_USAGE)
+                + ", heartbeat_at = ? WHERE id = ? AND status IN ('pending', 'running', "
+                "'canceled')", (*counts, _now(), dream_id))
+
+    def dream_heartbeat(self, dream_id: str) -> str:
+        """Mark the dream's runner alive; returns the dream's status."""
+        with self._write() as c:
+            c.execute("UPDATE dreams SET heartbeat_at = ? WHERE id = ? AND status IN "
+                      "('pending', 'running')", (_now(), dream_id))
+            return str(self._dream_row_in(c, dream_id)["status"])
+
+    def finish_dream(self, dream_id: str, status: str, error: dict[str, str] | None = None,
+                     *, discard_output: bool = False) -> Dream:
+        """End a pending or running dream: ``completed``, or ``failed`` with ``error``
+        ({type, message}); a dream that already ended keeps its status. Ends its session and
+        marks its new output store with the status (metadata ``memfs_dream_status``).
+
+        :param discard_output: the dream failed before its model ran: its new output store,
+            a copy of the input nothing else wrote, is deleted in the same transaction (its
+            ``outputs`` empty again), so that failed tries leave no copies behind. The input
+            (``update_existing``) is never deleted.
+        """
+        if status not in ("completed", "failed"):
+            raise InvalidRequest(f"a dream cannot end as {status!r}")
+        with self._write() as c:
+            ended = c.execute(
+                "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
+                "AND status IN ('pending', 'running') RETURNING output_store_id, "
+                "memory_store_id",
+                (status, None if error is None else json.dumps(error), _now(), dream_id),
+            ).fetchone()
+            out = None if ended is None else ended["output_store_id"]
+            if (discard_output and status == "failed" and out is not None
+                    and out != ended["memory_store_id"]):
+                with contextlib.suppress(NotFound):  # deleted meanwhile
+                    self._delete_store_in(c, out)
+                c.execute("UPDATE dreams SET output_store_id = NULL WHERE id = ?", (dream_id,))
+        dream = self.get_dream(dream_id)
+        self._dream_ended(dream)
+        return dream
+
+    def _dream_ended(self, dream: Dream) -> None:
+        """An ended dream's session is terminated, its new output store marked."""
+        if dream.status not in DREAM_FINAL:
+            return
+        if dream.session_id is not None:
+            with contextlib.suppress(NotFound):  # deleted meanwhile
+                self.set_session_status(dream.session_id, "terminated")
+        out = dream.output_store_id
+        if out is not None and out != dream.memory_store_id:
+            mark = {"memfs_dream_status": dream.status}
+            if dream.error is not None:
+                mark["memfs_dream_error"] = (dream.error["type"] + ": "
+                                             + dream.error["message"])[:512]
+            with contextlib.suppress(NotFound, StoreArchived, LimitExceeded):  # gone meanwhile
+                self.update_store(out, metadata=mark)
+
+    def stale_dreams(self, *, older_than: float) -> list[tuple[str, dict[str, Any] | None]]:
+        """``(dream_id, runner)`` of the dreams not ended whose runner has said nothing for
+        ``older_than`` seconds."""
+        cutoff = format_time(datetime.now(UTC) - timedelta(seconds=older_than))
+        return [(r["id"], None if r["runner"] is None else json.loads(r["runner"]))
+                for r in self._all(
+                    "SELECT id, runner, heartbeat_at FROM dreams "
+                    "WHERE status IN ('pending', 'running') ORDER BY id")
+                if r["heartbeat_at"] < cutoff]
+
+    def live_dreams(self) -> list[tuple[str, dict[str, Any] | None]]:
+        """``(dream_id, runner)`` of every dream not ended."""
+        return [(r["id"], None if r["runner"] is None else json.loads(r["runner"]))
+                for r in self._all("SELECT id, runner FROM dreams "
+                                   "WHERE status IN ('pending', 'running') ORDER BY id")]

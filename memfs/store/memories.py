@@ -1,0 +1,655 @@
+"""Memories and the filesystem's path operations: create, update, delete, write, rename,
+the tree and listings."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..errors import (
+    DirectoryNotEmpty,
+    InvalidCursor,
+    InvalidRequest,
+    LimitExceeded,
+    NotADirectory,
+    NotFound,
+    PathConflict,
+)
+from ..models import Actor, Memory, MemoryPrefix, Page, complete_tool_results
+from ..rules import (
+    _check_limit,
+    _check_view,
+    _validate_text,
+    encode_content,
+    format_time,
+    new_id,
+    validate_path,
+    validate_prefix,
+)
+from .common import (
+    _BASIC_MEMORY_COLS,
+    _check_precondition,
+    _check_sha256_arg,
+    _check_tool_events,
+    _complete_event,
+    _no_store,
+    _now,
+    _sort_key,
+    sha256_hex,
+)
+from .paging import _decode_cursor, _encode_cursor
+from .rows import _memory
+from .stores import StoresPart
+
+log = logging.getLogger(__name__)
+
+
+def _overlap(path: str, other: str) -> str:
+    """Why ``path`` cannot be placed beside ``other``: the same path, or one below the
+    other (:meth:`Store._check_path_free`)."""
+    if other == path:
+        return f"a memory already exists at {path}"
+    if len(other) < len(path):
+        return f"{other} is a memory, so {path} cannot be below it"
+    return f"{path} is a directory of memories (e.g. {other})"
+
+
+class MemoriesPart(StoresPart):
+    """The store's memories (a part of :class:`memfs.store.Store`)."""
+
+    # -- memories ----------------------------------------------------------------------------
+
+    def _check_path_free(
+        self, c: sqlite3.Connection, store_id: str, path: str, exclude: Collection[str] = ()
+    ) -> None:
+        """:raises PathConflict: ``path`` is taken, or is an ancestor or descendant of a
+        memory's path (``/a`` and ``/a/b`` cannot both exist). Memories in ``exclude`` are
+        ignored (the one being renamed, the one being replaced)."""
+        segments = path[1:].split("/")
+        candidates = [path] + ["/" + "/".join(segments[:i]) for i in range(1, len(segments))]
+        marks = ",".join("?" * len(candidates))
+        rows = c.execute(
+            f"SELECT id, path FROM memories WHERE store_id = ? AND path IN ({marks})",
+            (store_id, *candidates),
+        ).fetchall()
+        # Descendants: paths in [path + "/", path + "0"), "0" being the byte after "/". One
+        # more than ``exclude`` holds, so that a blocker is found even when excluded memories
+        # (a directory rename's own) sort before it.
+        rows += c.execute(
+            "SELECT id, path FROM memories WHERE store_id = ? AND path > ? AND path < ? "
+            "ORDER BY path LIMIT ?",
+            (store_id, path + "/", path + "0", len(exclude) + 1),
+        ).fetchall()
+        for row in rows:
+            if row["id"] in exclude:
+                continue
+            raise PathConflict(_overlap(path, row["path"]), conflicting_memory_id=row["id"],
+                               conflicting_path=row["path"])
+
+    def _insert_version(
+        self,
+        c: sqlite3.Connection,
+        store_id: str,
+        memory_id: str,
+        operation: str,
+        path: str,
+        content: str | None,
+        sha: str | None,
+        size: int | None,
+        actor: Actor | None,
+        now: str,
+    ) -> str:
+        vid = new_id("memver")
+        c.execute(
+            "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, "
+            "content, content_sha256, content_size_bytes, created_by_type, created_by_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                vid,
+                store_id,
+                memory_id,
+                operation,
+                now,
+                path,
+                content,
+                sha,
+                size,
+                actor.type if actor else None,
+                actor.id if actor else None,
+            ),
+        )
+        return vid
+
+    def _prune_memory(self, c: sqlite3.Connection, memory_id: str) -> None:
+        """Retention (SPEC §1): drop versions older than the window, keeping the newest few."""
+        cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
+        c.execute(
+            "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id NOT IN "
+            "(SELECT id FROM versions WHERE memory_id = ? ORDER BY created_at DESC, id DESC "
+            "LIMIT ?)",
+            # At least one: the newest version is a live memory's head and must stay.
+            (memory_id, cutoff, memory_id, max(1, self.limits.retention_keep)),
+        )
+
+    def count_memories(self, store_id: str) -> int:
+        row = self._one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
+        if row is None:
+            raise _no_store(store_id)
+        return int(row[0])
+
+    def check_can_create(self, store_id: str) -> None:
+        """Would a new memory be accepted now? (The filesystem asks at ``open(O_CREAT)`` so the
+        error comes at once; the insert itself checks again under the write lock.)
+
+        :raises NotFound, StoreArchived, LimitExceeded:
+        """
+        # One statement (a snapshot of its own): this runs at every open(O_CREAT).
+        row = self._run(self._writable_store_in, store_id)
+        self._check_room(store_id, row["memory_count"])
+
+    def _check_room(self, store_id: str, n: int) -> None:
+        """:raises LimitExceeded: ``n`` live memories leave no room for one more."""
+        if n >= self.limits.max_memories:
+            raise LimitExceeded(
+                f"memory store {store_id} already holds {n} memories; "
+                f"the limit is {self.limits.max_memories}"
+            )
+
+    def create_memory(
+        self, store_id: str, path: str | bytes, content: str | bytes | None, *, actor: Actor | None
+    ) -> Memory:
+        """Create a memory and its ``created`` version.
+
+        :raises InvalidPath, InvalidContent, ContentTooLarge: bad input.
+        :raises NotFound, StoreArchived, LimitExceeded, PathConflict:
+        """
+        path = validate_path(path, self.limits)
+        text, data = encode_content(content, self.limits)
+        with self._write() as c:
+            return self._create_in(c, store_id, path, text, data, actor)
+
+    def _create_in(
+        self,
+        c: sqlite3.Connection,
+        store_id: str,
+        path: str,
+        text: str,
+        data: bytes,
+        actor: Actor | None,
+        memory_id: str | None = None,
+        now: str | None = None,
+    ) -> Memory:
+        """Create a memory inside a write transaction; ``path`` and content are validated.
+        ``memory_id``: a deleted memory of this store comes back under its own id (restore,
+        revert), its ``created`` version added to its history."""
+        store = self._writable_store_in(c, store_id)
+        # The path before the count: at the limit, a taken path still says so.
+        self._check_path_free(c, store_id, path)
+        self._check_room(store_id, store["memory_count"])
+        sha = sha256_hex(data)
+        now = now or _now()
+        mid = memory_id or new_id("mem")
+        vid = self._insert_version(
+            c, store_id, mid, "created", path, text, sha, len(data), actor, now
+        )
+        c.execute(
+            "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mid, store_id, path, text, sha, len(data), vid, now, now),
+        )
+        seq = self._change(c, store_id, "put", mid, path)
+        if memory_id is not None:
+            self._prune_memory(c, mid)
+        return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, seq=seq)
+
+    def _memory_in(
+        self, c: sqlite3.Connection, store_id: str, column: str, value: str
+    ) -> sqlite3.Row:
+        """The live memory of ``store_id`` whose ``column`` (``id`` or ``path``) is ``value``.
+        The store is looked at only when the memory is missing: one query when it is there.
+
+        :raises NotFound: unknown store, or no such memory in it.
+        """
+        row = c.execute(
+            f"SELECT * FROM memories WHERE store_id = ? AND {column} = ?", (store_id, value)
+        ).fetchone()
+        if row is None:
+            self._store_in(c, store_id)
+            if column == "path":
+                raise NotFound(f"no memory at {value} in {store_id}")
+            raise NotFound(f"memory {value!r} not found in {store_id}")
+        return row
+
+    def _get_memory(self, store_id: str, column: str, value: str, view: str) -> Memory:
+        view = _check_view(view)
+        return _memory(self._run(self._memory_in, store_id, column, value), view == "full")
+
+    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
+        """:raises NotFound: unknown store, or no live memory with that id in it."""
+        return self._get_memory(store_id, "id", memory_id, view)
+
+    def get_memory_by_path(self, store_id: str, path: str, *, view: str = "full") -> Memory:
+        """:raises NotFound: unknown store, or no live memory at that path in it."""
+        return self._get_memory(store_id, "path", path, view)
+
+    def resolve_memory(self, store_id: str, ref: str, *, view: str = "full") -> Memory:
+        """A memory by id or, when ``ref`` starts with ``/``, by path."""
+        if ref.startswith("/"):
+            return self.get_memory_by_path(store_id, ref, view=view)
+        return self.get_memory(store_id, ref, view=view)
+
+    def update_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        content: str | bytes | None = None,
+        path: str | bytes | None = None,
+        precondition_sha256: str | None = None,
+        actor: Actor | None,
+        replace: bool = False,
+    ) -> Memory:
+        """Change content and/or path (a rename keeps the id). ``None`` keeps a field.
+
+        A change writes one ``modified`` version; a no-op writes none and returns the memory
+        unchanged. The precondition is compared with the current content hash atomically with
+        the write, and is checked on a no-op too.
+
+        :param replace: when the new path is another memory's, delete that memory in the same
+            transaction instead of raising PathConflict. This call names the memory that
+            moves, so that one keeps its id; :meth:`rename_path` (the filesystem's rename)
+            keeps the target's memory instead.
+        :raises PreconditionFailed, PathConflict, NotFound, StoreArchived, InvalidRequest:
+        """
+        _check_sha256_arg(precondition_sha256, "precondition content_sha256")
+        new_path = None if path is None else validate_path(path, self.limits)
+        new = None if content is None else encode_content(content, self.limits)
+        with self._write() as c:
+            row = self._memory_in(c, store_id, "id", memory_id)
+            _check_precondition(row, precondition_sha256)
+            return self._modify_in(c, row, new, new_path, replace, actor)
+
+    def _modify_in(
+        self,
+        c: sqlite3.Connection,
+        row: sqlite3.Row,
+        content: tuple[str, bytes] | None,
+        new_path: str | None,
+        replace: bool,
+        actor: Actor | None,
+        now: str | None = None,
+    ) -> Memory:
+        """Change a live memory's content and/or path inside a write transaction: one
+        ``modified`` version, or none (and the memory unchanged) when nothing changes."""
+        store_id, memory_id = row["store_id"], row["id"]
+        text, sha, size = row["content"], row["content_sha256"], row["content_size_bytes"]
+        if content is not None:
+            text, sha, size = content[0], sha256_hex(content[1]), len(content[1])
+        target = row["path"] if new_path is None else new_path
+        if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
+            return _memory(row, True)
+        self._writable_store_in(c, store_id)
+        now = now or _now()
+        if target != row["path"]:
+            self._make_room(c, store_id, target, memory_id, replace, actor, now)
+        vid = self._insert_version(
+            c, store_id, memory_id, "modified", target, text, sha, size, actor, now
+        )
+        c.execute(
+            "UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
+            "content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?",
+            (target, text, sha, size, vid, now, memory_id),
+        )
+        old = row["path"] if target != row["path"] else None
+        seq = self._change(c, store_id, "put", memory_id, target, old)
+        self._prune_memory(c, memory_id)
+        return Memory(
+            memory_id, store_id, target, text, sha, size, vid, row["created_at"], now, seq=seq
+        )
+
+    def _make_room(
+        self,
+        c: sqlite3.Connection,
+        store_id: str,
+        target: str,
+        memory_id: str,
+        replace: bool,
+        actor: Actor | None,
+        now: str,
+    ) -> None:
+        """Before moving ``memory_id`` to ``target``: with ``replace``, delete the memory that
+        holds exactly ``target``; then check that nothing else blocks it."""
+        if replace:
+            victim = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, target)
+            ).fetchone()
+            if victim is not None and victim["id"] != memory_id:
+                self._delete_row(c, victim, actor, now)
+        self._check_path_free(c, store_id, target, exclude=(memory_id,))
+
+    def _delete_row(
+        self, c: sqlite3.Connection, row: sqlite3.Row, actor: Actor | None, now: str
+    ) -> None:
+        self._insert_version(
+            c, row["store_id"], row["id"], "deleted", row["path"], None, None, None, actor, now
+        )
+        c.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
+        self._change(c, row["store_id"], "delete", row["id"], row["path"])
+        self._prune_memory(c, row["id"])
+
+    def delete_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        expected_sha256: str | None = None,
+        actor: Actor | None,
+    ) -> None:
+        """Delete a memory: its row goes, a ``deleted`` version (path kept) is written.
+        Allowed on archived stores.
+
+        :raises NotFound, PreconditionFailed, InvalidRequest:
+        """
+        _check_sha256_arg(expected_sha256, "expected_content_sha256")
+        with self._write() as c:
+            row = self._memory_in(c, store_id, "id", memory_id)
+            _check_precondition(row, expected_sha256)
+            self._delete_row(c, row, actor, _now())
+
+    # -- path operations (the filesystem's view) ---------------------------------------------
+
+    def write_path(self, store_id: str, path: str | bytes, content: str | bytes, *,
+                   actor: Actor | None, events: list[dict[str, Any]] | None = None) -> Memory:
+        """Create the memory at ``path``, or change its content: what a file's last close
+        means. Returns the memory (unchanged, with no new version, if the content is equal).
+        One transaction, so a racing writer of the same path cannot slip in between the
+        look-up and the write.
+
+        :param events: the tool events that report this write (SPEC §4), recorded in the same
+            transaction (:meth:`_tool_events_in`): a version and its event exist together
+            or not at all.
+        :raises InvalidPath, InvalidContent, ContentTooLarge, StoreArchived, LimitExceeded,
+            PathConflict, NotFound:
+        """
+        path = validate_path(path, self.limits)
+        text, data = encode_content(content, self.limits)
+        _check_tool_events(events, text=False)
+        with self._write() as c:
+            # No store look-up here: _create_in checks the store, and a memory implies it.
+            row = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
+            ).fetchone()
+            if row is None:
+                m = self._create_in(c, store_id, path, text, data, actor)
+            else:
+                m = self._modify_in(c, row, (text, data), None, False, actor)
+            self._tool_events_in(c, store_id, actor, events, m.id, m.memory_version_id)
+            return m
+
+    def _tool_events_in(
+        self, c: sqlite3.Connection, store_id: str, actor: Actor | None,
+        events: list[dict[str, Any]] | None, memory_id: str | None = None,
+        version_id: str | None = None,
+    ) -> None:
+        """Record the tool events of a path operation inside its transaction. Each successful
+        ``agent.tool_result`` is completed in place with the memory (and version) the operation
+        produced, so the caller can log the very objects that were stored. The session is the
+        actor's when it is a session, else the events belong to the store alone."""
+        if not events:
+            return
+        complete_tool_results(events, memory_id, version_id)
+        session_id = actor.id if actor is not None and actor.type == "session_actor" else None
+        # One JSON encoding per event, which is also the UTF-8 check (_check_tool_events left
+        # it to here: a lone surrogate fails the encode, and the transaction is rolled back),
+        # and one statement for the pair: this runs at every close that commits.
+        rows = []
+        for body in events:
+            e = _complete_event(session_id, body)
+            text = json.dumps(e.body, ensure_ascii=False)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                _validate_text(e.body, "event")  # raises, naming where the surrogate is
+                raise
+            rows.append((e.id, session_id, store_id, e.type, e.processed_at, text))
+        c.executemany(
+            "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def delete_path(self, store_id: str, path: str, *, actor: Actor | None,
+                    events: list[dict[str, Any]] | None = None) -> Memory:
+        """Delete the memory at ``path`` (``unlink``); returns it as it was. ``events`` are
+        recorded in the same transaction (see :meth:`write_path`).
+
+        :raises NotFound:
+        """
+        path = validate_path(path, self.limits)
+        _check_tool_events(events, text=False)
+        with self._write() as c:
+            row = self._memory_in(c, store_id, "path", path)
+            self._delete_row(c, row, actor, _now())
+            self._tool_events_in(c, store_id, actor, events, row["id"])
+        return _memory(row, False)
+
+    def rename_path(
+        self,
+        store_id: str,
+        old: str | bytes,
+        new: str | bytes,
+        *,
+        actor: Actor | None,
+        replace: bool = True,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Memory:
+        """Rename the memory at ``old`` to ``new``: the memory moves (same id, a ``modified``
+        version) and is returned.
+
+        Over a memory at ``new`` with ``replace`` (POSIX rename, what ``sed -i`` and editors do
+        with a temporary file), the path keeps its memory: in one transaction the memory at
+        ``new`` gets a ``modified`` version with the content of the one at ``old`` (none if the
+        content is the same), and the memory at ``old`` is deleted (a ``deleted`` version; its
+        history stays). That returns the memory at ``new`` (its own id), and the change feed
+        gets a ``put`` of it (only if its content changed) and a ``delete`` of the one at
+        ``old``. Without ``replace`` a memory at ``new`` is a PathConflict
+        (``RENAME_NOREPLACE``). (:meth:`update_memory` with ``replace`` names the memory to
+        move, which keeps its id: there the memory at the target is the one deleted.) ``events``
+        are recorded in the same transaction (see :meth:`write_path`).
+
+        :raises NotFound, PathConflict, StoreArchived, InvalidPath:
+        """
+        old = validate_path(old, self.limits)
+        new = validate_path(new, self.limits)
+        _check_tool_events(events, text=False)
+        # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
+        # if another writer renames or replaces them at the same moment.
+        with self._write() as c:
+            row = self._memory_in(c, store_id, "path", old)
+            kept: Memory | None = None
+            if replace and new != old:
+                target = c.execute(
+                    "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, new)
+                ).fetchone()
+                if target is not None:
+                    self._writable_store_in(c, store_id)
+                    content = (row["content"], row["content"].encode("utf-8"))
+                    now = _now()
+                    kept = self._modify_in(c, target, content, None, False, actor, now)
+                    self._delete_row(c, row, actor, now)
+            if kept is None:
+                kept = self._modify_in(c, row, None, new, replace, actor)
+            self._tool_events_in(c, store_id, actor, events, kept.id, kept.memory_version_id)
+            return kept
+
+    def rename_prefix(
+        self,
+        store_id: str,
+        old_prefix: str,
+        new_prefix: str,
+        *,
+        actor: Actor | None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]:
+        """Move every memory below ``old_prefix`` (``/a/``) to ``new_prefix`` (``/b/``) in one
+        transaction: a directory rename. Each moved memory gets one ``modified`` version.
+        ``events`` are recorded in the same transaction (see :meth:`write_path`).
+
+        Directories are never merged: the target directory must hold no memory (not even
+        one of the move's own, as when moving ``/a/b/`` to ``/a/``), and must not be a
+        memory's path nor lie below one.
+
+        :raises DirectoryNotEmpty: a memory exists below ``new_prefix`` (POSIX ENOTEMPTY).
+        :raises NotADirectory: ``new_prefix`` without its slash, or a parent of it, is a
+            memory (POSIX ENOTDIR).
+        :raises PathConflict: a destination path is blocked by a memory outside the move.
+        :raises InvalidPath: a destination path breaks the path rules.
+        """
+        old_prefix = validate_prefix(old_prefix, self.limits)
+        new_prefix = validate_prefix(new_prefix, self.limits)
+        _check_tool_events(events, text=False)
+        if old_prefix == "/" or new_prefix.startswith(old_prefix):
+            raise InvalidRequest(f"cannot move {old_prefix} into itself")
+        with self._write() as c:
+            self._writable_store_in(c, store_id)
+            rows = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
+                "ORDER BY path",
+                (store_id, old_prefix, old_prefix[:-1] + "0"),
+            ).fetchall()
+            moving = {r["id"] for r in rows}
+            self._check_empty_directory(c, store_id, new_prefix, moving)
+            now = _now()
+            targets = [new_prefix + r["path"][len(old_prefix):] for r in rows]
+            for t in targets:
+                validate_path(t, self.limits)
+            # Every moved memory is out of the way (excluded) while each target is checked, so
+            # that memories inside the move never conflict with each other.
+            for target in targets:
+                self._check_path_free(c, store_id, target, exclude=moving)
+            result = []
+            for row, target in zip(rows, targets, strict=True):
+                sha, size = row["content_sha256"], row["content_size_bytes"]
+                vid = self._insert_version(
+                    c, store_id, row["id"], "modified", target, row["content"], sha, size,
+                    actor, now,
+                )
+                c.execute(
+                    "UPDATE memories SET path = ?, version_id = ?, updated_at = ? WHERE id = ?",
+                    (target, vid, now, row["id"]),
+                )
+                seq = self._change(c, store_id, "put", row["id"], target, row["path"])
+                self._prune_memory(c, row["id"])
+                result.append(
+                    Memory(row["id"], store_id, target, None, sha, size, vid, row["created_at"],
+                           now, seq=seq)
+                )
+            self._tool_events_in(c, store_id, actor, events)
+        return result
+
+    def _check_empty_directory(
+        self, c: sqlite3.Connection, store_id: str, prefix: str, moving: Collection[str]
+    ) -> None:
+        """:raises NotADirectory: ``prefix`` without its slash, or a parent of it, is a memory.
+        :raises DirectoryNotEmpty: a memory exists below ``prefix`` (a memory outside
+        ``moving`` is named as the conflict when there is one)."""
+        if prefix != "/":
+            segments = prefix[1:-1].split("/")
+            parents = ["/" + "/".join(segments[:i]) for i in range(1, len(segments) + 1)]
+            row = c.execute(
+                f"SELECT id, path FROM memories WHERE store_id = ? "
+                f"AND path IN ({','.join('?' * len(parents))}) ORDER BY path LIMIT 1",
+                (store_id, *parents),
+            ).fetchone()
+            if row is not None:
+                raise NotADirectory(
+                    f"{row['path']} is a memory, not a directory: cannot move a directory to "
+                    f"{prefix}",
+                    conflicting_memory_id=row["id"], conflicting_path=row["path"],
+                )
+        rows = c.execute(
+            "SELECT id, path FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
+            "ORDER BY path LIMIT ?",
+            (store_id, prefix, prefix[:-1] + "0", len(moving) + 1),
+        ).fetchall()
+        if rows:
+            row = next((r for r in rows if r["id"] not in moving), rows[0])
+            raise DirectoryNotEmpty(
+                f"{prefix} is not empty (e.g. {row['path']}): directories are not merged",
+                conflicting_memory_id=row["id"], conflicting_path=row["path"],
+            )
+
+    def tree(self, store_id: str) -> list[Memory]:
+        """Every live memory of the store, without content, in path order."""
+        rows = self._all(
+            f"SELECT {_BASIC_MEMORY_COLS} FROM memories WHERE store_id = ? ORDER BY path",
+            (store_id,),
+        )
+        if not rows:
+            self.get_store(store_id)
+        return [_memory(r, False) for r in rows]
+
+    def list_memories(
+        self,
+        store_id: str,
+        *,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Page[Memory | MemoryPrefix]:
+        """Memories in ascending byte order of path, with ``depth`` roll-ups (API.md §2.10).
+
+        ``depth`` 0 lists everything below the prefix; ``d >= 1`` lists memories at most ``d``
+        segments below it and one ``memory_prefix`` per distinct deeper first-``d`` segments.
+        """
+        view = _check_view(view)
+        limit = _check_limit(limit, self.limits, view)
+        prefix = "/" if path_prefix is None else validate_prefix(path_prefix, self.limits)
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise InvalidRequest("depth must be an integer >= 0")
+        filters = [store_id, prefix, depth]
+        lower, lower_incl = prefix, True
+        if page:
+            key = _decode_cursor(page, "memories", filters)
+            if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)
+                    and isinstance(key[1], bool)):  # fmt: skip
+                raise InvalidCursor("invalid page cursor")
+            lower, lower_incl = key[0], key[1]
+        cols = "*" if view == "full" else _BASIC_MEMORY_COLS
+        upper = prefix[:-1] + "0"
+        with self._read() as c:
+            self._store_in(c, store_id)
+            items: list[Memory | MemoryPrefix] = []
+            while len(items) <= limit:
+                # Fetch in chunks; a roll-up jumps past everything below its prefix.
+                rows = c.execute(
+                    f"SELECT {cols} FROM memories WHERE store_id = ? "
+                    f"AND path {'>=' if lower_incl else '>'} ? "
+                    "AND path < ? ORDER BY path LIMIT ?",
+                    (store_id, lower, upper, limit + 1),
+                ).fetchall()
+                if not rows:
+                    break
+                for row in rows:
+                    rel = row["path"][len(prefix):].split("/")
+                    if depth == 0 or len(rel) <= depth:
+                        items.append(_memory(row, view == "full"))
+                        lower, lower_incl = row["path"], False
+                    else:
+                        roll = prefix + "/".join(rel[:depth]) + "/"
+                        items.append(MemoryPrefix(roll))
+                        # resume after every path below the roll-up
+                        lower, lower_incl = roll[:-1] + "0", True
+                        break
+                    if len(items) > limit:
+                        break
+        next_page = None
+        if len(items) > limit:
+            items = items[:limit]
+            next_page = _encode_cursor("memories", filters, _sort_key(items[-1]))
+        return Page(items, next_page)

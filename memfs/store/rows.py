@@ -1,0 +1,129 @@
+"""Database rows to :mod:`memfs.models` objects."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+
+from ..models import (
+    DREAM_USAGE,
+    Actor,
+    Dream,
+    Event,
+    Memory,
+    MemoryStore,
+    MemoryVersion,
+    Session,
+    SessionResource,
+)
+
+log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------------
+# row -> model
+
+
+def _store(row: sqlite3.Row) -> MemoryStore:
+    return MemoryStore(
+        id=row["id"],
+        name=row["name"],
+        description=row["description"],
+        metadata=json.loads(row["metadata"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        archived_at=row["archived_at"],
+    )
+
+
+def _memory(row: sqlite3.Row, with_content: bool) -> Memory:
+    return Memory(
+        id=row["id"],
+        memory_store_id=row["store_id"],
+        path=row["path"],
+        content=row["content"] if with_content else None,
+        content_sha256=row["content_sha256"],
+        content_size_bytes=row["content_size_bytes"],
+        memory_version_id=row["version_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _actor(type_: str | None, id_: str | None) -> Actor | None:
+    return Actor(type_, id_) if type_ and id_ else None
+
+
+def _version(row: sqlite3.Row, with_content: bool) -> MemoryVersion:
+    return MemoryVersion(
+        id=row["id"],
+        memory_id=row["memory_id"],
+        memory_store_id=row["store_id"],
+        operation=row["operation"],
+        created_at=row["created_at"],
+        path=row["path"],
+        content=row["content"] if with_content else None,
+        content_sha256=row["content_sha256"],
+        content_size_bytes=row["content_size_bytes"],
+        created_by=_actor(row["created_by_type"], row["created_by_id"]),
+        redacted_at=row["redacted_at"],
+        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
+    )
+
+
+def _resource(row: sqlite3.Row) -> SessionResource:
+    return SessionResource(
+        id=row["id"],
+        session_id=row["session_id"],
+        memory_store_id=row["memory_store_id"],
+        access=row["access"],
+        instructions=row["instructions"],
+        name=row["name"],
+        description=row["description"],
+        mount_path=row["mount_path"],
+    )
+
+
+def _event(row: sqlite3.Row) -> Event:
+    return Event(
+        id=row["id"],
+        session_id=row["session_id"],
+        type=row["type"],
+        processed_at=row["processed_at"],
+        body=json.loads(row["body"]),
+    )
+
+
+def _dream(row: sqlite3.Row) -> Dream:
+    return Dream(
+        id=row["id"],
+        status=row["status"],
+        inputs=[{"type": "memory_store", "memory_store_id": row["memory_store_id"]},
+                {"type": "sessions", "session_ids": json.loads(row["session_ids"])}],
+        model=json.loads(row["model"]),
+        instructions=row["instructions"],
+        output_behavior=json.loads(row["output_behavior"]),
+        outputs=[] if row["output_store_id"] is None else [
+            {"type": "memory_store", "memory_store_id": row["output_store_id"]}],
+        session_id=row["session_id"],
+        error=None if row["error"] is None else json.loads(row["error"]),
+        usage={k: int(row[k]) for k in DREAM_USAGE},
+        created_at=row["created_at"],
+        ended_at=row["ended_at"],
+        archived_at=row["archived_at"],
+    )
+
+
+def _session(row: sqlite3.Row, res: list[sqlite3.Row]) -> Session:
+    return Session(
+        id=row["id"],
+        status=row["status"],
+        resources=tuple(_resource(r) for r in res),
+        agent=json.loads(row["agent"]) if row["agent"] else None,
+        environment_id=row["environment_id"],
+        metadata=json.loads(row["metadata"]),
+        title=row["title"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        archived_at=row["archived_at"],
+    )

@@ -1,0 +1,365 @@
+"""The SQLite schema's migrations, in order (the PostgreSQL schema is
+:mod:`memfs.pgdatabase`'s; the recall tables are :mod:`memfs.recall.schema`'s)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite_utils
+    from sqlite_utils.migrations import Migrations
+
+
+log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------------
+# schema
+
+#: The schema migrations, in order (sqlite-utils migration set "memfs"). sqlite-utils, with
+#: dateutil, pluggy and click behind it, is imported only when a database needs one of them:
+#: every ``memfs`` command and mount daemon opens an up-to-date database, and its import was a
+#: quarter of a session daemon's start (issue 11).
+MIGRATION_SET = "memfs"
+_MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+
+
+def _migration(
+    fn: Callable[[sqlite_utils.Database], None],
+) -> Callable[[sqlite_utils.Database], None]:
+    _MIGRATIONS.append(fn)
+    return fn
+
+
+@functools.cache
+def _migration_set() -> Migrations:
+    from sqlite_utils.migrations import Migrations
+
+    ms = Migrations(MIGRATION_SET)
+    for fn in _MIGRATIONS:
+        ms()(fn)
+    return ms
+
+
+@_migration
+def m001_initial(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- A memory store. metadata is a JSON object of strings. archived_at is NULL until the
+        -- store is archived, which cannot be undone. Deleting a store deletes its rows in
+        -- memories, versions and changes (Store.delete_store), not its session resources.
+        CREATE TABLE stores (
+            id TEXT PRIMARY KEY,              -- memstore_…, time-ordered
+            name TEXT NOT NULL,
+            description TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            created_at TEXT NOT NULL,         -- RFC 3339 UTC with microseconds: sorts by time
+            updated_at TEXT NOT NULL,
+            archived_at TEXT
+        );
+
+        -- Live memories only: a deleted memory's row is gone, its history stays in versions.
+        -- version_id names the version holding the current content (the only head marker).
+        -- (store_id, path) is unique; the overlap rule (/a vs /a/b) is checked in code.
+        CREATE TABLE memories (
+            id TEXT PRIMARY KEY,              -- mem_…, stable across renames
+            store_id TEXT NOT NULL REFERENCES stores(id),
+            path TEXT NOT NULL,
+            content TEXT NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            content_size_bytes INTEGER NOT NULL,
+            version_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX memories_store_path ON memories(store_id, path);
+
+        -- Immutable versions, one per real change. path is NULL only when redacted; content,
+        -- content_sha256 and content_size_bytes are NULL when redacted or operation='deleted'.
+        -- created_by_* / redacted_by_* hold an actor as (type, id).
+        CREATE TABLE versions (
+            id TEXT PRIMARY KEY,              -- memver_…, time-ordered: the listing order
+            store_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            operation TEXT NOT NULL CHECK (operation IN ('created', 'modified', 'deleted')),
+            created_at TEXT NOT NULL,
+            path TEXT,
+            content TEXT,
+            content_sha256 TEXT,
+            content_size_bytes INTEGER,
+            created_by_type TEXT,
+            created_by_id TEXT,
+            redacted_at TEXT,
+            redacted_by_type TEXT,
+            redacted_by_id TEXT
+        );
+        CREATE INDEX versions_store ON versions(store_id, id);
+        CREATE INDEX versions_memory ON versions(memory_id, id);
+
+        -- The change feed of each store, written in the same transaction as the change: a
+        -- mount polls it (a cheap indexed max(seq)) to invalidate its kernel caches, and the
+        -- server streams it to remote mounts. op: put | delete | store.
+        CREATE TABLE changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            store_id TEXT NOT NULL,
+            op TEXT NOT NULL,
+            memory_id TEXT,
+            path TEXT,
+            old_path TEXT,
+            at TEXT NOT NULL
+        );
+        CREATE INDEX changes_store ON changes(store_id, seq);
+
+        -- Sessions (API.md §4). agent is the JSON snapshot of the agent, metadata a JSON
+        -- object. status: rescheduling | running | idle | terminated.
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,              -- sesn_…
+            status TEXT NOT NULL,
+            agent TEXT,
+            environment_id TEXT,
+            metadata TEXT NOT NULL,
+            title TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            archived_at TEXT
+        );
+
+        -- Memory stores attached to a session, fixed at creation. name and description are
+        -- snapshots taken at attach time; mount_path is unique within the session.
+        CREATE TABLE session_resources (
+            id TEXT PRIMARY KEY,              -- sesrsc_…
+            session_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            memory_store_id TEXT NOT NULL,
+            access TEXT NOT NULL,
+            instructions TEXT,
+            name TEXT NOT NULL,
+            description TEXT NOT NULL,
+            mount_path TEXT NOT NULL
+        );
+        CREATE INDEX session_resources_session ON session_resources(session_id, position);
+        CREATE INDEX session_resources_store ON session_resources(memory_store_id);
+
+        -- Session events (API.md §4.6), in seq order. body is the whole wire object. Tool
+        -- events of a mount without a session have session_id NULL and store_id set.
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,          -- sevt_…
+            session_id TEXT,
+            store_id TEXT,
+            type TEXT NOT NULL,
+            processed_at TEXT NOT NULL,
+            body TEXT NOT NULL
+        );
+        CREATE INDEX events_session ON events(session_id, seq);
+        """
+    )
+
+
+@_migration
+def m002_agents_environments(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- Minimal agents and environments (API.md §4: sessions.create needs their ids). body is
+        -- the whole wire object as JSON (BetaManagedAgentsAgent / BetaEnvironment); a session
+        -- keeps its own snapshot of the agent, so these rows are only read at session creation.
+        CREATE TABLE agents (
+            id TEXT PRIMARY KEY,              -- agent_…
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE environments (
+            id TEXT PRIMARY KEY,              -- env_…
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        """
+    )
+
+
+@_migration
+def m003_versions_by_time(db: sqlite_utils.Database) -> None:
+    # Version listings order by (created_at, id) within a store.
+    db.execute("CREATE INDEX versions_store_time ON versions(store_id, created_at, id)")
+
+
+@_migration
+def m004_memory_count(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- stores.memory_count: live memories in the store, kept by these triggers in the same
+        -- transaction as every insert and delete, so the 2,000 check reads one row instead of
+        -- counting an index on each create.
+        ALTER TABLE stores ADD COLUMN memory_count INTEGER NOT NULL DEFAULT 0;
+        UPDATE stores SET memory_count =
+            (SELECT count(*) FROM memories WHERE memories.store_id = stores.id);
+        CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
+            UPDATE stores SET memory_count = memory_count + 1 WHERE id = NEW.store_id;
+        END;
+        CREATE TRIGGER memories_count_delete AFTER DELETE ON memories BEGIN
+            UPDATE stores SET memory_count = memory_count - 1 WHERE id = OLD.store_id;
+        END;
+        -- versions_store_time (m003) serves every listing by store: one index less to write.
+        DROP INDEX versions_store;
+        """
+    )
+
+
+@_migration
+def m005_session_launcher(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- sessions.launcher: JSON naming the local `memfs run` process that owns the session
+        -- ({host, boot_id, pid, start}), so that a session whose launcher was killed can be
+        -- found and ended; NULL for sessions created through the API.
+        ALTER TABLE sessions ADD COLUMN launcher TEXT;
+        """
+    )
+
+
+@_migration
+def m006_indexes(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- Indexes for the filtered listings, each checked with EXPLAIN QUERY PLAN (the
+        -- figures: scripts/bench_queries.py, 80,000 versions in one store). Without them every
+        -- filter walked the store's whole history through versions_store_time.
+        --
+        -- list_versions(memory_id=): equality on the memory, in listing order, so LIMIT stops
+        -- early; also serves retention (_prune_memory). Replaces versions_memory (memory_id,
+        -- id): one index less to write per version.
+        CREATE INDEX versions_memory_time ON versions(memory_id, created_at, id);
+        DROP INDEX versions_memory;
+        -- list_versions(session_id= / api_key_id= / user_id= / service_account_id=): actor
+        -- ids are unique across actor types (their prefixes differ), so the id is the key and
+        -- created_by_type is checked on the few rows found.
+        CREATE INDEX versions_actor ON versions(store_id, created_by_id, created_at, id);
+        -- list_versions(operation=): 'deleted' is rare, so a walk of the history to fill a page
+        -- of them was the slowest listing.
+        CREATE INDEX versions_operation ON versions(store_id, operation, created_at, id);
+        -- resolve_store(name): every CLI command naming a store by name.
+        CREATE INDEX stores_name ON stores(name);
+        -- launched_sessions(): the few sessions a local launcher owns and has not ended,
+        -- looked up at every `memfs run`; a partial index holds only those.
+        CREATE INDEX sessions_launched ON sessions(id)
+            WHERE launcher IS NOT NULL AND status != 'terminated';
+        -- Pruning (Store.prune_versions, and every Store.feed_prune_every changes): the
+        -- session.deleted event of each deleted session, by time, so that the events of
+        -- sessions deleted long enough ago are found without reading the others.
+        CREATE INDEX events_session_deleted ON events(processed_at)
+            WHERE type = 'session.deleted';
+        -- stores.changes_pruned_seq: the newest change seq of the store that pruning deleted
+        -- (0: none). A follower at a position below it may have missed changes: changes_since
+        -- raises FeedGap instead of skipping them silently.
+        ALTER TABLE stores ADD COLUMN changes_pruned_seq INTEGER NOT NULL DEFAULT 0;
+        """
+    )
+
+
+@_migration
+def m007_dreams(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- A dream (API.md §5): a run that reads a store and some sessions' transcripts and
+        -- writes a consolidated store. model, output_behavior and error are wire JSON;
+        -- session_ids a sorted JSON list. runner: JSON naming the process running it
+        -- ({host, pid, token}); heartbeat_at: when that process last said it was alive (a
+        -- dream whose runner died is failed, never left running: memfs.dreams).
+        CREATE TABLE dreams (
+            id TEXT PRIMARY KEY,              -- drm_…
+            status TEXT NOT NULL,
+            memory_store_id TEXT NOT NULL,
+            session_ids TEXT NOT NULL,
+            model TEXT NOT NULL,
+            instructions TEXT,
+            output_behavior TEXT NOT NULL,
+            output_store_id TEXT,
+            session_id TEXT,
+            error TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            ended_at TEXT,
+            archived_at TEXT,
+            runner TEXT,
+            heartbeat_at TEXT NOT NULL
+        );
+        CREATE INDEX dreams_time ON dreams(created_at, id);
+        -- The few dreams not ended: the sweep for dead runners, the update_existing check.
+        CREATE INDEX dreams_live ON dreams(id) WHERE status IN ('pending', 'running');
+        """
+    )
+
+
+@_migration
+def m008_reverts(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- A revert (memfs session revert, memfs.revert): what it undid (target_type session |
+        -- revert, target_id) and the versions it wrote (a JSON list), so that it can itself
+        -- be reverted. forced: 1 when --force overwrote memories changed by someone else.
+        CREATE TABLE reverts (
+            id TEXT PRIMARY KEY,              -- memrevert_…
+            target_type TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            forced INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            created_by_type TEXT,
+            created_by_id TEXT,
+            version_ids TEXT NOT NULL
+        );
+        CREATE INDEX reverts_target ON reverts(target_id);
+        """
+    )
+
+
+@_migration
+def m009_console_signouts(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        -- The Console's sign-outs (memfs.console): a sign-in cookie is signed, not stored, so
+        -- signing out records its sign-in (SHA-256 of the cookie's nonce) until the cookie
+        -- would have expired (Unix seconds), for every server on the database to refuse it.
+        CREATE TABLE IF NOT EXISTS console_signouts (
+            signin TEXT PRIMARY KEY,
+            expires_at INTEGER NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS console_signouts_expiry ON console_signouts(expires_at);
+        """
+    )
+
+
+@_migration
+def m010_session_tokens(db: sqlite_utils.Database) -> None:
+    # IF NOT EXISTS, here and in m009: main at 584d6b0 made this table as m009_session_tokens
+    # (before the Console's sign-outs took that number), and its databases must still open.
+    db.executescript(
+        """
+        -- The credential of a running session's commands (Store.create_session_token): only
+        -- the SHA-256 of the secret is kept. It opens the session's attached stores with their
+        -- access while the session runs, until expires_at; revoked_at is set when the session
+        -- ends (a token is never valid again after that).
+        CREATE TABLE IF NOT EXISTS session_tokens (
+            id TEXT PRIMARY KEY,              -- sesstok_…
+            session_id TEXT NOT NULL,
+            token_sha256 TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            revoked_at TEXT
+        );
+        CREATE INDEX IF NOT EXISTS session_tokens_session ON session_tokens(session_id);
+        """
+    )
+
+
+@_migration
+def m011_recall(db: sqlite_utils.Database) -> None:
+    # The words index (FTS5, kept by triggers), the vectors and the indexers' leases of
+    # recall: memfs.recall.schema says what each holds.
+    from memfs.recall import schema
+
+    db.executescript(schema.SQLITE)

@@ -1,0 +1,415 @@
+"""Sessions, their resources and their tokens."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import sqlite3
+import unicodedata
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..errors import (
+    InvalidCursor,
+    InvalidRequest,
+    LimitExceeded,
+    NotFound,
+    StoreArchived,
+    Unauthorized,
+)
+from ..models import Event, Page, Session, SessionGrant, SessionResource, SessionToken
+from ..rules import (
+    _check_limit,
+    _patch_metadata,
+    _validate_metadata,
+    _validate_session_resource,
+    _validate_text,
+    format_time,
+    new_id,
+    parse_time,
+    slugify,
+)
+from .common import (
+    _SESSION_STATUSES,
+    SESSION_TOKEN_PREFIX,
+    UNSET,
+    _complete_event,
+    _no_session,
+    _now,
+    _only_ids,
+    check_token_ttl,
+    sha256_hex,
+)
+from .paging import _decode_cursor, _encode_cursor
+from .rows import _session
+from .versions import VersionsPart
+
+log = logging.getLogger(__name__)
+
+
+class SessionsPart(VersionsPart):
+    """The store's sessions (a part of :class:`memfs.store.Store`)."""
+
+    def create_session(
+        self,
+        resources: Sequence[dict[str, Any]],
+        *,
+        root: str = "/mnt/memory",
+        agent: dict[str, Any] | None = None,
+        environment_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        title: str | None = None,
+        status: str = "idle",
+        launcher: dict[str, Any] | None = None,
+    ) -> Session:
+        """Create a session with memory stores attached (SPEC §3, API.md §4.2).
+
+        Each resource is ``{"type": "memory_store", "memory_store_id", "access"?,
+        "instructions"?}``. Validated: at most ``max_session_stores``, each store exists and is
+        not archived, no store twice, ``access`` read_write (default) or read_only,
+        instructions of at most ``max_instructions_chars``. ``name`` and ``description`` are
+        snapshotted; ``mount_path`` is ``root/<slug>`` with ``-2``, ``-3``… on collisions.
+        ``launcher`` identifies the local process that owns the session (opaque here; the
+        launcher uses it to end sessions whose launcher died).
+
+        :raises InvalidRequest, LimitExceeded, StoreArchived, NotFound:
+        """
+        lim = self.limits
+        if not isinstance(resources, list | tuple):
+            raise InvalidRequest("resources must be a list")
+        _validate_text(resources, "resources")
+        mem = [r for r in resources if isinstance(r, dict) and r.get("type") == "memory_store"]
+        if len(mem) != len(resources):
+            raise InvalidRequest("only resources of type 'memory_store' are supported")
+        if len(mem) > lim.max_session_stores:
+            raise LimitExceeded(
+                f"a session can attach at most {lim.max_session_stores} memory stores "
+                f"({len(mem)} given)"
+            )
+        if metadata is not None:
+            metadata = _validate_metadata(metadata, lim)
+        for what, value in (("title", title), ("environment_id", environment_id)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidRequest(f"{what} must be a string")
+            _validate_text(value, what)
+        _validate_text(agent, "agent")
+        _validate_text(root, "the mount root")
+        _validate_text(launcher, "launcher")
+        if status not in _SESSION_STATUSES:
+            raise InvalidRequest(f"invalid session status {status!r}")
+        if (not isinstance(root, str) or not root.startswith("/") or len(root) > 512
+                or any(unicodedata.category(ch) == "Cc" for ch in root)):  # fmt: skip
+            raise InvalidRequest("the mount root must be an absolute path")
+        root = root.rstrip("/")
+        sid = new_id("sesn")
+        now = _now()
+        with self._write() as c:
+            seen: set[str] = set()
+            used: set[str] = set()
+            rows = []
+            for pos, r in enumerate(mem):
+                store_id, access, instructions = _validate_session_resource(r, lim)
+                if store_id in seen:
+                    raise InvalidRequest(f"memory store {store_id} is attached twice")
+                seen.add(store_id)
+                store = self._store_in(c, store_id)
+                if store.archived_at is not None:
+                    raise StoreArchived(
+                        f"memory store {store_id} is archived and cannot be attached"
+                    )
+                base = slugify(store.name) or store.id
+                slug, n = base, 1
+                while slug in used:
+                    n += 1
+                    slug = f"{base}-{n}"
+                used.add(slug)
+                rows.append(
+                    (new_id("sesrsc"), sid, pos, store.id, access, instructions, store.name,
+                     store.description, f"{root}/{slug}")
+                )
+            c.execute(
+                "INSERT INTO sessions (id, status, agent, environment_id, metadata, title, "
+                "created_at, updated_at, launcher) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sid,
+                    status,
+                    json.dumps(agent) if agent is not None else None,
+                    environment_id,
+                    json.dumps(metadata or {}),
+                    title,
+                    now,
+                    now,
+                    json.dumps(launcher) if launcher is not None else None,
+                ),
+            )
+            c.executemany("INSERT INTO session_resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return self.get_session(sid)
+
+    def get_session(self, session_id: str) -> Session:
+        """:raises NotFound:"""
+        with self._read() as c:
+            found = self._sessions_in(c, [session_id])
+        if not found:
+            raise _no_session(session_id)
+        return found[0]
+
+    def _sessions_in(self, c: sqlite3.Connection, ids: Sequence[str]) -> list[Session]:
+        """The sessions ``ids``, in that order, with their resources (two queries in all);
+        an id with no session is left out."""
+        if not ids:  # "IN ()" is SQLite's only
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = {
+            r["id"]: r for r in c.execute(f"SELECT * FROM sessions WHERE id IN ({marks})", ids)
+        }
+        res: dict[str, list[sqlite3.Row]] = {}
+        for r in c.execute(
+            f"SELECT * FROM session_resources WHERE session_id IN ({marks}) "
+            "ORDER BY session_id, position",
+            ids,
+        ):
+            res.setdefault(r["session_id"], []).append(r)
+        return [_session(rows[i], res.get(i, [])) for i in ids if i in rows]
+
+    def _session_in(self, c: sqlite3.Connection, session_id: str) -> sqlite3.Row:
+        """The session's row. :raises NotFound:"""
+        row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise _no_session(session_id)
+        return row
+
+    def list_sessions(
+        self,
+        *,
+        memory_store_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        order: str = "desc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        ids: Collection[str] | None = None,
+    ) -> Page[Session]:
+        """Sessions by id; ``ids``: only these (a session token sees its own session)."""
+        limit = _check_limit(limit, self.limits)
+        if order not in ("asc", "desc"):
+            raise InvalidRequest("order must be 'asc' or 'desc'")
+        where: list[str] = []
+        params: list[Any] = []
+        _only_ids(where, params, ids)
+        if memory_store_id is not None:
+            where.append(
+                "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)"
+            )
+            params.append(memory_store_id)
+        if statuses:
+            for s in statuses:
+                if s not in _SESSION_STATUSES:
+                    raise InvalidRequest(f"invalid session status {s!r}")
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            params += list(statuses)
+        if not include_archived:
+            where.append("archived_at IS NULL")
+        for op, value in (
+            (">", created_at_gt),
+            (">=", created_at_gte),
+            ("<", created_at_lt),
+            ("<=", created_at_lte),
+        ):
+            if value is not None:
+                where.append(f"created_at {op} ?")
+                params.append(format_time(parse_time(value)))
+        filters = ["sessions", order, list(params)]  # a copy: see list_stores
+        # Bidirectional cursors (the SDK's BidirectionalPageCursor): a next_page is the id of
+        # the last item (resume after it), a prev_page is ["before", id of the first item].
+        after = before = None
+        if page:
+            key = _decode_cursor(page, "sessions", filters)
+            if isinstance(key, str):
+                after = key
+            elif (isinstance(key, list) and len(key) == 2 and key[0] == "before"
+                  and isinstance(key[1], str)):
+                before = key[1]
+            else:
+                raise InvalidCursor("invalid page cursor")
+        forward, backward = order.upper(), "ASC" if order == "desc" else "DESC"
+        ahead, behind = ("<", ">") if order == "desc" else (">", "<")
+
+        def page_ids(cond: str | None, anchor: str | None, sort: str, n: int) -> list[str]:
+            conds = where + ([f"id {cond} ?"] if cond else [])
+            sql = "SELECT id FROM sessions" + (" WHERE " + " AND ".join(conds) if conds else "")
+            args = [*params, *([anchor] if cond else []), n]
+            return [r["id"] for r in c.execute(sql + f" ORDER BY id {sort} LIMIT ?", args)]
+
+        with self._read() as c:  # one snapshot: the page, its neighbours and their contents
+            if before is None:
+                found = page_ids(ahead if after else None, after, forward, limit + 1)
+                more_ahead, found = len(found) > limit, found[:limit]
+                more_behind = bool(found) and bool(page_ids(behind, found[0], backward, 1))
+            else:
+                found = page_ids(behind, before, backward, limit + 1)
+                more_behind, found = len(found) > limit, found[:limit][::-1]
+                more_ahead = bool(found) and bool(page_ids(ahead, found[-1], forward, 1))
+            items = self._sessions_in(c, found)
+        next_page = _encode_cursor("sessions", filters, found[-1]) if more_ahead else None
+        prev_page = (
+            _encode_cursor("sessions", filters, ["before", found[0]]) if more_behind else None
+        )
+        return Page(items, next_page, prev_page)
+
+    def set_session_status(self, session_id: str, status: str) -> Session:
+        """Move a session to ``status`` and record the matching ``session.status_*`` event."""
+        if status not in _SESSION_STATUSES:
+            raise InvalidRequest(f"invalid session status {status!r}")
+        event_type = {
+            "running": "session.status_running",
+            "idle": "session.status_idle",
+            "terminated": "session.status_terminated",
+            "rescheduling": "session.status_rescheduled",
+        }[status]
+        extra: dict[str, Any] = {}
+        if status == "idle":
+            extra = {"stop_reason": {"type": "end_turn"}, "stop_details": None}
+        with self._write() as c:
+            row = self._session_in(c, session_id)
+            if row["status"] != status:
+                c.execute(
+                    "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
+                    (status, _now(), session_id),
+                )
+                self._insert_event(c, session_id, None, {"type": event_type, **extra})
+            if status == "terminated":
+                c.execute("UPDATE session_tokens SET revoked_at = ? "
+                          "WHERE session_id = ? AND revoked_at IS NULL", (_now(), session_id))
+        return self.get_session(session_id)
+
+    def launched_sessions(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(session_id, launcher)`` of every session not terminated that a local launcher
+        owns (see :meth:`create_session`'s ``launcher``)."""
+        rows = self._all(
+            "SELECT id, launcher FROM sessions WHERE launcher IS NOT NULL "
+            "AND status != 'terminated' ORDER BY id"
+        )
+        return [(r["id"], json.loads(r["launcher"])) for r in rows]
+
+    def update_session(
+        self, session_id: str, *, metadata: Any = UNSET, title: Any = UNSET
+    ) -> Session:
+        with self._write() as c:
+            row = self._session_in(c, session_id)
+            meta = json.loads(row["metadata"])
+            new_meta = meta if metadata in (UNSET, None) else _patch_metadata(
+                meta, metadata, self.limits
+            )
+            new_title = row["title"] if title is UNSET else title
+            if new_title is not None and not isinstance(new_title, str):
+                raise InvalidRequest("title must be a string")
+            _validate_text(new_title, "title")
+            if (new_meta, new_title) != (meta, row["title"]):
+                c.execute(
+                    "UPDATE sessions SET metadata = ?, title = ?, updated_at = ? WHERE id = ?",
+                    (json.dumps(new_meta), new_title, _now(), session_id),
+                )
+        return self.get_session(session_id)
+
+    def archive_session(self, session_id: str) -> Session:
+        with self._write() as c:
+            row = self._session_in(c, session_id)
+            if row["archived_at"] is None:
+                now = _now()
+                c.execute(
+                    "UPDATE sessions SET archived_at = ?, updated_at = ? WHERE id = ?",
+                    (now, now, session_id),
+                )
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._write() as c:
+            self._session_in(c, session_id)
+            self._insert_event(c, session_id, None, {"type": "session.deleted"})
+            c.execute("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
+            c.execute("DELETE FROM session_tokens WHERE session_id = ?", (session_id,))
+            c.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
+        """A resource by its ``sesrsc_`` id or by its ``memory_store_id``.
+
+        :raises NotFound: unknown session, or no such resource in it.
+        """
+        for r in self.get_session(session_id).resources:
+            if resource_id in (r.id, r.memory_store_id):
+                return r
+        raise NotFound(f"resource {resource_id!r} not found in session {session_id}")
+
+    # -- session tokens ----------------------------------------------------------------------
+
+    def create_session_token(self, session_id: str, *, ttl_seconds: Any = None) -> SessionToken:
+        """Make a credential for the commands of a session (what ``memfs run`` hands its
+        agent instead of a key): valid only for the session's attached stores with their
+        access, only while the session is ``running``, and for ``ttl_seconds`` at most
+        (default :data:`SESSION_TOKEN_TTL`, at most :data:`SESSION_TOKEN_MAX_TTL`). The
+        secret is in the result this once; the store keeps its SHA-256 only.
+
+        :raises NotFound: unknown session. :raises InvalidRequest: a terminated session, or
+            a bad ``ttl_seconds``.
+        """
+        ttl = check_token_ttl(ttl_seconds)
+        secret = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = new_id("sesstok")
+        created = datetime.now(UTC)
+        now, expires = format_time(created), format_time(created + timedelta(seconds=ttl))
+        with self._write() as c:
+            if self._session_in(c, session_id)["status"] == "terminated":
+                raise InvalidRequest(f"session {session_id} is terminated: no token can be "
+                                     "made for it")
+            c.execute(
+                "INSERT INTO session_tokens (id, session_id, token_sha256, created_at, "
+                "expires_at) VALUES (?, ?, ?, ?, ?)",
+                (token_id, session_id, sha256_hex(secret.encode()), now, expires))
+        return SessionToken(token_id, session_id, secret, now, expires)
+
+    def session_grant(self, token: str) -> SessionGrant:
+        """What the session token ``token`` may do now.
+
+        :raises Unauthorized: not a token of this store, revoked (its session ended),
+            expired, or its session is not running.
+        """
+        row = self._one(
+            "SELECT t.id, t.session_id, t.expires_at, t.revoked_at, s.status "
+            "FROM session_tokens t JOIN sessions s ON s.id = t.session_id "
+            "WHERE t.token_sha256 = ?", (sha256_hex(token.encode()),))
+        if row is None:
+            raise Unauthorized("invalid session token: not a token of a session of this "
+                               "server")
+        sid = row["session_id"]
+        if row["revoked_at"] is not None or row["status"] == "terminated":
+            raise Unauthorized(f"the session token of {sid} is no longer valid: the session "
+                               "ended")
+        if row["status"] != "running":
+            raise Unauthorized(f"the session token of {sid} is valid only while the session "
+                               f"runs (it is {row['status']})")
+        if row["expires_at"] <= _now():
+            raise Unauthorized(f"the session token of {sid} expired at {row['expires_at']}")
+        access = {r["memory_store_id"]: r["access"] for r in self._all(
+            "SELECT memory_store_id, access FROM session_resources WHERE session_id = ?",
+            (sid,))}
+        return SessionGrant(sid, row["id"], access, row["expires_at"])
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _insert_event(
+        self, c: sqlite3.Connection, session_id: str | None, store_id: str | None,
+        body: dict[str, Any],
+    ) -> Event:
+        e = _complete_event(session_id, body)
+        c.execute(
+            "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body)),
+        )
+        return e

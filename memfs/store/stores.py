@@ -1,0 +1,195 @@
+"""Memory stores: create, get, resolve, update, archive, delete, list."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from ..errors import InvalidRequest, NotFound, StoreArchived
+from ..models import MemoryStore, Page
+from ..rules import (
+    _check_limit,
+    _patch_metadata,
+    _validate_description,
+    _validate_metadata,
+    _validate_name,
+    format_time,
+    new_id,
+    parse_time,
+)
+from .base import StoreBase
+from .common import UNSET, _no_store, _now, _only_ids
+from .rows import _store
+
+log = logging.getLogger(__name__)
+
+
+class StoresPart(StoreBase):
+    """The store's stores (a part of :class:`memfs.store.Store`)."""
+
+    # -- memory stores -----------------------------------------------------------------------
+
+    def create_store(
+        self, name: str, description: str | None = None, metadata: dict[str, str] | None = None
+    ) -> MemoryStore:
+        lim = self.limits
+        name = _validate_name(name, lim)
+        description = _validate_description("" if description is None else description, lim)
+        metadata = _validate_metadata({} if metadata is None else metadata, lim)
+        now = _now()
+        store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
+        with self._write() as c:
+            c.execute(
+                "INSERT INTO stores (id, name, description, metadata, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (store.id, name, description, json.dumps(metadata), now, now),
+            )
+        log.debug("created store %s (%s)", store.id, name)
+        return store
+
+    def get_store(self, store_id: str) -> MemoryStore:
+        """:raises NotFound: unknown or deleted."""
+        row = self._one("SELECT * FROM stores WHERE id = ?", (store_id,))
+        if row is None:
+            raise _no_store(store_id)
+        return _store(row)
+
+    def resolve_store(self, ref: str, *, among: Collection[str] | None = None) -> MemoryStore:
+        """A store by id, or else by exact name (the newest live store of that name wins over
+        archived ones; two live stores with the name are ambiguous). ``among``: only these
+        stores exist (a session token's attached stores).
+
+        :raises NotFound: no such store. :raises InvalidRequest: an ambiguous name.
+        """
+        row = self._one("SELECT * FROM stores WHERE id = ?", (ref,))
+        if row is not None and (among is None or ref in among):
+            return _store(row)
+        rows = self._all(
+            "SELECT * FROM stores WHERE name = ? ORDER BY archived_at IS NOT NULL, id DESC", (ref,)
+        )
+        if among is not None:
+            rows = [r for r in rows if r["id"] in among]
+        if not rows:
+            raise NotFound(f"no memory store with id or name {ref!r}")
+        live = [r for r in rows if r["archived_at"] is None]
+        if len(live) > 1:
+            ids = ", ".join(r["id"] for r in live)
+            raise InvalidRequest(
+                f"{len(live)} memory stores are named {ref!r} ({ids}): use an id, or rename "
+                "all but one"
+            )
+        return _store(rows[0])
+
+    def namesakes(self, store_id: str) -> list[MemoryStore]:
+        """The other live stores with this store's exact name, newest first (at most 100).
+        Names need not be unique (the hosted API's rule), but a name two live stores share
+        names neither of them (:meth:`resolve_store`): the CLI and Console say so when a
+        store is created or renamed to a name in use.
+
+        :raises NotFound: unknown store.
+        """
+        with self._read() as c:
+            store = self._store_in(c, store_id)
+            rows = c.execute(
+                "SELECT * FROM stores WHERE name = ? AND id != ? AND archived_at IS NULL "
+                "ORDER BY id DESC LIMIT 100",
+                (store.name, store_id),
+            ).fetchall()
+        return [_store(r) for r in rows]
+
+    def update_store(
+        self,
+        store_id: str,
+        *,
+        name: Any = UNSET,
+        description: Any = UNSET,
+        metadata: Any = UNSET,
+    ) -> MemoryStore:
+        """Update name, description, and patch metadata. ``None``/UNSET leave a field alone.
+
+        :raises StoreArchived: the store is archived. :raises InvalidRequest: bad values.
+        """
+        lim = self.limits
+        with self._write() as c:
+            store = self._store_in(c, store_id)
+            if store.archived_at is not None:
+                raise StoreArchived(f"memory store {store_id} is archived and cannot be updated")
+            new_name = store.name if name in (UNSET, None) else _validate_name(name, lim)
+            new_desc = (
+                store.description
+                if description in (UNSET, None)
+                else _validate_description(description, lim)
+            )
+            new_meta = (
+                store.metadata
+                if metadata in (UNSET, None)
+                else _patch_metadata(store.metadata, metadata, lim)
+            )
+            if (new_name, new_desc, new_meta) == (store.name, store.description, store.metadata):
+                return store
+            now = _now()
+            c.execute(
+                "UPDATE stores SET name = ?, description = ?, metadata = ?, updated_at = ? "
+                "WHERE id = ?",
+                (new_name, new_desc, json.dumps(new_meta), now, store_id),
+            )
+            self._change(c, store_id, "store")
+        return self.get_store(store_id)
+
+    def archive_store(self, store_id: str) -> MemoryStore:
+        """Archive (idempotent: an archived store is returned unchanged)."""
+        with self._write() as c:
+            store = self._store_in(c, store_id)
+            if store.archived_at is None:
+                now = _now()
+                c.execute(
+                    "UPDATE stores SET archived_at = ?, updated_at = ? WHERE id = ?",
+                    (now, now, store_id),
+                )
+                self._change(c, store_id, "store")
+        return self.get_store(store_id)
+
+    def delete_store(self, store_id: str) -> None:
+        """Delete the store with every memory and version in it, permanently."""
+        with self._write() as c:
+            self._delete_store_in(c, store_id)
+
+    def _delete_store_in(self, c: sqlite3.Connection, store_id: str) -> None:
+        self._store_in(c, store_id)
+        c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
+        c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
+        self._change(c, store_id, "store")
+
+    def list_stores(
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        ids: Collection[str] | None = None,
+    ) -> Page[MemoryStore]:
+        """Stores, newest first (``created_at`` desc, then ``id`` desc); ``ids``: only these
+        (a session token's attached stores)."""
+        limit = _check_limit(limit, self.limits)
+        where: list[str] = []
+        params: list[Any] = []
+        _only_ids(where, params, ids)
+        if not include_archived:
+            where.append("archived_at IS NULL")
+        if created_at_gte is not None:
+            where.append("created_at >= ?")
+            params.append(format_time(parse_time(created_at_gte)))
+        if created_at_lte is not None:
+            where.append("created_at <= ?")
+            params.append(format_time(parse_time(created_at_lte)))
+        # A copy: the cursor condition appended to params is not a filter.
+        filters = ["stores", include_archived, list(params)]
+        return self._newest_first("stores", filters, where, params, limit, page, _store)
