@@ -44,7 +44,7 @@ import logging
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
@@ -239,7 +239,7 @@ class _Commands:
         and running; a server checks it itself), else the actor given."""
         if self.session_id is not None:
             if hasattr(self.store, "session_writer"):
-                actor = yield _Call("session_writer", (self.session_id, store_id))
+                actor: Actor = yield _Call("session_writer", (self.session_id, store_id))
                 return actor
             return Actor.session(self.session_id)
         if self.actor is not None:
@@ -256,7 +256,7 @@ class _Commands:
             log.error("could not record the memory tool's events: %s", e.message)
 
     def _tree(self, store_id: str) -> Generator[_Call, Any, list[Memory]]:
-        memories = yield _Call("tree", (store_id,))
+        memories: list[Memory] = yield _Call("tree", (store_id,))
         return memories
 
     def _is_directory(self, store_id: str, path: str) -> Generator[_Call, Any, bool]:
@@ -272,7 +272,7 @@ class _Commands:
         try:
             if path == "":
                 raise errors.NotFound(path)
-            memory = yield _Call("get_memory_by_path", (store_id, path))
+            memory: Memory = yield _Call("get_memory_by_path", (store_id, path))
             return memory
         except errors.NotFound:
             if (yield from self._is_directory(store_id, path)):
@@ -287,7 +287,8 @@ class _Commands:
         name = getattr(command, "command", None)
         input = _command_input(command)
         path = getattr(command, "path", None) or getattr(command, "old_path", None)
-        fallback = {"operation": _OPERATIONS.get(name, str(name)),
+        fallback = {"operation": _OPERATIONS.get(name, str(name)) if isinstance(name, str)
+                    else str(name),
                     "file_path": path if isinstance(path, str) else ""}
         store_id = yield from self._store_id()
         try:
@@ -622,7 +623,18 @@ def _parameters_error(command: Any) -> ToolError | None:
 # the tools
 
 
-class _Common:
+if TYPE_CHECKING:
+    class _SDKTool:
+        """What follows :class:`_Common` in a tool's MRO, for the type checker: the SDK's
+        memory tool base, sync or async (their ``__init__`` is the same)."""
+
+        def __init__(self, *, cache_control: BetaCacheControlEphemeralParam | None = None
+                     ) -> None: ...
+else:
+    _SDKTool = object
+
+
+class _Common(_SDKTool):
     """What the sync and async tools share (before the SDK's base class in their MRO)."""
 
     def __init__(self, store: Any, memory_store: str, *, session_id: str | None = None,
@@ -687,7 +699,8 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
                 else:
                     call = op.send(result)
         except StopIteration as stop:
-            return stop.value
+            text: str = stop.value  # what an Op returns
+            return text
         except errors.MemfsError as e:  # a store error no command expected
             raise _failure(e, "", "The memory tool") from None
 
@@ -742,7 +755,8 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
                 else:
                     call = op.send(result)
         except StopIteration as stop:
-            return stop.value
+            text: str = stop.value  # what an Op returns
+            return text
         except errors.MemfsError as e:
             raise _failure(e, "", "The memory tool") from None
 
