@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from .. import errors
-from ..models import Memory, MemoryVersion
+from ..models import Memory, MemoryVersion, Page
 from .diff import MODES, changed, diff_html
 from .web import Console, form, page, redirect
 
@@ -75,7 +75,7 @@ def routes(console: Console) -> list[BaseRoute]:
         one still kept."""
         cursor, seen = None, False
         while True:
-            listing = await console.run(
+            listing: Page[MemoryVersion] = await console.run(
                 store.list_versions, store_id, memory_id=v.memory_id,
                 created_at_lte=v.created_at, limit=PAGE_SIZE, page=cursor)
             for x in listing.data:
@@ -125,7 +125,9 @@ def routes(console: Console) -> list[BaseRoute]:
 
     async def _live(memory_id: str, store_id: str) -> Memory | None:
         try:
-            return await console.run(store.get_memory, store_id, memory_id, view="basic")
+            memory: Memory = await console.run(store.get_memory, store_id, memory_id,
+                                               view="basic")
+            return memory
         except errors.NotFound:
             return None
 

@@ -56,7 +56,8 @@ class Item:
     @property
     def text(self) -> str:
         """The result's text (an error's message), or an event's text content."""
-        body = (self.result or self.event).body if (self.result or self.event) else {}
+        shown = self.result or self.event
+        body = shown.body if shown else {}
         content = body.get("content")
         if isinstance(content, list):
             return " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
@@ -79,9 +80,9 @@ def pair_events(events: list[Event]) -> list[Item]:
             open_uses[e.id] = item
             items.append(item)
         elif e.type == "agent.tool_result":
-            item = open_uses.pop(str(e.body.get("tool_use_id", "")), None)
-            if item is not None and item.result is None:
-                item.result = e
+            pending = open_uses.pop(str(e.body.get("tool_use_id", "")), None)
+            if pending is not None and pending.result is None:
+                pending.result = e
             else:
                 items.append(Item(result=e))
         else:
