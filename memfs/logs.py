@@ -20,7 +20,10 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hypercorn.logging import Logger
 
 FORMATS = ("text", "json")
 
@@ -128,7 +131,7 @@ def access_fields(scope: dict[str, Any], response: dict[str, Any] | None,
     }
 
 
-def access_logger_class() -> type:
+def access_logger_class() -> type[Logger]:
     """hypercorn's Logger with a cheap, structured :meth:`access` (hypercorn's own copies
     every request header and the whole environment into a dict per request, even when the
     line is not logged)."""
