@@ -48,10 +48,10 @@ import stat
 import unicodedata
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -121,7 +121,7 @@ def _line(obj: dict[str, Any]) -> bytes:
 def export_lines(
     store: Store, store_id: str, *, history: bool, progress: Progress = _no_progress,
     stats: dict[str, Any] | None = None,
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, None]:
     """The archive's lines, uncompressed, one by one: the store as it was at the first line
     (one snapshot, see the module's doc), read a page at a time. ``progress(1)`` after each
     memory; ``stats``, if given, receives the trailer's counts at the end.
@@ -370,8 +370,10 @@ def import_archive(
         raw.seek(start)
         return ArchiveReader(raw, _max_line(store), halves).records()
 
-    summary = store.import_archive(header.get("store"), records, name=name, into=into,
-                                   partial=partial)
+    # The header's store object is any JSON value (or missing): Store.import_archive checks
+    # it (restore.store_fields), though its signature says the dict it accepts.
+    src = cast("dict[str, Any]", header.get("store"))
+    summary = store.import_archive(src, records, name=name, into=into, partial=partial)
     return {"type": "memfs_import", "source": "archive",
             "history": bool(header.get("history")), **summary, "ignored": []}
 
