@@ -93,7 +93,13 @@ def _row_factory(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
     # column, on every statement: a sixth of a create's client time).
     res = cursor.pgresult
     n = res.nfields if res is not None else 0
-    cls = _row_class(tuple(res.fname(i).decode() for i in range(n)) if res and n else ())
+    names: list[str] = []
+    if res and n:
+        for i in range(n):
+            name = res.fname(i)
+            assert name is not None  # libpq names every column below nfields
+            names.append(name.decode())
+    cls = _row_class(tuple(names))
     return cls
 
 
@@ -645,7 +651,9 @@ def migrate(db: PgDatabase, migration_set: str) -> None:
     processes opening a new database at once do not both apply one)."""
     with db._connection() as conn:
         # Readable without the lock: an up-to-date database costs one query.
-        if conn.execute("SELECT to_regclass('_memfs_migrations') IS NOT NULL").fetchone()[0]:
+        exists = conn.execute("SELECT to_regclass('_memfs_migrations') IS NOT NULL").fetchone()
+        assert exists is not None  # a SELECT without FROM: one row
+        if exists[0]:
             done = {r[0] for r in conn.execute(
                 "SELECT name FROM _memfs_migrations WHERE migration_set = ?", (migration_set,))}
             if all(name in done for name, _ in MIGRATIONS):
