@@ -475,11 +475,15 @@ def test_a_full_store_of_2000_memories_on_a_phone(signed_in: Any, sdk: Sdk,
     expect(pg.get_by_role("status")).to_contain_text("100+ memories with")
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
     started = time.monotonic()
-    pg.goto(f"/stores/{sid}/search?q=memory 19")  # ranked: by words, nothing is indexed
+    # Ranked: by words, meaning covering none or few (the server's indexer starts on the 2,000
+    # as soon as they are written: CI saw 8 embedded by then); a memory meaning has not seen is
+    # judged by its words alone, so the best by words is first either way.
+    pg.goto(f"/stores/{sid}/search?q=memory 19")
     expect(pg.locator("ol.hits > li")).to_have_count(20)
     print(f"ranked search of 2,000 memories, words only: "
           f"{(time.monotonic() - started) * 1000:.0f} ms")
-    expect(pg.get_by_role("status")).to_contain_text("words alone answered")
+    expect(pg.get_by_role("status")).to_contain_text(
+        re.compile("words alone answered|the index is catching up"))
     expect(pg.locator("ol.hits > li").first.get_by_role("link")).to_have_text(
         "/flat/n0019.md")
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
