@@ -41,9 +41,9 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .errors import (
     Busy,
@@ -186,6 +186,72 @@ def redact_url(target: str) -> str:
     user, host = parts.netloc.rsplit("@", 1)
     return urllib.parse.urlunsplit(
         parts._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}"))
+
+
+class Row(Protocol):
+    """A row the store reads: by column name or position (a :class:`sqlite3.Row`, or
+    :class:`memfs.pgdatabase.Row`)."""
+
+    def __getitem__(self, key: Any, /) -> Any: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class Cursor(Protocol):
+    """What a statement's result gives the store (:class:`sqlite3.Cursor`, psycopg's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """What the store's SQL needs of a connection: :class:`sqlite3.Connection`, or
+    :class:`memfs.pgdatabase.PgConnection` (the same statements, translated)."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, rows: Any, /) -> Cursor: ...
+
+
+class Backend(Protocol):
+    """A database under a store: :class:`Database` (SQLite) or
+    :class:`memfs.pgdatabase.PgDatabase`, as :func:`memfs.store.open_database` opens it."""
+
+    #: ``sqlite`` or ``postgresql``: where their SQL differs, the store asks.
+    dialect: str
+    #: The SQL of the position of ``{1}`` in ``{0}`` (``instr`` or ``strpos``).
+    position_sql: str
+    @property
+    def writer(self) -> sqlite3.Connection | None:
+        """SQLite's one writer connection (migrations run on it); None on PostgreSQL."""
+
+    def nowait(self) -> AbstractContextManager[None]: ...
+
+    def patience(self, seconds: float) -> AbstractContextManager[None]: ...
+
+    def write(self) -> AbstractContextManager[Connection]: ...
+
+    def read(self) -> AbstractContextManager[Connection]: ...
+
+    def snapshot(self) -> AbstractContextManager[Connection]: ...
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    def sync(self) -> None: ...
+
+    def check_file(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Database:
@@ -660,14 +726,14 @@ class Database:
         with self._reading() as conn:
             return self._retry(lambda: fn(conn, *args))
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         with self._reading() as conn:
             row: sqlite3.Row | None = self._retry(lambda: conn.execute(sql, params).fetchone())
             return row
 
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._reading() as conn:
-            rows: list[sqlite3.Row] = self._retry(lambda: conn.execute(sql, params).fetchall())
+            rows: list[Row] = self._retry(lambda: conn.execute(sql, params).fetchall())
             return rows
 
     # -- durability and life -----------------------------------------------------------------

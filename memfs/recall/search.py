@@ -174,8 +174,8 @@ def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | 
     lists: dict[str, list[tuple[str, float]]] = {}
     if "words" in channels:
         lists["words"] = _by_words(store, store_id, ws, path_prefix)
-    total = int(store.database.one(
-        "SELECT memory_count FROM stores WHERE id = ?", (store_id,))[0])
+    row = store.database.one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
+    total = int(row[0]) if row is not None else 0
     result = Result([], False, memories=total)
     if "meaning" in channels:
         if provider is None:

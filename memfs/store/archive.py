@@ -6,11 +6,11 @@ import bisect
 import itertools
 import json
 import logging
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+from ..database import Connection
 from ..errors import Conflict, ImportRejected, InvalidRequest, LimitExceeded, PathConflict
 from ..models import Actor, Memory, MemoryVersion
 from ..rules import _validate_name, encode_content, new_id, validate_path
@@ -91,7 +91,7 @@ class ArchivePart(DreamsPart):
 
     def _export_read(
         self, snapshot: ExportSnapshot | None
-    ) -> AbstractContextManager[sqlite3.Connection]:
+    ) -> AbstractContextManager[Connection]:
         return nullcontext(snapshot.conn) if snapshot is not None else self._read()
 
     def export_memory_ids(
@@ -308,7 +308,7 @@ class ArchivePart(DreamsPart):
                     skipped.append({"path": path, "memory_id": memory_id, "reason": e.message})
         return skipped
 
-    def _imported_store_in(self, c: sqlite3.Connection, sid: str,
+    def _imported_store_in(self, c: Connection, sid: str,
                            made_archived: bool = False) -> None:
         """Before each batch of an import after its first: the store it writes into is still
         there, and not archived (unless the import made it so: the exact restore of an
@@ -323,7 +323,7 @@ class ArchivePart(DreamsPart):
         if row[0] is not None and not made_archived:
             raise _archived(sid)
 
-    def _import_store(self, c: sqlite3.Connection, src: dict[str, Any], sid: str,
+    def _import_store(self, c: Connection, src: dict[str, Any], sid: str,
                       name: str | None) -> None:
         """The store of an import that makes one (in its first transaction): a copy named
         ``name``, else the archive's own (its id checked again)."""
@@ -342,7 +342,7 @@ class ArchivePart(DreamsPart):
         )
 
     def _import_row(
-        self, c: sqlite3.Connection, sid: str, row: Any, copy: bool, refused: dict[str, str],
+        self, c: Connection, sid: str, row: Any, copy: bool, refused: dict[str, str],
         counts: dict[str, int], skipped: list[dict[str, Any]], written: list[str],
     ) -> None:
         """Write one row of an import (:mod:`memfs.restore`). A live memory that cannot be

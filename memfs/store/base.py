@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
+from ..database import Connection, Row
 from ..errors import Busy, FeedGap, MemfsError, StorageError, WouldBlock
 from ..models import Change, MemoryStore, Page
 from ..rules import Limits, format_time
@@ -36,7 +37,7 @@ class ExportSnapshot:
     ``store`` read then, ``conn`` the read transaction that shows the rest."""
 
     store: MemoryStore
-    conn: sqlite3.Connection
+    conn: Connection
 
 
 #: The write transaction a thread runs a :meth:`Store.batch` in, by ``id(store)``.
@@ -104,10 +105,12 @@ class StoreBase:
 
     def _migrate(self) -> None:
         if self.dialect == "postgresql":
-            from ..pgdatabase import migrate
+            from ..pgdatabase import PgDatabase, migrate
 
+            assert isinstance(self.database, PgDatabase)
             migrate(self.database, MIGRATION_SET)
             return
+        assert self.conn is not None  # SQLite's writer
         # The applied ones as sqlite-utils records them, read without importing it.
         try:
             applied = {row[0] for row in self.conn.execute(
@@ -167,7 +170,7 @@ class StoreBase:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+    def _write(self) -> AbstractContextManager[Connection]:
         """One write transaction, holding the database write lock from its first statement.
         Inside :meth:`batch` (same thread), the batch's transaction instead."""
         conn = _batching.conns.get(id(self)) if hasattr(_batching, "conns") else None
@@ -231,7 +234,7 @@ class StoreBase:
             return [_outcome(fn) for fn in taken]
         return outcomes
 
-    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+    def _read(self) -> AbstractContextManager[Connection]:
         """A consistent snapshot for several reads."""
         return self.database.read()
 
@@ -240,15 +243,15 @@ class StoreBase:
         own), for a ``*_in`` helper that usually needs one statement."""
         return self.database.run(fn, *args)
 
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.database.one(sql, params)
 
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self.database.all(sql, params)
 
     def _change(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         store_id: str,
         op: str,
         memory_id: str | None = None,
@@ -284,18 +287,18 @@ class StoreBase:
         rows = self._all(sql, [*params, limit + 1])
         return _newest_first_page(rows, limit, table, filters, make)
 
-    def _store_in(self, c: sqlite3.Connection, store_id: str) -> MemoryStore:
+    def _store_in(self, c: Connection, store_id: str) -> MemoryStore:
         row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
         if row is None:
             raise _no_store(store_id)
         return _store(row)
 
-    def _writable_store_in(self, c: sqlite3.Connection, store_id: str) -> sqlite3.Row:
+    def _writable_store_in(self, c: Connection, store_id: str) -> Row:
         """The store's ``memory_count``, for a write to its memories.
 
         :raises NotFound: unknown store. :raises StoreArchived:
         """
-        row = c.execute(
+        row: Row | None = c.execute(
             "SELECT archived_at, memory_count FROM stores WHERE id = ?", (store_id,)
         ).fetchone()
         if row is None:
@@ -305,7 +308,7 @@ class StoreBase:
         return row
 
 
-    def _prune_events_in(self, c: sqlite3.Connection, now: datetime) -> int:
+    def _prune_events_in(self, c: Connection, now: datetime) -> int:
         """Bound the events (README "Retention"): a session's events are its audit log and
         stay as long as the session, then go :attr:`deleted_session_grace` after it is deleted
         (a live stream still ends on its ``session.deleted``); the events of mounts without a
@@ -347,7 +350,7 @@ class StoreBase:
     #: How long the events of a deleted session outlive it.
     deleted_session_grace = timedelta(hours=1)
 
-    def _prune_changes_in(self, c: sqlite3.Connection, store_id: str, now: datetime) -> int:
+    def _prune_changes_in(self, c: Connection, store_id: str, now: datetime) -> int:
         """Delete the store's changes that are both older than :attr:`feed_keep_age` and not
         among its newest :attr:`feed_keep`, and record the newest seq deleted
         (``stores.changes_pruned_seq``) so that :meth:`changes_since` can tell a follower it

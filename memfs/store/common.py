@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import sqlite3
 from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from ..database import Row
 from ..errors import InvalidRequest, NotFound, PreconditionFailed, StoreArchived
 from ..models import Event, Memory, MemoryPrefix
 from ..rules import _validate_text, format_time, new_id, parse_time
@@ -168,7 +168,7 @@ def _check_sha256_arg(value: Any, what: str) -> None:
         raise InvalidRequest(f"{what} must be 64 lowercase hex digits")
 
 
-def _check_precondition(row: sqlite3.Row, expected_sha256: str | None) -> None:
+def _check_precondition(row: Row, expected_sha256: str | None) -> None:
     """:raises PreconditionFailed: the memory's content hash is not ``expected_sha256``."""
     if expected_sha256 is not None and expected_sha256 != row["content_sha256"]:
         raise PreconditionFailed(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..database import Connection, Row
 from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArchived
 from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
 from ..rules import _check_limit, _validate_text, format_time, new_id, parse_time
@@ -171,8 +171,8 @@ class DreamsPart(UndoPart):
         filters = ["dreams", include_archived, list(params)]  # a copy: see list_stores
         return self._newest_first("dreams", filters, where, params, limit, page, _dream)
 
-    def _dream_row_in(self, c: sqlite3.Connection, dream_id: str) -> sqlite3.Row:
-        row = c.execute("SELECT * FROM dreams WHERE id = ?", (dream_id,)).fetchone()
+    def _dream_row_in(self, c: Connection, dream_id: str) -> Row:
+        row: Row | None = c.execute("SELECT * FROM dreams WHERE id = ?", (dream_id,)).fetchone()
         if row is None:
             raise NotFound(f"no dream {dream_id!r}")
         return row

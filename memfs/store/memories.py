@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..database import Connection, Row
 from ..errors import (
     DirectoryNotEmpty,
     InvalidCursor,
@@ -64,7 +64,7 @@ class MemoriesPart(StoresPart):
     # -- memories ----------------------------------------------------------------------------
 
     def _check_path_free(
-        self, c: sqlite3.Connection, store_id: str, path: str, exclude: Collection[str] = ()
+        self, c: Connection, store_id: str, path: str, exclude: Collection[str] = ()
     ) -> None:
         """:raises PathConflict: ``path`` is taken, or is an ancestor or descendant of a
         memory's path (``/a`` and ``/a/b`` cannot both exist). Memories in ``exclude`` are
@@ -92,7 +92,7 @@ class MemoriesPart(StoresPart):
 
     def _insert_version(
         self,
-        c: sqlite3.Connection,
+        c: Connection,
         store_id: str,
         memory_id: str,
         operation: str,
@@ -124,7 +124,7 @@ class MemoriesPart(StoresPart):
         )
         return vid
 
-    def _prune_memory(self, c: sqlite3.Connection, memory_id: str) -> None:
+    def _prune_memory(self, c: Connection, memory_id: str) -> None:
         """Retention (SPEC §1): drop versions older than the window, keeping the newest few."""
         cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
         c.execute(
@@ -174,7 +174,7 @@ class MemoriesPart(StoresPart):
 
     def _create_in(
         self,
-        c: sqlite3.Connection,
+        c: Connection,
         store_id: str,
         path: str,
         text: str,
@@ -206,14 +206,14 @@ class MemoriesPart(StoresPart):
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, seq=seq)
 
     def _memory_in(
-        self, c: sqlite3.Connection, store_id: str, column: str, value: str
-    ) -> sqlite3.Row:
+        self, c: Connection, store_id: str, column: str, value: str
+    ) -> Row:
         """The live memory of ``store_id`` whose ``column`` (``id`` or ``path``) is ``value``.
         The store is looked at only when the memory is missing: one query when it is there.
 
         :raises NotFound: unknown store, or no such memory in it.
         """
-        row = c.execute(
+        row: Row | None = c.execute(
             f"SELECT * FROM memories WHERE store_id = ? AND {column} = ?", (store_id, value)
         ).fetchone()
         if row is None:
@@ -274,8 +274,8 @@ class MemoriesPart(StoresPart):
 
     def _modify_in(
         self,
-        c: sqlite3.Connection,
-        row: sqlite3.Row,
+        c: Connection,
+        row: Row,
         content: tuple[str, bytes] | None,
         new_path: str | None,
         replace: bool,
@@ -312,7 +312,7 @@ class MemoriesPart(StoresPart):
 
     def _make_room(
         self,
-        c: sqlite3.Connection,
+        c: Connection,
         store_id: str,
         target: str,
         memory_id: str,
@@ -331,7 +331,7 @@ class MemoriesPart(StoresPart):
         self._check_path_free(c, store_id, target, exclude=(memory_id,))
 
     def _delete_row(
-        self, c: sqlite3.Connection, row: sqlite3.Row, actor: Actor | None, now: str
+        self, c: Connection, row: Row, actor: Actor | None, now: str
     ) -> None:
         self._insert_version(
             c, row["store_id"], row["id"], "deleted", row["path"], None, None, None, actor, now
@@ -390,7 +390,7 @@ class MemoriesPart(StoresPart):
             return m
 
     def _tool_events_in(
-        self, c: sqlite3.Connection, store_id: str, actor: Actor | None,
+        self, c: Connection, store_id: str, actor: Actor | None,
         events: list[dict[str, Any]] | None, memory_id: str | None = None,
         version_id: str | None = None,
     ) -> None:
@@ -551,7 +551,7 @@ class MemoriesPart(StoresPart):
         return result
 
     def _check_empty_directory(
-        self, c: sqlite3.Connection, store_id: str, prefix: str, moving: Collection[str]
+        self, c: Connection, store_id: str, prefix: str, moving: Collection[str]
     ) -> None:
         """:raises NotADirectory: ``prefix`` without its slash, or a parent of it, is a memory.
         :raises DirectoryNotEmpty: a memory exists below ``prefix`` (a memory outside

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ..database import Database, is_url, read_head
+from ..database import Backend, Database, is_url, read_head
 from ..errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
     return path
 
 
-def open_database(target: str, **kwargs: Any) -> Any:
+def open_database(target: str, **kwargs: Any) -> Backend:
     """The database ``target`` (``--db``, ``MEMFS_DB``) names: a
     :class:`memfs.pgdatabase.PgDatabase` for a ``postgresql://`` URL (psycopg is imported only
     then), else the SQLite :class:`~memfs.database.Database` at that path. ``kwargs`` are

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 
+from ..database import Row
 from ..models import (
     DREAM_USAGE,
     Actor,
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # row -> model
 
 
-def _store(row: sqlite3.Row) -> MemoryStore:
+def _store(row: Row) -> MemoryStore:
     return MemoryStore(
         id=row["id"],
         name=row["name"],
@@ -36,7 +36,7 @@ def _store(row: sqlite3.Row) -> MemoryStore:
     )
 
 
-def _memory(row: sqlite3.Row, with_content: bool) -> Memory:
+def _memory(row: Row, with_content: bool) -> Memory:
     return Memory(
         id=row["id"],
         memory_store_id=row["store_id"],
@@ -54,7 +54,7 @@ def _actor(type_: str | None, id_: str | None) -> Actor | None:
     return Actor(type_, id_) if type_ and id_ else None
 
 
-def _version(row: sqlite3.Row, with_content: bool) -> MemoryVersion:
+def _version(row: Row, with_content: bool) -> MemoryVersion:
     return MemoryVersion(
         id=row["id"],
         memory_id=row["memory_id"],
@@ -71,7 +71,7 @@ def _version(row: sqlite3.Row, with_content: bool) -> MemoryVersion:
     )
 
 
-def _resource(row: sqlite3.Row) -> SessionResource:
+def _resource(row: Row) -> SessionResource:
     return SessionResource(
         id=row["id"],
         session_id=row["session_id"],
@@ -84,7 +84,7 @@ def _resource(row: sqlite3.Row) -> SessionResource:
     )
 
 
-def _event(row: sqlite3.Row) -> Event:
+def _event(row: Row) -> Event:
     return Event(
         id=row["id"],
         session_id=row["session_id"],
@@ -94,7 +94,7 @@ def _event(row: sqlite3.Row) -> Event:
     )
 
 
-def _dream(row: sqlite3.Row) -> Dream:
+def _dream(row: Row) -> Dream:
     return Dream(
         id=row["id"],
         status=row["status"],
@@ -114,7 +114,7 @@ def _dream(row: sqlite3.Row) -> Dream:
     )
 
 
-def _session(row: sqlite3.Row, res: list[sqlite3.Row]) -> Session:
+def _session(row: Row, res: list[Row]) -> Session:
     return Session(
         id=row["id"],
         status=row["status"],

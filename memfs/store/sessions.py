@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import sqlite3
 import unicodedata
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..database import Connection, Row
 from ..errors import (
     InvalidCursor,
     InvalidRequest,
@@ -155,7 +155,7 @@ class SessionsPart(VersionsPart):
             raise _no_session(session_id)
         return found[0]
 
-    def _sessions_in(self, c: sqlite3.Connection, ids: Sequence[str]) -> list[Session]:
+    def _sessions_in(self, c: Connection, ids: Sequence[str]) -> list[Session]:
         """The sessions ``ids``, in that order, with their resources (two queries in all);
         an id with no session is left out."""
         if not ids:  # "IN ()" is SQLite's only
@@ -164,7 +164,7 @@ class SessionsPart(VersionsPart):
         rows = {
             r["id"]: r for r in c.execute(f"SELECT * FROM sessions WHERE id IN ({marks})", ids)
         }
-        res: dict[str, list[sqlite3.Row]] = {}
+        res: dict[str, list[Row]] = {}
         for r in c.execute(
             f"SELECT * FROM session_resources WHERE session_id IN ({marks}) "
             "ORDER BY session_id, position",
@@ -173,9 +173,9 @@ class SessionsPart(VersionsPart):
             res.setdefault(r["session_id"], []).append(r)
         return [_session(rows[i], res.get(i, [])) for i in ids if i in rows]
 
-    def _session_in(self, c: sqlite3.Connection, session_id: str) -> sqlite3.Row:
+    def _session_in(self, c: Connection, session_id: str) -> Row:
         """The session's row. :raises NotFound:"""
-        row = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        row: Row | None = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise _no_session(session_id)
         return row
@@ -403,7 +403,7 @@ class SessionsPart(VersionsPart):
     # -- events ------------------------------------------------------------------------------
 
     def _insert_event(
-        self, c: sqlite3.Connection, session_id: str | None, store_id: str | None,
+        self, c: Connection, session_id: str | None, store_id: str | None,
         body: dict[str, Any],
     ) -> Event:
         e = _complete_event(session_id, body)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+from ..database import Connection
 from ..errors import InvalidRequest, NotFound, StoreArchived
 from ..models import MemoryStore, Page
 from ..rules import (
@@ -158,7 +158,7 @@ class StoresPart(StoreBase):
         with self._write() as c:
             self._delete_store_in(c, store_id)
 
-    def _delete_store_in(self, c: sqlite3.Connection, store_id: str) -> None:
+    def _delete_store_in(self, c: Connection, store_id: str) -> None:
         self._store_in(c, store_id)
         c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
         c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))

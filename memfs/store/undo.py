@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 from typing import Any
 
+from ..database import Connection
 from ..errors import Busy, InvalidRequest, MemfsError, NotFound, StorageError, WouldBlock
 from ..models import Actor
 from ..rules import encode_content, new_id, validate_path
@@ -46,7 +46,7 @@ class UndoPart(EventsPart):
         out: dict[str, Any] = {}
         try:
             with self._write() as c:
-                out = self._revert_in(c, rv, target, actor, dry_run, force)
+                out = self._revert_in(c, target, actor, dry_run, force)
                 if dry_run:
                     raise rv.DryRun
         except rv.DryRun:
@@ -58,8 +58,10 @@ class UndoPart(EventsPart):
             raise
         return out
 
-    def _revert_in(self, c: sqlite3.Connection, rv: Any, target: str, actor: Actor | None,
+    def _revert_in(self, c: Connection, target: str, actor: Actor | None,
                    dry_run: bool, force: bool) -> dict[str, Any]:
+        from .. import revert as rv
+
         kind = "revert" if target.startswith(rv.REVERT_PREFIX + "_") else "session"
         if kind == "revert":
             rec = c.execute("SELECT version_ids FROM reverts WHERE id = ?", (target,)).fetchone()

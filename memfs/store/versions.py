@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import UTC, datetime, timedelta
 
+from ..database import Connection
 from ..errors import InvalidRequest, NotFound
 from ..models import Actor, Memory, MemoryVersion, Page, Snapshot
 from ..rules import (
@@ -113,7 +113,7 @@ class VersionsPart(MemoriesPart):
         return Snapshot(store_id, snap.at, snap.time, memories, snap.after_version_id,
                         snap.before_version_id, snap.session_id, redacted, unknown)
 
-    def _redacted_path(self, c: sqlite3.Connection, memory_id: str, created_at: str,
+    def _redacted_path(self, c: Connection, memory_id: str, created_at: str,
                        version_id: str) -> str | None:
         """Where a memory whose version in effect was redacted (path erased) most likely was:
         the path of its next retained version that has one (a change of content or a deletion
@@ -129,7 +129,7 @@ class VersionsPart(MemoriesPart):
                 return str(row["path"])
         return None
 
-    def _snapshot_boundary(self, c: sqlite3.Connection, store_id: str,
+    def _snapshot_boundary(self, c: Connection, store_id: str,
                            at: str | datetime, viewer: str | None = None) -> Snapshot:
         """:meth:`snapshot`'s boundary, without memories."""
         now = datetime.now(UTC)
