@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from memfs import Actor
-from memfs import cli as cli_module
 from memfs.cli import cli
+from memfs.cli import common as cli_module  # _PAGE, _stdin_is_tty
 from memfs.models import Session, SessionResource
 from memfs.prompt import render_memory_prompt
 from memfs.store import local_user_actor, sha256_hex

@@ -97,8 +97,9 @@ def test_each_layer_imports_only_what_is_below_it() -> None:
 
 
 def test_nothing_imports_the_cli() -> None:
-    for path in PACKAGE.glob("*.py"):
-        if path.stem not in ("cli", "__main__"):
+    for path in PACKAGE.iterdir():  # every module and package (memfs/cli/ is the CLI's)
+        is_module = path.suffix == ".py" or (path / "__init__.py").exists()
+        if is_module and path.stem not in ("cli", "__main__"):
             assert "cli" not in runtime_imports(path.stem), path.name
 
 
@@ -148,3 +149,22 @@ def test_each_part_of_the_store_builds_only_on_those_before_it() -> None:
                     and node.level == 1 for a in node.names}
         later = siblings - set(STORE_ORDER[:i])
         assert not later, f"memfs.store.{name} imports {sorted(later)}, which build on it"
+
+
+#: memfs.cli's modules, in the order they build on each other (memfs/cli/__init__.py): the
+#: framework first (the global options, the command class, the groups and the Context, the
+#: helpers of the commands on a store), then the commands.
+CLI_ORDER = ["globals", "shared", "base", "common", "stores", "memories", "versions", "sessions",
+             "archive", "launch", "dreams", "db", "search"]
+
+
+def test_each_module_of_the_cli_builds_only_on_those_before_it() -> None:
+    cli = PACKAGE / "cli"
+    assert sorted(p.stem for p in cli.glob("*.py")) == sorted([*CLI_ORDER, "__init__"])
+    for i, name in enumerate(CLI_ORDER):
+        tree = ast.parse((cli / f"{name}.py").read_text())
+        siblings = {node.module.split(".")[0] if node.module else a.name
+                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.level == 1 for a in node.names}
+        later = siblings - set(CLI_ORDER[:i])
+        assert not later, f"memfs.cli.{name} imports {sorted(later)}, which build on it"

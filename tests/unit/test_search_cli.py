@@ -13,8 +13,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from memfs import cli_search
 from memfs.cli import cli
+from memfs.cli import search as cli_search
 from memfs.models import Actor
 from tests.embedserver import scripted_service
 from tests.unit.test_cli import assert_error

@@ -3,11 +3,12 @@ subcommand: ``memfs --db X stores list`` and ``memfs stores list --db X`` are th
 
 :data:`GLOBAL_OPTIONS` is the one definition. :func:`root_options` puts them on the ``memfs``
 group, with their environment variables and defaults; :func:`after_options` makes copies for
-every command and subgroup (:class:`memfs.cli.MemfsCommand`, :class:`memfs.cli.MemfsGroup`)
-that only act when given on the command line there, and then win over the value given before
-the subcommand or by the environment (``-v`` adds up: ``memfs -v serve -v`` is ``-vv``). A
-command's own option of the same name wins after it (``memfs serve --api-key`` is a key the
-server accepts). The help of each command lists the copies under "Global options".
+every command and subgroup (:class:`memfs.cli.shared.MemfsCommand`,
+:class:`memfs.cli.base.MemfsGroup`) that only act when given on the command line there, and
+then win over the value given before the subcommand or by the environment (``-v`` adds up:
+``memfs -v serve -v`` is ``-vv``). A command's own option of the same name wins after it
+(``memfs serve --api-key`` is a key the server accepts). The help of each command lists the
+copies under "Global options".
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any, Protocol, TypeVar
 import click
 from click.core import ParameterSource
 
-from . import errors
-from .store import default_db_path
+from .. import errors
+from ..store import default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,7 +62,7 @@ _ROOT_ONLY = ("envvar", "default", "show_default")
 
 
 class Settable(Protocol):
-    """What the copies after the subcommand set (:class:`memfs.cli.Context`)."""
+    """What the copies after the subcommand set (:class:`memfs.cli.base.Context`)."""
 
     def set_global(self, name: str, value: Any) -> None: ...
 

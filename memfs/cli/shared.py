@@ -1,7 +1,6 @@
-"""What the modules of the ``memfs`` command line share (:mod:`memfs.cli` and the commands in
-modules of their own, such as :mod:`memfs.cli_search`, which may not import it): the command
-class that takes the global options after its name, aligned tables, and every page of a
-listing."""
+"""What every module of the ``memfs`` command line shares, below its framework
+(:mod:`memfs.cli.base`, which builds its groups on this command class): the command class that
+takes the global options after its name, aligned tables, and every page of a listing."""
 
 from __future__ import annotations
 
@@ -10,8 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from . import cliglobals
-from .models import Page
+from ..models import Page
+from .globals import after_options, format_options
 
 T = TypeVar("T")
 
@@ -23,17 +22,17 @@ class MemfsCommand(click.Command):
     """A memfs command: its summary in a group's listing is its whole first sentence (click
     would cut it to fit one line), and it takes the global options after its name too
     (``memfs stores list --json --db X`` as ``memfs --json --db X stores list``:
-    :mod:`memfs.cliglobals`)."""
+    :mod:`memfs.cli.globals`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.params.extend(cliglobals.after_options(self.params))
+        self.params.extend(after_options(self.params))
 
     def get_short_help_str(self, limit: int = 45) -> str:
         return super().get_short_help_str(limit=1000)
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        cliglobals.format_options(self, ctx, formatter)
+        format_options(self, ctx, formatter)
 
 
 def walk(fetch: Callable[..., Page[T]], size: int | None = None) -> Iterator[T]:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import logs
-from .clishared import MemfsCommand, table, walk
-from .recall.embeddings import HttpProvider, Provider, Unavailable
-from .recall.search import QUERY_TIMEOUT
+from .. import logs
+from ..recall.embeddings import HttpProvider, Provider, Unavailable
+from ..recall.search import QUERY_TIMEOUT
+from .shared import MemfsCommand, table, walk
 
 if TYPE_CHECKING:
-    from .cli import Context
+    from .base import Context
 
 __all__ = ["search_cmd", "CATCH_UP_SECONDS"]
 
@@ -68,7 +68,7 @@ def _status_lines(statuses: list[dict[str, Any]]) -> str:
                  right=(2, 3))
 
 
-# Registered by memfs.cli (which every other module leaves alone: tests/unit/test_layers.py).
+# Registered on the memfs group by memfs.cli (its __init__), like the commands of the other modules.
 @click.command("search", cls=MemfsCommand)
 @click.argument("store_ref", metavar="STORE", required=False)
 @click.argument("words", metavar="QUERY", nargs=-1)

@@ -1,0 +1,127 @@
+"""What the commands on a store share (``stores``, ``memories``, ``versions``, ``session``, ...:
+the local database, or a server's with ``--url``; SPEC §5).
+
+Writes are attributed to the person at the keyboard (``local_user_actor``). A store is named by
+id or name, a memory by id or by path (a ref that starts with "/"). Here: the actor, every page
+of a listing, times for tables, ``KEY=VALUE`` options, content from ``--content``, ``--file``
+or stdin, confirmations, and the memory a ref names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from .. import errors
+from ..models import Actor, Memory, Page
+from ..rules import local_user_actor, slash_hint
+from ..store import Store
+from .base import fail
+from .shared import PAGE as _PAGE
+from .shared import walk as _walk
+
+
+def _actor() -> Actor:
+    return local_user_actor()
+
+
+def _pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
+    """Every item of a paginated listing, or the first ``limit`` of them."""
+    return list(itertools.islice(_walk(fetch, min(_PAGE, limit or _PAGE)), limit))
+
+
+def _when(ts: str | None) -> str:
+    """An RFC 3339 UTC timestamp, shortened for tables (``2025-01-31 12:00:59``)."""
+    return ts[:19].replace("T", " ") if ts else "-"
+
+
+def _pairs(values: Sequence[str], option: str, form: str = "KEY=VALUE") -> list[tuple[str, str]]:
+    """``k=v`` option values as ``(k, v)`` pairs in order; anything else is a usage error that
+    names ``form``."""
+    out: list[tuple[str, str]] = []
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected {form}, got {item!r}", param_hint=option)
+        out.append((key, value))
+    return out
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _content(content: str | None, file: str | None, *, use_stdin: bool) -> str | bytes | None:
+    """The content given by ``--content``, ``--file`` (``-`` is stdin) or, when ``use_stdin``
+    and stdin is not a terminal, stdin. Files and stdin are passed on as bytes: the store checks
+    UTF-8 and size. Returns None when no content was given."""
+    if content is not None and file is not None:
+        raise click.UsageError("give --content or --file, not both")
+    if content is not None:
+        return content
+    if file == "-" or (file is None and use_stdin and not _stdin_is_tty()):
+        return sys.stdin.buffer.read()
+    if file is not None:
+        try:
+            with open(file, "rb") as f:
+                return f.read()
+        except OSError as e:
+            fail(f"cannot read {file}: {e.strerror or e}", 1)
+    return None
+
+
+def _confirm(yes: bool, question: str, what: str) -> None:
+    """Ask ``question`` on a terminal unless ``--yes``; without a terminal, require ``--yes``."""
+    if yes:
+        return
+    if not _stdin_is_tty():
+        fail(f"refusing to {what} without --yes (stdin is not a terminal)", 2)
+    if not click.confirm(question, default=False):
+        fail("aborted", 1)
+
+
+def _resolve_memory(store: Store, store_id: str, ref: str, view: str = "full") -> Memory:
+    """The live memory ``ref`` (an id, or a path) names; a ref that is neither a path nor an
+    id (``hello.md``) gets the hint that paths start with '/'."""
+    try:
+        return store.resolve_memory(store_id, ref, view=view)
+    except errors.NotFound as e:
+        if ref.startswith(("/", "mem_")):
+            raise
+        raise errors.NotFound(f"{e.message} ({slash_hint(ref)})") from None
+
+
+def _memory_id(store: Store, store_id: str, ref: str) -> str:
+    """The id of the memory ``ref`` names, live or deleted: an id as is; a path names the
+    memory there now or, failing that, the memory most recently at that path.
+
+    :raises NotFound: a path that no memory has ever had.
+    """
+    if not ref.startswith("/"):
+        return ref
+    try:
+        return store.resolve_memory(store_id, ref, view="basic").id
+    except errors.NotFound:
+        pass
+    versions = _walk(lambda **kw: store.list_versions(store_id, **kw))
+    found = next((v.memory_id for v in versions if v.path == ref), None)
+    if found is None:
+        raise errors.NotFound(f"no memory at {ref} in {store_id}, now or in its history")
+    return found
+
+
+def _actor_text(actor: Actor | None) -> str:
+    if actor is None:
+        return "-"
+    return f"{actor.type.removesuffix('_actor')}:{actor.id}"
+
+
+def _deleted(type_: str, id_: str) -> dict[str, str]:
+    return {"id": id_, "type": type_}

@@ -1,0 +1,191 @@
+"""``memfs stores``: create, list, show, update, archive and delete memory stores."""
+
+from __future__ import annotations
+
+import click
+
+from ..models import MemoryStore
+from ..store import Store
+from .base import Context, cli, pass_ctx
+from .common import _confirm, _deleted, _pages, _pairs, _when
+from .shared import table as _table
+
+
+@cli.group()
+def stores() -> None:
+    """Create, list, show, update, archive and delete memory stores.
+
+    Example:
+
+    \b
+        memfs stores create "User Preferences" --description "Per-user preferences"
+    """
+
+
+def _store_text(store: Store, s: MemoryStore) -> str:
+    lines = [
+        f"id:          {s.id}",
+        f"name:        {s.name}",
+        f"description: {s.description}",
+        f"memories:    {store.count_memories(s.id)}",
+        f"created:     {s.created_at}",
+        f"updated:     {s.updated_at}",
+        f"archived:    {s.archived_at or '-'}",
+    ]
+    if s.metadata:
+        lines.append("metadata:")
+        lines += [f"  {k}={v}" for k, v in sorted(s.metadata.items())]
+    return "\n".join(lines)
+
+
+@stores.command("create")
+@click.argument("name")
+@click.option("--description", "-d", default=None, help="What the store holds (the agent sees it).")
+@click.option("--metadata", "-m", multiple=True, metavar="KEY=VALUE", help="A metadata pair.")
+@pass_ctx
+def stores_create(
+    ctx: Context, name: str, description: str | None, metadata: tuple[str, ...]
+) -> None:
+    """Create a memory store called NAME and print it.
+
+    Example:
+
+    \b
+        memfs stores create "User Preferences" -d "Per-user preferences" -m team=docs
+    """
+    store = ctx.open(create=True)
+    s = store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
+    ctx.output(s, f"created memory store {s.id} ({s.name})")
+    _warn_namesakes(store, s.id, s.name)
+
+
+def _warn_namesakes(store: Store, store_id: str, name: str) -> None:
+    """A store's name need not be unique, but a name two live stores share names neither of
+    them (Store.namesakes): after a create, rename or import, say so in one line on stderr."""
+    others = store.namesakes(store_id)
+    if not others:
+        return
+    ids = ", ".join(o.id for o in others[:5]) + (
+        f" and {len(others) - 5} more" if len(others) > 5 else "")
+    who = ("another live memory store is" if len(others) == 1
+           else f"{len(others)} other live memory stores are")
+    click.echo(
+        f"memfs: warning: {who} also named {name!r} ({ids}): refer to each by its id "
+        f"(e.g. memfs stores show {others[0].id}), or rename one "
+        f"(memfs stores update ID --name NEW)",
+        err=True,
+    )
+
+
+@stores.command("list")
+@click.option(
+    "--all", "--include-archived", "include_archived", is_flag=True, help="Include archived stores."
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N stores.")
+@pass_ctx
+def stores_list(ctx: Context, include_archived: bool, limit: int | None) -> None:
+    """List memory stores, newest first.
+
+    Example:
+
+    \b
+        memfs stores list --all
+    """
+    store = ctx.store
+    items = _pages(
+        lambda **kw: store.list_stores(include_archived=include_archived, **kw), limit
+    )
+    rows = [
+        (s.id, s.name, store.count_memories(s.id), _when(s.created_at), _when(s.archived_at))
+        for s in items
+    ]
+    human = _table(("ID", "NAME", "MEMORIES", "CREATED", "ARCHIVED"), rows, right=(2,))
+    ctx.output(items, human if items else "no memory stores (create one: memfs stores create NAME)")
+
+
+@stores.command("show")
+@click.argument("store_ref", metavar="STORE")
+@pass_ctx
+def stores_show(ctx: Context, store_ref: str) -> None:
+    """Show one memory store (by id or name).
+
+    Example:
+
+    \b
+        memfs stores show "User Preferences"
+    """
+    s = ctx.store.resolve_store(store_ref)
+    ctx.output(s, _store_text(ctx.store, s))
+
+
+@stores.command("update")
+@click.argument("store_ref", metavar="STORE")
+@click.option("--name", default=None, help="A new name.")
+@click.option("--description", "-d", default=None, help="A new description.")
+@click.option("--metadata", "-m", multiple=True, metavar="KEY=VALUE", help="Set a metadata pair.")
+@click.option("--unset-metadata", multiple=True, metavar="KEY", help="Remove a metadata key.")
+@pass_ctx
+def stores_update(
+    ctx: Context,
+    store_ref: str,
+    name: str | None,
+    description: str | None,
+    metadata: tuple[str, ...],
+    unset_metadata: tuple[str, ...],
+) -> None:
+    """Rename a store, change its description, or set and remove metadata keys.
+
+    Example:
+
+    \b
+        memfs stores update notes --name "Team Notes" -m owner=ana --unset-metadata draft
+    """
+    old = ctx.store.resolve_store(store_ref)
+    patch: dict[str, str | None] = dict(_pairs(metadata, "--metadata"))
+    patch.update({key: None for key in unset_metadata})
+    s = ctx.store.update_store(
+        old.id, name=name, description=description, metadata=patch or None
+    )
+    ctx.output(s, _store_text(ctx.store, s))
+    if s.name != old.name:
+        _warn_namesakes(ctx.store, s.id, s.name)
+
+
+@stores.command("archive")
+@click.argument("store_ref", metavar="STORE")
+@pass_ctx
+def stores_archive(ctx: Context, store_ref: str) -> None:
+    """Archive a store: it stays readable but takes no more writes or attachments.
+
+    Example:
+
+    \b
+        memfs stores archive "Old Notes"
+    """
+    s = ctx.store.archive_store(ctx.store.resolve_store(store_ref).id)
+    ctx.output(s, f"archived memory store {s.id} ({s.name})")
+
+
+@stores.command("delete")
+@click.argument("store_ref", metavar="STORE")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def stores_delete(ctx: Context, store_ref: str, yes: bool) -> None:
+    """Delete a store with all its memories and their whole history, for good.
+
+    Asks for confirmation on a terminal; elsewhere --yes is required.
+
+    Example:
+
+    \b
+        memfs stores delete "Old Notes" --yes
+    """
+    s = ctx.store.resolve_store(store_ref)
+    n = ctx.store.count_memories(s.id)
+    _confirm(
+        yes,
+        f"Delete memory store {s.name} ({s.id}), its {n} memories and all their versions?",
+        f"delete memory store {s.id}",
+    )
+    ctx.store.delete_store(s.id)
+    ctx.output(_deleted("memory_store_deleted", s.id), f"deleted memory store {s.id} ({s.name})")
