@@ -1,23 +1,23 @@
 """The composition root of one mount: ``memfs mount STORE MOUNTPOINT``.
 
-:func:`mount` opens the store, builds :class:`memfs.fs.Operations` over it, mounts it with
+:func:`mount` opens the store, builds :class:`memfs.fuse.ops.Operations` over it, mounts it with
 pyfuse3 and serves it on trio until SIGINT/SIGTERM/SIGHUP or an external ``fusermount3 -u``,
-with the background services of :mod:`memfs.watch` beside ``pyfuse3.main()``: the
-:class:`~memfs.watch.ChangeWatcher` (changes made elsewhere become visible within milliseconds,
+with the background services of :mod:`memfs.fuse.watch` beside ``pyfuse3.main()``: the
+:class:`~memfs.fuse.watch.ChangeWatcher` (changes made elsewhere become visible within milliseconds,
 woken by an inotify watch of the database, and a database file deleted or replaced under the
 mount is noticed as fast), the
-:class:`~memfs.watch.EventFlusher` (tool events into the database in batches) and the
-:class:`~memfs.watch.Invalidator` (what the kernel must forget, sent at once). Every exit path
+:class:`~memfs.fuse.watch.EventFlusher` (tool events into the database in batches) and the
+:class:`~memfs.fuse.watch.Invalidator` (what the kernel must forget, sent at once). Every exit path
 runs ``pyfuse3.close(unmount=True)``, so the mount never outlives the daemon; a ``kill -9``
 leaves a dead mount that ``fusermount3 -uz MOUNTPOINT`` removes (every acknowledged write is
 already committed: commits happen before close/fsync return).
 
-Remote mounts (``memfs --url URL mount ...``): the same :class:`~memfs.fs.Operations` run over
+Remote mounts (``memfs --url URL mount ...``): the same :class:`~memfs.fuse.ops.Operations` run over
 a :class:`memfs.client.Client` of a ``memfs serve`` instead of a local :class:`Store` (both
 implement :class:`memfs.protocol.StoreAPI`; the server's store decides every rule and its
 errors come back as the same exceptions, hence the same errno), with the server's limits,
 acting as the session given with ``--session`` (versions are ``session_actor``; the server
-checks the attachment). Instead of polling, a :class:`~memfs.watch.ChangeSubscriber` follows
+checks the attachment). Instead of polling, a :class:`~memfs.fuse.watch.ChangeSubscriber` follows
 the store's change stream, which the server pushes, and reconnects from the last position it
 applied. Calls to the server run in worker threads, like every store call: a slow or stopped
 server never holds up other operations (cached reads answer at once); a call fails with EIO
@@ -25,7 +25,7 @@ after ``http_timeout`` seconds (10 by default), and the mount recovers by itself
 server is back. A server that cannot be reached at mount time is an error before anything is
 mounted.
 
-Search (``MOUNT/.search/``, :mod:`memfs.searchfs`): once mounted, a local mount of a live store
+Search (``MOUNT/.search/``, :mod:`memfs.fuse.search`): once mounted, a local mount of a live store
 (read-only too: indexing writes only derived rows; not a snapshot) runs a
 :class:`~memfs.recall.indexer.BackgroundIndexer` for it, a low-priority thread that embeds what
 changed so that searches rank by meaning; stopped at unmount. It never brings the mount down:
@@ -55,14 +55,15 @@ import pyfuse3
 import trio
 
 from . import dbwatch, errors, linux, logs
-from .fs import Operations, actor_for
+from .fuse.core import actor_for
+from .fuse.ops import Operations
+from .fuse.toolevents import EventSink
+from .fuse.watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 from .models import MemoryStore
 from .protocol import StoreAPI
 from .rules import Limits
 from .snapshot import SnapshotStore
 from .store import Store, open_store
-from .toolevents import EventSink
-from .watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
 if TYPE_CHECKING:
     from .client import Client

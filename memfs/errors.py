@@ -1,7 +1,7 @@
 """The memfs exception tree.
 
 Every rule of a memory store is checked in :mod:`memfs.store`, which raises one of these.
-The other layers translate them through one table each: :mod:`memfs.fs` to an errno,
+The other layers translate them through one table each: :mod:`memfs.fuse.kernel` to an errno,
 :mod:`memfs.api` to an HTTP status and error type, :mod:`memfs.cli` to a one-line message and
 an exit code. They never re-check a rule themselves.
 

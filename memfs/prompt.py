@@ -57,7 +57,7 @@ def render_memory_prompt(session: Session) -> str:
 
 
 def search_line(mount_path: str, *, snapshots: bool = False) -> str:
-    """The line that tells the agent of ``.search/`` (:mod:`memfs.searchfs`), with an example
+    """The line that tells the agent of ``.search/`` (:mod:`memfs.fuse.search`), with an example
     in ``mount_path`` (``snapshots``: some mounts are snapshots, which have none)."""
     example = posixpath.join(mount_path, ".search", "who gets paged at night")
     where = "every mount but a snapshot has" if snapshots else "every mount has"

@@ -40,7 +40,7 @@ class StoreAPI(Protocol):
 
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]: ...
 
-    # The versions, for a mount's .history/ (memfs.historyfs); up to a time for a snapshot's
+    # The versions, for a mount's .history/ (memfs.fuse.history); up to a time for a snapshot's
     # (memfs.snapshot).
     def list_versions(
         self, store_id: str, *, memory_id: str | None = None, operation: str | None = None,

@@ -7,7 +7,7 @@ the snapshot's memories, a memory's content is that of its version in effect (re
 ``get_version`` when the file is first read; a redacted one is empty), the change feed is
 empty (a snapshot never changes), and every write raises :class:`~memfs.errors.ReadOnly`.
 Version listings and look-ups stop at the boundary, so history shown inside a snapshot mount
-ends there too. An unchanged :class:`memfs.fs.Operations` mounts it (with ``read_only``).
+ends there too. An unchanged :class:`memfs.fuse.ops.Operations` mounts it (with ``read_only``).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class EventsPart(SessionsPart):
         store_id: str | None = None,
     ) -> int:
         """Append tool events a mount of this process built itself, each as ``(id, type,
-        processed_at, JSON body)`` (:func:`memfs.toolevents.tool_pair_rows`): the trusted
+        processed_at, JSON body)`` (:func:`memfs.fuse.toolevents.tool_pair_rows`): the trusted
         counterpart of :meth:`add_events`, without its per-event checks, copies and encoding,
         for the event flusher's batches. What comes from outside (the API) goes through
         :meth:`add_events` and :meth:`add_tool_events`. A lone surrogate (which no memfs-built

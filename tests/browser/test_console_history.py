@@ -13,7 +13,7 @@ from typing import Any
 import anthropic
 import httpx
 
-from memfs.toolevents import tool_pair
+from memfs.fuse.toolevents import tool_pair
 from tests.integration.conftest import require_fuse
 from tests.integration.test_session import MEMFS
 

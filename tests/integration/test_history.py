@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from memfs import Actor, errors
-from memfs.historyfs import VERSION_NAME, version_name
+from memfs.fuse.history import VERSION_NAME, version_name
 from memfs.models import MemoryVersion
 from memfs.store import Store
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from memfs.console.history import actor_filter, label
 from memfs.console.sessions import pair_events, store_of_path
+from memfs.fuse.toolevents import tool_pair
 from memfs.models import Event, MemoryVersion, Session, SessionResource
-from memfs.toolevents import tool_pair
 
 V = MemoryVersion("memver_1", "mem_1", "memstore_1", "modified", "2026-01-01T00:00:00Z",
                   "/a.md", None, "s1", 1, None, None, None)

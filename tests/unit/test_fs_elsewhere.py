@@ -28,7 +28,8 @@ from starlette.testclient import TestClient
 from memfs import errors
 from memfs.api import create_app
 from memfs.client import Client
-from memfs.fs import EventSink, Operations
+from memfs.fuse.ops import Operations
+from memfs.fuse.toolevents import EventSink
 from memfs.store import Store
 from tests.unit.test_client import through
 from tests.unit.test_fs_ops import ACTOR, CTX, ROOT, events, raises, read_file, write_file

@@ -1,4 +1,4 @@
-"""memfs.fs handlers called directly with a duck-typed request context (no kernel)."""
+"""memfs.fuse.ops handlers called directly with a duck-typed request context (no kernel)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import pytest
 from pyfuse3 import FUSEError
 
 from memfs import Actor
-from memfs.fs import ERRNO_BY_ERROR, EventSink, Operations, errno_for
+from memfs.fuse.kernel import ERRNO_BY_ERROR, errno_for
+from memfs.fuse.ops import Operations
+from memfs.fuse.toolevents import EventSink, comm
 from memfs.rules import parse_time
 from memfs.store import Limits, Store
-from memfs.toolevents import comm
 
 ROOT = pyfuse3.ROOT_INODE
 ACTOR = Actor.user("user_test")
@@ -151,7 +152,7 @@ class _Descriptors:
     def __init__(self, monkeypatch, ops: Operations) -> None:
         self.held = 0
         ops.mountpoint = "/mnt/test"
-        monkeypatch.setattr("memfs.fs._fds_on", lambda pid, mountpoint, ino: self.held)
+        monkeypatch.setattr("memfs.fuse.buffers._fds_on", lambda pid, mountpoint, ino: self.held)
 
 
 async def test_shell_redirect_pattern_makes_one_version(fs, store, monkeypatch):
@@ -670,7 +671,7 @@ async def test_change_subscriber_backs_off_while_failing_and_starts_over_once_he
 
     from memfs.client import FeedEvent
     from memfs.errors import MemfsError
-    from memfs.watch import ChangeSubscriber
+    from memfs.fuse.watch import ChangeSubscriber
 
     ops, _ = fs
     drop = MemfsError("link dropped")
@@ -690,7 +691,7 @@ async def test_change_subscriber_backs_off_while_failing_and_starts_over_once_he
 
     sub = ChangeSubscriber(ops, Feed())  # type: ignore[arg-type]
     t0 = trio.current_time()
-    with caplog.at_level("DEBUG", logger="memfs.watch"):
+    with caplog.at_level("DEBUG", logger="memfs.fuse.watch"):
         await sub.run()
     waits = [round(b - a, 3) for a, b in zip([t0, *started], started, strict=False)]
     assert waits == [0.0, 0.05, 0.1, 0.05]  # doubled while failing, short again once heard
@@ -702,7 +703,7 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
     import trio
     import trio.testing
 
-    from memfs.watch import EventFlusher
+    from memfs.fuse.watch import EventFlusher
 
     ops, sid = fs
     sink = ops.events
@@ -738,7 +739,7 @@ async def test_an_idle_event_flusher_sleeps_until_an_event_is_queued(fs, store):
     first queued event starts a batch, written ``interval`` seconds later."""
     import trio
 
-    from memfs.watch import EventFlusher
+    from memfs.fuse.watch import EventFlusher
 
     ops, _ = fs
     sink = ops.events
@@ -906,7 +907,7 @@ async def test_a_read_with_an_event_file_writes_the_pair_at_close(fs, store, tmp
 
 def test_tool_pair_rows_are_the_json_of_tool_pair(monkeypatch):
     """The flusher's template makes exactly what tool_pair's events encode to."""
-    from memfs import toolevents
+    from memfs.fuse import toolevents
 
     for args in [("cat", 12, "read", "/mnt/memory/a/é \"q\"\\.md", None, "read é"),
                  ("sh", 3, "read", "/m/x.md", "No such file: \u2028", "")]:
@@ -931,7 +932,7 @@ async def test_an_unlink_or_rename_gives_up_on_a_foreign_write_lock(fs, store, d
 
     import trio
 
-    from memfs.fs import DIRECTORY_PATIENCE
+    from memfs.fuse.core import DIRECTORY_PATIENCE
 
     ops, sid = fs
     ino = await write_file(ops, ROOT, b"a.md", b"a")

@@ -1,4 +1,5 @@
-"""memfs.historyfs alone (a Store, no kernel), and the ``.history`` handlers of memfs.fs."""
+"""memfs.fuse.history alone (a Store, no kernel), and the ``.history`` handlers of
+memfs.fuse.ops."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from typing import Any
 import pyfuse3
 
 from memfs import Actor
-from memfs.historyfs import HISTORY, History, HNode, version_name, version_xattrs
+from memfs.fuse.history import HISTORY, History, HNode, version_name, version_xattrs
+from memfs.fuse.tree import Tree
 from memfs.models import MemoryVersion
 from memfs.store import Limits, Store
-from memfs.tree import Tree
 
 from .test_fs_ops import (  # noqa: F401 - _close_sinks: an autouse fixture
     CTX,

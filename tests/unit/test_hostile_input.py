@@ -431,7 +431,7 @@ async def test_event_streams_keep_polling_when_the_poller_leaves(store):
 
 
 def _tool_pair_with(text):
-    from memfs.toolevents import tool_pair
+    from memfs.fuse.toolevents import tool_pair
     return tool_pair("sh", 1, "write", "/mnt/memory/s/a.md", text=text)
 
 

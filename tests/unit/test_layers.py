@@ -32,15 +32,9 @@ ALLOWED: dict[str, set[str]] = {
     # The declared shapes of the API's inputs, and the bounds on unfinished uploads.
     "apispec": {"rules", "errors"},
     "uploads": {"errors"},
-    "tree": {"rules", "errors", "models"},
-    "toolevents": {"protocol", "rules", "errors", "models"},
-    # The .history directory of a mount (no pyfuse3): the same layer as the tree.
-    "historyfs": {"tree", "protocol", "rules", "errors", "models"},
-    # The .search directory of a mount (no pyfuse3): beside .history.
-    "searchfs": {"historyfs", "tree"},
-    "fs": {"tree", "historyfs", "searchfs", "toolevents", "protocol", "rules", "errors",
-           "models"},
-    "watch": {"fs", "tree", "toolevents", "protocol", "errors", "models"},
+    # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
+    # background services, a session's filesystem): stores only through StoreAPI.
+    "fuse": {"protocol", "rules", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
     # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
     "snapshot": {"protocol", "rules", "errors", "models"},
@@ -104,10 +98,10 @@ def test_nothing_imports_the_cli() -> None:
 
 
 def test_the_filesystem_knows_no_store_server_or_http() -> None:
-    for module in ("fs", "tree", "historyfs", "toolevents", "watch"):
-        text = (PACKAGE / f"{module}.py").read_text()
-        assert "httpx" not in text and "sqlite" not in text, module
-        assert not runtime_imports(module) & {"store", "api", "client", "database"}, module
+    for path in _files("fuse"):
+        text = path.read_text()
+        assert "httpx" not in text and "sqlite" not in text, path.name
+    assert not runtime_imports("fuse") & {"store", "api", "client", "database", "pgdatabase"}
 
 
 def test_store_and_client_implement_the_protocol_a_mount_is_written_against() -> None:
@@ -168,3 +162,28 @@ def test_each_module_of_the_cli_builds_only_on_those_before_it() -> None:
                     and node.level == 1 for a in node.names}
         later = siblings - set(CLI_ORDER[:i])
         assert not later, f"memfs.cli.{name} imports {sorted(later)}, which build on it"
+
+
+#: memfs.fuse's modules, in the order they build on each other (memfs/fuse/__init__.py): the
+#: tree and what needs no pyfuse3, the kernel's calls, the parts of Operations (each a subclass
+#: of the one before), then what runs the handlers.
+FUSE_ORDER = ["tree", "toolevents", "history", "search", "kernel", "core", "feed", "dotdirs",
+              "buffers", "ops", "watch", "session"]
+
+
+def test_each_module_of_the_mount_builds_only_on_those_before_it() -> None:
+    fuse = PACKAGE / "fuse"
+    assert sorted(p.stem for p in fuse.glob("*.py")) == sorted([*FUSE_ORDER, "__init__"])
+    for i, name in enumerate(FUSE_ORDER):
+        tree = ast.parse((fuse / f"{name}.py").read_text())
+        siblings = {node.module.split(".")[0] if node.module else a.name
+                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.level == 1 for a in node.names}
+        later = siblings - set(FUSE_ORDER[:i])
+        assert not later, f"memfs.fuse.{name} imports {sorted(later)}, which build on it"
+
+
+def test_the_tree_history_and_search_need_no_pyfuse3() -> None:
+    for name in ("tree", "toolevents", "history", "search"):
+        text = (PACKAGE / "fuse" / f"{name}.py").read_text()
+        assert "import pyfuse3" not in text and "from pyfuse3" not in text, name

@@ -407,7 +407,7 @@ async def test_hub_resets_an_unknown_position_and_replays_from_an_old_one(store)
 
 
 def _ops(store: Store):
-    from memfs.fs import Operations
+    from memfs.fuse.ops import Operations
 
     sid = store.create_store("fs").id
     ops = Operations(store, sid, actor=Actor.user("u"))

@@ -1,5 +1,5 @@
-"""memfs.searchfs alone, and the ``.search/`` handlers of memfs.fs (no kernel): a question as a
-file name, the store's best hits as its content."""
+"""memfs.fuse.search alone, and the ``.search/`` handlers of memfs.fuse.ops (no kernel): a
+question as a file name, the store's best hits as its content."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import pytest
 
 from memfs import Actor
 from memfs.daemon import start_indexer, stop_indexer
-from memfs.fs import EventSink, Operations
+from memfs.fuse.ops import Operations
+from memfs.fuse.search import REUSE_SECONDS, SEARCH, Refused, question_of, render
+from memfs.fuse.toolevents import EventSink
 from memfs.models import Session, SessionResource
 from memfs.prompt import SNAPSHOT_KEY, render_memory_prompt
 from memfs.recall.search import Hit, Result
-from memfs.searchfs import REUSE_SECONDS, SEARCH, Refused, question_of, render
 from memfs.snapshot import SnapshotStore
 from memfs.store import Store
 from tests.conftest import Backend

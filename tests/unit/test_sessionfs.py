@@ -1,4 +1,4 @@
-"""memfs.sessionfs: one filesystem over several stores, handlers called directly (no kernel)."""
+"""memfs.fuse.session: one filesystem over several stores, handlers called directly (no kernel)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from pyfuse3 import FUSEError
 
 from memfs import Actor
-from memfs.fs import EventSink, Operations
-from memfs.sessionfs import INODE_SHIFT, Member, SessionOperations
+from memfs.fuse.ops import Operations
+from memfs.fuse.session import INODE_SHIFT, Member, SessionOperations
+from memfs.fuse.toolevents import EventSink
 from memfs.store import Store
 
 from .test_fs_ops import CTX

@@ -1341,7 +1341,7 @@ def test_record_tool_events_records_a_mounts_own_events_as_they_are(store):
     """The trusted path of the event flusher: the rows stored as given, in order."""
     import json
 
-    from memfs.toolevents import tool_pair
+    from memfs.fuse.toolevents import tool_pair
 
     def rows(events):
         return [(e["id"], e["type"], e["processed_at"], json.dumps(e, ensure_ascii=False))

@@ -11,7 +11,7 @@ The tree is brought up to date with the store's change feed by :meth:`Tree.apply
 which orders what it learns by the feed's sequence numbers (never by the wall clock), and queues
 what the kernel must forget in :attr:`Tree.stale_entries` and :attr:`Tree.stale_inodes`.
 
-No pyfuse3, no store, no I/O here (times are parsed by :mod:`memfs.rules`): :mod:`memfs.fs`
+No pyfuse3, no store, no I/O here (times are parsed by :mod:`memfs.rules`): :mod:`memfs.fuse.ops`
 drives it, and it is tested alone.
 """
 
@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .models import Change, Memory
-from .rules import parse_time
+from ..models import Change, Memory
+from ..rules import parse_time
 
 log = logging.getLogger(__name__)
 

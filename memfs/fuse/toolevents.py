@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any, Protocol
 
-from . import errors
-from .protocol import StoreAPI
-from .rules import format_time, new_id, new_ids
+from .. import errors
+from ..protocol import StoreAPI
+from ..rules import format_time, new_id, new_ids
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def comm(pid: int) -> str:
 
 class WrittenVersion(Protocol):
     """What a tool result names of a write: the memory and its version (a
-    :class:`~memfs.models.Memory`, or a mount's :class:`~memfs.tree.FileState` of it)."""
+    :class:`~memfs.models.Memory`, or a mount's :class:`~memfs.fuse.tree.FileState` of it)."""
 
     @property
     def id(self) -> str: ...

@@ -25,13 +25,14 @@ import pyfuse3
 import trio
 from pyfuse3 import FileNameT, InodeT
 
-from . import errors
-from .fs import Operations, invalidate_inodes
-from .models import Change
+from .. import errors
+from ..models import Change
+from .kernel import invalidate_inodes
+from .ops import Operations
 from .toolevents import EventSink
 
 if TYPE_CHECKING:
-    from .dbwatch import Watch
+    from ..dbwatch import Watch
 
 log = logging.getLogger(__name__)
 

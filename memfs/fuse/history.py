@@ -20,10 +20,10 @@ first use and cached: the final paths of deleted memories (loaded once, then kep
 the change feed's ``delete`` changes), the versions of each memory listed (dropped when the
 feed brings a ``put``, ``delete`` or ``history`` change for it: a ``history`` change is
 written by a redaction and by pruning), and recently read contents. The live memories' paths
-are the mount's :class:`~memfs.tree.Tree`. Inode numbers come from the tree's allocator (a
+are the mount's :class:`~memfs.fuse.tree.Tree`. Inode numbers come from the tree's allocator (a
 session daemon gives each store's tree its own range).
 
-No pyfuse3 here: :mod:`memfs.fs` answers the kernel with what :class:`History` returns, and
+No pyfuse3 here: :mod:`memfs.fuse.ops` answers the kernel with what :class:`History` returns, and
 this module is tested alone.
 """
 
@@ -38,9 +38,9 @@ from typing import Any
 
 import trio
 
-from .models import Change, MemoryVersion
-from .protocol import StoreAPI
-from .rules import parse_time
+from ..models import Change, MemoryVersion
+from ..protocol import StoreAPI
+from ..rules import parse_time
 from .tree import Node, Tree, time_ns
 
 #: The name of the history directory in a mount's root (hidden from its listing).
@@ -131,7 +131,7 @@ class History:
     :param tree: the mount's tree (live paths, and the inode allocator).
     :param store: the store (its ``list_versions`` and ``get_version``).
     :param call: runs a blocking store call without blocking the trio thread
-        (:meth:`memfs.fs.Operations._call`).
+        (:meth:`memfs.fuse.core.Base._call`).
     :param call_long: the same for a read of many pages (the deleted memories of a store):
         in a worker thread even when the store could answer at once (default: ``call``).
     """

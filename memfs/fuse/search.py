@@ -28,12 +28,13 @@ file's content.
 - **Refused**: a question over 255 bytes (``ENAMETOOLONG``), one that is not UTF-8
   (``EILSEQ``, as a file name that is not UTF-8 is everywhere in a mount), one the store
   refuses (no word, a control character: ``EINVAL``). ``/`` and NUL cannot be in a file name.
-  Every change under ``.search`` is ``EROFS`` (:mod:`memfs.fs`). ``ls .search/`` lists nothing.
+  Every change under ``.search`` is ``EROFS`` (:mod:`memfs.fuse.ops`). ``ls .search/`` lists
+  nothing.
 - Only where the store searches: a time-travel mount's store (:class:`~memfs.snapshot.
   SnapshotStore`) does not, and has no ``.search``.
 
 Searches run in a worker thread (a query embedding takes tens of milliseconds, a provider that
-hangs up to 2 s): the trio thread keeps serving. No pyfuse3 here: :mod:`memfs.fs` answers the
+hangs up to 2 s): the trio thread keeps serving. No pyfuse3 here: :mod:`memfs.fuse.ops` answers the
 kernel with what :class:`Search` returns, and this module is tested alone.
 """
 
@@ -46,11 +47,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .historyfs import HISTORY
+from .history import HISTORY
 from .tree import Tree
 
 if TYPE_CHECKING:
-    from .recall.search import Result
+    from ..recall.search import Result
 
 __all__ = ["SEARCH", "Search", "SNode", "Answer", "Refused", "render", "REUSE_SECONDS"]
 
@@ -183,7 +184,7 @@ class Search:
     :param search: the store's ``search`` (:meth:`memfs.store.Store.search`, or a server's
         through :class:`memfs.client.Client`).
     :param call: runs a blocking store call in a worker thread
-        (:meth:`memfs.fs.Operations._in_thread`): a search may take long.
+        (:meth:`memfs.fuse.core.Base._in_thread`): a search may take long.
     :param display: a memory path as the agent sees it (the mount path before it).
     """
 

@@ -1,0 +1,28 @@
+"""The mount: a memory store (or a session's stores) as a FUSE filesystem, on pyfuse3 and trio.
+
+The package owns everything between the kernel and a :class:`~memfs.protocol.StoreAPI`: the
+inode tree, the request handlers, write buffers and commits, ``.history`` and ``.search``, tool
+events, the background services that keep a mount current, and the filesystem of a whole
+session. It reaches a store only through :class:`~memfs.protocol.StoreAPI` (a local
+:class:`~memfs.store.Store` or a server's client, handed in by the daemons that mount it:
+:mod:`memfs.daemon`, :mod:`memfs.sessionfs`) and may import :mod:`memfs.protocol`,
+:mod:`memfs.rules`, :mod:`memfs.errors` and :mod:`memfs.models` (and, for the type checker
+only, the types of :mod:`memfs.dbwatch` and :mod:`memfs.recall`); never the store, the
+database, the API, the client or HTTP.
+
+The modules, each building only on those before it:
+
+- :mod:`~memfs.fuse.tree` (the inode tree and its content cache, no pyfuse3),
+  :mod:`~.toolevents` (tool event pairs and their sink), :mod:`~.history` (``.history/``, no
+  pyfuse3) and :mod:`~.search` (``.search/``, no pyfuse3);
+- :mod:`~.kernel` (the errno table, ``/proc``, the kernel's caches);
+- the parts of :class:`~memfs.fuse.ops.Operations`, one class each, each a subclass of the one
+  before: :mod:`~.core` (its state and helpers), :mod:`~.feed` (loading, the change feed),
+  :mod:`~.dotdirs` (``.history`` and ``.search`` as the handlers answer them),
+  :mod:`~.buffers` (write buffers and commits) and :mod:`~.ops` (the pyfuse3 handlers, and
+  only they);
+- :mod:`~.watch` (the background services of a mount) and :mod:`~.session` (one filesystem
+  over a session's stores, one unchanged :class:`~memfs.fuse.ops.Operations` each).
+
+Nothing is imported here: ``import memfs.fuse.tree`` loads neither pyfuse3 nor trio.
+"""

@@ -1,0 +1,304 @@
+"""Write buffers and commits (:class:`Buffers`): one buffer per written file (shared by every
+handle), saved with ``write_path`` at ``fsync`` and at the last close, a failed write or a
+refused commit discarding it; truncation; open handles.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pyfuse3
+from pyfuse3 import FileHandleT
+
+from .. import errors
+from ..models import Memory
+from .core import _Handle
+from .dotdirs import DotDirs
+from .kernel import _Failure, _fds_on
+from .toolevents import WrittenVersion
+from .tree import Node
+
+log = logging.getLogger(__name__)
+
+
+def _too_big(size: int, limit: int) -> _Failure:
+    return _Failure(errno.EFBIG, f"content would be {size} bytes; the limit is {limit} bytes")
+
+
+def _resize(buf: bytearray, size: int) -> None:
+    """Cut ``buf`` to ``size`` bytes, or extend it with NUL bytes (a hole) to that size."""
+    if size < len(buf):
+        del buf[size:]
+    else:
+        buf.extend(b"\0" * (size - len(buf)))
+
+
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def utf8_possible(buf: bytes | bytearray, off: int, data: bytes) -> bool:
+    """Could ``buf`` with ``data`` written at ``off`` still be completed into UTF-8 text?
+
+    False when the written bytes hold a sequence no later write at the end can mend: a byte
+    never used in UTF-8 (``\\xff``), a stray continuation byte, a surrogate, an overlong form,
+    a sequence cut short by the next character. A sequence begun by an earlier write (up to
+    three bytes back) is decoded with its start, and one left incomplete at the end of the
+    file may be finished by the next write.
+    """
+    start = off
+    for back in range(1, 4):
+        p = off - back
+        if p < 0 or p >= len(buf):
+            break
+        if not _is_continuation(buf[p]):
+            if buf[p] >= 0xC0:
+                start = p  # a lead byte whose sequence may continue in ``data``
+            break
+    end = off + len(data)
+    region = bytes(buf[start:off]) + data + bytes(buf[end : end + 3])
+    try:
+        codecs.getincrementaldecoder("utf-8")("strict").decode(region, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class Buffers(DotDirs):
+    """A file's content, its write buffer, its commits; the open handles of the tree's files."""
+
+    async def _data(self, node: Node) -> bytes | bytearray:
+        """The content this mount shows: the write buffer, else the committed content."""
+        if node.buffer is not None:
+            return node.buffer
+        if node.memory is None:
+            return node.content or b""
+        if node.content is None or node.content_stale:
+            await self._load_content(node)
+            if node.buffer is not None:  # a writer came in meanwhile
+                return node.buffer
+        return node.content or b""
+
+    async def _load_content(self, node: Node) -> None:
+        """Read a file's committed content into the cache. A memory deleted meanwhile keeps
+        the content an open file had.
+
+        :raises _Failure: ENOENT (gone, and nothing cached), or the store's error.
+        """
+        assert node.memory is not None
+        memory_id = node.memory.id
+        try:
+            m = await self._call(self.store.get_memory, self.store_id, memory_id)
+        except errors.NotFound:
+            if node.content is not None:
+                node.content_stale = False
+                return
+            raise _Failure(errno.ENOENT, f"{node.path} was deleted") from None
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        if node.memory is None or node.memory.id != memory_id:
+            return
+        if node.content is not None and not node.content_stale:
+            return  # a commit of this mount cached newer content meanwhile
+        if m.memory_version_id != node.memory.memory_version_id:
+            # Changed elsewhere and the feed has not brought it yet: take the new metadata
+            # with the new content, and have the kernel refresh its attributes.
+            self.tree.set_memory(node, replace(m, content=None), node.seq)
+            self.tree.stale_inodes.append(node.ino)
+        self.tree.cache_content(node, (m.content or "").encode("utf-8"))
+
+    async def _buffer(self, node: Node) -> bytearray:
+        if node.buffer is None:
+            data = await self._data(node)
+            if node.buffer is None:
+                node.buffer = bytearray(data)
+        return node.buffer
+    # -- commits ---------------------------------------------------------------------------
+
+    def _still_held(self, h: _Handle) -> bool:
+        """Is this flush the close of a copy (a ``dup``, or a child's inherited descriptor),
+        while the process that opened the file still holds it?"""
+        if self.mountpoint is None:
+            return False
+        mine = sum(1 for x in self._handles.values() if x.node is h.node and x.pid == h.pid)
+        return _fds_on(h.pid, self.mountpoint, h.node.ino) >= mine
+
+    async def _commit(self, node: Node, pair: Callable[[int], list[dict[str, Any]] | None],
+                      ) -> Memory | None:
+        """Write the node's buffer to the store: one version, or none if unchanged. The tool
+        events ``pair(size)`` makes are recorded in the same transaction.
+
+        :returns: the memory; None if there is nothing left to save once the mutex is ours: a
+            request that held it meanwhile (an unlink, a rename over the file) removed the file
+            here, which drops its unsaved writes (POSIX), or a commit saved it already.
+        :raises _Failure: the store refused; nothing was written, the buffer is discarded (the
+            file shows its previous version again).
+        """
+        async with self._mutex:
+            path = self._save_path(node)
+            if path is None or not node.dirty:
+                return None
+            await self._events_in_order()
+            data = bytes(await self._data(node))
+            gen = node.gen
+            path = self._save_path(node)
+            if path is None:
+                return None
+            events = pair(len(data))
+            try:
+                m = await self._call(self.store.write_path, self.store_id, path, data,
+                                     actor=self.actor, events=events)
+            except errors.MemfsError as e:
+                log.info("commit of %s refused: %s", path, e.message)
+                self.tree.discard(node)
+                failure = _Failure.of(e)
+            else:
+                self._logged(events)
+                if node.attached:
+                    self.tree.set_memory(node, m, m.seq)
+                else:
+                    # Deleted (or its path taken) elsewhere while written here: saved at its
+                    # path all the same, it is the file there again.
+                    log.info("%s: saved again after a change made elsewhere", path)
+                    self.tree.restore(node, m, m.seq)
+                self._history_saw("put", m.id, m.path)
+                if node.gen == gen:
+                    node.dirty = False
+                self.tree.cache_content(node, data)
+                return m
+        # Outside the mutex: the kernel may hold the directory locked for a request (an
+        # unlink) that waits for the mutex, and forgetting the name needs that lock.
+        await self._invalidate_now(node)
+        raise failure
+
+    def _save_path(self, node: Node) -> str | None:
+        """Where a file's writes are saved: its path, or the path it had when a change made
+        elsewhere took it out of the tree (:attr:`Node.save_at`); None once this mount
+        unlinked it or renamed over it (POSIX: its unsaved writes are dropped)."""
+        return node.path if node.attached else node.save_at
+
+    def _file_pair(self, h: _Handle, size: int | None = None,
+                   memory: WrittenVersion | None = None,
+                   failure: _Failure | None = None, removed: bool = False,
+                   ) -> list[dict[str, Any]] | None:
+        """The event pair of a file's open→close (or of a commit at fsync). ``removed``: its
+        writes were dropped, the file unlinked or renamed over by this mount first."""
+        op = "create" if h.created else ("write" if h.wrote or h.truncated else "read")
+        path = h.file_path
+        if failure is not None:
+            return self._pair(h.comm, h.pid, op, path, failure=failure)
+        if op == "read":
+            return self._pair(h.comm, h.pid, op, path, text=f"read {self._display(path)}")
+        if size is not None:
+            saved = self._save_path(h.node) or h.node.path
+            return self._pair(h.comm, h.pid, op, path, memory=memory,
+                              text=f"wrote {size} bytes to {self._display(saved)}")
+        if removed:
+            return self._pair(h.comm, h.pid, op, path,
+                              text=f"{self._display(path)} was removed before it was saved")
+        return self._pair(h.comm, h.pid, op, path, text=f"{self._display(path)} unchanged",
+                          memory=h.node.memory)
+
+    async def _commit_handle(self, h: _Handle) -> None:
+        """Commit for a handle, its event pair recorded with the version (or, refused, logged
+        with the failure)."""
+        try:
+            saved = await self._commit(h.node, lambda size: self._file_pair(h, size))
+        except _Failure as f:
+            h.failure = f
+            self._emit(self._file_pair(h, failure=f))
+            h.logged = True
+            raise
+        # Nothing saved (removed here meanwhile, or saved by another close): the event pair is
+        # the close's, at release, which tells which.
+        h.logged = saved is not None
+
+    async def _refuse(self, h: _Handle) -> None:
+        """Close of an open→close in which a write failed: nothing is committed, the file
+        shows its previous version, the close fails with the write's error."""
+        f = h.failure
+        assert f is not None
+        node = h.node
+        log.info("%s not saved: a write failed (%s)", node.path, f.text())
+        self.tree.discard(node)
+        await self._invalidate_now(node)
+        if not h.logged:
+            self._emit(self._file_pair(h, failure=f))
+            h.logged = True
+        raise f
+    def _check_truncate(self, size: int) -> None:
+        """:raises _Failure: EROFS, or EFBIG for a size over the content limit."""
+        self._check_writable()
+        limit = self.store.limits.max_content_bytes
+        if size > limit:
+            raise _too_big(size, limit)
+
+    async def _truncate_open(self, node: Node, size: int, h: _Handle) -> None:
+        """ftruncate(2): part of the handle's open→close (its event tells a failure)."""
+        try:
+            self._check_truncate(size)
+        except _Failure as f:
+            h.failure = f
+            raise
+        _resize(await self._buffer(node), size)
+        node.dirty = h.truncated = h.changed = True
+        node.gen += 1
+        node.touch()
+
+    async def _truncate_path(self, node: Node, size: int, ctx: pyfuse3.RequestContext) -> None:
+        """truncate(2): an event pair of its own. Committed at once, unless the file is open
+        for writing: then it changes the shared buffer that the writers' close commits."""
+        comm_, pid = self._ctx_name(ctx)
+        path = node.path
+        try:
+            self._check_truncate(size)
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "truncate", path, failure=f))
+            raise
+        _resize(await self._buffer(node), size)
+        node.dirty = True
+        node.gen += 1
+        node.touch()
+        text = f"truncated {self._display(path)} to {size} bytes"
+        if self._save_path(node) is None:
+            # Unlinked here while still open (truncate(2) of /proc/PID/fd/N): POSIX, the open
+            # file changes and nothing is saved.
+            self._emit(self._pair(comm_, pid, "truncate", path, text=text))
+            return
+        if node.writers:
+            self._emit(self._pair(comm_, pid, "truncate", path,
+                                  text=text + " (saved when the file is closed)"))
+            return
+        try:
+            saved = await self._commit(node, lambda _size: self._pair(comm_, pid, "truncate",
+                                                                      path, text=text))
+            if saved is None:  # removed here (or saved) while it waited for the mutex
+                self._emit(self._pair(comm_, pid, "truncate", path, text=text))
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "truncate", path, failure=f))
+            raise
+        finally:
+            if not node.writers and not node.handles:
+                node.buffer = None
+    def _register(self, h: _Handle) -> FileHandleT:
+        """Give an open file or directory its handle number; its path is taken now (for the
+        event, which names the path at open time)."""
+        fh = self._next_fh
+        self._next_fh += 1
+        self._handles[fh] = h
+        h.node.handles += 1
+        h.file_path = h.node.path
+        return FileHandleT(fh)
+
+    def _open_handle(self, h: _Handle) -> pyfuse3.FileInfo:
+        fh = self._register(h)
+        if h.writable:
+            h.node.writers += 1
+        # keep_cache: page caches stay valid across opens; changes made elsewhere reach the
+        # kernel through the watcher's invalidate_inode.
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)

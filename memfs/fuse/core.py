@@ -1,0 +1,389 @@
+"""What every part of a mount's :class:`~memfs.fuse.ops.Operations` builds on: its state (the
+tree, the open handles, ``.history`` and ``.search``, the mutex), store calls that never wait on
+the trio thread, entry attributes, and tool events.
+
+The parts of :class:`~memfs.fuse.ops.Operations` build on each other in one line, each a
+subclass of the one before it (it may call their methods; never the other way round):
+:class:`Base` here, :class:`~memfs.fuse.feed.Feed` (loading the tree, the change feed),
+:class:`~memfs.fuse.dotdirs.DotDirs` (``.history`` and ``.search``),
+:class:`~memfs.fuse.buffers.Buffers` (write buffers and commits) and
+:class:`~memfs.fuse.ops.Operations` (the pyfuse3 handlers, and nothing else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyfuse3
+import trio
+from pyfuse3 import FUSEError, InodeT, ModeT
+
+from .. import errors
+from ..models import Actor
+from ..protocol import StoreAPI
+from ..rules import local_user_actor, validate_path
+from .history import HISTORY, History, HNode
+from .kernel import NAME_MAX, _Failure, invalidate_now
+from .search import SEARCH, Search, SNode
+from .toolevents import EventSink, WrittenVersion, comm, tool_pair
+from .tree import Node, Tree
+
+log = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
+
+
+#: Seconds an unlink or rename waits for the database's write lock (and this mount's earlier
+#: changes) before it fails with EBUSY: the kernel makes every lookup and listing of its
+#: directory wait for it (:meth:`Operations._directory_change`). Closes and fsyncs lock no
+#: directory and wait as long as the store does.
+DIRECTORY_PATIENCE = 0.5
+#: The reason given for that EBUSY.
+BUSY_TEXT = "the database stayed locked by another writer; try again"
+
+_BLOCK = 4096
+
+
+def actor_for(session_id: str | None) -> Actor:
+    """Who a mount's versions are attributed to: the session, else the local user."""
+    return Actor.session(session_id) if session_id else local_user_actor()
+
+
+@dataclass(eq=False)
+class _Handle:
+    """One open file (or directory) description, with what its event will say."""
+
+    node: Node
+    writable: bool
+    pid: int
+    comm: str
+    created: bool = False
+    wrote: bool = False
+    truncated: bool = False
+    #: Changed through this handle (a write, an ftruncate, an O_TRUNC that emptied the file,
+    #: a create): its close commits, whoever else holds the file. A handle that changed
+    #: nothing commits only as the last writer to close (SPEC §2: the last close wins).
+    changed: bool = False
+    file_path: str = ""
+    failure: _Failure | None = None
+    #: A tool event pair was logged for this handle (by a commit at flush or fsync).
+    logged: bool = False
+    listing: list[Node] | None = None
+
+
+@dataclass(eq=False)
+class _HistoryHandle:
+    """An open version file or directory of ``.history`` (read-only)."""
+
+    node: HNode
+    pid: int
+    comm: str
+    data: bytes = b""
+    listing: list[HNode] | None = None
+
+
+@dataclass(eq=False)
+class _SearchHandle:
+    """An open question file, or ``.search`` itself, being listed (read-only)."""
+
+    node: SNode
+    pid: int
+    comm: str
+    data: bytes = b""
+
+
+class Base(pyfuse3.Operations):
+    """The state of one mount and the helpers every part of :class:`~memfs.fuse.ops.Operations`
+    uses (its parameters are those of :class:`~memfs.fuse.ops.Operations`)."""
+
+    def __init__(
+        self,
+        store: StoreAPI,
+        store_id: str,
+        *,
+        actor: Actor,
+        read_only: bool = False,
+        events: EventSink | None = None,
+        display_root: str = "/",
+        timeout: float = 300.0,
+        mountpoint: str | None = None,
+        owner: tuple[int, int] | None = None,
+        private: bool = False,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.store_id = store_id
+        self.actor = actor
+        self.read_only = read_only
+        self.events = events
+        self.display_root = display_root.rstrip("/")
+        self.timeout = timeout
+        self.mountpoint = mountpoint
+        self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
+        self.dir_mode, self.file_mode = (0o700, 0o600) if private else (0o755, 0o644)
+        self.tree = Tree()
+        self.root = self.tree.root
+        self._handles: dict[int, _Handle] = {}
+        self._history_handles: dict[int, _HistoryHandle] = {}
+        #: The ``.history`` directory (None: a store that cannot list versions; a snapshot's
+        #: lists those up to its boundary, so its ``.history`` ends there).
+        self.history: History | None = (
+            History(self.tree, store, store_id, self._call, self._in_thread)
+            if callable(getattr(store, "list_versions", None)) else None)
+        self._search_handles: dict[int, _SearchHandle] = {}
+        #: The ``.search`` directory (None: a store that cannot search, as a snapshot's).
+        search = getattr(store, "search", None)
+        self.search: Search | None = (
+            Search(self.tree, search, store_id, self._in_thread, self._display)
+            if callable(search) else None)
+        #: Names of the root that are not the tree's (hidden from its listing).
+        self._reserved = {n for n, on in ((HISTORY, self.history), (SEARCH, self.search))
+                          if on is not None}
+        self._next_fh = 1
+        self._mutex = trio.Lock()
+        #: The inode the root's ".." lists (None: the root itself): the directory this tree
+        #: is mounted in, when it is one (a session's root, :mod:`memfs.sessionfs`).
+        self.root_parent_ino: int | None = None
+        #: Called when kernel invalidations are queued (the daemon's invalidator).
+        self.on_stale: Callable[[], None] | None = None
+
+    # -- the tree's state, as the daemon and tests see it -------------------------------------
+
+    @property
+    def seq(self) -> int:
+        return self.tree.seq
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self.tree.seq = value
+
+    @property
+    def archived(self) -> bool:
+        return self.tree.archived
+
+    @property
+    def stale_entries(self) -> list[tuple[int, str, int]]:
+        return self.tree.stale_entries
+
+    @property
+    def stale_inodes(self) -> list[int]:
+        return self.tree.stale_inodes
+
+    def kick(self) -> None:
+        """Have the kernel told of queued invalidations now."""
+        if self.on_stale is not None and (self.tree.stale_entries or self.tree.stale_inodes):
+            self.on_stale()
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+        """Run a store call without ever waiting on the trio thread.
+
+        A local store is asked first to do it at once (its ``nowait`` mode: no lock is waited
+        for, and a commit with synchronous=NORMAL writes without syncing): most calls finish
+        so in less time than a thread handoff takes. One that would wait (another process
+        holds the write lock) and every call to a server run in a worker thread, while the
+        trio thread keeps serving.
+        """
+        return await self._call_by(None, fn, *args, **kwargs)
+
+    async def _call_by(self, deadline: float | None, fn: Callable[..., _R], *args: Any,
+                       **kwargs: Any) -> _R:
+        """:meth:`_call`, waiting for a lock only until ``deadline`` (trio time; None: as long
+        as the store waits), then :class:`~memfs.errors.Busy` with nothing changed. A store
+        that cannot bound its waits (a server's client) waits as it always does."""
+        nowait = getattr(self.store, "nowait", None)
+        if nowait is not None:
+            try:
+                with nowait():
+                    return fn(*args, **kwargs)
+            except errors.WouldBlock:
+                pass
+        patience = getattr(self.store, "patience", None)
+        if deadline is None or patience is None:
+            return await self._in_thread(fn, *args, **kwargs)
+        seconds = max(0.0, deadline - trio.current_time())
+
+        def bounded() -> _R:
+            with patience(seconds):
+                return fn(*args, **kwargs)
+
+        return await self._in_thread(bounded)
+
+    async def _in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+        """Run a call that may wait (a disk sync, a lock) in a worker thread."""
+        return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    def _node(self, inode: int) -> Node:
+        node = self.tree.nodes.get(inode)
+        if node is None:
+            raise FUSEError(errno.ENOENT)
+        return node
+
+    def _child(self, parent: Node, name: bytes) -> Node | None:
+        if not parent.is_dir or not parent.attached:
+            return None
+        try:
+            s = name.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        assert parent.children is not None
+        return parent.children.get(s)
+
+    @staticmethod
+    def _entry_path(parent: Node, name: bytes) -> str:
+        """The path of ``parent``'s entry ``name`` for messages and events: no rule checked
+        (a name that is not UTF-8 is shown with replacement characters)."""
+        return parent.path.rstrip("/") + "/" + name.decode("utf-8", "replace")
+
+    def _new_path(self, parent: Node, name: bytes) -> str:
+        """The memory path of a new entry, checked by the store's path rules.
+
+        :raises _Failure: ENOENT (parent gone), ENAMETOOLONG, or the errno of the broken rule.
+        """
+        if not parent.is_dir:
+            raise _Failure(errno.ENOTDIR, f"{parent.path} is not a directory")
+        if not parent.attached:
+            raise _Failure(errno.ENOENT, "the directory was removed")
+        if len(name) > NAME_MAX:
+            raise _Failure(errno.ENAMETOOLONG,
+                           f"a file name is at most {NAME_MAX} bytes, not {len(name)}")
+        base = parent.path.encode() if parent is not self.root else b""
+        try:
+            return validate_path(base + b"/" + name, self.store.limits)
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise _Failure(errno.EROFS, "the store is mounted read-only")
+        if self.tree.archived:
+            raise _Failure(errno.EROFS, "the memory store is archived")
+
+    def _refuse_if_read_only(self, operation: str, path: str,
+                             ctx: pyfuse3.RequestContext) -> None:
+        """EROFS (the refusal logged as ``operation`` on ``path``) unless the store takes
+        changes."""
+        try:
+            self._check_writable()
+        except _Failure as f:
+            comm_, pid = self._ctx_name(ctx)
+            self._emit(self._pair(comm_, pid, operation, path, failure=f))
+            raise FUSEError(f.errno) from None
+
+    def _display(self, path: str) -> str:
+        return (self.display_root + path) if path != "/" else (self.display_root or "/")
+
+    def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        if node.is_dir:
+            # "." and the entry in its parent, plus each subdirectory's "..".
+            nlink = 2 + sum(1 for c in (node.children or {}).values() if c.is_dir)
+            return self._entry(node.ino, True, nlink, 4096, node.mtime_ns, node.ctime_ns)
+        # An unlinked file still open has no name left.
+        return self._entry(node.ino, False, 1 if node.attached else 0, node.size,
+                           node.mtime_ns, node.ctime_ns)
+
+    def _entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
+               ctime_ns: int) -> pyfuse3.EntryAttributes:
+        """The attributes of a file or directory of this mount (the tree's or ``.history``'s):
+        the mount's owner and modes, cached by the kernel for :attr:`timeout`."""
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = InodeT(ino)
+        entry.generation = 0
+        entry.entry_timeout = self.timeout
+        entry.attr_timeout = self.timeout
+        mode = (stat.S_IFDIR | self.dir_mode) if is_dir else (stat.S_IFREG | self.file_mode)
+        entry.st_mode = ModeT(mode)
+        entry.st_nlink = nlink
+        entry.st_uid = self.uid
+        entry.st_gid = self.gid
+        entry.st_rdev = 0
+        entry.st_size = size
+        entry.st_blksize = _BLOCK
+        entry.st_blocks = (size + 511) // 512
+        entry.st_atime_ns = mtime_ns
+        entry.st_mtime_ns = mtime_ns
+        entry.st_ctime_ns = ctime_ns
+        return entry
+
+    def _lookup_reply(self, node: Node) -> pyfuse3.EntryAttributes:
+        node.lookups += 1
+        return self._attrs(node)
+    async def _events_in_order(self, deadline: float | None = None) -> None:
+        """Record the queued events before a write records its own, so that a session's events
+        stay in the order they happened (a write's are recorded in its transaction, the others
+        in batches). Failing, they stay queued: the write goes on. ``deadline``: as for
+        :meth:`_call_by`."""
+        if self.events is not None and self.events.pending:
+            try:
+                await self._call_by(deadline, self.events.flush, wait=False)
+            except errors.MemfsError as e:
+                log.debug("tool events stay queued: %s", e.message)
+
+    @contextlib.asynccontextmanager
+    async def _directory_change(self) -> AsyncIterator[float]:
+        """The mutex for a change the kernel makes with its directory locked (unlink, rename):
+        every lookup of a name not cached yet and every listing of that directory waits for
+        it. So it waits at most :data:`DIRECTORY_PATIENCE` for the mutex and the database
+        together (yields the deadline for its store calls, :meth:`_call_by`): a transaction
+        of another process that holds the write lock for seconds makes it fail with EBUSY,
+        having changed nothing, instead of freezing ``ls`` in that directory meanwhile.
+
+        :raises _Failure: EBUSY, the mutex stayed held (a commit waiting for the database).
+        """
+        deadline = trio.current_time() + DIRECTORY_PATIENCE
+        with trio.move_on_at(deadline) as waiting:
+            await self._mutex.acquire()
+        if waiting.cancelled_caught:
+            log.info("a directory change gave up: an earlier change still waits for the "
+                     "database's write lock")
+            raise _Failure(errno.EBUSY, BUSY_TEXT)
+        try:
+            yield deadline
+        finally:
+            self._mutex.release()
+
+    def _emit(self, events: list[dict[str, Any]] | None) -> None:
+        """Record events that no write records (queued for the database)."""
+        if self.events is not None and events:
+            self.events.emit(events)
+
+    def _logged(self, events: list[dict[str, Any]] | None) -> None:
+        """Events the store recorded with their write: the JSON-lines file only."""
+        if self.events is not None and events:
+            self.events.log(events)
+
+    def _pair(self, name: str, pid: int, operation: str, file_path: str, *,
+              failure: _Failure | None = None, text: str = "", memory: WrittenVersion | None = None,
+              memory_id: str | None = None, new_path: str | None = None,
+              ) -> list[dict[str, Any]] | None:
+        """A tool event pair (None when the mount logs no events)."""
+        if self.events is None:
+            return None
+        return tool_pair(
+            name, pid, operation, self._display(file_path),
+            failure=failure.text() if failure is not None else None, text=text, memory=memory,
+            memory_id=memory_id,
+            new_path=self._display(new_path) if new_path is not None else None,
+        )
+
+    def _ctx_name(self, ctx: pyfuse3.RequestContext) -> tuple[str, int]:
+        return comm(ctx.pid), ctx.pid
+
+    async def _invalidate_now(self, node: Node) -> None:
+        """Make the kernel forget a node's pages (and its name, if it left the tree) before
+        the handler answers: a refused write must not stay visible for a moment."""
+        if self.on_stale is None:  # no kernel (unit tests): the queues stay for inspection
+            return
+        tree = self.tree
+        entries = [e for e in tree.stale_entries if e[2] == node.ino]
+        tree.stale_entries[:] = [e for e in tree.stale_entries if e[2] != node.ino]
+        tree.stale_inodes[:] = [i for i in tree.stale_inodes if i != node.ino]
+        await trio.to_thread.run_sync(invalidate_now, node.ino, entries)

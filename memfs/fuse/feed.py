@@ -1,0 +1,145 @@
+"""Loading a mount's tree and applying the store's change feed to it (:class:`Feed`): the
+tree, ``.history`` and ``.search`` follow every change the store made, in the store's order
+(under the mount's mutex), and what the kernel must forget is queued for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from .. import errors
+from ..models import Change, Memory
+from .core import Base
+from .tree import FileState
+
+log = logging.getLogger(__name__)
+
+
+class Feed(Base):
+    """Loading the tree and the change feed: the part of :class:`~memfs.fuse.ops.Operations`
+    that the daemon's watchers call (:mod:`memfs.fuse.watch`)."""
+
+    # -- loading and the change feed -----------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the store's state and its whole tree (no content). Blocking: call it before
+        serving."""
+        # The feed position first: a change racing the load is applied again, harmlessly.
+        seq, tree, archived = self._read_all()
+        self.tree.load(tree, seq, archived)
+
+    def _read_all(self) -> tuple[int, list[Memory], bool]:
+        """The feed position, then every memory and the archive state (blocking)."""
+        seq = self.store.last_change(self.store_id)
+        archived = self.store.get_store(self.store_id).archived_at is not None
+        return seq, self.store.tree(self.store_id), archived
+
+    def read_changes(
+        self,
+        changes: Sequence[Change],
+        known: Mapping[str, Memory | FileState | None] | None = None,
+    ) -> tuple[dict[str, Memory | FileState | None], str | None]:
+        """What applying ``changes`` needs from the store (blocking: run it in a thread):
+        the current state of each memory a ``put`` names (``known`` ones are not read), and
+        the store's state after a ``store`` change (``live``, ``archived`` or ``gone``)."""
+        current: dict[str, Memory | FileState | None] = dict(known or {})
+        for ch in changes:
+            if ch.op == "put" and ch.memory_id is not None and ch.memory_id not in current:
+                try:
+                    current[ch.memory_id] = self.store.get_memory(
+                        self.store_id, ch.memory_id, view="basic"
+                    )
+                except errors.NotFound:
+                    current[ch.memory_id] = None
+        state: str | None = None
+        if any(ch.op == "store" for ch in changes):
+            try:
+                archived = self.store.get_store(self.store_id).archived_at is not None
+                state = "archived" if archived else "live"
+            except errors.NotFound:
+                state = "gone"
+        return current, state
+
+    def apply_read_changes(
+        self, changes: Sequence[Change], current: Mapping[str, Memory | FileState | None],
+        store_state: str | None,
+    ) -> None:
+        """Apply changes with what :meth:`read_changes` returned (on the trio thread). A store
+        that is gone empties the mount, which becomes read-only."""
+        if store_state is not None:
+            self.tree.archived = store_state != "live"
+            if store_state == "gone":
+                self.tree.delete_all()
+        self.tree.apply_changes(changes, current)
+        if self.history is not None:
+            self.history.apply_changes(changes)
+        if self.search is not None and changes:
+            self.search.changed()
+        self.kick()
+
+    def apply_changes(
+        self,
+        changes: Sequence[Change],
+        known: Mapping[str, Memory | FileState | None] | None = None,
+    ) -> None:
+        """Bring the tree up to date with changes from the store's feed (blocking version:
+        reads the store on this thread). Idempotent."""
+        current, state = self.read_changes(changes, known)
+        self.apply_read_changes(changes, current, state)
+
+    async def poll_changes(self) -> int:
+        """Apply every change made to the store since the tree's position; returns how many.
+        When the feed no longer holds that position (pruned), the whole tree is reloaded."""
+        try:
+            changes = await self._call(self.store.changes_since, self.store_id, self.tree.seq)
+        except errors.FeedGap:
+            log.info("change feed: position %d was pruned; reloading the tree", self.tree.seq)
+            seq, tree, archived = await self._call(self._read_all)
+            await self.reload(tree, seq, archived)
+            return len(tree)
+        if not changes:
+            return 0
+        async with self._mutex:
+            # The states are read under the mutex: no commit of this mount runs meanwhile, so
+            # what is read is at least as new as anything this mount holds.
+            current, state = await self._call(self.read_changes, changes, self._held(changes))
+            self.apply_read_changes(changes, current, state)
+        return len(changes)
+
+    def _held(self, changes: Sequence[Change]) -> dict[str, Memory | FileState | None]:
+        """The memories whose every ``put`` in ``changes`` this mount's tree holds already
+        (its own commits, read back from the feed): the tree skips those puts
+        (:meth:`Tree.apply_put`), so they need no read. One store read per close saved."""
+        last: dict[str, int] = {}
+        for ch in changes:
+            if ch.op == "put" and ch.memory_id is not None:
+                last[ch.memory_id] = max(ch.seq, last.get(ch.memory_id, 0))
+        held: dict[str, Memory | FileState | None] = {}
+        for memory_id, seq in last.items():
+            node = self.tree.by_memory.get(memory_id)
+            if node is not None and node.attached and node.memory is not None \
+                    and node.seq >= seq:
+                held[memory_id] = node.memory
+        return held
+
+    async def apply_feed(self, change: Change, memory: Memory | None) -> None:
+        """Apply one change pushed by a server (with the memory as the server sent it)."""
+        known = {change.memory_id: memory} if change.op == "put" and change.memory_id else None
+        async with self._mutex:
+            current, state = await self._call(self.read_changes, [change], known)
+            self.apply_read_changes([change], current, state)
+
+    async def reload(self, tree: Sequence[Memory], seq: int, archived: bool) -> None:
+        async with self._mutex:
+            self.tree.reload(tree, seq, archived)
+            if self.history is not None:
+                self.history.reset()
+            if self.search is not None:
+                self.search.changed()
+        self.kick()
+
+    def discard_all(self) -> None:
+        """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""
+        for path in self.tree.discard_all():
+            log.warning("unmounting with %s unsaved (still open for writing)", path)

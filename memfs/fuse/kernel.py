@@ -1,0 +1,191 @@
+"""What the mount says to the kernel and reads of it: the errno table, ``/proc``, the
+kernel's caches.
+
+* :data:`ERRNO_BY_ERROR` (:func:`errno_for`): the one translation of :mod:`memfs.errors` to an
+  errno, and :class:`_Failure`, a handler's expected failure (its errno and why).
+* :func:`_fds_on`: how many descriptors a process holds of an inode of the mount, read from
+  ``/proc`` (never through the mount).
+* :func:`reply_dots`: a listing's "." and "..".
+* :func:`invalidate_inodes` and :func:`invalidate_now`: what the kernel must forget.
+* :func:`_handler`: pyfuse3's contract kept by every handler (only ``FUSEError`` leaves one).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+import pyfuse3
+from pyfuse3 import FileNameT, FUSEError, InodeT
+
+from .. import errors
+
+log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _Kicks(Protocol):
+    def kick(self) -> None: ...
+
+
+#: The handlers' object (:class:`~memfs.fuse.ops.Operations`): it has queued kernel
+#: invalidations sent with :meth:`~memfs.fuse.core.Base.kick`.
+_O = TypeVar("_O", bound=_Kicks)
+
+
+#: The one translation of store errors to errno (SPEC §2); the first matching class wins.
+ERRNO_BY_ERROR: list[tuple[type[errors.MemfsError], int]] = [
+    (errors.NotFound, errno.ENOENT),
+    (errors.PathTooLong, errno.ENAMETOOLONG),
+    (errors.PathEncoding, errno.EILSEQ),
+    (errors.InvalidPath, errno.EINVAL),
+    (errors.InvalidContent, errno.EILSEQ),
+    (errors.ContentTooLarge, errno.EFBIG),
+    (errors.StoreArchived, errno.EROFS),
+    (errors.LimitExceeded, errno.ENOSPC),
+    (errors.InvalidRequest, errno.EINVAL),
+    (errors.DirectoryNotEmpty, errno.ENOTEMPTY),
+    (errors.NotADirectory, errno.ENOTDIR),
+    (errors.PathConflict, errno.EEXIST),
+    (errors.PreconditionFailed, errno.EBUSY),
+    (errors.Conflict, errno.EEXIST),
+    (errors.ReadOnly, errno.EROFS),
+    (errors.Forbidden, errno.EACCES),
+    (errors.Busy, errno.EBUSY),
+    (errors.StorageFull, errno.ENOSPC),
+    (errors.MemfsError, errno.EIO),
+]
+
+
+#: The longest file name, in bytes, that the mount accepts (what statfs says).
+NAME_MAX = 255
+
+
+def errno_for(exc: errors.MemfsError) -> int:
+    """The errno that stands for a store error (:data:`ERRNO_BY_ERROR`)."""
+    return next(code for cls, code in ERRNO_BY_ERROR if isinstance(exc, cls))
+
+
+class _Failure(Exception):
+    """An expected failure of one handler: the errno, and the line for the event log."""
+
+    def __init__(self, errno_: int, why: str) -> None:
+        super().__init__(errno_, why)
+        self.errno = errno_
+        self.why = why
+
+    @classmethod
+    def of(cls, exc: errors.MemfsError) -> _Failure:
+        code = errno_for(exc)
+        if isinstance(exc, errors.StorageError):
+            log.error("the database refused a write: %s", exc.message)
+        elif code == errno.EIO:  # not a rule of the store: the database or server failed
+            log.warning("answering EIO: %s", exc.message)
+        return cls(code, exc.message)
+
+    def text(self) -> str:
+        return f"{errno.errorcode.get(self.errno, str(self.errno))}: {self.why}"
+
+
+def _fds_on(pid: int, mountpoint: str, ino: int) -> int:
+    """How many descriptors of process ``pid`` refer to inode ``ino`` of the mount at
+    ``mountpoint`` (read from ``/proc/<pid>/fd`` and ``fdinfo``, never through the mount)."""
+    prefix = mountpoint.rstrip("/") + "/"
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    n = 0
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if not target.startswith(prefix):
+            continue
+        try:
+            with open(f"/proc/{pid}/fdinfo/{name}", "rb") as f:
+                info = f.read()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            if line.startswith(b"ino:"):
+                if int(line[4:]) == ino:
+                    n += 1
+                break
+        else:
+            n += 1  # no ino: in fdinfo (old kernel): count it, the safe side
+    return n
+
+
+#: "." and ".." come first in every listing (readdir offsets 1 and 2).
+DOTS = 2
+
+
+def reply_dots(token: pyfuse3.ReaddirToken, start_id: int,
+               *dots: tuple[int, pyfuse3.EntryAttributes]) -> bool:
+    """Send a listing's "." and ".." (``dots``: their inode numbers and attributes), those
+    from offset ``start_id`` on; False when the kernel's buffer is full. Never a lookup: the
+    kernel counts none for them (fuse_direntplus_link skips both names)."""
+    for index in range(start_id, DOTS):
+        ino, attrs = dots[index]
+        assert attrs.st_ino == ino
+        if not pyfuse3.readdir_reply(token, FileNameT(b"." * (index + 1)), attrs, index + 1):
+            return False
+    return True
+
+
+def invalidate_inodes(inodes: list[int]) -> None:
+    for ino in inodes:
+        try:
+            pyfuse3.invalidate_inode(InodeT(ino))
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTCONN):
+                log.warning("invalidate_inode(%d): %s", ino, e)
+
+
+def invalidate_now(ino: int, entries: list[tuple[int, str, int]]) -> None:
+    """Forget one inode's pages and names, waiting for the kernel (call it in a thread)."""
+    for parent, name, deleted in entries:
+        try:
+            pyfuse3.invalidate_entry(InodeT(parent), FileNameT(name.encode("utf-8")),
+                                     deleted=InodeT(deleted))
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTCONN):
+                log.warning("invalidate_entry(%d, %r): %s", parent, name, e)
+    invalidate_inodes([ino])
+
+
+def _handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
+             ) -> Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]:
+    """Make a handler keep pyfuse3's contract: only FUSEError leaves it.
+
+    Store errors become their errno; anything else is a bug, logged with its traceback and
+    answered with EIO for this call only (an exception escaping into pyfuse3's main loop would
+    leave the request unanswered and the mount hung). Kernel invalidations the handler queued
+    are sent right after.
+    """
+
+    @functools.wraps(fn)
+    async def wrapper(ops: _O, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await fn(ops, *args, **kwargs)
+        except FUSEError:
+            raise
+        except _Failure as e:
+            raise FUSEError(e.errno) from None
+        except errors.MemfsError as e:
+            raise FUSEError(_Failure.of(e).errno) from None
+        except Exception:
+            log.exception("bug in %s; answering EIO", fn.__name__)
+            raise FUSEError(errno.EIO) from None
+        finally:
+            ops.kick()
+
+    return wrapper

@@ -1,0 +1,879 @@
+"""The FUSE filesystem of one memory store: the pyfuse3 handlers of :class:`Operations`.
+
+The handlers only: what they build on is in the parts :class:`Operations` inherits
+(:mod:`memfs.fuse.core`, which lists them), the errno table and the kernel's calls in
+:mod:`memfs.fuse.kernel`, the tree in :mod:`memfs.fuse.tree`.
+
+A store is shown as a directory tree (SPEC §2): a memory ``/a/b.md`` is the regular file
+``MOUNT/a/b.md``; directories are the path prefixes shared by memories, plus empty directories
+made with ``mkdir`` that live in this mount only until a file is written into them.
+
+How it works:
+
+* The whole tree (paths, sizes, hashes, no content) is loaded at start and kept in memory
+  (:mod:`memfs.fuse.tree`); lookup, getattr and readdir never touch the store. The kernel may cache
+  entries and attributes for a long time (``timeout``, 300 s by default) and keep page caches
+  across opens, because every change made elsewhere is pushed to it (:mod:`memfs.fuse.watch`).
+* **Nothing that can wait runs on the trio thread.** Every store call (SQLite, or HTTP for a
+  remote mount) runs in a worker thread, so a mount keeps answering ``ls`` and cached reads
+  while another process holds SQLite's write lock or a server is slow. Changes to the store
+  (commits, unlink, rename) and the application of the change feed take one lock per mount
+  (:attr:`Operations._mutex`), so the tree changes in the order the store did; reads never
+  take it.
+* **An unlink or rename waits for the database at most**
+  :data:`~memfs.fuse.core.DIRECTORY_PATIENCE`: the kernel runs them with their directory
+  locked, so every lookup of a name it has not cached and every listing of that directory waits
+  for them. Another process's transaction that holds the write lock for seconds makes them fail
+  with EBUSY (nothing changed, the failure logged) instead of freezing ``ls`` and ``stat``
+  there meanwhile. Closes and fsyncs lock no directory and wait as long as the store does. (A
+  remote mount's server call is not bounded so: it ends at the client's timeout.)
+* Writes are buffered per file (one buffer per inode, shared by every handle) and committed
+  with ``write_path`` at ``fsync`` and at ``close``: in ``flush``, the only close-time reply
+  the kernel passes back to ``close(2)``, so what ``close`` returned is what was saved. The
+  kernel sends a flush for *every* ``close`` of a descriptor, also for a copy closed by
+  ``dup2`` or by a forked child; the flush commits only when the process that opened the file
+  holds no descriptor of that open file any more (:func:`~memfs.fuse.kernel._fds_on`, from
+  ``/proc``), so ``echo x > f`` saves one version and a child closing its copy saves nothing.
+* A file deleted elsewhere (or whose path another memory took) while open for writing here
+  leaves the tree, and its writes are still saved at its path at close/fsync: the memory is
+  made again, or the one now at the path gets them (the last close wins), and the file is
+  back in the tree under the inode the writer holds. Only this mount's own unlink or rename
+  over an open file drops its unsaved writes (POSIX); the event says so.
+* An open→close in which a write failed (EFBIG, EILSEQ) commits nothing: the file keeps its
+  previous version, and ``close`` fails with that error. A commit the store refuses (or a full
+  disk) is discarded the same way, and the kernel forgets the refused data before ``close``
+  returns.
+* Tool events: each file open→close, listing, unlink, rename, mkdir, rmdir and path truncate is
+  an ``agent.tool_use`` / ``agent.tool_result`` pair (SPEC §4). The pair of a write is
+  recorded by the store in the write's own transaction; the others go through the
+  :class:`~memfs.fuse.toolevents.EventSink`.
+* Inode numbers are stable while mounted (one per memory id, one per directory node); never
+  reused, so ``generation`` is always 0. An open file keeps its content after it is unlinked,
+  renamed over or deleted elsewhere, until its last close.
+* Every listing (the tree's and ``.history``'s) begins with "." and ".." (readdir offsets 1
+  and 2), which the kernel counts as no lookup; its event counts the real entries only.
+* Every handler maps :mod:`memfs.errors` through :data:`~memfs.fuse.kernel.ERRNO_BY_ERROR` and
+  raises only ``FUSEError``; any other exception is logged with its traceback and answered with
+  EIO.
+* ``.history/`` (:mod:`memfs.fuse.history`): every retained version as a read-only file under
+  its memory's final path. Its nodes are not in the tree (their inodes come from the tree's
+  allocator): each handler first asks :meth:`Operations._hist` and answers for them itself. The
+  root's listing leaves ``.history`` out (a lookup by name finds it, and shadows a memory
+  ``/.history/...`` made through the API); every change under it (or of ``.history`` itself) is
+  EROFS, logged as a failed tool call; listings and reads are tool events. The change feed's
+  ``put``, ``delete`` and ``history`` changes drop what it cached and queue the kernel
+  invalidations of its names.
+* ``.search/`` (:mod:`memfs.fuse.search`): a question as a file name, the store's best hits as
+  its content; hidden from the root's listing and read-only like ``.history``. The kernel
+  keeps no name or attribute of a question (timeouts 0): each lookup searches again (unless
+  the same process looked it up within a second and the mount saw no change since), in a
+  worker thread, and is a tool event; the open after it reads that answer.
+
+Known limitations:
+
+* A failed write in one handle discards the whole shared buffer of that file, including
+  uncommitted writes made through other descriptors of the same file in this mount.
+* Two writers of one file in two different mounts: the last close wins (the store keeps the
+  overwritten content in the history).
+* The "does the opener still hold it" test at close reads ``/proc``; a process in another PID
+  namespace (or a kernel without ``ino:`` in fdinfo) makes every flush commit, which can only
+  add versions, never lose one.
+* chmod/chown/utimes are accepted and not stored; modes are always 0644 / 0755.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyfuse3
+from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
+
+from .. import errors
+from .buffers import Buffers, _too_big, utf8_possible
+from .core import _BLOCK, _Handle, _HistoryHandle, _SearchHandle
+from .history import HISTORY, XATTR_REDACTED, version_xattrs
+from .kernel import DOTS, NAME_MAX, _Failure, _handler
+from .search import SEARCH
+from .toolevents import WrittenVersion
+from .tree import FileState, Node
+
+log = logging.getLogger(__name__)
+
+
+
+#: Read-only extended attributes of every committed file.
+XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs.content_sha256")
+
+
+_HISTORY = HISTORY.encode()
+_SEARCH = SEARCH.encode()
+
+
+class Operations(Buffers):
+    """pyfuse3 request handlers over one store.
+
+    :param store: the store (a local :class:`~memfs.store.Store` or a server's client).
+    :param store_id: the store to show.
+    :param actor: who the versions are attributed to.
+    :param read_only: refuse every change with EROFS.
+    :param events: where tool events go (None: not logged).
+    :param display_root: the mount path as the agent sees it (event ``file_path`` prefix).
+    :param timeout: kernel entry/attribute cache timeout in seconds.
+    :param mountpoint: the real mount point, as ``/proc/<pid>/fd`` links show it (None: every
+        flush of a written file commits).
+    :param owner: the ``(uid, gid)`` every file and directory shows (default: the daemon's).
+    :param private: modes 0600/0700 (the owner only: what a mount with ``allow_other`` for
+        one agent user shows) instead of 0644/0755. The kernel enforces them
+        (``default_permissions``); the access mode of the store is the daemon's to enforce,
+        so a read-only store shows the same modes and refuses changes with EROFS itself,
+        every refusal logged.
+    """
+
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+
+    # -- handlers: names and attributes -----------------------------------------------------
+
+    @_handler
+    async def lookup(
+        self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        hp = self._hist(parent_inode)
+        if hp is not None:
+            return await self._history_lookup(hp, name)
+        sp = self._srch(parent_inode)
+        if sp is not None:
+            return await self._search_lookup(sp, name, ctx)
+        parent = self._node(parent_inode)
+        if name == b".":
+            return self._lookup_reply(parent)
+        if name == b"..":
+            return self._lookup_reply(parent.parent or self.root)
+        if len(name) > NAME_MAX:
+            raise FUSEError(errno.ENAMETOOLONG)
+        if name == _HISTORY and parent is self.root and self.history is not None:
+            # Reserved: a memory under /.history/ is shadowed in the mount (its history is
+            # in .history/.history/).
+            return self._history_reply(self.history.root)
+        if name == _SEARCH and parent is self.root and self.search is not None:
+            return self._search_reply(self.search.root)  # reserved too
+        child = self._child(parent, name)
+        if child is None:
+            # ENOENT rather than a negative entry: a file created elsewhere must not stay
+            # hidden for `timeout` seconds.
+            raise FUSEError(errno.ENOENT)
+        return self._lookup_reply(child)
+
+    async def forget(self, inode_list: Sequence[tuple[InodeT, int]]) -> None:
+        # forget has no reply to carry an error: a bug here is logged, never raised.
+        try:
+            for inode, nlookup in inode_list:
+                node = self.tree.nodes.get(inode)
+                if node is None and self.history is not None:
+                    self.history.forget(inode, nlookup)
+                if node is None and self.search is not None:
+                    self.search.forget(inode, nlookup)
+                if node is None or node is self.root:
+                    continue
+                node.lookups -= nlookup
+                self.tree.forget_if_unused(node)
+        except Exception:
+            log.exception("bug in forget")
+
+    @_handler
+    async def getattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        hn = self._hist(inode)
+        if hn is not None:
+            assert self.history is not None
+            return self._history_attrs(await self.history.refresh(hn))
+        sn = self._srch(inode)
+        if sn is not None:
+            if not sn.is_dir:
+                await self._search_answer(sn, ctx, latest=True)
+            return self._search_attrs(sn)
+        return self._attrs(self._node(inode))
+
+    @_handler
+    async def setattr(
+        self,
+        inode: InodeT,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: FileHandleT | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        hn = self._hist(inode)
+        if hn is not None:
+            self._refuse_history("truncate" if fields.update_size else "chmod", hn.display, ctx=ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            self._refuse_history("truncate" if fields.update_size else "chmod", sn.display, ctx=ctx)
+        node = self._node(inode)
+        changes = [op for op, asked in (
+            ("chmod", fields.update_mode), ("chown", fields.update_uid or fields.update_gid),
+            ("utimes", fields.update_atime or fields.update_mtime or fields.update_ctime),
+        ) if asked]
+        if changes:
+            # A store that takes no changes refuses these too (the mount has no kernel `ro`,
+            # so that every refusal reaches the event log).
+            self._refuse_if_read_only(changes[0], node.path, ctx)
+        if fields.update_size:
+            if node.is_dir:
+                raise FUSEError(errno.EISDIR)
+            h = self._handles.get(fh) if fh is not None else None
+            if h is not None:
+                await self._truncate_open(node, attr.st_size, h)
+            else:
+                await self._truncate_path(node, attr.st_size, ctx)
+        # chmod, chown and utimes are accepted and not stored (SPEC §2), so `cp -p`, `touch`
+        # and `rsync` work; modes and owners are fixed, times are the store's.
+        return self._attrs(node)
+
+    # -- handlers: files --------------------------------------------------------------------
+
+    @_handler
+    async def open(
+        self, inode: InodeT, flags: FlagT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.FileInfo:
+        hn = self._hist(inode)
+        if hn is not None:
+            return await self._history_open(hn, flags, ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            return await self._search_open(sn, flags, ctx)
+        node = self._node(inode)
+        if node.is_dir:
+            raise FUSEError(errno.EISDIR)
+        if not node.attached:
+            # The kernel still has a name for a file that is gone (unlinked or refused, and
+            # not forgotten yet): ESTALE makes it look the name up again (LOOKUP_REVAL), so
+            # `printf … > f` after a refused one creates a new file instead of writing to
+            # the dead one.
+            raise FUSEError(errno.ESTALE)
+        writable = flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+        comm_, pid = self._ctx_name(ctx)
+        h = _Handle(node, writable, pid, comm_)
+        if writable or flags & os.O_TRUNC:
+            try:
+                self._check_writable()
+            except _Failure as f:
+                self._emit(self._pair(comm_, pid, "write", node.path, failure=f))
+                raise
+        if writable and flags & os.O_TRUNC:
+            if node.size:
+                # Emptying the file is this descriptor's change: saved at its close, whoever
+                # else holds the file (an O_TRUNC of an empty file changes nothing).
+                node.dirty = h.changed = True
+            if node.buffer is None:
+                node.buffer = bytearray()
+            else:
+                del node.buffer[:]  # shared with the other handles open on this file
+            node.gen += 1
+            h.truncated = True
+        elif node.buffer is None and node.memory is not None and (
+            node.content is None or node.content_stale
+        ):
+            # Read the content now: an open file keeps it, whatever happens to the memory.
+            await self._load_content(node)
+        return self._open_handle(h)
+
+    @_handler
+    async def create(
+        self,
+        parent_inode: InodeT,
+        name: FileNameT,
+        mode: ModeT,
+        flags: FlagT,
+        ctx: pyfuse3.RequestContext,
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._refuse_history("create", self._history_path(parent_inode, name), ctx=ctx)
+        parent = self._node(parent_inode)
+        comm_, pid = self._ctx_name(ctx)
+        entry = self._entry_path(parent, name)
+        try:
+            self._check_writable()
+            path = self._new_path(parent, name)
+            if not stat.S_ISREG(mode) and stat.S_IFMT(mode):
+                raise _Failure(errno.EPERM, "only regular files can be stored")
+            if self._child(parent, name) is not None:
+                raise _Failure(errno.EEXIST, f"{path} exists")
+            if len(self.tree.by_memory) + 1 >= self.store.limits.max_memories:
+                # Near the limit, ask the store, so that open(O_CREAT) fails at once with
+                # ENOSPC (the commit checks again under the write lock). Not otherwise: the
+                # kernel holds the directory locked during CREATE, and a wait here (another
+                # process's write lock, a hung server) would stall every listing of it.
+                try:
+                    await self._call(self.store.check_can_create, self.store_id)
+                except errors.MemfsError as e:
+                    raise _Failure.of(e) from None
+                # Checked again: another request may have made the name while we waited.
+                path = self._new_path(parent, name)
+                if self._child(parent, name) is not None:
+                    raise _Failure(errno.EEXIST, f"{path} exists")
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "create", entry, failure=f))
+            raise
+        node = self.tree.new_file(parent, path.rpartition("/")[2])
+        # The new file is this descriptor's change: saved at its close, whoever else opened it.
+        h = _Handle(node, True, pid, comm_, created=True, changed=True)
+        info = self._open_handle(h)
+        return info, self._lookup_reply(node)
+
+    @_handler
+    async def read(self, fh: FileHandleT, off: int, size: int) -> bytes:
+        hh = self._history_handles.get(fh)
+        if hh is not None:
+            return hh.data[off : off + size]
+        sh = self._search_handles.get(fh)
+        if sh is not None:
+            return sh.data[off : off + size]
+        h = self._handles.get(fh)
+        if h is None:
+            raise FUSEError(errno.EBADF)
+        data = await self._data(h.node)
+        return bytes(data[off : off + size])
+
+    @_handler
+    async def write(self, fh: FileHandleT, off: int, buf: bytes) -> int:
+        h = self._handles.get(fh)
+        if h is None:
+            raise FUSEError(errno.EBADF)
+        node = h.node
+        limit = self.store.limits.max_content_bytes
+        end = off + len(buf)
+        if end > limit:
+            h.failure = _too_big(end, limit)
+            raise FUSEError(errno.EFBIG)
+        data = await self._buffer(node)
+        if not utf8_possible(data, off, buf):
+            h.failure = _Failure(
+                errno.EILSEQ, f"bytes written at offset {off} cannot be part of UTF-8 text")
+            raise FUSEError(errno.EILSEQ)
+        if off > len(data):
+            data.extend(b"\0" * (off - len(data)))
+        data[off:end] = buf
+        node.dirty = True
+        node.gen += 1
+        node.touch()
+        h.wrote = h.changed = True
+        return len(buf)
+
+    @_handler
+    async def flush(self, fh: FileHandleT) -> None:
+        h = self._handles.get(fh)
+        if h is None or not h.writable:
+            return
+        if self._still_held(h):
+            return  # a copy was closed (dup2, or a child): the opener's last close commits
+        if h.failure is not None:
+            await self._refuse(h)
+        node = h.node
+        if not h.changed and node.writers > 1:
+            return  # nothing written through it: the writes of the others commit at theirs
+        if node.dirty and self._save_path(node) is not None:
+            await self._commit_handle(h)
+
+    @_handler
+    async def fsync(self, fh: FileHandleT, datasync: bool) -> None:
+        h = self._handles.get(fh)
+        if h is None:
+            return
+        if h.failure is not None:
+            raise h.failure
+        if h.node.dirty and self._save_path(h.node) is not None:
+            await self._commit_handle(h)
+        # The store commits with synchronous=NORMAL: fsync() is where the data must reach
+        # the disk, this file's and every earlier commit's.
+        await self._in_thread(self.store.sync)
+
+    @_handler
+    async def release(self, fh: FileHandleT) -> None:
+        if fh in self._history_handles:
+            return self._history_release(fh)
+        if fh in self._search_handles:
+            return self._search_release(fh)
+        h = self._handles.pop(fh, None)
+        if h is None:
+            return
+        node = h.node
+        node.handles -= 1
+        if h.writable:
+            node.writers -= 1
+        removed = False
+        try:
+            savable = self._save_path(node) is not None
+            if node.writers == 0 and node.dirty and savable and h.failure is None:
+                # No flush committed (the opener still held a copy at each close).
+                try:
+                    await self._commit_handle(h)
+                except _Failure as f:
+                    # The kernel ignores release() errors: the event log has to tell.
+                    log.warning("%s not saved: %s", node.path, f.text())
+            removed = node.dirty and self._save_path(node) is None
+            if node.writers == 0 and node.dirty and (node.attached or not node.handles):
+                # A failed write; or unlinked while open, once nobody holds it any more (until
+                # then the data stays readable through the other descriptors, as POSIX says).
+                self.tree.discard(node)
+            if node.handles == 0 and not node.dirty:
+                node.buffer = None
+        finally:
+            if not h.logged:
+                if self.events is not None and h.failure is None and not (
+                    h.created or h.wrote or h.truncated
+                ):
+                    # A read: only what the pair will say is queued (built by the flusher).
+                    path = self._display(h.file_path)
+                    self.events.emit_pair(h.comm, h.pid, "read", path, text=f"read {path}")
+                else:
+                    self._emit(self._file_pair(h, failure=h.failure, removed=removed))
+            self.tree.forget_if_unused(node)
+
+    # -- handlers: directories ---------------------------------------------------------------
+
+    @_handler
+    async def opendir(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileHandleT:
+        hn = self._hist(inode)
+        if hn is not None:
+            if not hn.is_dir:
+                raise FUSEError(errno.ENOTDIR)
+            assert self.history is not None
+            comm_, pid = self._ctx_name(ctx)
+            entries = await self.history.listing(hn)
+            return self._history_register(_HistoryHandle(hn, pid, comm_, listing=entries))
+        sn = self._srch(inode)
+        if sn is not None:
+            if not sn.is_dir:
+                raise FUSEError(errno.ENOTDIR)
+            comm_, pid = self._ctx_name(ctx)
+            fh = self._next_fh
+            self._next_fh += 1
+            self._search_handles[fh] = _SearchHandle(sn, pid, comm_)
+            sn.handles += 1
+            return FileHandleT(fh)
+        node = self._node(inode)
+        if not node.is_dir:
+            raise FUSEError(errno.ENOTDIR)
+        comm_, pid = self._ctx_name(ctx)
+        assert node.children is not None
+        # A snapshot, so that readdir offsets stay stable while entries come and go. The
+        # root never lists .history nor .search (asked for by name only: `ls -a`, `grep -r`
+        # skip them).
+        listing = [node.children[k] for k in sorted(node.children)
+                   if node is not self.root or k not in self._reserved]
+        return self._register(_Handle(node, False, pid, comm_, listing=listing))
+
+    @_handler
+    async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
+        hh = self._history_handles.get(fh)
+        if hh is not None:
+            above = self.history.parent_of(hh.node) if self.history is not None else None
+            if not self._reply_dots(token, start_id, hh.node.ino,
+                                    self.root.ino if above is None else above.ino):
+                return
+            entries = hh.listing or []
+            for index in range(max(0, start_id - DOTS), len(entries)):
+                e = entries[index]
+                if not pyfuse3.readdir_reply(token, FileNameT(e.name.encode("utf-8")),
+                                             self._history_attrs(e), DOTS + index + 1):
+                    return
+                e.lookups += 1
+            return
+        sh = self._search_handles.get(fh)
+        if sh is not None:
+            self._reply_dots(token, start_id, sh.node.ino, self.root.ino)
+            return  # no question is listed
+        h = self._handles.get(fh)
+        if h is None or h.listing is None:
+            raise FUSEError(errno.EBADF)
+        node = h.node
+        up = node.parent.ino if node.parent is not None else (
+            self.root_parent_ino or self.root.ino)
+        if not self._reply_dots(token, start_id, node.ino, up):
+            return
+        listing = h.listing
+        for index in range(max(0, start_id - DOTS), len(listing)):
+            child = listing[index]
+            if not child.attached:
+                continue
+            if not pyfuse3.readdir_reply(
+                token, FileNameT(child.name.encode("utf-8")), self._attrs(child),
+                DOTS + index + 1,
+            ):
+                return
+            # pyfuse3 answers READDIRPLUS: each entry counts as a lookup in the kernel.
+            child.lookups += 1
+
+    @_handler
+    async def releasedir(self, fh: FileHandleT) -> None:
+        if fh in self._history_handles:
+            return self._history_release(fh)
+        if fh in self._search_handles:
+            return self._search_release(fh)
+        h = self._handles.pop(fh, None)
+        if h is None:
+            return
+        h.node.handles -= 1
+        if not h.node.handles:
+            # Emptied from elsewhere while it was being listed: the prune skipped it then
+            # (the kernel sends RELEASEDIR after closedir returns, so this is common).
+            self.tree.prune(h.node)
+        n = len(h.listing or ())
+        self._emit(self._pair(
+            h.comm, h.pid, "list", h.file_path,
+            text=f"listed {self._display(h.file_path)}: {n} entr{'y' if n == 1 else 'ies'}"))
+        self.tree.forget_if_unused(h.node)
+
+    async def fsyncdir(self, fh: FileHandleT, datasync: bool) -> None:
+        return None
+
+    @_handler
+    async def mkdir(
+        self, parent_inode: InodeT, name: FileNameT, mode: ModeT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("mkdir", self._history_path(parent_inode, name), ctx=ctx)
+        parent = self._node(parent_inode)
+        comm_, pid = self._ctx_name(ctx)
+        entry = self._entry_path(parent, name)
+        try:
+            self._check_writable()
+            path = self._new_path(parent, name)
+            if self._child(parent, name) is not None:
+                raise _Failure(errno.EEXIST, f"{path} exists")
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "mkdir", entry, failure=f))
+            raise
+        node = self.tree.dir_for(path, pin=True)
+        self._emit(self._pair(
+            comm_, pid, "mkdir", path,
+            text=f"created directory {self._display(path)} (kept in this mount until a file "
+                 "is written into it)"))
+        return self._lookup_reply(node)
+
+    @_handler
+    async def rmdir(
+        self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
+        self._refuse_history("rmdir", self._history_path(parent_inode, name), ctx=ctx)
+        parent = self._node(parent_inode)
+        comm_, pid = self._ctx_name(ctx)
+        node = self._child(parent, name)
+        entry = self._entry_path(parent, name)
+        try:
+            self._check_writable()
+            if node is None:
+                raise _Failure(errno.ENOENT, f"no directory {entry}")
+            if not node.is_dir:
+                raise _Failure(errno.ENOTDIR, f"{entry} is not a directory")
+            if node.children:
+                raise _Failure(errno.ENOTEMPTY, f"{entry} is not empty")
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "rmdir", entry, failure=f))
+            raise
+        self.tree.detach(node, pin_parent=True)
+        self._emit(self._pair(comm_, pid, "rmdir", entry,
+                              text=f"removed directory {self._display(entry)}"))
+
+    @_handler
+    async def unlink(
+        self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
+        self._refuse_history("delete", self._history_path(parent_inode, name), ctx=ctx)
+        parent = self._node(parent_inode)
+        comm_, pid = self._ctx_name(ctx)
+        entry = self._entry_path(parent, name)
+        try:
+            async with self._directory_change() as deadline:
+                self._check_writable()
+                node = self._child(parent, name)
+                if node is None:
+                    raise _Failure(errno.ENOENT, f"no file {entry}")
+                if node.is_dir:
+                    raise _Failure(errno.EISDIR, f"{entry} is a directory")
+                recorded = False
+                if node.memory is None:
+                    pair = self._pair(comm_, pid, "delete", entry,
+                                      text=f"deleted {self._display(entry)} (it was never saved)")
+                else:
+                    pair = self._pair(comm_, pid, "delete", entry, memory_id=node.memory.id,
+                                      text=f"deleted {self._display(entry)}")
+                    await self._events_in_order(deadline)
+                    try:
+                        await self._call_by(deadline, self.store.delete_path, self.store_id,
+                                            node.path, actor=self.actor, events=pair)
+                        recorded = True
+                        self._history_saw("delete", node.memory.id, node.path)
+                    except errors.NotFound:
+                        pass  # deleted elsewhere meanwhile: the file is gone either way
+                    except errors.MemfsError as e:
+                        raise _Failure.of(e) from None
+                self.tree.detach(node, pin_parent=True)
+                (self._logged if recorded else self._emit)(pair)
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "delete", entry, failure=f))
+            raise
+
+    @_handler
+    async def rename(
+        self,
+        parent_inode_old: InodeT,
+        name_old: FileNameT,
+        parent_inode_new: InodeT,
+        name_new: FileNameT,
+        flags: FlagT,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        if self._history_path(parent_inode_old, name_old) is not None or \
+                self._history_path(parent_inode_new, name_new) is not None:
+            self._refuse_history("rename", *(
+                self._history_path(p, n) or self._entry_path(self._node(p), n)
+                for p, n in ((parent_inode_old, name_old), (parent_inode_new, name_new))),
+                ctx=ctx)
+        old_parent = self._node(parent_inode_old)
+        new_parent = self._node(parent_inode_new)
+        comm_, pid = self._ctx_name(ctx)
+        old_entry = self._entry_path(old_parent, name_old)
+        new_entry = self._entry_path(new_parent, name_new)
+
+        def pair(memory: WrittenVersion | None = None) -> list[dict[str, Any]] | None:
+            return self._pair(
+                comm_, pid, "rename", old_entry, new_path=new_entry, memory=memory,
+                text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}")
+
+        try:
+            async with self._directory_change() as deadline:
+                src = self._child(old_parent, name_old)
+                events, recorded = await self._rename(src, old_entry, new_parent, name_new,
+                                                      flags, pair, deadline)
+        except _Failure as f:
+            self._emit(self._pair(comm_, pid, "rename", old_entry, new_path=new_entry,
+                                  failure=f))
+            raise
+        (self._logged if recorded else self._emit)(events)
+
+    async def _rename(
+        self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
+        """Rename under the mutex, waiting for the database until ``deadline``; returns the
+        events and whether the store recorded them."""
+        self._check_writable()
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
+        if src is None:
+            raise _Failure(errno.ENOENT, f"no such file {old_path}")
+        new_path = self._new_path(new_parent, name_new)
+        if new_path == old_path:
+            return pair(src.memory), False
+        dst = self._child(new_parent, name_new)
+        if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
+            raise _Failure(errno.EEXIST, f"{new_path} exists")
+        if src.is_dir:
+            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair,
+                                          deadline)
+        if dst is not None and dst.is_dir:
+            raise _Failure(errno.EISDIR, f"{new_path} is a directory")
+        events = pair(None)
+        gen = src.gen
+        await self._events_in_order(deadline)
+        try:
+            if src.memory is None:
+                # Never committed (a new file not closed yet): its content becomes the
+                # content at the new path in one write, over the memory there if any.
+                data = bytes(await self._data(src))
+                moved = await self._call_by(deadline, self.store.write_path, self.store_id,
+                                            new_path, data, actor=self.actor, events=events)
+                if src.gen == gen:
+                    src.dirty = False
+            else:
+                moved = await self._call_by(
+                    deadline, self.store.rename_path, self.store_id, old_path, new_path,
+                    actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
+                    events=events)
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        # Whatever holds the new name now (also one made while the store worked) is renamed
+        # over: open descriptors keep its content, its unsaved data is never saved.
+        dst = self._child(new_parent, name_new)
+        if dst is not None and dst is not src:
+            dst.dirty = False
+            self.tree.detach(dst)
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
+        self.tree.set_memory(src, moved, moved.seq)
+        self._history_saw("put", moved.id, new_path, old_path)
+        return events, True
+
+    async def _rename_dir(
+        self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
+        if dst is not None:
+            if not dst.is_dir:
+                raise _Failure(errno.ENOTDIR, f"{new_path} is not a directory")
+            if dst.children:
+                raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
+        events = pair(None)
+        await self._events_in_order(deadline)
+        try:
+            moved = await self._call_by(
+                deadline, self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
+                actor=self.actor, events=events)
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
+        if dst is not None and dst is not src:
+            self.tree.detach(dst)
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
+        for m in moved:
+            node = self.tree.by_memory.get(m.id)
+            if node is not None and node.path == m.path:
+                self.tree.set_memory(node, m, m.seq)
+            else:
+                self.tree.attach_memory(m, m.seq)  # one this mount had not seen yet
+        if self.search is not None:
+            self.search.changed()
+        return events, True
+
+    # -- handlers: refused node types -------------------------------------------------------
+
+    async def symlink(
+        self, parent_inode: InodeT, name: FileNameT, target: FileNameT,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("symlink", self._history_path(parent_inode, name), ctx=ctx)
+        self._refuse_if_read_only(
+            "symlink", self._entry_path(self._node(parent_inode), name), ctx)
+        raise FUSEError(errno.EPERM)
+
+    async def link(
+        self, inode: InodeT, new_parent_inode: InodeT, new_name: FileNameT,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("link", self._history_path(new_parent_inode, new_name), ctx=ctx)
+        self._refuse_if_read_only(
+            "link", self._entry_path(self._node(new_parent_inode), new_name), ctx)
+        raise FUSEError(errno.EPERM)
+
+    async def mknod(
+        self, parent_inode: InodeT, name: FileNameT, mode: ModeT, rdev: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        self._refuse_history("mknod", self._history_path(parent_inode, name), ctx=ctx)
+        self._refuse_if_read_only(
+            "mknod", self._entry_path(self._node(parent_inode), name), ctx)
+        raise FUSEError(errno.EPERM)
+
+    async def readlink(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileNameT:
+        raise FUSEError(errno.EINVAL)
+
+    # -- handlers: filesystem and xattrs ------------------------------------------------------
+
+    @_handler
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        lim = self.store.limits
+        live = await self._call(self.store.count_memories, self.store_id)
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = data.f_frsize = _BLOCK
+        data.f_blocks = lim.max_memories * lim.max_content_bytes // _BLOCK
+        used = sum(n.size for n in self.tree.by_memory.values() if n.attached) // _BLOCK
+        data.f_bfree = data.f_bavail = max(0, data.f_blocks - used)
+        data.f_files = lim.max_memories
+        data.f_ffree = data.f_favail = max(0, lim.max_memories - live)
+        data.f_namemax = NAME_MAX
+        return data
+
+    @_handler
+    async def getxattr(
+        self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
+    ) -> bytes:
+        hn = self._hist(inode)
+        if hn is not None:
+            assert self.history is not None
+            await self.history.refresh(hn)
+            value = version_xattrs(hn.version).get(name) if hn.version is not None else None
+            if value is None:
+                raise FUSEError(pyfuse3.ENOATTR)
+            return value
+        sn = self._srch(inode)
+        if sn is not None:
+            value = None
+            if not sn.is_dir and name.startswith(b"user.memfs.search."):
+                value = (await self._search_answer(sn, ctx, latest=True)).xattrs().get(name)
+            if value is None:
+                raise FUSEError(pyfuse3.ENOATTR)
+            return value
+        node = self._node(inode)
+        m = node.memory
+        if m is not None and not node.is_dir and name == XATTR_REDACTED:
+            redacted = self._redacted(m)
+            if redacted is not None:
+                return redacted
+        if m is None or node.is_dir or name not in XATTRS:
+            raise FUSEError(pyfuse3.ENOATTR)
+        if name == XATTRS[0]:
+            return m.id.encode()
+        if name == XATTRS[1]:
+            return m.memory_version_id.encode()
+        return m.content_sha256.encode()
+
+    @_handler
+    async def listxattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
+        hn = self._hist(inode)
+        if hn is not None:
+            assert self.history is not None
+            await self.history.refresh(hn)
+            names = version_xattrs(hn.version) if hn.version is not None else {}
+            return [XAttrNameT(n) for n in names]
+        sn = self._srch(inode)
+        if sn is not None:
+            if sn.is_dir:
+                return []
+            answer = await self._search_answer(sn, ctx, latest=True)
+            return [XAttrNameT(n) for n in answer.xattrs()]
+        node = self._node(inode)
+        if node.is_dir or node.memory is None:
+            return []
+        redacted = [XATTR_REDACTED] if self._redacted(node.memory) is not None else []
+        return [XAttrNameT(n) for n in (*XATTRS, *redacted)]
+
+    def _redacted(self, m: FileState) -> bytes | None:
+        """When the version a file shows was redacted (a time-travel mount's store knows:
+        :meth:`memfs.snapshot.SnapshotStore.redacted_at`, a lookup in memory); None for a
+        live store, whose files always show a memory's head, which cannot be redacted."""
+        redacted_at = getattr(self.store, "redacted_at", None)
+        at = redacted_at(m.memory_version_id) if redacted_at is not None else None
+        return at.encode() if at else None
+
+    async def setxattr(
+        self, inode: InodeT, name: XAttrNameT, value: bytes, ctx: pyfuse3.RequestContext
+    ) -> None:
+        hn = self._hist(inode)
+        if hn is not None:
+            self._refuse_history("setxattr", hn.display, ctx=ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            self._refuse_history("setxattr", sn.display, ctx=ctx)
+        self._refuse_if_read_only("setxattr", self._node(inode).path, ctx)
+        # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
+        raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
+
+    async def removexattr(
+        self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
+        hn = self._hist(inode)
+        if hn is not None:
+            self._refuse_history("removexattr", hn.display, ctx=ctx)
+        sn = self._srch(inode)
+        if sn is not None:
+            self._refuse_history("removexattr", sn.display, ctx=ctx)
+        self._refuse_if_read_only("removexattr", self._node(inode).path, ctx)
+        raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
