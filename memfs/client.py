@@ -78,7 +78,7 @@ TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 #: few seconds).
 STREAM_READ_TIMEOUT = 20.0
 
-#: ``details.error_code`` of a 400 -> the exact error class (see memfs.api.ERRORS).
+#: ``details.error_code`` of a 400 -> the exact error class (see memfs.api.errortable.ERRORS).
 ERROR_CODES: dict[str, type[errors.InvalidRequest]] = {
     "path_too_long": errors.PathTooLong,
     "path_encoding": errors.PathEncoding,

@@ -7,12 +7,12 @@ stderr, the way Jupyter prints its token, so ``memfs serve`` works at once witho
 serving an open API.
 
 Hostile or broken clients (issues 8 and 19): every connection is bounded. A request body has
-:data:`memfs.api.BODY_IDLE_SECONDS` between bytes, and past its first
-:data:`memfs.api.BODY_GRACE_SECONDS` must average :data:`memfs.api.MIN_BODY_RATE` bytes/s (then
-408, connection closed); at most half the connections may be reading a body at once, and one
-client address or API key only a few of them (:mod:`memfs.uploads`: 429, or 503, at once, the
-body unread), so slow uploads never take the connections new clients need; a connection
-without a request in progress, or still sending its headers, is closed after
+:data:`memfs.api.body.BODY_IDLE_SECONDS` between bytes, and past its first
+:data:`~memfs.api.body.BODY_GRACE_SECONDS` must average :data:`~memfs.api.body.MIN_BODY_RATE`
+bytes/s (then 408, connection closed); at most half the connections may be reading a body at
+once, and one client address or API key only a few of them (:mod:`memfs.uploads`: 429, or
+503, at once, the body unread), so slow uploads never take the connections new clients need; a
+connection without a request in progress, or still sending its headers, is closed after
 :data:`KEEP_ALIVE_SECONDS`; headers are at most :data:`MAX_HEADER_BYTES` (431). The server raises
 its file-descriptor limit to the hard limit and accepts at most that many connections less
 :data:`FD_RESERVE` (kept for the database and worker threads): past it, new clients wait in the

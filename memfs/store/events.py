@@ -164,7 +164,7 @@ class EventsPart(SessionsPart):
     def event_marks(self, after: int | None) -> tuple[int, dict[str, int]]:
         """The newest event seq of the database and, per session with events above ``after``,
         its newest seq (``after`` None: the position only). One call serves every live event
-        stream of a server (:class:`memfs.api.EventHub`)."""
+        stream of a server (:class:`memfs.api.streams.EventHub`)."""
         with self._read() as c:
             last = int(c.execute("SELECT max(seq) FROM events").fetchone()[0] or 0)
             if after is None or last <= after:

@@ -114,7 +114,7 @@ def test_an_unrenderable_result_is_a_500_envelope(client, store, monkeypatch):
 
 
 async def test_a_stalled_body_is_a_408_envelope(store, monkeypatch):
-    monkeypatch.setattr(api, "BODY_IDLE_SECONDS", 0.1)
+    monkeypatch.setattr(api.body, "BODY_IDLE_SECONDS", 0.1)
     app = create_app(store, [KEY])
     scope = {"type": "http", "method": "POST", "path": "/v1/sessions",
              "raw_path": b"/v1/sessions", "query_string": b"",

@@ -322,13 +322,13 @@ async def test_the_next_batch_goes_on_when_a_waiting_request_is_cancelled_as_it_
 def counting_threads(monkeypatch) -> list[object]:
     """The calls the API hands to a worker thread from now on."""
     calls: list[object] = []
-    run_sync = api.anyio.to_thread.run_sync
+    run_sync = api.call.anyio.to_thread.run_sync
 
     async def spy(fn, *args, **kwargs):
         calls.append(fn)
         return await run_sync(fn, *args, **kwargs)
 
-    monkeypatch.setattr(api.anyio.to_thread, "run_sync", spy)
+    monkeypatch.setattr(api.call.anyio.to_thread, "run_sync", spy)
     return calls
 
 

@@ -251,7 +251,7 @@ async def _call(app, method, path, chunks, *, stall=False):
 
 
 async def test_a_stalled_body_is_a_408(store, monkeypatch):
-    monkeypatch.setattr(api, "BODY_IDLE_SECONDS", 0.2)
+    monkeypatch.setattr(api.body, "BODY_IDLE_SECONDS", 0.2)
     app = create_app(store, [KEY])
     with trio.fail_after(5):
         status, headers, body = await _call(app, "POST", "/v1/memory_stores", [b'{"na'],
@@ -265,8 +265,8 @@ async def test_a_stalled_body_is_a_408(store, monkeypatch):
 
 async def test_a_dripping_body_is_a_408(store, monkeypatch):
     """A byte now and then resets no clock: the whole body has a deadline too."""
-    monkeypatch.setattr(api, "BODY_IDLE_SECONDS", 0.2)
-    monkeypatch.setattr(api, "BODY_TOTAL_SECONDS", 0.5)
+    monkeypatch.setattr(api.body, "BODY_IDLE_SECONDS", 0.2)
+    monkeypatch.setattr(api.body, "BODY_TOTAL_SECONDS", 0.5)
     app = create_app(store, [KEY])
 
     chunks = iter([b"{"] + [b" "] * 1000)
@@ -485,8 +485,8 @@ async def test_a_body_slower_than_the_minimum_rate_is_a_408(store, monkeypatch):
     """A byte every 50 ms never trips the idle limit, and the whole body's limit is a minute
     away: the minimum rate past the grace period cuts it (issue 19: 1 byte/s held a
     connection for the whole minute)."""
-    monkeypatch.setattr(api, "BODY_GRACE_SECONDS", 0.3)
-    monkeypatch.setattr(api, "MIN_BODY_RATE", 100)
+    monkeypatch.setattr(api.body, "BODY_GRACE_SECONDS", 0.3)
+    monkeypatch.setattr(api.body, "MIN_BODY_RATE", 100)
     app = create_app(store, [KEY])
     chunks = iter([b"{"] + [b" "] * 1000)
     sent = []

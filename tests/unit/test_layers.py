@@ -29,8 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     # recall: the search and the indexer over the store's tables (memfs.recall), below it.
     "store": {"database", "pgdatabase", "revert", "restore", "recall", "rules", "errors",
               "models"},
-    # The declared shapes of the API's inputs, and the bounds on unfinished uploads.
-    "apispec": {"rules", "errors"},
+    # The bounds on unfinished uploads (the API's and the Console's body reader).
     "uploads": {"errors"},
     # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
     # background services, a session's filesystem): stores only through StoreAPI.
@@ -48,6 +47,10 @@ ALLOWED: dict[str, set[str]] = {
     # words mark a question's words in a snippet.
     "console": {"protocol", "store", "sessions", "errors", "models", "rules", "transfer",
                 "recall"},
+    # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
+    # dreams and the Console only when an app is made (create_app), never the filesystem.
+    "api": {"store", "transfer", "dbwatch", "health", "uploads", "dreams", "console", "rules",
+            "errors", "models"},
 }
 
 
@@ -143,6 +146,28 @@ def test_each_part_of_the_store_builds_only_on_those_before_it() -> None:
                     and node.level == 1 for a in node.names}
         later = siblings - set(STORE_ORDER[:i])
         assert not later, f"memfs.store.{name} imports {sorted(later)}, which build on it"
+
+
+#: memfs.api's modules, in the order they build on each other (memfs/api/__init__.py): the
+#: plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the streams),
+#: the resources, then the route table, its OpenAPI document and the app.
+API_ORDER = ["spec", "errortable", "body", "batching", "call", "auth", "streams", "stores",
+             "mounts", "memories", "versions", "agents", "sessions", "dreams", "archive",
+             "search", "routes", "openapi", "app"]
+
+
+def test_each_module_of_the_api_builds_only_on_those_before_it() -> None:
+    api = PACKAGE / "api"
+    assert sorted(p.stem for p in api.glob("*.py")) == sorted([*API_ORDER, "__init__"])
+    for i, name in enumerate(API_ORDER):
+        tree = ast.parse((api / f"{name}.py").read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        siblings = {node.module.split(".")[0] if node.module else a.name
+                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.level == 1 and id(node) not in typing_only for a in node.names}
+        later = siblings - set(API_ORDER[:i])
+        assert not later, f"memfs.api.{name} imports {sorted(later)}, which build on it"
 
 
 #: memfs.cli's modules, in the order they build on each other (memfs/cli/__init__.py): the

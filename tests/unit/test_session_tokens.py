@@ -353,7 +353,7 @@ async def test_a_token_s_stream_ends_once_the_token_is_no_longer_valid(
     import httpx
     import trio
 
-    monkeypatch.setattr(api, "GRANT_RECHECK_SECONDS", 0.2)
+    monkeypatch.setattr(api.streams, "GRANT_RECHECK_SECONDS", 0.2)
     url = (f"/v1/memory_stores/{world['a']}/changes/stream" if stream == "changes"
            else f"/v1/sessions/{world['s']}/events/stream")
     transport = httpx.ASGITransport(app=create_app(store, [KEY]))

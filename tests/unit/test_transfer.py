@@ -711,7 +711,7 @@ def test_api_hostile_imports(client, store, monkeypatch):
     assert_error(client.post("/v1/memfs/import?partial=maybe", content=archive), 400)
     assert_error(client.post("/v1/memfs/import?into=nothing", content=archive), 404)
     assert_error(client.post("/v1/memfs/import?name=A&into=Notes", content=archive), 400)
-    monkeypatch.setattr(api, "MAX_IMPORT_BYTES", 100)
+    monkeypatch.setattr(api.archive, "MAX_IMPORT_BYTES", 100)
     assert_error(client.post("/v1/memfs/import", content=archive), 413)
     assert count_rows(store) == before
     assert_error(client.get("/v1/memory_stores/memstore_nope/memfs/export"), 404)

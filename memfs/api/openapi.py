@@ -1,5 +1,5 @@
 """``/openapi.json``: the OpenAPI 3.1 description of the API, made from the route table
-(:data:`memfs.api.OPS`) and its declared inputs (:mod:`memfs.apispec`), and the component
+(:data:`memfs.api.routes.OPS`) and its declared inputs (:mod:`memfs.api.spec`), and the component
 schemas of its answers (:data:`SCHEMAS`)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import apispec
+from . import spec
 
 if TYPE_CHECKING:
-    from .api import Op
+    from .routes import Op
 
 
 def _obj(props: dict[str, Any], required: Iterable[str] | None = None) -> dict[str, Any]:
@@ -176,7 +176,7 @@ SCHEMAS: dict[str, Any] = {
 
 def _error_schema(table: Iterable[tuple[Any, int, str, str | None]]) -> dict[str, Any]:
     """The error envelope, with every ``error.type`` and ``details.error_code`` of the API's
-    table of errors (:data:`memfs.api.ERRORS`)."""
+    table of errors (:data:`memfs.api.errortable.ERRORS`)."""
     rows = list(table)
     return _obj({
         "type": {"const": "error"},
@@ -190,12 +190,12 @@ def _error_schema(table: Iterable[tuple[Any, int, str, str | None]]) -> dict[str
 _PING = _obj({"type": {"const": "ping"}})
 #: What the SSE answers send: the data of each event, by its name (``event:``).
 STREAMS = {
-    "EventStream": apispec.Stream(
+    "EventStream": spec.Stream(
         {"<event type>": _ref("Event"), "ping": _PING},
         "SSE: frames 'event: <the event's type>', 'id: <event id>', 'data: <Event JSON>'; "
         "'event: ping' keepalives; ends after session.deleted or "
         "session.status_terminated"),
-    "ChangeStream": apispec.Stream(
+    "ChangeStream": spec.Stream(
         {"memfs.change": _ref("Change"),
          "memfs.reset": _obj({"type": {"const": "memfs.reset"}, "last_seq": _I}),
          "ping": _obj({"type": {"const": "ping"}, "last_seq": _I})},
@@ -243,7 +243,7 @@ def _document(ops: tuple[Op, ...], errors: tuple[tuple[Any, int, str, str | None
               session_header: str) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for op in ops:
-        paths.setdefault(op.path, {})[op.method.lower()] = apispec.operation(
+        paths.setdefault(op.path, {})[op.method.lower()] = spec.operation(
             operation_id=op.handler.__name__,
             summary=f"memfs extension: {op.sdk}" if op.extension
             else f"SDK: client.beta.{op.sdk}",

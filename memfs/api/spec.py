@@ -25,8 +25,8 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import QueryParams
 
-from . import errors
-from .rules import parse_int
+from .. import errors
+from ..rules import parse_int
 
 #: The JSON Schema types a value may be declared with.
 TYPES = ("string", "integer", "number", "boolean", "object", "array")

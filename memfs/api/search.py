@@ -1,4 +1,4 @@
-"""The recall endpoints of the HTTP API (memfs extensions; :mod:`memfs.api` routes them):
+"""The recall endpoints of the HTTP API (memfs extensions; :mod:`memfs.api.routes` routes them):
 
 - ``GET /v1/memory_stores/{id}/memfs/search?query=&limit=&path_prefix=&min_score=``: the
   store's memories that answer a question best, by their words and their meaning
@@ -13,7 +13,7 @@ values (an empty question, a limit of 0 or 101, a prefix without its ``/``, a sc
 alone, and its ``note`` says why.
 
 A session token may search the stores its session has attached (read access is enough);
-another store is a 404 like an unknown one (:func:`memfs.api._authorize`). Its status says
+another store is a 404 like an unknown one (:func:`memfs.api.auth._authorize`). Its status says
 that an indexer is at work (``indexing``: ``"an indexer"``), not which host and process.
 """
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .apispec import integer, number, string
+from .spec import integer, number, string
 
 if TYPE_CHECKING:
-    from .api import Call
+    from .call import Call
 
 __all__ = ["SEARCH_QUERY", "search_memories", "search_status"]
 

@@ -1,0 +1,174 @@
+"""The ASGI app (:func:`create_app`): the route table made Starlette routes, each endpoint's
+net (every failure leaves through :data:`~memfs.api.errortable.ERRORS`), HEAD, and the split
+between the API, the health probes and the Console."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .. import errors
+from ..health import PATHS as HEALTH_PATHS
+from ..health import Health
+from ..store import Store
+from ..uploads import Uploads
+from . import spec
+from .auth import SESSION_HEADER, _authorize, _Gate
+from .batching import WriteBatcher
+from .body import _body_chunks, _read_body, _read_json
+from .call import Call
+from .errortable import ERRORS, MethodNotAllowed, error_body, error_response
+from .routes import OPS, Op
+from .streams import ChangeHub, EventHub
+
+log = logging.getLogger("memfs.api")  # the API's one logger, whichever module logs
+
+
+def _endpoint(
+    op: Op, store: Store, hub: ChangeHub, events: EventHub, writes: WriteBatcher
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            grant = getattr(request.state, "grant", None)
+            if grant is not None:
+                try:
+                    _authorize(op, grant, request)
+                except errors.MemfsError as e:
+                    log.info("refused a session token of %s: %s", grant.session_id, e.message)
+                    raise
+            query = spec.Query(request.query_params, op.query,
+                                  raw=request.scope.get("query_string", b""))
+            body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
+                                                                                   op.body)
+            result = await op.handler(Call(request, store, body, query, hub, events, writes))
+            if isinstance(result, Response):
+                return result
+            if hasattr(result, "to_dict"):
+                result = result.to_dict()
+            return JSONResponse(result)  # rendering can fail too: inside the net
+        except Exception as e:  # every failure leaves through ERRORS
+            if not isinstance(e, errors.MemfsError):
+                log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(e, request.state.request_id)
+
+    endpoint.__name__ = op.handler.__name__
+    return endpoint
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Unrouted requests: an unknown path is 404, a known path with another method 405."""
+    assert isinstance(exc, HTTPException)
+    err: errors.MemfsError
+    if exc.status_code == 405:
+        err = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
+    elif exc.status_code == 404:
+        err = errors.NotFound(f"no endpoint {request.method} {request.url.path}")
+    else:
+        err = errors.InvalidRequest(str(exc.detail))
+    response = error_response(err, request.state.request_id)
+    response.headers.update(exc.headers or {})  # a 405's Allow (RFC 9110 §15.5.6)
+    return response
+
+
+async def _head(get: Callable[[Request], Awaitable[Response]], request: Request) -> Response:
+    """HEAD: the GET answer's status and headers (the server sends no body). A stream is
+    not started: its generator is closed at once."""
+    response = await get(request)
+    if isinstance(response, StreamingResponse):
+        iterator = response.body_iterator
+        if hasattr(iterator, "aclose"):
+            await iterator.aclose()
+        head = Response(status_code=response.status_code, headers=dict(response.headers))
+        del head.headers["content-length"]  # unknown, as for the GET
+        return head
+    return response
+
+
+def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None = None,
+               console: bool = True, dreams: bool = True,
+               only_session: str | None = None) -> ASGIApp:
+    """The ASGI app serving ``store`` to holders of ``api_keys`` and of its sessions' tokens
+    (a credential is needed to call anything but ``/openapi.json``). ``uploads`` bounds the
+    request bodies read at once (``memfs serve``: half its connections; default
+    :class:`Uploads`' own). ``console``: serve the Console too (else its paths are 404s);
+    ``dreams``: run the dream sweeper while serving (:mod:`memfs.sessionapi`, the API of one
+    session for its commands, wants neither). ``only_session``: the tokens of that session
+    are the only ones let in (the API of one session)."""
+    hub = ChangeHub(store, watch_db=True)
+    events = EventHub(store)
+    writes = WriteBatcher(store)
+    routes: dict[str, list[Op]] = {}
+    for op in OPS:
+        routes.setdefault(op.path, []).append(op)
+    starlette_routes = []
+    for path, ops in routes.items():
+        by_method = {op.method: _endpoint(op, store, hub, events, writes)
+                     for op in ops}
+
+        async def dispatch(
+            request: Request,
+            by_method: dict[str, Callable[[Request], Awaitable[Response]]] = by_method,
+        ) -> Response:
+            if request.method == "HEAD":  # Starlette routes HEAD wherever GET is
+                return await _head(by_method["GET"], request)
+            return await by_method[request.method](request)
+
+        starlette_routes.append(Route(path, dispatch, methods=list(by_method)))
+    starlette_routes.append(
+        Route("/openapi.json", lambda request: JSONResponse(openapi()), methods=["GET"])
+    )
+    from ..dreams import lifespan
+
+    app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
+                    lifespan=partial(lifespan, store) if dreams else None)
+    keys = list(api_keys)
+    gate = _Gate(app, keys, store, only_session)
+    if not console:  # every other path: the API's own 404
+        return _Split(gate, gate, Health(store), uploads or Uploads())
+    from ..console import create_console  # Jinja2 and markdown-it: only when served
+
+    web = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
+                         changes=hub, read_body=_read_body, body_chunks=_body_chunks,
+                         error_headers=lambda e: error_body(e, "")[2])
+    return _Split(gate, web, Health(store), uploads or Uploads())
+
+
+class _Split:
+    """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), ``/healthz`` and
+    ``/readyz`` to the health probes (no key: :mod:`memfs.health`), every other path to the
+    Console, which signs people in itself."""
+
+    def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp,
+                 uploads: Uploads) -> None:
+        self.api = api
+        self.console = console
+        self.health = health
+        self.uploads = uploads
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http":  # for the body reader (_body_chunks), API and Console
+            scope.setdefault("state", {})["uploads"] = self.uploads
+        if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
+                "/v1", "/openapi.json"):
+            await self.api(scope, receive, send)
+        elif scope["type"] == "http" and path in HEALTH_PATHS:
+            await self.health(scope, receive, send)
+        else:
+            await self.console(scope, receive, send)
+
+
+def openapi() -> dict[str, Any]:
+    """``/openapi.json``: :data:`OPS` with their declared inputs (:mod:`memfs.openapi`)."""
+    from . import openapi as doc
+
+    return doc.document(OPS, ERRORS, SESSION_HEADER)

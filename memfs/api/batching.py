@@ -1,0 +1,105 @@
+"""Group commit: the API's write requests that arrive together are committed as one
+transaction (:class:`WriteBatcher`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from .. import errors
+from ..store import Store
+
+#: Most writes one group commit of :class:`WriteBatcher` holds.
+BATCH_MAX_CALLS = 64
+
+
+class _Waiting:
+    """One write waiting in a :class:`WriteBatcher`."""
+
+    __slots__ = ("fn", "woken", "lead", "outcome", "done")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.woken = anyio.Event()
+        self.lead = False  # woken to commit the next batch, not with its outcome
+        self.outcome: Any = None
+        self.done = False
+
+
+class WriteBatcher:
+    """Group commit of the API's writes: write requests that arrive while a commit is under way
+    wait, and the next commit takes them all (up to :data:`BATCH_MAX_CALLS`) as one
+    transaction (:meth:`Store.batch`: one lock, one fsync, one worker thread for the lot,
+    each write in a savepoint of its own so a refused one fails alone). Every request is
+    answered after the commit that holds its write.
+
+    No task of its own: the first request to find no commit under way commits a batch (its
+    own write first) and, when it ends, wakes the oldest waiting request to commit the next.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: deque[_Waiting] = deque()
+        self._busy = False
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        me = _Waiting(fn)
+        self._queue.append(me)
+        if self._busy:
+            try:
+                await me.woken.wait()
+            except BaseException:  # cancelled while waiting: its write never ran
+                with contextlib.suppress(ValueError):  # unless a batch took it just now
+                    self._queue.remove(me)
+                if me.lead:
+                    self._next()
+                raise
+        if not me.done:  # this request commits the next batch (its own write first)
+            self._busy = True
+            batch: list[_Waiting] = []
+
+            def take() -> list[Callable[[], Any]]:
+                # In the worker thread, once the write lock is held (another process's commit
+                # may have held it a while): every write queued by then, this one first.
+                n = min(len(self._queue), BATCH_MAX_CALLS)
+                batch.extend(self._queue.popleft() for _ in range(n))
+                return [w.fn for w in batch]
+
+            outcomes: list[Any] = []
+            try:
+                # Shielded: the batch holds other requests' writes, so this request being
+                # cancelled (its client gone) must not stop it before or while it commits.
+                with anyio.CancelScope(shield=True):
+                    outcomes = await anyio.to_thread.run_sync(self.store.batch, take)
+            except Exception as e:  # a bug: every request of the batch answers with it
+                if not batch:
+                    take()
+                outcomes = [e] * len(batch)
+                raise
+            finally:
+                if not batch:  # the batch failed before it took its writes
+                    take()
+                if len(outcomes) != len(batch):
+                    outcomes = [errors.StorageError("the write was not committed")] * len(batch)
+                for w, outcome in zip(batch, outcomes, strict=True):
+                    w.outcome, w.done = outcome, True
+                    if w is not me:
+                        w.woken.set()
+                self._next()
+        if isinstance(me.outcome, BaseException):
+            raise me.outcome
+        return me.outcome
+
+    def _next(self) -> None:
+        """Wake the oldest waiting request to commit the next batch, if any."""
+        if self._queue:
+            first = self._queue[0]
+            first.lead = True
+            first.woken.set()
+        else:
+            self._busy = False

@@ -1,0 +1,86 @@
+"""Memories (API.md §2): create, retrieve, update, list, delete."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import errors
+from .auth import _writer
+from .call import _shown, _view
+
+if TYPE_CHECKING:
+    from .call import Call
+
+
+#: Pages of ``memories.list`` (basic view) up to this many read on the event loop
+#: (:meth:`Call.read`); longer ones in a worker thread.
+SHORT_PAGE = 100
+
+
+async def create_memory(c: Call) -> Any:
+    view = _view(c, "basic")
+    m = await c.write(
+        c.store.create_memory, c.p["memory_store_id"], c.body["path"], c.body["content"],
+        actor=await _writer(c),
+    )
+    return _shown(m, view)
+
+
+async def retrieve_memory(c: Call) -> Any:
+    view = _view(c, "full")
+    return await c.read(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
+
+
+def _precondition(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") != "content_sha256":
+        raise errors.InvalidRequest(
+            "precondition must be {'type': 'content_sha256', 'content_sha256': '<hex>'}"
+        )
+    sha = value.get("content_sha256")
+    if not isinstance(sha, str):
+        raise errors.InvalidRequest("precondition.content_sha256 is required")
+    return sha
+
+
+async def update_memory(c: Call) -> Any:
+    view = _view(c, "basic")
+    b = c.body
+    m = await c.write(
+        c.store.update_memory,
+        c.p["memory_store_id"],
+        c.p["memory_id"],
+        content=b.get("content"),
+        path=b.get("path"),
+        precondition_sha256=_precondition(b.get("precondition")),
+        actor=await _writer(c),
+    )
+    return _shown(m, view)
+
+
+async def list_memories(c: Call) -> Any:
+    q = c.q
+    limit, view = q.integer("limit", 20), _view(c, "basic")
+    # A short page of the basic view is a quick read: on the loop; a long one in a thread.
+    short = view == "basic" and limit is not None and limit <= SHORT_PAGE
+    return await (c.read if short else c.run)(
+        c.store.list_memories,
+        c.p["memory_store_id"],
+        path_prefix=q.text("path_prefix"),
+        depth=q.integer("depth", 0),
+        limit=limit,
+        page=q.text("page"),
+        view=view,
+    )
+
+
+async def delete_memory(c: Call) -> Any:
+    await c.write(
+        c.store.delete_memory,
+        c.p["memory_store_id"],
+        c.p["memory_id"],
+        expected_sha256=c.q.text("expected_content_sha256"),
+        actor=await _writer(c),
+    )
+    return {"id": c.p["memory_id"], "type": "memory_deleted"}
