@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""Measure recall: how well memfs finds a memory asked for in other words, and what it costs.
+
+Run it through ``scripts/bench_recall`` (the mount phase needs root and FUSE).
+
+1. **Quality**, on a labelled set (``--set``, default ``scripts/recall/everyday.json``:
+   ``memories`` path -> content, ``questions`` [{"q", "a": [acceptable paths]}]), for
+   ``grep`` (every word of 4+ letters of the question, ``grep -rilF`` over the memories as
+   files, files ranked by how many words they hold, then by path), ``words`` (the store's
+   text index alone), ``meaning`` (the local model alone), ``hybrid`` (both, as memfs ranks
+   them: reciprocal-rank fusion) and ``hybrid-weighted`` (the weighted sum of normalized
+   scores, measured against it). recall@5: the share of questions with an acceptable path in
+   the first 5; MRR: the mean of 1/rank of the first acceptable path in the first 10 (0 when
+   none). The same questions are asked again with the set's memories among --memories
+   memories (the rest: generated 2 kB memories on other subjects).
+2. **Speed** on that store of --memories memories of about 2 kB: the time a
+   :class:`BackgroundIndexer` (what a mount daemon and ``memfs serve`` run) takes to embed them
+   all with the local model; then the latency of --queries searches (p50, p99; the question's
+   embedding included; words-only searches beside them).
+3. **Memory**: the resident memory a process gains by loading the local model and embedding
+   (a fresh interpreter, VmRSS before and after).
+4. **A mount while the indexer works** (``--no-mount`` skips it): a store of --busy-memories
+   unindexed memories of 2 kB mounted with ``MEMFS_EMBEDDINGS=none`` and with ``local`` (its
+   daemon then indexes them in the background), in turns (--rounds each, a fresh copy of the
+   database each time, which goes first alternating); on each, --files files of 2 kB are
+   created, read (warm), overwritten and unlinked. Ratios are speed ratios, indexing vs not
+   (1.0: as fast). A round counts only if the indexer was still at work when it ended. The
+   daemons' RSS is read at the end of each.
+
+Nothing here is a test: run it, read the figures, put them in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from memfs.recall.indexer import BackgroundIndexer  # noqa: E402
+from memfs.store import Store  # noqa: E402
+
+DEFAULT_SET = REPO / "scripts" / "recall" / "everyday.json"
+MEMFS = Path(sys.executable).with_name("memfs")
+METHODS = ("grep", "words", "meaning", "hybrid", "hybrid-weighted")
+#: Subjects of the generated memories: none of the labelled set's.
+FILLER_TOPICS = (
+    "warehouse inventory", "garden irrigation", "chess openings", "bird watching",
+    "tax paperwork", "bicycle repair", "choir rehearsal", "aquarium chemistry",
+    "pottery glazes", "kite design", "train timetables", "beekeeping", "sourdough starters",
+    "telescope alignment", "knitting patterns", "orchestra seating", "mineral collecting",
+    "sailing knots", "origami folds", "crossword clues",
+)
+FILLER_WORDS = (
+    "inventory", "shelf", "pallet", "sprinkler", "valve", "pawn", "bishop", "gambit", "heron",
+    "plumage", "receipt", "deduction", "spoke", "derailleur", "soprano", "tenor", "nitrate",
+    "filter", "kiln", "glaze", "cobalt", "spar", "bridle", "platform", "departure", "hive",
+    "queen", "nectar", "levain", "crumb", "eyepiece", "collimation", "purl", "cable", "viola",
+    "cello", "quartz", "geode", "bowline", "cleat", "crease", "valley", "fold", "across",
+    "down", "clue", "grid", "schedule", "weekly", "monthly", "batch", "count", "measure",
+    "adjust", "replace", "order", "spare", "backup", "label", "drawer", "notebook", "sketch",
+    "record", "compare", "season", "spring", "autumn", "winter", "summer", "morning", "evening",
+)
+
+
+def load_set(path: Path) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return dict(data["memories"]), list(data["questions"])
+
+
+def filler(i: int, size: int = 2000) -> tuple[str, str]:
+    """A generated memory of about ``size`` bytes on a subject of :data:`FILLER_TOPICS`."""
+    rnd = random.Random(i)
+    topic = FILLER_TOPICS[i % len(FILLER_TOPICS)]
+    lines = [f"# Notes on {topic} ({i})", ""]
+    while sum(len(x) + 1 for x in lines) < size:
+        words = rnd.choices(FILLER_WORDS, k=rnd.randint(8, 16))
+        lines.append(f"- {topic}: " + " ".join(words) + ".")
+    slug = topic.replace(" ", "-")
+    return f"/archive/{slug}/note-{i:04d}.md", "\n".join(lines)[:size] + "\n"
+
+
+# -- quality -----------------------------------------------------------------------------------
+
+def grep_rank(root: Path, question: str) -> list[str]:
+    """The generous grep of issue 20: files ranked by how many of the question's words of 4+
+    letters they contain (case-insensitive, fixed strings), then by path."""
+    words = {w for w in "".join(c if c.isalnum() else " " for c in question.lower()).split()
+             if len(w) >= 4}
+    counts: dict[str, int] = {}
+    for w in sorted(words):
+        out = subprocess.run(["grep", "-rilF", "--", w, "."], cwd=root, capture_output=True,
+                             text=True, check=False).stdout
+        for line in out.splitlines():
+            p = "/" + line.removeprefix("./")
+            counts[p] = counts.get(p, 0) + 1
+    return sorted(counts, key=lambda p: (-counts[p], p))
+
+
+def score(ranked: Sequence[str], answers: Sequence[str]) -> tuple[bool, float]:
+    """(an answer in the first 5, 1/rank of the first answer in the first 10 or 0)."""
+    for rank, p in enumerate(ranked[:10], 1):
+        if p in answers:
+            return rank <= 5, 1.0 / rank
+    return False, 0.0
+
+
+def quality(store: Store, sid: str, questions: list[dict[str, Any]],
+            files: Path | None) -> dict[str, dict[str, Any]]:
+    runs: dict[str, Callable[[str], list[str]]] = {
+        "words": lambda q: [h.path for h in store.search(sid, q, channels=("words",)).hits],
+        "meaning": lambda q: [h.path for h in store.search(sid, q, channels=("meaning",)).hits],
+        "hybrid": lambda q: [h.path for h in store.search(sid, q).hits],
+        "hybrid-weighted": lambda q: [h.path for h in
+                                      store.search(sid, q, fusion="weighted").hits],
+    }
+    if files is not None:
+        runs = {"grep": lambda q: grep_rank(files, q), **runs}
+    table: dict[str, dict[str, Any]] = {}
+    for name, rank in runs.items():
+        hits, rr, misses = 0, 0.0, []
+        for q in questions:
+            top5, r = score(rank(q["q"]), q["a"])
+            hits += top5
+            rr += r
+            if not top5:
+                misses.append(q["q"])
+        table[name] = {"recall@5": hits / len(questions), "mrr": rr / len(questions),
+                       "found": hits, "questions": len(questions), "missed": misses}
+    return table
+
+
+def fill(store: Store, sid: str, memories: dict[str, str]) -> None:
+    for path, content in memories.items():
+        store.write_path(sid, path, content, actor=None)
+
+
+def index_in_background(store: Store, sid: str, timeout: float) -> float:
+    """Seconds a BackgroundIndexer takes to embed the whole store."""
+    t0 = time.monotonic()
+    bg = BackgroundIndexer(store, store.embeddings, lambda: [sid]).start()  # type: ignore[arg-type]
+    try:
+        while store.search_status(sid)["indexed"] < store.search_status(sid)["memories"]:
+            if time.monotonic() - t0 > timeout:
+                raise SystemExit(f"not indexed after {timeout:.0f} s: "
+                                 f"{store.search_status(sid)}")
+            time.sleep(0.2)
+        return time.monotonic() - t0
+    finally:
+        bg.stop()
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+
+
+def latencies(store: Store, sid: str, questions: list[str], n: int,
+              channels: tuple[str, ...]) -> dict[str, float]:
+    times = []
+    for i in range(n):
+        q = questions[i % len(questions)]
+        t0 = time.perf_counter()
+        store.search(sid, q, channels=channels)
+        times.append(time.perf_counter() - t0)
+    return {"p50_ms": percentile(times, 50) * 1000, "p99_ms": percentile(times, 99) * 1000,
+            "n": n}
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+_RSS_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS:'):
+            return int(line.split()[1])
+from memfs.recall import embeddings
+from memfs.store import Store
+before = rss()
+p = embeddings.local()
+p.passages(['/notes/a.md\\nThe team meets on Tuesdays at ten.'])
+p.query('when does the team meet', 2.0)
+print(json.dumps({'before_kib': before, 'after_kib': rss()}))
+"""
+
+
+def model_rss() -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", _RSS_PROBE, str(REPO)], capture_output=True,
+                         text=True, check=True).stdout
+    r = json.loads(out)
+    return {"before_mib": r["before_kib"] / 1024, "after_mib": r["after_kib"] / 1024,
+            "added_mib": (r["after_kib"] - r["before_kib"]) / 1024}
+
+
+# -- a mount while the indexer works -------------------------------------------------------------
+
+def _vmrss_mib(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+@contextlib.contextmanager
+def mounted(db: Path, store: str, root: Path, embeddings: str, log: Path) -> Iterator[int]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMFS_URL", "MEMFS_API_KEY")}
+    env.update(MEMFS_DB=str(db), MEMFS_EMBEDDINGS=embeddings)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(MEMFS), "mount", store, str(root)], env=env,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(root):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"memfs mount did not mount: {log.read_text()[-2000:]}")
+            time.sleep(0.02)
+        yield proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if os.path.ismount(root):
+            subprocess.run(["fusermount3", "-uz", str(root)], check=False)
+
+
+def workload(root: Path, files: int) -> dict[str, float]:
+    """ops/s of create+write+close, warm read, overwrite and unlink of ``files`` 2 kB files."""
+    d = root / "bench"
+    d.mkdir()
+    data = [(f"line {i} " * 250)[:2000].encode() for i in range(files)]
+    rates: dict[str, float] = {}
+
+    def timed(name: str, op: Callable[[int], None]) -> None:
+        t0 = time.perf_counter()
+        for i in range(files):
+            op(i)
+        rates[name] = files / (time.perf_counter() - t0)
+
+    def write(i: int) -> None:
+        fd = os.open(d / f"f{i:04d}.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data[i])
+        finally:
+            os.close(fd)
+
+    def read(i: int) -> None:
+        fd = os.open(d / f"f{i:04d}.md", os.O_RDONLY)
+        try:
+            os.read(fd, 65536)
+        finally:
+            os.close(fd)
+
+    timed("create", write)
+    timed("warm read", read)
+    data = [b[::-1] for b in data]
+    timed("overwrite", write)
+    timed("unlink", lambda i: os.unlink(d / f"f{i:04d}.md"))
+    d.rmdir()
+    return rates
+
+
+def mount_while_indexing(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    seed = work / "busy.db"
+    s = Store(seed)
+    sid = s.create_store("busy").id
+    fill(s, sid, dict(filler(i) for i in range(args.busy_memories)))
+    s.close()
+    rows: dict[str, list[dict[str, float]]] = {"none": [], "local": []}
+    rss: dict[str, list[float]] = {"none": [], "local": []}
+    valid = 0
+    for rnd in range(args.rounds):
+        # in turns, each first every other round (the first mount of a round ran slower)
+        for setting in ("none", "local") if rnd % 2 == 0 else ("local", "none"):
+            db = work / f"round-{rnd}-{setting}.db"
+            shutil.copyfile(seed, db)
+            root = work / f"mnt-{rnd}-{setting}"
+            with mounted(db, "busy", root, setting, work / f"mount-{rnd}-{setting}.log") as pid:
+                check = Store(db)
+                check.use_embeddings(setting)
+                if setting == "local":  # the indexer at work before the workload starts
+                    deadline = time.monotonic() + 60
+                    while check.search_status(sid)["indexed"] == 0:
+                        if time.monotonic() > deadline:
+                            raise SystemExit("the mount's indexer did not start in 60 s")
+                        time.sleep(0.1)
+                rows[setting].append(workload(root, args.files))
+                rss[setting].append(_vmrss_mib(pid))
+                if setting == "local":
+                    st = check.search_status(sid)
+                    busy = st["indexed"] < st["memories"]
+                    valid += busy
+                    print(f"  round {rnd + 1}: the indexer had embedded {st['indexed']} of "
+                          f"{st['memories']} at the end of the workload"
+                          + ("" if busy else " (done: this round does not count)"),
+                          file=sys.stderr)
+                check.close()
+    ops = rows["none"][0].keys()
+    med = {k: {op: statistics.median(r[op] for r in v) for op in ops} for k, v in rows.items()}
+    return {"rounds": args.rounds, "valid_rounds": valid, "files": args.files,
+            "busy_memories": args.busy_memories, "ops_per_s": med,
+            "ratio": {op: med["local"][op] / med["none"][op] for op in ops},
+            "daemon_rss_mib": {k: statistics.median(v) for k, v in rss.items()}}
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+def render_quality(title: str, table: dict[str, dict[str, Any]]) -> list[str]:
+    out = [f"### {title}", "", "| method | recall@5 | MRR |", "|---|---|---|"]
+    for name in METHODS:
+        if name in table:
+            r = table[name]
+            out.append(f"| {name} | {r['recall@5']:.3f} ({r['found']}/{r['questions']}) "
+                       f"| {r['mrr']:.3f} |")
+    return [*out, ""]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--set", type=Path, default=DEFAULT_SET, help="the labelled set (JSON)")
+    ap.add_argument("--memories", type=int, default=2000, help="memories of the big store")
+    ap.add_argument("--queries", type=int, default=200, help="searches timed")
+    ap.add_argument("--busy-memories", type=int, default=1500,
+                    help="unindexed memories of the mounted store")
+    ap.add_argument("--files", type=int, default=300, help="files of the mount workload")
+    ap.add_argument("--rounds", type=int, default=2, help="turns of each mount")
+    ap.add_argument("--quality-only", action="store_true", help="only the labelled set")
+    ap.add_argument("--no-mount", action="store_true", help="skip the mount phase")
+    ap.add_argument("--json", type=Path, help="write the figures to this file too")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args(argv)
+    memories, questions = load_set(args.set)
+    if args.memories < len(memories):
+        ap.error(f"--memories must be at least the set's {len(memories)}")
+    report: dict[str, Any] = {"set": str(args.set), "memories": len(memories),
+                              "questions": len(questions)}
+    lines = [f"# Recall, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs", "",
+             f"Labelled set: {args.set.name}, {len(memories)} memories, "
+             f"{len(questions)} questions.", ""]
+    work = Path(tempfile.mkdtemp(prefix="memfs-bench-recall-"))
+    try:
+        files = work / "files"
+        for path, content in memories.items():
+            (files / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (files / path.lstrip("/")).write_text(content, encoding="utf-8")
+        store = Store(work / "set.db")
+        store.use_embeddings("local")
+        sid = store.create_store("set").id
+        fill(store, sid, memories)
+        index_in_background(store, sid, 600)
+        report["quality"] = quality(store, sid, questions, files)
+        lines += render_quality(f"The labelled set alone ({len(memories)} memories)",
+                                report["quality"])
+        store.close()
+        print("\n".join(lines), flush=True)
+        lines = []
+        if not args.quality_only:
+            big = Store(work / "big.db")
+            big.use_embeddings("local")
+            bid = big.create_store("big").id
+            fill(big, bid, memories)
+            fill(big, bid, dict(filler(i) for i in range(args.memories - len(memories))))
+            secs = index_in_background(big, bid, 1800)
+            report["index_seconds"] = secs
+            report["big_quality"] = quality(big, bid, questions, None)
+            qs = [q["q"] for q in questions]
+            report["latency"] = {"hybrid": latencies(big, bid, qs, args.queries,
+                                                     ("words", "meaning")),
+                                 "words": latencies(big, bid, qs, args.queries, ("words",))}
+            big.close()
+            report["model_rss"] = model_rss()
+            lat = report["latency"]
+            lines += render_quality(f"Among {args.memories} memories", report["big_quality"])
+            lines += [f"### Speed at {args.memories} memories of ~2 kB", "",
+                      f"- indexed by meaning in the background in {secs:.0f} s "
+                      f"({secs / 60:.1f} min, {secs / args.memories * 1000:.0f} ms a memory)",
+                      f"- search, hybrid (question embedded): p50 "
+                      f"{lat['hybrid']['p50_ms']:.1f} ms, p99 {lat['hybrid']['p99_ms']:.1f} ms "
+                      f"({args.queries} searches)",
+                      f"- search, words only: p50 {lat['words']['p50_ms']:.1f} ms, p99 "
+                      f"{lat['words']['p99_ms']:.1f} ms",
+                      f"- the local model adds {report['model_rss']['added_mib']:.0f} MiB of "
+                      f"RSS to a process ({report['model_rss']['before_mib']:.0f} -> "
+                      f"{report['model_rss']['after_mib']:.0f} MiB)", ""]
+            print("\n".join(lines), flush=True)
+            lines = []
+            if not args.no_mount:
+                m = mount_while_indexing(work, args)
+                report["mount"] = m
+                lines += [f"### A mount while its daemon indexes {m['busy_memories']} memories "
+                          f"({m['files']} files, median of {m['rounds']} rounds, "
+                          f"{m['valid_rounds']} with the indexer at work throughout)", "",
+                          "| operation | indexer off (ops/s) | indexing (ops/s) | ratio |",
+                          "|---|---|---|---|"]
+                for op, r in m["ratio"].items():
+                    lines.append(f"| {op} | {m['ops_per_s']['none'][op]:.0f} | "
+                                 f"{m['ops_per_s']['local'][op]:.0f} | {r:.2f} |")
+                lines += ["", f"- the daemon's RSS: {m['daemon_rss_mib']['none']:.0f} MiB "
+                          f"indexer off, {m['daemon_rss_mib']['local']:.0f} MiB indexing", ""]
+                print("\n".join(lines), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    finally:
+        if args.keep:
+            print(f"kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
