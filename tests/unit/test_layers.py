@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import memfs
 
 PACKAGE = Path(memfs.__file__).parent
@@ -130,82 +132,42 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
         client.close()
 
 
-#: memfs.store's modules, in the order they build on each other (memfs/store/__init__.py):
-#: plain functions first, then the parts of the Store class, each over the one before it.
-STORE_ORDER = ["common", "paging", "schema", "rows", "opening", "base", "stores", "memories",
-               "versions", "sessions", "events", "undo", "dreams", "archive", "search"]
+#: Each package's modules, in the order they build on each other (as its __init__ says): a
+#: module may import only those before it (imports for type checking alone do not count).
+ORDER: dict[str, list[str]] = {
+    # Plain functions first, then the parts of the Store class, each over the one before it.
+    "store": ["common", "paging", "schema", "rows", "opening", "base", "stores", "memories",
+              "versions", "sessions", "events", "undo", "dreams", "archive", "search"],
+    # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
+    # streams), the resources, then the route table, its OpenAPI document and the app.
+    "api": ["spec", "errortable", "body", "batching", "call", "auth", "streams", "stores",
+            "mounts", "memories", "versions", "agents", "sessions", "dreams", "archive",
+            "search", "routes", "openapi", "app"],
+    # The framework (the global options, the command class, the groups and the Context, the
+    # helpers of the commands on a store), then the commands.
+    "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
+            "sessions", "archive", "launch", "dreams", "db", "search"],
+    # The tree and what needs no pyfuse3, the kernel's calls, the parts of Operations (each a
+    # subclass of the one before), then what runs the handlers.
+    "fuse": ["tree", "toolevents", "history", "search", "kernel", "core", "feed", "dotdirs",
+             "buffers", "ops", "watch", "session"],
+}
 
 
-def test_each_part_of_the_store_builds_only_on_those_before_it() -> None:
-    store = PACKAGE / "store"
-    assert sorted(p.stem for p in store.glob("*.py")) == sorted([*STORE_ORDER, "__init__"])
-    for i, name in enumerate(STORE_ORDER):
-        tree = ast.parse((store / f"{name}.py").read_text())
-        siblings = {node.module.split(".")[0] if node.module else a.name
-                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and node.level == 1 for a in node.names}
-        later = siblings - set(STORE_ORDER[:i])
-        assert not later, f"memfs.store.{name} imports {sorted(later)}, which build on it"
-
-
-#: memfs.api's modules, in the order they build on each other (memfs/api/__init__.py): the
-#: plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the streams),
-#: the resources, then the route table, its OpenAPI document and the app.
-API_ORDER = ["spec", "errortable", "body", "batching", "call", "auth", "streams", "stores",
-             "mounts", "memories", "versions", "agents", "sessions", "dreams", "archive",
-             "search", "routes", "openapi", "app"]
-
-
-def test_each_module_of_the_api_builds_only_on_those_before_it() -> None:
-    api = PACKAGE / "api"
-    assert sorted(p.stem for p in api.glob("*.py")) == sorted([*API_ORDER, "__init__"])
-    for i, name in enumerate(API_ORDER):
-        tree = ast.parse((api / f"{name}.py").read_text())
+@pytest.mark.parametrize("package", sorted(ORDER))
+def test_each_module_of_a_package_builds_only_on_those_before_it(package: str) -> None:
+    order = ORDER[package]
+    folder = PACKAGE / package
+    assert sorted(p.stem for p in folder.glob("*.py")) == sorted([*order, "__init__"])
+    for i, name in enumerate(order):
+        tree = ast.parse((folder / f"{name}.py").read_text())
         typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
                        and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
         siblings = {node.module.split(".")[0] if node.module else a.name
                     for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                     and node.level == 1 and id(node) not in typing_only for a in node.names}
-        later = siblings - set(API_ORDER[:i])
-        assert not later, f"memfs.api.{name} imports {sorted(later)}, which build on it"
-
-
-#: memfs.cli's modules, in the order they build on each other (memfs/cli/__init__.py): the
-#: framework first (the global options, the command class, the groups and the Context, the
-#: helpers of the commands on a store), then the commands.
-CLI_ORDER = ["globals", "shared", "base", "common", "stores", "memories", "versions", "sessions",
-             "archive", "launch", "dreams", "db", "search"]
-
-
-def test_each_module_of_the_cli_builds_only_on_those_before_it() -> None:
-    cli = PACKAGE / "cli"
-    assert sorted(p.stem for p in cli.glob("*.py")) == sorted([*CLI_ORDER, "__init__"])
-    for i, name in enumerate(CLI_ORDER):
-        tree = ast.parse((cli / f"{name}.py").read_text())
-        siblings = {node.module.split(".")[0] if node.module else a.name
-                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and node.level == 1 for a in node.names}
-        later = siblings - set(CLI_ORDER[:i])
-        assert not later, f"memfs.cli.{name} imports {sorted(later)}, which build on it"
-
-
-#: memfs.fuse's modules, in the order they build on each other (memfs/fuse/__init__.py): the
-#: tree and what needs no pyfuse3, the kernel's calls, the parts of Operations (each a subclass
-#: of the one before), then what runs the handlers.
-FUSE_ORDER = ["tree", "toolevents", "history", "search", "kernel", "core", "feed", "dotdirs",
-              "buffers", "ops", "watch", "session"]
-
-
-def test_each_module_of_the_mount_builds_only_on_those_before_it() -> None:
-    fuse = PACKAGE / "fuse"
-    assert sorted(p.stem for p in fuse.glob("*.py")) == sorted([*FUSE_ORDER, "__init__"])
-    for i, name in enumerate(FUSE_ORDER):
-        tree = ast.parse((fuse / f"{name}.py").read_text())
-        siblings = {node.module.split(".")[0] if node.module else a.name
-                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and node.level == 1 for a in node.names}
-        later = siblings - set(FUSE_ORDER[:i])
-        assert not later, f"memfs.fuse.{name} imports {sorted(later)}, which build on it"
+        later = siblings - set(order[:i])
+        assert not later, f"memfs.{package}.{name} imports {sorted(later)}, which build on it"
 
 
 def test_the_tree_history_and_search_need_no_pyfuse3() -> None:
