@@ -155,10 +155,9 @@ def index_in_background(store: Store, sid: str, timeout: float) -> float:
     t0 = time.monotonic()
     bg = BackgroundIndexer(store, store.embeddings, lambda: [sid]).start()  # type: ignore[arg-type]
     try:
-        while store.search_status(sid)["indexed"] < store.search_status(sid)["memories"]:
+        while (status := store.search_status(sid))["indexed"] < status["memories"]:
             if time.monotonic() - t0 > timeout:
-                raise SystemExit(f"not indexed after {timeout:.0f} s: "
-                                 f"{store.search_status(sid)}")
+                raise SystemExit(f"not indexed after {timeout:.0f} s: {status}")
             time.sleep(0.2)
         return time.monotonic() - t0
     finally:

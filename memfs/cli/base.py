@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, NoReturn, cast
 
 import click
 
@@ -21,7 +21,6 @@ from .shared import MemfsCommand
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 #: Exit codes by error class (the first match in this order wins); usage errors exit 2.
 EXIT_CODES: list[tuple[type[errors.MemfsError], int]] = [
