@@ -3,7 +3,8 @@
 :class:`Client` (sync) and :class:`AsyncClient` have the same methods, named and shaped like the
 Store methods the CLI uses (``create_store``, ``get_memory_by_path``, ``list_versions``...).
 They return the same :mod:`memfs.models` and raise the same :mod:`memfs.errors`, rebuilt from
-the API's error envelope (``error.type`` and ``details.error_code``), so a command works the
+the API's error envelope (``error.type`` and ``details.error_code``) by
+:func:`memfs.errors.from_wire` (:func:`error_from_response` here), so a command works the
 same on a local database and against a server.
 
 Each operation is written once, as a generator that yields requests and receives decoded
@@ -45,6 +46,7 @@ from urllib.parse import quote
 import httpx
 
 from . import errors
+from .errors import from_wire as error_from_response
 from .models import (
     Actor,
     Change,
@@ -78,26 +80,6 @@ TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 #: few seconds).
 STREAM_READ_TIMEOUT = 20.0
 
-#: ``details.error_code`` of a 400 -> the exact error class (see memfs.api.errortable.ERRORS).
-ERROR_CODES: dict[str, type[errors.InvalidRequest]] = {
-    "path_too_long": errors.PathTooLong,
-    "path_encoding": errors.PathEncoding,
-    "invalid_path": errors.InvalidPath,
-    "invalid_content": errors.InvalidContent,
-    "content_too_large": errors.ContentTooLarge,
-    "store_archived": errors.StoreArchived,
-    "limit_exceeded": errors.LimitExceeded,
-    "invalid_cursor": errors.InvalidCursor,
-    "invalid_archive": errors.InvalidArchive,
-}
-
-#: ``details.error_code`` of a ``memory_path_conflict_error`` -> the exact error class.
-PATH_CONFLICT_CODES: dict[str, type[errors.PathConflict]] = {
-    "directory_not_empty": errors.DirectoryNotEmpty,
-    "not_a_directory": errors.NotADirectory,
-}
-
-
 @dataclass(frozen=True)
 class Request:
     """One HTTP call an operation wants made."""
@@ -113,50 +95,6 @@ Op = Generator[Request, Any, T]
 
 # --------------------------------------------------------------------------------------------
 # wire -> models and errors
-
-
-def error_from_response(status: int, body: Any) -> errors.MemfsError:
-    """The :mod:`memfs.errors` exception for an error response (status + parsed body)."""
-    err = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(err, dict):
-        err = {}
-    type_ = err.get("type")
-    details = err.get("details")
-    if not isinstance(details, dict):
-        details = {}
-    code = details.get("error_code")
-    message = err.get("message") or f"HTTP {status}"
-    if status == 401 or type_ == "authentication_error":
-        return errors.Unauthorized(message)
-    if type_ == "memory_path_conflict_error":
-        return PATH_CONFLICT_CODES.get(code or "", errors.PathConflict)(
-            message,
-            conflicting_memory_id=err.get("conflicting_memory_id") or "",
-            conflicting_path=err.get("conflicting_path") or "",
-        )
-    if type_ == "memory_precondition_failed_error":
-        return errors.PreconditionFailed(message)
-    if status == 409:
-        return errors.Conflict(message)
-    if status == 404:
-        return errors.NotFound(message)
-    if status == 403 and code == "read_only":
-        return errors.ReadOnly(message)
-    if status == 403:
-        return errors.Forbidden(message)
-    if code == "import_rejected":
-        skipped = err.get("skipped")
-        return errors.ImportRejected(message, entries=skipped if isinstance(skipped, list)
-                                     else [])
-    if 400 <= status < 500 and status not in (408, 429):
-        return ERROR_CODES.get(code or "", errors.InvalidRequest)(message)
-    if code == "storage_full":
-        return errors.StorageFull(message)
-    if code == "storage_error":
-        return errors.StorageError(message)
-    if status in (429, 503, 529) or type_ == "overloaded_error":
-        return errors.Busy(message)
-    return errors.MemfsError(f"server error (HTTP {status}): {message}")
 
 
 def _decode(response: httpx.Response) -> Any:

@@ -11,8 +11,8 @@ may be unfinished at once, so that slow clients never hold them all:
   API request, or the one a Console user signed in with): more is answered 429 at once
   (:class:`memfs.errors.TooManyRequests`), the connection closed without reading the body;
 - in all (``total``, half the server's connections in ``memfs serve``): more is answered
-  503 (:class:`UploadsFull`, a :class:`memfs.errors.Busy`), so that the other half is
-  always there for new clients and for requests without a body.
+  503 (:class:`memfs.errors.UploadsFull`, a :class:`~memfs.errors.Busy`), so that the other
+  half is always there for new clients and for requests without a body.
 
 Behind a reverse proxy every client has the proxy's address: the per-address limit is then
 shared, and the proxy, which sees the clients, should bound them itself (nginx buffers a
@@ -32,10 +32,6 @@ PER_CLIENT = 32
 PER_KEY = 64
 #: Unfinished request bodies in all, unless the server says how many (half its connections).
 TOTAL = 512
-
-
-class UploadsFull(errors.Busy):
-    """The server is reading as many request bodies as it reads at once."""
 
 
 class Uploads:
@@ -70,8 +66,8 @@ class Uploads:
                 f"{self.per_key} request bodies for this API key are still on their way: "
                 "finish one first")
         if self.active >= self.total:
-            raise UploadsFull(f"the server is reading {self.total} request bodies already; "
-                              "try again")
+            raise errors.UploadsFull(f"the server is reading {self.total} request bodies "
+                                     "already; try again")
         self.active += 1
         self._clients[client] = self._clients.get(client, 0) + 1
         if key is not None:

@@ -1,11 +1,12 @@
 """The HTTP API of API.md §1-4 as an ASGI app (Starlette): what ``anthropic==2.14.0`` speaks.
 
 Every route translates a request into :class:`memfs.store.Store` calls and the result into the
-SDK's wire shapes; every rule is the store's. Errors of any kind leave through one table,
-:data:`ERRORS` (exception class -> HTTP status, ``error.type`` and ``details.error_code``), in
-the envelope ``{"type": "error", "error": {...}, "request_id"}``. Every response carries a
-``request-id`` header; every 4xx but 408/429 carries ``x-should-retry: false`` so the SDK's
-default retries never repeat a deterministic failure (API.md §1.6).
+SDK's wire shapes; every rule is the store's. Errors of any kind leave through the one table
+of errors, :data:`memfs.errors.WIRE` (exception class -> HTTP status, ``error.type`` and
+``details.error_code``), in the envelope ``{"type": "error", "error": {...}, "request_id"}``.
+Every response carries a ``request-id`` header; every 4xx but 408/429 carries
+``x-should-retry: false`` so the SDK's default retries never repeat a deterministic failure
+(API.md §1.6).
 
 Authentication: ``x-api-key: KEY`` or ``Authorization: Bearer KEY`` (``x-api-key`` wins when
 both are sent). Versions written through the API are attributed to ``Actor.api(api_key_id)``,
@@ -42,7 +43,7 @@ The package, one module per seam (each imports only those above it in this list,
 type annotations):
 
 - :mod:`~memfs.api.spec` (the declared inputs: :class:`~memfs.api.spec.Param`, the query and
-  body checks), :mod:`~.errortable` (:data:`ERRORS`, the envelope), :mod:`~.body` (reading a
+  body checks), :mod:`~.errortable` (the error envelope), :mod:`~.body` (reading a
   body within its bounds of size, time and rate), :mod:`~.batching` (:class:`WriteBatcher`,
   group commit), :mod:`~.call` (:class:`Call`, what a handler gets), :mod:`~.auth` (the key
   gate, a session token's rights, :data:`SESSION_HEADER`), :mod:`~.streams` (SSE frames,
@@ -99,15 +100,7 @@ from .body import (
     MIN_BODY_RATE,
 )
 from .call import Call
-from .errortable import (
-    ERRORS,
-    ClientGone,
-    MethodNotAllowed,
-    RequestTimeout,
-    RequestTooLarge,
-    error_body,
-    error_response,
-)
+from .errortable import error_body, error_response
 from .memories import SHORT_PAGE
 from .routes import OPS, Op
 from .sessions import EVENTS_MAX_LIMIT, INITIAL_EVENT_TYPES, MAX_INITIAL_EVENTS
@@ -128,14 +121,13 @@ from .streams import (
 
 __all__ = [
     "BATCH_MAX_CALLS", "BODY_GRACE_SECONDS", "BODY_IDLE_SECONDS", "BODY_TOTAL_SECONDS",
-    "CHANGES_KEPT", "CHANGES_PING_SECONDS", "CHANGES_POLL_SECONDS", "ERRORS",
+    "CHANGES_KEPT", "CHANGES_PING_SECONDS", "CHANGES_POLL_SECONDS",
     "EVENTS_MAX_LIMIT", "GRANT_RECHECK_SECONDS", "IMPORT_SPOOL_BYTES", "IMPORT_TOTAL_SECONDS",
     "INITIAL_EVENT_TYPES", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "MAX_INITIAL_EVENTS",
     "MIN_BODY_RATE", "OPS", "OUTAGE_RETRY_SECONDS", "PUBLIC_PATHS", "SESSION_HEADER",
     "SHORT_PAGE", "STREAM_END_TYPES", "STREAM_PING_SECONDS", "STREAM_POLL_SECONDS", "Call",
-    "ChangeHub", "ClientGone", "EventHub", "MethodNotAllowed", "Op", "RequestTimeout",
-    "RequestTooLarge", "WriteBatcher", "agents", "api_key_id", "app", "archive", "auth",
-    "batching", "body", "call", "change_frames", "create_app", "dreams", "error_body",
+    "ChangeHub", "EventHub", "Op", "WriteBatcher", "agents", "api_key_id", "app", "archive",
+    "auth", "batching", "body", "call", "change_frames", "create_app", "dreams", "error_body",
     "error_response", "errortable", "memories", "mounts", "openapi", "routes", "search",
     "sessions", "spec", "sse_frame", "stores", "streams", "versions",
 ]

@@ -1,5 +1,5 @@
 """The ASGI app (:func:`create_app`): the route table made Starlette routes, each endpoint's
-net (every failure leaves through :data:`~memfs.api.errortable.ERRORS`), HEAD, and the split
+net (every failure leaves through :data:`memfs.errors.WIRE`), HEAD, and the split
 between the API, the health probes and the Console."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .auth import SESSION_HEADER, _authorize, _Gate
 from .batching import WriteBatcher
 from .body import _body_chunks, _read_body, _read_json
 from .call import Call
-from .errortable import ERRORS, MethodNotAllowed, error_body, error_response
+from .errortable import error_body, error_response
 from .routes import OPS, Op
 from .streams import ChangeHub, EventHub
 
@@ -55,7 +55,7 @@ def _endpoint(
             if hasattr(result, "to_dict"):
                 result = result.to_dict()
             return JSONResponse(result)  # rendering can fail too: inside the net
-        except Exception as e:  # every failure leaves through ERRORS
+        except Exception as e:  # every failure leaves through errors.WIRE
             if not isinstance(e, errors.MemfsError):
                 log.exception("%s %s failed", request.method, request.url.path)
             return error_response(e, request.state.request_id)
@@ -69,7 +69,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     err: errors.MemfsError
     if exc.status_code == 405:
-        err = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
+        err = errors.MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
     elif exc.status_code == 404:
         err = errors.NotFound(f"no endpoint {request.method} {request.url.path}")
     else:
@@ -171,4 +171,4 @@ def openapi() -> dict[str, Any]:
     """``/openapi.json``: :data:`OPS` with their declared inputs (:mod:`memfs.openapi`)."""
     from . import openapi as doc
 
-    return doc.document(OPS, ERRORS, SESSION_HEADER)
+    return doc.document(OPS, errors.WIRE.values(), SESSION_HEADER)

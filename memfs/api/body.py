@@ -14,7 +14,6 @@ from starlette.requests import ClientDisconnect, Request
 from .. import errors
 from ..uploads import Uploads
 from . import spec
-from .errortable import ClientGone, RequestTimeout, RequestTooLarge
 
 #: Largest request body accepted (a 100 kB memory is at most ~600 kB as escaped JSON).
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -79,7 +78,7 @@ async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
                 with anyio.move_on_at(due) as timer:
                     chunk = await anext(stream, None)
                 if timer.cancelled_caught:
-                    raise RequestTimeout(
+                    raise errors.RequestTimeout(
                         f"the {what} did not arrive in time ({size} bytes in "
                         f"{anyio.current_time() - start:.1f} s; allowed: "
                         f"{BODY_IDLE_SECONDS:g} s without data, {MIN_BODY_RATE} bytes/s "
@@ -90,10 +89,11 @@ async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
                 last = anyio.current_time()
                 size += len(chunk)
                 if size > max_bytes:
-                    raise RequestTooLarge(f"{what} over {max_bytes} bytes")
+                    raise errors.RequestTooLarge(f"{what} over {max_bytes} bytes")
                 yield chunk
         except ClientDisconnect:
-            raise ClientGone("the client disconnected before sending the whole body") from None
+            raise errors.ClientGone(
+                "the client disconnected before sending the whole body") from None
         finally:
             await stream.aclose()
 

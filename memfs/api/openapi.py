@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from . import spec
 
 if TYPE_CHECKING:
+    from ..errors import Wire
     from .routes import Op
 
 
@@ -174,15 +175,15 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
-def _error_schema(table: Iterable[tuple[Any, int, str, str | None]]) -> dict[str, Any]:
-    """The error envelope, with every ``error.type`` and ``details.error_code`` of the API's
-    table of errors (:data:`memfs.api.errortable.ERRORS`)."""
+def _error_schema(table: Iterable[Wire]) -> dict[str, Any]:
+    """The error envelope, with every ``error.type`` and ``details.error_code`` of the table
+    of errors (:data:`memfs.errors.WIRE`)."""
     rows = list(table)
     return _obj({
         "type": {"const": "error"},
         "error": {"type": "object", "required": ["type", "message"], "properties": {
-            "type": {"enum": sorted({t for _, _, t, _ in rows})}, "message": _S,
-            "details": _obj({"error_code": {"enum": sorted({c for _, _, _, c in rows if c})}}),
+            "type": {"enum": sorted({w.type for w in rows})}, "message": _S,
+            "details": _obj({"error_code": {"enum": sorted({w.code for w in rows if w.code})}}),
             "conflicting_memory_id": _S, "conflicting_path": _S}},
         "request_id": _S}, ["type", "error", "request_id"])
 
@@ -239,7 +240,7 @@ def _headers(op: Op, session_header: str) -> list[dict[str, Any]]:
 
 
 @functools.cache
-def _document(ops: tuple[Op, ...], errors: tuple[tuple[Any, int, str, str | None], ...],
+def _document(ops: tuple[Op, ...], errors: tuple[Wire, ...],
               session_header: str) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for op in ops:
@@ -269,9 +270,9 @@ def _document(ops: tuple[Op, ...], errors: tuple[tuple[Any, int, str, str | None
     }
 
 
-def document(ops: Sequence[Op], errors: Iterable[tuple[Any, int, str, str | None]],
+def document(ops: Sequence[Op], errors: Iterable[Wire],
              session_header: str) -> dict[str, Any]:
     """The OpenAPI 3.1 description of ``ops``: every path, method, query parameter, header
-    and body field that the app serves, with their types, and ``errors`` (the API's table of
-    errors) in the error envelope's schema. Made once."""
+    and body field that the app serves, with their types, and ``errors`` (the rows of
+    :data:`memfs.errors.WIRE`) in the error envelope's schema. Made once."""
     return _document(tuple(ops), tuple(errors), session_header)

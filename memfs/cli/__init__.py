@@ -1,8 +1,8 @@
 """The ``memfs`` command line: argv -> store (or client) calls -> output.
 
 Human-readable output by default, ``--json`` for scripts. Every :class:`memfs.errors.MemfsError`
-becomes one line on stderr and a non-zero exit (:data:`EXIT_CODES`); nothing here re-checks a
-rule of the store.
+becomes one line on stderr and a non-zero exit (its row's in :data:`memfs.errors.WIRE`);
+nothing here re-checks a rule of the store.
 
 The package, a small framework and one module per group of commands, each module building on
 those before it in this list (it may import them; never the other way round):
@@ -28,11 +28,11 @@ inside the commands that use them, so that every command starts fast
 from __future__ import annotations
 
 from . import archive, db, dreams, launch, memories, sessions, stores, versions  # noqa: F401
-from .base import EXIT_CODES, Context, MemfsGroup, cli, fail
+from .base import Context, MemfsGroup, cli, fail
 from .search import search_cmd
 from .shared import MemfsCommand
 
-__all__ = ["EXIT_CODES", "Context", "MemfsCommand", "MemfsGroup", "cli", "fail", "main"]
+__all__ = ["Context", "MemfsCommand", "MemfsGroup", "cli", "fail", "main"]
 
 cli.add_command(search_cmd)  # memfs search
 

@@ -1,5 +1,5 @@
-"""The framework of the ``memfs`` command line: the exit code of each error (:data:`EXIT_CODES`,
-:func:`fail`), the groups that turn errors into one line and an exit code and take the global
+"""The framework of the ``memfs`` command line: :func:`fail`, the groups that turn errors into
+one line and an exit code (the error's row's in :data:`memfs.errors.WIRE`) and take the global
 options after their name (:class:`MemfsGroup`, :class:`MemfsCLI`), the :class:`Context` every
 command gets (where the data is, how to print, how to log), and :data:`cli`, the ``memfs``
 group itself, on which the modules of the commands register theirs."""
@@ -20,19 +20,6 @@ from .globals import after_options, format_options, root_options
 from .shared import MemfsCommand
 
 log = logging.getLogger(__name__)
-
-
-#: Exit codes by error class (the first match in this order wins); usage errors exit 2.
-EXIT_CODES: list[tuple[type[errors.MemfsError], int]] = [
-    (errors.NotFound, 3),
-    (errors.Conflict, 4),
-    (errors.InvalidRequest, 5),
-    (errors.ReadOnly, 6),
-    (errors.Forbidden, 6),
-    (errors.Busy, 7),
-    (errors.StorageError, 8),
-    (errors.MemfsError, 1),
-]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -65,8 +52,7 @@ class MemfsGroup(click.Group):
         try:
             return super().invoke(ctx)
         except errors.MemfsError as e:
-            code = next(c for cls, c in EXIT_CODES if isinstance(e, cls))
-            fail(e.message, code)
+            fail(e.message, errors.wire(e).exit)  # usage errors exit 2 (click's)
         except BrokenPipeError:
             sys.exit(0)
 

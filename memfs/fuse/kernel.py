@@ -1,8 +1,8 @@
-"""What the mount says to the kernel and reads of it: the errno table, ``/proc``, the
-kernel's caches.
+"""What the mount says to the kernel and reads of it: errnos, ``/proc``, the kernel's caches.
 
-* :data:`ERRNO_BY_ERROR` (:func:`errno_for`): the one translation of :mod:`memfs.errors` to an
-  errno, and :class:`_Failure`, a handler's expected failure (its errno and why).
+* :func:`errno_for`: the errno of a :mod:`memfs.errors` exception, its row's in the one table
+  of errors (:data:`memfs.errors.WIRE`; SPEC §2), and :class:`_Failure`, a handler's expected
+  failure (its errno and why).
 * :func:`_fds_on`: how many descriptors a process holds of an inode of the mount, read from
   ``/proc`` (never through the mount).
 * :func:`reply_dots`: a listing's "." and "..".
@@ -39,37 +39,13 @@ class _Kicks(Protocol):
 _O = TypeVar("_O", bound=_Kicks)
 
 
-#: The one translation of store errors to errno (SPEC §2); the first matching class wins.
-ERRNO_BY_ERROR: list[tuple[type[errors.MemfsError], int]] = [
-    (errors.NotFound, errno.ENOENT),
-    (errors.PathTooLong, errno.ENAMETOOLONG),
-    (errors.PathEncoding, errno.EILSEQ),
-    (errors.InvalidPath, errno.EINVAL),
-    (errors.InvalidContent, errno.EILSEQ),
-    (errors.ContentTooLarge, errno.EFBIG),
-    (errors.StoreArchived, errno.EROFS),
-    (errors.LimitExceeded, errno.ENOSPC),
-    (errors.InvalidRequest, errno.EINVAL),
-    (errors.DirectoryNotEmpty, errno.ENOTEMPTY),
-    (errors.NotADirectory, errno.ENOTDIR),
-    (errors.PathConflict, errno.EEXIST),
-    (errors.PreconditionFailed, errno.EBUSY),
-    (errors.Conflict, errno.EEXIST),
-    (errors.ReadOnly, errno.EROFS),
-    (errors.Forbidden, errno.EACCES),
-    (errors.Busy, errno.EBUSY),
-    (errors.StorageFull, errno.ENOSPC),
-    (errors.MemfsError, errno.EIO),
-]
-
-
 #: The longest file name, in bytes, that the mount accepts (what statfs says).
 NAME_MAX = 255
 
 
 def errno_for(exc: errors.MemfsError) -> int:
-    """The errno that stands for a store error (:data:`ERRNO_BY_ERROR`)."""
-    return next(code for cls, code in ERRNO_BY_ERROR if isinstance(exc, cls))
+    """The errno that stands for a store error (its row's in :data:`memfs.errors.WIRE`)."""
+    return errors.wire(exc).errno
 
 
 class _Failure(Exception):

@@ -1,7 +1,7 @@
 """The FUSE filesystem of one memory store: the pyfuse3 handlers of :class:`Operations`.
 
 The handlers only: what they build on is in the parts :class:`Operations` inherits
-(:mod:`memfs.fuse.core`, which lists them), the errno table and the kernel's calls in
+(:mod:`memfs.fuse.core`, which lists them), the errnos and the kernel's calls in
 :mod:`memfs.fuse.kernel`, the tree in :mod:`memfs.fuse.tree`.
 
 A store is shown as a directory tree (SPEC §2): a memory ``/a/b.md`` is the regular file
@@ -52,9 +52,9 @@ How it works:
   renamed over or deleted elsewhere, until its last close.
 * Every listing (the tree's and ``.history``'s) begins with "." and ".." (readdir offsets 1
   and 2), which the kernel counts as no lookup; its event counts the real entries only.
-* Every handler maps :mod:`memfs.errors` through :data:`~memfs.fuse.kernel.ERRNO_BY_ERROR` and
-  raises only ``FUSEError``; any other exception is logged with its traceback and answered with
-  EIO.
+* Every handler maps :mod:`memfs.errors` to their errno in :data:`memfs.errors.WIRE`
+  (:func:`~memfs.fuse.kernel.errno_for`) and raises only ``FUSEError``; any other exception is
+  logged with its traceback and answered with EIO.
 * ``.history/`` (:mod:`memfs.fuse.history`): every retained version as a read-only file under
   its memory's final path. Its nodes are not in the tree (their inodes come from the tree's
   allocator): each handler first asks :meth:`Operations._hist` and answers for them itself. The

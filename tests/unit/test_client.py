@@ -116,7 +116,7 @@ def envelope(type_, message="m", code=None, **extra):
         (400, envelope("invalid_request_error", code="invalid_cursor"), errors.InvalidCursor),
         (400, envelope("invalid_request_error", code="something_new"), errors.InvalidRequest),
         (413, envelope("invalid_request_error", code="request_too_large"),
-         errors.InvalidRequest),
+         errors.RequestTooLarge),
         (401, envelope("authentication_error"), errors.Unauthorized),
         (403, envelope("permission_error", code="read_only"), errors.ReadOnly),
         (503, envelope("overloaded_error"), errors.Busy),
