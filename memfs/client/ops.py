@@ -45,9 +45,9 @@ from urllib.parse import quote
 
 import httpx
 
-from . import errors
-from .errors import from_wire as error_from_response
-from .models import (
+from .. import errors
+from ..errors import from_wire as error_from_response
+from ..models import (
     Actor,
     Change,
     Dream,
