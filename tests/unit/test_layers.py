@@ -151,6 +151,9 @@ ORDER: dict[str, list[str]] = {
     # subclass of the one before), then what runs the handlers.
     "fuse": ["tree", "toolevents", "history", "search", "kernel", "core", "feed", "dotdirs",
              "buffers", "ops", "watch", "session"],
+    # The wire (requests, encoding), its decoding into models and errors, the change stream's
+    # frames, the operations written once, then the two clients that drive them.
+    "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
 }
 
 

@@ -1,0 +1,99 @@
+"""Wire -> models and errors: the :mod:`memfs.models` of the API's JSON answers, and the
+:mod:`memfs.errors` exception of an error envelope (``error.type`` and
+``details.error_code``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpx
+
+from .. import errors
+from ..errors import from_wire as error_from_response
+from ..models import (
+    Actor,
+    Change,
+    Event,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    Session,
+    SessionResource,
+)
+
+T = TypeVar("T")
+
+def _decode(response: httpx.Response) -> Any:
+    """The JSON body of a success, else raise the mapped error."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.is_success:
+        if body is None:
+            raise errors.MemfsError(
+                f"the server sent a non-JSON answer (HTTP {response.status_code})"
+            )
+        return body
+    raise error_from_response(response.status_code, body)
+
+
+def _fields(cls: type[T], d: dict[str, Any], **extra: Any) -> T:
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in d.items() if k in names}, **extra)
+
+
+def _store(d: dict[str, Any]) -> MemoryStore:
+    return _fields(MemoryStore, d)
+
+
+def _memory(d: dict[str, Any]) -> Memory:
+    return _fields(Memory, d, seq=int(d.get("memfs_seq") or 0))
+
+
+def _item(d: dict[str, Any]) -> Memory | MemoryPrefix:
+    return MemoryPrefix(d["path"]) if d.get("type") == "memory_prefix" else _memory(d)
+
+
+def _actor(d: Any) -> Actor | None:
+    return Actor.from_dict(d) if isinstance(d, dict) else None
+
+
+def _version(d: dict[str, Any]) -> MemoryVersion:
+    return _fields(
+        MemoryVersion,
+        {k: v for k, v in d.items() if k not in ("created_by", "redacted_by")},
+        created_by=_actor(d.get("created_by")),
+        redacted_by=_actor(d.get("redacted_by")),
+    )
+
+
+def _resource(d: dict[str, Any], session_id: str) -> SessionResource:
+    return _fields(SessionResource, d, session_id=session_id)
+
+
+def _session(d: dict[str, Any]) -> Session:
+    return _fields(
+        Session,
+        {k: v for k, v in d.items() if k != "resources"},
+        resources=tuple(_resource(r, d["id"]) for r in d.get("resources") or ()),
+    )
+
+
+def _event(d: dict[str, Any], session_id: str | None) -> Event:
+    return Event(d["id"], session_id, d["type"], d.get("processed_at") or "", dict(d))
+
+
+def _change(d: dict[str, Any], store_id: str) -> Change:
+    return Change(int(d["seq"]), store_id, d["op"], d.get("memory_id"), d.get("path"),
+                  d.get("old_path"))
+
+
+def _page(d: dict[str, Any], parse: Callable[[dict[str, Any]], T]) -> Page[T]:
+    return Page([parse(x) for x in d.get("data") or []], d.get("next_page") or None,
+                d.get("prev_page") or None)
+

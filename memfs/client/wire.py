@@ -1,0 +1,109 @@
+"""What goes on the wire: the :class:`Request` an operation yields, the constants of the
+protocol, and the helpers that encode ids, query parameters and bodies as the API reads them
+(the SDK's encoding: ``created_at[gte]``, ``name[]`` repeats, ``true``/``false``)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from .. import errors
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_MOUNT_ROOT = "/mnt/memory"
+#: memfs extension: a request with this header acts as that session (see memfs.api).
+SESSION_HEADER = "x-memfs-session-id"
+#: Event types a mount records (memfs.store.TOOL_EVENT_TYPES).
+TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
+#: Seconds of silence after which a change stream is taken for dead (the server pings every
+#: few seconds).
+STREAM_READ_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP call an operation wants made."""
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: dict[str, Any] | None = None
+
+
+Op = Generator[Request, Any, T]
+
+
+def _given(value: Any) -> bool:
+    """False for "leave it alone": None, or the store's UNSET sentinel (a CLI written against
+    the Store may pass it through)."""
+    return value is not None and type(value).__name__ != "_Unset"
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if _given(v)}
+
+
+def _params(**fields: Any) -> dict[str, Any]:
+    """Query parameters as the SDK encodes them: ``created_at_gte`` -> ``created_at[gte]``,
+    lists as ``name[]`` repeats, booleans ``true``/``false``, datetimes in ISO form."""
+    out: dict[str, Any] = {}
+    for k, v in fields.items():
+        if not _given(v):
+            continue
+        for bound in ("_gte", "_lte", "_gt", "_lt"):
+            if k.startswith("created_at") and k.endswith(bound):
+                k = f"created_at[{bound[1:]}]"
+                break
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, datetime):
+            v = v.isoformat()
+        elif isinstance(v, list | tuple):
+            k, v = k + "[]", list(v)
+        out[k] = v
+    return out
+
+
+def _text(value: str | bytes | None, what: str) -> str | None:
+    """JSON carries text only: bytes must be UTF-8 (the server sees what the store would)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            cls = errors.PathEncoding if what == "path" else errors.InvalidContent
+            raise cls(f"{what} is not valid UTF-8") from None
+    return value
+
+
+def _q(segment: str) -> str:
+    return quote(segment, safe="")
+
+
+def _ms(store_id: str) -> str:
+    return f"/v1/memory_stores/{_q(store_id)}"
+
+
+def _headers(api_key: str | None, session_id: str | None = None) -> dict[str, str]:
+    headers = {"user-agent": "memfs-client", "anthropic-version": "2023-06-01"}
+    if api_key:
+        headers["x-api-key"] = api_key
+    if session_id:
+        headers[SESSION_HEADER] = session_id
+    return headers
+
+
+def unix_socket(url: str) -> tuple[str | None, str]:
+    """``(socket path, base URL)`` for a server URL: ``unix:/PATH`` (or ``unix:///PATH``, a
+    local session's API: memfs.sessionapi) is served on that unix socket; anything else is
+    an HTTP URL, no socket."""
+    if url.startswith("unix:"):
+        path = url[len("unix:"):]
+        if path.startswith("//"):
+            path = path[2:]
+        return path, "http://memfs.local"
+    return None, url
