@@ -4,35 +4,50 @@ and the store's change feed followed as it is pushed (:mod:`memfs.client.feed`).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar
 
 import httpx
 
 from .. import errors
+from ..models import (
+    Actor,
+    Change,
+    Dream,
+    Event,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    RecallResult,
+    Session,
+    SessionResource,
+    SessionToken,
+    Snapshot,
+)
 from .decode import _decode
 from .feed import FeedEvent, feed_events
-from .ops import OPS, Ops
-from .wire import DEFAULT_TIMEOUT, STREAM_READ_TIMEOUT, Op, Request, _headers, _ms, unix_socket
+from .ops import OPS
+from .wire import (
+    DEFAULT_MOUNT_ROOT,
+    DEFAULT_TIMEOUT,
+    STREAM_READ_TIMEOUT,
+    Op,
+    Request,
+    _headers,
+    _ms,
+    unix_socket,
+)
 
 T = TypeVar("T")
-P = ParamSpec("P")
-
-
-def _async_method(gen: Callable[Concatenate[Ops, P], Op[T]]
-                  ) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
-    """The :class:`AsyncClient` method of an operation: its arguments, its result awaited."""
-    @functools.wraps(gen)
-    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self._drive(gen(OPS, *args, **kwargs))
-
-    return method
 
 
 class AsyncClient:
-    """The asynchronous twin of :class:`Client` (same methods, awaited)."""
+    """The asynchronous twin of :class:`Client` (same methods, awaited), and
+    :meth:`stream_changes`, a store's change feed as the server pushes it."""
 
     limits: Any = None
 
@@ -110,64 +125,355 @@ class AsyncClient:
             except errors.MemfsError as e:
                 result, exc = None, e
 
-    # -- the operations: each one of :class:`Ops`, typed as it is written there -----------
+    # -- memory stores ---------------------------------------------------------------------
 
-    add_events = _async_method(Ops.add_events)
-    archive_dream = _async_method(Ops.archive_dream)
-    archive_session = _async_method(Ops.archive_session)
-    archive_store = _async_method(Ops.archive_store)
-    cancel_dream = _async_method(Ops.cancel_dream)
-    changes_since = _async_method(Ops.changes_since)
-    check_can_create = _async_method(Ops.check_can_create)
-    count_memories = _async_method(Ops.count_memories)
-    create_agent = _async_method(Ops.create_agent)
-    create_dream = _async_method(Ops.create_dream)
-    create_environment = _async_method(Ops.create_environment)
-    create_memory = _async_method(Ops.create_memory)
-    create_session = _async_method(Ops.create_session)
-    create_session_token = _async_method(Ops.create_session_token)
-    create_store = _async_method(Ops.create_store)
-    delete_memory = _async_method(Ops.delete_memory)
-    delete_path = _async_method(Ops.delete_path)
-    delete_session = _async_method(Ops.delete_session)
-    delete_store = _async_method(Ops.delete_store)
-    get_agent = _async_method(Ops.get_agent)
-    get_dream = _async_method(Ops.get_dream)
-    get_environment = _async_method(Ops.get_environment)
-    get_limits = _async_method(Ops.get_limits)
-    get_memory = _async_method(Ops.get_memory)
-    get_memory_by_path = _async_method(Ops.get_memory_by_path)
-    get_session = _async_method(Ops.get_session)
-    get_session_resource = _async_method(Ops.get_session_resource)
-    get_store = _async_method(Ops.get_store)
-    get_version = _async_method(Ops.get_version)
-    last_change = _async_method(Ops.last_change)
-    list_dreams = _async_method(Ops.list_dreams)
-    list_events = _async_method(Ops.list_events)
-    list_memories = _async_method(Ops.list_memories)
-    list_session_resources = _async_method(Ops.list_session_resources)
-    list_sessions = _async_method(Ops.list_sessions)
-    list_stores = _async_method(Ops.list_stores)
-    list_versions = _async_method(Ops.list_versions)
-    namesakes = _async_method(Ops.namesakes)
-    prune_versions = _async_method(Ops.prune_versions)
-    redact_version = _async_method(Ops.redact_version)
-    rename_path = _async_method(Ops.rename_path)
-    rename_prefix = _async_method(Ops.rename_prefix)
-    resolve_memory = _async_method(Ops.resolve_memory)
-    resolve_store = _async_method(Ops.resolve_store)
-    restore_version = _async_method(Ops.restore_version)
-    revert = _async_method(Ops.revert)
-    search = _async_method(Ops.search)
-    search_status = _async_method(Ops.search_status)
-    send_events = _async_method(Ops.send_events)
-    set_session_status = _async_method(Ops.set_session_status)
-    snapshot = _async_method(Ops.snapshot)
-    sync = _async_method(Ops.sync)
-    tree = _async_method(Ops.tree)
-    update_memory = _async_method(Ops.update_memory)
-    update_session = _async_method(Ops.update_session)
-    update_store = _async_method(Ops.update_store)
-    write_path = _async_method(Ops.write_path)
+    async def create_store(
+        self, name: str, description: str | None = None, metadata: dict[str, str] | None = None
+    ) -> MemoryStore:
+        return await self._drive(OPS.create_store(name, description, metadata))
 
+    async def get_store(self, store_id: str) -> MemoryStore:
+        return await self._drive(OPS.get_store(store_id))
 
+    async def resolve_store(self, ref: str) -> MemoryStore:
+        return await self._drive(OPS.resolve_store(ref))
+
+    async def namesakes(self, store_id: str) -> list[MemoryStore]:
+        return await self._drive(OPS.namesakes(store_id))
+
+    async def search(self, store_id: str, query: str, *, limit: int | None = None,
+                     path_prefix: str | None = None, min_score: float = 0.0) -> RecallResult:
+        return await self._drive(OPS.search(store_id, query, limit=limit, path_prefix=path_prefix,
+                                            min_score=min_score))
+
+    async def search_status(self, store_id: str) -> dict[str, Any]:
+        return await self._drive(OPS.search_status(store_id))
+
+    async def update_store(
+        self, store_id: str, *, name: Any = None, description: Any = None, metadata: Any = None
+    ) -> MemoryStore:
+        return await self._drive(OPS.update_store(store_id, name=name, description=description,
+                                                  metadata=metadata))
+
+    async def archive_store(self, store_id: str) -> MemoryStore:
+        return await self._drive(OPS.archive_store(store_id))
+
+    async def delete_store(self, store_id: str) -> None:
+        return await self._drive(OPS.delete_store(store_id))
+
+    async def list_stores(
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[MemoryStore]:
+        return await self._drive(OPS.list_stores(include_archived=include_archived,
+                                                 created_at_gte=created_at_gte,
+                                                 created_at_lte=created_at_lte, limit=limit,
+                                                 page=page))
+
+    # -- memories --------------------------------------------------------------------------
+
+    async def create_memory(
+        self, store_id: str, path: str | bytes, content: str | bytes | None, *,
+        actor: Actor | None = None,
+    ) -> Memory:
+        return await self._drive(OPS.create_memory(store_id, path, content, actor=actor))
+
+    async def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
+        return await self._drive(OPS.get_memory(store_id, memory_id, view=view))
+
+    async def get_memory_by_path(
+        self, store_id: str, path: str, *, view: str = "full"
+    ) -> Memory:
+        return await self._drive(OPS.get_memory_by_path(store_id, path, view=view))
+
+    async def resolve_memory(self, store_id: str, ref: str, *, view: str = "full") -> Memory:
+        return await self._drive(OPS.resolve_memory(store_id, ref, view=view))
+
+    async def update_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        content: str | bytes | None = None,
+        path: str | bytes | None = None,
+        precondition_sha256: str | None = None,
+        actor: Actor | None = None,
+        replace: bool = False,
+    ) -> Memory:
+        return await self._drive(OPS.update_memory(store_id, memory_id, content=content, path=path,
+                                                   precondition_sha256=precondition_sha256,
+                                                   actor=actor, replace=replace))
+
+    async def delete_memory(
+        self, store_id: str, memory_id: str, *, expected_sha256: str | None = None,
+        actor: Actor | None = None,
+    ) -> None:
+        return await self._drive(OPS.delete_memory(store_id, memory_id,
+                                                   expected_sha256=expected_sha256, actor=actor))
+
+    async def write_path(
+        self, store_id: str, path: str | bytes, content: str | bytes, *,
+        actor: Actor | None = None, events: list[dict[str, Any]] | None = None,
+    ) -> Memory:
+        return await self._drive(OPS.write_path(store_id, path, content, actor=actor,
+                                                events=events))
+
+    async def delete_path(
+        self, store_id: str, path: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Memory:
+        return await self._drive(OPS.delete_path(store_id, path, actor=actor, events=events))
+
+    async def rename_path(
+        self, store_id: str, old: str | bytes, new: str | bytes, *,
+        actor: Actor | None = None, replace: bool = True,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Memory:
+        return await self._drive(OPS.rename_path(store_id, old, new, actor=actor, replace=replace,
+                                                 events=events))
+
+    async def rename_prefix(
+        self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]:
+        return await self._drive(OPS.rename_prefix(store_id, old_prefix, new_prefix, actor=actor,
+                                                   events=events))
+
+    async def restore_version(self, store_id: str, version_id: str, *,
+                              path: str | bytes | None = None,
+                              actor: Actor | None = None) -> Memory:
+        return await self._drive(OPS.restore_version(store_id, version_id, path=path, actor=actor))
+
+    async def tree(self, store_id: str) -> list[Memory]:
+        return await self._drive(OPS.tree(store_id))
+
+    async def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic"
+                       ) -> Snapshot:
+        return await self._drive(OPS.snapshot(store_id, at, view=view))
+
+    async def check_can_create(self, store_id: str) -> None:
+        return await self._drive(OPS.check_can_create(store_id))
+
+    async def get_limits(self) -> dict[str, Any]:
+        return await self._drive(OPS.get_limits())
+
+    async def sync(self) -> None:
+        return await self._drive(OPS.sync())
+
+    # -- change feed -----------------------------------------------------------------------
+
+    async def last_change(self, store_id: str) -> int:
+        return await self._drive(OPS.last_change(store_id))
+
+    async def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
+        return await self._drive(OPS.changes_since(store_id, seq, limit))
+
+    async def list_memories(
+        self,
+        store_id: str,
+        *,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Page[Memory | MemoryPrefix]:
+        return await self._drive(OPS.list_memories(store_id, path_prefix=path_prefix, depth=depth,
+                                                   limit=limit, page=page, view=view))
+
+    async def count_memories(self, store_id: str) -> int:
+        return await self._drive(OPS.count_memories(store_id))
+
+    # -- versions --------------------------------------------------------------------------
+
+    async def list_versions(
+        self,
+        store_id: str,
+        *,
+        memory_id: str | None = None,
+        operation: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
+        service_account_id: str | None = None,
+        user_id: str | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Page[MemoryVersion]:
+        return await self._drive(OPS.list_versions(store_id, memory_id=memory_id,
+                                                   operation=operation, session_id=session_id,
+                                                   api_key_id=api_key_id,
+                                                   service_account_id=service_account_id,
+                                                   user_id=user_id, created_at_gte=created_at_gte,
+                                                   created_at_lte=created_at_lte, limit=limit,
+                                                   page=page, view=view))
+
+    async def get_version(
+        self, store_id: str, version_id: str, *, view: str = "full"
+    ) -> MemoryVersion:
+        return await self._drive(OPS.get_version(store_id, version_id, view=view))
+
+    async def redact_version(
+        self, store_id: str, version_id: str, *, actor: Actor | None = None
+    ) -> MemoryVersion:
+        return await self._drive(OPS.redact_version(store_id, version_id, actor=actor))
+
+    async def prune_versions(self) -> int:
+        return await self._drive(OPS.prune_versions())
+
+    # -- agents and environments -----------------------------------------------------------
+
+    async def create_agent(self, /, *, name: str, model: Any, **fields: Any) -> dict[str, Any]:
+        return await self._drive(OPS.create_agent(name=name, model=model, **fields))
+
+    async def get_agent(self, agent_id: str) -> dict[str, Any]:
+        return await self._drive(OPS.get_agent(agent_id))
+
+    async def create_environment(self, /, *, name: str, **fields: Any) -> dict[str, Any]:
+        return await self._drive(OPS.create_environment(name=name, **fields))
+
+    async def get_environment(self, environment_id: str) -> dict[str, Any]:
+        return await self._drive(OPS.get_environment(environment_id))
+
+    # -- sessions and events ---------------------------------------------------------------
+
+    async def create_session(
+        self,
+        resources: Sequence[dict[str, Any]],
+        *,
+        root: str = DEFAULT_MOUNT_ROOT,
+        agent: dict[str, Any] | str | None = None,
+        environment_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        title: str | None = None,
+        status: str = "idle",
+        launcher: dict[str, Any] | None = None,
+    ) -> Session:
+        return await self._drive(OPS.create_session(resources, root=root, agent=agent,
+                                                    environment_id=environment_id,
+                                                    metadata=metadata, title=title, status=status,
+                                                    launcher=launcher))
+
+    async def set_session_status(self, session_id: str, status: str) -> Session:
+        return await self._drive(OPS.set_session_status(session_id, status))
+
+    async def create_session_token(self, session_id: str, *,
+                                   ttl_seconds: float | None = None) -> SessionToken:
+        return await self._drive(OPS.create_session_token(session_id, ttl_seconds=ttl_seconds))
+
+    async def revert(self, target: str, *, actor: Actor | None = None, dry_run: bool = False,
+                     force: bool = False) -> dict[str, Any]:
+        return await self._drive(OPS.revert(target, actor=actor, dry_run=dry_run, force=force))
+
+    async def get_session(self, session_id: str) -> Session:
+        return await self._drive(OPS.get_session(session_id))
+
+    async def list_sessions(
+        self,
+        *,
+        memory_store_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        order: str = "desc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[Session]:
+        return await self._drive(OPS.list_sessions(memory_store_id=memory_store_id,
+                                                   statuses=statuses,
+                                                   include_archived=include_archived, order=order,
+                                                   created_at_gt=created_at_gt,
+                                                   created_at_gte=created_at_gte,
+                                                   created_at_lt=created_at_lt,
+                                                   created_at_lte=created_at_lte, limit=limit,
+                                                   page=page))
+
+    async def update_session(
+        self, session_id: str, *, metadata: Any = None, title: Any = None
+    ) -> Session:
+        return await self._drive(OPS.update_session(session_id, metadata=metadata, title=title))
+
+    async def archive_session(self, session_id: str) -> Session:
+        return await self._drive(OPS.archive_session(session_id))
+
+    async def delete_session(self, session_id: str) -> None:
+        return await self._drive(OPS.delete_session(session_id))
+
+    async def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
+        return await self._drive(OPS.get_session_resource(session_id, resource_id))
+
+    async def list_session_resources(
+        self, session_id: str, *, limit: int | None = None, page: str | None = None
+    ) -> Page[SessionResource]:
+        return await self._drive(OPS.list_session_resources(session_id, limit=limit, page=page))
+
+    async def list_events(
+        self,
+        session_id: str,
+        *,
+        types: Sequence[str] | None = None,
+        order: str = "asc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        after_seq: int | None = None,
+    ) -> Page[Event]:
+        return await self._drive(OPS.list_events(session_id, types=types, order=order,
+                                                 created_at_gt=created_at_gt,
+                                                 created_at_gte=created_at_gte,
+                                                 created_at_lt=created_at_lt,
+                                                 created_at_lte=created_at_lte, limit=limit,
+                                                 page=page, after_seq=after_seq))
+
+    async def add_events(
+        self, session_id: str | None, events: Sequence[dict[str, Any]], *,
+        store_id: str | None = None,
+    ) -> list[Event]:
+        return await self._drive(OPS.add_events(session_id, events, store_id=store_id))
+
+    send_events = add_events
+
+    # -- dreams (API.md §5) ------------------------------------------------------------------
+
+    async def create_dream(self, inputs: Any, model: Any, *, instructions: Any = None,
+                           output_behavior: Any = None, runner: Any = None) -> Dream:
+        return await self._drive(OPS.create_dream(inputs, model, instructions=instructions,
+                                                  output_behavior=output_behavior, runner=runner))
+
+    async def get_dream(self, dream_id: str) -> Dream:
+        return await self._drive(OPS.get_dream(dream_id))
+
+    async def list_dreams(
+        self,
+        *,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        created_at_gt: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[Dream]:
+        return await self._drive(OPS.list_dreams(statuses=statuses,
+                                                 include_archived=include_archived,
+                                                 created_at_gt=created_at_gt,
+                                                 created_at_lt=created_at_lt, limit=limit,
+                                                 page=page))
+
+    async def cancel_dream(self, dream_id: str) -> Dream:
+        return await self._drive(OPS.cancel_dream(dream_id))
+
+    async def archive_dream(self, dream_id: str) -> Dream:
+        return await self._drive(OPS.archive_dream(dream_id))

@@ -3,29 +3,43 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator
-from typing import IO, Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from .. import errors
+from ..models import (
+    Actor,
+    Change,
+    Dream,
+    Event,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    RecallResult,
+    Session,
+    SessionResource,
+    SessionToken,
+    Snapshot,
+)
 from .decode import _decode
-from .ops import OPS, Ops
-from .wire import DEFAULT_TIMEOUT, Op, Request, _headers, _ms, _params, unix_socket
+from .ops import OPS
+from .wire import (
+    DEFAULT_MOUNT_ROOT,
+    DEFAULT_TIMEOUT,
+    Op,
+    Request,
+    _headers,
+    _ms,
+    _params,
+    unix_socket,
+)
 
 T = TypeVar("T")
-P = ParamSpec("P")
-
-
-def _sync_method(gen: Callable[Concatenate[Ops, P], Op[T]]
-                 ) -> Callable[Concatenate[Client, P], T]:
-    """The :class:`Client` method of an operation: its arguments, its result."""
-    @functools.wraps(gen)
-    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self._drive(gen(OPS, *args, **kwargs))
-
-    return method
 
 
 class Client:
@@ -38,6 +52,10 @@ class Client:
         attributed to its ``session_actor`` (the server refuses them with ReadOnly unless the
         session may write the store) and tool events may be recorded for it.
     :param transport: an httpx transport (tests pass ``httpx.MockTransport``).
+
+    Each operation is a method that drives its generator of :mod:`memfs.client.ops` (where
+    its docstring is) over this client's connection, with the same parameters; mypy checks
+    that a Client is a :class:`memfs.protocol.StoreAPI`.
     """
 
     #: The server store's :class:`memfs.store.Limits`, for code written against a Store (the
@@ -129,63 +147,357 @@ class Client:
         result: dict[str, Any] = _decode(response)
         return result
 
-    # -- the operations: each one of :class:`Ops`, typed as it is written there -----------
+    # -- memory stores ---------------------------------------------------------------------
 
-    add_events = _sync_method(Ops.add_events)
-    archive_dream = _sync_method(Ops.archive_dream)
-    archive_session = _sync_method(Ops.archive_session)
-    archive_store = _sync_method(Ops.archive_store)
-    cancel_dream = _sync_method(Ops.cancel_dream)
-    changes_since = _sync_method(Ops.changes_since)
-    check_can_create = _sync_method(Ops.check_can_create)
-    count_memories = _sync_method(Ops.count_memories)
-    create_agent = _sync_method(Ops.create_agent)
-    create_dream = _sync_method(Ops.create_dream)
-    create_environment = _sync_method(Ops.create_environment)
-    create_memory = _sync_method(Ops.create_memory)
-    create_session = _sync_method(Ops.create_session)
-    create_session_token = _sync_method(Ops.create_session_token)
-    create_store = _sync_method(Ops.create_store)
-    delete_memory = _sync_method(Ops.delete_memory)
-    delete_path = _sync_method(Ops.delete_path)
-    delete_session = _sync_method(Ops.delete_session)
-    delete_store = _sync_method(Ops.delete_store)
-    get_agent = _sync_method(Ops.get_agent)
-    get_dream = _sync_method(Ops.get_dream)
-    get_environment = _sync_method(Ops.get_environment)
-    get_limits = _sync_method(Ops.get_limits)
-    get_memory = _sync_method(Ops.get_memory)
-    get_memory_by_path = _sync_method(Ops.get_memory_by_path)
-    get_session = _sync_method(Ops.get_session)
-    get_session_resource = _sync_method(Ops.get_session_resource)
-    get_store = _sync_method(Ops.get_store)
-    get_version = _sync_method(Ops.get_version)
-    last_change = _sync_method(Ops.last_change)
-    list_dreams = _sync_method(Ops.list_dreams)
-    list_events = _sync_method(Ops.list_events)
-    list_memories = _sync_method(Ops.list_memories)
-    list_session_resources = _sync_method(Ops.list_session_resources)
-    list_sessions = _sync_method(Ops.list_sessions)
-    list_stores = _sync_method(Ops.list_stores)
-    list_versions = _sync_method(Ops.list_versions)
-    namesakes = _sync_method(Ops.namesakes)
-    prune_versions = _sync_method(Ops.prune_versions)
-    redact_version = _sync_method(Ops.redact_version)
-    rename_path = _sync_method(Ops.rename_path)
-    rename_prefix = _sync_method(Ops.rename_prefix)
-    resolve_memory = _sync_method(Ops.resolve_memory)
-    resolve_store = _sync_method(Ops.resolve_store)
-    restore_version = _sync_method(Ops.restore_version)
-    revert = _sync_method(Ops.revert)
-    search = _sync_method(Ops.search)
-    search_status = _sync_method(Ops.search_status)
-    send_events = _sync_method(Ops.send_events)
-    set_session_status = _sync_method(Ops.set_session_status)
-    snapshot = _sync_method(Ops.snapshot)
-    sync = _sync_method(Ops.sync)
-    tree = _sync_method(Ops.tree)
-    update_memory = _sync_method(Ops.update_memory)
-    update_session = _sync_method(Ops.update_session)
-    update_store = _sync_method(Ops.update_store)
-    write_path = _sync_method(Ops.write_path)
+    def create_store(
+        self, name: str, description: str | None = None, metadata: dict[str, str] | None = None
+    ) -> MemoryStore:
+        return self._drive(OPS.create_store(name, description, metadata))
 
+    def get_store(self, store_id: str) -> MemoryStore:
+        return self._drive(OPS.get_store(store_id))
+
+    def resolve_store(self, ref: str) -> MemoryStore:
+        return self._drive(OPS.resolve_store(ref))
+
+    def namesakes(self, store_id: str) -> list[MemoryStore]:
+        return self._drive(OPS.namesakes(store_id))
+
+    def search(self, store_id: str, query: str, *, limit: int | None = None,
+               path_prefix: str | None = None, min_score: float = 0.0) -> RecallResult:
+        return self._drive(OPS.search(store_id, query, limit=limit, path_prefix=path_prefix,
+                                      min_score=min_score))
+
+    def search_status(self, store_id: str) -> dict[str, Any]:
+        return self._drive(OPS.search_status(store_id))
+
+    def update_store(
+        self, store_id: str, *, name: Any = None, description: Any = None, metadata: Any = None
+    ) -> MemoryStore:
+        return self._drive(OPS.update_store(store_id, name=name, description=description,
+                                            metadata=metadata))
+
+    def archive_store(self, store_id: str) -> MemoryStore:
+        return self._drive(OPS.archive_store(store_id))
+
+    def delete_store(self, store_id: str) -> None:
+        return self._drive(OPS.delete_store(store_id))
+
+    def list_stores(
+        self,
+        *,
+        include_archived: bool = False,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[MemoryStore]:
+        return self._drive(OPS.list_stores(include_archived=include_archived,
+                                           created_at_gte=created_at_gte,
+                                           created_at_lte=created_at_lte, limit=limit, page=page))
+
+    # -- memories --------------------------------------------------------------------------
+
+    def create_memory(
+        self, store_id: str, path: str | bytes, content: str | bytes | None, *,
+        actor: Actor | None = None,
+    ) -> Memory:
+        return self._drive(OPS.create_memory(store_id, path, content, actor=actor))
+
+    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
+        return self._drive(OPS.get_memory(store_id, memory_id, view=view))
+
+    def get_memory_by_path(
+        self, store_id: str, path: str, *, view: str = "full"
+    ) -> Memory:
+        return self._drive(OPS.get_memory_by_path(store_id, path, view=view))
+
+    def resolve_memory(self, store_id: str, ref: str, *, view: str = "full") -> Memory:
+        return self._drive(OPS.resolve_memory(store_id, ref, view=view))
+
+    def update_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        content: str | bytes | None = None,
+        path: str | bytes | None = None,
+        precondition_sha256: str | None = None,
+        actor: Actor | None = None,
+        replace: bool = False,
+    ) -> Memory:
+        return self._drive(OPS.update_memory(store_id, memory_id, content=content, path=path,
+                                             precondition_sha256=precondition_sha256, actor=actor,
+                                             replace=replace))
+
+    def delete_memory(
+        self, store_id: str, memory_id: str, *, expected_sha256: str | None = None,
+        actor: Actor | None = None,
+    ) -> None:
+        return self._drive(OPS.delete_memory(store_id, memory_id, expected_sha256=expected_sha256,
+                                             actor=actor))
+
+    def write_path(
+        self, store_id: str, path: str | bytes, content: str | bytes, *,
+        actor: Actor | None = None, events: list[dict[str, Any]] | None = None,
+    ) -> Memory:
+        return self._drive(OPS.write_path(store_id, path, content, actor=actor, events=events))
+
+    def delete_path(
+        self, store_id: str, path: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Memory:
+        return self._drive(OPS.delete_path(store_id, path, actor=actor, events=events))
+
+    def rename_path(
+        self, store_id: str, old: str | bytes, new: str | bytes, *,
+        actor: Actor | None = None, replace: bool = True,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Memory:
+        return self._drive(OPS.rename_path(store_id, old, new, actor=actor, replace=replace,
+                                           events=events))
+
+    def rename_prefix(
+        self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]:
+        return self._drive(OPS.rename_prefix(store_id, old_prefix, new_prefix, actor=actor,
+                                             events=events))
+
+    def restore_version(self, store_id: str, version_id: str, *,
+                        path: str | bytes | None = None,
+                        actor: Actor | None = None) -> Memory:
+        return self._drive(OPS.restore_version(store_id, version_id, path=path, actor=actor))
+
+    def tree(self, store_id: str) -> list[Memory]:
+        return self._drive(OPS.tree(store_id))
+
+    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic"
+                 ) -> Snapshot:
+        return self._drive(OPS.snapshot(store_id, at, view=view))
+
+    def check_can_create(self, store_id: str) -> None:
+        return self._drive(OPS.check_can_create(store_id))
+
+    def get_limits(self) -> dict[str, Any]:
+        return self._drive(OPS.get_limits())
+
+    def sync(self) -> None:
+        return self._drive(OPS.sync())
+
+    # -- change feed -----------------------------------------------------------------------
+
+    def last_change(self, store_id: str) -> int:
+        return self._drive(OPS.last_change(store_id))
+
+    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
+        return self._drive(OPS.changes_since(store_id, seq, limit))
+
+    def list_memories(
+        self,
+        store_id: str,
+        *,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Page[Memory | MemoryPrefix]:
+        return self._drive(OPS.list_memories(store_id, path_prefix=path_prefix, depth=depth,
+                                             limit=limit, page=page, view=view))
+
+    def count_memories(self, store_id: str) -> int:
+        return self._drive(OPS.count_memories(store_id))
+
+    # -- versions --------------------------------------------------------------------------
+
+    def list_versions(
+        self,
+        store_id: str,
+        *,
+        memory_id: str | None = None,
+        operation: str | None = None,
+        session_id: str | None = None,
+        api_key_id: str | None = None,
+        service_account_id: str | None = None,
+        user_id: str | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        view: str = "basic",
+    ) -> Page[MemoryVersion]:
+        return self._drive(OPS.list_versions(store_id, memory_id=memory_id, operation=operation,
+                                             session_id=session_id, api_key_id=api_key_id,
+                                             service_account_id=service_account_id, user_id=user_id,
+                                             created_at_gte=created_at_gte,
+                                             created_at_lte=created_at_lte, limit=limit, page=page,
+                                             view=view))
+
+    def get_version(
+        self, store_id: str, version_id: str, *, view: str = "full"
+    ) -> MemoryVersion:
+        return self._drive(OPS.get_version(store_id, version_id, view=view))
+
+    def redact_version(
+        self, store_id: str, version_id: str, *, actor: Actor | None = None
+    ) -> MemoryVersion:
+        return self._drive(OPS.redact_version(store_id, version_id, actor=actor))
+
+    def prune_versions(self) -> int:
+        return self._drive(OPS.prune_versions())
+
+    # -- agents and environments -----------------------------------------------------------
+
+    def create_agent(self, /, *, name: str, model: Any, **fields: Any) -> dict[str, Any]:
+        return self._drive(OPS.create_agent(name=name, model=model, **fields))
+
+    def get_agent(self, agent_id: str) -> dict[str, Any]:
+        return self._drive(OPS.get_agent(agent_id))
+
+    def create_environment(self, /, *, name: str, **fields: Any) -> dict[str, Any]:
+        return self._drive(OPS.create_environment(name=name, **fields))
+
+    def get_environment(self, environment_id: str) -> dict[str, Any]:
+        return self._drive(OPS.get_environment(environment_id))
+
+    # -- sessions and events ---------------------------------------------------------------
+
+    def create_session(
+        self,
+        resources: Sequence[dict[str, Any]],
+        *,
+        root: str = DEFAULT_MOUNT_ROOT,
+        agent: dict[str, Any] | str | None = None,
+        environment_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        title: str | None = None,
+        status: str = "idle",
+        launcher: dict[str, Any] | None = None,
+    ) -> Session:
+        return self._drive(OPS.create_session(resources, root=root, agent=agent,
+                                              environment_id=environment_id, metadata=metadata,
+                                              title=title, status=status, launcher=launcher))
+
+    def set_session_status(self, session_id: str, status: str) -> Session:
+        return self._drive(OPS.set_session_status(session_id, status))
+
+    def create_session_token(self, session_id: str, *,
+                             ttl_seconds: float | None = None) -> SessionToken:
+        return self._drive(OPS.create_session_token(session_id, ttl_seconds=ttl_seconds))
+
+    def revert(self, target: str, *, actor: Actor | None = None, dry_run: bool = False,
+               force: bool = False) -> dict[str, Any]:
+        return self._drive(OPS.revert(target, actor=actor, dry_run=dry_run, force=force))
+
+    def get_session(self, session_id: str) -> Session:
+        return self._drive(OPS.get_session(session_id))
+
+    def list_sessions(
+        self,
+        *,
+        memory_store_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        order: str = "desc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[Session]:
+        return self._drive(OPS.list_sessions(memory_store_id=memory_store_id, statuses=statuses,
+                                             include_archived=include_archived, order=order,
+                                             created_at_gt=created_at_gt,
+                                             created_at_gte=created_at_gte,
+                                             created_at_lt=created_at_lt,
+                                             created_at_lte=created_at_lte, limit=limit, page=page))
+
+    def update_session(
+        self, session_id: str, *, metadata: Any = None, title: Any = None
+    ) -> Session:
+        return self._drive(OPS.update_session(session_id, metadata=metadata, title=title))
+
+    def archive_session(self, session_id: str) -> Session:
+        return self._drive(OPS.archive_session(session_id))
+
+    def delete_session(self, session_id: str) -> None:
+        return self._drive(OPS.delete_session(session_id))
+
+    def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
+        return self._drive(OPS.get_session_resource(session_id, resource_id))
+
+    def list_session_resources(
+        self, session_id: str, *, limit: int | None = None, page: str | None = None
+    ) -> Page[SessionResource]:
+        return self._drive(OPS.list_session_resources(session_id, limit=limit, page=page))
+
+    def list_events(
+        self,
+        session_id: str,
+        *,
+        types: Sequence[str] | None = None,
+        order: str = "asc",
+        created_at_gt: str | datetime | None = None,
+        created_at_gte: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        created_at_lte: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        after_seq: int | None = None,
+    ) -> Page[Event]:
+        return self._drive(OPS.list_events(session_id, types=types, order=order,
+                                           created_at_gt=created_at_gt,
+                                           created_at_gte=created_at_gte,
+                                           created_at_lt=created_at_lt,
+                                           created_at_lte=created_at_lte, limit=limit, page=page,
+                                           after_seq=after_seq))
+
+    def add_events(
+        self, session_id: str | None, events: Sequence[dict[str, Any]], *,
+        store_id: str | None = None,
+    ) -> list[Event]:
+        return self._drive(OPS.add_events(session_id, events, store_id=store_id))
+
+    send_events = add_events
+
+    # -- dreams (API.md §5) ------------------------------------------------------------------
+
+    def create_dream(self, inputs: Any, model: Any, *, instructions: Any = None,
+                     output_behavior: Any = None, runner: Any = None) -> Dream:
+        return self._drive(OPS.create_dream(inputs, model, instructions=instructions,
+                                            output_behavior=output_behavior, runner=runner))
+
+    def get_dream(self, dream_id: str) -> Dream:
+        return self._drive(OPS.get_dream(dream_id))
+
+    def list_dreams(
+        self,
+        *,
+        statuses: Sequence[str] | None = None,
+        include_archived: bool = False,
+        created_at_gt: str | datetime | None = None,
+        created_at_lt: str | datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[Dream]:
+        return self._drive(OPS.list_dreams(statuses=statuses, include_archived=include_archived,
+                                           created_at_gt=created_at_gt, created_at_lt=created_at_lt,
+                                           limit=limit, page=page))
+
+    def cancel_dream(self, dream_id: str) -> Dream:
+        return self._drive(OPS.cancel_dream(dream_id))
+
+    def archive_dream(self, dream_id: str) -> Dream:
+        return self._drive(OPS.archive_dream(dream_id))
+
+
+if TYPE_CHECKING:
+    from ..protocol import StoreAPI
+
+    def _a_client_is_a_store(client: Client) -> StoreAPI:
+        """Checked by mypy, never run: a :class:`Client` has every method of
+        :class:`memfs.protocol.StoreAPI`, typed alike, so that a mount takes one as it takes a
+        local Store."""
+        return client

@@ -179,6 +179,23 @@ def test_both_clients_expose_the_same_store_methods():
         assert store_params <= client_params, name
 
 
+def test_each_client_method_takes_exactly_its_operations_parameters():
+    """Client and AsyncClient spell out each operation's signature (so that mypy sees them):
+    the same parameters, kinds and defaults as the generator of memfs.client.ops it drives,
+    and the result it returns."""
+    import inspect
+
+    from memfs.client.ops import Ops
+
+    for name in OPERATIONS:
+        op = inspect.signature(getattr(Ops, name))
+        for cls in (Client, AsyncClient):
+            method = inspect.signature(getattr(cls, name))
+            assert method.parameters == op.parameters, (cls.__name__, name)
+            assert f"Op[{method.return_annotation}]" == op.return_annotation, (cls.__name__, name)
+    assert inspect.iscoroutinefunction(AsyncClient.get_store)
+
+
 # -- through the real app -------------------------------------------------------------------------
 
 
