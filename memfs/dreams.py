@@ -551,6 +551,7 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     done = threading.Event()
 
     class DreamLauncher(Launcher):
+        store: Store  # a dream's command runs on the local database (no Launch.url)
         dream: Dream | None = None
         watcher: threading.Thread | None = None
 

@@ -52,14 +52,18 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import linux
 from .database import is_url
 from .errors import InvalidRequest, MemfsError, NotFound
 from .models import MemoryStore, Session, SessionResource
 from .prompt import SNAPSHOT_KEY, render_memory_prompt, snapshot_note
+from .protocol import StoreAPI
 from .store import Store, check_token_ttl, open_store
+
+if TYPE_CHECKING:
+    from .client import Client
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +119,7 @@ class Attachment:
             return cls(ref, ACCESS_ALIASES[access], explicit_access=True)
         return cls(spec)
 
-    def resolve(self, store: Store) -> MemoryStore:
+    def resolve(self, store: StoreAPI) -> MemoryStore:
         """The store :attr:`ref` names. A REF no store has that ends in ``:WORD`` was most
         likely a mistyped access mode (``Docs:readonly``): the error says so. A REF no store
         has that holds ``@`` is ``NAME@AT`` (split at the last ``@``): a snapshot, read-only.
@@ -469,7 +473,7 @@ class Launcher:
         if launch.url:
             from .client import Client  # httpx: only a session on a server pays its import
 
-            self.store: Store = cast(Store, Client(launch.url, launch.api_key))
+            self.store: Store | Client = Client(launch.url, launch.api_key)
         else:
             self.store = open_store(launch.db_path, create=False)
         self.session: Session | None = None
@@ -561,7 +565,7 @@ class Launcher:
 
     def _db_file(self) -> str | None:
         """The local database file (None for a session on a server or on PostgreSQL)."""
-        if self.launch.url or is_url(self.store.path):
+        if not isinstance(self.store, Store) or is_url(self.store.path):
             return None
         return os.path.realpath(self.store.path)
 
@@ -570,9 +574,9 @@ class Launcher:
         the server and its key (in the environment rather than on a command line that ``ps``
         shows)."""
         env = dict(env)
-        if self.launch.url:
+        if not isinstance(self.store, Store):  # a server's client (launch.url)
             env.pop("MEMFS_DB", None)
-            env["MEMFS_URL"] = self.launch.url
+            env["MEMFS_URL"] = self.store.base_url
             if self.launch.api_key:
                 env["MEMFS_API_KEY"] = self.launch.api_key
         else:
@@ -1067,7 +1071,7 @@ class Launcher:
         except OSError as e:
             log.warning("cannot become the subreaper of the command: %s", e.strerror)
         try:
-            if not self.launch.url:
+            if isinstance(self.store, Store):  # a server reaps its own sessions
                 reap_sessions(self.store)
             self._choose_root()
             self._refuse_a_readable_database()

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from .. import errors
+from ..store import Store
 from .base import Context, cli, fail, pass_ctx
 from .common import _actor
 from .stores import _warn_namesakes
@@ -59,14 +60,13 @@ def export_cmd(ctx: Context, store_ref: str, output: str | None, history: bool) 
     s = store.resolve_store(store_ref)
     if output is None and sys.stdout.isatty():
         fail("the archive is binary: give -o FILE or redirect stdout", 2)
-    remote = bool(ctx.url)
-    length = None if remote else store.count_export(s.id, history=history)
+    length = store.count_export(s.id, history=history) if isinstance(store, Store) else None
     stats: dict[str, Any] = {}
     tmp = None
     with _progress(ctx, length, "exporting") as bar:
-        chunks = (store.export_archive(s.id, history=history) if remote  # type: ignore[attr-defined]
-                  else transfer.export_archive(store, s.id, history=history, progress=bar,
-                                               stats=stats))
+        chunks = (transfer.export_archive(store, s.id, history=history, progress=bar,
+                                          stats=stats) if isinstance(store, Store)
+                  else store.export_archive(s.id, history=history))
         if output is None:
             out = sys.stdout.buffer
         else:
@@ -153,7 +153,7 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
     into = store.resolve_store(into_ref).id if into_ref is not None else None
     try:
         if os.path.isdir(source):
-            if ctx.url:
+            if not isinstance(store, Store):
                 fail("a directory imports into a local database only; zip it and import the "
                      "zip (`cd DIR && zip -r ../notes.zip .`)", 2)
             if into is None and name is None:
@@ -174,9 +174,8 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
                 raw.seek(0)
                 if kind == "zip" and into is None and name is None:
                     name = os.path.splitext(os.path.basename(source))[0]
-                if ctx.url:
-                    summary = store.import_upload(  # type: ignore[attr-defined]
-                        raw, name=name, into=into, partial=partial)
+                if not isinstance(store, Store):  # a server's client: the server imports
+                    summary = store.import_upload(raw, name=name, into=into, partial=partial)
                 else:
                     size = os.fstat(raw.fileno()).st_size if kind == "archive" else None
                     if kind == "zip":

@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import click
 
@@ -19,7 +19,14 @@ from ..store import Store, open_store
 from .globals import after_options, format_options, root_options
 from .shared import MemfsCommand
 
+if TYPE_CHECKING:
+    from ..client import Client
+
 log = logging.getLogger(__name__)
+
+#: What a command works on: the local database, or with ``--url`` a client of that server
+#: (the Store's methods, models and errors, so every command works the same on both).
+AnyStore: TypeAlias = "Store | Client"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -87,7 +94,7 @@ class Context:
         self.api_key = api_key
         self.verbose = verbose
         self.log_format = log_format
-        self._store: Store | None = None
+        self._store: AnyStore | None = None
 
     def set_global(self, name: str, value: Any) -> None:
         """A global option given after a subcommand: it wins over the value before it (``-v``
@@ -119,7 +126,7 @@ class Context:
             fail(e.message + (f" (from {source})" if source else ""), 2)
         self.embeddings = setting
         os.environ[SETTING_ENV] = setting
-        if self._store is not None and not self.url:
+        if isinstance(self._store, Store):  # a server's client: the server's provider
             self._store.use_embeddings(setting)
 
     def configure_logging(self) -> None:
@@ -132,13 +139,13 @@ class Context:
             os.environ["MEMFS_LOG_FORMAT"] = self.log_format
 
     @property
-    def store(self) -> Store:
+    def store(self) -> AnyStore:
         """The local database, or with ``--url`` a :class:`memfs.client.Client` of that server
         (it has the Store's methods, models and errors, so every command works the same).
         A missing database is an error here, never created: see :meth:`open`."""
         return self.open(create=False)
 
-    def open(self, *, create: bool) -> Store:
+    def open(self, *, create: bool) -> AnyStore:
         """:attr:`store`, creating a missing local database when ``create`` (only commands
         that make something a later command needs do: ``stores create``).
 
@@ -148,7 +155,7 @@ class Context:
             if self.url:
                 from ..client import Client
 
-                self._store = cast(Store, Client(self.url, self.api_key))
+                self._store = Client(self.url, self.api_key)
             else:
                 self._store = open_store(self.db_path, create=create)
                 if self.embeddings is not None:

@@ -19,8 +19,7 @@ import click
 from .. import errors
 from ..models import Actor, Memory, Page
 from ..rules import local_user_actor, slash_hint
-from ..store import Store
-from .base import fail
+from .base import AnyStore, fail
 from .shared import PAGE as _PAGE
 from .shared import walk as _walk
 
@@ -87,7 +86,7 @@ def _confirm(yes: bool, question: str, what: str) -> None:
         fail("aborted", 1)
 
 
-def _resolve_memory(store: Store, store_id: str, ref: str, view: str = "full") -> Memory:
+def _resolve_memory(store: AnyStore, store_id: str, ref: str, view: str = "full") -> Memory:
     """The live memory ``ref`` (an id, or a path) names; a ref that is neither a path nor an
     id (``hello.md``) gets the hint that paths start with '/'."""
     try:
@@ -98,7 +97,7 @@ def _resolve_memory(store: Store, store_id: str, ref: str, view: str = "full") -
         raise errors.NotFound(f"{e.message} ({slash_hint(ref)})") from None
 
 
-def _memory_id(store: Store, store_id: str, ref: str) -> str:
+def _memory_id(store: AnyStore, store_id: str, ref: str) -> str:
     """The id of the memory ``ref`` names, live or deleted: an id as is; a path names the
     memory there now or, failing that, the memory most recently at that path.
 

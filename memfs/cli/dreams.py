@@ -9,7 +9,7 @@ import click
 from .. import errors
 from ..models import Dream
 from ..store import Store
-from .base import Context, MemfsGroup, cli, fail, pass_ctx
+from .base import AnyStore, Context, MemfsGroup, cli, fail, pass_ctx
 from .common import _pages, _when
 from .shared import table as _table
 
@@ -48,7 +48,7 @@ def dream() -> None:
     """
 
 
-def _dream_text(store: Store, d: Dream) -> str:
+def _dream_text(store: AnyStore, d: Dream) -> str:
     lines = [f"dream {d.id}: {d.status}"]
     lines.append(f"  input store:  {d.memory_store_id}")
     lines.append(f"  sessions:     {', '.join(d.session_ids)}")
@@ -82,10 +82,11 @@ def _dream_text(store: Store, d: Dream) -> str:
 def _recover_dreams(ctx: Context) -> None:
     """On a local database, the dreams of a `memfs dream` that died are failed first (a
     server does this itself)."""
-    if not ctx.url:
+    store = ctx.store
+    if isinstance(store, Store):
         from ..dreams import Dreamer
 
-        Dreamer(ctx.store).recover()
+        Dreamer(store).recover()
 
 
 @dream.command("start")
@@ -148,7 +149,7 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
         ctx.close()  # one database connection set at a time (see run_command)
         d = run_command(ctx.db_path, d.id, list(command))
         store = ctx.store
-    run = None if ctx.url or command else DreamRun(store, d.id)
+    run = DreamRun(store, d.id) if isinstance(store, Store) and not command else None
     try:
         if run is not None:
             thread = threading.Thread(target=run.run, name=f"dream-{d.id}", daemon=True)

@@ -22,6 +22,7 @@ import click
 from .. import logs
 from ..recall.embeddings import HttpProvider, Provider, Unavailable
 from ..recall.search import QUERY_TIMEOUT
+from ..store import Store
 from .shared import MemfsCommand, table, walk
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def search_cmd(ctx: Context, store_ref: str | None, words: tuple[str, ...], limi
         raise click.UsageError("give STORE and QUERY: memfs search STORE QUERY (or --status)")
     sid = store.resolve_store(store_ref).id
     bounded = None
-    if not ctx.url:
+    if isinstance(store, Store):  # a server's store is indexed by its server
         provider = store.embeddings
         if provider is not None:
             bounded = _Bounded(provider)

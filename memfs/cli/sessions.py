@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ..prompt import render_memory_prompt
+from ..store import Store
 from .base import Context, cli, fail, pass_ctx
 from .common import _actor, _pages, _when
 from .shared import table as _table
@@ -273,9 +274,10 @@ def session_reap(ctx: Context) -> None:
     \b
         memfs session reap
     """
-    if ctx.url:
+    store = ctx.store
+    if not isinstance(store, Store):
         fail("session reap ends the sessions of local launchers: drop --url / MEMFS_URL", 2)
     from ..session import reap_sessions
 
-    ended = reap_sessions(ctx.store)
+    ended = reap_sessions(store)
     ctx.output(ended, "\n".join(f"ended {sid}" for sid in ended) or "no stale sessions")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from ..models import MemoryStore
-from ..store import Store
-from .base import Context, cli, pass_ctx
+from .base import AnyStore, Context, cli, pass_ctx
 from .common import _confirm, _deleted, _pages, _pairs, _when
 from .shared import table as _table
 
@@ -22,7 +21,7 @@ def stores() -> None:
     """
 
 
-def _store_text(store: Store, s: MemoryStore) -> str:
+def _store_text(store: AnyStore, s: MemoryStore) -> str:
     lines = [
         f"id:          {s.id}",
         f"name:        {s.name}",
@@ -59,7 +58,7 @@ def stores_create(
     _warn_namesakes(store, s.id, s.name)
 
 
-def _warn_namesakes(store: Store, store_id: str, name: str) -> None:
+def _warn_namesakes(store: AnyStore, store_id: str, name: str) -> None:
     """A store's name need not be unique, but a name two live stores share names neither of
     them (Store.namesakes): after a create, rename or import, say so in one line on stderr."""
     others = store.namesakes(store_id)

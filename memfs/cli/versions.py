@@ -9,8 +9,7 @@ import click
 
 from .. import errors
 from ..models import MemoryVersion
-from ..store import Store
-from .base import Context, cli, pass_ctx
+from .base import AnyStore, Context, cli, pass_ctx
 from .common import _actor, _actor_text, _confirm, _memory_id, _pages, _when
 from .memories import _memory_line
 from .shared import table as _table
@@ -136,7 +135,7 @@ def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
     return "".join(out)
 
 
-def _previous(store: Store, sid: str, v: MemoryVersion) -> MemoryVersion | None:
+def _previous(store: AnyStore, sid: str, v: MemoryVersion) -> MemoryVersion | None:
     """The version of the same memory just before ``v`` (None if ``v`` is its first kept one)."""
     versions = _walk(lambda **kw: store.list_versions(sid, memory_id=v.memory_id, **kw))
     older = next((o for o in versions if o.id < v.id), None)
