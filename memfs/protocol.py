@@ -1,5 +1,6 @@
 """The store operations a mount needs, as one protocol that :class:`memfs.store.Store` and
-:class:`memfs.client.Client` (a store on a ``memfs serve``) both implement.
+:class:`memfs.client.Client` (a store on a ``memfs serve``) both implement; and
+:class:`SearchAPI`, the search a mount's ``.search/`` asks, which both have too.
 
 The filesystem is written against :class:`StoreAPI`, never against either class, so a remote
 mount is the same code over another implementation (no ``cast``). Every method may block (on
@@ -12,7 +13,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from .models import Change, Event, Memory, MemoryStore, MemoryVersion, Page, Session, Snapshot
+from .models import (
+    Change,
+    Event,
+    Memory,
+    MemoryStore,
+    MemoryVersion,
+    Page,
+    RecallResult,
+    Session,
+    Snapshot,
+)
 
 
 @runtime_checkable
@@ -82,3 +93,13 @@ class StoreAPI(Protocol):
     def check_file(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SearchAPI(Protocol):
+    """A store that answers questions by their words and meaning: :class:`memfs.store.Store`
+    and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.snapshot`) does not. A mount
+    over one has ``.search/``."""
+
+    def search(self, store_id: str, query: str, *, limit: int | None = None,
+               path_prefix: str | None = None, min_score: float = 0.0) -> RecallResult: ...

@@ -494,10 +494,13 @@ class Client:
 
 
 if TYPE_CHECKING:
-    from ..protocol import StoreAPI
+    from ..protocol import SearchAPI, StoreAPI
 
     def _a_client_is_a_store(client: Client) -> StoreAPI:
         """Checked by mypy, never run: a :class:`Client` has every method of
         :class:`memfs.protocol.StoreAPI`, typed alike, so that a mount takes one as it takes a
-        local Store."""
+        local Store (and its ``.search/`` asks the server)."""
+        return client
+
+    def _a_client_searches(client: Client) -> SearchAPI:
         return client

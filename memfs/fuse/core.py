@@ -28,7 +28,7 @@ from pyfuse3 import FUSEError, InodeT, ModeT
 
 from .. import errors
 from ..models import Actor
-from ..protocol import StoreAPI
+from ..protocol import SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
 from .history import HISTORY, History, HNode
 from .kernel import NAME_MAX, _Failure, invalidate_now
@@ -133,17 +133,15 @@ class Base(pyfuse3.Operations):
         self.root = self.tree.root
         self._handles: dict[int, _Handle] = {}
         self._history_handles: dict[int, _HistoryHandle] = {}
-        #: The ``.history`` directory (None: a store that cannot list versions; a snapshot's
-        #: lists those up to its boundary, so its ``.history`` ends there).
-        self.history: History | None = (
-            History(self.tree, store, store_id, self._call, self._in_thread)
-            if callable(getattr(store, "list_versions", None)) else None)
+        #: The ``.history`` directory (a snapshot's store lists the versions up to its
+        #: boundary, so its ``.history`` ends there).
+        self.history: History = History(self.tree, store, store_id, self._call,
+                                        self._in_thread)
         self._search_handles: dict[int, _SearchHandle] = {}
         #: The ``.search`` directory (None: a store that cannot search, as a snapshot's).
-        search = getattr(store, "search", None)
         self.search: Search | None = (
-            Search(self.tree, search, store_id, self._in_thread, self._display)
-            if callable(search) else None)
+            Search(self.tree, store.search, store_id, self._in_thread, self._display)
+            if isinstance(store, SearchAPI) else None)
         #: Names of the root that are not the tree's (hidden from its listing).
         self._reserved = {n for n, on in ((HISTORY, self.history), (SEARCH, self.search))
                           if on is not None}

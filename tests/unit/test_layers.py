@@ -113,13 +113,14 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
     import inspect
 
     from memfs.client import Client
-    from memfs.protocol import StoreAPI
+    from memfs.protocol import SearchAPI, StoreAPI
     from memfs.store import Store
 
     store = Store(":memory:")
     client = Client("http://127.0.0.1:9")
     try:
         assert isinstance(store, StoreAPI) and isinstance(client, StoreAPI)
+        assert isinstance(store, SearchAPI) and isinstance(client, SearchAPI)
         for name, member in vars(StoreAPI).items():
             if name.startswith("_") or not callable(member):
                 continue
