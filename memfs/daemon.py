@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING
 import pyfuse3
 import trio
 
-from . import dbwatch, errors, linux, logs
+from . import errors, linux, logs
+from .backends import watch as dbwatch
 from .fuse.core import actor_for
 from .fuse.ops import Operations
 from .fuse.toolevents import EventSink

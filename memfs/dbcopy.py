@@ -31,8 +31,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .database import Database, is_url, redact_url
-from .errors import Conflict, DatabaseUnavailable, InvalidRequest, MemfsError, StorageError
+from .backends import check_target, is_url, open_database, redact_url
+from .errors import Conflict, InvalidRequest, MemfsError, StorageError
 
 #: Rows per executemany, and the most bytes of text one batch may hold (memory is bounded by
 #: about this, whatever the database's size).
@@ -64,31 +64,9 @@ class NotEmpty(Conflict):
 # opening
 
 
-def check_target(target: str) -> str:
-    """``target`` if it names a database this module can open: a ``postgresql://`` URL or a
-    file path (another scheme, ``mysql://…``, is an error, not a file to create)."""
-    if "://" in target and not is_url(target):
-        raise DatabaseUnavailable(
-            f"cannot use {redact_url(target)}: not a postgresql:// URL or a file path")
-    return target
-
-
 def open_raw(target: str, *, create: bool) -> Any:
     """The database ``target`` names, opened WITHOUT migrating it (a Store would)."""
-    from .store import check_database, open_database
-
-    check_target(target)
-    if is_url(target):
-        return open_database(target)
-    path = check_database(target, create=create)
-    try:
-        return Database(path, create=create)
-    except DatabaseUnavailable:
-        raise
-    except (OSError, StorageError) as e:
-        raise DatabaseUnavailable(f"cannot open the database {path}: {e}") from None
-    except Exception as e:  # sqlite3.DatabaseError: not a database, damaged
-        raise DatabaseUnavailable(f"cannot open the database {path}: {e}") from None
+    return open_database(target, create=create, check=True)
 
 
 @dataclass
@@ -130,9 +108,9 @@ def schema_status(db: Any) -> SchemaStatus:
     from .store import schema
 
     if db.dialect == "postgresql":
-        from . import pgdatabase
+        from .backends import postgresql
 
-        known = [name for name, _ in pgdatabase.MIGRATIONS]
+        known = [name for name, _ in postgresql.MIGRATIONS]
         with db.read() as c:
             tables = _tables_pg(c)
             applied = []

@@ -58,7 +58,7 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 
 from . import errors
 from .api import create_app
-from .database import redact_url
+from .backends import redact_url
 from .logs import access_logger_class
 from .store import Store, open_store
 from .uploads import Uploads

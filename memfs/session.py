@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import linux
-from .database import is_url
+from .backends import is_url
 from .errors import InvalidRequest, MemfsError, NotFound
 from .models import MemoryStore, Session, SessionResource
 from .prompt import SNAPSHOT_KEY, render_memory_prompt, snapshot_note

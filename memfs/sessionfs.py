@@ -159,7 +159,7 @@ def serve(spec: SessionMount) -> None:
 
 
 async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
-    from . import dbwatch
+    from .backends import watch as dbwatch
     from .fuse.watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
 
     members = sops.members

@@ -58,7 +58,7 @@ type annotations):
   defined: a test patches ``memfs.api.body.BODY_IDLE_SECONDS``, not ``memfs.api``'s copy.
 
 The API may import the store (:mod:`memfs.store`) and what is below it (:mod:`memfs.errors`,
-:mod:`memfs.models`, :mod:`memfs.rules`), :mod:`memfs.transfer`, :mod:`memfs.dbwatch`,
+:mod:`memfs.models`, :mod:`memfs.rules`), :mod:`memfs.transfer`, :mod:`memfs.backends.watch`,
 :mod:`memfs.health`, :mod:`memfs.uploads`, and, when an app is made, :mod:`memfs.dreams` and
 :mod:`memfs.console`; never the filesystem or the CLI, and nothing imports it but the
 server's composition roots (:mod:`memfs.server`, :mod:`memfs.sessionapi`) and the tests.

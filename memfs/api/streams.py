@@ -18,11 +18,12 @@ import anyio.to_thread
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from .. import dbwatch, errors
+from .. import errors
+from ..backends import watch as dbwatch
 from ..store import Store
 
 if TYPE_CHECKING:
-    from ..pgwatch import PgWatch
+    from ..backends.pgwatch import PgWatch
     from .call import Call
 
 log = logging.getLogger("memfs.api")  # the API's one logger, whichever module logs
@@ -325,7 +326,7 @@ class ChangeHub:
     streams), and the others wait for its ``tick``. A subscriber too far behind for
     ``recent`` reads the database itself.
 
-    With a ``watch`` of the database (:mod:`memfs.dbwatch`, on trio), one subscriber per
+    With a ``watch`` of the database (:mod:`memfs.backends.watch`, on trio), one subscriber per
     feed sleeps until the database changes and then polls at once; the poll is due every
     ``safety`` seconds otherwise (for what inotify misses), instead of every ``interval``.
     ``watch_db`` takes the process's watch of the store's database while any stream is

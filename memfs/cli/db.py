@@ -66,7 +66,7 @@ def db_migrate_cmd(ctx: Context, check: bool) -> None:
         memfs --db postgresql://memfs@localhost/memfs db migrate --check
     """
     from .. import dbcopy
-    from ..database import redact_url
+    from ..backends import redact_url
 
     if ctx.url:
         fail("db migrate uses a local database or postgresql:// URL; drop --url / MEMFS_URL", 2)

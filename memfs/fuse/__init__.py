@@ -7,7 +7,7 @@ session. It reaches a store only through :class:`~memfs.protocol.StoreAPI` (a lo
 :class:`~memfs.store.Store` or a server's client, handed in by the daemons that mount it:
 :mod:`memfs.daemon`, :mod:`memfs.sessionfs`) and may import :mod:`memfs.protocol`,
 :mod:`memfs.rules`, :mod:`memfs.errors` and :mod:`memfs.models` (and, for the type checker
-only, the types of :mod:`memfs.dbwatch` and :mod:`memfs.recall`); never the store, the
+only, the types of :mod:`memfs.backends.watch` and :mod:`memfs.recall`); never the store, the
 database, the API, the client or HTTP.
 
 The modules, each building only on those before it:

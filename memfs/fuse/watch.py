@@ -1,8 +1,8 @@
 """The background services of a mount: keeping it current and telling the kernel.
 
 * :class:`ChangeWatcher` (a local mount) applies the store's change feed as soon as the
-  database changes (woken by a :class:`~memfs.dbwatch.DbWatch`, or on PostgreSQL by a
-  :class:`~memfs.pgwatch.PgWatch`'s notifications, with a slow safety poll; it
+  database changes (woken by a :class:`~memfs.backends.watch.DbWatch`, or on PostgreSQL by a
+  :class:`~memfs.backends.pgwatch.PgWatch`'s notifications, with a slow safety poll; it
   polls every ``interval`` where the database cannot be watched); it also checks that the
   database file is still the one the mount opened, so a database deleted or replaced under the
   mount is noticed at once.
@@ -32,7 +32,7 @@ from .ops import Operations
 from .toolevents import EventSink
 
 if TYPE_CHECKING:
-    from ..dbwatch import Watch
+    from ..backends.watch import Watch
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ transaction: the write lock is taken *before* anything is read, so a check such 
 writer committed in between; see https://sqlite.org/lang_transaction.html.) A writer that finds
 the lock taken sleeps and retries with backoff, holding no lock of ours meanwhile, so "database
 is locked" never reaches a user and nothing else in the process waits behind it; only after
-:data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy` (:mod:`memfs.database`).
+:data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy` (:mod:`memfs.backends.sqlite`).
 
-PostgreSQL (a ``postgresql://`` URL, :mod:`memfs.pgdatabase`): the same rules on the same SQL,
+PostgreSQL (a ``postgresql://`` URL, :mod:`memfs.backends`): the same rules on the same SQL,
 for several servers on one database. Its writers are serialised the same way (an advisory lock
 taken first in every write transaction), so the checks above are as exact. The SQL here is
 what both accept (placeholders ``?`` and ``:name``, ``RETURNING``, no ``IN ()``, no scalar
@@ -30,8 +30,8 @@ The package, one module per kind of object, each a part of :class:`Store` that b
 the parts before it (it may call their methods; never the other way round):
 
 - :mod:`~memfs.store.common` (constants, ids, time, argument checks), :mod:`~.paging`
-  (cursors), :mod:`~.schema` (SQLite migrations), :mod:`~.rows` (rows to models),
-  :mod:`~.opening` (where the database is, opening it): plain functions;
+  (cursors), :mod:`~.schema` (SQLite migrations), :mod:`~.rows` (rows to models): plain
+  functions;
 - :mod:`~.base` (the database, transactions, the change feed), :mod:`~.stores`,
   :mod:`~.memories` (and the filesystem's path operations), :mod:`~.versions`,
   :mod:`~.sessions` (and tokens), :mod:`~.events` (and agents, environments), :mod:`~.undo`
@@ -39,7 +39,7 @@ the parts before it (it may call their methods; never the other way round):
   :mod:`~.search` (the Console's search, recall): the parts, in that order;
 - this module: :class:`Store`, the last part, and the names callers import from here.
 
-The store may import :mod:`memfs.database`, :mod:`memfs.pgdatabase` (through it),
+The store may import :mod:`memfs.backends` (its databases, and :func:`open_database`),
 :mod:`memfs.errors`, :mod:`memfs.models`, :mod:`memfs.rules`, :mod:`memfs.revert` and
 :mod:`memfs.recall`; nothing above it (the filesystem, the API, the CLI).
 """
@@ -50,7 +50,7 @@ import os
 import sqlite3
 from typing import Any
 
-from ..database import is_url, redact_url
+from ..backends import check_database, default_db_path, is_url, open_database, redact_url
 from ..errors import DatabaseUnavailable, StorageError
 from ..rules import (
     Limits,
@@ -78,7 +78,6 @@ from .common import (
     no_store,
     sha256_hex,
 )
-from .opening import check_database, default_db_path, open_database
 from .schema import MIGRATION_SET, _migration_set
 from .search import SearchHit, SearchPart
 
@@ -94,7 +93,8 @@ __all__ = [
 
 class Store(SearchPart):
     """A memfs database. Thread-safe: writes go through one writer connection, reads through a
-    connection per thread that never waits on the writer (:class:`memfs.database.Database`).
+    connection per thread that never waits on the writer
+    (:class:`memfs.backends.SQLiteDatabase`).
 
     :param path: the database file (created with its directory if missing); default
         :func:`default_db_path`. ``":memory:"`` works for tests that use one process.

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from ..database import Connection
+from ..backends import Connection
 from ..errors import Conflict, ImportRejected, InvalidRequest, LimitExceeded, PathConflict
 from ..models import Actor, Memory, MemoryVersion
 from ..rules import _validate_name, encode_content, new_id, validate_path

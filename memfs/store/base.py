@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
-from ..database import Connection, Row
+from ..backends import Connection, Row, default_db_path, open_database
 from ..errors import Busy, FeedGap, MemfsError, StorageError, WouldBlock
 from ..models import Change, MemoryStore, Page
 from ..rules import Limits, format_time
 from .common import T, _archived, _no_store, _now
-from .opening import default_db_path, open_database
 from .paging import L, _after_cursor, _newest_first_page
 from .rows import _store
 from .schema import _MIGRATIONS, MIGRATION_SET, _migration_set
@@ -80,7 +79,7 @@ class StoreBase:
         # mount uses for close(), with sync() on fsync()): a commit survives a killed process
         # or daemon at once, and a power cut from the next sync() or checkpoint on; see
         # https://sqlite.org/pragma.html#pragma_synchronous and https://sqlite.org/wal.html.
-        # A postgresql:// URL: PostgreSQL (memfs.pgdatabase), shared by any number of servers.
+        # A postgresql:// URL: PostgreSQL (memfs.backends), shared by any number of servers.
         self.database = open_database(
             self.path, synchronous=synchronous, checkpoint_pages=checkpoint_pages,
             page_size=1024, create=create,
@@ -105,7 +104,7 @@ class StoreBase:
 
     def _migrate(self) -> None:
         if self.dialect == "postgresql":
-            from ..pgdatabase import PgDatabase, migrate
+            from ..backends.postgresql import PgDatabase, migrate
 
             assert isinstance(self.database, PgDatabase)
             migrate(self.database, MIGRATION_SET)

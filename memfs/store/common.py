@@ -10,7 +10,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from ..database import Row
+from ..backends import Row
 from ..errors import InvalidRequest, NotFound, PreconditionFailed, StoreArchived
 from ..models import Event, Memory, MemoryPrefix
 from ..rules import _validate_text, format_time, new_id, parse_time

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..database import Connection, Row
+from ..backends import Connection, Row
 from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArchived
 from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
 from ..rules import _check_limit, _validate_text, format_time, new_id, parse_time

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..database import Connection, Row
+from ..backends import Connection, Row
 from ..errors import (
     DirectoryNotEmpty,
     InvalidCursor,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from ..database import Row
+from ..backends import Row
 from ..models import (
     DREAM_USAGE,
     Actor,

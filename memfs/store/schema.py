@@ -1,5 +1,5 @@
 """The SQLite schema's migrations, in order (the PostgreSQL schema is
-:mod:`memfs.pgdatabase`'s; the recall tables are :mod:`memfs.recall.schema`'s)."""
+:mod:`memfs.backends.postgresql`'s; the recall tables are :mod:`memfs.recall.schema`'s)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..database import Connection, Row
+from ..backends import Connection, Row
 from ..errors import (
     InvalidCursor,
     InvalidRequest,

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from ..database import Connection
+from ..backends import Connection
 from ..errors import InvalidRequest, NotFound, StoreArchived
 from ..models import MemoryStore, Page
 from ..rules import (

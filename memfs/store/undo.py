@@ -7,7 +7,7 @@ import logging
 import re
 from typing import Any
 
-from ..database import Connection
+from ..backends import Connection
 from ..errors import Busy, InvalidRequest, MemfsError, NotFound, StorageError, WouldBlock
 from ..models import Actor
 from ..rules import encode_content, new_id, validate_path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from ..database import Connection
+from ..backends import Connection
 from ..errors import InvalidRequest, NotFound
 from ..models import Actor, Memory, MemoryVersion, Page, Snapshot
 from ..rules import (

@@ -141,7 +141,7 @@ def _percentile(values: list[float], p: float) -> float:
 def test_a_write_through_one_replica_reaches_a_change_stream_of_the_other(replicas):
     """The change feed is in the database and every change NOTIFYs its store on commit: a
     follower of replica B sees what was written through replica A as soon as B's LISTEN
-    connection hears of it (memfs.pgwatch), not at B's next poll (the safety poll is 2 s).
+    connection hears of it (memfs.backends.pgwatch), not at B's next poll (the safety poll is 2 s).
     Prints the latency from each write's request (and from its answer) to its arrival."""
     a, b = replicas
     h = {"x-api-key": KEY}
@@ -220,8 +220,8 @@ def test_a_follower_gets_every_change_across_a_lost_listen_connection(pg_cluster
 def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_cluster,
                                                                          tmp_path):
     """``memfs mount`` on a postgresql:// database: its ChangeWatcher is woken by the
-    database's notifications (memfs.pgwatch), not by its safety poll (2 s). Prints the delay
-    from a write by another process to the file being listed in the mount."""
+    database's notifications (memfs.backends.pgwatch), not by its safety poll (2 s). Prints the
+    delay from a write by another process to the file being listed in the mount."""
     from tests.integration.conftest import Mount, require_fuse
 
     require_fuse()

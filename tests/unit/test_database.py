@@ -1,6 +1,6 @@
-"""memfs.database: the writer never waits under a lock, readers never wait on the writer, sync
-is durable whatever other connections hold, a replaced file is noticed, SQLite's failures
-become memfs errors."""
+"""memfs.backends.sqlite: the writer never waits under a lock, readers never wait on the
+writer, sync is durable whatever other connections hold, a replaced file is noticed, SQLite's
+failures become memfs errors."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memfs import errors
-from memfs.database import Database
+from memfs.backends.sqlite import SQLiteDatabase
 from memfs.store import Store
 
 
@@ -129,11 +129,11 @@ def test_sqlite_errors_become_memfs_errors(tmp_path):
     not_db = tmp_path / "not.db"
     not_db.write_bytes(b"this is not a database" * 100)
     with pytest.raises(errors.StorageError):
-        Database(str(not_db))
+        SQLiteDatabase(str(not_db))
 
 
 def test_busy_after_patience(db_path, monkeypatch):
-    import memfs.database as database
+    import memfs.backends.sqlite as database
 
     monkeypatch.setattr(database, "WRITE_PATIENCE", 0.2)
     store = Store(db_path)
@@ -156,7 +156,7 @@ def test_opening_waits_out_a_lock_taken_just_before_the_identity_read(db_path):
     exactly there: opening waits it out instead of failing."""
     released = threading.Event()
 
-    class LockedOnce(Database):
+    class LockedOnce(SQLiteDatabase):
         def _take_identity(self) -> None:
             other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
             other.execute("PRAGMA journal_mode = DELETE")
@@ -179,9 +179,9 @@ def test_opening_waits_out_a_lock_taken_just_before_the_identity_read(db_path):
 
 @pytest.mark.parametrize("where", ["file", "memory"])
 def test_a_snapshot_shows_one_moment_to_any_thread_while_writers_go_on(db_path, where):
-    """An export's view (Database.snapshot): a read transaction of its own that later
+    """An export's view (SQLiteDatabase.snapshot): a read transaction of its own that later
     writes never show in, usable from another thread, closed however the block ends."""
-    db = Database(db_path if where == "file" else ":memory:")
+    db = SQLiteDatabase(db_path if where == "file" else ":memory:")
     with db.write() as c:
         c.execute("CREATE TABLE t (x)")
         c.execute("INSERT INTO t VALUES (1)")
@@ -228,7 +228,7 @@ def test_a_snapshot_shows_one_moment_to_any_thread_while_writers_go_on(db_path, 
 
 
 def test_a_snapshot_of_a_file_is_read_only_and_holds_back_checkpoints(db_path):
-    db = Database(db_path)
+    db = SQLiteDatabase(db_path)
     with db.write() as c:
         c.execute("CREATE TABLE t (x)")
     try:
@@ -246,7 +246,7 @@ def test_a_snapshot_of_a_file_is_read_only_and_holds_back_checkpoints(db_path):
 def test_a_writer_waiting_on_another_process_polls_often(db_path, monkeypatch):
     """Another process's commit holds SQLite's lock a few ms: the waiting writer sleeps at
     most a few ms between tries (it slept up to 100 ms, idle long after the lock was free)."""
-    from memfs import database
+    from memfs.backends import sqlite as database
 
     store = Store(db_path)
     sid = store.create_store("s").id
@@ -508,7 +508,7 @@ def test_a_file_that_cannot_be_looked_at_is_not_a_deleted_one(db_path, monkeypat
     good, its WAL emptied. It is a StorageError for this call, and the next one works."""
     import errno as errno_
 
-    import memfs.database as dbmod
+    import memfs.backends.sqlite as dbmod
 
     store = _filled(db_path, "ours", 3, synchronous="NORMAL", checkpoint_pages=100_000)
     sid = store.resolve_store("ours").id

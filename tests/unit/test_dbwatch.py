@@ -1,4 +1,4 @@
-"""The database waker (memfs.dbwatch): woken by a commit from another connection within a
+"""The database waker (memfs.backends.watch): woken by a commit from another connection within a
 bound, and by nothing while the database is idle."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from memfs import dbwatch
 from memfs.api import ChangeHub
-from memfs.dbwatch import DbWatch
+from memfs.backends import watch as dbwatch
+from memfs.backends.watch import DbWatch
 from memfs.store import Store
 
 

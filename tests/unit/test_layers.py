@@ -18,19 +18,15 @@ ALLOWED: dict[str, set[str]] = {
     "models": set(),
     "rules": {"errors", "models"},
     "protocol": {"errors", "models"},
-    "database": {"errors", "models"},
-    "dbwatch": {"pgwatch"},
-    "pgwatch": {"database"},
-    # The PostgreSQL backend: the database layer's other implementation.
-    # recall: its schema (the words index and vectors), a migration of both backends.
-    "pgdatabase": {"database", "recall", "errors", "models"},
+    # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database).
+    # recall: its schema alone (the words index and vectors), a migration of both backends.
+    "backends": {"recall", "errors", "models"},
     # The plan of a revert (undo a session): pure, computed from version rows for the store.
     "revert": {"models"},
     # An archive's records checked and made rows before a restore: pure, for the store.
     "restore": {"rules", "errors", "models"},
     # recall: the search and the indexer over the store's tables (memfs.recall), below it.
-    "store": {"database", "pgdatabase", "revert", "restore", "recall", "rules", "errors",
-              "models"},
+    "store": {"backends", "revert", "restore", "recall", "rules", "errors", "models"},
     # The bounds on unfinished uploads (the API's and the Console's body reader).
     "uploads": {"errors"},
     # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
@@ -51,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
                 "recall"},
     # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
     # dreams and the Console only when an app is made (create_app), never the filesystem.
-    "api": {"store", "transfer", "dbwatch", "health", "uploads", "dreams", "console", "rules",
+    "api": {"store", "transfer", "backends", "health", "uploads", "dreams", "console", "rules",
             "errors", "models"},
 }
 
@@ -106,7 +102,21 @@ def test_the_filesystem_knows_no_store_server_or_http() -> None:
     for path in _files("fuse"):
         text = path.read_text()
         assert "httpx" not in text and "sqlite" not in text, path.name
-    assert not runtime_imports("fuse") & {"store", "api", "client", "database", "pgdatabase"}
+    assert not runtime_imports("fuse") & {"store", "api", "client", "backends"}
+
+
+def test_the_backends_take_recall_s_schema_alone_and_trio_only_in_the_watches() -> None:
+    for path in _files("backends"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module == "recall":
+                assert [a.name for a in node.names] == ["schema"], path.name
+            if isinstance(node, ast.Import | ast.ImportFrom) and path.stem not in ("watch",
+                                                                                 "pgwatch"):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
+                    node.module or ""]
+                assert not any(n.split(".")[0] in ("trio", "pyfuse3", "httpx") for n in names), (
+                    path.name)
 
 
 def test_store_and_client_implement_the_protocol_a_mount_is_written_against() -> None:
@@ -137,13 +147,16 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
 #: module may import only those before it (imports for type checking alone do not count).
 ORDER: dict[str, list[str]] = {
     # Plain functions first, then the parts of the Store class, each over the one before it.
-    "store": ["common", "paging", "schema", "rows", "opening", "base", "stores", "memories",
-              "versions", "sessions", "events", "undo", "dreams", "archive", "search"],
+    "store": ["common", "paging", "schema", "rows", "base", "stores", "memories", "versions",
+              "sessions", "events", "undo", "dreams", "archive", "search"],
     # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
     # streams), the resources, then the route table, its OpenAPI document and the app.
     "api": ["spec", "errortable", "body", "batching", "call", "auth", "streams", "stores",
             "mounts", "memories", "versions", "agents", "sessions", "dreams", "archive",
             "search", "routes", "openapi", "app"],
+    # The typed seam, the files of an SQLite database, what a --db value names, the two
+    # databases, then the watches (the inotify one hands a postgresql:// URL to pgwatch).
+    "backends": ["protocol", "files", "targets", "sqlite", "postgresql", "pgwatch", "watch"],
     # The framework (the global options, the command class, the groups and the Context, the
     # helpers of the commands on a store), then the commands.
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",

@@ -1,17 +1,17 @@
-"""The PostgreSQL seam's own pieces (memfs/pgdatabase.py, memfs/database.py): placeholder
-translation, text escaping, URLs and how an unreachable database is reported."""
+"""The PostgreSQL seam's own pieces (memfs/backends/postgresql.py, memfs/backends/targets.py):
+placeholder translation, text escaping, URLs and how an unreachable database is reported."""
 
 from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
 
+from memfs.backends import is_url, redact_url
 from memfs.cli import cli
-from memfs.database import is_url, redact_url
 
 
 def test_placeholders_become_psycopgs_and_literals_stay():
-    from memfs.pgdatabase import translate_sql
+    from memfs.backends.postgresql import translate_sql
 
     assert translate_sql("SELECT * FROM t WHERE a = ? AND b = ?") == \
         "SELECT * FROM t WHERE a = %s AND b = %s"
@@ -24,7 +24,7 @@ def test_placeholders_become_psycopgs_and_literals_stay():
 
 
 def test_text_escaping_round_trips():
-    from memfs.pgdatabase import _escape, _unescape
+    from memfs.backends.postgresql import _escape, _unescape
 
     for s in ["", "plain", "\x00", "\uffff", "\uffff0", "a\x00\uffff1\x00\uffff", "\uffff\uffff"]:
         e = _escape(s)
@@ -111,7 +111,7 @@ def test_a_writer_held_up_past_its_patience_is_busy(pg_cluster, monkeypatch):
     with Busy (HTTP 503, retried by clients) instead of waiting for ever."""
     import psycopg
 
-    from memfs import pgdatabase
+    from memfs.backends import postgresql as pgdatabase
     from memfs.errors import Busy
     from memfs.store import Limits, Store
 
@@ -185,7 +185,7 @@ def test_patience_bounds_the_wait_for_the_write_lock(pg_cluster):
 
     import psycopg
 
-    from memfs import pgdatabase
+    from memfs.backends import postgresql as pgdatabase
     from memfs.errors import Busy
     from memfs.store import Limits, Store
 
@@ -216,7 +216,7 @@ def test_patience_bounds_the_wait_for_a_free_connection(pg_cluster):
     import threading
     import time
 
-    from memfs import pgdatabase
+    from memfs.backends import postgresql as pgdatabase
     from memfs.errors import Busy
 
     name = pg_cluster.new_database(pg_cluster.template)

@@ -1,4 +1,4 @@
-"""The PostgreSQL change waker (memfs.pgwatch, LISTEN/NOTIFY): woken by a commit of another
+"""The PostgreSQL change waker (memfs.backends.pgwatch, LISTEN/NOTIFY): woken by a commit of another
 process's connection within a bound, for its own store only, never by a rollback, by nothing
 while idle, and again after its connection is killed. On the test session's throwaway
 cluster (tests/conftest.py ``pg_cluster``: fails without PostgreSQL when CI=true)."""
@@ -14,8 +14,9 @@ import psycopg
 import pytest
 import trio
 
-from memfs import dbwatch, pgwatch
 from memfs.api import ChangeHub
+from memfs.backends import pgwatch
+from memfs.backends import watch as dbwatch
 from memfs.store import Store
 
 

@@ -20,7 +20,7 @@ MIGRATIONS = ("sqlite_utils",)
 HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api", "memfs.server",
          "memfs.client", "memfs.console", *(
              # Needed only for a PostgreSQL database.
-             "psycopg", "psycopg_pool", "psycopg_binary", "memfs.pgdatabase"))
+             "psycopg", "psycopg_pool", "psycopg_binary", "memfs.backends.postgresql"))
 
 
 def imported_after(code: str) -> set[str]:

@@ -1585,7 +1585,7 @@ class TestIndexesPostgreSQL:
 
     def test_filtered_listings_search_an_index_of_their_own(self, pg_cluster: Any,
                                                             monkeypatch: Any) -> None:
-        from memfs.pgdatabase import PgConnection, translate_sql
+        from memfs.backends.postgresql import PgConnection, translate_sql
 
         pg_cluster.empty_database(pg_cluster.shared)
         store = Store(pg_cluster.url(pg_cluster.shared), limits=Limits())

@@ -861,7 +861,8 @@ def synthetic(store: Store, memories: int, versions: int, *, seal: bool = True) 
 def write_lock_held(backend, monkeypatch):
     """Another process (a Store of its own) holds the database's write lock throughout; a
     write of this one gives up after 2 s (Busy) instead of the usual minute."""
-    from memfs import database, pgdatabase
+    from memfs.backends import postgresql as pgdatabase
+    from memfs.backends import sqlite as database
 
     monkeypatch.setattr(database, "WRITE_PATIENCE", 2.0)
     monkeypatch.setattr(pgdatabase, "WRITE_PATIENCE", 2.0)

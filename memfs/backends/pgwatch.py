@@ -1,16 +1,17 @@
 """Waking on a PostgreSQL database's change feed, instead of polling it: LISTEN/NOTIFY.
 
 Every insert into ``changes`` notifies the channel :data:`CHANNEL` with the store's id as the
-payload (a trigger of :mod:`memfs.pgdatabase`'s migration ``m002_changes_notify``). PostgreSQL
-delivers a notification only when its transaction commits, so a listener woken by one finds
-the change in the feed, whichever process or machine wrote it.
+payload (a trigger of :mod:`memfs.backends.postgresql`'s migration ``m002_changes_notify``).
+PostgreSQL delivers a notification only when its transaction commits, so a listener woken by
+one finds the change in the feed, whichever process or machine wrote it.
 
 A :class:`PgWatch` is the process's one dedicated ``LISTEN`` connection to a database
-(:func:`memfs.dbwatch.acquire` / :func:`~memfs.dbwatch.release` share it, as they share
-an inotify watch): a thread blocks in ``poll()`` on its socket (no CPU while nothing
-changes) and wakes the trio tasks waiting in :meth:`PgWatch.wait` (any store) or in the
-:meth:`PgWatch.narrow` view of one store (the interface of :class:`memfs.dbwatch.DbWatch`:
-``changes`` and ``wait(seen)``), so the subscribers of other stores are not woken at all.
+(:func:`memfs.backends.watch.acquire` / :func:`~memfs.backends.watch.release` share it, as
+they share an inotify watch): a thread blocks in ``poll()`` on its socket (no CPU while
+nothing changes) and wakes the trio tasks waiting in :meth:`PgWatch.wait` (any store) or in
+the :meth:`PgWatch.narrow` view of one store (the interface of
+:class:`memfs.backends.watch.DbWatch`: ``changes`` and ``wait(seen)``), so the subscribers of
+other stores are not woken at all.
 
 A lost connection (the server restarted, the backend terminated, the network gone) is
 reconnected with a backoff (:data:`BACKOFF`); every (re)connection, the first included,
@@ -30,7 +31,7 @@ from typing import Any, TypedDict
 
 import trio
 
-from .database import redact_url
+from .targets import redact_url
 
 log = logging.getLogger(__name__)
 

@@ -1,27 +1,31 @@
-"""The SQLite database under a :class:`~memfs.store.Store`: connections, transactions, durability.
+"""The SQLite database under a :class:`~memfs.store.Store`: connections, transactions,
+durability (:class:`SQLiteDatabase`).
 
 One writer and many readers, after datasette's ``database.py``:
 
-* **One writer connection**, used for every write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``).
-  Its busy timeout is zero: when another process holds SQLite's write lock, ``BEGIN IMMEDIATE``
-  fails at once and :meth:`Database.write` sleeps and retries *without holding any lock of
-  ours*, so nothing else in this process ever waits behind a writer that is waiting.
+* **One writer connection**, used for every write transaction (``BEGIN IMMEDIATE`` …
+  ``COMMIT``). Its busy timeout is zero: when another process holds SQLite's write lock,
+  ``BEGIN IMMEDIATE`` fails at once and :meth:`SQLiteDatabase.write` sleeps and retries
+  *without holding any lock of ours*, so nothing else in this process ever waits behind a
+  writer that is waiting.
 * **Reader connections**, one per thread, which never wait on the writer: in WAL mode a reader
   sees the last committed snapshot while another connection writes
   (https://sqlite.org/wal.html#concurrency).
-* **Snapshots** (:meth:`Database.snapshot`): a connection of its own in one read transaction,
-  for a long read made in steps (an export): it sees the database as it was when it began,
-  from whichever thread reads it next, while writers go on.
-* **Durable sync**: :meth:`Database.sync` fsyncs the WAL and the database file themselves,
-  so everything committed so far survives a power cut, whatever other connections are doing (a
-  PASSIVE checkpoint, used before, syncs nothing while a reader holds an old snapshot).
+* **Snapshots** (:meth:`SQLiteDatabase.snapshot`): a connection of its own in one read
+  transaction, for a long read made in steps (an export): it sees the database as it was when
+  it began, from whichever thread reads it next, while writers go on.
+* **Durable sync**: :meth:`SQLiteDatabase.sync` fsyncs the WAL and the database file
+  themselves, so everything committed so far survives a power cut, whatever other connections
+  are doing (a PASSIVE checkpoint, used before, syncs nothing while a reader holds an old
+  snapshot).
 * **Identity**: the database carries a random id in its header (``PRAGMA user_version``).
-  Before and after every write the file at :attr:`Database.path` is checked to still be this
-  database, so a database deleted, renamed over or overwritten under a running process is
+  Before and after every write the file at :attr:`SQLiteDatabase.path` is checked to still be
+  this database, so a database deleted, renamed over or overwritten under a running process is
   noticed (:class:`~memfs.errors.DatabaseGone`) instead of swallowing writes that nobody will
   ever read (https://sqlite.org/howtocorrupt.html §1.3, §2.4). Noticed, the database is
-  *disowned* (:meth:`Database._disown`): SQLite finds a WAL and its ``-shm`` index by their
-  names only, so ours must neither stay beside the new file nor be checkpointed into it.
+  *disowned* (:meth:`SQLiteDatabase._disown`): SQLite finds a WAL and its ``-shm`` index by
+  their names only, so ours must neither stay beside the new file nor be checkpointed into it
+  (the files themselves are handled by :mod:`memfs.backends.files`).
 * **Errors**: SQLite's failures become memfs errors a caller can map: a full disk is
   :class:`~memfs.errors.StorageFull` (ENOSPC), an I/O error or a damaged file
   :class:`~memfs.errors.StorageError` (EIO), a lock held past :data:`WRITE_PATIENCE`
@@ -41,11 +45,10 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
 
-from .errors import (
+from ..errors import (
     Busy,
     DatabaseGone,
     DatabaseUnavailable,
@@ -53,6 +56,8 @@ from .errors import (
     StorageFull,
     WouldBlock,
 )
+from .files import create_private, fsync_directory, held_fd, inode_of, unlink_if
+from .protocol import Row
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,86 +82,6 @@ _USER_VERSION_OFFSET = 60
 _NO_CKPT_ON_CLOSE = 1006
 
 
-def held_fd(path: str, file_id: tuple[int, int] | None = None) -> int | None:
-    """A descriptor of the file at ``path`` (or of the file ``(device, inode)``) that this
-    process holds already (SQLite's, say), or None.
-
-    Never open a database file SQLite may have open in this process and close it again:
-    closing ANY descriptor of a file drops every POSIX lock the process holds on it, SQLite's
-    included (https://sqlite.org/howtocorrupt.html §2.2). Without its shared lock, another
-    process closing its last connection believes it is the last one, checkpoints and deletes
-    the WAL that this process still writes to: commits are lost.
-    """
-    try:
-        if file_id is None:
-            st = os.stat(path)
-            file_id = (st.st_dev, st.st_ino)
-        target = os.path.realpath(path)
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return None
-    for name in names:
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") != target:
-                continue
-            fd = int(name)
-            st = os.fstat(fd)
-        except (OSError, ValueError):
-            continue
-        if (st.st_dev, st.st_ino) == file_id:
-            return fd
-    return None
-
-
-def read_head(path: str, size: int) -> bytes:
-    """The first ``size`` bytes of the file at ``path``, read through a descriptor the process
-    holds already if there is one (:func:`held_fd`): never dropping SQLite's locks."""
-    fd = held_fd(path)
-    if fd is not None:
-        return os.pread(fd, size, 0)
-    # No descriptor of this file in the process: no lock of ours on it to drop.
-    with open(path, "rb") as f:
-        return f.read(size)
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    """(device, inode) of the file at ``path`` (symbolic links followed), None if none."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _unlink_if(path: str, file_id: tuple[int, int] | None) -> bool:
-    """Remove ``path`` if it is still the file ``file_id`` (never a file put there since)."""
-    if file_id is None or _file_id(path) != file_id:
-        return False
-    try:
-        os.unlink(path)
-    except OSError as e:
-        log.warning("cannot remove %s: %s", path, e.strerror or e)
-        return False
-    return True
-
-
-def create_private(path: str) -> None:
-    """Make a new database file its owner's only: the directories made for it 0700, the file
-    0600 (SQLite gives its WAL and shared-memory files the database file's mode). Every store
-    of the database is in that file: no other user (an agent run as one) may read it. An
-    existing file or directory is left as it is."""
-    parent = Path(path).absolute().parent
-    missing = []
-    while not parent.exists():
-        missing.append(parent)
-        parent = parent.parent
-    for d in reversed(missing):
-        with suppress(FileExistsError):  # made by another process meanwhile
-            d.mkdir(mode=0o700)
-    with suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-
-
 def _is_busy(e: sqlite3.Error) -> bool:
     text = str(e)
     return "locked" in text or "busy" in text
@@ -172,89 +97,7 @@ def translate(e: sqlite3.Error, path: str) -> Exception:
     return StorageError(f"database {path}: {text}")
 
 
-def is_url(target: str) -> bool:
-    """Whether a ``--db`` / ``MEMFS_DB`` value names a PostgreSQL database (else it is the
-    path of an SQLite file)."""
-    return target.startswith(("postgresql://", "postgres://"))
-
-
-def redact_url(target: str) -> str:
-    """``target`` without a password it may hold (a PostgreSQL URL's), to print or log."""
-    parts = urllib.parse.urlsplit(target)
-    if not is_url(target) or parts.password is None:
-        return target
-    user, host = parts.netloc.rsplit("@", 1)
-    return urllib.parse.urlunsplit(
-        parts._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}"))
-
-
-class Row(Protocol):
-    """A row the store reads: by column name or position (a :class:`sqlite3.Row`, or
-    :class:`memfs.pgdatabase.Row`)."""
-
-    def __getitem__(self, key: Any, /) -> Any: ...
-
-    def keys(self) -> list[str]: ...
-
-
-class Cursor(Protocol):
-    """What a statement's result gives the store (:class:`sqlite3.Cursor`, psycopg's)."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-class Connection(Protocol):
-    """What the store's SQL needs of a connection: :class:`sqlite3.Connection`, or
-    :class:`memfs.pgdatabase.PgConnection` (the same statements, translated)."""
-
-    def execute(self, sql: str, params: Any = ..., /) -> Cursor: ...
-
-    def executemany(self, sql: str, rows: Any, /) -> Cursor: ...
-
-
-class Backend(Protocol):
-    """A database under a store: :class:`Database` (SQLite) or
-    :class:`memfs.pgdatabase.PgDatabase`, as :func:`memfs.store.open_database` opens it."""
-
-    #: ``sqlite`` or ``postgresql``: where their SQL differs, the store asks.
-    dialect: str
-    #: The SQL of the position of ``{1}`` in ``{0}`` (``instr`` or ``strpos``).
-    position_sql: str
-    @property
-    def writer(self) -> sqlite3.Connection | None:
-        """SQLite's one writer connection (migrations run on it); None on PostgreSQL."""
-
-    def nowait(self) -> AbstractContextManager[None]: ...
-
-    def patience(self, seconds: float) -> AbstractContextManager[None]: ...
-
-    def write(self) -> AbstractContextManager[Connection]: ...
-
-    def read(self) -> AbstractContextManager[Connection]: ...
-
-    def snapshot(self) -> AbstractContextManager[Connection]: ...
-
-    def run(self, fn: Callable[..., T], *args: Any) -> T: ...
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
-
-    def sync(self) -> None: ...
-
-    def check_file(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class Database:
+class SQLiteDatabase:
     """A memfs SQLite database file.
 
     :param path: the file, or ``":memory:"`` (one connection shared by readers and the
@@ -264,10 +107,11 @@ class Database:
     :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
     :param page_size: page size of a new database (an existing one keeps its own).
     :param create: make the file if it is missing (else :class:`DatabaseUnavailable`), its
-        owner's only (:func:`create_private`).
+        owner's only (:func:`~memfs.backends.files.create_private`).
     """
 
-    #: Which SQL this database speaks (:class:`memfs.pgdatabase.PgDatabase`: "postgresql").
+    #: Which SQL this database speaks (:class:`~memfs.backends.postgresql.PgDatabase`:
+    #: "postgresql").
     dialect = "sqlite"
     #: SQL for the 1-based position of the text {1} in the text {0} (0: not there).
     position_sql = "instr({0}, {1})"
@@ -363,7 +207,7 @@ class Database:
         # of the WAL is safe to hold and to close: SQLite's POSIX locks are on the database
         # file and the -shm file, never on the WAL (os_unix.c: xLock, xShmLock).
         self._beside = os.path.realpath(self.path)
-        self._shm_id = _file_id(self._beside + "-shm")
+        self._shm_id = inode_of(self._beside + "-shm")
         try:
             self._wal_fd = os.open(self._beside + "-wal", os.O_RDWR | os.O_CLOEXEC)
         except OSError:  # no WAL (not in WAL mode)
@@ -473,10 +317,10 @@ class Database:
                     os.fsync(self._wal_fd)
                 except OSError as e:
                     log.warning("cannot empty %s-wal: %s", self._beside, e.strerror or e)
-            removed = _unlink_if(self._beside + "-shm", self._shm_id)
-            removed = _unlink_if(self._beside + "-wal", self._wal_id) or removed
+            removed = unlink_if(self._beside + "-shm", self._shm_id)
+            removed = unlink_if(self._beside + "-wal", self._wal_id) or removed
             if removed:
-                _fsync_directory(self._beside)
+                fsync_directory(self._beside)
             self._close_connections()
 
     def _checkpoint_into_our_file(self) -> None:
@@ -749,7 +593,8 @@ class Database:
             return
         self.check_file()
         # The database file through SQLite's own descriptor, never one of ours: closing it
-        # would drop SQLite's locks (see held_fd). The WAL and the directory are never locked.
+        # would drop SQLite's locks (see held_fd, memfs.backends.files). The WAL and the
+        # directory are never locked.
         main = self._fd if self._fd is not None else held_fd(self.path)
         if main is not None:
             try:
@@ -800,7 +645,7 @@ class Database:
 
 def _no_checkpoint_on_close(conn: sqlite3.Connection) -> None:
     """Where Python can say so (3.12+), tell SQLite not to checkpoint when ``conn`` closes
-    (on 3.11, :meth:`Database._disown` makes that checkpoint fail before it writes)."""
+    (on 3.11, :meth:`SQLiteDatabase._disown` makes that checkpoint fail before it writes)."""
     setconfig = getattr(conn, "setconfig", None)
     if setconfig is None:
         return
@@ -808,15 +653,3 @@ def _no_checkpoint_on_close(conn: sqlite3.Connection) -> None:
         setconfig(_NO_CKPT_ON_CLOSE, True)
     except sqlite3.Error as e:  # closed already
         log.debug("no checkpoint on close: %s", e)
-
-
-def _fsync_directory(path: str) -> None:
-    """Make the removal of a file beside ``path`` durable (logged if it cannot be)."""
-    try:
-        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        log.warning("cannot sync the directory of %s: %s", path, e.strerror or e)

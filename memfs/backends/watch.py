@@ -20,8 +20,8 @@ Waiting is done with trio (``trio.lowlevel.wait_readable`` on the inotify descri
 the FUSE daemons and ``memfs serve`` run on trio.
 
 A PostgreSQL database (a ``postgresql://`` URL) has no file to watch: :func:`acquire` gives
-the process's LISTEN connection to it instead (:class:`memfs.pgwatch.PgWatch`, the same
-interface, and :meth:`narrow` to wake for one store only).
+the process's LISTEN connection to it instead (:class:`memfs.backends.pgwatch.PgWatch`, the
+same interface, and :meth:`narrow` to wake for one store only).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 import trio
+
+from .targets import is_url
 
 if TYPE_CHECKING:
     from .pgwatch import PgWatch
@@ -77,8 +79,8 @@ def _lib() -> ctypes.CDLL:
 
 
 class Watch(Protocol):
-    """What a waiter uses of a watch: a :class:`DbWatch`, a :class:`~memfs.pgwatch.PgWatch`
-    or one store's view of it (:meth:`narrow`)."""
+    """What a waiter uses of a watch: a :class:`DbWatch`, a
+    :class:`~memfs.backends.pgwatch.PgWatch` or one store's view of it (:meth:`narrow`)."""
 
     @property
     def changes(self) -> int: ...
@@ -170,7 +172,7 @@ class DbWatch:
 
     def narrow(self, store: str) -> DbWatch:
         """The watch for one store: itself (inotify cannot tell the stores of a database
-        apart; :class:`memfs.pgwatch.PgWatch` can)."""
+        apart; :class:`memfs.backends.pgwatch.PgWatch` can)."""
         return self
 
     def close(self) -> None:
@@ -191,10 +193,10 @@ _failed: set[str] = set()
 def acquire(path: str) -> DbWatch | PgWatch | None:
     """The process's watch of the database at ``path`` (shared; :func:`release` it when
     done), or ``None`` where it cannot be watched (the caller polls instead). A
-    ``postgresql://`` URL: its :class:`~memfs.pgwatch.PgWatch`, which connects in the
+    ``postgresql://`` URL: its :class:`~memfs.backends.pgwatch.PgWatch`, which connects in the
     background (until then, and while reconnecting, the callers' safety poll is all they
     get; the connection wakes them all)."""
-    if path.startswith(("postgresql://", "postgres://")):
+    if is_url(path):
         from .pgwatch import PgWatch
 
         with _lock:

@@ -1,5 +1,6 @@
 """The PostgreSQL database under a :class:`~memfs.store.Store`: the same interface as
-:class:`memfs.database.Database`, so the store's rules run unchanged on either.
+:class:`memfs.backends.sqlite.SQLiteDatabase` (:class:`memfs.backends.Database`), so the
+store's rules run unchanged on either.
 
 ``memfs serve --db postgresql://…`` (or ``MEMFS_DB=postgresql://…``) opens one of these, and
 any number of server processes on any number of machines may share the database:
@@ -46,9 +47,9 @@ import psycopg.errors
 import psycopg.types.string
 import psycopg_pool
 
-from .database import redact_url
-from .errors import Busy, DatabaseUnavailable, StorageError, StorageFull, WouldBlock
-from .recall import schema as recall_schema
+from ..errors import Busy, DatabaseUnavailable, StorageError, StorageFull, WouldBlock
+from ..recall import schema as recall_schema
+from .targets import redact_url
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -56,7 +57,7 @@ T = TypeVar("T")
 #: The advisory lock key every write transaction takes (any constant: "memfs" in ASCII).
 WRITE_LOCK_KEY = 0x6D656D6673
 #: Seconds a writer waits for the write lock (another process's write) before it raises
-#: :class:`Busy`, as SQLite's writers do (:data:`memfs.database.WRITE_PATIENCE`).
+#: :class:`Busy`, as SQLite's writers do (:data:`memfs.backends.sqlite.WRITE_PATIENCE`).
 WRITE_PATIENCE = 60.0
 #: Seconds to wait for a pooled connection before a call fails with :class:`Busy`.
 POOL_PATIENCE = 30.0
@@ -281,7 +282,7 @@ class PgDatabase:
     def patience(self, seconds: float) -> Iterator[None]:
         """Within this block, this thread waits for the write lock and for a pooled
         connection at most ``seconds`` in all, then raises :class:`Busy`, having changed
-        nothing (as :meth:`memfs.database.Database.patience`)."""
+        nothing (as :meth:`memfs.backends.sqlite.SQLiteDatabase.patience`)."""
         previous = getattr(self._local, "deadline", None)
         self._local.deadline = time.monotonic() + seconds
         try:
@@ -556,9 +557,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     CREATE TRIGGER memories_count AFTER INSERT OR DELETE ON memories
         FOR EACH ROW EXECUTE FUNCTION memfs_memory_count();
     """),
-    # Every change notifies its store's id on the channel memfs_changes (memfs.pgwatch), in
-    # the transaction that inserts it: delivered when (and only if) it commits. One
-    # notification per store per statement; PostgreSQL folds repeats within a transaction.
+    # Every change notifies its store's id on the channel memfs_changes
+    # (memfs.backends.pgwatch), in the transaction that inserts it: delivered when (and only
+    # if) it commits. One notification per store per statement; PostgreSQL folds repeats
+    # within a transaction.
     ("m002_changes_notify", """
     CREATE FUNCTION memfs_changes_notify() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN

@@ -1,18 +1,45 @@
-"""Where the database is and whether a file is one: the default path, the header
-check, opening a file or a URL."""
+"""What a ``--db`` / ``MEMFS_DB`` value names, checked without opening anything: a
+PostgreSQL URL or the path of an SQLite file (:func:`is_url`, :func:`check_target`), the
+default path, whether a file there is an SQLite database (the header check), and a URL
+without its password to print."""
 
 from __future__ import annotations
 
 import logging
 import os
 import stat
+import urllib.parse
 from pathlib import Path
-from typing import Any
 
-from ..database import Backend, Database, is_url, read_head
 from ..errors import DatabaseUnavailable
+from .files import read_head
 
 log = logging.getLogger(__name__)
+
+
+def is_url(target: str) -> bool:
+    """Whether a ``--db`` / ``MEMFS_DB`` value names a PostgreSQL database (else it is the
+    path of an SQLite file)."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def redact_url(target: str) -> str:
+    """``target`` without a password it may hold (a PostgreSQL URL's), to print or log."""
+    parts = urllib.parse.urlsplit(target)
+    if not is_url(target) or parts.password is None:
+        return target
+    user, host = parts.netloc.rsplit("@", 1)
+    return urllib.parse.urlunsplit(
+        parts._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}"))
+
+
+def check_target(target: str) -> str:
+    """``target`` if it names a database memfs can open: a ``postgresql://`` URL or a file
+    path (another scheme, ``mysql://…``, is an error, not a file to create)."""
+    if "://" in target and not is_url(target):
+        raise DatabaseUnavailable(
+            f"cannot use {redact_url(target)}: not a postgresql:// URL or a file path")
+    return target
 
 
 def default_db_path() -> Path:
@@ -52,8 +79,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
-    """Check, without opening or creating anything, that :class:`Store` can open ``path``
-    (default :func:`default_db_path`); returns the path.
+    """Check, without opening or creating anything, that :class:`~memfs.store.Store` can open
+    ``path`` (default :func:`default_db_path`); returns the path.
 
     With ``create=False`` the file must exist and be an SQLite database: a command that only
     reads never creates a database (a mistyped path is an error, not a new empty database).
@@ -103,14 +130,3 @@ def check_database(path: str | os.PathLike[str] | None, *, create: bool) -> str:
         raise DatabaseUnavailable(f"{path} is not an SQLite database")
     return path
 
-
-def open_database(target: str, **kwargs: Any) -> Backend:
-    """The database ``target`` (``--db``, ``MEMFS_DB``) names: a
-    :class:`memfs.pgdatabase.PgDatabase` for a ``postgresql://`` URL (psycopg is imported only
-    then), else the SQLite :class:`~memfs.database.Database` at that path. ``kwargs`` are
-    :class:`~memfs.database.Database`'s (SQLite's tuning: a PgDatabase ignores them)."""
-    if is_url(target):
-        from ..pgdatabase import PgDatabase
-
-        return PgDatabase(target, **kwargs)
-    return Database(target, **kwargs)
