@@ -1,5 +1,5 @@
 """``memfs db``: whole databases: copy one to another backend (SQLite <-> PostgreSQL,
-:mod:`memfs.dbcopy`), migrate the schema."""
+:mod:`memfs.dbadmin`), migrate the schema."""
 
 from __future__ import annotations
 
@@ -40,11 +40,11 @@ def db_copy_cmd(ctx: Context, src: str, dst: str) -> None:
     \b
         memfs db copy memfs.db postgresql://memfs@localhost/memfs
     """
-    from .. import dbcopy
+    from .. import dbadmin
 
     try:
-        report = dbcopy.copy(src, dst)
-    except dbcopy.CopyMismatch as e:
+        report = dbadmin.copy(src, dst)
+    except dbadmin.CopyMismatch as e:
         if ctx.as_json:
             click.echo(json.dumps(e.report.to_dict(), indent=2))
         else:
@@ -65,13 +65,13 @@ def db_migrate_cmd(ctx: Context, check: bool) -> None:
     \b
         memfs --db postgresql://memfs@localhost/memfs db migrate --check
     """
-    from .. import dbcopy
+    from .. import dbadmin
     from ..backends import redact_url
 
     if ctx.url:
         fail("db migrate uses a local database or postgresql:// URL; drop --url / MEMFS_URL", 2)
     target = str(ctx.db_path or default_db_path())
-    before, after = dbcopy.migrate(target, check=check)
+    before, after = dbadmin.migrate(target, check=check)
     result = {"database": redact_url(target), "before": before.to_dict(),
               "after": after.to_dict(), "applied": [m for m in after.applied
                                                     if m not in before.applied]}

@@ -1,4 +1,5 @@
-"""``memfs db copy`` / ``memfs db migrate`` (memfs.dbcopy): whole databases between backends.
+"""``memfs db copy`` / ``memfs db migrate`` (memfs.dbadmin, over memfs.backends.copy): whole
+databases between backends.
 
 The PostgreSQL cases run on the test session's throwaway cluster (tests/conftest.py): they
 skip without PostgreSQL, and FAIL when CI=true.
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from memfs import dbcopy
+from memfs import dbadmin
+from memfs.backends import copy as dbcopy
 from memfs.cli import cli
 from memfs.errors import StorageError
 from memfs.models import Actor
@@ -61,7 +63,7 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
 
 def dump(target: str) -> dict[str, Any]:
     """Every table's rows (key order, columns by name) and the counters, read plainly."""
-    db = dbcopy.open_raw(target, create=False)
+    db = dbadmin.open_raw(target, create=False)
     try:
         with db.snapshot() as c:
             tables = dbcopy.catalog(db, c)
@@ -106,7 +108,7 @@ def pgdb(pg_cluster):
 
 def test_sqlite_to_sqlite_is_exact(src, tmp_path):
     dst = str(tmp_path / "new" / "dst.db")
-    report = dbcopy.copy(src, dst)
+    report = dbadmin.copy(src, dst)
     assert report.ok
     names = {t.name for t in report.tables}
     assert {"stores", "memories", "versions", "changes", "sessions", "session_resources",
@@ -124,7 +126,7 @@ def test_sqlite_to_sqlite_is_exact(src, tmp_path):
 
 def test_round_trip_through_postgresql(src, tmp_path, pgdb):
     pg = pgdb()  # a database with no schema: the copy makes it
-    r1 = dbcopy.copy(src, pg)
+    r1 = dbadmin.copy(src, pg)
     assert r1.ok
     assert dump(pg) == dump(src)
     # Writes on the PostgreSQL side after the copy: new seq numbers past the copied ones.
@@ -136,7 +138,7 @@ def test_round_trip_through_postgresql(src, tmp_path, pgdb):
         assert s.last_change(a.id) > last
         assert len(s.list_versions(a.id, memory_id=m.id).data) == 2
     back = str(tmp_path / "back.db")
-    r2 = dbcopy.copy(pg, back)
+    r2 = dbadmin.copy(pg, back)
     assert r2.ok
     assert dump(back) == dump(pg)
     with Store(back, limits=Limits()) as s:
@@ -151,7 +153,7 @@ def test_round_trip_through_postgresql(src, tmp_path, pgdb):
 
 def test_pg_dst_counters_and_memory_count(src, pgdb):
     pg = pgdb(migrated=True)  # an empty database at the schema is fine too
-    dbcopy.copy(src, pg)
+    dbadmin.copy(src, pg)
     d = dump(pg)
     s = dump(src)
     assert d["(counters)"] == s["(counters)"] and d["(counters)"]["changes"] > 0
@@ -163,11 +165,11 @@ def test_non_empty_destination_is_refused(src, tmp_path):
     with Store(dst, limits=Limits()) as s:
         s.create_store("existing")
     with pytest.raises(dbcopy.NotEmpty, match="not empty"):
-        dbcopy.copy(src, dst)
+        dbadmin.copy(src, dst)
     with Store(dst, limits=Limits()) as s:
         assert [x.name for x in s.list_stores().data] == ["existing"]
     with pytest.raises(dbcopy.InvalidRequest, match="same database"):
-        dbcopy.copy(src, src)
+        dbadmin.copy(src, src)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
@@ -185,11 +187,11 @@ def test_failure_midway_leaves_destination_empty(src, tmp_path, monkeypatch, kin
     monkeypatch.setattr(dbcopy, "_insert", failing)
     monkeypatch.setattr(dbcopy, "BATCH_ROWS", 5)
     with pytest.raises(StorageError, match="injected"):
-        dbcopy.copy(src, dst, batch_rows=5)
+        dbadmin.copy(src, dst, batch_rows=5)
     assert len(calls) > 3  # rows went in before the failure
     assert all(not rows for name, rows in dump(dst).items() if name != "(counters)")
     monkeypatch.setattr(dbcopy, "_insert", real)
-    assert dbcopy.copy(src, dst).ok  # still empty: a second copy goes in
+    assert dbadmin.copy(src, dst).ok  # still empty: a second copy goes in
     assert dump(dst) == dump(src)
 
 
@@ -198,7 +200,7 @@ def test_a_mismatch_rolls_back(src, tmp_path, monkeypatch):
     real = dbcopy._for_dst
     monkeypatch.setattr(dbcopy, "_for_dst", lambda v, d: v + "!" if v == "be nice" else real(v, d))
     with pytest.raises(dbcopy.CopyMismatch) as e:
-        dbcopy.copy(src, dst)
+        dbadmin.copy(src, dst)
     bad = [t.name for t in e.value.report.tables if not t.ok]
     assert bad == ["session_resources"]
     assert not dump(dst)["stores"] and not dump(dst)["session_resources"]
@@ -234,9 +236,9 @@ def test_schema_mismatch_says_migrate_first(src, tmp_path):
     old = str(tmp_path / "old.db")
     _at_m005(old)
     with pytest.raises(dbcopy.SchemaMismatch, match="memfs db migrate"):
-        dbcopy.copy(old, str(tmp_path / "x.db"))
+        dbadmin.copy(old, str(tmp_path / "x.db"))
     with pytest.raises(dbcopy.SchemaMismatch, match="memfs db migrate"):
-        dbcopy.copy(src, old)
+        dbadmin.copy(src, old)
 
 
 def test_migrate_command(tmp_path):

@@ -155,8 +155,10 @@ ORDER: dict[str, list[str]] = {
             "mounts", "memories", "versions", "agents", "sessions", "dreams", "archive",
             "search", "routes", "openapi", "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, the two
-    # databases, then the watches (the inotify one hands a postgresql:// URL to pgwatch).
-    "backends": ["protocol", "files", "targets", "sqlite", "postgresql", "pgwatch", "watch"],
+    # databases, a whole database copied between them, then the watches (the inotify one
+    # hands a postgresql:// URL to pgwatch).
+    "backends": ["protocol", "files", "targets", "sqlite", "postgresql", "copy", "pgwatch",
+                 "watch"],
     # The framework (the global options, the command class, the groups and the Context, the
     # helpers of the commands on a store), then the commands.
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",

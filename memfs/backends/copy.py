@@ -1,13 +1,15 @@
-"""``memfs db copy`` and ``memfs db migrate``: a whole memfs database moved between backends.
+"""A whole memfs database copied between backends, the engine of ``memfs db copy``
+(:mod:`memfs.dbadmin` opens the two databases and checks their schema).
 
-:func:`copy` copies EVERY table of one database (an SQLite file or a ``postgresql://`` URL) into
-another that is empty, rows and ids unchanged, plus the counters of the ``changes`` and
+:func:`copy_into` copies EVERY table of one database (an SQLite file or a ``postgresql://``
+URL) into another that is empty, rows and ids unchanged, plus the counters of the ``changes`` and
 ``events`` sequence numbers (SQLite's ``sqlite_sequence``, PostgreSQL's identity sequences), so
 a feed follower's position stays valid and new writes after the copy get new numbers. Unlike
 ``memfs export`` (one store, a portable archive) it is exact: versions, redactions, sessions,
 resources, events, the changes feed, agents, environments.
 
-* The source is read from one snapshot (:meth:`Database.snapshot`): writers may go on.
+* The source is read from one snapshot (:meth:`~memfs.backends.Database.snapshot`): writers
+  may go on.
 * The destination is written in ONE transaction: a failure, or a verification that does not
   match, rolls it all back and leaves the destination empty. It must be empty to begin with
   (a new file, a new database, or one whose memfs tables hold no row): a copy never merges.
@@ -17,8 +19,10 @@ resources, events, the changes feed, agents, environments.
   normalised: NULL, integers, text; bytes that are UTF-8 count as that text), read from the
   source's snapshot and from the destination inside the copy's transaction before it commits.
 
-Both databases must be at this memfs's schema (every migration of their backend applied:
-:func:`schema_status`); ``memfs db migrate`` applies pending ones.
+Both databases must be at the same schema (:func:`read_schema_status` reads which migrations a
+database has; :mod:`memfs.dbadmin` knows those of this memfs, and ``memfs db migrate``
+applies pending ones). The catalog of each backend (tables, columns, keys, counters) is
+read here, in its own SQL; nothing here knows a memory store.
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends import check_target, is_url, open_database, redact_url
-from .errors import Conflict, InvalidRequest, MemfsError, StorageError
+from ..errors import Conflict, InvalidRequest, MemfsError, StorageError
+from .targets import is_url, redact_url
 
 #: Rows per executemany, and the most bytes of text one batch may hold (memory is bounded by
 #: about this, whatever the database's size).
@@ -61,12 +65,7 @@ class NotEmpty(Conflict):
 
 
 # --------------------------------------------------------------------------------------------
-# opening
-
-
-def open_raw(target: str, *, create: bool) -> Any:
-    """The database ``target`` names, opened WITHOUT migrating it (a Store would)."""
-    return open_database(target, create=create, check=True)
+# the schema a database is at
 
 
 @dataclass
@@ -103,23 +102,18 @@ class SchemaStatus:
                 "version": self.version, "pending": self.pending, "unknown": self.unknown}
 
 
-def schema_status(db: Any) -> SchemaStatus:
-    """The migrations ``db`` has and those this memfs knows for its backend."""
-    from .store import schema
-
+def read_schema_status(db: Any, migration_set: str, known: list[str]) -> SchemaStatus:
+    """The migrations of ``migration_set`` that ``db`` has, and the tables it holds;
+    ``known``: the migrations of its backend this memfs knows, in order."""
     if db.dialect == "postgresql":
-        from .backends import postgresql
-
-        known = [name for name, _ in postgresql.MIGRATIONS]
         with db.read() as c:
             tables = _tables_pg(c)
             applied = []
             if c.execute("SELECT to_regclass('_memfs_migrations') IS NOT NULL").fetchone()[0]:
                 applied = [r[0] for r in c.execute(
                     "SELECT name FROM _memfs_migrations WHERE migration_set = ? ORDER BY name",
-                    (schema.MIGRATION_SET,))]
+                    (migration_set,))]
         return SchemaStatus("postgresql", applied, known, tables)
-    known = [fn.__name__ for fn in schema._MIGRATIONS]
     with db.read() as c:
         tables = _tables_sqlite(c)
         applied = []
@@ -127,27 +121,8 @@ def schema_status(db: Any) -> SchemaStatus:
                      "'_sqlite_migrations'").fetchone():
             applied = [r[0] for r in c.execute(
                 "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY name",
-                (schema.MIGRATION_SET,))]
+                (migration_set,))]
     return SchemaStatus("sqlite", applied, known, tables)
-
-
-def migrate(target: str, *, check: bool = False) -> tuple[SchemaStatus, SchemaStatus]:
-    """Apply the pending migrations of ``target`` (none with ``check``): (before, after)."""
-    from .store import Store
-
-    db = open_raw(target, create=False)
-    try:
-        before = schema_status(db)
-    finally:
-        db.close()
-    if check or not before.pending:
-        return before, before
-    Store(target, create=False).close()  # opening a Store applies them (one transaction)
-    db = open_raw(target, create=False)
-    try:
-        return before, schema_status(db)
-    finally:
-        db.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,18 +357,6 @@ class CopyReport:
         return out
 
 
-def _check_current(status: SchemaStatus, role: str, target: str) -> None:
-    where = redact_url(target)
-    if status.unknown:
-        raise SchemaMismatch(
-            f"{role} {where} has migrations this memfs does not know "
-            f"({', '.join(status.unknown)}): use the memfs that made them")
-    if status.pending:
-        raise SchemaMismatch(
-            f"{role} {where} is at schema {status.version}, this memfs expects "
-            f"{len(status.known)}/{len(status.known)}: run `memfs db migrate --db {where}` first")
-
-
 def _for_dst(value: Any, dialect: str) -> Any:
     """A value as the destination takes it: PostgreSQL's text columns take no bytes."""
     if dialect == "postgresql" and isinstance(value, bytes | bytearray | memoryview):
@@ -405,103 +368,77 @@ def _for_dst(value: Any, dialect: str) -> Any:
     return value
 
 
-def copy(src: str, dst: str, *, batch_rows: int = BATCH_ROWS,
-         progress: Callable[[int], None] | None = None) -> CopyReport:
-    """Copy the database ``src`` into the empty database ``dst`` (see the module's doc).
+def copy_into(sdb: Any, ddb: Any, src: str, dst: str, *, batch_rows: int = BATCH_ROWS,
+              progress: Callable[[int], None] | None = None) -> CopyReport:
+    """Copy every table of the open database ``sdb`` (``src``) into ``ddb`` (``dst``, at the
+    same schema and empty), verified, in one transaction of ``ddb`` (see the module's doc).
+    ``src`` and ``dst`` name them in messages and in the report.
 
-    :raises SchemaMismatch: either is not at this memfs's schema, or their tables differ.
+    :raises SchemaMismatch: their tables differ.
     :raises NotEmpty: ``dst`` holds data.
-    :raises DatabaseUnavailable, StorageError: a database cannot be opened or fails; nothing
-        was written to ``dst``.
+    :raises CopyMismatch: ``dst`` did not read back as ``src``; nothing was written to it.
+    :raises StorageError: a database fails; nothing was written to ``dst``.
     """
-    from .store import Store
-
-    check_target(src)
-    check_target(dst)
-    if _same(src, dst):
-        raise InvalidRequest("SRC and DST are the same database")
-    with ExitStack() as stack:
-        sdb = open_raw(src, create=False)
-        stack.callback(sdb.close)
-        sstatus = schema_status(sdb)
-        if sstatus.fresh:
-            raise SchemaMismatch(f"SRC {redact_url(src)} is not a memfs database (no schema)")
-        _check_current(sstatus, "SRC", src)
-        ddb = open_raw(dst, create=True)
-        try:
-            dstatus = schema_status(ddb)
-        finally:
-            ddb.close()
-        if not dstatus.fresh:
-            if not dstatus.applied:
-                raise SchemaMismatch(f"DST {redact_url(dst)} has tables but no memfs schema "
-                                     f"({', '.join(dstatus.tables[:3])}): use a new database")
-            _check_current(dstatus, "DST", dst)
-        dstore = Store(dst, create=True)  # a new database: made and migrated here
-        stack.callback(dstore.close)
-        ddb = dstore.database
-
-        with sdb.snapshot() as sc:
-            stables = catalog(sdb, sc)
-            with ddb.write() as dc:
-                dtables = catalog(ddb, dc)
-                _compare(stables, dtables, src, dst)
-                for t in dtables.values():
-                    if dc.execute(f"SELECT 1 FROM {_q(t.name)} LIMIT 1").fetchone():
-                        raise NotEmpty(
-                            f"DST {redact_url(dst)} is not empty (table {t.name} has rows): "
-                            "db copy never merges into or overwrites a database; use a new one")
-                order = sorted(stables, key=lambda n: (n in LAST, n))
-                start = time.monotonic()
-                reports: dict[str, TableReport] = {}
-                total = 0
-                for name in order:
-                    t = stables[name]
-                    rep = reports[name] = TableReport(name)
-                    h = hashlib.sha256()
-                    insert = (f"INSERT INTO {_q(name)} ({', '.join(_q(c) for c in t.columns)}) "
-                              f"VALUES ({', '.join('?' for _ in t.columns)})")
-                    with _rows(sdb, sc, t) as fetch:
-                        pending: list[tuple[Any, ...]] = []
-                        size = 0
-                        while True:
-                            rows = fetch()
-                            for row in rows:
-                                hash_row(h, row)
-                                pending.append(tuple(_for_dst(v, ddb.dialect) for v in row))
-                                size += sum(len(v) for v in row
-                                            if isinstance(v, str | bytes))
-                            if pending and (not rows or len(pending) >= batch_rows
-                                            or size >= BATCH_BYTES):
-                                _insert(dc, insert, pending)
-                                rep.src_rows += len(pending)
-                                total += len(pending)
-                                if progress:
-                                    progress(len(pending))
-                                pending, size = [], 0
-                            if not rows:
-                                break
-                    rep.src_hash = h.hexdigest()
-                counters = read_counters(sdb, sc, stables)
-                write_counters(ddb, dc, dtables, counters)
+    with sdb.snapshot() as sc:
+        stables = catalog(sdb, sc)
+        with ddb.write() as dc:
+            dtables = catalog(ddb, dc)
+            _compare(stables, dtables, src, dst)
+            for t in dtables.values():
+                if dc.execute(f"SELECT 1 FROM {_q(t.name)} LIMIT 1").fetchone():
+                    raise NotEmpty(
+                        f"DST {redact_url(dst)} is not empty (table {t.name} has rows): "
+                        "db copy never merges into or overwrites a database; use a new one")
+            order = sorted(stables, key=lambda n: (n in LAST, n))
+            start = time.monotonic()
+            reports: dict[str, TableReport] = {}
+            total = 0
+            for name in order:
+                t = stables[name]
+                rep = reports[name] = TableReport(name)
                 h = hashlib.sha256()
-                for name in sorted(counters):
-                    hash_row(h, (name, counters[name]))
-                reports["(counters)"] = TableReport("(counters)", len(counters), None,
-                                                    h.hexdigest())
-                copy_seconds = time.monotonic() - start
-                # Verified before the commit: a mismatch rolls everything back.
-                start = time.monotonic()
-                got = summarize(ddb, dc, {n: dtables[n] for n in order})
-                for name, rep in reports.items():
-                    rep.dst_rows, rep.dst_hash = got[name]
-                report = CopyReport(redact_url(src), redact_url(dst),
-                                    [reports[n] for n in [*sorted(stables), "(counters)"]],
-                                    total, copy_seconds, time.monotonic() - start, counters)
-                if not report.ok:
-                    raise CopyMismatch(report)
-        return report
-    raise AssertionError("unreachable")
+                insert = (f"INSERT INTO {_q(name)} ({', '.join(_q(c) for c in t.columns)}) "
+                          f"VALUES ({', '.join('?' for _ in t.columns)})")
+                with _rows(sdb, sc, t) as fetch:
+                    pending: list[tuple[Any, ...]] = []
+                    size = 0
+                    while True:
+                        rows = fetch()
+                        for row in rows:
+                            hash_row(h, row)
+                            pending.append(tuple(_for_dst(v, ddb.dialect) for v in row))
+                            size += sum(len(v) for v in row
+                                        if isinstance(v, str | bytes))
+                        if pending and (not rows or len(pending) >= batch_rows
+                                        or size >= BATCH_BYTES):
+                            _insert(dc, insert, pending)
+                            rep.src_rows += len(pending)
+                            total += len(pending)
+                            if progress:
+                                progress(len(pending))
+                            pending, size = [], 0
+                        if not rows:
+                            break
+                rep.src_hash = h.hexdigest()
+            counters = read_counters(sdb, sc, stables)
+            write_counters(ddb, dc, dtables, counters)
+            h = hashlib.sha256()
+            for name in sorted(counters):
+                hash_row(h, (name, counters[name]))
+            reports["(counters)"] = TableReport("(counters)", len(counters), None,
+                                                h.hexdigest())
+            copy_seconds = time.monotonic() - start
+            # Verified before the commit: a mismatch rolls everything back.
+            start = time.monotonic()
+            got = summarize(ddb, dc, {n: dtables[n] for n in order})
+            for name, rep in reports.items():
+                rep.dst_rows, rep.dst_hash = got[name]
+            report = CopyReport(redact_url(src), redact_url(dst),
+                                [reports[n] for n in [*sorted(stables), "(counters)"]],
+                                total, copy_seconds, time.monotonic() - start, counters)
+            if not report.ok:
+                raise CopyMismatch(report)
+    return report
 
 
 class CopyMismatch(MemfsError):
@@ -530,7 +467,7 @@ def _compare(src: dict[str, Table], dst: dict[str, Table], s: str, d: str) -> No
                 f"({', '.join(other.columns)}): run `memfs db migrate` on both with this memfs")
 
 
-def _same(a: str, b: str) -> bool:
+def same_database(a: str, b: str) -> bool:
     if is_url(a) or is_url(b):
         return a == b
     try:
