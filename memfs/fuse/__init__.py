@@ -16,11 +16,12 @@ The modules, each building only on those before it:
   :mod:`~.toolevents` (tool event pairs and their sink), :mod:`~.history` (``.history/``, no
   pyfuse3) and :mod:`~.search` (``.search/``, no pyfuse3);
 - :mod:`~.kernel` (the errno table, ``/proc``, the kernel's caches);
+- :mod:`~.dotdirs`: ``.history`` and ``.search`` as handler objects of their own, and the
+  dispatch that hands them their requests, once per request, by inode, file handle or entry;
 - the parts of :class:`~memfs.fuse.ops.Operations`, one class each, each a subclass of the one
   before: :mod:`~.core` (its state and helpers), :mod:`~.feed` (loading, the change feed),
-  :mod:`~.dotdirs` (``.history`` and ``.search`` as the handlers answer them),
-  :mod:`~.buffers` (write buffers and commits) and :mod:`~.ops` (the pyfuse3 handlers, and
-  only they);
+  :mod:`~.buffers` (write buffers and commits) and :mod:`~.ops` (the pyfuse3 handlers of the
+  tree, and only they);
 - :mod:`~.watch` (the background services of a mount) and :mod:`~.session` (one filesystem
   over a session's stores, one unchanged :class:`~memfs.fuse.ops.Operations` each).
 

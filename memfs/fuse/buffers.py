@@ -1,6 +1,6 @@
 """Write buffers and commits (:class:`Buffers`): one buffer per written file (shared by every
 handle), saved with ``write_path`` at ``fsync`` and at the last close, a failed write or a
-refused commit discarding it; truncation; open handles.
+refused commit discarding it; truncation; open handles; the store calls of a rename.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pyfuse3 import FileHandleT
 from .. import errors
 from ..models import Memory
 from .core import _Handle
-from .dotdirs import DotDirs
+from .feed import Feed
 from .kernel import _Failure, _fds_on
 from .toolevents import WrittenVersion
 from .tree import Node
@@ -69,7 +69,7 @@ def utf8_possible(buf: bytes | bytearray, off: int, data: bytes) -> bool:
     return True
 
 
-class Buffers(DotDirs):
+class Buffers(Feed):
     """A file's content, its write buffer, its commits; the open handles of the tree's files."""
 
     async def _data(self, node: Node) -> bytes | bytearray:
@@ -288,12 +288,11 @@ class Buffers(DotDirs):
     def _register(self, h: _Handle) -> FileHandleT:
         """Give an open file or directory its handle number; its path is taken now (for the
         event, which names the path at open time)."""
-        fh = self._next_fh
-        self._next_fh += 1
+        fh = self._new_fh()
         self._handles[fh] = h
         h.node.handles += 1
         h.file_path = h.node.path
-        return FileHandleT(fh)
+        return fh
 
     def _open_handle(self, h: _Handle) -> pyfuse3.FileInfo:
         fh = self._register(h)
@@ -302,3 +301,92 @@ class Buffers(DotDirs):
         # keep_cache: page caches stay valid across opens; changes made elsewhere reach the
         # kernel through the watcher's invalidate_inode.
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+
+    # -- renames ----------------------------------------------------------------------------
+
+    async def _rename(
+        self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
+        """Rename under the mutex, waiting for the database until ``deadline``; returns the
+        events and whether the store recorded them."""
+        self._check_writable()
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
+        if src is None:
+            raise _Failure(errno.ENOENT, f"no such file {old_path}")
+        new_path = self._new_path(new_parent, name_new)
+        if new_path == old_path:
+            return pair(src.memory), False
+        dst = self._child(new_parent, name_new)
+        if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
+            raise _Failure(errno.EEXIST, f"{new_path} exists")
+        if src.is_dir:
+            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair,
+                                          deadline)
+        if dst is not None and dst.is_dir:
+            raise _Failure(errno.EISDIR, f"{new_path} is a directory")
+        events = pair(None)
+        gen = src.gen
+        await self._events_in_order(deadline)
+        try:
+            if src.memory is None:
+                # Never committed (a new file not closed yet): its content becomes the
+                # content at the new path in one write, over the memory there if any.
+                data = bytes(await self._data(src))
+                moved = await self._call_by(deadline, self.store.write_path, self.store_id,
+                                            new_path, data, actor=self.actor, events=events)
+                if src.gen == gen:
+                    src.dirty = False
+            else:
+                moved = await self._call_by(
+                    deadline, self.store.rename_path, self.store_id, old_path, new_path,
+                    actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
+                    events=events)
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        # Whatever holds the new name now (also one made while the store worked) is renamed
+        # over: open descriptors keep its content, its unsaved data is never saved.
+        dst = self._child(new_parent, name_new)
+        if dst is not None and dst is not src:
+            dst.dirty = False
+            self.tree.detach(dst)
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
+        self.tree.set_memory(src, moved, moved.seq)
+        self._history_saw("put", moved.id, new_path, old_path)
+        return events, True
+
+    async def _rename_dir(
+        self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
+        if dst is not None:
+            if not dst.is_dir:
+                raise _Failure(errno.ENOTDIR, f"{new_path} is not a directory")
+            if dst.children:
+                raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
+        events = pair(None)
+        await self._events_in_order(deadline)
+        try:
+            moved = await self._call_by(
+                deadline, self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
+                actor=self.actor, events=events)
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
+        if dst is not None and dst is not src:
+            self.tree.detach(dst)
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
+        for m in moved:
+            node = self.tree.by_memory.get(m.id)
+            if node is not None and node.path == m.path:
+                self.tree.set_memory(node, m, m.seq)
+            else:
+                self.tree.attach_memory(m, m.seq)  # one this mount had not seen yet
+        if self.search is not None:
+            self.search.changed()
+        return events, True

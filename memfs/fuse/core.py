@@ -1,13 +1,14 @@
 """What every part of a mount's :class:`~memfs.fuse.ops.Operations` builds on: its state (the
-tree, the open handles, ``.history`` and ``.search``, the mutex), store calls that never wait on
-the trio thread, entry attributes, and tool events.
+tree, the open handles, ``.history`` and ``.search`` and their handler objects, the mutex),
+store calls that never wait on the trio thread, entry attributes, and tool events.
 
 The parts of :class:`~memfs.fuse.ops.Operations` build on each other in one line, each a
 subclass of the one before it (it may call their methods; never the other way round):
 :class:`Base` here, :class:`~memfs.fuse.feed.Feed` (loading the tree, the change feed),
-:class:`~memfs.fuse.dotdirs.DotDirs` (``.history`` and ``.search``),
 :class:`~memfs.fuse.buffers.Buffers` (write buffers and commits) and
-:class:`~memfs.fuse.ops.Operations` (the pyfuse3 handlers, and nothing else).
+:class:`~memfs.fuse.ops.Operations` (the pyfuse3 handlers, and nothing else). ``.history`` and
+``.search`` are not parts but objects of their own (:mod:`memfs.fuse.dotdirs`), which the
+handlers' dispatch hands their requests.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from typing import Any, TypeVar
 
 import pyfuse3
 import trio
-from pyfuse3 import FUSEError, InodeT, ModeT
+from pyfuse3 import FileHandleT, FUSEError, InodeT, ModeT
 
 from .. import errors
 from ..models import Actor
 from ..protocol import SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
-from .history import HISTORY, History, HNode
-from .kernel import NAME_MAX, _Failure, invalidate_now
-from .search import SEARCH, Search, SNode
+from .dotdirs import DotDir, HistoryDir, SearchDir
+from .history import History
+from .kernel import DOTS, NAME_MAX, _Failure, invalidate_now, reply_dots
+from .search import Search
 from .toolevents import EventSink, WrittenVersion, comm, tool_pair
 from .tree import Node, Tree
 
@@ -79,27 +81,6 @@ class _Handle:
     listing: list[Node] | None = None
 
 
-@dataclass(eq=False)
-class _HistoryHandle:
-    """An open version file or directory of ``.history`` (read-only)."""
-
-    node: HNode
-    pid: int
-    comm: str
-    data: bytes = b""
-    listing: list[HNode] | None = None
-
-
-@dataclass(eq=False)
-class _SearchHandle:
-    """An open question file, or ``.search`` itself, being listed (read-only)."""
-
-    node: SNode
-    pid: int
-    comm: str
-    data: bytes = b""
-
-
 class Base(pyfuse3.Operations):
     """The state of one mount and the helpers every part of :class:`~memfs.fuse.ops.Operations`
     uses (its parameters are those of :class:`~memfs.fuse.ops.Operations`)."""
@@ -132,19 +113,21 @@ class Base(pyfuse3.Operations):
         self.tree = Tree()
         self.root = self.tree.root
         self._handles: dict[int, _Handle] = {}
-        self._history_handles: dict[int, _HistoryHandle] = {}
         #: The ``.history`` directory (a snapshot's store lists the versions up to its
         #: boundary, so its ``.history`` ends there).
         self.history: History = History(self.tree, store, store_id, self._call,
                                         self._in_thread)
-        self._search_handles: dict[int, _SearchHandle] = {}
         #: The ``.search`` directory (None: a store that cannot search, as a snapshot's).
         self.search: Search | None = (
             Search(self.tree, store.search, store_id, self._in_thread, self._display)
             if isinstance(store, SearchAPI) else None)
+        #: Their handler objects, which the handlers' dispatch hands their requests
+        #: (:mod:`memfs.fuse.dotdirs`).
+        self.dotdirs: tuple[DotDir[Any], ...] = (
+            HistoryDir(self, self.history),
+            *((SearchDir(self, self.search),) if self.search is not None else ()))
         #: Names of the root that are not the tree's (hidden from its listing).
-        self._reserved = {n for n, on in ((HISTORY, self.history), (SEARCH, self.search))
-                          if on is not None}
+        self._reserved = {d.name for d in self.dotdirs}
         self._next_fh = 1
         self._mutex = trio.Lock()
         #: The inode the root's ".." lists (None: the root itself): the directory this tree
@@ -218,6 +201,12 @@ class Base(pyfuse3.Operations):
     async def _in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run a call that may wait (a disk sync, a lock) in a worker thread."""
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    def _new_fh(self) -> FileHandleT:
+        """A new file handle number (one counter for the tree's and the dot directories')."""
+        fh = self._next_fh
+        self._next_fh += 1
+        return FileHandleT(fh)
 
     def _node(self, inode: int) -> Node:
         node = self.tree.nodes.get(inode)
@@ -314,6 +303,31 @@ class Base(pyfuse3.Operations):
     def _lookup_reply(self, node: Node) -> pyfuse3.EntryAttributes:
         node.lookups += 1
         return self._attrs(node)
+
+    def _dot_path(self, parent_inode: int, name: bytes | None = None) -> str | None:
+        """The path (below the mount root) of ``.history`` or ``.search`` or an entry in them
+        that a request would change (None: in neither)."""
+        return next((p for d in self.dotdirs if (p := d.path_of(parent_inode, name))), None)
+
+    def _reply_dots(self, token: pyfuse3.ReaddirToken, start_id: int, ino: int,
+                    parent_ino: int) -> bool:
+        """Send "." and ".." (those from ``start_id`` on); False when the kernel's buffer is
+        full. The kernel takes only their inode numbers and types from a READDIRPLUS reply: it
+        caches no attributes for them and counts no lookup, so neither does the mount."""
+        if start_id >= DOTS:
+            return True
+        return reply_dots(token, start_id, (ino, self._dot_attrs(ino)),
+                          (parent_ino, self._dot_attrs(parent_ino)))
+
+    def _dot_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
+        node = self.tree.nodes.get(ino)
+        if node is not None:
+            return self._attrs(node)
+        for d in self.dotdirs:
+            attrs = d.attrs_of(ino)
+            if attrs is not None:
+                return attrs
+        return self._entry(ino, True, 2, 4096, 0, 0)  # outside this tree (a session's root)
     async def _events_in_order(self, deadline: float | None = None) -> None:
         """Record the queued events before a write records its own, so that a session's events
         stay in the order they happened (a write's are recorded in its transaction, the others

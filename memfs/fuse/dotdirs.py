@@ -1,37 +1,224 @@
-"""``.history`` (:mod:`memfs.fuse.history`) and ``.search`` (:mod:`memfs.fuse.search`) as a
-mount shows them (:class:`DotDirs`): their nodes are not the tree's, so each handler first asks
-:meth:`DotDirs._hist` and :meth:`DotDirs._srch` and answers for them with what is here. Both are
-read-only (every change is EROFS, logged as a failed tool call); listings and reads are tool
-events.
+"""``.history`` and ``.search`` as a mount shows them: each its own handler object, and the
+dispatch that hands it the requests about it, once per request.
+
+:class:`HistoryDir` (``.history/``, over :class:`~memfs.fuse.history.History`) and
+:class:`SearchDir` (``.search/``, over :class:`~memfs.fuse.search.Search`) have the handlers of
+:class:`~memfs.fuse.ops.Operations`, with the same names and arguments, for what is theirs.
+Which object answers a request is decided once, before any handler runs, by the decorators of
+the handlers in :mod:`memfs.fuse.ops`: :func:`by_inode` (the inode a request is about),
+:func:`by_handle` (an open file or listing) and :func:`by_entry` (a name in a directory: one of
+theirs, or their own name in the mount root). What no directory here claims goes to the tree's
+handler; so the tree's handlers never see a node of ``.history`` or ``.search``.
+
+Their nodes are not the tree's: their inodes come from the tree's allocator, their file handles
+from the mount's counter (:meth:`~memfs.fuse.core.Base._new_fh`). Both are hidden from the
+root's listing (a lookup by name finds them, and shadows a memory ``/.history/...`` or
+``/.search/...`` made through the API). Both are read-only: every change under them (or of
+them) is EROFS, logged as a failed tool call, like the refusals of a read-only mount. Listings,
+reads and searches are tool events.
+
+- ``.history/``: every retained version as a read-only file under its memory's final path.
+  The change feed's ``put``, ``delete`` and ``history`` changes drop what it cached and queue
+  the kernel invalidations of its names (:meth:`History.apply_changes`); its listings are never
+  cached by the kernel, so new versions show at once.
+- ``.search/``: a question as a file name, the store's best hits as its content. The kernel
+  keeps no name or attribute of a question (timeouts 0): each lookup searches again (unless
+  the same process looked it up within a second and the mount saw no change since), in a
+  worker thread, and is a tool event; the open after it reads that answer.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
 import pyfuse3
-from pyfuse3 import FileHandleT, FUSEError
+from pyfuse3 import FileHandleT, FileNameT, FUSEError, XAttrNameT
 
 from .. import errors
-from ..models import Change
-from .core import _HistoryHandle, _SearchHandle
-from .feed import Feed
-from .history import HNode
-from .kernel import DOTS, _Failure, reply_dots
-from .search import SEARCH, Answer, Refused, SNode, question_of
+from .history import HISTORY, History, HNode, version_xattrs
+from .kernel import DOTS, _Failure
+from .search import SEARCH, Answer, Refused, Search, SNode, question_of
+
+if TYPE_CHECKING:
+    from .core import Base
 
 
-class DotDirs(Feed):
-    """The handlers' answers for ``.history`` and ``.search``, and a listing's "." and ".."
-    (which may be either's)."""
+class _Node(Protocol):
+    @property
+    def ino(self) -> int: ...
 
-    # -- .history (memfs.fuse.history): read-only; listings never cached by the kernel ------------
+    @property
+    def display(self) -> str: ...
 
-    def _hist(self, inode: int) -> HNode | None:
-        return self.history.nodes.get(inode) if self.history is not None else None
 
-    def _history_attrs(self, node: HNode) -> pyfuse3.EntryAttributes:
+_N = TypeVar("_N", bound=_Node)
+_F = TypeVar("_F", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+@dataclass(eq=False)
+class _HistoryHandle:
+    """An open version file or directory of ``.history`` (read-only)."""
+
+    node: HNode
+    pid: int
+    comm: str
+    data: bytes = b""
+    listing: list[HNode] | None = None
+
+
+@dataclass(eq=False)
+class _SearchHandle:
+    """An open question file, or ``.search`` itself, being listed (read-only)."""
+
+    node: SNode
+    pid: int
+    comm: str
+    data: bytes = b""
+
+
+def refuse(mount: Base, operation: str, path: str, new_path: str | None = None, *,
+           ctx: pyfuse3.RequestContext) -> NoReturn:
+    """EROFS for a change under ``.history`` or ``.search`` (``path``, or the other side of a
+    rename, ``new_path``), logged like the refusals of a read-only mount."""
+    searched = any(p is not None and (p == "/" + SEARCH or p.startswith(f"/{SEARCH}/"))
+                   for p in (path, new_path))
+    what = "search results" if searched else "the store's history"
+    f = _Failure(errno.EROFS, f"{mount._display(path)} is read-only ({what})")
+    comm_, pid = mount._ctx_name(ctx)
+    mount._emit(mount._pair(comm_, pid, operation, path, failure=f, new_path=new_path))
+    raise FUSEError(errno.EROFS)
+
+
+class DotDir(Generic[_N]):
+    """What ``.history`` and ``.search`` share: a read-only directory of the mount root whose
+    nodes are not the tree's, the handlers that refuse every change under it, and what the
+    dispatch asks of it."""
+
+    #: Its name in the mount root.
+    name: str
+
+    def __init__(self, mount: Base) -> None:
+        self.mount = mount
+
+    # -- what the dispatch asks ---------------------------------------------------------------
+
+    def node(self, inode: int) -> _N | None:
+        """Its node numbered ``inode`` (None: not one of its)."""
+        raise NotImplementedError
+
+    def owns_handle(self, fh: int) -> bool:
+        raise NotImplementedError
+
+    def owns_entry(self, parent_inode: int, name: bytes) -> bool:
+        """Is ``name`` in ``parent_inode`` its (in one of its directories, or its own name in
+        the mount root)?"""
+        return self.node(parent_inode) is not None or (
+            parent_inode == self.mount.root.ino and name == self.name.encode())
+
+    def path_of(self, parent_inode: int, name: bytes | None = None) -> str | None:
+        """The path (below the mount root) of this directory or an entry in it that a request
+        would change (None: neither). Its name in the mount root is reserved: it cannot be
+        made, removed or renamed either."""
+        node = self.node(parent_inode)
+        if node is not None:
+            return node.display + ("" if name is None else "/" + name.decode("utf-8", "replace"))
+        if parent_inode == self.mount.root.ino and name == self.name.encode():
+            return "/" + self.name
+        return None
+
+    def attrs_of(self, inode: int) -> pyfuse3.EntryAttributes | None:
+        """The attributes of its node ``inode`` (None: not one of its)."""
+        raise NotImplementedError
+
+    def forget(self, inode: int, nlookup: int) -> None:
+        raise NotImplementedError
+
+    def _known(self, inode: int) -> _N:
+        node = self.node(inode)
+        if node is None:
+            raise FUSEError(errno.ENOENT)
+        return node
+
+    # -- handlers: every change refused -------------------------------------------------------
+
+    async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,
+                      fields: pyfuse3.SetattrFields, fh: int | None,
+                      ctx: pyfuse3.RequestContext) -> NoReturn:
+        refuse(self.mount, "truncate" if fields.update_size else "chmod",
+               self._known(inode).display, ctx=ctx)
+
+    async def setxattr(self, inode: int, name: bytes, value: bytes,
+                       ctx: pyfuse3.RequestContext) -> NoReturn:
+        refuse(self.mount, "setxattr", self._known(inode).display, ctx=ctx)
+
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> NoReturn:
+        refuse(self.mount, "removexattr", self._known(inode).display, ctx=ctx)
+
+    def _refuse_entry(self, operation: str, parent_inode: int, name: bytes,
+                      ctx: pyfuse3.RequestContext) -> NoReturn:
+        path = self.path_of(parent_inode, name)
+        assert path is not None  # the dispatch sent it here
+        refuse(self.mount, operation, path, ctx=ctx)
+
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: pyfuse3.RequestContext) -> NoReturn:
+        self._refuse_entry("create", parent_inode, name, ctx)
+
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int,
+                    ctx: pyfuse3.RequestContext) -> NoReturn:
+        self._refuse_entry("mkdir", parent_inode, name, ctx)
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> NoReturn:
+        self._refuse_entry("rmdir", parent_inode, name, ctx)
+
+    async def unlink(self, parent_inode: int, name: bytes,
+                     ctx: pyfuse3.RequestContext) -> NoReturn:
+        self._refuse_entry("delete", parent_inode, name, ctx)
+
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes,
+                      ctx: pyfuse3.RequestContext) -> NoReturn:
+        self._refuse_entry("symlink", parent_inode, name, ctx)
+
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
+                   ctx: pyfuse3.RequestContext) -> NoReturn:
+        self._refuse_entry("link", new_parent_inode, new_name, ctx)
+
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
+                    ctx: pyfuse3.RequestContext) -> NoReturn:
+        self._refuse_entry("mknod", parent_inode, name, ctx)
+
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
+                     name_new: bytes, flags: int, ctx: pyfuse3.RequestContext) -> NoReturn:
+        # Either side may be the tree's, or the other directory's.
+        m = self.mount
+        refuse(m, "rename", *(m._dot_path(p, n) or m._entry_path(m._node(p), n)
+                              for p, n in ((parent_inode_old, name_old),
+                                           (parent_inode_new, name_new))), ctx=ctx)
+
+
+class HistoryDir(DotDir[HNode]):
+    """``.history`` (:mod:`memfs.fuse.history`): read-only; its listings are never cached by
+    the kernel."""
+
+    name = HISTORY
+
+    def __init__(self, mount: Base, history: History) -> None:
+        super().__init__(mount)
+        self.history = history
+        self.handles: dict[int, _HistoryHandle] = {}
+
+    def node(self, inode: int) -> HNode | None:
+        return self.history.nodes.get(inode)
+
+    def owns_handle(self, fh: int) -> bool:
+        return fh in self.handles
+
+    def attrs(self, node: HNode) -> pyfuse3.EntryAttributes:
         # The kernel caches names and attributes as long as the mount's other entries; what
         # changes (a version redacted or pruned, a directory gone with a rename or a redacted
         # deletion) is invalidated by History.apply_changes. Directory listings are never
@@ -39,20 +226,41 @@ class DotDirs(Feed):
         # a read-only store shows them: the kernel lets a change through to the daemon, which
         # refuses it with EROFS and logs the attempt (modes without write bits would have the
         # kernel answer an unprivileged agent EACCES, unlogged).
-        return self._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
-                           node.mtime_ns, node.mtime_ns)
+        return self.mount._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
+                                 node.mtime_ns, node.mtime_ns)
 
-    def _history_reply(self, node: HNode) -> pyfuse3.EntryAttributes:
+    def attrs_of(self, inode: int) -> pyfuse3.EntryAttributes | None:
+        node = self.node(inode)
+        return None if node is None else self.attrs(node)
+
+    def forget(self, inode: int, nlookup: int) -> None:
+        self.history.forget(inode, nlookup)
+
+    def _reply(self, node: HNode) -> pyfuse3.EntryAttributes:
         node.lookups += 1
-        return self._history_attrs(node)
+        return self.attrs(node)
 
-    async def _history_lookup(self, parent: HNode, name: bytes) -> pyfuse3.EntryAttributes:
-        assert self.history is not None
+    def _register(self, h: _HistoryHandle) -> FileHandleT:
+        fh = self.mount._new_fh()
+        self.handles[fh] = h
+        h.node.handles += 1
+        return fh
+
+    # -- handlers -------------------------------------------------------------------------------
+
+    async def lookup(self, parent_inode: int, name: bytes,
+                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        parent = self.node(parent_inode)
+        if parent is None:
+            # ".history" in the mount root. Reserved: a memory under /.history/ is shadowed in
+            # the mount (its history is in .history/.history/).
+            return self._reply(self.history.root)
         if name == b".":
-            return self._history_reply(parent)
+            return self._reply(parent)
         if name == b"..":
             up = self.history.parent_of(parent)
-            return self._lookup_reply(self.root) if up is None else self._history_reply(up)
+            m = self.mount
+            return m._lookup_reply(m.root) if up is None else self._reply(up)
         try:
             s = name.decode("utf-8")
         except UnicodeDecodeError:
@@ -60,184 +268,285 @@ class DotDirs(Feed):
         child = await self.history.lookup(parent, s)
         if child is None:
             raise FUSEError(errno.ENOENT)
-        return self._history_reply(child)
+        return self._reply(child)
 
-    def _history_path(self, parent_inode: int, name: bytes | None = None) -> str | None:
-        """The path (below the mount root) of ``.history`` or ``.search`` or an entry in them
-        that a request would change (None: in neither). Both names in the mount root are
-        reserved: they cannot be made, removed or renamed either."""
-        vp: HNode | SNode | None = self._hist(parent_inode) or self._srch(parent_inode)
-        if vp is not None:
-            return vp.display + ("" if name is None else "/" + name.decode("utf-8", "replace"))
-        if parent_inode == self.root.ino and name is not None and \
-                name.decode("utf-8", "replace") in self._reserved:
-            return "/" + name.decode()
-        return None
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return self.attrs(await self.history.refresh(self._known(inode)))
 
-    def _refuse_history(self, operation: str, path: str | None, new_path: str | None = None,
-                        *, ctx: pyfuse3.RequestContext) -> None:
-        """EROFS for a change under ``.history`` or ``.search`` (``path`` not None), logged
-        like the refusals of a read-only mount."""
-        if path is None:
-            return
-        searched = any(p is not None and (p == "/" + SEARCH or p.startswith(f"/{SEARCH}/"))
-                       for p in (path, new_path))
-        what = "search results" if searched else "the store's history"
-        f = _Failure(errno.EROFS, f"{self._display(path)} is read-only ({what})")
-        comm_, pid = self._ctx_name(ctx)
-        self._emit(self._pair(comm_, pid, operation, path, failure=f, new_path=new_path))
-        raise FUSEError(errno.EROFS)
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        hn = self._known(inode)
+        if hn.is_dir:
+            raise FUSEError(errno.EISDIR)
+        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
+            refuse(self.mount, "write", hn.display, ctx=ctx)
+        comm_, pid = self.mount._ctx_name(ctx)
+        data = await self.history.content(hn)
+        # No keep_cache: a version redacted since the last open reads empty at once.
+        fh = self._register(_HistoryHandle(hn, pid, comm_, data=data))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False)
 
-    def _history_saw(self, op: str, memory_id: str, path: str,
-                     old_path: str | None = None) -> None:
-        """This mount changed a memory: its history and its searches show it at once (not
-        only once the change feed brings it back)."""
-        if self.search is not None:
-            self.search.changed()
-        if self.history is not None:
-            self.history.apply_changes(
-                [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return self.handles[fh].data[off : off + size]
 
-    def _history_register(self, h: _HistoryHandle) -> FileHandleT:
-        fh = self._next_fh
-        self._next_fh += 1
-        self._history_handles[fh] = h
-        h.node.handles += 1
-        return FileHandleT(fh)
-
-    def _history_release(self, fh: int) -> None:
-        h = self._history_handles.pop(fh)
+    async def release(self, fh: int) -> None:
+        h = self.handles.pop(fh)
         h.node.handles -= 1
+        m = self.mount
         path = h.node.display
         if h.listing is None:
-            self._emit(self._pair(h.comm, h.pid, "read", path, text=f"read {self._display(path)}"))
+            m._emit(m._pair(h.comm, h.pid, "read", path, text=f"read {m._display(path)}"))
         else:
             n = len(h.listing)
-            self._emit(self._pair(
+            m._emit(m._pair(
                 h.comm, h.pid, "list", path,
-                text=f"listed {self._display(path)}: {n} entr{'y' if n == 1 else 'ies'}"))
-        assert self.history is not None
+                text=f"listed {m._display(path)}: {n} entr{'y' if n == 1 else 'ies'}"))
         self.history.release_if_unused(h.node)
 
-    # -- .search (memfs.fuse.search): read-only; the kernel caches no question ---------------------
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> FileHandleT:
+        hn = self._known(inode)
+        if not hn.is_dir:
+            raise FUSEError(errno.ENOTDIR)
+        comm_, pid = self.mount._ctx_name(ctx)
+        entries = await self.history.listing(hn)
+        return self._register(_HistoryHandle(hn, pid, comm_, listing=entries))
 
-    def _srch(self, inode: int) -> SNode | None:
-        return self.search.nodes.get(inode) if self.search is not None else None
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
+        hh = self.handles[fh]
+        above = self.history.parent_of(hh.node)
+        if not self.mount._reply_dots(token, start_id, hh.node.ino,
+                                      self.mount.root.ino if above is None else above.ino):
+            return
+        entries = hh.listing or []
+        for index in range(max(0, start_id - DOTS), len(entries)):
+            e = entries[index]
+            if not pyfuse3.readdir_reply(token, FileNameT(e.name.encode("utf-8")),
+                                         self.attrs(e), DOTS + index + 1):
+                return
+            e.lookups += 1
 
-    def _search_attrs(self, node: SNode) -> pyfuse3.EntryAttributes:
+    async def releasedir(self, fh: int) -> None:
+        await self.release(fh)
+
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        hn = await self.history.refresh(self._known(inode))
+        value = version_xattrs(hn.version).get(name) if hn.version is not None else None
+        if value is None:
+            raise FUSEError(pyfuse3.ENOATTR)
+        return value
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[XAttrNameT]:
+        hn = await self.history.refresh(self._known(inode))
+        names = version_xattrs(hn.version) if hn.version is not None else {}
+        return [XAttrNameT(n) for n in names]
+
+
+class SearchDir(DotDir[SNode]):
+    """``.search`` (:mod:`memfs.fuse.search`): read-only; the kernel caches no question."""
+
+    name = SEARCH
+
+    def __init__(self, mount: Base, search: Search) -> None:
+        super().__init__(mount)
+        self.search = search
+        self.handles: dict[int, _SearchHandle] = {}
+
+    def node(self, inode: int) -> SNode | None:
+        return self.search.nodes.get(inode)
+
+    def owns_handle(self, fh: int) -> bool:
+        return fh in self.handles
+
+    def attrs(self, node: SNode) -> pyfuse3.EntryAttributes:
         # The mount's own modes, as for .history (a change is refused by the daemon, logged).
-        entry = self._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
-                            node.answer.mtime_ns if node.answer else node.mtime_ns,
-                            node.mtime_ns)
+        entry = self.mount._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
+                                  node.answer.mtime_ns if node.answer else node.mtime_ns,
+                                  node.mtime_ns)
         if not node.is_dir:
             # Never cached: every lookup (cat, stat) asks the question again.
             entry.entry_timeout = entry.attr_timeout = 0
             node.told = node.size
         return entry
 
-    def _search_reply(self, node: SNode) -> pyfuse3.EntryAttributes:
-        node.lookups += 1
-        return self._search_attrs(node)
+    def attrs_of(self, inode: int) -> pyfuse3.EntryAttributes | None:
+        node = self.node(inode)
+        return None if node is None else self.attrs(node)
 
-    async def _search_lookup(self, parent: SNode, name: bytes,
-                             ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    def forget(self, inode: int, nlookup: int) -> None:
+        self.search.forget(inode, nlookup)
+
+    def _reply(self, node: SNode) -> pyfuse3.EntryAttributes:
+        node.lookups += 1
+        return self.attrs(node)
+
+    def _register(self, h: _SearchHandle) -> FileHandleT:
+        fh = self.mount._new_fh()
+        self.handles[fh] = h
+        h.node.handles += 1
+        return fh
+
+    async def _ask(self, node: SNode, ctx: pyfuse3.RequestContext) -> Answer:
+        """Search for the node's question now: a tool event, failed or not."""
+        assert node.question is not None
+        m = self.mount
+        comm_, pid = m._ctx_name(ctx)
+        try:
+            answer = await self.search.ask(node, pid)
+        except errors.MemfsError as e:
+            self.search.release_if_unused(node)  # a refused question is not kept
+            f = _Failure.of(e)
+            m._emit(m._pair(comm_, pid, "search", node.display, failure=f))
+            raise f from None
+        m._emit(m._pair(comm_, pid, "search", node.display,
+                        text=answer.summary(node.question)))
+        return answer
+
+    async def _answer(self, node: SNode, ctx: pyfuse3.RequestContext, *,
+                      latest: bool = False) -> Answer:
+        """The answer a lookup just gave the kernel (``latest``: the last one, however old),
+        else a new one."""
+        found = node.answer if latest else self.search.recent(node)
+        return found or await self._ask(node, ctx)
+
+    # -- handlers -------------------------------------------------------------------------------
+
+    async def lookup(self, parent_inode: int, name: bytes,
+                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        parent = self.node(parent_inode)
+        if parent is None:
+            return self._reply(self.search.root)  # ".search" in the mount root: reserved too
         if name == b".":
-            return self._search_reply(parent)
+            return self._reply(parent)
+        m = self.mount
         if name == b"..":
-            return self._lookup_reply(self.root)
+            return m._lookup_reply(m.root)
         if not parent.is_dir:
             raise FUSEError(errno.ENOTDIR)
-        assert self.search is not None
         path = f"/{SEARCH}/{name.decode('utf-8', 'replace')}"
         try:
             node = self.search.file(question_of(name))
             if self.search.reusable(node, ctx.pid) is None:
                 await self._ask(node, ctx)
         except Refused as r:
-            comm_, pid = self._ctx_name(ctx)
-            self._emit(self._pair(comm_, pid, "search", path,
-                                  failure=_Failure(r.errno, r.why)))
+            comm_, pid = m._ctx_name(ctx)
+            m._emit(m._pair(comm_, pid, "search", path, failure=_Failure(r.errno, r.why)))
             raise FUSEError(r.errno) from None
-        return self._search_reply(node)
+        return self._reply(node)
 
-    async def _ask(self, node: SNode, ctx: pyfuse3.RequestContext) -> Answer:
-        """Search for the node's question now: a tool event, failed or not."""
-        assert self.search is not None and node.question is not None
-        comm_, pid = self._ctx_name(ctx)
-        try:
-            answer = await self.search.ask(node, pid)
-        except errors.MemfsError as e:
-            self.search.release_if_unused(node)  # a refused question is not kept
-            f = _Failure.of(e)
-            self._emit(self._pair(comm_, pid, "search", node.display, failure=f))
-            raise f from None
-        self._emit(self._pair(comm_, pid, "search", node.display,
-                              text=answer.summary(node.question)))
-        return answer
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        sn = self._known(inode)
+        if not sn.is_dir:
+            await self._answer(sn, ctx, latest=True)
+        return self.attrs(sn)
 
-    async def _search_answer(self, node: SNode, ctx: pyfuse3.RequestContext, *,
-                             latest: bool = False) -> Answer:
-        """The answer a lookup just gave the kernel (``latest``: the last one, however old),
-        else a new one."""
-        assert self.search is not None
-        found = node.answer if latest else self.search.recent(node)
-        return found or await self._ask(node, ctx)
-
-    async def _search_open(self, node: SNode, flags: int,
-                           ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        node = self._known(inode)
         if node.is_dir:
             raise FUSEError(errno.EISDIR)
         if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
-            self._refuse_history("write", node.display, ctx=ctx)
-        answer = await self._search_answer(node, ctx)
-        comm_, pid = self._ctx_name(ctx)
-        fh = self._next_fh
-        self._next_fh += 1
-        self._search_handles[fh] = _SearchHandle(node, pid, comm_, answer.data)
-        node.handles += 1
+            refuse(self.mount, "write", node.display, ctx=ctx)
+        answer = await self._answer(node, ctx)
+        comm_, pid = self.mount._ctx_name(ctx)
+        fh = self._register(_SearchHandle(node, pid, comm_, answer.data))
         # The kernel reads up to the size it was told: an answer of another size (asked again
         # since) is read past it, without the page cache.
-        return pyfuse3.FileInfo(fh=FileHandleT(fh), keep_cache=False,
-                                direct_io=len(answer.data) != node.told)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=len(answer.data) != node.told)
 
-    def _search_release(self, fh: int) -> None:
-        h = self._search_handles.pop(fh)
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return self.handles[fh].data[off : off + size]
+
+    async def release(self, fh: int) -> None:
+        h = self.handles.pop(fh)
         h.node.handles -= 1
         if h.node.is_dir:
-            self._emit(self._pair(h.comm, h.pid, "list", h.node.display,
-                                  text=f"listed {self._display(h.node.display)}: 0 entries"))
-        assert self.search is not None
+            m = self.mount
+            m._emit(m._pair(h.comm, h.pid, "list", h.node.display,
+                            text=f"listed {m._display(h.node.display)}: 0 entries"))
         self.search.release_if_unused(h.node)
-    async def _history_open(self, hn: HNode, flags: int,
-                            ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        if hn.is_dir:
-            raise FUSEError(errno.EISDIR)
-        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
-            self._refuse_history("write", hn.display, ctx=ctx)
-        assert self.history is not None
-        comm_, pid = self._ctx_name(ctx)
-        data = await self.history.content(hn)
-        # No keep_cache: a version redacted since the last open reads empty at once.
-        fh = self._history_register(_HistoryHandle(hn, pid, comm_, data=data))
-        return pyfuse3.FileInfo(fh=fh, keep_cache=False)
-    def _reply_dots(self, token: pyfuse3.ReaddirToken, start_id: int, ino: int,
-                    parent_ino: int) -> bool:
-        """Send "." and ".." (those from ``start_id`` on); False when the kernel's buffer is
-        full. The kernel takes only their inode numbers and types from a READDIRPLUS reply: it
-        caches no attributes for them and counts no lookup, so neither does the mount."""
-        if start_id >= DOTS:
-            return True
-        return reply_dots(token, start_id, (ino, self._dot_attrs(ino)),
-                          (parent_ino, self._dot_attrs(parent_ino)))
 
-    def _dot_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
-        node = self.tree.nodes.get(ino)
-        if node is not None:
-            return self._attrs(node)
-        hn = self._hist(ino)
-        if hn is not None:
-            return self._history_attrs(hn)
-        sn = self._srch(ino)
-        if sn is not None:
-            return self._search_attrs(sn)
-        return self._entry(ino, True, 2, 4096, 0, 0)  # outside this tree (a session's root)
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> FileHandleT:
+        sn = self._known(inode)
+        if not sn.is_dir:
+            raise FUSEError(errno.ENOTDIR)
+        comm_, pid = self.mount._ctx_name(ctx)
+        return self._register(_SearchHandle(sn, pid, comm_))
+
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        node = self.handles[fh].node
+        self.mount._reply_dots(token, start_id, node.ino, self.mount.root.ino)
+        # no question is listed
+
+    async def releasedir(self, fh: int) -> None:
+        await self.release(fh)
+
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        sn = self._known(inode)
+        value = None
+        if not sn.is_dir and name.startswith(b"user.memfs.search."):
+            value = (await self._answer(sn, ctx, latest=True)).xattrs().get(name)
+        if value is None:
+            raise FUSEError(pyfuse3.ENOATTR)
+        return value
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[XAttrNameT]:
+        sn = self._known(inode)
+        if sn.is_dir:
+            return []
+        answer = await self._answer(sn, ctx, latest=True)
+        return [XAttrNameT(n) for n in answer.xattrs()]
+
+
+# -- the dispatch: once per request, before any handler runs ---------------------------------
+
+
+def by_inode(handler: _F) -> _F:
+    """Dispatch by the inode a request is about (its first argument): a node of ``.history``
+    or ``.search`` goes to the handler of the same name of that directory's object; any other
+    to ``handler`` (the tree's)."""
+    name = handler.__name__
+
+    @functools.wraps(handler)
+    async def route(mount: Base, inode: int, *args: Any) -> Any:
+        for d in mount.dotdirs:
+            if d.node(inode) is not None:
+                return await getattr(d, name)(inode, *args)
+        return await handler(mount, inode, *args)
+
+    return cast(_F, route)
+
+
+def by_handle(handler: _F) -> _F:
+    """Dispatch by the file handle of an open file or listing (its first argument), as
+    :func:`by_inode` does by inode."""
+    name = handler.__name__
+
+    @functools.wraps(handler)
+    async def route(mount: Base, fh: int, *args: Any) -> Any:
+        for d in mount.dotdirs:
+            if d.owns_handle(fh):
+                return await getattr(d, name)(fh, *args)
+        return await handler(mount, fh, *args)
+
+    return cast(_F, route)
+
+
+def by_entry(*at: int) -> Callable[[_F], _F]:
+    """Dispatch by the entries a request names (a parent inode and a name, at positions
+    ``at`` of its arguments; default: the first two), as :func:`by_inode` does by inode: an
+    entry in ``.history`` or ``.search``, or either name in the mount root, is theirs."""
+    spots = at or (0,)
+
+    def wrap(handler: _F) -> _F:
+        name = handler.__name__
+
+        @functools.wraps(handler)
+        async def route(mount: Base, *args: Any) -> Any:
+            for p in spots:
+                for d in mount.dotdirs:
+                    if d.owns_entry(args[p], args[p + 1]):
+                        return await getattr(d, name)(*args)
+            return await handler(mount, *args)
+
+        return cast(_F, route)
+
+    return wrap

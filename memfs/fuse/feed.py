@@ -139,6 +139,16 @@ class Feed(Base):
                 self.search.changed()
         self.kick()
 
+    def _history_saw(self, op: str, memory_id: str, path: str,
+                     old_path: str | None = None) -> None:
+        """This mount changed a memory: its history and its searches show it at once (not
+        only once the change feed brings it back)."""
+        if self.search is not None:
+            self.search.changed()
+        if self.history is not None:
+            self.history.apply_changes(
+                [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
+
     def discard_all(self) -> None:
         """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""
         for path in self.tree.discard_all():

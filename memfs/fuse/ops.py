@@ -55,19 +55,10 @@ How it works:
 * Every handler maps :mod:`memfs.errors` to their errno in :data:`memfs.errors.WIRE`
   (:func:`~memfs.fuse.kernel.errno_for`) and raises only ``FUSEError``; any other exception is
   logged with its traceback and answered with EIO.
-* ``.history/`` (:mod:`memfs.fuse.history`): every retained version as a read-only file under
-  its memory's final path. Its nodes are not in the tree (their inodes come from the tree's
-  allocator): each handler first asks :meth:`Operations._hist` and answers for them itself. The
-  root's listing leaves ``.history`` out (a lookup by name finds it, and shadows a memory
-  ``/.history/...`` made through the API); every change under it (or of ``.history`` itself) is
-  EROFS, logged as a failed tool call; listings and reads are tool events. The change feed's
-  ``put``, ``delete`` and ``history`` changes drop what it cached and queue the kernel
-  invalidations of its names.
-* ``.search/`` (:mod:`memfs.fuse.search`): a question as a file name, the store's best hits as
-  its content; hidden from the root's listing and read-only like ``.history``. The kernel
-  keeps no name or attribute of a question (timeouts 0): each lookup searches again (unless
-  the same process looked it up within a second and the mount saw no change since), in a
-  worker thread, and is a tool event; the open after it reads that answer.
+* ``.history/`` and ``.search/`` are objects of their own (:mod:`memfs.fuse.dotdirs`):
+  every handler here that a request about one of their nodes, handles or entries reaches is
+  decorated with the dispatch (``by_inode``, ``by_handle``, ``by_entry``) that hands it to
+  their handler of the same name instead, so the handlers below only ever see the tree.
 
 Known limitations:
 
@@ -87,7 +78,7 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyfuse3
@@ -95,12 +86,12 @@ from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAt
 
 from .. import errors
 from .buffers import Buffers, _too_big, utf8_possible
-from .core import _BLOCK, _Handle, _HistoryHandle, _SearchHandle
-from .history import HISTORY, XATTR_REDACTED, version_xattrs
+from .core import _BLOCK, _Handle
+from .dotdirs import by_entry, by_handle, by_inode
+from .history import XATTR_REDACTED
 from .kernel import DOTS, NAME_MAX, _Failure, _handler
-from .search import SEARCH
 from .toolevents import WrittenVersion
-from .tree import FileState, Node
+from .tree import FileState
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +99,6 @@ log = logging.getLogger(__name__)
 
 #: Read-only extended attributes of every committed file.
 XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs.content_sha256")
-
-
-_HISTORY = HISTORY.encode()
-_SEARCH = SEARCH.encode()
 
 
 class Operations(Buffers):
@@ -140,15 +127,10 @@ class Operations(Buffers):
     # -- handlers: names and attributes -----------------------------------------------------
 
     @_handler
+    @by_entry()
     async def lookup(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        hp = self._hist(parent_inode)
-        if hp is not None:
-            return await self._history_lookup(hp, name)
-        sp = self._srch(parent_inode)
-        if sp is not None:
-            return await self._search_lookup(sp, name, ctx)
         parent = self._node(parent_inode)
         if name == b".":
             return self._lookup_reply(parent)
@@ -156,12 +138,6 @@ class Operations(Buffers):
             return self._lookup_reply(parent.parent or self.root)
         if len(name) > NAME_MAX:
             raise FUSEError(errno.ENAMETOOLONG)
-        if name == _HISTORY and parent is self.root and self.history is not None:
-            # Reserved: a memory under /.history/ is shadowed in the mount (its history is
-            # in .history/.history/).
-            return self._history_reply(self.history.root)
-        if name == _SEARCH and parent is self.root and self.search is not None:
-            return self._search_reply(self.search.root)  # reserved too
         child = self._child(parent, name)
         if child is None:
             # ENOENT rather than a negative entry: a file created elsewhere must not stay
@@ -174,10 +150,9 @@ class Operations(Buffers):
         try:
             for inode, nlookup in inode_list:
                 node = self.tree.nodes.get(inode)
-                if node is None and self.history is not None:
-                    self.history.forget(inode, nlookup)
-                if node is None and self.search is not None:
-                    self.search.forget(inode, nlookup)
+                if node is None:
+                    for d in self.dotdirs:
+                        d.forget(inode, nlookup)
                 if node is None or node is self.root:
                     continue
                 node.lookups -= nlookup
@@ -186,19 +161,12 @@ class Operations(Buffers):
             log.exception("bug in forget")
 
     @_handler
+    @by_inode
     async def getattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        hn = self._hist(inode)
-        if hn is not None:
-            assert self.history is not None
-            return self._history_attrs(await self.history.refresh(hn))
-        sn = self._srch(inode)
-        if sn is not None:
-            if not sn.is_dir:
-                await self._search_answer(sn, ctx, latest=True)
-            return self._search_attrs(sn)
         return self._attrs(self._node(inode))
 
     @_handler
+    @by_inode
     async def setattr(
         self,
         inode: InodeT,
@@ -207,12 +175,6 @@ class Operations(Buffers):
         fh: FileHandleT | None,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        hn = self._hist(inode)
-        if hn is not None:
-            self._refuse_history("truncate" if fields.update_size else "chmod", hn.display, ctx=ctx)
-        sn = self._srch(inode)
-        if sn is not None:
-            self._refuse_history("truncate" if fields.update_size else "chmod", sn.display, ctx=ctx)
         node = self._node(inode)
         changes = [op for op, asked in (
             ("chmod", fields.update_mode), ("chown", fields.update_uid or fields.update_gid),
@@ -237,15 +199,10 @@ class Operations(Buffers):
     # -- handlers: files --------------------------------------------------------------------
 
     @_handler
+    @by_inode
     async def open(
         self, inode: InodeT, flags: FlagT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileInfo:
-        hn = self._hist(inode)
-        if hn is not None:
-            return await self._history_open(hn, flags, ctx)
-        sn = self._srch(inode)
-        if sn is not None:
-            return await self._search_open(sn, flags, ctx)
         node = self._node(inode)
         if node.is_dir:
             raise FUSEError(errno.EISDIR)
@@ -283,6 +240,7 @@ class Operations(Buffers):
         return self._open_handle(h)
 
     @_handler
+    @by_entry()
     async def create(
         self,
         parent_inode: InodeT,
@@ -291,7 +249,6 @@ class Operations(Buffers):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        self._refuse_history("create", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -325,13 +282,8 @@ class Operations(Buffers):
         return info, self._lookup_reply(node)
 
     @_handler
+    @by_handle
     async def read(self, fh: FileHandleT, off: int, size: int) -> bytes:
-        hh = self._history_handles.get(fh)
-        if hh is not None:
-            return hh.data[off : off + size]
-        sh = self._search_handles.get(fh)
-        if sh is not None:
-            return sh.data[off : off + size]
         h = self._handles.get(fh)
         if h is None:
             raise FUSEError(errno.EBADF)
@@ -392,11 +344,8 @@ class Operations(Buffers):
         await self._in_thread(self.store.sync)
 
     @_handler
+    @by_handle
     async def release(self, fh: FileHandleT) -> None:
-        if fh in self._history_handles:
-            return self._history_release(fh)
-        if fh in self._search_handles:
-            return self._search_release(fh)
         h = self._handles.pop(fh, None)
         if h is None:
             return
@@ -436,25 +385,8 @@ class Operations(Buffers):
     # -- handlers: directories ---------------------------------------------------------------
 
     @_handler
+    @by_inode
     async def opendir(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileHandleT:
-        hn = self._hist(inode)
-        if hn is not None:
-            if not hn.is_dir:
-                raise FUSEError(errno.ENOTDIR)
-            assert self.history is not None
-            comm_, pid = self._ctx_name(ctx)
-            entries = await self.history.listing(hn)
-            return self._history_register(_HistoryHandle(hn, pid, comm_, listing=entries))
-        sn = self._srch(inode)
-        if sn is not None:
-            if not sn.is_dir:
-                raise FUSEError(errno.ENOTDIR)
-            comm_, pid = self._ctx_name(ctx)
-            fh = self._next_fh
-            self._next_fh += 1
-            self._search_handles[fh] = _SearchHandle(sn, pid, comm_)
-            sn.handles += 1
-            return FileHandleT(fh)
         node = self._node(inode)
         if not node.is_dir:
             raise FUSEError(errno.ENOTDIR)
@@ -468,26 +400,9 @@ class Operations(Buffers):
         return self._register(_Handle(node, False, pid, comm_, listing=listing))
 
     @_handler
+    @by_handle
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
-        hh = self._history_handles.get(fh)
-        if hh is not None:
-            above = self.history.parent_of(hh.node) if self.history is not None else None
-            if not self._reply_dots(token, start_id, hh.node.ino,
-                                    self.root.ino if above is None else above.ino):
-                return
-            entries = hh.listing or []
-            for index in range(max(0, start_id - DOTS), len(entries)):
-                e = entries[index]
-                if not pyfuse3.readdir_reply(token, FileNameT(e.name.encode("utf-8")),
-                                             self._history_attrs(e), DOTS + index + 1):
-                    return
-                e.lookups += 1
-            return
-        sh = self._search_handles.get(fh)
-        if sh is not None:
-            self._reply_dots(token, start_id, sh.node.ino, self.root.ino)
-            return  # no question is listed
         h = self._handles.get(fh)
         if h is None or h.listing is None:
             raise FUSEError(errno.EBADF)
@@ -510,11 +425,8 @@ class Operations(Buffers):
             child.lookups += 1
 
     @_handler
+    @by_handle
     async def releasedir(self, fh: FileHandleT) -> None:
-        if fh in self._history_handles:
-            return self._history_release(fh)
-        if fh in self._search_handles:
-            return self._search_release(fh)
         h = self._handles.pop(fh, None)
         if h is None:
             return
@@ -533,10 +445,10 @@ class Operations(Buffers):
         return None
 
     @_handler
+    @by_entry()
     async def mkdir(
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("mkdir", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -556,10 +468,10 @@ class Operations(Buffers):
         return self._lookup_reply(node)
 
     @_handler
+    @by_entry()
     async def rmdir(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        self._refuse_history("rmdir", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         node = self._child(parent, name)
@@ -580,10 +492,10 @@ class Operations(Buffers):
                               text=f"removed directory {self._display(entry)}"))
 
     @_handler
+    @by_entry()
     async def unlink(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        self._refuse_history("delete", self._history_path(parent_inode, name), ctx=ctx)
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
@@ -619,6 +531,7 @@ class Operations(Buffers):
             raise
 
     @_handler
+    @by_entry(0, 2)
     async def rename(
         self,
         parent_inode_old: InodeT,
@@ -628,12 +541,6 @@ class Operations(Buffers):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        if self._history_path(parent_inode_old, name_old) is not None or \
-                self._history_path(parent_inode_new, name_new) is not None:
-            self._refuse_history("rename", *(
-                self._history_path(p, n) or self._entry_path(self._node(p), n)
-                for p, n in ((parent_inode_old, name_old), (parent_inode_new, name_new))),
-                ctx=ctx)
         old_parent = self._node(parent_inode_old)
         new_parent = self._node(parent_inode_new)
         comm_, pid = self._ctx_name(ctx)
@@ -656,118 +563,31 @@ class Operations(Buffers):
             raise
         (self._logged if recorded else self._emit)(events)
 
-    async def _rename(
-        self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
-        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
-        deadline: float,
-    ) -> tuple[list[dict[str, Any]] | None, bool]:
-        """Rename under the mutex, waiting for the database until ``deadline``; returns the
-        events and whether the store recorded them."""
-        self._check_writable()
-        if flags & pyfuse3.RENAME_EXCHANGE:
-            raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
-        if src is None:
-            raise _Failure(errno.ENOENT, f"no such file {old_path}")
-        new_path = self._new_path(new_parent, name_new)
-        if new_path == old_path:
-            return pair(src.memory), False
-        dst = self._child(new_parent, name_new)
-        if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
-            raise _Failure(errno.EEXIST, f"{new_path} exists")
-        if src.is_dir:
-            return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair,
-                                          deadline)
-        if dst is not None and dst.is_dir:
-            raise _Failure(errno.EISDIR, f"{new_path} is a directory")
-        events = pair(None)
-        gen = src.gen
-        await self._events_in_order(deadline)
-        try:
-            if src.memory is None:
-                # Never committed (a new file not closed yet): its content becomes the
-                # content at the new path in one write, over the memory there if any.
-                data = bytes(await self._data(src))
-                moved = await self._call_by(deadline, self.store.write_path, self.store_id,
-                                            new_path, data, actor=self.actor, events=events)
-                if src.gen == gen:
-                    src.dirty = False
-            else:
-                moved = await self._call_by(
-                    deadline, self.store.rename_path, self.store_id, old_path, new_path,
-                    actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
-                    events=events)
-        except errors.MemfsError as e:
-            raise _Failure.of(e) from None
-        # Whatever holds the new name now (also one made while the store worked) is renamed
-        # over: open descriptors keep its content, its unsaved data is never saved.
-        dst = self._child(new_parent, name_new)
-        if dst is not None and dst is not src:
-            dst.dirty = False
-            self.tree.detach(dst)
-        self.tree.detach(src, pin_parent=True)
-        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
-        self.tree.set_memory(src, moved, moved.seq)
-        self._history_saw("put", moved.id, new_path, old_path)
-        return events, True
-
-    async def _rename_dir(
-        self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
-        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
-        deadline: float,
-    ) -> tuple[list[dict[str, Any]] | None, bool]:
-        if dst is not None:
-            if not dst.is_dir:
-                raise _Failure(errno.ENOTDIR, f"{new_path} is not a directory")
-            if dst.children:
-                raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
-        events = pair(None)
-        await self._events_in_order(deadline)
-        try:
-            moved = await self._call_by(
-                deadline, self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
-                actor=self.actor, events=events)
-        except errors.MemfsError as e:
-            raise _Failure.of(e) from None
-        dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
-        if dst is not None and dst is not src:
-            self.tree.detach(dst)
-        self.tree.detach(src, pin_parent=True)
-        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
-        for m in moved:
-            node = self.tree.by_memory.get(m.id)
-            if node is not None and node.path == m.path:
-                self.tree.set_memory(node, m, m.seq)
-            else:
-                self.tree.attach_memory(m, m.seq)  # one this mount had not seen yet
-        if self.search is not None:
-            self.search.changed()
-        return events, True
-
     # -- handlers: refused node types -------------------------------------------------------
 
+    @by_entry()
     async def symlink(
         self, parent_inode: InodeT, name: FileNameT, target: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("symlink", self._history_path(parent_inode, name), ctx=ctx)
         self._refuse_if_read_only(
             "symlink", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
 
+    @by_entry(1)
     async def link(
         self, inode: InodeT, new_parent_inode: InodeT, new_name: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("link", self._history_path(new_parent_inode, new_name), ctx=ctx)
         self._refuse_if_read_only(
             "link", self._entry_path(self._node(new_parent_inode), new_name), ctx)
         raise FUSEError(errno.EPERM)
 
+    @by_entry()
     async def mknod(
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, rdev: int,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_history("mknod", self._history_path(parent_inode, name), ctx=ctx)
         self._refuse_if_read_only(
             "mknod", self._entry_path(self._node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
@@ -792,25 +612,10 @@ class Operations(Buffers):
         return data
 
     @_handler
+    @by_inode
     async def getxattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> bytes:
-        hn = self._hist(inode)
-        if hn is not None:
-            assert self.history is not None
-            await self.history.refresh(hn)
-            value = version_xattrs(hn.version).get(name) if hn.version is not None else None
-            if value is None:
-                raise FUSEError(pyfuse3.ENOATTR)
-            return value
-        sn = self._srch(inode)
-        if sn is not None:
-            value = None
-            if not sn.is_dir and name.startswith(b"user.memfs.search."):
-                value = (await self._search_answer(sn, ctx, latest=True)).xattrs().get(name)
-            if value is None:
-                raise FUSEError(pyfuse3.ENOATTR)
-            return value
         node = self._node(inode)
         m = node.memory
         if m is not None and not node.is_dir and name == XATTR_REDACTED:
@@ -826,19 +631,8 @@ class Operations(Buffers):
         return m.content_sha256.encode()
 
     @_handler
+    @by_inode
     async def listxattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
-        hn = self._hist(inode)
-        if hn is not None:
-            assert self.history is not None
-            await self.history.refresh(hn)
-            names = version_xattrs(hn.version) if hn.version is not None else {}
-            return [XAttrNameT(n) for n in names]
-        sn = self._srch(inode)
-        if sn is not None:
-            if sn.is_dir:
-                return []
-            answer = await self._search_answer(sn, ctx, latest=True)
-            return [XAttrNameT(n) for n in answer.xattrs()]
         node = self._node(inode)
         if node.is_dir or node.memory is None:
             return []
@@ -853,27 +647,17 @@ class Operations(Buffers):
         at = redacted_at(m.memory_version_id) if redacted_at is not None else None
         return at.encode() if at else None
 
+    @by_inode
     async def setxattr(
         self, inode: InodeT, name: XAttrNameT, value: bytes, ctx: pyfuse3.RequestContext
     ) -> None:
-        hn = self._hist(inode)
-        if hn is not None:
-            self._refuse_history("setxattr", hn.display, ctx=ctx)
-        sn = self._srch(inode)
-        if sn is not None:
-            self._refuse_history("setxattr", sn.display, ctx=ctx)
         self._refuse_if_read_only("setxattr", self._node(inode).path, ctx)
         # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
 
+    @by_inode
     async def removexattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        hn = self._hist(inode)
-        if hn is not None:
-            self._refuse_history("removexattr", hn.display, ctx=ctx)
-        sn = self._srch(inode)
-        if sn is not None:
-            self._refuse_history("removexattr", sn.display, ctx=ctx)
         self._refuse_if_read_only("removexattr", self._node(inode).path, ctx)
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)

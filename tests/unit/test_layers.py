@@ -163,9 +163,10 @@ ORDER: dict[str, list[str]] = {
     # helpers of the commands on a store), then the commands.
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
             "sessions", "archive", "launch", "dreams", "db", "search"],
-    # The tree and what needs no pyfuse3, the kernel's calls, the parts of Operations (each a
-    # subclass of the one before), then what runs the handlers.
-    "fuse": ["tree", "toolevents", "history", "search", "kernel", "core", "feed", "dotdirs",
+    # The tree and what needs no pyfuse3, the kernel's calls, .history and .search as handler
+    # objects, the parts of Operations (each a subclass of the one before), then what runs the
+    # handlers.
+    "fuse": ["tree", "toolevents", "history", "search", "kernel", "dotdirs", "core", "feed",
              "buffers", "ops", "watch", "session"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
