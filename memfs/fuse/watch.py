@@ -11,9 +11,10 @@
 * :class:`Invalidator` sends the kernel the entries and inodes to forget, as soon as a handler
   or a service queues them.
 
-**A background service never brings a mount down**: each round's failure is logged (a store
-error as one line, anything else with its traceback) and the service goes on; a mount that
-stops seeing changes for a while is better than a mount that is gone.
+Each runs its rounds under :func:`memfs.background.supervised`, the one rule for the failures
+of background services: **a background service never brings a mount down**; a failed round is
+logged once per streak (a store error as one WARNING line, anything else at ERROR with its
+traceback), and tried again after a backoff. :mod:`memfs.fuse.runtime` starts and stops them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import trio
 from pyfuse3 import FileNameT, InodeT
 
 from .. import errors
+from ..background import Failures, supervised
 from ..models import Change
 from .kernel import invalidate_inodes
 from .ops import Operations
@@ -36,42 +38,48 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The longest a failing service waits before it tries again (the safety poll's interval).
+MOST_BACKOFF = 2.0
 
-class _Periodic:
-    """A background service that calls :meth:`tick` every ``interval`` seconds until
-    :meth:`stop` (which ends :meth:`run` at once, without a last tick). A failing tick is
-    logged and the service goes on."""
 
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
+class _Stoppable:
+    """A service that runs until :meth:`stop`, and pauses without outliving it."""
+
+    def __init__(self) -> None:
         self._stopped = trio.Event()
-        self._failing = False
 
     def stop(self) -> None:
         self._stopped.set()
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until :meth:`stop`."""
+        with trio.move_on_after(seconds):
+            await self._stopped.wait()
+
+
+class _Periodic(_Stoppable):
+    """A background service that calls :meth:`tick` every ``interval`` seconds until
+    :meth:`stop` (which ends :meth:`run` at once, without a last tick). A failing tick is
+    logged and tried again (:func:`~memfs.background.supervised`, from ``interval`` seconds
+    on)."""
+
+    def __init__(self, interval: float, name: str) -> None:
+        super().__init__()
+        self.interval = interval
+        self.failures = Failures(name, log, first=interval, most=MOST_BACKOFF)
+
     async def run(self) -> None:
-        while True:
-            await self._sleep()
-            if self._stopped.is_set():
-                return
-            try:
-                await self.tick()
-            except errors.MemfsError as e:
-                # One line per failure streak: a database that stays locked or full must not
-                # fill the log.
-                (log.debug if self._failing else log.warning)(
-                    "%s: %s", type(self).__name__, e.message)
-                self._failing = True
-            except Exception:
-                log.exception("%s failed; going on", type(self).__name__)
-                self._failing = True
-            else:
-                self._failing = False
+        await supervised(self.failures, self._round, self._pause)
+
+    async def _round(self) -> bool:
+        await self._sleep()
+        if self._stopped.is_set():
+            return False
+        await self.tick()
+        return True
 
     async def _sleep(self) -> None:
-        with trio.move_on_after(self.interval):
-            await self._stopped.wait()
+        await self._pause(self.interval)
 
     async def tick(self) -> None:
         raise NotImplementedError
@@ -97,7 +105,7 @@ class ChangeWatcher(_Periodic):
 
     def __init__(self, ops: Operations, interval: float = 0.15,
                  watch: Watch | None = None) -> None:
-        super().__init__(interval)
+        super().__init__(interval, f"the change watcher of {ops.store_id}")
         self.ops = ops
         # PostgreSQL's watch wakes for this store only (inotify's for the database).
         self.watch = watch.narrow(ops.store_id) if watch is not None else None
@@ -143,7 +151,7 @@ class EventFlusher(_Periodic):
     CPU on it."""
 
     def __init__(self, sink: EventSink, interval: float = 0.25) -> None:
-        super().__init__(interval)
+        super().__init__(interval, f"the event flusher of {sink.store_id}")
         self.sink = sink
         self._queued = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
@@ -182,29 +190,33 @@ class EventFlusher(_Periodic):
         await trio.to_thread.run_sync(self.sink.flush)
 
 
-class Invalidator:
+class Invalidator(_Stoppable):
     """Tells the kernel to forget what the tree queued, as soon as it is queued."""
 
     def __init__(self, ops: Operations) -> None:
+        super().__init__()
         self.ops = ops
         self._wake = trio.Event()
-        self._stopped = False
+        self.failures = Failures(f"the kernel cache invalidator of {ops.store_id}", log,
+                                 most=MOST_BACKOFF)
 
     def wake(self) -> None:
         self._wake.set()
 
     def stop(self) -> None:
-        self._stopped = True
+        super().stop()
         self._wake.set()
 
     async def run(self) -> None:
-        while not self._stopped:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            try:
-                await flush_invalidations(self.ops)
-            except Exception:
-                log.exception("invalidating the kernel cache failed; going on")
+        await supervised(self.failures, self._round, self._pause)
+
+    async def _round(self) -> bool:
+        if self._stopped.is_set():
+            return False
+        await self._wake.wait()
+        self._wake = trio.Event()
+        await flush_invalidations(self.ops)
+        return True
 
 
 async def flush_invalidations(ops: Operations) -> None:
@@ -225,7 +237,7 @@ async def flush_invalidations(ops: Operations) -> None:
         await trio.to_thread.run_sync(invalidate_inodes, inodes)
 
 
-class ChangeSubscriber:
+class ChangeSubscriber(_Stoppable):
     """Keeps a remote mount current from the server's change stream (pushed, not polled).
 
     It follows ``/changes/stream`` from the tree's feed position, applies each change with
@@ -240,43 +252,37 @@ class ChangeSubscriber:
 
     min_backoff = 0.05
 
-    def __init__(self, ops: Operations, client: Any, max_backoff: float = 2.0) -> None:
+    def __init__(self, ops: Operations, client: Any, max_backoff: float = MOST_BACKOFF) -> None:
         """:param client: an :class:`memfs.client.AsyncClient` of the server."""
+        super().__init__()
         self.ops = ops
         self.client = client
         self.max_backoff = max_backoff
-        self._stopped = trio.Event()
-        #: Seconds before the next reconnection, and whether the last drop was logged as a
-        #: warning (later drops in a row are logged at debug level).
-        self.backoff = self.min_backoff
-        self._warned = False
-
-    def stop(self) -> None:
-        self._stopped.set()
+        self.failures = Failures(f"the change feed of {ops.store_id}", log,
+                                 first=self.min_backoff, most=max_backoff)
 
     async def run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                await self._follow()
-            except errors.NotFound as e:
-                log.warning("change feed: %s; the store is gone", e.message)
-                await self._store_gone()
-                return
-            except errors.MemfsError as e:
-                # A dropped link, a server restart, a silent stream: reconnect from ops.seq.
-                (log.debug if self._warned else log.warning)("change feed: %s", e.message)
-                self._warned = True
-            except Exception:
-                log.exception("change feed failed; reconnecting")
-            with trio.move_on_after(self.backoff):
-                await self._stopped.wait()
-            self.backoff = min(self.backoff * 2, self.max_backoff)
+        await supervised(self.failures, self._round, self._pause)
+
+    async def _round(self) -> bool:
+        """Follow the stream until it ends (then reconnect after the shortest wait) or the
+        store is gone; False once stopped."""
+        if self._stopped.is_set():
+            return False
+        try:
+            await self._follow()
+        except errors.NotFound as e:
+            log.warning("change feed: %s; the store is gone", e.message)
+            await self._store_gone()
+            return False
+        await self._pause(self.min_backoff)
+        return not self._stopped.is_set()
 
     async def _follow(self) -> None:
         ops = self.ops
         async for event in self.client.stream_changes(ops.store_id, after=ops.seq):
             # The link works (a ping counts): a later drop is news, retried after the least wait.
-            self.backoff, self._warned = self.min_backoff, False
+            self.failures.recovered()
             if event.kind == "change" and event.change is not None:
                 if event.change.seq <= ops.seq:
                     continue

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MemfsError
+from ..background import Failures
 from ..rules import format_time
 from .embeddings import Provider, Unavailable, passage_text
 
@@ -198,6 +198,9 @@ class BackgroundIndexer:
         self._thread = threading.Thread(target=self._run, name="memfs-indexer", daemon=True)
         #: The last catch-up of each store.
         self.progress: dict[str, Progress] = {}
+        #: A round that fails (the database away, a bug) is said once and tried again a
+        #: ``poll`` later: it never brings down the process that runs the indexer.
+        self.failures = Failures("the indexer", log, first=poll, most=poll)
 
     def start(self) -> BackgroundIndexer:
         self._thread.start()
@@ -218,8 +221,8 @@ class BackgroundIndexer:
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         seen = -1
-        away: float | None = None  # since when the database cannot be read (said once)
         while not self._stop.is_set():
+            wait = self.poll
             try:
                 row = self.indexer.store.database.one("SELECT max(seq) FROM changes")
                 last = int(row[0] or 0) if row else 0
@@ -233,16 +236,9 @@ class BackgroundIndexer:
                         complete = complete and p.reason is None
                     if complete:
                         seen = last
-                if away is not None:
-                    log.info("the indexer reads the database again after %.1f s",
-                             time.monotonic() - away)
-                    away = None
-            except MemfsError as e:  # the database away: try again at the next poll
-                if away is None:  # one line an outage, not one a poll
-                    away = time.monotonic()
-                    log.warning("the indexer waits: the database cannot be read (%s); trying "
-                                "again every %g s", e.message, self.poll)
-            except Exception:  # a background task never brings its process down
-                log.exception("the indexer failed; trying again in %g s", self.poll)
-            self._wake.wait(self.poll)
+            except Exception as e:  # the rule of background services (memfs.background)
+                wait = self.failures.failed(e)
+            else:
+                self.failures.recovered()
+            self._wake.wait(wait)
             self._wake.clear()

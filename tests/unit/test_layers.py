@@ -18,6 +18,9 @@ ALLOWED: dict[str, set[str]] = {
     "models": set(),
     "rules": {"errors", "models"},
     "protocol": {"errors", "models"},
+    # The one rule for the failures of background services (said once, retried, never fatal):
+    # what the mount's services, the indexer and the daemons share.
+    "background": {"errors"},
     # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database).
     # recall: its schema alone (the words index and vectors), a migration of both backends.
     "backends": {"recall", "errors", "models"},
@@ -30,8 +33,9 @@ ALLOWED: dict[str, set[str]] = {
     # The bounds on unfinished uploads (the API's and the Console's body reader).
     "uploads": {"errors"},
     # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
-    # background services, a session's filesystem): stores only through StoreAPI.
-    "fuse": {"protocol", "rules", "errors", "models"},
+    # background services, a session's filesystem, the daemons' runtime): stores only through
+    # StoreAPI.
+    "fuse": {"protocol", "background", "rules", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
     # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
     "snapshot": {"protocol", "rules", "errors", "models"},
@@ -39,7 +43,7 @@ ALLOWED: dict[str, set[str]] = {
     "spec": {"session", "protocol", "rules", "errors", "models"},
     # The search index, its providers and the ranking: over the store's tables (the store
     # hands itself in), below it.
-    "recall": {"rules", "errors", "models"},
+    "recall": {"background", "rules", "errors", "models"},
     # The Console (STYLE.md: like the API): the store, its errors and models, never the
     # filesystem or the API module (the app that mounts it hands it what it needs); recall's
     # words mark a question's words in a snippet.

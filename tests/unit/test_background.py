@@ -1,0 +1,118 @@
+"""The one rule for the failures of background services (memfs.background): said once, backed
+off, tried again, never the end of the mount; and the services of a mount under it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import trio
+
+from memfs import errors
+from memfs.background import Failures, supervised
+
+log = logging.getLogger("memfs.test.background")
+
+
+def records(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
+    return [(r.levelname, r.getMessage(), bool(r.exc_info)) for r in caplog.records
+            if r.name == log.name]
+
+
+def test_a_streak_is_said_once_a_bug_with_its_traceback_and_the_waits_double(caplog) -> None:
+    f = Failures("the thing", log, first=0.5, most=3.0)
+    caplog.set_level(logging.DEBUG, logger=log.name)
+    assert f.failed(errors.StorageError("the database cannot be reached")) == 0.5
+    assert f.failed(errors.StorageError("the database cannot be reached")) == 1.0
+    try:
+        raise RuntimeError("a bug")
+    except RuntimeError as e:
+        assert f.failed(e) == 2.0  # a bug after expected failures: still said, once
+        assert f.failed(e) == 3.0  # at most `most`
+    assert f.failed(errors.Busy("locked")) == 3.0
+    f.recovered()
+    assert f.count == 0 and f.wait() == 0.0
+    got = records(caplog)
+    assert [(level, tb) for level, _, tb in got] == [
+        ("WARNING", False), ("DEBUG", False), ("ERROR", True), ("DEBUG", True),
+        ("DEBUG", False), ("INFO", False)]
+    assert got[0][1] == ("the thing waits: the database cannot be reached; "
+                         "trying again in 0.5 s")
+    assert got[2][1] == "the thing failed; trying again in 2 s"
+    assert got[-1][1].startswith("the thing goes on after ") and "(5 failed tries)" in got[-1][1]
+    caplog.clear()
+    f.recovered()  # no streak: nothing to say
+    assert f.failed(RuntimeError("again")) == 0.5  # a new streak: said again, from `first`
+    assert records(caplog) == [("ERROR", "the thing failed; trying again in 0.5 s", True)]
+
+
+async def test_supervised_tries_a_failing_round_again_after_the_backoff(
+        autojump_clock, caplog) -> None:
+    f = Failures("the service", log, first=0.1, most=0.4)
+    rounds: list[float] = []
+    paused: list[float] = []
+
+    async def step() -> bool:
+        rounds.append(trio.current_time())
+        if len(rounds) <= 4:
+            raise RuntimeError(f"round {len(rounds)}")
+        return len(rounds) < 6
+
+    async def pause(seconds: float) -> None:
+        paused.append(seconds)
+        await trio.sleep(seconds)
+
+    caplog.set_level(logging.DEBUG, logger=log.name)
+    await supervised(f, step, pause)
+    assert paused == [0.1, 0.2, 0.4, 0.4] and len(rounds) == 6
+    assert [level for level, _, _ in records(caplog)] == [
+        "ERROR", "DEBUG", "DEBUG", "DEBUG", "INFO"]
+
+
+async def test_a_failing_service_is_retried_and_never_stops_the_mount(
+        store, tmp_path, caplog) -> None:
+    """An event flusher whose writes fail (a bug, then the database) is logged once per kind,
+    tried again with a backoff, writes the events once it can, and the task that serves the
+    kernel beside it (pyfuse3.main in a daemon) is never cancelled."""
+    from memfs.fuse.toolevents import EventSink
+    from memfs.fuse.watch import EventFlusher
+
+    sid = store.create_store("notes").id
+    sink = EventSink(store, sid, None, None)
+    real_flush = sink.flush
+    calls: list[int] = []
+    failures = [RuntimeError("a bug in the flush"), errors.StorageError("the disk went away")]
+
+    def flush(*a, **kw):
+        calls.append(len(calls))
+        if failures:
+            raise failures.pop(0)
+        return real_flush(*a, **kw)
+
+    sink.flush = flush  # type: ignore[method-assign]
+    flusher = EventFlusher(sink, interval=0.01)
+    served = trio.Event()
+
+    async def serve_kernel() -> None:
+        while sink.pending:  # noqa: ASYNC110 (the flush runs in a worker thread)
+            await trio.sleep(0.01)
+        served.set()
+        flusher.stop()
+
+    caplog.set_level(logging.DEBUG, logger="memfs.fuse.watch")
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flusher.run)
+            await trio.testing.wait_all_tasks_blocked()
+            sink.emit([{"type": "agent.custom", "text": "x"}])
+            nursery.start_soon(serve_kernel)
+    assert served.is_set() and len(calls) == 3
+    sink.close()
+    rows = store.conn.execute("SELECT COUNT(*) FROM events WHERE store_id = ?", (sid,))
+    assert rows.fetchone()[0] == 1
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "flusher" in r.getMessage()]
+    name = f"the event flusher of {sid}"
+    assert said[0] == ("ERROR", f"{name} failed; trying again in 0.01 s")
+    assert said[1] == ("WARNING", f"{name} waits: the disk went away; trying again in 0.02 s")
+    assert said[2][0] == "INFO" and said[2][1].startswith(f"{name} goes on after ")
+    assert len(said) == 3
