@@ -1,8 +1,12 @@
-"""The composition root of one mount: ``memfs mount STORE MOUNTPOINT``.
+"""The composition root of one mount: ``memfs mount STORE MOUNTPOINT``; and what both mount
+daemons (this one and :mod:`memfs.sessionfs`) need of the layers below the filesystem: opening
+a store (:func:`open_local`, :func:`remote_store`, :func:`snapshot_of`), how a tree follows
+its store (:func:`follower`), the indexer (:func:`start_indexer`).
 
-:func:`mount` opens the store, builds :class:`memfs.fuse.ops.Operations` over it, mounts it with
-pyfuse3 and serves it on trio until SIGINT/SIGTERM/SIGHUP or an external ``fusermount3 -u``,
-with the background services of :mod:`memfs.fuse.watch` beside ``pyfuse3.main()``: the
+:func:`mount` opens the store, builds :class:`memfs.fuse.ops.Operations` over it and hands it to
+the runtime both daemons share (:func:`memfs.fuse.runtime.run`), which mounts it with pyfuse3
+and serves it on trio until SIGINT/SIGTERM/SIGHUP or an external ``fusermount3 -u``, with the
+background services of :mod:`memfs.fuse.watch` beside ``pyfuse3.main()``: the
 :class:`~memfs.fuse.watch.ChangeWatcher` (changes made elsewhere become visible within milliseconds,
 woken by an inotify watch of the database, and a database file deleted or replaced under the
 mount is noticed as fast), the
@@ -34,32 +38,33 @@ none (its server indexes).
 
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
-closes it. A launcher may also just poll ``os.path.ismount``.
+closes it (:func:`memfs.fuse.runtime.signal_ready`). A launcher may also just poll
+``os.path.ismount``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import logging
 import os
-import signal
 import stat
-import sys
-import tempfile
-from contextlib import ExitStack
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyfuse3
 import trio
 
 from . import errors, linux, logs
 from .backends import watch as dbwatch
+from .fuse import runtime
 from .fuse.core import actor_for
 from .fuse.ops import Operations
+from .fuse.runtime import Follow, Mounted, MountError
 from .fuse.toolevents import EventSink
-from .fuse.watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
+from .fuse.watch import ChangeSubscriber, ChangeWatcher
 from .models import MemoryStore
 from .protocol import StoreAPI
 from .rules import Limits
@@ -71,10 +76,6 @@ if TYPE_CHECKING:
     from .recall.indexer import BackgroundIndexer
 
 log = logging.getLogger(__name__)
-
-
-class MountError(errors.MemfsError):
-    """The kernel mount could not be made (not a directory, FUSE missing, no permission)."""
 
 
 @dataclass
@@ -181,36 +182,6 @@ def _missing(mountpoint: str) -> str:
     return "it does not exist (create an empty directory there)"
 
 
-def _init_fuse(ops: Operations, mountpoint: str, options: set[str]) -> None:
-    """``pyfuse3.init``, keeping what libfuse (and fusermount3) print on stderr meanwhile:
-    when the mount fails that is the reason (``fuse: device not found...``), which goes into
-    the :class:`MountError` instead of libfuse's bare ``fuse_session_mount failed``; when it
-    succeeds it is passed on to stderr.
-
-    :raises MountError: the kernel mount failed.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            pyfuse3.init(ops, mountpoint, options)
-            failure = None
-        except RuntimeError as e:
-            failure = e
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        captured.seek(0)
-        said = captured.read()
-    if failure is None:
-        if said:
-            os.write(2, said)
-        return
-    lines = [ln.strip() for ln in said.decode(errors="replace").splitlines() if ln.strip()]
-    raise MountError(f"cannot mount on {mountpoint}: {'; '.join(lines) or failure}")
-
-
 def mount(opts: MountOptions) -> None:
     """Mount the store and serve it until told to stop; always unmounts.
 
@@ -232,14 +203,9 @@ def mount(opts: MountOptions) -> None:
         check_mountpoint(mountpoint, opts.nonempty)
         store: StoreAPI
         if opts.url:
-            store = _remote_store(opts)
+            store = remote_store(opts.url, opts.api_key, opts.session_id, opts.http_timeout)
         else:
-            # NORMAL: each close() commits a version that survives a killed daemon at once;
-            # fsync() additionally syncs it to disk (Operations.fsync -> Store.sync), which is
-            # exactly what POSIX promises for close() and fsync(). FULL would cost a disk sync
-            # per close (2.4x slower creates, measured with scripts/bench).
-            store = open_store(opts.db_path, create=False, synchronous="NORMAL",
-                               checkpoint_pages=16000)
+            store = open_local(opts.db_path)
         stack.callback(store.close)
         ms = store.resolve_store(opts.store_ref)
         refuse_writes = opts.read_only
@@ -269,32 +235,25 @@ def mount(opts: MountOptions) -> None:
             private=opts.owner is not None or opts.allow_other,
         )
         ops.load()
-        options = set(pyfuse3.default_options)
-        options |= {"fsname=memfs", "subtype=memfs"}
-        assert "default_permissions" in options  # the kernel checks owner and modes
-        if opts.allow_other:
-            options.add("allow_other")
-        if opts.debug_fuse:
-            options.add("debug")
-        # Until trio's signal receiver is installed, SIGTERM raises KeyboardInterrupt like
-        # SIGINT, so that the finally below still unmounts.
-        old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
-        stack.callback(signal.signal, signal.SIGTERM, old_term)
-        _init_fuse(ops, mountpoint, options)
-        indexer = None
-        try:
-            log.info("mounted %s (%s) on %s", ms.name, ms.id, mountpoint)
-            _signal_ready(mountpoint, opts.ready_fd)
-            indexer = start_indexer(store, [] if opts.at is not None else [ms.id])
-            try:
-                trio.run(_serve, ops, sink, opts)
-            except KeyboardInterrupt:
-                log.info("interrupted, unmounting")
-        finally:
-            ops.discard_all()
-            pyfuse3.close(unmount=True)
-            log.info("unmounted %s", mountpoint)
-            stop_indexer(indexer)
+        follow = follower(opts.url, opts.api_key, opts.session_id, opts.http_timeout,
+                          opts.poll_interval, at=opts.at)
+        runtime.run(
+            ops, [Mounted(ops, follow)], mountpoint=mountpoint,
+            options=runtime.fuse_options(allow_other=opts.allow_other, debug=opts.debug_fuse),
+            what=f"{ms.name} ({ms.id})", ready_fd=opts.ready_fd,
+            background=lambda: start_indexer(store, [] if opts.at is not None else [ms.id]))
+
+
+def open_local(db_path: str | None) -> Store:
+    """The local database a mount serves (never created: :class:`DatabaseUnavailable`).
+
+    NORMAL: each close() commits a version that survives a killed daemon at once; fsync()
+    additionally syncs it to disk (Operations.fsync -> Store.sync), which is exactly what POSIX
+    promises for close() and fsync(). FULL would cost a disk sync per close (2.4x slower
+    creates, measured with scripts/bench). One handle serves every store of a session (it is
+    thread-safe, like the server's).
+    """
+    return open_store(db_path, create=False, synchronous="NORMAL", checkpoint_pages=16000)
 
 
 def start_indexer(store: StoreAPI, store_ids: list[str]) -> BackgroundIndexer | None:
@@ -323,16 +282,6 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> BackgroundIndexer | 
     return indexer
 
 
-def stop_indexer(indexer: BackgroundIndexer | None) -> None:
-    """Stop an indexer of :func:`start_indexer` (what it embedded so far is kept)."""
-    if indexer is None:
-        return
-    try:
-        indexer.stop()
-    except Exception:
-        log.exception("stopping the indexer")
-
-
 def snapshot_of(store: StoreAPI, ms: MemoryStore, at: str) -> SnapshotStore:
     """The read-only view of ``ms`` as it was at ``at`` that a time-travel mount serves; says
     on stderr which boundary that is, and warns of memories whose history before it was
@@ -358,20 +307,9 @@ def _remove_made_mountpoint(mountpoint: str) -> None:
         log.info("keeping %s: %s", mountpoint, e.strerror or e)
 
 
-def _signal_ready(mountpoint: str, ready_fd: int | None) -> None:
-    try:
-        print(mountpoint, flush=True)
-    except OSError as e:  # nobody reads stdout (closed pipe): serving matters more
-        log.debug("cannot print the mount point: %s", e)
-    if ready_fd is not None:
-        try:
-            os.write(ready_fd, b"ready\n")
-        finally:
-            os.close(ready_fd)
-
-
-def _remote_store(opts: MountOptions) -> Client:
-    """A client of ``opts.url`` with the server's limits, acting as ``opts.session_id``.
+def remote_store(url: str, api_key: str | None, session_id: str | None,
+                 http_timeout: float) -> Client:
+    """A client of ``url`` with the server's limits, acting as ``session_id``.
 
     :raises MemfsError: the server cannot be reached, or refuses the key.
     """
@@ -380,8 +318,7 @@ def _remote_store(opts: MountOptions) -> Client:
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # httpx logs every request at INFO: with -v that would drown the mount's own log.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-    client = Client(opts.url or "", opts.api_key, session_id=opts.session_id,
-                    timeout=opts.http_timeout)
+    client = Client(url, api_key, session_id=session_id, timeout=http_timeout)
     try:
         served = client.get_limits()
         names = {f.name for f in dataclasses.fields(Limits)}
@@ -392,53 +329,40 @@ def _remote_store(opts: MountOptions) -> Client:
     return client
 
 
-async def _serve(ops: Operations, sink: EventSink, opts: MountOptions) -> None:
-    watcher: ChangeWatcher | ChangeSubscriber | None = None
-    if opts.at is not None:
-        pass  # a snapshot never changes: nothing to follow
-    elif opts.url:
-        from .client import AsyncClient
+def follower(url: str | None, api_key: str | None, session_id: str | None,
+             http_timeout: float, poll_interval: float, *, at: str | None) -> Follow | None:
+    """How a mounted store's tree follows its changes (:class:`memfs.fuse.runtime.Mounted`): a
+    snapshot (``at``) never changes (None); a store of a server (``url``) follows its change
+    stream; a local store watches its database."""
+    if at is not None:
+        return None
+    if url:
+        return functools.partial(_follow_server, url=url, api_key=api_key,
+                                 session_id=session_id, http_timeout=http_timeout)
+    return functools.partial(_follow_database, interval=poll_interval)
 
-        feed = AsyncClient(opts.url, opts.api_key, session_id=opts.session_id,
-                           timeout=opts.http_timeout)
-        watcher = ChangeSubscriber(ops, feed)
-    else:
-        assert isinstance(ops.store, Store)  # a local mount serves its database's Store
-        watch = dbwatch.acquire(ops.store.path)
-        watcher = ChangeWatcher(ops, opts.poll_interval, watch)
-    flusher = EventFlusher(sink)
-    invalidator = Invalidator(ops)
-    ops.on_stale = invalidator.wake
+
+@asynccontextmanager
+async def _follow_server(ops: Operations, *, url: str, api_key: str | None,
+                         session_id: str | None, http_timeout: float,
+                         ) -> AsyncIterator[ChangeSubscriber]:
+    from .client import AsyncClient  # httpx: only remote mounts pay for importing it
+
+    feed = AsyncClient(url, api_key, session_id=session_id, timeout=http_timeout)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_terminate_on_signal)
-            if watcher is not None:
-                nursery.start_soon(watcher.run)
-            nursery.start_soon(flusher.run)
-            nursery.start_soon(invalidator.run)
-            try:
-                await pyfuse3.main()
-            finally:
-                # main() also returns when the mount goes away (fusermount3 -u).
-                ops.on_stale = None
-                if watcher is not None:
-                    watcher.stop()
-                flusher.stop()
-                invalidator.stop()
-                nursery.cancel_scope.cancel()
+        yield ChangeSubscriber(ops, feed)
     finally:
-        if opts.at is not None:
-            pass
-        elif opts.url:
-            with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await feed.aclose()
-        else:
-            dbwatch.release(watch)
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await feed.aclose()
 
 
-async def _terminate_on_signal() -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async for signum in signals:
-            log.info("got %s, unmounting", signal.Signals(signum).name)
-            pyfuse3.terminate()
-            return
+@asynccontextmanager
+async def _follow_database(ops: Operations, *, interval: float
+                           ) -> AsyncIterator[ChangeWatcher]:
+    # One watch of a database for all its stores in the process (dbwatch shares it).
+    assert isinstance(ops.store, Store)  # a local mount serves its database's Store
+    watch = dbwatch.acquire(ops.store.path)
+    try:
+        yield ChangeWatcher(ops, interval, watch)
+    finally:
+        dbwatch.release(watch)

@@ -1,8 +1,12 @@
 """The mount daemon of a whole session: one process serves every store of the session in one
 FUSE filesystem (:class:`~memfs.fuse.session.SessionOperations`, which says how).
 
-Once mounted, a local daemon runs one :class:`~memfs.recall.indexer.BackgroundIndexer` for all
-the session's live stores (not its snapshots), so that ``.search/`` ranks by meaning
+It builds the filesystem and hands it to the runtime both mount daemons share
+(:func:`memfs.fuse.runtime.run`: mount, readiness, the background services, serving, the
+unmount on every way out); the stores' trees are loaded once mounted, in the background (a
+request to a store not loaded yet waits for it), and each follows its store from then on. Once
+mounted, a local daemon runs one :class:`~memfs.recall.indexer.BackgroundIndexer` for all the
+session's live stores (not its snapshots), so that ``.search/`` ranks by meaning
 (:func:`memfs.daemon.start_indexer`); stopped at unmount.
 
 Run as ``python -m memfs.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS MOUNT_PATH
@@ -14,38 +18,25 @@ launcher's, not a user command. Its readiness and stop signals are those of
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
-
-import pyfuse3
-import trio
 
 from . import errors, logs
-from .daemon import (
-    MountOptions,
-    _init_fuse,
-    _remote_store,
-    _signal_ready,
-    _terminate_on_signal,
-    snapshot_of,
-    start_indexer,
-    stop_indexer,
-)
+from .daemon import follower, open_local, remote_store, snapshot_of, start_indexer
+from .fuse import runtime
 from .fuse.core import actor_for
 from .fuse.ops import Operations
+from .fuse.runtime import Mounted
 from .fuse.session import SESSION_CACHE_BYTES, Member, SessionOperations
 from .fuse.toolevents import EventSink
 from .protocol import StoreAPI
-from .store import Store, open_store
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -93,16 +84,11 @@ def serve(spec: SessionMount) -> None:
         for sm in spec.stores:
             store: StoreAPI
             if spec.url:
-                store = _remote_store(MountOptions(
-                    sm.store_id, mountpoint, url=spec.url, api_key=spec.api_key,
-                    session_id=spec.session_id, http_timeout=spec.http_timeout))
+                store = remote_store(spec.url, spec.api_key, spec.session_id, spec.http_timeout)
                 stack.callback(store.close)
             else:
                 if shared is None:
-                    # One database handle for every store (it is thread-safe, like the
-                    # server's); see memfs.daemon.mount for the synchronous mode.
-                    shared = open_store(spec.db_path, create=False, synchronous="NORMAL",
-                                        checkpoint_pages=16000)
+                    shared = open_local(spec.db_path)  # one handle for every store
                     stack.callback(shared.close)
                 store = shared
             ms = store.get_store(sm.store_id)
@@ -127,96 +113,22 @@ def serve(spec: SessionMount) -> None:
             # cache holds what was read (keep_cache); this is for what it dropped, and for
             # the first write of a file opened for writing.
             m.ops.tree.cache_limit = SESSION_CACHE_BYTES // len(members)
-        # The trees are loaded after the mount, in the background (see _serve): the agent
-        # starts meanwhile, and a request to a store not loaded yet waits for it.
-        options = set(pyfuse3.default_options)
-        options |= {"fsname=memfs", "subtype=memfs"}
-        if spec.allow_other:
-            options.add("allow_other")
-        old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
-        stack.callback(signal.signal, signal.SIGTERM, old_term)
-        _init_fuse(sops, mountpoint, options)  # type: ignore[arg-type]
-        indexer = None
-        try:
-            log.info("mounted session %s (%d stores) on %s", spec.session_id, len(members),
-                     mountpoint)
-            _signal_ready(mountpoint, None)
-            if shared is not None:
-                # One indexer for the session's live stores (a snapshot is never indexed).
-                indexer = start_indexer(shared, [
-                    m.ops.store_id for m, sm in zip(members, spec.stores, strict=True)
-                    if sm.at is None])
-            try:
-                trio.run(_serve, sops, spec)
-            except KeyboardInterrupt:
-                log.info("interrupted, unmounting")
-        finally:
-            for m in members:
-                m.ops.discard_all()
-            pyfuse3.close(unmount=True)
-            log.info("unmounted %s", mountpoint)
-            stop_indexer(indexer)
-
-
-async def _serve(sops: SessionOperations, spec: SessionMount) -> None:
-    from .backends import watch as dbwatch
-    from .fuse.watch import ChangeSubscriber, ChangeWatcher, EventFlusher, Invalidator
-
-    members = sops.members
-    services: list[ChangeWatcher | ChangeSubscriber | EventFlusher | Invalidator] = []
-    watchers: list[ChangeWatcher | ChangeSubscriber | None] = []
-    feeds: list[Any] = []
-    watches: list[Any] = []
-    for m, sm in zip(members, spec.stores, strict=True):
-        if sm.at is not None:
-            watchers.append(None)  # a snapshot never changes: nothing to follow
-        elif spec.url:
-            from .client import AsyncClient
-
-            feed = AsyncClient(spec.url, spec.api_key, session_id=spec.session_id,
-                               timeout=spec.http_timeout)
-            feeds.append(feed)
-            watchers.append(ChangeSubscriber(m.ops, feed))
-        else:
-            # One inotify watch of the database for all the stores (dbwatch shares it).
-            assert isinstance(m.ops.store, Store)  # a local mount serves its database's Store
-            watch = dbwatch.acquire(m.ops.store.path)
-            watches.append(watch)
-            watchers.append(ChangeWatcher(m.ops, spec.poll_interval, watch))
-        assert m.sink is not None
-        services.append(EventFlusher(m.sink))
-        invalidator = Invalidator(m.ops)
-        m.ops.on_stale = invalidator.wake
-        services.append(invalidator)
-
-    async def load_all(nursery: trio.Nursery) -> None:
-        # One after the other, in the session's order: the GIL would serialize them anyway.
-        for i, watcher in enumerate(watchers):
-            await sops.load(i)
-            if watcher is not None:
-                nursery.start_soon(watcher.run)  # it follows the feed from the loaded position
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_terminate_on_signal)
-            for s in services:
-                nursery.start_soon(s.run)
-            nursery.start_soon(load_all, nursery)
-            try:
-                await pyfuse3.main()
-            finally:
-                for m in members:
-                    m.ops.on_stale = None
-                for service in [*services, *watchers]:
-                    if service is not None:
-                        service.stop()
-                nursery.cancel_scope.cancel()
-    finally:
-        for feed in feeds:
-            with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await feed.aclose()
-        for watch in watches:
-            dbwatch.release(watch)
+        # The trees are loaded after the mount, in the background: the agent starts
+        # meanwhile, and a request to a store not loaded yet waits for it.
+        mounted = [
+            Mounted(m.ops, follower(spec.url, spec.api_key, spec.session_id,
+                                    spec.http_timeout, spec.poll_interval, at=sm.at),
+                    load=functools.partial(sops.load, i))
+            for i, (m, sm) in enumerate(zip(members, spec.stores, strict=True))]
+        live = [m.ops.store_id for m, sm in zip(members, spec.stores, strict=True)
+                if sm.at is None]
+        local = shared
+        runtime.run(
+            sops, mounted, mountpoint=mountpoint,
+            options=runtime.fuse_options(allow_other=spec.allow_other),
+            what=f"session {spec.session_id} ({len(members)} stores)",
+            # One indexer for the session's live stores (a snapshot is never indexed).
+            background=None if local is None else lambda: start_indexer(local, live))
 
 
 def _parse(argv: Sequence[str]) -> SessionMount:

@@ -2,13 +2,14 @@
 
 The package owns everything between the kernel and a :class:`~memfs.protocol.StoreAPI`: the
 inode tree, the request handlers, write buffers and commits, ``.history`` and ``.search``, tool
-events, the background services that keep a mount current, and the filesystem of a whole
-session. It reaches a store only through :class:`~memfs.protocol.StoreAPI` (a local
-:class:`~memfs.store.Store` or a server's client, handed in by the daemons that mount it:
-:mod:`memfs.daemon`, :mod:`memfs.sessionfs`) and may import :mod:`memfs.protocol`,
-:mod:`memfs.rules`, :mod:`memfs.errors` and :mod:`memfs.models` (and, for the type checker
-only, the types of :mod:`memfs.backends.watch` and :mod:`memfs.recall`); never the store, the
-database, the API, the client or HTTP.
+events, the background services that keep a mount current, the filesystem of a whole session,
+and the runtime both mount daemons share. It reaches a store only through
+:class:`~memfs.protocol.StoreAPI` (a local :class:`~memfs.store.Store` or a server's client,
+handed in by the daemons that mount it: :mod:`memfs.daemon`, :mod:`memfs.sessionfs`) and may
+import :mod:`memfs.protocol`, :mod:`memfs.background` (the rule for background services'
+failures), :mod:`memfs.rules`, :mod:`memfs.errors` and :mod:`memfs.models` (and, for the type
+checker only, the types of :mod:`memfs.backends.watch` and :mod:`memfs.recall`); never the
+store, the database, the API, the client or HTTP.
 
 The modules, each building only on those before it:
 
@@ -22,8 +23,10 @@ The modules, each building only on those before it:
   before: :mod:`~.core` (its state and helpers), :mod:`~.feed` (loading, the change feed),
   :mod:`~.buffers` (write buffers and commits) and :mod:`~.ops` (the pyfuse3 handlers of the
   tree, and only they);
-- :mod:`~.watch` (the background services of a mount) and :mod:`~.session` (one filesystem
-  over a session's stores, one unchanged :class:`~memfs.fuse.ops.Operations` each).
+- :mod:`~.watch` (the background services of a mount), :mod:`~.session` (one filesystem
+  over a session's stores, one unchanged :class:`~memfs.fuse.ops.Operations` each) and
+  :mod:`~.runtime` (mount, readiness, the services, serving until a signal, the unmount on
+  every way out: what both daemons run).
 
 Nothing is imported here: ``import memfs.fuse.tree`` loads neither pyfuse3 nor trio.
 """

@@ -116,3 +116,56 @@ async def test_a_failing_service_is_retried_and_never_stops_the_mount(
     assert said[1] == ("WARNING", f"{name} waits: the disk went away; trying again in 0.02 s")
     assert said[2][0] == "INFO" and said[2][1].startswith(f"{name} goes on after ")
     assert len(said) == 3
+
+
+async def test_the_runtime_serves_on_while_a_service_fails_and_stops_it_at_the_end(
+        store, tmp_path, caplog) -> None:
+    """memfs.fuse.runtime.serve with a tree whose change watcher fails two rounds (a bug): the
+    failure is said once with its traceback and the next one at DEBUG, the watcher polls again
+    and goes on, and the serving loop (pyfuse3.main in a daemon) is never cancelled; once it
+    returns, the services stop and what the follower held is released."""
+    from contextlib import asynccontextmanager
+
+    from memfs import Actor
+    from memfs.fuse.ops import Operations
+    from memfs.fuse.runtime import Mounted, serve
+    from memfs.fuse.toolevents import EventSink
+    from memfs.fuse.watch import ChangeWatcher
+
+    sid = store.create_store("notes").id
+    sink = EventSink(store, sid, None, None)
+    ops = Operations(store, sid, actor=Actor.user("user_test"), events=sink)
+    ops.load()
+    polls: list[int] = []
+    released: list[bool] = []
+
+    class Failing(ChangeWatcher):
+        async def poll(self) -> int:
+            polls.append(len(polls))
+            if len(polls) <= 2:
+                raise RuntimeError(f"a bug in poll {len(polls)}")
+            return await super().poll()
+
+    @asynccontextmanager
+    async def follow(o: Operations):
+        try:
+            yield Failing(o, interval=0.01)
+        finally:
+            released.append(True)
+
+    served: list[str] = []
+
+    async def main() -> None:  # pyfuse3.main: serves until the mount goes away
+        while len(polls) < 4:  # noqa: ASYNC110 (the watcher runs in the same nursery)
+            await trio.sleep(0.01)
+        assert ops.on_stale is not None  # the invalidator is still there
+        served.append("to the end")
+
+    caplog.set_level(logging.DEBUG, logger="memfs.fuse.watch")
+    with trio.fail_after(10):
+        await serve([Mounted(ops, follow)], main=main)
+    sink.close()
+    assert served == ["to the end"] and released == [True] and ops.on_stale is None
+    said = [(r.levelname, bool(r.exc_info)) for r in caplog.records
+            if r.getMessage().startswith(f"the change watcher of {sid}")]
+    assert said == [("ERROR", True), ("DEBUG", True), ("INFO", False)]

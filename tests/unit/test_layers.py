@@ -169,9 +169,9 @@ ORDER: dict[str, list[str]] = {
             "sessions", "archive", "launch", "dreams", "db", "search"],
     # The tree and what needs no pyfuse3, the kernel's calls, .history and .search as handler
     # objects, the parts of Operations (each a subclass of the one before), then what runs the
-    # handlers.
+    # handlers: the services, a session's filesystem, the runtime the daemons share.
     "fuse": ["tree", "toolevents", "history", "search", "kernel", "dotdirs", "core", "feed",
-             "buffers", "ops", "watch", "session"],
+             "buffers", "ops", "watch", "session", "runtime"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops", "sync", "aio"],

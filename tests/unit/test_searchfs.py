@@ -14,7 +14,7 @@ import pyfuse3
 import pytest
 
 from memfs import Actor
-from memfs.daemon import start_indexer, stop_indexer
+from memfs.daemon import start_indexer
 from memfs.fuse.ops import Operations
 from memfs.fuse.search import REUSE_SECONDS, SEARCH, Refused, question_of, render
 from memfs.fuse.toolevents import EventSink
@@ -414,7 +414,7 @@ def test_a_mount_daemon_indexes_its_stores_while_mounted(store, monkeypatch) -> 
             assert time.monotonic() < deadline, [store.search_status(s) for s in sids]
             time.sleep(0.05)
     finally:
-        stop_indexer(indexer)
+        indexer.stop()
     assert not indexer._thread.is_alive()  # noqa: SLF001
 
 
@@ -437,4 +437,3 @@ def test_no_indexer_without_a_provider_a_local_store_or_a_live_store(
         assert [h.path for h in result.hits] == ["/a.md"] and not result.meaning
     finally:
         fresh.close()
-    stop_indexer(None)

@@ -1,0 +1,234 @@
+"""The runtime both mount daemons share: a built filesystem mounted, served until told to
+stop, and always unmounted.
+
+The daemons (:mod:`memfs.daemon`: ``memfs mount``, one store; :mod:`memfs.sessionfs`: the
+stores of a session under one mount) open the stores and build what they serve: the
+filesystem (:class:`~memfs.fuse.ops.Operations`, or a
+:class:`~memfs.fuse.session.SessionOperations` over several), and for each store's tree a
+:class:`Mounted`: its :class:`~memfs.fuse.ops.Operations`, how the tree follows the store's
+changes (``follow``: a :class:`~memfs.fuse.watch.ChangeWatcher` on the database's watch, or a
+:class:`~memfs.fuse.watch.ChangeSubscriber` of a server's stream, with what it holds; none for
+a snapshot) and, for a tree loaded once mounted, ``load``. Then :func:`run` does the rest, the
+same for both:
+
+1. SIGTERM raises ``KeyboardInterrupt`` (like SIGINT) until trio's receiver takes over, so
+   that every way out below unmounts;
+2. the kernel mount (:func:`init_fuse`: libfuse's reason in the :class:`MountError` when it
+   fails), then readiness (:func:`signal_ready`: the mount point on stdout, ``ready`` on a
+   descriptor);
+3. the process's background service handed in (the daemon's indexer), then in trio
+   (:func:`serve`): per tree the service that follows the store's changes (after loading the
+   tree, when it is loaded once mounted), the :class:`~memfs.fuse.watch.EventFlusher` and
+   the :class:`~memfs.fuse.watch.Invalidator`, beside ``pyfuse3.main()`` and
+   :func:`terminate_on_signal` (SIGINT, SIGTERM, SIGHUP);
+4. on every way out (a signal, an unmount from outside, an error): the services stopped, every
+   unsaved buffer dropped (nothing half-written reaches the store), ``pyfuse3.close(unmount=
+   True)``, the background service stopped. A ``kill -9`` leaves a dead mount that
+   ``fusermount3 -uz`` removes; every acknowledged write is already committed.
+
+A failing background service never brings the mount down (:mod:`memfs.background`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyfuse3
+import trio
+
+from .. import errors
+from .ops import Operations
+from .watch import EventFlusher, Invalidator
+
+log = logging.getLogger(__name__)
+
+
+class MountError(errors.MemfsError):
+    """The kernel mount could not be made (not a directory, FUSE missing, no permission)."""
+
+
+class Service(Protocol):
+    """A background service: runs until stopped."""
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+#: How a tree follows its store's changes: an async context manager around the service that
+#: does it, which releases what the service holds (a database watch, a server connection).
+Follow = Callable[[Operations], AbstractAsyncContextManager[Service]]
+
+
+@dataclass
+class Mounted:
+    """One store's tree as the runtime serves it."""
+
+    ops: Operations
+    #: How the tree follows the store's changes (None: a snapshot, which never changes).
+    follow: Follow | None = None
+    #: Loads the tree once mounted (None: loaded before the mount). Requests for the tree
+    #: wait for it meanwhile (:meth:`SessionOperations.load`).
+    load: Callable[[], Awaitable[None]] | None = None
+
+
+def fuse_options(*, allow_other: bool = False, debug: bool = False) -> set[str]:
+    """The mount options of a memfs mount: pyfuse3's defaults (``default_permissions``: the
+    kernel checks owner and modes), named memfs; ``allow_other`` lets users other than the
+    daemon's in; ``debug`` is libfuse's request tracing."""
+    options = set(pyfuse3.default_options)
+    options |= {"fsname=memfs", "subtype=memfs"}
+    assert "default_permissions" in options  # the kernel checks owner and modes
+    if allow_other:
+        options.add("allow_other")
+    if debug:
+        options.add("debug")
+    return options
+
+
+def init_fuse(fs: pyfuse3.Operations, mountpoint: str, options: set[str]) -> None:
+    """``pyfuse3.init``, keeping what libfuse (and fusermount3) print on stderr meanwhile:
+    when the mount fails that is the reason (``fuse: device not found...``), which goes into
+    the :class:`MountError` instead of libfuse's bare ``fuse_session_mount failed``; when it
+    succeeds it is passed on to stderr.
+
+    :raises MountError: the kernel mount failed.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            pyfuse3.init(fs, mountpoint, options)
+            failure = None
+        except RuntimeError as e:
+            failure = e
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        said = captured.read()
+    if failure is None:
+        if said:
+            os.write(2, said)
+        return
+    lines = [ln.strip() for ln in said.decode(errors="replace").splitlines() if ln.strip()]
+    raise MountError(f"cannot mount on {mountpoint}: {'; '.join(lines) or failure}")
+
+
+def signal_ready(mountpoint: str, ready_fd: int | None) -> None:
+    """Say the mount exists: the mount point on one line of stdout (flushed), and ``ready``
+    on ``ready_fd`` (then closed) when given."""
+    try:
+        print(mountpoint, flush=True)
+    except OSError as e:  # nobody reads stdout (closed pipe): serving matters more
+        log.debug("cannot print the mount point: %s", e)
+    if ready_fd is not None:
+        try:
+            os.write(ready_fd, b"ready\n")
+        finally:
+            os.close(ready_fd)
+
+
+async def terminate_on_signal() -> None:
+    """End ``pyfuse3.main()`` at the first SIGINT, SIGTERM or SIGHUP (the unmount follows)."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            log.info("got %s, unmounting", signal.Signals(signum).name)
+            pyfuse3.terminate()
+            return
+
+
+def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
+        options: set[str], what: str, ready_fd: int | None = None,
+        background: Callable[[], Stoppable | None] | None = None) -> None:
+    """Mount ``fs`` (whose trees are ``mounted``) on ``mountpoint`` and serve it until told
+    to stop (SIGINT, SIGTERM, SIGHUP) or unmounted from outside; always unmounts.
+
+    :param what: what is mounted, as the log says it (``notes (memstore_…)``).
+    :param background: starts the process's background service once mounted (the daemon's
+        indexer; None from it: none), stopped after the unmount.
+    :raises MountError: the kernel mount failed (nothing was served).
+    """
+    # Until trio's signal receiver is installed, SIGTERM raises KeyboardInterrupt like
+    # SIGINT, so that the finally below still unmounts.
+    old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        init_fuse(fs, mountpoint, options)
+        started: Stoppable | None = None
+        try:
+            log.info("mounted %s on %s", what, mountpoint)
+            signal_ready(mountpoint, ready_fd)
+            if background is not None:
+                started = background()
+            try:
+                trio.run(serve, mounted)
+            except KeyboardInterrupt:
+                log.info("interrupted, unmounting")
+        finally:
+            for m in mounted:
+                m.ops.discard_all()
+            pyfuse3.close(unmount=True)
+            log.info("unmounted %s", mountpoint)
+            if started is not None:
+                try:
+                    started.stop()
+                except Exception:
+                    log.exception("stopping the background service")
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+async def serve(mounted: Sequence[Mounted], *,
+                main: Callable[[], Awaitable[None]] = pyfuse3.main) -> None:
+    """Serve the kernel (``main``) with each tree's services beside it, until ``main``
+    returns (a signal, or the mount gone); then stop them and release what they hold."""
+    async with contextlib.AsyncExitStack() as holding:
+        followers: list[Service | None] = []
+        services: list[Service] = []
+        for m in mounted:
+            followers.append(None if m.follow is None
+                             else await holding.enter_async_context(m.follow(m.ops)))
+            if m.ops.events is not None:
+                services.append(EventFlusher(m.ops.events))
+            invalidator = Invalidator(m.ops)
+            m.ops.on_stale = invalidator.wake
+            services.append(invalidator)
+
+        async def load_and_follow(nursery: trio.Nursery) -> None:
+            # One tree after the other, in their order: the GIL would serialize them anyway.
+            for m, follower in zip(mounted, followers, strict=True):
+                if m.load is not None:
+                    await m.load()
+                if follower is not None:
+                    # It follows the feed from the loaded position.
+                    nursery.start_soon(follower.run)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(terminate_on_signal)
+            for s in services:
+                nursery.start_soon(s.run)
+            nursery.start_soon(load_and_follow, nursery)
+            try:
+                await main()
+            finally:
+                # main() also returns when the mount goes away (fusermount3 -u).
+                for m in mounted:
+                    m.ops.on_stale = None
+                for service in [*services, *followers]:
+                    if service is not None:
+                        service.stop()
+                nursery.cancel_scope.cancel()
