@@ -533,7 +533,7 @@ async def lifespan(store: Store, app: Any) -> AsyncIterator[None]:
 
 def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream:
     """Run the pending dream ``dream_id`` with ``command`` as the model: launched like
-    ``memfs run`` (memfs.session) in the dream's session, the output store mounted read-write
+    ``memfs run`` (memfs.launcher) in the dream's session, the output store mounted read-write
     and the input read-only (``create_new``). Its environment names them:
     ``MEMFS_DREAM_OUTPUT`` and ``MEMFS_DREAM_INPUT`` (mount paths), ``MEMFS_DREAM_PROMPT_FILE``
     (the instructions, the input store and the sessions' transcripts, as a model would get
@@ -545,7 +545,7 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     the outcome): the caller must have closed its own.
     """
     from .errors import MemfsError
-    from .session import Launch, Launcher, _process_identity
+    from .launcher.runner import Launch, Launcher, _process_identity
     from .store import open_store
 
     done = threading.Event()
@@ -554,6 +554,7 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
         store: Store  # a dream's command runs on the local database (no Launch.url)
         dream: Dream | None = None
         watcher: threading.Thread | None = None
+        _unforwarded: int | None  # mypy may check this before Launcher (an import cycle)
 
         def _create_session(self) -> Any:
             launcher = _process_identity(os.getpid())

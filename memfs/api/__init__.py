@@ -61,7 +61,8 @@ The API may import the store (:mod:`memfs.store`) and what is below it (:mod:`me
 :mod:`memfs.models`, :mod:`memfs.rules`), :mod:`memfs.transfer`, :mod:`memfs.backends.watch`,
 :mod:`memfs.health`, :mod:`memfs.uploads`, and, when an app is made, :mod:`memfs.dreams` and
 :mod:`memfs.console`; never the filesystem or the CLI, and nothing imports it but the
-server's composition roots (:mod:`memfs.server`, :mod:`memfs.sessionapi`) and the tests.
+server's composition roots (:mod:`memfs.server`, :mod:`memfs.launcher.sessionapi`) and the
+tests.
 """
 
 from __future__ import annotations

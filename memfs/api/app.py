@@ -100,9 +100,9 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     (a credential is needed to call anything but ``/openapi.json``). ``uploads`` bounds the
     request bodies read at once (``memfs serve``: half its connections; default
     :class:`Uploads`' own). ``console``: serve the Console too (else its paths are 404s);
-    ``dreams``: run the dream sweeper while serving (:mod:`memfs.sessionapi`, the API of one
-    session for its commands, wants neither). ``only_session``: the tokens of that session
-    are the only ones let in (the API of one session)."""
+    ``dreams``: run the dream sweeper while serving (:mod:`memfs.launcher.sessionapi`, the
+    API of one session for its commands, wants neither). ``only_session``: the tokens of that
+    session are the only ones let in (the API of one session)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)

@@ -1,5 +1,5 @@
 """The commands that start something and wait for it: ``memfs run`` (the session launcher,
-:mod:`memfs.session`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemon`) and
+:mod:`memfs.launcher`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemon`) and
 ``memfs serve`` (the HTTP API, :mod:`memfs.server`). Each imports what it starts only when it
 runs, so that no other command pays for it (tests/unit/test_startup_imports.py)."""
 
@@ -109,8 +109,8 @@ def run(
         memfs run --spec session.yaml -- bash -i
         memfs run --store "notes@2026-12-01T09:00:00Z" -- bash -i
     """
-    from ..session import Attachment, Launch, LaunchError
-    from ..session import run as run_session
+    from ..launcher.runner import Attachment, Launch, LaunchError
+    from ..launcher.runner import run as run_session
 
     if spec_path is not None and (stores or instructions):
         raise click.UsageError(

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..prompt import render_memory_prompt
+from ..launcher.prompt import render_memory_prompt
 from ..store import Store
 from .base import Context, cli, fail, pass_ctx
 from .common import _actor, _pages, _when
@@ -277,7 +277,7 @@ def session_reap(ctx: Context) -> None:
     store = ctx.store
     if not isinstance(store, Store):
         fail("session reap ends the sessions of local launchers: drop --url / MEMFS_URL", 2)
-    from ..session import reap_sessions
+    from ..launcher.runner import reap_sessions
 
     ended = reap_sessions(store)
     ctx.output(ended, "\n".join(f"ended {sid}" for sid in ended) or "no stale sessions")

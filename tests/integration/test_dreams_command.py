@@ -121,12 +121,12 @@ def test_a_command_that_never_started_leaves_no_output_store(
 #: gives the watcher up to 5 s to see it: the interleaving of a cancel that comes early.
 EARLY_CANCEL = """
 import sys, time
-from memfs import session
+from memfs.launcher import runner
 from memfs.cli import cli
 from memfs.store import Store
 
 db, sid = sys.argv[1], sys.argv[2]
-real = session.Launcher._start_mounts
+real = runner.Launcher._start_mounts
 
 def mounted_then_canceled(self):
     real(self)
@@ -137,7 +137,7 @@ def mounted_then_canceled(self):
     while self._stop_signal is None and time.monotonic() < deadline:
         time.sleep(0.05)
 
-session.Launcher._start_mounts = mounted_then_canceled
+runner.Launcher._start_mounts = mounted_then_canceled
 cli(["--db", db, "dream", "notes", "-s", sid, "--", "sleep", "30"])
 """
 

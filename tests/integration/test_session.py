@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from memfs.launcher.runner import _start_ticks
 from memfs.models import Actor
-from memfs.session import _start_ticks
 from memfs.store import Store
 
 from .conftest import retry

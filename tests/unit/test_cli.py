@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from memfs import Actor
 from memfs.cli import cli
 from memfs.cli import common as cli_module  # _PAGE, _stdin_is_tty
+from memfs.launcher.prompt import render_memory_prompt
 from memfs.models import Session, SessionResource
-from memfs.prompt import render_memory_prompt
 from memfs.store import local_user_actor, sha256_hex
 
 
@@ -641,17 +641,17 @@ def test_session_create_from_a_spec_through_a_server(spec_file, store, monkeypat
 
 def test_run_takes_the_spec(run, spec_file, store, monkeypatch):
     """memfs run --spec hands the launcher the spec's stores (by id), title and metadata."""
-    from memfs import session
+    from memfs.launcher import runner
 
     launched = []
-    monkeypatch.setattr(session, "run", lambda launch: launched.append(launch) or 0)
+    monkeypatch.setattr(runner, "run", lambda launch: launched.append(launch) or 0)
     result = run("run", "--spec", str(spec_file), "--", "true")
     assert result.exit_code == 0, (result.stderr, result.exception)
     [launch] = launched
     prefs, docs = (store.resolve_store(n).id for n in ("User Preferences", "Team Docs"))
     assert launch.attachments == [
-        session.Attachment(prefs, "read_write", "Check first."),
-        session.Attachment(docs, "read_only"),
+        runner.Attachment(prefs, "read_write", "Check first."),
+        runner.Attachment(docs, "read_only"),
     ]
     assert launch.title == "Triage" and launch.metadata == {"team": "support"}
     assert launch.instructions == [] and launch.command == ["true"]

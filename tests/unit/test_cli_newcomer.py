@@ -335,10 +335,11 @@ def test_run_mount_and_serve_take_them_where_the_readme_puts_them(db_path, tmp_p
                                                                   monkeypatch):
     """`memfs run --url …`, `memfs mount --url …`, `memfs serve --db …` (they answered "No
     such option")."""
-    from memfs import daemon, server, session
+    from memfs import daemon, server
+    from memfs.launcher import runner
 
     got: dict[str, object] = {}
-    monkeypatch.setattr(session, "run", lambda launch: got.update(run=launch) or 0)
+    monkeypatch.setattr(runner, "run", lambda launch: got.update(run=launch) or 0)
     monkeypatch.setattr(daemon, "mount", lambda opts: got.update(mount=opts))
     monkeypatch.setattr(server, "serve", lambda db, *a, **kw: got.update(serve=db))
     runner = CliRunner()

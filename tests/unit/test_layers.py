@@ -40,7 +40,11 @@ ALLOWED: dict[str, set[str]] = {
     # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
     "snapshot": {"protocol", "rules", "errors", "models"},
     # Session spec files read into the launcher's Attachments; stores only through StoreAPI.
-    "spec": {"session", "protocol", "rules", "errors", "models"},
+    "spec": {"launcher", "protocol", "rules", "errors", "models"},
+    # The session launcher (memfs run, memfs/launcher/): a composition root over the store or
+    # a server's client; the API and the server only for a local session's API; linux for
+    # namespaces, mounts and the parent-death signal.
+    "launcher": {"store", "client", "api", "server", "backends", "linux", "errors", "models"},
     # The search index, its providers and the ranking: over the store's tables (the store
     # hands itself in), below it.
     "recall": {"background", "rules", "errors", "models"},
@@ -175,6 +179,8 @@ ORDER: dict[str, list[str]] = {
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
+    # The agent's memory prompt and a local session's API, then the launcher that uses them.
+    "launcher": ["prompt", "sessionapi", "runner"],
 }
 
 

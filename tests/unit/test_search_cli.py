@@ -227,7 +227,8 @@ def test_a_bad_setting_is_one_line_and_exit_2(run, setting):
 def test_the_setting_reaches_serve_mount_and_run(run, sid, monkeypatch):
     """The daemons and servers the CLI starts read MEMFS_EMBEDDINGS: the setting given on the
     command line is in the environment by the time they start."""
-    from memfs import daemon, server, session
+    from memfs import daemon, server
+    from memfs.launcher import runner
 
     seen: list[tuple[str, str | None]] = []
 
@@ -236,7 +237,7 @@ def test_the_setting_reaches_serve_mount_and_run(run, sid, monkeypatch):
 
     monkeypatch.setattr(server, "serve", record("serve"))
     monkeypatch.setattr(daemon, "mount", record("mount"))
-    monkeypatch.setattr(session, "run", record("run"))
+    monkeypatch.setattr(runner, "run", record("run"))
     setting = "ollama:http://127.0.0.1:9/e5"
     for args in (["--embeddings", setting, "serve"], ["mount", "notes", "/tmp/x",
                                                       "--embeddings", setting],
@@ -248,6 +249,6 @@ def test_the_setting_reaches_serve_mount_and_run(run, sid, monkeypatch):
 
 
 def test_the_agent_of_a_session_does_not_get_the_embeddings_key():
-    from memfs.session import LAUNCHER_ONLY_ENV
+    from memfs.launcher.runner import LAUNCHER_ONLY_ENV
 
     assert "MEMFS_EMBEDDINGS_API_KEY" in LAUNCHER_ONLY_ENV

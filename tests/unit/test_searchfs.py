@@ -18,8 +18,8 @@ from memfs.daemon import start_indexer
 from memfs.fuse.ops import Operations
 from memfs.fuse.search import REUSE_SECONDS, SEARCH, Refused, question_of, render
 from memfs.fuse.toolevents import EventSink
+from memfs.launcher.prompt import SNAPSHOT_KEY, render_memory_prompt
 from memfs.models import Session, SessionResource
-from memfs.prompt import SNAPSHOT_KEY, render_memory_prompt
 from memfs.recall.search import Hit, Result
 from memfs.snapshot import SnapshotStore
 from memfs.store import Store

@@ -253,7 +253,7 @@ def test_a_session_token_cannot_sign_in_to_the_console(app, world):
         assert r.status_code == 401, r.text
 
 
-# -- a local session's API (memfs.sessionapi) ---------------------------------------------------
+# -- a local session's API (memfs.launcher.sessionapi) ------------------------------------------
 
 
 def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
@@ -261,7 +261,7 @@ def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
     mode 0600, open to the session's token only (no server key opens it), gone at stop."""
     from memfs import errors
     from memfs.client import Client
-    from memfs.sessionapi import SessionAPI
+    from memfs.launcher.sessionapi import SessionAPI
 
     path = tmp_path / "api.sock"
     api = SessionAPI(store, path, session_id=world["s"])
@@ -296,7 +296,7 @@ def test_the_session_api_opens_to_its_own_session_s_token_only(store, world, tmp
     tokens only."""
     from memfs import errors
     from memfs.client import Client
-    from memfs.sessionapi import SessionAPI
+    from memfs.launcher.sessionapi import SessionAPI
 
     path = tmp_path / "api.sock"
     api = SessionAPI(store, path, session_id=world["s"])
@@ -317,7 +317,7 @@ def test_the_memory_tool_with_a_session_token(store, world, tmp_path):
     """The memory tool inside a session: ``MemoryTool(Client(MEMFS_URL, MEMFS_API_KEY), …)``
     writes as the session, records its events in the session, and sees nothing else."""
     from memfs.client import Client
-    from memfs.sessionapi import SessionAPI
+    from memfs.launcher.sessionapi import SessionAPI
     from memfs.tools import MemoryTool, ToolError
 
     api = SessionAPI(store, tmp_path / "api.sock", session_id=world["s"])

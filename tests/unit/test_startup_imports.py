@@ -33,7 +33,7 @@ def imported_after(code: str) -> set[str]:
 
 @pytest.mark.parametrize("code", [
     "import memfs.cli",  # every `memfs` command, `memfs run` included
-    "import memfs.cli, memfs.session",  # the launcher of `memfs run`
+    "import memfs.cli, memfs.launcher.runner",  # the launcher of `memfs run`
     "import memfs.sessionfs",  # the session daemon of a local session
     "import memfs.daemon",  # `memfs mount` of a local store
 ])

@@ -1279,7 +1279,7 @@ class TestSessions:
         assert [len(s.resources) for s in items] == [1, 2, 3, 0]
 
     def test_prompt_names_the_root(self, store: Store) -> None:
-        from memfs.prompt import render_memory_prompt
+        from memfs.launcher.prompt import render_memory_prompt
 
         s = store.create_store("Notes").id
         for root, shown in (("/mnt/memory", "/mnt/memory/"), ("/", "/")):

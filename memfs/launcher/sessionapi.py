@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import MemfsError
+from ..errors import MemfsError
 
 if TYPE_CHECKING:
     import trio
@@ -132,8 +132,8 @@ class SessionAPI:
         from hypercorn.config import Config, Sockets
         from hypercorn.utils import wrap_app
 
-        from .api import create_app
-        from .server import (
+        from ..api import create_app
+        from ..server import (
             _install_coalesced_responses,
             _install_json_protocol_errors,
             _worker_serve,

@@ -54,16 +54,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import linux
-from .backends import is_url
-from .errors import InvalidRequest, MemfsError, NotFound
-from .models import MemoryStore, Session, SessionResource
+from .. import linux
+from ..backends import is_url
+from ..errors import InvalidRequest, MemfsError, NotFound
+from ..models import MemoryStore, Session, SessionResource
+from ..protocol import StoreAPI
+from ..store import Store, check_token_ttl, open_store
 from .prompt import SNAPSHOT_KEY, render_memory_prompt, snapshot_note
-from .protocol import StoreAPI
-from .store import Store, check_token_ttl, open_store
 
 if TYPE_CHECKING:
-    from .client import Client
+    from ..client import Client
 
 log = logging.getLogger(__name__)
 
@@ -471,7 +471,7 @@ class Launcher:
             _refuse_a_secret_on_the_command_line(launch, self.agent)
         check_token_ttl(launch.token_ttl)
         if launch.url:
-            from .client import Client  # httpx: only a session on a server pays its import
+            from ..client import Client  # httpx: only a session on a server pays its import
 
             self.store: Store | Client = Client(launch.url, launch.api_key)
         else:
@@ -496,7 +496,7 @@ class Launcher:
         self._unforwarded: int | None = None
         self._kill_at: float | None = None
         self._reported: set[int] = set()  # pids of daemons whose death is the error already
-        #: The API served to CMD on a local database (memfs.sessionapi), while it runs, and
+        #: The API served to CMD on a local database (memfs.launcher.sessionapi), while it runs, and
         #: the directory made for its socket when the state directory's path is too long.
         self.api: Any = None
         self._api_dir: Path | None = None
@@ -589,7 +589,8 @@ class Launcher:
     def _agent_credentials(self) -> dict[str, str]:
         """What CMD gets to reach the API: the session's own token (never a server key, nor
         the database), with the server's URL, or on a local database the URL of the session
-        API this launcher serves (:mod:`memfs.sessionapi`). Called once the session runs."""
+        API this launcher serves (:mod:`memfs.launcher.sessionapi`). Called once the session
+        runs."""
         assert self.session is not None
         url = self.launch.url or self.api.url
         token = self.store.create_session_token(self.session.id,
@@ -597,7 +598,7 @@ class Launcher:
         return {"MEMFS_URL": url, "MEMFS_API_KEY": token.token}
 
     def _start_api(self) -> None:
-        """On a local database: the session API's socket (:mod:`memfs.sessionapi`), in the
+        """On a local database: the session API's socket (:mod:`memfs.launcher.sessionapi`), in the
         state directory; it is served once CMD runs."""
         assert self.state_dir is not None and self.session is not None
         if self.launch.url:

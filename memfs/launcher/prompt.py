@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import posixpath
 
-from .models import Session, SessionResource, Snapshot
+from ..models import Session, SessionResource, Snapshot
 
 log = logging.getLogger(__name__)
 
