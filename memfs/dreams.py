@@ -545,7 +545,9 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     the outcome): the caller must have closed its own.
     """
     from .errors import MemfsError
-    from .launcher.runner import Launch, Launcher, _process_identity
+    from .launcher.plan import Launch
+    from .launcher.procs import _process_identity
+    from .launcher.runner import Launcher
     from .store import open_store
 
     done = threading.Event()
@@ -554,7 +556,6 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
         store: Store  # a dream's command runs on the local database (no Launch.url)
         dream: Dream | None = None
         watcher: threading.Thread | None = None
-        _unforwarded: int | None  # mypy may check this before Launcher (an import cycle)
 
         def _create_session(self) -> Any:
             launcher = _process_identity(os.getpid())

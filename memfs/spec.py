@@ -20,8 +20,7 @@ exactly one of ``memory_store`` and ``memory_store_id``. ``memory_store_id`` is 
 same way, so a name there works too, but an id is what it is meant to hold.
 
 :func:`load` reads and checks a spec into :class:`SessionSpec`, whose ``attachments`` are the
-same :class:`~memfs.launcher.runner.Attachment` objects ``--store`` gives (plus their
-instructions).
+same :class:`~memfs.launcher.plan.Attachment` objects ``--store`` gives (plus their instructions).
 Nothing here talks to a store except :meth:`SessionSpec.resolve`, which looks the stores up.
 Every rule the store has is the store's (:func:`memfs.rules._validate_session_resource`,
 ``_validate_metadata``): this module checks only the file's shape (unknown keys are refused, so
@@ -39,7 +38,7 @@ from typing import Any
 import yaml
 
 from .errors import InvalidRequest, MemfsError
-from .launcher.runner import Attachment
+from .launcher.plan import Attachment
 from .protocol import StoreAPI
 from .rules import Limits, _validate_metadata, _validate_session_resource, _validate_text
 

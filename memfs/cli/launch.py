@@ -109,7 +109,7 @@ def run(
         memfs run --spec session.yaml -- bash -i
         memfs run --store "notes@2026-12-01T09:00:00Z" -- bash -i
     """
-    from ..launcher.runner import Attachment, Launch, LaunchError
+    from ..launcher.plan import Attachment, Launch, LaunchError
     from ..launcher.runner import run as run_session
 
     if spec_path is not None and (stores or instructions):

@@ -277,7 +277,7 @@ def session_reap(ctx: Context) -> None:
     store = ctx.store
     if not isinstance(store, Store):
         fail("session reap ends the sessions of local launchers: drop --url / MEMFS_URL", 2)
-    from ..launcher.runner import reap_sessions
+    from ..launcher.reap import reap_sessions
 
     ended = reap_sessions(store)
     ctx.output(ended, "\n".join(f"ended {sid}" for sid in ended) or "no stale sessions")

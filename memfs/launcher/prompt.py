@@ -4,7 +4,8 @@ One note per memory store attached to the session: display name, mount path, acc
 description and instructions, plus a short preamble saying how memory works. Used by the session
 launcher (written to ``MEMFS_SYSTEM_PROMPT_FILE``) and by ``memfs session prompt``.
 
-Depends only on :mod:`memfs.models`, so every layer may use it.
+Depends only on :mod:`memfs.models` (and the package's ``__init__`` imports nothing), so
+the CLI reads it without loading the launcher.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from ..errors import MemfsError
 if TYPE_CHECKING:
     import trio
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whichever module logs
 
 #: Seconds the server gets to start, and to stop (its streams cut after that).
 START_TIMEOUT = 15.0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.launcher.runner import _start_ticks
+from memfs.launcher.procs import _start_ticks
 from memfs.models import Actor
 from memfs.store import Store
 

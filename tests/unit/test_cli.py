@@ -641,7 +641,7 @@ def test_session_create_from_a_spec_through_a_server(spec_file, store, monkeypat
 
 def test_run_takes_the_spec(run, spec_file, store, monkeypatch):
     """memfs run --spec hands the launcher the spec's stores (by id), title and metadata."""
-    from memfs.launcher import runner
+    from memfs.launcher import plan, runner
 
     launched = []
     monkeypatch.setattr(runner, "run", lambda launch: launched.append(launch) or 0)
@@ -650,8 +650,8 @@ def test_run_takes_the_spec(run, spec_file, store, monkeypatch):
     [launch] = launched
     prefs, docs = (store.resolve_store(n).id for n in ("User Preferences", "Team Docs"))
     assert launch.attachments == [
-        runner.Attachment(prefs, "read_write", "Check first."),
-        runner.Attachment(docs, "read_only"),
+        plan.Attachment(prefs, "read_write", "Check first."),
+        plan.Attachment(docs, "read_only"),
     ]
     assert launch.title == "Triage" and launch.metadata == {"team": "support"}
     assert launch.instructions == [] and launch.command == ["true"]

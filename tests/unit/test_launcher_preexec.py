@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from memfs.launcher import runner
+from memfs.launcher import procs
 
 
 @pytest.mark.parametrize(("preexec", "signum"), [
-    (runner._daemon_preexec, signal.SIGTERM),
-    (runner._command_preexec, signal.SIGHUP),
+    (procs._daemon_preexec, signal.SIGTERM),
+    (procs._command_preexec, signal.SIGHUP),
 ])
 def test_a_child_whose_launcher_is_gone_never_runs(preexec, signum, tmp_path):
     """The launcher died between fork and prctl(PR_SET_PDEATHSIG): no death signal will come,
@@ -28,7 +28,7 @@ def test_a_child_whose_launcher_is_gone_never_runs(preexec, signum, tmp_path):
     assert not ran.exists()
 
 
-@pytest.mark.parametrize("preexec", [runner._daemon_preexec, runner._command_preexec])
+@pytest.mark.parametrize("preexec", [procs._daemon_preexec, procs._command_preexec])
 def test_a_child_of_a_live_launcher_runs(preexec, tmp_path):
     ran = tmp_path / "ran"
     child = subprocess.Popen(["touch", str(ran)],
@@ -43,10 +43,10 @@ def test_the_parent_death_signal_is_set(tmp_path):
     out = tmp_path / "out"
     script = (
         "import functools, os, subprocess, sys\n"
-        "from memfs.launcher import runner\n"
+        "from memfs.launcher import procs\n"
         f"subprocess.Popen(['sh', '-c', 'trap \"echo hup > {out}; exit\" HUP; "
         "echo ready; while :; do sleep 0.01; done'],\n"
-        "    preexec_fn=functools.partial(runner._command_preexec, os.getpid()))\n"
+        "    preexec_fn=functools.partial(procs._command_preexec, os.getpid()))\n"
         "sys.stdout.flush()\n"
         "import time; time.sleep(0.5)\n"
     )

@@ -179,8 +179,11 @@ ORDER: dict[str, list[str]] = {
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
-    # The agent's memory prompt and a local session's API, then the launcher that uses them.
-    "launcher": ["prompt", "sessionapi", "runner"],
+    # What needs no launcher (the prompt, the plan, the agent, processes, the scratch root, the
+    # reaping of dead launchers' sessions, the session API), then the parts of Launcher (each
+    # a subclass of the one before) and the runner.
+    "launcher": ["prompt", "plan", "agent", "procs", "sandbox", "reap", "sessionapi", "base",
+                 "setup", "credential", "mounts", "command", "runner"],
 }
 
 

@@ -249,6 +249,6 @@ def test_the_setting_reaches_serve_mount_and_run(run, sid, monkeypatch):
 
 
 def test_the_agent_of_a_session_does_not_get_the_embeddings_key():
-    from memfs.launcher.runner import LAUNCHER_ONLY_ENV
+    from memfs.launcher.agent import LAUNCHER_ONLY_ENV
 
     assert "MEMFS_EMBEDDINGS_API_KEY" in LAUNCHER_ONLY_ENV

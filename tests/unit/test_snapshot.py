@@ -366,7 +366,7 @@ def test_the_pruned_warning_counts_in_words() -> None:
 
 
 def test_run_store_ref_with_at_and_no_name_is_a_clear_error(store: Store) -> None:
-    from memfs.launcher.runner import Attachment
+    from memfs.launcher.plan import Attachment
 
     store.create_store("notes")
     with pytest.raises(errors.InvalidRequest, match="no store name before '@'"):

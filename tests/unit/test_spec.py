@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memfs import errors
-from memfs.launcher.runner import Attachment
+from memfs.launcher.plan import Attachment
 from memfs.spec import RESOURCE_KEYS, SessionSpec, load, parse
 from memfs.store import Store
 

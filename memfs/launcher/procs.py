@@ -1,0 +1,103 @@
+"""The launcher's processes: what runs in a child between fork and exec (the parent-death
+signal), the children it reaps, and a process's identity (which outlives its pid's reuse, so
+that a dead launcher's sessions can be told apart from a live one's)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from typing import Any
+
+from .. import linux
+
+
+def _daemon_preexec(launcher: int) -> None:
+    """In a mount daemon's child before exec: its own session, so our terminal's Ctrl-C
+    reaches the launcher (which unmounts in order) rather than the daemons; and SIGTERM when
+    the launcher (pid ``launcher``, taken before the fork) dies, so that even a ``kill -9``
+    of the launcher unmounts everything. Use ``functools.partial(_daemon_preexec, pid)``."""
+    os.setsid()
+    linux.die_with_parent(launcher, signal.SIGTERM)
+
+
+def _command_preexec(launcher: int) -> None:
+    """In CMD's child before exec: SIGHUP (as when a terminal goes away) if the launcher
+    (pid ``launcher``, taken before the fork) dies, since the session CMD belongs to is then
+    over. Runs after :class:`subprocess.Popen` switched to the agent's user/groups (a change
+    of user clears the parent-death signal, so it must come after)."""
+    linux.die_with_parent(launcher, signal.SIGHUP)
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (scans /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                line = f.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        rest = line.rpartition(")")[2].split()
+        if len(rest) > 1 and int(rest[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _reap(pid: int) -> bool:
+    """Collect ``pid`` if it has exited; True when it is gone."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
+def _describe_status(status: int | None) -> str:
+    if status is None:
+        return "still running"
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            line = f.read()
+    except OSError:
+        return None
+    # Field 22; the command name (field 2) may hold spaces and parentheses.
+    return int(line.rpartition(")")[2].split()[19])
+
+
+def _process_identity(pid: int) -> dict[str, Any]:
+    """What tells this process apart from any other, even after its pid is reused."""
+    return {"host": socket.gethostname(), "boot_id": _boot_id(), "pid": pid,
+            "start": _start_ticks(pid)}
+
+
+def _gone(owner: dict[str, Any]) -> bool:
+    """Is the process ``owner`` (a :func:`_process_identity`) known to have ended? A process
+    of another host is never known to have ended."""
+    if owner.get("host") != socket.gethostname():
+        return False
+    if owner.get("boot_id") != _boot_id():
+        return True  # this host rebooted since
+    pid = owner.get("pid")
+    return not isinstance(pid, int) or _start_ticks(pid) != owner.get("start")
