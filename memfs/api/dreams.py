@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
 
 async def create_dream(c: Call) -> Any:
-    from ..dreams import dreamer_for, identity
+    from ..dreams.runner import dreamer_for, identity
 
     b = c.body
     dream = await c.run(c.store.create_dream, b.get("inputs"), b.get("model"),
@@ -41,7 +41,7 @@ async def archive_dream(c: Call) -> Any:
 
 
 async def cancel_dream(c: Call) -> Any:
-    from ..dreams import dreamer_for
+    from ..dreams.runner import dreamer_for
 
     dream = await c.run(c.store.cancel_dream, c.p["dream_id"])
     dreamer_for(c.store).cancel(dream.id)

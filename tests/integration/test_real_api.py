@@ -13,7 +13,7 @@ import os
 import anthropic
 import pytest
 
-from memfs import dreams
+from memfs.dreams import runner
 from memfs.store import Store
 from memfs.tools import MemoryTool
 
@@ -48,7 +48,7 @@ def test_a_real_dream_consolidates_without_touching_the_input(store: Store) -> N
     d = store.create_dream([{"type": "memory_store", "memory_store_id": ms},
                             {"type": "sessions", "session_ids": [session.id]}], MODEL,
                            instructions="Merge these into as few files as make sense.")
-    done = dreams.DreamRun(store, d.id).run()
+    done = runner.DreamRun(store, d.id).run()
     assert done.status == "completed", done.error
     assert done.usage["input_tokens"] > 0 and done.usage["output_tokens"] > 0
     assert [(m.path, m.memory_version_id) for m in store.tree(ms)] == before

@@ -214,8 +214,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E40
 import anthropic  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
-from memfs import dreams  # noqa: E402
 from memfs.api import create_app  # noqa: E402
+from memfs.dreams import runner  # noqa: E402
 from tests.unit.test_tools import ScriptedModel, tool_use  # noqa: E402
 
 #: A dream's turns: the model reads, merges the two memories into one, deletes them, and
@@ -262,7 +262,7 @@ def test_a_dream_consolidates_into_the_output_and_never_writes_the_input(
     with ScriptedModel(DREAM_TURNS) as model:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
         d = s.create_dream(inputs(ms, sessions), "claude-test", instructions="Merge it all.")
-        done = dreams.DreamRun(s, d.id).run()
+        done = runner.DreamRun(s, d.id).run()
     assert done.status == "completed", done.error
     assert done.error is None and done.ended_at is not None
     assert done.usage == {"input_tokens": 40, "output_tokens": 20,
@@ -307,7 +307,7 @@ def test_update_existing_rewrites_the_input_as_new_versions(
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
         d = store.create_dream(inputs(ms, sessions), "claude-test", output_behavior={
             "type": "update_existing", "memory_store_id": ms})
-        done = dreams.DreamRun(store, d.id).run()
+        done = runner.DreamRun(store, d.id).run()
     assert done.status == "completed" and done.output_store_id == ms
     assert [m.path for m in store.tree(ms)] == ["/all.md"]
     new = [v for v in store.list_versions(ms, limit=100).data
@@ -322,7 +322,7 @@ def test_a_model_error_fails_the_dream_with_the_reason(
     with ScriptedModel(DREAM_TURNS[:1]) as model:  # then answers 400
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
         d = store.create_dream(inputs(ms, sessions), "claude-test")
-        done = dreams.DreamRun(store, d.id).run()
+        done = runner.DreamRun(store, d.id).run()
     assert done.status == "failed"
     assert done.error is not None and done.error["type"] == "model_error"
     assert "400" in done.error["message"]
@@ -337,14 +337,14 @@ def test_no_api_key_or_no_endpoint_fails_clearly(store: Store, monkeypatch: Any)
     ms, sessions = seeded(store)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     d = store.create_dream(inputs(ms, sessions), "claude-test")
-    done = dreams.DreamRun(store, d.id).run()
+    done = runner.DreamRun(store, d.id).run()
     assert done.status == "failed" and done.error is not None
     assert done.error["type"] == "configuration_error"
     assert "ANTHROPIC_API_KEY" in done.error["message"]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens
     d = store.create_dream(inputs(ms, sessions), "claude-test")
-    done = dreams.DreamRun(store, d.id, client_factory=lambda: anthropic.Anthropic(
+    done = runner.DreamRun(store, d.id, client_factory=lambda: anthropic.Anthropic(
         api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
     assert done.status == "failed" and done.error["type"] == "model_unreachable"
 
@@ -397,7 +397,7 @@ def test_cancel_stops_a_call_in_flight_within_a_second(
     store: Store, slow_model: SlowModel, where: str,
 ) -> None:
     ms, sessions = seeded(store)
-    dreamer = dreams.Dreamer(store)
+    dreamer = runner.Dreamer(store)
     d = store.create_dream(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
     wait_for(lambda: slow_model.calls == 1)
@@ -418,7 +418,7 @@ def test_cancel_stops_a_call_in_flight_within_a_second(
 
 def test_a_stopping_server_fails_its_dreams(store: Store, slow_model: SlowModel) -> None:
     ms, sessions = seeded(store)
-    dreamer = dreams.Dreamer(store)
+    dreamer = runner.Dreamer(store)
     d = store.create_dream(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
     wait_for(lambda: slow_model.calls == 1)
@@ -431,7 +431,7 @@ def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any)
     ms, sessions = seeded(store)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    me = dreams.identity()
+    me = runner.identity()
     orphan = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
     assert store.start_dream(orphan.id, runner={**me, "pid": dead.pid}) is not None
     store.add_dream_usage(orphan.id, {"input_tokens": 7, "output_tokens": 3})  # it answered
@@ -442,7 +442,7 @@ def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any)
     alive = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": os.getpid()})
     elsewhere = store.create_dream(inputs(ms, sessions), "m",
                                    runner={"host": "elsewhere", "pid": 1, "token": "x"})
-    dreamer = dreams.Dreamer(store)
+    dreamer = runner.Dreamer(store)
     assert sorted(dreamer.recover()) == sorted([orphan.id, unanswered.id])
     failed = store.get_dream(orphan.id)
     assert failed.status == "failed" and failed.error["type"] == "internal_error"
@@ -453,7 +453,7 @@ def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any)
     with pytest.raises(errors.NotFound):
         store.get_store(copy.output_store_id)
     # A runner that stays silent is dead wherever it runs.
-    monkeypatch.setattr(dreams, "STALE_SECONDS", -1.0)
+    monkeypatch.setattr(runner, "STALE_SECONDS", -1.0)
     assert sorted(dreamer.recover()) == sorted([alive.id, elsewhere.id])
     assert store.live_dreams() == []
 
@@ -489,7 +489,7 @@ def test_the_sdk_creates_retrieves_lists_cancels_and_archives(
     t0 = time.monotonic()
     c = sdk.beta.dreams.cancel(d.id)
     assert c.status == "canceled" and c.ended_at is not None
-    dreams.dreamer_for(store).wait(d.id, 5)
+    runner.dreamer_for(store).wait(d.id, 5)
     assert time.monotonic() - t0 < 1.0
     assert sdk.beta.dreams.cancel(d.id).status == "canceled"
     a = sdk.beta.dreams.archive(d.id)
@@ -511,7 +511,7 @@ def test_the_sdk_creates_retrieves_lists_cancels_and_archives(
     with pytest.raises(anthropic.ConflictError):
         sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m", output_behavior=upd)
     sdk.beta.dreams.cancel(first.id)
-    dreams.dreamer_for(store).wait(first.id, 5)
+    runner.dreamer_for(store).wait(first.id, 5)
 
 
 def test_the_sdk_pages_through_dreams(store: Store, sdk: anthropic.Anthropic,
@@ -520,7 +520,7 @@ def test_the_sdk_pages_through_dreams(store: Store, sdk: anthropic.Anthropic,
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # each fails at once
     ids = [sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m").id for _ in range(5)]
     for i in ids:
-        dreams.dreamer_for(store).wait(i, 5)
+        runner.dreamer_for(store).wait(i, 5)
     page = sdk.beta.dreams.list(limit=2)
     assert len(page.data) == 2 and page.next_page
     assert [d.id for d in page] == ids[::-1]  # auto-pagination
@@ -539,7 +539,7 @@ def test_a_dream_runs_to_completion_through_the_api(
     with ScriptedModel(DREAM_TURNS) as model:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
         d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
-        dreams.dreamer_for(store).wait(d.id, 10)
+        runner.dreamer_for(store).wait(d.id, 10)
     done = sdk.beta.dreams.retrieve(d.id)
     assert done.status == "completed" and done.usage.output_tokens == 20
     out = done.outputs[0].memory_store_id
@@ -604,9 +604,9 @@ def test_memfs_dream_show_fails_the_dream_of_a_dead_memfs_dream(db_path: Any) ->
     ms, sessions = seeded(s)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    runner = {**dreams.identity(), "pid": dead.pid}
-    d = s.create_dream(inputs(ms, sessions), "m", runner=runner)
-    s.start_dream(d.id, runner=runner)
+    gone = {**runner.identity(), "pid": dead.pid}
+    d = s.create_dream(inputs(ms, sessions), "m", runner=gone)
+    s.start_dream(d.id, runner=gone)
     r = memfs(str(db_path), "dream", "show", d.id)
     assert r.exit_code == 0 and "failed" in r.stdout and "stopped before it finished" in r.stdout
     assert s.get_dream(d.id).status == "failed"
@@ -617,9 +617,9 @@ def test_the_sweeper_of_a_closed_store_stops_quietly(
 ) -> None:
     """A Dreamer whose store was closed without closing it (an embedding program, a test)
     stops sweeping instead of logging a traceback every SWEEP_SECONDS forever."""
-    monkeypatch.setattr(dreams, "SWEEP_SECONDS", 0.02)
+    monkeypatch.setattr(runner, "SWEEP_SECONDS", 0.02)
     store = backend.open()
-    dreamer = dreams.Dreamer(store)
+    dreamer = runner.Dreamer(store)
     dreamer.watch()
     sweeper = dreamer._sweeper
     assert sweeper is not None
@@ -636,7 +636,7 @@ def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
 ) -> None:
     """The store closes after the sweeper's check and before its read (the interleaving made
     deterministic): the read fails, and the sweeper stops without a traceback."""
-    monkeypatch.setattr(dreams, "SWEEP_SECONDS", 0.02)
+    monkeypatch.setattr(runner, "SWEEP_SECONDS", 0.02)
     store = backend.open()
     real = store.stale_dreams
 
@@ -645,7 +645,7 @@ def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
         return real(**kw)
 
     monkeypatch.setattr(store, "stale_dreams", closing)
-    dreamer = dreams.Dreamer(store)
+    dreamer = runner.Dreamer(store)
     dreamer.watch()
     sweeper = dreamer._sweeper
     assert sweeper is not None
@@ -662,7 +662,7 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
     on (it sweeps again once the database answers)."""
     from memfs.errors import DatabaseGone
 
-    monkeypatch.setattr(dreams, "SWEEP_SECONDS", 0.01)
+    monkeypatch.setattr(runner, "SWEEP_SECONDS", 0.01)
     store = backend.open()
     real, calls = store.stale_dreams, []
 
@@ -673,7 +673,7 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
         return real(**kw)
 
     monkeypatch.setattr(store, "stale_dreams", failing)
-    dreamer = dreams.Dreamer(store)
+    dreamer = runner.Dreamer(store)
     dreamer.watch()
     deadline = time.monotonic() + 5
     while len(calls) < 8 and time.monotonic() < deadline:
@@ -703,7 +703,7 @@ def test_no_api_key_fails_the_dream_before_its_store_or_session_is_made(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     for _ in range(4):
         d = s.create_dream(inputs(ms, sessions), "claude-test")
-        done = dreams.DreamRun(s, d.id).run()
+        done = runner.DreamRun(s, d.id).run()
         assert done.status == "failed" and done.error["type"] == "configuration_error"
         assert "ANTHROPIC_API_KEY" in done.error["message"]
         assert "memfs server's environment" in done.error["message"]
@@ -722,19 +722,19 @@ def test_a_model_that_never_answered_leaves_no_output_store(
     with ScriptedModel([]) as model:  # answers 400 at once
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
         d = s.create_dream(inputs(ms, sessions), "claude-test")
-        done = dreams.DreamRun(s, d.id).run()
+        done = runner.DreamRun(s, d.id).run()
     assert done.status == "failed" and done.error["type"] == "model_error"
     assert done.outputs == [] and store_names(s) == ["notes"]
     assert s.get_session(done.session_id).status == "terminated"
     d = s.create_dream(inputs(ms, sessions), "claude-test")
-    done = dreams.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
+    done = runner.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
         api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
     assert done.error["type"] == "model_unreachable" and done.outputs == []
     assert store_names(s) == ["notes"]
     # update_existing: the output is the input, which stays whatever happens.
     d = s.create_dream(inputs(ms, sessions), "claude-test",
                        output_behavior={"type": "update_existing", "memory_store_id": ms})
-    done = dreams.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
+    done = runner.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
         api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
     assert done.status == "failed" and done.output_store_id == ms
     assert store_names(s) == ["notes"] and len(s.tree(ms)) == 2
@@ -746,7 +746,7 @@ def test_a_server_dream_without_a_key_leaves_no_output_store(
     ms, sessions = seeded(store)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
-    dreams.dreamer_for(store).wait(d.id, 5)
+    runner.dreamer_for(store).wait(d.id, 5)
     done = sdk.beta.dreams.retrieve(d.id)
     assert done.status == "failed" and done.error.type == "configuration_error"
     assert "memfs server's environment" in done.error.message

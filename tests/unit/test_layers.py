@@ -45,6 +45,9 @@ ALLOWED: dict[str, set[str]] = {
     # a server's client; the API and the server only for a local session's API; linux for
     # namespaces, mounts and the parent-death signal.
     "launcher": {"store", "client", "api", "server", "backends", "linux", "errors", "models"},
+    # Running dreams (memfs/dreams/): over the store, with the memory tool; a dream run by a
+    # command (memfs dream -- CMD) is launched like memfs run.
+    "dreams": {"store", "tools", "launcher", "errors", "models"},
     # The search index, its providers and the ranking: over the store's tables (the store
     # hands itself in), below it.
     "recall": {"background", "rules", "errors", "models"},
@@ -184,6 +187,8 @@ ORDER: dict[str, list[str]] = {
     # a subclass of the one before) and the runner.
     "launcher": ["prompt", "plan", "agent", "procs", "sandbox", "reap", "sessionapi", "base",
                  "setup", "credential", "mounts", "command", "runner"],
+    # Running dreams.
+    "dreams": ["runner"],
 }
 
 

@@ -42,11 +42,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .errors import MemfsError
-from .models import Dream
-from .store import Store
+from ..errors import MemfsError
+from ..models import Dream
+from ..store import Store
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memfs.dreams")  # the dreams' one logger, whichever module logs
 
 #: How often a running dream checks for a cancel while a model call is in flight.
 POLL_SECONDS = 0.1
@@ -229,7 +229,7 @@ class DreamRun:
     def _converse(self, dream: Dream, client: Any) -> str:
         from anthropic.lib.tools import ToolError
 
-        from .tools import MemoryTool
+        from ..tools import MemoryTool
 
         out = dream.output_store_id
         assert out is not None and dream.session_id is not None
@@ -515,7 +515,7 @@ async def lifespan(store: Store, app: Any) -> AsyncIterator[None]:
     ``running``."""
     import anyio.to_thread
 
-    from . import errors
+    from .. import errors
 
     try:
         await anyio.to_thread.run_sync(dreamer_for(store).startup)
@@ -544,11 +544,11 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     One database connection set at a time in this process (the launcher's, then one to record
     the outcome): the caller must have closed its own.
     """
-    from .errors import MemfsError
-    from .launcher.plan import Launch
-    from .launcher.procs import _process_identity
-    from .launcher.runner import Launcher
-    from .store import open_store
+    from ..errors import MemfsError
+    from ..launcher.plan import Launch
+    from ..launcher.procs import _process_identity
+    from ..launcher.runner import Launcher
+    from ..store import open_store
 
     done = threading.Event()
 
