@@ -126,7 +126,7 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     starlette_routes.append(
         Route("/openapi.json", lambda request: JSONResponse(openapi()), methods=["GET"])
     )
-    from ..dreams.runner import lifespan
+    from ..dreams.dreamer import lifespan
 
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
                     lifespan=partial(lifespan, store) if dreams else None)

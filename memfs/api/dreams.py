@@ -9,7 +9,8 @@ if TYPE_CHECKING:
 
 
 async def create_dream(c: Call) -> Any:
-    from ..dreams.runner import dreamer_for, identity
+    from ..dreams.dreamer import dreamer_for
+    from ..dreams.runner import identity
 
     b = c.body
     dream = await c.run(c.store.create_dream, b.get("inputs"), b.get("model"),
@@ -41,7 +42,7 @@ async def archive_dream(c: Call) -> Any:
 
 
 async def cancel_dream(c: Call) -> Any:
-    from ..dreams.runner import dreamer_for
+    from ..dreams.dreamer import dreamer_for
 
     dream = await c.run(c.store.cancel_dream, c.p["dream_id"])
     dreamer_for(c.store).cancel(dream.id)

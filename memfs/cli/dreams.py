@@ -84,7 +84,7 @@ def _recover_dreams(ctx: Context) -> None:
     server does this itself)."""
     store = ctx.store
     if isinstance(store, Store):
-        from ..dreams.runner import Dreamer
+        from ..dreams.dreamer import Dreamer
 
         Dreamer(store).recover()
 
@@ -122,7 +122,8 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
     import threading
     import time
 
-    from ..dreams.runner import DreamRun, identity, local_problem
+    from ..dreams.model import local_problem
+    from ..dreams.runner import DreamRun, identity
 
     if command and ctx.url:
         fail("memfs dream -- COMMAND runs on a local database; drop --url / MEMFS_URL", 2)
@@ -144,7 +145,7 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
         click.echo(f"dream {d.id} started (cancel: Ctrl-C or memfs dream cancel {d.id})",
                    err=True)
     if command:
-        from ..dreams.runner import run_command
+        from ..dreams.command import run_command
 
         ctx.close()  # one database connection set at a time (see run_command)
         d = run_command(ctx.db_path, d.id, list(command))

@@ -216,6 +216,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from memfs.api import create_app  # noqa: E402
 from memfs.dreams import runner  # noqa: E402
+from memfs.dreams.dreamer import Dreamer, dreamer_for  # noqa: E402
 from tests.unit.test_tools import ScriptedModel, tool_use  # noqa: E402
 
 #: A dream's turns: the model reads, merges the two memories into one, deletes them, and
@@ -397,7 +398,7 @@ def test_cancel_stops_a_call_in_flight_within_a_second(
     store: Store, slow_model: SlowModel, where: str,
 ) -> None:
     ms, sessions = seeded(store)
-    dreamer = runner.Dreamer(store)
+    dreamer = Dreamer(store)
     d = store.create_dream(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
     wait_for(lambda: slow_model.calls == 1)
@@ -418,7 +419,7 @@ def test_cancel_stops_a_call_in_flight_within_a_second(
 
 def test_a_stopping_server_fails_its_dreams(store: Store, slow_model: SlowModel) -> None:
     ms, sessions = seeded(store)
-    dreamer = runner.Dreamer(store)
+    dreamer = Dreamer(store)
     d = store.create_dream(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
     wait_for(lambda: slow_model.calls == 1)
@@ -442,7 +443,7 @@ def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any)
     alive = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": os.getpid()})
     elsewhere = store.create_dream(inputs(ms, sessions), "m",
                                    runner={"host": "elsewhere", "pid": 1, "token": "x"})
-    dreamer = runner.Dreamer(store)
+    dreamer = Dreamer(store)
     assert sorted(dreamer.recover()) == sorted([orphan.id, unanswered.id])
     failed = store.get_dream(orphan.id)
     assert failed.status == "failed" and failed.error["type"] == "internal_error"
@@ -453,7 +454,7 @@ def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any)
     with pytest.raises(errors.NotFound):
         store.get_store(copy.output_store_id)
     # A runner that stays silent is dead wherever it runs.
-    monkeypatch.setattr(runner, "STALE_SECONDS", -1.0)
+    monkeypatch.setattr("memfs.dreams.dreamer.STALE_SECONDS", -1.0)
     assert sorted(dreamer.recover()) == sorted([alive.id, elsewhere.id])
     assert store.live_dreams() == []
 
@@ -489,7 +490,7 @@ def test_the_sdk_creates_retrieves_lists_cancels_and_archives(
     t0 = time.monotonic()
     c = sdk.beta.dreams.cancel(d.id)
     assert c.status == "canceled" and c.ended_at is not None
-    runner.dreamer_for(store).wait(d.id, 5)
+    dreamer_for(store).wait(d.id, 5)
     assert time.monotonic() - t0 < 1.0
     assert sdk.beta.dreams.cancel(d.id).status == "canceled"
     a = sdk.beta.dreams.archive(d.id)
@@ -511,7 +512,7 @@ def test_the_sdk_creates_retrieves_lists_cancels_and_archives(
     with pytest.raises(anthropic.ConflictError):
         sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m", output_behavior=upd)
     sdk.beta.dreams.cancel(first.id)
-    runner.dreamer_for(store).wait(first.id, 5)
+    dreamer_for(store).wait(first.id, 5)
 
 
 def test_the_sdk_pages_through_dreams(store: Store, sdk: anthropic.Anthropic,
@@ -520,7 +521,7 @@ def test_the_sdk_pages_through_dreams(store: Store, sdk: anthropic.Anthropic,
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # each fails at once
     ids = [sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="m").id for _ in range(5)]
     for i in ids:
-        runner.dreamer_for(store).wait(i, 5)
+        dreamer_for(store).wait(i, 5)
     page = sdk.beta.dreams.list(limit=2)
     assert len(page.data) == 2 and page.next_page
     assert [d.id for d in page] == ids[::-1]  # auto-pagination
@@ -539,7 +540,7 @@ def test_a_dream_runs_to_completion_through_the_api(
     with ScriptedModel(DREAM_TURNS) as model:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
         d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
-        runner.dreamer_for(store).wait(d.id, 10)
+        dreamer_for(store).wait(d.id, 10)
     done = sdk.beta.dreams.retrieve(d.id)
     assert done.status == "completed" and done.usage.output_tokens == 20
     out = done.outputs[0].memory_store_id
@@ -617,9 +618,9 @@ def test_the_sweeper_of_a_closed_store_stops_quietly(
 ) -> None:
     """A Dreamer whose store was closed without closing it (an embedding program, a test)
     stops sweeping instead of logging a traceback every SWEEP_SECONDS forever."""
-    monkeypatch.setattr(runner, "SWEEP_SECONDS", 0.02)
+    monkeypatch.setattr("memfs.dreams.dreamer.SWEEP_SECONDS", 0.02)
     store = backend.open()
-    dreamer = runner.Dreamer(store)
+    dreamer = Dreamer(store)
     dreamer.watch()
     sweeper = dreamer._sweeper
     assert sweeper is not None
@@ -636,7 +637,7 @@ def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
 ) -> None:
     """The store closes after the sweeper's check and before its read (the interleaving made
     deterministic): the read fails, and the sweeper stops without a traceback."""
-    monkeypatch.setattr(runner, "SWEEP_SECONDS", 0.02)
+    monkeypatch.setattr("memfs.dreams.dreamer.SWEEP_SECONDS", 0.02)
     store = backend.open()
     real = store.stale_dreams
 
@@ -645,7 +646,7 @@ def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
         return real(**kw)
 
     monkeypatch.setattr(store, "stale_dreams", closing)
-    dreamer = runner.Dreamer(store)
+    dreamer = Dreamer(store)
     dreamer.watch()
     sweeper = dreamer._sweeper
     assert sweeper is not None
@@ -662,7 +663,7 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
     on (it sweeps again once the database answers)."""
     from memfs.errors import DatabaseGone
 
-    monkeypatch.setattr(runner, "SWEEP_SECONDS", 0.01)
+    monkeypatch.setattr("memfs.dreams.dreamer.SWEEP_SECONDS", 0.01)
     store = backend.open()
     real, calls = store.stale_dreams, []
 
@@ -673,7 +674,7 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
         return real(**kw)
 
     monkeypatch.setattr(store, "stale_dreams", failing)
-    dreamer = runner.Dreamer(store)
+    dreamer = Dreamer(store)
     dreamer.watch()
     deadline = time.monotonic() + 5
     while len(calls) < 8 and time.monotonic() < deadline:
@@ -746,7 +747,7 @@ def test_a_server_dream_without_a_key_leaves_no_output_store(
     ms, sessions = seeded(store)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     d = sdk.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
-    runner.dreamer_for(store).wait(d.id, 5)
+    dreamer_for(store).wait(d.id, 5)
     done = sdk.beta.dreams.retrieve(d.id)
     assert done.status == "failed" and done.error.type == "configuration_error"
     assert "memfs server's environment" in done.error.message

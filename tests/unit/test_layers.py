@@ -187,8 +187,9 @@ ORDER: dict[str, list[str]] = {
     # a subclass of the one before) and the runner.
     "launcher": ["prompt", "plan", "agent", "procs", "sandbox", "reap", "sessionapi", "base",
                  "setup", "credential", "mounts", "command", "runner"],
-    # Running dreams.
-    "dreams": ["runner"],
+    # What the model reads and how it is called, then one dream, a process's dreams, and a
+    # dream run by a command.
+    "dreams": ["prompt", "model", "runner", "dreamer", "command"],
 }
 
 

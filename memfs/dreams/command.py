@@ -1,0 +1,131 @@
+"""A dream run by any agent program instead of the model: ``memfs dream STORE -s ID --
+COMMAND``, launched like ``memfs run`` (:mod:`memfs.launcher`) in the dream's session."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from ..models import Dream
+from .prompt import build_prompt
+from .runner import DB_POLL_SECONDS, HEARTBEAT_SECONDS, identity
+
+log = logging.getLogger("memfs.dreams")  # the dreams' one logger, whichever module logs
+
+
+def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream:
+    """Run the pending dream ``dream_id`` with ``command`` as the model: launched like
+    ``memfs run`` (memfs.launcher) in the dream's session, the output store mounted read-write
+    and the input read-only (``create_new``). Its environment names them:
+    ``MEMFS_DREAM_OUTPUT`` and ``MEMFS_DREAM_INPUT`` (mount paths), ``MEMFS_DREAM_PROMPT_FILE``
+    (the instructions, the input store and the sessions' transcripts, as a model would get
+    them) besides ``memfs run``'s ``MEMFS_SYSTEM_PROMPT_FILE`` (the output's instructions hold
+    the dream's). Exit status 0 completes the dream, anything else fails it; a cancel (``memfs
+    dream cancel``) stops the command with SIGTERM.
+
+    One database connection set at a time in this process (the launcher's, then one to record
+    the outcome): the caller must have closed its own.
+    """
+    from ..errors import MemfsError
+    from ..launcher.plan import Launch
+    from ..launcher.procs import _process_identity
+    from ..launcher.runner import Launcher
+    from ..store import Store, open_store
+
+    done = threading.Event()
+
+    class DreamLauncher(Launcher):
+        store: Store  # a dream's command runs on the local database (no Launch.url)
+        dream: Dream | None = None
+        watcher: threading.Thread | None = None
+
+        def _create_session(self) -> Any:
+            launcher = _process_identity(os.getpid())
+            if self._root_created and not self.namespace:
+                launcher["scratch"] = self.root
+            dream = self.store.start_dream(dream_id, runner=identity(), session={
+                "root": self.root, "launcher": launcher, "status": "idle",
+                "agent": {"type": "agent", "id": "local", "name": os.path.basename(command[0])},
+                "environment_id": "local"})
+            if dream is None:
+                raise MemfsError(f"dream {dream_id} is no longer pending")
+            self.dream = dream
+            session = self.store.get_session(dream.session_id or "")
+            paths = {r.memory_store_id: r.mount_path for r in session.resources}
+            os.environ["MEMFS_DREAM_ID"] = dream_id
+            os.environ["MEMFS_DREAM_OUTPUT"] = paths[dream.output_store_id or ""]
+            os.environ["MEMFS_DREAM_INPUT"] = paths[dream.memory_store_id]
+            self.watcher = threading.Thread(target=self._watch, name=f"dream-watch-{dream_id}",
+                                            daemon=True)
+            self.watcher.start()
+            return session
+
+        def _watch(self) -> None:  # a cancel from another process stops the command
+            last_beat = time.monotonic()
+            while not done.wait(DB_POLL_SECONDS):
+                if self._stop_signal is not None:
+                    # Canceled: a command started after the cancel was seen (the launcher
+                    # missed the signal kept for it, a narrow race) still gets it.
+                    if self._unforwarded is not None and self._child is not None:
+                        self._unforwarded = None
+                        self._send(signal.SIGTERM)
+                    continue
+                try:
+                    if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                        last_beat = time.monotonic()
+                        status = self.store.dream_heartbeat(dream_id)
+                    else:
+                        status = self.store.get_dream(dream_id).status
+                except Exception:
+                    log.exception("cannot read dream %s", dream_id)
+                    continue
+                if status == "canceled":
+                    # As a SIGTERM to memfs itself: sent to the command if it runs, else kept
+                    # for it, and a command not started yet is not started at all.
+                    self._on_signal(signal.SIGTERM, None)
+
+        def _start_mounts(self) -> None:
+            super()._start_mounts()
+            assert self.state_dir is not None and self.dream is not None
+            prompt = self.state_dir / "dream-prompt.md"
+            prompt.write_text(build_prompt(self.store, self.dream,
+                                           os.environ["MEMFS_DREAM_INPUT"]), encoding="utf-8")
+            if self.agent is not None:
+                os.chown(prompt, self.agent.uid, self.agent.gid)
+                prompt.chmod(0o400)
+            os.environ["MEMFS_DREAM_PROMPT_FILE"] = str(prompt)
+
+        def _cleanup(self) -> None:
+            done.set()  # the watcher stops before the launcher's store closes
+            if self.watcher is not None:
+                self.watcher.join()
+            super()._cleanup()
+
+    saved = {k: os.environ.get(k) for k in (
+        "MEMFS_DREAM_ID", "MEMFS_DREAM_OUTPUT", "MEMFS_DREAM_INPUT", "MEMFS_DREAM_PROMPT_FILE")}
+    error: str | None = None
+    launcher = DreamLauncher(Launch(attachments=[], command=command, db_path=db_path))
+    try:
+        code = launcher.run()
+        if code != 0:
+            error = f"{command[0]} exited with status {code}"
+    except MemfsError as e:
+        error = e.message
+    finally:
+        done.set()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    with open_store(db_path, create=False) as store:
+        if error is None:
+            return store.finish_dream(dream_id, "completed")
+        # The command is the model: one that never started wrote nothing to the output.
+        return store.finish_dream(dream_id, "failed", {"type": "command_failed",
+                                                       "message": error},
+                                  discard_output=launcher._child is None)
