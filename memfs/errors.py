@@ -9,10 +9,10 @@ gives its errno (:mod:`memfs.fuse.kernel`), its HTTP status, ``error.type`` and
 
 Every class of this module has a row of its own, with its own ``(error.type,
 details.error_code)``, so that an error comes back out of the API as the class it went in as
-(tests/unit/test_errors.py); a subclass defined elsewhere (:class:`memfs.daemon.MountError`,
-``memfs.pgdatabase.ConnectionLost``...) has the row of its nearest ancestor. Anything that is
-not a :class:`MemfsError` (a bug) leaves as :class:`MemfsError`'s row (HTTP 500, its message
-kept back).
+(tests/unit/test_errors.py); a subclass defined elsewhere (:class:`memfs.fuse.runtime.MountError`,
+``memfs.backends.postgresql.ConnectionLost``...) has the row of its nearest ancestor.
+Anything that is not a :class:`MemfsError` (a bug) leaves as :class:`MemfsError`'s row (HTTP
+500, its message kept back).
 
 ::
 

@@ -99,7 +99,7 @@ def _headers(api_key: str | None, session_id: str | None = None) -> dict[str, st
 
 def unix_socket(url: str) -> tuple[str | None, str]:
     """``(socket path, base URL)`` for a server URL: ``unix:/PATH`` (or ``unix:///PATH``, a
-    local session's API: memfs.sessionapi) is served on that unix socket; anything else is
+    local session's API: memfs.launcher.sessionapi) is served on that unix socket; anything else is
     an HTTP URL, no socket."""
     if url.startswith("unix:"):
         path = url[len("unix:"):]

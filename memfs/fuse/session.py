@@ -17,7 +17,7 @@ translated: the store's index goes into the high bits of the handle the kernel g
 keeps its own access mode (a read-only store refuses writes with EROFS in its Operations, and
 logs the refused call as an ``is_error`` tool result), event sink, change watcher and mutex.
 
-The launcher (:mod:`memfs.session`, in its private mount namespace, as root) mounts this
+The launcher (:mod:`memfs.launcher`, in its private mount namespace, as root) mounts this
 filesystem at a hidden directory, bind-mounts ``<fuse root>/<slug>`` onto each store's mount
 path and lazily detaches the hidden mount: the agent sees each store at its own path and never
 the common root. A ``kill -9`` of the launcher ends the namespace's processes (the daemon gets
