@@ -22,6 +22,7 @@ MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = _libc.prctl
@@ -43,9 +44,17 @@ def _check(result: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def set_child_subreaper() -> None:
-    """Orphaned descendants of this process are reparented to it instead of to init."""
-    _check(_prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
+def set_child_subreaper(on: bool = True) -> None:
+    """Orphaned descendants of this process are reparented to it instead of to init (or,
+    with ``on=False``, no longer)."""
+    _check(_prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0))
+
+
+def is_child_subreaper() -> bool:
+    """Whether orphaned descendants of this process are reparented to it."""
+    flag = ctypes.c_int(0)
+    _check(_prctl(PR_GET_CHILD_SUBREAPER, ctypes.addressof(flag), 0, 0, 0))
+    return bool(flag.value)
 
 
 def die_with_parent(parent: int, signum: int) -> None:

@@ -32,6 +32,7 @@ the session terminated (the daemons and CMD still get a parent-death signal).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -104,8 +105,12 @@ class Launcher(Command):
         """
         handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         previous = {s: signal.signal(s, self._on_signal) for s in handled}
-        # Orphans of CMD come to us, so that none outlives the session (see _stop_leftovers).
+        # Orphans of CMD come to us, so that none outlives the session (see _stop_leftovers);
+        # only while it runs: a caller that runs sessions in-process (Python, tests) must not
+        # stay the adopter of every later orphan, which it would never reap.
+        was_subreaper = True
         try:
+            was_subreaper = linux.is_child_subreaper()
             linux.set_child_subreaper()
         except OSError as e:
             log.warning("cannot become the subreaper of the command: %s", e.strerror)
@@ -133,6 +138,9 @@ class Launcher(Command):
                 self.store.close()
                 for s, h in previous.items():
                     signal.signal(s, h)
+                if not was_subreaper:
+                    with contextlib.suppress(OSError):
+                        linux.set_child_subreaper(False)
 
 
 def run(launch: Launch) -> int:

@@ -397,3 +397,17 @@ def test_a_warning_is_one_line_like_an_error(db_path, monkeypatch):
     assert r.stderr.splitlines() == [
         f"memfs: warning: ended session {sid}: the launcher of this session (pid None) "
         "ended without it"], r.stderr
+
+
+def test_a_launcher_run_in_process_leaves_the_process_no_subreaper(run, tmp_path):
+    """The launcher adopts CMD's orphans only while its session runs: run in-process (as here,
+    or from Python), it must not leave the caller the adopter of every later orphan, which
+    would stay zombies in /proc (a later test's killed launcher's command did)."""
+    from memfs.linux import is_child_subreaper
+
+    before = is_child_subreaper()
+    assert run("stores", "create", "Docs").exit_code == 0
+    r = run("run", "--root", str(tmp_path / "r"), "--isolation", "none",
+            "--store", "Docs", "--", "true")
+    assert r.exit_code == 0, r.output
+    assert is_child_subreaper() == before
