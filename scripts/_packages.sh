@@ -18,7 +18,7 @@ if [ -n "${setup_for_tests:-}" ]; then
     # The container recipe's test (tests/integration/test_sandbox.py).
     command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
     # PostgreSQL's server, for the tests that run every store rule on PostgreSQL too (the
-    # fixtures start a throwaway cluster with its initdb and pg_ctl: tests/pgcluster.py).
+    # fixtures start a throwaway cluster with its initdb and pg_ctl: tests/support/pgcluster.py).
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
     # The Console's browser tests (tests/browser: Playwright drives Debian's chromium).
     command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)

@@ -3,7 +3,8 @@
 
     .venv/bin/python scripts/bench_dbcopy.py [--memories 2000] [--versions 4] [--repeat 3]
 
-The PostgreSQL side is a throwaway cluster (tests/pgcluster.py) with fsync on (durable=True).
+The PostgreSQL side is a throwaway cluster (tests/support/pgcluster.py) with fsync on
+(durable=True).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from memfs.models import Actor  # noqa: E402
 from memfs.store import Limits, Store  # noqa: E402
-from tests.pgcluster import start_cluster  # noqa: E402
+from tests.support.pgcluster import start_cluster  # noqa: E402
 
 
 def populate(path: str, memories: int, versions: int, events: int) -> None:

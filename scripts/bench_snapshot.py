@@ -82,7 +82,7 @@ def main() -> None:
                 print("  sqlite plan:", tuple(row)[3])
         finally:
             s.close()
-    from tests.pgcluster import start_cluster
+    from tests.support.pgcluster import start_cluster
 
     cluster = start_cluster()
     if cluster is None:

@@ -341,10 +341,10 @@ def table(rows: list[dict], label: str) -> str:
     return "\n".join(out)
 
 
-def _throwaway_cluster():  # noqa: ANN202 (tests/pgcluster.Cluster)
+def _throwaway_cluster():  # noqa: ANN202 (tests/support/pgcluster.Cluster)
     """A durable PostgreSQL cluster in a temporary directory (the tests' own: a unix socket
     only, removed at the end, and by a watchdog if this script is killed)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
     from pgcluster import start_cluster
 
     cluster = start_cluster(durable=True)

@@ -1,9 +1,10 @@
 """Shared fixtures: a store on a fresh database in tmp_path, and the same on either backend.
 
 ``backend`` runs a test once on SQLite and once on PostgreSQL (a throwaway cluster started
-once per test session, :mod:`tests.pgcluster`, and one database in it, emptied before each
-test). Without
-PostgreSQL installed the PostgreSQL runs skip, except when ``CI=true``: then they fail.
+once per test session, :mod:`tests.support.pgcluster`, and one database in it, emptied before
+each test). Without PostgreSQL installed the PostgreSQL runs skip, except when ``CI=true``:
+then they fail (:func:`tests.support.need`, the one gate). Helpers the tests share are in
+:mod:`tests.support`; no test module imports another.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 from memfs.store import Limits, Store
+from tests.support import need
+from tests.support.backend import Backend
 
 
 @pytest.fixture(autouse=True)
@@ -49,14 +52,12 @@ def store(db_path):
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Any]:
     """The test session's PostgreSQL cluster (started on first use, stopped at the end)."""
-    from tests.pgcluster import start_cluster
+    from tests.support.pgcluster import start_cluster
 
     cluster = start_cluster()
-    if cluster is None:
-        why = "PostgreSQL is not installed (Debian's postgresql package: scripts/_setup.sh)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI: {why}")
-        pytest.skip(why)
+    need(cluster is not None,
+         "PostgreSQL is not installed (Debian's postgresql package: scripts/_setup.sh)")
+    assert cluster is not None
     try:
         # A template with the schema migrated: each test's database is a copy of it.
         template = cluster.new_database()
@@ -67,25 +68,6 @@ def pg_cluster() -> Iterator[Any]:
         yield cluster
     finally:
         cluster.stop()
-
-
-class Backend:
-    """One database of a test on one backend: :meth:`open` opens a Store on it (each a
-    process of its own would have: on PostgreSQL, a pool of its own, like a replica)."""
-
-    def __init__(self, name: str, url: str) -> None:
-        self.name = name
-        self.url = url
-        self._stores: list[Store] = []
-
-    def open(self, limits: Limits | None = None, **kwargs: Any) -> Store:
-        s = Store(self.url, limits=limits or Limits(), **kwargs)
-        self._stores.append(s)
-        return s
-
-    def close(self) -> None:
-        for s in self._stores:
-            s.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

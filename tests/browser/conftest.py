@@ -18,9 +18,10 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.integration.test_server import Server, start_server, stop_server
+from tests.support import need
+from tests.support.console import KEY, sign_in
+from tests.support.server import Server, start_server, stop_server
 
-KEY = "sk-memfs-console-test"
 ARTIFACTS = Path(os.environ.get("MEMFS_TEST_ARTIFACTS",
                                 Path(__file__).resolve().parents[2] / "test-artifacts"))
 
@@ -48,10 +49,7 @@ def browser() -> Iterator[Any]:
     executable = chromium_path()
     if why is None and executable is None:
         why = "no chromium on PATH (apt-get install chromium)"
-    if why is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true: the Console's browser tests need a browser: {why}")
-        pytest.skip(why)
+    need(why is None, f"the Console's browser tests need a browser: {why}")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=executable, headless=True,
                               args=["--no-sandbox", "--disable-gpu"])
@@ -102,13 +100,6 @@ def page(browser: Any, console_server: Server, request: pytest.FixtureRequest) -
             print(f"\nno screenshot: {e}")
     context.close()
     assert js_errors == [], f"JavaScript errors on the page: {js_errors}"
-
-
-def sign_in(pg: Any, key: str = KEY, *, goto: bool = True) -> None:
-    if goto:
-        pg.goto("/signin")
-    pg.get_by_label("API key").fill(key)
-    pg.get_by_role("button", name="Sign in").click()
 
 
 @pytest.fixture

@@ -14,10 +14,9 @@ import anthropic
 import httpx
 
 from memfs.fuse.toolevents import tool_pair
-from tests.integration.conftest import require_fuse
-from tests.integration.test_session import MEMFS
-
-from .conftest import KEY
+from tests.support.console import KEY
+from tests.support.mount import require_fuse
+from tests.support.session import MEMFS
 
 V1 = "alpha\nbeta\ngamma\n"
 V2 = "alpha\nBETA\ngamma\ndelta\n"

@@ -13,7 +13,7 @@ from typing import Any
 import anthropic
 from playwright.sync_api import expect
 
-from tests.integration.conftest import Mount, require_fuse
+from tests.support.mount import Mount, require_fuse
 
 Sdk = anthropic.Anthropic
 

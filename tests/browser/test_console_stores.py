@@ -10,7 +10,7 @@ from typing import Any
 import anthropic
 import httpx
 
-from .conftest import KEY, sign_in
+from tests.support.console import KEY, sign_in
 
 
 def test_sign_in_refuses_a_wrong_key_and_returns_where_you_were_going(page: Any,

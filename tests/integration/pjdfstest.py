@@ -290,7 +290,7 @@ def run_on_memfs(built: Path, tmp: Path, only: Iterable[str] = (), jobs: int = J
                  mount_args: Iterable[str] = ()) -> list[FileResult]:
     """Mount a fresh store of a new database under ``tmp`` and run the suite on it."""
     from memfs.store import Limits, Store
-    from tests.integration.conftest import Mount
+    from tests.support.mount import Mount
 
     db = tmp / "memfs.db"
     store = Store(db, limits=Limits())

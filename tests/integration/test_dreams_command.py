@@ -14,6 +14,7 @@ import pytest
 
 from memfs.models import Actor
 from memfs.store import Limits, Store
+from tests.support import wait_until
 
 MEMFS = [sys.executable, "-m", "memfs"]
 
@@ -79,10 +80,12 @@ def test_a_failing_command_fails_the_dream_and_a_cancel_stops_it(
         [*MEMFS, "--db", str(db), "dream", "notes", "-s", sid, "--", "sleep", "30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     s = Store(db, limits=Limits())
-    deadline = time.monotonic() + 20
-    while not any(d.status == "running" for d in s.list_dreams().data):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+
+    def running_dream() -> bool:
+        assert proc.poll() is None, proc.communicate()
+        return any(d.status == "running" for d in s.list_dreams().data)
+
+    wait_until(running_dream, 20, interval=0.05)
     [running] = [d for d in s.list_dreams().data if d.status == "running"]
     t0 = time.monotonic()
     c = subprocess.run([*MEMFS, "--db", str(db), "dream", "cancel", running.id],

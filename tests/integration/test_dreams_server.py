@@ -1,13 +1,12 @@
 """Dreams end to end on a real `memfs serve` (SQLite and PostgreSQL): the SDK's
 ``client.beta.dreams`` and ``memfs --url … dream`` against it, the model a scripted Messages
-API (tests/unit/test_tools.py), and a server killed or stopped while a dream runs."""
+API (tests/support/messages.py), and a server killed or stopped while a dream runs."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,9 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.integration.test_server import KEY, start_server, stop_server
-from tests.unit.test_dreams import DREAM_TURNS, SlowModel
-from tests.unit.test_tools import ScriptedModel
+from tests.support import wait_until
+from tests.support.messages import DREAM_TURNS, ScriptedModel, SlowModel
+from tests.support.server import KEY, start_server, stop_server
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -47,13 +46,13 @@ def seed(api: anthropic.Anthropic) -> tuple[str, list[str], dict[str, str]]:
 
 
 def final(api: anthropic.Anthropic, dream_id: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    """The dream once it has ended."""
+
+    def ended() -> Any:
         d = api.beta.dreams.retrieve(dream_id)
-        if d.status not in ("pending", "running"):
-            return d
-        assert time.monotonic() < deadline, d
-        time.sleep(0.05)
+        return d if d.status not in ("pending", "running") else None
+
+    return wait_until(ended, timeout, interval=0.05, what=f"{dream_id} ended")
 
 
 def inputs(ms: str, sessions: list[str]) -> list[dict[str, Any]]:
@@ -107,10 +106,7 @@ def test_a_server_that_dies_never_leaves_a_dream_running(db: str, tmp_path: Path
         api = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
         ms, sessions, _ = seed(api)
         d = api.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
-        deadline = time.monotonic() + 10
-        while slow.calls == 0:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(lambda: slow.calls, 10, interval=0.02)
         assert api.beta.dreams.retrieve(d.id).status == "running"
         if how == "SIGKILL":
             server.proc.send_signal(signal.SIGKILL)

@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from memfs.store import Store
-
-from .conftest import in_proc_mounts, retry
-from .test_fuse import errno_of, ops_of, sh
+from tests.support import need, wait_until
+from tests.support.mount import Mount, errno_of, in_proc_mounts, ops_of, sh
 
 pytestmark = pytest.mark.fuse
 
@@ -37,7 +36,7 @@ def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
         f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
         "c.execute('BEGIN IMMEDIATE')\n"
         "print('locked', flush=True)\n"
-        f"time.sleep({seconds})\n"
+        f"time.sleep({seconds})\n"  # the point: it holds the lock that long
         "c.execute('ROLLBACK')\n"
     )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -60,7 +59,7 @@ def test_the_mount_answers_while_another_process_holds_the_write_lock(setup, db)
     try:
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(0.3)  # the close is now waiting for SQLite's lock
+        time.sleep(0.3)  # the close is now waiting for SQLite's lock (in the daemon: unseen)
         worst = 0.0
         for _ in range(10):
             t = time.monotonic()
@@ -68,7 +67,7 @@ def test_the_mount_answers_while_another_process_holds_the_write_lock(setup, db)
             assert (m.root / "old.md").read_text() == "old"
             os.stat(m.root / "d")
             worst = max(worst, time.monotonic() - t)
-            time.sleep(0.1)
+            time.sleep(0.1)  # the point: probes spread over the second the lock is held
         assert "old.md" in names
         assert worst < 0.5, f"ls/cat took {worst:.2f} s while another process held the lock"
         print(f"\nls + cat + stat while the lock is held elsewhere: worst {worst * 1000:.1f} ms")
@@ -121,7 +120,9 @@ def test_a_foreign_write_lock_never_makes_a_lookup_or_listing_wait(open_store, m
     try:
         for t in threads:
             t.start()
-        time.sleep(0.3)  # the unlink and the rename are now in flight, waiting for the lock
+        # The unlink and the rename are now in flight, waiting for the lock (in the daemons:
+        # nothing of it shows here).
+        time.sleep(0.3)
         probes: dict[str, tuple[str | Path, ...]] = {}
         for k, m in enumerate(mounts):
             probes[f"stat m{k}"] = ("stat", m.root / f"untouched{k}.md")  # never looked up
@@ -180,7 +181,7 @@ def test_an_open_file_stays_readable_after_unlink_rename_over_and_remote_delete(
         assert os.pread(fr.fileno(), 1 << 20, 0) == b"content of r.md\n" * 100
         # Deleted through another process (the store), seen by the mount's change feed.
         store.delete_path(sid, "/x.md", actor=None)
-        retry(lambda: not (r / "x.md").exists(), 5)
+        wait_until(lambda: not (r / "x.md").exists(), 5)
         assert os.pread(fx.fileno(), 1 << 20, 0) == b"content of x.md\n" * 100
     finally:
         fu.close()
@@ -268,7 +269,7 @@ def test_no_acknowledged_close_is_lost_when_the_daemon_is_killed(open_store, mou
         m = mounter(sid, name=f"k{r}")
         writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(m.root), str(start)],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        time.sleep(random.uniform(0.2, 0.6))
+        time.sleep(random.uniform(0.2, 0.6))  # the point: a kill at a random moment
         m.proc.send_signal(signal.SIGKILL)
         m.proc.wait()
         out, _ = writer.communicate(timeout=30)
@@ -314,7 +315,7 @@ def test_a_flush_from_a_forked_child_does_not_commit(setup):
         subprocess.run(["true"], close_fds=False, check=True)
         subprocess.run([sys.executable, "-c", f"import os; os.close({f.fileno()})"],
                        pass_fds=(f.fileno(),), check=True)
-        time.sleep(0.2)
+        time.sleep(0.2)  # the point: no commit follows the child's close, even a moment later
         assert "/p.md" not in {x.path for x in store.tree(sid)}
         f.write("part two\n")
     assert store.get_memory_by_path(sid, "/p.md").content == "part one\npart two\n"
@@ -344,10 +345,7 @@ def test_bytes_that_cannot_be_utf8_are_refused_at_write(setup):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    if os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the full-disk test needs root (to mount a small tmpfs) in CI")
-        pytest.skip("needs root to mount a small tmpfs")
+    need(os.geteuid() == 0, "the full-disk test needs root (to mount a small tmpfs)")
     d = tmp_path / "small"
     d.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(d)], check=True)
@@ -356,7 +354,6 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_fails_the_write_and_the_mount_stays_up(small_disk, tmp_path):
-    from .conftest import Mount
 
     db = small_disk / "memfs.db"
     store = Store(db)
@@ -416,7 +413,7 @@ def test_a_replaced_database_refuses_writes(open_store, mounter, db, tmp_path, h
     assert e.value.errno == errno.EIO
     assert time.monotonic() - t < 1.0
     # Noticed by the watcher too, with one clear line, within a second.
-    retry(lambda: "was" in m.log() and "while in use" in m.log(), 1.0)
+    wait_until(lambda: "was" in m.log() and "while in use" in m.log(), 1.0)
     assert (m.root / "before.md").read_text() == "saved"
     assert m.proc.poll() is None
 
@@ -466,7 +463,7 @@ def test_a_database_replaced_under_a_mount_stays_intact(mounter, db, tmp_path, h
         subprocess.run(["cp", str(other), str(db)], check=True, timeout=30)
     else:
         os.unlink(db)
-    retry(lambda: "while in use" in m.log(), 5.0)  # noticed by the watcher, in one line
+    wait_until(lambda: "while in use" in m.log(), 5.0)  # noticed by the watcher, in one line
     with pytest.raises(OSError) as e:
         (m.root / "late.md").write_text("late")
     assert e.value.errno == errno.EIO
@@ -524,7 +521,7 @@ def test_name_max_ftruncate_times_and_nlink(setup):
     try:
         os.write(fd, b"some text")
         before = os.fstat(fd)
-        time.sleep(0.05)
+        time.sleep(0.05)  # the point: the clock moves between the write and the truncate
         os.ftruncate(fd, 3)
         after = os.fstat(fd)
         assert after.st_size == 3

@@ -17,21 +17,10 @@ import pytest
 
 from memfs import Actor
 from memfs.store import Limits
-
-from . import posix_checks
-from .conftest import in_proc_mounts, retry
+from tests.support import need, posix_checks, wait_until
+from tests.support.mount import cpu_seconds, errno_of, in_proc_mounts, ops_of, sh
 
 pytestmark = pytest.mark.fuse
-
-
-def sh(cmd: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, text=True,
-                          check=check, timeout=30)
-
-
-def ops_of(store, sid: str, path: str | None = None) -> list[str]:
-    vs = reversed(store.list_versions(sid, limit=100).data)
-    return [v.operation for v in vs if path is None or v.path == path]
 
 
 @pytest.mark.parametrize("check", posix_checks.ALL, ids=lambda c: c.__name__)
@@ -91,7 +80,7 @@ def test_shell_tools(setup):
     assert sh("cat archive/deep/er/x.md", r).stdout == "needle\n"
 
     sh("touch t.md", r)
-    retry(lambda: ops_of(store, sid, "/t.md") == ["created"])
+    wait_until(lambda: ops_of(store, sid, "/t.md") == ["created"])
     sh("touch t.md", r)  # times only: no version
     sh("rm moved.md && rm -r archive", r)
     assert sorted(x.path for x in store.tree(sid)) == ["/copyp.md", "/t.md"]
@@ -211,12 +200,6 @@ def test_xattrs_and_statfs(setup):
     assert st.f_files == 2000 and st.f_ffree == 1999
 
 
-def errno_of(fn) -> int:
-    with pytest.raises(OSError) as e:
-        fn()
-    return e.value.errno
-
-
 def test_error_rows(setup):
     store, sid, m = setup
     r = m.root
@@ -233,7 +216,7 @@ def test_error_rows(setup):
     f = open(r / "bin.md", "wb")  # noqa: SIM115
     f.write(b"\xff\xfe\x00")
     assert errno_of(f.close) == errno.EILSEQ
-    retry(lambda: not (r / "bin.md").exists())
+    wait_until(lambda: not (r / "bin.md").exists())
     assert "/bin.md" not in {x.path for x in store.tree(sid)}
     assert m.wait_pair("create", r / "bin.md")[1]["is_error"] is True
     # Names: not UTF-8 / not NFC -> EILSEQ; too long -> ENAMETOOLONG; control -> EINVAL.
@@ -303,7 +286,7 @@ def test_archived_store(open_store, mounter):
     assert (m.root / "a.md").read_text() == "a"
     assert errno_of(lambda: (m.root / "b.md").write_text("b")) == errno.EROFS
     # A mount made before the archive learns it from the change feed.
-    retry(lambda: errno_of(lambda: open(live.root / "c.md", "w")) == errno.EROFS)
+    wait_until(lambda: errno_of(lambda: open(live.root / "c.md", "w")) == errno.EROFS)
     assert ops_of(store, s.id) == ["created"]
 
 
@@ -313,25 +296,25 @@ def test_live_visibility_between_two_mounts(open_store, mounter):
     a = mounter(s.id, name="a")
     b = mounter(s.id, name="b")
     (a.root / "seed.md").write_text("v1")
-    assert retry(lambda: (b.root / "seed.md").exists())
+    assert wait_until(lambda: (b.root / "seed.md").exists())
     assert (b.root / "seed.md").read_text() == "v1"  # now cached in b's kernel
     latencies = []
     for i in range(5):
         t0 = time.monotonic()
         (a.root / "seed.md").write_text(f"v{i + 2}")
-        retry(lambda i=i: (b.root / "seed.md").read_text() == f"v{i + 2}", deadline=3)
+        wait_until(lambda i=i: (b.root / "seed.md").read_text() == f"v{i + 2}", timeout=3)
         latencies.append(time.monotonic() - t0)
     t0 = time.monotonic()
     (a.root / "new.md").write_text("n")
-    retry(lambda: "new.md" in os.listdir(b.root), deadline=3)
+    wait_until(lambda: "new.md" in os.listdir(b.root), timeout=3)
     latencies.append(time.monotonic() - t0)
     # Rename, delete and a change through the store (the CLI's path) show up as well.
     os.rename(a.root / "new.md", a.root / "renamed.md")
-    retry(lambda: sorted(os.listdir(b.root)) == ["renamed.md", "seed.md"], deadline=3)
+    wait_until(lambda: sorted(os.listdir(b.root)) == ["renamed.md", "seed.md"], timeout=3)
     store.write_path(s.id, "/seed.md", "from the CLI", actor=Actor.user("user_x"))
-    retry(lambda: (a.root / "seed.md").read_text() == "from the CLI", deadline=3)
+    wait_until(lambda: (a.root / "seed.md").read_text() == "from the CLI", timeout=3)
     os.unlink(b.root / "renamed.md")
-    retry(lambda: not (a.root / "renamed.md").exists(), deadline=3)
+    wait_until(lambda: not (a.root / "renamed.md").exists(), timeout=3)
     worst = max(latencies)
     print(f"visibility latency: max {worst * 1000:.0f} ms, "
           f"mean {sum(latencies) / len(latencies) * 1000:.0f} ms")
@@ -348,14 +331,9 @@ def test_an_undeleted_memory_comes_back_in_a_mount(setup):
     assert not (m.root / "gone.md").exists()
     back = store.restore_version(sid, first.memory_version_id, actor=Actor.user("user_x"))
     assert back.id == first.id
-    retry(lambda: (m.root / "gone.md").exists(), deadline=3)
+    wait_until(lambda: (m.root / "gone.md").exists(), timeout=3)
     assert (m.root / "gone.md").read_text() == "keep me"
     assert store.get_memory_by_path(sid, "/gone.md").id == first.id
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def test_live_visibility_latency_and_idle_cost(open_store, mounter):
@@ -366,7 +344,7 @@ def test_live_visibility_latency_and_idle_cost(open_store, mounter):
     a = mounter(s.id, name="a")
     b = mounter(s.id, name="b")
     (a.root / "f.md").write_text("v0")
-    retry(lambda: (b.root / "f.md").exists())
+    wait_until(lambda: (b.root / "f.md").exists())
 
     def visible(path: Path, text: str) -> bool:
         try:
@@ -383,14 +361,14 @@ def test_live_visibility_latency_and_idle_cost(open_store, mounter):
         while not visible(b.root / f"f{i}.md", f"v{i}"):
             if time.monotonic() - t0 > 3:
                 raise AssertionError(f"change {i} not visible after 3 s")
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # a measurement: polls every 0.5 ms
         latencies.append(time.monotonic() - t0)
     latencies.sort()
     p50, p99 = latencies[len(latencies) // 2], latencies[len(latencies) * 99 // 100]
-    time.sleep(1)  # the last tool events flushed, nothing left to do
-    before = {m: _cpu_seconds(m.proc.pid) for m in (a, b)}
-    time.sleep(5)
-    idle = {m.root.name: _cpu_seconds(m.proc.pid) - before[m] for m in (a, b)}
+    time.sleep(1)  # the last tool events flushed, nothing left to do (no signal of it)
+    before = {m: cpu_seconds(m.proc.pid) for m in (a, b)}
+    time.sleep(5)  # the point: the CPU idle mounts spend in 5 s
+    idle = {m.root.name: cpu_seconds(m.proc.pid) - before[m] for m in (a, b)}
     print(f"visibility a->b over {len(latencies)} changes: p50 {p50 * 1000:.1f} ms, "
           f"p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms; idle CPU over 5 s: "
           + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in idle.items()))
@@ -471,7 +449,7 @@ def test_session_attribution_and_events_in_the_database(open_store, mounter):
     def db_events():
         return store.list_events(sess.id, types=["agent.tool_use", "agent.tool_result"]).data
 
-    evs = retry(lambda: len(db_events()) >= 2 and db_events())
+    evs = wait_until(lambda: len(db_events()) >= 2 and db_events())
     use, res = evs[0].body, evs[1].body
     assert use["input"]["file_path"] == "/mnt/memory/team-notes/prefs.md"
     assert use["input"]["operation"] == "create"
@@ -605,8 +583,7 @@ def test_a_second_mount_on_a_mount_point_is_refused(open_store, mounter):
 
 def test_libfuse_reason_is_in_the_error(fuse, open_store, db, tmp_path):
     """libfuse prints why a mount failed on stderr; it is the reason in memfs's one line."""
-    if os.geteuid() != 0:
-        pytest.skip("hiding /dev/fuse in a private mount namespace needs root")
+    need(os.geteuid() == 0, "hiding /dev/fuse in a private mount namespace needs root")
     sid = open_store().create_store("s").id
     mnt = tmp_path / "mnt"
     mnt.mkdir()

@@ -23,10 +23,7 @@ from memfs import Actor, errors
 from memfs.fuse.history import VERSION_NAME, version_name
 from memfs.models import MemoryVersion
 from memfs.store import Store
-
-from .conftest import retry
-from .test_remote import mounts, sdk, server  # noqa: F401 - fixtures
-from .test_session import launch  # noqa: F401 - fixtures
+from tests.support import need, wait_until
 
 pytestmark = pytest.mark.fuse
 
@@ -112,7 +109,7 @@ def test_deleted_renamed_redacted_and_fresh_within_a_second(setup, open_store):
     other.write_path(sid, "/old.md", "x2", actor=A)
     other.rename_path(sid, "/old.md", "/sub/new.md", actor=B)
     hist = r / ".history"
-    retry(lambda: (hist / "sub" / "new.md").is_dir())
+    wait_until(lambda: (hist / "sub" / "new.md").is_dir())
     assert sorted(os.listdir(hist)) == ["gone.md", "sub"]
     g = files_in(hist / "gone.md")
     assert g == [version_name(v) for v in versions_of(store, sid, gone.id)]
@@ -128,18 +125,18 @@ def test_deleted_renamed_redacted_and_fresh_within_a_second(setup, open_store):
     assert first.read_text() == "x"
     t0 = time.monotonic()
     other.redact_version(sid, versions_of(store, sid, moved.id)[0].id, actor=A)
-    retry(lambda: first.stat().st_size == 0, deadline=VISIBLE_WITHIN)
+    wait_until(lambda: first.stat().st_size == 0, timeout=VISIBLE_WITHIN)
     assert first.read_bytes() == b""
     assert os.getxattr(first, "user.memfs.redacted")
     took_redact = time.monotonic() - t0
     # A write in the mount, and one through another Store, each within a second.
     t0 = time.monotonic()
     (r / "sub" / "new.md").write_text("in the mount")
-    retry(lambda: len(files_in(hist / "sub" / "new.md")) == 4, deadline=VISIBLE_WITHIN)
+    wait_until(lambda: len(files_in(hist / "sub" / "new.md")) == 4, timeout=VISIBLE_WITHIN)
     took_mount = time.monotonic() - t0
     t0 = time.monotonic()
     other.write_path(sid, "/sub/new.md", "elsewhere", actor=B)
-    retry(lambda: len(files_in(hist / "sub" / "new.md")) == 5, deadline=VISIBLE_WITHIN)
+    wait_until(lambda: len(files_in(hist / "sub" / "new.md")) == 5, timeout=VISIBLE_WITHIN)
     took_other = time.monotonic() - t0
     last = hist / "sub" / "new.md" / files_in(hist / "sub" / "new.md")[-1]
     assert last.read_text() == "elsewhere"
@@ -300,14 +297,16 @@ class HistoryMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         want = expected_history(self.store, self.sid, self.memories)
-        end = time.monotonic() + 3.0
-        while True:
-            why = mount_matches(self.root, self.store, self.sid, self.prefix, want)
-            if why is None:
-                return
-            if time.monotonic() > end:
-                raise AssertionError(why)
-            time.sleep(0.02)
+        why: list[str | None] = []
+
+        def matches() -> bool:
+            why[:] = [mount_matches(self.root, self.store, self.sid, self.prefix, want)]
+            return why[0] is None
+
+        try:
+            wait_until(matches, 3.0, interval=0.02)
+        except TimeoutError:
+            raise AssertionError(why[0]) from None
 
 
 def test_model_history_equals_the_api_for_every_memory(setup, open_store):
@@ -340,14 +339,14 @@ def test_remote_mount_history(sdk, mounts, server):  # noqa: F811
         assert ".history" not in os.listdir(remote.root)
         t0 = time.monotonic()
         mems.update(mem.id, memory_store_id=s.id, content="v4")
-        retry(lambda: len(files_in(d)) == 5, deadline=VISIBLE_WITHIN)
+        wait_until(lambda: len(files_in(d)) == 5, timeout=VISIBLE_WITHIN)
         took = time.monotonic() - t0
         first = d / files_in(d)[0]
         db.redact_version(s.id, want[0].id, actor=A)  # the server's feed carries it
-        retry(lambda: first.stat().st_size == 0, deadline=VISIBLE_WITHIN)
+        wait_until(lambda: first.stat().st_size == 0, timeout=VISIBLE_WITHIN)
         assert os.getxattr(first, "user.memfs.redacted")
         mems.delete(mem.id, memory_store_id=s.id)
-        retry(lambda: files_in(d)[-1].split("-")[1] == "deleted", deadline=VISIBLE_WITHIN)
+        wait_until(lambda: files_in(d)[-1].split("-")[1] == "deleted", timeout=VISIBLE_WITHIN)
         assert _errno(lambda: open(d / "x", "w").close()) == errno.EROFS  # noqa: SIM115
         assert mount_matches(remote.root, db, s.id, "/none",
                              expected_history(db, s.id, {mem.id})) is None
@@ -404,8 +403,7 @@ if echo x 2> "$T/err" > "$R/s0/.history/seed.md/x"; then echo bad > "$T/wrote"; 
 
 
 def test_session_daemon_history(launch, open_store, tmp_path):  # noqa: F811
-    if os.geteuid() != 0:
-        pytest.skip("the namespace mode needs root")
+    need(os.geteuid() == 0, "the namespace mode needs root")
     store = open_store()
     ids = []
     for i in range(2):

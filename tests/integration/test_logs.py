@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .test_server import start_server, stop_server
+from tests.support.server import start_server, stop_server
 
 
 @pytest.mark.parametrize("key", [True, False], ids=["key", "generated-key"])

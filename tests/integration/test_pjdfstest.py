@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from tests.support import need
+
 from . import pjdfstest as pjd
 
 pytestmark = pytest.mark.fuse
@@ -23,17 +25,10 @@ pytestmark = pytest.mark.fuse
 BUDGET_SECONDS = float(os.environ.get("PJDFSTEST_BUDGET", "240"))
 
 
-def _cannot(why: str) -> None:
-    """Skip (scripts/test lists the reason in one line), or with CI=true fail with that
-    reason and no traceback: CI runs on a clone beside ../shared, where the sources are."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"pjdfstest is required in CI: {why}", pytrace=False)
-    pytest.skip(f"pjdfstest unavailable: {why}")
-
-
 def test_pjdfstest_failures_are_exactly_the_expected_list(fuse, tmp_path):
-    if os.geteuid() != 0:
-        _cannot("pjdfstest needs root (it switches uid/gid and chowns)")
+    # Skipped (scripts/test lists the reason in one line), or with CI=true failed with that
+    # reason and no traceback: CI runs on a clone beside ../shared, where the sources are.
+    need(os.geteuid() == 0, "pjdfstest unavailable: it needs root (it switches uid/gid and chowns)")
     expected = pjd.load_expected()  # a malformed list fails here, before the long run
     t0 = time.monotonic()
     try:
@@ -42,8 +37,7 @@ def test_pjdfstest_failures_are_exactly_the_expected_list(fuse, tmp_path):
         why = str(e)  # said outside the handler: no "during handling" chain in the report
     else:
         why = ""
-    if why:
-        _cannot(why)
+    need(not why, f"pjdfstest unavailable: {why}")
     results = pjd.run_on_memfs(built, tmp_path)
     seconds = time.monotonic() - t0
     failing = {c: r.diagnostics[c] for r in results for c in r.failed}
@@ -75,7 +69,7 @@ def test_without_its_sources_scripts_test_says_so_in_one_line(fuse, tmp_path, ci
     if ci:
         assert done.returncode == 1, out
         assert "Traceback" not in out and "\nE " not in out and "def test_" not in out, out
-        assert said and all("pjdfstest is required in CI" in line for line in said), out
+        assert said and all("required in CI: pjdfstest unavailable" in line for line in said), out
     else:
         assert done.returncode == 0, out
         assert len(said) == 1 and said[0].startswith("SKIPPED"), out

@@ -17,57 +17,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anthropic
 import pytest
 
-from tests.integration.conftest import Mount, in_proc_mounts, require_fuse, retry
-from tests.integration.test_server import Server, start_server, stop_server
+from tests.support import wait_until
+from tests.support.mount import Mount, in_proc_mounts, require_fuse
+from tests.support.remote import KEY, MAX_MEMORIES, remote_env
+from tests.support.server import start_server, stop_server
 
-KEY = "sk-memfs-remote"
-#: The module's server runs with this memory limit (MEMFS_MAX_MEMORIES), for ENOSPC.
-MAX_MEMORIES = 6
 #: What "visible within a second" means, measured from the API call's return.
 VISIBLE_WITHIN = 1.0
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    require_fuse()
-    s = start_server(tmp_path_factory.mktemp("remote"), "--api-key", KEY,
-                     env={"MEMFS_MAX_MEMORIES": str(MAX_MEMORIES)})
-    yield s
-    assert stop_server(s) == 0
-
-
-@pytest.fixture
-def sdk(server) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
-
-
-def _remote_env(url: str, key: str = KEY) -> dict[str, str]:
-    return {"MEMFS_URL": url, "MEMFS_API_KEY": key}
-
-
-@pytest.fixture
-def mounts(server, tmp_path) -> Iterator[Callable[..., Mount]]:
-    """``mounts(store_id, *args, name=, remote=True)``: a remote mount of the module's server
-    (or, with remote=False, a local mount of the server's own database)."""
-    started: list[Mount] = []
-    db = Path(server.stderr).parent / "memfs.db"
-
-    def start(store_id: str, *args: str, name: str = "mnt", remote: bool = True,
-              url: str | None = None) -> Mount:
-        env = _remote_env(url or server.url) if remote else {"MEMFS_URL": ""}
-        m = Mount(db, store_id, tmp_path / name, list(args), env)
-        started.append(m)
-        return m.wait_mounted()
-
-    yield start
-    for m in started:
-        m.stop()
 
 
 def _read(path: Path) -> str | None:
@@ -80,7 +42,7 @@ def _read(path: Path) -> str | None:
 def _until(fn: Callable[[], bool], deadline: float = VISIBLE_WITHIN) -> float:
     """Seconds until ``fn()`` is true; fails after ``deadline``."""
     t0 = time.monotonic()
-    retry(fn, deadline, interval=0.005)
+    wait_until(fn, deadline, interval=0.005)
     return time.monotonic() - t0
 
 
@@ -117,7 +79,7 @@ def test_api_changes_are_pushed_to_remote_and_local_mounts(sdk, mounts, capsys):
                 missing = sorted(set(roots) - set(seen))
                 raise AssertionError(f"not visible within {VISIBLE_WITHIN} s in {missing}: "
                                      f"{sorted(os.walk(roots[missing[0]]))}")
-            time.sleep(0.002)
+            time.sleep(0.002)  # a measurement: polls often, each mount's time its own
         for kind, took in seen.items():
             latency[kind].append(took)
 
@@ -191,7 +153,7 @@ def test_remote_mount_latency_of_changes_made_by_another_process(sdk, mounts):
         while _read(remote.root / f"f{i}.md") != f"v{i}":
             if time.monotonic() - t0 > VISIBLE_WITHIN:
                 raise AssertionError(f"change {i} not visible within {VISIBLE_WITHIN} s")
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # a measurement: polls every 0.5 ms
         latencies.append(time.monotonic() - t0)
     latencies.sort()
     p50, p99 = latencies[100], latencies[198]
@@ -210,7 +172,7 @@ def test_a_mount_survives_a_server_restart(tmp_path):
     api = anthropic.Anthropic(base_url=own.url, api_key=KEY, max_retries=0)
     s = api.beta.memory_stores.create(name="restart")
     api.beta.memory_stores.memories.create(s.id, path="/a.md", content="before")
-    m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], _remote_env(own.url))
+    m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], remote_env(own.url))
     try:
         m.wait_mounted()
         assert (m.root / "a.md").read_text() == "before"
@@ -242,7 +204,7 @@ def test_a_hung_server_never_freezes_the_mount(tmp_path):
     api = anthropic.Anthropic(base_url=own.url, api_key=KEY, max_retries=0)
     s = api.beta.memory_stores.create(name="hung")
     api.beta.memory_stores.memories.create(s.id, path="/a.md", content="cached")
-    m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], _remote_env(own.url))
+    m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], remote_env(own.url))
     writer: threading.Thread | None = None
     try:
         m.wait_mounted()
@@ -259,14 +221,15 @@ def test_a_hung_server_never_freezes_the_mount(tmp_path):
 
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(0.5)  # the write's close is now waiting for the server
+        # The write's close is now waiting for the server (stopped: nothing of it shows).
+        time.sleep(0.5)
         worst = 0.0
         for _ in range(10):
             t = time.monotonic()
             assert (m.root / "a.md").read_text() == "cached"
             assert "a.md" in os.listdir(m.root)
             worst = max(worst, time.monotonic() - t)
-            time.sleep(0.05)
+            time.sleep(0.05)  # the point: reads spread over the half second the server hangs
         print(f"\ncached read + ls while the server hangs: worst {worst * 1000:.1f} ms")
         assert worst < 0.5
         assert writer.is_alive()
@@ -308,7 +271,7 @@ def test_session_writes_are_session_actor_and_tool_events_reach_the_server(sdk, 
         results = {e.tool_use_id: e for e in evs if e.type == "agent.tool_result"}
         return [(u, results[u.id]) for u in uses if u.id in results]
 
-    (use, result), = retry(pair, 5.0)
+    (use, result), = wait_until(pair, 5.0)
     assert use.name == "bash" and use.input["operation"] == "create"
     assert result.is_error is False
     assert result.model_extra["memory_version_id"] == versions[0].id
@@ -384,7 +347,7 @@ def test_errors_through_a_remote_mount(sdk, mounts):
     room = MAX_MEMORIES - len(list(mems.list(s.id)))
     for i in range(room):
         mems.create(s.id, path=f"/fill/{i}.md", content="")
-    retry(lambda: (root / "fill").is_dir() and len(os.listdir(root / "fill")) == room)
+    wait_until(lambda: (root / "fill").is_dir() and len(os.listdir(root / "fill")) == room)
     assert _errno_of(lambda: (root / "one-too-many.md").write_text("x")) == errno.ENOSPC
     (root / "b.md").write_text("still editable")
     assert os.statvfs(root).f_ffree == 0 and os.statvfs(root).f_files == MAX_MEMORIES
@@ -413,7 +376,7 @@ def test_server_down_at_mount_time_is_one_clean_error(tmp_path):
     target.mkdir()
     r = subprocess.run(
         [sys.executable, "-m", "memfs", "mount", "memstore_x", str(target)],
-        env={**os.environ, **_remote_env(f"http://127.0.0.1:{port}")},
+        env={**os.environ, **remote_env(f"http://127.0.0.1:{port}")},
         capture_output=True, text=True, timeout=30,
     )
     assert r.returncode != 0
@@ -425,8 +388,8 @@ def test_wrong_key_or_unknown_store_is_one_clean_error(server, tmp_path):
     require_fuse()
     target = tmp_path / "mnt"
     target.mkdir()
-    for env, words in ((_remote_env(server.url, "wrong"), "API key"),
-                       (_remote_env(server.url), "no memory store")):
+    for env, words in ((remote_env(server.url, "wrong"), "API key"),
+                       (remote_env(server.url), "no memory store")):
         r = subprocess.run([sys.executable, "-m", "memfs", "mount", "nothing", str(target)],
                            env={**os.environ, **env}, capture_output=True, text=True,
                            timeout=30)
@@ -443,7 +406,7 @@ def test_run_against_a_server(server, sdk, tmp_path, isolation):
     every store is a remote mount, writes are session_actor versions, a read_only store gives
     EROFS with a failed tool event, and the session ends terminated on the server. In the
     private namespace one daemon (memfs.sessionfs) serves both remote stores."""
-    from tests.integration.test_session import MEMFS, mounts_under, needs_root
+    from tests.support.session import MEMFS, mounts_under, needs_root
 
     needs_root(isolation)
 
@@ -459,7 +422,7 @@ def test_run_against_a_server(server, sdk, tmp_path, isolation):
     if echo nope 2> "$T/ro.err" > "$R/remote-docs/guide.md"; then exit 3; fi
     memfs versions list "$REMOTE_NOTES" --session "$MEMFS_SESSION_ID" > "$T/versions"
     """
-    env = {**os.environ, **_remote_env(server.url), "T": str(tmp_path), "R": str(root),
+    env = {**os.environ, **remote_env(server.url), "T": str(tmp_path), "R": str(root),
            "REMOTE_NOTES": rw.id, "MEMFS_DB": str(tmp_path / "unused.db")}
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     proc = subprocess.run(

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from memfs.store import Store
-
-from .conftest import Mount, retry
-from .test_session import MEMFS
+from tests.support import wait_until
+from tests.support.mount import Mount
+from tests.support.session import MEMFS
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("fuse")]
 
@@ -86,7 +86,7 @@ def test_revert_a_real_session(open_store: Callable[..., Store], db: Path, tmp_p
         "delete", "recreate", "restore", "restore", "restore"]
     assert _contents(store, sid) == before
     assert {m.path: m.id for m in store.tree(sid)} == ids_before  # same memories, same ids
-    retry(lambda: not (watch.root / "dir" / "new.md").exists()
+    wait_until(lambda: not (watch.root / "dir" / "new.md").exists()
           and (watch.root / "old.md").exists(), 5.0)
     assert (watch.root / "b.md").read_text() == "B\n"
     assert (watch.root / "a.md").read_text() == "A\n"
@@ -94,11 +94,11 @@ def test_revert_a_real_session(open_store: Callable[..., Store], db: Path, tmp_p
     undo = _revert(env, result["id"])
     assert undo.returncode == 0, undo.stderr
     assert _contents(store, sid) == after_session
-    retry(lambda: (watch.root / "b-renamed.md").exists(), 5.0)
+    wait_until(lambda: (watch.root / "b-renamed.md").exists(), 5.0)
 
 
 def test_revert_through_a_server(tmp_path: Path) -> None:
-    from tests.integration.test_server import start_server, stop_server
+    from tests.support.server import start_server, stop_server
 
     key = "sk-revert-remote"
     (tmp_path / "srv").mkdir()

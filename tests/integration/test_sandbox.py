@@ -28,13 +28,13 @@ import pytest
 
 from memfs.models import Actor
 from memfs.store import Store
-
-from .conftest import Mount, retry
+from tests.support import need, wait_until
+from tests.support.mount import Mount
+from tests.support.repo import copy_of_the_repo
+from tests.support.session import MEMFS
 
 pytestmark = pytest.mark.fuse
 
-_SCRIPT = Path(sys.executable).with_name("memfs")
-MEMFS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memfs"]
 PY = "/usr/bin/python3"
 RO_SYSCALLS = Path(__file__).with_name("ro_syscalls.py")
 AGENT = "memfs-agent"  # made by the agent_user fixture
@@ -56,14 +56,6 @@ print(json.dumps(out))
 """
 
 
-def need(condition: bool, why: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"required in CI: {why}")
-    pytest.skip(why)
-
-
 @pytest.fixture
 def root_user(fuse: None) -> None:
     need(os.geteuid() == 0, "switching users and allow_other need root")
@@ -78,8 +70,8 @@ def agent_user() -> Iterator[pwd.struct_passwd]:
     try:
         pw = pwd.getpwnam(AGENT)
     except KeyError:
-        if os.geteuid() != 0 or not shutil.which("useradd"):
-            pytest.skip("no user for the agent (useradd needs root)")
+        need(os.geteuid() == 0 and shutil.which("useradd"),
+             "no user for the agent (useradd needs root)")
         subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/sh",
                         AGENT], check=True)
         made = True
@@ -189,7 +181,7 @@ def test_read_only_store_refuses_and_logs_every_mutating_call(open_store, mounte
         assert sum(c.values()) >= want
         return c
 
-    check_ro_results(results, retry(logged), str(m.root))
+    check_ro_results(results, wait_until(logged), str(m.root))
     assert (m.root / "a.md").read_text() == "a"
     assert sorted(os.listdir(m.root)) == ["a.md", "d"]
     assert [v.operation for v in store.list_versions(s.id, limit=100).data] == ["created"] * 2
@@ -302,7 +294,7 @@ def test_run_as_an_unprivileged_user(
 
     def stranger() -> None:
         if isolation == "none":
-            retry(lambda: (x / "ready").exists() or None, 20)
+            wait_until(lambda: (x / "ready").exists() or None, 20)
             seen.update(probe(STRANGER, root, root / "notes", root / "notes" / "a.md",
                               root / "docs" / "a.md"))
             (x / "go").touch()
@@ -426,7 +418,7 @@ def test_bubblewrap_sandbox_sees_only_its_session(
          "sh", "-c", f"touch {other_ready}; while [ ! -e {other_go} ]; do sleep 0.02; done"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        retry(lambda: other_ready.exists() or None, 20)
+        wait_until(lambda: other_ready.exists() or None, 20)
         root = shared / "root"
         outside = " ".join(str(p) for p in (
             tmp_path / "memfs.db", other_root, other_root / "notes", shared, "/tmp/x"))
@@ -479,7 +471,7 @@ def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path:
                                                 shared: Path):
     """--user with --url: the mounts are remote mounts of a memfs server, with the same
     owner, modes and refusals."""
-    from .test_server import start_server, stop_server
+    from tests.support.server import start_server, stop_server
 
     server = start_server(tmp_path, "--api-key", "sk-sandbox")
     try:
@@ -733,11 +725,9 @@ def test_the_agent_side_needs_nothing_of_a_private_clone(root_user, agent_user, 
     agent's user cannot enter): what the agent runs must be put where it can read it."""
     if os.environ.get("MEMFS_PRIVATE_CLONE"):
         pytest.skip("already running in the private clone")
-    from .test_setup import _copy_of_the_repo
-
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
-    clone = _copy_of_the_repo(private / "memfs")
+    clone = copy_of_the_repo(private / "memfs")
     assert probe(agent_user.pw_uid, clone / "tests") == {
         str(clone / "tests"): [errno.EACCES, errno.EACCES]}
     env = {**os.environ, "MEMFS_PRIVATE_CLONE": "1"}

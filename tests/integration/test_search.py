@@ -17,11 +17,8 @@ from pathlib import Path
 import pytest
 
 from memfs.store import Store
-
-from .conftest import Mount, retry
-from .test_fuse import _cpu_seconds
-from .test_remote import mounts, sdk, server  # noqa: F401 - fixtures
-from .test_session import launch  # noqa: F401 - fixtures
+from tests.support import need, wait_until
+from tests.support.mount import Mount, cpu_seconds
 
 pytestmark = pytest.mark.fuse
 
@@ -137,7 +134,7 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     r = m.root
     write_memories(r)
     t0 = time.monotonic()
-    retry(lambda: store.search_status(sid)["indexed"] == 3, deadline=60, interval=0.05)
+    wait_until(lambda: store.search_status(sid)["indexed"] == 3, timeout=60, interval=0.05)
     indexed_in = time.monotonic() - t0
     f = r / ".search" / IN_OTHER_WORDS
     lines = f.read_text().splitlines()
@@ -149,17 +146,17 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     # Indexed, the daemon idles (one cheap look at the change feed every 2 s): here 0-10 ms in
     # 5 s, 50 ms once on a loaded CI machine (CPU time counts in 10 ms ticks); a model's thread
     # pool left spinning, or an indexer that keeps going over its store, costs seconds.
-    time.sleep(1)
-    before = _cpu_seconds(m.proc.pid)
-    time.sleep(5)
-    idle = _cpu_seconds(m.proc.pid) - before
+    time.sleep(1)  # the reads' tool events flushed: what is left is idling (no signal of it)
+    before = cpu_seconds(m.proc.pid)
+    time.sleep(5)  # the point: the CPU an idle daemon spends in 5 s
+    idle = cpu_seconds(m.proc.pid) - before
     print(f"\nindexed 3 memories in {indexed_in:.2f} s; idle CPU over 5 s: {idle * 1000:.0f} ms")
     assert idle <= 0.1
     # A read-only mount indexes too (derived rows only): a new memory gets its vector.
     m.stop()
     store.write_path(sid, "/late.md", "the quarterly budget review", actor=None)
     ro: Mount = mounter(sid, "--read-only", name="ro", env={"MEMFS_EMBEDDINGS": "local"})
-    retry(lambda: store.search_status(sid)["indexed"] == 4, deadline=60, interval=0.05)
+    wait_until(lambda: store.search_status(sid)["indexed"] == 4, timeout=60, interval=0.05)
     assert (ro.root / ".search" / "money planning meeting").read_text().split("\t")[0] == \
         f"{ro.root}/late.md"
 
@@ -199,8 +196,7 @@ ls -a "$ROOT/s0" > "$T/la"
 
 def test_session_daemon_indexes_all_its_stores(fuse, launch, open_store,  # noqa: F811
                                                tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("the namespace mode needs root")
+    need(os.geteuid() == 0, "the namespace mode needs root")
     store: Store = open_store()
     ids = []
     for i in range(2):

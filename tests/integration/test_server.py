@@ -7,12 +7,11 @@ import hashlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -20,50 +19,12 @@ import httpx
 import pytest
 
 from memfs.api import api_key_id
+from tests.support import wait_until
+from tests.support.server import KEY, Server, start_server, stop_server
 
-KEY = "sk-memfs-integration"
 #: The SDK's first retry waits at least 0.375 s (0.5 s minus 25 % jitter): a call that fails
 #: faster than this was not retried.
 NO_RETRY_SECONDS = 0.35
-
-
-class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, stderr: Path) -> None:
-        self.proc, self.url, self.stderr = proc, url, stderr
-
-
-def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None,
-                 preexec_fn: Callable[[], None] | None = None, db: str | None = None) -> Server:
-    """Start ``memfs serve --port 0`` and wait (with a deadline) for its address line.
-    ``db``: the ``--db`` (default: memfs.db in ``tmp``; "": none, MEMFS_DB names it)."""
-    stderr = tmp / "serve.err"
-    db_args = [] if db == "" else ["--db", db or str(tmp / "memfs.db")]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", *db_args, "serve", "--port", "0",
-         *args],
-        stdout=subprocess.DEVNULL, stderr=stderr.open("wb"),
-        env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        m = re.search(r"serving (http://\S+)", stderr.read_text())
-        if m:
-            return Server(proc, m.group(1), stderr)
-        if proc.poll() is not None:
-            raise AssertionError(f"memfs serve exited {proc.returncode}: {stderr.read_text()}")
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"memfs serve did not start: {stderr.read_text()}")
-
-
-def stop_server(server: Server) -> int:
-    server.proc.send_signal(signal.SIGTERM)
-    try:
-        return server.proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait()
-        raise AssertionError("memfs serve ignored SIGTERM") from None
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -317,7 +278,7 @@ def _mounted_session(server, tmp_path: Path, beta, access: str):
     """A store attached to a new session with ``access``, mounted remotely acting as that
     session (``memfs --url ... mount --session``, shown to the agent at its mount_path).
     Returns (store, session, mount_path, the Mount)."""
-    from tests.integration.conftest import Mount
+    from tests.support.mount import Mount
 
     s = beta.memory_stores.create(name=f"Prefs {access}")
     beta.memory_stores.memories.create(s.id, path="/seed.md", content="seed")
@@ -349,7 +310,7 @@ def test_step9_agent_writes_through_the_mount(client, server, tmp_path):
     file_path under the mount path) followed by its agent.tool_result, and as a version
     created by the session_actor; with a read_only attachment the write is a failed tool call
     and no version appears."""
-    from tests.integration.conftest import require_fuse, retry
+    from tests.support.mount import require_fuse
 
     require_fuse()
     beta = client.beta
@@ -398,7 +359,7 @@ def test_step9_agent_writes_through_the_mount(client, server, tmp_path):
                 sess2.id, types=["agent.tool_use", "agent.tool_result"], limit=100))
             return [(u, r) for u, r in _tool_pairs(evs, mount_path2) if r.is_error]
 
-        ((use2, result2),) = retry(failed)
+        ((use2, result2),) = wait_until(failed)
         assert use2.name == "bash"
         assert use2.input["file_path"] == f"{mount_path2}/preferences.md"
         assert "EROFS" in result2.content[0].text
@@ -506,13 +467,13 @@ def test_json_logs_have_one_access_line_per_request_and_no_key(tmp_path) -> None
     )
     s = None
     try:
-        deadline = time.monotonic() + 20
-        while s is None and time.monotonic() < deadline:
+
+        def serving() -> Server | None:
             m = re.search(r"serving (http://\S+)", stderr.read_text())
-            s = Server(proc, m.group(1), stderr) if m else None
             assert proc.poll() is None, stderr.read_text()
-            time.sleep(0.05)
-        assert s is not None, stderr.read_text()
+            return Server(proc, m.group(1), stderr) if m else None
+
+        s = wait_until(serving, 20, interval=0.05)
         with httpx.Client(base_url=s.url, headers={"x-api-key": KEY}) as http:
             ok = http.get("/v1/memory_stores?limit=5")
             bad = http.get("/v1/memory_stores/nope", headers={"x-api-key": "wrong-key"})

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from .test_server import KEY, Server, start_server, stop_server
+from tests.support.server import KEY, Server, start_server, stop_server
 
 #: Seconds a stalled body may hold its connection (the app allows BODY_IDLE_SECONDS).
 STALL_BOUND = 15.0
@@ -122,6 +122,8 @@ def _stall(addr: tuple[str, int], n: int) -> list[socket.socket]:
         s.setblocking(False)
         s.connect_ex(addr)
         socks.append(s)
+    # The connects go through, or stay in the server's full queue: some never complete, so
+    # there is nothing to wait for but a moment.
     time.sleep(0.5)
     for s in socks:
         try:
@@ -227,7 +229,7 @@ class _SlowUploads:
             s.setblocking(False)
             s.connect_ex(addr)
             self.socks.append(s)
-        time.sleep(0.5)
+        time.sleep(0.5)  # the connects go through or stay queued (as _stall)
         self.answers: dict[int, bytes] = {}
         for i, s in enumerate(self.socks):
             head = (b"POST /v1/memory_stores HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: "
@@ -261,7 +263,7 @@ class _SlowUploads:
                     pass
                 except OSError:
                     s.close()
-            time.sleep(0.5)
+            time.sleep(0.5)  # the point: a byte every half second
 
     def statuses(self) -> dict[int, int]:
         """How many connections got each status so far."""
@@ -307,7 +309,7 @@ def test_slow_uploads_leave_room_for_new_clients(tmp_path):
                 r = c.post("/v1/memory_stores", json={"name": "new client"})
                 waits.append(time.monotonic() - t)
                 assert r.status_code in (200, 503), r.text  # 503: the body limit, at once
-                time.sleep(0.3)
+                time.sleep(0.3)  # the point: a new client now and then, for 12 s
         statuses = slow.statuses()
     finally:
         if slow is not None:

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from memfs.store import Store
-from tests.integration.test_server import Server, start_server, stop_server
+from tests.support import wait_until
+from tests.support.server import Server, start_server, stop_server
 
 KEY = "sk-memfs-replicas"
 
@@ -133,6 +134,17 @@ class _Follower:
                             return
 
 
+def _listeners(url: str) -> int:
+    """How many LISTEN connections (memfs.backends.pgwatch, one a process) the database has."""
+    import psycopg
+
+    dbname = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(url, autocommit=True) as c:
+        row = c.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                        "AND query = 'LISTEN memfs_changes'", (dbname,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def _percentile(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
@@ -146,8 +158,10 @@ def test_a_write_through_one_replica_reaches_a_change_stream_of_the_other(replic
     a, b = replicas
     h = {"x-api-key": KEY}
     sid = httpx.post(a.url + "/v1/memory_stores", headers=h, json={"name": "live"}).json()["id"]
+    listening = _listeners(a.db_url)  # type: ignore[attr-defined]
     follower = _Follower(b.url, sid)
-    time.sleep(0.3)
+    # B's LISTEN connection is up (else the first latencies would include connecting it).
+    wait_until(lambda: _listeners(a.db_url) > listening)  # type: ignore[attr-defined]
     n = 120
     started: dict[str, float] = {}
     answered: dict[str, float] = {}
@@ -158,7 +172,7 @@ def test_a_write_through_one_replica_reaches_a_change_stream_of_the_other(replic
             r = c.post(f"/v1/memory_stores/{sid}/memories", json={"path": path, "content": "x"})
             answered[path] = time.monotonic()
             assert r.status_code < 300, r.text
-            time.sleep(0.02)
+            time.sleep(0.02)  # the point: writes a moment apart, each one's latency its own
         c.post(f"/v1/memory_stores/{sid}/memories", json={"path": "/end.md", "content": "x"})
     follower.thread.join(10)
     assert set(started) <= set(follower.arrived)
@@ -180,8 +194,9 @@ def test_a_follower_gets_every_change_across_a_lost_listen_connection(pg_cluster
     a, b = replicas
     h = {"x-api-key": KEY}
     sid = httpx.post(a.url + "/v1/memory_stores", headers=h, json={"name": "cut"}).json()["id"]
+    listening = _listeners(a.db_url)  # type: ignore[attr-defined]
     follower = _Follower(b.url, sid)
-    time.sleep(0.3)
+    wait_until(lambda: _listeners(a.db_url) > listening)  # type: ignore[attr-defined]
     import psycopg
 
     url = a.db_url  # type: ignore[attr-defined]
@@ -196,10 +211,7 @@ def test_a_follower_gets_every_change_across_a_lost_listen_connection(pg_cluster
         with httpx.Client(base_url=a.url, headers=h) as c:
             c.post(f"/v1/memory_stores/{sid}/memories", json={"path": "/during.md",
                                                                 "content": "x"})
-            deadline = time.monotonic() + 5
-            while "/during.md" not in follower.arrived and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert "/during.md" in follower.arrived
+            wait_until(lambda: "/during.md" in follower.arrived)
             during = follower.arrived["/during.md"] - t0
             relistening = admin.execute(  # B's follower is on: B listens again
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
@@ -222,7 +234,7 @@ def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_clust
     """``memfs mount`` on a postgresql:// database: its ChangeWatcher is woken by the
     database's notifications (memfs.backends.pgwatch), not by its safety poll (2 s). Prints the
     delay from a write by another process to the file being listed in the mount."""
-    from tests.integration.conftest import Mount, require_fuse
+    from tests.support.mount import Mount, require_fuse
 
     require_fuse()
     name = pg_cluster.new_database(pg_cluster.template)
@@ -231,9 +243,10 @@ def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_clust
     mount = None
     try:
         sid = writer.create_store("mounted").id
+        listening = _listeners(url)
         mount = Mount(url, sid, tmp_path / "mnt", [])  # type: ignore[arg-type]
         mount.wait_mounted()
-        time.sleep(0.5)  # its LISTEN connection is up
+        wait_until(lambda: _listeners(url) > listening)  # its LISTEN connection is up
         delays = []
         for i in range(30):
             writer.write_path(sid, f"/m{i}.md", "x", actor=None)
@@ -241,7 +254,7 @@ def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_clust
             deadline = t0 + 3
             while f"m{i}.md" not in os.listdir(mount.root):
                 assert time.monotonic() < deadline, f"/m{i}.md never appeared: {mount.log()}"
-                time.sleep(0.002)
+                time.sleep(0.002)  # a measurement: polls every 2 ms
             delays.append(time.monotonic() - t0)
         print(f"\nlocal mount on PostgreSQL, another process's write listed after: "
               f"p50 {_percentile(delays, 50) * 1000:.1f} ms, "
@@ -309,10 +322,10 @@ class _Frames:
         return [d["content"][0]["text"] for _, e, d in self.frames if e == "user.message"]
 
     def wait_for(self, what: str, got: Any, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while what not in got() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert what in got(), (what, got(), self.error)
+        try:
+            wait_until(lambda: what in got(), timeout, interval=0.02)
+        except TimeoutError:
+            raise AssertionError((what, got(), self.error)) from None
 
 
 def test_live_streams_wait_through_a_database_outage(pg_cluster, tmp_path):
@@ -351,7 +364,7 @@ def test_live_streams_wait_through_a_database_outage(pg_cluster, tmp_path):
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                           "WHERE datname = %s", (name,))
             began = time.monotonic()
-            time.sleep(8)  # more than a ping interval (5 s) and a few failed polls
+            time.sleep(8)  # the point: an outage longer than a ping interval (5 s) and polls
             admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
             back = time.monotonic()
         for stream in (changes, events):

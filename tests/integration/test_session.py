@@ -15,9 +15,8 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,126 +24,19 @@ import pytest
 from memfs.launcher.procs import _start_ticks
 from memfs.models import Actor
 from memfs.store import Store
-
-from .conftest import retry
+from tests.support import need, wait_until
+from tests.support.session import (
+    ISOLATIONS,
+    MEMFS,
+    SESSION_DEADLINE,
+    Run,
+    daemons_of,
+    mounts_under,
+    needs_root,
+    processes_with,
+)
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("fuse")]
-
-_SCRIPT = Path(sys.executable).with_name("memfs")
-MEMFS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memfs"]
-ISOLATIONS = ["namespace", "none"]
-SESSION_DEADLINE = 30.0
-
-# Bash helpers every CMD gets: wait_for FILE (poll with a deadline), ready (tell the test).
-PRELUDE = r"""
-set -u
-wait_for() { for _ in $(seq 1000); do [ -e "$1" ] && return 0; sleep 0.01; done; return 1; }
-echo "$MEMFS_SESSION_ID" > "$T/sid"
-echo $$ > "$T/cmd.pid"
-"""
-
-
-def needs_root(isolation: str) -> None:
-    if isolation == "namespace" and os.geteuid() != 0:
-        pytest.skip("the namespace mode needs root")
-
-
-def mounts_under(path: Path) -> list[str]:
-    """Mount points at or below ``path`` in this process's mount namespace."""
-    prefix = str(path)
-    with open("/proc/self/mounts") as f:
-        points = [line.split()[1] for line in f]
-    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
-
-
-def processes_with(text: str) -> list[int]:
-    """Pids whose command line contains ``text`` (e.g. the mount daemons of a session)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry))
-    return found
-
-
-def daemons_of(sid: str) -> list[int]:
-    return [p for p in processes_with(f"--session {sid}")
-            if " mount " in Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()]
-
-
-class Run:
-    """One ``memfs run`` subprocess."""
-
-    def __init__(self, db: Path, tmp: Path, args: list[str], script: str,
-                 env: dict[str, str] | None = None) -> None:
-        self.tmp = tmp
-        # Meaning only where a test asks for it (as tests/integration/conftest.py's Mount).
-        full_env = {"MEMFS_EMBEDDINGS": "none", **os.environ, "MEMFS_DB": str(db),
-                    "T": str(tmp), **(env or {})}
-        self.proc = subprocess.Popen(
-            [*MEMFS, "run", *args, "--", "bash", "-c", PRELUDE + script],
-            env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )
-        self.out = self.err = ""
-
-    def wait(self, timeout: float = SESSION_DEADLINE) -> int:
-        self.out, self.err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode
-
-    def wait_file(self, name: str) -> Path:
-        """Wait until CMD creates ``$T/name`` (failing early if the launcher exits)."""
-        path = self.tmp / name
-
-        def there() -> bool:
-            if path.exists():
-                return True
-            if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
-                raise AssertionError(f"memfs run exited {self.proc.returncode}: {err}{out}")
-            return False
-
-        retry(there, SESSION_DEADLINE)
-        return path
-
-    @property
-    def sid(self) -> str:
-        return (self.tmp / "sid").read_text().strip()
-
-
-@pytest.fixture
-def launch(db: Path, tmp_path: Path) -> Iterator[Callable[..., Run]]:
-    """``launch(args, script, env=None)`` starts ``memfs run``; at teardown a launcher still
-    running is killed and any mount left under tmp_path is removed (and the test fails)."""
-    runs: list[Run] = []
-
-    def start(args: list[str], script: str, env: dict[str, str] | None = None) -> Run:
-        r = Run(db, tmp_path, args, script, env)
-        runs.append(r)
-        return r
-
-    yield start
-    for r in runs:
-        if r.proc.poll() is None:
-            r.proc.kill()
-            r.proc.communicate()
-    left = mounts_under(tmp_path)
-    for p in left:
-        subprocess.run(["fusermount3", "-uz", p], check=False, capture_output=True)
-    assert not left, f"mounts left behind: {left}"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[Store]:
-    s = Store(db)
-    yield s
-    s.close()
-
 
 def assert_ended(
     store: Store, sid: str, root: Path, tmp_path: Path, *, error: bool = False,
@@ -447,9 +339,9 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
     cmd_pid = int((tmp_path / "cmd.pid").read_text())
     r.proc.kill()
     r.wait()
-    retry(lambda: not daemons_of(sid) and not processes_with(sid), SESSION_DEADLINE)
-    retry(lambda: not mounts_under(root), SESSION_DEADLINE)
-    retry(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
+    wait_until(lambda: not daemons_of(sid) and not processes_with(sid), SESSION_DEADLINE)
+    wait_until(lambda: not mounts_under(root), SESSION_DEADLINE)
+    wait_until(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
     assert store.get_session(sid).status == "running"
     assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
     if isolation == "none":
@@ -768,8 +660,7 @@ def test_a_mount_failure_gives_libfuse_reason(
 ) -> None:
     """No FUSE device (a private /dev without one): the launcher's one line carries libfuse's
     reason, not only that the mount failed."""
-    if os.geteuid() != 0:
-        pytest.skip("hiding /dev/fuse in a private mount namespace needs root")
+    need(os.geteuid() == 0, "hiding /dev/fuse in a private mount namespace needs root")
     notes = store.create_store("Notes").id
     root = tmp_path / "root"
     no_fuse = ["unshare", "-m", "--propagation", "private", "sh", "-c",

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from memfs.store import Store
-
-from .conftest import retry
-from .test_session import SESSION_DEADLINE, Run, launch, store  # noqa: F401 - fixtures
+from tests.support import need, wait_until
+from tests.support.session import SESSION_DEADLINE, Run
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("fuse")]
 
@@ -26,8 +25,7 @@ N = 8
 
 @pytest.fixture(autouse=True)
 def _root() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("the namespace mode needs root")
+    need(os.geteuid() == 0, "the namespace mode needs root")
 
 
 def descendants(pid: int) -> list[int]:
@@ -176,8 +174,8 @@ def test_a_killed_launcher_takes_the_session_daemon_and_its_mounts(
     ns = os.readlink(f"/proc/{daemon}/ns/mnt")
     r.proc.send_signal(signal.SIGKILL)
     r.wait()
-    retry(lambda: not os.path.exists(f"/proc/{daemon}"), SESSION_DEADLINE)
-    retry(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
+    wait_until(lambda: not os.path.exists(f"/proc/{daemon}"), SESSION_DEADLINE)
+    wait_until(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
     # Nobody is left in the session's namespace: it is gone, and its mounts with it.
     assert not any(os.readlink(f"/proc/{p}/ns/mnt") == ns
                    for p in os.listdir("/proc") if p.isdigit() and _readable_ns(p))

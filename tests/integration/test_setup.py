@@ -15,9 +15,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support import need
+from tests.support.repo import REPO, copy_of_the_repo
 
 
 def _executable(path: Path, text: str) -> None:
@@ -25,23 +24,11 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _copy_of_the_repo(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           check=True, capture_output=True, text=True).stdout.splitlines()
-    for name in files:
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return dest
-
-
 def test_a_fresh_clone_with_a_half_made_venv_sets_itself_up(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the setup runs apt-get without sudo only as root")
+    need(os.geteuid() == 0, "needs root: the setup runs apt-get without sudo only as root")
     real_python = shutil.which("python3")
     assert real_python
-    clone = _copy_of_the_repo(tmp_path / "clone")
+    clone = copy_of_the_repo(tmp_path / "clone")
     fake = tmp_path / "bin"
     fake.mkdir()
     apt_log = tmp_path / "apt.log"

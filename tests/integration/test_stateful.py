@@ -48,9 +48,8 @@ from hypothesis.stateful import (
 
 from memfs import Actor
 from memfs.store import Limits, Store
-
-from .conftest import Mount, require_fuse
-from .test_server import start_server, stop_server
+from tests.support.mount import Mount, require_fuse
+from tests.support.server import start_server, stop_server
 
 pytestmark = pytest.mark.fuse
 
@@ -395,7 +394,7 @@ class TwoMountsAndApi(RuleBasedStateMachine):
             want = (self.visible(m), self.dirs_of(m))
             end = time.monotonic() + VISIBLE_WITHIN
             while (got := self.mount_view(m)) != want and time.monotonic() < end:
-                time.sleep(0.02)
+                time.sleep(0.02)  # a poll: the mismatch said is the last one seen
             if got is None:
                 raise Mismatch(f"mount {m} does not show /{self.prefix}/{KEEP}")
             if got != want:

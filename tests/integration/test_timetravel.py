@@ -19,16 +19,17 @@ import pytest
 from memfs.models import Actor
 from memfs.rules import format_time
 from memfs.store import Store
-from tests.integration.conftest import Mount, in_proc_mounts, require_fuse
-from tests.integration.test_server import Server, start_server, stop_server
+from tests.support import wait_until
+from tests.support.mount import Mount, in_proc_mounts, require_fuse
+from tests.support.server import Server, start_server, stop_server
+from tests.support.session import needs_root
 
 KEY = "sk-memfs-timetravel"
 
 
 def _tick() -> str:
     t = format_time(datetime.now(UTC))
-    while format_time(datetime.now(UTC)) == t:
-        time.sleep(0.00001)
+    wait_until(lambda: format_time(datetime.now(UTC)) != t, interval=0.00001)
     return t
 
 
@@ -102,7 +103,7 @@ def check_mount(m: Mount, state: dict[str, str], store: Store, sid: str) -> None
         assert os.getxattr(f, "user.memfs.memory_version_id").startswith(b"memver_")
     # A change made now never shows in the snapshot.
     store.write_path(sid, "/later.md", f"changed {time.time()}\n", actor=Actor.user("u"))
-    time.sleep(0.3)
+    time.sleep(0.3)  # the point: the change does not show, however long one waits
     assert read_all(m.root) == state
 
 
@@ -161,7 +162,6 @@ def test_remote_mounts_at_cuts(server, tmp_path) -> None:
 
 # -- memfs run --store NAME@AT ---------------------------------------------------------------
 
-from tests.integration.test_session import launch, mounts_under  # noqa: E402, F401 (fixture)
 
 RUN_SCRIPT = r"""
 D=$(ls -d "$ROOT"/*/ | head -1)
@@ -176,8 +176,7 @@ exit 0
 
 @pytest.mark.parametrize("isolation", ["namespace", "none"])
 def test_run_with_a_store_as_it_was(fuse, isolation, launch, db, tmp_path) -> None:  # noqa: F811
-    if isolation == "namespace" and os.geteuid() != 0:
-        pytest.skip("the namespace mode needs root")
+    needs_root(isolation)
     store = Store(db)
     try:
         # A name with '@' in it: the whole ref is tried as a store first.

@@ -1,6 +1,6 @@
 """memfs.tools over a real ``memfs serve``: the memory tool on :class:`memfs.client.Client`
 (and :class:`memfs.client.AsyncClient`), driven by the SDK's tool runner against the scripted
-Messages API of tests/unit/test_tools.py. What the server stored is read back from its
+Messages API of tests/support/messages.py. What the server stored is read back from its
 database."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from memfs.models import Actor
 from memfs.rules import api_key_id
 from memfs.store import Store
 from memfs.tools import AsyncMemoryTool, MemoryTool
-from tests.integration.test_server import Server, start_server, stop_server
-from tests.unit.test_tools import TURNS, ScriptedModel, check_conversation, events, run
+from tests.support.messages import TURNS, ScriptedModel, check_conversation, events, run
+from tests.support.server import Server, start_server, stop_server
 
 KEY = "sk-memfs-tools"
 

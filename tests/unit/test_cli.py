@@ -21,6 +21,7 @@ from memfs.cli import common as cli_module  # _PAGE, _stdin_is_tty
 from memfs.launcher.prompt import render_memory_prompt
 from memfs.models import Session, SessionResource
 from memfs.store import local_user_actor, sha256_hex
+from tests.support.cli import assert_error
 
 
 @pytest.fixture
@@ -60,16 +61,6 @@ def js(ok):
         return json.loads(ok("--json", *args, input=input))
 
     return invoke
-
-
-def assert_error(result, code: int, *fragments: str) -> None:
-    """One line on stderr, starting with ``memfs:``, nothing on stdout, the given exit code."""
-    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("memfs: "), result.stderr
-    assert result.stdout == ""
-    for f in fragments:
-        assert f in lines[0]
 
 
 # -- stores ------------------------------------------------------------------------------------
@@ -621,7 +612,7 @@ def test_session_create_from_a_spec_through_a_server(spec_file, store, monkeypat
 
     from memfs import client
     from memfs.api import create_app
-    from tests.unit.test_client import through
+    from tests.support.asgi import through
 
     with TestClient(create_app(store, ["k"])) as tc:
         monkeypatch.setattr(client, "Client",

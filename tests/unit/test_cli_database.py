@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from memfs import errors
 from memfs.cli import cli
 from memfs.store import Store, check_database, default_db_path
+from tests.support import need
 
 EXIT_DATABASE = 8
 READ_ONLY_COMMANDS = [
@@ -190,11 +191,11 @@ def test_cli_runner_read_only_command(tmp_path):
     assert not typo.exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a read-only file system (needs root)")
 @pytest.mark.parametrize("command", [["stores", "list"], ["stores", "create", "other"]])
 def test_a_read_only_file_system(tmp_path, command):
     """A database on a read-only file system (root ignores a directory's mode bits: a
     read-only bind mount, in a private mount namespace, stands in for a read-only directory)."""
+    need(os.geteuid() == 0, "mounts a read-only file system (needs root)")
     data = tmp_path / "data"
     data.mkdir()
     assert memfs(tmp_path, str(data / "memfs.db"), "stores", "create", "notes").returncode == 0

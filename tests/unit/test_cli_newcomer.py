@@ -15,7 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from memfs.cli import cli
-from tests.unit.test_docs import ALL
+from tests.support.cli import commands
+
+#: Every command, with its full name.
+ALL = list(commands(cli))
 
 
 @pytest.fixture
@@ -200,7 +203,7 @@ def test_a_name_in_use_is_warned_through_a_server(store, monkeypatch):
 
     from memfs import client
     from memfs.api import create_app
-    from tests.unit.test_client import through
+    from tests.support.asgi import through
 
     first = store.create_store("Notes")
     with TestClient(create_app(store, ["k"])) as tc:
@@ -314,7 +317,7 @@ def test_url_and_api_key_after_the_subcommand(tmp_path, monkeypatch):
     from memfs import client
     from memfs.api import create_app
     from memfs.store import Store
-    from tests.unit.test_client import through
+    from tests.support.asgi import through
 
     server = Store(tmp_path / "server.db")
     server.create_store("on-the-server")

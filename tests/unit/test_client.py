@@ -15,6 +15,7 @@ from memfs.api import api_key_id, create_app
 from memfs.client import OPERATIONS, AsyncClient, Client, error_from_response
 from memfs.models import Actor, Memory, MemoryPrefix, MemoryStore, MemoryVersion, Session
 from memfs.store import Store
+from tests.support.asgi import through
 
 KEY = "client-test-key"
 
@@ -197,17 +198,6 @@ def test_each_client_method_takes_exactly_its_operations_parameters():
 
 
 # -- through the real app -------------------------------------------------------------------------
-
-
-def through(tc: TestClient) -> httpx.MockTransport:
-    """A MockTransport that hands every request to the app behind ``tc`` (in-process)."""
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        r = tc.request(request.method, str(request.url), headers=dict(request.headers),
-                       content=request.content)
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
-
-    return httpx.MockTransport(handler)
 
 
 

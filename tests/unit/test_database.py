@@ -66,7 +66,7 @@ def test_reads_never_wait_on_a_writer_that_waits(db_path):
     t = threading.Thread(target=write)
     t.start()
     try:
-        time.sleep(0.2)
+        time.sleep(0.2)  # the writer gets into SQLite's wait for the lock (nothing tells when)
         assert not done.is_set()  # waiting for the lock
         start = time.monotonic()
         for _ in range(20):
@@ -163,7 +163,7 @@ def test_opening_waits_out_a_lock_taken_just_before_the_identity_read(db_path):
             other.execute("BEGIN EXCLUSIVE")
 
             def release() -> None:
-                time.sleep(0.2)
+                time.sleep(0.2)  # the point: the lock is held for a moment
                 other.execute("COMMIT")
                 other.execute("PRAGMA journal_mode = WAL")
                 other.close()
@@ -350,8 +350,11 @@ def _filled(path: str, name: str, n: int, **kw: Any) -> Store:
 
 
 def _fill_in_another_process(path: str, name: str, n: int) -> None:
-    code = ("import sys; from tests.unit.test_database import _filled; "
-            "_filled(sys.argv[1], sys.argv[2], int(sys.argv[3])).close()")
+    code = ("import sys; from memfs.store import Store; "  # _filled, in that process
+            "path, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3]); store = Store(path); "
+            "sid = store.create_store(name).id; "
+            "[store.write_path(sid, f'/{name}{i}.md', f'{name} {i} ' * 50, actor=None) "
+            "for i in range(n)]; store.close()")
     subprocess.run([sys.executable, "-c", code, path, name, str(n)], check=True, timeout=60)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from memfs.api import ChangeHub
 from memfs.backends import watch as dbwatch
@@ -41,8 +42,8 @@ async def test_a_commit_from_another_connection_wakes_it(tmp_path: Path) -> None
             with trio.fail_after(1):
                 seen = await watch.wait(seen)
             delays.append(time.monotonic() - t0)
-            await trio.sleep(0.01)
-            watch.drain()  # the rest of the commit's writes
+            await trio.sleep(0.01)  # the rest of the commit's writes reach the watch (no signal)
+            watch.drain()  # and go
         delays.sort()
         assert delays[len(delays) // 2] < 0.05, delays
     finally:
@@ -110,7 +111,7 @@ async def test_waiters_share_one_watch_per_database(tmp_path: Path) -> None:
             async with trio.open_nursery() as nursery:
                 for name in ("one", "two", "three"):
                     nursery.start_soon(waiter, name)
-                await trio.sleep(0.05)
+                await trio.testing.wait_all_tasks_blocked()  # all three parked on the watch
                 assert woke == []
                 await trio.to_thread.run_sync(conn.execute, "INSERT INTO t VALUES (1)")
         assert sorted(woke) == ["one", "three", "two"]
@@ -161,9 +162,11 @@ async def test_the_change_hub_wakes_on_the_database_not_on_a_timer(tmp_path: Pat
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow)
+            # The last commit's late wakeups (its WAL and -shm writes) die down: nothing
+            # tells that there will be no more.
             await trio.sleep(0.3)
             polls = hub.polls
-            await trio.sleep(0.6)
+            await trio.sleep(0.6)  # the point: no poll and no frame within 0.6 s
             assert hub.polls == polls and not next_frame.is_set()
             nursery.cancel_scope.cancel()
         await stream.aclose()

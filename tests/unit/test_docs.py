@@ -8,13 +8,13 @@ and a heading that exist."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
 
 from memfs.cli import cli
+from tests.support.cli import commands
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -24,19 +24,7 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 README_MAX_LINES = 300
 
 
-def _commands(group: click.Group, prefix: str = "memfs") -> Iterator[tuple[str, click.Command]]:
-    yield prefix, group
-    ctx = click.Context(group)
-    for name in group.list_commands(ctx):
-        cmd = group.get_command(ctx, name)
-        assert cmd is not None
-        if isinstance(cmd, click.Group):
-            yield from _commands(cmd, f"{prefix} {name}")
-        else:
-            yield f"{prefix} {name}", cmd
-
-
-ALL = list(_commands(cli))
+ALL = list(commands(cli))
 
 
 def test_the_walk_finds_the_commands():

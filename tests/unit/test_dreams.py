@@ -1,6 +1,6 @@
 """Dreams (API.md §5, issue 13): the store's rows and status changes on both backends, the
 HTTP API driven by the SDK's ``client.beta.dreams``, and the runner against a scripted
-Messages API (tests/unit/test_tools.py's ScriptedModel: no network, no real model)."""
+Messages API (tests/support/messages.py's ScriptedModel: no network, no real model)."""
 
 from __future__ import annotations
 
@@ -206,10 +206,8 @@ def test_stale_dreams_are_found(store: Store) -> None:
 import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
 import anthropic  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
@@ -217,22 +215,8 @@ from starlette.testclient import TestClient  # noqa: E402
 from memfs.api import create_app  # noqa: E402
 from memfs.dreams import runner  # noqa: E402
 from memfs.dreams.dreamer import Dreamer, dreamer_for  # noqa: E402
-from tests.unit.test_tools import ScriptedModel, tool_use  # noqa: E402
-
-#: A dream's turns: the model reads, merges the two memories into one, deletes them, and
-#: edits /memories/a.md (which the INPUT store holds too) before the merge.
-DREAM_TURNS: list[list[dict[str, Any]]] = [
-    [{"type": "text", "text": "Reading the store."},
-     tool_use("toolu_01", command="view", path="/memories")],
-    [tool_use("toolu_02", command="str_replace", path="/memories/a.md", old_str="alpha",
-              new_str="ALPHA"),
-     tool_use("toolu_03", command="create", path="/memories/../escape.md", file_text="x")],
-    [tool_use("toolu_04", command="create", path="/memories/all.md",
-              file_text="ALPHA\nbeta\ncoffee: black\n"),
-     tool_use("toolu_05", command="delete", path="/memories/a.md"),
-     tool_use("toolu_06", command="delete", path="/memories/d")],
-    [{"type": "text", "text": "Merged everything into /all.md."}],
-]
+from tests.support import wait_until  # noqa: E402
+from tests.support.messages import DREAM_TURNS, ScriptedModel, SlowModel  # noqa: E402
 
 
 @pytest.fixture
@@ -350,47 +334,12 @@ def test_no_api_key_or_no_endpoint_fails_clearly(store: Store, monkeypatch: Any)
     assert done.status == "failed" and done.error["type"] == "model_unreachable"
 
 
-class SlowModel:
-    """A Messages API that never answers (until shut down): a dream waits on its call."""
-
-    def __init__(self) -> None:
-        self.hold = threading.Event()
-        self.calls = 0
-        slow = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers["content-length"]))
-                slow.calls += 1
-                slow.hold.wait(30)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.hold.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def slow_model(monkeypatch: Any, api_env: None) -> Iterator[SlowModel]:
     m = SlowModel()
     monkeypatch.setenv("ANTHROPIC_BASE_URL", m.url)
     yield m
     m.close()
-
-
-def wait_for(cond: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("where", ["this process", "the database"])
@@ -401,7 +350,7 @@ def test_cancel_stops_a_call_in_flight_within_a_second(
     dreamer = Dreamer(store)
     d = store.create_dream(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
-    wait_for(lambda: slow_model.calls == 1)
+    wait_until(lambda: slow_model.calls == 1, 10)
     t0 = time.monotonic()
     c = store.cancel_dream(d.id)
     if where == "this process":
@@ -422,7 +371,7 @@ def test_a_stopping_server_fails_its_dreams(store: Store, slow_model: SlowModel)
     dreamer = Dreamer(store)
     d = store.create_dream(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
-    wait_for(lambda: slow_model.calls == 1)
+    wait_until(lambda: slow_model.calls == 1, 10)
     dreamer.close()
     done = store.get_dream(d.id)
     assert done.status == "failed" and "stopped" in done.error["message"]
@@ -481,7 +430,7 @@ def test_the_sdk_creates_retrieves_lists_cancels_and_archives(
     assert d.status in ("pending", "running") and d.id.startswith("drm_")
     assert d.model.id == "claude-test" and d.model.speed == "standard"
     assert d.output_behavior.type == "create_new" and d.instructions == "Be brief."
-    wait_for(lambda: slow_model.calls == 1)
+    wait_until(lambda: slow_model.calls == 1, 10)
     got = sdk.beta.dreams.retrieve(d.id)
     assert got.status == "running" and got.session_id and got.outputs
     assert got.outputs[0].memory_store_id != ms
@@ -620,11 +569,18 @@ def test_the_sweeper_of_a_closed_store_stops_quietly(
     stops sweeping instead of logging a traceback every SWEEP_SECONDS forever."""
     monkeypatch.setattr("memfs.dreams.dreamer.SWEEP_SECONDS", 0.02)
     store = backend.open()
+    real, sweeps = store.stale_dreams, []
+
+    def counted(**kw: Any) -> Any:
+        sweeps.append(1)
+        return real(**kw)
+
+    monkeypatch.setattr(store, "stale_dreams", counted)
     dreamer = Dreamer(store)
     dreamer.watch()
     sweeper = dreamer._sweeper
     assert sweeper is not None
-    time.sleep(0.1)
+    wait_until(lambda: len(sweeps) >= 3)
     assert sweeper.is_alive()  # sweeping while the store is open
     store.close()
     sweeper.join(2)
@@ -676,11 +632,8 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
     monkeypatch.setattr(store, "stale_dreams", failing)
     dreamer = Dreamer(store)
     dreamer.watch()
-    deadline = time.monotonic() + 5
-    while len(calls) < 8 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(calls) >= 8)
     dreamer.close()
-    assert len(calls) >= 8
     logged = [r for r in caplog.records if r.name == "memfs.dreams"]
     assert len(logged) == 1 and logged[0].exc_info is None, logged
     assert "was replaced while in use" in logged[0].getMessage()

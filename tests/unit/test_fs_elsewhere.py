@@ -31,8 +31,8 @@ from memfs.client import Client
 from memfs.fuse.ops import Operations
 from memfs.fuse.toolevents import EventSink
 from memfs.store import Store
-from tests.unit.test_client import through
-from tests.unit.test_fs_ops import ACTOR, CTX, ROOT, events, raises, read_file, write_file
+from tests.support.asgi import through
+from tests.support.fsops import ACTOR, CTX, ROOT, events, raises, read_file, write_file
 
 KEY = "elsewhere-key"
 

@@ -10,108 +10,34 @@ from datetime import UTC, datetime
 
 import pyfuse3
 import pytest
-from pyfuse3 import FUSEError
 
 from memfs import Actor
 from memfs.fuse.kernel import errno_for
 from memfs.fuse.ops import Operations
 from memfs.fuse.toolevents import EventSink, comm
 from memfs.rules import parse_time
-from memfs.store import Limits, Store
-
-ROOT = pyfuse3.ROOT_INODE
-ACTOR = Actor.user("user_test")
-
-
-class Ctx:
-    """What pyfuse3 passes as ``ctx``: the caller's ids."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.uid = os.getuid()
-        self.gid = os.getgid()
-        self.umask = 0o022
-
-
-CTX = Ctx()
-
-
-class _Closer:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def close(self) -> None:
-        self.store.close()
-
-
-class Fields:
-    def __init__(self, **kw: bool) -> None:
-        for f in ("atime", "mtime", "ctime", "mode", "uid", "gid", "size"):
-            setattr(self, f"update_{f}", kw.get(f, False))
-
-
-_SINKS: list[EventSink] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_sinks(store):
-    yield
-    while _SINKS:
-        _SINKS.pop().close()
-
-
-def make_ops(store: Store, tmp_path, **kw) -> tuple[Operations, str]:
-    s = store.create_store("fs-test")
-    sink = EventSink(store, s.id, None, tmp_path / f"events-{s.id}.jsonl")
-    _SINKS.append(sink)
-    ops = Operations(store, s.id, actor=ACTOR, events=sink, display_root="/mnt/memory/t", **kw)
-    ops.load()
-    return ops, s.id
-
-
-def make_limited_ops(store: Store, tmp_path, **limits: int) -> tuple[Operations, str, Store]:
-    """Operations over a second Store of the same database with other limits (closed at
-    teardown, after the sinks)."""
-    limited = Store(store.path, limits=Limits(**limits))
-    _SINKS.insert(0, _Closer(limited))
-    ops, sid = make_ops(limited, tmp_path)
-    return ops, sid, limited
+from tests.support import async_wait_until
+from tests.support.fsops import (  # noqa: F401 - _close_sinks: an autouse fixture
+    ACTOR,
+    CTX,
+    ROOT,
+    SINKS,
+    Ctx,
+    Fields,
+    _close_sinks,
+    events,
+    make_limited_ops,
+    make_ops,
+    raises,
+    read_file,
+    versions,
+    write_file,
+)
 
 
 @pytest.fixture
 def fs(store, tmp_path):
     return make_ops(store, tmp_path)
-
-
-def events(ops: Operations) -> list[dict]:
-    ops.events.flush()
-    with open(ops.events._file.name) as f:  # type: ignore[union-attr]
-        return [json.loads(line) for line in f]
-
-
-def versions(store: Store, sid: str) -> list:
-    return list(reversed(store.list_versions(sid, limit=100).data))
-
-
-async def write_file(ops: Operations, parent: int, name: bytes, data: bytes) -> int:
-    info, attrs = await ops.create(parent, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await ops.write(info.fh, 0, data)
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    return attrs.st_ino
-
-
-async def read_file(ops: Operations, ino: int) -> bytes:
-    info = await ops.open(ino, os.O_RDONLY, CTX)
-    data = await ops.read(info.fh, 0, 1 << 20)
-    await ops.release(info.fh)
-    return data
-
-
-async def raises(errno_: int, coro) -> None:
-    with pytest.raises(FUSEError) as e:
-        await coro
-    assert e.value.errno == errno_, os.strerror(e.value.errno)
 
 
 def test_errno_for_reads_the_table_of_errors():
@@ -563,7 +489,7 @@ async def test_session_actor_attribution(store, tmp_path):
     s = store.create_store("sess")
     sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
     sink = EventSink(store, s.id, sess.id, None)
-    _SINKS.append(sink)
+    SINKS.append(sink)
     ops = Operations(store, s.id, actor=Actor.session(sess.id), events=sink)
     ops.load()
     await write_file(ops, ROOT, b"a.md", b"a")
@@ -722,8 +648,8 @@ async def test_event_flusher_records_events_every_interval_until_stopped(fs, sto
             assert sink.pending == 0 and recorded() == 2
             await read_file(ops, ino)
             assert sink.pending == 2 and recorded() == 2  # a read's: queued on the request path
-            while sink.pending:  # noqa: ASYNC110 (the flush runs in a worker thread)
-                await trio.sleep(0.01)
+            # The flush runs in a worker thread: its signal is the queue emptied.
+            await async_wait_until(lambda: not sink.pending)
             assert recorded() == 4
             flusher.stop()
     slow = EventFlusher(sink, interval=60)
@@ -755,14 +681,13 @@ async def test_an_idle_event_flusher_sleeps_until_an_event_is_queued(fs, store):
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(flusher.run)
-            await trio.sleep(0.3)
+            await trio.sleep(0.3)  # the point: no tick within 0.3 s while nothing is queued
             assert ticks == []  # was one every 0.02 s
             t0 = trio.current_time()
             sink.emit([{"type": "agent.custom", "text": "x"}])
-            while sink.pending:  # noqa: ASYNC110 (the flush runs in a worker thread)
-                await trio.sleep(0.005)
+            await async_wait_until(lambda: not sink.pending)  # flushed, in a worker thread
             assert len(ticks) == 1 and 0.015 <= ticks[0] - t0 < 0.5
-            await trio.sleep(0.2)
+            await trio.sleep(0.2)  # the point: no tick after the batch, with nothing queued
             assert len(ticks) == 1
             flusher.stop()
     assert sink.on_queued is None
@@ -866,7 +791,7 @@ async def test_a_read_through_the_mount_records_its_event_pair(store, tmp_path):
     s = store.create_store("reads")
     sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
     sink = EventSink(store, s.id, sess.id, None)
-    _SINKS.append(sink)
+    SINKS.append(sink)
     ops = Operations(store, s.id, actor=Actor.session(sess.id), events=sink,
                      display_root="/mnt/memory/r")
     ops.load()
@@ -951,7 +876,7 @@ async def test_an_unlink_or_rename_gives_up_on_a_foreign_write_lock(fs, store, d
         await ops.write(info.fh, 0, b"a2")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.flush, info.fh)  # waits for the lock, holding the mutex
-            await trio.sleep(0.1)
+            await async_wait_until(ops._mutex.locked)
             t = time.monotonic()
             await raises(errno.EBUSY, ops.unlink(ROOT, b"a.md", CTX))
             assert time.monotonic() - t < DIRECTORY_PATIENCE + 0.5
@@ -1034,6 +959,7 @@ async def test_a_close_that_waited_for_an_unlink_of_its_file_drops_it_cleanly(fs
     answered EIO; it is a clean close, its event says the file was removed before it was
     saved."""
     import trio
+    import trio.testing
 
     ops, sid = fs
     ino = await write_file(ops, ROOT, b"a.md", b"old")
@@ -1042,9 +968,9 @@ async def test_a_close_that_waited_for_an_unlink_of_its_file_drops_it_cleanly(fs
     # ops._mutex: a request running now; the unlink, then the flush, queue behind it.
     async with trio.open_nursery() as nursery, ops._mutex:
         nursery.start_soon(ops.unlink, ROOT, b"a.md", CTX)
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()  # the unlink waits for the mutex
         nursery.start_soon(ops.flush, info.fh)  # the file is there: it will commit
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()  # and the flush, behind the unlink
     await ops.release(info.fh)
     assert store.tree(sid) == []
     rows = events(ops)

@@ -9,11 +9,13 @@ from functools import partial
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from memfs import api, errors
 from memfs.api import create_app
 from memfs.models import Actor
 from memfs.store import Store
+from tests.support import async_wait_until
 
 KEY = "group-key"
 ACTOR = Actor.api("apikey_group")
@@ -252,8 +254,7 @@ class _SlowStore:
     async def first_batch_taken(self) -> None:
         """Until the first batch has taken its writes (in its worker thread: a fixed sleep
         is not enough on a busy machine, and a later write would join it)."""
-        while not self.taken.is_set():  # noqa: ASYNC110 (set by a worker thread)
-            await trio.sleep(0.005)
+        await async_wait_until(self.taken.is_set)
 
 
 async def test_a_request_cancelled_while_waiting_never_writes_and_blocks_nobody():
@@ -274,11 +275,11 @@ async def test_a_request_cancelled_while_waiting_never_writes_and_blocks_nobody(
         n.start_soon(write, "first")  # commits a batch, held by store.go
         await store.first_batch_taken()
         n.start_soon(cancelled)
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()
         n.start_soon(write, "third")
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()
         waiting.cancel()
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()
         store.go.set()
     assert got == {"first": "first", "third": "third"}
     assert store.batches == [["first"], ["third"]]
@@ -308,9 +309,9 @@ async def test_the_next_batch_goes_on_when_a_waiting_request_is_cancelled_as_it_
             n.start_soon(write, "first", first)
             await store.first_batch_taken()
             n.start_soon(second)
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()
             n.start_soon(write, "third")
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()
             store.go.set()
     assert got == {"first": "first", "third": "third"}
     assert store.batches == [["first"], ["third"]]
@@ -400,7 +401,7 @@ async def test_writes_arriving_while_a_batch_waits_for_the_write_lock_join_it():
         async with trio.open_nursery() as n:
             for name in ("first", "second", "third"):
                 n.start_soon(write, name)
-                await trio.sleep(0.05)
+                await trio.testing.wait_all_tasks_blocked()
             store.unlocked.set()
     assert got == {"first": "first", "second": "second", "third": "third"}
     assert store.batches == [["first", "second", "third"]]
@@ -442,9 +443,9 @@ async def test_a_request_cancelled_just_after_it_is_woken_to_commit_still_commit
             n.start_soon(first)
             await store.first_batch_taken()
             n.start_soon(second)
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()
             n.start_soon(third)
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()
             store.go.set()
     assert got["first"] == "first" and got["third"] == "third"
     assert store.batches == [["first"], ["second", "third"]]

@@ -16,16 +16,17 @@ from memfs.fuse.history import HISTORY, History, HNode, version_name, version_xa
 from memfs.fuse.tree import Tree
 from memfs.models import MemoryVersion
 from memfs.store import Limits, Store
-
-from .test_fs_ops import (  # noqa: F401 - _close_sinks: an autouse fixture
+from tests.support.fsops import (  # noqa: F401 - _close_sinks: an autouse fixture
     CTX,
     ROOT,
     Fields,
     _close_sinks,
     events,
+    listdir,
     make_ops,
     raises,
     read_file,
+    replies,
     write_file,
 )
 
@@ -183,25 +184,6 @@ async def test_inodes_come_from_the_tree_allocator(store: Store) -> None:
 
 
 # -- the handlers ----------------------------------------------------------------------------
-
-
-def replies(monkeypatch) -> list[tuple[bytes, Any]]:
-    seen: list[tuple[bytes, Any]] = []
-
-    def reply(token, name, attr, next_id):
-        seen.append((bytes(name), attr))
-        return True
-
-    monkeypatch.setattr(pyfuse3, "readdir_reply", reply)
-    return seen
-
-
-async def listdir(ops, ino: int, monkeypatch) -> list[str]:
-    seen = replies(monkeypatch)
-    fh = await ops.opendir(ino, CTX)
-    await ops.readdir(fh, 0, None)
-    await ops.releasedir(fh)
-    return [n.decode() for n, _ in seen if n not in (b".", b"..")]
 
 
 async def test_root_hides_history_and_lookup_finds_it(store, tmp_path, monkeypatch) -> None:

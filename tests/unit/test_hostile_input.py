@@ -10,11 +10,13 @@ import json
 import httpx
 import pytest
 import trio
+import trio.testing
 from starlette.testclient import TestClient
 
 from memfs import api, errors
 from memfs.api import create_app
 from memfs.store.paging import _encode_cursor
+from tests.support import async_wait_until
 
 KEY = "test-key-1"
 LONE = "\ud800"
@@ -273,7 +275,7 @@ async def test_a_dripping_body_is_a_408(store, monkeypatch):
     scope_sent = []
 
     async def receive():
-        await trio.sleep(0.05)
+        await trio.sleep(0.05)  # the point: a client that sends a byte every 50 ms
         return {"type": "http.request", "body": next(chunks), "more_body": True}
 
     async def send(message):
@@ -393,7 +395,7 @@ async def test_idle_event_streams_share_one_poller(store):
         async with trio.open_nursery() as nursery:
             for sid in sessions:
                 nursery.start_soon(follow, sid)
-            await trio.sleep(1.0)
+            await trio.sleep(1.0)  # the point: how many polls in a second of 100 idle streams
             assert hub.polls <= 1.0 / 0.05 + 5, hub.polls
             store.send_events(sessions[7], [{"type": "user.message", "content": []}])
             for sid in sessions:
@@ -417,13 +419,12 @@ async def test_event_streams_keep_polling_when_the_poller_leaves(store):
         async with trio.open_nursery() as nursery:
             async with trio.open_nursery() as leaving:
                 leaving.start_soon(follow, first, [])  # the first stream polls for all
-                await trio.sleep(0.2)
+                await trio.testing.wait_all_tasks_blocked()
                 nursery.start_soon(follow, second, got)
-                await trio.sleep(0.2)
+                await trio.testing.wait_all_tasks_blocked()  # both streams follow
                 leaving.cancel_scope.cancel()
             polls = hub.polls
-            await trio.sleep(0.3)
-            assert hub.polls > polls  # the second stream took over
+            await async_wait_until(lambda: hub.polls > polls, 2)  # the second one took over
             store.send_events(second, [{"type": "user.message", "content": []}])
             store.delete_session(second)
     assert [f.split(b"\n")[0] for f in got] == [
@@ -492,7 +493,7 @@ async def test_a_body_slower_than_the_minimum_rate_is_a_408(store, monkeypatch):
     sent = []
 
     async def receive():
-        await trio.sleep(0.05)
+        await trio.sleep(0.05)  # the point: a client that sends a byte every 50 ms
         return {"type": "http.request", "body": next(chunks), "more_body": True}
 
     async def send(message):
@@ -552,9 +553,7 @@ async def test_unfinished_bodies_are_bounded_per_client_per_key_and_in_all(store
     async def hold(nursery, s: dict) -> None:
         before = uploads.active
         nursery.start_soon(stalled, s)
-        with trio.fail_after(2):
-            while uploads.active == before:  # noqa: ASYNC110 (a counter, not an event)
-                await trio.sleep(0.01)
+        await async_wait_until(lambda: uploads.active != before, 2)
 
     async with trio.open_nursery() as nursery:
         await hold(nursery, scope("10.0.0.1"))

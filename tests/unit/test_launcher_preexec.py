@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -40,6 +39,8 @@ def test_a_child_of_a_live_launcher_runs(preexec, tmp_path):
 def test_the_parent_death_signal_is_set(tmp_path):
     """The child gets the signal when its parent dies (here: an intermediate python that
     exits at once after starting it)."""
+    from tests.support import wait_until
+
     out = tmp_path / "out"
     script = (
         "import functools, os, subprocess, sys\n"
@@ -51,9 +52,6 @@ def test_the_parent_death_signal_is_set(tmp_path):
         "import time; time.sleep(0.5)\n"
     )
     subprocess.run([sys.executable, "-c", script], timeout=10, check=True)
-    for _ in range(500):
-        if out.exists():
-            break
-        time.sleep(0.01)
+    wait_until(out.exists)
     assert out.read_text() == "hup\n"
 

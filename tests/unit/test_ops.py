@@ -45,7 +45,7 @@ def test_readyz_is_200_while_the_database_answers_and_503_when_it_is_gone(tmp_pa
 
 
 def test_readyz_gives_up_on_a_database_that_hangs(store, monkeypatch) -> None:
-    monkeypatch.setattr(store, "ping", lambda: time.sleep(3))
+    monkeypatch.setattr(store, "ping", lambda: time.sleep(3))  # the point: a database that hangs
     c = TestClient(Health(store, timeout=0.2))
     t = time.monotonic()
     r = c.get("/readyz")

@@ -142,7 +142,7 @@ def test_without_postgresql_the_backend_tests_fail_in_ci_and_skip_elsewhere(tmp_
 
     root = Path(__file__).resolve().parents[2]
     (tmp_path / "no_pg.py").write_text(
-        "import tests.pgcluster\ntests.pgcluster.find_bin = lambda: None\n")
+        "import tests.support.pgcluster\ntests.support.pgcluster.find_bin = lambda: None\n")
     (tmp_path / "test_probe.py").write_text(
         "from tests.conftest import backend, pg_cluster  # noqa: F401\n\n"
         "def test_probe(backend):\n    assert backend.name\n")
@@ -155,7 +155,7 @@ def test_without_postgresql_the_backend_tests_fail_in_ci_and_skip_elsewhere(tmp_
     )
     out = r.stdout + r.stderr
     if outcome == "failed":  # an error in the fixture: the run fails
-        assert r.returncode != 0 and "PostgreSQL is required in CI" in out, out
+        assert r.returncode != 0 and "required in CI: PostgreSQL is not installed" in out, out
     else:
         assert r.returncode == 0 and "1 skipped" in out and "not installed" in out, out
 

@@ -160,11 +160,11 @@ async def test_the_change_hub_is_woken_by_notifications(pg_url: str) -> None:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow)
-            await trio.sleep(0.3)
+            await trio.sleep(0.3)  # the last write's notifications settle (nothing says when)
             polls = hub.polls
             elsewhere = other.create_store("elsewhere").id
             await _write_in_thread(other, elsewhere, "/x.md")
-            await trio.sleep(0.6)
+            await trio.sleep(0.6)  # the point: no poll and no frame within 0.6 s
             assert hub.polls == polls and not next_frame.is_set()
             nursery.cancel_scope.cancel()
         await stream.aclose()

@@ -20,7 +20,8 @@ from memfs.recall import embeddings, indexer
 from memfs.recall import search as recall_search
 from memfs.recall.words import snippet, words
 from memfs.store import Store
-from tests.conftest import Backend
+from tests.support import wait_until
+from tests.support.backend import Backend
 
 API = Actor.api("apikey_test")
 
@@ -239,9 +240,7 @@ def test_an_indexer_killed_mid_index_leaves_no_half_written_vector(
     p = subprocess.Popen([sys.executable, "-c", KILLED_INDEXER, backend.url, sid],
                          stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": "."})
     assert p.stdout and p.stdout.readline().strip() == "ready"
-    deadline = time.monotonic() + 60
-    while store.search_status(sid)["indexed"] < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: store.search_status(sid)["indexed"] >= 3, 60, interval=0.05)
     p.send_signal(signal.SIGKILL)
     p.wait()
     p.stdout.close()
@@ -256,7 +255,7 @@ def test_an_indexer_killed_mid_index_leaves_no_half_written_vector(
 
 class _Hang(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
-        time.sleep(10)
+        time.sleep(10)  # the point: a provider that never answers in time
 
     def log_message(self, *a: object) -> None:
         pass

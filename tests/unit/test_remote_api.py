@@ -16,7 +16,7 @@ from memfs.api import ChangeHub, create_app
 from memfs.client import SESSION_HEADER, Client
 from memfs.models import Actor
 from memfs.store import Limits, Store
-from tests.unit.test_client import through
+from tests.support.asgi import through
 
 KEY = "remote-test-key"
 
@@ -371,7 +371,7 @@ async def test_hub_one_poller_for_many_subscribers(store):
         for i in range(5):
             await trio.to_thread.run_sync(
                 lambda i=i: store.create_memory(sid, f"/m{i}.md", "x", actor=None))
-            await trio.sleep(0.01)
+            await trio.sleep(0.01)  # the point: changes a moment apart, each one its own
     elapsed = trio.current_time() - started
     for s in seen:
         assert s[0][0] == "ping"

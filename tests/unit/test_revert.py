@@ -11,7 +11,7 @@ import pytest
 from memfs import Actor, LimitExceeded, NotFound, StoreArchived
 from memfs.revert import Version, plan, render
 from memfs.store import Limits, Store
-from tests.conftest import Backend
+from tests.support.backend import Backend
 
 USER = Actor.user("user_alice")
 OTHER = Actor.user("user_bob")

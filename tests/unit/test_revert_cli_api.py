@@ -16,7 +16,7 @@ from memfs.client import Client
 from memfs.revert import EXIT_LEFT
 from memfs.rules import api_key_id
 from memfs.store import Store, local_user_actor
-from tests.unit.test_client import through
+from tests.support.asgi import through
 
 KEY = "sk-revert-test"
 USER = Actor.user("user_alice")

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from memfs import Actor, NotFound, PathConflict
 from memfs.store import Limits, Store
-from tests.conftest import Backend
+from tests.support.backend import Backend
 
 EXAMPLES = int(os.environ.get("MEMFS_REVERT_EXAMPLES", "400"))
 PATHS = ["/a", "/b", "/c", "/d", "/d/e"]

@@ -17,21 +17,12 @@ from memfs.client import AsyncClient, Client
 from memfs.models import Actor
 from memfs.recall.indexer import Indexer
 from memfs.recall.search import Hit, Result
-from tests.embedserver import scripted_service
-from tests.unit.test_client import through
+from tests.support.asgi import through
+from tests.support.embedserver import scripted_service
+from tests.support.memories import BY_MEANING, MEMORIES
 
 KEY = "search-test-key"
 API = Actor.api("apikey_test")
-#: A tiny store: every memory answers one question asked in other words.
-MEMORIES = {
-    "/people/oncall.md": "Priya carries the pager on weeknights; escalate to Marc after 20 "
-                         "minutes.",
-    "/prefs/editor.md": "I write code in vim with tabs, never spaces.",
-    "/decisions/db.md": "We chose PostgreSQL over MySQL in March for its JSON support.",
-    "/home/breakfast.md": "Le café du matin se prend sans sucre, avec un peu de lait d'avoine.",
-}
-#: No word of it is in the memory it means (/decisions/db.md): meaning alone finds it.
-BY_MEANING = "which database did we pick"
 HIT_KEYS = {"type", "path", "memory_id", "score", "snippet", "matched", "updated_at"}
 RESULT_KEYS = {"type", "data", "meaning", "note", "indexed", "memories", "model"}
 STATUS_KEYS = {"type", "store_id", "name", "memories", "indexed", "model", "indexing",

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from memfs.cli import cli
 from memfs.cli import search as cli_search
 from memfs.models import Actor
-from tests.embedserver import scripted_service
-from tests.unit.test_cli import assert_error
-from tests.unit.test_search_api import BY_MEANING, MEMORIES
+from tests.support.cli import assert_error
+from tests.support.embedserver import scripted_service
+from tests.support.memories import BY_MEANING, MEMORIES
 
 API = Actor.api("apikey_test")
 LINE = re.compile(r"^(/\S+) +([01]\.\d{3})  (.+)$")
@@ -191,7 +191,7 @@ def test_with_url_the_server_answers(store, sid, monkeypatch):
 
     from memfs import client
     from memfs.api import create_app
-    from tests.unit.test_client import through
+    from tests.support.asgi import through
 
     store.use_embeddings("local")
     store.index_store(sid)

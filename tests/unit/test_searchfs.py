@@ -23,16 +23,17 @@ from memfs.models import Session, SessionResource
 from memfs.recall.search import Hit, Result
 from memfs.snapshot import SnapshotStore
 from memfs.store import Store
-from tests.conftest import Backend
-
-from .test_fs_ops import (  # noqa: F401 - _close_sinks: an autouse fixture
-    _SINKS,
+from tests.support import wait_until
+from tests.support.backend import Backend
+from tests.support.fsops import (  # noqa: F401 - _close_sinks: an autouse fixture
     CTX,
     ROOT,
+    SINKS,
     Ctx,
     Fields,
     _close_sinks,
     events,
+    listdir,
     make_ops,
     raises,
     read_file,
@@ -271,8 +272,6 @@ async def test_every_change_under_search_is_erofs_and_logged(store: Store, tmp_p
 
 
 async def test_hidden_from_the_root_listing_and_listed_empty(store, tmp_path, monkeypatch) -> None:
-    from .test_historyfs import listdir
-
     ops, sid = make_ops(store, tmp_path)
     store.write_path(sid, "/.search/x.md", "pizza from the API", actor=ACTOR)  # shadowed
     store.write_path(sid, "/y.md", "pizza", actor=ACTOR)
@@ -323,7 +322,7 @@ async def test_a_snapshot_mount_has_no_search(store, tmp_path) -> None:
     await memories(ops)
     snap = SnapshotStore(store, store.snapshot(sid, "2999-01-01T00:00:00Z"))
     sink = EventSink(store, sid, None, None)
-    _SINKS.append(sink)
+    SINKS.append(sink)
     past = Operations(snap, sid, actor=ACTOR, read_only=True, events=sink)
     past.load()
     assert past.search is None
@@ -364,7 +363,7 @@ async def test_on_both_backends_deleted_is_never_found(backend: Backend, tmp_pat
     await ops.unlink(ROOT, b"lunch.md", CTX)
     assert "/mnt/memory/t/lunch.md" not in [
         r[0] for r in lines((await ask(ops, "Friday pizza lunch"))[1])]
-    _SINKS.remove(ops.events)  # type: ignore[arg-type]
+    SINKS.remove(ops.events)  # type: ignore[arg-type]
     ops.events.close()  # type: ignore[union-attr] - before the backend closes its store
 
 
@@ -409,10 +408,8 @@ def test_a_mount_daemon_indexes_its_stores_while_mounted(store, monkeypatch) -> 
     indexer = start_indexer(store, sids)
     assert indexer is not None
     try:
-        deadline = time.monotonic() + 30
-        while any(store.search_status(s)["indexed"] < 1 for s in sids):
-            assert time.monotonic() < deadline, [store.search_status(s) for s in sids]
-            time.sleep(0.05)
+        wait_until(lambda: all(store.search_status(s)["indexed"] >= 1 for s in sids), 30,
+                   interval=0.05, what="both stores indexed")
     finally:
         indexer.stop()
     assert not indexer._thread.is_alive()  # noqa: SLF001

@@ -269,7 +269,7 @@ def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     api.serve()
     try:
-        time.sleep(0.2)
+        time.sleep(0.2)  # the point: no server starts by itself meanwhile
         assert not api._ready.is_set()  # nobody connected yet: no server started
         with Client(api.url, world["token"].token) as c:
             assert {s.id for s in c.list_stores().data} == {world["a"], world["b"]}
@@ -361,6 +361,8 @@ async def test_a_token_s_stream_ends_once_the_token_is_no_longer_valid(
                                  headers={"x-api-key": world["token"].token}) as c:
 
         async def stop_the_session() -> None:
+            # The stream is open by then: the in-process transport shows nothing of it
+            # before it ends, so no signal to wait for.
             await trio.sleep(0.5)
             await trio.to_thread.run_sync(store.set_session_status, world["s"], "idle")
 

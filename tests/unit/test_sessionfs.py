@@ -15,8 +15,7 @@ from memfs.fuse.ops import Operations
 from memfs.fuse.session import INODE_SHIFT, Member, SessionOperations
 from memfs.fuse.toolevents import EventSink
 from memfs.store import Store
-
-from .test_fs_ops import CTX
+from tests.support.fsops import CTX
 
 ROOT = pyfuse3.ROOT_INODE
 ACTOR = Actor.user("user_test")
@@ -194,6 +193,7 @@ def test_only_fresh_trees_can_be_composed(store: Store, tmp_path):
 
 async def test_requests_to_a_store_wait_until_its_tree_is_loaded(store: Store, tmp_path):
     import trio
+    import trio.testing
 
     s = store.create_store("slow")
     store.create_memory(s.id, "/a.md", "a", actor=ACTOR)
@@ -209,7 +209,7 @@ async def test_requests_to_a_store_wait_until_its_tree_is_loaded(store: Store, t
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lookup)
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()  # the lookup is parked
         assert got == []  # waiting, not answering ENOENT from an empty tree
         await sops.load(0)
     assert got[0].st_ino >> INODE_SHIFT == 1

@@ -4,7 +4,6 @@ every version boundary equals replaying the history up to it."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
@@ -20,6 +19,7 @@ from memfs.models import Actor, Snapshot
 from memfs.rules import format_time
 from memfs.snapshot import SnapshotStore
 from memfs.store import EMPTY_SHA256, Limits, Store
+from tests.support import wait_until
 
 KEY = "snapshot-test-key"
 USER = Actor.user("user_tt")
@@ -33,8 +33,7 @@ def _tick() -> str:
     """Now, as the store writes times, once the clock has moved past it (so that the next
     write is strictly later than the time returned)."""
     t = format_time(datetime.now(UTC))
-    while format_time(datetime.now(UTC)) == t:
-        time.sleep(0.00001)
+    wait_until(lambda: format_time(datetime.now(UTC)) != t, interval=0.00001)
     return t
 
 

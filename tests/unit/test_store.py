@@ -28,7 +28,7 @@ from memfs import (
     StoreArchived,
 )
 from memfs.store import Limits, Store, format_time, new_id, parse_time
-from tests.conftest import Backend
+from tests.support.backend import Backend
 
 API = Actor.api("apikey_test")
 USER = Actor.user("user_alice")

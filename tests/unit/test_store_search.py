@@ -6,7 +6,7 @@ import pytest
 
 from memfs import Actor, InvalidRequest, NotFound
 from memfs.store import Store
-from tests.conftest import Backend
+from tests.support.backend import Backend
 
 API = Actor.api("apikey_test")
 

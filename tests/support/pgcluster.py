@@ -140,7 +140,7 @@ while os.path.exists(top):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
         shutil.rmtree(top, ignore_errors=True)
         break
-    time.sleep(0.5)
+    time.sleep(0.5)  # a poll: nothing wakes a process when another it did not start ends
 """
 
 

@@ -1,0 +1,62 @@
+"""A real ``memfs serve`` in a subprocess, on a free loopback port: :func:`start_server`
+waits for its address line, :func:`stop_server` stops it with SIGTERM and returns its exit
+status."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support import wait_until
+
+#: The API key the integration tests' servers are started with.
+KEY = "sk-memfs-integration"
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, stderr: Path) -> None:
+        self.proc, self.url, self.stderr = proc, url, stderr
+
+
+def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None, db: str | None = None) -> Server:
+    """Start ``memfs serve --port 0`` and wait (with a deadline) for its address line.
+    ``db``: the ``--db`` (default: memfs.db in ``tmp``; "": none, MEMFS_DB names it)."""
+    stderr = tmp / "serve.err"
+    db_args = [] if db == "" else ["--db", db or str(tmp / "memfs.db")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", *db_args, "serve", "--port", "0",
+         *args],
+        stdout=subprocess.DEVNULL, stderr=stderr.open("wb"),
+        env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
+    )
+
+    def address() -> str | None:
+        m = re.search(r"serving (http://\S+)", stderr.read_text())
+        if m:
+            return m.group(1)
+        if proc.poll() is not None:
+            raise AssertionError(f"memfs serve exited {proc.returncode}: {stderr.read_text()}")
+        return None
+
+    try:
+        url = wait_until(address, 20, interval=0.05)
+    except TimeoutError:
+        proc.kill()
+        raise AssertionError(f"memfs serve did not start: {stderr.read_text()}") from None
+    return Server(proc, url, stderr)
+
+
+def stop_server(server: Server) -> int:
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        return server.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
+        raise AssertionError("memfs serve ignored SIGTERM") from None

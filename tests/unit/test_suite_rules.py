@@ -1,0 +1,60 @@
+"""The rules of the test suite itself (issue 21): no test module imports another (or a
+conftest: fixtures come from conftest.py by pytest, helpers from tests/support), and one "skip
+here, fail in CI" gate (:func:`tests.support.need`) instead of copies that read ``CI`` or skip
+on what the machine lacks."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+SUPPORT = TESTS / "support"
+
+#: Skips that are not about the machine, so not the gate's: an opt-in suite that costs tokens
+#: (never in CI), and a test that reruns its own module and must not recurse.
+NOT_THE_GATE = {"integration/test_real_api.py", "integration/test_sandbox.py"}
+
+
+def _sources() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*.py") if ".venv" not in p.parts)
+
+
+def _imported(path: Path) -> set[str]:
+    """The modules ``path`` imports (anywhere in it), as dotted names; relative ones resolved
+    against its package."""
+    package = path.relative_to(TESTS.parent).parent.parts
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = list(package[:len(package) - node.level + 1]) if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_no_test_module_imports_another_or_a_conftest() -> None:
+    offenders = {}
+    for path in _sources():
+        bad = {m for m in _imported(path) if m.startswith("tests.") and (
+            m.rsplit(".", 1)[-1].startswith("test_") or m.rsplit(".", 1)[-1] == "conftest")}
+        if bad:
+            offenders[str(path.relative_to(TESTS))] = sorted(bad)
+    assert not offenders, f"move what they share to tests/support: {offenders}"
+
+
+def test_one_gate_skips_here_and_fails_in_ci() -> None:
+    offenders = []
+    for path in _sources():
+        name = str(path.relative_to(TESTS))
+        if path.is_relative_to(SUPPORT) or name in NOT_THE_GATE or path == Path(__file__):
+            continue
+        text = path.read_text()
+        for needle in ('environ.get("CI")', "pytest.skip(", "mark.skipif", "importorskip"):
+            if needle in text:
+                offenders.append(f"{name}: {needle}")
+    assert not offenders, f"use tests.support.need(condition, why): {offenders}"
+
