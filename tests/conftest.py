@@ -5,10 +5,15 @@ once per test session, :mod:`tests.support.pgcluster`, and one database in it, e
 each test). Without PostgreSQL installed the PostgreSQL runs skip, except when ``CI=true``:
 then they fail (:func:`tests.support.need`, the one gate). Helpers the tests share are in
 :mod:`tests.support`; no test module imports another.
+
+A test fails when memfs logs an ERROR (or worse) during it, unless it says it expects that:
+``@pytest.mark.allow_error_logs`` (a test, or a module's ``pytestmark``), or the
+``error_logs`` fixture, which also hands it the records to look at.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +23,59 @@ import pytest
 from memfs.store import Limits, Store
 from tests.support import need
 from tests.support.backend import Backend
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "allow_error_logs: the test expects memfs to log errors (see tests/conftest.py)")
+
+
+class _ErrorRecords(logging.Handler):
+    """Keeps every record at ERROR or above that reaches it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _describe(record: logging.LogRecord) -> str:
+    text = f"{record.levelname} {record.name}: {record.getMessage()}"
+    if record.exc_info and record.exc_info[1] is not None:
+        e = record.exc_info[1]
+        text += f" [{type(e).__name__}: {e}]"
+    return text
+
+
+@pytest.fixture(autouse=True)
+def _no_unexpected_error_logs(request: pytest.FixtureRequest
+                              ) -> Iterator[list[logging.LogRecord]]:
+    """Fail the test if a ``memfs`` logger logged at ERROR or above while it ran (its fixtures
+    too), unless it expects that (``allow_error_logs``, ``error_logs``): an error logged and
+    carried on from is a bug nobody sees, in a test that passes."""
+    handler = _ErrorRecords()
+    logger = logging.getLogger("memfs")
+    logger.addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)
+    expected = (request.node.get_closest_marker("allow_error_logs") is not None
+                or "error_logs" in request.fixturenames)
+    if handler.records and not expected:
+        lines = "\n".join(f"  {_describe(r)}" for r in handler.records)
+        pytest.fail(f"memfs logged {len(handler.records)} error(s) this test does not expect "
+                    f"(mark it allow_error_logs, or ask for error_logs, if it should):\n{lines}",
+                    pytrace=False)
+
+
+@pytest.fixture
+def error_logs(_no_unexpected_error_logs: list[logging.LogRecord]) -> list[logging.LogRecord]:
+    """The ERROR records memfs logs during the test, which the test expects (so they do not
+    fail it): a test asks for this to say so, and may look at them."""
+    return _no_unexpected_error_logs
 
 
 @pytest.fixture(autouse=True)

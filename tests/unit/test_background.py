@@ -13,6 +13,9 @@ from memfs.background import Failures, supervised
 
 log = logging.getLogger("memfs.test.background")
 
+#: Bugs in background rounds are logged at ERROR on purpose here; each test checks what was.
+pytestmark = pytest.mark.allow_error_logs
+
 
 def records(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
     return [(r.levelname, r.getMessage(), bool(r.exc_info)) for r in caplog.records

@@ -82,7 +82,7 @@ def test_reads_never_wait_on_a_writer_that_waits(db_path):
 
 
 @pytest.mark.parametrize("how", ["rm", "mv", "overwrite"])
-def test_a_replaced_file_refuses_writes(db_path, tmp_path, how):
+def test_a_replaced_file_refuses_writes(db_path, tmp_path, how, error_logs):
     store = Store(db_path)
     sid = store.create_store("s").id
     other = str(tmp_path / "other.db")
@@ -99,8 +99,12 @@ def test_a_replaced_file_refuses_writes(db_path, tmp_path, how):
     with pytest.raises(errors.DatabaseGone):
         store.check_file()
     store.close()
+    # Said once, at ERROR: the process goes on refusing writes, its operator must act.
+    assert [r.levelname for r in error_logs] == ["ERROR"]
+    assert "while in use" in error_logs[0].getMessage()
 
 
+@pytest.mark.allow_error_logs  # the database says at ERROR that its file was replaced
 def test_a_commit_into_a_file_replaced_meanwhile_is_reported_as_failed(db_path, tmp_path):
     store = Store(db_path)
     store.create_store("s")
@@ -368,6 +372,7 @@ def _replace(how: str, other: str, db_path: str) -> None:
         os.unlink(db_path)
 
 
+@pytest.mark.allow_error_logs  # the database says at ERROR that its file was replaced
 @pytest.mark.parametrize("noticed_by", ["check_file", "close"])
 @pytest.mark.parametrize("how", ["mv", "cp"])
 def test_a_replaced_database_file_stays_intact_and_gets_none_of_our_wal(
@@ -405,6 +410,7 @@ def test_a_replaced_database_file_stays_intact_and_gets_none_of_our_wal(
     assert _seen_by_another_process(db_path) == theirs  # and stays so
 
 
+@pytest.mark.allow_error_logs  # the database says at ERROR that its file was replaced
 def test_a_deleted_database_file_leaves_no_wal_for_a_new_one_at_its_path(db_path):
     """A database made later at the same path must not pick up the deleted one's WAL."""
     ours = _filled(db_path, "ours", 30, synchronous="NORMAL", checkpoint_pages=100_000)
@@ -421,6 +427,7 @@ def test_a_deleted_database_file_leaves_no_wal_for_a_new_one_at_its_path(db_path
     assert _seen_by_another_process(db_path) == expected
 
 
+@pytest.mark.allow_error_logs  # the database says at ERROR that its file was replaced
 def test_a_write_into_the_copy_by_another_process_survives_our_close(db_path, tmp_path):
     """`cp` over the file (the same inode), with nothing of ours left to checkpoint: had we
     kept our connections open, the other process's close could not checkpoint (our shared
@@ -480,6 +487,7 @@ def test_patience_bounds_every_wait_for_the_write_lock(db_path):
     store.close()
 
 
+@pytest.mark.allow_error_logs  # the database says at ERROR that its file was replaced
 @pytest.mark.parametrize("how", ["moved away", "replaced"])
 def test_a_database_moved_away_keeps_every_commit(db_path, tmp_path, how):
     """`mv x.db elsewhere.db` under a running mount: the file we have open is still our

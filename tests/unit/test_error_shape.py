@@ -93,7 +93,7 @@ def test_every_error_path_is_the_envelope(client, store):
         check(r, status)
 
 
-def test_a_handler_bug_is_a_500_envelope(client, store, monkeypatch, caplog):
+def test_a_handler_bug_is_a_500_envelope(client, store, monkeypatch, error_logs):
     def boom(*a, **kw):
         raise RuntimeError("secret internals")
 
@@ -101,9 +101,12 @@ def test_a_handler_bug_is_a_500_envelope(client, store, monkeypatch, caplog):
     r = client.get("/v1/memory_stores")
     err = check(r, 500)
     assert err["type"] == "api_error" and "secret" not in err["message"]
+    # The server's log has it all, with its traceback.
+    [logged] = error_logs
+    assert logged.getMessage() == "GET /v1/memory_stores failed" and logged.exc_info
 
 
-def test_an_unrenderable_result_is_a_500_envelope(client, store, monkeypatch):
+def test_an_unrenderable_result_is_a_500_envelope(client, store, monkeypatch, error_logs):
     """What the store returns cannot be encoded (a lone surrogate from an old database): the
     envelope, not Starlette's plain-text 500."""
     bad = MemoryStore(id="memstore_x", name="\ud800", description="", metadata={},
@@ -111,6 +114,7 @@ def test_an_unrenderable_result_is_a_500_envelope(client, store, monkeypatch):
                       archived_at=None)
     monkeypatch.setattr(store, "get_store", lambda *a, **kw: bad)
     check(client.get("/v1/memory_stores/memstore_x"), 500)
+    assert [r.getMessage() for r in error_logs] == ["GET /v1/memory_stores/memstore_x failed"]
 
 
 async def test_a_stalled_body_is_a_408_envelope(store, monkeypatch):

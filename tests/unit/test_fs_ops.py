@@ -473,7 +473,7 @@ async def test_a_stale_state_from_the_feed_does_not_undo_a_newer_one(fs, store):
     assert (await ops.lookup(moved, b"f.md", CTX)).st_ino == ino
 
 
-async def test_a_bug_answers_eio_instead_of_crashing(fs, monkeypatch):
+async def test_a_bug_answers_eio_instead_of_crashing(fs, monkeypatch, error_logs):
     ops, _ = fs
 
     def boom(*a, **kw):
@@ -483,6 +483,8 @@ async def test_a_bug_answers_eio_instead_of_crashing(fs, monkeypatch):
     info, _ = await ops.create(ROOT, b"x.md", 0o100644, os.O_WRONLY, CTX)
     await ops.write(info.fh, 0, b"x")
     await raises(errno.EIO, ops.flush(info.fh))
+    [logged] = error_logs  # with its traceback, in the mount's log
+    assert logged.getMessage() == "bug in flush; answering EIO" and logged.exc_info
 
 
 async def test_session_actor_attribution(store, tmp_path):

@@ -29,7 +29,8 @@ def test_healthz_answers_without_a_key(store) -> None:
         assert c.get("/v1/memory_stores").status_code == 401
 
 
-def test_readyz_is_200_while_the_database_answers_and_503_when_it_is_gone(tmp_path) -> None:
+def test_readyz_is_200_while_the_database_answers_and_503_when_it_is_gone(
+        tmp_path, error_logs) -> None:
     store = Store(tmp_path / "a.db")
     try:
         with TestClient(create_app(store, [KEY])) as c:
@@ -40,6 +41,8 @@ def test_readyz_is_200_while_the_database_answers_and_503_when_it_is_gone(tmp_pa
             assert r.status_code == 503, r.text
             assert r.json()["status"] == "unavailable"
             assert "a.db" not in r.text  # no path of the database to a caller without a key
+        # The database said so at ERROR, once.
+        assert ["deleted while in use" in r.getMessage() for r in error_logs] == [True]
     finally:
         store.close()
 

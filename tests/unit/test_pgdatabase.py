@@ -82,7 +82,7 @@ def test_connections_lost_between_calls_are_replaced(pg_cluster):
         pg_cluster.drop_database(name)
 
 
-def test_a_database_gone_is_a_storage_error_and_a_503(pg_cluster):
+def test_a_database_gone_is_a_storage_error_and_a_503(pg_cluster, error_logs):
     from starlette.testclient import TestClient
 
     from memfs.api import create_app
@@ -104,6 +104,9 @@ def test_a_database_gone_is_a_storage_error_and_a_503(pg_cluster):
             assert r.json()["type"] == "error"
     finally:
         s.close()
+    # The app's start looks for dreams left running: one ERROR, with its traceback (where the
+    # dream sweeper says a database away in one warning line; reported).
+    assert [r.getMessage() for r in error_logs] == ["could not look for dreams left running"]
 
 
 def test_a_writer_held_up_past_its_patience_is_busy(pg_cluster, monkeypatch):

@@ -416,7 +416,7 @@ def test_a_mount_daemon_indexes_its_stores_while_mounted(store, monkeypatch) -> 
 
 
 def test_no_indexer_without_a_provider_a_local_store_or_a_live_store(
-        store, monkeypatch, caplog) -> None:
+        store, monkeypatch, error_logs) -> None:
     sid = store.create_store("s").id
     store.write_path(sid, "/a.md", "the on-call rota", actor=ACTOR)
     assert start_indexer(store, [sid]) is None  # MEMFS_EMBEDDINGS=none
@@ -429,7 +429,7 @@ def test_no_indexer_without_a_provider_a_local_store_or_a_live_store(
     fresh = Store(store.path)
     try:
         assert start_indexer(fresh, [sid]) is None
-        assert "names no provider" in caplog.text
+        assert [r.getMessage() for r in error_logs if "names no provider" in r.getMessage()]
         result = fresh.search(sid, "rota")
         assert [h.path for h in result.hits] == ["/a.md"] and not result.meaning
     finally:

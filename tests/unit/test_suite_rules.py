@@ -1,11 +1,14 @@
 """The rules of the test suite itself (issue 21): no test module imports another (or a
-conftest: fixtures come from conftest.py by pytest, helpers from tests/support), and one "skip
+conftest: fixtures come from conftest.py by pytest, helpers from tests/support), one "skip
 here, fail in CI" gate (:func:`tests.support.need`) instead of copies that read ``CI`` or skip
-on what the machine lacks."""
+on what the machine lacks, and an ERROR that memfs logs fails the test that did not expect it."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -58,3 +61,48 @@ def test_one_gate_skips_here_and_fails_in_ci() -> None:
                 offenders.append(f"{name}: {needle}")
     assert not offenders, f"use tests.support.need(condition, why): {offenders}"
 
+
+PROBE = '''
+import logging
+
+import pytest
+
+log = logging.getLogger("memfs.probe")
+
+
+def test_unexpected():
+    log.error("something broke")
+
+
+@pytest.mark.allow_error_logs
+def test_marked():
+    log.error("expected")
+
+
+def test_asked(error_logs):
+    log.error("expected too")
+    assert [r.getMessage() for r in error_logs] == ["expected too"]
+
+
+def test_a_warning_is_no_error():
+    log.warning("fine")
+    logging.getLogger("elsewhere").error("not memfs's")
+'''
+
+
+def test_an_error_memfs_logs_fails_the_test_unless_it_expects_it(tmp_path: Path) -> None:
+    """tests/conftest.py's check: an ERROR of a memfs logger fails the test that did not say
+    it expects one (``allow_error_logs``, ``error_logs``); a warning, or another library's
+    error, does not."""
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    root = TESTS.parent
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
+         "-q", "--rootdir", str(root), "-c", str(root / "pyproject.toml"),
+         str(tmp_path / "test_probe.py"), "-rA"],
+        cwd=root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    out = r.stdout + r.stderr
+    assert "4 passed, 1 error" in out, out
+    assert "ERROR memfs.probe: something broke" in out, out
+    assert "ERROR at teardown of test_unexpected" in out, out

@@ -292,7 +292,7 @@ def test_each_step_of_an_export_may_run_in_another_thread(store):
 
 @pytest.mark.parametrize("spec", ["2.1", "2.4"])
 @pytest.mark.parametrize("via", ["api", "console"])
-def test_a_download_cut_short_releases_the_export_snapshot(store, via, spec):
+def test_a_download_cut_short_releases_the_export_snapshot(store, via, spec, error_logs):
     """A client gone mid-download: Starlette stops the stream (ASGI 2.1, hypercorn's: on
     http.disconnect; 2.4: when a send fails), and the export, closed with the response, lets
     its snapshot go at once."""
@@ -357,6 +357,10 @@ def test_a_download_cut_short_releases_the_export_snapshot(store, via, spec):
     assert len(bodies) < 5  # and stopped early
     assert held[-1] == 0
     assert not _checkpoint_blocked(store)
+    # The API's last net logs a send that fails (ASGI 2.4) as a bug, with its traceback:
+    # a client that went away is not one (reported; hypercorn speaks 2.1, so it is unseen).
+    gone = ["ClientDisconnect"] if (via, spec) == ("api", "2.4") else []
+    assert [type(r.exc_info[1]).__name__ for r in error_logs if r.exc_info] == gone
 
 
 def test_a_memory_id_taken_elsewhere_refuses_the_exact_restore(store, other):
