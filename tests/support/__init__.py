@@ -1,13 +1,19 @@
 """What the tests share, in one place: test modules import from here (or get fixtures from a
-``conftest.py``), never from one another.
+``conftest.py``), never from one another (tests/unit/test_suite_rules.py checks it).
 
 The gate and the waits are here; the rest by what it stands in for:
 :mod:`~tests.support.server` (a real ``memfs serve``), :mod:`~tests.support.mount` (a real
-``memfs mount`` and the FUSE checks around it), :mod:`~tests.support.messages` (a scripted
-Messages API: the memory tool's and a dream's model), :mod:`~tests.support.embedserver` (a
-scripted embedding service), :mod:`~tests.support.pgcluster` (a throwaway PostgreSQL cluster),
-:mod:`~tests.support.posix_checks`, :mod:`~tests.support.fsops` (the handlers driven in-process)
-and :mod:`~tests.support.asgi` (the API app behind an httpx transport).
+``memfs mount`` and the FUSE checks around it), :mod:`~tests.support.session` (``memfs run``),
+:mod:`~tests.support.remote` (remote mounts of a server), :mod:`~tests.support.messages` (a
+scripted Messages API: the memory tool's and a dream's model),
+:mod:`~tests.support.embedserver` (a scripted embedding service) and
+:mod:`~tests.support.memories` (the search tests' store), :mod:`~tests.support.pgcluster` (a
+throwaway PostgreSQL cluster) and :mod:`~tests.support.backend` (a test's database on either
+backend), :mod:`~tests.support.posix_checks`, :mod:`~tests.support.fsops` (the handlers driven
+in-process), :mod:`~tests.support.asgi` (the API app behind an httpx transport),
+:mod:`~tests.support.cli` (every command; a failed command's one line),
+:mod:`~tests.support.console` (the browser tests' sign-in) and :mod:`~tests.support.repo` (a
+copy of the repository).
 
 ``need(condition, why)`` is the one "skip here, fail in CI" gate: what the machine lacks (FUSE,
 root, PostgreSQL, a browser, pjdfstest's sources) skips a test locally and fails it when
