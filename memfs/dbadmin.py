@@ -1,7 +1,7 @@
 """``memfs db migrate`` and ``memfs db copy``: a whole database at this memfs's schema.
 
-:func:`schema_status` says which of this memfs's migrations a database has (its backend's:
-SQLite's in :mod:`memfs.store.schema`, PostgreSQL's in :mod:`memfs.backends.postgresql`),
+:func:`schema_status` says which of this memfs's migrations a database has (its backend's,
+from :mod:`memfs.store.schema`, which holds both backends'),
 :func:`migrate` applies those it lacks (opening a :class:`~memfs.store.Store` does), and
 :func:`copy` copies a database into a new one of either backend: both are checked to be at
 this memfs's schema, the destination is made and migrated by a Store, and
@@ -41,13 +41,7 @@ def schema_status(db: Database) -> SchemaStatus:
     """The migrations ``db`` has and those this memfs knows for its backend."""
     from .store import schema
 
-    if db.dialect == "postgresql":
-        from .backends import postgresql
-
-        known = [name for name, _ in postgresql.MIGRATIONS]
-    else:
-        known = [fn.__name__ for fn in schema._MIGRATIONS]
-    return read_schema_status(db, schema.MIGRATION_SET, known)
+    return read_schema_status(db, schema.MIGRATION_SET, schema.migration_names(db.dialect))
 
 
 def migrate(target: str, *, check: bool = False) -> tuple[SchemaStatus, SchemaStatus]:

@@ -1,19 +1,18 @@
 """The databases under a store: what a store needs of one (:class:`Database`, typed in
 :mod:`~memfs.backends.protocol`), its two implementations, SQLite
 (:mod:`~memfs.backends.sqlite`, over the file handling of :mod:`~memfs.backends.files`) and
-PostgreSQL (:mod:`~memfs.backends.postgresql`, with its migrations), what a ``--db`` value
-names and the checks made before opening it (:mod:`~memfs.backends.targets`), a whole
-database copied between them and verified (:mod:`~memfs.backends.copy`, the engine of ``memfs
-db copy``), the watches that wake a process when another one commits
-(:mod:`~memfs.backends.pgwatch`, LISTEN/NOTIFY, and :mod:`~memfs.backends.watch`, inotify,
-with the process's shared watch of each database), and :func:`open_database`, the one place a
-database is opened. Backends know nothing of memory stores: they may import
-:mod:`memfs.errors`, :mod:`memfs.models` and recall's schema (:mod:`memfs.recall.schema`, a
-migration of both), nothing above them. Only the watches use trio (their waiters are trio
-tasks); this package's ``__init__`` imports neither them nor psycopg, which a database of the
-other kind never loads. Inside the package a module imports only those before it:
-``protocol``, ``files``, ``targets``, ``sqlite``, ``postgresql``, ``copy``, ``pgwatch``,
-``watch``.
+PostgreSQL (:mod:`~memfs.backends.postgresql`), what a ``--db`` value names and the checks
+made before opening it (:mod:`~memfs.backends.targets`), a whole database copied between them
+and verified (:mod:`~memfs.backends.copy`, the engine of ``memfs db copy``), the watches that
+wake a process when another one commits (:mod:`~memfs.backends.pgwatch`, LISTEN/NOTIFY, and
+:mod:`~memfs.backends.watch`, inotify, with the process's shared watch of each database), and
+:func:`open_database`, the one place a database is opened. Backends know nothing of memory
+stores, nor of the schema (:mod:`memfs.store.schema` migrates a database through the
+connections given here): they may import :mod:`memfs.errors` and :mod:`memfs.models`, nothing
+above them. Only the watches use trio (their waiters are trio tasks); this package's
+``__init__`` imports neither them nor psycopg, which a database of the other kind never loads.
+Inside the package a module imports only those before it: ``protocol``, ``files``,
+``targets``, ``sqlite``, ``postgresql``, ``copy``, ``pgwatch``, ``watch``.
 """
 
 from __future__ import annotations

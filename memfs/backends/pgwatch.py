@@ -1,7 +1,7 @@
 """Waking on a PostgreSQL database's change feed, instead of polling it: LISTEN/NOTIFY.
 
 Every insert into ``changes`` notifies the channel :data:`CHANNEL` with the store's id as the
-payload (a trigger of :mod:`memfs.backends.postgresql`'s migration ``m002_changes_notify``).
+payload (a trigger of PostgreSQL's migration ``m002_changes_notify``, :mod:`memfs.store.schema`).
 PostgreSQL delivers a notification only when its transaction commits, so a listener woken by
 one finds the change in the feed, whichever process or machine wrote it.
 

@@ -1,5 +1,5 @@
-"""The tables of recall, on both backends (migrations ``m011_recall`` of :mod:`memfs.store`,
-``m007_recall`` of :mod:`memfs.backends.postgresql`).
+"""The tables of recall, on both backends (the migrations ``m011_recall`` of SQLite and
+``m007_recall`` of PostgreSQL, in :mod:`memfs.store.schema`).
 
 Words: an index of every live memory's path and content, kept by the database itself in the
 same transaction as every change of ``memories`` (triggers on SQLite, a generated column on

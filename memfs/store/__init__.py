@@ -30,8 +30,8 @@ The package, one module per kind of object, each a part of :class:`Store` that b
 the parts before it (it may call their methods; never the other way round):
 
 - :mod:`~memfs.store.common` (constants, ids, time, argument checks), :mod:`~.paging`
-  (cursors), :mod:`~.schema` (SQLite migrations), :mod:`~.rows` (rows to models): plain
-  functions;
+  (cursors), :mod:`~.schema` (the schema described, and both backends' migrations),
+  :mod:`~.rows` (rows to models): plain functions;
 - :mod:`~.base` (the database, transactions, the change feed), :mod:`~.stores`,
   :mod:`~.memories` (and the filesystem's path operations), :mod:`~.versions`,
   :mod:`~.sessions` (and tokens), :mod:`~.events` (and agents, environments), :mod:`~.undo`
@@ -78,7 +78,7 @@ from .common import (
     no_store,
     sha256_hex,
 )
-from .schema import MIGRATION_SET, _migration_set
+from .schema import MIGRATION_SET
 from .search import SearchHit, SearchPart
 
 __all__ = [
@@ -130,5 +130,7 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,
 
 def __getattr__(name: str) -> Any:
     if name == "migrations":  # the sqlite-utils Migrations (tests), built on first use
-        return _migration_set()
+        from .schema import sqlite
+
+        return sqlite.migration_set()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -21,7 +20,7 @@ from ..rules import Limits, format_time
 from .common import T, _archived, _no_store, _now
 from .paging import L, _after_cursor, _newest_first_page
 from .rows import _store
-from .schema import _MIGRATIONS, MIGRATION_SET, _migration_set
+from .schema import sqlite as sqlite_schema
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -103,27 +102,15 @@ class StoreBase:
         return sqlite_utils.Database(self.conn)
 
     def _migrate(self) -> None:
+        """Bring the database to this memfs's schema (:mod:`memfs.store.schema`)."""
         if self.dialect == "postgresql":
-            from ..backends.postgresql import PgDatabase, migrate
+            from ..backends.postgresql import PgDatabase
+            from .schema import postgresql as pg_schema
 
             assert isinstance(self.database, PgDatabase)
-            migrate(self.database, MIGRATION_SET)
+            pg_schema.migrate(self.database)
             return
-        assert self.conn is not None  # SQLite's writer
-        # The applied ones as sqlite-utils records them, read without importing it.
-        try:
-            applied = {row[0] for row in self.conn.execute(
-                "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", [MIGRATION_SET])}
-        except sqlite3.OperationalError:  # no such table: a new database
-            applied = set()
-        if all(fn.__name__ in applied for fn in _MIGRATIONS):
-            return
-        migrations = _migration_set()
-        if migrations.pending(self.db):
-            # Under the write lock (sqlite-utils nests its transactions as savepoints), so two
-            # processes opening a fresh database at once do not both apply a migration.
-            with self._write():
-                migrations.apply(self.db)
+        sqlite_schema.migrate(self.database, lambda: self.db)
 
     def sync(self) -> None:
         """Make every committed write durable on disk (fsync of the WAL and the database file,

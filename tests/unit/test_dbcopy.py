@@ -229,7 +229,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema._MIGRATIONS[-1].__name__ == "m011_recall"
+    assert schema.migration_names("sqlite")[-1] == "m011_recall"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):

@@ -22,14 +22,15 @@ ALLOWED: dict[str, set[str]] = {
     # The one rule for the failures of background services (said once, retried, never fatal):
     # what the mount's services, the indexer and the daemons share.
     "background": {"errors"},
-    # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database).
-    # recall: its schema alone (the words index and vectors), a migration of both backends.
-    "backends": {"recall", "errors", "models"},
+    # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database); the
+    # schema and its migrations are the store's (memfs.store.schema).
+    "backends": {"errors", "models"},
     # The plan of a revert (undo a session): pure, computed from version rows for the store.
     "revert": {"models"},
     # An archive's records checked and made rows before a restore: pure, for the store.
     "restore": {"rules", "errors", "models"},
-    # recall: the search and the indexer over the store's tables (memfs.recall), below it.
+    # recall: the search and the indexer over the store's tables (memfs.recall), below it,
+    # and its tables' SQL (memfs.recall.schema), a migration of both backends.
     "store": {"backends", "revert", "restore", "recall", "rules", "errors", "models"},
     # The bounds on unfinished uploads (the API's and the Console's body reader).
     "uploads": {"errors"},
@@ -151,12 +152,10 @@ def test_the_filesystem_knows_no_store_server_or_http() -> None:
     assert not runtime_imports("fuse") & {"store", "api", "client", "backends"}
 
 
-def test_the_backends_take_recall_s_schema_alone_and_trio_only_in_the_watches() -> None:
+def test_the_backends_use_trio_only_in_the_watches() -> None:
     for path in _files("backends"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module == "recall":
-                assert [a.name for a in node.names] == ["schema"], path.name
             if isinstance(node, ast.Import | ast.ImportFrom) and path.stem not in ("watch",
                                                                                  "pgwatch"):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
@@ -192,7 +191,8 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
 #: Each package's modules, in the order they build on each other (as its __init__ says): a
 #: module may import only those before it (imports for type checking alone do not count).
 ORDER: dict[str, list[str]] = {
-    # Plain functions first, then the parts of the Store class, each over the one before it.
+    # Plain functions first (schema: a package, the schema and both backends' migrations),
+    # then the parts of the Store class, each over the one before it.
     "store": ["common", "paging", "schema", "rows", "base", "stores", "memories", "versions",
               "sessions", "events", "undo", "dreams", "archive", "search"],
     # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
@@ -232,14 +232,23 @@ ORDER: dict[str, list[str]] = {
 def test_each_module_of_a_package_builds_only_on_those_before_it(package: str) -> None:
     order = ORDER[package]
     folder = PACKAGE / package
-    assert sorted(p.stem for p in folder.glob("*.py")) == sorted([*order, "__init__"])
+    parts = [p.stem for p in folder.glob("*.py")] + [
+        p.name for p in folder.iterdir() if (p / "__init__.py").exists()]
+    assert sorted(parts) == sorted([*order, "__init__"])
     for i, name in enumerate(order):
-        tree = ast.parse((folder / f"{name}.py").read_text())
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
-        siblings = {node.module.split(".")[0] if node.module else a.name
-                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and node.level == 1 and id(node) not in typing_only for a in node.names}
+        # A module, or a subpackage (its modules' imports of the package's modules count).
+        sub = folder / name
+        files = sorted(sub.rglob("*.py")) if sub.is_dir() else [folder / f"{name}.py"]
+        siblings: set[str] = set()
+        for path in files:
+            level = len(path.relative_to(folder).parts)  # `from .` of the package's modules
+            tree = ast.parse(path.read_text())
+            typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                           and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+            siblings |= {node.module.split(".")[0] if node.module else a.name
+                         for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                         and node.level == level and id(node) not in typing_only
+                         for a in node.names}
         later = siblings - set(order[:i])
         assert not later, f"memfs.{package}.{name} imports {sorted(later)}, which build on it"
 

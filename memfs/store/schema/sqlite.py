@@ -1,46 +1,74 @@
-"""The SQLite schema's migrations, in order (the PostgreSQL schema is
-:mod:`memfs.backends.postgresql`'s; the recall tables are :mod:`memfs.recall.schema`'s)."""
+"""The migrations of an SQLite database (:class:`~memfs.backends.sqlite.SQLiteDatabase`), in
+order, and :func:`migrate`, which a :class:`~memfs.store.Store` runs when it opens one. What
+each one adds, and the PostgreSQL migration it matches: :data:`memfs.store.schema.VERSIONS`.
+"""
 
 from __future__ import annotations
 
 import functools
-import logging
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from . import MIGRATION_SET
 
 if TYPE_CHECKING:
     import sqlite_utils
     from sqlite_utils.migrations import Migrations
 
+    from ...backends import Database
 
-log = logging.getLogger(__name__)
 
-# --------------------------------------------------------------------------------------------
-# schema
-
-#: The schema migrations, in order (sqlite-utils migration set "memfs"). sqlite-utils, with
-#: dateutil, pluggy and click behind it, is imported only when a database needs one of them:
-#: every ``memfs`` command and mount daemon opens an up-to-date database, and its import was a
+#: The migrations, in order (sqlite-utils migration set "memfs"). sqlite-utils, with dateutil,
+#: pluggy and click behind it, is imported only when a database needs one of them: every
+#: ``memfs`` command and mount daemon opens an up-to-date database, and its import was a
 #: quarter of a session daemon's start (issue 11).
-MIGRATION_SET = "memfs"
-_MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
 
 
 def _migration(
     fn: Callable[[sqlite_utils.Database], None],
 ) -> Callable[[sqlite_utils.Database], None]:
-    _MIGRATIONS.append(fn)
+    MIGRATIONS.append(fn)
     return fn
 
 
 @functools.cache
-def _migration_set() -> Migrations:
+def migration_set() -> Migrations:
+    """:data:`MIGRATIONS` as sqlite-utils' migration set (importing sqlite-utils)."""
     from sqlite_utils.migrations import Migrations
 
     ms = Migrations(MIGRATION_SET)
-    for fn in _MIGRATIONS:
+    for fn in MIGRATIONS:
         ms()(fn)
     return ms
+
+
+def migrate(database: Database, utils: Callable[[], sqlite_utils.Database]) -> None:
+    """Apply the migrations ``database`` lacks, under its write lock (two processes opening a
+    new database at once do not both apply one). ``utils``: sqlite-utils over the database's
+    writer connection, asked for only when a migration is pending."""
+    conn = database.writer
+    assert conn is not None  # SQLite's writer
+    # The applied ones as sqlite-utils records them, read without importing it.
+    try:
+        applied = {row[0] for row in conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", [MIGRATION_SET])}
+    except sqlite3.OperationalError:  # no such table: a new database
+        applied = set()
+    if all(fn.__name__ in applied for fn in MIGRATIONS):
+        return
+    migrations = migration_set()
+    db = utils()
+    if migrations.pending(db):
+        # Under the write lock (sqlite-utils nests its transactions as savepoints), so two
+        # processes opening a fresh database at once do not both apply a migration.
+        with database.write():
+            migrations.apply(db)
+
+
+# --------------------------------------------------------------------------------------------
+# the migrations
 
 
 @_migration

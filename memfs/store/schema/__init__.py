@@ -1,0 +1,135 @@
+"""The schema of a memfs database, on both backends: what it is now (below), how it came to be
+(:data:`VERSIONS`: each step, and the migration of each backend that makes it), and the
+migrations themselves, :mod:`~memfs.store.schema.sqlite` (sqlite-utils functions) and
+:mod:`~memfs.store.schema.postgresql` (SQL), which a :class:`~memfs.store.Store` applies when
+it opens a database, through that database's own connections (``memfs db migrate`` opens a
+Store for it; :mod:`memfs.dbadmin` reads the lists). This package imports no backend's driver
+or sqlite-utils at import time, and nothing of the store; its modules may import the backends,
+recall's schema and this ``__init__``.
+
+**The tables now.** Ids are prefixed and time-ordered (``memstore_…``, ``mem_…``,
+``memver_…``, …); times are RFC 3339 UTC text with microseconds, which sorts by time; JSON is
+text.
+
+- ``stores``: ``id``, ``name`` (``stores_name``), ``description``, ``metadata``,
+  ``created_at``/``updated_at``/``archived_at``; ``memory_count`` (its live memories, kept by
+  triggers on ``memories`` in the same transaction) and ``changes_pruned_seq`` (the newest
+  change pruning deleted: a follower behind it gets ``FeedGap``).
+- ``memories``: live memories only (a deleted one's row is gone; its history stays in
+  ``versions``). ``id`` (stable across renames), ``store_id``, ``path`` (unique per store:
+  ``memories_store_path``), ``content``, ``content_sha256``, ``content_size_bytes``,
+  ``version_id`` (the version holding the current content), ``created_at``, ``updated_at``.
+- ``versions``: immutable, one per real change. ``id``, ``store_id``, ``memory_id``,
+  ``operation`` (``created`` | ``modified`` | ``deleted``), ``created_at``, ``path``,
+  ``content``, ``content_sha256``, ``content_size_bytes`` (NULL when redacted or deleted),
+  ``created_by_type``/``_id``, ``redacted_at``, ``redacted_by_type``/``_id``. Listed in
+  ``(created_at, id)`` order through ``versions_store_time`` (by store),
+  ``versions_memory_time`` (by memory; also retention), ``versions_actor`` (by the actor's id)
+  and ``versions_operation`` (by operation).
+- ``changes``: the change feed of every store, written in the change's own transaction.
+  ``seq`` (a counter), ``store_id``, ``op`` (``put`` | ``delete`` | ``store``),
+  ``memory_id``, ``path``, ``old_path``, ``at``; ``changes_store`` ``(store_id, seq)``. On
+  PostgreSQL each commit to it notifies the channel ``memfs_changes``.
+- ``sessions`` (``status``, the ``agent`` snapshot, ``metadata``, ``launcher``: the local
+  ``memfs run`` owning it, under the partial index ``sessions_launched``),
+  ``session_resources`` (the stores attached to a session, by ``(session_id, position)`` and
+  by ``memory_store_id``), ``events`` (a session's events and the tool events of mounts:
+  ``seq``, ``id``, ``session_id`` or ``store_id``, ``type``, ``processed_at``, ``body`` the
+  wire object; ``events_session``, and ``events_session_deleted`` for pruning),
+  ``session_tokens`` (the SHA-256 of each running session's credential), ``agents`` and
+  ``environments`` (a wire ``body`` each).
+- ``dreams`` (a run of a model over a store and some sessions: its status, the model, the
+  output store, token counts, the ``runner`` process and its ``heartbeat_at``; ``dreams_time``,
+  and ``dreams_live`` for those not ended), ``reverts`` (what each revert undid and the
+  versions it wrote), ``console_signouts`` (the Console's signed-out sign-ins until they
+  expire).
+- recall's ``memory_words`` (the words index, kept by the database: FTS5 with
+  ``memory_words_rows`` on SQLite, a ``tsvector`` under GIN on PostgreSQL),
+  ``memory_vectors`` and ``recall_leases``: :mod:`memfs.recall.schema` holds their SQL.
+- Bookkeeping: ``_sqlite_migrations`` (sqlite-utils') or ``_memfs_migrations`` (ours, the same
+  columns): the migrations applied, by ``migration_set`` (:data:`MIGRATION_SET`) and name.
+
+**Where the backends differ.** PostgreSQL's text columns are ``COLLATE "C"`` (byte order, as
+SQLite's BINARY: a directory is the range ``[prefix + "/", prefix + "0")``), its integers
+``BIGINT``, its counters identities (SQLite: ``AUTOINCREMENT``), ``memory_count`` is kept by one
+trigger function (SQLite: two triggers), and recall's words are indexed differently. SQLite's
+``memories.store_id`` names ``stores`` as a foreign key, never enforced (``foreign_keys`` is
+off); PostgreSQL's recall tables cascade from ``memories``.
+
+**Adding a migration:** a function to :mod:`~memfs.store.schema.sqlite`, an entry to
+:mod:`~memfs.store.schema.postgresql`'s list, and a row to :data:`VERSIONS` naming both
+(``tests/unit/test_schema.py`` fails if the lists and the rows disagree). Never change or
+renumber one that a released memfs applied: databases record them by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATION_SET", "VERSIONS", "Version", "migration_names"]
+
+#: The name under which both backends record their applied migrations.
+MIGRATION_SET = "memfs"
+
+
+@dataclass(frozen=True)
+class Version:
+    """One step of the schema's history: what it adds, and the migration of each backend that
+    makes it (the same name in several rows: one migration made several steps at once). A
+    backend without one says why (``none_because``)."""
+
+    adds: str
+    sqlite: str | None
+    postgresql: str | None
+    none_because: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.sqlite is None or self.postgresql is None) and not self.none_because:
+            raise ValueError(f"schema step {self.adds!r}: a backend without a migration, "
+                             "and no reason")
+
+    def migration(self, dialect: str) -> str | None:
+        """The migration of the backend ``dialect`` (``sqlite``, ``postgresql``)."""
+        return self.sqlite if dialect == "sqlite" else self.postgresql
+
+
+#: The schema's steps, oldest first. PostgreSQL came when SQLite was at m006: its m001 is
+#: SQLite's first six in one.
+VERSIONS: tuple[Version, ...] = (
+    Version("stores, memories, versions, changes, sessions, session_resources, events",
+            sqlite="m001_initial", postgresql="m001_initial"),
+    Version("agents, environments",
+            sqlite="m002_agents_environments", postgresql="m001_initial"),
+    Version("versions_store_time: version listings by (created_at, id)",
+            sqlite="m003_versions_by_time", postgresql="m001_initial"),
+    Version("stores.memory_count, kept by triggers; versions_store dropped",
+            sqlite="m004_memory_count", postgresql="m001_initial"),
+    Version("sessions.launcher",
+            sqlite="m005_session_launcher", postgresql="m001_initial"),
+    Version("the filtered listings' indexes (versions_memory_time, versions_actor, "
+            "versions_operation, stores_name, sessions_launched, events_session_deleted); "
+            "stores.changes_pruned_seq",
+            sqlite="m006_indexes", postgresql="m001_initial"),
+    Version("a NOTIFY on memfs_changes for each commit to changes",
+            sqlite=None, postgresql="m002_changes_notify",
+            none_because="an SQLite database's files are watched instead (memfs.backends.watch)"),
+    Version("dreams", sqlite="m007_dreams", postgresql="m003_dreams"),
+    Version("reverts", sqlite="m008_reverts", postgresql="m004_reverts"),
+    Version("console_signouts", sqlite="m009_console_signouts",
+            postgresql="m005_console_signouts"),
+    Version("session_tokens", sqlite="m010_session_tokens", postgresql="m006_session_tokens"),
+    Version("recall: memory_words, memory_vectors, recall_leases (memfs.recall.schema)",
+            sqlite="m011_recall", postgresql="m007_recall"),
+)
+
+
+def migration_names(dialect: str) -> list[str]:
+    """The migrations this memfs knows for the backend ``dialect``, in the order they apply
+    (read from its module: what a Store applies)."""
+    if dialect == "postgresql":
+        from . import postgresql
+
+        return [name for name, _ in postgresql.MIGRATIONS]
+    from . import sqlite
+
+    return [fn.__name__ for fn in sqlite.MIGRATIONS]
