@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Where a file operation's time goes: FUSE requests and daemon CPU per operation.
+
+Run it through ``scripts/bench_cost`` (needs root: it mounts FUSE filesystems). It mounts the
+three FUSE targets of ``scripts/bench`` (the *floor*, a pyfuse3 passthrough over tmpfs; the
+*ceiling*, a pyfuse3 filesystem doing no work; ``memfs mount`` of a fresh store) and, on each,
+runs N operations of each kind (create+write+close of 2,000 bytes, overwrite, rename, unlink,
+warm read of every file) and reports per operation:
+
+* **daemon CPU** (µs): user+system time of the daemon process (every thread) from
+  ``/proc/PID/stat``, around the N operations; the medians of ``--repeat`` rounds. Unlike wall
+  time it hardly depends on what else the machine does.
+* **FUSE requests**: the replies the daemon writes to ``/dev/fuse`` (``writev`` calls, counted
+  by ``strace -c`` in a separate round, since tracing slows the daemon down): requests that
+  need no reply (FORGET) are not counted.
+* with ``--profile DIR``, a ``py-spy record --native`` flame graph of the memfs daemon during
+  the creates (needs ``py-spy``: ``.venv/bin/pip install py-spy``).
+
+The ratios say how many times more CPU memfs spends than the ceiling, whose per-request cost
+(pyfuse3 and trio) memfs pays too. ``--json FILE`` writes every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402  (scripts/bench.py: the targets and their guaranteed teardown)
+
+DATA = b"x" * 1999 + b"\n"
+TICK = os.sysconf("SC_CLK_TCK")
+OPS = ("create", "overwrite", "rename", "warm read", "unlink")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def workload(root: Path, n: int, round_: int) -> dict[str, Callable[[], None]]:
+    """The operations, each a callable doing all N of them (in the order of OPS)."""
+    d = root / f"r{round_}"
+    names = [d / f"f{i:05d}.md" for i in range(n)]
+
+    def create() -> None:
+        d.mkdir()
+        for p in names:
+            with open(p, "wb") as f:
+                f.write(DATA)
+
+    def overwrite() -> None:
+        for p in names:
+            with open(p, "wb") as f:
+                f.write(DATA[::-1])
+
+    def rename() -> None:
+        for p in names:
+            os.rename(p, p.with_suffix(".txt"))
+        for p in names:  # back, untimed in effect: counted as a second rename each
+            os.rename(p.with_suffix(".txt"), p)
+
+    def warm_read() -> None:
+        for p in names:  # the first pass makes it warm
+            p.read_bytes()
+        for p in names:
+            p.read_bytes()
+
+    def unlink() -> None:
+        for p in names:
+            os.unlink(p)
+        d.rmdir()
+
+    return {"create": create, "overwrite": overwrite, "rename": rename,
+            "warm read": warm_read, "unlink": unlink}
+
+
+#: How many operations each callable does per file (rename: there and back; warm read: the
+#: untimed warm-up pass is in the same window, so the per-op figure is per read of 2).
+PER_FILE = {"create": 1, "overwrite": 1, "rename": 2, "warm read": 2, "unlink": 1}
+
+
+def measure(target: bench.FuseTarget, n: int, rounds: int) -> dict[str, float]:
+    """Median daemon CPU per operation, in µs."""
+    assert target._proc is not None
+    pid = target._proc.pid
+    samples: dict[str, list[float]] = {op: [] for op in OPS}
+    for r in range(rounds):
+        for op, fn in workload(target.root, n, r).items():
+            time.sleep(0.3)  # the daemon's background work for the last phase settles
+            before = cpu_seconds(pid)
+            fn()
+            time.sleep(0.3)  # work the operations left behind (event flush, feed) counts
+            samples[op].append((cpu_seconds(pid) - before - 0.0) / (n * PER_FILE[op]) * 1e6)
+    return {op: statistics.median(v) for op, v in samples.items()}
+
+
+def count_requests(target: bench.FuseTarget, n: int) -> dict[str, float]:
+    """FUSE replies per operation, counted by strace in one round."""
+    assert target._proc is not None
+    strace = shutil.which("strace")
+    if strace is None:
+        return {}
+    out: dict[str, float] = {}
+    for op, fn in workload(target.root, n, 99).items():
+        with tempfile.NamedTemporaryFile(suffix=".strace") as log:
+            tracer = subprocess.Popen(
+                [strace, "-f", "-c", "-e", "trace=writev", "-o", log.name,
+                 "-p", str(target._proc.pid)],
+                stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # attached to every thread
+            fn()
+            time.sleep(0.3)
+            tracer.send_signal(2)
+            tracer.wait(timeout=30)
+            m = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?writev$",
+                          Path(log.name).read_text(), re.M)
+            out[op] = int(m.group(1)) / (n * PER_FILE[op]) if m else float("nan")
+    return out
+
+
+def profile(target: bench.FuseTarget, n: int, outdir: Path) -> Path | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.access(spy, os.X_OK):
+        print("py-spy not found: no profile", file=sys.stderr)
+        return None
+    assert target._proc is not None
+    outdir.mkdir(parents=True, exist_ok=True)
+    svg = outdir / "memfs-create.svg"
+    ops = workload(target.root, n, 98)
+    rec = subprocess.Popen([spy, "record", "--native", "--idle", "-r", "500", "-o", str(svg),
+                            "-p", str(target._proc.pid)], stderr=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL)
+    time.sleep(1.0)
+    ops["create"]()
+    time.sleep(0.3)
+    rec.send_signal(2)
+    rec.wait(timeout=60)
+    ops["unlink"]()
+    return svg
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/bench_cost", description=__doc__.split("\n")[0])
+    ap.add_argument("--files", type=int, default=500, help="files per round (default 500)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; medians (default 3)")
+    ap.add_argument("--targets", default="ceiling,floor,memfs")
+    ap.add_argument("--no-requests", action="store_true", help="skip the strace round")
+    ap.add_argument("--profile", type=Path, help="write a py-spy flame graph of memfs here")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("scripts/bench_cost needs root (it mounts FUSE filesystems)", file=sys.stderr)
+        return 2
+    memfs_cmd = shutil.which("memfs", path=str(Path(sys.executable).parent)) or "memfs"
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="memfs-cost-") as work:
+        opts = bench.Options(workdir=Path(work), drop_caches=False, mount_timeout=30,
+                             stop_timeout=10, memfs_cmd=memfs_cmd)
+        for name in args.targets.split(","):
+            cls = bench.TARGET_CLASSES[name]
+            with contextlib.ExitStack() as stack:
+                target = stack.enter_context(cls(opts))
+                assert isinstance(target, bench.FuseTarget)
+                cpu = measure(target, args.files, args.repeat)
+                reqs = {} if args.no_requests else count_requests(target, args.files)
+                if name == "memfs" and args.profile is not None:
+                    svg = profile(target, args.files, args.profile)
+                    if svg is not None:
+                        print(f"profile: {svg}")
+                results[name] = {"cpu_us": cpu, "requests": reqs}
+    ceiling = results.get("ceiling", {}).get("cpu_us", {})
+    print(f"daemon CPU per operation (µs, median of {args.repeat} rounds of {args.files} files)"
+          " and FUSE replies per operation")
+    head = "| operation | " + " | ".join(f"{t} CPU | {t} req" for t in results)
+    if "memfs" in results and ceiling:
+        head += " | memfs / ceiling CPU"
+    print(head + " |")
+    print("|" + "---|" * (1 + 2 * len(results) + (1 if "memfs" in results and ceiling else 0)))
+    for op in OPS:
+        row = [op]
+        for t in results.values():
+            row.append(f"{t['cpu_us'][op]:.0f}")
+            req = t["requests"].get(op)
+            row.append("" if req is None else f"{req:.1f}")
+        if "memfs" in results and ceiling:
+            row.append(f"{results['memfs']['cpu_us'][op] / ceiling[op]:.1f}×")
+        print("| " + " | ".join(row) + " |")
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
