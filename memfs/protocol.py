@@ -96,6 +96,14 @@ class StoreAPI(Protocol):
 
 
 @runtime_checkable
+class CommitsAPI(Protocol):
+    """A local store that can tell whether another process committed (:class:`memfs.store.Store`):
+    a mount's watcher then skips reading the feed after its own commits."""
+
+    def commits_elsewhere(self) -> int | None: ...
+
+
+@runtime_checkable
 class SearchAPI(Protocol):
     """A store that answers questions by their words and meaning: :class:`memfs.store.Store`
     and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.snapshot`) does not. A mount

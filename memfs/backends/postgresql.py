@@ -424,6 +424,11 @@ class PgDatabase:
     def check_file(self) -> None:
         """Nothing to check: the server owns the files."""
 
+    def commits_elsewhere(self) -> int | None:
+        """Cannot tell: every connection is another session of the server (its watch,
+        woken by NOTIFY for one store, already tells a follower when to look)."""
+        return None
+
     def close(self) -> None:
         """Close every connection, those of snapshots still open included (an unfinished
         export fails on its next step instead of holding a transaction open)."""

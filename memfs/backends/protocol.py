@@ -77,4 +77,10 @@ class Database(Protocol):
 
     def check_file(self) -> None: ...
 
+    def commits_elsewhere(self) -> int | None:
+        """A number that changes whenever another connection (another process) commits, and
+        never for this database's own commits; None when it cannot tell (then assume it
+        did)."""
+        ...
+
     def close(self) -> None: ...

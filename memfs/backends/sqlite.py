@@ -244,6 +244,21 @@ class SQLiteDatabase:
             return None
         return int.from_bytes(raw, "big") if len(raw) == 4 else None
 
+    def commits_elsewhere(self) -> int | None:
+        """SQLite's ``PRAGMA data_version`` of the writer connection: it changes when another
+        connection commits, never for the writer's own commits. None while the writer is busy
+        (never waited for) or the database is in memory or disowned."""
+        if self.memory or self.gone is not None or not self._wlock.acquire(blocking=False):
+            return None
+        try:
+            if self._closed or self.writer.in_transaction:
+                return None
+            return int(self.writer.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error:
+            return None
+        finally:
+            self._wlock.release()
+
     def check_file(self) -> None:
         """Make sure the file at :attr:`path` is still this database.
 

@@ -29,6 +29,7 @@ from pyfuse3 import FileNameT, InodeT
 from .. import errors
 from ..background import Failures, supervised
 from ..models import Change
+from ..protocol import CommitsAPI
 from .kernel import invalidate_inodes
 from .ops import Operations
 from .toolevents import EventSink
@@ -87,9 +88,11 @@ class _Periodic(_Stoppable):
 
 class ChangeWatcher(_Periodic):
     """Applies the store's change feed to a local mount whenever ``watch`` sees the database
-    change (a commit by any process, this one's included: its own changes are read back
-    from the feed without reading the memories again), and every :attr:`safety_interval`
-    seconds for what inotify cannot see. Without a watch, every ``interval`` seconds.
+    change, and every :attr:`safety_interval` seconds for what inotify cannot see. Without a
+    watch, every ``interval`` seconds. A wake-up by this process's own commit (the store's
+    :meth:`~memfs.protocol.CommitsAPI.commits_elsewhere` did not move) reads nothing: the
+    tree holds its own changes already; the safety poll reads them back (without reading the
+    memories again), so that the tree's feed position stays close behind.
 
     Events that pile up while a poll runs are read at once afterwards and make one more
     poll, not one each: a burst of commits costs a poll or two, never a tight loop.
@@ -112,7 +115,17 @@ class ChangeWatcher(_Periodic):
         self._seen = self.watch.changes if self.watch is not None else 0
         self._waiting: trio.CancelScope | None = None
         self._woke = False
+        #: This round is the safety poll's (no wake-up, no recheck pending): it reads the feed.
+        self._safety = True
         self._pending: list[float] = []
+        #: The store's count of other processes' commits when the feed was last read (None:
+        #: unknown, read the feed).
+        self._elsewhere: int | None = None
+        store = ops.store
+        self._commits_elsewhere = (store.commits_elsewhere if isinstance(store, CommitsAPI)
+                                   else None)
+        #: Feed reads skipped because only this process had committed (for tests, budgets).
+        self.skipped = 0
 
     def stop(self) -> None:
         super().stop()
@@ -122,6 +135,7 @@ class ChangeWatcher(_Periodic):
     async def _sleep(self) -> None:
         if self.watch is None:
             return await super()._sleep()
+        recheck = bool(self._pending)
         timeout = self._pending.pop(0) if self._pending else self.safety_interval
         seen = self._seen
         with trio.move_on_after(timeout) as self._waiting:
@@ -129,12 +143,25 @@ class ChangeWatcher(_Periodic):
                 self._seen = await self.watch.wait(seen)
         self._waiting = None
         self._woke = self._seen != seen
+        self._safety = not self._woke and not recheck
 
     async def tick(self) -> None:
         # The database file first: deleted or replaced, it refuses writes from now on (and
-        # says so in the log once).
-        await trio.to_thread.run_sync(self.ops.store.check_file)
-        found = await self.poll()
+        # says so in the log once). At once when it can (a stat and a read of 4 bytes),
+        # in a thread when disowning the database would wait.
+        await self.ops._call(self.ops.store.check_file)
+        # No other process committed since the feed was last read (SQLite's data_version of
+        # the writer did not move): what woke us was this process's own commit, which the tree
+        # holds already, so the feed is not read (the rechecks below still look, for another
+        # process's commit that was not yet visible). The safety poll always reads it, which
+        # keeps the tree's feed position close behind the store's.
+        elsewhere = self._commits_elsewhere() if self._commits_elsewhere is not None else None
+        if not self._safety and elsewhere is not None and elsewhere == self._elsewhere:
+            self.skipped += 1
+            found = 0
+        else:
+            self._elsewhere = elsewhere
+            found = await self.poll()
         if found:
             self._pending = []
         elif self._woke:

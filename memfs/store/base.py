@@ -124,6 +124,12 @@ class StoreBase:
         """:raises DatabaseGone: the database file was deleted or replaced while in use."""
         self.database.check_file()
 
+    def commits_elsewhere(self) -> int | None:
+        """A number that changes when another process commits to the database, never for this
+        store's own commits (None: cannot tell). A mount that sees it unchanged knows that
+        every change in its store's feed since it last looked is its own."""
+        return self.database.commits_elsewhere()
+
     def ping(self) -> None:
         """Check that the database answers a query (a server's readiness probe).
 

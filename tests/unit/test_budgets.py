@@ -1,0 +1,244 @@
+"""Budgets, not timings (issue 23): what one file operation of a mount may cost in SQL
+statements, database identity checks and ``/proc`` reads, and that a mount's own commits cost
+no read of the change feed. Counted with the handlers called directly (no kernel), so a
+correctness fix that doubles an operation's work fails here with the statements it added,
+whatever the machine's speed.
+
+The budgets are today's counts: lower them when a change makes an operation cheaper.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyfuse3
+import pytest
+import trio
+
+from memfs import Actor
+from memfs.backends.sqlite import SQLiteDatabase
+from memfs.backends.watch import DbWatch
+from memfs.fuse.ops import Operations
+from memfs.fuse.toolevents import EventSink
+from memfs.fuse.watch import ChangeWatcher
+from memfs.store import Limits, Store
+
+ROOT = pyfuse3.ROOT_INODE
+DATA = b"x" * 1999 + b"\n"
+N = 20
+
+
+class Ctx:
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.uid = os.getuid()
+        self.gid = os.getgid()
+        self.umask = 0o022
+
+
+CTX = Ctx()
+
+
+@dataclass
+class Counts:
+    sql: list[str] = field(default_factory=list)
+    checks: int = 0
+    proc: list[str] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.sql.clear()
+        self.checks = 0
+        self.proc.clear()
+
+
+@dataclass
+class Mount:
+    ops: Operations
+    store: Store
+    sid: str
+    sink: EventSink
+    counts: Counts
+
+
+@pytest.fixture
+def mount(tmp_path, monkeypatch) -> Iterator[Mount]:
+    counts = Counts()
+    connect = SQLiteDatabase._connect
+
+    def statement(sql: str) -> None:
+        # The statements memfs runs: not SQLite's own inside FTS5 ("-- ..."), nor the same
+        # statement again for each step of a trigger it fires.
+        if not sql.startswith("--") and (not counts.sql or counts.sql[-1] != sql):
+            counts.sql.append(sql)
+
+    def traced(self: SQLiteDatabase, timeout: float) -> Any:
+        conn = connect(self, timeout=timeout)
+        conn.set_trace_callback(statement)
+        return conn
+
+    check = SQLiteDatabase.check_file
+
+    def counted_check(self: SQLiteDatabase) -> None:
+        counts.checks += 1
+        check(self)
+
+    monkeypatch.setattr(SQLiteDatabase, "_connect", traced)
+    monkeypatch.setattr(SQLiteDatabase, "check_file", counted_check)
+    for mod, name in ((os, "open"), (os, "listdir"), (os, "readlink"), (builtins, "open")):
+        real = getattr(mod, name)
+
+        def proc_counted(path: Any, *a: Any, _real: Any = real, **kw: Any) -> Any:
+            if isinstance(path, str) and path.startswith("/proc/"):
+                counts.proc.append(path)
+            return _real(path, *a, **kw)
+
+        monkeypatch.setattr(mod, name, proc_counted)
+    store = Store(str(tmp_path / "budget.db"), limits=Limits())
+    sid = store.create_store("budget").id
+    sink = EventSink(store, sid, None, tmp_path / "events.jsonl")
+    ops = Operations(store, sid, actor=Actor.user("user_budget"), events=sink,
+                     display_root="/mnt/memory/t")
+    ops.load()
+    try:
+        yield Mount(ops, store, sid, sink, counts)
+    finally:
+        sink.close()
+        store.close()
+
+
+async def create(ops: Operations, name: bytes) -> int:
+    info, attrs = await ops.create(ROOT, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, DATA)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    return attrs.st_ino
+
+
+async def overwrite(ops: Operations, ino: int) -> None:
+    info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.write(info.fh, 0, DATA[::-1])
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+
+
+async def read(ops: Operations, ino: int) -> None:
+    info = await ops.open(ino, os.O_RDONLY, CTX)
+    await ops.read(info.fh, 0, 1 << 20)
+    await ops.release(info.fh)
+
+
+#: operation -> (SQL statements, identity checks, /proc reads) per operation, at most. The
+#: event rows are written later, in batches (``events flush``: statements per operation).
+BUDGETS = {
+    # BEGIN, the path's memory, the store's count, the path and its prefixes taken, the
+    # version, the memory, the change, the event pair, COMMIT.
+    "create": (11, 2, 1),
+    "overwrite": (10, 2, 1),
+    # Two of its lookups read the same row (the target's path) twice; a version prune.
+    "rename": (14, 2, 1),
+    "unlink": (9, 2, 1),
+    # From the tree's cache: no SQL; the process's name.
+    "warm read": (0, 0, 1),
+    # A read's events (two pairs) in the batch the flusher writes, per read.
+    "events flush": (3, 0.1, 0),
+}
+
+
+async def test_what_each_operation_costs(mount: Mount) -> None:
+    ops, c = mount.ops, mount.counts
+    got: dict[str, tuple[float, float, float]] = {}
+    seen: dict[str, list[str]] = {}
+
+    async def measure(name: str, fn: Any) -> None:
+        mount.sink.flush()  # the events of earlier operations are not this one's
+        c.reset()
+        for i in range(N):
+            await fn(i)
+        got[name] = (len(c.sql) / N, c.checks / N, len(c.proc) / N)
+        seen[name] = list(c.sql[: len(c.sql) // N or 1])
+
+    inos: dict[int, int] = {}
+
+    async def do_create(i: int) -> None:
+        inos[i] = await create(ops, f"f{i}.md".encode())
+
+    async def do_overwrite(i: int) -> None:
+        await overwrite(ops, inos[i])
+
+    async def do_rename(i: int) -> None:
+        await ops.rename(ROOT, f"f{i}.md".encode(), ROOT, f"g{i}.md".encode(), 0, CTX)
+
+    async def do_read(i: int) -> None:
+        await read(ops, inos[i])
+
+    async def do_unlink(i: int) -> None:
+        await ops.unlink(ROOT, f"g{i}.md".encode(), CTX)
+
+    await measure("create", do_create)
+    await measure("overwrite", do_overwrite)
+    for i in range(N):  # warm: the contents are cached after one read
+        await read(ops, inos[i])
+    await measure("warm read", do_read)
+    c.reset()
+    mount.sink.flush()  # a read's events (an open and a read: two pairs) are written later
+    got["events flush"] = (len(c.sql) / N, c.checks / N, len(c.proc) / N)
+    seen["events flush"] = list(c.sql)
+    await measure("rename", do_rename)
+    await measure("unlink", do_unlink)
+    over = {op: (got[op], budget) for op, budget in BUDGETS.items()
+            if any(g > b for g, b in zip(got[op], budget, strict=True))}
+    assert not over, "\n".join(
+        f"{op}: {g[0]:.1f} statements, {g[1]:.1f} identity checks, {g[2]:.1f} /proc reads "
+        f"per operation; the budget is {b}. Statements of one:\n    "
+        + "\n    ".join(seen[op]) for op, (g, b) in over.items())
+
+
+async def soon(condition: Any, seconds: float) -> None:
+    for _ in range(int(seconds / 0.005)):
+        if condition():
+            return
+        await trio.sleep(0.005)
+    raise AssertionError(f"not within {seconds} s")
+
+
+async def test_own_commits_are_not_read_back_and_another_process_is_seen(
+        mount: Mount, tmp_path) -> None:
+    """The watcher wakes at each of the mount's own commits (inotify sees the WAL change) but
+    reads no feed for them; a commit by another connection is read at once."""
+    ops = mount.ops
+    watch = DbWatch(mount.store.path)
+    watcher = ChangeWatcher(ops, watch=watch)
+    polls: list[int] = []
+    poll = ops.poll_changes
+
+    async def counted() -> int:
+        n = await poll()
+        polls.append(n)
+        return n
+
+    ops.poll_changes = counted  # type: ignore[method-assign]
+    other = Store(mount.store.path, limits=Limits())
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            await create(ops, b"first.md")  # the first wake-up reads the feed: no position yet
+            await soon(lambda: bool(polls), 2)
+            await trio.sleep(0.1)
+            first = len(polls)
+            for i in range(N):
+                await create(ops, f"own{i}.md".encode())
+                await trio.sleep(0.005)
+            await trio.sleep(0.2)  # every wake-up and recheck done (2 s before a safety poll)
+            assert watcher.skipped >= 1
+            assert len(polls) == first, f"own commits read the feed {len(polls) - first} times"
+            other.create_memory(mount.sid, "/elsewhere.md", "from another process",
+                                actor=Actor.user("user_other"))
+            await soon(lambda: "elsewhere.md" in (ops.root.children or {}), 1)
+            watcher.stop()
+    finally:
+        other.close()
+        watch.close()
