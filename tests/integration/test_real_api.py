@@ -2,7 +2,7 @@
 
 Runs only with ``MEMFS_REAL_API_TESTS=1`` and ``ANTHROPIC_API_KEY`` set (``ANTHROPIC_BASE_URL``
 and ``MEMFS_REAL_API_MODEL`` optional): it costs tokens and needs the network, so CI never
-runs it; the scripted Messages API (tests/unit/test_dreams.py, test_tools.py) is what CI
+runs it; the scripted Messages API (tests/unit/dreams/test_dreams.py, test_tools.py) is what CI
 checks.
 """
 

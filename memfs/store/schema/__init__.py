@@ -58,7 +58,7 @@ off); PostgreSQL's recall tables cascade from ``memories``.
 
 **Adding a migration:** a function to :mod:`~memfs.store.schema.sqlite`, an entry to
 :mod:`~memfs.store.schema.postgresql`'s list, and a row to :data:`VERSIONS` naming both
-(``tests/unit/test_schema.py`` fails if the lists and the rows disagree). Never change or
+(``tests/unit/store/test_schema.py`` fails if the lists and the rows disagree). Never change or
 renumber one that a released memfs applied: databases record them by name.
 """
 

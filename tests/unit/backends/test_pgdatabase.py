@@ -143,7 +143,7 @@ def test_without_postgresql_the_backend_tests_fail_in_ci_and_skip_elsewhere(tmp_
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     (tmp_path / "no_pg.py").write_text(
         "import tests.support.pgcluster\ntests.support.pgcluster.find_bin = lambda: None\n")
     (tmp_path / "test_probe.py").write_text(
