@@ -13,6 +13,8 @@ warm read of every file) and reports per operation:
 * **FUSE requests**: the replies the daemon writes to ``/dev/fuse`` (``writev`` calls, counted
   by ``strace -c`` in a separate round, since tracing slows the daemon down): requests that
   need no reply (FORGET) are not counted.
+* memfs runs without its recall indexer (``--indexer`` keeps it): embedding what the
+  creates wrote would otherwise be counted against the operations after them.
 * with ``--profile DIR``, a ``py-spy record --native`` flame graph of the memfs daemon during
   the creates (needs ``py-spy``: ``.venv/bin/pip install py-spy``).
 
@@ -92,6 +94,17 @@ def workload(root: Path, n: int, round_: int) -> dict[str, Callable[[], None]]:
 PER_FILE = {"create": 1, "overwrite": 1, "rename": 2, "warm read": 2, "unlink": 1}
 
 
+class QuietMemfs(bench.MemfsTarget):
+    """``memfs mount`` without the recall indexer (``MEMFS_EMBEDDINGS=none``): embedding what
+    the creates wrote takes seconds of CPU in the same daemon and would be counted against
+    the operations that follow (``scripts/bench_recall`` measures the indexer)."""
+
+    def _env(self) -> dict[str, str]:
+        env = super()._env()
+        env["MEMFS_EMBEDDINGS"] = "none"
+        return env
+
+
 def measure(target: bench.FuseTarget, n: int, rounds: int) -> dict[str, float]:
     """Median daemon CPU per operation, in µs."""
     assert target._proc is not None
@@ -159,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default="ceiling,floor,memfs")
     ap.add_argument("--no-requests", action="store_true", help="skip the strace round")
     ap.add_argument("--profile", type=Path, help="write a py-spy flame graph of memfs here")
+    ap.add_argument("--indexer", action="store_true",
+                    help="keep memfs's recall indexer on (its CPU then counts too)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -170,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         opts = bench.Options(workdir=Path(work), drop_caches=False, mount_timeout=30,
                              stop_timeout=10, memfs_cmd=memfs_cmd)
         for name in args.targets.split(","):
-            cls = bench.TARGET_CLASSES[name]
+            cls = (QuietMemfs if name == "memfs" and not args.indexer
+                   else bench.TARGET_CLASSES[name])
             with contextlib.ExitStack() as stack:
                 target = stack.enter_context(cls(opts))
                 assert isinstance(target, bench.FuseTarget)

@@ -6,7 +6,7 @@ tree, ``.history`` and ``.search`` follow every change the store made, in the st
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .. import errors
 from ..models import Change, Memory
@@ -106,6 +106,19 @@ class Feed(Base):
             current, state = await self._call(self.read_changes, changes, self._held(changes))
             self.apply_read_changes(changes, current, state)
         return len(changes)
+
+    async def pass_own_changes(self, nobody_else: Callable[[], bool]) -> bool:
+        """Move the tree's feed position past this mount's own commits without reading them
+        back: under the mutex (no commit of this mount in flight, and each one's change is in
+        the tree already), the store's last change is read, then ``nobody_else()`` confirms
+        that no other process committed meanwhile, so every change up to it is this mount's.
+        False (nothing moved) when it cannot: then read the feed."""
+        async with self._mutex:
+            seq = await self._call(self.store.last_change, self.store_id)
+            if not nobody_else():
+                return False
+            self.tree.seq = max(self.tree.seq, seq)
+        return True
 
     def _held(self, changes: Sequence[Change]) -> dict[str, Memory | FileState | None]:
         """The memories whose every ``put`` in ``changes`` this mount's tree holds already

@@ -91,8 +91,8 @@ class ChangeWatcher(_Periodic):
     change, and every :attr:`safety_interval` seconds for what inotify cannot see. Without a
     watch, every ``interval`` seconds. A wake-up by this process's own commit (the store's
     :meth:`~memfs.protocol.CommitsAPI.commits_elsewhere` did not move) reads nothing: the
-    tree holds its own changes already; the safety poll reads them back (without reading the
-    memories again), so that the tree's feed position stays close behind.
+    tree holds its own changes already; the safety poll moves the tree's feed position past
+    them (one query of the store's last change), so that it stays close behind.
 
     Events that pile up while a poll runs are read at once afterwards and make one more
     poll, not one each: a burst of commits costs a poll or two, never a tight loop.
@@ -153,11 +153,17 @@ class ChangeWatcher(_Periodic):
         # No other process committed since the feed was last read (SQLite's data_version of
         # the writer did not move): what woke us was this process's own commit, which the tree
         # holds already, so the feed is not read (the rechecks below still look, for another
-        # process's commit that was not yet visible). The safety poll always reads it, which
-        # keeps the tree's feed position close behind the store's.
-        elsewhere = self._commits_elsewhere() if self._commits_elsewhere is not None else None
-        if not self._safety and elsewhere is not None and elsewhere == self._elsewhere:
+        # process's commit that was not yet visible). The safety poll moves the tree's feed
+        # position past those changes without reading them (Feed.pass_own_changes).
+        probe = self._commits_elsewhere
+        elsewhere = probe() if probe is not None else None
+        own = elsewhere is not None and elsewhere == self._elsewhere
+        if own and not self._safety:
             self.skipped += 1
+            found = 0
+        elif own and probe is not None and await self.ops.pass_own_changes(
+                lambda: probe() == elsewhere):
+            self.skipped += 1  # the safety poll: the position moved past our own changes
             found = 0
         else:
             self._elsewhere = elsewhere

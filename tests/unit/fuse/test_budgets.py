@@ -212,6 +212,7 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
     ops = mount.ops
     watch = DbWatch(mount.store.path)
     watcher = ChangeWatcher(ops, watch=watch)
+    watcher.safety_interval = 0.3
     polls: list[int] = []
     poll = ops.poll_changes
 
@@ -232,9 +233,15 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
             for i in range(N):
                 await create(ops, f"own{i}.md".encode())
                 await trio.sleep(0.005)
-            await trio.sleep(0.2)  # every wake-up and recheck done (2 s before a safety poll)
+            await trio.sleep(0.2)  # every wake-up and recheck done
             assert watcher.skipped >= 1
             assert len(polls) == first, f"own commits read the feed {len(polls) - first} times"
+            # The safety poll (every 0.3 s here) moves the feed position past them without
+            # reading the feed.
+            behind = ops.tree.seq
+            await trio.sleep(0.5)
+            assert len(polls) == first, "the safety poll read the mount's own changes back"
+            assert ops.tree.seq > behind
             other.create_memory(mount.sid, "/elsewhere.md", "from another process",
                                 actor=Actor.user("user_other"))
             await soon(lambda: "elsewhere.md" in (ops.root.children or {}), 1)
