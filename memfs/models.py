@@ -1,16 +1,27 @@
 """The objects of a memory store, as frozen dataclasses.
 
-``to_dict()`` gives the wire shape of API.md §3 (the shape the ``anthropic`` SDK parses), which
-the HTTP API and the CLI's ``--json`` output share.
+Each one's fields are its wire shape (API.md §3, the shape the ``anthropic`` SDK parses),
+declared once (:mod:`memfs.shapes`): ``to_dict()`` gives it, which the HTTP API and the CLI's
+``--json`` output share, ``from_dict()`` is what the client decodes, and ``json_schema()`` its
+schema in ``/openapi.json``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, Self, TypeVar
+
+from .shapes import Doc, Shape, obj
 
 Operation = Literal["created", "modified", "deleted"]
 Access = Literal["read_write", "read_only"]
+#: An RFC 3339 time.
+Time = Annotated[str, Doc({"format": "date-time"})]
+#: Not on the wire: the client supplies it (a field's metadata).
+LOCAL = {"wire": False}
+SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
+_S = {"type": "string"}
 
 # Actor type -> the name of its id field on the wire (API.md §3.7).
 ACTOR_ID_FIELDS = {
@@ -40,6 +51,11 @@ class Actor:
         return cls(d["type"], d[ACTOR_ID_FIELDS[d["type"]]])
 
     @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        return {"oneOf": [obj({"type": {"const": t}, f: _S})
+                          for t, f in ACTOR_ID_FIELDS.items()]}
+
+    @classmethod
     def session(cls, session_id: str) -> Actor:
         return cls("session_actor", session_id)
 
@@ -53,31 +69,23 @@ class Actor:
 
 
 @dataclass(frozen=True)
-class MemoryStore:
+class MemoryStore(Shape):
+    WIRE_TYPE = "memory_store"
+
     id: str
     name: str
     description: str
     metadata: dict[str, str]
-    created_at: str
-    updated_at: str
-    archived_at: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "memory_store",
-            "id": self.id,
-            "name": self.name,
-            "description": self.description,
-            "metadata": dict(self.metadata),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "archived_at": self.archived_at,
-        }
+    created_at: Time
+    updated_at: Time
+    archived_at: Time | None
 
 
 @dataclass(frozen=True)
-class Memory:
+class Memory(Shape):
     """A live memory. ``content`` is None when it was not asked for (``view=basic``)."""
+
+    WIRE_TYPE = "memory"
 
     id: str
     memory_store_id: str
@@ -86,76 +94,48 @@ class Memory:
     content_sha256: str
     content_size_bytes: int
     memory_version_id: str
-    created_at: str
-    updated_at: str
+    created_at: Time
+    updated_at: Time
     #: The change-feed position of the write that returned this state (0 when read): what a
     #: mount orders states by, never the wall clock. Not part of the wire shape.
-    seq: int = field(default=0, compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "memory",
-            "id": self.id,
-            "memory_store_id": self.memory_store_id,
-            "path": self.path,
-            "content": self.content,
-            "content_sha256": self.content_sha256,
-            "content_size_bytes": self.content_size_bytes,
-            "memory_version_id": self.memory_version_id,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+    seq: int = field(default=0, compare=False, repr=False, metadata=LOCAL)
 
 
 @dataclass(frozen=True)
-class MemoryPrefix:
+class MemoryPrefix(Shape):
     """A roll-up of deeper memories in a listing with ``depth``; ``path`` ends with ``/``."""
+
+    WIRE_TYPE = "memory_prefix"
 
     path: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "memory_prefix", "path": self.path}
-
 
 @dataclass(frozen=True)
-class MemoryVersion:
+class MemoryVersion(Shape):
+    WIRE_TYPE = "memory_version"
+
     id: str
     memory_id: str
     memory_store_id: str
     operation: Operation
-    created_at: str
+    created_at: Time
     path: str | None
     content: str | None
     content_sha256: str | None
     content_size_bytes: int | None
     created_by: Actor | None
-    redacted_at: str | None
+    redacted_at: Time | None
     redacted_by: Actor | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "memory_version",
-            "id": self.id,
-            "memory_id": self.memory_id,
-            "memory_store_id": self.memory_store_id,
-            "operation": self.operation,
-            "created_at": self.created_at,
-            "path": self.path,
-            "content": self.content,
-            "content_sha256": self.content_sha256,
-            "content_size_bytes": self.content_size_bytes,
-            "created_by": self.created_by.to_dict() if self.created_by else None,
-            "redacted_at": self.redacted_at,
-            "redacted_by": self.redacted_by.to_dict() if self.redacted_by else None,
-        }
 
 
 @dataclass(frozen=True)
-class SessionResource:
+class SessionResource(Shape):
     """A memory store attached to a session (API.md §4.3), with the extra ``id``."""
 
+    WIRE_TYPE = "memory_store"
+
     id: str
-    session_id: str
+    session_id: str = field(metadata=LOCAL)
     memory_store_id: str
     access: Access
     instructions: str | None
@@ -163,69 +143,52 @@ class SessionResource:
     description: str
     mount_path: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "memory_store",
-            "id": self.id,
-            "memory_store_id": self.memory_store_id,
-            "access": self.access,
-            "instructions": self.instructions,
-            "name": self.name,
-            "description": self.description,
-            "mount_path": self.mount_path,
-        }
-
 
 @dataclass(frozen=True)
-class Session:
+class Session(Shape):
+    WIRE_TYPE = "session"
+    #: The SDK's fields that memfs has nothing for.
+    WIRE_CONSTANTS = {
+        "vault_ids": ([], {"type": "array", "items": _S}),
+        "stats": ({}, {"type": "object"}),
+        "usage": ({}, {"type": "object"}),
+        "outcome_evaluations": ([], {"type": "array"}),
+        "budget": (None, {"type": "null"}),
+        "deployment_id": (None, {"type": "null"}),
+    }
+
     id: str
-    status: str
+    status: Annotated[str, Doc({"enum": list(SESSION_STATUSES)})]
     resources: tuple[SessionResource, ...]
     agent: dict[str, Any] | None
     environment_id: str | None
     metadata: dict[str, str]
     title: str | None
-    created_at: str
-    updated_at: str
-    archived_at: str | None
+    created_at: Time
+    updated_at: Time
+    archived_at: Time | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "session",
-            "id": self.id,
-            "status": self.status,
-            "resources": [r.to_dict() for r in self.resources],
-            "agent": self.agent,
-            "environment_id": self.environment_id,
-            "metadata": dict(self.metadata),
-            "title": self.title,
-            "vault_ids": [],
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "archived_at": self.archived_at,
-            "stats": {},
-            "usage": {},
-            "outcome_evaluations": [],
-            "budget": None,
-            "deployment_id": None,
-        }
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], **extra: Any) -> Self:
+        """(Its resources' ``session_id`` is its ``id``.)"""
+        if "resources" not in extra:
+            extra["resources"] = tuple(SessionResource.from_dict(r, session_id=d["id"])
+                                       for r in d.get("resources") or ())
+        return super().from_dict(d, **extra)
 
 
 @dataclass(frozen=True)
-class SessionToken:
+class SessionToken(Shape):
     """A session token just made (:meth:`memfs.store.Store.create_session_token`): ``token``
     is the secret, shown this once (the store keeps only its SHA-256)."""
+
+    WIRE_TYPE = "session_token"
 
     id: str
     session_id: str
     token: str
-    created_at: str
-    expires_at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "session_token", "id": self.id, "session_id": self.session_id,
-                "token": self.token, "created_at": self.created_at,
-                "expires_at": self.expires_at}
+    created_at: Time
+    expires_at: Time
 
 
 @dataclass(frozen=True)
@@ -315,24 +278,29 @@ DREAM_USAGE = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
 
 
 @dataclass(frozen=True)
-class Dream:
+class Dream(Shape):
     """A dream (API.md §5, the SDK's ``BetaDream``): a run that reads a memory store and the
     transcripts of sessions and writes a consolidated store. ``inputs``, ``model``,
     ``output_behavior``, ``outputs``, ``error`` and ``usage`` are their wire objects."""
 
+    WIRE_TYPE = "dream"
+
     id: str
-    status: str
+    status: Annotated[str, Doc({"enum": list(DREAM_STATUSES)})]
     inputs: list[dict[str, Any]]
-    model: dict[str, Any]
+    model: Annotated[dict[str, Any], Doc(obj({"id": _S, "speed": {"const": "standard"}}),
+                                         replace=True)]
     instructions: str | None
     output_behavior: dict[str, Any]
-    outputs: list[dict[str, Any]]
+    outputs: Annotated[list[dict[str, Any]], Doc({"items": obj(
+        {"type": {"const": "memory_store"}, "memory_store_id": _S})})]
     session_id: str | None
-    error: dict[str, str] | None
-    usage: dict[str, int]
-    created_at: str
-    ended_at: str | None
-    archived_at: str | None
+    error: Annotated[dict[str, str], Doc(obj({"type": _S, "message": _S}), replace=True)] | None
+    usage: Annotated[dict[str, int], Doc(obj({k: {"type": "integer"} for k in DREAM_USAGE}),
+                                         replace=True)]
+    created_at: Time
+    ended_at: Time | None
+    archived_at: Time | None
 
     @property
     def memory_store_id(self) -> str:
@@ -348,27 +316,9 @@ class Dream:
     def output_store_id(self) -> str | None:
         return self.outputs[0]["memory_store_id"] if self.outputs else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "dream",
-            "id": self.id,
-            "status": self.status,
-            "inputs": self.inputs,
-            "model": self.model,
-            "instructions": self.instructions,
-            "output_behavior": self.output_behavior,
-            "outputs": self.outputs,
-            "session_id": self.session_id,
-            "error": self.error,
-            "usage": self.usage,
-            "created_at": self.created_at,
-            "ended_at": self.ended_at,
-            "archived_at": self.archived_at,
-        }
-
 
 @dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Shape):
     """A store as it was at a boundary (time travel, a memfs extension; README "Time travel").
 
     The boundary is ``time``, refined by one version when the instant alone is not exact: every
@@ -382,15 +332,22 @@ class Snapshot:
     path was erased). ``unknown_memory_ids``: memories whose history before the boundary was
     pruned by retention, so whether (and how) they existed then is not known; not shown."""
 
+    WIRE_TYPE = "memfs_snapshot"
+
     memory_store_id: str
     at: str
-    time: str
-    memories: list[Memory]
+    time: Time
+    memories: list[Memory] = field(default_factory=list, metadata={"wire": "data"})
     after_version_id: str | None = None
     before_version_id: str | None = None
     session_id: str | None = None
-    redacted: dict[str, str] = field(default_factory=dict)
-    unknown_memory_ids: list[str] = field(default_factory=list)
+    redacted: Annotated[dict[str, str], Doc({
+        "additionalProperties": {"type": "string", "format": "date-time"},
+        "description": "version in effect -> its redaction time (empty file)"}),
+    ] = field(default_factory=dict)
+    unknown_memory_ids: Annotated[list[str], Doc({
+        "description": "memories whose history before the boundary was pruned"}),
+    ] = field(default_factory=list)
 
     def includes(self, created_at: str, version_id: str) -> bool:
         """Whether the version ``(created_at, version_id)`` is at or before the boundary (the
@@ -423,81 +380,45 @@ class Snapshot:
                 f"{'its' if n == 1 else 'their'} versions before it were pruned (retention), "
                 f"so {'it is' if n == 1 else 'they are'} not shown: {shown}{more}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "memfs_snapshot",
-            "memory_store_id": self.memory_store_id,
-            "at": self.at,
-            "time": self.time,
-            "after_version_id": self.after_version_id,
-            "before_version_id": self.before_version_id,
-            "session_id": self.session_id,
-            "data": [m.to_dict() for m in self.memories],
-            "redacted": dict(self.redacted),
-            "unknown_memory_ids": list(self.unknown_memory_ids),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return cls(
-            memory_store_id=d["memory_store_id"], at=d["at"], time=d["time"],
-            memories=[Memory(**{k: v for k, v in m.items() if k != "type"})
-                      for m in d.get("data") or []],
-            after_version_id=d.get("after_version_id"),
-            before_version_id=d.get("before_version_id"), session_id=d.get("session_id"),
-            redacted=dict(d.get("redacted") or {}),
-            unknown_memory_ids=list(d.get("unknown_memory_ids") or []),
-        )
-
 
 @dataclass(frozen=True)
-class RecallHit:
+class RecallHit(Shape):
     """A memory a search found (:meth:`memfs.store.Store.search`; ``memfs.recall.search.Hit``):
-    its score in (0, 1], a one-line snippet, and which of ``words`` and ``meaning`` found it."""
+    its score in (0, 1], a one-line snippet, and which of ``words`` and ``meaning`` found it.
+    On the wire (``GET .../memfs/search``): a ``memfs_search_hit``."""
+
+    WIRE_TYPE = "memfs_search_hit"
+    SCHEMA_NAME = "SearchHit"
 
     memory_id: str
     path: str
-    score: float
-    snippet: str
-    matched: tuple[str, ...]
-    updated_at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """On the wire (``GET .../memfs/search``): a ``memfs_search_hit``."""
-        return {"type": "memfs_search_hit", "path": self.path, "memory_id": self.memory_id,
-                "score": self.score, "snippet": self.snippet, "matched": list(self.matched),
-                "updated_at": self.updated_at}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RecallHit:
-        return cls(memory_id=d["memory_id"], path=d["path"], score=float(d["score"]),
-                   snippet=d.get("snippet") or "", matched=tuple(d.get("matched") or ()),
-                   updated_at=d.get("updated_at") or "")
+    score: Annotated[float, Doc({"exclusiveMinimum": 0, "maximum": 1})]
+    snippet: Annotated[str, Doc({"description": "one line of the memory around the words of "
+                                 "the question (no tab, no newline)"})]
+    matched: Annotated[tuple[str, ...], Doc({
+        "items": {"enum": ["words", "meaning"]},
+        "description": "which of the words and meaning indexes found it"})]
+    updated_at: Time
 
 
 @dataclass
-class RecallResult:
+class RecallResult(Shape):
     """The hits of a search, best first, and how they were found
     (``memfs.recall.search.Result``): ``meaning`` is True when vectors ranked too; ``note``
-    says why not, or how much of the store they cover."""
+    says why not, or how much of the store they cover. On the wire (``GET .../memfs/search``):
+    a ``memfs_search_result``."""
 
-    hits: list[RecallHit]
-    meaning: bool
-    note: str | None = None
-    indexed: int = 0
+    WIRE_TYPE = "memfs_search_result"
+    SCHEMA_NAME = "SearchResult"
+
+    hits: Annotated[list[RecallHit], Doc({"description": "best first"})] = field(
+        metadata={"wire": "data"})
+    meaning: Annotated[bool, Doc({"description": "whether meaning ranked too"})]
+    note: Annotated[str | None, Doc({
+        "description": "why meaning did not help (words alone answered), or how much of the "
+        "store it covers"})] = None
+    indexed: Annotated[int, Doc({"description": "memories indexed by meaning"})] = 0
     memories: int = 0
-    model: str | None = None
-    candidates: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """On the wire (``GET .../memfs/search``): a ``memfs_search_result``."""
-        return {"type": "memfs_search_result", "data": [h.to_dict() for h in self.hits],
-                "meaning": self.meaning, "note": self.note, "indexed": self.indexed,
-                "memories": self.memories, "model": self.model}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RecallResult:
-        return cls([RecallHit.from_dict(h) for h in d.get("data") or []],
-                   bool(d.get("meaning")), note=d.get("note"),
-                   indexed=int(d.get("indexed") or 0), memories=int(d.get("memories") or 0),
-                   model=d.get("model"))
+    model: Annotated[str | None, Doc({
+        "description": "the embeddings model (null: meaning is off)"})] = None
+    candidates: dict[str, int] = field(default_factory=dict, metadata=LOCAL)

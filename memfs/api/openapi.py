@@ -1,6 +1,7 @@
 """``/openapi.json``: the OpenAPI 3.1 description of the API, made from the route table
 (:data:`memfs.api.routes.OPS`) and its declared inputs (:mod:`memfs.api.spec`), and the component
-schemas of its answers (:data:`SCHEMAS`)."""
+schemas of its answers (:data:`SCHEMAS`): those of the models from their declaration
+(:mod:`memfs.shapes`), the others (listings, summaries of the extensions) written here."""
 
 from __future__ import annotations
 
@@ -8,6 +9,21 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..models import (
+    Actor,
+    Dream,
+    Memory,
+    MemoryPrefix,
+    MemoryStore,
+    MemoryVersion,
+    RecallHit,
+    RecallResult,
+    Session,
+    SessionResource,
+    SessionToken,
+    Snapshot,
+)
+from ..shapes import Shape, schema_name
 from . import spec
 
 if TYPE_CHECKING:
@@ -23,66 +39,24 @@ def _obj(props: dict[str, Any], required: Iterable[str] | None = None) -> dict[s
 _S = {"type": "string"}
 _NS = {"type": ["string", "null"]}
 _T = {"type": "string", "format": "date-time"}
-_NT = {"type": ["string", "null"], "format": "date-time"}
 _I = {"type": "integer"}
-_NI = {"type": ["integer", "null"]}
-_META = {"type": "object", "additionalProperties": {"type": "string"}}
-_ACTOR = {"oneOf": [
-    _obj({"type": {"const": t}, f: _S}) for t, f in (
-        ("api_actor", "api_key_id"), ("session_actor", "session_id"),
-        ("user_actor", "user_id"), ("service_account_actor", "service_account_id"))
-]}
 
 
 def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+#: The answers that are models (:mod:`memfs.models`): their schemas come from their
+#: declaration (:mod:`memfs.shapes`), as do the objects the API sends and the client decodes.
+MODELS: tuple[type[Shape] | type[Actor], ...] = (
+    MemoryStore, Memory, MemoryPrefix, Actor, MemoryVersion, SessionResource, Session, Dream,
+    Snapshot, SessionToken, RecallHit, RecallResult)
+
 SCHEMAS: dict[str, Any] = {
-    "MemoryStore": _obj({"type": {"const": "memory_store"}, "id": _S, "name": _S,
-                         "description": _S, "metadata": _META, "created_at": _T,
-                         "updated_at": _T, "archived_at": _NT}),
-    "Memory": _obj({"type": {"const": "memory"}, "id": _S, "memory_store_id": _S, "path": _S,
-                    "content": _NS, "content_sha256": _S, "content_size_bytes": _I,
-                    "memory_version_id": _S, "created_at": _T, "updated_at": _T}),
-    "MemoryPrefix": _obj({"type": {"const": "memory_prefix"}, "path": _S}),
+    **{schema_name(m): m.json_schema() for m in MODELS},
     "MemoryListItem": {"oneOf": [_ref("Memory"), _ref("MemoryPrefix")]},
-    "Actor": _ACTOR,
-    "MemoryVersion": _obj({
-        "type": {"const": "memory_version"}, "id": _S, "memory_id": _S,
-        "memory_store_id": _S, "operation": {"enum": ["created", "modified", "deleted"]},
-        "created_at": _T, "path": _NS, "content": _NS, "content_sha256": _NS,
-        "content_size_bytes": _NI, "created_by": {"oneOf": [_ref("Actor"), {"type": "null"}]},
-        "redacted_at": _NT, "redacted_by": {"oneOf": [_ref("Actor"), {"type": "null"}]}}),
     "Deleted": _obj({"id": _S, "type": {"enum": [
         "memory_store_deleted", "memory_deleted", "session_deleted"]}}),
-    "SessionResource": _obj({
-        "type": {"const": "memory_store"}, "id": _S, "memory_store_id": _S,
-        "access": {"enum": ["read_write", "read_only"]}, "instructions": _NS, "name": _S,
-        "description": _S, "mount_path": _S}),
-    "Session": _obj({
-        "type": {"const": "session"}, "id": _S,
-        "status": {"enum": ["rescheduling", "running", "idle", "terminated"]},
-        "resources": {"type": "array", "items": _ref("SessionResource")},
-        "agent": {"type": ["object", "null"]}, "environment_id": _NS, "metadata": _META,
-        "title": _NS, "vault_ids": {"type": "array", "items": _S}, "created_at": _T,
-        "updated_at": _T, "archived_at": _NT, "stats": {"type": "object"},
-        "usage": {"type": "object"}, "outcome_evaluations": {"type": "array"},
-        "budget": {"type": "null"}, "deployment_id": {"type": "null"}}),
-    "Dream": _obj({
-        "type": {"const": "dream"}, "id": _S,
-        "status": {"enum": ["pending", "running", "completed", "failed", "canceled"]},
-        "inputs": {"type": "array", "items": {"type": "object"}},
-        "model": _obj({"id": _S, "speed": {"const": "standard"}}), "instructions": _NS,
-        "output_behavior": {"type": "object"},
-        "outputs": {"type": "array", "items": _obj({"type": {"const": "memory_store"},
-                                                    "memory_store_id": _S})},
-        "session_id": _NS,
-        "error": {"oneOf": [_obj({"type": _S, "message": _S}), {"type": "null"}]},
-        "usage": _obj({k: _I for k in ("input_tokens", "output_tokens",
-                                      "cache_creation_input_tokens",
-                                      "cache_read_input_tokens")}),
-        "created_at": _T, "ended_at": _NT, "archived_at": _NT}),
     "Event": {"type": "object", "required": ["id", "type", "processed_at"],
               "properties": {"id": _S, "type": _S, "processed_at": _T},
               "additionalProperties": True},
@@ -91,14 +65,6 @@ SCHEMAS: dict[str, Any] = {
                "description": "memfs extension: every limit of the server's store"},
     "Tree": _obj({"data": {"type": "array", "items": _ref("Memory")}, "last_seq": _I}),
     "Stats": _obj({"memory_count": _I, "last_seq": _I}),
-    "Snapshot": _obj({
-        "type": {"const": "memfs_snapshot"}, "memory_store_id": _S, "at": _S, "time": _T,
-        "after_version_id": _NS, "before_version_id": _NS, "session_id": _NS,
-        "data": {"type": "array", "items": _ref("Memory")},
-        "redacted": {"type": "object", "additionalProperties": _T,
-                     "description": "version in effect -> its redaction time (empty file)"},
-        "unknown_memory_ids": {"type": "array", "items": _S, "description":
-                               "memories whose history before the boundary was pruned"}}),
     "Ok": _obj({"ok": {"const": True}}),
     "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
     "MemoryStoreList": _obj({"data": {"type": "array", "items": _ref("MemoryStore")}}),
@@ -119,8 +85,6 @@ SCHEMAS: dict[str, Any] = {
         "skipped": {"type": "array", "items": _obj({"path": _S, "reason": _S},
                                                     ["path", "reason"])},
         "ignored": {"type": "array", "items": _obj({"path": _S, "reason": _S})}}),
-    "SessionToken": _obj({"type": {"const": "session_token"}, "id": _S, "session_id": _S,
-                          "token": _S, "created_at": _T, "expires_at": _T}),
     "Revert": _obj({
         "type": {"const": "memfs_revert"}, "id": _NS, "undo": _NS,
         "target": _obj({"type": {"enum": ["session", "revert"]}, "id": _S}),
@@ -140,23 +104,6 @@ SCHEMAS: dict[str, Any] = {
             "conflicting_memory_id": _NS, "conflicting_path": _NS})},
         "unchanged": {"type": "array", "items": _obj({
             "memory_store_id": _S, "memory_id": _S, "path": _NS})}}),
-    "SearchHit": _obj({
-        "type": {"const": "memfs_search_hit"}, "path": _S, "memory_id": _S,
-        "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-        "snippet": {"type": "string", "description": "one line of the memory around the "
-                    "words of the question (no tab, no newline)"},
-        "matched": {"type": "array", "items": {"enum": ["words", "meaning"]},
-                    "description": "which of the words and meaning indexes found it"},
-        "updated_at": _T}),
-    "SearchResult": _obj({
-        "type": {"const": "memfs_search_result"},
-        "data": {"type": "array", "items": _ref("SearchHit"), "description": "best first"},
-        "meaning": {"type": "boolean", "description": "whether meaning ranked too"},
-        "note": {"type": ["string", "null"], "description": "why meaning did not help (words "
-                 "alone answered), or how much of the store it covers"},
-        "indexed": {"type": "integer", "description": "memories indexed by meaning"},
-        "memories": _I, "model": {"type": ["string", "null"], "description":
-                                  "the embeddings model (null: meaning is off)"}}),
     "SearchStatus": _obj({
         "type": {"const": "memfs_search_status"}, "store_id": _S, "name": _S,
         "memories": _I, "indexed": _I, "model": _NS,

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -13,7 +12,6 @@ import httpx
 from .. import errors
 from ..errors import from_wire as error_from_response
 from ..models import (
-    Actor,
     Change,
     Event,
     Memory,
@@ -26,6 +24,7 @@ from ..models import (
 )
 
 T = TypeVar("T")
+
 
 def _decode(response: httpx.Response) -> Any:
     """The JSON body of a success, else raise the mapped error."""
@@ -42,46 +41,31 @@ def _decode(response: httpx.Response) -> Any:
     raise error_from_response(response.status_code, body)
 
 
-def _fields(cls: type[T], d: dict[str, Any], **extra: Any) -> T:
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in d.items() if k in names}, **extra)
-
+# The models' own decoding (:meth:`memfs.shapes.Shape.from_dict`, from the declaration the
+# API encodes them by); the client adds what is not on the wire.
 
 def _store(d: dict[str, Any]) -> MemoryStore:
-    return _fields(MemoryStore, d)
+    return MemoryStore.from_dict(d)
 
 
 def _memory(d: dict[str, Any]) -> Memory:
-    return _fields(Memory, d, seq=int(d.get("memfs_seq") or 0))
+    return Memory.from_dict(d, seq=int(d.get("memfs_seq") or 0))
 
 
 def _item(d: dict[str, Any]) -> Memory | MemoryPrefix:
-    return MemoryPrefix(d["path"]) if d.get("type") == "memory_prefix" else _memory(d)
-
-
-def _actor(d: Any) -> Actor | None:
-    return Actor.from_dict(d) if isinstance(d, dict) else None
+    return MemoryPrefix.from_dict(d) if d.get("type") == "memory_prefix" else _memory(d)
 
 
 def _version(d: dict[str, Any]) -> MemoryVersion:
-    return _fields(
-        MemoryVersion,
-        {k: v for k, v in d.items() if k not in ("created_by", "redacted_by")},
-        created_by=_actor(d.get("created_by")),
-        redacted_by=_actor(d.get("redacted_by")),
-    )
+    return MemoryVersion.from_dict(d)
 
 
 def _resource(d: dict[str, Any], session_id: str) -> SessionResource:
-    return _fields(SessionResource, d, session_id=session_id)
+    return SessionResource.from_dict(d, session_id=session_id)
 
 
 def _session(d: dict[str, Any]) -> Session:
-    return _fields(
-        Session,
-        {k: v for k, v in d.items() if k != "resources"},
-        resources=tuple(_resource(r, d["id"]) for r in d.get("resources") or ()),
-    )
+    return Session.from_dict(d)
 
 
 def _event(d: dict[str, Any], session_id: str | None) -> Event:

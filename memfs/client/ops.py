@@ -32,7 +32,6 @@ from ..models import (
 from .decode import (
     _change,
     _event,
-    _fields,
     _item,
     _memory,
     _page,
@@ -452,8 +451,7 @@ class Ops:
         the commands of the session (:meth:`memfs.store.Store.create_session_token`)."""
         body = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
         d = yield Request("POST", f"/v1/sessions/{_q(session_id)}/memfs/tokens", json=body)
-        return SessionToken(d["id"], d["session_id"], d["token"], d["created_at"],
-                            d["expires_at"])
+        return SessionToken.from_dict(d)
 
     def revert(self, target: str, *, actor: Actor | None = None, dry_run: bool = False,
                force: bool = False) -> Op[dict[str, Any]]:
@@ -564,11 +562,11 @@ class Ops:
         d = yield Request("POST", "/v1/dreams", json=_body(
             inputs=inputs, model=model, instructions=instructions,
             output_behavior=output_behavior))
-        return _fields(Dream, d)
+        return Dream.from_dict(d)
 
     def get_dream(self, dream_id: str) -> Op[Dream]:
         d = yield Request("GET", f"/v1/dreams/{_q(dream_id)}")
-        return _fields(Dream, d)
+        return Dream.from_dict(d)
 
     def list_dreams(
         self,
@@ -583,15 +581,15 @@ class Ops:
         d = yield Request("GET", "/v1/dreams", params=_params(
             statuses=list(statuses) if statuses else None, include_archived=include_archived,
             created_at_gt=created_at_gt, created_at_lt=created_at_lt, limit=limit, page=page))
-        return _page(d, lambda x: _fields(Dream, x))
+        return _page(d, lambda x: Dream.from_dict(x))
 
     def cancel_dream(self, dream_id: str) -> Op[Dream]:
         d = yield Request("POST", f"/v1/dreams/{_q(dream_id)}/cancel")
-        return _fields(Dream, d)
+        return Dream.from_dict(d)
 
     def archive_dream(self, dream_id: str) -> Op[Dream]:
         d = yield Request("POST", f"/v1/dreams/{_q(dream_id)}/archive")
-        return _fields(Dream, d)
+        return Dream.from_dict(d)
 
 
 #: The operations both clients expose (every public generator of :class:`Ops`).
