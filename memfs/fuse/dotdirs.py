@@ -503,7 +503,7 @@ def by_inode(handler: _F) -> _F:
     """Dispatch by the inode a request is about (its first argument): a node of ``.history``
     or ``.search`` goes to the handler of the same name of that directory's object; any other
     to ``handler`` (the tree's)."""
-    name = handler.__name__
+    name = handler.__name__.lstrip("_")  # _getxattr: the dispatched half of getxattr
 
     @functools.wraps(handler)
     async def route(mount: Base, inode: int, *args: Any) -> Any:

@@ -98,6 +98,8 @@ log = logging.getLogger(__name__)
 
 
 #: Read-only extended attributes of every committed file.
+#: Every extended attribute name memfs answers starts so (XATTRS, and .history's).
+XATTR_PREFIX = b"user.memfs."
 XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs.content_sha256")
 
 
@@ -611,9 +613,19 @@ class Operations(Buffers):
         data.f_namemax = NAME_MAX
         return data
 
+    async def getxattr(
+        self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
+    ) -> bytes:
+        """Only ``user.memfs.*`` names exist here. Any other is ENOATTR at once, before the
+        dispatch: the kernel asks for ``security.capability`` at every write and truncating
+        open (it stops asking only after ENOSYS, which would hide ``user.memfs.*`` too)."""
+        if not name.startswith(XATTR_PREFIX):
+            raise FUSEError(pyfuse3.ENOATTR)
+        return await self._getxattr(inode, name, ctx)
+
     @_handler
     @by_inode
-    async def getxattr(
+    async def _getxattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> bytes:
         node = self._node(inode)

@@ -249,3 +249,19 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
     finally:
         other.close()
         watch.close()
+
+
+async def test_security_xattrs_are_answered_at_once(mount: Mount, monkeypatch) -> None:
+    """The kernel asks for ``security.capability`` at every write and truncating open (memfs
+    serves ``user.memfs.*``, so it cannot answer ENOSYS once for all): the answer, ENOATTR,
+    comes before any dispatch, node lookup or kernel-queue check."""
+    ops = mount.ops
+    ino = await create(ops, b"x.md")
+    touched: list[str] = []
+    monkeypatch.setattr(ops, "kick", lambda: touched.append("kick"))
+    monkeypatch.setattr(ops, "_node", lambda inode: touched.append("node"))
+    for name in (b"security.capability", b"system.posix_acl_access", b"trusted.x"):
+        with pytest.raises(pyfuse3.FUSEError) as e:
+            await ops.getxattr(ino, name, CTX)
+        assert e.value.errno == pyfuse3.ENOATTR
+    assert touched == []
