@@ -166,8 +166,9 @@ class ChangeWatcher(_Periodic):
             self.skipped += 1  # the safety poll: the position moved past our own changes
             found = 0
         else:
-            self._elsewhere = elsewhere
             found = await self.poll()
+            # Only once the feed was read: after a failed poll the next round reads it again.
+            self._elsewhere = elsewhere
         if found:
             self._pending = []
         elif self._woke:
