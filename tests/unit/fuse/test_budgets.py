@@ -26,21 +26,11 @@ from memfs.fuse.ops import Operations
 from memfs.fuse.toolevents import EventSink
 from memfs.fuse.watch import ChangeWatcher
 from memfs.store import Limits, Store
+from tests.support import async_wait_until
+from tests.support.fsops import CTX, ROOT, read_file, write_file
 
-ROOT = pyfuse3.ROOT_INODE
 DATA = b"x" * 1999 + b"\n"
 N = 20
-
-
-class Ctx:
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.uid = os.getuid()
-        self.gid = os.getgid()
-        self.umask = 0o022
-
-
-CTX = Ctx()
 
 
 @dataclass
@@ -111,23 +101,13 @@ def mount(tmp_path, monkeypatch) -> Iterator[Mount]:
 
 
 async def create(ops: Operations, name: bytes) -> int:
-    info, attrs = await ops.create(ROOT, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await ops.write(info.fh, 0, DATA)
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    return attrs.st_ino
+    return await write_file(ops, ROOT, name, DATA)
 
 
 async def overwrite(ops: Operations, ino: int) -> None:
     info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
     await ops.write(info.fh, 0, DATA[::-1])
     await ops.flush(info.fh)
-    await ops.release(info.fh)
-
-
-async def read(ops: Operations, ino: int) -> None:
-    info = await ops.open(ino, os.O_RDONLY, CTX)
-    await ops.read(info.fh, 0, 1 << 20)
     await ops.release(info.fh)
 
 
@@ -173,7 +153,7 @@ async def test_what_each_operation_costs(mount: Mount) -> None:
         await ops.rename(ROOT, f"f{i}.md".encode(), ROOT, f"g{i}.md".encode(), 0, CTX)
 
     async def do_read(i: int) -> None:
-        await read(ops, inos[i])
+        await read_file(ops, inos[i])
 
     async def do_unlink(i: int) -> None:
         await ops.unlink(ROOT, f"g{i}.md".encode(), CTX)
@@ -181,7 +161,7 @@ async def test_what_each_operation_costs(mount: Mount) -> None:
     await measure("create", do_create)
     await measure("overwrite", do_overwrite)
     for i in range(N):  # warm: the contents are cached after one read
-        await read(ops, inos[i])
+        await read_file(ops, inos[i])
     await measure("warm read", do_read)
     c.reset()
     mount.sink.flush()  # a read's events (an open and a read: two pairs) are written later
@@ -195,14 +175,6 @@ async def test_what_each_operation_costs(mount: Mount) -> None:
         f"{op}: {g[0]:.1f} statements, {g[1]:.1f} identity checks, {g[2]:.1f} /proc reads "
         f"per operation; the budget is {b}. Statements of one:\n    "
         + "\n    ".join(seen[op]) for op, (g, b) in over.items())
-
-
-async def soon(condition: Any, seconds: float) -> None:
-    for _ in range(int(seconds / 0.005)):
-        if condition():
-            return
-        await trio.sleep(0.005)
-    raise AssertionError(f"not within {seconds} s")
 
 
 async def test_own_commits_are_not_read_back_and_another_process_is_seen(
@@ -227,7 +199,7 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)
             await create(ops, b"first.md")  # the first wake-up reads the feed: no position yet
-            await soon(lambda: bool(polls), 2)
+            await async_wait_until(lambda: polls, 2)
             await trio.sleep(0.1)
             first = len(polls)
             for i in range(N):
@@ -244,7 +216,7 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
             assert ops.tree.seq > behind
             other.create_memory(mount.sid, "/elsewhere.md", "from another process",
                                 actor=Actor.user("user_other"))
-            await soon(lambda: "elsewhere.md" in (ops.root.children or {}), 1)
+            await async_wait_until(lambda: "elsewhere.md" in (ops.root.children or {}), 1)
             watcher.stop()
     finally:
         other.close()
