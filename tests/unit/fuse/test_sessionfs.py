@@ -8,14 +8,13 @@ import os
 
 import pyfuse3
 import pytest
-from pyfuse3 import FUSEError
 
 from memfs import Actor
 from memfs.fuse.ops import Operations
 from memfs.fuse.session import INODE_SHIFT, Member, SessionOperations
 from memfs.fuse.toolevents import EventSink
 from memfs.store import Store
-from tests.support.fsops import CTX
+from tests.support.fsops import CTX, raises, read_file, write_file
 
 ROOT = pyfuse3.ROOT_INODE
 ACTOR = Actor.user("user_test")
@@ -67,28 +66,6 @@ async def listing(sops: SessionOperations, ino: int) -> list[tuple[bytes, int]]:
     return got
 
 
-async def write(sops: SessionOperations, parent: int, name: bytes, data: bytes) -> int:
-    info, attrs = await sops.create(parent, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await sops.write(info.fh, 0, data)
-    await sops.flush(info.fh)
-    await sops.release(info.fh)
-    return attrs.st_ino
-
-
-async def read(sops: SessionOperations, ino: int) -> bytes:
-    info = await sops.open(ino, os.O_RDONLY, CTX)
-    try:
-        return await sops.read(info.fh, 0, 1 << 20)
-    finally:
-        await sops.release(info.fh)
-
-
-async def raises(errno_: int, coro) -> None:
-    with pytest.raises(FUSEError) as e:
-        await coro
-    assert e.value.errno == errno_, os.strerror(e.value.errno)
-
-
 async def test_the_root_lists_the_stores_each_with_its_own_inode_range(session):
     sops = session
     root = await sops.getattr(ROOT, CTX)
@@ -104,7 +81,7 @@ async def test_the_root_lists_the_stores_each_with_its_own_inode_range(session):
         assert (await sops.lookup(ROOT, name, CTX)).st_ino == ino
         seed = await sops.lookup(ino, b"seed.md", CTX)
         assert seed.st_ino >> INODE_SHIFT == i + 1
-        assert await read(sops, seed.st_ino) == f"seed of {name.decode()}".encode()
+        assert await read_file(sops, seed.st_ino) == f"seed of {name.decode()}".encode()
     await raises(errno.ENOENT, sops.lookup(ROOT, b"nope", CTX))
     assert (await sops.lookup((1 << INODE_SHIFT), b"..", CTX)).st_ino == ROOT
 
@@ -112,16 +89,16 @@ async def test_the_root_lists_the_stores_each_with_its_own_inode_range(session):
 async def test_writes_in_one_store_never_appear_in_another(session, store):
     sops = session
     notes, extra = sops.members[0], sops.members[2]
-    ino = await write(sops, notes.ops.root.ino, b"a.md", b"in notes")
+    ino = await write_file(sops, notes.ops.root.ino, b"a.md", b"in notes")
     assert ino >> INODE_SHIFT == 1
     assert store.get_memory_by_path(notes.ops.store_id, "/a.md").content == "in notes"
     await raises(errno.ENOENT, sops.lookup(extra.ops.root.ino, b"a.md", CTX))
     assert [n for n, _ in await listing(sops, extra.ops.root.ino)][2:] == [b"seed.md"]
     # Same name in the other store: its own memory, its own content.
-    other = await write(sops, extra.ops.root.ino, b"a.md", b"in extra")
+    other = await write_file(sops, extra.ops.root.ino, b"a.md", b"in extra")
     assert other != ino and other >> INODE_SHIFT == 3
-    assert await read(sops, ino) == b"in notes"
-    assert await read(sops, other) == b"in extra"
+    assert await read_file(sops, ino) == b"in notes"
+    assert await read_file(sops, other) == b"in extra"
     # Moving between stores is refused like a rename between two mounts.
     await raises(errno.EXDEV, sops.rename(notes.ops.root.ino, b"a.md", extra.ops.root.ino,
                                           b"b.md", 0, CTX))
@@ -144,7 +121,7 @@ async def test_a_read_only_store_refuses_and_logs_while_the_others_write(session
     assert len(results) == 3 and all(r["is_error"] for r in results)
     assert all("EROFS" in r["content"][0]["text"] for r in results)
     assert [m.path for m in store.list_memories(docs.ops.store_id).data] == ["/seed.md"]
-    await write(sops, sops.members[0].ops.root.ino, b"ok.md", b"fine")
+    await write_file(sops, sops.members[0].ops.root.ino, b"ok.md", b"fine")
 
 
 async def test_the_session_root_is_fixed(session):
