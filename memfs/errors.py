@@ -44,6 +44,7 @@ Anything that is not a :class:`MemfsError` (a bug) leaves as :class:`MemfsError`
     ├── FeedGap                  the change feed no longer holds changes after a position
     ├── Busy                     the database stayed locked past every retry
     │   ├── TooManyRequests      a client or key has too many requests unfinished (HTTP 429)
+    │   │   └── RateLimited      a key sent more requests than its rate allows (HTTP 429)
     │   └── UploadsFull          HTTP: the server reads as many request bodies as it may
     └── StorageError             the database cannot be written or read (EIO, HTTP 503)
         ├── StorageFull          the disk under the database is full (ENOSPC)
@@ -192,6 +193,15 @@ class TooManyRequests(Busy):
     :mod:`memfs.uploads`)."""
 
 
+class RateLimited(TooManyRequests):
+    """An API key sent more requests than its rate allows (HTTP 429 with ``retry-after``:
+    :class:`memfs.api.limits.KeyRates`)."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class UploadsFull(Busy):
     """The server is reading as many request bodies as it reads at once
     (:class:`memfs.uploads.Uploads`)."""
@@ -279,6 +289,7 @@ WIRE: dict[type[MemfsError], Wire] = {
     FeedGap: Wire(_EIO, 500, "api_error", "feed_gap", 1),
     Busy: Wire(_EBUSY, 503, "overloaded_error", None, 7),
     TooManyRequests: Wire(_EBUSY, 429, "rate_limit_error", "too_many_unfinished_requests", 7),
+    RateLimited: Wire(_EBUSY, 429, "rate_limit_error", "rate_limited", 7),
     UploadsFull: Wire(_EBUSY, 503, "overloaded_error", "uploads_full", 7),
     StorageError: Wire(_EIO, 503, "api_error", "storage_error", 8),
     StorageFull: Wire(errno.ENOSPC, 507, "api_error", "storage_full", 8),

@@ -191,18 +191,56 @@ class SessionToken(Shape):
     expires_at: Time
 
 
-@dataclass(frozen=True)
-class SessionGrant:
-    """What a valid session token lets its holder do: act as ``session_id`` on the stores of
-    ``access`` (store id -> ``read_write`` | ``read_only``), nothing else."""
+#: The roles of an API key (issue 22): ``admin`` may do everything in its workspace and manage
+#: its keys, ``read_write`` everything but the keys, ``read_only`` only reads.
+ROLES = ("admin", "read_write", "read_only")
+#: The workspace of every object made before workspaces, and of the server's own keys.
+DEFAULT_WORKSPACE = "default"
 
-    session_id: str
-    token_id: str
-    access: dict[str, str]
-    expires_at: str
+
+@dataclass(frozen=True)
+class ApiKey(Shape):
+    """An API key kept in the database (:meth:`memfs.store.Store.create_key`): only the SHA-256
+    of its secret is kept; ``key`` is the secret, given only in the answer that made it.
+    ``memory_store_ids``: the only stores it opens (None: every store of its workspace)."""
+
+    WIRE_TYPE = "memfs_api_key"
+
+    id: str
+    name: str
+    workspace_id: str
+    role: Annotated[str, Doc({"enum": list(ROLES)})]
+    memory_store_ids: list[str] | None
+    created_at: Time
+    expires_at: Time | None
+    last_used_at: Time | None
+    revoked_at: Time | None
+    created_by: Actor | None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a credential lets its holder do now: a role in one workspace, on every store of it
+    or (``access`` not None) only on those stores (id -> ``read_write`` | ``read_only``). A
+    session token is such a grant with its ``session_id``: it acts as that session on its
+    attached stores. ``key_id``: the key's id (``apikey_…``), a session token's ``sesstok_…``."""
+
+    key_id: str
+    workspace_id: str = DEFAULT_WORKSPACE
+    role: str = "admin"
+    access: dict[str, str] | None = None
+    session_id: str | None = None
+    name: str = ""
+    expires_at: str | None = None
+    #: One of the server's own keys (``--api-key``, ``MEMFS_API_KEYS``: the operator's, not
+    #: in the database): the default workspace's admin, which may also make keys of others.
+    server: bool = False
 
     def actor(self) -> Actor:
-        return Actor.session(self.session_id)
+        if self.session_id is not None:
+            return Actor.session(self.session_id)
+        return Actor.api(self.key_id)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,40 @@ MAX_INT = 2**63 - 1
 _INT_RE = re.compile(r"-?[0-9]{1,19}")
 
 
+_WORKSPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def validate_workspace(workspace: Any) -> str:
+    """A workspace id: 1 to 64 of lowercase letters, digits, ``-`` and ``_``, starting with
+    a letter or digit (``team-a``). :raises InvalidRequest:"""
+    if not isinstance(workspace, str) or not _WORKSPACE_RE.fullmatch(workspace):
+        raise InvalidRequest(
+            f"invalid workspace {workspace!r}: 1 to 64 lowercase letters, digits, '-' and "
+            "'_', starting with a letter or digit")
+    return workspace
+
+
+_DURATION_RE = re.compile(r"([0-9]{1,9})([smhdw]?)")
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: The longest a key may be made to live for (ten years).
+MAX_DURATION = 10 * 365 * 86400
+
+
+def parse_duration(value: Any) -> int:
+    """Seconds, from a number of seconds or a text such as ``90s``, ``15m``, ``12h``, ``30d``
+    or ``2w``: at least 1, at most :data:`MAX_DURATION`. :raises InvalidRequest:"""
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    elif isinstance(value, str) and (m := _DURATION_RE.fullmatch(value.strip())):
+        seconds = int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    else:
+        raise InvalidRequest(f"invalid duration {value!r}: seconds, or a number with s, m, "
+                             "h, d or w (30d)")
+    if not 1 <= seconds <= MAX_DURATION:
+        raise InvalidRequest(f"a duration is 1 second to 10 years (not {value!r})")
+    return seconds
+
+
 def parse_int(text: str) -> int | None:
     """An integer as a client writes one: ASCII digits, a leading ``-`` allowed, within
     ``±``:data:`MAX_INT`; None for anything else. ``int()`` alone takes far more: Unicode

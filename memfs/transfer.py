@@ -57,7 +57,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .errors import InvalidArchive, InvalidRequest
-from .models import Memory, MemoryVersion
+from .models import DEFAULT_WORKSPACE, Memory, MemoryVersion
 from .rules import Limits, _too_large, format_time
 from .store import Store
 
@@ -351,7 +351,7 @@ def _no_constant(name: str) -> Any:
 
 def import_archive(
     store: Store, raw: IO[bytes], *, name: str | None = None, into: str | None = None,
-    partial: bool = False, progress: Progress = _no_progress,
+    partial: bool = False, progress: Progress = _no_progress, workspace: str = DEFAULT_WORKSPACE,
 ) -> dict[str, Any]:
     """Restore the archive read from ``raw``, seekable: it is read twice, checked whole
     before anything is written (see :meth:`Store.import_archive` for that and for ``name``,
@@ -373,7 +373,8 @@ def import_archive(
     # The header's store object is any JSON value (or missing): Store.import_archive checks
     # it (restore.store_fields), though its signature says the dict it accepts.
     src = cast("dict[str, Any]", header.get("store"))
-    summary = store.import_archive(src, records, name=name, into=into, partial=partial)
+    summary = store.import_archive(src, records, name=name, into=into, partial=partial,
+                                   workspace=workspace)
     return {"type": "memfs_import", "source": "archive",
             "history": bool(header.get("history")), **summary, "ignored": []}
 
@@ -528,7 +529,7 @@ def _zip_entries(
 def import_files(
     store: Store, walk: Callable[[list[dict[str, str]]], Iterator[Entry]], *,
     name: str | None = None, into: str | None = None, partial: bool = False,
-    actor: Any = None, progress: Progress = _no_progress,
+    actor: Any = None, progress: Progress = _no_progress, workspace: str = DEFAULT_WORKSPACE,
 ) -> dict[str, Any]:
     """Import walked files (``walk(ignored)``: :func:`walk_directory` or :func:`walk_zip` of
     the source, appending what it ignores to ``ignored``; called once per pass over the
@@ -548,7 +549,8 @@ def import_files(
             halves(1)  # each file, once in each of the two passes
             yield e
 
-    summary = store.import_files(files, name=name, into=into, partial=partial, actor=actor)
+    summary = store.import_files(files, name=name, into=into, partial=partial, actor=actor,
+                                 workspace=workspace)
     return {"type": "memfs_import", "source": "files", "history": False, **summary,
             "ignored": ignored}
 
@@ -572,8 +574,10 @@ def sniff(head: bytes) -> str:
 def import_upload(
     store: Store, raw: IO[bytes], *, name: str | None = None, into: str | None = None,
     partial: bool = False, actor: Any = None, progress: Progress = _no_progress,
+    workspace: str = DEFAULT_WORKSPACE,
 ) -> dict[str, Any]:
-    """Import an archive or a zip from a seekable stream, whichever it is.
+    """Import an archive or a zip from a seekable stream, whichever it is (into a new store
+    of ``workspace``, or ``into`` one).
 
     :raises InvalidArchive, InvalidRequest, ...: see :func:`import_archive`, :func:`import_files`.
     """
@@ -581,7 +585,7 @@ def import_upload(
     raw.seek(0)
     if kind == "archive":
         return import_archive(store, raw, name=name, into=into, partial=partial,
-                              progress=progress)
+                              progress=progress, workspace=workspace)
     if name is None and into is None:
         raise InvalidRequest("a zip of files needs a new store name (name) or a store to "
                              "import into (into)")
@@ -593,4 +597,4 @@ def import_upload(
 
     walk([])  # a zip that is not one is refused here, before the store is asked anything
     return import_files(store, walk, name=name, into=into, partial=partial, actor=actor,
-                        progress=progress)
+                        progress=progress, workspace=workspace)

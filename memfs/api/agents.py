@@ -19,7 +19,7 @@ _ENVIRONMENT_FIELDS = (string("name!"), obj("config"), string("description"), ob
 
 async def create_agent(c: Call) -> Any:
     return await c.run(c.store.create_agent, **{f.name: c.body.get(f.name)
-                                                 for f in _AGENT_FIELDS})
+                                                 for f in _AGENT_FIELDS}, workspace=c.workspace)
 
 
 async def retrieve_agent(c: Call) -> Any:
@@ -28,7 +28,8 @@ async def retrieve_agent(c: Call) -> Any:
 
 async def create_environment(c: Call) -> Any:
     return await c.run(c.store.create_environment, **{f.name: c.body.get(f.name)
-                                                       for f in _ENVIRONMENT_FIELDS})
+                                                       for f in _ENVIRONMENT_FIELDS},
+                       workspace=c.workspace)
 
 
 async def retrieve_environment(c: Call) -> Any:

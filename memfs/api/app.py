@@ -22,11 +22,12 @@ from ..health import Health
 from ..store import Store
 from ..uploads import Uploads
 from . import spec
-from .auth import SESSION_HEADER, _authorize, _Gate
+from .auth import SESSION_HEADER, _authorize, _check_visible, _Gate
 from .batching import WriteBatcher
 from .body import _body_chunks, _read_body, _read_json
 from .call import Call
 from .errortable import error_body, error_response
+from .limits import KeyRates
 from .routes import OPS, Op
 from .streams import ChangeHub, EventHub
 
@@ -38,17 +39,18 @@ def _endpoint(
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
-            grant = getattr(request.state, "grant", None)
-            if grant is not None:
-                try:
-                    _authorize(op, grant, request)
-                except errors.MemfsError as e:
-                    log.info("refused a session token of %s: %s", grant.session_id, e.message)
-                    raise
-            query = spec.Query(request.query_params, op.query,
-                                  raw=request.scope.get("query_string", b""))
-            body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
-                                                                                   op.body)
+            grant = request.state.grant
+            try:
+                _authorize(op, grant, request)
+                query = spec.Query(request.query_params, op.query,
+                                   raw=request.scope.get("query_string", b""))
+                body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
+                                                                                       op.body)
+                await _check_visible(op, grant, request, store)
+            except (errors.NotFound, errors.Forbidden, errors.ReadOnly) as e:
+                log.info("refused %s %s to %s (%s): %s", request.method, request.url.path,
+                         grant.session_id or grant.key_id, grant.workspace_id, e.message)
+                raise
             result = await op.handler(Call(request, store, body, query, hub, events, writes))
             if isinstance(result, Response):
                 return result
@@ -95,14 +97,15 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
 
 def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None = None,
                console: bool = True, dreams: bool = True,
-               only_session: str | None = None) -> ASGIApp:
+               only_session: str | None = None, rates: KeyRates | None = None) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` and of its sessions' tokens
     (a credential is needed to call anything but ``/openapi.json``). ``uploads`` bounds the
     request bodies read at once (``memfs serve``: half its connections; default
     :class:`Uploads`' own). ``console``: serve the Console too (else its paths are 404s);
     ``dreams``: run the dream sweeper while serving (:mod:`memfs.launcher.sessionapi`, the
     API of one session for its commands, wants neither). ``only_session``: the tokens of that
-    session are the only ones let in (the API of one session)."""
+    session are the only ones let in (the API of one session). ``rates``: each key's request
+    rate (default :meth:`KeyRates.from_env`)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
@@ -131,7 +134,7 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
                     lifespan=partial(lifespan, store) if dreams else None)
     keys = list(api_keys)
-    gate = _Gate(app, keys, store, only_session)
+    gate = _Gate(app, keys, store, only_session, rates)
     if not console:  # every other path: the API's own 404
         return _Split(gate, gate, Health(store), uploads or Uploads())
     from ..console import create_console  # Jinja2 and markdown-it: only when served

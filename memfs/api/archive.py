@@ -42,9 +42,9 @@ async def import_store(c: Call) -> Any:
         await _spool_body(c.request, spool)
         spool.seek(0)
         if into is not None:
-            into = (await c.run(c.store.resolve_store, into)).id
+            into = (await c.run(c.store.resolve_store, into, workspace=c.workspace)).id
         return await c.run(transfer.import_upload, c.store, spool, name=name, into=into,
-                           partial=partial, actor=c.actor)
+                           partial=partial, actor=c.actor, workspace=c.workspace)
 
 
 async def _spool_body(request: Request, out: IO[bytes]) -> None:

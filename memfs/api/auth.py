@@ -1,6 +1,7 @@
-"""Who a request is and what it may do: the gate (a server key or a session token; every
-request gets its request-id there), a session token's rights on each route (:attr:`Op.token`),
-and the session a request acts as (:data:`SESSION_HEADER`)."""
+"""Who a request is and what it may do: the gate (a server key, a key kept in the database, or
+a session token, each made a :class:`~memfs.models.Grant`; every request gets its request-id
+there), a grant's rights on each route (:func:`_authorize`: its workspace, its role, its
+stores, :attr:`Op.token`), and the session a request acts as (:data:`SESSION_HEADER`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 import logging
 import secrets
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,10 +19,11 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import errors
-from ..models import Actor, SessionGrant
+from ..models import DEFAULT_WORKSPACE, Actor, Grant
 from ..rules import api_key_id
-from ..store import SESSION_TOKEN_PREFIX, Store, no_session, no_store
+from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, Store, no_session, no_store
 from .errortable import error_response
+from .limits import KeyRates
 
 if TYPE_CHECKING:
     from .call import Call
@@ -33,6 +36,9 @@ log = logging.getLogger("memfs.api")  # the API's one logger, whichever module l
 #: mounts"): memory writes are attributed to its ``session_actor`` and it may record tool
 #: events for it.
 SESSION_HEADER = "x-memfs-session-id"
+#: The SDK's header naming the workspace a request is for: a key acts in its own workspace
+#: only, so another is refused (absent: the key's).
+WORKSPACE_HEADER = "anthropic-workspace-id"
 
 
 # --------------------------------------------------------------------------------------------
@@ -44,19 +50,22 @@ PUBLIC_PATHS = frozenset({"/openapi.json"})
 
 
 class _Gate:
-    """Lets in the holders of a server key, and of a session token (:mod:`memfs.store`'s
-    ``create_session_token``: the credential ``memfs run`` hands its agent), whose
-    :class:`~memfs.models.SessionGrant` goes into ``scope["state"]["grant"]`` for
-    :func:`_authorize` to check against each route."""
+    """Lets in the holders of a credential and puts its :class:`~memfs.models.Grant` into
+    ``scope["state"]["grant"]`` for :func:`_authorize` to check against each route: a server
+    key (the default workspace's admin), a key kept in the database
+    (:meth:`memfs.store.Store.key_grant`), or a session token (``create_session_token``: the
+    credential ``memfs run`` hands its agent). Each key's request rate is counted here
+    (:class:`~memfs.api.limits.KeyRates`)."""
 
     def __init__(self, app: ASGIApp, keys: Iterable[str], store: Store | None = None,
-                 only_session: str | None = None) -> None:
+                 only_session: str | None = None, rates: KeyRates | None = None) -> None:
         self.app = app
         # sha256(key) -> api_key_id: a dict lookup on a digest leaks nothing about the key.
         self.keys = {hashlib.sha256(k.encode()).hexdigest(): api_key_id(k) for k in keys}
         self.store = store
-        #: The session whose tokens alone are let in (None: every session's).
+        #: The session whose tokens alone are let in (None: every credential).
         self.only_session = only_session
+        self.rates = rates or KeyRates.from_env()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,21 +81,18 @@ class _Gate:
 
         if scope["path"] not in PUBLIC_PATHS:
             key = _presented_key(Request(scope))
-            digest = hashlib.sha256(key.encode()).hexdigest() if key else None
-            if digest in self.keys:
-                scope["state"]["actor"] = Actor.api(self.keys[digest])
-            else:
-                try:
-                    grant = await self._grant(key)
-                except errors.MemfsError as exc:
-                    if isinstance(exc, errors.Unauthorized):
-                        log.info("refused %s %s: %s", scope.get("method"), scope["path"],
-                                 exc.message)
-                    await error_response(exc, request_id)(scope, receive, send_with_id)
-                    return
-                scope["state"]["actor"] = grant.actor()
-                scope["state"]["grant"] = grant
-                scope["state"]["token"] = key  # a stream looks at it again (_GrantedStream)
+            try:
+                grant = await self._grant(key)
+                self.rates.take(grant)
+            except errors.MemfsError as exc:
+                if isinstance(exc, errors.Unauthorized | errors.TooManyRequests):
+                    log.info("refused %s %s: %s", scope.get("method"), scope["path"],
+                             exc.message)
+                await error_response(exc, request_id)(scope, receive, send_with_id)
+                return
+            scope["state"]["actor"] = grant.actor()
+            scope["state"]["grant"] = grant
+            scope["state"]["token"] = key  # a stream looks at it again (_GrantedStream)
         started = False
 
         async def send_tracked(message: Message) -> None:
@@ -103,20 +109,28 @@ class _Gate:
                 raise
             await error_response(e, request_id)(scope, receive, send_with_id)
 
+    async def _grant(self, key: str | None) -> Grant:
+        """The grant of a presented key.
 
-    async def _grant(self, key: str | None) -> SessionGrant:
-        """The grant of a session token.
-
-        :raises Unauthorized: no key, a key that is not this server's, or a session token
-            that is unknown, expired, or of a session that does not run (any more).
+        :raises Unauthorized: no key, a key that is not this server's, or a stored key or
+            session token that is unknown, revoked or expired (or of a session that does not
+            run any more).
         :raises StorageError: the database could not tell.
         """
-        if key and key.startswith(SESSION_TOKEN_PREFIX) and self.store is not None:
-            grant: SessionGrant = await anyio.to_thread.run_sync(self.store.session_grant, key)
+        if key and self.only_session is None:
+            kid = self.keys.get(hashlib.sha256(key.encode()).hexdigest())
+            if kid is not None:
+                return Grant(kid, DEFAULT_WORKSPACE, "admin", name="server key", server=True)
+        if key and self.store is not None and key.startswith(SESSION_TOKEN_PREFIX):
+            grant: Grant = await anyio.to_thread.run_sync(self.store.session_grant, key)
             if self.only_session is not None and grant.session_id != self.only_session:
                 raise errors.Unauthorized(
                     f"this is the API of session {self.only_session}: a token of another "
                     "session does not open it")
+            return grant
+        if (key and self.store is not None and self.only_session is None
+                and key.startswith(KEY_PREFIX)):
+            grant = await anyio.to_thread.run_sync(self.store.key_grant, key)
             return grant
         raise errors.Unauthorized(
             "invalid API key: not one of this server's keys (the memfs CLI sends "
@@ -141,20 +155,80 @@ def _presented_key(request: Request) -> str | None:
 def _acting_session(c: Call) -> str | None:
     """The session a request acts as (:data:`SESSION_HEADER`, or a session token's), or
     None."""
-    if c.grant is not None:
+    if c.grant.session_id is not None:
         return c.grant.session_id
     return c.request.headers.get(SESSION_HEADER) or None
 
 
-def _authorize(op: Op, grant: SessionGrant, request: Request) -> None:
-    """May a session token make this call (:attr:`Op.token`)? Its session's attached stores
-    with their access, its own session, nothing else: another store or session is a 404 with
-    the body of one that does not exist; a write to a read_only store is a 403.
+#: The path parameters that name an object of a workspace (:meth:`Store.check_visible`).
+OWNED_PARAMS = ("memory_store_id", "session_id", "dream_id", "agent_id", "environment_id")
 
-    :raises Forbidden, NotFound, ReadOnly:
+
+def writes(op: Op) -> bool:
+    """Does the route change anything? Every method but GET does, except the POSTs whose
+    session-token right is ``read`` (recording a mount's tool events: a reader's too)."""
+    return op.method != "GET" and op.token != "read"
+
+
+async def _check_visible(op: Op, grant: Grant, request: Request, store: Store) -> None:
+    """Are the objects in the path (and the session of :data:`SESSION_HEADER`) of the grant's
+    workspace? Another workspace's is the 404 of an unknown id, after the same one look-up
+    (:meth:`Store.check_visible`). Run once the request's inputs are checked: a bad input is
+    a 400 whether its ids exist or not. A store's change feed also serves a deleted store
+    (its last change says so; a mount of it learns it is gone).
+
+    :raises NotFound:
     """
+    named = [(p, request.path_params[p]) for p in OWNED_PARAMS if p in request.path_params]
+    acting = request.headers.get(SESSION_HEADER)
+    if acting and grant.session_id is None:
+        named.append(("session_id", acting))
+    for param, value in named:
+        look = partial(store.check_visible, grant.workspace_id, param, value,
+                       gone_ok=param == "memory_store_id" and op.returns in _FEEDS)
+        try:
+            with store.nowait():  # a point look-up: on the loop unless it would wait
+                look()
+        except errors.WouldBlock:
+            await anyio.to_thread.run_sync(look)
+
+
+#: The answers of the routes of a store's change feed.
+_FEEDS = ("ChangeList", "ChangeStream")
+
+
+def _authorize(op: Op, grant: Grant, request: Request) -> None:
+    """May this grant make this call, whatever the objects it names? First what it may not
+    see, as if it did not exist: a store outside a scoped key's stores, another session than a
+    session token's (404); then what it may not do (403 ``permission_error``): a route a
+    scoped key or session token may not call (:attr:`Op.token`), managing keys without the
+    admin role, a write with a read_only key or attachment, another workspace in
+    :data:`WORKSPACE_HEADER`. Another workspace's objects: :func:`_check_visible`.
+
+    :raises NotFound, Forbidden, ReadOnly:
+    """
+    asked = request.headers.get(WORKSPACE_HEADER)
+    if asked and asked != grant.workspace_id:
+        raise errors.Forbidden(f"this key belongs to workspace {grant.workspace_id!r}, not "
+                               f"{asked!r} ({WORKSPACE_HEADER})")
+    if grant.access is not None:
+        _authorize_scoped(op, grant, request)
+    if op.admin and grant.role != "admin":
+        raise errors.Forbidden(f"only an admin key may call {op.sdk.split(' (')[0]}: this "
+                               f"key's role is {grant.role}")
+    if grant.role == "read_only" and writes(op):
+        raise errors.ReadOnly(f"API key {grant.key_id} is read_only: {request.method} "
+                              f"{request.url.path} writes")
+
+
+def _authorize_scoped(op: Op, grant: Grant, request: Request) -> None:
+    """The rights of a grant scoped to some stores (a store-scoped key, a session token):
+    those stores with their access, a session token's own session, nothing else.
+
+    :raises NotFound, Forbidden, ReadOnly:
+    """
+    assert grant.access is not None
     params = request.path_params
-    # What the token may not see first, as if it did not exist; then what it may not do.
     session_id = params.get("session_id")
     if session_id is not None and session_id != grant.session_id:
         raise no_session(session_id)
@@ -162,18 +236,20 @@ def _authorize(op: Op, grant: SessionGrant, request: Request) -> None:
     access = grant.access.get(store_id) if store_id is not None else None
     if store_id is not None and access is None:
         raise no_store(store_id)
-    if not op.token:
+    who = (f"a session token acts as its session {grant.session_id} on that session's "
+           "memory stores only" if grant.session_id is not None else
+           f"API key {grant.key_id} opens its memory stores only")
+    if not op.token or (op.token == "session" and grant.session_id is None):
         raise errors.Forbidden(
-            f"a session token cannot call {op.sdk.split(' (')[0]} ({request.method} "
-            f"{request.url.path}): it acts as its session {grant.session_id} on that "
-            "session's memory stores only")
+            f"this credential cannot call {op.sdk.split(' (')[0]} ({request.method} "
+            f"{request.url.path}): {who}")
     acting = request.headers.get(SESSION_HEADER)
-    if acting and acting != grant.session_id:
+    if grant.session_id is not None and acting and acting != grant.session_id:
         raise errors.Forbidden(f"a session token acts as its own session "
                                f"({grant.session_id}) only, not as {acting}")
     if op.token == "write" and access != "read_write":
         raise errors.ReadOnly(
-            f"memory store {store_id} is attached read_only to session {grant.session_id}")
+            f"memory store {store_id} is read_only to this credential ({who})")
 
 
 async def _writer(c: Call) -> Actor:

@@ -14,7 +14,7 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from .. import errors
-from ..models import Actor, Memory, MemoryVersion, SessionGrant
+from ..models import Actor, Grant, Memory, MemoryVersion
 from ..rules import _check_view
 from ..store import Store
 from . import spec
@@ -48,10 +48,15 @@ class Call:
         return actor
 
     @property
-    def grant(self) -> SessionGrant | None:
-        """The session token's grant (None: a server key)."""
-        grant: SessionGrant | None = getattr(self.request.state, "grant", None)
+    def grant(self) -> Grant:
+        """What the caller's credential may do (:mod:`memfs.api.auth`)."""
+        grant: Grant = self.request.state.grant
         return grant
+
+    @property
+    def workspace(self) -> str:
+        """The caller's workspace: the only one it sees."""
+        return self.grant.workspace_id
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a store method in a worker thread."""

@@ -15,7 +15,8 @@ async def create_dream(c: Call) -> Any:
     b = c.body
     dream = await c.run(c.store.create_dream, b.get("inputs"), b.get("model"),
                         instructions=b.get("instructions"),
-                        output_behavior=b.get("output_behavior"), runner=identity())
+                        output_behavior=b.get("output_behavior"), runner=identity(),
+                        workspace=c.workspace)
     dreamer_for(c.store).start(dream.id)
     return dream
 
@@ -34,6 +35,7 @@ async def list_dreams(c: Call) -> Any:
         created_at_lt=q.text("created_at[lt]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
+        workspace=c.workspace,
     )
 
 

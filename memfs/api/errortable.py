@@ -20,7 +20,7 @@ def error_body(exc: BaseException, request_id: str) -> tuple[int, dict[str, Any]
     if 400 <= status < 500 and status not in (408, 429):
         headers["x-should-retry"] = "false"
     if isinstance(exc, errors.Busy):
-        headers["retry-after"] = "1"
+        headers["retry-after"] = str(getattr(exc, "retry_after", 1))
     if isinstance(exc, errors.RequestTooLarge | errors.RequestTimeout | errors.TooManyRequests
                   | errors.UploadsFull):
         headers["connection"] = "close"  # the rest of the body is never read

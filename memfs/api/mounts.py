@@ -25,7 +25,8 @@ async def resolve_store(c: Call) -> Any:
     """A store by id or name, by the store's own rule (:meth:`Store.resolve_store`), so that a
     remote CLI names stores exactly as a local one does."""
     return await c.run(c.store.resolve_store, c.q.text("ref"),
-                       among=None if c.grant is None else list(c.grant.access))
+                       among=None if c.grant.access is None else list(c.grant.access),
+                       workspace=c.workspace)
 
 
 async def store_namesakes(c: Call) -> Any:
@@ -47,7 +48,7 @@ async def get_snapshot(c: Call) -> Any:
     """The store as it was at ``at`` (README "Time travel"), basic view: a time-travel mount
     reads each version in effect with ``memory_versions.retrieve``."""
     snap = await c.run(c.store.snapshot, c.p["memory_store_id"], c.q.text("at"),
-                       viewer=None if c.grant is None else c.grant.session_id)
+                       viewer=c.grant.session_id)
     return snap.to_dict()
 
 

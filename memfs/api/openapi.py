@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import (
     Actor,
+    ApiKey,
     Dream,
     Memory,
     MemoryPrefix,
@@ -50,7 +51,7 @@ def _ref(name: str) -> dict[str, Any]:
 #: declaration (:mod:`memfs.shapes`), as do the objects the API sends and the client decodes.
 MODELS: tuple[type[Shape] | type[Actor], ...] = (
     MemoryStore, Memory, MemoryPrefix, Actor, MemoryVersion, SessionResource, Session, Dream,
-    Snapshot, SessionToken, RecallHit, RecallResult)
+    Snapshot, SessionToken, RecallHit, RecallResult, ApiKey)
 
 SCHEMAS: dict[str, Any] = {
     **{schema_name(m): m.json_schema() for m in MODELS},
@@ -68,6 +69,7 @@ SCHEMAS: dict[str, Any] = {
     "Ok": _obj({"ok": {"const": True}}),
     "MemoryList": _obj({"data": {"type": "array", "items": _ref("Memory")}}),
     "MemoryStoreList": _obj({"data": {"type": "array", "items": _ref("MemoryStore")}}),
+    "ApiKeyList": _obj({"data": {"type": "array", "items": _ref("ApiKey")}}),
     "Change": _obj({"type": {"const": "memfs.change"}, "seq": _I,
                     "op": {"enum": ["put", "delete", "history", "store"]}, "memory_id": _NS,
                     "path": _NS, "old_path": _NS,

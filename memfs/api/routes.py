@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
+from ..models import ROLES
 from . import search, spec
 from .agents import (
     _AGENT_FIELDS,
@@ -28,6 +29,7 @@ from .dreams import (
     list_dreams,
     retrieve_dream,
 )
+from .keys import create_key, list_keys, retrieve_key, revoke_key
 from .memories import (
     create_memory,
     delete_memory,
@@ -111,8 +113,11 @@ class Op:
     #: What a session token may do here (:func:`_authorize`): ``read`` / ``write`` the
     #: attached store in the path (read_write needed to write), ``session`` its own session
     #: in the path, ``open`` (no store or session in the path; the handler shows only the
-    #: token's own); empty: refused (403), only a server key may.
+    #: token's own); empty: refused (403), only a server key may. A store-scoped key has the
+    #: same rights but ``session``.
     token: str = ""
+    #: Only a key with the admin role may call it (managing keys).
+    admin: bool = False
 
 
 _MS = "/v1/memory_stores"
@@ -120,6 +125,7 @@ _MEM = _MS + "/{memory_store_id}/memories"
 _VER = _MS + "/{memory_store_id}/memory_versions"
 _SES = "/v1/sessions"
 _DRM = "/v1/dreams"
+_KEYS = "/v1/memfs/keys"
 _LIST = (integer("limit"), string("page", description="a next_page cursor of this listing"))
 _VIEW = (string("view", enum=("basic", "full")),)
 #: A path, a memory's content: a value of the wrong type is the store's error for it.
@@ -328,4 +334,22 @@ OPS: list[Op] = [
     Op("GET", _MS + "/{memory_store_id}/changes/stream", stream_changes,
        "the store's change feed, live (SSE)", query=(integer("after"),),
        token="read", returns="ChangeStream", extension=True),
+    # API keys (issue 22): an admin key's, of its workspace.
+    Op("POST", _KEYS, create_key,
+       "make an API key of this workspace (a server key: of workspace_id): role admin, "
+       "read_write (default) or read_only; memory_store_ids: the only stores it opens; "
+       "expires_in: seconds or a duration (30d); the secret is shown once",
+       body=(string("name!"), string("role", enum=ROLES), array("memory_store_ids",
+             items="string"), either("expires_in", "integer", "string"),
+             string("workspace_id")),
+       returns="ApiKey", extension=True, admin=True),
+    Op("GET", _KEYS, list_keys, "this workspace's API keys, newest first (never a secret)",
+       query=(string("workspace_id", description="a server key: another workspace's"),),
+       returns="ApiKeyList", extension=True, admin=True),
+    Op("GET", _KEYS + "/{key_id}", retrieve_key, "an API key of this workspace",
+       returns="ApiKey", extension=True, admin=True),
+    Op("POST", _KEYS + "/{key_id}/revoke", revoke_key,
+       "revoke an API key: its next request is refused by every server of the database, "
+       "and its streams and Console sign-ins end within a second",
+       returns="ApiKey", extension=True, admin=True),
 ]

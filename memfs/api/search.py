@@ -56,6 +56,6 @@ async def search_memories(c: Call) -> Any:
 
 async def search_status(c: Call) -> Any:
     status = await c.run(c.store.search_status, c.p["memory_store_id"])
-    if c.grant is not None and status["indexing"]:  # an agent: not the host and pid
+    if c.grant.access is not None and status["indexing"]:  # an agent: not the host and pid
         status["indexing"] = "an indexer"
     return {"type": "memfs_search_status", **status}

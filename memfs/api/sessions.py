@@ -48,12 +48,21 @@ def _initial_events(value: Any) -> list[dict[str, Any]]:
     return value
 
 
+def _own_sessions(c: Call) -> list[str] | None:
+    """The only sessions a scoped credential sees: a session token its own, a store-scoped key
+    none (None: every session of the workspace)."""
+    if c.grant.access is None:
+        return None
+    return [] if c.grant.session_id is None else [c.grant.session_id]
+
+
 async def create_session(c: Call) -> Any:
     b = c.body
     _refuse_features(b)
     initial = _initial_events(b.get("initial_events"))
     agent = b.get("agent")
-    snapshot = None if agent is None else await c.run(c.store.agent_snapshot, agent)
+    snapshot = (None if agent is None else
+                await c.run(c.store.agent_snapshot, agent, workspace=c.workspace))
     # memfs extension: the launcher of a remote session (memfs run --url) mounts under its
     # own root, and the resources' mount_path must say where.
     root = b.get("memfs_mount_root")
@@ -64,6 +73,7 @@ async def create_session(c: Call) -> Any:
         environment_id=b.get("environment_id"),
         metadata=b.get("metadata"),
         title=b.get("title"),
+        workspace=c.workspace,
         **({} if root is None else {"root": root}),
     )
     if initial:
@@ -134,7 +144,8 @@ async def list_sessions(c: Call) -> Any:
         created_at_lte=q.text("created_at[lte]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
-        ids=None if c.grant is None else [c.grant.session_id],
+        ids=_own_sessions(c),
+        workspace=c.workspace,
     )
     return {**page.to_dict(), "prev_page": page.prev_page}
 

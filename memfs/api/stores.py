@@ -10,7 +10,8 @@ if TYPE_CHECKING:
 
 async def create_memory_store(c: Call) -> Any:
     b = c.body
-    return await c.run(c.store.create_store, b["name"], b.get("description"), b.get("metadata"))
+    return await c.run(c.store.create_store, b["name"], b.get("description"), b.get("metadata"),
+                       workspace=c.workspace)
 
 
 async def retrieve_memory_store(c: Call) -> Any:
@@ -37,7 +38,8 @@ async def list_memory_stores(c: Call) -> Any:
         created_at_lte=q.text("created_at[lte]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
-        ids=None if c.grant is None else list(c.grant.access),
+        ids=None if c.grant.access is None else list(c.grant.access),
+        workspace=c.workspace,
     )
 
 

@@ -9,7 +9,7 @@ import dataclasses
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import errors
 from ..backends import watch as dbwatch
+from ..models import Grant
 from ..store import Store
 
 if TYPE_CHECKING:
@@ -33,9 +34,10 @@ log = logging.getLogger("memfs.api")  # the API's one logger, whichever module l
 #: streams, and between a stream's keepalive pings.
 STREAM_POLL_SECONDS = 0.1
 STREAM_PING_SECONDS = 15.0
-#: Seconds between two looks at a session token's grant by a stream it opened
-#: (:class:`_GrantedStream`): the longest a stream outlives its token.
-GRANT_RECHECK_SECONDS = 5.0
+#: Seconds between two looks at a stored key's or session token's grant by a stream it opened
+#: (:class:`_GrantedStream`): the longest a stream outlives its revocation (issue 22: a revoked
+#: key's streams end within 1 s, on every replica).
+GRANT_RECHECK_SECONDS = 0.5
 
 
 #: Event types after which a session's stream ends (API.md §4.6).
@@ -55,34 +57,36 @@ OUTAGE_RETRY_SECONDS = 1.0
 
 def _sse_response(c: Call, frames: AsyncIterator[bytes]) -> StreamingResponse:
     """A live SSE response: not cached, not buffered by a proxy (nginx reads
-    ``x-accel-buffering``); under a session token, only while the token is valid."""
+    ``x-accel-buffering``); under a stored key or a session token, only while it is valid."""
     headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-    if c.grant is None:
+    if c.grant.server:  # the server's own keys live as long as the server
         return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
-    return _GrantedStream(frames, c.store, c.request.state.token, media_type="text/event-stream",
+    check = c.store.session_grant if c.grant.session_id is not None else c.store.key_grant
+    return _GrantedStream(frames, check, c.request.state.token, media_type="text/event-stream",
                           headers=headers)
 
 
 class _GrantedStream(StreamingResponse):
-    """A stream opened with a session token. The token was checked when the request came in,
-    and a stream is one request that lasts: its grant is looked at again every
+    """A stream opened with a stored key or a session token. The credential was checked when
+    the request came in, and a stream is one request that lasts: its grant is looked at again
+    (``check``: :meth:`Store.key_grant` or :meth:`Store.session_grant`) every
     :data:`GRANT_RECHECK_SECONDS`, and the stream ends (cleanly: its last body message) once
-    the token is refused (its session stopped running, it expired). A database that cannot
+    it is refused (revoked, expired, its session stopped running). A database that cannot
     answer the look does not end it: the stream itself waits out outages."""
 
-    def __init__(self, frames: AsyncIterator[bytes], store: Store, token: str,
-                 **kwargs: Any) -> None:
+    def __init__(self, frames: AsyncIterator[bytes], check: Callable[[str], Grant],
+                 token: str, **kwargs: Any) -> None:
         super().__init__(frames, **kwargs)
-        self.store, self.token = store, token
+        self.check, self.token = check, token
 
     async def _still_granted(self) -> bool:
         try:
-            await anyio.to_thread.run_sync(self.store.session_grant, self.token)
+            await anyio.to_thread.run_sync(self.check, self.token)
         except errors.Unauthorized as e:
-            log.info("a session token's stream ends: %s", e.message)
+            log.info("a stream ends: %s", e.message)
             return False
         except errors.MemfsError as e:
-            log.debug("a session token's grant could not be looked at: %s", e.message)
+            log.debug("a stream's grant could not be looked at: %s", e.message)
         return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

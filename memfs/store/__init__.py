@@ -35,8 +35,9 @@ the parts before it (it may call their methods; never the other way round):
 - :mod:`~.base` (the database, transactions, the change feed), :mod:`~.stores`,
   :mod:`~.memories` (and the filesystem's path operations), :mod:`~.versions`,
   :mod:`~.sessions` (and tokens), :mod:`~.events` (and agents, environments), :mod:`~.undo`
-  (reverting a session), :mod:`~.dreams`, :mod:`~.archive` (import, export) and
-  :mod:`~.search` (the Console's search, recall): the parts, in that order;
+  (reverting a session), :mod:`~.dreams`, :mod:`~.archive` (import, export),
+  :mod:`~.search` (the Console's search, recall) and :mod:`~.keys` (API keys, workspaces):
+  the parts, in that order;
 - this module: :class:`Store`, the last part, and the names callers import from here.
 
 The store may import :mod:`memfs.backends` (its databases, and :func:`open_database`),
@@ -78,11 +79,12 @@ from .common import (
     no_store,
     sha256_hex,
 )
+from .keys import KEY_PREFIX, KeysPart
 from .schema import MIGRATION_SET
-from .search import SearchHit, SearchPart
+from .search import SearchHit
 
 __all__ = [
-    "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "MIGRATION_SET", "SESSION_TOKEN_MAX_TTL",
+    "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "KEY_PREFIX", "MIGRATION_SET", "SESSION_TOKEN_MAX_TTL",
     "SESSION_TOKEN_MIN_TTL", "SESSION_TOKEN_PREFIX", "SESSION_TOKEN_TTL", "TOOL_EVENT_TYPES",
     "UNSET", "ExportSnapshot", "Limits", "SearchHit", "Store", "check_database",
     "check_token_ttl", "default_db_path", "encode_content", "format_time", "is_url",
@@ -91,7 +93,7 @@ __all__ = [
 ]
 
 
-class Store(SearchPart):
+class Store(KeysPart):
     """A memfs database. Thread-safe: writes go through one writer connection, reads through a
     connection per thread that never waits on the writer
     (:class:`memfs.backends.SQLiteDatabase`).

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..backends import Connection
 from ..errors import Conflict, ImportRejected, InvalidRequest, LimitExceeded, PathConflict
-from ..models import Actor, Memory, MemoryVersion
+from ..models import DEFAULT_WORKSPACE, Actor, Memory, MemoryVersion
 from ..rules import _validate_name, encode_content, new_id, validate_path
 from .base import ExportSnapshot
 from .common import _archived, _no_store, _now
@@ -174,6 +174,7 @@ class ArchivePart(DreamsPart):
         name: str | None = None,
         into: str | None = None,
         partial: bool = False,
+        workspace: str = DEFAULT_WORKSPACE,
     ) -> dict[str, Any]:
         """Restore an exported store (``store``: the archive's store object) from its
         records (``{"type": "version", ...}`` and ``{"type": "memory", ...}`` as the archive
@@ -242,7 +243,7 @@ class ArchivePart(DreamsPart):
             for batch in restore.batches(rows):
                 with self._write() as c:
                     if not created and into is None:
-                        self._import_store(c, src, sid, name)
+                        self._import_store(c, src, sid, name, workspace)
                         created = True
                     else:
                         self._imported_store_in(
@@ -324,9 +325,10 @@ class ArchivePart(DreamsPart):
             raise _archived(sid)
 
     def _import_store(self, c: Connection, src: dict[str, Any], sid: str,
-                      name: str | None) -> None:
-        """The store of an import that makes one (in its first transaction): a copy named
-        ``name``, else the archive's own (its id checked again)."""
+                      name: str | None, workspace: str) -> None:
+        """The store of an import that makes one (in its first transaction), in
+        ``workspace``: a copy named ``name``, else the archive's own (its id checked
+        again)."""
         if name is not None:
             now = _now()
             row = (sid, name, src["description"], src["metadata"], now, now, None)
@@ -337,8 +339,8 @@ class ArchivePart(DreamsPart):
                    src["updated_at"], src["archived_at"])
         c.execute(
             "INSERT INTO stores (id, name, description, metadata, created_at, updated_at, "
-            "archived_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (*row[:3], json.dumps(row[3]), *row[4:]),
+            "archived_at, workspace_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row[:3], json.dumps(row[3]), *row[4:], workspace),
         )
 
     def _import_row(
@@ -441,6 +443,7 @@ class ArchivePart(DreamsPart):
         name: str | None = None,
         into: str | None = None,
         partial: bool = False,
+        workspace: str = DEFAULT_WORKSPACE,
         actor: Actor | None,
     ) -> dict[str, Any]:
         """Create a memory for each ``(path, content, reason)`` of ``files()`` (a directory or
@@ -486,7 +489,8 @@ class ArchivePart(DreamsPart):
                         now = _now()
                         c.execute(
                             "INSERT INTO stores (id, name, description, metadata, created_at, "
-                            "updated_at) VALUES (?, ?, '', '{}', ?, ?)", (sid, name, now, now))
+                            "updated_at, workspace_id) VALUES (?, ?, '', '{}', ?, ?, ?)",
+                            (sid, name, now, now, workspace))
                         created = True
                     else:
                         self._imported_store_in(c, sid)

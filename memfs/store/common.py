@@ -101,6 +101,14 @@ def _only_ids(where: list[str], params: list[Any], ids: Collection[str] | None) 
     params.extend(sorted(ids))
 
 
+def _only_workspace(where: list[str], params: list[Any], workspace: str | None) -> None:
+    """Narrow a listing to the rows of ``workspace`` (None: every workspace's). The workspace
+    is also a filter of the listing's cursor, through ``params``."""
+    if workspace is not None:
+        where.append("workspace_id = ?")
+        params.append(workspace)
+
+
 def no_store(store_id: str) -> NotFound:
     """What a store that does not exist (or that the caller may not see) answers."""
     return _no_store(store_id)

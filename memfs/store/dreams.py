@@ -13,7 +13,7 @@ from ..backends import Connection, Row
 from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArchived
 from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
 from ..rules import _check_limit, _validate_text, format_time, new_id, parse_time
-from .common import _no_session, _now
+from .common import _no_session, _no_store, _now, _only_workspace
 from .rows import _dream
 from .undo import UndoPart
 
@@ -88,8 +88,10 @@ class DreamsPart(UndoPart):
         instructions: Any = None,
         output_behavior: Any = None,
         runner: dict[str, Any] | None = None,
+        workspace: str | None = None,
     ) -> Dream:
-        """A ``pending`` dream over one memory store and 1–100 sessions (API.md §5).
+        """A ``pending`` dream over one memory store and 1–100 sessions (API.md §5), of
+        ``workspace`` (whose store and sessions alone it may read; None: its store's).
 
         :raises InvalidRequest: bad inputs, model, instructions or output_behavior.
         :raises NotFound: unknown store or session. :raises StoreArchived:
@@ -109,11 +111,15 @@ class DreamsPart(UndoPart):
         now = _now()
         with self._write() as c:
             store = self._store_in(c, store_id)
+            owner = c.execute("SELECT workspace_id FROM stores WHERE id = ?",
+                              (store_id,)).fetchone()["workspace_id"]
+            if workspace is not None and owner != workspace:
+                raise _no_store(store_id)
             if store.archived_at is not None:
                 raise StoreArchived(f"memory store {store_id} is archived; a dream cannot read it")
             found = {r["id"] for r in c.execute(
-                f"SELECT id FROM sessions WHERE id IN ({','.join('?' * len(session_ids))})",
-                session_ids)}
+                f"SELECT id FROM sessions WHERE id IN ({','.join('?' * len(session_ids))}) "
+                "AND workspace_id = ?", [*session_ids, owner])}
             missing = [s for s in session_ids if s not in found]
             if missing:
                 raise _no_session(missing[0])
@@ -127,11 +133,11 @@ class DreamsPart(UndoPart):
                                    f"{store_id}; wait until it ends or cancel it")
             c.execute(
                 "INSERT INTO dreams (id, status, memory_store_id, session_ids, model, "
-                "instructions, output_behavior, created_at, runner, heartbeat_at) "
-                "VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)",
+                "instructions, output_behavior, created_at, runner, heartbeat_at, workspace_id) "
+                "VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (did, store_id, json.dumps(session_ids), json.dumps(model_obj), instructions,
                  json.dumps(behavior), now, None if runner is None else json.dumps(runner),
-                 now),
+                 now, owner),
             )
         return self.get_dream(did)
 
@@ -151,11 +157,14 @@ class DreamsPart(UndoPart):
         created_at_lt: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        workspace: str | None = None,
     ) -> Page[Dream]:
-        """Dreams, newest first (``created_at`` desc, then ``id`` desc)."""
+        """Dreams, newest first (``created_at`` desc, then ``id`` desc); ``workspace``: only
+        that workspace's."""
         limit = _check_limit(limit, self.limits)
         where: list[str] = []
         params: list[Any] = []
+        _only_workspace(where, params, workspace)
         if statuses:
             for s in statuses:
                 if s not in DREAM_STATUSES:
@@ -236,10 +245,10 @@ class DreamsPart(UndoPart):
                 out_id = new_id("memstore")
                 c.execute(
                     "INSERT INTO stores (id, name, description, metadata, created_at, "
-                    "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    "updated_at, workspace_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (out_id, name, f"The output of dream {dream_id} over {source.id}",
                      json.dumps({"memfs_dream_id": dream_id, "memfs_dream_status": "running"}),
-                     now, now),
+                     now, now, row["workspace_id"]),
                 )
             else:
                 out_id = source.id

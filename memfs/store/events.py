@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidCursor, InvalidRequest, NotFound, ReadOnly
-from ..models import Actor, Event, Page, SessionResource
+from ..models import DEFAULT_WORKSPACE, Actor, Event, Page, SessionResource
 from ..rules import (
     _check_limit,
     _dict_list,
@@ -191,6 +191,7 @@ class EventsPart(SessionsPart):
         metadata: Any = None,
         execution_identity: Any = None,
         multiagent: Any = None,
+        workspace: str = DEFAULT_WORKSPACE,
     ) -> dict[str, Any]:
         """Create an agent (version 1) and return its wire object (``BetaManagedAgentsAgent``).
 
@@ -255,7 +256,8 @@ class EventsPart(SessionsPart):
         _validate_text(body, "agent")
         with self._write() as c:
             c.execute(
-                "INSERT INTO agents VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
+                "INSERT INTO agents (id, body, created_at, workspace_id) VALUES (?, ?, ?, ?)",
+                (body["id"], json.dumps(body), now, workspace),
             )
         return body
 
@@ -269,12 +271,13 @@ class EventsPart(SessionsPart):
             raise NotFound(f"agent {agent_id} has no version {version}")
         return body
 
-    def agent_snapshot(self, agent: Any) -> dict[str, Any]:
+    def agent_snapshot(self, agent: Any, *, workspace: str | None = None) -> dict[str, Any]:
         """The session's copy of an agent (``BetaManagedAgentsSessionAgent``) from what
         ``sessions.create`` received: an id, or ``{"type": "agent", "id", "version"?}``.
 
         An id this database does not know is kept as an opaque reference ``{type, id,
-        version}``: API.md accepts agent ids as opaque strings (agents may live elsewhere).
+        version}``: API.md accepts agent ids as opaque strings (agents may live elsewhere);
+        so is another ``workspace``'s agent (its existence does not leak).
 
         :raises InvalidRequest: any other shape. :raises NotFound: a known agent's missing
             version.
@@ -290,12 +293,11 @@ class EventsPart(SessionsPart):
         if not isinstance(agent, str) or not agent:
             raise InvalidRequest("agent must be an agent id")
         _validate_text(agent, "agent")
-        try:
-            body = self.get_agent(agent, version=version)
-        except NotFound:
-            if self._one("SELECT 1 FROM agents WHERE id = ?", (agent,)) is not None:
-                raise
-            return {"type": "agent", "id": agent, "version": version}
+        opaque = {"type": "agent", "id": agent, "version": version}
+        owner = self._one("SELECT workspace_id FROM agents WHERE id = ?", (agent,))
+        if owner is None or (workspace is not None and owner["workspace_id"] != workspace):
+            return opaque
+        body = self.get_agent(agent, version=version)
         keys = ("type", "id", "version", "name", "description", "model", "system", "tools",
                 "skills", "mcp_servers", "execution_identity", "multiagent")
         return {k: body[k] for k in keys}
@@ -308,6 +310,7 @@ class EventsPart(SessionsPart):
         description: Any = None,
         metadata: Any = None,
         scope: Any = None,
+        workspace: str = DEFAULT_WORKSPACE,
     ) -> dict[str, Any]:
         """Create an environment and return its wire object (``BetaEnvironment``). ``config``
         defaults to ``{"type": "self_hosted"}``: memfs runs the agent's tools itself.
@@ -344,7 +347,8 @@ class EventsPart(SessionsPart):
         _validate_text(body, "environment")
         with self._write() as c:
             c.execute(
-                "INSERT INTO environments VALUES (?, ?, ?)", (body["id"], json.dumps(body), now)
+                "INSERT INTO environments (id, body, created_at, workspace_id) "
+                "VALUES (?, ?, ?, ?)", (body["id"], json.dumps(body), now, workspace),
             )
         return body
 

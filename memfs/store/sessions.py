@@ -19,7 +19,7 @@ from ..errors import (
     StoreArchived,
     Unauthorized,
 )
-from ..models import Event, Page, Session, SessionGrant, SessionResource, SessionToken
+from ..models import DEFAULT_WORKSPACE, Event, Grant, Page, Session, SessionResource, SessionToken
 from ..rules import (
     _check_limit,
     _patch_metadata,
@@ -30,6 +30,7 @@ from ..rules import (
     new_id,
     parse_time,
     slugify,
+    validate_workspace,
 )
 from .common import (
     _SESSION_STATUSES,
@@ -37,8 +38,10 @@ from .common import (
     UNSET,
     _complete_event,
     _no_session,
+    _no_store,
     _now,
     _only_ids,
+    _only_workspace,
     check_token_ttl,
     sha256_hex,
 )
@@ -63,6 +66,7 @@ class SessionsPart(VersionsPart):
         title: str | None = None,
         status: str = "idle",
         launcher: dict[str, Any] | None = None,
+        workspace: str | None = None,
     ) -> Session:
         """Create a session with memory stores attached (SPEC §3, API.md §4.2).
 
@@ -72,7 +76,9 @@ class SessionsPart(VersionsPart):
         instructions of at most ``max_instructions_chars``. ``name`` and ``description`` are
         snapshotted; ``mount_path`` is ``root/<slug>`` with ``-2``, ``-3``… on collisions.
         ``launcher`` identifies the local process that owns the session (opaque here; the
-        launcher uses it to end sessions whose launcher died).
+        launcher uses it to end sessions whose launcher died). ``workspace``: the session's,
+        whose stores alone it may attach (another's is not found); None: its stores'
+        workspace (they must share one), else the default.
 
         :raises InvalidRequest, LimitExceeded, StoreArchived, NotFound:
         """
@@ -115,6 +121,12 @@ class SessionsPart(VersionsPart):
                     raise InvalidRequest(f"memory store {store_id} is attached twice")
                 seen.add(store_id)
                 store = self._store_in(c, store_id)
+                owner = c.execute("SELECT workspace_id FROM stores WHERE id = ?",
+                                  (store_id,)).fetchone()["workspace_id"]
+                if workspace is None:
+                    workspace = owner
+                elif owner != workspace:
+                    raise _no_store(store_id)
                 if store.archived_at is not None:
                     raise StoreArchived(
                         f"memory store {store_id} is archived and cannot be attached"
@@ -131,7 +143,8 @@ class SessionsPart(VersionsPart):
                 )
             c.execute(
                 "INSERT INTO sessions (id, status, agent, environment_id, metadata, title, "
-                "created_at, updated_at, launcher) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "created_at, updated_at, launcher, workspace_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     status,
@@ -142,6 +155,7 @@ class SessionsPart(VersionsPart):
                     now,
                     now,
                     json.dumps(launcher) if launcher is not None else None,
+                    validate_workspace(workspace or DEFAULT_WORKSPACE),
                 ),
             )
             c.executemany("INSERT INTO session_resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -194,14 +208,17 @@ class SessionsPart(VersionsPart):
         limit: int = 20,
         page: str | None = None,
         ids: Collection[str] | None = None,
+        workspace: str | None = None,
     ) -> Page[Session]:
-        """Sessions by id; ``ids``: only these (a session token sees its own session)."""
+        """Sessions by id; ``ids``: only these (a session token sees its own session);
+        ``workspace``: only that workspace's."""
         limit = _check_limit(limit, self.limits)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
         where: list[str] = []
         params: list[Any] = []
         _only_ids(where, params, ids)
+        _only_workspace(where, params, workspace)
         if memory_store_id is not None:
             where.append(
                 "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)"
@@ -373,14 +390,14 @@ class SessionsPart(VersionsPart):
                 (token_id, session_id, sha256_hex(secret.encode()), now, expires))
         return SessionToken(token_id, session_id, secret, now, expires)
 
-    def session_grant(self, token: str) -> SessionGrant:
+    def session_grant(self, token: str) -> Grant:
         """What the session token ``token`` may do now.
 
         :raises Unauthorized: not a token of this store, revoked (its session ended),
             expired, or its session is not running.
         """
         row = self._one(
-            "SELECT t.id, t.session_id, t.expires_at, t.revoked_at, s.status "
+            "SELECT t.id, t.session_id, t.expires_at, t.revoked_at, s.status, s.workspace_id "
             "FROM session_tokens t JOIN sessions s ON s.id = t.session_id "
             "WHERE t.token_sha256 = ?", (sha256_hex(token.encode()),))
         if row is None:
@@ -398,7 +415,8 @@ class SessionsPart(VersionsPart):
         access = {r["memory_store_id"]: r["access"] for r in self._all(
             "SELECT memory_store_id, access FROM session_resources WHERE session_id = ?",
             (sid,))}
-        return SessionGrant(sid, row["id"], access, row["expires_at"])
+        return Grant(row["id"], row["workspace_id"], "read_write", access, sid,
+                     f"session {sid}", row["expires_at"])
 
     # -- events ------------------------------------------------------------------------------
 

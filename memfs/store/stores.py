@@ -10,7 +10,7 @@ from typing import Any
 
 from ..backends import Connection
 from ..errors import InvalidRequest, NotFound, StoreArchived
-from ..models import MemoryStore, Page
+from ..models import DEFAULT_WORKSPACE, MemoryStore, Page
 from ..rules import (
     _check_limit,
     _patch_metadata,
@@ -20,9 +20,10 @@ from ..rules import (
     format_time,
     new_id,
     parse_time,
+    validate_workspace,
 )
 from .base import StoreBase
-from .common import UNSET, _no_store, _now, _only_ids
+from .common import UNSET, _no_store, _now, _only_ids, _only_workspace
 from .rows import _store
 
 log = logging.getLogger(__name__)
@@ -34,9 +35,12 @@ class StoresPart(StoreBase):
     # -- memory stores -----------------------------------------------------------------------
 
     def create_store(
-        self, name: str, description: str | None = None, metadata: dict[str, str] | None = None
+        self, name: str, description: str | None = None, metadata: dict[str, str] | None = None,
+        *, workspace: str = DEFAULT_WORKSPACE,
     ) -> MemoryStore:
+        """A new, empty store of ``workspace``. :raises InvalidRequest: bad values."""
         lim = self.limits
+        workspace = validate_workspace(workspace)
         name = _validate_name(name, lim)
         description = _validate_description("" if description is None else description, lim)
         metadata = _validate_metadata({} if metadata is None else metadata, lim)
@@ -44,9 +48,9 @@ class StoresPart(StoreBase):
         store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
         with self._write() as c:
             c.execute(
-                "INSERT INTO stores (id, name, description, metadata, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (store.id, name, description, json.dumps(metadata), now, now),
+                "INSERT INTO stores (id, name, description, metadata, created_at, updated_at, "
+                "workspace_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (store.id, name, description, json.dumps(metadata), now, now, workspace),
             )
         log.debug("created store %s (%s)", store.id, name)
         return store
@@ -58,21 +62,27 @@ class StoresPart(StoreBase):
             raise _no_store(store_id)
         return _store(row)
 
-    def resolve_store(self, ref: str, *, among: Collection[str] | None = None) -> MemoryStore:
+    def resolve_store(self, ref: str, *, among: Collection[str] | None = None,
+                      workspace: str | None = None) -> MemoryStore:
         """A store by id, or else by exact name (the newest live store of that name wins over
         archived ones; two live stores with the name are ambiguous). ``among``: only these
-        stores exist (a session token's attached stores).
+        stores exist (a session token's attached stores); ``workspace``: only that
+        workspace's (None: every store).
 
         :raises NotFound: no such store. :raises InvalidRequest: an ambiguous name.
         """
+
+        def seen(r: Any) -> bool:
+            return ((among is None or r["id"] in among)
+                    and (workspace is None or r["workspace_id"] == workspace))
+
         row = self._one("SELECT * FROM stores WHERE id = ?", (ref,))
-        if row is not None and (among is None or ref in among):
+        if row is not None and seen(row):
             return _store(row)
         rows = self._all(
             "SELECT * FROM stores WHERE name = ? ORDER BY archived_at IS NOT NULL, id DESC", (ref,)
         )
-        if among is not None:
-            rows = [r for r in rows if r["id"] in among]
+        rows = [r for r in rows if seen(r)]
         if not rows:
             raise NotFound(f"no memory store with id or name {ref!r}")
         live = [r for r in rows if r["archived_at"] is None]
@@ -86,18 +96,21 @@ class StoresPart(StoreBase):
 
     def namesakes(self, store_id: str) -> list[MemoryStore]:
         """The other live stores with this store's exact name, newest first (at most 100).
-        Names need not be unique (the hosted API's rule), but a name two live stores share
+        Only stores of its workspace: names are a workspace's. Names need not be unique
+        (the hosted API's rule), but a name two live stores share
         names neither of them (:meth:`resolve_store`): the CLI and Console say so when a
         store is created or renamed to a name in use.
 
         :raises NotFound: unknown store.
         """
         with self._read() as c:
-            store = self._store_in(c, store_id)
+            self._store_in(c, store_id)
+            row = c.execute("SELECT name, workspace_id FROM stores WHERE id = ?",
+                            (store_id,)).fetchone()
             rows = c.execute(
                 "SELECT * FROM stores WHERE name = ? AND id != ? AND archived_at IS NULL "
-                "ORDER BY id DESC LIMIT 100",
-                (store.name, store_id),
+                "AND workspace_id = ? ORDER BY id DESC LIMIT 100",
+                (row["name"], store_id, row["workspace_id"]),
             ).fetchall()
         return [_store(r) for r in rows]
 
@@ -175,13 +188,15 @@ class StoresPart(StoreBase):
         limit: int = 20,
         page: str | None = None,
         ids: Collection[str] | None = None,
+        workspace: str | None = None,
     ) -> Page[MemoryStore]:
         """Stores, newest first (``created_at`` desc, then ``id`` desc); ``ids``: only these
-        (a session token's attached stores)."""
+        (a session token's attached stores); ``workspace``: only that workspace's."""
         limit = _check_limit(limit, self.limits)
         where: list[str] = []
         params: list[Any] = []
         _only_ids(where, params, ids)
+        _only_workspace(where, params, workspace)
         if not include_archived:
             where.append("archived_at IS NULL")
         if created_at_gte is not None:

@@ -46,6 +46,9 @@ text.
 - recall's ``memory_words`` (the words index, kept by the database: FTS5 with
   ``memory_words_rows`` on SQLite, a ``tsvector`` under GIN on PostgreSQL),
   ``memory_vectors`` and ``recall_leases``: :mod:`memfs.recall.schema` holds their SQL.
+- ``api_keys``: the keys of :meth:`~memfs.store.Store.create_key` (the SHA-256 of each
+  secret, its ``workspace_id``, ``role``, ``store_ids`` scope, expiry, last use, revocation).
+  Every store, session, dream, agent and environment has a ``workspace_id`` (issue 22).
 - Bookkeeping: ``_sqlite_migrations`` (sqlite-utils') or ``_memfs_migrations`` (ours, the same
   columns): the migrations applied, by ``migration_set`` (:data:`MIGRATION_SET`) and name.
 
@@ -120,6 +123,9 @@ VERSIONS: tuple[Version, ...] = (
     Version("session_tokens", sqlite="m010_session_tokens", postgresql="m006_session_tokens"),
     Version("recall: memory_words, memory_vectors, recall_leases (memfs.recall.schema)",
             sqlite="m011_recall", postgresql="m007_recall"),
+    Version("workspaces: workspace_id on stores, sessions, dreams, agents, environments "
+            "('default' for those before); api_keys",
+            sqlite="m012_workspaces_keys", postgresql="m008_workspaces_keys"),
 )
 
 

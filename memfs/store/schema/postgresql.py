@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ...backends.targets import redact_url
 from ...recall import schema as recall_schema
 from . import MIGRATION_SET
+from .sqlite import WORKSPACES_KEYS_SQL
 
 if TYPE_CHECKING:
     from ...backends.postgresql import PgDatabase
@@ -217,6 +218,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     # SQLite's m011_recall: the words index, the vectors and the indexers' leases of recall
     # (memfs.recall.schema says what each holds).
     ("m007_recall", recall_schema.PG),
+    # SQLite's m012_workspaces_keys: workspaces and the API keys (issue 22).
+    ("m008_workspaces_keys", WORKSPACES_KEYS_SQL.format(T=_T)),
 ]
 
 

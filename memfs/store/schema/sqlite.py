@@ -391,3 +391,40 @@ def m011_recall(db: sqlite_utils.Database) -> None:
     from memfs.recall import schema
 
     db.executescript(schema.SQLITE)
+
+
+@_migration
+def m012_workspaces_keys(db: sqlite_utils.Database) -> None:
+    # Many teams on one server (issue 22): every store, session, dream, agent and environment
+    # belongs to a workspace (those made before: "default"), and API keys live here.
+    db.executescript(WORKSPACES_KEYS_SQL.format(T="TEXT"))
+
+
+#: The SQL of m012 (and of PostgreSQL's m008, with its text type for ``{T}``).
+WORKSPACES_KEYS_SQL = """
+ALTER TABLE stores ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';
+ALTER TABLE sessions ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';
+ALTER TABLE dreams ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';
+ALTER TABLE agents ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';
+ALTER TABLE environments ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';
+CREATE INDEX stores_workspace ON stores(workspace_id, created_at, id);
+CREATE INDEX sessions_workspace ON sessions(workspace_id, created_at, id);
+CREATE INDEX dreams_workspace ON dreams(workspace_id, created_at, id);
+-- The API keys (Store.create_key): only the SHA-256 of a secret is kept. store_ids: a JSON
+-- list of the only stores the key opens (NULL: every store of its workspace).
+CREATE TABLE api_keys (
+    id {T} PRIMARY KEY,
+    name {T} NOT NULL,
+    workspace_id {T} NOT NULL,
+    role {T} NOT NULL,
+    store_ids {T},
+    secret_sha256 {T} NOT NULL UNIQUE,
+    created_at {T} NOT NULL,
+    expires_at {T},
+    last_used_at {T},
+    revoked_at {T},
+    created_by_type {T},
+    created_by_id {T}
+);
+CREATE INDEX api_keys_workspace ON api_keys(workspace_id, created_at);
+"""

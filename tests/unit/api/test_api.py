@@ -651,7 +651,7 @@ _SAMPLE = {"string": "x", "integer": 1, "boolean": True, "object": {}, "array": 
 def _wrong(types) -> object:
     """A JSON value of none of ``types``."""
     return next(v for t, v in [("integer", "12"), ("string", 12), ("boolean", "yes"),
-                               ("object", "x"), ("array", "x")]
+                               ("object", "x"), ("array", "x"), ("array", [1])]
                 if not any(isinstance(v, bool if s == "boolean" else
                                       {"string": str, "integer": int, "object": dict,
                                        "array": list}[s]) and not (

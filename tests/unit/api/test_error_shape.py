@@ -109,12 +109,13 @@ def test_a_handler_bug_is_a_500_envelope(client, store, monkeypatch, error_logs)
 def test_an_unrenderable_result_is_a_500_envelope(client, store, monkeypatch, error_logs):
     """What the store returns cannot be encoded (a lone surrogate from an old database): the
     envelope, not Starlette's plain-text 500."""
-    bad = MemoryStore(id="memstore_x", name="\ud800", description="", metadata={},
+    sid = store.create_store("old").id
+    bad = MemoryStore(id=sid, name="\ud800", description="", metadata={},
                       created_at="2026-01-01T00:00:00Z", updated_at="2026-01-01T00:00:00Z",
                       archived_at=None)
     monkeypatch.setattr(store, "get_store", lambda *a, **kw: bad)
-    check(client.get("/v1/memory_stores/memstore_x"), 500)
-    assert [r.getMessage() for r in error_logs] == ["GET /v1/memory_stores/memstore_x failed"]
+    check(client.get(f"/v1/memory_stores/{sid}"), 500)
+    assert [r.getMessage() for r in error_logs] == [f"GET /v1/memory_stores/{sid} failed"]
 
 
 async def test_a_stalled_body_is_a_408_envelope(store, monkeypatch):

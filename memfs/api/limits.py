@@ -1,0 +1,70 @@
+"""The request rate of each API key (issue 22: one client cannot starve the others): a token
+bucket per key, on this server process. Over it, a request is a 429 ``rate_limit_error`` with
+``retry-after`` (:class:`memfs.errors.RateLimited`). The other limit per key, on request bodies
+being read at once, is :class:`memfs.uploads.Uploads`'.
+
+The server's own keys (``--api-key``, ``MEMFS_API_KEYS``: the operator's) have no rate; stored
+keys and session tokens have :data:`RATE` requests a second on average, in bursts of up to
+:data:`BURST` (``memfs serve --key-rate``, ``MEMFS_KEY_RATE``). With several replicas, each
+counts its own requests: a key may send that rate to each."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+
+from .. import errors
+from ..models import Grant
+
+#: Requests a second a key may send on average, and in one burst.
+RATE = 200.0
+BURST = 400.0
+#: Buckets kept at most (the oldest unused go first): a bound on memory, whatever keys come.
+MAX_BUCKETS = 10_000
+
+
+class KeyRates:
+    """A token bucket per key id: :meth:`take` one request's token or raise."""
+
+    def __init__(self, rate: float = RATE, burst: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if rate <= 0:
+            raise ValueError("a key's rate is more than 0 requests a second")
+        self.rate = rate
+        self.burst = max(1.0, burst if burst is not None else 2 * rate)
+        self.clock = clock
+        #: key id -> (tokens, when counted)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    @classmethod
+    def from_env(cls) -> KeyRates:
+        """:data:`RATE` unless ``MEMFS_KEY_RATE`` says another (requests a second)."""
+        text = os.environ.get("MEMFS_KEY_RATE", "")
+        try:
+            rate = float(text) if text else RATE
+        except ValueError:
+            raise ValueError(f"MEMFS_KEY_RATE={text!r}: a number of requests a second") from None
+        return cls(rate)
+
+    def take(self, grant: Grant) -> None:
+        """Count one request of ``grant``'s key.
+
+        :raises RateLimited: the key's bucket is empty (``retry_after``: seconds until it
+            holds a token again).
+        """
+        if grant.server:
+            return
+        now = self.clock()
+        tokens, then = self._buckets.pop(grant.key_id, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        if tokens < 1.0:
+            self._buckets[grant.key_id] = (tokens, now)
+            wait = math.ceil((1.0 - tokens) / self.rate)
+            raise errors.RateLimited(
+                f"API key {grant.key_id} sent more than {self.rate:g} requests a second "
+                f"(bursts of {self.burst:g}): retry after {wait} s", retry_after=wait)
+        self._buckets[grant.key_id] = (tokens - 1.0, now)  # re-inserted: the newest
+        if len(self._buckets) > MAX_BUCKETS:
+            del self._buckets[next(iter(self._buckets))]

@@ -1,0 +1,233 @@
+"""Workspaces and API keys (issue 22): the keys kept in the database (made, listed, revoked;
+only the SHA-256 of a secret is kept), the grant a presented key carries now, and which
+workspace an object belongs to (:meth:`KeysPart.check_visible`: another workspace's object is
+the same 404 as an unknown one)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..backends import Row
+from ..errors import InvalidRequest, NotFound, Unauthorized
+from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
+from ..rules import _validate_text, format_time, new_id, parse_duration, validate_workspace
+from .common import _no_session, _no_store, _now, sha256_hex
+from .search import SearchPart
+
+log = logging.getLogger(__name__)
+
+#: The start of every secret :meth:`KeysPart.create_key` makes (a session token's is
+#: ``memfs_session_``).
+KEY_PREFIX = "memfs_key_"
+#: A key's ``last_used_at`` is written at most this often (seconds): a read must not write
+#: on every request.
+LAST_USED_EVERY = 60.0
+#: The most stores one key may be scoped to, and the longest name.
+MAX_KEY_STORES = 100
+MAX_KEY_NAME = 200
+
+#: The tables whose rows carry a ``workspace_id``, by the path parameter that names one.
+_OWNERS = {
+    "memory_store_id": "stores",
+    "session_id": "sessions",
+    "dream_id": "dreams",
+    "agent_id": "agents",
+    "environment_id": "environments",
+}
+
+
+def _no_object(param: str, object_id: str) -> NotFound:
+    """The 404 of an unknown object, by its path parameter: what another workspace's is."""
+    if param == "memory_store_id":
+        return _no_store(object_id)
+    if param == "session_id":
+        if object_id.startswith("memrevert_"):
+            return NotFound(f"revert {object_id!r} not found")
+        return _no_session(object_id)
+    if param == "dream_id":
+        return NotFound(f"no dream {object_id!r}")
+    return NotFound(f"{param.removesuffix('_id')} {object_id!r} not found")
+
+
+def _key(row: Row, secret: str | None = None) -> ApiKey:
+    by = (Actor(row["created_by_type"], row["created_by_id"])
+          if row["created_by_type"] else None)
+    return ApiKey(row["id"], row["name"], row["workspace_id"], row["role"],
+                  json.loads(row["store_ids"]) if row["store_ids"] is not None else None,
+                  row["created_at"], row["expires_at"], row["last_used_at"],
+                  row["revoked_at"], by, secret)
+
+
+class KeysPart(SearchPart):
+    """The store's API keys and workspaces (a part of :class:`memfs.store.Store`)."""
+
+    def create_key(
+        self,
+        name: str,
+        *,
+        workspace: str = DEFAULT_WORKSPACE,
+        role: str = "read_write",
+        store_ids: Sequence[str] | None = None,
+        expires_in: Any = None,
+        created_by: Actor | None = None,
+    ) -> ApiKey:
+        """Make an API key of ``workspace`` with ``role`` (:data:`memfs.models.ROLES`),
+        opening only ``store_ids`` if given (each a store of that workspace), for
+        ``expires_in`` (seconds, or a duration such as ``30d``; None: until revoked). The
+        secret is in the result this once.
+
+        :raises InvalidRequest: a bad name, workspace, role, duration or store list.
+        :raises NotFound: a store that is not one of the workspace's.
+        """
+        _validate_text([name, workspace, role, store_ids, expires_in], "the key")
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_KEY_NAME:
+            raise InvalidRequest(f"a key's name is 1 to {MAX_KEY_NAME} characters")
+        if any(ord(ch) < 32 for ch in name):
+            raise InvalidRequest("a key's name has no control characters")
+        workspace = validate_workspace(workspace)
+        if role not in ROLES:
+            raise InvalidRequest(f"role must be one of {', '.join(ROLES)} (not {role!r})")
+        if store_ids is not None:
+            if (not isinstance(store_ids, list | tuple)
+                    or not all(isinstance(s, str) for s in store_ids)):
+                raise InvalidRequest("memory_store_ids must be a list of memory store ids")
+            if not store_ids or len(store_ids) > MAX_KEY_STORES:
+                raise InvalidRequest(f"a key is scoped to 1 to {MAX_KEY_STORES} memory stores")
+            store_ids = list(dict.fromkeys(store_ids))
+        created = datetime.now(UTC)
+        expires = None
+        if expires_in is not None:
+            seconds = parse_duration(expires_in)
+            expires = format_time(created + timedelta(seconds=seconds))
+        secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        key_id = new_id("apikey")
+        now = format_time(created)
+        with self._write() as c:
+            for sid in store_ids or ():
+                self.check_visible(workspace, "memory_store_id", sid, c=c)
+            c.execute(
+                "INSERT INTO api_keys (id, name, workspace_id, role, store_ids, secret_sha256, "
+                "created_at, expires_at, created_by_type, created_by_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key_id, name, workspace, role,
+                 json.dumps(store_ids) if store_ids is not None else None,
+                 sha256_hex(secret.encode()), now, expires,
+                 created_by.type if created_by else None, created_by.id if created_by else None))
+            row = c.execute("SELECT * FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+        log.info("made API key %s (%s) of workspace %s, role %s", key_id, name, workspace, role)
+        return _key(row, secret)
+
+    def list_keys(self, *, workspace: str | None = None) -> list[ApiKey]:
+        """The keys (of ``workspace``; None: every workspace's), newest first; never a
+        secret."""
+        if workspace is None:
+            rows = self._all("SELECT * FROM api_keys ORDER BY created_at DESC, id DESC", ())
+        else:
+            rows = self._all("SELECT * FROM api_keys WHERE workspace_id = ? "
+                             "ORDER BY created_at DESC, id DESC", (workspace,))
+        return [_key(r) for r in rows]
+
+    def get_key(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
+        """:raises NotFound: no such key (in ``workspace``)."""
+        row = self._one("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+        if row is None or (workspace is not None and row["workspace_id"] != workspace):
+            raise NotFound(f"API key {key_id} not found")
+        return _key(row)
+
+    def revoke_key(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
+        """Revoke a key, for good (a revoked key is returned unchanged): its next request is
+        refused by every server on this database, and the streams it opened end.
+
+        :raises NotFound: no such key (in ``workspace``).
+        """
+        with self._write() as c:
+            row = c.execute("SELECT * FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+            if row is None or (workspace is not None and row["workspace_id"] != workspace):
+                raise NotFound(f"API key {key_id} not found")
+            if row["revoked_at"] is None:
+                c.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (_now(), key_id))
+                log.info("revoked API key %s (%s)", key_id, row["name"])
+        return self.get_key(key_id)
+
+    def key_grant(self, secret: str) -> Grant:
+        """What the key ``secret`` may do now.
+
+        :raises Unauthorized: not a key of this database, revoked, or expired.
+        """
+        row = self._one("SELECT * FROM api_keys WHERE secret_sha256 = ?",
+                        (sha256_hex(secret.encode()),))
+        if row is None:
+            raise Unauthorized("invalid API key: not one of this server's keys (the memfs CLI "
+                               "sends --api-key or $MEMFS_API_KEY)")
+        now = _now()
+        if row["revoked_at"] is not None:
+            raise Unauthorized(f"API key {row['id']} was revoked at {row['revoked_at']}")
+        if row["expires_at"] is not None and row["expires_at"] <= now:
+            raise Unauthorized(f"API key {row['id']} expired at {row['expires_at']}")
+        last = row["last_used_at"]
+        if last is None or (datetime.fromisoformat(now) - datetime.fromisoformat(last)
+                            ).total_seconds() >= LAST_USED_EVERY:
+            self._touch_key(row["id"], now)
+        access = None
+        if row["store_ids"] is not None:
+            mode = "read_only" if row["role"] == "read_only" else "read_write"
+            access = dict.fromkeys(json.loads(row["store_ids"]), mode)
+        return Grant(row["id"], row["workspace_id"], row["role"], access, None, row["name"],
+                     row["expires_at"])
+
+    def _touch_key(self, key_id: str, now: str) -> None:
+        """Note a key's use (best effort: a request is not refused for it)."""
+        try:
+            with self._write() as c:
+                c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (now, key_id))
+        except Exception as e:  # a busy or read-only database: the use goes unnoted
+            log.warning("could not note the use of API key %s: %s", key_id, e)
+
+    def key_names(self, key_ids: Sequence[str]) -> dict[str, str]:
+        """The names of the keys ``key_ids`` (those that exist): what the Console shows for
+        an ``api_actor``."""
+        if not key_ids:
+            return {}
+        marks = ",".join("?" * len(key_ids))
+        return {r["id"]: r["name"] for r in self._all(
+            f"SELECT id, name FROM api_keys WHERE id IN ({marks})", list(key_ids))}
+
+    def check_visible(self, workspace: str, param: str, object_id: str, *,
+                      c: Any = None, gone_ok: bool = False) -> None:
+        """Is the object named by the path parameter ``param`` (``memory_store_id``,
+        ``session_id``, ``dream_id``, ``agent_id``, ``environment_id``) one of
+        ``workspace``'s? One look-up by primary key whether it exists or not, so that
+        another workspace's object and an unknown id cost the same. ``gone_ok``: an id with no
+        row passes (a deleted store's change feed still says it was deleted; the caller
+        answers for unknown ids).
+
+        :raises NotFound: unknown, or another workspace's: the same error.
+        """
+        table = _OWNERS[param]
+        oid = object_id
+        if param == "session_id" and oid.startswith("memrevert_"):
+            # A revert stands for its session (undoing a revert): it is where it was made.
+            row = self._look(c, "SELECT target_id FROM reverts WHERE id = ?", oid)
+            seen = 0
+            while row is not None and str(row["target_id"]).startswith("memrevert_") \
+                    and seen < 100:
+                seen += 1
+                row = self._look(c, "SELECT target_id FROM reverts WHERE id = ?",
+                                 row["target_id"])
+            oid = row["target_id"] if row is not None else oid
+        row = self._look(c, f"SELECT workspace_id FROM {table} WHERE id = ?", oid)
+        if row is None and gone_ok:
+            return
+        if row is None or row["workspace_id"] != workspace:
+            raise _no_object(param, object_id)
+
+    def _look(self, c: Any, sql: str, arg: str) -> Row | None:
+        if c is not None:
+            found: Row | None = c.execute(sql, (arg,)).fetchone()
+            return found
+        return self._one(sql, (arg,))
