@@ -196,12 +196,12 @@ ORDER: dict[str, list[str]] = {
     # Plain functions first (schema: a package, the schema and both backends' migrations),
     # then the parts of the Store class, each over the one before it.
     "store": ["common", "paging", "schema", "rows", "base", "stores", "memories", "versions",
-              "sessions", "events", "undo", "dreams", "archive", "search"],
+              "sessions", "events", "undo", "dreams", "archive", "search", "keys"],
     # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
     # streams), the resources, then the route table, its OpenAPI document and the app.
-    "api": ["spec", "errortable", "body", "batching", "call", "auth", "streams", "stores",
-            "mounts", "memories", "versions", "agents", "sessions", "dreams", "archive",
-            "search", "routes", "openapi", "app"],
+    "api": ["spec", "errortable", "body", "batching", "call", "limits", "auth", "streams",
+            "stores", "mounts", "memories", "versions", "agents", "sessions", "dreams",
+            "archive", "search", "keys", "routes", "openapi", "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, the two
     # databases, a whole database copied between them, then the watches (the inotify one
     # hands a postgresql:// URL to pgwatch).

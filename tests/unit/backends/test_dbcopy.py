@@ -59,6 +59,8 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     s.revert(sess.id, actor=USER)
     # A Console sign-out: a row in console_signouts (refused by every server on the database).
     s.revoke_signin("0" * 64, 4_000_000_000)
+    # An API key of another workspace, scoped to a store (api_keys).
+    s.create_key("ci", workspace="team-b", role="read_only", expires_in="30d")
 
 
 def dump(target: str) -> dict[str, Any]:
@@ -212,6 +214,12 @@ def _at_m005(path: str) -> None:
     Store(path, limits=Limits()).close()  # then take the last migration back out
     conn = sqlite3.connect(path)
     conn.executescript("""
+        DROP TABLE api_keys; DROP INDEX stores_workspace; DROP INDEX sessions_workspace;
+        DROP INDEX dreams_workspace;
+        ALTER TABLE stores DROP COLUMN workspace_id; ALTER TABLE sessions DROP COLUMN workspace_id;
+        ALTER TABLE agents DROP COLUMN workspace_id;
+        ALTER TABLE environments DROP COLUMN workspace_id;
+        DELETE FROM _sqlite_migrations WHERE name = 'm012_workspaces_keys';
         DROP INDEX versions_actor; DROP INDEX versions_operation; DROP INDEX stores_name;
         DROP INDEX sessions_launched; DROP INDEX events_session_deleted;
         DROP INDEX versions_memory_time; CREATE INDEX versions_memory ON versions(memory_id, id);
@@ -229,7 +237,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m011_recall"
+    assert schema.migration_names("sqlite")[-1] == "m012_workspaces_keys"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -246,10 +254,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/11" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/12" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/11 (m005_session_launcher) -> 11/11 (m011_recall)" in r.output, r.output
+    assert "5/12 (m005_session_launcher) -> 12/12 (m012_workspaces_keys)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

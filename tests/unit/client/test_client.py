@@ -174,8 +174,9 @@ def test_both_clients_expose_the_same_store_methods():
     import inspect
 
     for name in used_by_cli:
-        # ids / among: what a server's session token may see (memfs.api), never sent.
-        store_params = set(inspect.signature(getattr(Store, name)).parameters) - {"ids", "among"}
+        # ids / among / workspace: what a server's credential may see (memfs.api), never sent.
+        store_params = (set(inspect.signature(getattr(Store, name)).parameters)
+                        - {"ids", "among", "workspace"})
         client_params = set(inspect.signature(getattr(Client, name)).parameters)
         assert store_params <= client_params, name
 
