@@ -9,6 +9,7 @@ from contextlib import aclosing
 from datetime import datetime
 from typing import Any, TypeVar
 
+import anyio
 import httpx
 
 from .. import errors
@@ -39,6 +40,7 @@ from .wire import (
     Request,
     _headers,
     _ms,
+    rate_wait,
     unix_socket,
 )
 
@@ -105,12 +107,18 @@ class AsyncClient:
         await self.aclose()
 
     async def _send(self, req: Request) -> Any:
-        try:
-            response = await self._http.request(req.method, req.path, params=req.params,
-                                                json=req.json)
-        except httpx.TransportError as e:
-            raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
-        return _decode(response)
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(req.method, req.path, params=req.params,
+                                                    json=req.json)
+            except httpx.TransportError as e:
+                raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
+            attempt += 1
+            wait = rate_wait(response, attempt)
+            if wait is None:
+                return _decode(response)
+            await anyio.sleep(wait)
 
     async def _drive(self, op: Op[T]) -> T:
         result: Any = None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -36,6 +37,7 @@ from .wire import (
     _headers,
     _ms,
     _params,
+    rate_wait,
     unix_socket,
 )
 
@@ -93,12 +95,18 @@ class Client:
         self.close()
 
     def _send(self, req: Request) -> Any:
-        try:
-            response = self._http.request(req.method, req.path, params=req.params,
-                                          json=req.json)
-        except httpx.TransportError as e:
-            raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
-        return _decode(response)
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(req.method, req.path, params=req.params,
+                                              json=req.json)
+            except httpx.TransportError as e:
+                raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
+            attempt += 1
+            wait = rate_wait(response, attempt)
+            if wait is None:
+                return _decode(response)
+            time.sleep(wait)
 
     def _drive(self, op: Op[T]) -> T:
         result: Any = None

@@ -25,6 +25,32 @@ TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 STREAM_READ_TIMEOUT = 20.0
 
 
+#: Times a request refused for its key's rate (429 ``rate_limited``: refused before anything
+#: was done, so safe to send again, a write too) is sent again after its ``retry-after``, and
+#: the longest wait honoured, in seconds.
+RATE_RETRIES = 5
+RATE_WAIT_MAX = 5.0
+
+
+def rate_wait(response: Any, attempt: int) -> float | None:
+    """Seconds to wait before sending again a request refused for its key's rate (its
+    ``attempt``-th refusal), or None: another answer, or retried enough. (The API's other 429,
+    too many unfinished uploads, is not sent again here.)"""
+    if response.status_code != 429 or attempt > RATE_RETRIES:
+        return None
+    try:
+        code = response.json()["error"]["details"]["error_code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if code != "rate_limited":
+        return None
+    try:
+        wait = float(response.headers.get("retry-after", "1"))
+    except ValueError:
+        wait = 1.0
+    return min(max(wait, 0.05), RATE_WAIT_MAX)
+
+
 @dataclass(frozen=True)
 class Request:
     """One HTTP call an operation wants made."""

@@ -414,3 +414,42 @@ async def test_async_client_over_asgi(store):
         page = await c.list_memories(s.id)
         assert [x.path for x in page.data] == ["/c.md"]
     assert store.get_memory(s.id, m.id).path == "/c.md"
+
+
+def test_a_request_refused_for_its_keys_rate_is_sent_again_after_retry_after(tmp_path,
+                                                                            monkeypatch):
+    """The server refuses a key over its rate before doing anything (429 rate_limited with
+    retry-after): the client waits and sends it again, a write too; after its retries it
+    raises RateLimited."""
+    from types import SimpleNamespace
+
+    from memfs.api.limits import KeyRates
+    from memfs.store import Store
+
+    from ...support.asgi import through
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the bucket refills while the client waits
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr("memfs.client.sync.time", SimpleNamespace(sleep=sleep))
+    store = Store(str(tmp_path / "db"))
+    key = store.create_key("slow", role="admin").key
+    rates = KeyRates(rate=1.0, burst=1.0, clock=lambda: now[0])
+    app = create_app(store, [], console=False, dreams=False, rates=rates)
+    with TestClient(app) as tc:
+        c = Client("http://srv", key, transport=through(tc))
+        s = c.create_store("a")  # the burst's one token
+        c.create_memory(s.id, "/a.md", "a", actor=None)  # refused once, then sent again
+        assert slept == [1.0]
+        now[0] += 1
+        assert [m.path for m in c.list_memories(s.id).data] == ["/a.md"]
+        now[0] = -1e9  # a clock that never refills: every retry is refused
+        slept.clear()
+        with pytest.raises(errors.RateLimited):
+            c.get_store(s.id)
+        assert len(slept) == 5
+    store.close()
