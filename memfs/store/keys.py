@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..backends import Row
-from ..errors import InvalidRequest, NotFound, Unauthorized
+from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
 from ..rules import _validate_text, format_time, new_id, parse_duration, validate_workspace
 from .common import _no_session, _no_store, _now, sha256_hex
@@ -27,6 +27,8 @@ KEY_PREFIX = "memfs_key_"
 #: A key's ``last_used_at`` is written at most this often (seconds): a read must not write
 #: on every request.
 LAST_USED_EVERY = 60.0
+#: Seconds a request waits at most for the write lock to note its key's use.
+TOUCH_PATIENCE = 0.05
 #: The most stores one key may be scoped to, and the longest name.
 MAX_KEY_STORES = 100
 MAX_KEY_NAME = 200
@@ -181,12 +183,13 @@ class KeysPart(SearchPart):
                      row["expires_at"])
 
     def _touch_key(self, key_id: str, now: str) -> None:
-        """Note a key's use (best effort: a request is not refused for it)."""
+        """Note a key's use (best effort: a request neither waits long for the write lock
+        nor is refused for it; the next request a minute on tries again)."""
         try:
-            with self._write() as c:
+            with self.patience(TOUCH_PATIENCE), self._write() as c:
                 c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (now, key_id))
-        except Exception as e:  # a busy or read-only database: the use goes unnoted
-            log.warning("could not note the use of API key %s: %s", key_id, e)
+        except MemfsError as e:  # busy, or a read-only database: the use goes unnoted
+            log.info("could not note the use of API key %s: %s", key_id, e.message)
 
     def key_names(self, key_ids: Sequence[str]) -> dict[str, str]:
         """The names of the keys ``key_ids`` (those that exist): what the Console shows for
