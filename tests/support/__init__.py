@@ -12,8 +12,9 @@ throwaway PostgreSQL cluster) and :mod:`~tests.support.backend` (a test's databa
 backend), :mod:`~tests.support.posix_checks`, :mod:`~tests.support.fsops` (the handlers driven
 in-process), :mod:`~tests.support.asgi` (the API app behind an httpx transport),
 :mod:`~tests.support.cli` (every command; a failed command's one line),
-:mod:`~tests.support.console` (the browser tests' sign-in) and :mod:`~tests.support.repo` (a
-copy of the repository).
+:mod:`~tests.support.console` (the browser tests' sign-in),
+:mod:`~tests.support.revocation` (a key's revocation and expiry measured across two servers)
+and :mod:`~tests.support.repo` (a copy of the repository).
 
 ``need(condition, why)`` is the one "skip here, fail in CI" gate: what the machine lacks (FUSE,
 root, PostgreSQL, a browser, pjdfstest's sources) skips a test locally and fails it when
