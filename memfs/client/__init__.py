@@ -14,7 +14,8 @@ those generators over their transport.
 ``rename_path``, ``rename_prefix``, ``tree``, ``check_can_create``, ``count_memories``,
 ``last_change``, ``changes_since``, ``get_limits``) use the memfs extension endpoints (README
 "Remote mounts"), each one server transaction, and so does ``revert`` (README "Undo a
-session"), and ``search`` / ``search_status`` (docs/search.md);
+session"), ``search`` / ``search_status`` (docs/search.md), and the API keys of an admin key's
+workspace (``create_key``, ``list_keys``, ``get_key``, ``revoke_key``: docs/http-api.md);
 :meth:`AsyncClient.stream_changes` follows a store's change feed, pushed by the server.
 
 Differences from a local Store, by nature of the API:

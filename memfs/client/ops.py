@@ -14,6 +14,7 @@ from typing import Any
 from .. import errors
 from ..models import (
     Actor,
+    ApiKey,
     Change,
     Dream,
     Event,
@@ -590,6 +591,53 @@ class Ops:
     def archive_dream(self, dream_id: str) -> Op[Dream]:
         d = yield Request("POST", f"/v1/dreams/{_q(dream_id)}/archive")
         return Dream.from_dict(d)
+
+    # -- API keys (issue 22; memfs extension, an admin key's) ------------------------------
+
+    def create_key(
+        self,
+        name: str,
+        *,
+        workspace: str | None = None,
+        role: str = "read_write",
+        store_ids: Sequence[str] | None = None,
+        expires_in: Any = None,
+        created_by: Actor | None = None,
+    ) -> Op[ApiKey]:
+        """An API key (:meth:`memfs.store.Store.create_key`; the secret is in the answer this
+        once) of ``workspace``: None, the calling key's own; another, a server key only.
+        ``created_by`` is ignored: the server attributes the key to the calling one."""
+        d = yield Request("POST", "/v1/memfs/keys", json=_body(
+            name=name, workspace_id=workspace, role=role,
+            memory_store_ids=list(store_ids) if store_ids is not None else None,
+            expires_in=expires_in))
+        return ApiKey.from_dict(d)
+
+    def list_keys(self, *, workspace: str | None = None) -> Op[list[ApiKey]]:
+        """The keys of ``workspace`` (None: the calling key's own), newest first; never a
+        secret."""
+        d = yield Request("GET", "/v1/memfs/keys", params=_params(workspace_id=workspace))
+        return [ApiKey.from_dict(x) for x in d.get("data") or []]
+
+    def get_key(self, key_id: str, *, workspace: str | None = None) -> Op[ApiKey]:
+        """:raises NotFound: no such key the calling key may see (or not of ``workspace``,
+        as the Store says)."""
+        d = yield Request("GET", f"/v1/memfs/keys/{_q(key_id)}")
+        key = ApiKey.from_dict(d)
+        if workspace is not None and key.workspace_id != workspace:
+            raise errors.NotFound(f"API key {key_id} not found")
+        return key
+
+    def revoke_key(self, key_id: str, *, workspace: str | None = None) -> Op[ApiKey]:
+        """Revoke a key for good (a revoked one comes back unchanged); with ``workspace``
+        only one of it (then two requests: it is looked at first).
+
+        :raises NotFound: no such key the calling key may see (or not of ``workspace``).
+        """
+        if workspace is not None:
+            yield from self.get_key(key_id, workspace=workspace)
+        d = yield Request("POST", f"/v1/memfs/keys/{_q(key_id)}/revoke")
+        return ApiKey.from_dict(d)
 
 
 #: The operations both clients expose (every public generator of :class:`Ops`).

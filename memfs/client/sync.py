@@ -13,6 +13,7 @@ import httpx
 from .. import errors
 from ..models import (
     Actor,
+    ApiKey,
     Change,
     Dream,
     Event,
@@ -499,6 +500,31 @@ class Client:
 
     def archive_dream(self, dream_id: str) -> Dream:
         return self._drive(OPS.archive_dream(dream_id))
+
+    # -- API keys (issue 22; memfs extension, an admin key's) ------------------------------
+
+    def create_key(
+        self,
+        name: str,
+        *,
+        workspace: str | None = None,
+        role: str = "read_write",
+        store_ids: Sequence[str] | None = None,
+        expires_in: Any = None,
+        created_by: Actor | None = None,
+    ) -> ApiKey:
+        return self._drive(OPS.create_key(name, workspace=workspace, role=role,
+                                          store_ids=store_ids, expires_in=expires_in,
+                                          created_by=created_by))
+
+    def list_keys(self, *, workspace: str | None = None) -> list[ApiKey]:
+        return self._drive(OPS.list_keys(workspace=workspace))
+
+    def get_key(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
+        return self._drive(OPS.get_key(key_id, workspace=workspace))
+
+    def revoke_key(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
+        return self._drive(OPS.revoke_key(key_id, workspace=workspace))
 
 
 if TYPE_CHECKING:

@@ -3,6 +3,7 @@ transport that hands requests to the real ASGI app) the Store-shaped methods end
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -168,7 +169,8 @@ def test_both_clients_expose_the_same_store_methods():
                    "delete_memory", "list_memories", "list_versions", "get_version",
                    "redact_version", "create_session", "get_session", "list_sessions",
                    "list_events", "add_events", "write_path", "delete_path", "rename_path",
-                   "namesakes", "restore_version"}
+                   "namesakes", "restore_version", "create_key", "list_keys", "get_key",
+                   "revoke_key"}
     assert used_by_cli <= set(OPERATIONS)
     # same parameter names as the Store, so CLI calls work unchanged
     import inspect
@@ -390,6 +392,69 @@ def test_sessions_and_events_through_the_client(remote):
     remote.delete_session(sess.id)
     with pytest.raises(errors.NotFound):
         remote.get_session(sess.id)
+
+
+def test_create_key_on_the_wire():
+    key = {"type": "memfs_api_key", "id": "apikey_1", "name": "ci", "workspace_id": "team-a",
+           "role": "read_only", "memory_store_ids": ["memstore_1"],
+           "created_at": "2026-01-01T00:00:00Z", "expires_at": "2026-01-31T00:00:00Z",
+           "last_used_at": None, "revoked_at": None, "created_by": None,
+           "key": "memfs_key_secret"}
+    transport, seen = recording([(200, key), (200, {"data": [{**key, "key": None}]})])
+    c = Client("http://srv", KEY, transport=transport)
+    made = c.create_key("ci", workspace="team-a", role="read_only", store_ids=("memstore_1",),
+                        expires_in="30d", created_by=Actor.user("user_1"))
+    assert (made.id, made.key, made.memory_store_ids) == ("apikey_1", "memfs_key_secret",
+                                                          ["memstore_1"])
+    assert json.loads(seen[0].content) == {
+        "name": "ci", "workspace_id": "team-a", "role": "read_only",
+        "memory_store_ids": ["memstore_1"], "expires_in": "30d"}
+    [listed] = c.list_keys(workspace="team-a")
+    assert listed.key is None and seen[1].url.params["workspace_id"] == "team-a"
+
+
+def test_keys_through_the_client(remote, store, app_transport):
+    """A server key makes keys of any workspace; a stored admin key manages its own
+    workspace's only; the get/revoke of another workspace's key is the Store's 404."""
+    sid = remote.create_store("notes").id
+    made = remote.create_key("ci", role="read_only", store_ids=[sid], expires_in="30d")
+    assert made.key.startswith("memfs_key_") and made.workspace_id == "default"
+    assert store.get_key(made.id) == dataclasses.replace(made, key=None)
+    assert store.key_grant(made.key).access == {sid: "read_only"}
+    assert [k.id for k in remote.list_keys()] == [made.id]
+    assert remote.list_keys()[0].key is None
+    assert remote.get_key(made.id) == store.get_key(made.id)
+    with pytest.raises(errors.NotFound):
+        remote.get_key(made.id, workspace="team-a")
+    with pytest.raises(errors.NotFound):
+        remote.revoke_key(made.id, workspace="team-a")
+    assert store.get_key(made.id).revoked_at is None
+    with pytest.raises(errors.NotFound, match="apikey_nope"):
+        remote.revoke_key("apikey_nope")
+    with pytest.raises(errors.InvalidRequest, match="role"):
+        remote.create_key("x", role="owner")
+    with pytest.raises(errors.InvalidRequest, match="duration"):
+        remote.create_key("x", expires_in="soon")
+
+    admin = remote.create_key("team-a admin", workspace="team-a", role="admin")
+    assert [k.id for k in remote.list_keys(workspace="team-a")] == [admin.id]
+    with Client("http://memfs", admin.key, transport=app_transport) as team_a:
+        assert [k.id for k in team_a.list_keys()] == [admin.id]
+        with pytest.raises(errors.Forbidden):
+            team_a.create_key("x", workspace="default")
+        with pytest.raises(errors.NotFound):  # another workspace's store
+            team_a.create_key("x", store_ids=[sid])
+        with pytest.raises(errors.NotFound):  # another workspace's key
+            team_a.revoke_key(made.id)
+        writer = team_a.create_key("writer")
+        assert writer.workspace_id == "team-a" and writer.role == "read_write"
+    with (Client("http://memfs", writer.key, transport=app_transport) as plain,
+          pytest.raises(errors.Forbidden)):
+        plain.list_keys()
+    revoked = remote.revoke_key(made.id)
+    assert revoked.revoked_at is not None and remote.revoke_key(made.id) == revoked
+    with pytest.raises(errors.Unauthorized):
+        store.key_grant(made.key)
 
 
 def test_wrong_key_is_unauthorized(app_transport):
