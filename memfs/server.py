@@ -1,10 +1,13 @@
 """Composition root of ``memfs serve``: the ASGI app of :mod:`memfs.api` under hypercorn on trio.
 
-Security: the API always requires a key. Keys come from ``--api-key`` (repeatable) and
-``MEMFS_API_KEYS`` (comma-separated). With none configured the server refuses to listen
-anywhere but loopback; on loopback it generates a key for this run and prints it once on
-stderr, the way Jupyter prints its token, so ``memfs serve`` works at once without ever
-serving an open API.
+Security: the API always requires a key. The server's own keys come from ``--api-key``
+(repeatable) and ``MEMFS_API_KEYS`` (comma-separated): the default workspace's admins. Keys
+kept in the database (``memfs keys create``) are taken too. With no server key and no live
+admin key in the database (:meth:`memfs.store.Store.has_live_admin_key`) the server refuses
+to listen anywhere but loopback; on loopback it generates a key for this run and prints it
+once on stderr, the way Jupyter prints its token, so ``memfs serve`` works at once without
+ever serving an open API. Each stored key and session token may send ``--key-rate``
+requests a second (:class:`memfs.api.limits.KeyRates`).
 
 Hostile or broken clients (issues 8 and 19): every connection is bounded. A request body has
 :data:`memfs.api.body.BODY_IDLE_SECONDS` between bytes, and past its first
@@ -58,6 +61,7 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 
 from . import errors
 from .api import create_app
+from .api.limits import KeyRates
 from .backends import redact_url
 from .logs import access_logger_class
 from .store import Store, open_store
@@ -101,13 +105,40 @@ def api_keys_from(options: Sequence[str], environ: dict[str, str] | None = None)
     return list(dict.fromkeys(k.strip() for k in keys if k.strip()))
 
 
-def check_bind(host: str, keys: Sequence[str]) -> None:
-    """:raises errors.InvalidRequest: a non-loopback ``host`` without any key."""
-    if not keys and not is_loopback(host):
+def check_bind(host: str, keys: Sequence[str], stored_admin: bool = False) -> None:
+    """:raises errors.InvalidRequest: a non-loopback ``host`` without any server key, and no
+    live admin key in the database (``stored_admin``) either."""
+    if not keys and not stored_admin and not is_loopback(host):
         raise errors.InvalidRequest(
             f"refusing to listen on {host} without API keys: pass --api-key or set "
-            "MEMFS_API_KEYS"
+            "MEMFS_API_KEYS, or make an admin key with `memfs keys create NAME --role admin`"
         )
+
+
+def _stored_admin(db_path: str | os.PathLike[str] | None) -> bool:
+    """Does the database hold a live admin key? A missing database holds none (and is not
+    made for a server that will not start)."""
+    try:
+        store = open_store(db_path, create=False)
+    except errors.DatabaseUnavailable:
+        return False
+    try:
+        return store.has_live_admin_key()
+    finally:
+        store.close()
+
+
+def key_rates(rate: float | None) -> KeyRates:
+    """Each key's request rate: ``rate`` requests a second (``--key-rate``), else
+    ``MEMFS_KEY_RATE``'s, else :data:`memfs.api.limits.RATE`.
+
+    :raises errors.InvalidRequest: not a number above 0.
+    """
+    try:
+        return KeyRates(rate) if rate is not None else KeyRates.from_env()
+    except ValueError as e:
+        where = "" if rate is not None else " (MEMFS_KEY_RATE)"
+        raise errors.InvalidRequest(f"invalid key rate{where}: {e}") from None
 
 
 def generate_key() -> str:
@@ -122,6 +153,7 @@ def serve(
     *,
     echo: Callable[[str], None] | None = None,
     workers: int = 1,
+    key_rate: float | None = None,
 ) -> None:
     """Serve the API on ``host:port`` until SIGINT or SIGTERM.
 
@@ -134,21 +166,31 @@ def serve(
     core at a time; more use the other cores. The first process announces the address; if
     one ends, the others are stopped too.
 
-    :raises errors.InvalidRequest: no keys on a non-loopback address.
+    Without ``api_keys`` the keys kept in the database are the only ones if it holds a live
+    admin key; else, on loopback, a key is generated for this run. ``key_rate``: requests a
+    second each stored key or session token may send (:func:`key_rates`).
+
+    :raises errors.InvalidRequest: no keys on a non-loopback address; a bad ``key_rate``.
     :raises OSError: the address cannot be bound.
     """
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     keys = list(api_keys)
-    check_bind(host, keys)
-    if not keys:
-        keys = [generate_key()]
-        say(f"memfs: no API key configured; this run accepts the generated key {keys[0]}")
-        say("memfs: (choose your own with --api-key KEY or MEMFS_API_KEYS)")
+    rates = key_rates(key_rate)
+    if not keys and not is_loopback(host):
+        check_bind(host, keys, _stored_admin(db_path))
     max_connections = max(16, raise_fd_limit() - FD_RESERVE)
     _install_json_protocol_errors()
     _install_coalesced_responses()
     store = open_store(db_path, create=True)
     try:
+        if not keys and store.has_live_admin_key():
+            say("memfs: no --api-key: the keys kept in the database are the only ones "
+                "(memfs keys list)")
+        elif not keys:
+            keys = [generate_key()]
+            say(f"memfs: no API key configured; this run accepts the generated key {keys[0]}")
+            say("memfs: (choose your own with --api-key KEY or MEMFS_API_KEYS, or make "
+                "keys with memfs keys create)")
         config = Config()
         config.bind = [f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"]
         config.graceful_timeout = GRACEFUL_SECONDS
@@ -164,9 +206,9 @@ def serve(
         if workers > 1:
             path = store.path
             store.close()  # every worker opens its own (no SQLite connection crosses a fork)
-            _serve_workers(workers, path, keys, config, sockets, say, max_connections)
+            _serve_workers(workers, path, keys, config, sockets, say, max_connections, rates)
             return
-        app = create_app(store, keys, uploads=uploads_for(max_connections))
+        app = create_app(store, keys, uploads=uploads_for(max_connections), rates=rates)
         indexer = start_indexer(store)
         try:
             trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
@@ -200,7 +242,7 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
 
 def _serve_workers(
     n: int, db: str, keys: list[str], config: Config, first: Sockets,
-    say: Callable[[str], None], max_connections: int,
+    say: Callable[[str], None], max_connections: int, rates: KeyRates,
 ) -> None:
     """``n`` worker processes, each serving its own socket bound to the same address."""
     port = first.insecure_sockets[0].getsockname()[1]
@@ -220,7 +262,8 @@ def _serve_workers(
                 store = open_store(db, create=False)
                 indexer = None
                 try:
-                    app = create_app(store, keys, uploads=uploads_for(max_connections))
+                    app = create_app(store, keys, uploads=uploads_for(max_connections),
+                                     rates=rates)
                     # One indexer for all the workers (the first's): one model in memory.
                     indexer = start_indexer(store) if i == 0 else None
                     trio.run(_run, app, config, sockets, store.path,

@@ -253,13 +253,20 @@ def _owner(text: str) -> tuple[int, int]:
 )
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Server processes sharing the port and the database (use the cores).")
+@click.option("--key-rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="N",
+              help="Requests a second each key of the database (memfs keys) and each session "
+              "token may send, in bursts of 2N; more are 429 (default 200; also env "
+              "MEMFS_KEY_RATE). Per server process.")
 @pass_ctx
-def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers: int) -> None:
+def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers: int,
+          key_rate: float | None) -> None:
     """Serve the memory stores HTTP API (anthropic SDK compatible) on the local database.
 
-    Every request needs a key (x-api-key or Authorization: Bearer). Without --api-key or
-    MEMFS_API_KEYS, a loopback server generates one and prints it on stderr; any other
-    address is refused.
+    Every request needs a key (x-api-key or Authorization: Bearer): one of --api-key or
+    MEMFS_API_KEYS (the default workspace's admins), or one kept in the database (memfs keys
+    create). Without --api-key or MEMFS_API_KEYS, and no live admin key in the database, a
+    loopback server generates a key and prints it on stderr; any other address is refused.
 
     The server keeps every store indexed by meaning in the background (--embeddings: which
     model; `memfs search --status` says how far).
@@ -268,6 +275,7 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
 
     \b
         memfs serve --port 8000 --api-key "$MEMFS_API_KEY"
+        memfs keys create ops --role admin && memfs serve --host 0.0.0.0 --key-rate 50
     """
     from ..server import api_keys_from
     from ..server import serve as run_server
@@ -276,6 +284,6 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)
     try:
         run_server(ctx.db_path, host, port, api_keys_from(api_keys), workers=workers,
-                   echo=logs.say)
+                   echo=logs.say, key_rate=key_rate)
     except OSError as e:
         fail(f"cannot listen on {host}:{port}: {e.strerror or e}", 1)

@@ -156,6 +156,14 @@ class KeysPart(SearchPart):
                 log.info("revoked API key %s (%s)", key_id, row["name"])
         return self.get_key(key_id)
 
+    def has_live_admin_key(self) -> bool:
+        """Does the database hold an admin key (of any workspace) that is neither revoked nor
+        expired? Then someone can manage a server of it without a server key
+        (``memfs serve`` on a non-loopback address)."""
+        return self._one(
+            "SELECT 1 FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL "
+            "AND (expires_at IS NULL OR expires_at > ?) LIMIT 1", (_now(),)) is not None
+
     def key_grant(self, secret: str) -> Grant:
         """What the key ``secret`` may do now.
 
