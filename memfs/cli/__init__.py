@@ -14,8 +14,8 @@ those before it in this list (it may import them; never the other way round):
   actor, refs, content from a file or stdin, confirmations): the framework;
 - :mod:`~.stores`, :mod:`~.memories`, :mod:`~.versions`, :mod:`~.sessions`, :mod:`~.archive`
   (``export``, ``import``), :mod:`~.launch` (``run``, ``mount``, ``serve``), :mod:`~.dreams`,
-  :mod:`~.db` and :mod:`~.search`: the commands, each registered on :data:`cli` when its
-  module is imported;
+  :mod:`~.db`, :mod:`~.search` and :mod:`~.keys` (API keys): the commands, each registered
+  on :data:`cli` when its module is imported;
 - this module: imports them all, and :func:`main`, the console script (``memfs``).
 
 The command line is the top layer: it may import any module of memfs, but imports the heavy
@@ -27,7 +27,7 @@ inside the commands that use them, so that every command starts fast
 
 from __future__ import annotations
 
-from . import archive, db, dreams, launch, memories, sessions, stores, versions  # noqa: F401
+from . import archive, db, dreams, keys, launch, memories, sessions, stores, versions  # noqa: F401
 from .base import Context, MemfsGroup, cli, fail
 from .search import search_cmd
 from .shared import MemfsCommand

@@ -213,6 +213,7 @@ def cli(
     """
     ctx.obj = Context(db, as_json, url=url, api_key=api_key, verbose=verbose,
                       log_format=log_format)
+    ctx.call_on_close(ctx.obj.close)  # the database, or the server's connections
     ctx.obj.configure_logging()
     if embeddings:
         from_env = ctx.get_parameter_source("embeddings") is click.core.ParameterSource.ENVIRONMENT

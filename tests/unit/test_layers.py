@@ -210,7 +210,7 @@ ORDER: dict[str, list[str]] = {
     # The framework (the global options, the command class, the groups and the Context, the
     # helpers of the commands on a store), then the commands.
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
-            "sessions", "archive", "launch", "dreams", "db", "search"],
+            "sessions", "archive", "launch", "dreams", "db", "search", "keys"],
     # The tree and what needs no pyfuse3, the kernel's calls, .history and .search as handler
     # objects, the parts of Operations (each a subclass of the one before), then what runs the
     # handlers: the services, a session's filesystem, the runtime the daemons share.
