@@ -32,10 +32,16 @@ write, delete, rename, rename_prefix, events), each one store transaction;
 ``/v1/sessions/{id}/memfs/tokens`` (a session token: the credential of a session's commands,
 which the gate takes where it takes a key, for that session's stores only); and the store's
 change feed, ``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one
-database poller per store however many mounts follow it.
+database poller per store however many mounts follow it; ``/v1/memfs/keys`` (API keys of a
+workspace, for its admins: :mod:`memfs.api.keys`).
+
+Workspaces (issue 22): every credential acts in one workspace, as its role (``admin``,
+``read_write``, ``read_only``), on every store of it or only on some (a store-scoped key, a
+session token); another workspace's objects are 404s, as if they did not exist. A request
+naming another workspace in ``anthropic-workspace-id`` is refused (403).
 
 Known limitations:
-- One workspace: ``anthropic-workspace-id`` is ignored, ``anthropic-beta`` is not checked.
+- ``anthropic-beta`` is not checked.
 - Sessions run no model; ``agent_with_overrides``, budgets, vaults and file resources are
   refused with 400, and ``sessions.list`` cannot filter by agent or deployment.
 
@@ -45,13 +51,14 @@ type annotations):
 - :mod:`~memfs.api.spec` (the declared inputs: :class:`~memfs.api.spec.Param`, the query and
   body checks), :mod:`~.errortable` (the error envelope), :mod:`~.body` (reading a
   body within its bounds of size, time and rate), :mod:`~.batching` (:class:`WriteBatcher`,
-  group commit), :mod:`~.call` (:class:`Call`, what a handler gets), :mod:`~.auth` (the key
-  gate, a session token's rights, :data:`SESSION_HEADER`), :mod:`~.streams` (SSE frames,
+  group commit), :mod:`~.call` (:class:`Call`, what a handler gets), :mod:`~.limits` (each
+  key's request rate), :mod:`~.auth` (the key gate, a grant's rights,
+  :data:`SESSION_HEADER`), :mod:`~.streams` (SSE frames,
   :class:`EventHub` and :class:`ChangeHub`);
 - the resources, one module each: :mod:`~.stores`, :mod:`~.mounts` (the remote mounts'
   extensions and the change feed), :mod:`~.memories`, :mod:`~.versions`, :mod:`~.agents`
   (and environments), :mod:`~.sessions` (their resources and events), :mod:`~.dreams`,
-  :mod:`~.archive` (import, export), :mod:`~.search` (recall);
+  :mod:`~.archive` (import, export), :mod:`~.search` (recall), :mod:`~.keys` (API keys);
 - :mod:`~.routes` (:data:`OPS`, :class:`Op`: the route table), :mod:`~.openapi` (the
   ``/openapi.json`` document made of it) and :mod:`~.app` (:func:`create_app`);
 - this module: the names callers import from ``memfs.api``. A constant is read where it is
