@@ -214,8 +214,8 @@ def _authorize(op: Op, grant: Grant, request: Request) -> None:
     if grant.access is not None:
         _authorize_scoped(op, grant, request)
     if op.admin and grant.role != "admin":
-        raise errors.Forbidden(f"only an admin key may call {op.sdk.split(' (')[0]}: this "
-                               f"key's role is {grant.role}")
+        raise errors.Forbidden(f"only an admin key may manage API keys ({request.method} "
+                               f"{request.url.path}): this key's role is {grant.role}")
     if grant.role == "read_only" and writes(op):
         raise errors.ReadOnly(f"API key {grant.key_id} is read_only: {request.method} "
                               f"{request.url.path} writes")
