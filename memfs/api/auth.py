@@ -5,6 +5,7 @@ stores, :attr:`Op.token`), and the session a request acts as (:data:`SESSION_HEA
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import secrets
@@ -20,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import errors
 from ..models import DEFAULT_WORKSPACE, Actor, Grant
-from ..rules import api_key_id
+from ..rules import api_key_id, validate_workspace
 from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, Store, no_session, no_store
 from .errortable import error_response
 from .limits import KeyRates
@@ -36,8 +37,9 @@ log = logging.getLogger("memfs.api")  # the API's one logger, whichever module l
 #: mounts"): memory writes are attributed to its ``session_actor`` and it may record tool
 #: events for it.
 SESSION_HEADER = "x-memfs-session-id"
-#: The SDK's header naming the workspace a request is for: a key acts in its own workspace
-#: only, so another is refused (absent: the key's).
+#: The SDK's header naming the workspace a request is for: a stored key acts in its own
+#: workspace only, so another is refused (absent: the key's); a server key (the operator's)
+#: acts in the one it names, as its admin.
 WORKSPACE_HEADER = "anthropic-workspace-id"
 
 
@@ -82,7 +84,7 @@ class _Gate:
         if scope["path"] not in PUBLIC_PATHS:
             key = _presented_key(Request(scope))
             try:
-                grant = await self._grant(key)
+                grant = _in_workspace(await self._grant(key), Request(scope))
                 self.rates.take(grant)
             except errors.MemfsError as exc:
                 if isinstance(exc, errors.Unauthorized | errors.TooManyRequests):
@@ -138,6 +140,18 @@ class _Gate:
             "missing API key: send 'x-api-key: KEY' or 'Authorization: Bearer KEY' "
             "(the memfs CLI: --api-key or $MEMFS_API_KEY)"
         )
+
+
+def _in_workspace(grant: Grant, request: Request) -> Grant:
+    """A server key's grant in the workspace its request names (:data:`WORKSPACE_HEADER`);
+    any other grant as it is (:func:`_authorize` refuses another workspace).
+
+    :raises InvalidRequest: a workspace id that cannot be one.
+    """
+    asked = request.headers.get(WORKSPACE_HEADER)
+    if not grant.server or not asked or asked == grant.workspace_id:
+        return grant
+    return dataclasses.replace(grant, workspace_id=validate_workspace(asked))
 
 
 def _presented_key(request: Request) -> str | None:

@@ -1,0 +1,41 @@
+"""The SDK's ``anthropic-workspace-id`` header (``default_headers`` of a client): a server key
+(the operator's) acts in the workspace it names, as its admin; a stored key only in its own."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from memfs.api import create_app
+
+KEY = "server-key"
+
+
+@pytest.fixture
+def store(backend):
+    return backend.open()
+
+
+@pytest.fixture
+def client(store):
+    with TestClient(create_app(store, [KEY], console=False, dreams=False),
+                    headers={"x-api-key": KEY}) as c:
+        yield c
+
+
+def test_a_server_key_acts_in_the_workspace_it_names(client, store):
+    team_a = {"anthropic-workspace-id": "team-a"}
+    made = client.post("/v1/memory_stores", json={"name": "notes"}, headers=team_a).json()
+    store.check_visible("team-a", "memory_store_id", made["id"])
+    assert client.get(f"/v1/memory_stores/{made['id']}").status_code == 404  # default's view
+    assert [s["id"] for s in client.get("/v1/memory_stores", headers=team_a).json()["data"]] \
+        == [made["id"]]
+    admin = store.create_key("a", workspace="team-a", role="admin").key
+    mine = {"x-api-key": admin}
+    assert client.get(f"/v1/memory_stores/{made['id']}", headers=mine).status_code == 200
+    assert client.get(f"/v1/memory_stores/{made['id']}",
+                      headers={**mine, **team_a}).status_code == 200
+    other = client.get("/v1/memory_stores", headers={**mine, "anthropic-workspace-id": "b"})
+    assert other.status_code == 403 and other.json()["error"]["type"] == "permission_error"
+    bad = client.get("/v1/memory_stores", headers={"anthropic-workspace-id": "Not A Slug"})
+    assert bad.status_code == 400 and "invalid workspace" in bad.json()["error"]["message"]
