@@ -11,6 +11,7 @@ scripted Messages API: the memory tool's and a dream's model),
 throwaway PostgreSQL cluster) and :mod:`~tests.support.backend` (a test's database on either
 backend), :mod:`~tests.support.posix_checks`, :mod:`~tests.support.fsops` (the handlers driven
 in-process), :mod:`~tests.support.asgi` (the API app behind an httpx transport),
+:mod:`~tests.support.dbstate` (a database's rows hashed, to compare before and after),
 :mod:`~tests.support.cli` (every command; a failed command's one line),
 :mod:`~tests.support.console` (the browser tests' sign-in),
 :mod:`~tests.support.revocation` (a key's revocation and expiry measured across two servers)
