@@ -49,10 +49,11 @@ class VersionsPart(MemoriesPart):
 
         ``viewer``: the session of a session token asking, to which a version of another
         store, or another session that wrote nothing here, is unknown like any other thing it
-        was not given.
+        was not given. A version or session of another workspace is unknown to everyone.
 
-        :raises InvalidRequest: ``at`` is none of those forms, or a version of another store.
-        :raises NotFound: unknown store, version or session.
+        :raises InvalidRequest: ``at`` is none of those forms, or a version of another store
+            of this workspace.
+        :raises NotFound: unknown store, version or session (or another workspace's).
         """
         view = _check_view(view)
         with self._read() as c:
@@ -142,10 +143,15 @@ class VersionsPart(MemoriesPart):
         if len(at) > self.max_at_chars or not at.isprintable():
             raise InvalidRequest(f"invalid at ({len(at)} characters): expected an RFC 3339 "
                                  "time, a memory version id or a session id")
+        # A version or session of another workspace is unknown here, as an unknown id (one
+        # look-up either way, its workspace compared to this store's in it).
         if at.startswith("memver_"):
-            row = c.execute("SELECT store_id, created_at FROM versions WHERE id = ?",
-                            (at,)).fetchone()
-            if row is None or (viewer is not None and row["store_id"] != store_id):
+            row = c.execute(
+                "SELECT v.store_id, v.created_at, o.workspace_id = h.workspace_id AS ours "
+                "FROM versions v LEFT JOIN stores o ON o.id = v.store_id "
+                "JOIN stores h ON h.id = ? WHERE v.id = ?", (store_id, at)).fetchone()
+            if row is None or not row["ours"] or (viewer is not None
+                                                  and row["store_id"] != store_id):
                 raise NotFound(f"memory version {at!r} not found in {store_id} (or pruned)")
             if row["store_id"] != store_id:
                 raise InvalidRequest(f"memory version {at} is a version of another store, "
@@ -160,8 +166,10 @@ class VersionsPart(MemoriesPart):
             if first is not None:
                 return Snapshot(store_id, at, first["created_at"], [],
                                 before_version_id=first["id"], session_id=at)
-            row = c.execute("SELECT created_at FROM sessions WHERE id = ?", (at,)).fetchone()
-            if row is None or (viewer is not None and at != viewer):
+            row = c.execute(
+                "SELECT s.created_at, s.workspace_id = h.workspace_id AS ours FROM sessions s "
+                "JOIN stores h ON h.id = ? WHERE s.id = ?", (store_id, at)).fetchone()
+            if row is None or not row["ours"] or (viewer is not None and at != viewer):
                 raise _no_session(at)
             return Snapshot(store_id, at, row["created_at"], [], session_id=at)
         try:
