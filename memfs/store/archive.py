@@ -228,7 +228,7 @@ class ArchivePart(DreamsPart):
                 groups.append(row.group.old_id)
         # 2. Against the database as it is now (read, no lock): what the writes would refuse.
         sid = new_id("memstore") if name is not None else into or src["id"]
-        skipped = self._import_plan(src["id"], into, copy, groups, live)
+        skipped = self._import_plan(src["id"], into, copy, groups, live, workspace)
         if skipped and not partial:
             raise _rejected(skipped)
         # 3. The rows, in short transactions; undone if anything fails now.
@@ -260,22 +260,26 @@ class ArchivePart(DreamsPart):
                 "created_store": into is None, **counts, "skipped": skipped}
 
     def _import_plan(self, archive_store: str, into: str | None, copy: bool,
-                     groups: list[str], live: list[tuple[str, str]]) -> list[dict[str, Any]]:
+                     groups: list[str], live: list[tuple[str, str]],
+                     workspace: str) -> list[dict[str, Any]]:
         """The memories an import would skip (their paths taken or overlapping, no room left)
         as the database is now, read without the write lock.
 
-        :raises Conflict: an exact restore's store or memory id is taken.
+        :raises Conflict: an exact restore's store or memory id is taken (ids are the
+            server's: in any workspace; the store's name is told only to its own).
         :raises NotFound, StoreArchived: ``into``.
         """
         skipped: list[dict[str, Any]] = []
         with self._read() as c:
             if into is None and not copy:
-                taken = c.execute("SELECT name FROM stores WHERE id = ?",
+                taken = c.execute("SELECT name, workspace_id FROM stores WHERE id = ?",
                                   (archive_store,)).fetchone()
                 if taken is not None:
+                    named = (f" ({taken['name']!r})" if taken["workspace_id"] == workspace
+                             else "")
                     raise Conflict(
-                        f"memory store {archive_store} ({taken['name']!r}) already exists in "
-                        "this database: nothing was imported; import a copy with new ids "
+                        f"memory store {archive_store}{named} already exists in this "
+                        "database: nothing was imported; import a copy with new ids "
                         "(--name NEW), or add its memories to a store (--into STORE)")
                 for i in range(0, len(groups), 400):
                     chunk = groups[i:i + 400]

@@ -200,3 +200,21 @@ def test_another_workspace_s_id_is_an_unknown_one(world: tuple[Store, Ids], case
     if got[0] == 200:  # a listing or a filter: none of A's objects in it
         assert not re.search("|".join(map(re.escape, (ids.store, ids.session, ids.memory,
                                                       ids.version))), got[1].decode())
+
+
+def test_restoring_over_another_workspace_s_store_names_nothing_of_it(
+        world: tuple[Store, Ids]) -> None:
+    """An exact restore (ids kept) of an archive whose store id another workspace holds is
+    refused, as ids are the server's (409): that cannot be hidden from who holds the
+    archive, but the store's name now (renamed since the export) is not told."""
+    from memfs import transfer
+
+    store, ids = world
+    archive = b"".join(transfer.export_archive(store, ids.store, history=False))
+    store.update_store(ids.store, name="renamed since")
+    with TestClient(create_app(store, [], console=False, dreams=False)) as tc:
+        before = snapshot(store)
+        r = tc.post("/v1/memfs/import", content=archive, headers={"x-api-key": ids.b_key})
+        assert snapshot(store) == before
+    assert r.status_code == 409, r.text
+    assert "renamed since" not in r.text
