@@ -213,9 +213,9 @@ class KeysPart(SearchPart):
         """Is the object named by the path parameter ``param`` (``memory_store_id``,
         ``session_id``, ``dream_id``, ``agent_id``, ``environment_id``) one of
         ``workspace``'s? One look-up by primary key whether it exists or not, so that
-        another workspace's object and an unknown id cost the same. ``gone_ok``: an id with no
-        row passes (a deleted store's change feed still says it was deleted; the caller
-        answers for unknown ids).
+        another workspace's object and an unknown id cost the same. ``gone_ok``: a store deleted
+        from ``workspace`` passes too (its change feed still says it was deleted), in the same
+        one look-up.
 
         :raises NotFound: unknown, or another workspace's: the same error.
         """
@@ -231,9 +231,15 @@ class KeysPart(SearchPart):
                 row = self._look(c, "SELECT target_id FROM reverts WHERE id = ?",
                                  row["target_id"])
             oid = row["target_id"] if row is not None else oid
-        row = self._look(c, f"SELECT workspace_id FROM {table} WHERE id = ?", oid)
-        if row is None and gone_ok:
-            return
+        sql = f"SELECT workspace_id FROM {table} WHERE id = ?"
+        if gone_ok and table == "stores":
+            sql = ("SELECT workspace_id FROM stores WHERE id = ? UNION ALL "
+                   "SELECT workspace_id FROM deleted_stores WHERE id = ?")
+            found = (c.execute(sql, (oid, oid)).fetchall() if c is not None
+                     else self._all(sql, (oid, oid)))
+            row = found[0] if found else None
+        else:
+            row = self._look(c, sql, oid)
         if row is None or row["workspace_id"] != workspace:
             raise _no_object(param, object_id)
 

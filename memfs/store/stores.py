@@ -176,6 +176,8 @@ class StoresPart(StoreBase):
         c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
         c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
         c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
+        c.execute("INSERT INTO deleted_stores (id, workspace_id, deleted_at) "
+                  "SELECT id, workspace_id, ? FROM stores WHERE id = ?", (_now(), store_id))
         c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
         self._change(c, store_id, "store")
 

@@ -427,4 +427,11 @@ CREATE TABLE api_keys (
     created_by_id {T}
 );
 CREATE INDEX api_keys_workspace ON api_keys(workspace_id, created_at);
+-- The workspace of each deleted store: its change feed still says it was deleted, to its own
+-- workspace alone (Store.check_visible).
+CREATE TABLE deleted_stores (
+    id {T} PRIMARY KEY,
+    workspace_id {T} NOT NULL,
+    deleted_at {T} NOT NULL
+);
 """

@@ -39,3 +39,23 @@ def test_a_server_key_acts_in_the_workspace_it_names(client, store):
     assert other.status_code == 403 and other.json()["error"]["type"] == "permission_error"
     bad = client.get("/v1/memory_stores", headers={"anthropic-workspace-id": "Not A Slug"})
     assert bad.status_code == 400 and "invalid workspace" in bad.json()["error"]["message"]
+
+
+def test_a_deleted_stores_feed_says_so_to_its_own_workspace_only(client, store):
+    """A deleted store's change feed still ends with its deletion (a remote mount that
+    reconnects learns it is gone), for its own workspace; to another workspace it is an
+    unknown id, the same 404."""
+    admin_a = {"x-api-key": store.create_key("a", workspace="team-a", role="admin").key}
+    admin_b = {"x-api-key": store.create_key("b", workspace="team-b", role="admin").key}
+    sid = store.create_store("gone", workspace="team-a").id
+    store.create_memory(sid, "/a.md", "a", actor=None)
+    store.delete_store(sid)
+    feed = client.get(f"/v1/memory_stores/{sid}/changes", params={"after": 0}, headers=admin_a)
+    assert feed.status_code == 200 and feed.json()["data"][-1]["op"] == "store"
+    other = client.get(f"/v1/memory_stores/{sid}/changes", headers=admin_b)
+    unknown_id = sid[:-4] + "zzzz"
+    unknown = client.get(f"/v1/memory_stores/{unknown_id}/changes", headers=admin_b)
+    assert other.status_code == unknown.status_code == 404
+    assert other.json()["error"] == {
+        **unknown.json()["error"],
+        "message": unknown.json()["error"]["message"].replace(unknown_id, sid)}
