@@ -79,14 +79,14 @@ from .common import (
     no_store,
     sha256_hex,
 )
-from .keys import KEY_PREFIX, KeysPart
+from .keys import KEY_PREFIX, KeyCheck, KeysPart
 from .schema import MIGRATION_SET
 from .search import SearchHit
 
 __all__ = [
     "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "KEY_PREFIX", "MIGRATION_SET", "SESSION_TOKEN_MAX_TTL",
     "SESSION_TOKEN_MIN_TTL", "SESSION_TOKEN_PREFIX", "SESSION_TOKEN_TTL", "TOOL_EVENT_TYPES",
-    "UNSET", "ExportSnapshot", "Limits", "SearchHit", "Store", "check_database",
+    "UNSET", "ExportSnapshot", "KeyCheck", "Limits", "SearchHit", "Store", "check_database",
     "check_token_ttl", "default_db_path", "encode_content", "format_time", "is_url",
     "local_user_actor", "new_id", "no_session", "no_store", "open_database", "open_store",
     "parse_time", "sha256_hex", "slugify", "validate_path", "validate_prefix",

@@ -10,7 +10,7 @@ import logging
 import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..backends import Row
 from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized
@@ -41,6 +41,16 @@ _OWNERS = {
     "agent_id": "agents",
     "environment_id": "environments",
 }
+
+
+class KeyCheck(NamedTuple):
+    """A stored key as the Console checks a sign-in made with it
+    (:meth:`KeysPart.key_check`): the SHA-256 of its secret (hex), its grant now, or (grant
+    None) why it is refused now."""
+
+    secret_sha256: str
+    grant: Grant | None
+    refused: str
 
 
 def _no_object(param: str, object_id: str) -> NotFound:
@@ -174,6 +184,29 @@ class KeysPart(SearchPart):
         if row is None:
             raise Unauthorized("invalid API key: not one of this server's keys (the memfs CLI "
                                "sends --api-key or $MEMFS_API_KEY)")
+        return self._grant_now(row)
+
+    def key_check(self, key_id: str) -> KeyCheck | None:
+        """The key ``key_id`` as the Console checks a sign-in made with it, on every page:
+        the SHA-256 of its secret (what the sign-in's cookie is signed under: the cookie never
+        holds the secret) and what it may do now, or why it is refused now (revoked,
+        expired). One look-up by primary key. None: no such key.
+
+        :raises StorageError: the database could not tell.
+        """
+        row = self._one("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+        if row is None:
+            return None
+        try:
+            return KeyCheck(row["secret_sha256"], self._grant_now(row), "")
+        except Unauthorized as e:
+            return KeyCheck(row["secret_sha256"], None, e.message)
+
+    def _grant_now(self, row: Row) -> Grant:
+        """What the key of ``row`` may do now (its use noted).
+
+        :raises Unauthorized: revoked or expired.
+        """
         now = _now()
         if row["revoked_at"] is not None:
             raise Unauthorized(f"API key {row['id']} was revoked at {row['revoked_at']}")
@@ -199,14 +232,17 @@ class KeysPart(SearchPart):
         except MemfsError as e:  # busy, or a read-only database: the use goes unnoted
             log.info("could not note the use of API key %s: %s", key_id, e.message)
 
-    def key_names(self, key_ids: Sequence[str]) -> dict[str, str]:
-        """The names of the keys ``key_ids`` (those that exist): what the Console shows for
-        an ``api_actor``."""
+    def key_names(self, key_ids: Sequence[str], *,
+                  workspace: str | None = None) -> dict[str, str]:
+        """The names of the keys ``key_ids`` (those that exist; of ``workspace`` only, if
+        given: a version imported from elsewhere names no other workspace's key): what the
+        Console shows for an ``api_actor``."""
         if not key_ids:
             return {}
         marks = ",".join("?" * len(key_ids))
         return {r["id"]: r["name"] for r in self._all(
-            f"SELECT id, name FROM api_keys WHERE id IN ({marks})", list(key_ids))}
+            f"SELECT id, name, workspace_id FROM api_keys WHERE id IN ({marks})",
+            list(key_ids)) if workspace is None or r["workspace_id"] == workspace}
 
     def check_visible(self, workspace: str, param: str, object_id: str, *,
                       c: Any = None, gone_ok: bool = False) -> None:
