@@ -8,13 +8,17 @@ JavaScript (``static/``, vendored: it works offline). Every action goes through 
 
 Modules, one per area of the interface, each exporting ``routes``:
 
-- :mod:`.auth`: sign-in with an API key, sign-out;
+- :mod:`.auth`: sign-in with an API key (the server's, or one kept in the database), sign-out;
 - :mod:`.stores`: the stores: list, create, edit, archive, delete;
 - :mod:`.memories`: a store's tree, a memory (view, edit, rename, delete), live updates;
 - :mod:`.search`: a store's search, ranked by words and meaning (or exact text);
 - :mod:`.history`: versions, diffs, restore, redact;
 - :mod:`.sessions`: sessions and their timelines;
-- :mod:`.archive`: export (download) and import (upload an archive or a zip of files).
+- :mod:`.archive`: export (download) and import (upload an archive or a zip of files);
+- :mod:`.keys`: the workspace's API keys, for admins: list, make, revoke.
+
+What a signed-in person sees is their key's workspace (a store-scoped key: its stores), and
+what they may do its role, as in the API (:mod:`memfs.console.web`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..store import Store
-from . import archive, auth, history, memories, search, sessions, stores, web
+from . import archive, auth, history, keys, memories, search, sessions, stores, web
 
 
 def create_console(
@@ -44,7 +48,8 @@ def create_console(
 ) -> ASGIApp:
     """The Console's ASGI app.
 
-    :param api_keys: the keys that may sign in (the API's own).
+    :param api_keys: the server's keys, which may sign in (the API's own), besides the keys
+        kept in the database.
     :param error_status: the HTTP status of an exception (the API's table, so both agree).
     :param changes: the API's change hub (:class:`memfs.api.ChangeHub`), for live pages.
     :param read_body: the API's bounded body reader (size and time limits).
@@ -55,7 +60,7 @@ def create_console(
                           read_body=read_body, body_chunks=body_chunks,
                           error_headers=error_headers)
     routes: list[BaseRoute] = []
-    for module in (auth, stores, memories, search, history, sessions, archive):
+    for module in (auth, stores, memories, search, history, sessions, archive, keys):
         routes += module.routes(console)
     routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
                         name="static"))

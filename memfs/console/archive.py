@@ -1,5 +1,6 @@
 """Export and import in the Console: download a store's archive, upload an archive or a zip of
-text files (:mod:`memfs.transfer` reads and writes them; the store applies every rule)."""
+text files (:mod:`memfs.transfer` reads and writes them; the store applies every rule), into a
+new store of the signed-in key's workspace or one of its stores."""
 
 from __future__ import annotations
 
@@ -34,9 +35,13 @@ def routes(console: Console) -> list[BaseRoute]:
         return transfer.ClosingStreamingResponse(chunks, media_type="application/gzip", headers={
             "content-disposition": f'attachment; filename="{name}"'})
 
-    @page(console, "/import", ("GET", "POST"), upload_bytes=MAX_UPLOAD_BYTES)
+    @page(console, "/import", ("GET", "POST"), upload_bytes=MAX_UPLOAD_BYTES, right="manage",
+          form_page=True)
     async def store_import(request: Request) -> Response:
+        user = request.state.user
         into_id = request.query_params.get("into") or None
+        if into_id:
+            await console.check_store(user, into_id)
         into = await console.run(store.get_store, into_id) if into_id else None
         if request.method == "GET":
             return console.render(request, "import.html", into=into, form={}, error=None,
@@ -57,7 +62,7 @@ def routes(console: Console) -> list[BaseRoute]:
                     result = await console.run(
                         transfer.import_upload, store, spool, name=name,
                         into=into.id if into else None, partial=partial,
-                        actor=request.state.user.actor)
+                        actor=user.actor, workspace=user.workspace)
                 except errors.ImportRejected as e:  # every entry that broke a rule
                     error, entries, status = e.message, e.entries, console.error_status(e)
                 except (errors.InvalidRequest, errors.Conflict) as e:  # archive, name, ids

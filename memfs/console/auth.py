@@ -1,4 +1,5 @@
-"""Sign-in with an API key, sign-out."""
+"""Sign-in with an API key (a server key, or a key kept in the database; never a session
+token), sign-out."""
 
 from __future__ import annotations
 
@@ -40,16 +41,19 @@ def routes(console: Console) -> list[BaseRoute]:
             refused.headers.update(console.error_headers(e))
             return refused
         next_ = _safe_next(fields.get("next"))
-        cookie = console.new_cookie(fields.get("api_key", "").strip())
-        if cookie is None:
-            return console.render(request, "signin.html", status=401, next=next_,
-                                  error="that is not an API key of this server")
+        try:
+            cookie = await console.new_cookie(fields.get("api_key", "").strip())
+        except errors.MemfsError as e:  # not a key, a session token, revoked; the database
+            refused = console.render(request, "signin.html", status=console.error_status(e),
+                                     next=next_, error=e.message)
+            refused.headers.update(console.error_headers(e))
+            return refused
         response = RedirectResponse(next_, status_code=303)
         response.set_cookie(COOKIE, cookie, max_age=SESSION_SECONDS, path="/", httponly=True,
                             samesite="strict", secure=request.url.scheme == "https")
         return response
 
-    @page(console, "/signout", ("POST",))
+    @page(console, "/signout", ("POST",), right="read")
     async def signout(request: Request) -> Response:
         await console.sign_out(request.state.user)
         response = redirect("/signin", "signed out")

@@ -5,7 +5,8 @@ redact a version.
 Every version comes from :meth:`Store.list_versions` / :meth:`Store.get_version`; a restore is
 :meth:`Store.restore_version` (a memory deleted since comes back under its own id at its path,
 refused if another memory holds that path now) and a redaction is
-:meth:`Store.redact_version`, both attributed to the signed-in user. The store
+:meth:`Store.redact_version`, both attributed to the signed-in user. Who wrote a version is
+shown with the name of the key behind it (:meth:`Console.key_names`). The store
 keeps the rules (the head of a live memory cannot be redacted); the Console shows its refusals.
 
 The store's version model has three operations (created, modified, deleted); a rename is a
@@ -118,9 +119,12 @@ def routes(console: Console) -> list[BaseRoute]:
         more = None
         if listing.next_page:
             more = relative(request.url.include_query_params(page=listing.next_page))
+        names = await console.key_names(request.state.user,
+                                        [v.created_by for v in listing.data])
         return console.render(
             request, "history.html", store=current, memory_id=memory_id, memory=memory,
             rows=await rows(sid, listing.data), filters=filters, operations=OPERATIONS,
+            names=names,
             more=more, first=relative(request.url.remove_query_params("page")) if cursor else None)
 
     async def _live(memory_id: str, store_id: str) -> Memory | None:
@@ -157,8 +161,9 @@ def routes(console: Console) -> list[BaseRoute]:
             diff, counts = diff_html(old, new, mode=mode), changed(old, new)
         memory = await _live(v.memory_id, sid)
         what, old_path = label(v, prev)
+        names = await console.key_names(request.state.user, [v.created_by, v.redacted_by])
         return console.render(
-            request, "version.html", status=status, store=current, v=v, prev=prev,
+            request, "version.html", status=status, store=current, v=v, prev=prev, names=names,
             what=what, old_path=old_path, diff=diff, counts=counts, mode=mode,
             memory=memory, head=memory is not None and memory.memory_version_id == v.id,
             error=error, error_at=at, typed=typed,
@@ -191,7 +196,7 @@ def routes(console: Console) -> list[BaseRoute]:
         return redirect(back, f"restored {m.path} to the content of {v.id} "
                               f"(new version {m.memory_version_id})")
 
-    @page(console, "/stores/{store_id}/versions/{version_id}/redact", ("POST",))
+    @page(console, "/stores/{store_id}/versions/{version_id}/redact", ("POST",), right="manage")
     async def version_redact(request: Request) -> Response:
         sid, vid = request.path_params["store_id"], request.path_params["version_id"]
         typed = (await form(request)).get("confirm", "").strip()

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from .. import errors
 from ..models import Memory
 from ..rules import parse_int
 from .diff import diff_html
-from .web import Console, form, page, redirect
+from .web import Console, SignedInStream, form, page, redirect
 
 
 @dataclass
@@ -123,10 +123,10 @@ def routes(console: Console) -> list[BaseRoute]:
             return console.render(request, "_tree.html", **context)
         return console.render(request, "store.html", **context)
 
-    @page(console, "/stores/{store_id}/live")
+    @page(console, "/stores/{store_id}/live", gone_ok=True)
     async def store_live(request: Request) -> Response:
         """The store's change feed as SSE (what the API's ``/changes/stream`` sends), for the
-        live regions of the Console's pages."""
+        live regions of the Console's pages, while the sign-in lasts."""
         sid = request.path_params["store_id"]
         last = await console.run(store.last_change, sid)
         if last == 0:
@@ -140,14 +140,14 @@ def routes(console: Console) -> list[BaseRoute]:
                 raise errors.InvalidRequest(
                     f"after must be a change seq, not {after_text[:40]!r}")
             after = seq
-        return StreamingResponse(console.changes.stream(sid, after, last),
-                                 media_type="text/event-stream",
-                                 headers={"cache-control": "no-cache",
-                                          "x-accel-buffering": "no"})
+        return SignedInStream(console, request.state.user,
+                              console.changes.stream(sid, after, last),
+                              media_type="text/event-stream",
+                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
     # -- a new memory --------------------------------------------------------------------------
 
-    @page(console, "/stores/{store_id}/new", ("GET", "POST"))
+    @page(console, "/stores/{store_id}/new", ("GET", "POST"), form_page=True)
     async def memory_new(request: Request) -> Response:
         sid = request.path_params["store_id"]
         current = await console.run(store.get_store, sid)
@@ -252,7 +252,8 @@ def routes(console: Console) -> list[BaseRoute]:
             return redirect(f"/stores/{sid}/memories/{mid}", "same path: nothing renamed")
         return redirect(f"/stores/{sid}/memories/{mid}", f"renamed {old.path} to {moved.path}")
 
-    @page(console, "/stores/{store_id}/memories/{memory_id}/delete", ("GET", "POST"))
+    @page(console, "/stores/{store_id}/memories/{memory_id}/delete", ("GET", "POST"),
+          form_page=True)
     async def memory_delete(request: Request) -> Response:
         """A confirmation page, then the delete, if the memory is still what was confirmed."""
         sid, mid = request.path_params["store_id"], request.path_params["memory_id"]

@@ -1,4 +1,5 @@
-"""Sessions: the list (status, title, the stores attached), and a session's timeline: every
+"""Sessions of the signed-in key's workspace (none for a store-scoped key, as in the API): the
+list (status, title, the stores attached), and a session's timeline: every
 event in order, each tool call (an ``agent.tool_use`` and its ``agent.tool_result``, SPEC §4)
 as one row, a write linked to the version it produced, so a reviewer sees what an agent read
 and wrote.
@@ -107,14 +108,20 @@ def routes(console: Console) -> list[BaseRoute]:
     @page(console, "/sessions")
     async def session_list(request: Request) -> Response:
         q = request.query_params
+        user = request.state.user
         store_id = q.get("store") or None
         status = q.get("status") or None
         archived = q.get("archived") == "1"
+        if store_id is not None:
+            await console.check_store(user, store_id)
+        # A store-scoped key sees no session (as in the API).
         listing = await console.run(
             store.list_sessions, memory_store_id=store_id,
             statuses=[status] if status else None, include_archived=archived,
-            limit=PAGE_SIZE, page=q.get("page") or None)
-        stores = (await console.run(store.list_stores, include_archived=True, limit=100)).data
+            limit=PAGE_SIZE, page=q.get("page") or None,
+            ids=None if user.stores is None else [], workspace=user.workspace)
+        stores = (await console.run(store.list_stores, include_archived=True, limit=100,
+                                    ids=user.stores, workspace=user.workspace)).data
         filtered = None
         if store_id is not None:
             filtered = await console.run(store.get_store, store_id)
@@ -165,7 +172,7 @@ def routes(console: Console) -> list[BaseRoute]:
             first=relative(request.url.remove_query_params("page")) if cursor else None,
             names={r.memory_store_id: r.name for r in session.resources})
 
-    @page(console, "/sessions/{target}/revert", ("GET", "POST"))
+    @page(console, "/sessions/{target}/revert", ("GET", "POST"), right="manage")
     async def revert(request: Request) -> Response:
         """Undo a session (or a revert: its memrevert_ id): GET shows the dry run's plan and
         conflicts with a confirm form; the POST performs it and shows the result."""
@@ -177,8 +184,14 @@ def routes(console: Console) -> list[BaseRoute]:
             force = request.query_params.get("force") == "1"
         result = await console.run(store.revert, target, actor=request.state.user.actor,
                                    dry_run=not done, force=force)
+        user = request.state.user
         names = {s.id: s.name for s in (await console.run(
-            store.list_stores, include_archived=True, limit=100)).data}
-        return console.render(request, "revert.html", r=result, names=names, force=force)
+            store.list_stores, include_archived=True, limit=100,
+            workspace=user.workspace)).data}
+        keys = await console.key_names(user, [
+            v.get("created_by") for c in result["conflicts"]
+            for v in (c.get("reverted_version"), c.get("current_version")) if v])
+        return console.render(request, "revert.html", r=result, names=names, force=force,
+                              keys=keys)
 
     return [session_list, timeline, revert]

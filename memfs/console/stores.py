@@ -1,4 +1,5 @@
-"""The stores: list (archived on request), create, edit, archive, delete."""
+"""The stores of the signed-in key's workspace (a store-scoped key: its stores): list (archived
+on request), create, edit, archive, delete."""
 
 from __future__ import annotations
 
@@ -52,8 +53,9 @@ def routes(console: Console) -> list[BaseRoute]:
                         error: str | None = None) -> Response:
         """The stores list (a page of 50, each with its memory count) and the new-store form
         (as typed, with the store's error, after a refused create)."""
+        user = request.state.user
         listing = await console.run(store.list_stores, include_archived=archived, limit=50,
-                                    page=cursor)
+                                    page=cursor, ids=user.stores, workspace=user.workspace)
         counts = {s.id: await console.run(store.count_memories, s.id) for s in listing.data}
         return console.render(request, "stores.html", status=status, stores=listing.data,
                               counts=counts, archived=archived, next_page=listing.next_page,
@@ -64,13 +66,14 @@ def routes(console: Console) -> list[BaseRoute]:
         return await list_page(request, archived=request.query_params.get("archived") == "1",
                                cursor=request.query_params.get("page") or None)
 
-    @page(console, "/stores", ("POST",), name="store_create")
+    @page(console, "/stores", ("POST",), name="store_create", right="manage")
     async def store_create(request: Request) -> Response:
         fields = await form(request)
         try:
             created = await console.run(
                 store.create_store, fields.get("name", ""), fields.get("description") or None,
-                parse_metadata(fields.get("metadata", "")) or None)
+                parse_metadata(fields.get("metadata", "")) or None,
+                workspace=request.state.user.workspace)
         except errors.InvalidRequest as e:
             return await list_page(request, status=console.error_status(e), fields=fields,
                                    error=e.message)
@@ -91,7 +94,7 @@ def routes(console: Console) -> list[BaseRoute]:
                               count=count, form=fields, error=error,
                               delete_error=delete_error)
 
-    @page(console, "/stores/{store_id}/settings", ("GET", "POST"))
+    @page(console, "/stores/{store_id}/settings", ("GET", "POST"), right="manage")
     async def store_settings(request: Request) -> Response:
         sid = request.path_params["store_id"]
         current = await console.run(store.get_store, sid)
@@ -112,13 +115,13 @@ def routes(console: Console) -> list[BaseRoute]:
         return redirect(f"/stores/{sid}/settings",
                         f"saved {updated.name}" + (f". {note}" if note else ""))
 
-    @page(console, "/stores/{store_id}/archive", ("POST",))
+    @page(console, "/stores/{store_id}/archive", ("POST",), right="manage")
     async def store_archive(request: Request) -> Response:
         archived = await console.run(store.archive_store, request.path_params["store_id"])
         return redirect(f"/stores/{archived.id}/settings",
                         f"archived {archived.name}: it is read-only from now on")
 
-    @page(console, "/stores/{store_id}/delete", ("POST",))
+    @page(console, "/stores/{store_id}/delete", ("POST",), right="manage")
     async def store_delete(request: Request) -> Response:
         sid = request.path_params["store_id"]
         current = await console.run(store.get_store, sid)

@@ -1,16 +1,27 @@
-"""What every Console page shares: who is signed in (a signed cookie), CSRF tokens, rendering
-a template, running store calls, and turning store errors into pages.
+"""What every Console page shares: who is signed in (a signed cookie) and what they may see
+and do, CSRF tokens, rendering a template, running store calls, and turning store errors into
+pages.
 
 Sign-in takes one of the server's API keys (the same keys, and the same loopback rule at bind
-time, as the API). The cookie then carries ``key_id.expires.nonce.signature``, the signature
-being an HMAC of the rest under the key itself: no server-side session table, it survives a
-restart and works across replicas, and removing a key from the server signs out everyone who
-signed in with it. Signing out records the sign-in (a digest of its nonce) in the database
-until the cookie would have expired, so that every server on it refuses a copy of the cookie
-(:meth:`Store.revoke_signin`); one indexed look-up per page, after the signature is checked.
-The CSRF token of a sign-in is an HMAC of its nonce under the key; every
-POST must carry it (form field ``csrf`` or header ``x-csrf-token``), and the cookie is
-``SameSite=Strict`` and ``HttpOnly`` on top of that.
+time, as the API) or an API key kept in the database (``memfs_key_…``, issue 22); never a
+session token (an agent's). The cookie then carries ``key_id.expires.nonce.signature``, the
+signature being an HMAC of the rest under the server key itself, or under the stored SHA-256
+of a stored key's secret (which every server on the database can read by the key's id): the
+cookie never holds a secret, there is no server-side session table, it survives a restart and
+works across replicas, and removing a server key signs out everyone who signed in with it.
+Every page looks a stored key up again by its id (one look-up by primary key), so a revoked or
+expired key's sign-ins end at their next request, on every server of the database, and its
+open live pages within :data:`RECHECK_SECONDS`. Signing out records the sign-in (a digest of
+its nonce) in the database until the cookie would have expired, so that every server on it
+refuses a copy of the cookie (:meth:`Store.revoke_signin`); one indexed look-up per page,
+after the signature is checked. The CSRF token of a sign-in is an HMAC of its nonce under the
+same secret; every POST must carry it (form field ``csrf`` or header ``x-csrf-token``), and
+the cookie is ``SameSite=Strict`` and ``HttpOnly`` on top of that.
+
+A signed-in :class:`User` has the :class:`~memfs.models.Grant` of their key, as the API gives
+it: its workspace (another workspace's store or session is the 404 of an unknown id), its
+stores (a store-scoped key sees only those), its role (:func:`check_right`: a read_only key
+changes nothing, only an admin manages keys).
 
 Writes from the Console are attributed to a ``user_actor`` (API.md §3.7: "a human, e.g. in the
 Console") whose id is derived from the key the person signed in with, as ``apikey_`` ids are.
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 import time
 import urllib.parse
@@ -37,14 +49,14 @@ from markupsafe import Markup
 from starlette.datastructures import MutableHeaders, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import errors
-from ..models import Actor
+from ..models import DEFAULT_WORKSPACE, Actor, Grant
 from ..rules import api_key_id, parse_int
-from ..store import Store
+from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, KeyCheck, Store, no_store, sha256_hex
 
 #: The sign-in cookie and how long it lasts.
 COOKIE = "memfs_console"
@@ -56,6 +68,14 @@ UPLOAD_SECONDS = 600.0
 #: Largest form body the Console reads (a memory is at most 100 kB; UTF-8 form-encoding can
 #: triple it).
 MAX_FORM_BYTES = 1_000_000
+#: Seconds between two looks at the sign-in of an open live page (:class:`SignedInStream`):
+#: the longest a live page outlives its key's revocation or its sign-out.
+RECHECK_SECONDS = 0.5
+#: What a page's forms need (:func:`check_right`): ``read`` nothing more; ``write`` a store's
+#: memories (not a read_only key); ``manage`` the stores themselves, imports, redactions and
+#: reverts (neither a read_only key nor a store-scoped one, as in the API); ``admin`` the
+#: workspace's keys (an admin key of the whole workspace).
+RIGHTS = ("read", "write", "manage", "admin")
 
 
 def console_actor(kid: str) -> Actor:
@@ -65,16 +85,75 @@ def console_actor(kid: str) -> Actor:
 
 @dataclass(frozen=True)
 class User:
-    """Who is signed in: the key's id, the actor their writes are attributed to, and the CSRF
-    token their forms must carry."""
+    """Who is signed in: the key's id, the actor their writes are attributed to, the CSRF
+    token their forms must carry, and what the key may do (its grant, as the API's)."""
 
     key_id: str
     actor: Actor
     csrf: str
+    grant: Grant
     #: This sign-in (a digest of its cookie's nonce) and when its cookie expires: what a
     #: sign-out records (:meth:`Store.revoke_signin`).
     signin: str = ""
     expires: int = 0
+
+    @property
+    def workspace(self) -> str:
+        return self.grant.workspace_id
+
+    @property
+    def stores(self) -> list[str] | None:
+        """The only stores the key opens (None: every store of its workspace)."""
+        return None if self.grant.access is None else list(self.grant.access)
+
+    @property
+    def writes(self) -> bool:
+        """May change memories (not a read_only key)."""
+        return self.grant.role != "read_only"
+
+    @property
+    def manages(self) -> bool:
+        """May create, change, archive, delete and import stores, redact and revert."""
+        return self.writes and self.grant.access is None
+
+    @property
+    def admin(self) -> bool:
+        """May manage the workspace's keys."""
+        return self.grant.role == "admin" and self.grant.access is None
+
+    @property
+    def label(self) -> str:
+        """The key, as a page names it."""
+        if self.grant.server:
+            return f"a server key ({self.key_id})"
+        return f"the API key {self.grant.name!r} ({self.key_id})"
+
+
+def server_grant(kid: str) -> Grant:
+    """What a server key may do: the default workspace's admin (as in the API)."""
+    return Grant(kid, DEFAULT_WORKSPACE, "admin", name="server key", server=True)
+
+
+def check_right(user: User, right: str) -> None:
+    """May ``user`` send a form that needs ``right`` (:data:`RIGHTS`)?
+
+    :raises ReadOnly: a write with a read_only key.
+    :raises Forbidden: managing stores with a store-scoped key, keys without the admin role.
+    """
+    g = user.grant
+    if right == "admin" and not user.admin:
+        scoped = ", scoped to some memory stores" if g.access is not None else ""
+        raise errors.Forbidden(f"only an admin key manages the workspace's API keys: you "
+                               f"signed in with {user.label}, role {g.role}{scoped}")
+    if right in ("write", "manage", "admin") and not user.writes:
+        raise errors.ReadOnly(f"you signed in with {user.label}, which is read_only: it "
+                              f"reads everything of workspace {g.workspace_id} and changes "
+                              "nothing (sign in with another key to make changes)")
+    if right == "manage" and g.access is not None:
+        raise errors.Forbidden(f"you signed in with {user.label}, scoped to some memory "
+                               "stores: it reads and writes their memories, but cannot "
+                               "create, change, archive, delete or import stores, redact "
+                               "versions or revert sessions")
 
 
 class Console:
@@ -114,48 +193,171 @@ class Console:
 
     # -- sign-in ----------------------------------------------------------------------------
 
-    def sign(self, kid: str, expires: int, nonce: str) -> str:
+    def sign(self, kid: str, expires: int, nonce: str, secret: str | None = None) -> str:
+        """The cookie of a sign-in: signed under ``secret`` (a server key itself by default;
+        a stored key's SHA-256)."""
         payload = f"{kid}.{expires}.{nonce}"
-        sig = hmac.new(self.keys[kid].encode(), payload.encode(), hashlib.sha256).hexdigest()
+        key = (self.keys[kid] if secret is None else secret).encode()
+        sig = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
         return f"{payload}.{sig}"
 
-    def csrf_token(self, kid: str, nonce: str) -> str:
-        key = self.keys[kid].encode()
-        return hmac.new(key, b"csrf." + nonce.encode(), hashlib.sha256).hexdigest()[:32]
+    def csrf_token(self, secret: str, nonce: str) -> str:
+        return hmac.new(secret.encode(), b"csrf." + nonce.encode(),
+                        hashlib.sha256).hexdigest()[:32]
 
-    def new_cookie(self, key: str) -> str | None:
-        """The cookie value for a sign-in with ``key``, None if it is not a server key."""
+    async def new_cookie(self, key: str) -> str:
+        """The cookie of a sign-in with ``key``, for :data:`SESSION_SECONDS` (a stored key
+        that expires sooner ends the sign-in then: every page checks it, and says so).
+
+        :raises Unauthorized: not a key of this server, a session token, or a stored key that
+            is revoked or expired.
+        :raises StorageError: the database could not tell.
+        """
+        now, nonce = int(time.time()), secrets.token_hex(16)
+        if key.startswith(SESSION_TOKEN_PREFIX):
+            raise errors.Unauthorized("a session token (an agent's credential) cannot sign in "
+                                      "to the Console: use an API key")
+        if key.startswith(KEY_PREFIX):
+            grant: Grant = await self.run(self.store.key_grant, key)
+            return self.sign(grant.key_id, now + SESSION_SECONDS, nonce,
+                             sha256_hex(key.encode()))
         kid = api_key_id(key)
         secret = self.keys.get(kid)
         # Not the empty key either: hmac.compare_digest("", "") holds, and "" is no key.
         if not key or secret is None or not hmac.compare_digest(secret, key):
-            return None
-        return self.sign(kid, int(time.time()) + SESSION_SECONDS, secrets.token_hex(16))
+            raise errors.Unauthorized("that is not an API key of this server")
+        return self.sign(kid, now + SESSION_SECONDS, nonce)
 
     async def user(self, request: Request) -> User | None:
         """Who the request's cookie signs in, if anyone: a valid signature, not expired, not
-        signed out (on any server of the database).
+        signed out (on any server of the database), its key still valid.
 
-        :raises StorageError: the database cannot say whether it was signed out.
+        :raises Unauthorized: a genuine cookie whose stored key was revoked or has expired
+            since: the person must sign in again, and be told why.
+        :raises StorageError: the database cannot say.
         """
         value = request.cookies.get(COOKIE, "")
         parts = value.split(".")
-        if len(parts) != 4 or parts[0] not in self.keys:
+        if len(parts) != 4:
             return None
         kid, _, nonce, _ = parts
         # Anyone can forge this shape (a key id is public): the expiry is read strictly.
         expires = parse_int(parts[1])
-        if expires is None or expires < time.time() or not hmac.compare_digest(
-                self.sign(kid, expires, nonce), value):
+        if expires is None or expires < time.time():
             return None
         signin = hashlib.sha256(nonce.encode()).hexdigest()
-        if await self.run(self.store.signin_revoked, signin):
+        secret = self.keys.get(kid)
+        if secret is not None:
+            if not hmac.compare_digest(self.sign(kid, expires, nonce), value):
+                return None
+            if await self.run(self.store.signin_revoked, signin):
+                return None
+            grant = server_grant(kid)
+        else:
+            if not kid.startswith("apikey_") or len(kid) > 64:
+                return None
+            out, check = await self.run(self._look, kid, signin)
+            if check is None or not hmac.compare_digest(
+                    self.sign(kid, expires, nonce, check.secret_sha256), value) or out:
+                return None
+            if check.grant is None:
+                raise errors.Unauthorized(check.refused)
+            grant, secret = check.grant, check.secret_sha256
+        return User(kid, console_actor(kid), self.csrf_token(secret, nonce), grant, signin,
+                    expires)
+
+    def _look(self, kid: str, signin: str) -> tuple[bool, KeyCheck | None]:
+        """A stored key's sign-in, looked at in one go: signed out? the key now?"""
+        return self.store.signin_revoked(signin), self.store.key_check(kid)
+
+    async def still_signed_in(self, user: User) -> str | None:
+        """Why the sign-in ``user`` ended since its page began (signed out, its key revoked
+        or expired), None if it did not (or the database cannot say: an outage ends
+        nothing)."""
+        try:
+            if user.grant.server:
+                out = await self.run(self.store.signin_revoked, user.signin)
+                return "you signed out" if out else None
+            out, check = await self.run(self._look, user.key_id, user.signin)
+        except errors.MemfsError:
             return None
-        return User(kid, console_actor(kid), self.csrf_token(kid, nonce), signin, expires)
+        if out:
+            return "you signed out"
+        if check is None:
+            return f"API key {user.key_id} is gone"
+        return check.refused or None
 
     async def sign_out(self, user: User) -> None:
         """Refuse this sign-in's cookie from now on, on every server of the database."""
         await self.run(self.store.revoke_signin, user.signin, user.expires)
+
+    def signed_out(self, request: Request, why: str) -> Response:
+        """A page asked for with a sign-in whose key was refused since (revoked, expired):
+        the cookie goes, and the person is sent to sign in again, told why (a form or a live
+        fragment gets a 401 page saying so)."""
+        request.state.user = None
+        message = f"you were signed out: {why}"
+        if request.method in ("GET", "HEAD") and request.headers.get(
+                "x-memfs-fragment") != "1":
+            response: Response = redirect(
+                "/signin?" + urllib.parse.urlencode({"next": _here(request)}), message)
+        else:
+            response = self.render(request, "error.html", status=401, status_code=401,
+                                   message=message)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    # -- what the user may see -----------------------------------------------------------------
+
+    async def check_visible(self, user: User, params: dict[str, Any], *,
+                            gone_ok: bool = False) -> None:
+        """Are the store and session a page names (path parameters ``store_id``,
+        ``session_id``, ``target``: a revert's session) the user's to see? Another
+        workspace's, or a store outside a scoped key's stores, is the 404 of an unknown id
+        (:meth:`Store.check_visible`: the same one look-up). ``gone_ok``: a deleted store
+        passes (its live feed says it was deleted).
+
+        :raises NotFound:
+        """
+        g = user.grant
+        sid = params.get("store_id")
+        if sid is not None:
+            if g.access is not None and sid not in g.access:
+                raise no_store(sid)
+            await self.run(self.store.check_visible, g.workspace_id, "memory_store_id", sid,
+                           gone_ok=gone_ok)
+        for param in ("session_id", "target"):
+            if params.get(param) is not None:
+                # A store-scoped key sees no session (as in the API): no workspace matches,
+                # so it is told as an unknown id after the same look-up.
+                workspace = "" if g.access is not None else g.workspace_id
+                await self.run(self.store.check_visible, workspace, "session_id",
+                               params[param])
+
+    async def check_store(self, user: User, store_id: str) -> None:
+        """A store named elsewhere than in the path (a query's ``?into=``, ``?store=``): the
+        same rule as :meth:`check_visible`."""
+        await self.check_visible(user, {"store_id": store_id})
+
+    async def key_names(self, user: User, actors: Iterable[Any]) -> dict[str, str]:
+        """The names of the keys behind ``actors`` (an ``api_actor``'s key, the key a
+        Console ``user_actor`` signed in with), by actor id: what pages show beside the ids
+        (:func:`actor_label`). Only keys of the user's workspace, and this server's own."""
+        kids: dict[str, str] = {}
+        for actor in actors:
+            if actor is None:
+                continue
+            d = actor.to_dict() if hasattr(actor, "to_dict") else dict(actor)
+            if d.get("type") == "api_actor" and d.get("api_key_id"):
+                kids[d["api_key_id"]] = d["api_key_id"]
+            elif d.get("type") == "user_actor" and str(d.get("user_id", "")).startswith("user_"):
+                kids[d["user_id"]] = "apikey_" + d["user_id"].removeprefix("user_")
+        names = {k: "server key" for k in kids.values()
+                 if k in self.keys and user.workspace == DEFAULT_WORKSPACE}
+        stored = sorted(set(kids.values()) - set(names))
+        if stored:
+            names |= await self.run(self.store.key_names, stored, workspace=user.workspace)
+        return {aid: names[kid] for aid, kid in kids.items() if kid in names}
 
     # -- rendering ----------------------------------------------------------------------------
 
@@ -258,19 +460,29 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
-         name: str | None = None, upload_bytes: int = 0) -> Callable[[Handler], Route]:
+         name: str | None = None, upload_bytes: int = 0, right: str = "write",
+         form_page: bool = False, gone_ok: bool = False) -> Callable[[Handler], Route]:
     """A Console route: the handler runs only for a signed-in user (others are sent to the
-    sign-in page), a POST only with the user's CSRF token, and a store error becomes an error
-    page with the API's status for it. ``request.state.user`` is the :class:`User`.
+    sign-in page, told why when their key was revoked or expired since), on a store or session
+    they may see (:meth:`Console.check_visible`: else the 404 of an unknown id), a POST only
+    with what its form needs (``right``, :func:`check_right`) and the user's CSRF token, and a
+    store error becomes an error page with the API's status for it. ``request.state.user`` is
+    the :class:`User`.
 
+    :param right: what a POST needs (:data:`RIGHTS`); a GET too if ``form_page`` (a page
+        that is only a form: a new memory, an import, the keys).
     :param upload_bytes: accept a ``multipart/form-data`` POST of up to this many bytes with
         one file (:func:`upload`), spooled to disk by Starlette's parser.
+    :param gone_ok: a deleted store in the path passes the visibility check (a live feed).
     """
+    assert right in RIGHTS, right
 
     def decorate(handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
             try:
                 user = await console.user(request)
+            except errors.Unauthorized as e:  # the key was revoked or expired since
+                return console.signed_out(request, e.message)
             except errors.MemfsError as e:  # the database is down: say so, signed in or not
                 request.state.user = None
                 return console.error_page(request, e)
@@ -278,12 +490,15 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
                 if request.method != "GET":
                     return console.render(request, "error.html", status=401, status_code=401,
                                           message="your sign-in has expired: sign in again")
-                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse(
-                    "/signin?" + urllib.parse.urlencode({"next": target}), status_code=303)
+                    "/signin?" + urllib.parse.urlencode({"next": _here(request)}),
+                    status_code=303)
             request.state.user = user
             request.state.upload_bytes = upload_bytes
             try:
+                await console.check_visible(user, request.path_params, gone_ok=gone_ok)
+                if request.method not in ("GET", "HEAD") or form_page:
+                    check_right(user, right)
                 if request.method == "POST" and not await _csrf_ok(request, user):
                     return console.render(
                         request, "error.html", status=403, status_code=403,
@@ -297,6 +512,50 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
         return Route(path, endpoint, methods=list(methods), name=name or handler.__name__)
 
     return decorate
+
+
+def _here(request: Request) -> str:
+    """The path and query of a request: where to come back to after signing in."""
+    return request.url.path + (f"?{request.url.query}" if request.url.query else "")
+
+
+class SignedInStream(StreamingResponse):
+    """A live feed of a page, while its sign-in lasts: looked at again every
+    :data:`RECHECK_SECONDS` (:meth:`Console.still_signed_in`); once it ended (signed out, the
+    key revoked or expired) the feed sends a last ``memfs.signed_out`` frame, on which the
+    page reloads (and so goes to the sign-in page, told why), and ends."""
+
+    def __init__(self, console: Console, user: User, frames: AsyncIterator[bytes],
+                 **kwargs: Any) -> None:
+        super().__init__(frames, **kwargs)
+        self.console, self.user = console, user
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        why: str | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                nonlocal why
+                while why is None:
+                    await anyio.sleep(RECHECK_SECONDS)
+                    why = await self.console.still_signed_in(self.user)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                tg.cancel_scope.cancel()
+                # Cut off at a yield, the frames would be closed only when collected: the
+                # hub's subscriber counts are released now.
+                close = getattr(self.body_iterator, "aclose", None)
+                if close is not None:
+                    with anyio.CancelScope(shield=True):
+                        await close()
+        if why is not None:
+            frame = "event: memfs.signed_out\ndata: " + json.dumps({"message": why}) + "\n\n"
+            await send({"type": "http.response.body", "body": frame.encode(),
+                        "more_body": False})
 
 
 async def form(request: Request) -> dict[str, str]:
@@ -440,8 +699,9 @@ def when(timestamp: str | None) -> Markup:
     return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(timestamp, shown)
 
 
-def actor_label(actor: Any) -> Markup:
-    """Who made a version: a session links to its timeline."""
+def actor_label(actor: Any, names: dict[str, str] | None = None) -> Markup:
+    """Who made a version: a session links to its timeline; an API key or a Console user
+    with the name of the key (``names``, by actor id: :meth:`Console.key_names`)."""
     if actor is None:
         return Markup("unknown")
     d = actor.to_dict() if hasattr(actor, "to_dict") else dict(actor)
@@ -452,4 +712,12 @@ def actor_label(actor: Any) -> Markup:
     labels = {"api_actor": ("API key", "api_key_id"), "user_actor": ("user", "user_id"),
               "service_account_actor": ("service account", "service_account_id")}
     label, field = labels.get(kind, (kind, "id"))
-    return Markup("{} <code>{}</code>").format(label, d.get(field, ""))
+    shown = Markup("{} <code>{}</code>").format(label, d.get(field, ""))
+    name = (names or {}).get(str(d.get(field, "")))
+    if name is None:
+        return shown
+    if kind == "api_actor":
+        return Markup('API key <strong class="key-name">{}</strong> <code>{}</code>').format(
+            name, d.get(field, ""))
+    return Markup('{} <span class="muted">(key <strong class="key-name">{}</strong>)'
+                  "</span>").format(shown, name)

@@ -43,6 +43,9 @@ function followLive(region) {
   source.addEventListener("error", () => { if (status) { status.classList.remove("on"); status.textContent = "reconnecting…"; } });
   source.addEventListener("memfs.change", () => { refresh(); });
   source.addEventListener("memfs.reset", () => { refresh(); });
+  // The sign-in ended (signed out elsewhere, the key revoked or expired): the page, loaded
+  // again, goes to the sign-in page and says why.
+  source.addEventListener("memfs.signed_out", () => { source.close(); window.location.reload(); });
 }
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("[data-live]").forEach(followLive);
