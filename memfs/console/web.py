@@ -7,8 +7,11 @@ time, as the API) or an API key kept in the database (``memfs_key_…``, issue 2
 session token (an agent's). The cookie then carries ``key_id.expires.nonce.signature``, the
 signature being an HMAC of the rest under the server key itself, or under the stored SHA-256
 of a stored key's secret (which every server on the database can read by the key's id): the
-cookie never holds a secret, there is no server-side session table, it survives a restart and
-works across replicas, and removing a server key signs out everyone who signed in with it.
+cookie never holds a secret, it survives a restart and works across replicas, and removing a
+server key signs out everyone who signed in with it. A stored key's sign-in is also recorded
+(``console_signins``: the SHA-256 of its nonce, :meth:`Store.record_signin`) and its cookie is
+good only if recorded: the digest it is signed under can be read from the database, the nonce
+cannot.
 Every page looks a stored key up again by its id (one look-up by primary key), so a revoked or
 expired key's sign-ins end at their next request, on every server of the database, and its
 open live pages within :data:`RECHECK_SECONDS`. Signing out records the sign-in (a digest of
@@ -219,6 +222,10 @@ class Console:
                                       "to the Console: use an API key")
         if key.startswith(KEY_PREFIX):
             grant: Grant = await self.run(self.store.key_grant, key)
+            # Recorded: a cookie is good only if its sign-in is in the database, so that the
+            # key's digest (readable there) is not all it takes to make one.
+            await self.run(self.store.record_signin, hashlib.sha256(nonce.encode()).hexdigest(),
+                           grant.key_id, now + SESSION_SECONDS)
             return self.sign(grant.key_id, now + SESSION_SECONDS, nonce,
                              sha256_hex(key.encode()))
         kid = api_key_id(key)
@@ -267,8 +274,11 @@ class Console:
                     expires)
 
     def _look(self, kid: str, signin: str) -> tuple[bool, KeyCheck | None]:
-        """A stored key's sign-in, looked at in one go: signed out? the key now?"""
-        return self.store.signin_revoked(signin), self.store.key_check(kid)
+        """A stored key's sign-in, looked at in one go: signed out (or never signed in
+        here)? the key now?"""
+        out = (self.store.signin_revoked(signin)
+               or not self.store.signin_recorded(signin, kid))
+        return out, self.store.key_check(kid)
 
     async def still_signed_in(self, user: User) -> str | None:
         """Why the sign-in ``user`` ended since its page began (signed out, its key revoked

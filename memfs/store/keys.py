@@ -202,6 +202,22 @@ class KeysPart(SearchPart):
         except Unauthorized as e:
             return KeyCheck(row["secret_sha256"], None, e.message)
 
+    def record_signin(self, signin: str, key_id: str, expires_at: int) -> None:
+        """Record a Console sign-in made with the stored key ``key_id`` (``signin``: the
+        SHA-256 of its cookie's nonce) until ``expires_at`` (Unix seconds); sign-ins past
+        their expiry are forgotten at the same time."""
+        with self._write() as c:
+            c.execute("DELETE FROM console_signins WHERE expires_at < ?",
+                      (int(datetime.now(UTC).timestamp()),))
+            c.execute("INSERT INTO console_signins (signin, key_id, expires_at) "
+                      "VALUES (?, ?, ?)", (signin, key_id, expires_at))
+
+    def signin_recorded(self, signin: str, key_id: str) -> bool:
+        """Was the Console sign-in ``signin`` made with the stored key ``key_id``
+        (:meth:`record_signin`)? A cookie whose sign-in is not recorded was not made here."""
+        return self._one("SELECT 1 FROM console_signins WHERE signin = ? AND key_id = ?",
+                         (signin, key_id)) is not None
+
     def _grant_now(self, row: Row) -> Grant:
         """What the key of ``row`` may do now (its use noted).
 

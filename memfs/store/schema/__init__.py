@@ -49,7 +49,8 @@ text.
 - ``api_keys``: the keys of :meth:`~memfs.store.Store.create_key` (the SHA-256 of each
   secret, its ``workspace_id``, ``role``, ``store_ids`` scope, expiry, last use, revocation).
   Every store, session, dream, agent and environment has a ``workspace_id`` (issue 22);
-  ``deleted_stores`` keeps a deleted store's, for its change feed.
+  ``deleted_stores`` keeps a deleted store's, for its change feed; ``console_signins`` the
+  Console's sign-ins made with a stored key (the SHA-256 of each cookie's nonce).
 - Bookkeeping: ``_sqlite_migrations`` (sqlite-utils') or ``_memfs_migrations`` (ours, the same
   columns): the migrations applied, by ``migration_set`` (:data:`MIGRATION_SET`) and name.
 
@@ -125,7 +126,7 @@ VERSIONS: tuple[Version, ...] = (
     Version("recall: memory_words, memory_vectors, recall_leases (memfs.recall.schema)",
             sqlite="m011_recall", postgresql="m007_recall"),
     Version("workspaces: workspace_id on stores, sessions, dreams, agents, environments "
-            "('default' for those before); api_keys; deleted_stores",
+            "('default' for those before); api_keys; deleted_stores; console_signins",
             sqlite="m012_workspaces_keys", postgresql="m008_workspaces_keys"),
 )
 

@@ -429,6 +429,16 @@ CREATE TABLE api_keys (
 CREATE INDEX api_keys_workspace ON api_keys(workspace_id, created_at);
 -- The workspace of each deleted store: its change feed still says it was deleted, to its own
 -- workspace alone (Store.check_visible).
+-- The Console's sign-ins made with a stored key: the SHA-256 of each cookie's nonce, until
+-- the cookie expires (Unix seconds). A cookie is good only if its sign-in is here, so that
+-- reading the database (which holds the keys' digests the cookies are signed under) is not
+-- enough to make one.
+CREATE TABLE console_signins (
+    signin {T} PRIMARY KEY,
+    key_id {T} NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX console_signins_expiry ON console_signins(expires_at);
 CREATE TABLE deleted_stores (
     id {T} PRIMARY KEY,
     workspace_id {T} NOT NULL,

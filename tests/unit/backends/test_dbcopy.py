@@ -61,6 +61,8 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     s.revoke_signin("0" * 64, 4_000_000_000)
     # An API key of another workspace, scoped to a store (api_keys).
     s.create_key("ci", workspace="team-b", role="read_only", expires_in="30d")
+    # A Console sign-in with a stored key (console_signins).
+    s.record_signin("1" * 64, "apikey_x", 4_000_000_000)
     # A deleted store's workspace (deleted_stores).
     s.delete_store(s.create_store("gone").id)
 
@@ -216,7 +218,8 @@ def _at_m005(path: str) -> None:
     Store(path, limits=Limits()).close()  # then take the last migration back out
     conn = sqlite3.connect(path)
     conn.executescript("""
-        DROP TABLE api_keys; DROP TABLE deleted_stores; DROP INDEX stores_workspace;
+        DROP TABLE api_keys; DROP TABLE deleted_stores; DROP TABLE console_signins;
+        DROP INDEX stores_workspace;
         DROP INDEX sessions_workspace; DROP INDEX dreams_workspace;
         ALTER TABLE stores DROP COLUMN workspace_id; ALTER TABLE sessions DROP COLUMN workspace_id;
         ALTER TABLE agents DROP COLUMN workspace_id;

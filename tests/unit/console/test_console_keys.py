@@ -92,6 +92,23 @@ def test_a_stored_key_signs_in_and_its_cookie_holds_no_secret(app, store):
                 "set-cookie", "")
 
 
+def test_reading_the_database_is_not_enough_to_make_a_cookie(app, store):
+    """The digest a stored key's cookies are signed under is in the database; a cookie signed
+    under it with a nonce of one's own (no sign-in made it) signs in nobody."""
+    key = store.create_key("alice", workspace="team-a")
+    with store._read() as conn:
+        digest = conn.execute("SELECT secret_sha256 FROM api_keys WHERE id = ?",
+                              (key.id,)).fetchone()[0]
+    with browser(app) as c:
+        sign_in(c, key.key)  # a genuine sign-in exists: the forged one is not it
+        kid, expires, _, _ = c.cookies.get(web.COOKIE).split(".")
+        payload = f"{kid}.{expires}.{'ab' * 16}"
+        forged = f"{payload}.{hmac.new(digest.encode(), payload.encode(), 'sha256').hexdigest()}"
+        c.cookies.set(web.COOKIE, forged, domain="console.test")
+        r = c.get("/stores")
+        assert r.status_code == 303 and r.headers["location"].startswith("/signin")
+
+
 def test_a_session_token_cannot_sign_in(app, store):
     sid = store.create_store("s").id
     s = store.create_session([{"type": "memory_store", "memory_store_id": sid}],
