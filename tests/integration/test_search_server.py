@@ -65,11 +65,12 @@ def _fill(remote: Client) -> str:
 
 
 def _wait_indexed(remote: Client, sid: str, n: int, seconds: float = 30.0) -> dict:
-    """The store's search status once ``n`` memories are indexed (or as it is after
-    ``seconds``: the caller's assertion says what is missing)."""
+    """The store's search status once ``n`` memories are indexed and the indexer has let the
+    store go (it releases its lease just after its last batch commits), or as it is after
+    ``seconds``: the caller's assertion says what is missing."""
     try:
-        return wait_until(lambda: (s := remote.search_status(sid))["indexed"] == n and s,
-                          seconds, interval=0.2)
+        return wait_until(lambda: ((s := remote.search_status(sid))["indexed"] == n
+                                   and s["indexing"] is None and s), seconds, interval=0.2)
     except TimeoutError:
         return remote.search_status(sid)
 
