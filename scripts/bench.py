@@ -24,13 +24,17 @@ median of 21 after one untimed) of the 100 versions of one file in memfs's
 after (h) because a memfs store holds at most 2,000 memories. Ratios are speed ratios (>1: the
 first is faster).
 
-Then, for memfs only (--no-sessions skips it): 8 stores of N files of 2,000 bytes are imported
-into a fresh database; ``memfs run`` (``--isolation namespace`` as root: one daemon per
-session; ``--isolation none`` otherwise or when asked: one per store) with 1 and with 8 of them
-times launch to
-the command's first instruction (the command writes $EPOCHREALTIME); and a session of all 8,
-whose command reads every file, gives the memory of the session's daemons: every process below
-`memfs run` that is not the command's, however many there are (VmRSS and Pss from /proc).
+Then, for memfs only (--no-sessions skips it, --sessions-only runs nothing else): 8 stores of N
+files of 2,000 bytes are imported into a fresh database; ``memfs run`` (``--isolation namespace``
+as root: one daemon per session; ``--isolation none`` otherwise or when asked: one per store)
+with 1 and with 8 of them times launch to the command's first instruction (the command writes
+$EPOCHREALTIME); then two sessions of all 8 give the memory of the session's daemons (every
+process below `memfs run` that is not the command's nor an indexer process, however many there
+are; VmRSS and Pss from /proc) and of its indexer process (``memfs.indexworker``), stage by
+stage (``SessionBench.measure_memory``): over the stores as imported (not indexed: the indexer
+at work throughout), idle and once every file is read; then over the same stores marked indexed,
+idle, every file read, after a search by meaning, and the time a new memory takes to be found
+by meaning.
 
 "Cold" means a fresh mount for the FUSE targets (daemon restarted: no kernel dentry, attribute
 or page cache for the mount, no daemon state); tmpfs has no colder state than warm. With
@@ -52,6 +56,7 @@ import os
 import platform
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -1021,59 +1026,86 @@ class SessionBench:
         log.info("session: start with %d store(s) %.3f s (whole run %.3f s)",
                  stores, started, lifetime)  # fmt: skip
 
-    def measure_memory(self, timeout: float) -> None:
-        """Daemon memory of a session of every store once its command has read every file:
-        the processes below `memfs run` that are not the command's (however many)."""
+    def mark_indexed(self) -> None:
+        """Give every memory a vector of the local model, as if an indexer had embedded them
+        all (zero vectors: they rank nothing), and drop the leases of earlier sessions: what a
+        session over stores indexed long ago sees. 16,000 real embeddings take about 25
+        minutes on 2 cores."""
+        from memfs.recall.embeddings import LocalE5
+
+        with contextlib.closing(sqlite3.connect(self.db)) as c, c:
+            c.execute("DELETE FROM recall_leases")
+            c.execute(
+                "INSERT OR REPLACE INTO memory_vectors (memory_id, store_id, model, path, "
+                "content_sha256, vector, indexed_at) SELECT id, store_id, ?, path, "
+                "content_sha256, zeroblob(1536), '2026-01-01T00:00:00Z' FROM memories",
+                (LocalE5.model,))
+
+    def measure_memory(self, timeout: float, indexed: bool) -> None:
+        """The session's processes' memory at each stage of a session of every store: its
+        daemon(s) (every process below `memfs run` that is not the command's nor an indexer
+        process) and its indexer process, if any.
+
+        Stages: ``idle`` (the command started, nothing read, 3 s after the mount), ``read``
+        (every file read) and, over stores already indexed (:meth:`mark_indexed`),
+        ``searched`` (one question asked in ``.search/``) and ``found`` (5 new memories
+        written over files, one at a time, each asked for in other words every 50 ms until
+        meaning finds it (the question shares no word with it, and its file's old vector no
+        longer counts): the seconds each took are ``found_seconds``). Over stores not
+        indexed, the indexer works throughout.
+        """
         stores = len(self.names)
         tag = self._runs + 1
-        pid_file, ready, go = (self.dir / f"{what}-{tag}" for what in ("pid", "ready", "go"))
-        script = (
-            'echo $$ > "$1"; n=$(find "$2" -type f -exec cat {} + | wc -c); '
-            'echo "$n" > "$3.tmp"; mv "$3.tmp" "$3"; '
-            'while [ ! -e "$4" ]; do sleep 0.05; done'
-        )
-        cmd = self._command(stores, script, str(pid_file), "ROOT", str(ready), str(go))
+        stage_dir = self.dir / f"stages-{tag}"
+        stage_dir.mkdir()
+        # A store is full (2,000 memories): each new memory replaces a file's content; one at
+        # a time, each found before the next is written.
+        changed = [f"{self.names[0]}/d{i % self.spec.dirs:02d}/m{i:05d}.md"
+                   for i in range(self.spec.files - NEW_MEMORIES, self.spec.files)]
+        cmd = self._command(stores, MEMORY_SCRIPT, str(stage_dir), "ROOT", SEARCH_QUESTION,
+                            "1" if indexed else "", *changed)
         root = cmd[cmd.index("--root") + 1]
         cmd[cmd.index("ROOT")] = root
-        proc = subprocess.Popen(cmd, env=self._env(), stdin=subprocess.DEVNULL,
+        env = {**self._env(), "NEW_MEMORY": NEW_MEMORY}
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        key = "indexed" if indexed else "not_indexed"
+        stages: dict[str, Any] = {}
+        self.result.memory[key] = {"stores": stores, "stages": stages}
         try:
 
-            def is_ready() -> bool:
-                if proc.poll() is not None:
-                    raise WorkloadError(f"`memfs run` exited {proc.returncode} early")
-                return ready.exists()
+            def reached(stage: str) -> Callable[[], bool]:
+                def check() -> bool:
+                    if proc.poll() is not None:
+                        raise WorkloadError(f"`memfs run` exited {proc.returncode} early")
+                    return (stage_dir / f"s-{stage}").exists()
+                return check
 
-            if not _wait_until(is_ready, timeout):
-                raise WorkloadError(f"the session's command did not read every file in {timeout} s")
-            read = int(ready.read_text())
-            if read != stores * self.spec.files * self.spec.size:
-                raise WorkloadError(f"the command read {read} bytes, expected "
-                                    f"{stores * self.spec.files * self.spec.size}")  # fmt: skip
-            command = int(pid_file.read_text())
-            tree = _process_tree()
-            daemons = _descendants(proc.pid, tree) - {command} - _descendants(command, tree)
-            in_launcher = not daemons
-            if in_launcher:
-                # No process of its own: the launcher serves the mounts itself.
-                daemons = {proc.pid}
-            per_process = []
-            for pid in sorted(daemons):
-                with contextlib.suppress(OSError):
-                    per_process.append(_memory_kib(pid))
-            launcher = _memory_kib(proc.pid)
-            self.result.memory = {
-                "stores": stores,
-                "processes": len(per_process),
-                "rss_kib": sum(p.get("rss_kib", 0) for p in per_process),
-                "pss_kib": sum(p.get("pss_kib", 0) for p in per_process),
-                "per_process": per_process,
-                "launcher_rss_kib": launcher.get("rss_kib"),
-                "served_by_launcher": in_launcher,
-            }
-            log.info("session: %d daemon process(es), RSS %.1f MB in all", len(per_process),
-                     self.result.memory["rss_kib"] / 1024)  # fmt: skip
-            go.touch()
+            names = ["idle", "read", *(["searched", "found"] if indexed else [])]
+            for stage in names:
+                if not _wait_until(reached(stage), timeout):
+                    raise WorkloadError(f"the session's command did not reach {stage!r} in "
+                                        f"{timeout} s")  # fmt: skip
+                if stage == "idle":
+                    time.sleep(3.0)
+                if stage == "read":
+                    read = int((stage_dir / "s-read").read_text())
+                    if read != stores * self.spec.files * self.spec.size:
+                        raise WorkloadError(f"the command read {read} bytes, expected "
+                                            f"{stores * self.spec.files * self.spec.size}")
+                stages[stage] = self._processes(proc.pid, int((stage_dir / "pid").read_text()))
+                if stage == "found":
+                    times = (stage_dir / "s-found").read_text().split()
+                    if "never" in times:
+                        raise WorkloadError("meaning never found a new memory")
+                    pairs = zip(times[::2], times[1::2], strict=True)
+                    self.result.memory[key]["found_seconds"] = [
+                        float(t1) - float(t0) for t0, t1 in pairs]
+                log.info("session (%s), %s: daemon RSS %.1f MB, indexer process %s", key,
+                         stage, stages[stage]["rss_kib"] / 1024,
+                         "none" if stages[stage]["indexer_rss_kib"] is None
+                         else f"{stages[stage]['indexer_rss_kib'] / 1024:.1f} MB")  # fmt: skip
+                (stage_dir / f"go-{stage}").touch()
             proc.wait(timeout=120)
         finally:
             if proc.poll() is None:
@@ -1088,6 +1120,61 @@ class SessionBench:
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             raise WorkloadError(f"`memfs run` exited {proc.returncode}: {err.strip()[-300:]}")
 
+    @staticmethod
+    def _processes(launcher_pid: int, command: int) -> dict[str, Any]:
+        """The memory of the daemons and of the indexer processes below ``launcher_pid``, not
+        counting ``command`` and what it started."""
+        tree = _process_tree()
+        below = _descendants(launcher_pid, tree) - {command} - _descendants(command, tree)
+        in_launcher = not below
+        if in_launcher:
+            # No process of its own: the launcher serves the mounts itself.
+            below = {launcher_pid}
+        per_process = []
+        for pid in sorted(below):
+            with contextlib.suppress(OSError):
+                per_process.append(_memory_kib(pid))
+        daemons = [p for p in per_process if INDEXER_PROCESS not in p["cmdline"]]
+        indexers = [p for p in per_process if INDEXER_PROCESS in p["cmdline"]]
+        return {
+            "processes": len(daemons),
+            "rss_kib": sum(p.get("rss_kib", 0) for p in daemons),
+            "pss_kib": sum(p.get("pss_kib", 0) for p in daemons),
+            "indexer_rss_kib": sum(p.get("rss_kib", 0) for p in indexers) if indexers else None,
+            "per_process": per_process,
+            "served_by_launcher": in_launcher,
+        }
+
+
+#: What an indexer process's command line holds (memfs.indexworker), to count it apart.
+INDEXER_PROCESS = "memfs.indexworker"
+SEARCH_QUESTION = "which engineer handles emergencies after hours"
+NEW_MEMORY = "Nights and weekends: Dana is paged first, then Lee."
+#: The new memories written one after the other (each timed until found).
+NEW_MEMORIES = 5
+#: The command of the memory session: $1 the directory of the stage files (it writes
+#: s-STAGE, then waits for go-STAGE), $2 the root, $3 the question, $4 non-empty: the stores are
+#: indexed (search, then new memories), then the files of the new memories (below the root,
+#: all in one store).
+MEMORY_SCRIPT = r"""
+d=$1; r=$2; q=$3; echo $$ > "$d/pid"
+w() { while [ ! -e "$d/go-$1" ]; do sleep 0.05; done; }
+touch "$d/s-idle"; w idle
+n=$(find "$r" -type f -exec cat {} + | wc -c); echo "$n" > "$d/n.tmp"; mv "$d/n.tmp" "$d/s-read"
+w read
+[ -n "$4" ] || exit 0
+shift 4; s=${1%%/*}; cat "$r/$s/.search/$q" > /dev/null; touch "$d/s-searched"; w searched
+for f in "$@"; do
+    t0=$EPOCHREALTIME; t1=never; printf '%s\n' "$NEW_MEMORY" > "$r/$f" || exit 1
+    for _ in $(seq 2400); do
+        grep -qF "$r/$f" "$r/$s/.search/$q" && { t1=$EPOCHREALTIME; break; }
+        sleep 0.05
+    done
+    echo "$t0 $t1" >> "$d/found"
+done
+mv "$d/found" "$d/s-found"; w found
+"""
+
 
 def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> SessionResult:
     bench = SessionBench(opts, spec, SESSION_STORES)
@@ -1098,7 +1185,9 @@ def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> Session
         for _ in range(args.repeat):
             for stores in (1, SESSION_STORES):
                 bench.measure_start(stores)
-        bench.measure_memory(args.phase_timeout)
+        bench.measure_memory(args.phase_timeout, indexed=False)
+        bench.mark_indexed()
+        bench.measure_memory(args.phase_timeout, indexed=True)
     except (TargetError, WorkloadError, OSError, subprocess.SubprocessError, ValueError) as exc:
         bench.result.error = f"{type(exc).__name__}: {exc}"
         print(f"*** sessions: FAILED: {bench.result.error}", file=sys.stderr, flush=True)
@@ -1220,13 +1309,25 @@ def render_sessions(s: SessionResult) -> list[str]:
         started = s.median_start(stores)
         lines.append(f"| start, {stores} store{'s' if stores > 1 else ''} | "
                      f"{'–' if started is None else f'{started:.2f} s'} |")  # fmt: skip
-    m = s.memory
-    if m:
-        lines.append(
-            f"| daemon RSS, {m['stores']} stores, every file read "
-            f"({m['processes']} process{'es' if m['processes'] > 1 else ''}) | "
-            f"{m['rss_kib'] / 1024:.0f} MB (PSS {m['pss_kib'] / 1024:.0f} MB) |"
-        )
+    labels = {"idle": "idle (nothing read yet)", "read": "every file read",
+              "searched": "after a search by meaning", "found": "a new memory found by meaning"}
+    for key, what in (("not_indexed", "stores not indexed (the indexer at work)"),
+                      ("indexed", "stores indexed")):
+        m = s.memory.get(key)
+        if not m:
+            continue
+        for stage, p in m["stages"].items():
+            indexer = ("" if p["indexer_rss_kib"] is None
+                       else f"; indexer process {p['indexer_rss_kib'] / 1024:.0f} MB")
+            lines.append(
+                f"| daemon RSS, {m['stores']} {what}, {labels[stage]} "
+                f"({p['processes']} process{'es' if p['processes'] > 1 else ''}) | "
+                f"{p['rss_kib'] / 1024:.0f} MB (PSS {p['pss_kib'] / 1024:.0f} MB){indexer} |")
+        if "found_seconds" in m:
+            found = m["found_seconds"]
+            lines.append(f"| a new memory found by meaning ({what}), median (max) of "
+                         f"{len(found)} | {statistics.median(found):.1f} s "
+                         f"({max(found):.1f} s) |")
     if s.error:
         lines.append(f"\nsessions FAILED: {s.error}")
     return lines
@@ -1299,6 +1400,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-sessions", action="store_true",
         help="skip the memfs session measurements (start time, daemon memory)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sessions-only", action="store_true",
+        help="only the memfs session measurements (no filesystem workload)",
     )  # fmt: skip
     parser.add_argument(
         "--isolation", choices=("namespace", "none"),
@@ -1377,8 +1482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sessions: SessionResult | None = None
     interrupted = False
     try:
-        results = run_targets(args.targets, opts, spec, args)
-        if "memfs" in args.targets and not args.no_sessions:
+        if not args.sessions_only:
+            results = run_targets(args.targets, opts, spec, args)
+        if args.sessions_only or ("memfs" in args.targets and not args.no_sessions):
             sessions = run_sessions(opts, spec, args)
     except KeyboardInterrupt:
         interrupted = True
@@ -1387,7 +1493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with interrupts_deferred():
             _remove_workdir(workdir, args.keep)
 
-    if results:
+    if args.sessions_only and sessions is not None:
+        print("\n".join(render_sessions(sessions)))
+        if args.json:
+            dump_json(args.json, results, sessions, spec, args)
+    elif results:
         print(render(results, sessions, spec, args))
         if args.json:
             dump_json(args.json, results, sessions, spec, args)
