@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import InvalidRequest
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
     Vectors = npt.NDArray[np.float32]
 
-__all__ = ["Provider", "Unavailable", "LocalE5", "HttpProvider", "from_setting", "SETTING_ENV"]
+__all__ = ["Provider", "Ranker", "Unavailable", "LocalE5", "HttpProvider", "from_setting",
+           "SETTING_ENV"]
 
 SETTING_ENV = "MEMFS_EMBEDDINGS"
 #: The longest text given to a model, in characters: a memory's path and the beginning of its
@@ -43,7 +44,15 @@ INDEX_THREADS = min(2, os.cpu_count() or 1)
 
 
 class Unavailable(Exception):
-    """The provider cannot embed now (unreachable, failing, too slow): the reason, one line."""
+    """The provider cannot embed now (unreachable, failing, too slow): the reason, one line.
+
+    :param retry_after: seconds before a search asks the provider again (None: the search's
+        own pause, :data:`memfs.recall.search.RETRY_AFTER`; 0: at once).
+    """
+
+    def __init__(self, reason: str, *, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
 
 
 class Provider(Protocol):
@@ -57,6 +66,21 @@ class Provider(Protocol):
 
     def query(self, text: str, timeout: float) -> Vectors:
         """The vector of a question, (dim,), within ``timeout`` seconds. :raises Unavailable:"""
+        ...
+
+
+@runtime_checkable
+class Ranker(Protocol):
+    """A provider that ranks a store's memories for a question itself, in another process (a
+    mount daemon's indexer process: :class:`memfs.recall.supervisor.IndexerProcess`), instead
+    of handing the question's vector to :func:`memfs.recall.search.run`."""
+
+    model: str
+
+    def rank(self, store_id: str, question: str, path_prefix: str | None,
+             timeout: float) -> list[tuple[str, float]]:
+        """The store's best memories by meaning, ``(memory id, score)``, best first, within
+        ``timeout`` seconds. :raises Unavailable:"""
         ...
 
 
@@ -81,6 +105,8 @@ class LocalE5:
     """multilingual-e5-small (4-bit) in this process, loaded on first use (about 45 MB)."""
 
     model = "local:multilingual-e5-small-q4"
+    #: What :func:`from_setting` makes it from (another process makes the same provider).
+    setting = "local"
 
     def __init__(self) -> None:
         self._e5: Any = None
@@ -143,6 +169,9 @@ class HttpProvider:
     def __init__(self, kind: str, base: str, model_name: str, key: str | None = None) -> None:
         self.kind, self.base, self.model_name, self._key = kind, base.rstrip("/"), model_name, key
         self.model = f"{kind}:{model_name}@{self.base}"
+        #: What :func:`from_setting` makes it from (the key comes from the environment).
+        self.setting = (f"ollama:{self.base}/{model_name}" if kind == "ollama"
+                        else f"openai:{self.base}:{model_name}")
         self._client: Any = None
         self._lock = threading.Lock()
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["Indexer", "Progress", "BackgroundIndexer", "LEASE_SECONDS", "last_failure",
-           "pending_count"]
+           "pending_count", "has_pending"]
 
 #: Seconds a lease lasts without renewal.
 LEASE_SECONDS = 30.0
@@ -83,6 +83,11 @@ def pending_count(store: StoreBase, store_id: str, model: str) -> int:
     """Memories of the store without a current vector of ``model``."""
     row = store.database.one(f"SELECT count(*) {_PENDING}", (store_id, model))
     return int(row[0]) if row else 0
+
+
+def has_pending(store: StoreBase, store_id: str, model: str) -> bool:
+    """Whether a memory of the store has no current vector of ``model`` (stops at the first)."""
+    return store.database.one(f"SELECT 1 {_PENDING} LIMIT 1", (store_id, model)) is not None
 
 
 class Indexer:
@@ -198,6 +203,10 @@ class BackgroundIndexer:
         self._thread = threading.Thread(target=self._run, name="memfs-indexer", daemon=True)
         #: The last catch-up of each store.
         self.progress: dict[str, Progress] = {}
+        #: A round is under way; ``time.monotonic()`` when the last round that embedded
+        #: something ended (at first, the start): how long it has been idle.
+        self.busy = False
+        self.last_work = time.monotonic()
         #: A round that fails (the database away, a bug) is said once and tried again a
         #: ``poll`` later: it never brings down the process that runs the indexer.
         self.failures = Failures("the indexer", log, first=poll, most=poll)
@@ -227,18 +236,24 @@ class BackgroundIndexer:
                 row = self.indexer.store.database.one("SELECT max(seq) FROM changes")
                 last = int(row[0] or 0) if row else 0
                 if last != seen:
-                    complete = True
+                    self.busy = True
+                    complete, embedded = True, 0
                     for sid in list(self.stores()):
                         if self._stop.is_set():
                             break
                         p = self.indexer.catch_up(sid, stop=self._stop)
                         self.progress[sid] = p
                         complete = complete and p.reason is None
+                        embedded += p.embedded
                     if complete:
                         seen = last
+                    if embedded:
+                        self.last_work = time.monotonic()
             except Exception as e:  # the rule of background services (memfs.background)
                 wait = self.failures.failed(e)
             else:
                 self.failures.recovered()
+            finally:
+                self.busy = False
             self._wake.wait(wait)
             self._wake.clear()

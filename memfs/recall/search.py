@@ -12,8 +12,11 @@
   used. A memory that meaning has not seen yet (written since the indexer's last pass) is
   judged by its words alone, as if meaning ranked it where its words do.
 - A provider that fails or is slower than :data:`QUERY_TIMEOUT` costs that search at most
-  that long, and the next ones none for :data:`RETRY_AFTER` seconds: words answer alone, and
-  the result says why.
+  that long, and the next ones none for :data:`RETRY_AFTER` seconds (or as long as its
+  :class:`~memfs.recall.embeddings.Unavailable` says): words answer alone, and the result says
+  why.
+- A mount daemon ranks by meaning in its indexer process (a provider that is a
+  :class:`~memfs.recall.embeddings.Ranker`): that process runs :func:`rank`.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 from ..models import RecallHit, RecallResult
 from ..rules import parse_time
 from . import words as W
-from .embeddings import Provider, Unavailable
+from .embeddings import Provider, Ranker, Unavailable
 
 if TYPE_CHECKING:
     from ..store.base import StoreBase
 
-__all__ = ["Hit", "Result", "run", "CANDIDATES", "QUERY_TIMEOUT"]
+__all__ = ["Hit", "Result", "run", "rank", "CANDIDATES", "QUERY_TIMEOUT"]
 
 CANDIDATES = 50
 #: The fusion's rank constant. The usual 60 flattens the top of each list: on the labelled
@@ -57,18 +60,36 @@ _down: dict[str, tuple[float, str]] = {}
 _down_lock = threading.Lock()
 
 
-def _query_vector(provider: Provider, question: str) -> tuple[Any, str | None]:
-    """The question's vector, or None and why."""
+def rank(store: StoreBase, provider: Provider, store_id: str, question: str,
+         path_prefix: str | None, timeout: float = QUERY_TIMEOUT) -> list[tuple[str, float]]:
+    """The store's best :data:`CANDIDATES` by meaning for ``question`` (its vector, from
+    ``provider`` within ``timeout`` seconds, against the store's current vectors), best first:
+    what a search ranks by meaning, here or in a mount daemon's indexer process.
+
+    :raises Unavailable: the provider did not give the question's vector.
+    """
+    vector = provider.query(question, timeout)
+    return _by_meaning(store, store_id, vector, provider.model, path_prefix)
+
+
+def _meaning(store: StoreBase, provider: Provider, store_id: str, question: str,
+             path_prefix: str | None) -> tuple[list[tuple[str, float]] | None, str | None]:
+    """The ranking by meaning (:func:`rank`, or the provider's own: a
+    :class:`~memfs.recall.embeddings.Ranker`), or None and why."""
     with _down_lock:
         until, why = _down.get(provider.model, (0.0, ""))
     if time.monotonic() < until:
         return None, why
     try:
-        return provider.query(question, QUERY_TIMEOUT), None
+        if isinstance(provider, Ranker):
+            return provider.rank(store_id, question, path_prefix, QUERY_TIMEOUT), None
+        return rank(store, provider, store_id, question, path_prefix), None
     except Unavailable as e:
         why = f"the embeddings provider is unavailable ({e})"
-        with _down_lock:
-            _down[provider.model] = (time.monotonic() + RETRY_AFTER, why)
+        pause = RETRY_AFTER if e.retry_after is None else e.retry_after
+        if pause > 0:
+            with _down_lock:
+                _down[provider.model] = (time.monotonic() + pause, why)
         return None, why
 
 
@@ -190,12 +211,11 @@ def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | 
             if result.indexed == 0 and total:
                 result.note = "no memory is indexed by meaning yet: words alone answered"
             else:
-                vector, why = _query_vector(provider, question)
-                if vector is None:
+                meant, why = _meaning(store, provider, store_id, question, path_prefix)
+                if meant is None:
                     result.note = f"{why}: words alone answered"
                 else:
-                    lists["meaning"] = _by_meaning(store, store_id, vector, provider.model,
-                                                   path_prefix)
+                    lists["meaning"] = meant
                     result.meaning = True
                     if pending:
                         result.note = (f"meaning covers {result.indexed} of {total} memories "

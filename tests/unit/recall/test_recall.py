@@ -306,6 +306,61 @@ def test_a_setting_names_a_provider(setting: str, model: str) -> None:
     p = embeddings.from_setting(setting)
     assert p is not None and p.model == model
     assert embeddings.from_setting("none") is None
+    # What another process (a mount daemon's indexer process) makes the same provider from.
+    again = embeddings.from_setting(getattr(p, "setting", None))
+    assert again is not None and again.model == model
+
+
+class _Ranks:
+    """A provider that ranks the store's memories itself, as a mount daemon's indexer process
+    does for the daemon: scripted answers, the questions it was asked."""
+
+    model = "test:ranks"
+
+    def __init__(self, *answers: object) -> None:
+        self.answers, self.asked = list(answers), list[str]()
+
+    def rank(self, store_id: str, question: str, path_prefix: str | None,
+             timeout: float) -> list[tuple[str, float]]:
+        self.asked.append(question)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    def passages(self, texts: list[str]) -> object:
+        raise AssertionError("a ranker is never asked for vectors")
+
+    def query(self, text: str, timeout: float) -> object:
+        raise AssertionError("a ranker is never asked for vectors")
+
+
+def test_a_provider_that_ranks_itself_ranks_and_may_be_asked_again_at_once(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = backend.open()
+    sid = store.create_store("Notes").id
+    oncall = store.create_memory(sid, "/oncall.md", "Priya carries the pager", actor=API).id
+    lunch = store.create_memory(sid, "/lunch.md", "Friday lunch is pizza", actor=API).id
+    with store.database.write() as c:  # indexed with its model (the ranker reads them)
+        for mid in (oncall, lunch):
+            c.execute("INSERT INTO memory_vectors (memory_id, store_id, model, path, "
+                      "content_sha256, vector, indexed_at) SELECT id, store_id, ?, path, "
+                      "content_sha256, ?, 'x' FROM memories WHERE id = ?",
+                      (_Ranks.model, b"\0" * 4, mid))
+    monkeypatch.setattr(recall_search, "_down", {})
+    ranks = _Ranks([(lunch, 0.9), (oncall, 0.1)],
+                   embeddings.Unavailable("it is starting", retry_after=0.0),
+                   [(oncall, 0.8)], embeddings.Unavailable("it is down"))
+    store.use_embeddings(ranks)  # type: ignore[arg-type]
+    r = store.search(sid, "who has the bleeper")
+    assert r.meaning and [h.path for h in r.hits] == ["/lunch.md", "/oncall.md"]
+    r = store.search(sid, "who has the bleeper")
+    assert not r.meaning and "it is starting" in (r.note or "")
+    r = store.search(sid, "who has the bleeper")  # asked again at once
+    assert r.meaning and [h.path for h in r.hits] == ["/oncall.md"]
+    assert not store.search(sid, "bleeper").meaning
+    assert not store.search(sid, "bleeper").meaning  # not asked again for a while
+    assert len(ranks.asked) == 4
 
 
 @pytest.mark.parametrize("setting", ["", "loca", "ollama:gpu/x", "ollama:http://gpu:11434",
