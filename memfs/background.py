@@ -2,8 +2,9 @@
 
 A mount daemon runs services beside the kernel's requests (:mod:`memfs.fuse.watch`: the
 change watcher or subscriber, the event flusher, the invalidator, started by
-:mod:`memfs.fuse.runtime`), and a local mount or a server runs the indexer
-(:mod:`memfs.recall.indexer`, a thread). The rule, the same for each of them:
+:mod:`memfs.fuse.runtime`), a local mount runs an indexer process
+(:mod:`memfs.recall.supervisor`: a thread that starts it, restarted after a crash) and a server
+an indexer thread (:mod:`memfs.recall.indexer`). The rule, the same for each of them:
 
 * **A background task never brings a mount (or a server) down.** A round that fails is
   logged and tried again; only the service's ``stop()`` ends it. A mount that stops seeing
@@ -23,10 +24,10 @@ change watcher or subscriber, the event flusher, the invalidator, started by
 
 :class:`Failures` keeps a service's streak and logs by the rule; :func:`supervised` runs an
 async service's rounds by it (on trio or anyio: it only awaits what it is given); a thread's
-loop (the indexer) calls :class:`Failures` itself. The API's live streams are not background
-tasks: their polls run inside clients' requests (:mod:`memfs.api.streams`), wait out a
-database that cannot be reached with one warning and one line when it answers again, and a
-bug ends that one stream, never the server.
+loop (the indexer, the indexer process's supervisor) calls :class:`Failures` itself. The API's
+live streams are not background tasks: their polls run inside clients' requests
+(:mod:`memfs.api.streams`), wait out a database that cannot be reached with one warning and
+one line when it answers again, and a bug ends that one stream, never the server.
 
 Imports only :mod:`memfs.errors`; neither trio nor anyio.
 """

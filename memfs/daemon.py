@@ -30,11 +30,14 @@ server is back. A server that cannot be reached at mount time is an error before
 mounted.
 
 Search (``MOUNT/.search/``, :mod:`memfs.fuse.search`): once mounted, a local mount of a live store
-(read-only too: indexing writes only derived rows; not a snapshot) runs a
-:class:`~memfs.recall.indexer.BackgroundIndexer` for it, a low-priority thread that embeds what
-changed so that searches rank by meaning; stopped at unmount. It never brings the mount down:
-a bad ``MEMFS_EMBEDDINGS`` is logged and searches answer by words alone. A remote mount runs
-none (its server indexes).
+(read-only too: indexing writes only derived rows; not a snapshot) keeps it indexed by meaning
+in an indexer process of its own (:func:`start_indexer`,
+:class:`~memfs.recall.supervisor.IndexerProcess`: ``python -m memfs.indexworker``, started when
+there is something to embed or a question to rank, ended once idle, at unmount, and with the
+daemon), which also ranks the mount's searches by meaning: the daemon never loads a model. It
+never brings the mount down: a bad ``MEMFS_EMBEDDINGS`` is logged and searches answer by words
+alone, and an indexer process that dies is started again. A remote mount runs none (its server
+indexes).
 
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
@@ -50,6 +53,7 @@ import functools
 import logging
 import os
 import stat
+import sys
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -73,7 +77,7 @@ from .store import Store, open_store
 
 if TYPE_CHECKING:
     from .client import Client
-    from .recall.indexer import BackgroundIndexer
+    from .recall.supervisor import IndexerProcess
 
 log = logging.getLogger(__name__)
 
@@ -256,10 +260,13 @@ def open_local(db_path: str | None) -> Store:
     return open_store(db_path, create=False, synchronous="NORMAL", checkpoint_pages=16000)
 
 
-def start_indexer(store: StoreAPI, store_ids: list[str]) -> BackgroundIndexer | None:
-    """Keep ``store_ids`` indexed by meaning while mounted (None: nothing to index, a remote
-    store, meaning off, or the indexer could not start). Never raises: a mount serves without
-    it (searches answer by words alone, and say so)."""
+def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | None:
+    """Keep ``store_ids`` indexed by meaning while mounted, in an indexer process of this
+    daemon's (:class:`~memfs.recall.supervisor.IndexerProcess`: started when there is something
+    to embed or a question to rank, ended once idle), and rank the daemon's searches by meaning
+    through it: the daemon never loads a model. None: nothing to index, a remote store,
+    meaning off, or the indexer could not start. Never raises: a mount serves without it
+    (searches answer by words alone, and say so)."""
     if not store_ids or not isinstance(store, Store):
         return None
     try:
@@ -271,14 +278,27 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> BackgroundIndexer | 
     if provider is None:
         return None
     try:
-        from .recall.indexer import BackgroundIndexer
+        from .recall.embeddings import SETTING_ENV
+        from .recall.supervisor import IndexerProcess
 
         ids = list(store_ids)
-        indexer = BackgroundIndexer(store, provider, stores=lambda: ids).start()
+        # The database and the provider through the environment: a command line is anyone's
+        # to read in /proc (a PostgreSQL URL may hold a password).
+        env = dict(os.environ, MEMFS_DB=store.path)
+        setting = getattr(provider, "setting", None)
+        if isinstance(setting, str):
+            env[SETTING_ENV] = setting
+        verbose = ["-v"] if logging.getLogger().isEnabledFor(logging.INFO) else []
+        # -P: nothing imported from the current directory, which may be anyone's.
+        command = [sys.executable, "-P", "-m", "memfs.indexworker", "--parent",
+                   str(os.getpid()), "--model", provider.model, *verbose, "--", *ids]
+        indexer = IndexerProcess(store, provider.model, ids, command, env).start()
+        store.use_embeddings(indexer)
     except Exception:  # the mount matters more
         log.exception("the indexer did not start; searches answer by words alone")
         return None
-    log.info("indexing %d store(s) by meaning with %s", len(ids), provider.model)
+    log.info("indexing %d store(s) by meaning with %s, in an indexer process while there is "
+             "work", len(ids), provider.model)
     return indexer
 
 

@@ -5,9 +5,10 @@ It builds the filesystem and hands it to the runtime both mount daemons share
 (:func:`memfs.fuse.runtime.run`: mount, readiness, the background services, serving, the
 unmount on every way out); the stores' trees are loaded once mounted, in the background (a
 request to a store not loaded yet waits for it), and each follows its store from then on. Once
-mounted, a local daemon runs one :class:`~memfs.recall.indexer.BackgroundIndexer` for all the
-session's live stores (not its snapshots), so that ``.search/`` ranks by meaning
-(:func:`memfs.daemon.start_indexer`); stopped at unmount.
+mounted, a local daemon keeps all the session's live stores (not its snapshots) indexed by
+meaning with one indexer process, which ``.search/`` ranks through
+(:func:`memfs.daemon.start_indexer`: started when there is work, ended once idle and at
+unmount).
 
 Run as ``python -m memfs.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS MOUNT_PATH
 ...`` with ``MEMFS_DB`` (or ``MEMFS_URL`` and ``MEMFS_API_KEY``) in the environment; it is the

