@@ -38,7 +38,7 @@ class Mounts(Credential):
             self._start_session_daemon()
             return
         assert self.session is not None and self.state_dir is not None
-        exe = [sys.executable, "-m", "memfs"]
+        exe = [sys.executable, "-P", "-m", "memfs"]  # -P: never a memfs/ of the cwd
         env = self._memfs_env(dict(os.environ))
         for res in self.session.resources:
             os.makedirs(res.mount_path, exist_ok=True)
@@ -103,7 +103,7 @@ class Mounts(Credential):
         assert self.session is not None and self.state_dir is not None
         hidden = self.state_dir / "fuse"
         hidden.mkdir(mode=0o700)
-        args = [sys.executable, "-m", "memfs.sessionfs", "mount", str(hidden),
+        args = [sys.executable, "-P", "-m", "memfs.sessionfs", "mount", str(hidden),
                 "--session", self.session.id, "--events-dir", str(self.state_dir)]
         events = {}
         for res in self.session.resources:

@@ -75,12 +75,14 @@ def setup(open_store: Callable[..., Store], mounter: Callable[..., Mount]
 
 @pytest.fixture
 def launch(db: Path, tmp_path: Path) -> Iterator[Callable[..., Run]]:
-    """``launch(args, script, env=None)`` starts ``memfs run``; at teardown a launcher still
-    running is killed and any mount left under tmp_path is removed (and the test fails)."""
+    """``launch(args, script, env=None, cwd=None)`` starts ``memfs run``; at teardown a
+    launcher still running is killed and any mount left under tmp_path is removed (and the
+    test fails)."""
     runs: list[Run] = []
 
-    def start(args: list[str], script: str, env: dict[str, str] | None = None) -> Run:
-        r = Run(db, tmp_path, args, script, env)
+    def start(args: list[str], script: str, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> Run:
+        r = Run(db, tmp_path, args, script, env, cwd)
         runs.append(r)
         return r
 

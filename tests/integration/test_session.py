@@ -677,3 +677,25 @@ def test_a_mount_failure_gives_libfuse_reason(
     assert not (tmp_path / "ran").exists()
     (s,) = store.list_sessions().data
     assert_ended(store, s.id, root, tmp_path, error=True, ran=False)
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_memfs_package_in_the_working_directory_is_never_imported(
+    launch: Callable[..., Run], store: Store, tmp_path: Path, isolation: str
+) -> None:
+    """``memfs run`` (often as root) started where a ``memfs/`` folder lies, one an agent of an
+    earlier session could have written: its mount daemons import the installed memfs, never
+    that folder (``python -P``)."""
+    notes = store.create_store("Notes").id
+    store.create_memory(notes, "/a.md", "from the store", actor=None)
+    work = tmp_path / "work"
+    (work / "memfs").mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (work / "memfs" / "__init__.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nraise SystemExit(9)\n")
+    root = tmp_path / "root"
+    r = launch(["--store", notes, "--root", str(root), "--isolation", isolation],
+               'cat "$ROOT/notes/a.md"', env={"ROOT": str(root)}, cwd=work)
+    assert r.wait() == 0, r.err
+    assert r.out.endswith("from the store") and not marker.exists()
+    assert_ended(store, r.sid, root, tmp_path)

@@ -63,7 +63,7 @@ class Run:
     """One ``memfs run`` subprocess."""
 
     def __init__(self, db: Path, tmp: Path, args: list[str], script: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.tmp = tmp
         # Meaning only where a test asks for it (as tests/support/mount.py's Mount).
         full_env = {"MEMFS_EMBEDDINGS": "none", **os.environ, "MEMFS_DB": str(db),
@@ -71,7 +71,7 @@ class Run:
         self.proc = subprocess.Popen(
             [*MEMFS, "run", *args, "--", "bash", "-c", PRELUDE + script],
             env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            stderr=subprocess.PIPE, text=True, cwd=cwd,
         )
         self.out = self.err = ""
 
