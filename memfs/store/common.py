@@ -101,6 +101,18 @@ def _only_ids(where: list[str], params: list[Any], ids: Collection[str] | None) 
     params.extend(sorted(ids))
 
 
+#: The most ids one ``IN (…)`` of a look-up by ids holds (well within SQLite's and
+#: PostgreSQL's limits on a statement's parameters); more take a query per so many.
+IDS_PER_QUERY = 1000
+
+
+def _id_chunks(ids: Collection[str]) -> list[list[str]]:
+    """``ids`` without repeats, sorted, in lists of at most :data:`IDS_PER_QUERY` (none for
+    no ids: no "IN ()", which PostgreSQL refuses)."""
+    ordered = sorted(set(ids))
+    return [ordered[i:i + IDS_PER_QUERY] for i in range(0, len(ordered), IDS_PER_QUERY)]
+
+
 def _only_workspace(where: list[str], params: list[Any], workspace: str | None) -> None:
     """Narrow a listing to the rows of ``workspace`` (None: every workspace's). The workspace
     is also a filter of the listing's cursor, through ``params``."""

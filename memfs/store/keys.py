@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -16,7 +16,7 @@ from ..backends import Row
 from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
 from ..rules import _validate_text, format_time, new_id, parse_duration, validate_workspace
-from .common import _no_session, _no_store, _now, sha256_hex
+from .common import _id_chunks, _no_session, _no_store, _now, sha256_hex
 from .search import SearchPart
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,23 @@ def _key(row: Row, secret: str | None = None) -> ApiKey:
                   json.loads(row["store_ids"]) if row["store_ids"] is not None else None,
                   row["created_at"], row["expires_at"], row["last_used_at"],
                   row["revoked_at"], by, secret)
+
+
+def _key_refusal(row: Row, now: str) -> str | None:
+    """Why the stored key of ``row`` is refused at ``now`` (revoked, expired); None: it is
+    not."""
+    if row["revoked_at"] is not None:
+        return f"API key {row['id']} was revoked at {row['revoked_at']}"
+    if row["expires_at"] is not None and row["expires_at"] <= now:
+        return f"API key {row['id']} expired at {row['expires_at']}"
+    return None
+
+
+def _use_unnoted(row: Row, now: str) -> bool:
+    """Is the key of ``row`` due to have its use noted (:data:`LAST_USED_EVERY`)?"""
+    last = row["last_used_at"]
+    return last is None or (datetime.fromisoformat(now) - datetime.fromisoformat(last)
+                            ).total_seconds() >= LAST_USED_EVERY
 
 
 class KeysPart(SearchPart):
@@ -218,20 +235,41 @@ class KeysPart(SearchPart):
         return self._one("SELECT 1 FROM console_signins WHERE signin = ? AND key_id = ?",
                          (signin, key_id)) is not None
 
+    def ended_signins(self, signins: Collection[str], *,
+                      recorded: Collection[str] = ()) -> set[str]:
+        """Which of the Console sign-ins ``signins`` (digests of their cookies' nonces) have
+        ended: signed out (:meth:`revoke_signin`) and, of those also in ``recorded`` (made
+        with a stored key), no longer recorded (:meth:`record_signin`). What the Console's
+        open live pages ask again and again (:class:`memfs.grants.GrantWatch`), in one query
+        however many pages.
+
+        :raises StorageError: the database could not tell.
+        """
+        asked = set(signins) | set(recorded)
+        out: set[str] = set()
+        seen: set[str] = set()
+        for ids in _id_chunks(asked):
+            kept = [s for s in ids if s in recorded]
+            sql = ("SELECT signin, 1 AS signed_out FROM console_signouts WHERE signin IN "
+                   f"({','.join('?' * len(ids))})")
+            if kept:
+                sql += (" UNION ALL SELECT signin, 0 AS signed_out FROM console_signins "
+                        f"WHERE signin IN ({','.join('?' * len(kept))})")
+            for r in self._all(sql, [*ids, *kept]):
+                (out if r["signed_out"] else seen).add(r["signin"])
+        return out | {s for s in recorded if s not in seen}
+
     def _grant_now(self, row: Row) -> Grant:
         """What the key of ``row`` may do now (its use noted).
 
         :raises Unauthorized: revoked or expired.
         """
         now = _now()
-        if row["revoked_at"] is not None:
-            raise Unauthorized(f"API key {row['id']} was revoked at {row['revoked_at']}")
-        if row["expires_at"] is not None and row["expires_at"] <= now:
-            raise Unauthorized(f"API key {row['id']} expired at {row['expires_at']}")
-        last = row["last_used_at"]
-        if last is None or (datetime.fromisoformat(now) - datetime.fromisoformat(last)
-                            ).total_seconds() >= LAST_USED_EVERY:
-            self._touch_key(row["id"], now)
+        why = _key_refusal(row, now)
+        if why is not None:
+            raise Unauthorized(why)
+        if _use_unnoted(row, now):
+            self._touch_keys([row["id"]], now)
         access = None
         if row["store_ids"] is not None:
             mode = "read_only" if row["role"] == "read_only" else "read_write"
@@ -239,14 +277,45 @@ class KeysPart(SearchPart):
         return Grant(row["id"], row["workspace_id"], row["role"], access, None, row["name"],
                      row["expires_at"])
 
-    def _touch_key(self, key_id: str, now: str) -> None:
-        """Note a key's use (best effort: a request neither waits long for the write lock
+    def _touch_keys(self, key_ids: Sequence[str], now: str) -> None:
+        """Note the keys' use (best effort: a request neither waits long for the write lock
         nor is refused for it; the next request a minute on tries again)."""
+        marks = ",".join("?" * len(key_ids))
         try:
             with self.patience(TOUCH_PATIENCE), self._write() as c:
-                c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (now, key_id))
+                c.execute(f"UPDATE api_keys SET last_used_at = ? WHERE id IN ({marks})",
+                          (now, *key_ids))
         except MemfsError as e:  # busy, or a read-only database: the use goes unnoted
-            log.info("could not note the use of API key %s: %s", key_id, e.message)
+            log.info("could not note the use of API key %s: %s", ", ".join(key_ids),
+                     e.message)
+
+    def refused_keys(self, key_ids: Collection[str]) -> dict[str, str]:
+        """Which of the stored keys ``key_ids`` are refused now, and why (revoked, expired,
+        gone): what the live streams opened with them ask again and again
+        (:class:`memfs.grants.GrantWatch`), in one query however many streams and keys (up
+        to :data:`~memfs.store.common.IDS_PER_QUERY` keys). The use of the others is noted,
+        as a request's is (at most every :data:`LAST_USED_EVERY` seconds each): a key that
+        only holds a stream open is in use.
+
+        :raises StorageError: the database could not tell.
+        """
+        refused: dict[str, str] = {}
+        unnoted: list[str] = []
+        now = _now()
+        for ids in _id_chunks(key_ids):
+            found = {r["id"]: r for r in self._all(
+                "SELECT id, revoked_at, expires_at, last_used_at FROM api_keys "
+                f"WHERE id IN ({','.join('?' * len(ids))})", ids)}
+            for key_id in ids:
+                row = found.get(key_id)
+                why = f"API key {key_id} is gone" if row is None else _key_refusal(row, now)
+                if why is not None:
+                    refused[key_id] = why
+                elif row is not None and _use_unnoted(row, now):
+                    unnoted.append(key_id)
+        if unnoted:
+            self._touch_keys(unnoted, now)
+        return refused
 
     def key_names(self, key_ids: Sequence[str], *,
                   workspace: str | None = None) -> dict[str, str]:

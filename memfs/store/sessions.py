@@ -37,6 +37,7 @@ from .common import (
     SESSION_TOKEN_PREFIX,
     UNSET,
     _complete_event,
+    _id_chunks,
     _no_session,
     _no_store,
     _now,
@@ -50,6 +51,20 @@ from .rows import _session
 from .versions import VersionsPart
 
 log = logging.getLogger(__name__)
+
+
+def _token_refusal(row: Row, now: str) -> str | None:
+    """Why the session token of ``row`` (its ``session_id``, ``revoked_at``, ``expires_at``
+    and its session's ``status``) is refused at ``now``; None: it is not."""
+    sid = row["session_id"]
+    if row["revoked_at"] is not None or row["status"] == "terminated":
+        return f"the session token of {sid} is no longer valid: the session ended"
+    if row["status"] != "running":
+        return (f"the session token of {sid} is valid only while the session runs (it is "
+                f"{row['status']})")
+    if row["expires_at"] <= now:
+        return f"the session token of {sid} expired at {row['expires_at']}"
+    return None
 
 
 class SessionsPart(VersionsPart):
@@ -404,19 +419,38 @@ class SessionsPart(VersionsPart):
             raise Unauthorized("invalid session token: not a token of a session of this "
                                "server")
         sid = row["session_id"]
-        if row["revoked_at"] is not None or row["status"] == "terminated":
-            raise Unauthorized(f"the session token of {sid} is no longer valid: the session "
-                               "ended")
-        if row["status"] != "running":
-            raise Unauthorized(f"the session token of {sid} is valid only while the session "
-                               f"runs (it is {row['status']})")
-        if row["expires_at"] <= _now():
-            raise Unauthorized(f"the session token of {sid} expired at {row['expires_at']}")
+        why = _token_refusal(row, _now())
+        if why is not None:
+            raise Unauthorized(why)
         access = {r["memory_store_id"]: r["access"] for r in self._all(
             "SELECT memory_store_id, access FROM session_resources WHERE session_id = ?",
             (sid,))}
         return Grant(row["id"], row["workspace_id"], "read_write", access, sid,
                      f"session {sid}", row["expires_at"])
+
+    def refused_session_tokens(self, token_ids: Collection[str]) -> dict[str, str]:
+        """Which of the session tokens ``token_ids`` (``sesstok_`` ids) are refused now, and
+        why: revoked, expired, their session not running, or gone with their session. What
+        the live streams opened with them ask again and again
+        (:class:`memfs.grants.GrantWatch`), in one query however many streams and tokens (up
+        to :data:`~memfs.store.common.IDS_PER_QUERY` tokens).
+
+        :raises StorageError: the database could not tell.
+        """
+        refused: dict[str, str] = {}
+        now = _now()
+        for ids in _id_chunks(token_ids):
+            found = {r["id"]: r for r in self._all(
+                "SELECT t.id, t.session_id, t.expires_at, t.revoked_at, s.status "
+                "FROM session_tokens t JOIN sessions s ON s.id = t.session_id "
+                f"WHERE t.id IN ({','.join('?' * len(ids))})", ids)}
+            for token_id in ids:
+                row = found.get(token_id)
+                why = (f"the session token {token_id} is no longer valid: its session was "
+                       "deleted") if row is None else _token_refusal(row, now)
+                if why is not None:
+                    refused[token_id] = why
+        return refused
 
     # -- events ------------------------------------------------------------------------------
 
