@@ -17,6 +17,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import errors
+from ..grants import GrantWatch
 from ..health import PATHS as HEALTH_PATHS
 from ..health import Health
 from ..store import Store
@@ -29,13 +30,14 @@ from .call import Call
 from .errortable import error_body, error_response
 from .limits import KeyRates
 from .routes import OPS, Op
-from .streams import ChangeHub, EventHub
+from .streams import ChangeHub, EventHub, grant_watch
 
 log = logging.getLogger("memfs.api")  # the API's one logger, whichever module logs
 
 
 def _endpoint(
-    op: Op, store: Store, hub: ChangeHub, events: EventHub, writes: WriteBatcher
+    op: Op, store: Store, hub: ChangeHub, events: EventHub, writes: WriteBatcher,
+    grants: GrantWatch,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
@@ -51,7 +53,8 @@ def _endpoint(
                 log.info("refused %s %s to %s (%s): %s", request.method, request.url.path,
                          grant.session_id or grant.key_id, grant.workspace_id, e.message)
                 raise
-            result = await op.handler(Call(request, store, body, query, hub, events, writes))
+            result = await op.handler(Call(request, store, body, query, hub, events, writes,
+                                           grants))
             if isinstance(result, Response):
                 return result
             if hasattr(result, "to_dict"):
@@ -109,12 +112,13 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
+    grants = grant_watch(store)  # the API's streams and the Console's live pages
     routes: dict[str, list[Op]] = {}
     for op in OPS:
         routes.setdefault(op.path, []).append(op)
     starlette_routes = []
     for path, ops in routes.items():
-        by_method = {op.method: _endpoint(op, store, hub, events, writes)
+        by_method = {op.method: _endpoint(op, store, hub, events, writes, grants)
                      for op in ops}
 
         async def dispatch(
@@ -140,7 +144,8 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     from ..console import create_console  # Jinja2 and markdown-it: only when served
 
     web = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
-                         changes=hub, read_body=_read_body, body_chunks=_body_chunks,
+                         changes=hub, grants=grants, read_body=_read_body,
+                         body_chunks=_body_chunks,
                          error_headers=lambda e: error_body(e, "")[2])
     return _Split(gate, web, Health(store), uploads or Uploads())
 

@@ -20,6 +20,7 @@ from ..store import Store
 from . import spec
 
 if TYPE_CHECKING:
+    from ..grants import GrantWatch
     from .batching import WriteBatcher
     from .streams import ChangeHub, EventHub
 
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 @dataclass
 class Call:
     """What a handler gets: the request, the store, the caller, the checked query and body,
-    and the app's shared pollers of change feeds and session events."""
+    and the app's shared pollers of change feeds, session events and its streams'
+    credentials."""
 
     request: Request
     store: Store
@@ -37,6 +39,7 @@ class Call:
     hub: ChangeHub
     events: EventHub
     writes: WriteBatcher
+    grants: GrantWatch
 
     @property
     def p(self) -> Mapping[str, str]:

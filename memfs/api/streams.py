@@ -1,7 +1,8 @@
 """The live streams (SSE): one database poller for all the session event streams
 (:class:`EventHub`) and one per store for all the change streams (:class:`ChangeHub`),
-however many are open; the frames they send, and a session token's stream that ends with its
-grant (:class:`_GrantedStream`)."""
+however many are open; the frames they send, and a stored key's or session token's stream
+that ends with its grant (:class:`_GrantedStream`, on the app's one
+:class:`~memfs.grants.GrantWatch`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import dataclasses
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +19,9 @@ import anyio.to_thread
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from .. import errors
+from .. import errors, grants
 from ..backends import watch as dbwatch
-from ..models import Grant
+from ..grants import GrantWatch
 from ..store import Store
 
 if TYPE_CHECKING:
@@ -34,9 +35,10 @@ log = logging.getLogger("memfs.api")  # the API's one logger, whichever module l
 #: streams, and between a stream's keepalive pings.
 STREAM_POLL_SECONDS = 0.1
 STREAM_PING_SECONDS = 15.0
-#: Seconds between two looks at a stored key's or session token's grant by a stream it opened
-#: (:class:`_GrantedStream`): the longest a stream outlives its revocation (issue 22: a revoked
-#: key's streams end within 1 s, on every replica).
+#: Seconds between two looks at the stored keys and session tokens of the open streams (the
+#: app's :class:`~memfs.grants.GrantWatch`, :class:`_GrantedStream`): the longest a stream
+#: outlives its revocation, but for the look (issue 22: a revoked key's streams end within
+#: 1 s, on every replica).
 GRANT_RECHECK_SECONDS = 0.5
 
 
@@ -55,39 +57,35 @@ CHANGES_KEPT = 2000
 OUTAGE_RETRY_SECONDS = 1.0
 
 
+def grant_watch(store: Store) -> GrantWatch:
+    """The app's one watch of the credentials of its open streams, looking every
+    :data:`GRANT_RECHECK_SECONDS`."""
+    return GrantWatch(store, GRANT_RECHECK_SECONDS)
+
+
 def _sse_response(c: Call, frames: AsyncIterator[bytes]) -> StreamingResponse:
     """A live SSE response: not cached, not buffered by a proxy (nginx reads
     ``x-accel-buffering``); under a stored key or a session token, only while it is valid."""
     headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
     if c.grant.server:  # the server's own keys live as long as the server
         return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
-    check = c.store.session_grant if c.grant.session_id is not None else c.store.key_grant
-    return _GrantedStream(frames, check, c.request.state.token, media_type="text/event-stream",
-                          headers=headers)
+    kind = grants.SESSION_TOKEN if c.grant.session_id is not None else grants.KEY
+    return _GrantedStream(frames, c.grants, (kind, c.grant.key_id),
+                          media_type="text/event-stream", headers=headers)
 
 
 class _GrantedStream(StreamingResponse):
     """A stream opened with a stored key or a session token. The credential was checked when
-    the request came in, and a stream is one request that lasts: its grant is looked at again
-    (``check``: :meth:`Store.key_grant` or :meth:`Store.session_grant`) every
-    :data:`GRANT_RECHECK_SECONDS`, and the stream ends (cleanly: its last body message) once
-    it is refused (revoked, expired, its session stopped running). A database that cannot
-    answer the look does not end it: the stream itself waits out outages."""
+    the request came in, and a stream is one request that lasts: it is held by its credential
+    on the app's :class:`~memfs.grants.GrantWatch`, which looks at the credentials of all open
+    streams every :data:`GRANT_RECHECK_SECONDS` in one query per kind, and the stream ends
+    (cleanly: its last body message) once its credential is refused (revoked, expired, its
+    session stopped running). A database that cannot answer the look ends no stream."""
 
-    def __init__(self, frames: AsyncIterator[bytes], check: Callable[[str], Grant],
-                 token: str, **kwargs: Any) -> None:
+    def __init__(self, frames: AsyncIterator[bytes], watch: GrantWatch,
+                 credential: grants.Credential, **kwargs: Any) -> None:
         super().__init__(frames, **kwargs)
-        self.check, self.token = check, token
-
-    async def _still_granted(self) -> bool:
-        try:
-            await anyio.to_thread.run_sync(self.check, self.token)
-        except errors.Unauthorized as e:
-            log.info("a stream ends: %s", e.message)
-            return False
-        except errors.MemfsError as e:
-            log.debug("a stream's grant could not be looked at: %s", e.message)
-        return True
+        self.watch, self.credential = watch, credential
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         revoked = False
@@ -95,12 +93,10 @@ class _GrantedStream(StreamingResponse):
 
             async def watch() -> None:
                 nonlocal revoked
-                while True:
-                    await anyio.sleep(GRANT_RECHECK_SECONDS)
-                    if not await self._still_granted():
-                        revoked = True
-                        tg.cancel_scope.cancel()
-                        return
+                why = await self.watch.until_refused(self.credential)
+                log.info("a stream ends: %s", why)
+                revoked = True
+                tg.cancel_scope.cancel()
 
             tg.start_soon(watch)
             try:

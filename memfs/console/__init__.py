@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+from ..grants import GrantWatch
 from ..store import Store
 from . import archive, auth, history, keys, memories, search, sessions, stores, web
 
@@ -42,6 +43,7 @@ def create_console(
     *,
     error_status: Callable[[BaseException], int],
     changes: Any,
+    grants: GrantWatch | None = None,
     read_body: Callable[[Request], Awaitable[bytes]],
     body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]],
     error_headers: Callable[[BaseException], dict[str, str]],
@@ -52,12 +54,14 @@ def create_console(
         kept in the database.
     :param error_status: the HTTP status of an exception (the API's table, so both agree).
     :param changes: the API's change hub (:class:`memfs.api.ChangeHub`), for live pages.
+    :param grants: the API's watch of its streams' credentials, which the live pages' sign-ins
+        share (None: a watch of the Console's own).
     :param read_body: the API's bounded body reader (size and time limits).
     :param body_chunks: the same, chunk by chunk: ``(request, max_bytes, seconds, what)``.
     :param error_headers: the API's headers for an exception (``connection``, ...).
     """
     console = web.Console(store, api_keys, error_status=error_status, changes=changes,
-                          read_body=read_body, body_chunks=body_chunks,
+                          grants=grants, read_body=read_body, body_chunks=body_chunks,
                           error_headers=error_headers)
     routes: list[BaseRoute] = []
     for module in (auth, stores, memories, search, history, sessions, archive, keys):

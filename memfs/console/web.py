@@ -14,12 +14,14 @@ good only if recorded: the digest it is signed under can be read from the databa
 cannot.
 Every page looks a stored key up again by its id (one look-up by primary key), so a revoked or
 expired key's sign-ins end at their next request, on every server of the database, and its
-open live pages within :data:`RECHECK_SECONDS`. Signing out records the sign-in (a digest of
-its nonce) in the database until the cookie would have expired, so that every server on it
-refuses a copy of the cookie (:meth:`Store.revoke_signin`); one indexed look-up per page,
-after the signature is checked. The CSRF token of a sign-in is an HMAC of its nonce under the
-same secret; every POST must carry it (form field ``csrf`` or header ``x-csrf-token``), and
-the cookie is ``SameSite=Strict`` and ``HttpOnly`` on top of that.
+open live pages within :data:`RECHECK_SECONDS` (one look at the sign-ins and keys of all the
+open pages and API streams of a process: :class:`~memfs.grants.GrantWatch`). Signing out
+records the sign-in (a digest of its nonce) in the database until the cookie would have
+expired, so that every server on it refuses a copy of the cookie
+(:meth:`Store.revoke_signin`); one indexed look-up per page, after the signature is checked.
+The CSRF token of a sign-in is an HMAC of its nonce under the same secret; every POST must
+carry it (form field ``csrf`` or header ``x-csrf-token``), and the cookie is
+``SameSite=Strict`` and ``HttpOnly`` on top of that.
 
 A signed-in :class:`User` has the :class:`~memfs.models.Grant` of their key, as the API gives
 it: its workspace (another workspace's store or session is the 404 of an unknown id), its
@@ -56,7 +58,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import errors
+from .. import errors, grants
+from ..grants import Credential, GrantWatch
 from ..models import DEFAULT_WORKSPACE, Actor, Grant
 from ..rules import api_key_id, parse_int
 from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, KeyCheck, Store, no_store, sha256_hex
@@ -71,8 +74,10 @@ UPLOAD_SECONDS = 600.0
 #: Largest form body the Console reads (a memory is at most 100 kB; UTF-8 form-encoding can
 #: triple it).
 MAX_FORM_BYTES = 1_000_000
-#: Seconds between two looks at the sign-in of an open live page (:class:`SignedInStream`):
-#: the longest a live page outlives its key's revocation or its sign-out.
+#: Seconds between two looks at the sign-ins of the open live pages (:class:`SignedInStream`)
+#: of a Console with a watch of its own (one made by :func:`memfs.api.create_app` shares the
+#: API's, every :data:`memfs.api.GRANT_RECHECK_SECONDS`): the longest a live page outlives its
+#: key's revocation or its sign-out, but for the look.
 RECHECK_SECONDS = 0.5
 #: What a page's forms need (:func:`check_right`): ``read`` nothing more; ``write`` a store's
 #: memories (not a read_only key); ``manage`` the stores themselves, imports, redactions and
@@ -165,6 +170,7 @@ class Console:
     def __init__(self, store: Store, api_keys: Iterable[str], *,
                  error_status: Callable[[BaseException], int], changes: Any,
                  read_body: Callable[[Request], Awaitable[bytes]],
+                 grants: GrantWatch | None = None,
                  body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]]
                  | None = None,
                  error_headers: Callable[[BaseException], dict[str, str]] | None = None,
@@ -176,6 +182,8 @@ class Console:
         self.keys = {api_key_id(k): k for k in api_keys}
         self.error_status = error_status
         self.changes = changes
+        #: The watch of the open live pages' sign-ins (the API's, shared with its streams).
+        self.grants = grants or GrantWatch(store, RECHECK_SECONDS)
         self.templates = jinja2.Environment(
             loader=jinja2.PackageLoader("memfs.console", "templates"),
             autoescape=True,
@@ -280,22 +288,13 @@ class Console:
                or not self.store.signin_recorded(signin, kid))
         return out, self.store.key_check(kid)
 
-    async def still_signed_in(self, user: User) -> str | None:
-        """Why the sign-in ``user`` ended since its page began (signed out, its key revoked
-        or expired), None if it did not (or the database cannot say: an outage ends
-        nothing)."""
-        try:
-            if user.grant.server:
-                out = await self.run(self.store.signin_revoked, user.signin)
-                return "you signed out" if out else None
-            out, check = await self.run(self._look, user.key_id, user.signin)
-        except errors.MemfsError:
-            return None
-        if out:
-            return "you signed out"
-        if check is None:
-            return f"API key {user.key_id} is gone"
-        return check.refused or None
+    def live_credentials(self, user: User) -> tuple[Credential, ...]:
+        """What an open live page of ``user`` is held by on :attr:`grants`: its sign-in (it
+        ends when signed out; a stored key's also once no longer recorded) and a stored key
+        (it ends once revoked, expired or gone)."""
+        if user.grant.server:
+            return ((grants.SIGNIN, user.signin),)
+        return (grants.STORED_SIGNIN, user.signin), (grants.KEY, user.key_id)
 
     async def sign_out(self, user: User) -> None:
         """Refuse this sign-in's cookie from now on, on every server of the database."""
@@ -530,10 +529,12 @@ def _here(request: Request) -> str:
 
 
 class SignedInStream(StreamingResponse):
-    """A live feed of a page, while its sign-in lasts: looked at again every
-    :data:`RECHECK_SECONDS` (:meth:`Console.still_signed_in`); once it ended (signed out, the
-    key revoked or expired) the feed sends a last ``memfs.signed_out`` frame, on which the
-    page reloads (and so goes to the sign-in page, told why), and ends."""
+    """A live feed of a page, while its sign-in lasts: held by its sign-in and key on the
+    Console's :class:`~memfs.grants.GrantWatch` (:meth:`Console.live_credentials`), which looks
+    at those of every open page (and of the API's streams) every :data:`RECHECK_SECONDS` in
+    one query per kind; once it ended (signed out, the key revoked or expired) the feed sends
+    a last ``memfs.signed_out`` frame, on which the page reloads (and so goes to the sign-in
+    page, told why), and ends. A database that cannot answer ends no page."""
 
     def __init__(self, console: Console, user: User, frames: AsyncIterator[bytes],
                  **kwargs: Any) -> None:
@@ -546,9 +547,8 @@ class SignedInStream(StreamingResponse):
 
             async def watch() -> None:
                 nonlocal why
-                while why is None:
-                    await anyio.sleep(RECHECK_SECONDS)
-                    why = await self.console.still_signed_in(self.user)
+                why = await self.console.grants.until_refused(
+                    *self.console.live_credentials(self.user))
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch)

@@ -24,6 +24,9 @@ ALLOWED: dict[str, set[str]] = {
     # The one rule for the failures of background services (said once, retried, never fatal):
     # what the mount's services, the indexer and the daemons share.
     "background": {"errors"},
+    # The one watch of the live streams' credentials (the API's streams, the Console's live
+    # pages): over the store's look-ups, by the rule of background work.
+    "grants": {"background", "errors"},
     # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database); the
     # schema and its migrations are the store's (memfs.store.schema).
     "backends": {"errors", "models"},
@@ -59,11 +62,11 @@ ALLOWED: dict[str, set[str]] = {
     # filesystem or the API module (the app that mounts it hands it what it needs); recall's
     # words mark a question's words in a snippet.
     "console": {"protocol", "store", "sessions", "errors", "models", "rules", "transfer",
-                "recall"},
+                "recall", "grants"},
     # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
     # dreams and the Console only when an app is made (create_app), never the filesystem.
     "api": {"store", "transfer", "backends", "health", "uploads", "dreams", "console", "rules",
-            "errors", "models", "shapes"},
+            "errors", "models", "shapes", "grants"},
     # The package's own names (``from memfs import Actor``), and ``python -m memfs``.
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
