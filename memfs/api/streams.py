@@ -420,7 +420,10 @@ class ChangeHub:
                     await self._poll(feed, store_id)
                     continue
                 tick = feed.tick
-                if self._watched() and not feed.watching:
+                # Not while a poll is in flight: its deadline is past, the watch would end
+                # at once and wake every subscriber, again and again (the loop would spin
+                # until the poll ends); its end sets ``tick``.
+                if self._watched() and not feed.watching and not feed.polling:
                     await self._watch_for(feed)
                     continue
                 with anyio.move_on_after(max(feed.next_poll - now, 0.0) + self._every()):

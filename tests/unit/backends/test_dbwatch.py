@@ -3,6 +3,7 @@ bound, and by nothing while the database is idle."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -18,6 +19,7 @@ from memfs.api import ChangeHub
 from memfs.backends import watch as dbwatch
 from memfs.backends.watch import DbWatch
 from memfs.store import Store
+from tests.support import async_wait_until
 
 
 def _db(path: Path) -> sqlite3.Connection:
@@ -173,5 +175,57 @@ async def test_the_change_hub_wakes_on_the_database_not_on_a_timer(tmp_path: Pat
         assert hub.watch is None and watch.fd == -1  # no stream open: no watch held
     finally:
         await stream.aclose()
+        store.close()
+        other.close()
+
+
+async def test_the_change_hubs_subscribers_wait_for_a_poll_in_flight(tmp_path: Path) -> None:
+    """While one subscriber's poll was in flight (the poll due, its deadline past), every
+    other subscriber of the feed took up the watch with that deadline, was cut off at once
+    and woke all the others: the event loop spun until the poll ended (idle streams on
+    PostgreSQL took a full core, and every other task of the server waited). They wait for
+    the poll's end."""
+    db = tmp_path / "hub.db"
+    store, other = Store(db), Store(db)
+    sid = store.create_store("hub").id
+    hub = ChangeHub(store, ping=60, watch_db=True)
+    last = store.last_change(sid)
+    watches = 0
+    watch_for = hub._watch_for
+
+    async def counted(feed: object) -> None:
+        nonlocal watches
+        watches += 1
+        await watch_for(feed)  # type: ignore[arg-type]
+
+    hub._watch_for = counted  # type: ignore[method-assign]
+    got: list[list[str]] = [[] for _ in range(20)]
+
+    async def follow(i: int) -> None:
+        async with contextlib.aclosing(hub.stream(sid, last, last)) as stream:
+            async for frame in stream:
+                got[i] += [name for name, _ in _frames(frame)]
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for i in range(20):
+                nursery.start_soon(follow, i)
+            await async_wait_until(lambda: all(got), 5, what="every subscriber's ping")
+            await trio.sleep(0.3)  # settled: one subscriber on the watch, the others asleep
+            real = store.last_change
+
+            def slow(store_id: str) -> int:
+                time.sleep(0.3)  # a database slow to answer
+                return real(store_id)
+
+            store.last_change = slow  # type: ignore[method-assign]
+            watches = 0
+            await trio.to_thread.run_sync(lambda: other.write_path(sid, "/m.md", "x",
+                                                                   actor=None))
+            await async_wait_until(lambda: all("memfs.change" in names for names in got), 10,
+                                   what="the change, to every subscriber")
+            assert watches < 20, watches  # a few per poll; thousands when they spun
+            nursery.cancel_scope.cancel()
+    finally:
         store.close()
         other.close()
