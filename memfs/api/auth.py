@@ -94,7 +94,6 @@ class _Gate:
                 return
             scope["state"]["actor"] = grant.actor()
             scope["state"]["grant"] = grant
-            scope["state"]["token"] = key  # a stream looks at it again (_GrantedStream)
         started = False
 
         async def send_tracked(message: Message) -> None:
