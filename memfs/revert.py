@@ -25,7 +25,9 @@ The rules (README "Undo a session"):
   away first, so rename chains and swaps work): a placement whose path is held by a memory
   that stays, or that the file/directory overlap rule forbids (``/a`` vs ``/a/b``), is a
   *path_taken* conflict; that memory then stays where it is, which may block another (checked
-  to a fixed point). ``force`` never frees a path and never recovers lost content.
+  to a fixed point); a refused memory whose path the final state leaves free after all (the
+  placement that took it was refused in turn) gets it. ``force`` never frees a path and never
+  recovers lost content.
 """
 
 from __future__ import annotations
@@ -193,8 +195,11 @@ def _ancestors(path: str) -> list[str]:
 
 def _check_paths(steps: list[Step], live: Mapping[str, str]) -> None:
     """Turn placements blocked in the store's final state into path_taken conflicts, to a
-    fixed point (a memory left in place keeps its path, which may block another)."""
+    fixed point (a memory left in place keeps its path, which may block another); then give
+    a refused memory its path after all where the final state leaves it free (refused for a
+    placement that was refused in turn)."""
     vacating = {s.memory_id for s in steps if s.action == "delete" or s.moves}
+    refused: dict[str, tuple[str, str | None]] = {}  # memory id -> (action, content) planned
     while True:
         occupied = {p: m for m, p in live.items() if m not in vacating}
         dirs = Counter(a for p in occupied for a in _ancestors(p))
@@ -208,6 +213,7 @@ def _check_paths(steps: list[Step], live: Mapping[str, str]) -> None:
                 occupied[s.path] = s.memory_id
                 dirs.update(_ancestors(s.path))
                 continue
+            refused[s.memory_id] = (s.action, s.content)
             s.action, s.reason, s.blocker = "conflict", "path_taken", blocker
             s.message = (f"{s.path} is now taken by memory {blocker[0]} at {blocker[1]}"
                          if blocker[1] == s.path else
@@ -216,6 +222,32 @@ def _check_paths(steps: list[Step], live: Mapping[str, str]) -> None:
             vacating.discard(s.memory_id)
             rejected = True
         if not rejected:
+            break
+    _readmit([s for s in steps if s.memory_id in refused], refused, occupied)
+
+
+def _readmit(conflicts: list[Step], planned: Mapping[str, tuple[str, str | None]],
+             final: dict[str, str]) -> None:
+    """Place a refused memory after all where the final state (``final``: path -> memory id)
+    leaves its path free once it leaves its own, until none fits. Each one placed is checked
+    against the whole final state, so the state stays valid; it frees its old path, which
+    may let another in."""
+    while True:
+        placed = False
+        for s in conflicts:
+            if s.action != "conflict":
+                continue
+            assert s.path is not None
+            others = {p: m for p, m in final.items() if m != s.memory_id}
+            if _blocker(s.path, others, Counter(a for p in others for a in _ancestors(p))):
+                continue
+            s.action, s.content = planned[s.memory_id]
+            s.reason = s.message = s.blocker = None
+            others[s.path] = s.memory_id
+            final.clear()
+            final.update(others)
+            placed = True
+        if not placed:
             return
 
 

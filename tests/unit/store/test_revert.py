@@ -216,6 +216,27 @@ def test_a_blocked_memory_that_stays_blocks_the_next(store: Store) -> None:
     assert w.contents() == {"/x": "squat", "/y": "1", "/z": "2"}
 
 
+def test_a_memory_refused_for_a_path_another_gives_up_gets_it(store: Store) -> None:
+    # Two memories the session moved away from /d both want it back. m1 (first in the plan)
+    # is placed at /d, so m2 (staying at /d/e) is refused; m2 then blocks m1 (/d/e is under
+    # /d), so m1 stays at /a too: /d is free after all and m2 goes back to it. Found by the
+    # model test (test_revert_model.py), which left both where they were.
+    w = World(store)
+    other = Actor.session(store.create_session(
+        [{"type": "memory_store", "memory_store_id": w.sid}]).id)
+    first = store.write_path(w.sid, "/d", "x", actor=other)
+    store.rename_path(w.sid, "/d", "/a", actor=w.S)
+    second = store.write_path(w.sid, "/d", "x", actor=other)
+    store.rename_path(w.sid, "/d", "/d/e", actor=w.S)
+    for dry_run in (True, False):
+        r = revert(w, force=True, dry_run=dry_run)
+        (c,) = r["conflicts"]
+        assert (c["memory_id"], c["reason"], c["conflicting_memory_id"]) == (
+            first.id, "path_taken", second.id)
+        assert [(a["memory_id"], a["path"]) for a in r["actions"]] == [(second.id, "/d")]
+    assert w.state() == {"/a": (first.id, "x"), "/d": (second.id, "x")}
+
+
 def test_redacted_pre_state_is_unrecoverable(store: Store) -> None:
     w = World(store)
     v1 = store.write_path(w.sid, "/a.md", "secret", actor=USER)
