@@ -16,7 +16,8 @@ warm read of every file) and reports per operation:
 * memfs runs without its recall indexer (``--indexer`` keeps it): embedding what the
   creates wrote would otherwise be counted against the operations after them.
 * with ``--profile DIR``, a ``py-spy record --native`` flame graph of the memfs daemon during
-  the creates (needs ``py-spy``: ``.venv/bin/pip install py-spy``).
+  the creates (``--profile-format raw``: collapsed stacks, to read with grep; needs
+  ``py-spy``: ``.venv/bin/pip install py-spy``).
 
 The ratios say how many times more CPU memfs spends than the ceiling, whose per-request cost
 (pyfuse3 and trio) memfs pays too. ``--json FILE`` writes every figure.
@@ -138,16 +139,18 @@ def count_requests(target: bench.FuseTarget, n: int) -> dict[str, float]:
     return out
 
 
-def profile(target: bench.FuseTarget, n: int, outdir: Path) -> Path | None:
+def profile(target: bench.FuseTarget, n: int, outdir: Path, fmt: str = "flamegraph",
+            ) -> Path | None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not os.access(spy, os.X_OK):
         print("py-spy not found: no profile", file=sys.stderr)
         return None
     assert target._proc is not None
     outdir.mkdir(parents=True, exist_ok=True)
-    svg = outdir / "memfs-create.svg"
+    out = outdir / ("memfs-create.svg" if fmt == "flamegraph" else f"memfs-create.{fmt}.txt")
     ops = workload(target.root, n, 98)
-    rec = subprocess.Popen([spy, "record", "--native", "--idle", "-r", "500", "-o", str(svg),
+    rec = subprocess.Popen([spy, "record", "--native", "--idle", "-r", "500", "-o", str(out),
+                            "--format", fmt,
                             "-p", str(target._proc.pid)], stderr=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL)
     time.sleep(1.0)
@@ -156,7 +159,7 @@ def profile(target: bench.FuseTarget, n: int, outdir: Path) -> Path | None:
     rec.send_signal(2)
     rec.wait(timeout=60)
     ops["unlink"]()
-    return svg
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default="ceiling,floor,memfs")
     ap.add_argument("--no-requests", action="store_true", help="skip the strace round")
     ap.add_argument("--profile", type=Path, help="write a py-spy flame graph of memfs here")
+    ap.add_argument("--profile-format", default="flamegraph",
+                    choices=("flamegraph", "raw", "speedscope"),
+                    help="py-spy's output: raw is collapsed stacks, one per line, for grep")
     ap.add_argument("--indexer", action="store_true",
                     help="keep memfs's recall indexer on (its CPU then counts too)")
     ap.add_argument("--json", type=Path)
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = measure(target, args.files, args.repeat)
                 reqs = {} if args.no_requests else count_requests(target, args.files)
                 if name == "memfs" and args.profile is not None:
-                    svg = profile(target, args.files, args.profile)
+                    svg = profile(target, args.files, args.profile, args.profile_format)
                     if svg is not None:
                         print(f"profile: {svg}")
                 results[name] = {"cpu_us": cpu, "requests": reqs}
