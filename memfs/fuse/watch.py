@@ -95,7 +95,9 @@ class ChangeWatcher(_Periodic):
     them (one query of the store's last change), so that it stays close behind.
 
     Events that pile up while a poll runs are read at once afterwards and make one more
-    poll, not one each: a burst of commits costs a poll or two, never a tight loop.
+    poll, not one each: a burst of commits costs a poll or two, never a tight loop. A wake-up
+    waits :attr:`settle` before it looks, so that a program writing many files (a commit
+    every millisecond) makes one look every few commits, not one each.
     """
 
     #: Seconds between two polls of a watched database: only for what inotify misses (a
@@ -105,6 +107,9 @@ class ChangeWatcher(_Periodic):
     #: write that woke us comes before the commit is visible to readers (SQLite syncs the
     #: WAL, then publishes the commit in shared memory, which inotify does not see).
     rechecks = (0.003, 0.015, 0.06)
+    #: After a wake-up, wait this long before looking: a burst of commits (this mount's own,
+    #: one per close while a program writes many files) makes one look, not one each.
+    settle = 0.004
 
     def __init__(self, ops: Operations, interval: float = 0.15,
                  watch: Watch | None = None) -> None:
@@ -143,6 +148,9 @@ class ChangeWatcher(_Periodic):
                 self._seen = await self.watch.wait(seen)
         self._waiting = None
         self._woke = self._seen != seen
+        if self._woke and self.settle:
+            await self._pause(self.settle)
+            self._seen = self.watch.changes
         self._safety = not self._woke and not recheck
 
     async def tick(self) -> None:

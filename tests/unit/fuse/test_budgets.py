@@ -226,6 +226,43 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
         watch.close()
 
 
+async def test_a_burst_of_own_commits_makes_one_look(mount: Mount) -> None:
+    """Each commit wakes the watcher (inotify sees the WAL written); a burst of them, a
+    program writing many files, makes a look or two (ChangeWatcher.settle), not one each."""
+    ops = mount.ops
+    watch = DbWatch(mount.store.path)
+    watcher = ChangeWatcher(ops, watch=watch)
+    watcher.settle = 0.02  # commits here (no kernel) are slower than through a mount
+    looks: list[float] = []
+    tick = watcher.tick
+
+    async def counted() -> None:
+        looks.append(trio.current_time())
+        await tick()
+
+    watcher.tick = counted  # type: ignore[method-assign]
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            await create(ops, b"first.md")
+            await async_wait_until(lambda: looks, 2)
+            await trio.sleep(0.2)  # its rechecks done
+            before, start = len(looks), trio.current_time()
+            for i in range(N):
+                await create(ops, f"burst{i}.md".encode())
+                await trio.sleep(0.0005)  # the watcher may run between two commits
+            took = trio.current_time() - start
+            await trio.sleep(0.01)
+            woken = len(looks) - before
+            # At most one look per settle period of the burst (and one after it).
+            most = int(took / watcher.settle) + 2
+            assert most < N // 2
+            assert 1 <= woken <= most, f"{woken} looks for {N} commits in {took * 1000:.0f} ms"
+            watcher.stop()
+    finally:
+        watch.close()
+
+
 async def test_security_xattrs_are_answered_at_once(mount: Mount, monkeypatch) -> None:
     """The kernel asks for ``security.capability`` at every write and truncating open (memfs
     serves ``user.memfs.*``, so it cannot answer ENOSYS once for all): the answer, ENOATTR,
