@@ -271,8 +271,8 @@ class Base(pyfuse3.Operations):
     def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
         if node.is_dir:
             # "." and the entry in its parent, plus each subdirectory's "..".
-            nlink = 2 + sum(1 for c in (node.children or {}).values() if c.is_dir)
-            return self._entry(node.ino, True, nlink, 4096, node.mtime_ns, node.ctime_ns)
+            return self._entry(node.ino, True, 2 + node.subdirs, 4096, node.mtime_ns,
+                               node.ctime_ns)
         # An unlinked file still open has no name left.
         return self._entry(node.ino, False, 1 if node.attached else 0, node.size,
                            node.mtime_ns, node.ctime_ns)

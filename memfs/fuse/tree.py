@@ -96,6 +96,10 @@ class Node:
     writers: int = 0
     #: Kernel lookup count (lookup, create, mkdir, readdirplus entries minus forget).
     lookups: int = 0
+    #: Directories: how many of ``children`` are directories (st_nlink is 2 + this), kept by
+    #: :meth:`Tree._link` and :meth:`Tree._unlink`: the kernel asks for a directory's
+    #: attributes at every create in it.
+    subdirs: int = 0
     #: Directories: kept although empty (made by mkdir, or emptied by this mount).
     pinned: bool = False
     attached: bool = True
@@ -180,7 +184,7 @@ class Tree:
         node.buffer = bytearray()
         node.dirty = True
         self.nodes[node.ino] = node
-        parent.children[name] = node
+        self._link(parent, name, node)
         parent.mtime_ns = parent.ctime_ns = node.mtime_ns
         return node
 
@@ -199,7 +203,7 @@ class Tree:
             if child is None:
                 child = Node(self.new_ino(), True, name, node)
                 self.nodes[child.ino] = child
-                node.children[name] = child
+                self._link(node, name, child)
                 node.touch()
             node = child
         node.pinned = node.pinned or pin
@@ -265,6 +269,21 @@ class Tree:
 
     # -- shape -----------------------------------------------------------------------------
 
+    @staticmethod
+    def _link(parent: Node, name: str, node: Node) -> None:
+        """``parent``'s entry ``name`` is ``node`` (the only way an entry is set)."""
+        assert parent.children is not None
+        old = parent.children.get(name)
+        parent.children[name] = node
+        parent.subdirs += node.is_dir - (old is not None and old.is_dir)
+
+    @staticmethod
+    def _unlink(parent: Node, name: str) -> None:
+        """Remove ``parent``'s entry ``name`` (the only way an entry is removed)."""
+        assert parent.children is not None
+        if parent.children.pop(name).is_dir:
+            parent.subdirs -= 1
+
     def detach(self, node: Node, *, notify: bool = False, pin_parent: bool = False) -> None:
         """Take a node (and its subtree) out of the tree. With ``notify`` the change was made
         elsewhere: the kernel is told, and a file open for writing keeps the path it had
@@ -274,7 +293,7 @@ class Tree:
             return
         assert parent.children is not None
         if parent.children.get(node.name) is node:
-            del parent.children[node.name]
+            self._unlink(parent, node.name)
         node.attached = False
         parent.touch()
         if pin_parent:
@@ -295,7 +314,7 @@ class Tree:
         """
         assert parent.children is not None
         node.parent, node.name = parent, name
-        parent.children[name] = node
+        self._link(parent, name, node)
         for sub in self.subtree(node):
             sub.attached = True
             sub.save_at = None

@@ -980,3 +980,44 @@ async def test_a_close_that_waited_for_an_unlink_of_its_file_drops_it_cleanly(fs
     texts = [r["content"][0]["text"] for r in rows if "content" in r]
     assert texts[-2:] == ["deleted /mnt/memory/t/a.md",
                           "/mnt/memory/t/a.md was removed before it was saved"], texts
+
+
+async def test_a_directorys_link_count_follows_its_subdirectories(fs, store):
+    """st_nlink of a directory is 2 + its subdirectories (kept as a count, not counted at each
+    getattr: the kernel asks for the directory's attributes at every create in it), through
+    mkdir, rmdir, renames here and changes made elsewhere."""
+    ops, sid = fs
+
+    async def check() -> None:
+        for node in list(ops.tree.nodes.values()):
+            if node.is_dir and node.attached:
+                subdirs = sum(1 for c in (node.children or {}).values() if c.is_dir)
+                got = (await ops.getattr(node.ino, CTX)).st_nlink
+                assert got == 2 + subdirs, (node.path, got, subdirs)
+
+    await check()
+    d = (await ops.mkdir(ROOT, b"d", 0o40755, CTX)).st_ino
+    e = (await ops.mkdir(d, b"e", 0o40755, CTX)).st_ino
+    await ops.mkdir(d, b"f", 0o40755, CTX)
+    await write_file(ops, e, b"x.md", b"x")
+    await check()
+    await ops.rename(d, b"f", ROOT, b"g", 0, CTX)  # a directory moves to another parent
+    await check()
+    await raises(errno.ENOTEMPTY, ops.rename(ROOT, b"g", d, b"e", 0, CTX))
+    await check()
+    await ops.rmdir(ROOT, b"g", CTX)
+    await ops.rename(ROOT, b"d", ROOT, b"h", 0, CTX)
+    await check()
+    other = ACTOR
+    store.create_memory(sid, "/h/e/deep/y.md", "y", actor=other)
+    store.create_memory(sid, "/k/l/z.md", "z", actor=other)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    await check()
+    store.delete_path(sid, "/h/e/deep/y.md", actor=other)
+    store.delete_path(sid, "/k/l/z.md", actor=other)
+    m = store.get_memory_by_path(sid, "/h/e/x.md")
+    store.update_memory(sid, m.id, path="/h2/x.md", actor=other)
+    ops.apply_changes(store.changes_since(sid, ops.seq))
+    await check()
+    await ops.unlink((await ops.lookup(ROOT, b"h2", CTX)).st_ino, b"x.md", CTX)
+    await check()
