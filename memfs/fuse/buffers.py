@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import codecs
 import errno
+import functools
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyfuse3
+import trio
 from pyfuse3 import FileHandleT
 
 from .. import errors
@@ -24,6 +26,31 @@ from .toolevents import WrittenVersion
 from .tree import Node
 
 log = logging.getLogger(__name__)
+
+#: How long at most a commit waits, while other files of the mount are open for writing,
+#: for the trio thread to have served every request it can (their closes join the commit, in
+#: one transaction), in seconds.
+GATHER_PATIENCE = 0.002
+#: Turns of the trio thread in a row with no other task runnable that end the wait (reading
+#: a request takes pyfuse3 several: 3 made groups of 1-2 closes, 10 of 1-7).
+GATHER_IDLE_TURNS = 10
+
+
+@dataclass(eq=False)
+class _Commit:
+    """A commit waiting for the mutex (:meth:`Buffers._commit`), and its outcome."""
+
+    node: Node
+    pair: Callable[[int], list[dict[str, Any]] | None]
+    done: bool = False
+    path: str | None = None
+    data: bytes | None = None
+    gen: int = 0
+    events: list[dict[str, Any]] | None = None
+    memory: Memory | None = None
+    failure: _Failure | None = None
+    #: Not a store error (a bug, a cancellation): raised by the close that waited for it.
+    error: BaseException | None = None
 
 
 def _too_big(size: int, limit: int) -> _Failure:
@@ -133,48 +160,133 @@ class Buffers(Feed):
         """Write the node's buffer to the store: one version, or none if unchanged. The tool
         events ``pair(size)`` makes are recorded in the same transaction.
 
+        Commits that wait for the mutex together are made together: the first to hold it
+        makes every one queued by then in one transaction (:meth:`Store.batch`, each call in
+        a savepoint of its own, so one refused leaves the others saved), after letting the
+        closes of the other files being written here join (:meth:`_gather`).
+        Each commit's outcome is the one it would have had alone.
+
         :returns: the memory; None if there is nothing left to save once the mutex is ours: a
             request that held it meanwhile (an unlink, a rename over the file) removed the file
             here, which drops its unsaved writes (POSIX), or a commit saved it already.
         :raises _Failure: the store refused; nothing was written, the buffer is discarded (the
             file shows its previous version again).
         """
-        async with self._mutex:
-            path = self._save_path(node)
-            if path is None or not node.dirty:
-                return None
-            await self._events_in_order()
-            data = bytes(await self._data(node))
-            gen = node.gen
-            path = self._save_path(node)
-            if path is None:
-                return None
-            events = pair(len(data))
-            try:
-                m = await self._call(self.store.write_path, self.store_id, path, data,
-                                     actor=self.actor, events=events)
-            except errors.MemfsError as e:
-                log.info("commit of %s refused: %s", path, e.message)
-                self.tree.discard(node)
-                failure = _Failure.of(e)
-            else:
-                self._logged(events)
-                if node.attached:
-                    self.tree.set_memory(node, m, m.seq)
-                else:
-                    # Deleted (or its path taken) elsewhere while written here: saved at its
-                    # path all the same, it is the file there again.
-                    log.info("%s: saved again after a change made elsewhere", path)
-                    self.tree.restore(node, m, m.seq)
-                self._history_saw("put", m.id, m.path)
-                if node.gen == gen:
-                    node.dirty = False
-                self.tree.cache_content(node, data)
-                return m
+        job = _Commit(node, pair)
+        self._queued_commits.append(job)
+        while not job.done:
+            async with self._mutex:
+                if not job.done:
+                    await self._gather()
+                    jobs, self._queued_commits = self._queued_commits, []
+                    await self._commit_jobs(jobs)
+        if job.error is not None:
+            raise job.error
+        if job.failure is None:
+            return job.memory
         # Outside the mutex: the kernel may hold the directory locked for a request (an
         # unlink) that waits for the mutex, and forgetting the name needs that lock.
         await self._invalidate_now(node)
-        raise failure
+        raise job.failure
+
+    async def _gather(self) -> None:
+        """While other files of this mount are open for writing, let the trio thread serve
+        the requests it has (until every task waits, :data:`GATHER_PATIENCE` at most) before
+        committing: the closes among them join this commit. Alone, a close never waits."""
+        if not hasattr(self.store, "batch"):
+            return
+        mine = {j.node for j in self._queued_commits}
+        if any(h.writable and h.node not in mine for h in self._handles.values()):
+            # Until no other task has been runnable for a few turns: the kernel's queue of
+            # requests read (trio looks at the descriptor at each turn), every handler waiting.
+            deadline, idle = trio.current_time() + GATHER_PATIENCE, 0
+            while idle < GATHER_IDLE_TURNS and trio.current_time() < deadline:
+                await trio.lowlevel.checkpoint()
+                idle = 0 if trio.lowlevel.current_statistics().tasks_runnable else idle + 1
+
+    async def _commit_jobs(self, jobs: list[_Commit]) -> None:
+        """Make the queued commits ``jobs`` (under the mutex): each job gets its outcome."""
+        try:
+            await self._events_in_order()
+            ready: list[_Commit] = []
+            for job in jobs:
+                node = job.node
+                # A second close of a file in the same batch has nothing left to save (as
+                # when the first's commit had saved it before this one got the mutex).
+                if self._save_path(node) is None or not node.dirty or any(
+                        r.node is node for r in ready):
+                    job.done = True
+                    continue
+                data = bytes(await self._data(node))
+                path = self._save_path(node)
+                if path is None:
+                    job.done = True
+                    continue
+                job.path, job.data, job.gen = path, data, node.gen
+                job.events = job.pair(len(data))
+                ready.append(job)
+            outcomes = await self._write_all(ready)
+            for job, outcome in zip(ready, outcomes, strict=True):
+                self._saved(job, outcome)
+        except Exception as e:  # a bug: every close that waited for it fails (EIO)
+            for job in jobs:
+                if not job.done:
+                    job.done, job.error = True, e
+        except BaseException:
+            # Cancelled (the mount ends) while nothing was written: the others' commits go
+            # back in the queue for the next holder of the mutex, never a Cancelled of
+            # this task raised in theirs.
+            self._queued_commits[:0] = [j for j in jobs if not j.done]
+            raise
+
+    async def _write_all(self, jobs: list[_Commit]) -> list[Any]:
+        """``write_path`` of each job (in one transaction when there are several): each one's
+        memory, or the store error that refused it."""
+        if not jobs:
+            return []
+
+        def write(job: _Commit) -> Memory:
+            assert job.path is not None and job.data is not None
+            return self.store.write_path(self.store_id, job.path, job.data, actor=self.actor,
+                                         events=job.events)
+
+        if len(jobs) == 1 or not hasattr(self.store, "batch"):
+            outcomes: list[Any] = []
+            for job in jobs:
+                try:
+                    outcomes.append(await self._call(write, job))
+                except errors.MemfsError as e:
+                    outcomes.append(e)
+            return outcomes
+        return await self._call(self.store.batch, [functools.partial(write, j) for j in jobs])
+
+    def _saved(self, job: _Commit, outcome: Any) -> None:
+        """Take a commit's outcome into the tree (under the mutex)."""
+        node = job.node
+        job.done = True
+        if isinstance(outcome, errors.MemfsError):
+            log.info("commit of %s refused: %s", job.path, outcome.message)
+            self.tree.discard(node)
+            job.failure = _Failure.of(outcome)
+            return
+        if isinstance(outcome, BaseException):
+            job.error = outcome
+            return
+        m: Memory = outcome
+        self._logged(job.events)
+        if node.attached:
+            self.tree.set_memory(node, m, m.seq)
+        else:
+            # Deleted (or its path taken) elsewhere while written here: saved at its path all
+            # the same, it is the file there again.
+            log.info("%s: saved again after a change made elsewhere", job.path)
+            self.tree.restore(node, m, m.seq)
+        self._history_saw("put", m.id, m.path)
+        if node.gen == job.gen:
+            node.dirty = False
+        assert job.data is not None
+        self.tree.cache_content(node, job.data)
+        job.memory = m
 
     def _save_path(self, node: Node) -> str | None:
         """Where a file's writes are saved: its path, or the path it had when a change made

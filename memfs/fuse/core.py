@@ -130,6 +130,9 @@ class Base(pyfuse3.Operations):
         self._reserved = {d.name for d in self.dotdirs}
         self._next_fh = 1
         self._mutex = trio.Lock()
+        #: Commits waiting for the mutex, which the next one to hold it makes together in one
+        #: transaction (:meth:`~memfs.fuse.buffers.Buffers._commit`).
+        self._queued_commits: list[Any] = []
         #: The inode the root's ".." lists (None: the root itself): the directory this tree
         #: is mounted in, when it is one (a session's root, :mod:`memfs.sessionfs`).
         self.root_parent_ino: int | None = None

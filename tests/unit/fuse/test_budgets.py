@@ -10,6 +10,7 @@ The budgets are today's counts: lower them when a change makes an operation chea
 from __future__ import annotations
 
 import builtins
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -277,3 +278,60 @@ async def test_security_xattrs_are_answered_at_once(mount: Mount, monkeypatch) -
             await ops.getxattr(ino, name, CTX)
         assert e.value.errno == pyfuse3.ENOATTR
     assert touched == []
+
+
+async def _open_written(ops: Operations, name: bytes, data: bytes = DATA) -> int:
+    info, _ = await ops.create(ROOT, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, data)
+    return info.fh
+
+
+async def test_closes_that_wait_together_commit_together(mount: Mount) -> None:
+    """Closes waiting for the mount's mutex at the same time are committed in one
+    transaction (Store.batch): one COMMIT for all, each with its version and event pair."""
+    ops = mount.ops
+    handles = [await _open_written(ops, f"group{i}.md".encode()) for i in range(6)]
+    mount.counts.reset()
+
+    async def close(fh: int) -> None:
+        await ops.flush(fh)
+        await ops.release(fh)
+
+    async with trio.open_nursery() as nursery:
+        for fh in handles:
+            nursery.start_soon(close, fh)
+    commits = [s for s in mount.counts.sql if s.strip().upper() == "COMMIT"]
+    assert len(commits) == 1, mount.counts.sql
+    tree = {m.path: m for m in mount.store.tree(mount.sid)}
+    assert sorted(tree) == [f"/group{i}.md" for i in range(6)]
+    mount.sink.flush()
+    rows = mount.store.conn.execute(
+        "SELECT body FROM events WHERE store_id = ? AND type = 'agent.tool_result'",
+        (mount.sid,)).fetchall()
+    saved = {json.loads(r[0]).get("memory_id") for r in rows}
+    assert {m.id for m in tree.values()} <= saved
+
+
+async def test_a_close_waits_for_others_only_while_other_files_are_written(
+        mount: Mount, monkeypatch) -> None:
+    """A close gathers others' closes (turns of the trio thread, at most GATHER_PATIENCE)
+    only while another file of the mount is open for writing: a lone writer never waits."""
+    ops = mount.ops
+    turns: list[float] = []
+    stats = trio.lowlevel.current_statistics
+
+    def counted() -> Any:
+        turns.append(trio.current_time())
+        return stats()
+
+    monkeypatch.setattr(trio.lowlevel, "current_statistics", counted)
+    await create(ops, b"alone.md")
+    assert turns == []
+    other = await _open_written(ops, b"open.md")
+    start = trio.current_time()
+    await create(ops, b"beside.md")
+    assert turns and trio.current_time() - start < 0.5
+    await ops.flush(other)
+    await ops.release(other)
+    assert {m.path for m in mount.store.tree(mount.sid)} == {
+        "/alone.md", "/open.md", "/beside.md"}

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pyfuse3
 import pytest
+import trio
 
 from memfs import Actor
 from memfs.fuse.kernel import errno_for
@@ -1021,3 +1022,57 @@ async def test_a_directorys_link_count_follows_its_subdirectories(fs, store):
     await check()
     await ops.unlink((await ops.lookup(ROOT, b"h2", CTX)).st_ino, b"x.md", CTX)
     await check()
+
+
+async def test_a_refused_commit_in_a_group_leaves_the_others_saved(store, tmp_path):
+    """Closes committed together (one transaction): the one the store refuses (the store is
+    full) fails alone, with its own errno, and the others are saved."""
+    ops, sid, limited = make_limited_ops(store, tmp_path, max_memories=3)
+    handles = []
+    for i in range(4):
+        info, _ = await ops.create(ROOT, f"f{i}.md".encode(), 0o100644,
+                                   os.O_WRONLY | os.O_CREAT, CTX)
+        await ops.write(info.fh, 0, f"content {i}".encode())
+        handles.append(info.fh)
+    outcomes: dict[int, int | None] = {}
+
+    async def close(i: int, fh: int) -> None:
+        try:
+            await ops.flush(fh)
+            outcomes[i] = None
+        except pyfuse3.FUSEError as e:
+            outcomes[i] = e.errno
+        await ops.release(fh)
+
+    async with trio.open_nursery() as nursery:
+        for i, fh in enumerate(handles):
+            nursery.start_soon(close, i, fh)
+    (refused,) = [i for i, e in outcomes.items() if e is not None]  # trio's order decides
+    assert outcomes[refused] == errno.ENOSPC and len(outcomes) == 4
+    saved = [i for i in range(4) if i != refused]
+    assert sorted(m.path for m in limited.tree(sid)) == [f"/f{i}.md" for i in saved]
+    for i in saved:
+        assert limited.get_memory_by_path(sid, f"/f{i}.md").content == f"content {i}"
+    # Discarded, as it would have been alone.
+    await raises(errno.ENOENT, ops.lookup(ROOT, f"f{refused}.md".encode(), CTX))
+    results = [e for e in events(ops) if e["type"] == "agent.tool_result"]
+    assert sorted(e["is_error"] for e in results) == [False, False, False, True]
+
+
+async def test_two_closes_of_one_file_in_a_group_save_one_version(fs, store):
+    ops, sid = fs
+    ino = await write_file(ops, ROOT, b"a.md", b"one")
+    first = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    second = await ops.open(ino, os.O_WRONLY, CTX)
+    await ops.write(first.fh, 0, b"two")
+    await ops.write(second.fh, 3, b"!")
+
+    async def close(fh: int) -> None:
+        await ops.flush(fh)
+        await ops.release(fh)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(close, first.fh)
+        nursery.start_soon(close, second.fh)
+    assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
+    assert store.get_memory_by_path(sid, "/a.md").content == "two!"
