@@ -401,4 +401,6 @@ class Base(pyfuse3.Operations):
         entries = [e for e in tree.stale_entries if e[2] == node.ino]
         tree.stale_entries[:] = [e for e in tree.stale_entries if e[2] != node.ino]
         tree.stale_inodes[:] = [i for i in tree.stale_inodes if i != node.ino]
-        await trio.to_thread.run_sync(invalidate_now, node.ino, entries)
+        # Abandoned if cancelled (a stop whose grace ran out): the kernel may hold it until a
+        # request is answered that nobody reads any more.
+        await trio.to_thread.run_sync(invalidate_now, node.ino, entries, abandon_on_cancel=True)

@@ -20,7 +20,8 @@ same for both:
    (:func:`serve`): per tree the service that follows the store's changes (after loading the
    tree, when it is loaded once mounted), the :class:`~memfs.fuse.watch.EventFlusher` and
    the :class:`~memfs.fuse.watch.Invalidator`, beside ``pyfuse3.main()`` and
-   :func:`terminate_on_signal` (SIGINT, SIGTERM, SIGHUP);
+   :func:`terminate_on_signal` (SIGINT, SIGTERM, SIGHUP; what is still running
+   :data:`STOP_GRACE` seconds later is cancelled);
 4. on every way out (a signal, an unmount from outside, an error): the services stopped, every
    unsaved buffer dropped (nothing half-written reaches the store), ``pyfuse3.close(unmount=
    True)``, the background service stopped. A ``kill -9`` leaves a dead mount that
@@ -143,13 +144,29 @@ def signal_ready(mountpoint: str, ready_fd: int | None) -> None:
             os.close(ready_fd)
 
 
-async def terminate_on_signal() -> None:
-    """End ``pyfuse3.main()`` at the first SIGINT, SIGTERM or SIGHUP (the unmount follows)."""
+#: Seconds a stop signal leaves the requests in progress to be answered; then whatever still
+#: runs is cancelled and the unmount follows.
+STOP_GRACE = 5.0
+
+
+async def terminate_on_signal(serving: trio.CancelScope,
+                              terminate: Callable[[], None] = pyfuse3.terminate) -> None:
+    """End ``pyfuse3.main()`` at the first SIGINT, SIGTERM or SIGHUP (the unmount follows).
+
+    ``pyfuse3.main()`` returns once the requests in progress are answered. One that never
+    ends must not keep the daemon and its mounts up: :data:`STOP_GRACE` seconds later,
+    ``serving`` (the scope of ``main()``) is cancelled. The signal receiver stays installed
+    until then, so that a second signal is not Python's ``KeyboardInterrupt`` in trio.
+    """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for signum in signals:
             log.info("got %s, unmounting", signal.Signals(signum).name)
-            pyfuse3.terminate()
-            return
+            terminate()
+            break
+        await trio.sleep(STOP_GRACE)  # cancelled with the nursery once main() returned
+        log.warning("requests still unanswered %s s after the stop signal: cancelling them",
+                    f"{STOP_GRACE:g}")
+        serving.cancel()
 
 
 def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
@@ -193,9 +210,11 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
 
 
 async def serve(mounted: Sequence[Mounted], *,
-                main: Callable[[], Awaitable[None]] = pyfuse3.main) -> None:
+                main: Callable[[], Awaitable[None]] = pyfuse3.main,
+                terminate: Callable[[], None] = pyfuse3.terminate) -> None:
     """Serve the kernel (``main``) with each tree's services beside it, until ``main``
-    returns (a signal, or the mount gone); then stop them and release what they hold."""
+    returns (a signal, or the mount gone; ``terminate`` ends it) or a stop signal's grace
+    ran out (:func:`terminate_on_signal`); then stop them and release what they hold."""
     async with contextlib.AsyncExitStack() as holding:
         followers: list[Service | None] = []
         services: list[Service] = []
@@ -218,12 +237,14 @@ async def serve(mounted: Sequence[Mounted], *,
                     nursery.start_soon(follower.run)
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(terminate_on_signal)
+            serving = trio.CancelScope()
+            nursery.start_soon(terminate_on_signal, serving, terminate)
             for s in services:
                 nursery.start_soon(s.run)
             nursery.start_soon(load_and_follow, nursery)
             try:
-                await main()
+                with serving:
+                    await main()
             finally:
                 # main() also returns when the mount goes away (fusermount3 -u).
                 for m in mounted:

@@ -276,7 +276,9 @@ async def flush_invalidations(ops: Operations) -> None:
             ignore_enoent=True,
         )
     if inodes:
-        await trio.to_thread.run_sync(invalidate_inodes, inodes)
+        # Abandoned if cancelled (the mount stops): the kernel may hold it until a request is
+        # answered that nobody reads any more.
+        await trio.to_thread.run_sync(invalidate_inodes, inodes, abandon_on_cancel=True)
 
 
 class ChangeSubscriber(_Stoppable):

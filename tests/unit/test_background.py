@@ -174,3 +174,60 @@ async def test_the_runtime_serves_on_while_a_service_fails_and_stops_it_at_the_e
     said = [(r.levelname, bool(r.exc_info)) for r in caplog.records
             if r.getMessage().startswith(f"the change watcher of {sid}")]
     assert said == [("ERROR", True), ("DEBUG", True), ("INFO", False)]
+
+
+async def test_a_stop_signal_ends_serving_even_when_a_request_never_ends(
+        store, tmp_path, caplog, monkeypatch) -> None:
+    """After SIGTERM the runtime asks pyfuse3 to stop (pyfuse3.terminate), and pyfuse3.main
+    returns once the requests in progress are answered. One that never ends (a handler
+    waiting for something that will not come) must not keep the daemon, and its mounts, up:
+    STOP_GRACE seconds later everything left is cancelled and the unmount follows."""
+    import os
+    import signal
+
+    from memfs.fuse import runtime
+
+    monkeypatch.setattr(runtime, "STOP_GRACE", 0.2)
+    asked: list[bool] = []
+
+    before = signal.getsignal(signal.SIGTERM)
+
+    async def main() -> None:  # a request in progress that never ends
+        # Until trio's receiver is there (no event tells): the signal would kill pytest.
+        while signal.getsignal(signal.SIGTERM) is before:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await trio.sleep_forever()
+
+    caplog.set_level(logging.INFO, logger="memfs.fuse.runtime")
+    with trio.fail_after(5):
+        await runtime.serve([], main=main, terminate=lambda: asked.append(True))
+    assert asked == [True]
+    said = [r.getMessage() for r in caplog.records if r.name == "memfs.fuse.runtime"]
+    assert "got SIGTERM, unmounting" in said
+    assert any(m.startswith("requests still unanswered 0.2 s after the stop") for m in said)
+
+
+async def test_a_kernel_invalidation_that_never_returns_does_not_hold_up_a_stop(
+        monkeypatch) -> None:
+    """invalidate_inode can wait in the kernel for a request that, once the mount stops, no
+    task reads: a cancelled flush_invalidations abandons its thread instead of waiting."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from memfs.fuse import watch
+
+    release = threading.Event()
+    monkeypatch.setattr(watch, "invalidate_inodes", lambda inodes: release.wait())
+    ops = SimpleNamespace(tree=SimpleNamespace(stale_entries=[], stale_inodes=[5]))
+    timer = threading.Timer(3.0, release.set)  # so that a failure does not hang the suite
+    timer.start()
+    start = time.monotonic()
+    try:
+        with trio.move_on_after(0.2) as scope:
+            await watch.flush_invalidations(ops)  # type: ignore[arg-type]
+    finally:
+        release.set()
+        timer.cancel()
+    assert scope.cancelled_caught and time.monotonic() - start < 2.0
