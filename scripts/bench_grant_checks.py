@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memfs.api import create_app  # noqa: E402
 from memfs.store import Store  # noqa: E402
+from tests.support.asgi import LiveRequest  # noqa: E402  (an ASGI stream held open)
 
 KEY = "memfs-bench-grant-checks"
 #: The Store methods that look a credential up again for an open stream, old and new.
@@ -57,28 +58,13 @@ def count_calls(store: Store, counts: dict[str, int]) -> None:
 
 async def open_stream(app: Any, path: str, key: str, opened: trio.Semaphore) -> None:
     """One GET of ``path`` with ``key``, kept open until cancelled."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
-             "server": ("bench.test", 80),
-             "headers": [(b"host", b"bench.test"), (b"x-api-key", key.encode())]}
-    asked = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal asked
-        if not asked:
-            asked = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            if message["status"] != 200:
-                raise SystemExit(f"{path}: {message['status']}")
-            opened.release()
-
-    await app(scope, receive, send)
+    stream = LiveRequest(app, path, {"x-api-key": key})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream.run)
+        await stream.started.wait()
+        if stream.status != 200:
+            raise SystemExit(f"{path}: {stream.status}")
+        opened.release()
 
 
 def main() -> None:

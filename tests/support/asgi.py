@@ -71,3 +71,16 @@ class LiveRequest:
                     self.done.set()
 
         await self.app(scope, receive, send)
+
+
+async def open_live(nursery: Any, requests: list[LiveRequest]) -> None:
+    """Start each of ``requests`` in ``nursery`` and wait until every one has begun its
+    answer with 200 (10 s at most)."""
+    import trio
+
+    for r in requests:
+        nursery.start_soon(r.run)
+    with trio.fail_after(10):
+        for r in requests:
+            await r.started.wait()
+            assert r.status == 200, r.text

@@ -21,7 +21,7 @@ from memfs.api import create_app
 from memfs.grants import GrantWatch
 from memfs.store import Store
 from tests.support import async_wait_until
-from tests.support.asgi import LiveRequest
+from tests.support.asgi import LiveRequest, open_live
 
 KEY = "grant-watch-server-key"
 #: The look's interval in these tests (the app's is GRANT_RECHECK_SECONDS, 0.5 s).
@@ -67,15 +67,6 @@ def change_stream(app: Any, sid: str, key: str) -> LiveRequest:
     return LiveRequest(app, f"/v1/memory_stores/{sid}/changes/stream", {"x-api-key": key})
 
 
-async def opened(nursery: trio.Nursery, streams: list[LiveRequest]) -> None:
-    for s in streams:
-        nursery.start_soon(s.run)
-    with trio.fail_after(10):
-        for s in streams:
-            await s.started.wait()
-            assert s.status == 200, s.text
-
-
 async def test_many_streams_of_few_credentials_cost_one_query_per_kind_per_look(
         store, world, monkeypatch):
     """24 change streams and 6 session event streams of 2 keys and 2 session tokens: every
@@ -92,7 +83,7 @@ async def test_many_streams_of_few_credentials_cost_one_query_per_kind_per_look(
     streams += [LiveRequest(app, f"/v1/sessions/{t.session_id}/events/stream",
                             {"x-api-key": t.token}) for t in world.tokens for _ in range(3)]
     async with trio.open_nursery() as nursery:
-        await opened(nursery, streams)
+        await open_live(nursery, streams)
         await trio.sleep(2 * EVERY)  # every stream held, past the first look
         for got in calls.values():
             got.clear()
@@ -126,7 +117,7 @@ async def test_a_revoked_key_ends_its_streams_and_only_them(store, world, monkey
     other, agent = change_stream(app, world.stores[0], b.key), change_stream(
         app, world.stores[0], token.token)
     async with trio.open_nursery() as nursery:
-        await opened(nursery, [*theirs, other, agent])
+        await open_live(nursery, [*theirs, other, agent])
         revoked = trio.current_time()
         await trio.to_thread.run_sync(store.revoke_key, a.id)
         with trio.fail_after(10):

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from memfs import api
 from memfs.api import create_app
 from memfs.console import web
-from tests.support.asgi import LiveRequest
+from tests.support.asgi import LiveRequest, open_live
 
 SERVER_KEY = "console-live-server-key"
 #: The look's interval in these tests (the app's is GRANT_RECHECK_SECONDS, 0.5 s).
@@ -74,12 +74,7 @@ async def test_live_pages_and_streams_share_one_look_and_end_with_their_sign_in(
     calls = counted(store, "refused_keys", "ended_signins", "key_check", "signin_revoked",
                     "signin_recorded")
     async with trio.open_nursery() as nursery:
-        for p in pages:
-            nursery.start_soon(p.run)
-        with trio.fail_after(10):
-            for p in pages:
-                await p.started.wait()
-                assert p.status == 200, p.text
+        await open_live(nursery, pages)
         await trio.sleep(2 * EVERY)
         for got in calls.values():
             got.clear()
