@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import trio
 from starlette.testclient import TestClient
 
 
@@ -28,8 +29,6 @@ class LiveRequest:
     messages in ``bodies``, and ``ended`` (trio's clock) and ``done`` once its body ended."""
 
     def __init__(self, app: Any, path: str, headers: dict[str, str]) -> None:
-        import trio
-
         self.app, self.path = app, path
         self.headers = [(b"host", b"live.test"), *((k.encode(), v.encode())
                                                    for k, v in headers.items())]
@@ -43,8 +42,6 @@ class LiveRequest:
         return b"".join(self.bodies).decode()
 
     async def run(self) -> None:
-        import trio
-
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
                  "method": "GET", "scheme": "http", "path": self.path,
                  "raw_path": self.path.encode(), "query_string": b"", "root_path": "",
@@ -73,11 +70,9 @@ class LiveRequest:
         await self.app(scope, receive, send)
 
 
-async def open_live(nursery: Any, requests: list[LiveRequest]) -> None:
+async def open_live(nursery: trio.Nursery, requests: list[LiveRequest]) -> None:
     """Start each of ``requests`` in ``nursery`` and wait until every one has begun its
     answer with 200 (10 s at most)."""
-    import trio
-
     for r in requests:
         nursery.start_soon(r.run)
     with trio.fail_after(10):
