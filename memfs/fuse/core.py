@@ -21,7 +21,7 @@ import os
 import stat
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pyfuse3
 import trio
@@ -300,13 +300,20 @@ class Base(pyfuse3.Operations):
         return (self.display_root + path) if path != "/" else (self.display_root or "/")
 
     def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
-        if node.is_dir:
+        """A node's attributes, built again only when one of them changed: the kernel asks
+        for every entry's at each listing (READDIRPLUS), and building them is most of what a
+        listing costs the daemon."""
+        state = (
             # "." and the entry in its parent, plus each subdirectory's "..".
-            return self._entry(node.ino, True, 2 + node.subdirs, 4096, node.mtime_ns,
-                               node.ctime_ns)
-        # An unlinked file still open has no name left.
-        return self._entry(node.ino, False, 1 if node.attached else 0, node.size,
-                           node.mtime_ns, node.ctime_ns)
+            (2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns) if node.is_dir
+            # An unlinked file still open has no name left.
+            else (1 if node.attached else 0, node.size, node.mtime_ns, node.ctime_ns))
+        built = node.built
+        if built is not None and built[0] == state:
+            return cast(pyfuse3.EntryAttributes, built[1])
+        entry = self._entry(node.ino, node.is_dir, *state)
+        node.built = (state, entry)
+        return entry
 
     def _entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
                ctime_ns: int) -> pyfuse3.EntryAttributes:

@@ -394,11 +394,13 @@ class Operations(Buffers):
             raise FUSEError(errno.ENOTDIR)
         comm_, pid = self._ctx_name(ctx)
         assert node.children is not None
-        # A snapshot, so that readdir offsets stay stable while entries come and go. The
-        # root never lists .history nor .search (asked for by name only: `ls -a`, `grep -r`
-        # skip them).
-        listing = [node.children[k] for k in sorted(node.children)
-                   if node is not self.root or k not in self._reserved]
+        # A snapshot, so that readdir offsets stay stable while entries come and go (sorted
+        # again only after a change). The root never lists .history nor .search (asked for
+        # by name only: `ls -a`, `grep -r` skip them).
+        listing = node.listing
+        if listing is None:
+            listing = node.listing = [node.children[k] for k in sorted(node.children)
+                                      if node is not self.root or k not in self._reserved]
         return self._register(_Handle(node, False, pid, comm_, listing=listing))
 
     @_handler
@@ -437,10 +439,11 @@ class Operations(Buffers):
             # Emptied from elsewhere while it was being listed: the prune skipped it then
             # (the kernel sends RELEASEDIR after closedir returns, so this is common).
             self.tree.prune(h.node)
-        n = len(h.listing or ())
-        self._emit(self._pair(
-            h.comm, h.pid, "list", h.file_path,
-            text=f"listed {self._display(h.file_path)}: {n} entr{'y' if n == 1 else 'ies'}"))
+        if self.events is not None:
+            # Only what the pair will say is queued (built by the flusher), as for a read.
+            n, path = len(h.listing or ()), self._display(h.file_path)
+            self.events.emit_pair(h.comm, h.pid, "list", path,
+                                  text=f"listed {path}: {n} entr{'y' if n == 1 else 'ies'}")
         self.tree.forget_if_unused(h.node)
 
     async def fsyncdir(self, fh: FileHandleT, datasync: bool) -> None:

@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..models import Change, Memory
 from ..rules import parse_time
@@ -102,6 +103,9 @@ class Node:
     subdirs: int = 0
     #: Directories: kept although empty (made by mkdir, or emptied by this mount).
     pinned: bool = False
+    #: Directories: the entries in name order as the last listing sorted them (never
+    #: changed in place: listings open hold it); None once an entry came or went.
+    listing: list[Node] | None = None
     attached: bool = True
     #: Files: taken out of the tree by a change made elsewhere (deleted, or its path taken)
     #: while open for writing: the path it had, where its writes are still saved (the last
@@ -110,6 +114,10 @@ class Node:
     save_at: str | None = None
     mtime_ns: int = field(default_factory=time.time_ns)
     ctime_ns: int = 0
+    #: The attributes last built for the kernel (``pyfuse3.EntryAttributes``) and the state
+    #: they were built from (link count, size, mtime, ctime): reused while that state is
+    #: the node's (:meth:`~memfs.fuse.core.Base._attrs`).
+    built: tuple[tuple[int, int, int, int], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.is_dir and self.children is None:
@@ -276,6 +284,7 @@ class Tree:
         old = parent.children.get(name)
         parent.children[name] = node
         parent.subdirs += node.is_dir - (old is not None and old.is_dir)
+        parent.listing = None
 
     @staticmethod
     def _unlink(parent: Node, name: str) -> None:
@@ -283,6 +292,7 @@ class Tree:
         assert parent.children is not None
         if parent.children.pop(name).is_dir:
             parent.subdirs -= 1
+        parent.listing = None
 
     def detach(self, node: Node, *, notify: bool = False, pin_parent: bool = False) -> None:
         """Take a node (and its subtree) out of the tree. With ``notify`` the change was made

@@ -28,7 +28,7 @@ from memfs.fuse.toolevents import EventSink
 from memfs.fuse.watch import ChangeWatcher
 from memfs.store import Limits, Store
 from tests.support import async_wait_until
-from tests.support.fsops import CTX, ROOT, read_file, write_file
+from tests.support.fsops import CTX, ROOT, read_file, replies, write_file
 
 DATA = b"x" * 1999 + b"\n"
 N = 20
@@ -354,3 +354,64 @@ async def test_a_close_waits_for_others_only_while_other_files_are_written(
     await ops.release(other)
     assert {m.path for m in mount.store.tree(mount.sid)} == {
         "/alone.md", "/open.md", "/beside.md"}
+
+
+async def test_a_listing_builds_attributes_only_for_what_changed(mount: Mount,
+                                                                 monkeypatch) -> None:
+    """A directory's entries keep their built attributes until they change, and its sorted
+    listing until an entry comes or goes: a second ``ls`` builds and sorts nothing (the
+    kernel sends a READDIRPLUS at every listing, whose entries all carry attributes), and a
+    file written, truncated, renamed or unlinked since, and the directory
+    itself, show their new size, times and link counts."""
+    ops = mount.ops
+    inos = [await create(ops, f"f{i}.md".encode()) for i in range(5)]
+    await ops.mkdir(ROOT, b"sub", 0o755, CTX)
+    built: list[int] = []
+    entry = ops._entry
+
+    def counted(ino: int, *args: Any) -> pyfuse3.EntryAttributes:
+        built.append(ino)
+        return entry(ino, *args)
+
+    monkeypatch.setattr(ops, "_entry", counted)
+    seen = replies(monkeypatch)
+
+    async def listing() -> dict[bytes, pyfuse3.EntryAttributes]:
+        seen.clear()
+        fh = await ops.opendir(ROOT, CTX)
+        await ops.readdir(fh, 0, None)
+        await ops.releasedir(fh)
+        return dict(seen)
+
+    first = await listing()
+    assert len(first) == 8  # ".", "..", five files, sub
+    built.clear()
+    again = await listing()
+    assert built == [], f"a second listing built the attributes of inodes {built}"
+    sorted_once = ops.root.listing
+    await listing()
+    assert ops.root.listing is sorted_once, "an unchanged directory was sorted again"
+    assert {n: a.st_size for n, a in again.items()} == {n: a.st_size for n, a in first.items()}
+
+    # Written: the new size and mtime at once, in a listing and a getattr; nothing else built.
+    built.clear()
+    info = await ops.open(inos[0], os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.write(info.fh, 0, b"shorter\n")
+    assert (await ops.getattr(inos[0], CTX)).st_size == 8
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    now = await listing()
+    assert now[b"f0.md"].st_size == 8
+    assert now[b"f0.md"].st_mtime_ns > first[b"f0.md"].st_mtime_ns
+    assert set(built) == {inos[0]}
+    # A new subdirectory: the root's link count.
+    root_links = (await ops.getattr(ROOT, CTX)).st_nlink
+    await ops.mkdir(ROOT, b"sub2", 0o755, CTX)
+    assert (await ops.getattr(ROOT, CTX)).st_nlink == root_links + 1
+    assert b"sub2" in await listing()
+    # Unlinked while open: no link left.
+    info = await ops.open(inos[1], os.O_RDONLY, CTX)
+    await ops.unlink(ROOT, b"f1.md", CTX)
+    assert (await ops.getattr(inos[1], CTX)).st_nlink == 0
+    await ops.release(info.fh)
+    assert b"f1.md" not in await listing()
