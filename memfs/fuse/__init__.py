@@ -15,7 +15,8 @@ The modules, each building only on those before it:
 
 - :mod:`~memfs.fuse.tree` (the inode tree and its content cache, no pyfuse3),
   :mod:`~.toolevents` (tool event pairs and their sink), :mod:`~.history` (``.history/``, no
-  pyfuse3) and :mod:`~.search` (``.search/``, no pyfuse3);
+  pyfuse3), :mod:`~.search` (``.search/``, no pyfuse3) and :mod:`~.spin` (the trio thread
+  kept turning for a moment after each request, no pyfuse3);
 - :mod:`~.kernel` (the errno table, ``/proc``, the kernel's caches);
 - :mod:`~.dotdirs`: ``.history`` and ``.search`` as handler objects of their own, and the
   dispatch that hands them their requests, once per request, by inode, file handle or entry;

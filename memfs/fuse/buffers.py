@@ -199,10 +199,14 @@ class Buffers(Feed):
         if any(h.writable and h.node not in mine for h in self._handles.values()):
             # Until no other task has been runnable for a few turns: the kernel's queue of
             # requests read (trio looks at the descriptor at each turn), every handler waiting.
+            # The spinner, turning, is runnable at every turn: it is not waited for.
             deadline, idle = trio.current_time() + GATHER_PATIENCE, 0
+            spinner = self.spinner
             while idle < GATHER_IDLE_TURNS and trio.current_time() < deadline:
                 await trio.lowlevel.checkpoint()
-                idle = 0 if trio.lowlevel.current_statistics().tasks_runnable else idle + 1
+                others = trio.lowlevel.current_statistics().tasks_runnable - (
+                    spinner is not None and spinner.spinning)
+                idle = 0 if others > 0 else idle + 1
 
     async def _commit_jobs(self, jobs: list[_Commit]) -> None:
         """Make the queued commits ``jobs`` (under the mutex): each job gets its outcome."""

@@ -35,6 +35,7 @@ from .dotdirs import DotDir, HistoryDir, SearchDir
 from .history import History
 from .kernel import DOTS, NAME_MAX, _Failure, invalidate_now, reply_dots
 from .search import Search
+from .spin import Spinner
 from .toolevents import EventSink, WrittenVersion, comm, tool_pair
 from .tree import Node, Tree
 
@@ -166,6 +167,8 @@ class Base(pyfuse3.Operations):
         self.root_parent_ino: int | None = None
         #: Called when kernel invalidations are queued (the daemon's invalidator).
         self.on_stale: Callable[[], None] | None = None
+        #: Told of every request (the daemon's; None: no kernel, as in unit tests).
+        self.spinner: Spinner | None = None
 
     # -- the tree's state, as the daemon and tests see it -------------------------------------
 

@@ -23,6 +23,7 @@ import pyfuse3
 from pyfuse3 import FileNameT, FUSEError, InodeT
 
 from .. import errors
+from .spin import Spinner
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +32,14 @@ _R = TypeVar("_R")
 
 
 class _Kicks(Protocol):
+    spinner: Spinner | None
+
     def kick(self) -> None: ...
 
 
 #: The handlers' object (:class:`~memfs.fuse.ops.Operations`): it has queued kernel
-#: invalidations sent with :meth:`~memfs.fuse.core.Base.kick`.
+#: invalidations sent with :meth:`~memfs.fuse.core.Base.kick`, and tells its
+#: :class:`~memfs.fuse.spin.Spinner` when a request starts and ends.
 _O = TypeVar("_O", bound=_Kicks)
 
 
@@ -145,11 +149,15 @@ def _handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
     Store errors become their errno; anything else is a bug, logged with its traceback and
     answered with EIO for this call only (an exception escaping into pyfuse3's main loop would
     leave the request unanswered and the mount hung). Kernel invalidations the handler queued
-    are sent right after.
+    are sent right after. The mount's :class:`~memfs.fuse.spin.Spinner` is told when it
+    starts and ends.
     """
 
     @functools.wraps(fn)
     async def wrapper(ops: _O, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        spinner = ops.spinner
+        if spinner is not None:
+            spinner.started()
         try:
             return await fn(ops, *args, **kwargs)
         except FUSEError:
@@ -163,5 +171,7 @@ def _handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
             raise FUSEError(errno.EIO) from None
         finally:
             ops.kick()
+            if spinner is not None:
+                spinner.ended()
 
     return wrapper

@@ -48,6 +48,7 @@ import trio
 
 from .. import errors
 from .ops import Operations
+from .spin import Spinner
 from .watch import EventFlusher, Invalidator
 
 log = logging.getLogger(__name__)
@@ -236,6 +237,11 @@ async def serve(mounted: Sequence[Mounted], *,
                     # It follows the feed from the loaded position.
                     nursery.start_soon(follower.run)
 
+        # One for the process: its trees share the trio thread.
+        spinner = Spinner()
+        for m in mounted:
+            m.ops.spinner = spinner
+        services.append(spinner)
         async with trio.open_nursery() as nursery:
             serving = trio.CancelScope()
             nursery.start_soon(terminate_on_signal, serving, terminate)
@@ -248,7 +254,7 @@ async def serve(mounted: Sequence[Mounted], *,
             finally:
                 # main() also returns when the mount goes away (fusermount3 -u).
                 for m in mounted:
-                    m.ops.on_stale = None
+                    m.ops.on_stale = m.ops.spinner = None
                 for service in [*services, *followers]:
                     if service is not None:
                         service.stop()

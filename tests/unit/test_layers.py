@@ -220,7 +220,7 @@ ORDER: dict[str, list[str]] = {
     # The tree and what needs no pyfuse3, the kernel's calls, .history and .search as handler
     # objects, the parts of Operations (each a subclass of the one before), then what runs the
     # handlers: the services, a session's filesystem, the runtime the daemons share.
-    "fuse": ["tree", "toolevents", "history", "search", "kernel", "dotdirs", "core", "feed",
+    "fuse": ["tree", "toolevents", "history", "search", "spin", "kernel", "dotdirs", "core", "feed",
              "buffers", "ops", "watch", "session", "runtime"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
@@ -265,6 +265,6 @@ def test_each_module_of_a_package_builds_only_on_those_before_it(package: str) -
 
 
 def test_the_tree_history_and_search_need_no_pyfuse3() -> None:
-    for name in ("tree", "toolevents", "history", "search"):
+    for name in ("tree", "toolevents", "history", "search", "spin"):
         text = (PACKAGE / "fuse" / f"{name}.py").read_text()
         assert "import pyfuse3" not in text and "from pyfuse3" not in text, name

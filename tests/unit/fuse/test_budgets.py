@@ -19,11 +19,14 @@ from typing import Any
 import pyfuse3
 import pytest
 import trio
+import trio.testing
 
 from memfs import Actor
 from memfs.backends.sqlite import SQLiteDatabase
 from memfs.backends.watch import DbWatch
+from memfs.fuse.buffers import GATHER_IDLE_TURNS
 from memfs.fuse.ops import Operations
+from memfs.fuse.spin import Spinner
 from memfs.fuse.toolevents import EventSink
 from memfs.fuse.watch import ChangeWatcher
 from memfs.store import Limits, Store
@@ -354,6 +357,36 @@ async def test_a_close_waits_for_others_only_while_other_files_are_written(
     await ops.release(other)
     assert {m.path for m in mount.store.tree(mount.sid)} == {
         "/alone.md", "/open.md", "/beside.md"}
+
+
+async def test_a_close_does_not_wait_for_the_spinner(mount: Mount, monkeypatch) -> None:
+    """The spinner, turning, is runnable at every turn of the trio thread: a close that
+    gathers others' closes until no other task is runnable stops after its idle turns, not
+    at GATHER_PATIENCE."""
+    ops = mount.ops
+    spinner = Spinner(clock=lambda: 0.0)  # once woken, it turns until stopped
+    ops.spinner = spinner
+    turns: list[float] = []
+    stats = trio.lowlevel.current_statistics
+
+    def counted() -> Any:
+        turns.append(trio.current_time())
+        return stats()
+
+    other = await _open_written(ops, b"open.md")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(spinner.run)
+        await trio.testing.wait_all_tasks_blocked()
+        spinner.started()
+        await trio.sleep(0.001)
+        assert spinner.spinning
+        monkeypatch.setattr(trio.lowlevel, "current_statistics", counted)
+        await create(ops, b"beside.md")
+        monkeypatch.undo()
+        spinner.stop()
+    assert len(turns) == GATHER_IDLE_TURNS, f"{len(turns)} turns waited"
+    await ops.flush(other)
+    await ops.release(other)
 
 
 async def test_a_listing_builds_attributes_only_for_what_changed(mount: Mount,
