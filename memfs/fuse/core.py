@@ -21,7 +21,7 @@ import os
 import stat
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import pyfuse3
 import trio
@@ -53,6 +53,18 @@ DIRECTORY_PATIENCE = 0.5
 BUSY_TEXT = "the database stayed locked by another writer; try again"
 
 _BLOCK = 4096
+
+
+def _fill(entry: pyfuse3.EntryAttributes, ino: int, nlink: int, size: int, mtime_ns: int,
+          ctime_ns: int) -> pyfuse3.EntryAttributes:
+    """Set in ``entry`` what differs from one file or directory to the next."""
+    entry.st_ino = InodeT(ino)
+    entry.st_nlink = nlink
+    entry.st_size = size
+    entry.st_blocks = (size + 511) // 512
+    entry.st_atime_ns = entry.st_mtime_ns = mtime_ns
+    entry.st_ctime_ns = ctime_ns
+    return entry
 
 
 class Mutex:
@@ -169,6 +181,8 @@ class Base(pyfuse3.Operations):
         self.on_stale: Callable[[], None] | None = None
         #: Told of every request (the daemon's; None: no kernel, as in unit tests).
         self.spinner: Spinner | None = None
+        #: What :meth:`_listed` fills, for a file and for a directory.
+        self._scratch = (self._blank(False), self._blank(True))
 
     # -- the tree's state, as the daemon and tests see it -------------------------------------
 
@@ -303,43 +317,48 @@ class Base(pyfuse3.Operations):
         return (self.display_root + path) if path != "/" else (self.display_root or "/")
 
     def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
-        """A node's attributes, built again only when one of them changed: the kernel asks
-        for every entry's at each listing (READDIRPLUS), and building them is most of what a
-        listing costs the daemon."""
-        state = (
-            # "." and the entry in its parent, plus each subdirectory's "..".
-            (2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns) if node.is_dir
-            # An unlinked file still open has no name left.
-            else (1 if node.attached else 0, node.size, node.mtime_ns, node.ctime_ns))
-        built = node.built
-        if built is not None and built[0] == state:
-            return cast(pyfuse3.EntryAttributes, built[1])
-        entry = self._entry(node.ino, node.is_dir, *state)
-        node.built = (state, entry)
-        return entry
+        """A node's attributes, in an object of their own."""
+        return self._put(node, self._blank(node.is_dir))
 
-    def _entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
-               ctime_ns: int) -> pyfuse3.EntryAttributes:
-        """The attributes of a file or directory of this mount (the tree's or ``.history``'s):
-        the mount's owner and modes, cached by the kernel for :attr:`timeout`."""
+    def _listed(self, node: Node) -> pyfuse3.EntryAttributes:
+        """A listing entry's attributes, in one object per kind of node reused for every entry
+        of every listing (``pyfuse3.readdir_reply`` copies them at once). The kernel asks for
+        every entry's at each listing (READDIRPLUS), and building a new object for each was
+        most of what a listing cost the daemon; keeping one per node would cost 3 MB for a
+        session's 16,000 files. Never for a reply made after an ``await``."""
+        return self._put(node, self._scratch[node.is_dir])
+
+    @staticmethod
+    def _put(node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
+        """Set in ``entry`` what the kernel is told of ``node`` that differs from one node
+        to the next."""
+        if node.is_dir:
+            # "." and the entry in its parent, plus each subdirectory's "..".
+            return _fill(entry, node.ino, 2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns)
+        # An unlinked file still open has no name left.
+        return _fill(entry, node.ino, 1 if node.attached else 0, node.size, node.mtime_ns,
+                     node.ctime_ns)
+
+    def _blank(self, is_dir: bool) -> pyfuse3.EntryAttributes:
+        """New attributes with what every file (or directory) of this mount shares: the
+        mount's owner and modes, cached by the kernel for :attr:`timeout`."""
         entry = pyfuse3.EntryAttributes()
-        entry.st_ino = InodeT(ino)
         entry.generation = 0
         entry.entry_timeout = self.timeout
         entry.attr_timeout = self.timeout
         mode = (stat.S_IFDIR | self.dir_mode) if is_dir else (stat.S_IFREG | self.file_mode)
         entry.st_mode = ModeT(mode)
-        entry.st_nlink = nlink
         entry.st_uid = self.uid
         entry.st_gid = self.gid
         entry.st_rdev = 0
-        entry.st_size = size
         entry.st_blksize = _BLOCK
-        entry.st_blocks = (size + 511) // 512
-        entry.st_atime_ns = mtime_ns
-        entry.st_mtime_ns = mtime_ns
-        entry.st_ctime_ns = ctime_ns
         return entry
+
+    def _entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
+               ctime_ns: int) -> pyfuse3.EntryAttributes:
+        """The attributes of a file or directory of this mount that is no node of the tree
+        (``.history``'s, ``.search``'s, a session's root)."""
+        return _fill(self._blank(is_dir), ino, nlink, size, mtime_ns, ctime_ns)
 
     def _lookup_reply(self, node: Node) -> pyfuse3.EntryAttributes:
         node.lookups += 1

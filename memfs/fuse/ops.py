@@ -421,7 +421,7 @@ class Operations(Buffers):
             if not child.attached:
                 continue
             if not pyfuse3.readdir_reply(
-                token, FileNameT(child.name.encode("utf-8")), self._attrs(child),
+                token, FileNameT(child.name.encode("utf-8")), self._listed(child),
                 DOTS + index + 1,
             ):
                 return

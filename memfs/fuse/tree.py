@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..models import Change, Memory
 from ..rules import parse_time
@@ -114,10 +113,6 @@ class Node:
     save_at: str | None = None
     mtime_ns: int = field(default_factory=time.time_ns)
     ctime_ns: int = 0
-    #: The attributes last built for the kernel (``pyfuse3.EntryAttributes``) and the state
-    #: they were built from (link count, size, mtime, ctime): reused while that state is
-    #: the node's (:meth:`~memfs.fuse.core.Base._attrs`).
-    built: tuple[tuple[int, int, int, int], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.is_dir and self.children is None:

@@ -31,7 +31,7 @@ from memfs.fuse.toolevents import EventSink
 from memfs.fuse.watch import ChangeWatcher
 from memfs.store import Limits, Store
 from tests.support import async_wait_until
-from tests.support.fsops import CTX, ROOT, read_file, replies, write_file
+from tests.support.fsops import CTX, ROOT, read_file, write_file
 
 DATA = b"x" * 1999 + b"\n"
 N = 20
@@ -389,55 +389,65 @@ async def test_a_close_does_not_wait_for_the_spinner(mount: Mount, monkeypatch) 
     await ops.release(other)
 
 
-async def test_a_listing_builds_attributes_only_for_what_changed(mount: Mount,
-                                                                 monkeypatch) -> None:
-    """A directory's entries keep their built attributes until they change, and its sorted
-    listing until an entry comes or goes: a second ``ls`` builds and sorts nothing (the
-    kernel sends a READDIRPLUS at every listing, whose entries all carry attributes), and a
-    file written, truncated, renamed or unlinked since, and the directory
-    itself, show their new size, times and link counts."""
+async def test_a_listing_builds_no_attributes_per_entry(mount: Mount, monkeypatch) -> None:
+    """The kernel asks for every entry's attributes at each listing (READDIRPLUS): a listing
+    fills one object per kind of node for all its entries (only "." and ".." are built), and
+    sorts a directory again only once an entry came or went; a file written, a new
+    subdirectory and an unlink show at once."""
     ops = mount.ops
     inos = [await create(ops, f"f{i}.md".encode()) for i in range(5)]
     await ops.mkdir(ROOT, b"sub", 0o755, CTX)
-    built: list[int] = []
-    entry = ops._entry
+    built: list[bool] = []
+    blank = ops._blank
 
-    def counted(ino: int, *args: Any) -> pyfuse3.EntryAttributes:
-        built.append(ino)
-        return entry(ino, *args)
+    def counted(is_dir: bool) -> pyfuse3.EntryAttributes:
+        built.append(is_dir)
+        return blank(is_dir)
 
-    monkeypatch.setattr(ops, "_entry", counted)
-    seen = replies(monkeypatch)
+    monkeypatch.setattr(ops, "_blank", counted)
+    seen: dict[bytes, tuple[int, int, int, int, int]] = {}
 
-    async def listing() -> dict[bytes, pyfuse3.EntryAttributes]:
+    def reply(token: Any, name: bytes, attr: pyfuse3.EntryAttributes, next_id: int) -> bool:
+        # As pyfuse3 does: the attributes are copied before the next entry is filled.
+        seen[bytes(name)] = (attr.st_ino, attr.st_mode, attr.st_nlink, attr.st_size,
+                             attr.st_mtime_ns)
+        return True
+
+    monkeypatch.setattr(pyfuse3, "readdir_reply", reply)
+
+    async def listing() -> dict[bytes, tuple[int, int, int, int, int]]:
         seen.clear()
+        built.clear()
         fh = await ops.opendir(ROOT, CTX)
         await ops.readdir(fh, 0, None)
         await ops.releasedir(fh)
+        assert built == [True, True], f"a listing built {len(built)} attribute objects"
         return dict(seen)
 
     first = await listing()
     assert len(first) == 8  # ".", "..", five files, sub
-    built.clear()
-    again = await listing()
-    assert built == [], f"a second listing built the attributes of inodes {built}"
+    kids = ops.root.children
+    assert kids is not None
+    for name, ino in ((b"f0.md", inos[0]), (b"sub", None)):
+        got = ops._attrs(kids[name.decode()])
+        assert first[name] == (got.st_ino, got.st_mode, got.st_nlink, got.st_size,
+                               got.st_mtime_ns)
+        assert ino is None or first[name][0] == ino
     sorted_once = ops.root.listing
-    await listing()
+    assert await listing() == first
     assert ops.root.listing is sorted_once, "an unchanged directory was sorted again"
-    assert {n: a.st_size for n, a in again.items()} == {n: a.st_size for n, a in first.items()}
 
-    # Written: the new size and mtime at once, in a listing and a getattr; nothing else built.
-    built.clear()
+    # Written: the new size and mtime at once, in a listing and a getattr.
     info = await ops.open(inos[0], os.O_WRONLY | os.O_TRUNC, CTX)
     await ops.write(info.fh, 0, b"shorter\n")
     assert (await ops.getattr(inos[0], CTX)).st_size == 8
     await ops.flush(info.fh)
     await ops.release(info.fh)
     now = await listing()
-    assert now[b"f0.md"].st_size == 8
-    assert now[b"f0.md"].st_mtime_ns > first[b"f0.md"].st_mtime_ns
-    assert set(built) == {inos[0]}
-    # A new subdirectory: the root's link count.
+    assert now[b"f0.md"][3] == 8
+    assert now[b"f0.md"][4] > first[b"f0.md"][4]
+    assert now[b"f1.md"] == first[b"f1.md"]
+    # A new subdirectory: the root's link count, and the entry listed.
     root_links = (await ops.getattr(ROOT, CTX)).st_nlink
     await ops.mkdir(ROOT, b"sub2", 0o755, CTX)
     assert (await ops.getattr(ROOT, CTX)).st_nlink == root_links + 1
