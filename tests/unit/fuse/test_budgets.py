@@ -377,12 +377,20 @@ async def test_a_close_does_not_wait_for_the_spinner(mount: Mount, monkeypatch) 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(spinner.run)
         await trio.testing.wait_all_tasks_blocked()
-        spinner.started()
+        spinner.started()  # a request, answered: it turns
+        spinner.ended()
         await trio.sleep(0.001)
         assert spinner.spinning
-        monkeypatch.setattr(trio.lowlevel, "current_statistics", counted)
-        await create(ops, b"beside.md")
-        monkeypatch.undo()
+        spinning: list[bool] = []
+
+        def watched() -> Any:
+            spinning.append(spinner.spinning)
+            return counted()
+
+        with monkeypatch.context() as patched:
+            patched.setattr(trio.lowlevel, "current_statistics", watched)
+            await create(ops, b"beside.md")
+        assert spinning and all(spinning), "the spinner stopped turning: nothing measured"
         spinner.stop()
     assert len(turns) == GATHER_IDLE_TURNS, f"{len(turns)} turns waited"
     await ops.flush(other)
