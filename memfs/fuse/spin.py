@@ -105,8 +105,10 @@ class Spinner:
             try:
                 # Each turn gives the other tasks theirs and has trio look at the
                 # descriptors without blocking: a request is read as soon as it is there.
-                while not self._stopped and (
-                        clock() - self.last < self.window and clock() >= self.crowded_until):
+                while not self._stopped:
+                    now = clock()
+                    if now - self.last >= self.window or now < self.crowded_until:
+                        break
                     await checkpoint()
             finally:
                 self.spinning = False
