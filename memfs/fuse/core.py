@@ -328,13 +328,17 @@ class Base(pyfuse3.Operations):
         session's 16,000 files. Never for a reply made after an ``await``."""
         return self._put(node, self._scratch[node.is_dir])
 
-    @staticmethod
-    def _put(node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
+    def _put(self, node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
         """Set in ``entry`` what the kernel is told of ``node`` that differs from one node
         to the next."""
         if node.is_dir:
             # "." and the entry in its parent, plus each subdirectory's "..".
             return _fill(entry, node.ino, 2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns)
+        # An unsaved file's times are the last write's until its close saves it: then they
+        # are the saved version's (its updated_at), and the kernel must ask again rather than
+        # keep the ones it was told now (it forgets them itself after a write, not after a
+        # create or a truncating open that writes nothing).
+        entry.attr_timeout = 0 if node.dirty else self.timeout
         # An unlinked file still open has no name left.
         return _fill(entry, node.ino, 1 if node.attached else 0, node.size, node.mtime_ns,
                      node.ctime_ns)

@@ -185,6 +185,36 @@ def test_sed_i_keeps_the_memory_and_its_history(setup):
     assert (m.root / "hello.md").read_text() == "hello there\n"
 
 
+def test_a_files_mtime_is_its_saved_versions_and_holds_still(setup):
+    """A file's mtime is its memory's ``updated_at`` (SPEC §2) from the moment its close
+    returns: the kernel must not keep the time it was told while the file was unsaved. It
+    did (pjdfstest utimensat/02.t:5 failed once in CI: the create's time was cached, the save's
+    time came with the next setattr, a second later on the clock)."""
+    from memfs.fuse.tree import time_ns
+
+    store, sid, m = setup
+    sh("touch t.md", m.root)  # created and closed, nothing written
+    seen = os.stat(m.root / "t.md").st_mtime_ns
+    assert seen == time_ns(store.get_memory_by_path(sid, "/t.md").updated_at)
+    sh("touch -a -d @1900000000 t.md", m.root)  # utimensat: atime given, mtime UTIME_OMIT
+    assert os.stat(m.root / "t.md").st_mtime_ns == seen
+    # Looked at while unsaved, then saved: the save's time, not the write's.
+    with open(m.root / "w.md", "w") as f:
+        f.write("x")
+        f.flush()
+        os.fstat(f.fileno())
+        os.stat(m.root / "w.md")
+    seen = os.stat(m.root / "w.md").st_mtime_ns
+    assert seen == time_ns(store.get_memory_by_path(sid, "/w.md").updated_at)
+    # An overwrite that empties a file and writes nothing is saved too.
+    with open(m.root / "w.md", "r+") as f:
+        os.fstat(f.fileno())
+        f.truncate(0)
+        os.fstat(f.fileno())
+    assert os.stat(m.root / "w.md").st_mtime_ns == time_ns(
+        store.get_memory_by_path(sid, "/w.md").updated_at)
+
+
 def test_xattrs_and_statfs(setup):
     store, sid, m = setup
     p = m.root / "x.md"
