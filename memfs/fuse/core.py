@@ -181,8 +181,11 @@ class Base(pyfuse3.Operations):
         self.on_stale: Callable[[], None] | None = None
         #: Told of every request (the daemon's; None: no kernel, as in unit tests).
         self.spinner: Spinner | None = None
-        #: What :meth:`_listed` fills, for a file and for a directory.
-        self._scratch = (self._blank(False), self._blank(True))
+        #: What :meth:`_listed` fills: for a file, for a directory, and for an unsaved file
+        #: (whose attributes the kernel must not keep: see :meth:`_attrs`).
+        unsaved = self._blank(False)
+        unsaved.attr_timeout = 0
+        self._scratch = (self._blank(False), self._blank(True), unsaved)
 
     # -- the tree's state, as the daemon and tests see it -------------------------------------
 
@@ -318,7 +321,14 @@ class Base(pyfuse3.Operations):
 
     def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
         """A node's attributes, in an object of their own."""
-        return self._put(node, self._blank(node.is_dir))
+        entry = self._put(node, self._blank(node.is_dir))
+        if node.dirty:
+            # An unsaved file's times are its last write's until its close saves it; then
+            # they are the saved version's (its updated_at). The kernel must ask again then,
+            # not keep what it is told now: it forgets a file's attributes by itself after a
+            # write, not after a create or a truncating open that writes nothing.
+            entry.attr_timeout = 0
+        return entry
 
     def _listed(self, node: Node) -> pyfuse3.EntryAttributes:
         """A listing entry's attributes, in one object per kind of node reused for every entry
@@ -326,19 +336,15 @@ class Base(pyfuse3.Operations):
         every entry's at each listing (READDIRPLUS), and building a new object for each was
         most of what a listing cost the daemon; keeping one per node would cost 3 MB for a
         session's 16,000 files. Never for a reply made after an ``await``."""
-        return self._put(node, self._scratch[node.is_dir])
+        return self._put(node, self._scratch[2 if node.dirty else node.is_dir])
 
-    def _put(self, node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
+    @staticmethod
+    def _put(node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
         """Set in ``entry`` what the kernel is told of ``node`` that differs from one node
         to the next."""
         if node.is_dir:
             # "." and the entry in its parent, plus each subdirectory's "..".
             return _fill(entry, node.ino, 2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns)
-        # An unsaved file's times are the last write's until its close saves it: then they
-        # are the saved version's (its updated_at), and the kernel must ask again rather than
-        # keep the ones it was told now (it forgets them itself after a write, not after a
-        # create or a truncating open that writes nothing).
-        entry.attr_timeout = 0 if node.dirty else self.timeout
         # An unlinked file still open has no name left.
         return _fill(entry, node.ino, 1 if node.attached else 0, node.size, node.mtime_ns,
                      node.ctime_ns)

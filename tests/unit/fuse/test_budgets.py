@@ -413,17 +413,17 @@ async def test_a_listing_builds_no_attributes_per_entry(mount: Mount, monkeypatc
         return blank(is_dir)
 
     monkeypatch.setattr(ops, "_blank", counted)
-    seen: dict[bytes, tuple[int, int, int, int, int]] = {}
+    seen: dict[bytes, tuple[int, int, int, int, int, float]] = {}
 
     def reply(token: Any, name: bytes, attr: pyfuse3.EntryAttributes, next_id: int) -> bool:
         # As pyfuse3 does: the attributes are copied before the next entry is filled.
         seen[bytes(name)] = (attr.st_ino, attr.st_mode, attr.st_nlink, attr.st_size,
-                             attr.st_mtime_ns)
+                             attr.st_mtime_ns, attr.attr_timeout)
         return True
 
     monkeypatch.setattr(pyfuse3, "readdir_reply", reply)
 
-    async def listing() -> dict[bytes, tuple[int, int, int, int, int]]:
+    async def listing() -> dict[bytes, tuple[int, int, int, int, int, float]]:
         seen.clear()
         built.clear()
         fh = await ops.opendir(ROOT, CTX)
@@ -439,7 +439,7 @@ async def test_a_listing_builds_no_attributes_per_entry(mount: Mount, monkeypatc
     for name, ino in ((b"f0.md", inos[0]), (b"sub", None)):
         got = ops._attrs(kids[name.decode()])
         assert first[name] == (got.st_ino, got.st_mode, got.st_nlink, got.st_size,
-                               got.st_mtime_ns)
+                               got.st_mtime_ns, got.attr_timeout)
         assert ino is None or first[name][0] == ino
     sorted_once = ops.root.listing
     assert await listing() == first
@@ -449,10 +449,15 @@ async def test_a_listing_builds_no_attributes_per_entry(mount: Mount, monkeypatc
     info = await ops.open(inos[0], os.O_WRONLY | os.O_TRUNC, CTX)
     await ops.write(info.fh, 0, b"shorter\n")
     assert (await ops.getattr(inos[0], CTX)).st_size == 8
+    # Unsaved: its attributes are not to be kept by the kernel (its close gives it the saved
+    # version's mtime), and only its own (the next entry is filled in the same object).
+    assert (await ops.getattr(inos[0], CTX)).attr_timeout == 0
+    during = await listing()
+    assert during[b"f0.md"][5] == 0 and during[b"f1.md"][5] == ops.timeout > 0
     await ops.flush(info.fh)
     await ops.release(info.fh)
     now = await listing()
-    assert now[b"f0.md"][3] == 8
+    assert now[b"f0.md"][3] == 8 and now[b"f0.md"][5] == ops.timeout
     assert now[b"f0.md"][4] > first[b"f0.md"][4]
     assert now[b"f1.md"] == first[b"f1.md"]
     # A new subdirectory: the root's link count, and the entry listed.
