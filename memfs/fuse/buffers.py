@@ -286,6 +286,10 @@ class Buffers(Feed):
             log.info("%s: saved again after a change made elsewhere", job.path)
             self.tree.restore(node, m, m.seq)
         self._history_saw("put", m.id, m.path)
+        if node.attrs_kept:
+            # Created and saved with no write: the kernel still has the create's mtime.
+            node.attrs_kept = False
+            self._forget_attrs(node)
         if node.gen == job.gen:
             node.dirty = False
         assert job.data is not None

@@ -33,7 +33,7 @@ from ..protocol import SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
 from .dotdirs import DotDir, HistoryDir, SearchDir
 from .history import History
-from .kernel import DOTS, NAME_MAX, _Failure, invalidate_now, reply_dots
+from .kernel import DOTS, NAME_MAX, _Failure, forget_attrs, invalidate_now, reply_dots
 from .search import Search
 from .spin import Spinner
 from .toolevents import EventSink, WrittenVersion, comm, tool_pair
@@ -325,8 +325,7 @@ class Base(pyfuse3.Operations):
         if node.dirty:
             # An unsaved file's times are its last write's until its close saves it; then
             # they are the saved version's (its updated_at). The kernel must ask again then,
-            # not keep what it is told now: it forgets a file's attributes by itself after a
-            # write, not after a create or a truncating open that writes nothing.
+            # not keep what it is told now. (A create's reply is kept: see ``create``.)
             entry.attr_timeout = 0
         return entry
 
@@ -458,6 +457,13 @@ class Base(pyfuse3.Operations):
 
     def _ctx_name(self, ctx: pyfuse3.RequestContext) -> tuple[str, int]:
         return comm(ctx.pid), ctx.pid
+
+    def _forget_attrs(self, node: Node) -> None:
+        """Make the kernel forget a node's attributes (not its pages) before the handler
+        answers. At once, on the trio thread: this waits for nothing in the kernel (no page,
+        no request), unlike :meth:`_invalidate_now`."""
+        if self.on_stale is not None:  # no kernel (unit tests) otherwise
+            forget_attrs(node.ino)
 
     async def _invalidate_now(self, node: Node) -> None:
         """Make the kernel forget a node's pages (and its name, if it left the tree) before

@@ -130,6 +130,15 @@ def invalidate_inodes(inodes: list[int]) -> None:
                 log.warning("invalidate_inode(%d): %s", ino, e)
 
 
+def forget_attrs(ino: int) -> None:
+    """Make the kernel forget one inode's attributes (its pages stay)."""
+    try:
+        pyfuse3.invalidate_inode(InodeT(ino), attr_only=True)
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOTCONN):
+            log.warning("invalidate_inode(%d, attr_only=True): %s", ino, e)
+
+
 def invalidate_now(ino: int, entries: list[tuple[int, str, int]]) -> None:
     """Forget one inode's pages and names, waiting for the kernel (call it in a thread)."""
     for parent, name, deleted in entries:

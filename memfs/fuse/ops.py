@@ -281,7 +281,13 @@ class Operations(Buffers):
         # The new file is this descriptor's change: saved at its close, whoever else opened it.
         h = _Handle(node, True, pid, comm_, created=True, changed=True)
         info = self._open_handle(h)
-        return info, self._lookup_reply(node)
+        reply = self._lookup_reply(node)
+        # Kept by the kernel although the file is unsaved: it checks the opener's permission
+        # right after, and would ask for them again (a GETATTR per create). The file's first
+        # write makes it forget them, or else its save (Buffers._saved).
+        reply.attr_timeout = self.timeout
+        node.attrs_kept = True
+        return info, reply
 
     @_handler
     @by_handle
@@ -314,6 +320,7 @@ class Operations(Buffers):
         node.dirty = True
         node.gen += 1
         node.touch()
+        node.attrs_kept = False  # the kernel forgets them after a write (its size and mtime)
         h.wrote = h.changed = True
         return len(buf)
 

@@ -92,6 +92,9 @@ class Node:
     dirty: bool = False
     #: Bumped at every change of the buffer: a commit knows whether writes came in meanwhile.
     gen: int = 0
+    #: Files: the kernel keeps the attributes of a create's reply until a write makes it
+    #: forget them; the save, which gives the file the version's mtime, must then.
+    attrs_kept: bool = False
     handles: int = 0
     writers: int = 0
     #: Kernel lookup count (lookup, create, mkdir, readdirplus entries minus forget).

@@ -193,7 +193,7 @@ def test_a_files_mtime_is_its_saved_versions_and_holds_still(setup):
     from memfs.fuse.tree import time_ns
 
     store, sid, m = setup
-    sh("touch t.md", m.root)  # created and closed, nothing written
+    os.close(os.open(m.root / "t.md", os.O_CREAT | os.O_WRONLY, 0o644))  # nothing written
     seen = os.stat(m.root / "t.md").st_mtime_ns
     assert seen == time_ns(store.get_memory_by_path(sid, "/t.md").updated_at)
     sh("touch -a -d @1900000000 t.md", m.root)  # utimensat: atime given, mtime UTIME_OMIT
@@ -207,13 +207,18 @@ def test_a_files_mtime_is_its_saved_versions_and_holds_still(setup):
         os.listdir(m.root)  # READDIRPLUS: attributes for every entry
     seen = os.stat(m.root / "w.md").st_mtime_ns
     assert seen == time_ns(store.get_memory_by_path(sid, "/w.md").updated_at)
-    # An overwrite that empties a file and writes nothing is saved too.
+    # Emptied and nothing written: by ftruncate, by a truncating open; and written once.
     with open(m.root / "w.md", "r+") as f:
         os.fstat(f.fileno())
         f.truncate(0)
         os.fstat(f.fileno())
     assert os.stat(m.root / "w.md").st_mtime_ns == time_ns(
         store.get_memory_by_path(sid, "/w.md").updated_at)
+    for shell in ("echo y > w.md", ": > w.md", "echo z > new.md"):
+        sh(shell, m.root)
+        path = "/" + shell.rpartition(" ")[2]
+        assert os.stat(m.root / path[1:]).st_mtime_ns == time_ns(
+            store.get_memory_by_path(sid, path).updated_at), shell
 
 
 def test_xattrs_and_statfs(setup):

@@ -302,6 +302,32 @@ async def test_security_xattrs_are_answered_at_once(mount: Mount, monkeypatch) -
     assert touched == []
 
 
+async def test_a_create_costs_no_getattr_and_its_save_no_stale_mtime(
+    mount: Mount, monkeypatch
+) -> None:
+    """A create's attributes are kept by the kernel (else it asks for them again when it
+    checks the opener's permission: a request more per create). A write makes it forget them
+    by itself; a file saved with no write would keep the create's mtime, not its version's,
+    so its save makes the kernel forget them then (attributes only: once)."""
+    ops = mount.ops
+    ops.on_stale = lambda: None  # a kernel is there
+    forgotten: list[tuple[int, bool]] = []
+    monkeypatch.setattr(pyfuse3, "invalidate_inode",
+                        lambda ino, attr_only=False: forgotten.append((ino, attr_only)))
+    info, attrs = await ops.create(ROOT, b"written.md", 0o100644, os.O_WRONLY, CTX)
+    assert attrs.attr_timeout == ops.timeout > 0
+    await ops.write(info.fh, 0, DATA)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert forgotten == []
+    info, attrs = await ops.create(ROOT, b"empty.md", 0o100644, os.O_WRONLY, CTX)
+    assert attrs.attr_timeout == ops.timeout
+    await ops.flush(info.fh)
+    assert forgotten == [(attrs.st_ino, True)]
+    await ops.release(info.fh)
+    assert forgotten == [(attrs.st_ino, True)]
+
+
 async def _open_written(ops: Operations, name: bytes, data: bytes = DATA) -> int:
     info, _ = await ops.create(ROOT, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
     await ops.write(info.fh, 0, data)
