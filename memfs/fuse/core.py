@@ -460,8 +460,8 @@ class Base(pyfuse3.Operations):
 
     def _forget_attrs(self, node: Node) -> None:
         """Make the kernel forget a node's attributes (not its pages) before the handler
-        answers. At once, on the trio thread: this waits for nothing in the kernel (no page,
-        no request), unlike :meth:`_invalidate_now`."""
+        answers. At once, on the trio thread: with no writeback cache this waits for nothing
+        in the kernel (no page, no request), unlike :meth:`_invalidate_now`."""
         if self.on_stale is not None:  # no kernel (unit tests) otherwise
             forget_attrs(node.ino)
 
