@@ -33,7 +33,7 @@ from ..protocol import SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
 from .dotdirs import DotDir, HistoryDir, SearchDir
 from .history import History
-from .kernel import DOTS, NAME_MAX, _Failure, forget_attrs, invalidate_now, reply_dots
+from .kernel import DOTS, NAME_MAX, _Failure, invalidate_inodes, invalidate_now, reply_dots
 from .search import Search
 from .spin import Spinner
 from .toolevents import EventSink, WrittenVersion, comm, tool_pair
@@ -463,7 +463,7 @@ class Base(pyfuse3.Operations):
         answers. At once, on the trio thread: with no writeback cache this waits for nothing
         in the kernel (no page, no request), unlike :meth:`_invalidate_now`."""
         if self.on_stale is not None:  # no kernel (unit tests) otherwise
-            forget_attrs(node.ino)
+            invalidate_inodes([node.ino], attr_only=True)
 
     async def _invalidate_now(self, node: Node) -> None:
         """Make the kernel forget a node's pages (and its name, if it left the tree) before

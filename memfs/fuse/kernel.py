@@ -121,22 +121,15 @@ def reply_dots(token: pyfuse3.ReaddirToken, start_id: int,
     return True
 
 
-def invalidate_inodes(inodes: list[int]) -> None:
+def invalidate_inodes(inodes: list[int], attr_only: bool = False) -> None:
+    """Make the kernel forget these inodes' attributes, and their pages unless
+    ``attr_only``."""
     for ino in inodes:
         try:
-            pyfuse3.invalidate_inode(InodeT(ino))
+            pyfuse3.invalidate_inode(InodeT(ino), attr_only)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.ENOTCONN):
-                log.warning("invalidate_inode(%d): %s", ino, e)
-
-
-def forget_attrs(ino: int) -> None:
-    """Make the kernel forget one inode's attributes (its pages stay)."""
-    try:
-        pyfuse3.invalidate_inode(InodeT(ino), attr_only=True)
-    except OSError as e:
-        if e.errno not in (errno.ENOENT, errno.ENOTCONN):
-            log.warning("invalidate_inode(%d, attr_only=True): %s", ino, e)
+                log.warning("invalidate_inode(%d, attr_only=%s): %s", ino, attr_only, e)
 
 
 def invalidate_now(ino: int, entries: list[tuple[int, str, int]]) -> None:
