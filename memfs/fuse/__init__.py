@@ -17,7 +17,8 @@ The modules, each building only on those before it:
   :mod:`~.toolevents` (tool event pairs and their sink), :mod:`~.history` (``.history/``, no
   pyfuse3), :mod:`~.search` (``.search/``, no pyfuse3) and :mod:`~.spin` (the trio thread
   kept turning for a moment after each request, no pyfuse3);
-- :mod:`~.kernel` (the errno table, ``/proc``, the kernel's caches);
+- :mod:`~.kernel` (the errno table, ``/proc``, the kernel's caches) and :mod:`~.reader`
+  (pyfuse3's request loop reading with one wait a request, turning in the spinner's window);
 - :mod:`~.dotdirs`: ``.history`` and ``.search`` as handler objects of their own, and the
   dispatch that hands them their requests, once per request, by inode, file handle or entry;
 - the parts of :class:`~memfs.fuse.ops.Operations`, one class each, each a subclass of the one

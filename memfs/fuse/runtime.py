@@ -19,7 +19,8 @@ same for both:
 3. the process's background service handed in (the daemon's indexer), then in trio
    (:func:`serve`): per tree the service that follows the store's changes (after loading the
    tree, when it is loaded once mounted), the :class:`~memfs.fuse.watch.EventFlusher` and
-   the :class:`~memfs.fuse.watch.Invalidator`, beside ``pyfuse3.main()`` and
+   the :class:`~memfs.fuse.watch.Invalidator`, beside ``pyfuse3.main()`` (reading requests
+   with :mod:`~memfs.fuse.reader`'s reader) and
    :func:`terminate_on_signal` (SIGINT, SIGTERM, SIGHUP; what is still running
    :data:`STOP_GRACE` seconds later is cancelled);
 4. on every way out (a signal, an unmount from outside, an error): the services stopped, every
@@ -33,6 +34,7 @@ A failing background service never brings the mount down (:mod:`memfs.background
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -47,6 +49,7 @@ import pyfuse3
 import trio
 
 from .. import errors
+from . import reader
 from .ops import Operations
 from .spin import Spinner
 from .watch import EventFlusher, Invalidator
@@ -185,7 +188,9 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
     # SIGINT, so that the finally below still unmounts.
     old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
+        before = reader.fuse_fds()
         init_fuse(fs, mountpoint, options)
+        main = reader.main_after_init(before)
         started: Stoppable | None = None
         try:
             log.info("mounted %s on %s", what, mountpoint)
@@ -193,7 +198,7 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
             if background is not None:
                 started = background()
             try:
-                trio.run(serve, mounted)
+                trio.run(functools.partial(serve, mounted, main=main))
             except KeyboardInterrupt:
                 log.info("interrupted, unmounting")
         finally:
