@@ -6,7 +6,7 @@ waits on the descriptor. Taking the free lock gives up a turn, and releasing it 
 the next task in line, which then runs only to wait on the descriptor in its turn. So each
 request costs two or three task steps, where one would do.
 
-:class:`Reader` takes its place (:func:`main_after_init`; pyfuse3 looks the function up in
+:class:`Reader` takes its place (:func:`reader_after_init`; pyfuse3 looks the function up in
 its module at each call): the task that answered a request waits for the next itself, with
 no lock. The other tasks stand by, parked. One of them is woken only when the task handling
 a request blocks in it (a close waiting for the mount's mutex, or gathering others' closes):
@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+import select
 
 import pyfuse3
 import trio
 
-__all__ = ["Reader", "main_after_init", "fuse_fds"]
+from .spin import Spinner
+
+__all__ = ["Reader", "reader_after_init", "fuse_fds"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ KNOWN = ("3.3.", "3.4.", "3.5.")
 #: few kB each). As many as trio's threads (its default limiter), which the requests of a
 #: mount on a server wait for anyway.
 MAX_TASKS = 40
+#: Requests read in a row at most, while they queue, before a turn is given to the other tasks.
+IN_A_ROW = 16
 #: The function of pyfuse3's request loop that :class:`Reader` replaces.
 REPLACED = "_wait_fuse_readable"
 
@@ -67,15 +71,40 @@ class Reader(trio.abc.Instrument):
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        #: A task waits on the descriptor now.
+        #: A task waits on the descriptor now (turning, or asleep on it).
         self.waiting = False
         #: The tasks standing by.
         self.standby = trio.lowlevel.ParkingLot()
         #: The tasks handling a request they read (not waiting or standing by).
         self.busy: set[trio.lowlevel.Task] = set()
         self.closed = False
+        #: The window to turn in after a request (set by :func:`~memfs.fuse.runtime.serve`);
+        #: None: the task sleeps at once.
+        self.spinner: Spinner | None = None
         #: Tasks woken because the one handling a request blocked (statistics, tests).
         self.handoffs = 0
+        #: Requests read in a row without a turn given up.
+        self._unyielded = 0
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
+
+    async def main(self) -> None:
+        """``pyfuse3.main()`` with this reader in place of pyfuse3's own."""
+        namespace = vars(pyfuse3)  # what pyfuse3's loop looks the function up in
+        original = namespace[REPLACED]
+        namespace[REPLACED] = self.wait
+        trio.lowlevel.add_instrument(self)
+        try:
+            await pyfuse3.main(1, MAX_TASKS)
+        finally:
+            trio.lowlevel.remove_instrument(self)
+            namespace[REPLACED] = original
+
+    def terminate(self) -> None:
+        """``pyfuse3.terminate()``, told to this reader's tasks too (pyfuse3's notice reaches
+        only a task asleep on the descriptor)."""
+        pyfuse3.terminate()
+        self.close()
 
     async def wait(self) -> bool:
         """pyfuse3's ``_wait_fuse_readable``: True when a request can be read (by this task,
@@ -88,14 +117,45 @@ class Reader(trio.abc.Instrument):
                 continue
             self.waiting = True
             try:
-                await trio.lowlevel.wait_readable(self.fd)
+                if not await self._turn() and not self.closed:
+                    await trio.lowlevel.wait_readable(self.fd)
             except trio.ClosedResourceError:  # pyfuse3.terminate()
                 self.close()
-                return False
             finally:
                 self.waiting = False
+            if self.closed:
+                return False
             self.busy.add(task)
             return True
+        return False
+
+    def _there(self) -> bool:
+        # A request is there (or the device failed: the mount is gone, which the read says).
+        return bool(self._poll.poll(0))
+
+    async def _turn(self) -> bool:
+        """True when a request is there already (at most :data:`IN_A_ROW` times in a row), or
+        comes while the spinner's window lasts: the thread turns meanwhile, giving the other
+        tasks theirs between two looks. False, the window over: sleep on the descriptor."""
+        if self._unyielded < IN_A_ROW and self._there():
+            self._unyielded += 1
+            return True
+        self._unyielded = 0
+        spinner = self.spinner
+        if spinner is None:
+            return False
+        if spinner.left() > 0:
+            spinner.spinning = True
+            try:
+                while not self.closed:
+                    await trio.lowlevel.checkpoint()
+                    if self._there():
+                        return True
+                    if spinner.left() <= 0:
+                        break
+            finally:
+                spinner.spinning = False
+        spinner.sleeps()
         return False
 
     def close(self) -> None:
@@ -124,34 +184,20 @@ class Reader(trio.abc.Instrument):
             self.close()
 
 
-def main_after_init(before: set[int]) -> Callable[[], Awaitable[None]]:
-    """What runs pyfuse3's request loop once ``pyfuse3.init`` opened ``/dev/fuse`` (its
-    descriptor: the one not among ``before``, :func:`fuse_fds` before the init): with a
-    :class:`Reader` in place of pyfuse3's own (the instrument added for the loop's duration),
-    or ``pyfuse3.main`` itself for a pyfuse3 version not known here, when the descriptor
-    cannot be told, or with ``MEMFS_FUSE_READER=pyfuse3`` in the environment."""
+def reader_after_init(before: set[int]) -> Reader | None:
+    """The :class:`Reader` of the ``/dev/fuse`` that ``pyfuse3.init`` opened (the descriptor
+    not among ``before``, :func:`fuse_fds` before the init); None, and pyfuse3 keeps its own
+    reader, for a pyfuse3 version not known here, when the descriptor cannot be told, or with
+    ``MEMFS_FUSE_READER=pyfuse3`` in the environment."""
     version = getattr(pyfuse3, "__version__", "")
     new = fuse_fds() - before
     if os.environ.get("MEMFS_FUSE_READER") == "pyfuse3":
-        return pyfuse3.main
+        return None
     if not version.startswith(KNOWN) or not hasattr(pyfuse3, REPLACED):
         log.info("pyfuse3 %s: its own request reader is kept", version)
-        return pyfuse3.main
+        return None
     if len(new) != 1:
         log.info("/dev/fuse not told apart (%d new descriptors): pyfuse3's request reader "
                  "is kept", len(new))
-        return pyfuse3.main
-    reader = Reader(new.pop())
-
-    async def main() -> None:
-        namespace = vars(pyfuse3)  # what pyfuse3's loop looks the function up in
-        original = namespace[REPLACED]
-        namespace[REPLACED] = reader.wait
-        trio.lowlevel.add_instrument(reader)
-        try:
-            await pyfuse3.main(1, MAX_TASKS)
-        finally:
-            trio.lowlevel.remove_instrument(reader)
-            namespace[REPLACED] = original
-
-    return main
+        return None
+    return Reader(new.pop())

@@ -49,8 +49,8 @@ import pyfuse3
 import trio
 
 from .. import errors
-from . import reader
 from .ops import Operations
+from .reader import Reader, fuse_fds, reader_after_init
 from .spin import Spinner
 from .watch import EventFlusher, Invalidator
 
@@ -188,9 +188,9 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
     # SIGINT, so that the finally below still unmounts.
     old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        before = reader.fuse_fds()
+        before = fuse_fds()
         init_fuse(fs, mountpoint, options)
-        main = reader.main_after_init(before)
+        fast = reader_after_init(before)
         started: Stoppable | None = None
         try:
             log.info("mounted %s on %s", what, mountpoint)
@@ -198,7 +198,7 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
             if background is not None:
                 started = background()
             try:
-                trio.run(functools.partial(serve, mounted, main=main))
+                trio.run(functools.partial(serve, mounted, reader=fast))
             except KeyboardInterrupt:
                 log.info("interrupted, unmounting")
         finally:
@@ -217,10 +217,13 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
 
 async def serve(mounted: Sequence[Mounted], *,
                 main: Callable[[], Awaitable[None]] = pyfuse3.main,
-                terminate: Callable[[], None] = pyfuse3.terminate) -> None:
+                terminate: Callable[[], None] = pyfuse3.terminate,
+                reader: Reader | None = None) -> None:
     """Serve the kernel (``main``) with each tree's services beside it, until ``main``
     returns (a signal, or the mount gone; ``terminate`` ends it) or a stop signal's grace
-    ran out (:func:`terminate_on_signal`); then stop them and release what they hold."""
+    ran out (:func:`terminate_on_signal`); then stop them and release what they hold.
+    With a ``reader`` (:mod:`~memfs.fuse.reader`), ``main`` and ``terminate`` are its own,
+    and the process's :class:`~memfs.fuse.spin.Spinner` turns in it, not as a task."""
     async with contextlib.AsyncExitStack() as holding:
         followers: list[Service | None] = []
         services: list[Service] = []
@@ -246,7 +249,11 @@ async def serve(mounted: Sequence[Mounted], *,
         spinner = Spinner()
         for m in mounted:
             m.ops.spinner = spinner
-        services.append(spinner)
+        if reader is None:
+            services.append(spinner)
+        else:  # it turns in the reader's wait for the next request
+            reader.spinner = spinner
+            main, terminate = reader.main, reader.terminate
         async with trio.open_nursery() as nursery:
             serving = trio.CancelScope()
             nursery.start_soon(terminate_on_signal, serving, terminate)

@@ -19,6 +19,10 @@ Measured (``memfs mount``, one program, 1,900 files of 2 kB, wall time per opera
 → after): create 1,290 → 1,100 µs, overwrite 1,340 → 1,120, unlink 700 → 675, warm read
 295 → 215; daemon CPU per operation went down, not up (the turns cost less than the
 wake-ups they spare). 8 programs creating files at once: unchanged.
+
+With :mod:`~memfs.fuse.reader`'s reader (the default), the turning is done in it, where the
+next request is waited for, and :meth:`Spinner.run` is not started: the spinner is then the
+window's policy only (:meth:`Spinner.left`, :meth:`Spinner.sleeps`).
 """
 
 from __future__ import annotations
@@ -91,13 +95,26 @@ class Spinner:
         self.in_flight -= 1
         self.last = self.clock()
 
+    def left(self) -> float:
+        """How much longer the trio thread should turn (seconds; none while crowded)."""
+        now = self.clock()
+        if now < self.crowded_until:
+            return 0.0
+        return self.last + self.window - now
+
+    def sleeps(self) -> None:
+        """The thread stopped turning and sleeps (said by the
+        :class:`~memfs.fuse.reader.Reader`, which turns instead of :meth:`run`): the next
+        request adapts the window."""
+        self._asleep = trio.Event()
+
     def stop(self) -> None:
         self._stopped = True
         if self._asleep is not None:
             self._asleep.set()
 
     async def run(self) -> None:
-        clock, checkpoint = self.clock, trio.lowlevel.checkpoint
+        checkpoint = trio.lowlevel.checkpoint
         while not self._stopped:
             self._asleep = asleep = trio.Event()
             await asleep.wait()
@@ -105,10 +122,7 @@ class Spinner:
             try:
                 # Each turn gives the other tasks theirs and has trio look at the
                 # descriptors without blocking: a request is read as soon as it is there.
-                while not self._stopped:
-                    now = clock()
-                    if now - self.last >= self.window or now < self.crowded_until:
-                        break
+                while not self._stopped and self.left() > 0:
                     await checkpoint()
             finally:
                 self.spinning = False

@@ -17,6 +17,7 @@ import trio
 
 from memfs.fuse import reader as reader_mod
 from memfs.fuse.reader import Reader
+from memfs.fuse.spin import Spinner
 
 Handler = Callable[[bytes], Awaitable[None]]
 
@@ -194,18 +195,87 @@ def test_pyfuse3_keeps_its_own_reader_where_this_one_is_not_known(
     try:
         before = reader_mod.fuse_fds()
         monkeypatch.setattr(reader_mod, "fuse_fds", lambda: before | {r})
-        assert reader_mod.main_after_init(before) is not pyfuse3.main
+        found = reader_mod.reader_after_init(before)
+        assert found is not None and found.fd == r
 
         monkeypatch.setenv("MEMFS_FUSE_READER", "pyfuse3")
-        assert reader_mod.main_after_init(before) is pyfuse3.main
+        assert reader_mod.reader_after_init(before) is None
         monkeypatch.delenv("MEMFS_FUSE_READER")
 
         monkeypatch.setattr(pyfuse3, "__version__", "4.0.0", raising=False)
-        assert reader_mod.main_after_init(before) is pyfuse3.main
+        assert reader_mod.reader_after_init(before) is None
         monkeypatch.undo()
 
         monkeypatch.setattr(reader_mod, "fuse_fds", lambda: before | {r, w})
-        assert reader_mod.main_after_init(before) is pyfuse3.main
+        assert reader_mod.reader_after_init(before) is None
     finally:
         os.close(r)
         os.close(w)
+
+
+async def test_queued_requests_are_read_without_a_turn_a_few_in_a_row() -> None:
+    """Requests already queued (several programs at work, a close's RELEASE after its
+    FLUSH) are read at once, with no turn given up, :data:`IN_A_ROW` at most in a row: then
+    the other tasks get a turn."""
+    async def handle(data: bytes) -> None:
+        return
+
+    loop = Loop(handle, max_tasks=1)
+    steps = Steps()
+    n = 3 * reader_mod.IN_A_ROW
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(loop.main)
+            await trio.testing.wait_all_tasks_blocked()
+            trio.lowlevel.add_instrument(steps)
+            loop.send(b"x" * n)
+            while len(loop.read_by) < n:
+                await trio.lowlevel.checkpoint()
+            trio.lowlevel.remove_instrument(steps)
+            trio.lowlevel.notify_closing(loop.r)
+    # One step to wake, then one more each IN_A_ROW requests.
+    assert steps.count <= 1 + n // reader_mod.IN_A_ROW + 1, steps.count
+    assert steps.count >= n // reader_mod.IN_A_ROW
+
+
+async def test_the_reader_turns_in_the_spinners_window_and_the_end_stops_it() -> None:
+    """After a request the reader turns while the spinner's window lasts (the other tasks
+    get their turns, and the spinner says it turns), reads a request that comes meanwhile
+    without sleeping on the descriptor, sleeps once the window is over (the next request
+    adapts it, as when the spinner's own task sleeps), and stops when the session ends."""
+    now = [0.0]
+    spinner = Spinner(window=1.0, clock=lambda: now[0])
+    turning: list[bool] = []
+
+    async def handle(data: bytes) -> None:
+        spinner.started()
+        spinner.ended()
+
+    loop = Loop(handle, max_tasks=1)
+    loop.reader.spinner = spinner
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(loop.main)
+            loop.send(b"x")
+            while not loop.read_by:
+                await trio.lowlevel.checkpoint()
+            for _ in range(5):  # the other tasks get turns while it turns
+                await trio.lowlevel.checkpoint()
+                turning.append(spinner.spinning)
+            assert turning == [True] * 5
+            loop.send(b"y")
+            while len(loop.read_by) < 2:
+                await trio.lowlevel.checkpoint()
+            assert spinner.woken == 0  # never asleep in between
+            await trio.lowlevel.checkpoint()
+            assert spinner.spinning
+            now[0] = 5.0  # the window over: it sleeps on the descriptor
+            await trio.testing.wait_all_tasks_blocked()
+            assert not spinner.spinning
+            loop.send(b"z")  # came long after: the window halves
+            while len(loop.read_by) < 3:
+                await trio.lowlevel.checkpoint()
+            assert spinner.woken == 1 and spinner.window == 0.5
+            loop.exited = True  # Reader.terminate(): pyfuse3.terminate(), then
+            loop.reader.close()
+    assert loop.task_count == 0 and not spinner.spinning
