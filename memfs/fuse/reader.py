@@ -13,6 +13,14 @@ a request blocks in it (a close waiting for the mount's mutex, or gathering othe
 the kernel's next request must not wait for that one. A trio :class:`~trio.abc.Instrument`
 sees the block: the end of a task's step while it handles a request.
 
+Waiting is cheaper too. A request already queued (several programs at work; a close's
+``RELEASE`` behind its ``FLUSH``) is read at once, with no turn given up: a ``poll`` of the
+descriptor with no timeout, where trio would register it with epoll again and sleep in
+``epoll_wait`` (:data:`IN_A_ROW` at most in a row, then the other tasks get a turn). Else the
+reader turns while the :class:`~memfs.fuse.spin.Spinner`'s window lasts, looking at the
+descriptor between turns (the spinner keeps the window's policy; its own task is not started),
+and only then sleeps on the descriptor. Measured in docs/performance.md ("A fifth round").
+
 The session ends (``pyfuse3.terminate``, or the mount gone: the read fails with ``ENODEV``)
 when a task of pyfuse3's leaves its loop; then the tasks standing by, and the one waiting on
 the descriptor, are told to leave too.
