@@ -71,6 +71,14 @@ class Loop:
     def send(self, data: bytes) -> None:
         os.write(self.w, data)
 
+    async def start(self, nursery: trio.Nursery, requests: int) -> None:
+        """Serve in ``nursery``, after ``requests`` requests answered one by one (pyfuse3
+        has started a task at each, up to its maximum: they stand by)."""
+        nursery.start_soon(self.main)
+        for _ in range(requests):
+            self.send(b"x")
+            await trio.testing.wait_all_tasks_blocked()
+
 
 class Steps(trio.abc.Instrument):
     """Counts the steps of the loop's tasks."""
@@ -130,10 +138,7 @@ async def test_a_request_that_blocks_hands_reading_to_another_task() -> None:
     loop = Loop(handle, max_tasks=4)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(loop.main)
-            for _ in range(5):  # pyfuse3 starts tasks up to its maximum: they stand by
-                loop.send(b"x")
-                await trio.testing.wait_all_tasks_blocked()
+            await loop.start(nursery, 5)
             loop.send(b"a")
             await trio.testing.wait_all_tasks_blocked()
             loop.send(b"b")
@@ -153,10 +158,7 @@ async def test_every_task_ends_with_the_session(end: str) -> None:
     loop = Loop(handle)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(loop.main)
-            for _ in range(10):
-                loop.send(b"x")
-                await trio.testing.wait_all_tasks_blocked()
+            await loop.start(nursery, 10)
             assert len(loop.reader.standby) >= 5
             if end == "terminate":
                 trio.lowlevel.notify_closing(loop.r)
@@ -181,10 +183,7 @@ async def test_a_session_ended_while_no_task_waits_ends_every_task() -> None:
     loop = Loop(handle, max_tasks=4)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(loop.main)
-            for _ in range(5):
-                loop.send(b"x")
-                await trio.testing.wait_all_tasks_blocked()
+            await loop.start(nursery, 5)
             loop.send(b"E")
     assert loop.task_count == 0
 
