@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import pyfuse3
 import pytest
 import trio
+import trio.testing
 
 from memfs.fuse import reader as reader_mod
 from memfs.fuse.reader import Reader
