@@ -143,28 +143,14 @@ class Reader(trio.abc.Instrument):
 
     async def _turn(self) -> bool:
         """True when a request is there already (at most :data:`IN_A_ROW` times in a row), or
-        comes while the spinner's window lasts: the thread turns meanwhile, giving the other
-        tasks theirs between two looks. False, the window over: sleep on the descriptor."""
+        comes while the spinner's window lasts (:meth:`Spinner.turn`), or the session ended
+        meanwhile. False, the window over: sleep on the descriptor."""
         if self._unyielded < IN_A_ROW and self._there():
             self._unyielded += 1
             return True
         self._unyielded = 0
-        spinner = self.spinner
-        if spinner is None:
-            return False
-        if spinner.left() > 0:
-            spinner.spinning = True
-            try:
-                while not self.closed:
-                    await trio.lowlevel.checkpoint()
-                    if self._there():
-                        return True
-                    if spinner.left() <= 0:
-                        break
-            finally:
-                spinner.spinning = False
-        spinner.sleeps()
-        return False
+        return self.spinner is not None and await self.spinner.turn(
+            lambda: self.closed or self._there())
 
     def close(self) -> None:
         """End: every task standing by is woken, and leaves; so does the one waiting on the
@@ -187,7 +173,7 @@ class Reader(trio.abc.Instrument):
 
     def task_exited(self, task: trio.lowlevel.Task) -> None:
         # pyfuse3's tasks leave their loop only when the session ends (terminate, unmount).
-        if task in self.busy or task.name.startswith("pyfuse-"):
+        if task.name.startswith("pyfuse-"):
             self.busy.discard(task)
             self.close()
 

@@ -22,7 +22,7 @@ wake-ups they spare). 8 programs creating files at once: unchanged.
 
 With :mod:`~memfs.fuse.reader`'s reader (the default), the turning is done in it, where the
 next request is waited for, and :meth:`Spinner.run` is not started: the spinner is then the
-window's policy only (:meth:`Spinner.left`, :meth:`Spinner.sleeps`).
+window's policy and its turning (:meth:`Spinner.turn`), called by the reader.
 """
 
 from __future__ import annotations
@@ -103,10 +103,27 @@ class Spinner:
         return self.last + self.window - now
 
     def sleeps(self) -> None:
-        """The thread stopped turning and sleeps (said by the
-        :class:`~memfs.fuse.reader.Reader`, which turns instead of :meth:`run`): the next
-        request adapts the window."""
+        """The thread stopped turning and sleeps: the next request adapts the window."""
         self._asleep = trio.Event()
+
+    async def turn(self, there: Callable[[], bool] = lambda: False) -> bool:
+        """Keep the trio thread turning while the window lasts: each turn gives the other
+        tasks theirs and has trio look at the descriptors without blocking. True as soon as
+        ``there()`` (the :class:`~memfs.fuse.reader.Reader`'s look at ``/dev/fuse``); False
+        once the window is over (or :meth:`stop`), asleep then (:meth:`sleeps`)."""
+        if self.left() > 0:
+            self.spinning = True
+            try:
+                while not self._stopped:
+                    await trio.lowlevel.checkpoint()
+                    if there():
+                        return True
+                    if self.left() <= 0:
+                        break
+            finally:
+                self.spinning = False
+        self.sleeps()
+        return False
 
     def stop(self) -> None:
         self._stopped = True
@@ -114,15 +131,12 @@ class Spinner:
             self._asleep.set()
 
     async def run(self) -> None:
-        checkpoint = trio.lowlevel.checkpoint
+        """The turning as a task of its own, woken by each request while it sleeps (with
+        pyfuse3's own request reader; the :class:`~memfs.fuse.reader.Reader` calls
+        :meth:`turn` itself)."""
+        self.sleeps()
         while not self._stopped:
-            self._asleep = asleep = trio.Event()
-            await asleep.wait()
-            self.spinning = True
-            try:
-                # Each turn gives the other tasks theirs and has trio look at the
-                # descriptors without blocking: a request is read as soon as it is there.
-                while not self._stopped and self.left() > 0:
-                    await checkpoint()
-            finally:
-                self.spinning = False
+            asleep = self._asleep
+            if asleep is not None:
+                await asleep.wait()
+            await self.turn()
