@@ -18,6 +18,8 @@ an indexer thread (:mod:`memfs.recall.indexer`). The rule, the same for each of 
   at ERROR with its traceback. The streak's later failures go to DEBUG (a bug after expected
   failures is still logged at ERROR, once); when a round succeeds again, one INFO line says
   so.
+* **Threads of their own run at the lowest CPU priority** (:func:`lowest_priority`): the
+  indexer's, and the words index's catch-up (:mod:`memfs.recall.wordsqueue`).
 * **Back off, then retry.** The next round waits ``first`` seconds after the first failure of
   a streak, twice as long after each further one, at most ``most`` seconds; after a success
   the next failure waits ``first`` again.
@@ -34,11 +36,22 @@ Imports only :mod:`memfs.errors`; neither trio nor anyio.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
 from . import errors
+
+
+def lowest_priority() -> None:
+    """Give the calling thread the lowest CPU priority (nice 19; on Linux the nice value is a
+    thread's own): the requests of mounts and clients come first. Without privilege it cannot
+    be undone, so only a thread of the service's own calls it."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _text(exc: BaseException) -> str:

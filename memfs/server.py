@@ -26,7 +26,8 @@ Content-Length) carry the JSON envelope too.
 Recall: the server keeps every store of its database indexed by meaning, in a background
 thread at the lowest CPU priority (:func:`start_indexer`), with the provider that
 ``MEMFS_EMBEDDINGS`` (``memfs --embeddings``) names; a provider that fails or hangs costs that
-thread its time, never a request or the server.
+thread its time, never a request or the server. Another thread indexes the words that writes
+queued, every second (:func:`start_words`).
 
 Known limitation: a client that never reads a large response holds its connection for as long
 as the kernel's buffers keep the write pending (hypercorn shields its writes from timeouts).
@@ -69,6 +70,7 @@ from .uploads import Uploads
 
 if TYPE_CHECKING:
     from .recall.indexer import BackgroundIndexer
+    from .recall.wordsqueue import BackgroundCatchUp
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +212,11 @@ def serve(
             return
         app = create_app(store, keys, uploads=uploads_for(max_connections), rates=rates)
         indexer = start_indexer(store)
+        words = start_words(store)
         try:
             trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
         finally:
+            words.stop()
             if indexer is not None:
                 indexer.stop()
     finally:
@@ -240,6 +244,14 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
     return BackgroundIndexer(store, provider, every_store).start()
 
 
+def start_words(store: Store) -> BackgroundCatchUp:
+    """Start the thread that indexes the words the writes queued, of every store, every
+    second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index."""
+    from .recall.wordsqueue import BackgroundCatchUp
+
+    return BackgroundCatchUp(store.catch_up_words).start()
+
+
 def _serve_workers(
     n: int, db: str, keys: list[str], config: Config, first: Sockets,
     say: Callable[[str], None], max_connections: int, rates: KeyRates,
@@ -260,15 +272,18 @@ def _serve_workers(
                         for sock in other.insecure_sockets:
                             sock.close()
                 store = open_store(db, create=False)
-                indexer = None
+                indexer = words = None
                 try:
                     app = create_app(store, keys, uploads=uploads_for(max_connections),
                                      rates=rates)
                     # One indexer for all the workers (the first's): one model in memory.
                     indexer = start_indexer(store) if i == 0 else None
+                    words = start_words(store) if i == 0 else None
                     trio.run(_run, app, config, sockets, store.path,
                              say if i == 0 else (lambda line: None), max_connections)
                 finally:
+                    if words is not None:
+                        words.stop()
                     if indexer is not None:
                         indexer.stop()
                     store.close()

@@ -19,7 +19,6 @@ the one it asks).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..background import Failures
+from ..background import Failures, lowest_priority
 from ..rules import format_time
 from .embeddings import Provider, Unavailable, passage_text
 
@@ -227,9 +226,7 @@ class BackgroundIndexer:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        # Linux: the nice value is the thread's own; writes and reads come first.
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        lowest_priority()
         seen = -1
         while not self._stop.is_set():
             wait = self.poll

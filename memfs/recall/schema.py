@@ -1,17 +1,21 @@
 """The tables of recall, on both backends (the migrations ``m011_recall`` of SQLite and
 ``m007_recall`` of PostgreSQL, in :mod:`memfs.store.schema`).
 
-Words: an index of every live memory's path and content, kept by the database itself in the
-same transaction as every change of ``memories`` (triggers on SQLite, a generated column on
-PostgreSQL), so that no write path can forget it: a memory is findable by its words the
-moment its write commits, and a deleted memory is gone from it at once. Only live memories
-are indexed (``memories`` holds each one's current content), so the text of an older or a
-redacted version is never found.
+Words: an index of every live memory's path and content. The database itself notes, in
+the same transaction as every change of ``memories`` (triggers), what the index must take in,
+so that no write path can forget it; every search by words brings it up to date first, so a
+memory is findable by its words the moment its write commits, and a deleted memory is gone
+from it at once. Only live memories are indexed (``memories`` holds each one's current
+content), so the text of an older or a redacted version is never found.
 
 - SQLite: an FTS5 table ``memory_words`` (bm25; the ``porter`` stemmer over ``unicode61`` with
   ``remove_diacritics 2``: case and accents folded, so ``été`` finds ``ete`` and ``Été``).
   Its rowids are those of ``memory_words_rows``, whose INTEGER PRIMARY KEY, unlike the
-  implicit rowid of ``memories``, VACUUM never renumbers.
+  implicit rowid of ``memories``, VACUUM never renumbers. A change of ``memories`` only
+  queues the memory's id in ``memory_words_queue`` (``m013_words_queue``): tokenizing its
+  text into FTS5 was a third of the SQLite work of each write (issue 23). The queue is
+  taken in by :mod:`memfs.recall.wordsqueue` before each search by words, and in the
+  background by mounts and ``memfs serve`` once they are quiet.
 - PostgreSQL: ``memory_words``, a ``tsvector`` per memory (configuration ``english``:
   stemming and stop words; the path weighted above the content) with accents folded by
   ``memfs_fold`` (the table of :func:`fold`; it also splits words at ``/ . _ - @ :``...),
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["PG", "SQLITE", "fold", "FOLD_FROM", "FOLD_TO"]
+__all__ = ["PG", "SQLITE", "SQLITE_WORDS_QUEUE", "fold", "FOLD_FROM", "FOLD_TO"]
 
 
 def _fold_table() -> tuple[str, str]:
@@ -105,6 +109,30 @@ CREATE TABLE recall_leases (
     holder TEXT NOT NULL,
     expires_at REAL NOT NULL          -- Unix seconds
 );
+"""
+
+#: ``m013_words_queue``: the words of a changed memory are queued, not indexed, by its
+#: transaction (the words index's triggers of ``m011_recall`` replaced). One row per memory
+#: (its id, whatever the change: :func:`memfs.recall.wordsqueue.catch_up` reads the memory as
+#: it is then).
+SQLITE_WORDS_QUEUE = """
+DROP TRIGGER memory_words_insert;
+DROP TRIGGER memory_words_update;
+DROP TRIGGER memory_words_delete;
+CREATE TABLE memory_words_queue (
+    store_id TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    PRIMARY KEY (store_id, memory_id)
+) WITHOUT ROWID;
+CREATE TRIGGER memory_words_queue_insert AFTER INSERT ON memories BEGIN
+    INSERT OR IGNORE INTO memory_words_queue (store_id, memory_id) VALUES (NEW.store_id, NEW.id);
+END;
+CREATE TRIGGER memory_words_queue_update AFTER UPDATE OF path, content ON memories BEGIN
+    INSERT OR IGNORE INTO memory_words_queue (store_id, memory_id) VALUES (NEW.store_id, NEW.id);
+END;
+CREATE TRIGGER memory_words_queue_delete AFTER DELETE ON memories BEGIN
+    INSERT OR IGNORE INTO memory_words_queue (store_id, memory_id) VALUES (OLD.store_id, OLD.id);
+END;
 """
 
 

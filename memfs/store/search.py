@@ -133,7 +133,8 @@ class SearchPart(ArchivePart):
         (memfs.recall.search says how they are ranked), best first: at most ``limit``
         (default 10, at most 100), only under ``path_prefix`` if given, none scoring below
         ``min_score`` (0 to 1). A memory is found by its words as soon as its write has
-        returned; by its meaning once an indexer has embedded it (:meth:`index_store`).
+        returned (the words its writes queued are indexed first: :meth:`catch_up_words`); by
+        its meaning once an indexer has embedded it (:meth:`index_store`).
 
         :raises InvalidRequest: an empty or overlong query, a bad limit, prefix or score.
         :raises NotFound: unknown store.
@@ -167,9 +168,24 @@ class SearchPart(ArchivePart):
             raise InvalidRequest("fusion must be rrf or weighted")
         with self._read() as c:
             self._store_in(c, store_id)
+        if "words" in channels:
+            while self.catch_up_words(store_id):
+                pass
         return search.run(self, store_id, query, provider=self.embeddings, limit=limit,
                           path_prefix=path_prefix or None, min_score=float(min_score),
                           fusion=fusion, channels=channels)
+
+    def catch_up_words(self, store_id: str | None = None) -> int:
+        """Index the words of a batch of the memories whose writes queued them (of
+        ``store_id``, else of any store; :mod:`memfs.recall.wordsqueue`): what a search does
+        first, and a quiet mount or server in the background. Returns how many (0: none was
+        left).
+
+        :raises Busy, StorageError:
+        """
+        from ..recall import wordsqueue
+
+        return wordsqueue.catch_up(self.database, store_id)
 
     def index_store(self, store_id: str, *, seconds: float | None = None) -> IndexProgress:
         """Embed the store's memories that have no current vector (at most ``seconds``), as

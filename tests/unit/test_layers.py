@@ -236,7 +236,8 @@ ORDER: dict[str, list[str]] = {
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
     # The tables and the words of a question, the providers, the indexer, the ranking, then a
     # mount daemon's indexer process (what it runs, and what starts it and asks it).
-    "recall": ["schema", "words", "embeddings", "indexer", "search", "worker", "supervisor"],
+    "recall": ["schema", "words", "wordsqueue", "embeddings", "indexer", "search", "worker",
+               "supervisor"],
 }
 
 

@@ -43,8 +43,9 @@ text.
   and ``dreams_live`` for those not ended), ``reverts`` (what each revert undid and the
   versions it wrote), ``console_signouts`` (the Console's signed-out sign-ins until they
   expire).
-- recall's ``memory_words`` (the words index, kept by the database: FTS5 with
-  ``memory_words_rows`` on SQLite, a ``tsvector`` under GIN on PostgreSQL),
+- recall's ``memory_words`` (the words index: FTS5 with ``memory_words_rows`` on SQLite,
+  the changed memories queued in ``memory_words_queue`` by triggers; a ``tsvector`` under
+  GIN on PostgreSQL, kept by a trigger),
   ``memory_vectors`` and ``recall_leases``: :mod:`memfs.recall.schema` holds their SQL.
 - ``api_keys``: the keys of :meth:`~memfs.store.Store.create_key` (the SHA-256 of each
   secret, its ``workspace_id``, ``role``, ``store_ids`` scope, expiry, last use, revocation).
@@ -128,6 +129,10 @@ VERSIONS: tuple[Version, ...] = (
     Version("workspaces: workspace_id on stores, sessions, dreams, agents, environments "
             "('default' for those before); api_keys; deleted_stores; console_signins",
             sqlite="m012_workspaces_keys", postgresql="m008_workspaces_keys"),
+    Version("recall: memory_words_queue, the memories whose words are to be indexed",
+            sqlite="m013_words_queue", postgresql=None,
+            none_because="PostgreSQL's words (a tsvector) are indexed by their trigger, in "
+                         "the write's transaction"),
 )
 
 

@@ -400,6 +400,15 @@ def m012_workspaces_keys(db: sqlite_utils.Database) -> None:
     db.executescript(WORKSPACES_KEYS_SQL.format(T="TEXT"))
 
 
+@_migration
+def m013_words_queue(db: sqlite_utils.Database) -> None:
+    # A write queues its memory for the words index instead of tokenizing its text in its
+    # own transaction (issue 23): memfs.recall.wordsqueue takes the queue in.
+    from memfs.recall import schema
+
+    db.executescript(schema.SQLITE_WORDS_QUEUE)
+
+
 #: The SQL of m012 (and of PostgreSQL's m008, with its text type for ``{T}``).
 WORKSPACES_KEYS_SQL = """
 ALTER TABLE stores ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';

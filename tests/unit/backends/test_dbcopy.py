@@ -218,6 +218,9 @@ def _at_m005(path: str) -> None:
     Store(path, limits=Limits()).close()  # then take the last migration back out
     conn = sqlite3.connect(path)
     conn.executescript("""
+        DROP TRIGGER memory_words_queue_insert; DROP TRIGGER memory_words_queue_update;
+        DROP TRIGGER memory_words_queue_delete; DROP TABLE memory_words_queue;
+        DELETE FROM _sqlite_migrations WHERE name = 'm013_words_queue';
         DROP TABLE api_keys; DROP TABLE deleted_stores; DROP TABLE console_signins;
         DROP INDEX stores_workspace;
         DROP INDEX sessions_workspace; DROP INDEX dreams_workspace;
@@ -236,13 +239,12 @@ def _at_m005(path: str) -> None:
         DELETE FROM _sqlite_migrations WHERE name = 'm009_console_signouts';
         DROP TABLE session_tokens;
         DELETE FROM _sqlite_migrations WHERE name = 'm010_session_tokens';
-        DROP TRIGGER memory_words_insert; DROP TRIGGER memory_words_update;
-        DROP TRIGGER memory_words_delete; DROP TRIGGER memory_vectors_delete;
+        DROP TRIGGER memory_vectors_delete;
         DROP TABLE memory_words; DROP TABLE memory_words_rows; DROP TABLE memory_vectors;
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m012_workspaces_keys"
+    assert schema.migration_names("sqlite")[-1] == "m013_words_queue"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -259,10 +261,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/12" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/13" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/12 (m005_session_launcher) -> 12/12 (m012_workspaces_keys)" in r.output, r.output
+    assert "5/13 (m005_session_launcher) -> 13/13 (m013_words_queue)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

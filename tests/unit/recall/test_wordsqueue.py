@@ -1,0 +1,152 @@
+"""SQLite's words index taken in later (issue 23): a write only queues its memory
+(``memory_words_queue``), and :mod:`memfs.recall.wordsqueue` indexes the queue, a batch at a
+time, before each search by words and in the background. What a search finds is covered,
+on both backends, by ``test_recall.py``; here, what the queue does and costs."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from memfs import Actor
+from memfs.errors import Busy
+from memfs.recall import schema, wordsqueue
+from memfs.store import Limits, Store
+from tests.support import wait_until
+
+API = Actor.api("apikey_test")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "m.db", limits=Limits())
+    s.use_embeddings("none")
+    return s
+
+
+def indexed(store: Store, store_id: str) -> dict[str, tuple[str, str]]:
+    """The words index of a store, as memory id -> (path, content)."""
+    return {r[0]: (r[1], r[2]) for r in store.database.all(
+        "SELECT r.memory_id, w.path, w.content FROM memory_words w "
+        "JOIN memory_words_rows r ON r.row = w.rowid WHERE r.store_id = ?", (store_id,))}
+
+
+def live(store: Store, store_id: str) -> dict[str, tuple[str, str]]:
+    return {r[0]: (r[1], r[2]) for r in store.database.all(
+        "SELECT id, path, content FROM memories WHERE store_id = ?", (store_id,))}
+
+
+def test_a_write_queues_its_memory_and_tokenizes_nothing(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    store.write_path(sid, "/a.md", "the quokka lives on Rottnest", actor=API)
+    store.write_path(sid, "/a.md", "the quokka smiles", actor=API)  # one row a memory
+    assert wordsqueue.queued(store.database, sid) == 1
+    assert indexed(store, sid) == {}
+    assert [h.path for h in store.search(sid, "quokka").hits] == ["/a.md"]
+    assert wordsqueue.queued(store.database, sid) == 0
+    assert list(indexed(store, sid).values()) == [("/a.md", "the quokka smiles")]
+
+
+def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    for i in range(150):
+        store.write_path(sid, f"/n/{i}.md", f"note {i} about kiwis", actor=API)
+    assert wordsqueue.catch_up(store.database, sid, limit=40) == 40  # some indexed early
+    for i in range(0, 150, 3):
+        store.write_path(sid, f"/n/{i}.md", f"note {i} about wombats", actor=API)
+    for i in range(1, 150, 3):
+        store.rename_path(sid, f"/n/{i}.md", f"/m/{i}.md", actor=API)
+    for i in range(2, 150, 9):
+        store.delete_path(sid, f"/n/{i}.md", actor=API)
+    store.write_path(sid, "/m/1.md", "replaced by a write", actor=API)
+    waiting = wordsqueue.queued(store.database, sid)
+    assert waiting > 2 * wordsqueue.BATCH
+    taken = []
+    while n := store.catch_up_words(sid):
+        taken.append(n)
+    assert taken == [wordsqueue.BATCH, wordsqueue.BATCH, waiting - 2 * wordsqueue.BATCH]
+    assert indexed(store, sid) == live(store, sid)
+    assert store.database.one("SELECT count(*) FROM memory_words")[0] == len(live(store, sid))
+    hits = store.search(sid, "wombats", limit=100).hits
+    assert sorted(h.path for h in hits) == sorted(f"/n/{i}.md" for i in range(0, 150, 3))
+
+
+def test_one_store_s_catch_up_leaves_the_others_queue(store: Store) -> None:
+    a, b = store.create_store("A").id, store.create_store("B").id
+    store.write_path(a, "/x.md", "alpha", actor=API)
+    store.write_path(b, "/y.md", "beta", actor=API)
+    assert store.catch_up_words(a) == 1 and store.catch_up_words(a) == 0
+    assert wordsqueue.queued(store.database, b) == 1
+    assert store.catch_up_words() == 1  # any store's
+    assert wordsqueue.queued(store.database, b) == 0 and indexed(store, b)
+
+
+def test_an_empty_queue_takes_no_write_lock(store: Store) -> None:
+    sid = store.create_store("Notes").id
+    before = store.database.writer.total_changes
+    store.database.writer.execute("BEGIN IMMEDIATE")  # held elsewhere: a catch-up must not wait
+    try:
+        assert store.catch_up_words(sid) == 0
+    finally:
+        store.database.writer.execute("ROLLBACK")
+    assert store.database.writer.total_changes == before
+
+
+def test_the_migration_keeps_what_was_indexed_and_queues_from_then_on(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Store(path, limits=Limits()) as s:
+        sid = s.create_store("Notes").id
+    conn = sqlite3.connect(path)  # back to m012, whose triggers index the words at once
+    old_triggers = schema.SQLITE[
+        schema.SQLITE.index("CREATE TRIGGER memory_words_insert"):
+        schema.SQLITE.index("INSERT INTO memory_words_rows (memory_id, store_id) SELECT")]
+    conn.executescript(
+        "DROP TRIGGER memory_words_queue_insert; DROP TRIGGER memory_words_queue_update; "
+        "DROP TRIGGER memory_words_queue_delete; DROP TABLE memory_words_queue; "
+        "DELETE FROM _sqlite_migrations WHERE name = 'm013_words_queue';" + old_triggers)
+    conn.execute(
+        "INSERT INTO memories (id, store_id, path, content, content_sha256, content_size_bytes, "
+        "version_id, created_at, updated_at) VALUES ('mem_old', ?, '/old.md', 'the old quokka', "
+        "'x', 14, 'memver_old', '2026-01-01', '2026-01-01')", (sid,))
+    conn.commit()
+    conn.close()
+    s = Store(path, limits=Limits())  # migrates
+    s.use_embeddings("none")
+    try:
+        assert wordsqueue.queued(s.database, sid) == 0
+        assert list(indexed(s, sid).values()) == [("/old.md", "the old quokka")]
+        s.write_path(s_id := sid, "/new.md", "a new quokka", actor=API)
+        assert wordsqueue.queued(s.database, s_id) == 1
+        assert sorted(h.path for h in s.search(sid, "quokka").hits) == ["/new.md", "/old.md"]
+    finally:
+        s.close()
+
+
+def test_the_server_s_thread_takes_the_queue_in_and_outlives_a_failure(
+    store: Store, caplog: pytest.LogCaptureFixture,
+) -> None:
+    sid = store.create_store("Notes").id
+    for i in range(100):
+        store.write_path(sid, f"/{i}.md", f"the quokka {i}", actor=API)
+    calls = []
+
+    def catch_up() -> int:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise Busy("the database stayed locked")  # logged once, tried again
+        return store.catch_up_words()
+
+    thread = wordsqueue.BackgroundCatchUp(catch_up, interval=0.02).start()
+    try:
+        with caplog.at_level(logging.INFO, "memfs.recall.wordsqueue"):
+            wait_until(lambda: wordsqueue.queued(store.database, sid) == 0, timeout=10)
+    finally:
+        thread.stop()
+    assert len(indexed(store, sid)) == 100
+    assert any("catch-up waits: the database stayed locked" in r.getMessage()
+               for r in caplog.records)
+    assert any("goes on" in r.getMessage() for r in caplog.records)
