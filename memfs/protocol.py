@@ -104,6 +104,14 @@ class CommitsAPI(Protocol):
 
 
 @runtime_checkable
+class WordsAPI(Protocol):
+    """A local store whose writes queue their words for the words index
+    (:class:`memfs.store.Store`): a mount takes the queue in while it is quiet."""
+
+    def catch_up_words(self, store_id: str | None = None) -> int: ...
+
+
+@runtime_checkable
 class SearchAPI(Protocol):
     """A store that answers questions by their words and meaning: :class:`memfs.store.Store`
     and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.snapshot`) does not. A mount

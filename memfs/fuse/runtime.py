@@ -18,8 +18,9 @@ same for both:
    descriptor);
 3. the process's background service handed in (the daemon's indexer), then in trio
    (:func:`serve`): per tree the service that follows the store's changes (after loading the
-   tree, when it is loaded once mounted), the :class:`~memfs.fuse.watch.EventFlusher` and
-   the :class:`~memfs.fuse.watch.Invalidator`, beside ``pyfuse3.main()`` (reading requests
+   tree, when it is loaded once mounted), the :class:`~memfs.fuse.watch.EventFlusher`, the
+   :class:`~memfs.fuse.watch.WordsCatchUp` and the :class:`~memfs.fuse.watch.Invalidator`,
+   beside ``pyfuse3.main()`` (reading requests
    with :mod:`~memfs.fuse.reader`'s reader) and
    :func:`terminate_on_signal` (SIGINT, SIGTERM, SIGHUP; what is still running
    :data:`STOP_GRACE` seconds later is cancelled);
@@ -49,10 +50,11 @@ import pyfuse3
 import trio
 
 from .. import errors
+from ..protocol import WordsAPI
 from .ops import Operations
 from .reader import Reader, fuse_fds, reader_after_init
 from .spin import Spinner
-from .watch import EventFlusher, Invalidator
+from .watch import EventFlusher, Invalidator, WordsCatchUp
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +234,8 @@ async def serve(mounted: Sequence[Mounted], *,
                              else await holding.enter_async_context(m.follow(m.ops)))
             if m.ops.events is not None:
                 services.append(EventFlusher(m.ops.events))
+            if m.ops.search is not None and isinstance(m.ops.store, WordsAPI):
+                services.append(WordsCatchUp(m.ops, m.ops.store))
             invalidator = Invalidator(m.ops)
             m.ops.on_stale = invalidator.wake
             services.append(invalidator)

@@ -204,6 +204,8 @@ class Search:
         self.searches = 0
         #: Bumped by every change the mount sees (:meth:`changed`).
         self._gen = 0
+        #: Called at every change the mount sees (:class:`memfs.fuse.watch.WordsCatchUp`).
+        self.on_change: Callable[[], None] | None = None
 
     @property
     def root(self) -> SNode:
@@ -227,6 +229,13 @@ class Search:
         """The mount saw a change of the store (its own, or from the change feed): no answer
         found before is :meth:`reusable` any more."""
         self._gen += 1
+        if self.on_change is not None:
+            self.on_change()
+
+    @property
+    def gen(self) -> int:
+        """The changes the mount has seen (a count)."""
+        return self._gen
 
     async def ask(self, node: SNode, pid: int = 0) -> Answer:
         """Search the store for the node's question now (``pid`` asks); the answer is kept on

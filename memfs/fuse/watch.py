@@ -8,6 +8,7 @@
   mount is noticed at once.
 * :class:`ChangeSubscriber` (a remote mount) follows the server's pushed change stream.
 * :class:`EventFlusher` writes queued tool events to the database in batches.
+* :class:`WordsCatchUp` indexes the words the mount's writes queued, once it is quiet.
 * :class:`Invalidator` sends the kernel the entries and inodes to forget, as soon as a handler
   or a service queues them.
 
@@ -20,6 +21,7 @@ traceback), and tried again after a backoff. :mod:`memfs.fuse.runtime` starts an
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyfuse3
@@ -27,9 +29,9 @@ import trio
 from pyfuse3 import FileNameT, InodeT
 
 from .. import errors
-from ..background import Failures, supervised
+from ..background import Failures, lowest_priority, supervised
 from ..models import Change
-from ..protocol import CommitsAPI
+from ..protocol import CommitsAPI, WordsAPI
 from .kernel import invalidate_inodes
 from .ops import Operations
 from .toolevents import EventSink
@@ -230,6 +232,66 @@ class EventFlusher(_Periodic):
         # In a thread: encoding and inserting a batch must not hold up the requests the
         # kernel is waiting for (new events are only appended to the queue meanwhile).
         await trio.to_thread.run_sync(self.sink.flush)
+
+
+class WordsCatchUp(_Periodic):
+    """Indexes the words that the store's writes queued (:meth:`memfs.store.Store.
+    catch_up_words`: a write only queues its memory, :mod:`memfs.recall.wordsqueue`), once
+    the mount has seen no change for ``interval`` seconds: a batch (one short transaction) at
+    a time, and no further while changes come, in a thread of its own at the lowest CPU
+    priority (the batches run while the mount serves reads: those come first). A search then finds
+    little left to index. A mount that sees no change spends nothing on it: it sleeps until
+    one (:attr:`memfs.fuse.search.Search.on_change`)."""
+
+    def __init__(self, ops: Operations, store: WordsAPI, interval: float = 0.5) -> None:
+        super().__init__(interval, f"the words index catch-up of {ops.store_id}")
+        assert ops.search is not None
+        self.search = ops.search
+        self.store_id = ops.store_id
+        self.store = store
+        self._changed = trio.Event()
+        #: The count of changes seen (:attr:`Search.gen`) when the queue was last emptied.
+        self._done = self.search.gen
+        #: Batches indexed (for tests).
+        self.batches = 0
+        self._thread = ThreadPoolExecutor(1, "memfs-words", initializer=lowest_priority)
+
+    def stop(self) -> None:
+        super().stop()
+        self._changed.set()
+
+    def _wake(self) -> None:
+        self._changed.set()
+
+    async def run(self) -> None:
+        self.search.on_change = self._wake
+        try:
+            await super().run()
+        finally:
+            self.search.on_change = None
+            self._thread.shutdown()  # none under way: each batch is awaited
+
+    async def _sleep(self) -> None:
+        while not self._stopped.is_set():
+            if self.search.gen == self._done:  # nothing new: wait for a change
+                self._changed = trio.Event()
+                await self._changed.wait()
+                continue
+            seen = self.search.gen
+            await self._pause(self.interval)
+            if self.search.gen == seen:
+                return  # quiet for a moment
+
+    async def tick(self) -> None:
+        seen = self.search.gen
+        while not self._stopped.is_set():
+            batch = self._thread.submit(self.store.catch_up_words, self.store_id)
+            if not await trio.to_thread.run_sync(batch.result):
+                self._done = seen
+                return
+            self.batches += 1
+            if self.search.gen != seen:
+                return  # changes again: the rest once they pause
 
 
 class Invalidator(_Stoppable):

@@ -95,6 +95,24 @@ def test_cat_a_question_finds_a_memory_by_its_words_at_once(open_store, mounter)
     assert use["input"]["pid"] > 0
 
 
+def test_a_quiet_mount_indexes_the_words_its_writes_queued(open_store, mounter):
+    """Issue 23: the words a write queued are indexed by the mount daemon once it is quiet,
+    with no search asking."""
+    from memfs.recall import wordsqueue
+
+    store: Store = open_store()
+    sid = store.create_store("search").id
+    m: Mount = mounter(sid, env=WORDS_ONLY)
+    sh("for i in $(seq 150); do echo \"the quokka $i\" > q$i.md; done; rm q7.md; "
+       "mv q8.md moved.md", m.root)
+    wait_until(lambda: wordsqueue.queued(store.database, sid) == 0, timeout=15,
+               what="the queue taken in")
+    assert store.database.one(
+        "SELECT count(*) FROM memory_words_rows WHERE store_id = ?", (sid,))[0] == 149
+    assert store.database.one(
+        "SELECT count(*) FROM memory_words WHERE memory_words MATCH 'moved'")[0] == 1
+
+
 def test_errnos_of_search(open_store, mounter):
     store: Store = open_store()
     sid = store.create_store("search").id

@@ -12,14 +12,17 @@ from typing import Any
 
 import pyfuse3
 import pytest
+import trio
 
 from memfs import Actor
 from memfs.daemon import start_indexer
 from memfs.fuse.ops import Operations
 from memfs.fuse.search import REUSE_SECONDS, SEARCH, Refused, question_of, render
 from memfs.fuse.toolevents import EventSink
+from memfs.fuse.watch import WordsCatchUp
 from memfs.launcher.prompt import SNAPSHOT_KEY, render_memory_prompt
 from memfs.models import Session, SessionResource
+from memfs.recall import wordsqueue
 from memfs.recall.search import Hit, Result
 from memfs.snapshot import SnapshotStore
 from memfs.store import Store
@@ -159,6 +162,38 @@ async def test_found_by_its_words_as_soon_as_its_write_returns(store: Store, tmp
     await ops.unlink(ROOT, b"zoo.md", CTX)
     assert [r[0] for r in lines((await ask(ops, "quokka"))[1])] == ["/mnt/memory/t/elsewhere.md"]
     assert (await ops.lookup(d.st_ino, b"..", CTX)).st_ino == ROOT
+
+
+async def taken_in(store: Store, sid: str) -> None:
+    """Wait until the store's queue of words is empty (another thread takes it in)."""
+    with trio.fail_after(10):
+        while wordsqueue.queued(store.database, sid):  # noqa: ASYNC110 - no event to wait on
+            await trio.sleep(0.02)
+
+
+async def test_a_quiet_mount_indexes_the_words_its_writes_queued(store: Store, tmp_path) -> None:
+    """Issue 23: a write only queues its words; the mount takes the queue in once no change
+    has come for a moment, and not while they come."""
+    ops, sid = make_ops(store, tmp_path)
+    catch_up = WordsCatchUp(ops, store, interval=5.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(catch_up.run)
+        await trio.sleep(0.01)
+        assert catch_up.batches == 0  # no change yet: asleep
+        for i in range(100):
+            await write_file(ops, ROOT, f"n{i}.md".encode(), b"the quokka %d" % i)
+        assert wordsqueue.queued(store.database, sid) == 100 and catch_up.batches == 0
+        catch_up.interval = 0.05
+        await taken_in(store, sid)
+        assert catch_up.batches == 2  # 64, then 36
+        await trio.sleep(0.3)
+        assert catch_up.batches == 2  # nothing changed: nothing more
+        store.write_path(sid, "/elsewhere.md", "a quokka too", actor=ACTOR)  # not the mount
+        ops.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
+        await taken_in(store, sid)
+        assert catch_up.batches == 3
+        catch_up.stop()
+    assert store.database.one("SELECT count(*) FROM memory_words")[0] == 101
 
 
 async def test_the_open_after_a_lookup_reads_its_answer(store: Store, tmp_path) -> None:
