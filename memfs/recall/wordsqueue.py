@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 from ..background import Failures, lowest_priority
 
 if TYPE_CHECKING:
-    from ..backends import Database
+    from ..backends import Connection, Database
 
-__all__ = ["catch_up", "queued", "BATCH", "BackgroundCatchUp"]
+__all__ = ["catch_up", "queued", "forget_store", "BATCH", "BackgroundCatchUp"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,16 @@ def catch_up(database: Database, store_id: str | None = None, *, limit: int = BA
         c.executemany("DELETE FROM memory_words_queue WHERE store_id = ? AND memory_id = ?",
                       taken)
     return len(ids)
+
+
+def forget_store(c: Connection, store_id: str) -> None:
+    """In the transaction ``c`` that deletes a store (SQLite): its words, and its queue, go
+    with its memories (no one searches a deleted store, and a mount takes in only its own
+    store's queue)."""
+    c.execute("DELETE FROM memory_words WHERE rowid IN "
+              "(SELECT row FROM memory_words_rows WHERE store_id = ?)", (store_id,))
+    c.execute("DELETE FROM memory_words_rows WHERE store_id = ?", (store_id,))
+    c.execute("DELETE FROM memory_words_queue WHERE store_id = ?", (store_id,))
 
 
 def queued(database: Database, store_id: str) -> int:

@@ -150,3 +150,21 @@ def test_the_server_s_thread_takes_the_queue_in_and_outlives_a_failure(
     assert any("catch-up waits: the database stayed locked" in r.getMessage()
                for r in caplog.records)
     assert any("goes on" in r.getMessage() for r in caplog.records)
+
+
+def test_a_deleted_store_leaves_no_words_behind(store: Store) -> None:
+    """No one searches a deleted store again, and a mount takes in its own store's queue
+    only: its words go with its memories, in the deletion's transaction."""
+    a, b = store.create_store("A").id, store.create_store("B").id
+    for i in range(70):
+        store.write_path(a, f"/{i}.md", f"the quokka {i}", actor=API)
+    store.write_path(b, "/keep.md", "a quokka too", actor=API)
+    store.search(a, "quokka")  # a's words indexed
+    store.write_path(a, "/late.md", "a late quokka", actor=API)  # and one still queued
+    store.delete_store(a)
+    assert store.database.one(
+        "SELECT count(*) FROM memory_words_queue WHERE store_id = ?", (a,))[0] == 0
+    assert store.database.one(
+        "SELECT count(*) FROM memory_words_rows WHERE store_id = ?", (a,))[0] == 0
+    assert [h.path for h in store.search(b, "quokka").hits] == ["/keep.md"]
+    assert store.database.one("SELECT count(*) FROM memory_words")[0] == 1
