@@ -239,9 +239,9 @@ class WordsCatchUp(_Periodic):
     catch_up_words`: a write only queues its memory, :mod:`memfs.recall.wordsqueue`), once
     the mount has seen no change for ``interval`` seconds: a batch (one short transaction) at
     a time, and no further while changes come, in a thread of its own at the lowest CPU
-    priority (the batches run while the mount serves reads: those come first). A search then finds
-    little left to index. A mount that sees no change spends nothing on it: it sleeps until
-    one (:attr:`memfs.fuse.search.Search.on_change`)."""
+    priority (the batches run while the mount serves reads: those come first). A search then
+    finds little left to index. A mount that sees no change spends nothing on it: it sleeps
+    until one (:attr:`memfs.fuse.search.Search.on_change`)."""
 
     def __init__(self, ops: Operations, store: WordsAPI, interval: float = 0.5) -> None:
         super().__init__(interval, f"the words index catch-up of {ops.store_id}")
