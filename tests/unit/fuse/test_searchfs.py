@@ -164,10 +164,11 @@ async def test_found_by_its_words_as_soon_as_its_write_returns(store: Store, tmp
     assert (await ops.lookup(d.st_ino, b"..", CTX)).st_ino == ROOT
 
 
-async def taken_in(store: Store, sid: str) -> None:
-    """Wait until the store's queue of words is empty (another thread takes it in)."""
+async def taken_in(catch_up: WordsCatchUp, batches: int) -> None:
+    """Wait until the service has indexed ``batches`` batches (each counted once its
+    transaction committed, when its thread hands the result back)."""
     with trio.fail_after(10):
-        while wordsqueue.queued(store.database, sid):  # noqa: ASYNC110 - no event to wait on
+        while catch_up.batches < batches:  # noqa: ASYNC110 - no event to wait on
             await trio.sleep(0.02)
 
 
@@ -175,23 +176,26 @@ async def test_a_quiet_mount_indexes_the_words_its_writes_queued(store: Store, t
     """Issue 23: a write only queues its words; the mount takes the queue in once no change
     has come for a moment, and not while they come."""
     ops, sid = make_ops(store, tmp_path)
-    catch_up = WordsCatchUp(ops, store, interval=5.0)
+    catch_up = WordsCatchUp(ops, store, interval=1.0)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(catch_up.run)
         await trio.sleep(0.01)
         assert catch_up.batches == 0  # no change yet: asleep
-        for i in range(100):
+        start = trio.current_time()
+        for i in range(100):  # a write every 20 ms or so, for longer than the interval
             await write_file(ops, ROOT, f"n{i}.md".encode(), b"the quokka %d" % i)
+            await trio.sleep(0.02)
+        assert trio.current_time() - start > catch_up.interval
         assert wordsqueue.queued(store.database, sid) == 100 and catch_up.batches == 0
         catch_up.interval = 0.05
-        await taken_in(store, sid)
-        assert catch_up.batches == 2  # 64, then 36
+        await taken_in(catch_up, 2)  # 64, then 36
+        assert wordsqueue.queued(store.database, sid) == 0
         await trio.sleep(0.3)
         assert catch_up.batches == 2  # nothing changed: nothing more
         store.write_path(sid, "/elsewhere.md", "a quokka too", actor=ACTOR)  # not the mount
         ops.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
-        await taken_in(store, sid)
-        assert catch_up.batches == 3
+        await taken_in(catch_up, 3)
+        assert wordsqueue.queued(store.database, sid) == 0
         catch_up.stop()
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == 101
 
