@@ -216,7 +216,8 @@ def serve(
         try:
             trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
         finally:
-            words.stop()
+            if words is not None:
+                words.stop()
             if indexer is not None:
                 indexer.stop()
     finally:
@@ -244,11 +245,14 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
     return BackgroundIndexer(store, provider, every_store).start()
 
 
-def start_words(store: Store) -> BackgroundCatchUp:
+def start_words(store: Store) -> BackgroundCatchUp | None:
     """Start the thread that indexes the words the writes queued, of every store, every
-    second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index."""
+    second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index. None
+    on PostgreSQL, where nothing is queued (its trigger indexes the words in the write)."""
     from .recall.wordsqueue import BackgroundCatchUp
 
+    if store.dialect != "sqlite":
+        return None
     return BackgroundCatchUp(store.catch_up_words).start()
 
 

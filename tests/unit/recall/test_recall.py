@@ -368,3 +368,16 @@ def test_a_provider_that_ranks_itself_ranks_and_may_be_asked_again_at_once(
 def test_a_setting_naming_no_provider_says_the_forms(setting: str) -> None:
     with pytest.raises(InvalidRequest, match="local, none, ollama:"):
         embeddings.from_setting(setting)
+
+
+def test_memfs_serve_takes_a_words_queue_in_only_where_there_is_one(store: Store) -> None:
+    """SQLite queues the words a write changes (memfs.recall.wordsqueue), and memfs serve runs
+    a thread that takes the queue in; PostgreSQL queues nothing, and gets no thread."""
+    from memfs.server import start_words
+
+    words = start_words(store)
+    try:
+        assert (words is None) == (store.dialect == "postgresql")
+    finally:
+        if words is not None:
+            words.stop()
