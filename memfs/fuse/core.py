@@ -181,8 +181,13 @@ class Base(pyfuse3.Operations):
         self.on_stale: Callable[[], None] | None = None
         #: Told of every request (the daemon's; None: no kernel, as in unit tests).
         self.spinner: Spinner | None = None
-        #: What :meth:`_listed` fills: for a file, for a directory, and for an unsaved file
-        #: (whose attributes the kernel must not keep: see :meth:`_attrs`).
+        #: What a listing's entries are put in (:meth:`_put`): one object for a file, one for
+        #: a directory and one for an unsaved file (whose attributes the kernel must not keep:
+        #: see :meth:`_attrs`), reused for every entry of every listing
+        #: (``pyfuse3.readdir_reply`` copies them at once). The kernel asks for every entry's
+        #: attributes at each listing (READDIRPLUS), and building a new object for each was
+        #: most of what a listing cost the daemon; keeping one per node would cost 3 MB for a
+        #: session's 16,000 files. Never for a reply made after an ``await``.
         unsaved = self._blank(False)
         unsaved.attr_timeout = 0
         self._scratch = (self._blank(False), self._blank(True), unsaved)
@@ -329,24 +334,26 @@ class Base(pyfuse3.Operations):
             entry.attr_timeout = 0
         return entry
 
-    def _listed(self, node: Node) -> pyfuse3.EntryAttributes:
-        """A listing entry's attributes, in one object per kind of node reused for every entry
-        of every listing (``pyfuse3.readdir_reply`` copies them at once). The kernel asks for
-        every entry's at each listing (READDIRPLUS), and building a new object for each was
-        most of what a listing cost the daemon; keeping one per node would cost 3 MB for a
-        session's 16,000 files. Never for a reply made after an ``await``."""
-        return self._put(node, self._scratch[2 if node.dirty else node.is_dir])
-
     @staticmethod
     def _put(node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
         """Set in ``entry`` what the kernel is told of ``node`` that differs from one node
-        to the next."""
+        to the next. Run for every entry of every listing, so written out rather than
+        through :func:`_fill`: a listing's entry took 650 ns of Python with that call, 450
+        without."""
         if node.is_dir:
             # "." and the entry in its parent, plus each subdirectory's "..".
-            return _fill(entry, node.ino, 2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns)
-        # An unlinked file still open has no name left.
-        return _fill(entry, node.ino, 1 if node.attached else 0, node.size, node.mtime_ns,
-                     node.ctime_ns)
+            entry.st_nlink = 2 + node.subdirs
+            size = 4096
+        else:
+            # An unlinked file still open has no name left.
+            entry.st_nlink = 1 if node.attached else 0
+            size = node.size
+        entry.st_ino = InodeT(node.ino)
+        entry.st_size = size
+        entry.st_blocks = (size + 511) // 512
+        entry.st_atime_ns = entry.st_mtime_ns = node.mtime_ns
+        entry.st_ctime_ns = node.ctime_ns
+        return entry
 
     def _blank(self, is_dir: bool) -> pyfuse3.EntryAttributes:
         """New attributes with what every file (or directory) of this mount shares: the

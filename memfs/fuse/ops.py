@@ -423,13 +423,14 @@ class Operations(Buffers):
         if not self._reply_dots(token, start_id, node.ino, up):
             return
         listing = h.listing
+        put, (file, directory, unsaved) = self._put, self._scratch
         for index in range(max(0, start_id - DOTS), len(listing)):
             child = listing[index]
             if not child.attached:
                 continue
+            entry = directory if child.is_dir else unsaved if child.dirty else file
             if not pyfuse3.readdir_reply(
-                token, FileNameT(child.name.encode("utf-8")), self._listed(child),
-                DOTS + index + 1,
+                token, FileNameT(child.name.encode()), put(child, entry), DOTS + index + 1
             ):
                 return
             # pyfuse3 answers READDIRPLUS: each entry counts as a lookup in the kernel.
