@@ -41,7 +41,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -175,6 +175,22 @@ async def terminate_on_signal(serving: trio.CancelScope,
         serving.cancel()
 
 
+@contextlib.contextmanager
+def _stop_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM off while the block runs, then raise one that came as
+    KeyboardInterrupt."""
+    came: list[int] = []
+    stops = (signal.SIGINT, signal.SIGTERM)
+    held = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in stops}
+    try:
+        yield
+    finally:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+    if came:
+        raise KeyboardInterrupt
+
+
 def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
         options: set[str], what: str, ready_fd: int | None = None,
         background: Callable[[], Stoppable | None] | None = None) -> None:
@@ -196,10 +212,13 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
         started: Stoppable | None = None
         try:
             log.info("mounted %s on %s", what, mountpoint)
-            signal_ready(mountpoint, ready_fd)
-            if background is not None:
-                started = background()
             try:
+                # Once ready, a stop signal is a stop like any other: one that comes while
+                # the background service starts waits until it has (and can be stopped).
+                with _stop_deferred():
+                    signal_ready(mountpoint, ready_fd)
+                    if background is not None:
+                        started = background()
                 trio.run(functools.partial(serve, mounted, reader=fast))
             except KeyboardInterrupt:
                 log.info("interrupted, unmounting")

@@ -4,7 +4,11 @@ off, tried again, never the end of the mount; and the services of a mount under 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import time
 
+import pyfuse3
 import pytest
 import trio
 
@@ -182,8 +186,6 @@ async def test_a_stop_signal_ends_serving_even_when_a_request_never_ends(
     returns once the requests in progress are answered. One that never ends (a handler
     waiting for something that will not come) must not keep the daemon, and its mounts, up:
     STOP_GRACE seconds later everything left is cancelled and the unmount follows."""
-    import os
-    import signal
 
     from memfs.fuse import runtime
 
@@ -231,3 +233,42 @@ async def test_a_kernel_invalidation_that_never_returns_does_not_hold_up_a_stop(
         release.set()
         timer.cancel()
     assert scope.cancelled_caught and time.monotonic() - start < 2.0
+
+
+def test_a_stop_signal_while_the_background_service_starts_is_a_clean_stop(
+        monkeypatch, caplog) -> None:
+    """CI saw it: ``memfs mount --ready-fd`` stopped by SIGTERM right after saying it was
+    ready exited 1 ("Aborted!"): the signal came while the daemon's indexer was starting,
+    before trio's receiver was there, and its KeyboardInterrupt left ``run`` (the unmount
+    ran, the indexer started was never stopped). It is a stop like any other: the service is
+    stopped, the mount closed, and ``run`` returns."""
+    from memfs.fuse import runtime
+
+    monkeypatch.setattr(runtime, "init_fuse", lambda fs, mountpoint, options: None)
+    monkeypatch.setattr(runtime, "reader_after_init", lambda before: None)
+    closed: list[bool] = []
+    monkeypatch.setattr(pyfuse3, "close", lambda unmount: closed.append(unmount))
+
+    class Service:
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    service = Service()
+
+    def background() -> Service:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # the signal is handled here, as it was in the indexer's start
+        return service
+
+    caplog.set_level(logging.INFO, logger="memfs.fuse.runtime")
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        runtime.run(pyfuse3.Operations(), [], mountpoint="/nowhere", options=set(),
+                    what="a test", background=background)
+    except KeyboardInterrupt:
+        pytest.fail("the stop signal escaped run()")
+    assert service.stopped and closed == [True]
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert "interrupted, unmounting" in [r.getMessage() for r in caplog.records]
