@@ -56,6 +56,7 @@ from ..errors import (
     StorageFull,
     WouldBlock,
 )
+from .checkpoint import SAFETY, Checkpointer
 from .files import create_private, fsync_directory, held_fd, inode_of, unlink_if
 from .protocol import Row
 
@@ -105,6 +106,10 @@ class SQLiteDatabase:
     :param synchronous: ``FULL`` (a commit is on disk when it returns) or ``NORMAL`` (a commit
         survives a killed process at once, and a power cut from the next :meth:`sync`).
     :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
+    :param checkpoint_behind: checkpoint in a thread of its own, after the commits, not in
+        them (:mod:`memfs.backends.checkpoint`); the writer's own automatic checkpoint is
+        then only a safety net, at :data:`~memfs.backends.checkpoint.SAFETY` times
+        ``checkpoint_pages``.
     :param page_size: page size of a new database (an existing one keeps its own).
     :param create: make the file if it is missing (else :class:`DatabaseUnavailable`), its
         owner's only (:func:`~memfs.backends.files.create_private`).
@@ -122,6 +127,7 @@ class SQLiteDatabase:
         *,
         synchronous: str = "FULL",
         checkpoint_pages: int | None = None,
+        checkpoint_behind: bool = False,
         page_size: int = 1024,
         create: bool = True,
     ) -> None:
@@ -157,6 +163,11 @@ class SQLiteDatabase:
         self._wal_fd: int | None = None
         self._identity = 0
         self._header_confirmed = False
+        #: The checkpointer's thread and connection (see :meth:`checkpoint_passive`).
+        self._checkpointer = (Checkpointer(self) if checkpoint_behind and not self.memory
+                              else None)
+        self._ckpt_conn: sqlite3.Connection | None = None
+        self._ckpt_lock = threading.Lock()
         w = self.writer
         w.execute(f"PRAGMA page_size = {int(page_size)}")
         self._retry(lambda: w.execute("PRAGMA journal_mode = WAL"))
@@ -164,7 +175,8 @@ class SQLiteDatabase:
         if checkpoint_pages is not None:
             # A checkpoint is where a NORMAL connection fsyncs: a longer WAL between them makes
             # small commits cheaper (https://sqlite.org/wal.html#ckpt).
-            w.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint_pages)}")
+            pages = checkpoint_pages * (SAFETY if self._checkpointer is not None else 1)
+            w.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
         w.execute("PRAGMA foreign_keys = OFF")
         if not self.memory:
             self._take_identity()
@@ -472,6 +484,33 @@ class SQLiteDatabase:
         finally:
             self._wlock.release()
         self.check_file()
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+
+    def checkpoint_passive(self) -> tuple[int, int, int] | None:
+        """One PASSIVE checkpoint, on a connection of the checkpointer's own
+        (:mod:`memfs.backends.checkpoint`): the WAL's pages are copied into the database file
+        as far as readers allow, while the writer goes on, and no lock is waited for. Returns
+        SQLite's (busy, frames in the WAL, frames copied), or None when none was made: the
+        database is closed or disowned, the file at :attr:`path` is no longer it (the next
+        write disowns it; a checkpoint now would copy our pages into another database), or
+        another connection is checkpointing.
+
+        :raises StorageError: the file cannot be looked at, or SQLite failed.
+        """
+        with self._ckpt_lock:
+            if self._closed or self.gone is not None or self._what_happened() is not None:
+                return None
+            if self._ckpt_conn is None:
+                self._ckpt_conn = self._connect(timeout=0.0)
+            try:
+                busy, frames, copied = self._ckpt_conn.execute(
+                    "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.OperationalError as e:
+                if e.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                    return None
+                raise self._error(e) from e
+            return int(busy), int(frames), int(copied)
 
     def _rollback(self) -> None:
         try:
@@ -631,6 +670,8 @@ class SQLiteDatabase:
                 os.close(fd)
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         if not self._closed and self.gone is None:
             # A last look: SQLite's last close checkpoints into the file it has open and
             # deletes the WAL beside the path, so a file replaced since the last look must be
@@ -650,6 +691,10 @@ class SQLiteDatabase:
             conns, self._readers = self._readers, []
             conns.extend(self._snapshots)
             self._snapshots.clear()
+        with self._ckpt_lock:  # after the checkpoint under way, and none after
+            if self._ckpt_conn is not None:
+                conns.append(self._ckpt_conn)
+                self._ckpt_conn = None
         with self._wlock:
             conns.append(self.writer)
             for conn in conns:

@@ -104,6 +104,8 @@ class Store(KeysPart):
     :param synchronous: ``FULL`` (every commit on disk before it returns) or ``NORMAL``
         (commits survive a killed process; :meth:`sync` puts them on disk).
     :param checkpoint_pages: WAL pages between automatic checkpoints (SQLite's default 1000).
+    :param checkpoint_behind: checkpoint in a thread of its own, not in the commits
+        (:mod:`memfs.backends.checkpoint`; SQLite only).
     :param create: make the database if the file is missing (else DatabaseUnavailable).
     """
 

@@ -63,6 +63,7 @@ class StoreBase:
         limits: Limits | None = None,
         synchronous: str = "FULL",
         checkpoint_pages: int | None = None,
+        checkpoint_behind: bool = False,
         create: bool = True,
     ):
         self.limits = limits or Limits.from_env()
@@ -81,7 +82,7 @@ class StoreBase:
         # A postgresql:// URL: PostgreSQL (memfs.backends), shared by any number of servers.
         self.database = open_database(
             self.path, synchronous=synchronous, checkpoint_pages=checkpoint_pages,
-            page_size=1024, create=create,
+            checkpoint_behind=checkpoint_behind, page_size=1024, create=create,
         )
         #: The writer connection, and sqlite-utils over it (migrations, tests); None on
         #: PostgreSQL.

@@ -27,9 +27,10 @@ ALLOWED: dict[str, set[str]] = {
     # The one watch of the live streams' credentials (the API's streams, the Console's live
     # pages): over the store's look-ups, by the rule of background work.
     "grants": {"background", "errors"},
-    # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database); the
-    # schema and its migrations are the store's (memfs.store.schema).
-    "backends": {"errors", "models"},
+    # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database, the
+    # WAL's checkpointer thread, by the rule of background work); the schema and its
+    # migrations are the store's (memfs.store.schema).
+    "backends": {"background", "errors", "models"},
     # The plan of a revert (undo a session): pure, computed from version rows for the store.
     "revert": {"models"},
     # An archive's records checked and made rows before a restore: pure, for the store.
@@ -208,11 +209,11 @@ ORDER: dict[str, list[str]] = {
     "api": ["spec", "errortable", "body", "batching", "call", "limits", "auth", "streams",
             "stores", "mounts", "memories", "versions", "agents", "sessions", "dreams",
             "archive", "search", "keys", "routes", "openapi", "app"],
-    # The typed seam, the files of an SQLite database, what a --db value names, the two
-    # databases, a whole database copied between them, then the watches (the inotify one
-    # hands a postgresql:// URL to pgwatch).
-    "backends": ["protocol", "files", "targets", "sqlite", "postgresql", "copy", "pgwatch",
-                 "watch"],
+    # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
+    # checkpointer, the two databases, a whole database copied between them, then the
+    # watches (the inotify one hands a postgresql:// URL to pgwatch).
+    "backends": ["protocol", "files", "targets", "checkpoint", "sqlite", "postgresql", "copy",
+                 "pgwatch", "watch"],
     # The framework (the global options, the command class, the groups and the Context, the
     # helpers of the commands on a store), then the commands.
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
