@@ -3,8 +3,8 @@
 In WAL mode SQLite copies the WAL's pages into the database file (a *checkpoint*) in the commit
 that takes the WAL past ``wal_autocheckpoint`` pages. A mount commits at every close, so one
 close in about 500 paid for copying every page the others wrote and syncing the file: 25–30 µs
-a write at the store, on average, and 2–6 % of a create through a mount (docs/performance.md,
-the seventh round).
+a write at the store, on average (docs/performance.md, the seventh round: 1.8–5.6 % of each
+operation through a mount).
 
 :class:`Checkpointer` does it instead, in a thread at the lowest CPU priority with a
 connection of its own (:meth:`SQLiteDatabase.checkpoint_passive

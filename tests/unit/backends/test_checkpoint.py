@@ -36,7 +36,8 @@ def _open(path: str, behind: bool, pause: float = 60.0) -> SQLiteDatabase:
         db._checkpointer.pause = pause
     with db.write() as c:
         c.execute("CREATE TABLE t (x TEXT)")
-    db.checkpoint_passive() if behind else None
+    if behind:
+        db.checkpoint_passive()  # the table in the file: only what comes next is in the WAL
     return db
 
 
