@@ -10,7 +10,7 @@ from typing import Any
 import anthropic
 import httpx
 
-from tests.support.console import KEY, sign_in
+from tests.support.console import KEY, page_width, sign_in
 
 
 def test_sign_in_refuses_a_wrong_key_and_returns_where_you_were_going(page: Any,
@@ -99,7 +99,7 @@ def test_the_budget_bar_and_a_phone_screen(signed_in: Any, sdk: anthropic.Anthro
     assert "3 / 2,000" in row.inner_text()
     assert row.locator("meter").get_attribute("value") == "3"
     # Readable on a phone: nothing wider than the screen.
-    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    assert page_width(pg) <= 375
     # Keyboard: the first Tab reaches the skip link, which moves focus to the content.
     pg.keyboard.press("Tab")
     assert pg.evaluate("document.activeElement.textContent") == "Skip to content"
