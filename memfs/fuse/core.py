@@ -337,23 +337,13 @@ class Base(pyfuse3.Operations):
     @staticmethod
     def _put(node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
         """Set in ``entry`` what the kernel is told of ``node`` that differs from one node
-        to the next. Run for every entry of every listing, so written out rather than
-        through :func:`_fill`: a listing's entry took 650 ns of Python with that call, 450
-        without."""
+        to the next."""
         if node.is_dir:
             # "." and the entry in its parent, plus each subdirectory's "..".
-            entry.st_nlink = 2 + node.subdirs
-            size = 4096
-        else:
-            # An unlinked file still open has no name left.
-            entry.st_nlink = 1 if node.attached else 0
-            size = node.size
-        entry.st_ino = InodeT(node.ino)
-        entry.st_size = size
-        entry.st_blocks = (size + 511) // 512
-        entry.st_atime_ns = entry.st_mtime_ns = node.mtime_ns
-        entry.st_ctime_ns = node.ctime_ns
-        return entry
+            return _fill(entry, node.ino, 2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns)
+        # An unlinked file still open has no name left.
+        return _fill(entry, node.ino, 1 if node.attached else 0, node.size, node.mtime_ns,
+                     node.ctime_ns)
 
     def _blank(self, is_dir: bool) -> pyfuse3.EntryAttributes:
         """New attributes with what every file (or directory) of this mount shares: the
