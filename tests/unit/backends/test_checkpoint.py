@@ -15,18 +15,10 @@ import pytest
 
 from memfs.backends.checkpoint import SAFETY
 from memfs.backends.sqlite import SQLiteDatabase
+from tests.support import wait_until
 
 PAGES = 40
 ROW = "x" * 3000  # about four 1 KiB pages a commit
-
-
-def _wait(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 def _open(path: str, behind: bool, pause: float = 60.0) -> SQLiteDatabase:
@@ -76,14 +68,14 @@ def test_the_thread_checkpoints_a_moment_after_the_commits(path):
     try:
         size = os.path.getsize(path)
         _commit(db, PAGES // 4)
-        assert _wait(lambda: checkpointer.checkpoints >= 1)
+        wait_until(lambda: checkpointer.checkpoints >= 1, 10, what="a checkpoint")
         assert os.path.getsize(path) > size
         # Then it sleeps until the next commit.
         done = checkpointer.checkpoints
         time.sleep(0.3)
         assert checkpointer.checkpoints == done
         _commit(db, 1)
-        assert _wait(lambda: checkpointer.checkpoints > done)
+        wait_until(lambda: checkpointer.checkpoints > done, 10, what="another checkpoint")
     finally:
         db.close()
     assert checkpointer._thread is not None and not checkpointer._thread.is_alive()
@@ -161,7 +153,7 @@ def test_a_failed_checkpoint_is_tried_again(path, monkeypatch, error_logs):
     monkeypatch.setattr(db, "checkpoint_passive", failing_once)
     try:
         _commit(db, 1)
-        assert _wait(lambda: checkpointer.checkpoints >= 1)
+        wait_until(lambda: checkpointer.checkpoints >= 1, 10, what="a checkpoint")
         assert len(calls) >= 2
         assert [r.getMessage() for r in error_logs] == [
             "the WAL checkpointer failed; trying again in 0.05 s"]
