@@ -12,6 +12,11 @@ directories, taking turns (pass 1 on each, then pass 2 on each, ...; --repeat gi
 * ``ceiling``: scripts/ceilingfs.py, a pyfuse3 filesystem that does no work at all (contents in
   dicts, ``keep_cache``, 300 s timeouts): the limit of any pyfuse3 daemon.
 * ``memfs``: ``memfs mount`` of a fresh store in a fresh database (``MEMFS_DB``).
+* ``cfloor`` (only when asked: ``--targets cfloor,floor,ceiling,memfs``): libfuse's own
+  ``passthrough_ll`` example, in C on libfuse's low-level API, built at the start of the run
+  from the source libfuse3-dev installs (``cc``, ``pkg-config fuse3``), run single-threaded
+  (``-s``, as memfs serves requests on one thread) over a tmpfs with the floor's caching (300 s
+  timeouts, ``keep_cache``): what a request costs when the daemon's loop is not Python.
 
 Workload (sizes scale with --files): N files of 2,000 bytes in 10 directories; (a) create all,
 (b) warm tree walk with stat, (c) cold read of every file, (d) warm read of every file,
@@ -75,6 +80,10 @@ REPO = Path(__file__).resolve().parent.parent
 PASSTHROUGHFS = REPO / "scripts" / "passthroughfs.py"
 CEILINGFS = REPO / "scripts" / "ceilingfs.py"
 ALL_TARGETS = ("tmpfs", "floor", "ceiling", "memfs")
+#: Targets run only when --targets names them.
+EXTRA_TARGETS = ("cfloor",)
+#: The cfloor target's source: libfuse's passthrough_ll example, as libfuse3-dev installs it.
+PASSTHROUGH_LL_SOURCE = Path("/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c")
 WRITERS = 8
 #: Versions of the one file whose .history directory phase (n) lists.
 HISTORY_VERSIONS = 100
@@ -480,9 +489,48 @@ class MemfsTarget(FuseTarget):
         self._start_mount()
 
 
+class CFloorTarget(FloorTarget):
+    name = "cfloor"
+    cold_meaning = (
+        "passthrough_ll restarted and remounted (empty kernel caches for the mount, fresh "
+        "daemon); its backing tmpfs stays in RAM"
+    )
+
+    def _setup(self) -> None:
+        self.binary = self.dir / "passthrough_ll"
+        build_passthrough_ll(self.binary)
+        super()._setup()
+
+    def _command(self) -> list[str]:
+        # -o takes a comma-separated list: a source path with a comma cannot be said.
+        if "," in str(self.source):
+            raise TargetError(f"cfloor: the work directory {self.source} holds a comma")
+        return [str(self.binary), "-f", "-s", "-o",
+                f"source={self.source},timeout=300,cache=always", str(self.root)]  # fmt: skip
+
+
+def build_passthrough_ll(binary: Path) -> None:
+    """Compile libfuse's passthrough_ll example (:data:`PASSTHROUGH_LL_SOURCE`) to ``binary``.
+
+    :raises TargetError: the source, the compiler or libfuse's development files are missing,
+        or the build failed.
+    """
+    if not PASSTHROUGH_LL_SOURCE.is_file():
+        raise TargetError(f"cfloor needs {PASSTHROUGH_LL_SOURCE} (apt install libfuse3-dev)")
+    try:
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], capture_output=True,
+                               text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+        subprocess.run(["cc", "-O2", str(PASSTHROUGH_LL_SOURCE), *flags, "-o", str(binary)],
+                       capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", None) or str(exc)
+        raise TargetError(f"cfloor: cannot build passthrough_ll: {detail.strip()[-300:]}") from exc
+
+
 TARGET_CLASSES: dict[str, type[Target]] = {
     "tmpfs": TmpfsTarget,
     "floor": FloorTarget,
+    "cfloor": CFloorTarget,
     "ceiling": CeilingTarget,
     "memfs": MemfsTarget,
 }
@@ -1198,7 +1246,8 @@ def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> Session
 
 # Phases reported as a time rather than a rate: one operation over the whole tree.
 _TIME_PHASES = {"walk", "grep", "history"}
-_SPEED_RATIOS = (("memfs", "floor"), ("memfs", "ceiling"), ("ceiling", "floor"), ("memfs", "tmpfs"))
+_SPEED_RATIOS = (("memfs", "floor"), ("memfs", "ceiling"), ("ceiling", "floor"), ("memfs", "tmpfs"),
+                 ("floor", "cfloor"), ("memfs", "cfloor"))
 
 
 def _rate(ops: int, seconds: float) -> str:
@@ -1249,7 +1298,9 @@ def render(
         "Ratios are speed ratios A/B = B's time / A's time: >1 means A is faster.",
         "Targets: tmpfs (kernel only); floor = scripts/passthroughfs.py (pyfuse3 passthrough "
         "over tmpfs); ceiling = scripts/ceilingfs.py (pyfuse3, zero work: dicts, keep_cache, "
-        "300 s timeouts); memfs = `memfs mount` of one store.",
+        "300 s timeouts); memfs = `memfs mount` of one store"
+        + ("; cfloor = libfuse's passthrough_ll (C, low-level API, one thread) over tmpfs."
+           if "cfloor" in results else "."),
         "Cold means:",
     ]
     lines += [f"  - {r.name}: {r.cold_meaning}" for r in results.values()]
@@ -1389,7 +1440,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--targets", default=",".join(ALL_TARGETS),
-        help="comma-separated subset of %(default)s (default: all)",
+        help="comma-separated subset of %(default)s (default: all), and cfloor (libfuse's "
+        "passthrough_ll in C: only when named)",
     )  # fmt: skip
     parser.add_argument("--files", type=int, default=None, help="small files (default 2000)")
     parser.add_argument("--big-files", type=int, default=None, help="100 kB files (default 50)")
@@ -1433,9 +1485,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args(argv)
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    unknown = sorted(set(targets) - set(ALL_TARGETS))
+    unknown = sorted(set(targets) - set(ALL_TARGETS) - set(EXTRA_TARGETS))
     if unknown or not targets:
-        parser.error(f"unknown target(s) {unknown}; choose from {', '.join(ALL_TARGETS)}")
+        parser.error(f"unknown target(s) {unknown}; choose from "
+                     f"{', '.join(ALL_TARGETS + EXTRA_TARGETS)}")  # fmt: skip
     args.targets = list(dict.fromkeys(targets))
     if args.files is None:
         args.files = 200 if args.quick else 2000
