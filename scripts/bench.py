@@ -524,6 +524,8 @@ def build_passthrough_ll(binary: Path) -> None:
                        capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", None) or str(exc)
+        if isinstance(detail, bytes):  # a TimeoutExpired's output is bytes even with text=True
+            detail = detail.decode(errors="replace")
         raise TargetError(f"cfloor: cannot build passthrough_ll: {detail.strip()[-300:]}") from exc
 
 
