@@ -304,6 +304,9 @@ class TmpfsTarget(Target):
 class FuseTarget(Target):
     """A target served by a FUSE daemon subprocess; cold means restarting it."""
 
+    #: The daemon's exit statuses after the SIGTERM that stops it.
+    stopped_statuses: tuple[int, ...] = (0,)
+
     def __init__(self, opts: Options) -> None:
         super().__init__(opts)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -371,7 +374,7 @@ class FuseTarget(Target):
                             self.name, self.opts.stop_timeout)  # fmt: skip
                 self._kill(proc)
                 proc.wait()
-        if proc is not None and proc.returncode not in (0, None):
+        if proc is not None and proc.returncode not in (*self.stopped_statuses, None):
             log.info("%s daemon exited with status %s", self.name, proc.returncode)
         if self._log is not None:
             self._log.close()
@@ -495,6 +498,9 @@ class CFloorTarget(FloorTarget):
         "passthrough_ll restarted and remounted (empty kernel caches for the mount, fresh "
         "daemon); its backing tmpfs stays in RAM"
     )
+    # libfuse keeps the signal that ended its loop as the session's error, and passthrough_ll
+    # then exits 1.
+    stopped_statuses = (0, 1)
 
     def _setup(self) -> None:
         self.binary = self.dir / "passthrough_ll"
