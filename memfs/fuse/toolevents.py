@@ -81,8 +81,8 @@ def tool_pair(
         The store completes both when it records the pair with the write itself.
     :param at: when it happened (``time.time()``; default: now).
     """
-    now = format_time(datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC))
-    use_id = new_id("sevt")
+    now = _utc_text(time.time_ns() // 1000 if at is None else round(at * 1_000_000))
+    use_id, result_id = new_ids("sevt", 2)
     inp: dict[str, Any] = {"operation": operation, "file_path": file_path}
     if new_path is not None:
         inp["new_path"] = new_path
@@ -99,7 +99,7 @@ def tool_pair(
     }
     result: dict[str, Any] = {
         "type": "agent.tool_result",
-        "id": new_id("sevt"),
+        "id": result_id,
         "tool_use_id": use_id,
         "processed_at": now,
         "is_error": failure is not None,
@@ -118,12 +118,20 @@ def tool_pair(
 _quote = json.encoder.encode_basestring  # a str as JSON, non-ASCII kept (ensure_ascii=False)
 
 
-def _utc_text(us: int, _last: list[Any] = [0, ""]) -> str:  # noqa: B006 (a one-entry cache)
-    """:func:`~memfs.rules.format_time` of a time in microseconds since the epoch."""
+#: The last second :func:`_utc_text` formatted, and its text: one tuple, read and replaced
+#: whole, so that threads formatting other seconds never mix theirs with it.
+_last_second: tuple[int, str] = (0, "")
+
+
+def _utc_text(us: int) -> str:
+    """:func:`~memfs.rules.format_time` of a time in microseconds since the epoch (the
+    seconds' text made once a second: every tool event pair has one)."""
+    global _last_second
     sec, frac = divmod(us, 1_000_000)
-    if _last[0] != sec:
-        _last[:] = [sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))]
-    return f"{_last[1]}.{frac:06d}Z"
+    last = _last_second
+    if last[0] != sec:
+        last = _last_second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return f"{last[1]}.{frac:06d}Z"
 
 
 def tool_pair_rows(

@@ -45,6 +45,10 @@ from .paging import _decode_cursor, _encode_cursor
 from .rows import _memory
 from .stores import StoresPart
 
+#: ``json.dumps(body, ensure_ascii=False)`` of a write's tool event, without making an encoder
+#: at each call (every close that commits records two).
+_event_json = json.JSONEncoder(ensure_ascii=False).encode
+
 log = logging.getLogger(__name__)
 
 
@@ -408,7 +412,7 @@ class MemoriesPart(StoresPart):
         rows = []
         for body in events:
             e = _complete_event(session_id, body)
-            text = json.dumps(e.body, ensure_ascii=False)
+            text = _event_json(e.body)
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:

@@ -841,8 +841,8 @@ def test_tool_pair_rows_are_the_json_of_tool_pair(monkeypatch):
                  ("sh", 3, "read", "/m/x.md", "No such file: \u2028", "")]:
         us = 1_764_577_938_123_456
         rows = toolevents.tool_pair_rows(*args, us)
-        ids = iter([r[0] for r in rows])
-        monkeypatch.setattr(toolevents, "new_id", lambda prefix, ids=ids: next(ids))
+        ids = [r[0] for r in rows]
+        monkeypatch.setattr(toolevents, "new_ids", lambda prefix, n, ids=ids: ids)
         pair = toolevents.tool_pair(*args[:4], failure=args[4], text=args[5], at=us / 1e6)
         monkeypatch.undo()
         assert [r[3] for r in rows] == [json.dumps(e, ensure_ascii=False) for e in pair]
