@@ -72,16 +72,17 @@ def tool_pair(
     memory: WrittenVersion | None = None,
     memory_id: str | None = None,
     new_path: str | None = None,
-    at: float | None = None,
+    us: int | None = None,
 ) -> list[dict[str, Any]]:
     """One ``agent.tool_use`` / ``agent.tool_result`` pair. Paths are as the agent sees them.
 
     :param failure: the error text of a failed operation (``is_error``).
     :param memory: the memory and version a write produced (``memory_id`` alone: a deletion).
         The store completes both when it records the pair with the write itself.
-    :param at: when it happened (``time.time()``; default: now).
+    :param us: when it happened, in microseconds since the epoch (default: now), as the
+        queue of :meth:`EventSink.emit_pair` keeps it.
     """
-    now = _utc_text(time.time_ns() // 1000 if at is None else round(at * 1_000_000))
+    now = _utc_text(time.time_ns() // 1000 if us is None else us)
     use_id, result_id = new_ids("sevt", 2)
     inp: dict[str, Any] = {"operation": operation, "file_path": file_path}
     if new_path is not None:
@@ -274,7 +275,7 @@ class EventSink:
                         if isinstance(item, tuple):
                             *args, us = item
                             events += tool_pair(*args[:4], failure=args[4], text=args[5],
-                                                at=us / 1e6)
+                                                us=us)
                         else:
                             events.append(item)
                     self.store.add_events(self.session_id, events, store_id=self.store_id)

@@ -843,7 +843,7 @@ def test_tool_pair_rows_are_the_json_of_tool_pair(monkeypatch):
         rows = toolevents.tool_pair_rows(*args, us)
         ids = [r[0] for r in rows]
         monkeypatch.setattr(toolevents, "new_ids", lambda prefix, n, ids=ids: ids)
-        pair = toolevents.tool_pair(*args[:4], failure=args[4], text=args[5], at=us / 1e6)
+        pair = toolevents.tool_pair(*args[:4], failure=args[4], text=args[5], us=us)
         monkeypatch.undo()
         assert [r[3] for r in rows] == [json.dumps(e, ensure_ascii=False) for e in pair]
         assert [r[:3] for r in rows] == [(e["id"], e["type"], e["processed_at"]) for e in pair]
