@@ -16,6 +16,11 @@ import os
 import re
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
@@ -34,6 +39,8 @@ _mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_u
                    ctypes.c_char_p]
 _umount2 = _libc.umount2
 _umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_setns = _libc.setns
+_setns.argtypes = [ctypes.c_int, ctypes.c_int]
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
@@ -71,9 +78,35 @@ def die_with_parent(parent: int, signum: int) -> None:
         os._exit(128 + signum)
 
 
+def set_parent_death_signal(signum: int) -> None:
+    """Get ``signum`` when the parent dies (no check that it is still alive: see
+    :func:`die_with_parent`)."""
+    _check(_prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0))
+
+
 def unshare_mounts() -> None:
     """Move this process into a new mount namespace (``unshare(CLONE_NEWNS)``)."""
     _check(_unshare(CLONE_NEWNS))
+
+
+def unshare(flags: int) -> None:
+    """Move this thread into new namespaces (``unshare(2)``, ``CLONE_NEW*`` flags). A new
+    PID namespace is its children's, not its own: the first child forked after it is that
+    namespace's init (pid 1)."""
+    _check(_unshare(flags))
+
+
+def setns(fd: int, nstype: int) -> None:
+    """Join the namespace open at ``fd`` (a ``/proc/PID/ns/*`` file); for a PID namespace,
+    the one this thread's next children are born in."""
+    _check(_setns(fd, nstype))
+
+
+def mount_proc(target: str = "/proc") -> None:
+    """A new ``proc`` on ``target``: the processes of the PID namespace of the caller, and no
+    others (``nosuid,nodev,noexec``)."""
+    _check(_mount(b"proc", os.fsencode(target), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  None))
 
 
 def make_mounts_private() -> None:
@@ -108,3 +141,21 @@ def mount_points() -> set[str]:
     except OSError:
         pass
     return points
+
+
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 0x1
+_IFREQ = "16sH22x"  # struct ifreq: the name, then the flags at the start of the union
+
+
+def loopback_up() -> None:
+    """Bring up ``lo`` in this thread's network namespace (a new one has it down)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        got = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack(_IFREQ, b"lo", 0))
+        flags = struct.unpack(_IFREQ, got)[1]
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack(_IFREQ, b"lo", flags | IFF_UP))

@@ -55,6 +55,14 @@ from .sessions import _load_spec
     "none: a scratch directory cleaned at the end.",
 )
 @click.option(
+    "--network",
+    type=click.Choice(["host", "none"]),
+    default="host",
+    show_default=True,
+    help="none: COMMAND gets a network namespace of its own with only loopback (the session "
+    "API is a unix socket, which still works); needs the private namespace.",
+)
+@click.option(
     "--user",
     default=None,
     metavar="USER[:GROUP]",
@@ -80,6 +88,7 @@ def run(
     spec_path: str | None,
     root: str | None,
     isolation: str,
+    network: str,
     user: str | None,
     token_ttl: int | None,
     command: tuple[str, ...],
@@ -126,6 +135,7 @@ def run(
         url=ctx.url,
         api_key=ctx.api_key,
         isolation=isolation,
+        network=network,
         instructions=_pairs(instructions, "--instructions", "REF=TEXT"),
         user=user,
         token_ttl=token_ttl,

@@ -12,12 +12,14 @@ is a composition root: it may import the layers it composes (:mod:`memfs.store`,
 
 The modules, each building only on those before it:
 
-- :mod:`~memfs.launcher.prompt` (the memory section of the agent's system prompt, over
-  :mod:`memfs.models` only), :mod:`~.plan` (:class:`~.plan.Launch`, the stores to attach,
-  :class:`~.plan.LaunchError`), :mod:`~.agent` (the user CMD runs as, its environment, what it
-  must not get), :mod:`~.procs` (preexec functions, children, a process's identity),
-  :mod:`~.sandbox` (the scratch root, the namespace, unmounts), :mod:`~.reap` (sessions whose
-  launcher died), :mod:`~.sessionapi` (the API of a local session, on a unix socket);
+- :mod:`~memfs.launcher.pidinit` (the init of the agent's PID namespace: a script of the
+  standard library, run by ``python -I -S``), :mod:`~memfs.launcher.prompt` (the memory section
+  of the agent's system prompt, over :mod:`memfs.models` only), :mod:`~.plan`
+  (:class:`~.plan.Launch`, the stores to attach, :class:`~.plan.LaunchError`), :mod:`~.agent`
+  (the user CMD runs as, its environment, what it must not get), :mod:`~.procs` (preexec
+  functions, children, a process's identity), :mod:`~.sandbox` (the scratch root, the namespace,
+  unmounts), :mod:`~.reap` (sessions whose launcher died), :mod:`~.sessionapi` (the API of a
+  local session, on a unix socket);
 - the parts of :class:`~memfs.launcher.runner.Launcher`, one class each, each a subclass of
   the one before: :mod:`~.base` (its state), :mod:`~.setup` (root, session, scratch),
   :mod:`~.credential` (the agent's token and the session API), :mod:`~.mounts` (the mount

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import json
 import logging
 import os
 import signal
@@ -15,12 +16,14 @@ import sys
 import time
 from typing import Any
 
+from .. import linux
 from ..errors import MemfsError
+from . import pidinit
 from .agent import LAUNCHER_ONLY_ENV, agent_env
 from .base import _Mount
 from .mounts import Mounts
 from .plan import LaunchError
-from .procs import _children, _command_preexec, _describe_status, _reap
+from .procs import _children, _command_preexec, _describe_status, _init_preexec, _reap
 from .prompt import render_memory_prompt
 
 log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whichever module logs
@@ -81,10 +84,7 @@ class Command(Mounts):
         except MemfsError as e:
             self._fail(f"cannot give the session its credential: {e.message}")
         try:
-            self._child = subprocess.Popen(
-                list(self.launch.command), env=env,
-                preexec_fn=functools.partial(_command_preexec, os.getpid()), **as_agent,
-            )
+            self._child = self._spawn(env, as_agent)
         except FileNotFoundError:
             raise LaunchError(f"{self.launch.command[0]}: command not found", 127) from None
         except OSError as e:
@@ -122,6 +122,40 @@ class Command(Mounts):
                 f"({_describe_status(dead.proc.returncode)}); the command was stopped"
             )
         return 128 - status if status < 0 else status
+
+    def _spawn(self, env: dict[str, str], as_agent: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """Start CMD. In the private namespace it is started under :mod:`.pidinit`, the first
+        process of a new PID namespace (with a ``/proc`` of its own, and a network namespace
+        of its own with ``--network none``): the agent sees none of the host's processes,
+        nor another session's. The init switches to the agent's user itself."""
+        if not self.namespace:
+            return subprocess.Popen(
+                list(self.launch.command), env=env,
+                preexec_fn=functools.partial(_command_preexec, os.getpid()), **as_agent)
+        agent = self.agent
+        config = {
+            "network": self.launch.network, "kill_grace": KILL_GRACE,
+            "leftover_grace": LEFTOVER_GRACE,
+            "uid": agent.uid if agent else None, "gid": agent.gid if agent else None,
+            "groups": agent.groups if agent else [], "lc_ctype": env.get("LC_CTYPE"),
+        }
+        argv = [sys.executable, "-I", "-S", pidinit.__file__, json.dumps(config),
+                *self.launch.command]
+        # Our next child is born in a new PID namespace, as its init; later ones in ours
+        # again. Namespaces are a thread's: no other thread of the launcher is concerned.
+        ours = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            try:
+                linux.unshare(linux.CLONE_NEWPID)
+            except OSError as e:
+                raise LaunchError(f"cannot make a PID namespace for the command: {e.strerror}"
+                                  ) from None
+            try:
+                return subprocess.Popen(argv, env=env, preexec_fn=_init_preexec)
+            finally:
+                linux.setns(ours, linux.CLONE_NEWPID)
+        finally:
+            os.close(ours)
 
     def _stop_command(self) -> None:
         """CMD itself, if set-up failed while it ran (it normally has exited already)."""

@@ -101,6 +101,9 @@ class Launch:
     url: str | None = None
     api_key: str | None = None
     isolation: str = "auto"  # auto | namespace | none
+    #: ``none``: CMD in a network namespace of its own, with only ``lo`` (and the session
+    #: API's unix socket, a file); ``host``: the host's network.
+    network: str = "host"
     instructions: list[tuple[str, str]] = field(default_factory=list)
     #: The session's title (default: the command line) and metadata (``--spec``).
     title: str | None = None

@@ -29,6 +29,15 @@ def _command_preexec(launcher: int) -> None:
     linux.die_with_parent(launcher, signal.SIGHUP)
 
 
+def _init_preexec() -> None:
+    """In the child that becomes the init of CMD's PID namespace (:mod:`.pidinit`), before
+    exec: SIGHUP when the launcher dies, which the init passes on to CMD (and kills it after
+    the grace). Its parent is outside its namespace, so ``getppid()`` says 0 and cannot tell
+    whether the launcher died before this: it cannot have, since the launcher waits for the
+    exec to succeed (a ``kill -9`` in between aside)."""
+    linux.set_parent_death_signal(signal.SIGHUP)
+
+
 def _children(pid: int) -> list[int]:
     """The pids whose parent is ``pid`` (scans /proc)."""
     found = []
@@ -45,6 +54,51 @@ def _children(pid: int) -> list[int]:
         if len(rest) > 1 and int(rest[1]) == pid:
             found.append(int(entry))
     return found
+
+
+def _ancestors() -> set[int]:
+    """This process and the chain of its parents."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found
+
+
+def _session_agents(uid: int) -> list[tuple[int, str, bool]]:
+    """The processes of user ``uid`` that belong to a memfs session (its ``MEMFS_SESSION_ID``
+    is in their environment), this process's ancestors aside: ``(pid, session id, in our PID
+    namespace)``. Those whose environment cannot be read are not found."""
+    found = []
+    ours = _pid_namespace("self")
+    mine = _ancestors()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in mine:
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        for var in env.split(b"\0"):
+            if var.startswith(b"MEMFS_SESSION_ID="):
+                sid = var.partition(b"=")[2].decode(errors="replace")
+                found.append((int(entry), sid, _pid_namespace(entry) == ours))
+                break
+    return found
+
+
+def _pid_namespace(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
 
 
 def _reap(pid: int) -> bool:

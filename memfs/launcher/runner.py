@@ -119,6 +119,7 @@ class Launcher(Command):
                 reap_sessions(self.store)
             self._choose_root()
             self._refuse_a_readable_database()
+            self._refuse_a_neighbour_of_the_same_user()
             self.session = self._create_session()
             log.info("session %s, root %s (%s)", self.session.id, self.root,
                      "private namespace" if self.namespace else "scratch directory")

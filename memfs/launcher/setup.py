@@ -14,7 +14,7 @@ from ..models import Session
 from .agent import _allowed, _privileged, _readable_by, _replaceable_at
 from .base import LauncherBase
 from .plan import LaunchError
-from .procs import _process_identity
+from .procs import _process_identity, _session_agents
 from .prompt import SNAPSHOT_KEY, snapshot_note
 from .sandbox import _at_or_below, _enter_private_namespace
 
@@ -31,6 +31,11 @@ class Setup(LauncherBase):
         self.namespace = iso == "namespace" or (iso == "auto" and _privileged())
         if self.namespace and not _privileged():
             raise LaunchError("--isolation namespace needs root (use --isolation none)")
+        if self.launch.network not in ("host", "none"):
+            raise InvalidRequest("network must be host or none")
+        if self.launch.network == "none" and not self.namespace:
+            raise LaunchError("--network none needs the private namespace (root, and not "
+                              "--isolation none)")
         if self.launch.root:
             self.root = os.path.abspath(self.launch.root)
         elif self.namespace:
@@ -53,6 +58,38 @@ class Setup(LauncherBase):
             )
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise LaunchError(f"the session root {self.root} is not a directory")
+
+    def _refuse_a_neighbour_of_the_same_user(self) -> None:
+        """Two agents of one user, one of them in the host's PID namespace, could read each
+        other's environment (the session token) through ``/proc``, and walk into each other's
+        mounts through ``/proc/PID/root``. In the private namespace the agent gets a PID
+        namespace of its own (:mod:`.pidinit`), so only an agent left in ours is a danger;
+        without it, ours would be one, beside any other. A root agent reaches everything
+        anyway.
+
+        Without root there are no namespaces to be had: the session is refused. As root the
+        choice of ``--isolation none`` was made on purpose (a container runtime as CMD, say,
+        which isolates the agent itself) or the danger is the other session's: a warning.
+
+        :raises LaunchError: naming the other session, and the ways out.
+        """
+        uid = self.agent.uid if self.agent is not None else os.geteuid()
+        if uid == 0:
+            return
+        found = [(pid, sid) for pid, sid, in_ours in _session_agents(uid)
+                 if in_ours or not self.namespace]
+        if not found:
+            return
+        pid, sid = found[0]
+        other = f"another session's agent runs as uid {uid} (session {sid}, pid {pid})"
+        if not _privileged():
+            raise LaunchError(
+                f"{other}: without namespaces (memfs runs without root) each could read the "
+                "other's session token in /proc; run memfs as root (each agent then has a "
+                "PID namespace of its own), or end that session first")
+        whose = "that agent can read this one's" if self.namespace else "each can read the other's"
+        print(f"memfs: warning: {other} in the host's PID namespace: {whose} session token "
+              "in /proc", file=sys.stderr, flush=True)
 
     def _refuse_a_readable_database(self) -> None:
         """An agent of another user that could read the database (or its WAL, which holds

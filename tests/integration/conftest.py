@@ -7,7 +7,11 @@ FUSE missing (no /dev/fuse, no fusermount3): the tests skip locally and fail whe
 
 from __future__ import annotations
 
+import os
+import pwd
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,10 +19,11 @@ import anthropic
 import pytest
 
 from memfs.store import Limits, Store
+from tests.support import need
 from tests.support.mount import Mount, require_fuse
 from tests.support.remote import KEY, MAX_MEMORIES, remote_env
 from tests.support.server import Server, start_server, stop_server
-from tests.support.session import Run, mounts_under
+from tests.support.session import AGENT, AGENT_PY, Run, mounts_under
 
 
 @pytest.fixture
@@ -134,3 +139,43 @@ def mounts(server: Server, tmp_path: Path) -> Iterator[Callable[..., Mount]]:
     yield start
     for m in started:
         m.stop()
+
+
+# The agent in a sandbox (test_sandbox.py, test_session_isolation.py): root, a user for the
+# agent, and a directory both may write.
+
+@pytest.fixture
+def root_user(fuse: None) -> None:
+    need(os.geteuid() == 0, "switching users and allow_other need root")
+    need(os.path.exists(AGENT_PY), f"{AGENT_PY} (runs the agent-side checks)")
+
+
+@pytest.fixture(scope="module")
+def agent_user() -> Iterator[pwd.struct_passwd]:
+    """An ordinary user for the agent, made for these tests (and removed after) when there
+    is none: a name, a home, a group of its own."""
+    made = False
+    try:
+        pw = pwd.getpwnam(AGENT)
+    except KeyError:
+        need(os.geteuid() == 0 and shutil.which("useradd"),
+             "no user for the agent (useradd needs root)")
+        subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/sh",
+                        AGENT], check=True)
+        made = True
+        pw = pwd.getpwnam(AGENT)
+    yield pw
+    if made:
+        subprocess.run(["userdel", "--remove", AGENT], check=False,
+                       stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[Path]:
+    """A directory every user can enter and write (sticky, like /tmp): the agent's way to
+    hand results to the test. tmp_path itself is root's only, which keeps the database and
+    the event logs there out of the agent's reach."""
+    d = Path(tempfile.mkdtemp(prefix="memfs-sandbox-test-"))
+    d.chmod(0o1777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

@@ -14,11 +14,9 @@ import errno
 import grp
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,13 +29,12 @@ from memfs.store import Store
 from tests.support import need, wait_until
 from tests.support.mount import Mount
 from tests.support.repo import copy_of_the_repo
-from tests.support.session import MEMFS
+from tests.support.session import AGENT, MEMFS
+from tests.support.session import AGENT_PY as PY
 
 pytestmark = pytest.mark.fuse
 
-PY = "/usr/bin/python3"
 RO_SYSCALLS = Path(__file__).with_name("ro_syscalls.py")
-AGENT = "memfs-agent"  # made by the agent_user fixture
 STRANGER = 65533  # a third uid, neither root nor the agent
 # For each path: the errno of stat, then of opening it to read (0: it worked).
 PROBE = r"""
@@ -54,43 +51,6 @@ for p in sys.argv[1:]:
     out[p] = r
 print(json.dumps(out))
 """
-
-
-@pytest.fixture
-def root_user(fuse: None) -> None:
-    need(os.geteuid() == 0, "switching users and allow_other need root")
-    need(os.path.exists(PY), f"{PY} (runs the agent-side checks)")
-
-
-@pytest.fixture(scope="module")
-def agent_user() -> Iterator[pwd.struct_passwd]:
-    """An ordinary user for the agent, made for these tests (and removed after) when there
-    is none: a name, a home, a group of its own."""
-    made = False
-    try:
-        pw = pwd.getpwnam(AGENT)
-    except KeyError:
-        need(os.geteuid() == 0 and shutil.which("useradd"),
-             "no user for the agent (useradd needs root)")
-        subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/sh",
-                        AGENT], check=True)
-        made = True
-        pw = pwd.getpwnam(AGENT)
-    yield pw
-    if made:
-        subprocess.run(["userdel", "--remove", AGENT], check=False,
-                       stderr=subprocess.DEVNULL)
-
-
-@pytest.fixture
-def shared(tmp_path: Path) -> Iterator[Path]:
-    """A directory every user can enter and write (sticky, like /tmp): the agent's way to
-    hand results to the test. tmp_path itself is root's only, which keeps the database and
-    the event logs there out of the agent's reach."""
-    d = Path(tempfile.mkdtemp(prefix="memfs-sandbox-test-"))
-    d.chmod(0o1777)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from tests.support.session import (
     MEMFS,
     SESSION_DEADLINE,
     Run,
+    cmd_pid,
     daemons_of,
     mounts_under,
     needs_root,
@@ -301,7 +302,7 @@ def test_stopped_session_cleans_up(
                env={"ROOT": str(root)})
     r.wait_file("ready")
     if how == "cmd-kill-outside":
-        os.kill(int((tmp_path / "cmd.pid").read_text()), signal.SIGKILL)
+        os.kill(cmd_pid(tmp_path), signal.SIGKILL)
     elif how == "launcher-sigterm":
         r.proc.send_signal(signal.SIGTERM)
     elif how == "launcher-sigint":
@@ -336,12 +337,12 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
     r.wait_file("ready")
     sid = r.sid
     root = Path(store.get_session(sid).resources[0].mount_path).parent
-    cmd_pid = int((tmp_path / "cmd.pid").read_text())
+    pid = cmd_pid(tmp_path)
     r.proc.kill()
     r.wait()
     wait_until(lambda: not daemons_of(sid) and not processes_with(sid), SESSION_DEADLINE)
     wait_until(lambda: not mounts_under(root), SESSION_DEADLINE)
-    wait_until(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), SESSION_DEADLINE)
     assert store.get_session(sid).status == "running"
     assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
     if isolation == "none":

@@ -16,7 +16,7 @@ import pytest
 
 from memfs.store import Store
 from tests.support import need, wait_until
-from tests.support.session import SESSION_DEADLINE, Run
+from tests.support.session import SESSION_DEADLINE, Run, cmd_pid
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("fuse")]
 
@@ -170,12 +170,12 @@ def test_a_killed_launcher_takes_the_session_daemon_and_its_mounts(
                env={"ROOT": str(root)})
     r.wait_file("ready")
     (daemon,) = memfs_daemons(r.proc.pid)
-    cmd_pid = int((tmp_path / "cmd.pid").read_text())
+    pid = cmd_pid(tmp_path)
     ns = os.readlink(f"/proc/{daemon}/ns/mnt")
     r.proc.send_signal(signal.SIGKILL)
     r.wait()
     wait_until(lambda: not os.path.exists(f"/proc/{daemon}"), SESSION_DEADLINE)
-    wait_until(lambda: not os.path.exists(f"/proc/{cmd_pid}"), SESSION_DEADLINE)
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), SESSION_DEADLINE)
     # Nobody is left in the session's namespace: it is gone, and its mounts with it.
     assert not any(os.readlink(f"/proc/{p}/ns/mnt") == ns
                    for p in os.listdir("/proc") if p.isdigit() and _readable_ns(p))

@@ -14,6 +14,11 @@ from tests.support import need, wait_until
 _SCRIPT = Path(sys.executable).with_name("memfs")
 MEMFS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memfs"]
 ISOLATIONS = ["namespace", "none"]
+#: The user the sandbox tests run agents as (the agent_user fixture makes it), and the
+#: system's Python, which runs their agent-side checks (the tests' own interpreter may live
+#: where the agent cannot enter).
+AGENT = "memfs-agent"
+AGENT_PY = "/usr/bin/python3"
 SESSION_DEADLINE = 30.0
 
 # Bash helpers every CMD gets: wait_for FILE (poll with a deadline), ready (tell the test).
@@ -52,6 +57,28 @@ def processes_with(text: str) -> list[int]:
         if text in cmdline:
             found.append(int(entry))
     return found
+
+
+def cmd_pid(tmp: Path) -> int:
+    """The host's pid of the CMD that wrote ``$T/cmd.pid`` (PRELUDE). In the private
+    namespace CMD has a PID namespace of its own, where ``$$`` is its pid there: the process
+    is found by that pid (the last of its ``NSpid``) and its session id (``$T/sid``)."""
+    wait_until(lambda: (tmp / "sid").exists() or None, SESSION_DEADLINE)
+    inner = (tmp / "cmd.pid").read_text().strip()
+    sid = (tmp / "sid").read_text().strip().encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        nspid = next((ln.split()[1:] for ln in status.splitlines()
+                      if ln.startswith("NSpid:")), [])
+        if nspid and nspid[-1] == inner and b"MEMFS_SESSION_ID=" + sid in env:
+            return int(entry)
+    raise AssertionError(f"no process of session {sid!r} has the pid {inner} in its namespace")
 
 
 def daemons_of(sid: str) -> list[int]:

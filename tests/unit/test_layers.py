@@ -227,11 +227,12 @@ ORDER: dict[str, list[str]] = {
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
-    # What needs no launcher (the prompt, the plan, the agent, processes, the scratch root, the
-    # reaping of dead launchers' sessions, the session API), then the parts of Launcher (each
-    # a subclass of the one before) and the runner.
-    "launcher": ["prompt", "plan", "agent", "procs", "sandbox", "reap", "sessionapi", "base",
-                 "setup", "credential", "mounts", "command", "runner"],
+    # What needs no launcher (the init of the agent's PID namespace, a script of the standard
+    # library, the prompt, the plan, the agent, processes, the scratch root, the reaping of
+    # dead launchers' sessions, the session API), then the parts of Launcher (each a subclass
+    # of the one before) and the runner.
+    "launcher": ["pidinit", "prompt", "plan", "agent", "procs", "sandbox", "reap",
+                 "sessionapi", "base", "setup", "credential", "mounts", "command", "runner"],
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],

@@ -1,0 +1,193 @@
+"""The init of an agent's PID namespace: what a privileged ``memfs run`` starts instead of CMD.
+
+An agent is untrusted code. In the host's PID namespace it could read every process's
+``/proc/PID/cmdline`` (a server started with its key there), and another agent of the same
+user could read its ``/proc/PID/environ`` (the session token) or walk into its mounts through
+``/proc/PID/root``. So the launcher starts this script as the first process of a new PID
+namespace (:meth:`~memfs.launcher.command.Command._spawn`), and it:
+
+1. moves into a mount namespace of its own (a child of the session's private one: the same
+   mounts) and mounts a new ``/proc`` there, which shows the namespace's processes only; with
+   ``network: none`` also into a new network namespace with nothing but ``lo``;
+2. forks CMD as the agent's user (pid 2), with the environment it was given;
+3. as pid 1 forwards the signals the launcher sends it (the kernel delivers nothing else to a
+   namespace's init), kills CMD after ``kill_grace`` seconds once it was told to stop (also
+   when the launcher dies: its parent-death signal is SIGHUP), reaps every orphan;
+4. when CMD ends, stops what it left behind (SIGTERM, SIGKILL after ``leftover_grace``) and
+   exits with CMD's status (128+N when it died of signal N). When it exits, the kernel kills
+   whatever is left in the namespace: nothing of the agent outlives it.
+
+Run as ``python -I -S pidinit.py CONFIG_JSON CMD...``: the standard library only (a start
+in milliseconds, no import of memfs), with :mod:`memfs.linux` loaded by its path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib.util
+import json
+import os
+import signal
+import sys
+from types import FrameType, ModuleType
+from typing import Any
+
+#: The signals passed on to CMD.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2, signal.SIGWINCH)
+
+
+def _load_linux() -> ModuleType:
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "linux.py")
+    spec = importlib.util.spec_from_file_location("memfs_linux", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _say(message: str) -> None:
+    os.write(2, f"memfs: {message}\n".encode(errors="replace"))
+
+
+class Init:
+    """Pid 1 of the agent's namespace (see the module docstring)."""
+
+    def __init__(self, config: dict[str, Any], command: list[str]) -> None:
+        self.command = command
+        self.network = str(config.get("network", "host"))
+        #: None: CMD keeps our user (root); else (uid, gid, supplementary groups).
+        self.user: tuple[int, int, list[int]] | None = (
+            None if config.get("uid") is None
+            else (int(config["uid"]), int(config["gid"]), [int(g) for g in config["groups"]]))
+        #: CMD's LC_CTYPE as the launcher gave it (None: none): Python sets one in our own
+        #: environment when the locale is C (PEP 538), which is ours, not CMD's.
+        self.lc_ctype: str | None = config.get("lc_ctype")
+        self.kill_grace = float(config.get("kill_grace", 5.0))
+        self.leftover_grace = float(config.get("leftover_grace", 2.0))
+        self.child = 0
+        self.pending: list[int] = []  # signals that came before CMD was forked
+        self.killing = False  # CMD was told to stop: SIGKILL when the alarm rings
+
+    def setup(self) -> None:
+        """The namespaces of everything below: a mount namespace with a ``/proc`` of ours,
+        and a network namespace with only ``lo`` when asked."""
+        linux = _load_linux()
+        flags = linux.CLONE_NEWNS
+        if self.network == "none":
+            flags |= linux.CLONE_NEWNET
+        linux.unshare(flags)
+        linux.make_mounts_private()
+        linux.mount_proc("/proc")
+        if flags & linux.CLONE_NEWNET:
+            linux.loopback_up()
+
+    def _from_terminal(self) -> bool:
+        """Did a Ctrl-C of our terminal send that SIGINT (to CMD too, which is in its
+        foreground process group with us)?"""
+        try:
+            return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+        except OSError:
+            return False
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum in (signal.SIGTERM, signal.SIGHUP) and not self.killing:
+            self.killing = True
+            signal.setitimer(signal.ITIMER_REAL, self.kill_grace)
+        if signum == signal.SIGINT and self._from_terminal():
+            return
+        if not self.child:
+            self.pending.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.child, signum)
+
+    def on_alarm(self, signum: int, frame: FrameType | None) -> None:
+        """The grace is over: CMD (or, after CMD, whatever it left) is killed."""
+        target = self.child if self.child else -1
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGKILL)
+
+    def exec_command(self) -> None:
+        """In the forked child: the agent's user, default signals, then CMD (never returns)."""
+        for s in (*FORWARDED, signal.SIGALRM):
+            signal.signal(s, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        try:
+            if self.user is not None:
+                uid, gid, groups = self.user
+                os.setgroups(groups)
+                os.setgid(gid)
+                os.setuid(uid)
+            env = dict(os.environ)
+            env.pop("LC_CTYPE", None)
+            if self.lc_ctype is not None:
+                env["LC_CTYPE"] = self.lc_ctype
+            os.execvpe(self.command[0], self.command, env)
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                _say(f"{self.command[0]}: command not found")
+                os._exit(127)
+            _say(f"cannot run {self.command[0]}: {e.strerror}")
+            os._exit(126 if e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 1)
+        os._exit(1)  # not reached
+
+    def run(self) -> int:
+        for s in FORWARDED:
+            signal.signal(s, self.on_signal)
+        signal.signal(signal.SIGALRM, self.on_alarm)
+        try:
+            self.setup()
+        except OSError as e:
+            _say(f"cannot make the agent's namespaces: {e.strerror}")
+            return 1
+        pid = os.fork()
+        if pid == 0:
+            self.exec_command()
+        self.child = pid
+        for pending in self.pending:
+            self.on_signal(pending, None)
+        status = self._wait_for(pid)
+        self.child = 0
+        self._stop_the_rest()
+        if os.WIFSIGNALED(status):
+            return 128 + os.WTERMSIG(status)
+        return os.waitstatus_to_exitcode(status)
+
+    def _wait_for(self, pid: int) -> int:
+        """Reap children (orphans come to pid 1) until ``pid`` ends; its wait status."""
+        while True:
+            try:
+                done, status = os.wait()
+            except ChildProcessError:  # not ours any more: cannot happen, but never hang
+                return 0
+            if done == pid:
+                return status
+
+    def _stop_the_rest(self) -> None:
+        """SIGTERM to what CMD left behind, SIGKILL after the grace; reap them all."""
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            os.kill(-1, signal.SIGTERM)
+        except ProcessLookupError:
+            return  # nothing left
+        signal.setitimer(signal.ITIMER_REAL, self.leftover_grace)
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        _say("usage: pidinit.py CONFIG_JSON CMD...")
+        return 2
+    return Init(json.loads(argv[1]), argv[2:]).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
