@@ -257,7 +257,8 @@ OPS: list[Op] = [
     Op("POST", _SES + "/{session_id}/memfs/tokens", create_session_token,
        "make a session token (what memfs run hands its agent instead of a key): only the "
        "session's attached stores with their access, only while it runs, until ttl_seconds "
-       "(default 1 day); the secret is shown once",
+       "(default 1 day), and never longer than the stored key that makes it (refused once "
+       "that key is revoked or expired); the secret is shown once",
        body=(integer("ttl_seconds", description="seconds the token lives at most"),),
        returns="SessionToken", extension=True),
     Op("POST", _VER + "/{memory_version_id}/memfs/restore", restore_memory_version,

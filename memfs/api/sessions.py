@@ -105,8 +105,11 @@ async def revert_session(c: Call) -> Any:
 
 
 async def create_session_token(c: Call) -> Any:
+    """memfs extension: a session token. One minted with a stored key is tied to that key
+    (refused once it is, expiring no later): a server key's is not."""
     ttl = c.body.get("ttl_seconds")
-    return await c.run(c.store.create_session_token, c.p["session_id"], ttl_seconds=ttl)
+    return await c.run(c.store.create_session_token, c.p["session_id"], ttl_seconds=ttl,
+                       key_id=None if c.grant.server else c.grant.key_id)
 
 
 async def retrieve_session(c: Call) -> Any:

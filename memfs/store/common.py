@@ -72,6 +72,17 @@ SESSION_TOKEN_MIN_TTL = 1
 SESSION_TOKEN_MAX_TTL = 30 * 24 * 3600.0
 
 
+def _key_refusal(key_id: str, revoked_at: str | None, expires_at: str | None,
+                 now: str) -> str | None:
+    """Why the stored key ``key_id`` is refused at ``now`` (revoked, expired); None: it is
+    not. The same for a session token minted with that key (:meth:`Store.session_grant`)."""
+    if revoked_at is not None:
+        return f"API key {key_id} was revoked at {revoked_at}"
+    if expires_at is not None and expires_at <= now:
+        return f"API key {key_id} expired at {expires_at}"
+    return None
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

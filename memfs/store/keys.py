@@ -16,7 +16,7 @@ from ..backends import Row
 from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
 from ..rules import _validate_text, format_time, new_id, parse_duration, validate_workspace
-from .common import _id_chunks, _no_session, _no_store, _now, sha256_hex
+from .common import _id_chunks, _key_refusal, _no_session, _no_store, _now, sha256_hex
 from .search import SearchPart
 
 log = logging.getLogger(__name__)
@@ -73,16 +73,6 @@ def _key(row: Row, secret: str | None = None) -> ApiKey:
                   json.loads(row["store_ids"]) if row["store_ids"] is not None else None,
                   row["created_at"], row["expires_at"], row["last_used_at"],
                   row["revoked_at"], by, secret)
-
-
-def _key_refusal(row: Row, now: str) -> str | None:
-    """Why the stored key of ``row`` is refused at ``now`` (revoked, expired); None: it is
-    not."""
-    if row["revoked_at"] is not None:
-        return f"API key {row['id']} was revoked at {row['revoked_at']}"
-    if row["expires_at"] is not None and row["expires_at"] <= now:
-        return f"API key {row['id']} expired at {row['expires_at']}"
-    return None
 
 
 def _use_unnoted(row: Row, now: str) -> bool:
@@ -265,7 +255,7 @@ class KeysPart(SearchPart):
         :raises Unauthorized: revoked or expired.
         """
         now = _now()
-        why = _key_refusal(row, now)
+        why = _key_refusal(row["id"], row["revoked_at"], row["expires_at"], now)
         if why is not None:
             raise Unauthorized(why)
         if _use_unnoted(row, now):
@@ -308,7 +298,8 @@ class KeysPart(SearchPart):
                 f"WHERE id IN ({','.join('?' * len(ids))})", ids)}
             for key_id in ids:
                 row = found.get(key_id)
-                why = f"API key {key_id} is gone" if row is None else _key_refusal(row, now)
+                why = (f"API key {key_id} is gone" if row is None else
+                       _key_refusal(key_id, row["revoked_at"], row["expires_at"], now))
                 if why is not None:
                     refused[key_id] = why
                 elif row is not None and _use_unnoted(row, now):

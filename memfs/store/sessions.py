@@ -12,6 +12,7 @@ from typing import Any
 
 from ..backends import Connection, Row
 from ..errors import (
+    Conflict,
     InvalidCursor,
     InvalidRequest,
     LimitExceeded,
@@ -38,6 +39,7 @@ from .common import (
     UNSET,
     _complete_event,
     _id_chunks,
+    _key_refusal,
     _no_session,
     _no_store,
     _now,
@@ -53,9 +55,19 @@ from .versions import VersionsPart
 log = logging.getLogger(__name__)
 
 
+#: The columns :func:`_token_refusal` reads, of ``session_tokens t`` joined to its session
+#: ``s`` and to the stored key ``k`` that minted it (:data:`_TOKEN_JOINS`).
+_TOKEN_COLS = ("t.id, t.session_id, t.expires_at, t.revoked_at, t.key_id, s.status, "
+               "s.workspace_id, k.id AS key_found, k.revoked_at AS key_revoked_at, "
+               "k.expires_at AS key_expires_at")
+_TOKEN_JOINS = ("session_tokens t JOIN sessions s ON s.id = t.session_id "
+                "LEFT JOIN api_keys k ON k.id = t.key_id")
+
+
 def _token_refusal(row: Row, now: str) -> str | None:
-    """Why the session token of ``row`` (its ``session_id``, ``revoked_at``, ``expires_at``
-    and its session's ``status``) is refused at ``now``; None: it is not."""
+    """Why the session token of ``row`` (:data:`_TOKEN_COLS`) is refused at ``now``; None: it
+    is not. A token minted with a stored key is refused once that key is (issue 38 S1: it
+    never outlives the key)."""
     sid = row["session_id"]
     if row["revoked_at"] is not None or row["status"] == "terminated":
         return f"the session token of {sid} is no longer valid: the session ended"
@@ -64,6 +76,12 @@ def _token_refusal(row: Row, now: str) -> str | None:
                 f"{row['status']})")
     if row["expires_at"] <= now:
         return f"the session token of {sid} expired at {row['expires_at']}"
+    key_id = row["key_id"]
+    if key_id is not None:
+        why = (f"API key {key_id} is gone" if row["key_found"] is None else
+               _key_refusal(key_id, row["key_revoked_at"], row["key_expires_at"], now))
+        if why is not None:
+            return f"the session token of {sid} is no longer valid: {why} (it made the token)"
     return None
 
 
@@ -295,7 +313,12 @@ class SessionsPart(VersionsPart):
         return Page(items, next_page, prev_page)
 
     def set_session_status(self, session_id: str, status: str) -> Session:
-        """Move a session to ``status`` and record the matching ``session.status_*`` event."""
+        """Move a session to ``status`` and record the matching ``session.status_*`` event.
+        Terminated is final (issue 38 S1): its tokens are revoked, and a session set running
+        again would take writes as a session that ended.
+
+        :raises Conflict: a terminated session set to another status.
+        """
         if status not in _SESSION_STATUSES:
             raise InvalidRequest(f"invalid session status {status!r}")
         event_type = {
@@ -309,6 +332,9 @@ class SessionsPart(VersionsPart):
             extra = {"stop_reason": {"type": "end_turn"}, "stop_details": None}
         with self._write() as c:
             row = self._session_in(c, session_id)
+            if row["status"] == "terminated" and status != "terminated":
+                raise Conflict(f"session {session_id} is terminated: it cannot be set "
+                               f"{status} again (start a new session)")
             if row["status"] != status:
                 c.execute(
                     "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
@@ -380,15 +406,22 @@ class SessionsPart(VersionsPart):
 
     # -- session tokens ----------------------------------------------------------------------
 
-    def create_session_token(self, session_id: str, *, ttl_seconds: Any = None) -> SessionToken:
+    def create_session_token(self, session_id: str, *, ttl_seconds: Any = None,
+                             key_id: str | None = None) -> SessionToken:
         """Make a credential for the commands of a session (what ``memfs run`` hands its
         agent instead of a key): valid only for the session's attached stores with their
         access, only while the session is ``running``, and for ``ttl_seconds`` at most
         (default :data:`SESSION_TOKEN_TTL`, at most :data:`SESSION_TOKEN_MAX_TTL`). The
         secret is in the result this once; the store keeps its SHA-256 only.
 
+        ``key_id``: the stored key that asks for it (None: a server key, or a local
+        launcher). The token is tied to that key: it expires no later than the key, and is
+        refused once the key is revoked or expired (issue 38 S1: a contractor's key, revoked,
+        no longer lives on in the tokens it made).
+
         :raises NotFound: unknown session. :raises InvalidRequest: a terminated session, or
-            a bad ``ttl_seconds``.
+            a bad ``ttl_seconds``. :raises Unauthorized: ``key_id`` is revoked, expired or
+            gone.
         """
         ttl = check_token_ttl(ttl_seconds)
         secret = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -399,22 +432,30 @@ class SessionsPart(VersionsPart):
             if self._session_in(c, session_id)["status"] == "terminated":
                 raise InvalidRequest(f"session {session_id} is terminated: no token can be "
                                      "made for it")
+            if key_id is not None:
+                key = c.execute("SELECT revoked_at, expires_at FROM api_keys WHERE id = ?",
+                                (key_id,)).fetchone()
+                why = (f"API key {key_id} is gone" if key is None else
+                       _key_refusal(key_id, key["revoked_at"], key["expires_at"], now))
+                if why is not None:
+                    raise Unauthorized(why)
+                if key["expires_at"] is not None:
+                    expires = min(expires, key["expires_at"])
             c.execute(
                 "INSERT INTO session_tokens (id, session_id, token_sha256, created_at, "
-                "expires_at) VALUES (?, ?, ?, ?, ?)",
-                (token_id, session_id, sha256_hex(secret.encode()), now, expires))
+                "expires_at, key_id) VALUES (?, ?, ?, ?, ?, ?)",
+                (token_id, session_id, sha256_hex(secret.encode()), now, expires, key_id))
         return SessionToken(token_id, session_id, secret, now, expires)
 
     def session_grant(self, token: str) -> Grant:
         """What the session token ``token`` may do now.
 
         :raises Unauthorized: not a token of this store, revoked (its session ended),
-            expired, or its session is not running.
+            expired, its session is not running, or the stored key that made it is revoked
+            or expired.
         """
-        row = self._one(
-            "SELECT t.id, t.session_id, t.expires_at, t.revoked_at, s.status, s.workspace_id "
-            "FROM session_tokens t JOIN sessions s ON s.id = t.session_id "
-            "WHERE t.token_sha256 = ?", (sha256_hex(token.encode()),))
+        row = self._one(f"SELECT {_TOKEN_COLS} FROM {_TOKEN_JOINS} WHERE t.token_sha256 = ?",
+                        (sha256_hex(token.encode()),))
         if row is None:
             raise Unauthorized("invalid session token: not a token of a session of this "
                                "server")
@@ -430,7 +471,8 @@ class SessionsPart(VersionsPart):
 
     def refused_session_tokens(self, token_ids: Collection[str]) -> dict[str, str]:
         """Which of the session tokens ``token_ids`` (``sesstok_`` ids) are refused now, and
-        why: revoked, expired, their session not running, or gone with their session. What
+        why: revoked, expired, their session not running, gone with their session, or the
+        stored key that made them refused. What
         the live streams opened with them ask again and again
         (:class:`memfs.grants.GrantWatch`), in one query however many streams and tokens (up
         to :data:`~memfs.store.common.IDS_PER_QUERY` tokens).
@@ -441,8 +483,7 @@ class SessionsPart(VersionsPart):
         now = _now()
         for ids in _id_chunks(token_ids):
             found = {r["id"]: r for r in self._all(
-                "SELECT t.id, t.session_id, t.expires_at, t.revoked_at, s.status "
-                "FROM session_tokens t JOIN sessions s ON s.id = t.session_id "
+                f"SELECT {_TOKEN_COLS} FROM {_TOKEN_JOINS} "
                 f"WHERE t.id IN ({','.join('?' * len(ids))})", ids)}
             for token_id in ids:
                 row = found.get(token_id)

@@ -36,7 +36,8 @@ text.
   by ``memory_store_id``), ``events`` (a session's events and the tool events of mounts:
   ``seq``, ``id``, ``session_id`` or ``store_id``, ``type``, ``processed_at``, ``body`` the
   wire object; ``events_session``, and ``events_session_deleted`` for pruning),
-  ``session_tokens`` (the SHA-256 of each running session's credential), ``agents`` and
+  ``session_tokens`` (the SHA-256 of each running session's credential, and the stored
+  key that minted it, ``key_id``: the token is refused once that key is), ``agents`` and
   ``environments`` (a wire ``body`` each).
 - ``dreams`` (a run of a model over a store and some sessions: its status, the model, the
   output store, token counts, the ``runner`` process and its ``heartbeat_at``; ``dreams_time``,
@@ -133,6 +134,8 @@ VERSIONS: tuple[Version, ...] = (
             sqlite="m013_words_queue", postgresql=None,
             none_because="PostgreSQL's words (a tsvector) are indexed by their trigger, in "
                          "the write's transaction"),
+    Version("session_tokens.key_id: the stored key that minted a token (issue 38 S1)",
+            sqlite="m014_session_token_keys", postgresql="m009_session_token_keys"),
 )
 
 

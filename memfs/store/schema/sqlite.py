@@ -409,6 +409,17 @@ def m013_words_queue(db: sqlite_utils.Database) -> None:
     db.executescript(schema.SQLITE_WORDS_QUEUE)
 
 
+@_migration
+def m014_session_token_keys(db: sqlite_utils.Database) -> None:
+    # Issue 38 S1: a session token minted with a stored key is tied to it (refused once the
+    # key is revoked or expired); NULL: minted by a server key or a local launcher.
+    db.executescript(SESSION_TOKEN_KEYS_SQL)
+
+
+#: The SQL of m014 (and of PostgreSQL's m009).
+SESSION_TOKEN_KEYS_SQL = "ALTER TABLE session_tokens ADD COLUMN key_id TEXT;"
+
+
 #: The SQL of m012 (and of PostgreSQL's m008, with its text type for ``{T}``).
 WORKSPACES_KEYS_SQL = """
 ALTER TABLE stores ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';

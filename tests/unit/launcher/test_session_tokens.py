@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from memfs import api
 from memfs.api import create_app
-from memfs.errors import InvalidRequest, NotFound, Unauthorized
+from memfs.errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from memfs.models import Actor
 
 KEY = "test-server-key"
@@ -89,7 +89,8 @@ def test_a_token_is_stored_hashed_and_lives_with_its_session(store, world):
     store.set_session_status(world["s"], "terminated")
     with pytest.raises(Unauthorized, match="the session ended"):
         store.session_grant(tok.token)
-    store.set_session_status(world["s"], "running")  # revoked for good, not by the status
+    with store._write() as c:  # revoked for good, not by the status alone
+        c.execute("UPDATE sessions SET status = 'running' WHERE id = ?", (world["s"],))
     with pytest.raises(Unauthorized, match="the session ended"):
         store.session_grant(tok.token)
     with pytest.raises(InvalidRequest, match="terminated"):
@@ -389,3 +390,64 @@ def test_a_snapshot_shows_a_token_nothing_of_other_stores_or_sessions(agent, adm
     # A server key is told what it is.
     error(admin.get(url, params={"at": theirs}), 400, "invalid_request_error")
     assert admin.get(url, params={"at": world["s2"]}).status_code == 200
+
+
+# -- a token minted with a stored key (issue 38 S1) ---------------------------------------------
+
+
+def test_a_stored_key_s_token_never_outlives_that_key(app, store, world):
+    """A contractor key made to expire, revoked soon after, kept a session token it minted that
+    read and wrote the session's stores for 30 days. A token minted with a stored key is tied
+    to it: it expires no later than the key, and is refused once the key is revoked."""
+    key = store.create_key("contractor", role="read_write", expires_in=3600)
+    with TestClient(app, headers={"x-api-key": key.key}) as contractor:
+        r = contractor.post(f"/v1/sessions/{world['s']}/memfs/tokens",
+                            json={"ttl_seconds": 30 * 86400})
+    assert r.status_code == 200, r.text
+    tok = r.json()
+    assert key.expires_at is not None and tok["expires_at"] <= key.expires_at
+    with TestClient(app, headers={"x-api-key": tok["token"]}) as agent:
+        assert agent.get(f"/v1/memory_stores/{world['a']}").status_code == 200
+        store.revoke_key(key.id)
+        e = error(agent.get(f"/v1/memory_stores/{world['a']}"), 401, "authentication_error")
+        assert key.id in e["message"] and "revoked" in e["message"]
+        r = agent.post(f"/v1/memory_stores/{world['a']}/memories",
+                       json={"path": "/late.md", "content": "x"})
+        error(r, 401, "authentication_error")
+    assert tok["id"] in store.refused_session_tokens([tok["id"], world["token"].id])
+    assert world["token"].id not in store.refused_session_tokens([world["token"].id])
+    # A revoked key mints nothing more.
+    with TestClient(app, headers={"x-api-key": key.key}) as contractor:
+        error(contractor.post(f"/v1/sessions/{world['s']}/memfs/tokens", json={}), 401,
+              "authentication_error")
+
+
+def test_a_stored_key_s_token_is_refused_once_that_key_expired(store, world):
+    key = store.create_key("admin of the day", role="admin", expires_in=3600)
+    tok = store.create_session_token(world["s"], key_id=key.id)
+    assert store.session_grant(tok.token).session_id == world["s"]
+    with store._write() as c:
+        c.execute("UPDATE api_keys SET expires_at = ? WHERE id = ?",
+                  ("2020-01-01T00:00:00.000000Z", key.id))
+    with pytest.raises(Unauthorized, match="expired"):
+        store.session_grant(tok.token)
+    assert tok.id in store.refused_session_tokens([tok.id])
+    with pytest.raises(Unauthorized, match="expired"):
+        store.create_session_token(world["s"], key_id=key.id)
+
+
+def test_a_terminated_session_is_not_set_running_again(admin, store, world):
+    """A terminated session could be set back to running (its tokens stayed revoked, but the
+    session took writes as running again). Ended is final: a 409, nothing changed."""
+    store.set_session_status(world["s"], "terminated")
+    events = len(store.list_events(world["s"]).data)
+    for status in ("running", "idle", "rescheduling"):
+        e = error(admin.post(f"/v1/sessions/{world['s']}/memfs/status",
+                             json={"status": status}), 409, "conflict_error")
+        assert "terminated" in e["message"]
+        with pytest.raises(Conflict, match="terminated"):
+            store.set_session_status(world["s"], status)
+    assert store.get_session(world["s"]).status == "terminated"
+    assert len(store.list_events(world["s"]).data) == events
+    # Terminating again changes nothing and is not an error.
+    assert store.set_session_status(world["s"], "terminated").status == "terminated"
