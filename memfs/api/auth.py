@@ -23,6 +23,7 @@ from .. import errors
 from ..models import DEFAULT_WORKSPACE, Actor, Grant
 from ..rules import api_key_id, validate_workspace
 from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, Store, no_session, no_store
+from ..store.sessions import session_actor_refused
 from .errortable import error_response
 from .limits import KeyRates
 
@@ -186,16 +187,22 @@ def writes(op: Op) -> bool:
 async def _check_visible(op: Op, grant: Grant, request: Request, store: Store) -> None:
     """Are the objects in the path (and the session of :data:`SESSION_HEADER`) of the grant's
     workspace? Another workspace's is the 404 of an unknown id, after the same one look-up
-    (:meth:`Store.check_visible`). Run once the request's inputs are checked: a bad input is
-    a 400 whether its ids exist or not. A store's change feed also serves a deleted store
-    (its last change says so; a mount of it learns it is gone).
+    (:meth:`Store.check_visible`). A stored key acts as a session only if it created it
+    (:meth:`Store.check_session_actor`: one 403, whether the session exists or not). Run
+    once the request's inputs are checked: a bad input is a 400 whether its ids exist or
+    not. A store's change feed also serves a deleted store (its last change says so; a mount
+    of it learns it is gone).
 
-    :raises NotFound:
+    :raises NotFound, Forbidden:
     """
     named = [(p, request.path_params[p]) for p in OWNED_PARAMS if p in request.path_params]
     acting = request.headers.get(SESSION_HEADER)
-    if acting and grant.session_id is None:
+    if acting and grant.server:
         named.append(("session_id", acting))
+    elif acting and grant.session_id is None:
+        # A stored key: the session's creator only, one refusal whether it exists or not.
+        await anyio.to_thread.run_sync(store.check_session_actor, grant.workspace_id, acting,
+                                       grant.key_id)
     for param, value in named:
         look = partial(store.check_visible, grant.workspace_id, param, value,
                        gone_ok=param == "memory_store_id" and op.returns in _FEEDS)
@@ -257,6 +264,8 @@ def _authorize_scoped(op: Op, grant: Grant, request: Request) -> None:
             f"this credential cannot call {op.sdk.split(' (')[0]} ({request.method} "
             f"{request.url.path}): {who}")
     acting = request.headers.get(SESSION_HEADER)
+    if grant.session_id is None and acting:
+        raise session_actor_refused(acting)  # a store-scoped key never created a session
     if grant.session_id is not None and acting and acting != grant.session_id:
         raise errors.Forbidden(f"a session token acts as its own session "
                                f"({grant.session_id}) only, not as {acting}")

@@ -74,6 +74,8 @@ async def create_session(c: Call) -> Any:
         metadata=b.get("metadata"),
         title=b.get("title"),
         workspace=c.workspace,
+        # The stored key that creates it may act as it (SESSION_HEADER): its launcher.
+        created_by_key=None if c.grant.server else c.grant.key_id,
         **({} if root is None else {"root": root}),
     )
     if initial:

@@ -13,6 +13,7 @@ from typing import Any
 from ..backends import Connection, Row
 from ..errors import (
     Conflict,
+    Forbidden,
     InvalidCursor,
     InvalidRequest,
     LimitExceeded,
@@ -85,6 +86,14 @@ def _token_refusal(row: Row, now: str) -> str | None:
     return None
 
 
+def session_actor_refused(session_id: str) -> Forbidden:
+    """The one refusal of a credential that may not act as ``session_id``, whether it exists
+    or not (:meth:`SessionsPart.check_session_actor`)."""
+    return Forbidden(f"this credential may not act as session {session_id} "
+                     "(x-memfs-session-id): only a server key, the session's own token, or the "
+                     "key that created the session may")
+
+
 class SessionsPart(VersionsPart):
     """The store's sessions (a part of :class:`memfs.store.Store`)."""
 
@@ -100,6 +109,7 @@ class SessionsPart(VersionsPart):
         status: str = "idle",
         launcher: dict[str, Any] | None = None,
         workspace: str | None = None,
+        created_by_key: str | None = None,
     ) -> Session:
         """Create a session with memory stores attached (SPEC §3, API.md §4.2).
 
@@ -111,7 +121,9 @@ class SessionsPart(VersionsPart):
         ``launcher`` identifies the local process that owns the session (opaque here; the
         launcher uses it to end sessions whose launcher died). ``workspace``: the session's,
         whose stores alone it may attach (another's is not found); None: its stores'
-        workspace (they must share one), else the default.
+        workspace (they must share one), else the default. ``created_by_key``: the stored key
+        that creates it (a server's: its launcher), which may then act as it
+        (:meth:`check_session_actor`).
 
         :raises InvalidRequest, LimitExceeded, StoreArchived, NotFound:
         """
@@ -176,8 +188,8 @@ class SessionsPart(VersionsPart):
                 )
             c.execute(
                 "INSERT INTO sessions (id, status, agent, environment_id, metadata, title, "
-                "created_at, updated_at, launcher, workspace_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "created_at, updated_at, launcher, workspace_id, created_by_key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     status,
@@ -189,6 +201,7 @@ class SessionsPart(VersionsPart):
                     now,
                     json.dumps(launcher) if launcher is not None else None,
                     validate_workspace(workspace or DEFAULT_WORKSPACE),
+                    created_by_key,
                 ),
             )
             c.executemany("INSERT INTO session_resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -403,6 +416,19 @@ class SessionsPart(VersionsPart):
             if resource_id in (r.id, r.memory_store_id):
                 return r
         raise NotFound(f"resource {resource_id!r} not found in session {session_id}")
+
+    def check_session_actor(self, workspace: str, session_id: str, key_id: str) -> None:
+        """May the stored key ``key_id`` (of ``workspace``) act as the session ``session_id``
+        (``x-memfs-session-id``)? Only the key that created it may (its launcher's mount
+        daemons send it): one look-up, and the same refusal whether the session exists or not
+        (issue 38 S3: the header told any key whether a session existed).
+
+        :raises Forbidden:
+        """
+        row = self._one("SELECT created_by_key FROM sessions WHERE id = ? AND workspace_id = ?",
+                        (session_id, workspace))
+        if row is None or row["created_by_key"] != key_id:
+            raise session_actor_refused(session_id)
 
     # -- session tokens ----------------------------------------------------------------------
 

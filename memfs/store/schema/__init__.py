@@ -31,7 +31,8 @@ text.
   ``memory_id``, ``path``, ``old_path``, ``at``; ``changes_store`` ``(store_id, seq)``. On
   PostgreSQL each commit to it notifies the channel ``memfs_changes``.
 - ``sessions`` (``status``, the ``agent`` snapshot, ``metadata``, ``launcher``: the local
-  ``memfs run`` owning it, under the partial index ``sessions_launched``),
+  ``memfs run`` owning it, under the partial index ``sessions_launched``; ``created_by_key``:
+  the stored key that created it, which may act as it),
   ``session_resources`` (the stores attached to a session, by ``(session_id, position)`` and
   by ``memory_store_id``), ``events`` (a session's events and the tool events of mounts:
   ``seq``, ``id``, ``session_id`` or ``store_id``, ``type``, ``processed_at``, ``body`` the
@@ -136,6 +137,8 @@ VERSIONS: tuple[Version, ...] = (
                          "the write's transaction"),
     Version("session_tokens.key_id: the stored key that minted a token (issue 38 S1)",
             sqlite="m014_session_token_keys", postgresql="m009_session_token_keys"),
+    Version("sessions.created_by_key: the stored key that created a session (issue 38 S3)",
+            sqlite="m015_session_creator_keys", postgresql="m010_session_creator_keys"),
 )
 
 

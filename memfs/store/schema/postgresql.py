@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ...backends.targets import redact_url
 from ...recall import schema as recall_schema
 from . import MIGRATION_SET
-from .sqlite import SESSION_TOKEN_KEYS_SQL, WORKSPACES_KEYS_SQL
+from .sqlite import SESSION_CREATOR_KEYS_SQL, SESSION_TOKEN_KEYS_SQL, WORKSPACES_KEYS_SQL
 
 if TYPE_CHECKING:
     from ...backends.postgresql import PgDatabase
@@ -222,6 +222,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m008_workspaces_keys", WORKSPACES_KEYS_SQL.format(T=_T)),
     # SQLite's m014_session_token_keys: the stored key that minted a session token.
     ("m009_session_token_keys", SESSION_TOKEN_KEYS_SQL.replace("TEXT", _T)),
+    # SQLite's m015_session_creator_keys: the stored key that created a session.
+    ("m010_session_creator_keys", SESSION_CREATOR_KEYS_SQL.replace("TEXT", _T)),
 ]
 
 

@@ -420,6 +420,17 @@ def m014_session_token_keys(db: sqlite_utils.Database) -> None:
 SESSION_TOKEN_KEYS_SQL = "ALTER TABLE session_tokens ADD COLUMN key_id TEXT;"
 
 
+@_migration
+def m015_session_creator_keys(db: sqlite_utils.Database) -> None:
+    # Issue 38 S3: the stored key that created a session, the one key (with a server key and
+    # the session's own token) that may act as it; NULL: a server key or a local launcher.
+    db.executescript(SESSION_CREATOR_KEYS_SQL)
+
+
+#: The SQL of m015 (and of PostgreSQL's m010).
+SESSION_CREATOR_KEYS_SQL = "ALTER TABLE sessions ADD COLUMN created_by_key TEXT;"
+
+
 #: The SQL of m012 (and of PostgreSQL's m008, with its text type for ``{T}``).
 WORKSPACES_KEYS_SQL = """
 ALTER TABLE stores ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';

@@ -218,6 +218,8 @@ def _at_m005(path: str) -> None:
     Store(path, limits=Limits()).close()  # then take the last migration back out
     conn = sqlite3.connect(path)
     conn.executescript("""
+        ALTER TABLE sessions DROP COLUMN created_by_key;
+        DELETE FROM _sqlite_migrations WHERE name = 'm015_session_creator_keys';
         ALTER TABLE session_tokens DROP COLUMN key_id;
         DELETE FROM _sqlite_migrations WHERE name = 'm014_session_token_keys';
         DROP TRIGGER memory_words_queue_insert; DROP TRIGGER memory_words_queue_update;
@@ -246,7 +248,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m014_session_token_keys"
+    assert schema.migration_names("sqlite")[-1] == "m015_session_creator_keys"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -263,10 +265,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/14" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/15" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/14 (m005_session_launcher) -> 14/14 (m014_session_token_keys)" in r.output, r.output
+    assert "5/15 (m005_session_launcher) -> 15/15 (m015_session_creator_keys)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

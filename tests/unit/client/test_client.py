@@ -176,9 +176,10 @@ def test_both_clients_expose_the_same_store_methods():
     import inspect
 
     for name in used_by_cli:
-        # ids / among / workspace: what a server's credential may see (memfs.api), never sent.
+        # ids / among / workspace: what a server's credential may see (memfs.api), never sent;
+        # created_by_key: the server's, from the credential that asks.
         store_params = (set(inspect.signature(getattr(Store, name)).parameters)
-                        - {"ids", "among", "workspace"})
+                        - {"ids", "among", "workspace", "created_by_key"})
         client_params = set(inspect.signature(getattr(Client, name)).parameters)
         assert store_params <= client_params, name
 
