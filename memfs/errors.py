@@ -41,6 +41,7 @@ Anything that is not a :class:`MemfsError` (a bug) leaves as :class:`MemfsError`
     ├── Forbidden                a call the credential may not make (HTTP 403)
     ├── ReadOnly                 a write through a read-only attachment
     ├── Unauthorized             a missing or wrong API key (HTTP 401)
+    │   └── UnknownKey           a key that is none of the server's (a guess; throttled)
     ├── FeedGap                  the change feed no longer holds changes after a position
     ├── Busy                     the database stayed locked past every retry
     │   ├── TooManyRequests      a client or key has too many requests unfinished (HTTP 429)
@@ -179,6 +180,12 @@ class Unauthorized(MemfsError):
     """The request carries no API key, or one the server does not accept."""
 
 
+class UnknownKey(Unauthorized):
+    """The key presented is none of the server's: not a server key, nor a stored key or
+    session token it knows (a revoked or expired one is plain :class:`Unauthorized`). What a
+    guess gets: counted per client address (:class:`memfs.api.limits.AuthFailures`)."""
+
+
 class FeedGap(MemfsError):
     """Changes after the position asked for were pruned from the change feed: the follower
     must reload the whole tree (and continue from :meth:`memfs.store.Store.last_change`)."""
@@ -285,6 +292,7 @@ WIRE: dict[type[MemfsError], Wire] = {
     Forbidden: Wire(errno.EACCES, 403, "permission_error", "forbidden", 6),
     ReadOnly: Wire(errno.EROFS, 403, "permission_error", "read_only", 6),
     Unauthorized: Wire(_EIO, 401, "authentication_error", None, 1),
+    UnknownKey: Wire(_EIO, 401, "authentication_error", "unknown_key", 1),
     # Never on the wire (the API answers a pruned position with "reset"); a row all the same.
     FeedGap: Wire(_EIO, 500, "api_error", "feed_gap", 1),
     Busy: Wire(_EBUSY, 503, "overloaded_error", None, 7),

@@ -61,7 +61,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
 from . import errors
-from .api import create_app
+from .api import api_key_id, create_app
 from .api.limits import KeyRates
 from .backends import redact_url
 from .logs import access_logger_class
@@ -107,10 +107,25 @@ def api_keys_from(options: Sequence[str], environ: dict[str, str] | None = None)
     return list(dict.fromkeys(k.strip() for k in keys if k.strip()))
 
 
+#: The fewest characters of a server key on an address other than loopback (issue 38 S4: a
+#: one-character key was taken, and guessed in at most a few hundred tries).
+MIN_SERVER_KEY_CHARS = 16
+
+
 def check_bind(host: str, keys: Sequence[str], stored_admin: bool = False) -> None:
     """:raises errors.InvalidRequest: a non-loopback ``host`` without any server key, and no
-    live admin key in the database (``stored_admin``) either."""
-    if not keys and not stored_admin and not is_loopback(host):
+    live admin key in the database (``stored_admin``) either; or with a server key shorter
+    than :data:`MIN_SERVER_KEY_CHARS` (named by its id, never itself)."""
+    if is_loopback(host):
+        return
+    short = [api_key_id(k) for k in keys if len(k) < MIN_SERVER_KEY_CHARS]
+    if short:
+        raise errors.InvalidRequest(
+            f"refusing to listen on {host} with a server key shorter than "
+            f"{MIN_SERVER_KEY_CHARS} characters ({', '.join(short)}): off loopback a key must "
+            "not be guessable; make one with `python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))'`")
+    if not keys and not stored_admin:
         raise errors.InvalidRequest(
             f"refusing to listen on {host} without API keys: pass --api-key or set "
             "MEMFS_API_KEYS, or make an admin key with `memfs keys create NAME --role admin`"
@@ -178,8 +193,8 @@ def serve(
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     keys = list(api_keys)
     rates = key_rates(key_rate)
-    if not keys and not is_loopback(host):
-        check_bind(host, keys, _stored_admin(db_path))
+    if not is_loopback(host):
+        check_bind(host, keys, not keys and _stored_admin(db_path))
     max_connections = max(16, raise_fd_limit() - FD_RESERVE)
     _install_json_protocol_errors()
     _install_coalesced_responses()

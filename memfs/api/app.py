@@ -28,7 +28,7 @@ from .batching import WriteBatcher
 from .body import _body_chunks, _read_body, _read_json
 from .call import Call
 from .errortable import error_body, error_response
-from .limits import KeyRates
+from .limits import AuthFailures, KeyRates
 from .routes import OPS, Op
 from .streams import ChangeHub, EventHub, grant_watch
 
@@ -100,7 +100,8 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
 
 def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None = None,
                console: bool = True, dreams: bool = True,
-               only_session: str | None = None, rates: KeyRates | None = None) -> ASGIApp:
+               only_session: str | None = None, rates: KeyRates | None = None,
+               failures: AuthFailures | None = None) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` and of its sessions' tokens
     (a credential is needed to call anything but ``/openapi.json``). ``uploads`` bounds the
     request bodies read at once (``memfs serve``: half its connections; default
@@ -108,7 +109,8 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     ``dreams``: run the dream sweeper while serving (:mod:`memfs.launcher.sessionapi`, the
     API of one session for its commands, wants neither). ``only_session``: the tokens of that
     session are the only ones let in (the API of one session). ``rates``: each key's request
-    rate (default :meth:`KeyRates.from_env`)."""
+    rate (default :meth:`KeyRates.from_env`). ``failures``: the failed authentications of each
+    client address, on the API and the Console's sign-in (default :class:`AuthFailures`')."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
@@ -138,7 +140,8 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
                     lifespan=partial(lifespan, store) if dreams else None)
     keys = list(api_keys)
-    gate = _Gate(app, keys, store, only_session, rates)
+    failures = failures or AuthFailures()
+    gate = _Gate(app, keys, store, only_session, rates, failures)
     if not console:  # every other path: the API's own 404
         return _Split(gate, gate, Health(store), uploads or Uploads())
     from ..console import create_console  # Jinja2 and markdown-it: only when served
@@ -146,7 +149,7 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     web = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
                          changes=hub, grants=grants, read_body=_read_body,
                          body_chunks=_body_chunks,
-                         error_headers=lambda e: error_body(e, "")[2])
+                         error_headers=lambda e: error_body(e, "")[2], failures=failures)
     return _Split(gate, web, Health(store), uploads or Uploads())
 
 

@@ -25,7 +25,7 @@ from ..rules import api_key_id, validate_workspace
 from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, Store, no_session, no_store
 from ..store.sessions import session_actor_refused
 from .errortable import error_response
-from .limits import KeyRates
+from .limits import AuthFailures, KeyRates, client_address
 
 if TYPE_CHECKING:
     from .call import Call
@@ -58,10 +58,12 @@ class _Gate:
     key (the default workspace's admin), a key kept in the database
     (:meth:`memfs.store.Store.key_grant`), or a session token (``create_session_token``: the
     credential ``memfs run`` hands its agent). Each key's request rate is counted here
-    (:class:`~memfs.api.limits.KeyRates`)."""
+    (:class:`~memfs.api.limits.KeyRates`), and each client address's failed authentications
+    (:class:`~memfs.api.limits.AuthFailures`: a presented key that opens nothing)."""
 
     def __init__(self, app: ASGIApp, keys: Iterable[str], store: Store | None = None,
-                 only_session: str | None = None, rates: KeyRates | None = None) -> None:
+                 only_session: str | None = None, rates: KeyRates | None = None,
+                 failures: AuthFailures | None = None) -> None:
         self.app = app
         # sha256(key) -> api_key_id: a dict lookup on a digest leaks nothing about the key.
         self.keys = {hashlib.sha256(k.encode()).hexdigest(): api_key_id(k) for k in keys}
@@ -69,6 +71,7 @@ class _Gate:
         #: The session whose tokens alone are let in (None: every credential).
         self.only_session = only_session
         self.rates = rates or KeyRates.from_env()
+        self.failures = failures or AuthFailures()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,8 +87,16 @@ class _Gate:
 
         if scope["path"] not in PUBLIC_PATHS:
             key = _presented_key(Request(scope))
+            address = client_address(scope)
             try:
-                grant = _in_workspace(await self._grant(key), Request(scope))
+                if key:
+                    self.failures.check(address)
+                try:
+                    grant = await self._grant(key)
+                except errors.UnknownKey:  # a guess (a revoked key's retries are not)
+                    self.failures.failed(address)
+                    raise
+                grant = _in_workspace(grant, Request(scope))
                 self.rates.take(grant)
             except errors.MemfsError as exc:
                 if isinstance(exc, errors.Unauthorized | errors.TooManyRequests):
@@ -134,9 +145,10 @@ class _Gate:
                 and key.startswith(KEY_PREFIX)):
             grant = await anyio.to_thread.run_sync(self.store.key_grant, key)
             return grant
+        if key:
+            raise errors.UnknownKey("invalid API key: not one of this server's keys (the memfs "
+                                    "CLI sends --api-key or $MEMFS_API_KEY)")
         raise errors.Unauthorized(
-            "invalid API key: not one of this server's keys (the memfs CLI sends "
-            "--api-key or $MEMFS_API_KEY)" if key else
             "missing API key: send 'x-api-key: KEY' or 'Authorization: Bearer KEY' "
             "(the memfs CLI: --api-key or $MEMFS_API_KEY)"
         )

@@ -15,6 +15,8 @@ import os
 import time
 from collections.abc import Callable
 
+from starlette.types import Scope
+
 from .. import errors
 from ..models import Grant
 
@@ -68,3 +70,58 @@ class KeyRates:
         self._buckets[grant.key_id] = (tokens - 1.0, now)  # re-inserted: the newest
         if len(self._buckets) > MAX_BUCKETS:
             del self._buckets[next(iter(self._buckets))]
+
+
+#: Failed authentications a client address may make in one burst, and a second on average
+#: after (issue 38 S4): a person who mistypes a key is never stopped, a guesser is, to one
+#: guess every two seconds.
+FAILURES_BURST = 20.0
+FAILURES_RATE = 0.5
+
+
+class AuthFailures:
+    """A token bucket per client address, of failed authentications (a presented key that is
+    not one, on the API; a refused Console sign-in): once it is empty, every request of that
+    address that presents a key is a 429 until it refills, a good key's too (else guessing
+    would go on, only slower to be told). One per server process, shared by the API and the
+    Console. Behind a proxy every client has the proxy's address: they share its budget."""
+
+    def __init__(self, rate: float = FAILURES_RATE, burst: float = FAILURES_BURST,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.clock = clock
+        #: address -> (tokens, when counted)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def _tokens(self, address: str) -> float:
+        now = self.clock()
+        tokens, then = self._buckets.get(address, (self.burst, now))
+        return min(self.burst, tokens + (now - then) * self.rate)
+
+    def check(self, address: str) -> None:
+        """May ``address`` try a key now?
+
+        :raises RateLimited: it failed too often (``retry_after``: seconds until it may try
+            again).
+        """
+        tokens = self._tokens(address)
+        if tokens < 1.0:
+            wait = math.ceil((1.0 - tokens) / self.rate)
+            raise errors.RateLimited(
+                f"too many failed authentications from this address: retry after {wait} s",
+                retry_after=wait)
+
+    def failed(self, address: str) -> None:
+        """Count one failed authentication of ``address``."""
+        tokens = self._tokens(address)
+        self._buckets.pop(address, None)
+        self._buckets[address] = (tokens - 1.0, self.clock())  # re-inserted: the newest
+        if len(self._buckets) > MAX_BUCKETS:
+            del self._buckets[next(iter(self._buckets))]
+
+
+def client_address(scope: Scope) -> str:
+    """The client address of a request (``""`` on a unix socket)."""
+    client = scope.get("client")
+    return str(client[0]) if client else ""

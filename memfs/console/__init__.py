@@ -47,6 +47,7 @@ def create_console(
     read_body: Callable[[Request], Awaitable[bytes]],
     body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]],
     error_headers: Callable[[BaseException], dict[str, str]],
+    failures: web.Throttle | None = None,
 ) -> ASGIApp:
     """The Console's ASGI app.
 
@@ -59,10 +60,12 @@ def create_console(
     :param read_body: the API's bounded body reader (size and time limits).
     :param body_chunks: the same, chunk by chunk: ``(request, max_bytes, seconds, what)``.
     :param error_headers: the API's headers for an exception (``connection``, ...).
+    :param failures: the API's count of failed authentications per client address, which
+        failed sign-ins add to (429 past it).
     """
     console = web.Console(store, api_keys, error_status=error_status, changes=changes,
                           grants=grants, read_body=read_body, body_chunks=body_chunks,
-                          error_headers=error_headers)
+                          error_headers=error_headers, failures=failures)
     routes: list[BaseRoute] = []
     for module in (auth, stores, memories, search, history, sessions, archive, keys):
         routes += module.routes(console)

@@ -18,6 +18,11 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def client_address(request: Request) -> str:
+    """The client address of a request, as the API's key gate counts its failures."""
+    return request.client.host if request.client else ""
+
+
 def routes(console: Console) -> list[BaseRoute]:
     async def signin(request: Request) -> Response:
         request.state.user = None
@@ -41,9 +46,18 @@ def routes(console: Console) -> list[BaseRoute]:
             refused.headers.update(console.error_headers(e))
             return refused
         next_ = _safe_next(fields.get("next"))
+        address = client_address(request)
         try:
-            cookie = await console.new_cookie(fields.get("api_key", "").strip())
-        except errors.MemfsError as e:  # not a key, a session token, revoked; the database
+            if console.failures is not None:
+                console.failures.check(address)
+            try:
+                cookie = await console.new_cookie(fields.get("api_key", "").strip())
+            except errors.UnknownKey:  # a guess (not a revoked key, not a session token)
+                if console.failures is not None:
+                    console.failures.failed(address)
+                raise
+        except errors.MemfsError as e:  # not a key, a session token, revoked; the database;
+            # too many failed sign-ins from this address (429)
             refused = console.render(request, "signin.html", status=console.error_status(e),
                                      next=next_, error=e.message)
             refused.headers.update(console.error_headers(e))

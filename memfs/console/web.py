@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -164,6 +164,17 @@ def check_right(user: User, right: str) -> None:
                                "versions or revert sessions")
 
 
+class Throttle(Protocol):
+    """The failed authentications of each client address (the API hands its own,
+    :class:`memfs.api.limits.AuthFailures`)."""
+
+    def check(self, address: str) -> None:
+        """:raises RateLimited: ``address`` failed too often; it may try again later."""
+
+    def failed(self, address: str) -> None:
+        """Count one failed authentication of ``address``."""
+
+
 class Console:
     """The Console's shared state: the store, the keys, the templates."""
 
@@ -174,8 +185,12 @@ class Console:
                  body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]]
                  | None = None,
                  error_headers: Callable[[BaseException], dict[str, str]] | None = None,
+                 failures: Throttle | None = None,
                  ) -> None:
         self.store = store
+        #: Failed sign-ins per client address (the API's, shared with its key gate; None:
+        #: not counted).
+        self.failures = failures
         self.error_extra = error_headers or (lambda exc: {})
         self.read_body = read_body
         self.body_chunks = body_chunks
@@ -240,7 +255,7 @@ class Console:
         secret = self.keys.get(kid)
         # Not the empty key either: hmac.compare_digest("", "") holds, and "" is no key.
         if not key or secret is None or not hmac.compare_digest(secret, key):
-            raise errors.Unauthorized("that is not an API key of this server")
+            raise errors.UnknownKey("that is not an API key of this server")
         return self.sign(kid, now + SESSION_SECONDS, nonce)
 
     async def user(self, request: Request) -> User | None:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from ..backends import Row
-from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized
+from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized, UnknownKey
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
 from ..rules import _validate_text, format_time, new_id, parse_duration, validate_workspace
 from .common import _id_chunks, _key_refusal, _no_session, _no_store, _now, sha256_hex
@@ -184,12 +184,13 @@ class KeysPart(SearchPart):
     def key_grant(self, secret: str) -> Grant:
         """What the key ``secret`` may do now.
 
-        :raises Unauthorized: not a key of this database, revoked, or expired.
+        :raises UnknownKey: not a key of this database. :raises Unauthorized: revoked, or
+            expired.
         """
         row = self._one("SELECT * FROM api_keys WHERE secret_sha256 = ?",
                         (sha256_hex(secret.encode()),))
         if row is None:
-            raise Unauthorized("invalid API key: not one of this server's keys (the memfs CLI "
+            raise UnknownKey("invalid API key: not one of this server's keys (the memfs CLI "
                                "sends --api-key or $MEMFS_API_KEY)")
         return self._grant_now(row)
 

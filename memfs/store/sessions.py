@@ -20,6 +20,7 @@ from ..errors import (
     NotFound,
     StoreArchived,
     Unauthorized,
+    UnknownKey,
 )
 from ..models import DEFAULT_WORKSPACE, Event, Grant, Page, Session, SessionResource, SessionToken
 from ..rules import (
@@ -483,7 +484,7 @@ class SessionsPart(VersionsPart):
         row = self._one(f"SELECT {_TOKEN_COLS} FROM {_TOKEN_JOINS} WHERE t.token_sha256 = ?",
                         (sha256_hex(token.encode()),))
         if row is None:
-            raise Unauthorized("invalid session token: not a token of a session of this "
+            raise UnknownKey("invalid session token: not a token of a session of this "
                                "server")
         sid = row["session_id"]
         why = _token_refusal(row, _now())

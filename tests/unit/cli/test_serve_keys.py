@@ -50,8 +50,24 @@ def test_check_bind_names_both_ways_in():
     assert "--api-key" in e.value.message
     assert "memfs keys create NAME --role admin" in e.value.message
     check_bind("0.0.0.0", [], stored_admin=True)
-    check_bind("0.0.0.0", ["k"])
+    check_bind("0.0.0.0", ["k" * 16])
     check_bind("127.0.0.1", [])
+
+
+def test_a_server_key_off_loopback_is_at_least_16_characters(tmp_path):
+    """A one-character server key was taken on any address (issue 38 S4): off loopback a
+    server key has at least 16 characters; the refusal names the key by its id, never itself."""
+    for short in (["k"], ["k" * 16, "short-key"]):
+        with pytest.raises(errors.InvalidRequest) as e:
+            check_bind("0.0.0.0", short)
+        assert "16 characters" in e.value.message and "short-key" not in e.value.message
+        check_bind("127.0.0.1", short)  # loopback: the operator's own machine
+    db = tmp_path / "memfs.db"
+    r = subprocess.run([sys.executable, "-m", "memfs", "--db", str(db), "serve", "--port", "0",
+                        "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60,
+                       env={**CLEAN_ENV, "MEMFS_API_KEYS": "abc"})
+    assert r.returncode == 5 and r.stderr.count("\n") == 1, r.stderr
+    assert "16 characters" in r.stderr and "abc" not in r.stderr.replace("MEMFS_API_KEYS", "")
 
 
 def serve_cmd(db, *args: str) -> subprocess.CompletedProcess[str]:
