@@ -139,6 +139,9 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
 
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
                     lifespan=partial(lifespan, store) if dreams else None)
+    # Paths exactly as declared: Starlette's redirect of a trailing slash names the Host the
+    # request sent, and a forged one sent the client (with its key) elsewhere (issue 38 S5).
+    app.router.redirect_slashes = False
     keys = list(api_keys)
     failures = failures or AuthFailures()
     gate = _Gate(app, keys, store, only_session, rates, failures)

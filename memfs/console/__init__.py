@@ -72,5 +72,7 @@ def create_console(
     routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
                         name="static"))
     app = Starlette(routes=routes, exception_handlers=web.exception_handlers(console))
+    app.router.redirect_slashes = False  # Starlette's names the request's Host: ours do not
+    app.router.default = web.SlashRedirects(app.router)
     app.state.console = console
     return web.SecurityHeaders(app)

@@ -55,7 +55,7 @@ from starlette.datastructures import MutableHeaders, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from starlette.routing import Match, Route
+from starlette.routing import Match, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import errors, grants
@@ -467,6 +467,30 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class SlashRedirects:
+    """The Console's router's default: a path that is a page but for a trailing slash (or one
+    missing) is redirected to that page with a relative Location (issue 38 S5: Starlette's own
+    redirect is an absolute URL built from the ``Host`` header, which a client may forge);
+    anything else is the router's 404."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.not_found = router.not_found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if scope["type"] == "http" and path not in ("", "/"):
+            other = path.rstrip("/") if path.endswith("/") else path + "/"
+            moved = {**scope, "path": other}
+            if other and other.startswith("/") and not other.startswith("//") and any(
+                    route.matches(moved)[0] is not Match.NONE for route in self.router.routes):
+                query = scope.get("query_string", b"").decode("latin-1")
+                target = urllib.parse.quote(other) + (f"?{query}" if query else "")
+                await RedirectResponse(target, status_code=307)(scope, receive, send)
+                return
+        await self.not_found(scope, receive, send)
 
 
 def redirect(url: str, flash: str | None = None) -> RedirectResponse:
