@@ -22,6 +22,11 @@ if [ -n "${setup_for_tests:-}" ]; then
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
     # The Console's browser tests (tests/browser: Playwright drives Debian's chromium).
     command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+    # Editors on a mount (tests/integration/test_editors.py): vim (or Debian's vim.tiny), and
+    # nano, which the test drives in a terminal of tmux's.
+    command -v vim >/dev/null 2>&1 || command -v vim.tiny >/dev/null 2>&1 || need_apt+=(vim-tiny)
+    command -v nano >/dev/null 2>&1 || need_apt+=(nano)
+    command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 fi
 
 # apt-get, waiting for another apt that holds its locks (a fresh Ubuntu runs

@@ -13,7 +13,8 @@ store, the database, the API, the client or HTTP.
 
 The modules, each building only on those before it:
 
-- :mod:`~memfs.fuse.tree` (the inode tree and its content cache, no pyfuse3),
+- :mod:`~memfs.fuse.scratch` (which names are session scratch, editors' temporary files),
+  :mod:`~.tree` (the inode tree and its content cache, no pyfuse3),
   :mod:`~.toolevents` (tool event pairs and their sink), :mod:`~.history` (``.history/``, no
   pyfuse3), :mod:`~.search` (``.search/``, no pyfuse3) and :mod:`~.spin` (the trio thread
   kept turning for a moment after each request, no pyfuse3);

@@ -22,6 +22,7 @@ from ..models import Memory
 from .core import _Handle
 from .feed import Feed
 from .kernel import _Failure, _fds_on
+from .scratch import Scratch, is_scratch
 from .toolevents import WrittenVersion
 from .tree import Node
 
@@ -360,6 +361,9 @@ class Buffers(Feed):
 
     async def _truncate_open(self, node: Node, size: int, h: _Handle) -> None:
         """ftruncate(2): part of the handle's open→close (its event tells a failure)."""
+        if node.scratch is not None:
+            self._truncate_scratch(node, size)
+            return
         try:
             self._check_truncate(size)
         except _Failure as f:
@@ -373,6 +377,9 @@ class Buffers(Feed):
     async def _truncate_path(self, node: Node, size: int, ctx: pyfuse3.RequestContext) -> None:
         """truncate(2): an event pair of its own. Committed at once, unless the file is open
         for writing: then it changes the shared buffer that the writers' close commits."""
+        if node.scratch is not None:
+            self._truncate_scratch(node, size)
+            return
         comm_, pid = self._ctx_name(ctx)
         path = node.path
         try:
@@ -405,6 +412,15 @@ class Buffers(Feed):
         finally:
             if not node.writers and not node.handles:
                 node.buffer = None
+    def _truncate_scratch(self, node: Node, size: int) -> None:
+        """truncate(2) or ftruncate(2) of a scratch file: within the scratch budget."""
+        self._check_writable()
+        assert node.buffer is not None
+        if self.tree.scratch_full(size - len(node.buffer)):
+            raise _Failure(errno.ENOSPC, "scratch files are full")
+        _resize(node.buffer, size)
+        node.touch()
+
     def _register(self, h: _Handle) -> FileHandleT:
         """Give an open file or directory its handle number; its path is taken now (for the
         event, which names the path at open time)."""
@@ -447,6 +463,11 @@ class Buffers(Feed):
                                           deadline)
         if dst is not None and dst.is_dir:
             raise _Failure(errno.EISDIR, f"{new_path} is a directory")
+        if is_scratch(new_path.rpartition("/")[2]):
+            return await self._rename_to_scratch(src, new_parent, new_path, dst, pair,
+                                                 deadline)
+        if src.scratch is not None:
+            return await self._rename_scratch(src, new_parent, new_path, pair, deadline)
         events = pair(None)
         gen = src.gen
         await self._events_in_order(deadline)
@@ -476,6 +497,132 @@ class Buffers(Feed):
         self.tree.place(src, new_parent, new_path.rpartition("/")[2])
         self.tree.set_memory(src, moved, moved.seq)
         self._history_saw("put", moved.id, new_path, old_path)
+        return events, True
+
+    def _parked(self, node: Node) -> str | None:
+        """The path of the memory a scratch file parks (:class:`~memfs.fuse.scratch.Scratch`),
+        while the store is still to delete or move it: nothing took its path or its memory
+        in this mount since (a save at the path, a change made elsewhere). Else None."""
+        sc = node.scratch
+        if sc is None or sc.parked_path is None or sc.parked_id is None:
+            return None
+        if sc.parked_id in self.tree.by_memory or self.tree.find(sc.parked_path) is not None:
+            return None
+        return sc.parked_path
+
+    async def _still_parked(self, node: Node, deadline: float) -> str | None:
+        """:meth:`_parked`, asked of the store too: the memory is still at that path (the
+        change feed may not have brought a change made elsewhere yet)."""
+        path = self._parked(node)
+        if path is None:
+            return None
+        assert node.scratch is not None and node.scratch.parked_id is not None
+        try:
+            m = await self._call_by(deadline, self.store.get_memory, self.store_id,
+                                    node.scratch.parked_id, view="basic")
+        except errors.NotFound:
+            return None
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        return path if m.path == path else None
+
+    async def _unlink_scratch(self, node: Node, comm_: str, pid: int, deadline: float) -> None:
+        """Delete a scratch file (under the mutex). One that parks a memory deletes it: the
+        memory was renamed onto this name, then deleted (``mv x.md x.md~; rm x.md~``)."""
+        parked = await self._still_parked(node, deadline)
+        if parked is not None:
+            assert node.scratch is not None
+            memory_id = node.scratch.parked_id
+            assert memory_id is not None
+            events = self._pair(comm_, pid, "delete", parked, memory_id=memory_id,
+                                text=f"deleted {self._display(parked)} (renamed to "
+                                     f"{self._display(node.path)} before)")
+            await self._events_in_order(deadline)
+            try:
+                await self._call_by(deadline, self.store.delete_path, self.store_id, parked,
+                                    actor=self.actor, events=events)
+                self._logged(events)
+                self._history_saw("delete", memory_id, parked)
+            except errors.NotFound:
+                pass
+            except errors.MemfsError as e:
+                raise _Failure.of(e) from None
+        self.tree.detach(node, pin_parent=True)
+
+    async def _replace_for_scratch(self, dst: Node | None, deadline: float) -> None:
+        """Remove what a rename onto a scratch name replaces: a memory that has a scratch name
+        (made elsewhere) is deleted in the store, as an unlink would."""
+        if dst is None:
+            return
+        if dst.memory is not None:
+            try:
+                await self._call_by(deadline, self.store.delete_path, self.store_id, dst.path,
+                                    actor=self.actor)
+                self._history_saw("delete", dst.memory.id, dst.path)
+            except errors.NotFound:
+                pass
+            except errors.MemfsError as e:
+                raise _Failure.of(e) from None
+        dst.dirty = False
+        self.tree.detach(dst)
+
+    async def _rename_to_scratch(
+        self, src: Node, new_parent: Node, new_path: str, dst: Node | None,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
+        """A file renamed onto a scratch name becomes scratch with its content. A memory is
+        parked (:class:`~memfs.fuse.scratch.Scratch`): the store changes nothing yet."""
+        data = await self._data(src)
+        if dst is not None and dst is not src:
+            await self._replace_for_scratch(dst, deadline)
+        if src.scratch is None:
+            parked = Scratch()
+            if src.memory is not None:
+                parked = Scratch(src.path, src.memory.id)
+            if src.buffer is None:
+                src.buffer = bytearray(data)
+            self.tree.drop_content(src)
+            self.tree.make_scratch(src, parked)
+            self.tree.stale_inodes.append(src.ino)  # no memory's xattrs, no cached attributes
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
+        return None, False
+
+    async def _rename_scratch(
+        self, src: Node, new_parent: Node, new_path: str,
+        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        deadline: float,
+    ) -> tuple[list[dict[str, Any]] | None, bool]:
+        """A scratch file renamed onto a real name (``sed -i``'s temporary file, a backup put
+        back): its content is saved there in one write, over the memory there if any, as
+        one version. A parked memory moves there first (the same memory goes on)."""
+        assert src.buffer is not None and src.scratch is not None
+        data = bytes(src.buffer)
+        events = pair(None)
+        parked = await self._still_parked(src, deadline)
+        await self._events_in_order(deadline)
+        try:
+            if parked is not None and parked != new_path:
+                await self._call_by(deadline, self.store.rename_path, self.store_id, parked,
+                                    new_path, actor=self.actor, replace=True)
+            moved = await self._call_by(deadline, self.store.write_path, self.store_id,
+                                        new_path, data, actor=self.actor, events=events)
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
+        dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
+        if dst is not None and dst is not src:
+            dst.dirty = False
+            self.tree.detach(dst)
+        self.tree.unscratch(src)
+        self.tree.detach(src, pin_parent=True)
+        self.tree.place(src, new_parent, new_path.rpartition("/")[2])
+        self.tree.set_memory(src, moved, moved.seq)
+        if not src.handles:
+            src.buffer = None
+            self.tree.cache_content(src, data)
+        self.tree.stale_inodes.append(src.ino)
+        self._history_saw("put", moved.id, new_path, parked)
         return events, True
 
     async def _rename_dir(

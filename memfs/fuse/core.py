@@ -327,10 +327,11 @@ class Base(pyfuse3.Operations):
     def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
         """A node's attributes, in an object of their own."""
         entry = self._put(node, self._blank(node.is_dir))
-        if node.dirty:
+        if node.dirty or node.scratch is not None:
             # An unsaved file's times are its last write's until its close saves it; then
             # they are the saved version's (its updated_at). The kernel must ask again then,
-            # not keep what it is told now. (A create's reply is kept: see ``create``.)
+            # not keep what it is told now. (A create's reply is kept: see ``create``.) A
+            # scratch file is never saved: the mount's word on it is always the latest.
             entry.attr_timeout = 0
         return entry
 

@@ -90,8 +90,9 @@ from .core import _BLOCK, _Handle
 from .dotdirs import by_entry, by_handle, by_inode
 from .history import XATTR_REDACTED
 from .kernel import DOTS, NAME_MAX, _Failure, _handler
+from .scratch import is_scratch
 from .toolevents import WrittenVersion
-from .tree import FileState
+from .tree import FileState, Node
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,11 @@ class Operations(Buffers):
             except _Failure as f:
                 self._emit(self._pair(comm_, pid, "write", node.path, failure=f))
                 raise
-        if writable and flags & os.O_TRUNC:
+        if writable and flags & os.O_TRUNC and node.scratch is not None:
+            assert node.buffer is not None
+            del node.buffer[:]
+            node.touch()
+        elif writable and flags & os.O_TRUNC:
             if node.size:
                 # Emptying the file is this descriptor's change: saved at its close, whoever
                 # else holds the file (an O_TRUNC of an empty file changes nothing).
@@ -254,14 +259,16 @@ class Operations(Buffers):
         parent = self._node(parent_inode)
         comm_, pid = self._ctx_name(ctx)
         entry = self._entry_path(parent, name)
+        scratch = False
         try:
             self._check_writable()
             path = self._new_path(parent, name)
+            scratch = is_scratch(path.rpartition("/")[2])
             if not stat.S_ISREG(mode) and stat.S_IFMT(mode):
                 raise _Failure(errno.EPERM, "only regular files can be stored")
             if self._child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
-            if len(self.tree.by_memory) + 1 >= self.store.limits.max_memories:
+            if not scratch and len(self.tree.by_memory) + 1 >= self.store.limits.max_memories:
                 # Near the limit, ask the store, so that open(O_CREAT) fails at once with
                 # ENOSPC (the commit checks again under the write lock). Not otherwise: the
                 # kernel holds the directory locked during CREATE, and a wait here (another
@@ -277,11 +284,13 @@ class Operations(Buffers):
         except _Failure as f:
             self._emit(self._pair(comm_, pid, "create", entry, failure=f))
             raise
-        node = self.tree.new_file(parent, path.rpartition("/")[2])
+        node = self.tree.new_file(parent, path.rpartition("/")[2], scratch=scratch)
         # The new file is this descriptor's change: saved at its close, whoever else opened it.
         h = _Handle(node, True, pid, comm_, created=True, changed=True)
         info = self._open_handle(h)
         reply = self._lookup_reply(node)
+        if scratch:
+            return info, reply  # never saved: the kernel asks for its attributes each time
         # Kept by the kernel although the file is unsaved: it checks the opener's permission
         # right after, and would ask for them again (a GETATTR per create). The file's first
         # write makes it forget them, or else its save (Buffers._saved).
@@ -304,8 +313,10 @@ class Operations(Buffers):
         if h is None:
             raise FUSEError(errno.EBADF)
         node = h.node
-        limit = self.store.limits.max_content_bytes
         end = off + len(buf)
+        if node.scratch is not None:
+            return self._write_scratch(node, off, buf)
+        limit = self.store.limits.max_content_bytes
         if end > limit:
             h.failure = _too_big(end, limit)
             raise FUSEError(errno.EFBIG)
@@ -324,10 +335,23 @@ class Operations(Buffers):
         h.wrote = h.changed = True
         return len(buf)
 
+    def _write_scratch(self, node: Node, off: int, buf: bytes) -> int:
+        """A write to a scratch file: any bytes, within the mount's scratch budget."""
+        data = node.buffer
+        assert data is not None
+        end = off + len(buf)
+        if self.tree.scratch_full(end - len(data)):
+            raise FUSEError(errno.ENOSPC)
+        if off > len(data):
+            data.extend(b"\0" * (off - len(data)))
+        data[off:end] = buf
+        node.touch()
+        return len(buf)
+
     @_handler
     async def flush(self, fh: FileHandleT) -> None:
         h = self._handles.get(fh)
-        if h is None or not h.writable:
+        if h is None or not h.writable or h.node.scratch is not None:
             return
         if self._still_held(h):
             return  # a copy was closed (dup2, or a child): the opener's last close commits
@@ -342,8 +366,8 @@ class Operations(Buffers):
     @_handler
     async def fsync(self, fh: FileHandleT, datasync: bool) -> None:
         h = self._handles.get(fh)
-        if h is None:
-            return
+        if h is None or h.node.scratch is not None:
+            return  # a scratch file has nothing to save
         if h.failure is not None:
             raise h.failure
         if h.node.dirty and self._save_path(h.node) is not None:
@@ -377,10 +401,12 @@ class Operations(Buffers):
                 # A failed write; or unlinked while open, once nobody holds it any more (until
                 # then the data stays readable through the other descriptors, as POSIX says).
                 self.tree.discard(node)
-            if node.handles == 0 and not node.dirty:
+            if node.handles == 0 and not node.dirty and node.scratch is None:
                 node.buffer = None
         finally:
-            if not h.logged:
+            if node.scratch is not None:
+                pass  # scratch leaves no event
+            elif not h.logged:
                 if self.events is not None and h.failure is None and not (
                     h.created or h.wrote or h.truncated
                 ):
@@ -428,7 +454,8 @@ class Operations(Buffers):
             child = listing[index]
             if not child.attached:
                 continue
-            entry = directory if child.is_dir else unsaved if child.dirty else file
+            entry = (directory if child.is_dir else
+                     unsaved if child.dirty or child.scratch is not None else file)
             if not pyfuse3.readdir_reply(
                 token, FileNameT(child.name.encode()), put(child, entry), DOTS + index + 1
             ):
@@ -520,6 +547,9 @@ class Operations(Buffers):
                     raise _Failure(errno.ENOENT, f"no file {entry}")
                 if node.is_dir:
                     raise _Failure(errno.EISDIR, f"{entry} is a directory")
+                if node.scratch is not None:
+                    await self._unlink_scratch(node, comm_, pid, deadline)
+                    return
                 recorded = False
                 if node.memory is None:
                     pair = self._pair(comm_, pid, "delete", entry,

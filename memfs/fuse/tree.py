@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..models import Change, Memory
 from ..rules import parse_time
+from .scratch import SCRATCH_BUDGET, Scratch
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,9 @@ class Node:
     #: close wins, SPEC §2). None for a file this mount unlinked or renamed over (POSIX: its
     #: unsaved writes are dropped).
     save_at: str | None = None
+    #: Files: session scratch (:mod:`memfs.fuse.scratch`): its content is its ``buffer``,
+    #: never stored, never ``dirty``. None for every other file.
+    scratch: Scratch | None = None
     mtime_ns: int = field(default_factory=time.time_ns)
     ctime_ns: int = 0
 
@@ -164,6 +168,10 @@ class Tree:
         #: (parent inode, name, deleted inode) entries and inodes the kernel must forget.
         self.stale_entries: list[tuple[int, str, int]] = []
         self.stale_inodes: list[int] = []
+        #: The scratch files still in the inode table (their bytes count against
+        #: :data:`~memfs.fuse.scratch.SCRATCH_BUDGET`).
+        self.scratch_nodes: set[Node] = set()
+        self.scratch_budget = SCRATCH_BUDGET
 
     # -- building -----------------------------------------------------------------------------
 
@@ -183,12 +191,15 @@ class Tree:
         # kept per store until the first invalidation).
         del self.stale_entries[queued:]
 
-    def new_file(self, parent: Node, name: str) -> Node:
-        """A new, uncommitted file (``create``)."""
+    def new_file(self, parent: Node, name: str, scratch: bool = False) -> Node:
+        """A new, uncommitted file (``create``), or a new scratch file."""
         assert parent.children is not None
         node = Node(self.new_ino(), False, name, parent)
         node.buffer = bytearray()
-        node.dirty = True
+        if scratch:
+            self.make_scratch(node, Scratch())
+        else:
+            node.dirty = True
         self.nodes[node.ino] = node
         self._link(parent, name, node)
         parent.mtime_ns = parent.ctime_ns = node.mtime_ns
@@ -223,7 +234,8 @@ class Tree:
         node = self.by_memory.get(m.id)
         if node is None:
             existing = parent.children.get(name)
-            if existing is not None and not existing.is_dir and existing.memory is None:
+            if existing is not None and not existing.is_dir and existing.memory is None and (
+                    existing.scratch is None):
                 node = existing  # our pending file: the store now has a memory there
             else:
                 node = Node(self.new_ino(), False, name, parent, attached=False)
@@ -255,6 +267,40 @@ class Tree:
                 node.content_stale = True  # re-read at the next read; kept if the memory is gone
             else:
                 self.drop_content(node)
+
+    # -- scratch files -------------------------------------------------------------------------
+
+    def make_scratch(self, node: Node, scratch: Scratch) -> None:
+        """Make a file node a scratch file with the content it shows (its buffer)."""
+        if node.memory is not None and self.by_memory.get(node.memory.id) is node:
+            del self.by_memory[node.memory.id]
+        node.memory = None
+        node.scratch = scratch
+        node.dirty = False
+        node.save_at = None
+        self.scratch_nodes.add(node)
+
+    def unscratch(self, node: Node) -> None:
+        """A scratch file renamed onto a real name: a file like any other from now on."""
+        node.scratch = None
+        self.scratch_nodes.discard(node)
+
+    def scratch_full(self, grows: int) -> bool:
+        """Would the scratch files, grown by ``grows`` bytes, hold more than their budget?
+        (Those deleted count no more once no descriptor holds them.)"""
+        return grows > 0 and grows + sum(
+            len(n.buffer) for n in self.scratch_nodes
+            if n.buffer is not None and (n.attached or n.handles)
+        ) > self.scratch_budget
+
+    def find(self, path: str) -> Node | None:
+        """The attached node at ``path`` (``/a/b.md``), or None."""
+        node: Node | None = self.root
+        for name in path.strip("/").split("/"):
+            if node is None or not node.children:
+                return None
+            node = node.children.get(name)
+        return node
 
     # -- content cache -------------------------------------------------------------------------
 
@@ -349,6 +395,7 @@ class Tree:
         self.nodes.pop(node.ino, None)
         self.drop_content(node)
         node.buffer = None
+        self.scratch_nodes.discard(node)
         if node.memory is not None and self.by_memory.get(node.memory.id) is node:
             del self.by_memory[node.memory.id]
 
@@ -365,7 +412,9 @@ class Tree:
     def discard(self, node: Node) -> None:
         """Drop an uncommitted buffer (the commit failed or was refused, or the file is
         gone): the file shows its committed content again, or leaves the tree if it never
-        had any."""
+        had any. A scratch file keeps its content (it has nothing committed to go back to)."""
+        if node.scratch is not None:
+            return
         node.buffer = None
         node.gen += 1
         if node.dirty:

@@ -218,12 +218,12 @@ ORDER: dict[str, list[str]] = {
     # helpers of the commands on a store), then the commands.
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
             "sessions", "archive", "launch", "dreams", "db", "search", "keys"],
-    # The tree and what needs no pyfuse3, the kernel's calls, pyfuse3's request reader,
-    # .history and .search as handler
-    # objects, the parts of Operations (each a subclass of the one before), then what runs the
-    # handlers: the services, a session's filesystem, the runtime the daemons share.
-    "fuse": ["tree", "toolevents", "history", "search", "spin", "kernel", "reader", "dotdirs",
-             "core", "feed", "buffers", "ops", "watch", "session", "runtime"],
+    # What is scratch, the tree and what needs no pyfuse3, the kernel's calls, pyfuse3's
+    # request reader, .history and .search as handler objects, the parts of Operations (each
+    # a subclass of the one before), then what runs the handlers: the services, a session's
+    # filesystem, the runtime the daemons share.
+    "fuse": ["scratch", "tree", "toolevents", "history", "search", "spin", "kernel", "reader",
+             "dotdirs", "core", "feed", "buffers", "ops", "watch", "session", "runtime"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
