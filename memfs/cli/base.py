@@ -157,7 +157,12 @@ class Context:
 
                 self._store = Client(self.url, self.api_key)
             else:
+                folder = _missing_folder(self.db_path) if create else None
                 self._store = open_store(self.db_path, create=create)
+                if folder is not None and os.path.isdir(folder):
+                    # Made for the new database: said, so that a mistyped path shows at once.
+                    click.echo(f"memfs: made the directory {folder} for the new database "
+                               f"{self._store.path}", err=True)
                 if self.embeddings is not None:
                     self._store.use_embeddings(self.embeddings)
         return self._store
@@ -175,6 +180,18 @@ class Context:
             click.echo(json.dumps(_plain(obj), indent=2, ensure_ascii=False))
         else:
             click.echo(human)
+
+
+def _missing_folder(db: str | None) -> str | None:
+    """The directory of the local database ``db`` (default: MEMFS_DB's, or the default path)
+    if it does not exist yet (a new database makes it); else None."""
+    from ..backends import default_db_path, is_url
+
+    path = os.fspath(default_db_path() if db is None else db)
+    if path == ":memory:" or is_url(path):
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    return None if os.path.isdir(folder) else folder
 
 
 def _plain(obj: Any) -> Any:

@@ -98,8 +98,9 @@ class Store(KeysPart):
     connection per thread that never waits on the writer
     (:class:`memfs.backends.SQLiteDatabase`).
 
-    :param path: the database file (created with its directory if missing); default
-        :func:`default_db_path`. ``":memory:"`` works for tests that use one process.
+    :param path: the database file (created with its directory if missing, unless
+        ``create=False``); default :func:`default_db_path` (never created unless
+        ``create=True``). ``":memory:"`` works for tests that use one process.
     :param limits: the limits to enforce; default :meth:`Limits.from_env`.
     :param synchronous: ``FULL`` (every commit on disk before it returns) or ``NORMAL``
         (commits survive a killed process; :meth:`sync` puts them on disk).
@@ -107,6 +108,8 @@ class Store(KeysPart):
     :param checkpoint_behind: checkpoint in a thread of its own, not in the commits
         (:mod:`memfs.backends.checkpoint`; SQLite only).
     :param create: make the database if the file is missing (else DatabaseUnavailable).
+        Default: only when ``path`` is given; the database of ``MEMFS_DB`` or the default path
+        must exist (a mistyped ``MEMFS_DB`` is an error, not a new empty database).
     """
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
-from ..backends import Connection, Row, default_db_path, open_database
+from ..backends import Connection, Row, check_database, default_db_path, open_database
 from ..errors import Busy, FeedGap, MemfsError, StorageError, WouldBlock
 from ..models import Change, MemoryStore, Page
 from ..rules import Limits, format_time
@@ -64,10 +64,17 @@ class StoreBase:
         synchronous: str = "FULL",
         checkpoint_pages: int | None = None,
         checkpoint_behind: bool = False,
-        create: bool = True,
+        create: bool | None = None,
     ):
         self.limits = limits or Limits.from_env()
         self.path = str(default_db_path() if path is None else path)
+        if create is None:
+            # A path the caller names is made if missing (as sqlite3.connect does); the one
+            # MEMFS_DB or the default gives must exist: a mistyped MEMFS_DB is an error, not a
+            # new empty database (as in the CLI, where only three commands create one).
+            create = path is not None
+        if not create:
+            check_database(self.path, create=False)
         #: Set by :meth:`close` (background work of this Store stops then).
         self.closed = False
         # Small pages for a new database (an existing one keeps its own): a commit appends

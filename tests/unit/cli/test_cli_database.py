@@ -98,9 +98,14 @@ def test_the_default_database_is_not_created_by_a_read(tmp_path):
 
 
 def test_create_makes_the_database_and_its_directory(tmp_path):
+    """...and says which directories it made (a mistyped path shows at once)."""
     db = tmp_path / "new" / "dir" / "memfs.db"
     p = memfs(tmp_path, str(db), "stores", "create", "notes")
     assert p.returncode == 0, p.stderr
+    assert p.stderr == (f"memfs: made the directory {tmp_path / 'new' / 'dir'} "
+                        f"for the new database {db}\n")
+    p = memfs(tmp_path, str(tmp_path / "new" / "other.db"), "stores", "create", "notes")
+    assert p.returncode == 0 and p.stderr == "", p.stderr  # its directory was there
     p = memfs(tmp_path, str(db), "stores", "list")
     assert p.returncode == 0 and "notes" in p.stdout, p.stderr
 
@@ -181,6 +186,22 @@ def test_check_database(tmp_path):
         check_database(empty, create=False)
     with pytest.raises(errors.DatabaseUnavailable, match="(?i)not a directory"):
         check_database(db / "x.db", create=True)
+
+
+def test_the_library_creates_no_database_from_a_mistyped_memfs_db(tmp_path, monkeypatch):
+    """Store() opens MEMFS_DB (or the default path): a missing file there is an error, not a
+    new empty database, unless asked to create one."""
+    typo = tmp_path / "tpyo.db"
+    monkeypatch.setenv("MEMFS_DB", str(typo))
+    with pytest.raises(errors.DatabaseUnavailable, match="memfs stores create"):
+        Store()
+    with pytest.raises(errors.DatabaseUnavailable):
+        Store(typo, create=False)
+    assert listing(tmp_path) == []
+    Store(create=True).close()
+    Store().close()
+    Store(tmp_path / "named.db").close()  # a path named by the caller: made if missing
+    assert listing(tmp_path) == ["named.db", "tpyo.db"]
 
 
 def test_cli_runner_read_only_command(tmp_path):
