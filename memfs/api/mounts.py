@@ -78,8 +78,9 @@ async def write_path(c: Call) -> Any:
 
 
 async def delete_path(c: Call) -> Any:
-    return await c.write(c.store.delete_path, c.p["memory_store_id"], c.body["path"],
-                       actor=await _writer(c), events=c.body.get("events"))
+    m = await c.write(c.store.delete_path, c.p["memory_store_id"], c.body["path"],
+                      actor=await _writer(c), events=c.body.get("events"))
+    return _with_seq(m)
 
 
 async def rename_path(c: Call) -> Any:

@@ -278,6 +278,7 @@ class Buffers(Feed):
             job.error = outcome
             return
         m: Memory = outcome
+        self.tree.own_change(m.seq)
         self._logged(job.events)
         if node.attached:
             self.tree.set_memory(node, m, m.seq)
@@ -487,6 +488,7 @@ class Buffers(Feed):
                     events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
+        self.tree.own_change(moved.seq)
         # Whatever holds the new name now (also one made while the store worked) is renamed
         # over: open descriptors keep its content, its unsaved data is never saved.
         dst = self._child(new_parent, name_new)
@@ -643,6 +645,8 @@ class Buffers(Feed):
                 actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
+        for m in moved:
+            self.tree.own_change(m.seq)
         dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
         if dst is not None and dst is not src:
             self.tree.detach(dst)

@@ -137,9 +137,22 @@ class Feed(Base):
         return held
 
     async def apply_feed(self, change: Change, memory: Memory | None) -> None:
-        """Apply one change pushed by a server (with the memory as the server sent it)."""
-        known = {change.memory_id: memory} if change.op == "put" and change.memory_id else None
+        """Apply one change pushed by a server, with the memory as the server sent it.
+
+        The server read that memory when it polled its feed, which may be before this
+        mount's later changes reached it: a file written, then unlinked or renamed over here,
+        would come back with the write's state (and an unlinked name be listed again, a create
+        there fail with EEXIST, a new file at that path be taken away). So the sent state is
+        taken only when this mount changed nothing after the change (its own changes' feed
+        positions, :attr:`Tree.own_seq`); otherwise the memory is read again under the mutex,
+        as a local mount reads it (:meth:`poll_changes`): as new as anything the mount holds.
+        A put of the mount's own write that the tree holds already needs neither.
+        """
         async with self._mutex:
+            known = self._held([change])
+            if change.op == "put" and change.memory_id and change.memory_id not in known \
+                    and change.seq >= self.tree.own_seq:
+                known[change.memory_id] = memory
             current, state = await self._call(self.read_changes, [change], known)
             self.apply_read_changes([change], current, state)
 

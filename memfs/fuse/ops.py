@@ -74,6 +74,7 @@ Known limitations:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -559,12 +560,19 @@ class Operations(Buffers):
                                       text=f"deleted {self._display(entry)}")
                     await self._events_in_order(deadline)
                     try:
-                        await self._call_by(deadline, self.store.delete_path, self.store_id,
-                                            node.path, actor=self.actor, events=pair)
+                        gone = await self._call_by(deadline, self.store.delete_path,
+                                                   self.store_id, node.path, actor=self.actor,
+                                                   events=pair)
+                        self.tree.own_change(gone.seq)
                         recorded = True
                         self._history_saw("delete", node.memory.id, node.path)
                     except errors.NotFound:
-                        pass  # deleted elsewhere meanwhile: the file is gone either way
+                        # Deleted elsewhere meanwhile: the file is gone either way. That
+                        # delete is behind the store's newest change: a late state of the
+                        # memory from before it must not bring the file back either.
+                        with contextlib.suppress(errors.MemfsError):
+                            self.tree.own_change(await self._call_by(
+                                deadline, self.store.last_change, self.store_id))
                     except errors.MemfsError as e:
                         raise _Failure.of(e) from None
                 self.tree.detach(node, pin_parent=True)

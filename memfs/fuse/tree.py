@@ -163,6 +163,10 @@ class Tree:
         self.cache_limit = CONTENT_CACHE_BYTES
         #: The change-feed position this tree reflects.
         self.seq = 0
+        #: The change-feed position of this mount's newest own change (a commit, an unlink, a
+        #: rename): a state of a memory read before it may be older than what the tree holds
+        #: of the names this mount changed (:meth:`memfs.fuse.feed.Feed.apply_feed`).
+        self.own_seq = 0
         #: The store is archived (or gone): the mount refuses writes.
         self.archived = False
         #: (parent inode, name, deleted inode) entries and inodes the kernel must forget.
@@ -251,6 +255,10 @@ class Tree:
             self.place(node, parent, name)
             self.stale_entries.append((parent.ino, name, 0))
         return node
+
+    def own_change(self, seq: int) -> None:
+        """This mount changed the store at feed position ``seq`` (0: nothing changed)."""
+        self.own_seq = max(self.own_seq, seq)
 
     def set_memory(self, node: Node, m: Memory, seq: int) -> None:
         """Give a file node the store's state ``m`` (as of feed position ``seq``)."""

@@ -3,6 +3,7 @@ the tree and listings."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Collection
@@ -336,13 +337,15 @@ class MemoriesPart(StoresPart):
 
     def _delete_row(
         self, c: Connection, row: Row, actor: Actor | None, now: str
-    ) -> None:
+    ) -> int:
+        """Delete a memory's row; returns the change-feed position of the delete."""
         self._insert_version(
             c, row["store_id"], row["id"], "deleted", row["path"], None, None, None, actor, now
         )
         c.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
-        self._change(c, row["store_id"], "delete", row["id"], row["path"])
+        seq = self._change(c, row["store_id"], "delete", row["id"], row["path"])
         self._prune_memory(c, row["id"])
+        return seq
 
     def delete_memory(
         self,
@@ -427,8 +430,10 @@ class MemoriesPart(StoresPart):
 
     def delete_path(self, store_id: str, path: str, *, actor: Actor | None,
                     events: list[dict[str, Any]] | None = None) -> Memory:
-        """Delete the memory at ``path`` (``unlink``); returns it as it was. ``events`` are
-        recorded in the same transaction (see :meth:`write_path`).
+        """Delete the memory at ``path`` (``unlink``); returns it as it was, with the
+        change-feed position of the delete (``seq``: a mount orders what the feed brings back
+        of the memory by it). ``events`` are recorded in the same transaction (see
+        :meth:`write_path`).
 
         :raises NotFound:
         """
@@ -436,9 +441,9 @@ class MemoriesPart(StoresPart):
         _check_tool_events(events, text=False)
         with self._write() as c:
             row = self._memory_in(c, store_id, "path", path)
-            self._delete_row(c, row, actor, _now())
+            seq = self._delete_row(c, row, actor, _now())
             self._tool_events_in(c, store_id, actor, events, row["id"])
-        return _memory(row, False)
+        return dataclasses.replace(_memory(row, False), seq=seq)
 
     def rename_path(
         self,
@@ -483,7 +488,10 @@ class MemoriesPart(StoresPart):
                     content = (row["content"], row["content"].encode("utf-8"))
                     now = _now()
                     kept = self._modify_in(c, target, content, None, False, actor, now)
-                    self._delete_row(c, row, actor, now)
+                    gone = self._delete_row(c, row, actor, now)
+                    # The rename's feed position is its last change (the put is none when
+                    # the content is the same): a mount orders late states by it.
+                    kept = dataclasses.replace(kept, seq=max(kept.seq, gone))
             if kept is None:
                 kept = self._modify_in(c, row, None, new, replace, actor)
             self._tool_events_in(c, store_id, actor, events, kept.id, kept.memory_version_id)

@@ -473,3 +473,19 @@ async def test_a_file_moved_elsewhere_after_the_kernel_forgot_it_still_opens(sto
     info = await ops.open(again.st_ino, os.O_RDONLY, _Ctx())
     assert await ops.read(info.fh, 0, 100) == b"v1"
     await ops.release(info.fh)
+
+
+def test_path_writes_answer_with_their_feed_position(http, store):
+    """``memfs_seq`` of a write, a rename and a delete by path: the last change each made,
+    which a remote mount orders the feed's late states by (issue 38 N1)."""
+    sid = store.create_store("seqs").id
+    base = f"/v1/memory_stores/{sid}/memfs"
+    for url, body in ((f"{base}/write", {"path": "/a.md", "content": "x"}),
+                      (f"{base}/rename", {"old_path": "/a.md", "new_path": "/b.md"}),
+                      (f"{base}/write", {"path": "/c.md", "content": "x"}),
+                      # over a file of the same content: no put, only the delete of /c.md
+                      (f"{base}/rename", {"old_path": "/c.md", "new_path": "/b.md"}),
+                      (f"{base}/delete", {"path": "/b.md"})):
+        r = http.post(url, json=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["memfs_seq"] == store.last_change(sid), url

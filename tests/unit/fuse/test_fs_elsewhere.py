@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from pyfuse3 import FUSEError
 from starlette.testclient import TestClient
 
 from memfs import errors
@@ -242,3 +243,105 @@ async def test_a_reload_keeps_a_file_this_mount_saved_after_the_tree_was_read(mo
     ino = await write_file(m.ops, ROOT, b"new.md", b"saved meanwhile")
     await m.ops.reload(tree, seq, False)
     await _shows(m, b"new.md", ino, b"saved meanwhile")
+
+
+# -- the feed bringing back this mount's own earlier changes (issue 38 N1) -------------------
+
+
+def _frames_now(m: Mounted) -> list:
+    """The frames a change stream would push now: each change since the mount's position,
+    with the memory as the server reads it now (it polls its feed, then the mount applies the
+    frames later: after its own later changes)."""
+    store = m.ops.store
+    frames = []
+    for ch in store.changes_since(m.sid, m.ops.seq):
+        memory = None
+        if ch.op == "put" and ch.memory_id is not None:
+            try:
+                memory = store.get_memory(m.sid, ch.memory_id, view="basic")
+            except errors.NotFound:
+                memory = None
+        frames.append((ch, memory))
+    return frames
+
+
+async def test_a_late_frame_never_brings_back_a_file_unlinked_here(mounted):
+    m = mounted
+    await write_file(m.ops, ROOT, b"r.md", b"v1")
+    late = _frames_now(m)  # read by the server before the unlink below
+    await m.ops.unlink(ROOT, b"r.md", CTX)
+    for ch, memory in late:
+        await m.ops.apply_feed(ch, memory)
+    await raises(errno.ENOENT, m.ops.lookup(ROOT, b"r.md", CTX))
+    ino = await write_file(m.ops, ROOT, b"r.md", b"v2")  # a create: never EEXIST
+    await _shows(m, b"r.md", ino, b"v2")
+
+
+async def test_touch_after_an_unlink_stores_the_file_whatever_the_feed_brings(mounted):
+    """``touch; unlink; touch``: the second touch opens the name if the mount shows it, else
+    creates it (touch(1)'s O_CREAT), and its close returns 0: the file must be stored. A late
+    frame that brought the unlinked file back made that close save nothing."""
+    m = mounted
+    old = await write_file(m.ops, ROOT, b"r.md", b"v1")
+    late = _frames_now(m)
+    await m.ops.unlink(ROOT, b"r.md", CTX)
+    await m.ops.forget([(old, m.ops.tree.nodes[old].lookups)])  # the kernel drops it
+    for ch, memory in late:
+        await m.ops.apply_feed(ch, memory)
+    try:
+        ino = (await m.ops.lookup(ROOT, b"r.md", CTX)).st_ino
+        fh = (await m.ops.open(ino, os.O_WRONLY, CTX)).fh
+    except FUSEError:
+        info, attrs = await m.ops.create(ROOT, b"r.md", 0o100644, os.O_WRONLY | os.O_CREAT,
+                                         CTX)
+        ino, fh = attrs.st_ino, info.fh
+    await _close(m, fh)
+    for ch, memory in _frames_now(m):  # the delete, and the new file's write
+        await m.ops.apply_feed(ch, memory)
+    assert m.store.get_memory_by_path(m.sid, "/r.md").content == ""
+    await _shows(m, b"r.md", ino, b"")
+
+
+async def test_a_late_frame_never_undoes_a_rename_here(mounted):
+    """Write t, rename it over target, write t again: the late frame of the first t does not
+    take the second t's place (the rename after its close would find nothing)."""
+    m = mounted
+    await write_file(m.ops, ROOT, b"target.md", b"old target")
+    await write_file(m.ops, ROOT, b"t.md", b"first")
+    late = _frames_now(m)
+    await m.ops.rename(ROOT, b"t.md", ROOT, b"target.md", 0, CTX)
+    ino = await write_file(m.ops, ROOT, b"t.md", b"second")
+    for ch, memory in late:
+        await m.ops.apply_feed(ch, memory)
+    await _shows(m, b"t.md", ino, b"second")
+    await m.ops.rename(ROOT, b"t.md", ROOT, b"target.md", 0, CTX)
+    assert [(x.path, m.store.get_memory(m.sid, x.id).content) for x in m.store.tree(m.sid)
+            ] == [("/target.md", "second")]
+
+
+async def test_a_late_frame_never_brings_back_a_file_renamed_over_its_twin(mounted):
+    """A rename over a file of the same content changes one thing in the store: the renamed
+    memory is deleted. The late frame of that memory's write must not bring it back."""
+    m = mounted
+    await write_file(m.ops, ROOT, b"b.md", b"same")
+    await write_file(m.ops, ROOT, b"a.md", b"same")
+    late = _frames_now(m)
+    await m.ops.rename(ROOT, b"a.md", ROOT, b"b.md", 0, CTX)
+    for ch, memory in late:
+        await m.ops.apply_feed(ch, memory)
+    await raises(errno.ENOENT, m.ops.lookup(ROOT, b"a.md", CTX))
+    assert [x.path for x in m.store.tree(m.sid)] == ["/b.md"]
+
+
+async def test_a_late_frame_never_brings_back_a_file_unlinked_after_a_delete_elsewhere(
+        mounted):
+    """unlink of a file deleted elsewhere a moment before (not applied yet) returns 0; the
+    late frame of its write must not bring it back."""
+    m = mounted
+    await write_file(m.ops, ROOT, b"a.md", b"v1")
+    late = _frames_now(m)
+    m.store.delete_memory(m.sid, m.store.get_memory_by_path(m.sid, "/a.md").id, actor=None)
+    await m.ops.unlink(ROOT, b"a.md", CTX)
+    for ch, memory in late:
+        await m.ops.apply_feed(ch, memory)
+    await raises(errno.ENOENT, m.ops.lookup(ROOT, b"a.md", CTX))
