@@ -171,6 +171,9 @@ class Base(pyfuse3.Operations):
         self._reserved = {d.name for d in self.dotdirs}
         self._next_fh = 1
         self._mutex = Mutex()
+        #: Why the store's database was last found down (a store call failed with a
+        #: StorageError), until a call succeeds again; None while it answers.
+        self.outage: str | None = None
         #: Commits waiting for the mutex, which the next one to hold it makes together in one
         #: transaction (:meth:`~memfs.fuse.buffers.Buffers._commit`).
         self._queued_commits: list[Any] = []
@@ -236,6 +239,16 @@ class Base(pyfuse3.Operations):
         """:meth:`_call`, waiting for a lock only until ``deadline`` (trio time; None: as long
         as the store waits), then :class:`~memfs.errors.Busy` with nothing changed. A store
         that cannot bound its waits (a server's client) waits as it always does."""
+        try:
+            result = await self._store_call(deadline, fn, *args, **kwargs)
+        except errors.StorageError as e:
+            self.outage = e.message
+            raise
+        self.outage = None
+        return result
+
+    async def _store_call(self, deadline: float | None, fn: Callable[..., _R], *args: Any,
+                          **kwargs: Any) -> _R:
         nowait = getattr(self.store, "nowait", None)
         if nowait is not None:
             try:
@@ -253,6 +266,18 @@ class Base(pyfuse3.Operations):
                 return fn(*args, **kwargs)
 
         return await self._in_thread(bounded)
+
+    async def _check_backend(self) -> None:
+        """Before a file is opened for writing: while the store's database is known to be
+        down (:attr:`outage`), ask it once whether it is back (a cheap read), and fail with
+        its error (EIO) if not. A shell's ``echo x > f`` ignores the error of its close, so
+        the write would be lost with exit status 0; the open's error it reports."""
+        if self.outage is None:
+            return
+        try:
+            await self._call(self.store.last_change, self.store_id)
+        except errors.MemfsError as e:
+            raise _Failure.of(e) from None
 
     async def _in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run a call that may wait (a disk sync, a lock) in a worker thread."""

@@ -222,6 +222,7 @@ class Operations(Buffers):
         if writable or flags & os.O_TRUNC:
             try:
                 self._check_writable()
+                await self._check_backend()
             except _Failure as f:
                 self._emit(self._pair(comm_, pid, "write", node.path, failure=f))
                 raise
@@ -263,6 +264,7 @@ class Operations(Buffers):
         scratch = False
         try:
             self._check_writable()
+            await self._check_backend()
             path = self._new_path(parent, name)
             scratch = is_scratch(path.rpartition("/")[2])
             if not stat.S_ISREG(mode) and stat.S_IFMT(mode):

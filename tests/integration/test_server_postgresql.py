@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ import pytest
 
 from memfs.store import Store
 from tests.support import wait_until
+from tests.support.mount import Mount, require_fuse
+from tests.support.remote import remote_env
 from tests.support.server import Server, start_server, stop_server
 
 KEY = "sk-memfs-replicas"
@@ -401,3 +404,42 @@ def test_live_streams_wait_through_a_database_outage(pg_cluster, tmp_path):
         if not stopped:
             stop_server(server)
         pg_cluster.drop_database(name)
+
+
+def test_a_shell_write_on_a_remote_mount_fails_in_a_database_outage(pg_cluster, tmp_path):
+    """bash ignores the error of a close: ``echo x > f`` on a remote mount returned 0 in a
+    PostgreSQL outage and the write was lost. Once the mount found the database down, the
+    open fails (bash says so, status 1) until the database is back; then it saves again."""
+    import psycopg
+
+    require_fuse()
+    name = pg_cluster.new_database(pg_cluster.template)
+    d = tmp_path / "server"
+    d.mkdir()
+    server = start_server(d, "--api-key", KEY, db=pg_cluster.url(name))
+    api = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+    sid = api.beta.memory_stores.create(name="outage").id
+    m = Mount(tmp_path / "unused.db", sid, tmp_path / "mnt", [], remote_env(server.url, KEY))
+    try:
+        m.wait_mounted()
+
+        def echo(n: str) -> int:
+            return subprocess.run(["bash", "-c", f"echo {n} > {m.root}/{n}.md"],
+                                  capture_output=True).returncode
+
+        assert echo("before") == 0
+        with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = %s", (name,))
+            # How the mount learns it: a close that fails (python reports it; bash would not).
+            with pytest.raises(OSError):
+                (m.root / "learns.md").write_text("x")
+            assert echo("during") == 1
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        wait_until(lambda: echo("after") == 0, 30, interval=0.5)
+        stored = sorted(x.path for x in api.beta.memory_stores.memories.list(sid))
+        assert stored == ["/after.md", "/before.md"]
+    finally:
+        m.stop()
+        stop_server(server)

@@ -345,3 +345,35 @@ async def test_a_late_frame_never_brings_back_a_file_unlinked_after_a_delete_els
     for ch, memory in late:
         await m.ops.apply_feed(ch, memory)
     await raises(errno.ENOENT, m.ops.lookup(ROOT, b"a.md", CTX))
+
+
+# -- a database found down (issue 38: outages seen by shells) ---------------------------------
+
+
+@pytest.mark.allow_error_logs  # each refusal, as a refused commit is
+async def test_opening_for_writing_fails_while_the_database_is_known_down(mounted,
+                                                                          monkeypatch):
+    """A shell's ``echo x > f`` ignores its close's error: once a store call found the
+    database down, opening a file for writing fails (EIO) until a call finds it back."""
+    m = mounted
+    await write_file(m.ops, ROOT, b"a.md", b"before")
+    store = m.ops.store
+
+    def down(*args, **kwargs):
+        raise errors.StorageError("the PostgreSQL database cannot be reached")
+
+    monkeypatch.setattr(store, "write_path", down)
+    monkeypatch.setattr(store, "last_change", down)
+    info, _ = await m.ops.create(ROOT, b"lost.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await m.ops.write(info.fh, 0, b"x")
+    await raises(errno.EIO, m.ops.flush(info.fh))  # how the mount learns it
+    await m.ops.release(info.fh)
+    await raises(errno.EIO, m.ops.create(ROOT, b"b.md", 0o100644, os.O_WRONLY | os.O_CREAT,
+                                         CTX))
+    ino = (await m.ops.lookup(ROOT, b"a.md", CTX)).st_ino
+    await raises(errno.EIO, m.ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX))
+    assert await read_file(m.ops, ino) == b"before"  # reading needs no database call here
+    monkeypatch.undo()  # back
+    await write_file(m.ops, ROOT, b"b.md", b"after")
+    assert m.store.get_memory_by_path(m.sid, "/b.md").content == "after"
+    assert m.ops.outage is None
