@@ -133,12 +133,13 @@ class Command(Mounts):
                 list(self.launch.command), env=env,
                 preexec_fn=functools.partial(_command_preexec, os.getpid()), **as_agent)
         agent = self.agent
-        config = {
+        config: dict[str, Any] = {
             "network": self.launch.network, "kill_grace": KILL_GRACE,
             "leftover_grace": LEFTOVER_GRACE,
             "uid": agent.uid if agent else None, "gid": agent.gid if agent else None,
             "groups": agent.groups if agent else [], "lc_ctype": env.get("LC_CTYPE"),
         }
+        report, config["report_fd"] = os.pipe()
         argv = [sys.executable, "-I", "-S", pidinit.__file__, json.dumps(config),
                 *self.launch.command]
         # Our next child is born in a new PID namespace, as its init; later ones in ours
@@ -151,11 +152,30 @@ class Command(Mounts):
                 raise LaunchError(f"cannot make a PID namespace for the command: {e.strerror}"
                                   ) from None
             try:
-                return subprocess.Popen(argv, env=env, preexec_fn=_init_preexec)
+                child = subprocess.Popen(argv, env=env, preexec_fn=_init_preexec,
+                                         pass_fds=(config["report_fd"],))
             finally:
                 linux.setns(ours, linux.CLONE_NEWPID)
         finally:
             os.close(ours)
+            os.close(config["report_fd"])
+        self._check_started(child, report)
+        return child
+
+    def _check_started(self, init: subprocess.Popen[bytes], report: int) -> None:
+        """Wait until the init has started CMD; raise what a failed start would have raised
+        without it (EOF: it runs)."""
+        with os.fdopen(report, "rb") as f:
+            told = f.read().decode(errors="replace").split()
+        if len(told) != 2:
+            return
+        init.wait()
+        err, stage = int(told[0]), told[1]
+        if stage != "exec":
+            raise LaunchError(f"cannot make the command's namespaces: {os.strerror(err)}")
+        if err == errno.ENOENT:
+            raise FileNotFoundError(err, os.strerror(err))
+        raise OSError(err, os.strerror(err))
 
     def _stop_command(self) -> None:
         """CMD itself, if set-up failed while it ran (it normally has exited already)."""

@@ -65,6 +65,9 @@ class Init:
         #: CMD's LC_CTYPE as the launcher gave it (None: none): Python sets one in our own
         #: environment when the locale is C (PEP 538), which is ours, not CMD's.
         self.lc_ctype: str | None = config.get("lc_ctype")
+        #: Where a failure to start CMD is told to the launcher (``ERRNO STAGE``, then EOF):
+        #: closed on a successful exec, so that EOF alone means CMD runs.
+        self.report: int | None = config.get("report_fd")
         self.kill_grace = float(config.get("kill_grace", 5.0))
         self.leftover_grace = float(config.get("leftover_grace", 2.0))
         self.child = 0
@@ -127,12 +130,21 @@ class Init:
                 env["LC_CTYPE"] = self.lc_ctype
             os.execvpe(self.command[0], self.command, env)
         except OSError as e:
+            self._tell(e, "exec")
             if e.errno == errno.ENOENT:
-                _say(f"{self.command[0]}: command not found")
                 os._exit(127)
-            _say(f"cannot run {self.command[0]}: {e.strerror}")
             os._exit(126 if e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 1)
         os._exit(1)  # not reached
+
+    def _tell(self, e: OSError, stage: str) -> None:
+        """Tell the launcher why CMD could not start (or say it here, without a launcher's
+        pipe)."""
+        if self.report is None:
+            _say(f"{self.command[0]}: {e.strerror}" if stage == "exec"
+                 else f"cannot make the agent's namespaces: {e.strerror}")
+            return
+        with contextlib.suppress(OSError):
+            os.write(self.report, f"{e.errno or 0} {stage}".encode())
 
     def run(self) -> int:
         for s in FORWARDED:
@@ -141,11 +153,15 @@ class Init:
         try:
             self.setup()
         except OSError as e:
-            _say(f"cannot make the agent's namespaces: {e.strerror}")
+            self._tell(e, "namespaces")
             return 1
+        if self.report is not None:
+            os.set_inheritable(self.report, False)  # CMD's exec closes it
         pid = os.fork()
         if pid == 0:
             self.exec_command()
+        if self.report is not None:
+            os.close(self.report)
         self.child = pid
         for pending in self.pending:
             self.on_signal(pending, None)
