@@ -149,7 +149,9 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
 
     if into_ref is not None and name is not None:
         raise click.UsageError("give --into or --name, not both")
-    store = ctx.open(create=True)  # importing into a new database is what a restore is
+    # A restore into a new database is what an import without --into is: it makes a missing
+    # database (the fourth command that does); --into names a store of an existing one.
+    store = ctx.open(create=into_ref is None)
     into = store.resolve_store(into_ref).id if into_ref is not None else None
     try:
         if os.path.isdir(source):

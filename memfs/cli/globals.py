@@ -38,8 +38,9 @@ GLOBAL_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (("--db", "db"), dict(
         envvar="MEMFS_DB", type=click.Path(),
         help=f"SQLite database file, or a postgresql:// URL (env MEMFS_DB; default "
-        f"{_default_db_help()}). Only `stores create`, `keys create` and `serve` create a "
-        "missing one (and its directory, said on stderr).")),
+        f"{_default_db_help()}). Only `stores create`, `keys create`, `serve` and `import` "
+        "without --into (a restore) create a missing one (and its directory, said on "
+        "stderr).")),
     (("--url", "url"), dict(
         envvar="MEMFS_URL",
         help="Use the memfs server at this URL instead of a local database (env MEMFS_URL).")),

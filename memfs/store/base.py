@@ -71,7 +71,8 @@ class StoreBase:
         if create is None:
             # A path the caller names is made if missing (as sqlite3.connect does); the one
             # MEMFS_DB or the default gives must exist: a mistyped MEMFS_DB is an error, not a
-            # new empty database (as in the CLI, where only three commands create one).
+            # new empty database (as in the CLI, where only the commands that make
+            # something create one).
             create = path is not None
         if not create:
             check_database(self.path, create=False)

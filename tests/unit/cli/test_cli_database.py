@@ -110,6 +110,20 @@ def test_create_makes_the_database_and_its_directory(tmp_path):
     assert p.returncode == 0 and "notes" in p.stdout, p.stderr
 
 
+def test_an_import_into_a_store_of_a_missing_database_creates_nothing(tmp_path):
+    """A restore (no --into) is what makes a new database; --into names a store of an
+    existing one."""
+    typo = tmp_path / "tpyo.db"
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("a")
+    p = memfs(tmp_path, str(typo), "import", "notes", "--into", "Notes")
+    assert_one_line(p, EXIT_DATABASE, str(typo))
+    assert listing(tmp_path) == ["notes", "notes/a.md"]
+    p = memfs(tmp_path, str(typo), "import", "notes")
+    assert p.returncode == 0, p.stderr
+    assert typo.exists()
+
+
 def test_a_mount_of_a_missing_database_creates_nothing(tmp_path):
     (tmp_path / "mnt").mkdir()
     typo = tmp_path / "tpyo.db"
