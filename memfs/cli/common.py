@@ -60,13 +60,23 @@ def _stdin_is_tty() -> bool:
 def _content(content: str | None, file: str | None, *, use_stdin: bool) -> str | bytes | None:
     """The content given by ``--content``, ``--file`` (``-`` is stdin) or, when ``use_stdin``
     and stdin is not a terminal, stdin. Files and stdin are passed on as bytes: the store checks
-    UTF-8 and size. Returns None when no content was given."""
+    UTF-8 and size. Returns None when no content was given.
+
+    Nothing on a stdin that was not asked for (``</dev/null``, a job with no input) is a usage
+    error, not empty content made in silence: ``--content ''`` (or ``--file -``) asks for it.
+    """
     if content is not None and file is not None:
         raise click.UsageError("give --content or --file, not both")
     if content is not None:
         return content
-    if file == "-" or (file is None and use_stdin and not _stdin_is_tty()):
+    if file == "-":
         return sys.stdin.buffer.read()
+    if file is None and use_stdin and not _stdin_is_tty():
+        data = sys.stdin.buffer.read()
+        if not data:
+            raise click.UsageError("stdin is empty: pipe the content, or give --content '' "
+                                   "for empty content")
+        return data
     if file is not None:
         try:
             with open(file, "rb") as f:

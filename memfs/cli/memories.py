@@ -101,7 +101,8 @@ def memories_create(
     ctx: Context, store_ref: str, path: str, content: str | None, file: str | None
 ) -> None:
     """Create a memory at PATH. The content comes from --content, --file, or stdin when it is
-    piped; it never overwrites an existing memory.
+    piped (an empty stdin is an error: --content '' makes an empty memory); it never
+    overwrites an existing memory.
 
     Example:
 

@@ -178,6 +178,16 @@ def test_memory_create_content_errors(run, ok, monkeypatch, tmp_path):
     ok("memories", "create", "notes", "/a.md", "--content", "x")
     assert_error(run("memories", "create", "notes", "/a.md", "--content", "y"), 4, "/a.md")
     assert_error(run("memories", "create", "notes", "/a.md/b", "--content", "y"), 4, "/a.md")
+    # Nothing on a stdin that is not a terminal (a script's </dev/null, a cron job): no empty
+    # memory made in silence; empty content is asked for explicitly.
+    empty = run("memories", "create", "notes", "/e.md", input=b"")
+    assert empty.exit_code == 2 and "--content ''" in empty.stderr, empty.stderr
+    empty = run("memories", "update", "notes", "/a.md", input=b"")
+    assert empty.exit_code == 2 and "--content ''" in empty.stderr, empty.stderr
+    assert ok("memories", "show", "notes", "/a.md") == "x"
+    ok("memories", "create", "notes", "/e.md", "--content", "")
+    ok("memories", "create", "notes", "/e2.md", "--file", "-", input=b"")
+    assert ok("memories", "show", "notes", "/e.md") == ""
     # On a terminal with no content given, nothing is read: a usage error.
     monkeypatch.setattr(cli_module, "_stdin_is_tty", lambda: True)
     none = run("memories", "create", "notes", "/c.md")
