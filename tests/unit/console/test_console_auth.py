@@ -314,3 +314,21 @@ def test_sign_out_revokes_the_cookie_on_every_replica(backend):
             assert client.post("/stores", data={"name": "x", "csrf": csrf}).status_code == 401
         b.cookies.set(web.COOKIE, other, domain="console.test")
         assert b.get("/stores").status_code == 200
+
+
+def test_the_current_version_shows_why_it_cannot_be_redacted_instead_of_the_form(
+        browser, store):
+    csrf = signed_in(browser)
+    sid = store.create_store("s").id
+    m = store.create_memory(sid, "/p.md", "one", actor=None)
+    store.write_path(sid, "/p.md", "two", actor=None)
+    head = store.get_memory(sid, m.id).memory_version_id
+    (old,) = [v for v in store.list_versions(sid, memory_id=m.id).data if v.id != head]
+    page = browser.get(f"/stores/{sid}/versions/{head}").text
+    assert "Redact this version" not in page and 'name="confirm"' not in page
+    assert "The current content of a live memory cannot be redacted" in page
+    r = browser.post(f"/stores/{sid}/versions/{head}/redact",
+                     data={"csrf": csrf, "confirm": "redact"})  # the store refuses it too
+    assert r.status_code == 400 and "is the current content of the memory" in r.text
+    page = browser.get(f"/stores/{sid}/versions/{old.id}").text
+    assert "Redact this version" in page and 'name="confirm"' in page
