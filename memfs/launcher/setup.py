@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidRequest
@@ -17,6 +18,23 @@ from .plan import LaunchError
 from .procs import _process_identity, _session_agents
 from .prompt import SNAPSHOT_KEY, snapshot_note
 from .sandbox import _at_or_below, _enter_private_namespace
+
+#: The longest default title of a session (its command line), in characters.
+TITLE_MAX = 200
+
+
+def session_title(cmd: Sequence[str]) -> str:
+    """A session's default title: its command line, cut at the last word that fits in
+    :data:`TITLE_MAX` characters with an ellipsis (a word longer than that is cut)."""
+    line = " ".join(cmd)
+    if len(line) <= TITLE_MAX:
+        return line
+    head = line[: TITLE_MAX - 2]  # room for " …"
+    if line[TITLE_MAX - 2] != " ":  # a word cut short: it goes
+        head = head[: head.rindex(" ")] if " " in head else ""
+    if head.strip():
+        return head.rstrip() + " …"
+    return line[: TITLE_MAX - 1] + "…"
 
 
 class Setup(LauncherBase):
@@ -162,7 +180,7 @@ class Setup(LauncherBase):
             root=self.root,
             agent={"type": "agent", "id": "local", "name": os.path.basename(cmd[0])},
             environment_id="local",
-            title=" ".join(cmd)[:200] if self.launch.title is None else self.launch.title,
+            title=session_title(cmd) if self.launch.title is None else self.launch.title,
             metadata={**(self.launch.metadata or {}), **self.snapshot_notes} or None,
             status="idle",
             **owner,
