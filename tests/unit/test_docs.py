@@ -37,7 +37,7 @@ def test_command_has_help_with_example(name: str, cmd: click.Command):
     text = cmd.help or ""
     assert text.strip(), f"{name} has no help"
     assert cmd.get_short_help_str().strip(), f"{name} has no short help"
-    assert "Example:" in text, f"{name}: the help ends with an Example: block (STYLE §3)"
+    assert "Example:" in text, f"{name}: the help ends with an Example: block, as sqlite-utils's do"
     example = text.split("Example:", 1)[1]
     assert "memfs" in example, f"{name}: the example shows a memfs command line"
 

@@ -1,5 +1,6 @@
-"""Runtime imports point down only (STYLE.md, "Who may import whom"), checked with an AST walk
-in the spirit of s3ql's check_imports.py. Imports under ``if TYPE_CHECKING:`` do not count."""
+"""Runtime imports point down only (docs/architecture.md, "Packages and modules"), checked
+with an AST walk in the spirit of s3ql's check_imports.py. Imports under ``if TYPE_CHECKING:``
+do not count."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ ALLOWED: dict[str, set[str]] = {
     # The search index, its providers and the ranking: over the store's tables (the store
     # hands itself in), below it.
     "recall": {"background", "rules", "errors", "models"},
-    # The Console (STYLE.md: like the API): the store, its errors and models, never the
+    # The Console (like the API): the store, its errors and models, never the
     # filesystem or the API module (the app that mounts it hands it what it needs); recall's
     # words mark a question's words in a snippet.
     "console": {"protocol", "store", "sessions", "errors", "models", "rules", "transfer",
