@@ -53,6 +53,26 @@ print(json.dumps(out))
 """
 
 
+def probe_result(folder: Path) -> dict[str, Any]:
+    """What the API probe wrote to ``folder/api.json``, checked against PROBE_EXPECTED. A
+    probe that failed before writing its JSON (an empty api.json) fails with its stderr
+    (``api.err``), which tells why, instead of a JSONDecodeError that hides it."""
+    err = (folder / "api.err").read_text() if (folder / "api.err").exists() else "(no api.err)"
+    try:
+        found = json.loads((folder / "api.json").read_text())
+    except (OSError, ValueError) as e:
+        raise AssertionError(f"the API probe wrote no JSON ({e}); its stderr:\n{err}") from None
+    assert {k: found.get(k) for k in PROBE_EXPECTED} == PROBE_EXPECTED, err
+    return found  # type: ignore[no-any-return]
+
+
+def test_a_probe_that_wrote_no_json_fails_with_its_stderr(tmp_path):
+    (tmp_path / "api.json").write_text("")
+    (tmp_path / "api.err").write_text("Traceback ...\nConnectionRefusedError: no socket\n")
+    with pytest.raises(AssertionError, match="ConnectionRefusedError: no socket"):
+        probe_result(tmp_path)
+
+
 @pytest.fixture
 def ro_syscalls(shared: Path) -> Path:
     """ro_syscalls.py where the agent can read it: the repository may be in a directory the
@@ -423,8 +443,7 @@ def test_bubblewrap_sandbox_sees_only_its_session(
     assert all(r == [errno.ENOENT, errno.ENOENT] for r in probed.values()), probed
     assert (out / "net").read_text().strip() == str(errno.ENETUNREACH)
     # The session API, through its socket bound in: the session's stores, nothing else.
-    found = json.loads((out / "api.json").read_text())
-    assert {k: found[k] for k in PROBE_EXPECTED} == PROBE_EXPECTED, (out / "api.err").read_text()
+    probe_result(out)
 
 
 def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path: Path,
@@ -467,9 +486,7 @@ def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path:
         assert agent_env["MEMFS_URL"] == server.url
         token = agent_env["MEMFS_API_KEY"]
         assert token.startswith("memfs_session_")
-        found = json.loads((x / "api.json").read_text())
-        assert {k: found[k] for k in PROBE_EXPECTED} == PROBE_EXPECTED, (
-            (x / "api.err").read_text())
+        found = probe_result(x)
         assert found["stores"] == sorted([notes, docs])
         sid = store.list_sessions().data[0].id
         m = store.get_memory_by_path(notes, "/by-token.md")
@@ -573,8 +590,7 @@ def test_the_agent_holds_its_session_token_and_no_database(
     assert env["MEMFS_URL"].startswith("unix:")
     assert env["MEMFS_API_KEY"].startswith("memfs_session_")
     assert (x / "head.rc").read_text().strip() != "0"  # and the file is out of reach
-    found = json.loads((x / "api.json").read_text())
-    assert {k: found[k] for k in PROBE_EXPECTED} == PROBE_EXPECTED, (x / "api.err").read_text()
+    found = probe_result(x)
     assert found["stores"] == sorted([notes, docs])
     m = store.get_memory_by_path(notes, "/by-token.md")
     assert store.list_versions(notes, memory_id=m.id).data[0].created_by == Actor.session(sid)
