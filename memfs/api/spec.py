@@ -195,14 +195,15 @@ def _check_utf8(raw: bytes, names: set[str]) -> None:
 class Query:
     """The declared query parameters of a request, checked and typed at once (API.md §1.4:
     the SDK's bracketed keys, ``name[]`` repeats (bare repeats accepted), ``true``/``false``).
-    An empty value is no value. The accessors read what was checked; one of a parameter the
-    operation does not declare is a bug (KeyError).
+    An empty value is refused, not read as absent. The accessors read what was checked; one
+    of a parameter the operation does not declare is a bug (KeyError).
 
     ``raw``: the request's query string as sent; a declared parameter whose value is not
     UTF-8 there (``%ED%A0%80``, a lone surrogate's bytes; ``%FF``) is refused, rather than
     read with U+FFFD in place of its bytes.
 
-    :raises InvalidRequest: a value of the wrong type or not UTF-8, a required one missing.
+    :raises InvalidRequest: a value of the wrong type, empty or not UTF-8, a required one
+        missing.
     """
 
     def __init__(self, params: QueryParams, declared: Sequence[Param], *,
@@ -221,11 +222,18 @@ class Query:
     @staticmethod
     def _read(params: QueryParams, p: Param) -> Any:
         if p.types == ("array",):
-            values = [v for v in params.getlist(p.key + "[]") + params.getlist(p.key) if v]
+            values = params.getlist(p.key + "[]") + params.getlist(p.key)
+            if "" in values:
+                raise errors.InvalidRequest(f"{p.name} has an empty value: leave it out, or "
+                                            "give it one")
             return values or None
         value = params.get(p.name)
-        if value is None or value == "":
+        if value is None:
             return None
+        if value == "":
+            # Not read as absent (issue 38 S6): a client's empty variable would widen what it
+            # asked for (?limit= as no limit, ?path_prefix= as every path).
+            raise errors.InvalidRequest(f"{p.name} is empty: leave it out, or give it a value")
         if p.types == ("integer",):
             number = parse_int(value)
             if number is None:

@@ -76,10 +76,11 @@ def _body(**fields: Any) -> dict[str, Any]:
 
 def _params(**fields: Any) -> dict[str, Any]:
     """Query parameters as the SDK encodes them: ``created_at_gte`` -> ``created_at[gte]``,
-    lists as ``name[]`` repeats, booleans ``true``/``false``, datetimes in ISO form."""
+    lists as ``name[]`` repeats, booleans ``true``/``false``, datetimes in ISO form. An empty
+    string is left out, as the store reads it (the server refuses an empty value)."""
     out: dict[str, Any] = {}
     for k, v in fields.items():
-        if not _given(v):
+        if not _given(v) or v == "":
             continue
         for bound in ("_gte", "_lte", "_gt", "_lt"):
             if k.startswith("created_at") and k.endswith(bound):

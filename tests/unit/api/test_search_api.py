@@ -153,7 +153,7 @@ def test_an_unknown_store_is_a_404(http):
 
 @pytest.mark.parametrize(("query", "fragment"), [
     ("", "query is required"),
-    ("query=", "query is required"),
+    ("query=", "query is empty"),
     ("query=%20%20", "at least one word"),
     ("query=" + "a" * 1001, "at most 1000 characters"),
     ("query=a%00b", "NUL"),
