@@ -259,7 +259,8 @@ def _owner(text: str) -> tuple[int, int]:
     "--api-key",
     "api_keys",
     multiple=True,
-    help="Accept this API key (repeatable; also env MEMFS_API_KEYS, comma-separated).",
+    help="Accept this API key (repeatable). Prefer env MEMFS_API_KEYS (comma-separated): a "
+    "key on the command line is every process's to read, and is warned of.",
 )
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Server processes sharing the port and the database (use the cores).")
@@ -284,7 +285,7 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
     Example:
 
     \b
-        memfs serve --port 8000 --api-key "$MEMFS_API_KEY"
+        MEMFS_API_KEYS="$KEY" memfs serve --port 8000
         memfs keys create ops --role admin && memfs serve --host 0.0.0.0 --key-rate 50
     """
     from ..server import api_keys_from
@@ -292,6 +293,10 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
 
     if ctx.url:
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)
+    if api_keys:
+        # Anyone's to read (ps, /proc/PID/cmdline), an agent's too (issue 38 S2).
+        logs.say("memfs: warning: --api-key puts the key on the command line, where every "
+                 "process of this machine can read it: set MEMFS_API_KEYS instead")
     try:
         run_server(ctx.db_path, host, port, api_keys_from(api_keys), workers=workers,
                    echo=logs.say, key_rate=key_rate)

@@ -112,8 +112,9 @@ def test_key_rate(tmp_path):
         assert r.returncode == 2 and "--key-rate" in r.stderr, r.stderr
     for bad in ("-1", "fast"):
         r = subprocess.run([sys.executable, "-m", "memfs", "--db", str(tmp_path / "memfs.db"),
-                            "serve", "--port", "0", "--api-key", KEY], capture_output=True,
-                           text=True, timeout=60, env={**CLEAN_ENV, "MEMFS_KEY_RATE": bad})
+                            "serve", "--port", "0"], capture_output=True, text=True,
+                           timeout=60, env={**CLEAN_ENV, "MEMFS_KEY_RATE": bad,
+                                            "MEMFS_API_KEYS": KEY})
         assert r.returncode == 5 and r.stderr.count("\n") == 1, r.stderr
         assert r.stderr.startswith("memfs: invalid key rate (MEMFS_KEY_RATE): "), r.stderr
     s = start_server(tmp_path, "--api-key", KEY, "--key-rate", "1", env=CLEAN_ENV)
@@ -131,3 +132,24 @@ def test_key_rate(tmp_path):
                     for _ in range(5)} == {200}
     finally:
         assert stop_server(s) == 0
+
+
+def test_a_key_on_serve_s_command_line_is_warned_of_and_no_doc_puts_one_there(tmp_path):
+    """What is on a command line is anyone's to read (``ps``, ``/proc/*/cmdline``): a
+    ``memfs serve --api-key …`` started as the docs showed gave its key to every process of the
+    machine, an agent's too (issue 38 S2). The docs put it in the environment, and ``--api-key``
+    on the command line is warned of, in one line."""
+    import re
+    from pathlib import Path
+
+    r = serve_cmd(tmp_path / "memfs.db", "--host", "0.0.0.0", "--api-key", "short")
+    warnings = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1, r.stderr
+    assert "MEMFS_API_KEYS" in warnings[0] and "command line" in warnings[0]
+    assert "short" not in warnings[0]
+    root = Path(__file__).resolve().parents[3]
+    texts = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    texts.append(root / "memfs" / "cli" / "launch.py")
+    for path in texts:
+        for line in path.read_text().splitlines():
+            assert not re.search(r"\bserve\b[^`]*--api-key\s+[\"'$]", line), (path, line)
