@@ -276,8 +276,9 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
 
     Every request needs a key (x-api-key or Authorization: Bearer): one of --api-key or
     MEMFS_API_KEYS (the default workspace's admins), or one kept in the database (memfs keys
-    create). Without --api-key or MEMFS_API_KEYS, and no live admin key in the database, a
-    loopback server generates a key and prints it on stderr; any other address is refused.
+    create). Without --api-key or MEMFS_API_KEYS, and no live admin key of the default
+    workspace in the database, a loopback server generates a key and prints it on stderr; any
+    other address is refused.
 
     The server keeps every store indexed by meaning in the background (--embeddings: which
     model; `memfs search --status` says how far).

@@ -174,12 +174,15 @@ class KeysPart(SearchPart):
         return self.get_key(key_id)
 
     def has_live_admin_key(self) -> bool:
-        """Does the database hold an admin key (of any workspace) that is neither revoked nor
-        expired? Then someone can manage a server of it without a server key
-        (``memfs serve`` on a non-loopback address)."""
+        """Does the database hold an admin key of the default workspace that is neither
+        revoked nor expired? Then someone can manage a server of it without a server key
+        (``memfs serve`` on a non-loopback address). Another workspace's admin does not count
+        (issue 38: a team-a admin key left a server with no key that saw the default
+        workspace)."""
         return self._one(
-            "SELECT 1 FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL "
-            "AND (expires_at IS NULL OR expires_at > ?) LIMIT 1", (_now(),)) is not None
+            "SELECT 1 FROM api_keys WHERE role = 'admin' AND workspace_id = ? "
+            "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) LIMIT 1",
+            (DEFAULT_WORKSPACE, _now())) is not None
 
     def key_grant(self, secret: str) -> Grant:
         """What the key ``secret`` may do now.

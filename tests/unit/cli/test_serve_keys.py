@@ -38,10 +38,20 @@ def test_a_live_admin_key_is_one_neither_revoked_nor_expired(store):
     store.create_key("brief", role="admin", expires_in=1)
     assert store.has_live_admin_key()
     wait_until(lambda: not store.has_live_admin_key(), 5)
-    admin = store.create_key("a", role="admin", workspace="team-a")
+    admin = store.create_key("a", role="admin")
     assert store.has_live_admin_key()
     store.revoke_key(admin.id)
     assert not store.has_live_admin_key()
+
+
+def test_another_workspace_s_admin_key_does_not_switch_off_the_server_key(store, tmp_path):
+    """With only a team-a admin key in the database, `memfs serve --host 0.0.0.0` started
+    with no key at all, and no key saw the default workspace (issue 38, a newcomer's trial):
+    only an admin key of the default workspace (a server key's) stands in for one."""
+    store.create_key("team-a admin", role="admin", workspace="team-a")
+    assert not store.has_live_admin_key()
+    store.create_key("ops", role="admin")
+    assert store.has_live_admin_key()
 
 
 def test_check_bind_names_both_ways_in():
