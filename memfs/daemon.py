@@ -41,8 +41,10 @@ indexes).
 
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
-closes it (:func:`memfs.fuse.runtime.signal_ready`). A launcher may also just poll
-``os.path.ismount``.
+closes it (:func:`memfs.fuse.runtime.signal_ready`); then :data:`READY_LINE` on stderr, for
+the person who started it. A launcher may also just poll ``os.path.ismount``. A stop signal
+from the daemon's start on is a clean stop (exit status 0): before the mount, nothing is
+mounted (:class:`memfs.fuse.runtime.StopSignals`).
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ if TYPE_CHECKING:
     from .recall.supervisor import IndexerProcess
 
 log = logging.getLogger(__name__)
+
+#: What ``memfs mount`` says on stderr once mounted (after the mount point on stdout).
+READY_LINE = "mounted; Ctrl-C or fusermount3 -u to stop"
 
 
 @dataclass
@@ -197,6 +202,8 @@ def mount(opts: MountOptions) -> None:
     """
     mountpoint = os.path.abspath(opts.mountpoint)
     with ExitStack() as stack:
+        # From here on a stop signal is a clean stop, whenever it comes (runtime.run).
+        stops = stack.enter_context(runtime.StopSignals())
         if opts.make_mountpoint:
             try:
                 os.mkdir(mountpoint)
@@ -245,7 +252,8 @@ def mount(opts: MountOptions) -> None:
             ops, [Mounted(ops, follow)], mountpoint=mountpoint,
             options=runtime.fuse_options(allow_other=opts.allow_other, debug=opts.debug_fuse),
             what=f"{ms.name} ({ms.id})", ready_fd=opts.ready_fd,
-            background=lambda: start_indexer(store, [] if opts.at is not None else [ms.id]))
+            background=lambda: start_indexer(store, [] if opts.at is not None else [ms.id]),
+            say_ready=lambda: logs.say(READY_LINE), stops=stops)
 
 
 def open_local(db_path: str | None) -> Store:

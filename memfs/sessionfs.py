@@ -80,6 +80,8 @@ def serve(spec: SessionMount) -> None:
     """
     mountpoint = os.path.abspath(spec.mountpoint)
     with ExitStack() as stack:
+        # From here on a stop signal is a clean stop, whenever it comes (runtime.run).
+        stops = stack.enter_context(runtime.StopSignals())
         shared: StoreAPI | None = None
         members: list[Member] = []
         for sm in spec.stores:
@@ -129,7 +131,8 @@ def serve(spec: SessionMount) -> None:
             options=runtime.fuse_options(allow_other=spec.allow_other),
             what=f"session {spec.session_id} ({len(members)} stores)",
             # One indexer for the session's live stores (a snapshot is never indexed).
-            background=None if local is None else lambda: start_indexer(local, live))
+            background=None if local is None else lambda: start_indexer(local, live),
+            stops=stops)
 
 
 def _parse(argv: Sequence[str]) -> SessionMount:

@@ -11,19 +11,22 @@ changes (``follow``: a :class:`~memfs.fuse.watch.ChangeWatcher` on the database'
 a snapshot) and, for a tree loaded once mounted, ``load``. Then :func:`run` does the rest, the
 same for both:
 
-1. SIGTERM raises ``KeyboardInterrupt`` (like SIGINT) until trio's receiver takes over, so
-   that every way out below unmounts;
+1. a stop signal (SIGINT, SIGTERM, SIGHUP) that comes before trio's receiver takes over, or
+   after it let go, is noted (:class:`StopSignals`, which a daemon holds from its start), never
+   a ``KeyboardInterrupt`` raised wherever the main thread happens to be: one noted before the
+   kernel mount means no mount, one noted after it means no serving, and the steps below end
+   in the unmount either way;
 2. the kernel mount (:func:`init_fuse`: libfuse's reason in the :class:`MountError` when it
    fails), then readiness (:func:`signal_ready`: the mount point on stdout, ``ready`` on a
-   descriptor);
+   descriptor, and what the daemon says then);
 3. the process's background service handed in (the daemon's indexer), then in trio
    (:func:`serve`): per tree the service that follows the store's changes (after loading the
    tree, when it is loaded once mounted), the :class:`~memfs.fuse.watch.EventFlusher`, the
    :class:`~memfs.fuse.watch.WordsCatchUp` and the :class:`~memfs.fuse.watch.Invalidator`,
    beside ``pyfuse3.main()`` (reading requests
    with :mod:`~memfs.fuse.reader`'s reader) and
-   :func:`terminate_on_signal` (SIGINT, SIGTERM, SIGHUP; what is still running
-   :data:`STOP_GRACE` seconds later is cancelled);
+   :func:`terminate_on_signal` (SIGINT, SIGTERM, SIGHUP, or one noted before; what is still
+   running :data:`STOP_GRACE` seconds later is cancelled);
 4. on every way out (a signal, an unmount from outside, an error): the services stopped, every
    unsaved buffer dropped (nothing half-written reaches the store), ``pyfuse3.close(unmount=
    True)``, the background service stopped. A ``kill -9`` leaves a dead mount that
@@ -41,10 +44,10 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyfuse3
 import trio
@@ -156,72 +159,107 @@ STOP_GRACE = 5.0
 
 
 async def terminate_on_signal(serving: trio.CancelScope,
-                              terminate: Callable[[], None] = pyfuse3.terminate) -> None:
-    """End ``pyfuse3.main()`` at the first SIGINT, SIGTERM or SIGHUP (the unmount follows).
+                              terminate: Callable[[], None] = pyfuse3.terminate,
+                              stops: StopSignals | None = None) -> None:
+    """End ``pyfuse3.main()`` at the first SIGINT, SIGTERM or SIGHUP (the unmount follows),
+    or at once when ``stops`` noted one before the receiver was there.
 
     ``pyfuse3.main()`` returns once the requests in progress are answered. One that never
     ends must not keep the daemon and its mounts up: :data:`STOP_GRACE` seconds later,
     ``serving`` (the scope of ``main()``) is cancelled. The signal receiver stays installed
-    until then, so that a second signal is not Python's ``KeyboardInterrupt`` in trio.
+    until then; after it, a signal is noted by ``stops`` again.
     """
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async for signum in signals:
-            log.info("got %s, unmounting", signal.Signals(signum).name)
-            terminate()
-            break
+    with trio.open_signal_receiver(*StopSignals.SIGNALS) as signals:
+        # Looked at once the receiver is there: a signal came before (noted), or comes now
+        # (received); none falls between the two.
+        signum = None if stops is None else stops.came
+        if signum is None:
+            async for received in signals:
+                signum = received
+                break
+        assert signum is not None  # the receiver's iteration ends only with the process
+        log.info("got %s, unmounting", signal.Signals(signum).name)
+        terminate()
         await trio.sleep(STOP_GRACE)  # cancelled with the nursery once main() returned
         log.warning("requests still unanswered %s s after the stop signal: cancelling them",
                     f"{STOP_GRACE:g}")
         serving.cancel()
 
 
-@contextlib.contextmanager
-def _stop_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM off while the block runs, then raise one that came as
-    KeyboardInterrupt."""
-    came: list[int] = []
-    stops = (signal.SIGINT, signal.SIGTERM)
-    held = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in stops}
-    try:
-        yield
-    finally:
-        for s, handler in held.items():
+class StopSignals:
+    """A mount daemon's stop signals (SIGINT, SIGTERM, SIGHUP) while no trio receiver takes
+    them: the first is noted in :attr:`came`, and the daemon goes on to its clean stop.
+
+    A daemon holds it from its start (opening the store, loading the tree) to its end (the
+    unmount, the background service stopped); :func:`run` makes one when it is given none.
+    Python's own handling would raise ``KeyboardInterrupt`` (SIGINT, or SIGTERM made alike)
+    wherever the main thread is: in trio's start that is a ``TrioInternalError``, and a
+    60-line traceback and exit status 1 instead of an unmount (issue 38); SIGTERM and SIGHUP
+    left alone would kill the daemon and leave a dead mount.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        #: The first stop signal noted (its number), or None.
+        self.came: int | None = None
+        self._held: dict[int, Any] = {}  # what signal.getsignal says, put back
+
+    def __enter__(self) -> StopSignals:
+        for s in self.SIGNALS:
+            self._held[s] = signal.signal(s, self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._held.items():
             signal.signal(s, handler)
-    if came:
-        raise KeyboardInterrupt
+        self._held.clear()
+
+    def _note(self, signum: int, frame: object) -> None:
+        # Nothing more here (no logging): the main thread may be anywhere, in a log call too.
+        if self.came is None:
+            self.came = signum
 
 
 def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
         options: set[str], what: str, ready_fd: int | None = None,
-        background: Callable[[], Stoppable | None] | None = None) -> None:
+        background: Callable[[], Stoppable | None] | None = None,
+        say_ready: Callable[[], None] | None = None,
+        stops: StopSignals | None = None) -> None:
     """Mount ``fs`` (whose trees are ``mounted``) on ``mountpoint`` and serve it until told
     to stop (SIGINT, SIGTERM, SIGHUP) or unmounted from outside; always unmounts.
 
     :param what: what is mounted, as the log says it (``notes (memstore_…)``).
     :param background: starts the process's background service once mounted (the daemon's
         indexer; None from it: none), stopped after the unmount.
+    :param say_ready: says once mounted, after the readiness, what the person who started
+        the daemon should know (``memfs mount``'s way to stop it).
+    :param stops: the daemon's stop signals, held since its start (else held from here): one
+        noted already means nothing is mounted.
     :raises MountError: the kernel mount failed (nothing was served).
     """
-    # Until trio's signal receiver is installed, SIGTERM raises KeyboardInterrupt like
-    # SIGINT, so that the finally below still unmounts.
-    old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
+    with contextlib.ExitStack() as holding:
+        if stops is None:
+            stops = holding.enter_context(StopSignals())
+        if stops.came is not None:
+            log.info("got %s before the mount: nothing mounted on %s",
+                     signal.Signals(stops.came).name, mountpoint)
+            return
         before = fuse_fds()
         init_fuse(fs, mountpoint, options)
         fast = reader_after_init(before)
         started: Stoppable | None = None
         try:
             log.info("mounted %s on %s", what, mountpoint)
-            try:
-                # Once ready, a stop signal is a stop like any other: one that comes while
-                # the background service starts waits until it has (and can be stopped).
-                with _stop_deferred():
-                    signal_ready(mountpoint, ready_fd)
-                    if background is not None:
-                        started = background()
-                trio.run(functools.partial(serve, mounted, reader=fast))
-            except KeyboardInterrupt:
-                log.info("interrupted, unmounting")
+            signal_ready(mountpoint, ready_fd)
+            if say_ready is not None:
+                say_ready()
+            if background is not None and stops.came is None:
+                started = background()
+            if stops.came is None:
+                trio.run(functools.partial(serve, mounted, reader=fast, stops=stops))
+            else:
+                log.info("got %s, unmounting", signal.Signals(stops.came).name)
         finally:
             for m in mounted:
                 m.ops.discard_all()
@@ -232,17 +270,16 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
                     started.stop()
                 except Exception:
                     log.exception("stopping the background service")
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
 
 
 async def serve(mounted: Sequence[Mounted], *,
                 main: Callable[[], Awaitable[None]] = pyfuse3.main,
                 terminate: Callable[[], None] = pyfuse3.terminate,
-                reader: Reader | None = None) -> None:
+                reader: Reader | None = None, stops: StopSignals | None = None) -> None:
     """Serve the kernel (``main``) with each tree's services beside it, until ``main``
-    returns (a signal, or the mount gone; ``terminate`` ends it) or a stop signal's grace
-    ran out (:func:`terminate_on_signal`); then stop them and release what they hold.
+    returns (a signal, or one ``stops`` noted before; or the mount gone; ``terminate`` ends
+    it) or a stop signal's grace ran out (:func:`terminate_on_signal`); then stop them and
+    release what they hold.
     With a ``reader`` (:mod:`~memfs.fuse.reader`), ``main`` and ``terminate`` are its own,
     and the process's :class:`~memfs.fuse.spin.Spinner` turns in it, not as a task."""
     async with contextlib.AsyncExitStack() as holding:
@@ -279,7 +316,7 @@ async def serve(mounted: Sequence[Mounted], *,
             main, terminate = reader.main, reader.terminate
         async with trio.open_nursery() as nursery:
             serving = trio.CancelScope()
-            nursery.start_soon(terminate_on_signal, serving, terminate)
+            nursery.start_soon(terminate_on_signal, serving, terminate, stops)
             for s in services:
                 nursery.start_soon(s.run)
             nursery.start_soon(load_and_follow, nursery)

@@ -271,4 +271,4 @@ def test_a_stop_signal_while_the_background_service_starts_is_a_clean_stop(
         pytest.fail("the stop signal escaped run()")
     assert service.stopped and closed == [True]
     assert signal.getsignal(signal.SIGTERM) is before
-    assert "interrupted, unmounting" in [r.getMessage() for r in caplog.records]
+    assert "got SIGTERM, unmounting" in [r.getMessage() for r in caplog.records]
