@@ -81,6 +81,11 @@ class Checkpointer:
             if self._stopped.wait(self.pause):
                 return
             self._due.clear()
+            # A stop() since the wait above set _due before this clear took it back, and the
+            # wait for _due would never end (stop() joining this thread for ever); it set
+            # _stopped first, so this sees it.
+            if self._stopped.is_set():
+                return
             try:
                 if self.database.checkpoint_passive() is not None:
                     self.checkpoints += 1

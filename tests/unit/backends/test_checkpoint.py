@@ -159,3 +159,41 @@ def test_a_failed_checkpoint_is_tried_again(path, monkeypatch, error_logs):
             "the WAL checkpointer failed; trying again in 0.05 s"]
     finally:
         db.close()
+
+
+def test_a_stop_while_the_thread_wakes_ends_it(path):
+    """A daemon hung at exit in ``Checkpointer.stop()`` (issue 38, N7: 2 of 80 SIGTERMs): the
+    thread's pause ended, ``stop()`` set ``_stopped`` and ``_due``, then the thread cleared
+    ``_due`` and went back to waiting for it, for ever, while ``stop()`` joined it. Here the
+    thread is held just before its clear until ``stop()`` has set ``_due``: it must still
+    end."""
+    db = _open(path, True, pause=0.01)
+    checkpointer = db._checkpointer
+    assert checkpointer is not None
+    clearing = threading.Event()  # the thread is about to clear _due
+    stop_set_due = threading.Event()  # stop() has set _due (the thread may clear it now)
+
+    class Due(threading.Event):
+        def clear(self) -> None:
+            clearing.set()
+            stop_set_due.wait(10)
+            super().clear()
+
+        def set(self) -> None:
+            super().set()
+            if checkpointer._stopped.is_set():
+                stop_set_due.set()
+
+    checkpointer._due = Due()
+    stopper = threading.Thread(target=checkpointer.stop)
+    try:
+        _commit(db, 1)  # starts the thread, which wakes a pause later, to clear _due
+        assert clearing.wait(10), "the thread never woke"
+        stopper.start()
+        stopper.join(10)
+        assert not stopper.is_alive(), "stop() waits for a thread that never wakes"
+    finally:
+        checkpointer._due.set()  # lets a thread stuck on it go (a failure above)
+        if stopper.is_alive():
+            stopper.join(10)
+        db.close()
