@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 #: The writer's own automatic checkpoint, with a checkpointer: this many times the pages.
 SAFETY = 4
 
+#: Bytes of WAL kept once all of it is in the database file (SQLite's ``journal_size_limit``;
+#: more is truncated away: a long reader's WAL must not keep its size, issue 38).
+WAL_KEPT = 4 * 1024 * 1024
+
 
 class Checkpointer:
     """Checkpoints ``database`` ``pause`` seconds after a commit (see the module)."""
@@ -87,8 +91,16 @@ class Checkpointer:
             if self._stopped.is_set():
                 return
             try:
-                if self.database.checkpoint_passive() is not None:
+                done = self.database.checkpoint_passive()
+                if done is not None:
                     self.checkpoints += 1
+                    busy, frames, copied = done
+                    if busy or copied < frames:
+                        # Held back (a reader in the WAL, or a writer while truncating it):
+                        # tried again a pause later, commit or not, until it is all copied
+                        # and the WAL small again; else a long reader's WAL stays until the
+                        # next commit (issue 38).
+                        self._due.set()
             except Exception as e:
                 self._due.set()  # tried again after the pause the failures rule says
                 if self._stopped.wait(max(self.pause, self.failures.failed(e))):

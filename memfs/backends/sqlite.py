@@ -56,7 +56,7 @@ from ..errors import (
     StorageFull,
     WouldBlock,
 )
-from .checkpoint import SAFETY, Checkpointer
+from .checkpoint import SAFETY, WAL_KEPT, Checkpointer
 from .files import create_private, fsync_directory, held_fd, inode_of, unlink_if
 from .protocol import Row
 
@@ -177,6 +177,8 @@ class SQLiteDatabase:
             # small commits cheaper (https://sqlite.org/wal.html#ckpt).
             pages = checkpoint_pages * (SAFETY if self._checkpointer is not None else 1)
             w.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
+        # The first commit after a complete checkpoint truncates a WAL larger than this.
+        w.execute(f"PRAGMA journal_size_limit = {WAL_KEPT}")
         w.execute("PRAGMA foreign_keys = OFF")
         if not self.memory:
             self._take_identity()
@@ -496,6 +498,11 @@ class SQLiteDatabase:
         write disowns it; a checkpoint now would copy our pages into another database), or
         another connection is checkpointing.
 
+        A WAL all copied but larger than :data:`~memfs.backends.checkpoint.WAL_KEPT` (a long
+        reader held the checkpoints back meanwhile) is then truncated (a TRUNCATE checkpoint,
+        which waits for nobody either); busy is 1 when it could not be yet (a writer or a
+        reader in the WAL now): the checkpointer tries again.
+
         :raises StorageError: the file cannot be looked at, or SQLite failed.
         """
         with self._ckpt_lock:
@@ -506,11 +513,20 @@ class SQLiteDatabase:
             try:
                 busy, frames, copied = self._ckpt_conn.execute(
                     "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if not busy and copied == frames and self._wal_size() > WAL_KEPT:
+                    busy = self._ckpt_conn.execute(
+                        "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             except sqlite3.OperationalError as e:
                 if e.sqlite_errorcode == sqlite3.SQLITE_BUSY:
                     return None
                 raise self._error(e) from e
             return int(busy), int(frames), int(copied)
+
+    def _wal_size(self) -> int:
+        """The size of our WAL, through our own descriptor of it (0: none)."""
+        if self._wal_fd is None:
+            return 0
+        return os.fstat(self._wal_fd).st_size
 
     def _rollback(self) -> None:
         try:

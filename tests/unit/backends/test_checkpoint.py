@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memfs.backends.checkpoint import SAFETY
+from memfs.backends.checkpoint import SAFETY, WAL_KEPT
 from memfs.backends.sqlite import SQLiteDatabase
 from tests.support import wait_until
 
@@ -196,4 +196,36 @@ def test_a_stop_while_the_thread_wakes_ends_it(path):
         checkpointer._due.set()  # lets a thread stuck on it go (a failure above)
         if stopper.is_alive():
             stopper.join(10)
+        db.close()
+
+
+def test_the_wal_a_long_reader_grew_shrinks_once_the_reader_is_gone(path):
+    """Under a long reader a mount's WAL grew to 63 MB, and stayed so after the checkpoint
+    until the daemon exited (issue 38, N4): the reader held every checkpoint back, the
+    last one ran while it was still there, and nothing checkpointed or shrank the WAL once it
+    was gone. Now a checkpoint held back is tried again until it copied everything, and a
+    WAL left larger than WAL_KEPT is then truncated, with no commit needed."""
+    db = _open(path, True, pause=0.02)
+    checkpointer = db._checkpointer
+    assert checkpointer is not None
+    wal = path + "-wal"
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchone()  # its snapshot, held
+        big = "y" * 200_000
+        while os.path.getsize(wal) <= 2 * WAL_KEPT:
+            with db.write() as c:
+                c.execute("INSERT INTO t VALUES (?)", (big,))
+        wait_until(lambda: checkpointer.checkpoints >= 1, 10, what="a checkpoint")
+        reader.execute("COMMIT")  # the reader is gone; no commit comes after it
+        wait_until(lambda: os.path.getsize(wal) <= WAL_KEPT, 10,
+                   what=f"the WAL back to at most {WAL_KEPT} bytes")
+        check = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:  # what the WAL held is in the database file (or still in the WAL): all there
+            assert check.execute("SELECT count(*) FROM t WHERE x = ?", (big,)).fetchone()[0] > 0
+        finally:
+            check.close()
+    finally:
+        reader.close()
         db.close()
