@@ -58,6 +58,8 @@ class Command(Mounts):
 
     def _send(self, signum: int) -> None:
         child = self._child
+        if self.namespace and signum == signal.SIGINT:
+            signum = pidinit.RELAY_SIGINT  # the init cannot tell our SIGINT from the terminal's
         if child is not None and child.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signum)

@@ -11,8 +11,9 @@ namespace (:meth:`~memfs.launcher.command.Command._spawn`), and it:
    ``network: none`` also into a new network namespace with nothing but ``lo``;
 2. forks CMD as the agent's user (pid 2), with the environment it was given;
 3. as pid 1 forwards the signals the launcher sends it (the kernel delivers nothing else to a
-   namespace's init), kills CMD after ``kill_grace`` seconds once it was told to stop (also
-   when the launcher dies: its parent-death signal is SIGHUP), reaps every orphan;
+   namespace's init; a SIGINT comes as :data:`RELAY_SIGINT`), kills CMD after ``kill_grace``
+   seconds once it was told to stop (also when the launcher dies: its parent-death signal is
+   SIGHUP), reaps every orphan;
 4. when CMD ends, stops what it left behind (SIGTERM, SIGKILL after ``leftover_grace``) and
    exits with CMD's status (128+N when it died of signal N). When it exits, the kernel kills
    whatever is left in the namespace: nothing of the agent outlives it.
@@ -34,8 +35,17 @@ from types import FrameType, ModuleType
 from typing import Any
 
 #: The signals passed on to CMD.
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-             signal.SIGUSR2, signal.SIGWINCH)
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+             signal.SIGWINCH)
+#: What the launcher sends for a SIGINT that CMD is to get. A SIGINT of our terminal reaches
+#: CMD by itself (our foreground process group is its), and we cannot tell the two apart: in a
+#: PID namespace ``getpgrp()`` and ``tcgetpgrp()`` of an outside group are both 0. So SIGINT
+#: itself is ignored here, and the launcher, which can tell, relays the ones to pass on.
+RELAY_SIGINT = signal.SIGRTMIN + 1
+#: Ignored by Python at its start, and so by what it execs, unless set back: CMD gets them
+#: with their default action, as any program does (a pipe reader that went away ends
+#: ``yes | head -1``).
+RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
 def _load_linux() -> ModuleType:
@@ -87,20 +97,12 @@ class Init:
         if flags & linux.CLONE_NEWNET:
             linux.loopback_up()
 
-    def _from_terminal(self) -> bool:
-        """Did a Ctrl-C of our terminal send that SIGINT (to CMD too, which is in its
-        foreground process group with us)?"""
-        try:
-            return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
-        except OSError:
-            return False
-
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         if signum in (signal.SIGTERM, signal.SIGHUP) and not self.killing:
             self.killing = True
             signal.setitimer(signal.ITIMER_REAL, self.kill_grace)
-        if signum == signal.SIGINT and self._from_terminal():
-            return
+        if signum == RELAY_SIGINT:
+            signum = signal.SIGINT
         if not self.child:
             self.pending.append(signum)
             return
@@ -115,7 +117,7 @@ class Init:
 
     def exec_command(self) -> None:
         """In the forked child: the agent's user, default signals, then CMD (never returns)."""
-        for s in (*FORWARDED, signal.SIGALRM):
+        for s in (*FORWARDED, RELAY_SIGINT, signal.SIGINT, signal.SIGALRM, *RESTORED):
             signal.signal(s, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         try:
@@ -147,8 +149,9 @@ class Init:
             os.write(self.report, f"{e.errno or 0} {stage}".encode())
 
     def run(self) -> int:
-        for s in FORWARDED:
+        for s in (*FORWARDED, RELAY_SIGINT):
             signal.signal(s, self.on_signal)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGALRM, self.on_alarm)
         try:
             self.setup()

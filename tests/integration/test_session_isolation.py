@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -24,7 +26,7 @@ import pytest
 from memfs.models import Actor
 from memfs.store import Store
 from tests.integration.test_sandbox import memfs_run
-from tests.support import wait_until
+from tests.support import need, wait_until
 from tests.support.session import AGENT, MEMFS
 from tests.support.session import AGENT_PY as PY
 
@@ -252,3 +254,39 @@ def test_an_agent_of_the_same_user_in_the_host_s_pid_namespace_is_told_of(
     # Once the first has ended, nothing to say.
     again = memfs_run(db, "--store", "Notes", "--user", AGENT, *second, "--", "true")
     assert again.returncode == 0 and again.stderr == "", again.stderr
+
+
+def test_the_agent_gets_the_default_signal_actions(root_user, store: Store, tmp_path: Path):
+    """The init is Python, which ignores SIGPIPE and SIGXFSZ: CMD must not inherit that (a
+    pipeline whose reader went away would not end, or print 'Broken pipe')."""
+    store.create_store("Notes")
+    done = memfs_run(tmp_path / "memfs.db", "--store", "Notes", "--", "sh", "-c",
+                     "grep SigIgn /proc/self/status; yes | head -1")
+    assert done.returncode == 0, done.stderr
+    ignored = int(done.stdout.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), done.stdout
+    assert done.stdout.splitlines()[1:] == ["y"] and "Broken pipe" not in done.stderr
+
+
+def test_a_sigint_the_launcher_passes_on_reaches_the_command(root_user, store: Store,
+                                                              tmp_path: Path, shared: Path):
+    """`memfs run` in the background of an interactive shell, on a terminal, gets a SIGINT
+    (kill -INT %1): it passes it on, and CMD in its PID namespace gets it. The init cannot
+    tell it from the terminal's (there getpgrp() and tcgetpgrp() of outside groups are both
+    0), so the launcher relays it."""
+    need(shutil.which("script") is not None, "script (util-linux), for a terminal")
+    store.create_store("Notes")
+    got, ready = shared / "got-int", shared / "ready"
+    job = shared / "job.sh"
+    cmd = f"trap 'touch {got}; exit 7' INT; touch {ready}; while :; do sleep 0.05; done"
+    job.write_text(
+        f"{' '.join(MEMFS)} --db {tmp_path / 'memfs.db'} run --store Notes -- "
+        f"sh -c \"{cmd}\" &\n"
+        f"for _ in $(seq 600); do [ -e {ready} ] && break; sleep 0.05; done\n"
+        "kill -INT $!; wait $!; echo \"rc=$?\"\n")
+    done = subprocess.run(
+        ["script", "-qec", f"bash --norc --noprofile -i {job}", "/dev/null"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))})
+    assert got.exists(), done.stdout + done.stderr
+    assert "rc=7" in done.stdout, done.stdout
