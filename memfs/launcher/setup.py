@@ -54,6 +54,11 @@ class Setup(LauncherBase):
         if self.launch.network == "none" and not self.namespace:
             raise LaunchError("--network none needs the private namespace (root, and not "
                               "--isolation none)")
+        if self.launch.network == "none" and self.launch.url:
+            # The mounts would work (their daemons are ours), but the agent's MEMFS_URL would
+            # name a server it cannot reach: its token, and memfs inside, would be dead.
+            raise LaunchError("--network none leaves the agent no way to the server of --url "
+                              "(only a local database's session API is a unix socket)")
         if self.launch.root:
             self.root = os.path.abspath(self.launch.root)
         elif self.namespace:

@@ -290,3 +290,14 @@ def test_a_sigint_the_launcher_passes_on_reaches_the_command(root_user, store: S
         env={k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))})
     assert got.exists(), done.stdout + done.stderr
     assert "rc=7" in done.stdout, done.stdout
+
+
+def test_network_none_with_a_server_is_refused(root_user, tmp_path: Path):
+    """The agent could not reach the server its MEMFS_URL names: refused before anything."""
+    done = subprocess.run(
+        [*MEMFS, "--url", "http://127.0.0.1:9", "run", "--store", "Notes", "--network", "none",
+         "--", "true"], capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))})
+    assert done.returncode == 1, done.stderr
+    assert "--network none leaves the agent no way to the server" in done.stderr
+    assert "Traceback" not in done.stderr
