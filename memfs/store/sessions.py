@@ -446,9 +446,11 @@ class SessionsPart(VersionsPart):
         refused once the key is revoked or expired (issue 38 S1: a contractor's key, revoked,
         no longer lives on in the tokens it made).
 
+        A stored key may make tokens only of the sessions it created.
+
         :raises NotFound: unknown session. :raises InvalidRequest: a terminated session, or
             a bad ``ttl_seconds``. :raises Unauthorized: ``key_id`` is revoked, expired or
-            gone.
+            gone. :raises Forbidden: ``key_id`` did not create the session (or there is none).
         """
         ttl = check_token_ttl(ttl_seconds)
         secret = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -456,6 +458,15 @@ class SessionsPart(VersionsPart):
         created = datetime.now(UTC)
         now, expires = format_time(created), format_time(created + timedelta(seconds=ttl))
         with self._write() as c:
+            if key_id is not None:
+                # Else any key of the workspace could act as any session by a token of its
+                # own (issue 38 S3).
+                row = c.execute("SELECT created_by_key FROM sessions WHERE id = ?",
+                                (session_id,)).fetchone()
+                if row is None or row["created_by_key"] != key_id:
+                    raise Forbidden(f"this key may not make tokens of session {session_id}: "
+                                    "only a server key or the key that created the session "
+                                    "may")
             if self._session_in(c, session_id)["status"] == "terminated":
                 raise InvalidRequest(f"session {session_id} is terminated: no token can be "
                                      "made for it")

@@ -280,7 +280,8 @@ CASES: dict[tuple[str, str], list[Case]] = {
         Case(lambda w: _ses(w.session_that_wrote(), json={}), label="a session"),
         Case(lambda w: _ses(_reverted(w), json={}), label="a revert (memrevert_ id)"),
     ],
-    ("POST", _SS + "/memfs/tokens"): [Case(lambda w: _ses(w.session, json={}))],
+    # A stored key mints tokens of the sessions it created only; this one is the server's.
+    ("POST", _SS + "/memfs/tokens"): [Case(lambda w: _ses(w.session, json={}), ok=403)],
     ("POST", _VER + "/{memory_version_id}/memfs/restore"): [
         Case(lambda w: _ver(w, w.two_versions()[1], json={}))],
     ("GET", "/v1/memfs/limits"): [Case(lambda w: Req())],

@@ -400,6 +400,9 @@ def test_a_stored_key_s_token_never_outlives_that_key(app, store, world):
     read and wrote the session's stores for 30 days. A token minted with a stored key is tied
     to it: it expires no later than the key, and is refused once the key is revoked."""
     key = store.create_key("contractor", role="read_write", expires_in=3600)
+    world["s"] = store.create_session(
+        [{"type": "memory_store", "memory_store_id": world["a"]}], status="running",
+        created_by_key=key.id).id  # a stored key mints tokens of its own sessions only
     with TestClient(app, headers={"x-api-key": key.key}) as contractor:
         r = contractor.post(f"/v1/sessions/{world['s']}/memfs/tokens",
                             json={"ttl_seconds": 30 * 86400})
@@ -424,6 +427,9 @@ def test_a_stored_key_s_token_never_outlives_that_key(app, store, world):
 
 def test_a_stored_key_s_token_is_refused_once_that_key_expired(store, world):
     key = store.create_key("admin of the day", role="admin", expires_in=3600)
+    world["s"] = store.create_session(
+        [{"type": "memory_store", "memory_store_id": world["a"]}], status="running",
+        created_by_key=key.id).id
     tok = store.create_session_token(world["s"], key_id=key.id)
     assert store.session_grant(tok.token).session_id == world["s"]
     with store._write() as c:
@@ -451,3 +457,23 @@ def test_a_terminated_session_is_not_set_running_again(admin, store, world):
     assert len(store.list_events(world["s"]).data) == events
     # Terminating again changes nothing and is not an error.
     assert store.set_session_status(world["s"], "terminated").status == "terminated"
+
+
+def test_a_stored_key_mints_tokens_of_its_own_sessions_only(app, store, world):
+    """Else any key of the workspace could act as any session through a token of its own,
+    round the rule of x-memfs-session-id (S3): another key's session, or the server's, is a
+    403 (the workspace's keys may list its sessions: their existence is no secret to them)."""
+    a, b = (store.create_key(n, role="admin") for n in ("key a", "key b"))
+    mine = store.create_session([{"type": "memory_store", "memory_store_id": world["a"]}],
+                                status="running", created_by_key=a.id)
+    with TestClient(app, headers={"x-api-key": b.key}) as other:
+        refused = error(other.post(f"/v1/sessions/{mine.id}/memfs/tokens", json={}), 403,
+                        "permission_error")
+        server_s = error(other.post(f"/v1/sessions/{world['s']}/memfs/tokens", json={}), 403,
+                         "permission_error")
+    assert refused["message"].replace(mine.id, "X") == server_s["message"].replace(
+        world["s"], "X")
+    with TestClient(app, headers={"x-api-key": a.key}) as own:
+        assert own.post(f"/v1/sessions/{mine.id}/memfs/tokens", json={}).status_code == 200
+    with TestClient(app, headers={"x-api-key": KEY}) as server:
+        assert server.post(f"/v1/sessions/{mine.id}/memfs/tokens", json={}).status_code == 200
