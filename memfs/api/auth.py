@@ -90,11 +90,11 @@ class _Gate:
             address = client_address(scope)
             try:
                 if key:
-                    self.failures.check(address)
+                    self.failures.check(address, key)
                 try:
                     grant = await self._grant(key)
                 except errors.UnknownKey:  # a guess (a revoked key's retries are not)
-                    self.failures.failed(address)
+                    self.failures.failed(address, key or "")
                     raise
                 grant = _in_workspace(grant, Request(scope))
                 self.rates.take(grant)

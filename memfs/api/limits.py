@@ -10,6 +10,7 @@ counts its own requests: a key may send that rate to each."""
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import time
@@ -19,6 +20,7 @@ from starlette.types import Scope
 
 from .. import errors
 from ..models import Grant
+from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX
 
 #: Requests a second a key may send on average, and in one burst.
 RATE = 200.0
@@ -79,12 +81,23 @@ FAILURES_BURST = 20.0
 FAILURES_RATE = 0.5
 
 
+#: The prefixes of the credentials memfs makes (stored keys, session tokens): 256 random bits,
+#: which no guessing finds. A failure with one is no guess worth a budget, and one is never
+#: held up: else one client's junk would lock out every client of its address (a NAT, a
+#: proxy), stored keys and session tokens included.
+GENERATED_PREFIXES = (KEY_PREFIX, SESSION_TOKEN_PREFIX)
+
+
 class AuthFailures:
     """A token bucket per client address, of failed authentications (a presented key that is
     not one, on the API; a refused Console sign-in): once it is empty, every request of that
     address that presents a key is a 429 until it refills, a good key's too (else guessing
     would go on, only slower to be told). One per server process, shared by the API and the
-    Console. Behind a proxy every client has the proxy's address: they share its budget."""
+    Console. Behind a proxy every client has the proxy's address: they share its budget.
+
+    What no guess can find is left alone (:data:`GENERATED_PREFIXES`), and so is a unix
+    socket (the session API: its callers are the session's commands, with no address to tell
+    them apart). IPv6 addresses count by their /64, which one client has whole."""
 
     def __init__(self, rate: float = FAILURES_RATE, burst: float = FAILURES_BURST,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -94,29 +107,48 @@ class AuthFailures:
         #: address -> (tokens, when counted)
         self._buckets: dict[str, tuple[float, float]] = {}
 
-    def _tokens(self, address: str) -> float:
+    @staticmethod
+    def _bucket(address: str, key: str) -> str | None:
+        """Whose budget a try of ``key`` from ``address`` is (None: no one's)."""
+        if not address or key.startswith(GENERATED_PREFIXES):
+            return None
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return address
+        if ip.version == 6:
+            return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+        return address
+
+    def _tokens(self, bucket: str) -> float:
         now = self.clock()
-        tokens, then = self._buckets.get(address, (self.burst, now))
+        tokens, then = self._buckets.get(bucket, (self.burst, now))
         return min(self.burst, tokens + (now - then) * self.rate)
 
-    def check(self, address: str) -> None:
-        """May ``address`` try a key now?
+    def check(self, address: str, key: str) -> None:
+        """May ``address`` try ``key`` now?
 
         :raises RateLimited: it failed too often (``retry_after``: seconds until it may try
             again).
         """
-        tokens = self._tokens(address)
+        bucket = self._bucket(address, key)
+        if bucket is None:
+            return
+        tokens = self._tokens(bucket)
         if tokens < 1.0:
             wait = math.ceil((1.0 - tokens) / self.rate)
             raise errors.RateLimited(
                 f"too many failed authentications from this address: retry after {wait} s",
                 retry_after=wait)
 
-    def failed(self, address: str) -> None:
-        """Count one failed authentication of ``address``."""
-        tokens = self._tokens(address)
-        self._buckets.pop(address, None)
-        self._buckets[address] = (tokens - 1.0, self.clock())  # re-inserted: the newest
+    def failed(self, address: str, key: str) -> None:
+        """Count one failed authentication of ``address`` with ``key``."""
+        bucket = self._bucket(address, key)
+        if bucket is None:
+            return
+        tokens = self._tokens(bucket)
+        self._buckets.pop(bucket, None)
+        self._buckets[bucket] = (tokens - 1.0, self.clock())  # re-inserted: the newest
         if len(self._buckets) > MAX_BUCKETS:
             del self._buckets[next(iter(self._buckets))]
 

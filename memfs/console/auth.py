@@ -47,14 +47,15 @@ def routes(console: Console) -> list[BaseRoute]:
             return refused
         next_ = _safe_next(fields.get("next"))
         address = client_address(request)
+        key = fields.get("api_key", "").strip()
         try:
             if console.failures is not None:
-                console.failures.check(address)
+                console.failures.check(address, key)
             try:
-                cookie = await console.new_cookie(fields.get("api_key", "").strip())
+                cookie = await console.new_cookie(key)
             except errors.UnknownKey:  # a guess (not a revoked key, not a session token)
                 if console.failures is not None:
-                    console.failures.failed(address)
+                    console.failures.failed(address, key)
                 raise
         except errors.MemfsError as e:  # not a key, a session token, revoked; the database;
             # too many failed sign-ins from this address (429)

@@ -168,11 +168,11 @@ class Throttle(Protocol):
     """The failed authentications of each client address (the API hands its own,
     :class:`memfs.api.limits.AuthFailures`)."""
 
-    def check(self, address: str) -> None:
-        """:raises RateLimited: ``address`` failed too often; it may try again later."""
+    def check(self, address: str, key: str) -> None:
+        """:raises RateLimited: ``address`` failed too often; it may try ``key`` later."""
 
-    def failed(self, address: str) -> None:
-        """Count one failed authentication of ``address``."""
+    def failed(self, address: str, key: str) -> None:
+        """Count one failed authentication of ``address`` with ``key``."""
 
 
 class Console:

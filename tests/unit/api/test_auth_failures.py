@@ -50,8 +50,7 @@ def test_failed_keys_are_throttled_per_address_on_the_api(app, store, clock):
     stored = store.create_key("good").key
     with _client(app, "10.0.0.1") as guesser, _client(app, "10.0.0.2") as other:
         for i in range(int(FAILURES_BURST)):
-            guess = f"memfs_key_guess{i}" if i % 2 else f"guess-{i}"
-            r = guesser.get("/v1/memory_stores", headers={"x-api-key": guess})
+            r = guesser.get("/v1/memory_stores", headers={"x-api-key": f"guess-{i}"})
             assert r.status_code == 401, (i, r.text)
         r = guesser.get("/v1/memory_stores", headers={"x-api-key": "one more"})
         assert r.status_code == 429, r.text
@@ -60,10 +59,16 @@ def test_failed_keys_are_throttled_per_address_on_the_api(app, store, clock):
         assert "failed" in r.json()["error"]["message"]
         assert int(r.headers["retry-after"]) >= 1
         assert r.headers["request-id"].startswith("req_")
-        # Even a good key, from that address: guessing would go on otherwise.
-        for key in (KEY, stored):
-            r = guesser.get("/v1/memory_stores", headers={"x-api-key": key})
-            assert r.status_code == 429, r.text
+        # Even a good server key, from that address: guessing would go on otherwise.
+        r = guesser.get("/v1/memory_stores", headers={"x-api-key": KEY})
+        assert r.status_code == 429, r.text
+        # What memfs generated is no guess: a stored key (or a session token) is served
+        # from it all the same, and another address's clients behind one NAT are not locked
+        # out with it; a wrong one is a 401, and costs nothing.
+        assert guesser.get("/v1/memory_stores", headers={"x-api-key": stored}).status_code == 200
+        for i in range(int(FAILURES_BURST) + 5):
+            r = other.get("/v1/memory_stores", headers={"x-api-key": f"memfs_key_junk{i}"})
+            assert r.status_code == 401, r.text
         # Another address is served, and may fail on its own budget.
         assert other.get("/v1/memory_stores", headers={"x-api-key": KEY}).status_code == 200
         assert other.get("/v1/memory_stores", headers={"x-api-key": "x"}).status_code == 401
@@ -102,3 +107,22 @@ def test_a_revoked_key_s_retries_are_no_guesses(app, store):
             r = c.get("/v1/memory_stores", headers={"x-api-key": revoked.key})
             assert r.status_code == 401, r.text
         assert c.get("/v1/memory_stores", headers={"x-api-key": KEY}).status_code == 200
+
+
+def test_a_unix_socket_and_ipv6_neighbours(app, store):
+    """The session API's callers share a unix socket (no address): one of them must not lock
+    out the others. IPv6 counts by /64: a client has all of its own and may not rotate
+    through it."""
+    with _client(app, "") as socket_caller:
+        for i in range(int(FAILURES_BURST) + 5):
+            r = socket_caller.get("/v1/memory_stores", headers={"x-api-key": f"guess-{i}"})
+            assert r.status_code == 401, r.text
+        assert socket_caller.get("/v1/memory_stores",
+                                 headers={"x-api-key": KEY}).status_code == 200
+    for i in range(int(FAILURES_BURST)):
+        with _client(app, f"2001:db8::{i + 1:x}") as rotating:
+            r = rotating.get("/v1/memory_stores", headers={"x-api-key": f"guess-{i}"})
+            assert r.status_code == 401, r.text
+    with _client(app, "2001:db8::ffff") as same_64, _client(app, "2001:db8:1::1") as next_64:
+        assert same_64.get("/v1/memory_stores", headers={"x-api-key": KEY}).status_code == 429
+        assert next_64.get("/v1/memory_stores", headers={"x-api-key": KEY}).status_code == 200
