@@ -6,6 +6,7 @@ refused commit discarding it; truncation; open handles; the store calls of a ren
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import functools
 import logging
@@ -541,15 +542,24 @@ class Buffers(Feed):
                                      f"{self._display(node.path)} before)")
             await self._events_in_order(deadline)
             try:
-                await self._call_by(deadline, self.store.delete_path, self.store_id, parked,
-                                    actor=self.actor, events=events)
+                gone = await self._call_by(deadline, self.store.delete_path, self.store_id,
+                                           parked, actor=self.actor, events=events)
+                self.tree.own_change(gone.seq)
                 self._logged(events)
                 self._history_saw("delete", memory_id, parked)
             except errors.NotFound:
-                pass
+                await self._deleted_elsewhere(deadline)
             except errors.MemfsError as e:
                 raise _Failure.of(e) from None
         self.tree.detach(node, pin_parent=True)
+
+    async def _deleted_elsewhere(self, deadline: float) -> None:
+        """A memory this mount deletes was deleted elsewhere meanwhile: that delete is behind
+        the store's newest change, and a late state from before it must not bring the file
+        back either (as :meth:`unlink`)."""
+        with contextlib.suppress(errors.MemfsError):
+            self.tree.own_change(await self._call_by(deadline, self.store.last_change,
+                                                     self.store_id))
 
     async def _replace_for_scratch(self, dst: Node | None, deadline: float) -> None:
         """Remove what a rename onto a scratch name replaces: a memory that has a scratch name
@@ -558,11 +568,12 @@ class Buffers(Feed):
             return
         if dst.memory is not None:
             try:
-                await self._call_by(deadline, self.store.delete_path, self.store_id, dst.path,
-                                    actor=self.actor)
+                gone = await self._call_by(deadline, self.store.delete_path, self.store_id,
+                                           dst.path, actor=self.actor)
+                self.tree.own_change(gone.seq)
                 self._history_saw("delete", dst.memory.id, dst.path)
             except errors.NotFound:
-                pass
+                await self._deleted_elsewhere(deadline)
             except errors.MemfsError as e:
                 raise _Failure.of(e) from None
         dst.dirty = False
@@ -581,7 +592,7 @@ class Buffers(Feed):
         if src.scratch is None:
             parked = Scratch()
             if src.memory is not None:
-                parked = Scratch(src.path, src.memory.id)
+                parked = Scratch(src.path, src.memory.id, src.memory.memory_version_id)
             if src.buffer is None:
                 src.buffer = bytearray(data)
             self.tree.drop_content(src)
@@ -606,12 +617,14 @@ class Buffers(Feed):
         await self._events_in_order(deadline)
         try:
             if parked is not None and parked != new_path:
-                await self._call_by(deadline, self.store.rename_path, self.store_id, parked,
-                                    new_path, actor=self.actor, replace=True)
+                renamed = await self._call_by(deadline, self.store.rename_path, self.store_id,
+                                              parked, new_path, actor=self.actor, replace=True)
+                self.tree.own_change(renamed.seq)
             moved = await self._call_by(deadline, self.store.write_path, self.store_id,
                                         new_path, data, actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
+        self.tree.own_change(moved.seq)
         dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
         if dst is not None and dst is not src:
             dst.dirty = False

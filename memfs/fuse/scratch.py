@@ -62,3 +62,6 @@ class Scratch:
     parked_path: str | None = None
     #: The parked memory's id.
     parked_id: str | None = None
+    #: The version of it the mount parked: the change feed's state of that version is not
+    #: brought back at its path (a memory changed elsewhere since is).
+    parked_version: str | None = None

@@ -476,6 +476,13 @@ class Tree:
             self.drop_content(node)
 
     def apply_put(self, m: Memory | FileState, seq: int, emptied: list[Node]) -> None:
+        if any(n.scratch is not None and n.scratch.parked_id == m.id
+               and n.scratch.parked_version == m.memory_version_id for n in self.scratch_nodes):
+            # The version this mount parked (renamed onto a scratch name, docs/mounts.md): the
+            # store holds it at its old path until the mount says what becomes of it, and it
+            # must not come back there meanwhile (``mv x.md x.md~; rm x.md~`` would list x.md
+            # again). A version made elsewhere since does come back.
+            return
         node = self.by_memory.get(m.id)
         if node is not None and node.attached and node.memory is not None and (
             node.seq >= seq or node.memory.memory_version_id == m.memory_version_id

@@ -156,6 +156,30 @@ def test_touch_write_touch_unlink_touch_stores_the_last_file(
     assert listed == {f"n{i}.md" for i in range(LOOPS)}
 
 
+def test_saves_through_scratch_names_are_never_undone(remote: tuple[Mount, str],
+                                                      api: anthropic.Anthropic) -> None:
+    """What editors and ``sed -i`` do through scratch names (docs/mounts.md): the memory
+    moved onto a backup name and deleted, a temporary file renamed over the memory. A late
+    state of the mount's earlier write must not bring a deleted file back, nor take the
+    new content away."""
+    m, sid = remote
+    f, backup, tmp = m.root / "x.md", m.root / "x.md~", m.root / "sedA1b2C3"
+    bad = []
+    for i in range(LOOPS // 2):
+        failed = _failed(("write", _write, f, f"v{i}".encode(), os.O_TRUNC),
+                         ("backup", os.rename, f, backup), ("rm backup", os.unlink, backup))
+        if failed is None and "x.md" in os.listdir(m.root):
+            failed = "listed after its backup was removed"
+        failed = failed or _failed(("sed temp", _write, tmp, f"w{i}".encode(), os.O_TRUNC),
+                                   ("sed rename", os.rename, tmp, f))
+        if failed is None and f.read_text() != f"w{i}":
+            failed = f"read {f.read_text()!r} after the rename"
+        if failed:
+            bad.append((i, failed))
+    assert not bad, f"{len(bad)} of {LOOPS // 2} loops went wrong: {bad[:5]}"
+    assert _stored(api, sid) == {"/x.md": f"w{LOOPS // 2 - 1}"}
+
+
 # -- a model of the mount's files ---------------------------------------------------------------
 
 #: Operations of the model-based test; MEMFS_MODEL_OPS=10000 for the issue's run.
