@@ -74,8 +74,8 @@ class StoreBase:
             # new empty database (as in the CLI, where only the commands that make
             # something create one).
             create = path is not None
-        if not create:
-            check_database(self.path, create=False)
+            if not create:
+                check_database(self.path, create=False)
         #: Set by :meth:`close` (background work of this Store stops then).
         self.closed = False
         # Small pages for a new database (an existing one keeps its own): a commit appends
