@@ -29,7 +29,7 @@ from memfs.store import Store
 from tests.support import need, wait_until
 from tests.support.mount import Mount
 from tests.support.repo import copy_of_the_repo
-from tests.support.session import AGENT, MEMFS
+from tests.support.session import AGENT, MEMFS, memfs_run
 from tests.support.session import AGENT_PY as PY
 
 pytestmark = pytest.mark.fuse
@@ -88,12 +88,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "memfs.db")
     yield s
     s.close()
-
-
-def memfs_run(db: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))}
-    return subprocess.run([*MEMFS, "--db", str(db), "run", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
 
 
 def as_user(uid: int, *cmd: str) -> subprocess.CompletedProcess[str]:

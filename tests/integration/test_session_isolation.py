@@ -25,9 +25,8 @@ import pytest
 
 from memfs.models import Actor
 from memfs.store import Store
-from tests.integration.test_sandbox import memfs_run
 from tests.support import need, wait_until
-from tests.support.session import AGENT, MEMFS
+from tests.support.session import AGENT, MEMFS, memfs_run
 from tests.support.session import AGENT_PY as PY
 
 pytestmark = pytest.mark.fuse

@@ -36,6 +36,14 @@ def needs_root(isolation: str) -> None:
         need(os.geteuid() == 0, "the namespace mode needs root")
 
 
+def memfs_run(db: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``memfs --db DB run ARGS`` to its end, as a user would start it (no MEMFS_* or SUDO_*
+    of the tests' environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))}
+    return subprocess.run([*MEMFS, "--db", str(db), "run", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
 def mounts_under(path: Path) -> list[str]:
     """Mount points at or below ``path`` in this process's mount namespace."""
     prefix = str(path)
