@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from ..models import MemoryStore
-from .base import AnyStore, Context, cli, pass_ctx
+from .. import errors
+from ..models import DEFAULT_WORKSPACE, MemoryStore
+from ..rules import validate_workspace
+from ..store import Store
+from .base import AnyStore, Context, cli, fail, pass_ctx
 from .common import _confirm, _deleted, _pages, _pairs, _when
 from .shared import table as _table
 
@@ -18,7 +23,27 @@ def stores() -> None:
 
     \b
         memfs stores create "User Preferences" --description "Per-user preferences"
+        memfs stores create notes --workspace team-a     # a team's (docs/http-api.md)
     """
+
+
+def _workspace_option(f: Any) -> Any:
+    return click.option(
+        "--workspace", "-w", default=None, metavar="W",
+        help="The store's workspace (default: 'default'), on the local database; a server "
+        "makes and names stores in the calling key's own workspace.")(f)
+
+
+def _local_workspace(ctx: Context, workspace: str | None) -> str | None:
+    """``--workspace`` checked by the rule of workspace ids (None: not given). A server makes
+    and resolves stores in the calling key's own workspace, so with ``--url`` it is refused
+    rather than ignored: the store would be made in, or found in, another team's."""
+    if workspace is None:
+        return None
+    if ctx.url:
+        fail("--workspace works on the server's database (without --url): a server makes and "
+             "names stores in your key's own workspace", 2)
+    return validate_workspace(workspace)
 
 
 def _store_text(store: AnyStore, s: MemoryStore) -> str:
@@ -41,19 +66,30 @@ def _store_text(store: AnyStore, s: MemoryStore) -> str:
 @click.argument("name")
 @click.option("--description", "-d", default=None, help="What the store holds (the agent sees it).")
 @click.option("--metadata", "-m", multiple=True, metavar="KEY=VALUE", help="A metadata pair.")
+@_workspace_option
 @pass_ctx
 def stores_create(
-    ctx: Context, name: str, description: str | None, metadata: tuple[str, ...]
+    ctx: Context, name: str, description: str | None, metadata: tuple[str, ...],
+    workspace: str | None,
 ) -> None:
     """Create a memory store called NAME and print it.
+
+    A workspace needs no making of its own: its first store (or key) starts it.
 
     Example:
 
     \b
         memfs stores create "User Preferences" -d "Per-user preferences" -m team=docs
+        memfs stores create notes --workspace team-a
     """
+    workspace = _local_workspace(ctx, workspace)
     store = ctx.open(create=True)
-    s = store.create_store(name, description, dict(_pairs(metadata, "--metadata")))
+    pairs = dict(_pairs(metadata, "--metadata"))
+    if isinstance(store, Store):
+        s = store.create_store(name, description, pairs,
+                               workspace=workspace or DEFAULT_WORKSPACE)
+    else:
+        s = store.create_store(name, description, pairs)
     ctx.output(s, f"created memory store {s.id} ({s.name})")
     _warn_namesakes(store, s.id, s.name)
 
@@ -104,16 +140,26 @@ def stores_list(ctx: Context, include_archived: bool, limit: int | None) -> None
 
 @stores.command("show")
 @click.argument("store_ref", metavar="STORE")
+@_workspace_option
 @pass_ctx
-def stores_show(ctx: Context, store_ref: str) -> None:
-    """Show one memory store (by id or name).
+def stores_show(ctx: Context, store_ref: str, workspace: str | None) -> None:
+    """Show one memory store (by id or name; --workspace: only that workspace's).
 
     Example:
 
     \b
         memfs stores show "User Preferences"
+        memfs stores show notes --workspace team-a
     """
-    s = ctx.store.resolve_store(store_ref)
+    workspace = _local_workspace(ctx, workspace)
+    store = ctx.store
+    if isinstance(store, Store) and workspace is not None:
+        try:
+            s = store.resolve_store(store_ref, workspace=workspace)
+        except errors.NotFound as e:
+            raise errors.NotFound(f"{e.message} in workspace {workspace}") from None
+    else:
+        s = store.resolve_store(store_ref)
     ctx.output(s, _store_text(ctx.store, s))
 
 

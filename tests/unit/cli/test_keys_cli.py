@@ -105,6 +105,34 @@ def test_create_a_scoped_read_only_expiring_key_of_a_workspace(run, store):
     assert f"{two['memory_store_ids'][0]},{two['memory_store_ids'][1]} +1" in row
 
 
+def test_the_readme_sequence_on_a_fresh_database(run, store):
+    """Issue 38 (newcomer): ``keys create --workspace team-a --store notes`` needs a store of
+    team-a, and nothing made one locally: ``stores create --workspace`` does. A workspace
+    needs no making of its own: its first store or key starts it."""
+    made_a = made(run("--json", "stores", "create", "notes", "--workspace", "team-a"))
+    assert [s.id for s in store.list_stores(workspace="team-a").data] == [made_a["id"]]
+    assert store.list_stores(workspace="default").data == []
+    shown = made(run("--json", "stores", "show", "notes", "--workspace", "team-a"))
+    assert shown["id"] == made_a["id"]
+    assert_error(run("stores", "show", "notes", "--workspace", "team-b"), 3, "'notes'",
+                 "in workspace team-b")
+    key = made(run("--json", "keys", "create", "ci-reader", "--workspace", "team-a",
+                   "--read-only", "--store", "notes", "--expires", "30d"))
+    assert key["memory_store_ids"] == [made_a["id"]]
+    # A store of the default workspace by the same name is another store, not a namesake.
+    r = run("stores", "create", "notes")
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.stderr
+    assert_error(run("stores", "create", "x", "--workspace", "Team A"), 5,
+                 "invalid workspace 'Team A'")
+
+
+def test_stores_create_in_another_workspace_through_a_server_is_refused(run, server):
+    """A server makes a store in the calling key's own workspace: --workspace is refused
+    there, in one line, rather than ignored (the store would land in the wrong team)."""
+    assert_error(run("stores", "create", "notes", "--workspace", "team-a", url=server.url), 2,
+                 "--workspace")
+
+
 def test_clear_errors_and_nothing_made(run, store, backend):
     other = store.create_store("theirs", workspace="team-b")
     assert_error(run("keys", "create", "x", "--role", "owner"), 5,
