@@ -168,6 +168,51 @@ def local_user_actor() -> Actor:
 
 
 
+#: The code points a path may not hold (API.md §2.16): the control characters (Cc), the
+#: format characters (Cf, Unicode 14.0's, as this Python's unicodedata has them:
+#: tests/unit/api/test_openapi_constraints.py checks it) and the line and paragraph
+#: separators. One table for :func:`validate_path` and the OpenAPI document's path pattern.
+_PATH_FORBIDDEN = (
+    (0x00, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD),
+    (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F),
+    (0x2028, 0x2029), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x13438),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)
+_PATH_FORBIDDEN_CLASS = "".join(
+    chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in _PATH_FORBIDDEN)
+_PATH_FORBIDDEN_RE = re.compile(f"[{_PATH_FORBIDDEN_CLASS}]")
+
+
+def path_pattern(limits: Limits | None = None) -> str:
+    """The regular expression of a valid path, for the OpenAPI document: ``/`` then 1 to
+    ``max_path_segments`` segments, none empty, ``.`` or ``..``, no character of
+    :data:`_PATH_FORBIDDEN`. What it cannot say (at most ``max_path_bytes`` bytes of UTF-8,
+    NFC) the parameter's description does."""
+    limits = limits or Limits()
+    bad = _PATH_FORBIDDEN_CLASS
+    # No look-ahead (not every generator of examples has it): a segment starts with a
+    # character other than '.', or is '.' or '..' followed by more.
+    seg = f"(?:[^/.{bad}][^/{bad}]*|\\.[^/.{bad}][^/{bad}]*|\\.\\.[^/{bad}]+)"
+    return f"^(?:/{seg}){{1,{limits.max_path_segments}}}$"
+
+
+#: A content hash as the API takes one (``expected_content_sha256``, a precondition's).
+SHA256_PATTERN = "^[0-9a-f]{64}$"
+#: A name: no control character (:func:`_validate_name`).
+NAME_PATTERN = "^[^\x00-\x1f\x7f-\x9f]*$"
+_NAME_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: The most items of one page of a session's events or resources, and of a store's change
+#: feed (whose ``limit`` may be 0: its position only).
+MAX_EVENTS_PAGE = 1000
+MAX_CHANGES_PAGE = 1000
+#: A search: the longest question (characters), the default and the most hits.
+MAX_QUERY_CHARS = 1000
+SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT = 10, 100
+#: A search's question (at least one word, no NUL) and its path_prefix (a path's start).
+SEARCH_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
+SEARCH_PREFIX_PATTERN = "^/[^\\x00]*$"
+
 #: A UTF-16 surrogate code point: never valid alone in UTF-8 (JSON's ``"\ud800"`` makes one).
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _VIEWS = ("basic", "full")
@@ -260,9 +305,10 @@ def validate_path(path: object, limits: Limits = Limits()) -> str:
             raise InvalidPath(f"path has an empty segment (no '//' or trailing '/'): {path!r}")
         if seg in (".", ".."):
             raise InvalidPath(f"path has a '{seg}' segment: {path!r}")
-    for ch in path:
-        if unicodedata.category(ch) in ("Cc", "Cf") or ch in "\u2028\u2029":
-            raise InvalidPath(f"path contains the control or format character U+{ord(ch):04X}")
+    bad = _PATH_FORBIDDEN_RE.search(path)
+    if bad is not None:
+        raise InvalidPath(
+            f"path contains the control or format character U+{ord(bad.group()):04X}")
     if not unicodedata.is_normalized("NFC", path):
         raise PathEncoding(f"path is not in Unicode NFC: {path!r}")
     return path
@@ -352,7 +398,7 @@ def _validate_name(name: Any, limits: Limits) -> str:
     _validate_text(name, "name")
     if not 1 <= len(name) <= limits.max_name_chars:
         raise InvalidRequest(f"name must be 1 to {limits.max_name_chars} characters")
-    if any(unicodedata.category(c) == "Cc" for c in name):
+    if _NAME_CONTROL_RE.search(name):
         raise InvalidRequest("name must not contain control characters")
     return name
 

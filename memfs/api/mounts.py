@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from ..models import Memory
-from ..rules import parse_int
+from ..rules import MAX_CHANGES_PAGE, parse_int
 from .auth import _acting_session, _writer
 from .streams import _sse_response, change_frames
 
@@ -131,9 +131,9 @@ async def _feed_position(c: Call) -> int:
 
 async def list_changes(c: Call) -> Any:
     sid = c.p["memory_store_id"]
-    limit = c.q.integer("limit", 1000)
-    if limit is None or not 0 <= limit <= 1000:
-        raise errors.InvalidRequest("limit must be between 0 and 1000")
+    limit = c.q.integer("limit", MAX_CHANGES_PAGE)
+    if limit is None or not 0 <= limit <= MAX_CHANGES_PAGE:
+        raise errors.InvalidRequest(f"limit must be between 0 and {MAX_CHANGES_PAGE}")
     last = await _feed_position(c)
     after = _after(c)
     if after is None:

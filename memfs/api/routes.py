@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from ..models import ROLES
+from ..rules import (
+    MAX_CHANGES_PAGE,
+    MAX_EVENTS_PAGE,
+    NAME_PATTERN,
+    SHA256_PATTERN,
+    Limits,
+    path_pattern,
+)
 from . import search, spec
 from .agents import (
     _AGENT_FIELDS,
@@ -126,10 +134,28 @@ _VER = _MS + "/{memory_store_id}/memory_versions"
 _SES = "/v1/sessions"
 _DRM = "/v1/dreams"
 _KEYS = "/v1/memfs/keys"
-_LIST = (integer("limit"), string("page", description="a next_page cursor of this listing"))
+#: The default limits, which the store's checks read (the document is one for every server).
+_LIM = Limits()
+
+
+def _list(most: int | None = _LIM.max_page_size, limit: str = "") -> tuple[spec.Param, ...]:
+    """A listing's ``limit`` (1 to ``most``; None: any more is read as the most) and
+    ``page``."""
+    return (integer("limit", minimum=1, maximum=most, description=limit),
+            string("page", description="a next_page cursor of this listing"))
+
+
+_LIST = _list()
 _VIEW = (string("view", enum=("basic", "full")),)
 #: A path, a memory's content: a value of the wrong type is the store's error for it.
-_PATH = {"invalid": errors.InvalidPath}
+_PATH: dict[str, Any] = {
+    "invalid": errors.InvalidPath, "pattern": path_pattern(_LIM),
+    "max_length": _LIM.max_path_bytes,
+    "description": f"a memory path: at most {_LIM.max_path_bytes} bytes of UTF-8, in NFC"}
+_PREFIX = {"invalid": errors.InvalidPath}
+#: A store's name and description (memfs.rules._validate_name, _validate_description).
+_NAME = {"min_length": 1, "max_length": _LIM.max_name_chars, "pattern": NAME_PATTERN}
+_DESCRIPTION = {"max_length": _LIM.max_description_chars}
 _CONTENT = {"invalid": errors.InvalidContent}
 _EVENTS = array("events", description="the agent.tool_use/agent.tool_result events that report "
                 "the write (a mount acting as a session)")
@@ -141,14 +167,16 @@ def _times(*ops: str) -> tuple[spec.Param, ...]:
 
 OPS: list[Op] = [
     Op("POST", _MS, create_memory_store, "memory_stores.create",
-       body=(string("name!"), string("description"), obj("metadata")), returns="MemoryStore"),
+       body=(string("name!", **_NAME), string("description", **_DESCRIPTION), obj("metadata")),
+       returns="MemoryStore"),
     Op("GET", _MS, list_memory_stores, "memory_stores.list",
        query=(*_times("gte", "lte"), boolean("include_archived"), *_LIST),
        token="open", returns="Page<MemoryStore>"),
     Op("GET", _MS + "/{memory_store_id}", retrieve_memory_store, "memory_stores.retrieve",
        token="read", returns="MemoryStore"),
     Op("POST", _MS + "/{memory_store_id}", update_memory_store, "memory_stores.update",
-       body=(string("name"), string("description"), obj("metadata")), returns="MemoryStore"),
+       body=(string("name", **_NAME), string("description", **_DESCRIPTION), obj("metadata")),
+       returns="MemoryStore"),
     Op("DELETE", _MS + "/{memory_store_id}", delete_memory_store, "memory_stores.delete",
        returns="Deleted"),
     Op("POST", _MS + "/{memory_store_id}/archive", archive_memory_store,
@@ -157,7 +185,7 @@ OPS: list[Op] = [
        body=(string("path!", **_PATH), string("content!", **_CONTENT)), token="write",
        returns="Memory"),
     Op("GET", _MEM, list_memories, "memory_stores.memories.list",
-       query=(string("path_prefix"), integer("depth"), *_VIEW, *_LIST),
+       query=(string("path_prefix"), integer("depth", minimum=0), *_VIEW, *_LIST),
        token="read", returns="Page<MemoryListItem>"),
     Op("GET", _MEM + "/{memory_id}", retrieve_memory, "memory_stores.memories.retrieve",
        query=_VIEW, token="read", returns="Memory"),
@@ -166,7 +194,8 @@ OPS: list[Op] = [
                           obj("precondition")),
        token="write", returns="Memory"),
     Op("DELETE", _MEM + "/{memory_id}", delete_memory, "memory_stores.memories.delete",
-       query=(string("expected_content_sha256"),), token="write", returns="Deleted"),
+       query=(string("expected_content_sha256", pattern=SHA256_PATTERN),), token="write",
+       returns="Deleted"),
     Op("GET", _VER, list_memory_versions, "memory_stores.memory_versions.list",
        query=(string("memory_id"), string("operation", enum=("created", "modified", "deleted")),
               string("session_id"), string("api_key_id"), string("service_account_id"),
@@ -209,7 +238,8 @@ OPS: list[Op] = [
     Op("POST", _SES + "/{session_id}/archive", archive_session, "sessions.archive",
        returns="Session"),
     Op("GET", _SES + "/{session_id}/resources", list_session_resources,
-       "sessions.resources.list", query=_LIST, token="session", returns="Page<SessionResource>"),
+       "sessions.resources.list", query=_list(MAX_EVENTS_PAGE), token="session",
+       returns="Page<SessionResource>"),
     Op("POST", _SES + "/{session_id}/resources", add_session_resource,
        "sessions.resources.add (refused: memfs has no file resources)",
        body=(string("type"), string("file_id"), string("mount_path")), returns="Error"),
@@ -223,7 +253,9 @@ OPS: list[Op] = [
        "sessions.resources.delete (refused for memory stores)", returns="Error"),
     Op("GET", _SES + "/{session_id}/events", list_session_events, "sessions.events.list",
        query=(array("types[]", items="string"), string("order", enum=("asc", "desc")),
-              *_times("gt", "gte", "lt", "lte"), *_LIST),
+              *_times("gt", "gte", "lt", "lte"),
+              *_list(None, f"at most {MAX_EVENTS_PAGE} a page (more is read as "
+                     f"{MAX_EVENTS_PAGE})")),
        token="session", returns="Page<Event>"),
     Op("POST", _SES + "/{session_id}/events", send_session_events, "sessions.events.send",
        body=(array("events!"), string("memory_store_id", description="memfs extension: the "
@@ -313,7 +345,7 @@ OPS: list[Op] = [
        token="write", returns="Memory", extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/rename_prefix", rename_prefix,
        "move every memory below a prefix, one transaction (a directory rename)",
-       body=(string("old_prefix!", **_PATH), string("new_prefix!", **_PATH), _EVENTS),
+       body=(string("old_prefix!", **_PREFIX), string("new_prefix!", **_PREFIX), _EVENTS),
        token="write", returns="MemoryList",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/events", record_store_events,
@@ -330,10 +362,12 @@ OPS: list[Op] = [
        query=(string("name"), string("into"), boolean("partial")), returns="ImportSummary",
        extension=True, raw_body=True),
     Op("GET", _MS + "/{memory_store_id}/changes", list_changes, "the store's change feed",
-       query=(integer("after"), integer("limit")), token="read", returns="ChangeList",
+       query=(integer("after", minimum=0),
+              integer("limit", minimum=0, maximum=MAX_CHANGES_PAGE)),
+       token="read", returns="ChangeList",
        extension=True),
     Op("GET", _MS + "/{memory_store_id}/changes/stream", stream_changes,
-       "the store's change feed, live (SSE)", query=(integer("after"),),
+       "the store's change feed, live (SSE)", query=(integer("after", minimum=0),),
        token="read", returns="ChangeStream", extension=True),
     # API keys (issue 22): an admin key's, of its workspace.
     Op("POST", _KEYS, create_key,

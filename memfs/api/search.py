@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..rules import MAX_QUERY_CHARS, SEARCH_MAX_LIMIT, SEARCH_PATTERN, SEARCH_PREFIX_PATTERN
 from .spec import integer, number, string
 
 if TYPE_CHECKING:
@@ -30,11 +31,14 @@ __all__ = ["SEARCH_QUERY", "search_memories", "search_status"]
 
 #: The query parameters of ``.../memfs/search`` (checked by type here, by value in the store).
 SEARCH_QUERY = (
-    string("query!", description="the question, in any words (at most 1,000 characters)"),
-    integer("limit", description="hits at most: 1 to 100, default 10"),
+    string("query!", description="the question, in any words (at most 1,000 characters)",
+           max_length=MAX_QUERY_CHARS, pattern=SEARCH_PATTERN),
+    integer("limit", description="hits at most: 1 to 100, default 10", minimum=1,
+            maximum=SEARCH_MAX_LIMIT),
     string("path_prefix", description="only memories whose path begins with this (a path "
-           "beginning with /, e.g. /people/)"),
-    number("min_score", description="only hits scoring at least this: 0 to 1, default 0"),
+           "beginning with /, e.g. /people/)", pattern=SEARCH_PREFIX_PATTERN),
+    number("min_score", description="only hits scoring at least this: 0 to 1, default 0",
+           minimum=0, maximum=1),
 )
 
 SEARCH_SUMMARY = (

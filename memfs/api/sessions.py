@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
+from ..rules import MAX_EVENTS_PAGE
 from ..store import TOOL_EVENT_TYPES, UNSET
 from .auth import SESSION_HEADER, _acting_session
 from .streams import _sse_response
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 #: ``sessions.events.list`` accepts up to this ``limit`` and clamps above it (API.md §4.1:
 #: the SDK's session runner asks for 1,000).
-EVENTS_MAX_LIMIT = 1000
+EVENTS_MAX_LIMIT = MAX_EVENTS_PAGE
 
 
 #: ``initial_events`` of sessions.create (API.md §4.1): at most 50, of these types.

@@ -8,9 +8,13 @@ integer (ASCII digits, 64 bits: :func:`memfs.rules.parse_int`), a number
 (:func:`parse_number`), a boolean, an object or an array (of strings or of objects), that a
 required one is there, and that a body holds no field it does not declare. Every rule about
 the values themselves (ranges, lengths, enums, formats) is the store's, which raises the same
-400 whatever layer calls it; an ``enum`` here only documents the values the
-store takes. An optional body field may be ``null`` (the same as leaving it out, as for the
-SDK); a required one may not. Query parameters the declaration does not name are ignored, as
+400 whatever layer calls it; an ``enum``, a range (``minimum``, ``maximum``), a length
+(``min_length``, ``max_length``) or a ``pattern`` here only documents what the store takes,
+and is declared with the very constant the store's check reads (:mod:`memfs.rules`), so that
+the two cannot drift apart (issue 38 S6: schemathesis found values valid by the document that
+the store refused; tests/unit/api/test_openapi_constraints.py holds them to it).
+An optional body field may be ``null`` (the same as leaving it out, as for the SDK); a
+required one may not. Query parameters the declaration does not name are ignored, as
 the SDK's own qualifiers would be.
 """
 
@@ -45,6 +49,13 @@ class Param:
     enum: tuple[str, ...] = ()
     format: str | None = None
     description: str = ""
+    #: What the store takes (see the module's docstring): a number's range, a string's length
+    #: in characters, a string's pattern (Python's ``re`` syntax, ECMA-262 compatible).
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
     #: The error a value of the wrong type raises (the store's own for that kind of value:
     #: InvalidPath for a path, InvalidContent for a content, so that its error code is).
     invalid: type[errors.InvalidRequest] = errors.InvalidRequest
@@ -54,12 +65,23 @@ class Param:
         """The name without an array's ``[]``."""
         return self.name.removesuffix("[]")
 
-    def schema(self, *, nullable: bool = False) -> dict[str, Any]:
-        """Its JSON Schema."""
+    def schema(self, *, nullable: bool = False, query: bool = False) -> dict[str, Any]:
+        """Its JSON Schema (``query``: as a query parameter, where :class:`Query` refuses an
+        empty value: a string there is at least one character long)."""
         types = list(self.types) + (["null"] if nullable else [])
         out: dict[str, Any] = {"type": types[0] if len(types) == 1 else types}
         if self.items is not None:
             out["items"] = {"type": self.items}
+            if query and self.items == "string":
+                out["items"]["minLength"] = 1
+        min_length = self.min_length
+        if query and "string" in self.types:
+            min_length = max(1, min_length or 0)
+        for key, value in (("minimum", self.minimum), ("maximum", self.maximum),
+                           ("minLength", min_length), ("maxLength", self.max_length),
+                           ("pattern", self.pattern)):
+            if value is not None:
+                out[key] = value
         if self.enum:
             out["enum"] = list(self.enum) + ([None] if nullable else [])
         if self.format is not None:
@@ -302,7 +324,7 @@ def operation(
                "schema": {"type": "string"}} for p in path.split("{")[1:]]
     for q in query:
         entry: dict[str, Any] = {"name": q.name, "in": "query", "required": q.required,
-                                 "schema": q.schema()}
+                                 "schema": q.schema(query=True)}
         if q.types == ("array",):
             entry.update(style="form", explode=True)
         if q.description:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from ..backends import Row
 from ..errors import InvalidRequest, NotFound, PreconditionFailed, StoreArchived
 from ..models import Event, Memory, MemoryPrefix
-from ..rules import _validate_text, format_time, new_id, parse_time
+from ..rules import SHA256_PATTERN, _validate_text, format_time, new_id, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ _BASIC_MEMORY_COLS = (
     "id, store_id, path, NULL AS content, content_sha256, content_size_bytes, version_id, "
     "created_at, updated_at"
 )
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_SHA256_RE = re.compile(SHA256_PATTERN)
 #: ASCII's upper-case letters to lower case, nothing else (what SQL's lower() does here).
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 #: A cursor's integers are SQLite integers.

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import InvalidCursor, InvalidRequest, NotFound, ReadOnly
 from ..models import DEFAULT_WORKSPACE, Actor, Event, Page, SessionResource
 from ..rules import (
+    MAX_EVENTS_PAGE,
     _check_limit,
     _dict_list,
     _validate_metadata,
@@ -107,7 +108,7 @@ class EventsPart(SessionsPart):
         same time in the order they were recorded). Not in ``seq`` order: each mount of a
         session records its own batches of tool events, so one store's batch is recorded after
         another's although its events happened in between."""
-        limit = _check_limit(limit, self.limits, maximum=1000)
+        limit = _check_limit(limit, self.limits, maximum=MAX_EVENTS_PAGE)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
         self._run(self._session_in, session_id)
@@ -377,7 +378,7 @@ class EventsPart(SessionsPart):
             start = key
         if limit is None:
             return Page(items[start:], None)
-        limit = _check_limit(limit, self.limits, maximum=1000)
+        limit = _check_limit(limit, self.limits, maximum=MAX_EVENTS_PAGE)
         end = start + limit
         next_page = _encode_cursor("resources", [session_id], end) if end < len(items) else None
         return Page(items[start:end], next_page)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequest
 from ..models import Memory
-from ..rules import _validate_text
+from ..rules import MAX_QUERY_CHARS, SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, _validate_text
 from .archive import ArchivePart
 from .common import _ASCII_LOWER, _BASIC_MEMORY_COLS
 from .rows import _memory
@@ -101,9 +101,9 @@ class SearchPart(ArchivePart):
     # -- recall (memfs.recall) ----------------------------------------------------------------
 
     #: The longest question (characters).
-    max_query_chars = 1000
+    max_query_chars = MAX_QUERY_CHARS
     #: Hits of a search: the default and the most.
-    search_default_limit, search_max_limit = 10, 100
+    search_default_limit, search_max_limit = SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
     _embeddings: Any = None
     _embeddings_set = False
 

@@ -621,17 +621,20 @@ def test_openapi_declares_the_real_type_of_every_input(anon):
     p = doc["paths"]
     q = {x["name"]: x["schema"] for x in
          p["/v1/memory_stores/{memory_store_id}/memories"]["get"]["parameters"]}
-    assert q["limit"] == {"type": "integer"} and q["depth"] == {"type": "integer"}
-    assert q["view"] == {"type": "string", "enum": ["basic", "full"]}
+    # Ranges, lengths and patterns too (issue 38 S6: test_openapi_constraints.py).
+    assert q["limit"] == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert q["depth"] == {"type": "integer", "minimum": 0}
+    assert q["view"] == {"type": "string", "enum": ["basic", "full"], "minLength": 1}
     assert {x["name"]: x["schema"] for x in p["/v1/sessions"]["get"]["parameters"]}[
-        "statuses[]"] == {"type": "array", "items": {"type": "string"}}
+        "statuses[]"] == {"type": "array", "items": {"type": "string", "minLength": 1}}
     body = p["/v1/sessions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["properties"]["resources"] == {"type": ["array", "null"],
                                                "items": {"type": "object"}}
     assert body["properties"]["agent"]["type"] == ["string", "object", "null"]
     create = p["/v1/memory_stores/{memory_store_id}/memories"]["post"]
     props = create["requestBody"]["content"]["application/json"]["schema"]["properties"]
-    assert props == {"path": {"type": "string"}, "content": {"type": "string"}}
+    assert {k: v["type"] for k, v in props.items()} == {"path": "string", "content": "string"}
+    assert props["path"]["pattern"].startswith("^(?:/") and props["path"]["maxLength"] == 1024
     revert = p["/v1/sessions/{session_id}/memfs/revert"]["post"]["requestBody"]
     assert revert["content"]["application/json"]["schema"]["properties"]["force"] == {
         "type": ["boolean", "null"]}
