@@ -151,6 +151,8 @@ class SQLiteDatabase:
         self._snapshots: set[sqlite3.Connection] = set()
         self._readers_lock = threading.Lock()
         self._closed = False
+        #: Set by :meth:`stop_waiting`: every wait for a lock gives up.
+        self._stop_waiting = False
         #: Set once the file at :attr:`path` is no longer this database: writes are refused.
         self.gone: str | None = None
         self._file_id: tuple[int, int] | None = None
@@ -405,6 +407,15 @@ class SQLiteDatabase:
         finally:
             self._local.deadline = previous
 
+    def stop_waiting(self) -> None:
+        """From now on no call waits for a lock: one waiting gives up at its next try (within
+        :data:`WRITE_RETRY_MAX_DELAY`), and later ones at their first, with :class:`Busy`,
+        having changed nothing. For a process that is stopping: a mount daemon whose stop
+        signal's grace ran out while a close waited for another process's write lock must
+        unmount, not wait up to :data:`WRITE_PATIENCE` (issue 38). A transaction that has the
+        lock already ends as it would have."""
+        self._stop_waiting = True
+
     def _waiting_allowed(self) -> bool:
         return not getattr(self._local, "nowait", False)
 
@@ -433,6 +444,9 @@ class SQLiteDatabase:
                     raise self._error(e) from e
                 if not self._waiting_allowed():
                     raise WouldBlock() from e
+                if self._stop_waiting:
+                    raise Busy("the database is locked by another writer, and this process "
+                               "is stopping: nothing was changed") from e
                 if time.monotonic() > deadline:
                     raise Busy("the database stayed locked by other writers; try again") from e
             except sqlite3.Error as e:

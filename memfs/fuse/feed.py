@@ -175,6 +175,14 @@ class Feed(Base):
             self.history.apply_changes(
                 [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
 
+    def stop_waiting(self) -> None:
+        """At a stop signal's end of grace: the store's calls waiting for a lock (a close
+        waiting for another process's write lock, in a worker thread that no cancellation
+        reaches) give up, having changed nothing, so that the unmount follows."""
+        stop = getattr(self.store, "stop_waiting", None)
+        if stop is not None:
+            stop()
+
     def discard_all(self) -> None:
         """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""
         for path in self.tree.discard_all():

@@ -160,14 +160,18 @@ STOP_GRACE = 5.0
 
 async def terminate_on_signal(serving: trio.CancelScope,
                               terminate: Callable[[], None] = pyfuse3.terminate,
-                              stops: StopSignals | None = None) -> None:
+                              stops: StopSignals | None = None,
+                              stop_waiting: Callable[[], None] | None = None) -> None:
     """End ``pyfuse3.main()`` at the first SIGINT, SIGTERM or SIGHUP (the unmount follows),
     or at once when ``stops`` noted one before the receiver was there.
 
     ``pyfuse3.main()`` returns once the requests in progress are answered. One that never
     ends must not keep the daemon and its mounts up: :data:`STOP_GRACE` seconds later,
-    ``serving`` (the scope of ``main()``) is cancelled. The signal receiver stays installed
-    until then; after it, a signal is noted by ``stops`` again.
+    ``stop_waiting`` makes the store calls that wait for a lock give up (in worker threads,
+    which a cancellation does not reach: a close waiting for another process's write lock
+    held the unmount up to a minute, issue 38), and ``serving`` (the scope of ``main()``) is
+    cancelled. The signal receiver stays installed until then; after it, a signal is noted
+    by ``stops`` again.
     """
     with trio.open_signal_receiver(*StopSignals.SIGNALS) as signals:
         # Looked at once the receiver is there: a signal came before (noted), or comes now
@@ -183,6 +187,8 @@ async def terminate_on_signal(serving: trio.CancelScope,
         await trio.sleep(STOP_GRACE)  # cancelled with the nursery once main() returned
         log.warning("requests still unanswered %s s after the stop signal: cancelling them",
                     f"{STOP_GRACE:g}")
+        if stop_waiting is not None:
+            stop_waiting()
         serving.cancel()
 
 
@@ -272,6 +278,11 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
                     log.exception("stopping the background service")
 
 
+def _stop_waiting(mounted: Sequence[Mounted]) -> None:
+    for m in mounted:
+        m.ops.stop_waiting()
+
+
 async def serve(mounted: Sequence[Mounted], *,
                 main: Callable[[], Awaitable[None]] = pyfuse3.main,
                 terminate: Callable[[], None] = pyfuse3.terminate,
@@ -316,7 +327,8 @@ async def serve(mounted: Sequence[Mounted], *,
             main, terminate = reader.main, reader.terminate
         async with trio.open_nursery() as nursery:
             serving = trio.CancelScope()
-            nursery.start_soon(terminate_on_signal, serving, terminate, stops)
+            nursery.start_soon(terminate_on_signal, serving, terminate, stops,
+                               functools.partial(_stop_waiting, mounted))
             for s in services:
                 nursery.start_soon(s.run)
             nursery.start_soon(load_and_follow, nursery)

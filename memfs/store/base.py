@@ -159,6 +159,15 @@ class StoreBase:
         patience: AbstractContextManager[None] = self.database.patience(seconds)
         return patience
 
+    def stop_waiting(self) -> None:
+        """No call waits for a lock from now on (:class:`memfs.errors.Busy`, nothing changed):
+        the process is stopping (SQLite: :meth:`SQLiteDatabase.stop_waiting
+        <memfs.backends.sqlite.SQLiteDatabase.stop_waiting>`; PostgreSQL's waits end at
+        their ``lock_timeout``)."""
+        stop = getattr(self.database, "stop_waiting", None)
+        if stop is not None:
+            stop()
+
     def close(self) -> None:
         self.closed = True
         self.database.close()
