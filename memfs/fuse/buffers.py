@@ -53,6 +53,9 @@ class _Commit:
     failure: _Failure | None = None
     #: Not a store error (a bug, a cancellation): raised by the close that waited for it.
     error: BaseException | None = None
+    #: What a cancelled close waits on while a batch that took this commit runs: set (and
+    #: dropped) when that batch ends, done or put back in the queue (None: nobody waits).
+    settled: trio.Event | None = None
 
 
 def _too_big(size: int, limit: int) -> _Failure:
@@ -176,12 +179,16 @@ class Buffers(Feed):
         """
         job = _Commit(node, pair)
         self._queued_commits.append(job)
-        while not job.done:
-            async with self._mutex:
-                if not job.done:
-                    await self._gather()
-                    jobs, self._queued_commits = self._queued_commits, []
-                    await self._commit_jobs(jobs)
+        try:
+            while not job.done:
+                async with self._mutex:
+                    if not job.done:
+                        await self._gather()
+                        jobs, self._queued_commits = self._queued_commits, []
+                        await self._commit_jobs(jobs)
+        except trio.Cancelled:
+            if not await self._settle_cancelled(job):
+                raise
         if job.error is not None:
             raise job.error
         if job.failure is None:
@@ -190,6 +197,27 @@ class Buffers(Feed):
         # unlink) that waits for the mutex, and forgetting the name needs that lock.
         await self._invalidate_now(node)
         raise job.failure
+
+    async def _settle_cancelled(self, job: _Commit) -> bool:
+        """A close cancelled (the mount ends: its stop signal's grace ran out) while ``job``,
+        its commit, waited: is it answered all the same? A close that is not answered fails
+        (the kernel says ECONNABORTED), so it must never be committed (issue 38, N3).
+
+        :returns: True when ``job`` was made anyway, by the batch of another close that had
+            taken it: its outcome is this close's (waited for, shielded: the batch's thread
+            ends at once, its store no longer waiting for locks by then, see
+            :meth:`~memfs.fuse.feed.Feed.stop_waiting`). False when it was still queued: it
+            is taken out of the queue, never to be committed.
+        """
+        while not job.done:
+            if job in self._queued_commits:
+                self._queued_commits.remove(job)
+                return False
+            if job.settled is None:
+                job.settled = trio.Event()
+            with trio.CancelScope(shield=True):
+                await job.settled.wait()
+        return True
 
     async def _gather(self) -> None:
         """While other files of this mount are open for writing, let the trio thread serve
@@ -212,9 +240,10 @@ class Buffers(Feed):
 
     async def _commit_jobs(self, jobs: list[_Commit]) -> None:
         """Make the queued commits ``jobs`` (under the mutex): each job gets its outcome."""
+        ready: list[_Commit] = []
+        outcomes: list[Any] = []
         try:
             await self._events_in_order()
-            ready: list[_Commit] = []
             for job in jobs:
                 node = job.node
                 # A second close of a file in the same batch has nothing left to save (as
@@ -231,7 +260,7 @@ class Buffers(Feed):
                 job.path, job.data, job.gen = path, data, node.gen
                 job.events = job.pair(len(data))
                 ready.append(job)
-            outcomes = await self._write_all(ready)
+            await self._write_all(ready, outcomes)
             for job, outcome in zip(ready, outcomes, strict=True):
                 self._saved(job, outcome)
         except Exception as e:  # a bug: every close that waited for it fails (EIO)
@@ -239,17 +268,26 @@ class Buffers(Feed):
                 if not job.done:
                     job.done, job.error = True, e
         except BaseException:
-            # Cancelled (the mount ends) while nothing was written: the others' commits go
-            # back in the queue for the next holder of the mutex, never a Cancelled of
-            # this task raised in theirs.
+            # Cancelled (the mount ends). The commits made before it (one at a time, without
+            # group commit) keep their outcome: their closes are answered (_settle_cancelled).
+            # The others' go back in the queue, never made by this task, whose Cancelled is
+            # never raised in theirs.
+            for job, outcome in zip(ready, outcomes, strict=False):
+                self._saved(job, outcome)
             self._queued_commits[:0] = [j for j in jobs if not j.done]
             raise
+        finally:
+            for job in jobs:  # wakes the closes that wait for this batch, cancelled
+                if job.settled is not None:
+                    job.settled.set()
+                    job.settled = None
 
-    async def _write_all(self, jobs: list[_Commit]) -> list[Any]:
-        """``write_path`` of each job (in one transaction when there are several): each one's
-        memory, or the store error that refused it."""
+    async def _write_all(self, jobs: list[_Commit], outcomes: list[Any]) -> None:
+        """``write_path`` of each job (in one transaction when there are several), its outcome
+        appended to ``outcomes`` as soon as it is known: each one's memory, or the store error
+        that refused it (cancelled midway, those made are there)."""
         if not jobs:
-            return []
+            return
 
         def write(job: _Commit) -> Memory:
             assert job.path is not None and job.data is not None
@@ -257,14 +295,14 @@ class Buffers(Feed):
                                          events=job.events)
 
         if len(jobs) == 1 or not hasattr(self.store, "batch"):
-            outcomes: list[Any] = []
             for job in jobs:
                 try:
                     outcomes.append(await self._call(write, job))
                 except errors.MemfsError as e:
                     outcomes.append(e)
-            return outcomes
-        return await self._call(self.store.batch, [functools.partial(write, j) for j in jobs])
+            return
+        outcomes.extend(await self._call(self.store.batch,
+                                         [functools.partial(write, j) for j in jobs]))
 
     def _saved(self, job: _Commit, outcome: Any) -> None:
         """Take a commit's outcome into the tree (under the mutex)."""
