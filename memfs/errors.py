@@ -33,6 +33,7 @@ Anything that is not a :class:`MemfsError` (a bug) leaves as :class:`MemfsError`
     │   ├── RequestTooLarge      HTTP: a request body over its limit (413)
     │   ├── RequestTimeout       HTTP: a request body that came too slowly (408)
     │   └── ClientGone           HTTP: the client left before its body was complete
+    ├── DeadlinePassed           a write whose client's deadline passed before it could commit
     ├── Conflict                 HTTP 409, never worth retrying
     │   ├── PathConflict         the path is taken, or overlaps another memory's path
     │   │   ├── DirectoryNotEmpty    a directory rename onto a directory that holds memories
@@ -139,6 +140,13 @@ class RequestTimeout(InvalidRequest):
 class ClientGone(InvalidRequest):
     """The client disconnected before its request body was complete (nobody reads the
     answer; it is not a server failure)."""
+
+
+class DeadlinePassed(MemfsError):
+    """A write refused because the deadline its client set (the ``x-memfs-deadline`` header)
+    passed before it could commit: nothing was written, and the same request (its
+    ``Idempotency-Key``) is answered so again. A remote mount sets one on each write so that a
+    close it reports as failed is never committed later (docs/http-api.md)."""
 
 
 class Conflict(MemfsError):
@@ -283,6 +291,8 @@ WIRE: dict[type[MemfsError], Wire] = {
     # not tell the client not to retry it), so EIO and 1 where a client sees it.
     RequestTimeout: Wire(_EIO, 408, "timeout_error", "request_timeout", 1),
     ClientGone: Wire(_EINVAL, 400, _BAD, "client_disconnected", 5),
+    # Not written, and never will be: a failure of the way there (EIO), as RequestTimeout.
+    DeadlinePassed: Wire(_EIO, 408, "timeout_error", "deadline_passed", 1),
     Conflict: Wire(errno.EEXIST, 409, "conflict_error", None, 4),
     PathConflict: Wire(errno.EEXIST, 409, "memory_path_conflict_error", None, 4),
     DirectoryNotEmpty: Wire(errno.ENOTEMPTY, 409, "memory_path_conflict_error",

@@ -4,6 +4,9 @@ and body, the app's hubs and write batcher), and the helpers of the views it sho
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -23,6 +26,12 @@ if TYPE_CHECKING:
     from ..grants import GrantWatch
     from .batching import WriteBatcher
     from .streams import ChangeHub, EventHub
+
+#: A write sent with this header is applied once per key (:meth:`Call.answer`); the IETF
+#: draft's name, as the client spells it (memfs.client.wire).
+IDEMPOTENCY_HEADER = "idempotency-key"
+#: memfs extension: the time (seconds since the epoch) after which a write must not commit.
+DEADLINE_HEADER = "x-memfs-deadline"
 
 
 @dataclass
@@ -79,6 +88,46 @@ class Call:
         """Run a store write method, committed together with the writes of other requests
         waiting at the same moment (:class:`WriteBatcher`); returns once it is durable."""
         return await self.writes.run(partial(fn, *args, **kwargs))
+
+    async def answer(self, shown: Callable[[Any], Any], fn: Callable[..., Any], *args: Any,
+                     **kwargs: Any) -> Any:
+        """The answer of a store write, ``shown(result)``, committed as :meth:`write` does.
+
+        Sent with an ``Idempotency-Key``, the write is applied once: its answer (or refusal)
+        is recorded in its transaction, and the same request sent again is answered with it
+        (:meth:`memfs.store.Store.write_once`). Sent with ``x-memfs-deadline`` (seconds since
+        the epoch), a write that cannot commit by then is refused with
+        :class:`~memfs.errors.DeadlinePassed`, and never commits later.
+        """
+        headers = self.request.headers
+        key = headers.get(IDEMPOTENCY_HEADER)
+        deadline = _deadline(headers.get(DEADLINE_HEADER))
+        if key is None and deadline is None:
+            return shown(await self.write(fn, *args, **kwargs))
+        fingerprint = hashlib.sha256(json.dumps(
+            [self.request.method, self.request.url.path, str(self.request.query_params),
+             self.body, repr(getattr(self.request.state, "actor", None))],
+            sort_keys=True).encode()).hexdigest()
+        status, body = await self.writes.run(partial(
+            self.store.write_once, self.workspace, key, fingerprint, deadline,
+            partial(fn, *args, **kwargs), shown))
+        if status >= 400:
+            raise errors.from_wire(status, body)
+        return body
+
+
+def _deadline(value: str | None) -> float | None:
+    """The ``x-memfs-deadline`` header: seconds since the epoch (a number)."""
+    if value is None:
+        return None
+    try:
+        deadline = float(value)
+    except ValueError:
+        deadline = math.nan
+    if not math.isfinite(deadline):
+        raise errors.InvalidRequest(
+            f"{DEADLINE_HEADER} must be a time in seconds since the epoch, not {value[:40]!r}")
+    return deadline
 
 
 def _view(c: Call, default: str) -> str:

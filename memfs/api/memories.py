@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
@@ -19,11 +20,10 @@ SHORT_PAGE = 100
 
 async def create_memory(c: Call) -> Any:
     view = _view(c, "basic")
-    m = await c.write(
-        c.store.create_memory, c.p["memory_store_id"], c.body["path"], c.body["content"],
-        actor=await _writer(c),
+    return await c.answer(
+        partial(_shown, view=view), c.store.create_memory, c.p["memory_store_id"],
+        c.body["path"], c.body["content"], actor=await _writer(c),
     )
-    return _shown(m, view)
 
 
 async def retrieve_memory(c: Call) -> Any:
@@ -47,7 +47,8 @@ def _precondition(value: Any) -> str | None:
 async def update_memory(c: Call) -> Any:
     view = _view(c, "basic")
     b = c.body
-    m = await c.write(
+    return await c.answer(
+        partial(_shown, view=view),
         c.store.update_memory,
         c.p["memory_store_id"],
         c.p["memory_id"],
@@ -56,7 +57,6 @@ async def update_memory(c: Call) -> Any:
         precondition_sha256=_precondition(b.get("precondition")),
         actor=await _writer(c),
     )
-    return _shown(m, view)
 
 
 async def list_memories(c: Call) -> Any:
@@ -76,11 +76,12 @@ async def list_memories(c: Call) -> Any:
 
 
 async def delete_memory(c: Call) -> Any:
-    await c.write(
+    gone = {"id": c.p["memory_id"], "type": "memory_deleted"}
+    return await c.answer(
+        lambda _: gone,
         c.store.delete_memory,
         c.p["memory_store_id"],
         c.p["memory_id"],
         expected_sha256=c.q.text("expected_content_sha256"),
         actor=await _writer(c),
     )
-    return {"id": c.p["memory_id"], "type": "memory_deleted"}

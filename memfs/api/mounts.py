@@ -72,30 +72,31 @@ def _with_seq(m: Memory) -> dict[str, Any]:
 
 async def write_path(c: Call) -> Any:
     b = c.body
-    m = await c.write(c.store.write_path, c.p["memory_store_id"], b["path"], b["content"],
-                    actor=await _writer(c), events=b.get("events"))
-    return _with_seq(m)
+    return await c.answer(_with_seq, c.store.write_path, c.p["memory_store_id"], b["path"],
+                          b["content"], actor=await _writer(c), events=b.get("events"))
 
 
 async def delete_path(c: Call) -> Any:
-    m = await c.write(c.store.delete_path, c.p["memory_store_id"], c.body["path"],
-                      actor=await _writer(c), events=c.body.get("events"))
-    return _with_seq(m)
+    return await c.answer(_with_seq, c.store.delete_path, c.p["memory_store_id"],
+                          c.body["path"], actor=await _writer(c), events=c.body.get("events"))
 
 
 async def rename_path(c: Call) -> Any:
     b = c.body
     replace = b.get("replace")
-    m = await c.write(c.store.rename_path, c.p["memory_store_id"], b["old_path"],
-                    b["new_path"], actor=await _writer(c), replace=replace is not False,
-                    events=b.get("events"))
-    return _with_seq(m)
+    return await c.answer(_with_seq, c.store.rename_path, c.p["memory_store_id"],
+                          b["old_path"], b["new_path"], actor=await _writer(c),
+                          replace=replace is not False, events=b.get("events"))
 
 
 async def rename_prefix(c: Call) -> Any:
     b = c.body
-    moved = await c.run(c.store.rename_prefix, c.p["memory_store_id"], b["old_prefix"],
-                        b["new_prefix"], actor=await _writer(c), events=b.get("events"))
+    return await c.answer(_moved, c.store.rename_prefix, c.p["memory_store_id"],
+                          b["old_prefix"], b["new_prefix"], actor=await _writer(c),
+                          events=b.get("events"))
+
+
+def _moved(moved: list[Memory]) -> dict[str, Any]:
     return {"data": [_with_seq(m) for m in moved]}
 
 

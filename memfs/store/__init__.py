@@ -36,8 +36,9 @@ the parts before it (it may call their methods; never the other way round):
   :mod:`~.memories` (and the filesystem's path operations), :mod:`~.versions`,
   :mod:`~.sessions` (and tokens), :mod:`~.events` (and agents, environments), :mod:`~.undo`
   (reverting a session), :mod:`~.dreams`, :mod:`~.archive` (import, export),
-  :mod:`~.search` (the Console's search, recall) and :mod:`~.keys` (API keys, workspaces):
-  the parts, in that order;
+  :mod:`~.search` (the Console's search, recall), :mod:`~.keys` (API keys, workspaces) and
+  :mod:`~.idempotency` (writes applied once per client key, and their deadlines): the parts,
+  in that order;
 - this module: :class:`Store`, the last part, and the names callers import from here.
 
 The store may import :mod:`memfs.backends` (its databases, and :func:`open_database`),
@@ -79,7 +80,8 @@ from .common import (
     no_store,
     sha256_hex,
 )
-from .keys import KEY_PREFIX, KeyCheck, KeysPart
+from .idempotency import IdempotencyPart
+from .keys import KEY_PREFIX, KeyCheck
 from .schema import MIGRATION_SET
 from .search import SearchHit
 
@@ -93,7 +95,7 @@ __all__ = [
 ]
 
 
-class Store(KeysPart):
+class Store(IdempotencyPart):
     """A memfs database. Thread-safe: writes go through one writer connection, reads through a
     connection per thread that never waits on the writer
     (:class:`memfs.backends.SQLiteDatabase`).

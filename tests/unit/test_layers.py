@@ -204,7 +204,8 @@ ORDER: dict[str, list[str]] = {
     # Plain functions first (schema: a package, the schema and both backends' migrations),
     # then the parts of the Store class, each over the one before it.
     "store": ["common", "paging", "schema", "rows", "base", "stores", "memories", "versions",
-              "sessions", "events", "undo", "dreams", "archive", "search", "keys"],
+              "sessions", "events", "undo", "dreams", "archive", "search", "keys",
+              "idempotency"],
     # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
     # streams), the resources, then the route table, its OpenAPI document and the app.
     "api": ["spec", "errortable", "body", "batching", "call", "limits", "auth", "streams",

@@ -54,6 +54,9 @@ text.
   Every store, session, dream, agent and environment has a ``workspace_id`` (issue 22);
   ``deleted_stores`` keeps a deleted store's, for its change feed; ``console_signins`` the
   Console's sign-ins made with a stored key (the SHA-256 of each cookie's nonce).
+- ``idempotency_keys``: the answer of each write sent with an ``Idempotency-Key`` (by
+  ``scope``, the caller's workspace, and ``key``; the request's ``fingerprint``), recorded
+  in the write's transaction and kept a day (``idempotency_keys_time``).
 - Bookkeeping: ``_sqlite_migrations`` (sqlite-utils') or ``_memfs_migrations`` (ours, the same
   columns): the migrations applied, by ``migration_set`` (:data:`MIGRATION_SET`) and name.
 
@@ -139,6 +142,9 @@ VERSIONS: tuple[Version, ...] = (
             sqlite="m014_session_token_keys", postgresql="m009_session_token_keys"),
     Version("sessions.created_by_key: the stored key that created a session (issue 38 S3)",
             sqlite="m015_session_creator_keys", postgresql="m010_session_creator_keys"),
+    Version("idempotency_keys: the answer of each write sent with an Idempotency-Key "
+            "(issue 38 N6)",
+            sqlite="m016_idempotency_keys", postgresql="m011_idempotency_keys"),
 )
 
 

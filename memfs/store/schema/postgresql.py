@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 from ...backends.targets import redact_url
 from ...recall import schema as recall_schema
 from . import MIGRATION_SET
-from .sqlite import SESSION_CREATOR_KEYS_SQL, SESSION_TOKEN_KEYS_SQL, WORKSPACES_KEYS_SQL
+from .sqlite import (
+    IDEMPOTENCY_KEYS_SQL,
+    SESSION_CREATOR_KEYS_SQL,
+    SESSION_TOKEN_KEYS_SQL,
+    WORKSPACES_KEYS_SQL,
+)
 
 if TYPE_CHECKING:
     from ...backends.postgresql import PgDatabase
@@ -224,6 +229,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m009_session_token_keys", SESSION_TOKEN_KEYS_SQL.replace("TEXT", _T)),
     # SQLite's m015_session_creator_keys: the stored key that created a session.
     ("m010_session_creator_keys", SESSION_CREATOR_KEYS_SQL.replace("TEXT", _T)),
+    # SQLite's m016_idempotency_keys: the recorded outcome of each write sent with a key.
+    ("m011_idempotency_keys", IDEMPOTENCY_KEYS_SQL.format(T=_T, I="BIGINT")),
 ]
 
 

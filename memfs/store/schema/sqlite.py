@@ -431,6 +431,31 @@ def m015_session_creator_keys(db: sqlite_utils.Database) -> None:
 SESSION_CREATOR_KEYS_SQL = "ALTER TABLE sessions ADD COLUMN created_by_key TEXT;"
 
 
+@_migration
+def m016_idempotency_keys(db: sqlite_utils.Database) -> None:
+    # Issue 38 N6: the outcome of each write sent with an Idempotency-Key, recorded in the
+    # write's own transaction, so that the same request sent again is answered with it.
+    db.executescript(IDEMPOTENCY_KEYS_SQL.format(T="TEXT", I="INTEGER"))
+
+
+#: The SQL of m016 (and of PostgreSQL's m011, with its types for ``{T}`` and ``{I}``): per
+#: ``scope`` (the caller's workspace) and client ``key``, the SHA-256 of the request
+#: (``fingerprint``: the key sent with another request is refused) and its answer (``status``,
+#: ``body`` as JSON); kept for memfs.store.idempotency.KEEP_KEYS after ``created_at``.
+IDEMPOTENCY_KEYS_SQL = """
+CREATE TABLE idempotency_keys (
+    scope {T} NOT NULL,
+    key {T} NOT NULL,
+    fingerprint {T} NOT NULL,
+    status {I} NOT NULL,
+    body {T} NOT NULL,
+    created_at {T} NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+CREATE INDEX idempotency_keys_time ON idempotency_keys(created_at);
+"""
+
+
 #: The SQL of m012 (and of PostgreSQL's m008, with its text type for ``{T}``).
 WORKSPACES_KEYS_SQL = """
 ALTER TABLE stores ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';

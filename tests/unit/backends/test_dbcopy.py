@@ -65,6 +65,10 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     s.record_signin("1" * 64, "apikey_x", 4_000_000_000)
     # A deleted store's workspace (deleted_stores).
     s.delete_store(s.create_store("gone").id)
+    # A write sent with an Idempotency-Key: its recorded answer (idempotency_keys), here a
+    # refusal (nothing else written).
+    s.write_once("default", "key-1", "0" * 64, None,
+                 lambda: s.delete_path(a.id, "/none.md", actor=USER), lambda m: m.id)
 
 
 def dump(target: str) -> dict[str, Any]:
@@ -218,6 +222,8 @@ def _at_m005(path: str) -> None:
     Store(path, limits=Limits()).close()  # then take the last migration back out
     conn = sqlite3.connect(path)
     conn.executescript("""
+        DROP TABLE idempotency_keys;
+        DELETE FROM _sqlite_migrations WHERE name = 'm016_idempotency_keys';
         ALTER TABLE sessions DROP COLUMN created_by_key;
         DELETE FROM _sqlite_migrations WHERE name = 'm015_session_creator_keys';
         ALTER TABLE session_tokens DROP COLUMN key_id;
@@ -248,7 +254,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m015_session_creator_keys"
+    assert schema.migration_names("sqlite")[-1] == "m016_idempotency_keys"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -265,10 +271,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/15" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/16" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/15 (m005_session_launcher) -> 15/15 (m015_session_creator_keys)" in r.output, r.output
+    assert "5/16 (m005_session_launcher) -> 16/16 (m016_idempotency_keys)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 
