@@ -26,8 +26,10 @@ the store's change stream, which the server pushes, and reconnects from the last
 applied. Calls to the server run in worker threads, like every store call: a slow or stopped
 server never holds up other operations (cached reads answer at once); a call fails with EIO
 after ``http_timeout`` seconds (10 by default), and the mount recovers by itself when the
-server is back. A server that cannot be reached at mount time is an error before anything is
-mounted.
+server is back. A close that saves a file ends within ``http_timeout`` of its start too, and
+truthfully: the client's writes carry an idempotency key and a deadline the server checks
+before it commits (:meth:`memfs.client.Client.answer_by`, :mod:`memfs.store.idempotency`).
+A server that cannot be reached at mount time is an error before anything is mounted.
 
 Search (``MOUNT/.search/``, :mod:`memfs.fuse.search`): once mounted, a local mount of a live store
 (read-only too: indexing writes only derived rows; not a snapshot) keeps it indexed by meaning
@@ -348,7 +350,8 @@ def remote_store(url: str, api_key: str | None, session_id: str | None,
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # httpx logs every request at INFO: with -v that would drown the mount's own log.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-    client = Client(url, api_key, session_id=session_id, timeout=http_timeout)
+    client = Client(url, api_key, session_id=session_id, timeout=http_timeout,
+                    deadline=http_timeout)
     try:
         served = client.get_limits()
         names = {f.name for f in dataclasses.fields(Limits)}

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -31,8 +34,12 @@ from ..models import (
 from .decode import _decode
 from .ops import OPS
 from .wire import (
+    COMMIT_GRACE,
+    DEADLINE_HEADER,
     DEFAULT_MOUNT_ROOT,
     DEFAULT_TIMEOUT,
+    IDEMPOTENCY_HEADER,
+    RESEND_PAUSE,
     Op,
     Request,
     _headers,
@@ -55,6 +62,13 @@ class Client:
         attributed to its ``session_actor`` (the server refuses them with ReadOnly unless the
         session may write the store) and tool events may be recorded for it.
     :param transport: an httpx transport (tests pass ``httpx.MockTransport``).
+    :param deadline: seconds a write (any request but a GET) may take in all, answer
+        included (None: each request waits ``timeout`` for each step, and fails when the
+        connection does). A write then carries its own ``Idempotency-Key`` and asks the server
+        to commit it only within ``deadline - COMMIT_GRACE`` seconds (``x-memfs-deadline``);
+        it is sent again with the same key when its connection fails, and fails once
+        ``deadline`` is over without an answer: the server refuses it from then on, so a
+        write that failed is never committed later (what a remote mount's close needs).
 
     Each operation is a method that drives its generator of :mod:`memfs.client.ops` (where
     its docstring is) over this client's connection, with the same parameters; mypy checks
@@ -74,9 +88,12 @@ class Client:
         session_id: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.base_url = base_url
         self.session_id = session_id
+        self.deadline = deadline
+        self._until = threading.local()  # answer_by(): this thread's writes end by then
         uds, http_url = unix_socket(base_url)
         if uds is not None and transport is None:
             transport = httpx.HTTPTransport(uds=uds)
@@ -85,6 +102,19 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+
+    @contextmanager
+    def answer_by(self, seconds: float) -> Iterator[None]:
+        """Writes sent in this block (this thread) by a client with a ``deadline`` end within
+        ``seconds`` in all, as their own deadline does (a write that has not begun by then
+        fails at once, unsent): a remote mount's close that queued behind others keeps to
+        the deadline counted from the close, not from its own request."""
+        before = getattr(self._until, "at", None)
+        self._until.at = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._until.at = before
 
     def check_file(self) -> None:
         """Nothing to check: the server watches its own database file."""
@@ -96,6 +126,8 @@ class Client:
         self.close()
 
     def _send(self, req: Request) -> Any:
+        if self.deadline is not None and req.method != "GET":
+            return self._send_by(self.deadline, req)
         attempt = 0
         while True:
             try:
@@ -108,6 +140,39 @@ class Client:
             if wait is None:
                 return _decode(response)
             time.sleep(wait)
+
+    def _send_by(self, seconds: float, req: Request) -> Any:
+        """Send a write that must be answered within ``seconds`` (see ``deadline``)."""
+        now = time.monotonic()
+        give_up = min(now + seconds, getattr(self._until, "at", None) or now + seconds)
+        if give_up <= now:
+            raise errors.MemfsError(f"no time left to send a write to memfs server "
+                                    f"{self.base_url} (its deadline passed): not written")
+        headers = {IDEMPOTENCY_HEADER: uuid.uuid4().hex,
+                   DEADLINE_HEADER: f"{time.time() + (give_up - now) - COMMIT_GRACE:.3f}"}
+        attempt = 0
+        while True:
+            left = give_up - time.monotonic()
+            try:
+                if left <= 0:
+                    raise httpx.TimeoutException("no answer")
+                response = self._http.request(req.method, req.path, params=req.params,
+                                              json=req.json, headers=headers, timeout=left)
+            except httpx.ConnectError as e:  # nothing was sent: it failed at once
+                raise errors.MemfsError(f"cannot reach memfs server {self.base_url}: {e}") from e
+            except httpx.TransportError as e:
+                if give_up - time.monotonic() > RESEND_PAUSE:
+                    time.sleep(RESEND_PAUSE)  # the connection failed: the same write again
+                    continue
+                raise errors.MemfsError(
+                    f"no answer from memfs server {self.base_url} by its deadline: the "
+                    f"write was not made (the server refuses it after its deadline): {e}"
+                ) from e
+            attempt += 1
+            wait = rate_wait(response, attempt)
+            if wait is None:
+                return _decode(response)
+            time.sleep(max(0.0, min(wait, give_up - time.monotonic())))
 
     def _drive(self, op: Op[T]) -> T:
         result: Any = None

@@ -18,6 +18,18 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_MOUNT_ROOT = "/mnt/memory"
 #: memfs extension: a request with this header acts as that session (see memfs.api).
 SESSION_HEADER = "x-memfs-session-id"
+#: Sent with each write of a client with a deadline (:class:`memfs.client.Client`'s
+#: ``deadline``): a key of its own, the same when the write is sent again, so that the server
+#: applies it once and answers it the same (memfs.api.call).
+IDEMPOTENCY_HEADER = "idempotency-key"
+#: memfs extension: the time (seconds since the epoch, the server's clock) after which the
+#: server must not commit the write; it refuses it then (DeadlinePassed).
+DEADLINE_HEADER = "x-memfs-deadline"
+#: Seconds before its own deadline at which a client asks the server to stop committing a
+#: write: the time an answer of a write committed just before may take to come back.
+COMMIT_GRACE = 2.0
+#: Seconds between sending a write again after its connection failed (its deadline not over).
+RESEND_PAUSE = 0.2
 #: Event types a mount records (memfs.store.TOOL_EVENT_TYPES).
 TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 #: Seconds of silence after which a change stream is taken for dead (the server pings every

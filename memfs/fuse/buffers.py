@@ -11,6 +11,7 @@ import errno
 import functools
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,6 +52,9 @@ class _Commit:
     events: list[dict[str, Any]] | None = None
     memory: Memory | None = None
     failure: _Failure | None = None
+    #: When the close must have its answer (trio time), counted from the close: a store
+    #: with a ``deadline`` (a server's client) only; None: as long as the store takes.
+    deadline: float | None = None
     #: Not a store error (a bug, a cancellation): raised by the close that waited for it.
     error: BaseException | None = None
     #: What a cancelled close waits on while a batch that took this commit runs: set (and
@@ -177,7 +181,9 @@ class Buffers(Feed):
         :raises _Failure: the store refused; nothing was written, the buffer is discarded (the
             file shows its previous version again).
         """
-        job = _Commit(node, pair)
+        seconds = getattr(self.store, "deadline", None)
+        job = _Commit(node, pair,
+                      deadline=None if seconds is None else trio.current_time() + seconds)
         self._queued_commits.append(job)
         try:
             while not job.done:
@@ -289,15 +295,20 @@ class Buffers(Feed):
         if not jobs:
             return
 
-        def write(job: _Commit) -> Memory:
+        def write(job: _Commit, left: float | None = None) -> Memory:
             assert job.path is not None and job.data is not None
-            return self.store.write_path(self.store_id, job.path, job.data, actor=self.actor,
-                                         events=job.events)
+            # A server's client ends the write by the close's deadline (answer_by): its
+            # server refuses it from then on, so a close that fails is never saved later.
+            answer_by = getattr(self.store, "answer_by", None)
+            with nullcontext() if left is None or answer_by is None else answer_by(left):
+                return self.store.write_path(self.store_id, job.path, job.data,
+                                             actor=self.actor, events=job.events)
 
         if len(jobs) == 1 or not hasattr(self.store, "batch"):
             for job in jobs:
+                left = None if job.deadline is None else job.deadline - trio.current_time()
                 try:
-                    outcomes.append(await self._call(write, job))
+                    outcomes.append(await self._call(write, job, left))
                 except errors.MemfsError as e:
                     outcomes.append(e)
             return
