@@ -11,6 +11,7 @@ Real sessions, real users: root is needed (the tests skip without it locally and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -281,12 +282,17 @@ def test_a_sigint_the_launcher_passes_on_reaches_the_command(root_user, store: S
     job.write_text(
         f"{' '.join(MEMFS)} --db {tmp_path / 'memfs.db'} run --store Notes -- "
         f"sh -c \"{cmd}\" &\n"
+        f"echo $! > {shared / 'launcher.pid'}\n"
         f"for _ in $(seq 600); do [ -e {ready} ] && break; sleep 0.05; done\n"
         "kill -INT $!; wait $!; echo \"rc=$?\"\n")
-    done = subprocess.run(
-        ["script", "-qec", f"bash --norc --noprofile -i {job}", "/dev/null"],
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))})
+    try:
+        done = subprocess.run(
+            ["script", "-qec", f"bash --norc --noprofile -i {job}", "/dev/null"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env={k: v for k, v in os.environ.items() if not k.startswith(("MEMFS_", "SUDO_"))})
+    finally:  # a launcher that never passed the SIGINT on still runs: end its session
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((shared / "launcher.pid").read_text()), signal.SIGTERM)
     assert got.exists(), done.stdout + done.stderr
     assert "rc=7" in done.stdout, done.stdout
 
