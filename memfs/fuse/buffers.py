@@ -636,6 +636,10 @@ class Buffers(Feed):
         """A file renamed onto a scratch name becomes scratch with its content. A memory is
         parked (:class:`~memfs.fuse.scratch.Scratch`): the store changes nothing yet."""
         data = await self._data(src)
+        if src.scratch is None and (self.tree.scratch_crowded()
+                                    or self.tree.scratch_full(len(data))):
+            # Its content moves into the daemon's memory, as a scratch file's.
+            raise _Failure(errno.ENOSPC, f"{new_path}: no room left for scratch files")
         if dst is not None and dst is not src:
             await self._replace_for_scratch(dst, deadline)
         if src.scratch is None:

@@ -271,6 +271,9 @@ class Operations(Buffers):
                 raise _Failure(errno.EPERM, "only regular files can be stored")
             if self._child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
+            if scratch and self.tree.scratch_crowded():
+                raise _Failure(errno.ENOSPC, f"{path}: this mount holds "
+                               f"{self.tree.scratch_files} scratch files already")
             if not scratch and len(self.tree.by_memory) + 1 >= self.store.limits.max_memories:
                 # Near the limit, ask the store, so that open(O_CREAT) fails at once with
                 # ENOSPC (the commit checks again under the write lock). Not otherwise: the

@@ -32,6 +32,9 @@ SCRATCH_NAMES = re.compile(
 #: What a mount's scratch files may hold together, in bytes: a write past it fails with ENOSPC
 #: (they live in the daemon's memory).
 SCRATCH_BUDGET = 64 * 1024 * 1024
+#: How many scratch files a mount may hold at once (each is a node in the daemon's memory,
+#: an empty one too): a create past it fails with ENOSPC.
+SCRATCH_FILES = 1000
 
 #: vim's probe for whether it can make files in a directory: 4913, else 4913 + 123 * n.
 _VIM_PROBE, _VIM_PROBE_STEP = 4913, 123

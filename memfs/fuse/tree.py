@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ..models import Change, Memory
 from ..rules import parse_time
-from .scratch import SCRATCH_BUDGET, Scratch
+from .scratch import SCRATCH_BUDGET, SCRATCH_FILES, Scratch
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +176,7 @@ class Tree:
         #: :data:`~memfs.fuse.scratch.SCRATCH_BUDGET`).
         self.scratch_nodes: set[Node] = set()
         self.scratch_budget = SCRATCH_BUDGET
+        self.scratch_files = SCRATCH_FILES
 
     # -- building -----------------------------------------------------------------------------
 
@@ -292,6 +293,12 @@ class Tree:
         """A scratch file renamed onto a real name: a file like any other from now on."""
         node.scratch = None
         self.scratch_nodes.discard(node)
+
+    def scratch_crowded(self) -> bool:
+        """Are there as many scratch files as :attr:`scratch_files` (deleted ones count no
+        more once no descriptor holds them)?"""
+        return sum(1 for n in self.scratch_nodes if n.attached or n.handles) \
+            >= self.scratch_files
 
     def scratch_full(self, grows: int) -> bool:
         """Would the scratch files, grown by ``grows`` bytes, hold more than their budget?

@@ -92,6 +92,24 @@ async def test_scratch_files_hold_their_budget_at_most(fs):
     await ops.release(info.fh)
 
 
+async def test_scratch_files_are_bounded_in_number_and_a_memory_parked_counts(fs):
+    """Empty scratch files cost no bytes: their number is bounded too (each is a node in the
+    daemon's memory). A memory renamed onto a scratch name brings its content into the
+    budget, and is refused past it."""
+    ops, _ = fs
+    ops.tree.scratch_files = 3
+    for n in range(3):
+        await write_file(ops, ROOT, f"{n}~".encode(), b"")
+    await raises(errno.ENOSPC, ops.create(ROOT, b"3~", 0o100644, os.O_WRONLY, CTX))
+    await ops.unlink(ROOT, b"0~", CTX)  # room again
+    await write_file(ops, ROOT, b"3~", b"")
+    ops.tree.scratch_files = 100
+    ops.tree.scratch_budget = 10
+    await write_file(ops, ROOT, b"big.md", b"0123456789AB")
+    await raises(errno.ENOSPC, ops.rename(ROOT, b"big.md", ROOT, b"big.md~", 0, CTX))
+    assert (await ops.lookup(ROOT, b"big.md", CTX)).st_size == 12  # left as it was
+
+
 async def test_a_scratch_file_renamed_over_a_memory_is_one_version_of_it(fs, store):
     """sed -i: write sedXXXXXX, rename it over the file."""
     ops, sid = fs
