@@ -174,7 +174,8 @@ class Command(Mounts):
         init.wait()
         err, stage = int(told[0]), told[1]
         if stage != "exec":
-            raise LaunchError(f"cannot make the command's namespaces: {os.strerror(err)}")
+            raise LaunchError(f"cannot make the command's namespaces: {os.strerror(err)} "
+                              "(where they cannot be had, --isolation none runs it without)")
         if err == errno.ENOENT:
             raise FileNotFoundError(err, os.strerror(err))
         raise OSError(err, os.strerror(err))

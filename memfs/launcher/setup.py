@@ -112,7 +112,8 @@ class Setup(LauncherBase):
                 "PID namespace of its own), or end that session first")
         whose = "that agent can read this one's" if self.namespace else "each can read the other's"
         print(f"memfs: warning: {other} in the host's PID namespace: {whose} session token "
-              "in /proc", file=sys.stderr, flush=True)
+              "in /proc, unless the command boxes its agent itself (a container runtime)",
+              file=sys.stderr, flush=True)
 
     def _refuse_a_readable_database(self) -> None:
         """An agent of another user that could read the database (or its WAL, which holds
