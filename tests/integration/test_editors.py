@@ -87,13 +87,23 @@ def test_nano_saves_one_version(setup, tmp_path):
                     str(m.root), f"{nano} --ignorercfiles n.md; echo $? > {tmp_path}/rc"],
                    check=True, env=env, timeout=30)
     try:
-        def showing() -> bool:
+        def showing(text: str) -> bool:
             screen = subprocess.run([tmux, "-S", sock, "capture-pane", "-p"],
                                     capture_output=True, text=True, env=env).stdout
-            return "first" in screen
-        wait_until(showing, 30, interval=0.1, what="nano showing n.md")
-        subprocess.run([tmux, "-S", sock, "send-keys", "-t", "0", "added ", "C-s", "C-x"],
-                       check=True, env=env, timeout=30)
+            return text in screen
+
+        def keys(*typed: str) -> None:
+            subprocess.run([tmux, "-S", sock, "send-keys", "-t", "0", *typed], check=True,
+                           env=env, timeout=30)
+
+        # One step at a time, each seen on the screen: keys sent at once may reach a busy
+        # nano before it is ready for them (a loaded machine).
+        wait_until(lambda: showing("first"), 30, interval=0.1, what="nano showing n.md")
+        keys("added ")
+        wait_until(lambda: showing("added first"), 30, interval=0.1, what="the typed text")
+        keys("C-s")
+        wait_until(lambda: showing("Wrote"), 30, interval=0.1, what="nano's 'Wrote 1 line'")
+        keys("C-x")
         wait_until(lambda: (tmp_path / "rc").exists(), 30, interval=0.1, what="nano exited")
     finally:
         subprocess.run([tmux, "-S", sock, "kill-server"], env=env, capture_output=True)
