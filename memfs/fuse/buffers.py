@@ -74,6 +74,13 @@ def _resize(buf: bytearray, size: int) -> None:
         buf.extend(b"\0" * (size - len(buf)))
 
 
+def _splice(buf: bytearray, off: int, data: bytes) -> None:
+    """Write ``data`` into ``buf`` at ``off``, past its end with a hole of NUL bytes."""
+    if off > len(buf):
+        buf.extend(b"\0" * (off - len(buf)))
+    buf[off:off + len(data)] = data
+
+
 def _is_continuation(byte: int) -> bool:
     return byte & 0xC0 == 0x80
 
@@ -463,6 +470,7 @@ class Buffers(Feed):
         finally:
             if not node.writers and not node.handles:
                 node.buffer = None
+
     def _truncate_scratch(self, node: Node, size: int) -> None:
         """truncate(2) or ftruncate(2) of a scratch file: within the scratch budget."""
         self._check_writable()

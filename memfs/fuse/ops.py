@@ -74,7 +74,6 @@ Known limitations:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -86,7 +85,7 @@ import pyfuse3
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
 from .. import errors
-from .buffers import Buffers, _too_big, utf8_possible
+from .buffers import Buffers, _splice, _too_big, utf8_possible
 from .core import _BLOCK, _Handle
 from .dotdirs import by_entry, by_handle, by_inode
 from .history import XATTR_REDACTED
@@ -331,9 +330,7 @@ class Operations(Buffers):
             h.failure = _Failure(
                 errno.EILSEQ, f"bytes written at offset {off} cannot be part of UTF-8 text")
             raise FUSEError(errno.EILSEQ)
-        if off > len(data):
-            data.extend(b"\0" * (off - len(data)))
-        data[off:end] = buf
+        _splice(data, off, buf)
         node.dirty = True
         node.gen += 1
         node.touch()
@@ -348,9 +345,7 @@ class Operations(Buffers):
         end = off + len(buf)
         if self.tree.scratch_full(end - len(data)):
             raise FUSEError(errno.ENOSPC)
-        if off > len(data):
-            data.extend(b"\0" * (off - len(data)))
-        data[off:end] = buf
+        _splice(data, off, buf)
         node.touch()
         return len(buf)
 
@@ -410,9 +405,7 @@ class Operations(Buffers):
             if node.handles == 0 and not node.dirty and node.scratch is None:
                 node.buffer = None
         finally:
-            if node.scratch is not None:
-                pass  # scratch leaves no event
-            elif not h.logged:
+            if node.scratch is None and not h.logged:  # a scratch file leaves no event
                 if self.events is not None and h.failure is None and not (
                     h.created or h.wrote or h.truncated
                 ):
@@ -572,12 +565,8 @@ class Operations(Buffers):
                         recorded = True
                         self._history_saw("delete", node.memory.id, node.path)
                     except errors.NotFound:
-                        # Deleted elsewhere meanwhile: the file is gone either way. That
-                        # delete is behind the store's newest change: a late state of the
-                        # memory from before it must not bring the file back either.
-                        with contextlib.suppress(errors.MemfsError):
-                            self.tree.own_change(await self._call_by(
-                                deadline, self.store.last_change, self.store_id))
+                        # Deleted elsewhere meanwhile: the file is gone either way.
+                        await self._deleted_elsewhere(deadline)
                     except errors.MemfsError as e:
                         raise _Failure.of(e) from None
                 self.tree.detach(node, pin_parent=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..models import Change, Memory
@@ -294,18 +294,19 @@ class Tree:
         node.scratch = None
         self.scratch_nodes.discard(node)
 
+    def _live_scratch(self) -> Iterator[Node]:
+        """The scratch files that count against their bounds: those deleted count no more
+        once no descriptor holds them."""
+        return (n for n in self.scratch_nodes if n.attached or n.handles)
+
     def scratch_crowded(self) -> bool:
-        """Are there as many scratch files as :attr:`scratch_files` (deleted ones count no
-        more once no descriptor holds them)?"""
-        return sum(1 for n in self.scratch_nodes if n.attached or n.handles) \
-            >= self.scratch_files
+        """Are there as many scratch files as :attr:`scratch_files`?"""
+        return sum(1 for _ in self._live_scratch()) >= self.scratch_files
 
     def scratch_full(self, grows: int) -> bool:
-        """Would the scratch files, grown by ``grows`` bytes, hold more than their budget?
-        (Those deleted count no more once no descriptor holds them.)"""
+        """Would the scratch files, grown by ``grows`` bytes, hold more than their budget?"""
         return grows > 0 and grows + sum(
-            len(n.buffer) for n in self.scratch_nodes
-            if n.buffer is not None and (n.attached or n.handles)
+            len(n.buffer) for n in self._live_scratch() if n.buffer is not None
         ) > self.scratch_budget
 
     def find(self, path: str) -> Node | None:
