@@ -29,18 +29,42 @@ BURST = 400.0
 MAX_BUCKETS = 10_000
 
 
-class KeyRates:
+class _Buckets:
+    """Token buckets by name: each holds up to ``burst`` tokens and gets ``rate`` more a
+    second; the :data:`MAX_BUCKETS` counted last are kept (the oldest unused go first)."""
+
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.clock = clock
+        #: name -> (tokens, when counted)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def _tokens(self, name: str) -> tuple[float, float]:
+        """The tokens ``name``'s bucket holds now, and now."""
+        now = self.clock()
+        tokens, then = self._buckets.get(name, (self.burst, now))
+        return min(self.burst, tokens + (now - then) * self.rate), now
+
+    def _keep(self, name: str, tokens: float, now: float) -> None:
+        self._buckets.pop(name, None)
+        self._buckets[name] = (tokens, now)  # re-inserted: the newest
+        if len(self._buckets) > MAX_BUCKETS:
+            del self._buckets[next(iter(self._buckets))]
+
+    def _wait(self, tokens: float) -> int:
+        """Seconds until a bucket holding ``tokens`` holds one."""
+        return math.ceil((1.0 - tokens) / self.rate)
+
+
+class KeyRates(_Buckets):
     """A token bucket per key id: :meth:`take` one request's token or raise."""
 
     def __init__(self, rate: float = RATE, burst: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if rate <= 0:
             raise ValueError("a key's rate is more than 0 requests a second")
-        self.rate = rate
-        self.burst = max(1.0, burst if burst is not None else 2 * rate)
-        self.clock = clock
-        #: key id -> (tokens, when counted)
-        self._buckets: dict[str, tuple[float, float]] = {}
+        super().__init__(rate, max(1.0, burst if burst is not None else 2 * rate), clock)
 
     @classmethod
     def from_env(cls) -> KeyRates:
@@ -60,18 +84,14 @@ class KeyRates:
         """
         if grant.server:
             return
-        now = self.clock()
-        tokens, then = self._buckets.pop(grant.key_id, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        tokens, now = self._tokens(grant.key_id)
         if tokens < 1.0:
-            self._buckets[grant.key_id] = (tokens, now)
-            wait = math.ceil((1.0 - tokens) / self.rate)
+            self._keep(grant.key_id, tokens, now)
+            wait = self._wait(tokens)
             raise errors.RateLimited(
                 f"API key {grant.key_id} sent more than {self.rate:g} requests a second "
                 f"(bursts of {self.burst:g}): retry after {wait} s", retry_after=wait)
-        self._buckets[grant.key_id] = (tokens - 1.0, now)  # re-inserted: the newest
-        if len(self._buckets) > MAX_BUCKETS:
-            del self._buckets[next(iter(self._buckets))]
+        self._keep(grant.key_id, tokens - 1.0, now)
 
 
 #: Failed authentications a client address may make in one burst, and a second on average
@@ -88,7 +108,7 @@ FAILURES_RATE = 0.5
 GENERATED_PREFIXES = (KEY_PREFIX, SESSION_TOKEN_PREFIX)
 
 
-class AuthFailures:
+class AuthFailures(_Buckets):
     """A token bucket per client address, of failed authentications (a presented key that is
     not one, on the API; a refused Console sign-in): once it is empty, every request of that
     address that presents a key is a 429 until it refills, a good key's too (else guessing
@@ -101,11 +121,7 @@ class AuthFailures:
 
     def __init__(self, rate: float = FAILURES_RATE, burst: float = FAILURES_BURST,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate
-        self.burst = burst
-        self.clock = clock
-        #: address -> (tokens, when counted)
-        self._buckets: dict[str, tuple[float, float]] = {}
+        super().__init__(rate, burst, clock)
 
     @staticmethod
     def _bucket(address: str, key: str) -> str | None:
@@ -120,11 +136,6 @@ class AuthFailures:
             return str(ipaddress.ip_network(f"{ip}/64", strict=False))
         return address
 
-    def _tokens(self, bucket: str) -> float:
-        now = self.clock()
-        tokens, then = self._buckets.get(bucket, (self.burst, now))
-        return min(self.burst, tokens + (now - then) * self.rate)
-
     def check(self, address: str, key: str) -> None:
         """May ``address`` try ``key`` now?
 
@@ -134,9 +145,9 @@ class AuthFailures:
         bucket = self._bucket(address, key)
         if bucket is None:
             return
-        tokens = self._tokens(bucket)
+        tokens, _ = self._tokens(bucket)
         if tokens < 1.0:
-            wait = math.ceil((1.0 - tokens) / self.rate)
+            wait = self._wait(tokens)
             raise errors.RateLimited(
                 f"too many failed authentications from this address: retry after {wait} s",
                 retry_after=wait)
@@ -146,11 +157,8 @@ class AuthFailures:
         bucket = self._bucket(address, key)
         if bucket is None:
             return
-        tokens = self._tokens(bucket)
-        self._buckets.pop(bucket, None)
-        self._buckets[bucket] = (tokens - 1.0, self.clock())  # re-inserted: the newest
-        if len(self._buckets) > MAX_BUCKETS:
-            del self._buckets[next(iter(self._buckets))]
+        tokens, now = self._tokens(bucket)
+        self._keep(bucket, tokens - 1.0, now)
 
 
 def client_address(scope: Scope) -> str:
