@@ -458,16 +458,15 @@ class SessionsPart(VersionsPart):
         created = datetime.now(UTC)
         now, expires = format_time(created), format_time(created + timedelta(seconds=ttl))
         with self._write() as c:
-            if key_id is not None:
+            session = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if key_id is not None and (session is None or session["created_by_key"] != key_id):
                 # Else any key of the workspace could act as any session by a token of its
                 # own (issue 38 S3).
-                row = c.execute("SELECT created_by_key FROM sessions WHERE id = ?",
-                                (session_id,)).fetchone()
-                if row is None or row["created_by_key"] != key_id:
-                    raise Forbidden(f"this key may not make tokens of session {session_id}: "
-                                    "only a server key or the key that created the session "
-                                    "may")
-            if self._session_in(c, session_id)["status"] == "terminated":
+                raise Forbidden(f"this key may not make tokens of session {session_id}: "
+                                "only a server key or the key that created the session may")
+            if session is None:
+                raise _no_session(session_id)
+            if session["status"] == "terminated":
                 raise InvalidRequest(f"session {session_id} is terminated: no token can be "
                                      "made for it")
             if key_id is not None:
