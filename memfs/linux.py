@@ -84,11 +84,6 @@ def set_parent_death_signal(signum: int) -> None:
     _check(_prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0))
 
 
-def unshare_mounts() -> None:
-    """Move this process into a new mount namespace (``unshare(CLONE_NEWNS)``)."""
-    _check(_unshare(CLONE_NEWNS))
-
-
 def unshare(flags: int) -> None:
     """Move this thread into new namespaces (``unshare(2)``, ``CLONE_NEW*`` flags). A new
     PID namespace is its children's, not its own: the first child forked after it is that

@@ -38,20 +38,25 @@ def _init_preexec() -> None:
     linux.set_parent_death_signal(signal.SIGHUP)
 
 
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (the state first, then the
+    parent's pid...), or None if there is no such process. ``pid (comm) state ppid ...``:
+    the name may hold spaces and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def _children(pid: int) -> list[int]:
     """The pids whose parent is ``pid`` (scans /proc)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                line = f.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        rest = line.rpartition(")")[2].split()
-        if len(rest) > 1 and int(rest[1]) == pid:
+        rest = _stat_fields(entry)
+        if rest is not None and len(rest) > 1 and int(rest[1]) == pid:
             found.append(int(entry))
     return found
 
@@ -61,11 +66,10 @@ def _ancestors() -> set[int]:
     found, pid = set(), os.getpid()
     while pid > 1 and pid not in found:
         found.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
+        rest = _stat_fields(pid)
+        if rest is None or len(rest) < 2:
             break
+        pid = int(rest[1])
     return found
 
 
@@ -131,13 +135,8 @@ def _boot_id() -> str:
 
 def _start_ticks(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks since boot), or None if there is none."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            line = f.read()
-    except OSError:
-        return None
-    # Field 22; the command name (field 2) may hold spaces and parentheses.
-    return int(line.rpartition(")")[2].split()[19])
+    rest = _stat_fields(pid)
+    return None if rest is None else int(rest[19])  # field 22 of the file
 
 
 def _process_identity(pid: int) -> dict[str, Any]:

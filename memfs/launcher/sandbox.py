@@ -24,7 +24,7 @@ def _enter_private_namespace(root: str, agent: Agent | None = None) -> None:
     in the parent namespace, and everything disappears when the last process in it exits.
     """
     try:
-        linux.unshare_mounts()
+        linux.unshare(linux.CLONE_NEWNS)
     except OSError as e:
         raise LaunchError(f"cannot create a private mount namespace: {e.strerror}") from None
     try:
