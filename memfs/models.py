@@ -32,6 +32,11 @@ ACTOR_ID_FIELDS = {
 }
 
 
+#: Time travel (``memfs run --store NAME@AT``): the session metadata key (+ store id) whose
+#: value says which past state of the store is mounted
+#: (:func:`memfs.launcher.prompt.snapshot_note`).
+SNAPSHOT_KEY = "memfs_at."
+
 @dataclass(frozen=True)
 class Actor:
     """Who made a change: ``type`` is a key of :data:`ACTOR_ID_FIELDS`, ``id`` its id."""
@@ -437,6 +442,9 @@ class RecallHit(Shape):
         "items": {"enum": ["words", "meaning"]},
         "description": "which of the words and meaning indexes found it"})]
     updated_at: Time
+    memory_store_id: Annotated[str | None, Doc({
+        "description": "the store it is in (a search of several stores merges their hits)"})
+    ] = None
 
 
 @dataclass
@@ -459,4 +467,9 @@ class RecallResult(Shape):
     memories: int = 0
     model: Annotated[str | None, Doc({
         "description": "the embeddings model (null: meaning is off)"})] = None
+    best: Annotated[float | None, Doc({
+        "minimum": 0, "maximum": 1,
+        "description": "the best relevance among all the memories considered, before the "
+        "threshold left some out (null: no memory was considered); when no hit passed the "
+        "threshold, note says so"})] = None
     candidates: dict[str, int] = field(default_factory=dict, metadata=LOCAL)

@@ -118,4 +118,9 @@ class SearchAPI(Protocol):
     over one has ``.search/``."""
 
     def search(self, store_id: str, query: str, *, limit: int | None = None,
-               path_prefix: str | None = None, min_score: float = 0.0) -> RecallResult: ...
+               path_prefix: str | None = None, threshold: float | None = None,
+               channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...
+
+    def search_session(self, session_id: str, query: str, *, limit: int | None = None,
+                       path_prefix: str | None = None, threshold: float | None = None,
+                       channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...

@@ -209,6 +209,9 @@ MAX_CHANGES_PAGE = 1000
 #: A search: the longest question (characters), the default and the most hits.
 MAX_QUERY_CHARS = 1000
 SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT = 10, 100
+#: A search's default threshold: hits of a lower relevance (0 to 1) are left out, so that an
+#: empty answer can mean "nothing stored answers this" (issue 39).
+SEARCH_DEFAULT_THRESHOLD = 0.7
 #: A search's question (at least one word, no NUL) and its path_prefix (a path's start).
 SEARCH_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 SEARCH_PREFIX_PATTERN = "^/[^\\x00]*$"

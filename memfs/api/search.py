@@ -1,8 +1,13 @@
 """The recall endpoints of the HTTP API (memfs extensions; :mod:`memfs.api.routes` routes them):
 
-- ``GET /v1/memory_stores/{id}/memfs/search?query=&limit=&path_prefix=&min_score=``: the
-  store's memories that answer a question best, by their words and their meaning
-  (:meth:`memfs.store.Store.search`), as a ``memfs_search_result``;
+- ``GET /v1/memory_stores/{id}/memfs/search?query=&limit=&path_prefix=&threshold=&channels=``:
+  the store's memories that answer a question best, by their words and their meaning
+  (:meth:`memfs.store.Store.search`), as a ``memfs_search_result``; none under the threshold
+  (default 0.7): when none passes, ``data`` is empty, ``best`` is the best relevance seen and
+  ``note`` says so. ``min_score`` is the deprecated name of ``threshold`` (clients exist);
+- ``GET /v1/sessions/{id}/memfs/search?query=&...``: the same question asked of every store of
+  a session (:meth:`memfs.store.Store.search_session`), hits merged by relevance, each with its
+  ``memory_store_id``; a session token may ask it of its own session only;
 - ``GET /v1/memory_stores/{id}/memfs/search_status``: how far the store is indexed by meaning
   (:meth:`memfs.store.Store.search_status`), as a ``memfs_search_status``.
 
@@ -21,13 +26,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..rules import MAX_QUERY_CHARS, SEARCH_MAX_LIMIT, SEARCH_PATTERN, SEARCH_PREFIX_PATTERN
+from ..rules import (
+    MAX_QUERY_CHARS,
+    SEARCH_DEFAULT_THRESHOLD,
+    SEARCH_MAX_LIMIT,
+    SEARCH_PATTERN,
+    SEARCH_PREFIX_PATTERN,
+)
 from .spec import integer, number, string
 
 if TYPE_CHECKING:
     from .call import Call
+    from .spec import Query
 
-__all__ = ["SEARCH_QUERY", "search_memories", "search_status"]
+#: ``channels``: words, meaning, or both (comma-separated).
+CHANNELS_PATTERN = "^(words|meaning)(,(words|meaning))?$"
+
+__all__ = ["SEARCH_QUERY", "search_memories", "search_session", "search_status"]
 
 #: The query parameters of ``.../memfs/search`` (checked by type here, by value in the store).
 SEARCH_QUERY = (
@@ -37,14 +52,24 @@ SEARCH_QUERY = (
             maximum=SEARCH_MAX_LIMIT),
     string("path_prefix", description="only memories whose path begins with this (a path "
            "beginning with /, e.g. /people/)", pattern=SEARCH_PREFIX_PATTERN),
-    number("min_score", description="only hits scoring at least this: 0 to 1, default 0",
-           minimum=0, maximum=1),
+    number("threshold", description="only hits of at least this relevance: 0 to 1, default "
+           f"{SEARCH_DEFAULT_THRESHOLD} (when none passes, data is empty and note says the best "
+           "relevance seen)", minimum=0, maximum=1),
+    number("min_score", description="deprecated: the old name of threshold (threshold wins "
+           "when both are given)", minimum=0, maximum=1),
+    string("channels", description="which indexes rank: words, meaning, or words,meaning (the "
+           "default); words alone answers at once, without waiting for meaning",
+           pattern=CHANNELS_PATTERN),
 )
 
 SEARCH_SUMMARY = (
     "search the store's memories by words and meaning, best first (the words index is "
     "always current; meaning covers what an indexer has embedded, and when it cannot help "
     "the words answer alone and note says why)")
+SESSION_SUMMARY = (
+    "search every memory store of a session at once (those attached to it, but the ones it "
+    "mounts as they were at a past time), hits merged by relevance, each with its "
+    "memory_store_id")
 STATUS_SUMMARY = (
     "how many of the store's memories are indexed by meaning, with which model, who indexes "
     "them now, and why not all are")
@@ -53,8 +78,25 @@ STATUS_SUMMARY = (
 async def search_memories(c: Call) -> Any:
     q = c.q
     result = await c.run(c.store.search, c.p["memory_store_id"], q.text("query") or "",
-                         limit=q.integer("limit", None), path_prefix=q.text("path_prefix"),
-                         min_score=q.number("min_score", None) or 0.0)
+                         **search_options(q))
+    return result.to_dict()
+
+
+def search_options(q: Query) -> dict[str, Any]:
+    """The keyword arguments of :meth:`memfs.store.Store.search` that a query gives (``min_score``
+    the old name of ``threshold``)."""
+    threshold = q.number("threshold", None)
+    if threshold is None:
+        threshold = q.number("min_score", None)
+    channels = q.text("channels")
+    return {"limit": q.integer("limit", None), "path_prefix": q.text("path_prefix"),
+            "threshold": threshold,
+            **({"channels": tuple(channels.split(","))} if channels else {})}
+
+
+async def search_session(c: Call) -> Any:
+    result = await c.run(c.store.search_session, c.p["session_id"], c.q.text("query") or "",
+                         **search_options(c.q))
     return result.to_dict()
 
 

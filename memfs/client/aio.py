@@ -151,9 +151,18 @@ class AsyncClient:
         return await self._drive(OPS.namesakes(store_id))
 
     async def search(self, store_id: str, query: str, *, limit: int | None = None,
-                     path_prefix: str | None = None, min_score: float = 0.0) -> RecallResult:
+                     path_prefix: str | None = None, threshold: float | None = None,
+                     channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult:
         return await self._drive(OPS.search(store_id, query, limit=limit, path_prefix=path_prefix,
-                                            min_score=min_score))
+                                            threshold=threshold, channels=channels))
+
+    async def search_session(self, session_id: str, query: str, *, limit: int | None = None,
+                             path_prefix: str | None = None, threshold: float | None = None,
+                             channels: tuple[str, ...] = ("words", "meaning"),
+                             ) -> RecallResult:
+        return await self._drive(OPS.search_session(session_id, query, limit=limit,
+                                                    path_prefix=path_prefix,
+                                                    threshold=threshold, channels=channels))
 
     async def search_status(self, store_id: str) -> dict[str, Any]:
         return await self._drive(OPS.search_status(store_id))

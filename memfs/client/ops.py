@@ -54,6 +54,13 @@ from .wire import (
 )
 
 
+def _search_params(limit: int | None, path_prefix: str | None, threshold: float | None,
+                   channels: tuple[str, ...]) -> dict[str, Any]:
+    """A search's options as query parameters (``channels`` left out when both)."""
+    return {"limit": limit, "path_prefix": path_prefix, "threshold": threshold,
+            "channels": None if tuple(channels) == ("words", "meaning") else ",".join(channels)}
+
+
 class Ops:
     """Generator operations; :class:`Client` and :class:`AsyncClient` drive them."""
 
@@ -84,12 +91,23 @@ class Ops:
         return [_store(x) for x in d.get("data") or []]
 
     def search(self, store_id: str, query: str, *, limit: int | None = None,
-               path_prefix: str | None = None, min_score: float = 0.0) -> Op[RecallResult]:
+               path_prefix: str | None = None, threshold: float | None = None,
+               channels: tuple[str, ...] = ("words", "meaning")) -> Op[RecallResult]:
         """The store's memories that answer ``query`` best, by words and meaning, decided by
         the server's Store (memfs extension; :meth:`memfs.store.Store.search`)."""
         d = yield Request("GET", _ms(store_id) + "/memfs/search", params=_params(
-            query=query, limit=limit, path_prefix=path_prefix,
-            min_score=min_score or None))
+            query=query, **_search_params(limit, path_prefix, threshold, channels)))
+        return RecallResult.from_dict(d)
+
+    def search_session(self, session_id: str, query: str, *, limit: int | None = None,
+                       path_prefix: str | None = None, threshold: float | None = None,
+                       channels: tuple[str, ...] = ("words", "meaning"),
+                       ) -> Op[RecallResult]:
+        """Every store of a session searched at once, hits merged by relevance (memfs
+        extension; :meth:`memfs.store.Store.search_session`)."""
+        d = yield Request("GET", f"/v1/sessions/{_q(session_id)}/memfs/search",
+                          params=_params(query=query, **_search_params(
+                              limit, path_prefix, threshold, channels)))
         return RecallResult.from_dict(d)
 
     def search_status(self, store_id: str) -> Op[dict[str, Any]]:

@@ -238,9 +238,17 @@ class Client:
         return self._drive(OPS.namesakes(store_id))
 
     def search(self, store_id: str, query: str, *, limit: int | None = None,
-               path_prefix: str | None = None, min_score: float = 0.0) -> RecallResult:
+               path_prefix: str | None = None, threshold: float | None = None,
+               channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult:
         return self._drive(OPS.search(store_id, query, limit=limit, path_prefix=path_prefix,
-                                      min_score=min_score))
+                                      threshold=threshold, channels=channels))
+
+    def search_session(self, session_id: str, query: str, *, limit: int | None = None,
+                       path_prefix: str | None = None, threshold: float | None = None,
+                       channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult:
+        return self._drive(OPS.search_session(session_id, query, limit=limit,
+                                              path_prefix=path_prefix, threshold=threshold,
+                                              channels=channels))
 
     def search_status(self, store_id: str) -> dict[str, Any]:
         return self._drive(OPS.search_status(store_id))

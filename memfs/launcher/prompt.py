@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import posixpath
 
+from ..models import SNAPSHOT_KEY as SNAPSHOT_KEY  # time travel's metadata key (said here)
 from ..models import Session, SessionResource, Snapshot
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,6 @@ def search_line(mount_path: str, *, snapshots: bool = False) -> str:
             "the file to read; nothing printed: nothing matched).")
 
 
-#: Time travel (``memfs run --store NAME@AT``): the session metadata key (+ store id) whose
-#: value says which past state of the store is mounted (:func:`snapshot_note`).
-SNAPSHOT_KEY = "memfs_at."
 
 
 def snapshot_note(snap: Snapshot) -> str:

@@ -189,9 +189,11 @@ def _recency(updated_at: str, now: datetime) -> float:
 
 
 def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | None,
-        limit: int, path_prefix: str | None = None, min_score: float = 0.0,
+        limit: int, path_prefix: str | None = None, threshold: float = 0.0,
         fusion: str = "rrf", channels: tuple[str, ...] = ("words", "meaning")) -> Result:
-    """Rank the store's memories for ``question`` (already checked by the store)."""
+    """Rank the store's memories for ``question`` (already checked by the store): at most
+    ``limit`` hits, none below ``threshold``; the result's ``best`` is the best score of all
+    the memories ranked (None: none was)."""
     from .indexer import pending_count
 
     ws = W.words(question)
@@ -237,9 +239,10 @@ def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | 
     ranked = sorted(
         ((min(1.0, fused[mid] * _recency(r["updated_at"], now) / (1.0 + RECENCY)), r)
          for mid, r in rows.items()), key=lambda t: (-t[0], t[1]["path"]))
+    result.best = round(ranked[0][0], 4) if ranked else None
     for score, r in ranked:
-        score = round(score, 4)  # as shown: min_score=<a score shown> keeps that hit
-        if score < min_score or len(result.hits) >= limit:
+        score = round(score, 4)  # as shown: threshold=<a score shown> keeps that hit
+        if score < threshold or len(result.hits) >= limit:
             break
         matched = tuple(k for k in ("words", "meaning") if r["id"] in found.get(k, ()))
         result.hits.append(Hit(r["id"], r["path"], score,

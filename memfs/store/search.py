@@ -6,13 +6,20 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequest
-from ..models import Memory
-from ..rules import MAX_QUERY_CHARS, SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, _validate_text
+from ..models import SNAPSHOT_KEY, Memory, SessionResource
+from ..rules import (
+    MAX_QUERY_CHARS,
+    SEARCH_DEFAULT_LIMIT,
+    SEARCH_DEFAULT_THRESHOLD,
+    SEARCH_MAX_LIMIT,
+    _validate_text,
+)
 from .archive import ArchivePart
 from .common import _ASCII_LOWER, _BASIC_MEMORY_COLS
 from .rows import _memory
@@ -36,6 +43,22 @@ class SearchHit:
     memory: Memory
     in_path: bool
     snippet: tuple[str, str, str] | None
+
+
+def cut_note(threshold: float, best: float) -> str:
+    """The note of a search whose ``threshold`` left every memory out (the best scored
+    ``best``)."""
+    return (f"nothing scored {threshold:g} or more (best {best:.2f}): nothing stored seems to "
+            "answer this")
+
+
+def _said_if_cut(result: SearchResult, threshold: float) -> SearchResult:
+    """``result``, whose note says so if the threshold left every memory out (before the
+    note it had: why meaning did not help)."""
+    if not result.hits and result.best is not None and result.best < threshold:
+        note = cut_note(threshold, result.best)
+        result.note = note if not result.note else f"{note}; {result.note}"
+    return result
 
 
 class SearchPart(ArchivePart):
@@ -104,6 +127,8 @@ class SearchPart(ArchivePart):
     max_query_chars = MAX_QUERY_CHARS
     #: Hits of a search: the default and the most.
     search_default_limit, search_max_limit = SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
+    #: The relevance a hit needs by default (:meth:`search`'s ``threshold``).
+    search_default_threshold = SEARCH_DEFAULT_THRESHOLD
     _embeddings: Any = None
     _embeddings_set = False
 
@@ -126,21 +151,116 @@ class SearchPart(ArchivePart):
         self._embeddings_set = True
 
     def search(self, store_id: str, query: str, *, limit: int | None = None,
-               path_prefix: str | None = None, min_score: float = 0.0,
+               path_prefix: str | None = None, threshold: float | None = None,
                fusion: str = "rrf", channels: tuple[str, ...] = ("words", "meaning"),
                ) -> SearchResult:
         """The store's memories that answer ``query`` best, by their words and their meaning
         (memfs.recall.search says how they are ranked), best first: at most ``limit``
-        (default 10, at most 100), only under ``path_prefix`` if given, none scoring below
-        ``min_score`` (0 to 1). A memory is found by its words as soon as its write has
-        returned (the words its writes queued are indexed first: :meth:`catch_up_words`); by
-        its meaning once an indexer has embedded it (:meth:`index_store`).
+        (default 10, at most 100), only under ``path_prefix`` if given, none of a relevance
+        below ``threshold`` (0 to 1, default :data:`~memfs.rules.SEARCH_DEFAULT_THRESHOLD`);
+        by words alone if ``channels`` is ``("words",)``. The result's ``best`` is the best
+        relevance seen before the threshold; when the threshold left every memory out, its
+        ``note`` says so (an empty answer then means that nothing stored seems to answer the
+        question). Each hit carries its ``memory_store_id``. A memory is found by its words as
+        soon as its write has returned (the words its writes queued are indexed first:
+        :meth:`catch_up_words`); by its meaning once an indexer has embedded it
+        (:meth:`index_store`).
 
-        :raises InvalidRequest: an empty or overlong query, a bad limit, prefix or score.
+        :raises InvalidRequest: an empty or overlong query, a bad limit, prefix, threshold or
+            channels.
         :raises NotFound: unknown store.
         """
+        limit, path_prefix, threshold = self._search_args(query, limit, path_prefix, threshold,
+                                                          channels)
+        if fusion not in ("rrf", "weighted"):
+            raise InvalidRequest("fusion must be rrf or weighted")
+        return _said_if_cut(self._search_one(store_id, query, limit, path_prefix, threshold,
+                                             fusion, channels), threshold)
+
+    def _search_one(self, store_id: str, query: str, limit: int, path_prefix: str | None,
+                    threshold: float, fusion: str, channels: tuple[str, ...]) -> SearchResult:
+        """:meth:`search` once its arguments are checked, without the note of a cut."""
         from ..recall import search
 
+        with self._read() as c:
+            self._store_in(c, store_id)
+        if "words" in channels:
+            while self.catch_up_words(store_id):
+                pass
+        result = search.run(self, store_id, query, provider=self.embeddings, limit=limit,
+                            path_prefix=path_prefix, threshold=threshold, fusion=fusion,
+                            channels=channels)
+        result.hits = [replace(h, memory_store_id=store_id) for h in result.hits]
+        return result
+
+    def search_stores(self, store_ids: Sequence[str], query: str, *,
+                      limit: int | None = None, path_prefix: str | None = None,
+                      threshold: float | None = None,
+                      channels: tuple[str, ...] = ("words", "meaning")) -> SearchResult:
+        """One question asked of several stores (a session's): each store's hits, as
+        :meth:`search` finds them, merged by relevance (best first, at most ``limit`` in
+        all), each carrying its ``memory_store_id``. ``meaning`` is True if it ranked in
+        every store; ``indexed`` and ``memories`` are the stores' sums; ``note`` gathers the
+        stores' notes (each after its store's id), or says that the threshold left every
+        memory out.
+
+        :raises InvalidRequest: no store, a store twice, or what :meth:`search` refuses.
+        :raises NotFound: an unknown store.
+        """
+        from ..recall.search import Result
+
+        limit, path_prefix, threshold = self._search_args(query, limit, path_prefix, threshold,
+                                                          channels)
+        ids = list(store_ids)
+        if not ids or len(set(ids)) != len(ids):
+            raise InvalidRequest("search at least one store, each once")
+        results = [self._search_one(sid, query, limit, path_prefix, threshold, "rrf", channels)
+                   for sid in ids]
+        merged = Result([], all(r.meaning for r in results))
+        merged.hits = sorted((h for r in results for h in r.hits),
+                             key=lambda h: (-h.score, h.memory_store_id or "", h.path))[:limit]
+        merged.indexed = sum(r.indexed for r in results)
+        merged.memories = sum(r.memories for r in results)
+        models = {r.model for r in results if r.model}
+        merged.model = models.pop() if len(models) == 1 else None
+        seen = [r.best for r in results if r.best is not None]
+        merged.best = max(seen) if seen else None
+        notes = [f"{sid}: {r.note}" for sid, r in zip(ids, results, strict=True) if r.note]
+        merged.note = "; ".join(notes) or None
+        return _said_if_cut(merged, threshold)
+
+    def session_stores(self, session_id: str) -> list[SessionResource]:
+        """The stores a search of the session asks (:meth:`search_session`): those attached
+        to it, but for those it mounts as they were at a past time (time travel: their
+        mounts have no ``.search``, and their present is not the session's to see).
+
+        :raises NotFound: unknown session.
+        """
+        session = self.get_session(session_id)
+        return [r for r in session.resources
+                if SNAPSHOT_KEY + r.memory_store_id not in session.metadata]
+
+    def search_session(self, session_id: str, query: str, *, limit: int | None = None,
+                       path_prefix: str | None = None, threshold: float | None = None,
+                       channels: tuple[str, ...] = ("words", "meaning")) -> SearchResult:
+        """One question asked of every store of a session (:meth:`session_stores`), hits
+        merged by relevance (:meth:`search_stores`).
+
+        :raises NotFound: unknown session.
+        :raises InvalidRequest: a session with no store to search, or what :meth:`search`
+            refuses.
+        """
+        ids = [r.memory_store_id for r in self.session_stores(session_id)]
+        if not ids:
+            raise InvalidRequest(f"session {session_id} has no memory store to search")
+        return self.search_stores(ids, query, limit=limit, path_prefix=path_prefix,
+                                  threshold=threshold, channels=channels)
+
+    def _search_args(self, query: str, limit: int | None, path_prefix: str | None,
+                     threshold: float | None, channels: tuple[str, ...],
+                     ) -> tuple[int, str | None, float]:
+        """A search's arguments checked, with their defaults: ``(limit, path_prefix,
+        threshold)``. :raises InvalidRequest:"""
         if not isinstance(query, str) or not query.strip():
             raise InvalidRequest("search for at least one word")
         if len(query) > self.max_query_chars:
@@ -161,19 +281,14 @@ class SearchPart(ArchivePart):
             _validate_text({"path_prefix": path_prefix}, "search")
             if "\x00" in path_prefix:
                 raise InvalidRequest("path_prefix cannot hold a NUL character")
-        if isinstance(min_score, bool) or not isinstance(min_score, int | float) \
-                or not 0.0 <= min_score <= 1.0:
-            raise InvalidRequest("min_score must be between 0 and 1")
-        if fusion not in ("rrf", "weighted"):
-            raise InvalidRequest("fusion must be rrf or weighted")
-        with self._read() as c:
-            self._store_in(c, store_id)
-        if "words" in channels:
-            while self.catch_up_words(store_id):
-                pass
-        return search.run(self, store_id, query, provider=self.embeddings, limit=limit,
-                          path_prefix=path_prefix or None, min_score=float(min_score),
-                          fusion=fusion, channels=channels)
+        if threshold is None:
+            threshold = self.search_default_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float) \
+                or not 0.0 <= threshold <= 1.0:
+            raise InvalidRequest("threshold must be between 0 and 1")
+        if not channels or not set(channels) <= {"words", "meaning"}:
+            raise InvalidRequest("channels must be words, meaning or both")
+        return limit, path_prefix or None, float(threshold)
 
     def catch_up_words(self, store_id: str | None = None) -> int:
         """Index the words of a batch of the memories whose writes queued them (of

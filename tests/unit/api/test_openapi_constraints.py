@@ -38,6 +38,7 @@ INSIDE: dict[str, list[str]] = {
     "name": ["n", "Team notes é", "a\u00adb"],
     "query": ["w", "  two words "],
     "path_prefix": ["/", "/a/", "/a"],
+    "channels": ["words", "meaning", "words,meaning", "meaning,words"],
 }
 OUTSIDE: dict[str, list[str]] = {
     "path": ["a", "/a/", "//a", "/.", "/a/..", "/./a", "/a\u00adb", "/a\u2028", "/a\x01",
@@ -46,6 +47,7 @@ OUTSIDE: dict[str, list[str]] = {
     "name": ["a\x01b", "a\x7f", "a\x85", "tab\there"],
     "query": ["   ", "a\x00b"],
     "path_prefix": ["a/", "/a\x00"],
+    "channels": ["tea", "words,", ",words", "words meaning", "WORDS"],
 }
 for _f in ("old_path", "new_path"):
     INSIDE[_f], OUTSIDE[_f] = INSIDE["path"], OUTSIDE["path"]

@@ -24,8 +24,9 @@ from tests.support.memories import BY_MEANING, MEMORIES
 
 KEY = "search-test-key"
 API = Actor.api("apikey_test")
-HIT_KEYS = {"type", "path", "memory_id", "score", "snippet", "matched", "updated_at"}
-RESULT_KEYS = {"type", "data", "meaning", "note", "indexed", "memories", "model"}
+HIT_KEYS = {"type", "path", "memory_id", "score", "snippet", "matched", "updated_at",
+            "memory_store_id"}
+RESULT_KEYS = {"type", "data", "meaning", "note", "indexed", "memories", "model", "best"}
 STATUS_KEYS = {"type", "store_id", "name", "memories", "indexed", "model", "indexing",
                "reason"}
 
@@ -72,7 +73,7 @@ def assert_400(r, *fragments):
 def test_a_search_by_meaning_answers_the_contract_s_shape(http, store, sid):
     store.use_embeddings("local")
     assert store.index_store(sid).pending == 0
-    r = search(http, sid, query=BY_MEANING)
+    r = search(http, sid, query=BY_MEANING, threshold="0")
     assert r.status_code == 200, r.text
     d = r.json()
     assert set(d) == RESULT_KEYS and d["type"] == "memfs_search_result"
@@ -101,17 +102,35 @@ def test_words_alone_answer_when_meaning_is_off_and_say_so(http, sid):
     assert d["note"] == "meaning is off (--embeddings none): words alone answered"
 
 
-def test_limit_path_prefix_and_min_score_are_applied(http, store, sid):
+def test_limit_path_prefix_and_threshold_are_applied(http, store, sid):
     store.use_embeddings("local")
     store.index_store(sid)
-    assert len(search(http, sid, query=BY_MEANING).json()["data"]) == 4
-    assert len(search(http, sid, query=BY_MEANING, limit=2).json()["data"]) == 2
-    d = search(http, sid, query=BY_MEANING, path_prefix="/prefs/").json()
+    assert len(search(http, sid, query=BY_MEANING, threshold="0").json()["data"]) == 4
+    assert len(search(http, sid, query=BY_MEANING, limit=2, threshold="0").json()["data"]) == 2
+    d = search(http, sid, query=BY_MEANING, path_prefix="/prefs/", threshold="0").json()
     assert [h["path"] for h in d["data"]] == ["/prefs/editor.md"]
-    top = search(http, sid, query=BY_MEANING).json()["data"][0]["score"]
-    d = search(http, sid, query=BY_MEANING, min_score=str(top)).json()
-    assert [h["path"] for h in d["data"]] == ["/decisions/db.md"]
-    assert search(http, sid, query=BY_MEANING, min_score="1").json()["data"] == []
+    d = search(http, sid, query=BY_MEANING, threshold="0").json()
+    top = d["data"][0]["score"]
+    assert d["best"] == top
+    for name in ("threshold", "min_score"):  # min_score: the deprecated name, still taken
+        d = search(http, sid, query=BY_MEANING, **{name: str(top)}).json()
+        assert [h["path"] for h in d["data"]] == ["/decisions/db.md"]
+    # threshold wins over min_score
+    assert search(http, sid, query=BY_MEANING, threshold="0",
+                  min_score=str(top)).json()["data"][1:]
+    # Above the best: nothing, and the note says so with the best seen.
+    if top < 1:
+        d = search(http, sid, query=BY_MEANING, threshold="1").json()
+        assert d["data"] == [] and d["best"] == top
+        assert d["note"] == (f"nothing scored 1 or more (best {top:.2f}): nothing stored "
+                             "seems to answer this")
+    # The default threshold: every hit passes it, or the note says none did.
+    d = search(http, sid, query="zzzz qqqq").json()
+    assert all(h["score"] >= 0.7 for h in d["data"])
+    assert d["data"] or d["best"] is None or d["note"].startswith("nothing scored 0.7 or more")
+    # Words alone, at once.
+    d = search(http, sid, query="vim editor", channels="words", threshold="0").json()
+    assert d["meaning"] is False and {tuple(h["matched"]) for h in d["data"]} == {("words",)}
 
 
 def test_a_memory_is_found_by_its_words_as_soon_as_its_write_returns(http, store, sid):
@@ -167,12 +186,17 @@ def test_an_unknown_store_is_a_404(http):
     ("query=x&path_prefix=people", "path_prefix must be a path beginning with /"),
     ("query=x&path_prefix=/a%00", "NUL"),
     ("query=x&path_prefix=/%ED%A0%80", "path_prefix is not valid UTF-8"),
-    ("query=x&min_score=-0.1", "min_score must be between 0 and 1"),
-    ("query=x&min_score=1.5", "min_score must be between 0 and 1"),
+    ("query=x&threshold=-0.1", "threshold must be between 0 and 1"),
+    ("query=x&threshold=1.5", "threshold must be between 0 and 1"),
+    ("query=x&threshold=abc", "threshold must be a number"),
+    ("query=x&min_score=-0.1", "threshold must be between 0 and 1"),
+    ("query=x&min_score=1.5", "threshold must be between 0 and 1"),
     ("query=x&min_score=abc", "min_score must be a number"),
     ("query=x&min_score=nan", "min_score must be a number"),
     ("query=x&min_score=inf", "min_score must be a number"),
     ("query=x&min_score=1e999", "min_score must be a number"),
+    ("query=x&channels=tea", "channels"),
+    ("query=x&channels=words,", "channels"),
 ])
 def test_bad_input_is_a_400_with_the_envelope(http, sid, query, fragment):
     assert_400(http.get(f"/v1/memory_stores/{sid}/memfs/search?{query}"), fragment)
@@ -244,6 +268,47 @@ def test_a_session_token_searches_its_attached_stores_only(store, sid):
         assert search(agent, sid, query="pager").status_code == 401
 
 
+def test_a_session_s_stores_are_searched_at_once_by_its_token_only(store, sid):
+    ro = store.create_store("docs").id
+    store.create_memory(ro, "/pager.md", "the pager policy", actor=API)
+    other = store.create_store("secrets").id
+    store.create_memory(other, "/pager.md", "the secret pager", actor=API)
+    s = store.create_session([{"type": "memory_store", "memory_store_id": sid},
+                              {"type": "memory_store", "memory_store_id": ro,
+                               "access": "read_only"}], status="running")
+    theirs = store.create_session([{"type": "memory_store", "memory_store_id": other}],
+                                  status="running")
+    token = store.create_session_token(s.id).token
+    url = f"/v1/sessions/{s.id}/memfs/search"
+    with TestClient(create_app(store, [KEY]), headers={"x-api-key": token}) as agent:
+        d = agent.get(url, params={"query": "pager", "threshold": "0"}).json()
+        assert d["type"] == "memfs_search_result"
+        assert {(h["memory_store_id"], h["path"]) for h in d["data"]} == {
+            (sid, "/people/oncall.md"), (ro, "/pager.md")}  # never the other store's
+        scores = [h["score"] for h in d["data"]]
+        assert scores == sorted(scores, reverse=True) and d["best"] == scores[0]
+        assert search(agent, sid, query="pager", threshold="0").json()["data"][0]["score"] in (
+            scores)
+        # The same options as a store's search; the same refusals.
+        d = agent.get(url, params={"query": "pager", "threshold": "0", "limit": "1",
+                                   "path_prefix": "/people/"}).json()
+        assert [h["path"] for h in d["data"]] == ["/people/oncall.md"]
+        assert agent.get(url, params={"query": "pager", "threshold": "2"}).status_code == 400
+        # Another session: as if it did not exist.
+        r = agent.get(f"/v1/sessions/{theirs.id}/memfs/search", params={"query": "pager"})
+        assert r.status_code == 404, r.text
+    with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY}) as admin:
+        d = admin.get(f"/v1/sessions/{theirs.id}/memfs/search",
+                      params={"query": "pager", "threshold": "0"}).json()
+        assert {h["memory_store_id"] for h in d["data"]} == {other}
+        assert admin.get("/v1/sessions/sesn_nope/memfs/search",
+                         params={"query": "pager"}).status_code == 404
+        remote = Client("http://memfs", KEY, transport=through(admin))
+        got = remote.search_session(s.id, "pager", threshold=0)
+        want = store.search_session(s.id, "pager", threshold=0)
+        assert got.hits == want.hits and got.best == want.best
+
+
 def test_without_a_key_it_is_a_401(store, sid):
     with TestClient(create_app(store, [KEY])) as anon:
         assert search(anon, sid, query="pager").status_code == 401
@@ -260,7 +325,9 @@ def test_openapi_documents_search_and_its_status(http):
     params = {p["name"]: p for p in op["parameters"] if p["in"] == "query"}
     assert {n: (p["schema"]["type"], p["required"]) for n, p in params.items()} == {
         "query": ("string", True), "limit": ("integer", False),
-        "path_prefix": ("string", False), "min_score": ("number", False)}
+        "path_prefix": ("string", False), "threshold": ("number", False),
+        "min_score": ("number", False), "channels": ("string", False)}
+    assert "deprecated" in params["min_score"]["description"]
     assert all(p.get("description") for p in params.values())
     ok = op["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/SearchResult"}
@@ -280,13 +347,18 @@ def test_the_client_rebuilds_the_store_s_result(http, store, sid):
     store.use_embeddings("local")
     store.index_store(sid)
     remote = Client("http://memfs", KEY, transport=through(http))
-    got = remote.search(sid, BY_MEANING, limit=3, path_prefix="/", min_score=0.1)
-    want = store.search(sid, BY_MEANING, limit=3, path_prefix="/", min_score=0.1)
+    got = remote.search(sid, BY_MEANING, limit=3, path_prefix="/", threshold=0.1)
+    want = store.search(sid, BY_MEANING, limit=3, path_prefix="/", threshold=0.1)
     assert isinstance(got, Result) and all(isinstance(h, Hit) for h in got.hits)
     assert got.hits == want.hits and len(got.hits) == 3
-    assert (got.meaning, got.note, got.indexed, got.memories, got.model) == (
-        want.meaning, want.note, want.indexed, want.memories, want.model)
+    assert (got.meaning, got.note, got.indexed, got.memories, got.model, got.best) == (
+        want.meaning, want.note, want.indexed, want.memories, want.model, want.best)
+    assert {h.memory_store_id for h in got.hits} == {sid}
     assert got.hits[0].matched == ("meaning",)
+    cut = remote.search(sid, "vim", threshold=1.0, channels=("words",))
+    want = store.search(sid, "vim", threshold=1.0, channels=("words",))
+    assert (cut.hits, cut.note, cut.best, cut.meaning) == (
+        want.hits, want.note, want.best, want.meaning)
     assert remote.search_status(sid) == store.search_status(sid)
     with pytest.raises(errors.InvalidRequest, match="limit must be between 1 and 100"):
         remote.search(sid, "x", limit=0)

@@ -66,7 +66,7 @@ def test_a_fresh_store_is_found_by_meaning_at_once(run, store, sid):
     """Nobody indexed it: the command catches it up first, then meaning answers."""
     assert store.search_status(sid)["indexed"] == 0
     t0 = time.monotonic()
-    result = run("search", "notes", BY_MEANING)
+    result = run("search", "notes", BY_MEANING, "--threshold", "0")
     hits = lines(result)
     assert time.monotonic() - t0 < cli_search.CATCH_UP_SECONDS + 5
     assert hits[0] == ("/decisions/db.md", hits[0][1], MEMORIES["/decisions/db.md"])
@@ -92,7 +92,7 @@ def test_json_prints_the_result(run, store, sid):
     assert top["memory_id"] == store.get_memory_by_path(sid, "/decisions/db.md").id
     # --json before the command, and the filters
     d = json.loads(run("--json", "search", "notes", BY_MEANING, "--path-prefix", "/prefs/",
-                       "--min-score", "0.1").stdout)
+                       "--threshold", "0.1").stdout)
     assert [h["path"] for h in d["data"]] == ["/prefs/editor.md"]
 
 
@@ -111,7 +111,53 @@ def test_embeddings_none_words_alone_answer_and_the_note_says_so(run, sid, how):
 def test_nothing_found_says_so(run, sid):
     result = run("--embeddings", "none", "search", "notes", "zebra")
     assert result.exit_code == 0 and result.stdout == ""
-    assert result.stderr.splitlines()[-1] == "memfs: no memory matches"
+    assert result.stderr == ("memfs: no memory matches (meaning is off (--embeddings none): "
+                             "words alone answered)\n")
+
+
+def test_nothing_over_the_threshold_is_one_line_with_the_best_and_exit_0(run, sid):
+    best = lines(run("search", "notes", BY_MEANING, "--threshold", "0"))[0][1]
+    d = json.loads(run("search", "notes", BY_MEANING, "--threshold", "0", "--json").stdout)
+    assert round(d["best"], 3) == best and d["data"][0]["score"] == d["best"]
+    if d["best"] < 1:
+        result = run("search", "notes", BY_MEANING, "--threshold", "1")
+        assert result.exit_code == 0 and result.stdout == ""
+        assert result.stderr == (f"memfs: nothing scored 1 or more (best {d['best']:.2f}): "
+                                 "nothing stored seems to answer this\n")
+        d = json.loads(run("search", "notes", BY_MEANING, "--threshold", "1",
+                           "--json").stdout)
+        assert d["data"] == [] and d["note"].startswith("nothing scored 1 or more")
+    # --min-score: the old name, still taken
+    assert lines(run("search", "notes", BY_MEANING, "--min-score", "0"))[0][1] == best
+
+
+def test_words_only_answers_by_words_without_meaning(run, sid):
+    d = json.loads(run("search", "notes", "vim editor", "--words-only", "--threshold", "0",
+                       "--json").stdout)
+    assert d["meaning"] is False and d["data"]
+    assert all(h["matched"] == ["words"] for h in d["data"])
+
+
+def test_session_searches_every_store_of_a_session_under_mount_paths(run, store, sid):
+    docs = store.create_store("docs").id
+    store.create_memory(docs, "/pager.md", "the pager policy", actor=API)
+    other = store.create_store("secrets").id
+    store.create_memory(other, "/pager.md", "the secret pager", actor=API)
+    s = store.create_session([{"type": "memory_store", "memory_store_id": sid},
+                              {"type": "memory_store", "memory_store_id": docs,
+                               "access": "read_only"}])
+    result = run("--embeddings", "none", "search", "--session", s.id, "the", "pager",
+                 "--threshold", "0")
+    got = lines(result)
+    assert {p for p, _, _ in got} == {"/mnt/memory/notes/people/oncall.md",
+                                      "/mnt/memory/docs/pager.md"}
+    assert [x for _, x, _ in got] == sorted((x for _, x, _ in got), reverse=True)
+    d = json.loads(run("--embeddings", "none", "search", "--session", s.id, "pager",
+                       "--threshold", "0", "--json").stdout)
+    assert {h["memory_store_id"] for h in d["data"]} == {sid, docs}
+    assert_error(run("search", "--session", "sesn_nope", "pager"), 3, "sesn_nope")
+    result = run("search", "--session", s.id)
+    assert result.exit_code == 2 and "QUERY" in result.stderr
 
 
 def test_a_store_still_catching_up_says_so(run, store, sid, monkeypatch):
@@ -146,8 +192,9 @@ def test_bad_input_is_one_line_and_an_exit_code(run, sid):
     assert_error(run("search", "notes", "x", "--limit", "0"), 5, "limit must be between")
     assert_error(run("search", "notes", "x", "--limit", "101"), 5, "limit must be between")
     assert_error(run("search", "notes", "x", "--path-prefix", "people"), 5, "path_prefix")
-    assert_error(run("search", "notes", "x", "--min-score", "2"), 5, "min_score")
-    assert_error(run("search", "notes", "x", "--min-score", "nan"), 5, "min_score")
+    assert_error(run("search", "notes", "x", "--threshold", "2"), 5, "threshold")
+    assert_error(run("search", "notes", "x", "--threshold", "nan"), 5, "threshold")
+    assert_error(run("search", "notes", "x", "--min-score", "2"), 5, "threshold")
     assert_error(run("search", "notes", ""), 5, "at least one word")
     assert_error(run("search", "notes", "a\x00b"), 5, "NUL")
     assert_error(run("search", "nope", "x"), 3, "nope")

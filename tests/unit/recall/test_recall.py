@@ -109,7 +109,8 @@ def test_query_syntax_in_a_question_is_only_words(store: Store, q: str) -> None:
 def test_a_search_checks_what_it_is_given(store: Store) -> None:
     sid = store.create_store("Notes").id
     for kw in ({"limit": 0}, {"limit": 101}, {"limit": True}, {"path_prefix": "x"},
-               {"min_score": 1.5}, {"min_score": -0.1}, {"fusion": "max"}):
+               {"threshold": 1.5}, {"threshold": -0.1}, {"channels": ()},
+               {"channels": ("x",)}, {"fusion": "max"}):
         with pytest.raises(InvalidRequest):
             store.search(sid, "q", **kw)  # type: ignore[arg-type]
     for q in ("", "   ", "x" * 1001, "a\x00b", "\ud800"):
@@ -119,22 +120,23 @@ def test_a_search_checks_what_it_is_given(store: Store) -> None:
         store.search("memstore_nope", "q")
 
 
-def test_limit_prefix_and_min_score(store: Store) -> None:
+def test_limit_prefix_and_threshold(store: Store) -> None:
     sid = store.create_store("Notes").id
     for i in range(15):
         store.create_memory(sid, f"/{'a' if i % 2 else 'b'}/n{i:02}.md", f"note {i} tea",
                             actor=API)
-    assert len(store.search(sid, "tea").hits) == 10
-    assert len(store.search(sid, "tea", limit=100).hits) == 15
-    assert {p[:3] for p in _paths(store, sid, "tea", limit=100, path_prefix="/a/")} == {"/a/"}
-    result = store.search(sid, "tea")
+    assert len(store.search(sid, "tea", threshold=0).hits) == 10
+    assert len(store.search(sid, "tea", limit=100, threshold=0).hits) == 15
+    assert {p[:3] for p in _paths(store, sid, "tea", limit=100, path_prefix="/a/",
+                                  threshold=0)} == {"/a/"}
+    result = store.search(sid, "tea", threshold=0)
     assert result.meaning is False and "words alone" in (result.note or "")
     assert all(0 < h.score <= 1 and h.matched == ("words",) for h in result.hits)
     best = max(h.score for h in result.hits)
-    assert all(h.score >= best for h in store.search(sid, "tea", min_score=best).hits)
-    assert store.search(sid, "tea", min_score=best).hits  # a score as shown keeps its hit
+    assert all(h.score >= best for h in store.search(sid, "tea", threshold=best).hits)
+    assert store.search(sid, "tea", threshold=best).hits  # a score as shown keeps its hit
     if best < 1.0:
-        assert store.search(sid, "tea", min_score=min(1.0, best + 0.001)).hits == []
+        assert store.search(sid, "tea", threshold=min(1.0, best + 0.001)).hits == []
 
 
 def test_a_snippet_is_one_line_around_the_words() -> None:

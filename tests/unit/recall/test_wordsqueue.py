@@ -71,7 +71,7 @@ def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: 
     assert taken == [wordsqueue.BATCH, wordsqueue.BATCH, waiting - 2 * wordsqueue.BATCH]
     assert indexed(store, sid) == live(store, sid)
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == len(live(store, sid))
-    hits = store.search(sid, "wombats", limit=100).hits
+    hits = store.search(sid, "wombats", limit=100, threshold=0).hits
     assert sorted(h.path for h in hits) == sorted(f"/n/{i}.md" for i in range(0, 150, 3))
 
 
