@@ -34,7 +34,7 @@ from ..rules import local_user_actor, validate_path
 from .dotdirs import DotDir, HistoryDir, SearchDir
 from .history import History
 from .kernel import DOTS, NAME_MAX, _Failure, invalidate_inodes, invalidate_now, reply_dots
-from .search import Search
+from .search import Search, SessionScope
 from .spin import Spinner
 from .toolevents import EventSink, WrittenVersion, comm, tool_pair
 from .tree import Node, Tree
@@ -100,6 +100,21 @@ def actor_for(session_id: str | None) -> Actor:
     return Actor.session(session_id) if session_id else local_user_actor()
 
 
+def _session_scope(store: StoreAPI, actor: Actor) -> SessionScope | None:
+    """What ``.search/@session`` of a mount acting as a session asks: the session's stores
+    (:meth:`memfs.store.Store.search_session`) and their mount paths (None: the mount acts
+    as no session)."""
+    if actor.type != "session_actor" or not isinstance(store, SearchAPI):
+        return None
+    session_id = actor.id
+
+    def mounts() -> dict[str, str]:
+        return {r.memory_store_id: r.mount_path
+                for r in store.get_session(session_id).resources}
+
+    return SessionScope(functools.partial(store.search_session, session_id), mounts)
+
+
 @dataclass(eq=False)
 class _Handle:
     """One open file (or directory) description, with what its event will say."""
@@ -160,7 +175,8 @@ class Base(pyfuse3.Operations):
                                         self._in_thread)
         #: The ``.search`` directory (None: a store that cannot search, as a snapshot's).
         self.search: Search | None = (
-            Search(self.tree, store.search, store_id, self._in_thread, self._display)
+            Search(self.tree, store.search, store_id, self._in_thread, self._display,
+                   _session_scope(store, actor))
             if isinstance(store, SearchAPI) else None)
         #: Their handler objects, which the handlers' dispatch hands their requests
         #: (:mod:`memfs.fuse.dotdirs`).

@@ -42,7 +42,7 @@ from pyfuse3 import FileHandleT, FileNameT, FUSEError, XAttrNameT
 from .. import errors
 from .history import HISTORY, History, HNode, version_xattrs
 from .kernel import DOTS, _Failure
-from .search import SEARCH, Answer, Refused, Search, SNode, question_of
+from .search import SEARCH, Answer, Refused, Search, SNode
 
 if TYPE_CHECKING:
     from .core import Base
@@ -419,13 +419,14 @@ class SearchDir(DotDir[SNode]):
             return self._reply(parent)
         m = self.mount
         if name == b"..":
-            return m._lookup_reply(m.root)
+            return m._lookup_reply(m.root) if parent.parent is None else self._reply(
+                parent.parent)
         if not parent.is_dir:
             raise FUSEError(errno.ENOTDIR)
-        path = f"/{SEARCH}/{name.decode('utf-8', 'replace')}"
+        path = f"{parent.display}/{name.decode('utf-8', 'replace')}"
         try:
-            node = self.search.file(question_of(name))
-            if self.search.reusable(node, ctx.pid) is None:
+            node = self.search.entry(parent, name)
+            if not node.is_dir and self.search.reusable(node, ctx.pid) is None:
                 await self._ask(node, ctx)
         except Refused as r:
             comm_, pid = m._ctx_name(ctx)
@@ -473,7 +474,8 @@ class SearchDir(DotDir[SNode]):
 
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         node = self.handles[fh].node
-        self.mount._reply_dots(token, start_id, node.ino, self.mount.root.ino)
+        self.mount._reply_dots(token, start_id, node.ino,
+                               self.mount.root.ino if node.parent is None else node.parent.ino)
         # no question is listed
 
     async def releasedir(self, fh: int) -> None:

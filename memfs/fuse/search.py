@@ -25,9 +25,27 @@ file's content.
   found by its words as soon as its write has returned.
 - **Each search is a tool event** (operation ``search``, the question file's path, the hits'
   paths and scores and, when words alone answered, why), failed ones too.
+- **Only what passes the threshold** (default :data:`~memfs.rules.SEARCH_DEFAULT_THRESHOLD`):
+  when nothing does, the file is empty and ``user.memfs.search.best`` gives the best relevance
+  seen (``user.memfs.search.note`` says that nothing scored enough); no candidate at all: no
+  ``best``.
+- **Any question, with options, from a path** (:func:`parse`). A file name cannot hold
+  ``/``: in a question it is written ``%2F`` (``%25`` is ``%`` and ``%40`` is ``@``, for a
+  question that begins with it; any other ``%`` is itself). A name beginning with ``@`` is an
+  option, a directory under which the question (or another option) goes::
+
+      .search/@limit=3/@threshold=0.5/@prefix=people/@words/who is on call
+
+  ``@limit=N`` (hits at most), ``@threshold=S`` (0 to 1), ``@prefix=P`` (only memories whose
+  path begins with ``/P``; ``%2F`` for each ``/`` in it: ``@prefix=people%2Fteam``),
+  ``@words`` (words alone: at once, while meaning may still be catching up) and, in a
+  session's mount, ``@session`` (every store of the session at once, hits merged by
+  relevance, each path under its own store's mount). An unknown option is ``ENOENT``; a
+  value that is not one (``@limit=x``), an option given twice or a value the store refuses
+  (``@limit=1000``) is ``EINVAL``.
 - **Refused**: a question over 255 bytes (``ENAMETOOLONG``), one that is not UTF-8
   (``EILSEQ``, as a file name that is not UTF-8 is everywhere in a mount), one the store
-  refuses (no word, a control character: ``EINVAL``). ``/`` and NUL cannot be in a file name.
+  refuses (no word, a control character: ``EINVAL``). NUL cannot be in a file name.
   Every change under ``.search`` is ``EROFS`` (:mod:`memfs.fuse.ops`). ``ls .search/`` lists
   nothing.
 - Only where the store searches: a time-travel mount's store (:class:`~memfs.snapshot.
@@ -41,10 +59,13 @@ kernel with what :class:`Search` returns, and this module is tested alone.
 from __future__ import annotations
 
 import errno
+import math
+import posixpath
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .history import HISTORY
@@ -53,7 +74,8 @@ from .tree import Tree
 if TYPE_CHECKING:
     from ..recall.search import Result
 
-__all__ = ["SEARCH", "Search", "SNode", "Answer", "Refused", "render", "REUSE_SECONDS"]
+__all__ = ["SEARCH", "Search", "SNode", "Answer", "Refused", "Options", "SessionScope", "parse",
+           "unescape", "render", "REUSE_SECONDS"]
 
 #: The name of the search directory in a mount's root (hidden from its listing).
 SEARCH = ".search"
@@ -68,6 +90,10 @@ XATTR_MEANING = b"user.memfs.search.meaning"
 XATTR_NOTE = b"user.memfs.search.note"
 XATTR_INDEXED = b"user.memfs.search.indexed"
 XATTR_MODEL = b"user.memfs.search.model"
+XATTR_BEST = b"user.memfs.search.best"
+
+#: What stands for a character a file name cannot hold (or an option's ``@``) in a question.
+_ESCAPE = re.compile("%(2[Ff]|25|40)")
 
 Call = Callable[..., Awaitable[Any]]
 
@@ -83,6 +109,80 @@ class Refused(Exception):
         super().__init__(errno_, why)
         self.errno = errno_
         self.why = why
+
+
+@dataclass(frozen=True)
+class Options:
+    """A question's options, from the ``@`` directories above it (:func:`parse`)."""
+
+    limit: int | None = None
+    threshold: float | None = None
+    prefix: str | None = None
+    words: bool = False
+    session: bool = False
+
+    def kwargs(self) -> dict[str, Any]:
+        """The search's keyword arguments (:meth:`memfs.store.Store.search`)."""
+        return {"limit": self.limit, "path_prefix": self.prefix, "threshold": self.threshold,
+                **({"channels": ("words",)} if self.words else {})}
+
+
+@dataclass(frozen=True)
+class SessionScope:
+    """The session a mount belongs to, for ``@session``: its stores' search
+    (:meth:`memfs.store.Store.search_session`, bound to the session) and their mount paths
+    (store id -> the path its mount shows), both called in a worker thread."""
+
+    search: Callable[..., Result]
+    mounts: Callable[[], dict[str, str]]
+
+
+def unescape(text: str) -> str:
+    """A name's text with ``%2F`` (or ``%2f``) as ``/``, ``%25`` as ``%`` and ``%40`` as
+    ``@``; any other ``%`` stays itself."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+def parse(name: bytes, options: Options = Options(), *, session: bool = False,
+          ) -> Options | str:
+    """A name under ``.search`` (or under an option directory, whose ``options`` apply): the
+    options with the one it names (a name beginning with ``@``), else its question.
+    ``session``: the mount belongs to a session (``@session`` exists).
+
+    :raises Refused: ENAMETOOLONG (over 255 bytes), EILSEQ (not UTF-8), ENOENT (an unknown
+        option), EINVAL (a value that is not one, an option given twice).
+    """
+    text = question_of(name)
+    if not text.startswith("@"):
+        return unescape(text)
+    key, has_value, value = text[1:].partition("=")
+    flags = ("words", "session") if session else ("words",)
+    if key not in ("limit", "threshold", "prefix", *flags):
+        known = ", ".join(f"@{k}" for k in ("limit=N", "threshold=S", "prefix=P", *flags))
+        raise Refused(errno.ENOENT, f"no search option {text!r} (options: {known}; a "
+                      "question beginning with @ is written %40)")
+    if getattr(options, key) not in (None, False):
+        raise Refused(errno.EINVAL, f"the search option @{key} is given twice")
+    if key in flags:
+        if has_value:
+            raise Refused(errno.EINVAL, f"the search option @{key} takes no value")
+        return replace(options, words=True) if key == "words" else replace(options, session=True)
+    if not value:
+        raise Refused(errno.EINVAL, f"the search option @{key} needs a value: @{key}=...")
+    if key == "limit":
+        if not value.isascii() or not value.isdigit():
+            raise Refused(errno.EINVAL, f"@limit takes a number of hits, not {value!r}")
+        return replace(options, limit=int(value))
+    if key == "threshold":
+        try:
+            threshold = float(value)
+        except ValueError:
+            threshold = math.nan
+        if not math.isfinite(threshold) or not value.isascii():
+            raise Refused(errno.EINVAL, f"@threshold takes a number from 0 to 1, not {value!r}")
+        return replace(options, threshold=threshold)
+    prefix = unescape(value)
+    return replace(options, prefix=prefix if prefix.startswith("/") else "/" + prefix)
 
 
 @dataclass
@@ -106,6 +206,8 @@ class Answer:
             out[XATTR_NOTE] = r.note.encode("utf-8")
         if r.model:
             out[XATTR_MODEL] = r.model.encode("utf-8")
+        if r.best is not None:
+            out[XATTR_BEST] = f"{r.best:.4f}".encode()
         return out
 
     def summary(self, question: str) -> str:
@@ -119,15 +221,23 @@ class Answer:
         return "\n".join(lines)
 
 
-def render(result: Result, display: Callable[[str], str]) -> tuple[bytes, list[tuple[str, float]]]:
+def render(result: Result, display: Callable[[str], str], mounts: dict[str, str] | None = None,
+           ) -> tuple[bytes, list[tuple[str, float]]]:
     """The file's content (``path<TAB>score<TAB>snippet`` lines, best first) and the hits it
-    shows (their displayed paths and scores). Memories the mount shadows are left out."""
+    shows (their displayed paths and scores). Memories the mount shadows are left out.
+    ``mounts``: the hits are a session's (store id -> the path of its mount; the other
+    stores' hits are shown under their own mounts)."""
     lines: list[str] = []
     shown: list[tuple[str, float]] = []
     for hit in result.hits:
         if hit.path.startswith(_SHADOWED):
             continue
-        path = display(hit.path)
+        if mounts is None:
+            path = display(hit.path)
+        elif hit.memory_store_id in mounts:
+            path = posixpath.join(mounts[hit.memory_store_id], hit.path.lstrip("/"))
+        else:
+            continue  # a store no mount of the session shows
         shown.append((path, hit.score))
         lines.append(f"{path}\t{hit.score:.4f}\t{hit.snippet.translate(_ONE_LINE)}\n")
     return "".join(lines).encode("utf-8"), shown
@@ -135,7 +245,8 @@ def render(result: Result, display: Callable[[str], str]) -> tuple[bytes, list[t
 
 @dataclass(eq=False, slots=True)
 class SNode:
-    """``.search`` itself (``question`` None) or one question's file."""
+    """``.search`` itself or an option directory under it (``question`` None), or one
+    question's file."""
 
     ino: int
     question: str | None
@@ -145,15 +256,17 @@ class SNode:
     answer: Answer | None = None
     #: The size the kernel was last told (the answer a lookup or getattr gave).
     told: int = -1
+    #: The options of the directories above it (and its own, for a directory).
+    options: Options = field(default_factory=Options)
+    #: The path below the mount root, as an agent sees it (``/.search/@limit=3/who is on
+    #: call``: the names as written, escapes and all).
+    display: str = "/" + SEARCH
+    #: The directory it is in (None: ``.search`` itself, in the mount root).
+    parent: SNode | None = None
 
     @property
     def is_dir(self) -> bool:
         return self.question is None
-
-    @property
-    def display(self) -> str:
-        """The path below the mount root, as an agent sees it (``/.search/who is on call``)."""
-        return "/" + SEARCH + ("" if self.question is None else "/" + self.question)
 
     @property
     def size(self) -> int:
@@ -189,14 +302,17 @@ class Search:
     """
 
     def __init__(self, tree: Tree, search: Callable[..., Result], store_id: str, call: Call,
-                 display: Callable[[str], str]) -> None:
+                 display: Callable[[str], str], session: SessionScope | None = None) -> None:
         self.tree = tree
         self._search = search
         self.store_id = store_id
         self._call = call
         self._display = display
+        #: The mount's session (None: it belongs to none, and has no ``@session``).
+        self.session = session
         self.nodes: dict[int, SNode] = {}
         self._root: SNode | None = None
+        #: The nodes below ``.search`` by their display paths.
         self._files: dict[str, SNode] = {}
         #: Nodes holding an answer, least recently answered first.
         self._answered: OrderedDict[int, None] = OrderedDict()
@@ -216,14 +332,27 @@ class Search:
             self.nodes[self._root.ino] = self._root
         return self._root
 
-    def file(self, question: str) -> SNode:
-        """The node of a question (the same one while the kernel knows it)."""
-        node = self._files.get(question)
+    def entry(self, parent: SNode, name: bytes) -> SNode:
+        """The node of ``name`` in the directory ``parent`` (:func:`parse`): an option's
+        directory or a question's file, the same one while the kernel knows it.
+
+        :raises Refused: what :func:`parse` refuses.
+        """
+        parsed = parse(name, parent.options, session=self.session is not None)
+        display = parent.display + "/" + name.decode("utf-8")
+        node = self._files.get(display)
         if node is None:
-            node = SNode(self.tree.new_ino(), question, time.time_ns())
-            self._files[question] = node
+            question, options = ((None, parsed) if isinstance(parsed, Options)
+                                 else (parsed, parent.options))
+            node = SNode(self.tree.new_ino(), question, time.time_ns(), options=options,
+                         display=display, parent=parent)
+            self._files[display] = node
             self.nodes[node.ino] = node
         return node
+
+    def file(self, question: str) -> SNode:
+        """The node of a question right under ``.search``, as written there."""
+        return self.entry(self.root, question.encode("utf-8"))
 
     def changed(self) -> None:
         """The mount saw a change of the store (its own, or from the change feed): no answer
@@ -247,8 +376,17 @@ class Search:
         assert node.question is not None
         self.searches += 1
         gen = self._gen
-        result: Result = await self._call(self._search, self.store_id, node.question)
-        data, hits = render(result, self._display)
+        kwargs = node.options.kwargs()
+        result: Result
+        if node.options.session:
+            assert self.session is not None  # parse refuses @session otherwise
+            result = await self._call(self.session.search, node.question, **kwargs)
+            mounts = await self._call(self.session.mounts)
+            mounts[self.store_id] = self._display("/")
+            data, hits = render(result, self._display, mounts)
+        else:
+            result = await self._call(self._search, self.store_id, node.question, **kwargs)
+            data, hits = render(result, self._display)
         answer = Answer(data, result, hits, time.time_ns(), time.monotonic(), pid, gen)
         node.answer = answer
         self._answered[node.ino] = None
@@ -286,9 +424,9 @@ class Search:
 
     def release_if_unused(self, node: SNode) -> None:
         """Drop a question nobody refers to (asked again, it gets a new inode)."""
-        if node.lookups > 0 or node.handles or node.question is None:
+        if node.lookups > 0 or node.handles or node.parent is None:
             return
         self.nodes.pop(node.ino, None)
         self._answered.pop(node.ino, None)
-        if self._files.get(node.question) is node:
-            del self._files[node.question]
+        if self._files.get(node.display) is node:
+            del self._files[node.display]

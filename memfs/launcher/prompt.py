@@ -52,21 +52,32 @@ def render_memory_prompt(session: Session) -> str:
     ]
     live = [r for r in resources if SNAPSHOT_KEY + r.memory_store_id not in session.metadata]
     if live:
-        lines += ["", search_line(live[0].mount_path, snapshots=len(live) < n)]
+        lines += ["", search_line(live[0].mount_path, snapshots=len(live) < n,
+                                  session=len(live) > 1)]
     for r in resources:
         lines += ["", *_note(r, session.metadata.get(SNAPSHOT_KEY + r.memory_store_id))]
     return "\n".join(lines) + "\n"
 
 
-def search_line(mount_path: str, *, snapshots: bool = False) -> str:
+def search_line(mount_path: str, *, snapshots: bool = False, session: bool = False) -> str:
     """The line that tells the agent of ``.search/`` (:mod:`memfs.fuse.search`), with an example
-    in ``mount_path`` (``snapshots``: some mounts are snapshots, which have none)."""
+    in ``mount_path`` (``snapshots``: some mounts are snapshots, which have none;
+    ``session``: several mounts can be searched at once, ``@session``): what an empty answer
+    means, that words answer at once, how to write options and a ``/``."""
     example = posixpath.join(mount_path, ".search", "who gets paged at night")
     where = "every mount but a snapshot has" if snapshots else "every mount has"
+    options = "@limit=3/@threshold=0.5/@prefix=people/@words"
+    every = ("; @session asks every mount at once, each path under its own mount"
+             if session else "")
     return ("To find memories by meaning as well as by words, read a question as a file "
             f"({where} a .search/ directory): `cat \"{example}\"` prints the best "
             "matches, best first, one per line as path<TAB>score<TAB>snippet (the path is "
-            "the file to read; nothing printed: nothing matched).")
+            "the file to read). Nothing printed means that nothing stored scored above the "
+            "relevance threshold: treat it as not remembered. Words find a "
+            "memory as soon as it is written; meaning catches up a few seconds later. In a "
+            "question write each / as %2F. Options are directories before the question, "
+            f"any of `.search/{options}/QUESTION` (at most 3 hits, a lower threshold, "
+            f"only paths under /people, words alone){every}.")
 
 
 

@@ -388,6 +388,131 @@ async def test_meaning_finds_a_memory_without_its_words(store, tmp_path, monkeyp
     assert "by words and meaning" in res["content"][0]["text"]
 
 
+# -- any question, options from the path (issue 39) -------------------------------------------
+
+
+async def walk(ops: Operations, *names: str | bytes) -> pyfuse3.EntryAttributes:
+    """The lookups of ``MOUNT/.search/NAME/NAME/...``: the last one's attributes."""
+    attrs = await ops.lookup(ROOT, SEARCH.encode(), CTX)
+    for name in names:
+        attrs = await ops.lookup(attrs.st_ino,
+                                 name.encode() if isinstance(name, str) else name, CTX)
+    return attrs
+
+
+async def cat(ops: Operations, *names: str | bytes) -> bytes:
+    return await read_file(ops, (await walk(ops, *names)).st_ino)
+
+
+async def test_a_question_with_a_slash_is_asked_with_percent_2f(store: Store, tmp_path) -> None:
+    ops, _ = make_ops(store, tmp_path)
+    await write_file(ops, ROOT, b"gigs.md", b"Melanie saw the bands Muse and Coldplay.\n")
+    await write_file(ops, ROOT, b"lunch.md", b"Friday lunch is at noon, pizza.\n")
+    data = await cat(ops, "What musical artists%2Fbands has Melanie seen?")
+    assert lines(data)[0][0] == "/mnt/memory/t/gigs.md"
+    [(use, res)] = results(ops)  # the event names the file as it was written
+    assert use["input"]["file_path"] == (
+        "/mnt/memory/t/.search/What musical artists%2Fbands has Melanie seen?")
+    assert "'What musical artists/bands has Melanie seen?'" in res["content"][0]["text"]
+
+
+async def test_options_are_directories_above_the_question(store: Store, tmp_path,
+                                                          monkeypatch) -> None:
+    ops, _ = make_ops(store, tmp_path)
+    for i in range(4):
+        await write_file(ops, ROOT, f"tea{i}.md".encode(), f"tea note {i}\n".encode())
+    d = await ops.mkdir(ROOT, b"people", 0o40755, CTX)
+    await write_file(ops, d.st_ino, b"dana.md", b"Dana drinks tea at four.\n")
+    every = lines(await cat(ops, "@threshold=0", "tea"))
+    assert len(every) == 5
+    assert len(lines(await cat(ops, "@limit=2", "@threshold=0", "tea"))) == 2
+    assert len(lines(await cat(ops, "@threshold=0", "@limit=2", "tea"))) == 2  # any order
+    [only] = lines(await cat(ops, "@threshold=0", "@prefix=people", "tea"))
+    assert only[0] == "/mnt/memory/t/people/dana.md"
+    [only] = lines(await cat(ops, "@prefix=people%2F", "@words", "tea"))
+    assert only[0] == "/mnt/memory/t/people/dana.md"
+    # A threshold above a hit's score leaves it out (the scores shown, not their values).
+    top = float(every[0][1])
+    assert all(float(r[1]) >= top
+               for r in lines(await cat(ops, f"@threshold={top}", "tea")))
+    # An option is a directory: listed empty, its ".." the one above, not a file.
+    opt = await walk(ops, "@limit=2", "@words")
+    assert stat.S_ISDIR(opt.st_mode)
+    await raises(errno.EISDIR, ops.open(opt.st_ino, os.O_RDONLY, CTX))
+    assert await listdir(ops, opt.st_ino, monkeypatch) == []
+    up = await ops.lookup(opt.st_ino, b"..", CTX)
+    assert up.st_ino == (await walk(ops, "@limit=2")).st_ino
+    ev = [u["input"]["file_path"] for u, _ in results(ops)]
+    assert "/mnt/memory/t/.search/@threshold=0/@prefix=people/tea" in ev
+
+
+async def test_options_refused_are_errnos_and_logged(store: Store, tmp_path) -> None:
+    ops, _ = make_ops(store, tmp_path)
+    await memories(ops)
+    d = (await walk(ops)).st_ino
+    await raises(errno.ENOENT, ops.lookup(d, b"@limt=3", CTX))
+    await raises(errno.ENOENT, ops.lookup(d, b"@session", CTX))  # this mount has no session
+    await raises(errno.EINVAL, ops.lookup(d, b"@limit=x", CTX))
+    lim = (await ops.lookup(d, b"@limit=1000", CTX)).st_ino  # a number: the store says no
+    await raises(errno.EINVAL, ops.lookup(lim, b"pizza", CTX))
+    await raises(errno.EINVAL, ops.lookup(lim, b"@limit=3", CTX))  # twice
+    failed = [(u["input"]["file_path"], r["content"][0]["text"])
+              for u, r in results(ops) if r["is_error"]]
+    assert [(p.rsplit("/.search/", 1)[1], t.split(":")[0]) for p, t in failed] == [
+        ("@limt=3", "ENOENT"), ("@session", "ENOENT"), ("@limit=x", "EINVAL"),
+        ("@limit=1000/pizza", "EINVAL"), ("@limit=1000/@limit=3", "EINVAL")]
+    assert "limit must be between 1 and 100" in failed[3][1]
+
+
+async def test_nothing_over_the_threshold_is_empty_with_the_best_in_an_xattr(
+        store, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
+    store.use_embeddings(None)
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    assert store.index_store(sid).pending == 0
+    question = "which engineer handles emergencies after hours"
+    attrs = await walk(ops, "@threshold=0", question)
+    best = await ops.getxattr(attrs.st_ino, b"user.memfs.search.best", CTX)
+    assert float(best) == float(lines(await read_file(ops, attrs.st_ino))[0][1])
+    if float(best) < 1:
+        attrs = await walk(ops, "@threshold=1", question)
+        assert attrs.st_size == 0 and await read_file(ops, attrs.st_ino) == b""
+        assert await ops.getxattr(attrs.st_ino, b"user.memfs.search.best", CTX) == best
+        note = await ops.getxattr(attrs.st_ino, b"user.memfs.search.note", CTX)
+        assert note.startswith(b"nothing scored 1 or more (best ")
+    # No candidate at all: no best.
+    attrs = await walk(ops, "@words", "xylophone")
+    await raises(pyfuse3.ENOATTR, ops.getxattr(attrs.st_ino, b"user.memfs.search.best", CTX))
+
+
+async def test_session_searches_every_store_of_the_session(store: Store, tmp_path) -> None:
+    from memfs.fuse.core import actor_for
+
+    notes = store.create_store("notes").id
+    docs = store.create_store("docs").id
+    other = store.create_store("other").id
+    for sid, path in ((notes, "/tea.md"), (docs, "/tea-policy.md"), (other, "/tea.md")):
+        store.create_memory(sid, path, "green tea at four", actor=ACTOR)
+    sess = store.create_session([{"type": "memory_store", "memory_store_id": notes},
+                                 {"type": "memory_store", "memory_store_id": docs,
+                                  "access": "read_only"}])
+    sink = EventSink(store, notes, sess.id, tmp_path / "events.jsonl")
+    SINKS.append(sink)
+    ops = Operations(store, notes, actor=actor_for(sess.id), events=sink,
+                     display_root="/mnt/memory/notes")
+    ops.load()
+    rows = lines(await cat(ops, "@session", "@threshold=0", "tea"))
+    assert {r[0] for r in rows} == {"/mnt/memory/notes/tea.md",
+                                    "/mnt/memory/docs/tea-policy.md"}  # never "other"
+    assert [float(r[1]) for r in rows] == sorted((float(r[1]) for r in rows), reverse=True)
+    rows = lines(await cat(ops, "@threshold=0", "@prefix=tea-", "@session", "tea"))
+    assert [r[0] for r in rows] == ["/mnt/memory/docs/tea-policy.md"]
+    # A mount of no session has none.
+    plain, _ = make_ops(store, tmp_path)
+    await raises(errno.ENOENT, walk(plain, "@session"))
+
+
 # -- both backends ----------------------------------------------------------------------------
 
 
@@ -424,12 +549,22 @@ def test_the_system_prompt_says_search_exists_in_one_line() -> None:
     [line] = [ln for ln in text.splitlines() if ".search/" in ln]
     assert 'cat "/mnt/memory/notes/.search/who gets paged at night"' in line
     assert "path<TAB>score<TAB>snippet" in line and "every mount has" in line
+    # What an empty answer means, that words answer at once, options and a "/".
+    assert "Nothing printed means that nothing stored scored above the relevance threshold" in (
+        line)
+    assert "meaning catches up" in line and "write each / as %2F" in line
+    assert ".search/@limit=3/@threshold=0.5/@prefix=people/@words/QUESTION" in line
+    assert "@session" not in line  # one mount: nothing to search at once
     # A snapshot has no .search/: the line says so, and names a mount that has one.
     both = render_memory_prompt(_session(
         _res(1, "/mnt/memory/then"), _res(2, "/mnt/memory/now"),
         metadata={SNAPSHOT_KEY + "memstore_1": "2026-01-01T00:00:00Z"}))
     [line] = [ln for ln in both.splitlines() if ".search/" in ln]
     assert "/mnt/memory/now/.search/" in line and "every mount but a snapshot" in line
+    assert "@session" not in line  # one live mount
+    two = render_memory_prompt(_session(_res(1, "/mnt/memory/a"), _res(2, "/mnt/memory/b")))
+    [line] = [ln for ln in two.splitlines() if ".search/" in ln]
+    assert "@session asks every mount at once" in line
     only = render_memory_prompt(_session(
         _res(1, "/mnt/memory/then"), metadata={SNAPSHOT_KEY + "memstore_1": "x"}))
     assert ".search" not in only
