@@ -143,6 +143,50 @@ def test_errnos_of_search(open_store, mounter):
     assert res["is_error"] and res["content"][0]["text"].startswith("ENAMETOOLONG")
 
 
+def test_questions_with_a_slash_and_options_from_the_shell(open_store, mounter):
+    """Issue 39 item 5: any question from cat (%2F for /), options as directories."""
+    store: Store = open_store()
+    sid = store.create_store("search").id
+    m: Mount = mounter(sid, env=WORDS_ONLY)
+    r = m.root
+    write_memories(r)
+    sh("echo 'Melanie saw the bands Muse and Coldplay.' > people/gigs.md", r)
+    # The question the issue could not ask (ENOTDIR), written with %2F.
+    out = sh('cat ".search/What musical artists%2Fbands has Melanie seen?"', r).stdout
+    assert out.split("\t")[0] == f"{r}/people/gigs.md"
+    # A bare "/" still splits the path: "What musical artists" is a question, a file.
+    assert _errno(lambda: (r / ".search/What musical artists/bands").read_bytes()) == \
+        errno.ENOTDIR
+    # Options: directories before the question, in any order.
+    every = sh('cat ".search/@threshold=0/@words/people pizza vim"', r).stdout.splitlines()
+    assert len(every) == 4  # people (2), pizza, vim
+    assert len(sh('cat ".search/@limit=1/@threshold=0/people pizza vim"', r)
+               .stdout.splitlines()) == 1
+    only = sh('cat ".search/@prefix=people%2F/@threshold=0/people pizza vim"', r).stdout
+    assert {line.split("\t")[0] for line in only.splitlines()} == {
+        f"{r}/people/gigs.md", f"{r}/people/oncall.md"}
+    # cd into an option, ask from there; ls lists nothing.
+    assert sh('cd ".search/@limit=2" && cat "pizza" && ls -A', r).stdout.startswith(
+        f"{r}/lunch.md\t")
+    # The best relevance seen, as an xattr.
+    f = r / ".search" / "@threshold=0" / "pizza"
+    first = f.read_text().split("\t")
+    assert float(os.getxattr(f, "user.memfs.search.best")) == float(first[1])
+    # Refusals: errnos the shell understands, each a tool event.
+    s = r / ".search"
+    assert _errno(lambda: (s / "@limt=3" / "pizza").read_bytes()) == errno.ENOENT
+    assert _errno(lambda: (s / "@session" / "pizza").read_bytes()) == errno.ENOENT
+    assert _errno(lambda: (s / "@limit=x" / "pizza").read_bytes()) == errno.EINVAL
+    assert _errno(lambda: (s / "@limit=1000" / "pizza").read_bytes()) == errno.EINVAL
+    assert _errno(lambda: (s / "@limit=1" / "@limit=2" / "pizza").read_bytes()) == \
+        errno.EINVAL
+    assert _errno(lambda: (s / "@limit=1").read_bytes()) == errno.EISDIR
+    err = sh('cat ".search/@limit=x/pizza"', r, check=False).stderr
+    assert "Invalid argument" in err
+    _, res = m.wait_pair("search", f"{r}/.search/@limt=3")
+    assert res["is_error"] and res["content"][0]["text"].startswith("ENOENT")
+
+
 def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     """The local model: the mount's daemon indexes while mounted, and a question with none
     of the memory's words finds it."""
@@ -269,6 +313,7 @@ for _ in $(seq 600); do [ -s "$ROOT/s1/.search/__Q__" ] && break; sleep 0.1; don
 cat "$ROOT/s1/.search/__Q__" > "$T/s1"
 cat "$MEMFS_SYSTEM_PROMPT_FILE" > "$T/prompt"
 ls -a "$ROOT/s0" > "$T/la"
+cat "$ROOT/s1/.search/@session/@threshold=0/@words/pizza" > "$T/every"
 """
 
 
@@ -294,3 +339,7 @@ def test_session_daemon_indexes_all_its_stores(fuse, launch, open_store,  # noqa
     prompt = (tmp_path / "prompt").read_text()
     assert f'cat "{root}/s0/.search/who gets paged at night"' in prompt
     assert len([line for line in prompt.splitlines() if ".search/" in line]) == 1
+    assert "@session asks every mount at once" in prompt
+    # One question, both stores: each hit under its own mount.
+    every = [line.split("\t")[0] for line in (tmp_path / "every").read_text().splitlines()]
+    assert sorted(every) == [f"{root}/s0/lunch.md", f"{root}/s1/lunch.md"]
