@@ -26,17 +26,14 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from .search import Meaning
+
     Vectors = npt.NDArray[np.float32]
 
 __all__ = ["Provider", "Ranker", "Unavailable", "LocalE5", "HttpProvider", "from_setting",
            "SETTING_ENV"]
 
 SETTING_ENV = "MEMFS_EMBEDDINGS"
-#: The longest text given to a model, in characters: a memory's path and the beginning of its
-#: content (about 90 tokens). The local model's cost grows with the text, a little faster than
-#: linearly (one core here: 104 ms for 79 tokens, 230 ms for 161, 527 ms for 316), and a full
-#: store of 2,000 memories must be indexed in minutes; words find the rest of a long memory.
-PASSAGE_CHARS = 400
 #: OpenMP threads of the local model when it embeds memories (an indexer's thread; at nice
 #: 19, and idle threads sleep rather than spin: OMP_WAIT_POLICY=passive). A question is
 #: embedded on one thread (~20 ms): two threads contending with a busy mount were ~10x slower.
@@ -78,15 +75,11 @@ class Ranker(Protocol):
     model: str
 
     def rank(self, store_id: str, question: str, path_prefix: str | None,
-             timeout: float) -> list[tuple[str, float]]:
-        """The store's best memories by meaning, ``(memory id, score)``, best first, within
-        ``timeout`` seconds. :raises Unavailable:"""
+             timeout: float, also: list[str] | tuple[str, ...] = (),
+             wait: float = 0.0) -> Meaning:
+        """What meaning says of the question in the store (:func:`memfs.recall.search.rank`),
+        within ``timeout`` seconds. :raises Unavailable:"""
         ...
-
-
-def passage_text(path: str, content: str) -> str:
-    """What is embedded of a memory: its path (its words say much) and its content's start."""
-    return (path + "\n" + content)[:PASSAGE_CHARS]
 
 
 def _normalized(vectors: Any) -> Vectors:

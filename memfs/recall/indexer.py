@@ -5,9 +5,13 @@ A write never waits for an embedding: the words index is the database's own (see
 mount daemon's indexer process for its stores, ``memfs serve`` for all, ``memfs search`` for
 the one it asks).
 
-- **Pending** memories are those without a vector of the provider's model for their current
+- **Pending** memories are those without vectors of the provider's model for their current
   path and content (sha256), newest first: a changed memory is re-embedded, and until then
-  its old vector ranks nothing (the search joins on path and sha256).
+  its old vectors rank nothing (the search joins on path and sha256). A memory has one vector
+  per passage (:mod:`memfs.recall.passages`), all in one row; when it changes, the passages
+  whose text is the same keep their vectors, and only the others are embedded. The one
+  vector a memory had before passages (``passages`` empty) still ranks it until it is
+  embedded again.
 - **One process at a time per store**: a lease in ``recall_leases`` (:data:`LEASE_SECONDS`,
   renewed at every batch) is taken before any work, so two processes do no double work; a
   process killed with its lease loses it when it expires.
@@ -31,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..background import Failures, lowest_priority
 from ..rules import format_time
-from .embeddings import Provider, Unavailable, passage_text
+from . import passages as P
+from .embeddings import Provider, Unavailable
 
 if TYPE_CHECKING:
     from ..store.base import StoreBase
@@ -39,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["Indexer", "Progress", "BackgroundIndexer", "LEASE_SECONDS", "last_failure",
-           "pending_count", "has_pending"]
+           "pending_count", "pending_bytes", "has_pending", "wait_for"]
 
 #: Seconds a lease lasts without renewal.
 LEASE_SECONDS = 30.0
@@ -64,7 +69,7 @@ def _now() -> str:
 _PENDING = (
     "FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id "
     "WHERE m.store_id = ? AND (v.memory_id IS NULL OR v.model != ? OR v.path != m.path "
-    "OR v.content_sha256 != m.content_sha256)")
+    "OR v.content_sha256 != m.content_sha256 OR v.passages = '')")
 
 
 #: The last failure of the provider for a store and model in this process (by any of its
@@ -83,6 +88,13 @@ def pending_count(store: StoreBase, store_id: str, model: str) -> int:
     """Memories of the store without a current vector of ``model``."""
     row = store.database.one(f"SELECT count(*) {_PENDING}", (store_id, model))
     return int(row[0]) if row else 0
+
+
+def pending_bytes(store: StoreBase, store_id: str, model: str) -> tuple[int, int]:
+    """Memories of the store without a current vector of ``model``, and their contents' size."""
+    row = store.database.one(f"SELECT count(*), sum(m.content_size_bytes) {_PENDING}",
+                             (store_id, model))
+    return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
 
 
 def has_pending(store: StoreBase, store_id: str, model: str) -> bool:
@@ -127,7 +139,7 @@ class Indexer:
     # -- catching up --------------------------------------------------------------------------
 
     def catch_up(self, store_id: str, *, deadline: float | None = None,
-                 stop: threading.Event | None = None) -> Progress:
+                 stop: threading.Event | None = None, batch: int = BATCH) -> Progress:
         """Embed the store's pending memories, until none is left, ``deadline`` (a
         ``time.monotonic()``) passes, ``stop`` is set or the provider fails."""
         model = self.provider.model
@@ -148,18 +160,17 @@ class Indexer:
                 rows = self.store.database.all(
                     "SELECT m.id, m.path, m.content, m.content_sha256 "
                     f"{_PENDING} ORDER BY m.updated_at DESC, m.id LIMIT ?",
-                    (store_id, model, BATCH))
+                    (store_id, model, batch))
                 if not rows:
                     break
                 try:
-                    vectors = self.provider.passages(
-                        [passage_text(r["path"], r["content"]) for r in rows])
+                    embedded = self._embed(model, rows)
                 except Unavailable as e:
                     progress.reason = f"the embeddings provider is unavailable: {e}"
                     _failures[(store_id, model)] = f"{progress.reason} (at {_now()})"
                     break
                 _failures.pop((store_id, model), None)
-                progress.embedded += self._save(store_id, model, rows, vectors)
+                progress.embedded += self._save(model, rows, embedded)
                 if not self._take_lease(store_id):  # renewed; lost only if it expired
                     progress.reason = "another process took over the indexing"
                     break
@@ -168,22 +179,69 @@ class Indexer:
             self._drop_lease(store_id)
         return progress
 
-    def _save(self, store_id: str, model: str, rows: list[Any], vectors: Any) -> int:
+    def _embed(self, model: str, rows: list[Any]) -> list[tuple[list[P.Passage], Any]]:
+        """Each row's passages and their vectors ((n, dim) float32): those of a passage whose
+        text the memory's vectors already embedded with ``model`` are kept, only the others
+        are asked of the provider (one call for the batch). :raises Unavailable:"""
+        import numpy as np
+
+        marks = ", ".join("?" * len(rows))
+        known: dict[str, Any] = {}
+        for old in self.store.database.all(
+                f"SELECT vector, passages FROM memory_vectors WHERE model = ? AND memory_id IN "
+                f"({marks}) AND passages != ''", (model, *[r["id"] for r in rows])):
+            spans = P.decode(old[1])
+            blob = bytes(old[0])
+            if spans and len(blob) % len(spans) == 0:
+                vectors = np.frombuffer(blob, dtype="<f4").reshape(len(spans), -1)
+                known.update((key, v) for (_, _, key), v in zip(spans, vectors, strict=True))
+        split = [P.split(r["path"], r["content"]) for r in rows]
+        todo = list(dict.fromkeys(p.text for ps in split for p in ps
+                                  if p.key not in known))
+        if todo:
+            fresh = self.provider.passages(todo)
+            by_text = dict(zip(todo, fresh, strict=True))
+            for ps in split:
+                for p in ps:
+                    if p.key not in known:
+                        known[p.key] = by_text[p.text]
+        return [(ps, np.stack([known[p.key] for p in ps]).astype("<f4")) for ps in split]
+
+    def _save(self, model: str, rows: list[Any],
+              embedded: list[tuple[list[P.Passage], Any]]) -> int:
         at = _now()
         saved = 0
         with self.store.database.write() as c:
-            for r, v in zip(rows, vectors, strict=True):
+            for r, (ps, vectors) in zip(rows, embedded, strict=True):
                 saved += c.execute(
                     "INSERT INTO memory_vectors (memory_id, store_id, model, path, "
-                    "content_sha256, vector, indexed_at) SELECT id, store_id, ?, path, "
-                    "content_sha256, ?, ? FROM memories WHERE id = ? AND path = ? AND "
+                    "content_sha256, vector, indexed_at, passages) SELECT id, store_id, ?, "
+                    "path, content_sha256, ?, ?, ? FROM memories WHERE id = ? AND path = ? AND "
                     "content_sha256 = ? ON CONFLICT (memory_id) DO UPDATE SET "
                     "model = excluded.model, path = excluded.path, "
                     "content_sha256 = excluded.content_sha256, vector = excluded.vector, "
-                    "indexed_at = excluded.indexed_at",
-                    (model, v.astype("<f4").tobytes(), at, r["id"], r["path"],
+                    "indexed_at = excluded.indexed_at, passages = excluded.passages",
+                    (model, vectors.tobytes(), at, P.encode(ps), r["id"], r["path"],
                      r["content_sha256"])).rowcount
         return saved
+
+
+def wait_for(store: StoreBase, provider: Provider, store_id: str, seconds: float) -> int:
+    """Embed the store's pending memories now, or wait while the process that holds its lease
+    does, for at most ``seconds``: what a search does when a few memories were written since
+    the indexer's last pass (:data:`memfs.recall.search.WAIT_PENDING`), so that a question
+    asked in other words right after a write finds it. Returns how many are still pending
+    (a provider that fails ends the wait at once)."""
+    deadline = time.monotonic() + seconds
+    indexer = Indexer(store, provider)
+    while True:
+        progress = indexer.catch_up(store_id, deadline=deadline, batch=1)
+        if not progress.pending or time.monotonic() >= deadline:
+            return progress.pending
+        if progress.reason != "another process is indexing this store" and \
+                progress.reason != "another process took over the indexing":
+            return progress.pending
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 class BackgroundIndexer:

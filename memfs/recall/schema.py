@@ -22,7 +22,9 @@ content), so the text of an older or a redacted version is never found.
   under a GIN index, kept by a trigger on
   ``memories`` and gone with the memory (ON DELETE CASCADE).
 
-Meaning: ``memory_vectors`` holds one embedding per memory, written by the indexer
+Meaning: ``memory_vectors`` holds a memory's embeddings, one per passage (``vector``: the
+passages' vectors end to end; ``passages``: their spans and keys, ``m017_vector_passages`` /
+``m012_vector_passages``), written by the indexer
 (:mod:`memfs.recall.index`) off the write path. Each row records the model and the sha256
 and path of the text it embedded; a vector counts only while both still match the memory.
 ``recall_leases`` lets one process at a time index a store.
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["PG", "SQLITE", "SQLITE_WORDS_QUEUE", "fold", "FOLD_FROM", "FOLD_TO"]
+__all__ = ["PG", "SQLITE", "SQLITE_WORDS_QUEUE", "VECTOR_PASSAGES", "fold", "FOLD_FROM", "FOLD_TO"]
 
 
 def _fold_table() -> tuple[str, str]:
@@ -133,6 +135,14 @@ END;
 CREATE TRIGGER memory_words_queue_delete AFTER DELETE ON memories BEGIN
     INSERT OR IGNORE INTO memory_words_queue (store_id, memory_id) VALUES (OLD.store_id, OLD.id);
 END;
+"""
+
+
+#: ``m017_vector_passages`` (PostgreSQL: ``m012``): the passages a row's vectors embed, as
+#: :func:`memfs.recall.passages.encode` writes them ('' for a row from before: one vector of the
+#: memory's beginning, which ranks until the indexer embeds the memory again).
+VECTOR_PASSAGES = """
+ALTER TABLE memory_vectors ADD COLUMN passages TEXT NOT NULL DEFAULT '';
 """
 
 

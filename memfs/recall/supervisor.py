@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ..background import Failures
 from .embeddings import Unavailable
 from .indexer import has_pending
+from .search import Meaning
 
 if TYPE_CHECKING:
     from ..store.base import StoreBase
@@ -205,13 +206,15 @@ class IndexerProcess:
     # -- a provider for the daemon's searches (memfs.recall.embeddings.Ranker) -----------------
 
     def rank(self, store_id: str, question: str, path_prefix: str | None,
-             timeout: float) -> list[tuple[str, float]]:
+             timeout: float, also: list[str] | tuple[str, ...] = (),
+             wait: float = 0.0) -> Meaning:
         """The store's best memories by meaning for ``question``, from the child (started if
         none runs), within ``timeout`` seconds. :raises Unavailable: why not."""
         deadline = time.monotonic() + timeout
         for attempt in range(2):
             child = self._child_for_question(deadline)
             ask = {"store": store_id, "question": question, "path_prefix": path_prefix,
+                   "also": list(also), "wait": wait,
                    "timeout": max(0.1, deadline - time.monotonic() - 0.1)}
             try:
                 answer = child.ask(ask, deadline)
@@ -226,7 +229,7 @@ class IndexerProcess:
                                   retry_after=0.0 if new else None) from None
             if "error" in answer:
                 raise Unavailable(str(answer["error"]))
-            return [(str(mid), float(score)) for mid, score in answer["ranked"]]
+            return Meaning.from_wire(answer, self.model)
         raise Unavailable("the indexer process ended")  # pragma: no cover - the loop returns
 
     def passages(self, texts: list[str]) -> Vectors:

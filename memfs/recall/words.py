@@ -11,10 +11,14 @@ client sends is ever read as query syntax.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .schema import fold
 
-__all__ = ["words", "fts5_query", "tsquery", "snippet", "MAX_WORDS"]
+if TYPE_CHECKING:
+    from ..backends import Database
+
+__all__ = ["words", "fts5_query", "tsquery", "snippet", "term_matches", "MAX_WORDS"]
 
 #: Words of a question at most (the rest are ignored).
 MAX_WORDS = 32
@@ -66,6 +70,28 @@ def fts5_query(ws: list[str]) -> str:
 def tsquery(ws: list[str]) -> str:
     """A ``to_tsquery`` expression for any of ``ws`` (letters and digits only: no operator)."""
     return " | ".join(ws)
+
+
+def term_matches(database: Database, store_id: str, ws: list[str]) -> dict[str, set[str]]:
+    """For each of ``ws`` that the words index knows as a word, the store's memories holding
+    it (in their path or content, stemmed as the index stems): what a memory's coverage of a
+    question is computed from (:mod:`memfs.recall.search`)."""
+    out: dict[str, set[str]] = {}
+    for w in ws:
+        if database.dialect == "postgresql":
+            nodes = database.one("SELECT numnode(to_tsquery('english', ?))", (w,))
+            if nodes is None or not nodes[0]:
+                continue  # a stop word of the 'english' configuration: no word to it
+            rows = database.all(
+                "SELECT memory_id FROM memory_words WHERE store_id = ? AND "
+                "words @@ to_tsquery('english', ?)", (store_id, w))
+        else:
+            rows = database.all(
+                "SELECT r.memory_id FROM memory_words JOIN memory_words_rows r ON "
+                "r.row = memory_words.rowid WHERE memory_words MATCH ? AND r.store_id = ?",
+                (fts5_query([w]), store_id))
+        out[w] = {r[0] for r in rows}
+    return out
 
 
 def _stem(w: str) -> str:

@@ -7,8 +7,9 @@ of a filesystem). :mod:`memfs.indexworker` runs it (``python -m memfs.indexworke
   the daemon ran in a thread before (the change feed followed, leases in ``recall_leases``,
   nice 19).
 - **Questions**, one JSON object a line on ``questions``: ``{"id": N, "store": ID, "question":
-  TEXT, "path_prefix": PATH or null, "timeout": SECONDS}``; each answered on ``answers`` in
-  turn, ``{"id": N, "ranked": [[MEMORY_ID, SCORE], ...]}`` (the store's best by meaning:
+  TEXT, "path_prefix": PATH or null, "also": [MEMORY_ID, ...], "wait": SECONDS, "timeout":
+  SECONDS}``; each answered on ``answers`` in turn, ``{"id": N, "ranked": [[MEMORY_ID,
+  COSINE, START, END], ...], "background": MEAN}`` (what meaning says:
   :func:`memfs.recall.search.rank`) or ``{"id": N, "error": WHY}``.
 - **It ends** when it has been idle for ``idle`` seconds (no memory embedded, no question),
   when ``questions`` ends (the daemon closed it, or died), or when told to stop; a round under
@@ -26,7 +27,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .embeddings import Provider, Unavailable
 from .indexer import BackgroundIndexer
-from .search import QUERY_TIMEOUT, rank
+from .search import QUERY_TIMEOUT, WAIT_SECONDS, rank
 
 if TYPE_CHECKING:
     from ..store.base import StoreBase
@@ -51,10 +52,12 @@ def answer(store: StoreBase, provider: Provider, stores: Iterable[str], line: by
         ident = q["id"]
         if q["store"] not in stores:
             raise ValueError(f"not a store of this mount: {q['store']!r}")
-        timeout = min(float(q.get("timeout") or QUERY_TIMEOUT), QUERY_TIMEOUT)
-        ranked = rank(store, provider, q["store"], str(q["question"]), q.get("path_prefix"),
-                      timeout)
-        out: dict[str, Any] = {"id": ident, "ranked": [[mid, score] for mid, score in ranked]}
+        wait = min(float(q.get("wait") or 0.0), WAIT_SECONDS)
+        timeout = min(float(q.get("timeout") or QUERY_TIMEOUT), QUERY_TIMEOUT + wait)
+        also = [str(m) for m in q.get("also") or ()]
+        meant = rank(store, provider, q["store"], str(q["question"]), q.get("path_prefix"),
+                     timeout, also, wait)
+        out: dict[str, Any] = {"id": ident, **meant.to_wire()}
     except Unavailable as e:
         out = {"id": ident, "error": str(e)}
     except Exception as e:  # a bug, the database away: this question fails, not the process

@@ -152,7 +152,7 @@ class SearchPart(ArchivePart):
 
     def search(self, store_id: str, query: str, *, limit: int | None = None,
                path_prefix: str | None = None, threshold: float | None = None,
-               fusion: str = "rrf", channels: tuple[str, ...] = ("words", "meaning"),
+               fusion: str = "calibrated", channels: tuple[str, ...] = ("words", "meaning"),
                ) -> SearchResult:
         """The store's memories that answer ``query`` best, by their words and their meaning
         (memfs.recall.search says how they are ranked), best first: at most ``limit``
@@ -172,8 +172,10 @@ class SearchPart(ArchivePart):
         """
         limit, path_prefix, threshold = self._search_args(query, limit, path_prefix, threshold,
                                                           channels)
-        if fusion not in ("rrf", "weighted"):
-            raise InvalidRequest("fusion must be rrf or weighted")
+        from ..recall.search import FUSIONS
+
+        if fusion not in FUSIONS:
+            raise InvalidRequest(f"fusion must be one of {', '.join(FUSIONS)}")
         return _said_if_cut(self._search_one(store_id, query, limit, path_prefix, threshold,
                                              fusion, channels), threshold)
 
@@ -214,7 +216,8 @@ class SearchPart(ArchivePart):
         ids = list(store_ids)
         if not ids or len(set(ids)) != len(ids):
             raise InvalidRequest("search at least one store, each once")
-        results = [self._search_one(sid, query, limit, path_prefix, threshold, "rrf", channels)
+        results = [self._search_one(sid, query, limit, path_prefix, threshold, "calibrated",
+                                    channels)
                    for sid in ids]
         merged = Result([], all(r.meaning for r in results))
         merged.hits = sorted((h for r in results for h in r.hits),

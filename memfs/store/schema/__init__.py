@@ -145,6 +145,8 @@ VERSIONS: tuple[Version, ...] = (
     Version("idempotency_keys: the answer of each write sent with an Idempotency-Key "
             "(issue 38 N6)",
             sqlite="m016_idempotency_keys", postgresql="m011_idempotency_keys"),
+    Version("memory_vectors.passages: a memory's vectors are its passages' (issue 39)",
+            sqlite="m017_vector_passages", postgresql="m012_vector_passages"),
 )
 
 

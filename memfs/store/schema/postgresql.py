@@ -231,6 +231,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m010_session_creator_keys", SESSION_CREATOR_KEYS_SQL.replace("TEXT", _T)),
     # SQLite's m016_idempotency_keys: the recorded outcome of each write sent with a key.
     ("m011_idempotency_keys", IDEMPOTENCY_KEYS_SQL.format(T=_T, I="BIGINT")),
+    # SQLite's m017_vector_passages: the spans and keys of a memory's passages' vectors.
+    ("m012_vector_passages", recall_schema.VECTOR_PASSAGES),
 ]
 
 

@@ -438,6 +438,15 @@ def m016_idempotency_keys(db: sqlite_utils.Database) -> None:
     db.executescript(IDEMPOTENCY_KEYS_SQL.format(T="TEXT", I="INTEGER"))
 
 
+@_migration
+def m017_vector_passages(db: sqlite_utils.Database) -> None:
+    # Issue 39: a memory's vectors are those of its passages (memfs.recall.passages), one row
+    # still; a row from before (passages '') ranks until the indexer embeds it again.
+    from memfs.recall import schema
+
+    db.executescript(schema.VECTOR_PASSAGES)
+
+
 #: The SQL of m016 (and of PostgreSQL's m011, with its types for ``{T}`` and ``{I}``): per
 #: ``scope`` (the caller's workspace) and client ``key``, the SHA-256 of the request
 #: (``fingerprint``: the key sent with another request is refused) and its answer (``status``,

@@ -391,7 +391,7 @@ def test_an_ollama_service_indexes_and_answers_by_meaning(http, store, sid):
         store.use_embeddings(f"ollama:{ollama.base}/e5")
         progress = store.index_store(sid)
         assert (progress.embedded, progress.pending, progress.reason) == (4, 0, None)
-        d = search(http, sid, query=BY_MEANING).json()
+        d = search(http, sid, query=BY_MEANING, threshold=0).json()
         assert d["meaning"] is True and d["note"] is None
         assert d["model"] == f"ollama:e5@{ollama.base}"
         assert d["data"][0]["path"] == "/decisions/db.md"

@@ -80,7 +80,7 @@ def test_a_fresh_store_is_found_by_meaning_at_once(run, store, sid):
 
 
 def test_json_prints_the_result(run, store, sid):
-    result = run("search", "notes", BY_MEANING, "--limit", "2", "--json")
+    result = run("search", "notes", BY_MEANING, "--limit", "2", "--threshold", "0", "--json")
     assert result.exit_code == 0, result.stderr
     d = json.loads(result.stdout)
     assert d["type"] == "memfs_search_result" and d["meaning"] is True

@@ -378,13 +378,16 @@ async def test_meaning_finds_a_memory_without_its_words(store, tmp_path, monkeyp
     assert store.index_store(sid).pending == 0
     question = "which engineer handles emergencies after hours"
     attrs, data = await ask(ops, question)
+    assert lines(data) == []  # in three memories, too far for the default threshold...
+    attrs = await walk(ops, "@threshold=0", question)  # ...but the first of them
+    data = await read_file(ops, attrs.st_ino)
     rows = lines(data)
     assert rows[0][0] == "/mnt/memory/t/oncall.md"
     assert await ops.getxattr(attrs.st_ino, b"user.memfs.search.meaning", CTX) == b"true"
     assert await ops.getxattr(attrs.st_ino, b"user.memfs.search.indexed", CTX) == b"3/3"
     assert (await ops.getxattr(attrs.st_ino, b"user.memfs.search.model", CTX)).startswith(
         b"local:")
-    [(_, res)] = results(ops)
+    [_, (_, res)] = results(ops)
     assert "by words and meaning" in res["content"][0]["text"]
 
 
@@ -408,11 +411,11 @@ async def test_a_question_with_a_slash_is_asked_with_percent_2f(store: Store, tm
     ops, _ = make_ops(store, tmp_path)
     await write_file(ops, ROOT, b"gigs.md", b"Melanie saw the bands Muse and Coldplay.\n")
     await write_file(ops, ROOT, b"lunch.md", b"Friday lunch is at noon, pizza.\n")
-    data = await cat(ops, "What musical artists%2Fbands has Melanie seen?")
+    data = await cat(ops, "@threshold=0", "What musical artists%2Fbands has Melanie seen?")
     assert lines(data)[0][0] == "/mnt/memory/t/gigs.md"
     [(use, res)] = results(ops)  # the event names the file as it was written
     assert use["input"]["file_path"] == (
-        "/mnt/memory/t/.search/What musical artists%2Fbands has Melanie seen?")
+        "/mnt/memory/t/.search/@threshold=0/What musical artists%2Fbands has Melanie seen?")
     assert "'What musical artists/bands has Melanie seen?'" in res["content"][0]["text"]
 
 

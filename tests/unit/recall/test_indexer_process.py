@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,11 @@ ACTOR = Actor.api("apikey_test")
 ONCALL = "Nights and weekends: Dana is paged first, then Lee.\n"
 #: Shares no word with ONCALL: only meaning finds it.
 IN_OTHER_WORDS = "which engineer handles emergencies after hours"
+
+
+def ask(store: Store, sid: str) -> Any:
+    """IN_OTHER_WORDS, every memory ranked (in three, none passes the default threshold)."""
+    return store.search(sid, IN_OTHER_WORDS, threshold=0)
 MODEL = embeddings.LocalE5.model
 
 
@@ -82,15 +88,15 @@ def test_the_indexer_runs_in_a_child_that_ends_once_idle_and_comes_back_for_work
         wait_until(lambda: ix.pid is None, 30, interval=0.05, what="idle again")
         # A question while none runs starts one, which ranks by meaning (the first one may
         # find it still starting: words alone answer that one, and the next asks again).
-        result = wait_until(lambda: (r := store.search(sid, IN_OTHER_WORDS)).meaning and r,
-                            30, interval=0.05, what="a search by meaning")
+        result = wait_until(lambda: (r := ask(store, sid)).meaning and r, 30, interval=0.05,
+                            what="a search by meaning")
         assert [h.path for h in result.hits][0] == "/oncall.md"
         assert result.hits[0].matched == ("meaning",)
         assert ix.started == 3 and ix.pid is not None
         # A long question (over 4 KiB as JSON: accents, escaped) gets its answer, and the
         # next one too.
         assert store.search(sid, "é" * 200, path_prefix="/" + "é" * 500).meaning
-        assert store.search(sid, IN_OTHER_WORDS).hits[0].path == "/oncall.md"
+        assert store.search(sid, IN_OTHER_WORDS, threshold=0).hits[0].path == "/oncall.md"
         child = ix._child  # noqa: SLF001
     finally:
         ix.stop()
@@ -119,8 +125,8 @@ def test_a_killed_child_is_said_and_started_again_and_searches_go_on(
                          actor=ACTOR)
         wait_until(lambda: indexed(store, sid) == 2, 60, interval=0.05, what="indexed again")
         assert ix.started == 2 and ix._thread.is_alive()  # noqa: SLF001
-        result = wait_until(lambda: (r := store.search(sid, IN_OTHER_WORDS)).meaning and r,
-                            30, interval=0.05, what="a search by meaning")
+        result = wait_until(lambda: (r := ask(store, sid)).meaning and r, 30, interval=0.05,
+                            what="a search by meaning")
         assert result.hits[0].path == "/oncall.md"
     finally:
         ix.stop()

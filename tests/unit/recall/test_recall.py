@@ -158,8 +158,9 @@ def local() -> embeddings.LocalE5:
     return embeddings.local()
 
 
-def test_a_changed_memory_is_never_ranked_by_its_old_vector(backend: Backend,
-                                                             local: embeddings.LocalE5) -> None:
+def test_a_changed_memory_is_never_ranked_by_its_old_vector(
+        backend: Backend, local: embeddings.LocalE5, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recall_search, "WAIT_PENDING", 0)  # no search embeds what is pending
     store = backend.open()
     store.use_embeddings(local)
     sid = store.create_store("Notes").id
@@ -171,23 +172,24 @@ def test_a_changed_memory_is_never_ranked_by_its_old_vector(backend: Backend,
     r = store.search(sid, "where does my kitten nap", channels=("meaning",))
     assert r.meaning and r.hits[0].path == "/pets.md" and r.hits[0].matched == ("meaning",)
     store.update_memory(sid, m.id, content="Bring the bike to the repair shop.", actor=API)
-    r = store.search(sid, "where does my kitten nap", channels=("meaning",))
+    r = store.search(sid, "where does my kitten nap", channels=("meaning",), threshold=0)
     assert [h.path for h in r.hits] == ["/tax.md"]  # its vector is of text it no longer holds
     assert "1 of 2" in (r.note or "")
     assert store.search_status(sid)["indexed"] == 1
     assert store.index_store(sid).embedded == 1
-    r = store.search(sid, "fix my bicycle")
+    r = store.search(sid, "fix my bicycle", threshold=0)
     assert r.hits[0].path == "/pets.md" and r.hits[0].matched == ("meaning",)
     store.delete_memory(sid, m.id, actor=API)
-    assert [h.path for h in store.search(sid, "fix my bicycle").hits] == ["/tax.md"]
+    assert [h.path for h in store.search(sid, "fix my bicycle", threshold=0).hits] == ["/tax.md"]
     status = store.search_status(sid)
     assert status["memories"] == status["indexed"] == 1 and status["reason"] is None
 
 
-def test_a_memory_not_yet_embedded_is_first_by_its_rare_word(backend: Backend,
-                                                              local: embeddings.LocalE5) -> None:
+def test_a_memory_not_yet_embedded_is_first_by_its_rare_word(
+        backend: Backend, local: embeddings.LocalE5, monkeypatch: pytest.MonkeyPatch) -> None:
     """Written just now, so meaning has not seen it: its exact (and rare) word puts it first,
     above whatever meaning ranks first among the memories it has seen."""
+    monkeypatch.setattr(recall_search, "WAIT_PENDING", 0)  # no search embeds what is pending
     store = backend.open()
     store.use_embeddings(local)
     sid = store.create_store("Notes").id
@@ -323,12 +325,13 @@ class _Ranks:
         self.answers, self.asked = list(answers), list[str]()
 
     def rank(self, store_id: str, question: str, path_prefix: str | None,
-             timeout: float) -> list[tuple[str, float]]:
+             timeout: float, also: object = (), wait: float = 0.0) -> recall_search.Meaning:
         self.asked.append(question)
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer  # type: ignore[return-value]
+        return recall_search.Meaning({mid: (score, -1, -1)  # type: ignore[attr-defined]
+                                      for mid, score in answer}, 0.77, self.model)
 
     def passages(self, texts: list[str]) -> object:
         raise AssertionError("a ranker is never asked for vectors")
@@ -354,12 +357,12 @@ def test_a_provider_that_ranks_itself_ranks_and_may_be_asked_again_at_once(
                    embeddings.Unavailable("it is starting", retry_after=0.0),
                    [(oncall, 0.8)], embeddings.Unavailable("it is down"))
     store.use_embeddings(ranks)  # type: ignore[arg-type]
-    r = store.search(sid, "who has the bleeper")
+    r = store.search(sid, "who has the bleeper", threshold=0)
     assert r.meaning and [h.path for h in r.hits] == ["/lunch.md", "/oncall.md"]
     r = store.search(sid, "who has the bleeper")
     assert not r.meaning and "it is starting" in (r.note or "")
-    r = store.search(sid, "who has the bleeper")  # asked again at once
-    assert r.meaning and [h.path for h in r.hits] == ["/oncall.md"]
+    r = store.search(sid, "who has the bleeper", threshold=0)  # asked again at once
+    assert r.meaning and [h.path for h in r.hits][0] == "/oncall.md"
     assert not store.search(sid, "bleeper").meaning
     assert not store.search(sid, "bleeper").meaning  # not asked again for a while
     assert len(ranks.asked) == 4

@@ -63,8 +63,8 @@ def test_no_candidate_is_no_best_and_no_cut(store: Store) -> None:
     r = store.search(sid, "zebra")
     assert r.hits == [] and r.best is None
     assert r.note == "meaning is off (--embeddings none): words alone answered"
-    r = store.search(sid, "tea", threshold=1)  # words alone: the first scores 1
-    assert [h.path for h in r.hits] == ["/tea.md"] and r.best == 1
+    r = store.search(sid, "tea", threshold=0.9)  # words alone: all the question's words
+    assert [h.path for h in r.hits] == ["/tea.md"] and r.best is not None and r.best > 0.9
     assert r.hits[0].memory_store_id == sid
 
 

@@ -1,0 +1,139 @@
+"""Meaning over the whole memory (issue 39): passages, their vectors kept when their text is,
+the snippet from the passage that matched, a relevance that says when nothing answers, and a
+search right after a write that waits for meaning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memfs import Actor
+from memfs.recall import embeddings
+from memfs.recall import search as recall_search
+from memfs.recall.passages import PASSAGE_CHARS, decode, split
+from tests.support.backend import Backend
+
+API = Actor.api("apikey_test")
+
+FILLER = "\n".join(
+    f"- Meeting {i}: the committee went through the minutes of the previous session, the "
+    f"budget lines for printing and the room bookings for next term." for i in range(24))
+KEY = "The spare key of the house is under the blue flowerpot by the back door."
+
+
+class Counting:
+    """The local model, counting the passages it is given."""
+
+    def __init__(self) -> None:
+        self.inner = embeddings.local()
+        self.model = self.inner.model
+        self.texts: list[str] = []
+
+    def passages(self, texts: list[str]) -> Any:
+        self.texts += texts
+        return self.inner.passages(texts)
+
+    def query(self, text: str, timeout: float) -> Any:
+        return self.inner.query(text, timeout)
+
+
+def test_a_memory_is_cut_into_overlapping_passages_that_cover_it() -> None:
+    content = FILLER + "\n" + KEY + "\n"
+    ps = split("/notes/committee.md", content)
+    assert len(ps) > 3 and all(p.end - p.start <= PASSAGE_CHARS for p in ps)
+    assert ps[0].start == 0 and ps[-1].end == len(content.rstrip("\n"))
+    for a, b in zip(ps, ps[1:], strict=False):
+        assert b.start < a.end  # one line of each passage begins the next
+    assert all(p.text.startswith("/notes/committee.md\n") for p in ps)
+    assert KEY in ps[-1].text
+    # A line longer than a passage is cut at a sentence's or a word's end.
+    long = " ".join(["word"] * 400)
+    assert all(len(p.text) <= PASSAGE_CHARS + 4 for p in split("/a", long))
+    assert split("/empty.md", "")[0].text == "/empty.md\n"
+
+
+def test_meaning_finds_what_a_long_memory_says_at_its_end(backend: Backend) -> None:
+    """Before passages, meaning embedded the first 400 characters: the key, at the end of a
+    3 kB memory, was not there to be found."""
+    store = backend.open()
+    store.use_embeddings(embeddings.local())
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/notes/committee.md", FILLER + "\n" + KEY + "\n", actor=API)
+    store.create_memory(sid, "/notes/garden.md", "Water the tomatoes every second evening.",
+                        actor=API)
+    store.create_memory(sid, "/notes/car.md", "The car goes to the garage for its service "
+                        "in March.", actor=API)
+    assert store.index_store(sid).pending == 0
+    r = store.search(sid, "where can I find a way to get inside if I am locked out",
+                     channels=("meaning",), threshold=0)
+    assert r.hits[0].path == "/notes/committee.md", r
+    # The snippet comes from the passage that matched (the last one), not the memory's start.
+    last = split("/notes/committee.md", FILLER + "\n" + KEY + "\n")[-1]
+    assert r.hits[0].snippet in last.text and "Meeting 0:" not in r.hits[0].snippet
+    r = store.search(sid, "where is the spare key", threshold=0)
+    assert r.hits[0].path == "/notes/committee.md" and "flowerpot" in r.hits[0].snippet
+
+
+def test_a_changed_memory_embeds_only_its_changed_passages(backend: Backend) -> None:
+    store = backend.open()
+    counting = Counting()
+    store.use_embeddings(counting)  # type: ignore[arg-type]
+    sid = store.create_store("Notes").id
+    m = store.create_memory(sid, "/notes/committee.md", FILLER + "\n" + KEY + "\n", actor=API)
+    assert store.index_store(sid).embedded == 1
+    first = len(counting.texts)
+    assert first == len(split(m.path, FILLER + "\n" + KEY + "\n")) > 3
+    store.update_memory(sid, m.id, content=FILLER + "\n" + KEY + "\nAnd the shed's too.\n",
+                        actor=API)
+    assert store.index_store(sid).embedded == 1
+    assert len(counting.texts) - first == 1  # the last passage alone
+    row = store.database.one("SELECT passages FROM memory_vectors WHERE memory_id = ?", (m.id,))
+    assert row is not None and len(decode(row[0])) == first
+
+
+def test_an_unrelated_question_is_answered_empty_with_the_best_score(backend: Backend) -> None:
+    store = backend.open()
+    store.use_embeddings(embeddings.local())
+    sid = store.create_store("Notes").id
+    for path, text in (("/people/dana.md", "Dana is paged first at night and on weekends."),
+                       ("/prefs/tea.md", "I drink green tea without sugar in the morning."),
+                       ("/howto/deploy.md", "Deploys go out on Tuesdays after the standup.")):
+        store.create_memory(sid, path, text, actor=API)
+    store.index_store(sid)
+    for question in ("zzzz qqqq", "What is the boiling point of mercury?"):
+        r = store.search(sid, question)
+        assert r.hits == [] and r.best is not None and r.best < 0.7, r
+        assert (r.note or "").startswith("nothing scored 0.7 or more")
+    r = store.search(sid, "who is paged at night")
+    assert r.hits and r.hits[0].path == "/people/dana.md" and r.hits[0].score >= 0.7
+
+
+def test_a_search_right_after_a_write_waits_for_meaning(backend: Backend) -> None:
+    """Right after a write, a question in other words found nothing while the indexer had
+    not embedded it: now a search embeds the few memories pending first (within
+    WAIT_SECONDS)."""
+    store = backend.open()
+    store.use_embeddings(embeddings.local())
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
+    store.index_store(sid)
+    store.create_memory(sid, "/pets/cat.md", "The cat sleeps on the sofa all afternoon.",
+                        actor=API)
+    r = store.search(sid, "where does my kitten nap", threshold=0)
+    assert r.meaning and r.indexed == 2 and r.note is None, r
+    assert r.hits[0].path == "/pets/cat.md" and "meaning" in r.hits[0].matched
+
+
+def test_many_pending_memories_are_not_waited_for(backend: Backend,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    store = backend.open()
+    store.use_embeddings(embeddings.local())
+    monkeypatch.setattr(recall_search, "WAIT_PENDING", 1)
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
+    store.index_store(sid)
+    for i in range(2):
+        store.create_memory(sid, f"/pets/cat{i}.md", "The cat sleeps on the sofa.", actor=API)
+    r = store.search(sid, "where does my kitten nap", threshold=0)
+    assert r.indexed == 1 and "meaning covers 1 of 3" in (r.note or ""), r
