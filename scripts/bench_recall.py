@@ -28,14 +28,29 @@ Run it through ``scripts/bench_recall`` (the mount phase needs root and FUSE).
    speed ratios, indexing vs not (1.0: as fast). A round counts only if the indexer was still
    at work when it ended. The daemons' RSS is read at the end of each.
 
-Nothing here is a test: run it, read the figures, put them in docs/performance.md.
+**LoCoMo** (``--locomo PATH``: the public benchmark of issue 39, read from the path given,
+never copied here; :mod:`locomo` loads it) replaces all of the above: one store per
+conversation (``--one-store``: one for all), at the turn and the session level, memfs's search
+(``memfs``, and its ``words`` and ``meaning`` channels alone) against ``grep`` and ``bm25``
+computed on the same memories: hit@5, full recall@5, MRR@10 and latency (p50, p99, medians of
+--runs), for questions of categories 1-4, category 5 (adversarial) apart and all five
+together; then questions about things no memory mentions (:data:`locomo.UNRELATED`), asked
+with the search's defaults, scored by how many are answered with nothing. ``--work DIR`` keeps
+the indexed databases there for the next run (only what changed is written and embedded
+again). docs/recall.md gives the protocol and the figures.
+
+Nothing here is a test: run it, read the figures, put them in docs/performance.md (LoCoMo:
+docs/recall.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import inspect
 import json
+import math
 import os
 import random
 import shutil
@@ -52,7 +67,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import locomo  # noqa: E402  (scripts/locomo.py, beside this script)
+
 from memfs.recall.indexer import BackgroundIndexer  # noqa: E402
+from memfs.rules import Limits  # noqa: E402
 from memfs.store import Store  # noqa: E402
 
 DEFAULT_SET = REPO / "scripts" / "recall" / "everyday.json"
@@ -346,6 +364,227 @@ def mount_while_indexing(work: Path, args: argparse.Namespace) -> dict[str, Any]
             "daemon_rss_mib": {k: statistics.median(v) for k, v in rss.items()}}
 
 
+# -- LoCoMo (issue 39) -------------------------------------------------------------------------
+
+LOCOMO_METHODS = ("grep", "bm25", "words", "meaning", "memfs")
+
+
+@dataclasses.dataclass
+class Target:
+    """A store of the benchmark: its conversations' memories and questions (with labels)."""
+
+    name: str
+    sid: str
+    texts: dict[str, str]
+    questions: list[tuple[str, locomo.Question, list[str]]]  # (conversation id, q, labels)
+    baselines: locomo.Baselines
+
+
+def _all_paths(store: Store, sid: str) -> set[str]:
+    paths: set[str] = set()
+    page: str | None = None
+    while True:
+        got = store.list_memories(sid, limit=100, page=page)
+        paths.update(m.path for m in got.data)
+        if not (page := got.next_page):
+            return paths
+
+
+def locomo_stores(work: Path, level: str, convs: list[locomo.Conversation],
+                  one_store: bool) -> tuple[Store, list[Target], dict[str, Any]]:
+    """The database of ``level`` under ``work`` with a store per conversation (or one for all),
+    made or brought up to date: memories written again only if they changed (an unchanged
+    write is no new version, and keeps its vectors), those no longer in the set deleted."""
+    groups = [("all", convs)] if one_store else [(c.id, [c]) for c in convs]
+    texts = {name: {p: t for c in cs for p, t in locomo.memories(c, level, one_store).items()}
+             for name, cs in groups}
+    most = max(len(t) for t in texts.values())
+    db = work / f"locomo-{level}{'-one-store' if one_store else ''}.db"
+    t0 = time.monotonic()
+    store = Store(db, limits=dataclasses.replace(Limits(), max_memories=max(2000, most)),
+                  synchronous="NORMAL")
+    store.use_embeddings("local")
+    existing = {s.name: s.id for s in store.list_stores(limit=100).data}
+    targets = []
+    for name, cs in groups:
+        sname = f"locomo-{name}"
+        sid = existing[sname] if sname in existing else store.create_store(sname).id
+        for gone in _all_paths(store, sid) - texts[name].keys():
+            store.delete_path(sid, gone, actor=None)
+        fill(store, sid, texts[name])
+        qs = [(c.id, q, locomo.labels(c, q, level, one_store)) for c in cs for q in c.questions]
+        targets.append(Target(sname, sid, texts[name], qs, locomo.Baselines(texts[name])))
+    return store, targets, {"db": str(db), "written_seconds": time.monotonic() - t0}
+
+
+def index_all(store: Store, sids: list[str], timeout: float) -> dict[str, Any]:
+    """Embed every memory of ``sids`` (in this process, at its priority): seconds, and how
+    many were embedded now (the rest were indexed already, by an earlier run in --work)."""
+    t0 = time.monotonic()
+    pending = sum(store.search_status(s)["memories"] - store.search_status(s)["indexed"]
+                  for s in sids)
+    for sid in sids:
+        while (st := store.search_status(sid))["indexed"] < st["memories"]:
+            if time.monotonic() - t0 > timeout:
+                raise SystemExit(f"not indexed after {timeout:.0f} s: {st}")
+            progress = store.index_store(sid, seconds=30)
+            why = getattr(progress, "reason", None)
+            if why and not getattr(progress, "embedded", 0):
+                raise SystemExit(f"cannot index by meaning: {why}")
+    return {"seconds": time.monotonic() - t0, "embedded": pending}
+
+
+def _threshold_kwargs(store: Store) -> dict[str, Any]:
+    """``threshold=0.0`` if the search has a threshold (issue 39 gives it one, 0.7 by
+    default, that hides weak hits): the ranking figures measure the ranking, not the cut."""
+    return {"threshold": 0.0} if "threshold" in inspect.signature(store.search).parameters \
+        else {}
+
+
+def _rankers(store: Store, t: Target, kw: dict[str, Any]) -> dict[str, Callable[[str], list[str]]]:
+    def search(channels: tuple[str, ...]) -> Callable[[str], list[str]]:
+        def ranked(q: str) -> list[str]:
+            result = store.search(t.sid, q, limit=10, channels=channels, **kw)
+            if "meaning" in channels and not result.meaning:
+                raise SystemExit(f"meaning did not rank ({result.note}): the figures would "
+                                 "be words alone")
+            return [h.path for h in result.hits]
+        return ranked
+    return {"grep": t.baselines.grep, "bm25": t.baselines.bm25_rank,
+            "words": search(("words",)), "meaning": search(("meaning",)),
+            "memfs": search(("words", "meaning"))}
+
+
+def locomo_measure(store: Store, targets: list[Target], methods: Sequence[str],
+                   runs: int) -> dict[str, Any]:
+    """Every question of every category asked of its store by each method, --runs times
+    (the methods in turns, so that none always goes first): the scores of the first run
+    (rankings do not change between runs), latencies' p50 and p99 of each run."""
+    kw = _threshold_kwargs(store)
+    rankers = {t.name: _rankers(store, t, kw) for t in targets}
+    scores: dict[str, list[locomo.Score]] = {m: [] for m in methods}
+    p50: dict[str, list[float]] = {m: [] for m in methods}
+    p99: dict[str, list[float]] = {m: [] for m in methods}
+    for run in range(runs):
+        for m in methods[run % len(methods):] + methods[:run % len(methods)]:
+            times = []
+            for t in targets:
+                rank = rankers[t.name][m]
+                for _, q, lab in t.questions:
+                    t0 = time.perf_counter()
+                    ranked = rank(q.question)
+                    times.append(time.perf_counter() - t0)
+                    if run == 0:
+                        scores[m].append(locomo.score(ranked, lab))
+            p50[m].append(locomo.percentile(times, 50) * 1000)
+            p99[m].append(locomo.percentile(times, 99) * 1000)
+    asked = [(t.name, cid, q, lab) for t in targets for cid, q, lab in t.questions]
+    out: dict[str, Any] = {"methods": {}, "threshold_kwargs": kw}
+    for m in methods:
+        by = {c: [s for s, (_, _, q, _) in zip(scores[m], asked, strict=True) if q.category == c]
+              for c in locomo.ALL_CATEGORIES}
+        out["methods"][m] = {
+            "main": locomo.summary([s for c in locomo.MAIN_CATEGORIES for s in by[c]]),
+            "category_5": locomo.summary(by[5]),
+            "all": locomo.summary(scores[m]),
+            "by_category": {c: locomo.summary(by[c]) for c in locomo.ALL_CATEGORIES},
+            "p50_ms": statistics.median(p50[m]), "p99_ms": statistics.median(p99[m]),
+            "p50_ms_runs": p50[m], "p99_ms_runs": p99[m]}
+    out["questions"] = [
+        {"store": name, "conversation": cid, "question": q.question, "category": q.category,
+         "labels": lab, **{m: dataclasses.asdict(scores[m][i]) for m in methods}}
+        for i, (name, cid, q, lab) in enumerate(asked)]
+    return out
+
+
+def locomo_defaults(store: Store, targets: list[Target]) -> dict[str, Any]:
+    """The search as an agent gets it (its default threshold and limit): hit@5 on the
+    answerable questions (categories 1-4), and how many :data:`locomo.UNRELATED` questions
+    each store answers with nothing."""
+    answerable, empty, asked = [], 0, 0
+    for t in targets:
+        for _, q, lab in t.questions:
+            if q.category in locomo.MAIN_CATEGORIES:
+                answerable.append(locomo.score(
+                    [h.path for h in store.search(t.sid, q.question).hits], lab))
+        for uq in locomo.UNRELATED:
+            asked += 1
+            empty += not store.search(t.sid, uq).hits
+    return {"answerable": locomo.summary(answerable), "unrelated_asked": asked,
+            "unrelated_empty": empty, "threshold": "threshold" in _threshold_kwargs(store)}
+
+
+def _f(x: float) -> str:
+    return "-" if x != x else f"{x:.3f}"  # nan: no such question
+
+
+def render_locomo(level: str, convs: list[locomo.Conversation], one_store: bool,
+                  r: dict[str, Any]) -> list[str]:
+    ms = r["methods"]
+    first = next(iter(ms.values()))
+    where = "all in one store" if one_store else "one store each"
+    lines = [f"### LoCoMo, {level} level: conversations {', '.join(c.id for c in convs)} "
+             f"({where}, {r['memories']:,} memories)", "",
+             f"- {first['main']['n']} questions of categories 1-4, "
+             f"{first['category_5']['n']} of category 5 (adversarial); "
+             f"{sum(c.skipped for c in convs)} left out (no evidence)",
+             f"- indexed by meaning in {r['index']['seconds']:.1f} s "
+             f"({r['index']['embedded']} memories embedded now; written in "
+             f"{r['written_seconds']:.1f} s)",
+             f"- latency: medians over {len(first['p50_ms_runs'])} run(s); grep and bm25 in "
+             "Python over texts in memory; the others are store.search(limit=10)"
+             + (" with threshold=0" if r["threshold_kwargs"] else ""), "",
+             "| method | hit@5 | recall@5 | MRR@10 | p50 ms | p99 ms |",
+             "|---|---|---|---|---|---|"]
+    for m, v in ms.items():
+        s = v["main"]
+        lines.append(f"| {m} | {_f(s['hit@5'])} | {_f(s['recall@5'])} | {_f(s['mrr@10'])} "
+                     f"| {v['p50_ms']:.1f} | {v['p99_ms']:.1f} |")
+    lines += ["", "| method | cat 1 hit@5 | cat 2 | cat 3 | cat 4 | cat 5 (adversarial) hit@5 "
+              "| cat 5 recall@5 | cats 1-5 hit@5 | cats 1-5 recall@5 |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for m, v in ms.items():
+        by = v["by_category"]
+        lines.append(f"| {m} | " + " | ".join(_f(by[c]["hit@5"]) for c in (1, 2, 3, 4))
+                     + f" | {_f(by[5]['hit@5'])} | {_f(by[5]['recall@5'])} "
+                     f"| {_f(v['all']['hit@5'])} | {_f(v['all']['recall@5'])} |")
+    d = r.get("defaults")
+    if d:
+        memfs = ms.get("memfs", {}).get("main", {}).get("hit@5", math.nan)
+        share = d["unrelated_empty"] / d["unrelated_asked"]
+        lines += ["", f"- unrelated questions ({len(locomo.UNRELATED)} a store, "
+                  f"{d['unrelated_asked']} asked), memfs's default search: "
+                  f"{d['unrelated_empty']} answered empty ({share:.1%}); answerable hit@5 at "
+                  f"the default threshold {_f(d['answerable']['hit@5'])} (threshold 0: "
+                  f"{_f(memfs)})" + ("" if d["threshold"] else
+                                     " (the search has no threshold yet)")]
+    return [*lines, ""]
+
+
+def run_locomo(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    convs = locomo.load(args.locomo, [c.strip() for c in args.convs.split(",") if c.strip()])
+    levels = locomo.LEVELS if args.level == "both" else (args.level,)
+    report: dict[str, Any] = {"locomo": str(args.locomo), "conversations": [c.id for c in convs],
+                              "one_store": args.one_store, "runs": args.runs, "levels": {}}
+    print(f"# LoCoMo recall, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs\n",
+          flush=True)
+    for level in levels:
+        store, targets, r = locomo_stores(work, level, convs, args.one_store)
+        try:
+            r["memories"] = sum(len(t.texts) for t in targets)
+            r["index"] = (index_all(store, [t.sid for t in targets], 3600)
+                          if {"meaning", "memfs"} & set(args.methods)
+                          else {"seconds": 0.0, "embedded": 0})
+            r.update(locomo_measure(store, targets, args.methods, args.runs))
+            if "memfs" in args.methods:
+                r["defaults"] = locomo_defaults(store, targets)
+        finally:
+            store.close()
+        report["levels"][level] = r
+        print("\n".join(render_locomo(level, convs, args.one_store, r)), flush=True)
+    return report
+
+
 # -- the run -----------------------------------------------------------------------------------
 
 def render_quality(title: str, table: dict[str, dict[str, Any]]) -> list[str]:
@@ -371,7 +610,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-mount", action="store_true", help="skip the mount phase")
     ap.add_argument("--json", type=Path, help="write the figures to this file too")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    lo = ap.add_argument_group("LoCoMo (instead of all of the above)")
+    lo.add_argument("--locomo", type=Path, metavar="PATH",
+                    help="locomo10.zip, the directory it unpacks to, or locomo10.json")
+    lo.add_argument("--convs", default="26,30,41",
+                    help="conversations, by id (default: 26,30,41, the tuning ones)")
+    lo.add_argument("--level", choices=("turn", "session", "both"), default="both",
+                    help="a memory per dialog turn, per session, or both in turn")
+    lo.add_argument("--one-store", action="store_true",
+                    help="every conversation in one store (paths under /conv-ID)")
+    lo.add_argument("--methods", default=",".join(LOCOMO_METHODS),
+                    help=f"a comma-separated subset of {','.join(LOCOMO_METHODS)}")
+    lo.add_argument("--runs", type=int, default=1, help="runs (latencies: their medians)")
+    lo.add_argument("--work", type=Path, metavar="DIR",
+                    help="keep the databases here and reuse them (what is indexed already "
+                    "is not embedded again)")
     args = ap.parse_args(argv)
+    if args.locomo is not None:
+        args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        if not args.methods or set(args.methods) - set(LOCOMO_METHODS):
+            ap.error(f"--methods: a subset of {','.join(LOCOMO_METHODS)}")
+        if args.runs < 1:
+            ap.error("--runs must be at least 1")
+        return _locomo_main(args)
+    if args.work is not None:
+        ap.error("--work is for --locomo")
     memories, questions = load_set(args.set)
     if args.memories < len(memories):
         ap.error(f"--memories must be at least the set's {len(memories)}")
@@ -452,6 +715,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"kept {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _locomo_main(args: argparse.Namespace) -> int:
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="memfs-bench-locomo-"))
+    try:
+        report = run_locomo(args, work)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    finally:
+        if args.work is None and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work} (--work {work} reuses it)", file=sys.stderr)
 
 
 if __name__ == "__main__":
