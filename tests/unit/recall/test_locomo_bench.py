@@ -182,3 +182,49 @@ def test_the_baselines_rank_memories() -> None:
     assert b.grep("kayak or vase") == ["/1.md", "/2.md", "/5.md"]
     assert b.bm25_rank("the cat") == ["/3.md", "/1.md"]  # the shorter one first
     assert b.bm25_rank("zzzz qqqq") == []
+
+
+def _bench_recall() -> ModuleType:
+    """scripts/bench_recall.py, which imports scripts/locomo.py as ``locomo``."""
+    spec = importlib.util.spec_from_file_location("bench_recall", SCRIPT.with_name(
+        "bench_recall.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_recall"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_runs_end_to_end_and_reuses_its_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole of ``--locomo``, with the local model: every method at both levels, the
+    unrelated questions, the JSON; a second run in the same --work embeds nothing again."""
+    with zipfile.ZipFile(tmp_path / "l.zip", "w") as z:
+        z.writestr("locomo10_v2/7.json", json.dumps(conversation()))
+    bench = _bench_recall()
+    argv = ["--locomo", str(tmp_path / "l.zip"), "--convs", "7", "--work", str(tmp_path / "w")]
+    assert bench.main([*argv, "--json", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    out = capsys.readouterr().out
+    assert "### LoCoMo, turn level: conversations 7 (one store each, 5 memories)" in out
+    assert "### LoCoMo, session level: conversations 7 (one store each, 2 memories)" in out
+    for level, memories in (("turn", 5), ("session", 2)):
+        r = report["levels"][level]
+        assert r["memories"] == memories and r["index"]["embedded"] == memories
+        assert set(r["methods"]) == {"grep", "bm25", "words", "meaning", "memfs"}
+        for m in r["methods"].values():
+            assert (m["main"]["n"], m["category_5"]["n"], m["all"]["n"]) == (4, 1, 5)
+            assert 0 <= m["main"]["hit@5"] <= 1 and m["p99_ms"] >= m["p50_ms"] > 0
+        assert r["defaults"]["unrelated_asked"] == len(locomo.UNRELATED)
+        assert r["defaults"]["answerable"]["n"] == 4
+        asked = {q["question"]: q for q in r["questions"]}
+        assert asked["What did Bo buy and use?"]["labels"] == (
+            ["/session-01/D1-2.md", "/session-02/D2-2.md"] if level == "turn"
+            else ["/session-01.md", "/session-02.md"])
+    # a store of 2 memories: every one is in the first 5 of whatever finds it
+    assert report["levels"]["session"]["methods"]["meaning"]["main"]["hit@5"] == 1.0
+    # again, words and memfs only, in the same work directory: nothing to embed
+    assert bench.main([*argv, "--methods", "words,memfs", "--level", "turn",
+                       "--json", str(tmp_path / "again.json")]) == 0
+    again = json.loads((tmp_path / "again.json").read_text())["levels"]["turn"]
+    assert again["index"]["embedded"] == 0 and set(again["methods"]) == {"words", "memfs"}
