@@ -366,7 +366,9 @@ def mount_while_indexing(work: Path, args: argparse.Namespace) -> dict[str, Any]
 
 # -- LoCoMo (issue 39) -------------------------------------------------------------------------
 
-LOCOMO_METHODS = ("grep", "bm25", "words", "meaning", "memfs")
+#: ``memfs`` is the search as it ranks (fusion "calibrated"); ``memfs-rrf`` and
+#: ``memfs-weighted`` the two fusions it is measured against (memfs.recall.search).
+LOCOMO_METHODS = ("grep", "bm25", "words", "meaning", "memfs", "memfs-rrf", "memfs-weighted")
 
 
 @dataclasses.dataclass
@@ -442,9 +444,9 @@ def _threshold_kwargs(store: Store) -> dict[str, Any]:
 
 
 def _rankers(store: Store, t: Target, kw: dict[str, Any]) -> dict[str, Callable[[str], list[str]]]:
-    def search(channels: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def search(channels: tuple[str, ...], **fusion: str) -> Callable[[str], list[str]]:
         def ranked(q: str) -> list[str]:
-            result = store.search(t.sid, q, limit=10, channels=channels, **kw)
+            result = store.search(t.sid, q, limit=10, channels=channels, **fusion, **kw)
             if "meaning" in channels and not result.meaning:
                 raise SystemExit(f"meaning did not rank ({result.note}): the figures would "
                                  "be words alone")
@@ -452,7 +454,9 @@ def _rankers(store: Store, t: Target, kw: dict[str, Any]) -> dict[str, Callable[
         return ranked
     return {"grep": t.baselines.grep, "bm25": t.baselines.bm25_rank,
             "words": search(("words",)), "meaning": search(("meaning",)),
-            "memfs": search(("words", "meaning"))}
+            "memfs": search(("words", "meaning")),
+            "memfs-rrf": search(("words", "meaning"), fusion="rrf"),
+            "memfs-weighted": search(("words", "meaning"), fusion="weighted")}
 
 
 def locomo_measure(store: Store, targets: list[Target], methods: Sequence[str],

@@ -52,8 +52,8 @@ from .embeddings import LocalE5, Provider, Ranker, Unavailable
 if TYPE_CHECKING:
     from ..store.base import StoreBase
 
-__all__ = ["Hit", "Result", "Meaning", "run", "rank", "CANDIDATES", "QUERY_TIMEOUT",
-           "FUSIONS"]
+__all__ = ["Hit", "Result", "Meaning", "Evidence", "run", "rank", "evidence", "similarity",
+           "relevance", "CANDIDATES", "QUERY_TIMEOUT", "FUSIONS"]
 
 CANDIDATES = 50
 #: The rankings :func:`run` knows: ``calibrated`` (the default) and two to measure it against.
@@ -386,15 +386,42 @@ def relevance(sim: float, importance: float, recency: float) -> float:
             + RECENCY_WEIGHT * recency)
 
 
-def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | None,
-        limit: int, path_prefix: str | None = None, threshold: float | None = None,
-        fusion: str = "calibrated", channels: tuple[str, ...] = ("words", "meaning"),
-        ) -> Result:
-    """Rank the store's memories for ``question`` (already checked by the store)."""
+@dataclass
+class Evidence:
+    """What a candidate memory has for a question: its best passage's cosine (None: meaning
+    has not seen it, or did not answer) and that passage's span, its coverage of the
+    question's words, its bm25 score as a share of the question's best, and the share of the
+    question's words that no memory of the store holds (the same for every candidate)."""
+
+    memory_id: str
+    path: str
+    content: str
+    updated_at: str
+    cosine: float | None
+    span: tuple[int, int] | None
+    coverage: float
+    bm25_share: float
+    unknown: float
+
+    def similarity(self) -> float:
+        return similarity(self.cosine, self.coverage, self.bm25_share, self.unknown)
+
+
+@dataclass
+class _Gathered:
+    result: Result
+    lists: dict[str, list[tuple[str, float]]]
+    evidence: list[Evidence]
+    ws: list[str]
+
+
+def _gather(store: StoreBase, store_id: str, question: str, provider: Provider | None,
+            path_prefix: str | None, channels: tuple[str, ...], *,
+            coverage: bool = True) -> _Gathered:
+    """The candidates of a question (the best :data:`CANDIDATES` by words and by meaning),
+    each with its evidence, and the result's account of how they were found."""
     from .indexer import pending_bytes, pending_count
 
-    if threshold is None:
-        threshold = SEARCH_DEFAULT_THRESHOLD
     ws = W.words(question)
     lists: dict[str, list[tuple[str, float]]] = {}
     if "words" in channels:
@@ -431,46 +458,71 @@ def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | 
     result.candidates = {k: len(v) for k, v in lists.items()}
     ids = list(dict.fromkeys(mid for ranked in lists.values() for mid, _ in ranked))
     if not ids:
-        return result
+        return _Gathered(result, lists, [], ws)
     unseen: set[str] = set()
     if meant is not None and result.indexed < total and provider is not None:
         unseen = _unseen(store, store_id, ids, provider.model)
-    rows = {r["id"]: r for r in store.database.all(
+    rows = store.database.all(
         "SELECT id, path, content, updated_at FROM memories WHERE store_id = ? AND id IN ("
-        + ", ".join("?" * len(ids)) + ")", (store_id, *ids))}
+        + ", ".join("?" * len(ids)) + ")", (store_id, *ids))
+    cover, unknown = (_coverage(store, store_id, ws, [r["id"] for r in rows], total)
+                      if coverage else ({}, 0.0))
+    bm = dict(lists.get("words", []))
+    top_bm = max(bm.values(), default=0.0) or 1.0
+    shift = 0.0
+    if meant is not None and provider is not None and provider.model != LocalE5.model:
+        shift = E5_BACKGROUND - meant.background
+    evidence = []
+    for r in rows:
+        mid = r["id"]
+        cos, span = None, None
+        if meant is not None and mid not in unseen and mid in meant.scores:
+            cos = meant.scores[mid][0] + shift
+            span = meant.scores[mid][1:]
+        evidence.append(Evidence(mid, r["path"], r["content"], r["updated_at"], cos, span,
+                                 cover.get(mid, 0.0), max(0.0, bm.get(mid, 0.0)) / top_bm,
+                                 unknown))
+    return _Gathered(result, lists, evidence, ws)
+
+
+def evidence(store: StoreBase, store_id: str, question: str, *,
+             provider: Provider | None) -> list[Evidence]:
+    """The candidates of ``question`` in the store and their evidence, as the default ranking
+    weighs them: what scripts/bench_recall.py --calibrate sweeps the constants over."""
+    return _gather(store, store_id, question, provider, None, ("words", "meaning")).evidence
+
+
+def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | None,
+        limit: int, path_prefix: str | None = None, threshold: float | None = None,
+        fusion: str = "calibrated", channels: tuple[str, ...] = ("words", "meaning"),
+        ) -> Result:
+    """Rank the store's memories for ``question`` (already checked by the store)."""
+    if threshold is None:
+        threshold = SEARCH_DEFAULT_THRESHOLD
+    g = _gather(store, store_id, question, provider, path_prefix, channels,
+                coverage=fusion == "calibrated")
+    result = g.result
     now = datetime.now(UTC)
-    scored: list[tuple[float, Any]] = []
     if fusion == "calibrated":
-        cover, unknown = _coverage(store, store_id, ws, list(rows), total)
-        bm = dict(lists.get("words", []))
-        top_bm = max(bm.values(), default=0.0) or 1.0
-        shift = 0.0
-        if meant is not None and provider is not None and not isinstance(provider, LocalE5) \
-                and provider.model != LocalE5.model:
-            shift = E5_BACKGROUND - meant.background
-        for mid, r in rows.items():
-            cos = None
-            if meant is not None and mid not in unseen and mid in meant.scores:
-                cos = meant.scores[mid][0] + shift
-            sim = similarity(cos, cover.get(mid, 0.0), max(0.0, bm.get(mid, 0.0)) / top_bm,
-                             unknown)
-            scored.append((relevance(sim, IMPORTANCE, _recency(r["updated_at"], now)), r))
+        scored = [(relevance(e.similarity(), IMPORTANCE, _recency(e.updated_at, now)), e)
+                  for e in g.evidence]
     else:
-        fused = _fuse(lists, fusion, unseen)
-        scored = [(fused[mid], r) for mid, r in rows.items()]
-    scored.sort(key=lambda t: (-t[0], t[1]["path"]))
-    found = {k: {mid for mid, _ in v} for k, v in lists.items()}
+        fused = _fuse(g.lists, fusion, {e.memory_id for e in g.evidence if e.cosine is None
+                                        and "meaning" in g.lists})
+        scored = [(fused[e.memory_id], e) for e in g.evidence]
+    scored.sort(key=lambda t: (-t[0], t[1].path))
+    found = {k: {mid for mid, _ in v} for k, v in g.lists.items()}
     result.best = round(scored[0][0], 4) if scored else None
-    for score, r in scored:
+    for score, e in scored:
         score = round(score, 4)  # as shown: threshold=<a score shown> keeps that hit
         if score < threshold or len(result.hits) >= limit:
             break
-        matched = tuple(k for k in ("words", "meaning") if r["id"] in found.get(k, ()))
-        text = r["content"]
-        if meant is not None and r["id"] in meant.scores and r["id"] not in unseen:
-            _, start, end = meant.scores[r["id"]]
+        matched = tuple(k for k in ("words", "meaning") if e.memory_id in found.get(k, ()))
+        text = e.content
+        if e.span is not None:
+            start, end = e.span
             if 0 <= start <= end <= len(text) and (start, end) != (0, len(text)):
                 text = text[start:end]
-        result.hits.append(Hit(r["id"], r["path"], max(score, 0.0001), W.snippet(text, ws),
-                               matched, r["updated_at"]))
+        result.hits.append(Hit(e.memory_id, e.path, max(score, 0.0001), W.snippet(text, g.ws),
+                               matched, e.updated_at))
     return result
