@@ -1,26 +1,25 @@
 """The tables of recall, on both backends (the migrations ``m011_recall`` of SQLite and
 ``m007_recall`` of PostgreSQL, in :mod:`memfs.store.schema`).
 
-Words: an index of every live memory's path and content. The database itself notes, in
-the same transaction as every change of ``memories`` (triggers), what the index must take in,
-so that no write path can forget it; every search by words brings it up to date first, so a
-memory is findable by its words the moment its write commits, and a deleted memory is gone
-from it at once. Only live memories are indexed (``memories`` holds each one's current
-content), so the text of an older or a redacted version is never found.
+Words: an index of every live memory's path and content, the same on both backends. The
+database itself notes, in the same transaction as every change of ``memories`` (triggers), the
+memory whose words the index must take in (``memory_words_queue``): no write path can forget
+it, and the write pays one row, not the tokenizing of its text (a third of the SQLite work of
+each write, issue 23). :mod:`memfs.recall.wordsqueue` takes the queue in before every search
+by words, so a memory is findable by its words the moment its write commits and a deleted
+one is gone from it at once, and in the background (mounts and ``memfs serve`` once they are
+quiet). Only live memories are indexed (``memories`` holds each one's current content), so the
+text of an older or a redacted version is never found.
 
-- SQLite: an FTS5 table ``memory_words`` (bm25; the ``porter`` stemmer over ``unicode61`` with
-  ``remove_diacritics 2``: case and accents folded, so ``été`` finds ``ete`` and ``Été``).
-  Its rowids are those of ``memory_words_rows``, whose INTEGER PRIMARY KEY, unlike the
-  implicit rowid of ``memories``, VACUUM never renumbers. A change of ``memories`` only
-  queues the memory's id in ``memory_words_queue`` (``m013_words_queue``): tokenizing its
-  text into FTS5 was a third of the SQLite work of each write (issue 23). The queue is
-  taken in by :mod:`memfs.recall.wordsqueue` before each search by words, and in the
-  background by mounts and ``memfs serve`` once they are quiet.
-- PostgreSQL: ``memory_words``, a ``tsvector`` per memory (configuration ``english``:
-  stemming and stop words; the path weighted above the content) with accents folded by
-  ``memfs_fold`` (the table of :func:`fold`; it also splits words at ``/ . _ - @ :``...),
-  under a GIN index, kept by a trigger on
-  ``memories`` and gone with the memory (ON DELETE CASCADE).
+- ``memory_words``: each indexed memory's length (its words, path and content);
+- ``memory_words_terms``: its terms (:func:`memfs.recall.words.index`: words folded and
+  stemmed in English and French), each with its count in the path and in the content, by
+  ``(store_id, term)``: what BM25 (:func:`memfs.recall.words.bm25`) needs, and no more.
+
+History: ``m011_recall`` made an FTS5 table on SQLite (English ``porter`` stemming, FTS5's
+``bm25()`` over every store's memories) and a ``tsvector`` kept by a trigger on PostgreSQL
+(``ts_rank``); ``m013_words_queue`` queued SQLite's; ``m017_words_bm25`` (PostgreSQL:
+``m012_words_bm25``) made both the tables above.
 
 Meaning: ``memory_vectors`` holds one embedding per memory, written by the indexer
 (:mod:`memfs.recall.index`) off the write path. Each row records the model and the sha256
@@ -32,7 +31,8 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["PG", "SQLITE", "SQLITE_WORDS_QUEUE", "fold", "FOLD_FROM", "FOLD_TO"]
+__all__ = ["PG", "PG_BM25", "SQLITE", "SQLITE_BM25", "SQLITE_WORDS_QUEUE", "fold", "FOLD_FROM",
+           "FOLD_TO"]
 
 
 def _fold_table() -> tuple[str, str]:
@@ -182,3 +182,67 @@ CREATE TABLE recall_leases (
 
 
 PG = _pg('TEXT COLLATE "C"')
+
+
+def _bm25(text_type: str, integer: str) -> str:
+    return f"""
+CREATE TABLE memory_words (
+    memory_id {text_type} PRIMARY KEY,
+    store_id {text_type} NOT NULL,
+    length {integer} NOT NULL
+);
+CREATE INDEX memory_words_store ON memory_words(store_id);
+CREATE TABLE memory_words_terms (
+    store_id {text_type} NOT NULL,
+    term {text_type} NOT NULL,
+    memory_id {text_type} NOT NULL,
+    in_path {integer} NOT NULL,
+    in_content {integer} NOT NULL,
+    PRIMARY KEY (store_id, term, memory_id)
+){" WITHOUT ROWID" if integer == "INTEGER" else ""};
+CREATE INDEX memory_words_terms_memory ON memory_words_terms(memory_id);
+"""
+
+
+#: ``m017_words_bm25``: the words ranked by BM25 the same on both backends
+#: (:func:`memfs.recall.words.bm25`), stemmed in English and French: FTS5's table (its
+#: ``porter`` stemmer is English only, its ``bm25()`` counts every store's memories) gives
+#: way to ``memory_words`` (each indexed memory's length) and ``memory_words_terms`` (its
+#: terms, with their counts in the path and the content), filled from the queue by
+#: :func:`memfs.recall.wordsqueue.catch_up`. Every memory is queued: the first search of a
+#: store, or the background catch-up, indexes it again.
+SQLITE_BM25 = """
+DROP TABLE memory_words;
+DROP TABLE memory_words_rows;
+""" + _bm25("TEXT", "INTEGER") + """
+INSERT OR IGNORE INTO memory_words_queue (store_id, memory_id) SELECT store_id, id FROM memories;
+"""
+
+#: ``m012_words_bm25`` of PostgreSQL: as SQLite's ``m017_words_bm25``, and the words queued
+#: by a trigger as SQLite's ``m013_words_queue`` queues them, instead of a ``tsvector`` made
+#: in the write's transaction (``ts_rank`` is not BM25, and the ``english`` configuration
+#: stems no French). The queue's row is all a write pays.
+PG_BM25 = """
+DROP TRIGGER memory_words_put ON memories;
+DROP FUNCTION memfs_words();
+DROP TABLE memory_words;
+DROP FUNCTION memfs_fold(text);
+""" + _bm25('TEXT COLLATE "C"', "BIGINT") + """
+CREATE TABLE memory_words_queue (
+    store_id TEXT COLLATE "C" NOT NULL,
+    memory_id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (store_id, memory_id)
+);
+CREATE FUNCTION memfs_words_queue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO memory_words_queue VALUES (OLD.store_id, OLD.id) ON CONFLICT DO NOTHING;
+    ELSE
+        INSERT INTO memory_words_queue VALUES (NEW.store_id, NEW.id) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_words_queue_put AFTER INSERT OR UPDATE OF path, content OR DELETE
+    ON memories FOR EACH ROW EXECUTE FUNCTION memfs_words_queue();
+INSERT INTO memory_words_queue SELECT store_id, id FROM memories;
+"""

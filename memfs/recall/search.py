@@ -1,7 +1,8 @@
 """The ranking behind :meth:`memfs.store.Store.search`: words and meaning fused.
 
-- **Words**: the store's memories matching any word of the question, by bm25 (SQLite FTS5)
-  or ``ts_rank`` (PostgreSQL), best :data:`CANDIDATES`.
+- **Words**: the store's memories sharing a word (a stem) with the question, by BM25 with
+  the path weighted above the content (:mod:`memfs.recall.words`: the same on both
+  backends), best :data:`CANDIDATES`.
 - **Meaning**: the question's embedding against every current vector of the store (brute
   force: 2,000 x 384 is a few milliseconds), best :data:`CANDIDATES`. A vector counts only if
   it was computed from the memory's current path and content with the provider's model.
@@ -101,26 +102,31 @@ def _prefix_sql(path_prefix: str | None, column: str) -> tuple[str, tuple[Any, .
 
 def _by_words(store: StoreBase, store_id: str, ws: list[str], path_prefix: str | None,
               ) -> list[tuple[str, float]]:
+    """The best :data:`CANDIDATES` by BM25 (:func:`memfs.recall.words.bm25`, computed here
+    from the index's counts, so alike on both backends) among the store's memories (under
+    ``path_prefix``), best first; ties by path."""
     if not ws:
         return []
+    question = W.question_terms(ws)
+    terms = sorted({t for alternatives in question for t in alternatives})
     db = store.database
-    if db.dialect == "postgresql":
-        extra, params = _prefix_sql(path_prefix, "m.path")
-        rows = db.all(
-            "SELECT w.memory_id, ts_rank(w.words, q) AS score FROM memory_words w "
-            "JOIN memories m ON m.id = w.memory_id, to_tsquery('english', ?) AS q "
-            f"WHERE w.store_id = ? AND w.words @@ q{extra} ORDER BY score DESC, m.path "
-            "LIMIT ?", (W.tsquery(ws), store_id, *params, CANDIDATES))
-    else:
-        extra, params = _prefix_sql(path_prefix, "r_m.path")
-        rows = db.all(
-            "SELECT r.memory_id, -bm25(memory_words, 4.0, 1.0) AS score FROM memory_words "
-            "JOIN memory_words_rows r ON r.row = memory_words.rowid "
-            "JOIN memories r_m ON r_m.id = r.memory_id "
-            f"WHERE memory_words MATCH ? AND r.store_id = ?{extra} "
-            "ORDER BY score DESC, r_m.path LIMIT ?",
-            (W.fts5_query(ws), store_id, *params, CANDIDATES))
-    return [(r[0], float(r[1])) for r in rows]
+    extra, params = _prefix_sql(path_prefix, "m.path")
+    join = " JOIN memories m ON m.id = w.memory_id" if path_prefix else ""
+    stats = db.one(f"SELECT count(*), coalesce(sum(w.length), 0) FROM memory_words w{join} "
+                   f"WHERE w.store_id = ?{extra}", (store_id, *params))
+    postings = db.all(
+        "SELECT t.memory_id, t.term, t.in_path, t.in_content, w.length, m.path "
+        "FROM memory_words_terms t JOIN memory_words w ON w.memory_id = t.memory_id "
+        "JOIN memories m ON m.id = t.memory_id "
+        f"WHERE t.store_id = ? AND t.term IN ({', '.join('?' * len(terms))}){extra}",
+        (store_id, *terms, *params))
+    if stats is None or not postings:
+        return []
+    paths = {r[0]: r[5] for r in postings}
+    scores = W.bm25(question, ((r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in postings),
+                    int(stats[0]), int(stats[1]))
+    best = sorted(scores.items(), key=lambda kv: (-kv[1], paths[kv[0]]))
+    return best[:CANDIDATES]
 
 
 def _by_meaning(store: StoreBase, store_id: str, vector: Any, model: str,

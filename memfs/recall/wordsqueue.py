@@ -1,8 +1,9 @@
-"""Taking in SQLite's queue of memories whose words are to be indexed.
+"""Taking in the queue of memories whose words are to be indexed, on both backends.
 
 A write of ``memories`` does not tokenize its text: its transaction queues the memory's id in
-``memory_words_queue`` (a trigger, :data:`memfs.recall.schema.SQLITE_WORDS_QUEUE`), and
-:func:`catch_up` indexes what is queued, later, in a transaction of its own:
+``memory_words_queue`` (triggers: :data:`memfs.recall.schema.SQLITE_WORDS_QUEUE`,
+:data:`~memfs.recall.schema.PG_BM25`), and :func:`catch_up` indexes what is queued, later
+(:func:`memfs.recall.words.index`: folded, stemmed, counted):
 
 - **before every search by words** (:meth:`memfs.store.Store.search`), for the store searched:
   a memory is found by its words as soon as its write has returned, and a deleted one is not;
@@ -10,11 +11,12 @@ A write of ``memories`` does not tokenize its text: its transaction queues the m
   for a moment (:class:`memfs.fuse.watch.WordsCatchUp`), ``memfs serve`` every second.
 
 Each queued memory is indexed as it is when the queue is taken in (its words dropped if it is
-gone): the queue holds ids, never text, so taking it in twice, or late, is always right. A
-batch is one transaction (at most ``limit`` memories: the write lock is held for a few
-milliseconds, not for a whole store).
-
-PostgreSQL has no queue: its trigger indexes the words in the write's transaction.
+gone): the queue holds ids, never text, so taking it in twice, or late, is always right. The
+words are stemmed before the write lock is taken, and the lock then holds for writing rows
+only (at most ``limit`` memories a batch: a few milliseconds, not a whole store); a memory
+changed in between is stemmed again under the lock, as it is then, so the index never keeps
+what a committed write replaced. Every write holds the same lock (SQLite's one writer,
+PostgreSQL's advisory lock), so no write commits between that look and the dequeuing.
 """
 
 from __future__ import annotations
@@ -40,17 +42,21 @@ BATCH = 64
 def catch_up(database: Database, store_id: str | None = None, *, limit: int = BATCH) -> int:
     """Index the words of up to ``limit`` queued memories (of ``store_id``, else of any store)
     in one write transaction, and take them off the queue. Returns how many were taken (0:
-    none was queued; always 0 on PostgreSQL).
+    none was queued).
 
     :raises Busy, StorageError: as any write.
     """
-    if database.dialect != "sqlite":
-        return 0
     where, params = ("WHERE store_id = ? ", (store_id,)) if store_id is not None else ("", ())
     # A look without the write lock first: nothing queued (an idle store) takes no lock.
-    if database.one(f"SELECT 1 FROM memory_words_queue {where}LIMIT 1", params) is None:
+    taken = [(r[0], r[1]) for r in database.all(
+        f"SELECT store_id, memory_id FROM memory_words_queue {where}LIMIT ?", (*params, limit))]
+    if not taken:
         return 0
+    ready = {r[0]: (r[1], r[2], _index(r[2], r[3])) for r in database.all(
+        "SELECT id, content_sha256, path, content FROM memories "
+        f"WHERE id IN ({', '.join('?' * len(taken))})", [mid for _, mid in taken])}
     with database.write() as c:
+        # Taken again under the lock: another catch-up may have taken some since.
         taken = [(r[0], r[1]) for r in c.execute(
             f"SELECT store_id, memory_id FROM memory_words_queue {where}LIMIT ?",
             (*params, limit))]
@@ -58,34 +64,52 @@ def catch_up(database: Database, store_id: str | None = None, *, limit: int = BA
             return 0
         ids = [memory_id for _, memory_id in taken]
         marks = ", ".join("?" * len(ids))
-        # Out with the words each one had, in with those it has (if it still exists).
-        c.execute(f"DELETE FROM memory_words WHERE rowid IN (SELECT row FROM memory_words_rows "
-                  f"WHERE memory_id IN ({marks}))", ids)
-        c.execute(f"DELETE FROM memory_words_rows WHERE memory_id IN ({marks})", ids)
-        c.execute("INSERT INTO memory_words_rows (memory_id, store_id) SELECT id, store_id "
-                  f"FROM memories WHERE id IN ({marks})", ids)
-        c.execute("INSERT INTO memory_words (rowid, path, content) SELECT r.row, m.path, "
-                  "m.content FROM memory_words_rows r JOIN memories m ON m.id = r.memory_id "
-                  f"WHERE r.memory_id IN ({marks})", ids)
+        now = {r[0]: (r[1], r[2]) for r in c.execute(
+            f"SELECT id, content_sha256, path FROM memories WHERE id IN ({marks})", ids)}
+        c.execute(f"DELETE FROM memory_words_terms WHERE memory_id IN ({marks})", ids)
+        c.execute(f"DELETE FROM memory_words WHERE memory_id IN ({marks})", ids)
+        docs: list[tuple[str, str, int]] = []
+        terms: list[tuple[str, str, str, int, int]] = []
+        for sid, mid in taken:
+            if mid not in now:
+                continue  # gone: its words with it
+            sha, path = now[mid]
+            got = ready.get(mid)
+            if got is None or got[:2] != (sha, path):  # changed since it was read: read it now
+                row = c.execute("SELECT path, content FROM memories WHERE id = ?",
+                                (mid,)).fetchone()
+                got = (sha, path, _index(row[0], row[1]))
+            length, counts = got[2]
+            docs.append((mid, sid, length))
+            terms.extend((sid, t, mid, p, n) for t, (p, n) in counts.items())
+        if docs:
+            c.executemany("INSERT INTO memory_words (memory_id, store_id, length) "
+                          "VALUES (?, ?, ?)", docs)
+        if terms:
+            c.executemany("INSERT INTO memory_words_terms (store_id, term, memory_id, in_path, "
+                          "in_content) VALUES (?, ?, ?, ?, ?)", terms)
         c.executemany("DELETE FROM memory_words_queue WHERE store_id = ? AND memory_id = ?",
                       taken)
     return len(ids)
 
 
+def _index(path: str, content: str) -> tuple[int, dict[str, tuple[int, int]]]:
+    from .words import index
+
+    return index(path, content)
+
+
 def forget_store(c: Connection, store_id: str) -> None:
-    """In the transaction ``c`` that deletes a store (SQLite): its words, and its queue, go
-    with its memories (no one searches a deleted store, and a mount takes in only its own
-    store's queue)."""
-    c.execute("DELETE FROM memory_words WHERE rowid IN "
-              "(SELECT row FROM memory_words_rows WHERE store_id = ?)", (store_id,))
-    c.execute("DELETE FROM memory_words_rows WHERE store_id = ?", (store_id,))
+    """In the transaction ``c`` that deletes a store: its words, and its queue, go with its
+    memories (no one searches a deleted store, and a mount takes in only its own store's
+    queue)."""
+    c.execute("DELETE FROM memory_words_terms WHERE store_id = ?", (store_id,))
+    c.execute("DELETE FROM memory_words WHERE store_id = ?", (store_id,))
     c.execute("DELETE FROM memory_words_queue WHERE store_id = ?", (store_id,))
 
 
 def queued(database: Database, store_id: str) -> int:
     """How many memories of the store wait for their words to be indexed."""
-    if database.dialect != "sqlite":
-        return 0
     row = database.one("SELECT count(*) FROM memory_words_queue WHERE store_id = ?",
                        (store_id,))
     return int(row[0]) if row is not None else 0

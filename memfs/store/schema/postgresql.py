@@ -231,6 +231,9 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m010_session_creator_keys", SESSION_CREATOR_KEYS_SQL.replace("TEXT", _T)),
     # SQLite's m016_idempotency_keys: the recorded outcome of each write sent with a key.
     ("m011_idempotency_keys", IDEMPOTENCY_KEYS_SQL.format(T=_T, I="BIGINT")),
+    # SQLite's m017_words_bm25, with SQLite's queue of m013_words_queue: the words ranked by
+    # BM25 alike on both backends, and queued by the write instead of indexed in it.
+    ("m012_words_bm25", recall_schema.PG_BM25),
 ]
 
 

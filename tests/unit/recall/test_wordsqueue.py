@@ -1,7 +1,8 @@
-"""SQLite's words index taken in later (issue 23): a write only queues its memory
-(``memory_words_queue``), and :mod:`memfs.recall.wordsqueue` indexes the queue, a batch at a
-time, before each search by words and in the background. What a search finds is covered,
-on both backends, by ``test_recall.py``; here, what the queue does and costs."""
+"""The words index taken in later (issue 23; PostgreSQL too since issue 39): a write only
+queues its memory (``memory_words_queue``), and :mod:`memfs.recall.wordsqueue` indexes the
+queue, a batch at a time, before each search by words and in the background. What a search
+finds is covered, on both backends, by ``test_recall.py`` and ``test_words.py``; here, what
+the queue does and costs."""
 
 from __future__ import annotations
 
@@ -14,30 +15,42 @@ import pytest
 
 from memfs import Actor
 from memfs.errors import Busy
-from memfs.recall import schema, wordsqueue
+from memfs.recall import schema, words, wordsqueue
 from memfs.store import Limits, Store
 from tests.support import wait_until
+from tests.support.backend import Backend
 
 API = Actor.api("apikey_test")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "m.db", limits=Limits())
+def store(backend: Backend) -> Store:
+    s = backend.open()
     s.use_embeddings("none")
     return s
 
 
-def indexed(store: Store, store_id: str) -> dict[str, tuple[str, str]]:
-    """The words index of a store, as memory id -> (path, content)."""
-    return {r[0]: (r[1], r[2]) for r in store.database.all(
-        "SELECT r.memory_id, w.path, w.content FROM memory_words w "
-        "JOIN memory_words_rows r ON r.row = w.rowid WHERE r.store_id = ?", (store_id,))}
+Indexed = dict[str, tuple[int, dict[str, tuple[int, int]]]]
 
 
-def live(store: Store, store_id: str) -> dict[str, tuple[str, str]]:
-    return {r[0]: (r[1], r[2]) for r in store.database.all(
+def indexed(store: Store, store_id: str) -> Indexed:
+    """The words index of a store, as memory id -> (length, {term: (in path, in content)})."""
+    found: Indexed = {r[0]: (int(r[1]), {}) for r in store.database.all(
+        "SELECT memory_id, length FROM memory_words WHERE store_id = ?", (store_id,))}
+    for r in store.database.all("SELECT memory_id, term, in_path, in_content FROM "
+                                "memory_words_terms WHERE store_id = ?", (store_id,)):
+        found.setdefault(r[0], (-1, {}))[1][r[1]] = (int(r[2]), int(r[3]))
+    return found
+
+
+def live(store: Store, store_id: str) -> Indexed:
+    """What the index should hold of the store's memories."""
+    return {r[0]: words.index(r[1], r[2]) for r in store.database.all(
         "SELECT id, path, content FROM memories WHERE store_id = ?", (store_id,))}
+
+
+def hits_id(store: Store, store_id: str, path: str) -> str:
+    return store.get_memory_by_path(store_id, path).id
 
 
 def test_a_write_queues_its_memory_and_tokenizes_nothing(store: Store) -> None:
@@ -48,7 +61,8 @@ def test_a_write_queues_its_memory_and_tokenizes_nothing(store: Store) -> None:
     assert indexed(store, sid) == {}
     assert [h.path for h in store.search(sid, "quokka").hits] == ["/a.md"]
     assert wordsqueue.queued(store.database, sid) == 0
-    assert list(indexed(store, sid).values()) == [("/a.md", "the quokka smiles")]
+    assert indexed(store, sid) == live(store, sid)
+    assert "smile" in indexed(store, sid)[hits_id(store, sid, "/a.md")][1]
 
 
 def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: Store) -> None:
@@ -71,6 +85,9 @@ def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: 
     assert taken == [wordsqueue.BATCH, wordsqueue.BATCH, waiting - 2 * wordsqueue.BATCH]
     assert indexed(store, sid) == live(store, sid)
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == len(live(store, sid))
+    # the rows of no memory but the live ones
+    assert store.database.one("SELECT count(DISTINCT memory_id) FROM memory_words_terms")[0] \
+        == len(live(store, sid))
     hits = store.search(sid, "wombats", limit=100).hits
     assert sorted(h.path for h in hits) == sorted(f"/n/{i}.md" for i in range(0, 150, 3))
 
@@ -85,7 +102,8 @@ def test_one_store_s_catch_up_leaves_the_others_queue(store: Store) -> None:
     assert wordsqueue.queued(store.database, b) == 0 and indexed(store, b)
 
 
-def test_an_empty_queue_takes_no_write_lock(store: Store) -> None:
+def test_an_empty_queue_takes_no_write_lock(tmp_path: Path) -> None:
+    store = Store(tmp_path / "m.db", limits=Limits())
     sid = store.create_store("Notes").id
     before = store.database.writer.total_changes
     store.database.writer.execute("BEGIN IMMEDIATE")  # held elsewhere: a catch-up must not wait
@@ -93,18 +111,26 @@ def test_an_empty_queue_takes_no_write_lock(store: Store) -> None:
         assert store.catch_up_words(sid) == 0
     finally:
         store.database.writer.execute("ROLLBACK")
-    assert store.database.writer.total_changes == before
+    try:
+        assert store.database.writer.total_changes == before
+    finally:
+        store.close()
 
 
-def test_the_migration_keeps_what_was_indexed_and_queues_from_then_on(tmp_path: Path) -> None:
+def test_the_migrations_from_m012_queue_every_memory_to_be_indexed_again(tmp_path: Path,
+                                                                        ) -> None:
     path = tmp_path / "old.db"
     with Store(path, limits=Limits()) as s:
         sid = s.create_store("Notes").id
     conn = sqlite3.connect(path)  # back to m012, whose triggers index the words at once
+    fts5 = schema.SQLITE[schema.SQLITE.index("CREATE TABLE memory_words_rows"):
+                         schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     old_triggers = schema.SQLITE[
         schema.SQLITE.index("CREATE TRIGGER memory_words_insert"):
         schema.SQLITE.index("INSERT INTO memory_words_rows (memory_id, store_id) SELECT")]
     conn.executescript(
+        "DROP TABLE memory_words_terms; DROP TABLE memory_words; "
+        "DELETE FROM _sqlite_migrations WHERE name = 'm017_words_bm25';" + fts5 +
         "DROP TRIGGER memory_words_queue_insert; DROP TRIGGER memory_words_queue_update; "
         "DROP TRIGGER memory_words_queue_delete; DROP TABLE memory_words_queue; "
         "DELETE FROM _sqlite_migrations WHERE name = 'm013_words_queue';" + old_triggers)
@@ -117,8 +143,9 @@ def test_the_migration_keeps_what_was_indexed_and_queues_from_then_on(tmp_path: 
     s = Store(path, limits=Limits())  # migrates
     s.use_embeddings("none")
     try:
-        assert wordsqueue.queued(s.database, sid) == 0
-        assert list(indexed(s, sid).values()) == [("/old.md", "the old quokka")]
+        assert wordsqueue.queued(s.database, sid) == 1  # m017_words_bm25: to index again
+        assert [h.path for h in s.search(sid, "quokkas").hits] == ["/old.md"]
+        assert indexed(s, sid) == live(s, sid)
         s.write_path(s_id := sid, "/new.md", "a new quokka", actor=API)
         assert wordsqueue.queued(s.database, s_id) == 1
         assert sorted(h.path for h in s.search(sid, "quokka").hits) == ["/new.md", "/old.md"]
@@ -164,7 +191,8 @@ def test_a_deleted_store_leaves_no_words_behind(store: Store) -> None:
     store.delete_store(a)
     assert store.database.one(
         "SELECT count(*) FROM memory_words_queue WHERE store_id = ?", (a,))[0] == 0
-    assert store.database.one(
-        "SELECT count(*) FROM memory_words_rows WHERE store_id = ?", (a,))[0] == 0
+    for table in ("memory_words", "memory_words_terms"):
+        assert store.database.one(
+            f"SELECT count(*) FROM {table} WHERE store_id = ?", (a,))[0] == 0
     assert [h.path for h in store.search(b, "quokka").hits] == ["/keep.md"]
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == 1
