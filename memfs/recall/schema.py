@@ -191,7 +191,7 @@ CREATE TABLE memory_words (
     store_id {text_type} NOT NULL,
     length {integer} NOT NULL
 );
-CREATE INDEX memory_words_store ON memory_words(store_id);
+CREATE INDEX memory_words_store ON memory_words(store_id, length);
 CREATE TABLE memory_words_terms (
     store_id {text_type} NOT NULL,
     term {text_type} NOT NULL,

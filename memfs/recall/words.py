@@ -90,7 +90,13 @@ _FRENCH = snowballstemmer.stemmer("french")
 _STEMMING = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1 << 16)
+#: Words whose stems are remembered (about 300 bytes each: 5 MB at most, of the session
+#: daemon's 60). Stemming a word takes 100-150 µs; the words of a store's memories are mostly
+#: among their most common few thousand.
+STEMS_CACHED = 16384
+
+
+@functools.lru_cache(maxsize=STEMS_CACHED)
 def stems(word: str) -> tuple[str, ...]:
     """The terms ``word`` (lower-case, as written) is indexed and searched under, once each:
     its English stem (of the folded word), its French stem as written, folded (``mangée``:
@@ -98,8 +104,9 @@ def stems(word: str) -> tuple[str, ...]:
     without accents says it). Cut to :data:`MAX_TERM` characters."""
     folded = fold(word)
     with _STEMMING:
-        found = (_ENGLISH.stemWord(folded), fold(_FRENCH.stemWord(word)),
-                 _FRENCH.stemWord(folded))
+        french = _FRENCH.stemWord(word)
+        found = (_ENGLISH.stemWord(folded), fold(french),
+                 french if folded == word else _FRENCH.stemWord(folded))
     return tuple(dict.fromkeys(t[:MAX_TERM] for t in found if t))
 
 

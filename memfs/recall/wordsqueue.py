@@ -31,35 +31,70 @@ from ..background import Failures, lowest_priority
 if TYPE_CHECKING:
     from ..backends import Connection, Database
 
-__all__ = ["catch_up", "queued", "forget_store", "BATCH", "BackgroundCatchUp"]
+__all__ = ["catch_up", "queued", "forget_store", "BATCH", "ROWS", "BackgroundCatchUp"]
 
 log = logging.getLogger(__name__)
 
-#: Memories indexed per transaction: about 5 ms of the write lock (40-80 µs each).
+#: Memories indexed per transaction at most,
 BATCH = 64
+#: and rows of terms (a memory of 2 kB has about 250): 10 µs each, a few tens of ms of the
+#: write lock at most.
+ROWS = 2048
 
 
-def catch_up(database: Database, store_id: str | None = None, *, limit: int = BATCH) -> int:
-    """Index the words of up to ``limit`` queued memories (of ``store_id``, else of any store)
-    in one write transaction, and take them off the queue. Returns how many were taken (0:
-    none was queued).
+#: What the index holds of a memory (:func:`memfs.recall.words.index`): its length, and per
+#: term its counts in the path and the content.
+Terms = tuple[int, dict[str, tuple[int, int]]]
+
+
+def catch_up(database: Database, store_id: str | None = None, *, limit: int = BATCH,
+             rows: int = ROWS) -> int:
+    """Index the words of up to ``limit`` queued memories (of ``store_id``, else of any store),
+    fewer if their terms would make more than ``rows`` rows (one memory at least), in one
+    write transaction, and take them off the queue. Returns how many were taken (0: none was
+    queued).
 
     :raises Busy, StorageError: as any write.
     """
     where, params = ("WHERE store_id = ? ", (store_id,)) if store_id is not None else ("", ())
-    # A look without the write lock first: nothing queued (an idle store) takes no lock.
-    taken = [(r[0], r[1]) for r in database.all(
-        f"SELECT store_id, memory_id FROM memory_words_queue {where}LIMIT ?", (*params, limit))]
-    if not taken:
-        return 0
-    ready = {r[0]: (r[1], r[2], _index(r[2], r[3])) for r in database.all(
-        "SELECT id, content_sha256, path, content FROM memories "
-        f"WHERE id IN ({', '.join('?' * len(taken))})", [mid for _, mid in taken])}
-    with database.write() as c:
-        # Taken again under the lock: another catch-up may have taken some since.
-        taken = [(r[0], r[1]) for r in c.execute(
+    while True:
+        # A look without the write lock first: nothing queued (an idle store) takes no lock.
+        queued = [(r[0], r[1]) for r in database.all(
             f"SELECT store_id, memory_id FROM memory_words_queue {where}LIMIT ?",
             (*params, limit))]
+        if not queued:
+            return 0
+        # Stemmed before the lock is taken (stemming is most of the work).
+        texts = {r[0]: (r[1], r[2], r[3]) for r in database.all(
+            "SELECT id, content_sha256, path, content FROM memories "
+            f"WHERE id IN ({', '.join('?' * len(queued))})", [mid for _, mid in queued])}
+        ready: dict[str, tuple[str, str, Terms] | None] = {}
+        made = 0
+        for _, mid in queued:
+            if made >= rows:
+                break
+            text = texts.get(mid)
+            if text is None:
+                ready[mid] = None
+                continue
+            terms = _index(text[1], text[2])
+            ready[mid] = (text[0], text[1], terms)
+            made += len(terms[1])
+        taken = _apply(database, ready)
+        if taken:
+            return taken
+        # Another catch-up took them in the meantime: look again.
+
+
+def _apply(database: Database, ready: dict[str, tuple[str, str, Terms] | None]) -> int:
+    """Under the write lock: index those of ``ready`` (each memory's sha256, path and terms
+    as read, or None: it was gone) that are still queued, as they are now, and dequeue them.
+    Returns how many."""
+    with database.write() as c:
+        marks = ", ".join("?" * len(ready))
+        taken = [(r[0], r[1]) for r in c.execute(
+            f"SELECT store_id, memory_id FROM memory_words_queue WHERE memory_id IN ({marks})",
+            list(ready))]
         if not taken:
             return 0
         ids = [memory_id for _, memory_id in taken]
@@ -86,14 +121,15 @@ def catch_up(database: Database, store_id: str | None = None, *, limit: int = BA
             c.executemany("INSERT INTO memory_words (memory_id, store_id, length) "
                           "VALUES (?, ?, ?)", docs)
         if terms:
+            terms.sort()  # in the index's order: each page of it written once
             c.executemany("INSERT INTO memory_words_terms (store_id, term, memory_id, in_path, "
                           "in_content) VALUES (?, ?, ?, ?, ?)", terms)
         c.executemany("DELETE FROM memory_words_queue WHERE store_id = ? AND memory_id = ?",
                       taken)
-    return len(ids)
+    return len(taken)
 
 
-def _index(path: str, content: str) -> tuple[int, dict[str, tuple[int, int]]]:
+def _index(path: str, content: str) -> Terms:
     from .words import index
 
     return index(path, content)

@@ -196,3 +196,39 @@ def test_a_deleted_store_leaves_no_words_behind(store: Store) -> None:
             f"SELECT count(*) FROM {table} WHERE store_id = ?", (a,))[0] == 0
     assert [h.path for h in store.search(b, "quokka").hits] == ["/keep.md"]
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == 1
+
+
+def test_a_batch_is_bounded_by_its_rows_of_terms(store: Store) -> None:
+    """The write lock holds for the rows a batch writes: a batch stops at ``rows`` rows of
+    terms (one memory at least), however few memories that is."""
+    sid = store.create_store("Notes").id
+    for i in range(3):
+        store.write_path(sid, f"/{i}.md", " ".join(f"w{i}x{j}" for j in range(300)), actor=API)
+    assert wordsqueue.catch_up(store.database, sid, rows=1) == 1
+    assert wordsqueue.catch_up(store.database, sid, rows=400) == 2
+    assert indexed(store, sid) == live(store, sid)
+
+
+def test_a_memory_changed_while_its_words_are_stemmed_is_indexed_as_it_is_then(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stemming happens before the write lock: a write that commits in between is what the
+    index takes in, never the text it replaced."""
+    sid = store.create_store("Notes").id
+    store.write_path(sid, "/a.md", "the alpha quokka", actor=API)
+    stem = wordsqueue._index
+    calls = []
+
+    def index_then_write(path: str, content: str) -> wordsqueue.Terms:
+        calls.append(content)
+        if len(calls) == 1:  # a write lands after the text was read, before the lock
+            store.write_path(sid, "/a.md", "the omega wombat", actor=API)
+        return stem(path, content)
+
+    monkeypatch.setattr(wordsqueue, "_index", index_then_write)
+    assert wordsqueue.catch_up(store.database, sid) == 1
+    assert calls == ["the alpha quokka", "the omega wombat"]
+    assert wordsqueue.queued(store.database, sid) == 0
+    assert indexed(store, sid) == live(store, sid)
+    assert [h.path for h in store.search(sid, "wombat").hits] == ["/a.md"]
+    assert store.search(sid, "alpha").hits == []
