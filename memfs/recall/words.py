@@ -26,9 +26,10 @@ import functools
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable
 
-import snowballstemmer
+import Stemmer
 
 from .schema import fold
 
@@ -83,16 +84,17 @@ def words(question: str) -> list[str]:
 _STOP_FOLDED = frozenset(fold(w) for w in _STOP)
 
 
-_ENGLISH = snowballstemmer.stemmer("english")
-_FRENCH = snowballstemmer.stemmer("french")
-#: Snowball's stemmers keep their word in the object: one thread at a time (the background
+_ENGLISH = Stemmer.Stemmer("english", 0)
+_FRENCH = Stemmer.Stemmer("french", 0)
+#: A Snowball stemmer keeps its word in the object: one thread at a time (the background
 #: catch-up and a search's question may stem at once).
 _STEMMING = threading.Lock()
 
 
 #: Words whose stems are remembered (about 300 bytes each: 5 MB at most, of the session
-#: daemon's 60). Stemming a word takes 100-150 µs; the words of a store's memories are mostly
-#: among their most common few thousand.
+#: daemon's 60). PyStemmer (Snowball's C stemmers) takes about 1.5 µs a word and language, and
+#: this cache (the stemmers' own is off) a fifth of that: the words of a store's memories are
+#: mostly among their most common few thousand.
 STEMS_CACHED = 16384
 
 
@@ -123,9 +125,10 @@ def index(path: str, content: str) -> tuple[int, dict[str, tuple[int, int]]]:
     for field, text in enumerate((path, content)):
         tokens = _tokens(text)
         length += len(tokens)
-        for token in tokens:
+        # Each distinct word stemmed once (a 2 kB memory has 300 words, half of them repeats).
+        for token, n in Counter(tokens).items():
             for term in stems(token):
-                counts.setdefault(term, [0, 0])[field] += 1
+                counts.setdefault(term, [0, 0])[field] += n
     return length, {t: (c[0], c[1]) for t, c in counts.items()}
 
 
