@@ -11,10 +11,12 @@ one is gone from it at once, and in the background (mounts and ``memfs serve`` o
 quiet). Only live memories are indexed (``memories`` holds each one's current content), so the
 text of an older or a redacted version is never found.
 
-- ``memory_words``: each indexed memory's length (its words, path and content);
-- ``memory_words_terms``: its terms (:func:`memfs.recall.words.index`: words folded and
-  stemmed in English and French), each with its count in the path and in the content, by
-  ``(store_id, term)``: what BM25 (:func:`memfs.recall.words.bm25`) needs, and no more.
+The index holds, per memory, its length (its words, path and content) and its terms
+(:func:`memfs.recall.words.index`: words folded and stemmed in English and French), each with
+its count in the path and in the content: what BM25 (:func:`memfs.recall.words.bm25`) needs,
+and no more. :mod:`memfs.recall.wordsindex` says how: ``memory_words`` (a row per memory) with
+an FTS5 index of its terms on SQLite (``memory_words_fts``), a row per term per memory on
+PostgreSQL (``memory_words_terms``).
 
 History: ``m011_recall`` made an FTS5 table on SQLite (English ``porter`` stemming, FTS5's
 ``bm25()`` over every store's memories) and a ``tsvector`` kept by a trigger on PostgreSQL
@@ -184,37 +186,53 @@ CREATE TABLE recall_leases (
 PG = _pg('TEXT COLLATE "C"')
 
 
-def _bm25(text_type: str, integer: str) -> str:
-    return f"""
+_BM25_SQLITE = """
 CREATE TABLE memory_words (
-    memory_id {text_type} PRIMARY KEY,
-    store_id {text_type} NOT NULL,
-    length {integer} NOT NULL
+    doc INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL UNIQUE,
+    store_id TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    terms TEXT NOT NULL
+);
+CREATE INDEX memory_words_store ON memory_words(store_id, length);
+CREATE VIRTUAL TABLE memory_words_fts USING fts5(
+    terms, content = 'memory_words', content_rowid = 'doc', detail = 'none',
+    columnsize = 0, tokenize = 'ascii'
+);
+CREATE VIRTUAL TABLE memory_words_vocab USING fts5vocab(memory_words_fts, instance);
+"""
+
+_BM25_PG = """
+CREATE TABLE memory_words (
+    doc BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    memory_id TEXT COLLATE "C" NOT NULL UNIQUE,
+    store_id TEXT COLLATE "C" NOT NULL,
+    length BIGINT NOT NULL
 );
 CREATE INDEX memory_words_store ON memory_words(store_id, length);
 CREATE TABLE memory_words_terms (
-    store_id {text_type} NOT NULL,
-    term {text_type} NOT NULL,
-    memory_id {text_type} NOT NULL,
-    in_path {integer} NOT NULL,
-    in_content {integer} NOT NULL,
-    PRIMARY KEY (store_id, term, memory_id)
-){" WITHOUT ROWID" if integer == "INTEGER" else ""};
-CREATE INDEX memory_words_terms_memory ON memory_words_terms(memory_id);
+    store_id TEXT COLLATE "C" NOT NULL,
+    term TEXT COLLATE "C" NOT NULL,
+    doc BIGINT NOT NULL,
+    in_path BIGINT NOT NULL,
+    in_content BIGINT NOT NULL,
+    PRIMARY KEY (store_id, term, doc)
+);
+CREATE INDEX memory_words_terms_doc ON memory_words_terms(doc);
 """
 
 
 #: ``m017_words_bm25``: the words ranked by BM25 the same on both backends
 #: (:func:`memfs.recall.words.bm25`), stemmed in English and French: FTS5's table (its
 #: ``porter`` stemmer is English only, its ``bm25()`` counts every store's memories) gives
-#: way to ``memory_words`` (each indexed memory's length) and ``memory_words_terms`` (its
-#: terms, with their counts in the path and the content), filled from the queue by
+#: way to ``memory_words`` (each indexed memory's length and terms) and ``memory_words_fts``
+#: (their index, :mod:`memfs.recall.wordsindex`), filled from the queue by
 #: :func:`memfs.recall.wordsqueue.catch_up`. Every memory is queued: the first search of a
 #: store, or the background catch-up, indexes it again.
 SQLITE_BM25 = """
 DROP TABLE memory_words;
 DROP TABLE memory_words_rows;
-""" + _bm25("TEXT", "INTEGER") + """
+""" + _BM25_SQLITE + """
 INSERT OR IGNORE INTO memory_words_queue (store_id, memory_id) SELECT store_id, id FROM memories;
 """
 
@@ -227,7 +245,7 @@ DROP TRIGGER memory_words_put ON memories;
 DROP FUNCTION memfs_words();
 DROP TABLE memory_words;
 DROP FUNCTION memfs_fold(text);
-""" + _bm25('TEXT COLLATE "C"', "BIGINT") + """
+""" + _BM25_PG + """
 CREATE TABLE memory_words_queue (
     store_id TEXT COLLATE "C" NOT NULL,
     memory_id TEXT COLLATE "C" NOT NULL,

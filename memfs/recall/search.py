@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..models import RecallHit, RecallResult
 from ..rules import parse_time
 from . import words as W
+from . import wordsindex
 from .embeddings import Provider, Ranker, Unavailable
 
 if TYPE_CHECKING:
@@ -109,22 +110,12 @@ def _by_words(store: StoreBase, store_id: str, ws: list[str], path_prefix: str |
         return []
     question = W.question_terms(ws)
     terms = sorted({t for alternatives in question for t in alternatives})
-    db = store.database
-    extra, params = _prefix_sql(path_prefix, "m.path")
-    join = " JOIN memories m ON m.id = w.memory_id" if path_prefix else ""
-    stats = db.one(f"SELECT count(*), coalesce(sum(w.length), 0) FROM memory_words w{join} "
-                   f"WHERE w.store_id = ?{extra}", (store_id, *params))
-    postings = db.all(
-        "SELECT t.memory_id, t.term, t.in_path, t.in_content, w.length, m.path "
-        "FROM memory_words_terms t JOIN memory_words w ON w.memory_id = t.memory_id "
-        "JOIN memories m ON m.id = t.memory_id "
-        f"WHERE t.store_id = ? AND t.term IN ({', '.join('?' * len(terms))}){extra}",
-        (store_id, *terms, *params))
-    if stats is None or not postings:
+    memories, total_length = wordsindex.stats(store.database, store_id, path_prefix)
+    postings = wordsindex.postings(store.database, store_id, terms, path_prefix)
+    if not memories or not postings:
         return []
     paths = {r[0]: r[5] for r in postings}
-    scores = W.bm25(question, ((r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in postings),
-                    int(stats[0]), int(stats[1]))
+    scores = W.bm25(question, (r[:5] for r in postings), memories, total_length)
     best = sorted(scores.items(), key=lambda kv: (-kv[1], paths[kv[0]]))
     return best[:CANDIDATES]
 

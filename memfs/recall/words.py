@@ -28,12 +28,17 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import Stemmer
 
 from .schema import fold
 
-__all__ = ["words", "stems", "question_terms", "index", "bm25", "snippet", "MAX_WORDS",
+if TYPE_CHECKING:
+    from ..backends import Database
+
+__all__ = ["words", "stems", "question_terms", "index", "bm25", "term_matches", "snippet",
+           "MAX_WORDS",
            "MAX_TERM", "K1", "B", "PATH_WEIGHT"]
 
 #: Words of a question at most (the rest are ignored).
@@ -164,6 +169,22 @@ def bm25(question: list[tuple[str, ...]], postings: Iterable[tuple[str, str, int
             total += max((per_term.get((mid, t), 0.0) for t in terms), default=0.0)
         scores[mid] = total
     return scores
+
+
+def term_matches(database: Database, store_id: str, terms: Iterable[str],
+                 ) -> dict[str, set[str]]:
+    """For each of the question's words ``terms`` (:func:`words`, keys as given), the ids of
+    the store's memories holding it (a word is held if any of its :func:`stems` is), as the
+    index has them (take the queue in first: :func:`memfs.recall.wordsqueue.catch_up`). A
+    word no memory holds maps to an empty set."""
+    from . import wordsindex
+
+    asked = {w: stems(w) for w in terms}
+    holding: dict[str, set[str]] = {}
+    for mid, term, *_ in wordsindex.postings(database, store_id,
+                                            {t for ts in asked.values() for t in ts}):
+        holding.setdefault(term, set()).add(mid)
+    return {w: set().union(*(holding.get(t, set()) for t in ts)) for w, ts in asked.items()}
 
 
 def _stem(w: str) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..background import Failures, lowest_priority
+from . import wordsindex
 
 if TYPE_CHECKING:
     from ..backends import Connection, Database
@@ -36,10 +37,10 @@ __all__ = ["catch_up", "queued", "forget_store", "BATCH", "ROWS", "BackgroundCat
 log = logging.getLogger(__name__)
 
 #: Memories indexed per transaction at most,
-BATCH = 64
-#: and rows of terms (a memory of 2 kB has about 250): 10 µs each, a few tens of ms of the
-#: write lock at most.
-ROWS = 2048
+BATCH = 256
+#: and terms (a memory of 2 kB has about 250): about 1 µs each to write
+#: (:mod:`memfs.recall.wordsindex`), a few tens of ms of the write lock at most.
+ROWS = 16384
 
 
 #: What the index holds of a memory (:func:`memfs.recall.words.index`): its length, and per
@@ -101,10 +102,8 @@ def _apply(database: Database, ready: dict[str, tuple[str, str, Terms] | None]) 
         marks = ", ".join("?" * len(ids))
         now = {r[0]: (r[1], r[2]) for r in c.execute(
             f"SELECT id, content_sha256, path FROM memories WHERE id IN ({marks})", ids)}
-        c.execute(f"DELETE FROM memory_words_terms WHERE memory_id IN ({marks})", ids)
-        c.execute(f"DELETE FROM memory_words WHERE memory_id IN ({marks})", ids)
-        docs: list[tuple[str, str, int]] = []
-        terms: list[tuple[str, str, str, int, int]] = []
+        wordsindex.drop(c, database.dialect, ids)
+        docs: list[wordsindex.Doc] = []
         for sid, mid in taken:
             if mid not in now:
                 continue  # gone: its words with it
@@ -115,15 +114,8 @@ def _apply(database: Database, ready: dict[str, tuple[str, str, Terms] | None]) 
                                 (mid,)).fetchone()
                 got = (sha, path, _index(row[0], row[1]))
             length, counts = got[2]
-            docs.append((mid, sid, length))
-            terms.extend((sid, t, mid, p, n) for t, (p, n) in counts.items())
-        if docs:
-            c.executemany("INSERT INTO memory_words (memory_id, store_id, length) "
-                          "VALUES (?, ?, ?)", docs)
-        if terms:
-            terms.sort()  # in the index's order: each page of it written once
-            c.executemany("INSERT INTO memory_words_terms (store_id, term, memory_id, in_path, "
-                          "in_content) VALUES (?, ?, ?, ?, ?)", terms)
+            docs.append((mid, sid, length, counts))
+        wordsindex.put(c, database.dialect, docs)
         c.executemany("DELETE FROM memory_words_queue WHERE store_id = ? AND memory_id = ?",
                       taken)
     return len(taken)
@@ -135,12 +127,11 @@ def _index(path: str, content: str) -> Terms:
     return index(path, content)
 
 
-def forget_store(c: Connection, store_id: str) -> None:
+def forget_store(c: Connection, dialect: str, store_id: str) -> None:
     """In the transaction ``c`` that deletes a store: its words, and its queue, go with its
     memories (no one searches a deleted store, and a mount takes in only its own store's
     queue)."""
-    c.execute("DELETE FROM memory_words_terms WHERE store_id = ?", (store_id,))
-    c.execute("DELETE FROM memory_words WHERE store_id = ?", (store_id,))
+    wordsindex.forget_store(c, dialect, store_id)
     c.execute("DELETE FROM memory_words_queue WHERE store_id = ?", (store_id,))
 
 

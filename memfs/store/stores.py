@@ -176,7 +176,7 @@ class StoresPart(StoreBase):
         c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
         from ..recall.wordsqueue import forget_store
 
-        forget_store(c, store_id)
+        forget_store(c, self.dialect, store_id)
         c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
         c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
         c.execute("INSERT INTO deleted_stores (id, workspace_id, deleted_at) "

@@ -109,9 +109,7 @@ def test_a_quiet_mount_indexes_the_words_its_writes_queued(open_store, mounter):
                what="the queue taken in")
     assert store.database.one(
         "SELECT count(*) FROM memory_words WHERE store_id = ?", (sid,))[0] == 149
-    assert store.database.one(
-        "SELECT count(*) FROM memory_words_terms WHERE store_id = ? AND term = ?",
-        (sid, words.stems("moved")[0]))[0] == 1
+    assert len(words.term_matches(store.database, sid, ["moved"])["moved"]) == 1
 
 
 def test_errnos_of_search(open_store, mounter):

@@ -45,9 +45,10 @@ text.
   and ``dreams_live`` for those not ended), ``reverts`` (what each revert undid and the
   versions it wrote), ``console_signouts`` (the Console's signed-out sign-ins until they
   expire).
-- recall's words index, ``memory_words`` (each memory's length) and ``memory_words_terms``
-  (its stemmed terms, by ``(store_id, term)``), filled from ``memory_words_queue``, where
-  triggers queue each changed memory;
+- recall's words index, ``memory_words`` (each memory's length and terms) with
+  ``memory_words_fts`` on SQLite, ``memory_words_terms`` on PostgreSQL
+  (:mod:`memfs.recall.wordsindex`), filled from ``memory_words_queue``, where triggers queue
+  each changed memory;
   ``memory_vectors`` and ``recall_leases``: :mod:`memfs.recall.schema` holds their SQL.
 - ``api_keys``: the keys of :meth:`~memfs.store.Store.create_key` (the SHA-256 of each
   secret, its ``workspace_id``, ``role``, ``store_ids`` scope, expiry, last use, revocation).
@@ -146,7 +147,8 @@ VERSIONS: tuple[Version, ...] = (
             "(issue 38 N6)",
             sqlite="m016_idempotency_keys", postgresql="m011_idempotency_keys"),
     Version("recall: words ranked by BM25 alike on both backends, stemmed in English and "
-            "French (memory_words: each memory's length; memory_words_terms: its terms); "
+            "French (memory_words: each memory's length and terms; memory_words_fts on SQLite, "
+            "memory_words_terms on PostgreSQL: their index); "
             "PostgreSQL's words queued in memory_words_queue as SQLite's are; every memory "
             "queued to be indexed again (issue 39)",
             sqlite="m017_words_bm25", postgresql="m012_words_bm25"),

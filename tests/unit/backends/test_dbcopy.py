@@ -225,7 +225,7 @@ def _at_m005(path: str) -> None:
     fts5 = recall_schema.SQLITE[recall_schema.SQLITE.index("CREATE TABLE memory_words_rows"):
                                 recall_schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     conn.executescript("""
-        DROP TABLE memory_words_terms; DROP TABLE memory_words;
+        DROP TABLE memory_words_vocab; DROP TABLE memory_words_fts; DROP TABLE memory_words;
         DELETE FROM _sqlite_migrations WHERE name = 'm017_words_bm25';
     """ + fts5 + """
         DROP TABLE idempotency_keys;

@@ -254,3 +254,21 @@ def test_the_migration_indexes_every_memory_again(
     finally:
         if name is not None:
             request.getfixturevalue("pg_cluster").drop_database(name)
+
+
+def test_term_matches_gives_each_question_word_the_memories_holding_it(store: Store) -> None:
+    """The fusion's coverage and df: keyed by the words as asked, a word held by a memory if
+    any of its stems is, only the store's own live memories (after the queue's catch-up)."""
+    sid, other = store.create_store("Notes").id, store.create_store("Other").id
+    a = store.create_memory(sid, "/a.md", "Ils mangeaient des cerises", actor=API).id
+    b = store.create_memory(sid, "/cerise/b.md", "painted walls", actor=API).id
+    gone = store.create_memory(sid, "/gone.md", "cerises painting", actor=API).id
+    store.create_memory(other, "/x.md", "cerises painted mangeaient", actor=API)
+    store.delete_memory(sid, gone, actor=API)
+    while store.catch_up_words():
+        pass
+    ws = W.words("Qui a mangé des CERISES paintings zzzz")
+    assert ws == ["mangé", "cerises", "paintings", "zzzz"]
+    assert W.term_matches(store.database, sid, ws) == {
+        "mangé": {a}, "cerises": {a, b}, "paintings": {b}, "zzzz": set()}
+    assert W.term_matches(store.database, sid, []) == {}

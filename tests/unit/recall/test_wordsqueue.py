@@ -15,7 +15,7 @@ import pytest
 
 from memfs import Actor
 from memfs.errors import Busy
-from memfs.recall import schema, words, wordsqueue
+from memfs.recall import schema, words, wordsindex, wordsqueue
 from memfs.store import Limits, Store
 from tests.support import wait_until
 from tests.support.backend import Backend
@@ -35,12 +35,7 @@ Indexed = dict[str, tuple[int, dict[str, tuple[int, int]]]]
 
 def indexed(store: Store, store_id: str) -> Indexed:
     """The words index of a store, as memory id -> (length, {term: (in path, in content)})."""
-    found: Indexed = {r[0]: (int(r[1]), {}) for r in store.database.all(
-        "SELECT memory_id, length FROM memory_words WHERE store_id = ?", (store_id,))}
-    for r in store.database.all("SELECT memory_id, term, in_path, in_content FROM "
-                                "memory_words_terms WHERE store_id = ?", (store_id,)):
-        found.setdefault(r[0], (-1, {}))[1][r[1]] = (int(r[2]), int(r[3]))
-    return found
+    return wordsindex.held(store.database, store_id)
 
 
 def live(store: Store, store_id: str) -> Indexed:
@@ -78,16 +73,15 @@ def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: 
         store.delete_path(sid, f"/n/{i}.md", actor=API)
     store.write_path(sid, "/m/1.md", "replaced by a write", actor=API)
     waiting = wordsqueue.queued(store.database, sid)
-    assert waiting > 2 * wordsqueue.BATCH
+    assert waiting > 80
     taken = []
-    while n := store.catch_up_words(sid):
+    while n := wordsqueue.catch_up(store.database, sid, limit=40):
         taken.append(n)
-    assert taken == [wordsqueue.BATCH, wordsqueue.BATCH, waiting - 2 * wordsqueue.BATCH]
+    assert taken == [40] * (waiting // 40) + ([waiting % 40] if waiting % 40 else [])
     assert indexed(store, sid) == live(store, sid)
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == len(live(store, sid))
-    # the rows of no memory but the live ones
-    assert store.database.one("SELECT count(DISTINCT memory_id) FROM memory_words_terms")[0] \
-        == len(live(store, sid))
+    # the terms of no memory but the live ones
+    assert wordsindex.size(store.database) == sum(len(t) for _, t in live(store, sid).values())
     hits = store.search(sid, "wombats", limit=100).hits
     assert sorted(h.path for h in hits) == sorted(f"/n/{i}.md" for i in range(0, 150, 3))
 
@@ -129,7 +123,7 @@ def test_the_migrations_from_m012_queue_every_memory_to_be_indexed_again(tmp_pat
         schema.SQLITE.index("CREATE TRIGGER memory_words_insert"):
         schema.SQLITE.index("INSERT INTO memory_words_rows (memory_id, store_id) SELECT")]
     conn.executescript(
-        "DROP TABLE memory_words_terms; DROP TABLE memory_words; "
+        "DROP TABLE memory_words_vocab; DROP TABLE memory_words_fts; DROP TABLE memory_words; "
         "DELETE FROM _sqlite_migrations WHERE name = 'm017_words_bm25';" + fts5 +
         "DROP TRIGGER memory_words_queue_insert; DROP TRIGGER memory_words_queue_update; "
         "DROP TRIGGER memory_words_queue_delete; DROP TABLE memory_words_queue; "
@@ -191,10 +185,11 @@ def test_a_deleted_store_leaves_no_words_behind(store: Store) -> None:
     store.delete_store(a)
     assert store.database.one(
         "SELECT count(*) FROM memory_words_queue WHERE store_id = ?", (a,))[0] == 0
-    for table in ("memory_words", "memory_words_terms"):
-        assert store.database.one(
-            f"SELECT count(*) FROM {table} WHERE store_id = ?", (a,))[0] == 0
+    assert store.database.one(
+        "SELECT count(*) FROM memory_words WHERE store_id = ?", (a,))[0] == 0
+    assert wordsindex.held(store.database, a) == {}
     assert [h.path for h in store.search(b, "quokka").hits] == ["/keep.md"]
+    assert wordsindex.size(store.database) == len(live(store, b)[hits_id(store, b, "/keep.md")][1])
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == 1
 
 
