@@ -227,3 +227,45 @@ def test_a_memory_changed_while_its_words_are_stemmed_is_indexed_as_it_is_then(
     assert indexed(store, sid) == live(store, sid)
     assert [h.path for h in store.search(sid, "wombat").hits] == ["/a.md"]
     assert store.search(sid, "alpha").hits == []
+
+
+KILLED_MID_BATCH = """
+import os, signal, sys
+from memfs.recall import wordsindex, wordsqueue
+from memfs.store import Limits, Store
+
+put = wordsindex.put
+
+
+def put_then_die(c, dialect, docs):
+    put(c, dialect, docs)  # the batch's words written, its transaction not yet committed
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+wordsindex.put = put_then_die
+store = Store(sys.argv[1], limits=Limits())
+wordsqueue.catch_up(store.database, sys.argv[2])
+"""
+
+
+def test_a_catch_up_killed_mid_batch_leaves_its_batch_queued_and_no_words(
+    backend: Backend, store: Store,
+) -> None:
+    """kill -9 between writing a batch's words and committing: none of them is found, the
+    batch is still queued, and the next catch-up indexes it whole."""
+    import subprocess
+    import sys
+
+    sid = store.create_store("Notes").id
+    store.write_path(sid, "/old.md", "an old quokka", actor=API)
+    store.catch_up_words(sid)
+    for i in range(20):
+        store.write_path(sid, f"/{i}.md", f"the wombat {i}", actor=API)
+    before = indexed(store, sid)
+    child = subprocess.run([sys.executable, "-c", KILLED_MID_BATCH, backend.url, sid],
+                           capture_output=True, timeout=60)
+    assert child.returncode == -9, child.stderr.decode()
+    assert indexed(store, sid) == before
+    assert wordsqueue.queued(store.database, sid) == 20
+    assert len(store.search(sid, "wombat", limit=100).hits) == 20
+    assert indexed(store, sid) == live(store, sid)
