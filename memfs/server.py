@@ -260,14 +260,11 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
     return BackgroundIndexer(store, provider, every_store).start()
 
 
-def start_words(store: Store) -> BackgroundCatchUp | None:
+def start_words(store: Store) -> BackgroundCatchUp:
     """Start the thread that indexes the words the writes queued, of every store, every
-    second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index. None
-    on PostgreSQL, where nothing is queued (its trigger indexes the words in the write)."""
+    second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index."""
     from .recall.wordsqueue import BackgroundCatchUp
 
-    if store.dialect != "sqlite":
-        return None
     return BackgroundCatchUp(store.catch_up_words).start()
 
 

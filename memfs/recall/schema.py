@@ -1,26 +1,27 @@
 """The tables of recall, on both backends (the migrations ``m011_recall`` of SQLite and
 ``m007_recall`` of PostgreSQL, in :mod:`memfs.store.schema`).
 
-Words: an index of every live memory's path and content. The database itself notes, in
-the same transaction as every change of ``memories`` (triggers), what the index must take in,
-so that no write path can forget it; every search by words brings it up to date first, so a
-memory is findable by its words the moment its write commits, and a deleted memory is gone
-from it at once. Only live memories are indexed (``memories`` holds each one's current
-content), so the text of an older or a redacted version is never found.
+Words: an index of every live memory's path and content, the same on both backends. The
+database itself notes, in the same transaction as every change of ``memories`` (triggers), the
+memory whose words the index must take in (``memory_words_queue``): no write path can forget
+it, and the write pays one row, not the tokenizing of its text (a third of the SQLite work of
+each write, issue 23). :mod:`memfs.recall.wordsqueue` takes the queue in before every search
+by words, so a memory is findable by its words the moment its write commits and a deleted
+one is gone from it at once, and in the background (mounts and ``memfs serve`` once they are
+quiet). Only live memories are indexed (``memories`` holds each one's current content), so the
+text of an older or a redacted version is never found.
 
-- SQLite: an FTS5 table ``memory_words`` (bm25; the ``porter`` stemmer over ``unicode61`` with
-  ``remove_diacritics 2``: case and accents folded, so ``été`` finds ``ete`` and ``Été``).
-  Its rowids are those of ``memory_words_rows``, whose INTEGER PRIMARY KEY, unlike the
-  implicit rowid of ``memories``, VACUUM never renumbers. A change of ``memories`` only
-  queues the memory's id in ``memory_words_queue`` (``m013_words_queue``): tokenizing its
-  text into FTS5 was a third of the SQLite work of each write (issue 23). The queue is
-  taken in by :mod:`memfs.recall.wordsqueue` before each search by words, and in the
-  background by mounts and ``memfs serve`` once they are quiet.
-- PostgreSQL: ``memory_words``, a ``tsvector`` per memory (configuration ``english``:
-  stemming and stop words; the path weighted above the content) with accents folded by
-  ``memfs_fold`` (the table of :func:`fold`; it also splits words at ``/ . _ - @ :``...),
-  under a GIN index, kept by a trigger on
-  ``memories`` and gone with the memory (ON DELETE CASCADE).
+The index holds, per memory, its length (its words, path and content) and its terms
+(:func:`memfs.recall.words.index`: words folded and stemmed in English and French), each with
+its count in the path and in the content: what BM25 (:func:`memfs.recall.words.bm25`) needs,
+and no more. :mod:`memfs.recall.wordsindex` says how: ``memory_words`` (a row per memory) with
+an FTS5 index of its terms on SQLite (``memory_words_fts``), a row per term per memory on
+PostgreSQL (``memory_words_terms``).
+
+History: ``m011_recall`` made an FTS5 table on SQLite (English ``porter`` stemming, FTS5's
+``bm25()`` over every store's memories) and a ``tsvector`` kept by a trigger on PostgreSQL
+(``ts_rank``); ``m013_words_queue`` queued SQLite's; ``m018_words_bm25`` (PostgreSQL:
+``m013_words_bm25``) made both the tables above.
 
 Meaning: ``memory_vectors`` holds a memory's embeddings, one per passage (``vector``: the
 passages' vectors end to end; ``passages``: their spans and keys, ``m017_vector_passages`` /
@@ -34,7 +35,8 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["PG", "SQLITE", "SQLITE_WORDS_QUEUE", "VECTOR_PASSAGES", "fold", "FOLD_FROM", "FOLD_TO"]
+__all__ = ["PG", "PG_BM25", "SQLITE", "SQLITE_BM25", "SQLITE_WORDS_QUEUE", "VECTOR_PASSAGES",
+           "fold", "FOLD_FROM", "FOLD_TO"]
 
 
 def _fold_table() -> tuple[str, str]:
@@ -192,3 +194,83 @@ CREATE TABLE recall_leases (
 
 
 PG = _pg('TEXT COLLATE "C"')
+
+
+_BM25_SQLITE = """
+CREATE TABLE memory_words (
+    doc INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL UNIQUE,
+    store_id TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    terms TEXT NOT NULL
+);
+CREATE INDEX memory_words_store ON memory_words(store_id, length);
+CREATE VIRTUAL TABLE memory_words_fts USING fts5(
+    terms, content = 'memory_words', content_rowid = 'doc', detail = 'none',
+    columnsize = 0, tokenize = 'ascii'
+);
+CREATE VIRTUAL TABLE memory_words_vocab USING fts5vocab(memory_words_fts, instance);
+"""
+
+_BM25_PG = """
+CREATE TABLE memory_words (
+    doc BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    memory_id TEXT COLLATE "C" NOT NULL UNIQUE,
+    store_id TEXT COLLATE "C" NOT NULL,
+    length BIGINT NOT NULL
+);
+CREATE INDEX memory_words_store ON memory_words(store_id, length);
+CREATE TABLE memory_words_terms (
+    store_id TEXT COLLATE "C" NOT NULL,
+    term TEXT COLLATE "C" NOT NULL,
+    doc BIGINT NOT NULL,
+    in_path BIGINT NOT NULL,
+    in_content BIGINT NOT NULL,
+    PRIMARY KEY (store_id, term, doc)
+);
+CREATE INDEX memory_words_terms_doc ON memory_words_terms(doc);
+"""
+
+
+#: ``m018_words_bm25``: the words ranked by BM25 the same on both backends
+#: (:func:`memfs.recall.words.bm25`), stemmed in English and French: FTS5's table (its
+#: ``porter`` stemmer is English only, its ``bm25()`` counts every store's memories) gives
+#: way to ``memory_words`` (each indexed memory's length and terms) and ``memory_words_fts``
+#: (their index, :mod:`memfs.recall.wordsindex`), filled from the queue by
+#: :func:`memfs.recall.wordsqueue.catch_up`. Every memory is queued: the first search of a
+#: store, or the background catch-up, indexes it again.
+SQLITE_BM25 = """
+DROP TABLE memory_words;
+DROP TABLE memory_words_rows;
+""" + _BM25_SQLITE + """
+INSERT OR IGNORE INTO memory_words_queue (store_id, memory_id) SELECT store_id, id FROM memories;
+"""
+
+#: ``m013_words_bm25`` of PostgreSQL: as SQLite's ``m018_words_bm25``, and the words queued
+#: by a trigger as SQLite's ``m013_words_queue`` queues them, instead of a ``tsvector`` made
+#: in the write's transaction (``ts_rank`` is not BM25, and the ``english`` configuration
+#: stems no French). The queue's row is all a write pays.
+PG_BM25 = """
+DROP TRIGGER memory_words_put ON memories;
+DROP FUNCTION memfs_words();
+DROP TABLE memory_words;
+DROP FUNCTION memfs_fold(text);
+""" + _BM25_PG + """
+CREATE TABLE memory_words_queue (
+    store_id TEXT COLLATE "C" NOT NULL,
+    memory_id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (store_id, memory_id)
+);
+CREATE FUNCTION memfs_words_queue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO memory_words_queue VALUES (OLD.store_id, OLD.id) ON CONFLICT DO NOTHING;
+    ELSE
+        INSERT INTO memory_words_queue VALUES (NEW.store_id, NEW.id) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_words_queue_put AFTER INSERT OR UPDATE OF path, content OR DELETE
+    ON memories FOR EACH ROW EXECUTE FUNCTION memfs_words_queue();
+INSERT INTO memory_words_queue SELECT store_id, id FROM memories;
+"""

@@ -1,8 +1,9 @@
 """The ranking behind :meth:`memfs.store.Store.search`: words and meaning fused into a relevance
 that means the same in every store and for every question (issue 39).
 
-- **Words**: the store's memories matching any word of the question, by bm25 (SQLite FTS5)
-  or ``ts_rank`` (PostgreSQL), best :data:`CANDIDATES`; and for each of them its
+- **Words**: the store's memories sharing a word (a stem) with the question, by BM25 with
+  the path weighted above the content (:mod:`memfs.recall.words`: the same on both
+  backends), best :data:`CANDIDATES`; and for each of them its
   **coverage**: the share of the question's words it holds, each word weighing its rarity in
   the store (its idf), 0 to 1. Coverage, unlike a bm25 score, means the same in every store.
 - **Meaning**: the question's embedding against every passage of every memory of the store
@@ -47,6 +48,7 @@ from ..models import RecallHit, RecallResult
 from ..rules import SEARCH_DEFAULT_THRESHOLD, parse_time
 from . import passages as P
 from . import words as W
+from . import wordsindex
 from .embeddings import LocalE5, Provider, Ranker, Unavailable
 
 if TYPE_CHECKING:
@@ -189,26 +191,21 @@ def _prefix_sql(path_prefix: str | None, column: str) -> tuple[str, tuple[Any, .
 
 def _by_words(store: StoreBase, store_id: str, ws: list[str], path_prefix: str | None,
               ) -> list[tuple[str, float]]:
+    """The best :data:`CANDIDATES` by BM25 (:func:`memfs.recall.words.bm25`, computed here
+    from the index's counts, so alike on both backends) among the store's memories (under
+    ``path_prefix``), best first; ties by path."""
     if not ws:
         return []
-    db = store.database
-    if db.dialect == "postgresql":
-        extra, params = _prefix_sql(path_prefix, "m.path")
-        rows = db.all(
-            "SELECT w.memory_id, ts_rank(w.words, q) AS score FROM memory_words w "
-            "JOIN memories m ON m.id = w.memory_id, to_tsquery('english', ?) AS q "
-            f"WHERE w.store_id = ? AND w.words @@ q{extra} ORDER BY score DESC, m.path "
-            "LIMIT ?", (W.tsquery(ws), store_id, *params, CANDIDATES))
-    else:
-        extra, params = _prefix_sql(path_prefix, "r_m.path")
-        rows = db.all(
-            "SELECT r.memory_id, -bm25(memory_words, 4.0, 1.0) AS score FROM memory_words "
-            "JOIN memory_words_rows r ON r.row = memory_words.rowid "
-            "JOIN memories r_m ON r_m.id = r.memory_id "
-            f"WHERE memory_words MATCH ? AND r.store_id = ?{extra} "
-            "ORDER BY score DESC, r_m.path LIMIT ?",
-            (W.fts5_query(ws), store_id, *params, CANDIDATES))
-    return [(r[0], float(r[1])) for r in rows]
+    question = W.question_terms(ws)
+    terms = sorted({t for alternatives in question for t in alternatives})
+    memories, total_length = wordsindex.stats(store.database, store_id, path_prefix)
+    postings = wordsindex.postings(store.database, store_id, terms, path_prefix)
+    if not memories or not postings:
+        return []
+    paths = {r[0]: r[5] for r in postings}
+    scores = W.bm25(question, (r[:5] for r in postings), memories, total_length)
+    best = sorted(scores.items(), key=lambda kv: (-kv[1], paths[kv[0]]))
+    return best[:CANDIDATES]
 
 
 class _Vectors:

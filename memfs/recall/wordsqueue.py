@@ -1,8 +1,9 @@
-"""Taking in SQLite's queue of memories whose words are to be indexed.
+"""Taking in the queue of memories whose words are to be indexed, on both backends.
 
 A write of ``memories`` does not tokenize its text: its transaction queues the memory's id in
-``memory_words_queue`` (a trigger, :data:`memfs.recall.schema.SQLITE_WORDS_QUEUE`), and
-:func:`catch_up` indexes what is queued, later, in a transaction of its own:
+``memory_words_queue`` (triggers: :data:`memfs.recall.schema.SQLITE_WORDS_QUEUE`,
+:data:`~memfs.recall.schema.PG_BM25`), and :func:`catch_up` indexes what is queued, later
+(:func:`memfs.recall.words.index`: folded, stemmed, counted):
 
 - **before every search by words** (:meth:`memfs.store.Store.search`), for the store searched:
   a memory is found by its words as soon as its write has returned, and a deleted one is not;
@@ -10,11 +11,12 @@ A write of ``memories`` does not tokenize its text: its transaction queues the m
   for a moment (:class:`memfs.fuse.watch.WordsCatchUp`), ``memfs serve`` every second.
 
 Each queued memory is indexed as it is when the queue is taken in (its words dropped if it is
-gone): the queue holds ids, never text, so taking it in twice, or late, is always right. A
-batch is one transaction (at most ``limit`` memories: the write lock is held for a few
-milliseconds, not for a whole store).
-
-PostgreSQL has no queue: its trigger indexes the words in the write's transaction.
+gone): the queue holds ids, never text, so taking it in twice, or late, is always right. The
+words are stemmed before the write lock is taken, and the lock then holds for writing rows
+only (at most ``limit`` memories a batch: a few milliseconds, not a whole store); a memory
+changed in between is stemmed again under the lock, as it is then, so the index never keeps
+what a committed write replaced. Every write holds the same lock (SQLite's one writer,
+PostgreSQL's advisory lock), so no write commits between that look and the dequeuing.
 """
 
 from __future__ import annotations
@@ -25,67 +27,116 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..background import Failures, lowest_priority
+from . import wordsindex
 
 if TYPE_CHECKING:
     from ..backends import Connection, Database
 
-__all__ = ["catch_up", "queued", "forget_store", "BATCH", "BackgroundCatchUp"]
+__all__ = ["catch_up", "queued", "forget_store", "BATCH", "ROWS", "BackgroundCatchUp"]
 
 log = logging.getLogger(__name__)
 
-#: Memories indexed per transaction: about 5 ms of the write lock (40-80 µs each).
-BATCH = 64
+#: Memories indexed per transaction at most,
+BATCH = 256
+#: and terms (a memory of 2 kB has about 250): about 1 µs each to write
+#: (:mod:`memfs.recall.wordsindex`), a few tens of ms of the write lock at most.
+ROWS = 16384
 
 
-def catch_up(database: Database, store_id: str | None = None, *, limit: int = BATCH) -> int:
-    """Index the words of up to ``limit`` queued memories (of ``store_id``, else of any store)
-    in one write transaction, and take them off the queue. Returns how many were taken (0:
-    none was queued; always 0 on PostgreSQL).
+#: What the index holds of a memory (:func:`memfs.recall.words.index`): its length, and per
+#: term its counts in the path and the content.
+Terms = tuple[int, dict[str, tuple[int, int]]]
+
+
+def catch_up(database: Database, store_id: str | None = None, *, limit: int = BATCH,
+             rows: int = ROWS) -> int:
+    """Index the words of up to ``limit`` queued memories (of ``store_id``, else of any store),
+    fewer if their terms would make more than ``rows`` rows (one memory at least), in one
+    write transaction, and take them off the queue. Returns how many were taken (0: none was
+    queued).
 
     :raises Busy, StorageError: as any write.
     """
-    if database.dialect != "sqlite":
-        return 0
     where, params = ("WHERE store_id = ? ", (store_id,)) if store_id is not None else ("", ())
-    # A look without the write lock first: nothing queued (an idle store) takes no lock.
-    if database.one(f"SELECT 1 FROM memory_words_queue {where}LIMIT 1", params) is None:
-        return 0
-    with database.write() as c:
-        taken = [(r[0], r[1]) for r in c.execute(
+    while True:
+        # A look without the write lock first: nothing queued (an idle store) takes no lock.
+        queued = [(r[0], r[1]) for r in database.all(
             f"SELECT store_id, memory_id FROM memory_words_queue {where}LIMIT ?",
             (*params, limit))]
+        if not queued:
+            return 0
+        # Stemmed before the lock is taken (stemming is most of the work).
+        texts = {r[0]: (r[1], r[2], r[3]) for r in database.all(
+            "SELECT id, content_sha256, path, content FROM memories "
+            f"WHERE id IN ({', '.join('?' * len(queued))})", [mid for _, mid in queued])}
+        ready: dict[str, tuple[str, str, Terms] | None] = {}
+        made = 0
+        for _, mid in queued:
+            if made >= rows:
+                break
+            text = texts.get(mid)
+            if text is None:
+                ready[mid] = None
+                continue
+            terms = _index(text[1], text[2])
+            ready[mid] = (text[0], text[1], terms)
+            made += len(terms[1])
+        taken = _apply(database, ready)
+        if taken:
+            return taken
+        # Another catch-up took them in the meantime: look again.
+
+
+def _apply(database: Database, ready: dict[str, tuple[str, str, Terms] | None]) -> int:
+    """Under the write lock: index those of ``ready`` (each memory's sha256, path and terms
+    as read, or None: it was gone) that are still queued, as they are now, and dequeue them.
+    Returns how many."""
+    with database.write() as c:
+        marks = ", ".join("?" * len(ready))
+        taken = [(r[0], r[1]) for r in c.execute(
+            f"SELECT store_id, memory_id FROM memory_words_queue WHERE memory_id IN ({marks})",
+            list(ready))]
         if not taken:
             return 0
         ids = [memory_id for _, memory_id in taken]
         marks = ", ".join("?" * len(ids))
-        # Out with the words each one had, in with those it has (if it still exists).
-        c.execute(f"DELETE FROM memory_words WHERE rowid IN (SELECT row FROM memory_words_rows "
-                  f"WHERE memory_id IN ({marks}))", ids)
-        c.execute(f"DELETE FROM memory_words_rows WHERE memory_id IN ({marks})", ids)
-        c.execute("INSERT INTO memory_words_rows (memory_id, store_id) SELECT id, store_id "
-                  f"FROM memories WHERE id IN ({marks})", ids)
-        c.execute("INSERT INTO memory_words (rowid, path, content) SELECT r.row, m.path, "
-                  "m.content FROM memory_words_rows r JOIN memories m ON m.id = r.memory_id "
-                  f"WHERE r.memory_id IN ({marks})", ids)
+        now = {r[0]: (r[1], r[2]) for r in c.execute(
+            f"SELECT id, content_sha256, path FROM memories WHERE id IN ({marks})", ids)}
+        wordsindex.drop(c, database.dialect, ids)
+        docs: list[wordsindex.Doc] = []
+        for sid, mid in taken:
+            if mid not in now:
+                continue  # gone: its words with it
+            sha, path = now[mid]
+            got = ready.get(mid)
+            if got is None or got[:2] != (sha, path):  # changed since it was read: read it now
+                row = c.execute("SELECT path, content FROM memories WHERE id = ?",
+                                (mid,)).fetchone()
+                got = (sha, path, _index(row[0], row[1]))
+            length, counts = got[2]
+            docs.append((mid, sid, length, counts))
+        wordsindex.put(c, database.dialect, docs)
         c.executemany("DELETE FROM memory_words_queue WHERE store_id = ? AND memory_id = ?",
                       taken)
-    return len(ids)
+    return len(taken)
 
 
-def forget_store(c: Connection, store_id: str) -> None:
-    """In the transaction ``c`` that deletes a store (SQLite): its words, and its queue, go
-    with its memories (no one searches a deleted store, and a mount takes in only its own
-    store's queue)."""
-    c.execute("DELETE FROM memory_words WHERE rowid IN "
-              "(SELECT row FROM memory_words_rows WHERE store_id = ?)", (store_id,))
-    c.execute("DELETE FROM memory_words_rows WHERE store_id = ?", (store_id,))
+def _index(path: str, content: str) -> Terms:
+    from .words import index
+
+    return index(path, content)
+
+
+def forget_store(c: Connection, dialect: str, store_id: str) -> None:
+    """In the transaction ``c`` that deletes a store: its words, and its queue, go with its
+    memories (no one searches a deleted store, and a mount takes in only its own store's
+    queue)."""
+    wordsindex.forget_store(c, dialect, store_id)
     c.execute("DELETE FROM memory_words_queue WHERE store_id = ?", (store_id,))
 
 
 def queued(database: Database, store_id: str) -> int:
     """How many memories of the store wait for their words to be indexed."""
-    if database.dialect != "sqlite":
-        return 0
     row = database.one("SELECT count(*) FROM memory_words_queue WHERE store_id = ?",
                        (store_id,))
     return int(row[0]) if row is not None else 0

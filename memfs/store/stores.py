@@ -174,10 +174,9 @@ class StoresPart(StoreBase):
     def _delete_store_in(self, c: Connection, store_id: str) -> None:
         self._store_in(c, store_id)
         c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
-        if self.dialect == "sqlite":  # PostgreSQL's words go with the memories (a cascade)
-            from ..recall.wordsqueue import forget_store
+        from ..recall.wordsqueue import forget_store
 
-            forget_store(c, store_id)
+        forget_store(c, self.dialect, store_id)
         c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
         c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
         c.execute("INSERT INTO deleted_stores (id, workspace_id, deleted_at) "

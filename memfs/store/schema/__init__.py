@@ -45,9 +45,10 @@ text.
   and ``dreams_live`` for those not ended), ``reverts`` (what each revert undid and the
   versions it wrote), ``console_signouts`` (the Console's signed-out sign-ins until they
   expire).
-- recall's ``memory_words`` (the words index: FTS5 with ``memory_words_rows`` on SQLite,
-  the changed memories queued in ``memory_words_queue`` by triggers; a ``tsvector`` under
-  GIN on PostgreSQL, kept by a trigger),
+- recall's words index, ``memory_words`` (each memory's length and terms) with
+  ``memory_words_fts`` on SQLite, ``memory_words_terms`` on PostgreSQL
+  (:mod:`memfs.recall.wordsindex`), filled from ``memory_words_queue``, where triggers queue
+  each changed memory;
   ``memory_vectors`` and ``recall_leases``: :mod:`memfs.recall.schema` holds their SQL.
 - ``api_keys``: the keys of :meth:`~memfs.store.Store.create_key` (the SHA-256 of each
   secret, its ``workspace_id``, ``role``, ``store_ids`` scope, expiry, last use, revocation).
@@ -63,9 +64,9 @@ text.
 **Where the backends differ.** PostgreSQL's text columns are ``COLLATE "C"`` (byte order, as
 SQLite's BINARY: a directory is the range ``[prefix + "/", prefix + "0")``), its integers
 ``BIGINT``, its counters identities (SQLite: ``AUTOINCREMENT``), ``memory_count`` is kept by one
-trigger function (SQLite: two triggers), and recall's words are indexed differently. SQLite's
+trigger function (SQLite: two triggers), and so is the words queue (SQLite: three). SQLite's
 ``memories.store_id`` names ``stores`` as a foreign key, never enforced (``foreign_keys`` is
-off); PostgreSQL's recall tables cascade from ``memories``.
+off); PostgreSQL's ``memory_vectors`` cascade from ``memories``.
 
 **Adding a migration:** a function to :mod:`~memfs.store.schema.sqlite`, an entry to
 :mod:`~memfs.store.schema.postgresql`'s list, and a row to :data:`VERSIONS` naming both
@@ -147,6 +148,12 @@ VERSIONS: tuple[Version, ...] = (
             sqlite="m016_idempotency_keys", postgresql="m011_idempotency_keys"),
     Version("memory_vectors.passages: a memory's vectors are its passages' (issue 39)",
             sqlite="m017_vector_passages", postgresql="m012_vector_passages"),
+    Version("recall: words ranked by BM25 alike on both backends, stemmed in English and "
+            "French (memory_words: each memory's length and terms; memory_words_fts on SQLite, "
+            "memory_words_terms on PostgreSQL: their index); "
+            "PostgreSQL's words queued in memory_words_queue as SQLite's are; every memory "
+            "queued to be indexed again (issue 39)",
+            sqlite="m018_words_bm25", postgresql="m013_words_bm25"),
 )
 
 

@@ -233,6 +233,9 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m011_idempotency_keys", IDEMPOTENCY_KEYS_SQL.format(T=_T, I="BIGINT")),
     # SQLite's m017_vector_passages: the spans and keys of a memory's passages' vectors.
     ("m012_vector_passages", recall_schema.VECTOR_PASSAGES),
+    # SQLite's m018_words_bm25, with SQLite's queue of m013_words_queue: the words ranked by
+    # BM25 alike on both backends, and queued by the write instead of indexed in it.
+    ("m013_words_bm25", recall_schema.PG_BM25),
 ]
 
 

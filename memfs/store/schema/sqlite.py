@@ -447,6 +447,15 @@ def m017_vector_passages(db: sqlite_utils.Database) -> None:
     db.executescript(schema.VECTOR_PASSAGES)
 
 
+@_migration
+def m018_words_bm25(db: sqlite_utils.Database) -> None:
+    # Issue 39: the words ranked by BM25 alike on both backends, stemmed in English and
+    # French; every memory queued to be indexed again (memfs.recall.schema.SQLITE_BM25).
+    from memfs.recall import schema
+
+    db.executescript(schema.SQLITE_BM25)
+
+
 #: The SQL of m016 (and of PostgreSQL's m011, with its types for ``{T}`` and ``{I}``): per
 #: ``scope`` (the caller's workspace) and client ``key``, the SHA-256 of the request
 #: (``fingerprint``: the key sent with another request is refused) and its answer (``status``,

@@ -217,11 +217,18 @@ def test_a_mismatch_rolls_back(src, tmp_path, monkeypatch):
 
 
 def _at_m005(path: str) -> None:
+    from memfs.recall import schema as recall_schema
     from memfs.store import schema
 
     Store(path, limits=Limits()).close()  # then take the last migration back out
     conn = sqlite3.connect(path)
+    fts5 = recall_schema.SQLITE[recall_schema.SQLITE.index("CREATE TABLE memory_words_rows"):
+                                recall_schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     conn.executescript("""
+        DROP TABLE memory_words_vocab; DROP TABLE memory_words_fts; DROP TABLE memory_words;
+        DELETE FROM _sqlite_migrations WHERE name = 'm018_words_bm25';
+        DELETE FROM _sqlite_migrations WHERE name = 'm017_vector_passages';
+    """ + fts5 + """
         DROP TABLE idempotency_keys;
         DELETE FROM _sqlite_migrations WHERE name = 'm016_idempotency_keys';
         ALTER TABLE sessions DROP COLUMN created_by_key;
@@ -254,7 +261,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m016_idempotency_keys"
+    assert schema.migration_names("sqlite")[-1] == "m018_words_bm25"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -271,10 +278,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/16" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/18" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/16 (m005_session_launcher) -> 16/16 (m016_idempotency_keys)" in r.output, r.output
+    assert "5/18 (m005_session_launcher) -> 18/18 (m018_words_bm25)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 

@@ -1,7 +1,8 @@
-"""SQLite's words index taken in later (issue 23): a write only queues its memory
-(``memory_words_queue``), and :mod:`memfs.recall.wordsqueue` indexes the queue, a batch at a
-time, before each search by words and in the background. What a search finds is covered,
-on both backends, by ``test_recall.py``; here, what the queue does and costs."""
+"""The words index taken in later (issue 23; PostgreSQL too since issue 39): a write only
+queues its memory (``memory_words_queue``), and :mod:`memfs.recall.wordsqueue` indexes the
+queue, a batch at a time, before each search by words and in the background. What a search
+finds is covered, on both backends, by ``test_recall.py`` and ``test_words.py``; here, what
+the queue does and costs."""
 
 from __future__ import annotations
 
@@ -14,30 +15,37 @@ import pytest
 
 from memfs import Actor
 from memfs.errors import Busy
-from memfs.recall import schema, wordsqueue
+from memfs.recall import schema, words, wordsindex, wordsqueue
 from memfs.store import Limits, Store
 from tests.support import wait_until
+from tests.support.backend import Backend
 
 API = Actor.api("apikey_test")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "m.db", limits=Limits())
+def store(backend: Backend) -> Store:
+    s = backend.open()
     s.use_embeddings("none")
     return s
 
 
-def indexed(store: Store, store_id: str) -> dict[str, tuple[str, str]]:
-    """The words index of a store, as memory id -> (path, content)."""
-    return {r[0]: (r[1], r[2]) for r in store.database.all(
-        "SELECT r.memory_id, w.path, w.content FROM memory_words w "
-        "JOIN memory_words_rows r ON r.row = w.rowid WHERE r.store_id = ?", (store_id,))}
+Indexed = dict[str, tuple[int, dict[str, tuple[int, int]]]]
 
 
-def live(store: Store, store_id: str) -> dict[str, tuple[str, str]]:
-    return {r[0]: (r[1], r[2]) for r in store.database.all(
+def indexed(store: Store, store_id: str) -> Indexed:
+    """The words index of a store, as memory id -> (length, {term: (in path, in content)})."""
+    return wordsindex.held(store.database, store_id)
+
+
+def live(store: Store, store_id: str) -> Indexed:
+    """What the index should hold of the store's memories."""
+    return {r[0]: words.index(r[1], r[2]) for r in store.database.all(
         "SELECT id, path, content FROM memories WHERE store_id = ?", (store_id,))}
+
+
+def hits_id(store: Store, store_id: str, path: str) -> str:
+    return store.get_memory_by_path(store_id, path).id
 
 
 def test_a_write_queues_its_memory_and_tokenizes_nothing(store: Store) -> None:
@@ -48,7 +56,8 @@ def test_a_write_queues_its_memory_and_tokenizes_nothing(store: Store) -> None:
     assert indexed(store, sid) == {}
     assert [h.path for h in store.search(sid, "quokka").hits] == ["/a.md"]
     assert wordsqueue.queued(store.database, sid) == 0
-    assert list(indexed(store, sid).values()) == [("/a.md", "the quokka smiles")]
+    assert indexed(store, sid) == live(store, sid)
+    assert "smile" in indexed(store, sid)[hits_id(store, sid, "/a.md")][1]
 
 
 def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: Store) -> None:
@@ -64,13 +73,15 @@ def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: 
         store.delete_path(sid, f"/n/{i}.md", actor=API)
     store.write_path(sid, "/m/1.md", "replaced by a write", actor=API)
     waiting = wordsqueue.queued(store.database, sid)
-    assert waiting > 2 * wordsqueue.BATCH
+    assert waiting > 80
     taken = []
-    while n := store.catch_up_words(sid):
+    while n := wordsqueue.catch_up(store.database, sid, limit=40):
         taken.append(n)
-    assert taken == [wordsqueue.BATCH, wordsqueue.BATCH, waiting - 2 * wordsqueue.BATCH]
+    assert taken == [40] * (waiting // 40) + ([waiting % 40] if waiting % 40 else [])
     assert indexed(store, sid) == live(store, sid)
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == len(live(store, sid))
+    # the terms of no memory but the live ones
+    assert wordsindex.size(store.database) == sum(len(t) for _, t in live(store, sid).values())
     hits = store.search(sid, "wombats", limit=100, threshold=0).hits
     assert sorted(h.path for h in hits) == sorted(f"/n/{i}.md" for i in range(0, 150, 3))
 
@@ -85,7 +96,8 @@ def test_one_store_s_catch_up_leaves_the_others_queue(store: Store) -> None:
     assert wordsqueue.queued(store.database, b) == 0 and indexed(store, b)
 
 
-def test_an_empty_queue_takes_no_write_lock(store: Store) -> None:
+def test_an_empty_queue_takes_no_write_lock(tmp_path: Path) -> None:
+    store = Store(tmp_path / "m.db", limits=Limits())
     sid = store.create_store("Notes").id
     before = store.database.writer.total_changes
     store.database.writer.execute("BEGIN IMMEDIATE")  # held elsewhere: a catch-up must not wait
@@ -93,18 +105,26 @@ def test_an_empty_queue_takes_no_write_lock(store: Store) -> None:
         assert store.catch_up_words(sid) == 0
     finally:
         store.database.writer.execute("ROLLBACK")
-    assert store.database.writer.total_changes == before
+    try:
+        assert store.database.writer.total_changes == before
+    finally:
+        store.close()
 
 
-def test_the_migration_keeps_what_was_indexed_and_queues_from_then_on(tmp_path: Path) -> None:
+def test_the_migrations_from_m012_queue_every_memory_to_be_indexed_again(tmp_path: Path,
+                                                                        ) -> None:
     path = tmp_path / "old.db"
     with Store(path, limits=Limits()) as s:
         sid = s.create_store("Notes").id
     conn = sqlite3.connect(path)  # back to m012, whose triggers index the words at once
+    fts5 = schema.SQLITE[schema.SQLITE.index("CREATE TABLE memory_words_rows"):
+                         schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     old_triggers = schema.SQLITE[
         schema.SQLITE.index("CREATE TRIGGER memory_words_insert"):
         schema.SQLITE.index("INSERT INTO memory_words_rows (memory_id, store_id) SELECT")]
     conn.executescript(
+        "DROP TABLE memory_words_vocab; DROP TABLE memory_words_fts; DROP TABLE memory_words; "
+        "DELETE FROM _sqlite_migrations WHERE name = 'm018_words_bm25';" + fts5 +
         "DROP TRIGGER memory_words_queue_insert; DROP TRIGGER memory_words_queue_update; "
         "DROP TRIGGER memory_words_queue_delete; DROP TABLE memory_words_queue; "
         "DELETE FROM _sqlite_migrations WHERE name = 'm013_words_queue';" + old_triggers)
@@ -117,8 +137,9 @@ def test_the_migration_keeps_what_was_indexed_and_queues_from_then_on(tmp_path: 
     s = Store(path, limits=Limits())  # migrates
     s.use_embeddings("none")
     try:
-        assert wordsqueue.queued(s.database, sid) == 0
-        assert list(indexed(s, sid).values()) == [("/old.md", "the old quokka")]
+        assert wordsqueue.queued(s.database, sid) == 1  # m018_words_bm25: to index again
+        assert [h.path for h in s.search(sid, "quokkas").hits] == ["/old.md"]
+        assert indexed(s, sid) == live(s, sid)
         s.write_path(s_id := sid, "/new.md", "a new quokka", actor=API)
         assert wordsqueue.queued(s.database, s_id) == 1
         assert sorted(h.path for h in s.search(sid, "quokka").hits) == ["/new.md", "/old.md"]
@@ -165,6 +186,86 @@ def test_a_deleted_store_leaves_no_words_behind(store: Store) -> None:
     assert store.database.one(
         "SELECT count(*) FROM memory_words_queue WHERE store_id = ?", (a,))[0] == 0
     assert store.database.one(
-        "SELECT count(*) FROM memory_words_rows WHERE store_id = ?", (a,))[0] == 0
+        "SELECT count(*) FROM memory_words WHERE store_id = ?", (a,))[0] == 0
+    assert wordsindex.held(store.database, a) == {}
     assert [h.path for h in store.search(b, "quokka").hits] == ["/keep.md"]
+    assert wordsindex.size(store.database) == len(live(store, b)[hits_id(store, b, "/keep.md")][1])
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == 1
+
+
+def test_a_batch_is_bounded_by_its_rows_of_terms(store: Store) -> None:
+    """The write lock holds for the rows a batch writes: a batch stops at ``rows`` rows of
+    terms (one memory at least), however few memories that is."""
+    sid = store.create_store("Notes").id
+    for i in range(3):
+        store.write_path(sid, f"/{i}.md", " ".join(f"w{i}x{j}" for j in range(300)), actor=API)
+    assert wordsqueue.catch_up(store.database, sid, rows=1) == 1
+    assert wordsqueue.catch_up(store.database, sid, rows=400) == 2
+    assert indexed(store, sid) == live(store, sid)
+
+
+def test_a_memory_changed_while_its_words_are_stemmed_is_indexed_as_it_is_then(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stemming happens before the write lock: a write that commits in between is what the
+    index takes in, never the text it replaced."""
+    sid = store.create_store("Notes").id
+    store.write_path(sid, "/a.md", "the alpha quokka", actor=API)
+    stem = wordsqueue._index
+    calls = []
+
+    def index_then_write(path: str, content: str) -> wordsqueue.Terms:
+        calls.append(content)
+        if len(calls) == 1:  # a write lands after the text was read, before the lock
+            store.write_path(sid, "/a.md", "the omega wombat", actor=API)
+        return stem(path, content)
+
+    monkeypatch.setattr(wordsqueue, "_index", index_then_write)
+    assert wordsqueue.catch_up(store.database, sid) == 1
+    assert calls == ["the alpha quokka", "the omega wombat"]
+    assert wordsqueue.queued(store.database, sid) == 0
+    assert indexed(store, sid) == live(store, sid)
+    assert [h.path for h in store.search(sid, "wombat").hits] == ["/a.md"]
+    assert store.search(sid, "alpha").hits == []
+
+
+KILLED_MID_BATCH = """
+import os, signal, sys
+from memfs.recall import wordsindex, wordsqueue
+from memfs.store import Limits, Store
+
+put = wordsindex.put
+
+
+def put_then_die(c, dialect, docs):
+    put(c, dialect, docs)  # the batch's words written, its transaction not yet committed
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+wordsindex.put = put_then_die
+store = Store(sys.argv[1], limits=Limits())
+wordsqueue.catch_up(store.database, sys.argv[2])
+"""
+
+
+def test_a_catch_up_killed_mid_batch_leaves_its_batch_queued_and_no_words(
+    backend: Backend, store: Store,
+) -> None:
+    """kill -9 between writing a batch's words and committing: none of them is found, the
+    batch is still queued, and the next catch-up indexes it whole."""
+    import subprocess
+    import sys
+
+    sid = store.create_store("Notes").id
+    store.write_path(sid, "/old.md", "an old quokka", actor=API)
+    store.catch_up_words(sid)
+    for i in range(20):
+        store.write_path(sid, f"/{i}.md", f"the wombat {i}", actor=API)
+    before = indexed(store, sid)
+    child = subprocess.run([sys.executable, "-c", KILLED_MID_BATCH, backend.url, sid],
+                           capture_output=True, timeout=60)
+    assert child.returncode == -9, child.stderr.decode()
+    assert indexed(store, sid) == before
+    assert wordsqueue.queued(store.database, sid) == 20
+    assert len(store.search(sid, "wombat", limit=100, threshold=0).hits) == 20
+    assert indexed(store, sid) == live(store, sid)
