@@ -8,8 +8,9 @@ Run it through ``scripts/bench_recall`` (the mount phase needs root and FUSE).
    ``grep`` (every word of 4+ letters of the question, ``grep -rilF`` over the memories as
    files, files ranked by how many words they hold, then by path), ``words`` (the store's
    text index alone), ``meaning`` (the local model alone), ``hybrid`` (both, as memfs ranks
-   them: reciprocal-rank fusion) and ``hybrid-weighted`` (the weighted sum of normalized
-   scores, measured against it). recall@5: the share of questions with an acceptable path in
+   them: the calibrated relevance), each with threshold 0; ``hybrid, default threshold`` (the
+   search as an agent gets it), and ``hybrid-rrf`` and ``hybrid-weighted`` (the fusions it is
+   measured against). recall@5: the share of questions with an acceptable path in
    the first 5; MRR: the mean of 1/rank of the first acceptable path in the first 10 (0 when
    none). The same questions are asked again with the set's memories among --memories
    memories (the rest: generated 2 kB memories on other subjects).
@@ -75,7 +76,8 @@ from memfs.store import Store  # noqa: E402
 
 DEFAULT_SET = REPO / "scripts" / "recall" / "everyday.json"
 MEMFS = Path(sys.executable).with_name("memfs")
-METHODS = ("grep", "words", "meaning", "hybrid", "hybrid-weighted")
+METHODS = ("grep", "words", "meaning", "hybrid", "hybrid, default threshold", "hybrid-rrf",
+           "hybrid-weighted")
 #: Subjects of the generated memories: none of the labelled set's.
 FILLER_TOPICS = (
     "warehouse inventory", "garden irrigation", "chess openings", "bird watching",
@@ -140,12 +142,19 @@ def score(ranked: Sequence[str], answers: Sequence[str]) -> tuple[bool, float]:
 
 def quality(store: Store, sid: str, questions: list[dict[str, Any]],
             files: Path | None) -> dict[str, dict[str, Any]]:
+    # The ranking with threshold 0 (what the methods find), and memfs's search as an agent
+    # gets it (the default threshold: "hybrid, default threshold").
     runs: dict[str, Callable[[str], list[str]]] = {
-        "words": lambda q: [h.path for h in store.search(sid, q, channels=("words",)).hits],
-        "meaning": lambda q: [h.path for h in store.search(sid, q, channels=("meaning",)).hits],
-        "hybrid": lambda q: [h.path for h in store.search(sid, q).hits],
+        "words": lambda q: [h.path for h in store.search(sid, q, channels=("words",),
+                                                         threshold=0).hits],
+        "meaning": lambda q: [h.path for h in store.search(sid, q, channels=("meaning",),
+                                                           threshold=0).hits],
+        "hybrid": lambda q: [h.path for h in store.search(sid, q, threshold=0).hits],
+        "hybrid, default threshold": lambda q: [h.path for h in store.search(sid, q).hits],
+        "hybrid-rrf": lambda q: [h.path for h in
+                                 store.search(sid, q, fusion="rrf", threshold=0).hits],
         "hybrid-weighted": lambda q: [h.path for h in
-                                      store.search(sid, q, fusion="weighted").hits],
+                                      store.search(sid, q, fusion="weighted", threshold=0).hits],
     }
     if files is not None:
         runs = {"grep": lambda q: grep_rank(files, q), **runs}
