@@ -70,7 +70,7 @@ sys.path.insert(0, str(REPO))
 
 import locomo  # noqa: E402  (scripts/locomo.py, beside this script)
 
-from memfs.recall.indexer import BackgroundIndexer  # noqa: E402
+from memfs.recall.indexer import BackgroundIndexer, has_work  # noqa: E402
 from memfs.rules import Limits  # noqa: E402
 from memfs.store import Store  # noqa: E402
 
@@ -177,8 +177,11 @@ def fill(store: Store, sid: str, memories: dict[str, str]) -> None:
         store.write_path(sid, path, content, actor=None)
 
 
-def index_in_background(store: Store, sid: str, timeout: float) -> float:
-    """Seconds a BackgroundIndexer takes to embed the whole store."""
+def index_in_background(store: Store, sid: str, timeout: float,
+                        whole: list[float] | None = None) -> float:
+    """Seconds a BackgroundIndexer takes to index the whole store (every memory's first
+    passage: every memory found by meaning); with ``whole``, it goes on until every passage
+    of every memory is embedded, and appends the seconds that took."""
     t0 = time.monotonic()
     bg = BackgroundIndexer(store, store.embeddings, lambda: [sid]).start()  # type: ignore[arg-type]
     try:
@@ -186,7 +189,15 @@ def index_in_background(store: Store, sid: str, timeout: float) -> float:
             if time.monotonic() - t0 > timeout:
                 raise SystemExit(f"not indexed after {timeout:.0f} s: {status}")
             time.sleep(0.2)
-        return time.monotonic() - t0
+        indexed = time.monotonic() - t0
+        if whole is not None:
+            model = store.embeddings.model  # type: ignore[union-attr]
+            while has_work(store, sid, model):
+                if time.monotonic() - t0 > timeout:
+                    raise SystemExit(f"not read whole after {timeout:.0f} s")
+                time.sleep(0.5)
+            whole.append(time.monotonic() - t0)
+        return indexed
     finally:
         bg.stop()
 
@@ -679,8 +690,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             bid = big.create_store("big").id
             fill(big, bid, memories)
             fill(big, bid, dict(filler(i) for i in range(args.memories - len(memories))))
-            secs = index_in_background(big, bid, 1800)
-            report["index_seconds"] = secs
+            whole: list[float] = []
+            secs = index_in_background(big, bid, 3600, whole)
+            report["index_seconds"], report["read_whole_seconds"] = secs, whole[0]
             report["big_quality"] = quality(big, bid, questions, None)
             qs = [q["q"] for q in questions]
             report["latency"] = {"hybrid": latencies(big, bid, qs, args.queries,
@@ -692,7 +704,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines += render_quality(f"Among {args.memories} memories", report["big_quality"])
             lines += [f"### Speed at {args.memories} memories of ~2 kB", "",
                       f"- indexed by meaning in the background in {secs:.0f} s "
-                      f"({secs / 60:.1f} min, {secs / args.memories * 1000:.0f} ms a memory)",
+                      f"({secs / 60:.1f} min, {secs / args.memories * 1000:.0f} ms a memory: "
+                      "every memory's first passage), read whole in "
+                      f"{whole[0]:.0f} s ({whole[0] / 60:.1f} min)",
                       f"- search, hybrid (question embedded): p50 "
                       f"{lat['hybrid']['p50_ms']:.1f} ms, p99 {lat['hybrid']['p99_ms']:.1f} ms "
                       f"({args.queries} searches)",

@@ -96,7 +96,8 @@ WORDS_AT_THRESHOLD = S.WORDS_CENTER + S.WORDS_WIDTH * math.log(
 
 def score(e: S.Evidence, a: float, b: float, c: float, t: float) -> float:
     if e.cosine is None:  # words alone: their logistic, on the cosine's scale around t
-        return t + (e.coverage - WORDS_AT_THRESHOLD) * WIDTH / S.WORDS_WIDTH
+        return t + (e.coverage + S.WORDS_BM25 * e.bm25_share - WORDS_AT_THRESHOLD) \
+            * WIDTH / S.WORDS_WIDTH
     return e.cosine + a * e.coverage + b * e.bm25_share - c * e.unknown
 
 

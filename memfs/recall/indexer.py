@@ -12,6 +12,10 @@ the one it asks).
   whose text is the same keep their vectors, and only the others are embedded. The one
   vector a memory had before passages (``passages`` empty) still ranks it until it is
   embedded again.
+- **First passages first**: a whole memory of 2 kB costs several times what its first
+  passage does, so a catch-up embeds the first passage of every pending memory (a memory is
+  then indexed: found by meaning, by that passage), and only then the other passages of each
+  (``passages_left``), newest first, batch by batch.
 - **One process at a time per store**: a lease in ``recall_leases`` (:data:`LEASE_SECONDS`,
   renewed at every batch) is taken before any work, so two processes do no double work; a
   process killed with its lease loses it when it expires.
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["Indexer", "Progress", "BackgroundIndexer", "LEASE_SECONDS", "last_failure",
-           "pending_count", "pending_bytes", "has_pending", "wait_for"]
+           "pending_count", "pending_bytes", "has_pending", "has_work", "wait_for"]
 
 #: Seconds a lease lasts without renewal.
 LEASE_SECONDS = 30.0
@@ -54,12 +58,14 @@ BATCH = 8
 
 @dataclass
 class Progress:
-    """What a catch-up did: memories embedded, those still pending, and why it stopped early
-    (None: the store is indexed)."""
+    """What a catch-up did: memories embedded (their first passage at least), those still
+    pending, memories whose other passages it embedded (``deepened``), and why it stopped
+    early (None: the store is indexed, every passage of every memory)."""
 
     embedded: int = 0
     pending: int = 0
     reason: str | None = None
+    deepened: int = 0
 
 
 def _now() -> str:
@@ -102,6 +108,19 @@ def has_pending(store: StoreBase, store_id: str, model: str) -> bool:
     return store.database.one(f"SELECT 1 {_PENDING} LIMIT 1", (store_id, model)) is not None
 
 
+#: Memories whose current vectors have passages still to embed (their first one is).
+_DEEPER = (
+    "FROM memories m JOIN memory_vectors v ON v.memory_id = m.id WHERE m.store_id = ? AND "
+    "v.model = ? AND v.path = m.path AND v.content_sha256 = m.content_sha256 AND "
+    "v.passages_left > 0")
+
+
+def has_work(store: StoreBase, store_id: str, model: str) -> bool:
+    """Whether the store has a memory to embed, or passages of one (stops at the first)."""
+    return has_pending(store, store_id, model) or store.database.one(
+        f"SELECT 1 {_DEEPER} LIMIT 1", (store_id, model)) is not None
+
+
 class Indexer:
     """Catches stores up with a provider (one instance per process and provider)."""
 
@@ -139,38 +158,52 @@ class Indexer:
     # -- catching up --------------------------------------------------------------------------
 
     def catch_up(self, store_id: str, *, deadline: float | None = None,
-                 stop: threading.Event | None = None, batch: int = BATCH) -> Progress:
+                 stop: threading.Event | None = None, batch: int = BATCH,
+                 deepen: bool = True) -> Progress:
         """Embed the store's pending memories, until none is left, ``deadline`` (a
-        ``time.monotonic()``) passes, ``stop`` is set or the provider fails."""
+        ``time.monotonic()``) passes, ``stop`` is set or the provider fails: first the first
+        passage of every pending memory (a memory is found by meaning once that is done), then
+        (with ``deepen``) the other passages of each."""
         model = self.provider.model
         progress = Progress(pending=pending_count(self.store, store_id, model))
-        if progress.pending == 0:
+        if progress.pending == 0 and not (deepen and has_work(self.store, store_id, model)):
             return progress
         if not self._take_lease(store_id):
             progress.reason = "another process is indexing this store"
             return progress
         try:
-            while progress.pending:
+            while True:
                 if stop is not None and stop.is_set():
                     progress.reason = "stopped"
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     progress.reason = "still catching up"
                     break
+                first = True
                 rows = self.store.database.all(
                     "SELECT m.id, m.path, m.content, m.content_sha256 "
                     f"{_PENDING} ORDER BY m.updated_at DESC, m.id LIMIT ?",
                     (store_id, model, batch))
+                if not rows and deepen:
+                    first = False
+                    rows = self.store.database.all(
+                        "SELECT m.id, m.path, m.content, m.content_sha256 "
+                        f"{_DEEPER} ORDER BY m.updated_at DESC, m.id LIMIT ?",
+                        (store_id, model, batch))
                 if not rows:
                     break
                 try:
-                    embedded = self._embed(model, rows)
+                    embedded = self._embed(model, rows, first)
                 except Unavailable as e:
                     progress.reason = f"the embeddings provider is unavailable: {e}"
                     _failures[(store_id, model)] = f"{progress.reason} (at {_now()})"
                     break
                 _failures.pop((store_id, model), None)
-                progress.embedded += self._save(model, rows, embedded)
+                saved = self._save(model, rows, embedded)
+                if first:
+                    progress.embedded += saved
+                else:
+                    progress.deepened += saved
                 if not self._take_lease(store_id):  # renewed; lost only if it expired
                     progress.reason = "another process took over the indexing"
                     break
@@ -179,10 +212,13 @@ class Indexer:
             self._drop_lease(store_id)
         return progress
 
-    def _embed(self, model: str, rows: list[Any]) -> list[tuple[list[P.Passage], Any]]:
-        """Each row's passages and their vectors ((n, dim) float32): those of a passage whose
-        text the memory's vectors already embedded with ``model`` are kept, only the others
-        are asked of the provider (one call for the batch). :raises Unavailable:"""
+    def _embed(self, model: str, rows: list[Any],
+               first: bool) -> list[tuple[list[P.Passage], Any, int]]:
+        """Each row's passages that have a vector, their vectors ((n, dim) float32) and how
+        many passages are left without: those of a passage whose text the memory's vectors
+        already embedded with ``model`` are kept, and the others are asked of the provider
+        (one call for the batch), all of them, or (``first``) only the memory's first passage.
+        :raises Unavailable:"""
         import numpy as np
 
         marks = ", ".join("?" * len(rows))
@@ -196,32 +232,38 @@ class Indexer:
                 vectors = np.frombuffer(blob, dtype="<f4").reshape(len(spans), -1)
                 known.update((key, v) for (_, _, key), v in zip(spans, vectors, strict=True))
         split = [P.split(r["path"], r["content"]) for r in rows]
-        todo = list(dict.fromkeys(p.text for ps in split for p in ps
-                                  if p.key not in known))
+        asked = [ps[:1] if first else ps for ps in split]
+        todo = list(dict.fromkeys(p.text for ps in asked for p in ps if p.key not in known))
         if todo:
             fresh = self.provider.passages(todo)
             by_text = dict(zip(todo, fresh, strict=True))
-            for ps in split:
+            for ps in asked:
                 for p in ps:
                     if p.key not in known:
                         known[p.key] = by_text[p.text]
-        return [(ps, np.stack([known[p.key] for p in ps]).astype("<f4")) for ps in split]
+        out = []
+        for ps in split:
+            have = [p for p in ps if p.key in known]
+            out.append((have, np.stack([known[p.key] for p in have]).astype("<f4"),
+                        len(ps) - len(have)))
+        return out
 
     def _save(self, model: str, rows: list[Any],
-              embedded: list[tuple[list[P.Passage], Any]]) -> int:
+              embedded: list[tuple[list[P.Passage], Any, int]]) -> int:
         at = _now()
         saved = 0
         with self.store.database.write() as c:
-            for r, (ps, vectors) in zip(rows, embedded, strict=True):
+            for r, (ps, vectors, left) in zip(rows, embedded, strict=True):
                 saved += c.execute(
                     "INSERT INTO memory_vectors (memory_id, store_id, model, path, "
-                    "content_sha256, vector, indexed_at, passages) SELECT id, store_id, ?, "
-                    "path, content_sha256, ?, ?, ? FROM memories WHERE id = ? AND path = ? AND "
-                    "content_sha256 = ? ON CONFLICT (memory_id) DO UPDATE SET "
+                    "content_sha256, vector, indexed_at, passages, passages_left) SELECT id, "
+                    "store_id, ?, path, content_sha256, ?, ?, ?, ? FROM memories WHERE id = ? "
+                    "AND path = ? AND content_sha256 = ? ON CONFLICT (memory_id) DO UPDATE SET "
                     "model = excluded.model, path = excluded.path, "
                     "content_sha256 = excluded.content_sha256, vector = excluded.vector, "
-                    "indexed_at = excluded.indexed_at, passages = excluded.passages",
-                    (model, vectors.tobytes(), at, P.encode(ps), r["id"], r["path"],
+                    "indexed_at = excluded.indexed_at, passages = excluded.passages, "
+                    "passages_left = excluded.passages_left",
+                    (model, vectors.tobytes(), at, P.encode(ps), left, r["id"], r["path"],
                      r["content_sha256"])).rowcount
         return saved
 
@@ -235,7 +277,7 @@ def wait_for(store: StoreBase, provider: Provider, store_id: str, seconds: float
     deadline = time.monotonic() + seconds
     indexer = Indexer(store, provider)
     while True:
-        progress = indexer.catch_up(store_id, deadline=deadline, batch=1)
+        progress = indexer.catch_up(store_id, deadline=deadline, batch=1, deepen=False)
         if not progress.pending or time.monotonic() >= deadline:
             return progress.pending
         if progress.reason != "another process is indexing this store" and \
@@ -300,7 +342,7 @@ class BackgroundIndexer:
                         p = self.indexer.catch_up(sid, stop=self._stop)
                         self.progress[sid] = p
                         complete = complete and p.reason is None
-                        embedded += p.embedded
+                        embedded += p.embedded + p.deepened
                     if complete:
                         seen = last
                     if embedded:

@@ -142,9 +142,12 @@ END;
 
 #: ``m017_vector_passages`` (PostgreSQL: ``m012``): the passages a row's vectors embed, as
 #: :func:`memfs.recall.passages.encode` writes them ('' for a row from before: one vector of the
-#: memory's beginning, which ranks until the indexer embeds the memory again).
+#: memory's beginning, which ranks until the indexer embeds the memory again), and how many of
+#: the memory's passages are still to embed (the indexer embeds every memory's first passage
+#: before the others': :mod:`memfs.recall.indexer`).
 VECTOR_PASSAGES = """
 ALTER TABLE memory_vectors ADD COLUMN passages TEXT NOT NULL DEFAULT '';
+ALTER TABLE memory_vectors ADD COLUMN passages_left INTEGER NOT NULL DEFAULT 0;
 """
 
 

@@ -82,6 +82,7 @@ CENTER, WIDTH = 0.7926, 0.03
 #: level and 6% at session level fell below, and 81-82% of the unrelated questions were left
 #: with nothing; words cannot see a question in other words, meaning can).
 WORDS_CENTER, WORDS_WIDTH = 0.175, 0.10
+WORDS_BM25 = 0.02
 #: The mean cosine of a question and a memory under multilingual-e5-small: another model's
 #: cosines are moved by the difference between this and the store's mean for the question,
 #: an approximation until each model is calibrated.
@@ -365,8 +366,8 @@ def similarity(cosine: float | None, coverage: float, bm25_share: float,
     embedded, or meaning did not answer), its coverage of the question's words, its bm25
     score as a share of the question's best, and the share of the question's words that no
     memory of the store holds."""
-    if cosine is None:
-        return _logistic((coverage - WORDS_CENTER) / WORDS_WIDTH)
+    if cosine is None:  # bm25 breaks the ties of coverage (many memories hold all the words)
+        return _logistic((coverage + WORDS_BM25 * bm25_share - WORDS_CENTER) / WORDS_WIDTH)
     return _logistic((cosine + COVERAGE * coverage + BM25 * bm25_share - UNKNOWN * unknown
                       - CENTER) / WIDTH)
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..background import Failures
 from .embeddings import Unavailable
-from .indexer import has_pending
+from .indexer import has_work
 from .search import Meaning
 
 if TYPE_CHECKING:
@@ -306,7 +306,7 @@ class IndexerProcess:
         return self.poll
 
     def _pending(self) -> bool:
-        return any(has_pending(self.store, sid, self.model) for sid in self.stores)
+        return any(has_work(self.store, sid, self.model) for sid in self.stores)
 
     def _spawn(self) -> bool:
         """Start the child (from this object's thread only: the parent-death signal follows

@@ -137,3 +137,32 @@ def test_many_pending_memories_are_not_waited_for(backend: Backend,
         store.create_memory(sid, f"/pets/cat{i}.md", "The cat sleeps on the sofa.", actor=API)
     r = store.search(sid, "where does my kitten nap", threshold=0)
     assert r.indexed == 1 and "meaning covers 1 of 3" in (r.note or ""), r
+
+
+def test_every_memory_is_found_by_its_first_passage_before_any_is_read_whole(
+        backend: Backend) -> None:
+    """Embedding whole memories takes several times longer than their first passages: the
+    indexer embeds the first passage of every pending memory before the others' passages, so
+    that a store is searchable by meaning as soon as it was with one vector a memory."""
+    from memfs.recall.indexer import Indexer, has_work
+
+    store = backend.open()
+    counting = Counting()
+    store.use_embeddings(counting)  # type: ignore[arg-type]
+    sid = store.create_store("Notes").id
+    long = FILLER + "\n" + KEY + "\n"
+    for i in range(3):
+        store.create_memory(sid, f"/notes/m{i}.md", long, actor=API)
+    p = Indexer(store, counting).catch_up(sid, deepen=False)  # type: ignore[arg-type]
+    assert (p.embedded, p.pending, p.deepened) == (3, 0, 0)
+    assert len(counting.texts) == 3 and all(t.startswith("/notes/m") for t in counting.texts)
+    assert store.search_status(sid)["indexed"] == 3 and has_work(store, sid, counting.model)
+    rows = store.database.all("SELECT passages_left FROM memory_vectors WHERE store_id = ?",
+                              (sid,))
+    assert [r[0] for r in rows] == [len(split("/notes/m0.md", long)) - 1] * 3
+    p = store.index_store(sid)
+    assert (p.embedded, p.pending, p.deepened) == (0, 0, 3)
+    assert len(counting.texts) == 3 * len(split("/notes/m0.md", long))
+    assert not has_work(store, sid, counting.model)
+    r = store.search(sid, "where is the spare key", threshold=0)
+    assert "flowerpot" in r.hits[0].snippet
