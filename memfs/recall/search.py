@@ -218,7 +218,9 @@ class _Vectors:
         import numpy as np
 
         self.token = token
-        self.memories: dict[str, tuple[str, str, list[tuple[int, int]], int, int]] = {}
+        #: Per memory, in the matrix's order: its id, path, sha256 and passages' spans.
+        self.memories: list[tuple[str, str, str, list[tuple[int, int]]]] = []
+        starts: list[int] = []
         blobs: list[bytes] = []
         n = 0
         for mid, path, sha, blob, passages in rows:
@@ -226,9 +228,12 @@ class _Vectors:
             spans = [(s, e) for s, e, _ in P.decode(passages)] or [(-1, -1)]
             if len(blob) != 4 * dim * len(spans):
                 continue
-            self.memories[mid] = (path, sha, spans, n, n + len(spans))
+            self.memories.append((mid, path, sha, spans))
+            starts.append(n)
             blobs.append(blob)
             n += len(spans)
+        #: The first row of each memory's passages.
+        self.starts = np.asarray(starts, dtype=np.intp)
         self.matrix = (np.frombuffer(b"".join(blobs), dtype="<f4").reshape(n, dim)
                        if n else np.zeros((0, dim), dtype=np.float32))
 
@@ -266,36 +271,25 @@ def _by_meaning(store: StoreBase, store_id: str, vector: Any, model: str,
 
     vs = _vectors(store, store_id, model, int(vector.shape[0]))
     extra, params = _prefix_sql(path_prefix, "path")
-    current = store.database.all(
+    current = {r[0]: (r[1], r[2]) for r in store.database.all(
         f"SELECT id, path, content_sha256 FROM memories WHERE store_id = ?{extra}",
-        (store_id, *params))
-    ids, starts, ends = [], [], []
-    for r in current:
-        mid, path, sha = r[0], r[1], r[2]
-        got = vs.memories.get(mid)
-        if got is not None and got[0] == path and got[1] == sha:
-            ids.append(mid)
-            starts.append(got[3])
-            ends.append(got[4])
+        (store_id, *params))}
+    # The memories whose vectors are of their current path and content (and under the prefix).
+    valid = [k for k, (mid, path, sha, _) in enumerate(vs.memories)
+             if current.get(mid) == (path, sha)]
     out = Meaning(model=model)
-    if not ids:
+    if not valid:
         return out
     sims = vs.matrix @ vector.astype(np.float32)
-    # Each memory's best passage: the max over its rows (reduceat over the rows in order).
-    order = np.argsort(np.asarray(starts), kind="stable")
-    ids = [ids[i] for i in order]
-    starts_a = np.asarray(starts)[order]
-    ends_a = np.asarray(ends)[order]
-    picked = np.concatenate([np.arange(s, e) for s, e in zip(starts_a, ends_a, strict=True)])
-    seg = np.concatenate(([0], np.cumsum(ends_a - starts_a)[:-1]))
-    best = np.maximum.reduceat(sims[picked], seg)
+    # Each memory's best passage: the max over its rows, which follow one another.
+    best = np.maximum.reduceat(sims, vs.starts)[valid]
     out.background = float(best.mean())
-    top = set(np.argsort(-best, kind="stable")[:CANDIDATES].tolist())
-    for i, mid in enumerate(ids):
-        if i in top or mid in also:
-            lo, hi = int(starts_a[i]), int(ends_a[i])
-            j = int(np.argmax(sims[lo:hi]))
-            span = vs.memories[mid][2][j]
+    keep = set(np.argsort(-best, kind="stable")[:CANDIDATES].tolist())
+    for i, k in enumerate(valid):
+        mid, _, _, spans = vs.memories[k]
+        if i in keep or mid in also:
+            lo = int(vs.starts[k])
+            span = spans[int(np.argmax(sims[lo:lo + len(spans)]))]
             out.scores[mid] = (float(best[i]), span[0], span[1])
     return out
 

@@ -444,7 +444,7 @@ def m017_vector_passages(db: sqlite_utils.Database) -> None:
     # still; a row from before (passages '') ranks until the indexer embeds it again.
     from memfs.recall import schema
 
-    db.executescript(schema.VECTOR_PASSAGES)
+    db.executescript(schema.SQLITE_VECTOR_PASSAGES)
 
 
 @_migration
