@@ -161,7 +161,7 @@ def parse(name: bytes, options: Options = Options(), *, session: bool = False,
         known = ", ".join(f"@{k}" for k in ("limit=N", "threshold=S", "prefix=P", *flags))
         raise Refused(errno.ENOENT, f"no search option {text!r} (options: {known}; a "
                       "question beginning with @ is written %40)")
-    if getattr(options, key) not in (None, False):
+    if getattr(options, key) is not None and getattr(options, key) is not False:
         raise Refused(errno.EINVAL, f"the search option @{key} is given twice")
     if key in flags:
         if has_value:

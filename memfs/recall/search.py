@@ -37,6 +37,7 @@ that means the same in every store and for every question (issue 39).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -53,6 +54,8 @@ from .embeddings import LocalE5, Provider, Ranker, Unavailable
 
 if TYPE_CHECKING:
     from ..store.base import StoreBase
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Hit", "Result", "Meaning", "Evidence", "run", "rank", "evidence", "similarity",
            "relevance", "CANDIDATES", "QUERY_TIMEOUT", "FUSIONS"]
@@ -152,11 +155,16 @@ def rank(store: StoreBase, provider: Provider, store_id: str, question: str,
 
     :raises Unavailable: the provider did not give the question's vector.
     """
+    deadline = time.monotonic() + timeout
     if wait > 0:
         from .indexer import wait_for
 
-        wait_for(store, provider, store_id, min(wait, timeout))
-    vector = provider.query(question, timeout)
+        try:
+            wait_for(store, provider, store_id, min(wait, timeout))
+        except Exception as e:  # noqa: BLE001 - a wait that fails is no wait; meaning answers
+            log.warning("waiting for meaning failed (%s: %s); ranking without",
+                        type(e).__name__, e)
+    vector = provider.query(question, max(0.1, deadline - time.monotonic()))
     return _by_meaning(store, store_id, vector, provider.model, path_prefix, set(also))
 
 
@@ -431,7 +439,9 @@ def _gather(store: StoreBase, store_id: str, question: str, provider: Provider |
             wait = WAIT_SECONDS if (0 < pending <= WAIT_PENDING and size <= WAIT_BYTES and
                                     isinstance(provider, LocalE5 | Ranker)) else 0.0
             result.indexed = total - pending
-            if result.indexed == 0 and total and not wait:
+            if result.indexed == 0 and total and not wait and store.database.one(
+                    "SELECT 1 FROM memory_vectors WHERE store_id = ? AND model = ? LIMIT 1",
+                    (store_id, provider.model)) is None:  # (vectors of before passages rank)
                 result.note = "no memory is indexed by meaning yet: words alone answered"
             else:
                 meant, why = _meaning(store, provider, store_id, question, path_prefix,

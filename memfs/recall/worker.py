@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
 
-from .embeddings import Provider, Unavailable
+from .embeddings import LocalE5, Provider, Unavailable
 from .indexer import BackgroundIndexer
 from .search import QUERY_TIMEOUT, WAIT_SECONDS, rank
 
@@ -52,7 +52,9 @@ def answer(store: StoreBase, provider: Provider, stores: Iterable[str], line: by
         ident = q["id"]
         if q["store"] not in stores:
             raise ValueError(f"not a store of this mount: {q['store']!r}")
-        wait = min(float(q.get("wait") or 0.0), WAIT_SECONDS)
+        # Only the local model is waited for: a service's batch may take a minute.
+        wait = min(float(q.get("wait") or 0.0), WAIT_SECONDS) \
+            if isinstance(provider, LocalE5) else 0.0
         timeout = min(float(q.get("timeout") or QUERY_TIMEOUT), QUERY_TIMEOUT + wait)
         also = [str(m) for m in q.get("also") or ()]
         meant = rank(store, provider, q["store"], str(q["question"]), q.get("path_prefix"),

@@ -235,13 +235,20 @@ class SearchPart(ArchivePart):
     def session_stores(self, session_id: str) -> list[SessionResource]:
         """The stores a search of the session asks (:meth:`search_session`): those attached
         to it, but for those it mounts as they were at a past time (time travel: their
-        mounts have no ``.search``, and their present is not the session's to see).
+        mounts have no ``.search``, and their present is not the session's to see) and those
+        deleted since (a session keeps their resources).
 
         :raises NotFound: unknown session.
         """
         session = self.get_session(session_id)
-        return [r for r in session.resources
-                if SNAPSHOT_KEY + r.memory_store_id not in session.metadata]
+        wanted = [r for r in session.resources
+                  if SNAPSHOT_KEY + r.memory_store_id not in session.metadata]
+        if not wanted:
+            return []
+        ids = [r.memory_store_id for r in wanted]
+        alive = {row[0] for row in self.database.all(
+            f"SELECT id FROM stores WHERE id IN ({', '.join('?' * len(ids))})", ids)}
+        return [r for r in wanted if r.memory_store_id in alive]
 
     def search_session(self, session_id: str, query: str, *, limit: int | None = None,
                        path_prefix: str | None = None, threshold: float | None = None,

@@ -64,7 +64,8 @@ def test_refusals_are_errnos(name: bytes, code: int, why: str) -> None:
 
 def test_an_option_given_twice_is_einval() -> None:
     for first, again in ((b"@limit=3", b"@limit=4"), (b"@words", b"@words"),
-                         (b"@prefix=a", b"@prefix=b")):
+                         (b"@prefix=a", b"@prefix=b"),
+                         (b"@threshold=0", b"@threshold=0.9")):  # 0 is given, not unset
         o = parse(first)
         assert isinstance(o, Options)
         with pytest.raises(Refused) as e:

@@ -166,3 +166,55 @@ def test_every_memory_is_found_by_its_first_passage_before_any_is_read_whole(
     assert not has_work(store, sid, counting.model)
     r = store.search(sid, "where is the spare key", threshold=0)
     assert "flowerpot" in r.hits[0].snippet
+
+
+def test_vectors_from_before_passages_rank_until_embedded_again(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the upgrade every vector is of the old kind (one, of the memory's beginning): they
+    are all pending, to be embedded again, and rank meanwhile (review of issue 39: the search
+    said that nothing was indexed and asked words alone)."""
+    monkeypatch.setattr(recall_search, "WAIT_PENDING", 0)  # no search embeds what is pending
+    store = backend.open()
+    store.use_embeddings(embeddings.local())
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/pets/cat.md", "The cat sleeps on the sofa all afternoon.",
+                        actor=API)
+    store.create_memory(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
+    store.index_store(sid)
+    with store.database.write() as c:  # as m017 leaves the vectors of before
+        c.execute("UPDATE memory_vectors SET passages = '' WHERE store_id = ?", (sid,))
+    assert store.search_status(sid)["indexed"] == 0
+    r = store.search(sid, "where does my kitten nap", threshold=0)
+    assert r.meaning and r.hits[0].path == "/pets/cat.md" and "meaning" in r.hits[0].matched
+
+
+def test_a_mount_s_indexer_process_waits_for_the_local_model_only(backend: Backend) -> None:
+    """A search of a mount asks its indexer process to wait for meaning: with a service as
+    provider, that wait embedded a batch with the service's minute-long timeout, blocking the
+    process's questions far past the search's 3.5 s (review of issue 39)."""
+    import json
+
+    import numpy as np
+
+    from memfs.recall import worker
+
+    asked: list[str] = []
+
+    class Service:
+        model = "openai:slow@http://127.0.0.1:9"
+
+        def passages(self, texts: list[str]) -> Any:
+            asked.extend(texts)  # (a service's batch: up to a minute)
+            return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
+
+        def query(self, text: str, timeout: float) -> Any:
+            v = np.ones(384, dtype=np.float32)
+            return v / np.linalg.norm(v)
+
+    store = backend.open()
+    sid = store.create_store("Notes").id
+    store.create_memory(sid, "/pets/cat.md", "The cat sleeps on the sofa.", actor=API)
+    line = json.dumps({"id": 1, "store": sid, "question": "kitten", "path_prefix": None,
+                       "also": [], "wait": 1.5, "timeout": 3.4}).encode()
+    got = json.loads(worker.answer(store, Service(), [sid], line))  # type: ignore[arg-type]
+    assert "error" not in got and got["ranked"] == [] and asked == [], got

@@ -130,3 +130,14 @@ def test_a_session_searches_its_stores_only_not_its_snapshots(store: Store) -> N
         store.search_session(only_past.id, "tea")
     with pytest.raises(NotFound):
         store.search_session("sesn_nope", "tea")
+
+
+def test_a_session_whose_store_was_deleted_searches_the_others(store: Store) -> None:
+    """A deleted store stays among a session's resources: its search made the whole session's
+    search a 404 (review of issue 39)."""
+    a, b, _ = _three(store)
+    sess = store.create_session([{"type": "memory_store", "memory_store_id": a},
+                                 {"type": "memory_store", "memory_store_id": b}])
+    store.delete_store(b)
+    r = store.search_session(sess.id, "tea", threshold=0)
+    assert r.hits and {h.memory_store_id for h in r.hits} == {a}
