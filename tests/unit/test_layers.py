@@ -238,10 +238,11 @@ ORDER: dict[str, list[str]] = {
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
-    # The tables and the words of a question, the providers, the indexer, the ranking, then a
-    # mount daemon's indexer process (what it runs, and what starts it and asks it).
-    "recall": ["schema", "words", "wordsqueue", "embeddings", "indexer", "search", "worker",
-               "supervisor"],
+    # The tables, the words index's storage, the words (stems, BM25) and their queue, the
+    # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
+    # process (what it runs, and what starts it and asks it).
+    "recall": ["schema", "wordsindex", "words", "wordsqueue", "embeddings", "passages",
+               "indexer", "search", "worker", "supervisor"],
 }
 
 

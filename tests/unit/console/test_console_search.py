@@ -126,7 +126,8 @@ XSS = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 def test_hostile_memories_and_questions_are_escaped(browser, store, words_only):
     sid = new_store(store, {"/<script>alert(3)</script>.md": XSS + " script",
                             "/b.md": "<b onmouseover=alert(4)>script</b>"})
-    for params, count in (({"q": XSS + " script"}, 2), ({"q": "script", "mode": "exact"}, 2),
+    for params, count in (({"q": XSS + " script", "threshold": "0"}, 2),
+                          ({"q": "script", "mode": "exact"}, 2),
                           ({"q": XSS, "mode": "exact"}, 1)):
         r = browser.get(f"/stores/{sid}/search", params=params)
         assert len(hits(r.text)) == count, params
@@ -153,20 +154,26 @@ def test_meaning_finds_a_memory_none_of_whose_words_were_asked(browser, store, m
     page = browser.get(f"/stores/{sid}").text
     assert "0 of 3 memories indexed by meaning" in page and "no indexer is running" in page
     r = browser.get(f"/stores/{sid}/search", params={"q": "which animal lives with us"})
-    assert "No memory is indexed by meaning yet: words alone answered." in r.text
-    assert hits(r.text) == []
+    # Nothing passes the threshold (the search waits a moment for meaning of the three
+    # pending memories, but none is close enough in three): said, and every memory offered.
+    assert hits(r.text) == [] and "No memory matches" in r.text
+    assert "Show every memory ranked" in r.text
+    store.index_store(sid)
     assert store.index_store(sid).pending == 0
     page = browser.get(f"/stores/{sid}").text
     assert "3 of 3 memories indexed by meaning" in page
     assert store.embeddings is not None and store.embeddings.model in page
-    r = browser.get(f"/stores/{sid}/search", params={"q": "which animal lives with us"})
+    r = browser.get(f"/stores/{sid}/search", params={"q": "which animal lives with us",
+                                                      "threshold": "0"})
     found = hits(r.text)
     assert found[0].startswith("/pets.md") and "meaning" in found[0]
     assert "words" not in found[0].split("Our cat")[0]  # no word of it was asked
     assert "<mark>" not in r.text
     assert "words alone answered" not in r.text
-    # A memory written since: meaning covers part of the store, and the page says so.
+    # A memory written since: the store page says meaning covers part of the store, and a
+    # search waits a moment for meaning to embed it (a few memories pending: issue 39).
     store.create_memory(sid, "/new.md", "a new note", actor=ACTOR)
-    r = browser.get(f"/stores/{sid}/search", params={"q": "which animal lives with us"})
-    assert "Meaning covers 3 of 4 memories (the index is catching up)." in r.text
     assert "3 of 4 memories indexed by meaning" in browser.get(f"/stores/{sid}").text
+    r = browser.get(f"/stores/{sid}/search", params={"q": "which animal lives with us"})
+    assert "catching up" not in r.text
+    assert "4 of 4 memories indexed by meaning" in browser.get(f"/stores/{sid}").text
