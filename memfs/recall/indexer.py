@@ -90,17 +90,16 @@ def last_failure(store_id: str, model: str) -> str | None:
     return _failures.get((store_id, model))
 
 
-def pending_count(store: StoreBase, store_id: str, model: str) -> int:
-    """Memories of the store without a current vector of ``model``."""
-    row = store.database.one(f"SELECT count(*) {_PENDING}", (store_id, model))
-    return int(row[0]) if row else 0
-
-
 def pending_bytes(store: StoreBase, store_id: str, model: str) -> tuple[int, int]:
     """Memories of the store without a current vector of ``model``, and their contents' size."""
     row = store.database.one(f"SELECT count(*), sum(m.content_size_bytes) {_PENDING}",
                              (store_id, model))
     return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
+
+
+def pending_count(store: StoreBase, store_id: str, model: str) -> int:
+    """Memories of the store without a current vector of ``model``."""
+    return pending_bytes(store, store_id, model)[0]
 
 
 def has_pending(store: StoreBase, store_id: str, model: str) -> bool:
