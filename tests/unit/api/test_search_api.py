@@ -221,7 +221,9 @@ def test_hostile_questions_are_only_words(http, sid):
 # -- a session token: its session's stores only --------------------------------------------------
 
 
-def test_a_session_token_searches_its_attached_stores_only(store, sid):
+def _a_session_and_a_store_it_lacks(store, sid):
+    """A running session of ``sid`` and of ``docs`` (read only), and ``secrets``, not its:
+    each store holding ``/pager.md``. Returns ``(docs, secrets, session)``."""
     ro = store.create_store("docs").id
     store.create_memory(ro, "/pager.md", "the pager policy", actor=API)
     other = store.create_store("secrets").id
@@ -229,6 +231,11 @@ def test_a_session_token_searches_its_attached_stores_only(store, sid):
     s = store.create_session([{"type": "memory_store", "memory_store_id": sid},
                               {"type": "memory_store", "memory_store_id": ro,
                                "access": "read_only"}], status="running")
+    return ro, other, s
+
+
+def test_a_session_token_searches_its_attached_stores_only(store, sid):
+    ro, other, s = _a_session_and_a_store_it_lacks(store, sid)
     token = store.create_session_token(s.id).token
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": token}) as agent:
         for attached in (sid, ro):  # read access is enough
@@ -269,13 +276,7 @@ def test_a_session_token_searches_its_attached_stores_only(store, sid):
 
 
 def test_a_session_s_stores_are_searched_at_once_by_its_token_only(store, sid):
-    ro = store.create_store("docs").id
-    store.create_memory(ro, "/pager.md", "the pager policy", actor=API)
-    other = store.create_store("secrets").id
-    store.create_memory(other, "/pager.md", "the secret pager", actor=API)
-    s = store.create_session([{"type": "memory_store", "memory_store_id": sid},
-                              {"type": "memory_store", "memory_store_id": ro,
-                               "access": "read_only"}], status="running")
+    ro, other, s = _a_session_and_a_store_it_lacks(store, sid)
     theirs = store.create_session([{"type": "memory_store", "memory_store_id": other}],
                                   status="running")
     token = store.create_session_token(s.id).token

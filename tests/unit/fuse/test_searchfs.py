@@ -82,6 +82,16 @@ async def memories(ops: Operations) -> None:
     await write_file(ops, ROOT, b"lunch.md", b"Friday lunch is at noon, pizza.\n")
 
 
+async def indexed_by_meaning(store: Store, tmp_path: Any, monkeypatch: Any) -> Operations:
+    """A mount's operations over :func:`memories`, with the local model, indexed."""
+    monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
+    store.use_embeddings(None)
+    ops, sid = make_ops(store, tmp_path)
+    await memories(ops)
+    assert store.index_store(sid).pending == 0
+    return ops
+
+
 # -- searchfs alone ---------------------------------------------------------------------------
 
 
@@ -371,11 +381,7 @@ async def test_a_snapshot_mount_has_no_search(store, tmp_path) -> None:
 
 async def test_meaning_finds_a_memory_without_its_words(store, tmp_path, monkeypatch) -> None:
     """The local model: once indexed, a question sharing no word with the memory finds it."""
-    monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
-    store.use_embeddings(None)
-    ops, sid = make_ops(store, tmp_path)
-    await memories(ops)
-    assert store.index_store(sid).pending == 0
+    ops = await indexed_by_meaning(store, tmp_path, monkeypatch)
     question = "which engineer handles emergencies after hours"
     attrs, data = await ask(ops, question)
     assert lines(data) == []  # in three memories, too far for the default threshold...
@@ -469,11 +475,7 @@ async def test_options_refused_are_errnos_and_logged(store: Store, tmp_path) -> 
 
 async def test_nothing_over_the_threshold_is_empty_with_the_best_in_an_xattr(
         store, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
-    store.use_embeddings(None)
-    ops, sid = make_ops(store, tmp_path)
-    await memories(ops)
-    assert store.index_store(sid).pending == 0
+    ops = await indexed_by_meaning(store, tmp_path, monkeypatch)
     question = "which engineer handles emergencies after hours"
     attrs = await walk(ops, "@threshold=0", question)
     best = await ops.getxattr(attrs.st_ino, b"user.memfs.search.best", CTX)
