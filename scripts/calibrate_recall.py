@@ -98,7 +98,7 @@ def score(e: S.Evidence, a: float, b: float, c: float, t: float) -> float:
     if e.cosine is None:  # words alone: their logistic, on the cosine's scale around t
         return t + (e.coverage + S.WORDS_BM25 * e.bm25_share - WORDS_AT_THRESHOLD) \
             * WIDTH / S.WORDS_WIDTH
-    return e.cosine + a * e.coverage + b * e.bm25_share - c * e.unknown
+    return S.evidence_sum(e.cosine, e.coverage, e.bm25_share, e.unknown, (a, b, c))
 
 
 def measure(cases: list[Case], a: float, b: float, c: float, t: float) -> dict[str, float]:

@@ -370,8 +370,16 @@ def similarity(cosine: float | None, coverage: float, bm25_share: float,
     memory of the store holds."""
     if cosine is None:  # bm25 breaks the ties of coverage (many memories hold all the words)
         return _logistic((coverage + WORDS_BM25 * bm25_share - WORDS_CENTER) / WORDS_WIDTH)
-    return _logistic((cosine + COVERAGE * coverage + BM25 * bm25_share - UNKNOWN * unknown
-                      - CENTER) / WIDTH)
+    return _logistic((evidence_sum(cosine, coverage, bm25_share, unknown) - CENTER) / WIDTH)
+
+
+def evidence_sum(cosine: float, coverage: float, bm25_share: float, unknown: float,
+                 weights: tuple[float, float, float] | None = None) -> float:
+    """What the logistic of :func:`similarity` takes: ``cosine + COVERAGE x coverage + BM25 x
+    bm25 share - UNKNOWN x unknown share``, or with other ``(COVERAGE, BM25, UNKNOWN)``
+    (scripts/calibrate_recall sweeps them)."""
+    a, b, c = weights if weights is not None else (COVERAGE, BM25, UNKNOWN)
+    return cosine + a * coverage + b * bm25_share - c * unknown
 
 
 def _recency(updated_at: str, now: datetime) -> float:
