@@ -22,10 +22,10 @@ The modules, each building only on those before it:
   (pyfuse3's request loop reading with one wait a request, turning in the spinner's window);
 - :mod:`~.dotdirs`: ``.history`` and ``.search`` as handler objects of their own, and the
   dispatch that hands them their requests, once per request, by inode, file handle or entry;
-- the parts of :class:`~memfs.fuse.ops.Operations`, one class each, each a subclass of the one
-  before: :mod:`~.core` (its state and helpers), :mod:`~.feed` (loading, the change feed),
-  :mod:`~.buffers` (write buffers and commits) and :mod:`~.ops` (the pyfuse3 handlers of the
-  tree, and only they);
+- the parts of :class:`~memfs.fuse.ops.Operations`, one object each, which it holds and calls
+  by name: :mod:`~.core` (its state and helpers, :class:`~memfs.fuse.core.Mount`, given to the
+  others), :mod:`~.feed` (loading, the change feed) and :mod:`~.buffers` (write buffers and
+  commits); and :mod:`~.ops` itself (the pyfuse3 handlers of the tree, and only they);
 - :mod:`~.watch` (the background services of a mount), :mod:`~.session` (one filesystem
   over a session's stores, one unchanged :class:`~memfs.fuse.ops.Operations` each) and
   :mod:`~.runtime` (mount, readiness, the services, serving until a signal, the unmount on

@@ -1,6 +1,7 @@
-"""Write buffers and commits (:class:`Buffers`): one buffer per written file (shared by every
-handle), saved with ``write_path`` at ``fsync`` and at the last close, a failed write or a
-refused commit discarding it; truncation; open handles; the store calls of a rename.
+"""Write buffers and commits (:class:`Buffers`, the ``buffers`` of
+:class:`~memfs.fuse.ops.Operations`): one buffer per written file (shared by every handle),
+saved with ``write_path`` at ``fsync`` and at the last close, a failed write or a refused
+commit discarding it; truncation; open handles; the store calls of a rename.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from pyfuse3 import FileHandleT
 
 from .. import errors
 from ..models import Memory
-from .core import _Handle
-from .feed import Feed
+from .core import Handle, Mount
 from .kernel import _Failure, _fds_on
 from .scratch import Scratch, is_scratch
 from .toolevents import WrittenVersion
@@ -41,7 +41,7 @@ GATHER_IDLE_TURNS = 10
 
 @dataclass(eq=False)
 class _Commit:
-    """A commit waiting for the mutex (:meth:`Buffers._commit`), and its outcome."""
+    """A commit waiting for the mutex (:meth:`Buffers.commit`), and its outcome."""
 
     node: Node
     pair: Callable[[int], list[dict[str, Any]] | None]
@@ -62,7 +62,7 @@ class _Commit:
     settled: trio.Event | None = None
 
 
-def _too_big(size: int, limit: int) -> _Failure:
+def too_big(size: int, limit: int) -> _Failure:
     return _Failure(errno.EFBIG, f"content would be {size} bytes; the limit is {limit} bytes")
 
 
@@ -74,7 +74,7 @@ def _resize(buf: bytearray, size: int) -> None:
         buf.extend(b"\0" * (size - len(buf)))
 
 
-def _splice(buf: bytearray, off: int, data: bytes) -> None:
+def splice(buf: bytearray, off: int, data: bytes) -> None:
     """Write ``data`` into ``buf`` at ``off``, past its end with a hole of NUL bytes."""
     if off > len(buf):
         buf.extend(b"\0" * (off - len(buf)))
@@ -112,22 +112,38 @@ def utf8_possible(buf: bytes | bytearray, off: int, data: bytes) -> bool:
     return True
 
 
-class Buffers(Feed):
-    """A file's content, its write buffer, its commits; the open handles of the tree's files."""
+class Buffers:
+    """A file's content, its write buffer, its commits; the open handles of the tree's files;
+    the store's side of a rename and of a scratch file's unlink."""
 
-    async def _data(self, node: Node) -> bytes | bytearray:
+    def __init__(self, mount: Mount) -> None:
+        self.mount = mount
+        self.store = mount.store
+        self.store_id = mount.store_id
+        self.actor = mount.actor
+        self.tree = mount.tree
+        #: Commits waiting for the mutex, which the next one to hold it makes together in one
+        #: transaction (:meth:`commit`).
+        self._queued_commits: list[_Commit] = []
+
+    def discard_all(self) -> None:
+        """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""
+        for path in self.tree.discard_all():
+            log.warning("unmounting with %s unsaved (still open for writing)", path)
+
+    async def data(self, node: Node) -> bytes | bytearray:
         """The content this mount shows: the write buffer, else the committed content."""
         if node.buffer is not None:
             return node.buffer
         if node.memory is None:
             return node.content or b""
         if node.content is None or node.content_stale:
-            await self._load_content(node)
+            await self.load_content(node)
             if node.buffer is not None:  # a writer came in meanwhile
                 return node.buffer
         return node.content or b""
 
-    async def _load_content(self, node: Node) -> None:
+    async def load_content(self, node: Node) -> None:
         """Read a file's committed content into the cache. A memory deleted meanwhile keeps
         the content an open file had.
 
@@ -136,7 +152,7 @@ class Buffers(Feed):
         assert node.memory is not None
         memory_id = node.memory.id
         try:
-            m = await self._call(self.store.get_memory, self.store_id, memory_id)
+            m = await self.mount.call(self.store.get_memory, self.store_id, memory_id)
         except errors.NotFound:
             if node.content is not None:
                 node.content_stale = False
@@ -155,24 +171,24 @@ class Buffers(Feed):
             self.tree.stale_inodes.append(node.ino)
         self.tree.cache_content(node, (m.content or "").encode("utf-8"))
 
-    async def _buffer(self, node: Node) -> bytearray:
+    async def buffer(self, node: Node) -> bytearray:
         if node.buffer is None:
-            data = await self._data(node)
+            data = await self.data(node)
             if node.buffer is None:
                 node.buffer = bytearray(data)
         return node.buffer
     # -- commits ---------------------------------------------------------------------------
 
-    def _still_held(self, h: _Handle) -> bool:
+    def still_held(self, h: Handle) -> bool:
         """Is this flush the close of a copy (a ``dup``, or a child's inherited descriptor),
         while the process that opened the file still holds it?"""
-        if self.mountpoint is None:
+        if self.mount.mountpoint is None:
             return False
-        mine = sum(1 for x in self._handles.values() if x.node is h.node and x.pid == h.pid)
-        return _fds_on(h.pid, self.mountpoint, h.node.ino) >= mine
+        mine = sum(1 for x in self.mount.handles.values() if x.node is h.node and x.pid == h.pid)
+        return _fds_on(h.pid, self.mount.mountpoint, h.node.ino) >= mine
 
-    async def _commit(self, node: Node, pair: Callable[[int], list[dict[str, Any]] | None],
-                      ) -> Memory | None:
+    async def commit(self, node: Node, pair: Callable[[int], list[dict[str, Any]] | None],
+                     ) -> Memory | None:
         """Write the node's buffer to the store: one version, or none if unchanged. The tool
         events ``pair(size)`` makes are recorded in the same transaction.
 
@@ -194,7 +210,7 @@ class Buffers(Feed):
         self._queued_commits.append(job)
         try:
             while not job.done:
-                async with self._mutex:
+                async with self.mount.mutex:
                     if not job.done:
                         await self._gather()
                         jobs, self._queued_commits = self._queued_commits, []
@@ -208,7 +224,7 @@ class Buffers(Feed):
             return job.memory
         # Outside the mutex: the kernel may hold the directory locked for a request (an
         # unlink) that waits for the mutex, and forgetting the name needs that lock.
-        await self._invalidate_now(node)
+        await self.mount.invalidate_now(node)
         raise job.failure
 
     async def _settle_cancelled(self, job: _Commit) -> bool:
@@ -219,7 +235,7 @@ class Buffers(Feed):
         :returns: True when ``job`` was made anyway, by the batch of another close that had
             taken it: its outcome is this close's (waited for, shielded: the batch's thread
             ends at once, its store no longer waiting for locks by then, see
-            :meth:`~memfs.fuse.feed.Feed.stop_waiting`). False when it was still queued: it
+            :meth:`~memfs.fuse.core.Mount.stop_waiting`). False when it was still queued: it
             is taken out of the queue, never to be committed.
         """
         while not job.done:
@@ -239,12 +255,12 @@ class Buffers(Feed):
         if not hasattr(self.store, "batch"):
             return
         mine = {j.node for j in self._queued_commits}
-        if any(h.writable and h.node not in mine for h in self._handles.values()):
+        if any(h.writable and h.node not in mine for h in self.mount.handles.values()):
             # Until no other task has been runnable for a few turns: the kernel's queue of
             # requests read (trio looks at the descriptor at each turn), every handler waiting.
             # The spinner, turning, is runnable at every turn: it is not waited for.
             deadline, idle = trio.current_time() + GATHER_PATIENCE, 0
-            spinner = self.spinner
+            spinner = self.mount.spinner
             while idle < GATHER_IDLE_TURNS and trio.current_time() < deadline:
                 await trio.lowlevel.checkpoint()
                 others = trio.lowlevel.current_statistics().tasks_runnable - (
@@ -256,17 +272,17 @@ class Buffers(Feed):
         ready: list[_Commit] = []
         outcomes: list[Any] = []
         try:
-            await self._events_in_order()
+            await self.mount.events_in_order()
             for job in jobs:
                 node = job.node
                 # A second close of a file in the same batch has nothing left to save (as
                 # when the first's commit had saved it before this one got the mutex).
-                if self._save_path(node) is None or not node.dirty or any(
+                if self.save_path(node) is None or not node.dirty or any(
                         r.node is node for r in ready):
                     job.done = True
                     continue
-                data = bytes(await self._data(node))
-                path = self._save_path(node)
+                data = bytes(await self.data(node))
+                path = self.save_path(node)
                 if path is None:
                     job.done = True
                     continue
@@ -315,12 +331,12 @@ class Buffers(Feed):
             for job in jobs:
                 left = None if job.deadline is None else job.deadline - trio.current_time()
                 try:
-                    outcomes.append(await self._call(write, job, left))
+                    outcomes.append(await self.mount.call(write, job, left))
                 except errors.MemfsError as e:
                     outcomes.append(e)
             return
-        outcomes.extend(await self._call(self.store.batch,
-                                         [functools.partial(write, j) for j in jobs]))
+        outcomes.extend(await self.mount.call(self.store.batch,
+                                              [functools.partial(write, j) for j in jobs]))
 
     def _saved(self, job: _Commit, outcome: Any) -> None:
         """Take a commit's outcome into the tree (under the mutex)."""
@@ -336,7 +352,7 @@ class Buffers(Feed):
             return
         m: Memory = outcome
         self.tree.own_change(m.seq)
-        self._logged(job.events)
+        self.mount.logged(job.events)
         if node.attached:
             self.tree.set_memory(node, m, m.seq)
         else:
@@ -344,60 +360,61 @@ class Buffers(Feed):
             # the same, it is the file there again.
             log.info("%s: saved again after a change made elsewhere", job.path)
             self.tree.restore(node, m, m.seq)
-        self._history_saw("put", m.id, m.path)
+        self.mount.history_saw("put", m.id, m.path)
         if node.attrs_kept:
             # Created and saved with no write: the kernel still has the create's mtime.
             node.attrs_kept = False
-            self._forget_attrs(node)
+            self.mount.forget_attrs(node)
         if node.gen == job.gen:
             node.dirty = False
         assert job.data is not None
         self.tree.cache_content(node, job.data)
         job.memory = m
 
-    def _save_path(self, node: Node) -> str | None:
+    def save_path(self, node: Node) -> str | None:
         """Where a file's writes are saved: its path, or the path it had when a change made
         elsewhere took it out of the tree (:attr:`Node.save_at`); None once this mount
         unlinked it or renamed over it (POSIX: its unsaved writes are dropped)."""
         return node.path if node.attached else node.save_at
 
-    def _file_pair(self, h: _Handle, size: int | None = None,
-                   memory: WrittenVersion | None = None,
-                   failure: _Failure | None = None, removed: bool = False,
-                   ) -> list[dict[str, Any]] | None:
+    def file_pair(self, h: Handle, size: int | None = None,
+                  memory: WrittenVersion | None = None,
+                  failure: _Failure | None = None, removed: bool = False,
+                  ) -> list[dict[str, Any]] | None:
         """The event pair of a file's open→close (or of a commit at fsync). ``removed``: its
         writes were dropped, the file unlinked or renamed over by this mount first."""
         op = "create" if h.created else ("write" if h.wrote or h.truncated else "read")
         path = h.file_path
+        m = self.mount
         if failure is not None:
-            return self._pair(h.comm, h.pid, op, path, failure=failure)
+            return m.pair(h.comm, h.pid, op, path, failure=failure)
         if op == "read":
-            return self._pair(h.comm, h.pid, op, path, text=f"read {self._display(path)}")
+            return m.pair(h.comm, h.pid, op, path, text=f"read {m.display(path)}")
         if size is not None:
-            saved = self._save_path(h.node) or h.node.path
-            return self._pair(h.comm, h.pid, op, path, memory=memory,
-                              text=f"wrote {size} bytes to {self._display(saved)}")
+            saved = self.save_path(h.node) or h.node.path
+            return m.pair(h.comm, h.pid, op, path, memory=memory,
+                          text=f"wrote {size} bytes to {m.display(saved)}")
         if removed:
-            return self._pair(h.comm, h.pid, op, path,
-                              text=f"{self._display(path)} was removed before it was saved")
-        return self._pair(h.comm, h.pid, op, path, text=f"{self._display(path)} unchanged",
-                          memory=h.node.memory)
+            return m.pair(h.comm, h.pid, op, path,
+                          text=f"{m.display(path)} was removed before it was saved")
+        return m.pair(h.comm, h.pid, op, path, text=f"{m.display(path)} unchanged",
+                      memory=h.node.memory)
 
-    async def _commit_handle(self, h: _Handle) -> None:
+    async def commit_handle(self, h: Handle) -> None:
         """Commit for a handle, its event pair recorded with the version (or, refused, logged
         with the failure)."""
         try:
-            saved = await self._commit(h.node, lambda size: self._file_pair(h, size))
+            saved = await self.commit(h.node, lambda size: self.file_pair(h, size))
         except _Failure as f:
             h.failure = f
-            self._emit(self._file_pair(h, failure=f))
+            self.mount.emit(self.file_pair(h, failure=f))
             h.logged = True
             raise
         # Nothing saved (removed here meanwhile, or saved by another close): the event pair is
         # the close's, at release, which tells which.
         h.logged = saved is not None
 
-    async def _refuse(self, h: _Handle) -> None:
+    async def refuse(self, h: Handle) -> None:
         """Close of an open→close in which a write failed: nothing is committed, the file
         shows its previous version, the close fails with the write's error."""
         f = h.failure
@@ -405,19 +422,19 @@ class Buffers(Feed):
         node = h.node
         log.info("%s not saved: a write failed (%s)", node.path, f.text())
         self.tree.discard(node)
-        await self._invalidate_now(node)
+        await self.mount.invalidate_now(node)
         if not h.logged:
-            self._emit(self._file_pair(h, failure=f))
+            self.mount.emit(self.file_pair(h, failure=f))
             h.logged = True
         raise f
     def _check_truncate(self, size: int) -> None:
         """:raises _Failure: EROFS, or EFBIG for a size over the content limit."""
-        self._check_writable()
+        self.mount.check_writable()
         limit = self.store.limits.max_content_bytes
         if size > limit:
-            raise _too_big(size, limit)
+            raise too_big(size, limit)
 
-    async def _truncate_open(self, node: Node, size: int, h: _Handle) -> None:
+    async def truncate_open(self, node: Node, size: int, h: Handle) -> None:
         """ftruncate(2): part of the handle's open→close (its event tells a failure)."""
         if node.scratch is not None:
             self._truncate_scratch(node, size)
@@ -427,45 +444,45 @@ class Buffers(Feed):
         except _Failure as f:
             h.failure = f
             raise
-        _resize(await self._buffer(node), size)
+        _resize(await self.buffer(node), size)
         node.dirty = h.truncated = h.changed = True
         node.gen += 1
         node.touch()
 
-    async def _truncate_path(self, node: Node, size: int, ctx: pyfuse3.RequestContext) -> None:
+    async def truncate_path(self, node: Node, size: int, ctx: pyfuse3.RequestContext) -> None:
         """truncate(2): an event pair of its own. Committed at once, unless the file is open
         for writing: then it changes the shared buffer that the writers' close commits."""
         if node.scratch is not None:
             self._truncate_scratch(node, size)
             return
-        comm_, pid = self._ctx_name(ctx)
+        comm_, pid = self.mount.ctx_name(ctx)
         path = node.path
         try:
             self._check_truncate(size)
         except _Failure as f:
-            self._emit(self._pair(comm_, pid, "truncate", path, failure=f))
+            self.mount.emit(self.mount.pair(comm_, pid, "truncate", path, failure=f))
             raise
-        _resize(await self._buffer(node), size)
+        _resize(await self.buffer(node), size)
         node.dirty = True
         node.gen += 1
         node.touch()
-        text = f"truncated {self._display(path)} to {size} bytes"
-        if self._save_path(node) is None:
+        text = f"truncated {self.mount.display(path)} to {size} bytes"
+        if self.save_path(node) is None:
             # Unlinked here while still open (truncate(2) of /proc/PID/fd/N): POSIX, the open
             # file changes and nothing is saved.
-            self._emit(self._pair(comm_, pid, "truncate", path, text=text))
+            self.mount.emit(self.mount.pair(comm_, pid, "truncate", path, text=text))
             return
         if node.writers:
-            self._emit(self._pair(comm_, pid, "truncate", path,
+            self.mount.emit(self.mount.pair(comm_, pid, "truncate", path,
                                   text=text + " (saved when the file is closed)"))
             return
         try:
-            saved = await self._commit(node, lambda _size: self._pair(comm_, pid, "truncate",
-                                                                      path, text=text))
+            saved = await self.commit(node, lambda _size: self.mount.pair(comm_, pid, "truncate",
+                                                                          path, text=text))
             if saved is None:  # removed here (or saved) while it waited for the mutex
-                self._emit(self._pair(comm_, pid, "truncate", path, text=text))
+                self.mount.emit(self.mount.pair(comm_, pid, "truncate", path, text=text))
         except _Failure as f:
-            self._emit(self._pair(comm_, pid, "truncate", path, failure=f))
+            self.mount.emit(self.mount.pair(comm_, pid, "truncate", path, failure=f))
             raise
         finally:
             if not node.writers and not node.handles:
@@ -473,24 +490,24 @@ class Buffers(Feed):
 
     def _truncate_scratch(self, node: Node, size: int) -> None:
         """truncate(2) or ftruncate(2) of a scratch file: within the scratch budget."""
-        self._check_writable()
+        self.mount.check_writable()
         assert node.buffer is not None
         if self.tree.scratch_full(size - len(node.buffer)):
             raise _Failure(errno.ENOSPC, "scratch files are full")
         _resize(node.buffer, size)
         node.touch()
 
-    def _register(self, h: _Handle) -> FileHandleT:
+    def register(self, h: Handle) -> FileHandleT:
         """Give an open file or directory its handle number; its path is taken now (for the
         event, which names the path at open time)."""
-        fh = self._new_fh()
-        self._handles[fh] = h
+        fh = self.mount.new_fh()
+        self.mount.handles[fh] = h
         h.node.handles += 1
         h.file_path = h.node.path
         return fh
 
-    def _open_handle(self, h: _Handle) -> pyfuse3.FileInfo:
-        fh = self._register(h)
+    def open_handle(self, h: Handle) -> pyfuse3.FileInfo:
+        fh = self.register(h)
         if h.writable:
             h.node.writers += 1
         # keep_cache: page caches stay valid across opens; changes made elsewhere reach the
@@ -499,22 +516,22 @@ class Buffers(Feed):
 
     # -- renames ----------------------------------------------------------------------------
 
-    async def _rename(
+    async def rename(
         self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
         pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
         deadline: float,
     ) -> tuple[list[dict[str, Any]] | None, bool]:
         """Rename under the mutex, waiting for the database until ``deadline``; returns the
         events and whether the store recorded them."""
-        self._check_writable()
+        self.mount.check_writable()
         if flags & pyfuse3.RENAME_EXCHANGE:
             raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
         if src is None:
             raise _Failure(errno.ENOENT, f"no such file {old_path}")
-        new_path = self._new_path(new_parent, name_new)
+        new_path = self.mount.new_path(new_parent, name_new)
         if new_path == old_path:
             return pair(src.memory), False
-        dst = self._child(new_parent, name_new)
+        dst = self.mount.child(new_parent, name_new)
         if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
             raise _Failure(errno.EEXIST, f"{new_path} exists")
         if src.is_dir:
@@ -529,18 +546,18 @@ class Buffers(Feed):
             return await self._rename_scratch(src, new_parent, new_path, pair, deadline)
         events = pair(None)
         gen = src.gen
-        await self._events_in_order(deadline)
+        await self.mount.events_in_order(deadline)
         try:
             if src.memory is None:
                 # Never committed (a new file not closed yet): its content becomes the
                 # content at the new path in one write, over the memory there if any.
-                data = bytes(await self._data(src))
-                moved = await self._call_by(deadline, self.store.write_path, self.store_id,
-                                            new_path, data, actor=self.actor, events=events)
+                data = bytes(await self.data(src))
+                moved = await self.mount.call_by(deadline, self.store.write_path, self.store_id,
+                                                 new_path, data, actor=self.actor, events=events)
                 if src.gen == gen:
                     src.dirty = False
             else:
-                moved = await self._call_by(
+                moved = await self.mount.call_by(
                     deadline, self.store.rename_path, self.store_id, old_path, new_path,
                     actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
                     events=events)
@@ -549,14 +566,14 @@ class Buffers(Feed):
         self.tree.own_change(moved.seq)
         # Whatever holds the new name now (also one made while the store worked) is renamed
         # over: open descriptors keep its content, its unsaved data is never saved.
-        dst = self._child(new_parent, name_new)
+        dst = self.mount.child(new_parent, name_new)
         if dst is not None and dst is not src:
             dst.dirty = False
             self.tree.detach(dst)
         self.tree.detach(src, pin_parent=True)
         self.tree.place(src, new_parent, new_path.rpartition("/")[2])
         self.tree.set_memory(src, moved, moved.seq)
-        self._history_saw("put", moved.id, new_path, old_path)
+        self.mount.history_saw("put", moved.id, new_path, old_path)
         return events, True
 
     def _parked(self, node: Node) -> str | None:
@@ -578,15 +595,15 @@ class Buffers(Feed):
             return None
         assert node.scratch is not None and node.scratch.parked_id is not None
         try:
-            m = await self._call_by(deadline, self.store.get_memory, self.store_id,
-                                    node.scratch.parked_id, view="basic")
+            m = await self.mount.call_by(deadline, self.store.get_memory, self.store_id,
+                                         node.scratch.parked_id, view="basic")
         except errors.NotFound:
             return None
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
         return path if m.path == path else None
 
-    async def _unlink_scratch(self, node: Node, comm_: str, pid: int, deadline: float) -> None:
+    async def unlink_scratch(self, node: Node, comm_: str, pid: int, deadline: float) -> None:
         """Delete a scratch file (under the mutex). One that parks a memory deletes it: the
         memory was renamed onto this name, then deleted (``mv x.md x.md~; rm x.md~``)."""
         parked = await self._still_parked(node, deadline)
@@ -594,29 +611,29 @@ class Buffers(Feed):
             assert node.scratch is not None
             memory_id = node.scratch.parked_id
             assert memory_id is not None
-            events = self._pair(comm_, pid, "delete", parked, memory_id=memory_id,
-                                text=f"deleted {self._display(parked)} (renamed to "
-                                     f"{self._display(node.path)} before)")
-            await self._events_in_order(deadline)
+            events = self.mount.pair(comm_, pid, "delete", parked, memory_id=memory_id,
+                                     text=f"deleted {self.mount.display(parked)} (renamed to "
+                                     f"{self.mount.display(node.path)} before)")
+            await self.mount.events_in_order(deadline)
             try:
-                gone = await self._call_by(deadline, self.store.delete_path, self.store_id,
-                                           parked, actor=self.actor, events=events)
+                gone = await self.mount.call_by(deadline, self.store.delete_path, self.store_id,
+                                                parked, actor=self.actor, events=events)
                 self.tree.own_change(gone.seq)
-                self._logged(events)
-                self._history_saw("delete", memory_id, parked)
+                self.mount.logged(events)
+                self.mount.history_saw("delete", memory_id, parked)
             except errors.NotFound:
-                await self._deleted_elsewhere(deadline)
+                await self.deleted_elsewhere(deadline)
             except errors.MemfsError as e:
                 raise _Failure.of(e) from None
         self.tree.detach(node, pin_parent=True)
 
-    async def _deleted_elsewhere(self, deadline: float) -> None:
+    async def deleted_elsewhere(self, deadline: float) -> None:
         """A memory this mount deletes was deleted elsewhere meanwhile: that delete is behind
         the store's newest change, and a late state from before it must not bring the file
         back either (as :meth:`unlink`)."""
         with contextlib.suppress(errors.MemfsError):
-            self.tree.own_change(await self._call_by(deadline, self.store.last_change,
-                                                     self.store_id))
+            self.tree.own_change(await self.mount.call_by(deadline, self.store.last_change,
+                                                          self.store_id))
 
     async def _replace_for_scratch(self, dst: Node | None, deadline: float) -> None:
         """Remove what a rename onto a scratch name replaces: a memory that has a scratch name
@@ -625,12 +642,12 @@ class Buffers(Feed):
             return
         if dst.memory is not None:
             try:
-                gone = await self._call_by(deadline, self.store.delete_path, self.store_id,
-                                           dst.path, actor=self.actor)
+                gone = await self.mount.call_by(deadline, self.store.delete_path, self.store_id,
+                                                dst.path, actor=self.actor)
                 self.tree.own_change(gone.seq)
-                self._history_saw("delete", dst.memory.id, dst.path)
+                self.mount.history_saw("delete", dst.memory.id, dst.path)
             except errors.NotFound:
-                await self._deleted_elsewhere(deadline)
+                await self.deleted_elsewhere(deadline)
             except errors.MemfsError as e:
                 raise _Failure.of(e) from None
         dst.dirty = False
@@ -643,7 +660,7 @@ class Buffers(Feed):
     ) -> tuple[list[dict[str, Any]] | None, bool]:
         """A file renamed onto a scratch name becomes scratch with its content. A memory is
         parked (:class:`~memfs.fuse.scratch.Scratch`): the store changes nothing yet."""
-        data = await self._data(src)
+        data = await self.data(src)
         if src.scratch is None and (self.tree.scratch_crowded()
                                     or self.tree.scratch_full(len(data))):
             # Its content moves into the daemon's memory, as a scratch file's.
@@ -675,18 +692,18 @@ class Buffers(Feed):
         data = bytes(src.buffer)
         events = pair(None)
         parked = await self._still_parked(src, deadline)
-        await self._events_in_order(deadline)
+        await self.mount.events_in_order(deadline)
         try:
             if parked is not None and parked != new_path:
-                renamed = await self._call_by(deadline, self.store.rename_path, self.store_id,
-                                              parked, new_path, actor=self.actor, replace=True)
+                renamed = await self.mount.call_by(deadline, self.store.rename_path, self.store_id,
+                                                   parked, new_path, actor=self.actor, replace=True)
                 self.tree.own_change(renamed.seq)
-            moved = await self._call_by(deadline, self.store.write_path, self.store_id,
-                                        new_path, data, actor=self.actor, events=events)
+            moved = await self.mount.call_by(deadline, self.store.write_path, self.store_id,
+                                             new_path, data, actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
         self.tree.own_change(moved.seq)
-        dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
+        dst = self.mount.child(new_parent, new_path.rpartition("/")[2].encode())
         if dst is not None and dst is not src:
             dst.dirty = False
             self.tree.detach(dst)
@@ -698,7 +715,7 @@ class Buffers(Feed):
             src.buffer = None
             self.tree.cache_content(src, data)
         self.tree.stale_inodes.append(src.ino)
-        self._history_saw("put", moved.id, new_path, parked)
+        self.mount.history_saw("put", moved.id, new_path, parked)
         return events, True
 
     async def _rename_dir(
@@ -712,16 +729,16 @@ class Buffers(Feed):
             if dst.children:
                 raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
         events = pair(None)
-        await self._events_in_order(deadline)
+        await self.mount.events_in_order(deadline)
         try:
-            moved = await self._call_by(
+            moved = await self.mount.call_by(
                 deadline, self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
                 actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
         for m in moved:
             self.tree.own_change(m.seq)
-        dst = self._child(new_parent, new_path.rpartition("/")[2].encode())
+        dst = self.mount.child(new_parent, new_path.rpartition("/")[2].encode())
         if dst is not None and dst is not src:
             self.tree.detach(dst)
         self.tree.detach(src, pin_parent=True)
@@ -732,6 +749,6 @@ class Buffers(Feed):
                 self.tree.set_memory(node, m, m.seq)
             else:
                 self.tree.attach_memory(m, m.seq)  # one this mount had not seen yet
-        if self.search is not None:
-            self.search.changed()
+        if self.mount.search is not None:
+            self.mount.search.changed()
         return events, True

@@ -1,14 +1,16 @@
-"""What every part of a mount's :class:`~memfs.fuse.ops.Operations` builds on: its state (the
-tree, the open handles, ``.history`` and ``.search`` and their handler objects, the mutex),
-store calls that never wait on the trio thread, entry attributes, and tool events.
+"""What every part of a mount's :class:`~memfs.fuse.ops.Operations` shares: :class:`Mount`, its
+state (the tree, the open handles, ``.history`` and ``.search`` and their handler objects, the
+mutex), store calls that never wait on the trio thread, tool events, and :class:`Attributes`,
+the entry attributes the kernel is told.
 
-The parts of :class:`~memfs.fuse.ops.Operations` build on each other in one line, each a
-subclass of the one before it (it may call their methods; never the other way round):
-:class:`Base` here, :class:`~memfs.fuse.feed.Feed` (loading the tree, the change feed),
-:class:`~memfs.fuse.buffers.Buffers` (write buffers and commits) and
-:class:`~memfs.fuse.ops.Operations` (the pyfuse3 handlers, and nothing else). ``.history`` and
-``.search`` are not parts but objects of their own (:mod:`memfs.fuse.dotdirs`), which the
-handlers' dispatch hands their requests.
+:class:`~memfs.fuse.ops.Operations` is made of parts, each an object it holds and calls by
+name: the :class:`Mount` here, which every other part is given;
+:class:`~memfs.fuse.feed.Feed` (``ops.feed``: loading the tree, the change feed) and
+:class:`~memfs.fuse.buffers.Buffers` (``ops.buffers``: write buffers and commits, renames).
+:class:`~memfs.fuse.ops.Operations` itself has the pyfuse3 handlers, and nothing else.
+``.history`` and ``.search`` are objects of their own too (:mod:`memfs.fuse.dotdirs`), which the
+handlers' dispatch hands their requests; they see the mount only through
+:class:`~memfs.fuse.dotdirs.Host`, which :class:`Mount` is.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import trio
 from pyfuse3 import FileHandleT, FUSEError, InodeT, ModeT
 
 from .. import errors
-from ..models import Actor
+from ..models import Actor, Change
 from ..protocol import SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
 from .dotdirs import DotDir, HistoryDir, SearchDir
@@ -46,13 +48,14 @@ _R = TypeVar("_R")
 
 #: Seconds an unlink or rename waits for the database's write lock (and this mount's earlier
 #: changes) before it fails with EBUSY: the kernel makes every lookup and listing of its
-#: directory wait for it (:meth:`Operations._directory_change`). Closes and fsyncs lock no
+#: directory wait for it (:meth:`Mount.directory_change`). Closes and fsyncs lock no
 #: directory and wait as long as the store does.
 DIRECTORY_PATIENCE = 0.5
 #: The reason given for that EBUSY.
 BUSY_TEXT = "the database stayed locked by another writer; try again"
 
-_BLOCK = 4096
+#: The block size statfs and every file's attributes tell.
+BLOCK = 4096
 
 
 def _fill(entry: pyfuse3.EntryAttributes, ino: int, nlink: int, size: int, mtime_ns: int,
@@ -116,7 +119,7 @@ def _session_scope(store: StoreAPI, actor: Actor) -> SessionScope | None:
 
 
 @dataclass(eq=False)
-class _Handle:
+class Handle:
     """One open file (or directory) description, with what its event will say."""
 
     node: Node
@@ -137,9 +140,68 @@ class _Handle:
     listing: list[Node] | None = None
 
 
-class Base(pyfuse3.Operations):
+class Attributes:
+    """The attributes the kernel is told of this mount's files and directories: the mount's
+    owner and modes, cached by the kernel for ``timeout`` seconds."""
+
+    def __init__(self, timeout: float, uid: int, gid: int, dir_mode: int,
+                 file_mode: int) -> None:
+        self.timeout = timeout
+        self.uid, self.gid = uid, gid
+        self.dir_mode, self.file_mode = dir_mode, file_mode
+        #: What a listing's entries are put in (:meth:`put`): one object for a file, one for
+        #: a directory and one for an unsaved file (whose attributes the kernel must not keep:
+        #: see :meth:`of`), reused for every entry of every listing
+        #: (``pyfuse3.readdir_reply`` copies them at once). The kernel asks for every entry's
+        #: attributes at each listing (READDIRPLUS), and building a new object for each was
+        #: most of what a listing cost the daemon; keeping one per node would cost 3 MB for a
+        #: session's 16,000 files. Never for a reply made after an ``await``.
+        unsaved = self.blank(False)
+        unsaved.attr_timeout = 0
+        self.reused = (self.blank(False), self.blank(True), unsaved)
+
+    def of(self, node: Node) -> pyfuse3.EntryAttributes:
+        """A node's attributes, in an object of their own."""
+        entry = self.put(node, self.blank(node.is_dir))
+        if node.dirty or node.scratch is not None:
+            # An unsaved file's times are its last write's until its close saves it; then
+            # they are the saved version's (its updated_at). The kernel must ask again then,
+            # not keep what it is told now. (A create's reply is kept: see ``create``.) A
+            # scratch file is never saved: the mount's word on it is always the latest.
+            entry.attr_timeout = 0
+        return entry
+
+    @staticmethod
+    def put(node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
+        """Set in ``entry`` what the kernel is told of ``node`` that differs from one node
+        to the next."""
+        if node.is_dir:
+            # "." and the entry in its parent, plus each subdirectory's "..".
+            return _fill(entry, node.ino, 2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns)
+        # An unlinked file still open has no name left.
+        return _fill(entry, node.ino, 1 if node.attached else 0, node.size, node.mtime_ns,
+                     node.ctime_ns)
+
+    def blank(self, is_dir: bool) -> pyfuse3.EntryAttributes:
+        """New attributes with what every file (or directory) of this mount shares: the
+        mount's owner and modes, cached by the kernel for :attr:`timeout`."""
+        entry = pyfuse3.EntryAttributes()
+        entry.generation = 0
+        entry.entry_timeout = self.timeout
+        entry.attr_timeout = self.timeout
+        mode = (stat.S_IFDIR | self.dir_mode) if is_dir else (stat.S_IFREG | self.file_mode)
+        entry.st_mode = ModeT(mode)
+        entry.st_uid = self.uid
+        entry.st_gid = self.gid
+        entry.st_rdev = 0
+        entry.st_blksize = BLOCK
+        return entry
+
+
+class Mount:
     """The state of one mount and the helpers every part of :class:`~memfs.fuse.ops.Operations`
-    uses (its parameters are those of :class:`~memfs.fuse.ops.Operations`)."""
+    uses (its parameters are those of :class:`~memfs.fuse.ops.Operations`). It is the
+    :class:`~memfs.fuse.dotdirs.Host` of ``.history`` and ``.search``."""
 
     def __init__(
         self,
@@ -155,7 +217,6 @@ class Base(pyfuse3.Operations):
         owner: tuple[int, int] | None = None,
         private: bool = False,
     ) -> None:
-        super().__init__()
         self.store = store
         self.store_id = store_id
         self.actor = actor
@@ -164,18 +225,21 @@ class Base(pyfuse3.Operations):
         self.display_root = display_root.rstrip("/")
         self.timeout = timeout
         self.mountpoint = mountpoint
-        self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
-        self.dir_mode, self.file_mode = (0o700, 0o600) if private else (0o755, 0o644)
+        uid, gid = owner if owner is not None else (os.getuid(), os.getgid())
+        #: The attributes the kernel is told.
+        self.attrs = Attributes(timeout, uid, gid, *((0o700, 0o600) if private
+                                                     else (0o755, 0o644)))
         self.tree = Tree()
         self.root = self.tree.root
-        self._handles: dict[int, _Handle] = {}
+        #: The open files and listings of the tree, by file handle number.
+        self.handles: dict[int, Handle] = {}
         #: The ``.history`` directory (a snapshot's store lists the versions up to its
         #: boundary, so its ``.history`` ends there).
-        self.history: History = History(self.tree, store, store_id, self._call,
-                                        self._in_thread)
+        self.history: History = History(self.tree, store, store_id, self.call,
+                                        self.in_thread)
         #: The ``.search`` directory (None: a store that cannot search, as a snapshot's).
         self.search: Search | None = (
-            Search(self.tree, store.search, store_id, self._in_thread, self._display,
+            Search(self.tree, store.search, store_id, self.in_thread, self.display,
                    _session_scope(store, actor))
             if isinstance(store, SearchAPI) else None)
         #: Their handler objects, which the handlers' dispatch hands their requests
@@ -184,15 +248,14 @@ class Base(pyfuse3.Operations):
             HistoryDir(self, self.history),
             *((SearchDir(self, self.search),) if self.search is not None else ()))
         #: Names of the root that are not the tree's (hidden from its listing).
-        self._reserved = {d.name for d in self.dotdirs}
+        self.reserved = {d.name for d in self.dotdirs}
         self._next_fh = 1
-        self._mutex = Mutex()
+        #: Taken by every change to the store (commits, unlink, rename) and by the change
+        #: feed's application, so that the tree changes in the order the store did.
+        self.mutex = Mutex()
         #: Why the store's database was last found down (a store call failed with a
         #: StorageError), until a call succeeds again; None while it answers.
         self.outage: str | None = None
-        #: Commits waiting for the mutex, which the next one to hold it makes together in one
-        #: transaction (:meth:`~memfs.fuse.buffers.Buffers._commit`).
-        self._queued_commits: list[Any] = []
         #: The inode the root's ".." lists (None: the root itself): the directory this tree
         #: is mounted in, when it is one (a session's root, :mod:`memfs.sessionfs`).
         self.root_parent_ino: int | None = None
@@ -200,46 +263,19 @@ class Base(pyfuse3.Operations):
         self.on_stale: Callable[[], None] | None = None
         #: Told of every request (the daemon's; None: no kernel, as in unit tests).
         self.spinner: Spinner | None = None
-        #: What a listing's entries are put in (:meth:`_put`): one object for a file, one for
-        #: a directory and one for an unsaved file (whose attributes the kernel must not keep:
-        #: see :meth:`_attrs`), reused for every entry of every listing
-        #: (``pyfuse3.readdir_reply`` copies them at once). The kernel asks for every entry's
-        #: attributes at each listing (READDIRPLUS), and building a new object for each was
-        #: most of what a listing cost the daemon; keeping one per node would cost 3 MB for a
-        #: session's 16,000 files. Never for a reply made after an ``await``.
-        unsaved = self._blank(False)
-        unsaved.attr_timeout = 0
-        self._scratch = (self._blank(False), self._blank(True), unsaved)
-
-    # -- the tree's state, as the daemon and tests see it -------------------------------------
 
     @property
-    def seq(self) -> int:
-        return self.tree.seq
-
-    @seq.setter
-    def seq(self, value: int) -> None:
-        self.tree.seq = value
-
-    @property
-    def archived(self) -> bool:
-        return self.tree.archived
-
-    @property
-    def stale_entries(self) -> list[tuple[int, str, int]]:
-        return self.tree.stale_entries
-
-    @property
-    def stale_inodes(self) -> list[int]:
-        return self.tree.stale_inodes
+    def root_ino(self) -> int:
+        return self.root.ino
 
     def kick(self) -> None:
         """Have the kernel told of queued invalidations now."""
         if self.on_stale is not None and (self.tree.stale_entries or self.tree.stale_inodes):
             self.on_stale()
-    # -- helpers ---------------------------------------------------------------------------
 
-    async def _call(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+    # -- store calls -----------------------------------------------------------------------
+
+    async def call(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run a store call without ever waiting on the trio thread.
 
         A local store is asked first to do it at once (its ``nowait`` mode: no lock is waited
@@ -248,11 +284,11 @@ class Base(pyfuse3.Operations):
         holds the write lock) and every call to a server run in a worker thread, while the
         trio thread keeps serving.
         """
-        return await self._call_by(None, fn, *args, **kwargs)
+        return await self.call_by(None, fn, *args, **kwargs)
 
-    async def _call_by(self, deadline: float | None, fn: Callable[..., _R], *args: Any,
-                       **kwargs: Any) -> _R:
-        """:meth:`_call`, waiting for a lock only until ``deadline`` (trio time; None: as long
+    async def call_by(self, deadline: float | None, fn: Callable[..., _R], *args: Any,
+                      **kwargs: Any) -> _R:
+        """:meth:`call`, waiting for a lock only until ``deadline`` (trio time; None: as long
         as the store waits), then :class:`~memfs.errors.Busy` with nothing changed. A store
         that cannot bound its waits (a server's client) waits as it always does."""
         try:
@@ -274,16 +310,16 @@ class Base(pyfuse3.Operations):
                 pass
         patience = getattr(self.store, "patience", None)
         if deadline is None or patience is None:
-            return await self._in_thread(fn, *args, **kwargs)
+            return await self.in_thread(fn, *args, **kwargs)
         seconds = max(0.0, deadline - trio.current_time())
 
         def bounded() -> _R:
             with patience(seconds):
                 return fn(*args, **kwargs)
 
-        return await self._in_thread(bounded)
+        return await self.in_thread(bounded)
 
-    async def _check_backend(self) -> None:
+    async def check_backend(self) -> None:
         """Before a file is opened for writing: while the store's database is known to be
         down (:attr:`outage`), ask it once whether it is back (a cheap read), and fail with
         its error (EIO) if not. A shell's ``echo x > f`` ignores the error of its close, so
@@ -291,27 +327,37 @@ class Base(pyfuse3.Operations):
         if self.outage is None:
             return
         try:
-            await self._call(self.store.last_change, self.store_id)
+            await self.call(self.store.last_change, self.store_id)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
 
-    async def _in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+    async def in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run a call that may wait (a disk sync, a lock) in a worker thread."""
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
-    def _new_fh(self) -> FileHandleT:
+    def stop_waiting(self) -> None:
+        """At a stop signal's end of grace: the store's calls waiting for a lock (a close
+        waiting for another process's write lock, in a worker thread that no cancellation
+        reaches) give up, having changed nothing, so that the unmount follows."""
+        stop = getattr(self.store, "stop_waiting", None)
+        if stop is not None:
+            stop()
+
+    # -- the tree --------------------------------------------------------------------------
+
+    def new_fh(self) -> FileHandleT:
         """A new file handle number (one counter for the tree's and the dot directories')."""
         fh = self._next_fh
         self._next_fh += 1
         return FileHandleT(fh)
 
-    def _node(self, inode: int) -> Node:
+    def node(self, inode: int) -> Node:
         node = self.tree.nodes.get(inode)
         if node is None:
             raise FUSEError(errno.ENOENT)
         return node
 
-    def _child(self, parent: Node, name: bytes) -> Node | None:
+    def child(self, parent: Node, name: bytes) -> Node | None:
         if not parent.is_dir or not parent.attached:
             return None
         try:
@@ -322,12 +368,12 @@ class Base(pyfuse3.Operations):
         return parent.children.get(s)
 
     @staticmethod
-    def _entry_path(parent: Node, name: bytes) -> str:
+    def entry_path(parent: Node, name: bytes) -> str:
         """The path of ``parent``'s entry ``name`` for messages and events: no rule checked
         (a name that is not UTF-8 is shown with replacement characters)."""
         return parent.path.rstrip("/") + "/" + name.decode("utf-8", "replace")
 
-    def _new_path(self, parent: Node, name: bytes) -> str:
+    def new_path(self, parent: Node, name: bytes) -> str:
         """The memory path of a new entry, checked by the store's path rules.
 
         :raises _Failure: ENOENT (parent gone), ENAMETOOLONG, or the errno of the broken rule.
@@ -345,80 +391,65 @@ class Base(pyfuse3.Operations):
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
 
-    def _check_writable(self) -> None:
+    def change_path(self, parent_inode: int, name: bytes) -> str:
+        """The path (below the mount root) of the entry a change names: in ``.history`` or
+        ``.search``, or the tree's.
+
+        :raises FUSEError: ENOENT, ``parent_inode`` is no directory of the mount.
+        """
+        return self.dot_path(parent_inode, name) or self.entry_path(self.node(parent_inode),
+                                                                    name)
+
+    def dot_path(self, parent_inode: int, name: bytes | None = None) -> str | None:
+        """The path (below the mount root) of ``.history`` or ``.search`` or an entry in them
+        that a request would change (None: in neither)."""
+        return next((p for d in self.dotdirs if (p := d.path_of(parent_inode, name))), None)
+
+    def check_writable(self) -> None:
         if self.read_only:
             raise _Failure(errno.EROFS, "the store is mounted read-only")
         if self.tree.archived:
             raise _Failure(errno.EROFS, "the memory store is archived")
 
-    def _refuse_if_read_only(self, operation: str, path: str,
-                             ctx: pyfuse3.RequestContext) -> None:
+    def refuse_if_read_only(self, operation: str, path: str,
+                            ctx: pyfuse3.RequestContext) -> None:
         """EROFS (the refusal logged as ``operation`` on ``path``) unless the store takes
         changes."""
         try:
-            self._check_writable()
+            self.check_writable()
         except _Failure as f:
-            comm_, pid = self._ctx_name(ctx)
-            self._emit(self._pair(comm_, pid, operation, path, failure=f))
+            comm_, pid = self.ctx_name(ctx)
+            self.emit(self.pair(comm_, pid, operation, path, failure=f))
             raise FUSEError(f.errno) from None
 
-    def _display(self, path: str) -> str:
-        return (self.display_root + path) if path != "/" else (self.display_root or "/")
+    def history_saw(self, op: str, memory_id: str, path: str,
+                    old_path: str | None = None) -> None:
+        """This mount changed a memory: its history and its searches show it at once (not
+        only once the change feed brings it back)."""
+        if self.search is not None:
+            self.search.changed()
+        if self.history is not None:
+            self.history.apply_changes(
+                [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
 
-    def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
-        """A node's attributes, in an object of their own."""
-        entry = self._put(node, self._blank(node.is_dir))
-        if node.dirty or node.scratch is not None:
-            # An unsaved file's times are its last write's until its close saves it; then
-            # they are the saved version's (its updated_at). The kernel must ask again then,
-            # not keep what it is told now. (A create's reply is kept: see ``create``.) A
-            # scratch file is never saved: the mount's word on it is always the latest.
-            entry.attr_timeout = 0
-        return entry
+    # -- entry attributes ------------------------------------------------------------------
 
-    @staticmethod
-    def _put(node: Node, entry: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
-        """Set in ``entry`` what the kernel is told of ``node`` that differs from one node
-        to the next."""
-        if node.is_dir:
-            # "." and the entry in its parent, plus each subdirectory's "..".
-            return _fill(entry, node.ino, 2 + node.subdirs, 4096, node.mtime_ns, node.ctime_ns)
-        # An unlinked file still open has no name left.
-        return _fill(entry, node.ino, 1 if node.attached else 0, node.size, node.mtime_ns,
-                     node.ctime_ns)
-
-    def _blank(self, is_dir: bool) -> pyfuse3.EntryAttributes:
-        """New attributes with what every file (or directory) of this mount shares: the
-        mount's owner and modes, cached by the kernel for :attr:`timeout`."""
-        entry = pyfuse3.EntryAttributes()
-        entry.generation = 0
-        entry.entry_timeout = self.timeout
-        entry.attr_timeout = self.timeout
-        mode = (stat.S_IFDIR | self.dir_mode) if is_dir else (stat.S_IFREG | self.file_mode)
-        entry.st_mode = ModeT(mode)
-        entry.st_uid = self.uid
-        entry.st_gid = self.gid
-        entry.st_rdev = 0
-        entry.st_blksize = _BLOCK
-        return entry
-
-    def _entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
-               ctime_ns: int) -> pyfuse3.EntryAttributes:
+    def entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
+              ctime_ns: int) -> pyfuse3.EntryAttributes:
         """The attributes of a file or directory of this mount that is no node of the tree
         (``.history``'s, ``.search``'s, a session's root)."""
-        return _fill(self._blank(is_dir), ino, nlink, size, mtime_ns, ctime_ns)
+        return _fill(self.attrs.blank(is_dir), ino, nlink, size, mtime_ns, ctime_ns)
 
-    def _lookup_reply(self, node: Node) -> pyfuse3.EntryAttributes:
+    def lookup_reply(self, node: Node) -> pyfuse3.EntryAttributes:
         node.lookups += 1
-        return self._attrs(node)
+        return self.attrs.of(node)
 
-    def _dot_path(self, parent_inode: int, name: bytes | None = None) -> str | None:
-        """The path (below the mount root) of ``.history`` or ``.search`` or an entry in them
-        that a request would change (None: in neither)."""
-        return next((p for d in self.dotdirs if (p := d.path_of(parent_inode, name))), None)
+    def root_reply(self) -> pyfuse3.EntryAttributes:
+        """The reply to a lookup of the mount root (a ".." leaving ``.history``)."""
+        return self.lookup_reply(self.root)
 
-    def _reply_dots(self, token: pyfuse3.ReaddirToken, start_id: int, ino: int,
-                    parent_ino: int) -> bool:
+    def reply_dots(self, token: pyfuse3.ReaddirToken, start_id: int, ino: int,
+                   parent_ino: int) -> bool:
         """Send "." and ".." (those from ``start_id`` on); False when the kernel's buffer is
         full. The kernel takes only their inode numbers and types from a READDIRPLUS reply: it
         caches no attributes for them and counts no lookup, so neither does the mount."""
@@ -430,29 +461,32 @@ class Base(pyfuse3.Operations):
     def _dot_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
         node = self.tree.nodes.get(ino)
         if node is not None:
-            return self._attrs(node)
+            return self.attrs.of(node)
         for d in self.dotdirs:
             attrs = d.attrs_of(ino)
             if attrs is not None:
                 return attrs
-        return self._entry(ino, True, 2, 4096, 0, 0)  # outside this tree (a session's root)
-    async def _events_in_order(self, deadline: float | None = None) -> None:
+        return self.entry(ino, True, 2, 4096, 0, 0)  # outside this tree (a session's root)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    async def events_in_order(self, deadline: float | None = None) -> None:
         """Record the queued events before a write records its own, so that a session's events
         stay in the order they happened (a write's are recorded in its transaction, the others
         in batches). Failing, they stay queued: the write goes on. ``deadline``: as for
-        :meth:`_call_by`."""
+        :meth:`call_by`."""
         if self.events is not None and self.events.pending:
             try:
-                await self._call_by(deadline, self.events.flush, wait=False)
+                await self.call_by(deadline, self.events.flush, wait=False)
             except errors.MemfsError as e:
                 log.debug("tool events stay queued: %s", e.message)
 
     @contextlib.asynccontextmanager
-    async def _directory_change(self) -> AsyncIterator[float]:
+    async def directory_change(self) -> AsyncIterator[float]:
         """The mutex for a change the kernel makes with its directory locked (unlink, rename):
         every lookup of a name not cached yet and every listing of that directory waits for
         it. So it waits at most :data:`DIRECTORY_PATIENCE` for the mutex and the database
-        together (yields the deadline for its store calls, :meth:`_call_by`): a transaction
+        together (yields the deadline for its store calls, :meth:`call_by`): a transaction
         of another process that holds the write lock for seconds makes it fail with EBUSY,
         having changed nothing, instead of freezing ``ls`` in that directory meanwhile.
 
@@ -460,7 +494,7 @@ class Base(pyfuse3.Operations):
         """
         deadline = trio.current_time() + DIRECTORY_PATIENCE
         with trio.move_on_at(deadline) as waiting:
-            await self._mutex.acquire()
+            await self.mutex.acquire()
         if waiting.cancelled_caught:
             log.info("a directory change gave up: an earlier change still waits for the "
                      "database's write lock")
@@ -468,43 +502,53 @@ class Base(pyfuse3.Operations):
         try:
             yield deadline
         finally:
-            self._mutex.release()
+            self.mutex.release()
 
-    def _emit(self, events: list[dict[str, Any]] | None) -> None:
+    # -- tool events -----------------------------------------------------------------------
+
+    def display(self, path: str) -> str:
+        """A path below the mount root as the agent sees it (the mount path before it)."""
+        return (self.display_root + path) if path != "/" else (self.display_root or "/")
+
+    def emit(self, events: list[dict[str, Any]] | None) -> None:
         """Record events that no write records (queued for the database)."""
         if self.events is not None and events:
             self.events.emit(events)
 
-    def _logged(self, events: list[dict[str, Any]] | None) -> None:
+    def logged(self, events: list[dict[str, Any]] | None) -> None:
         """Events the store recorded with their write: the JSON-lines file only."""
         if self.events is not None and events:
             self.events.log(events)
 
-    def _pair(self, name: str, pid: int, operation: str, file_path: str, *,
-              failure: _Failure | None = None, text: str = "", memory: WrittenVersion | None = None,
-              memory_id: str | None = None, new_path: str | None = None,
-              ) -> list[dict[str, Any]] | None:
+    def pair(self, name: str, pid: int, operation: str, file_path: str, *,
+             failure: _Failure | None = None, text: str = "", memory: WrittenVersion | None = None,
+             memory_id: str | None = None, new_path: str | None = None,
+             ) -> list[dict[str, Any]] | None:
         """A tool event pair (None when the mount logs no events)."""
         if self.events is None:
             return None
         return tool_pair(
-            name, pid, operation, self._display(file_path),
+            name, pid, operation, self.display(file_path),
             failure=failure.text() if failure is not None else None, text=text, memory=memory,
             memory_id=memory_id,
-            new_path=self._display(new_path) if new_path is not None else None,
+            new_path=self.display(new_path) if new_path is not None else None,
         )
 
-    def _ctx_name(self, ctx: pyfuse3.RequestContext) -> tuple[str, int]:
+    @staticmethod
+    def ctx_name(ctx: pyfuse3.RequestContext) -> tuple[str, int]:
+        """The name and pid of the process that made a request."""
         return comm(ctx.pid), ctx.pid
 
-    def _forget_attrs(self, node: Node) -> None:
+    # -- the kernel's caches ---------------------------------------------------------------
+
+    def forget_attrs(self, node: Node) -> None:
         """Make the kernel forget a node's attributes (not its pages) before the handler
         answers. At once, on the trio thread: with no writeback cache this waits for nothing
-        in the kernel (no page, no request), unlike :meth:`_invalidate_now`."""
+        in the kernel (no page, no request), unlike :meth:`invalidate_now`."""
         if self.on_stale is not None:  # no kernel (unit tests) otherwise
             invalidate_inodes([node.ino], attr_only=True)
 
-    async def _invalidate_now(self, node: Node) -> None:
+    async def invalidate_now(self, node: Node) -> None:
         """Make the kernel forget a node's pages (and its name, if it left the tree) before
         the handler answers: a refused write must not stay visible for a moment."""
         if self.on_stale is None:  # no kernel (unit tests): the queues stay for inspection

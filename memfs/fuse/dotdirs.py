@@ -11,7 +11,7 @@ theirs, or their own name in the mount root). What no directory here claims goes
 handler; so the tree's handlers never see a node of ``.history`` or ``.search``.
 
 Their nodes are not the tree's: their inodes come from the tree's allocator, their file handles
-from the mount's counter (:meth:`~memfs.fuse.core.Base._new_fh`). Both are hidden from the
+from the mount's counter (:meth:`Host.new_fh`). Both are hidden from the
 root's listing (a lookup by name finds them, and shadows a memory ``/.history/...`` or
 ``/.search/...`` made through the API). Both are read-only: every change under them (or of
 them) is EROFS, logged as a failed tool call, like the refusals of a read-only mount. Listings,
@@ -34,7 +34,7 @@ import functools
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
+from typing import Any, Generic, NoReturn, Protocol, TypeVar, cast
 
 import pyfuse3
 from pyfuse3 import FileHandleT, FileNameT, FUSEError, XAttrNameT
@@ -44,8 +44,62 @@ from .history import HISTORY, History, HNode, version_xattrs
 from .kernel import DOTS, _Failure
 from .search import SEARCH, Answer, Refused, Search, SNode
 
-if TYPE_CHECKING:
-    from .core import Base
+
+class Host(Protocol):
+    """What ``.history`` and ``.search`` need of the mount they are in (the mount's
+    :class:`~memfs.fuse.core.Mount` is one): all they know of it."""
+
+    @property
+    def root_ino(self) -> int:
+        """The mount root's inode (the parent of both, and their ".."'s)."""
+        ...
+
+    def new_fh(self) -> FileHandleT:
+        """A file handle number (the mount's counter: its own handles' and theirs)."""
+        ...
+
+    def entry(self, ino: int, is_dir: bool, nlink: int, size: int, mtime_ns: int,
+              ctime_ns: int) -> pyfuse3.EntryAttributes:
+        """The attributes of one of their nodes, with the mount's owner, modes and timeouts."""
+        ...
+
+    def root_reply(self) -> pyfuse3.EntryAttributes:
+        """The reply to a lookup of the mount root (their "..")."""
+        ...
+
+    def reply_dots(self, token: pyfuse3.ReaddirToken, start_id: int, ino: int,
+                   parent_ino: int) -> bool:
+        """Send a listing's "." and ".."; False when the kernel's buffer is full."""
+        ...
+
+    def change_path(self, parent_inode: int, name: bytes) -> str:
+        """The path of an entry a change names (theirs, or the tree's), for its event."""
+        ...
+
+    def display(self, path: str) -> str:
+        """A path as the agent sees it (the mount path before it)."""
+        ...
+
+    def ctx_name(self, ctx: pyfuse3.RequestContext) -> tuple[str, int]:
+        """The name and pid of the process that made a request."""
+        ...
+
+    def pair(self, name: str, pid: int, operation: str, file_path: str, *,
+             failure: _Failure | None = None, text: str = "",
+             new_path: str | None = None) -> list[dict[str, Any]] | None:
+        """A tool event pair (None: the mount logs no events)."""
+        ...
+
+    def emit(self, events: list[dict[str, Any]] | None) -> None:
+        """Record tool events."""
+        ...
+
+
+class _Dispatching(Protocol):
+    """The handlers' object (:class:`~memfs.fuse.ops.Operations`), as the dispatch sees it."""
+
+    @property
+    def dotdirs(self) -> tuple[DotDir[Any], ...]: ...
 
 
 class _Node(Protocol):
@@ -81,16 +135,16 @@ class _SearchHandle:
     data: bytes = b""
 
 
-def refuse(mount: Base, operation: str, path: str, new_path: str | None = None, *,
+def refuse(mount: Host, operation: str, path: str, new_path: str | None = None, *,
            ctx: pyfuse3.RequestContext) -> NoReturn:
     """EROFS for a change under ``.history`` or ``.search`` (``path``, or the other side of a
     rename, ``new_path``), logged like the refusals of a read-only mount."""
     searched = any(p is not None and (p == "/" + SEARCH or p.startswith(f"/{SEARCH}/"))
                    for p in (path, new_path))
     what = "search results" if searched else "the store's history"
-    f = _Failure(errno.EROFS, f"{mount._display(path)} is read-only ({what})")
-    comm_, pid = mount._ctx_name(ctx)
-    mount._emit(mount._pair(comm_, pid, operation, path, failure=f, new_path=new_path))
+    f = _Failure(errno.EROFS, f"{mount.display(path)} is read-only ({what})")
+    comm_, pid = mount.ctx_name(ctx)
+    mount.emit(mount.pair(comm_, pid, operation, path, failure=f, new_path=new_path))
     raise FUSEError(errno.EROFS)
 
 
@@ -102,7 +156,7 @@ class DotDir(Generic[_N]):
     #: Its name in the mount root.
     name: str
 
-    def __init__(self, mount: Base) -> None:
+    def __init__(self, mount: Host) -> None:
         self.mount = mount
 
     # -- what the dispatch asks ---------------------------------------------------------------
@@ -118,7 +172,7 @@ class DotDir(Generic[_N]):
         """Is ``name`` in ``parent_inode`` its (in one of its directories, or its own name in
         the mount root)?"""
         return self.node(parent_inode) is not None or (
-            parent_inode == self.mount.root.ino and name == self.name.encode())
+            parent_inode == self.mount.root_ino and name == self.name.encode())
 
     def path_of(self, parent_inode: int, name: bytes | None = None) -> str | None:
         """The path (below the mount root) of this directory or an entry in it that a request
@@ -127,7 +181,7 @@ class DotDir(Generic[_N]):
         node = self.node(parent_inode)
         if node is not None:
             return node.display + ("" if name is None else "/" + name.decode("utf-8", "replace"))
-        if parent_inode == self.mount.root.ino and name == self.name.encode():
+        if parent_inode == self.mount.root_ino and name == self.name.encode():
             return "/" + self.name
         return None
 
@@ -196,9 +250,9 @@ class DotDir(Generic[_N]):
                      name_new: bytes, flags: int, ctx: pyfuse3.RequestContext) -> NoReturn:
         # Either side may be the tree's, or the other directory's.
         m = self.mount
-        refuse(m, "rename", *(m._dot_path(p, n) or m._entry_path(m._node(p), n)
-                              for p, n in ((parent_inode_old, name_old),
-                                           (parent_inode_new, name_new))), ctx=ctx)
+        refuse(m, "rename", *(m.change_path(p, n) for p, n in ((parent_inode_old, name_old),
+                                                               (parent_inode_new, name_new))),
+               ctx=ctx)
 
 
 class HistoryDir(DotDir[HNode]):
@@ -207,7 +261,7 @@ class HistoryDir(DotDir[HNode]):
 
     name = HISTORY
 
-    def __init__(self, mount: Base, history: History) -> None:
+    def __init__(self, mount: Host, history: History) -> None:
         super().__init__(mount)
         self.history = history
         self.handles: dict[int, _HistoryHandle] = {}
@@ -226,8 +280,8 @@ class HistoryDir(DotDir[HNode]):
         # a read-only store shows them: the kernel lets a change through to the daemon, which
         # refuses it with EROFS and logs the attempt (modes without write bits would have the
         # kernel answer an unprivileged agent EACCES, unlogged).
-        return self.mount._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
-                                 node.mtime_ns, node.mtime_ns)
+        return self.mount.entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
+                                node.mtime_ns, node.mtime_ns)
 
     def attrs_of(self, inode: int) -> pyfuse3.EntryAttributes | None:
         node = self.node(inode)
@@ -241,7 +295,7 @@ class HistoryDir(DotDir[HNode]):
         return self.attrs(node)
 
     def _register(self, h: _HistoryHandle) -> FileHandleT:
-        fh = self.mount._new_fh()
+        fh = self.mount.new_fh()
         self.handles[fh] = h
         h.node.handles += 1
         return fh
@@ -260,7 +314,7 @@ class HistoryDir(DotDir[HNode]):
         if name == b"..":
             up = self.history.parent_of(parent)
             m = self.mount
-            return m._lookup_reply(m.root) if up is None else self._reply(up)
+            return m.root_reply() if up is None else self._reply(up)
         try:
             s = name.decode("utf-8")
         except UnicodeDecodeError:
@@ -279,7 +333,7 @@ class HistoryDir(DotDir[HNode]):
             raise FUSEError(errno.EISDIR)
         if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
             refuse(self.mount, "write", hn.display, ctx=ctx)
-        comm_, pid = self.mount._ctx_name(ctx)
+        comm_, pid = self.mount.ctx_name(ctx)
         data = await self.history.content(hn)
         # No keep_cache: a version redacted since the last open reads empty at once.
         fh = self._register(_HistoryHandle(hn, pid, comm_, data=data))
@@ -294,19 +348,19 @@ class HistoryDir(DotDir[HNode]):
         m = self.mount
         path = h.node.display
         if h.listing is None:
-            m._emit(m._pair(h.comm, h.pid, "read", path, text=f"read {m._display(path)}"))
+            m.emit(m.pair(h.comm, h.pid, "read", path, text=f"read {m.display(path)}"))
         else:
             n = len(h.listing)
-            m._emit(m._pair(
+            m.emit(m.pair(
                 h.comm, h.pid, "list", path,
-                text=f"listed {m._display(path)}: {n} entr{'y' if n == 1 else 'ies'}"))
+                text=f"listed {m.display(path)}: {n} entr{'y' if n == 1 else 'ies'}"))
         self.history.release_if_unused(h.node)
 
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> FileHandleT:
         hn = self._known(inode)
         if not hn.is_dir:
             raise FUSEError(errno.ENOTDIR)
-        comm_, pid = self.mount._ctx_name(ctx)
+        comm_, pid = self.mount.ctx_name(ctx)
         entries = await self.history.listing(hn)
         return self._register(_HistoryHandle(hn, pid, comm_, listing=entries))
 
@@ -314,8 +368,8 @@ class HistoryDir(DotDir[HNode]):
         # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
         hh = self.handles[fh]
         above = self.history.parent_of(hh.node)
-        if not self.mount._reply_dots(token, start_id, hh.node.ino,
-                                      self.mount.root.ino if above is None else above.ino):
+        if not self.mount.reply_dots(token, start_id, hh.node.ino,
+                                     self.mount.root_ino if above is None else above.ino):
             return
         entries = hh.listing or []
         for index in range(max(0, start_id - DOTS), len(entries)):
@@ -346,7 +400,7 @@ class SearchDir(DotDir[SNode]):
 
     name = SEARCH
 
-    def __init__(self, mount: Base, search: Search) -> None:
+    def __init__(self, mount: Host, search: Search) -> None:
         super().__init__(mount)
         self.search = search
         self.handles: dict[int, _SearchHandle] = {}
@@ -359,9 +413,9 @@ class SearchDir(DotDir[SNode]):
 
     def attrs(self, node: SNode) -> pyfuse3.EntryAttributes:
         # The mount's own modes, as for .history (a change is refused by the daemon, logged).
-        entry = self.mount._entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
-                                  node.answer.mtime_ns if node.answer else node.mtime_ns,
-                                  node.mtime_ns)
+        entry = self.mount.entry(node.ino, node.is_dir, 2 if node.is_dir else 1, node.size,
+                                 node.answer.mtime_ns if node.answer else node.mtime_ns,
+                                 node.mtime_ns)
         if not node.is_dir:
             # Never cached: every lookup (cat, stat) asks the question again.
             entry.entry_timeout = entry.attr_timeout = 0
@@ -380,7 +434,7 @@ class SearchDir(DotDir[SNode]):
         return self.attrs(node)
 
     def _register(self, h: _SearchHandle) -> FileHandleT:
-        fh = self.mount._new_fh()
+        fh = self.mount.new_fh()
         self.handles[fh] = h
         h.node.handles += 1
         return fh
@@ -389,16 +443,16 @@ class SearchDir(DotDir[SNode]):
         """Search for the node's question now: a tool event, failed or not."""
         assert node.question is not None
         m = self.mount
-        comm_, pid = m._ctx_name(ctx)
+        comm_, pid = m.ctx_name(ctx)
         try:
             answer = await self.search.ask(node, pid)
         except errors.MemfsError as e:
             self.search.release_if_unused(node)  # a refused question is not kept
             f = _Failure.of(e)
-            m._emit(m._pair(comm_, pid, "search", node.display, failure=f))
+            m.emit(m.pair(comm_, pid, "search", node.display, failure=f))
             raise f from None
-        m._emit(m._pair(comm_, pid, "search", node.display,
-                        text=answer.summary(node.question)))
+        m.emit(m.pair(comm_, pid, "search", node.display,
+                      text=answer.summary(node.question)))
         return answer
 
     async def _answer(self, node: SNode, ctx: pyfuse3.RequestContext, *,
@@ -419,7 +473,7 @@ class SearchDir(DotDir[SNode]):
             return self._reply(parent)
         m = self.mount
         if name == b"..":
-            return m._lookup_reply(m.root) if parent.parent is None else self._reply(
+            return m.root_reply() if parent.parent is None else self._reply(
                 parent.parent)
         if not parent.is_dir:
             raise FUSEError(errno.ENOTDIR)
@@ -429,8 +483,8 @@ class SearchDir(DotDir[SNode]):
             if not node.is_dir and self.search.reusable(node, ctx.pid) is None:
                 await self._ask(node, ctx)
         except Refused as r:
-            comm_, pid = m._ctx_name(ctx)
-            m._emit(m._pair(comm_, pid, "search", path, failure=_Failure(r.errno, r.why)))
+            comm_, pid = m.ctx_name(ctx)
+            m.emit(m.pair(comm_, pid, "search", path, failure=_Failure(r.errno, r.why)))
             raise FUSEError(r.errno) from None
         return self._reply(node)
 
@@ -447,7 +501,7 @@ class SearchDir(DotDir[SNode]):
         if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
             refuse(self.mount, "write", node.display, ctx=ctx)
         answer = await self._answer(node, ctx)
-        comm_, pid = self.mount._ctx_name(ctx)
+        comm_, pid = self.mount.ctx_name(ctx)
         fh = self._register(_SearchHandle(node, pid, comm_, answer.data))
         # The kernel reads up to the size it was told: an answer of another size (asked again
         # since) is read past it, without the page cache.
@@ -461,21 +515,21 @@ class SearchDir(DotDir[SNode]):
         h.node.handles -= 1
         if h.node.is_dir:
             m = self.mount
-            m._emit(m._pair(h.comm, h.pid, "list", h.node.display,
-                            text=f"listed {m._display(h.node.display)}: 0 entries"))
+            m.emit(m.pair(h.comm, h.pid, "list", h.node.display,
+                          text=f"listed {m.display(h.node.display)}: 0 entries"))
         self.search.release_if_unused(h.node)
 
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> FileHandleT:
         sn = self._known(inode)
         if not sn.is_dir:
             raise FUSEError(errno.ENOTDIR)
-        comm_, pid = self.mount._ctx_name(ctx)
+        comm_, pid = self.mount.ctx_name(ctx)
         return self._register(_SearchHandle(sn, pid, comm_))
 
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         node = self.handles[fh].node
-        self.mount._reply_dots(token, start_id, node.ino,
-                               self.mount.root.ino if node.parent is None else node.parent.ino)
+        self.mount.reply_dots(token, start_id, node.ino,
+                              self.mount.root_ino if node.parent is None else node.parent.ino)
         # no question is listed
 
     async def releasedir(self, fh: int) -> None:
@@ -508,7 +562,7 @@ def by_inode(handler: _F) -> _F:
     name = handler.__name__.lstrip("_")  # _getxattr: the dispatched half of getxattr
 
     @functools.wraps(handler)
-    async def route(mount: Base, inode: int, *args: Any) -> Any:
+    async def route(mount: _Dispatching, inode: int, *args: Any) -> Any:
         for d in mount.dotdirs:
             if d.node(inode) is not None:
                 return await getattr(d, name)(inode, *args)
@@ -523,7 +577,7 @@ def by_handle(handler: _F) -> _F:
     name = handler.__name__
 
     @functools.wraps(handler)
-    async def route(mount: Base, fh: int, *args: Any) -> Any:
+    async def route(mount: _Dispatching, fh: int, *args: Any) -> Any:
         for d in mount.dotdirs:
             if d.owns_handle(fh):
                 return await getattr(d, name)(fh, *args)
@@ -542,7 +596,7 @@ def by_entry(*at: int) -> Callable[[_F], _F]:
         name = handler.__name__
 
         @functools.wraps(handler)
-        async def route(mount: Base, *args: Any) -> Any:
+        async def route(mount: _Dispatching, *args: Any) -> Any:
             for p in spots:
                 for d in mount.dotdirs:
                     if d.owns_entry(args[p], args[p + 1]):

@@ -1,6 +1,7 @@
-"""Loading a mount's tree and applying the store's change feed to it (:class:`Feed`): the
-tree, ``.history`` and ``.search`` follow every change the store made, in the store's order
-(under the mount's mutex), and what the kernel must forget is queued for it.
+"""Loading a mount's tree and applying the store's change feed to it (:class:`Feed`, the
+``feed`` of :class:`~memfs.fuse.ops.Operations`): the tree, ``.history`` and ``.search`` follow
+every change the store made, in the store's order (under the mount's mutex), and what the
+kernel must forget is queued for it.
 """
 
 from __future__ import annotations
@@ -10,17 +11,21 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .. import errors
 from ..models import Change, Memory
-from .core import Base
+from .core import Mount
 from .tree import FileState
 
 log = logging.getLogger(__name__)
 
 
-class Feed(Base):
+class Feed:
     """Loading the tree and the change feed: the part of :class:`~memfs.fuse.ops.Operations`
     that the daemon's watchers call (:mod:`memfs.fuse.watch`)."""
 
-    # -- loading and the change feed -----------------------------------------------------------
+    def __init__(self, mount: Mount) -> None:
+        self.mount = mount
+        self.store = mount.store
+        self.store_id = mount.store_id
+        self.tree = mount.tree
 
     def load(self) -> None:
         """Read the store's state and its whole tree (no content). Blocking: call it before
@@ -72,11 +77,11 @@ class Feed(Base):
             if store_state == "gone":
                 self.tree.delete_all()
         self.tree.apply_changes(changes, current)
-        if self.history is not None:
-            self.history.apply_changes(changes)
-        if self.search is not None and changes:
-            self.search.changed()
-        self.kick()
+        if self.mount.history is not None:
+            self.mount.history.apply_changes(changes)
+        if self.mount.search is not None and changes:
+            self.mount.search.changed()
+        self.mount.kick()
 
     def apply_changes(
         self,
@@ -92,18 +97,18 @@ class Feed(Base):
         """Apply every change made to the store since the tree's position; returns how many.
         When the feed no longer holds that position (pruned), the whole tree is reloaded."""
         try:
-            changes = await self._call(self.store.changes_since, self.store_id, self.tree.seq)
+            changes = await self.mount.call(self.store.changes_since, self.store_id, self.tree.seq)
         except errors.FeedGap:
             log.info("change feed: position %d was pruned; reloading the tree", self.tree.seq)
-            seq, tree, archived = await self._call(self._read_all)
+            seq, tree, archived = await self.mount.call(self._read_all)
             await self.reload(tree, seq, archived)
             return len(tree)
         if not changes:
             return 0
-        async with self._mutex:
+        async with self.mount.mutex:
             # The states are read under the mutex: no commit of this mount runs meanwhile, so
             # what is read is at least as new as anything this mount holds.
-            current, state = await self._call(self.read_changes, changes, self._held(changes))
+            current, state = await self.mount.call(self.read_changes, changes, self._held(changes))
             self.apply_read_changes(changes, current, state)
         return len(changes)
 
@@ -113,8 +118,8 @@ class Feed(Base):
         the tree already), the store's last change is read, then ``nobody_else()`` confirms
         that no other process committed meanwhile, so every change up to it is this mount's.
         False (nothing moved) when it cannot: then read the feed."""
-        async with self._mutex:
-            seq = await self._call(self.store.last_change, self.store_id)
+        async with self.mount.mutex:
+            seq = await self.mount.call(self.store.last_change, self.store_id)
             if not nobody_else():
                 return False
             self.tree.seq = max(self.tree.seq, seq)
@@ -148,42 +153,19 @@ class Feed(Base):
         as a local mount reads it (:meth:`poll_changes`): as new as anything the mount holds.
         A put of the mount's own write that the tree holds already needs neither.
         """
-        async with self._mutex:
+        async with self.mount.mutex:
             known = self._held([change])
             if change.op == "put" and change.memory_id and change.memory_id not in known \
                     and change.seq >= self.tree.own_seq:
                 known[change.memory_id] = memory
-            current, state = await self._call(self.read_changes, [change], known)
+            current, state = await self.mount.call(self.read_changes, [change], known)
             self.apply_read_changes([change], current, state)
 
     async def reload(self, tree: Sequence[Memory], seq: int, archived: bool) -> None:
-        async with self._mutex:
+        async with self.mount.mutex:
             self.tree.reload(tree, seq, archived)
-            if self.history is not None:
-                self.history.reset()
-            if self.search is not None:
-                self.search.changed()
-        self.kick()
-
-    def _history_saw(self, op: str, memory_id: str, path: str,
-                     old_path: str | None = None) -> None:
-        """This mount changed a memory: its history and its searches show it at once (not
-        only once the change feed brings it back)."""
-        if self.search is not None:
-            self.search.changed()
-        if self.history is not None:
-            self.history.apply_changes(
-                [Change(self.tree.seq, self.store_id, op, memory_id, path, old_path)])
-
-    def stop_waiting(self) -> None:
-        """At a stop signal's end of grace: the store's calls waiting for a lock (a close
-        waiting for another process's write lock, in a worker thread that no cancellation
-        reaches) give up, having changed nothing, so that the unmount follows."""
-        stop = getattr(self.store, "stop_waiting", None)
-        if stop is not None:
-            stop()
-
-    def discard_all(self) -> None:
-        """At unmount: drop every uncommitted buffer (nothing half-written reaches the store)."""
-        for path in self.tree.discard_all():
-            log.warning("unmounting with %s unsaved (still open for writing)", path)
+            if self.mount.history is not None:
+                self.mount.history.reset()
+            if self.mount.search is not None:
+                self.mount.search.changed()
+        self.mount.kick()

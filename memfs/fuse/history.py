@@ -131,7 +131,7 @@ class History:
     :param tree: the mount's tree (live paths, and the inode allocator).
     :param store: the store (its ``list_versions`` and ``get_version``).
     :param call: runs a blocking store call without blocking the trio thread
-        (:meth:`memfs.fuse.core.Base._call`).
+        (:meth:`memfs.fuse.core.Mount.call`).
     :param call_long: the same for a read of many pages (the deleted memories of a store):
         in a worker thread even when the store could answer at once (default: ``call``).
     """

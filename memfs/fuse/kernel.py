@@ -37,10 +37,16 @@ class _Kicks(Protocol):
     def kick(self) -> None: ...
 
 
-#: The handlers' object (:class:`~memfs.fuse.ops.Operations`): it has queued kernel
-#: invalidations sent with :meth:`~memfs.fuse.core.Base.kick`, and tells its
-#: :class:`~memfs.fuse.spin.Spinner` when a request starts and ends.
-_O = TypeVar("_O", bound=_Kicks)
+class _Serves(Protocol):
+    @property
+    def mount(self) -> _Kicks: ...
+
+
+#: The handlers' object (:class:`~memfs.fuse.ops.Operations`): its mount
+#: (:class:`~memfs.fuse.core.Mount`) has queued kernel invalidations sent with
+#: :meth:`~memfs.fuse.core.Mount.kick`, and tells its :class:`~memfs.fuse.spin.Spinner` when a
+#: request starts and ends.
+_O = TypeVar("_O", bound=_Serves)
 
 
 #: The longest file name, in bytes, that the mount accepts (what statfs says).
@@ -157,7 +163,8 @@ def _handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
 
     @functools.wraps(fn)
     async def wrapper(ops: _O, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        spinner = ops.spinner
+        mount = ops.mount
+        spinner = mount.spinner
         if spinner is not None:
             spinner.started()
         try:
@@ -172,7 +179,7 @@ def _handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
             log.exception("bug in %s; answering EIO", fn.__name__)
             raise FUSEError(errno.EIO) from None
         finally:
-            ops.kick()
+            mount.kick()
             if spinner is not None:
                 spinner.ended()
 

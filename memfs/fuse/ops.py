@@ -1,8 +1,9 @@
 """The FUSE filesystem of one memory store: the pyfuse3 handlers of :class:`Operations`.
 
-The handlers only: what they build on is in the parts :class:`Operations` inherits
-(:mod:`memfs.fuse.core`, which lists them), the errnos and the kernel's calls in
-:mod:`memfs.fuse.kernel`, the tree in :mod:`memfs.fuse.tree`.
+The handlers only: what they build on is in the parts :class:`Operations` holds and calls by
+name (:mod:`memfs.fuse.core`, which lists them: ``self.mount``, ``self.feed``,
+``self.buffers``), the errnos and the kernel's calls in :mod:`memfs.fuse.kernel`, the tree in
+:mod:`memfs.fuse.tree`.
 
 A store is shown as a directory tree (SPEC §2): a memory ``/a/b.md`` is the regular file
 ``MOUNT/a/b.md``; directories are the path prefixes shared by memories, plus empty directories
@@ -18,8 +19,8 @@ How it works:
   remote mount) runs in a worker thread, so a mount keeps answering ``ls`` and cached reads
   while another process holds SQLite's write lock or a server is slow. Changes to the store
   (commits, unlink, rename) and the application of the change feed take one lock per mount
-  (:attr:`Operations._mutex`), so the tree changes in the order the store did; reads never
-  take it.
+  (:attr:`~memfs.fuse.core.Mount.mutex`), so the tree changes in the order the store did;
+  reads never take it.
 * **An unlink or rename waits for the database at most**
   :data:`~memfs.fuse.core.DIRECTORY_PATIENCE`: the kernel runs them with their directory
   locked, so every lookup of a name it has not cached and every listing of that directory waits
@@ -85,13 +86,16 @@ import pyfuse3
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
 from .. import errors
-from .buffers import Buffers, _splice, _too_big, utf8_possible
-from .core import _BLOCK, _Handle
-from .dotdirs import by_entry, by_handle, by_inode
+from ..models import Actor
+from ..protocol import StoreAPI
+from .buffers import Buffers, splice, too_big, utf8_possible
+from .core import BLOCK, Handle, Mount
+from .dotdirs import DotDir, by_entry, by_handle, by_inode
+from .feed import Feed
 from .history import XATTR_REDACTED
 from .kernel import DOTS, NAME_MAX, _Failure, _handler
 from .scratch import is_scratch
-from .toolevents import WrittenVersion
+from .toolevents import EventSink, WrittenVersion
 from .tree import FileState, Node
 
 log = logging.getLogger(__name__)
@@ -104,8 +108,11 @@ XATTR_PREFIX = b"user.memfs."
 XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs.content_sha256")
 
 
-class Operations(Buffers):
-    """pyfuse3 request handlers over one store.
+class Operations(pyfuse3.Operations):
+    """pyfuse3 request handlers over one store, and the parts they call by name: the
+    :attr:`mount` (its state, :class:`~memfs.fuse.core.Mount`), the :attr:`feed`
+    (:class:`~memfs.fuse.feed.Feed`) and the :attr:`buffers`
+    (:class:`~memfs.fuse.buffers.Buffers`).
 
     :param store: the store (a local :class:`~memfs.store.Store` or a server's client).
     :param store_id: the store to show.
@@ -127,6 +134,64 @@ class Operations(Buffers):
     supports_dot_lookup = True
     enable_writeback_cache = False
 
+    def __init__(
+        self,
+        store: StoreAPI,
+        store_id: str,
+        *,
+        actor: Actor,
+        read_only: bool = False,
+        events: EventSink | None = None,
+        display_root: str = "/",
+        timeout: float = 300.0,
+        mountpoint: str | None = None,
+        owner: tuple[int, int] | None = None,
+        private: bool = False,
+    ) -> None:
+        super().__init__()
+        #: The state every part shares (the tree, the open handles, the mutex, store calls,
+        #: entry attributes, tool events).
+        self.mount = Mount(store, store_id, actor=actor, read_only=read_only, events=events,
+                           display_root=display_root, timeout=timeout, mountpoint=mountpoint,
+                           owner=owner, private=private)
+        #: Loading the tree, following the store's changes (what the watchers call).
+        self.feed = Feed(self.mount)
+        #: Write buffers and commits; the store's side of renames.
+        self.buffers = Buffers(self.mount)
+        # The mount's, under the names the handlers, the daemons and the services use.
+        self.store = store
+        self.store_id = store_id
+        self.actor = actor
+        self.events = events
+        self.tree = self.mount.tree
+        self.root = self.mount.root
+        self.history = self.mount.history
+        self.search = self.mount.search
+        self.dotdirs: tuple[DotDir[Any], ...] = self.mount.dotdirs
+
+    def load(self) -> None:
+        """Read the store's state and its whole tree (:meth:`Feed.load`). Blocking: call it
+        before serving."""
+        self.feed.load()
+
+    # -- the tree's state, as the daemon and tests see it -------------------------------------
+
+    @property
+    def seq(self) -> int:
+        return self.tree.seq
+
+    @property
+    def archived(self) -> bool:
+        return self.tree.archived
+
+    @property
+    def stale_entries(self) -> list[tuple[int, str, int]]:
+        return self.tree.stale_entries
+
+    @property
+    def stale_inodes(self) -> list[int]:
+        return self.tree.stale_inodes
+
     # -- handlers: names and attributes -----------------------------------------------------
 
     @_handler
@@ -134,19 +199,19 @@ class Operations(Buffers):
     async def lookup(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        parent = self._node(parent_inode)
+        parent = self.mount.node(parent_inode)
         if name == b".":
-            return self._lookup_reply(parent)
+            return self.mount.lookup_reply(parent)
         if name == b"..":
-            return self._lookup_reply(parent.parent or self.root)
+            return self.mount.lookup_reply(parent.parent or self.root)
         if len(name) > NAME_MAX:
             raise FUSEError(errno.ENAMETOOLONG)
-        child = self._child(parent, name)
+        child = self.mount.child(parent, name)
         if child is None:
             # ENOENT rather than a negative entry: a file created elsewhere must not stay
             # hidden for `timeout` seconds.
             raise FUSEError(errno.ENOENT)
-        return self._lookup_reply(child)
+        return self.mount.lookup_reply(child)
 
     async def forget(self, inode_list: Sequence[tuple[InodeT, int]]) -> None:
         # forget has no reply to carry an error: a bug here is logged, never raised.
@@ -166,7 +231,7 @@ class Operations(Buffers):
     @_handler
     @by_inode
     async def getattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return self._attrs(self._node(inode))
+        return self.mount.attrs.of(self.mount.node(inode))
 
     @_handler
     @by_inode
@@ -178,7 +243,7 @@ class Operations(Buffers):
         fh: FileHandleT | None,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        node = self._node(inode)
+        node = self.mount.node(inode)
         changes = [op for op, asked in (
             ("chmod", fields.update_mode), ("chown", fields.update_uid or fields.update_gid),
             ("utimes", fields.update_atime or fields.update_mtime or fields.update_ctime),
@@ -186,18 +251,18 @@ class Operations(Buffers):
         if changes:
             # A store that takes no changes refuses these too (the mount has no kernel `ro`,
             # so that every refusal reaches the event log).
-            self._refuse_if_read_only(changes[0], node.path, ctx)
+            self.mount.refuse_if_read_only(changes[0], node.path, ctx)
         if fields.update_size:
             if node.is_dir:
                 raise FUSEError(errno.EISDIR)
-            h = self._handles.get(fh) if fh is not None else None
+            h = self.mount.handles.get(fh) if fh is not None else None
             if h is not None:
-                await self._truncate_open(node, attr.st_size, h)
+                await self.buffers.truncate_open(node, attr.st_size, h)
             else:
-                await self._truncate_path(node, attr.st_size, ctx)
+                await self.buffers.truncate_path(node, attr.st_size, ctx)
         # chmod, chown and utimes are accepted and not stored (SPEC §2), so `cp -p`, `touch`
         # and `rsync` work; modes and owners are fixed, times are the store's.
-        return self._attrs(node)
+        return self.mount.attrs.of(node)
 
     # -- handlers: files --------------------------------------------------------------------
 
@@ -206,7 +271,7 @@ class Operations(Buffers):
     async def open(
         self, inode: InodeT, flags: FlagT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileInfo:
-        node = self._node(inode)
+        node = self.mount.node(inode)
         if node.is_dir:
             raise FUSEError(errno.EISDIR)
         if not node.attached:
@@ -216,14 +281,14 @@ class Operations(Buffers):
             # the dead one.
             raise FUSEError(errno.ESTALE)
         writable = flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
-        comm_, pid = self._ctx_name(ctx)
-        h = _Handle(node, writable, pid, comm_)
+        comm_, pid = self.mount.ctx_name(ctx)
+        h = Handle(node, writable, pid, comm_)
         if writable or flags & os.O_TRUNC:
             try:
-                self._check_writable()
-                await self._check_backend()
+                self.mount.check_writable()
+                await self.mount.check_backend()
             except _Failure as f:
-                self._emit(self._pair(comm_, pid, "write", node.path, failure=f))
+                self.mount.emit(self.mount.pair(comm_, pid, "write", node.path, failure=f))
                 raise
         if writable and flags & os.O_TRUNC and node.scratch is not None:
             assert node.buffer is not None
@@ -244,8 +309,8 @@ class Operations(Buffers):
             node.content is None or node.content_stale
         ):
             # Read the content now: an open file keeps it, whatever happens to the memory.
-            await self._load_content(node)
-        return self._open_handle(h)
+            await self.buffers.load_content(node)
+        return self.buffers.open_handle(h)
 
     @_handler
     @by_entry()
@@ -257,18 +322,18 @@ class Operations(Buffers):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        parent = self._node(parent_inode)
-        comm_, pid = self._ctx_name(ctx)
-        entry = self._entry_path(parent, name)
+        parent = self.mount.node(parent_inode)
+        comm_, pid = self.mount.ctx_name(ctx)
+        entry = self.mount.entry_path(parent, name)
         scratch = False
         try:
-            self._check_writable()
-            await self._check_backend()
-            path = self._new_path(parent, name)
+            self.mount.check_writable()
+            await self.mount.check_backend()
+            path = self.mount.new_path(parent, name)
             scratch = is_scratch(path.rpartition("/")[2])
             if not stat.S_ISREG(mode) and stat.S_IFMT(mode):
                 raise _Failure(errno.EPERM, "only regular files can be stored")
-            if self._child(parent, name) is not None:
+            if self.mount.child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
             if scratch and self.tree.scratch_crowded():
                 raise _Failure(errno.ENOSPC, f"{path}: this mount holds "
@@ -279,42 +344,42 @@ class Operations(Buffers):
                 # kernel holds the directory locked during CREATE, and a wait here (another
                 # process's write lock, a hung server) would stall every listing of it.
                 try:
-                    await self._call(self.store.check_can_create, self.store_id)
+                    await self.mount.call(self.store.check_can_create, self.store_id)
                 except errors.MemfsError as e:
                     raise _Failure.of(e) from None
                 # Checked again: another request may have made the name while we waited.
-                path = self._new_path(parent, name)
-                if self._child(parent, name) is not None:
+                path = self.mount.new_path(parent, name)
+                if self.mount.child(parent, name) is not None:
                     raise _Failure(errno.EEXIST, f"{path} exists")
         except _Failure as f:
-            self._emit(self._pair(comm_, pid, "create", entry, failure=f))
+            self.mount.emit(self.mount.pair(comm_, pid, "create", entry, failure=f))
             raise
         node = self.tree.new_file(parent, path.rpartition("/")[2], scratch=scratch)
         # The new file is this descriptor's change: saved at its close, whoever else opened it.
-        h = _Handle(node, True, pid, comm_, created=True, changed=True)
-        info = self._open_handle(h)
-        reply = self._lookup_reply(node)
+        h = Handle(node, True, pid, comm_, created=True, changed=True)
+        info = self.buffers.open_handle(h)
+        reply = self.mount.lookup_reply(node)
         if scratch:
             return info, reply  # never saved: the kernel asks for its attributes each time
         # Kept by the kernel although the file is unsaved: it checks the opener's permission
         # right after, and would ask for them again (a GETATTR per create). The file's first
         # write makes it forget them, or else its save (Buffers._saved).
-        reply.attr_timeout = self.timeout
+        reply.attr_timeout = self.mount.timeout
         node.attrs_kept = True
         return info, reply
 
     @_handler
     @by_handle
     async def read(self, fh: FileHandleT, off: int, size: int) -> bytes:
-        h = self._handles.get(fh)
+        h = self.mount.handles.get(fh)
         if h is None:
             raise FUSEError(errno.EBADF)
-        data = await self._data(h.node)
+        data = await self.buffers.data(h.node)
         return bytes(data[off : off + size])
 
     @_handler
     async def write(self, fh: FileHandleT, off: int, buf: bytes) -> int:
-        h = self._handles.get(fh)
+        h = self.mount.handles.get(fh)
         if h is None:
             raise FUSEError(errno.EBADF)
         node = h.node
@@ -323,14 +388,14 @@ class Operations(Buffers):
             return self._write_scratch(node, off, buf)
         limit = self.store.limits.max_content_bytes
         if end > limit:
-            h.failure = _too_big(end, limit)
+            h.failure = too_big(end, limit)
             raise FUSEError(errno.EFBIG)
-        data = await self._buffer(node)
+        data = await self.buffers.buffer(node)
         if not utf8_possible(data, off, buf):
             h.failure = _Failure(
                 errno.EILSEQ, f"bytes written at offset {off} cannot be part of UTF-8 text")
             raise FUSEError(errno.EILSEQ)
-        _splice(data, off, buf)
+        splice(data, off, buf)
         node.dirty = True
         node.gen += 1
         node.touch()
@@ -345,42 +410,42 @@ class Operations(Buffers):
         end = off + len(buf)
         if self.tree.scratch_full(end - len(data)):
             raise FUSEError(errno.ENOSPC)
-        _splice(data, off, buf)
+        splice(data, off, buf)
         node.touch()
         return len(buf)
 
     @_handler
     async def flush(self, fh: FileHandleT) -> None:
-        h = self._handles.get(fh)
+        h = self.mount.handles.get(fh)
         if h is None or not h.writable or h.node.scratch is not None:
             return
-        if self._still_held(h):
+        if self.buffers.still_held(h):
             return  # a copy was closed (dup2, or a child): the opener's last close commits
         if h.failure is not None:
-            await self._refuse(h)
+            await self.buffers.refuse(h)
         node = h.node
         if not h.changed and node.writers > 1:
             return  # nothing written through it: the writes of the others commit at theirs
-        if node.dirty and self._save_path(node) is not None:
-            await self._commit_handle(h)
+        if node.dirty and self.buffers.save_path(node) is not None:
+            await self.buffers.commit_handle(h)
 
     @_handler
     async def fsync(self, fh: FileHandleT, datasync: bool) -> None:
-        h = self._handles.get(fh)
+        h = self.mount.handles.get(fh)
         if h is None or h.node.scratch is not None:
             return  # a scratch file has nothing to save
         if h.failure is not None:
             raise h.failure
-        if h.node.dirty and self._save_path(h.node) is not None:
-            await self._commit_handle(h)
+        if h.node.dirty and self.buffers.save_path(h.node) is not None:
+            await self.buffers.commit_handle(h)
         # The store commits with synchronous=NORMAL: fsync() is where the data must reach
         # the disk, this file's and every earlier commit's.
-        await self._in_thread(self.store.sync)
+        await self.mount.in_thread(self.store.sync)
 
     @_handler
     @by_handle
     async def release(self, fh: FileHandleT) -> None:
-        h = self._handles.pop(fh, None)
+        h = self.mount.handles.pop(fh, None)
         if h is None:
             return
         node = h.node
@@ -389,15 +454,15 @@ class Operations(Buffers):
             node.writers -= 1
         removed = False
         try:
-            savable = self._save_path(node) is not None
+            savable = self.buffers.save_path(node) is not None
             if node.writers == 0 and node.dirty and savable and h.failure is None:
                 # No flush committed (the opener still held a copy at each close).
                 try:
-                    await self._commit_handle(h)
+                    await self.buffers.commit_handle(h)
                 except _Failure as f:
                     # The kernel ignores release() errors: the event log has to tell.
                     log.warning("%s not saved: %s", node.path, f.text())
-            removed = node.dirty and self._save_path(node) is None
+            removed = node.dirty and self.buffers.save_path(node) is None
             if node.writers == 0 and node.dirty and (node.attached or not node.handles):
                 # A failed write; or unlinked while open, once nobody holds it any more (until
                 # then the data stays readable through the other descriptors, as POSIX says).
@@ -410,10 +475,10 @@ class Operations(Buffers):
                     h.created or h.wrote or h.truncated
                 ):
                     # A read: only what the pair will say is queued (built by the flusher).
-                    path = self._display(h.file_path)
+                    path = self.mount.display(h.file_path)
                     self.events.emit_pair(h.comm, h.pid, "read", path, text=f"read {path}")
                 else:
-                    self._emit(self._file_pair(h, failure=h.failure, removed=removed))
+                    self.mount.emit(self.buffers.file_pair(h, failure=h.failure, removed=removed))
             self.tree.forget_if_unused(node)
 
     # -- handlers: directories ---------------------------------------------------------------
@@ -421,10 +486,10 @@ class Operations(Buffers):
     @_handler
     @by_inode
     async def opendir(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileHandleT:
-        node = self._node(inode)
+        node = self.mount.node(inode)
         if not node.is_dir:
             raise FUSEError(errno.ENOTDIR)
-        comm_, pid = self._ctx_name(ctx)
+        comm_, pid = self.mount.ctx_name(ctx)
         assert node.children is not None
         # A snapshot, so that readdir offsets stay stable while entries come and go (sorted
         # again only after a change). The root never lists .history nor .search (asked for
@@ -432,23 +497,23 @@ class Operations(Buffers):
         listing = node.listing
         if listing is None:
             listing = node.listing = [node.children[k] for k in sorted(node.children)
-                                      if node is not self.root or k not in self._reserved]
-        return self._register(_Handle(node, False, pid, comm_, listing=listing))
+                                      if node is not self.root or k not in self.mount.reserved]
+        return self.buffers.register(Handle(node, False, pid, comm_, listing=listing))
 
     @_handler
     @by_handle
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
-        h = self._handles.get(fh)
+        h = self.mount.handles.get(fh)
         if h is None or h.listing is None:
             raise FUSEError(errno.EBADF)
         node = h.node
         up = node.parent.ino if node.parent is not None else (
-            self.root_parent_ino or self.root.ino)
-        if not self._reply_dots(token, start_id, node.ino, up):
+            self.mount.root_parent_ino or self.root.ino)
+        if not self.mount.reply_dots(token, start_id, node.ino, up):
             return
         listing = h.listing
-        put, (file, directory, unsaved) = self._put, self._scratch
+        put, (file, directory, unsaved) = self.mount.attrs.put, self.mount.attrs.reused
         for index in range(max(0, start_id - DOTS), len(listing)):
             child = listing[index]
             if not child.attached:
@@ -465,7 +530,7 @@ class Operations(Buffers):
     @_handler
     @by_handle
     async def releasedir(self, fh: FileHandleT) -> None:
-        h = self._handles.pop(fh, None)
+        h = self.mount.handles.pop(fh, None)
         if h is None:
             return
         h.node.handles -= 1
@@ -475,7 +540,7 @@ class Operations(Buffers):
             self.tree.prune(h.node)
         if self.events is not None:
             # Only what the pair will say is queued (built by the flusher), as for a read.
-            n, path = len(h.listing or ()), self._display(h.file_path)
+            n, path = len(h.listing or ()), self.mount.display(h.file_path)
             self.events.emit_pair(h.comm, h.pid, "list", path,
                                   text=f"listed {path}: {n} entr{'y' if n == 1 else 'ies'}")
         self.tree.forget_if_unused(h.node)
@@ -488,35 +553,35 @@ class Operations(Buffers):
     async def mkdir(
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        parent = self._node(parent_inode)
-        comm_, pid = self._ctx_name(ctx)
-        entry = self._entry_path(parent, name)
+        parent = self.mount.node(parent_inode)
+        comm_, pid = self.mount.ctx_name(ctx)
+        entry = self.mount.entry_path(parent, name)
         try:
-            self._check_writable()
-            path = self._new_path(parent, name)
-            if self._child(parent, name) is not None:
+            self.mount.check_writable()
+            path = self.mount.new_path(parent, name)
+            if self.mount.child(parent, name) is not None:
                 raise _Failure(errno.EEXIST, f"{path} exists")
         except _Failure as f:
-            self._emit(self._pair(comm_, pid, "mkdir", entry, failure=f))
+            self.mount.emit(self.mount.pair(comm_, pid, "mkdir", entry, failure=f))
             raise
         node = self.tree.dir_for(path, pin=True)
-        self._emit(self._pair(
+        self.mount.emit(self.mount.pair(
             comm_, pid, "mkdir", path,
-            text=f"created directory {self._display(path)} (kept in this mount until a file "
+            text=f"created directory {self.mount.display(path)} (kept in this mount until a file "
                  "is written into it)"))
-        return self._lookup_reply(node)
+        return self.mount.lookup_reply(node)
 
     @_handler
     @by_entry()
     async def rmdir(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        parent = self._node(parent_inode)
-        comm_, pid = self._ctx_name(ctx)
-        node = self._child(parent, name)
-        entry = self._entry_path(parent, name)
+        parent = self.mount.node(parent_inode)
+        comm_, pid = self.mount.ctx_name(ctx)
+        node = self.mount.child(parent, name)
+        entry = self.mount.entry_path(parent, name)
         try:
-            self._check_writable()
+            self.mount.check_writable()
             if node is None:
                 raise _Failure(errno.ENOENT, f"no directory {entry}")
             if not node.is_dir:
@@ -524,55 +589,56 @@ class Operations(Buffers):
             if node.children:
                 raise _Failure(errno.ENOTEMPTY, f"{entry} is not empty")
         except _Failure as f:
-            self._emit(self._pair(comm_, pid, "rmdir", entry, failure=f))
+            self.mount.emit(self.mount.pair(comm_, pid, "rmdir", entry, failure=f))
             raise
         self.tree.detach(node, pin_parent=True)
-        self._emit(self._pair(comm_, pid, "rmdir", entry,
-                              text=f"removed directory {self._display(entry)}"))
+        self.mount.emit(self.mount.pair(comm_, pid, "rmdir", entry,
+                              text=f"removed directory {self.mount.display(entry)}"))
 
     @_handler
     @by_entry()
     async def unlink(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        parent = self._node(parent_inode)
-        comm_, pid = self._ctx_name(ctx)
-        entry = self._entry_path(parent, name)
+        parent = self.mount.node(parent_inode)
+        comm_, pid = self.mount.ctx_name(ctx)
+        entry = self.mount.entry_path(parent, name)
         try:
-            async with self._directory_change() as deadline:
-                self._check_writable()
-                node = self._child(parent, name)
+            async with self.mount.directory_change() as deadline:
+                self.mount.check_writable()
+                node = self.mount.child(parent, name)
                 if node is None:
                     raise _Failure(errno.ENOENT, f"no file {entry}")
                 if node.is_dir:
                     raise _Failure(errno.EISDIR, f"{entry} is a directory")
                 if node.scratch is not None:
-                    await self._unlink_scratch(node, comm_, pid, deadline)
+                    await self.buffers.unlink_scratch(node, comm_, pid, deadline)
                     return
                 recorded = False
                 if node.memory is None:
-                    pair = self._pair(comm_, pid, "delete", entry,
-                                      text=f"deleted {self._display(entry)} (it was never saved)")
+                    pair = self.mount.pair(
+                        comm_, pid, "delete", entry,
+                        text=f"deleted {self.mount.display(entry)} (it was never saved)")
                 else:
-                    pair = self._pair(comm_, pid, "delete", entry, memory_id=node.memory.id,
-                                      text=f"deleted {self._display(entry)}")
-                    await self._events_in_order(deadline)
+                    pair = self.mount.pair(comm_, pid, "delete", entry, memory_id=node.memory.id,
+                                           text=f"deleted {self.mount.display(entry)}")
+                    await self.mount.events_in_order(deadline)
                     try:
-                        gone = await self._call_by(deadline, self.store.delete_path,
-                                                   self.store_id, node.path, actor=self.actor,
-                                                   events=pair)
+                        gone = await self.mount.call_by(deadline, self.store.delete_path,
+                                                        self.store_id, node.path, actor=self.actor,
+                                                        events=pair)
                         self.tree.own_change(gone.seq)
                         recorded = True
-                        self._history_saw("delete", node.memory.id, node.path)
+                        self.mount.history_saw("delete", node.memory.id, node.path)
                     except errors.NotFound:
                         # Deleted elsewhere meanwhile: the file is gone either way.
-                        await self._deleted_elsewhere(deadline)
+                        await self.buffers.deleted_elsewhere(deadline)
                     except errors.MemfsError as e:
                         raise _Failure.of(e) from None
                 self.tree.detach(node, pin_parent=True)
-                (self._logged if recorded else self._emit)(pair)
+                (self.mount.logged if recorded else self.mount.emit)(pair)
         except _Failure as f:
-            self._emit(self._pair(comm_, pid, "delete", entry, failure=f))
+            self.mount.emit(self.mount.pair(comm_, pid, "delete", entry, failure=f))
             raise
 
     @_handler
@@ -586,27 +652,27 @@ class Operations(Buffers):
         flags: FlagT,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        old_parent = self._node(parent_inode_old)
-        new_parent = self._node(parent_inode_new)
-        comm_, pid = self._ctx_name(ctx)
-        old_entry = self._entry_path(old_parent, name_old)
-        new_entry = self._entry_path(new_parent, name_new)
+        old_parent = self.mount.node(parent_inode_old)
+        new_parent = self.mount.node(parent_inode_new)
+        comm_, pid = self.mount.ctx_name(ctx)
+        old_entry = self.mount.entry_path(old_parent, name_old)
+        new_entry = self.mount.entry_path(new_parent, name_new)
 
         def pair(memory: WrittenVersion | None = None) -> list[dict[str, Any]] | None:
-            return self._pair(
+            return self.mount.pair(
                 comm_, pid, "rename", old_entry, new_path=new_entry, memory=memory,
-                text=f"renamed {self._display(old_entry)} to {self._display(new_entry)}")
+                text=f"renamed {self.mount.display(old_entry)} to {self.mount.display(new_entry)}")
 
         try:
-            async with self._directory_change() as deadline:
-                src = self._child(old_parent, name_old)
-                events, recorded = await self._rename(src, old_entry, new_parent, name_new,
-                                                      flags, pair, deadline)
+            async with self.mount.directory_change() as deadline:
+                src = self.mount.child(old_parent, name_old)
+                events, recorded = await self.buffers.rename(src, old_entry, new_parent, name_new,
+                                                             flags, pair, deadline)
         except _Failure as f:
-            self._emit(self._pair(comm_, pid, "rename", old_entry, new_path=new_entry,
+            self.mount.emit(self.mount.pair(comm_, pid, "rename", old_entry, new_path=new_entry,
                                   failure=f))
             raise
-        (self._logged if recorded else self._emit)(events)
+        (self.mount.logged if recorded else self.mount.emit)(events)
 
     # -- handlers: refused node types -------------------------------------------------------
 
@@ -615,8 +681,8 @@ class Operations(Buffers):
         self, parent_inode: InodeT, name: FileNameT, target: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_if_read_only(
-            "symlink", self._entry_path(self._node(parent_inode), name), ctx)
+        self.mount.refuse_if_read_only(
+            "symlink", self.mount.entry_path(self.mount.node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
 
     @by_entry(1)
@@ -624,8 +690,8 @@ class Operations(Buffers):
         self, inode: InodeT, new_parent_inode: InodeT, new_name: FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_if_read_only(
-            "link", self._entry_path(self._node(new_parent_inode), new_name), ctx)
+        self.mount.refuse_if_read_only(
+            "link", self.mount.entry_path(self.mount.node(new_parent_inode), new_name), ctx)
         raise FUSEError(errno.EPERM)
 
     @by_entry()
@@ -633,8 +699,8 @@ class Operations(Buffers):
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, rdev: int,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self._refuse_if_read_only(
-            "mknod", self._entry_path(self._node(parent_inode), name), ctx)
+        self.mount.refuse_if_read_only(
+            "mknod", self.mount.entry_path(self.mount.node(parent_inode), name), ctx)
         raise FUSEError(errno.EPERM)
 
     async def readlink(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileNameT:
@@ -645,11 +711,11 @@ class Operations(Buffers):
     @_handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         lim = self.store.limits
-        live = await self._call(self.store.count_memories, self.store_id)
+        live = await self.mount.call(self.store.count_memories, self.store_id)
         data = pyfuse3.StatvfsData()
-        data.f_bsize = data.f_frsize = _BLOCK
-        data.f_blocks = lim.max_memories * lim.max_content_bytes // _BLOCK
-        used = sum(n.size for n in self.tree.by_memory.values() if n.attached) // _BLOCK
+        data.f_bsize = data.f_frsize = BLOCK
+        data.f_blocks = lim.max_memories * lim.max_content_bytes // BLOCK
+        used = sum(n.size for n in self.tree.by_memory.values() if n.attached) // BLOCK
         data.f_bfree = data.f_bavail = max(0, data.f_blocks - used)
         data.f_files = lim.max_memories
         data.f_ffree = data.f_favail = max(0, lim.max_memories - live)
@@ -671,7 +737,7 @@ class Operations(Buffers):
     async def _getxattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> bytes:
-        node = self._node(inode)
+        node = self.mount.node(inode)
         m = node.memory
         if m is not None and not node.is_dir and name == XATTR_REDACTED:
             redacted = self._redacted(m)
@@ -688,7 +754,7 @@ class Operations(Buffers):
     @_handler
     @by_inode
     async def listxattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
-        node = self._node(inode)
+        node = self.mount.node(inode)
         if node.is_dir or node.memory is None:
             return []
         redacted = [XATTR_REDACTED] if self._redacted(node.memory) is not None else []
@@ -706,7 +772,7 @@ class Operations(Buffers):
     async def setxattr(
         self, inode: InodeT, name: XAttrNameT, value: bytes, ctx: pyfuse3.RequestContext
     ) -> None:
-        self._refuse_if_read_only("setxattr", self._node(inode).path, ctx)
+        self.mount.refuse_if_read_only("setxattr", self.mount.node(inode).path, ctx)
         # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
 
@@ -714,5 +780,5 @@ class Operations(Buffers):
     async def removexattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        self._refuse_if_read_only("removexattr", self._node(inode).path, ctx)
+        self.mount.refuse_if_read_only("removexattr", self.mount.node(inode).path, ctx)
         raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)

@@ -268,7 +268,7 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
                 log.info("got %s, unmounting", signal.Signals(stops.came).name)
         finally:
             for m in mounted:
-                m.ops.discard_all()
+                m.ops.buffers.discard_all()
             pyfuse3.close(unmount=True)
             log.info("unmounted %s", mountpoint)
             if started is not None:
@@ -280,7 +280,7 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
 
 def _stop_waiting(mounted: Sequence[Mounted]) -> None:
     for m in mounted:
-        m.ops.stop_waiting()
+        m.ops.mount.stop_waiting()
 
 
 async def serve(mounted: Sequence[Mounted], *,
@@ -304,7 +304,7 @@ async def serve(mounted: Sequence[Mounted], *,
             if m.ops.search is not None and isinstance(m.ops.store, WordsAPI):
                 services.append(WordsCatchUp(m.ops, m.ops.store))
             invalidator = Invalidator(m.ops)
-            m.ops.on_stale = invalidator.wake
+            m.ops.mount.on_stale = invalidator.wake
             services.append(invalidator)
 
         async def load_and_follow(nursery: trio.Nursery) -> None:
@@ -319,7 +319,7 @@ async def serve(mounted: Sequence[Mounted], *,
         # One for the process: its trees share the trio thread.
         spinner = Spinner()
         for m in mounted:
-            m.ops.spinner = spinner
+            m.ops.mount.spinner = spinner
         if reader is None:
             services.append(spinner)
         else:  # it turns in the reader's wait for the next request
@@ -338,7 +338,7 @@ async def serve(mounted: Sequence[Mounted], *,
             finally:
                 # main() also returns when the mount goes away (fusermount3 -u).
                 for m in mounted:
-                    m.ops.on_stale = m.ops.spinner = None
+                    m.ops.mount.on_stale = m.ops.mount.spinner = None
                 for service in [*services, *followers]:
                     if service is not None:
                         service.stop()

@@ -297,7 +297,7 @@ class Search:
     :param search: the store's ``search`` (:meth:`memfs.store.Store.search`, or a server's
         through :class:`memfs.client.Client`).
     :param call: runs a blocking store call in a worker thread
-        (:meth:`memfs.fuse.core.Base._in_thread`): a search may take long.
+        (:meth:`memfs.fuse.core.Mount.in_thread`): a search may take long.
     :param display: a memory path as the agent sees it (the mount path before it).
     """
 

@@ -103,7 +103,7 @@ class SessionOperations(pyfuse3.Operations):
                 raise ValueError(f"bad or repeated store directory name {m.slug!r}")
             self.by_slug[m.slug.encode()] = i
             rebase_tree(m.ops.tree, self.base(i))
-            m.ops.root_parent_ino = SESSION_ROOT
+            m.ops.mount.root_parent_ino = SESSION_ROOT
         self.uid, self.gid = owner if owner is not None else (os.getuid(), os.getgid())
         self.dir_mode = 0o700 if private else 0o755
         self.timeout = timeout
@@ -142,7 +142,7 @@ class SessionOperations(pyfuse3.Operations):
         self.mark_loaded(index)
         # The kernel may hold the store root's attributes from before (its link count).
         ops.tree.stale_inodes.append(ops.root.ino)
-        ops.kick()
+        ops.mount.kick()
 
     def _fh(self, fh: int) -> tuple[Operations, FileHandleT]:
         i = self._index(fh)
@@ -260,7 +260,7 @@ class SessionOperations(pyfuse3.Operations):
                 m = self.members[i]
                 # No lookup count: the store roots are pinned and never forgotten.
                 if not pyfuse3.readdir_reply(token, FileNameT(m.slug.encode()),
-                                             m.ops._attrs(m.ops.root),  # noqa: SLF001
+                                             m.ops.mount.attrs.of(m.ops.root),
                                              DOTS + i + 1):
                     return
             return

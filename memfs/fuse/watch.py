@@ -159,7 +159,7 @@ class ChangeWatcher(_Periodic):
         # The database file first: deleted or replaced, it refuses writes from now on (and
         # says so in the log once). At once when it can (a stat and a read of 4 bytes),
         # in a thread when disowning the database would wait.
-        await self.ops._call(self.ops.store.check_file)
+        await self.ops.mount.call(self.ops.store.check_file)
         # No other process committed since the feed was last read (SQLite's data_version of
         # the writer did not move): what woke us was this process's own commit, which the tree
         # holds already, so the feed is not read (the rechecks below still look, for another
@@ -171,7 +171,7 @@ class ChangeWatcher(_Periodic):
         if own and not self._safety:
             self.skipped += 1
             found = 0
-        elif own and probe is not None and await self.ops.pass_own_changes(
+        elif own and probe is not None and await self.ops.feed.pass_own_changes(
                 lambda: probe() == elsewhere):
             self.skipped += 1  # the safety poll: the position moved past our own changes
             found = 0
@@ -185,7 +185,7 @@ class ChangeWatcher(_Periodic):
             self._pending = list(self.rechecks)
 
     async def poll(self) -> int:
-        return await self.ops.poll_changes()
+        return await self.ops.feed.poll_changes()
 
 
 class EventFlusher(_Periodic):
@@ -392,17 +392,17 @@ class ChangeSubscriber(_Stoppable):
             if event.kind == "change" and event.change is not None:
                 if event.change.seq <= ops.seq:
                     continue
-                await ops.apply_feed(event.change, event.memory)
+                await ops.feed.apply_feed(event.change, event.memory)
             elif event.kind == "reset":
                 log.info("change feed: the server lost position %d; reloading the tree",
                          ops.seq)
                 tree = await self.client.tree(ops.store_id)
                 store = await self.client.get_store(ops.store_id)
-                await ops.reload(tree, event.seq, store.archived_at is not None)
+                await ops.feed.reload(tree, event.seq, store.archived_at is not None)
 
     async def _store_gone(self) -> None:
         try:
-            await self.ops.apply_feed(
+            await self.ops.feed.apply_feed(
                 Change(self.ops.seq, self.ops.store_id, "store", None, None, None), None)
         except errors.MemfsError as e:
             log.warning("change feed: %s", e.message)

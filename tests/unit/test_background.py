@@ -167,14 +167,14 @@ async def test_the_runtime_serves_on_while_a_service_fails_and_stops_it_at_the_e
         # rounds after it read nothing (SQLite's data_version does not move).
         while len(polls) < 3:  # noqa: ASYNC110 (the watcher runs in the same nursery)
             await trio.sleep(0.01)
-        assert ops.on_stale is not None  # the invalidator is still there
+        assert ops.mount.on_stale is not None  # the invalidator is still there
         served.append("to the end")
 
     caplog.set_level(logging.DEBUG, logger="memfs.fuse.watch")
     with trio.fail_after(10):
         await serve([Mounted(ops, follow)], main=main)
     sink.close()
-    assert served == ["to the end"] and released == [True] and ops.on_stale is None
+    assert served == ["to the end"] and released == [True] and ops.mount.on_stale is None
     said = [(r.levelname, bool(r.exc_info)) for r in caplog.records
             if r.getMessage().startswith(f"the change watcher of {sid}")]
     assert said == [("ERROR", True), ("DEBUG", True), ("INFO", False)]

@@ -429,7 +429,7 @@ async def test_changes_with_known_memories_need_no_store_reads(store):
     original = store.get_memory
     store.get_memory = lambda *a, **k: reads.append(a) or original(*a, **k)  # type: ignore
     try:
-        ops.apply_changes(changes, {m.id: store.tree(sid)[0]})
+        ops.feed.apply_changes(changes, {m.id: store.tree(sid)[0]})
     finally:
         store.get_memory = original  # type: ignore
     assert reads == []
@@ -441,13 +441,13 @@ async def test_reload_replaces_the_tree_and_keeps_inodes(store):
     ops, sid = _ops(store)
     keep = store.create_memory(sid, "/keep.md", "k", actor=None)
     gone = store.create_memory(sid, "/d/gone.md", "g", actor=None)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     ino = (await ops.lookup(1, b"keep.md", _Ctx())).st_ino
     store.delete_memory(sid, gone.id, actor=None)
     store.update_memory(sid, keep.id, content="kept, changed", actor=None)
     store.create_memory(sid, "/new.md", "n", actor=None)
     ops.stale_entries.clear()
-    await ops.reload(store.tree(sid), 12345, archived=False)
+    await ops.feed.reload(store.tree(sid), 12345, archived=False)
     assert ops.seq == 12345
     assert sorted(ops.root.children or {}) == ["keep.md", "new.md"]
     again = await ops.lookup(1, b"keep.md", _Ctx())
@@ -461,12 +461,12 @@ async def test_a_file_moved_elsewhere_after_the_kernel_forgot_it_still_opens(sto
     0) left a node in the tree that open() did not know (ENOENT)."""
     ops, sid = _ops(store)
     m = store.create_memory(sid, "/lat/1.md", "v1", actor=None)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     lat = await ops.lookup(1, b"lat", _Ctx())
     entry = await ops.lookup(lat.st_ino, b"1.md", _Ctx())
     await ops.forget([(entry.st_ino, 1)])
     store.update_memory(sid, m.id, path="/moved/1.md", actor=None)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     moved = await ops.lookup(1, b"moved", _Ctx())
     again = await ops.lookup(moved.st_ino, b"1.md", _Ctx())
     assert again.st_ino == entry.st_ino

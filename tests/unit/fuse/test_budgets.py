@@ -212,14 +212,14 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
     watcher = ChangeWatcher(ops, watch=watch)
     watcher.safety_interval = 0.3
     polls: list[int] = []
-    poll = ops.poll_changes
+    poll = ops.feed.poll_changes
 
     async def counted() -> int:
         n = await poll()
         polls.append(n)
         return n
 
-    ops.poll_changes = counted  # type: ignore[method-assign]
+    ops.feed.poll_changes = counted  # type: ignore[method-assign]
     other = Store(mount.store.path, limits=Limits())
     try:
         async with trio.open_nursery() as nursery:
@@ -293,8 +293,8 @@ async def test_security_xattrs_are_answered_at_once(mount: Mount, monkeypatch) -
     ops = mount.ops
     ino = await create(ops, b"x.md")
     touched: list[str] = []
-    monkeypatch.setattr(ops, "kick", lambda: touched.append("kick"))
-    monkeypatch.setattr(ops, "_node", lambda inode: touched.append("node"))
+    monkeypatch.setattr(ops.mount, "kick", lambda: touched.append("kick"))
+    monkeypatch.setattr(ops.mount, "node", lambda inode: touched.append("node"))
     for name in (b"security.capability", b"system.posix_acl_access", b"trusted.x"):
         with pytest.raises(pyfuse3.FUSEError) as e:
             await ops.getxattr(ino, name, CTX)
@@ -310,18 +310,18 @@ async def test_a_create_costs_no_getattr_and_its_save_no_stale_mtime(
     by itself; a file saved with no write would keep the create's mtime, not its version's,
     so its save makes the kernel forget them then (attributes only: once)."""
     ops = mount.ops
-    ops.on_stale = lambda: None  # a kernel is there
+    ops.mount.on_stale = lambda: None  # a kernel is there
     forgotten: list[tuple[int, bool]] = []
     monkeypatch.setattr(pyfuse3, "invalidate_inode",
                         lambda ino, attr_only=False: forgotten.append((ino, attr_only)))
     info, attrs = await ops.create(ROOT, b"written.md", 0o100644, os.O_WRONLY, CTX)
-    assert attrs.attr_timeout == ops.timeout > 0
+    assert attrs.attr_timeout == ops.mount.timeout > 0
     await ops.write(info.fh, 0, DATA)
     await ops.flush(info.fh)
     await ops.release(info.fh)
     assert forgotten == []
     info, attrs = await ops.create(ROOT, b"empty.md", 0o100644, os.O_WRONLY, CTX)
-    assert attrs.attr_timeout == ops.timeout
+    assert attrs.attr_timeout == ops.mount.timeout
     await ops.flush(info.fh)
     assert forgotten == [(attrs.st_ino, True)]
     await ops.release(info.fh)
@@ -391,7 +391,7 @@ async def test_a_close_does_not_wait_for_the_spinner(mount: Mount, monkeypatch) 
     at GATHER_PATIENCE."""
     ops = mount.ops
     spinner = Spinner(clock=lambda: 0.0)  # once woken, it turns until stopped
-    ops.spinner = spinner
+    ops.mount.spinner = spinner
     turns: list[float] = []
     stats = trio.lowlevel.current_statistics
 
@@ -432,13 +432,13 @@ async def test_a_listing_builds_no_attributes_per_entry(mount: Mount, monkeypatc
     inos = [await create(ops, f"f{i}.md".encode()) for i in range(5)]
     await ops.mkdir(ROOT, b"sub", 0o755, CTX)
     built: list[bool] = []
-    blank = ops._blank
+    blank = ops.mount.attrs.blank
 
     def counted(is_dir: bool) -> pyfuse3.EntryAttributes:
         built.append(is_dir)
         return blank(is_dir)
 
-    monkeypatch.setattr(ops, "_blank", counted)
+    monkeypatch.setattr(ops.mount.attrs, "blank", counted)
     seen: dict[bytes, tuple[int, int, int, int, int, float]] = {}
 
     def reply(token: Any, name: bytes, attr: pyfuse3.EntryAttributes, next_id: int) -> bool:
@@ -463,7 +463,7 @@ async def test_a_listing_builds_no_attributes_per_entry(mount: Mount, monkeypatc
     kids = ops.root.children
     assert kids is not None
     for name, ino in ((b"f0.md", inos[0]), (b"sub", None)):
-        got = ops._attrs(kids[name.decode()])
+        got = ops.mount.attrs.of(kids[name.decode()])
         assert first[name] == (got.st_ino, got.st_mode, got.st_nlink, got.st_size,
                                got.st_mtime_ns, got.attr_timeout)
         assert ino is None or first[name][0] == ino
@@ -479,11 +479,11 @@ async def test_a_listing_builds_no_attributes_per_entry(mount: Mount, monkeypatc
     # version's mtime), and only its own (the next entry is filled in the same object).
     assert (await ops.getattr(inos[0], CTX)).attr_timeout == 0
     during = await listing()
-    assert during[b"f0.md"][5] == 0 and during[b"f1.md"][5] == ops.timeout > 0
+    assert during[b"f0.md"][5] == 0 and during[b"f1.md"][5] == ops.mount.timeout > 0
     await ops.flush(info.fh)
     await ops.release(info.fh)
     now = await listing()
-    assert now[b"f0.md"][3] == 8 and now[b"f0.md"][5] == ops.timeout
+    assert now[b"f0.md"][3] == 8 and now[b"f0.md"][5] == ops.mount.timeout
     assert now[b"f0.md"][4] > first[b"f0.md"][4]
     assert now[b"f1.md"] == first[b"f1.md"]
     # A new subdirectory: the root's link count, and the entry listed.

@@ -60,11 +60,11 @@ def mounted(request, store: Store, tmp_path) -> Iterator[Mounted]:
         ops.load()
 
         async def feed() -> None:
-            await ops.poll_changes()
+            await ops.feed.poll_changes()
 
         async def reload() -> None:
-            seq, tree, archived = ops._read_all()
-            await ops.reload(tree, seq, archived)
+            seq, tree, archived = ops.feed._read_all()
+            await ops.feed.reload(tree, seq, archived)
 
         yield Mounted(ops, sid, store, feed, reload)
         sink.close()
@@ -86,12 +86,12 @@ def mounted(request, store: Store, tmp_path) -> Iterator[Mounted]:
                         memory = client.get_memory(sid, ch.memory_id, view="basic")
                     except errors.NotFound:
                         memory = None  # deleted since: the stream sends none either
-                await ops.apply_feed(ch, memory)
+                await ops.feed.apply_feed(ch, memory)
 
         async def remote_reload() -> None:
             # A `memfs.reset` frame: the whole tree again.
             seq = client.last_change(sid)
-            await ops.reload(client.tree(sid), seq, False)
+            await ops.feed.reload(client.tree(sid), seq, False)
 
         yield Mounted(ops, sid, store, remote_feed, remote_reload)
         sink.close()
@@ -241,7 +241,7 @@ async def test_a_reload_keeps_a_file_this_mount_saved_after_the_tree_was_read(mo
     m = mounted
     seq, tree = m.store.last_change(m.sid), m.store.tree(m.sid)
     ino = await write_file(m.ops, ROOT, b"new.md", b"saved meanwhile")
-    await m.ops.reload(tree, seq, False)
+    await m.ops.feed.reload(tree, seq, False)
     await _shows(m, b"new.md", ino, b"saved meanwhile")
 
 
@@ -271,7 +271,7 @@ async def test_a_late_frame_never_brings_back_a_file_unlinked_here(mounted):
     late = _frames_now(m)  # read by the server before the unlink below
     await m.ops.unlink(ROOT, b"r.md", CTX)
     for ch, memory in late:
-        await m.ops.apply_feed(ch, memory)
+        await m.ops.feed.apply_feed(ch, memory)
     await raises(errno.ENOENT, m.ops.lookup(ROOT, b"r.md", CTX))
     ino = await write_file(m.ops, ROOT, b"r.md", b"v2")  # a create: never EEXIST
     await _shows(m, b"r.md", ino, b"v2")
@@ -287,7 +287,7 @@ async def test_touch_after_an_unlink_stores_the_file_whatever_the_feed_brings(mo
     await m.ops.unlink(ROOT, b"r.md", CTX)
     await m.ops.forget([(old, m.ops.tree.nodes[old].lookups)])  # the kernel drops it
     for ch, memory in late:
-        await m.ops.apply_feed(ch, memory)
+        await m.ops.feed.apply_feed(ch, memory)
     try:
         ino = (await m.ops.lookup(ROOT, b"r.md", CTX)).st_ino
         fh = (await m.ops.open(ino, os.O_WRONLY, CTX)).fh
@@ -297,7 +297,7 @@ async def test_touch_after_an_unlink_stores_the_file_whatever_the_feed_brings(mo
         ino, fh = attrs.st_ino, info.fh
     await _close(m, fh)
     for ch, memory in _frames_now(m):  # the delete, and the new file's write
-        await m.ops.apply_feed(ch, memory)
+        await m.ops.feed.apply_feed(ch, memory)
     assert m.store.get_memory_by_path(m.sid, "/r.md").content == ""
     await _shows(m, b"r.md", ino, b"")
 
@@ -312,7 +312,7 @@ async def test_a_late_frame_never_undoes_a_rename_here(mounted):
     await m.ops.rename(ROOT, b"t.md", ROOT, b"target.md", 0, CTX)
     ino = await write_file(m.ops, ROOT, b"t.md", b"second")
     for ch, memory in late:
-        await m.ops.apply_feed(ch, memory)
+        await m.ops.feed.apply_feed(ch, memory)
     await _shows(m, b"t.md", ino, b"second")
     await m.ops.rename(ROOT, b"t.md", ROOT, b"target.md", 0, CTX)
     assert [(x.path, m.store.get_memory(m.sid, x.id).content) for x in m.store.tree(m.sid)
@@ -328,7 +328,7 @@ async def test_a_late_frame_never_brings_back_a_file_renamed_over_its_twin(mount
     late = _frames_now(m)
     await m.ops.rename(ROOT, b"a.md", ROOT, b"b.md", 0, CTX)
     for ch, memory in late:
-        await m.ops.apply_feed(ch, memory)
+        await m.ops.feed.apply_feed(ch, memory)
     await raises(errno.ENOENT, m.ops.lookup(ROOT, b"a.md", CTX))
     assert [x.path for x in m.store.tree(m.sid)] == ["/b.md"]
 
@@ -343,7 +343,7 @@ async def test_a_late_frame_never_brings_back_a_file_unlinked_after_a_delete_els
     m.store.delete_memory(m.sid, m.store.get_memory_by_path(m.sid, "/a.md").id, actor=None)
     await m.ops.unlink(ROOT, b"a.md", CTX)
     for ch, memory in late:
-        await m.ops.apply_feed(ch, memory)
+        await m.ops.feed.apply_feed(ch, memory)
     await raises(errno.ENOENT, m.ops.lookup(ROOT, b"a.md", CTX))
 
 
@@ -376,4 +376,4 @@ async def test_opening_for_writing_fails_while_the_database_is_known_down(mounte
     monkeypatch.undo()  # back
     await write_file(m.ops, ROOT, b"b.md", b"after")
     assert m.store.get_memory_by_path(m.sid, "/b.md").content == "after"
-    assert m.ops.outage is None
+    assert m.ops.mount.outage is None

@@ -78,7 +78,7 @@ class _Descriptors:
 
     def __init__(self, monkeypatch, ops: Operations) -> None:
         self.held = 0
-        ops.mountpoint = "/mnt/test"
+        ops.mount.mountpoint = "/mnt/test"
         monkeypatch.setattr("memfs.fuse.buffers._fds_on", lambda pid, mountpoint, ino: self.held)
 
 
@@ -267,7 +267,7 @@ async def test_store_archived_while_mounted(fs, store):
     store.archive_store(sid)
     await raises(errno.EROFS, ops.flush(info.fh))
     await ops.release(info.fh)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     await raises(errno.EROFS, ops.open(ino, os.O_WRONLY, CTX))
 
 
@@ -427,12 +427,12 @@ async def test_readdir_lists_children(fs, monkeypatch):
 async def test_changes_made_elsewhere_update_the_tree(fs, store):
     ops, sid = fs
     a = await write_file(ops, ROOT, b"a.md", b"A")
-    ops.apply_changes(store.changes_since(sid, 0))  # our own: nothing to invalidate
+    ops.feed.apply_changes(store.changes_since(sid, 0))  # our own: nothing to invalidate
     assert ops.stale_entries == [] and ops.stale_inodes == []
     other = ACTOR
     store.write_path(sid, "/a.md", "A2", actor=other)
     store.create_memory(sid, "/n/new.md", "N", actor=other)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert a in ops.stale_inodes
     assert await read_file(ops, a) == b"A2"
     n = (await ops.lookup(ROOT, b"n", CTX)).st_ino
@@ -442,14 +442,14 @@ async def test_changes_made_elsewhere_update_the_tree(fs, store):
     store.update_memory(sid, m.id, path="/n/moved.md", actor=other)
     store.delete_path(sid, "/n/new.md", actor=other)
     ops.stale_entries.clear()
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert (await ops.lookup(n, b"moved.md", CTX)).st_ino == a  # same memory, same inode
     await raises(errno.ENOENT, ops.lookup(ROOT, b"a.md", CTX))
     await raises(errno.ENOENT, ops.lookup(n, b"new.md", CTX))
     names = {(p, name) for p, name, _ in ops.stale_entries}
     assert (ROOT, "a.md") in names and (n, "new.md") in names
     store.delete_path(sid, "/n/moved.md", actor=other)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     # A directory emptied elsewhere goes away with its last memory.
     await raises(errno.ENOENT, ops.lookup(ROOT, b"n", CTX))
 
@@ -464,13 +464,13 @@ async def test_a_stale_state_from_the_feed_does_not_undo_a_newer_one(fs, store):
     created = store.get_memory_by_path(sid, "/dir/f.md", view="basic")
     first = store.changes_since(sid, 0)
     await ops.rename(ROOT, b"dir", ROOT, b"moved", 0, CTX)
-    ops.apply_changes(first, {created.id: created})  # late, with the state before the rename
+    ops.feed.apply_changes(first, {created.id: created})  # late, with the state before the rename
     moved = (await ops.lookup(ROOT, b"moved", CTX)).st_ino
     ino = (await ops.lookup(moved, b"f.md", CTX)).st_ino
     assert await read_file(ops, ino) == b"F"
     await raises(errno.ENOENT, ops.lookup(ROOT, b"dir", CTX))
     now = store.get_memory(sid, created.id, view="basic")
-    ops.apply_changes(store.changes_since(sid, ops.seq), {created.id: now})
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq), {created.id: now})
     assert (await ops.lookup(moved, b"f.md", CTX)).st_ino == ino
 
 
@@ -715,7 +715,7 @@ async def test_states_are_ordered_by_the_feed_not_by_the_clock(fs, store):
     # What a clock stepped back by an hour writes: an updated_at before the first version's.
     store.conn.execute("UPDATE memories SET updated_at = '2001-01-01T00:00:00.000000Z' "
                        "WHERE id = ?", (m.id,))
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert await read_file(ops, ino) == b"second"
     assert (await ops.getattr(ino, CTX)).st_size == len(b"second")
 
@@ -726,7 +726,7 @@ async def test_a_pruned_feed_position_reloads_the_tree(fs, store):
     store.create_memory(sid, "/elsewhere.md", "e", actor=None)
     store.conn.execute("UPDATE stores SET changes_pruned_seq = ? WHERE id = ?",
                        (store.last_change(sid), sid))
-    await ops.poll_changes()
+    await ops.feed.poll_changes()
     assert (await ops.lookup(ROOT, b"elsewhere.md", CTX)).st_size == 1
     assert ops.seq == store.last_change(sid)
 
@@ -736,11 +736,11 @@ async def test_a_directory_emptied_elsewhere_while_listed_goes_at_releasedir(fs,
     emptied by another mount meanwhile was skipped by the prune and stayed forever."""
     ops, sid = fs
     m = store.create_memory(sid, "/d/a.md", "a", actor=None)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     d = (await ops.lookup(ROOT, b"d", CTX)).st_ino
     fh = await ops.opendir(d, CTX)
     store.delete_memory(sid, m.id, actor=None)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert "d" in (ops.root.children or {})  # still listed: kept for now
     await ops.releasedir(fh)
     assert "d" not in (ops.root.children or {})
@@ -780,7 +780,7 @@ async def test_the_feed_does_not_read_back_this_mounts_own_commits(fs, store, mo
         return get_memory(store_id, memory_id, **kw)
 
     monkeypatch.setattr(store, "get_memory", counting)
-    assert await ops.poll_changes() == 4
+    assert await ops.feed.poll_changes() == 4
     assert sorted(read) == sorted([other.id, both.id])
     assert ops.seq == store.last_change(sid)
     assert await read_file(ops, (await ops.lookup(ROOT, b"both.md", CTX)).st_ino) == b"theirs"
@@ -879,7 +879,7 @@ async def test_an_unlink_or_rename_gives_up_on_a_foreign_write_lock(fs, store, d
         await ops.write(info.fh, 0, b"a2")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.flush, info.fh)  # waits for the lock, holding the mutex
-            await async_wait_until(ops._mutex.locked)
+            await async_wait_until(ops.mount.mutex.locked)
             t = time.monotonic()
             await raises(errno.EBUSY, ops.unlink(ROOT, b"a.md", CTX))
             assert time.monotonic() - t < DIRECTORY_PATIENCE + 0.5
@@ -968,8 +968,8 @@ async def test_a_close_that_waited_for_an_unlink_of_its_file_drops_it_cleanly(fs
     ino = await write_file(ops, ROOT, b"a.md", b"old")
     info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
     await ops.write(info.fh, 0, b"new")
-    # ops._mutex: a request running now; the unlink, then the flush, queue behind it.
-    async with trio.open_nursery() as nursery, ops._mutex:
+    # ops.mount.mutex: a request running now; the unlink, then the flush, queue behind it.
+    async with trio.open_nursery() as nursery, ops.mount.mutex:
         nursery.start_soon(ops.unlink, ROOT, b"a.md", CTX)
         await trio.testing.wait_all_tasks_blocked()  # the unlink waits for the mutex
         nursery.start_soon(ops.flush, info.fh)  # the file is there: it will commit
@@ -1012,13 +1012,13 @@ async def test_a_directorys_link_count_follows_its_subdirectories(fs, store):
     other = ACTOR
     store.create_memory(sid, "/h/e/deep/y.md", "y", actor=other)
     store.create_memory(sid, "/k/l/z.md", "z", actor=other)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     await check()
     store.delete_path(sid, "/h/e/deep/y.md", actor=other)
     store.delete_path(sid, "/k/l/z.md", actor=other)
     m = store.get_memory_by_path(sid, "/h/e/x.md")
     store.update_memory(sid, m.id, path="/h2/x.md", actor=other)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     await check()
     await ops.unlink((await ops.lookup(ROOT, b"h2", CTX)).st_ino, b"x.md", CTX)
     await check()

@@ -190,11 +190,11 @@ async def test_root_hides_history_and_lookup_finds_it(store, tmp_path, monkeypat
     ops, sid = make_ops(store, tmp_path)
     await write_file(ops, ROOT, b"notes.md", b"hello")
     store.write_path(sid, "/notes.md", "hello again", actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert await listdir(ops, ROOT, monkeypatch) == ["notes.md"]
     hist = await ops.lookup(ROOT, HISTORY.encode(), CTX)
     assert stat.S_ISDIR(hist.st_mode) and stat.S_IMODE(hist.st_mode) == 0o755
-    assert hist.entry_timeout == ops.timeout
+    assert hist.entry_timeout == ops.mount.timeout
     assert await listdir(ops, hist.st_ino, monkeypatch) == ["notes.md"]
     d = await ops.lookup(hist.st_ino, b"notes.md", CTX)
     files = await listdir(ops, d.st_ino, monkeypatch)
@@ -265,7 +265,7 @@ async def test_a_memory_named_history_is_shadowed(store, tmp_path, monkeypatch) 
     ops, sid = make_ops(store, tmp_path)
     store.write_path(sid, "/.history/x.md", "api", actor=ACTOR)
     store.write_path(sid, "/y.md", "y", actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert await listdir(ops, ROOT, monkeypatch) == ["y.md"]
     hist = (await ops.lookup(ROOT, b".history", CTX)).st_ino
     assert await listdir(ops, hist, monkeypatch) == [".history", "y.md"]
@@ -289,7 +289,7 @@ async def test_redaction_and_rename_queue_kernel_invalidations(store, tmp_path,
     ops, sid = make_ops(store, tmp_path)
     store.write_path(sid, "/a/n.md", "1", actor=ACTOR)
     store.write_path(sid, "/a/n.md", "2", actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     hist = (await ops.lookup(ROOT, b".history", CTX)).st_ino
     a = (await ops.lookup(hist, b"a", CTX)).st_ino
     d = (await ops.lookup(a, b"n.md", CTX)).st_ino
@@ -300,13 +300,13 @@ async def test_redaction_and_rename_queue_kernel_invalidations(store, tmp_path,
     ops.stale_inodes.clear()
     first = store.list_versions(sid, limit=10).data[-1]
     store.redact_version(sid, first.id, actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert set(files) <= set(ops.stale_inodes)
     assert {(d, n, 0) for n in names} <= set(ops.stale_entries)
     assert (await ops.getattr(files[0], CTX)).st_size == 0
     ops.stale_entries.clear()
     store.rename_path(sid, "/a/n.md", "/b.md", actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     # The old directories may be gone: the kernel looks them up again.
     assert {(hist, "a", 0), (a, "n.md", 0)} <= set(ops.stale_entries)
     await raises(errno.ENOENT, ops.lookup(hist, b"a", CTX))

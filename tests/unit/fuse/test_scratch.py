@@ -187,7 +187,7 @@ async def test_a_parked_memory_changed_elsewhere_comes_back_and_is_not_deleted(f
     await write_file(ops, ROOT, b"x.md", b"old")
     await ops.rename(ROOT, b"x.md", ROOT, b"x.md~", 0, CTX)
     store.write_path(sid, "/x.md", "changed elsewhere", actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert (await ops.lookup(ROOT, b"x.md", CTX)).st_size == len("changed elsewhere")
     await ops.unlink(ROOT, b"x.md~", CTX)
     assert store.get_memory_by_path(sid, "/x.md").content == "changed elsewhere"

@@ -166,7 +166,7 @@ async def test_found_by_its_words_as_soon_as_its_write_returns(store: Store, tmp
     await write_file(ops, ROOT, b"zoo.md", b"The quokka lives on Rottnest.")
     assert lines((await ask(ops, "quokka"))[1])[0][0] == "/mnt/memory/t/zoo.md"
     store.write_path(sid, "/elsewhere.md", "a quokka here too", actor=ACTOR)  # not the mount
-    ops.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
     assert len(lines((await ask(ops, "quokka"))[1])) == 2
     d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
     await ops.unlink(ROOT, b"zoo.md", CTX)
@@ -203,7 +203,7 @@ async def test_a_quiet_mount_indexes_the_words_its_writes_queued(store: Store, t
         await trio.sleep(0.3)
         assert catch_up.batches == 1  # nothing changed: nothing more
         store.write_path(sid, "/elsewhere.md", "a quokka too", actor=ACTOR)  # not the mount
-        ops.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
+        ops.feed.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
         await taken_in(catch_up, 2)
         assert wordsqueue.queued(store.database, sid) == 0
         catch_up.stop()
@@ -259,7 +259,7 @@ async def test_one_process_looking_a_question_up_again_gets_the_same_answer(
     await write_file(ops, ROOT, b"more.md", b"pizza again")  # this mount's change
     assert len(lines((await ask(ops, "pizza"))[1])) == 2
     store.write_path(sid, "/api.md", "pizza by the API", actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))  # the change feed's
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))  # the change feed's
     assert len(lines((await ask(ops, "pizza"))[1])) == 3
     n = ops.search.searches
     node = next(iter(x for x in ops.search.nodes.values() if x.question == "pizza"))
@@ -324,10 +324,10 @@ async def test_hidden_from_the_root_listing_and_listed_empty(store, tmp_path, mo
     ops, sid = make_ops(store, tmp_path)
     store.write_path(sid, "/.search/x.md", "pizza from the API", actor=ACTOR)  # shadowed
     store.write_path(sid, "/y.md", "pizza", actor=ACTOR)
-    ops.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
     assert await listdir(ops, ROOT, monkeypatch) == ["y.md"]
     d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
-    assert stat.S_ISDIR(d.st_mode) and d.entry_timeout == ops.timeout
+    assert stat.S_ISDIR(d.st_mode) and d.entry_timeout == ops.mount.timeout
     assert await listdir(ops, d.st_ino, monkeypatch) == []
     assert [r[0] for r in lines((await ask(ops, "pizza"))[1])] == ["/mnt/memory/t/y.md"]
     texts = [r["content"][0]["text"] for _, r in results(ops, "list")]

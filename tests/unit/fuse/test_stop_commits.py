@@ -92,7 +92,7 @@ async def test_a_close_cancelled_while_its_batch_commits_is_answered(fs, store, 
                 # Both in one batch, written by the first close's task in a worker thread,
                 # waiting for the lock.
                 await async_wait_until(waiting.is_set)
-                assert not ops._queued_commits
+                assert not ops.buffers._queued_commits
                 serving.cancel()  # the grace ran out...
                 other.execute("ROLLBACK")  # ...and the lock frees: the batch goes on
     finally:
@@ -124,7 +124,7 @@ async def test_a_close_cancelled_before_its_commit_is_never_committed(fs, store,
             with trio.CancelScope() as serving:
                 async with trio.open_nursery() as cancelled:
                     cancelled.start_soon(_closed, ops, outcome, "second", second)
-                    await async_wait_until(lambda: bool(ops._queued_commits))
+                    await async_wait_until(lambda: bool(ops.buffers._queued_commits))
                     serving.cancel()
             other.execute("ROLLBACK")
         # The next close takes what the queue holds.
@@ -161,7 +161,8 @@ async def test_commits_made_one_at_a_time_keep_their_outcomes_when_cancelled_bet
     worker thread until the test lets it go on, so that the cancellation comes exactly
     there."""
     ops, sid = make_ops(store, tmp_path)
-    ops.store = _OneAtATime(store)
+    # What the mount's store calls and its commits go to.
+    ops.mount.store = ops.buffers.store = _OneAtATime(store)
     fhs = {name: await _open_written(ops, f"{name}.md".encode(), b"x")
            for name in ("first", "second", "third")}
     real = store.write_path
@@ -184,11 +185,11 @@ async def test_commits_made_one_at_a_time_keep_their_outcomes_when_cancelled_bet
                     nursery.start_soon(_closed, ops, outcome, name, fh)
                 # One close's commit under way; the two others queued behind it.
                 await async_wait_until(lambda: len(started) == 1
-                                       and len(ops._queued_commits) == 2)
+                                       and len(ops.buffers._queued_commits) == 2)
                 go_on[0].set()
                 # The next close's task took both queued commits; the first is under way.
                 await async_wait_until(lambda: len(started) == 2)
-                assert not ops._queued_commits
+                assert not ops.buffers._queued_commits
                 serving.cancel()
                 go_on[1].set()
     finally:
