@@ -72,7 +72,6 @@ async def store_import(console: Console, request: Request) -> Response:
                           error=error, entries=entries, result=result, note=note)
 
 
-
 routes: list[BaseRoute] = [
     page("/stores/{store_id}/export", store_export),
     page("/import", store_import, ("GET", "POST"), upload_bytes=MAX_UPLOAD_BYTES,
