@@ -1,6 +1,8 @@
 """What every Console page shares: who is signed in (a signed cookie) and what they may see
 and do, CSRF tokens, rendering a template, running store calls, and turning store errors into
-pages.
+pages. All of it is the :class:`Console` the app holds (on ``app.state``): each view is a
+function ``view(console, request)`` at the top of its resource's module, made a route by
+:func:`page`, which hands it the Console once the sign-in, the right and the CSRF token pass.
 
 Sign-in takes one of the server's API keys (the same keys, and the same loopback rule at bind
 time, as the API) or an API key kept in the database (``memfs_key_…``, issue 22); never a
