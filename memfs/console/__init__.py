@@ -6,7 +6,12 @@ JavaScript (``static/``, vendored: it works offline). Every action goes through 
 :class:`~memfs.store.Store` like the API; the Console re-checks no rule, it only translates
 (:mod:`memfs.console.web` holds the translation: sign-in, CSRF, errors, rendering).
 
-Modules, one per area of the interface, each exporting ``routes``:
+Modules, one per area of the interface (datasette's one view per resource): each view is a
+function at the top of its module, ``async def view(console, request)``, handed the app's
+:class:`~memfs.console.web.Console` (the store, the keys, the templates, the watch of the live
+pages' sign-ins: what every view needs, held once on ``app.state``, never a global), and each
+module ends with its ``routes``, the table of its paths (:func:`~memfs.console.web.page`
+checks the sign-in, the right, the CSRF token and the visibility before the view runs):
 
 - :mod:`.auth`: sign-in with an API key (the server's, or one kept in the database), sign-out;
 - :mod:`.stores`: the stores: list, create, edit, archive, delete;
@@ -18,7 +23,8 @@ Modules, one per area of the interface, each exporting ``routes``:
 - :mod:`.keys`: the workspace's API keys, for admins: list, make, revoke.
 
 What a signed-in person sees is their key's workspace (a store-scoped key: its stores), and
-what they may do its role, as in the API (:mod:`memfs.console.web`).
+what they may do its role, as in the API (:mod:`memfs.console.web`). The templates' filters
+are :mod:`.filters`' and a few of the pages' own (registered here).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..grants import GrantWatch
+from ..models import ROLES
 from ..store import Store
 from . import archive, auth, history, keys, memories, search, sessions, stores, web
 
@@ -66,12 +73,15 @@ def create_console(
     console = web.Console(store, api_keys, error_status=error_status, changes=changes,
                           grants=grants, read_body=read_body, body_chunks=body_chunks,
                           error_headers=error_headers, failures=failures)
+    console.templates.filters.update(size=memories.size, marked=search.marked,
+                                     sentence=search.sentence)
+    console.templates.globals["roles"] = ROLES
     routes: list[BaseRoute] = []
     for module in (auth, stores, memories, search, history, sessions, archive, keys):
-        routes += module.routes(console)
+        routes += module.routes
     routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
                         name="static"))
-    app = Starlette(routes=routes, exception_handlers=web.exception_handlers(console))
+    app = Starlette(routes=routes, exception_handlers=web.EXCEPTION_HANDLERS)
     app.router.redirect_slashes = False  # Starlette's names the request's Host: ours do not
     app.router.default = web.SlashRedirects(app.router)
     app.state.console = console

@@ -74,33 +74,48 @@ def diff_html(old: str | None, new: str | None, *, mode: str = "unified",
                             group[-1][4] - group[0][3]))
         for op, i1, i2, j1, j2 in group:
             if op == "equal":
-                for k in range(i2 - i1):
-                    line = escape(a[i1 + k])
-                    if mode == "unified":
-                        rows.append(_row([("num", i1 + k + 1), ("num", j1 + k + 1),
-                                          ("", Markup("&nbsp;") + line)]))
-                    else:
-                        rows.append(_row([("num", i1 + k + 1), ("", line),
-                                          ("num", j1 + k + 1), ("", line)]))
-                continue
-            olds, news = a[i1:i2], b[j1:j2]
-            pairs = min(len(olds), len(news)) if op == "replace" else 0
-            marked = [_marked(olds[k], news[k]) for k in range(pairs)]
-            left = [m[0] for m in marked] + [escape(x) for x in olds[pairs:]]
-            right = [m[1] for m in marked] + [escape(x) for x in news[pairs:]]
-            if mode == "unified":
-                for k, line in enumerate(left):
-                    rows.append(_row([("num", i1 + k + 1), ("num", None),
-                                      ("", Markup("-") + line)], "del"))
-                for k, line in enumerate(right):
-                    rows.append(_row([("num", None), ("num", j1 + k + 1),
-                                      ("", Markup("+") + line)], "add"))
+                rows += _equal_rows(a[i1:i2], i1, j1, mode)
             else:
-                for k in range(max(len(left), len(right))):
-                    lcell = ("del", left[k]) if k < len(left) else ("", None)
-                    rcell = ("add", right[k]) if k < len(right) else ("", None)
-                    rows.append(_row([("num", i1 + k + 1 if k < len(left) else None), lcell,
-                                      ("num", j1 + k + 1 if k < len(right) else None),
-                                      rcell]))
+                rows += _changed_rows(op, a[i1:i2], b[j1:j2], i1, j1, mode)
     return Markup('<div class="diff {}"><table>{}</table></div>').format(
         mode, Markup("").join(rows))
+
+
+def _equal_rows(lines: list[str], i1: int, j1: int, mode: str) -> list[Markup]:
+    """The rows of lines both texts have (old line ``i1 + 1`` is new line ``j1 + 1``)."""
+    rows = []
+    for k, text in enumerate(lines):
+        line = escape(text)
+        if mode == "unified":
+            rows.append(_row([("num", i1 + k + 1), ("num", j1 + k + 1),
+                              ("", Markup("&nbsp;") + line)]))
+        else:
+            rows.append(_row([("num", i1 + k + 1), ("", line),
+                              ("num", j1 + k + 1), ("", line)]))
+    return rows
+
+
+def _changed_rows(op: str, olds: list[str], news: list[str], i1: int, j1: int,
+                  mode: str) -> list[Markup]:
+    """The rows of a change (``op``: replace, delete, insert) of ``olds`` (from old line
+    ``i1 + 1``) into ``news`` (from new line ``j1 + 1``): in a replace, the lines paired in
+    order have their changed characters marked."""
+    pairs = min(len(olds), len(news)) if op == "replace" else 0
+    marked = [_marked(olds[k], news[k]) for k in range(pairs)]
+    left = [m[0] for m in marked] + [escape(x) for x in olds[pairs:]]
+    right = [m[1] for m in marked] + [escape(x) for x in news[pairs:]]
+    rows = []
+    if mode == "unified":
+        for k, line in enumerate(left):
+            rows.append(_row([("num", i1 + k + 1), ("num", None),
+                              ("", Markup("-") + line)], "del"))
+        for k, line in enumerate(right):
+            rows.append(_row([("num", None), ("num", j1 + k + 1),
+                              ("", Markup("+") + line)], "add"))
+        return rows
+    for k in range(max(len(left), len(right))):
+        lcell = ("del", left[k]) if k < len(left) else ("", None)
+        rcell = ("add", right[k]) if k < len(right) else ("", None)
+        rows.append(_row([("num", i1 + k + 1 if k < len(left) else None), lcell,
+                          ("num", j1 + k + 1 if k < len(right) else None), rcell]))
+    return rows

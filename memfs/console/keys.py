@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from .. import errors
-from ..models import ROLES, ApiKey
+from ..models import ApiKey
 from ..rules import format_time, validate_workspace
 from .web import Console, User, form, page, redirect
 
@@ -48,63 +48,68 @@ def _workspace(user: User, asked: str | None) -> str:
     return validate_workspace(asked)
 
 
-def routes(console: Console) -> list[BaseRoute]:
+async def _keys_page(console: Console, request: Request, workspace: str, *, status: int = 200,
+                     fields: dict[str, str] | None = None, error: str | None = None,
+                     made: ApiKey | None = None) -> Response:
+    """The keys of ``workspace`` and the new-key form (as typed, with the store's error,
+    after a refused create; ``made``: the key just made, its secret shown this once)."""
     store = console.store
-    console.templates.globals["roles"] = ROLES
+    user: User = request.state.user
+    keys = await console.run(store.list_keys, workspace=workspace)
+    stores = {s.id: s.name for s in (await console.run(
+        store.list_stores, include_archived=True, limit=100, workspace=workspace)).data}
+    names = await console.key_names(user, [k.created_by for k in keys])
+    now = format_time(datetime.now(UTC))
+    return console.render(
+        request, "keys.html", status=status, keys=keys, workspace=workspace,
+        stores=stores, names=names, status_of={k.id: key_status(k, now) for k in keys},
+        form=fields or {"role": "read_write"}, error=error, made=made)
 
-    async def keys_page(request: Request, workspace: str, *, status: int = 200,
-                        fields: dict[str, str] | None = None, error: str | None = None,
-                        made: ApiKey | None = None) -> Response:
-        """The keys of ``workspace`` and the new-key form (as typed, with the store's error,
-        after a refused create; ``made``: the key just made, its secret shown this once)."""
-        user: User = request.state.user
-        keys = await console.run(store.list_keys, workspace=workspace)
-        stores = {s.id: s.name for s in (await console.run(
-            store.list_stores, include_archived=True, limit=100, workspace=workspace)).data}
-        names = await console.key_names(user, [k.created_by for k in keys])
-        now = format_time(datetime.now(UTC))
-        return console.render(
-            request, "keys.html", status=status, keys=keys, workspace=workspace,
-            stores=stores, names=names, status_of={k.id: key_status(k, now) for k in keys},
-            form=fields or {"role": "read_write"}, error=error, made=made)
 
-    @page(console, "/keys", right="admin", form_page=True)
-    async def key_list(request: Request) -> Response:
-        user: User = request.state.user
-        return await keys_page(request, _workspace(user, request.query_params.get("workspace")))
+async def key_list(console: Console, request: Request) -> Response:
+    user: User = request.state.user
+    return await _keys_page(console, request,
+                            _workspace(user, request.query_params.get("workspace")))
 
-    @page(console, "/keys", ("POST",), name="key_create", right="admin")
-    async def key_create(request: Request) -> Response:
-        user: User = request.state.user
-        fields = await form(request)
-        workspace = user.workspace
-        try:
-            workspace = _workspace(user, fields.get("workspace", "").strip() or None)
-            refs = store_refs(fields.get("stores", ""))
-            ids = [(await console.run(store.resolve_store, ref, workspace=workspace)).id
-                   for ref in refs]
-            expires: Any = fields.get("expires", "").strip() or None
-            made = await console.run(
-                store.create_key, fields.get("name", "").strip(), workspace=workspace,
-                role=fields.get("role") or "read_write", store_ids=ids or None,
-                expires_in=expires, created_by=user.actor)
-        except (errors.InvalidRequest, errors.NotFound) as e:  # a bad field, an unknown store
-            return await keys_page(request, workspace, status=400, fields=fields,
-                                   error=e.message)
-        # Shown on this answer only (never in a redirect, a cookie or a log): a page of the
-        # Console is never cached (SecurityHeaders).
-        return await keys_page(request, workspace, status=201, made=made)
 
-    @page(console, "/keys/{key_id}/revoke", ("POST",), right="admin")
-    async def key_revoke(request: Request) -> Response:
-        user: User = request.state.user
-        kid = request.path_params["key_id"]
-        key = await console.run(store.revoke_key, kid,
-                                workspace=None if user.grant.server else user.workspace)
-        back = "/keys" + ("" if key.workspace_id == user.workspace
-                          else f"?workspace={key.workspace_id}")
-        mine = " (the key you signed in with: you are signed out)" if kid == user.key_id else ""
-        return redirect(back, f"revoked the key {key.name} ({key.id}): its requests, streams "
-                              f"and Console sign-ins end now{mine}")
+async def key_create(console: Console, request: Request) -> Response:
+    store = console.store
+    user: User = request.state.user
+    fields = await form(request)
+    workspace = user.workspace
+    try:
+        workspace = _workspace(user, fields.get("workspace", "").strip() or None)
+        refs = store_refs(fields.get("stores", ""))
+        ids = [(await console.run(store.resolve_store, ref, workspace=workspace)).id
+               for ref in refs]
+        expires: Any = fields.get("expires", "").strip() or None
+        made = await console.run(
+            store.create_key, fields.get("name", "").strip(), workspace=workspace,
+            role=fields.get("role") or "read_write", store_ids=ids or None,
+            expires_in=expires, created_by=user.actor)
+    except (errors.InvalidRequest, errors.NotFound) as e:  # a bad field, an unknown store
+        return await _keys_page(console, request, workspace, status=400, fields=fields,
+                                error=e.message)
+    # Shown on this answer only (never in a redirect, a cookie or a log): a page of the
+    # Console is never cached (SecurityHeaders).
+    return await _keys_page(console, request, workspace, status=201, made=made)
 
-    return [key_list, key_create, key_revoke]
+
+async def key_revoke(console: Console, request: Request) -> Response:
+    store = console.store
+    user: User = request.state.user
+    kid = request.path_params["key_id"]
+    key = await console.run(store.revoke_key, kid,
+                            workspace=None if user.grant.server else user.workspace)
+    back = "/keys" + ("" if key.workspace_id == user.workspace
+                      else f"?workspace={key.workspace_id}")
+    mine = " (the key you signed in with: you are signed out)" if kid == user.key_id else ""
+    return redirect(back, f"revoked the key {key.name} ({key.id}): its requests, streams "
+                          f"and Console sign-ins end now{mine}")
+
+
+routes: list[BaseRoute] = [
+    page("/keys", key_list, right="admin", form_page=True),
+    page("/keys", key_create, ("POST",), name="key_create", right="admin"),
+    page("/keys/{key_id}/revoke", key_revoke, ("POST",), right="admin"),
+]

@@ -100,181 +100,192 @@ def is_fragment(request: Request) -> bool:
     return request.headers.get("x-memfs-fragment") == "1"
 
 
-def routes(console: Console) -> list[BaseRoute]:
+# -- a store's tree ------------------------------------------------------------------------
+
+async def store_page(console: Console, request: Request) -> Response:
     store = console.store
-    console.templates.filters["size"] = size
+    sid = request.path_params["store_id"]
+    directory = directory_of(request.query_params.get("dir"))
+    current = await console.run(store.get_store, sid)
+    last = await console.run(store.last_change, sid)
+    tree = await console.run(store.tree, sid)
+    folders, files = folder_view(tree, directory)
+    status = await console.run(store.search_status, sid)
+    context = dict(store=current, directory=directory, crumbs=crumbs(directory),
+                   folders=folders, files=files, count=len(tree), last=last,
+                   refresh=store_url(sid, directory), query="", exact=False,
+                   search_status=status)
+    if is_fragment(request):
+        return console.render(request, "_tree.html", **context)
+    return console.render(request, "store.html", **context)
 
-    # -- a store's tree ------------------------------------------------------------------------
 
-    @page(console, "/stores/{store_id}")
-    async def store_page(request: Request) -> Response:
-        sid = request.path_params["store_id"]
-        directory = directory_of(request.query_params.get("dir"))
-        current = await console.run(store.get_store, sid)
-        last = await console.run(store.last_change, sid)
-        tree = await console.run(store.tree, sid)
-        folders, files = folder_view(tree, directory)
-        status = await console.run(store.search_status, sid)
-        context = dict(store=current, directory=directory, crumbs=crumbs(directory),
-                       folders=folders, files=files, count=len(tree), last=last,
-                       refresh=store_url(sid, directory), query="", exact=False,
-                       search_status=status)
-        if is_fragment(request):
-            return console.render(request, "_tree.html", **context)
-        return console.render(request, "store.html", **context)
+async def store_live(console: Console, request: Request) -> Response:
+    """The store's change feed as SSE (what the API's ``/changes/stream`` sends), for the
+    live regions of the Console's pages, while the sign-in lasts."""
+    store = console.store
+    sid = request.path_params["store_id"]
+    last = await console.run(store.last_change, sid)
+    if last == 0:
+        await console.run(store.get_store, sid)  # NotFound for a store that never was
+    # An EventSource reconnecting says where it got to (Last-Event-ID), past its ?after=.
+    after_text = request.headers.get("last-event-id") or request.query_params.get("after")
+    after = last
+    if after_text:
+        seq = parse_int(after_text)
+        if seq is None or seq < 0:
+            raise errors.InvalidRequest(
+                f"after must be a change seq, not {after_text[:40]!r}")
+        after = seq
+    return SignedInStream(console, request.state.user,
+                          console.changes.stream(sid, after, last),
+                          media_type="text/event-stream",
+                          headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
-    @page(console, "/stores/{store_id}/live", gone_ok=True)
-    async def store_live(request: Request) -> Response:
-        """The store's change feed as SSE (what the API's ``/changes/stream`` sends), for the
-        live regions of the Console's pages, while the sign-in lasts."""
-        sid = request.path_params["store_id"]
-        last = await console.run(store.last_change, sid)
-        if last == 0:
-            await console.run(store.get_store, sid)  # NotFound for a store that never was
-        # An EventSource reconnecting says where it got to (Last-Event-ID), past its ?after=.
-        after_text = request.headers.get("last-event-id") or request.query_params.get("after")
-        after = last
-        if after_text:
-            seq = parse_int(after_text)
-            if seq is None or seq < 0:
-                raise errors.InvalidRequest(
-                    f"after must be a change seq, not {after_text[:40]!r}")
-            after = seq
-        return SignedInStream(console, request.state.user,
-                              console.changes.stream(sid, after, last),
-                              media_type="text/event-stream",
-                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
-    # -- a new memory --------------------------------------------------------------------------
+# -- a new memory --------------------------------------------------------------------------
 
-    @page(console, "/stores/{store_id}/new", ("GET", "POST"), form_page=True)
-    async def memory_new(request: Request) -> Response:
-        sid = request.path_params["store_id"]
-        current = await console.run(store.get_store, sid)
-        fields = {"path": directory_of(request.query_params.get("dir")), "content": ""}
-        error, status = None, 200
-        if request.method == "POST":
-            fields = await form(request)
-            content = normalize_newlines(fields.get("content", ""), None)
-            try:
-                made = await console.run(store.create_memory, sid, fields.get("path", ""),
-                                         content, actor=request.state.user.actor)
-                return redirect(f"/stores/{sid}/memories/{made.id}", f"created {made.path}")
-            except (errors.InvalidRequest, errors.Conflict) as e:
-                error, status = e.message, console.error_status(e)
-        return console.render(request, "memory_new.html", status=status, store=current,
-                              form=fields, error=error)
-
-    # -- a memory ------------------------------------------------------------------------------
-
-    async def memory_page(request: Request, status: int = 200, *,
-                          edit: dict[str, str] | None = None, **context: Any) -> Response:
-        """A memory's page; ``edit`` the editor's text, base sha256 and path when they are not
-        the memory's own (a conflict, an error)."""
-        sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
-        current = await console.run(store.get_store, sid)
-        last = await console.run(store.last_change, sid)
-        view = "raw" if request.query_params.get("view") == "raw" else "rendered"
-        try:
-            memory = await console.run(store.get_memory, sid, mid)
-        except errors.NotFound:
-            if not is_fragment(request):
-                raise
-            memory = None  # deleted while the page was open: the fragment says so
-        base = dict(store=current, memory=memory, view=view, last=last,
-                    refresh=f"/stores/{sid}/memories/{mid}" + ("?view=raw" if view == "raw"
-                                                             else ""))
-        if is_fragment(request):
-            return console.render(request, "_memory_view.html", **base)
-        assert memory is not None
-        editor = edit or {"content": memory.content or "", "base": memory.content_sha256,
-                          "path": memory.path}
-        context.setdefault("rename", {"path": memory.path})
-        for key in ("conflict", "edit_error", "rename_error"):
-            context.setdefault(key, None)
-        return console.render(request, "memory.html", status=status, edit=editor,
-                              crumbs=crumbs(parent_of(memory.path)), **base, **context)
-
-    @page(console, "/stores/{store_id}/memories/{memory_id}")
-    async def memory_view(request: Request) -> Response:
-        return await memory_page(request)
-
-    @page(console, "/stores/{store_id}/memories/{memory_id}", ("POST",))
-    async def memory_save(request: Request) -> Response:
-        """Save the editor: the new content, if the memory still has the content the user
-        started from (``content_sha256``)."""
-        sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
+async def memory_new(console: Console, request: Request) -> Response:
+    store = console.store
+    sid = request.path_params["store_id"]
+    current = await console.run(store.get_store, sid)
+    fields = {"path": directory_of(request.query_params.get("dir")), "content": ""}
+    error, status = None, 200
+    if request.method == "POST":
         fields = await form(request)
-        base = fields.get("content_sha256", "")
+        content = normalize_newlines(fields.get("content", ""), None)
         try:
-            before = await console.run(store.get_memory, sid, mid)
-        except errors.NotFound:
-            before = None
-        text = normalize_newlines(fields.get("content", ""), before.content if before else None)
-        edit = {"content": text, "base": base, "path": fields.get("path", "")}
-        if before is None:  # deleted meanwhile: offer to create it again, text kept
-            current = await console.run(store.get_store, sid)
-            return console.render(
-                request, "memory_new.html", status=409, store=current,
-                form={"path": edit["path"], "content": text},
-                error="this memory was deleted since you started editing it: "
-                      "create it again with your text?")
-        try:
-            saved = await console.run(store.update_memory, sid, mid, content=text,
-                                      precondition_sha256=base or None,
-                                      actor=request.state.user.actor)
-        except errors.PreconditionFailed:
-            theirs = await console.run(store.get_memory, sid, mid)
-            edit["base"] = theirs.content_sha256  # re-applying saves over what is there now
-            return await memory_page(request, 409, edit=edit,
-                                     conflict=diff_html(theirs.content, text))
+            made = await console.run(store.create_memory, sid, fields.get("path", ""),
+                                     content, actor=request.state.user.actor)
+            return redirect(f"/stores/{sid}/memories/{made.id}", f"created {made.path}")
         except (errors.InvalidRequest, errors.Conflict) as e:
-            return await memory_page(request, console.error_status(e), edit=edit,
-                                     edit_error=e.message)
-        if saved.memory_version_id == before.memory_version_id:
-            return redirect(f"/stores/{sid}/memories/{mid}", "no change: nothing saved")
-        return redirect(f"/stores/{sid}/memories/{mid}",
-                        f"saved {saved.path} (version {saved.memory_version_id})")
+            error, status = e.message, console.error_status(e)
+    return console.render(request, "memory_new.html", status=status, store=current,
+                          form=fields, error=error)
 
-    @page(console, "/stores/{store_id}/memories/{memory_id}/rename", ("POST",))
-    async def memory_rename(request: Request) -> Response:
-        sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
-        fields = await form(request)
-        new_path = fields.get("path", "")
-        old = await console.run(store.get_memory, sid, mid, view="basic")
-        try:
-            moved = await console.run(store.update_memory, sid, mid, path=new_path,
-                                      actor=request.state.user.actor)
-        except (errors.InvalidRequest, errors.Conflict) as e:
-            return await memory_page(request, console.error_status(e),
-                                     rename={"path": new_path}, rename_error=e.message)
-        if moved.path == old.path:
-            return redirect(f"/stores/{sid}/memories/{mid}", "same path: nothing renamed")
-        return redirect(f"/stores/{sid}/memories/{mid}", f"renamed {old.path} to {moved.path}")
 
-    @page(console, "/stores/{store_id}/memories/{memory_id}/delete", ("GET", "POST"),
-          form_page=True)
-    async def memory_delete(request: Request) -> Response:
-        """A confirmation page, then the delete, if the memory is still what was confirmed."""
-        sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
-        current = await console.run(store.get_store, sid)
+# -- a memory ------------------------------------------------------------------------------
+
+async def _memory_page(console: Console, request: Request, status: int = 200, *,
+                       edit: dict[str, str] | None = None, **context: Any) -> Response:
+    """A memory's page; ``edit`` the editor's text, base sha256 and path when they are not
+    the memory's own (a conflict, an error)."""
+    store = console.store
+    sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
+    current = await console.run(store.get_store, sid)
+    last = await console.run(store.last_change, sid)
+    view = "raw" if request.query_params.get("view") == "raw" else "rendered"
+    try:
         memory = await console.run(store.get_memory, sid, mid)
-        error = None
-        if request.method == "POST":
-            expected = (await form(request)).get("content_sha256") or None
-            try:
-                await console.run(store.delete_memory, sid, mid, expected_sha256=expected,
-                                  actor=request.state.user.actor)
-                return redirect(store_url(sid, parent_of(memory.path)),
-                                f"deleted {memory.path} (its history is kept)")
-            except errors.PreconditionFailed:
-                error = ("this memory changed since you asked to delete it: look at it "
-                         "again below, and confirm again if it should still go")
-            except (errors.InvalidRequest, errors.Conflict) as e:
-                error = e.message
-        return console.render(request, "memory_delete.html", status=409 if error else 200,
-                              store=current, memory=memory, error=error,
-                              crumbs=crumbs(parent_of(memory.path)))
+    except errors.NotFound:
+        if not is_fragment(request):
+            raise
+        memory = None  # deleted while the page was open: the fragment says so
+    base = dict(store=current, memory=memory, view=view, last=last,
+                refresh=f"/stores/{sid}/memories/{mid}" + ("?view=raw" if view == "raw"
+                                                         else ""))
+    if is_fragment(request):
+        return console.render(request, "_memory_view.html", **base)
+    assert memory is not None
+    editor = edit or {"content": memory.content or "", "base": memory.content_sha256,
+                      "path": memory.path}
+    context.setdefault("rename", {"path": memory.path})
+    for key in ("conflict", "edit_error", "rename_error"):
+        context.setdefault(key, None)
+    return console.render(request, "memory.html", status=status, edit=editor,
+                          crumbs=crumbs(parent_of(memory.path)), **base, **context)
 
-    return [store_page, store_live, memory_new, memory_view, memory_save,
-            memory_rename, memory_delete]
+
+async def memory_view(console: Console, request: Request) -> Response:
+    return await _memory_page(console, request)
+
+
+async def memory_save(console: Console, request: Request) -> Response:
+    """Save the editor: the new content, if the memory still has the content the user
+    started from (``content_sha256``)."""
+    store = console.store
+    sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
+    fields = await form(request)
+    base = fields.get("content_sha256", "")
+    try:
+        before = await console.run(store.get_memory, sid, mid)
+    except errors.NotFound:
+        before = None
+    text = normalize_newlines(fields.get("content", ""), before.content if before else None)
+    edit = {"content": text, "base": base, "path": fields.get("path", "")}
+    if before is None:  # deleted meanwhile: offer to create it again, text kept
+        current = await console.run(store.get_store, sid)
+        return console.render(
+            request, "memory_new.html", status=409, store=current,
+            form={"path": edit["path"], "content": text},
+            error="this memory was deleted since you started editing it: "
+                  "create it again with your text?")
+    try:
+        saved = await console.run(store.update_memory, sid, mid, content=text,
+                                  precondition_sha256=base or None,
+                                  actor=request.state.user.actor)
+    except errors.PreconditionFailed:
+        theirs = await console.run(store.get_memory, sid, mid)
+        edit["base"] = theirs.content_sha256  # re-applying saves over what is there now
+        return await _memory_page(console, request, 409, edit=edit,
+                                  conflict=diff_html(theirs.content, text))
+    except (errors.InvalidRequest, errors.Conflict) as e:
+        return await _memory_page(console, request, console.error_status(e), edit=edit,
+                                  edit_error=e.message)
+    if saved.memory_version_id == before.memory_version_id:
+        return redirect(f"/stores/{sid}/memories/{mid}", "no change: nothing saved")
+    return redirect(f"/stores/{sid}/memories/{mid}",
+                    f"saved {saved.path} (version {saved.memory_version_id})")
+
+
+async def memory_rename(console: Console, request: Request) -> Response:
+    store = console.store
+    sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
+    fields = await form(request)
+    new_path = fields.get("path", "")
+    old = await console.run(store.get_memory, sid, mid, view="basic")
+    try:
+        moved = await console.run(store.update_memory, sid, mid, path=new_path,
+                                  actor=request.state.user.actor)
+    except (errors.InvalidRequest, errors.Conflict) as e:
+        return await _memory_page(console, request, console.error_status(e),
+                                  rename={"path": new_path}, rename_error=e.message)
+    if moved.path == old.path:
+        return redirect(f"/stores/{sid}/memories/{mid}", "same path: nothing renamed")
+    return redirect(f"/stores/{sid}/memories/{mid}", f"renamed {old.path} to {moved.path}")
+
+
+async def memory_delete(console: Console, request: Request) -> Response:
+    """A confirmation page, then the delete, if the memory is still what was confirmed."""
+    store = console.store
+    sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
+    current = await console.run(store.get_store, sid)
+    memory = await console.run(store.get_memory, sid, mid)
+    error = None
+    if request.method == "POST":
+        expected = (await form(request)).get("content_sha256") or None
+        try:
+            await console.run(store.delete_memory, sid, mid, expected_sha256=expected,
+                              actor=request.state.user.actor)
+            return redirect(store_url(sid, parent_of(memory.path)),
+                            f"deleted {memory.path} (its history is kept)")
+        except errors.PreconditionFailed:
+            error = ("this memory changed since you asked to delete it: look at it "
+                     "again below, and confirm again if it should still go")
+        except (errors.InvalidRequest, errors.Conflict) as e:
+            error = e.message
+    return console.render(request, "memory_delete.html", status=409 if error else 200,
+                          store=current, memory=memory, error=error,
+                          crumbs=crumbs(parent_of(memory.path)))
+
+
+routes: list[BaseRoute] = [
+    page("/stores/{store_id}", store_page),
+    page("/stores/{store_id}/live", store_live, gone_ok=True),
+    page("/stores/{store_id}/new", memory_new, ("GET", "POST"), form_page=True),
+    page("/stores/{store_id}/memories/{memory_id}", memory_view),
+    page("/stores/{store_id}/memories/{memory_id}", memory_save, ("POST",)),
+    page("/stores/{store_id}/memories/{memory_id}/rename", memory_rename, ("POST",)),
+    page("/stores/{store_id}/memories/{memory_id}/delete", memory_delete, ("GET", "POST"),
+         form_page=True),
+]

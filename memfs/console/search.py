@@ -63,54 +63,69 @@ def sentence(note: str) -> str:
     return (note[:1].upper() + note[1:] + ("" if note.endswith(".") else ".")) if note else ""
 
 
-def routes(console: Console) -> list[BaseRoute]:
+async def store_search(console: Console, request: Request) -> Response:
     store = console.store
-    console.templates.filters["marked"] = marked
-    console.templates.filters["sentence"] = sentence
+    sid = request.path_params["store_id"]
+    query = request.query_params.get("q", "")
+    exact = request.query_params.get("mode") == "exact"
+    current = await console.run(store.get_store, sid)
+    context: dict[str, Any] = dict(store=current, query=query, exact=exact, hits=[],
+                                   result=None, more=None, error=None, everything=None,
+                                   store_limit=store.search_max_limit)
+    if query:
+        try:
+            if exact:
+                context.update(await _exact(console, sid, query))
+            else:
+                context.update(await _ranked(console, request, sid, query))
+        except errors.InvalidRequest as e:
+            context["error"] = e.message
+    return console.render(request, "search.html", status=400 if context["error"] else 200,
+                          **context)
 
-    @page(console, "/stores/{store_id}/search")
-    async def store_search(request: Request) -> Response:
-        sid = request.path_params["store_id"]
-        query = request.query_params.get("q", "")
-        exact = request.query_params.get("mode") == "exact"
-        current = await console.run(store.get_store, sid)
-        context: dict[str, Any] = dict(store=current, query=query, exact=exact, hits=[],
-                                       result=None, more=None, error=None, everything=None,
-                                       store_limit=store.search_max_limit)
-        if query:
-            try:
-                if exact:
-                    hits = await console.run(store.search_memories, sid, query,
-                                             limit=EXACT_LIMIT + 1)
-                    context.update(hits=hits[:EXACT_LIMIT], more=len(hits) > EXACT_LIMIT)
-                else:
-                    text = request.query_params.get("limit")
-                    # Not a number: the store's refusal says what a limit is.
-                    limit: int | str = RANKED_LIMIT if text is None else (
-                        parse_int(text) or text)
-                    # ?threshold=0 ranks every candidate (the store refuses what is no
-                    # relevance); by default the search's own, as an agent gets it.
-                    raw = request.query_params.get("threshold")
-                    threshold: float | str | None = None
-                    if raw is not None:
-                        try:
-                            threshold = float(raw)
-                        except ValueError:
-                            threshold = raw
-                    result = await console.run(store.search, sid, query, limit=limit,
-                                               threshold=threshold)
-                    if isinstance(limit, int) and len(result.hits) == limit \
-                            < store.search_max_limit:
-                        context["more"] = f"/stores/{sid}/search?" + urllib.parse.urlencode(
-                            {"q": query, "limit": store.search_max_limit,
-                             **({"threshold": raw} if raw is not None else {})})
-                    if not result.hits and result.best is not None:
-                        context["everything"] = f"/stores/{sid}/search?" + \
-                            urllib.parse.urlencode({"q": query, "threshold": 0})
-                    context.update(result=result, hits=result.hits)
-            except errors.InvalidRequest as e:
-                context["error"] = e.message
-        return console.render(request, "search.html", status=400 if context["error"] else 200,
-                              **context)
 
-    return [store_search]
+async def _exact(console: Console, sid: str, query: str) -> dict[str, Any]:
+    """The hits of the substring search, and whether there are more than are shown."""
+    store = console.store
+    hits = await console.run(store.search_memories, sid, query,
+                             limit=EXACT_LIMIT + 1)
+    return dict(hits=hits[:EXACT_LIMIT], more=len(hits) > EXACT_LIMIT)
+
+
+async def _ranked(console: Console, request: Request, sid: str,
+                  query: str) -> dict[str, Any]:
+    """The ranked search's result and hits, with a link to more hits when the page is full
+    (``more``) and to every memory ranked when none passed the threshold (``everything``).
+
+    :raises InvalidRequest: the store's refusal of the limit or threshold asked.
+    """
+    store = console.store
+    out: dict[str, Any] = {}
+    text = request.query_params.get("limit")
+    # Not a number: the store's refusal says what a limit is.
+    limit: int | str = RANKED_LIMIT if text is None else (parse_int(text) or text)
+    # ?threshold=0 ranks every candidate (the store refuses what is no relevance); by default
+    # the search's own, as an agent gets it.
+    raw = request.query_params.get("threshold")
+    threshold: float | str | None = None
+    if raw is not None:
+        try:
+            threshold = float(raw)
+        except ValueError:
+            threshold = raw
+    result = await console.run(store.search, sid, query, limit=limit,
+                               threshold=threshold)
+    if isinstance(limit, int) and len(result.hits) == limit < store.search_max_limit:
+        out["more"] = f"/stores/{sid}/search?" + urllib.parse.urlencode(
+            {"q": query, "limit": store.search_max_limit,
+             **({"threshold": raw} if raw is not None else {})})
+    if not result.hits and result.best is not None:
+        out["everything"] = f"/stores/{sid}/search?" + urllib.parse.urlencode(
+            {"q": query, "threshold": 0})
+    out.update(result=result, hits=result.hits)
+    return out
+
+
+routes: list[BaseRoute] = [
+    page("/stores/{store_id}/search", store_search),
+]

@@ -102,96 +102,103 @@ def store_of_path(session: Session, file_path: str) -> str | None:
     return best[1] if best else None
 
 
-def routes(console: Console) -> list[BaseRoute]:
+async def session_list(console: Console, request: Request) -> Response:
     store = console.store
+    q = request.query_params
+    user = request.state.user
+    store_id = q.get("store") or None
+    status = q.get("status") or None
+    archived = q.get("archived") == "1"
+    if store_id is not None:
+        await console.check_store(user, store_id)
+    # A store-scoped key sees no session (as in the API).
+    listing = await console.run(
+        store.list_sessions, memory_store_id=store_id,
+        statuses=[status] if status else None, include_archived=archived,
+        limit=PAGE_SIZE, page=q.get("page") or None,
+        ids=None if user.stores is None else [], workspace=user.workspace)
+    stores = (await console.run(store.list_stores, include_archived=True, limit=100,
+                                ids=user.stores, workspace=user.workspace)).data
+    filtered = None
+    if store_id is not None:
+        filtered = await console.run(store.get_store, store_id)
+    links = {}
+    for key, cursor in (("next", listing.next_page), ("prev", listing.prev_page)):
+        if cursor:
+            links[key] = relative(request.url.include_query_params(page=cursor))
+    return console.render(
+        request, "sessions.html", sessions=listing.data, stores=stores, filtered=filtered,
+        filters={"store": store_id or "", "status": status or "", "archived": archived},
+        statuses=STATUSES, links=links)
 
-    @page(console, "/sessions")
-    async def session_list(request: Request) -> Response:
-        q = request.query_params
-        user = request.state.user
-        store_id = q.get("store") or None
-        status = q.get("status") or None
-        archived = q.get("archived") == "1"
-        if store_id is not None:
-            await console.check_store(user, store_id)
-        # A store-scoped key sees no session (as in the API).
-        listing = await console.run(
-            store.list_sessions, memory_store_id=store_id,
-            statuses=[status] if status else None, include_archived=archived,
-            limit=PAGE_SIZE, page=q.get("page") or None,
-            ids=None if user.stores is None else [], workspace=user.workspace)
-        stores = (await console.run(store.list_stores, include_archived=True, limit=100,
-                                    ids=user.stores, workspace=user.workspace)).data
-        filtered = None
-        if store_id is not None:
-            filtered = await console.run(store.get_store, store_id)
-        links = {}
-        for key, cursor in (("next", listing.next_page), ("prev", listing.prev_page)):
-            if cursor:
-                links[key] = relative(request.url.include_query_params(page=cursor))
-        return console.render(
-            request, "sessions.html", sessions=listing.data, stores=stores, filtered=filtered,
-            filters={"store": store_id or "", "status": status or "", "archived": archived},
-            statuses=STATUSES, links=links)
 
-    async def has_version(store_id: str, version_id: str) -> bool:
-        try:
-            await console.run(store.get_version, store_id, version_id, view="basic")
-        except errors.NotFound:
-            return False
-        return True
+async def _has_version(console: Console, store_id: str, version_id: str) -> bool:
+    store = console.store
+    try:
+        await console.run(store.get_version, store_id, version_id, view="basic")
+    except errors.NotFound:
+        return False
+    return True
 
-    async def locate(session: Session, items: list[Item]) -> None:
-        """Set the store of each tool call: by its path, else by its version."""
-        for item in items:
-            path = str(item.input.get("file_path", ""))
-            item.store_id = store_of_path(session, path) if path else None
-            vid = item.result.body.get("memory_version_id") if item.result else None
-            if item.store_id is None and isinstance(vid, str):
-                for r in session.resources:
-                    if await has_version(r.memory_store_id, vid):
-                        item.store_id = r.memory_store_id
-                        break
-            if item.store_id is None and item.result and len(session.resources) == 1:
-                item.store_id = session.resources[0].memory_store_id
 
-    @page(console, "/sessions/{session_id}")
-    async def timeline(request: Request) -> Response:
-        sid = request.path_params["session_id"]
-        session = await console.run(store.get_session, sid)
-        cursor = request.query_params.get("page") or None
-        listing = await console.run(store.list_events, sid, limit=EVENTS_PER_PAGE,
-                                    page=cursor)
-        items = pair_events(listing.data)
-        await locate(session, items)
-        more = None
-        if listing.next_page:
-            more = relative(request.url.include_query_params(page=listing.next_page))
-        return console.render(
-            request, "session.html", session=session, items=items, more=more,
-            first=relative(request.url.remove_query_params("page")) if cursor else None,
-            names={r.memory_store_id: r.name for r in session.resources})
+async def _locate(console: Console, session: Session, items: list[Item]) -> None:
+    """Set the store of each tool call: by its path, else by its version."""
+    for item in items:
+        path = str(item.input.get("file_path", ""))
+        item.store_id = store_of_path(session, path) if path else None
+        vid = item.result.body.get("memory_version_id") if item.result else None
+        if item.store_id is None and isinstance(vid, str):
+            for r in session.resources:
+                if await _has_version(console, r.memory_store_id, vid):
+                    item.store_id = r.memory_store_id
+                    break
+        if item.store_id is None and item.result and len(session.resources) == 1:
+            item.store_id = session.resources[0].memory_store_id
 
-    @page(console, "/sessions/{target}/revert", ("GET", "POST"), right="manage")
-    async def revert(request: Request) -> Response:
-        """Undo a session (or a revert: its memrevert_ id): GET shows the dry run's plan and
-        conflicts with a confirm form; the POST performs it and shows the result."""
-        target = request.path_params["target"]
-        done = request.method == "POST"
-        if done:
-            force = (await form(request)).get("force") == "1"
-        else:
-            force = request.query_params.get("force") == "1"
-        result = await console.run(store.revert, target, actor=request.state.user.actor,
-                                   dry_run=not done, force=force)
-        user = request.state.user
-        names = {s.id: s.name for s in (await console.run(
-            store.list_stores, include_archived=True, limit=100,
-            workspace=user.workspace)).data}
-        keys = await console.key_names(user, [
-            v.get("created_by") for c in result["conflicts"]
-            for v in (c.get("reverted_version"), c.get("current_version")) if v])
-        return console.render(request, "revert.html", r=result, names=names, force=force,
-                              keys=keys)
 
-    return [session_list, timeline, revert]
+async def timeline(console: Console, request: Request) -> Response:
+    store = console.store
+    sid = request.path_params["session_id"]
+    session = await console.run(store.get_session, sid)
+    cursor = request.query_params.get("page") or None
+    listing = await console.run(store.list_events, sid, limit=EVENTS_PER_PAGE,
+                                page=cursor)
+    items = pair_events(listing.data)
+    await _locate(console, session, items)
+    more = None
+    if listing.next_page:
+        more = relative(request.url.include_query_params(page=listing.next_page))
+    return console.render(
+        request, "session.html", session=session, items=items, more=more,
+        first=relative(request.url.remove_query_params("page")) if cursor else None,
+        names={r.memory_store_id: r.name for r in session.resources})
+
+
+async def revert(console: Console, request: Request) -> Response:
+    """Undo a session (or a revert: its memrevert_ id): GET shows the dry run's plan and
+    conflicts with a confirm form; the POST performs it and shows the result."""
+    store = console.store
+    target = request.path_params["target"]
+    done = request.method == "POST"
+    if done:
+        force = (await form(request)).get("force") == "1"
+    else:
+        force = request.query_params.get("force") == "1"
+    result = await console.run(store.revert, target, actor=request.state.user.actor,
+                               dry_run=not done, force=force)
+    user = request.state.user
+    names = {s.id: s.name for s in (await console.run(
+        store.list_stores, include_archived=True, limit=100,
+        workspace=user.workspace)).data}
+    keys = await console.key_names(user, [
+        v.get("created_by") for c in result["conflicts"]
+        for v in (c.get("reverted_version"), c.get("current_version")) if v])
+    return console.render(request, "revert.html", r=result, names=names, force=force,
+                          keys=keys)
+
+
+routes: list[BaseRoute] = [
+    page("/sessions", session_list),
+    page("/sessions/{session_id}", timeline),
+    page("/sessions/{target}/revert", revert, ("GET", "POST"), right="manage"),
+]

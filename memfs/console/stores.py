@@ -42,99 +42,102 @@ def namesakes_note(name: str, others: list[MemoryStore]) -> str:
     return f"Note: {who} also named {name} ({ids}): refer to each by its id, or rename one."
 
 
-def routes(console: Console) -> list[BaseRoute]:
+async def home(request: Request) -> Response:
+    return RedirectResponse("/stores", status_code=303)
+
+
+async def _list_page(console: Console, request: Request, *, archived: bool = False,
+                     cursor: str | None = None, status: int = 200,
+                     fields: dict[str, str] | None = None, error: str | None = None) -> Response:
+    """The stores list (a page of 50, each with its memory count) and the new-store form
+    (as typed, with the store's error, after a refused create)."""
     store = console.store
+    user = request.state.user
+    listing = await console.run(store.list_stores, include_archived=archived, limit=50,
+                                page=cursor, ids=user.stores, workspace=user.workspace)
+    counts = {s.id: await console.run(store.count_memories, s.id) for s in listing.data}
+    return console.render(request, "stores.html", status=status, stores=listing.data,
+                          counts=counts, archived=archived, next_page=listing.next_page,
+                          form=fields or {}, error=error)
 
-    async def home(request: Request) -> Response:
-        return RedirectResponse("/stores", status_code=303)
 
-    async def list_page(request: Request, *, archived: bool = False, cursor: str | None = None,
-                        status: int = 200, fields: dict[str, str] | None = None,
-                        error: str | None = None) -> Response:
-        """The stores list (a page of 50, each with its memory count) and the new-store form
-        (as typed, with the store's error, after a refused create)."""
-        user = request.state.user
-        listing = await console.run(store.list_stores, include_archived=archived, limit=50,
-                                    page=cursor, ids=user.stores, workspace=user.workspace)
-        counts = {s.id: await console.run(store.count_memories, s.id) for s in listing.data}
-        return console.render(request, "stores.html", status=status, stores=listing.data,
-                              counts=counts, archived=archived, next_page=listing.next_page,
-                              form=fields or {}, error=error)
+async def store_list(console: Console, request: Request) -> Response:
+    return await _list_page(console, request,
+                            archived=request.query_params.get("archived") == "1",
+                            cursor=request.query_params.get("page") or None)
 
-    @page(console, "/stores")
-    async def store_list(request: Request) -> Response:
-        return await list_page(request, archived=request.query_params.get("archived") == "1",
-                               cursor=request.query_params.get("page") or None)
 
-    @page(console, "/stores", ("POST",), name="store_create", right="manage")
-    async def store_create(request: Request) -> Response:
-        fields = await form(request)
-        try:
-            created = await console.run(
-                store.create_store, fields.get("name", ""), fields.get("description") or None,
-                parse_metadata(fields.get("metadata", "")) or None,
-                workspace=request.state.user.workspace)
-        except errors.InvalidRequest as e:
-            return await list_page(request, status=console.error_status(e), fields=fields,
-                                   error=e.message)
-        note = namesakes_note(created.name, await console.run(store.namesakes, created.id))
-        return redirect(f"/stores/{created.id}",
-                        f"created the store {created.name}" + (f". {note}" if note else ""))
+async def store_create(console: Console, request: Request) -> Response:
+    store = console.store
+    fields = await form(request)
+    try:
+        created = await console.run(
+            store.create_store, fields.get("name", ""), fields.get("description") or None,
+            parse_metadata(fields.get("metadata", "")) or None,
+            workspace=request.state.user.workspace)
+    except errors.InvalidRequest as e:
+        return await _list_page(console, request, status=console.error_status(e),
+                                fields=fields, error=e.message)
+    note = namesakes_note(created.name, await console.run(store.namesakes, created.id))
+    return redirect(f"/stores/{created.id}",
+                    f"created the store {created.name}" + (f". {note}" if note else ""))
 
-    async def settings_page(request: Request, current: MemoryStore, *, status: int = 200,
-                            fields: dict[str, str] | None = None, error: str | None = None,
-                            delete_error: str | None = None) -> Response:
-        """A store's settings: the edit form (the store's values unless ``fields`` has what
-        was typed), archive, delete."""
-        count = await console.run(store.count_memories, current.id)
-        if fields is None:
-            fields = {"name": current.name, "description": current.description,
-                      "metadata": format_metadata(current.metadata)}
-        return console.render(request, "store_settings.html", status=status, store=current,
-                              count=count, form=fields, error=error,
-                              delete_error=delete_error)
 
-    @page(console, "/stores/{store_id}/settings", ("GET", "POST"), right="manage")
-    async def store_settings(request: Request) -> Response:
-        sid = request.path_params["store_id"]
-        current = await console.run(store.get_store, sid)
-        if request.method == "GET":
-            return await settings_page(request, current)
-        fields = await form(request)
-        try:
-            updated = await console.run(
-                store.update_store, sid, name=fields.get("name", ""),
-                description=fields.get("description", ""),
-                metadata=_metadata_patch(current.metadata,
-                                         parse_metadata(fields.get("metadata", ""))))
-        except errors.InvalidRequest as e:
-            return await settings_page(request, current, status=400, fields=fields,
-                                       error=e.message)
-        note = namesakes_note(updated.name, await console.run(store.namesakes, sid)
-                              ) if updated.name != current.name else ""
-        return redirect(f"/stores/{sid}/settings",
-                        f"saved {updated.name}" + (f". {note}" if note else ""))
+async def _settings_page(console: Console, request: Request, current: MemoryStore, *,
+                         status: int = 200, fields: dict[str, str] | None = None,
+                         error: str | None = None, delete_error: str | None = None) -> Response:
+    """A store's settings: the edit form (the store's values unless ``fields`` has what
+    was typed), archive, delete."""
+    store = console.store
+    count = await console.run(store.count_memories, current.id)
+    if fields is None:
+        fields = {"name": current.name, "description": current.description,
+                  "metadata": format_metadata(current.metadata)}
+    return console.render(request, "store_settings.html", status=status, store=current,
+                          count=count, form=fields, error=error,
+                          delete_error=delete_error)
 
-    @page(console, "/stores/{store_id}/archive", ("POST",), right="manage")
-    async def store_archive(request: Request) -> Response:
-        archived = await console.run(store.archive_store, request.path_params["store_id"])
-        return redirect(f"/stores/{archived.id}/settings",
-                        f"archived {archived.name}: it is read-only from now on")
 
-    @page(console, "/stores/{store_id}/delete", ("POST",), right="manage")
-    async def store_delete(request: Request) -> Response:
-        sid = request.path_params["store_id"]
-        current = await console.run(store.get_store, sid)
-        typed = (await form(request)).get("confirm", "")
-        if typed != current.name:
-            return await settings_page(
-                request, current, status=400,
-                delete_error=f"type the store's name, {current.name}, to delete it")
-        await console.run(store.delete_store, sid)
-        return redirect("/stores", f"deleted {current.name} and all its memories")
+async def store_settings(console: Console, request: Request) -> Response:
+    store = console.store
+    sid = request.path_params["store_id"]
+    current = await console.run(store.get_store, sid)
+    if request.method == "GET":
+        return await _settings_page(console, request, current)
+    fields = await form(request)
+    try:
+        updated = await console.run(
+            store.update_store, sid, name=fields.get("name", ""),
+            description=fields.get("description", ""),
+            metadata=_metadata_patch(current.metadata,
+                                     parse_metadata(fields.get("metadata", ""))))
+    except errors.InvalidRequest as e:
+        return await _settings_page(console, request, current, status=400, fields=fields,
+                                    error=e.message)
+    note = namesakes_note(updated.name, await console.run(store.namesakes, sid)
+                          ) if updated.name != current.name else ""
+    return redirect(f"/stores/{sid}/settings",
+                    f"saved {updated.name}" + (f". {note}" if note else ""))
 
-    return [Route("/", home, name="home"), store_list, store_create, store_settings,
-            store_archive, store_delete]
+
+async def store_archive(console: Console, request: Request) -> Response:
+    store = console.store
+    archived = await console.run(store.archive_store, request.path_params["store_id"])
+    return redirect(f"/stores/{archived.id}/settings",
+                    f"archived {archived.name}: it is read-only from now on")
+
+
+async def store_delete(console: Console, request: Request) -> Response:
+    store = console.store
+    sid = request.path_params["store_id"]
+    current = await console.run(store.get_store, sid)
+    typed = (await form(request)).get("confirm", "")
+    if typed != current.name:
+        return await _settings_page(
+            console, request, current, status=400,
+            delete_error=f"type the store's name, {current.name}, to delete it")
+    await console.run(store.delete_store, sid)
+    return redirect("/stores", f"deleted {current.name} and all its memories")
 
 
 def _metadata_patch(old: dict[str, str], new: dict[str, str]) -> dict[str, str | None]:
@@ -142,3 +145,13 @@ def _metadata_patch(old: dict[str, str], new: dict[str, str]) -> dict[str, str |
     patch: dict[str, str | None] = {k: None for k in old if k not in new}
     patch.update(new)
     return patch
+
+
+routes: list[BaseRoute] = [
+    Route("/", home, name="home"),
+    page("/stores", store_list),
+    page("/stores", store_create, ("POST",), name="store_create", right="manage"),
+    page("/stores/{store_id}/settings", store_settings, ("GET", "POST"), right="manage"),
+    page("/stores/{store_id}/archive", store_archive, ("POST",), right="manage"),
+    page("/stores/{store_id}/delete", store_delete, ("POST",), right="manage"),
+]

@@ -1,6 +1,8 @@
 """What every Console page shares: who is signed in (a signed cookie) and what they may see
 and do, CSRF tokens, rendering a template, running store calls, and turning store errors into
-pages.
+pages. All of it is the :class:`Console` the app holds (on ``app.state``): each view is a
+function ``view(console, request)`` at the top of its resource's module, made a route by
+:func:`page`, which hands it the Console once the sign-in, the right and the CSRF token pass.
 
 Sign-in takes one of the server's API keys (the same keys, and the same loopback rule at bind
 time, as the API) or an API key kept in the database (``memfs_key_…``, issue 22); never a
@@ -42,14 +44,12 @@ import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
 import jinja2
-from markdown_it import MarkdownIt
 from markupsafe import Markup
 from starlette.datastructures import MutableHeaders, UploadFile
 from starlette.exceptions import HTTPException
@@ -63,6 +63,7 @@ from ..grants import Credential, GrantWatch
 from ..models import DEFAULT_WORKSPACE, Actor, Grant
 from ..rules import api_key_id, parse_int
 from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, KeyCheck, Store, no_store, sha256_hex
+from .filters import actor_label, render_markdown, when
 
 #: The sign-in cookie and how long it lasts.
 COOKIE = "memfs_console"
@@ -504,12 +505,32 @@ def redirect(url: str, flash: str | None = None) -> RedirectResponse:
 
 # -- pages ------------------------------------------------------------------------------------
 
-Handler = Callable[[Request], Awaitable[Response]]
+#: A page's view: a function at the top of its resource's module (datasette's one view per
+#: resource), given the :class:`Console` the app holds and the request.
+Handler = Callable[[Console, Request], Awaitable[Response]]
 
 
-def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
+def console_of(request: Request) -> Console:
+    """The :class:`Console` the app holds (:func:`memfs.console.create_console` puts it on
+    ``app.state``): what every view is handed."""
+    console: Console = request.app.state.console
+    return console
+
+
+def open_page(path: str, handler: Handler, methods: tuple[str, ...] = ("GET",), *,
+              name: str | None = None) -> Route:
+    """A Console route open to anyone (the sign-in page): no sign-in, right or CSRF check."""
+
+    async def endpoint(request: Request) -> Response:
+        return await handler(console_of(request), request)
+
+    endpoint.__name__ = handler.__name__
+    return Route(path, endpoint, methods=list(methods), name=name or handler.__name__)
+
+
+def page(path: str, handler: Handler, methods: tuple[str, ...] = ("GET",), *,
          name: str | None = None, upload_bytes: int = 0, right: str = "write",
-         form_page: bool = False, gone_ok: bool = False) -> Callable[[Handler], Route]:
+         form_page: bool = False, gone_ok: bool = False) -> Route:
     """A Console route: the handler runs only for a signed-in user (others are sent to the
     sign-in page, told why when their key was revoked or expired since), on a store or session
     they may see (:meth:`Console.check_visible`: else the 404 of an unknown id), a POST only
@@ -525,41 +546,44 @@ def page(console: Console, path: str, methods: tuple[str, ...] = ("GET",), *,
     """
     assert right in RIGHTS, right
 
-    def decorate(handler: Handler) -> Route:
-        async def endpoint(request: Request) -> Response:
-            try:
-                user = await console.user(request)
-            except errors.Unauthorized as e:  # the key was revoked or expired since
-                return console.signed_out(request, e.message)
-            except errors.MemfsError as e:  # the database is down: say so, signed in or not
-                request.state.user = None
-                return console.error_page(request, e)
-            if user is None:
-                if request.method != "GET":
-                    return console.render(request, "error.html", status=401, status_code=401,
-                                          message="your sign-in has expired: sign in again")
-                return RedirectResponse(
-                    "/signin?" + urllib.parse.urlencode({"next": _here(request)}),
-                    status_code=303)
-            request.state.user = user
-            request.state.upload_bytes = upload_bytes
-            try:
-                await console.check_visible(user, request.path_params, gone_ok=gone_ok)
-                if request.method not in ("GET", "HEAD") or form_page:
-                    check_right(user, right)
-                if request.method == "POST" and not await _csrf_ok(request, user):
-                    return console.render(
-                        request, "error.html", status=403, status_code=403,
-                        message="this form is stale or was not sent by the Console (CSRF "
-                                "check failed): reload and retry")
-                return await handler(request)
-            except errors.MemfsError as e:
-                return console.error_page(request, e)
+    async def endpoint(request: Request) -> Response:
+        console = console_of(request)
+        try:
+            user = await console.user(request)
+        except errors.Unauthorized as e:  # the key was revoked or expired since
+            return console.signed_out(request, e.message)
+        except errors.MemfsError as e:  # the database is down: say so, signed in or not
+            request.state.user = None
+            return console.error_page(request, e)
+        if user is None:
+            return _not_signed_in(console, request)
+        request.state.user = user
+        request.state.upload_bytes = upload_bytes
+        try:
+            await console.check_visible(user, request.path_params, gone_ok=gone_ok)
+            if request.method not in ("GET", "HEAD") or form_page:
+                check_right(user, right)
+            if request.method == "POST" and not await _csrf_ok(request, user):
+                return console.render(
+                    request, "error.html", status=403, status_code=403,
+                    message="this form is stale or was not sent by the Console (CSRF "
+                            "check failed): reload and retry")
+            return await handler(console, request)
+        except errors.MemfsError as e:
+            return console.error_page(request, e)
 
-        endpoint.__name__ = handler.__name__
-        return Route(path, endpoint, methods=list(methods), name=name or handler.__name__)
+    endpoint.__name__ = handler.__name__
+    return Route(path, endpoint, methods=list(methods), name=name or handler.__name__)
 
-    return decorate
+
+def _not_signed_in(console: Console, request: Request) -> Response:
+    """A page asked for without a valid sign-in: a GET goes to the sign-in page (and comes
+    back after it), a form is told that its sign-in has expired."""
+    if request.method != "GET":
+        return console.render(request, "error.html", status=401, status_code=401,
+                              message="your sign-in has expired: sign in again")
+    return RedirectResponse("/signin?" + urllib.parse.urlencode({"next": _here(request)}),
+                            status_code=303)
 
 
 def _here(request: Request) -> str:
@@ -620,7 +644,7 @@ async def form(request: Request) -> dict[str, str]:
         size = None if length is None else parse_int(length)
         if length is not None and (size is None or size > MAX_FORM_BYTES):
             raise errors.InvalidRequest(f"the form is larger than {MAX_FORM_BYTES} bytes")
-        console: Console = request.app.state.console
+        console = console_of(request)
         # Starlette's form parser reads ``_body`` when it is set (Request.stream()).
         request._body = await console.read_body(request)
     try:
@@ -653,7 +677,7 @@ async def _multipart(request: Request) -> Any:
     parsed = getattr(request.state, "multipart", None)
     if parsed is not None:  # the CSRF check read it already
         return parsed
-    console: Console = request.app.state.console
+    console = console_of(request)
     if console.body_chunks is None:
         raise errors.InvalidRequest("this Console takes no uploads")
     # Read the API's way (bounded in size, rate and time, one of the server's upload slots),
@@ -696,21 +720,25 @@ async def _csrf_ok(request: Request, user: User) -> bool:
     return token is not None and hmac.compare_digest(token, user.csrf)
 
 
-def exception_handlers(console: Console) -> dict[Any, Any]:
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        try:
-            request.state.user = await console.user(request)
-        except errors.MemfsError:
-            request.state.user = None
-        message = "no such page" if exc.status_code == 404 else str(exc.detail)
-        response = console.render(request, "error.html", status=exc.status_code,
-                                  status_code=exc.status_code, message=message)
-        if exc.status_code == 405:  # Allow (RFC 9110 §15.5.6): every route of the path's
-            response.headers["allow"] = ", ".join(_allowed(request))
-        return response
+async def http_error(request: Request, exc: Exception) -> Response:
+    """The Console's page for an HTTP error of its router (an unknown page, a method that
+    the page does not take), signed in or not."""
+    assert isinstance(exc, HTTPException)
+    console = console_of(request)
+    try:
+        request.state.user = await console.user(request)
+    except errors.MemfsError:
+        request.state.user = None
+    message = "no such page" if exc.status_code == 404 else str(exc.detail)
+    response = console.render(request, "error.html", status=exc.status_code,
+                              status_code=exc.status_code, message=message)
+    if exc.status_code == 405:  # Allow (RFC 9110 §15.5.6): every route of the path's
+        response.headers["allow"] = ", ".join(_allowed(request))
+    return response
 
-    return {HTTPException: http_error}
+
+#: The Console app's exception handlers.
+EXCEPTION_HANDLERS: dict[Any, Any] = {HTTPException: http_error}
 
 
 def _allowed(request: Request) -> list[str]:
@@ -722,51 +750,3 @@ def _allowed(request: Request) -> list[str]:
                 request.scope)[0] != Match.NONE:
             methods |= route.methods
     return sorted(methods)
-
-
-# -- template filters ---------------------------------------------------------------------------
-
-_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
-
-
-def render_markdown(text: str | None) -> Markup:
-    """Markdown as HTML. Raw HTML in a memory is shown as text, never run (an agent's memory is
-    untrusted input), and links with unsafe schemes are not made links (markdown-it's
-    ``validateLink``)."""
-    return Markup(_MARKDOWN.render(text or ""))
-
-
-def when(timestamp: str | None) -> Markup:
-    """An RFC 3339 time as ``<time>``, readable (UTC, to the second), exact in its title."""
-    if not timestamp:
-        return Markup("")
-    try:
-        shown = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).strftime(
-            "%Y-%m-%d %H:%M:%S UTC")
-    except ValueError:
-        shown = timestamp
-    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(timestamp, shown)
-
-
-def actor_label(actor: Any, names: dict[str, str] | None = None) -> Markup:
-    """Who made a version: a session links to its timeline; an API key or a Console user
-    with the name of the key (``names``, by actor id: :meth:`Console.key_names`)."""
-    if actor is None:
-        return Markup("unknown")
-    d = actor.to_dict() if hasattr(actor, "to_dict") else dict(actor)
-    kind = d.get("type", "")
-    if kind == "session_actor":
-        sid = d.get("session_id", "")
-        return Markup('session <a href="/sessions/{0}"><code>{0}</code></a>').format(sid)
-    labels = {"api_actor": ("API key", "api_key_id"), "user_actor": ("user", "user_id"),
-              "service_account_actor": ("service account", "service_account_id")}
-    label, field = labels.get(kind, (kind, "id"))
-    shown = Markup("{} <code>{}</code>").format(label, d.get(field, ""))
-    name = (names or {}).get(str(d.get(field, "")))
-    if name is None:
-        return shown
-    if kind == "api_actor":
-        return Markup('API key <strong class="key-name">{}</strong> <code>{}</code>').format(
-            name, d.get(field, ""))
-    return Markup('{} <span class="muted">(key <strong class="key-name">{}</strong>)'
-                  "</span>").format(shown, name)
