@@ -37,10 +37,10 @@ from typing import Any
 
 import yaml
 
-from .errors import InvalidRequest, MemfsError
-from .launcher.plan import Attachment
-from .protocol import StoreAPI
-from .rules import Limits, _validate_metadata, _validate_session_resource, _validate_text
+from ..errors import InvalidRequest, MemfsError
+from ..protocol import StoreAPI
+from ..rules import Limits, _validate_metadata, _validate_session_resource, _validate_text
+from .plan import Attachment
 
 #: The keys of a spec, and of one of its resources.
 SPEC_KEYS = ("title", "metadata", "resources")
