@@ -32,7 +32,7 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     """
     from ..errors import MemfsError
     from ..launcher.plan import Launch
-    from ..launcher.procs import _process_identity
+    from ..launcher.procs import process_identity
     from ..launcher.runner import Launcher
     from ..store import Store, open_store
 
@@ -44,7 +44,7 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
         watcher: threading.Thread | None = None
 
         def _create_session(self) -> Any:
-            launcher = _process_identity(os.getpid())
+            launcher = process_identity(os.getpid())
             if self._root_created and not self.namespace:
                 launcher["scratch"] = self.root
             dream = self.store.start_dream(dream_id, runner=identity(), session={

@@ -15,9 +15,9 @@ from ..backends import is_url
 from ..errors import InvalidRequest, MemfsError
 from ..models import Session, SessionResource
 from ..store import Store, check_token_ttl, open_store
-from .agent import _refuse_a_secret_on_the_command_line, choose_agent
+from .agent import choose_agent, refuse_a_secret_on_the_command_line
 from .plan import Launch, LaunchError
-from .procs import _describe_status
+from .procs import describe_status
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -42,7 +42,7 @@ class LauncherBase:
         self.launch = launch
         self.agent = choose_agent(launch.user)  # before anything is opened
         if self.agent is not None:
-            _refuse_a_secret_on_the_command_line(launch, self.agent)
+            refuse_a_secret_on_the_command_line(launch, self.agent)
         check_token_ttl(launch.token_ttl)
         if launch.url:
             from ..client import Client  # httpx: only a session on a server pays its import
@@ -106,7 +106,7 @@ class LauncherBase:
             lines = []
         if lines:
             return lines[-1].removeprefix("memfs: ")
-        return f"the daemon {_describe_status(m.proc.returncode)}"
+        return f"the daemon {describe_status(m.proc.returncode)}"
 
     def _fail(self, message: str) -> NoReturn:
         self._record_error(message)

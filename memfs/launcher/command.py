@@ -23,7 +23,7 @@ from .agent import LAUNCHER_ONLY_ENV, agent_env
 from .base import _Mount
 from .mounts import Mounts
 from .plan import LaunchError
-from .procs import _children, _command_preexec, _describe_status, _init_preexec, _reap
+from .procs import children, command_preexec, describe_status, init_preexec, reap_child
 from .prompt import render_memory_prompt
 
 log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whichever module logs
@@ -121,7 +121,7 @@ class Command(Mounts):
         if dead is not None:
             self._fail(
                 f"the mount of {dead.resource.name!r} at {dead.resource.mount_path} died "
-                f"({_describe_status(dead.proc.returncode)}); the command was stopped"
+                f"({describe_status(dead.proc.returncode)}); the command was stopped"
             )
         return 128 - status if status < 0 else status
 
@@ -133,7 +133,7 @@ class Command(Mounts):
         if not self.namespace:
             return subprocess.Popen(
                 list(self.launch.command), env=env,
-                preexec_fn=functools.partial(_command_preexec, os.getpid()), **as_agent)
+                preexec_fn=functools.partial(command_preexec, os.getpid()), **as_agent)
         agent = self.agent
         config: dict[str, Any] = {
             "network": self.launch.network, "kill_grace": KILL_GRACE,
@@ -154,7 +154,7 @@ class Command(Mounts):
                 raise LaunchError(f"cannot make a PID namespace for the command: {e.strerror}"
                                   ) from None
             try:
-                child = subprocess.Popen(argv, env=env, preexec_fn=_init_preexec,
+                child = subprocess.Popen(argv, env=env, preexec_fn=init_preexec,
                                          pass_fds=(config["report_fd"],))
             finally:
                 linux.setns(ours, linux.CLONE_NEWPID)
@@ -202,7 +202,7 @@ class Command(Mounts):
         give_up = deadline + 3 * LEFTOVER_GRACE
         signalled: set[int] = set()
         while True:
-            left = [p for p in _children(os.getpid()) if p not in ours and not _reap(p)]
+            left = [p for p in children(os.getpid()) if p not in ours and not reap_child(p)]
             if not left:
                 return
             if time.monotonic() > give_up:

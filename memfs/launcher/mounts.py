@@ -17,8 +17,8 @@ import time
 from .. import linux
 from .base import _Mount
 from .credential import Credential
-from .procs import _daemon_preexec, _describe_status
-from .sandbox import _unmount
+from .procs import daemon_preexec, describe_status
+from .sandbox import unmount
 
 log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whichever module logs
 
@@ -64,7 +64,7 @@ class Mounts(Credential):
             with open(os.open(logf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as lf:
                 proc = subprocess.Popen(
                     args, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
-                    env=env, preexec_fn=functools.partial(_daemon_preexec, os.getpid()),
+                    env=env, preexec_fn=functools.partial(daemon_preexec, os.getpid()),
                 )
             self.mounts.append(_Mount(res, proc, events, logf))
             log.info("mounting %s (%s) on %s, pid %d", res.name, res.memory_store_id,
@@ -123,7 +123,7 @@ class Mounts(Credential):
             proc = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
                 env=self._memfs_env(dict(os.environ)),
-                preexec_fn=functools.partial(_daemon_preexec, os.getpid()),
+                preexec_fn=functools.partial(daemon_preexec, os.getpid()),
             )
         for res in self.session.resources:
             self.mounts.append(_Mount(res, proc, events[res.memory_store_id], logf))
@@ -188,5 +188,5 @@ class Mounts(Credential):
             if m.proc.returncode not in (0, -signal.SIGTERM) and m.proc.pid not in self._reported:
                 self._reported.add(m.proc.pid)
                 log.warning("the mount daemon of %s %s: %s", m.resource.mount_path,
-                            _describe_status(m.proc.returncode), self._last_log_line(m))
-            _unmount(m.resource.mount_path)
+                            describe_status(m.proc.returncode), self._last_log_line(m))
+            unmount(m.resource.mount_path)

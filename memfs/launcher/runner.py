@@ -44,7 +44,7 @@ from ..store import Store
 from .command import Command
 from .plan import Launch
 from .reap import reap_sessions
-from .sandbox import _at_or_below, _state_dir, _unmount
+from .sandbox import at_or_below, state_dir_path, unmount
 
 log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whichever module logs
 
@@ -60,10 +60,10 @@ class Launcher(Command):
         if self.namespace:
             # The tmpfs goes away with the namespace when we exit; detach it now all the same.
             # The directory under it stays: another session may have its own tmpfs on it.
-            _unmount(self.root)
+            unmount(self.root)
         elif os.path.isdir(self.root):
             points = linux.mount_points()
-            below = [p for p in points if _at_or_below(p, self.root)]
+            below = [p for p in points if at_or_below(p, self.root)]
             if below:
                 log.error("not deleting %s: %s is still mounted", self.root, below[0])
             elif self._root_created:
@@ -125,7 +125,7 @@ class Launcher(Command):
                      "private namespace" if self.namespace else "scratch directory")
             self._make_scratch()
             # After the scratch, so that a root over $TMPDIR (--root /tmp) cannot hide it.
-            self.state_dir = _state_dir(self.session.id)
+            self.state_dir = state_dir_path(self.session.id)
             self.state_dir.mkdir(mode=0o700)  # never an existing path (or a planted link)
             self._start_api()
             self._start_mounts()

@@ -12,12 +12,12 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..models import Session
-from .agent import _allowed, _privileged, _readable_by, _replaceable_at
+from .agent import allowed, privileged, readable_by, replaceable_at
 from .base import LauncherBase
 from .plan import LaunchError
-from .procs import _process_identity, _session_agents
+from .procs import process_identity, session_agents
 from .prompt import SNAPSHOT_KEY, snapshot_note
-from .sandbox import _at_or_below, _enter_private_namespace
+from .sandbox import at_or_below, enter_private_namespace
 
 #: The longest default title of a session (its command line), in characters.
 TITLE_MAX = 200
@@ -46,8 +46,8 @@ class Setup(LauncherBase):
         iso = self.launch.isolation
         if iso not in ("auto", "namespace", "none"):
             raise InvalidRequest("isolation must be auto, namespace or none")
-        self.namespace = iso == "namespace" or (iso == "auto" and _privileged())
-        if self.namespace and not _privileged():
+        self.namespace = iso == "namespace" or (iso == "auto" and privileged())
+        if self.namespace and not privileged():
             raise LaunchError("--isolation namespace needs root (use --isolation none)")
         if self.launch.network not in ("host", "none"):
             raise InvalidRequest("network must be host or none")
@@ -71,7 +71,7 @@ class Setup(LauncherBase):
         if self.root == "/":
             raise LaunchError("the session root cannot be /")
         db, real_root = self._db_file(), os.path.realpath(self.root)
-        if db and _at_or_below(db, real_root):
+        if db and at_or_below(db, real_root):
             # A tmpfs over it would hide it; a scratch clean-up would delete it.
             raise LaunchError(f"the database {db} is inside the session root {self.root}")
         if not self.namespace and os.path.isdir(self.root) and os.listdir(self.root):
@@ -99,13 +99,13 @@ class Setup(LauncherBase):
         uid = self.agent.uid if self.agent is not None else os.geteuid()
         if uid == 0:
             return
-        found = [(pid, sid) for pid, sid, in_ours in _session_agents(uid)
+        found = [(pid, sid) for pid, sid, in_ours in session_agents(uid)
                  if in_ours or not self.namespace]
         if not found:
             return
         pid, sid = found[0]
         other = f"another session's agent runs as uid {uid} (session {sid}, pid {pid})"
-        if not _privileged():
+        if not privileged():
             raise LaunchError(
                 f"{other}: without namespaces (memfs runs without root) each could read the "
                 "other's session token in /proc; run memfs as root (each agent then has a "
@@ -128,14 +128,14 @@ class Setup(LauncherBase):
             return
         name, directory = self.agent.name, os.path.dirname(db)
         files = [p for p in (db, db + "-wal", db + "-shm") if os.path.exists(p)]
-        readable = [p for p in files if _readable_by(p, self.agent)]
+        readable = [p for p in files if readable_by(p, self.agent)]
         if readable:
             raise LaunchError(
                 f"--user {name} could read the database {db}, and every store in "
                 f"it: make it its owner's only (chmod 600 {' '.join(readable)}) or move it "
                 f"into a directory {name} cannot enter (chmod 700 {directory})")
-        writable = [p for p in files if _allowed(p, self.agent, 2)]
-        at = None if writable else _replaceable_at(db, self.agent)
+        writable = [p for p in files if allowed(p, self.agent, 2)]
+        at = None if writable else replaceable_at(db, self.agent)
         if writable or at is not None:
             fix = (f"chmod 600 {' '.join(writable)}" if writable else
                    f"chmod 755 {at}, or move it into a directory only its owner may write")
@@ -177,7 +177,7 @@ class Setup(LauncherBase):
         # Only a local session records its launcher: a server's sessions outlive this host.
         owner: dict[str, Any] = {}
         if not self.launch.url:
-            launcher = _process_identity(os.getpid())
+            launcher = process_identity(os.getpid())
             if self._root_created and not self.namespace:
                 launcher["scratch"] = self.root  # ours to delete if we die (reap_sessions)
             owner["launcher"] = launcher
@@ -194,7 +194,7 @@ class Setup(LauncherBase):
 
     def _make_scratch(self) -> None:
         if self.namespace:
-            _enter_private_namespace(self.root, self.agent)
+            enter_private_namespace(self.root, self.agent)
         else:
             try:
                 if not os.path.exists(self.root):

@@ -50,7 +50,7 @@ def check(uid: int, namespace: bool) -> None:
 
 
 def test_without_root_a_second_agent_of_the_same_user_is_refused(neighbour, monkeypatch):
-    monkeypatch.setattr(setup, "_privileged", lambda: False)
+    monkeypatch.setattr(setup, "privileged", lambda: False)
     with pytest.raises(LaunchError, match=f"session sesn_neighbour, pid {neighbour}"):
         check(UID, namespace=False)
     check(UID + 1, namespace=False)  # another user: nothing to refuse
