@@ -21,11 +21,16 @@ The modules, each building only on those before it:
   functions, children, a process's identity), :mod:`~.sandbox` (the scratch root, the namespace,
   unmounts), :mod:`~.reap` (sessions whose launcher died), :mod:`~.sessionapi` (the API of a
   local session, on a unix socket);
-- the parts of :class:`~memfs.launcher.runner.Launcher`, one class each, each a subclass of
-  the one before: :mod:`~.base` (its state), :mod:`~.setup` (root, session, scratch),
-  :mod:`~.credential` (the agent's token and the session API), :mod:`~.mounts` (the mount
-  daemons), :mod:`~.command` (CMD, its signals and leftovers) and :mod:`~.runner`
-  (:class:`~.runner.Launcher`, the clean-up, :func:`~.runner.run`).
+- a launch: :mod:`~.state` (:class:`~.state.LaunchState`, what one launch holds, from its
+  start to its clean-up), then the functions over it, one module per concern, each taking
+  the state: :mod:`~.setup` (root, session, scratch), :mod:`~.credential` (the agent's
+  token and the session API), :mod:`~.mounts` (the mount daemons), :mod:`~.command` (CMD,
+  its signals and leftovers), and :mod:`~.runner` (:class:`~.runner.Launcher`, which calls
+  them in order and always cleans up, the :class:`~.runner.Hooks` a caller adds, and
+  :func:`~.runner.run`). No class inherits from another: a launch is followed through named
+  functions.
+
+A leading ``_`` marks what one module uses alone; what the modules share is public.
 
 Nothing is imported here: the CLI reads the prompt (``memfs session prompt``) without loading
 the launcher.

@@ -231,10 +231,10 @@ ORDER: dict[str, list[str]] = {
     "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
     # What needs no launcher (the init of the agent's PID namespace, a script of the standard
     # library, the prompt, the plan, the session spec files, the agent, processes, the scratch
-    # root, the reaping of dead launchers' sessions, the session API), then the parts of
-    # Launcher (each a subclass of the one before) and the runner.
+    # root, the reaping of dead launchers' sessions, the session API), then a launch's state
+    # and the functions over it, one module per concern, and the runner that calls them.
     "launcher": ["pidinit", "prompt", "plan", "spec", "agent", "procs", "sandbox", "reap",
-                 "sessionapi", "base", "setup", "credential", "mounts", "command", "runner"],
+                 "sessionapi", "state", "setup", "credential", "mounts", "command", "runner"],
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],

@@ -37,6 +37,13 @@ def test_no_class_has_more_than_35_public_methods(module: str) -> None:
 
 
 @pytest.mark.parametrize("module", MODULES)
+def test_no_class_inherits_from_another_of_the_launcher(module: str) -> None:
+    for cls in classes(module):
+        for base in cls.__mro__[1:]:
+            assert not base.__module__.startswith("memfs.launcher."), (cls, base)
+
+
+@pytest.mark.parametrize("module", MODULES)
 def test_modules_stay_under_800_lines(module: str) -> None:
     lines = len((PACKAGE / f"{module}.py").read_text().splitlines())
     assert lines <= 800, (module, lines)
