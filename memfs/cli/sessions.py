@@ -72,8 +72,9 @@ def session_list(
 
 
 def _load_spec(ctx: Context, path: str) -> Any:
-    """The session spec in ``path``, checked, its stores resolved to ids (memfs.spec)."""
-    from ..spec import load
+    """The session spec in ``path``, checked, its stores resolved to ids
+    (memfs.launcher.spec)."""
+    from ..launcher.spec import load
 
     spec = load(path)
     try:

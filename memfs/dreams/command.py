@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from ..models import Dream
 from .prompt import build_prompt
@@ -31,84 +31,91 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
     the outcome): the caller must have closed its own.
     """
     from ..errors import MemfsError
+    from ..launcher.command import on_signal, send
     from ..launcher.plan import Launch
-    from ..launcher.procs import _process_identity
-    from ..launcher.runner import Launcher
+    from ..launcher.procs import process_identity
+    from ..launcher.runner import Hooks, Launcher
+    from ..launcher.state import LaunchState
     from ..store import Store, open_store
 
     done = threading.Event()
 
-    class DreamLauncher(Launcher):
-        store: Store  # a dream's command runs on the local database (no Launch.url)
+    class DreamSession:
+        """The dream's part of its launch (:class:`~memfs.launcher.runner.Hooks`): the
+        session is the dream's, a watcher stops the command on a cancel, and the command
+        gets the dream's prompt."""
+
         dream: Dream | None = None
         watcher: threading.Thread | None = None
 
-        def _create_session(self) -> Any:
-            launcher = _process_identity(os.getpid())
-            if self._root_created and not self.namespace:
-                launcher["scratch"] = self.root
-            dream = self.store.start_dream(dream_id, runner=identity(), session={
-                "root": self.root, "launcher": launcher, "status": "idle",
+        def create_session(self, st: LaunchState) -> Any:
+            store = cast(Store, st.store)  # a dream's command runs on the local database
+            launcher = process_identity(os.getpid())
+            if st.root_created and not st.namespace:
+                launcher["scratch"] = st.root
+            dream = store.start_dream(dream_id, runner=identity(), session={
+                "root": st.root, "launcher": launcher, "status": "idle",
                 "agent": {"type": "agent", "id": "local", "name": os.path.basename(command[0])},
                 "environment_id": "local"})
             if dream is None:
                 raise MemfsError(f"dream {dream_id} is no longer pending")
             self.dream = dream
-            session = self.store.get_session(dream.session_id or "")
+            session = store.get_session(dream.session_id or "")
             paths = {r.memory_store_id: r.mount_path for r in session.resources}
             os.environ["MEMFS_DREAM_ID"] = dream_id
             os.environ["MEMFS_DREAM_OUTPUT"] = paths[dream.output_store_id or ""]
             os.environ["MEMFS_DREAM_INPUT"] = paths[dream.memory_store_id]
-            self.watcher = threading.Thread(target=self._watch, name=f"dream-watch-{dream_id}",
-                                            daemon=True)
+            self.watcher = threading.Thread(target=self.watch, args=(st,),
+                                            name=f"dream-watch-{dream_id}", daemon=True)
             self.watcher.start()
             return session
 
-        def _watch(self) -> None:  # a cancel from another process stops the command
+        def watch(self, st: LaunchState) -> None:  # a cancel from another process stops CMD
+            store = cast(Store, st.store)
             last_beat = time.monotonic()
             while not done.wait(DB_POLL_SECONDS):
-                if self._stop_signal is not None:
+                if st.stop_signal is not None:
                     # Canceled: a command started after the cancel was seen (the launcher
                     # missed the signal kept for it, a narrow race) still gets it.
-                    if self._unforwarded is not None and self._child is not None:
-                        self._unforwarded = None
-                        self._send(signal.SIGTERM)
+                    if st.unforwarded is not None and st.child is not None:
+                        st.unforwarded = None
+                        send(st, signal.SIGTERM)
                     continue
                 try:
                     if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                         last_beat = time.monotonic()
-                        status = self.store.dream_heartbeat(dream_id)
+                        status = store.dream_heartbeat(dream_id)
                     else:
-                        status = self.store.get_dream(dream_id).status
+                        status = store.get_dream(dream_id).status
                 except Exception:
                     log.exception("cannot read dream %s", dream_id)
                     continue
                 if status == "canceled":
                     # As a SIGTERM to memfs itself: sent to the command if it runs, else kept
                     # for it, and a command not started yet is not started at all.
-                    self._on_signal(signal.SIGTERM, None)
+                    on_signal(st, signal.SIGTERM, None)
 
-        def _start_mounts(self) -> None:
-            super()._start_mounts()
-            assert self.state_dir is not None and self.dream is not None
-            prompt = self.state_dir / "dream-prompt.md"
-            prompt.write_text(build_prompt(self.store, self.dream,
+        def mounted(self, st: LaunchState) -> None:
+            assert st.state_dir is not None and self.dream is not None
+            prompt = st.state_dir / "dream-prompt.md"
+            prompt.write_text(build_prompt(cast(Store, st.store), self.dream,
                                            os.environ["MEMFS_DREAM_INPUT"]), encoding="utf-8")
-            if self.agent is not None:
-                os.chown(prompt, self.agent.uid, self.agent.gid)
+            if st.agent is not None:
+                os.chown(prompt, st.agent.uid, st.agent.gid)
                 prompt.chmod(0o400)
             os.environ["MEMFS_DREAM_PROMPT_FILE"] = str(prompt)
 
-        def _cleanup(self) -> None:
+        def cleaning_up(self, st: LaunchState) -> None:
             done.set()  # the watcher stops before the launcher's store closes
             if self.watcher is not None:
                 self.watcher.join()
-            super()._cleanup()
 
     saved = {k: os.environ.get(k) for k in (
         "MEMFS_DREAM_ID", "MEMFS_DREAM_OUTPUT", "MEMFS_DREAM_INPUT", "MEMFS_DREAM_PROMPT_FILE")}
     error: str | None = None
-    launcher = DreamLauncher(Launch(attachments=[], command=command, db_path=db_path))
+    ds = DreamSession()
+    launcher = Launcher(Launch(attachments=[], command=command, db_path=db_path),
+                        Hooks(ds.create_session, ds.mounted, ds.cleaning_up))
     try:
         code = launcher.run()
         if code != 0:
@@ -128,4 +135,4 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
         # The command is the model: one that never started wrote nothing to the output.
         return store.finish_dream(dream_id, "failed", {"type": "command_failed",
                                                        "message": error},
-                                  discard_output=launcher._child is None)
+                                  discard_output=launcher.state.child is None)

@@ -8,23 +8,29 @@ of a local database, the agent's memory prompt, and the end of sessions whose la
 is a composition root: it may import the layers it composes (:mod:`memfs.store`,
 :mod:`memfs.client`, and for the session API :mod:`memfs.api` and :mod:`memfs.server`),
 :mod:`memfs.linux`, :mod:`memfs.backends` and what is below them; nothing imports it but
-:mod:`memfs.spec`, :mod:`memfs.dreams` and the CLI.
+:mod:`memfs.dreams` and the CLI.
 
 The modules, each building only on those before it:
 
 - :mod:`~memfs.launcher.pidinit` (the init of the agent's PID namespace: a script of the
   standard library, run by ``python -I -S``), :mod:`~memfs.launcher.prompt` (the memory section
   of the agent's system prompt, over :mod:`memfs.models` only), :mod:`~.plan`
-  (:class:`~.plan.Launch`, the stores to attach, :class:`~.plan.LaunchError`), :mod:`~.agent`
+  (:class:`~.plan.Launch`, the stores to attach, :class:`~.plan.LaunchError`), :mod:`~.spec`
+  (session spec files, ``--spec``: their stores as the plan's attachments), :mod:`~.agent`
   (the user CMD runs as, its environment, what it must not get), :mod:`~.procs` (preexec
   functions, children, a process's identity), :mod:`~.sandbox` (the scratch root, the namespace,
   unmounts), :mod:`~.reap` (sessions whose launcher died), :mod:`~.sessionapi` (the API of a
   local session, on a unix socket);
-- the parts of :class:`~memfs.launcher.runner.Launcher`, one class each, each a subclass of
-  the one before: :mod:`~.base` (its state), :mod:`~.setup` (root, session, scratch),
-  :mod:`~.credential` (the agent's token and the session API), :mod:`~.mounts` (the mount
-  daemons), :mod:`~.command` (CMD, its signals and leftovers) and :mod:`~.runner`
-  (:class:`~.runner.Launcher`, the clean-up, :func:`~.runner.run`).
+- a launch: :mod:`~.state` (:class:`~.state.LaunchState`, what one launch holds, from its
+  start to its clean-up), then the functions over it, one module per concern, each taking
+  the state: :mod:`~.setup` (root, session, scratch), :mod:`~.credential` (the agent's
+  token and the session API), :mod:`~.mounts` (the mount daemons), :mod:`~.command` (CMD,
+  its signals and leftovers), and :mod:`~.runner` (:class:`~.runner.Launcher`, which calls
+  them in order and always cleans up, the :class:`~.runner.Hooks` a caller adds, and
+  :func:`~.runner.run`). No class inherits from another: a launch is followed through named
+  functions.
+
+A leading ``_`` marks what one module uses alone; what the modules share is public.
 
 Nothing is imported here: the CLI reads the prompt (``memfs session prompt``) without loading
 the launcher.

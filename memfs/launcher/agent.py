@@ -69,13 +69,13 @@ def choose_agent(spec: str | None) -> Agent | None:
     """
     if spec is None:
         sudo_uid, sudo_gid = os.environ.get("SUDO_UID", ""), os.environ.get("SUDO_GID", "")
-        if not (_privileged() and sudo_uid.isdigit() and sudo_uid != "0"):
+        if not (privileged() and sudo_uid.isdigit() and sudo_uid != "0"):
             return None
         spec = sudo_uid + (f":{sudo_gid}" if sudo_gid.isdigit() else "")
     agent = Agent.parse(spec)
     if agent.uid == os.geteuid() and agent.gid == os.getegid():
         return None
-    if not _privileged():
+    if not privileged():
         raise LaunchError(f"--user {spec} needs root (the launcher runs as uid {os.geteuid()})")
     return agent
 
@@ -98,13 +98,13 @@ def agent_env(env: dict[str, str], agent: Agent) -> dict[str, str]:
     return clean
 
 
-def _readable_by(path: str, agent: Agent) -> bool:
+def readable_by(path: str, agent: Agent) -> bool:
     """Could ``agent`` open ``path`` for reading, judging by the modes and owners of the file
     and of every directory above it (ACLs and capabilities aside)?"""
-    return _allowed(path, agent, 4)
+    return allowed(path, agent, 4)
 
 
-def _replaceable_at(path: str, agent: Agent) -> str | None:
+def replaceable_at(path: str, agent: Agent) -> str | None:
     """The directory in which ``agent`` could rename ``path``, or a directory above it, away
     and put another in its place (one it may write, not sticky, or sticky and the entry or
     the directory its own), or None."""
@@ -114,7 +114,7 @@ def _replaceable_at(path: str, agent: Agent) -> str | None:
             parent = os.path.dirname(child)
             st_parent, st_child = os.stat(parent), os.stat(child)
             sticky = st_parent.st_mode & stat.S_ISVTX
-            if _allowed(parent, agent, 3) and (
+            if allowed(parent, agent, 3) and (
                     not sticky or agent.uid in (st_child.st_uid, st_parent.st_uid)):
                 return parent
             child = parent
@@ -123,7 +123,7 @@ def _replaceable_at(path: str, agent: Agent) -> str | None:
     return None
 
 
-def _allowed(path: str, agent: Agent, bits: int) -> bool:
+def allowed(path: str, agent: Agent, bits: int) -> bool:
     """Do the modes and owners of ``path`` grant ``agent`` ``bits`` (4 read, 2 write, 1
     search), and those of every directory above it search?"""
     def allows(st: os.stat_result, bits: int) -> bool:
@@ -156,7 +156,7 @@ def _command_line() -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0")]
 
 
-def _refuse_a_secret_on_the_command_line(launch: Launch, agent: Agent) -> None:
+def refuse_a_secret_on_the_command_line(launch: Launch, agent: Agent) -> None:
     """A server key, or a PostgreSQL password, on the launcher's command line is visible to
     every user of the machine, the agent's included (``ps``): with ``--user`` that hands the
     agent what the session was to keep from it.
@@ -180,5 +180,5 @@ def _refuse_a_secret_on_the_command_line(launch: Launch, agent: Agent) -> None:
                 f"(ps, /proc/{os.getpid()}/cmdline): {fix}")
 
 
-def _privileged() -> bool:
+def privileged() -> bool:
     return os.geteuid() == 0

@@ -31,8 +31,8 @@ class LaunchError(MemfsError):
 
 @dataclass
 class Attachment:
-    """One ``--store REF[:access]``, or one ``resources`` entry of a spec file (memfs.spec),
-    which may carry its ``instructions``."""
+    """One ``--store REF[:access]``, or one ``resources`` entry of a spec file
+    (memfs.launcher.spec), which may carry its ``instructions``."""
 
     ref: str
     access: str = "read_write"

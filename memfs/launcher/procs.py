@@ -12,16 +12,16 @@ from typing import Any
 from .. import linux
 
 
-def _daemon_preexec(launcher: int) -> None:
+def daemon_preexec(launcher: int) -> None:
     """In a mount daemon's child before exec: its own session, so our terminal's Ctrl-C
     reaches the launcher (which unmounts in order) rather than the daemons; and SIGTERM when
     the launcher (pid ``launcher``, taken before the fork) dies, so that even a ``kill -9``
-    of the launcher unmounts everything. Use ``functools.partial(_daemon_preexec, pid)``."""
+    of the launcher unmounts everything. Use ``functools.partial(daemon_preexec, pid)``."""
     os.setsid()
     linux.die_with_parent(launcher, signal.SIGTERM)
 
 
-def _command_preexec(launcher: int) -> None:
+def command_preexec(launcher: int) -> None:
     """In CMD's child before exec: SIGHUP (as when a terminal goes away) if the launcher
     (pid ``launcher``, taken before the fork) dies, since the session CMD belongs to is then
     over. Runs after :class:`subprocess.Popen` switched to the agent's user/groups (a change
@@ -29,7 +29,7 @@ def _command_preexec(launcher: int) -> None:
     linux.die_with_parent(launcher, signal.SIGHUP)
 
 
-def _init_preexec() -> None:
+def init_preexec() -> None:
     """In the child that becomes the init of CMD's PID namespace (:mod:`.pidinit`), before
     exec: SIGHUP when the launcher dies, which the init passes on to CMD (and kills it after
     the grace). Its parent is outside its namespace, so ``getppid()`` says 0 and cannot tell
@@ -49,7 +49,7 @@ def _stat_fields(pid: int | str) -> list[str] | None:
         return None
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     """The pids whose parent is ``pid`` (scans /proc)."""
     found = []
     for entry in os.listdir("/proc"):
@@ -73,7 +73,7 @@ def _ancestors() -> set[int]:
     return found
 
 
-def _session_agents(uid: int) -> list[tuple[int, str, bool]]:
+def session_agents(uid: int) -> list[tuple[int, str, bool]]:
     """The processes of user ``uid`` that belong to a memfs session (its ``MEMFS_SESSION_ID``
     is in their environment), this process's ancestors aside: ``(pid, session id, in our PID
     namespace)``. Those whose environment cannot be read are not found."""
@@ -105,7 +105,7 @@ def _pid_namespace(pid: str) -> str:
         return ""
 
 
-def _reap(pid: int) -> bool:
+def reap_child(pid: int) -> bool:
     """Collect ``pid`` if it has exited; True when it is gone."""
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
@@ -114,7 +114,7 @@ def _reap(pid: int) -> bool:
     return done == pid
 
 
-def _describe_status(status: int | None) -> str:
+def describe_status(status: int | None) -> str:
     if status is None:
         return "still running"
     if status < 0:
@@ -139,14 +139,14 @@ def _start_ticks(pid: int) -> int | None:
     return None if rest is None else int(rest[19])  # field 22 of the file
 
 
-def _process_identity(pid: int) -> dict[str, Any]:
+def process_identity(pid: int) -> dict[str, Any]:
     """What tells this process apart from any other, even after its pid is reused."""
     return {"host": socket.gethostname(), "boot_id": _boot_id(), "pid": pid,
             "start": _start_ticks(pid)}
 
 
-def _gone(owner: dict[str, Any]) -> bool:
-    """Is the process ``owner`` (a :func:`_process_identity`) known to have ended? A process
+def gone(owner: dict[str, Any]) -> bool:
+    """Is the process ``owner`` (a :func:`process_identity`) known to have ended? A process
     of another host is never known to have ended."""
     if owner.get("host") != socket.gethostname():
         return False

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import linux
 from ..errors import MemfsError
-from .procs import _gone
-from .sandbox import _at_or_below, _state_dir
+from .procs import gone
+from .sandbox import at_or_below, state_dir_path
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -23,10 +23,10 @@ def _remove_left_behind(session_id: str, owner: dict[str, Any]) -> None:
     """Delete the state directory and the private scratch root of a dead launcher, unless
     something is still mounted below them."""
     points = linux.mount_points()
-    for path in (str(_state_dir(session_id)), owner.get("scratch")):
+    for path in (str(state_dir_path(session_id)), owner.get("scratch")):
         if not isinstance(path, str) or not os.path.isdir(path) or os.path.islink(path):
             continue
-        if any(_at_or_below(p, path) for p in points):
+        if any(at_or_below(p, path) for p in points):
             log.warning("not deleting %s: something is still mounted below it", path)
             continue
         shutil.rmtree(path, ignore_errors=True)
@@ -43,7 +43,7 @@ def reap_sessions(store: Store) -> list[str]:
     """
     ended = []
     for sid, owner in store.launched_sessions():
-        if not _gone(owner):
+        if not gone(owner):
             continue
         message = f"the launcher of this session (pid {owner.get('pid')}) ended without it"
         try:

@@ -28,73 +28,55 @@
 Known limitations: stores are attached for the life of the session (as in the API); the
 namespace mode needs root (CAP_SYS_ADMIN); a ``kill -9`` of the launcher itself cannot mark
 the session terminated (the daemons and CMD still get a parent-death signal).
+
+Each step is a function of the launch's state (:class:`~memfs.launcher.state.LaunchState`), in
+the module of its concern: :mod:`~.setup`, :mod:`~.credential`, :mod:`~.mounts`,
+:mod:`~.command`; :meth:`Launcher.run` calls them in order, and a caller changes a step only
+through :class:`Hooks` (a dream run by a command, :mod:`memfs.dreams.command`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import signal
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import linux
 from ..errors import MemfsError
+from ..models import Session
 from ..store import Store
-from .command import Command
+from . import command, credential, mounts, setup
 from .plan import Launch
 from .reap import reap_sessions
-from .sandbox import _at_or_below, _state_dir, _unmount
+from .sandbox import at_or_below, state_dir_path, unmount
+from .state import LaunchState, open_state
 
 log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whichever module logs
 
 
-class Launcher(Command):
+@dataclass(frozen=True)
+class Hooks:
+    """What a caller adds to a launch, each a function of its state (a dream's session,
+    :mod:`memfs.dreams.command`): ``create_session`` instead of :func:`.setup.create_session`,
+    ``mounted`` once every store is mounted (before CMD), ``cleaning_up`` before the
+    clean-up."""
+
+    create_session: Callable[[LaunchState], Session] | None = None
+    mounted: Callable[[LaunchState], None] | None = None
+    cleaning_up: Callable[[LaunchState], None] | None = None
+
+
+class Launcher:
     """Runs one session: set up, run CMD, always clean up (see the module docstring)."""
 
-    def _discard_scratch(self) -> None:
-        """Unmount the scratch tmpfs, or delete what the session wrote in its root directory
-        (the directory too if we made it). A root that never became scratch is not touched."""
-        if not (self._scratch_made or self._root_created):
-            return  # set-up stopped before the root was ours: leave it exactly as it was
-        if self.namespace:
-            # The tmpfs goes away with the namespace when we exit; detach it now all the same.
-            # The directory under it stays: another session may have its own tmpfs on it.
-            _unmount(self.root)
-        elif os.path.isdir(self.root):
-            points = linux.mount_points()
-            below = [p for p in points if _at_or_below(p, self.root)]
-            if below:
-                log.error("not deleting %s: %s is still mounted", self.root, below[0])
-            elif self._root_created:
-                shutil.rmtree(self.root, ignore_errors=True)
-            else:
-                for entry in os.listdir(self.root):
-                    path = os.path.join(self.root, entry)
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path, ignore_errors=True)
-                    else:
-                        os.unlink(path)
-                if self._root_stat is not None:  # lent to the agent: give it back
-                    os.chown(self.root, self._root_stat.st_uid, self._root_stat.st_gid)
-                    os.chmod(self.root, self._root_stat.st_mode & 0o7777)
-
-    def _cleanup(self) -> None:
-        """Every step runs even if an earlier one fails."""
-        steps = (self._stop_command, self._stop_leftovers, self._stop_api, self._stop_mounts,
-                 self._discard_scratch)
-        for step in steps:
-            try:
-                step()
-            except Exception:
-                log.exception("clean-up step %s failed", step.__name__)
-        if self.state_dir is not None:
-            shutil.rmtree(self.state_dir, ignore_errors=True)
-        if self.session is not None:
-            try:
-                self.store.set_session_status(self.session.id, "terminated")
-            except MemfsError as e:
-                log.error("cannot mark session %s terminated: %s", self.session.id, e)
+    def __init__(self, launch: Launch, hooks: Hooks | None = None) -> None:
+        self.state = open_state(launch)
+        self.hooks = hooks or Hooks()
 
     def run(self) -> int:
         """Run the whole session; returns the exit status for ``memfs run``.
@@ -103,9 +85,11 @@ class Launcher(Command):
             mount died (``status`` is the exit status to use).
         :raises MemfsError: the store refused the attachments (nothing was set up).
         """
+        st, hooks = self.state, self.hooks
         handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        previous = {s: signal.signal(s, self._on_signal) for s in handled}
-        # Orphans of CMD come to us, so that none outlives the session (see _stop_leftovers);
+        previous = {s: signal.signal(s, functools.partial(command.on_signal, st))
+                    for s in handled}
+        # Orphans of CMD come to us, so that none outlives the session (see stop_leftovers);
         # only while it runs: a caller that runs sessions in-process (Python, tests) must not
         # stay the adopter of every later orphan, which it would never reap.
         was_subreaper = True
@@ -115,33 +99,83 @@ class Launcher(Command):
         except OSError as e:
             log.warning("cannot become the subreaper of the command: %s", e.strerror)
         try:
-            if isinstance(self.store, Store):  # a server reaps its own sessions
-                reap_sessions(self.store)
-            self._choose_root()
-            self._refuse_a_readable_database()
-            self._refuse_a_neighbour_of_the_same_user()
-            self.session = self._create_session()
-            log.info("session %s, root %s (%s)", self.session.id, self.root,
-                     "private namespace" if self.namespace else "scratch directory")
-            self._make_scratch()
+            if isinstance(st.store, Store):  # a server reaps its own sessions
+                reap_sessions(st.store)
+            setup.choose_root(st)
+            setup.refuse_a_readable_database(st)
+            setup.refuse_a_neighbour_of_the_same_user(st)
+            st.session = (hooks.create_session or setup.create_session)(st)
+            log.info("session %s, root %s (%s)", st.session.id, st.root,
+                     "private namespace" if st.namespace else "scratch directory")
+            setup.make_scratch(st)
             # After the scratch, so that a root over $TMPDIR (--root /tmp) cannot hide it.
-            self.state_dir = _state_dir(self.session.id)
-            self.state_dir.mkdir(mode=0o700)  # never an existing path (or a planted link)
-            self._start_api()
-            self._start_mounts()
-            if self._stop_signal is not None:
-                return 128 + self._stop_signal
-            return self._run_command()
+            st.state_dir = state_dir_path(st.session.id)
+            st.state_dir.mkdir(mode=0o700)  # never an existing path (or a planted link)
+            credential.start_api(st)
+            mounts.start_mounts(st)
+            if hooks.mounted is not None:
+                hooks.mounted(st)
+            if st.stop_signal is not None:
+                return 128 + st.stop_signal
+            return command.run_command(st)
         finally:
             try:
-                self._cleanup()
+                if hooks.cleaning_up is not None:
+                    hooks.cleaning_up(st)
+                _cleanup(st)
             finally:
-                self.store.close()
+                st.store.close()
                 for s, h in previous.items():
                     signal.signal(s, h)
                 if not was_subreaper:
                     with contextlib.suppress(OSError):
                         linux.set_child_subreaper(False)
+
+
+def _discard_scratch(st: LaunchState) -> None:
+    """Unmount the scratch tmpfs, or delete what the session wrote in its root directory
+    (the directory too if we made it). A root that never became scratch is not touched."""
+    if not (st.scratch_made or st.root_created):
+        return  # set-up stopped before the root was ours: leave it exactly as it was
+    if st.namespace:
+        # The tmpfs goes away with the namespace when we exit; detach it now all the same.
+        # The directory under it stays: another session may have its own tmpfs on it.
+        unmount(st.root)
+    elif os.path.isdir(st.root):
+        points = linux.mount_points()
+        below = [p for p in points if at_or_below(p, st.root)]
+        if below:
+            log.error("not deleting %s: %s is still mounted", st.root, below[0])
+        elif st.root_created:
+            shutil.rmtree(st.root, ignore_errors=True)
+        else:
+            for entry in os.listdir(st.root):
+                path = os.path.join(st.root, entry)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            if st.root_stat is not None:  # lent to the agent: give it back
+                os.chown(st.root, st.root_stat.st_uid, st.root_stat.st_gid)
+                os.chmod(st.root, st.root_stat.st_mode & 0o7777)
+
+
+def _cleanup(st: LaunchState) -> None:
+    """Every step runs even if an earlier one fails."""
+    steps = (command.stop_command, command.stop_leftovers, credential.stop_api,
+             mounts.stop_mounts, _discard_scratch)
+    for step in steps:
+        try:
+            step(st)
+        except Exception:
+            log.exception("clean-up step %s failed", step.__name__)
+    if st.state_dir is not None:
+        shutil.rmtree(st.state_dir, ignore_errors=True)
+    if st.session is not None:
+        try:
+            st.store.set_session_status(st.session.id, "terminated")
+        except MemfsError as e:
+            log.error("cannot mark session %s terminated: %s", st.session.id, e)
 
 
 def run(launch: Launch) -> int:

@@ -10,13 +10,13 @@ import tempfile
 from pathlib import Path
 
 from .. import linux
-from .agent import Agent, _privileged
+from .agent import Agent, privileged
 from .plan import LaunchError
 
 log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whichever module logs
 
 
-def _enter_private_namespace(root: str, agent: Agent | None = None) -> None:
+def enter_private_namespace(root: str, agent: Agent | None = None) -> None:
     """Move this process into a private mount namespace with a tmpfs on ``root`` (the
     agent's only, mode 0700, when CMD runs as another user).
 
@@ -46,12 +46,12 @@ def _in_proc_mounts(path: str) -> bool:
     return path in linux.mount_points()
 
 
-def _unmount(path: str) -> None:
+def unmount(path: str) -> None:
     """Lazily detach ``path`` and everything mounted on it (a dead FUSE mount too)."""
     for _ in range(8):  # stacked mounts come off one at a time
         if not _in_proc_mounts(path):
             return
-        if _privileged():
+        if privileged():
             try:
                 linux.detach(path)
             except OSError as e:
@@ -66,11 +66,11 @@ def _unmount(path: str) -> None:
                 return
 
 
-def _at_or_below(path: str, top: str) -> bool:
+def at_or_below(path: str, top: str) -> bool:
     """Is ``path`` the directory ``top`` or inside it (by path, not by prefix string)?"""
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def _state_dir(session_id: str) -> Path:
+def state_dir_path(session_id: str) -> Path:
     """Where a session's launcher keeps its prompt file and the mounts' logs."""
     return Path(tempfile.gettempdir()) / f"memfs-session-{session_id}"

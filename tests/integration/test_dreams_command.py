@@ -124,23 +124,23 @@ def test_a_command_that_never_started_leaves_no_output_store(
 #: gives the watcher up to 5 s to see it: the interleaving of a cancel that comes early.
 EARLY_CANCEL = """
 import sys, time
-from memfs.launcher import runner
+from memfs.launcher import mounts
 from memfs.cli import cli
 from memfs.store import Store
 
 db, sid = sys.argv[1], sys.argv[2]
-real = runner.Launcher._start_mounts
+real = mounts.start_mounts
 
-def mounted_then_canceled(self):
-    real(self)
+def mounted_then_canceled(st):
+    real(st)
     with Store(db) as s:
         [d] = s.list_dreams().data
         s.cancel_dream(d.id)
     deadline = time.monotonic() + 5
-    while self._stop_signal is None and time.monotonic() < deadline:
+    while st.stop_signal is None and time.monotonic() < deadline:
         time.sleep(0.05)
 
-runner.Launcher._start_mounts = mounted_then_canceled
+mounts.start_mounts = mounted_then_canceled
 cli(["--db", db, "dream", "notes", "-s", sid, "--", "sleep", "30"])
 """
 

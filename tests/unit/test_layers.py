@@ -48,12 +48,12 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"protocol", "rules", "errors", "models"},
     # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
     "snapshot": {"protocol", "rules", "errors", "models"},
-    # Session spec files read into the launcher's Attachments; stores only through StoreAPI.
-    "spec": {"launcher", "protocol", "rules", "errors", "models"},
     # The session launcher (memfs run, memfs/launcher/): a composition root over the store or
     # a server's client; the API and the server only for a local session's API; linux for
-    # namespaces, mounts and the parent-death signal.
-    "launcher": {"store", "client", "api", "server", "backends", "linux", "errors", "models"},
+    # namespaces, mounts and the parent-death signal; its session spec files (spec.py) check
+    # their shape by the rules, and look stores up through StoreAPI.
+    "launcher": {"store", "client", "api", "server", "backends", "protocol", "rules", "linux",
+                 "errors", "models"},
     # Running dreams (memfs/dreams/): over the store, with the memory tool; a dream run by a
     # command (memfs dream -- CMD) is launched like memfs run.
     "dreams": {"store", "tools", "launcher", "errors", "models"},
@@ -230,11 +230,11 @@ ORDER: dict[str, list[str]] = {
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
     # What needs no launcher (the init of the agent's PID namespace, a script of the standard
-    # library, the prompt, the plan, the agent, processes, the scratch root, the reaping of
-    # dead launchers' sessions, the session API), then the parts of Launcher (each a subclass
-    # of the one before) and the runner.
-    "launcher": ["pidinit", "prompt", "plan", "agent", "procs", "sandbox", "reap",
-                 "sessionapi", "base", "setup", "credential", "mounts", "command", "runner"],
+    # library, the prompt, the plan, the session spec files, the agent, processes, the scratch
+    # root, the reaping of dead launchers' sessions, the session API), then a launch's state
+    # and the functions over it, one module per concern, and the runner that calls them.
+    "launcher": ["pidinit", "prompt", "plan", "spec", "agent", "procs", "sandbox", "reap",
+                 "sessionapi", "state", "setup", "credential", "mounts", "command", "runner"],
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],

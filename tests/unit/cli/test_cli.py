@@ -553,7 +553,7 @@ def test_session_prompt(ok, js, a_session):
     assert js("session", "prompt", a_session.id) == {"session_id": a_session.id, "prompt": text}
 
 
-# -- session spec files (memfs.spec) ------------------------------------------------------------
+# -- session spec files (memfs.launcher.spec) ---------------------------------------------------
 
 SPEC = """\
 title: Triage

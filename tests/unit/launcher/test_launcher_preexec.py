@@ -14,8 +14,8 @@ from memfs.launcher import procs
 
 
 @pytest.mark.parametrize(("preexec", "signum"), [
-    (procs._daemon_preexec, signal.SIGTERM),
-    (procs._command_preexec, signal.SIGHUP),
+    (procs.daemon_preexec, signal.SIGTERM),
+    (procs.command_preexec, signal.SIGHUP),
 ])
 def test_a_child_whose_launcher_is_gone_never_runs(preexec, signum, tmp_path):
     """The launcher died between fork and prctl(PR_SET_PDEATHSIG): no death signal will come,
@@ -27,7 +27,7 @@ def test_a_child_whose_launcher_is_gone_never_runs(preexec, signum, tmp_path):
     assert not ran.exists()
 
 
-@pytest.mark.parametrize("preexec", [procs._daemon_preexec, procs._command_preexec])
+@pytest.mark.parametrize("preexec", [procs.daemon_preexec, procs.command_preexec])
 def test_a_child_of_a_live_launcher_runs(preexec, tmp_path):
     ran = tmp_path / "ran"
     child = subprocess.Popen(["touch", str(ran)],
@@ -47,7 +47,7 @@ def test_the_parent_death_signal_is_set(tmp_path):
         "from memfs.launcher import procs\n"
         f"subprocess.Popen(['sh', '-c', 'trap \"echo hup > {out}; exit\" HUP; "
         "echo ready; while :; do sleep 0.01; done'],\n"
-        "    preexec_fn=functools.partial(procs._command_preexec, os.getpid()))\n"
+        "    preexec_fn=functools.partial(procs.command_preexec, os.getpid()))\n"
         "sys.stdout.flush()\n"
         "import time; time.sleep(0.5)\n"
     )

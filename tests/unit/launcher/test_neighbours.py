@@ -17,7 +17,6 @@ import pytest
 from memfs.launcher import setup
 from memfs.launcher.agent import Agent
 from memfs.launcher.plan import LaunchError
-from memfs.launcher.setup import Setup
 from tests.support import need, wait_until
 
 UID = 65533
@@ -46,11 +45,11 @@ def holds_the_id(pid: str) -> bool:
 
 def check(uid: int, namespace: bool) -> None:
     launcher = SimpleNamespace(agent=Agent(uid, uid, [uid], str(uid), "/"), namespace=namespace)
-    Setup._refuse_a_neighbour_of_the_same_user(launcher)  # type: ignore[arg-type]
+    setup.refuse_a_neighbour_of_the_same_user(launcher)  # type: ignore[arg-type]
 
 
 def test_without_root_a_second_agent_of_the_same_user_is_refused(neighbour, monkeypatch):
-    monkeypatch.setattr(setup, "_privileged", lambda: False)
+    monkeypatch.setattr(setup, "privileged", lambda: False)
     with pytest.raises(LaunchError, match=f"session sesn_neighbour, pid {neighbour}"):
         check(UID, namespace=False)
     check(UID + 1, namespace=False)  # another user: nothing to refuse

@@ -1,4 +1,5 @@
-"""Session spec files (memfs.spec): parsing, the checks and their messages, store lookup."""
+"""Session spec files (memfs.launcher.spec): parsing, the checks and their messages, store
+lookup."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from memfs import errors
 from memfs.launcher.plan import Attachment
-from memfs.spec import RESOURCE_KEYS, SessionSpec, load, parse
+from memfs.launcher.spec import RESOURCE_KEYS, SessionSpec, load, parse
 from memfs.store import Store
 
 FULL = """\

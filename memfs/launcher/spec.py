@@ -37,10 +37,10 @@ from typing import Any
 
 import yaml
 
-from .errors import InvalidRequest, MemfsError
-from .launcher.plan import Attachment
-from .protocol import StoreAPI
-from .rules import Limits, _validate_metadata, _validate_session_resource, _validate_text
+from ..errors import InvalidRequest, MemfsError
+from ..protocol import StoreAPI
+from ..rules import Limits, _validate_metadata, _validate_session_resource, _validate_text
+from .plan import Attachment
 
 #: The keys of a spec, and of one of its resources.
 SPEC_KEYS = ("title", "metadata", "resources")
@@ -107,7 +107,7 @@ def parse(text: str, source: str = "<spec>", limits: Limits | None = None) -> Se
     """Check the spec in ``text``; ``source`` names it in messages. See :func:`load`."""
     lim = limits or Limits()
     try:
-        doc = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader, see _Loader)
+        doc = _safe_load(text)
     except yaml.YAMLError as e:
         raise InvalidRequest(f"{source}: {_yaml_problem(e)}") from None
 
@@ -167,28 +167,34 @@ def _attachment(entry: Any, lim: Limits, bad: Any) -> Attachment:
 
 
 class _Refused(yaml.MarkedYAMLError):
-    """YAML that is valid but not accepted in a spec (see :class:`_Loader`)."""
+    """YAML that is valid but not accepted in a spec (see :func:`_safe_load`)."""
 
 
-class _Loader(yaml.SafeLoader):
-    """``yaml.safe_load``'s loader, refusing a key given twice in one mapping (PyYAML keeps
-    the last one silently: a second ``access:`` would quietly win) and aliases (``*name``,
-    which can make a few lines expand to billions of values)."""
+def _safe_load(text: str) -> Any:
+    """``yaml.safe_load``, refusing a key given twice in one mapping (PyYAML keeps the last
+    one silently: a second ``access:`` would quietly win) and aliases (``*name``, which can
+    make a few lines expand to billions of values).
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
+    The loader is PyYAML's own ``SafeLoader``, run as ``yaml.load`` runs it; only this one
+    instance composes and constructs through the two checks below, which wrap its own
+    methods (a subclass would make the spec module a class of PyYAML's 149 methods)."""
+    loader = yaml.SafeLoader(text)
+    compose_node, construct_mapping = loader.compose_node, loader.construct_mapping
+
+    def refusing_aliases(parent: Any, index: Any) -> Any:
+        if loader.check_event(yaml.AliasEvent):
             # types-PyYAML leaves Parser.peek_event unannotated.
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+            event = loader.peek_event()  # type: ignore[no-untyped-call]
             raise _Refused(
                 None, None, "aliases (*name) are not supported in a session spec",
                 event.start_mark,
             )
-        return super().compose_node(parent, index)
+        return compose_node(parent, index)
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    def refusing_twice(node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
+            key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float | bool):
                 continue  # an unhashable key: SafeLoader refuses it itself
             if key in seen:
@@ -196,7 +202,15 @@ class _Loader(yaml.SafeLoader):
                     None, None, f"the key {key!r} is given twice", key_node.start_mark
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep)
+        return construct_mapping(node, deep)
+
+    # Attributes of the instance come before its class's methods: PyYAML's composer and
+    # constructor, which call self.compose_node and self.construct_mapping, call these.
+    vars(loader).update(compose_node=refusing_aliases, construct_mapping=refusing_twice)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def _refuse_unknown(mapping: dict[Any, Any], known: Sequence[str], bad: Any) -> None:
