@@ -2,10 +2,10 @@
 content and its diff against the previous version of the same memory), restore a version,
 redact a version.
 
-Every version comes from :meth:`Store.list_versions` / :meth:`Store.get_version`; a restore is
-:meth:`Store.restore_version` (a memory deleted since comes back under its own id at its path,
+Every version comes from :meth:`Store.versions.list` / :meth:`Store.versions.get`; a restore is
+:meth:`Store.versions.restore` (a memory deleted since comes back under its own id at its path,
 refused if another memory holds that path now) and a redaction is
-:meth:`Store.redact_version`, both attributed to the signed-in user. Who wrote a version is
+:meth:`Store.versions.redact`, both attributed to the signed-in user. Who wrote a version is
 shown with the name of the key behind it (:meth:`Console.key_names`). The store
 keeps the rules (the head of a live memory cannot be redacted); the Console shows its refusals.
 
@@ -77,7 +77,7 @@ def routes(console: Console) -> list[BaseRoute]:
         cursor, seen = None, False
         while True:
             listing: Page[MemoryVersion] = await console.run(
-                store.list_versions, store_id, memory_id=v.memory_id,
+                store.versions.list, store_id, memory_id=v.memory_id,
                 created_at_lte=v.created_at, limit=PAGE_SIZE, page=cursor)
             for x in listing.data:
                 if seen:
@@ -107,9 +107,9 @@ def routes(console: Console) -> list[BaseRoute]:
         args: dict[str, str] = actor_filter(filters["actor"])
         if filters["operation"]:
             args["operation"] = filters["operation"]
-        current = await console.run(store.get_store, sid)
+        current = await console.run(store.stores.get, sid)
         cursor = q.get("page") or None
-        listing = await console.run(store.list_versions, sid, memory_id=memory_id,
+        listing = await console.run(store.versions.list, sid, memory_id=memory_id,
                                     limit=PAGE_SIZE, page=cursor, **args)
         memory = None
         if memory_id is not None:
@@ -129,7 +129,7 @@ def routes(console: Console) -> list[BaseRoute]:
 
     async def _live(memory_id: str, store_id: str) -> Memory | None:
         try:
-            memory: Memory = await console.run(store.get_memory, store_id, memory_id,
+            memory: Memory = await console.run(store.memories.get, store_id, memory_id,
                                                view="basic")
             return memory
         except errors.NotFound:
@@ -147,10 +147,10 @@ def routes(console: Console) -> list[BaseRoute]:
                            typed: str = "", at: str = "redact") -> Response:
         """The version's page; ``error`` is shown next to the form ``at`` (restore, redact)."""
         sid, vid = request.path_params["store_id"], request.path_params["version_id"]
-        current = await console.run(store.get_store, sid)
-        v = await console.run(store.get_version, sid, vid)
+        current = await console.run(store.stores.get, sid)
+        v = await console.run(store.versions.get, sid, vid)
         prev_basic = await previous(sid, v)
-        prev = await console.run(store.get_version, sid, prev_basic.id) if prev_basic else None
+        prev = await console.run(store.versions.get, sid, prev_basic.id) if prev_basic else None
         mode = request.query_params.get("diff", "unified")
         if mode not in MODES:
             mode = "unified"
@@ -177,11 +177,11 @@ def routes(console: Console) -> list[BaseRoute]:
     @page(console, "/stores/{store_id}/versions/{version_id}/restore", ("POST",))
     async def version_restore(request: Request) -> Response:
         sid, vid = request.path_params["store_id"], request.path_params["version_id"]
-        v = await console.run(store.get_version, sid, vid, view="basic")
+        v = await console.run(store.versions.get, sid, vid, view="basic")
         back = _history_url(sid, v.memory_id)
         memory = await _live(v.memory_id, sid)
         try:  # deleted since: back under its own id at its path, never over another memory
-            m = await console.run(store.restore_version, sid, vid,
+            m = await console.run(store.versions.restore, sid, vid,
                                   actor=request.state.user.actor)
         except errors.Conflict as e:
             return await version_page(request, console.error_status(e),
@@ -203,7 +203,7 @@ def routes(console: Console) -> list[BaseRoute]:
         if typed.lower() != "redact":
             return await version_page(request, 400, "type redact to confirm", typed)
         try:
-            v = await console.run(store.redact_version, sid, vid,
+            v = await console.run(store.versions.redact, sid, vid,
                                   actor=request.state.user.actor)
         except errors.InvalidRequest as e:
             return await version_page(request, console.error_status(e), e.message, typed)

@@ -1,13 +1,14 @@
 """A store's search page (``/stores/{id}/search?q=``).
 
-By default the memories are ranked by :meth:`Store.search <memfs.store.Store.search>` (words
+By default the memories are ranked by :meth:`Store.search.in_store
+<memfs.store.Store.search.in_store>` (words
 and meaning, :mod:`memfs.recall.search`): best first, each with its path, score, a snippet
 with the question's words marked, and why it matched (``words``, ``meaning`` or both); the
 result's note says when meaning was not used or covers only part of the store. ``limit``
 (1 to 100, default :data:`RANKED_LIMIT`) asks for more. ``mode=exact`` is the substring
-search of paths and contents (:meth:`Store.search_memories`), path hits first.
+search of paths and contents (:meth:`Store.search.hits`), path hits first.
 
-The store page's search-status line (:meth:`Store.search_status`) is
+The store page's search-status line (:meth:`Store.search.status`) is
 ``templates/_search_status.html``, in the store page's live region.
 """
 
@@ -73,14 +74,14 @@ def routes(console: Console) -> list[BaseRoute]:
         sid = request.path_params["store_id"]
         query = request.query_params.get("q", "")
         exact = request.query_params.get("mode") == "exact"
-        current = await console.run(store.get_store, sid)
+        current = await console.run(store.stores.get, sid)
         context: dict[str, Any] = dict(store=current, query=query, exact=exact, hits=[],
                                        result=None, more=None, error=None, everything=None,
-                                       store_limit=store.search_max_limit)
+                                       store_limit=store.search.max_limit)
         if query:
             try:
                 if exact:
-                    hits = await console.run(store.search_memories, sid, query,
+                    hits = await console.run(store.search.hits, sid, query,
                                              limit=EXACT_LIMIT + 1)
                     context.update(hits=hits[:EXACT_LIMIT], more=len(hits) > EXACT_LIMIT)
                 else:
@@ -97,12 +98,12 @@ def routes(console: Console) -> list[BaseRoute]:
                             threshold = float(raw)
                         except ValueError:
                             threshold = raw
-                    result = await console.run(store.search, sid, query, limit=limit,
+                    result = await console.run(store.search.in_store, sid, query, limit=limit,
                                                threshold=threshold)
                     if isinstance(limit, int) and len(result.hits) == limit \
-                            < store.search_max_limit:
+                            < store.search.max_limit:
                         context["more"] = f"/stores/{sid}/search?" + urllib.parse.urlencode(
-                            {"q": query, "limit": store.search_max_limit,
+                            {"q": query, "limit": store.search.max_limit,
                              **({"threshold": raw} if raw is not None else {})})
                     if not result.hits and result.best is not None:
                         context["everything"] = f"/stores/{sid}/search?" + \

@@ -32,7 +32,7 @@ def format_metadata(metadata: dict[str, str]) -> str:
 
 def namesakes_note(name: str, others: list[MemoryStore]) -> str:
     """After a store was created or renamed: that other live stores have its name too
-    (:meth:`Store.namesakes`), which then names none of them; else ``""``."""
+    (:meth:`Store.stores.namesakes`), which then names none of them; else ``""``."""
     if not others:
         return ""
     who = ("another live store is" if len(others) == 1
@@ -54,9 +54,9 @@ def routes(console: Console) -> list[BaseRoute]:
         """The stores list (a page of 50, each with its memory count) and the new-store form
         (as typed, with the store's error, after a refused create)."""
         user = request.state.user
-        listing = await console.run(store.list_stores, include_archived=archived, limit=50,
+        listing = await console.run(store.stores.list, include_archived=archived, limit=50,
                                     page=cursor, ids=user.stores, workspace=user.workspace)
-        counts = {s.id: await console.run(store.count_memories, s.id) for s in listing.data}
+        counts = {s.id: await console.run(store.memories.count, s.id) for s in listing.data}
         return console.render(request, "stores.html", status=status, stores=listing.data,
                               counts=counts, archived=archived, next_page=listing.next_page,
                               form=fields or {}, error=error)
@@ -71,13 +71,13 @@ def routes(console: Console) -> list[BaseRoute]:
         fields = await form(request)
         try:
             created = await console.run(
-                store.create_store, fields.get("name", ""), fields.get("description") or None,
+                store.stores.create, fields.get("name", ""), fields.get("description") or None,
                 parse_metadata(fields.get("metadata", "")) or None,
                 workspace=request.state.user.workspace)
         except errors.InvalidRequest as e:
             return await list_page(request, status=console.error_status(e), fields=fields,
                                    error=e.message)
-        note = namesakes_note(created.name, await console.run(store.namesakes, created.id))
+        note = namesakes_note(created.name, await console.run(store.stores.namesakes, created.id))
         return redirect(f"/stores/{created.id}",
                         f"created the store {created.name}" + (f". {note}" if note else ""))
 
@@ -86,7 +86,7 @@ def routes(console: Console) -> list[BaseRoute]:
                             delete_error: str | None = None) -> Response:
         """A store's settings: the edit form (the store's values unless ``fields`` has what
         was typed), archive, delete."""
-        count = await console.run(store.count_memories, current.id)
+        count = await console.run(store.memories.count, current.id)
         if fields is None:
             fields = {"name": current.name, "description": current.description,
                       "metadata": format_metadata(current.metadata)}
@@ -97,40 +97,40 @@ def routes(console: Console) -> list[BaseRoute]:
     @page(console, "/stores/{store_id}/settings", ("GET", "POST"), right="manage")
     async def store_settings(request: Request) -> Response:
         sid = request.path_params["store_id"]
-        current = await console.run(store.get_store, sid)
+        current = await console.run(store.stores.get, sid)
         if request.method == "GET":
             return await settings_page(request, current)
         fields = await form(request)
         try:
             updated = await console.run(
-                store.update_store, sid, name=fields.get("name", ""),
+                store.stores.update, sid, name=fields.get("name", ""),
                 description=fields.get("description", ""),
                 metadata=_metadata_patch(current.metadata,
                                          parse_metadata(fields.get("metadata", ""))))
         except errors.InvalidRequest as e:
             return await settings_page(request, current, status=400, fields=fields,
                                        error=e.message)
-        note = namesakes_note(updated.name, await console.run(store.namesakes, sid)
+        note = namesakes_note(updated.name, await console.run(store.stores.namesakes, sid)
                               ) if updated.name != current.name else ""
         return redirect(f"/stores/{sid}/settings",
                         f"saved {updated.name}" + (f". {note}" if note else ""))
 
     @page(console, "/stores/{store_id}/archive", ("POST",), right="manage")
     async def store_archive(request: Request) -> Response:
-        archived = await console.run(store.archive_store, request.path_params["store_id"])
+        archived = await console.run(store.stores.archive, request.path_params["store_id"])
         return redirect(f"/stores/{archived.id}/settings",
                         f"archived {archived.name}: it is read-only from now on")
 
     @page(console, "/stores/{store_id}/delete", ("POST",), right="manage")
     async def store_delete(request: Request) -> Response:
         sid = request.path_params["store_id"]
-        current = await console.run(store.get_store, sid)
+        current = await console.run(store.stores.get, sid)
         typed = (await form(request)).get("confirm", "")
         if typed != current.name:
             return await settings_page(
                 request, current, status=400,
                 delete_error=f"type the store's name, {current.name}, to delete it")
-        await console.run(store.delete_store, sid)
+        await console.run(store.stores.delete, sid)
         return redirect("/stores", f"deleted {current.name} and all its memories")
 
     return [Route("/", home, name="home"), store_list, store_create, store_settings,

@@ -279,7 +279,7 @@ class Operations(Buffers):
                 # kernel holds the directory locked during CREATE, and a wait here (another
                 # process's write lock, a hung server) would stall every listing of it.
                 try:
-                    await self._call(self.store.check_can_create, self.store_id)
+                    await self._call(self.store.memories.check_can_create, self.store_id)
                 except errors.MemfsError as e:
                     raise _Failure.of(e) from None
                 # Checked again: another request may have made the name while we waited.
@@ -558,7 +558,7 @@ class Operations(Buffers):
                                       text=f"deleted {self._display(entry)}")
                     await self._events_in_order(deadline)
                     try:
-                        gone = await self._call_by(deadline, self.store.delete_path,
+                        gone = await self._call_by(deadline, self.store.memories.delete_path,
                                                    self.store_id, node.path, actor=self.actor,
                                                    events=pair)
                         self.tree.own_change(gone.seq)
@@ -645,7 +645,7 @@ class Operations(Buffers):
     @_handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         lim = self.store.limits
-        live = await self._call(self.store.count_memories, self.store_id)
+        live = await self._call(self.store.memories.count, self.store_id)
         data = pyfuse3.StatvfsData()
         data.f_bsize = data.f_frsize = _BLOCK
         data.f_blocks = lim.max_memories * lim.max_content_bytes // _BLOCK

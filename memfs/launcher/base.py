@@ -118,7 +118,7 @@ class LauncherBase:
         if self.session is None:
             return
         try:
-            self.store.add_events(self.session.id, [{
+            self.store.events.add(self.session.id, [{
                 "type": "session.error",
                 "error": {"type": "unknown_error", "message": message,
                           "retry_status": "terminal"},

@@ -80,7 +80,7 @@ class Command(Mounts):
             prompt_file.chmod(0o400)
             self.state_dir.chmod(0o711)  # the prompt file by its name, nothing else
             as_agent = {"user": agent.uid, "group": agent.gid, "extra_groups": agent.groups}
-        self.store.set_session_status(self.session.id, "running")
+        self.store.sessions.set_status(self.session.id, "running")
         try:
             env.update(self._agent_credentials())
         except MemfsError as e:

@@ -26,7 +26,7 @@ class Credential(Setup):
         runs."""
         assert self.session is not None
         url = self.launch.url or self.api.url
-        token = self.store.create_session_token(self.session.id,
+        token = self.store.sessions.create_token(self.session.id,
                                                 ttl_seconds=self.launch.token_ttl)
         return {"MEMFS_URL": url, "MEMFS_API_KEY": token.token}
 

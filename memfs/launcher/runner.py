@@ -92,7 +92,7 @@ class Launcher(Command):
             shutil.rmtree(self.state_dir, ignore_errors=True)
         if self.session is not None:
             try:
-                self.store.set_session_status(self.session.id, "terminated")
+                self.store.sessions.set_status(self.session.id, "terminated")
             except MemfsError as e:
                 log.error("cannot mark session %s terminated: %s", self.session.id, e)
 

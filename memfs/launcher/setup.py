@@ -151,7 +151,7 @@ class Setup(LauncherBase):
             if a.at is not None:
                 # Resolved once, here: "now" stays the time the session started, and a bad AT
                 # fails before anything is created.
-                snap = self.store.snapshot(store.id, a.at)
+                snap = self.store.versions.snapshot(store.id, a.at)
                 self.snapshots[store.id] = snap.at
                 self.snapshot_notes[SNAPSHOT_KEY + store.id] = snapshot_note(snap)
                 warning = snap.pruned_warning()
@@ -166,7 +166,7 @@ class Setup(LauncherBase):
             resources.append(res)
             by_id.setdefault(store.id, res)
         for ref, text in self.launch.instructions:
-            store = self.store.resolve_store(ref)
+            store = self.store.stores.resolve(ref)
             if store.id not in by_id:
                 raise InvalidRequest(f"--instructions names {ref!r}, which no --store attaches")
             by_id[store.id]["instructions"] = text
@@ -181,7 +181,7 @@ class Setup(LauncherBase):
             if self._root_created and not self.namespace:
                 launcher["scratch"] = self.root  # ours to delete if we die (reap_sessions)
             owner["launcher"] = launcher
-        return self.store.create_session(
+        return self.store.sessions.create(
             self._resources(),
             root=self.root,
             agent={"type": "agent", "id": "local", "name": os.path.basename(cmd[0])},
