@@ -220,10 +220,10 @@ def mount(opts: MountOptions) -> None:
         else:
             store = open_local(opts.db_path)
         stack.callback(store.close)
-        ms = store.resolve_store(opts.store_ref)
+        ms = store.stores.resolve(opts.store_ref)
         refuse_writes = opts.read_only
         if opts.session_id is not None:
-            session = store.get_session(opts.session_id)
+            session = store.sessions.get(opts.session_id)
             if opts.url and any(r.memory_store_id == ms.id and r.access == "read_only"
                                 for r in session.resources):
                 # The server refuses these writes anyway; refusing them at open() gives the
@@ -282,10 +282,10 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | Non
     if not store_ids or not isinstance(store, Store):
         return None
     try:
-        provider = store.embeddings
+        provider = store.search.embeddings
     except errors.MemfsError as e:  # a MEMFS_EMBEDDINGS that names no provider
         log.error("%s; searches answer by words alone", e.message)
-        store.use_embeddings("none")
+        store.search.use_embeddings("none")
         return None
     if provider is None:
         return None
@@ -305,7 +305,7 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | Non
         command = [sys.executable, "-P", "-m", "memfs.indexworker", "--parent",
                    str(os.getpid()), "--model", provider.model, *verbose, "--", *ids]
         indexer = IndexerProcess(store, provider.model, ids, command, env).start()
-        store.use_embeddings(indexer)
+        store.search.use_embeddings(indexer)
     except Exception:  # the mount matters more
         log.exception("the indexer did not start; searches answer by words alone")
         return None
@@ -321,7 +321,7 @@ def snapshot_of(store: StoreAPI, ms: MemoryStore, at: str) -> SnapshotStore:
 
     :raises InvalidRequest, NotFound: ``at`` is not a time, version or session (of this store).
     """
-    snap = store.snapshot(ms.id, at)
+    snap = store.versions.snapshot(ms.id, at)
     log.info("snapshot of %s at %s: %d memories", ms.id, snap.boundary_text(),
              len(snap.memories))
     logs.say(f"{ms.name} ({ms.id}) as it was at {snap.boundary_text()}, read-only: "

@@ -196,7 +196,7 @@ class UnknownKey(Unauthorized):
 
 class FeedGap(MemfsError):
     """Changes after the position asked for were pruned from the change feed: the follower
-    must reload the whole tree (and continue from :meth:`memfs.store.Store.last_change`)."""
+    must reload the whole tree (and continue from :meth:`memfs.store.Store.feed.last`)."""
 
 
 class Busy(MemfsError):

@@ -9,8 +9,8 @@ a server two queries a second per stream (100 agent sessions with 8 mounted stor
 streams, 1,600 look-ups a second). Instead each stream waits on the app's watch
 (:meth:`GrantWatch.until_refused`) and the watch asks the database, every interval, in one
 query per kind of credential, which of the credentials of all open streams are refused now:
-stored keys (:meth:`Store.refused_keys`), session tokens
-(:meth:`Store.refused_session_tokens`), Console sign-ins (:meth:`Store.ended_signins`). A
+stored keys (:meth:`Store.keys.refused`), session tokens
+(:meth:`Store.sessions.refused_tokens`), Console sign-ins (:meth:`Store.keys.ended_signins`). A
 refused credential ends all of its streams, and only them.
 
 As :class:`memfs.api.streams.EventHub`'s poller, the watch's is one of its waiting streams (no
@@ -160,14 +160,14 @@ class GrantWatch:
         kind asked (sign-ins of both kinds: one)."""
         out: dict[Credential, str] = {}
         if asked.get(KEY):
-            out.update(((KEY, i), why) for i, why in self.store.refused_keys(asked[KEY]).items())
+            out.update(((KEY, i), why) for i, why in self.store.keys.refused(asked[KEY]).items())
         if asked.get(SESSION_TOKEN):
             out.update(((SESSION_TOKEN, i), why) for i, why in
-                       self.store.refused_session_tokens(asked[SESSION_TOKEN]).items())
+                       self.store.sessions.refused_tokens(asked[SESSION_TOKEN]).items())
         signins: Collection[str] = asked.get(SIGNIN, set())
         stored: Collection[str] = asked.get(STORED_SIGNIN, set())
         if signins or stored:
-            for s in self.store.ended_signins(signins, recorded=stored):
+            for s in self.store.keys.ended_signins(signins, recorded=stored):
                 for kind in (SIGNIN, STORED_SIGNIN):
                     if s in asked.get(kind, ()):
                         out[(kind, s)] = "you signed out"

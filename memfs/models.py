@@ -184,7 +184,7 @@ class Session(Shape):
 
 @dataclass(frozen=True)
 class SessionToken(Shape):
-    """A session token just made (:meth:`memfs.store.Store.create_session_token`): ``token``
+    """A session token just made (:meth:`memfs.store.Store.sessions.create_token`): ``token``
     is the secret, shown this once (the store keeps only its SHA-256)."""
 
     WIRE_TYPE = "session_token"
@@ -205,7 +205,7 @@ DEFAULT_WORKSPACE = "default"
 
 @dataclass(frozen=True)
 class ApiKey(Shape):
-    """An API key kept in the database (:meth:`memfs.store.Store.create_key`): only the SHA-256
+    """An API key kept in the database (:meth:`memfs.store.Store.keys.create`): only the SHA-256
     of its secret is kept; ``key`` is the secret, given only in the answer that made it.
     ``memory_store_ids``: the only stores it opens (None: every store of its workspace)."""
 
@@ -426,8 +426,9 @@ class Snapshot(Shape):
 
 @dataclass(frozen=True)
 class RecallHit(Shape):
-    """A memory a search found (:meth:`memfs.store.Store.search`; ``memfs.recall.search.Hit``):
-    its score in (0, 1], a one-line snippet, and which of ``words`` and ``meaning`` found it.
+    """A memory a search found (:meth:`memfs.store.search.Search.in_store`;
+    ``memfs.recall.search.Hit``): its score in (0, 1], a one-line snippet, and which of
+    ``words`` and ``meaning`` found it.
     On the wire (``GET .../memfs/search``): a ``memfs_search_hit``."""
 
     WIRE_TYPE = "memfs_search_hit"

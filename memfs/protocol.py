@@ -1,4 +1,4 @@
-"""The store operations a mount needs, as one protocol that :class:`memfs.store.Store` and
+"""The store operations a mount needs, as protocols of the parts that :class:`memfs.store.Store` and
 :class:`memfs.client.Client` (a store on a ``memfs serve``) both implement; and
 :class:`SearchAPI`, the search a mount's ``.search/`` asks, which both have too.
 
@@ -26,42 +26,31 @@ from .models import (
 )
 
 
-@runtime_checkable
-class StoreAPI(Protocol):
-    #: The limits the store enforces (:class:`memfs.store.Limits`; a client has its server's).
-    limits: Any
+class StoresAPI(Protocol):
+    """The stores a mount looks up (:class:`memfs.store.stores.Stores`)."""
 
-    def resolve_store(self, ref: str) -> MemoryStore: ...
+    def resolve(self, ref: str) -> MemoryStore: ...
 
-    def get_store(self, store_id: str) -> MemoryStore: ...
+    def get(self, store_id: str) -> MemoryStore: ...
 
-    def get_session(self, session_id: str) -> Session: ...
 
-    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory: ...
+class SessionsAPI(Protocol):
+    """The session a mount writes for (:class:`memfs.store.sessions.Sessions`)."""
+
+    def get(self, session_id: str) -> Session: ...
+
+
+class MemoriesAPI(Protocol):
+    """A store's memories, and the filesystem's path operations
+    (:class:`memfs.store.memories.Memories`)."""
+
+    def get(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory: ...
 
     def tree(self, store_id: str) -> list[Memory]: ...
 
-    def count_memories(self, store_id: str) -> int: ...
-
-    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot: ...
+    def count(self, store_id: str) -> int: ...
 
     def check_can_create(self, store_id: str) -> None: ...
-
-    def last_change(self, store_id: str) -> int: ...
-
-    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]: ...
-
-    # The versions, for a mount's .history/ (memfs.fuse.history); up to a time for a snapshot's
-    # (memfs.snapshot).
-    def list_versions(
-        self, store_id: str, *, memory_id: str | None = None, operation: str | None = None,
-        created_at_lte: str | datetime | None = None, limit: int = 20, page: str | None = None,
-        view: str = "basic",
-    ) -> Page[MemoryVersion]: ...
-
-    def get_version(
-        self, store_id: str, version_id: str, *, view: str = "full"
-    ) -> MemoryVersion: ...
 
     def write_path(
         self, store_id: str, path: str | bytes, content: str | bytes, *, actor: Any,
@@ -83,10 +72,64 @@ class StoreAPI(Protocol):
         events: list[dict[str, Any]] | None = None,
     ) -> list[Memory]: ...
 
-    def add_events(
+
+class VersionsAPI(Protocol):
+    """A store's versions, for a mount's .history/ (memfs.fuse.history); up to a time for a
+    snapshot's (memfs.snapshot) (:class:`memfs.store.versions.Versions`)."""
+
+    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot: ...
+
+    def get(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion: ...
+
+    def list(
+        self, store_id: str, *, memory_id: str | None = None, operation: str | None = None,
+        created_at_lte: str | datetime | None = None, limit: int = 20, page: str | None = None,
+        view: str = "basic",
+    ) -> Page[MemoryVersion]: ...
+
+
+class FeedAPI(Protocol):
+    """A store's change feed, which a mount follows (:class:`memfs.store.feed.Feed`)."""
+
+    def last(self, store_id: str) -> int: ...
+
+    def since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]: ...
+
+
+class EventsAPI(Protocol):
+    """The tool events a mount records (:class:`memfs.store.events.Events`)."""
+
+    def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,
         store_id: str | None = None,
     ) -> list[Event]: ...
+
+
+@runtime_checkable
+class StoreAPI(Protocol):
+    """What a mount needs of a store: the parts above, by the names :class:`memfs.store.Store`
+    and :class:`memfs.client.Client` both give them."""
+
+    #: The limits the store enforces (:class:`memfs.store.Limits`; a client has its server's).
+    limits: Any
+
+    @property
+    def stores(self) -> StoresAPI: ...
+
+    @property
+    def sessions(self) -> SessionsAPI: ...
+
+    @property
+    def memories(self) -> MemoriesAPI: ...
+
+    @property
+    def versions(self) -> VersionsAPI: ...
+
+    @property
+    def feed(self) -> FeedAPI: ...
+
+    @property
+    def events(self) -> EventsAPI: ...
 
     def sync(self) -> None: ...
 
@@ -105,10 +148,22 @@ class CommitsAPI(Protocol):
 
 @runtime_checkable
 class WordsAPI(Protocol):
-    """A local store whose writes queue their words for the words index
-    (:class:`memfs.store.Store`): a mount takes the queue in while it is quiet."""
+    """The search part of a local store, whose writes queue their words for the words index
+    (:class:`memfs.store.search.Search`): a mount takes the queue in while it is quiet."""
 
     def catch_up_words(self, store_id: str | None = None) -> int: ...
+
+
+class RecallAPI(Protocol):
+    """Questions answered by their words and meaning (:class:`memfs.store.search.Search`)."""
+
+    def in_store(self, store_id: str, query: str, *, limit: int | None = None,
+                 path_prefix: str | None = None, threshold: float | None = None,
+                 channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...
+
+    def in_session(self, session_id: str, query: str, *, limit: int | None = None,
+                   path_prefix: str | None = None, threshold: float | None = None,
+                   channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...
 
 
 @runtime_checkable
@@ -117,10 +172,5 @@ class SearchAPI(Protocol):
     and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.snapshot`) does not. A mount
     over one has ``.search/``."""
 
-    def search(self, store_id: str, query: str, *, limit: int | None = None,
-               path_prefix: str | None = None, threshold: float | None = None,
-               channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...
-
-    def search_session(self, session_id: str, query: str, *, limit: int | None = None,
-                       path_prefix: str | None = None, threshold: float | None = None,
-                       channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...
+    @property
+    def search(self) -> RecallAPI: ...

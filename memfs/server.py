@@ -3,7 +3,7 @@
 Security: the API always requires a key. The server's own keys come from ``--api-key``
 (repeatable) and ``MEMFS_API_KEYS`` (comma-separated): the default workspace's admins. Keys
 kept in the database (``memfs keys create``) are taken too. With no server key and no live
-admin key in the database (:meth:`memfs.store.Store.has_live_admin_key`) the server refuses
+admin key in the database (:meth:`memfs.store.Store.keys.has_live_admin`) the server refuses
 to listen anywhere but loopback; on loopback it generates a key for this run and prints it
 once on stderr, the way Jupyter prints its token, so ``memfs serve`` works at once without
 ever serving an open API. Each stored key and session token may send ``--key-rate``
@@ -140,7 +140,7 @@ def _stored_admin(db_path: str | os.PathLike[str] | None) -> bool:
     except errors.DatabaseUnavailable:
         return False
     try:
-        return store.has_live_admin_key()
+        return store.keys.has_live_admin()
     finally:
         store.close()
 
@@ -200,7 +200,7 @@ def serve(
     _install_coalesced_responses()
     store = open_store(db_path, create=True)
     try:
-        if not keys and store.has_live_admin_key():
+        if not keys and store.keys.has_live_admin():
             say("memfs: no --api-key: the keys kept in the database are the only ones "
                 "(memfs keys list)")
         elif not keys:
@@ -249,7 +249,7 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
     """
     from .recall.indexer import BackgroundIndexer
 
-    provider = store.embeddings
+    provider = store.search.embeddings
     if provider is None:
         return None
 
@@ -265,7 +265,7 @@ def start_words(store: Store) -> BackgroundCatchUp:
     second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index."""
     from .recall.wordsqueue import BackgroundCatchUp
 
-    return BackgroundCatchUp(store.catch_up_words).start()
+    return BackgroundCatchUp(store.search.catch_up_words).start()
 
 
 def _serve_workers(

@@ -94,7 +94,7 @@ def serve(spec: SessionMount) -> None:
                     shared = open_local(spec.db_path)  # one handle for every store
                     stack.callback(shared.close)
                 store = shared
-            ms = store.get_store(sm.store_id)
+            ms = store.stores.get(sm.store_id)
             events = (os.path.join(spec.events_dir, f"{ms.id}.events.jsonl")
                       if spec.events_dir else None)
             sink = EventSink(store, ms.id, spec.session_id, events)

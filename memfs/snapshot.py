@@ -2,9 +2,9 @@
 time-travel mount (``memfs mount STORE DIR --at AT``, ``memfs run --store NAME@AT``) serves.
 
 :class:`SnapshotStore` wraps the store (local :class:`~memfs.store.Store` or a server's
-:class:`~memfs.client.Client`) and one :class:`~memfs.models.Snapshot` of it: ``tree()`` is
-the snapshot's memories, a memory's content is that of its version in effect (read with
-``get_version`` when the file is first read; a redacted one is empty), the change feed is
+:class:`~memfs.client.Client`) and one :class:`~memfs.models.Snapshot` of it: ``memories.tree()``
+is the snapshot's memories, a memory's content is that of its version in effect (read with
+``versions.get`` when the file is first read; a redacted one is empty), the change feed is
 empty (a snapshot never changes), and every write raises :class:`~memfs.errors.ReadOnly`.
 Version listings and look-ups stop at the boundary, so history shown inside a snapshot mount
 ends there too. An unchanged :class:`memfs.fuse.ops.Operations` mounts it (with ``read_only``).
@@ -12,33 +12,39 @@ ends there too. An unchanged :class:`memfs.fuse.ops.Operations` mounts it (with 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from .errors import NotFound, ReadOnly
-from .models import Change, Event, Memory, MemoryStore, MemoryVersion, Page, Session, Snapshot
-from .protocol import StoreAPI
+from .models import Change, Memory, MemoryVersion, Page, Snapshot
+from .protocol import EventsAPI, SessionsAPI, StoreAPI, StoresAPI
 from .rules import format_time, parse_time
 
 
 class SnapshotStore:
     """A read-only view of ``snap.memory_store_id`` as ``snap`` says it was (see the module
-    docstring). Other stores pass through to ``store`` unchanged."""
+    docstring). Other stores pass through to ``store`` unchanged, and so do its stores,
+    sessions and events (tool events, a refused write's too, go to the real store)."""
 
     def __init__(self, store: StoreAPI, snap: Snapshot) -> None:
         self.base = store
         self.snap = snap
         self.limits = store.limits
-        self._by_id = {m.id: m for m in snap.memories}
+        self.stores: StoresAPI = store.stores
+        self.sessions: SessionsAPI = store.sessions
+        self.events: EventsAPI = store.events
+        self.memories = SnapshotMemories(self)
+        self.versions = SnapshotVersions(self)
+        self.feed = SnapshotFeed(self)
 
     @property
     def path(self) -> str:
         """The base store's database (what the local change watcher would watch)."""
         return str(getattr(self.base, "path", ""))
 
-    def _refuse(self) -> ReadOnly:
+    def refuse(self) -> ReadOnly:
+        """What every write raises."""
         return ReadOnly(f"memory store {self.snap.memory_store_id} is mounted as it was at "
                         f"{self.snap.boundary_text()}: a snapshot is read-only")
 
@@ -47,105 +53,9 @@ class SnapshotStore:
         is empty (the xattr ``user.memfs.redacted`` of SPEC's history decisions)."""
         return self.snap.redacted.get(version_id)
 
-    # -- reads --------------------------------------------------------------------------------
-
-    def resolve_store(self, ref: str) -> MemoryStore:
-        return self.base.resolve_store(ref)
-
-    def get_store(self, store_id: str) -> MemoryStore:
-        return self.base.get_store(store_id)
-
-    def get_session(self, session_id: str) -> Session:
-        return self.base.get_session(session_id)
-
-    def _mine(self, store_id: str) -> bool:
+    def mine(self, store_id: str) -> bool:
+        """Whether ``store_id`` is the snapshot's store (else: the base store's, unchanged)."""
         return store_id == self.snap.memory_store_id
-
-    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
-        if not self._mine(store_id):
-            return self.base.get_memory(store_id, memory_id, view=view)
-        m = self._by_id.get(memory_id)
-        if m is None:
-            raise NotFound(f"memory {memory_id!r} not found in {store_id} at "
-                           f"{self.snap.boundary_text()}")
-        if view != "full":
-            return m
-        if m.memory_version_id in self.snap.redacted:
-            return replace(m, content="")
-        if m.content is not None:
-            return m
-        v = self.base.get_version(store_id, m.memory_version_id, view="full")
-        return replace(m, content=v.content or "")
-
-    def tree(self, store_id: str) -> list[Memory]:
-        if not self._mine(store_id):
-            return self.base.tree(store_id)
-        return [replace(m, content=None) for m in self.snap.memories]
-
-    def count_memories(self, store_id: str) -> int:
-        if not self._mine(store_id):
-            return self.base.count_memories(store_id)
-        return len(self.snap.memories)
-
-    def last_change(self, store_id: str) -> int:
-        return 0 if self._mine(store_id) else self.base.last_change(store_id)
-
-    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
-        if not self._mine(store_id):
-            return self.base.changes_since(store_id, seq, limit)
-        return []
-
-    def list_versions(self, store_id: str, *, created_at_lte: str | datetime | None = None,
-                      **filters: Any) -> Page[MemoryVersion]:
-        """The base store's listing, ending at the boundary (a page may hold fewer versions
-        than asked for: those of the boundary's instant that come after it are left out)."""
-        if not self._mine(store_id):
-            return self.base.list_versions(store_id, created_at_lte=created_at_lte, **filters)
-        lte = self.snap.time
-        if created_at_lte is not None:
-            lte = min(lte, format_time(parse_time(created_at_lte)))
-        page = self.base.list_versions(store_id, created_at_lte=lte, **filters)
-        return Page([v for v in page.data if self.snap.includes(v.created_at, v.id)],
-                    page.next_page, page.prev_page)
-
-    def get_version(self, store_id: str, version_id: str, *, view: str = "full"
-                    ) -> MemoryVersion:
-        v = self.base.get_version(store_id, version_id, view=view)
-        if self._mine(store_id) and not self.snap.includes(v.created_at, v.id):
-            raise NotFound(f"memory version {version_id!r} is after "
-                           f"{self.snap.boundary_text()}, the time of this snapshot")
-        return v
-
-    # -- writes: refused ----------------------------------------------------------------------
-
-    def check_can_create(self, store_id: str) -> None:
-        raise self._refuse()
-
-    def write_path(self, store_id: str, path: str | bytes, content: str | bytes, *,
-                   actor: Any, events: list[dict[str, Any]] | None = None) -> Memory:
-        raise self._refuse()
-
-    def delete_path(self, store_id: str, path: str, *, actor: Any,
-                    events: list[dict[str, Any]] | None = None) -> Memory:
-        raise self._refuse()
-
-    def rename_path(self, store_id: str, old: str | bytes, new: str | bytes, *, actor: Any,
-                    replace: bool = True, events: list[dict[str, Any]] | None = None) -> Memory:
-        raise self._refuse()
-
-    def rename_prefix(self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Any,
-                      events: list[dict[str, Any]] | None = None) -> list[Memory]:
-        raise self._refuse()
-
-    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot:
-        return self.base.snapshot(store_id, at, view=view)
-
-    # -- the rest: the base store's --------------------------------------------------------
-
-    def add_events(self, session_id: str | None, events: Sequence[dict[str, Any]], *,
-                   store_id: str | None = None) -> list[Event]:
-        """Tool events (a refused write is logged like any other) go to the real store."""
-        return self.base.add_events(session_id, events, store_id=store_id)
 
     def sync(self) -> None:
         return None
@@ -155,3 +65,107 @@ class SnapshotStore:
 
     def close(self) -> None:
         """Nothing of its own: whoever opened the base store closes it."""
+
+
+class SnapshotMemories:
+    """The snapshot's memories; every write refused."""
+
+    def __init__(self, view: SnapshotStore) -> None:
+        self.view = view
+        self.base = view.base
+        self._by_id = {m.id: m for m in view.snap.memories}
+
+    def get(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
+        snap = self.view.snap
+        if not self.view.mine(store_id):
+            return self.base.memories.get(store_id, memory_id, view=view)
+        m = self._by_id.get(memory_id)
+        if m is None:
+            raise NotFound(f"memory {memory_id!r} not found in {store_id} at "
+                           f"{snap.boundary_text()}")
+        if view != "full":
+            return m
+        if m.memory_version_id in snap.redacted:
+            return replace(m, content="")
+        if m.content is not None:
+            return m
+        v = self.base.versions.get(store_id, m.memory_version_id, view="full")
+        return replace(m, content=v.content or "")
+
+    def tree(self, store_id: str) -> list[Memory]:
+        if not self.view.mine(store_id):
+            return self.base.memories.tree(store_id)
+        return [replace(m, content=None) for m in self.view.snap.memories]
+
+    def count(self, store_id: str) -> int:
+        if not self.view.mine(store_id):
+            return self.base.memories.count(store_id)
+        return len(self.view.snap.memories)
+
+    def check_can_create(self, store_id: str) -> None:
+        raise self.view.refuse()
+
+    def write_path(self, store_id: str, path: str | bytes, content: str | bytes, *,
+                   actor: Any, events: list[dict[str, Any]] | None = None) -> Memory:
+        raise self.view.refuse()
+
+    def delete_path(self, store_id: str, path: str, *, actor: Any,
+                    events: list[dict[str, Any]] | None = None) -> Memory:
+        raise self.view.refuse()
+
+    def rename_path(self, store_id: str, old: str | bytes, new: str | bytes, *, actor: Any,
+                    replace: bool = True, events: list[dict[str, Any]] | None = None) -> Memory:
+        raise self.view.refuse()
+
+    def rename_prefix(self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Any,
+                      events: list[dict[str, Any]] | None = None) -> list[Memory]:
+        raise self.view.refuse()
+
+
+class SnapshotVersions:
+    """The base store's versions, ending at the snapshot's boundary."""
+
+    def __init__(self, view: SnapshotStore) -> None:
+        self.view = view
+        self.base = view.base
+
+    def list(self, store_id: str, *, created_at_lte: str | datetime | None = None,
+             **filters: Any) -> Page[MemoryVersion]:
+        """The base store's listing, ending at the boundary (a page may hold fewer versions
+        than asked for: those of the boundary's instant that come after it are left out)."""
+        if not self.view.mine(store_id):
+            return self.base.versions.list(store_id, created_at_lte=created_at_lte, **filters)
+        snap = self.view.snap
+        lte = snap.time
+        if created_at_lte is not None:
+            lte = min(lte, format_time(parse_time(created_at_lte)))
+        page = self.base.versions.list(store_id, created_at_lte=lte, **filters)
+        return Page([v for v in page.data if snap.includes(v.created_at, v.id)],
+                    page.next_page, page.prev_page)
+
+    def get(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion:
+        v = self.base.versions.get(store_id, version_id, view=view)
+        snap = self.view.snap
+        if self.view.mine(store_id) and not snap.includes(v.created_at, v.id):
+            raise NotFound(f"memory version {version_id!r} is after "
+                           f"{snap.boundary_text()}, the time of this snapshot")
+        return v
+
+    def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot:
+        return self.base.versions.snapshot(store_id, at, view=view)
+
+
+class SnapshotFeed:
+    """An empty feed for the snapshot's store (a snapshot never changes)."""
+
+    def __init__(self, view: SnapshotStore) -> None:
+        self.view = view
+        self.base = view.base
+
+    def last(self, store_id: str) -> int:
+        return 0 if self.view.mine(store_id) else self.base.feed.last(store_id)
+
+    def since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
+        if not self.view.mine(store_id):
+            return self.base.feed.since(store_id, seq, limit)
+        return []

@@ -185,11 +185,17 @@ def _command_input(command: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Call:
-    """A store call a command wants made: ``getattr(store, name)(*args, **kwargs)``."""
+    """A store call a command wants made: ``store.<part>.<method>(*args, **kwargs)``, named
+    ``"part.method"`` (:meth:`method_of`)."""
 
     name: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def method_of(self, store: Any) -> Any:
+        """The method of ``store`` this call names (``"memories.get"``: store.memories.get)."""
+        part, method = self.name.split(".")
+        return getattr(getattr(store, part), method)
 
 
 #: A command: yields store calls, receives their results (or has their MemfsError thrown
@@ -228,7 +234,7 @@ class _Commands:
     def _store_id(self) -> Generator[_Call, Any, str]:
         if self.store_id is None:
             try:
-                ms = yield _Call("resolve_store", (self.memory_store,))
+                ms = yield _Call("stores.resolve", (self.memory_store,))
             except errors.NotFound as e:
                 raise ToolError(f"The memory store is not available: {e.message}") from None
             self.store_id = ms.id
@@ -237,26 +243,27 @@ class _Commands:
     def _actor(self, store_id: str) -> Generator[_Call, Any, Actor | None]:
         """Who writes: the session (checked by a local store: it must be attached read_write
         and running; a server checks it itself), else the actor given."""
+        local = hasattr(getattr(self.store, "events", None), "session_writer")  # a Store
         if self.session_id is not None:
-            if hasattr(self.store, "session_writer"):
-                actor: Actor = yield _Call("session_writer", (self.session_id, store_id))
+            if local:
+                actor: Actor = yield _Call("events.session_writer", (self.session_id, store_id))
                 return actor
             return Actor.session(self.session_id)
         if self.actor is not None:
             return self.actor
-        if hasattr(self.store, "session_writer"):  # a local database: the local user
+        if local:  # a local database: the local user
             return local_user_actor()
         return None  # a server attributes to its API key
 
     def _record(self, store_id: str, events: list[dict[str, Any]]) -> Generator[_Call, Any, None]:
         """Record events no write recorded. A failure is logged, never the command's."""
         try:
-            yield _Call("add_events", (self.session_id, events), {"store_id": store_id})
+            yield _Call("events.add", (self.session_id, events), {"store_id": store_id})
         except errors.MemfsError as e:
             log.error("could not record the memory tool's events: %s", e.message)
 
     def _tree(self, store_id: str) -> Generator[_Call, Any, list[Memory]]:
-        memories: list[Memory] = yield _Call("tree", (store_id,))
+        memories: list[Memory] = yield _Call("memories.tree", (store_id,))
         return memories
 
     def _is_directory(self, store_id: str, path: str) -> Generator[_Call, Any, bool]:
@@ -272,7 +279,7 @@ class _Commands:
         try:
             if path == "":
                 raise errors.NotFound(path)
-            memory: Memory = yield _Call("get_memory_by_path", (store_id, path))
+            memory: Memory = yield _Call("memories.get_by_path", (store_id, path))
             return memory
         except errors.NotFound:
             if (yield from self._is_directory(store_id, path)):
@@ -331,7 +338,7 @@ class _Commands:
                     "read", shown)
             return _listing(shown, path, below), {"operation": "list", "file_path": shown}
         try:
-            memory = yield _Call("get_memory", (store_id, match.id))
+            memory = yield _Call("memories.get", (store_id, match.id))
         except errors.NotFound:
             raise _tagged(ToolError(f"The file {shown} no longer exists (may have been deleted "
                                     "or renamed concurrently)."), "read", shown) from None
@@ -366,7 +373,7 @@ class _Commands:
             raise _tagged(ToolError(f"File {shown} already exists"), "create", shown)
         actor = yield from self._actor(store_id)
         try:
-            memory = yield _Call("create_memory", (store_id, path, file_text), {"actor": actor})
+            memory = yield _Call("memories.create", (store_id, path, file_text), {"actor": actor})
         except errors.PathConflict as e:
             raise _tagged(_conflict(e, shown, path, "File {shown} already exists"),
                           "create", shown) from None
@@ -411,7 +418,7 @@ class _Commands:
             changed_line = content[:content.find(old)].count("\n")
             new_content = content.replace(old, new)
             try:
-                written = yield _Call("update_memory", (store_id, memory.id), {
+                written = yield _Call("memories.update", (store_id, memory.id), {
                     "content": new_content, "precondition_sha256": memory.content_sha256,
                     "actor": actor})
             except (errors.PreconditionFailed, errors.NotFound):
@@ -452,7 +459,7 @@ class _Commands:
         if not new_content.endswith("\n"):
             new_content += "\n"
         try:
-            written = yield _Call("update_memory", (store_id, memory.id), {
+            written = yield _Call("memories.update", (store_id, memory.id), {
                 "content": new_content, "precondition_sha256": memory.content_sha256,
                 "actor": actor})
         except (errors.PreconditionFailed, errors.NotFound):
@@ -480,7 +487,8 @@ class _Commands:
         if any(m.path == path for m in memories):
             pair = _event_pair(_command_input(command), "delete", shown, text, is_error=False)
             try:
-                yield _Call("delete_path", (store_id, path), {"actor": actor, "events": pair})
+                yield _Call("memories.delete_path", (store_id, path), {"actor": actor,
+                                                                       "events": pair})
             except errors.MemfsError as e:
                 raise _tagged(_failure(e, shown, f"Deleting {shown}"), "delete",
                               shown) from None
@@ -491,7 +499,7 @@ class _Commands:
         # A directory: each memory below it (the store has no directory of its own).
         for done, m in enumerate(below):
             try:
-                yield _Call("delete_path", (store_id, m.path), {"actor": actor})
+                yield _Call("memories.delete_path", (store_id, m.path), {"actor": actor})
             except errors.NotFound:
                 pass  # deleted meanwhile: as good
             except errors.MemfsError as e:
@@ -522,14 +530,14 @@ class _Commands:
                            new_path=new_shown)
         try:
             if any(m.path == old for m in memories):
-                yield _Call("rename_path", (store_id, old, new),
+                yield _Call("memories.rename_path", (store_id, old, new),
                             {"actor": actor, "replace": False, "events": pair})
             elif any(m.path.startswith(old + "/") for m in memories):
                 if (new + "/").startswith(old + "/"):
                     raise _tagged(ToolError(
                         f"Cannot move {old_shown} into itself ({new_shown})"),
                         "rename", old_shown, **tag)
-                yield _Call("rename_prefix", (store_id, old + "/", new + "/"),
+                yield _Call("memories.rename_prefix", (store_id, old + "/", new + "/"),
                             {"actor": actor, "events": pair})
             else:
                 raise _tagged(ToolError(f"The path {old_shown} does not exist"),
@@ -666,7 +674,7 @@ class _Common(_SDKTool):
         actor = yield from self._commands._actor(store_id)
         for m in (yield from self._commands._tree(store_id)):
             with contextlib.suppress(errors.NotFound):  # deleted meanwhile: as good
-                yield _Call("delete_path", (store_id, m.path), {"actor": actor})
+                yield _Call("memories.delete_path", (store_id, m.path), {"actor": actor})
         return "All memory cleared"
 
 
@@ -693,7 +701,7 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
             call = next(op)
             while True:
                 try:
-                    result = getattr(self.store, call.name)(*call.args, **call.kwargs)
+                    result = call.method_of(self.store)(*call.args, **call.kwargs)
                 except errors.MemfsError as e:
                     call = op.throw(e)
                 else:
@@ -738,7 +746,7 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     thread). Parameters as :class:`MemoryTool`."""
 
     async def _call(self, call: _Call) -> Any:
-        method = getattr(self.store, call.name)
+        method = call.method_of(self.store)
         if inspect.iscoroutinefunction(method):
             return await method(*call.args, **call.kwargs)
         return await anyio.to_thread.run_sync(functools.partial(method, *call.args,

@@ -16,17 +16,19 @@ keeps any line under a few hundred kB (a memory is at most 102,400 bytes), and a
 it (``zcat | jq``). Grouping by memory lets the importer check each memory against its own
 versions with a small, bounded state.
 
-Exports read the store a page at a time (:meth:`Store.export_memory`), every page in one
-snapshot taken when the export begins (:meth:`Store.export_snapshot`): the archive is the
+Exports read the store a page at a time (:meth:`Store.archive.export_memory`), every page in one
+snapshot taken when the export begins (:meth:`Store.archive.export_snapshot`): the archive is the
 store at that moment, whatever agents write while it is made, so an exact restore takes it
 (read page by page in separate snapshots, a memory deleted and another created at its path
 meanwhile could both be in it). Writers never wait for an export; its snapshot is closed
 when the export ends, fails, or is closed unfinished (a download cut short: the API and the
 Console stream it with :class:`ClosingStreamingResponse`, which closes it). An archive is
-read twice, as a stream each time (:meth:`Store.import_archive`): once to check it whole, its
+read twice, as a stream each time (:meth:`Store.archive.import_archive`): once to check it whole,
+its
 trailer included, before anything is written, and once to write it in short transactions, so
 that the write lock is never held for long, whatever the archive's size; plain files are
-walked twice the same way (:meth:`Store.import_files`). Neither ever holds the whole store or
+walked twice the same way (:meth:`Store.archive.import_files`). Neither ever holds the whole store
+or
 the whole archive in memory. This module only reads, writes and
 walks; every rule is the store's.
 
@@ -132,7 +134,7 @@ def export_lines(
 
     :raises NotFound: unknown store (before the first line).
     """
-    with store.export_snapshot(store_id) as snap:
+    with store.archive.export_snapshot(store_id) as snap:
         digest = hashlib.sha256()
         header = {"format": FORMAT, "version": VERSION,
                   "exported_at": format_time(datetime.now(UTC)), "history": history,
@@ -142,12 +144,12 @@ def export_lines(
         digest.update(line)
         yield line
         after = ""
-        while ids := store.export_memory_ids(store_id, history=history, after=after,
+        while ids := store.archive.export_memory_ids(store_id, history=history, after=after,
                                              limit=_ID_PAGE, snapshot=snap):
             for memory_id in ids:
                 page_after: tuple[str, str] | None = None
                 while True:
-                    versions, done, memory = store.export_memory(
+                    versions, done, memory = store.archive.export_memory(
                         store_id, memory_id, history=history, after=page_after,
                         limit=_VERSION_PAGE, snapshot=snap)
                     records = [_version_record(v) for v in versions]
@@ -270,7 +272,7 @@ class ArchiveReader:
     """The header and the records of an archive, read as a stream, checked line by line:
     the format and its version first (:attr:`header`), then every record, and at the end the
     trailer's counts and digest. Any damage raises :class:`InvalidArchive` when it is met:
-    in the pass of :meth:`Store.import_archive` that checks the archive before it writes."""
+    in the pass of :meth:`Store.archive.import_archive` that checks the archive before it writes."""
 
     def __init__(self, raw: IO[bytes], max_line: int, progress: Progress = _no_progress):
         self._gz = gzip.GzipFile(fileobj=io.BufferedReader(_Counting(raw, progress)), mode="rb")
@@ -354,7 +356,7 @@ def import_archive(
     partial: bool = False, progress: Progress = _no_progress, workspace: str = DEFAULT_WORKSPACE,
 ) -> dict[str, Any]:
     """Restore the archive read from ``raw``, seekable: it is read twice, checked whole
-    before anything is written (see :meth:`Store.import_archive` for that and for ``name``,
+    before anything is written (see :meth:`Store.archive.import_archive` for that and for ``name``,
     ``into`` and ``partial``). Returns the summary: ``store`` (the store imported into),
     ``ids`` (``kept`` or ``new``), ``created_store``, counts of ``memories``, ``versions``
     and ``redacted`` versions, ``skipped`` (``{path, memory_id, reason}``), ``history``.
@@ -370,10 +372,10 @@ def import_archive(
         raw.seek(start)
         return ArchiveReader(raw, _max_line(store), halves).records()
 
-    # The header's store object is any JSON value (or missing): Store.import_archive checks
+    # The header's store object is any JSON value (or missing): Store.archive.import_archive checks
     # it (restore.store_fields), though its signature says the dict it accepts.
     src = cast("dict[str, Any]", header.get("store"))
-    summary = store.import_archive(src, records, name=name, into=into, partial=partial,
+    summary = store.archive.import_archive(src, records, name=name, into=into, partial=partial,
                                    workspace=workspace)
     return {"type": "memfs_import", "source": "archive",
             "history": bool(header.get("history")), **summary, "ignored": []}
@@ -533,7 +535,7 @@ def import_files(
 ) -> dict[str, Any]:
     """Import walked files (``walk(ignored)``: :func:`walk_directory` or :func:`walk_zip` of
     the source, appending what it ignores to ``ignored``; called once per pass over the
-    files: :meth:`Store.import_files` checks them all before it writes). The summary is
+    files: :meth:`Store.archive.import_files` checks them all before it writes). The summary is
     :func:`import_archive`'s, plus ``ignored``.
 
     :raises ImportRejected, InvalidArchive, InvalidRequest, NotFound, StoreArchived:
@@ -549,7 +551,7 @@ def import_files(
             halves(1)  # each file, once in each of the two passes
             yield e
 
-    summary = store.import_files(files, name=name, into=into, partial=partial, actor=actor,
+    summary = store.archive.import_files(files, name=name, into=into, partial=partial, actor=actor,
                                  workspace=workspace)
     return {"type": "memfs_import", "source": "files", "history": False, **summary,
             "ignored": ignored}

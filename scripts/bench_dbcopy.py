@@ -28,15 +28,15 @@ from tests.support.pgcluster import start_cluster  # noqa: E402
 def populate(path: str, memories: int, versions: int, events: int) -> None:
     user = Actor("user_actor", "user_bench")
     with Store(path, limits=Limits(), synchronous="NORMAL") as s:
-        st = s.create_store("bench")
+        st = s.stores.create("bench")
         body = "lorem ipsum dolor sit amet, " * 50  # 1.4 kB
         for i in range(memories):
-            m = s.create_memory(st.id, f"/d{i % 40}/m{i}.md", f"{i} {body}", actor=user)
+            m = s.memories.create(st.id, f"/d{i % 40}/m{i}.md", f"{i} {body}", actor=user)
             for v in range(1, versions):
-                s.update_memory(st.id, m.id, content=f"{i} v{v} {body}", actor=user)
-        sess = s.create_session([{"type": "memory_store", "memory_store_id": st.id}])
+                s.memories.update(st.id, m.id, content=f"{i} v{v} {body}", actor=user)
+        sess = s.sessions.create([{"type": "memory_store", "memory_store_id": st.id}])
         for _ in range(events // 100):
-            s.add_events(sess.id, [{"type": "user.message",
+            s.events.add(sess.id, [{"type": "user.message",
                                     "content": [{"type": "text", "text": body[:200]}]}] * 100)
 
 

@@ -10,9 +10,9 @@ Opens, on an app of its own (in this process, no network: the ASGI calls of a se
 stream of each of ``--stores`` stores for each of ``--sessions`` running sessions with the
 session's token (what a remote mount of the session holds), and ``--keys`` stored keys with a
 stream of each store each; then counts the Store's credential look-ups for ``--seconds``:
-:meth:`Store.key_grant` and :meth:`Store.session_grant` (one per stream per recheck, before
-the shared watch), or :meth:`Store.refused_keys`, :meth:`Store.refused_session_tokens` and
-:meth:`Store.ended_signins` (one per kind per interval, with it), whichever the Store has.
+:meth:`Store.keys.grant` and :meth:`Store.sessions.grant` (one per stream per recheck, before
+the shared watch), or :meth:`Store.keys.refused`, :meth:`Store.sessions.refused_tokens` and
+:meth:`Store.keys.ended_signins` (one per kind per interval, with it), whichever the Store has.
 Prints the streams, the credentials, the look-ups per second and the CPU the process used
 meanwhile (its streams idle: nothing is written).
 """
@@ -37,14 +37,15 @@ from tests.support.asgi import LiveRequest  # noqa: E402  (an ASGI stream held o
 
 KEY = "memfs-bench-grant-checks"
 #: The Store methods that look a credential up again for an open stream, old and new.
-LOOKUPS = ("key_grant", "session_grant", "refused_keys", "refused_session_tokens",
-           "ended_signins")
+LOOKUPS = ("keys.grant", "sessions.grant", "keys.refused", "sessions.refused_tokens",
+           "keys.ended_signins")
 
 
 def count_calls(store: Store, counts: dict[str, int]) -> None:
     """Count the calls of :data:`LOOKUPS` on ``store`` (those it has) in ``counts``."""
     for name in LOOKUPS:
-        fn = getattr(store, name, None)
+        part, attr = name.split(".")
+        fn = getattr(getattr(store, part), attr, None)
         if fn is None:
             continue
 
@@ -53,7 +54,7 @@ def count_calls(store: Store, counts: dict[str, int]) -> None:
             counts[_name] = counts.get(_name, 0) + 1
             return _fn(*args, **kwargs)
 
-        setattr(store, name, counted)
+        setattr(getattr(store, part), attr, counted)
 
 
 async def open_stream(app: Any, path: str, key: str, opened: trio.Semaphore) -> None:
@@ -81,13 +82,13 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(args.db or str(Path(tmp) / "memfs.db"))
-        stores = [store.create_store(f"bench-{i}").id for i in range(args.stores)]
+        stores = [store.stores.create(f"bench-{i}").id for i in range(args.stores)]
         creds: list[str] = []
         for _ in range(args.sessions):
-            s = store.create_session([{"type": "memory_store", "memory_store_id": sid}
+            s = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}
                                       for sid in stores], status="running")
-            creds.append(store.create_session_token(s.id).token)
-        creds += [store.create_key(f"bench-{i}").key or "" for i in range(args.keys)]
+            creds.append(store.sessions.create_token(s.id).token)
+        creds += [store.keys.create(f"bench-{i}").key or "" for i in range(args.keys)]
         counts: dict[str, int] = {}
         app = create_app(store, [KEY], console=False, dreams=False)
         count_calls(store, counts)

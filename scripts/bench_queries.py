@@ -148,39 +148,39 @@ def main() -> None:
         print(f"built {ids['versions']} versions, {args.events} events in "
               f"{time.perf_counter() - t0:.1f} s")
         main_id = ids["main"]
-        last = store.last_change(main_id)
+        last = store.feed.last(main_id)
         queries: list[tuple[str, Callable[[], Any]]] = [
-            ("list_versions(store)", lambda: store.list_versions(main_id)),
+            ("list_versions(store)", lambda: store.versions.list(main_id)),
             ("list_versions(memory_id)",
-             lambda: store.list_versions(main_id, memory_id=ids["memory"])),
+             lambda: store.versions.list(main_id, memory_id=ids["memory"])),
             ("list_versions(session_id, rare)",
-             lambda: store.list_versions(main_id, session_id=ids["rare_session"])),
+             lambda: store.versions.list(main_id, session_id=ids["rare_session"])),
             ("list_versions(session_id, busy)",
-             lambda: store.list_versions(main_id, session_id=ids["busy_session"])),
+             lambda: store.versions.list(main_id, session_id=ids["busy_session"])),
             ("list_versions(operation=deleted)",
-             lambda: store.list_versions(main_id, operation="deleted")),
-            ("resolve_store(name)", lambda: store.resolve_store("store-250")),
-            ("launched_sessions()", store.launched_sessions),
+             lambda: store.versions.list(main_id, operation="deleted")),
+            ("resolve_store(name)", lambda: store.stores.resolve("store-250")),
+            ("launched_sessions()", store.sessions.launched),
             ("list_events(session)",
-             lambda: store.list_events(ids["session_with_events"], limit=100)),
-            ("last_change", lambda: store.last_change(main_id)),
-            ("changes_since(last-10)", lambda: store.changes_since(main_id, last - 10)),
+             lambda: store.events.list(ids["session_with_events"], limit=100)),
+            ("last_change", lambda: store.feed.last(main_id)),
+            ("changes_since(last-10)", lambda: store.feed.since(main_id, last - 10)),
         ]
         print(f"{'query':36} {'median ms':>10}  plan")
         for name, fn in queries:
             ms = median_ms(fn, args.repeat)
             print(f"{name:36} {ms:10.3f}  {' ;; '.join(plans(store, fn))}")
         # what a write costs with these indexes (new store: no retention work)
-        sid = store.create_store("writes").id
+        sid = store.stores.create("writes").id
         actor = Actor.api("apikey_bench")
-        m = store.create_memory(sid, "/w.md", "0", actor=actor)
+        m = store.memories.create(sid, "/w.md", "0", actor=actor)
         n = 500
         t0 = time.perf_counter()
         for i in range(n):
-            store.update_memory(sid, m.id, content=str(i + 1), actor=actor)
+            store.memories.update(sid, m.id, content=str(i + 1), actor=actor)
         print(f"{'update_memory (one write)':36} {(time.perf_counter() - t0) * 1000 / n:10.3f}")
         t0 = time.perf_counter()
-        pruned = store.prune_versions(now=datetime.now(UTC) + timedelta(days=60))
+        pruned = store.versions.prune(now=datetime.now(UTC) + timedelta(days=60))
         print(f"{'prune_versions (+60 days)':36} {(time.perf_counter() - t0) * 1000:10.1f}"
               f"  pruned {pruned} versions")
         counts = {t: store.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]

@@ -145,16 +145,17 @@ def quality(store: Store, sid: str, questions: list[dict[str, Any]],
     # The ranking with threshold 0 (what the methods find), and memfs's search as an agent
     # gets it (the default threshold: "hybrid, default threshold").
     runs: dict[str, Callable[[str], list[str]]] = {
-        "words": lambda q: [h.path for h in store.search(sid, q, channels=("words",),
+        "words": lambda q: [h.path for h in store.search.in_store(sid, q, channels=("words",),
                                                          threshold=0).hits],
-        "meaning": lambda q: [h.path for h in store.search(sid, q, channels=("meaning",),
+        "meaning": lambda q: [h.path for h in store.search.in_store(sid, q, channels=("meaning",),
                                                            threshold=0).hits],
-        "hybrid": lambda q: [h.path for h in store.search(sid, q, threshold=0).hits],
-        "hybrid, default threshold": lambda q: [h.path for h in store.search(sid, q).hits],
+        "hybrid": lambda q: [h.path for h in store.search.in_store(sid, q, threshold=0).hits],
+        "hybrid, default threshold": lambda q: [h.path for h in store.search.in_store(sid, q).hits],
         "hybrid-rrf": lambda q: [h.path for h in
-                                 store.search(sid, q, fusion="rrf", threshold=0).hits],
+                                 store.search.in_store(sid, q, fusion="rrf", threshold=0).hits],
         "hybrid-weighted": lambda q: [h.path for h in
-                                      store.search(sid, q, fusion="weighted", threshold=0).hits],
+                                      store.search.in_store(sid, q, fusion="weighted",
+                                                            threshold=0).hits],
     }
     if files is not None:
         runs = {"grep": lambda q: grep_rank(files, q), **runs}
@@ -174,7 +175,7 @@ def quality(store: Store, sid: str, questions: list[dict[str, Any]],
 
 def fill(store: Store, sid: str, memories: dict[str, str]) -> None:
     for path, content in memories.items():
-        store.write_path(sid, path, content, actor=None)
+        store.memories.write_path(sid, path, content, actor=None)
 
 
 def index_in_background(store: Store, sid: str, timeout: float,
@@ -183,9 +184,9 @@ def index_in_background(store: Store, sid: str, timeout: float,
     passage: every memory found by meaning); with ``whole``, it goes on until every passage
     of every memory is embedded, and appends the seconds that took."""
     t0 = time.monotonic()
-    bg = BackgroundIndexer(store, store.embeddings, lambda: [sid]).start()  # type: ignore[arg-type]
+    bg = BackgroundIndexer(store, store.search.embeddings, lambda: [sid]).start()  # type: ignore[arg-type]
     try:
-        while (status := store.search_status(sid))["indexed"] < status["memories"]:
+        while (status := store.search.status(sid))["indexed"] < status["memories"]:
             if time.monotonic() - t0 > timeout:
                 raise SystemExit(f"not indexed after {timeout:.0f} s: {status}")
             time.sleep(0.2)
@@ -213,7 +214,7 @@ def latencies(store: Store, sid: str, questions: list[str], n: int,
     for i in range(n):
         q = questions[i % len(questions)]
         t0 = time.perf_counter()
-        store.search(sid, q, channels=channels)
+        store.search.in_store(sid, q, channels=channels)
         times.append(time.perf_counter() - t0)
     return {"p50_ms": percentile(times, 50) * 1000, "p99_ms": percentile(times, 99) * 1000,
             "n": n}
@@ -341,7 +342,7 @@ MOUNTS = ("none", "none+load", "local")
 def mount_while_indexing(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     seed = work / "busy.db"
     s = Store(seed)
-    sid = s.create_store("busy").id
+    sid = s.stores.create("busy").id
     fill(s, sid, dict(filler(i) for i in range(args.busy_memories)))
     s.close()
     rows: dict[str, list[dict[str, float]]] = {k: [] for k in MOUNTS}
@@ -359,7 +360,7 @@ def mount_while_indexing(work: Path, args: argparse.Namespace) -> dict[str, Any]
                 check.use_embeddings(setting)
                 if setting == "local":  # the indexer at work before the workload starts
                     deadline = time.monotonic() + 60
-                    while check.search_status(sid)["indexed"] == 0:
+                    while check.search.status(sid)["indexed"] == 0:
                         if time.monotonic() > deadline:
                             raise SystemExit("the mount's indexer did not start in 60 s")
                         time.sleep(0.1)
@@ -367,7 +368,7 @@ def mount_while_indexing(work: Path, args: argparse.Namespace) -> dict[str, Any]
                     rows[kind].append(workload(root, args.files))
                 rss[kind].append(_vmrss_mib(pid))
                 if setting == "local":
-                    st = check.search_status(sid)
+                    st = check.search.status(sid)
                     busy = st["indexed"] < st["memories"]
                     valid += busy
                     print(f"  round {rnd + 1}: the indexer had embedded {st['indexed']} of "
@@ -406,7 +407,7 @@ def _all_paths(store: Store, sid: str) -> set[str]:
     paths: set[str] = set()
     page: str | None = None
     while True:
-        got = store.list_memories(sid, limit=100, page=page)
+        got = store.memories.list(sid, limit=100, page=page)
         paths.update(m.path for m in got.data)
         if not (page := got.next_page):
             return paths
@@ -425,14 +426,14 @@ def locomo_stores(work: Path, level: str, convs: list[locomo.Conversation],
     t0 = time.monotonic()
     store = Store(db, limits=dataclasses.replace(Limits(), max_memories=max(2000, most)),
                   synchronous="NORMAL")
-    store.use_embeddings("local")
-    existing = {s.name: s.id for s in store.list_stores(limit=100).data}
+    store.search.use_embeddings("local")
+    existing = {s.name: s.id for s in store.stores.list(limit=100).data}
     targets = []
     for name, cs in groups:
         sname = f"locomo-{name}"
-        sid = existing[sname] if sname in existing else store.create_store(sname).id
+        sid = existing[sname] if sname in existing else store.stores.create(sname).id
         for gone in _all_paths(store, sid) - texts[name].keys():
-            store.delete_path(sid, gone, actor=None)
+            store.memories.delete_path(sid, gone, actor=None)
         fill(store, sid, texts[name])
         qs = [(c.id, q, locomo.labels(c, q, level, one_store)) for c in cs for q in c.questions]
         targets.append(Target(sname, sid, texts[name], qs, locomo.Baselines(texts[name])))
@@ -443,13 +444,13 @@ def index_all(store: Store, sids: list[str], timeout: float) -> dict[str, Any]:
     """Embed every memory of ``sids`` (in this process, at its priority): seconds, and how
     many were embedded now (the rest were indexed already, by an earlier run in --work)."""
     t0 = time.monotonic()
-    pending = sum(store.search_status(s)["memories"] - store.search_status(s)["indexed"]
+    pending = sum(store.search.status(s)["memories"] - store.search.status(s)["indexed"]
                   for s in sids)
     for sid in sids:
-        while (st := store.search_status(sid))["indexed"] < st["memories"]:
+        while (st := store.search.status(sid))["indexed"] < st["memories"]:
             if time.monotonic() - t0 > timeout:
                 raise SystemExit(f"not indexed after {timeout:.0f} s: {st}")
-            progress = store.index_store(sid, seconds=30)
+            progress = store.search.index(sid, seconds=30)
             why = getattr(progress, "reason", None)
             if why and not getattr(progress, "embedded", 0):
                 raise SystemExit(f"cannot index by meaning: {why}")
@@ -459,14 +460,14 @@ def index_all(store: Store, sids: list[str], timeout: float) -> dict[str, Any]:
 def _threshold_kwargs(store: Store) -> dict[str, Any]:
     """``threshold=0.0`` if the search has a threshold (issue 39 gives it one, 0.7 by
     default, that hides weak hits): the ranking figures measure the ranking, not the cut."""
-    return {"threshold": 0.0} if "threshold" in inspect.signature(store.search).parameters \
-        else {}
+    params = inspect.signature(store.search.in_store).parameters
+    return {"threshold": 0.0} if "threshold" in params else {}
 
 
 def _rankers(store: Store, t: Target, kw: dict[str, Any]) -> dict[str, Callable[[str], list[str]]]:
     def search(channels: tuple[str, ...], **fusion: str) -> Callable[[str], list[str]]:
         def ranked(q: str) -> list[str]:
-            result = store.search(t.sid, q, limit=10, channels=channels, **fusion, **kw)
+            result = store.search.in_store(t.sid, q, limit=10, channels=channels, **fusion, **kw)
             if "meaning" in channels and not result.meaning:
                 raise SystemExit(f"meaning did not rank ({result.note}): the figures would "
                                  "be words alone")
@@ -530,10 +531,10 @@ def locomo_defaults(store: Store, targets: list[Target]) -> dict[str, Any]:
         for _, q, lab in t.questions:
             if q.category in locomo.MAIN_CATEGORIES:
                 answerable.append(locomo.score(
-                    [h.path for h in store.search(t.sid, q.question).hits], lab))
+                    [h.path for h in store.search.in_store(t.sid, q.question).hits], lab))
         for uq in locomo.UNRELATED:
             asked += 1
-            empty += not store.search(t.sid, uq).hits
+            empty += not store.search.in_store(t.sid, uq).hits
     return {"answerable": locomo.summary(answerable), "unrelated_asked": asked,
             "unrelated_empty": empty, "threshold": "threshold" in _threshold_kwargs(store)}
 
@@ -556,7 +557,7 @@ def render_locomo(level: str, convs: list[locomo.Conversation], one_store: bool,
              f"({r['index']['embedded']} memories embedded now; written in "
              f"{r['written_seconds']:.1f} s)",
              f"- latency: medians over {len(first['p50_ms_runs'])} run(s); grep and bm25 in "
-             "Python over texts in memory; the others are store.search(limit=10)"
+             "Python over texts in memory; the others are store.search.in_store(limit=10)"
              + (" with threshold=0" if r["threshold_kwargs"] else ""), "",
              "| method | hit@5 | recall@5 | MRR@10 | p50 ms | p99 ms |",
              "|---|---|---|---|---|---|"]
@@ -674,8 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             (files / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (files / path.lstrip("/")).write_text(content, encoding="utf-8")
         store = Store(work / "set.db")
-        store.use_embeddings("local")
-        sid = store.create_store("set").id
+        store.search.use_embeddings("local")
+        sid = store.stores.create("set").id
         fill(store, sid, memories)
         index_in_background(store, sid, 600)
         report["quality"] = quality(store, sid, questions, files)
@@ -686,8 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = []
         if not args.quality_only:
             big = Store(work / "big.db")
-            big.use_embeddings("local")
-            bid = big.create_store("big").id
+            big.search.use_embeddings("local")
+            bid = big.stores.create("big").id
             fill(big, bid, memories)
             fill(big, bid, dict(filler(i) for i in range(args.memories - len(memories))))
             whole: list[float] = []

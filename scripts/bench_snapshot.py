@@ -31,15 +31,15 @@ PLAN_SQL = (
 
 
 def build(store: Store, memories: int, versions: int) -> tuple[str, list[str]]:
-    sid = store.create_store("bench").id
+    sid = store.stores.create("bench").id
     actor = Actor.user("user_bench")
     cuts = []
     for round_ in range(versions):
         for start in range(0, memories, 500):
-            store.batch([partial(store.write_path, sid, f"/d{i % 40}/m{i}.md",
+            store.batch([partial(store.memories.write_path, sid, f"/d{i % 40}/m{i}.md",
                                  f"memory {i} version {round_}\n" * 4, actor=actor)
                          for i in range(start, min(memories, start + 500))])
-        cuts.append(store.list_versions(sid, limit=1).data[0].id)
+        cuts.append(store.versions.list(sid, limit=1).data[0].id)
     return sid, cuts
 
 
@@ -57,12 +57,12 @@ def run(name: str, store: Store, args: argparse.Namespace) -> None:
     t = time.perf_counter()
     sid, cuts = build(store, args.memories, args.versions)
     print(f"{name}: built {args.memories} x {args.versions} in {time.perf_counter() - t:.1f} s")
-    tree = median_ms(lambda: store.tree(sid), args.repeat)
+    tree = median_ms(lambda: store.memories.tree(sid), args.repeat)
     mid = cuts[len(cuts) // 2]
-    snap_mid = median_ms(lambda: store.snapshot(sid, mid), args.repeat)
-    snap_now = median_ms(lambda: store.snapshot(sid, "2999-01-01T00:00:00Z"), args.repeat)
-    snap_full = median_ms(lambda: store.snapshot(sid, mid, view="full"), args.repeat)
-    assert len(store.snapshot(sid, mid).memories) == args.memories
+    snap_mid = median_ms(lambda: store.versions.snapshot(sid, mid), args.repeat)
+    snap_now = median_ms(lambda: store.versions.snapshot(sid, "2999-01-01T00:00:00Z"), args.repeat)
+    snap_full = median_ms(lambda: store.versions.snapshot(sid, mid, view="full"), args.repeat)
+    assert len(store.versions.snapshot(sid, mid).memories) == args.memories
     print(f"{name}: tree {tree:.1f} ms | snapshot at a middle version {snap_mid:.1f} ms, "
           f"at now {snap_now:.1f} ms, full view {snap_full:.1f} ms (medians of {args.repeat})")
 
@@ -77,7 +77,7 @@ def main() -> None:
         s = Store(Path(tmp) / "bench.db")
         try:
             run("sqlite", s, args)
-            sid = s.list_stores().data[0].id
+            sid = s.stores.list().data[0].id
             for row in s.conn.execute("EXPLAIN QUERY PLAN " + PLAN_SQL, (sid, "2999")):
                 print("  sqlite plan:", tuple(row)[3])
         finally:
@@ -92,8 +92,8 @@ def main() -> None:
         s = Store(cluster.url(cluster.new_database()))
         try:
             run("postgresql", s, args)
-            sid = s.list_stores().data[0].id
-            with s._read() as c:  # noqa: SLF001
+            sid = s.stores.list().data[0].id
+            with s.read() as c:  # noqa: SLF001
                 c.execute("ANALYZE versions")
                 for row in c.execute("EXPLAIN ANALYZE " + PLAN_SQL, (sid, "2999")).fetchall():
                     print("  postgresql plan:", row[0])

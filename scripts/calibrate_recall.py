@@ -83,9 +83,9 @@ Case = tuple[list[S.Evidence], set[str] | None]  # (candidates, labelled paths o
 
 def gather(store: Store, sid: str, questions: Sequence[tuple[str, set[str] | None]],
            ) -> list[Case]:
-    while store.catch_up_words(sid):  # as a search does first
+    while store.search.catch_up_words(sid):  # as a search does first
         pass
-    return [(S.evidence(store, sid, q, provider=store.embeddings), labels)
+    return [(S.evidence(store, sid, q, provider=store.search.embeddings), labels)
             for q, labels in questions]
 
 
@@ -160,10 +160,10 @@ def gather_all(args: argparse.Namespace, convs: list[locomo.Conversation],
         print(f"gathered {level}: {len(data[level])} questions", file=sys.stderr, flush=True)
     memories, questions = bench.load_set(args.set)
     store = Store(args.work / "labelled-set.db")
-    store.use_embeddings("local")
+    store.search.use_embeddings("local")
     try:
-        sid = next((s.id for s in store.list_stores(limit=100).data if s.name == "labelled"),
-                   None) or store.create_store("labelled").id
+        sid = next((s.id for s in store.stores.list(limit=100).data if s.name == "labelled"),
+                   None) or store.stores.create("labelled").id
         bench.fill(store, sid, memories)
         bench.index_all(store, [sid], 3600)
         data["labelled"] = gather(store, sid, [(q["q"], set(q["a"])) for q in questions])

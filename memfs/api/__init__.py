@@ -19,16 +19,16 @@ share one database poller, :class:`EventHub`, however many are open.
 
 memfs extensions (``x-memfs-extension`` in ``/openapi.json``; README "Remote mounts"), for
 remote mounts: the ``x-memfs-session-id`` header (:data:`SESSION_HEADER`) makes a request act
-as a session (memory writes become ``session_actor`` once :meth:`Store.session_writer` allows
+as a session (memory writes become ``session_actor`` once :meth:`Store.events.session_writer` allows
 them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
 ``/v1/memfs/resolve_store`` (a store by id or name, the store's rule) and
 ``/v1/memory_stores/{id}/memfs/namesakes`` (the other live stores of its name);
 ``/v1/memory_stores/{id}/memfs/search`` and ``.../memfs/search_status`` (recall: memories by
 their words and meaning, :mod:`memfs.api.search`);
-``/v1/memory_stores/{id}/memory_versions/{id}/memfs/restore`` (Store.restore_version); the
+``/v1/memory_stores/{id}/memory_versions/{id}/memfs/restore`` (Store.versions.restore); the
 filesystem's calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create,
 write, delete, rename, rename_prefix, events), each one store transaction;
-``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.revert; docs/sessions.md) and
+``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.undo.revert; docs/sessions.md) and
 ``/v1/sessions/{id}/memfs/tokens`` (a session token: the credential of a session's commands,
 which the gate takes where it takes a key, for that session's stores only); and the store's
 change feed, ``/changes`` and ``/changes/stream`` (SSE), served by :class:`ChangeHub` with one

@@ -18,19 +18,19 @@ _ENVIRONMENT_FIELDS = (string("name!"), obj("config"), string("description"), ob
 
 
 async def create_agent(c: Call) -> Any:
-    return await c.run(c.store.create_agent, **{f.name: c.body.get(f.name)
+    return await c.run(c.store.agents.create, **{f.name: c.body.get(f.name)
                                                  for f in _AGENT_FIELDS}, workspace=c.workspace)
 
 
 async def retrieve_agent(c: Call) -> Any:
-    return await c.run(c.store.get_agent, c.p["agent_id"], version=c.q.integer("version", None))
+    return await c.run(c.store.agents.get, c.p["agent_id"], version=c.q.integer("version", None))
 
 
 async def create_environment(c: Call) -> Any:
-    return await c.run(c.store.create_environment, **{f.name: c.body.get(f.name)
+    return await c.run(c.store.agents.create_environment, **{f.name: c.body.get(f.name)
                                                        for f in _ENVIRONMENT_FIELDS},
                        workspace=c.workspace)
 
 
 async def retrieve_environment(c: Call) -> Any:
-    return await c.run(c.store.get_environment, c.p["environment_id"])
+    return await c.run(c.store.agents.get_environment, c.p["environment_id"])

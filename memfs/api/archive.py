@@ -27,7 +27,7 @@ async def export_store(c: Call) -> Any:
     """The archive, streamed: gzip chunks made a page of memories at a time in a worker
     thread, so memory stays flat whatever the store's size; one snapshot of the store,
     released when the response ends (a client gone mid-download included)."""
-    store = await c.run(c.store.get_store, c.p["memory_store_id"])  # 404 before streaming
+    store = await c.run(c.store.stores.get, c.p["memory_store_id"])  # 404 before streaming
     history = c.q.flag("history", False)
     chunks = transfer.export_archive(c.store, store.id, history=history)
     name = f"{slugify(store.name) or store.id}{'-history' if history else ''}.memfs.gz"
@@ -42,7 +42,7 @@ async def import_store(c: Call) -> Any:
         await _spool_body(c.request, spool)
         spool.seek(0)
         if into is not None:
-            into = (await c.run(c.store.resolve_store, into, workspace=c.workspace)).id
+            into = (await c.run(c.store.stores.resolve, into, workspace=c.workspace)).id
         return await c.run(transfer.import_upload, c.store, spool, name=name, into=into,
                            partial=partial, actor=c.actor, workspace=c.workspace)
 

@@ -56,7 +56,7 @@ class _Gate:
     """Lets in the holders of a credential and puts its :class:`~memfs.models.Grant` into
     ``scope["state"]["grant"]`` for :func:`_authorize` to check against each route: a server
     key (the default workspace's admin), a key kept in the database
-    (:meth:`memfs.store.Store.key_grant`), or a session token (``create_session_token``: the
+    (:meth:`memfs.store.Store.keys.grant`), or a session token (``create_session_token``: the
     credential ``memfs run`` hands its agent). Each key's request rate is counted here
     (:class:`~memfs.api.limits.KeyRates`), and each client address's failed authentications
     (:class:`~memfs.api.limits.AuthFailures`: a presented key that opens nothing)."""
@@ -135,7 +135,7 @@ class _Gate:
             if kid is not None:
                 return Grant(kid, DEFAULT_WORKSPACE, "admin", name="server key", server=True)
         if key and self.store is not None and key.startswith(SESSION_TOKEN_PREFIX):
-            grant: Grant = await anyio.to_thread.run_sync(self.store.session_grant, key)
+            grant: Grant = await anyio.to_thread.run_sync(self.store.sessions.grant, key)
             if self.only_session is not None and grant.session_id != self.only_session:
                 raise errors.Unauthorized(
                     f"this is the API of session {self.only_session}: a token of another "
@@ -143,7 +143,7 @@ class _Gate:
             return grant
         if (key and self.store is not None and self.only_session is None
                 and key.startswith(KEY_PREFIX)):
-            grant = await anyio.to_thread.run_sync(self.store.key_grant, key)
+            grant = await anyio.to_thread.run_sync(self.store.keys.grant, key)
             return grant
         if key:
             raise errors.UnknownKey("invalid API key: not one of this server's keys (the memfs "
@@ -186,7 +186,7 @@ def _acting_session(c: Call) -> str | None:
     return c.request.headers.get(SESSION_HEADER) or None
 
 
-#: The path parameters that name an object of a workspace (:meth:`Store.check_visible`).
+#: The path parameters that name an object of a workspace (:meth:`Store.keys.check_visible`).
 OWNED_PARAMS = ("memory_store_id", "session_id", "dream_id", "agent_id", "environment_id")
 
 
@@ -199,8 +199,8 @@ def writes(op: Op) -> bool:
 async def _check_visible(op: Op, grant: Grant, request: Request, store: Store) -> None:
     """Are the objects in the path (and the session of :data:`SESSION_HEADER`) of the grant's
     workspace? Another workspace's is the 404 of an unknown id, after the same one look-up
-    (:meth:`Store.check_visible`). A stored key acts as a session only if it created it
-    (:meth:`Store.check_session_actor`: one 403, whether the session exists or not). Run
+    (:meth:`Store.keys.check_visible`). A stored key acts as a session only if it created it
+    (:meth:`Store.sessions.check_actor`: one 403, whether the session exists or not). Run
     once the request's inputs are checked: a bad input is a 400 whether its ids exist or
     not. A store's change feed also serves a deleted store (its last change says so; a mount
     of it learns it is gone).
@@ -213,10 +213,10 @@ async def _check_visible(op: Op, grant: Grant, request: Request, store: Store) -
         named.append(("session_id", acting))
     elif acting and grant.session_id is None:
         # A stored key: the session's creator only, one refusal whether it exists or not.
-        await anyio.to_thread.run_sync(store.check_session_actor, grant.workspace_id, acting,
+        await anyio.to_thread.run_sync(store.sessions.check_actor, grant.workspace_id, acting,
                                        grant.key_id)
     for param, value in named:
-        look = partial(store.check_visible, grant.workspace_id, param, value,
+        look = partial(store.keys.check_visible, grant.workspace_id, param, value,
                        gone_ok=param == "memory_store_id" and op.returns in _FEEDS)
         try:
             with store.nowait():  # a point look-up: on the loop unless it would wait
@@ -292,5 +292,5 @@ async def _writer(c: Call) -> Actor:
     session_id = _acting_session(c)
     if session_id is None:
         return c.actor
-    actor: Actor = await c.run(c.store.session_writer, session_id, c.p["memory_store_id"])
+    actor: Actor = await c.run(c.store.events.session_writer, session_id, c.p["memory_store_id"])
     return actor

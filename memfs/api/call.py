@@ -95,7 +95,8 @@ class Call:
 
         Sent with an ``Idempotency-Key``, the write is applied once: its answer (or refusal)
         is recorded in its transaction, and the same request sent again is answered with it
-        (:meth:`memfs.store.Store.write_once`). Sent with ``x-memfs-deadline`` (seconds since
+        (:meth:`memfs.store.Store.idempotency.write_once`). Sent with ``x-memfs-deadline`` (seconds
+        since
         the epoch), a write that cannot commit by then is refused with
         :class:`~memfs.errors.DeadlinePassed`, and never commits later.
         """
@@ -109,7 +110,7 @@ class Call:
              self.body, repr(getattr(self.request.state, "actor", None))],
             sort_keys=True).encode()).hexdigest()
         status, body = await self.writes.run(partial(
-            self.store.write_once, self.workspace, key, fingerprint, deadline,
+            self.store.idempotency.write_once, self.workspace, key, fingerprint, deadline,
             partial(fn, *args, **kwargs), shown))
         if status >= 400:
             raise errors.from_wire(status, body)

@@ -13,7 +13,7 @@ async def create_dream(c: Call) -> Any:
     from ..dreams.runner import identity
 
     b = c.body
-    dream = await c.run(c.store.create_dream, b.get("inputs"), b.get("model"),
+    dream = await c.run(c.store.dreams.create, b.get("inputs"), b.get("model"),
                         instructions=b.get("instructions"),
                         output_behavior=b.get("output_behavior"), runner=identity(),
                         workspace=c.workspace)
@@ -22,13 +22,13 @@ async def create_dream(c: Call) -> Any:
 
 
 async def retrieve_dream(c: Call) -> Any:
-    return await c.run(c.store.get_dream, c.p["dream_id"])
+    return await c.run(c.store.dreams.get, c.p["dream_id"])
 
 
 async def list_dreams(c: Call) -> Any:
     q = c.q
     return await c.run(
-        c.store.list_dreams,
+        c.store.dreams.list,
         statuses=q.texts("statuses"),
         include_archived=q.flag("include_archived", False),
         created_at_gt=q.text("created_at[gt]"),
@@ -40,12 +40,12 @@ async def list_dreams(c: Call) -> Any:
 
 
 async def archive_dream(c: Call) -> Any:
-    return await c.run(c.store.archive_dream, c.p["dream_id"])
+    return await c.run(c.store.dreams.archive, c.p["dream_id"])
 
 
 async def cancel_dream(c: Call) -> Any:
     from ..dreams.dreamer import dreamer_for
 
-    dream = await c.run(c.store.cancel_dream, c.p["dream_id"])
+    dream = await c.run(c.store.dreams.cancel, c.p["dream_id"])
     dreamer_for(c.store).cancel(dream.id)
     return dream

@@ -26,7 +26,7 @@ def _workspace(c: Call, asked: Any) -> str:
 
 async def create_key(c: Call) -> Any:
     b = c.body
-    return await c.run(c.store.create_key, b["name"],
+    return await c.run(c.store.keys.create, b["name"],
                        workspace=_workspace(c, b.get("workspace_id")),
                        role=b.get("role") or "read_write",
                        store_ids=b.get("memory_store_ids"), expires_in=b.get("expires_in"),
@@ -34,16 +34,16 @@ async def create_key(c: Call) -> Any:
 
 
 async def list_keys(c: Call) -> Any:
-    keys = await c.run(c.store.list_keys,
+    keys = await c.run(c.store.keys.list,
                        workspace=_workspace(c, c.q.text("workspace_id")))
     return {"data": [k.to_dict() for k in keys]}
 
 
 async def retrieve_key(c: Call) -> Any:
-    return await c.run(c.store.get_key, c.p["key_id"],
+    return await c.run(c.store.keys.get, c.p["key_id"],
                        workspace=None if c.grant.server else c.workspace)
 
 
 async def revoke_key(c: Call) -> Any:
-    return await c.run(c.store.revoke_key, c.p["key_id"],
+    return await c.run(c.store.keys.revoke, c.p["key_id"],
                        workspace=None if c.grant.server else c.workspace)

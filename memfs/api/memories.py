@@ -21,14 +21,14 @@ SHORT_PAGE = 100
 async def create_memory(c: Call) -> Any:
     view = _view(c, "basic")
     return await c.answer(
-        partial(_shown, view=view), c.store.create_memory, c.p["memory_store_id"],
+        partial(_shown, view=view), c.store.memories.create, c.p["memory_store_id"],
         c.body["path"], c.body["content"], actor=await _writer(c),
     )
 
 
 async def retrieve_memory(c: Call) -> Any:
     view = _view(c, "full")
-    return await c.read(c.store.get_memory, c.p["memory_store_id"], c.p["memory_id"], view=view)
+    return await c.read(c.store.memories.get, c.p["memory_store_id"], c.p["memory_id"], view=view)
 
 
 def _precondition(value: Any) -> str | None:
@@ -49,7 +49,7 @@ async def update_memory(c: Call) -> Any:
     b = c.body
     return await c.answer(
         partial(_shown, view=view),
-        c.store.update_memory,
+        c.store.memories.update,
         c.p["memory_store_id"],
         c.p["memory_id"],
         content=b.get("content"),
@@ -65,7 +65,7 @@ async def list_memories(c: Call) -> Any:
     # A short page of the basic view is a quick read: on the loop; a long one in a thread.
     short = view == "basic" and limit is not None and limit <= SHORT_PAGE
     return await (c.read if short else c.run)(
-        c.store.list_memories,
+        c.store.memories.list,
         c.p["memory_store_id"],
         path_prefix=q.text("path_prefix"),
         depth=q.integer("depth", 0),
@@ -79,7 +79,7 @@ async def delete_memory(c: Call) -> Any:
     gone = {"id": c.p["memory_id"], "type": "memory_deleted"}
     return await c.answer(
         lambda _: gone,
-        c.store.delete_memory,
+        c.store.memories.delete,
         c.p["memory_store_id"],
         c.p["memory_id"],
         expected_sha256=c.q.text("expected_content_sha256"),

@@ -22,45 +22,45 @@ async def get_limits(c: Call) -> Any:
 
 
 async def resolve_store(c: Call) -> Any:
-    """A store by id or name, by the store's own rule (:meth:`Store.resolve_store`), so that a
+    """A store by id or name, by the store's own rule (:meth:`Store.stores.resolve`), so that a
     remote CLI names stores exactly as a local one does."""
-    return await c.run(c.store.resolve_store, c.q.text("ref"),
+    return await c.run(c.store.stores.resolve, c.q.text("ref"),
                        among=None if c.grant.access is None else list(c.grant.access),
                        workspace=c.workspace)
 
 
 async def store_namesakes(c: Call) -> Any:
-    """The other live stores with this store's name (:meth:`Store.namesakes`), so that a
+    """The other live stores with this store's name (:meth:`Store.stores.namesakes`), so that a
     remote CLI warns of a name in use as a local one does."""
-    found = await c.run(c.store.namesakes, c.p["memory_store_id"])
+    found = await c.run(c.store.stores.namesakes, c.p["memory_store_id"])
     return {"data": [s.to_dict() for s in found]}
 
 
 async def get_tree(c: Call) -> Any:
     sid = c.p["memory_store_id"]
     # The feed position first: a change racing the read is replayed, harmlessly.
-    seq = await c.run(c.store.last_change, sid)
-    tree = await c.run(c.store.tree, sid)
+    seq = await c.run(c.store.feed.last, sid)
+    tree = await c.run(c.store.memories.tree, sid)
     return {"data": [m.to_dict() for m in tree], "last_seq": seq}
 
 
 async def get_snapshot(c: Call) -> Any:
     """The store as it was at ``at`` (README "Time travel"), basic view: a time-travel mount
     reads each version in effect with ``memory_versions.retrieve``."""
-    snap = await c.run(c.store.snapshot, c.p["memory_store_id"], c.q.text("at"),
+    snap = await c.run(c.store.versions.snapshot, c.p["memory_store_id"], c.q.text("at"),
                        viewer=c.grant.session_id)
     return snap.to_dict()
 
 
 async def get_stats(c: Call) -> Any:
     sid = c.p["memory_store_id"]
-    count = await c.run(c.store.count_memories, sid)
-    return {"memory_count": count, "last_seq": await c.run(c.store.last_change, sid)}
+    count = await c.run(c.store.memories.count, sid)
+    return {"memory_count": count, "last_seq": await c.run(c.store.feed.last, sid)}
 
 
 async def check_can_create(c: Call) -> Any:
     await _writer(c)
-    await c.run(c.store.check_can_create, c.p["memory_store_id"])
+    await c.run(c.store.memories.check_can_create, c.p["memory_store_id"])
     return {"ok": True}
 
 
@@ -72,26 +72,26 @@ def _with_seq(m: Memory) -> dict[str, Any]:
 
 async def write_path(c: Call) -> Any:
     b = c.body
-    return await c.answer(_with_seq, c.store.write_path, c.p["memory_store_id"], b["path"],
+    return await c.answer(_with_seq, c.store.memories.write_path, c.p["memory_store_id"], b["path"],
                           b["content"], actor=await _writer(c), events=b.get("events"))
 
 
 async def delete_path(c: Call) -> Any:
-    return await c.answer(_with_seq, c.store.delete_path, c.p["memory_store_id"],
+    return await c.answer(_with_seq, c.store.memories.delete_path, c.p["memory_store_id"],
                           c.body["path"], actor=await _writer(c), events=c.body.get("events"))
 
 
 async def rename_path(c: Call) -> Any:
     b = c.body
     replace = b.get("replace")
-    return await c.answer(_with_seq, c.store.rename_path, c.p["memory_store_id"],
+    return await c.answer(_with_seq, c.store.memories.rename_path, c.p["memory_store_id"],
                           b["old_path"], b["new_path"], actor=await _writer(c),
                           replace=replace is not False, events=b.get("events"))
 
 
 async def rename_prefix(c: Call) -> Any:
     b = c.body
-    return await c.answer(_moved, c.store.rename_prefix, c.p["memory_store_id"],
+    return await c.answer(_moved, c.store.memories.rename_prefix, c.p["memory_store_id"],
                           b["old_prefix"], b["new_prefix"], actor=await _writer(c),
                           events=b.get("events"))
 
@@ -101,7 +101,7 @@ def _moved(moved: list[Memory]) -> dict[str, Any]:
 
 
 async def record_store_events(c: Call) -> Any:
-    recorded = await c.run(c.store.add_tool_events, _acting_session(c), c.body["events"],
+    recorded = await c.run(c.store.events.add_tool_events, _acting_session(c), c.body["events"],
                            store_id=c.p["memory_store_id"])
     return {"data": [e.to_dict() for e in recorded]}
 
@@ -124,9 +124,9 @@ async def _feed_position(c: Call) -> int:
     """The store's newest change seq; :raises NotFound: a store that never existed (a deleted
     store still has the change that says so)."""
     sid = c.p["memory_store_id"]
-    last: int = await c.run(c.store.last_change, sid)
+    last: int = await c.run(c.store.feed.last, sid)
     if last == 0:
-        await c.run(c.store.get_store, sid)
+        await c.run(c.store.stores.get, sid)
     return last
 
 

@@ -2,14 +2,15 @@
 
 - ``GET /v1/memory_stores/{id}/memfs/search?query=&limit=&path_prefix=&threshold=&channels=``:
   the store's memories that answer a question best, by their words and their meaning
-  (:meth:`memfs.store.Store.search`), as a ``memfs_search_result``; none under the threshold
+  (:meth:`memfs.store.Store.search.in_store`), as a ``memfs_search_result``; none under the
+  threshold
   (default 0.7): when none passes, ``data`` is empty, ``best`` is the best relevance seen and
   ``note`` says so. ``min_score`` is the deprecated name of ``threshold`` (clients exist);
 - ``GET /v1/sessions/{id}/memfs/search?query=&...``: the same question asked of every store of
-  a session (:meth:`memfs.store.Store.search_session`), hits merged by relevance, each with its
+  a session (:meth:`memfs.store.Store.search.in_session`), hits merged by relevance, each with its
   ``memory_store_id``; a session token may ask it of its own session only;
 - ``GET /v1/memory_stores/{id}/memfs/search_status``: how far the store is indexed by meaning
-  (:meth:`memfs.store.Store.search_status`), as a ``memfs_search_status``.
+  (:meth:`memfs.store.Store.search.status`), as a ``memfs_search_status``.
 
 The wire shapes (:meth:`memfs.recall.search.Result.to_dict`) are those the client
 (:meth:`memfs.client.Client.search`), the CLI and remote mounts read. Every rule about the
@@ -77,14 +78,14 @@ STATUS_SUMMARY = (
 
 async def search_memories(c: Call) -> Any:
     q = c.q
-    result = await c.run(c.store.search, c.p["memory_store_id"], q.text("query") or "",
+    result = await c.run(c.store.search.in_store, c.p["memory_store_id"], q.text("query") or "",
                          **search_options(q))
     return result.to_dict()
 
 
 def search_options(q: Query) -> dict[str, Any]:
-    """The keyword arguments of :meth:`memfs.store.Store.search` that a query gives (``min_score``
-    the old name of ``threshold``)."""
+    """The keyword arguments of :meth:`memfs.store.search.Search.in_store` that a query gives
+    (``min_score`` the old name of ``threshold``)."""
     threshold = q.number("threshold", None)
     if threshold is None:
         threshold = q.number("min_score", None)
@@ -95,13 +96,13 @@ def search_options(q: Query) -> dict[str, Any]:
 
 
 async def search_session(c: Call) -> Any:
-    result = await c.run(c.store.search_session, c.p["session_id"], c.q.text("query") or "",
+    result = await c.run(c.store.search.in_session, c.p["session_id"], c.q.text("query") or "",
                          **search_options(c.q))
     return result.to_dict()
 
 
 async def search_status(c: Call) -> Any:
-    status = await c.run(c.store.search_status, c.p["memory_store_id"])
+    status = await c.run(c.store.search.status, c.p["memory_store_id"])
     if c.grant.access is not None and status["indexing"]:  # an agent: not the host and pid
         status["indexing"] = "an indexer"
     return {"type": "memfs_search_status", **status}

@@ -63,12 +63,12 @@ async def create_session(c: Call) -> Any:
     initial = _initial_events(b.get("initial_events"))
     agent = b.get("agent")
     snapshot = (None if agent is None else
-                await c.run(c.store.agent_snapshot, agent, workspace=c.workspace))
+                await c.run(c.store.agents.snapshot, agent, workspace=c.workspace))
     # memfs extension: the launcher of a remote session (memfs run --url) mounts under its
     # own root, and the resources' mount_path must say where.
     root = b.get("memfs_mount_root")
     session = await c.run(
-        c.store.create_session,
+        c.store.sessions.create,
         b.get("resources") or [],
         agent=snapshot,
         environment_id=b.get("environment_id"),
@@ -81,29 +81,29 @@ async def create_session(c: Call) -> Any:
     )
     if initial:
         try:
-            await c.run(c.store.send_events, session.id, initial)
+            await c.run(c.store.events.send, session.id, initial)
         except errors.MemfsError:
             # All or nothing: a session whose initial events were refused is not kept.
-            await c.run(c.store.delete_session, session.id)
+            await c.run(c.store.sessions.delete, session.id)
             raise
     return session
 
 
 async def set_session_status(c: Call) -> Any:
     """memfs extension: the launcher of a remote session reports it running or terminated."""
-    return await c.run(c.store.set_session_status, c.p["session_id"], c.body["status"])
+    return await c.run(c.store.sessions.set_status, c.p["session_id"], c.body["status"])
 
 
 async def revert_session(c: Call) -> Any:
     """memfs extension: undo a session, or an earlier revert (its ``memrevert_`` id in place
-    of the session id): Store.revert, attributed to the caller's key (README "Undo a
+    of the session id): Store.undo.revert, attributed to the caller's key (README "Undo a
     session")."""
     if c.request.query_params:
         # Ignoring ?dry_run=true would revert for real.
         raise errors.InvalidRequest("this endpoint takes no query parameters: send dry_run and "
                                     "force in the JSON body")
     b = c.body
-    return await c.run(c.store.revert, c.p["session_id"], actor=c.actor,
+    return await c.run(c.store.undo.revert, c.p["session_id"], actor=c.actor,
                        dry_run=b.get("dry_run") or False, force=b.get("force") or False)
 
 
@@ -111,12 +111,12 @@ async def create_session_token(c: Call) -> Any:
     """memfs extension: a session token. One minted with a stored key is tied to that key
     (refused once it is, expiring no later): a server key's is not."""
     ttl = c.body.get("ttl_seconds")
-    return await c.run(c.store.create_session_token, c.p["session_id"], ttl_seconds=ttl,
+    return await c.run(c.store.sessions.create_token, c.p["session_id"], ttl_seconds=ttl,
                        key_id=None if c.grant.server else c.grant.key_id)
 
 
 async def retrieve_session(c: Call) -> Any:
-    return await c.run(c.store.get_session, c.p["session_id"])
+    return await c.run(c.store.sessions.get, c.p["session_id"])
 
 
 async def update_session(c: Call) -> Any:
@@ -126,7 +126,7 @@ async def update_session(c: Call) -> Any:
         raise errors.InvalidRequest("a session's agent cannot be changed in memfs")
     title = b.get("title")
     return await c.run(
-        c.store.update_session,
+        c.store.sessions.update,
         c.p["session_id"],
         metadata=b.get("metadata"),
         title=UNSET if title is None else title,
@@ -139,7 +139,7 @@ async def list_sessions(c: Call) -> Any:
         if q.text(name) is not None:
             raise errors.InvalidRequest(f"memfs cannot filter sessions by {name}")
     page = await c.run(
-        c.store.list_sessions,
+        c.store.sessions.list,
         memory_store_id=q.text("memory_store_id"),
         statuses=q.texts("statuses"),
         include_archived=q.flag("include_archived", False),
@@ -157,17 +157,17 @@ async def list_sessions(c: Call) -> Any:
 
 
 async def delete_session(c: Call) -> Any:
-    await c.run(c.store.delete_session, c.p["session_id"])
+    await c.run(c.store.sessions.delete, c.p["session_id"])
     return {"id": c.p["session_id"], "type": "session_deleted"}
 
 
 async def archive_session(c: Call) -> Any:
-    return await c.run(c.store.archive_session, c.p["session_id"])
+    return await c.run(c.store.sessions.archive, c.p["session_id"])
 
 
 async def list_session_resources(c: Call) -> Any:
     return await c.run(
-        c.store.list_session_resources,
+        c.store.sessions.list_resources,
         c.p["session_id"],
         limit=c.q.integer("limit", None),
         page=c.q.text("page"),
@@ -175,15 +175,15 @@ async def list_session_resources(c: Call) -> Any:
 
 
 async def retrieve_session_resource(c: Call) -> Any:
-    return await c.run(c.store.get_session_resource, c.p["session_id"], c.p["resource_id"])
+    return await c.run(c.store.sessions.get_resource, c.p["session_id"], c.p["resource_id"])
 
 
 async def delete_session_resource(c: Call) -> Any:
-    await c.run(c.store.delete_session_resource, c.p["session_id"], c.p["resource_id"])
+    await c.run(c.store.sessions.delete_resource, c.p["session_id"], c.p["resource_id"])
 
 
 async def add_session_resource(c: Call) -> Any:
-    await c.run(c.store.get_session, c.p["session_id"])
+    await c.run(c.store.sessions.get, c.p["session_id"])
     raise errors.InvalidRequest(
         "memfs sessions hold only the memory stores attached at creation; "
         "file resources are not supported"
@@ -191,7 +191,7 @@ async def add_session_resource(c: Call) -> Any:
 
 
 async def update_session_resource(c: Call) -> Any:
-    await c.run(c.store.get_session_resource, c.p["session_id"], c.p["resource_id"])
+    await c.run(c.store.sessions.get_resource, c.p["session_id"], c.p["resource_id"])
     raise errors.InvalidRequest("memory store resources cannot be updated")
 
 
@@ -199,7 +199,7 @@ async def list_session_events(c: Call) -> Any:
     q = c.q
     limit = q.integer("limit", 20)
     return await c.run(
-        c.store.list_events,
+        c.store.events.list,
         c.p["session_id"],
         types=q.texts("types"),
         order=q.text("order") or "asc",
@@ -218,14 +218,15 @@ async def send_session_events(c: Call) -> Any:
     store_id = c.body.get("memory_store_id")
     if _acting_session(c) == session_id and _all_tool_events(events):
         # A mount acting as this session (memfs extension): its tool events, ids kept.
-        recorded = await c.run(c.store.add_tool_events, session_id, events, store_id=store_id)
+        recorded = await c.run(c.store.events.add_tool_events, session_id, events,
+                               store_id=store_id)
     else:
         if store_id is not None:
             raise errors.InvalidRequest(
                 f"memory_store_id is accepted only with tool events sent by a mount acting as "
                 f"this session ({SESSION_HEADER}: {session_id})"
             )
-        recorded = await c.run(c.store.send_events, session_id, events)
+        recorded = await c.run(c.store.events.send, session_id, events)
     return {"data": [e.to_dict() for e in recorded]}
 
 
@@ -237,6 +238,6 @@ def _all_tool_events(events: Any) -> bool:
 
 async def stream_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
-    await c.run(c.store.get_session, session_id)
-    start = await c.run(c.store.last_event_seq, session_id)
+    await c.run(c.store.sessions.get, session_id)
+    start = await c.run(c.store.events.last_seq, session_id)
     return _sse_response(c, c.events.stream(session_id, start))

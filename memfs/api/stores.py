@@ -10,18 +10,18 @@ if TYPE_CHECKING:
 
 async def create_memory_store(c: Call) -> Any:
     b = c.body
-    return await c.run(c.store.create_store, b["name"], b.get("description"), b.get("metadata"),
+    return await c.run(c.store.stores.create, b["name"], b.get("description"), b.get("metadata"),
                        workspace=c.workspace)
 
 
 async def retrieve_memory_store(c: Call) -> Any:
-    return await c.run(c.store.get_store, c.p["memory_store_id"])
+    return await c.run(c.store.stores.get, c.p["memory_store_id"])
 
 
 async def update_memory_store(c: Call) -> Any:
     b = c.body
     return await c.run(
-        c.store.update_store,
+        c.store.stores.update,
         c.p["memory_store_id"],
         name=b.get("name"),
         description=b.get("description"),
@@ -32,7 +32,7 @@ async def update_memory_store(c: Call) -> Any:
 async def list_memory_stores(c: Call) -> Any:
     q = c.q
     return await c.run(
-        c.store.list_stores,
+        c.store.stores.list,
         include_archived=q.flag("include_archived", False),
         created_at_gte=q.text("created_at[gte]"),
         created_at_lte=q.text("created_at[lte]"),
@@ -44,9 +44,9 @@ async def list_memory_stores(c: Call) -> Any:
 
 
 async def delete_memory_store(c: Call) -> Any:
-    await c.run(c.store.delete_store, c.p["memory_store_id"])
+    await c.run(c.store.stores.delete, c.p["memory_store_id"])
     return {"id": c.p["memory_store_id"], "type": "memory_store_deleted"}
 
 
 async def archive_memory_store(c: Call) -> Any:
-    return await c.run(c.store.archive_store, c.p["memory_store_id"])
+    return await c.run(c.store.stores.archive, c.p["memory_store_id"])

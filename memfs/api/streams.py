@@ -151,7 +151,7 @@ _UNAVAILABLE = (errors.StorageError, errors.Busy)
 
 class EventHub:
     """Serves session event streams with one database poller for all of them: each poll asks
-    :meth:`Store.event_marks` which sessions have new events, and wakes only their streams.
+    :meth:`Store.events.marks` which sessions have new events, and wakes only their streams.
     One of the streams is the poller (no background task outlives the streams); when it ends,
     another takes over. An idle stream sleeps until its session has news or its keepalive ping
     is due. Events written by any process (the CLI, a mount) are seen: the database is what is
@@ -200,7 +200,7 @@ class EventHub:
                         anyio.current_time() >= retry_at):
                     try:
                         batch = await anyio.to_thread.run_sync(
-                            self.store.events_after, session_id, after)
+                            self.store.events.after, session_id, after)
                     except _UNAVAILABLE as e:  # wait (pinging) and read again
                         self.outage.failed(e)
                         retry_at = anyio.current_time() + OUTAGE_RETRY_SECONDS
@@ -251,7 +251,7 @@ class EventHub:
             self.polls += 1
             first = self.seq is None
             try:
-                last, marks = await anyio.to_thread.run_sync(self.store.event_marks, self.seq)
+                last, marks = await anyio.to_thread.run_sync(self.store.events.marks, self.seq)
             except _UNAVAILABLE as e:
                 self.outage.failed(e)
                 wait = OUTAGE_RETRY_SECONDS
@@ -283,14 +283,14 @@ def change_frames(
     request to apply it."""
     out = []
     memories: dict[str, dict[str, Any] | None] = {}
-    for ch in store.changes_since(store_id, after, limit):
+    for ch in store.feed.since(store_id, after, limit):
         frame: dict[str, Any] = {"type": "memfs.change", "seq": ch.seq, "op": ch.op,
                                  "memory_id": ch.memory_id, "path": ch.path,
                                  "old_path": ch.old_path}
         if ch.op == "put" and ch.memory_id is not None:
             if ch.memory_id not in memories:
                 try:
-                    memories[ch.memory_id] = store.get_memory(
+                    memories[ch.memory_id] = store.memories.get(
                         store_id, ch.memory_id, view="basic").to_dict()
                 except errors.NotFound:
                     memories[ch.memory_id] = None
@@ -390,7 +390,7 @@ class ChangeHub:
                     except errors.FeedGap:  # the database pruned what this one missed
                         try:
                             after = await anyio.to_thread.run_sync(
-                                self.store.last_change, store_id)
+                                self.store.feed.last, store_id)
                         except _UNAVAILABLE as e:
                             self.outage.failed(e)
                             frames = []
@@ -476,7 +476,7 @@ class ChangeHub:
         try:
             self.polls += 1
             try:
-                last = await anyio.to_thread.run_sync(self.store.last_change, store_id)
+                last = await anyio.to_thread.run_sync(self.store.feed.last, store_id)
             except _UNAVAILABLE as e:
                 self.outage.failed(e)
                 failed = True

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 async def list_memory_versions(c: Call) -> Any:
     q = c.q
     return await c.run(
-        c.store.list_versions,
+        c.store.versions.list,
         c.p["memory_store_id"],
         memory_id=q.text("memory_id"),
         operation=q.text("operation"),
@@ -33,15 +33,15 @@ async def list_memory_versions(c: Call) -> Any:
 
 async def retrieve_memory_version(c: Call) -> Any:
     return await c.run(
-        c.store.get_version, c.p["memory_store_id"], c.p["memory_version_id"],
+        c.store.versions.get, c.p["memory_store_id"], c.p["memory_version_id"],
         view=_view(c, "full"),
     )
 
 
 async def restore_memory_version(c: Call) -> Any:
-    """Bring back a version's content (:meth:`Store.restore_version`: a deleted memory comes
+    """Bring back a version's content (:meth:`Store.versions.restore`: a deleted memory comes
     back under its own id), so that a remote CLI restores as a local one does."""
-    m = await c.write(c.store.restore_version, c.p["memory_store_id"],
+    m = await c.write(c.store.versions.restore, c.p["memory_store_id"],
                       c.p["memory_version_id"], path=c.body.get("path"),
                       actor=await _writer(c))
     return _with_seq(m)
@@ -49,5 +49,5 @@ async def restore_memory_version(c: Call) -> Any:
 
 async def redact_memory_version(c: Call) -> Any:
     return await c.run(
-        c.store.redact_version, c.p["memory_store_id"], c.p["memory_version_id"], actor=c.actor
+        c.store.versions.redact, c.p["memory_store_id"], c.p["memory_version_id"], actor=c.actor
     )

@@ -57,16 +57,16 @@ def export_cmd(ctx: Context, store_ref: str, output: str | None, history: bool) 
     from .. import transfer
 
     store = ctx.store
-    s = store.resolve_store(store_ref)
+    s = store.stores.resolve(store_ref)
     if output is None and sys.stdout.isatty():
         fail("the archive is binary: give -o FILE or redirect stdout", 2)
-    length = store.count_export(s.id, history=history) if isinstance(store, Store) else None
+    length = store.archive.count_export(s.id, history=history) if isinstance(store, Store) else None
     stats: dict[str, Any] = {}
     tmp = None
     with _progress(ctx, length, "exporting") as bar:
         chunks = (transfer.export_archive(store, s.id, history=history, progress=bar,
                                           stats=stats) if isinstance(store, Store)
-                  else store.export_archive(s.id, history=history))
+                  else store.archive.export_archive(s.id, history=history))
         if output is None:
             out = sys.stdout.buffer
         else:
@@ -152,7 +152,7 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
     # A restore into a new database is what an import without --into is: it makes a missing
     # database (the fourth command that does); --into names a store of an existing one.
     store = ctx.open(create=into_ref is None)
-    into = store.resolve_store(into_ref).id if into_ref is not None else None
+    into = store.stores.resolve(into_ref).id if into_ref is not None else None
     try:
         if os.path.isdir(source):
             if not isinstance(store, Store):
@@ -177,7 +177,8 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
                 if kind == "zip" and into is None and name is None:
                     name = os.path.splitext(os.path.basename(source))[0]
                 if not isinstance(store, Store):  # a server's client: the server imports
-                    summary = store.import_upload(raw, name=name, into=into, partial=partial)
+                    summary = store.archive.import_upload(raw, name=name, into=into,
+                                                          partial=partial)
                 else:
                     size = os.fstat(raw.fileno()).st_size if kind == "archive" else None
                     if kind == "zip":

@@ -127,7 +127,7 @@ class Context:
         self.embeddings = setting
         os.environ[SETTING_ENV] = setting
         if isinstance(self._store, Store):  # a server's client: the server's provider
-            self._store.use_embeddings(setting)
+            self._store.search.use_embeddings(setting)
 
     def configure_logging(self) -> None:
         """Log at the level ``-v`` asks for, in the format ``--log-format`` names."""
@@ -164,7 +164,7 @@ class Context:
                     click.echo(f"memfs: made the directory {folder} for the new database "
                                f"{self._store.path}", err=True)
                 if self.embeddings is not None:
-                    self._store.use_embeddings(self.embeddings)
+                    self._store.search.use_embeddings(self.embeddings)
         return self._store
 
     def close(self) -> None:

@@ -100,7 +100,7 @@ def _resolve_memory(store: AnyStore, store_id: str, ref: str, view: str = "full"
     """The live memory ``ref`` (an id, or a path) names; a ref that is neither a path nor an
     id (``hello.md``) gets the hint that paths start with '/'."""
     try:
-        return store.resolve_memory(store_id, ref, view=view)
+        return store.memories.resolve(store_id, ref, view=view)
     except errors.NotFound as e:
         if ref.startswith(("/", "mem_")):
             raise
@@ -116,10 +116,10 @@ def _memory_id(store: AnyStore, store_id: str, ref: str) -> str:
     if not ref.startswith("/"):
         return ref
     try:
-        return store.resolve_memory(store_id, ref, view="basic").id
+        return store.memories.resolve(store_id, ref, view="basic").id
     except errors.NotFound:
         pass
-    versions = _walk(lambda **kw: store.list_versions(store_id, **kw))
+    versions = _walk(lambda **kw: store.versions.list(store_id, **kw))
     found = next((v.memory_id for v in versions if v.path == ref), None)
     if found is None:
         raise errors.NotFound(f"no memory at {ref} in {store_id}, now or in its history")

@@ -59,8 +59,8 @@ def _dream_text(store: AnyStore, d: Dream) -> str:
     out = d.output_store_id
     if out is not None:
         try:
-            name = store.get_store(out).name
-            lines.append(f"  output store: {out} ({name!r}, {store.count_memories(out)} memories)")
+            name = store.stores.get(out).name
+            lines.append(f"  output store: {out} ({name!r}, {store.memories.count(out)} memories)")
         except errors.NotFound:
             lines.append(f"  output store: {out} (deleted)")
     if d.session_id:
@@ -132,14 +132,14 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
         if problem:
             fail(problem)
     store = ctx.store
-    s = store.resolve_store(store_ref)
+    s = store.stores.resolve(store_ref)
     if command and not model:  # the model is the command
         model = "command:" + os.path.basename(command[0])[:240]
     model = model or os.environ.get("MEMFS_DREAM_MODEL") or DEFAULT_DREAM_MODEL
     inputs = [{"type": "memory_store", "memory_store_id": s.id},
               {"type": "sessions", "session_ids": list(session_ids)}]
     behavior = {"type": "update_existing", "memory_store_id": s.id} if update_existing else None
-    d = store.create_dream(inputs, model, instructions=instructions, output_behavior=behavior,
+    d = store.dreams.create(inputs, model, instructions=instructions, output_behavior=behavior,
                            runner=None if ctx.url else identity())
     if not ctx.as_json:
         click.echo(f"dream {d.id} started (cancel: Ctrl-C or memfs dream cancel {d.id})",
@@ -160,14 +160,14 @@ def dream_start(ctx: Context, store_ref: str, session_ids: tuple[str, ...],
         elif not no_wait:
             while d.status in ("pending", "running"):
                 time.sleep(0.5)
-                d = store.get_dream(d.id)
+                d = store.dreams.get(d.id)
     except KeyboardInterrupt:
-        store.cancel_dream(d.id)
+        store.dreams.cancel(d.id)
         if run is not None:
             run.stop.set()
             thread.join(5)
         fail(f"dream {d.id} canceled", 130)
-    d = store.get_dream(d.id)
+    d = store.dreams.get(d.id)
     ctx.output(d, _dream_text(store, d))
     if d.status == "failed" and d.error:
         fail(f"dream {d.id} failed: {d.error['type']}: {d.error['message']}")
@@ -193,7 +193,7 @@ def dream_list(ctx: Context, include_archived: bool, statuses: tuple[str, ...],
     """
     store = ctx.store
     _recover_dreams(ctx)
-    items = _pages(lambda **kw: store.list_dreams(
+    items = _pages(lambda **kw: store.dreams.list(
         include_archived=include_archived, statuses=list(statuses) or None, **kw), limit)
     rows = [(d.id, d.status, d.memory_store_id, d.output_store_id or "-", _when(d.created_at))
             for d in items]
@@ -213,7 +213,7 @@ def dream_show(ctx: Context, dream_id: str) -> None:
         memfs dream show drm_01...
     """
     _recover_dreams(ctx)
-    d = ctx.store.get_dream(dream_id)
+    d = ctx.store.dreams.get(dream_id)
     ctx.output(d, _dream_text(ctx.store, d))
 
 
@@ -228,5 +228,5 @@ def dream_cancel(ctx: Context, dream_id: str) -> None:
     \b
         memfs dream cancel drm_01...
     """
-    d = ctx.store.cancel_dream(dream_id)
+    d = ctx.store.dreams.cancel(dream_id)
     ctx.output(d, _dream_text(ctx.store, d))

@@ -56,14 +56,14 @@ def _store_ids(store: AnyStore, refs: Sequence[str], workspace: str | None) -> l
         found = []
         for ref in refs:
             try:
-                found.append(store.resolve_store(ref, workspace=ws).id)
+                found.append(store.stores.resolve(ref, workspace=ws).id)
             except errors.NotFound as e:
                 raise errors.NotFound(f"{e.message} in workspace {ws}") from None
         return found
     ids = []
     for ref in refs:
         try:
-            ids.append(store.resolve_store(ref).id)
+            ids.append(store.stores.resolve(ref).id)
         except errors.NotFound:
             if workspace is None:
                 raise
@@ -117,11 +117,11 @@ def keys_create(ctx: Context, name: str, workspace: str | None, role: str | None
     store = ctx.open(create=True)  # a key is made before the first `memfs serve`
     store_ids = _store_ids(store, stores, workspace) if stores else None
     if isinstance(store, Store):
-        made = store.create_key(name, workspace=workspace or DEFAULT_WORKSPACE, role=role,
+        made = store.keys.create(name, workspace=workspace or DEFAULT_WORKSPACE, role=role,
                                 store_ids=store_ids, expires_in=expires, created_by=_actor())
     else:
         try:
-            made = store.create_key(name, workspace=workspace, role=role,
+            made = store.keys.create(name, workspace=workspace, role=role,
                                     store_ids=store_ids, expires_in=expires)
         except errors.NotFound as e:
             if workspace is None or all(r.startswith("memstore_") for r in stores):
@@ -161,7 +161,7 @@ def keys_list(ctx: Context, workspace: str | None) -> None:
     \b
         memfs keys list --workspace team-a
     """
-    items = ctx.store.list_keys(workspace=_workspace(workspace))
+    items = ctx.store.keys.list(workspace=_workspace(workspace))
     now = format_time(datetime.now(UTC))
     rows = [
         (k.id, k.name, k.workspace_id, k.role, _stores_cell(k.memory_store_ids),
@@ -188,8 +188,8 @@ def keys_revoke(ctx: Context, key_id: str) -> None:
         memfs keys revoke apikey_0123456789abcdef
     """
     store = ctx.store
-    before = store.get_key(key_id)
-    k = store.revoke_key(key_id)
+    before = store.keys.get(key_id)
+    k = store.keys.revoke(key_id)
     if before.revoked_at is not None:
         human = f"API key {k.id} ({k.name}) was revoked already, at {k.revoked_at}"
     else:

@@ -50,9 +50,9 @@ def memories_list(
         memfs memories list notes --prefix /projects/ --depth 1
     """
     store = ctx.store
-    sid = store.resolve_store(store_ref).id
+    sid = store.stores.resolve(store_ref).id
     items = _pages(
-        lambda **kw: store.list_memories(sid, path_prefix=prefix, depth=depth, **kw), limit
+        lambda **kw: store.memories.list(sid, path_prefix=prefix, depth=depth, **kw), limit
     )
     rows = [
         (m.content_size_bytes, _when(m.updated_at), m.path)
@@ -76,7 +76,7 @@ def memories_show(ctx: Context, store_ref: str, memory_ref: str) -> None:
     \b
         memfs memories show notes /prefs.md > prefs.md
     """
-    sid = ctx.store.resolve_store(store_ref).id
+    sid = ctx.store.stores.resolve(store_ref).id
     m = _resolve_memory(ctx.store, sid, memory_ref)
     if ctx.as_json:
         ctx.output(m)
@@ -112,8 +112,8 @@ def memories_create(
     data = _content(content, file, use_stdin=True)
     if data is None:
         raise click.UsageError("no content: give --content, --file, or pipe it on stdin")
-    sid = ctx.store.resolve_store(store_ref).id
-    m = ctx.store.create_memory(sid, path, data, actor=_actor())
+    sid = ctx.store.stores.resolve(store_ref).id
+    m = ctx.store.memories.create(sid, path, data, actor=_actor())
     ctx.output(m, _memory_line(m, "created"))
 
 
@@ -160,9 +160,9 @@ def memories_update(
     data = _content(content, file, use_stdin=new_path is None)
     if data is None and new_path is None:
         raise click.UsageError("nothing to change: give --content, --file, --path or pipe stdin")
-    sid = ctx.store.resolve_store(store_ref).id
+    sid = ctx.store.stores.resolve(store_ref).id
     before = _resolve_memory(ctx.store, sid, memory_ref, view="basic")
-    m = ctx.store.update_memory(
+    m = ctx.store.memories.update(
         sid,
         before.id,
         content=data,
@@ -193,7 +193,7 @@ def memories_delete(ctx: Context, store_ref: str, memory_ref: str, if_sha256: st
     \b
         memfs memories delete notes /old.md
     """
-    sid = ctx.store.resolve_store(store_ref).id
+    sid = ctx.store.stores.resolve(store_ref).id
     m = _resolve_memory(ctx.store, sid, memory_ref, view="basic")
-    ctx.store.delete_memory(sid, m.id, expected_sha256=if_sha256, actor=_actor())
+    ctx.store.memories.delete(sid, m.id, expected_sha256=if_sha256, actor=_actor())
     ctx.output(_deleted("memory_deleted", m.id), f"deleted {m.path} ({m.id})")

@@ -2,7 +2,7 @@
 
 On a local database the command first catches the store's index up for at most
 :data:`CATCH_UP_SECONDS` (so that a store nobody indexes yet is found by meaning at once),
-then asks :meth:`memfs.store.Store.search`; with ``--url`` the server's store answers (its
+then asks :meth:`memfs.store.Store.search.in_store`; with ``--url`` the server's store answers (its
 ``memfs serve`` keeps every store indexed). Hits go to stdout, one a line, best first:
 ``path  score  snippet``; the result's note (why words alone answered, how much of the store
 meaning covers) to stderr, one line. ``--json`` prints the whole result.
@@ -130,11 +130,11 @@ def search_cmd(ctx: Context, store_ref: str | None, words: tuple[str, ...],
         if words or session_id is not None:
             raise click.UsageError("--status takes a STORE at most, not a QUERY or --session")
         if store_ref is not None:
-            one = store.search_status(store.resolve_store(store_ref).id)
+            one = store.search.status(store.stores.resolve(store_ref).id)
             ctx.output(one, _status_lines([one]))
             return
-        statuses = [store.search_status(s.id) for s in walk(
-            lambda **kw: store.list_stores(include_archived=True, **kw))]
+        statuses = [store.search.status(s.id) for s in walk(
+            lambda **kw: store.stores.list(include_archived=True, **kw))]
         ctx.output(statuses, _status_lines(statuses) if statuses else "no memory stores")
         return
     if session_id is not None and store_ref is not None:
@@ -149,24 +149,24 @@ def search_cmd(ctx: Context, store_ref: str | None, words: tuple[str, ...],
     mounts: dict[str, str] = {}  # a session's: store id -> mount path
     if session_id is not None:
         mounts = {r.memory_store_id: r.mount_path
-                  for r in store.get_session(session_id).resources}
+                  for r in store.sessions.get(session_id).resources}
     if session_id is None:
-        sids = [store.resolve_store(store_ref or "").id]
+        sids = [store.stores.resolve(store_ref or "").id]
     elif isinstance(store, Store):
-        sids = [r.memory_store_id for r in store.session_stores(session_id)]
+        sids = [r.memory_store_id for r in store.search.session_stores(session_id)]
     else:
         sids = []  # a server's stores: its server indexes them
     bounded = None
     if isinstance(store, Store) and not words_only:
-        provider = store.embeddings
+        provider = store.search.embeddings
         if provider is not None:
             bounded = _Bounded(provider)
-            store.use_embeddings(bounded)
+            store.search.use_embeddings(bounded)
             for sid in sids:
-                store.index_store(sid, seconds=CATCH_UP_SECONDS / len(sids))
+                store.search.index(sid, seconds=CATCH_UP_SECONDS / len(sids))
     query = " ".join(words)
-    result = (store.search_session(session_id, query, **options) if session_id is not None
-              else store.search(sids[0], query, **options))
+    result = (store.search.in_session(session_id, query, **options) if session_id is not None
+              else store.search.in_store(sids[0], query, **options))
     if bounded is not None and bounded.failed is not None and not result.meaning:
         # Whatever else the store says (nothing indexed yet): why meaning did not help.
         why = (f"the embeddings provider is unavailable ({bounded.failed}): words alone "

@@ -53,9 +53,9 @@ def session_list(
         memfs session list --status terminated --limit 5
     """
     store = ctx.store
-    store_id = None if store_ref is None else store.resolve_store(store_ref).id
+    store_id = None if store_ref is None else store.stores.resolve(store_ref).id
     items = _pages(
-        lambda **kw: store.list_sessions(
+        lambda **kw: store.sessions.list(
             memory_store_id=store_id,
             statuses=list(statuses) or None,
             include_archived=include_archived,
@@ -111,7 +111,7 @@ def session_create(ctx: Context, spec_path: str) -> None:
         memfs session create --spec session.yaml
     """
     spec = _load_spec(ctx, spec_path)
-    s = ctx.store.create_session(spec.resources(), title=spec.title, metadata=spec.metadata)
+    s = ctx.store.sessions.create(spec.resources(), title=spec.title, metadata=spec.metadata)
     ctx.output(s, s.id)
 
 
@@ -126,7 +126,7 @@ def session_show(ctx: Context, session_id: str) -> None:
     \b
         memfs session show sesn_01...
     """
-    s = ctx.store.get_session(session_id)
+    s = ctx.store.sessions.get(session_id)
     lines = [
         f"id:       {s.id}",
         f"status:   {s.status}",
@@ -199,7 +199,7 @@ def session_events(
     """
     store = ctx.store
     items = _pages(
-        lambda **kw: store.list_events(session_id, types=list(types) or None, **kw), limit
+        lambda **kw: store.events.list(session_id, types=list(types) or None, **kw), limit
     )
     rows = [(_when(e.processed_at), e.type, _event_text(e.body)) for e in items]
     ctx.output(items, _table(("TIME", "TYPE", "WHAT"), rows) if rows else "no events")
@@ -216,7 +216,7 @@ def session_prompt(ctx: Context, session_id: str) -> None:
     \b
         memfs session prompt sesn_01...
     """
-    s = ctx.store.get_session(session_id)
+    s = ctx.store.sessions.get(session_id)
     text = render_memory_prompt(s)
     if ctx.as_json:
         ctx.output({"session_id": s.id, "prompt": text})
@@ -255,9 +255,9 @@ def session_revert(ctx: Context, target: str, dry_run: bool, force: bool) -> Non
         memfs session revert sesn_01...
         memfs session revert memrevert_01...   # undo that revert
     """
-    from ..revert import EXIT_LEFT, render
+    from ..store.revert import EXIT_LEFT, render
 
-    r = ctx.store.revert(target, actor=_actor(), dry_run=dry_run, force=force)
+    r = ctx.store.undo.revert(target, actor=_actor(), dry_run=dry_run, force=force)
     ctx.output(r, render(r))
     if r["conflicts"]:
         sys.exit(EXIT_LEFT)

@@ -51,7 +51,7 @@ def _store_text(store: AnyStore, s: MemoryStore) -> str:
         f"id:          {s.id}",
         f"name:        {s.name}",
         f"description: {s.description}",
-        f"memories:    {store.count_memories(s.id)}",
+        f"memories:    {store.memories.count(s.id)}",
         f"created:     {s.created_at}",
         f"updated:     {s.updated_at}",
         f"archived:    {s.archived_at or '-'}",
@@ -86,18 +86,19 @@ def stores_create(
     store = ctx.open(create=True)
     pairs = dict(_pairs(metadata, "--metadata"))
     if isinstance(store, Store):
-        s = store.create_store(name, description, pairs,
+        s = store.stores.create(name, description, pairs,
                                workspace=workspace or DEFAULT_WORKSPACE)
     else:
-        s = store.create_store(name, description, pairs)
+        s = store.stores.create(name, description, pairs)
     ctx.output(s, f"created memory store {s.id} ({s.name})")
     _warn_namesakes(store, s.id, s.name)
 
 
 def _warn_namesakes(store: AnyStore, store_id: str, name: str) -> None:
     """A store's name need not be unique, but a name two live stores share names neither of
-    them (Store.namesakes): after a create, rename or import, say so in one line on stderr."""
-    others = store.namesakes(store_id)
+    them (Store.stores.namesakes): after a create, rename or import, say so in one line on
+    stderr."""
+    others = store.stores.namesakes(store_id)
     if not others:
         return
     ids = ", ".join(o.id for o in others[:5]) + (
@@ -128,10 +129,10 @@ def stores_list(ctx: Context, include_archived: bool, limit: int | None) -> None
     """
     store = ctx.store
     items = _pages(
-        lambda **kw: store.list_stores(include_archived=include_archived, **kw), limit
+        lambda **kw: store.stores.list(include_archived=include_archived, **kw), limit
     )
     rows = [
-        (s.id, s.name, store.count_memories(s.id), _when(s.created_at), _when(s.archived_at))
+        (s.id, s.name, store.memories.count(s.id), _when(s.created_at), _when(s.archived_at))
         for s in items
     ]
     human = _table(("ID", "NAME", "MEMORIES", "CREATED", "ARCHIVED"), rows, right=(2,))
@@ -155,11 +156,11 @@ def stores_show(ctx: Context, store_ref: str, workspace: str | None) -> None:
     store = ctx.store
     if isinstance(store, Store) and workspace is not None:
         try:
-            s = store.resolve_store(store_ref, workspace=workspace)
+            s = store.stores.resolve(store_ref, workspace=workspace)
         except errors.NotFound as e:
             raise errors.NotFound(f"{e.message} in workspace {workspace}") from None
     else:
-        s = store.resolve_store(store_ref)
+        s = store.stores.resolve(store_ref)
     ctx.output(s, _store_text(ctx.store, s))
 
 
@@ -185,10 +186,10 @@ def stores_update(
     \b
         memfs stores update notes --name "Team Notes" -m owner=ana --unset-metadata draft
     """
-    old = ctx.store.resolve_store(store_ref)
+    old = ctx.store.stores.resolve(store_ref)
     patch: dict[str, str | None] = dict(_pairs(metadata, "--metadata"))
     patch.update({key: None for key in unset_metadata})
-    s = ctx.store.update_store(
+    s = ctx.store.stores.update(
         old.id, name=name, description=description, metadata=patch or None
     )
     ctx.output(s, _store_text(ctx.store, s))
@@ -207,7 +208,7 @@ def stores_archive(ctx: Context, store_ref: str) -> None:
     \b
         memfs stores archive "Old Notes"
     """
-    s = ctx.store.archive_store(ctx.store.resolve_store(store_ref).id)
+    s = ctx.store.stores.archive(ctx.store.stores.resolve(store_ref).id)
     ctx.output(s, f"archived memory store {s.id} ({s.name})")
 
 
@@ -225,12 +226,12 @@ def stores_delete(ctx: Context, store_ref: str, yes: bool) -> None:
     \b
         memfs stores delete "Old Notes" --yes
     """
-    s = ctx.store.resolve_store(store_ref)
-    n = ctx.store.count_memories(s.id)
+    s = ctx.store.stores.resolve(store_ref)
+    n = ctx.store.memories.count(s.id)
     _confirm(
         yes,
         f"Delete memory store {s.name} ({s.id}), its {n} memories and all their versions?",
         f"delete memory store {s.id}",
     )
-    ctx.store.delete_store(s.id)
+    ctx.store.stores.delete(s.id)
     ctx.output(_deleted("memory_store_deleted", s.id), f"deleted memory store {s.id} ({s.name})")

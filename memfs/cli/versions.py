@@ -74,10 +74,10 @@ def versions_list(
         memfs versions list notes --memory /prefs.md --since 2025-01-01T00:00:00Z
     """
     store = ctx.store
-    sid = store.resolve_store(store_ref).id
+    sid = store.stores.resolve(store_ref).id
     mid = None if memory_ref is None else _memory_id(store, sid, memory_ref)
     items = _pages(
-        lambda **kw: store.list_versions(
+        lambda **kw: store.versions.list(
             sid,
             memory_id=mid,
             operation=operation,
@@ -117,8 +117,8 @@ def versions_show(ctx: Context, store_ref: str, version_id: str) -> None:
     \b
         memfs versions show notes memver_01... > old-prefs.md
     """
-    sid = ctx.store.resolve_store(store_ref).id
-    v = ctx.store.get_version(sid, version_id)
+    sid = ctx.store.stores.resolve(store_ref).id
+    v = ctx.store.versions.get(sid, version_id)
     if ctx.as_json:
         ctx.output(v)
     else:
@@ -137,9 +137,9 @@ def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
 
 def _previous(store: AnyStore, sid: str, v: MemoryVersion) -> MemoryVersion | None:
     """The version of the same memory just before ``v`` (None if ``v`` is its first kept one)."""
-    versions = _walk(lambda **kw: store.list_versions(sid, memory_id=v.memory_id, **kw))
+    versions = _walk(lambda **kw: store.versions.list(sid, memory_id=v.memory_id, **kw))
     older = next((o for o in versions if o.id < v.id), None)
-    return None if older is None else store.get_version(sid, older.id)
+    return None if older is None else store.versions.get(sid, older.id)
 
 
 @versions.command("diff")
@@ -158,12 +158,12 @@ def versions_diff(ctx: Context, store_ref: str, old_id: str, new_id: str | None)
         memfs versions diff notes memver_01...
     """
     store = ctx.store
-    sid = store.resolve_store(store_ref).id
+    sid = store.stores.resolve(store_ref).id
     if new_id is None:
-        new = store.get_version(sid, old_id)
+        new = store.versions.get(sid, old_id)
         old = None if new.operation == "created" else _previous(store, sid, new)
     else:
-        old, new = store.get_version(sid, old_id), store.get_version(sid, new_id)
+        old, new = store.versions.get(sid, old_id), store.versions.get(sid, new_id)
 
     def side(v: MemoryVersion | None, prefix: str) -> tuple[str, str]:
         if v is None:
@@ -201,13 +201,13 @@ def versions_restore(ctx: Context, store_ref: str, version_id: str, new_path: st
         memfs versions restore notes memver_01...
     """
     store = ctx.store
-    sid = store.resolve_store(store_ref).id
-    v = store.get_version(sid, version_id, view="basic")
+    sid = store.stores.resolve(store_ref).id
+    v = store.versions.get(sid, version_id, view="basic")
     try:
-        current = store.get_memory(sid, v.memory_id, view="basic")
+        current = store.memories.get(sid, v.memory_id, view="basic")
     except errors.NotFound:
         current = None
-    m = store.restore_version(sid, v.id, path=new_path, actor=_actor())
+    m = store.versions.restore(sid, v.id, path=new_path, actor=_actor())
     if current is None:
         ctx.output(m, _memory_line(m, f"restored {v.id} as"))
     elif m.memory_version_id == current.memory_version_id:
@@ -232,13 +232,13 @@ def versions_redact(ctx: Context, store_ref: str, version_id: str, yes: bool) ->
     \b
         memfs versions redact notes memver_01... --yes
     """
-    sid = ctx.store.resolve_store(store_ref).id
+    sid = ctx.store.stores.resolve(store_ref).id
     _confirm(
         yes,
         f"Erase the content of version {version_id} for good?",
         f"redact version {version_id}",
     )
-    v = ctx.store.redact_version(sid, version_id, actor=_actor())
+    v = ctx.store.versions.redact(sid, version_id, actor=_actor())
     ctx.output(v, f"redacted {v.id}")
 
 
@@ -253,7 +253,7 @@ def versions_prune(ctx: Context) -> None:
     \b
         MEMFS_RETENTION_DAYS=7 memfs versions prune
     """
-    n = ctx.store.prune_versions()
+    n = ctx.store.versions.prune()
     lim = ctx.store.limits
     ctx.output(
         {"pruned": n},

@@ -26,7 +26,7 @@ from ..models import (
 T = TypeVar("T")
 
 
-def _decode(response: httpx.Response) -> Any:
+def decoded(response: httpx.Response) -> Any:
     """The JSON body of a success, else raise the mapped error."""
     try:
         body = response.json()
@@ -44,40 +44,40 @@ def _decode(response: httpx.Response) -> Any:
 # The models' own decoding (:meth:`memfs.shapes.Shape.from_dict`, from the declaration the
 # API encodes them by); the client adds what is not on the wire.
 
-def _store(d: dict[str, Any]) -> MemoryStore:
+def to_store(d: dict[str, Any]) -> MemoryStore:
     return MemoryStore.from_dict(d)
 
 
-def _memory(d: dict[str, Any]) -> Memory:
+def to_memory(d: dict[str, Any]) -> Memory:
     return Memory.from_dict(d, seq=int(d.get("memfs_seq") or 0))
 
 
-def _item(d: dict[str, Any]) -> Memory | MemoryPrefix:
-    return MemoryPrefix.from_dict(d) if d.get("type") == "memory_prefix" else _memory(d)
+def to_item(d: dict[str, Any]) -> Memory | MemoryPrefix:
+    return MemoryPrefix.from_dict(d) if d.get("type") == "memory_prefix" else to_memory(d)
 
 
-def _version(d: dict[str, Any]) -> MemoryVersion:
+def to_version(d: dict[str, Any]) -> MemoryVersion:
     return MemoryVersion.from_dict(d)
 
 
-def _resource(d: dict[str, Any], session_id: str) -> SessionResource:
+def to_resource(d: dict[str, Any], session_id: str) -> SessionResource:
     return SessionResource.from_dict(d, session_id=session_id)
 
 
-def _session(d: dict[str, Any]) -> Session:
+def to_session(d: dict[str, Any]) -> Session:
     return Session.from_dict(d)
 
 
-def _event(d: dict[str, Any], session_id: str | None) -> Event:
+def to_event(d: dict[str, Any], session_id: str | None) -> Event:
     return Event(d["id"], session_id, d["type"], d.get("processed_at") or "", dict(d))
 
 
-def _change(d: dict[str, Any], store_id: str) -> Change:
+def to_change(d: dict[str, Any], store_id: str) -> Change:
     return Change(int(d["seq"]), store_id, d["op"], d.get("memory_id"), d.get("path"),
                   d.get("old_path"))
 
 
-def _page(d: dict[str, Any], parse: Callable[[dict[str, Any]], T]) -> Page[T]:
+def to_page(d: dict[str, Any], parse: Callable[[dict[str, Any]], T]) -> Page[T]:
     return Page([parse(x) for x in d.get("data") or []], d.get("next_page") or None,
                 d.get("prev_page") or None)
 

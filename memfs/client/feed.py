@@ -12,7 +12,7 @@ from typing import Any
 from .. import errors
 from ..errors import from_wire as error_from_response
 from ..models import Change, Memory
-from .decode import _change, _memory
+from .decode import to_change, to_memory
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class FeedEvent:
 def _feed_event(name: str, data: dict[str, Any], store_id: str) -> FeedEvent | None:
     if name == "memfs.change":
         m = data.get("memory")
-        return FeedEvent("change", int(data["seq"]), _change(data, store_id),
-                         _memory(m) if isinstance(m, dict) else None)
+        return FeedEvent("change", int(data["seq"]), to_change(data, store_id),
+                         to_memory(m) if isinstance(m, dict) else None)
     if name == "memfs.reset":
         return FeedEvent("reset", int(data["last_seq"]))
     if name == "ping":

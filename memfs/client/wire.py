@@ -4,10 +4,10 @@ protocol, and the helpers that encode ids, query parameters and bodies as the AP
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Awaitable, Generator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from .. import errors
@@ -76,17 +76,31 @@ class Request:
 Op = Generator[Request, Any, T]
 
 
+class Drive(Protocol):
+    """How a part of :class:`memfs.client.Client` runs an operation: sends each request it
+    yields over the client's connection, and returns its result (the client's own, handed to
+    each part, so that a part needs nothing else of the client)."""
+
+    def __call__(self, op: Op[T], /) -> T: ...
+
+
+class AsyncDrive(Protocol):
+    """The same for a part of :class:`memfs.client.AsyncClient`, awaited."""
+
+    def __call__(self, op: Op[T], /) -> Awaitable[T]: ...
+
+
 def _given(value: Any) -> bool:
     """False for "leave it alone": None, or the store's UNSET sentinel (a CLI written against
     the Store may pass it through)."""
     return value is not None and type(value).__name__ != "_Unset"
 
 
-def _body(**fields: Any) -> dict[str, Any]:
+def json_body(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if _given(v)}
 
 
-def _params(**fields: Any) -> dict[str, Any]:
+def query_params(**fields: Any) -> dict[str, Any]:
     """Query parameters as the SDK encodes them: ``created_at_gte`` -> ``created_at[gte]``,
     lists as ``name[]`` repeats, booleans ``true``/``false``, datetimes in ISO form. An empty
     string is left out, as the store reads it (the server refuses an empty value)."""
@@ -108,7 +122,7 @@ def _params(**fields: Any) -> dict[str, Any]:
     return out
 
 
-def _text(value: str | bytes | None, what: str) -> str | None:
+def utf8(value: str | bytes | None, what: str) -> str | None:
     """JSON carries text only: bytes must be UTF-8 (the server sees what the store would)."""
     if isinstance(value, bytes | bytearray | memoryview):
         try:
@@ -119,15 +133,15 @@ def _text(value: str | bytes | None, what: str) -> str | None:
     return value
 
 
-def _q(segment: str) -> str:
+def quoted(segment: str) -> str:
     return quote(segment, safe="")
 
 
-def _ms(store_id: str) -> str:
-    return f"/v1/memory_stores/{_q(store_id)}"
+def store_url(store_id: str) -> str:
+    return f"/v1/memory_stores/{quoted(store_id)}"
 
 
-def _headers(api_key: str | None, session_id: str | None = None) -> dict[str, str]:
+def client_headers(api_key: str | None, session_id: str | None = None) -> dict[str, str]:
     headers = {"user-agent": "memfs-client", "anthropic-version": "2023-06-01"}
     if api_key:
         headers["x-api-key"] = api_key

@@ -22,7 +22,7 @@ MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 
 async def store_export(console: Console, request: Request) -> Response:
     store = console.store
-    current = await console.run(store.get_store, request.path_params["store_id"])
+    current = await console.run(store.stores.get, request.path_params["store_id"])
     history = request.query_params.get("history") == "1"
     # A plain iterator: Starlette runs each step in a worker thread, a page of memories
     # at a time, so memory stays flat whatever the store's size. Closed when the response
@@ -39,7 +39,7 @@ async def store_import(console: Console, request: Request) -> Response:
     into_id = request.query_params.get("into") or None
     if into_id:
         await console.check_store(user, into_id)
-    into = await console.run(store.get_store, into_id) if into_id else None
+    into = await console.run(store.stores.get, into_id) if into_id else None
     if request.method == "GET":
         return console.render(request, "import.html", into=into, form={}, error=None,
                               entries=[], result=None)
@@ -67,7 +67,7 @@ async def store_import(console: Console, request: Request) -> Response:
     note = ""
     if result is not None and result.get("created_store"):
         made = result["store"]
-        note = namesakes_note(made["name"], await console.run(store.namesakes, made["id"]))
+        note = namesakes_note(made["name"], await console.run(store.stores.namesakes, made["id"]))
     return console.render(request, "import.html", status=status, into=into, form=fields,
                           error=error, entries=entries, result=result, note=note)
 

@@ -2,10 +2,10 @@
 content and its diff against the previous version of the same memory), restore a version,
 redact a version.
 
-Every version comes from :meth:`Store.list_versions` / :meth:`Store.get_version`; a restore is
-:meth:`Store.restore_version` (a memory deleted since comes back under its own id at its path,
+Every version comes from :meth:`Store.versions.list` / :meth:`Store.versions.get`; a restore is
+:meth:`Store.versions.restore` (a memory deleted since comes back under its own id at its path,
 refused if another memory holds that path now) and a redaction is
-:meth:`Store.redact_version`, both attributed to the signed-in user. Who wrote a version is
+:meth:`Store.versions.redact`, both attributed to the signed-in user. Who wrote a version is
 shown with the name of the key behind it (:meth:`Console.key_names`). The store
 keeps the rules (the head of a live memory cannot be redacted); the Console shows its refusals.
 
@@ -75,7 +75,7 @@ async def _previous(console: Console, store_id: str, v: MemoryVersion) -> Memory
     cursor, seen = None, False
     while True:
         listing: Page[MemoryVersion] = await console.run(
-            store.list_versions, store_id, memory_id=v.memory_id,
+            store.versions.list, store_id, memory_id=v.memory_id,
             created_at_lte=v.created_at, limit=PAGE_SIZE, page=cursor)
         for x in listing.data:
             if seen:
@@ -108,9 +108,9 @@ async def _history(console: Console, request: Request, memory_id: str | None) ->
     args: dict[str, str] = actor_filter(filters["actor"])
     if filters["operation"]:
         args["operation"] = filters["operation"]
-    current = await console.run(store.get_store, sid)
+    current = await console.run(store.stores.get, sid)
     cursor = q.get("page") or None
-    listing = await console.run(store.list_versions, sid, memory_id=memory_id,
+    listing = await console.run(store.versions.list, sid, memory_id=memory_id,
                                 limit=PAGE_SIZE, page=cursor, **args)
     memory = None
     if memory_id is not None:
@@ -132,7 +132,7 @@ async def _history(console: Console, request: Request, memory_id: str | None) ->
 async def _live(console: Console, memory_id: str, store_id: str) -> Memory | None:
     store = console.store
     try:
-        memory: Memory = await console.run(store.get_memory, store_id, memory_id,
+        memory: Memory = await console.run(store.memories.get, store_id, memory_id,
                                            view="basic")
         return memory
     except errors.NotFound:
@@ -153,10 +153,10 @@ async def _version_page(console: Console, request: Request, status: int = 200,
     """The version's page; ``error`` is shown next to the form ``at`` (restore, redact)."""
     store = console.store
     sid, vid = request.path_params["store_id"], request.path_params["version_id"]
-    current = await console.run(store.get_store, sid)
-    v = await console.run(store.get_version, sid, vid)
+    current = await console.run(store.stores.get, sid)
+    v = await console.run(store.versions.get, sid, vid)
     prev_basic = await _previous(console, sid, v)
-    prev = await console.run(store.get_version, sid, prev_basic.id) if prev_basic else None
+    prev = await console.run(store.versions.get, sid, prev_basic.id) if prev_basic else None
     mode = request.query_params.get("diff", "unified")
     if mode not in MODES:
         mode = "unified"
@@ -184,11 +184,11 @@ async def version(console: Console, request: Request) -> Response:
 async def version_restore(console: Console, request: Request) -> Response:
     store = console.store
     sid, vid = request.path_params["store_id"], request.path_params["version_id"]
-    v = await console.run(store.get_version, sid, vid, view="basic")
+    v = await console.run(store.versions.get, sid, vid, view="basic")
     back = _history_url(sid, v.memory_id)
     memory = await _live(console, v.memory_id, sid)
     try:  # deleted since: back under its own id at its path, never over another memory
-        m = await console.run(store.restore_version, sid, vid,
+        m = await console.run(store.versions.restore, sid, vid,
                               actor=request.state.user.actor)
     except errors.Conflict as e:
         return await _version_page(console, request, console.error_status(e),
@@ -211,7 +211,7 @@ async def version_redact(console: Console, request: Request) -> Response:
     if typed.lower() != "redact":
         return await _version_page(console, request, 400, "type redact to confirm", typed)
     try:
-        v = await console.run(store.redact_version, sid, vid,
+        v = await console.run(store.versions.redact, sid, vid,
                               actor=request.state.user.actor)
     except errors.InvalidRequest as e:
         return await _version_page(console, request, console.error_status(e), e.message, typed)

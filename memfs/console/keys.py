@@ -1,7 +1,7 @@
 """The workspace's API keys, for admins (issue 22): the list (never a secret), make one (a name,
 a role, optionally the only stores it opens and an expiry; its secret is shown once, on the
 page that answers the form), revoke one (its sign-ins, requests and streams end at once on
-every server of the database). Every rule is the store's (:meth:`Store.create_key`); a server
+every server of the database). Every rule is the store's (:meth:`Store.keys.create`); a server
 key (the operator's, the default workspace's admin) may also manage another workspace's keys,
 as in the API."""
 
@@ -55,9 +55,9 @@ async def _keys_page(console: Console, request: Request, workspace: str, *, stat
     after a refused create; ``made``: the key just made, its secret shown this once)."""
     store = console.store
     user: User = request.state.user
-    keys = await console.run(store.list_keys, workspace=workspace)
+    keys = await console.run(store.keys.list, workspace=workspace)
     stores = {s.id: s.name for s in (await console.run(
-        store.list_stores, include_archived=True, limit=100, workspace=workspace)).data}
+        store.stores.list, include_archived=True, limit=100, workspace=workspace)).data}
     names = await console.key_names(user, [k.created_by for k in keys])
     now = format_time(datetime.now(UTC))
     return console.render(
@@ -80,11 +80,11 @@ async def key_create(console: Console, request: Request) -> Response:
     try:
         workspace = _workspace(user, fields.get("workspace", "").strip() or None)
         refs = store_refs(fields.get("stores", ""))
-        ids = [(await console.run(store.resolve_store, ref, workspace=workspace)).id
+        ids = [(await console.run(store.stores.resolve, ref, workspace=workspace)).id
                for ref in refs]
         expires: Any = fields.get("expires", "").strip() or None
         made = await console.run(
-            store.create_key, fields.get("name", "").strip(), workspace=workspace,
+            store.keys.create, fields.get("name", "").strip(), workspace=workspace,
             role=fields.get("role") or "read_write", store_ids=ids or None,
             expires_in=expires, created_by=user.actor)
     except (errors.InvalidRequest, errors.NotFound) as e:  # a bad field, an unknown store
@@ -99,7 +99,7 @@ async def key_revoke(console: Console, request: Request) -> Response:
     store = console.store
     user: User = request.state.user
     kid = request.path_params["key_id"]
-    key = await console.run(store.revoke_key, kid,
+    key = await console.run(store.keys.revoke, kid,
                             workspace=None if user.grant.server else user.workspace)
     back = "/keys" + ("" if key.workspace_id == user.workspace
                       else f"?workspace={key.workspace_id}")

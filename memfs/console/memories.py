@@ -106,11 +106,11 @@ async def store_page(console: Console, request: Request) -> Response:
     store = console.store
     sid = request.path_params["store_id"]
     directory = directory_of(request.query_params.get("dir"))
-    current = await console.run(store.get_store, sid)
-    last = await console.run(store.last_change, sid)
-    tree = await console.run(store.tree, sid)
+    current = await console.run(store.stores.get, sid)
+    last = await console.run(store.feed.last, sid)
+    tree = await console.run(store.memories.tree, sid)
     folders, files = folder_view(tree, directory)
-    status = await console.run(store.search_status, sid)
+    status = await console.run(store.search.status, sid)
     context = dict(store=current, directory=directory, crumbs=crumbs(directory),
                    folders=folders, files=files, count=len(tree), last=last,
                    refresh=store_url(sid, directory), query="", exact=False,
@@ -125,9 +125,9 @@ async def store_live(console: Console, request: Request) -> Response:
     live regions of the Console's pages, while the sign-in lasts."""
     store = console.store
     sid = request.path_params["store_id"]
-    last = await console.run(store.last_change, sid)
+    last = await console.run(store.feed.last, sid)
     if last == 0:
-        await console.run(store.get_store, sid)  # NotFound for a store that never was
+        await console.run(store.stores.get, sid)  # NotFound for a store that never was
     # An EventSource reconnecting says where it got to (Last-Event-ID), past its ?after=.
     after_text = request.headers.get("last-event-id") or request.query_params.get("after")
     after = last
@@ -148,14 +148,14 @@ async def store_live(console: Console, request: Request) -> Response:
 async def memory_new(console: Console, request: Request) -> Response:
     store = console.store
     sid = request.path_params["store_id"]
-    current = await console.run(store.get_store, sid)
+    current = await console.run(store.stores.get, sid)
     fields = {"path": directory_of(request.query_params.get("dir")), "content": ""}
     error, status = None, 200
     if request.method == "POST":
         fields = await form(request)
         content = normalize_newlines(fields.get("content", ""), None)
         try:
-            made = await console.run(store.create_memory, sid, fields.get("path", ""),
+            made = await console.run(store.memories.create, sid, fields.get("path", ""),
                                      content, actor=request.state.user.actor)
             return redirect(f"/stores/{sid}/memories/{made.id}", f"created {made.path}")
         except (errors.InvalidRequest, errors.Conflict) as e:
@@ -172,11 +172,11 @@ async def _memory_page(console: Console, request: Request, status: int = 200, *,
     the memory's own (a conflict, an error)."""
     store = console.store
     sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
-    current = await console.run(store.get_store, sid)
-    last = await console.run(store.last_change, sid)
+    current = await console.run(store.stores.get, sid)
+    last = await console.run(store.feed.last, sid)
     view = "raw" if request.query_params.get("view") == "raw" else "rendered"
     try:
-        memory = await console.run(store.get_memory, sid, mid)
+        memory = await console.run(store.memories.get, sid, mid)
     except errors.NotFound:
         if not is_fragment(request):
             raise
@@ -208,24 +208,24 @@ async def memory_save(console: Console, request: Request) -> Response:
     fields = await form(request)
     base = fields.get("content_sha256", "")
     try:
-        before = await console.run(store.get_memory, sid, mid)
+        before = await console.run(store.memories.get, sid, mid)
     except errors.NotFound:
         before = None
     text = normalize_newlines(fields.get("content", ""), before.content if before else None)
     edit = {"content": text, "base": base, "path": fields.get("path", "")}
     if before is None:  # deleted meanwhile: offer to create it again, text kept
-        current = await console.run(store.get_store, sid)
+        current = await console.run(store.stores.get, sid)
         return console.render(
             request, "memory_new.html", status=409, store=current,
             form={"path": edit["path"], "content": text},
             error="this memory was deleted since you started editing it: "
                   "create it again with your text?")
     try:
-        saved = await console.run(store.update_memory, sid, mid, content=text,
+        saved = await console.run(store.memories.update, sid, mid, content=text,
                                   precondition_sha256=base or None,
                                   actor=request.state.user.actor)
     except errors.PreconditionFailed:
-        theirs = await console.run(store.get_memory, sid, mid)
+        theirs = await console.run(store.memories.get, sid, mid)
         edit["base"] = theirs.content_sha256  # re-applying saves over what is there now
         return await _memory_page(console, request, 409, edit=edit,
                                   conflict=diff_html(theirs.content, text))
@@ -243,9 +243,9 @@ async def memory_rename(console: Console, request: Request) -> Response:
     sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
     fields = await form(request)
     new_path = fields.get("path", "")
-    old = await console.run(store.get_memory, sid, mid, view="basic")
+    old = await console.run(store.memories.get, sid, mid, view="basic")
     try:
-        moved = await console.run(store.update_memory, sid, mid, path=new_path,
+        moved = await console.run(store.memories.update, sid, mid, path=new_path,
                                   actor=request.state.user.actor)
     except (errors.InvalidRequest, errors.Conflict) as e:
         return await _memory_page(console, request, console.error_status(e),
@@ -259,13 +259,13 @@ async def memory_delete(console: Console, request: Request) -> Response:
     """A confirmation page, then the delete, if the memory is still what was confirmed."""
     store = console.store
     sid, mid = request.path_params["store_id"], request.path_params["memory_id"]
-    current = await console.run(store.get_store, sid)
-    memory = await console.run(store.get_memory, sid, mid)
+    current = await console.run(store.stores.get, sid)
+    memory = await console.run(store.memories.get, sid, mid)
     error = None
     if request.method == "POST":
         expected = (await form(request)).get("content_sha256") or None
         try:
-            await console.run(store.delete_memory, sid, mid, expected_sha256=expected,
+            await console.run(store.memories.delete, sid, mid, expected_sha256=expected,
                               actor=request.state.user.actor)
             return redirect(store_url(sid, parent_of(memory.path)),
                             f"deleted {memory.path} (its history is kept)")

@@ -5,9 +5,9 @@ and meaning, :mod:`memfs.recall.search`): best first, each with its path, score,
 with the question's words marked, and why it matched (``words``, ``meaning`` or both); the
 result's note says when meaning was not used or covers only part of the store. ``limit``
 (1 to 100, default :data:`RANKED_LIMIT`) asks for more. ``mode=exact`` is the substring
-search of paths and contents (:meth:`Store.search_memories`), path hits first.
+search of paths and contents (:meth:`Store.search.hits`), path hits first.
 
-The store page's search-status line (:meth:`Store.search_status`) is
+The store page's search-status line (:meth:`Store.search.status`) is
 ``templates/_search_status.html``, in the store page's live region.
 """
 
@@ -68,10 +68,10 @@ async def store_search(console: Console, request: Request) -> Response:
     sid = request.path_params["store_id"]
     query = request.query_params.get("q", "")
     exact = request.query_params.get("mode") == "exact"
-    current = await console.run(store.get_store, sid)
+    current = await console.run(store.stores.get, sid)
     context: dict[str, Any] = dict(store=current, query=query, exact=exact, hits=[],
                                    result=None, more=None, error=None, everything=None,
-                                   store_limit=store.search_max_limit)
+                                   store_limit=store.search.max_limit)
     if query:
         try:
             if exact:
@@ -87,7 +87,7 @@ async def store_search(console: Console, request: Request) -> Response:
 async def _exact(console: Console, sid: str, query: str) -> dict[str, Any]:
     """The hits of the substring search, and whether there are more than are shown."""
     store = console.store
-    hits = await console.run(store.search_memories, sid, query,
+    hits = await console.run(store.search.hits, sid, query,
                              limit=EXACT_LIMIT + 1)
     return dict(hits=hits[:EXACT_LIMIT], more=len(hits) > EXACT_LIMIT)
 
@@ -113,11 +113,11 @@ async def _ranked(console: Console, request: Request, sid: str,
             threshold = float(raw)
         except ValueError:
             threshold = raw
-    result = await console.run(store.search, sid, query, limit=limit,
+    result = await console.run(store.search.in_store, sid, query, limit=limit,
                                threshold=threshold)
-    if isinstance(limit, int) and len(result.hits) == limit < store.search_max_limit:
+    if isinstance(limit, int) and len(result.hits) == limit < store.search.max_limit:
         out["more"] = f"/stores/{sid}/search?" + urllib.parse.urlencode(
-            {"q": query, "limit": store.search_max_limit,
+            {"q": query, "limit": store.search.max_limit,
              **({"threshold": raw} if raw is not None else {})})
     if not result.hits and result.best is not None:
         out["everything"] = f"/stores/{sid}/search?" + urllib.parse.urlencode(

@@ -113,15 +113,15 @@ async def session_list(console: Console, request: Request) -> Response:
         await console.check_store(user, store_id)
     # A store-scoped key sees no session (as in the API).
     listing = await console.run(
-        store.list_sessions, memory_store_id=store_id,
+        store.sessions.list, memory_store_id=store_id,
         statuses=[status] if status else None, include_archived=archived,
         limit=PAGE_SIZE, page=q.get("page") or None,
         ids=None if user.stores is None else [], workspace=user.workspace)
-    stores = (await console.run(store.list_stores, include_archived=True, limit=100,
+    stores = (await console.run(store.stores.list, include_archived=True, limit=100,
                                 ids=user.stores, workspace=user.workspace)).data
     filtered = None
     if store_id is not None:
-        filtered = await console.run(store.get_store, store_id)
+        filtered = await console.run(store.stores.get, store_id)
     links = {}
     for key, cursor in (("next", listing.next_page), ("prev", listing.prev_page)):
         if cursor:
@@ -135,7 +135,7 @@ async def session_list(console: Console, request: Request) -> Response:
 async def _has_version(console: Console, store_id: str, version_id: str) -> bool:
     store = console.store
     try:
-        await console.run(store.get_version, store_id, version_id, view="basic")
+        await console.run(store.versions.get, store_id, version_id, view="basic")
     except errors.NotFound:
         return False
     return True
@@ -159,9 +159,9 @@ async def _locate(console: Console, session: Session, items: list[Item]) -> None
 async def timeline(console: Console, request: Request) -> Response:
     store = console.store
     sid = request.path_params["session_id"]
-    session = await console.run(store.get_session, sid)
+    session = await console.run(store.sessions.get, sid)
     cursor = request.query_params.get("page") or None
-    listing = await console.run(store.list_events, sid, limit=EVENTS_PER_PAGE,
+    listing = await console.run(store.events.list, sid, limit=EVENTS_PER_PAGE,
                                 page=cursor)
     items = pair_events(listing.data)
     await _locate(console, session, items)
@@ -184,11 +184,11 @@ async def revert(console: Console, request: Request) -> Response:
         force = (await form(request)).get("force") == "1"
     else:
         force = request.query_params.get("force") == "1"
-    result = await console.run(store.revert, target, actor=request.state.user.actor,
+    result = await console.run(store.undo.revert, target, actor=request.state.user.actor,
                                dry_run=not done, force=force)
     user = request.state.user
     names = {s.id: s.name for s in (await console.run(
-        store.list_stores, include_archived=True, limit=100,
+        store.stores.list, include_archived=True, limit=100,
         workspace=user.workspace)).data}
     keys = await console.key_names(user, [
         v.get("created_by") for c in result["conflicts"]

@@ -53,9 +53,9 @@ async def _list_page(console: Console, request: Request, *, archived: bool = Fal
     (as typed, with the store's error, after a refused create)."""
     store = console.store
     user = request.state.user
-    listing = await console.run(store.list_stores, include_archived=archived, limit=50,
+    listing = await console.run(store.stores.list, include_archived=archived, limit=50,
                                 page=cursor, ids=user.stores, workspace=user.workspace)
-    counts = {s.id: await console.run(store.count_memories, s.id) for s in listing.data}
+    counts = {s.id: await console.run(store.memories.count, s.id) for s in listing.data}
     return console.render(request, "stores.html", status=status, stores=listing.data,
                           counts=counts, archived=archived, next_page=listing.next_page,
                           form=fields or {}, error=error)
@@ -72,13 +72,13 @@ async def store_create(console: Console, request: Request) -> Response:
     fields = await form(request)
     try:
         created = await console.run(
-            store.create_store, fields.get("name", ""), fields.get("description") or None,
+            store.stores.create, fields.get("name", ""), fields.get("description") or None,
             parse_metadata(fields.get("metadata", "")) or None,
             workspace=request.state.user.workspace)
     except errors.InvalidRequest as e:
         return await _list_page(console, request, status=console.error_status(e),
                                 fields=fields, error=e.message)
-    note = namesakes_note(created.name, await console.run(store.namesakes, created.id))
+    note = namesakes_note(created.name, await console.run(store.stores.namesakes, created.id))
     return redirect(f"/stores/{created.id}",
                     f"created the store {created.name}" + (f". {note}" if note else ""))
 
@@ -89,7 +89,7 @@ async def _settings_page(console: Console, request: Request, current: MemoryStor
     """A store's settings: the edit form (the store's values unless ``fields`` has what
     was typed), archive, delete."""
     store = console.store
-    count = await console.run(store.count_memories, current.id)
+    count = await console.run(store.memories.count, current.id)
     if fields is None:
         fields = {"name": current.name, "description": current.description,
                   "metadata": format_metadata(current.metadata)}
@@ -101,20 +101,20 @@ async def _settings_page(console: Console, request: Request, current: MemoryStor
 async def store_settings(console: Console, request: Request) -> Response:
     store = console.store
     sid = request.path_params["store_id"]
-    current = await console.run(store.get_store, sid)
+    current = await console.run(store.stores.get, sid)
     if request.method == "GET":
         return await _settings_page(console, request, current)
     fields = await form(request)
     try:
         updated = await console.run(
-            store.update_store, sid, name=fields.get("name", ""),
+            store.stores.update, sid, name=fields.get("name", ""),
             description=fields.get("description", ""),
             metadata=_metadata_patch(current.metadata,
                                      parse_metadata(fields.get("metadata", ""))))
     except errors.InvalidRequest as e:
         return await _settings_page(console, request, current, status=400, fields=fields,
                                     error=e.message)
-    note = namesakes_note(updated.name, await console.run(store.namesakes, sid)
+    note = namesakes_note(updated.name, await console.run(store.stores.namesakes, sid)
                           ) if updated.name != current.name else ""
     return redirect(f"/stores/{sid}/settings",
                     f"saved {updated.name}" + (f". {note}" if note else ""))
@@ -122,7 +122,7 @@ async def store_settings(console: Console, request: Request) -> Response:
 
 async def store_archive(console: Console, request: Request) -> Response:
     store = console.store
-    archived = await console.run(store.archive_store, request.path_params["store_id"])
+    archived = await console.run(store.stores.archive, request.path_params["store_id"])
     return redirect(f"/stores/{archived.id}/settings",
                     f"archived {archived.name}: it is read-only from now on")
 
@@ -130,13 +130,13 @@ async def store_archive(console: Console, request: Request) -> Response:
 async def store_delete(console: Console, request: Request) -> Response:
     store = console.store
     sid = request.path_params["store_id"]
-    current = await console.run(store.get_store, sid)
+    current = await console.run(store.stores.get, sid)
     typed = (await form(request)).get("confirm", "")
     if typed != current.name:
         return await _settings_page(
             console, request, current, status=400,
             delete_error=f"type the store's name, {current.name}, to delete it")
-    await console.run(store.delete_store, sid)
+    await console.run(store.stores.delete, sid)
     return redirect("/stores", f"deleted {current.name} and all its memories")
 
 

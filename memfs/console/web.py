@@ -11,7 +11,7 @@ signature being an HMAC of the rest under the server key itself, or under the st
 of a stored key's secret (which every server on the database can read by the key's id): the
 cookie never holds a secret, it survives a restart and works across replicas, and removing a
 server key signs out everyone who signed in with it. A stored key's sign-in is also recorded
-(``console_signins``: the SHA-256 of its nonce, :meth:`Store.record_signin`) and its cookie is
+(``console_signins``: the SHA-256 of its nonce, :meth:`Store.keys.record_signin`) and its cookie is
 good only if recorded: the digest it is signed under can be read from the database, the nonce
 cannot.
 Every page looks a stored key up again by its id (one look-up by primary key), so a revoked or
@@ -20,7 +20,7 @@ open live pages within :data:`RECHECK_SECONDS` (one look at the sign-ins and key
 open pages and API streams of a process: :class:`~memfs.grants.GrantWatch`). Signing out
 records the sign-in (a digest of its nonce) in the database until the cookie would have
 expired, so that every server on it refuses a copy of the cookie
-(:meth:`Store.revoke_signin`); one indexed look-up per page, after the signature is checked.
+(:meth:`Store.keys.revoke_signin`); one indexed look-up per page, after the signature is checked.
 The CSRF token of a sign-in is an HMAC of its nonce under the same secret; every POST must
 carry it (form field ``csrf`` or header ``x-csrf-token``), and the cookie is
 ``SameSite=Strict`` and ``HttpOnly`` on top of that.
@@ -102,7 +102,7 @@ class User:
     csrf: str
     grant: Grant
     #: This sign-in (a digest of its cookie's nonce) and when its cookie expires: what a
-    #: sign-out records (:meth:`Store.revoke_signin`).
+    #: sign-out records (:meth:`Store.keys.revoke_signin`).
     signin: str = ""
     expires: int = 0
 
@@ -245,10 +245,11 @@ class Console:
             raise errors.Unauthorized("a session token (an agent's credential) cannot sign in "
                                       "to the Console: use an API key")
         if key.startswith(KEY_PREFIX):
-            grant: Grant = await self.run(self.store.key_grant, key)
+            grant: Grant = await self.run(self.store.keys.grant, key)
             # Recorded: a cookie is good only if its sign-in is in the database, so that the
             # key's digest (readable there) is not all it takes to make one.
-            await self.run(self.store.record_signin, hashlib.sha256(nonce.encode()).hexdigest(),
+            await self.run(self.store.keys.record_signin,
+                           hashlib.sha256(nonce.encode()).hexdigest(),
                            grant.key_id, now + SESSION_SECONDS)
             return self.sign(grant.key_id, now + SESSION_SECONDS, nonce,
                              sha256_hex(key.encode()))
@@ -281,7 +282,7 @@ class Console:
         if secret is not None:
             if not hmac.compare_digest(self.sign(kid, expires, nonce), value):
                 return None
-            if await self.run(self.store.signin_revoked, signin):
+            if await self.run(self.store.keys.signin_revoked, signin):
                 return None
             grant = server_grant(kid)
         else:
@@ -300,9 +301,9 @@ class Console:
     def _look(self, kid: str, signin: str) -> tuple[bool, KeyCheck | None]:
         """A stored key's sign-in, looked at in one go: signed out (or never signed in
         here)? the key now?"""
-        out = (self.store.signin_revoked(signin)
-               or not self.store.signin_recorded(signin, kid))
-        return out, self.store.key_check(kid)
+        out = (self.store.keys.signin_revoked(signin)
+               or not self.store.keys.signin_recorded(signin, kid))
+        return out, self.store.keys.check(kid)
 
     def live_credentials(self, user: User) -> tuple[Credential, ...]:
         """What an open live page of ``user`` is held by on :attr:`grants`: its sign-in (it
@@ -314,7 +315,7 @@ class Console:
 
     async def sign_out(self, user: User) -> None:
         """Refuse this sign-in's cookie from now on, on every server of the database."""
-        await self.run(self.store.revoke_signin, user.signin, user.expires)
+        await self.run(self.store.keys.revoke_signin, user.signin, user.expires)
 
     def signed_out(self, request: Request, why: str) -> Response:
         """A page asked for with a sign-in whose key was refused since (revoked, expired):
@@ -339,7 +340,7 @@ class Console:
         """Are the store and session a page names (path parameters ``store_id``,
         ``session_id``, ``target``: a revert's session) the user's to see? Another
         workspace's, or a store outside a scoped key's stores, is the 404 of an unknown id
-        (:meth:`Store.check_visible`: the same one look-up). ``gone_ok``: a deleted store
+        (:meth:`Store.keys.check_visible`: the same one look-up). ``gone_ok``: a deleted store
         passes (its live feed says it was deleted).
 
         :raises NotFound:
@@ -349,14 +350,14 @@ class Console:
         if sid is not None:
             if g.access is not None and sid not in g.access:
                 raise no_store(sid)
-            await self.run(self.store.check_visible, g.workspace_id, "memory_store_id", sid,
+            await self.run(self.store.keys.check_visible, g.workspace_id, "memory_store_id", sid,
                            gone_ok=gone_ok)
         for param in ("session_id", "target"):
             if params.get(param) is not None:
                 # A store-scoped key sees no session (as in the API): no workspace matches,
                 # so it is told as an unknown id after the same look-up.
                 workspace = "" if g.access is not None else g.workspace_id
-                await self.run(self.store.check_visible, workspace, "session_id",
+                await self.run(self.store.keys.check_visible, workspace, "session_id",
                                params[param])
 
     async def check_store(self, user: User, store_id: str) -> None:
@@ -381,7 +382,7 @@ class Console:
                  if k in self.keys and user.workspace == DEFAULT_WORKSPACE}
         stored = sorted(set(kids.values()) - set(names))
         if stored:
-            names |= await self.run(self.store.key_names, stored, workspace=user.workspace)
+            names |= await self.run(self.store.keys.names, stored, workspace=user.workspace)
         return {aid: names[kid] for aid, kid in kids.items() if kid in names}
 
     # -- rendering ----------------------------------------------------------------------------

@@ -53,14 +53,14 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
             launcher = process_identity(os.getpid())
             if st.root_created and not st.namespace:
                 launcher["scratch"] = st.root
-            dream = store.start_dream(dream_id, runner=identity(), session={
+            dream = store.dreams.start(dream_id, runner=identity(), session={
                 "root": st.root, "launcher": launcher, "status": "idle",
                 "agent": {"type": "agent", "id": "local", "name": os.path.basename(command[0])},
                 "environment_id": "local"})
             if dream is None:
                 raise MemfsError(f"dream {dream_id} is no longer pending")
             self.dream = dream
-            session = store.get_session(dream.session_id or "")
+            session = store.sessions.get(dream.session_id or "")
             paths = {r.memory_store_id: r.mount_path for r in session.resources}
             os.environ["MEMFS_DREAM_ID"] = dream_id
             os.environ["MEMFS_DREAM_OUTPUT"] = paths[dream.output_store_id or ""]
@@ -84,9 +84,9 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
                 try:
                     if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                         last_beat = time.monotonic()
-                        status = store.dream_heartbeat(dream_id)
+                        status = store.dreams.heartbeat(dream_id)
                     else:
-                        status = store.get_dream(dream_id).status
+                        status = store.dreams.get(dream_id).status
                 except Exception:
                     log.exception("cannot read dream %s", dream_id)
                     continue
@@ -131,8 +131,8 @@ def run_command(db_path: str | None, dream_id: str, command: list[str]) -> Dream
                 os.environ[k] = v
     with open_store(db_path, create=False) as store:
         if error is None:
-            return store.finish_dream(dream_id, "completed")
+            return store.dreams.finish(dream_id, "completed")
         # The command is the model: one that never started wrote nothing to the output.
-        return store.finish_dream(dream_id, "failed", {"type": "command_failed",
+        return store.dreams.finish(dream_id, "failed", {"type": "command_failed",
                                                        "message": error},
                                   discard_output=launcher.state.child is None)

@@ -68,7 +68,7 @@ class Dreamer:
         """A process starting to serve: fail the dreams whose runner died, and watch the
         others if any runs elsewhere."""
         self.recover()
-        if self.store.live_dreams():
+        if self.store.dreams.live():
             self.watch()
 
     def _run(self, run: DreamRun) -> None:
@@ -83,7 +83,7 @@ class Dreamer:
 
     def cancel(self, dream_id: str) -> None:
         """Stop the dream's run in this process, if it runs here (the store records the
-        cancel: :meth:`Store.cancel_dream`)."""
+        cancel: :meth:`Store.dreams.cancel`)."""
         with self._lock:
             run = self.runs.get(dream_id)
         if run is not None:
@@ -100,8 +100,8 @@ class Dreamer:
         silent for :data:`STALE_SECONDS`. Returns their ids."""
         me = identity()
         failed = []
-        stale = {d for d, _ in self.store.stale_dreams(older_than=STALE_SECONDS)}
-        for dream_id, runner in self.store.live_dreams():
+        stale = {d for d, _ in self.store.dreams.stale(older_than=STALE_SECONDS)}
+        for dream_id, runner in self.store.dreams.live():
             with self._lock:
                 if dream_id in self.runs:
                     continue
@@ -115,8 +115,8 @@ class Dreamer:
                           f"{STALE_SECONDS:.0f} s")
             if reason is not None:
                 # No usage recorded: the model never answered, the output is a bare copy.
-                unused = not any(self.store.get_dream(dream_id).usage.values())
-                self.store.finish_dream(dream_id, "failed",
+                unused = not any(self.store.dreams.get(dream_id).usage.values())
+                self.store.dreams.finish(dream_id, "failed",
                                         {"type": "internal_error", "message": reason},
                                         discard_output=unused)
                 log.warning("dream %s failed: %s", dream_id, reason)

@@ -54,8 +54,8 @@ def build_prompt(store: Store, dream: Dream, root: str = "/memories") -> str:
         out.append(f"<instructions>\n{dream.instructions}\n</instructions>")
     budget = STORE_CHARS
     files = []
-    for m in store.tree(dream.memory_store_id):
-        full = store.get_memory(dream.memory_store_id, m.id)
+    for m in store.memories.tree(dream.memory_store_id):
+        full = store.memories.get(dream.memory_store_id, m.id)
         text = full.content or ""
         if budget <= 0:
             files.append(f'<memory path="{root}{m.path}" omitted="read it there"/>')
@@ -69,7 +69,7 @@ def build_prompt(store: Store, dream: Dream, root: str = "/memories") -> str:
         lines: list[str] = []
         page = None
         while budget > 0:
-            p = store.list_events(sid, limit=1000, page=page)
+            p = store.events.list(sid, limit=1000, page=page)
             for e in p.data:
                 line = _event_line(e.body)
                 lines.append(line[:budget])

@@ -1,11 +1,11 @@
 """Running dreams (API.md §5, issue 13): a model reads a memory store and the transcripts of
 some sessions and consolidates the store, through the memory tool, into the output store.
 
-The store keeps the rows (:meth:`memfs.store.Store.create_dream` and the rest); this module
+The store keeps the rows (:meth:`memfs.store.Store.dreams.create` and the rest); this module
 runs one (:class:`DreamRun`), in the process that serves the API (``memfs serve``) or in
 ``memfs dream`` on a local database (:mod:`memfs.dreams.dreamer` runs a process's dreams):
 
-- :meth:`Store.start_dream` makes the output store (``create_new``: a copy of the input) and
+- :meth:`Store.dreams.start` makes the output store (``create_new``: a copy of the input) and
   the dream's session (the output attached read_write, the input read_only).
 - The model is called through the ``anthropic`` SDK (``ANTHROPIC_API_KEY``,
   ``ANTHROPIC_BASE_URL`` for any compatible endpoint, the dream's model). Its only tool is the
@@ -94,33 +94,33 @@ class DreamRun:
         try:
             client = self.client_factory()
         except _Failed as e:
-            return self.store.finish_dream(self.dream_id, "failed", e.error)
+            return self.store.dreams.finish(self.dream_id, "failed", e.error)
         try:
             return self._run(client)
         finally:
             client.close()
 
     def _run(self, client: Any) -> Dream:
-        dream = self.store.start_dream(self.dream_id, runner=identity())
+        dream = self.store.dreams.start(self.dream_id, runner=identity())
         if dream is None:  # canceled, or another runner took it
-            return self.store.get_dream(self.dream_id)
+            return self.store.dreams.get(self.dream_id)
         try:
             summary = self._converse(dream, client)
         except Canceled:
             if self.stop_error is not None:
                 return self._fail(self.stop_error)
-            return self.store.get_dream(self.dream_id)
+            return self.store.dreams.get(self.dream_id)
         except _Failed as e:
             return self._fail(e.error)
         except Exception as e:  # a bug or a database failure: the dream says so
             log.exception("dream %s failed", self.dream_id)
             return self._fail({"type": "internal_error", "message": f"{type(e).__name__}: {e}"})
         log.info("dream %s completed: %s", self.dream_id, summary[:200])
-        return self.store.finish_dream(self.dream_id, "completed")
+        return self.store.dreams.finish(self.dream_id, "completed")
 
     def _fail(self, error: dict[str, str]) -> Dream:
         # Before the model's first answer nothing but the copy is in the output store.
-        return self.store.finish_dream(self.dream_id, "failed", error,
+        return self.store.dreams.finish(self.dream_id, "failed", error,
                                        discard_output=not self.answered)
 
     def _check(self) -> None:
@@ -133,9 +133,9 @@ class DreamRun:
             beat = now - self._last_beat >= HEARTBEAT_SECONDS
             if beat:
                 self._last_beat = now
-                status = self.store.dream_heartbeat(self.dream_id)
+                status = self.store.dreams.heartbeat(self.dream_id)
             else:
-                status = self.store.get_dream(self.dream_id).status
+                status = self.store.dreams.get(self.dream_id).status
             if status != "running":
                 raise Canceled
 
@@ -151,7 +151,7 @@ class DreamRun:
                  "is never changed." if out != dream.memory_store_id else
                  "It is the input store shown below: your changes rewrite it.")
         prompt = build_prompt(self.store, dream)
-        self.store.add_events(dream.session_id, [
+        self.store.events.add(dream.session_id, [
             {"type": "user.message", "content": [{"type": "text", "text": prompt}]}])
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         deadline = time.monotonic() + TIMEOUT_SECONDS
@@ -165,14 +165,14 @@ class DreamRun:
                 "tools": [tool.to_dict()], "betas": [MEMORY_BETA]})
             self.answered = True
             usage = reply.usage
-            self.store.add_dream_usage(self.dream_id, {
+            self.store.dreams.add_usage(self.dream_id, {
                 "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                 "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0,
                 "cache_read_input_tokens": usage.cache_read_input_tokens or 0})
             content = [b.model_dump(mode="json", exclude_none=True) for b in reply.content]
             text = "".join(b.get("text", "") for b in content if b["type"] == "text")
             if text:
-                self.store.add_events(dream.session_id, [
+                self.store.events.add(dream.session_id, [
                     {"type": "agent.message", "content": [{"type": "text", "text": text}]}])
             messages.append({"role": "assistant", "content": content})
             uses = [b for b in content if b["type"] == "tool_use"]

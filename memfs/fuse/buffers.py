@@ -152,7 +152,7 @@ class Buffers:
         assert node.memory is not None
         memory_id = node.memory.id
         try:
-            m = await self.mount.call(self.store.get_memory, self.store_id, memory_id)
+            m = await self.mount.call(self.store.memories.get, self.store_id, memory_id)
         except errors.NotFound:
             if node.content is not None:
                 node.content_stale = False
@@ -324,7 +324,7 @@ class Buffers:
             # server refuses it from then on, so a close that fails is never saved later.
             answer_by = getattr(self.store, "answer_by", None)
             with nullcontext() if left is None or answer_by is None else answer_by(left):
-                return self.store.write_path(self.store_id, job.path, job.data,
+                return self.store.memories.write_path(self.store_id, job.path, job.data,
                                              actor=self.actor, events=job.events)
 
         if len(jobs) == 1 or not hasattr(self.store, "batch"):
@@ -552,13 +552,14 @@ class Buffers:
                 # Never committed (a new file not closed yet): its content becomes the
                 # content at the new path in one write, over the memory there if any.
                 data = bytes(await self.data(src))
-                moved = await self.mount.call_by(deadline, self.store.write_path, self.store_id,
+                moved = await self.mount.call_by(deadline, self.store.memories.write_path,
+                                                 self.store_id,
                                                  new_path, data, actor=self.actor, events=events)
                 if src.gen == gen:
                     src.dirty = False
             else:
                 moved = await self.mount.call_by(
-                    deadline, self.store.rename_path, self.store_id, old_path, new_path,
+                    deadline, self.store.memories.rename_path, self.store_id, old_path, new_path,
                     actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
                     events=events)
         except errors.MemfsError as e:
@@ -595,7 +596,7 @@ class Buffers:
             return None
         assert node.scratch is not None and node.scratch.parked_id is not None
         try:
-            m = await self.mount.call_by(deadline, self.store.get_memory, self.store_id,
+            m = await self.mount.call_by(deadline, self.store.memories.get, self.store_id,
                                          node.scratch.parked_id, view="basic")
         except errors.NotFound:
             return None
@@ -616,7 +617,8 @@ class Buffers:
                                      f"{self.mount.display(node.path)} before)")
             await self.mount.events_in_order(deadline)
             try:
-                gone = await self.mount.call_by(deadline, self.store.delete_path, self.store_id,
+                gone = await self.mount.call_by(deadline, self.store.memories.delete_path,
+                                                self.store_id,
                                                 parked, actor=self.actor, events=events)
                 self.tree.own_change(gone.seq)
                 self.mount.logged(events)
@@ -632,7 +634,7 @@ class Buffers:
         the store's newest change, and a late state from before it must not bring the file
         back either (as :meth:`unlink`)."""
         with contextlib.suppress(errors.MemfsError):
-            self.tree.own_change(await self.mount.call_by(deadline, self.store.last_change,
+            self.tree.own_change(await self.mount.call_by(deadline, self.store.feed.last,
                                                           self.store_id))
 
     async def _replace_for_scratch(self, dst: Node | None, deadline: float) -> None:
@@ -642,7 +644,8 @@ class Buffers:
             return
         if dst.memory is not None:
             try:
-                gone = await self.mount.call_by(deadline, self.store.delete_path, self.store_id,
+                gone = await self.mount.call_by(deadline, self.store.memories.delete_path,
+                                                self.store_id,
                                                 dst.path, actor=self.actor)
                 self.tree.own_change(gone.seq)
                 self.mount.history_saw("delete", dst.memory.id, dst.path)
@@ -695,10 +698,12 @@ class Buffers:
         await self.mount.events_in_order(deadline)
         try:
             if parked is not None and parked != new_path:
-                renamed = await self.mount.call_by(deadline, self.store.rename_path, self.store_id,
+                renamed = await self.mount.call_by(deadline, self.store.memories.rename_path,
+                                                   self.store_id,
                                                    parked, new_path, actor=self.actor, replace=True)
                 self.tree.own_change(renamed.seq)
-            moved = await self.mount.call_by(deadline, self.store.write_path, self.store_id,
+            moved = await self.mount.call_by(deadline, self.store.memories.write_path,
+                                             self.store_id,
                                              new_path, data, actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
@@ -732,8 +737,8 @@ class Buffers:
         await self.mount.events_in_order(deadline)
         try:
             moved = await self.mount.call_by(
-                deadline, self.store.rename_prefix, self.store_id, old_path + "/", new_path + "/",
-                actor=self.actor, events=events)
+                deadline, self.store.memories.rename_prefix, self.store_id, old_path + "/",
+                new_path + "/", actor=self.actor, events=events)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
         for m in moved:

@@ -105,7 +105,7 @@ def actor_for(session_id: str | None) -> Actor:
 
 def _session_scope(store: StoreAPI, actor: Actor) -> SessionScope | None:
     """What ``.search/@session`` of a mount acting as a session asks: the session's stores
-    (:meth:`memfs.store.Store.search_session`) and their mount paths (None: the mount acts
+    (:meth:`memfs.store.Store.search.in_session`) and their mount paths (None: the mount acts
     as no session)."""
     if actor.type != "session_actor" or not isinstance(store, SearchAPI):
         return None
@@ -113,9 +113,9 @@ def _session_scope(store: StoreAPI, actor: Actor) -> SessionScope | None:
 
     def mounts() -> dict[str, str]:
         return {r.memory_store_id: r.mount_path
-                for r in store.get_session(session_id).resources}
+                for r in store.sessions.get(session_id).resources}
 
-    return SessionScope(functools.partial(store.search_session, session_id), mounts)
+    return SessionScope(functools.partial(store.search.in_session, session_id), mounts)
 
 
 @dataclass(eq=False)
@@ -239,7 +239,7 @@ class Mount:
                                         self.in_thread)
         #: The ``.search`` directory (None: a store that cannot search, as a snapshot's).
         self.search: Search | None = (
-            Search(self.tree, store.search, store_id, self.in_thread, self.display,
+            Search(self.tree, store.search.in_store, store_id, self.in_thread, self.display,
                    _session_scope(store, actor))
             if isinstance(store, SearchAPI) else None)
         #: Their handler objects, which the handlers' dispatch hands their requests
@@ -327,7 +327,7 @@ class Mount:
         if self.outage is None:
             return
         try:
-            await self.call(self.store.last_change, self.store_id)
+            await self.call(self.store.feed.last, self.store_id)
         except errors.MemfsError as e:
             raise _Failure.of(e) from None
 

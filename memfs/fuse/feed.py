@@ -36,9 +36,9 @@ class Feed:
 
     def _read_all(self) -> tuple[int, list[Memory], bool]:
         """The feed position, then every memory and the archive state (blocking)."""
-        seq = self.store.last_change(self.store_id)
-        archived = self.store.get_store(self.store_id).archived_at is not None
-        return seq, self.store.tree(self.store_id), archived
+        seq = self.store.feed.last(self.store_id)
+        archived = self.store.stores.get(self.store_id).archived_at is not None
+        return seq, self.store.memories.tree(self.store_id), archived
 
     def read_changes(
         self,
@@ -52,7 +52,7 @@ class Feed:
         for ch in changes:
             if ch.op == "put" and ch.memory_id is not None and ch.memory_id not in current:
                 try:
-                    current[ch.memory_id] = self.store.get_memory(
+                    current[ch.memory_id] = self.store.memories.get(
                         self.store_id, ch.memory_id, view="basic"
                     )
                 except errors.NotFound:
@@ -60,7 +60,7 @@ class Feed:
         state: str | None = None
         if any(ch.op == "store" for ch in changes):
             try:
-                archived = self.store.get_store(self.store_id).archived_at is not None
+                archived = self.store.stores.get(self.store_id).archived_at is not None
                 state = "archived" if archived else "live"
             except errors.NotFound:
                 state = "gone"
@@ -97,7 +97,7 @@ class Feed:
         """Apply every change made to the store since the tree's position; returns how many.
         When the feed no longer holds that position (pruned), the whole tree is reloaded."""
         try:
-            changes = await self.mount.call(self.store.changes_since, self.store_id, self.tree.seq)
+            changes = await self.mount.call(self.store.feed.since, self.store_id, self.tree.seq)
         except errors.FeedGap:
             log.info("change feed: position %d was pruned; reloading the tree", self.tree.seq)
             seq, tree, archived = await self.mount.call(self._read_all)
@@ -119,7 +119,7 @@ class Feed:
         that no other process committed meanwhile, so every change up to it is this mount's.
         False (nothing moved) when it cannot: then read the feed."""
         async with self.mount.mutex:
-            seq = await self.mount.call(self.store.last_change, self.store_id)
+            seq = await self.mount.call(self.store.feed.last, self.store_id)
             if not nobody_else():
                 return False
             self.tree.seq = max(self.tree.seq, seq)

@@ -339,7 +339,7 @@ class History:
         page: str | None = None
         while True:
             self.calls += 1
-            got = self.store.list_versions(self.store_id, operation="deleted",
+            got = self.store.versions.list(self.store_id, operation="deleted",
                                            limit=self._page_size(), page=page)
             for v in got.data:
                 # Newest first: a memory deleted twice (alive again between) ends at the first.
@@ -357,7 +357,7 @@ class History:
         page: str | None = None
         while True:
             self.calls += 1
-            got = self.store.list_versions(self.store_id, memory_id=memory_id,
+            got = self.store.versions.list(self.store_id, memory_id=memory_id,
                                            limit=self._page_size(), page=page)
             out.extend(got.data)
             if not got.next_page:
@@ -525,7 +525,7 @@ class History:
             return data
         gen = self._token(v.memory_id)
         self.calls += 1
-        full: MemoryVersion = await self._call(self.store.get_version, self.store_id, v.id,
+        full: MemoryVersion = await self._call(self.store.versions.get, self.store_id, v.id,
                                                view="full")
         if full.redacted_at is not None:
             node.version = full

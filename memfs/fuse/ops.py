@@ -344,7 +344,7 @@ class Operations(pyfuse3.Operations):
                 # kernel holds the directory locked during CREATE, and a wait here (another
                 # process's write lock, a hung server) would stall every listing of it.
                 try:
-                    await self.mount.call(self.store.check_can_create, self.store_id)
+                    await self.mount.call(self.store.memories.check_can_create, self.store_id)
                 except errors.MemfsError as e:
                     raise _Failure.of(e) from None
                 # Checked again: another request may have made the name while we waited.
@@ -624,7 +624,7 @@ class Operations(pyfuse3.Operations):
                                            text=f"deleted {self.mount.display(entry)}")
                     await self.mount.events_in_order(deadline)
                     try:
-                        gone = await self.mount.call_by(deadline, self.store.delete_path,
+                        gone = await self.mount.call_by(deadline, self.store.memories.delete_path,
                                                         self.store_id, node.path, actor=self.actor,
                                                         events=pair)
                         self.tree.own_change(gone.seq)
@@ -711,7 +711,7 @@ class Operations(pyfuse3.Operations):
     @_handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         lim = self.store.limits
-        live = await self.mount.call(self.store.count_memories, self.store_id)
+        live = await self.mount.call(self.store.memories.count, self.store_id)
         data = pyfuse3.StatvfsData()
         data.f_bsize = data.f_frsize = BLOCK
         data.f_blocks = lim.max_memories * lim.max_content_bytes // BLOCK

@@ -301,8 +301,9 @@ async def serve(mounted: Sequence[Mounted], *,
                              else await holding.enter_async_context(m.follow(m.ops)))
             if m.ops.events is not None:
                 services.append(EventFlusher(m.ops.events))
-            if m.ops.search is not None and isinstance(m.ops.store, WordsAPI):
-                services.append(WordsCatchUp(m.ops, m.ops.store))
+            words = getattr(m.ops.store, "search", None)  # a local store's search part
+            if m.ops.search is not None and isinstance(words, WordsAPI):
+                services.append(WordsCatchUp(m.ops, words))
             invalidator = Invalidator(m.ops)
             m.ops.mount.on_stale = invalidator.wake
             services.append(invalidator)

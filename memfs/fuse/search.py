@@ -2,7 +2,8 @@
 file's content.
 
 ``cat "MOUNT/.search/who gets paged at night"`` prints the store's best hits for the question
-(:meth:`memfs.store.Store.search`: words and meaning, best first, 10 at most), one per line::
+(:meth:`memfs.store.Store.search.in_store`: words and meaning, best first, 10 at most), one per
+line::
 
     /mnt/memory/notes/people/oncall.md<TAB>0.9312<TAB>Nights and weekends: Dana is paged first…
 
@@ -122,7 +123,7 @@ class Options:
     session: bool = False
 
     def kwargs(self) -> dict[str, Any]:
-        """The search's keyword arguments (:meth:`memfs.store.Store.search`)."""
+        """The search's keyword arguments (:meth:`memfs.store.Store.search.in_store`)."""
         return {"limit": self.limit, "path_prefix": self.prefix, "threshold": self.threshold,
                 **({"channels": ("words",)} if self.words else {})}
 
@@ -130,7 +131,7 @@ class Options:
 @dataclass(frozen=True)
 class SessionScope:
     """The session a mount belongs to, for ``@session``: its stores' search
-    (:meth:`memfs.store.Store.search_session`, bound to the session) and their mount paths
+    (:meth:`memfs.store.Store.search.in_session`, bound to the session) and their mount paths
     (store id -> the path its mount shows), both called in a worker thread."""
 
     search: Callable[..., Result]
@@ -294,7 +295,7 @@ class Search:
     """The ``.search`` directory of one mount.
 
     :param tree: the mount's tree (its inode allocator).
-    :param search: the store's ``search`` (:meth:`memfs.store.Store.search`, or a server's
+    :param search: the store's ``search`` (:meth:`memfs.store.Store.search.in_store`, or a server's
         through :class:`memfs.client.Client`).
     :param call: runs a blocking store call in a worker thread
         (:meth:`memfs.fuse.core.Mount.in_thread`): a search may take long.

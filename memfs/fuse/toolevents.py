@@ -253,7 +253,7 @@ class EventSink:
         try:
             batch = list(self._pending)
             try:
-                record = getattr(self.store, "record_tool_events", None)
+                record = getattr(self.store.events, "record_tool_events", None)
                 if record is not None:
                     # A local store takes the events built here as they are: the checks of
                     # add_events are for events that come from outside (the API).
@@ -278,7 +278,7 @@ class EventSink:
                                                 us=us)
                         else:
                             events.append(item)
-                    self.store.add_events(self.session_id, events, store_id=self.store_id)
+                    self.store.events.add(self.session_id, events, store_id=self.store_id)
             except (errors.NotFound, errors.InvalidRequest, errors.ReadOnly) as e:
                 # The session was deleted (or a server refuses them for good): these events
                 # can never be recorded; keeping them would only make the queue grow.

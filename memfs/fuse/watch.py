@@ -235,20 +235,21 @@ class EventFlusher(_Periodic):
 
 
 class WordsCatchUp(_Periodic):
-    """Indexes the words that the store's writes queued (:meth:`memfs.store.Store.
-    catch_up_words`: a write only queues its memory, :mod:`memfs.recall.wordsqueue`), once
+    """Indexes the words that the store's writes queued (``words``: the store's search part,
+    :meth:`memfs.store.search.Search.catch_up_words`: a write only queues its memory,
+    :mod:`memfs.recall.wordsqueue`), once
     the mount has seen no change for ``interval`` seconds: a batch (one short transaction) at
     a time, and no further while changes come, in a thread of its own at the lowest CPU
     priority (the batches run while the mount serves reads: those come first). A search then
     finds little left to index. A mount that sees no change spends nothing on it: it sleeps
     until one (:attr:`memfs.fuse.search.Search.on_change`)."""
 
-    def __init__(self, ops: Operations, store: WordsAPI, interval: float = 0.5) -> None:
+    def __init__(self, ops: Operations, words: WordsAPI, interval: float = 0.5) -> None:
         super().__init__(interval, f"the words index catch-up of {ops.store_id}")
         assert ops.search is not None
         self.search = ops.search
         self.store_id = ops.store_id
-        self.store = store
+        self.words = words
         self._changed = trio.Event()
         #: The count of changes seen (:attr:`Search.gen`) when the queue was last emptied.
         self._done = self.search.gen
@@ -285,7 +286,7 @@ class WordsCatchUp(_Periodic):
     async def tick(self) -> None:
         seen = self.search.gen
         while not self._stopped.is_set():
-            batch = self._thread.submit(self.store.catch_up_words, self.store_id)
+            batch = self._thread.submit(self.words.catch_up_words, self.store_id)
             if not await trio.to_thread.run_sync(batch.result):
                 self._done = seen
                 return
@@ -396,8 +397,8 @@ class ChangeSubscriber(_Stoppable):
             elif event.kind == "reset":
                 log.info("change feed: the server lost position %d; reloading the tree",
                          ops.seq)
-                tree = await self.client.tree(ops.store_id)
-                store = await self.client.get_store(ops.store_id)
+                tree = await self.client.memories.tree(ops.store_id)
+                store = await self.client.stores.get(ops.store_id)
                 await ops.feed.reload(tree, event.seq, store.archived_at is not None)
 
     async def _store_gone(self) -> None:

@@ -80,7 +80,7 @@ def run_command(st: LaunchState) -> int:
         prompt_file.chmod(0o400)
         st.state_dir.chmod(0o711)  # the prompt file by its name, nothing else
         as_agent = {"user": agent.uid, "group": agent.gid, "extra_groups": agent.groups}
-    st.store.set_session_status(st.session.id, "running")
+    st.store.sessions.set_status(st.session.id, "running")
     try:
         env.update(agent_credentials(st))
     except MemfsError as e:

@@ -27,7 +27,7 @@ def agent_credentials(st: LaunchState) -> dict[str, str]:
     else:
         assert st.api is not None  # start_api made it, on a local database
         url = st.api.url
-    token = st.store.create_session_token(st.session.id,
+    token = st.store.sessions.create_token(st.session.id,
                                           ttl_seconds=st.launch.token_ttl)
     return {"MEMFS_URL": url, "MEMFS_API_KEY": token.token}
 

@@ -61,14 +61,14 @@ class Attachment:
             the unknown access mode, or ``@AT`` with ``:read_write``.
         """
         try:
-            return store.resolve_store(self.ref)
+            return store.stores.resolve(self.ref)
         except NotFound:
             name, sep, at = self.ref.rpartition("@")
             if sep and not name:
                 raise InvalidRequest(f"--store {self.ref!r}: no store name before '@' "
                                      "(NAME@AT: the store NAME as it was at AT)") from None
             if sep and name and at and self.at is None:
-                found = store.resolve_store(name)
+                found = store.stores.resolve(name)
                 if self.explicit_access and self.access == "read_write":
                     raise InvalidRequest(
                         f"--store {self.ref!r}: a store as it was at {at} is a read-only "

@@ -42,17 +42,17 @@ def reap_sessions(store: Store) -> list[str]:
     :returns: the ids of the sessions ended.
     """
     ended = []
-    for sid, owner in store.launched_sessions():
+    for sid, owner in store.sessions.launched():
         if not gone(owner):
             continue
         message = f"the launcher of this session (pid {owner.get('pid')}) ended without it"
         try:
-            store.add_events(sid, [{
+            store.events.add(sid, [{
                 "type": "session.error",
                 "error": {"type": "unknown_error", "message": message,
                           "retry_status": "terminal"},
             }])
-            store.set_session_status(sid, "terminated")
+            store.sessions.set_status(sid, "terminated")
         except MemfsError as e:  # deleted meanwhile, say: nothing to end
             log.info("could not end session %s: %s", sid, e)
             continue

@@ -173,7 +173,7 @@ def _cleanup(st: LaunchState) -> None:
         shutil.rmtree(st.state_dir, ignore_errors=True)
     if st.session is not None:
         try:
-            st.store.set_session_status(st.session.id, "terminated")
+            st.store.sessions.set_status(st.session.id, "terminated")
         except MemfsError as e:
             log.error("cannot mark session %s terminated: %s", st.session.id, e)
 

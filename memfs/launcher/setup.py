@@ -151,7 +151,7 @@ def _resources(st: LaunchState) -> list[dict[str, Any]]:
         if a.at is not None:
             # Resolved once, here: "now" stays the time the session started, and a bad AT
             # fails before anything is created.
-            snap = st.store.snapshot(store.id, a.at)
+            snap = st.store.versions.snapshot(store.id, a.at)
             st.snapshots[store.id] = snap.at
             st.snapshot_notes[SNAPSHOT_KEY + store.id] = snapshot_note(snap)
             warning = snap.pruned_warning()
@@ -166,7 +166,7 @@ def _resources(st: LaunchState) -> list[dict[str, Any]]:
         resources.append(res)
         by_id.setdefault(store.id, res)
     for ref, text in st.launch.instructions:
-        store = st.store.resolve_store(ref)
+        store = st.store.stores.resolve(ref)
         if store.id not in by_id:
             raise InvalidRequest(f"--instructions names {ref!r}, which no --store attaches")
         by_id[store.id]["instructions"] = text
@@ -182,7 +182,7 @@ def create_session(st: LaunchState) -> Session:
         if st.root_created and not st.namespace:
             launcher["scratch"] = st.root  # ours to delete if we die (reap_sessions)
         owner["launcher"] = launcher
-    return st.store.create_session(
+    return st.store.sessions.create(
         _resources(st),
         root=st.root,
         agent={"type": "agent", "id": "local", "name": os.path.basename(cmd[0])},

@@ -77,7 +77,7 @@ class SessionSpec:
         resolved = []
         for i, a in enumerate(self.attachments):
             try:
-                found = store.resolve_store(a.ref)
+                found = store.stores.resolve(a.ref)
             except MemfsError as e:
                 e.args = (f"{self.source}: resources[{i}]: {e.message}", *e.args[1:])
                 raise

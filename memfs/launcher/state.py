@@ -137,7 +137,7 @@ def _record_error(st: LaunchState, message: str) -> None:
     if st.session is None:
         return
     try:
-        st.store.add_events(st.session.id, [{
+        st.store.events.add(st.session.id, [{
             "type": "session.error",
             "error": {"type": "unknown_error", "message": message,
                       "retry_status": "terminal"},

@@ -8,7 +8,7 @@
 - :mod:`memfs.recall.indexer`: the indexer that follows the store and embeds what changed,
   off the write path, one process at a time per store.
 - :mod:`memfs.recall.search`: the ranking (words and meaning fused, recency) behind
-  :meth:`memfs.store.Store.search`.
+  :meth:`memfs.store.Store.search.in_store`.
 - :mod:`memfs.recall.worker` and :mod:`memfs.recall.supervisor`: a mount daemon's indexer
   process (``python -m memfs.indexworker``), which indexes and ranks by meaning for the daemon
   (so that the daemon never loads a model), and what starts it, asks it and ends it.

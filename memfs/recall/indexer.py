@@ -43,7 +43,7 @@ from . import passages as P
 from .embeddings import Provider, Unavailable
 
 if TYPE_CHECKING:
-    from ..store.base import StoreBase
+    from ..store.base import Core
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ _PENDING = (
 
 #: The last failure of the provider for a store and model in this process (by any of its
 #: indexers), until one of its catch-ups embeds again: why a store is not indexed, for
-#: :meth:`memfs.store.Store.search_status` (``memfs serve`` answers it from the process whose
+#: :meth:`memfs.store.Store.search.status` (``memfs serve`` answers it from the process whose
 #: indexer tried).
 _failures: dict[tuple[str, str], str] = {}
 
@@ -90,19 +90,19 @@ def last_failure(store_id: str, model: str) -> str | None:
     return _failures.get((store_id, model))
 
 
-def pending_bytes(store: StoreBase, store_id: str, model: str) -> tuple[int, int]:
+def pending_bytes(store: Core, store_id: str, model: str) -> tuple[int, int]:
     """Memories of the store without a current vector of ``model``, and their contents' size."""
     row = store.database.one(f"SELECT count(*), sum(m.content_size_bytes) {_PENDING}",
                              (store_id, model))
     return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
 
 
-def pending_count(store: StoreBase, store_id: str, model: str) -> int:
+def pending_count(store: Core, store_id: str, model: str) -> int:
     """Memories of the store without a current vector of ``model``."""
     return pending_bytes(store, store_id, model)[0]
 
 
-def has_pending(store: StoreBase, store_id: str, model: str) -> bool:
+def has_pending(store: Core, store_id: str, model: str) -> bool:
     """Whether a memory of the store has no current vector of ``model`` (stops at the first)."""
     return store.database.one(f"SELECT 1 {_PENDING} LIMIT 1", (store_id, model)) is not None
 
@@ -114,7 +114,7 @@ _DEEPER = (
     "v.passages_left > 0")
 
 
-def has_work(store: StoreBase, store_id: str, model: str) -> bool:
+def has_work(store: Core, store_id: str, model: str) -> bool:
     """Whether the store has a memory to embed, or passages of one (stops at the first)."""
     return has_pending(store, store_id, model) or store.database.one(
         f"SELECT 1 {_DEEPER} LIMIT 1", (store_id, model)) is not None
@@ -123,7 +123,7 @@ def has_work(store: StoreBase, store_id: str, model: str) -> bool:
 class Indexer:
     """Catches stores up with a provider (one instance per process and provider)."""
 
-    def __init__(self, store: StoreBase, provider: Provider, *, holder: str | None = None) -> None:
+    def __init__(self, store: Core, provider: Provider, *, holder: str | None = None) -> None:
         self.store, self.provider = store, provider
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
 
@@ -267,7 +267,7 @@ class Indexer:
         return saved
 
 
-def wait_for(store: StoreBase, provider: Provider, store_id: str, seconds: float) -> int:
+def wait_for(store: Core, provider: Provider, store_id: str, seconds: float) -> int:
     """Embed the store's pending memories now, or wait while the process that holds its lease
     does, for at most ``seconds``: what a search does when a few memories were written since
     the indexer's last pass (:data:`memfs.recall.search.WAIT_PENDING`), so that a question
@@ -293,7 +293,7 @@ class BackgroundIndexer:
         stores, or every store of the database for ``memfs serve``).
     """
 
-    def __init__(self, store: StoreBase, provider: Provider,
+    def __init__(self, store: Core, provider: Provider,
                  stores: Callable[[], Iterable[str]], *, poll: float = 2.0) -> None:
         self.indexer = Indexer(store, provider)
         self.stores, self.poll = stores, poll

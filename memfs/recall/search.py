@@ -1,5 +1,5 @@
-"""The ranking behind :meth:`memfs.store.Store.search`: words and meaning fused into a relevance
-that means the same in every store and for every question (issue 39).
+"""The ranking behind :meth:`memfs.store.search.Search.in_store`: words and meaning fused into a
+relevance that means the same in every store and for every question (issue 39).
 
 - **Words**: the store's memories sharing a word (a stem) with the question, by BM25 with
   the path weighted above the content (:mod:`memfs.recall.words`: the same on both
@@ -53,7 +53,7 @@ from . import wordsindex
 from .embeddings import LocalE5, Provider, Ranker, Unavailable
 
 if TYPE_CHECKING:
-    from ..store.base import StoreBase
+    from ..store.base import Core
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ _down: dict[str, tuple[float, str]] = {}
 _down_lock = threading.Lock()
 
 
-def rank(store: StoreBase, provider: Provider, store_id: str, question: str,
+def rank(store: Core, provider: Provider, store_id: str, question: str,
          path_prefix: str | None, timeout: float = QUERY_TIMEOUT,
          also: list[str] | tuple[str, ...] = (), wait: float = 0.0) -> Meaning:
     """What meaning says of ``question`` in the store (its vector, from ``provider`` within
@@ -168,7 +168,7 @@ def rank(store: StoreBase, provider: Provider, store_id: str, question: str,
     return _by_meaning(store, store_id, vector, provider.model, path_prefix, set(also))
 
 
-def _meaning(store: StoreBase, provider: Provider, store_id: str, question: str,
+def _meaning(store: Core, provider: Provider, store_id: str, question: str,
              path_prefix: str | None, also: list[str],
              wait: float) -> tuple[Meaning | None, str | None]:
     """What meaning says (:func:`rank`, or the provider's own: a
@@ -198,7 +198,7 @@ def _prefix_sql(path_prefix: str | None, column: str) -> tuple[str, tuple[Any, .
     return f" AND substr({column}, 1, ?) = ?", (len(path_prefix), path_prefix)
 
 
-def _by_words(store: StoreBase, store_id: str, ws: list[str], path_prefix: str | None,
+def _by_words(store: Core, store_id: str, ws: list[str], path_prefix: str | None,
               ) -> list[tuple[str, float]]:
     """The best :data:`CANDIDATES` by BM25 (:func:`memfs.recall.words.bm25`, computed here
     from the index's counts, so alike on both backends) among the store's memories (under
@@ -252,7 +252,7 @@ _cache_lock = threading.Lock()
 CACHED_STORES = 8
 
 
-def _vectors(store: StoreBase, store_id: str, model: str, dim: int) -> _Vectors:
+def _vectors(store: Core, store_id: str, model: str, dim: int) -> _Vectors:
     db = store.database
     row = db.one("SELECT count(*), max(indexed_at) FROM memory_vectors WHERE "
                  "store_id = ? AND model = ?", (store_id, model))
@@ -273,7 +273,7 @@ def _vectors(store: StoreBase, store_id: str, model: str, dim: int) -> _Vectors:
     return got
 
 
-def _by_meaning(store: StoreBase, store_id: str, vector: Any, model: str,
+def _by_meaning(store: Core, store_id: str, vector: Any, model: str,
                 path_prefix: str | None, also: set[str]) -> Meaning:
     import numpy as np
 
@@ -302,7 +302,7 @@ def _by_meaning(store: StoreBase, store_id: str, vector: Any, model: str,
     return out
 
 
-def _coverage(store: StoreBase, store_id: str, ws: list[str], ids: list[str],
+def _coverage(store: Core, store_id: str, ws: list[str], ids: list[str],
               total: int) -> tuple[dict[str, float], float]:
     """Each of ``ids``' coverage of the question's words ``ws``: the idf of those of ``ws`` it
     holds over that of all (0 to 1; the idf is the store's: ``ln(1 + (N - n + 0.5) /
@@ -318,7 +318,7 @@ def _coverage(store: StoreBase, store_id: str, ws: list[str], ids: list[str],
              for mid in ids}, unknown)
 
 
-def _unseen(store: StoreBase, store_id: str, ids: list[str], model: str) -> set[str]:
+def _unseen(store: Core, store_id: str, ids: list[str], model: str) -> set[str]:
     """Those of ``ids`` that have no current vector of ``model``: meaning has not seen them."""
     if not ids:
         return set()
@@ -423,7 +423,7 @@ class _Gathered:
     ws: list[str]
 
 
-def _gather(store: StoreBase, store_id: str, question: str, provider: Provider | None,
+def _gather(store: Core, store_id: str, question: str, provider: Provider | None,
             path_prefix: str | None, channels: tuple[str, ...], *,
             coverage: bool = True) -> _Gathered:
     """The candidates of a question (the best :data:`CANDIDATES` by words and by meaning),
@@ -495,14 +495,14 @@ def _gather(store: StoreBase, store_id: str, question: str, provider: Provider |
     return _Gathered(result, lists, evidence, ws)
 
 
-def evidence(store: StoreBase, store_id: str, question: str, *,
+def evidence(store: Core, store_id: str, question: str, *,
              provider: Provider | None) -> list[Evidence]:
     """The candidates of ``question`` in the store and their evidence, as the default ranking
     weighs them: what scripts/bench_recall.py --calibrate sweeps the constants over."""
     return _gather(store, store_id, question, provider, None, ("words", "meaning")).evidence
 
 
-def run(store: StoreBase, store_id: str, question: str, *, provider: Provider | None,
+def run(store: Core, store_id: str, question: str, *, provider: Provider | None,
         limit: int, path_prefix: str | None = None, threshold: float | None = None,
         fusion: str = "calibrated", channels: tuple[str, ...] = ("words", "meaning"),
         ) -> Result:

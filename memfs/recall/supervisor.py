@@ -9,7 +9,7 @@ while there is work: the daemon never loads a model, so its memory stays that of
   starts the child (the command it was given: ``python -m memfs.indexworker …``), which indexes
   at nice 19 and ends once idle (:data:`memfs.recall.worker.IDLE_SECONDS`). A question asked
   while no child runs starts one too.
-- **Questions**: the daemon's :meth:`memfs.store.Store.search` ranks by meaning through
+- **Questions**: the daemon's :meth:`memfs.store.Store.search.in_store` ranks by meaning through
   :meth:`rank` (the store's provider is this object): the question goes to the child, which
   embeds it and ranks the store's vectors, within the search's timeout (2 s). A child that is
   starting and does not answer in time costs that search its meaning only; one that started
@@ -48,7 +48,7 @@ from .indexer import has_work
 from .search import Meaning
 
 if TYPE_CHECKING:
-    from ..store.base import StoreBase
+    from ..store.base import Core
     from .embeddings import Vectors
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class IndexerProcess:
         names it; the child refuses to run with another).
     """
 
-    def __init__(self, store: StoreBase, model: str, stores: list[str], command: list[str],
+    def __init__(self, store: Core, model: str, stores: list[str], command: list[str],
                  env: dict[str, str] | None = None, *, poll: float = 2.0,
                  first_look: float = 1.0, stop_wait: float = 3.0,
                  backoff: tuple[float, float] = (2.0, 60.0)) -> None:

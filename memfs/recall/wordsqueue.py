@@ -5,7 +5,8 @@ A write of ``memories`` does not tokenize its text: its transaction queues the m
 :data:`~memfs.recall.schema.PG_BM25`), and :func:`catch_up` indexes what is queued, later
 (:func:`memfs.recall.words.index`: folded, stemmed, counted):
 
-- **before every search by words** (:meth:`memfs.store.Store.search`), for the store searched:
+- **before every search by words** (:meth:`memfs.store.Store.search.in_store`), for the store
+searched:
   a memory is found by its words as soon as its write has returned, and a deleted one is not;
 - **in the background**, so that searches find little to do: a mount once it has been quiet
   for a moment (:class:`memfs.fuse.watch.WordsCatchUp`), ``memfs serve`` every second.

@@ -30,7 +30,7 @@ from .indexer import BackgroundIndexer
 from .search import QUERY_TIMEOUT, WAIT_SECONDS, rank
 
 if TYPE_CHECKING:
-    from ..store.base import StoreBase
+    from ..store.base import Core
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ IDLE_SECONDS = 45.0
 STOP_SECONDS = 2.0
 
 
-def answer(store: StoreBase, provider: Provider, stores: Iterable[str], line: bytes) -> bytes:
+def answer(store: Core, provider: Provider, stores: Iterable[str], line: bytes) -> bytes:
     """The answer line to one question line (never raises: a bad question, a provider that
     fails or a bug is an ``error`` answer)."""
     ident: Any = None
@@ -68,7 +68,7 @@ def answer(store: StoreBase, provider: Provider, stores: Iterable[str], line: by
     return json.dumps(out).encode() + b"\n"
 
 
-def serve(store: StoreBase, provider: Provider, stores: list[str], questions: IO[bytes],
+def serve(store: Core, provider: Provider, stores: list[str], questions: IO[bytes],
           answers: IO[bytes], *, idle: float = IDLE_SECONDS, poll: float = 2.0,
           stop: threading.Event | None = None) -> str:
     """Index ``stores`` and answer the questions read from ``questions`` until the process has

@@ -22,27 +22,37 @@ what both accept (placeholders ``?`` and ``:name``, ``RETURNING``, no ``IN ()``,
 (``position_sql``) and :attr:`Store.dialect` names it.
 
 Known limitations:
-- Version retention is enforced when a memory is written and by :meth:`Store.prune_versions`;
+- Version retention is enforced when a memory is written and by ``store.versions.prune()``;
   the change feed and the events are bounded by it and by every
   :attr:`Store.feed_prune_every`-th write; nothing prunes in the background.
 
-The package, one module per kind of object, each a part of :class:`Store` that builds on
-the parts before it (it may call their methods; never the other way round):
+The package, one module per kind of object. :class:`Store` is made of parts, each an object
+that holds what it needs: the store's :class:`~.base.Core` (the database, its transactions and
+the change feed's bookkeeping) and the other parts it calls, handed to it when the store is
+made (``Memories(core, stores)``). Callers name the part they use: ``store.memories.write_path
+(...)``, ``store.versions.list(...)``, ``store.sessions.create(...)``. No part inherits from
+another, so a call can be followed from its caller to the SQL with no inherited hop.
 
 - :mod:`~memfs.store.common` (constants, ids, time, argument checks), :mod:`~.paging`
   (cursors), :mod:`~.schema` (the schema described, and both backends' migrations),
-  :mod:`~.rows` (rows to models): plain functions;
-- :mod:`~.base` (the database, transactions, the change feed), :mod:`~.stores`,
-  :mod:`~.memories` (and the filesystem's path operations), :mod:`~.versions`,
-  :mod:`~.sessions` (and tokens), :mod:`~.events` (and agents, environments), :mod:`~.undo`
-  (reverting a session), :mod:`~.dreams`, :mod:`~.archive` (import, export),
-  :mod:`~.search` (the Console's search, recall), :mod:`~.keys` (API keys, workspaces) and
-  :mod:`~.idempotency` (writes applied once per client key, and their deadlines): the parts,
-  in that order;
-- this module: :class:`Store`, the last part, and the names callers import from here.
+  :mod:`~.rows` (rows to models), :mod:`~.revert` (the plan of a revert) and :mod:`~.restore`
+  (an archive's records checked and made rows): plain functions;
+- :mod:`~.base`: :class:`~.base.Core` (the database, transactions, :meth:`Store.batch`) and
+  :class:`~.base.Part`, what every part holds;
+- the parts, each over the ones it is handed: :mod:`~.feed` (``store.feed``: a store's change
+  feed), :mod:`~.stores` (``store.stores``), :mod:`~.memories` (``store.memories``, and the
+  filesystem's path operations), :mod:`~.versions` (``store.versions``), :mod:`~.sessions`
+  (``store.sessions``: sessions, tokens, resources), :mod:`~.agents` (``store.agents``: the
+  API's agents and environments), :mod:`~.events` (``store.events``: events, acting as a
+  session), :mod:`~.undo` (``store.undo``: reverting a session), :mod:`~.dreams`
+  (``store.dreams``), :mod:`~.archive` (``store.archive``: import, export), :mod:`~.search`
+  (``store.search``: recall, the Console's search), :mod:`~.keys` (``store.keys``: API keys,
+  workspaces, Console sign-ins) and :mod:`~.idempotency` (``store.idempotency``: writes applied
+  once per client key, and their deadlines);
+- this module: :class:`Store`, which holds the parts, and the names callers import from here.
 
 The store may import :mod:`memfs.backends` (its databases, and :func:`open_database`),
-:mod:`memfs.errors`, :mod:`memfs.models`, :mod:`memfs.rules`, :mod:`memfs.revert` and
+:mod:`memfs.errors`, :mod:`memfs.models`, :mod:`memfs.rules` and
 :mod:`memfs.recall`; nothing above it (the filesystem, the API, the CLI).
 """
 
@@ -65,7 +75,9 @@ from ..rules import (
     validate_path,
     validate_prefix,
 )
-from .base import ExportSnapshot
+from .agents import Agents
+from .archive import Archive
+from .base import Core, ExportSnapshot
 from .common import (
     CLIENT_EVENT_TYPES,
     EMPTY_SHA256,
@@ -80,10 +92,18 @@ from .common import (
     no_store,
     sha256_hex,
 )
-from .idempotency import IdempotencyPart
-from .keys import KEY_PREFIX, KeyCheck
+from .dreams import Dreams
+from .events import Events
+from .feed import Feed
+from .idempotency import Idempotency
+from .keys import KEY_PREFIX, KeyCheck, Keys
+from .memories import Memories
 from .schema import MIGRATION_SET
-from .search import SearchHit
+from .search import Search, SearchHit
+from .sessions import Sessions
+from .stores import Stores
+from .undo import Undo
+from .versions import Versions
 
 __all__ = [
     "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "KEY_PREFIX", "MIGRATION_SET", "SESSION_TOKEN_MAX_TTL",
@@ -95,8 +115,10 @@ __all__ = [
 ]
 
 
-class Store(IdempotencyPart):
-    """A memfs database. Thread-safe: writes go through one writer connection, reads through a
+class Store(Core):
+    """A memfs database, made of parts (the module's docstring): the core it is (the database,
+    transactions, lifecycle) and an attribute per part (``store.memories``, ...). Thread-safe:
+    writes go through one writer connection, reads through a
     connection per thread that never waits on the writer
     (:class:`memfs.backends.SQLiteDatabase`).
 
@@ -113,6 +135,37 @@ class Store(IdempotencyPart):
         Default: only when ``path`` is given; the database of ``MEMFS_DB`` or the default path
         must exist (a mistyped ``MEMFS_DB`` is an error, not a new empty database).
     """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        # The parts, each handed the core (the database and its transactions) and the parts
+        # it calls; a part never reaches one it was not given.
+        #: The change feed of each store (what mounts, streams and the indexer follow).
+        self.feed = Feed(self)
+        #: Memory stores: create, get, resolve, update, archive, delete, list.
+        self.stores = Stores(self)
+        #: Memories, and the filesystem's path operations (write, delete, rename).
+        self.memories = Memories(self, self.stores)
+        #: Versions: list, get, restore, redact, prune, and a store as of a moment.
+        self.versions = Versions(self, self.stores, self.memories)
+        #: Sessions, their tokens and their resources.
+        self.sessions = Sessions(self)
+        #: The API's agents and environments, which sessions snapshot.
+        self.agents = Agents(self, self.sessions)
+        #: Session events (tool events, client events), and acting as a session.
+        self.events = Events(self, self.sessions)
+        #: Undoing a session (or a version's successors): a revert.
+        self.undo = Undo(self, self.memories, self.sessions)
+        #: Dreams: their lifecycle, and their output store.
+        self.dreams = Dreams(self, self.stores, self.sessions, self.memories)
+        #: Import and export.
+        self.archive = Archive(self, self.stores, self.memories)
+        #: Recall (words and meaning), the Console's search, the search index.
+        self.search = Search(self, self.sessions)
+        #: API keys, workspaces, Console sign-ins.
+        self.keys = Keys(self)
+        #: Writes applied once per client key, and their deadlines.
+        self.idempotency = Idempotency(self)
 
 
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,

@@ -8,22 +8,24 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection
 from ..errors import Conflict, ImportRejected, InvalidRequest, LimitExceeded, PathConflict
 from ..models import DEFAULT_WORKSPACE, Actor, Memory, MemoryVersion
 from ..rules import _validate_name, encode_content, new_id, validate_path
-from .base import ExportSnapshot
+from .base import Core, ExportSnapshot, Part
 from .common import _archived, _no_store, _now
-from .dreams import DreamsPart
 from .memories import _overlap
 from .rows import _memory, _version
 
+if TYPE_CHECKING:
+    from .memories import Memories
+    from .stores import Stores
 log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------
-# import helpers (Store.import_archive): an archive is client input, checked field by field
+# import helpers (Store.archive.import_archive): an archive is client input, checked field by field
 
 
 def _overlapping(path: str, placed: list[str]) -> str | None:
@@ -65,8 +67,13 @@ def _printable(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-class ArchivePart(DreamsPart):
+class Archive(Part):
     """The store's archive (a part of :class:`memfs.store.Store`)."""
+
+    def __init__(self, core: Core, stores: Stores, memories: Memories) -> None:
+        super().__init__(core)
+        self.stores = stores
+        self.memories = memories
 
     # -- import and export -------------------------------------------------------------------
     # The store's side of memfs/transfer.py (the archive format and the file walks live
@@ -86,13 +93,13 @@ class ArchivePart(DreamsPart):
 
         :raises NotFound: unknown store.
         """
-        with self.database.snapshot() as c:
-            yield ExportSnapshot(self._store_in(c, store_id), c)
+        with self.core.database.snapshot() as c:
+            yield ExportSnapshot(self.core.store_in(c, store_id), c)
 
     def _export_read(
         self, snapshot: ExportSnapshot | None
     ) -> AbstractContextManager[Connection]:
-        return nullcontext(snapshot.conn) if snapshot is not None else self._read()
+        return nullcontext(snapshot.conn) if snapshot is not None else self.core.read()
 
     def export_memory_ids(
         self, store_id: str, *, history: bool, after: str = "", limit: int = 100,
@@ -105,7 +112,7 @@ class ArchivePart(DreamsPart):
         :raises NotFound: unknown store.
         """
         with self._export_read(snapshot) as c:
-            self._store_in(c, store_id)
+            self.core.store_in(c, store_id)
             if history:
                 sql = ("SELECT DISTINCT memory_id FROM versions WHERE store_id = ? "
                        "AND memory_id > ? ORDER BY memory_id LIMIT ?")
@@ -117,8 +124,8 @@ class ArchivePart(DreamsPart):
     def count_export(self, store_id: str, *, history: bool) -> int:
         """How many memories :meth:`export_memory_ids` lists (for a progress bar)."""
         if not history:
-            return self.count_memories(store_id)
-        row = self._one(
+            return self.memories.count(store_id)
+        row = self.core.one(
             "SELECT count(DISTINCT memory_id) FROM versions WHERE store_id = ?", (store_id,)
         )
         return int(row[0]) if row else 0
@@ -196,10 +203,10 @@ class ArchivePart(DreamsPart):
         next write or ``versions prune``.
 
         Never one long transaction (issue 19): the records are read and checked whole first
-        (:mod:`memfs.restore`), with no lock and no write, then what the database holds (ids,
+        (:mod:`memfs.store.restore`), with no lock and no write, then what the database holds (ids,
         paths, room) is checked against them, so that an import that is refused writes
         nothing; then the rows are written in short transactions of at most
-        :data:`memfs.restore.BATCH_ROWS` rows. The memories show as they are written; an
+        :data:`memfs.store.restore.BATCH_ROWS` rows. The memories show as they are written; an
         import that fails after its first write (a path taken meanwhile, the database gone)
         removes what it wrote before it raises.
 
@@ -207,7 +214,7 @@ class ArchivePart(DreamsPart):
         :raises InvalidArchive, InvalidRequest, Conflict, ImportRejected, NotFound,
             StoreArchived:
         """
-        from .. import restore
+        from . import restore
 
         if name is not None and into is not None:
             raise InvalidRequest("give a new store name or a store to import into, not both")
@@ -241,7 +248,7 @@ class ArchivePart(DreamsPart):
         rows = (checker.check(n, rec) for n, rec in enumerate(records(), 1))
         try:
             for batch in restore.batches(rows):
-                with self._write() as c:
+                with self.core.write() as c:
                     if not created and into is None:
                         self._import_store(c, src, sid, name, workspace)
                         created = True
@@ -256,7 +263,7 @@ class ArchivePart(DreamsPart):
             if created or written:
                 self._import_undo(sid, created, written)
             raise
-        return {"store": self.get_store(sid).to_dict(), "ids": "new" if copy else "kept",
+        return {"store": self.stores.get(sid).to_dict(), "ids": "new" if copy else "kept",
                 "created_store": into is None, **counts, "skipped": skipped}
 
     def _import_plan(self, archive_store: str, into: str | None, copy: bool,
@@ -270,7 +277,7 @@ class ArchivePart(DreamsPart):
         :raises NotFound, StoreArchived: ``into``.
         """
         skipped: list[dict[str, Any]] = []
-        with self._read() as c:
+        with self.core.read() as c:
             if into is None and not copy:
                 taken = c.execute("SELECT name, workspace_id FROM stores WHERE id = ?",
                                   (archive_store,)).fetchone()
@@ -292,7 +299,7 @@ class ArchivePart(DreamsPart):
                         raise _ids_taken("memory", row[0])
             count = 0  # a new store holds nothing yet
             if into is not None:
-                target = self._store_in(c, into)
+                target = self.core.store_in(c, into)
                 if target.archived_at is not None:
                     raise _archived(into)
                 count = c.execute("SELECT memory_count FROM stores WHERE id = ?",
@@ -301,12 +308,12 @@ class ArchivePart(DreamsPart):
             for memory_id, path in live:
                 try:
                     if into is not None:
-                        self._check_path_free(c, into, path)
+                        self.memories.check_path_free(c, into, path)
                     other = _overlapping(path, placed)
                     if other is not None:
                         raise PathConflict(_overlap(path, other), conflicting_memory_id="",
                                            conflicting_path=other)
-                    self._check_room(into or archive_store, count)
+                    self.memories.check_room(into or archive_store, count)
                     count += 1
                     bisect.insort(placed, path)
                 except (PathConflict, LimitExceeded) as e:
@@ -351,10 +358,10 @@ class ArchivePart(DreamsPart):
         self, c: Connection, sid: str, row: Any, copy: bool, refused: dict[str, str],
         counts: dict[str, int], skipped: list[dict[str, Any]], written: list[str],
     ) -> None:
-        """Write one row of an import (:mod:`memfs.restore`). A live memory that cannot be
+        """Write one row of an import (:mod:`memfs.store.restore`). A live memory that cannot be
         placed (``refused`` by the plan, or its path taken since) goes with its history,
         listed in ``skipped``."""
-        from ..restore import VersionRow
+        from .restore import VersionRow
 
         group = row.group
         if isinstance(row, VersionRow):
@@ -384,10 +391,10 @@ class ArchivePart(DreamsPart):
         reason = refused.get(group.old_id)
         if reason is None:
             try:
-                self._check_path_free(c, sid, row.path)
+                self.memories.check_path_free(c, sid, row.path)
                 count = c.execute("SELECT memory_count FROM stores WHERE id = ?",
                                   (sid,)).fetchone()
-                self._check_room(sid, count[0])
+                self.memories.check_room(sid, count[0])
             except (PathConflict, LimitExceeded) as e:
                 reason = e.message
         if reason is not None:
@@ -406,7 +413,7 @@ class ArchivePart(DreamsPart):
             (group.new_id, sid, row.path, text, row.sha256, row.size, row.head_id,
              row.created_at, row.updated_at),
         )
-        self._change(c, sid, "put", group.new_id, row.path)
+        self.core.change(c, sid, "put", group.new_id, row.path)
         counts["memories"] += 1
 
     def _import_undo(self, sid: str, created: bool, written: list[str]) -> None:
@@ -419,23 +426,23 @@ class ArchivePart(DreamsPart):
                 for table, key in (("versions", "id"), ("memories", "id"), ("changes", "seq")):
                     gone = 1
                     while gone:
-                        with self._write() as c:
+                        with self.core.write() as c:
                             gone = c.execute(
                                 f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM "
                                 f"{table} WHERE store_id = ? LIMIT 5000)", (sid,)).rowcount
-                with self._write() as c:
+                with self.core.write() as c:
                     c.execute("DELETE FROM stores WHERE id = ?", (sid,))
-                    self._change(c, sid, "store")
+                    self.core.change(c, sid, "store")
                 return
             for i in range(0, len(written), 200):
                 chunk = written[i:i + 200]
                 marks = ",".join("?" * len(chunk))
-                with self._write() as c:
+                with self.core.write() as c:
                     for mid, path in c.execute(
                             f"SELECT id, path FROM memories WHERE id IN ({marks})",
                             chunk).fetchall():
                         c.execute("DELETE FROM memories WHERE id = ?", (mid,))
-                        self._change(c, sid, "delete", mid, path)
+                        self.core.change(c, sid, "delete", mid, path)
                     c.execute(f"DELETE FROM versions WHERE memory_id IN ({marks})", chunk)
         except Exception:
             log.exception("a failed import of store %s could not remove what it wrote", sid)
@@ -465,7 +472,7 @@ class ArchivePart(DreamsPart):
 
         :raises ImportRejected, InvalidRequest, NotFound, StoreArchived:
         """
-        from ..restore import BATCH_BYTES, BATCH_ROWS
+        from .restore import BATCH_BYTES, BATCH_ROWS
 
         if (name is None) == (into is None):
             raise InvalidRequest("give a new store name or a store to import into")
@@ -488,7 +495,7 @@ class ArchivePart(DreamsPart):
                         continue
                 elif batch == [] and (created or into is not None):
                     break
-                with self._write() as c:
+                with self.core.write() as c:
                     if not created and into is None:
                         now = _now()
                         c.execute(
@@ -504,7 +511,8 @@ class ArchivePart(DreamsPart):
                             try:
                                 p = validate_path(path, self.limits)
                                 text, data = encode_content(content, self.limits)
-                                written.append(self._create_in(c, sid, p, text, data, actor).id)
+                                written.append(self.memories.create_in(c, sid, p, text, data,
+                                                                       actor).id)
                                 continue
                             except (InvalidRequest, PathConflict) as e:
                                 reason = e.message
@@ -516,7 +524,7 @@ class ArchivePart(DreamsPart):
             if created or written:
                 self._import_undo(sid, created, written)
             raise
-        return {"store": self.get_store(sid).to_dict(), "ids": "new",
+        return {"store": self.stores.get(sid).to_dict(), "ids": "new",
                 "created_store": into is None, "memories": len(written),
                 "versions": len(written), "redacted": 0, "skipped": skipped}
 
@@ -531,20 +539,20 @@ class ArchivePart(DreamsPart):
         """
         refused: dict[str, str] = {}
         placed: list[str] = []  # the import's own, sorted: they may overlap too
-        with self._read() as c:
-            count = 0 if into is None else self._writable_store_in(c, into)["memory_count"]
+        with self.core.read() as c:
+            count = 0 if into is None else self.core.writable_store_in(c, into)["memory_count"]
             for path, content, reason in files():
                 if reason is None:
                     try:
                         p = validate_path(path, self.limits)
                         encode_content(content, self.limits)
                         if into is not None:
-                            self._check_path_free(c, into, p)
+                            self.memories.check_path_free(c, into, p)
                         other = _overlapping(p, placed)
                         if other is not None:
                             raise PathConflict(_overlap(p, other), conflicting_memory_id="",
                                                conflicting_path=other)
-                        self._check_room(sid, count)
+                        self.memories.check_room(sid, count)
                         count += 1
                         bisect.insort(placed, p)
                         continue

@@ -7,15 +7,15 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
 from ..backends import Connection, Row, check_database, default_db_path, open_database
-from ..errors import Busy, FeedGap, MemfsError, StorageError, WouldBlock
-from ..models import Change, MemoryStore, Page
+from ..errors import Busy, MemfsError, StorageError, WouldBlock
+from ..models import MemoryStore, Page
 from ..rules import Limits, format_time
 from .common import T, _archived, _no_store, _now
 from .paging import L, _after_cursor, _newest_first_page
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ExportSnapshot:
-    """A store as it was at one moment, for an export (:meth:`Store.export_snapshot`):
+    """A store as it was at one moment, for an export (:meth:`Store.archive.export_snapshot`):
     ``store`` read then, ``conn`` the read transaction that shows the rest."""
 
     store: MemoryStore
@@ -52,7 +52,7 @@ def _outcome(fn: Callable[[], Any]) -> Any:
         return e
 
 
-class StoreBase:
+class Core:
     """The database under a store, its transactions and change feed (:class:`memfs.store.Store`
     is what callers use)."""
 
@@ -145,7 +145,7 @@ class StoreBase:
         :raises DatabaseGone, StorageError: the file was replaced, or the database fails.
         """
         self.database.check_file()
-        self._one("SELECT 1")
+        self.one("SELECT 1")
 
     def nowait(self) -> AbstractContextManager[None]:
         """Calls in this block never wait for a lock: they raise
@@ -180,13 +180,33 @@ class StoreBase:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _write(self) -> AbstractContextManager[Connection]:
+    def write(self) -> AbstractContextManager[Connection]:
         """One write transaction, holding the database write lock from its first statement.
         Inside :meth:`batch` (same thread), the batch's transaction instead."""
-        conn = _batching.conns.get(id(self)) if hasattr(_batching, "conns") else None
+        conn = self.batch_conn()
         if conn is not None:
             return nullcontext(conn)
         return self.database.write()
+
+    def batch_conn(self) -> Connection | None:
+        """The transaction of the :meth:`batch` (or :meth:`joined_write`) this thread runs in
+        (None: none)."""
+        conn: Connection | None = (_batching.conns.get(id(self)) if hasattr(_batching, "conns")
+                                   else None)
+        return conn
+
+    @contextmanager
+    def joined_write(self) -> Iterator[Connection]:
+        """A write transaction that the store's write methods called in it join (as in a
+        :meth:`batch`)."""
+        with self.database.write() as conn:
+            if not hasattr(_batching, "conns"):
+                _batching.conns = {}
+            _batching.conns[id(self)] = conn
+            try:
+                yield conn
+            finally:
+                del _batching.conns[id(self)]
 
     def batch(
         self,
@@ -214,7 +234,7 @@ class StoreBase:
             return [_outcome(taken[0])]
         outcomes: list[Any] = []
         try:
-            with self._write() as conn:
+            with self.write() as conn:
                 if taken is None:
                     taken = calls()  # type: ignore[operator]
                 if not hasattr(_batching, "conns"):
@@ -244,22 +264,22 @@ class StoreBase:
             return [_outcome(fn) for fn in taken]
         return outcomes
 
-    def _read(self) -> AbstractContextManager[Connection]:
+    def read(self) -> AbstractContextManager[Connection]:
         """A consistent snapshot for several reads."""
         return self.database.read()
 
-    def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` outside a transaction (each statement reads a snapshot of its
         own), for a ``*_in`` helper that usually needs one statement."""
         return self.database.run(fn, *args)
 
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.database.one(sql, params)
 
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self.database.all(sql, params)
 
-    def _change(
+    def change(
         self,
         conn: Connection,
         store_id: str,
@@ -279,11 +299,11 @@ class StoreBase:
             # Now and then a write also bounds the feed and the events (a few indexed
             # statements), so that they stay bounded without `memfs versions prune`.
             now = datetime.now(UTC)
-            self._prune_changes_in(conn, store_id, now)
-            self._prune_events_in(conn, now)
+            self.prune_changes_in(conn, store_id, now)
+            self.prune_events_in(conn, now)
         return seq
 
-    def _newest_first(self, table: str, filters: list[Any], where: list[str],
+    def newest_first(self, table: str, filters: list[Any], where: list[str],
                       params: list[Any], limit: int, page: str | None,
                       make: Callable[[Any], L]) -> Page[L]:
         """A page of the rows of ``table`` (stores, dreams) that match ``where``, newest
@@ -294,16 +314,16 @@ class StoreBase:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
-        rows = self._all(sql, [*params, limit + 1])
+        rows = self.all(sql, [*params, limit + 1])
         return _newest_first_page(rows, limit, table, filters, make)
 
-    def _store_in(self, c: Connection, store_id: str) -> MemoryStore:
+    def store_in(self, c: Connection, store_id: str) -> MemoryStore:
         row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
         if row is None:
             raise _no_store(store_id)
         return _store(row)
 
-    def _writable_store_in(self, c: Connection, store_id: str) -> Row:
+    def writable_store_in(self, c: Connection, store_id: str) -> Row:
         """The store's ``memory_count``, for a write to its memories.
 
         :raises NotFound: unknown store. :raises StoreArchived:
@@ -318,7 +338,7 @@ class StoreBase:
         return row
 
 
-    def _prune_events_in(self, c: Connection, now: datetime) -> int:
+    def prune_events_in(self, c: Connection, now: datetime) -> int:
         """Bound the events (README "Retention"): a session's events are its audit log and
         stay as long as the session, then go :attr:`deleted_session_grace` after it is deleted
         (a live stream still ends on its ``session.deleted``); the events of mounts without a
@@ -360,7 +380,7 @@ class StoreBase:
     #: How long the events of a deleted session outlive it.
     deleted_session_grace = timedelta(hours=1)
 
-    def _prune_changes_in(self, c: Connection, store_id: str, now: datetime) -> int:
+    def prune_changes_in(self, c: Connection, store_id: str, now: datetime) -> int:
         """Delete the store's changes that are both older than :attr:`feed_keep_age` and not
         among its newest :attr:`feed_keep`, and record the newest seq deleted
         (``stores.changes_pruned_seq``) so that :meth:`changes_since` can tell a follower it
@@ -395,31 +415,20 @@ class StoreBase:
         ).rowcount
         return deleted
 
-    def last_change(self, store_id: str) -> int:
-        """The newest change sequence number of the store (0 if none)."""
-        row = self._one("SELECT max(seq) FROM changes WHERE store_id = ?", (store_id,))
-        return int(row[0] or 0) if row else 0
+    def integrity_check(self) -> str:
+        row = self.one("PRAGMA integrity_check")
+        return str(row[0]) if row else "no answer"
 
-    def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]:
-        """The store's changes after ``seq``, oldest first (at most ``limit``).
 
-        :raises FeedGap: changes after ``seq`` were pruned (:attr:`feed_keep`): the follower
-            must reload the whole tree and go on from :meth:`last_change`.
-        """
-        with self._read() as c:
-            rows = c.execute(
-                "SELECT * FROM changes WHERE store_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (store_id, seq, limit),
-            ).fetchall()
-            horizon = c.execute(
-                "SELECT changes_pruned_seq FROM stores WHERE id = ?", (store_id,)
-            ).fetchone()
-        if horizon is not None and seq < horizon[0]:
-            raise FeedGap(
-                f"the change feed of {store_id} no longer holds the changes after {seq} (pruned "
-                f"up to {horizon[0]}): reload the whole tree"
-            )
-        return [
-            Change(r["seq"], r["store_id"], r["op"], r["memory_id"], r["path"], r["old_path"])
-            for r in rows
-        ]
+class Part:
+    """What every part of a :class:`memfs.store.Store` holds: the store's :class:`Core` (its
+    database, transactions and change feed), through which it reads and writes. A part that
+    calls another part is handed it when the store is made (its ``__init__`` names them)."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    @property
+    def limits(self) -> Limits:
+        """The limits the store enforces (:attr:`Core.limits`)."""
+        return self.core.limits

@@ -64,7 +64,7 @@ def _now() -> str:
     return format_time(datetime.now(UTC))
 
 
-#: Session tokens (:meth:`Store.create_session_token`): the secret's prefix (which tells it
+#: Session tokens (:meth:`Store.sessions.create_token`): the secret's prefix (which tells it
 #: from a server key at a glance), and the life a token gets by default and at most, seconds.
 SESSION_TOKEN_PREFIX = "memfs_session_"
 SESSION_TOKEN_TTL = 24 * 3600.0
@@ -75,7 +75,7 @@ SESSION_TOKEN_MAX_TTL = 30 * 24 * 3600.0
 def _key_refusal(key_id: str, revoked_at: str | None, expires_at: str | None,
                  now: str) -> str | None:
     """Why the stored key ``key_id`` is refused at ``now`` (revoked, expired); None: it is
-    not. The same for a session token minted with that key (:meth:`Store.session_grant`)."""
+    not. The same for a session token minted with that key (:meth:`Store.sessions.grant`)."""
     if revoked_at is not None:
         return f"API key {key_id} was revoked at {revoked_at}"
     if expires_at is not None and expires_at <= now:

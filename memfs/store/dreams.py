@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection, Row
 from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArchived
 from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
 from ..rules import _check_limit, _validate_text, format_time, new_id, parse_time
+from .base import Core, Part
 from .common import _no_session, _no_store, _now, _only_workspace
 from .rows import _dream
-from .undo import UndoPart
 
+if TYPE_CHECKING:
+    from .memories import Memories
+    from .sessions import Sessions
+    from .stores import Stores
 log = logging.getLogger(__name__)
 
 
@@ -74,13 +79,19 @@ def _dream_output_behavior(value: Any, store_id: str) -> dict[str, Any]:
                          "memory_store_id}")
 
 
-class DreamsPart(UndoPart):
+class Dreams(Part):
     """The store's dreams (a part of :class:`memfs.store.Store`)."""
+
+    def __init__(self, core: Core, stores: Stores, sessions: Sessions, memories: Memories) -> None:
+        super().__init__(core)
+        self.stores = stores
+        self.sessions = sessions
+        self.memories = memories
 
     # -- dreams (API.md §5) ------------------------------------------------------------------
     # The rows and their status changes; memfs.dreams runs them (the model, the memory tool).
 
-    def create_dream(
+    def create(
         self,
         inputs: Any,
         model: Any,
@@ -109,8 +120,8 @@ class DreamsPart(UndoPart):
         behavior = _dream_output_behavior(output_behavior, store_id)
         did = new_id("drm")
         now = _now()
-        with self._write() as c:
-            store = self._store_in(c, store_id)
+        with self.core.write() as c:
+            store = self.core.store_in(c, store_id)
             owner = c.execute("SELECT workspace_id FROM stores WHERE id = ?",
                               (store_id,)).fetchone()["workspace_id"]
             if workspace is not None and owner != workspace:
@@ -139,16 +150,16 @@ class DreamsPart(UndoPart):
                  json.dumps(behavior), now, None if runner is None else json.dumps(runner),
                  now, owner),
             )
-        return self.get_dream(did)
+        return self.get(did)
 
-    def get_dream(self, dream_id: str) -> Dream:
+    def get(self, dream_id: str) -> Dream:
         """Archived dreams too. :raises NotFound:"""
-        row = self._one("SELECT * FROM dreams WHERE id = ?", (dream_id,))
+        row = self.core.one("SELECT * FROM dreams WHERE id = ?", (dream_id,))
         if row is None:
             raise NotFound(f"no dream {dream_id!r}")
         return _dream(row)
 
-    def list_dreams(
+    def list(
         self,
         *,
         statuses: Sequence[str] | None = None,
@@ -162,8 +173,8 @@ class DreamsPart(UndoPart):
         """Dreams, newest first (``created_at`` desc, then ``id`` desc); ``workspace``: only
         that workspace's."""
         limit = _check_limit(limit, self.limits)
-        where: list[str] = []
-        params: list[Any] = []
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         _only_workspace(where, params, workspace)
         if statuses:
             for s in statuses:
@@ -178,7 +189,7 @@ class DreamsPart(UndoPart):
                 where.append(f"created_at {op} ?")
                 params.append(format_time(parse_time(value)))
         filters = ["dreams", include_archived, list(params)]  # a copy: see list_stores
-        return self._newest_first("dreams", filters, where, params, limit, page, _dream)
+        return self.core.newest_first("dreams", filters, where, params, limit, page, _dream)
 
     def _dream_row_in(self, c: Connection, dream_id: str) -> Row:
         row: Row | None = c.execute("SELECT * FROM dreams WHERE id = ?", (dream_id,)).fetchone()
@@ -186,12 +197,12 @@ class DreamsPart(UndoPart):
             raise NotFound(f"no dream {dream_id!r}")
         return row
 
-    def archive_dream(self, dream_id: str) -> Dream:
+    def archive(self, dream_id: str) -> Dream:
         """Archive an ended dream (idempotent, irreversible).
 
         :raises InvalidRequest: the dream is pending or running. :raises NotFound:
         """
-        with self._write() as c:
+        with self.core.write() as c:
             row = self._dream_row_in(c, dream_id)
             if row["status"] not in DREAM_FINAL:
                 raise InvalidRequest(
@@ -199,15 +210,15 @@ class DreamsPart(UndoPart):
                     "canceled dream can be archived (cancel it first)")
             if row["archived_at"] is None:
                 c.execute("UPDATE dreams SET archived_at = ? WHERE id = ?", (_now(), dream_id))
-        return self.get_dream(dream_id)
+        return self.get(dream_id)
 
-    def cancel_dream(self, dream_id: str) -> Dream:
+    def cancel(self, dream_id: str) -> Dream:
         """Cancel a pending or running dream (a canceled one is returned unchanged); its
         runner stops at its next check (memfs.dreams).
 
         :raises InvalidRequest: the dream already completed or failed. :raises NotFound:
         """
-        with self._write() as c:
+        with self.core.write() as c:
             row = self._dream_row_in(c, dream_id)
             if row["status"] in ("completed", "failed"):
                 raise InvalidRequest(
@@ -216,11 +227,11 @@ class DreamsPart(UndoPart):
             if row["status"] != "canceled":
                 c.execute("UPDATE dreams SET status = 'canceled', ended_at = ? WHERE id = ?",
                           (_now(), dream_id))
-        dream = self.get_dream(dream_id)
+        dream = self.get(dream_id)
         self._dream_ended(dream)
         return dream
 
-    def start_dream(self, dream_id: str, *, runner: dict[str, Any] | None = None,
+    def start(self, dream_id: str, *, runner: dict[str, Any] | None = None,
                     session: dict[str, Any] | None = None) -> Dream | None:
         """Move a pending dream to ``running``: its output store (``create_new``: a new store,
         a copy of the input whose versions are the dream session's) and its session (the
@@ -228,7 +239,7 @@ class DreamsPart(UndoPart):
         :meth:`create_session`, e.g. the ``root`` and ``launcher`` of ``memfs dream -- CMD``).
         None: the dream is not pending (canceled meanwhile, or another runner took it).
         """
-        with self._write() as c:
+        with self.core.write() as c:
             row = self._dream_row_in(c, dream_id)
             if row["status"] != "pending":
                 return None
@@ -237,7 +248,7 @@ class DreamsPart(UndoPart):
                       (json.dumps(runner) if runner is not None else row["runner"], _now(),
                        dream_id))
             behavior = json.loads(row["output_behavior"])
-            source = self._store_in(c, row["memory_store_id"])
+            source = self.core.store_in(c, row["memory_store_id"])
             if behavior["type"] == "create_new":
                 suffix = f" (dream {dream_id})"
                 name = source.name[: self.limits.max_name_chars - len(suffix)] + suffix
@@ -261,54 +272,54 @@ class DreamsPart(UndoPart):
             resources.append({"type": "memory_store", "memory_store_id": source.id,
                               "access": "read_only",
                               "instructions": "The dream's input: never changed."})
-        session_ = self.create_session(
+        session_ = self.sessions.create(
             resources, **{"status": "running", "title": f"dream {dream_id}",
                           "metadata": {"memfs_dream_id": dream_id}, **(session or {})})
         actor = Actor.session(session_.id)
-        with self._write() as c:
+        with self.core.write() as c:
             if out_id != source.id:
                 for m in c.execute(
                         "SELECT path, content, content_sha256, content_size_bytes FROM memories "
                         "WHERE store_id = ? ORDER BY path", (source.id,)).fetchall():
                     now = _now()
                     mid = new_id("mem")
-                    vid = self._insert_version(c, out_id, mid, "created", m["path"],
+                    vid = self.memories.insert_version(c, out_id, mid, "created", m["path"],
                                                m["content"], m["content_sha256"],
                                                m["content_size_bytes"], actor, now)
                     c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                               (mid, out_id, m["path"], m["content"], m["content_sha256"],
                                m["content_size_bytes"], vid, now, now))
-                    self._change(c, out_id, "put", mid, m["path"])
+                    self.core.change(c, out_id, "put", mid, m["path"])
             c.execute(
                 "UPDATE dreams SET output_store_id = ?, session_id = ?, heartbeat_at = ? "
                 "WHERE id = ?", (out_id, session_.id, _now(), dream_id))
             started = c.execute(
                 "UPDATE dreams SET status = 'running' WHERE id = ? AND status = 'pending' "
                 "RETURNING id", (dream_id,)).fetchone()
-        dream = self.get_dream(dream_id)
+        dream = self.get(dream_id)
         if started is None:  # canceled while its store was made
             self._dream_ended(dream)
             return None
         return dream
 
-    def add_dream_usage(self, dream_id: str, usage: dict[str, int]) -> None:
+    def add_usage(self, dream_id: str, usage: dict[str, int]) -> None:
         """Add a model call's token counts (after a cancel too; frozen once completed or
         failed) and mark the dream's runner alive."""
         counts = [int(usage.get(k) or 0) for k in DREAM_USAGE]
-        with self._write() as c:
+        with self.core.write() as c:
             c.execute(
                 "UPDATE dreams SET " + ", ".join(f"{k} = {k} + ?" for k in DREAM_USAGE)
                 + ", heartbeat_at = ? WHERE id = ? AND status IN ('pending', 'running', "
                 "'canceled')", (*counts, _now(), dream_id))
 
-    def dream_heartbeat(self, dream_id: str) -> str:
+    def heartbeat(self, dream_id: str) -> str:
         """Mark the dream's runner alive; returns the dream's status."""
-        with self._write() as c:
+        with self.core.write() as c:
             c.execute("UPDATE dreams SET heartbeat_at = ? WHERE id = ? AND status IN "
                       "('pending', 'running')", (_now(), dream_id))
             return str(self._dream_row_in(c, dream_id)["status"])
 
-    def finish_dream(self, dream_id: str, status: str, error: dict[str, str] | None = None,
+    def finish(self, dream_id: str, status: str, error: dict[str, str] | None = None,
                      *, discard_output: bool = False) -> Dream:
         """End a pending or running dream: ``completed``, or ``failed`` with ``error``
         ({type, message}); a dream that already ended keeps its status. Ends its session and
@@ -321,7 +332,7 @@ class DreamsPart(UndoPart):
         """
         if status not in ("completed", "failed"):
             raise InvalidRequest(f"a dream cannot end as {status!r}")
-        with self._write() as c:
+        with self.core.write() as c:
             ended = c.execute(
                 "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
                 "AND status IN ('pending', 'running') RETURNING output_store_id, "
@@ -332,9 +343,9 @@ class DreamsPart(UndoPart):
             if (discard_output and status == "failed" and out is not None
                     and out != ended["memory_store_id"]):
                 with contextlib.suppress(NotFound):  # deleted meanwhile
-                    self._delete_store_in(c, out)
+                    self.stores.delete_in(c, out)
                 c.execute("UPDATE dreams SET output_store_id = NULL WHERE id = ?", (dream_id,))
-        dream = self.get_dream(dream_id)
+        dream = self.get(dream_id)
         self._dream_ended(dream)
         return dream
 
@@ -344,7 +355,7 @@ class DreamsPart(UndoPart):
             return
         if dream.session_id is not None:
             with contextlib.suppress(NotFound):  # deleted meanwhile
-                self.set_session_status(dream.session_id, "terminated")
+                self.sessions.set_status(dream.session_id, "terminated")
         out = dream.output_store_id
         if out is not None and out != dream.memory_store_id:
             mark = {"memfs_dream_status": dream.status}
@@ -352,20 +363,20 @@ class DreamsPart(UndoPart):
                 mark["memfs_dream_error"] = (dream.error["type"] + ": "
                                              + dream.error["message"])[:512]
             with contextlib.suppress(NotFound, StoreArchived, LimitExceeded):  # gone meanwhile
-                self.update_store(out, metadata=mark)
+                self.stores.update(out, metadata=mark)
 
-    def stale_dreams(self, *, older_than: float) -> list[tuple[str, dict[str, Any] | None]]:
+    def stale(self, *, older_than: float) -> builtins.list[tuple[str, dict[str, Any] | None]]:
         """``(dream_id, runner)`` of the dreams not ended whose runner has said nothing for
         ``older_than`` seconds."""
         cutoff = format_time(datetime.now(UTC) - timedelta(seconds=older_than))
         return [(r["id"], None if r["runner"] is None else json.loads(r["runner"]))
-                for r in self._all(
+                for r in self.core.all(
                     "SELECT id, runner, heartbeat_at FROM dreams "
                     "WHERE status IN ('pending', 'running') ORDER BY id")
                 if r["heartbeat_at"] < cutoff]
 
-    def live_dreams(self) -> list[tuple[str, dict[str, Any] | None]]:
+    def live(self) -> builtins.list[tuple[str, dict[str, Any] | None]]:
         """``(dream_id, runner)`` of every dream not ended."""
         return [(r["id"], None if r["runner"] is None else json.loads(r["runner"]))
-                for r in self._all("SELECT id, runner FROM dreams "
+                for r in self.core.all("SELECT id, runner FROM dreams "
                                    "WHERE status IN ('pending', 'running') ORDER BY id")]

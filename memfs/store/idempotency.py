@@ -14,26 +14,25 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..backends import Connection
 from ..errors import Busy, DeadlinePassed, InvalidRequest, MemfsError, StorageError, to_wire
 from ..rules import format_time
-from .base import _batching
-from .common import _now
-from .keys import KeysPart
 
 #: How long the answer of a write sent with a key is kept: a request sent again later is
 #: applied as a new one.
+from .base import Part
+from .common import _now
+
 KEEP_KEYS = timedelta(hours=24)
 #: The longest key a client may send.
 MAX_KEY_LENGTH = 255
 
 
-class IdempotencyPart(KeysPart):
+class Idempotency(Part):
     """Writes applied once per client key, and refused once their client's deadline passed."""
 
     def write_once(
@@ -62,24 +61,11 @@ class IdempotencyPart(KeysPart):
         """
         if key is not None and not 0 < len(key) <= MAX_KEY_LENGTH:
             raise InvalidRequest(f"an Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters")
-        conn = _batching.conns.get(id(self)) if hasattr(_batching, "conns") else None
+        conn = self.core.batch_conn()
         if conn is not None:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
-        with self._own_batch() as conn:
+        with self.core.joined_write() as conn:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
-
-    @contextmanager
-    def _own_batch(self) -> Iterator[Connection]:
-        """A write transaction that the store's write methods called in it join (as in a
-        :meth:`batch`)."""
-        with self._write() as conn:
-            if not hasattr(_batching, "conns"):
-                _batching.conns = {}
-            _batching.conns[id(self)] = conn
-            try:
-                yield conn
-            finally:
-                del _batching.conns[id(self)]
 
     def _once_in(self, conn: Connection, scope: str, key: str | None, fingerprint: str,
                  deadline: float | None, call: Callable[[], Any],

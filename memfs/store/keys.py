@@ -5,6 +5,7 @@ the same 404 as an unknown one)."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import secrets
@@ -16,8 +17,8 @@ from ..backends import Row
 from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized, UnknownKey
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
 from ..rules import _validate_text, format_time, new_id, parse_duration, validate_workspace
+from .base import Part
 from .common import _id_chunks, _key_refusal, _no_session, _no_store, _now, sha256_hex
-from .search import SearchPart
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,10 @@ def _use_unnoted(row: Row, now: str) -> bool:
                             ).total_seconds() >= LAST_USED_EVERY
 
 
-class KeysPart(SearchPart):
+class Keys(Part):
     """The store's API keys and workspaces (a part of :class:`memfs.store.Store`)."""
 
-    def create_key(
+    def create(
         self,
         name: str,
         *,
@@ -126,7 +127,7 @@ class KeysPart(SearchPart):
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
         key_id = new_id("apikey")
         now = format_time(created)
-        with self._write() as c:
+        with self.core.write() as c:
             for sid in store_ids or ():
                 self.check_visible(workspace, "memory_store_id", sid, c=c)
             c.execute(
@@ -141,63 +142,63 @@ class KeysPart(SearchPart):
         log.info("made API key %s (%s) of workspace %s, role %s", key_id, name, workspace, role)
         return _key(row, secret)
 
-    def list_keys(self, *, workspace: str | None = None) -> list[ApiKey]:
+    def list(self, *, workspace: str | None = None) -> builtins.list[ApiKey]:
         """The keys (of ``workspace``; None: every workspace's), newest first; never a
         secret."""
         if workspace is None:
-            rows = self._all("SELECT * FROM api_keys ORDER BY created_at DESC, id DESC", ())
+            rows = self.core.all("SELECT * FROM api_keys ORDER BY created_at DESC, id DESC", ())
         else:
-            rows = self._all("SELECT * FROM api_keys WHERE workspace_id = ? "
+            rows = self.core.all("SELECT * FROM api_keys WHERE workspace_id = ? "
                              "ORDER BY created_at DESC, id DESC", (workspace,))
         return [_key(r) for r in rows]
 
-    def get_key(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
+    def get(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
         """:raises NotFound: no such key (in ``workspace``)."""
-        row = self._one("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+        row = self.core.one("SELECT * FROM api_keys WHERE id = ?", (key_id,))
         if row is None or (workspace is not None and row["workspace_id"] != workspace):
             raise NotFound(f"API key {key_id} not found")
         return _key(row)
 
-    def revoke_key(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
+    def revoke(self, key_id: str, *, workspace: str | None = None) -> ApiKey:
         """Revoke a key, for good (a revoked key is returned unchanged): its next request is
         refused by every server on this database, and the streams it opened end.
 
         :raises NotFound: no such key (in ``workspace``).
         """
-        with self._write() as c:
+        with self.core.write() as c:
             row = c.execute("SELECT * FROM api_keys WHERE id = ?", (key_id,)).fetchone()
             if row is None or (workspace is not None and row["workspace_id"] != workspace):
                 raise NotFound(f"API key {key_id} not found")
             if row["revoked_at"] is None:
                 c.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (_now(), key_id))
                 log.info("revoked API key %s (%s)", key_id, row["name"])
-        return self.get_key(key_id)
+        return self.get(key_id)
 
-    def has_live_admin_key(self) -> bool:
+    def has_live_admin(self) -> bool:
         """Does the database hold an admin key of the default workspace that is neither
         revoked nor expired? Then someone can manage a server of it without a server key
         (``memfs serve`` on a non-loopback address). Another workspace's admin does not count
         (issue 38: a team-a admin key left a server with no key that saw the default
         workspace)."""
-        return self._one(
+        return self.core.one(
             "SELECT 1 FROM api_keys WHERE role = 'admin' AND workspace_id = ? "
             "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) LIMIT 1",
             (DEFAULT_WORKSPACE, _now())) is not None
 
-    def key_grant(self, secret: str) -> Grant:
+    def grant(self, secret: str) -> Grant:
         """What the key ``secret`` may do now.
 
         :raises UnknownKey: not a key of this database. :raises Unauthorized: revoked, or
             expired.
         """
-        row = self._one("SELECT * FROM api_keys WHERE secret_sha256 = ?",
+        row = self.core.one("SELECT * FROM api_keys WHERE secret_sha256 = ?",
                         (sha256_hex(secret.encode()),))
         if row is None:
             raise UnknownKey("invalid API key: not one of this server's keys (the memfs CLI "
                                "sends --api-key or $MEMFS_API_KEY)")
         return self._grant_now(row)
 
-    def key_check(self, key_id: str) -> KeyCheck | None:
+    def check(self, key_id: str) -> KeyCheck | None:
         """The key ``key_id`` as the Console checks a sign-in made with it, on every page:
         the SHA-256 of its secret (what the sign-in's cookie is signed under: the cookie never
         holds the secret) and what it may do now, or why it is refused now (revoked,
@@ -205,7 +206,7 @@ class KeysPart(SearchPart):
 
         :raises StorageError: the database could not tell.
         """
-        row = self._one("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+        row = self.core.one("SELECT * FROM api_keys WHERE id = ?", (key_id,))
         if row is None:
             return None
         try:
@@ -217,7 +218,7 @@ class KeysPart(SearchPart):
         """Record a Console sign-in made with the stored key ``key_id`` (``signin``: the
         SHA-256 of its cookie's nonce) until ``expires_at`` (Unix seconds); sign-ins past
         their expiry are forgotten at the same time."""
-        with self._write() as c:
+        with self.core.write() as c:
             c.execute("DELETE FROM console_signins WHERE expires_at < ?",
                       (int(datetime.now(UTC).timestamp()),))
             c.execute("INSERT INTO console_signins (signin, key_id, expires_at) "
@@ -226,7 +227,7 @@ class KeysPart(SearchPart):
     def signin_recorded(self, signin: str, key_id: str) -> bool:
         """Was the Console sign-in ``signin`` made with the stored key ``key_id``
         (:meth:`record_signin`)? A cookie whose sign-in is not recorded was not made here."""
-        return self._one("SELECT 1 FROM console_signins WHERE signin = ? AND key_id = ?",
+        return self.core.one("SELECT 1 FROM console_signins WHERE signin = ? AND key_id = ?",
                          (signin, key_id)) is not None
 
     def ended_signins(self, signins: Collection[str], *,
@@ -249,7 +250,7 @@ class KeysPart(SearchPart):
             if kept:
                 sql += (" UNION ALL SELECT signin, 0 AS signed_out FROM console_signins "
                         f"WHERE signin IN ({','.join('?' * len(kept))})")
-            for r in self._all(sql, [*ids, *kept]):
+            for r in self.core.all(sql, [*ids, *kept]):
                 (out if r["signed_out"] else seen).add(r["signin"])
         return out | {s for s in recorded if s not in seen}
 
@@ -276,14 +277,14 @@ class KeysPart(SearchPart):
         nor is refused for it; the next request a minute on tries again)."""
         marks = ",".join("?" * len(key_ids))
         try:
-            with self.patience(TOUCH_PATIENCE), self._write() as c:
+            with self.core.patience(TOUCH_PATIENCE), self.core.write() as c:
                 c.execute(f"UPDATE api_keys SET last_used_at = ? WHERE id IN ({marks})",
                           (now, *key_ids))
         except MemfsError as e:  # busy, or a read-only database: the use goes unnoted
             log.info("could not note the use of API key %s: %s", ", ".join(key_ids),
                      e.message)
 
-    def refused_keys(self, key_ids: Collection[str]) -> dict[str, str]:
+    def refused(self, key_ids: Collection[str]) -> dict[str, str]:
         """Which of the stored keys ``key_ids`` are refused now, and why (revoked, expired,
         gone): what the live streams opened with them ask again and again
         (:class:`memfs.grants.GrantWatch`), in one query however many streams and keys (up
@@ -294,10 +295,10 @@ class KeysPart(SearchPart):
         :raises StorageError: the database could not tell.
         """
         refused: dict[str, str] = {}
-        unnoted: list[str] = []
+        unnoted: builtins.list[str] = []
         now = _now()
         for ids in _id_chunks(key_ids):
-            found = {r["id"]: r for r in self._all(
+            found = {r["id"]: r for r in self.core.all(
                 "SELECT id, revoked_at, expires_at, last_used_at FROM api_keys "
                 f"WHERE id IN ({','.join('?' * len(ids))})", ids)}
             for key_id in ids:
@@ -312,7 +313,7 @@ class KeysPart(SearchPart):
             self._touch_keys(unnoted, now)
         return refused
 
-    def key_names(self, key_ids: Sequence[str], *,
+    def names(self, key_ids: Sequence[str], *,
                   workspace: str | None = None) -> dict[str, str]:
         """The names of the keys ``key_ids`` (those that exist; of ``workspace`` only, if
         given: a version imported from elsewhere names no other workspace's key): what the
@@ -320,7 +321,7 @@ class KeysPart(SearchPart):
         if not key_ids:
             return {}
         marks = ",".join("?" * len(key_ids))
-        return {r["id"]: r["name"] for r in self._all(
+        return {r["id"]: r["name"] for r in self.core.all(
             f"SELECT id, name, workspace_id FROM api_keys WHERE id IN ({marks})",
             list(key_ids)) if workspace is None or r["workspace_id"] == workspace}
 
@@ -352,7 +353,7 @@ class KeysPart(SearchPart):
             sql = ("SELECT workspace_id FROM stores WHERE id = ? UNION ALL "
                    "SELECT workspace_id FROM deleted_stores WHERE id = ?")
             found = (c.execute(sql, (oid, oid)).fetchall() if c is not None
-                     else self._all(sql, (oid, oid)))
+                     else self.core.all(sql, (oid, oid)))
             row = found[0] if found else None
         else:
             row = self._look(c, sql, oid)
@@ -363,4 +364,20 @@ class KeysPart(SearchPart):
         if c is not None:
             found: Row | None = c.execute(sql, (arg,)).fetchone()
             return found
-        return self._one(sql, (arg,))
+        return self.core.one(sql, (arg,))
+
+    def revoke_signin(self, signin: str, expires_at: int) -> None:
+        """Record that the Console sign-in ``signin`` (a digest of its cookie's nonce) was
+        signed out, until ``expires_at`` (Unix seconds, its cookie's expiry); sign-outs past
+        their expiry are forgotten at the same time."""
+        with self.core.write() as c:
+            c.execute("DELETE FROM console_signouts WHERE expires_at < ?",
+                      (int(datetime.now(UTC).timestamp()),))
+            c.execute("INSERT INTO console_signouts (signin, expires_at) VALUES (?, ?) "
+                      "ON CONFLICT (signin) DO NOTHING", (signin, expires_at))
+
+    def signin_revoked(self, signin: str) -> bool:
+        """Whether the Console sign-in ``signin`` was signed out (:meth:`revoke_signin`)."""
+        return self.core.one("SELECT 1 FROM console_signouts WHERE signin = ?",
+                         (signin,)) is not None
+

@@ -3,12 +3,13 @@ the tree and listings."""
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import logging
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection, Row
 from ..errors import (
@@ -31,6 +32,7 @@ from ..rules import (
     validate_path,
     validate_prefix,
 )
+from .base import Core, Part
 from .common import (
     _BASIC_MEMORY_COLS,
     _check_precondition,
@@ -44,12 +46,13 @@ from .common import (
 )
 from .paging import _decode_cursor, _encode_cursor
 from .rows import _memory
-from .stores import StoresPart
 
 #: ``json.dumps(body, ensure_ascii=False)`` of a write's tool event, without making an encoder
 #: at each call (every close that commits records two).
 _event_json = json.JSONEncoder(ensure_ascii=False).encode
 
+if TYPE_CHECKING:
+    from .stores import Stores
 log = logging.getLogger(__name__)
 
 
@@ -63,12 +66,16 @@ def _overlap(path: str, other: str) -> str:
     return f"{path} is a directory of memories (e.g. {other})"
 
 
-class MemoriesPart(StoresPart):
+class Memories(Part):
     """The store's memories (a part of :class:`memfs.store.Store`)."""
+
+    def __init__(self, core: Core, stores: Stores) -> None:
+        super().__init__(core)
+        self.stores = stores
 
     # -- memories ----------------------------------------------------------------------------
 
-    def _check_path_free(
+    def check_path_free(
         self, c: Connection, store_id: str, path: str, exclude: Collection[str] = ()
     ) -> None:
         """:raises PathConflict: ``path`` is taken, or is an ancestor or descendant of a
@@ -95,7 +102,7 @@ class MemoriesPart(StoresPart):
             raise PathConflict(_overlap(path, row["path"]), conflicting_memory_id=row["id"],
                                conflicting_path=row["path"])
 
-    def _insert_version(
+    def insert_version(
         self,
         c: Connection,
         store_id: str,
@@ -129,7 +136,7 @@ class MemoriesPart(StoresPart):
         )
         return vid
 
-    def _prune_memory(self, c: Connection, memory_id: str) -> None:
+    def prune_memory(self, c: Connection, memory_id: str) -> None:
         """Retention (SPEC §1): drop versions older than the window, keeping the newest few."""
         cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
         c.execute(
@@ -140,8 +147,8 @@ class MemoriesPart(StoresPart):
             (memory_id, cutoff, memory_id, max(1, self.limits.retention_keep)),
         )
 
-    def count_memories(self, store_id: str) -> int:
-        row = self._one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
+    def count(self, store_id: str) -> int:
+        row = self.core.one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
         if row is None:
             raise _no_store(store_id)
         return int(row[0])
@@ -153,10 +160,10 @@ class MemoriesPart(StoresPart):
         :raises NotFound, StoreArchived, LimitExceeded:
         """
         # One statement (a snapshot of its own): this runs at every open(O_CREAT).
-        row = self._run(self._writable_store_in, store_id)
-        self._check_room(store_id, row["memory_count"])
+        row = self.core.run(self.core.writable_store_in, store_id)
+        self.check_room(store_id, row["memory_count"])
 
-    def _check_room(self, store_id: str, n: int) -> None:
+    def check_room(self, store_id: str, n: int) -> None:
         """:raises LimitExceeded: ``n`` live memories leave no room for one more."""
         if n >= self.limits.max_memories:
             raise LimitExceeded(
@@ -164,7 +171,7 @@ class MemoriesPart(StoresPart):
                 f"the limit is {self.limits.max_memories}"
             )
 
-    def create_memory(
+    def create(
         self, store_id: str, path: str | bytes, content: str | bytes | None, *, actor: Actor | None
     ) -> Memory:
         """Create a memory and its ``created`` version.
@@ -174,10 +181,10 @@ class MemoriesPart(StoresPart):
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
-        with self._write() as c:
-            return self._create_in(c, store_id, path, text, data, actor)
+        with self.core.write() as c:
+            return self.create_in(c, store_id, path, text, data, actor)
 
-    def _create_in(
+    def create_in(
         self,
         c: Connection,
         store_id: str,
@@ -191,26 +198,26 @@ class MemoriesPart(StoresPart):
         """Create a memory inside a write transaction; ``path`` and content are validated.
         ``memory_id``: a deleted memory of this store comes back under its own id (restore,
         revert), its ``created`` version added to its history."""
-        store = self._writable_store_in(c, store_id)
+        store = self.core.writable_store_in(c, store_id)
         # The path before the count: at the limit, a taken path still says so.
-        self._check_path_free(c, store_id, path)
-        self._check_room(store_id, store["memory_count"])
+        self.check_path_free(c, store_id, path)
+        self.check_room(store_id, store["memory_count"])
         sha = sha256_hex(data)
         now = now or _now()
         mid = memory_id or new_id("mem")
-        vid = self._insert_version(
+        vid = self.insert_version(
             c, store_id, mid, "created", path, text, sha, len(data), actor, now
         )
         c.execute(
             "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (mid, store_id, path, text, sha, len(data), vid, now, now),
         )
-        seq = self._change(c, store_id, "put", mid, path)
+        seq = self.core.change(c, store_id, "put", mid, path)
         if memory_id is not None:
-            self._prune_memory(c, mid)
+            self.prune_memory(c, mid)
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, seq=seq)
 
-    def _memory_in(
+    def memory_in(
         self, c: Connection, store_id: str, column: str, value: str
     ) -> Row:
         """The live memory of ``store_id`` whose ``column`` (``id`` or ``path``) is ``value``.
@@ -222,7 +229,7 @@ class MemoriesPart(StoresPart):
             f"SELECT * FROM memories WHERE store_id = ? AND {column} = ?", (store_id, value)
         ).fetchone()
         if row is None:
-            self._store_in(c, store_id)
+            self.core.store_in(c, store_id)
             if column == "path":
                 raise NotFound(f"no memory at {value} in {store_id}")
             raise NotFound(f"memory {value!r} not found in {store_id}")
@@ -230,23 +237,23 @@ class MemoriesPart(StoresPart):
 
     def _get_memory(self, store_id: str, column: str, value: str, view: str) -> Memory:
         view = _check_view(view)
-        return _memory(self._run(self._memory_in, store_id, column, value), view == "full")
+        return _memory(self.core.run(self.memory_in, store_id, column, value), view == "full")
 
-    def get_memory(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
+    def get(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
         """:raises NotFound: unknown store, or no live memory with that id in it."""
         return self._get_memory(store_id, "id", memory_id, view)
 
-    def get_memory_by_path(self, store_id: str, path: str, *, view: str = "full") -> Memory:
+    def get_by_path(self, store_id: str, path: str, *, view: str = "full") -> Memory:
         """:raises NotFound: unknown store, or no live memory at that path in it."""
         return self._get_memory(store_id, "path", path, view)
 
-    def resolve_memory(self, store_id: str, ref: str, *, view: str = "full") -> Memory:
+    def resolve(self, store_id: str, ref: str, *, view: str = "full") -> Memory:
         """A memory by id or, when ``ref`` starts with ``/``, by path."""
         if ref.startswith("/"):
-            return self.get_memory_by_path(store_id, ref, view=view)
-        return self.get_memory(store_id, ref, view=view)
+            return self.get_by_path(store_id, ref, view=view)
+        return self.get(store_id, ref, view=view)
 
-    def update_memory(
+    def update(
         self,
         store_id: str,
         memory_id: str,
@@ -272,12 +279,12 @@ class MemoriesPart(StoresPart):
         _check_sha256_arg(precondition_sha256, "precondition content_sha256")
         new_path = None if path is None else validate_path(path, self.limits)
         new = None if content is None else encode_content(content, self.limits)
-        with self._write() as c:
-            row = self._memory_in(c, store_id, "id", memory_id)
+        with self.core.write() as c:
+            row = self.memory_in(c, store_id, "id", memory_id)
             _check_precondition(row, precondition_sha256)
-            return self._modify_in(c, row, new, new_path, replace, actor)
+            return self.modify_in(c, row, new, new_path, replace, actor)
 
-    def _modify_in(
+    def modify_in(
         self,
         c: Connection,
         row: Row,
@@ -296,11 +303,11 @@ class MemoriesPart(StoresPart):
         target = row["path"] if new_path is None else new_path
         if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
             return _memory(row, True)
-        self._writable_store_in(c, store_id)
+        self.core.writable_store_in(c, store_id)
         now = now or _now()
         if target != row["path"]:
             self._make_room(c, store_id, target, memory_id, replace, actor, now)
-        vid = self._insert_version(
+        vid = self.insert_version(
             c, store_id, memory_id, "modified", target, text, sha, size, actor, now
         )
         c.execute(
@@ -309,8 +316,8 @@ class MemoriesPart(StoresPart):
             (target, text, sha, size, vid, now, memory_id),
         )
         old = row["path"] if target != row["path"] else None
-        seq = self._change(c, store_id, "put", memory_id, target, old)
-        self._prune_memory(c, memory_id)
+        seq = self.core.change(c, store_id, "put", memory_id, target, old)
+        self.prune_memory(c, memory_id)
         return Memory(
             memory_id, store_id, target, text, sha, size, vid, row["created_at"], now, seq=seq
         )
@@ -333,21 +340,21 @@ class MemoriesPart(StoresPart):
             ).fetchone()
             if victim is not None and victim["id"] != memory_id:
                 self._delete_row(c, victim, actor, now)
-        self._check_path_free(c, store_id, target, exclude=(memory_id,))
+        self.check_path_free(c, store_id, target, exclude=(memory_id,))
 
     def _delete_row(
         self, c: Connection, row: Row, actor: Actor | None, now: str
     ) -> int:
         """Delete a memory's row; returns the change-feed position of the delete."""
-        self._insert_version(
+        self.insert_version(
             c, row["store_id"], row["id"], "deleted", row["path"], None, None, None, actor, now
         )
         c.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
-        seq = self._change(c, row["store_id"], "delete", row["id"], row["path"])
-        self._prune_memory(c, row["id"])
+        seq = self.core.change(c, row["store_id"], "delete", row["id"], row["path"])
+        self.prune_memory(c, row["id"])
         return seq
 
-    def delete_memory(
+    def delete(
         self,
         store_id: str,
         memory_id: str,
@@ -361,8 +368,8 @@ class MemoriesPart(StoresPart):
         :raises NotFound, PreconditionFailed, InvalidRequest:
         """
         _check_sha256_arg(expected_sha256, "expected_content_sha256")
-        with self._write() as c:
-            row = self._memory_in(c, store_id, "id", memory_id)
+        with self.core.write() as c:
+            row = self.memory_in(c, store_id, "id", memory_id)
             _check_precondition(row, expected_sha256)
             self._delete_row(c, row, actor, _now())
 
@@ -384,15 +391,15 @@ class MemoriesPart(StoresPart):
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
         _check_tool_events(events, text=False)
-        with self._write() as c:
+        with self.core.write() as c:
             # No store look-up here: _create_in checks the store, and a memory implies it.
             row = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
             ).fetchone()
             if row is None:
-                m = self._create_in(c, store_id, path, text, data, actor)
+                m = self.create_in(c, store_id, path, text, data, actor)
             else:
-                m = self._modify_in(c, row, (text, data), None, False, actor)
+                m = self.modify_in(c, row, (text, data), None, False, actor)
             self._tool_events_in(c, store_id, actor, events, m.id, m.memory_version_id)
             return m
 
@@ -439,8 +446,8 @@ class MemoriesPart(StoresPart):
         """
         path = validate_path(path, self.limits)
         _check_tool_events(events, text=False)
-        with self._write() as c:
-            row = self._memory_in(c, store_id, "path", path)
+        with self.core.write() as c:
+            row = self.memory_in(c, store_id, "path", path)
             seq = self._delete_row(c, row, actor, _now())
             self._tool_events_in(c, store_id, actor, events, row["id"])
         return dataclasses.replace(_memory(row, False), seq=seq)
@@ -476,24 +483,24 @@ class MemoriesPart(StoresPart):
         _check_tool_events(events, text=False)
         # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
         # if another writer renames or replaces them at the same moment.
-        with self._write() as c:
-            row = self._memory_in(c, store_id, "path", old)
+        with self.core.write() as c:
+            row = self.memory_in(c, store_id, "path", old)
             kept: Memory | None = None
             if replace and new != old:
                 target = c.execute(
                     "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, new)
                 ).fetchone()
                 if target is not None:
-                    self._writable_store_in(c, store_id)
+                    self.core.writable_store_in(c, store_id)
                     content = (row["content"], row["content"].encode("utf-8"))
                     now = _now()
-                    kept = self._modify_in(c, target, content, None, False, actor, now)
+                    kept = self.modify_in(c, target, content, None, False, actor, now)
                     gone = self._delete_row(c, row, actor, now)
                     # The rename's feed position is its last change (the put is none when
                     # the content is the same): a mount orders late states by it.
                     kept = dataclasses.replace(kept, seq=max(kept.seq, gone))
             if kept is None:
-                kept = self._modify_in(c, row, None, new, replace, actor)
+                kept = self.modify_in(c, row, None, new, replace, actor)
             self._tool_events_in(c, store_id, actor, events, kept.id, kept.memory_version_id)
             return kept
 
@@ -525,8 +532,8 @@ class MemoriesPart(StoresPart):
         _check_tool_events(events, text=False)
         if old_prefix == "/" or new_prefix.startswith(old_prefix):
             raise InvalidRequest(f"cannot move {old_prefix} into itself")
-        with self._write() as c:
-            self._writable_store_in(c, store_id)
+        with self.core.write() as c:
+            self.core.writable_store_in(c, store_id)
             rows = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
                 "ORDER BY path",
@@ -541,11 +548,11 @@ class MemoriesPart(StoresPart):
             # Every moved memory is out of the way (excluded) while each target is checked, so
             # that memories inside the move never conflict with each other.
             for target in targets:
-                self._check_path_free(c, store_id, target, exclude=moving)
+                self.check_path_free(c, store_id, target, exclude=moving)
             result = []
             for row, target in zip(rows, targets, strict=True):
                 sha, size = row["content_sha256"], row["content_size_bytes"]
-                vid = self._insert_version(
+                vid = self.insert_version(
                     c, store_id, row["id"], "modified", target, row["content"], sha, size,
                     actor, now,
                 )
@@ -553,8 +560,8 @@ class MemoriesPart(StoresPart):
                     "UPDATE memories SET path = ?, version_id = ?, updated_at = ? WHERE id = ?",
                     (target, vid, now, row["id"]),
                 )
-                seq = self._change(c, store_id, "put", row["id"], target, row["path"])
-                self._prune_memory(c, row["id"])
+                seq = self.core.change(c, store_id, "put", row["id"], target, row["path"])
+                self.prune_memory(c, row["id"])
                 result.append(
                     Memory(row["id"], store_id, target, None, sha, size, vid, row["created_at"],
                            now, seq=seq)
@@ -596,15 +603,15 @@ class MemoriesPart(StoresPart):
 
     def tree(self, store_id: str) -> list[Memory]:
         """Every live memory of the store, without content, in path order."""
-        rows = self._all(
+        rows = self.core.all(
             f"SELECT {_BASIC_MEMORY_COLS} FROM memories WHERE store_id = ? ORDER BY path",
             (store_id,),
         )
         if not rows:
-            self.get_store(store_id)
+            self.stores.get(store_id)
         return [_memory(r, False) for r in rows]
 
-    def list_memories(
+    def list(
         self,
         store_id: str,
         *,
@@ -634,9 +641,9 @@ class MemoriesPart(StoresPart):
             lower, lower_incl = key[0], key[1]
         cols = "*" if view == "full" else _BASIC_MEMORY_COLS
         upper = prefix[:-1] + "0"
-        with self._read() as c:
-            self._store_in(c, store_id)
-            items: list[Memory | MemoryPrefix] = []
+        with self.core.read() as c:
+            self.core.store_in(c, store_id)
+            items: builtins.list[Memory | MemoryPrefix] = []
             while len(items) <= limit:
                 # Fetch in chunks; a roll-up jumps past everything below its prefix.
                 rows = c.execute(

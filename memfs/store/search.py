@@ -8,7 +8,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequest
@@ -20,15 +19,15 @@ from ..rules import (
     SEARCH_MAX_LIMIT,
     _validate_text,
 )
-from .archive import ArchivePart
+from .base import Core, Part
 from .common import _ASCII_LOWER, _BASIC_MEMORY_COLS
 from .rows import _memory
 
 if TYPE_CHECKING:
-
     from ..recall.embeddings import Provider
     from ..recall.indexer import Progress as IndexProgress
     from ..recall.search import Result as SearchResult
+    from .sessions import Sessions
 
 
 log = logging.getLogger(__name__)
@@ -36,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SearchHit:
-    """A memory found by :meth:`Store.search_memories`: the memory (without content), whether
+    """A memory found by :meth:`Store.search.hits`: the memory (without content), whether
     its path matched, and for a content match ``(before, match, after)`` around the first hit
     (the match as written in the memory)."""
 
@@ -61,15 +60,19 @@ def _said_if_cut(result: SearchResult, threshold: float) -> SearchResult:
     return result
 
 
-class SearchPart(ArchivePart):
+class Search(Part):
     """The store's search (a part of :class:`memfs.store.Store`)."""
+
+    def __init__(self, core: Core, sessions: Sessions) -> None:
+        super().__init__(core)
+        self.sessions = sessions
 
     # -- search (the Console) ----------------------------------------------------------------
 
     #: Characters of content shown on each side of a search hit.
-    search_context = 60
+    context = 60
 
-    def search_memories(self, store_id: str, query: str, *, limit: int = 100) -> list[SearchHit]:
+    def hits(self, store_id: str, query: str, *, limit: int = 100) -> list[SearchHit]:
         """The live memories whose path or content contains ``query``, path hits first, then
         in path order, at most ``limit``. The match is a substring match, case-insensitive
         for ASCII letters (SQLite's ``LIKE``; ``%``, ``_`` and ``\\`` in ``query`` are
@@ -90,16 +93,16 @@ class SearchPart(ArchivePart):
         # PostgreSQL's "C" collation of every column): the same match on both backends.
         folded = query.translate(_ASCII_LOWER)
         pattern = "%" + re.sub(r"([\\%_])", r"\\\1", folded) + "%"
-        n = self.search_context
-        with self._read() as c:
-            self._store_in(c, store_id)
+        n = self.context
+        with self.core.read() as c:
+            self.core.store_in(c, store_id)
             rows = c.execute(
                 f"SELECT {_BASIC_MEMORY_COLS}, in_path, at, "
                 "CASE WHEN at > 0 THEN substr(body, CASE WHEN at - :n > 1 THEN at - :n ELSE 1 "
                 "END, CASE WHEN at - 1 < :n THEN at - 1 ELSE :n END + :qlen + :n) END "
                 "AS snippet "
                 "FROM (SELECT *, content AS body, lower(path) LIKE :p ESCAPE '\\' AS in_path, "
-                + self.database.position_sql.format("lower(content)", ":q") + " AS at "
+                + self.core.database.position_sql.format("lower(content)", ":q") + " AS at "
                 "FROM memories WHERE store_id = :s AND (lower(path) LIKE :p ESCAPE '\\' OR "
                 "lower(content) LIKE :p ESCAPE '\\')) AS hit ORDER BY in_path DESC, path "
                 "LIMIT :limit",
@@ -126,9 +129,9 @@ class SearchPart(ArchivePart):
     #: The longest question (characters).
     max_query_chars = MAX_QUERY_CHARS
     #: Hits of a search: the default and the most.
-    search_default_limit, search_max_limit = SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
+    default_limit, max_limit = SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
     #: The relevance a hit needs by default (:meth:`search`'s ``threshold``).
-    search_default_threshold = SEARCH_DEFAULT_THRESHOLD
+    default_threshold = SEARCH_DEFAULT_THRESHOLD
     _embeddings: Any = None
     _embeddings_set = False
 
@@ -150,7 +153,7 @@ class SearchPart(ArchivePart):
                             if setting is None or isinstance(setting, str) else setting)
         self._embeddings_set = True
 
-    def search(self, store_id: str, query: str, *, limit: int | None = None,
+    def in_store(self, store_id: str, query: str, *, limit: int | None = None,
                path_prefix: str | None = None, threshold: float | None = None,
                fusion: str = "calibrated", channels: tuple[str, ...] = ("words", "meaning"),
                ) -> SearchResult:
@@ -184,18 +187,18 @@ class SearchPart(ArchivePart):
         """:meth:`search` once its arguments are checked, without the note of a cut."""
         from ..recall import search
 
-        with self._read() as c:
-            self._store_in(c, store_id)
+        with self.core.read() as c:
+            self.core.store_in(c, store_id)
         if "words" in channels:
             while self.catch_up_words(store_id):
                 pass
-        result = search.run(self, store_id, query, provider=self.embeddings, limit=limit,
+        result = search.run(self.core, store_id, query, provider=self.embeddings, limit=limit,
                             path_prefix=path_prefix, threshold=threshold, fusion=fusion,
                             channels=channels)
         result.hits = [replace(h, memory_store_id=store_id) for h in result.hits]
         return result
 
-    def search_stores(self, store_ids: Sequence[str], query: str, *,
+    def in_stores(self, store_ids: Sequence[str], query: str, *,
                       limit: int | None = None, path_prefix: str | None = None,
                       threshold: float | None = None,
                       channels: tuple[str, ...] = ("words", "meaning")) -> SearchResult:
@@ -240,17 +243,17 @@ class SearchPart(ArchivePart):
 
         :raises NotFound: unknown session.
         """
-        session = self.get_session(session_id)
+        session = self.sessions.get(session_id)
         wanted = [r for r in session.resources
                   if SNAPSHOT_KEY + r.memory_store_id not in session.metadata]
         if not wanted:
             return []
         ids = [r.memory_store_id for r in wanted]
-        alive = {row[0] for row in self.database.all(
+        alive = {row[0] for row in self.core.database.all(
             f"SELECT id FROM stores WHERE id IN ({', '.join('?' * len(ids))})", ids)}
         return [r for r in wanted if r.memory_store_id in alive]
 
-    def search_session(self, session_id: str, query: str, *, limit: int | None = None,
+    def in_session(self, session_id: str, query: str, *, limit: int | None = None,
                        path_prefix: str | None = None, threshold: float | None = None,
                        channels: tuple[str, ...] = ("words", "meaning")) -> SearchResult:
         """One question asked of every store of a session (:meth:`session_stores`), hits
@@ -263,7 +266,7 @@ class SearchPart(ArchivePart):
         ids = [r.memory_store_id for r in self.session_stores(session_id)]
         if not ids:
             raise InvalidRequest(f"session {session_id} has no memory store to search")
-        return self.search_stores(ids, query, limit=limit, path_prefix=path_prefix,
+        return self.in_stores(ids, query, limit=limit, path_prefix=path_prefix,
                                   threshold=threshold, channels=channels)
 
     def _search_args(self, query: str, limit: int | None, path_prefix: str | None,
@@ -279,10 +282,10 @@ class SearchPart(ArchivePart):
         if "\x00" in query:
             raise InvalidRequest("a search cannot hold a NUL character")
         if limit is None:
-            limit = self.search_default_limit
+            limit = self.default_limit
         if isinstance(limit, bool) or not isinstance(limit, int) \
-                or not 1 <= limit <= self.search_max_limit:
-            raise InvalidRequest(f"limit must be between 1 and {self.search_max_limit}")
+                or not 1 <= limit <= self.max_limit:
+            raise InvalidRequest(f"limit must be between 1 and {self.max_limit}")
         if path_prefix is not None:
             if not isinstance(path_prefix, str) or not path_prefix.startswith("/") \
                     or len(path_prefix.encode("utf-8", "surrogatepass")) \
@@ -292,7 +295,7 @@ class SearchPart(ArchivePart):
             if "\x00" in path_prefix:
                 raise InvalidRequest("path_prefix cannot hold a NUL character")
         if threshold is None:
-            threshold = self.search_default_threshold
+            threshold = self.default_threshold
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) \
                 or not 0.0 <= threshold <= 1.0:
             raise InvalidRequest("threshold must be between 0 and 1")
@@ -310,9 +313,9 @@ class SearchPart(ArchivePart):
         """
         from ..recall import wordsqueue
 
-        return wordsqueue.catch_up(self.database, store_id)
+        return wordsqueue.catch_up(self.core.database, store_id)
 
-    def index_store(self, store_id: str, *, seconds: float | None = None) -> IndexProgress:
+    def index(self, store_id: str, *, seconds: float | None = None) -> IndexProgress:
         """Embed the store's memories that have no current vector (at most ``seconds``), as
         an indexer does in the background; with no provider, nothing.
 
@@ -320,15 +323,15 @@ class SearchPart(ArchivePart):
         """
         from ..recall.indexer import Indexer, Progress
 
-        with self._read() as c:
-            self._store_in(c, store_id)
+        with self.core.read() as c:
+            self.core.store_in(c, store_id)
         provider = self.embeddings
         if provider is None:
             return Progress(reason="meaning is off (--embeddings none)")
         deadline = None if seconds is None else time.monotonic() + seconds
-        return Indexer(self, provider).catch_up(store_id, deadline=deadline)
+        return Indexer(self.core, provider).catch_up(store_id, deadline=deadline)
 
-    def search_status(self, store_id: str) -> dict[str, Any]:
+    def status(self, store_id: str) -> dict[str, Any]:
         """How far the store is indexed: ``memories``, ``indexed`` (by meaning, with the
         current provider's ``model``), ``indexing`` (the process holding the store's lease, if
         any) and ``reason`` when some are not (None once all are): catching up, the
@@ -338,17 +341,17 @@ class SearchPart(ArchivePart):
         """
         from ..recall.indexer import Indexer, last_failure, pending_count
 
-        with self._read() as c:
-            store = self._store_in(c, store_id)
-        total = int(self._one("SELECT memory_count FROM stores WHERE id = ?",
+        with self.core.read() as c:
+            store = self.core.store_in(c, store_id)
+        total = int(self.core.one("SELECT memory_count FROM stores WHERE id = ?",
                               (store_id,))[0])  # type: ignore[index]
         provider = self.embeddings
         if provider is None:
             return {"store_id": store.id, "name": store.name, "memories": total,
                     "indexed": 0, "model": None, "indexing": None,
                     "reason": "meaning is off (--embeddings none)"}
-        pending = pending_count(self, store_id, provider.model)
-        holder = Indexer(self, provider).lease_holder(store_id)
+        pending = pending_count(self.core, store_id, provider.model)
+        holder = Indexer(self.core, provider).lease_holder(store_id)
         reason = None
         if pending:
             reason = ("catching up" if holder else
@@ -361,23 +364,5 @@ class SearchPart(ArchivePart):
 
     # -- Console sign-outs (memfs.console.web) ------------------------------------------------
 
-    def revoke_signin(self, signin: str, expires_at: int) -> None:
-        """Record that the Console sign-in ``signin`` (a digest of its cookie's nonce) was
-        signed out, until ``expires_at`` (Unix seconds, its cookie's expiry); sign-outs past
-        their expiry are forgotten at the same time."""
-        with self._write() as c:
-            c.execute("DELETE FROM console_signouts WHERE expires_at < ?",
-                      (int(datetime.now(UTC).timestamp()),))
-            c.execute("INSERT INTO console_signouts (signin, expires_at) VALUES (?, ?) "
-                      "ON CONFLICT (signin) DO NOTHING", (signin, expires_at))
-
-    def signin_revoked(self, signin: str) -> bool:
-        """Whether the Console sign-in ``signin`` was signed out (:meth:`revoke_signin`)."""
-        return self._one("SELECT 1 FROM console_signouts WHERE signin = ?",
-                         (signin,)) is not None
-
     # -- maintenance -------------------------------------------------------------------------
 
-    def integrity_check(self) -> str:
-        row = self._one("PRAGMA integrity_check")
-        return str(row[0]) if row else "no answer"

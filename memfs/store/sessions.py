@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import secrets
@@ -24,6 +25,7 @@ from ..errors import (
 )
 from ..models import DEFAULT_WORKSPACE, Event, Grant, Page, Session, SessionResource, SessionToken
 from ..rules import (
+    MAX_EVENTS_PAGE,
     _check_limit,
     _patch_metadata,
     _validate_metadata,
@@ -35,6 +37,7 @@ from ..rules import (
     slugify,
     validate_workspace,
 )
+from .base import Part
 from .common import (
     _SESSION_STATUSES,
     SESSION_TOKEN_PREFIX,
@@ -52,7 +55,6 @@ from .common import (
 )
 from .paging import _decode_cursor, _encode_cursor
 from .rows import _session
-from .versions import VersionsPart
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +97,10 @@ def session_actor_refused(session_id: str) -> Forbidden:
                      "key that created the session may")
 
 
-class SessionsPart(VersionsPart):
+class Sessions(Part):
     """The store's sessions (a part of :class:`memfs.store.Store`)."""
 
-    def create_session(
+    def create(
         self,
         resources: Sequence[dict[str, Any]],
         *,
@@ -157,7 +159,7 @@ class SessionsPart(VersionsPart):
         root = root.rstrip("/")
         sid = new_id("sesn")
         now = _now()
-        with self._write() as c:
+        with self.core.write() as c:
             seen: set[str] = set()
             used: set[str] = set()
             rows = []
@@ -166,7 +168,7 @@ class SessionsPart(VersionsPart):
                 if store_id in seen:
                     raise InvalidRequest(f"memory store {store_id} is attached twice")
                 seen.add(store_id)
-                store = self._store_in(c, store_id)
+                store = self.core.store_in(c, store_id)
                 owner = c.execute("SELECT workspace_id FROM stores WHERE id = ?",
                                   (store_id,)).fetchone()["workspace_id"]
                 if workspace is None:
@@ -206,11 +208,11 @@ class SessionsPart(VersionsPart):
                 ),
             )
             c.executemany("INSERT INTO session_resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        return self.get_session(sid)
+        return self.get(sid)
 
-    def get_session(self, session_id: str) -> Session:
+    def get(self, session_id: str) -> Session:
         """:raises NotFound:"""
-        with self._read() as c:
+        with self.core.read() as c:
             found = self._sessions_in(c, [session_id])
         if not found:
             raise _no_session(session_id)
@@ -234,14 +236,14 @@ class SessionsPart(VersionsPart):
             res.setdefault(r["session_id"], []).append(r)
         return [_session(rows[i], res.get(i, [])) for i in ids if i in rows]
 
-    def _session_in(self, c: Connection, session_id: str) -> Row:
+    def session_in(self, c: Connection, session_id: str) -> Row:
         """The session's row. :raises NotFound:"""
         row: Row | None = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise _no_session(session_id)
         return row
 
-    def list_sessions(
+    def list(
         self,
         *,
         memory_store_id: str | None = None,
@@ -262,8 +264,8 @@ class SessionsPart(VersionsPart):
         limit = _check_limit(limit, self.limits)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
-        where: list[str] = []
-        params: list[Any] = []
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         _only_ids(where, params, ids)
         _only_workspace(where, params, workspace)
         if memory_store_id is not None:
@@ -304,13 +306,13 @@ class SessionsPart(VersionsPart):
         forward, backward = order.upper(), "ASC" if order == "desc" else "DESC"
         ahead, behind = ("<", ">") if order == "desc" else (">", "<")
 
-        def page_ids(cond: str | None, anchor: str | None, sort: str, n: int) -> list[str]:
+        def page_ids(cond: str | None, anchor: str | None, sort: str, n: int) -> builtins.list[str]:
             conds = where + ([f"id {cond} ?"] if cond else [])
             sql = "SELECT id FROM sessions" + (" WHERE " + " AND ".join(conds) if conds else "")
             args = [*params, *([anchor] if cond else []), n]
             return [r["id"] for r in c.execute(sql + f" ORDER BY id {sort} LIMIT ?", args)]
 
-        with self._read() as c:  # one snapshot: the page, its neighbours and their contents
+        with self.core.read() as c:  # one snapshot: the page, its neighbours and their contents
             if before is None:
                 found = page_ids(ahead if after else None, after, forward, limit + 1)
                 more_ahead, found = len(found) > limit, found[:limit]
@@ -326,7 +328,7 @@ class SessionsPart(VersionsPart):
         )
         return Page(items, next_page, prev_page)
 
-    def set_session_status(self, session_id: str, status: str) -> Session:
+    def set_status(self, session_id: str, status: str) -> Session:
         """Move a session to ``status`` and record the matching ``session.status_*`` event.
         Terminated is final (issue 38 S1): its tokens are revoked, and a session set running
         again would take writes as a session that ended.
@@ -344,8 +346,8 @@ class SessionsPart(VersionsPart):
         extra: dict[str, Any] = {}
         if status == "idle":
             extra = {"stop_reason": {"type": "end_turn"}, "stop_details": None}
-        with self._write() as c:
-            row = self._session_in(c, session_id)
+        with self.core.write() as c:
+            row = self.session_in(c, session_id)
             if row["status"] == "terminated" and status != "terminated":
                 raise Conflict(f"session {session_id} is terminated: it cannot be set "
                                f"{status} again (start a new session)")
@@ -354,26 +356,26 @@ class SessionsPart(VersionsPart):
                     "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
                     (status, _now(), session_id),
                 )
-                self._insert_event(c, session_id, None, {"type": event_type, **extra})
+                self.insert_event(c, session_id, None, {"type": event_type, **extra})
             if status == "terminated":
                 c.execute("UPDATE session_tokens SET revoked_at = ? "
                           "WHERE session_id = ? AND revoked_at IS NULL", (_now(), session_id))
-        return self.get_session(session_id)
+        return self.get(session_id)
 
-    def launched_sessions(self) -> list[tuple[str, dict[str, Any]]]:
+    def launched(self) -> builtins.list[tuple[str, dict[str, Any]]]:
         """``(session_id, launcher)`` of every session not terminated that a local launcher
         owns (see :meth:`create_session`'s ``launcher``)."""
-        rows = self._all(
+        rows = self.core.all(
             "SELECT id, launcher FROM sessions WHERE launcher IS NOT NULL "
             "AND status != 'terminated' ORDER BY id"
         )
         return [(r["id"], json.loads(r["launcher"])) for r in rows]
 
-    def update_session(
+    def update(
         self, session_id: str, *, metadata: Any = UNSET, title: Any = UNSET
     ) -> Session:
-        with self._write() as c:
-            row = self._session_in(c, session_id)
+        with self.core.write() as c:
+            row = self.session_in(c, session_id)
             meta = json.loads(row["metadata"])
             new_meta = meta if metadata in (UNSET, None) else _patch_metadata(
                 meta, metadata, self.limits
@@ -387,38 +389,38 @@ class SessionsPart(VersionsPart):
                     "UPDATE sessions SET metadata = ?, title = ?, updated_at = ? WHERE id = ?",
                     (json.dumps(new_meta), new_title, _now(), session_id),
                 )
-        return self.get_session(session_id)
+        return self.get(session_id)
 
-    def archive_session(self, session_id: str) -> Session:
-        with self._write() as c:
-            row = self._session_in(c, session_id)
+    def archive(self, session_id: str) -> Session:
+        with self.core.write() as c:
+            row = self.session_in(c, session_id)
             if row["archived_at"] is None:
                 now = _now()
                 c.execute(
                     "UPDATE sessions SET archived_at = ?, updated_at = ? WHERE id = ?",
                     (now, now, session_id),
                 )
-        return self.get_session(session_id)
+        return self.get(session_id)
 
-    def delete_session(self, session_id: str) -> None:
-        with self._write() as c:
-            self._session_in(c, session_id)
-            self._insert_event(c, session_id, None, {"type": "session.deleted"})
+    def delete(self, session_id: str) -> None:
+        with self.core.write() as c:
+            self.session_in(c, session_id)
+            self.insert_event(c, session_id, None, {"type": "session.deleted"})
             c.execute("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM session_tokens WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
-    def get_session_resource(self, session_id: str, resource_id: str) -> SessionResource:
+    def get_resource(self, session_id: str, resource_id: str) -> SessionResource:
         """A resource by its ``sesrsc_`` id or by its ``memory_store_id``.
 
         :raises NotFound: unknown session, or no such resource in it.
         """
-        for r in self.get_session(session_id).resources:
+        for r in self.get(session_id).resources:
             if resource_id in (r.id, r.memory_store_id):
                 return r
         raise NotFound(f"resource {resource_id!r} not found in session {session_id}")
 
-    def check_session_actor(self, workspace: str, session_id: str, key_id: str) -> None:
+    def check_actor(self, workspace: str, session_id: str, key_id: str) -> None:
         """May the stored key ``key_id`` (of ``workspace``) act as the session ``session_id``
         (``x-memfs-session-id``)? Only the key that created it may (its launcher's mount
         daemons send it): one look-up, and the same refusal whether the session exists or not
@@ -426,14 +428,14 @@ class SessionsPart(VersionsPart):
 
         :raises Forbidden:
         """
-        row = self._one("SELECT created_by_key FROM sessions WHERE id = ? AND workspace_id = ?",
+        row = self.core.one("SELECT created_by_key FROM sessions WHERE id = ? AND workspace_id = ?",
                         (session_id, workspace))
         if row is None or row["created_by_key"] != key_id:
             raise session_actor_refused(session_id)
 
     # -- session tokens ----------------------------------------------------------------------
 
-    def create_session_token(self, session_id: str, *, ttl_seconds: Any = None,
+    def create_token(self, session_id: str, *, ttl_seconds: Any = None,
                              key_id: str | None = None) -> SessionToken:
         """Make a credential for the commands of a session (what ``memfs run`` hands its
         agent instead of a key): valid only for the session's attached stores with their
@@ -457,7 +459,7 @@ class SessionsPart(VersionsPart):
         token_id = new_id("sesstok")
         created = datetime.now(UTC)
         now, expires = format_time(created), format_time(created + timedelta(seconds=ttl))
-        with self._write() as c:
+        with self.core.write() as c:
             session = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if key_id is not None and (session is None or session["created_by_key"] != key_id):
                 # Else any key of the workspace could act as any session by a token of its
@@ -484,14 +486,14 @@ class SessionsPart(VersionsPart):
                 (token_id, session_id, sha256_hex(secret.encode()), now, expires, key_id))
         return SessionToken(token_id, session_id, secret, now, expires)
 
-    def session_grant(self, token: str) -> Grant:
+    def grant(self, token: str) -> Grant:
         """What the session token ``token`` may do now.
 
         :raises Unauthorized: not a token of this store, revoked (its session ended),
             expired, its session is not running, or the stored key that made it is revoked
             or expired.
         """
-        row = self._one(f"SELECT {_TOKEN_COLS} FROM {_TOKEN_JOINS} WHERE t.token_sha256 = ?",
+        row = self.core.one(f"SELECT {_TOKEN_COLS} FROM {_TOKEN_JOINS} WHERE t.token_sha256 = ?",
                         (sha256_hex(token.encode()),))
         if row is None:
             raise UnknownKey("invalid session token: not a token of a session of this "
@@ -500,13 +502,13 @@ class SessionsPart(VersionsPart):
         why = _token_refusal(row, _now())
         if why is not None:
             raise Unauthorized(why)
-        access = {r["memory_store_id"]: r["access"] for r in self._all(
+        access = {r["memory_store_id"]: r["access"] for r in self.core.all(
             "SELECT memory_store_id, access FROM session_resources WHERE session_id = ?",
             (sid,))}
         return Grant(row["id"], row["workspace_id"], "read_write", access, sid,
                      f"session {sid}", row["expires_at"])
 
-    def refused_session_tokens(self, token_ids: Collection[str]) -> dict[str, str]:
+    def refused_tokens(self, token_ids: Collection[str]) -> dict[str, str]:
         """Which of the session tokens ``token_ids`` (``sesstok_`` ids) are refused now, and
         why: revoked, expired, their session not running, gone with their session, or the
         stored key that made them refused. What
@@ -519,7 +521,7 @@ class SessionsPart(VersionsPart):
         refused: dict[str, str] = {}
         now = _now()
         for ids in _id_chunks(token_ids):
-            found = {r["id"]: r for r in self._all(
+            found = {r["id"]: r for r in self.core.all(
                 f"SELECT {_TOKEN_COLS} FROM {_TOKEN_JOINS} "
                 f"WHERE t.id IN ({','.join('?' * len(ids))})", ids)}
             for token_id in ids:
@@ -532,7 +534,7 @@ class SessionsPart(VersionsPart):
 
     # -- events ------------------------------------------------------------------------------
 
-    def _insert_event(
+    def insert_event(
         self, c: Connection, session_id: str | None, store_id: str | None,
         body: dict[str, Any],
     ) -> Event:
@@ -543,3 +545,38 @@ class SessionsPart(VersionsPart):
             (e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body)),
         )
         return e
+
+    def list_resources(
+        self, session_id: str, *, limit: int | None = None, page: str | None = None
+    ) -> Page[SessionResource]:
+        """A session's resources in attach order; every one when ``limit`` is None
+        (API.md §4.1: resources.list returns all when no limit is given), else 1-1,000.
+
+        :raises NotFound, InvalidRequest, InvalidCursor:
+        """
+        items = list(self.get(session_id).resources)
+        start = 0
+        if page:
+            key = _decode_cursor(page, "resources", [session_id])
+            if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+                raise InvalidCursor("invalid page cursor")
+            start = key
+        if limit is None:
+            return Page(items[start:], None)
+        limit = _check_limit(limit, self.limits, maximum=MAX_EVENTS_PAGE)
+        end = start + limit
+        next_page = _encode_cursor("resources", [session_id], end) if end < len(items) else None
+        return Page(items[start:end], next_page)
+
+    def delete_resource(self, session_id: str, resource_id: str) -> None:
+        """Always refused for memory stores: attachments are fixed at session creation
+        (API.md §8.8).
+
+        :raises NotFound: unknown session or resource. :raises InvalidRequest: otherwise.
+        """
+        res = self.get_resource(session_id, resource_id)
+        raise InvalidRequest(
+            f"memory store {res.memory_store_id} is attached for the life of session "
+            f"{session_id}; memory store resources cannot be removed"
+        )
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 from collections.abc import Collection
@@ -22,19 +23,19 @@ from ..rules import (
     parse_time,
     validate_workspace,
 )
-from .base import StoreBase
+from .base import Part
 from .common import UNSET, _no_store, _now, _only_ids, _only_workspace
 from .rows import _store
 
 log = logging.getLogger(__name__)
 
 
-class StoresPart(StoreBase):
+class Stores(Part):
     """The store's stores (a part of :class:`memfs.store.Store`)."""
 
     # -- memory stores -----------------------------------------------------------------------
 
-    def create_store(
+    def create(
         self, name: str, description: str | None = None, metadata: dict[str, str] | None = None,
         *, workspace: str = DEFAULT_WORKSPACE,
     ) -> MemoryStore:
@@ -46,7 +47,7 @@ class StoresPart(StoreBase):
         metadata = _validate_metadata({} if metadata is None else metadata, lim)
         now = _now()
         store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
-        with self._write() as c:
+        with self.core.write() as c:
             c.execute(
                 "INSERT INTO stores (id, name, description, metadata, created_at, updated_at, "
                 "workspace_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -55,14 +56,14 @@ class StoresPart(StoreBase):
         log.debug("created store %s (%s)", store.id, name)
         return store
 
-    def get_store(self, store_id: str) -> MemoryStore:
+    def get(self, store_id: str) -> MemoryStore:
         """:raises NotFound: unknown or deleted."""
-        row = self._one("SELECT * FROM stores WHERE id = ?", (store_id,))
+        row = self.core.one("SELECT * FROM stores WHERE id = ?", (store_id,))
         if row is None:
             raise _no_store(store_id)
         return _store(row)
 
-    def resolve_store(self, ref: str, *, among: Collection[str] | None = None,
+    def resolve(self, ref: str, *, among: Collection[str] | None = None,
                       workspace: str | None = None) -> MemoryStore:
         """A store by id, or else by exact name (the newest live store of that name wins over
         archived ones; two live stores with the name are ambiguous). ``among``: only these
@@ -76,10 +77,10 @@ class StoresPart(StoreBase):
             return ((among is None or r["id"] in among)
                     and (workspace is None or r["workspace_id"] == workspace))
 
-        row = self._one("SELECT * FROM stores WHERE id = ?", (ref,))
+        row = self.core.one("SELECT * FROM stores WHERE id = ?", (ref,))
         if row is not None and seen(row):
             return _store(row)
-        rows = self._all(
+        rows = self.core.all(
             "SELECT * FROM stores WHERE name = ? ORDER BY archived_at IS NOT NULL, id DESC", (ref,)
         )
         rows = [r for r in rows if seen(r)]
@@ -103,8 +104,8 @@ class StoresPart(StoreBase):
 
         :raises NotFound: unknown store.
         """
-        with self._read() as c:
-            self._store_in(c, store_id)
+        with self.core.read() as c:
+            self.core.store_in(c, store_id)
             row = c.execute("SELECT name, workspace_id FROM stores WHERE id = ?",
                             (store_id,)).fetchone()
             rows = c.execute(
@@ -114,7 +115,7 @@ class StoresPart(StoreBase):
             ).fetchall()
         return [_store(r) for r in rows]
 
-    def update_store(
+    def update(
         self,
         store_id: str,
         *,
@@ -127,8 +128,8 @@ class StoresPart(StoreBase):
         :raises StoreArchived: the store is archived. :raises InvalidRequest: bad values.
         """
         lim = self.limits
-        with self._write() as c:
-            store = self._store_in(c, store_id)
+        with self.core.write() as c:
+            store = self.core.store_in(c, store_id)
             if store.archived_at is not None:
                 raise StoreArchived(f"memory store {store_id} is archived and cannot be updated")
             new_name = store.name if name in (UNSET, None) else _validate_name(name, lim)
@@ -150,41 +151,41 @@ class StoresPart(StoreBase):
                 "WHERE id = ?",
                 (new_name, new_desc, json.dumps(new_meta), now, store_id),
             )
-            self._change(c, store_id, "store")
-        return self.get_store(store_id)
+            self.core.change(c, store_id, "store")
+        return self.get(store_id)
 
-    def archive_store(self, store_id: str) -> MemoryStore:
+    def archive(self, store_id: str) -> MemoryStore:
         """Archive (idempotent: an archived store is returned unchanged)."""
-        with self._write() as c:
-            store = self._store_in(c, store_id)
+        with self.core.write() as c:
+            store = self.core.store_in(c, store_id)
             if store.archived_at is None:
                 now = _now()
                 c.execute(
                     "UPDATE stores SET archived_at = ?, updated_at = ? WHERE id = ?",
                     (now, now, store_id),
                 )
-                self._change(c, store_id, "store")
-        return self.get_store(store_id)
+                self.core.change(c, store_id, "store")
+        return self.get(store_id)
 
-    def delete_store(self, store_id: str) -> None:
+    def delete(self, store_id: str) -> None:
         """Delete the store with every memory and version in it, permanently."""
-        with self._write() as c:
-            self._delete_store_in(c, store_id)
+        with self.core.write() as c:
+            self.delete_in(c, store_id)
 
-    def _delete_store_in(self, c: Connection, store_id: str) -> None:
-        self._store_in(c, store_id)
+    def delete_in(self, c: Connection, store_id: str) -> None:
+        self.core.store_in(c, store_id)
         c.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
         from ..recall.wordsqueue import forget_store
 
-        forget_store(c, self.dialect, store_id)
+        forget_store(c, self.core.dialect, store_id)
         c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
         c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
         c.execute("INSERT INTO deleted_stores (id, workspace_id, deleted_at) "
                   "SELECT id, workspace_id, ? FROM stores WHERE id = ?", (_now(), store_id))
         c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
-        self._change(c, store_id, "store")
+        self.core.change(c, store_id, "store")
 
-    def list_stores(
+    def list(
         self,
         *,
         include_archived: bool = False,
@@ -198,8 +199,8 @@ class StoresPart(StoreBase):
         """Stores, newest first (``created_at`` desc, then ``id`` desc); ``ids``: only these
         (a session token's attached stores); ``workspace``: only that workspace's."""
         limit = _check_limit(limit, self.limits)
-        where: list[str] = []
-        params: list[Any] = []
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         _only_ids(where, params, ids)
         _only_workspace(where, params, workspace)
         if not include_archived:
@@ -212,4 +213,4 @@ class StoresPart(StoreBase):
             params.append(format_time(parse_time(created_at_lte)))
         # A copy: the cursor condition appended to params is not a filter.
         filters = ["stores", include_archived, list(params)]
-        return self._newest_first("stores", filters, where, params, limit, page, _store)
+        return self.core.newest_first("stores", filters, where, params, limit, page, _store)

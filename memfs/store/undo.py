@@ -1,26 +1,34 @@
-"""Undoing a session (:mod:`memfs.revert` plans it; this applies the plan)."""
+"""Undoing a session (:mod:`memfs.store.revert` plans it; this applies the plan)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection
 from ..errors import Busy, InvalidRequest, MemfsError, NotFound, StorageError, WouldBlock
 from ..models import Actor
 from ..rules import encode_content, new_id, validate_path
+from .base import Core, Part
 from .common import _now
-from .events import EventsPart
 
+if TYPE_CHECKING:
+    from .memories import Memories
+    from .sessions import Sessions
 log = logging.getLogger(__name__)
 
 
-class UndoPart(EventsPart):
+class Undo(Part):
     """The store's undo (a part of :class:`memfs.store.Store`)."""
 
-    # -- undo a session (memfs.revert: the plan; README "Undo a session") ---------------------
+    def __init__(self, core: Core, memories: Memories, sessions: Sessions) -> None:
+        super().__init__(core)
+        self.memories = memories
+        self.sessions = sessions
+
+    # -- undo a session (memfs.store.revert: the plan; README "Undo a session") -------------------
 
     def revert(self, target: str, *, actor: Actor | None, dry_run: bool = False,
                force: bool = False) -> dict[str, Any]:
@@ -29,14 +37,14 @@ class UndoPart(EventsPart):
         wrote). Each memory they touched goes back to its state before them, as new versions
         by ``actor``, all in ONE transaction, and the revert is recorded under a new
         ``memrevert_`` id (none when nothing was written). The rules, conflicts and the
-        result object: :mod:`memfs.revert`. With ``dry_run`` the same transaction runs and is
+        result object: :mod:`memfs.store.revert`. With ``dry_run`` the same transaction runs and is
         rolled back: the same plan, conflicts and errors, nothing written.
 
         :raises NotFound: unknown session or revert. :raises InvalidRequest: a bad argument.
         :raises StoreArchived, LimitExceeded, PathConflict, InvalidPath, ContentTooLarge: the
             store refused a step; nothing was changed.
         """
-        from .. import revert as rv
+        from . import revert as rv
 
         if not isinstance(target, str) or not re.fullmatch(r"[A-Za-z0-9_]{1,100}", target):
             raise InvalidRequest("the target must be a session id (sesn_…) or a revert id "
@@ -45,7 +53,7 @@ class UndoPart(EventsPart):
             raise InvalidRequest("dry_run and force must be true or false")
         out: dict[str, Any] = {}
         try:
-            with self._write() as c:
+            with self.core.write() as c:
                 out = self._revert_in(c, target, actor, dry_run, force)
                 if dry_run:
                     raise rv.DryRun
@@ -60,7 +68,7 @@ class UndoPart(EventsPart):
 
     def _revert_in(self, c: Connection, target: str, actor: Actor | None,
                    dry_run: bool, force: bool) -> dict[str, Any]:
-        from .. import revert as rv
+        from . import revert as rv
 
         kind = "revert" if target.startswith(rv.REVERT_PREFIX + "_") else "session"
         if kind == "revert":
@@ -78,7 +86,7 @@ class UndoPart(EventsPart):
                 "WHERE v.created_by_type = 'session_actor'", (target,)
             ).fetchall()
             if not rows:
-                self._session_in(c, target)  # NotFound for an unknown session
+                self.sessions.session_in(c, target)  # NotFound for an unknown session
             # Only the stores attached to the session (fixed at its creation; it can write
             # nowhere else): a copy of a store (memfs import --name) keeps its versions'
             # authors. A deleted session's attachments are gone: then every store.
@@ -102,20 +110,20 @@ class UndoPart(EventsPart):
         steps = rv.plan(target_ids, histories, live, force=force)
         now = _now()
         todo = [s for s in steps if s.action in ("delete", "recreate", "restore")]
-        heads = {s.memory_id: self._memory_in(c, s.store_id, "id", s.memory_id)
+        heads = {s.memory_id: self.memories.memory_in(c, s.store_id, "id", s.memory_id)
                  for s in todo if s.action != "recreate"}
         # Removals and moves away first (a move to a placeholder outside the path space, in
         # this transaction only), then every placement: rename chains and swaps work.
         for s in todo:
             if s.action == "delete":
-                self._writable_store_in(c, s.store_id)  # StoreArchived, as for the others
+                self.core.writable_store_in(c, s.store_id)  # StoreArchived, as for the others
                 row = heads[s.memory_id]
-                s.version_id = self._insert_version(
+                s.version_id = self.memories.insert_version(
                     c, s.store_id, s.memory_id, "deleted", row["path"], None, None, None, actor,
                     now)
                 c.execute("DELETE FROM memories WHERE id = ?", (s.memory_id,))
-                self._change(c, s.store_id, "delete", s.memory_id, row["path"])
-                self._prune_memory(c, s.memory_id)
+                self.core.change(c, s.store_id, "delete", s.memory_id, row["path"])
+                self.memories.prune_memory(c, s.memory_id)
             elif s.moves:
                 c.execute("UPDATE memories SET path = ? WHERE id = ?",
                           ("revert:" + s.memory_id, s.memory_id))
@@ -125,10 +133,11 @@ class UndoPart(EventsPart):
             path = validate_path(s.path, self.limits)
             text, data = encode_content(s.content, self.limits)
             if s.action == "restore":
-                m = self._modify_in(c, heads[s.memory_id], (text, data), path, False, actor, now)
+                m = self.memories.modify_in(c, heads[s.memory_id], (text, data), path, False,
+                                            actor, now)
                 s.version_id = m.memory_version_id
                 continue
-            s.version_id = self._create_in(c, s.store_id, path, text, data, actor,
+            s.version_id = self.memories.create_in(c, s.store_id, path, text, data, actor,
                                            memory_id=s.memory_id, now=now).memory_version_id
         revert_id = None
         if todo:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from ..backends import Connection
 from ..errors import InvalidRequest, NotFound
@@ -16,16 +17,24 @@ from ..rules import (
     parse_time,
     validate_path,
 )
+from .base import Core, Part
 from .common import _OPERATIONS, EMPTY_SHA256, _no_session, _now
-from .memories import MemoriesPart
 from .paging import _after_cursor, _newest_first_page
 from .rows import _version
 
+if TYPE_CHECKING:
+    from .memories import Memories
+    from .stores import Stores
 log = logging.getLogger(__name__)
 
 
-class VersionsPart(MemoriesPart):
+class Versions(Part):
     """The store's versions (a part of :class:`memfs.store.Store`)."""
+
+    def __init__(self, core: Core, stores: Stores, memories: Memories) -> None:
+        super().__init__(core)
+        self.stores = stores
+        self.memories = memories
 
     # -- versions ----------------------------------------------------------------------------
 
@@ -56,8 +65,8 @@ class VersionsPart(MemoriesPart):
         :raises NotFound: unknown store, version or session (or another workspace's).
         """
         view = _check_view(view)
-        with self._read() as c:
-            self._store_in(c, store_id)
+        with self.core.read() as c:
+            self.core.store_in(c, store_id)
             snap = self._snapshot_boundary(c, store_id, at, viewer)
             # The range on versions_memory_time first, the version at the boundary's instant
             # second: each memory's lookup is one index search.
@@ -185,7 +194,7 @@ class VersionsPart(MemoriesPart):
                                  "as +01:00 (RFC 3339)")
         return Snapshot(store_id, time, time, [])
 
-    def list_versions(
+    def list(
         self,
         store_id: str,
         *,
@@ -234,8 +243,8 @@ class VersionsPart(MemoriesPart):
         cols = "*" if view == "full" else "*, NULL AS content"
         # created_at first: ids from two processes in the same millisecond need not be in
         # time order, and API.md §2.12 orders by created_at, then id.
-        with self._read() as c:
-            self._store_in(c, store_id)
+        with self.core.read() as c:
+            self.core.store_in(c, store_id)
             rows = c.execute(
                 f"SELECT {cols} FROM versions WHERE {' AND '.join(where)} "
                 "ORDER BY created_at DESC, id DESC LIMIT ?",
@@ -244,17 +253,17 @@ class VersionsPart(MemoriesPart):
         return _newest_first_page(rows, limit, "versions", filters,
                                   lambda r: _version(r, view == "full"))
 
-    def get_version(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion:
+    def get(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion:
         view = _check_view(view)
-        row = self._one(
+        row = self.core.one(
             "SELECT * FROM versions WHERE id = ? AND store_id = ?", (version_id, store_id)
         )
         if row is None:
-            self.get_store(store_id)
+            self.stores.get(store_id)
             raise NotFound(f"memory version {version_id!r} not found in {store_id}")
         return _version(row, view == "full")
 
-    def restore_version(self, store_id: str, version_id: str, *, path: str | bytes | None = None,
+    def restore(self, store_id: str, version_id: str, *, path: str | bytes | None = None,
                         actor: Actor | None) -> Memory:
         """Bring back a version's content as a new version of its memory, in one transaction.
         A live memory gets that content (at ``path`` if given, else where it is; nothing is
@@ -268,11 +277,11 @@ class VersionsPart(MemoriesPart):
         :raises InvalidPath, PathConflict, StoreArchived, LimitExceeded, ContentTooLarge:
         """
         new_path = None if path is None else validate_path(path, self.limits)
-        with self._write() as c:
+        with self.core.write() as c:
             v = c.execute("SELECT * FROM versions WHERE id = ? AND store_id = ?",
                           (version_id, store_id)).fetchone()
             if v is None:
-                self._store_in(c, store_id)
+                self.core.store_in(c, store_id)
                 raise NotFound(f"memory version {version_id!r} not found in {store_id}")
             if v["redacted_at"] is not None:
                 raise InvalidRequest(f"version {version_id} was redacted: its content is gone "
@@ -285,19 +294,19 @@ class VersionsPart(MemoriesPart):
             row = c.execute("SELECT * FROM memories WHERE id = ? AND store_id = ?",
                             (v["memory_id"], store_id)).fetchone()
             if row is not None:
-                return self._modify_in(c, row, (text, data), new_path, False, actor)
-            return self._create_in(c, store_id, new_path or v["path"], text, data, actor,
+                return self.memories.modify_in(c, row, (text, data), new_path, False, actor)
+            return self.memories.create_in(c, store_id, new_path or v["path"], text, data, actor,
                                    memory_id=v["memory_id"])
 
-    def redact_version(
+    def redact(
         self, store_id: str, version_id: str, *, actor: Actor | None
     ) -> MemoryVersion:
         """Erase a version's path and content for good (idempotent).
 
         :raises InvalidRequest: the version is the head of a live memory.
         """
-        with self._write() as c:
-            self._store_in(c, store_id)
+        with self.core.write() as c:
+            self.core.store_in(c, store_id)
             row = c.execute(
                 "SELECT * FROM versions WHERE id = ? AND store_id = ?", (version_id, store_id)
             ).fetchone()
@@ -322,10 +331,10 @@ class VersionsPart(MemoriesPart):
                      version_id),
                 )
                 # The memory's history changed (mounts show it in .history/).
-                self._change(c, store_id, "history", row["memory_id"])
-        return self.get_version(store_id, version_id)
+                self.core.change(c, store_id, "history", row["memory_id"])
+        return self.get(store_id, version_id)
 
-    def prune_versions(self, *, now: datetime | None = None) -> int:
+    def prune(self, *, now: datetime | None = None) -> int:
         """Delete versions past the retention window, keeping the newest ``retention_keep`` of
         every memory whatever their age. Returns how many were deleted.
 
@@ -335,7 +344,7 @@ class VersionsPart(MemoriesPart):
         changes."""
         now = now or datetime.now(UTC)
         cutoff = format_time(now - timedelta(days=self.limits.retention_days))
-        with self._write() as c:
+        with self.core.write() as c:
             gone = c.execute(
                 "DELETE FROM versions WHERE created_at < ? AND id IN ("
                 " SELECT id FROM (SELECT id, row_number() OVER"
@@ -346,15 +355,15 @@ class VersionsPart(MemoriesPart):
             pruned = len(gone)
             # Each memory whose history lost versions: one change (mounts' .history/).
             for store_id, memory_id in sorted({(r[0], r[1]) for r in gone}):
-                self._change(c, store_id, "history", memory_id)
+                self.core.change(c, store_id, "history", memory_id)
             changes = sum(
-                self._prune_changes_in(c, r[0], now)
+                self.core.prune_changes_in(c, r[0], now)
                 for r in c.execute("SELECT id FROM stores").fetchall()
             )
             changes += c.execute(
                 "DELETE FROM changes WHERE at < ? AND store_id NOT IN (SELECT id FROM stores)",
-                (format_time(now - self.feed_keep_age),),
+                (format_time(now - self.core.feed_keep_age),),
             ).rowcount
-            events = self._prune_events_in(c, now)
+            events = self.core.prune_events_in(c, now)
         log.info("pruned %d versions, %d changes, %d events", pruned, changes, events)
         return pruned

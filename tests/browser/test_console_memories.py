@@ -142,7 +142,7 @@ def test_search_ranks_by_words_and_by_meaning(signed_in: Any, sdk: Sdk,
         indexer.use_embeddings("local")
         # The server may be indexing it already (its lease then says "another process"):
         # either way it ends with nothing pending.
-        wait_until(lambda: indexer.index_store(sid).pending == 0 or None, 60, interval=0.2)
+        wait_until(lambda: indexer.search.index(sid).pending == 0 or None, 60, interval=0.2)
     finally:
         indexer.close()
     pg.goto(f"/stores/{sid}")
@@ -461,7 +461,7 @@ def test_a_full_store_of_2000_memories_on_a_phone(signed_in: Any, sdk: Sdk,
     try:
         for i in range(2000):
             path = f"/flat/n{i:04}.md" if i < 1000 else f"/f{i % 20}/s{i % 7}/n{i}.md"
-            seeder.create_memory(sid, path, f"memory {i} " * 20, actor=Actor.api("apikey_seed"))
+            seeder.memories.create(sid, path, f"memory {i} " * 20, actor=Actor.api("apikey_seed"))
     finally:
         seeder.close()
     pg = signed_in

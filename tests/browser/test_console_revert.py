@@ -17,19 +17,20 @@ def test_revert_a_session_from_its_page(signed_in: Any, console_server: Any) -> 
     pg = signed_in
     store = Store(console_server.db)
     try:
-        sid = store.create_store(f"Revert {uuid.uuid4().hex[:8]}").id
-        ses = store.create_session([{"type": "memory_store", "memory_store_id": sid}],
+        sid = store.stores.create(f"Revert {uuid.uuid4().hex[:8]}").id
+        ses = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}],
                                    title="Agent run").id
         S = Actor.session(ses)
-        store.write_path(sid, "/keep.md", "before\n", actor=OTHER)
-        store.write_path(sid, "/shared.md", "before\n", actor=OTHER)
-        store.write_path(sid, "/keep.md", "agent\n", actor=S)
-        store.write_path(sid, "/shared.md", "agent\n", actor=S)
-        store.write_path(sid, "/new.md", "agent\n", actor=S)
-        store.write_path(sid, "/shared.md", "bob\n", actor=OTHER)  # a conflict
+        store.memories.write_path(sid, "/keep.md", "before\n", actor=OTHER)
+        store.memories.write_path(sid, "/shared.md", "before\n", actor=OTHER)
+        store.memories.write_path(sid, "/keep.md", "agent\n", actor=S)
+        store.memories.write_path(sid, "/shared.md", "agent\n", actor=S)
+        store.memories.write_path(sid, "/new.md", "agent\n", actor=S)
+        store.memories.write_path(sid, "/shared.md", "bob\n", actor=OTHER)  # a conflict
 
         def contents() -> dict[str, str]:
-            return {m.path: store.get_memory(sid, m.id).content or "" for m in store.tree(sid)}
+            return {m.path: store.memories.get(sid, m.id).content or ""
+                    for m in store.memories.tree(sid)}
 
         pg.goto(f"/sessions/{ses}")
         pg.get_by_role("link", name="Revert this session…").click()
@@ -37,8 +38,8 @@ def test_revert_a_session_from_its_page(signed_in: Any, console_server: Any) -> 
         rows = pg.locator("table.revert-actions tbody tr")
         assert rows.count() == 2
         assert sorted(rows.all_inner_texts()) == [
-            f"delete\t/new.md\t{store.get_store(sid).name}",
-            f"restore\t/keep.md\t{store.get_store(sid).name}"]
+            f"delete\t/new.md\t{store.stores.get(sid).name}",
+            f"restore\t/keep.md\t{store.stores.get(sid).name}"]
         conflict = pg.locator("li.conflict")
         assert conflict.count() == 1
         text = conflict.inner_text()

@@ -73,7 +73,7 @@ def setup(open_store: Callable[..., Store], mounter: Callable[..., Mount]
           ) -> tuple[Store, str, Mount]:
     """A store in the test database, mounted: ``(store, store_id, mount)``."""
     store = open_store()
-    s = store.create_store("fuse test")
+    s = store.stores.create("fuse test")
     m = mounter(s.id)
     return store, s.id, m
 

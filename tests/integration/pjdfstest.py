@@ -295,7 +295,7 @@ def run_on_memfs(built: Path, tmp: Path, only: Iterable[str] = (), jobs: int = J
     db = tmp / "memfs.db"
     store = Store(db, limits=Limits())
     try:
-        sid = store.create_store("pjdfstest").id
+        sid = store.stores.create("pjdfstest").id
     finally:
         store.close()
     m = Mount(db, sid, tmp / "mnt", list(mount_args))

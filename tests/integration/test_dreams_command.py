@@ -23,11 +23,11 @@ MEMFS = [sys.executable, "-m", "memfs"]
 def dreamdb(fuse: None, tmp_path: Path) -> tuple[Path, str, str]:
     db = tmp_path / "memfs.db"
     s = Store(db, limits=Limits())
-    ms = s.create_store("notes").id
-    s.create_memory(ms, "/a.md", "alpha\n", actor=None)
-    s.create_memory(ms, "/d/b.md", "beta\n", actor=None)
-    sid = s.create_session([{"type": "memory_store", "memory_store_id": ms}]).id
-    s.add_events(sid, [{"type": "user.message",
+    ms = s.stores.create("notes").id
+    s.memories.create(ms, "/a.md", "alpha\n", actor=None)
+    s.memories.create(ms, "/d/b.md", "beta\n", actor=None)
+    sid = s.sessions.create([{"type": "memory_store", "memory_store_id": ms}]).id
+    s.events.add(sid, [{"type": "user.message",
                         "content": [{"type": "text", "text": "I take my coffee black"}]}])
     s.close()
     return db, ms, sid
@@ -55,17 +55,17 @@ def test_a_command_consolidates_into_the_output_and_cannot_write_the_input(
     """)
     assert r.returncode == 0, r.stderr
     s = Store(db, limits=Limits())
-    [d] = s.list_dreams().data
+    [d] = s.dreams.list().data
     assert d.status == "completed" and d.model["id"] == "command:bash", (r.stdout, r.stderr)
     out = d.output_store_id
-    assert [(m.path, s.get_memory(out, m.id).content) for m in s.tree(out)] == [
+    assert [(m.path, s.memories.get(out, m.id).content) for m in s.memories.tree(out)] == [
         ("/all.md", "alpha\nbeta\n")]
-    assert {v.created_by for v in s.list_versions(out, limit=100).data} == {
+    assert {v.created_by for v in s.versions.list(out, limit=100).data} == {
         Actor.session(d.session_id)}
-    assert [(m.path, s.get_memory(ms, m.id).content) for m in s.tree(ms)] == [
+    assert [(m.path, s.memories.get(ms, m.id).content) for m in s.memories.tree(ms)] == [
         ("/a.md", "alpha\n"), ("/d/b.md", "beta\n")]
-    assert len(s.list_versions(ms, limit=100).data) == 2
-    assert s.get_session(d.session_id).status == "terminated"
+    assert len(s.versions.list(ms, limit=100).data) == 2
+    assert s.sessions.get(d.session_id).status == "terminated"
 
 
 def test_a_failing_command_fails_the_dream_and_a_cancel_stops_it(
@@ -83,17 +83,17 @@ def test_a_failing_command_fails_the_dream_and_a_cancel_stops_it(
 
     def running_dream() -> bool:
         assert proc.poll() is None, proc.communicate()
-        return any(d.status == "running" for d in s.list_dreams().data)
+        return any(d.status == "running" for d in s.dreams.list().data)
 
     wait_until(running_dream, 20, interval=0.05)
-    [running] = [d for d in s.list_dreams().data if d.status == "running"]
+    [running] = [d for d in s.dreams.list().data if d.status == "running"]
     t0 = time.monotonic()
     c = subprocess.run([*MEMFS, "--db", str(db), "dream", "cancel", running.id],
                        capture_output=True, text=True, timeout=30)
     assert c.returncode == 0, c.stderr
     _, err = proc.communicate(timeout=30)
     took = time.monotonic() - t0
-    assert s.get_dream(running.id).status == "canceled"
+    assert s.dreams.get(running.id).status == "canceled"
     assert proc.returncode == 1 and err.strip().splitlines()[-1] == (
         f"memfs: dream {running.id} was canceled"), err
     assert took < 5, took  # the command was stopped, not waited for (sleep 30)
@@ -110,13 +110,13 @@ def test_a_command_that_never_started_leaves_no_output_store(
         capture_output=True, text=True, timeout=60, env={**os.environ, "MEMFS_DB": str(db)})
     assert r.returncode == 1 and "command not found" in r.stderr, r.stderr
     s = Store(db, limits=Limits())
-    [d] = s.list_dreams().data
+    [d] = s.dreams.list().data
     assert d.status == "failed" and d.outputs == []
-    assert [x.id for x in s.list_stores(include_archived=True).data] == [ms]
+    assert [x.id for x in s.stores.list(include_archived=True).data] == [ms]
     r = dream(db, sid, "exit 3")
     assert r.returncode == 1
-    kept = [x for x in s.list_dreams().data if x.id != d.id]
-    assert kept[0].outputs and len(s.list_stores().data) == 2
+    kept = [x for x in s.dreams.list().data if x.id != d.id]
+    assert kept[0].outputs and len(s.stores.list().data) == 2
 
 
 #: `memfs dream` in a child process whose launcher cancels the dream (through the database,
@@ -134,8 +134,8 @@ real = mounts.start_mounts
 def mounted_then_canceled(st):
     real(st)
     with Store(db) as s:
-        [d] = s.list_dreams().data
-        s.cancel_dream(d.id)
+        [d] = s.dreams.list().data
+        s.dreams.cancel(d.id)
     deadline = time.monotonic() + 5
     while st.stop_signal is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -154,7 +154,7 @@ def test_a_cancel_before_the_command_started_is_not_lost(
                        text=True, timeout=90, env={**os.environ, "MEMFS_DB": str(db)})
     took = time.monotonic() - t0
     s = Store(db, limits=Limits())
-    [d] = s.list_dreams().data
+    [d] = s.dreams.list().data
     assert d.status == "canceled", (r.stdout, r.stderr)
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == (
         f"memfs: dream {d.id} was canceled"), r.stderr

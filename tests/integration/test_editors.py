@@ -22,8 +22,8 @@ pytestmark = pytest.mark.fuse
 
 def _only_one_path(store, sid: str, path: str) -> None:
     """The store holds one memory, at ``path``, and no version of any other path."""
-    assert [m.path for m in store.tree(sid)] == [path]
-    assert {v.path for v in store.list_versions(sid, limit=100).data} == {path}
+    assert [m.path for m in store.memories.tree(sid)] == [path]
+    assert {v.path for v in store.versions.list(sid, limit=100).data} == {path}
 
 
 def _editor(name: str) -> str:
@@ -37,7 +37,7 @@ def test_vim_saves_one_version_and_its_swap_and_backup_stay_scratch(setup):
     store, sid, m = setup
     vim = _editor("vim.tiny") if shutil.which("vim") is None else _editor("vim")
     (m.root / "x.md").write_text("hello world\n")
-    before = store.get_memory_by_path(sid, "/x.md")
+    before = store.memories.get_by_path(sid, "/x.md")
     # vim's defaults (-N: 'nocompatible', as any vimrc sets): a binary swap file .x.md.swp,
     # the probe file 4913, and a backup made by renaming x.md to x.md~ before the save.
     for word in ("there", "again"):
@@ -47,7 +47,7 @@ def test_vim_saves_one_version_and_its_swap_and_backup_stay_scratch(setup):
             cwd=m.root, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
         assert r.returncode == 0, r.stdout.decode(errors="replace")[-500:]
         assert (m.root / "x.md").read_text() == f"hello {word}\n"
-    after = store.get_memory_by_path(sid, "/x.md")
+    after = store.memories.get_by_path(sid, "/x.md")
     assert (after.id, after.content) == (before.id, "hello again\n")
     assert ops_of(store, sid) == ["created", "modified", "modified"]
     _only_one_path(store, sid, "/x.md")
@@ -60,7 +60,7 @@ def test_a_swap_file_takes_any_bytes_and_lives_in_the_mount_only(setup):
     swap.write_bytes(b"b0VIM 9.0\x00\xff\xfe")
     assert swap.read_bytes() == b"b0VIM 9.0\x00\xff\xfe"
     assert ".x.md.swp" in os.listdir(m.root)
-    assert store.count_memories(sid) == 0 and ops_of(store, sid) == []
+    assert store.memories.count(sid) == 0 and ops_of(store, sid) == []
     swap.unlink()
     assert os.listdir(m.root) == []
 

@@ -75,7 +75,7 @@ def test_the_mount_answers_while_another_process_holds_the_write_lock(setup, db)
         holder.wait(timeout=30)
         writer.join(timeout=60)
     assert writer_done and writer_done[0] >= 2.0  # it did wait, and then it was saved
-    assert store.get_memory_by_path(sid, "/new.md").content == "new"
+    assert store.memories.get_by_path(sid, "/new.md").content == "new"
 
 
 def _spawned_ms(*cmd: str | Path) -> float:
@@ -93,9 +93,9 @@ def test_a_foreign_write_lock_never_makes_a_lookup_or_listing_wait(open_store, m
     gives up on the lock after a moment (EBUSY, nothing changed, the failure logged) and the
     directory is free again; the closes of the writers still wait, and are saved."""
     store = open_store()
-    sid = store.create_store("shared").id
+    sid = store.stores.create("shared").id
     for name in ("gone.md", "from.md", *(f"untouched{k}.md" for k in range(2))):
-        store.create_memory(sid, f"/{name}", name, actor=None)
+        store.memories.create(sid, f"/{name}", name, actor=None)
     mounts = [mounter(sid, name=f"m{k}") for k in range(2)]
     holder = _hold_write_lock(db, 4.0)
     outcome: dict[str, object] = {}
@@ -146,7 +146,7 @@ def test_a_foreign_write_lock_never_makes_a_lookup_or_listing_wait(open_store, m
     # What gave up changed nothing, and says so; the writes waited and were saved.
     assert outcome == {"unlink": errno.EBUSY, "rename": errno.EBUSY,
                        "write0": "done", "write1": "done"}, outcome
-    assert sorted(x.path for x in store.tree(sid)) == [
+    assert sorted(x.path for x in store.memories.tree(sid)) == [
         "/from.md", "/gone.md", "/untouched0.md", "/untouched1.md", "/written0.md",
         "/written1.md"]
     assert (mounts[0].root / "gone.md").read_text() == "gone.md"
@@ -156,7 +156,7 @@ def test_a_foreign_write_lock_never_makes_a_lookup_or_listing_wait(open_store, m
     # Once the lock is gone they work again.
     os.unlink(mounts[0].root / "gone.md")
     os.rename(mounts[1].root / "from.md", mounts[1].root / "to.md")
-    assert "/gone.md" not in {x.path for x in store.tree(sid)}
+    assert "/gone.md" not in {x.path for x in store.memories.tree(sid)}
 
 
 def test_a_stop_signal_unmounts_within_its_grace_while_a_close_waits_for_a_foreign_lock(
@@ -194,7 +194,7 @@ def test_a_stop_signal_unmounts_within_its_grace_while_a_close_waits_for_a_forei
         holder.kill()
         holder.wait()
         writer.join(30)
-    assert "late.md" not in {x.path.lstrip("/") for x in store.list_memories(sid).data}
+    assert "late.md" not in {x.path.lstrip("/") for x in store.memories.list(sid).data}
 
 
 # -- 2. open files outlive their name -------------------------------------------------------
@@ -218,7 +218,7 @@ def test_an_open_file_stays_readable_after_unlink_rename_over_and_remote_delete(
         os.rename(r / "tmp", r / "r.md")
         assert os.pread(fr.fileno(), 1 << 20, 0) == b"content of r.md\n" * 100
         # Deleted through another process (the store), seen by the mount's change feed.
-        store.delete_path(sid, "/x.md", actor=None)
+        store.memories.delete_path(sid, "/x.md", actor=None)
         wait_until(lambda: not (r / "x.md").exists(), 5)
         assert os.pread(fx.fileno(), 1 << 20, 0) == b"content of x.md\n" * 100
     finally:
@@ -240,7 +240,7 @@ def test_renaming_over_an_open_unsaved_file_keeps_its_data_for_the_holder(setup)
         assert os.fstat(fd).st_size == len(b"unsaved data")
     finally:
         os.close(fd)
-    assert store.get_memory_by_path(sid, "/dst.md").content == "src"
+    assert store.memories.get_by_path(sid, "/dst.md").content == "src"
     assert (r / "dst.md").read_text() == "src"
 
 
@@ -255,14 +255,14 @@ def test_a_close_commits_while_another_descriptor_is_open_for_writing(setup):
         fd = os.open(m.root / "f.md", os.O_WRONLY | os.O_TRUNC)
         os.write(fd, b"new\n")
         os.close(fd)
-        assert store.get_memory_by_path(sid, "/f.md").content == "new\n"
+        assert store.memories.get_by_path(sid, "/f.md").content == "new\n"
     finally:
         os.close(keep)
 
 
 def test_touch_and_truncate_survive_a_killed_daemon(open_store, mounter):
     store = open_store()
-    sid = store.create_store("kill").id
+    sid = store.stores.create("kill").id
     m = mounter(sid)
     (m.root / "t.md").write_text("to be truncated")
     subprocess.run(["touch", str(m.root / "new.md")], check=True)
@@ -270,8 +270,8 @@ def test_touch_and_truncate_survive_a_killed_daemon(open_store, mounter):
     m.proc.send_signal(signal.SIGKILL)
     m.proc.wait()
     subprocess.run(["fusermount3", "-uz", str(m.root)], check=False)
-    assert store.get_memory_by_path(sid, "/new.md").content == ""
-    assert store.get_memory_by_path(sid, "/t.md").content == ""
+    assert store.memories.get_by_path(sid, "/new.md").content == ""
+    assert store.memories.get_by_path(sid, "/t.md").content == ""
 
 
 _WRITER = """
@@ -299,7 +299,7 @@ def test_no_acknowledged_close_is_lost_when_the_daemon_is_killed(open_store, mou
     import random
 
     store = open_store()
-    sid = store.create_store("kill -9").id
+    sid = store.stores.create("kill -9").id
     rounds = int(os.environ.get("MEMFS_KILL_ROUNDS", "5"))
     acked: dict[int, int] = {}
     start = 0
@@ -317,7 +317,7 @@ def test_no_acknowledged_close_is_lost_when_the_daemon_is_killed(open_store, mou
             acked[i] = n
         start = max(acked, default=start) + 100
     assert len(acked) > rounds  # the writers did get through closes
-    saved = {x.path: x.content_size_bytes for x in store.tree(sid)}
+    saved = {x.path: x.content_size_bytes for x in store.memories.tree(sid)}
     lost = [i for i, n in acked.items() if saved.get(f"/k{i}.md") != n]
     print(f"\nkill -9 x{rounds}: {len(acked)} acknowledged closes, {len(lost)} lost")
     assert lost == []
@@ -330,10 +330,10 @@ def test_no_acknowledged_close_is_lost_when_the_daemon_is_killed(open_store, mou
 def test_a_failed_write_keeps_the_previous_version(setup):
     store, sid, m = setup
     sh("printf 'twenty-six bytes of text\\n' > m.md", m.root, check=True)
-    before = store.get_memory_by_path(sid, "/m.md")
+    before = store.memories.get_by_path(sid, "/m.md")
     out = sh("head -c 150000 /dev/zero | tr '\\0' x > m.md", m.root, check=False)
     assert out.returncode != 0 and "too large" in out.stderr.lower()
-    assert store.get_memory_by_path(sid, "/m.md").memory_version_id == before.memory_version_id
+    assert store.memories.get_by_path(sid, "/m.md").memory_version_id == before.memory_version_id
     assert (m.root / "m.md").read_text() == before.content
     big = m.root.parent / "big.txt"
     big.write_bytes(b"y" * 150_000)
@@ -354,9 +354,9 @@ def test_a_flush_from_a_forked_child_does_not_commit(setup):
         subprocess.run([sys.executable, "-c", f"import os; os.close({f.fileno()})"],
                        pass_fds=(f.fileno(),), check=True)
         time.sleep(0.2)  # the point: no commit follows the child's close, even a moment later
-        assert "/p.md" not in {x.path for x in store.tree(sid)}
+        assert "/p.md" not in {x.path for x in store.memories.tree(sid)}
         f.write("part two\n")
-    assert store.get_memory_by_path(sid, "/p.md").content == "part one\npart two\n"
+    assert store.memories.get_by_path(sid, "/p.md").content == "part one\npart two\n"
     assert ops_of(store, sid, "/p.md") == ["created"]
 
 
@@ -368,14 +368,14 @@ def test_bytes_that_cannot_be_utf8_are_refused_at_write(setup):
     # The refused name must not linger: the next redirect creates the file for real.
     out = sh("printf '\\xff\\n' > g.md; echo hello > g.md", m.root, check=False)
     assert out.returncode == 0, out.stderr
-    assert store.get_memory_by_path(sid, "/g.md").content == "hello\n"
+    assert store.memories.get_by_path(sid, "/g.md").content == "hello\n"
     assert (m.root / "g.md").read_text() == "hello\n"
     # A character split across two writes is fine.
     fd = os.open(m.root / "split.md", os.O_WRONLY | os.O_CREAT)
     os.write(fd, "é".encode()[:1])
     os.write(fd, "é".encode()[1:] + b"\n")
     os.close(fd)
-    assert store.get_memory_by_path(sid, "/split.md").content == "é\n"
+    assert store.memories.get_by_path(sid, "/split.md").content == "é\n"
 
 
 # -- 8. a full disk --------------------------------------------------------------------------
@@ -395,8 +395,8 @@ def test_a_full_disk_fails_the_write_and_the_mount_stays_up(small_disk, tmp_path
 
     db = small_disk / "memfs.db"
     store = Store(db)
-    sid = store.create_store("full").id
-    store.write_path(sid, "/keep.md", "kept", actor=None)
+    sid = store.stores.create("full").id
+    store.memories.write_path(sid, "/keep.md", "kept", actor=None)
     m = Mount(db, sid, tmp_path / "mnt", []).wait_mounted()
     try:
         filler = small_disk / "filler"
@@ -417,11 +417,11 @@ def test_a_full_disk_fails_the_write_and_the_mount_stays_up(small_disk, tmp_path
         assert m.proc.poll() is None and os.path.ismount(m.root)
         assert (m.root / "keep.md").read_text() == "kept"  # reads keep working
         shown = {p.name for p in m.root.iterdir()}
-        saved = {x.path[1:] for x in store.tree(sid)}
+        saved = {x.path[1:] for x in store.memories.tree(sid)}
         assert shown == saved  # the mount shows nothing that was not saved
         filler.unlink()
         (m.root / "after.md").write_text("space is back")
-        assert store.get_memory_by_path(sid, "/after.md").content == "space is back"
+        assert store.memories.get_by_path(sid, "/after.md").content == "space is back"
         assert "Traceback" not in m.log()
     finally:
         m.stop()
@@ -435,7 +435,7 @@ def test_a_full_disk_fails_the_write_and_the_mount_stays_up(small_disk, tmp_path
 @pytest.mark.parametrize("how", ["rm", "mv", "cp"])
 def test_a_replaced_database_refuses_writes(open_store, mounter, db, tmp_path, how):
     store = open_store()
-    sid = store.create_store("replaced").id
+    sid = store.stores.create("replaced").id
     m = mounter(sid)
     (m.root / "before.md").write_text("saved")
     other = tmp_path / "other.db"
@@ -460,9 +460,9 @@ def test_a_replaced_database_refuses_writes(open_store, mounter, db, tmp_path, h
 def _filled(db: Path, name: str, n: int) -> str:
     """A store ``name`` with ``n`` memories in the database ``db`` (closed again)."""
     with Store(db) as s:
-        sid = s.create_store(name).id
+        sid = s.stores.create(name).id
         for i in range(n):
-            s.write_path(sid, f"/{name}{i}.md", f"{name} {i} " * 50, actor=None)
+            s.memories.write_path(sid, f"/{name}{i}.md", f"{name} {i} " * 50, actor=None)
     return sid
 
 
@@ -521,12 +521,12 @@ def test_a_database_replaced_under_a_mount_stays_intact(mounter, db, tmp_path, h
 
 def test_a_broken_event_log_does_not_fail_operations(open_store, mounter):
     store = open_store()
-    sid = store.create_store("devfull").id
+    sid = store.stores.create("devfull").id
     m = mounter(sid, "--events", "/dev/full", name="full")
     (m.root / "a.md").write_text("a")
     os.rename(m.root / "a.md", m.root / "b.md")
     os.unlink(m.root / "b.md")
-    assert store.tree(sid) == []
+    assert store.memories.tree(sid) == []
     # The events are in the database, with the version they report.
     rows = store.conn.execute(
         "SELECT body FROM events WHERE store_id = ? AND type = 'agent.tool_result'", (sid,)
@@ -538,7 +538,7 @@ def test_a_writes_events_are_recorded_with_its_version(setup):
     store, sid, m = setup
     (m.root / "e.md").write_text("e")
     # Right after close returns, without waiting for any flusher.
-    v = store.get_memory_by_path(sid, "/e.md").memory_version_id
+    v = store.memories.get_by_path(sid, "/e.md").memory_version_id
     rows = store.conn.execute(
         "SELECT COUNT(*) FROM events WHERE store_id = ? AND body LIKE ?", (sid, f"%{v}%")
     ).fetchone()

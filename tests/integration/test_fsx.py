@@ -350,7 +350,7 @@ class Fsx:
         from memfs.errors import NotFound
 
         try:
-            m = self.store.get_memory_by_path(self.sid, "/" + name)
+            m = self.store.memories.get_by_path(self.sid, "/" + name)
         except NotFound:
             m = None
         got = None if m is None else m.content.encode()
@@ -360,7 +360,7 @@ class Fsx:
 
     def check_store(self) -> None:
         """Every path no descriptor holds open: the store has exactly the model's content."""
-        live = {m.path.lstrip("/") for m in self.store.tree(self.sid)} - {KEEP}
+        live = {m.path.lstrip("/") for m in self.store.memories.tree(self.sid)} - {KEEP}
         for name, inode in self.files.items():
             if self.open_count(inode) == 0:
                 self.check_store_path(name, inode.committed)
@@ -388,8 +388,8 @@ class Fsx:
 
 def test_fsx(open_store, mounter, tmp_path):
     store = open_store()
-    sid = store.create_store("fsx").id
-    store.write_path(sid, "/" + KEEP, "keep\n", actor=Actor.user("fsx"))
+    sid = store.stores.create("fsx").id
+    store.memories.write_path(sid, "/" + KEEP, "keep\n", actor=Actor.user("fsx"))
     m = mounter(sid)
     seed = int(os.environ.get("MEMFS_FSX_SEED") or random.randrange(2**32))
     fsx = Fsx(m.root, store, sid, seed)

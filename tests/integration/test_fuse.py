@@ -32,7 +32,7 @@ def test_posix(setup, check):
 def test_echo_cat_append_and_one_version_per_close(setup):
     store, sid, m = setup
     sh("echo hello > a.md", m.root)
-    assert store.get_memory_by_path(sid, "/a.md").content == "hello\n"
+    assert store.memories.get_by_path(sid, "/a.md").content == "hello\n"
     assert ops_of(store, sid) == ["created"]  # the redirect's dup2-close made no version
     sh("echo more >> a.md", m.root)
     assert sh("cat a.md", m.root).stdout == "hello\nmore\n"
@@ -41,7 +41,7 @@ def test_echo_cat_append_and_one_version_per_close(setup):
     assert ops_of(store, sid, "/b.md") == ["created"]
     use, res = m.wait_pair("create", m.root / "a.md")
     assert use["name"] == "bash" and use["input"]["pid"] > 0
-    v = store.list_versions(sid, operation="created").data
+    v = store.versions.list(sid, operation="created").data
     assert res["memory_version_id"] in {x.id for x in v}
     use, res = m.wait_pair("read", m.root / "a.md", name="cat")
     assert res["is_error"] is False
@@ -60,22 +60,22 @@ def test_shell_tools(setup):
     m.wait_pair("list", r / "notes", name="ls")
 
     sh("sed -i s/hay/straw/ notes/y.md", r)
-    assert store.get_memory_by_path(sid, "/notes/y.md").content == "straw\n"
+    assert store.memories.get_by_path(sid, "/notes/y.md").content == "straw\n"
     renames = [u for u, _ in m.pairs() if u["input"]["operation"] == "rename"]
     assert renames and renames[-1]["name"] == "sed"
     assert renames[-1]["input"]["new_path"] == str(r / "notes" / "y.md")
 
     sh("cp notes/y.md copy.md && cp -p notes/y.md copyp.md", r)
-    assert store.get_memory_by_path(sid, "/copy.md").content == "straw\n"
-    assert store.get_memory_by_path(sid, "/copyp.md").content == "straw\n"
+    assert store.memories.get_by_path(sid, "/copy.md").content == "straw\n"
+    assert store.memories.get_by_path(sid, "/copyp.md").content == "straw\n"
     assert ops_of(store, sid, "/copyp.md") == ["created"]
 
-    mid = store.get_memory_by_path(sid, "/copy.md").id
+    mid = store.memories.get_by_path(sid, "/copy.md").id
     sh("mv copy.md moved.md", r)
-    moved = store.get_memory_by_path(sid, "/moved.md")
+    moved = store.memories.get_by_path(sid, "/moved.md")
     assert moved.id == mid  # a rename keeps the memory
     sh("mv notes archive", r)
-    assert sorted(x.path for x in store.tree(sid)) == [
+    assert sorted(x.path for x in store.memories.tree(sid)) == [
         "/archive/deep/er/x.md", "/archive/y.md", "/copyp.md", "/moved.md"]
     assert sh("cat archive/deep/er/x.md", r).stdout == "needle\n"
 
@@ -83,7 +83,7 @@ def test_shell_tools(setup):
     wait_until(lambda: ops_of(store, sid, "/t.md") == ["created"])
     sh("touch t.md", r)  # times only: no version
     sh("rm moved.md && rm -r archive", r)
-    assert sorted(x.path for x in store.tree(sid)) == ["/copyp.md", "/t.md"]
+    assert sorted(x.path for x in store.memories.tree(sid)) == ["/copyp.md", "/t.md"]
     assert not (r / "archive").exists()
     m.wait_pair("delete", r / "moved.md", name="rm")
     m.wait_pair("rmdir", r / "archive", name="rm")
@@ -127,7 +127,7 @@ def test_tar_extract(setup, tmp_path):
             info.mtime = 1_000_000_000
             tf.addfile(info, io.BytesIO(data))
     sh(f"tar -xf {tar_path}", m.root)
-    assert store.get_memory_by_path(sid, "/proj/src/a.py").content == "print(1)\n"
+    assert store.memories.get_by_path(sid, "/proj/src/a.py").content == "print(1)\n"
     assert ops_of(store, sid) == ["created", "created"]
 
 
@@ -150,18 +150,18 @@ def test_python_partial_writes_and_editor_save(setup):
         f.write("tail\n")
         f.flush()
         os.fsync(f.fileno())
-        assert store.get_memory_by_path(sid, "/doc.md").content.endswith("tail\n")
+        assert store.memories.get_by_path(sid, "/doc.md").content.endswith("tail\n")
     assert ops_of(store, sid) == ["created", "modified", "modified"]
 
     # Editor-style save: write a temporary file, then rename it over the original.
-    before = store.get_memory_by_path(sid, "/doc.md")
+    before = store.memories.get_by_path(sid, "/doc.md")
     tmp = m.root / ".doc.md.swp"
     tmp.write_text("new content\n")
     os.rename(tmp, p)
     assert p.read_text() == "new content\n"
-    m_now = store.get_memory_by_path(sid, "/doc.md")
+    m_now = store.memories.get_by_path(sid, "/doc.md")
     assert m_now.content == "new content\n"
-    assert store.count_memories(sid) == 1
+    assert store.memories.count(sid) == 1
     # The file keeps its memory and its history goes on; the temporary file was session
     # scratch (never a memory: no version of its own).
     assert m_now.id == before.id
@@ -175,12 +175,12 @@ def test_python_partial_writes_and_editor_save(setup):
 def test_sed_i_keeps_the_memory_and_its_history(setup):
     store, sid, m = setup
     sh("echo 'hello world' > hello.md", m.root)
-    before = store.get_memory_by_path(sid, "/hello.md")
+    before = store.memories.get_by_path(sid, "/hello.md")
     sh("sed -i s/world/there/ hello.md", m.root)
-    after = store.get_memory_by_path(sid, "/hello.md")
+    after = store.memories.get_by_path(sid, "/hello.md")
     assert (after.id, after.content) == (before.id, "hello there\n")
     history = [v.operation for v in reversed(
-        store.list_versions(sid, memory_id=before.id, limit=100).data)]
+        store.versions.list(sid, memory_id=before.id, limit=100).data)]
     assert history == ["created", "modified"]
     assert (m.root / "hello.md").read_text() == "hello there\n"
 
@@ -195,7 +195,7 @@ def test_a_files_mtime_is_its_saved_versions_and_holds_still(setup):
     store, sid, m = setup
     os.close(os.open(m.root / "t.md", os.O_CREAT | os.O_WRONLY, 0o644))  # nothing written
     seen = os.stat(m.root / "t.md").st_mtime_ns
-    assert seen == time_ns(store.get_memory_by_path(sid, "/t.md").updated_at)
+    assert seen == time_ns(store.memories.get_by_path(sid, "/t.md").updated_at)
     sh("touch -a -d @1900000000 t.md", m.root)  # utimensat: atime given, mtime UTIME_OMIT
     assert os.stat(m.root / "t.md").st_mtime_ns == seen
     # Looked at while unsaved, then saved: the save's time, not the write's.
@@ -206,26 +206,26 @@ def test_a_files_mtime_is_its_saved_versions_and_holds_still(setup):
         os.stat(m.root / "w.md")
         os.listdir(m.root)  # READDIRPLUS: attributes for every entry
     seen = os.stat(m.root / "w.md").st_mtime_ns
-    assert seen == time_ns(store.get_memory_by_path(sid, "/w.md").updated_at)
+    assert seen == time_ns(store.memories.get_by_path(sid, "/w.md").updated_at)
     # Emptied and nothing written: by ftruncate, by a truncating open; and written once.
     with open(m.root / "w.md", "r+") as f:
         os.fstat(f.fileno())
         f.truncate(0)
         os.fstat(f.fileno())
     assert os.stat(m.root / "w.md").st_mtime_ns == time_ns(
-        store.get_memory_by_path(sid, "/w.md").updated_at)
+        store.memories.get_by_path(sid, "/w.md").updated_at)
     for shell in ("echo y > w.md", ": > w.md", "echo z > new.md"):
         sh(shell, m.root)
         path = "/" + shell.rpartition(" ")[2]
         assert os.stat(m.root / path[1:]).st_mtime_ns == time_ns(
-            store.get_memory_by_path(sid, path).updated_at), shell
+            store.memories.get_by_path(sid, path).updated_at), shell
 
 
 def test_xattrs_and_statfs(setup):
     store, sid, m = setup
     p = m.root / "x.md"
     p.write_text("x")
-    mem = store.get_memory_by_path(sid, "/x.md")
+    mem = store.memories.get_by_path(sid, "/x.md")
     assert os.getxattr(p, "user.memfs.memory_id") == mem.id.encode()
     assert os.getxattr(p, "user.memfs.memory_version_id") == mem.memory_version_id.encode()
     assert os.getxattr(p, "user.memfs.content_sha256") == mem.content_sha256.encode()
@@ -246,14 +246,14 @@ def test_error_rows(setup):
     assert errno_of(lambda: f.write(b"b")) == errno.EFBIG
     # ...and close() fails with it: an open->close in which a write failed commits nothing.
     assert errno_of(f.close) == errno.EFBIG
-    assert "/big.md" not in {x.path for x in store.tree(sid)}
+    assert "/big.md" not in {x.path for x in store.memories.tree(sid)}
     assert not (r / "big.md").exists()
     # EILSEQ at close for content that is not UTF-8; nothing committed.
     f = open(r / "bin.md", "wb")  # noqa: SIM115
     f.write(b"\xff\xfe\x00")
     assert errno_of(f.close) == errno.EILSEQ
     wait_until(lambda: not (r / "bin.md").exists())
-    assert "/bin.md" not in {x.path for x in store.tree(sid)}
+    assert "/bin.md" not in {x.path for x in store.memories.tree(sid)}
     assert m.wait_pair("create", r / "bin.md")[1]["is_error"] is True
     # Names: not UTF-8 / not NFC -> EILSEQ; too long -> ENAMETOOLONG; control -> EINVAL.
     rb = os.fsencode(r)
@@ -284,13 +284,13 @@ def test_error_rows(setup):
 
 def test_enospc_when_the_store_is_full(open_store, mounter):
     store = open_store(Limits(max_memories=3))
-    s = store.create_store("small")
+    s = store.stores.create("small")
     m = mounter(s.id, env={"MEMFS_MAX_MEMORIES": "3"})
     for i in range(3):
         (m.root / f"{i}.md").write_text(str(i))
     assert errno_of(lambda: open(m.root / "3.md", "w")) == errno.ENOSPC
     (m.root / "0.md").write_text("still editable")  # existing memories stay writable
-    assert store.get_memory_by_path(s.id, "/0.md").content == "still editable"
+    assert store.memories.get_by_path(s.id, "/0.md").content == "still editable"
     assert os.statvfs(m.root).f_ffree == 0
     _, res = m.wait_pair("create", m.root / "3.md")
     assert res["is_error"] and res["content"][0]["text"].startswith("ENOSPC")
@@ -298,8 +298,8 @@ def test_enospc_when_the_store_is_full(open_store, mounter):
 
 def test_read_only_mount(open_store, mounter):
     store = open_store()
-    s = store.create_store("ro")
-    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    s = store.stores.create("ro")
+    store.memories.create(s.id, "/a.md", "a", actor=Actor.user("user_x"))
     m = mounter(s.id, "--read-only")
     assert (m.root / "a.md").read_text() == "a"
     assert errno_of(lambda: (m.root / "b.md").write_text("b")) == errno.EROFS
@@ -314,10 +314,10 @@ def test_read_only_mount(open_store, mounter):
 
 def test_archived_store(open_store, mounter):
     store = open_store()
-    s = store.create_store("arch")
-    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    s = store.stores.create("arch")
+    store.memories.create(s.id, "/a.md", "a", actor=Actor.user("user_x"))
     live = mounter(s.id, name="live")
-    store.archive_store(s.id)
+    store.stores.archive(s.id)
     m = mounter(s.id, name="arch")
     assert (m.root / "a.md").read_text() == "a"
     assert errno_of(lambda: (m.root / "b.md").write_text("b")) == errno.EROFS
@@ -328,7 +328,7 @@ def test_archived_store(open_store, mounter):
 
 def test_live_visibility_between_two_mounts(open_store, mounter):
     store = open_store()
-    s = store.create_store("shared")
+    s = store.stores.create("shared")
     a = mounter(s.id, name="a")
     b = mounter(s.id, name="b")
     (a.root / "seed.md").write_text("v1")
@@ -347,7 +347,7 @@ def test_live_visibility_between_two_mounts(open_store, mounter):
     # Rename, delete and a change through the store (the CLI's path) show up as well.
     os.rename(a.root / "new.md", a.root / "renamed.md")
     wait_until(lambda: sorted(os.listdir(b.root)) == ["renamed.md", "seed.md"], timeout=3)
-    store.write_path(s.id, "/seed.md", "from the CLI", actor=Actor.user("user_x"))
+    store.memories.write_path(s.id, "/seed.md", "from the CLI", actor=Actor.user("user_x"))
     wait_until(lambda: (a.root / "seed.md").read_text() == "from the CLI", timeout=3)
     os.unlink(b.root / "renamed.md")
     wait_until(lambda: not (a.root / "renamed.md").exists(), timeout=3)
@@ -358,25 +358,25 @@ def test_live_visibility_between_two_mounts(open_store, mounter):
 
 
 def test_an_undeleted_memory_comes_back_in_a_mount(setup):
-    """memfs versions restore of a deleted memory (Store.restore_version) brings it back under
+    """memfs versions restore of a deleted memory (Store.versions.restore) brings it back under
     its own id, and the change feed's put shows it in a mount that saw it deleted."""
     store, sid, m = setup
     (m.root / "gone.md").write_text("keep me")
-    first = store.get_memory_by_path(sid, "/gone.md")
+    first = store.memories.get_by_path(sid, "/gone.md")
     os.unlink(m.root / "gone.md")
     assert not (m.root / "gone.md").exists()
-    back = store.restore_version(sid, first.memory_version_id, actor=Actor.user("user_x"))
+    back = store.versions.restore(sid, first.memory_version_id, actor=Actor.user("user_x"))
     assert back.id == first.id
     wait_until(lambda: (m.root / "gone.md").exists(), timeout=3)
     assert (m.root / "gone.md").read_text() == "keep me"
-    assert store.get_memory_by_path(sid, "/gone.md").id == first.id
+    assert store.memories.get_by_path(sid, "/gone.md").id == first.id
 
 
 def test_live_visibility_latency_and_idle_cost(open_store, mounter):
     """A mount wakes on the database changing (issue 12): what one mount writes, the other
     shows within milliseconds, and a mount with nothing to do spends no CPU."""
     store = open_store()
-    s = store.create_store("latency")
+    s = store.stores.create("latency")
     a = mounter(s.id, name="a")
     b = mounter(s.id, name="b")
     (a.root / "f.md").write_text("v0")
@@ -414,7 +414,7 @@ def test_live_visibility_latency_and_idle_cost(open_store, mounter):
 
 def test_ready_fd_and_sigint_unmounts_cleanly(open_store, mounter, db, tmp_path):
     store = open_store()
-    s = store.create_store("sig")
+    s = store.stores.create("sig")
     r, w = os.pipe()
     root = tmp_path / "ready"
     root.mkdir()
@@ -448,7 +448,7 @@ def test_ready_fd_and_sigint_unmounts_cleanly(open_store, mounter, db, tmp_path)
 
 def test_kill_9_loses_no_acknowledged_write(open_store, mounter):
     store = open_store()
-    s = store.create_store("crash")
+    s = store.stores.create("crash")
     m = mounter(s.id)
     for i in range(20):
         (m.root / f"{i}.md").write_text(f"content {i}")
@@ -465,8 +465,9 @@ def test_kill_9_loses_no_acknowledged_write(open_store, mounter):
     assert not in_proc_mounts(m.root)  # ...and fusermount3 -uz recovers the mount point
     fresh = open_store()
     assert fresh.integrity_check() == "ok"
-    assert {x.path for x in fresh.tree(s.id)} == {f"/{i}.md" for i in range(20)} | {"/synced.md"}
-    assert fresh.get_memory_by_path(s.id, "/synced.md").content == "synced"
+    assert {x.path for x in fresh.memories.tree(s.id)} == {f"/{i}.md" for i in range(20)} | {
+        "/synced.md"}
+    assert fresh.memories.get_by_path(s.id, "/synced.md").content == "synced"
     # The mount point is usable again.
     mounter(s.id, name="mnt")
     assert (m.root / "7.md").read_text() == "content 7"
@@ -474,16 +475,16 @@ def test_kill_9_loses_no_acknowledged_write(open_store, mounter):
 
 def test_session_attribution_and_events_in_the_database(open_store, mounter):
     store = open_store()
-    s = store.create_store("Team Notes")
-    sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
+    s = store.stores.create("Team Notes")
+    sess = store.sessions.create([{"type": "memory_store", "memory_store_id": s.id}])
     m = mounter(s.id, "--session", sess.id, "--display-root", "/mnt/memory/team-notes")
     (m.root / "prefs.md").write_text("tea")
-    v = store.list_versions(s.id, session_id=sess.id).data
+    v = store.versions.list(s.id, session_id=sess.id).data
     assert [x.operation for x in v] == ["created"]
     assert v[0].created_by == Actor.session(sess.id)
 
     def db_events():
-        return store.list_events(sess.id, types=["agent.tool_use", "agent.tool_result"]).data
+        return store.events.list(sess.id, types=["agent.tool_use", "agent.tool_result"]).data
 
     evs = wait_until(lambda: len(db_events()) >= 2 and db_events())
     use, res = evs[0].body, evs[1].body
@@ -520,7 +521,7 @@ def assert_refused(code: int, stderr: str, *fragments: str) -> None:
 
 
 def test_a_mount_point_under_a_missing_directory_is_refused(fuse, open_store, db, tmp_path):
-    sid = open_store().create_store("s").id
+    sid = open_store().stores.create("s").id
     p = mount_cmd(db, sid, str(tmp_path / "nope" / "mnt"))
     assert_refused(p.returncode, p.stderr, f"{tmp_path}/nope/mnt", "does not exist")
     assert not (tmp_path / "nope").exists()
@@ -528,7 +529,7 @@ def test_a_mount_point_under_a_missing_directory_is_refused(fuse, open_store, db
 
 def test_a_missing_mount_point_is_made_and_removed_at_unmount(fuse, open_store, db, tmp_path):
     """`memfs mount STORE ~/prefs` just works when ~/prefs does not exist yet (issue 10)."""
-    sid = open_store().create_store("s").id
+    sid = open_store().stores.create("s").id
     root = tmp_path / "prefs"
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "--db", str(db), "mount", sid, str(root)],
@@ -545,7 +546,7 @@ def test_a_missing_mount_point_is_made_and_removed_at_unmount(fuse, open_store, 
             subprocess.run(["fusermount3", "-uz", str(root)], check=False)
     assert proc.returncode == 0, err
     assert not root.exists()
-    assert open_store().get_memory_by_path(sid, "/a.md").content == "a"
+    assert open_store().memories.get_by_path(sid, "/a.md").content == "a"
     # A directory that was there before stays.
     root.mkdir()
     proc = subprocess.Popen(
@@ -563,7 +564,7 @@ def test_a_missing_mount_point_is_made_and_removed_at_unmount(fuse, open_store, 
 
 
 def test_a_file_as_mount_point_is_refused(fuse, open_store, db, tmp_path):
-    sid = open_store().create_store("s").id
+    sid = open_store().stores.create("s").id
     f = tmp_path / "file.txt"
     f.write_text("mine\n")
     p = mount_cmd(db, sid, str(f))
@@ -586,7 +587,7 @@ def wait_refused(m) -> str:
 def test_a_non_empty_mount_point_is_refused_unless_nonempty(open_store, mounter, tmp_path):
     """Mounting would hide what the directory holds: refused, unless --nonempty."""
     store = open_store()
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("mine\n")
@@ -601,12 +602,12 @@ def test_a_non_empty_mount_point_is_refused_unless_nonempty(open_store, mounter,
     assert os.listdir(m.root) == ["a.md"]  # keep.txt is hidden while mounted...
     m.stop()
     assert os.listdir(full) == ["keep.txt"]  # ...and there again after
-    assert store.get_memory_by_path(sid, "/a.md").content == "a"
+    assert store.memories.get_by_path(sid, "/a.md").content == "a"
 
 
 def test_a_second_mount_on_a_mount_point_is_refused(open_store, mounter):
     store = open_store()
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     first = mounter(sid)
     line = wait_refused(mounter(sid, name="mnt", wait=False))
     assert line.startswith("memfs: ") and "already" in line and str(first.root) in line, line
@@ -614,13 +615,13 @@ def test_a_second_mount_on_a_mount_point_is_refused(open_store, mounter):
     with open("/proc/self/mounts") as f:
         assert [ln.split()[1] for ln in f].count(str(first.root)) == 1
     (first.root / "b.md").write_text("b")
-    assert store.get_memory_by_path(sid, "/b.md").content == "b"
+    assert store.memories.get_by_path(sid, "/b.md").content == "b"
 
 
 def test_libfuse_reason_is_in_the_error(fuse, open_store, db, tmp_path):
     """libfuse prints why a mount failed on stderr; it is the reason in memfs's one line."""
     need(os.geteuid() == 0, "hiding /dev/fuse in a private mount namespace needs root")
-    sid = open_store().create_store("s").id
+    sid = open_store().stores.create("s").id
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     p = mount_cmd(db, sid, str(mnt), pre=NO_FUSE_DEVICE)

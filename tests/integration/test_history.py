@@ -42,7 +42,7 @@ def versions_of(store: Store, sid: str, memory_id: str) -> list[MemoryVersion]:
     out: list[MemoryVersion] = []
     page = None
     while True:
-        got = store.list_versions(sid, memory_id=memory_id, limit=100, page=page)
+        got = store.versions.list(sid, memory_id=memory_id, limit=100, page=page)
         out += got.data
         if not got.next_page:
             return list(reversed(out))
@@ -66,14 +66,15 @@ def test_ls_cat_diff_grep_and_hidden_from_the_root(setup):
     r = m.root
     for text in ("one needle\n", "two needle\n", "three needle\n"):
         sh(f"echo -n '{text}' > notes.md", r)
-    mem = store.get_memory_by_path(sid, "/notes.md")
+    mem = store.memories.get_by_path(sid, "/notes.md")
     want = versions_of(store, sid, mem.id)
     names = sh("ls .history/notes.md/", r).stdout.split()
     assert names == [version_name(v) for v in want] and names == sorted(names)
     assert [n.split("-")[1] for n in names] == ["created", "modified", "modified"]
     for name, v in zip(names, want, strict=True):
         f = r / ".history" / "notes.md" / name
-        assert sh(f"cat .history/notes.md/{name}", r).stdout == store.get_version(sid, v.id).content
+        assert sh(f"cat .history/notes.md/{name}", r).stdout == store.versions.get(sid,
+                                                                                   v.id).content
         st_ = f.stat()
         assert st_.st_size == v.content_size_bytes and st_.st_mode & 0o777 == 0o644
         assert abs(st_.st_mtime - _epoch(v.created_at)) < 1e-3
@@ -103,11 +104,11 @@ def test_deleted_renamed_redacted_and_fresh_within_a_second(setup, open_store):
     store, sid, m = setup
     r = m.root
     other = open_store()  # another Store: its writes reach the mount through the feed only
-    gone = other.write_path(sid, "/gone.md", "bye", actor=A)
-    other.delete_path(sid, "/gone.md", actor=B)
-    moved = other.write_path(sid, "/old.md", "x", actor=A)
-    other.write_path(sid, "/old.md", "x2", actor=A)
-    other.rename_path(sid, "/old.md", "/sub/new.md", actor=B)
+    gone = other.memories.write_path(sid, "/gone.md", "bye", actor=A)
+    other.memories.delete_path(sid, "/gone.md", actor=B)
+    moved = other.memories.write_path(sid, "/old.md", "x", actor=A)
+    other.memories.write_path(sid, "/old.md", "x2", actor=A)
+    other.memories.rename_path(sid, "/old.md", "/sub/new.md", actor=B)
     hist = r / ".history"
     wait_until(lambda: (hist / "sub" / "new.md").is_dir())
     assert sorted(os.listdir(hist)) == ["gone.md", "sub"]
@@ -124,7 +125,7 @@ def test_deleted_renamed_redacted_and_fresh_within_a_second(setup, open_store):
     first = hist / "sub" / "new.md" / n[0]
     assert first.read_text() == "x"
     t0 = time.monotonic()
-    other.redact_version(sid, versions_of(store, sid, moved.id)[0].id, actor=A)
+    other.versions.redact(sid, versions_of(store, sid, moved.id)[0].id, actor=A)
     wait_until(lambda: first.stat().st_size == 0, timeout=VISIBLE_WITHIN)
     assert first.read_bytes() == b""
     assert os.getxattr(first, "user.memfs.redacted")
@@ -135,7 +136,7 @@ def test_deleted_renamed_redacted_and_fresh_within_a_second(setup, open_store):
     wait_until(lambda: len(files_in(hist / "sub" / "new.md")) == 4, timeout=VISIBLE_WITHIN)
     took_mount = time.monotonic() - t0
     t0 = time.monotonic()
-    other.write_path(sid, "/sub/new.md", "elsewhere", actor=B)
+    other.memories.write_path(sid, "/sub/new.md", "elsewhere", actor=B)
     wait_until(lambda: len(files_in(hist / "sub" / "new.md")) == 5, timeout=VISIBLE_WITHIN)
     took_other = time.monotonic() - t0
     last = hist / "sub" / "new.md" / files_in(hist / "sub" / "new.md")[-1]
@@ -172,8 +173,8 @@ def test_every_change_under_history_is_erofs_and_logged(setup):
     got = {name: _errno(fn) for name, fn in checks.items()}
     # mkdir of the root's .history: the kernel answers EEXIST itself (the name exists).
     assert got == {n: errno.EEXIST if n == "mkdir-root" else errno.EROFS for n in checks}
-    assert store.get_memory_by_path(sid, "/n.md").content == "x"
-    assert len(store.list_versions(sid).data) == 1
+    assert store.memories.get_by_path(sid, "/n.md").content == "x"
+    assert len(store.versions.list(sid).data) == 1
     use, res = m.wait_pair("create", d / "new")
     assert res["is_error"] and "EROFS" in res["content"][0]["text"]
     use, res = m.wait_pair("rename", f, new_path=str(r / "out.md"))
@@ -195,7 +196,7 @@ def expected_history(store: Store, sid: str, memory_ids: set[str]
         if not vs:
             continue
         try:
-            final: str | None = store.get_memory(sid, mid, view="basic").path
+            final: str | None = store.memories.get(sid, mid, view="basic").path
         except errors.NotFound:
             final = vs[-1].path if vs[-1].operation == "deleted" else None
         if final is None:
@@ -229,7 +230,7 @@ def _mount_differs(root: Path, store: Store, sid: str, prefix: str,
             return f"{path}: {have} != {sorted(files)}"
         for name, v in files.items():
             f = d / name
-            full = store.get_version(sid, v.id)
+            full = store.versions.get(sid, v.id)
             body = b"" if v.operation == "deleted" or full.redacted_at else (
                 full.content or "").encode()
             if f.read_bytes() != body:
@@ -269,26 +270,26 @@ class HistoryMachine(RuleBasedStateMachine):
     def write(self, actor: Actor, name: str, text: str) -> None:
         # Refused: a file where a directory is, or the other way round.
         with contextlib.suppress(errors.MemfsError):
-            self.memories.add(self.store.write_path(self.sid, self._path(name), text,
+            self.memories.add(self.store.memories.write_path(self.sid, self._path(name), text,
                                                     actor=actor).id)
 
     @rule(actor=st.sampled_from([A, B]), src=st.sampled_from(NAMES),
           dst=st.sampled_from(NAMES))
     def rename(self, actor: Actor, src: str, dst: str) -> None:
         with contextlib.suppress(errors.MemfsError):
-            self.store.rename_path(self.sid, self._path(src), self._path(dst), actor=actor)
+            self.store.memories.rename_path(self.sid, self._path(src), self._path(dst), actor=actor)
 
     @rule(actor=st.sampled_from([A, B]), name=st.sampled_from(NAMES))
     def delete(self, actor: Actor, name: str) -> None:
         with contextlib.suppress(errors.MemfsError):
-            self.store.delete_path(self.sid, self._path(name), actor=actor)
+            self.store.memories.delete_path(self.sid, self._path(name), actor=actor)
 
     @rule(pick=st.integers(0, 1000))
     def redact(self, pick: int) -> None:
         vs = [v for mid in sorted(self.memories) for v in versions_of(self.store, self.sid, mid)]
         if vs:
             with contextlib.suppress(errors.InvalidRequest):  # the head of a live memory
-                self.store.redact_version(self.sid, vs[pick % len(vs)].id, actor=A)
+                self.store.versions.redact(self.sid, vs[pick % len(vs)].id, actor=A)
 
     @rule()
     def look(self) -> None:
@@ -342,7 +343,7 @@ def test_remote_mount_history(sdk, mounts, server):  # noqa: F811
         wait_until(lambda: len(files_in(d)) == 5, timeout=VISIBLE_WITHIN)
         took = time.monotonic() - t0
         first = d / files_in(d)[0]
-        db.redact_version(s.id, want[0].id, actor=A)  # the server's feed carries it
+        db.versions.redact(s.id, want[0].id, actor=A)  # the server's feed carries it
         wait_until(lambda: first.stat().st_size == 0, timeout=VISIBLE_WITHIN)
         assert os.getxattr(first, "user.memfs.redacted")
         mems.delete(mem.id, memory_store_id=s.id)
@@ -407,9 +408,9 @@ def test_session_daemon_history(launch, open_store, tmp_path):  # noqa: F811
     store = open_store()
     ids = []
     for i in range(2):
-        s = store.create_store(f"s{i}")
-        store.create_memory(s.id, "/seed.md", f"seed {i}", actor=None)
-        store.create_memory(s.id, f"/only{i}.md", "o", actor=None)
+        s = store.stores.create(f"s{i}")
+        store.memories.create(s.id, "/seed.md", f"seed {i}", actor=None)
+        store.memories.create(s.id, f"/only{i}.md", "o", actor=None)
         ids.append(s.id)
     root = tmp_path / "root"
     r = launch(["--store", ids[0], "--store", ids[1], "--root", str(root),
@@ -419,7 +420,7 @@ def test_session_daemon_history(launch, open_store, tmp_path):  # noqa: F811
     h1 = (tmp_path / "h1").read_text().split()
     assert len(h1) == 1 and h1[0].split("-")[1] == "created"
     assert (tmp_path / "c1").read_text() == "seed 0"
-    mem = store.get_memory_by_path(ids[0], "/seed.md")
+    mem = store.memories.get_by_path(ids[0], "/seed.md")
     assert (tmp_path / "h2").read_text().split() == [
         version_name(v) for v in versions_of(store, ids[0], mem.id)]
     assert (tmp_path / "h-s1").read_text().split() == ["only1.md", "seed.md"]

@@ -46,7 +46,7 @@ def _create_until_full(
             path = f"/w{worker}/m{i}"
             i += 1
             try:
-                store.create_memory(store_id, path, f"{worker}:{i}", actor=actor)
+                store.memories.create(store_id, path, f"{worker}:{i}", actor=actor)
                 created.append(path)
             except LimitExceeded:
                 limit_errors += 1
@@ -74,25 +74,26 @@ def _mixed_writer(db: str, shared_store: str | None, worker: int, rounds: int, b
         barrier.wait(BARRIER_TIMEOUT)
         store = Store(db, limits=Limits())
         actor = Actor.session(f"sesn_w{worker}")
-        own = store.create_store(f"own-{worker}").id
+        own = store.stores.create(f"own-{worker}").id
         targets = [own] if shared_store is None else [own, shared_store]
         for r in range(rounds):
             for sid in targets:
                 base = f"/w{worker}/r{r}"
-                m = store.create_memory(sid, f"{base}/a.md", "a" * 100, actor=actor)
-                store.update_memory(sid, m.id, content="b" * 200, actor=actor)
-                store.write_path(sid, f"{base}/b.md", f"{r}", actor=actor)
-                store.rename_path(sid, f"{base}/b.md", f"{base}/c.md", actor=actor)
-                store.rename_prefix(sid, f"{base}/", f"/moved/w{worker}/r{r}/", actor=actor)
-                store.list_memories(sid, path_prefix=f"/moved/w{worker}/", depth=1)
-                store.list_versions(sid, limit=5)
-                store.delete_path(sid, f"/moved/w{worker}/r{r}/c.md", actor=actor)
+                m = store.memories.create(sid, f"{base}/a.md", "a" * 100, actor=actor)
+                store.memories.update(sid, m.id, content="b" * 200, actor=actor)
+                store.memories.write_path(sid, f"{base}/b.md", f"{r}", actor=actor)
+                store.memories.rename_path(sid, f"{base}/b.md", f"{base}/c.md", actor=actor)
+                store.memories.rename_prefix(sid, f"{base}/", f"/moved/w{worker}/r{r}/",
+                                             actor=actor)
+                store.memories.list(sid, path_prefix=f"/moved/w{worker}/", depth=1)
+                store.versions.list(sid, limit=5)
+                store.memories.delete_path(sid, f"/moved/w{worker}/r{r}/c.md", actor=actor)
                 done += 8
-            store.update_store(own, metadata={"round": str(r)})
-        sess = store.create_session([{"type": "memory_store", "memory_store_id": own}])
-        store.add_events(sess.id, [{"type": "agent.tool_use", "n": i} for i in range(3)])
-        store.set_session_status(sess.id, "running")
-        store.prune_versions()
+            store.stores.update(own, metadata={"round": str(r)})
+        sess = store.sessions.create([{"type": "memory_store", "memory_store_id": own}])
+        store.events.add(sess.id, [{"type": "agent.tool_use", "n": i} for i in range(3)])
+        store.sessions.set_status(sess.id, "running")
+        store.versions.prune()
         store.close()
     except Exception:  # noqa: BLE001 - reported to the parent, which fails
         errors.append(traceback.format_exc())
@@ -123,7 +124,7 @@ def _run(target: Any, args_for: list[tuple[Any, ...]]) -> list[Any]:
 
 def _race(db_path: Path, max_memories: int, workers: int) -> tuple[Store, str, list[Any]]:
     store = Store(db_path, limits=Limits(max_memories=max_memories))
-    sid = store.create_store("race").id
+    sid = store.stores.create("race").id
     results = _run(
         _create_until_full, [(str(db_path), sid, max_memories, w) for w in range(workers)]
     )
@@ -136,16 +137,16 @@ def _check_race(store: Store, sid: str, results: list[Any], max_memories: int) -
     assert all(r[2] == 3 for r in results), "every worker must end on LimitExceeded"
     created = [p for r in results for p in r[1]]
     assert len(created) == max_memories == len(set(created))
-    assert store.count_memories(sid) == max_memories
+    assert store.memories.count(sid) == max_memories
     listed, page = [], None
     while True:
-        p = store.list_memories(sid, limit=100, page=page)
+        p = store.memories.list(sid, limit=100, page=page)
         listed += [m.path for m in p.data]
         if not (page := p.next_page):
             break
     assert sorted(listed) == sorted(created)
     # exactly one 'created' version per live memory, nothing else
-    assert store._one("SELECT count(*) FROM versions WHERE store_id = ?", (sid,))[0] == len(
+    assert store.one("SELECT count(*) FROM versions WHERE store_id = ?", (sid,))[0] == len(
         created
     )
 
@@ -153,20 +154,21 @@ def _check_race(store: Store, sid: str, results: list[Any], max_memories: int) -
 def _work_at_limit(store: Store, sid: str, some_path: str) -> None:
     actor = Actor.user("user_race")
     with pytest.raises(LimitExceeded):
-        store.create_memory(sid, "/one-more", "x", actor=actor)
-    m = store.get_memory_by_path(sid, some_path)
-    e = store.update_memory(sid, m.id, content="edited at the limit", actor=actor)
+        store.memories.create(sid, "/one-more", "x", actor=actor)
+    m = store.memories.get_by_path(sid, some_path)
+    e = store.memories.update(sid, m.id, content="edited at the limit", actor=actor)
     assert e.content == "edited at the limit"
-    r = store.update_memory(sid, m.id, path="/renamed-at-limit", actor=actor)
+    r = store.memories.update(sid, m.id, path="/renamed-at-limit", actor=actor)
     assert (r.id, r.path) == (m.id, "/renamed-at-limit")
-    assert store.write_path(sid, "/renamed-at-limit", "via write_path", actor=actor).id == m.id
-    store.delete_memory(sid, m.id, actor=actor)
-    n = store.create_memory(sid, "/after-delete", "x", actor=actor)
+    assert store.memories.write_path(sid, "/renamed-at-limit", "via write_path",
+                                     actor=actor).id == m.id
+    store.memories.delete(sid, m.id, actor=actor)
+    n = store.memories.create(sid, "/after-delete", "x", actor=actor)
     assert n.id != m.id
     with pytest.raises(LimitExceeded):
-        store.create_memory(sid, "/and-one-more", "x", actor=actor)
+        store.memories.create(sid, "/and-one-more", "x", actor=actor)
     with pytest.raises(PathConflict):  # a taken path still says so
-        store.create_memory(sid, "/after-delete", "x", actor=actor)
+        store.memories.create(sid, "/after-delete", "x", actor=actor)
 
 
 @pytest.mark.parametrize(("max_memories", "workers"), [(1, 4), (25, 6)])
@@ -203,11 +205,11 @@ def test_fresh_database_opened_by_many_at_once(tmp_path: Path) -> None:
     errors = [e for r in results for e in r[2]]
     assert errors == [], "\n".join(errors)
     with Store(db, limits=Limits()) as store:
-        own = store.list_stores(limit=100).data
+        own = store.stores.list(limit=100).data
         assert sorted(s.name for s in own) == [f"own-{w}" for w in range(6)]
         for s in own:
-            assert [m.path for m in store.tree(s.id)] == [f"/moved/w{s.name[4:]}/r0/a.md"]
-        names = [r[0] for r in store._all("SELECT name FROM _sqlite_migrations")]
+            assert [m.path for m in store.memories.tree(s.id)] == [f"/moved/w{s.name[4:]}/r0/a.md"]
+        names = [r[0] for r in store.all("SELECT name FROM _sqlite_migrations")]
         assert len(names) == len(set(names)) and migrations.pending(store.db) == []  # once each
         assert store.integrity_check() == "ok"
 
@@ -216,17 +218,17 @@ def test_many_writers_never_see_locked(db_path: Path) -> None:
     """Six processes write every way there is to one shared store and their own ones."""
     rounds = 4
     with Store(db_path, limits=Limits()) as store:
-        shared = store.create_store("shared").id
+        shared = store.stores.create("shared").id
     results = _run(_mixed_writer, [(str(db_path), shared, w, rounds) for w in range(6)])
     errors = [e for r in results for e in r[2]]
     assert errors == [], "\n".join(errors)
     assert all(r[1] == rounds * 16 for r in results)
     with Store(db_path, limits=Limits()) as store:
-        tree = [m.path for m in store.tree(shared)]
+        tree = [m.path for m in store.memories.tree(shared)]
         assert tree == sorted(f"/moved/w{w}/r{r}/a.md" for w in range(6) for r in range(rounds))
         # a.md: created, modified, moved; b.md: created, renamed, moved, deleted
-        assert store._one("SELECT count(*) FROM versions WHERE store_id = ?", (shared,))[0] == (
+        assert store.one("SELECT count(*) FROM versions WHERE store_id = ?", (shared,))[0] == (
             6 * rounds * (3 + 4)
         )
-        assert len(store.list_sessions(limit=100).data) == 6
+        assert len(store.sessions.list(limit=100).data) == 6
         assert store.integrity_check() == "ok"

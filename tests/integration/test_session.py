@@ -44,9 +44,9 @@ def assert_ended(
     ran: bool = True,
 ) -> None:
     """The session is over and nothing of it is left."""
-    s = store.get_session(sid)
+    s = store.sessions.get(sid)
     assert s.status == "terminated"
-    events = store.list_events(sid, limit=1000).data
+    events = store.events.list(sid, limit=1000).data
     types = [e.type for e in events]
     assert ("session.status_running" in types) == ran
     assert types[-1] == "session.status_terminated"
@@ -80,10 +80,10 @@ exit 7
 
 
 def make_stores(store: Store) -> tuple[str, str, str]:
-    notes = store.create_store("Notes", "What the user told me.").id
-    notes2 = store.create_store("notes", "Another store with a colliding slug.").id
-    ref = store.create_store("Ref", "Reference material.").id
-    store.create_memory(ref, "/guide.md", "# Guide\nBe brief.\n", actor=None)
+    notes = store.stores.create("Notes", "What the user told me.").id
+    notes2 = store.stores.create("notes", "Another store with a colliding slug.").id
+    ref = store.stores.create("Ref", "Reference material.").id
+    store.memories.create(ref, "/guide.md", "# Guide\nBe brief.\n", actor=None)
     return notes, notes2, ref
 
 
@@ -115,7 +115,7 @@ def test_session_end_to_end(
     else:
         assert sorted(mounts_under(root)) == [str(root / n) for n in ("notes", "notes-2", "ref")]
         assert (root / "scratch.txt").read_text() == "scratch\n"
-    assert store.get_session(sid).status == "running"
+    assert store.sessions.get(sid).status == "running"
     (tmp_path / "go").touch()
     assert r.wait() == 7, r.err
     assert r.err == ""
@@ -142,7 +142,7 @@ def test_session_end_to_end(
     assert prompt.count("## ") == 3
 
     # The session in the store: snapshotted names, mount paths from slugs with a suffix.
-    s = store.get_session(sid)
+    s = store.sessions.get(sid)
     assert [(x.name, x.mount_path, x.access) for x in s.resources] == [
         ("Notes", f"{root}/notes", "read_write"),
         ("notes", f"{root}/notes-2", "read_write"),
@@ -152,16 +152,16 @@ def test_session_end_to_end(
     assert s.resources[0].description == "What the user told me."
 
     # Versions attributed to the session, and nothing else written by it.
-    v1 = store.list_versions(notes, session_id=sid).data
-    v2 = store.list_versions(notes2, session_id=sid).data
+    v1 = store.versions.list(notes, session_id=sid).data
+    v2 = store.versions.list(notes2, session_id=sid).data
     assert [(v.operation, v.path) for v in v1] == [("created", "/n1.md")]
     assert [(v.operation, v.path) for v in v2] == [("created", "/sub/n2.md")]
     assert v1[0].created_by == Actor.session(sid)
-    assert store.list_versions(ref, session_id=sid).data == []
-    assert store.get_memory_by_path(notes, "/n1.md").content == "first note\n"
+    assert store.versions.list(ref, session_id=sid).data == []
+    assert store.memories.get_by_path(notes, "/n1.md").content == "first note\n"
 
     # Paired tool events, joined to the versions they produced.
-    events = store.list_events(sid, limit=1000).data
+    events = store.events.list(sid, limit=1000).data
     uses = {e.body["id"]: e.body for e in events if e.type == "agent.tool_use"}
     results = [e.body for e in events if e.type == "agent.tool_result"]
     assert uses and len(results) == len(uses)
@@ -252,13 +252,13 @@ def test_session_from_a_spec_file(launch: Callable[..., Run], store: Store,
     assert "- Instructions: Write what you learn here." in prompt
     assert "- Instructions: Only read this.\n  Never guess." in prompt
 
-    (s,) = store.list_sessions().data
+    (s,) = store.sessions.list().data
     assert s.title == "Spec test" and s.metadata == {"team": "support", "ticket": "42"}
     assert [(x.memory_store_id, x.access, x.mount_path) for x in s.resources] == [
         (notes, "read_write", f"{root}/notes"), (ref, "read_only", f"{root}/ref"),
     ]
-    assert store.get_memory_by_path(notes, "/n.md").content == "from the spec\n"
-    assert store.list_versions(ref, session_id=s.id).data == []
+    assert store.memories.get_by_path(notes, "/n.md").content == "from the spec\n"
+    assert store.versions.list(ref, session_id=s.id).data == []
     assert_ended(store, s.id, root, tmp_path)
 
 
@@ -293,7 +293,7 @@ def test_stopped_session_cleans_up(
     tmp_path: Path,
 ) -> None:
     needs_root(isolation)
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     script = WAIT_SCRIPT
     if how == "cmd-kill-inside":
@@ -310,7 +310,7 @@ def test_stopped_session_cleans_up(
     assert r.wait() == expected, r.err
     assert r.err == ""
     assert_ended(store, r.sid, root, tmp_path)
-    assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
+    assert store.memories.get_by_path(notes, "/hello.md").content == "hi\n"
     assert processes_with(r.sid) == []
 
 
@@ -322,7 +322,7 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
     CMD gets SIGHUP; the session, left running, is ended by the next `memfs session reap` (or
     `memfs run`), with a session.error event, while a live session is left alone."""
     needs_root(isolation)
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     # Without a namespace, the launcher's own private root (no --root): it is scratch the
     # launcher made, so reaping deletes it.
     root_args = ["--root", str(tmp_path / "root")] if isolation == "namespace" else []
@@ -336,19 +336,19 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
     r = launch(["--store", notes, *root_args, "--isolation", isolation], script)
     r.wait_file("ready")
     sid = r.sid
-    root = Path(store.get_session(sid).resources[0].mount_path).parent
+    root = Path(store.sessions.get(sid).resources[0].mount_path).parent
     pid = cmd_pid(tmp_path)
     r.proc.kill()
     r.wait()
     wait_until(lambda: not daemons_of(sid) and not processes_with(sid), SESSION_DEADLINE)
     wait_until(lambda: not mounts_under(root), SESSION_DEADLINE)
     wait_until(lambda: not os.path.exists(f"/proc/{pid}"), SESSION_DEADLINE)
-    assert store.get_session(sid).status == "running"
-    assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
+    assert store.sessions.get(sid).status == "running"
+    assert store.memories.get_by_path(notes, "/hello.md").content == "hi\n"
     if isolation == "none":
         assert (root / "scratch.txt").exists()  # the dead launcher could not delete it
 
-    live = store.create_session([], launcher={"host": socket.gethostname(), "pid": os.getpid(),
+    live = store.sessions.create([], launcher={"host": socket.gethostname(), "pid": os.getpid(),
                                               "boot_id": Path("/proc/sys/kernel/random/boot_id")
                                               .read_text().strip(),
                                               "start": _start_ticks(os.getpid())})
@@ -361,10 +361,10 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
     assert not (Path(tempfile.gettempdir()) / f"memfs-session-{sid}").exists()
     if isolation == "none":
         assert not root.exists()
-    assert store.get_session(sid).status == "terminated"
-    errors_ = [e.body for e in store.list_events(sid, types=["session.error"]).data]
+    assert store.sessions.get(sid).status == "terminated"
+    errors_ = [e.body for e in store.events.list(sid, types=["session.error"]).data]
     assert len(errors_) == 1 and "ended without it" in errors_[0]["error"]["message"]
-    assert store.get_session(live.id).status == "idle"
+    assert store.sessions.get(live.id).status == "idle"
     again = subprocess.run([*MEMFS, "session", "reap"], env=env, capture_output=True,
                            text=True, timeout=30)
     assert again.stdout.strip() == "no stale sessions"
@@ -373,7 +373,7 @@ def test_a_killed_launcher_unmounts_and_its_session_is_reaped(
 def test_command_ignoring_sigterm_is_killed(
     launch: Callable[..., Run], store: Store, tmp_path: Path
 ) -> None:
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     r = launch(["--store", notes, "--root", str(root), "--isolation", "none"],
                "trap '' TERM; touch \"$T/ready\"; exec sleep 60", env={"ROOT": str(root)})
@@ -387,7 +387,7 @@ def test_leftover_processes_are_stopped(
     launch: Callable[..., Run], store: Store, tmp_path: Path
 ) -> None:
     """A background job CMD leaves behind does not outlive the session (nor hold our pipes)."""
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     r = launch(["--store", notes, "--root", str(root), "--isolation", "none"],
                '(setsid sleep 60 & echo $! > "$T/bg.pid") ; wait_for "$T/bg.pid"; exit 3',
@@ -403,8 +403,8 @@ def test_dead_mount_daemon_stops_the_session(
     isolation: str, launch: Callable[..., Run], store: Store, tmp_path: Path
 ) -> None:
     needs_root(isolation)
-    notes = store.create_store("Notes").id
-    other = store.create_store("Other").id
+    notes = store.stores.create("Notes").id
+    other = store.stores.create("Other").id
     root = tmp_path / "root"
     r = launch(["--store", notes, "--store", other, "--root", str(root),
                 "--isolation", isolation], WAIT_SCRIPT, env={"ROOT": str(root)})
@@ -420,10 +420,10 @@ def test_dead_mount_daemon_stops_the_session(
         "the command was stopped"
     )
     assert_ended(store, r.sid, root, tmp_path, error=True)
-    error = store.list_events(r.sid, types=["session.error"]).data[0].body["error"]
+    error = store.events.list(r.sid, types=["session.error"]).data[0].body["error"]
     assert error["type"] == "unknown_error" and "died" in error["message"]
     # What was written before the crash is kept.
-    assert store.get_memory_by_path(notes, "/hello.md").content == "hi\n"
+    assert store.memories.get_by_path(notes, "/hello.md").content == "hi\n"
     assert processes_with(r.sid) == []
 
 
@@ -450,7 +450,7 @@ def test_concurrent_sessions_have_private_scratch(
     """Namespace: the same root for both, each with its own tmpfs. None: each gets a root of
     its own by default."""
     needs_root(isolation)
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     args = ["--store", notes, "--isolation", isolation]
     env: dict[str, str] = {}
@@ -470,7 +470,7 @@ def test_concurrent_sessions_have_private_scratch(
     else:
         assert roots == {str(root)} and os.listdir(root) == []
     assert mounts_under(tmp_path) == []
-    sessions = store.list_sessions(memory_store_id=notes).data
+    sessions = store.sessions.list(memory_store_id=notes).data
     assert len(sessions) == 2 and {s.status for s in sessions} == {"terminated"}
 
 
@@ -478,12 +478,12 @@ def _reject_case(case: str, store: Store) -> list[str]:
     if case == "nine-stores":
         args = []
         for i in range(9):
-            args += ["--store", store.create_store(f"s{i}").id]
+            args += ["--store", store.stores.create(f"s{i}").id]
         return args
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     if case == "archived":
-        old = store.create_store("Old").id
-        store.archive_store(old)
+        old = store.stores.create("Old").id
+        store.stores.archive(old)
         return ["--store", notes, "--store", old]
     if case == "twice":
         return ["--store", notes, "--store", "Notes:read_only"]
@@ -519,12 +519,12 @@ def test_rejected_attachments(
     assert not (tmp_path / "ran").exists()
     assert not root.exists()
     assert mounts_under(tmp_path) == []
-    assert store.list_sessions(include_archived=True).data == []
+    assert store.sessions.list(include_archived=True).data == []
 
 
 def test_command_not_found(launch: Callable[..., Run], store: Store, tmp_path: Path,
                            db: Path) -> None:
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     done = subprocess.run(
         [*MEMFS, "run", "--store", notes, "--root", str(root), "--isolation", "none", "--",
@@ -533,7 +533,7 @@ def test_command_not_found(launch: Callable[..., Run], store: Store, tmp_path: P
     )
     assert done.returncode == 127
     assert done.stderr == "memfs: no-such-command-xyz: command not found\n"
-    (s,) = store.list_sessions().data
+    (s,) = store.sessions.list().data
     assert s.status == "terminated"
     assert mounts_under(tmp_path) == [] and not root.exists()
 
@@ -544,20 +544,20 @@ def test_root_holding_the_database_is_refused(
 ) -> None:
     """A tmpfs over the database would hide it, a scratch clean-up would delete it."""
     needs_root(isolation)
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     r = launch(["--store", notes, "--root", str(tmp_path), "--isolation", isolation],
                'touch "$T/ran"')
     assert r.wait() == 1
     assert r.err == f"memfs: the database {tmp_path}/memfs.db is inside the session root " \
         f"{tmp_path}\n"
     assert not (tmp_path / "ran").exists()
-    assert store.list_sessions().data == []
-    assert store.get_store(notes).name == "Notes"
+    assert store.sessions.list().data == []
+    assert store.stores.get(notes).name == "Notes"
     # The refused root was never scratch: the clean-up left it, and the database, alone.
     assert (tmp_path / "memfs.db").exists()
     fresh = Store(tmp_path / "memfs.db")  # not only the connection opened before the run
     try:
-        assert fresh.get_store(notes).name == "Notes"
+        assert fresh.stores.get(notes).name == "Notes"
     finally:
         fresh.close()
 
@@ -566,7 +566,7 @@ def test_refused_root_is_left_untouched(
     launch: Callable[..., Run], store: Store, tmp_path: Path
 ) -> None:
     """Without a namespace, a root that is not empty is refused, and what it holds is kept."""
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
     (root / "keep.txt").write_text("precious\n")
@@ -577,7 +577,7 @@ def test_refused_root_is_left_untouched(
     assert (root / "keep.txt").read_text() == "precious\n"
     assert (root / "sub" / "also.txt").read_text() == "also\n"
     assert not (tmp_path / "ran").exists()
-    assert store.list_sessions().data == []
+    assert store.sessions.list().data == []
 
 
 def test_root_over_the_temp_dir(
@@ -585,7 +585,7 @@ def test_root_over_the_temp_dir(
 ) -> None:
     """A namespace root that covers $TMPDIR does not hide the launcher's own state."""
     needs_root("namespace")
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     r = launch(["--store", notes, "--root", str(tmp), "--isolation", "namespace"],
@@ -593,7 +593,7 @@ def test_root_over_the_temp_dir(
                env={"TMPDIR": str(tmp), "ROOT": str(tmp)})
     assert r.wait() == 0, r.err
     assert f"- Mount path: {tmp}/notes" in (tmp_path / "prompt.md").read_text()
-    assert store.get_memory_by_path(notes, "/a.md").content == "hi\n"
+    assert store.memories.get_by_path(notes, "/a.md").content == "hi\n"
     assert_ended(store, r.sid, tmp, tmp_path)
     assert os.listdir(tmp) == []
 
@@ -608,7 +608,7 @@ def test_mount_failure_at_start(
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "pyfuse3.py").write_text('raise ImportError("pyfuse3 is broken here")\n')
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     r = launch(["--store", notes, "--root", str(root), "--isolation", isolation],
                'touch "$T/ran"', env={"PYTHONPATH": str(broken)})
@@ -617,7 +617,7 @@ def test_mount_failure_at_start(
         f"memfs: cannot mount 'Notes' at {root}/notes: ImportError: pyfuse3 is broken here\n"
     )
     assert not (tmp_path / "ran").exists()
-    (s,) = store.list_sessions().data
+    (s,) = store.sessions.list().data
     assert_ended(store, s.id, root, tmp_path, error=True, ran=False)
 
 
@@ -644,14 +644,14 @@ def test_nothing_is_looked_up_between_fork_and_exec(
     guard = tmp_path / "guard"
     guard.mkdir()
     (guard / "sitecustomize.py").write_text(_NO_LOOKUP_AFTER_FORK)
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     r = launch(["--store", notes, "--root", str(root), "--isolation", isolation],
                'echo hi > "$ROOT/notes/a.md"; touch "$T/ran"',
                env={"PYTHONPATH": str(guard), "ROOT": str(root)})
     assert r.wait() == 0, r.err
     assert (tmp_path / "ran").exists()
-    assert store.get_memory_by_path(notes, "/a.md").content == "hi\n"
+    assert store.memories.get_by_path(notes, "/a.md").content == "hi\n"
     assert_ended(store, r.sid, root, tmp_path)
 
 
@@ -662,7 +662,7 @@ def test_a_mount_failure_gives_libfuse_reason(
     """No FUSE device (a private /dev without one): the launcher's one line carries libfuse's
     reason, not only that the mount failed."""
     need(os.geteuid() == 0, "hiding /dev/fuse in a private mount namespace needs root")
-    notes = store.create_store("Notes").id
+    notes = store.stores.create("Notes").id
     root = tmp_path / "root"
     no_fuse = ["unshare", "-m", "--propagation", "private", "sh", "-c",
                'mount -t tmpfs memfs-test-dev /dev && mknod /dev/null c 1 3 && exec "$@"', "sh"]
@@ -676,7 +676,7 @@ def test_a_mount_failure_gives_libfuse_reason(
     assert "device not found" in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "ran").exists()
-    (s,) = store.list_sessions().data
+    (s,) = store.sessions.list().data
     assert_ended(store, s.id, root, tmp_path, error=True, ran=False)
 
 
@@ -687,8 +687,8 @@ def test_a_memfs_package_in_the_working_directory_is_never_imported(
     """``memfs run`` (often as root) started where a ``memfs/`` folder lies, one an agent of an
     earlier session could have written: its mount daemons import the installed memfs, never
     that folder (``python -P``)."""
-    notes = store.create_store("Notes").id
-    store.create_memory(notes, "/a.md", "from the store", actor=None)
+    notes = store.stores.create("Notes").id
+    store.memories.create(notes, "/a.md", "from the store", actor=None)
     work = tmp_path / "work"
     (work / "memfs").mkdir(parents=True)
     marker = tmp_path / "imported"

@@ -87,8 +87,8 @@ wait_for "$T/go" || exit 98
 def eight_stores(st: Store) -> list[str]:
     ids = []
     for i in range(N):
-        s = st.create_store(f"s{i}")
-        st.create_memory(s.id, "/seed.md", f"seed {i}", actor=None)
+        s = st.stores.create(f"s{i}")
+        st.memories.create(s.id, "/seed.md", f"seed {i}", actor=None)
         ids.append(s.id)
     return ids
 
@@ -126,13 +126,13 @@ def test_one_daemon_serves_eight_stores_each_at_its_path_with_its_mode(
         else:
             # Its own file only: nothing written in another store shows up here.
             assert (tmp_path / f"ls-{s}").read_text().split() == ["own.md", "seed.md"]
-        paths = sorted(m.path for m in store.list_memories(ids[i]).data)
+        paths = sorted(m.path for m in store.memories.list(ids[i]).data)
         assert paths == (["/seed.md"] if i == N - 1 else ["/own.md", "/seed.md"])
         if i < N - 1:
-            assert store.get_memory_by_path(ids[i], "/own.md").content == f"from {s}\n"
+            assert store.memories.get_by_path(ids[i], "/own.md").content == f"from {s}\n"
 
     # The refused write is logged as a failed tool call, at the path the agent used.
-    events = store.list_events(r.sid, limit=1000).data
+    events = store.events.list(r.sid, limit=1000).data
     uses = {e.body["id"]: e.body for e in events if e.type == "agent.tool_use"}
     refused = [e.body for e in events if e.type == "agent.tool_result" and e.body["is_error"]]
     assert [uses[x["tool_use_id"]]["input"]["file_path"] for x in refused] == [
@@ -179,7 +179,7 @@ def test_a_killed_launcher_takes_the_session_daemon_and_its_mounts(
     # Nobody is left in the session's namespace: it is gone, and its mounts with it.
     assert not any(os.readlink(f"/proc/{p}/ns/mnt") == ns
                    for p in os.listdir("/proc") if p.isdigit() and _readable_ns(p))
-    assert store.get_memory_by_path(ids[3], "/x.md").content == "hi\n"
+    assert store.memories.get_by_path(ids[3], "/x.md").content == "hi\n"
 
 
 def _readable_ns(pid: str) -> bool:

@@ -83,10 +83,10 @@ def test_an_agent_cannot_reach_another_session_of_the_same_user(
     root_user, agent_user, store: Store, tmp_path: Path, shared: Path,
 ):
     """S7: two sessions whose agents are the same user; A looks for B through /proc."""
-    secret = store.create_store("Secret")
-    store.create_memory(secret.id, "/hidden/secret.md", "B's secret\n",
+    secret = store.stores.create("Secret")
+    store.memories.create(secret.id, "/hidden/secret.md", "B's secret\n",
                         actor=Actor.user("user_x"))
-    store.create_store("Notes")
+    store.stores.create("Notes")
     x = shared / "x"
     x.mkdir(mode=0o777)
     x.chmod(0o777)
@@ -111,14 +111,14 @@ def test_an_agent_cannot_reach_another_session_of_the_same_user(
     seen = json.loads(done.stdout)
     assert seen["sessions"] == [] and seen["tokens"] == 0, seen
     assert seen["reached"] == [] and seen["wrote"] == [], seen
-    assert [m.path for m in store.tree(secret.id)] == ["/hidden/secret.md"]
+    assert [m.path for m in store.memories.tree(secret.id)] == ["/hidden/secret.md"]
 
 
 def test_an_agent_sees_none_of_the_host_s_processes(root_user, agent_user, store: Store,
                                                     tmp_path: Path, shared: Path):
     """S2: the agent's /proc holds its own processes only: not the launcher's command line,
     not this test's, not a server's that had its key there."""
-    store.create_store("Notes")
+    store.stores.create("Notes")
     x = shared / "x"
     x.mkdir(mode=0o777)
     snoop = x / "snoop.py"
@@ -192,7 +192,7 @@ def test_network_none_leaves_the_agent_only_its_session_api(
     holds, is out of reach), no interface but ``lo``; the session API (a unix socket)
     still works."""
     _, port = listener
-    store.create_store("Notes")
+    store.stores.create("Notes")
     script = shared / "connect.py"
     script.write_text(CONNECT)
     script.chmod(0o644)
@@ -208,7 +208,7 @@ def test_network_none_leaves_the_agent_only_its_session_api(
 
 
 def test_network_none_needs_the_namespace(root_user, store: Store, tmp_path: Path):
-    store.create_store("Notes")
+    store.stores.create("Notes")
     done = memfs_run(tmp_path / "memfs.db", "--store", "Notes", "--isolation", "none",
                      "--network", "none", "--", "true")
     assert done.returncode == 1
@@ -224,7 +224,7 @@ def test_an_agent_of_the_same_user_in_the_host_s_pid_namespace_is_told_of(
     it and another session's agent of the same user could read each other's token: the
     later session warns, whichever of the two lacks the namespace (and runs: a container
     runtime as CMD isolates its agent itself, as docs/sessions.md shows)."""
-    store.create_store("Notes")
+    store.stores.create("Notes")
     x = shared / "x"
     x.mkdir(mode=0o777)
     x.chmod(0o777)
@@ -259,7 +259,7 @@ def test_an_agent_of_the_same_user_in_the_host_s_pid_namespace_is_told_of(
 def test_the_agent_gets_the_default_signal_actions(root_user, store: Store, tmp_path: Path):
     """The init is Python, which ignores SIGPIPE and SIGXFSZ: CMD must not inherit that (a
     pipeline whose reader went away would not end, or print 'Broken pipe')."""
-    store.create_store("Notes")
+    store.stores.create("Notes")
     done = memfs_run(tmp_path / "memfs.db", "--store", "Notes", "--", "sh", "-c",
                      "grep SigIgn /proc/self/status; yes | head -1")
     assert done.returncode == 0, done.stderr
@@ -275,7 +275,7 @@ def test_a_sigint_the_launcher_passes_on_reaches_the_command(root_user, store: S
     tell it from the terminal's (there getpgrp() and tcgetpgrp() of outside groups are both
     0), so the launcher relays it."""
     need(shutil.which("script") is not None, "script (util-linux), for a terminal")
-    store.create_store("Notes")
+    store.stores.create("Notes")
     got, ready = shared / "got-int", shared / "ready"
     job = shared / "job.sh"
     cmd = f"trap 'touch {got}; exit 7' INT; touch {ready}; while :; do sleep 0.05; done"

@@ -122,7 +122,8 @@ class TwoMountsAndApi(RuleBasedStateMachine):
         super().__init__()
         w = self.world
         self.prefix = f"x{next(w.counter)}"
-        w.store.write_path(w.sid, f"/{self.prefix}/{KEEP}", "", actor=Actor.user("stateful"))
+        w.store.memories.write_path(w.sid, f"/{self.prefix}/{KEEP}", "",
+                                    actor=Actor.user("stateful"))
         self.files: dict[str, File] = {}  # path (relative to the prefix) -> file
         self.fds: list[OpenFd] = []
         #: per mount: directories made with mkdir or left empty by an unlink/rename there
@@ -244,7 +245,7 @@ class TwoMountsAndApi(RuleBasedStateMachine):
         from memfs.errors import NotFound
 
         try:
-            m = self.world.store.get_memory_by_path(self.world.sid, self.full(path))
+            m = self.world.store.memories.get_by_path(self.world.sid, self.full(path))
         except NotFound:
             m = None
         if m is None or m.content != content:
@@ -362,7 +363,7 @@ class TwoMountsAndApi(RuleBasedStateMachine):
     def memory_id(self, path: str) -> str:
         f = self.files[path]
         if f.memory_id is None:
-            f.memory_id = self.world.store.get_memory_by_path(
+            f.memory_id = self.world.store.memories.get_by_path(
                 self.world.sid, self.full(path), view="basic").id
         return f.memory_id
 
@@ -425,7 +426,7 @@ class TwoMountsAndApi(RuleBasedStateMachine):
         got = []
         page = None
         while True:
-            res = self.world.store.list_versions(self.world.sid, limit=20, page=page, view="full")
+            res = self.world.store.versions.list(self.world.sid, limit=20, page=page, view="full")
             got += res.data
             page = res.next_page
             if not page:
@@ -452,7 +453,7 @@ def world(tmp_path_factory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("stateful")
     db = tmp / "memfs.db"
     store = Store(db, limits=Limits())
-    sid = store.create_store("stateful").id
+    sid = store.stores.create("stateful").id
     server = start_server(tmp, "--api-key", KEY)
     mounts = [Mount(db, sid, tmp / f"mnt{i}", [], {"MEMFS_URL": ""}) for i in (0, 1)]
     try:

@@ -48,7 +48,7 @@ MOMENTS = ["database-open", "kernel-mount", "stdout-line", "0.005", "0.02", "0.1
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_signal_at_any_moment_after_start_is_a_clean_stop(
         fuse, open_store, db, tmp_path, sig, moment):
-    sid = open_store().create_store("s").id
+    sid = open_store().stores.create("s").id
     root = tmp_path / "m"  # missing: the daemon makes it, and removes it at unmount
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "--db", str(db), "mount", sid, str(root)],
@@ -85,7 +85,7 @@ def test_a_stop_signal_at_any_moment_after_start_is_a_clean_stop(
 
 def test_mount_says_once_mounted_how_to_stop(fuse, open_store, db, tmp_path):
     """One line on stderr once mounted, for whoever started it in a terminal (issue 38)."""
-    sid = open_store().create_store("s").id
+    sid = open_store().stores.create("s").id
     root = tmp_path / "m"
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "--db", str(db), "mount", sid, str(root)],

@@ -37,8 +37,8 @@ def make_history(store: Store) -> tuple[str, list[tuple[str, dict[str, str]]]]:
     """A store with a history by two sessions (creates, modifies, renames, a rename over
     another memory, a directory rename, deletes); returns its id and the boundaries to mount,
     each with the model's state (path -> content) there."""
-    sid = store.create_store("time travel").id
-    s1, s2 = (store.create_session([{"type": "memory_store", "memory_store_id": sid}]).id
+    sid = store.stores.create("time travel").id
+    s1, s2 = (store.sessions.create([{"type": "memory_store", "memory_store_id": sid}]).id
               for _ in range(2))
     a, b = Actor.session(s1), Actor.session(s2)
     model: dict[str, str] = {}
@@ -49,26 +49,26 @@ def make_history(store: Store) -> tuple[str, list[tuple[str, dict[str, str]]]]:
 
     def write(actor: Actor, path: str, text: str) -> str:
         model[path] = text
-        return store.write_path(sid, path, text, actor=actor).memory_version_id
+        return store.memories.write_path(sid, path, text, actor=actor).memory_version_id
 
     cut_after(write(a, "/notes.md", "first\n"))
     write(a, "/d/one.md", "one\n")
     before_s2 = dict(model)
     write(b, "/d/two.md", "two\n")
     cut_after(write(a, "/notes.md", "second\n"))
-    store.rename_path(sid, "/d/one.md", "/d/uno.md", actor=b)
+    store.memories.rename_path(sid, "/d/one.md", "/d/uno.md", actor=b)
     model["/d/uno.md"] = model.pop("/d/one.md")
     cuts.append((_tick(), dict(model)))
     # over another memory: it takes the content, the renamed one is deleted (the cut: after
     # the deletion, the transaction's last version)
-    store.rename_path(sid, "/d/two.md", "/notes.md", actor=a)
+    store.memories.rename_path(sid, "/d/two.md", "/notes.md", actor=a)
     model["/notes.md"] = model.pop("/d/two.md")
-    cut_after(store.list_versions(sid, limit=1).data[0].id)
-    store.rename_prefix(sid, "/d/", "/e/", actor=b)
+    cut_after(store.versions.list(sid, limit=1).data[0].id)
+    store.memories.rename_prefix(sid, "/d/", "/e/", actor=b)
     model["/e/uno.md"] = model.pop("/d/uno.md")
-    store.delete_path(sid, "/notes.md", actor=a)
+    store.memories.delete_path(sid, "/notes.md", actor=a)
     del model["/notes.md"]
-    cut_after(store.list_versions(sid, limit=1).data[0].id)
+    cut_after(store.versions.list(sid, limit=1).data[0].id)
     cuts.append((s2, before_s2))  # a session: just before its first write
     write(a, "/later.md", "after every cut\n")
     return sid, cuts
@@ -102,7 +102,7 @@ def check_mount(m: Mount, state: dict[str, str], store: Store, sid: str) -> None
         assert errno_of(lambda f=f: os.rename(f, m.root / "moved.md")) == errno.EROFS
         assert os.getxattr(f, "user.memfs.memory_version_id").startswith(b"memver_")
     # A change made now never shows in the snapshot.
-    store.write_path(sid, "/later.md", f"changed {time.time()}\n", actor=Actor.user("u"))
+    store.memories.write_path(sid, "/later.md", f"changed {time.time()}\n", actor=Actor.user("u"))
     time.sleep(0.3)  # the point: the change does not show, however long one waits
     assert read_all(m.root) == state
 
@@ -121,7 +121,7 @@ def test_local_mounts_at_every_cut(fuse, open_store, mounter) -> None:
 
 def test_a_bad_at_is_one_line_and_mounts_nothing(fuse, open_store, db, tmp_path) -> None:
     store = open_store()
-    sid = store.create_store("tt").id
+    sid = store.stores.create("tt").id
     for at, what in [("yesterday", "invalid at"), ("memver_01nothere", "not found"),
                      ("sesn_01nothere", "not found")]:
         target = tmp_path / "mnt"
@@ -180,10 +180,10 @@ def test_run_with_a_store_as_it_was(fuse, isolation, launch, db, tmp_path) -> No
     store = Store(db)
     try:
         # A name with '@' in it: the whole ref is tried as a store first.
-        sid = store.create_store("team@home").id
-        first = store.write_path(sid, "/a.md", "old\n", actor=None).memory_version_id
-        store.write_path(sid, "/a.md", "new\n", actor=None)
-        store.write_path(sid, "/later.md", "later\n", actor=None)
+        sid = store.stores.create("team@home").id
+        first = store.memories.write_path(sid, "/a.md", "old\n", actor=None).memory_version_id
+        store.memories.write_path(sid, "/a.md", "new\n", actor=None)
+        store.memories.write_path(sid, "/later.md", "later\n", actor=None)
         root = tmp_path / "root"
         r = launch(["--store", f"team@home@{first}:ro", "--root", str(root),
                     "--isolation", isolation], RUN_SCRIPT, env={"ROOT": str(root)})
@@ -193,13 +193,13 @@ def test_run_with_a_store_as_it_was(fuse, isolation, launch, db, tmp_path) -> No
         assert (tmp_path / "erofs").read_text().count("Read-only file system") == 2
         prompt = (tmp_path / "prompt.md").read_text()
         assert f"a snapshot of this store as it was at {first}" in prompt, prompt
-        s = store.get_session(r.sid)
+        s = store.sessions.get(r.sid)
         assert [res.access for res in s.resources] == ["read_only"]
         assert s.metadata[f"memfs_at.{sid}"].startswith(first)
         shown = subprocess.run([sys.executable, "-m", "memfs", "--db", str(db), "session",
                                 "show", r.sid], capture_output=True, text=True, timeout=30)
         assert f"memfs_at.{sid}={first}" in shown.stdout
-        assert store.get_memory_by_path(sid, "/a.md").content == "new\n"  # untouched
+        assert store.memories.get_by_path(sid, "/a.md").content == "new\n"  # untouched
         # ':read_write' with '@AT', a bad AT: one line, no session.
         for ref, what in [(f"team@home@{first}:rw", "read-only snapshot"),
                           ("team@home@yesterday", "invalid at")]:
@@ -208,7 +208,7 @@ def test_run_with_a_store_as_it_was(fuse, isolation, launch, db, tmp_path) -> No
             assert bad.wait() != 0
             lines = bad.err.strip().splitlines()
             assert len(lines) == 1 and what in lines[0], bad.err
-        assert len(store.list_sessions(include_archived=True).data) == 1
+        assert len(store.sessions.list(include_archived=True).data) == 1
     finally:
         store.close()
 
@@ -218,13 +218,13 @@ def test_a_redacted_version_in_effect_and_history_in_a_snapshot(fuse, open_store
     """A file whose version in effect was redacted since reads empty and says so in
     ``user.memfs.redacted``; ``.history/`` inside a snapshot mount ends at its boundary."""
     store = open_store()
-    sid = store.create_store("redacted then").id
+    sid = store.stores.create("redacted then").id
     user = Actor.user("u")
-    old = store.write_path(sid, "/secret.md", "the password\n", actor=user)
-    kept = store.write_path(sid, "/kept.md", "v1\n", actor=user)
-    store.write_path(sid, "/secret.md", "nothing to see\n", actor=user)
-    store.write_path(sid, "/kept.md", "v2 (after the boundary)\n", actor=user)
-    store.redact_version(sid, old.memory_version_id, actor=user)
+    old = store.memories.write_path(sid, "/secret.md", "the password\n", actor=user)
+    kept = store.memories.write_path(sid, "/kept.md", "v1\n", actor=user)
+    store.memories.write_path(sid, "/secret.md", "nothing to see\n", actor=user)
+    store.memories.write_path(sid, "/kept.md", "v2 (after the boundary)\n", actor=user)
+    store.versions.redact(sid, old.memory_version_id, actor=user)
     m = mounter(sid, "--at", kept.memory_version_id, name="redacted")
     secret = m.root / "secret.md"
     assert secret.read_text() == ""

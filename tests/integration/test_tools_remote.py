@@ -42,8 +42,8 @@ def test_tool_runner_on_a_server_as_a_session(served: tuple[Server, Store],
                                               model: ScriptedModel) -> None:
     server, db = served
     with Client(server.url, KEY) as admin:
-        ms = admin.create_store(name="remote notes").id
-        session = admin.create_session([{"type": "memory_store", "memory_store_id": ms}])
+        ms = admin.stores.create(name="remote notes").id
+        session = admin.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
     with Client(server.url, KEY, session_id=session.id) as remote:
         client = anthropic.Anthropic(api_key="test-key", base_url=model.url, max_retries=0)
         final = client.beta.messages.tool_runner(
@@ -59,7 +59,7 @@ def test_without_a_session_the_api_key_writes_and_the_store_keeps_the_events(
 ) -> None:
     server, db = served
     with Client(server.url, KEY) as remote:
-        ms = remote.create_store(name="plain").id
+        ms = remote.stores.create(name="plain").id
         tool = MemoryTool(remote, "plain")  # by name
         assert run(tool, command="create", path="/memories/a.md", file_text="a\nb\n") == (
             False, "File created successfully at: /memories/a.md")
@@ -73,7 +73,7 @@ def test_without_a_session_the_api_key_writes_and_the_store_keeps_the_events(
         assert run(tool, command="rename", old_path="/memories/a.md",
                    new_path="/memories/d/a.md")[0] is False
         assert run(tool, command="delete", path="/memories/d")[0] is False
-    versions = db.list_versions(ms, limit=100).data
+    versions = db.versions.list(ms, limit=100).data
     assert sorted(v.operation for v in versions) == ["created", "deleted", "modified",
                                                      "modified"]
     assert {v.created_by for v in versions} == {Actor.api(api_key_id(KEY))}
@@ -92,13 +92,13 @@ def test_a_concurrent_edit_through_the_api_is_not_overwritten(
         """Another writer changes the memory right before each of the tool's updates."""
 
         def update_memory(self, store_id: str, memory_id: str, **kw):  # type: ignore[override]
-            m = db.get_memory(store_id, memory_id)
-            db.update_memory(store_id, memory_id, content=m.content + "other\n", actor=None)
-            return super().update_memory(store_id, memory_id, **kw)
+            m = db.memories.get(store_id, memory_id)
+            db.memories.update(store_id, memory_id, content=m.content + "other\n", actor=None)
+            return super().memories.update(store_id, memory_id, **kw)
 
     with Interleaved(server.url, KEY) as remote:
-        ms = remote.create_store(name="race").id
-        remote.create_memory(ms, "/c.md", "alpha\n")
+        ms = remote.stores.create(name="race").id
+        remote.memories.create(ms, "/c.md", "alpha\n")
         tool = MemoryTool(remote, ms)
         err, text = run(tool, command="insert", path="/memories/c.md", insert_line=0,
                         insert_text="first")
@@ -106,15 +106,15 @@ def test_a_concurrent_edit_through_the_api_is_not_overwritten(
         err, text = run(tool, command="str_replace", path="/memories/c.md", old_str="alpha",
                         new_str="beta")
         assert err and "kept changing" in text
-    assert db.get_memory_by_path(ms, "/c.md").content == "alpha\n" + "other\n" * 6
+    assert db.memories.get_by_path(ms, "/c.md").content == "alpha\n" + "other\n" * 6
 
 
 async def test_the_async_tool_on_an_async_client(served: tuple[Server, Store],
                                                  model: ScriptedModel) -> None:
     server, db = served
     with Client(server.url, KEY) as admin:
-        ms = admin.create_store(name="async notes").id
-        session = admin.create_session([{"type": "memory_store", "memory_store_id": ms}])
+        ms = admin.stores.create(name="async notes").id
+        session = admin.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
     remote = AsyncClient(server.url, KEY, session_id=session.id)
     try:
         client = anthropic.AsyncAnthropic(api_key="test-key", base_url=model.url,

@@ -30,14 +30,14 @@ class World:
     workspace B's admin key."""
 
     def __init__(self, s: Store) -> None:
-        self.store = s.create_store("notes", workspace=A).id
-        self.other_store = s.create_store("other", workspace=A).id
-        self.memory = s.create_memory(self.store, "/a.md", "a", actor=USER).id
-        self.session = s.create_session(
+        self.store = s.stores.create("notes", workspace=A).id
+        self.other_store = s.stores.create("other", workspace=A).id
+        self.memory = s.memories.create(self.store, "/a.md", "a", actor=USER).id
+        self.session = s.sessions.create(
             [{"type": "memory_store", "memory_store_id": self.store}], workspace=A).id
 
         def key(role: str, ws: str = A, **kw: Any) -> str:
-            made = s.create_key(f"{role} of {ws}", workspace=ws, role=role, **kw)
+            made = s.keys.create(f"{role} of {ws}", workspace=ws, role=role, **kw)
             assert made.key is not None
             return made.key
 
@@ -47,7 +47,7 @@ class World:
         self.other = key("admin", B)
         self.limited = key("read_write")
         self.revoked = key("admin")
-        s.revoke_key(s.key_grant(self.revoked).key_id)
+        s.keys.revoke(s.keys.grant(self.revoked).key_id)
 
 
 def _serve(tmp_path: Path, backend: Any, rate: str) -> Server:
@@ -209,19 +209,19 @@ def _fill_source(s: Store) -> None:
     """Stores (one archived), memories with history, sessions with events, dreams, an agent
     and an environment, all made by the Store as a user of one workspace would."""
     for n in range(3):
-        sid = s.create_store(f"store {n}").id
+        sid = s.stores.create(f"store {n}").id
         for p in ("/a.md", "/d/b.md"):
-            m = s.create_memory(sid, p, f"{p} of {n}", actor=USER)
-        s.update_memory(sid, m.id, content="again", actor=USER)
-        sess = s.create_session([{"type": "memory_store", "memory_store_id": sid}])
-        s.send_events(sess.id, [{"type": "user.message",
+            m = s.memories.create(sid, p, f"{p} of {n}", actor=USER)
+        s.memories.update(sid, m.id, content="again", actor=USER)
+        sess = s.sessions.create([{"type": "memory_store", "memory_store_id": sid}])
+        s.events.send(sess.id, [{"type": "user.message",
                                  "content": [{"type": "text", "text": "hi"}]}])
-        d = s.create_dream([{"type": "memory_store", "memory_store_id": sid},
+        d = s.dreams.create([{"type": "memory_store", "memory_store_id": sid},
                             {"type": "sessions", "session_ids": [sess.id]}], "claude-test")
-        s.cancel_dream(d.id)
-    s.archive_store(sid)
-    s.create_agent(name="agent", model="claude-x")
-    s.create_environment(name="env")
+        s.dreams.cancel(d.id)
+    s.stores.archive(sid)
+    s.agents.create(name="agent", model="claude-x")
+    s.agents.create_environment(name="env")
 
 
 def _copy_rows(source: Store, columns: Any, insert: Any) -> None:
@@ -231,7 +231,7 @@ def _copy_rows(source: Store, columns: Any, insert: Any) -> None:
         cols = [c for c in columns(table) if c != "seq"]
         assert cols and "workspace_id" not in cols, (table, cols)  # made before workspaces
         order = " ORDER BY seq" if table in ("changes", "events") else ""
-        rows = [dict(r) for r in source._all(f"SELECT {', '.join(cols)} FROM {table}{order}")]
+        rows = [dict(r) for r in source.all(f"SELECT {', '.join(cols)} FROM {table}{order}")]
         for r in rows:
             if table == "stores":
                 r["memory_count"] = 0
@@ -321,21 +321,21 @@ def test_a_database_made_before_workspaces_upgrades_on_open(
     try:
         beta = sdk(server, KEY).beta
         stores = {s.id for s in beta.memory_stores.list(include_archived=True)}
-        assert stores == {r["id"] for r in source._all("SELECT id FROM stores")}
+        assert stores == {r["id"] for r in source.all("SELECT id FROM stores")}
         for sid in stores:
             assert sorted(m.path for m in beta.memory_stores.memories.list(sid)) == sorted(
-                r["path"] for r in source._all("SELECT path FROM memories WHERE store_id = ?",
+                r["path"] for r in source.all("SELECT path FROM memories WHERE store_id = ?",
                                                (sid,)))
             assert len(list(beta.memory_stores.memory_versions.list(sid))) == 3
         sessions = {s.id for s in beta.sessions.list()}
-        assert sessions == {r["id"] for r in source._all("SELECT id FROM sessions")}
+        assert sessions == {r["id"] for r in source.all("SELECT id FROM sessions")}
         for sess in sessions:
             assert [e.type for e in beta.sessions.events.list(sess)] == ["user.message"]
         dreams = {d.id for d in beta.dreams.list()}
-        assert dreams == {r["id"] for r in source._all("SELECT id FROM dreams")}
+        assert dreams == {r["id"] for r in source.all("SELECT id FROM dreams")}
         with httpx.Client(base_url=server.url, headers={"x-api-key": KEY}) as c:
             for table, route in (("agents", "agents"), ("environments", "environments")):
-                (row,) = source._all(f"SELECT id FROM {table}")
+                (row,) = source.all(f"SELECT id FROM {table}")
                 assert c.get(f"/v1/{route}/{row['id']}").status_code == 200
             # Keys made now: of the default workspace (read_only), and of another.
             made = c.post("/v1/memfs/keys", json={"name": "after", "role": "read_only"})
@@ -357,7 +357,7 @@ def test_a_database_made_before_workspaces_upgrades_on_open(
     upgraded = Store(url)
     try:
         for table in ("stores", "sessions", "dreams", "agents", "environments"):
-            assert [r[0] for r in upgraded._all(
+            assert [r[0] for r in upgraded.all(
                 f"SELECT DISTINCT workspace_id FROM {table}")] == ["default"], table
     finally:
         upgraded.close()

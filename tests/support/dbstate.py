@@ -26,7 +26,7 @@ def snapshot(store: Store, workspace: str | None = None) -> State:
     """Each table's row count and a hash of its rows (of ``workspace``'s objects only, if
     given: its stores, sessions, dreams, agents, environments and keys, and what belongs to
     them), ``api_keys.last_used_at`` aside (a use is noted, at most once a minute)."""
-    rows = {t: [dict(r) for r in store._all(f"SELECT * FROM {t}")] for t in TABLES}
+    rows = {t: [dict(r) for r in store.all(f"SELECT * FROM {t}")] for t in TABLES}
     for r in rows["api_keys"]:
         r.pop("last_used_at")
     if workspace is not None:

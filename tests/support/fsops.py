@@ -63,7 +63,7 @@ def _close_sinks(store: Store) -> Iterator[None]:
 
 
 def make_ops(store: Store, tmp_path, **kw) -> tuple[Operations, str]:
-    s = store.create_store("fs-test")
+    s = store.stores.create("fs-test")
     sink = EventSink(store, s.id, None, tmp_path / f"events-{s.id}.jsonl")
     SINKS.append(sink)
     ops = Operations(store, s.id, actor=ACTOR, events=sink, display_root="/mnt/memory/t", **kw)
@@ -87,7 +87,7 @@ def events(ops: Operations) -> list[dict]:
 
 
 def versions(store: Store, sid: str) -> list:
-    return list(reversed(store.list_versions(sid, limit=100).data))
+    return list(reversed(store.versions.list(sid, limit=100).data))
 
 
 async def write_file(ops: Operations, parent: int, name: bytes, data: bytes) -> int:

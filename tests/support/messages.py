@@ -172,9 +172,9 @@ def check_conversation(model: ScriptedModel, store: Store, ms: str, final: Any,
                              "numbers:\n     1\t# Preferences\n     2\t- tea: no\n"
                              "     3\t- coffee: with milk\n     4\t")
     # The store: the memory and its whole history, by whoever the tool acts for.
-    [memory] = store.tree(ms)
+    [memory] = store.memories.tree(ms)
     assert memory.path == "/user/prefs.md"
-    versions = store.list_versions(ms, limit=100).data
+    versions = store.versions.list(ms, limit=100).data
     assert sorted(v.operation for v in versions) == [
         "created", "created", "deleted", "modified", "modified", "modified"]
     if session_id is not None:
@@ -186,7 +186,7 @@ def check_conversation(model: ScriptedModel, store: Store, ms: str, final: Any,
         "delete", "view"]
     assert [e["is_error"] for e in evs[1::2]] == [False] * 5 + [True, True] + [False] * 3
     if session_id is not None:
-        assert len(store.list_events(session_id, limit=100).data) == 20
+        assert len(store.events.list(session_id, limit=100).data) == 20
 
 
 #: A dream's turns: the model reads, merges the two memories into one, deletes them, and

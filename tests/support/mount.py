@@ -136,7 +136,7 @@ def sh(cmd: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[s
 
 def ops_of(store: Any, sid: str, path: str | None = None) -> list[str]:
     """The operations of a store's versions (of one path), oldest first."""
-    vs = reversed(store.list_versions(sid, limit=100).data)
+    vs = reversed(store.versions.list(sid, limit=100).data)
     return [v.operation for v in vs if path is None or v.path == path]
 
 

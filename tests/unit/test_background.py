@@ -84,7 +84,7 @@ async def test_a_failing_service_is_retried_and_never_stops_the_mount(
     from memfs.fuse.toolevents import EventSink
     from memfs.fuse.watch import EventFlusher
 
-    sid = store.create_store("notes").id
+    sid = store.stores.create("notes").id
     sink = EventSink(store, sid, None, None)
     real_flush = sink.flush
     calls: list[int] = []
@@ -139,7 +139,7 @@ async def test_the_runtime_serves_on_while_a_service_fails_and_stops_it_at_the_e
     from memfs.fuse.toolevents import EventSink
     from memfs.fuse.watch import ChangeWatcher
 
-    sid = store.create_store("notes").id
+    sid = store.stores.create("notes").id
     sink = EventSink(store, sid, None, None)
     ops = Operations(store, sid, actor=Actor.user("user_test"), events=sink)
     ops.load()

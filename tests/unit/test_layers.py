@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,13 +33,9 @@ ALLOWED: dict[str, set[str]] = {
     # WAL's checkpointer thread, by the rule of background work); the schema and its
     # migrations are the store's (memfs.store.schema).
     "backends": {"background", "errors", "models"},
-    # The plan of a revert (undo a session): pure, computed from version rows for the store.
-    "revert": {"models"},
-    # An archive's records checked and made rows before a restore: pure, for the store.
-    "restore": {"rules", "errors", "models"},
     # recall: the search and the indexer over the store's tables (memfs.recall), below it,
     # and its tables' SQL (memfs.recall.schema), a migration of both backends.
-    "store": {"backends", "revert", "restore", "recall", "rules", "errors", "models"},
+    "store": {"backends", "recall", "rules", "errors", "models"},
     # The bounds on unfinished uploads (the API's and the Console's body reader).
     "uploads": {"errors"},
     # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
@@ -175,7 +172,10 @@ def test_the_backends_use_trio_only_in_the_watches() -> None:
 
 
 def test_store_and_client_implement_the_protocol_a_mount_is_written_against() -> None:
+    """Store and Client have the parts StoreAPI names, each with the methods (and at least
+    the parameters) of that part's protocol."""
     import inspect
+    import typing
 
     from memfs.client import Client
     from memfs.protocol import SearchAPI, StoreAPI
@@ -183,16 +183,33 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
 
     store = Store(":memory:")
     client = Client("http://127.0.0.1:9")
+
+    def methods(proto: type) -> dict[str, Any]:
+        return {n: m for n, m in vars(proto).items() if not n.startswith("_") and callable(m)}
+
     try:
         assert isinstance(store, StoreAPI) and isinstance(client, StoreAPI)
         assert isinstance(store, SearchAPI) and isinstance(client, SearchAPI)
-        for name, member in vars(StoreAPI).items():
-            if name.startswith("_") or not callable(member):
-                continue
-            want = set(inspect.signature(member).parameters) - {"self"}
-            for impl in (store, client):
-                have = set(inspect.signature(getattr(impl, name)).parameters)
-                assert want <= have, (type(impl).__name__, name, want - have)
+        checked = 0
+        for protocol in (StoreAPI, SearchAPI):
+            for name, member in vars(protocol).items():
+                if isinstance(member, property):  # a part: its protocol's methods
+                    part = typing.get_type_hints(member.fget)["return"]
+                    wanted = {f"{name}.{m}": f for m, f in methods(part).items()}
+                elif not name.startswith("_") and callable(member):
+                    wanted = {name: member}
+                else:
+                    continue
+                for dotted, fn in wanted.items():
+                    want = set(inspect.signature(fn).parameters) - {"self"}
+                    for impl in (store, client):
+                        have_fn: Any = impl
+                        for attr in dotted.split("."):
+                            have_fn = getattr(have_fn, attr)
+                        have = set(inspect.signature(have_fn).parameters)
+                        assert want <= have, (type(impl).__name__, dotted, want - have)
+                        checked += 1
+        assert checked > 40
     finally:
         store.close()
         client.close()
@@ -201,11 +218,12 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
 #: Each package's modules, in the order they build on each other (as its __init__ says): a
 #: module may import only those before it (imports for type checking alone do not count).
 ORDER: dict[str, list[str]] = {
-    # Plain functions first (schema: a package, the schema and both backends' migrations),
-    # then the parts of the Store class, each over the one before it.
-    "store": ["common", "paging", "schema", "rows", "base", "stores", "memories", "versions",
-              "sessions", "events", "undo", "dreams", "archive", "search", "keys",
-              "idempotency"],
+    # Plain functions first (schema: a package, the schema and both backends' migrations; the
+    # plan of a revert and an archive's rows, both pure), then the core (the database, its
+    # transactions) and the parts of the Store, each handed the parts before it it calls.
+    "store": ["common", "paging", "schema", "rows", "revert", "restore", "base", "feed",
+              "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
+              "archive", "search", "keys", "idempotency"],
     # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
     # streams), the resources, then the route table, its OpenAPI document and the app.
     "api": ["spec", "errortable", "body", "batching", "call", "limits", "auth", "streams",
@@ -228,7 +246,8 @@ ORDER: dict[str, list[str]] = {
              "dotdirs", "core", "feed", "buffers", "ops", "watch", "session", "runtime"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
-    "client": ["wire", "decode", "feed", "ops", "sync", "aio"],
+    "client": ["wire", "decode", "feed", "ops_sessions", "ops", "sync_parts", "sync", "aio_parts",
+               "aio"],
     # What needs no launcher (the init of the agent's PID namespace, a script of the standard
     # library, the prompt, the plan, the session spec files, the agent, processes, the scratch
     # root, the reaping of dead launchers' sessions, the session API), then a launch's state

@@ -57,6 +57,6 @@ def test_a_database_behind_on_migrations_is_still_migrated(tmp_path: Path) -> No
     db = tmp_path / "memfs.db"
     sqlite3.connect(db).close()  # exists, no schema: every migration is pending
     with Store(db, create=False) as s:
-        names = [r[0] for r in s._all("SELECT name FROM _sqlite_migrations")]  # noqa: SLF001
-        assert s.list_stores().data == []
+        names = [r[0] for r in s.all("SELECT name FROM _sqlite_migrations")]  # noqa: SLF001
+        assert s.stores.list().data == []
     assert names[0] == "m001_initial" and len(names) == len(set(names)) >= 6

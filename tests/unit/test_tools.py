@@ -38,7 +38,7 @@ def normalize_dir_sizes(text: str) -> str:
 
 @pytest.fixture
 def ms(store: Store) -> str:
-    return store.create_store(name="notes").id
+    return store.stores.create(name="notes").id
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_every_change_is_a_version_of_the_actor_and_an_event_pair(
     run(tool, command="rename", old_path="/memories/p.md", new_path="/memories/q.md")
     run(tool, command="view", path="/memories/q.md")
     run(tool, command="delete", path="/memories/q.md")
-    vs = store.list_versions(ms, limit=100).data
+    vs = store.versions.list(ms, limit=100).data
     assert sorted(v.operation for v in vs) == ["created", "deleted", "modified", "modified",
                                                "modified"]
     assert {v.created_by for v in vs} == {actor}
@@ -148,25 +148,25 @@ def test_every_change_is_a_version_of_the_actor_and_an_event_pair(
 
 
 def test_a_session_owns_the_versions_and_events(store: Store, ms: str) -> None:
-    session = store.create_session([{"type": "memory_store", "memory_store_id": ms}])
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
     tool = MemoryTool(store, ms, session_id=session.id)
     run(tool, command="create", path="/memories/s.md", file_text="hi")
     assert run(tool, command="view", path="/memories/nope.md")[0]
-    v = store.list_versions(ms).data[0]
+    v = store.versions.list(ms).data[0]
     assert v.created_by == Actor.session(session.id)
-    evs = store.list_events(session.id, limit=100).data
+    evs = store.events.list(session.id, limit=100).data
     assert [e.type for e in evs] == ["agent.tool_use", "agent.tool_result"] * 2
     assert evs[3].body["is_error"] is True
     assert "does not exist" in evs[3].body["content"][0]["text"]
 
 
 def test_a_read_only_session_cannot_write(store: Store, ms: str) -> None:
-    session = store.create_session(
+    session = store.sessions.create(
         [{"type": "memory_store", "memory_store_id": ms, "access": "read_only"}])
     tool = MemoryTool(store, ms, session_id=session.id)
     err, text = run(tool, command="create", path="/memories/s.md", file_text="hi")
     assert err and "read-only" in text
-    assert store.tree(ms) == []
+    assert store.memories.tree(ms) == []
     assert run(tool, command="view", path="/memories") [0] is False
 
 
@@ -207,25 +207,25 @@ def test_refusals_are_clear_strings(tool: MemoryTool, store: Store, ms: str,
                                     step: dict[str, Any], message: str) -> None:
     run(tool, command="create", path="/memories/a.md", file_text="a\n")
     run(tool, command="create", path="/memories/d/x.md", file_text="x")
-    before = [(m.path, m.content_sha256) for m in store.tree(ms)]
+    before = [(m.path, m.content_sha256) for m in store.memories.tree(ms)]
     err, text = run(tool, **step)
     assert err and message in text, text
     assert "Traceback" not in text
-    assert [(m.path, m.content_sha256) for m in store.tree(ms)] == before
+    assert [(m.path, m.content_sha256) for m in store.memories.tree(ms)] == before
 
 
 def test_the_store_limit_and_an_archived_store(db_path: Path) -> None:
     with Store(db_path, limits=Limits(max_memories=1)) as store:
-        ms = store.create_store(name="s").id
+        ms = store.stores.create(name="s").id
         tool = MemoryTool(store, ms)
         assert not run(tool, command="create", path="/memories/a.md", file_text="a")[0]
         err, text = run(tool, command="create", path="/memories/b.md", file_text="b")
         assert err and "already holds 1 memories; the limit is 1" in text
-        store.archive_store(ms)
+        store.stores.archive(ms)
         err, text = run(tool, command="str_replace", path="/memories/a.md", old_str="a",
                         new_str="b")
         assert err and "archived" in text
-        assert store.get_memory_by_path(ms, "/a.md").content == "a"
+        assert store.memories.get_by_path(ms, "/a.md").content == "a"
 
 
 def test_an_unknown_store_is_a_clear_error(store: Store) -> None:
@@ -237,69 +237,83 @@ def test_an_unknown_store_is_a_clear_error(store: Store) -> None:
 # concurrency: a change made meanwhile is never overwritten
 
 
-class Interleaved:
-    """A store whose next update_memory is preceded by another writer's change."""
+class InterleavedMemories:
+    """A store's memories whose next update is preceded by another writer's change."""
 
-    def __init__(self, store: Store, ms: str, times: int = 1) -> None:
-        self.store, self.ms, self.times = store, ms, times
+    def __init__(self, store: Store, times: int = 1) -> None:
+        self.store, self.times = store, times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store.memories, name)
+
+    def update(self, store_id: str, memory_id: str, **kw: Any) -> Any:
+        if self.times:
+            self.times -= 1
+            m = self.store.memories.get(store_id, memory_id)
+            self.store.memories.update(store_id, memory_id, content=m.content + "other\n",
+                                       actor=Actor.user("user_other"))
+        return self.store.memories.update(store_id, memory_id, **kw)
+
+
+class Interleaved:
+    """A store whose memories are ``memories`` (default :class:`InterleavedMemories`)."""
+
+    def __init__(self, store: Store, ms: str, times: int = 1,
+                 memories: type[InterleavedMemories] = InterleavedMemories) -> None:
+        self.store, self.ms = store, ms
+        self.memories = memories(store, times)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def update_memory(self, store_id: str, memory_id: str, **kw: Any) -> Any:
-        if self.times:
-            self.times -= 1
-            m = self.store.get_memory(store_id, memory_id)
-            self.store.update_memory(store_id, memory_id, content=m.content + "other\n",
-                                     actor=Actor.user("user_other"))
-        return self.store.update_memory(store_id, memory_id, **kw)
-
 
 def test_str_replace_reads_again_after_a_concurrent_change(store: Store, ms: str) -> None:
-    store.create_memory(ms, "/c.md", "alpha\n", actor=None)
+    store.memories.create(ms, "/c.md", "alpha\n", actor=None)
     tool = MemoryTool(Interleaved(store, ms), ms)
     err, text = run(tool, command="str_replace", path="/memories/c.md", old_str="alpha",
                     new_str="beta")
     assert not err, text
-    assert store.get_memory_by_path(ms, "/c.md").content == "beta\nother\n"
+    assert store.memories.get_by_path(ms, "/c.md").content == "beta\nother\n"
 
 
 def test_str_replace_gives_up_on_a_file_that_keeps_changing(store: Store, ms: str) -> None:
-    store.create_memory(ms, "/c.md", "alpha\n", actor=None)
+    store.memories.create(ms, "/c.md", "alpha\n", actor=None)
     tool = MemoryTool(Interleaved(store, ms, times=99), ms)
     err, text = run(tool, command="str_replace", path="/memories/c.md", old_str="alpha",
                     new_str="beta")
     assert err and "kept changing" in text
-    assert "beta" not in (store.get_memory_by_path(ms, "/c.md").content or "")
+    assert "beta" not in (store.memories.get_by_path(ms, "/c.md").content or "")
 
 
 def test_insert_refuses_after_a_concurrent_change(store: Store, ms: str) -> None:
-    store.create_memory(ms, "/c.md", "alpha\n", actor=None)
+    store.memories.create(ms, "/c.md", "alpha\n", actor=None)
     tool = MemoryTool(Interleaved(store, ms), ms)
     err, text = run(tool, command="insert", path="/memories/c.md", insert_line=1,
                     insert_text="new")
     assert err and "changed by someone else" in text
-    assert store.get_memory_by_path(ms, "/c.md").content == "alpha\nother\n"
+    assert store.memories.get_by_path(ms, "/c.md").content == "alpha\nother\n"
 
 
 def test_create_never_overwrites_a_memory_created_meanwhile(store: Store, ms: str) -> None:
-    class Racing(Interleaved):
+    class Racing(InterleavedMemories):
         def tree(self, store_id: str) -> Any:
             return []  # what the tool saw before the other writer's create
 
-    store.create_memory(ms, "/r.md", "theirs", actor=None)
-    err, text = run(MemoryTool(Racing(store, ms), ms), command="create", path="/memories/r.md",
+    store.memories.create(ms, "/r.md", "theirs", actor=None)
+    err, text = run(MemoryTool(Interleaved(store, ms, memories=Racing), ms), command="create",
+                    path="/memories/r.md",
                     file_text="mine")
     assert err and text == "File /memories/r.md already exists"
-    assert store.get_memory_by_path(ms, "/r.md").content == "theirs"
+    assert store.memories.get_by_path(ms, "/r.md").content == "theirs"
 
 
 def test_a_storage_failure_is_a_tool_error(store: Store, ms: str) -> None:
-    class Broken(Interleaved):
+    class Broken(InterleavedMemories):
         def tree(self, store_id: str) -> Any:
             raise errors.StorageError("disk I/O error")
 
-    err, text = run(MemoryTool(Broken(store, ms), ms), command="view", path="/memories")
+    err, text = run(MemoryTool(Interleaved(store, ms, memories=Broken), ms), command="view",
+                    path="/memories")
     assert err and "unavailable (disk I/O error)" in text
 
 
@@ -330,7 +344,7 @@ def model() -> Iterator[ScriptedModel]:
 @pytest.mark.parametrize(("streaming", "eagerly"), [(False, False), (True, False), (True, True)])
 def test_run_tools_keeps_versioned_memory(store: Store, ms: str, model: ScriptedModel,
                                           streaming: bool, eagerly: bool) -> None:
-    session = store.create_session([{"type": "memory_store", "memory_store_id": ms}])
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
     client = anthropic.Anthropic(api_key="test-key", base_url=model.url, max_retries=0)
     runner = client.beta.messages.tool_runner(
         model="claude-test", max_tokens=1024, stream=streaming, run_tools_eagerly=eagerly,
@@ -363,7 +377,7 @@ async def test_async_run_tools_keeps_versioned_memory(store: Store, ms: str,
 
 
 def test_a_read_only_tool_only_views(store: Store, ms: str) -> None:
-    store.create_memory(ms, "/a.md", "a\n", actor=None)
+    store.memories.create(ms, "/a.md", "a\n", actor=None)
     tool = MemoryTool(store, ms, read_only=True)
     assert run(tool, command="view", path="/memories/a.md")[0] is False
     for step in ({"command": "create", "path": "/memories/b.md", "file_text": "b"},
@@ -379,20 +393,20 @@ def test_a_read_only_tool_only_views(store: Store, ms: str) -> None:
                                "read-only here"
     with pytest.raises(ToolError):
         tool.clear_all_memory()
-    assert [(m.path, m.content_sha256) for m in store.tree(ms)] == [
-        ("/a.md", store.get_memory_by_path(ms, "/a.md").content_sha256)]
-    assert len(store.list_versions(ms).data) == 1
+    assert [(m.path, m.content_sha256) for m in store.memories.tree(ms)] == [
+        ("/a.md", store.memories.get_by_path(ms, "/a.md").content_sha256)]
+    assert len(store.versions.list(ms).data) == 1
     assert [e["is_error"] for e in events(store, ms)[1::2]] == [False] + [True] * 5
 
 
 async def test_clear_all_memory_deletes_every_memory_as_versions(store: Store, ms: str) -> None:
     for p in ("/a.md", "/d/b.md", "/d/e/c.md"):
-        store.create_memory(ms, p, "x", actor=None)
+        store.memories.create(ms, p, "x", actor=None)
     assert MemoryTool(store, ms, actor=Actor.user("user_x")).clear_all_memory() == (
         "All memory cleared")
-    assert store.tree(ms) == []
-    deleted = store.list_versions(ms, operation="deleted").data
+    assert store.memories.tree(ms) == []
+    deleted = store.versions.list(ms, operation="deleted").data
     assert len(deleted) == 3 and {v.created_by for v in deleted} == {Actor.user("user_x")}
-    store.create_memory(ms, "/z.md", "z", actor=None)
+    store.memories.create(ms, "/z.md", "z", actor=None)
     assert await AsyncMemoryTool(store, ms).clear_all_memory() == "All memory cleared"
-    assert store.tree(ms) == []
+    assert store.memories.tree(ms) == []

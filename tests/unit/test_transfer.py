@@ -37,24 +37,24 @@ KEY = "test-key"
 def populated(store: Store, name: str = "Notes"):
     """A store with every kind of history: creates, edits by three actors, a rename, a
     delete, a redacted version, content that needs escaping; archived at the end."""
-    s = store.create_store(name, "desc", {"team": "x"})
-    a = store.create_memory(s.id, "/a.md", "one", actor=USER)
-    store.update_memory(s.id, a.id, content="two", actor=API)
-    store.update_memory(s.id, a.id, content="three \u0000\u2028 é", actor=SESSION)
-    b = store.create_memory(s.id, "/dir/b.md", "bee", actor=None)
-    store.update_memory(s.id, b.id, path="/dir/c.md", actor=USER)
-    gone = store.create_memory(s.id, "/gone.md", "secret", actor=USER)
-    store.delete_memory(s.id, gone.id, actor=USER)
-    first = store.list_versions(s.id, memory_id=a.id, limit=10).data[-1]
-    store.redact_version(s.id, first.id, actor=USER)
+    s = store.stores.create(name, "desc", {"team": "x"})
+    a = store.memories.create(s.id, "/a.md", "one", actor=USER)
+    store.memories.update(s.id, a.id, content="two", actor=API)
+    store.memories.update(s.id, a.id, content="three \u0000\u2028 é", actor=SESSION)
+    b = store.memories.create(s.id, "/dir/b.md", "bee", actor=None)
+    store.memories.update(s.id, b.id, path="/dir/c.md", actor=USER)
+    gone = store.memories.create(s.id, "/gone.md", "secret", actor=USER)
+    store.memories.delete(s.id, gone.id, actor=USER)
+    first = store.versions.list(s.id, memory_id=a.id, limit=10).data[-1]
+    store.versions.redact(s.id, first.id, actor=USER)
     return s
 
 
 def snapshot(store: Store, store_id: str):
     """Everything an exact restore must reproduce."""
-    versions = [v.to_dict() for v in store.list_versions(store_id, limit=20, view="full").data]
-    memories = [m.to_dict() for m in store.list_memories(store_id, limit=20, view="full").data]
-    return store.get_store(store_id).to_dict(), memories, versions
+    versions = [v.to_dict() for v in store.versions.list(store_id, limit=20, view="full").data]
+    memories = [m.to_dict() for m in store.memories.list(store_id, limit=20, view="full").data]
+    return store.stores.get(store_id).to_dict(), memories, versions
 
 
 def export(store: Store, store_id: str, history: bool = True) -> bytes:
@@ -85,7 +85,7 @@ def other(tmp_path):
 
 
 def count_rows(store: Store) -> tuple[int, ...]:
-    return tuple(store._one(f"SELECT count(*) FROM {t}")[0]
+    return tuple(store.one(f"SELECT count(*) FROM {t}")[0]
                  for t in ("stores", "memories", "versions", "changes"))
 
 
@@ -94,16 +94,16 @@ def count_rows(store: Store) -> tuple[int, ...]:
 
 def test_round_trip_keeps_every_id_time_actor_and_redaction(store, other):
     s = populated(store)
-    store.archive_store(s.id)
+    store.stores.archive(s.id)
     archive = export(store, s.id)
     summary = transfer.import_archive(other, io.BytesIO(archive))
     assert summary["ids"] == "kept" and summary["store"]["id"] == s.id
     assert (summary["memories"], summary["versions"], summary["redacted"]) == (2, 7, 1)
     assert snapshot(other, s.id) == snapshot(store, s.id)
-    redacted = [v for v in other.list_versions(s.id, limit=20).data if v.redacted_at]
+    redacted = [v for v in other.versions.list(s.id, limit=20).data if v.redacted_at]
     assert len(redacted) == 1 and redacted[0].content is None and redacted[0].path is None
     # a mount of the imported store sees its memories through the change feed
-    puts = {(c.op, c.path) for c in other.changes_since(s.id, 0)}
+    puts = {(c.op, c.path) for c in other.feed.since(s.id, 0)}
     assert puts == {("put", "/a.md"), ("put", "/dir/c.md")}
     # and an export of the restored store is the same archive but for its header time
     again = lines(export(other, s.id))
@@ -119,7 +119,8 @@ def test_export_without_history_has_only_the_heads(store, other):
     kinds = [r["type"] for r in recs[1:]]
     assert kinds == ["version", "memory", "version", "memory", "end"]
     transfer.import_archive(other, io.BytesIO(export(store, s.id, history=False)))
-    assert [m.to_dict() for m in other.tree(s.id)] == [m.to_dict() for m in store.tree(s.id)]
+    assert [m.to_dict() for m in other.memories.tree(s.id)] == [
+        m.to_dict() for m in store.memories.tree(s.id)]
 
 
 def test_import_into_the_database_it_came_from_refuses_or_copies(store):
@@ -160,13 +161,13 @@ def test_an_export_is_one_snapshot_whatever_is_written_meanwhile(tmp_path, other
     deleted (an archive no import takes), and a directory half moved."""
     store = Store(":memory:" if where == "memory" else tmp_path / "src.db", limits=Limits())
     try:
-        s = store.create_store("Notes")
-        x = store.create_memory(s.id, "/p.md", "x", actor=USER)
-        store.update_memory(s.id, x.id, content="x2", actor=USER)
-        a = store.create_memory(s.id, "/dir/a.md", "a", actor=USER)
-        store.create_memory(s.id, "/dir/b.md", "b", actor=USER)
-        store.create_memory(s.id, "/dir/sub/c.md", "c", actor=USER)
-        z = store.create_memory(s.id, "/z.md", "z", actor=USER)
+        s = store.stores.create("Notes")
+        x = store.memories.create(s.id, "/p.md", "x", actor=USER)
+        store.memories.update(s.id, x.id, content="x2", actor=USER)
+        a = store.memories.create(s.id, "/dir/a.md", "a", actor=USER)
+        store.memories.create(s.id, "/dir/b.md", "b", actor=USER)
+        store.memories.create(s.id, "/dir/sub/c.md", "c", actor=USER)
+        z = store.memories.create(s.id, "/z.md", "z", actor=USER)
         before = snapshot(store, s.id)
         quiet = lines(export(store, s.id, history))
 
@@ -177,13 +178,13 @@ def test_an_export_is_one_snapshot_whatever_is_written_meanwhile(tmp_path, other
             rec = out[-1]
             if rec.get("type") == "memory" and rec["id"] == x.id:
                 # X is in the archive as live at /p.md; now it goes, and Y takes its path
-                store.delete_memory(s.id, x.id, actor=USER)
-                store.create_memory(s.id, "/p.md", "y", actor=USER)
+                store.memories.delete(s.id, x.id, actor=USER)
+                store.memories.create(s.id, "/p.md", "y", actor=USER)
             elif rec.get("type") == "memory" and rec["id"] == a.id:
                 # half of /dir/ is in the archive; now all of it moves, and /z.md changes
-                store.rename_prefix(s.id, "/dir/", "/moved/", actor=USER)
-                store.update_memory(s.id, z.id, content="z2", actor=USER)
-                store.create_memory(s.id, "/new.md", "new", actor=USER)
+                store.memories.rename_prefix(s.id, "/dir/", "/moved/", actor=USER)
+                store.memories.update(s.id, z.id, content="z2", actor=USER)
+                store.memories.create(s.id, "/new.md", "new", actor=USER)
 
         summary = transfer.import_archive(other, io.BytesIO(regzip(out)))
         assert _comparable(out) == _comparable(quiet)
@@ -193,7 +194,7 @@ def test_an_export_is_one_snapshot_whatever_is_written_meanwhile(tmp_path, other
         if history:
             assert got == before
         # the writes did happen
-        assert {m.path for m in store.tree(s.id)} == \
+        assert {m.path for m in store.memories.tree(s.id)} == \
             {"/p.md", "/moved/a.md", "/moved/b.md", "/moved/sub/c.md", "/z.md", "/new.md"}
     finally:
         store.close()
@@ -206,10 +207,10 @@ def _open_snapshots(store: Store) -> int:
 def _checkpoint_blocked(store: Store) -> bool:
     """A write, then a full checkpoint: blocked only while some read transaction holds an
     older snapshot (the WAL cannot be emptied past it)."""
-    store.create_memory(store.list_stores(limit=1).data[0].id, f"/ck/{time.time_ns()}.md",
+    store.memories.create(store.stores.list(limit=1).data[0].id, f"/ck/{time.time_ns()}.md",
                         "x", actor=None)
     if store.dialect == "postgresql":  # there: a connection left in a read transaction
-        row = store._one(
+        row = store.one(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")
         return bool(row and row[0])
@@ -222,7 +223,7 @@ def test_the_export_snapshot_is_released_however_the_export_ends(store):
     dropped unfinished; until then writers go on (and only the checkpoint waits)."""
     s = populated(store)
     for i in range(4):  # an archive of several chunks
-        store.create_memory(s.id, f"/big/{i}.md", base64.b64encode(os.urandom(75_000)).decode(),
+        store.memories.create(s.id, f"/big/{i}.md", base64.b64encode(os.urandom(75_000)).decode(),
                             actor=USER)
     assert not _checkpoint_blocked(store)
     # to the end
@@ -266,7 +267,7 @@ def test_each_step_of_an_export_may_run_in_another_thread(store):
 
     s = populated(store)
     for i in range(30):
-        store.create_memory(s.id, f"/many/{i:02d}.md", f"m{i}", actor=USER)
+        store.memories.create(s.id, f"/many/{i:02d}.md", f"m{i}", actor=USER)
     quiet = lines(export(store, s.id))
     gen = transfer.export_lines(store, s.id, history=True)
     out, threads = [], set()
@@ -280,7 +281,7 @@ def test_each_step_of_an_export_may_run_in_another_thread(store):
         i = 0
         while (line := pools[i % 2].submit(step).result()) is not None:
             out.append(json.loads(line))
-            store.write_path(s.id, f"/meanwhile/{i}.md", "w", actor=USER)  # writers go on
+            store.memories.write_path(s.id, f"/meanwhile/{i}.md", "w", actor=USER)  # writers go on
             i += 1
     finally:
         for p in pools:
@@ -298,9 +299,9 @@ def test_a_download_cut_short_releases_the_export_snapshot(store, via, spec, err
     its snapshot go at once."""
     import anyio
 
-    s = store.create_store("Big")
+    s = store.stores.create("Big")
     for i in range(8):  # about 600 kB compressed: ten chunks
-        store.create_memory(s.id, f"/big/{i}.md", base64.b64encode(os.urandom(75_000)).decode(),
+        store.memories.create(s.id, f"/big/{i}.md", base64.b64encode(os.urandom(75_000)).decode(),
                             actor=USER)
     app = create_app(store, [KEY])
     if via == "api":
@@ -367,7 +368,7 @@ def test_a_memory_id_taken_elsewhere_refuses_the_exact_restore(store, other):
     s = populated(store)
     archive = export(store, s.id)
     transfer.import_archive(other, io.BytesIO(archive))
-    other.delete_store(s.id)  # the store id is free again; move one memory's id elsewhere
+    other.stores.delete(s.id)  # the store id is free again; move one memory's id elsewhere
     recs = lines(archive)
     recs[0]["store"]["id"] = "memstore_0other"
     before = count_rows(other)
@@ -388,9 +389,9 @@ def _resealed(recs: list[dict]) -> bytes:
 def test_into_reports_every_colliding_path_and_partial_imports_the_rest(store):
     s = populated(store)
     archive = export(store, s.id)
-    t = store.create_store("Target")
-    store.create_memory(t.id, "/a.md", "mine", actor=USER)
-    store.create_memory(t.id, "/dir", "a file where a directory would go", actor=USER)
+    t = store.stores.create("Target")
+    store.memories.create(t.id, "/a.md", "mine", actor=USER)
+    store.memories.create(t.id, "/dir", "a file where a directory would go", actor=USER)
     before = count_rows(store)
     with pytest.raises(errors.ImportRejected) as e:
         transfer.import_archive(store, io.BytesIO(archive), into=t.id)
@@ -400,7 +401,7 @@ def test_into_reports_every_colliding_path_and_partial_imports_the_rest(store):
     summary = transfer.import_archive(store, io.BytesIO(archive), into=t.id, partial=True)
     assert summary["memories"] == 0 and summary["versions"] == 2  # the deleted memory's
     assert [x["path"] for x in summary["skipped"]] == ["/a.md", "/dir/c.md"]
-    assert store.get_memory_by_path(t.id, "/a.md").content == "mine"
+    assert store.memories.get_by_path(t.id, "/a.md").content == "mine"
 
 
 def test_the_memory_limit_applies_to_archives(store, tmp_path):
@@ -491,13 +492,13 @@ def test_directory_import(store, tmp_path):
     root = notes_dir(tmp_path / "notes")
     summary = import_dir(store, root, name="Notes")
     sid = summary["store"]["id"]
-    assert [m.path for m in store.tree(sid)] == ["/Café.md", "/a.md", "/sub/b.md"]
-    assert store.get_memory_by_path(sid, "/sub/b.md").content == "beta"
+    assert [m.path for m in store.memories.tree(sid)] == ["/Café.md", "/a.md", "/sub/b.md"]
+    assert store.memories.get_by_path(sid, "/sub/b.md").content == "beta"
     assert {(x["path"], x["reason"]) for x in summary["ignored"]} == {
         ("/.git/", "hidden directory"), ("/.DS_Store", "hidden file"),
         ("/link.md", "symbolic link")}
     assert summary["skipped"] == [] and summary["memories"] == 3
-    assert store.list_versions(sid, limit=1).data[0].created_by == USER
+    assert store.versions.list(sid, limit=1).data[0].created_by == USER
 
 
 def test_directory_with_bad_entries_is_all_or_nothing_unless_partial(store, tmp_path):
@@ -558,7 +559,7 @@ def test_zip_import_and_hostile_zips(store):
         transfer.import_upload(store, io.BytesIO(good), name="Z", actor=USER)
     summary = transfer.import_upload(store, io.BytesIO(good), name="Z", partial=True,
                                      actor=USER)
-    assert [m.path for m in store.tree(summary["store"]["id"])] == ["/notes/a.md"]
+    assert [m.path for m in store.memories.tree(summary["store"]["id"])] == ["/notes/a.md"]
     assert {x["path"] for x in summary["skipped"]} == {"/../escape.md", "/bin.dat"}
     assert summary["ignored"] == [{"path": "/notes/.git/", "reason": "hidden directory"}]
     # a bomb: 200 MB of zeros in a few hundred kB is read no further than the limit
@@ -586,14 +587,14 @@ def test_export_and_import_of_a_full_store_in_constant_memory(tmp_path):
     src = Store(tmp_path / "big.db", limits=Limits(), synchronous="NORMAL")
     dst = Store(tmp_path / "restored.db", limits=Limits(), synchronous="NORMAL")
     try:
-        s = src.create_store("Big")
+        s = src.stores.create("Big")
         # Filled in one transaction through the Store's own path (faster than 2,000 commits),
         # with content that does not compress (base64 of random bytes): a realistic archive.
-        with src._write() as c:
+        with src.write() as c:
             for i in range(2000):
                 data = base64.b64encode(os.urandom(76_800))
                 assert len(data) == 102_400
-                src._create_in(c, s.id, f"/m/{i:04d}.md", data.decode(), data, USER)
+                src.memories.create_in(c, s.id, f"/m/{i:04d}.md", data.decode(), data, USER)
         archive = tmp_path / "big.memfs.gz"
         tracemalloc.start()
         rss0 = _reset_peak_rss()
@@ -613,9 +614,9 @@ def test_export_and_import_of_a_full_store_in_constant_memory(tmp_path):
         rss_import = _peak_rss() - rss0
         tracemalloc.stop()
         assert stats["memories"] == summary["memories"] == 2000
-        assert dst.count_memories(s.id) == 2000
-        assert dst.get_memory_by_path(s.id, "/m/1999.md").content == \
-            src.get_memory_by_path(s.id, "/m/1999.md").content
+        assert dst.memories.count(s.id) == 2000
+        assert dst.memories.get_by_path(s.id, "/m/1999.md").content == \
+            src.memories.get_by_path(s.id, "/m/1999.md").content
         print(f"\n2,000 x 100 kB: archive {archive.stat().st_size / 1e6:.1f} MB; export "
               f"{t_export:.1f} s, peak Python {peak_export / 1e6:.1f} MB, peak RSS growth "
               f"{rss_export / 1e6:.1f} MB; import {t_import:.1f} s, peak Python "
@@ -745,14 +746,14 @@ def test_the_client_exports_and_imports_through_the_api(store, other):
     s = populated(store)
     with TestClient(create_app(store, [KEY])) as tc, \
             Client("http://memfs", KEY, transport=through(tc)) as remote:
-        archive = b"".join(remote.export_archive(s.id, history=True))
+        archive = b"".join(remote.archive.export_archive(s.id, history=True))
         with pytest.raises(errors.Conflict):
-            remote.import_upload(io.BytesIO(archive))
+            remote.archive.import_upload(io.BytesIO(archive))
         with pytest.raises(errors.ImportRejected) as e:
-            remote.import_upload(io.BytesIO(make_zip({"b.bin": b"\xff"})), name="Z")
+            remote.archive.import_upload(io.BytesIO(make_zip({"b.bin": b"\xff"})), name="Z")
         assert e.value.entries[0]["path"] == "/b.bin"
         with pytest.raises(errors.NotFound):
-            b"".join(remote.export_archive("memstore_nope", history=False))
+            b"".join(remote.archive.export_archive("memstore_nope", history=False))
     transfer.import_archive(other, io.BytesIO(archive))
     assert snapshot(other, s.id) == snapshot(store, s.id)
 
@@ -799,7 +800,7 @@ def test_cli_directory_import_lists_problems(run, store, tmp_path):
     assert r.exit_code == 5
     assert "skipped /photo.jpg: content is not valid UTF-8" in r.stdout
     assert r.stderr.startswith("memfs: nothing was imported") and r.stderr.count("\n") == 1
-    assert store.list_stores().data == []
+    assert store.stores.list().data == []
     r = run("--json", "import", str(root), "--partial")
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
@@ -834,9 +835,9 @@ def synthetic(store: Store, memories: int, versions: int, *, seal: bool = True) 
     forged one (counts that match, a digest that does not)."""
     import hashlib
 
-    made = store.create_store("Synthetic").id
+    made = store.stores.create("Synthetic").id
     header = lines(export(store, made))[0]
-    store.delete_store(made)  # an exact restore of it has its ids free
+    store.stores.delete(made)  # an exact restore of it has its ids free
     out = [transfer._line(header)]
     sha = hashlib.sha256(b"x").hexdigest()
     for m in range(memories):
@@ -874,7 +875,7 @@ def write_lock_held(backend, monkeypatch):
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with holder._write():
+        with holder.write():
             held.set()
             release.wait(30)
 
@@ -921,14 +922,15 @@ def test_a_large_import_lets_other_writers_in(backend):
     store = backend.open()
     archive = synthetic(store, 300, 100)
     writer = backend.open()
-    target = writer.create_store("Elsewhere").id
+    target = writer.stores.create("Elsewhere").id
     done = threading.Event()
     result: dict = {}
 
     def run() -> None:
         t = time.monotonic()
         try:
-            result["summary"] = transfer.import_archive(store, io.BytesIO(archive), name="Big")
+            result["summary"] = transfer.import_archive(store, io.BytesIO(archive),
+                                                                name="Big")
         finally:
             result["took"] = time.monotonic() - t
             done.set()
@@ -939,7 +941,7 @@ def test_a_large_import_lets_other_writers_in(backend):
     i = 0
     while not done.is_set():
         t = time.monotonic()
-        writer.create_memory(target, f"/w{i}.md", "x", actor=None)
+        writer.memories.create(target, f"/w{i}.md", "x", actor=None)
         waits.append(time.monotonic() - t)
         i += 1
         time.sleep(0.01)  # the point: another writer, a write every 10 ms meanwhile
@@ -959,11 +961,11 @@ def test_an_import_that_fails_after_its_first_write_removes_what_it_wrote(store,
     # A version id of the archive is taken (its memory ids are not): an exact restore is
     # refused in the 3rd of its write transactions, the store it created removed again.
     archive = synthetic(store, 30, 40)
-    taken = store.create_store("Has that version")
-    m = store.create_memory(taken.id, "/x.md", "x", actor=None)
+    taken = store.stores.create("Has that version")
+    m = store.memories.create(taken.id, "/x.md", "x", actor=None)
     recs = lines(archive)
     victim = next(r for r in recs[1100:] if r["type"] == "version")
-    with store._write() as c:  # (as if made by an old import of a damaged archive)
+    with store.write() as c:  # (as if made by an old import of a damaged archive)
         c.execute("UPDATE versions SET id = ? WHERE memory_id = ?", (victim["id"], m.id))
         c.execute("UPDATE memories SET version_id = ? WHERE id = ?",
                   (victim["id"], m.id))
@@ -972,26 +974,26 @@ def test_an_import_that_fails_after_its_first_write_removes_what_it_wrote(store,
         transfer.import_archive(store, io.BytesIO(archive))
     stores, memories, versions, _ = count_rows(store)
     assert (stores, memories, versions) == before[:3]
-    assert [s.name for s in store.list_stores(limit=100).data] == ["Has that version"]
+    assert [s.name for s in store.stores.list(limit=100).data] == ["Has that version"]
 
     # Into a store: another writer takes a path between the plan and the writes.
-    target = store.create_store("Target")
-    plan = store._import_plan
+    target = store.stores.create("Target")
+    plan = store.archive._import_plan
 
     def then_someone_writes(*args, **kwargs):
         skipped = plan(*args, **kwargs)
-        store.create_memory(target.id, "/m25.md", "mine", actor=USER)
+        store.memories.create(target.id, "/m25.md", "mine", actor=USER)
         return skipped
 
-    monkeypatch.setattr(store, "_import_plan", then_someone_writes)
+    monkeypatch.setattr(store.archive, "_import_plan", then_someone_writes)
     with pytest.raises(errors.ImportRejected) as e:
         transfer.import_archive(store, io.BytesIO(archive), into=target.id)
     assert [x["path"] for x in e.value.entries] == ["/m25.md"]
-    assert [m.path for m in store.tree(target.id)] == ["/m25.md"]  # the others removed
-    assert store.get_memory_by_path(target.id, "/m25.md").content == "mine"
-    assert len(store.list_versions(target.id, limit=100).data) == 1
+    assert [m.path for m in store.memories.tree(target.id)] == ["/m25.md"]  # the others removed
+    assert store.memories.get_by_path(target.id, "/m25.md").content == "mine"
+    assert len(store.versions.list(target.id, limit=100).data) == 1
     # the feed told followers of every memory that came and went
-    ops = [ch.op for ch in store.changes_since(target.id, 0, 1000)]
+    ops = [ch.op for ch in store.feed.since(target.id, 0, 1000)]
     assert ops.count("put") == 30 and ops.count("delete") == 29
 
 
@@ -1009,7 +1011,7 @@ def test_a_large_zip_import_lets_other_writers_in(backend):
     text = _noise(60_000, 1)
     archive = make_zip({f"d{i % 20}/f{i}.md": text + str(i).encode() for i in range(1500)})
     writer = backend.open()
-    target = writer.create_store("Elsewhere").id
+    target = writer.stores.create("Elsewhere").id
     done = threading.Event()
     result: dict = {}
 
@@ -1028,7 +1030,7 @@ def test_a_large_zip_import_lets_other_writers_in(backend):
     i = 0
     while not done.is_set():
         t = time.monotonic()
-        writer.create_memory(target, f"/w{i}.md", "x", actor=None)
+        writer.memories.create(target, f"/w{i}.md", "x", actor=None)
         waits.append(time.monotonic() - t)
         i += 1
         time.sleep(0.01)  # the point: another writer, a write every 10 ms meanwhile
@@ -1055,31 +1057,31 @@ def test_a_refused_zip_is_refused_before_the_write_lock_is_taken(backend, monkey
         took = time.monotonic() - t
     assert [x["path"] for x in e.value.entries] == ["/bad.md"]
     assert took < 2.0, f"{took:.1f} s (waited for the write lock?)"
-    assert store.list_stores().data == []
+    assert store.stores.list().data == []
 
 
 def test_a_zip_import_that_fails_after_its_first_write_removes_what_it_wrote(store,
                                                                           monkeypatch):
-    target = store.create_store("Target")
+    target = store.stores.create("Target")
     files = {f"f{i:03d}.md": b"x" * 10_000 for i in range(900)}
-    check = store._import_files_plan
+    check = store.archive._import_files_plan
 
     def then_someone_writes(*args, **kwargs):
         skipped = check(*args, **kwargs)
-        store.create_memory(target.id, "/f850.md", "mine", actor=USER)
+        store.memories.create(target.id, "/f850.md", "mine", actor=USER)
         return skipped
 
-    monkeypatch.setattr(store, "_import_files_plan", then_someone_writes)
+    monkeypatch.setattr(store.archive, "_import_files_plan", then_someone_writes)
     with pytest.raises(errors.ImportRejected) as e:
         transfer.import_upload(store, io.BytesIO(make_zip(files)), into=target.id)
     assert [x["path"] for x in e.value.entries] == ["/f850.md"]
-    assert [m.path for m in store.tree(target.id)] == ["/f850.md"]
-    assert store.get_memory_by_path(target.id, "/f850.md").content == "mine"
+    assert [m.path for m in store.memories.tree(target.id)] == ["/f850.md"]
+    assert store.memories.get_by_path(target.id, "/f850.md").content == "mine"
 
 
 def _orphans(store: Store) -> int:
     """Rows of memories or versions whose store is not in the database."""
-    with store._read() as c:
+    with store.read() as c:
         return sum(c.execute(
             f"SELECT count(*) FROM {t} WHERE store_id NOT IN (SELECT id FROM stores)"
         ).fetchone()[0] for t in ("memories", "versions"))
@@ -1094,25 +1096,25 @@ def test_an_import_stops_at_the_batch_after_its_store_is_archived_or_deleted(
     before the first one: archived meanwhile, the import went on writing into it; deleted, the
     rest of its rows were written for no store at all. Every batch checks its store; the
     import then fails, having removed what it wrote."""
-    from memfs import restore
+    from memfs.store import restore
 
-    src = store.create_store("Source")
+    src = store.stores.create("Source")
     for i in range(700):  # more than one batch
-        store.create_memory(src.id, f"/m{i:03d}.md", f"memory {i}", actor=USER)
+        store.memories.create(src.id, f"/m{i:03d}.md", f"memory {i}", actor=USER)
     archive = b"".join(transfer.export_archive(store, src.id, history=False))
     files = make_zip({f"f{i:03d}.md": b"x" for i in range(700)})
-    into = store.create_store("Target").id if target == "into" else None
+    into = store.stores.create("Target").id if target == "into" else None
     batches = restore.batches
 
     def then_the_store_goes(rows):
         for n, batch in enumerate(batches(rows)):
             if n == 1:  # the first batch is written
-                sid = into or next(s.id for s in store.list_stores().data if s.name == "Copy")
-                (store.archive_store if meanwhile == "archived" else store.delete_store)(sid)
+                sid = into or next(s.id for s in store.stores.list().data if s.name == "Copy")
+                (store.stores.archive if meanwhile == "archived" else store.stores.delete)(sid)
             yield batch
 
     monkeypatch.setattr(restore, "batches", then_the_store_goes)
-    real_import_files = store.import_files
+    real_import_files = store.archive.import_files
 
     def files_then_the_store_goes(walk, **kw):
         passes = 0
@@ -1122,14 +1124,14 @@ def test_an_import_stops_at_the_batch_after_its_store_is_archived_or_deleted(
             passes += 1
             for n, entry in enumerate(walk()):
                 if passes == 2 and n == restore.BATCH_ROWS + 1:
-                    sid = into or next(s.id for s in store.list_stores().data
+                    sid = into or next(s.id for s in store.stores.list().data
                                        if s.name == "Copy")
-                    (store.archive_store if meanwhile == "archived" else store.delete_store)(sid)
+                    (store.stores.archive if meanwhile == "archived" else store.stores.delete)(sid)
                 yield entry
 
         return real_import_files(walked, **kw)
 
-    monkeypatch.setattr(store, "import_files", files_then_the_store_goes)
+    monkeypatch.setattr(store.archive, "import_files", files_then_the_store_goes)
     expected = errors.StoreArchived if meanwhile == "archived" else errors.NotFound
     name = None if into else "Copy"
     with pytest.raises(expected):
@@ -1138,10 +1140,10 @@ def test_an_import_stops_at_the_batch_after_its_store_is_archived_or_deleted(
         else:
             transfer.import_upload(store, io.BytesIO(files), name=name, into=into)
     assert _orphans(store) == 0
-    left = [s for s in store.list_stores(include_archived=True).data
+    left = [s for s in store.stores.list(include_archived=True).data
             if s.name in ("Copy", "Target")]
     for s in left:
-        assert store.tree(s.id) == [], s.name
+        assert store.memories.tree(s.id) == [], s.name
 
 
 def test_an_import_of_files_reports_each_file_once(store):

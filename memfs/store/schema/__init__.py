@@ -50,7 +50,7 @@ text.
   (:mod:`memfs.recall.wordsindex`), filled from ``memory_words_queue``, where triggers queue
   each changed memory;
   ``memory_vectors`` and ``recall_leases``: :mod:`memfs.recall.schema` holds their SQL.
-- ``api_keys``: the keys of :meth:`~memfs.store.Store.create_key` (the SHA-256 of each
+- ``api_keys``: the keys of :meth:`~memfs.store.Store.keys.create` (the SHA-256 of each
   secret, its ``workspace_id``, ``role``, ``store_ids`` scope, expiry, last use, revocation).
   Every store, session, dream, agent and environment has a ``workspace_id`` (issue 22);
   ``deleted_stores`` keeps a deleted store's, for its change feed; ``console_signins`` the

@@ -185,7 +185,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     CREATE INDEX dreams_time ON dreams(created_at, id);
     CREATE INDEX dreams_live ON dreams(id) WHERE status IN ('pending', 'running');
     """),
-    # SQLite's m008_reverts: the record of each revert (memfs session revert, memfs.revert).
+    # SQLite's m008_reverts: the record of each revert (memfs session revert, memfs.store.revert).
     ("m004_reverts", f"""
     CREATE TABLE reverts (
         id {_T} PRIMARY KEY,
@@ -207,7 +207,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     );
     CREATE INDEX IF NOT EXISTS console_signouts_expiry ON console_signouts(expires_at);
     """),
-    # SQLite's m010_session_tokens: session tokens, hashed (Store.create_session_token). IF
+    # SQLite's m010_session_tokens: session tokens, hashed (Store.sessions.create_token). IF
     # NOT EXISTS, here and in m005: main at 584d6b0 made this table as m005_session_tokens.
     ("m006_session_tokens", f"""
     CREATE TABLE IF NOT EXISTS session_tokens (

@@ -77,7 +77,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         """
         -- A memory store. metadata is a JSON object of strings. archived_at is NULL until the
         -- store is archived, which cannot be undone. Deleting a store deletes its rows in
-        -- memories, versions and changes (Store.delete_store), not its session resources.
+        -- memories, versions and changes (Store.stores.delete), not its session resources.
         CREATE TABLE stores (
             id TEXT PRIMARY KEY,              -- memstore_…, time-ordered
             name TEXT NOT NULL,
@@ -273,7 +273,7 @@ def m006_indexes(db: sqlite_utils.Database) -> None:
         -- looked up at every `memfs run`; a partial index holds only those.
         CREATE INDEX sessions_launched ON sessions(id)
             WHERE launcher IS NOT NULL AND status != 'terminated';
-        -- Pruning (Store.prune_versions, and every Store.feed_prune_every changes): the
+        -- Pruning (Store.versions.prune, and every Store.feed_prune_every changes): the
         -- session.deleted event of each deleted session, by time, so that the events of
         -- sessions deleted long enough ago are found without reading the others.
         CREATE INDEX events_session_deleted ON events(processed_at)
@@ -327,7 +327,7 @@ def m007_dreams(db: sqlite_utils.Database) -> None:
 def m008_reverts(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
-        -- A revert (memfs session revert, memfs.revert): what it undid (target_type session |
+        -- A revert (memfs session revert, memfs.store.revert): what it undid (target_type session |
         -- revert, target_id) and the versions it wrote (a JSON list), so that it can itself
         -- be reverted. forced: 1 when --force overwrote memories changed by someone else.
         CREATE TABLE reverts (
@@ -367,7 +367,7 @@ def m010_session_tokens(db: sqlite_utils.Database) -> None:
     # (before the Console's sign-outs took that number), and its databases must still open.
     db.executescript(
         """
-        -- The credential of a running session's commands (Store.create_session_token): only
+        -- The credential of a running session's commands (Store.sessions.create_token): only
         -- the SHA-256 of the secret is kept. It opens the session's attached stores with their
         -- access while the session runs, until expires_at; revoked_at is set when the session
         -- ends (a token is never valid again after that).
@@ -484,7 +484,7 @@ ALTER TABLE environments ADD COLUMN workspace_id {T} NOT NULL DEFAULT 'default';
 CREATE INDEX stores_workspace ON stores(workspace_id, created_at, id);
 CREATE INDEX sessions_workspace ON sessions(workspace_id, created_at, id);
 CREATE INDEX dreams_workspace ON dreams(workspace_id, created_at, id);
--- The API keys (Store.create_key): only the SHA-256 of a secret is kept. store_ids: a JSON
+-- The API keys (Store.keys.create): only the SHA-256 of a secret is kept. store_ids: a JSON
 -- list of the only stores the key opens (NULL: every store of its workspace).
 CREATE TABLE api_keys (
     id {T} PRIMARY KEY,
@@ -502,7 +502,7 @@ CREATE TABLE api_keys (
 );
 CREATE INDEX api_keys_workspace ON api_keys(workspace_id, created_at);
 -- The workspace of each deleted store: its change feed still says it was deleted, to its own
--- workspace alone (Store.check_visible).
+-- workspace alone (Store.keys.check_visible).
 -- The Console's sign-ins made with a stored key: the SHA-256 of each cookie's nonce, until
 -- the cookie expires (Unix seconds). A cookie is good only if its sign-in is here, so that
 -- reading the database (which holds the keys' digests the cookies are signed under) is not

@@ -47,43 +47,43 @@ class World:
     def __init__(self, store: Store) -> None:
         self.s = s = store
         self.n = itertools.count()
-        self.s1 = s.create_store("notes", workspace=A).id
-        self.s2 = s.create_store("other", workspace=A).id
-        base = s.create_memory(self.s1, "/base.md", "alpha beta", actor=USER)
+        self.s1 = s.stores.create("notes", workspace=A).id
+        self.s2 = s.stores.create("other", workspace=A).id
+        base = s.memories.create(self.s1, "/base.md", "alpha beta", actor=USER)
         self.memory, self.version = base.id, base.memory_version_id
-        sess = s.create_session([
+        sess = s.sessions.create([
             {"type": "memory_store", "memory_store_id": self.s1},
             {"type": "memory_store", "memory_store_id": self.s2, "access": "read_only"},
         ], workspace=A)
         self.session, self.resource = sess.id, sess.resources[0].id
-        self.dream = s.create_dream(self._inputs(self.s1, self.session), "claude-test",
+        self.dream = s.dreams.create(self._inputs(self.s1, self.session), "claude-test",
                                     workspace=A).id
-        self.agent = s.create_agent(name="agent", model="claude-x", workspace=A)["id"]
-        self.environment = s.create_environment(name="env", workspace=A)["id"]
+        self.agent = s.agents.create(name="agent", model="claude-x", workspace=A)["id"]
+        self.environment = s.agents.create_environment(name="env", workspace=A)["id"]
         self.admin = self.key("admin").key
         self.reader = self.key("read_only")
         self.scoped_other = self.key("read_write", stores=[self.s2]).key
         revoked = self.key("admin")
-        s.revoke_key(revoked.id)
+        s.keys.revoke(revoked.id)
         self.revoked = revoked.key
         expired = self.key("admin", expires_in=3600)
-        with s._write() as c:  # an hour ago: waiting for a real expiry costs a second a test
+        with s.write() as c:  # an hour ago: waiting for a real expiry costs a second a test
             c.execute("UPDATE api_keys SET expires_at = ? WHERE id = ?",
                       ("2020-01-01T00:00:00.000000Z", expired.id))
         self.expired = expired.key
         # Workspace B: something of each listable kind, so that its lists are not empty.
-        self.b_store = s.create_store("notes", workspace=B).id
-        self.b_session = s.create_session(
+        self.b_store = s.stores.create("notes", workspace=B).id
+        self.b_session = s.sessions.create(
             [{"type": "memory_store", "memory_store_id": self.b_store}], workspace=B).id
-        self.b_dream = s.create_dream(self._inputs(self.b_store, self.b_session), "m",
+        self.b_dream = s.dreams.create(self._inputs(self.b_store, self.b_session), "m",
                                       workspace=B).id
-        s.cancel_dream(self.b_dream)
-        self.b_key = s.create_key("b-admin", workspace=B, role="admin")
+        s.dreams.cancel(self.b_dream)
+        self.b_key = s.keys.create("b-admin", workspace=B, role="admin")
         self.other = self.b_key.key
 
     def key(self, role: str, ws: str = A, stores: list[str] | None = None,
             expires_in: int | None = None) -> Any:
-        return self.s.create_key(f"key {next(self.n)}", workspace=ws, role=role,
+        return self.s.keys.create(f"key {next(self.n)}", workspace=ws, role=role,
                                  store_ids=stores, expires_in=expires_in)
 
     @staticmethod
@@ -95,31 +95,32 @@ class World:
         return next(self.n)
 
     def fresh_store(self) -> str:
-        return self.s.create_store(f"store {self.i()}", workspace=A).id
+        return self.s.stores.create(f"store {self.i()}", workspace=A).id
 
     def fresh_memory(self, path: str | None = None) -> Any:
-        return self.s.create_memory(self.s1, path or f"/m{self.i()}.md", "one", actor=USER)
+        return self.s.memories.create(self.s1, path or f"/m{self.i()}.md", "one", actor=USER)
 
     def two_versions(self) -> tuple[str, str]:
         """A memory written twice: (its id, its first version: not its head)."""
         m = self.fresh_memory()
-        self.s.update_memory(self.s1, m.id, content="two", actor=USER)
+        self.s.memories.update(self.s1, m.id, content="two", actor=USER)
         return m.id, m.memory_version_id
 
     def fresh_session(self) -> str:
-        return self.s.create_session(
+        return self.s.sessions.create(
             [{"type": "memory_store", "memory_store_id": self.s1}], workspace=A).id
 
     def session_that_wrote(self) -> str:
         sid = self.fresh_session()
-        self.s.write_path(self.s1, f"/by-session-{self.i()}.md", "x", actor=Actor.session(sid))
+        self.s.memories.write_path(self.s1, f"/by-session-{self.i()}.md", "x",
+                                   actor=Actor.session(sid))
         return sid
 
     def ids_of(self, workspace: str) -> set[str]:
         """Every id of a store, session, dream, agent, environment and key of ``workspace``."""
         found: set[str] = set()
         for table in ("stores", "sessions", "dreams", "agents", "environments", "api_keys"):
-            found |= {r["id"] for r in self.s._all(
+            found |= {r["id"] for r in self.s.all(
                 f"SELECT id FROM {table} WHERE workspace_id = ?", (workspace,))}
         return found
 
@@ -179,17 +180,17 @@ def _zip(w: World) -> bytes:
 
 def _reverted(w: World) -> str:
     """The id of a revert of a session that wrote a memory (undoing it is a revert too)."""
-    done = w.s.revert(w.session_that_wrote(), actor=USER)
+    done = w.s.undo.revert(w.session_that_wrote(), actor=USER)
     return str(done["id"])
 
 
 def _pending_dream(w: World) -> str:
-    return w.s.create_dream(w._inputs(w.s1, w.session), "claude-test", workspace=A).id
+    return w.s.dreams.create(w._inputs(w.s1, w.session), "claude-test", workspace=A).id
 
 
 def _ended_dream(w: World) -> str:
     d = _pending_dream(w)
-    w.s.cancel_dream(d)
+    w.s.dreams.cancel(d)
     return d
 
 
@@ -517,7 +518,7 @@ def _check(op: Op, case: Case, cred: str, want: Outcome, got: Answer,
     if want.made_in_b and got.status == 200:
         body = got.json()
         made = body["store"]["id"] if "store" in body else body["id"]
-        row = w.s._one(f"SELECT workspace_id FROM {want.made_in_b} WHERE id = ?", (made,))
+        row = w.s.one(f"SELECT workspace_id FROM {want.made_in_b} WHERE id = ?", (made,))
         if row is None or row["workspace_id"] != B:
             wrong.append(f"made {made} in {row and row['workspace_id']}, not in {B}")
     text = got.body.decode(errors="replace")

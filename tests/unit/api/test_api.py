@@ -543,15 +543,15 @@ def test_sse_frame_always_names_its_event():
 
 
 async def test_event_stream_sends_new_events_and_ends_on_delete(store):
-    sess = store.create_session([])
-    store.send_events(sess.id, [{"type": "user.message", "content": []}])  # history: not sent
-    start = store.last_event_seq(sess.id)
+    sess = store.sessions.create([])
+    store.events.send(sess.id, [{"type": "user.message", "content": []}])  # history: not sent
+    start = store.events.last_seq(sess.id)
     stream = api.EventHub(store).stream(sess.id, start)
     frames = [await anext(stream)]
     assert frames[0].startswith(b"event: ping\n")
-    store.send_events(sess.id, [{"type": "user.message", "content": [{"type": "text",
+    store.events.send(sess.id, [{"type": "user.message", "content": [{"type": "text",
                                                                        "text": "new"}]}])
-    store.delete_session(sess.id)
+    store.sessions.delete(sess.id)
     with trio.fail_after(5):
         async for frame in stream:
             frames.append(frame)

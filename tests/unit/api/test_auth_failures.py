@@ -47,7 +47,7 @@ def _client(app: Any, address: str) -> TestClient:
 
 
 def test_failed_keys_are_throttled_per_address_on_the_api(app, store, clock):
-    stored = store.create_key("good").key
+    stored = store.keys.create("good").key
     with _client(app, "10.0.0.1") as guesser, _client(app, "10.0.0.2") as other:
         for i in range(int(FAILURES_BURST)):
             r = guesser.get("/v1/memory_stores", headers={"x-api-key": f"guess-{i}"})
@@ -100,8 +100,8 @@ def test_failed_console_sign_ins_are_throttled_per_address(app, clock):
 def test_a_revoked_key_s_retries_are_no_guesses(app, store):
     """A mount whose key was revoked retries with it: that is no guess, and must not throttle
     the other clients of its machine (the same address)."""
-    revoked = store.create_key("revoked")
-    store.revoke_key(revoked.id)
+    revoked = store.keys.create("revoked")
+    store.keys.revoke(revoked.id)
     with _client(app, "10.0.0.5") as c:
         for _ in range(int(FAILURES_BURST) + 5):
             r = c.get("/v1/memory_stores", headers={"x-api-key": revoked.key})

@@ -18,7 +18,7 @@ KEY = "sk-empty-query-0123456"
 @pytest.fixture
 def client(tmp_path: Any):
     store = Store(str(tmp_path / "memfs.db"))
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY}) as c:
         yield c, sid
 

@@ -97,7 +97,7 @@ def test_a_handler_bug_is_a_500_envelope(client, store, monkeypatch, error_logs)
     def boom(*a, **kw):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(store, "list_stores", boom)
+    monkeypatch.setattr(store.stores, "list", boom)
     r = client.get("/v1/memory_stores")
     err = check(r, 500)
     assert err["type"] == "api_error" and "secret" not in err["message"]
@@ -109,11 +109,11 @@ def test_a_handler_bug_is_a_500_envelope(client, store, monkeypatch, error_logs)
 def test_an_unrenderable_result_is_a_500_envelope(client, store, monkeypatch, error_logs):
     """What the store returns cannot be encoded (a lone surrogate from an old database): the
     envelope, not Starlette's plain-text 500."""
-    sid = store.create_store("old").id
+    sid = store.stores.create("old").id
     bad = MemoryStore(id=sid, name="\ud800", description="", metadata={},
                       created_at="2026-01-01T00:00:00Z", updated_at="2026-01-01T00:00:00Z",
                       archived_at=None)
-    monkeypatch.setattr(store, "get_store", lambda *a, **kw: bad)
+    monkeypatch.setattr(store.stores, "get", lambda *a, **kw: bad)
     check(client.get(f"/v1/memory_stores/{sid}"), 500)
     assert [r.getMessage() for r in error_logs] == [f"GET /v1/memory_stores/{sid} failed"]
 

@@ -36,22 +36,23 @@ def store(backend):
 @pytest.fixture
 def world(store):
     """Two stores; two stored keys; two running sessions attaching both, with a token each."""
-    sids = [store.create_store(f"store {i}").id for i in range(2)]
-    keys = [store.create_key(f"key {i}") for i in range(2)]
-    sessions = [store.create_session([{"type": "memory_store", "memory_store_id": sid}
+    sids = [store.stores.create(f"store {i}").id for i in range(2)]
+    keys = [store.keys.create(f"key {i}") for i in range(2)]
+    sessions = [store.sessions.create([{"type": "memory_store", "memory_store_id": sid}
                                       for sid in sids], status="running").id
                 for _ in range(2)]
-    tokens = [store.create_session_token(s) for s in sessions]
+    tokens = [store.sessions.create_token(s) for s in sessions]
     return SimpleNamespace(stores=sids, keys=keys, sessions=sessions, tokens=tokens)
 
 
 def counted(store: Store, *names: str) -> dict[str, list[Any]]:
     """Record each call of the Store methods ``names`` (the ids asked, with the ``recorded``
-    sign-ins of :meth:`Store.ended_signins`; or the secret) in the returned lists, one per
+    sign-ins of :meth:`Store.keys.ended_signins`; or the secret) in the returned lists, one per
     name."""
     calls: dict[str, list[Any]] = {name: [] for name in names}
     for name in names:
-        fn = getattr(store, name)
+        part, attr = name.split(".")
+        fn = getattr(getattr(store, part), attr)
 
         def wrapper(first: Any, *args: Any, _fn: Callable[..., Any] = fn, _name: str = name,
                     **kwargs: Any) -> Any:
@@ -59,7 +60,7 @@ def counted(store: Store, *names: str) -> dict[str, list[Any]]:
                                 {*first, *kwargs.get("recorded", ())})
             return _fn(first, *args, **kwargs)
 
-        setattr(store, name, wrapper)
+        setattr(getattr(store, part), attr, wrapper)
     return calls
 
 
@@ -75,8 +76,8 @@ async def test_many_streams_of_few_credentials_cost_one_query_per_kind_per_look(
     second at this interval."""
     monkeypatch.setattr(api.streams, "GRANT_RECHECK_SECONDS", EVERY)
     app = create_app(store, [KEY], console=False, dreams=False)
-    calls = counted(store, "refused_keys", "refused_session_tokens", "key_grant",
-                    "session_grant")
+    calls = counted(store, "keys.refused", "sessions.refused_tokens", "keys.grant",
+                    "sessions.grant")
     creds = [k.key for k in world.keys] + [t.token for t in world.tokens]
     streams = [change_stream(app, sid, cred) for cred in creds for sid in world.stores
                for _ in range(3)]
@@ -93,12 +94,12 @@ async def test_many_streams_of_few_credentials_cost_one_query_per_kind_per_look(
         took = trio.current_time() - began
         nursery.cancel_scope.cancel()
     assert not any(s.done.is_set() for s in streams)
-    assert seen["key_grant"] == [] and seen["session_grant"] == []
-    looks = len(seen["refused_keys"])
+    assert seen["keys.grant"] == [] and seen["sessions.grant"] == []
+    looks = len(seen["keys.refused"])
     assert 2 <= looks <= took / EVERY + 1, seen  # at least 2: a loaded machine's margin
-    assert abs(len(seen["refused_session_tokens"]) - looks) <= 1, seen
-    assert all(ids == {k.id for k in world.keys} for ids in seen["refused_keys"])
-    assert all(ids == {t.id for t in world.tokens} for ids in seen["refused_session_tokens"])
+    assert abs(len(seen["sessions.refused_tokens"]) - looks) <= 1, seen
+    assert all(ids == {k.id for k in world.keys} for ids in seen["keys.refused"])
+    assert all(ids == {t.id for t in world.tokens} for ids in seen["sessions.refused_tokens"])
 
 
 async def test_a_revoked_key_ends_its_streams_and_only_them(store, world, monkeypatch, caplog):
@@ -119,14 +120,14 @@ async def test_a_revoked_key_ends_its_streams_and_only_them(store, world, monkey
     async with trio.open_nursery() as nursery:
         await open_live(nursery, [*theirs, other, agent])
         revoked = trio.current_time()
-        await trio.to_thread.run_sync(store.revoke_key, a.id)
+        await trio.to_thread.run_sync(store.keys.revoke, a.id)
         with trio.fail_after(10):
             for s in theirs:
                 await s.done.wait()
         assert max(s.ended for s in theirs) - revoked < EVERY + 0.5  # a slow machine's margin
         await trio.sleep(3 * EVERY)
         assert not other.done.is_set() and not agent.done.is_set()
-        await trio.to_thread.run_sync(store.set_session_status, token.session_id, "idle")
+        await trio.to_thread.run_sync(store.sessions.set_status, token.session_id, "idle")
         with trio.fail_after(10):
             await agent.done.wait()
         await trio.sleep(3 * EVERY)
@@ -137,7 +138,7 @@ async def test_a_revoked_key_ends_its_streams_and_only_them(store, world, monkey
     ended = [r.getMessage() for r in caplog.records if r.getMessage().startswith(
         "a stream ends:")]
     assert ended.count(f"a stream ends: API key {a.id} was revoked at "
-                       f"{store.get_key(a.id).revoked_at}") == 3, ended
+                       f"{store.keys.get(a.id).revoked_at}") == 3, ended
     assert ended[3:] == [f"a stream ends: the session token of {token.session_id} is valid "
                          "only while the session runs (it is idle)"], ended
 
@@ -147,7 +148,7 @@ async def test_the_watch_stops_with_the_last_stream_and_starts_with_the_next(sto
     still ends the others). The last stream gone, nothing looks any more; a new one starts
     the watch again."""
     watch = GrantWatch(store, EVERY)
-    calls = counted(store, "refused_keys")
+    calls = counted(store, "keys.refused")
     a, b = world.keys
     why: dict[str, str] = {}
     scopes: dict[str, trio.CancelScope] = {}
@@ -158,27 +159,27 @@ async def test_the_watch_stops_with_the_last_stream_and_starts_with_the_next(sto
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hold, "first", a.id)
-        await async_wait_until(lambda: calls["refused_keys"], what="the first look")
+        await async_wait_until(lambda: calls["keys.refused"], what="the first look")
         for name, key in (("a2", a.id), ("a3", a.id), ("b", b.id)):
             nursery.start_soon(hold, name, key)
         await async_wait_until(lambda: watch.statistics()["streams"] == 4)
         scopes["first"].cancel()  # the one that looked: the others go on being watched
         await async_wait_until(lambda: watch.statistics()["streams"] == 3)
-        await trio.to_thread.run_sync(store.revoke_key, a.id)
+        await trio.to_thread.run_sync(store.keys.revoke, a.id)
         await async_wait_until(lambda: {"a2", "a3"} <= set(why), 5, what="a's streams ended")
         assert "revoked" in why["a2"] and "b" not in why and "first" not in why
         scopes["b"].cancel()
     assert watch.statistics() == {"credentials": 0, "streams": 0, "polls": watch.polls}
     assert watch.next_poll is None
-    looks = len(calls["refused_keys"])
+    looks = len(calls["keys.refused"])
     await trio.sleep(5 * EVERY)
-    assert len(calls["refused_keys"]) == looks  # stopped
+    assert len(calls["keys.refused"]) == looks  # stopped
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hold, "again", b.id)
-        await async_wait_until(lambda: len(calls["refused_keys"]) > looks, what="a new look")
-        await trio.to_thread.run_sync(store.revoke_key, b.id)
+        await async_wait_until(lambda: len(calls["keys.refused"]) > looks, what="a new look")
+        await trio.to_thread.run_sync(store.keys.revoke, b.id)
         await async_wait_until(lambda: "again" in why, 5, what="b's stream ended")
-    assert calls["refused_keys"][-1] == {b.id}
+    assert calls["keys.refused"][-1] == {b.id}
 
 
 async def test_each_look_asks_each_kind_once_for_all_the_streams(store, world):
@@ -186,10 +187,10 @@ async def test_each_look_asks_each_kind_once_for_all_the_streams(store, world):
     every look is one query for the keys, one for the tokens and one for the sign-ins, each
     asking all of them."""
     watch = GrantWatch(store, EVERY / 2)
-    calls = counted(store, "refused_keys", "refused_session_tokens", "ended_signins")
+    calls = counted(store, "keys.refused", "sessions.refused_tokens", "keys.ended_signins")
     server_signins, stored_signins = ["a" * 64, "b" * 64], ["c" * 64, "d" * 64]
     for s in stored_signins:
-        store.record_signin(s, world.keys[0].id, 2**40)
+        store.keys.record_signin(s, world.keys[0].id, 2**40)
     held: list[tuple[grants.Credential, ...]] = []
     held += [((grants.KEY, k.id),) for k in world.keys]
     held += [((grants.SESSION_TOKEN, t.id),) for t in world.tokens]
@@ -208,9 +209,9 @@ async def test_each_look_asks_each_kind_once_for_all_the_streams(store, world):
     assert ended == []
     assert 2 <= watch.polls <= 0.6 / (EVERY / 2) + 2
     assert [len(calls[n]) for n in calls] == [watch.polls] * 3, calls
-    assert all(ids == {k.id for k in world.keys} for ids in calls["refused_keys"])
-    assert all(ids == {t.id for t in world.tokens} for ids in calls["refused_session_tokens"])
-    assert all(ids == set(server_signins + stored_signins) for ids in calls["ended_signins"])
+    assert all(ids == {k.id for k in world.keys} for ids in calls["keys.refused"])
+    assert all(ids == {t.id for t in world.tokens} for ids in calls["sessions.refused_tokens"])
+    assert all(ids == set(server_signins + stored_signins) for ids in calls["keys.ended_signins"])
 
 
 async def test_a_sign_out_ends_the_streams_held_by_that_sign_in_only(store, world):
@@ -219,7 +220,7 @@ async def test_a_sign_out_ends_the_streams_held_by_that_sign_in_only(store, worl
     watch = GrantWatch(store, EVERY)
     key = world.keys[0]
     mine, theirs, stored = "1" * 64, "2" * 64, "3" * 64
-    store.record_signin(stored, key.id, 2**40)
+    store.keys.record_signin(stored, key.id, 2**40)
     why: dict[str, str] = {}
 
     async def hold(name: str, *creds: grants.Credential) -> None:
@@ -230,10 +231,10 @@ async def test_a_sign_out_ends_the_streams_held_by_that_sign_in_only(store, worl
         nursery.start_soon(hold, "theirs", (grants.SIGNIN, theirs))
         nursery.start_soon(hold, "stored", (grants.STORED_SIGNIN, stored), (grants.KEY, key.id))
         await async_wait_until(lambda: watch.polls >= 1)
-        await trio.to_thread.run_sync(store.revoke_signin, mine, 2**40)
+        await trio.to_thread.run_sync(store.keys.revoke_signin, mine, 2**40)
         await async_wait_until(lambda: "mine" in why, 5)
         assert why == {"mine": "you signed out"}
-        await trio.to_thread.run_sync(store.revoke_key, key.id)
+        await trio.to_thread.run_sync(store.keys.revoke, key.id)
         await async_wait_until(lambda: "stored" in why, 5)
         assert "was revoked" in why["stored"] and "theirs" not in why
         nursery.cancel_scope.cancel()
@@ -250,7 +251,7 @@ async def test_an_outage_ends_no_stream_and_the_watch_goes_on_after_it(pg_cluste
     url = pg_cluster.url(name)
     store, writer = Store(url), Store(url)
     try:
-        a, b = store.create_key("a"), store.create_key("b")
+        a, b = store.keys.create("a"), store.keys.create("b")
         watch = GrantWatch(store, EVERY)
         why: dict[str, str] = {}
 
@@ -269,7 +270,7 @@ async def test_an_outage_ends_no_stream_and_the_watch_goes_on_after_it(pg_cluste
                                        what="two failed looks")
                 admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
             assert why == {}
-            await trio.to_thread.run_sync(writer.revoke_key, a.id)
+            await trio.to_thread.run_sync(writer.keys.revoke, a.id)
             await async_wait_until(lambda: a.id in why, 30, what="a's stream ended")
             assert "was revoked" in why[a.id] and b.id not in why
             assert watch.failures.count == 0

@@ -51,51 +51,51 @@ def assert_400(r):
 @pytest.mark.parametrize(
     "call",
     [
-        lambda s: s.create_store(LONE),
-        lambda s: s.create_store("x", LONE),
-        lambda s: s.create_store("x", metadata={"k": LONE}),
-        lambda s: s.create_store("x", metadata={LONE: "v"}),
-        lambda s: s.update_store(s.create_store("x").id, metadata={"k": LONE}),
-        lambda s: s.update_store(s.create_store("x").id, name=LONE),
-        lambda s: s.update_store(s.create_store("x").id, description="a" + LONE),
-        lambda s: s.create_session([], title=LONE),
-        lambda s: s.create_session([], metadata={"k": LONE}),
-        lambda s: s.create_session([], environment_id=LONE),
-        lambda s: s.create_session([], agent={"type": "agent", "id": LONE}),
-        lambda s: s.create_session([], root="/mnt/" + LONE),
-        lambda s: s.create_session([{"type": "memory_store", "memory_store_id": LONE}]),
-        lambda s: s.create_session([{"type": "memory_store",
-                                     "memory_store_id": s.create_store("x").id,
+        lambda s: s.stores.create(LONE),
+        lambda s: s.stores.create("x", LONE),
+        lambda s: s.stores.create("x", metadata={"k": LONE}),
+        lambda s: s.stores.create("x", metadata={LONE: "v"}),
+        lambda s: s.stores.update(s.stores.create("x").id, metadata={"k": LONE}),
+        lambda s: s.stores.update(s.stores.create("x").id, name=LONE),
+        lambda s: s.stores.update(s.stores.create("x").id, description="a" + LONE),
+        lambda s: s.sessions.create([], title=LONE),
+        lambda s: s.sessions.create([], metadata={"k": LONE}),
+        lambda s: s.sessions.create([], environment_id=LONE),
+        lambda s: s.sessions.create([], agent={"type": "agent", "id": LONE}),
+        lambda s: s.sessions.create([], root="/mnt/" + LONE),
+        lambda s: s.sessions.create([{"type": "memory_store", "memory_store_id": LONE}]),
+        lambda s: s.sessions.create([{"type": "memory_store",
+                                     "memory_store_id": s.stores.create("x").id,
                                      "instructions": LONE}]),
-        lambda s: s.update_session(s.create_session([]).id, title=LONE),
-        lambda s: s.update_session(s.create_session([]).id, metadata={"k": LONE}),
-        lambda s: s.send_events(s.create_session([]).id, [
+        lambda s: s.sessions.update(s.sessions.create([]).id, title=LONE),
+        lambda s: s.sessions.update(s.sessions.create([]).id, metadata={"k": LONE}),
+        lambda s: s.events.send(s.sessions.create([]).id, [
             {"type": "user.message", "content": [{"type": "text", "text": LONE}]}]),
-        lambda s: s.send_events(s.create_session([]).id, [
+        lambda s: s.events.send(s.sessions.create([]).id, [
             {"type": "user.message", "content": [], LONE: 1}]),
-        lambda s: s.add_events(s.create_session([]).id, [{"type": "x" + LONE}]),
-        lambda s: s.add_tool_events(s.create_session([]).id, [
+        lambda s: s.events.add(s.sessions.create([]).id, [{"type": "x" + LONE}]),
+        lambda s: s.events.add_tool_events(s.sessions.create([]).id, [
             {"type": "agent.tool_use", "id": "sevt_1", "processed_at": "2026-01-01T00:00:00Z",
              "input": {"path": LONE}}]),
-        lambda s: s.create_agent(name=LONE, model="m"),
-        lambda s: s.create_agent(name="a", model="m" + LONE),
-        lambda s: s.create_agent(name="a", model="m", system=LONE),
-        lambda s: s.create_agent(name="a", model="m", description=LONE),
-        lambda s: s.create_agent(name="a", model="m", tools=[{"type": "t", "x": [LONE]}]),
-        lambda s: s.create_agent(name="a", model="m", metadata={"k": LONE}),
-        lambda s: s.create_environment(name="e", config={"type": "cloud", "x": LONE}),
-        lambda s: s.create_environment(name="e", description=LONE),
-        lambda s: s.agent_snapshot(LONE),
+        lambda s: s.agents.create(name=LONE, model="m"),
+        lambda s: s.agents.create(name="a", model="m" + LONE),
+        lambda s: s.agents.create(name="a", model="m", system=LONE),
+        lambda s: s.agents.create(name="a", model="m", description=LONE),
+        lambda s: s.agents.create(name="a", model="m", tools=[{"type": "t", "x": [LONE]}]),
+        lambda s: s.agents.create(name="a", model="m", metadata={"k": LONE}),
+        lambda s: s.agents.create_environment(name="e", config={"type": "cloud", "x": LONE}),
+        lambda s: s.agents.create_environment(name="e", description=LONE),
+        lambda s: s.agents.snapshot(LONE),
     ],
 )
 def test_store_refuses_lone_surrogates(store, call):
     with pytest.raises(errors.InvalidRequest):
         call(store)
     # nothing unreadable was committed: every listing still serializes
-    for page in (store.list_stores(include_archived=True), store.list_sessions()):
+    for page in (store.stores.list(include_archived=True), store.sessions.list()):
         json.dumps(page.to_dict(), ensure_ascii=False).encode()
-    for session in store.list_sessions().data:
-        json.dumps(store.list_events(session.id, limit=1000).to_dict(),
+    for session in store.sessions.list().data:
+        json.dumps(store.events.list(session.id, limit=1000).to_dict(),
                    ensure_ascii=False).encode()
 
 
@@ -140,16 +140,16 @@ FORGED_KEYS = [
 
 
 def _listings(store):
-    sid = store.create_store("s").id
-    sess = store.create_session([]).id
+    sid = store.stores.create("s").id
+    sess = store.sessions.create([]).id
     return [
-        ("stores", ["stores", False, []], lambda page: store.list_stores(page=page)),
-        ("memories", [sid, "/", 0], lambda page: store.list_memories(sid, page=page)),
-        ("versions", ["versions", [sid]], lambda page: store.list_versions(sid, page=page)),
-        ("sessions", ["sessions", "desc", []], lambda page: store.list_sessions(page=page)),
-        ("events", ["events", "asc", [sess]], lambda page: store.list_events(sess, page=page)),
+        ("stores", ["stores", False, []], lambda page: store.stores.list(page=page)),
+        ("memories", [sid, "/", 0], lambda page: store.memories.list(sid, page=page)),
+        ("versions", ["versions", [sid]], lambda page: store.versions.list(sid, page=page)),
+        ("sessions", ["sessions", "desc", []], lambda page: store.sessions.list(page=page)),
+        ("events", ["events", "asc", [sess]], lambda page: store.events.list(sess, page=page)),
         ("resources", [sess],
-         lambda page: store.list_session_resources(sess, page=page, limit=1)),
+         lambda page: store.sessions.list_resources(sess, page=page, limit=1)),
     ]
 
 
@@ -210,7 +210,7 @@ def test_head_answers_like_get_without_a_body(client):
 
 
 async def test_head_on_a_stream_does_not_stream(store):
-    sess = store.create_session([]).id
+    sess = store.sessions.create([]).id
     transport = httpx.ASGITransport(app=create_app(store, [KEY]))
     async with httpx.AsyncClient(transport=transport, base_url="http://t",
                                  headers={"x-api-key": KEY}) as c:
@@ -337,7 +337,7 @@ def test_no_query_parameter_of_any_route_takes_bad_utf8(client, store, raw):
     """A lone surrogate's bytes (CESU-8), a byte that is never UTF-8, a cut or overlong
     sequence, in any declared string parameter of a GET route: a 400 naming it (the
     parameter was read with U+FFFD in place of its bytes), never a 500."""
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     ids = {"memory_store_id": sid, "memory_id": "mem_x", "memory_version_id": "memver_x",
            "session_id": "sesn_x", "resource_id": "x", "agent_id": "agent_x",
            "environment_id": "env_x", "dream_id": "dream_x"}
@@ -366,14 +366,14 @@ def test_no_query_parameter_of_any_route_takes_bad_utf8(client, store, raw):
 
 
 def test_search_questions_with_nul_are_refused_on_the_store(store):
-    sid = store.create_store("s").id
-    store.create_memory(sid, "/a.md", "pager duty", actor=None)
-    store.use_embeddings("none")
+    sid = store.stores.create("s").id
+    store.memories.create(sid, "/a.md", "pager duty", actor=None)
+    store.search.use_embeddings("none")
     for kw in ({"query": "pa\x00ger"}, {"query": "pager", "path_prefix": "/a\x00"},
                {"query": LONE}, {"query": "pager", "path_prefix": "/" + LONE}):
         with pytest.raises(errors.InvalidRequest):
-            store.search(sid, **kw)
-    assert [h.path for h in store.search(sid, "pager").hits] == ["/a.md"]
+            store.search.in_store(sid, **kw)
+    assert [h.path for h in store.search.in_store(sid, "pager").hits] == ["/a.md"]
 
 
 # -- idle event streams --------------------------------------------------------------------------
@@ -384,11 +384,11 @@ async def test_idle_event_streams_share_one_poller(store):
     stream; an event written straight to the store (as the CLI or a mount does) still
     arrives, and a deleted session still ends its stream."""
     hub = api.EventHub(store, interval=0.05)
-    sessions = [store.create_session([]).id for _ in range(100)]
+    sessions = [store.sessions.create([]).id for _ in range(100)]
     frames: dict[str, list[bytes]] = {sid: [] for sid in sessions}
 
     async def follow(sid):
-        async for frame in hub.stream(sid, store.last_event_seq(sid)):
+        async for frame in hub.stream(sid, store.events.last_seq(sid)):
             frames[sid].append(frame)
 
     with trio.fail_after(10):
@@ -397,9 +397,9 @@ async def test_idle_event_streams_share_one_poller(store):
                 nursery.start_soon(follow, sid)
             await trio.sleep(1.0)  # the point: how many polls in a second of 100 idle streams
             assert hub.polls <= 1.0 / 0.05 + 5, hub.polls
-            store.send_events(sessions[7], [{"type": "user.message", "content": []}])
+            store.events.send(sessions[7], [{"type": "user.message", "content": []}])
             for sid in sessions:
-                store.delete_session(sid)
+                store.sessions.delete(sid)
     assert [f.split(b"\n")[0] for f in frames[sessions[7]]] == [
         b"event: ping", b"event: user.message", b"event: session.deleted"]
     assert all(f[-1].startswith(b"event: session.deleted") for f in frames.values())
@@ -408,11 +408,11 @@ async def test_idle_event_streams_share_one_poller(store):
 
 async def test_event_streams_keep_polling_when_the_poller_leaves(store):
     hub = api.EventHub(store, interval=0.05)
-    first, second = store.create_session([]).id, store.create_session([]).id
+    first, second = store.sessions.create([]).id, store.sessions.create([]).id
     got: list[bytes] = []
 
     async def follow(sid, into):
-        async for frame in hub.stream(sid, store.last_event_seq(sid)):
+        async for frame in hub.stream(sid, store.events.last_seq(sid)):
             into.append(frame)
 
     with trio.fail_after(10):
@@ -425,8 +425,8 @@ async def test_event_streams_keep_polling_when_the_poller_leaves(store):
                 leaving.cancel_scope.cancel()
             polls = hub.polls
             await async_wait_until(lambda: hub.polls > polls, 2)  # the second one took over
-            store.send_events(second, [{"type": "user.message", "content": []}])
-            store.delete_session(second)
+            store.events.send(second, [{"type": "user.message", "content": []}])
+            store.sessions.delete(second)
     assert [f.split(b"\n")[0] for f in got] == [
         b"event: ping", b"event: user.message", b"event: session.deleted"]
 
@@ -440,22 +440,22 @@ def _tool_pair_with(text):
 def test_path_operations_refuse_lone_surrogates_in_their_events(store, op):
     """The events of a path operation are checked for UTF-8 as they are encoded, inside its
     transaction: a bad one refuses the operation and nothing of it is written."""
-    sid = store.create_store("s").id
-    store.write_path(sid, "/d/a.md", "one", actor=None)
-    before = store.list_versions(sid).data
+    sid = store.stores.create("s").id
+    store.memories.write_path(sid, "/d/a.md", "one", actor=None)
+    before = store.versions.list(sid).data
     calls = {
-        "write": lambda ev: store.write_path(sid, "/d/a.md", "two", actor=None, events=ev),
-        "delete": lambda ev: store.delete_path(sid, "/d/a.md", actor=None, events=ev),
-        "rename": lambda ev: store.rename_path(sid, "/d/a.md", "/d/b.md", actor=None,
+        "write": lambda ev: store.memories.write_path(sid, "/d/a.md", "two", actor=None, events=ev),
+        "delete": lambda ev: store.memories.delete_path(sid, "/d/a.md", actor=None, events=ev),
+        "rename": lambda ev: store.memories.rename_path(sid, "/d/a.md", "/d/b.md", actor=None,
                                                events=ev),
-        "rename_prefix": lambda ev: store.rename_prefix(sid, "/d/", "/e/", actor=None,
+        "rename_prefix": lambda ev: store.memories.rename_prefix(sid, "/d/", "/e/", actor=None,
                                                         events=ev),
     }
     with pytest.raises(errors.InvalidRequest, match="event"):
         calls[op](_tool_pair_with("bad " + LONE))
-    assert [m.path for m in store.tree(sid)] == ["/d/a.md"]
-    assert store.get_memory_by_path(sid, "/d/a.md").content == "one"
-    assert len(store.list_versions(sid).data) == len(before)
+    assert [m.path for m in store.memories.tree(sid)] == ["/d/a.md"]
+    assert store.memories.get_by_path(sid, "/d/a.md").content == "one"
+    assert len(store.versions.list(sid).data) == len(before)
     # And a good pair (non-ASCII included) is stored as given.
     calls[op](_tool_pair_with("schrieb 3 Bytes – ok"))
 
@@ -466,7 +466,7 @@ def test_integers_of_the_query_and_last_event_id_are_ascii_and_64_bit(client, st
     """A Unicode digit (``int('١٢')`` is 12), 5,000 digits (``int()`` raises past 4,300) or
     more than 64 bits (the database's integers) is 400 wherever a client sends an integer
     (issue 19)."""
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     for url in (f"/v1/memory_stores/{sid}/changes?after=", "/v1/memory_stores?limit=",
                 f"/v1/memory_stores/{sid}/memories?depth=", "/v1/agents/agent_x?version=",
                 f"/v1/memory_stores/{sid}/memfs/search?query=x&limit=",

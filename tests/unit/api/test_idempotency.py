@@ -29,51 +29,52 @@ def http(store):
 
 
 def _versions(store: Store, sid: str) -> int:
-    return len(store.list_versions(sid, limit=100).data)
+    return len(store.versions.list(sid, limit=100).data)
 
 
 def test_the_same_key_twice_is_applied_once_with_the_same_answer(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     url = f"/v1/memory_stores/{sid}/memfs/write"
     first = http.post(url, headers={IDEM: "k1"}, json={"path": "/a.md", "content": "one"})
     assert first.status_code == 200, first.text
     # Another writer changes it; the first request sent again must not put "one" back.
-    store.write_path(sid, "/a.md", "two", actor=None)
+    store.memories.write_path(sid, "/a.md", "two", actor=None)
     again = http.post(url, headers={IDEM: "k1"}, json={"path": "/a.md", "content": "one"})
     assert again.status_code == 200 and again.json() == first.json()
-    assert store.get_memory_by_path(sid, "/a.md").content == "two"
+    assert store.memories.get_by_path(sid, "/a.md").content == "two"
     assert _versions(store, sid) == 2
     # A new key is a new write.
     r = http.post(url, headers={IDEM: "k2"}, json={"path": "/a.md", "content": "one"})
-    assert r.status_code == 200 and store.get_memory_by_path(sid, "/a.md").content == "one"
+    assert r.status_code == 200 and store.memories.get_by_path(sid, "/a.md").content == "one"
 
 
 def test_the_same_key_with_another_request_is_refused(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     url = f"/v1/memory_stores/{sid}/memfs/write"
     assert http.post(url, headers={IDEM: "k"}, json={"path": "/a.md", "content": "1"}).is_success
     r = http.post(url, headers={IDEM: "k"}, json={"path": "/a.md", "content": "2"})
     assert r.status_code == 400 and "Idempotency-Key" in r.json()["error"]["message"]
-    assert store.get_memory_by_path(sid, "/a.md").content == "1"
+    assert store.memories.get_by_path(sid, "/a.md").content == "1"
 
 
 def test_a_refusal_is_recorded_and_answered_again(http, store):
-    sid = store.create_store("n").id
-    taken = store.create_memory(sid, "/a.md", "x", actor=None)
+    sid = store.stores.create("n").id
+    taken = store.memories.create(sid, "/a.md", "x", actor=None)
     url = f"/v1/memory_stores/{sid}/memories"
     body = {"path": "/a.md", "content": "mine"}
     first = http.post(url, headers={IDEM: "c1"}, json=body)
     assert first.status_code == 409, first.text
-    store.delete_memory(sid, taken.id, actor=None)  # the path is free now, but the answer was given
+    store.memories.delete(sid, taken.id,
+                          actor=None)  # the path is free now, but the answer was given
     again = http.post(url, headers={IDEM: "c1"}, json=body)
     assert again.status_code == 409 and again.json()["error"] == first.json()["error"]
-    assert store.count_memories(sid) == 0
+    assert store.memories.count(sid) == 0
 
 
 def test_every_write_route_replays(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     base = f"/v1/memory_stores/{sid}"
-    mid = store.create_memory(sid, "/d/a.md", "a", actor=None).id
+    mid = store.memories.create(sid, "/d/a.md", "a", actor=None).id
     calls = [
         ("post", f"{base}/memories/{mid}", {"content": "b"}),
         ("post", f"{base}/memfs/rename", {"old_path": "/d/a.md", "new_path": "/d/b.md"}),
@@ -87,49 +88,49 @@ def test_every_write_route_replays(http, store):
         again = getattr(http, method)(url, headers={IDEM: f"r{i}"}, json=body)
         assert again.status_code == first.status_code and again.json() == first.json(), url
         assert _versions(store, sid) == n, url
-    store.write_path(sid, "/x.md", "x", actor=None)
-    x = store.get_memory_by_path(sid, "/x.md").id
+    store.memories.write_path(sid, "/x.md", "x", actor=None)
+    x = store.memories.get_by_path(sid, "/x.md").id
     for _ in range(2):
         r = http.delete(f"{base}/memories/{x}", headers={IDEM: "del"})
         assert r.status_code == 200 and r.json() == {"id": x, "type": "memory_deleted"}
 
 
 def test_a_write_past_its_deadline_is_refused_and_not_written(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     url = f"/v1/memory_stores/{sid}/memfs/write"
     late = {IDEM: "late", DEADLINE: f"{time.time() - 0.5:.3f}"}
     r = http.post(url, headers=late, json={"path": "/a.md", "content": "x"})
     assert r.status_code == 408, r.text
     assert r.json()["error"]["details"]["error_code"] == "deadline_passed"
-    assert store.count_memories(sid) == 0 and _versions(store, sid) == 0
+    assert store.memories.count(sid) == 0 and _versions(store, sid) == 0
     r = http.post(url, headers=late, json={"path": "/a.md", "content": "x"})
-    assert r.status_code == 408 and store.count_memories(sid) == 0
+    assert r.status_code == 408 and store.memories.count(sid) == 0
     # Without a key too; and in time, it is written.
     r = http.post(url, headers={DEADLINE: f"{time.time() - 0.5:.3f}"},
                   json={"path": "/a.md", "content": "x"})
-    assert r.status_code == 408 and store.count_memories(sid) == 0
+    assert r.status_code == 408 and store.memories.count(sid) == 0
     r = http.post(url, headers={DEADLINE: f"{time.time() + 30:.3f}"},
                   json={"path": "/a.md", "content": "x"})
-    assert r.status_code == 200 and store.count_memories(sid) == 1
+    assert r.status_code == 200 and store.memories.count(sid) == 1
 
 
 def test_a_bad_deadline_or_key_is_a_400(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     url = f"/v1/memory_stores/{sid}/memfs/write"
     for headers in ({DEADLINE: "soon"}, {DEADLINE: "nan"}, {IDEM: "k" * 256}):
         r = http.post(url, headers=headers, json={"path": "/a.md", "content": "x"})
         assert r.status_code == 400, (headers, r.text)
-    assert store.count_memories(sid) == 0
+    assert store.memories.count(sid) == 0
 
 
 def test_old_keys_are_forgotten(http, store, monkeypatch):
     from memfs.store import idempotency
 
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     url = f"/v1/memory_stores/{sid}/memfs/write"
     assert http.post(url, headers={IDEM: "old"}, json={"path": "/a.md", "content": "1"}).is_success
     monkeypatch.setattr(idempotency, "KEEP_KEYS", idempotency.timedelta(0))
     assert http.post(url, headers={IDEM: "new"}, json={"path": "/b.md", "content": "1"}).is_success
-    with store._read() as c:
+    with store.read() as c:
         keys = [r[0] for r in c.execute("SELECT key FROM idempotency_keys").fetchall()]
     assert keys == ["new"]

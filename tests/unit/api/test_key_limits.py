@@ -38,7 +38,7 @@ class Clock:
 
 
 def _key(store: Store, name: str) -> str:
-    made = store.create_key(name, workspace="team-a", role="read_write")
+    made = store.keys.create(name, workspace="team-a", role="read_write")
     assert made.key is not None
     return made.key
 
@@ -69,7 +69,7 @@ def test_a_key_over_its_rate_is_refused_while_another_is_served(store: Store) ->
         clock.now += 1.0
         assert make(busy, "again").status_code == 200
         assert make(busy, "and refused").status_code == 429
-    names = {s.name for s in store.list_stores(workspace="team-a", limit=100).data}
+    names = {s.name for s in store.stores.list(workspace="team-a", limit=100).data}
     assert names == {"b0", "b1", "b2", "calm", "again"}
 
 
@@ -131,5 +131,5 @@ async def test_a_key_with_too_many_unfinished_uploads_is_refused_while_another_u
         nursery.cancel_scope.cancel()
     assert uploads.statistics() == {"active": 0, "clients": 0, "keys": 0}
     assert (await upload(slow, "later"))[0] == 200
-    names = {s.name for s in store.list_stores(workspace="team-a").data}
+    names = {s.name for s in store.stores.list(workspace="team-a").data}
     assert names == {"served", "later"}

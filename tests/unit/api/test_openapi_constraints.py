@@ -56,11 +56,11 @@ for _f in ("old_path", "new_path"):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: Any):
     store = Store(str(tmp_path_factory.mktemp("openapi") / "memfs.db"))
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY}) as c:
         mid = c.post(f"/v1/memory_stores/{sid}/memories",
                      json={"path": "/keep.md", "content": "k"}).json()["id"]
-        vid = store.list_versions(sid).data[0].id
+        vid = store.versions.list(sid).data[0].id
         agent = c.post("/v1/agents", json={"name": "a", "model": "m"}).json()["id"]
         environment = c.post("/v1/environments", json={"name": "e"}).json()["id"]
         session = c.post("/v1/sessions", json={

@@ -34,7 +34,7 @@ def http(store):
 
 
 def _session(store: Store, store_id: str, access: str = "read_write") -> str:
-    s = store.create_session([{"type": "memory_store", "memory_store_id": store_id,
+    s = store.sessions.create([{"type": "memory_store", "memory_store_id": store_id,
                                "access": access}])
     return s.id
 
@@ -53,7 +53,7 @@ def _tool_pair(use_id: str = "sevt_use1", result_id: str = "sevt_res1") -> list[
 
 
 def test_writes_acting_as_a_session_are_session_actor(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     sess = _session(store, sid)
     h = {SESSION_HEADER: sess}
     r = http.post(f"/v1/memory_stores/{sid}/memfs/write", headers=h,
@@ -65,7 +65,7 @@ def test_writes_acting_as_a_session_are_session_actor(http, store):
     assert r.status_code == 200, r.text
     r = http.post(f"/v1/memory_stores/{sid}/memories", json={"path": "/b.md", "content": "b"})
     assert r.status_code == 200
-    versions = store.list_versions(sid, limit=10).data
+    versions = store.versions.list(sid, limit=10).data
     by_path = {(v.path, v.operation): v.created_by for v in versions}
     assert by_path[("/a.md", "created")] == Actor.session(sess)
     assert by_path[("/a.md", "modified")] == Actor.session(sess)
@@ -74,13 +74,13 @@ def test_writes_acting_as_a_session_are_session_actor(http, store):
 
 @pytest.mark.parametrize("why", ["read_only", "terminated", "not_attached"])
 def test_a_session_that_may_not_write_gets_read_only(http, store, why):
-    sid = store.create_store("n").id
-    other = store.create_store("other").id
+    sid = store.stores.create("n").id
+    other = store.stores.create("other").id
     sess = _session(store, other if why == "not_attached" else sid,
                     "read_only" if why == "read_only" else "read_write")
     if why == "terminated":
-        store.set_session_status(sess, "terminated")
-    m = store.create_memory(sid, "/keep.md", "k", actor=None)
+        store.sessions.set_status(sess, "terminated")
+    m = store.memories.create(sid, "/keep.md", "k", actor=None)
     h = {SESSION_HEADER: sess}
     calls = [
         ("post", f"/v1/memory_stores/{sid}/memfs/write", {"path": "/a.md", "content": "x"}),
@@ -98,19 +98,19 @@ def test_a_session_that_may_not_write_gets_read_only(http, store, why):
         assert r.status_code == 403, (url, r.text)
         err = r.json()["error"]
         assert err["type"] == "permission_error" and err["details"]["error_code"] == "read_only"
-    assert [x.path for x in store.tree(sid)] == ["/keep.md"]
-    assert len(store.list_versions(sid).data) == 1
+    assert [x.path for x in store.memories.tree(sid)] == ["/keep.md"]
+    assert len(store.versions.list(sid).data) == 1
 
 
 def test_unknown_session_is_404(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     r = http.post(f"/v1/memory_stores/{sid}/memfs/write", headers={SESSION_HEADER: "sesn_x"},
                   json={"path": "/a.md", "content": "x"})
     assert r.status_code == 404
 
 
 def test_tool_events_only_from_a_mount_acting_as_that_session(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     sess = _session(store, sid, "read_only")  # events are not writes: read_only may log
     other = _session(store, sid)
     url = f"/v1/sessions/{sess}/events"
@@ -130,7 +130,7 @@ def test_tool_events_only_from_a_mount_acting_as_that_session(http, store):
     listed = http.get(url, params={"types[]": ["agent.tool_use", "agent.tool_result"]}).json()
     assert [e["id"] for e in listed["data"]] == ["sevt_use1", "sevt_res1"]
     # a store not attached to the session is refused
-    elsewhere = store.create_store("elsewhere").id
+    elsewhere = store.stores.create("elsewhere").id
     r = http.post(url, headers={SESSION_HEADER: sess},
                   json={"events": _tool_pair("sevt_u2", "sevt_r2"), "memory_store_id": elsewhere})
     assert r.status_code == 403
@@ -150,33 +150,33 @@ def test_limits_tree_stats_and_one_transaction_renames(http, store):
     lim = http.get("/v1/memfs/limits").json()
     assert lim["max_memories"] == store.limits.max_memories
     assert lim["max_content_bytes"] == 102_400
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     for p in ("/d/1.md", "/d/2.md", "/x.md"):
-        store.create_memory(sid, p, p, actor=None)
+        store.memories.create(sid, p, p, actor=None)
     tree = http.get(f"/v1/memory_stores/{sid}/memfs/tree").json()
     assert [m["path"] for m in tree["data"]] == ["/d/1.md", "/d/2.md", "/x.md"]
     assert all(m["content"] is None for m in tree["data"])
-    assert tree["last_seq"] == store.last_change(sid)
+    assert tree["last_seq"] == store.feed.last(sid)
     assert http.get(f"/v1/memory_stores/{sid}/memfs/stats").json() == {
-        "memory_count": 3, "last_seq": store.last_change(sid)}
+        "memory_count": 3, "last_seq": store.feed.last(sid)}
     r = http.post(f"/v1/memory_stores/{sid}/memfs/rename_prefix",
                   json={"old_prefix": "/d/", "new_prefix": "/e/"})
     assert [m["path"] for m in r.json()["data"]] == ["/e/1.md", "/e/2.md"]
-    moved = [v for v in store.list_versions(sid, operation="modified").data]
+    moved = [v for v in store.versions.list(sid, operation="modified").data]
     assert len({v.created_at for v in moved}) == 1  # one transaction
-    victim = store.get_memory_by_path(sid, "/x.md")
+    victim = store.memories.get_by_path(sid, "/x.md")
     r = http.post(f"/v1/memory_stores/{sid}/memfs/rename",
                   json={"old_path": "/e/1.md", "new_path": "/x.md", "replace": False})
     assert r.status_code == 409 and r.json()["error"]["type"] == "memory_path_conflict_error"
-    source = store.get_memory_by_path(sid, "/e/1.md")
+    source = store.memories.get_by_path(sid, "/e/1.md")
     r = http.post(f"/v1/memory_stores/{sid}/memfs/rename",
                   json={"old_path": "/e/1.md", "new_path": "/x.md"})
     # /x.md keeps its memory and takes the content; the renamed memory is deleted
     assert r.status_code == 200, r.text
     assert (r.json()["id"], r.json()["path"], r.json()["content"]) == (
         victim.id, "/x.md", "/d/1.md")
-    deleted = store.list_versions(sid, memory_id=source.id, operation="deleted").data
-    assert len(deleted) == 1 and deleted[0].created_at == store.get_memory_by_path(
+    deleted = store.versions.list(sid, memory_id=source.id, operation="deleted").data
+    assert len(deleted) == 1 and deleted[0].created_at == store.memories.get_by_path(
         sid, "/x.md").updated_at  # the source went in the rename's transaction
     r = http.post(f"/v1/memory_stores/{sid}/memfs/write",
                   json={"path": "/big.md", "content": "x" * 102_401})
@@ -184,9 +184,9 @@ def test_limits_tree_stats_and_one_transaction_renames(http, store):
 
 
 def test_rename_prefix_never_merges_directories(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     for p in ("/a/one.md", "/b/two.md", "/f.md"):
-        store.create_memory(sid, p, p, actor=None)
+        store.memories.create(sid, p, p, actor=None)
     url = f"/v1/memory_stores/{sid}/memfs/rename_prefix"
     r = http.post(url, json={"old_prefix": "/a/", "new_prefix": "/b/"})
     assert r.status_code == 409, r.text
@@ -197,29 +197,29 @@ def test_rename_prefix_never_merges_directories(http, store):
     r = http.post(url, json={"old_prefix": "/a/", "new_prefix": "/f.md/"})
     assert r.status_code == 409
     assert r.json()["error"]["details"]["error_code"] == "not_a_directory"
-    assert [m.path for m in store.tree(sid)] == ["/a/one.md", "/b/two.md", "/f.md"]
+    assert [m.path for m in store.memories.tree(sid)] == ["/a/one.md", "/b/two.md", "/f.md"]
     # the client raises the exact classes again (a remote mount maps them to errno)
     c = Client("http://memfs", KEY, transport=through(http))
     with pytest.raises(errors.DirectoryNotEmpty) as e:
-        c.rename_prefix(sid, "/a/", "/b/")
+        c.memories.rename_prefix(sid, "/a/", "/b/")
     assert e.value.conflicting_path == "/b/two.md"
     with pytest.raises(errors.NotADirectory):
-        c.rename_prefix(sid, "/a/", "/f.md/")
+        c.memories.rename_prefix(sid, "/a/", "/f.md/")
     with pytest.raises(errors.PathConflict) as pc:
-        c.rename_path(sid, "/a/one.md", "/f.md", replace=False)
+        c.memories.rename_path(sid, "/a/one.md", "/f.md", replace=False)
     assert type(pc.value) is errors.PathConflict
 
 
 def test_resolve_store_is_the_stores_rule(http, store):
     url = "/v1/memfs/resolve_store"
-    old = store.create_store("notes")
-    new = store.create_store("notes")
+    old = store.stores.create("notes")
+    new = store.stores.create("notes")
     assert http.get(url, params={"ref": old.id}).json()["id"] == old.id
     r = http.get(url, params={"ref": "notes"})
     assert r.status_code == 400 and "use an id" in r.json()["error"]["message"]
-    store.archive_store(new.id)
+    store.stores.archive(new.id)
     assert http.get(url, params={"ref": "notes"}).json()["id"] == old.id  # live wins
-    store.archive_store(old.id)
+    store.stores.archive(old.id)
     assert http.get(url, params={"ref": "notes"}).json()["id"] == new.id  # then the newest
     assert http.get(url, params={"ref": "nothing"}).status_code == 404
     assert http.get(url).status_code == 400
@@ -229,19 +229,19 @@ def test_the_limit_reaches_the_client(store, tmp_path):
     small = Store(store.path, limits=Limits(max_memories=2))
     try:
         with TestClient(create_app(small, [KEY])) as tc:
-            sid = small.create_store("n").id
+            sid = small.stores.create("n").id
             c = Client("http://memfs", KEY, transport=through(tc))
-            c.write_path(sid, "/1", "")
-            c.check_can_create(sid)
-            c.write_path(sid, "/2", "")
+            c.memories.write_path(sid, "/1", "")
+            c.memories.check_can_create(sid)
+            c.memories.write_path(sid, "/2", "")
             with pytest.raises(errors.LimitExceeded):
-                c.check_can_create(sid)
+                c.memories.check_can_create(sid)
             with pytest.raises(errors.LimitExceeded):
-                c.write_path(sid, "/3", "")
-            c.write_path(sid, "/2", "still editable")
+                c.memories.write_path(sid, "/3", "")
+            c.memories.write_path(sid, "/2", "still editable")
             assert c.get_limits()["max_memories"] == 2
-            assert c.count_memories(sid) == 2 and c.last_change(sid) == small.last_change(sid)
-            assert [ch.op for ch in c.changes_since(sid, 0)] == ["put", "put", "put"]
+            assert c.memories.count(sid) == 2 and c.feed.last(sid) == small.feed.last(sid)
+            assert [ch.op for ch in c.feed.since(sid, 0)] == ["put", "put", "put"]
     finally:
         small.close()
 
@@ -250,13 +250,13 @@ def test_the_limit_reaches_the_client(store, tmp_path):
 
 
 def test_changes_list_carries_memories_and_resets(http, store):
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     r = http.get(f"/v1/memory_stores/{sid}/changes")
     assert r.json() == {"data": [], "last_seq": 0, "reset": False}
-    a = store.create_memory(sid, "/a.md", "a", actor=None)
-    store.rename_path(sid, "/a.md", "/b.md", actor=None)
-    b = store.create_memory(sid, "/c.md", "c", actor=None)
-    store.delete_memory(sid, b.id, actor=None)
+    a = store.memories.create(sid, "/a.md", "a", actor=None)
+    store.memories.rename_path(sid, "/a.md", "/b.md", actor=None)
+    b = store.memories.create(sid, "/c.md", "c", actor=None)
+    store.memories.delete(sid, b.id, actor=None)
     feed = http.get(f"/v1/memory_stores/{sid}/changes", params={"after": 0}).json()
     ops = [(c["op"], c["path"], c["old_path"]) for c in feed["data"]]
     assert ops == [("put", "/a.md", None), ("put", "/b.md", "/a.md"), ("put", "/c.md", None),
@@ -275,7 +275,7 @@ def test_changes_list_carries_memories_and_resets(http, store):
     assert http.get("/v1/memory_stores/memstore_nope/changes/stream").status_code == 404
     assert http.get(f"/v1/memory_stores/{sid}/changes", params={"after": -1}).status_code == 400
     # a deleted store still says so on its feed
-    store.delete_store(sid)
+    store.stores.delete(sid)
     gone = http.get(f"/v1/memory_stores/{sid}/changes", params={"after": 0}).json()
     assert [c["op"] for c in gone["data"]] == ["store"]
 
@@ -285,11 +285,11 @@ def _pruned_feed(store: Store) -> tuple[str, list[int]]:
     from datetime import UTC, datetime, timedelta
 
     store.feed_keep = 2
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     for i in range(5):
-        store.write_path(sid, "/a.md", str(i), actor=None)
-    seqs = [c.seq for c in store.changes_since(sid, 0)]
-    store.prune_versions(now=datetime.now(UTC) + timedelta(days=2))
+        store.memories.write_path(sid, "/a.md", str(i), actor=None)
+    seqs = [c.seq for c in store.feed.since(sid, 0)]
+    store.versions.prune(now=datetime.now(UTC) + timedelta(days=2))
     return sid, seqs
 
 
@@ -303,10 +303,10 @@ def test_changes_reset_a_follower_whose_changes_were_pruned(http, store):
     assert [c["seq"] for c in kept["data"]] == seqs[3:] and kept["reset"] is False
     c = Client("http://memfs", KEY, transport=through(http))
     with pytest.raises(errors.FeedGap):
-        c.changes_since(sid, seqs[0])
+        c.feed.since(sid, seqs[0])
     with pytest.raises(errors.FeedGap):  # a position the server never had: reload too
-        c.changes_since(sid, 10**9)
-    assert [ch.seq for ch in c.changes_since(sid, seqs[2])] == seqs[3:]
+        c.feed.since(sid, 10**9)
+    assert [ch.seq for ch in c.feed.since(sid, seqs[2])] == seqs[3:]
 
 
 async def test_hub_resets_a_subscriber_whose_changes_were_pruned(store):
@@ -317,7 +317,7 @@ async def test_hub_resets_a_subscriber_whose_changes_were_pruned(store):
     assert [n for n, _ in frames] == ["ping", "memfs.reset"]
     assert frames[1][1]["last_seq"] == seqs[-1]
     # then it goes on from there
-    await trio.to_thread.run_sync(lambda: store.write_path(sid, "/b.md", "b", actor=None))
+    await trio.to_thread.run_sync(lambda: store.memories.write_path(sid, "/b.md", "b", actor=None))
     with trio.fail_after(5):
         (name, data), = _frames(await stream.__anext__())
     assert name == "memfs.change" and data["path"] == "/b.md"
@@ -351,8 +351,8 @@ async def test_hub_one_poller_for_many_subscribers(store):
     """Two subscribers of one store share one poller: both see every change, in order, and
     the database is polled about once per interval, not once per subscriber."""
     hub = ChangeHub(store, interval=0.02, ping=60)
-    sid = store.create_store("n").id
-    last = store.last_change(sid)
+    sid = store.stores.create("n").id
+    last = store.feed.last(sid)
     streams = [hub.stream(sid, last, last) for _ in range(2)]
     seen: list[list[tuple[str, dict]]] = [[], []]
 
@@ -370,7 +370,7 @@ async def test_hub_one_poller_for_many_subscribers(store):
         assert hub.statistics()["subscribers"] == 2
         for i in range(5):
             await trio.to_thread.run_sync(
-                lambda i=i: store.create_memory(sid, f"/m{i}.md", "x", actor=None))
+                lambda i=i: store.memories.create(sid, f"/m{i}.md", "x", actor=None))
             await trio.sleep(0.01)  # the point: changes a moment apart, each one its own
     elapsed = trio.current_time() - started
     for s in seen:
@@ -387,9 +387,9 @@ async def test_hub_one_poller_for_many_subscribers(store):
 
 async def test_hub_resets_an_unknown_position_and_replays_from_an_old_one(store):
     hub = ChangeHub(store, interval=0.01, ping=60)
-    sid = store.create_store("n").id
-    store.create_memory(sid, "/a.md", "a", actor=None)
-    last = store.last_change(sid)
+    sid = store.stores.create("n").id
+    store.memories.create(sid, "/a.md", "a", actor=None)
+    last = store.feed.last(sid)
     stream = hub.stream(sid, last + 100, last)
     names = [n for n, _ in _frames(await stream.__anext__())]
     names += [n for n, _ in _frames(await stream.__anext__())]
@@ -409,7 +409,7 @@ async def test_hub_resets_an_unknown_position_and_replays_from_an_old_one(store)
 def _ops(store: Store):
     from memfs.fuse.ops import Operations
 
-    sid = store.create_store("fs").id
+    sid = store.stores.create("fs").id
     ops = Operations(store, sid, actor=Actor.user("u"))
     ops.load()
     return ops, sid
@@ -423,15 +423,15 @@ class _Ctx:
 
 async def test_changes_with_known_memories_need_no_store_reads(store):
     ops, sid = _ops(store)
-    m = store.create_memory(sid, "/a/b.md", "x", actor=None)
-    changes = store.changes_since(sid, ops.seq)
+    m = store.memories.create(sid, "/a/b.md", "x", actor=None)
+    changes = store.feed.since(sid, ops.seq)
     reads = []
-    original = store.get_memory
-    store.get_memory = lambda *a, **k: reads.append(a) or original(*a, **k)  # type: ignore
+    original = store.memories.get
+    store.memories.get = lambda *a, **k: reads.append(a) or original(*a, **k)  # type: ignore
     try:
-        ops.feed.apply_changes(changes, {m.id: store.tree(sid)[0]})
+        ops.feed.apply_changes(changes, {m.id: store.memories.tree(sid)[0]})
     finally:
-        store.get_memory = original  # type: ignore
+        store.memories.get = original  # type: ignore
     assert reads == []
     a = await ops.lookup(1, b"a", _Ctx())
     assert (await ops.lookup(a.st_ino, b"b.md", _Ctx())).st_size == 1
@@ -439,15 +439,15 @@ async def test_changes_with_known_memories_need_no_store_reads(store):
 
 async def test_reload_replaces_the_tree_and_keeps_inodes(store):
     ops, sid = _ops(store)
-    keep = store.create_memory(sid, "/keep.md", "k", actor=None)
-    gone = store.create_memory(sid, "/d/gone.md", "g", actor=None)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    keep = store.memories.create(sid, "/keep.md", "k", actor=None)
+    gone = store.memories.create(sid, "/d/gone.md", "g", actor=None)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     ino = (await ops.lookup(1, b"keep.md", _Ctx())).st_ino
-    store.delete_memory(sid, gone.id, actor=None)
-    store.update_memory(sid, keep.id, content="kept, changed", actor=None)
-    store.create_memory(sid, "/new.md", "n", actor=None)
+    store.memories.delete(sid, gone.id, actor=None)
+    store.memories.update(sid, keep.id, content="kept, changed", actor=None)
+    store.memories.create(sid, "/new.md", "n", actor=None)
     ops.stale_entries.clear()
-    await ops.feed.reload(store.tree(sid), 12345, archived=False)
+    await ops.feed.reload(store.memories.tree(sid), 12345, archived=False)
     assert ops.seq == 12345
     assert sorted(ops.root.children or {}) == ["keep.md", "new.md"]
     again = await ops.lookup(1, b"keep.md", _Ctx())
@@ -460,13 +460,13 @@ async def test_a_file_moved_elsewhere_after_the_kernel_forgot_it_still_opens(sto
     """Regression: a rename made elsewhere of a file the kernel had forgotten (lookup count
     0) left a node in the tree that open() did not know (ENOENT)."""
     ops, sid = _ops(store)
-    m = store.create_memory(sid, "/lat/1.md", "v1", actor=None)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    m = store.memories.create(sid, "/lat/1.md", "v1", actor=None)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     lat = await ops.lookup(1, b"lat", _Ctx())
     entry = await ops.lookup(lat.st_ino, b"1.md", _Ctx())
     await ops.forget([(entry.st_ino, 1)])
-    store.update_memory(sid, m.id, path="/moved/1.md", actor=None)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.update(sid, m.id, path="/moved/1.md", actor=None)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     moved = await ops.lookup(1, b"moved", _Ctx())
     again = await ops.lookup(moved.st_ino, b"1.md", _Ctx())
     assert again.st_ino == entry.st_ino
@@ -478,7 +478,7 @@ async def test_a_file_moved_elsewhere_after_the_kernel_forgot_it_still_opens(sto
 def test_path_writes_answer_with_their_feed_position(http, store):
     """``memfs_seq`` of a write, a rename and a delete by path: the last change each made,
     which a remote mount orders the feed's late states by (issue 38 N1)."""
-    sid = store.create_store("seqs").id
+    sid = store.stores.create("seqs").id
     base = f"/v1/memory_stores/{sid}/memfs"
     for url, body in ((f"{base}/write", {"path": "/a.md", "content": "x"}),
                       (f"{base}/rename", {"old_path": "/a.md", "new_path": "/b.md"}),
@@ -488,4 +488,4 @@ def test_path_writes_answer_with_their_feed_position(http, store):
                       (f"{base}/delete", {"path": "/b.md"})):
         r = http.post(url, json=body)
         assert r.status_code == 200, r.text
-        assert r.json()["memfs_seq"] == store.last_change(sid), url
+        assert r.json()["memfs_seq"] == store.feed.last(sid), url

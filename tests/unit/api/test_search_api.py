@@ -34,7 +34,7 @@ STATUS_KEYS = {"type", "store_id", "name", "memories", "indexed", "model", "inde
 @pytest.fixture
 def store(backend):
     s = backend.open()
-    s.use_embeddings("none")  # meaning where a test asks for it
+    s.search.use_embeddings("none")  # meaning where a test asks for it
     return s
 
 
@@ -47,9 +47,9 @@ def http(store):
 
 @pytest.fixture
 def sid(store) -> str:
-    s = store.create_store("notes").id
+    s = store.stores.create("notes").id
     for path, content in MEMORIES.items():
-        store.create_memory(s, path, content, actor=API)
+        store.memories.create(s, path, content, actor=API)
     return s
 
 
@@ -71,8 +71,8 @@ def assert_400(r, *fragments):
 
 
 def test_a_search_by_meaning_answers_the_contract_s_shape(http, store, sid):
-    store.use_embeddings("local")
-    assert store.index_store(sid).pending == 0
+    store.search.use_embeddings("local")
+    assert store.search.index(sid).pending == 0
     r = search(http, sid, query=BY_MEANING, threshold="0")
     assert r.status_code == 200, r.text
     d = r.json()
@@ -83,7 +83,7 @@ def test_a_search_by_meaning_answers_the_contract_s_shape(http, store, sid):
     top = d["data"][0]
     assert set(top) == HIT_KEYS and top["type"] == "memfs_search_hit"
     assert top["path"] == "/decisions/db.md" and top["matched"] == ["meaning"]
-    assert top["memory_id"] == store.get_memory_by_path(sid, "/decisions/db.md").id
+    assert top["memory_id"] == store.memories.get_by_path(sid, "/decisions/db.md").id
     assert 0 < top["score"] <= 1 and top["snippet"] == MEMORIES["/decisions/db.md"]
     assert top["updated_at"].endswith("Z")
     scores = [h["score"] for h in d["data"]]
@@ -103,8 +103,8 @@ def test_words_alone_answer_when_meaning_is_off_and_say_so(http, sid):
 
 
 def test_limit_path_prefix_and_threshold_are_applied(http, store, sid):
-    store.use_embeddings("local")
-    store.index_store(sid)
+    store.search.use_embeddings("local")
+    store.search.index(sid)
     assert len(search(http, sid, query=BY_MEANING, threshold="0").json()["data"]) == 4
     assert len(search(http, sid, query=BY_MEANING, limit=2, threshold="0").json()["data"]) == 2
     d = search(http, sid, query=BY_MEANING, path_prefix="/prefs/", threshold="0").json()
@@ -150,11 +150,11 @@ def test_search_status_says_how_far_the_store_is_indexed(http, store, sid):
     assert d == {"type": "memfs_search_status", "store_id": sid, "name": "notes",
                  "memories": 4, "indexed": 0, "model": None, "indexing": None,
                  "reason": "meaning is off (--embeddings none)"}
-    store.use_embeddings("local")
+    store.search.use_embeddings("local")
     d = http.get(url).json()
     assert (d["indexed"], d["model"]) == (0, "local:multilingual-e5-small-q4")
     assert d["reason"].startswith("not indexed yet")
-    store.index_store(sid)
+    store.search.index(sid)
     d = http.get(url).json()
     assert (d["memories"], d["indexed"], d["reason"], d["indexing"]) == (4, 4, None, None)
 
@@ -224,11 +224,11 @@ def test_hostile_questions_are_only_words(http, sid):
 def _a_session_and_a_store_it_lacks(store, sid):
     """A running session of ``sid`` and of ``docs`` (read only), and ``secrets``, not its:
     each store holding ``/pager.md``. Returns ``(docs, secrets, session)``."""
-    ro = store.create_store("docs").id
-    store.create_memory(ro, "/pager.md", "the pager policy", actor=API)
-    other = store.create_store("secrets").id
-    store.create_memory(other, "/pager.md", "the secret pager", actor=API)
-    s = store.create_session([{"type": "memory_store", "memory_store_id": sid},
+    ro = store.stores.create("docs").id
+    store.memories.create(ro, "/pager.md", "the pager policy", actor=API)
+    other = store.stores.create("secrets").id
+    store.memories.create(other, "/pager.md", "the secret pager", actor=API)
+    s = store.sessions.create([{"type": "memory_store", "memory_store_id": sid},
                               {"type": "memory_store", "memory_store_id": ro,
                                "access": "read_only"}], status="running")
     return ro, other, s
@@ -236,7 +236,7 @@ def _a_session_and_a_store_it_lacks(store, sid):
 
 def test_a_session_token_searches_its_attached_stores_only(store, sid):
     ro, other, s = _a_session_and_a_store_it_lacks(store, sid)
-    token = store.create_session_token(s.id).token
+    token = store.sessions.create_token(s.id).token
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": token}) as agent:
         for attached in (sid, ro):  # read access is enough
             r = search(agent, attached, query="pager")
@@ -245,11 +245,11 @@ def test_a_session_token_searches_its_attached_stores_only(store, sid):
             assert r.status_code == 200 and r.json()["store_id"] == attached
         # who indexes is the server's business: a session token is told that someone does,
         # not the host and pid of the process
-        store.use_embeddings("local")
+        store.search.use_embeddings("local")
         # A host name that the store's random id happens to contain, as CI's "vm" once was
         # in "memstore_011ChhHvmfx...": only what is told about the indexer counts.
         host = sid[-6:-2]
-        indexer = Indexer(store, store.embeddings, holder=f"{host}:{os.getpid()}:1")
+        indexer = Indexer(store, store.search.embeddings, holder=f"{host}:{os.getpid()}:1")
         assert indexer._take_lease(sid)
         try:
             d = agent.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()
@@ -261,7 +261,7 @@ def test_a_session_token_searches_its_attached_stores_only(store, sid):
                 "indexing"] == indexer.holder
         finally:
             indexer._drop_lease(sid)
-            store.use_embeddings("none")
+            store.search.use_embeddings("none")
         unknown = search(agent, "memstore_nope", query="pager")
         for url in (f"/v1/memory_stores/{other}/memfs/search?query=pager",
                     f"/v1/memory_stores/{other}/memfs/search_status"):
@@ -270,16 +270,16 @@ def test_a_session_token_searches_its_attached_stores_only(store, sid):
             # the body of a store that does not exist, but for its id
             assert r.json()["error"]["message"] == unknown.json()["error"]["message"].replace(
                 "memstore_nope", other)
-    store.set_session_status(s.id, "terminated")
+    store.sessions.set_status(s.id, "terminated")
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": token}) as agent:
         assert search(agent, sid, query="pager").status_code == 401
 
 
 def test_a_session_s_stores_are_searched_at_once_by_its_token_only(store, sid):
     ro, other, s = _a_session_and_a_store_it_lacks(store, sid)
-    theirs = store.create_session([{"type": "memory_store", "memory_store_id": other}],
+    theirs = store.sessions.create([{"type": "memory_store", "memory_store_id": other}],
                                   status="running")
-    token = store.create_session_token(s.id).token
+    token = store.sessions.create_token(s.id).token
     url = f"/v1/sessions/{s.id}/memfs/search"
     with TestClient(create_app(store, [KEY]), headers={"x-api-key": token}) as agent:
         d = agent.get(url, params={"query": "pager", "threshold": "0"}).json()
@@ -305,8 +305,8 @@ def test_a_session_s_stores_are_searched_at_once_by_its_token_only(store, sid):
         assert admin.get("/v1/sessions/sesn_nope/memfs/search",
                          params={"query": "pager"}).status_code == 404
         remote = Client("http://memfs", KEY, transport=through(admin))
-        got = remote.search_session(s.id, "pager", threshold=0)
-        want = store.search_session(s.id, "pager", threshold=0)
+        got = remote.search.in_session(s.id, "pager", threshold=0)
+        want = store.search.in_session(s.id, "pager", threshold=0)
         assert got.hits == want.hits and got.best == want.best
 
 
@@ -345,30 +345,30 @@ def test_openapi_documents_search_and_its_status(http):
 
 
 def test_the_client_rebuilds_the_store_s_result(http, store, sid):
-    store.use_embeddings("local")
-    store.index_store(sid)
+    store.search.use_embeddings("local")
+    store.search.index(sid)
     remote = Client("http://memfs", KEY, transport=through(http))
-    got = remote.search(sid, BY_MEANING, limit=3, path_prefix="/", threshold=0.1)
-    want = store.search(sid, BY_MEANING, limit=3, path_prefix="/", threshold=0.1)
+    got = remote.search.in_store(sid, BY_MEANING, limit=3, path_prefix="/", threshold=0.1)
+    want = store.search.in_store(sid, BY_MEANING, limit=3, path_prefix="/", threshold=0.1)
     assert isinstance(got, Result) and all(isinstance(h, Hit) for h in got.hits)
     assert got.hits == want.hits and len(got.hits) == 3
     assert (got.meaning, got.note, got.indexed, got.memories, got.model, got.best) == (
         want.meaning, want.note, want.indexed, want.memories, want.model, want.best)
     assert {h.memory_store_id for h in got.hits} == {sid}
     assert got.hits[0].matched == ("meaning",)
-    cut = remote.search(sid, "vim", threshold=1.0, channels=("words",))
-    want = store.search(sid, "vim", threshold=1.0, channels=("words",))
+    cut = remote.search.in_store(sid, "vim", threshold=1.0, channels=("words",))
+    want = store.search.in_store(sid, "vim", threshold=1.0, channels=("words",))
     assert (cut.hits, cut.note, cut.best, cut.meaning) == (
         want.hits, want.note, want.best, want.meaning)
-    assert remote.search_status(sid) == store.search_status(sid)
+    assert remote.search.status(sid) == store.search.status(sid)
     with pytest.raises(errors.InvalidRequest, match="limit must be between 1 and 100"):
-        remote.search(sid, "x", limit=0)
+        remote.search.in_store(sid, "x", limit=0)
     with pytest.raises(errors.InvalidRequest, match="at least one word"):
-        remote.search(sid, " ")
+        remote.search.in_store(sid, " ")
     with pytest.raises(errors.NotFound):
-        remote.search("memstore_nope", "x")
+        remote.search.in_store("memstore_nope", "x")
     with pytest.raises(errors.NotFound):
-        remote.search_status("memstore_nope")
+        remote.search.status("memstore_nope")
 
 
 async def test_the_async_client_searches_too(store, sid):
@@ -377,8 +377,8 @@ async def test_the_async_client_searches_too(store, sid):
     transport = httpx.ASGITransport(app=create_app(store, [KEY]))
     async with AsyncClient("http://memfs", KEY, transport=transport) as remote:
         with trio.fail_after(10):
-            got = await remote.search(sid, "pager")
-            status = await remote.search_status(sid)
+            got = await remote.search.in_store(sid, "pager")
+            status = await remote.search.status(sid)
     assert [h.path for h in got.hits] == ["/people/oncall.md"]
     assert got.note == "meaning is off (--embeddings none): words alone answered"
     assert status["memories"] == 4 and status["model"] is None
@@ -389,8 +389,8 @@ async def test_the_async_client_searches_too(store, sid):
 
 def test_an_ollama_service_indexes_and_answers_by_meaning(http, store, sid):
     with scripted_service() as ollama:
-        store.use_embeddings(f"ollama:{ollama.base}/e5")
-        progress = store.index_store(sid)
+        store.search.use_embeddings(f"ollama:{ollama.base}/e5")
+        progress = store.search.index(sid)
         assert (progress.embedded, progress.pending, progress.reason) == (4, 0, None)
         d = search(http, sid, query=BY_MEANING, threshold=0).json()
         assert d["meaning"] is True and d["note"] is None
@@ -408,8 +408,8 @@ def test_a_provider_that_hangs_costs_one_search_2_s_then_words_answer(http, stor
     """Indexed through the service, which then hangs (accepts, reads, never answers): the
     next search answers by words within ~2.5 s and says why; the one after does not wait."""
     with scripted_service() as service:
-        store.use_embeddings(f"openai:{service.base}/v1:e5")
-        assert store.index_store(sid).pending == 0
+        store.search.use_embeddings(f"openai:{service.base}/v1:e5")
+        assert store.search.index(sid).pending == 0
         assert search(http, sid, query=BY_MEANING).json()["meaning"] is True
         service.mode = "hang"
         t0 = time.monotonic()
@@ -431,8 +431,8 @@ def test_a_provider_that_hangs_costs_one_search_2_s_then_words_answer(http, stor
 def test_a_failing_provider_is_a_note_never_a_500(http, store, sid):
     with scripted_service() as service:
         service.mode = "fail"
-        store.use_embeddings(f"openai:{service.base}/v1:e5")
-        progress = store.index_store(sid)
+        store.search.use_embeddings(f"openai:{service.base}/v1:e5")
+        progress = store.search.index(sid)
         assert progress.embedded == 0 and "answered 500" in progress.reason
         d = search(http, sid, query="pager").json()
         assert d["meaning"] is False and d["data"][0]["path"] == "/people/oncall.md"
@@ -444,9 +444,9 @@ def test_a_failing_provider_is_a_note_never_a_500(http, store, sid):
         assert status["reason"].startswith("the embeddings provider is unavailable"), status
         assert "answered 500" in status["reason"], status
         service.mode = "answer"
-        assert store.index_store(sid).pending == 0
+        assert store.search.index(sid).pending == 0
         status = http.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()
         assert (status["indexed"], status["reason"]) == (4, None), status
-        store.create_memory(sid, "/new.md", "a new memory", actor=API)
+        store.memories.create(sid, "/new.md", "a new memory", actor=API)
         status = http.get(f"/v1/memory_stores/{sid}/memfs/search_status").json()
         assert status["reason"].startswith("not indexed yet"), status  # the failure is over

@@ -45,16 +45,16 @@ def _refusal(r):
 
 
 def test_only_the_session_s_launcher_acts_as_it(app, store):
-    notes = store.create_store("Notes").id
-    launcher = store.create_key("launcher", role="read_write")
-    other = store.create_key("someone else", role="read_write")
-    scoped = store.create_key("scoped", role="read_write", store_ids=[notes])
+    notes = store.stores.create("Notes").id
+    launcher = store.keys.create("launcher", role="read_write")
+    other = store.keys.create("someone else", role="read_write")
+    scoped = store.keys.create("scoped", role="read_write", store_ids=[notes])
     with _client(app, launcher.key) as c:
         r = c.post("/v1/sessions", json={
             "resources": [{"type": "memory_store", "memory_store_id": notes}]})
         assert r.status_code == 200, r.text
         sid = r.json()["id"]
-    store.set_session_status(sid, "running")
+    store.sessions.set_status(sid, "running")
     unknown = "sesn_01" + "z" * 22
     # Another key of the workspace, and a store-scoped one: refused, and the same answer for
     # the running session as for one that does not exist.
@@ -67,18 +67,18 @@ def test_only_the_session_s_launcher_acts_as_it(app, store):
                        json={"events": [{"type": "agent.tool_use", "id": "sevt_01x",
                                          "name": "cat", "input": {}}]})
             assert r.status_code in (403, 404), r.text
-    assert store.tree(notes) == []
+    assert store.memories.tree(notes) == []
     # The key that created it (its launcher's mount daemons), and a server key: as the session.
     for key, path in ((launcher.key, "/launcher.md"), (KEY, "/server.md")):
         with _client(app, key) as c:
             r = _write(c, notes, sid, path)
             assert r.status_code == 200, r.text
-            v = store.list_versions(notes, memory_id=r.json()["id"]).data[0]
+            v = store.versions.list(notes, memory_id=r.json()["id"]).data[0]
             assert v.created_by == Actor.session(sid)
     # Without the header, another key writes as itself.
     with _client(app, other.key) as c:
         r = c.post(f"/v1/memory_stores/{notes}/memories", json={"path": "/own.md",
                                                                 "content": "x"})
         assert r.status_code == 200, r.text
-        v = store.list_versions(notes, memory_id=r.json()["id"]).data[0]
+        v = store.versions.list(notes, memory_id=r.json()["id"]).data[0]
         assert v.created_by == Actor.api(other.id)

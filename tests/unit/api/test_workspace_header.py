@@ -26,11 +26,11 @@ def client(store):
 def test_a_server_key_acts_in_the_workspace_it_names(client, store):
     team_a = {"anthropic-workspace-id": "team-a"}
     made = client.post("/v1/memory_stores", json={"name": "notes"}, headers=team_a).json()
-    store.check_visible("team-a", "memory_store_id", made["id"])
+    store.keys.check_visible("team-a", "memory_store_id", made["id"])
     assert client.get(f"/v1/memory_stores/{made['id']}").status_code == 404  # default's view
     assert [s["id"] for s in client.get("/v1/memory_stores", headers=team_a).json()["data"]] \
         == [made["id"]]
-    admin = store.create_key("a", workspace="team-a", role="admin").key
+    admin = store.keys.create("a", workspace="team-a", role="admin").key
     mine = {"x-api-key": admin}
     assert client.get(f"/v1/memory_stores/{made['id']}", headers=mine).status_code == 200
     assert client.get(f"/v1/memory_stores/{made['id']}",
@@ -45,11 +45,11 @@ def test_a_deleted_stores_feed_says_so_to_its_own_workspace_only(client, store):
     """A deleted store's change feed still ends with its deletion (a remote mount that
     reconnects learns it is gone), for its own workspace; to another workspace it is an
     unknown id, the same 404."""
-    admin_a = {"x-api-key": store.create_key("a", workspace="team-a", role="admin").key}
-    admin_b = {"x-api-key": store.create_key("b", workspace="team-b", role="admin").key}
-    sid = store.create_store("gone", workspace="team-a").id
-    store.create_memory(sid, "/a.md", "a", actor=None)
-    store.delete_store(sid)
+    admin_a = {"x-api-key": store.keys.create("a", workspace="team-a", role="admin").key}
+    admin_b = {"x-api-key": store.keys.create("b", workspace="team-b", role="admin").key}
+    sid = store.stores.create("gone", workspace="team-a").id
+    store.memories.create(sid, "/a.md", "a", actor=None)
+    store.stores.delete(sid)
     feed = client.get(f"/v1/memory_stores/{sid}/changes", params={"after": 0}, headers=admin_a)
     assert feed.status_code == 200 and feed.json()["data"][-1]["op"] == "store"
     other = client.get(f"/v1/memory_stores/{sid}/changes", headers=admin_b)

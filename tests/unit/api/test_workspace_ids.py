@@ -49,17 +49,17 @@ class Ids:
 @pytest.fixture
 def world(backend: Any) -> Iterator[tuple[Store, Ids]]:
     s = backend.open()
-    store = s.create_store("a secret name", workspace=A)
-    m = s.create_memory(store.id, "/a.md", "a", actor=USER)
-    sess = s.create_session([{"type": "memory_store", "memory_store_id": store.id}],
+    store = s.stores.create("a secret name", workspace=A)
+    m = s.memories.create(store.id, "/a.md", "a", actor=USER)
+    sess = s.sessions.create([{"type": "memory_store", "memory_store_id": store.id}],
                             workspace=A)
-    s.write_path(store.id, "/by-session.md", "x", actor=Actor.session(sess.id))
-    agent = s.create_agent(name="agent", model="claude-x", workspace=A)["id"]
-    b_store = s.create_store("b's notes", workspace=B).id
-    s.create_memory(b_store, "/b.md", "b", actor=USER)
-    b_session = s.create_session([{"type": "memory_store", "memory_store_id": b_store}],
+    s.memories.write_path(store.id, "/by-session.md", "x", actor=Actor.session(sess.id))
+    agent = s.agents.create(name="agent", model="claude-x", workspace=A)["id"]
+    b_store = s.stores.create("b's notes", workspace=B).id
+    s.memories.create(b_store, "/b.md", "b", actor=USER)
+    b_session = s.sessions.create([{"type": "memory_store", "memory_store_id": b_store}],
                                  workspace=B).id
-    key = s.create_key("b-admin", workspace=B, role="admin").key
+    key = s.keys.create("b-admin", workspace=B, role="admin").key
     assert key is not None
     yield s, Ids(store.id, store.name, m.id, m.memory_version_id, sess.id,
                  sess.resources[0].id, agent, b_store, b_session, key)
@@ -211,7 +211,7 @@ def test_restoring_over_another_workspace_s_store_names_nothing_of_it(
 
     store, ids = world
     archive = b"".join(transfer.export_archive(store, ids.store, history=False))
-    store.update_store(ids.store, name="renamed since")
+    store.stores.update(ids.store, name="renamed since")
     with TestClient(create_app(store, [], console=False, dreams=False)) as tc:
         before = snapshot(store)
         r = tc.post("/v1/memfs/import", content=archive, headers={"x-api-key": ids.b_key})

@@ -28,11 +28,11 @@ def db_path(tmp_path):
 def test_sync_fsyncs_the_wal_even_while_a_reader_holds_a_snapshot(db_path, monkeypatch):
     """Finding 7: a PASSIVE checkpoint synced nothing while another connection read."""
     store = Store(db_path, synchronous="NORMAL")
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     reader = sqlite3.connect(db_path)
     reader.execute("BEGIN")
     reader.execute("SELECT COUNT(*) FROM memories").fetchone()  # a snapshot is held
-    store.write_path(sid, "/a.md", "a", actor=None)
+    store.memories.write_path(sid, "/a.md", "a", actor=None)
     synced: list[str] = []
     real_fsync = os.fsync
 
@@ -53,14 +53,14 @@ def test_reads_never_wait_on_a_writer_that_waits(db_path):
     """Finding 1: a writer waiting for another process's lock held the one lock that
     readers needed too."""
     store = Store(db_path)
-    sid = store.create_store("s").id
-    store.write_path(sid, "/a.md", "a", actor=None)
+    sid = store.stores.create("s").id
+    store.memories.write_path(sid, "/a.md", "a", actor=None)
     other = sqlite3.connect(db_path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process's writer
     done = threading.Event()
 
     def write() -> None:
-        store.write_path(sid, "/b.md", "b", actor=None)
+        store.memories.write_path(sid, "/b.md", "b", actor=None)
         done.set()
 
     t = threading.Thread(target=write)
@@ -70,8 +70,8 @@ def test_reads_never_wait_on_a_writer_that_waits(db_path):
         assert not done.is_set()  # waiting for the lock
         start = time.monotonic()
         for _ in range(20):
-            assert store.get_memory_by_path(sid, "/a.md").content == "a"
-            store.tree(sid)
+            assert store.memories.get_by_path(sid, "/a.md").content == "a"
+            store.memories.tree(sid)
         assert time.monotonic() - start < 0.5
     finally:
         other.execute("ROLLBACK")
@@ -84,7 +84,7 @@ def test_reads_never_wait_on_a_writer_that_waits(db_path):
 @pytest.mark.parametrize("how", ["rm", "mv", "overwrite"])
 def test_a_replaced_file_refuses_writes(db_path, tmp_path, how, error_logs):
     store = Store(db_path)
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     other = str(tmp_path / "other.db")
     Store(other).close()
     if how == "rm":
@@ -95,7 +95,7 @@ def test_a_replaced_file_refuses_writes(db_path, tmp_path, how, error_logs):
         with open(other, "rb") as src, open(db_path, "r+b") as dst:
             dst.write(src.read())
     with pytest.raises(errors.DatabaseGone, match="while in use"):
-        store.write_path(sid, "/a.md", "a", actor=None)
+        store.memories.write_path(sid, "/a.md", "a", actor=None)
     with pytest.raises(errors.DatabaseGone):
         store.check_file()
     store.close()
@@ -107,10 +107,10 @@ def test_a_replaced_file_refuses_writes(db_path, tmp_path, how, error_logs):
 @pytest.mark.allow_error_logs  # the database says at ERROR that its file was replaced
 def test_a_commit_into_a_file_replaced_meanwhile_is_reported_as_failed(db_path, tmp_path):
     store = Store(db_path)
-    store.create_store("s")
+    store.stores.create("s")
     other = str(tmp_path / "other.db")
     Store(other).close()
-    with pytest.raises(errors.DatabaseGone), store._write() as c:
+    with pytest.raises(errors.DatabaseGone), store.write() as c:
         c.execute("SELECT 1")
         os.rename(other, db_path)  # between the check before and the commit
     store.close()
@@ -118,13 +118,13 @@ def test_a_commit_into_a_file_replaced_meanwhile_is_reported_as_failed(db_path, 
 
 def test_identity_survives_reopening_and_checkpoints(db_path):
     a = Store(db_path)
-    sid = a.create_store("s").id
+    sid = a.stores.create("s").id
     for i in range(50):
-        a.write_path(sid, f"/{i}.md", "x" * 1000, actor=None)
+        a.memories.write_path(sid, f"/{i}.md", "x" * 1000, actor=None)
     a.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     b = Store(db_path)
-    b.write_path(sid, "/b.md", "b", actor=None)
-    a.write_path(sid, "/a.md", "a", actor=None)  # no false alarm
+    b.memories.write_path(sid, "/b.md", "b", actor=None)
+    a.memories.write_path(sid, "/a.md", "a", actor=None)  # no false alarm
     a.close()
     b.close()
 
@@ -141,12 +141,12 @@ def test_busy_after_patience(db_path, monkeypatch):
 
     monkeypatch.setattr(database, "WRITE_PATIENCE", 0.2)
     store = Store(db_path)
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     other = sqlite3.connect(db_path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(errors.Busy):
-            store.write_path(sid, "/a.md", "a", actor=None)
+            store.memories.write_path(sid, "/a.md", "a", actor=None)
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -253,7 +253,7 @@ def test_a_writer_waiting_on_another_process_polls_often(db_path, monkeypatch):
     from memfs.backends import sqlite as database
 
     store = Store(db_path)
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     other = sqlite3.connect(db_path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process's writer
     sleeps: list[float] = []
@@ -264,7 +264,7 @@ def test_a_writer_waiting_on_another_process_polls_often(db_path, monkeypatch):
             other.execute("COMMIT")
 
     monkeypatch.setattr(database.time, "sleep", sleep)
-    store.write_path(sid, "/a.md", "a", actor=None)
+    store.memories.write_path(sid, "/a.md", "a", actor=None)
     assert len(sleeps) == 12
     assert max(sleeps) <= 0.006
     other.close()
@@ -273,7 +273,7 @@ def test_a_writer_waiting_on_another_process_polls_often(db_path, monkeypatch):
 
 def _paths_seen_by_another_process(db_path: str, store_id: str) -> list[str]:
     code = (f"from memfs.store import Store; s = Store({db_path!r}); "
-            f"print(' '.join(sorted(m.path for m in s.tree({store_id!r})))); s.close()")
+            f"print(' '.join(sorted(m.path for m in s.memories.tree({store_id!r})))); s.close()")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     return out.stdout.split()
@@ -298,7 +298,7 @@ def test_sync_and_a_second_open_keep_sqlite_s_locks(db_path):
     """Closing any descriptor of the database file drops every POSIX lock the process holds
     on it: sync() and a second Store's header check opened and closed the file themselves."""
     store = Store(db_path, synchronous="NORMAL")
-    store.create_store("s")
+    store.stores.create("s")
     assert _shared_lock_holder(db_path) == os.getpid()
     store.sync()
     assert _shared_lock_holder(db_path) == os.getpid()
@@ -312,11 +312,11 @@ def test_a_commit_after_sync_is_not_lost_when_another_process_closes(db_path):
     WAL this process still wrote to: the next commit went into an unlinked file, invisible to
     everyone else and lost if this process died."""
     store = Store(db_path, synchronous="NORMAL")
-    sid = store.create_store("s").id
-    store.write_path(sid, "/one.md", "1", actor=None)
+    sid = store.stores.create("s").id
+    store.memories.write_path(sid, "/one.md", "1", actor=None)
     store.sync()
     assert _paths_seen_by_another_process(db_path, sid) == ["/one.md"]  # opens, then closes
-    store.write_path(sid, "/two.md", "2", actor=None)
+    store.memories.write_path(sid, "/two.md", "2", actor=None)
     assert _paths_seen_by_another_process(db_path, sid) == ["/one.md", "/two.md"]
     store.close()
 
@@ -347,17 +347,17 @@ def _seen_by_another_process(path: str) -> dict[str, object]:
 
 def _filled(path: str, name: str, n: int, **kw: Any) -> Store:
     store = Store(path, **kw)
-    sid = store.create_store(name).id
+    sid = store.stores.create(name).id
     for i in range(n):
-        store.write_path(sid, f"/{name}{i}.md", f"{name} {i} " * 50, actor=None)
+        store.memories.write_path(sid, f"/{name}{i}.md", f"{name} {i} " * 50, actor=None)
     return store
 
 
 def _fill_in_another_process(path: str, name: str, n: int) -> None:
     code = ("import sys; from memfs.store import Store; "  # _filled, in that process
             "path, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3]); store = Store(path); "
-            "sid = store.create_store(name).id; "
-            "[store.write_path(sid, f'/{name}{i}.md', f'{name} {i} ' * 50, actor=None) "
+            "sid = store.stores.create(name).id; "
+            "[store.memories.write_path(sid, f'/{name}{i}.md', f'{name} {i} ' * 50, actor=None) "
             "for i in range(n)]; store.close()")
     subprocess.run([sys.executable, "-c", code, path, name, str(n)], check=True, timeout=60)
 
@@ -387,7 +387,7 @@ def test_a_replaced_database_file_stays_intact_and_gets_none_of_our_wal(
     assert theirs["check"] == ["ok"] and len(theirs["memories"]) == 20
     # Ours: committed writes still in the WAL only (no checkpoint yet), as in a mount.
     ours = _filled(db_path, "ours", 30, synchronous="NORMAL", checkpoint_pages=100_000)
-    sid = ours.resolve_store("ours").id
+    sid = ours.stores.resolve("ours").id
     our_wal = os.stat(db_path + "-wal")
     assert our_wal.st_size > 0
     _replace(how, other, db_path)
@@ -398,9 +398,9 @@ def test_a_replaced_database_file_stays_intact_and_gets_none_of_our_wal(
         assert _seen_by_another_process(db_path) == theirs
         # And this one uses the file no more, to write or to read.
         with pytest.raises(errors.DatabaseGone):
-            ours.write_path(sid, "/late.md", "late", actor=None)
+            ours.memories.write_path(sid, "/late.md", "late", actor=None)
         with pytest.raises(errors.DatabaseGone):
-            ours.tree(sid)
+            ours.memories.tree(sid)
         with pytest.raises(errors.DatabaseGone):
             ours.sync()
     ours.close()  # noticed here at the latest
@@ -441,7 +441,7 @@ def test_a_write_into_the_copy_by_another_process_survives_our_close(db_path, tm
     with pytest.raises(errors.DatabaseGone):
         ours.check_file()
     code = ("import sys; from memfs.store import Store; s = Store(sys.argv[1]); "
-            "s.write_path(s.resolve_store('theirs').id, '/late.md', 'late', actor=None); "
+            "s.memories.write_path(s.stores.resolve('theirs').id, '/late.md', 'late', actor=None); "
             "s.close()")
     subprocess.run([sys.executable, "-c", code, db_path], check=True, timeout=60)
     ours.close()
@@ -453,13 +453,13 @@ def test_patience_bounds_every_wait_for_the_write_lock(db_path):
     """Store.patience: another process's write lock, or this process's writer busy in another
     thread, is waited for only that long; then Busy, and nothing was written."""
     store = Store(db_path)
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     other = sqlite3.connect(db_path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
         t = time.monotonic()
         with store.patience(0.2), pytest.raises(errors.Busy):
-            store.write_path(sid, "/a.md", "a", actor=None)
+            store.memories.write_path(sid, "/a.md", "a", actor=None)
         assert 0.2 <= time.monotonic() - t < 1.0
     finally:
         other.execute("ROLLBACK")
@@ -477,13 +477,14 @@ def test_patience_bounds_every_wait_for_the_write_lock(db_path):
         assert held.wait(10)
         t = time.monotonic()
         with store.patience(0.2), pytest.raises(errors.Busy):
-            store.write_path(sid, "/a.md", "a", actor=None)
+            store.memories.write_path(sid, "/a.md", "a", actor=None)
         assert 0.2 <= time.monotonic() - t < 1.0
     finally:
         release.set()
         holder.join()
-    assert store.tree(sid) == []
-    store.write_path(sid, "/a.md", "a", actor=None)  # without patience, and unlocked: saved
+    assert store.memories.tree(sid) == []
+    store.memories.write_path(sid, "/a.md", "a",
+                              actor=None)  # without patience, and unlocked: saved
     store.close()
 
 
@@ -522,7 +523,7 @@ def test_a_file_that_cannot_be_looked_at_is_not_a_deleted_one(db_path, monkeypat
     import memfs.backends.sqlite as dbmod
 
     store = _filled(db_path, "ours", 3, synchronous="NORMAL", checkpoint_pages=100_000)
-    sid = store.resolve_store("ours").id
+    sid = store.stores.resolve("ours").id
     real_stat = os.stat
 
     def failing_stat(path, *a, **kw):
@@ -535,6 +536,6 @@ def test_a_file_that_cannot_be_looked_at_is_not_a_deleted_one(db_path, monkeypat
         store.check_file()
     assert not isinstance(caught.value, errors.DatabaseGone)
     monkeypatch.setattr(dbmod.os, "stat", real_stat)
-    store.write_path(sid, "/later.md", "later", actor=None)
+    store.memories.write_path(sid, "/later.md", "later", actor=None)
     store.close()
     assert "ours:/later.md" in _seen_by_another_process(db_path)["memories"]

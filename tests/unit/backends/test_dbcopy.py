@@ -26,49 +26,49 @@ USER = Actor("user_actor", "user_dbcopy")
 def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     """A store with every table holding rows: versions (a rename, a delete, a redaction),
     pruned and live changes, a session with resources and events, tool events, agents."""
-    a = s.create_store("alpha", description="first", metadata={"k": "v"})
-    b = s.create_store("beta")
+    a = s.stores.create("alpha", description="first", metadata={"k": "v"})
+    b = s.stores.create("beta")
     for i in range(memories):
-        m = s.create_memory(a.id, f"/dir{i % 3}/m{i}.md", f"v0 of {i} é\x00nul", actor=USER)
+        m = s.memories.create(a.id, f"/dir{i % 3}/m{i}.md", f"v0 of {i} é\x00nul", actor=USER)
         for v in range(1, versions):
-            s.update_memory(a.id, m.id, content=f"v{v} of {i} \uffff", actor=USER)
-    m = s.create_memory(b.id, "/gone.md", "to delete", actor=USER)
-    s.update_memory(b.id, m.id, path="/renamed.md", actor=USER)
-    old = s.create_memory(b.id, "/keep.md", "secret", actor=USER)
-    s.update_memory(b.id, old.id, content="public", actor=USER)
-    s.redact_version(b.id, old.memory_version_id, actor=USER)
-    s.delete_memory(b.id, m.id, actor=USER)
-    s.archive_store(b.id)
-    s.create_agent(name="agent", model="claude")
-    s.create_environment(name="env")
-    sess = s.create_session([{"type": "memory_store", "memory_store_id": a.id,
+            s.memories.update(a.id, m.id, content=f"v{v} of {i} \uffff", actor=USER)
+    m = s.memories.create(b.id, "/gone.md", "to delete", actor=USER)
+    s.memories.update(b.id, m.id, path="/renamed.md", actor=USER)
+    old = s.memories.create(b.id, "/keep.md", "secret", actor=USER)
+    s.memories.update(b.id, old.id, content="public", actor=USER)
+    s.versions.redact(b.id, old.memory_version_id, actor=USER)
+    s.memories.delete(b.id, m.id, actor=USER)
+    s.stores.archive(b.id)
+    s.agents.create(name="agent", model="claude")
+    s.agents.create_environment(name="env")
+    sess = s.sessions.create([{"type": "memory_store", "memory_store_id": a.id,
                               "access": "read_only", "instructions": "be nice"}],
                             title="t", metadata={"x": "y"})
-    s.add_events(sess.id, [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}
+    s.events.add(sess.id, [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}
                            for _ in range(5)])
-    s.add_events(None, [{"type": "agent.tool_use", "name": "memory"}], store_id=a.id)
-    s.create_session_token(sess.id)  # (hashed: the copy carries only the hash)
-    dream = s.create_dream([{"type": "memory_store", "memory_store_id": a.id},
+    s.events.add(None, [{"type": "agent.tool_use", "name": "memory"}], store_id=a.id)
+    s.sessions.create_token(sess.id)  # (hashed: the copy carries only the hash)
+    dream = s.dreams.create([{"type": "memory_store", "memory_store_id": a.id},
                             {"type": "sessions", "session_ids": [sess.id]}], "claude",
                            instructions="merge")
-    s.start_dream(dream.id)
-    s.add_dream_usage(dream.id, {"input_tokens": 7, "output_tokens": 3})
-    s.finish_dream(dream.id, "failed", {"type": "model_error", "message": "no model here"})
+    s.dreams.start(dream.id)
+    s.dreams.add_usage(dream.id, {"input_tokens": 7, "output_tokens": 3})
+    s.dreams.finish(dream.id, "failed", {"type": "model_error", "message": "no model here"})
     # A session's write undone: a row in reverts (memfs session revert).
-    s.write_path(a.id, "/by-session.md", "s", actor=Actor.session(sess.id))
-    s.revert(sess.id, actor=USER)
+    s.memories.write_path(a.id, "/by-session.md", "s", actor=Actor.session(sess.id))
+    s.undo.revert(sess.id, actor=USER)
     # A Console sign-out: a row in console_signouts (refused by every server on the database).
-    s.revoke_signin("0" * 64, 4_000_000_000)
+    s.keys.revoke_signin("0" * 64, 4_000_000_000)
     # An API key of another workspace, scoped to a store (api_keys).
-    s.create_key("ci", workspace="team-b", role="read_only", expires_in="30d")
+    s.keys.create("ci", workspace="team-b", role="read_only", expires_in="30d")
     # A Console sign-in with a stored key (console_signins).
-    s.record_signin("1" * 64, "apikey_x", 4_000_000_000)
+    s.keys.record_signin("1" * 64, "apikey_x", 4_000_000_000)
     # A deleted store's workspace (deleted_stores).
-    s.delete_store(s.create_store("gone").id)
+    s.stores.delete(s.stores.create("gone").id)
     # A write sent with an Idempotency-Key: its recorded answer (idempotency_keys), here a
     # refusal (nothing else written).
-    s.write_once("default", "key-1", "0" * 64, None,
-                 lambda: s.delete_path(a.id, "/none.md", actor=USER), lambda m: m.id)
+    s.idempotency.write_once("default", "key-1", "0" * 64, None,
+                 lambda: s.memories.delete_path(a.id, "/none.md", actor=USER), lambda m: m.id)
 
 
 def dump(target: str) -> dict[str, Any]:
@@ -141,24 +141,24 @@ def test_round_trip_through_postgresql(src, tmp_path, pgdb):
     assert dump(pg) == dump(src)
     # Writes on the PostgreSQL side after the copy: new seq numbers past the copied ones.
     with Store(pg, limits=Limits()) as s:
-        a = s.resolve_store("alpha")
-        last = s.last_change(a.id)
-        m = s.create_memory(a.id, "/after.md", "written on postgresql", actor=USER)
-        s.update_memory(a.id, m.id, content="second version", actor=USER)
-        assert s.last_change(a.id) > last
-        assert len(s.list_versions(a.id, memory_id=m.id).data) == 2
+        a = s.stores.resolve("alpha")
+        last = s.feed.last(a.id)
+        m = s.memories.create(a.id, "/after.md", "written on postgresql", actor=USER)
+        s.memories.update(a.id, m.id, content="second version", actor=USER)
+        assert s.feed.last(a.id) > last
+        assert len(s.versions.list(a.id, memory_id=m.id).data) == 2
     back = str(tmp_path / "back.db")
     r2 = dbadmin.copy(pg, back)
     assert r2.ok
     assert dump(back) == dump(pg)
     with Store(back, limits=Limits()) as s:
-        a = s.resolve_store("alpha")
-        assert s.get_memory_by_path(a.id, "/after.md").content == "second version"
-        assert s.count_memories(a.id) == 13
-        assert s.get_store(a.id).name == "alpha"
-        seq = s.last_change(a.id)
-        s.create_memory(a.id, "/later.md", "x", actor=USER)
-        assert s.last_change(a.id) == seq + 1
+        a = s.stores.resolve("alpha")
+        assert s.memories.get_by_path(a.id, "/after.md").content == "second version"
+        assert s.memories.count(a.id) == 13
+        assert s.stores.get(a.id).name == "alpha"
+        seq = s.feed.last(a.id)
+        s.memories.create(a.id, "/later.md", "x", actor=USER)
+        assert s.feed.last(a.id) == seq + 1
 
 
 def test_pg_dst_counters_and_memory_count(src, pgdb):
@@ -173,11 +173,11 @@ def test_pg_dst_counters_and_memory_count(src, pgdb):
 def test_non_empty_destination_is_refused(src, tmp_path):
     dst = str(tmp_path / "dst.db")
     with Store(dst, limits=Limits()) as s:
-        s.create_store("existing")
+        s.stores.create("existing")
     with pytest.raises(dbcopy.NotEmpty, match="not empty"):
         dbadmin.copy(src, dst)
     with Store(dst, limits=Limits()) as s:
-        assert [x.name for x in s.list_stores().data] == ["existing"]
+        assert [x.name for x in s.stores.list().data] == ["existing"]
     with pytest.raises(dbcopy.InvalidRequest, match="same database"):
         dbadmin.copy(src, src)
 
@@ -314,7 +314,7 @@ def test_cli_copy_prints_the_report(src, tmp_path):
 def test_cli_errors_are_one_line(src, tmp_path, args, message):
     full = str(tmp_path / "full.db")
     with Store(full, limits=Limits()) as s:
-        s.create_store("x")
+        s.stores.create("x")
     old = str(tmp_path / "old.db")
     _at_m005(old)
     fill = {"src": src, "dst": str(tmp_path / "dst.db"), "tmp": str(tmp_path), "full": full,

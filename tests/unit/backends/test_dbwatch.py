@@ -136,9 +136,9 @@ def _frames(chunk: bytes) -> list[tuple[str, dict]]:
 async def test_the_change_hub_wakes_on_the_database_not_on_a_timer(tmp_path: Path) -> None:
     db = tmp_path / "hub.db"
     store, other = Store(db), Store(db)  # other: another connection, as another process
-    sid = store.create_store("hub").id
+    sid = store.stores.create("hub").id
     hub = ChangeHub(store, ping=60, watch_db=True)
-    last = store.last_change(sid)
+    last = store.feed.last(sid)
     stream = hub.stream(sid, last, last)
     try:
         assert _frames(await stream.__anext__())[0][0] == "ping"
@@ -148,7 +148,7 @@ async def test_the_change_hub_wakes_on_the_database_not_on_a_timer(tmp_path: Pat
         for i in range(20):
             t0 = time.monotonic()
             await trio.to_thread.run_sync(
-                lambda i=i: other.write_path(sid, f"/m{i}.md", "x", actor=None))
+                lambda i=i: other.memories.write_path(sid, f"/m{i}.md", "x", actor=None))
             with trio.fail_after(2):
                 (name, data), = _frames(await stream.__anext__())
             assert name == "memfs.change" and data["path"] == f"/m{i}.md"
@@ -187,9 +187,9 @@ async def test_the_change_hubs_subscribers_wait_for_a_poll_in_flight(tmp_path: P
     the poll's end."""
     db = tmp_path / "hub.db"
     store, other = Store(db), Store(db)
-    sid = store.create_store("hub").id
+    sid = store.stores.create("hub").id
     hub = ChangeHub(store, ping=60, watch_db=True)
-    last = store.last_change(sid)
+    last = store.feed.last(sid)
     watches = 0
     watch_for = hub._watch_for
 
@@ -212,15 +212,15 @@ async def test_the_change_hubs_subscribers_wait_for_a_poll_in_flight(tmp_path: P
                 nursery.start_soon(follow, i)
             await async_wait_until(lambda: all(got), 5, what="every subscriber's ping")
             await trio.sleep(0.3)  # settled: one subscriber on the watch, the others asleep
-            real = store.last_change
+            real = store.feed.last
 
             def slow(store_id: str) -> int:
                 time.sleep(0.3)  # a database slow to answer
                 return real(store_id)
 
-            store.last_change = slow  # type: ignore[method-assign]
+            store.feed.last = slow  # type: ignore[method-assign]
             watches = 0
-            await trio.to_thread.run_sync(lambda: other.write_path(sid, "/m.md", "x",
+            await trio.to_thread.run_sync(lambda: other.memories.write_path(sid, "/m.md", "x",
                                                                    actor=None))
             await async_wait_until(lambda: all("memfs.change" in names for names in got), 10,
                                    what="the change, to every subscriber")

@@ -69,14 +69,14 @@ def test_connections_lost_between_calls_are_replaced(pg_cluster):
     name = pg_cluster.new_database(pg_cluster.template)
     s = Store(pg_cluster.url(name), limits=Limits())
     try:
-        sid = s.create_store("n").id
+        sid = s.stores.create("n").id
         for i in range(3):
             assert _terminate_connections(pg_cluster, name) >= 1
-            s.create_memory(sid, f"/{i}.md", "x", actor=None)  # a write
+            s.memories.create(sid, f"/{i}.md", "x", actor=None)  # a write
             assert _terminate_connections(pg_cluster, name) >= 1
-            assert s.get_store(sid).name == "n"  # one statement
+            assert s.stores.get(sid).name == "n"  # one statement
             assert _terminate_connections(pg_cluster, name) >= 1
-            assert len(s.list_memories(sid).data) == i + 1  # a read transaction
+            assert len(s.memories.list(sid).data) == i + 1  # a read transaction
     finally:
         s.close()
         pg_cluster.drop_database(name)
@@ -92,12 +92,12 @@ def test_a_database_gone_is_a_storage_error_and_a_503(pg_cluster, error_logs):
     name = pg_cluster.new_database(pg_cluster.template)
     s = Store(pg_cluster.url(name), limits=Limits())
     try:
-        sid = s.create_store("n").id
+        sid = s.stores.create("n").id
         pg_cluster.drop_database(name)
         with pytest.raises(StorageError):
-            s.get_store(sid)
+            s.stores.get(sid)
         with pytest.raises(StorageError):
-            s.create_memory(sid, "/a.md", "x", actor=None)
+            s.memories.create(sid, "/a.md", "x", actor=None)
         with TestClient(create_app(s, ["k"]), headers={"x-api-key": "k"}) as c:
             r = c.get(f"/v1/memory_stores/{sid}")
             assert r.status_code == 503, r.text
@@ -122,13 +122,13 @@ def test_a_writer_held_up_past_its_patience_is_busy(pg_cluster, monkeypatch):
     name = pg_cluster.new_database(pg_cluster.template)
     s = Store(pg_cluster.url(name), limits=Limits())
     try:
-        sid = s.create_store("n").id
+        sid = s.stores.create("n").id
         with psycopg.connect(pg_cluster.url(name)) as other:  # another replica, mid-write
             other.execute("SELECT pg_advisory_xact_lock(%s)", (pgdatabase.WRITE_LOCK_KEY,))
             with pytest.raises(Busy):
-                s.create_memory(sid, "/a.md", "x", actor=None)
-            assert s.get_store(sid).name == "n"  # reads go on
-        s.create_memory(sid, "/a.md", "x", actor=None)  # and writes once it is done
+                s.memories.create(sid, "/a.md", "x", actor=None)
+            assert s.stores.get(sid).name == "n"  # reads go on
+        s.memories.create(sid, "/a.md", "x", actor=None)  # and writes once it is done
     finally:
         s.close()
         pg_cluster.drop_database(name)
@@ -195,17 +195,17 @@ def test_patience_bounds_the_wait_for_the_write_lock(pg_cluster):
     name = pg_cluster.new_database(pg_cluster.template)
     s = Store(pg_cluster.url(name), limits=Limits())
     try:
-        sid = s.create_store("n").id
+        sid = s.stores.create("n").id
         with psycopg.connect(pg_cluster.url(name)) as other:
             other.execute("SELECT pg_advisory_xact_lock(%s)", (pgdatabase.WRITE_LOCK_KEY,))
             t = time.monotonic()
             with s.patience(0.3), pytest.raises(Busy):
-                s.create_memory(sid, "/a.md", "x", actor=None)
+                s.memories.create(sid, "/a.md", "x", actor=None)
             assert 0.25 <= time.monotonic() - t < 2.0
-        s.create_memory(sid, "/a.md", "x", actor=None)
+        s.memories.create(sid, "/a.md", "x", actor=None)
         with s.patience(0.3):  # the lock_timeout was for that transaction only
-            s.create_memory(sid, "/b.md", "x", actor=None)
-        assert sorted(m.path for m in s.tree(sid)) == ["/a.md", "/b.md"]
+            s.memories.create(sid, "/b.md", "x", actor=None)
+        assert sorted(m.path for m in s.memories.tree(sid)) == ["/a.md", "/b.md"]
     finally:
         s.close()
         pg_cluster.drop_database(name)

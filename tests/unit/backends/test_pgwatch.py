@@ -36,12 +36,12 @@ async def _connected(watch: pgwatch.PgWatch, connects: int = 1) -> None:
 
 
 def _write(store: Store, sid: str, path: str) -> None:
-    store.write_path(sid, path, "x", actor=None)
+    store.memories.write_path(sid, path, "x", actor=None)
 
 
 async def test_a_commit_of_another_process_wakes_its_store_only(pg_url: str) -> None:
     writer = Store(pg_url)  # another pool: as another replica
-    a, b = writer.create_store("a").id, writer.create_store("b").id
+    a, b = writer.stores.create("a").id, writer.stores.create("b").id
     watch = dbwatch.acquire(pg_url)
     assert isinstance(watch, pgwatch.PgWatch)
     try:
@@ -76,7 +76,7 @@ async def _write_in_thread(store: Store, sid: str, path: str) -> None:
 
 async def test_a_rollback_and_an_idle_database_wake_nothing(pg_url: str) -> None:
     writer = Store(pg_url)
-    sid = writer.create_store("a").id
+    sid = writer.stores.create("a").id
     watch = pgwatch.PgWatch(pg_url)
     try:
         await _connected(watch)
@@ -96,7 +96,7 @@ async def test_a_rollback_and_an_idle_database_wake_nothing(pg_url: str) -> None
 async def test_a_killed_connection_reconnects_and_wakes_its_waiters(pg_cluster,
                                                                     pg_url: str) -> None:
     writer = Store(pg_url)
-    sid = writer.create_store("a").id
+    sid = writer.stores.create("a").id
     watch = pgwatch.PgWatch(pg_url)
     try:
         await _connected(watch)
@@ -130,9 +130,9 @@ def _frames(chunk: bytes) -> list[tuple[str, dict]]:
 
 async def test_the_change_hub_is_woken_by_notifications(pg_url: str) -> None:
     store, other = Store(pg_url), Store(pg_url)  # other: as another replica
-    sid = store.create_store("hub").id
+    sid = store.stores.create("hub").id
     hub = ChangeHub(store, ping=60, watch_db=True)
-    last = store.last_change(sid)
+    last = store.feed.last(sid)
     stream = hub.stream(sid, last, last)
     try:
         assert _frames(await stream.__anext__())[0][0] == "ping"
@@ -162,7 +162,7 @@ async def test_the_change_hub_is_woken_by_notifications(pg_url: str) -> None:
             nursery.start_soon(follow)
             await trio.sleep(0.3)  # the last write's notifications settle (nothing says when)
             polls = hub.polls
-            elsewhere = other.create_store("elsewhere").id
+            elsewhere = other.stores.create("elsewhere").id
             await _write_in_thread(other, elsewhere, "/x.md")
             await trio.sleep(0.6)  # the point: no poll and no frame within 0.6 s
             assert hub.polls == polls and not next_frame.is_set()

@@ -19,7 +19,7 @@ def test_a_new_database_and_the_directories_made_for_it_are_private(tmp_path):
     os.umask(0o022)  # the usual umask: it would have given 0644 / 0755
     path = tmp_path / "a" / "b" / "memfs.db"
     with Store(path) as s:
-        s.create_store("Notes")
+        s.stores.create("Notes")
         assert {p: mode(p) for p in (tmp_path / "a", tmp_path / "a" / "b", path,
                                      f"{path}-wal", f"{path}-shm")} == {
             tmp_path / "a": 0o700, tmp_path / "a" / "b": 0o700, path: 0o600,
@@ -58,8 +58,8 @@ def test_a_database_of_an_earlier_main_still_opens(backend):
     table = "_memfs_migrations" if pg else "_sqlite_migrations"
     renamed = ("m005_console_signouts", "m006_session_tokens", "m005_session_tokens") if pg \
         else ("m009_console_signouts", "m010_session_tokens", "m009_session_tokens")
-    sid = s.create_store("Notes").id
-    with s._write() as c:  # the database as that main left it
+    sid = s.stores.create("Notes").id
+    with s.write() as c:  # the database as that main left it
         c.execute(f"DELETE FROM {table} WHERE name IN (?, ?)", renamed[:2])
         c.execute(f"INSERT INTO {table} (migration_set, name, applied_at) "
                   f"SELECT migration_set, ?, applied_at FROM {table} LIMIT 1", (renamed[2],))
@@ -67,10 +67,10 @@ def test_a_database_of_an_earlier_main_still_opens(backend):
     s.close()
     again = backend.open()
     try:
-        assert again.get_store(sid).name == "Notes"
-        session = again.create_session([{"type": "memory_store", "memory_store_id": sid}],
+        assert again.stores.get(sid).name == "Notes"
+        session = again.sessions.create([{"type": "memory_store", "memory_store_id": sid}],
                                        status="running")
-        again.create_session_token(session.id)
-        again.revoke_signin("a" * 64, 2**31 - 1)
+        again.sessions.create_token(session.id)
+        again.keys.revoke_signin("a" * 64, 2**31 - 1)
     finally:
         again.close()

@@ -197,7 +197,7 @@ def test_memory_create_content_errors(run, ok, monkeypatch, tmp_path):
 def test_memory_create_is_attributed_to_the_local_user(ok, js, store):
     sid = js("stores", "create", "notes")["id"]
     ok("memories", "create", "notes", "/a.md", "--content", "x")
-    [v] = store.list_versions(sid).data
+    [v] = store.versions.list(sid).data
     assert v.created_by == local_user_actor()
     assert v.created_by.type == "user_actor"
 
@@ -354,8 +354,8 @@ def test_versions_list_errors(run, history):
 
 def test_versions_list_by_session(ok, js, store):
     sid = js("stores", "create", "notes")["id"]
-    sess = store.create_session([{"type": "memory_store", "memory_store_id": sid}])
-    store.create_memory(sid, "/s.md", "by agent", actor=Actor.session(sess.id))
+    sess = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}])
+    store.memories.create(sid, "/s.md", "by agent", actor=Actor.session(sess.id))
     ok("memories", "create", "notes", "/u.md", "--content", "by me")
     [v] = js("versions", "list", "notes", "--session", sess.id)
     assert v["path"] == "/s.md" and v["created_by"] == {"type": "session_actor",
@@ -470,16 +470,16 @@ def test_versions_prune(run, ok, js, history, monkeypatch):
 @pytest.fixture
 def a_session(store):
     """A terminated session with two stores attached and a few tool events."""
-    prefs = store.create_store("User Preferences", "Per-user preferences.")
-    docs = store.create_store("Team Docs", "")
-    sess = store.create_session(
+    prefs = store.stores.create("User Preferences", "Per-user preferences.")
+    docs = store.stores.create("Team Docs", "")
+    sess = store.sessions.create(
         [
             {"type": "memory_store", "memory_store_id": prefs.id,
              "instructions": "Check before starting any task.\nKeep it short."},
             {"type": "memory_store", "memory_store_id": docs.id, "access": "read_only"},
         ]
     )
-    store.add_events(
+    store.events.add(
         sess.id,
         [
             {"type": "agent.tool_use", "id": "sevt_use1", "name": "cat",
@@ -493,8 +493,8 @@ def a_session(store):
              "content": [{"type": "text", "text": "EROFS: the mount is read-only"}]},
         ],
     )
-    store.set_session_status(sess.id, "terminated")
-    return store.get_session(sess.id)
+    store.sessions.set_status(sess.id, "terminated")
+    return store.sessions.get(sess.id)
 
 
 def test_session_list_and_show(run, ok, js, a_session, store):
@@ -502,7 +502,7 @@ def test_session_list_and_show(run, ok, js, a_session, store):
     assert [s["id"] for s in listed] == [a_session.id]
     assert listed[0]["resources"][1]["access"] == "read_only"
     assert js("session", "list", "--store", "Team Docs")[0]["id"] == a_session.id
-    other = store.create_store("other")
+    other = store.stores.create("other")
     assert js("session", "list", "--store", other.id) == []
     assert js("session", "list", "--status", "idle") == []
     assert len(js("session", "list", "--status", "terminated", "--status", "idle")) == 1
@@ -520,8 +520,8 @@ def test_session_list_and_show(run, ok, js, a_session, store):
 
 
 def test_session_show_keeps_multi_line_values_in_their_column(ok, store):
-    notes = store.create_store("Notes", "First line.\nSecond line.")
-    sess = store.create_session(
+    notes = store.stores.create("Notes", "First line.\nSecond line.")
+    sess = store.sessions.create(
         [{"type": "memory_store", "memory_store_id": notes.id, "instructions": "Do.\nDon't."}]
     )
     shown = ok("session", "show", sess.id)
@@ -571,8 +571,8 @@ resources:
 @pytest.fixture
 def spec_file(tmp_path, store):
     """A spec naming one store by name and one by id; the stores exist."""
-    store.create_store("User Preferences", "Per-user preferences.")
-    docs = store.create_store("Team Docs")
+    store.stores.create("User Preferences", "Per-user preferences.")
+    docs = store.stores.create("Team Docs")
     path = tmp_path / "session.yaml"
     path.write_text(SPEC.replace("{docs}", docs.id))
     return path
@@ -580,7 +580,7 @@ def spec_file(tmp_path, store):
 
 def test_session_create_from_a_spec(run, ok, js, spec_file, store):
     sid = ok("session", "create", "--spec", str(spec_file)).strip()
-    s = store.get_session(sid)
+    s = store.sessions.get(sid)
     assert s.status == "idle" and s.title == "Triage" and s.metadata == {"team": "support"}
     assert [(r.name, r.access, r.instructions, r.mount_path) for r in s.resources] == [
         ("User Preferences", "read_write", "Check first.", "/mnt/memory/user-preferences"),
@@ -609,7 +609,7 @@ def test_session_create_spec_errors_are_one_line(run, spec_file, store, tmp_path
                  f"{spec_file}: line 10, column 5: the key 'access' is given twice")
     assert_error(run("session", "create", "--spec", str(tmp_path / "nope.yaml")), 5,
                  "cannot read the session spec", "nope.yaml")
-    assert store.list_sessions().data == []
+    assert store.sessions.list().data == []
     result = run("session", "create")
     assert result.exit_code == 2 and "--spec" in result.stderr
 
@@ -631,7 +631,7 @@ def test_session_create_from_a_spec_through_a_server(spec_file, store, monkeypat
         result = runner.invoke(cli, ["--url", "http://memfs", "--api-key", "k", "session",
                                      "create", "--spec", str(spec_file)])
         assert result.exit_code == 0, (result.stderr, result.exception)
-        s = store.get_session(result.stdout.strip())
+        s = store.sessions.get(result.stdout.strip())
         assert s.title == "Triage" and [r.access for r in s.resources] == [
             "read_write", "read_only"]
         spec_file.write_text(spec_file.read_text().replace("User Preferences", "Nope"))
@@ -649,7 +649,7 @@ def test_run_takes_the_spec(run, spec_file, store, monkeypatch):
     result = run("run", "--spec", str(spec_file), "--", "true")
     assert result.exit_code == 0, (result.stderr, result.exception)
     [launch] = launched
-    prefs, docs = (store.resolve_store(n).id for n in ("User Preferences", "Team Docs"))
+    prefs, docs = (store.stores.resolve(n).id for n in ("User Preferences", "Team Docs"))
     assert launch.attachments == [
         plan.Attachment(prefs, "read_write", "Check first."),
         plan.Attachment(docs, "read_only"),
@@ -667,7 +667,7 @@ def test_run_spec_and_store_flags_do_not_mix(run, spec_file, store):
     spec_file.write_text(spec_file.read_text().replace("read_only", "ro"))
     assert_error(run("run", "--spec", str(spec_file), "--", "true"), 5,
                  f"{spec_file}: resources[1]: access must be")
-    assert store.list_sessions().data == []
+    assert store.sessions.list().data == []
 
 
 def _resource(name, access, description="", instructions=None, mount="/mnt/memory/x"):
@@ -727,7 +727,7 @@ def test_run_rejects_instructions_without_ref(run, ok, store):
         result = run("run", "--store", "notes", "--instructions", bad, "--", "true")
         assert result.exit_code == 2 and "expected REF=TEXT" in result.stderr, result.stderr
         assert "--instructions" in result.stderr
-    assert store.list_sessions().data == []
+    assert store.sessions.list().data == []
 
 
 # -- the real entry point ----------------------------------------------------------------------

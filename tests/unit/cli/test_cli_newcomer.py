@@ -205,14 +205,14 @@ def test_a_name_in_use_is_warned_through_a_server(store, monkeypatch):
     from memfs.api import create_app
     from tests.support.asgi import through
 
-    first = store.create_store("Notes")
+    first = store.stores.create("Notes")
     with TestClient(create_app(store, ["k"])) as tc:
         monkeypatch.setattr(client, "Client",
                             functools.partial(client.Client, transport=through(tc)))
         runner = CliRunner()
         remote = ["--url", "http://memfs", "--api-key", "k", "stores"]
         _warning(runner.invoke(cli, [*remote, "create", "Notes"]), first.id)
-        other = store.create_store("Other")
+        other = store.stores.create("Other")
         _warning(runner.invoke(cli, [*remote, "update", other.id, "--name", "Notes"]), first.id)
 
 
@@ -320,7 +320,7 @@ def test_url_and_api_key_after_the_subcommand(tmp_path, monkeypatch):
     from tests.support.asgi import through
 
     server = Store(tmp_path / "server.db")
-    server.create_store("on-the-server")
+    server.stores.create("on-the-server")
     runner = CliRunner()
     with TestClient(create_app(server, ["k"])) as tc:
         monkeypatch.setattr(client, "Client",
@@ -390,7 +390,7 @@ def test_a_warning_is_one_line_like_an_error(db_path, monkeypatch):
 
     with Store(db_path) as s:
         dead = {"host": socket.gethostname(), "pid": None, "boot_id": "", "start": 0}
-        sid = s.create_session([], launcher=dead).id
+        sid = s.sessions.create([], launcher=dead).id
     monkeypatch.delenv("MEMFS_LOG_FORMAT", raising=False)
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", list(root.handlers))

@@ -64,9 +64,9 @@ def test_create_prints_the_secret_once_and_list_never(run, store):
     assert "workspace default, role admin, every store, never expires" in said[0]
     assert said[1] == ("memfs: this secret will not be shown again: keep it now (only its "
                        "SHA-256 is kept)")
-    grant = store.key_grant(secret)
+    grant = store.keys.grant(secret)
     assert (grant.workspace_id, grant.role, grant.access) == ("default", "admin", None)
-    [k] = store.list_keys()
+    [k] = store.keys.list()
     assert k.id == grant.key_id and k.created_by == local_user_actor()
 
     listed = run("keys", "list")
@@ -82,8 +82,8 @@ def test_create_prints_the_secret_once_and_list_never(run, store):
 
 
 def test_create_a_scoped_read_only_expiring_key_of_a_workspace(run, store):
-    store.create_store("notes")  # the default workspace's: not this one
-    notes_a = store.create_store("notes", workspace="team-a")
+    store.stores.create("notes")  # the default workspace's: not this one
+    notes_a = store.stores.create("notes", workspace="team-a")
     before = datetime.now(UTC)
     d = made(run("--json", "keys", "create", "ci-reader", "--workspace", "team-a", "--read-only",
                  "--store", "notes", "--expires", "30d"))
@@ -92,15 +92,16 @@ def test_create_a_scoped_read_only_expiring_key_of_a_workspace(run, store):
         "ci-reader", "team-a", "read_only", [notes_a.id])
     expires = parse_time(d["expires_at"])
     assert before + timedelta(days=30) <= expires <= datetime.now(UTC) + timedelta(days=30)
-    assert store.key_grant(d["key"]).access == {notes_a.id: "read_only"}
+    assert store.keys.grant(d["key"]).access == {notes_a.id: "read_only"}
 
     assert [k["id"] for k in made(run("--json", "keys", "list", "-w", "team-a"))] == [d["id"]]
     assert made(run("--json", "keys", "list", "--workspace", "default")) == []
     table = run("keys", "list", "-w", "team-a").stdout
     assert notes_a.id in table and "read_only" in table and d["key"] not in table
     two = made(run("--json", "keys", "create", "w", "-w", "team-a", "--role", "read_write",
-                   "--store", notes_a.id, "--store", store.create_store("x", workspace="team-a").id,
-                   "--store", store.create_store("y", workspace="team-a").id))
+                   "--store", notes_a.id, "--store", store.stores.create("x",
+                                                                         workspace="team-a").id,
+                   "--store", store.stores.create("y", workspace="team-a").id))
     row = next(line for line in run("keys", "list").stdout.splitlines() if two["id"] in line)
     assert f"{two['memory_store_ids'][0]},{two['memory_store_ids'][1]} +1" in row
 
@@ -110,8 +111,8 @@ def test_the_readme_sequence_on_a_fresh_database(run, store):
     team-a, and nothing made one locally: ``stores create --workspace`` does. A workspace
     needs no making of its own: its first store or key starts it."""
     made_a = made(run("--json", "stores", "create", "notes", "--workspace", "team-a"))
-    assert [s.id for s in store.list_stores(workspace="team-a").data] == [made_a["id"]]
-    assert store.list_stores(workspace="default").data == []
+    assert [s.id for s in store.stores.list(workspace="team-a").data] == [made_a["id"]]
+    assert store.stores.list(workspace="default").data == []
     shown = made(run("--json", "stores", "show", "notes", "--workspace", "team-a"))
     assert shown["id"] == made_a["id"]
     assert_error(run("stores", "show", "notes", "--workspace", "team-b"), 3, "'notes'",
@@ -134,7 +135,7 @@ def test_stores_create_in_another_workspace_through_a_server_is_refused(run, ser
 
 
 def test_clear_errors_and_nothing_made(run, store, backend):
-    other = store.create_store("theirs", workspace="team-b")
+    other = store.stores.create("theirs", workspace="team-b")
     assert_error(run("keys", "create", "x", "--role", "owner"), 5,
                  "role must be one of admin, read_write, read_only (not 'owner')")
     assert_error(run("keys", "create", "x", "--expires", "soon"), 5, "invalid duration 'soon'")
@@ -149,20 +150,20 @@ def test_clear_errors_and_nothing_made(run, store, backend):
     assert_error(run("keys", "list", "--workspace", "Team A"), 5, "invalid workspace")
     assert_error(run("keys", "create", " "), 5, "a key's name is 1 to 200 characters")
     assert_error(run("keys", "revoke", "apikey_nope"), 3, "API key apikey_nope not found")
-    assert store.list_keys() == []
+    assert store.keys.list() == []
     assert run("keys", "list").stdout == "no API keys (make one: memfs keys create NAME)\n"
 
 
 def test_revoke_and_expiry_show_in_the_list(run, store):
-    k = store.create_key("x")
-    short = store.create_key("short", expires_in=1)
+    k = store.keys.create("x")
+    short = store.keys.create("short", expires_in=1)
     secret = k.key
     r = run("keys", "revoke", k.id)
     assert r.exit_code == 0 and r.stdout == f"revoked API key {k.id} (x) of workspace default\n"
-    revoked = store.get_key(k.id)
+    revoked = store.keys.get(k.id)
     assert revoked.revoked_at is not None
     with pytest.raises(errors.Unauthorized, match="revoked"):
-        store.key_grant(secret)
+        store.keys.grant(secret)
     again = run("keys", "revoke", k.id)
     assert again.exit_code == 0 and "revoked already" in again.stdout
     assert made(run("--json", "keys", "revoke", k.id))["revoked_at"] == revoked.revoked_at
@@ -180,7 +181,7 @@ def test_create_makes_a_missing_database_and_list_does_not(tmp_path):
     r = runner.invoke(cli, ["--db", str(db), "keys", "create", "ops", "--role", "admin"])
     assert r.exit_code == 0 and db.exists()
     with Store(str(db)) as store:
-        assert store.has_live_admin_key()
+        assert store.keys.has_live_admin()
 
 
 # -- through a server (--url) ------------------------------------------------------------------
@@ -196,14 +197,14 @@ def server(backend, tmp_path):
 
 
 def test_keys_through_a_server(run, store, server):
-    notes = store.create_store("notes")
-    notes_a = store.create_store("notes", workspace="team-a")
+    notes = store.stores.create("notes")
+    notes_a = store.stores.create("notes", workspace="team-a")
     url = server.url
     # A server key: the default workspace's admin; names resolve in its own workspace.
     reader = made(run("--json", "keys", "create", "reader", "--read-only", "--store", "notes",
                       url=url))
     assert (reader["workspace_id"], reader["memory_store_ids"]) == ("default", [notes.id])
-    assert store.key_grant(reader["key"]).access == {notes.id: "read_only"}
+    assert store.keys.grant(reader["key"]).access == {notes.id: "read_only"}
     assert_error(run("keys", "create", "a", "-w", "team-a", "--store", "notes", url=url), 3,
                  "by its id")
     reader_a = made(run("--json", "keys", "create", "a", "-w", "team-a", "--store", notes_a.id,
@@ -236,4 +237,4 @@ def test_keys_through_a_server(run, store, server):
     assert_error(run("keys", "list", url=url, key=plain), 6)
     assert run("keys", "revoke", admin_a["id"], url=url).exit_code == 0
     assert_error(run("keys", "list", **as_a), 1, "revoked")
-    assert store.get_key(admin_a["id"]).revoked_at is not None
+    assert store.keys.get(admin_a["id"]).revoked_at is not None

@@ -13,9 +13,9 @@ from memfs import Actor
 from memfs.api import create_app
 from memfs.cli import cli
 from memfs.client import Client
-from memfs.revert import EXIT_LEFT
 from memfs.rules import api_key_id
 from memfs.store import Store, local_user_actor
+from memfs.store.revert import EXIT_LEFT
 from tests.support.asgi import through
 
 KEY = "sk-revert-test"
@@ -32,21 +32,21 @@ def store(backend) -> Store:
 def world(store):
     """A store with /keep.md, /edit.md (edited by the session, then by bob) and /gone.md
     (deleted by the session); the session also created /new.md."""
-    sid = store.create_store("notes").id
-    ses = store.create_session([{"type": "memory_store", "memory_store_id": sid}]).id
+    sid = store.stores.create("notes").id
+    ses = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}]).id
     S = Actor.session(ses)
-    store.write_path(sid, "/keep.md", "keep", actor=USER)
-    store.write_path(sid, "/edit.md", "line 1\nline 2\n", actor=USER)
-    store.write_path(sid, "/gone.md", "was here", actor=USER)
-    store.write_path(sid, "/edit.md", "line 1\nsession\n", actor=S)
-    store.delete_path(sid, "/gone.md", actor=S)
-    store.write_path(sid, "/new.md", "new", actor=S)
-    store.write_path(sid, "/edit.md", "line 1\nbob\n", actor=OTHER)
+    store.memories.write_path(sid, "/keep.md", "keep", actor=USER)
+    store.memories.write_path(sid, "/edit.md", "line 1\nline 2\n", actor=USER)
+    store.memories.write_path(sid, "/gone.md", "was here", actor=USER)
+    store.memories.write_path(sid, "/edit.md", "line 1\nsession\n", actor=S)
+    store.memories.delete_path(sid, "/gone.md", actor=S)
+    store.memories.write_path(sid, "/new.md", "new", actor=S)
+    store.memories.write_path(sid, "/edit.md", "line 1\nbob\n", actor=OTHER)
     return sid, ses
 
 
 def contents(store: Store, sid: str) -> dict[str, str]:
-    return {m.path: store.get_memory(sid, m.id).content or "" for m in store.tree(sid)}
+    return {m.path: store.memories.get(sid, m.id).content or "" for m in store.memories.tree(sid)}
 
 
 def test_cli_dry_run_then_revert_then_undo(backend, store, world) -> None:
@@ -102,12 +102,12 @@ def test_api_and_client(store, world) -> None:
         assert dry["type"] == "memfs_revert" and dry["dry_run"] and dry["id"] is None
         assert [c["reason"] for c in dry["conflicts"]] == ["changed"]
         with Client("http://memfs", KEY, transport=through(http)) as remote:
-            done = remote.revert(ses, actor=None)
+            done = remote.undo.revert(ses, actor=None)
             assert done["created_by"] == Actor.api(api_key_id(KEY)).to_dict()
             assert [a["action"] for a in done["actions"]] == [
                 a["action"] for a in dry["actions"]]
             assert "/new.md" not in contents(store, sid)
-            undo = remote.revert(done["id"], actor=None)
+            undo = remote.undo.revert(done["id"], actor=None)
             assert undo["complete"] and contents(store, sid)["/new.md"] == "new"
         # hostile input: 4xx envelopes, never a 500
         for path, body in ((f"/v1/sessions/{ses}/memfs/revert", {"force": "yes"}),
@@ -124,10 +124,10 @@ def test_api_and_client(store, world) -> None:
         r = http.post(f"/v1/sessions/{ses}/memfs/revert", content=b"{not json")
         assert r.status_code == 400
         # dry_run in the query string is not silently ignored (that would revert for real).
-        before = store.last_change(sid)
+        before = store.feed.last(sid)
         r = http.post(f"/v1/sessions/{ses}/memfs/revert?dry_run=true", json={})
         assert r.status_code == 400 and "query" in r.json()["error"]["message"], r.text
-        assert store.last_change(sid) == before
+        assert store.feed.last(sid) == before
         doc = http.get("/openapi.json").json()
         op = doc["paths"]["/v1/sessions/{session_id}/memfs/revert"]["post"]
         assert op["x-memfs-extension"] and "Revert" in doc["components"]["schemas"]

@@ -32,9 +32,9 @@ def store(backend):
 
 @pytest.fixture
 def sid(store) -> str:
-    s = store.create_store("notes").id
+    s = store.stores.create("notes").id
     for path, content in MEMORIES.items():
-        store.create_memory(s, path, content, actor=API)
+        store.memories.create(s, path, content, actor=API)
     return s
 
 
@@ -64,7 +64,7 @@ def lines(result) -> list[tuple[str, float, str]]:
 
 def test_a_fresh_store_is_found_by_meaning_at_once(run, store, sid):
     """Nobody indexed it: the command catches it up first, then meaning answers."""
-    assert store.search_status(sid)["indexed"] == 0
+    assert store.search.status(sid)["indexed"] == 0
     t0 = time.monotonic()
     result = run("search", "notes", BY_MEANING, "--threshold", "0")
     hits = lines(result)
@@ -72,8 +72,8 @@ def test_a_fresh_store_is_found_by_meaning_at_once(run, store, sid):
     assert hits[0] == ("/decisions/db.md", hits[0][1], MEMORIES["/decisions/db.md"])
     assert [s for _, s, _ in hits] == sorted((s for _, s, _ in hits), reverse=True)
     assert len(hits) == 4 and result.stderr == ""  # no note: meaning covered the store
-    store.use_embeddings("local")
-    assert store.search_status(sid)["indexed"] == 4
+    store.search.use_embeddings("local")
+    assert store.search.status(sid)["indexed"] == 4
     # The question may be several words without quotes, and the store named by its id.
     assert lines(run("search", sid, "which", "database", "did", "we", "pick"))[0][0] == (
         "/decisions/db.md")
@@ -89,7 +89,7 @@ def test_json_prints_the_result(run, store, sid):
     top = d["data"][0]
     assert {"path", "memory_id", "score", "snippet", "matched"} <= set(top)
     assert top["path"] == "/decisions/db.md" and top["matched"] == ["meaning"]
-    assert top["memory_id"] == store.get_memory_by_path(sid, "/decisions/db.md").id
+    assert top["memory_id"] == store.memories.get_by_path(sid, "/decisions/db.md").id
     # --json before the command, and the filters
     d = json.loads(run("--json", "search", "notes", BY_MEANING, "--path-prefix", "/prefs/",
                        "--threshold", "0.1").stdout)
@@ -139,11 +139,11 @@ def test_words_only_answers_by_words_without_meaning(run, sid):
 
 
 def test_session_searches_every_store_of_a_session_under_mount_paths(run, store, sid):
-    docs = store.create_store("docs").id
-    store.create_memory(docs, "/pager.md", "the pager policy", actor=API)
-    other = store.create_store("secrets").id
-    store.create_memory(other, "/pager.md", "the secret pager", actor=API)
-    s = store.create_session([{"type": "memory_store", "memory_store_id": sid},
+    docs = store.stores.create("docs").id
+    store.memories.create(docs, "/pager.md", "the pager policy", actor=API)
+    other = store.stores.create("secrets").id
+    store.memories.create(other, "/pager.md", "the secret pager", actor=API)
+    s = store.sessions.create([{"type": "memory_store", "memory_store_id": sid},
                               {"type": "memory_store", "memory_store_id": docs,
                                "access": "read_only"}])
     result = run("--embeddings", "none", "search", "--session", s.id, "the", "pager",
@@ -161,10 +161,10 @@ def test_session_searches_every_store_of_a_session_under_mount_paths(run, store,
 
 
 def test_a_store_still_catching_up_says_so(run, store, sid, monkeypatch):
-    store.use_embeddings("local")
-    store.index_store(sid)
-    store.create_memory(sid, "/new/a.md", "fresh one", actor=API)
-    store.create_memory(sid, "/new/b.md", "fresh two", actor=API)
+    store.search.use_embeddings("local")
+    store.search.index(sid)
+    store.memories.create(sid, "/new/a.md", "fresh one", actor=API)
+    store.memories.create(sid, "/new/b.md", "fresh two", actor=API)
     monkeypatch.setattr(cli_search, "CATCH_UP_SECONDS", 0.0)
     result = run("search", "notes", BY_MEANING)
     assert lines(result)[0][0] == "/decisions/db.md"
@@ -209,7 +209,7 @@ def test_bad_input_is_one_line_and_an_exit_code(run, sid):
 
 
 def test_status_of_every_store_and_of_one(run, store, sid):
-    other = store.create_store("empty").id
+    other = store.stores.create("empty").id
     result = run("search", "--status")
     assert result.exit_code == 0, result.stderr
     head, *rows = result.stdout.splitlines()
@@ -240,8 +240,8 @@ def test_with_url_the_server_answers(store, sid, monkeypatch):
     from memfs.api import create_app
     from tests.support.asgi import through
 
-    store.use_embeddings("local")
-    store.index_store(sid)
+    store.search.use_embeddings("local")
+    store.search.index(sid)
     with TestClient(create_app(store, ["k"])) as tc:
         monkeypatch.setattr(client, "Client",
                             functools.partial(client.Client, transport=through(tc)))
@@ -250,11 +250,11 @@ def test_with_url_the_server_answers(store, sid, monkeypatch):
         result = runner.invoke(cli, [*url, "search", "notes", BY_MEANING, "--json"])
         assert result.exit_code == 0, (result.stderr, result.exception)
         d = json.loads(result.stdout)
-        assert d == store.search(sid, BY_MEANING).to_dict()
+        assert d == store.search.in_store(sid, BY_MEANING).to_dict()
         result = runner.invoke(cli, [*url, "search", "notes", "pager"])
         assert lines(result)[0][0] == "/people/oncall.md"
         result = runner.invoke(cli, [*url, "search", "--status", "--json"])
-        assert json.loads(result.stdout) == [store.search_status(sid)]
+        assert json.loads(result.stdout) == [store.search.status(sid)]
         assert_error(runner.invoke(cli, [*url, "search", "notes", "x", "--limit", "0"]), 5,
                      "limit must be between")
 

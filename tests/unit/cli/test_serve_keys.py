@@ -1,5 +1,5 @@
 """``memfs serve`` with keys kept in the database: a live admin key (neither revoked nor
-expired, :meth:`memfs.store.Store.has_live_admin_key`) lets it listen on any address without a
+expired, :meth:`memfs.store.Store.keys.has_live_admin`) lets it listen on any address without a
 server key; ``--key-rate`` (or ``MEMFS_KEY_RATE``) bounds each stored key's requests."""
 
 from __future__ import annotations
@@ -31,27 +31,27 @@ def store(backend) -> Store:
 
 
 def test_a_live_admin_key_is_one_neither_revoked_nor_expired(store):
-    assert not store.has_live_admin_key()
-    store.create_key("w", role="read_write")
-    store.create_key("r", role="read_only", workspace="team-a")
-    assert not store.has_live_admin_key()
-    store.create_key("brief", role="admin", expires_in=1)
-    assert store.has_live_admin_key()
-    wait_until(lambda: not store.has_live_admin_key(), 5)
-    admin = store.create_key("a", role="admin")
-    assert store.has_live_admin_key()
-    store.revoke_key(admin.id)
-    assert not store.has_live_admin_key()
+    assert not store.keys.has_live_admin()
+    store.keys.create("w", role="read_write")
+    store.keys.create("r", role="read_only", workspace="team-a")
+    assert not store.keys.has_live_admin()
+    store.keys.create("brief", role="admin", expires_in=1)
+    assert store.keys.has_live_admin()
+    wait_until(lambda: not store.keys.has_live_admin(), 5)
+    admin = store.keys.create("a", role="admin")
+    assert store.keys.has_live_admin()
+    store.keys.revoke(admin.id)
+    assert not store.keys.has_live_admin()
 
 
 def test_another_workspace_s_admin_key_does_not_switch_off_the_server_key(store, tmp_path):
     """With only a team-a admin key in the database, `memfs serve --host 0.0.0.0` started
     with no key at all, and no key saw the default workspace (issue 38, a newcomer's trial):
     only an admin key of the default workspace (a server key's) stands in for one."""
-    store.create_key("team-a admin", role="admin", workspace="team-a")
-    assert not store.has_live_admin_key()
-    store.create_key("ops", role="admin")
-    assert store.has_live_admin_key()
+    store.keys.create("team-a admin", role="admin", workspace="team-a")
+    assert not store.keys.has_live_admin()
+    store.keys.create("ops", role="admin")
+    assert store.keys.has_live_admin()
 
 
 def test_check_bind_names_both_ways_in():
@@ -93,9 +93,9 @@ def test_serve_anywhere_needs_a_server_key_or_a_live_admin_key(tmp_path):
     assert "or make an admin key with `memfs keys create NAME --role admin`" in r.stderr
     assert not db.exists()  # nothing made for a server that does not start
     with Store(str(db)) as store:
-        reader = store.create_key("reader", role="read_only")
+        reader = store.keys.create("reader", role="read_only")
         assert serve_cmd(db, "--host", "0.0.0.0").returncode == 5
-        admin = store.create_key("ops", role="admin")
+        admin = store.keys.create("ops", role="admin")
     s = start_server(tmp_path, "--host", "0.0.0.0", env=CLEAN_ENV)
     try:
         said = s.stderr.read_text()
@@ -116,7 +116,7 @@ def test_serve_anywhere_needs_a_server_key_or_a_live_admin_key(tmp_path):
 
 def test_key_rate(tmp_path):
     with Store(str(tmp_path / "memfs.db")) as store:
-        k = store.create_key("busy")
+        k = store.keys.create("busy")
     for bad in (["--key-rate", "0"], ["--key-rate", "fast"]):
         r = serve_cmd(tmp_path / "memfs.db", "--api-key", KEY, *bad)
         assert r.returncode == 2 and "--key-rate" in r.stderr, r.stderr

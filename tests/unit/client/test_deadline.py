@@ -26,13 +26,13 @@ def store(backend):
 
 
 def _versions(store: Store, sid: str) -> int:
-    return len(store.list_versions(sid, limit=100).data)
+    return len(store.versions.list(sid, limit=100).data)
 
 
 def test_the_client_resends_a_write_whose_answer_was_lost(store):
     """A client with a deadline sends each write with a key and, when its connection fails
     before the answer, sends it again with the same key: applied once, answered."""
-    sid = store.create_store("n").id
+    sid = store.stores.create("n").id
     app_client = TestClient(create_app(store, [KEY]), headers={"x-api-key": KEY})
     seen: list[str] = []
 
@@ -47,10 +47,10 @@ def test_the_client_resends_a_write_whose_answer_was_lost(store):
 
     with app_client, Client("http://t", KEY, transport=httpx.MockTransport(handler),
                             deadline=5) as client:
-        m = client.write_path(sid, "/a.md", "once")
+        m = client.memories.write_path(sid, "/a.md", "once")
         assert m.content == "once" and len(seen) == 2 and seen[0] == seen[1]
         assert _versions(store, sid) == 1
-        client.write_path(sid, "/b.md", "b")
+        client.memories.write_path(sid, "/b.md", "b")
         assert seen[2] != seen[0]  # each write a key of its own
 
 
@@ -61,5 +61,5 @@ def test_the_client_fails_a_write_with_no_answer_by_its_deadline(store):
     t0 = time.monotonic()
     with Client("http://t", KEY, transport=httpx.MockTransport(handler), deadline=1) as client, \
             pytest.raises(errors.MemfsError, match="not made"):
-        client.write_path("memstore_x", "/a.md", "x")
+        client.memories.write_path("memstore_x", "/a.md", "x")
     assert time.monotonic() - t0 < 30  # it ends (the mock answers at once)

@@ -96,11 +96,11 @@ def test_every_post_needs_the_csrf_token_and_the_same_origin(browser, store):
     r = browser.post("/stores", data={"name": "cross", "csrf": csrf},
                      headers={"origin": "http://evil.example"})
     assert r.status_code == 403
-    assert [s.name for s in store.list_stores().data] == []
+    assert [s.name for s in store.stores.list().data] == []
     r = browser.post("/stores", data={"name": "Mine", "csrf": csrf},
                      headers={"origin": "http://console.test"})
     assert r.status_code == 303
-    created = store.list_stores().data
+    created = store.stores.list().data
     assert [s.name for s in created] == ["Mine"]
     # The version a Console user writes is attributed to a user_actor derived from the key.
     assert web.console_actor(web.api_key_id(KEY)).to_dict() == {
@@ -155,27 +155,27 @@ def test_a_chunked_form_without_length_is_bounded_too(browser, store):
     r = browser.post("/stores", content=chunks(),
                      headers={"content-type": "application/x-www-form-urlencoded"})
     assert r.status_code in (400, 413) and "text/html" in r.headers["content-type"]
-    assert store.list_stores().data == []
+    assert store.stores.list().data == []
 
 
 def test_restoring_a_deleted_memory_never_overwrites_another_at_its_path(browser, store):
     """The deleted memory's path now belongs to another memory: the restore is refused with
     the store's reason, and the other memory keeps its content."""
     csrf = signed_in(browser)
-    sid = store.create_store("s").id
-    gone = store.create_memory(sid, "/p.md", "old", actor=None)
-    store.delete_memory(sid, gone.id, actor=None)
-    other = store.create_memory(sid, "/p.md", "someone else's", actor=None)
-    created = store.list_versions(sid, memory_id=gone.id).data[-1]
+    sid = store.stores.create("s").id
+    gone = store.memories.create(sid, "/p.md", "old", actor=None)
+    store.memories.delete(sid, gone.id, actor=None)
+    other = store.memories.create(sid, "/p.md", "someone else's", actor=None)
+    created = store.versions.list(sid, memory_id=gone.id).data[-1]
     assert created.operation == "created"
     r = browser.post(f"/stores/{sid}/versions/{created.id}/restore", data={"csrf": csrf})
     assert r.status_code == 409 and 'role="alert"' in r.text
-    assert store.get_memory(sid, other.id).content == "someone else's"
-    store.delete_memory(sid, other.id, actor=None)
+    assert store.memories.get(sid, other.id).content == "someone else's"
+    store.memories.delete(sid, other.id, actor=None)
     r = browser.post(f"/stores/{sid}/versions/{created.id}/restore", data={"csrf": csrf})
     assert r.status_code == 303
-    (back,) = store.tree(sid)
-    assert store.get_memory(sid, back.id).content == "old"
+    (back,) = store.memories.tree(sid)
+    assert store.memories.get(sid, back.id).content == "old"
 
 
 def test_a_live_refresh_does_not_use_up_the_message_of_the_last_post(browser, store):
@@ -183,8 +183,8 @@ def test_a_live_refresh_does_not_use_up_the_message_of_the_last_post(browser, st
     browser followed the redirect: the fragment took the "saved" message and the page came
     without it (seen in the browser tests once live updates came within milliseconds)."""
     signed_in(browser)
-    sid = store.create_store("s").id
-    mid = store.create_memory(sid, "/plan.md", "x", actor=None).id
+    sid = store.stores.create("s").id
+    mid = store.memories.create(sid, "/plan.md", "x", actor=None).id
     browser.cookies.set(web.FLASH_COOKIE, "saved%20%2Fplan.md", domain="console.test")
     page = f"/stores/{sid}/memories/{mid}"
     r = browser.get(page, headers={"x-memfs-fragment": "1"})
@@ -258,7 +258,7 @@ def test_a_crafted_expiry_in_the_cookie_signs_in_nobody(app, expires):
 def test_a_crafted_position_of_the_live_feed_is_400_not_500(app, browser, store, after):
     signed_in(browser)
     cookie = f"{web.COOKIE}={browser.cookies.get(web.COOKIE)}".encode()
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     for headers in ([], [(b"last-event-id", after.encode())]):
         url = f"/stores/{sid}/live" + ("" if headers else "?after=" + urllib.parse.quote(after))
         assert response_status(app, url, [(b"cookie", cookie), *headers]) == 400, headers
@@ -269,7 +269,7 @@ def test_every_console_answer_forbids_framing_sniffing_and_caching(browser, stor
     ignores ports), and no answer said nosniff, a referrer policy or not to cache a page of
     memories (issue 19). The policy allows the Console's own script and stylesheet only, so
     it also keeps any markup that slipped into a page from running."""
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     pages = ["/signin", "/nope"]
     signed_in(browser)
     pages += ["/stores", f"/stores/{sid}", f"/stores/{sid}/settings", "/stores/x/settings",
@@ -319,11 +319,11 @@ def test_sign_out_revokes_the_cookie_on_every_replica(backend):
 def test_the_current_version_shows_why_it_cannot_be_redacted_instead_of_the_form(
         browser, store):
     csrf = signed_in(browser)
-    sid = store.create_store("s").id
-    m = store.create_memory(sid, "/p.md", "one", actor=None)
-    store.write_path(sid, "/p.md", "two", actor=None)
-    head = store.get_memory(sid, m.id).memory_version_id
-    (old,) = [v for v in store.list_versions(sid, memory_id=m.id).data if v.id != head]
+    sid = store.stores.create("s").id
+    m = store.memories.create(sid, "/p.md", "one", actor=None)
+    store.memories.write_path(sid, "/p.md", "two", actor=None)
+    head = store.memories.get(sid, m.id).memory_version_id
+    (old,) = [v for v in store.versions.list(sid, memory_id=m.id).data if v.id != head]
     page = browser.get(f"/stores/{sid}/versions/{head}").text
     assert "Redact this version" not in page and 'name="confirm"' not in page
     assert "The current content of a live memory cannot be redacted" in page

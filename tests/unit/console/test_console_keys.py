@@ -59,7 +59,7 @@ def alert(page: str) -> str:
 
 
 def test_a_stored_key_signs_in_and_its_cookie_holds_no_secret(app, store):
-    key = store.create_key("alice", workspace="team-a")
+    key = store.keys.create("alice", workspace="team-a")
     with browser(app) as c:
         csrf = sign_in(c, key.key)
         cookie = c.cookies.get(web.COOKIE)
@@ -69,12 +69,12 @@ def test_a_stored_key_signs_in_and_its_cookie_holds_no_secret(app, store):
         # What the user makes lands in the key's workspace, attributed to them.
         r = c.post("/stores", data={"name": "Team A notes", "csrf": csrf})
         assert r.status_code == 303, r.text
-        (made,) = store.list_stores(workspace="team-a").data
-        assert store.list_stores(workspace="default").data == []
+        (made,) = store.stores.list(workspace="team-a").data
+        assert store.stores.list(workspace="default").data == []
         r = c.post(f"/stores/{made.id}/new", data={"path": "/a.md", "content": "x",
                                                    "csrf": csrf})
         assert r.status_code == 303, r.text
-        (v,) = store.list_versions(made.id).data
+        (v,) = store.versions.list(made.id).data
         assert v.created_by == web.console_actor(key.id)
         # A cookie signed under anything but the key's own digest signs in nobody, and says
         # nothing about the key.
@@ -95,8 +95,8 @@ def test_a_stored_key_signs_in_and_its_cookie_holds_no_secret(app, store):
 def test_reading_the_database_is_not_enough_to_make_a_cookie(app, store):
     """The digest a stored key's cookies are signed under is in the database; a cookie signed
     under it with a nonce of one's own (no sign-in made it) signs in nobody."""
-    key = store.create_key("alice", workspace="team-a")
-    with store._read() as conn:
+    key = store.keys.create("alice", workspace="team-a")
+    with store.read() as conn:
         digest = conn.execute("SELECT secret_sha256 FROM api_keys WHERE id = ?",
                               (key.id,)).fetchone()[0]
     with browser(app) as c:
@@ -110,10 +110,10 @@ def test_reading_the_database_is_not_enough_to_make_a_cookie(app, store):
 
 
 def test_a_session_token_cannot_sign_in(app, store):
-    sid = store.create_store("s").id
-    s = store.create_session([{"type": "memory_store", "memory_store_id": sid}],
+    sid = store.stores.create("s").id
+    s = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}],
                              status="running")
-    token = store.create_session_token(s.id).token
+    token = store.sessions.create_token(s.id).token
     with browser(app) as c:
         r = c.post("/signin", data={"api_key": token})
         assert r.status_code == 401 and "session token" in alert(r.text)
@@ -126,8 +126,8 @@ def test_a_refused_keys_sign_ins_end_at_their_next_page_on_every_replica(backend
     """Revoked (or expired) after signing in: the next page of any server on the database
     signs the person out and says why; a form gets a 401 page; nothing is written."""
     store = backend.open()
-    key = store.create_key("bob", expires_in=2 if why == "expired" else None)
-    sid = store.create_store("s").id
+    key = store.keys.create("bob", expires_in=2 if why == "expired" else None)
+    sid = store.stores.create("s").id
     replicas = [create_app(backend.open(), [SERVER_KEY]) for _ in range(2)]
     with browser(replicas[0]) as a, browser(replicas[1]) as b:
         csrf = sign_in(a, key.key)
@@ -135,7 +135,7 @@ def test_a_refused_keys_sign_ins_end_at_their_next_page_on_every_replica(backend
         b.cookies.set(web.COOKIE, cookie, domain="console.test")
         assert b.get("/stores").status_code == 200  # one cookie works on every replica
         if why == "revoked":
-            store.revoke_key(key.id)
+            store.keys.revoke(key.id)
         for c in (a, b):
             c.cookies.set(web.COOKIE, cookie, domain="console.test")
             r = wait_until(lambda c=c: (r := c.get(f"/stores/{sid}")).status_code == 303 and r,
@@ -156,7 +156,7 @@ def test_a_refused_keys_sign_ins_end_at_their_next_page_on_every_replica(backend
             c.cookies.set(web.COOKIE, cookie, domain="console.test")
             r = c.get(f"/stores/{sid}", headers={"x-memfs-fragment": "1"})
             assert r.status_code == 401
-    assert store.tree(sid) == []
+    assert store.memories.tree(sid) == []
 
 
 def test_a_revoked_keys_open_live_page_ends_within_a_second(backend):
@@ -164,8 +164,8 @@ def test_a_revoked_keys_open_live_page_ends_within_a_second(backend):
     with a ``memfs.signed_out`` frame once the key is revoked (the page then reloads)."""
     store = backend.open()
     app = create_app(store, [SERVER_KEY])
-    key = store.create_key("carol")
-    sid = store.create_store("s").id
+    key = store.keys.create("carol")
+    sid = store.stores.create("s").id
     with browser(app) as c:
         sign_in(c, key.key)
         cookie = f"{web.COOKIE}={c.cookies.get(web.COOKIE)}".encode()
@@ -203,7 +203,7 @@ def test_a_revoked_keys_open_live_page_ends_within_a_second(backend):
             with trio.fail_after(10):
                 await started.wait()
                 t0 = trio.current_time()
-                await trio.to_thread.run_sync(store.revoke_key, key.id)
+                await trio.to_thread.run_sync(store.keys.revoke, key.id)
                 await done.wait()
                 took.append(trio.current_time() - t0)
             nursery.cancel_scope.cancel()
@@ -217,11 +217,11 @@ def test_a_revoked_keys_open_live_page_ends_within_a_second(backend):
 
 
 def test_another_workspaces_store_and_session_are_404_like_unknown_ones(app, store):
-    theirs = store.create_store("theirs", workspace="team-b")
-    mid = store.create_memory(theirs.id, "/secret.md", "team b's", actor=API).id
-    session = store.create_session([{"type": "memory_store", "memory_store_id": theirs.id}])
+    theirs = store.stores.create("theirs", workspace="team-b")
+    mid = store.memories.create(theirs.id, "/secret.md", "team b's", actor=API).id
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": theirs.id}])
     ghost = "memstore_01" + "1" * 22  # no such store
-    mine = store.create_key("alice", workspace="team-a", role="admin")
+    mine = store.keys.create("alice", workspace="team-a", role="admin")
     for key in (mine.key, SERVER_KEY):  # a server key is the default workspace's
         with browser(app) as c:
             csrf = sign_in(c, key)
@@ -243,15 +243,15 @@ def test_another_workspaces_store_and_session_are_404_like_unknown_ones(app, sto
                                (f"/stores/{theirs.id}/memories/{mid}", {"content": "mine"}),
                                (f"/sessions/{session.id}/revert", {})):
                 assert c.post(path, data={**data, "csrf": csrf}).status_code == 404, path
-    assert [m.path for m in store.tree(theirs.id)] == ["/secret.md"]
-    assert store.get_memory(theirs.id, mid).content == "team b's"
+    assert [m.path for m in store.memories.tree(theirs.id)] == ["/secret.md"]
+    assert store.memories.get(theirs.id, mid).content == "team b's"
 
 
 def test_a_store_scoped_key_sees_and_writes_only_its_stores(app, store):
-    mine = store.create_store("mine", workspace="team-a")
-    other = store.create_store("other", workspace="team-a")
-    session = store.create_session([{"type": "memory_store", "memory_store_id": mine.id}])
-    key = store.create_key("scoped", workspace="team-a", store_ids=[mine.id])
+    mine = store.stores.create("mine", workspace="team-a")
+    other = store.stores.create("other", workspace="team-a")
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": mine.id}])
+    key = store.keys.create("scoped", workspace="team-a", store_ids=[mine.id])
     with browser(app) as c:
         csrf = sign_in(c, key.key)
         listing = c.get("/stores").text
@@ -275,15 +275,16 @@ def test_a_store_scoped_key_sees_and_writes_only_its_stores(app, store):
             r = c.post(path, data={**data, "csrf": csrf})
             assert r.status_code == 403 and "scoped" in alert(r.text), path
         assert c.get("/import").status_code == 403
-    assert [m.path for m in store.tree(mine.id)] == ["/a.md"] and store.tree(other.id) == []
-    assert [s.name for s in store.list_stores(workspace="team-a").data] == ["other", "mine"]
+    assert [m.path for m in store.memories.tree(mine.id)] == ["/a.md"]
+    assert store.memories.tree(other.id) == []
+    assert [s.name for s in store.stores.list(workspace="team-a").data] == ["other", "mine"]
 
 
 def test_a_read_only_key_reads_everything_and_changes_nothing(app, store):
-    sid = store.create_store("docs", workspace="team-a").id
-    memory = store.create_memory(sid, "/a.md", "as it was", actor=API)
-    (v,) = store.list_versions(sid).data
-    key = store.create_key("reader", workspace="team-a", role="read_only")
+    sid = store.stores.create("docs", workspace="team-a").id
+    memory = store.memories.create(sid, "/a.md", "as it was", actor=API)
+    (v,) = store.versions.list(sid).data
+    key = store.keys.create("reader", workspace="team-a", role="read_only")
     with browser(app) as c:
         csrf = sign_in(c, key.key)
         listing = c.get("/stores").text
@@ -313,10 +314,10 @@ def test_a_read_only_key_reads_everything_and_changes_nothing(app, store):
             assert r.status_code == 403, (path, r.status_code)
             assert "read_only" in alert(r.text) and "reader" in alert(r.text), path
         assert c.post("/signout", data={"csrf": csrf}).status_code == 303  # that it may
-    assert [(m.path, m.content) for m in [store.get_memory(sid, memory.id)]] == [
+    assert [(m.path, m.content) for m in [store.memories.get(sid, memory.id)]] == [
         ("/a.md", "as it was")]
-    assert len(store.list_versions(sid).data) == 1
-    assert [s.name for s in store.list_stores(workspace="team-a").data] == ["docs"]
+    assert len(store.versions.list(sid).data) == 1
+    assert [s.name for s in store.stores.list(workspace="team-a").data] == ["docs"]
 
 
 # -- the Keys page ----------------------------------------------------------------------------
@@ -329,9 +330,9 @@ def secret_on(page: str) -> str:
 
 
 def test_an_admin_makes_and_revokes_keys_on_the_keys_page(app, store):
-    docs = store.create_store("docs", workspace="team-a")
-    admin = store.create_key("lead", workspace="team-a", role="admin")
-    elsewhere = store.create_key("b-admin", workspace="team-b", role="admin")
+    docs = store.stores.create("docs", workspace="team-a")
+    admin = store.keys.create("lead", workspace="team-a", role="admin")
+    elsewhere = store.keys.create("b-admin", workspace="team-b", role="admin")
     with browser(app) as c:
         csrf = sign_in(c, admin.key)
         assert 'href="/keys"' in c.get("/stores").text
@@ -342,7 +343,7 @@ def test_an_admin_makes_and_revokes_keys_on_the_keys_page(app, store):
                                   "expires": "30d", "csrf": csrf})
         assert r.status_code == 201, alert(r.text)
         secret = secret_on(r.text)
-        made = next(k for k in store.list_keys(workspace="team-a") if k.name == "ci-reader")
+        made = next(k for k in store.keys.list(workspace="team-a") if k.name == "ci-reader")
         assert (made.role, made.memory_store_ids, made.created_by) == (
             "read_only", [docs.id], web.console_actor(admin.id))
         assert made.expires_at is not None and made.id in r.text
@@ -360,7 +361,7 @@ def test_an_admin_makes_and_revokes_keys_on_the_keys_page(app, store):
             r = c.post(f"/keys/{made.id}/revoke", data={"csrf": csrf})
             assert r.status_code == 303 and r.headers["location"] == "/keys"
             assert api.get(f"/v1/memory_stores/{docs.id}").status_code == 401
-        assert store.get_key(made.id).revoked_at is not None
+        assert store.keys.get(made.id).revoked_at is not None
         assert "revoked" in c.get("/keys").text
         # What the store refuses is said on the form, and nothing is made.
         for data in ({"name": "x", "role": "superuser"}, {"name": "x", "stores": "nope"},
@@ -368,33 +369,33 @@ def test_an_admin_makes_and_revokes_keys_on_the_keys_page(app, store):
                      {"name": "x", "stores": docs.id, "workspace": "team-b"}):
             r = c.post("/keys", data={**data, "csrf": csrf})
             assert r.status_code in (400, 403) and alert(r.text), data
-        assert len(store.list_keys(workspace="team-a")) == 2
+        assert len(store.keys.list(workspace="team-a")) == 2
         # Another workspace's keys are not a stored admin key's.
         assert c.get("/keys?workspace=team-b").status_code == 403
         assert c.post(f"/keys/{elsewhere.id}/revoke", data={"csrf": csrf}).status_code == 404
-    assert store.get_key(elsewhere.id).revoked_at is None
+    assert store.keys.get(elsewhere.id).revoked_at is None
 
 
 def test_a_server_key_manages_every_workspaces_keys(app, store):
-    theirs = store.create_key("b-admin", workspace="team-b", role="admin")
+    theirs = store.keys.create("b-admin", workspace="team-b", role="admin")
     with browser(app) as c:
         csrf = sign_in(c, SERVER_KEY)
         page = c.get("/keys?workspace=team-b")
         assert page.status_code == 200 and theirs.id in page.text
         r = c.post("/keys", data={"name": "b-writer", "workspace": "team-b", "csrf": csrf})
         assert r.status_code == 201, alert(r.text)
-        assert store.key_grant(secret_on(r.text)).workspace_id == "team-b"
+        assert store.keys.grant(secret_on(r.text)).workspace_id == "team-b"
         r = c.post(f"/keys/{theirs.id}/revoke", data={"csrf": csrf})
         assert r.status_code == 303 and r.headers["location"] == "/keys?workspace=team-b"
         assert c.get("/keys?workspace=Not A Workspace").status_code == 400
-    assert store.get_key(theirs.id).revoked_at is not None
+    assert store.keys.get(theirs.id).revoked_at is not None
 
 
 @pytest.mark.parametrize("role,store_scoped", [("read_write", False), ("read_only", False),
                                                ("admin", True)])
 def test_only_an_admin_of_the_whole_workspace_sees_the_keys(app, store, role, store_scoped):
-    sid = store.create_store("s", workspace="team-a").id
-    key = store.create_key("k", workspace="team-a", role=role,
+    sid = store.stores.create("s", workspace="team-a").id
+    key = store.keys.create("k", workspace="team-a", role=role,
                            store_ids=[sid] if store_scoped else None)
     with browser(app) as c:
         csrf = sign_in(c, key.key)
@@ -403,27 +404,27 @@ def test_only_an_admin_of_the_whole_workspace_sees_the_keys(app, store, role, st
         assert r.status_code == 403 and "admin" in alert(r.text)
         assert c.post("/keys", data={"name": "x", "csrf": csrf}).status_code == 403
         assert c.post(f"/keys/{key.id}/revoke", data={"csrf": csrf}).status_code == 403
-    assert len(store.list_keys(workspace="team-a")) == 1
+    assert len(store.keys.list(workspace="team-a")) == 1
 
 
 # -- key names --------------------------------------------------------------------------------
 
 
 def test_the_history_names_the_key_behind_each_version(app, store):
-    sid = store.create_store("s").id
-    writer = store.create_key("ci-writer")
-    person = store.create_key("alice")
+    sid = store.stores.create("s").id
+    writer = store.keys.create("ci-writer")
+    person = store.keys.create("alice")
     with TestClient(app, headers={"x-api-key": writer.key}) as api:
         r = api.post(f"/v1/memory_stores/{sid}/memories", json={"path": "/a.md",
                                                                 "content": "by ci"})
         assert r.status_code == 200, r.text
     with browser(app) as c:
         csrf = sign_in(c, person.key)
-        mid = store.tree(sid)[0].id
+        mid = store.memories.tree(sid)[0].id
         r = c.post(f"/stores/{sid}/memories/{mid}", data={
             "content": "by alice", "content_sha256": sha256_hex(b"by ci"), "csrf": csrf})
         assert r.status_code == 303, alert(r.text)
-        new, old = store.list_versions(sid).data
+        new, old = store.versions.list(sid).data
         page = c.get(f"/stores/{sid}/history").text
         assert re.search(r"API key <strong[^>]*>ci-writer</strong> <code>" + writer.id, page)
         assert re.search(r"<code>user_\w+</code> <span[^>]*>\(key <strong[^>]*>alice</strong>",
@@ -431,7 +432,7 @@ def test_the_history_names_the_key_behind_each_version(app, store):
         assert "ci-writer" in c.get(f"/stores/{sid}/versions/{old.id}").text
         assert "alice" in c.get(f"/stores/{sid}/versions/{new.id}").text
         # A key of another workspace is never named (a version imported from elsewhere).
-        theirs = store.create_key("b-secret-name", workspace="team-b")
-        store.create_memory(sid, "/b.md", "imported", actor=Actor.api(theirs.id))
+        theirs = store.keys.create("b-secret-name", workspace="team-b")
+        store.memories.create(sid, "/b.md", "imported", actor=Actor.api(theirs.id))
         page = c.get(f"/stores/{sid}/history").text
         assert theirs.id in page and "b-secret-name" not in page

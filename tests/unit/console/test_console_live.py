@@ -42,14 +42,15 @@ def counted(store: Any, *names: str) -> dict[str, list[Any]]:
     """Record each call of the Store methods ``names`` (its arguments) in the returned lists."""
     calls: dict[str, list[Any]] = {name: [] for name in names}
     for name in names:
-        fn = getattr(store, name)
+        part, attr = name.split(".")
+        fn = getattr(getattr(store, part), attr)
 
         def wrapper(*args: Any, _fn: Callable[..., Any] = fn, _name: str = name,
                     **kwargs: Any) -> Any:
             calls[_name].append((args, kwargs))
             return _fn(*args, **kwargs)
 
-        setattr(store, name, wrapper)
+        setattr(getattr(store, part), attr, wrapper)
     return calls
 
 
@@ -58,8 +59,8 @@ async def test_live_pages_and_streams_share_one_look_and_end_with_their_sign_in(
     monkeypatch.setattr(api.streams, "GRANT_RECHECK_SECONDS", EVERY)
     store = backend.open()
     app = create_app(store, [SERVER_KEY])
-    key = store.create_key("dana")
-    sid = store.create_store("notes").id
+    key = store.keys.create("dana")
+    sid = store.stores.create("notes").id
     (first, csrf), (second, _) = [await trio.to_thread.run_sync(sign_in, app, k)
                                   for k in (key.key, key.key)]
     (by_server, _) = await trio.to_thread.run_sync(sign_in, app, SERVER_KEY)
@@ -71,8 +72,9 @@ async def test_live_pages_and_streams_share_one_look_and_end_with_their_sign_in(
     stream = LiveRequest(app, f"/v1/memory_stores/{sid}/changes/stream",
                          {"x-api-key": key.key or ""})
     pages = [mine, also_mine, theirs, server, stream]
-    calls = counted(store, "refused_keys", "ended_signins", "key_check", "signin_revoked",
-                    "signin_recorded")
+    calls = counted(store, "keys.refused", "keys.ended_signins", "keys.check",
+                    "keys.signin_revoked",
+                    "keys.signin_recorded")
     async with trio.open_nursery() as nursery:
         await open_live(nursery, pages)
         await trio.sleep(2 * EVERY)
@@ -84,13 +86,13 @@ async def test_live_pages_and_streams_share_one_look_and_end_with_their_sign_in(
         took = trio.current_time() - began
         assert not any(p.done.is_set() for p in pages)
         # No page looks its own sign-in up; one look for the key, one for the sign-ins.
-        assert [seen[n] for n in ("key_check", "signin_revoked", "signin_recorded")] == [
+        assert [seen[n] for n in ("keys.check", "keys.signin_revoked", "keys.signin_recorded")] == [
             [], [], []]
-        assert 2 <= len(seen["refused_keys"]) <= took / EVERY + 1, seen
-        assert abs(len(seen["ended_signins"]) - len(seen["refused_keys"])) <= 1, seen
-        assert all(set(args[0]) == {key.id} for args, _ in seen["refused_keys"])
+        assert 2 <= len(seen["keys.refused"]) <= took / EVERY + 1, seen
+        assert abs(len(seen["keys.ended_signins"]) - len(seen["keys.refused"])) <= 1, seen
+        assert all(set(args[0]) == {key.id} for args, _ in seen["keys.refused"])
         assert all(len(args[0]) == 1 and len(kw["recorded"]) == 2
-                   for args, kw in seen["ended_signins"])
+                   for args, kw in seen["keys.ended_signins"])
 
         await trio.to_thread.run_sync(sign_out, app, first, csrf)
         with trio.fail_after(10):
@@ -102,7 +104,7 @@ async def test_live_pages_and_streams_share_one_look_and_end_with_their_sign_in(
         await trio.sleep(3 * EVERY)
         assert not any(p.done.is_set() for p in (theirs, server, stream))
 
-        await trio.to_thread.run_sync(store.revoke_key, key.id)
+        await trio.to_thread.run_sync(store.keys.revoke, key.id)
         with trio.fail_after(10):
             await theirs.done.wait()
             await stream.done.wait()

@@ -39,9 +39,9 @@ def browser(store):
 
 
 def new_store(store, memories: dict[str, str]) -> str:
-    sid = store.create_store(name="Search").id
+    sid = store.stores.create(name="Search").id
     for path, content in memories.items():
-        store.create_memory(sid, path, content, actor=ACTOR)
+        store.memories.create(sid, path, content, actor=ACTOR)
     return sid
 
 
@@ -56,7 +56,7 @@ def test_ranked_by_default_best_first_with_score_snippet_and_why(browser, store,
     sid = new_store(store, {"/people/ana.md": "Ana likes the editor helix.",
                             "/prefs/editor.md": "Use tabs; the editor is vim, always vim.",
                             "/other.md": "nothing to see"})
-    ids = {m.path: m.id for m in store.tree(sid)}
+    ids = {m.path: m.id for m in store.memories.tree(sid)}
     r = browser.get(f"/stores/{sid}/search", params={"q": "which editor, vim or helix?"})
     assert r.status_code == 200
     found = hits(r.text)
@@ -64,7 +64,7 @@ def test_ranked_by_default_best_first_with_score_snippet_and_why(browser, store,
     # Both memories have two of the question's words; the one with "editor" in its path too,
     # and "vim" twice, ranks first.
     assert found[0].startswith("/prefs/editor.md") and found[1].startswith("/people/ana.md")
-    result = store.search(sid, "which editor, vim or helix?")
+    result = store.search.in_store(sid, "which editor, vim or helix?")
     for h in result.hits:
         assert f'href="/stores/{sid}/memories/{ids[h.path]}"' in r.text
         assert f"{h.score:.2f}" in r.text
@@ -158,11 +158,11 @@ def test_meaning_finds_a_memory_none_of_whose_words_were_asked(browser, store, m
     # pending memories, but none is close enough in three): said, and every memory offered.
     assert hits(r.text) == [] and "No memory matches" in r.text
     assert "Show every memory ranked" in r.text
-    store.index_store(sid)
-    assert store.index_store(sid).pending == 0
+    store.search.index(sid)
+    assert store.search.index(sid).pending == 0
     page = browser.get(f"/stores/{sid}").text
     assert "3 of 3 memories indexed by meaning" in page
-    assert store.embeddings is not None and store.embeddings.model in page
+    assert store.search.embeddings is not None and store.search.embeddings.model in page
     r = browser.get(f"/stores/{sid}/search", params={"q": "which animal lives with us",
                                                       "threshold": "0"})
     found = hits(r.text)
@@ -172,7 +172,7 @@ def test_meaning_finds_a_memory_none_of_whose_words_were_asked(browser, store, m
     assert "words alone answered" not in r.text
     # A memory written since: the store page says meaning covers part of the store, and a
     # search waits a moment for meaning to embed it (a few memories pending: issue 39).
-    store.create_memory(sid, "/new.md", "a new note", actor=ACTOR)
+    store.memories.create(sid, "/new.md", "a new note", actor=ACTOR)
     assert "3 of 4 memories indexed by meaning" in browser.get(f"/stores/{sid}").text
     r = browser.get(f"/stores/{sid}/search", params={"q": "which animal lives with us"})
     assert "catching up" not in r.text

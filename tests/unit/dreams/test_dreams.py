@@ -14,10 +14,10 @@ from memfs.store import Store
 
 
 def setup_inputs(s: Store) -> tuple[str, list[str]]:
-    ms = s.create_store("notes").id
-    s.create_memory(ms, "/a.md", "alpha\n", actor=None)
-    s.create_memory(ms, "/d/b.md", "beta\n", actor=None)
-    sessions = [s.create_session([{"type": "memory_store", "memory_store_id": ms}]).id
+    ms = s.stores.create("notes").id
+    s.memories.create(ms, "/a.md", "alpha\n", actor=None)
+    s.memories.create(ms, "/d/b.md", "beta\n", actor=None)
+    sessions = [s.sessions.create([{"type": "memory_store", "memory_store_id": ms}]).id
                 for _ in range(2)]
     return ms, sessions
 
@@ -30,7 +30,7 @@ def inputs(ms: str, sessions: list[str]) -> list[dict[str, Any]]:
 def test_a_dream_is_created_pending_and_shown_as_the_sdk_shows_it(backend: Any) -> None:
     s = backend.open()
     ms, sessions = setup_inputs(s)
-    d = s.create_dream(inputs(ms, sessions[::-1]), "claude-test")
+    d = s.dreams.create(inputs(ms, sessions[::-1]), "claude-test")
     body = d.to_dict()
     assert body["type"] == "dream" and body["id"].startswith("drm_")
     assert body["status"] == "pending"
@@ -41,7 +41,7 @@ def test_a_dream_is_created_pending_and_shown_as_the_sdk_shows_it(backend: Any) 
     assert body["usage"] == {"input_tokens": 0, "output_tokens": 0,
                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     assert body["ended_at"] is None and body["archived_at"] is None
-    assert s.get_dream(d.id) == d
+    assert s.dreams.get(d.id) == d
 
 
 @pytest.mark.parametrize(("change", "error"), [
@@ -61,143 +61,143 @@ def test_bad_input_is_a_clear_error(store: Store, change: Any, error: str) -> No
     ms, sessions = setup_inputs(store)
     i, m = change(inputs(ms, sessions), "claude-test")
     with pytest.raises(errors.InvalidRequest, match=error):
-        store.create_dream(i, m)
-    assert store.list_dreams().data == []
+        store.dreams.create(i, m)
+    assert store.dreams.list().data == []
 
 
 def test_instructions_output_behavior_and_missing_inputs(store: Store) -> None:
     ms, sessions = setup_inputs(store)
     i = inputs(ms, sessions)
     with pytest.raises(errors.InvalidRequest, match="4096"):
-        store.create_dream(i, "m", instructions="x" * 4097)
+        store.dreams.create(i, "m", instructions="x" * 4097)
     with pytest.raises(errors.InvalidRequest, match="4096"):
-        store.create_dream(i, "m", instructions="")
-    assert store.create_dream(i, "m", instructions="x" * 4096).instructions == "x" * 4096
+        store.dreams.create(i, "m", instructions="")
+    assert store.dreams.create(i, "m", instructions="x" * 4096).instructions == "x" * 4096
     with pytest.raises(errors.InvalidRequest, match="input memory store"):
-        store.create_dream(i, "m", output_behavior={"type": "update_existing",
+        store.dreams.create(i, "m", output_behavior={"type": "update_existing",
                                                     "memory_store_id": "memstore_other"})
     with pytest.raises(errors.InvalidRequest, match="output_behavior"):
-        store.create_dream(i, "m", output_behavior={"type": "elsewhere"})
+        store.dreams.create(i, "m", output_behavior={"type": "elsewhere"})
     with pytest.raises(errors.NotFound, match="sesn_missing"):
-        store.create_dream(inputs(ms, [sessions[0], "sesn_missing"]), "m")
+        store.dreams.create(inputs(ms, [sessions[0], "sesn_missing"]), "m")
     with pytest.raises(errors.NotFound):
-        store.create_dream(inputs("memstore_missing", sessions), "m")
-    other = store.create_store("old").id
-    store.archive_store(other)
+        store.dreams.create(inputs("memstore_missing", sessions), "m")
+    other = store.stores.create("old").id
+    store.stores.archive(other)
     with pytest.raises(errors.StoreArchived):
-        store.create_dream(inputs(other, sessions), "m")
+        store.dreams.create(inputs(other, sessions), "m")
     # One update_existing dream per store at a time (409), create_new ones are free.
     update = {"type": "update_existing", "memory_store_id": ms}
-    d = store.create_dream(i, "m", output_behavior=update)
+    d = store.dreams.create(i, "m", output_behavior=update)
     assert d.output_behavior == update
     with pytest.raises(errors.Conflict):
-        store.create_dream(i, "m", output_behavior=update)
-    store.create_dream(i, "m")
-    store.cancel_dream(d.id)
-    store.create_dream(i, "m", output_behavior=update)
+        store.dreams.create(i, "m", output_behavior=update)
+    store.dreams.create(i, "m")
+    store.dreams.cancel(d.id)
+    store.dreams.create(i, "m", output_behavior=update)
 
 
 def test_start_copies_the_input_into_a_new_store_of_the_dreams_session(backend: Any) -> None:
     s = backend.open()
     ms, sessions = setup_inputs(s)
-    before = [(m.path, m.content, m.memory_version_id) for m in s.tree(ms)]
-    d = s.start_dream(s.create_dream(inputs(ms, sessions), "m").id)
+    before = [(m.path, m.content, m.memory_version_id) for m in s.memories.tree(ms)]
+    d = s.dreams.start(s.dreams.create(inputs(ms, sessions), "m").id)
     assert d is not None and d.status == "running" and d.session_id is not None
     out = d.output_store_id
     assert out is not None and out != ms
-    assert [(m.path, m.content) for m in s.tree(out)] == [(p, c) for p, c, _ in before]
-    assert {v.created_by for v in s.list_versions(out).data} == {Actor.session(d.session_id)}
-    assert [(m.path, m.content, m.memory_version_id) for m in s.tree(ms)] == before
-    session = s.get_session(d.session_id)
+    assert [(m.path, m.content) for m in s.memories.tree(out)] == [(p, c) for p, c, _ in before]
+    assert {v.created_by for v in s.versions.list(out).data} == {Actor.session(d.session_id)}
+    assert [(m.path, m.content, m.memory_version_id) for m in s.memories.tree(ms)] == before
+    session = s.sessions.get(d.session_id)
     assert session.status == "running"
     assert [(r.memory_store_id, r.access) for r in session.resources] == [
         (out, "read_write"), (ms, "read_only")]
-    assert s.get_store(out).metadata == {"memfs_dream_id": d.id, "memfs_dream_status": "running"}
-    assert s.start_dream(d.id) is None  # started once
-    s.add_dream_usage(d.id, {"input_tokens": 10, "output_tokens": 5})
-    s.add_dream_usage(d.id, {"input_tokens": 1, "cache_read_input_tokens": 2})
-    done = s.finish_dream(d.id, "failed", {"type": "api_error", "message": "overloaded"})
+    assert s.stores.get(out).metadata == {"memfs_dream_id": d.id, "memfs_dream_status": "running"}
+    assert s.dreams.start(d.id) is None  # started once
+    s.dreams.add_usage(d.id, {"input_tokens": 10, "output_tokens": 5})
+    s.dreams.add_usage(d.id, {"input_tokens": 1, "cache_read_input_tokens": 2})
+    done = s.dreams.finish(d.id, "failed", {"type": "api_error", "message": "overloaded"})
     assert done.status == "failed" and done.ended_at is not None
     assert done.error == {"type": "api_error", "message": "overloaded"}
     assert done.usage == {"input_tokens": 11, "output_tokens": 5,
                           "cache_creation_input_tokens": 0, "cache_read_input_tokens": 2}
-    s.add_dream_usage(d.id, {"input_tokens": 100})  # frozen once failed
-    assert s.get_dream(d.id).usage == done.usage
-    assert s.get_store(out).metadata == {"memfs_dream_id": d.id, "memfs_dream_status": "failed",
+    s.dreams.add_usage(d.id, {"input_tokens": 100})  # frozen once failed
+    assert s.dreams.get(d.id).usage == done.usage
+    assert s.stores.get(out).metadata == {"memfs_dream_id": d.id, "memfs_dream_status": "failed",
                                          "memfs_dream_error": "api_error: overloaded"}
-    assert s.get_session(d.session_id).status == "terminated"
+    assert s.sessions.get(d.session_id).status == "terminated"
     # A final status never changes.
-    assert s.finish_dream(d.id, "completed").status == "failed"
+    assert s.dreams.finish(d.id, "completed").status == "failed"
 
 
 def test_update_existing_writes_the_input(store: Store) -> None:
     ms, sessions = setup_inputs(store)
-    d = store.start_dream(store.create_dream(
+    d = store.dreams.start(store.dreams.create(
         inputs(ms, sessions), "m",
         output_behavior={"type": "update_existing", "memory_store_id": ms}).id)
     assert d is not None and d.output_store_id == ms
-    assert [(r.memory_store_id, r.access) for r in store.get_session(d.session_id).resources] == [
+    assert [(r.memory_store_id, r.access) for r in store.sessions.get(d.session_id).resources] == [
         (ms, "read_write")]
-    assert len(store.list_versions(ms).data) == 2  # nothing copied
+    assert len(store.versions.list(ms).data) == 2  # nothing copied
 
 
 def test_cancel_and_archive_follow_the_status(backend: Any) -> None:
     s = backend.open()
     ms, sessions = setup_inputs(s)
-    d = s.create_dream(inputs(ms, sessions), "m")
+    d = s.dreams.create(inputs(ms, sessions), "m")
     with pytest.raises(errors.InvalidRequest, match="cancel it first"):
-        s.archive_dream(d.id)
-    c = s.cancel_dream(d.id)
+        s.dreams.archive(d.id)
+    c = s.dreams.cancel(d.id)
     assert c.status == "canceled" and c.ended_at is not None
-    assert s.cancel_dream(d.id) == c  # unchanged
-    assert s.start_dream(d.id) is None  # a canceled dream never starts
-    a = s.archive_dream(d.id)
-    assert a.archived_at is not None and s.archive_dream(d.id) == a
-    done = s.start_dream(s.create_dream(inputs(ms, sessions), "m").id)
+    assert s.dreams.cancel(d.id) == c  # unchanged
+    assert s.dreams.start(d.id) is None  # a canceled dream never starts
+    a = s.dreams.archive(d.id)
+    assert a.archived_at is not None and s.dreams.archive(d.id) == a
+    done = s.dreams.start(s.dreams.create(inputs(ms, sessions), "m").id)
     assert done is not None
-    s.finish_dream(done.id, "completed")
+    s.dreams.finish(done.id, "completed")
     with pytest.raises(errors.InvalidRequest, match="completed"):
-        s.cancel_dream(done.id)
+        s.dreams.cancel(done.id)
     with pytest.raises(errors.NotFound):
-        s.get_dream("drm_missing")
+        s.dreams.get("drm_missing")
     with pytest.raises(errors.NotFound):
-        s.cancel_dream("drm_missing")
+        s.dreams.cancel("drm_missing")
 
 
 def test_list_pages_newest_first_with_filters(backend: Any) -> None:
     s = backend.open()
     ms, sessions = setup_inputs(s)
-    ids = [s.create_dream(inputs(ms, sessions), "m").id for _ in range(5)]
-    s.cancel_dream(ids[0])
-    s.archive_dream(ids[0])
-    s.cancel_dream(ids[1])
+    ids = [s.dreams.create(inputs(ms, sessions), "m").id for _ in range(5)]
+    s.dreams.cancel(ids[0])
+    s.dreams.archive(ids[0])
+    s.dreams.cancel(ids[1])
     seen, page = [], None
     while True:
-        p = s.list_dreams(limit=2, page=page)
+        p = s.dreams.list(limit=2, page=page)
         seen += [d.id for d in p.data]
         if p.next_page is None:
             break
         page = p.next_page
     assert seen == ids[:0:-1]
-    assert [d.id for d in s.list_dreams(include_archived=True).data] == ids[::-1]
-    assert [d.id for d in s.list_dreams(statuses=["canceled"]).data] == [ids[1]]
-    assert [d.id for d in s.list_dreams(statuses=["canceled"], include_archived=True).data] == [
+    assert [d.id for d in s.dreams.list(include_archived=True).data] == ids[::-1]
+    assert [d.id for d in s.dreams.list(statuses=["canceled"]).data] == [ids[1]]
+    assert [d.id for d in s.dreams.list(statuses=["canceled"], include_archived=True).data] == [
         ids[1], ids[0]]
-    created = s.get_dream(ids[2]).created_at
-    assert ids[2] not in [d.id for d in s.list_dreams(created_at_gt=created).data]
-    assert ids[2] not in [d.id for d in s.list_dreams(created_at_lt=created).data]
+    created = s.dreams.get(ids[2]).created_at
+    assert ids[2] not in [d.id for d in s.dreams.list(created_at_gt=created).data]
+    assert ids[2] not in [d.id for d in s.dreams.list(created_at_lt=created).data]
     with pytest.raises(errors.InvalidRequest):
-        s.list_dreams(statuses=["sleeping"])
+        s.dreams.list(statuses=["sleeping"])
     with pytest.raises(errors.InvalidCursor):
-        s.list_dreams(page=p.next_page or "garbage")
+        s.dreams.list(page=p.next_page or "garbage")
 
 
 def test_stale_dreams_are_found(store: Store) -> None:
     ms, sessions = setup_inputs(store)
-    d = store.create_dream(inputs(ms, sessions), "m", runner={"host": "h", "pid": 1})
-    assert store.stale_dreams(older_than=3600) == []
-    assert store.stale_dreams(older_than=-1) == [(d.id, {"host": "h", "pid": 1})]
-    assert store.live_dreams() == [(d.id, {"host": "h", "pid": 1})]
+    d = store.dreams.create(inputs(ms, sessions), "m", runner={"host": "h", "pid": 1})
+    assert store.dreams.stale(older_than=3600) == []
+    assert store.dreams.stale(older_than=-1) == [(d.id, {"host": "h", "pid": 1})]
+    assert store.dreams.live() == [(d.id, {"host": "h", "pid": 1})]
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,14 +227,15 @@ def api_env(monkeypatch) -> Iterator[None]:
 
 def seeded(s: Store) -> tuple[str, list[str]]:
     ms, sessions = setup_inputs(s)
-    s.add_events(sessions[0], [
+    s.events.add(sessions[0], [
         {"type": "user.message", "content": [{"type": "text", "text": "I drink coffee black"}]},
         {"type": "agent.message", "content": [{"type": "text", "text": "Noted."}]}])
     return ms, sessions
 
 
 def snapshot(s: Store, ms: str) -> list[tuple[str, str | None, str]]:
-    return [(m.path, s.get_memory(ms, m.id).content, m.memory_version_id) for m in s.tree(ms)]
+    return [(m.path, s.memories.get(ms, m.id).content,
+             m.memory_version_id) for m in s.memories.tree(ms)]
 
 
 def test_a_dream_consolidates_into_the_output_and_never_writes_the_input(
@@ -243,10 +244,10 @@ def test_a_dream_consolidates_into_the_output_and_never_writes_the_input(
     s = backend.open()
     ms, sessions = seeded(s)
     before = snapshot(s, ms)
-    versions_before = len(s.list_versions(ms, limit=100).data)
+    versions_before = len(s.versions.list(ms, limit=100).data)
     with ScriptedModel(DREAM_TURNS) as model:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
-        d = s.create_dream(inputs(ms, sessions), "claude-test", instructions="Merge it all.")
+        d = s.dreams.create(inputs(ms, sessions), "claude-test", instructions="Merge it all.")
         done = runner.DreamRun(s, d.id).run()
     assert done.status == "completed", done.error
     assert done.error is None and done.ended_at is not None
@@ -254,14 +255,14 @@ def test_a_dream_consolidates_into_the_output_and_never_writes_the_input(
                           "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     # The input store: untouched, although the model edited and deleted its /memories/a.md.
     assert snapshot(s, ms) == before
-    assert len(s.list_versions(ms, limit=100).data) == versions_before
+    assert len(s.versions.list(ms, limit=100).data) == versions_before
     out = done.output_store_id
     assert out is not None and out != ms
-    assert [(m.path, s.get_memory(out, m.id).content) for m in s.tree(out)] == [
+    assert [(m.path, s.memories.get(out, m.id).content) for m in s.memories.tree(out)] == [
         ("/all.md", "ALPHA\nbeta\ncoffee: black\n")]
-    assert {v.created_by for v in s.list_versions(out, limit=100).data} == {
+    assert {v.created_by for v in s.versions.list(out, limit=100).data} == {
         Actor.session(done.session_id)}
-    assert s.get_store(out).metadata["memfs_dream_status"] == "completed"
+    assert s.stores.get(out).metadata["memfs_dream_status"] == "completed"
     r = model.results()
     assert r["toolu_02"][0] is False and r["toolu_03"] == (
         True, "Path /memories/../escape.md would escape /memories directory")
@@ -275,7 +276,7 @@ def test_a_dream_consolidates_into_the_output_and_never_writes_the_input(
                  sessions[1]):
         assert text in prompt
     # The dream is a session: its prompt, tool event pairs and replies are its events.
-    evs = [e.body for e in s.list_events(done.session_id, limit=100).data]
+    evs = [e.body for e in s.events.list(done.session_id, limit=100).data]
     kinds = [e["type"] for e in evs]
     assert kinds.count("agent.tool_use") == kinds.count("agent.tool_result") == 6
     assert kinds[0] == "user.message" and kinds[1] == "agent.message"
@@ -290,12 +291,12 @@ def test_update_existing_rewrites_the_input_as_new_versions(
     ms, sessions = seeded(store)
     with ScriptedModel(DREAM_TURNS) as model:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
-        d = store.create_dream(inputs(ms, sessions), "claude-test", output_behavior={
+        d = store.dreams.create(inputs(ms, sessions), "claude-test", output_behavior={
             "type": "update_existing", "memory_store_id": ms})
         done = runner.DreamRun(store, d.id).run()
     assert done.status == "completed" and done.output_store_id == ms
-    assert [m.path for m in store.tree(ms)] == ["/all.md"]
-    new = [v for v in store.list_versions(ms, limit=100).data
+    assert [m.path for m in store.memories.tree(ms)] == ["/all.md"]
+    new = [v for v in store.versions.list(ms, limit=100).data
            if v.created_by == Actor.session(done.session_id)]
     assert sorted(v.operation for v in new) == ["created", "deleted", "deleted", "modified"]
 
@@ -306,29 +307,29 @@ def test_a_model_error_fails_the_dream_with_the_reason(
     ms, sessions = seeded(store)
     with ScriptedModel(DREAM_TURNS[:1]) as model:  # then answers 400
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
-        d = store.create_dream(inputs(ms, sessions), "claude-test")
+        d = store.dreams.create(inputs(ms, sessions), "claude-test")
         done = runner.DreamRun(store, d.id).run()
     assert done.status == "failed"
     assert done.error is not None and done.error["type"] == "model_error"
     assert "400" in done.error["message"]
     assert done.usage["input_tokens"] == 10  # the first turn's, kept
-    meta = store.get_store(done.output_store_id).metadata
+    meta = store.stores.get(done.output_store_id).metadata
     assert meta["memfs_dream_status"] == "failed"
     assert meta["memfs_dream_error"].startswith("model_error: ")
-    assert store.get_session(done.session_id).status == "terminated"
+    assert store.sessions.get(done.session_id).status == "terminated"
 
 
 def test_no_api_key_or_no_endpoint_fails_clearly(store: Store, monkeypatch: Any) -> None:
     ms, sessions = seeded(store)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    d = store.dreams.create(inputs(ms, sessions), "claude-test")
     done = runner.DreamRun(store, d.id).run()
     assert done.status == "failed" and done.error is not None
     assert done.error["type"] == "configuration_error"
     assert "ANTHROPIC_API_KEY" in done.error["message"]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens
-    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    d = store.dreams.create(inputs(ms, sessions), "claude-test")
     done = runner.DreamRun(store, d.id, client_factory=lambda: anthropic.Anthropic(
         api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
     assert done.status == "failed" and done.error["type"] == "model_unreachable"
@@ -348,32 +349,32 @@ def test_cancel_stops_a_call_in_flight_within_a_second(
 ) -> None:
     ms, sessions = seeded(store)
     dreamer = Dreamer(store)
-    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    d = store.dreams.create(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
     wait_until(lambda: slow_model.calls == 1, 10)
     t0 = time.monotonic()
-    c = store.cancel_dream(d.id)
+    c = store.dreams.cancel(d.id)
     if where == "this process":
         dreamer.cancel(d.id)
     dreamer.wait(d.id, 5)
     took = time.monotonic() - t0
     assert took < 1.0, took
     assert not dreamer.threads
-    done = store.get_dream(d.id)
+    done = store.dreams.get(d.id)
     assert c.status == done.status == "canceled" and done.error is None
     assert done.output_store_id is not None  # keeps what it wrote (the copy)
-    assert store.get_store(done.output_store_id).metadata["memfs_dream_status"] == "canceled"
-    assert store.get_session(done.session_id).status == "terminated"
+    assert store.stores.get(done.output_store_id).metadata["memfs_dream_status"] == "canceled"
+    assert store.sessions.get(done.session_id).status == "terminated"
 
 
 def test_a_stopping_server_fails_its_dreams(store: Store, slow_model: SlowModel) -> None:
     ms, sessions = seeded(store)
     dreamer = Dreamer(store)
-    d = store.create_dream(inputs(ms, sessions), "claude-test")
+    d = store.dreams.create(inputs(ms, sessions), "claude-test")
     dreamer.start(d.id)
     wait_until(lambda: slow_model.calls == 1, 10)
     dreamer.close()
-    done = store.get_dream(d.id)
+    done = store.dreams.get(d.id)
     assert done.status == "failed" and "stopped" in done.error["message"]
 
 
@@ -382,30 +383,30 @@ def test_dreams_of_a_dead_runner_fail_at_startup(store: Store, monkeypatch: Any)
     dead = subprocess.Popen(["true"])
     dead.wait()
     me = runner.identity()
-    orphan = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
-    assert store.start_dream(orphan.id, runner={**me, "pid": dead.pid}) is not None
-    store.add_dream_usage(orphan.id, {"input_tokens": 7, "output_tokens": 3})  # it answered
+    orphan = store.dreams.create(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
+    assert store.dreams.start(orphan.id, runner={**me, "pid": dead.pid}) is not None
+    store.dreams.add_usage(orphan.id, {"input_tokens": 7, "output_tokens": 3})  # it answered
     # One whose model never answered (no usage): its output is a bare copy of the input.
-    unanswered = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
-    copy = store.start_dream(unanswered.id, runner={**me, "pid": dead.pid})
+    unanswered = store.dreams.create(inputs(ms, sessions), "m", runner={**me, "pid": dead.pid})
+    copy = store.dreams.start(unanswered.id, runner={**me, "pid": dead.pid})
     assert copy is not None and copy.output_store_id is not None
-    alive = store.create_dream(inputs(ms, sessions), "m", runner={**me, "pid": os.getpid()})
-    elsewhere = store.create_dream(inputs(ms, sessions), "m",
+    alive = store.dreams.create(inputs(ms, sessions), "m", runner={**me, "pid": os.getpid()})
+    elsewhere = store.dreams.create(inputs(ms, sessions), "m",
                                    runner={"host": "elsewhere", "pid": 1, "token": "x"})
     dreamer = Dreamer(store)
     assert sorted(dreamer.recover()) == sorted([orphan.id, unanswered.id])
-    failed = store.get_dream(orphan.id)
+    failed = store.dreams.get(orphan.id)
     assert failed.status == "failed" and failed.error["type"] == "internal_error"
     assert f"pid {dead.pid}" in failed.error["message"]
-    assert store.get_store(failed.output_store_id).metadata["memfs_dream_status"] == "failed"
-    gone = store.get_dream(unanswered.id)
+    assert store.stores.get(failed.output_store_id).metadata["memfs_dream_status"] == "failed"
+    gone = store.dreams.get(unanswered.id)
     assert gone.status == "failed" and gone.outputs == []
     with pytest.raises(errors.NotFound):
-        store.get_store(copy.output_store_id)
+        store.stores.get(copy.output_store_id)
     # A runner that stays silent is dead wherever it runs.
     monkeypatch.setattr("memfs.dreams.dreamer.STALE_SECONDS", -1.0)
     assert sorted(dreamer.recover()) == sorted([alive.id, elsewhere.id])
-    assert store.live_dreams() == []
+    assert store.dreams.live() == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,7 +494,7 @@ def test_a_dream_runs_to_completion_through_the_api(
     done = sdk.beta.dreams.retrieve(d.id)
     assert done.status == "completed" and done.usage.output_tokens == 20
     out = done.outputs[0].memory_store_id
-    assert [m.path for m in store.tree(out)] == ["/all.md"]
+    assert [m.path for m in store.memories.tree(out)] == ["/all.md"]
     assert snapshot(store, ms) == before
     evs = list(sdk.beta.sessions.events.list(done.session_id))
     assert sum(e.type == "agent.tool_use" for e in evs) == 6
@@ -526,8 +527,9 @@ def test_memfs_dream_runs_a_dream_and_manages_them(db_path: Any, monkeypatch: An
     assert "completed" in r.stdout and "next: attach" in r.stdout
     assert model.requests[0]["model"] == "claude-test"
     assert snapshot(s, ms) == before
-    [d] = s.list_dreams().data
-    assert d.status == "completed" and [m.path for m in s.tree(d.output_store_id)] == ["/all.md"]
+    [d] = s.dreams.list().data
+    assert d.status == "completed"
+    assert [m.path for m in s.memories.tree(d.output_store_id)] == ["/all.md"]
     listed = json.loads(memfs(db, "--json", "dream", "list").stdout)
     assert [x["id"] for x in listed] == [d.id]
     shown = memfs(db, "dream", "show", d.id)
@@ -555,11 +557,11 @@ def test_memfs_dream_show_fails_the_dream_of_a_dead_memfs_dream(db_path: Any) ->
     dead = subprocess.Popen(["true"])
     dead.wait()
     gone = {**runner.identity(), "pid": dead.pid}
-    d = s.create_dream(inputs(ms, sessions), "m", runner=gone)
-    s.start_dream(d.id, runner=gone)
+    d = s.dreams.create(inputs(ms, sessions), "m", runner=gone)
+    s.dreams.start(d.id, runner=gone)
     r = memfs(str(db_path), "dream", "show", d.id)
     assert r.exit_code == 0 and "failed" in r.stdout and "stopped before it finished" in r.stdout
-    assert s.get_dream(d.id).status == "failed"
+    assert s.dreams.get(d.id).status == "failed"
 
 
 def test_the_sweeper_of_a_closed_store_stops_quietly(
@@ -569,13 +571,13 @@ def test_the_sweeper_of_a_closed_store_stops_quietly(
     stops sweeping instead of logging a traceback every SWEEP_SECONDS forever."""
     monkeypatch.setattr("memfs.dreams.dreamer.SWEEP_SECONDS", 0.02)
     store = backend.open()
-    real, sweeps = store.stale_dreams, []
+    real, sweeps = store.dreams.stale, []
 
     def counted(**kw: Any) -> Any:
         sweeps.append(1)
         return real(**kw)
 
-    monkeypatch.setattr(store, "stale_dreams", counted)
+    monkeypatch.setattr(store.dreams, "stale", counted)
     dreamer = Dreamer(store)
     dreamer.watch()
     sweeper = dreamer._sweeper
@@ -595,13 +597,13 @@ def test_a_store_closed_during_a_sweep_stops_the_sweeper_quietly(
     deterministic): the read fails, and the sweeper stops without a traceback."""
     monkeypatch.setattr("memfs.dreams.dreamer.SWEEP_SECONDS", 0.02)
     store = backend.open()
-    real = store.stale_dreams
+    real = store.dreams.stale
 
     def closing(**kw: Any) -> Any:
         store.close()
         return real(**kw)
 
-    monkeypatch.setattr(store, "stale_dreams", closing)
+    monkeypatch.setattr(store.dreams, "stale", closing)
     dreamer = Dreamer(store)
     dreamer.watch()
     sweeper = dreamer._sweeper
@@ -621,7 +623,7 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
 
     monkeypatch.setattr("memfs.dreams.dreamer.SWEEP_SECONDS", 0.01)
     store = backend.open()
-    real, calls = store.stale_dreams, []
+    real, calls = store.dreams.stale, []
 
     def failing(**kw: Any) -> Any:
         calls.append(1)
@@ -629,7 +631,7 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
             raise DatabaseGone("the database file x.db was replaced while in use")
         return real(**kw)
 
-    monkeypatch.setattr(store, "stale_dreams", failing)
+    monkeypatch.setattr(store.dreams, "stale", failing)
     dreamer = Dreamer(store)
     dreamer.watch()
     wait_until(lambda: len(calls) >= 8)
@@ -644,7 +646,7 @@ def test_a_sweep_the_database_refuses_is_one_line_per_streak(
 
 
 def store_names(s: Store) -> list[str]:
-    return sorted(x.name for x in s.list_stores(include_archived=True, limit=100).data)
+    return sorted(x.name for x in s.stores.list(include_archived=True, limit=100).data)
 
 
 def test_no_api_key_fails_the_dream_before_its_store_or_session_is_made(
@@ -656,14 +658,14 @@ def test_no_api_key_fails_the_dream_before_its_store_or_session_is_made(
     ms, sessions = seeded(s)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     for _ in range(4):
-        d = s.create_dream(inputs(ms, sessions), "claude-test")
+        d = s.dreams.create(inputs(ms, sessions), "claude-test")
         done = runner.DreamRun(s, d.id).run()
         assert done.status == "failed" and done.error["type"] == "configuration_error"
         assert "ANTHROPIC_API_KEY" in done.error["message"]
         assert "memfs server's environment" in done.error["message"]
         assert done.outputs == [] and done.session_id is None
     assert store_names(s) == ["notes"]  # no "notes (dream drm_…)" copies
-    assert len(s.list_sessions(limit=100).data) == len(sessions)
+    assert len(s.sessions.list(limit=100).data) == len(sessions)
 
 
 def test_a_model_that_never_answered_leaves_no_output_store(
@@ -675,23 +677,23 @@ def test_a_model_that_never_answered_leaves_no_output_store(
     ms, sessions = seeded(s)
     with ScriptedModel([]) as model:  # answers 400 at once
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model.url)
-        d = s.create_dream(inputs(ms, sessions), "claude-test")
+        d = s.dreams.create(inputs(ms, sessions), "claude-test")
         done = runner.DreamRun(s, d.id).run()
     assert done.status == "failed" and done.error["type"] == "model_error"
     assert done.outputs == [] and store_names(s) == ["notes"]
-    assert s.get_session(done.session_id).status == "terminated"
-    d = s.create_dream(inputs(ms, sessions), "claude-test")
+    assert s.sessions.get(done.session_id).status == "terminated"
+    d = s.dreams.create(inputs(ms, sessions), "claude-test")
     done = runner.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
         api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
     assert done.error["type"] == "model_unreachable" and done.outputs == []
     assert store_names(s) == ["notes"]
     # update_existing: the output is the input, which stays whatever happens.
-    d = s.create_dream(inputs(ms, sessions), "claude-test",
+    d = s.dreams.create(inputs(ms, sessions), "claude-test",
                        output_behavior={"type": "update_existing", "memory_store_id": ms})
     done = runner.DreamRun(s, d.id, client_factory=lambda: anthropic.Anthropic(
         api_key="k", base_url="http://127.0.0.1:9", max_retries=0)).run()
     assert done.status == "failed" and done.output_store_id == ms
-    assert store_names(s) == ["notes"] and len(s.tree(ms)) == 2
+    assert store_names(s) == ["notes"] and len(s.memories.tree(ms)) == 2
 
 
 def test_a_server_dream_without_a_key_leaves_no_output_store(
@@ -723,7 +725,7 @@ def test_memfs_dream_without_a_key_says_to_set_it_in_this_shell(
         assert len(lines) == 1 and lines[0].startswith("memfs: "), r.stderr
         assert "ANTHROPIC_API_KEY" in lines[0] and "this shell" in lines[0], lines[0]
         assert "server" not in lines[0]
-    assert s.list_dreams(include_archived=True).data == []
+    assert s.dreams.list(include_archived=True).data == []
     assert store_names(s) == ["notes"]
 
 

@@ -92,7 +92,7 @@ def mount(tmp_path, monkeypatch) -> Iterator[Mount]:
 
         monkeypatch.setattr(mod, name, proc_counted)
     store = Store(str(tmp_path / "budget.db"), limits=Limits())
-    sid = store.create_store("budget").id
+    sid = store.stores.create("budget").id
     sink = EventSink(store, sid, None, tmp_path / "events.jsonl")
     ops = Operations(store, sid, actor=Actor.user("user_budget"), events=sink,
                      display_root="/mnt/memory/t")
@@ -240,7 +240,7 @@ async def test_own_commits_are_not_read_back_and_another_process_is_seen(
             await trio.sleep(0.5)
             assert len(polls) == first, "the safety poll read the mount's own changes back"
             assert ops.tree.seq > behind
-            other.create_memory(mount.sid, "/elsewhere.md", "from another process",
+            other.memories.create(mount.sid, "/elsewhere.md", "from another process",
                                 actor=Actor.user("user_other"))
             await async_wait_until(lambda: "elsewhere.md" in (ops.root.children or {}), 1)
             watcher.stop()
@@ -350,7 +350,7 @@ async def test_closes_that_wait_together_commit_together(mount: Mount) -> None:
             nursery.start_soon(close, fh)
     commits = [s for s in mount.counts.sql if s.strip().upper() == "COMMIT"]
     assert len(commits) == 1, mount.counts.sql
-    tree = {m.path: m for m in mount.store.tree(mount.sid)}
+    tree = {m.path: m for m in mount.store.memories.tree(mount.sid)}
     assert sorted(tree) == [f"/group{i}.md" for i in range(6)]
     mount.sink.flush()
     rows = mount.store.conn.execute(
@@ -381,7 +381,7 @@ async def test_a_close_waits_for_others_only_while_other_files_are_written(
     assert turns and trio.current_time() - start < 0.5
     await ops.flush(other)
     await ops.release(other)
-    assert {m.path for m in mount.store.tree(mount.sid)} == {
+    assert {m.path for m in mount.store.memories.tree(mount.sid)} == {
         "/alone.md", "/open.md", "/beside.md"}
 
 

@@ -53,7 +53,7 @@ class Mounted:
 
 @pytest.fixture(params=["local", "remote"])
 def mounted(request, store: Store, tmp_path) -> Iterator[Mounted]:
-    sid = store.create_store("elsewhere").id
+    sid = store.stores.create("elsewhere").id
     if request.param == "local":
         sink = EventSink(store, sid, None, tmp_path / "events.jsonl")
         ops = Operations(store, sid, actor=ACTOR, events=sink, display_root="/mnt/memory/t")
@@ -79,19 +79,19 @@ def mounted(request, store: Store, tmp_path) -> Iterator[Mounted]:
         async def remote_feed() -> None:
             # What ChangeSubscriber does with each frame of /changes/stream: the change, and
             # the memory as the server sends it along.
-            for ch in client.changes_since(sid, ops.seq):
+            for ch in client.feed.since(sid, ops.seq):
                 memory = None
                 if ch.op == "put" and ch.memory_id is not None:
                     try:
-                        memory = client.get_memory(sid, ch.memory_id, view="basic")
+                        memory = client.memories.get(sid, ch.memory_id, view="basic")
                     except errors.NotFound:
                         memory = None  # deleted since: the stream sends none either
                 await ops.feed.apply_feed(ch, memory)
 
         async def remote_reload() -> None:
             # A `memfs.reset` frame: the whole tree again.
-            seq = client.last_change(sid)
-            await ops.feed.reload(client.tree(sid), seq, False)
+            seq = client.feed.last(sid)
+            await ops.feed.reload(client.memories.tree(sid), seq, False)
 
         yield Mounted(ops, sid, store, remote_feed, remote_reload)
         sink.close()
@@ -121,7 +121,7 @@ async def _shows(m: Mounted, name: bytes, ino: int, content: bytes) -> None:
     assert entry.st_size == len(content)
     assert await read_file(m.ops, ino) == content
     node = m.ops.tree.nodes[ino]
-    mem = m.store.get_memory_by_path(m.sid, "/" + name.decode())
+    mem = m.store.memories.get_by_path(m.sid, "/" + name.decode())
     assert node.attached and node.memory is not None and node.memory.id == mem.id
     assert m.ops.tree.by_memory[mem.id] is node
 
@@ -129,12 +129,12 @@ async def _shows(m: Mounted, name: bytes, ino: int, content: bytes) -> None:
 async def test_a_close_after_a_delete_elsewhere_stores_its_writes(mounted):
     m = mounted
     await write_file(m.ops, ROOT, b"r.md", b"old")
-    old = m.store.get_memory_by_path(m.sid, "/r.md")
+    old = m.store.memories.get_by_path(m.sid, "/r.md")
     ino, fh = await _open_and_write(m, b"r.md", b"new bytes", os.O_WRONLY | os.O_TRUNC)
-    m.store.delete_memory(m.sid, old.id, actor=None)
+    m.store.memories.delete(m.sid, old.id, actor=None)
     await m.feed()
     await _close(m, fh)
-    now = m.store.get_memory_by_path(m.sid, "/r.md")
+    now = m.store.memories.get_by_path(m.sid, "/r.md")
     assert now.content == "new bytes"
     res = _last_result(m)
     assert res["content"][0]["text"] == "wrote 9 bytes to /mnt/memory/t/r.md"
@@ -148,12 +148,12 @@ async def test_a_close_after_a_delete_elsewhere_stores_its_writes(mounted):
 async def test_a_close_after_a_reload_without_the_memory_stores_its_writes(mounted):
     m = mounted
     await write_file(m.ops, ROOT, b"r.md", b"old")
-    old = m.store.get_memory_by_path(m.sid, "/r.md")
+    old = m.store.memories.get_by_path(m.sid, "/r.md")
     ino, fh = await _open_and_write(m, b"r.md", b"after reload", os.O_WRONLY | os.O_TRUNC)
-    m.store.delete_memory(m.sid, old.id, actor=None)
+    m.store.memories.delete(m.sid, old.id, actor=None)
     await m.reload()
     await _close(m, fh)
-    assert m.store.get_memory_by_path(m.sid, "/r.md").content == "after reload"
+    assert m.store.memories.get_by_path(m.sid, "/r.md").content == "after reload"
     assert _last_result(m)["content"][0]["text"] == "wrote 12 bytes to /mnt/memory/t/r.md"
     await _shows(m, b"r.md", ino, b"after reload")
 
@@ -163,46 +163,46 @@ async def test_a_close_after_another_memory_took_the_path_overwrites_it(mounted)
     the last close wins, as a new version of the memory now at the path."""
     m = mounted
     await write_file(m.ops, ROOT, b"r.md", b"old")
-    old = m.store.get_memory_by_path(m.sid, "/r.md")
+    old = m.store.memories.get_by_path(m.sid, "/r.md")
     ino, fh = await _open_and_write(m, b"r.md", b"mine", os.O_WRONLY | os.O_TRUNC)
-    m.store.delete_memory(m.sid, old.id, actor=None)
-    theirs = m.store.create_memory(m.sid, "/r.md", "theirs", actor=None)
+    m.store.memories.delete(m.sid, old.id, actor=None)
+    theirs = m.store.memories.create(m.sid, "/r.md", "theirs", actor=None)
     await m.feed()
     await _close(m, fh)
-    now = m.store.get_memory_by_path(m.sid, "/r.md")
+    now = m.store.memories.get_by_path(m.sid, "/r.md")
     assert (now.id, now.content) == (theirs.id, "mine")
     res = _last_result(m)
     assert res["memory_id"] == theirs.id and res["memory_version_id"] == now.memory_version_id
     await _shows(m, b"r.md", ino, b"mine")
-    assert m.store.count_memories(m.sid) == 1
+    assert m.store.memories.count(m.sid) == 1
 
 
 async def test_a_write_after_the_delete_elsewhere_is_stored_too(mounted):
     m = mounted
     await write_file(m.ops, ROOT, b"r.md", b"old")
-    old = m.store.get_memory_by_path(m.sid, "/r.md")
+    old = m.store.memories.get_by_path(m.sid, "/r.md")
     ino, fh = await _open_and_write(m, b"r.md", b"", os.O_RDWR)
-    m.store.delete_memory(m.sid, old.id, actor=None)
+    m.store.memories.delete(m.sid, old.id, actor=None)
     await m.feed()
     await m.ops.write(fh, 0, b"late")
     await _close(m, fh)
-    assert m.store.get_memory_by_path(m.sid, "/r.md").content == "late"
+    assert m.store.memories.get_by_path(m.sid, "/r.md").content == "late"
     await _shows(m, b"r.md", ino, b"late")
 
 
 async def test_fsync_after_a_delete_elsewhere_stores_the_writes(mounted):
     m = mounted
     await write_file(m.ops, ROOT, b"r.md", b"old")
-    old = m.store.get_memory_by_path(m.sid, "/r.md")
+    old = m.store.memories.get_by_path(m.sid, "/r.md")
     ino, fh = await _open_and_write(m, b"r.md", b"synced", os.O_WRONLY | os.O_TRUNC)
-    m.store.delete_memory(m.sid, old.id, actor=None)
+    m.store.memories.delete(m.sid, old.id, actor=None)
     await m.feed()
     await m.ops.fsync(fh, False)
-    assert m.store.get_memory_by_path(m.sid, "/r.md").content == "synced"
+    assert m.store.memories.get_by_path(m.sid, "/r.md").content == "synced"
     await _close(m, fh)
     await _shows(m, b"r.md", ino, b"synced")
     # created, deleted, created again; the close after the fsync adds none
-    assert len(m.store.list_versions(m.sid, limit=10).data) == 3
+    assert len(m.store.versions.list(m.sid, limit=10).data) == 3
 
 
 async def test_a_file_unlinked_here_while_open_drops_its_writes_and_says_so(mounted):
@@ -213,7 +213,7 @@ async def test_a_file_unlinked_here_while_open_drops_its_writes_and_says_so(moun
     await m.ops.unlink(ROOT, b"r.md", CTX)
     await m.ops.write(fh, 4, b" too")
     await _close(m, fh)
-    assert m.store.count_memories(m.sid) == 0
+    assert m.store.memories.count(m.sid) == 0
     assert _last_result(m)["content"][0]["text"] == (
         "/mnt/memory/t/r.md was removed before it was saved")
 
@@ -222,14 +222,14 @@ async def test_a_close_fails_when_a_directory_took_the_path_elsewhere(mounted):
     """What cannot be saved at its path any more fails the close (never a silent 0)."""
     m = mounted
     await write_file(m.ops, ROOT, b"r.md", b"old")
-    old = m.store.get_memory_by_path(m.sid, "/r.md")
+    old = m.store.memories.get_by_path(m.sid, "/r.md")
     _, fh = await _open_and_write(m, b"r.md", b"mine", os.O_WRONLY | os.O_TRUNC)
-    m.store.delete_memory(m.sid, old.id, actor=None)
-    m.store.create_memory(m.sid, "/r.md/inside.md", "a directory now", actor=None)
+    m.store.memories.delete(m.sid, old.id, actor=None)
+    m.store.memories.create(m.sid, "/r.md/inside.md", "a directory now", actor=None)
     await m.feed()
     await raises(errno.EEXIST, m.ops.flush(fh))
     await m.ops.release(fh)
-    assert [x.path for x in m.store.tree(m.sid)] == ["/r.md/inside.md"]
+    assert [x.path for x in m.store.memories.tree(m.sid)] == ["/r.md/inside.md"]
     res = _last_result(m)
     assert res["is_error"] is True and res["content"][0]["text"].startswith("EEXIST")
     assert (await m.ops.lookup(ROOT, b"r.md", CTX)).st_mode & 0o170000 == 0o040000
@@ -239,7 +239,7 @@ async def test_a_reload_keeps_a_file_this_mount_saved_after_the_tree_was_read(mo
     """A reload applies a tree read a moment before: a file this mount committed meanwhile is
     not in it, and must not leave the mount (nor its memory stay unknown to the tree)."""
     m = mounted
-    seq, tree = m.store.last_change(m.sid), m.store.tree(m.sid)
+    seq, tree = m.store.feed.last(m.sid), m.store.memories.tree(m.sid)
     ino = await write_file(m.ops, ROOT, b"new.md", b"saved meanwhile")
     await m.ops.feed.reload(tree, seq, False)
     await _shows(m, b"new.md", ino, b"saved meanwhile")
@@ -254,11 +254,11 @@ def _frames_now(m: Mounted) -> list:
     frames later: after its own later changes)."""
     store = m.ops.store
     frames = []
-    for ch in store.changes_since(m.sid, m.ops.seq):
+    for ch in store.feed.since(m.sid, m.ops.seq):
         memory = None
         if ch.op == "put" and ch.memory_id is not None:
             try:
-                memory = store.get_memory(m.sid, ch.memory_id, view="basic")
+                memory = store.memories.get(m.sid, ch.memory_id, view="basic")
             except errors.NotFound:
                 memory = None
         frames.append((ch, memory))
@@ -298,7 +298,7 @@ async def test_touch_after_an_unlink_stores_the_file_whatever_the_feed_brings(mo
     await _close(m, fh)
     for ch, memory in _frames_now(m):  # the delete, and the new file's write
         await m.ops.feed.apply_feed(ch, memory)
-    assert m.store.get_memory_by_path(m.sid, "/r.md").content == ""
+    assert m.store.memories.get_by_path(m.sid, "/r.md").content == ""
     await _shows(m, b"r.md", ino, b"")
 
 
@@ -315,7 +315,8 @@ async def test_a_late_frame_never_undoes_a_rename_here(mounted):
         await m.ops.feed.apply_feed(ch, memory)
     await _shows(m, b"t.md", ino, b"second")
     await m.ops.rename(ROOT, b"t.md", ROOT, b"target.md", 0, CTX)
-    assert [(x.path, m.store.get_memory(m.sid, x.id).content) for x in m.store.tree(m.sid)
+    assert [(x.path, m.store.memories.get(m.sid,
+                                          x.id).content) for x in m.store.memories.tree(m.sid)
             ] == [("/target.md", "second")]
 
 
@@ -330,7 +331,7 @@ async def test_a_late_frame_never_brings_back_a_file_renamed_over_its_twin(mount
     for ch, memory in late:
         await m.ops.feed.apply_feed(ch, memory)
     await raises(errno.ENOENT, m.ops.lookup(ROOT, b"a.md", CTX))
-    assert [x.path for x in m.store.tree(m.sid)] == ["/b.md"]
+    assert [x.path for x in m.store.memories.tree(m.sid)] == ["/b.md"]
 
 
 async def test_a_late_frame_never_brings_back_a_file_unlinked_after_a_delete_elsewhere(
@@ -340,7 +341,7 @@ async def test_a_late_frame_never_brings_back_a_file_unlinked_after_a_delete_els
     m = mounted
     await write_file(m.ops, ROOT, b"a.md", b"v1")
     late = _frames_now(m)
-    m.store.delete_memory(m.sid, m.store.get_memory_by_path(m.sid, "/a.md").id, actor=None)
+    m.store.memories.delete(m.sid, m.store.memories.get_by_path(m.sid, "/a.md").id, actor=None)
     await m.ops.unlink(ROOT, b"a.md", CTX)
     for ch, memory in late:
         await m.ops.feed.apply_feed(ch, memory)
@@ -362,8 +363,8 @@ async def test_opening_for_writing_fails_while_the_database_is_known_down(mounte
     def down(*args, **kwargs):
         raise errors.StorageError("the PostgreSQL database cannot be reached")
 
-    monkeypatch.setattr(store, "write_path", down)
-    monkeypatch.setattr(store, "last_change", down)
+    monkeypatch.setattr(store.memories, "write_path", down)
+    monkeypatch.setattr(store.feed, "last", down)
     info, _ = await m.ops.create(ROOT, b"lost.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
     await m.ops.write(info.fh, 0, b"x")
     await raises(errno.EIO, m.ops.flush(info.fh))  # how the mount learns it
@@ -375,5 +376,5 @@ async def test_opening_for_writing_fails_while_the_database_is_known_down(mounte
     assert await read_file(m.ops, ino) == b"before"  # reading needs no database call here
     monkeypatch.undo()  # back
     await write_file(m.ops, ROOT, b"b.md", b"after")
-    assert m.store.get_memory_by_path(m.sid, "/b.md").content == "after"
+    assert m.store.memories.get_by_path(m.sid, "/b.md").content == "after"
     assert m.ops.mount.outage is None

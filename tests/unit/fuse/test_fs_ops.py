@@ -57,7 +57,7 @@ async def test_create_write_close_makes_one_version_and_an_event_pair(fs, store)
     ino = await write_file(ops, ROOT, b"a.md", b"hello")
     vs = versions(store, sid)
     assert [(v.operation, v.path, v.created_by) for v in vs] == [("created", "/a.md", ACTOR)]
-    assert store.get_memory_by_path(sid, "/a.md").content == "hello"
+    assert store.memories.get_by_path(sid, "/a.md").content == "hello"
     assert (await ops.getattr(ino, CTX)).st_size == 5
     assert await read_file(ops, ino) == b"hello"
     evs = events(ops)
@@ -110,7 +110,7 @@ async def test_shell_redirect_pattern_makes_one_version(fs, store, monkeypatch):
     await ops.flush(info.fh)
     await ops.release(info.fh)
     assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
-    assert store.get_memory_by_path(sid, "/r.md").content == "bye\n"
+    assert store.memories.get_by_path(sid, "/r.md").content == "bye\n"
 
 
 async def test_touch_new_file_commits_empty_at_release_and_unchanged_close_is_no_version(
@@ -135,7 +135,7 @@ async def test_partial_writes_and_seek(fs, store):
     await ops.write(info.fh, 3, b"abc")
     await ops.write(info.fh, 12, b"Z")  # a hole becomes NUL bytes (valid UTF-8)
     await ops.fsync(info.fh, False)
-    assert store.get_memory_by_path(sid, "/p.md").content == "012abc6789\0\0Z"
+    assert store.memories.get_by_path(sid, "/p.md").content == "012abc6789\0\0Z"
     await ops.flush(info.fh)
     await ops.release(info.fh)
     assert len(versions(store, sid)) == 2  # fsync committed; the close changed nothing more
@@ -166,14 +166,14 @@ async def test_failed_write_keeps_the_previous_version(store, tmp_path):
     await raises(errno.EFBIG, ops.flush(info.fh))
     await ops.release(info.fh)
     assert [v.operation for v in versions(small, sid)] == ["created"]
-    assert small.get_memory_by_path(sid, "/m.md").content == "old"
+    assert small.memories.get_by_path(sid, "/m.md").content == "old"
     assert await read_file(ops, ino) == b"old"
     # A single write over the limit (cp of a big file): nothing, not an empty version.
     info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
     await raises(errno.EFBIG, ops.write(info.fh, 0, b"x" * 11))
     await raises(errno.EFBIG, ops.flush(info.fh))
     await ops.release(info.fh)
-    assert small.get_memory_by_path(sid, "/m.md").content == "old"
+    assert small.memories.get_by_path(sid, "/m.md").content == "old"
 
 
 async def test_invalid_utf8_fails_close_and_commits_nothing(fs, store):
@@ -195,7 +195,7 @@ async def test_invalid_utf8_fails_close_and_commits_nothing(fs, store):
     await raises(errno.EILSEQ, ops.flush(info.fh))
     await ops.release(info.fh)
     assert await read_file(ops, ino) == b"fine"
-    assert store.get_memory_by_path(sid, "/ok.md").content == "fine"
+    assert store.memories.get_by_path(sid, "/ok.md").content == "fine"
 
 
 @pytest.mark.parametrize(
@@ -234,14 +234,14 @@ async def test_enospc_at_create_when_the_store_is_full(store, tmp_path):
     await ops.write(info.fh, 0, b"22")
     await ops.flush(info.fh)
     await ops.release(info.fh)
-    assert small.get_memory_by_path(sid, "/2.md").content == "22"
+    assert small.memories.get_by_path(sid, "/2.md").content == "22"
     st = await ops.statfs(CTX)
     assert (st.f_files, st.f_ffree) == (2, 0)
 
 
 async def test_read_only_and_archived_refuse_changes(store, tmp_path):
     ops, sid = make_ops(store, tmp_path, read_only=True)
-    store.create_memory(sid, "/a.md", "a", actor=ACTOR)
+    store.memories.create(sid, "/a.md", "a", actor=ACTOR)
     ops.load()
     ino = (await ops.lookup(ROOT, b"a.md", CTX)).st_ino
     await raises(errno.EROFS, ops.create(ROOT, b"n.md", 0o100644, os.O_WRONLY, CTX))
@@ -252,8 +252,8 @@ async def test_read_only_and_archived_refuse_changes(store, tmp_path):
     assert await read_file(ops, ino) == b"a"
 
     ops2, sid2 = make_ops(store, tmp_path)
-    store.create_memory(sid2, "/a.md", "a", actor=ACTOR)
-    store.archive_store(sid2)
+    store.memories.create(sid2, "/a.md", "a", actor=ACTOR)
+    store.stores.archive(sid2)
     ops2.load()
     await raises(errno.EROFS, ops2.create(ROOT, b"n.md", 0o100644, os.O_WRONLY, CTX))
     await raises(errno.EROFS, ops2.unlink(ROOT, b"a.md", CTX))
@@ -264,10 +264,10 @@ async def test_store_archived_while_mounted(fs, store):
     ino = await write_file(ops, ROOT, b"a.md", b"a")
     info = await ops.open(ino, os.O_WRONLY, CTX)
     await ops.write(info.fh, 0, b"b")
-    store.archive_store(sid)
+    store.stores.archive(sid)
     await raises(errno.EROFS, ops.flush(info.fh))
     await ops.release(info.fh)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     await raises(errno.EROFS, ops.open(ino, os.O_WRONLY, CTX))
 
 
@@ -292,16 +292,16 @@ async def test_rename_file_over_existing_and_flags(fs, store):
     ops, sid = fs
     a = await write_file(ops, ROOT, b"a.md", b"A")
     await write_file(ops, ROOT, b"b.md", b"B")
-    mid_b = store.get_memory_by_path(sid, "/b.md").id
+    mid_b = store.memories.get_by_path(sid, "/b.md").id
     await raises(errno.EEXIST, ops.rename(ROOT, b"a.md", ROOT, b"b.md",
                                           pyfuse3.RENAME_NOREPLACE, CTX))
     await raises(errno.EINVAL, ops.rename(ROOT, b"a.md", ROOT, b"b.md",
                                           pyfuse3.RENAME_EXCHANGE, CTX))
     await ops.rename(ROOT, b"a.md", ROOT, b"b.md", 0, CTX)
     # The path keeps its memory (its history goes on) with the new content.
-    m = store.get_memory_by_path(sid, "/b.md")
+    m = store.memories.get_by_path(sid, "/b.md")
     assert (m.id, m.content) == (mid_b, "A")
-    assert store.count_memories(sid) == 1
+    assert store.memories.count(sid) == 1
     assert (await ops.lookup(ROOT, b"b.md", CTX)).st_ino == a  # POSIX: the moved inode
     assert await ops.getxattr(a, b"user.memfs.memory_id", CTX) == mid_b.encode()
     await raises(errno.ENOENT, ops.lookup(ROOT, b"a.md", CTX))
@@ -316,10 +316,10 @@ async def test_rename_file_over_existing_and_flags(fs, store):
     await ops.rename(ROOT, b"tmp~", ROOT, b"b.md", 0, CTX)
     await ops.flush(info.fh)
     await ops.release(info.fh)
-    assert store.get_memory_by_path(sid, "/b.md").content == "C"
+    assert store.memories.get_by_path(sid, "/b.md").content == "C"
     assert [v.operation for v in versions(store, sid) if v.memory_id == mid_b] == [
         "created", "modified", "modified"]
-    assert store.count_memories(sid) == 1
+    assert store.memories.count(sid) == 1
 
 
 async def test_rename_directory_moves_every_memory_atomically(fs, store):
@@ -329,7 +329,7 @@ async def test_rename_directory_moves_every_memory_atomically(fs, store):
     f = await write_file(ops, e, b"f.md", b"f")
     await write_file(ops, d, b"g.md", b"g")
     await ops.rename(ROOT, b"d", ROOT, b"x", 0, CTX)
-    paths = sorted(m.path for m in store.tree(sid))
+    paths = sorted(m.path for m in store.memories.tree(sid))
     assert paths == ["/x/e/f.md", "/x/g.md"]
     x = await ops.lookup(ROOT, b"x", CTX)
     assert x.st_ino == d
@@ -338,7 +338,7 @@ async def test_rename_directory_moves_every_memory_atomically(fs, store):
     # Over an empty directory: fine; over a non-empty one: ENOTEMPTY.
     await ops.mkdir(ROOT, b"empty", 0o40755, CTX)
     await ops.rename(ROOT, b"x", ROOT, b"empty", 0, CTX)
-    assert sorted(m.path for m in store.tree(sid)) == ["/empty/e/f.md", "/empty/g.md"]
+    assert sorted(m.path for m in store.memories.tree(sid)) == ["/empty/e/f.md", "/empty/g.md"]
     y = (await ops.mkdir(ROOT, b"y", 0o40755, CTX)).st_ino
     await write_file(ops, y, b"h.md", b"h")
     await raises(errno.ENOTEMPTY, ops.rename(ROOT, b"empty", ROOT, b"y", 0, CTX))
@@ -351,7 +351,7 @@ async def test_truncate_by_path_commits_and_logs(fs, store):
     attr.st_size = 2
     out = await ops.setattr(ino, attr, Fields(size=True), None, CTX)
     assert out.st_size == 2
-    assert store.get_memory_by_path(sid, "/a.md").content == "he"
+    assert store.memories.get_by_path(sid, "/a.md").content == "he"
     assert events(ops)[-2]["input"]["operation"] == "truncate"
     # chmod/chown/utimes: accepted, not stored, no version.
     attr.st_mode = 0o100600
@@ -363,7 +363,7 @@ async def test_truncate_by_path_commits_and_logs(fs, store):
 async def test_xattrs_and_refused_node_types(fs, store):
     ops, sid = fs
     ino = await write_file(ops, ROOT, b"a.md", b"hello")
-    m = store.get_memory_by_path(sid, "/a.md")
+    m = store.memories.get_by_path(sid, "/a.md")
     assert await ops.getxattr(ino, b"user.memfs.memory_id", CTX) == m.id.encode()
     assert await ops.getxattr(ino, b"user.memfs.memory_version_id", CTX) == (
         m.memory_version_id.encode())
@@ -427,29 +427,29 @@ async def test_readdir_lists_children(fs, monkeypatch):
 async def test_changes_made_elsewhere_update_the_tree(fs, store):
     ops, sid = fs
     a = await write_file(ops, ROOT, b"a.md", b"A")
-    ops.feed.apply_changes(store.changes_since(sid, 0))  # our own: nothing to invalidate
+    ops.feed.apply_changes(store.feed.since(sid, 0))  # our own: nothing to invalidate
     assert ops.stale_entries == [] and ops.stale_inodes == []
     other = ACTOR
-    store.write_path(sid, "/a.md", "A2", actor=other)
-    store.create_memory(sid, "/n/new.md", "N", actor=other)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.write_path(sid, "/a.md", "A2", actor=other)
+    store.memories.create(sid, "/n/new.md", "N", actor=other)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert a in ops.stale_inodes
     assert await read_file(ops, a) == b"A2"
     n = (await ops.lookup(ROOT, b"n", CTX)).st_ino
     new = (await ops.lookup(n, b"new.md", CTX)).st_ino
     assert await read_file(ops, new) == b"N"
-    m = store.get_memory_by_path(sid, "/a.md")
-    store.update_memory(sid, m.id, path="/n/moved.md", actor=other)
-    store.delete_path(sid, "/n/new.md", actor=other)
+    m = store.memories.get_by_path(sid, "/a.md")
+    store.memories.update(sid, m.id, path="/n/moved.md", actor=other)
+    store.memories.delete_path(sid, "/n/new.md", actor=other)
     ops.stale_entries.clear()
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert (await ops.lookup(n, b"moved.md", CTX)).st_ino == a  # same memory, same inode
     await raises(errno.ENOENT, ops.lookup(ROOT, b"a.md", CTX))
     await raises(errno.ENOENT, ops.lookup(n, b"new.md", CTX))
     names = {(p, name) for p, name, _ in ops.stale_entries}
     assert (ROOT, "a.md") in names and (n, "new.md") in names
-    store.delete_path(sid, "/n/moved.md", actor=other)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.delete_path(sid, "/n/moved.md", actor=other)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     # A directory emptied elsewhere goes away with its last memory.
     await raises(errno.ENOENT, ops.lookup(ROOT, b"n", CTX))
 
@@ -461,16 +461,16 @@ async def test_a_stale_state_from_the_feed_does_not_undo_a_newer_one(fs, store):
     ops, sid = fs
     d = (await ops.mkdir(ROOT, b"dir", 0o755, CTX)).st_ino
     await write_file(ops, d, b"f.md", b"F")
-    created = store.get_memory_by_path(sid, "/dir/f.md", view="basic")
-    first = store.changes_since(sid, 0)
+    created = store.memories.get_by_path(sid, "/dir/f.md", view="basic")
+    first = store.feed.since(sid, 0)
     await ops.rename(ROOT, b"dir", ROOT, b"moved", 0, CTX)
     ops.feed.apply_changes(first, {created.id: created})  # late, with the state before the rename
     moved = (await ops.lookup(ROOT, b"moved", CTX)).st_ino
     ino = (await ops.lookup(moved, b"f.md", CTX)).st_ino
     assert await read_file(ops, ino) == b"F"
     await raises(errno.ENOENT, ops.lookup(ROOT, b"dir", CTX))
-    now = store.get_memory(sid, created.id, view="basic")
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq), {created.id: now})
+    now = store.memories.get(sid, created.id, view="basic")
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq), {created.id: now})
     assert (await ops.lookup(moved, b"f.md", CTX)).st_ino == ino
 
 
@@ -480,7 +480,7 @@ async def test_a_bug_answers_eio_instead_of_crashing(fs, monkeypatch, error_logs
     def boom(*a, **kw):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(ops.store, "write_path", boom)
+    monkeypatch.setattr(ops.store.memories, "write_path", boom)
     info, _ = await ops.create(ROOT, b"x.md", 0o100644, os.O_WRONLY, CTX)
     await ops.write(info.fh, 0, b"x")
     await raises(errno.EIO, ops.flush(info.fh))
@@ -489,17 +489,17 @@ async def test_a_bug_answers_eio_instead_of_crashing(fs, monkeypatch, error_logs
 
 
 async def test_session_actor_attribution(store, tmp_path):
-    s = store.create_store("sess")
-    sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
+    s = store.stores.create("sess")
+    sess = store.sessions.create([{"type": "memory_store", "memory_store_id": s.id}])
     sink = EventSink(store, s.id, sess.id, None)
     SINKS.append(sink)
     ops = Operations(store, s.id, actor=Actor.session(sess.id), events=sink)
     ops.load()
     await write_file(ops, ROOT, b"a.md", b"a")
     sink.flush()
-    v = store.list_versions(s.id, session_id=sess.id).data
+    v = store.versions.list(s.id, session_id=sess.id).data
     assert len(v) == 1
-    evs = store.list_events(sess.id).data
+    evs = store.events.list(sess.id).data
     assert [e.type for e in evs][-2:] == ["agent.tool_use", "agent.tool_result"]
 
 
@@ -528,11 +528,11 @@ async def test_a_failed_rename_over_a_new_file_keeps_its_data(fs, store):
     await write_file(ops, ROOT, b"src.md", b"S")
     info, _ = await ops.create(ROOT, b"dst.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
     await ops.write(info.fh, 0, b"pending")
-    store.delete_path(sid, "/src.md", actor=ACTOR)  # elsewhere; this mount has not seen it
+    store.memories.delete_path(sid, "/src.md", actor=ACTOR)  # elsewhere; this mount has not seen it
     await raises(errno.ENOENT, ops.rename(ROOT, b"src.md", ROOT, b"dst.md", 0, CTX))
     await ops.flush(info.fh)
     await ops.release(info.fh)
-    assert store.get_memory_by_path(sid, "/dst.md").content == "pending"
+    assert store.memories.get_by_path(sid, "/dst.md").content == "pending"
 
 
 async def test_ftruncate_over_the_limit_is_in_the_event_log(store, tmp_path):
@@ -586,7 +586,7 @@ async def test_truncate_by_path_while_open_for_writing_is_logged_and_saved_at_cl
     assert use["input"]["operation"] == "truncate" and res["is_error"] is False
     await ops.flush(info.fh)
     await ops.release(info.fh)
-    assert store.get_memory_by_path(sid, "/a.md").content == "hello"
+    assert store.memories.get_by_path(sid, "/a.md").content == "hello"
     assert len(versions(store, sid)) == 1
 
 
@@ -710,12 +710,12 @@ async def test_states_are_ordered_by_the_feed_not_by_the_clock(fs, store):
     mount must still show it."""
     ops, sid = fs
     ino = await write_file(ops, ROOT, b"c.md", b"first")
-    m = store.get_memory_by_path(sid, "/c.md")
-    store.update_memory(sid, m.id, content="second", actor=None)
+    m = store.memories.get_by_path(sid, "/c.md")
+    store.memories.update(sid, m.id, content="second", actor=None)
     # What a clock stepped back by an hour writes: an updated_at before the first version's.
     store.conn.execute("UPDATE memories SET updated_at = '2001-01-01T00:00:00.000000Z' "
                        "WHERE id = ?", (m.id,))
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert await read_file(ops, ino) == b"second"
     assert (await ops.getattr(ino, CTX)).st_size == len(b"second")
 
@@ -723,24 +723,24 @@ async def test_states_are_ordered_by_the_feed_not_by_the_clock(fs, store):
 async def test_a_pruned_feed_position_reloads_the_tree(fs, store):
     ops, sid = fs
     await write_file(ops, ROOT, b"a.md", b"a")
-    store.create_memory(sid, "/elsewhere.md", "e", actor=None)
+    store.memories.create(sid, "/elsewhere.md", "e", actor=None)
     store.conn.execute("UPDATE stores SET changes_pruned_seq = ? WHERE id = ?",
-                       (store.last_change(sid), sid))
+                       (store.feed.last(sid), sid))
     await ops.feed.poll_changes()
     assert (await ops.lookup(ROOT, b"elsewhere.md", CTX)).st_size == 1
-    assert ops.seq == store.last_change(sid)
+    assert ops.seq == store.feed.last(sid)
 
 
 async def test_a_directory_emptied_elsewhere_while_listed_goes_at_releasedir(fs, store):
     """The stateful test found it: RELEASEDIR comes after closedir returns, so a directory
     emptied by another mount meanwhile was skipped by the prune and stayed forever."""
     ops, sid = fs
-    m = store.create_memory(sid, "/d/a.md", "a", actor=None)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    m = store.memories.create(sid, "/d/a.md", "a", actor=None)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     d = (await ops.lookup(ROOT, b"d", CTX)).st_ino
     fh = await ops.opendir(d, CTX)
-    store.delete_memory(sid, m.id, actor=None)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.delete(sid, m.id, actor=None)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert "d" in (ops.root.children or {})  # still listed: kept for now
     await ops.releasedir(fh)
     assert "d" not in (ops.root.children or {})
@@ -769,20 +769,20 @@ async def test_the_feed_does_not_read_back_this_mounts_own_commits(fs, store, mo
     ops, sid = fs
     await write_file(ops, ROOT, b"mine.md", b"mine")
     await write_file(ops, ROOT, b"both.md", b"mine")
-    other = store.create_memory(sid, "/other.md", "other", actor=None)
-    both = store.get_memory_by_path(sid, "/both.md")
-    store.update_memory(sid, both.id, content="theirs", actor=None)
+    other = store.memories.create(sid, "/other.md", "other", actor=None)
+    both = store.memories.get_by_path(sid, "/both.md")
+    store.memories.update(sid, both.id, content="theirs", actor=None)
     read: list[str] = []
-    get_memory = store.get_memory
+    get_memory = store.memories.get
 
     def counting(store_id, memory_id, **kw):
         read.append(memory_id)
         return get_memory(store_id, memory_id, **kw)
 
-    monkeypatch.setattr(store, "get_memory", counting)
+    monkeypatch.setattr(store.memories, "get", counting)
     assert await ops.feed.poll_changes() == 4
     assert sorted(read) == sorted([other.id, both.id])
-    assert ops.seq == store.last_change(sid)
+    assert ops.seq == store.feed.last(sid)
     assert await read_file(ops, (await ops.lookup(ROOT, b"both.md", CTX)).st_ino) == b"theirs"
     assert (await ops.lookup(ROOT, b"other.md", CTX)).st_size == len(b"other")
     assert (await ops.lookup(ROOT, b"mine.md", CTX)).st_size == len(b"mine")
@@ -791,8 +791,8 @@ async def test_the_feed_does_not_read_back_this_mounts_own_commits(fs, store, mo
 async def test_a_read_through_the_mount_records_its_event_pair(store, tmp_path):
     """A read-only open→close queues only what its pair says (no JSON-lines file: the
     flusher builds the pair); once flushed, the session has the same pair as before."""
-    s = store.create_store("reads")
-    sess = store.create_session([{"type": "memory_store", "memory_store_id": s.id}])
+    s = store.stores.create("reads")
+    sess = store.sessions.create([{"type": "memory_store", "memory_store_id": s.id}])
     sink = EventSink(store, s.id, sess.id, None)
     SINKS.append(sink)
     ops = Operations(store, s.id, actor=Actor.session(sess.id), events=sink,
@@ -800,13 +800,13 @@ async def test_a_read_through_the_mount_records_its_event_pair(store, tmp_path):
     ops.load()
     ino = await write_file(ops, ROOT, b"a.md", b"hello")
     sink.flush()
-    before = len(store.list_events(sess.id).data)
+    before = len(store.events.list(sess.id).data)
     t0 = datetime.now(UTC)
     assert await read_file(ops, ino) == b"hello"
     assert sink.pending == 1
     sink.flush()
     assert sink.pending == 0
-    evs = store.list_events(sess.id).data[before:]
+    evs = store.events.list(sess.id).data[before:]
     assert [e.type for e in evs] == ["agent.tool_use", "agent.tool_result"]
     use, result = (e.body for e in evs)
     assert use["name"] == comm(os.getpid()) and use["id"] == evs[0].id
@@ -827,7 +827,7 @@ async def test_a_read_with_an_event_file_writes_the_pair_at_close(fs, store, tmp
     use, result = (json.loads(line) for line in lines[-2:])
     assert use["input"]["operation"] == "read" and result["tool_use_id"] == use["id"]
     ops.events.flush()
-    with store._read() as c:
+    with store.read() as c:
         stored = [json.loads(r["body"]) for r in c.execute(
             "SELECT body FROM events WHERE store_id = ? ORDER BY seq", (sid,))]
     assert stored[-2:] == [use, result]
@@ -889,13 +889,13 @@ async def test_an_unlink_or_rename_gives_up_on_a_foreign_write_lock(fs, store, d
         if other.in_transaction:
             other.execute("ROLLBACK")
         other.close()
-    assert sorted(m.path for m in store.tree(sid)) == ["/a.md", "/d/b.md"]
-    assert store.get_memory_by_path(sid, "/a.md").content == "a2"  # the close waited
+    assert sorted(m.path for m in store.memories.tree(sid)) == ["/a.md", "/d/b.md"]
+    assert store.memories.get_by_path(sid, "/a.md").content == "a2"  # the close waited
     assert (await ops.lookup(ROOT, b"a.md", CTX)).st_ino == ino
     failed = [r["content"][0]["text"] for r in events(ops) if r.get("is_error")]
     assert len(failed) == 4 and all(t.startswith("EBUSY") for t in failed), failed
     await ops.unlink(ROOT, b"a.md", CTX)  # the lock is gone: it works again
-    assert [m.path for m in store.tree(sid)] == ["/d/b.md"]
+    assert [m.path for m in store.memories.tree(sid)] == ["/d/b.md"]
 
 
 async def test_a_descriptor_that_did_not_write_commits_nothing_while_another_is_open(fs, store):
@@ -910,18 +910,18 @@ async def test_a_descriptor_that_did_not_write_commits_nothing_while_another_is_
     idle = await ops.open(ino, os.O_RDWR, CTX)
     await ops.flush(idle.fh)
     await ops.release(idle.fh)
-    assert store.get_memory_by_path(sid, "/a.md").content == "old"
+    assert store.memories.get_by_path(sid, "/a.md").content == "old"
     assert len(versions(store, sid)) == 1
     await ops.flush(trunc.fh)  # the last one: its O_TRUNC is saved now
     await ops.release(trunc.fh)
-    assert store.get_memory_by_path(sid, "/a.md").content == ""
+    assert store.memories.get_by_path(sid, "/a.md").content == ""
     # And one that wrote commits at its own close, whoever else holds the file.
     writer = await ops.open(ino, os.O_RDWR, CTX)
     other = await ops.open(ino, os.O_RDWR, CTX)
     await ops.write(writer.fh, 0, b"new")
     await ops.flush(writer.fh)
     await ops.release(writer.fh)
-    assert store.get_memory_by_path(sid, "/a.md").content == "new"
+    assert store.memories.get_by_path(sid, "/a.md").content == "new"
     await ops.flush(other.fh)
     await ops.release(other.fh)
     assert [v.operation for v in versions(store, sid)] == ["created", "modified", "modified"]
@@ -938,7 +938,7 @@ async def test_an_o_trunc_commits_at_its_close_whoever_else_writes(fs, store):
     trunc = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
     await ops.flush(trunc.fh)
     await ops.release(trunc.fh)
-    assert store.get_memory_by_path(sid, "/a.md").content == ""
+    assert store.memories.get_by_path(sid, "/a.md").content == ""
     await ops.flush(holder.fh)
     await ops.release(holder.fh)
     assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
@@ -947,7 +947,7 @@ async def test_an_o_trunc_commits_at_its_close_whoever_else_writes(fs, store):
     other = await ops.open(attrs.st_ino, os.O_RDWR, CTX)
     await ops.flush(info.fh)
     await ops.release(info.fh)
-    assert store.get_memory_by_path(sid, "/new.md").content == ""
+    assert store.memories.get_by_path(sid, "/new.md").content == ""
     await ops.flush(other.fh)
     await ops.release(other.fh)
     texts = [r["content"][0]["text"] for r in events(ops) if "content" in r]
@@ -975,7 +975,7 @@ async def test_a_close_that_waited_for_an_unlink_of_its_file_drops_it_cleanly(fs
         nursery.start_soon(ops.flush, info.fh)  # the file is there: it will commit
         await trio.testing.wait_all_tasks_blocked()  # and the flush, behind the unlink
     await ops.release(info.fh)
-    assert store.tree(sid) == []
+    assert store.memories.tree(sid) == []
     rows = events(ops)
     assert not any(r.get("is_error") for r in rows), rows
     texts = [r["content"][0]["text"] for r in rows if "content" in r]
@@ -1010,15 +1010,15 @@ async def test_a_directorys_link_count_follows_its_subdirectories(fs, store):
     await ops.rename(ROOT, b"d", ROOT, b"h", 0, CTX)
     await check()
     other = ACTOR
-    store.create_memory(sid, "/h/e/deep/y.md", "y", actor=other)
-    store.create_memory(sid, "/k/l/z.md", "z", actor=other)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.create(sid, "/h/e/deep/y.md", "y", actor=other)
+    store.memories.create(sid, "/k/l/z.md", "z", actor=other)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     await check()
-    store.delete_path(sid, "/h/e/deep/y.md", actor=other)
-    store.delete_path(sid, "/k/l/z.md", actor=other)
-    m = store.get_memory_by_path(sid, "/h/e/x.md")
-    store.update_memory(sid, m.id, path="/h2/x.md", actor=other)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.delete_path(sid, "/h/e/deep/y.md", actor=other)
+    store.memories.delete_path(sid, "/k/l/z.md", actor=other)
+    m = store.memories.get_by_path(sid, "/h/e/x.md")
+    store.memories.update(sid, m.id, path="/h2/x.md", actor=other)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     await check()
     await ops.unlink((await ops.lookup(ROOT, b"h2", CTX)).st_ino, b"x.md", CTX)
     await check()
@@ -1050,9 +1050,9 @@ async def test_a_refused_commit_in_a_group_leaves_the_others_saved(store, tmp_pa
     (refused,) = [i for i, e in outcomes.items() if e is not None]  # trio's order decides
     assert outcomes[refused] == errno.ENOSPC and len(outcomes) == 4
     saved = [i for i in range(4) if i != refused]
-    assert sorted(m.path for m in limited.tree(sid)) == [f"/f{i}.md" for i in saved]
+    assert sorted(m.path for m in limited.memories.tree(sid)) == [f"/f{i}.md" for i in saved]
     for i in saved:
-        assert limited.get_memory_by_path(sid, f"/f{i}.md").content == f"content {i}"
+        assert limited.memories.get_by_path(sid, f"/f{i}.md").content == f"content {i}"
     # Discarded, as it would have been alone.
     await raises(errno.ENOENT, ops.lookup(ROOT, f"f{refused}.md".encode(), CTX))
     results = [e for e in events(ops) if e["type"] == "agent.tool_result"]
@@ -1075,4 +1075,4 @@ async def test_two_closes_of_one_file_in_a_group_save_one_version(fs, store):
         nursery.start_soon(close, first.fh)
         nursery.start_soon(close, second.fh)
     assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
-    assert store.get_memory_by_path(sid, "/a.md").content == "two!"
+    assert store.memories.get_by_path(sid, "/a.md").content == "two!"

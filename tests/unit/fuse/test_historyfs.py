@@ -39,12 +39,12 @@ async def direct(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 def history_of(store: Store, sid: str) -> History:
     tree = Tree()
-    tree.load(store.tree(sid), store.last_change(sid), False)
+    tree.load(store.memories.tree(sid), store.feed.last(sid), False)
     return History(tree, store, sid, direct)
 
 
 def api_versions(store: Store, sid: str, memory_id: str) -> list[MemoryVersion]:
-    return list(reversed(store.list_versions(sid, memory_id=memory_id, limit=100).data))
+    return list(reversed(store.versions.list(sid, memory_id=memory_id, limit=100).data))
 
 
 async def names(h: History, path: str) -> list[str]:
@@ -65,11 +65,11 @@ def test_version_name_is_fixed_width_and_sorts_by_time() -> None:
 
 
 async def test_a_memory_dir_lists_its_versions_oldest_first(store: Store) -> None:
-    sid = store.create_store("h").id
-    m = store.write_path(sid, "/notes.md", "one", actor=ACTOR)
+    sid = store.stores.create("h").id
+    m = store.memories.write_path(sid, "/notes.md", "one", actor=ACTOR)
     for i in range(4):
-        store.write_path(sid, "/notes.md", f"v{i}", actor=ACTOR)
-    store.write_path(sid, "/a/b.md", "b", actor=ACTOR)
+        store.memories.write_path(sid, "/notes.md", f"v{i}", actor=ACTOR)
+    store.memories.write_path(sid, "/a/b.md", "b", actor=ACTOR)
     h = history_of(store, sid)
     assert await names(h, "/") == ["a", "notes.md"]
     assert await names(h, "/a") == ["b.md"]
@@ -89,12 +89,12 @@ async def test_a_memory_dir_lists_its_versions_oldest_first(store: Store) -> Non
 
 
 async def test_deleted_renamed_and_both_file_and_directory(store: Store) -> None:
-    sid = store.create_store("h").id
-    gone = store.write_path(sid, "/a", "was a file", actor=ACTOR)
-    store.delete_path(sid, "/a", actor=ACTOR)
-    store.write_path(sid, "/a/b.md", "b", actor=ACTOR)
-    moved = store.write_path(sid, "/old.md", "x", actor=ACTOR)
-    store.rename_path(sid, "/old.md", "/new.md", actor=ACTOR)
+    sid = store.stores.create("h").id
+    gone = store.memories.write_path(sid, "/a", "was a file", actor=ACTOR)
+    store.memories.delete_path(sid, "/a", actor=ACTOR)
+    store.memories.write_path(sid, "/a/b.md", "b", actor=ACTOR)
+    moved = store.memories.write_path(sid, "/old.md", "x", actor=ACTOR)
+    store.memories.rename_path(sid, "/old.md", "/new.md", actor=ACTOR)
     h = history_of(store, sid)
     assert await names(h, "/") == ["a", "new.md"]
     a = await names(h, "/a")
@@ -112,29 +112,29 @@ async def test_deleted_renamed_and_both_file_and_directory(store: Store) -> None
 
 
 async def test_changes_keep_it_current(store: Store) -> None:
-    sid = store.create_store("h").id
-    m = store.write_path(sid, "/n.md", "1", actor=ACTOR)
+    sid = store.stores.create("h").id
+    m = store.memories.write_path(sid, "/n.md", "1", actor=ACTOR)
     h = history_of(store, sid)
     assert len(await names(h, "/n.md")) == 1
     seq = h.tree.seq
 
     def feed() -> None:
         nonlocal seq
-        changes = store.changes_since(sid, seq)
+        changes = store.feed.since(sid, seq)
         seq = changes[-1].seq
-        h.tree.apply_changes(changes, {c.memory_id: store.get_memory(sid, c.memory_id)
+        h.tree.apply_changes(changes, {c.memory_id: store.memories.get(sid, c.memory_id)
                                        for c in changes if c.op == "put"})
         h.apply_changes(changes)
 
-    store.write_path(sid, "/n.md", "2", actor=ACTOR)
+    store.memories.write_path(sid, "/n.md", "2", actor=ACTOR)
     feed()
     assert len(await names(h, "/n.md")) == 2
-    store.delete_path(sid, "/n.md", actor=ACTOR)
+    store.memories.delete_path(sid, "/n.md", actor=ACTOR)
     feed()
     listed = await names(h, "/n.md")
     assert len(listed) == 3 and listed[-1].split("-")[1] == "deleted"
     first = api_versions(store, sid, m.id)[0]
-    store.redact_version(sid, first.id, actor=ACTOR)
+    store.versions.redact(sid, first.id, actor=ACTOR)
     feed()
     d = await h.lookup(h.root, "n.md")
     assert d is not None
@@ -142,40 +142,40 @@ async def test_changes_keep_it_current(store: Store) -> None:
     assert red.size == 0 and await h.content(red) == b""
     assert b"user.memfs.redacted" in version_xattrs(red.version)  # type: ignore[arg-type]
     # A redacted deletion: the final path is gone, and so is the directory.
-    store.redact_version(sid, api_versions(store, sid, m.id)[-1].id, actor=ACTOR)
+    store.versions.redact(sid, api_versions(store, sid, m.id)[-1].id, actor=ACTOR)
     feed()
     assert await names(h, "/") == []
 
 
 async def test_redaction_and_pruning_write_a_history_change(store: Store) -> None:
-    sid = store.create_store("h").id
-    m = store.write_path(sid, "/n.md", "1", actor=ACTOR)
-    store.write_path(sid, "/n.md", "2", actor=ACTOR)
+    sid = store.stores.create("h").id
+    m = store.memories.write_path(sid, "/n.md", "1", actor=ACTOR)
+    store.memories.write_path(sid, "/n.md", "2", actor=ACTOR)
     old = api_versions(store, sid, m.id)[0]
-    seq = store.last_change(sid)
-    store.redact_version(sid, old.id, actor=ACTOR)
-    assert [(c.op, c.memory_id) for c in store.changes_since(sid, seq)] == [("history", m.id)]
-    seq = store.last_change(sid)
-    store.redact_version(sid, old.id, actor=ACTOR)  # idempotent: no change
-    assert store.changes_since(sid, seq) == []
+    seq = store.feed.last(sid)
+    store.versions.redact(sid, old.id, actor=ACTOR)
+    assert [(c.op, c.memory_id) for c in store.feed.since(sid, seq)] == [("history", m.id)]
+    seq = store.feed.last(sid)
+    store.versions.redact(sid, old.id, actor=ACTOR)  # idempotent: no change
+    assert store.feed.since(sid, seq) == []
 
 
 def test_pruning_writes_a_history_change(backend) -> None:
     s = backend.open(limits=Limits(retention_days=1, retention_keep=1))
-    sid = s.create_store("p").id
-    m = s.write_path(sid, "/n.md", "1", actor=ACTOR)
-    s.write_path(sid, "/n.md", "2", actor=ACTOR)
-    s.write_path(sid, "/n.md", "3", actor=ACTOR)
-    one = s.write_path(sid, "/one.md", "1", actor=ACTOR)
-    seq = s.last_change(sid)
-    assert s.prune_versions(now=datetime.now(UTC) + timedelta(days=2)) == 2
-    assert [(c.op, c.memory_id) for c in s.changes_since(sid, seq)] == [("history", m.id)]
+    sid = s.stores.create("p").id
+    m = s.memories.write_path(sid, "/n.md", "1", actor=ACTOR)
+    s.memories.write_path(sid, "/n.md", "2", actor=ACTOR)
+    s.memories.write_path(sid, "/n.md", "3", actor=ACTOR)
+    one = s.memories.write_path(sid, "/one.md", "1", actor=ACTOR)
+    seq = s.feed.last(sid)
+    assert s.versions.prune(now=datetime.now(UTC) + timedelta(days=2)) == 2
+    assert [(c.op, c.memory_id) for c in s.feed.since(sid, seq)] == [("history", m.id)]
     assert one.id != m.id
 
 
 async def test_inodes_come_from_the_tree_allocator(store: Store) -> None:
-    sid = store.create_store("h").id
-    store.write_path(sid, "/n.md", "1", actor=ACTOR)
+    sid = store.stores.create("h").id
+    store.memories.write_path(sid, "/n.md", "1", actor=ACTOR)
     h = history_of(store, sid)
     before = h.tree._next_ino  # noqa: SLF001
     d = await h.lookup(h.root, "n.md")
@@ -189,8 +189,8 @@ async def test_inodes_come_from_the_tree_allocator(store: Store) -> None:
 async def test_root_hides_history_and_lookup_finds_it(store, tmp_path, monkeypatch) -> None:
     ops, sid = make_ops(store, tmp_path)
     await write_file(ops, ROOT, b"notes.md", b"hello")
-    store.write_path(sid, "/notes.md", "hello again", actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.write_path(sid, "/notes.md", "hello again", actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert await listdir(ops, ROOT, monkeypatch) == ["notes.md"]
     hist = await ops.lookup(ROOT, HISTORY.encode(), CTX)
     assert stat.S_ISDIR(hist.st_mode) and stat.S_IMODE(hist.st_mode) == 0o755
@@ -247,8 +247,8 @@ async def test_every_change_under_history_is_erofs_and_logged(store, tmp_path,
     await raises(errno.EROFS, ops.link(f, d, b"l", CTX))
     failed = [e for e in events(ops) if e["type"] == "agent.tool_result" and e["is_error"]]
     assert len(failed) == 21 and all("EROFS" in e["content"][0]["text"] for e in failed)
-    assert store.get_memory_by_path(sid, "/n.md").content == "x"
-    assert len(store.list_versions(sid).data) == 1
+    assert store.memories.get_by_path(sid, "/n.md").content == "x"
+    assert len(store.versions.list(sid).data) == 1
     # nothing under .history counts in statfs
     st = await ops.statfs(CTX)
     assert st.f_blocks - st.f_bfree == 0
@@ -263,9 +263,9 @@ async def test_private_mount_modes(store, tmp_path) -> None:
 
 async def test_a_memory_named_history_is_shadowed(store, tmp_path, monkeypatch) -> None:
     ops, sid = make_ops(store, tmp_path)
-    store.write_path(sid, "/.history/x.md", "api", actor=ACTOR)
-    store.write_path(sid, "/y.md", "y", actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.write_path(sid, "/.history/x.md", "api", actor=ACTOR)
+    store.memories.write_path(sid, "/y.md", "y", actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert await listdir(ops, ROOT, monkeypatch) == ["y.md"]
     hist = (await ops.lookup(ROOT, b".history", CTX)).st_ino
     assert await listdir(ops, hist, monkeypatch) == [".history", "y.md"]
@@ -287,9 +287,9 @@ async def test_history_nodes_are_forgotten(store, tmp_path) -> None:
 async def test_redaction_and_rename_queue_kernel_invalidations(store, tmp_path,
                                                                monkeypatch) -> None:
     ops, sid = make_ops(store, tmp_path)
-    store.write_path(sid, "/a/n.md", "1", actor=ACTOR)
-    store.write_path(sid, "/a/n.md", "2", actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.write_path(sid, "/a/n.md", "1", actor=ACTOR)
+    store.memories.write_path(sid, "/a/n.md", "2", actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     hist = (await ops.lookup(ROOT, b".history", CTX)).st_ino
     a = (await ops.lookup(hist, b"a", CTX)).st_ino
     d = (await ops.lookup(a, b"n.md", CTX)).st_ino
@@ -298,15 +298,15 @@ async def test_redaction_and_rename_queue_kernel_invalidations(store, tmp_path,
     assert (await ops.getattr(files[0], CTX)).st_size == 1
     ops.stale_entries.clear()
     ops.stale_inodes.clear()
-    first = store.list_versions(sid, limit=10).data[-1]
-    store.redact_version(sid, first.id, actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    first = store.versions.list(sid, limit=10).data[-1]
+    store.versions.redact(sid, first.id, actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert set(files) <= set(ops.stale_inodes)
     assert {(d, n, 0) for n in names} <= set(ops.stale_entries)
     assert (await ops.getattr(files[0], CTX)).st_size == 0
     ops.stale_entries.clear()
-    store.rename_path(sid, "/a/n.md", "/b.md", actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.rename_path(sid, "/a/n.md", "/b.md", actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     # The old directories may be gone: the kernel looks them up again.
     assert {(hist, "a", 0), (a, "n.md", 0)} <= set(ops.stale_entries)
     await raises(errno.ENOENT, ops.lookup(hist, b"a", CTX))
@@ -338,13 +338,13 @@ async def test_this_mounts_own_changes_show_at_once(store, tmp_path, monkeypatch
 async def test_versions_and_deletions_are_read_page_by_page(tmp_path) -> None:
     s = Store(tmp_path / "pages.db", limits=Limits(max_page_size=3))
     try:
-        sid = s.create_store("p").id
-        m = s.write_path(sid, "/n.md", "0", actor=ACTOR)
+        sid = s.stores.create("p").id
+        m = s.memories.write_path(sid, "/n.md", "0", actor=ACTOR)
         for i in range(1, 8):
-            s.write_path(sid, "/n.md", str(i), actor=ACTOR)
+            s.memories.write_path(sid, "/n.md", str(i), actor=ACTOR)
         for i in range(5):
-            s.write_path(sid, f"/d/{i}.md", "x", actor=ACTOR)
-            s.delete_path(sid, f"/d/{i}.md", actor=ACTOR)
+            s.memories.write_path(sid, f"/d/{i}.md", "x", actor=ACTOR)
+            s.memories.delete_path(sid, f"/d/{i}.md", actor=ACTOR)
         h = history_of(s, sid)
         assert await names(h, "/") == ["d", "n.md"]
         assert await names(h, "/d") == [f"{i}.md" for i in range(5)]

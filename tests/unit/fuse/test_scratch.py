@@ -60,7 +60,7 @@ async def test_a_scratch_file_holds_any_bytes_and_never_reaches_the_store(fs, st
     assert await read_file(ops, ino) == b"\xff"
     await ops.unlink(ROOT, b".x.md.swp", CTX)
     await raises(errno.ENOENT, ops.lookup(ROOT, b".x.md.swp", CTX))
-    assert versions(store, sid) == [] and store.count_memories(sid) == 0
+    assert versions(store, sid) == [] and store.memories.count(sid) == 0
     assert events(ops) == []
 
 
@@ -70,7 +70,7 @@ async def test_scratch_files_are_not_counted_in_the_memory_limit(store, tmp_path
     await write_file(ops, ROOT, b"1.md~", b"1")
     await write_file(ops, ROOT, b".1.md.swp", b"\0")
     await raises(errno.ENOSPC, ops.create(ROOT, b"2.md", 0o100644, os.O_WRONLY, CTX))
-    assert small.count_memories(sid) == 1
+    assert small.memories.count(sid) == 1
 
 
 async def test_scratch_files_hold_their_budget_at_most(fs):
@@ -114,10 +114,10 @@ async def test_a_scratch_file_renamed_over_a_memory_is_one_version_of_it(fs, sto
     """sed -i: write sedXXXXXX, rename it over the file."""
     ops, sid = fs
     await write_file(ops, ROOT, b"a.md", b"old")
-    before = store.get_memory_by_path(sid, "/a.md")
+    before = store.memories.get_by_path(sid, "/a.md")
     ino = await write_file(ops, ROOT, b"sedAb12Cd", b"new")
     await ops.rename(ROOT, b"sedAb12Cd", ROOT, b"a.md", 0, CTX)
-    after = store.get_memory_by_path(sid, "/a.md")
+    after = store.memories.get_by_path(sid, "/a.md")
     assert (after.id, after.content) == (before.id, "new")
     assert [(v.operation, v.path) for v in versions(store, sid)] == [
         ("created", "/a.md"), ("modified", "/a.md")]
@@ -128,22 +128,22 @@ async def test_a_scratch_file_renamed_over_a_memory_is_one_version_of_it(fs, sto
     # Binary bytes cannot become a memory: the rename fails, the scratch file stays.
     await write_file(ops, ROOT, b"a.md~", b"\xff")
     await raises(errno.EILSEQ, ops.rename(ROOT, b"a.md~", ROOT, b"a.md", 0, CTX))
-    assert store.get_memory_by_path(sid, "/a.md").content == "new"
+    assert store.memories.get_by_path(sid, "/a.md").content == "new"
 
 
 async def test_a_backup_by_rename_then_a_save_is_one_version_of_the_same_memory(fs, store):
     """vim and emacs: rename x.md to x.md~, write a new x.md, delete x.md~."""
     ops, sid = fs
     await write_file(ops, ROOT, b"x.md", b"old")
-    before = store.get_memory_by_path(sid, "/x.md")
+    before = store.memories.get_by_path(sid, "/x.md")
     await ops.rename(ROOT, b"x.md", ROOT, b"x.md~", 0, CTX)
     await raises(errno.ENOENT, ops.lookup(ROOT, b"x.md", CTX))
     backup = (await ops.lookup(ROOT, b"x.md~", CTX)).st_ino
     assert await read_file(ops, backup) == b"old"
-    assert store.get_memory_by_path(sid, "/x.md").content == "old"  # the store: unchanged
+    assert store.memories.get_by_path(sid, "/x.md").content == "old"  # the store: unchanged
     await write_file(ops, ROOT, b"x.md", b"new")
     await ops.unlink(ROOT, b"x.md~", CTX)
-    after = store.get_memory_by_path(sid, "/x.md")
+    after = store.memories.get_by_path(sid, "/x.md")
     assert (after.id, after.content) == (before.id, "new")
     assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
 
@@ -162,11 +162,11 @@ async def test_a_parked_memory_is_deleted_with_its_scratch_file(fs, store):
     """mv x.md x.md~; rm x.md~: the memory is deleted (when the scratch file is)."""
     ops, sid = fs
     await write_file(ops, ROOT, b"x.md", b"old")
-    mid = store.get_memory_by_path(sid, "/x.md").id
+    mid = store.memories.get_by_path(sid, "/x.md").id
     await ops.rename(ROOT, b"x.md", ROOT, b"x.md~", 0, CTX)
-    assert store.count_memories(sid) == 1
+    assert store.memories.count(sid) == 1
     await ops.unlink(ROOT, b"x.md~", CTX)
-    assert store.count_memories(sid) == 0
+    assert store.memories.count(sid) == 0
     assert [(v.operation, v.memory_id) for v in versions(store, sid)] == [
         ("created", mid), ("deleted", mid)]
 
@@ -174,20 +174,20 @@ async def test_a_parked_memory_is_deleted_with_its_scratch_file(fs, store):
 async def test_a_parked_memory_moves_where_its_scratch_file_is_renamed(fs, store):
     ops, sid = fs
     await write_file(ops, ROOT, b"x.md", b"old")
-    mid = store.get_memory_by_path(sid, "/x.md").id
+    mid = store.memories.get_by_path(sid, "/x.md").id
     await ops.rename(ROOT, b"x.md", ROOT, b"x.md~", 0, CTX)
     await ops.rename(ROOT, b"x.md~", ROOT, b"y.md", 0, CTX)
-    m = store.get_memory_by_path(sid, "/y.md")
+    m = store.memories.get_by_path(sid, "/y.md")
     assert (m.id, m.content) == (mid, "old")
-    assert [m.path for m in store.tree(sid)] == ["/y.md"]
+    assert [m.path for m in store.memories.tree(sid)] == ["/y.md"]
 
 
 async def test_a_parked_memory_changed_elsewhere_comes_back_and_is_not_deleted(fs, store):
     ops, sid = fs
     await write_file(ops, ROOT, b"x.md", b"old")
     await ops.rename(ROOT, b"x.md", ROOT, b"x.md~", 0, CTX)
-    store.write_path(sid, "/x.md", "changed elsewhere", actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.write_path(sid, "/x.md", "changed elsewhere", actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert (await ops.lookup(ROOT, b"x.md", CTX)).st_size == len("changed elsewhere")
     await ops.unlink(ROOT, b"x.md~", CTX)
-    assert store.get_memory_by_path(sid, "/x.md").content == "changed elsewhere"
+    assert store.memories.get_by_path(sid, "/x.md").content == "changed elsewhere"

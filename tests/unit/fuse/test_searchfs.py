@@ -85,10 +85,10 @@ async def memories(ops: Operations) -> None:
 async def indexed_by_meaning(store: Store, tmp_path: Any, monkeypatch: Any) -> Operations:
     """A mount's operations over :func:`memories`, with the local model, indexed."""
     monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
-    store.use_embeddings(None)
+    store.search.use_embeddings(None)
     ops, sid = make_ops(store, tmp_path)
     await memories(ops)
-    assert store.index_store(sid).pending == 0
+    assert store.search.index(sid).pending == 0
     return ops
 
 
@@ -165,8 +165,9 @@ async def test_found_by_its_words_as_soon_as_its_write_returns(store: Store, tmp
     assert (await ask(ops, "quokka"))[1] == b""
     await write_file(ops, ROOT, b"zoo.md", b"The quokka lives on Rottnest.")
     assert lines((await ask(ops, "quokka"))[1])[0][0] == "/mnt/memory/t/zoo.md"
-    store.write_path(sid, "/elsewhere.md", "a quokka here too", actor=ACTOR)  # not the mount
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
+    store.memories.write_path(sid, "/elsewhere.md", "a quokka here too",
+                              actor=ACTOR)  # not the mount
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))  # what the change watcher does
     assert len(lines((await ask(ops, "quokka"))[1])) == 2
     d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
     await ops.unlink(ROOT, b"zoo.md", CTX)
@@ -186,7 +187,7 @@ async def test_a_quiet_mount_indexes_the_words_its_writes_queued(store: Store, t
     """Issue 23: a write only queues its words; the mount takes the queue in once no change
     has come for a moment, and not while they come."""
     ops, sid = make_ops(store, tmp_path)
-    catch_up = WordsCatchUp(ops, store, interval=1.0)
+    catch_up = WordsCatchUp(ops, store.search, interval=1.0)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(catch_up.run)
         await trio.sleep(0.01)
@@ -202,8 +203,9 @@ async def test_a_quiet_mount_indexes_the_words_its_writes_queued(store: Store, t
         assert wordsqueue.queued(store.database, sid) == 0
         await trio.sleep(0.3)
         assert catch_up.batches == 1  # nothing changed: nothing more
-        store.write_path(sid, "/elsewhere.md", "a quokka too", actor=ACTOR)  # not the mount
-        ops.feed.apply_changes(store.changes_since(sid, ops.seq))  # what the change watcher does
+        store.memories.write_path(sid, "/elsewhere.md", "a quokka too",
+                                  actor=ACTOR)  # not the mount
+        ops.feed.apply_changes(store.feed.since(sid, ops.seq))  # what the change watcher does
         await taken_in(catch_up, 2)
         assert wordsqueue.queued(store.database, sid) == 0
         catch_up.stop()
@@ -216,7 +218,7 @@ async def test_the_open_after_a_lookup_reads_its_answer(store: Store, tmp_path) 
     await memories(ops)
     d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
     attrs = await ops.lookup(d.st_ino, b"pizza", CTX)
-    store.write_path(sid, "/more.md", "more pizza, more pizza", actor=ACTOR)
+    store.memories.write_path(sid, "/more.md", "more pizza, more pizza", actor=ACTOR)
     info = await ops.open(attrs.st_ino, os.O_RDONLY, CTX)
     assert not info.direct_io and not info.keep_cache
     data = await ops.read(info.fh, 0, 1 << 16)
@@ -258,8 +260,8 @@ async def test_one_process_looking_a_question_up_again_gets_the_same_answer(
     assert ops.search.searches == 3
     await write_file(ops, ROOT, b"more.md", b"pizza again")  # this mount's change
     assert len(lines((await ask(ops, "pizza"))[1])) == 2
-    store.write_path(sid, "/api.md", "pizza by the API", actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))  # the change feed's
+    store.memories.write_path(sid, "/api.md", "pizza by the API", actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))  # the change feed's
     assert len(lines((await ask(ops, "pizza"))[1])) == 3
     n = ops.search.searches
     node = next(iter(x for x in ops.search.nodes.values() if x.question == "pizza"))
@@ -317,14 +319,14 @@ async def test_every_change_under_search_is_erofs_and_logged(store: Store, tmp_p
     assert len(failed) == 19
     assert all("EROFS" in e["content"][0]["text"] and "(search results)" in
                e["content"][0]["text"] for e in failed)
-    assert [m.path for m in store.tree(sid)] == ["/n.md"]
+    assert [m.path for m in store.memories.tree(sid)] == ["/n.md"]
 
 
 async def test_hidden_from_the_root_listing_and_listed_empty(store, tmp_path, monkeypatch) -> None:
     ops, sid = make_ops(store, tmp_path)
-    store.write_path(sid, "/.search/x.md", "pizza from the API", actor=ACTOR)  # shadowed
-    store.write_path(sid, "/y.md", "pizza", actor=ACTOR)
-    ops.feed.apply_changes(store.changes_since(sid, ops.seq))
+    store.memories.write_path(sid, "/.search/x.md", "pizza from the API", actor=ACTOR)  # shadowed
+    store.memories.write_path(sid, "/y.md", "pizza", actor=ACTOR)
+    ops.feed.apply_changes(store.feed.since(sid, ops.seq))
     assert await listdir(ops, ROOT, monkeypatch) == ["y.md"]
     d = await ops.lookup(ROOT, SEARCH.encode(), CTX)
     assert stat.S_ISDIR(d.st_mode) and d.entry_timeout == ops.mount.timeout
@@ -353,13 +355,13 @@ async def test_questions_are_forgotten(store, tmp_path) -> None:
 
 async def test_searches_run_in_a_worker_thread(store, tmp_path, monkeypatch) -> None:
     seen: list[threading.Thread] = []
-    real = store.search
+    real = store.search.in_store
 
     def search(*args: Any, **kwargs: Any) -> Result:
         seen.append(threading.current_thread())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(store, "search", search)
+    monkeypatch.setattr(store.search, "in_store", search)
     ops, _ = make_ops(store, tmp_path)
     await memories(ops)
     await ask(ops, "pizza")
@@ -369,7 +371,7 @@ async def test_searches_run_in_a_worker_thread(store, tmp_path, monkeypatch) -> 
 async def test_a_snapshot_mount_has_no_search(store, tmp_path) -> None:
     ops, sid = make_ops(store, tmp_path)
     await memories(ops)
-    snap = SnapshotStore(store, store.snapshot(sid, "2999-01-01T00:00:00Z"))
+    snap = SnapshotStore(store, store.versions.snapshot(sid, "2999-01-01T00:00:00Z"))
     sink = EventSink(store, sid, None, None)
     SINKS.append(sink)
     past = Operations(snap, sid, actor=ACTOR, read_only=True, events=sink)
@@ -494,12 +496,12 @@ async def test_nothing_over_the_threshold_is_empty_with_the_best_in_an_xattr(
 async def test_session_searches_every_store_of_the_session(store: Store, tmp_path) -> None:
     from memfs.fuse.core import actor_for
 
-    notes = store.create_store("notes").id
-    docs = store.create_store("docs").id
-    other = store.create_store("other").id
+    notes = store.stores.create("notes").id
+    docs = store.stores.create("docs").id
+    other = store.stores.create("other").id
     for sid, path in ((notes, "/tea.md"), (docs, "/tea-policy.md"), (other, "/tea.md")):
-        store.create_memory(sid, path, "green tea at four", actor=ACTOR)
-    sess = store.create_session([{"type": "memory_store", "memory_store_id": notes},
+        store.memories.create(sid, path, "green tea at four", actor=ACTOR)
+    sess = store.sessions.create([{"type": "memory_store", "memory_store_id": notes},
                                  {"type": "memory_store", "memory_store_id": docs,
                                   "access": "read_only"}])
     sink = EventSink(store, notes, sess.id, tmp_path / "events.jsonl")
@@ -580,14 +582,14 @@ def test_the_system_prompt_says_search_exists_in_one_line() -> None:
 
 def test_a_mount_daemon_indexes_its_stores_while_mounted(store, monkeypatch) -> None:
     monkeypatch.setenv("MEMFS_EMBEDDINGS", "local")
-    store.use_embeddings(None)
-    sids = [store.create_store(f"s{i}").id for i in range(2)]
+    store.search.use_embeddings(None)
+    sids = [store.stores.create(f"s{i}").id for i in range(2)]
     for sid in sids:
-        store.write_path(sid, "/a.md", "the on-call rota", actor=ACTOR)
+        store.memories.write_path(sid, "/a.md", "the on-call rota", actor=ACTOR)
     indexer = start_indexer(store, sids)
     assert indexer is not None
     try:
-        wait_until(lambda: all(store.search_status(s)["indexed"] >= 1 for s in sids), 30,
+        wait_until(lambda: all(store.search.status(s)["indexed"] >= 1 for s in sids), 30,
                    interval=0.05, what="both stores indexed")
     finally:
         indexer.stop()
@@ -596,12 +598,12 @@ def test_a_mount_daemon_indexes_its_stores_while_mounted(store, monkeypatch) -> 
 
 def test_no_indexer_without_a_provider_a_local_store_or_a_live_store(
         store, monkeypatch, error_logs) -> None:
-    sid = store.create_store("s").id
-    store.write_path(sid, "/a.md", "the on-call rota", actor=ACTOR)
+    sid = store.stores.create("s").id
+    store.memories.write_path(sid, "/a.md", "the on-call rota", actor=ACTOR)
     assert start_indexer(store, [sid]) is None  # MEMFS_EMBEDDINGS=none
-    store.use_embeddings("local")
+    store.search.use_embeddings("local")
     assert start_indexer(store, []) is None  # only snapshots: nothing to index
-    snap = SnapshotStore(store, store.snapshot(sid, "2999-01-01T00:00:00Z"))
+    snap = SnapshotStore(store, store.versions.snapshot(sid, "2999-01-01T00:00:00Z"))
     assert start_indexer(snap, [sid]) is None  # a snapshot's (or a server's) store
     # A setting that names no provider never brings the mount down: words answer alone.
     monkeypatch.setenv("MEMFS_EMBEDDINGS", "bogus")
@@ -609,7 +611,7 @@ def test_no_indexer_without_a_provider_a_local_store_or_a_live_store(
     try:
         assert start_indexer(fresh, [sid]) is None
         assert [r.getMessage() for r in error_logs if "names no provider" in r.getMessage()]
-        result = fresh.search(sid, "rota")
+        result = fresh.search.in_store(sid, "rota")
         assert [h.path for h in result.hits] == ["/a.md"] and not result.meaning
     finally:
         fresh.close()

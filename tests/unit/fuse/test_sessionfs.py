@@ -25,8 +25,8 @@ def session(store: Store, tmp_path):
     """Three stores: notes (read-write), docs (read-only), extra (read-write)."""
     members, sinks = [], []
     for name, ro in (("notes", False), ("docs", True), ("extra", False)):
-        s = store.create_store(name)
-        store.create_memory(s.id, "/seed.md", f"seed of {name}", actor=ACTOR)
+        s = store.stores.create(name)
+        store.memories.create(s.id, "/seed.md", f"seed of {name}", actor=ACTOR)
         sink = EventSink(store, s.id, None, tmp_path / f"{name}.jsonl")
         sinks.append(sink)
         ops = Operations(store, s.id, actor=ACTOR, read_only=ro, events=sink,
@@ -91,7 +91,7 @@ async def test_writes_in_one_store_never_appear_in_another(session, store):
     notes, extra = sops.members[0], sops.members[2]
     ino = await write_file(sops, notes.ops.root.ino, b"a.md", b"in notes")
     assert ino >> INODE_SHIFT == 1
-    assert store.get_memory_by_path(notes.ops.store_id, "/a.md").content == "in notes"
+    assert store.memories.get_by_path(notes.ops.store_id, "/a.md").content == "in notes"
     await raises(errno.ENOENT, sops.lookup(extra.ops.root.ino, b"a.md", CTX))
     assert [n for n, _ in await listing(sops, extra.ops.root.ino)][2:] == [b"seed.md"]
     # Same name in the other store: its own memory, its own content.
@@ -120,7 +120,7 @@ async def test_a_read_only_store_refuses_and_logs_while_the_others_write(session
     results = [e for e in events(docs) if e["type"] == "agent.tool_result"]
     assert len(results) == 3 and all(r["is_error"] for r in results)
     assert all("EROFS" in r["content"][0]["text"] for r in results)
-    assert [m.path for m in store.list_memories(docs.ops.store_id).data] == ["/seed.md"]
+    assert [m.path for m in store.memories.list(docs.ops.store_id).data] == ["/seed.md"]
     await write_file(sops, sops.members[0].ops.root.ino, b"ok.md", b"fine")
 
 
@@ -160,8 +160,8 @@ def store_limit(sops: SessionOperations) -> int:
 
 
 def test_only_fresh_trees_can_be_composed(store: Store, tmp_path):
-    s = store.create_store("late")
-    store.create_memory(s.id, "/a.md", "a", actor=ACTOR)
+    s = store.stores.create("late")
+    store.memories.create(s.id, "/a.md", "a", actor=ACTOR)
     ops = Operations(store, s.id, actor=ACTOR)
     ops.load()
     with pytest.raises(ValueError):
@@ -172,8 +172,8 @@ async def test_requests_to_a_store_wait_until_its_tree_is_loaded(store: Store, t
     import trio
     import trio.testing
 
-    s = store.create_store("slow")
-    store.create_memory(s.id, "/a.md", "a", actor=ACTOR)
+    s = store.stores.create("slow")
+    store.memories.create(s.id, "/a.md", "a", actor=ACTOR)
     ops = Operations(store, s.id, actor=ACTOR)
     sops = SessionOperations([Member("slow", ops)])
     base = 1 << INODE_SHIFT

@@ -63,7 +63,7 @@ async def _closed(ops, outcome: dict[str, object], name: str, fh: int) -> None:
 
 def _stored(store, sid: str, path: str) -> bool:
     try:
-        store.get_memory_by_path(sid, path)
+        store.memories.get_by_path(sid, path)
     except NotFound:
         return False
     return True
@@ -112,7 +112,7 @@ async def test_a_close_cancelled_before_its_commit_is_never_committed(fs, store,
     under way) is taken out of it: the next close's batch does not commit it."""
     ops, sid = fs
     first = await _open_written(ops, b"first.md", b"1")
-    waiting = _in_a_worker(monkeypatch, store, "write_path")
+    waiting = _in_a_worker(monkeypatch, store.memories, "write_path")
     other = sqlite3.connect(db_path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     outcome: dict[str, object] = {}
@@ -165,7 +165,7 @@ async def test_commits_made_one_at_a_time_keep_their_outcomes_when_cancelled_bet
     ops.mount.store = ops.buffers.store = _OneAtATime(store)
     fhs = {name: await _open_written(ops, f"{name}.md".encode(), b"x")
            for name in ("first", "second", "third")}
-    real = store.write_path
+    real = store.memories.write_path
     started: list[str] = []
     go_on = [threading.Event(), threading.Event()]
 
@@ -176,7 +176,7 @@ async def test_commits_made_one_at_a_time_keep_their_outcomes_when_cancelled_bet
             go_on[n].wait(10)
         return real(store_id, path, *args, **kwargs)
 
-    monkeypatch.setattr(store, "write_path", held)
+    monkeypatch.setattr(store.memories, "write_path", held)
     outcome: dict[str, object] = {}
     try:
         with trio.CancelScope() as serving:

@@ -30,18 +30,18 @@ def store(backend):
 def world(store):
     """Stores A (attached read_write), B (attached read_only), C (not attached), a running
     session S with its token, and another session S2 on C."""
-    a = store.create_store("Agent Notes")
-    b = store.create_store("Team Docs")
-    c = store.create_store("Secrets")
+    a = store.stores.create("Agent Notes")
+    b = store.stores.create("Team Docs")
+    c = store.stores.create("Secrets")
     for s in (a, b, c):
-        store.create_memory(s.id, "/m.md", f"in {s.name}", actor=USER)
-    s = store.create_session([
+        store.memories.create(s.id, "/m.md", f"in {s.name}", actor=USER)
+    s = store.sessions.create([
         {"type": "memory_store", "memory_store_id": a.id},
         {"type": "memory_store", "memory_store_id": b.id, "access": "read_only"},
     ], status="running")
-    s2 = store.create_session([{"type": "memory_store", "memory_store_id": c.id}],
+    s2 = store.sessions.create([{"type": "memory_store", "memory_store_id": c.id}],
                               status="running")
-    token = store.create_session_token(s.id)
+    token = store.sessions.create_token(s.id)
     return {"a": a.id, "b": b.id, "c": c.id, "s": s.id, "s2": s2.id, "token": token}
 
 
@@ -75,49 +75,49 @@ def error(r, status, type_):
 def test_a_token_is_stored_hashed_and_lives_with_its_session(store, world):
     tok = world["token"]
     assert tok.token.startswith("memfs_session_") and tok.id.startswith("sesstok_")
-    rows = store._all("SELECT * FROM session_tokens")
+    rows = store.all("SELECT * FROM session_tokens")
     assert len(rows) == 1
     assert tok.token not in repr([dict(r) for r in rows])  # never the secret itself
     assert rows[0]["token_sha256"] == hashlib.sha256(tok.token.encode()).hexdigest()
-    grant = store.session_grant(tok.token)
+    grant = store.sessions.grant(tok.token)
     assert grant.session_id == world["s"]
     assert grant.access == {world["a"]: "read_write", world["b"]: "read_only"}
-    store.set_session_status(world["s"], "idle")
+    store.sessions.set_status(world["s"], "idle")
     with pytest.raises(Unauthorized, match="only while the session runs"):
-        store.session_grant(tok.token)
-    store.set_session_status(world["s"], "running")
-    store.set_session_status(world["s"], "terminated")
+        store.sessions.grant(tok.token)
+    store.sessions.set_status(world["s"], "running")
+    store.sessions.set_status(world["s"], "terminated")
     with pytest.raises(Unauthorized, match="the session ended"):
-        store.session_grant(tok.token)
-    with store._write() as c:  # revoked for good, not by the status alone
+        store.sessions.grant(tok.token)
+    with store.write() as c:  # revoked for good, not by the status alone
         c.execute("UPDATE sessions SET status = 'running' WHERE id = ?", (world["s"],))
     with pytest.raises(Unauthorized, match="the session ended"):
-        store.session_grant(tok.token)
+        store.sessions.grant(tok.token)
     with pytest.raises(InvalidRequest, match="terminated"):
-        store.set_session_status(world["s"], "terminated")
-        store.create_session_token(world["s"])
+        store.sessions.set_status(world["s"], "terminated")
+        store.sessions.create_token(world["s"])
     with pytest.raises(Unauthorized, match="invalid session token"):
-        store.session_grant("memfs_session_nope")
+        store.sessions.grant("memfs_session_nope")
     with pytest.raises(NotFound):
-        store.create_session_token("sesn_01nothere")
+        store.sessions.create_token("sesn_01nothere")
 
 
 def test_a_token_expires(store, world):
-    tok = store.create_session_token(world["s"], ttl_seconds=1)
-    with store._write() as c:
+    tok = store.sessions.create_token(world["s"], ttl_seconds=1)
+    with store.write() as c:
         c.execute("UPDATE session_tokens SET expires_at = ? WHERE id = ?",
                   ("2020-01-01T00:00:00.000000Z", tok.id))
     with pytest.raises(Unauthorized, match="expired"):
-        store.session_grant(tok.token)
+        store.sessions.grant(tok.token)
     for bad in (0, -1, "60", True, 10**9):
         with pytest.raises(InvalidRequest, match="session token's life"):
-            store.create_session_token(world["s"], ttl_seconds=bad)
+            store.sessions.create_token(world["s"], ttl_seconds=bad)
 
 
 def test_deleting_a_session_deletes_its_tokens(store, world):
-    store.set_session_status(world["s"], "terminated")
-    store.delete_session(world["s"])
-    assert store._all("SELECT * FROM session_tokens") == []
+    store.sessions.set_status(world["s"], "terminated")
+    store.sessions.delete(world["s"])
+    assert store.all("SELECT * FROM session_tokens") == []
 
 
 # -- the API's side ----------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_minting_a_token_through_the_api(admin, agent, world, store):
     body = r.json()
     assert body["type"] == "session_token" and body["session_id"] == world["s"]
     assert body["token"].startswith("memfs_session_")
-    assert store.session_grant(body["token"]).session_id == world["s"]
+    assert store.sessions.grant(body["token"]).session_id == world["s"]
     # A session token cannot make tokens: not for its own session (403), and another
     # session does not exist for it (404).
     error(agent.post(f"/v1/sessions/{world['s']}/memfs/tokens", json={}), 403,
@@ -154,13 +154,13 @@ def test_the_attached_stores_with_their_access(agent, world, store):
     # Writing A, as the session.
     r = agent.post(f"/v1/memory_stores/{a}/memories", json={"path": "/n.md", "content": "n"})
     assert r.status_code == 200, r.text
-    v = store.list_versions(a, memory_id=r.json()["id"]).data[0]
+    v = store.versions.list(a, memory_id=r.json()["id"]).data[0]
     assert v.created_by == Actor.session(world["s"])
     r = agent.post(f"/v1/memory_stores/{a}/memfs/write", json={"path": "/w.md", "content": "w"})
     assert r.status_code == 200, r.text
-    assert store.get_memory_by_path(a, "/w.md").content == "w"
+    assert store.memories.get_by_path(a, "/w.md").content == "w"
     # Writing B: 403, nothing written.
-    before = store.tree(b)
+    before = store.memories.tree(b)
     mid = before[0].id
     for method, path, body in (
         ("POST", f"/v1/memory_stores/{b}/memories", {"path": "/x.md", "content": "x"}),
@@ -173,14 +173,14 @@ def test_the_attached_stores_with_their_access(agent, world, store):
     ):
         r = agent.request(method, path, json=body)
         error(r, 403, "permission_error")
-    assert store.tree(b) == before
-    assert store.get_memory_by_path(b, "/m.md").content == "in Team Docs"
+    assert store.memories.tree(b) == before
+    assert store.memories.get_by_path(b, "/m.md").content == "in Team Docs"
 
 
 def test_another_store_is_a_404_like_an_unknown_one(agent, admin, world, store):
     c = world["c"]
     unknown = "memstore_01" + "z" * 22
-    mid = store.tree(c)[0].id
+    mid = store.memories.tree(c)[0].id
     probes = [
         ("GET", "/v1/memory_stores/{s}", None),
         ("GET", "/v1/memory_stores/{s}/memories", None),
@@ -200,8 +200,8 @@ def test_another_store_is_a_404_like_an_unknown_one(agent, admin, world, store):
         e1, e2 = error(mine, 404, "not_found_error"), error(other, 404, "not_found_error")
         # The same answer as for a store that does not exist, but for the id itself.
         assert e1["message"].replace(c, "ID") == e2["message"].replace(unknown, "ID"), path
-    assert [m.path for m in store.tree(c)] == ["/m.md"]
-    assert store.get_memory_by_path(c, "/m.md").content == "in Secrets"
+    assert [m.path for m in store.memories.tree(c)] == ["/m.md"]
+    assert store.memories.get_by_path(c, "/m.md").content == "in Secrets"
     # Lists show only the session's stores; a name lookup finds only them.
     ids = [s["id"] for s in agent.get("/v1/memory_stores").json()["data"]]
     assert sorted(ids) == sorted([world["a"], world["b"]])
@@ -242,7 +242,7 @@ def test_its_own_session_only(agent, world):
 
 def test_a_token_is_refused_once_its_session_ends(agent, world, store):
     assert agent.get(f"/v1/memory_stores/{world['a']}").status_code == 200
-    store.set_session_status(world["s"], "terminated")
+    store.sessions.set_status(world["s"], "terminated")
     e = error(agent.get(f"/v1/memory_stores/{world['a']}"), 401, "authentication_error")
     assert "ended" in e["message"]
     assert re.search(r"sesn_", e["message"])
@@ -273,18 +273,18 @@ def test_the_session_api_on_a_unix_socket(store, world, tmp_path):
         time.sleep(0.2)  # the point: no server starts by itself meanwhile
         assert not api._ready.is_set()  # nobody connected yet: no server started
         with Client(api.url, world["token"].token) as c:
-            assert {s.id for s in c.list_stores().data} == {world["a"], world["b"]}
-            assert c.resolve_store("Agent Notes").id == world["a"]
-            m = c.create_memory(world["a"], "/via-socket.md", "hello", actor=None)
-            assert store.get_memory(world["a"], m.id).content == "hello"
+            assert {s.id for s in c.stores.list().data} == {world["a"], world["b"]}
+            assert c.stores.resolve("Agent Notes").id == world["a"]
+            m = c.memories.create(world["a"], "/via-socket.md", "hello", actor=None)
+            assert store.memories.get(world["a"], m.id).content == "hello"
             with pytest.raises(errors.ReadOnly):
-                c.create_memory(world["b"], "/x.md", "x", actor=None)
+                c.memories.create(world["b"], "/x.md", "x", actor=None)
             with pytest.raises(errors.NotFound):
-                c.get_store(world["c"])
+                c.stores.get(world["c"])
             with pytest.raises(errors.Forbidden):
-                c.create_store("mine")
+                c.stores.create("mine")
         with Client(api.url, KEY) as c, pytest.raises(errors.Unauthorized):
-            c.list_stores()
+            c.stores.list()
     finally:
         api.stop()
     assert not path.exists()
@@ -304,12 +304,12 @@ def test_the_session_api_opens_to_its_own_session_s_token_only(store, world, tmp
     api.listen()
     api.serve()
     try:
-        other = store.create_session_token(world["s2"])
+        other = store.sessions.create_token(world["s2"])
         with Client(api.url, other.token) as c, pytest.raises(errors.Unauthorized) as e:
-            c.list_stores()
+            c.stores.list()
         assert world["s"] in str(e.value)
         with Client(api.url, world["token"].token) as c:
-            assert {s.id for s in c.list_stores().data} == {world["a"], world["b"]}
+            assert {s.id for s in c.stores.list().data} == {world["a"], world["b"]}
     finally:
         api.stop()
 
@@ -335,12 +335,12 @@ def test_the_memory_tool_with_a_session_token(store, world, tmp_path):
                 MemoryTool(c, "Secrets").call({"command": "view", "path": "/memories"})
     finally:
         api.stop()
-    m = store.get_memory_by_path(world["a"], "/t.md")
-    assert store.list_versions(world["a"], memory_id=m.id).data[0].created_by == (
+    m = store.memories.get_by_path(world["a"], "/t.md")
+    assert store.versions.list(world["a"], memory_id=m.id).data[0].created_by == (
         Actor.session(world["s"]))
-    types = [e.type for e in store.list_events(world["s"], limit=100).data]
+    types = [e.type for e in store.events.list(world["s"], limit=100).data]
     assert types.count("agent.tool_use") == 2  # the create, and the refused one
-    assert store.tree(world["b"])[0].path == "/m.md" and len(store.tree(world["b"])) == 1
+    assert [m.path for m in store.memories.tree(world["b"])] == ["/m.md"]
 
 
 @pytest.mark.parametrize("stream", ["changes", "events"])
@@ -365,7 +365,7 @@ async def test_a_token_s_stream_ends_once_the_token_is_no_longer_valid(
             # The stream is open by then: the in-process transport shows nothing of it
             # before it ends, so no signal to wait for.
             await trio.sleep(0.5)
-            await trio.to_thread.run_sync(store.set_session_status, world["s"], "idle")
+            await trio.to_thread.run_sync(store.sessions.set_status, world["s"], "idle")
 
         with trio.fail_after(10):  # the transport returns once the stream has ended
             async with trio.open_nursery() as nursery:
@@ -379,13 +379,13 @@ def test_a_snapshot_shows_a_token_nothing_of_other_stores_or_sessions(agent, adm
     """Time travel to a boundary (`memfs/snapshot?at=`): a version id of another store
     answered "a version of another store", and another session's id its creation time;
     to a token they are unknown (404), as every other thing it was not given."""
-    theirs = store.list_versions(world["c"]).data[0].id
+    theirs = store.versions.list(world["c"]).data[0].id
     url = f"/v1/memory_stores/{world['a']}/memfs/snapshot"
     e = error(agent.get(url, params={"at": theirs}), 404, "not_found_error")
     assert "another store" not in e["message"]
     error(agent.get(url, params={"at": world["s2"]}), 404, "not_found_error")
     assert agent.get(url, params={"at": world["s"]}).status_code == 200  # its own session
-    mine = store.list_versions(world["a"]).data[0].id
+    mine = store.versions.list(world["a"]).data[0].id
     assert agent.get(url, params={"at": mine}).status_code == 200
     # A server key is told what it is.
     error(admin.get(url, params={"at": theirs}), 400, "invalid_request_error")
@@ -399,8 +399,8 @@ def test_a_stored_key_s_token_never_outlives_that_key(app, store, world):
     """A contractor key made to expire, revoked soon after, kept a session token it minted that
     read and wrote the session's stores for 30 days. A token minted with a stored key is tied
     to it: it expires no later than the key, and is refused once the key is revoked."""
-    key = store.create_key("contractor", role="read_write", expires_in=3600)
-    world["s"] = store.create_session(
+    key = store.keys.create("contractor", role="read_write", expires_in=3600)
+    world["s"] = store.sessions.create(
         [{"type": "memory_store", "memory_store_id": world["a"]}], status="running",
         created_by_key=key.id).id  # a stored key mints tokens of its own sessions only
     with TestClient(app, headers={"x-api-key": key.key}) as contractor:
@@ -411,14 +411,14 @@ def test_a_stored_key_s_token_never_outlives_that_key(app, store, world):
     assert key.expires_at is not None and tok["expires_at"] <= key.expires_at
     with TestClient(app, headers={"x-api-key": tok["token"]}) as agent:
         assert agent.get(f"/v1/memory_stores/{world['a']}").status_code == 200
-        store.revoke_key(key.id)
+        store.keys.revoke(key.id)
         e = error(agent.get(f"/v1/memory_stores/{world['a']}"), 401, "authentication_error")
         assert key.id in e["message"] and "revoked" in e["message"]
         r = agent.post(f"/v1/memory_stores/{world['a']}/memories",
                        json={"path": "/late.md", "content": "x"})
         error(r, 401, "authentication_error")
-    assert tok["id"] in store.refused_session_tokens([tok["id"], world["token"].id])
-    assert world["token"].id not in store.refused_session_tokens([world["token"].id])
+    assert tok["id"] in store.sessions.refused_tokens([tok["id"], world["token"].id])
+    assert world["token"].id not in store.sessions.refused_tokens([world["token"].id])
     # A revoked key mints nothing more.
     with TestClient(app, headers={"x-api-key": key.key}) as contractor:
         error(contractor.post(f"/v1/sessions/{world['s']}/memfs/tokens", json={}), 401,
@@ -426,45 +426,45 @@ def test_a_stored_key_s_token_never_outlives_that_key(app, store, world):
 
 
 def test_a_stored_key_s_token_is_refused_once_that_key_expired(store, world):
-    key = store.create_key("admin of the day", role="admin", expires_in=3600)
-    world["s"] = store.create_session(
+    key = store.keys.create("admin of the day", role="admin", expires_in=3600)
+    world["s"] = store.sessions.create(
         [{"type": "memory_store", "memory_store_id": world["a"]}], status="running",
         created_by_key=key.id).id
-    tok = store.create_session_token(world["s"], key_id=key.id)
-    assert store.session_grant(tok.token).session_id == world["s"]
-    with store._write() as c:
+    tok = store.sessions.create_token(world["s"], key_id=key.id)
+    assert store.sessions.grant(tok.token).session_id == world["s"]
+    with store.write() as c:
         c.execute("UPDATE api_keys SET expires_at = ? WHERE id = ?",
                   ("2020-01-01T00:00:00.000000Z", key.id))
     with pytest.raises(Unauthorized, match="expired"):
-        store.session_grant(tok.token)
-    assert tok.id in store.refused_session_tokens([tok.id])
+        store.sessions.grant(tok.token)
+    assert tok.id in store.sessions.refused_tokens([tok.id])
     with pytest.raises(Unauthorized, match="expired"):
-        store.create_session_token(world["s"], key_id=key.id)
+        store.sessions.create_token(world["s"], key_id=key.id)
 
 
 def test_a_terminated_session_is_not_set_running_again(admin, store, world):
     """A terminated session could be set back to running (its tokens stayed revoked, but the
     session took writes as running again). Ended is final: a 409, nothing changed."""
-    store.set_session_status(world["s"], "terminated")
-    events = len(store.list_events(world["s"]).data)
+    store.sessions.set_status(world["s"], "terminated")
+    events = len(store.events.list(world["s"]).data)
     for status in ("running", "idle", "rescheduling"):
         e = error(admin.post(f"/v1/sessions/{world['s']}/memfs/status",
                              json={"status": status}), 409, "conflict_error")
         assert "terminated" in e["message"]
         with pytest.raises(Conflict, match="terminated"):
-            store.set_session_status(world["s"], status)
-    assert store.get_session(world["s"]).status == "terminated"
-    assert len(store.list_events(world["s"]).data) == events
+            store.sessions.set_status(world["s"], status)
+    assert store.sessions.get(world["s"]).status == "terminated"
+    assert len(store.events.list(world["s"]).data) == events
     # Terminating again changes nothing and is not an error.
-    assert store.set_session_status(world["s"], "terminated").status == "terminated"
+    assert store.sessions.set_status(world["s"], "terminated").status == "terminated"
 
 
 def test_a_stored_key_mints_tokens_of_its_own_sessions_only(app, store, world):
     """Else any key of the workspace could act as any session through a token of its own,
     round the rule of x-memfs-session-id (S3): another key's session, or the server's, is a
     403 (the workspace's keys may list its sessions: their existence is no secret to them)."""
-    a, b = (store.create_key(n, role="admin") for n in ("key a", "key b"))
-    mine = store.create_session([{"type": "memory_store", "memory_store_id": world["a"]}],
+    a, b = (store.keys.create(n, role="admin") for n in ("key a", "key b"))
+    mine = store.sessions.create([{"type": "memory_store", "memory_store_id": world["a"]}],
                                 status="running", created_by_key=a.id)
     with TestClient(app, headers={"x-api-key": b.key}) as other:
         refused = error(other.post(f"/v1/sessions/{mine.id}/memfs/tokens", json={}), 403,

@@ -158,7 +158,7 @@ BAD_RESOURCES = [
 @pytest.mark.parametrize("resource", BAD_RESOURCES)
 def test_resource_rules_are_the_stores_with_its_messages(resource, store):
     with pytest.raises(errors.InvalidRequest) as by_store:
-        store.create_session([resource])
+        store.sessions.create([resource])
     spec_text = json.dumps({"resources": [resource]})
     assert refused(spec_text) == f"s.yaml: resources[0]: {by_store.value.message}"
 
@@ -166,7 +166,7 @@ def test_resource_rules_are_the_stores_with_its_messages(resource, store):
 def test_metadata_rules_are_the_stores(store):
     metadata = {f"k{i}": "v" for i in range(17)}
     with pytest.raises(errors.InvalidRequest) as by_store:
-        store.create_session([], metadata=metadata)
+        store.sessions.create([], metadata=metadata)
     spec_text = json.dumps({"resources": [], "metadata": metadata})
     assert refused(spec_text) == f"s.yaml: {by_store.value.message}"
 
@@ -194,15 +194,15 @@ def test_unreadable_and_undecodable_files(tmp_path):
 
 
 def test_resolve_names_each_store_by_id(store):
-    prefs = store.create_store("User Preferences")
-    notes = store.create_store("notes")
+    prefs = store.stores.create("User Preferences")
+    notes = store.stores.create("notes")
     spec = parse(FULL.replace("memstore_01abc", prefs.id).replace(
         "memory_store: User Preferences", "memory_store: Team Docs"), "s.yaml")
-    docs = store.create_store("Team Docs")
+    docs = store.stores.create("Team Docs")
     resolved = spec.resolve(store)
     assert [a.ref for a in resolved.attachments] == [docs.id, prefs.id, notes.id]
     assert [a.ref for a in spec.attachments][0] == "Team Docs"  # the spec itself is unchanged
-    s = store.create_session(resolved.resources(), title=resolved.title,
+    s = store.sessions.create(resolved.resources(), title=resolved.title,
                              metadata=resolved.metadata)
     assert [(r.name, r.access, r.instructions) for r in s.resources] == [
         ("Team Docs", "read_write", "Check before answering.\nKeep it short.\n"),
@@ -213,7 +213,7 @@ def test_resolve_names_each_store_by_id(store):
 
 
 def test_a_missing_store_is_the_stores_not_found_naming_the_entry(store):
-    store.create_store("a")
+    store.stores.create("a")
     spec = parse(entry("type: memory_store, memory_store: a") +
                  "  - {type: memory_store, memory_store: Nope}\n", "s.yaml")
     with pytest.raises(errors.NotFound) as e:
@@ -222,7 +222,7 @@ def test_a_missing_store_is_the_stores_not_found_naming_the_entry(store):
 
 
 def test_an_ambiguous_name_is_the_stores_error_naming_the_entry(store):
-    one, two = store.create_store("twin"), store.create_store("twin")
+    one, two = store.stores.create("twin"), store.stores.create("twin")
     spec = parse(entry("type: memory_store, memory_store: twin"), "s.yaml")
     with pytest.raises(errors.InvalidRequest) as e:
         spec.resolve(store)

@@ -31,7 +31,7 @@ IN_OTHER_WORDS = "which engineer handles emergencies after hours"
 
 def ask(store: Store, sid: str) -> Any:
     """IN_OTHER_WORDS, every memory ranked (in three, none passes the default threshold)."""
-    return store.search(sid, IN_OTHER_WORDS, threshold=0)
+    return store.search.in_store(sid, IN_OTHER_WORDS, threshold=0)
 MODEL = embeddings.LocalE5.model
 
 
@@ -61,17 +61,17 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def indexed(store: Store, sid: str) -> int:
-    return int(store.search_status(sid)["indexed"])
+    return int(store.search.status(sid)["indexed"])
 
 
 def test_the_indexer_runs_in_a_child_that_ends_once_idle_and_comes_back_for_work(
         store: Store) -> None:
-    sid = store.create_store("s").id
-    store.write_path(sid, "/oncall.md", ONCALL, actor=ACTOR)
-    store.write_path(sid, "/lunch.md", "Friday lunch is at noon, pizza.\n", actor=ACTOR)
+    sid = store.stores.create("s").id
+    store.memories.write_path(sid, "/oncall.md", ONCALL, actor=ACTOR)
+    store.memories.write_path(sid, "/lunch.md", "Friday lunch is at noon, pizza.\n", actor=ACTOR)
     ix = IndexerProcess(store, MODEL, [sid], command(1.0, sid), indexer_env(store.path),
                         poll=0.1, first_look=0.0).start()
-    store.use_embeddings(ix)
+    store.search.use_embeddings(ix)
     try:
         wait_until(lambda: indexed(store, sid) == 2, 60, interval=0.05, what="indexed")
         first = ix._child  # noqa: SLF001
@@ -81,7 +81,7 @@ def test_the_indexer_runs_in_a_child_that_ends_once_idle_and_comes_back_for_work
                    what="the idle child ended")
         assert dead(first.proc.pid) and ix.started == 1
         # Something to embed: a child again.
-        store.write_path(sid, "/late.md", "The quarterly budget review is on Monday.\n",
+        store.memories.write_path(sid, "/late.md", "The quarterly budget review is on Monday.\n",
                          actor=ACTOR)
         wait_until(lambda: indexed(store, sid) == 3, 60, interval=0.05, what="the new one")
         assert ix.started == 2
@@ -95,8 +95,8 @@ def test_the_indexer_runs_in_a_child_that_ends_once_idle_and_comes_back_for_work
         assert ix.started == 3 and ix.pid is not None
         # A long question (over 4 KiB as JSON: accents, escaped) gets its answer, and the
         # next one too.
-        assert store.search(sid, "é" * 200, path_prefix="/" + "é" * 500).meaning
-        assert store.search(sid, IN_OTHER_WORDS, threshold=0).hits[0].path == "/oncall.md"
+        assert store.search.in_store(sid, "é" * 200, path_prefix="/" + "é" * 500).meaning
+        assert store.search.in_store(sid, IN_OTHER_WORDS, threshold=0).hits[0].path == "/oncall.md"
         child = ix._child  # noqa: SLF001
     finally:
         ix.stop()
@@ -107,11 +107,11 @@ def test_the_indexer_runs_in_a_child_that_ends_once_idle_and_comes_back_for_work
 
 def test_a_killed_child_is_said_and_started_again_and_searches_go_on(
         store: Store, error_logs: list[logging.LogRecord]) -> None:
-    sid = store.create_store("s").id
-    store.write_path(sid, "/oncall.md", ONCALL, actor=ACTOR)
+    sid = store.stores.create("s").id
+    store.memories.write_path(sid, "/oncall.md", ONCALL, actor=ACTOR)
     ix = IndexerProcess(store, MODEL, [sid], command(60.0, sid), indexer_env(store.path),
                         poll=0.1, first_look=0.0, backoff=(0.2, 1.0)).start()
-    store.use_embeddings(ix)
+    store.search.use_embeddings(ix)
     try:
         wait_until(lambda: indexed(store, sid) == 1, 60, interval=0.05, what="indexed")
         pid = ix.pid
@@ -121,7 +121,7 @@ def test_a_killed_child_is_said_and_started_again_and_searches_go_on(
         [said] = [r for r in error_logs if r.name == "memfs.recall.supervisor"]
         assert said.exc_info is not None and "was killed by SIGKILL" in str(said.exc_info[1])
         # The next work starts another (after the backoff), which indexes it.
-        store.write_path(sid, "/late.md", "The quarterly budget review is on Monday.\n",
+        store.memories.write_path(sid, "/late.md", "The quarterly budget review is on Monday.\n",
                          actor=ACTOR)
         wait_until(lambda: indexed(store, sid) == 2, 60, interval=0.05, what="indexed again")
         assert ix.started == 2 and ix._thread.is_alive()  # noqa: SLF001
@@ -151,9 +151,9 @@ DAEMON = textwrap.dedent("""
 
 
 def test_the_child_dies_with_its_daemon(store: Store, tmp_path: Path) -> None:
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     for i in range(40):  # work for a while, so that it would not end idle meanwhile
-        store.write_path(sid, f"/m{i}.md", f"memory number {i}\n", actor=ACTOR)
+        store.memories.write_path(sid, f"/m{i}.md", f"memory number {i}\n", actor=ACTOR)
     daemon = subprocess.Popen([sys.executable, "-c", DAEMON, store.path, sid, MODEL],
                               stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "MEMFS_EMBEDDINGS": "local"})

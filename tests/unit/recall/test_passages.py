@@ -57,36 +57,36 @@ def test_meaning_finds_what_a_long_memory_says_at_its_end(backend: Backend) -> N
     """Before passages, meaning embedded the first 400 characters: the key, at the end of a
     3 kB memory, was not there to be found."""
     store = backend.open()
-    store.use_embeddings(embeddings.local())
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/notes/committee.md", FILLER + "\n" + KEY + "\n", actor=API)
-    store.create_memory(sid, "/notes/garden.md", "Water the tomatoes every second evening.",
+    store.search.use_embeddings(embeddings.local())
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/notes/committee.md", FILLER + "\n" + KEY + "\n", actor=API)
+    store.memories.create(sid, "/notes/garden.md", "Water the tomatoes every second evening.",
                         actor=API)
-    store.create_memory(sid, "/notes/car.md", "The car goes to the garage for its service "
+    store.memories.create(sid, "/notes/car.md", "The car goes to the garage for its service "
                         "in March.", actor=API)
-    assert store.index_store(sid).pending == 0
-    r = store.search(sid, "where can I find a way to get inside if I am locked out",
+    assert store.search.index(sid).pending == 0
+    r = store.search.in_store(sid, "where can I find a way to get inside if I am locked out",
                      channels=("meaning",), threshold=0)
     assert r.hits[0].path == "/notes/committee.md", r
     # The snippet comes from the passage that matched (the last one), not the memory's start.
     last = split("/notes/committee.md", FILLER + "\n" + KEY + "\n")[-1]
     assert r.hits[0].snippet in last.text and "Meeting 0:" not in r.hits[0].snippet
-    r = store.search(sid, "where is the spare key", threshold=0)
+    r = store.search.in_store(sid, "where is the spare key", threshold=0)
     assert r.hits[0].path == "/notes/committee.md" and "flowerpot" in r.hits[0].snippet
 
 
 def test_a_changed_memory_embeds_only_its_changed_passages(backend: Backend) -> None:
     store = backend.open()
     counting = Counting()
-    store.use_embeddings(counting)  # type: ignore[arg-type]
-    sid = store.create_store("Notes").id
-    m = store.create_memory(sid, "/notes/committee.md", FILLER + "\n" + KEY + "\n", actor=API)
-    assert store.index_store(sid).embedded == 1
+    store.search.use_embeddings(counting)  # type: ignore[arg-type]
+    sid = store.stores.create("Notes").id
+    m = store.memories.create(sid, "/notes/committee.md", FILLER + "\n" + KEY + "\n", actor=API)
+    assert store.search.index(sid).embedded == 1
     first = len(counting.texts)
     assert first == len(split(m.path, FILLER + "\n" + KEY + "\n")) > 3
-    store.update_memory(sid, m.id, content=FILLER + "\n" + KEY + "\nAnd the shed's too.\n",
+    store.memories.update(sid, m.id, content=FILLER + "\n" + KEY + "\nAnd the shed's too.\n",
                         actor=API)
-    assert store.index_store(sid).embedded == 1
+    assert store.search.index(sid).embedded == 1
     assert len(counting.texts) - first == 1  # the last passage alone
     row = store.database.one("SELECT passages FROM memory_vectors WHERE memory_id = ?", (m.id,))
     assert row is not None and len(decode(row[0])) == first
@@ -94,18 +94,18 @@ def test_a_changed_memory_embeds_only_its_changed_passages(backend: Backend) -> 
 
 def test_an_unrelated_question_is_answered_empty_with_the_best_score(backend: Backend) -> None:
     store = backend.open()
-    store.use_embeddings(embeddings.local())
-    sid = store.create_store("Notes").id
+    store.search.use_embeddings(embeddings.local())
+    sid = store.stores.create("Notes").id
     for path, text in (("/people/dana.md", "Dana is paged first at night and on weekends."),
                        ("/prefs/tea.md", "I drink green tea without sugar in the morning."),
                        ("/howto/deploy.md", "Deploys go out on Tuesdays after the standup.")):
-        store.create_memory(sid, path, text, actor=API)
-    store.index_store(sid)
+        store.memories.create(sid, path, text, actor=API)
+    store.search.index(sid)
     for question in ("zzzz qqqq", "What is the boiling point of mercury?"):
-        r = store.search(sid, question)
+        r = store.search.in_store(sid, question)
         assert r.hits == [] and r.best is not None and r.best < 0.7, r
         assert (r.note or "").startswith("nothing scored 0.7 or more")
-    r = store.search(sid, "who is paged at night")
+    r = store.search.in_store(sid, "who is paged at night")
     assert r.hits and r.hits[0].path == "/people/dana.md" and r.hits[0].score >= 0.7
 
 
@@ -114,13 +114,13 @@ def test_a_search_right_after_a_write_waits_for_meaning(backend: Backend) -> Non
     not embedded it: now a search embeds the few memories pending first (within
     WAIT_SECONDS)."""
     store = backend.open()
-    store.use_embeddings(embeddings.local())
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
-    store.index_store(sid)
-    store.create_memory(sid, "/pets/cat.md", "The cat sleeps on the sofa all afternoon.",
+    store.search.use_embeddings(embeddings.local())
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
+    store.search.index(sid)
+    store.memories.create(sid, "/pets/cat.md", "The cat sleeps on the sofa all afternoon.",
                         actor=API)
-    r = store.search(sid, "where does my kitten nap", threshold=0)
+    r = store.search.in_store(sid, "where does my kitten nap", threshold=0)
     assert r.meaning and r.indexed == 2 and r.note is None, r
     assert r.hits[0].path == "/pets/cat.md" and "meaning" in r.hits[0].matched
 
@@ -128,14 +128,14 @@ def test_a_search_right_after_a_write_waits_for_meaning(backend: Backend) -> Non
 def test_many_pending_memories_are_not_waited_for(backend: Backend,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     store = backend.open()
-    store.use_embeddings(embeddings.local())
+    store.search.use_embeddings(embeddings.local())
     monkeypatch.setattr(recall_search, "WAIT_PENDING", 1)
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
-    store.index_store(sid)
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
+    store.search.index(sid)
     for i in range(2):
-        store.create_memory(sid, f"/pets/cat{i}.md", "The cat sleeps on the sofa.", actor=API)
-    r = store.search(sid, "where does my kitten nap", threshold=0)
+        store.memories.create(sid, f"/pets/cat{i}.md", "The cat sleeps on the sofa.", actor=API)
+    r = store.search.in_store(sid, "where does my kitten nap", threshold=0)
     assert r.indexed == 1 and "meaning covers 1 of 3" in (r.note or ""), r
 
 
@@ -148,23 +148,23 @@ def test_every_memory_is_found_by_its_first_passage_before_any_is_read_whole(
 
     store = backend.open()
     counting = Counting()
-    store.use_embeddings(counting)  # type: ignore[arg-type]
-    sid = store.create_store("Notes").id
+    store.search.use_embeddings(counting)  # type: ignore[arg-type]
+    sid = store.stores.create("Notes").id
     long = FILLER + "\n" + KEY + "\n"
     for i in range(3):
-        store.create_memory(sid, f"/notes/m{i}.md", long, actor=API)
+        store.memories.create(sid, f"/notes/m{i}.md", long, actor=API)
     p = Indexer(store, counting).catch_up(sid, deepen=False)  # type: ignore[arg-type]
     assert (p.embedded, p.pending, p.deepened) == (3, 0, 0)
     assert len(counting.texts) == 3 and all(t.startswith("/notes/m") for t in counting.texts)
-    assert store.search_status(sid)["indexed"] == 3 and has_work(store, sid, counting.model)
+    assert store.search.status(sid)["indexed"] == 3 and has_work(store, sid, counting.model)
     rows = store.database.all("SELECT passages_left FROM memory_vectors WHERE store_id = ?",
                               (sid,))
     assert [r[0] for r in rows] == [len(split("/notes/m0.md", long)) - 1] * 3
-    p = store.index_store(sid)
+    p = store.search.index(sid)
     assert (p.embedded, p.pending, p.deepened) == (0, 0, 3)
     assert len(counting.texts) == 3 * len(split("/notes/m0.md", long))
     assert not has_work(store, sid, counting.model)
-    r = store.search(sid, "where is the spare key", threshold=0)
+    r = store.search.in_store(sid, "where is the spare key", threshold=0)
     assert "flowerpot" in r.hits[0].snippet
 
 
@@ -175,16 +175,16 @@ def test_vectors_from_before_passages_rank_until_embedded_again(
     said that nothing was indexed and asked words alone)."""
     monkeypatch.setattr(recall_search, "WAIT_PENDING", 0)  # no search embeds what is pending
     store = backend.open()
-    store.use_embeddings(embeddings.local())
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/pets/cat.md", "The cat sleeps on the sofa all afternoon.",
+    store.search.use_embeddings(embeddings.local())
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/pets/cat.md", "The cat sleeps on the sofa all afternoon.",
                         actor=API)
-    store.create_memory(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
-    store.index_store(sid)
+    store.memories.create(sid, "/prefs/tea.md", "I drink green tea without sugar.", actor=API)
+    store.search.index(sid)
     with store.database.write() as c:  # as m017 leaves the vectors of before
         c.execute("UPDATE memory_vectors SET passages = '' WHERE store_id = ?", (sid,))
-    assert store.search_status(sid)["indexed"] == 0
-    r = store.search(sid, "where does my kitten nap", threshold=0)
+    assert store.search.status(sid)["indexed"] == 0
+    r = store.search.in_store(sid, "where does my kitten nap", threshold=0)
     assert r.meaning and r.hits[0].path == "/pets/cat.md" and "meaning" in r.hits[0].matched
 
 
@@ -212,8 +212,8 @@ def test_a_mount_s_indexer_process_waits_for_the_local_model_only(backend: Backe
             return v / np.linalg.norm(v)
 
     store = backend.open()
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/pets/cat.md", "The cat sleeps on the sofa.", actor=API)
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/pets/cat.md", "The cat sleeps on the sofa.", actor=API)
     line = json.dumps({"id": 1, "store": sid, "question": "kitten", "path_prefix": None,
                        "also": [], "wait": 1.5, "timeout": 3.4}).encode()
     got = json.loads(worker.answer(store, Service(), [sid], line))  # type: ignore[arg-type]

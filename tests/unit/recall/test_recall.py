@@ -29,61 +29,61 @@ API = Actor.api("apikey_test")
 @pytest.fixture
 def store(backend: Backend) -> Store:
     s = backend.open()
-    s.use_embeddings("none")
+    s.search.use_embeddings("none")
     return s
 
 
 def _paths(store: Store, sid: str, q: str, **kw: object) -> list[str]:
-    return [h.path for h in store.search(sid, q, **kw).hits]  # type: ignore[arg-type]
+    return [h.path for h in store.search.in_store(sid, q, **kw).hits]  # type: ignore[arg-type]
 
 
 def test_a_memory_is_found_by_its_words_as_soon_as_its_write_returns(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    m = store.create_memory(sid, "/people/oncall.md", "Priya carries the pager on weekends.",
+    sid = store.stores.create("Notes").id
+    m = store.memories.create(sid, "/people/oncall.md", "Priya carries the pager on weekends.",
                             actor=API)
     assert _paths(store, sid, "who has the pager") == ["/people/oncall.md"]
-    store.update_memory(sid, m.id, content="Marco is paged at night.", actor=API)
+    store.memories.update(sid, m.id, content="Marco is paged at night.", actor=API)
     assert _paths(store, sid, "pager Priya") == []  # the old text is gone with its version
     assert _paths(store, sid, "night paging") == ["/people/oncall.md"]  # porter: paged ~ paging
-    store.update_memory(sid, m.id, path="/team/rota.md", actor=API)
+    store.memories.update(sid, m.id, path="/team/rota.md", actor=API)
     assert _paths(store, sid, "rota") == ["/team/rota.md"]  # a path's words count
     assert _paths(store, sid, "oncall") == []
-    store.delete_memory(sid, m.id, actor=API)
+    store.memories.delete(sid, m.id, actor=API)
     assert _paths(store, sid, "night") == []
-    [deleted] = [v for v in store.list_versions(sid).data if v.operation == "deleted"]
-    store.restore_version(sid, [v for v in store.list_versions(sid).data
+    [deleted] = [v for v in store.versions.list(sid).data if v.operation == "deleted"]
+    store.versions.restore(sid, [v for v in store.versions.list(sid).data
                                 if v.operation == "modified"][-1].id, actor=API)
     assert len(_paths(store, sid, "night")) == 1  # undeleted: found again
     assert deleted
 
 
 def test_the_text_of_a_redacted_version_is_never_found(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    m = store.create_memory(sid, "/secret.md", "the wifi password is hunter2", actor=API)
+    sid = store.stores.create("Notes").id
+    m = store.memories.create(sid, "/secret.md", "the wifi password is hunter2", actor=API)
     old = m.memory_version_id
-    store.update_memory(sid, m.id, content="ask Sam for the wifi password", actor=API)
-    store.redact_version(sid, old, actor=API)
+    store.memories.update(sid, m.id, content="ask Sam for the wifi password", actor=API)
+    store.versions.redact(sid, old, actor=API)
     assert _paths(store, sid, "hunter2") == []
     assert _paths(store, sid, "wifi") == ["/secret.md"]
 
 
 def test_an_import_and_a_deleted_store_keep_the_index_in_step(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    store.import_files(lambda: [("/a.md", b"espresso machine descaling", None),
+    sid = store.stores.create("Notes").id
+    store.archive.import_files(lambda: [("/a.md", b"espresso machine descaling", None),
                                 ("/b.md", "the kettle", None)], into=sid, actor=API)
     assert _paths(store, sid, "descale the espresso") == ["/a.md"]
-    other = store.create_store("Other").id
-    store.create_memory(other, "/c.md", "espresso beans from Rome", actor=API)
+    other = store.stores.create("Other").id
+    store.memories.create(other, "/c.md", "espresso beans from Rome", actor=API)
     assert _paths(store, sid, "espresso") == ["/a.md"]  # one store's memories only
-    store.delete_store(other)
+    store.stores.delete(other)
     with pytest.raises(NotFound):
-        store.search(other, "espresso")
+        store.search.in_store(other, "espresso")
     assert _paths(store, sid, "espresso") == ["/a.md"]
 
 
 def test_case_and_accents_are_folded_so_french_is_found(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/rdv.md", "Réunion d'équipe le mercredi à 10h, café offert.",
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/rdv.md", "Réunion d'équipe le mercredi à 10h, café offert.",
                         actor=API)
     for q in ("reunion equipe", "RÉUNION", "cafe", "Équipe"):
         assert _paths(store, sid, q) == ["/rdv.md"], q
@@ -92,8 +92,8 @@ def test_case_and_accents_are_folded_so_french_is_found(store: Store) -> None:
 def test_words_inside_markup_and_file_names_are_words(store: Store) -> None:
     # PostgreSQL's parser drops what looks like an XML tag, words and all, and keeps a file
     # name or a host as one token: both backends split them as a question is split.
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/a.md", "<script>alert(1)</script> see config.yaml", actor=API)
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/a.md", "<script>alert(1)</script> see config.yaml", actor=API)
     for q in ("alert", "script", "yaml", "config"):
         assert _paths(store, sid, q) == ["/a.md"], q
 
@@ -101,42 +101,42 @@ def test_words_inside_markup_and_file_names_are_words(store: Store) -> None:
 @pytest.mark.parametrize("q", ['"', "'", 'a" OR "b', "NEAR(a b)", "*", "-x", "a AND", "(",
                                "col:val", "x | y & !z", "^", "\\", "%_"])
 def test_query_syntax_in_a_question_is_only_words(store: Store, q: str) -> None:
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/a.md", "a b x y z val", actor=API)
-    store.search(sid, q)  # no error: each word is quoted, operators are dropped
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/a.md", "a b x y z val", actor=API)
+    store.search.in_store(sid, q)  # no error: each word is quoted, operators are dropped
 
 
 def test_a_search_checks_what_it_is_given(store: Store) -> None:
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     for kw in ({"limit": 0}, {"limit": 101}, {"limit": True}, {"path_prefix": "x"},
                {"threshold": 1.5}, {"threshold": -0.1}, {"channels": ()},
                {"channels": ("x",)}, {"fusion": "max"}):
         with pytest.raises(InvalidRequest):
-            store.search(sid, "q", **kw)  # type: ignore[arg-type]
+            store.search.in_store(sid, "q", **kw)  # type: ignore[arg-type]
     for q in ("", "   ", "x" * 1001, "a\x00b", "\ud800"):
         with pytest.raises(InvalidRequest):
-            store.search(sid, q)
+            store.search.in_store(sid, q)
     with pytest.raises(NotFound):
-        store.search("memstore_nope", "q")
+        store.search.in_store("memstore_nope", "q")
 
 
 def test_limit_prefix_and_threshold(store: Store) -> None:
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     for i in range(15):
-        store.create_memory(sid, f"/{'a' if i % 2 else 'b'}/n{i:02}.md", f"note {i} tea",
+        store.memories.create(sid, f"/{'a' if i % 2 else 'b'}/n{i:02}.md", f"note {i} tea",
                             actor=API)
-    assert len(store.search(sid, "tea", threshold=0).hits) == 10
-    assert len(store.search(sid, "tea", limit=100, threshold=0).hits) == 15
+    assert len(store.search.in_store(sid, "tea", threshold=0).hits) == 10
+    assert len(store.search.in_store(sid, "tea", limit=100, threshold=0).hits) == 15
     assert {p[:3] for p in _paths(store, sid, "tea", limit=100, path_prefix="/a/",
                                   threshold=0)} == {"/a/"}
-    result = store.search(sid, "tea", threshold=0)
+    result = store.search.in_store(sid, "tea", threshold=0)
     assert result.meaning is False and "words alone" in (result.note or "")
     assert all(0 < h.score <= 1 and h.matched == ("words",) for h in result.hits)
     best = max(h.score for h in result.hits)
-    assert all(h.score >= best for h in store.search(sid, "tea", threshold=best).hits)
-    assert store.search(sid, "tea", threshold=best).hits  # a score as shown keeps its hit
+    assert all(h.score >= best for h in store.search.in_store(sid, "tea", threshold=best).hits)
+    assert store.search.in_store(sid, "tea", threshold=best).hits  # a score as shown keeps its hit
     if best < 1.0:
-        assert store.search(sid, "tea", threshold=min(1.0, best + 0.001)).hits == []
+        assert store.search.in_store(sid, "tea", threshold=min(1.0, best + 0.001)).hits == []
 
 
 def test_a_snippet_is_one_line_around_the_words() -> None:
@@ -162,26 +162,27 @@ def test_a_changed_memory_is_never_ranked_by_its_old_vector(
         backend: Backend, local: embeddings.LocalE5, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(recall_search, "WAIT_PENDING", 0)  # no search embeds what is pending
     store = backend.open()
-    store.use_embeddings(local)
-    sid = store.create_store("Notes").id
-    m = store.create_memory(sid, "/pets.md", "The cat sleeps on the sofa all afternoon.",
+    store.search.use_embeddings(local)
+    sid = store.stores.create("Notes").id
+    m = store.memories.create(sid, "/pets.md", "The cat sleeps on the sofa all afternoon.",
                             actor=API)
-    store.create_memory(sid, "/tax.md", "File the quarterly VAT return before the 20th.",
+    store.memories.create(sid, "/tax.md", "File the quarterly VAT return before the 20th.",
                         actor=API)
-    assert store.index_store(sid).pending == 0
-    r = store.search(sid, "where does my kitten nap", channels=("meaning",))
+    assert store.search.index(sid).pending == 0
+    r = store.search.in_store(sid, "where does my kitten nap", channels=("meaning",))
     assert r.meaning and r.hits[0].path == "/pets.md" and r.hits[0].matched == ("meaning",)
-    store.update_memory(sid, m.id, content="Bring the bike to the repair shop.", actor=API)
-    r = store.search(sid, "where does my kitten nap", channels=("meaning",), threshold=0)
+    store.memories.update(sid, m.id, content="Bring the bike to the repair shop.", actor=API)
+    r = store.search.in_store(sid, "where does my kitten nap", channels=("meaning",), threshold=0)
     assert [h.path for h in r.hits] == ["/tax.md"]  # its vector is of text it no longer holds
     assert "1 of 2" in (r.note or "")
-    assert store.search_status(sid)["indexed"] == 1
-    assert store.index_store(sid).embedded == 1
-    r = store.search(sid, "fix my bicycle", threshold=0)
+    assert store.search.status(sid)["indexed"] == 1
+    assert store.search.index(sid).embedded == 1
+    r = store.search.in_store(sid, "fix my bicycle", threshold=0)
     assert r.hits[0].path == "/pets.md" and r.hits[0].matched == ("meaning",)
-    store.delete_memory(sid, m.id, actor=API)
-    assert [h.path for h in store.search(sid, "fix my bicycle", threshold=0).hits] == ["/tax.md"]
-    status = store.search_status(sid)
+    store.memories.delete(sid, m.id, actor=API)
+    assert [h.path for h in store.search.in_store(sid, "fix my bicycle",
+                                                  threshold=0).hits] == ["/tax.md"]
+    status = store.search.status(sid)
     assert status["memories"] == status["indexed"] == 1 and status["reason"] is None
 
 
@@ -191,33 +192,33 @@ def test_a_memory_not_yet_embedded_is_first_by_its_rare_word(
     above whatever meaning ranks first among the memories it has seen."""
     monkeypatch.setattr(recall_search, "WAIT_PENDING", 0)  # no search embeds what is pending
     store = backend.open()
-    store.use_embeddings(local)
-    sid = store.create_store("Notes").id
+    store.search.use_embeddings(local)
+    sid = store.stores.create("Notes").id
     for path, text in (("/pets.md", "The cat sleeps on the sofa all afternoon."),
                        ("/tax.md", "File the quarterly VAT return before the 20th."),
                        ("/deploy.md", "Deploys go out on Tuesdays after the standup.")):
-        store.create_memory(sid, path, text, actor=API)
-    assert store.index_store(sid).pending == 0
-    store.create_memory(sid, "/zorblax.md", "The zorblax key is in the blue vault.", actor=API)
-    r = store.search(sid, "the zorblax key")
+        store.memories.create(sid, path, text, actor=API)
+    assert store.search.index(sid).pending == 0
+    store.memories.create(sid, "/zorblax.md", "The zorblax key is in the blue vault.", actor=API)
+    r = store.search.in_store(sid, "the zorblax key")
     assert r.meaning and "3 of 4" in (r.note or ""), r
     assert r.hits[0].path == "/zorblax.md", r.hits
     assert r.hits[0].matched == ("words",)
-    store.index_store(sid)
-    r = store.search(sid, "the zorblax key")
+    store.search.index(sid)
+    r = store.search.in_store(sid, "the zorblax key")
     assert r.hits[0].path == "/zorblax.md" and r.hits[0].matched == ("words", "meaning"), r
 
 
 def test_two_indexers_do_no_double_work(backend: Backend, local: embeddings.LocalE5) -> None:
     a, b = backend.open(), backend.open()
-    sid = a.create_store("Notes").id
+    sid = a.stores.create("Notes").id
     for i in range(4):
-        a.create_memory(sid, f"/n{i}.md", f"note number {i}", actor=API)
+        a.memories.create(sid, f"/n{i}.md", f"note number {i}", actor=API)
     first, second = indexer.Indexer(a, local), indexer.Indexer(b, local)
     assert first._take_lease(sid)
     busy = second.catch_up(sid)
     assert busy.embedded == 0 and busy.reason == "another process is indexing this store"
-    assert b.search_status(sid)["indexing"] == first.holder
+    assert b.search.status(sid)["indexing"] == first.holder
     first._drop_lease(sid)
     assert second.catch_up(sid).embedded == 4
     assert first.catch_up(sid).embedded == 0  # nothing left to do
@@ -237,24 +238,24 @@ KILLED_INDEXER = textwrap.dedent("""
 def test_an_indexer_killed_mid_index_leaves_no_half_written_vector(
         backend: Backend, local: embeddings.LocalE5) -> None:
     store = backend.open()
-    store.use_embeddings(local)
-    sid = store.create_store("Notes").id
+    store.search.use_embeddings(local)
+    sid = store.stores.create("Notes").id
     for i in range(30):
-        store.create_memory(sid, f"/n{i:02}.md", f"note {i}: " + "words " * 60, actor=API)
+        store.memories.create(sid, f"/n{i:02}.md", f"note {i}: " + "words " * 60, actor=API)
     p = subprocess.Popen([sys.executable, "-c", KILLED_INDEXER, backend.url, sid],
                          stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": "."})
     assert p.stdout and p.stdout.readline().strip() == "ready"
-    wait_until(lambda: store.search_status(sid)["indexed"] >= 3, 60, interval=0.05)
+    wait_until(lambda: store.search.status(sid)["indexed"] >= 3, 60, interval=0.05)
     p.send_signal(signal.SIGKILL)
     p.wait()
     p.stdout.close()
-    done = store.search_status(sid)
+    done = store.search.status(sid)
     assert 3 <= done["indexed"] < 30 and done["indexing"] is not None  # its lease outlives it
     rows = store.database.all("SELECT vector FROM memory_vectors WHERE store_id = ?", (sid,))
     assert len(rows) == done["indexed"] and all(len(bytes(r[0])) == 4 * 384 for r in rows)
     with store.database.write() as c:
         c.execute("UPDATE recall_leases SET expires_at = 0")
-    assert store.index_store(sid).embedded == 30 - done["indexed"]  # the rest, not again
+    assert store.search.index(sid).embedded == 30 - done["indexed"]  # the rest, not again
 
 
 class _Hang(http.server.BaseHTTPRequestHandler):
@@ -280,24 +281,24 @@ def test_a_provider_that_hangs_costs_a_search_two_seconds_then_words_answer(
         backend: Backend, local: embeddings.LocalE5, hanging_url: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     store = backend.open()
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/oncall.md", "Priya carries the pager", actor=API)
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/oncall.md", "Priya carries the pager", actor=API)
     hanging = embeddings.from_setting(f"openai:{hanging_url}/v1:e5")
     assert hanging is not None
     # Vectors of this model exist (made by the local model under its name), so that the
     # search asks the provider for the question's.
     monkeypatch.setattr(local, "model", hanging.model)
-    store.use_embeddings(local)
-    store.index_store(sid)
-    store.use_embeddings(hanging)
+    store.search.use_embeddings(local)
+    store.search.index(sid)
+    store.search.use_embeddings(hanging)
     monkeypatch.setattr(recall_search, "_down", {})
     t = time.monotonic()
-    r = store.search(sid, "who has the pager")
+    r = store.search.in_store(sid, "who has the pager")
     assert time.monotonic() - t < 2.8
     assert not r.meaning and [h.path for h in r.hits] == ["/oncall.md"]
     assert "did not answer within 2 s" in (r.note or "") and "words alone" in (r.note or "")
     t = time.monotonic()
-    assert not store.search(sid, "pager").meaning
+    assert not store.search.in_store(sid, "pager").meaning
     assert time.monotonic() - t < 0.5  # not asked again for a while
 
 
@@ -343,9 +344,9 @@ class _Ranks:
 def test_a_provider_that_ranks_itself_ranks_and_may_be_asked_again_at_once(
         backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     store = backend.open()
-    sid = store.create_store("Notes").id
-    oncall = store.create_memory(sid, "/oncall.md", "Priya carries the pager", actor=API).id
-    lunch = store.create_memory(sid, "/lunch.md", "Friday lunch is pizza", actor=API).id
+    sid = store.stores.create("Notes").id
+    oncall = store.memories.create(sid, "/oncall.md", "Priya carries the pager", actor=API).id
+    lunch = store.memories.create(sid, "/lunch.md", "Friday lunch is pizza", actor=API).id
     with store.database.write() as c:  # indexed with its model (the ranker reads them)
         for mid in (oncall, lunch):
             c.execute("INSERT INTO memory_vectors (memory_id, store_id, model, path, "
@@ -356,15 +357,15 @@ def test_a_provider_that_ranks_itself_ranks_and_may_be_asked_again_at_once(
     ranks = _Ranks([(lunch, 0.9), (oncall, 0.1)],
                    embeddings.Unavailable("it is starting", retry_after=0.0),
                    [(oncall, 0.8)], embeddings.Unavailable("it is down"))
-    store.use_embeddings(ranks)  # type: ignore[arg-type]
-    r = store.search(sid, "who has the bleeper", threshold=0)
+    store.search.use_embeddings(ranks)  # type: ignore[arg-type]
+    r = store.search.in_store(sid, "who has the bleeper", threshold=0)
     assert r.meaning and [h.path for h in r.hits] == ["/lunch.md", "/oncall.md"]
-    r = store.search(sid, "who has the bleeper")
+    r = store.search.in_store(sid, "who has the bleeper")
     assert not r.meaning and "it is starting" in (r.note or "")
-    r = store.search(sid, "who has the bleeper", threshold=0)  # asked again at once
+    r = store.search.in_store(sid, "who has the bleeper", threshold=0)  # asked again at once
     assert r.meaning and [h.path for h in r.hits][0] == "/oncall.md"
-    assert not store.search(sid, "bleeper").meaning
-    assert not store.search(sid, "bleeper").meaning  # not asked again for a while
+    assert not store.search.in_store(sid, "bleeper").meaning
+    assert not store.search.in_store(sid, "bleeper").meaning  # not asked again for a while
     assert len(ranks.asked) == 4
 
 
@@ -381,8 +382,8 @@ def test_memfs_serve_takes_the_words_queue_in(store: Store) -> None:
     from memfs.recall import wordsqueue
     from memfs.server import start_words
 
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/a.md", "the quokka", actor=API)
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/a.md", "the quokka", actor=API)
     assert wordsqueue.queued(store.database, sid) == 1
     words = start_words(store)
     try:

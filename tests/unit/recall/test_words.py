@@ -23,57 +23,57 @@ API = Actor.api("apikey_test")
 @pytest.fixture
 def store(backend: Backend) -> Store:
     s = backend.open()
-    s.use_embeddings("none")
+    s.search.use_embeddings("none")
     return s
 
 
 def _paths(store: Store, sid: str, q: str) -> list[str]:
-    return [h.path for h in store.search(sid, q, channels=("words",), threshold=0).hits]
+    return [h.path for h in store.search.in_store(sid, q, channels=("words",), threshold=0).hits]
 
 
 def test_french_is_found_by_another_form_of_its_words(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/souvenirs/ete.md",
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/souvenirs/ete.md",
                         "Les enfants mangeaient des cerises chez leur grand-mère.", actor=API)
-    store.create_memory(sid, "/souvenirs/hiver.md", "Nous skiions à Chamonix.", actor=API)
+    store.memories.create(sid, "/souvenirs/hiver.md", "Nous skiions à Chamonix.", actor=API)
     for q in ("manger", "Qui a mangé des cerises ?", "mangée", "la cerise", "ENFANT"):
         assert _paths(store, sid, q) == ["/souvenirs/ete.md"], q
 
 
 def test_english_is_found_by_another_form_of_its_words(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/hobbies.md", "Melanie painted a sunset and went running.",
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/hobbies.md", "Melanie painted a sunset and went running.",
                         actor=API)
-    store.create_memory(sid, "/food.md", "Caroline cooks pasta.", actor=API)
+    store.memories.create(sid, "/food.md", "Caroline cooks pasta.", actor=API)
     for q in ("paintings", "does she paint?", "runs", "sunsets", "cooking"):
         assert _paths(store, sid, q) == (["/food.md"] if q == "cooking" else ["/hobbies.md"]), q
 
 
 def test_accents_and_case_are_folded_both_ways(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/a.md", "Les élèves écoutaient le maître.", actor=API)
-    store.create_memory(sid, "/b.md", "Reunion d'equipe, cafe offert.", actor=API)
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/a.md", "Les élèves écoutaient le maître.", actor=API)
+    store.memories.create(sid, "/b.md", "Reunion d'equipe, cafe offert.", actor=API)
     for q, want in (("eleve", "/a.md"), ("ÉCOUTER", "/a.md"), ("maitre", "/a.md"),
                     ("réunion", "/b.md"), ("Équipe", "/b.md"), ("café", "/b.md")):
         assert _paths(store, sid, q) == [want], q
 
 
 def test_a_word_in_the_path_outranks_the_same_word_once_in_the_content(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/notes/one.md", "the quokka lives on an island near Perth",
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/notes/one.md", "the quokka lives on an island near Perth",
                         actor=API)
-    store.create_memory(sid, "/quokka.md", "a small animal that lives on an island by Perth",
+    store.memories.create(sid, "/quokka.md", "a small animal that lives on an island by Perth",
                         actor=API)
-    store.create_memory(sid, "/other.md", "nothing to see on this island here", actor=API)
+    store.memories.create(sid, "/other.md", "nothing to see on this island here", actor=API)
     assert _paths(store, sid, "quokka") == ["/quokka.md", "/notes/one.md"]
 
 
 def test_a_rare_word_outranks_a_common_one_and_more_words_rank_higher(store: Store) -> None:
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     for i in range(8):
-        store.create_memory(sid, f"/day/{i}.md", f"a meeting on day {i}", actor=API)
-    store.create_memory(sid, "/budget.md", "the budget meeting", actor=API)
-    store.create_memory(sid, "/budget-review.md", "a budget review", actor=API)
+        store.memories.create(sid, f"/day/{i}.md", f"a meeting on day {i}", actor=API)
+    store.memories.create(sid, "/budget.md", "the budget meeting", actor=API)
+    store.memories.create(sid, "/budget-review.md", "a budget review", actor=API)
     assert _paths(store, sid, "budget meeting")[:2] == ["/budget.md", "/budget-review.md"]
 
 
@@ -108,11 +108,11 @@ QUESTIONS = [
 def _ranking(url: str) -> dict[str, list[tuple[str, float]]]:
     s = Store(url, limits=Limits())
     try:
-        s.use_embeddings("none")
-        sid = s.create_store("Corpus").id
+        s.search.use_embeddings("none")
+        sid = s.stores.create("Corpus").id
         for path, content in CORPUS:
-            s.create_memory(sid, path, content, actor=API)
-        return {q: [(h.path, h.score) for h in s.search(sid, q, limit=5,
+            s.memories.create(sid, path, content, actor=API)
+        return {q: [(h.path, h.score) for h in s.search.in_store(sid, q, limit=5,
                                                          channels=("words",), threshold=0).hits]
                 for q in QUESTIONS}
     finally:
@@ -161,21 +161,21 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("q", "want"), HOSTILE)
 def test_a_question_is_only_ever_words(store: Store, q: str, want: list[str]) -> None:
-    sid = store.create_store("Notes").id
-    store.create_memory(sid, "/lake.md", "a boat on the lake, near the ferry", actor=API)
-    store.create_memory(sid, "/plans/x.md", "secret plans", actor=API)
-    store.create_memory(sid, "/words.md", "this or that, and not the other", actor=API)
+    sid = store.stores.create("Notes").id
+    store.memories.create(sid, "/lake.md", "a boat on the lake, near the ferry", actor=API)
+    store.memories.create(sid, "/plans/x.md", "secret plans", actor=API)
+    store.memories.create(sid, "/words.md", "this or that, and not the other", actor=API)
     assert sorted(_paths(store, sid, q)) == want
-    assert store.get_memory_by_path(sid, "/lake.md") is not None
+    assert store.memories.get_by_path(sid, "/lake.md") is not None
 
 
 # -- the index -------------------------------------------------------------------------------
 
 
 def test_a_very_long_word_is_indexed_cut_and_found(store: Store) -> None:
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     blob = "Q" * 900
-    store.create_memory(sid, "/blob.md", f"key {blob} end", actor=API)
+    store.memories.create(sid, "/blob.md", f"key {blob} end", actor=API)
     assert _paths(store, sid, blob) == ["/blob.md"]
     assert _paths(store, sid, "Q" * 64) == ["/blob.md"]  # cut to MAX_TERM characters
 
@@ -243,11 +243,11 @@ def test_the_migration_indexes_every_memory_again(
         _before_bm25(url, dialect == "postgresql")
         s = Store(url, limits=Limits())  # migrates
         try:
-            s.use_embeddings("none")
+            s.search.use_embeddings("none")
             assert wordsqueue.queued(s.database, "memstore_old") == 1
             assert _paths(s, "memstore_old", "manger") == ["/vieux.md"]
             assert wordsqueue.queued(s.database, "memstore_old") == 0
-            s.write_path("memstore_old", "/neuf.md", "elle mange une pomme", actor=API)
+            s.memories.write_path("memstore_old", "/neuf.md", "elle mange une pomme", actor=API)
             assert _paths(s, "memstore_old", "pommes") == ["/neuf.md", "/vieux.md"]
         finally:
             s.close()
@@ -259,13 +259,13 @@ def test_the_migration_indexes_every_memory_again(
 def test_term_matches_gives_each_question_word_the_memories_holding_it(store: Store) -> None:
     """The fusion's coverage and df: keyed by the words as asked, a word held by a memory if
     any of its stems is, only the store's own live memories (after the queue's catch-up)."""
-    sid, other = store.create_store("Notes").id, store.create_store("Other").id
-    a = store.create_memory(sid, "/a.md", "Ils mangeaient des cerises", actor=API).id
-    b = store.create_memory(sid, "/cerise/b.md", "painted walls", actor=API).id
-    gone = store.create_memory(sid, "/gone.md", "cerises painting", actor=API).id
-    store.create_memory(other, "/x.md", "cerises painted mangeaient", actor=API)
-    store.delete_memory(sid, gone, actor=API)
-    while store.catch_up_words():
+    sid, other = store.stores.create("Notes").id, store.stores.create("Other").id
+    a = store.memories.create(sid, "/a.md", "Ils mangeaient des cerises", actor=API).id
+    b = store.memories.create(sid, "/cerise/b.md", "painted walls", actor=API).id
+    gone = store.memories.create(sid, "/gone.md", "cerises painting", actor=API).id
+    store.memories.create(other, "/x.md", "cerises painted mangeaient", actor=API)
+    store.memories.delete(sid, gone, actor=API)
+    while store.search.catch_up_words():
         pass
     ws = W.words("Qui a mangé des CERISES paintings zzzz")
     assert ws == ["mangé", "cerises", "paintings", "zzzz"]

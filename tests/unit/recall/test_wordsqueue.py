@@ -26,7 +26,7 @@ API = Actor.api("apikey_test")
 @pytest.fixture
 def store(backend: Backend) -> Store:
     s = backend.open()
-    s.use_embeddings("none")
+    s.search.use_embeddings("none")
     return s
 
 
@@ -45,33 +45,33 @@ def live(store: Store, store_id: str) -> Indexed:
 
 
 def hits_id(store: Store, store_id: str, path: str) -> str:
-    return store.get_memory_by_path(store_id, path).id
+    return store.memories.get_by_path(store_id, path).id
 
 
 def test_a_write_queues_its_memory_and_tokenizes_nothing(store: Store) -> None:
-    sid = store.create_store("Notes").id
-    store.write_path(sid, "/a.md", "the quokka lives on Rottnest", actor=API)
-    store.write_path(sid, "/a.md", "the quokka smiles", actor=API)  # one row a memory
+    sid = store.stores.create("Notes").id
+    store.memories.write_path(sid, "/a.md", "the quokka lives on Rottnest", actor=API)
+    store.memories.write_path(sid, "/a.md", "the quokka smiles", actor=API)  # one row a memory
     assert wordsqueue.queued(store.database, sid) == 1
     assert indexed(store, sid) == {}
-    assert [h.path for h in store.search(sid, "quokka").hits] == ["/a.md"]
+    assert [h.path for h in store.search.in_store(sid, "quokka").hits] == ["/a.md"]
     assert wordsqueue.queued(store.database, sid) == 0
     assert indexed(store, sid) == live(store, sid)
     assert "smile" in indexed(store, sid)[hits_id(store, sid, "/a.md")][1]
 
 
 def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: Store) -> None:
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     for i in range(150):
-        store.write_path(sid, f"/n/{i}.md", f"note {i} about kiwis", actor=API)
+        store.memories.write_path(sid, f"/n/{i}.md", f"note {i} about kiwis", actor=API)
     assert wordsqueue.catch_up(store.database, sid, limit=40) == 40  # some indexed early
     for i in range(0, 150, 3):
-        store.write_path(sid, f"/n/{i}.md", f"note {i} about wombats", actor=API)
+        store.memories.write_path(sid, f"/n/{i}.md", f"note {i} about wombats", actor=API)
     for i in range(1, 150, 3):
-        store.rename_path(sid, f"/n/{i}.md", f"/m/{i}.md", actor=API)
+        store.memories.rename_path(sid, f"/n/{i}.md", f"/m/{i}.md", actor=API)
     for i in range(2, 150, 9):
-        store.delete_path(sid, f"/n/{i}.md", actor=API)
-    store.write_path(sid, "/m/1.md", "replaced by a write", actor=API)
+        store.memories.delete_path(sid, f"/n/{i}.md", actor=API)
+    store.memories.write_path(sid, "/m/1.md", "replaced by a write", actor=API)
     waiting = wordsqueue.queued(store.database, sid)
     assert waiting > 80
     taken = []
@@ -82,27 +82,27 @@ def test_any_mix_of_changes_taken_in_by_batches_ends_as_the_memories_are(store: 
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == len(live(store, sid))
     # the terms of no memory but the live ones
     assert wordsindex.size(store.database) == sum(len(t) for _, t in live(store, sid).values())
-    hits = store.search(sid, "wombats", limit=100, threshold=0).hits
+    hits = store.search.in_store(sid, "wombats", limit=100, threshold=0).hits
     assert sorted(h.path for h in hits) == sorted(f"/n/{i}.md" for i in range(0, 150, 3))
 
 
 def test_one_store_s_catch_up_leaves_the_others_queue(store: Store) -> None:
-    a, b = store.create_store("A").id, store.create_store("B").id
-    store.write_path(a, "/x.md", "alpha", actor=API)
-    store.write_path(b, "/y.md", "beta", actor=API)
-    assert store.catch_up_words(a) == 1 and store.catch_up_words(a) == 0
+    a, b = store.stores.create("A").id, store.stores.create("B").id
+    store.memories.write_path(a, "/x.md", "alpha", actor=API)
+    store.memories.write_path(b, "/y.md", "beta", actor=API)
+    assert store.search.catch_up_words(a) == 1 and store.search.catch_up_words(a) == 0
     assert wordsqueue.queued(store.database, b) == 1
-    assert store.catch_up_words() == 1  # any store's
+    assert store.search.catch_up_words() == 1  # any store's
     assert wordsqueue.queued(store.database, b) == 0 and indexed(store, b)
 
 
 def test_an_empty_queue_takes_no_write_lock(tmp_path: Path) -> None:
     store = Store(tmp_path / "m.db", limits=Limits())
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     before = store.database.writer.total_changes
     store.database.writer.execute("BEGIN IMMEDIATE")  # held elsewhere: a catch-up must not wait
     try:
-        assert store.catch_up_words(sid) == 0
+        assert store.search.catch_up_words(sid) == 0
     finally:
         store.database.writer.execute("ROLLBACK")
     try:
@@ -115,7 +115,7 @@ def test_the_migrations_from_m012_queue_every_memory_to_be_indexed_again(tmp_pat
                                                                         ) -> None:
     path = tmp_path / "old.db"
     with Store(path, limits=Limits()) as s:
-        sid = s.create_store("Notes").id
+        sid = s.stores.create("Notes").id
     conn = sqlite3.connect(path)  # back to m012, whose triggers index the words at once
     fts5 = schema.SQLITE[schema.SQLITE.index("CREATE TABLE memory_words_rows"):
                          schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
@@ -135,14 +135,15 @@ def test_the_migrations_from_m012_queue_every_memory_to_be_indexed_again(tmp_pat
     conn.commit()
     conn.close()
     s = Store(path, limits=Limits())  # migrates
-    s.use_embeddings("none")
+    s.search.use_embeddings("none")
     try:
         assert wordsqueue.queued(s.database, sid) == 1  # m018_words_bm25: to index again
-        assert [h.path for h in s.search(sid, "quokkas").hits] == ["/old.md"]
+        assert [h.path for h in s.search.in_store(sid, "quokkas").hits] == ["/old.md"]
         assert indexed(s, sid) == live(s, sid)
-        s.write_path(s_id := sid, "/new.md", "a new quokka", actor=API)
+        s.memories.write_path(s_id := sid, "/new.md", "a new quokka", actor=API)
         assert wordsqueue.queued(s.database, s_id) == 1
-        assert sorted(h.path for h in s.search(sid, "quokka").hits) == ["/new.md", "/old.md"]
+        assert sorted(h.path for h in s.search.in_store(sid, "quokka").hits) == ["/new.md",
+                                                                                 "/old.md"]
     finally:
         s.close()
 
@@ -150,16 +151,16 @@ def test_the_migrations_from_m012_queue_every_memory_to_be_indexed_again(tmp_pat
 def test_the_server_s_thread_takes_the_queue_in_and_outlives_a_failure(
     store: Store, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     for i in range(100):
-        store.write_path(sid, f"/{i}.md", f"the quokka {i}", actor=API)
+        store.memories.write_path(sid, f"/{i}.md", f"the quokka {i}", actor=API)
     calls = []
 
     def catch_up() -> int:
         calls.append(time.monotonic())
         if len(calls) == 1:
             raise Busy("the database stayed locked")  # logged once, tried again
-        return store.catch_up_words()
+        return store.search.catch_up_words()
 
     thread = wordsqueue.BackgroundCatchUp(catch_up, interval=0.02).start()
     try:
@@ -176,19 +177,19 @@ def test_the_server_s_thread_takes_the_queue_in_and_outlives_a_failure(
 def test_a_deleted_store_leaves_no_words_behind(store: Store) -> None:
     """No one searches a deleted store again, and a mount takes in its own store's queue
     only: its words go with its memories, in the deletion's transaction."""
-    a, b = store.create_store("A").id, store.create_store("B").id
+    a, b = store.stores.create("A").id, store.stores.create("B").id
     for i in range(70):
-        store.write_path(a, f"/{i}.md", f"the quokka {i}", actor=API)
-    store.write_path(b, "/keep.md", "a quokka too", actor=API)
-    store.search(a, "quokka")  # a's words indexed
-    store.write_path(a, "/late.md", "a late quokka", actor=API)  # and one still queued
-    store.delete_store(a)
+        store.memories.write_path(a, f"/{i}.md", f"the quokka {i}", actor=API)
+    store.memories.write_path(b, "/keep.md", "a quokka too", actor=API)
+    store.search.in_store(a, "quokka")  # a's words indexed
+    store.memories.write_path(a, "/late.md", "a late quokka", actor=API)  # and one still queued
+    store.stores.delete(a)
     assert store.database.one(
         "SELECT count(*) FROM memory_words_queue WHERE store_id = ?", (a,))[0] == 0
     assert store.database.one(
         "SELECT count(*) FROM memory_words WHERE store_id = ?", (a,))[0] == 0
     assert wordsindex.held(store.database, a) == {}
-    assert [h.path for h in store.search(b, "quokka").hits] == ["/keep.md"]
+    assert [h.path for h in store.search.in_store(b, "quokka").hits] == ["/keep.md"]
     assert wordsindex.size(store.database) == len(live(store, b)[hits_id(store, b, "/keep.md")][1])
     assert store.database.one("SELECT count(*) FROM memory_words")[0] == 1
 
@@ -196,9 +197,10 @@ def test_a_deleted_store_leaves_no_words_behind(store: Store) -> None:
 def test_a_batch_is_bounded_by_its_rows_of_terms(store: Store) -> None:
     """The write lock holds for the rows a batch writes: a batch stops at ``rows`` rows of
     terms (one memory at least), however few memories that is."""
-    sid = store.create_store("Notes").id
+    sid = store.stores.create("Notes").id
     for i in range(3):
-        store.write_path(sid, f"/{i}.md", " ".join(f"w{i}x{j}" for j in range(300)), actor=API)
+        store.memories.write_path(sid, f"/{i}.md", " ".join(f"w{i}x{j}" for j in range(300)),
+                                  actor=API)
     assert wordsqueue.catch_up(store.database, sid, rows=1) == 1
     assert wordsqueue.catch_up(store.database, sid, rows=400) == 2
     assert indexed(store, sid) == live(store, sid)
@@ -209,15 +211,15 @@ def test_a_memory_changed_while_its_words_are_stemmed_is_indexed_as_it_is_then(
 ) -> None:
     """Stemming happens before the write lock: a write that commits in between is what the
     index takes in, never the text it replaced."""
-    sid = store.create_store("Notes").id
-    store.write_path(sid, "/a.md", "the alpha quokka", actor=API)
+    sid = store.stores.create("Notes").id
+    store.memories.write_path(sid, "/a.md", "the alpha quokka", actor=API)
     stem = wordsqueue._index
     calls = []
 
     def index_then_write(path: str, content: str) -> wordsqueue.Terms:
         calls.append(content)
         if len(calls) == 1:  # a write lands after the text was read, before the lock
-            store.write_path(sid, "/a.md", "the omega wombat", actor=API)
+            store.memories.write_path(sid, "/a.md", "the omega wombat", actor=API)
         return stem(path, content)
 
     monkeypatch.setattr(wordsqueue, "_index", index_then_write)
@@ -225,8 +227,8 @@ def test_a_memory_changed_while_its_words_are_stemmed_is_indexed_as_it_is_then(
     assert calls == ["the alpha quokka", "the omega wombat"]
     assert wordsqueue.queued(store.database, sid) == 0
     assert indexed(store, sid) == live(store, sid)
-    assert [h.path for h in store.search(sid, "wombat").hits] == ["/a.md"]
-    assert store.search(sid, "alpha").hits == []
+    assert [h.path for h in store.search.in_store(sid, "wombat").hits] == ["/a.md"]
+    assert store.search.in_store(sid, "alpha").hits == []
 
 
 KILLED_MID_BATCH = """
@@ -256,16 +258,16 @@ def test_a_catch_up_killed_mid_batch_leaves_its_batch_queued_and_no_words(
     import subprocess
     import sys
 
-    sid = store.create_store("Notes").id
-    store.write_path(sid, "/old.md", "an old quokka", actor=API)
-    store.catch_up_words(sid)
+    sid = store.stores.create("Notes").id
+    store.memories.write_path(sid, "/old.md", "an old quokka", actor=API)
+    store.search.catch_up_words(sid)
     for i in range(20):
-        store.write_path(sid, f"/{i}.md", f"the wombat {i}", actor=API)
+        store.memories.write_path(sid, f"/{i}.md", f"the wombat {i}", actor=API)
     before = indexed(store, sid)
     child = subprocess.run([sys.executable, "-c", KILLED_MID_BATCH, backend.url, sid],
                            capture_output=True, timeout=60)
     assert child.returncode == -9, child.stderr.decode()
     assert indexed(store, sid) == before
     assert wordsqueue.queued(store.database, sid) == 20
-    assert len(store.search(sid, "wombat", limit=100, threshold=0).hits) == 20
+    assert len(store.search.in_store(sid, "wombat", limit=100, threshold=0).hits) == 20
     assert indexed(store, sid) == live(store, sid)

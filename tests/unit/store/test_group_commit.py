@@ -32,87 +32,87 @@ def commits(store: Store) -> list[str]:
 
 
 def test_batch_commits_every_write_once_and_durably(store, db_path):
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     seen = commits(store)
-    calls = [partial(store.create_memory, sid, f"/m{i}.md", f"c{i}", actor=ACTOR)
+    calls = [partial(store.memories.create, sid, f"/m{i}.md", f"c{i}", actor=ACTOR)
              for i in range(20)]
     out = store.batch(calls)
     assert len(seen) == 1
     assert [m.path for m in out] == [f"/m{i}.md" for i in range(20)]
     with Store(db_path) as other:  # another connection: committed, not just visible to us
-        assert sorted(m.path for m in other.list_memories(sid, limit=100).data) == sorted(
+        assert sorted(m.path for m in other.memories.list(sid, limit=100).data) == sorted(
             f"/m{i}.md" for i in range(20))
 
 
 def test_a_refused_write_fails_alone(store):
-    sid = store.create_store("s").id
-    taken = store.create_memory(sid, "/taken.md", "old", actor=ACTOR)
+    sid = store.stores.create("s").id
+    taken = store.memories.create(sid, "/taken.md", "old", actor=ACTOR)
     out = store.batch([
-        partial(store.create_memory, sid, "/a.md", "a", actor=ACTOR),
-        partial(store.create_memory, sid, "/taken.md", "dup", actor=ACTOR),  # PathConflict
-        partial(store.create_memory, "memstore_nope", "/x.md", "x", actor=ACTOR),  # NotFound
-        partial(store.update_memory, sid, taken.id, content="new",
+        partial(store.memories.create, sid, "/a.md", "a", actor=ACTOR),
+        partial(store.memories.create, sid, "/taken.md", "dup", actor=ACTOR),  # PathConflict
+        partial(store.memories.create, "memstore_nope", "/x.md", "x", actor=ACTOR),  # NotFound
+        partial(store.memories.update, sid, taken.id, content="new",
                 precondition_sha256="0" * 64, actor=ACTOR),  # PreconditionFailed
-        partial(store.create_memory, sid, "/b.md", "b", actor=ACTOR),
+        partial(store.memories.create, sid, "/b.md", "b", actor=ACTOR),
     ])
     assert isinstance(out[1], errors.PathConflict)
     assert isinstance(out[2], errors.NotFound)
     assert isinstance(out[3], errors.PreconditionFailed)
     assert out[0].path == "/a.md" and out[4].path == "/b.md"
-    assert store.get_memory(sid, taken.id).content == "old"
-    assert sorted(m.path for m in store.list_memories(sid).data) == ["/a.md", "/b.md",
+    assert store.memories.get(sid, taken.id).content == "old"
+    assert sorted(m.path for m in store.memories.list(sid).data) == ["/a.md", "/b.md",
                                                                      "/taken.md"]
 
 
 def test_a_refused_write_leaves_no_half_of_itself(store):
     """A call refused after it changed rows is rolled back to its savepoint: the batch's other
     writes stay, nothing of it does."""
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
 
     def half() -> None:
-        store.create_memory(sid, "/half.md", "x", actor=ACTOR)
+        store.memories.create(sid, "/half.md", "x", actor=ACTOR)
         raise errors.LimitExceeded("refused after writing")
 
-    out = store.batch([partial(store.create_memory, sid, "/a.md", "a", actor=ACTOR), half])
+    out = store.batch([partial(store.memories.create, sid, "/a.md", "a", actor=ACTOR), half])
     assert isinstance(out[1], errors.LimitExceeded)
-    assert [m.path for m in store.list_memories(sid).data] == ["/a.md"]
-    assert [v.path for v in store.list_versions(sid).data] == ["/a.md"]
+    assert [m.path for m in store.memories.list(sid).data] == ["/a.md"]
+    assert [v.path for v in store.versions.list(sid).data] == ["/a.md"]
 
 
 def test_later_writes_see_earlier_ones_in_order(store):
-    sid = store.create_store("s").id
-    m = store.create_memory(sid, "/m.md", "v0", actor=ACTOR)
+    sid = store.stores.create("s").id
+    m = store.memories.create(sid, "/m.md", "v0", actor=ACTOR)
     out = store.batch([
-        partial(store.update_memory, sid, m.id, content=f"v{i}", actor=ACTOR)
+        partial(store.memories.update, sid, m.id, content=f"v{i}", actor=ACTOR)
         for i in range(1, 6)])
     assert [x.content for x in out] == [f"v{i}" for i in range(1, 6)]
-    versions = store.list_versions(sid, memory_id=m.id, view="full", limit=10).data
+    versions = store.versions.list(sid, memory_id=m.id, view="full", limit=10).data
     assert [v.content for v in versions] == [f"v{i}" for i in range(5, -1, -1)]  # newest first
 
 
 def test_a_failure_that_is_not_a_refusal_reruns_the_others_alone(store):
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
 
     def bug() -> None:
-        store.create_memory(sid, "/bug.md", "x", actor=ACTOR)
+        store.memories.create(sid, "/bug.md", "x", actor=ACTOR)
         raise RuntimeError("a bug")
 
-    out = store.batch([partial(store.create_memory, sid, "/a.md", "a", actor=ACTOR), bug,
-                       partial(store.create_memory, sid, "/b.md", "b", actor=ACTOR)])
+    out = store.batch([partial(store.memories.create, sid, "/a.md", "a", actor=ACTOR), bug,
+                       partial(store.memories.create, sid, "/b.md", "b", actor=ACTOR)])
     assert isinstance(out[1], RuntimeError)
     assert out[0].path == "/a.md" and out[2].path == "/b.md"
     # each write happened once: the batch's were rolled back, then each call ran alone (the
     # bug's create commits before it raises, as it would have without batching)
-    assert sorted(v.path for v in store.list_versions(sid).data) == ["/a.md", "/b.md",
+    assert sorted(v.path for v in store.versions.list(sid).data) == ["/a.md", "/b.md",
                                                                      "/bug.md"]
 
 
 def test_batch_in_nowait_mode_raises_wouldblock_when_the_lock_is_taken(store):
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     entered, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with store._write():
+        with store.write():
             entered.set()
             release.wait(5)
 
@@ -121,40 +121,40 @@ def test_batch_in_nowait_mode_raises_wouldblock_when_the_lock_is_taken(store):
     try:
         assert entered.wait(5)
         with pytest.raises(errors.WouldBlock), store.nowait():
-            store.batch([partial(store.create_memory, sid, f"/m{i}.md", "x", actor=ACTOR)
+            store.batch([partial(store.memories.create, sid, f"/m{i}.md", "x", actor=ACTOR)
                          for i in range(2)])
     finally:
         release.set()
         t.join()
-    assert store.list_memories(sid).data == []
+    assert store.memories.list(sid).data == []
 
 
 def test_batch_takes_its_calls_once_the_write_lock_is_held(store):
-    sid = store.create_store("s").id
+    sid = store.stores.create("s").id
     taken: list[bool] = []
 
     def take():
         taken.append(store.conn.in_transaction)  # BEGIN IMMEDIATE: the write lock is held
-        return [partial(store.create_memory, sid, f"/m{i}.md", "x", actor=ACTOR)
-                for i in range(3)] + [partial(store.create_memory, sid, "/m0.md", "y",
+        return [partial(store.memories.create, sid, f"/m{i}.md", "x", actor=ACTOR)
+                for i in range(3)] + [partial(store.memories.create, sid, "/m0.md", "y",
                                               actor=ACTOR)]
 
     out = store.batch(take)
     assert taken == [True]  # called once
     assert [m.path for m in out[:3]] == ["/m0.md", "/m1.md", "/m2.md"]
     assert isinstance(out[3], errors.PathConflict)
-    assert store.count_memories(sid) == 3
+    assert store.memories.count(sid) == 3
 
 
 def test_a_batch_that_fails_before_taking_its_calls_still_answers_each(store, monkeypatch):
-    sid = store.create_store("s").id
-    calls = [partial(store.create_memory, sid, f"/m{i}.md", "x", actor=ACTOR) for i in range(2)]
+    sid = store.stores.create("s").id
+    calls = [partial(store.memories.create, sid, f"/m{i}.md", "x", actor=ACTOR) for i in range(2)]
     asked: list[int] = []
 
     def busy():
         raise errors.Busy("the database is busy; try again")
 
-    monkeypatch.setattr(store, "_write", busy)
+    monkeypatch.setattr(store, "write", busy)
     out = store.batch(lambda: asked.append(1) or calls)
     assert asked == [1]
     assert len(out) == 2 and all(isinstance(e, errors.Busy) for e in out)
@@ -202,9 +202,9 @@ async def test_concurrent_api_creates_are_grouped_correct_and_durable(store, db_
     assert {r.json()["path"] for r in results.values()} == set(results)
     assert max(sizes) > 1 and sum(sizes) == 160  # grouped, and every write committed once
     with Store(db_path) as other:  # committed (another connection sees them)
-        assert other.count_memories(sid) == 160
+        assert other.memories.count(sid) == 160
         for path, r in results.items():
-            assert other.get_memory(sid, r.json()["id"]).content == path
+            assert other.memories.get(sid, r.json()["id"]).content == path
 
 
 async def test_a_refused_api_write_in_a_group_gets_its_own_4xx(store):
@@ -334,8 +334,8 @@ def counting_threads(monkeypatch) -> list[object]:
 
 
 async def test_short_reads_run_without_a_worker_thread(store, monkeypatch):
-    sid = store.create_store("s").id
-    m = store.create_memory(sid, "/a/b.md", "x", actor=ACTOR)
+    sid = store.stores.create("s").id
+    m = store.memories.create(sid, "/a/b.md", "x", actor=ACTOR)
     threads = counting_threads(monkeypatch)
     app = create_app(store, [KEY])
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
@@ -351,16 +351,16 @@ async def test_short_reads_run_without_a_worker_thread(store, monkeypatch):
 
 
 async def test_a_read_that_would_wait_goes_to_a_worker_thread(store, monkeypatch):
-    sid = store.create_store("s").id
-    m = store.create_memory(sid, "/a.md", "x", actor=ACTOR)
-    get_memory = store.get_memory
+    sid = store.stores.create("s").id
+    m = store.memories.create(sid, "/a.md", "x", actor=ACTOR)
+    get_memory = store.memories.get
 
     def would_wait(*args, **kwargs):
         if not store.database._waiting_allowed():
             raise errors.WouldBlock()
         return get_memory(*args, **kwargs)
 
-    monkeypatch.setattr(store, "get_memory", would_wait)
+    monkeypatch.setattr(store.memories, "get", would_wait)
     threads = counting_threads(monkeypatch)
     app = create_app(store, [KEY])
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",

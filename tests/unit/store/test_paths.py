@@ -157,15 +157,15 @@ def mem_store() -> Any:
 @given(valid_paths(), st.text(max_size=50))
 def test_round_trip(mem_store: Store, path: str, content: str) -> None:
     assume(all(unicodedata.category(c) != "Cs" for c in content))
-    sid = mem_store.create_store("rt").id
-    m = mem_store.create_memory(sid, path, content, actor=ACTOR)
-    got = mem_store.get_memory_by_path(sid, path)
+    sid = mem_store.stores.create("rt").id
+    m = mem_store.memories.create(sid, path, content, actor=ACTOR)
+    got = mem_store.memories.get_by_path(sid, path)
     assert (got.id, got.path, got.content) == (m.id, path, content)
-    listed = mem_store.list_memories(sid).data
+    listed = mem_store.memories.list(sid).data
     assert [x.path for x in listed] == [path]
     parent = path.rsplit("/", 1)[0] + "/"
-    assert [x.path for x in mem_store.list_memories(sid, path_prefix=parent).data] == [path]
-    mem_store.delete_store(sid)
+    assert [x.path for x in mem_store.memories.list(sid, path_prefix=parent).data] == [path]
+    mem_store.stores.delete(sid)
 
 
 def _overlaps(a: str, b: str) -> bool:
@@ -181,19 +181,19 @@ small_paths = st.lists(small_seg, min_size=1, max_size=4).map(lambda s: "/" + "/
 @SETTINGS
 @given(st.lists(small_paths, min_size=1, max_size=25))
 def test_overlap_rule_matches_model(mem_store: Store, paths: list[str]) -> None:
-    sid = mem_store.create_store("overlap").id
+    sid = mem_store.stores.create("overlap").id
     live: list[str] = []
     for p in paths:
         blockers = [q for q in live if _overlaps(p, q)]
         if blockers:
             with pytest.raises(PathConflict) as e:
-                mem_store.create_memory(sid, p, "x", actor=ACTOR)
+                mem_store.memories.create(sid, p, "x", actor=ACTOR)
             assert e.value.conflicting_path in blockers
         else:
-            mem_store.create_memory(sid, p, "x", actor=ACTOR)
+            mem_store.memories.create(sid, p, "x", actor=ACTOR)
             live.append(p)
-    assert sorted(m.path for m in mem_store.tree(sid)) == sorted(live)
-    mem_store.delete_store(sid)
+    assert sorted(m.path for m in mem_store.memories.tree(sid)) == sorted(live)
+    mem_store.stores.delete(sid)
 
 
 def _model_listing(live: list[str], prefix: str, depth: int) -> list[tuple[str, str]]:
@@ -219,17 +219,17 @@ def _model_listing(live: list[str], prefix: str, depth: int) -> list[tuple[str, 
 def test_listing_matches_model(
     mem_store: Store, paths: list[str], prefix: str, depth: int, limit: int
 ) -> None:
-    sid = mem_store.create_store("list").id
+    sid = mem_store.stores.create("list").id
     live: list[str] = []
     for p in paths:
         if not any(_overlaps(p, q) for q in live):
-            mem_store.create_memory(sid, p, p, actor=ACTOR)
+            mem_store.memories.create(sid, p, p, actor=ACTOR)
             live.append(p)
     expected = _model_listing(live, prefix, depth)
     got: list[tuple[str, str]] = []
     page = None
     for _ in range(100):
-        pg = mem_store.list_memories(sid, path_prefix=prefix, depth=depth, limit=limit, page=page)
+        pg = mem_store.memories.list(sid, path_prefix=prefix, depth=depth, limit=limit, page=page)
         assert len(pg.data) <= limit
         for item in pg.data:
             if isinstance(item, MemoryPrefix):
@@ -241,7 +241,7 @@ def test_listing_matches_model(
         if page is None:
             break
     assert got == expected  # same items, byte order, no prefix twice across pages
-    mem_store.delete_store(sid)
+    mem_store.stores.delete(sid)
 
 
 # ------------------------------------------------------------------------------------------
@@ -280,8 +280,8 @@ def test_slugify_examples() -> None:
     )
 )
 def test_mount_paths_unique(mem_store: Store, names: list[str]) -> None:
-    ids = [mem_store.create_store(n).id for n in names]
-    sess = mem_store.create_session(
+    ids = [mem_store.stores.create(n).id for n in names]
+    sess = mem_store.sessions.create(
         [{"type": "memory_store", "memory_store_id": i} for i in ids]
     )
     paths = [r.mount_path for r in sess.resources]

@@ -1,4 +1,4 @@
-"""Undo a session (memfs.revert, Store.revert): every case of the plan, on SQLite and
+"""Undo a session (memfs.store.revert, Store.revert): every case of the plan, on SQLite and
 PostgreSQL, through the Store; and the pure plan on hand-made rows."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from memfs import Actor, LimitExceeded, NotFound, StoreArchived
-from memfs.revert import Version, plan, render
 from memfs.store import Limits, Store
+from memfs.store.revert import Version, plan, render
 from tests.support.backend import Backend
 
 USER = Actor.user("user_alice")
@@ -28,34 +28,34 @@ class World:
 
     def __init__(self, store: Store, *others: str) -> None:
         self.s = store
-        self.sid = store.create_store("notes").id
+        self.sid = store.stores.create("notes").id
         #: The ids of more stores attached to the session (named ``others``).
-        self.others = [store.create_store(name).id for name in others]
-        self.session = store.create_session(
+        self.others = [store.stores.create(name).id for name in others]
+        self.session = store.sessions.create(
             [{"type": "memory_store", "memory_store_id": sid}
              for sid in (self.sid, *self.others)]).id
         self.S = Actor.session(self.session)
 
     def state(self) -> dict[str, tuple[str, str]]:
         """path -> (memory id, content) of every live memory."""
-        return {m.path: (m.id, self.s.get_memory(self.sid, m.id).content or "")
-                for m in self.s.tree(self.sid)}
+        return {m.path: (m.id, self.s.memories.get(self.sid, m.id).content or "")
+                for m in self.s.memories.tree(self.sid)}
 
     def contents(self) -> dict[str, str]:
         return {p: c for p, (_, c) in self.state().items()}
 
     def versions(self) -> list[Any]:
-        return self.s.list_versions(self.sid, limit=100).data
+        return self.s.versions.list(self.sid, limit=100).data
 
 
 def revert(w: World, target: str | None = None, **kw: Any) -> dict[str, Any]:
-    return w.s.revert(target or w.session, actor=REVERTER, **kw)
+    return w.s.undo.revert(target or w.session, actor=REVERTER, **kw)
 
 
 def test_created_memory_is_deleted_and_the_revert_is_recorded(store: Store) -> None:
     w = World(store)
-    store.write_path(w.sid, "/keep.md", "k", actor=USER)
-    store.write_path(w.sid, "/new.md", "n", actor=w.S)
+    store.memories.write_path(w.sid, "/keep.md", "k", actor=USER)
+    store.memories.write_path(w.sid, "/new.md", "n", actor=w.S)
     r = revert(w)
     assert w.contents() == {"/keep.md": "k"}
     assert [a["action"] for a in r["actions"]] == ["delete"]
@@ -68,9 +68,9 @@ def test_created_memory_is_deleted_and_the_revert_is_recorded(store: Store) -> N
 
 def test_modified_memory_gets_its_content_back(store: Store) -> None:
     w = World(store)
-    m = store.write_path(w.sid, "/a.md", "before", actor=USER)
-    store.write_path(w.sid, "/a.md", "during 1", actor=w.S)
-    store.write_path(w.sid, "/a.md", "during 2", actor=w.S)
+    m = store.memories.write_path(w.sid, "/a.md", "before", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "during 1", actor=w.S)
+    store.memories.write_path(w.sid, "/a.md", "during 2", actor=w.S)
     r = revert(w)
     assert w.state() == {"/a.md": (m.id, "before")}
     assert r["actions"][0]["action"] == "restore" and r["actions"][0]["content_changed"]
@@ -78,8 +78,8 @@ def test_modified_memory_gets_its_content_back(store: Store) -> None:
 
 def test_rename_is_undone_as_a_path_change_of_the_same_memory(store: Store) -> None:
     w = World(store)
-    m = store.write_path(w.sid, "/a.md", "x", actor=USER)
-    store.rename_path(w.sid, "/a.md", "/dir/b.md", actor=w.S)
+    m = store.memories.write_path(w.sid, "/a.md", "x", actor=USER)
+    store.memories.rename_path(w.sid, "/a.md", "/dir/b.md", actor=w.S)
     r = revert(w)
     assert w.state() == {"/a.md": (m.id, "x")}
     a = r["actions"][0]
@@ -91,9 +91,9 @@ def test_rename_is_undone_as_a_path_change_of_the_same_memory(store: Store) -> N
 def test_rename_over_restores_both_memories(store: Store) -> None:
     # rename_path over /b keeps /b's memory (new content) and deletes /a's.
     w = World(store)
-    ma = store.write_path(w.sid, "/a.md", "A", actor=USER)
-    mb = store.write_path(w.sid, "/b.md", "B", actor=USER)
-    store.rename_path(w.sid, "/a.md", "/b.md", actor=w.S)
+    ma = store.memories.write_path(w.sid, "/a.md", "A", actor=USER)
+    mb = store.memories.write_path(w.sid, "/b.md", "B", actor=USER)
+    store.memories.rename_path(w.sid, "/a.md", "/b.md", actor=w.S)
     assert w.contents() == {"/b.md": "A"}
     r = revert(w)
     assert w.state() == {"/a.md": (ma.id, "A"), "/b.md": (mb.id, "B")}
@@ -102,26 +102,26 @@ def test_rename_over_restores_both_memories(store: Store) -> None:
 
 def test_deleted_memory_comes_back_with_its_id_and_one_history(store: Store) -> None:
     w = World(store)
-    m = store.write_path(w.sid, "/d.md", "old", actor=USER)
-    store.write_path(w.sid, "/d.md", "changed", actor=w.S)
-    store.delete_path(w.sid, "/d.md", actor=w.S)
+    m = store.memories.write_path(w.sid, "/d.md", "old", actor=USER)
+    store.memories.write_path(w.sid, "/d.md", "changed", actor=w.S)
+    store.memories.delete_path(w.sid, "/d.md", actor=w.S)
     r = revert(w)
     assert w.state() == {"/d.md": (m.id, "old")}
-    ops = [v.operation for v in store.list_versions(w.sid, memory_id=m.id).data]
+    ops = [v.operation for v in store.versions.list(w.sid, memory_id=m.id).data]
     assert ops == ["created", "deleted", "modified", "created"]  # newest first
     assert r["actions"][0]["action"] == "recreate"
 
 
 def test_swap_and_rename_chain_within_the_session(store: Store) -> None:
     w = World(store)
-    ma = store.write_path(w.sid, "/a.md", "A", actor=USER)
-    mb = store.write_path(w.sid, "/b.md", "B", actor=USER)
-    mc = store.write_path(w.sid, "/c.md", "C", actor=USER)
-    store.rename_path(w.sid, "/a.md", "/tmp.md", actor=w.S)   # swap a and b
-    store.rename_path(w.sid, "/b.md", "/a.md", actor=w.S)
-    store.rename_path(w.sid, "/tmp.md", "/b.md", actor=w.S)
-    store.rename_path(w.sid, "/c.md", "/c2.md", actor=w.S)    # chain c -> c2 -> c3
-    store.rename_path(w.sid, "/c2.md", "/c3.md", actor=w.S)
+    ma = store.memories.write_path(w.sid, "/a.md", "A", actor=USER)
+    mb = store.memories.write_path(w.sid, "/b.md", "B", actor=USER)
+    mc = store.memories.write_path(w.sid, "/c.md", "C", actor=USER)
+    store.memories.rename_path(w.sid, "/a.md", "/tmp.md", actor=w.S)   # swap a and b
+    store.memories.rename_path(w.sid, "/b.md", "/a.md", actor=w.S)
+    store.memories.rename_path(w.sid, "/tmp.md", "/b.md", actor=w.S)
+    store.memories.rename_path(w.sid, "/c.md", "/c2.md", actor=w.S)    # chain c -> c2 -> c3
+    store.memories.rename_path(w.sid, "/c2.md", "/c3.md", actor=w.S)
     r = revert(w)
     assert w.state() == {"/a.md": (ma.id, "A"), "/b.md": (mb.id, "B"), "/c.md": (mc.id, "C")}
     assert r["complete"] and len(r["actions"]) == 3
@@ -129,10 +129,10 @@ def test_swap_and_rename_chain_within_the_session(store: Store) -> None:
 
 def test_directory_rename_is_undone(store: Store) -> None:
     w = World(store)
-    m1 = store.write_path(w.sid, "/dir/a.md", "a", actor=USER)
-    m2 = store.write_path(w.sid, "/dir/sub/b.md", "b", actor=USER)
-    store.rename_prefix(w.sid, "/dir/", "/moved/", actor=w.S)
-    store.write_path(w.sid, "/dir", "a file where the directory was", actor=w.S)
+    m1 = store.memories.write_path(w.sid, "/dir/a.md", "a", actor=USER)
+    m2 = store.memories.write_path(w.sid, "/dir/sub/b.md", "b", actor=USER)
+    store.memories.rename_prefix(w.sid, "/dir/", "/moved/", actor=w.S)
+    store.memories.write_path(w.sid, "/dir", "a file where the directory was", actor=w.S)
     r = revert(w)
     assert w.state() == {"/dir/a.md": (m1.id, "a"), "/dir/sub/b.md": (m2.id, "b")}
     assert r["complete"] and len(r["actions"]) == 3
@@ -140,10 +140,10 @@ def test_directory_rename_is_undone(store: Store) -> None:
 
 def test_change_by_another_actor_is_a_conflict_with_both_sides(store: Store) -> None:
     w = World(store)
-    m = store.write_path(w.sid, "/a.md", "before", actor=USER)
-    store.write_path(w.sid, "/a.md", "session", actor=w.S)
-    store.write_path(w.sid, "/a.md", "bob", actor=OTHER)
-    store.write_path(w.sid, "/s.md", "only the session", actor=w.S)
+    m = store.memories.write_path(w.sid, "/a.md", "before", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "session", actor=w.S)
+    store.memories.write_path(w.sid, "/a.md", "bob", actor=OTHER)
+    store.memories.write_path(w.sid, "/s.md", "only the session", actor=w.S)
     r = revert(w)
     assert w.contents() == {"/a.md": "bob"}  # /s.md reverted, /a.md left
     (c,) = r["conflicts"]
@@ -160,9 +160,9 @@ def test_change_by_another_actor_is_a_conflict_with_both_sides(store: Store) -> 
 
 def test_force_overwrites_the_other_actors_change(store: Store) -> None:
     w = World(store)
-    store.write_path(w.sid, "/a.md", "before", actor=USER)
-    store.write_path(w.sid, "/a.md", "session", actor=w.S)
-    store.write_path(w.sid, "/a.md", "bob", actor=OTHER)
+    store.memories.write_path(w.sid, "/a.md", "before", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "session", actor=w.S)
+    store.memories.write_path(w.sid, "/a.md", "bob", actor=OTHER)
     r = revert(w, force=True)
     assert w.contents() == {"/a.md": "before"}
     assert r["complete"] and r["actions"][0]["forced"] and r["force"]
@@ -170,8 +170,8 @@ def test_force_overwrites_the_other_actors_change(store: Store) -> None:
 
 def test_deleted_by_another_actor_after_a_session_create_is_unchanged(store: Store) -> None:
     w = World(store)
-    store.write_path(w.sid, "/a.md", "session", actor=w.S)
-    store.delete_path(w.sid, "/a.md", actor=OTHER)
+    store.memories.write_path(w.sid, "/a.md", "session", actor=w.S)
+    store.memories.delete_path(w.sid, "/a.md", actor=OTHER)
     r = revert(w)
     assert r["complete"] and not r["actions"] and r["id"] is None
     assert [u["memory_id"] for u in r["unchanged"]] and "nothing was written" in render(r)
@@ -179,9 +179,9 @@ def test_deleted_by_another_actor_after_a_session_create_is_unchanged(store: Sto
 
 def test_pre_session_path_taken_by_another_memory(store: Store) -> None:
     w = World(store)
-    m = store.write_path(w.sid, "/a.md", "A", actor=USER)
-    store.rename_path(w.sid, "/a.md", "/b.md", actor=w.S)
-    squatter = store.write_path(w.sid, "/a.md", "new one", actor=OTHER)
+    m = store.memories.write_path(w.sid, "/a.md", "A", actor=USER)
+    store.memories.rename_path(w.sid, "/a.md", "/b.md", actor=w.S)
+    squatter = store.memories.write_path(w.sid, "/a.md", "new one", actor=OTHER)
     for force in (False, True):  # --force never deletes an unrelated memory
         r = revert(w, force=force)
         (c,) = r["conflicts"]
@@ -192,9 +192,9 @@ def test_pre_session_path_taken_by_another_memory(store: Store) -> None:
 
 def test_overlap_rule_blocks_a_recreate(store: Store) -> None:
     w = World(store)
-    store.write_path(w.sid, "/a", "file", actor=USER)
-    store.delete_path(w.sid, "/a", actor=w.S)
-    blocker = store.write_path(w.sid, "/a/inner.md", "dir now", actor=OTHER)
+    store.memories.write_path(w.sid, "/a", "file", actor=USER)
+    store.memories.delete_path(w.sid, "/a", actor=w.S)
+    blocker = store.memories.write_path(w.sid, "/a/inner.md", "dir now", actor=OTHER)
     r = revert(w)
     (c,) = r["conflicts"]
     assert c["reason"] == "path_taken" and c["conflicting_memory_id"] == blocker.id
@@ -205,11 +205,11 @@ def test_a_blocked_memory_that_stays_blocks_the_next(store: Store) -> None:
     # m1 /x -> /y (session), m2 /y... : m1 cannot go back (squatter at /x), so it stays at /y,
     # and m2, which the session moved from /y to /z, cannot go back either.
     w = World(store)
-    m1 = store.write_path(w.sid, "/x", "1", actor=USER)
-    m2 = store.write_path(w.sid, "/y", "2", actor=USER)
-    store.rename_path(w.sid, "/y", "/z", actor=w.S)
-    store.rename_path(w.sid, "/x", "/y", actor=w.S)
-    store.write_path(w.sid, "/x", "squat", actor=OTHER)
+    m1 = store.memories.write_path(w.sid, "/x", "1", actor=USER)
+    m2 = store.memories.write_path(w.sid, "/y", "2", actor=USER)
+    store.memories.rename_path(w.sid, "/y", "/z", actor=w.S)
+    store.memories.rename_path(w.sid, "/x", "/y", actor=w.S)
+    store.memories.write_path(w.sid, "/x", "squat", actor=OTHER)
     r = revert(w)
     assert {c["memory_id"]: c["reason"] for c in r["conflicts"]} == {
         m1.id: "path_taken", m2.id: "path_taken"}
@@ -222,12 +222,12 @@ def test_a_memory_refused_for_a_path_another_gives_up_gets_it(store: Store) -> N
     # /d), so m1 stays at /a too: /d is free after all and m2 goes back to it. Found by the
     # model test (test_revert_model.py), which left both where they were.
     w = World(store)
-    other = Actor.session(store.create_session(
+    other = Actor.session(store.sessions.create(
         [{"type": "memory_store", "memory_store_id": w.sid}]).id)
-    first = store.write_path(w.sid, "/d", "x", actor=other)
-    store.rename_path(w.sid, "/d", "/a", actor=w.S)
-    second = store.write_path(w.sid, "/d", "x", actor=other)
-    store.rename_path(w.sid, "/d", "/d/e", actor=w.S)
+    first = store.memories.write_path(w.sid, "/d", "x", actor=other)
+    store.memories.rename_path(w.sid, "/d", "/a", actor=w.S)
+    second = store.memories.write_path(w.sid, "/d", "x", actor=other)
+    store.memories.rename_path(w.sid, "/d", "/d/e", actor=w.S)
     for dry_run in (True, False):
         r = revert(w, force=True, dry_run=dry_run)
         (c,) = r["conflicts"]
@@ -239,10 +239,10 @@ def test_a_memory_refused_for_a_path_another_gives_up_gets_it(store: Store) -> N
 
 def test_redacted_pre_state_is_unrecoverable(store: Store) -> None:
     w = World(store)
-    v1 = store.write_path(w.sid, "/a.md", "secret", actor=USER)
-    store.write_path(w.sid, "/a.md", "public", actor=USER)
-    store.write_path(w.sid, "/a.md", "session", actor=w.S)
-    store.redact_version(w.sid, store.list_versions(w.sid, limit=10).data[1].id, actor=USER)
+    v1 = store.memories.write_path(w.sid, "/a.md", "secret", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "public", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "session", actor=w.S)
+    store.versions.redact(w.sid, store.versions.list(w.sid, limit=10).data[1].id, actor=USER)
     assert v1  # the redacted one is the version just before the session's
     r = revert(w, force=True)
     (c,) = r["conflicts"]
@@ -253,9 +253,9 @@ def test_redacted_pre_state_is_unrecoverable(store: Store) -> None:
 def test_pruned_pre_state_is_unrecoverable(backend: Backend) -> None:
     store = backend.open(limits=Limits(retention_days=1, retention_keep=1))
     w = World(store)
-    store.write_path(w.sid, "/a.md", "before", actor=USER)
-    store.write_path(w.sid, "/a.md", "session", actor=w.S)
-    assert store.prune_versions(now=datetime.now(UTC) + timedelta(days=3)) == 1
+    store.memories.write_path(w.sid, "/a.md", "before", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "session", actor=w.S)
+    assert store.versions.prune(now=datetime.now(UTC) + timedelta(days=3)) == 1
     r = revert(w)
     (c,) = r["conflicts"]
     assert c["reason"] == "unrecoverable" and "pruned" in c["message"]
@@ -263,14 +263,14 @@ def test_pruned_pre_state_is_unrecoverable(backend: Backend) -> None:
 
 def test_dry_run_writes_nothing_and_shows_the_same_plan(store: Store) -> None:
     w = World(store)
-    store.write_path(w.sid, "/a.md", "before", actor=USER)
-    store.write_path(w.sid, "/a.md", "session", actor=w.S)
-    store.write_path(w.sid, "/b.md", "b", actor=w.S)
-    seq = store.last_change(w.sid)
+    store.memories.write_path(w.sid, "/a.md", "before", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "session", actor=w.S)
+    store.memories.write_path(w.sid, "/b.md", "b", actor=w.S)
+    seq = store.feed.last(w.sid)
     before = (w.state(), [v.id for v in w.versions()])
     dry = revert(w, dry_run=True)
     assert (w.state(), [v.id for v in w.versions()]) == before
-    assert store.last_change(w.sid) == seq and dry["id"] is None and dry["dry_run"]
+    assert store.feed.last(w.sid) == seq and dry["id"] is None and dry["dry_run"]
     assert "dry run: would revert" in render(dry)
     # no version ids of the rolled-back transaction (they do not exist)
     assert dry["actions"] and all(a["memory_version_id"] is None for a in dry["actions"])
@@ -286,7 +286,7 @@ def test_nothing_to_do(store: Store) -> None:
     assert r == {**r, "actions": [], "conflicts": [], "unchanged": [], "id": None,
                  "complete": True}
     # Reverting twice: the second finds everything already in its pre-session state.
-    store.write_path(w.sid, "/a.md", "s", actor=w.S)
+    store.memories.write_path(w.sid, "/a.md", "s", actor=w.S)
     assert revert(w)["id"]
     again = revert(w)
     assert again["id"] is None and not again["actions"] and len(again["unchanged"]) == 1
@@ -294,12 +294,12 @@ def test_nothing_to_do(store: Store) -> None:
 
 def test_revert_of_a_revert_restores_the_session_result(store: Store) -> None:
     w = World(store)
-    ma = store.write_path(w.sid, "/a.md", "A", actor=USER)
-    md = store.write_path(w.sid, "/d.md", "D", actor=USER)
-    store.write_path(w.sid, "/a.md", "A2", actor=w.S)
-    store.rename_path(w.sid, "/a.md", "/moved.md", actor=w.S)
-    store.delete_path(w.sid, "/d.md", actor=w.S)
-    new = store.write_path(w.sid, "/n.md", "N", actor=w.S)
+    ma = store.memories.write_path(w.sid, "/a.md", "A", actor=USER)
+    md = store.memories.write_path(w.sid, "/d.md", "D", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "A2", actor=w.S)
+    store.memories.rename_path(w.sid, "/a.md", "/moved.md", actor=w.S)
+    store.memories.delete_path(w.sid, "/d.md", actor=w.S)
+    new = store.memories.write_path(w.sid, "/n.md", "N", actor=w.S)
     after_session = w.state()
     r1 = revert(w)
     assert w.state() == {"/a.md": (ma.id, "A"), "/d.md": (md.id, "D")}
@@ -314,22 +314,22 @@ def test_several_stores_in_one_transaction(backend: Backend) -> None:
     store = backend.open(limits=Limits(max_memories=2))
     w = World(store, "other")
     other = w.others[0]
-    store.write_path(other, "/o.md", "o", actor=USER)
-    store.delete_path(other, "/o.md", actor=w.S)
-    store.write_path(w.sid, "/a.md", "a", actor=w.S)
+    store.memories.write_path(other, "/o.md", "o", actor=USER)
+    store.memories.delete_path(other, "/o.md", actor=w.S)
+    store.memories.write_path(w.sid, "/a.md", "a", actor=w.S)
     # The other store filled up meanwhile: re-creating /o.md is refused, and nothing changes.
-    store.write_path(other, "/1.md", "1", actor=OTHER)
-    store.write_path(other, "/2.md", "2", actor=OTHER)
+    store.memories.write_path(other, "/1.md", "1", actor=OTHER)
+    store.memories.write_path(other, "/2.md", "2", actor=OTHER)
     before = w.contents()
     with pytest.raises(LimitExceeded, match="nothing was changed"):
         revert(w)
     with pytest.raises(LimitExceeded):
         revert(w, dry_run=True)  # a dry run says so too
     assert w.contents() == before
-    store.delete_path(other, "/2.md", actor=OTHER)
+    store.memories.delete_path(other, "/2.md", actor=OTHER)
     r = revert(w)
     assert r["complete"] and {a["memory_store_id"] for a in r["actions"]} == {w.sid, other}
-    assert w.contents() == {} and store.get_memory_by_path(other, "/o.md").content == "o"
+    assert w.contents() == {} and store.memories.get_by_path(other, "/o.md").content == "o"
     # With several stores, the text names each path's store.
     text = render(r)
     assert f"  delete    {w.sid}:/a.md" in text and f"  recreate  {other}:/o.md" in text
@@ -337,15 +337,15 @@ def test_several_stores_in_one_transaction(backend: Backend) -> None:
 
 def test_archived_store_refuses_and_unknown_targets(store: Store) -> None:
     w = World(store)
-    store.write_path(w.sid, "/a.md", "a", actor=USER)
-    store.write_path(w.sid, "/a.md", "b", actor=w.S)
-    store.archive_store(w.sid)
+    store.memories.write_path(w.sid, "/a.md", "a", actor=USER)
+    store.memories.write_path(w.sid, "/a.md", "b", actor=w.S)
+    store.stores.archive(w.sid)
     with pytest.raises(StoreArchived):
         revert(w)
     with pytest.raises(NotFound, match="sesn_nope"):
-        store.revert("sesn_nope", actor=REVERTER)
+        store.undo.revert("sesn_nope", actor=REVERTER)
     with pytest.raises(NotFound, match="memrevert_nope"):
-        store.revert("memrevert_nope", actor=REVERTER)
+        store.undo.revert("memrevert_nope", actor=REVERTER)
 
 
 def test_archived_store_refuses_a_delete_too(store: Store) -> None:
@@ -353,14 +353,14 @@ def test_archived_store_refuses_a_delete_too(store: Store) -> None:
     # a delete step skipped the archived check that restores and recreates make).
     w = World(store, "other")
     other = w.others[0]
-    store.write_path(w.sid, "/a.md", "a", actor=w.S)
-    store.write_path(other, "/o.md", "o", actor=w.S)
-    store.archive_store(other)
+    store.memories.write_path(w.sid, "/a.md", "a", actor=w.S)
+    store.memories.write_path(other, "/o.md", "o", actor=w.S)
+    store.stores.archive(other)
     for dry in (True, False):
         with pytest.raises(StoreArchived, match="nothing was changed"):
             revert(w, dry_run=dry)
     assert w.contents() == {"/a.md": "a"}
-    assert [m.path for m in store.tree(other)] == ["/o.md"]
+    assert [m.path for m in store.memories.tree(other)] == ["/o.md"]
 
 
 def test_only_the_stores_attached_to_the_session(store: Store) -> None:
@@ -372,8 +372,8 @@ def test_only_the_stores_attached_to_the_session(store: Store) -> None:
     from memfs import transfer
 
     w = World(store)
-    store.write_path(w.sid, "/keep.md", "k", actor=USER)
-    store.write_path(w.sid, "/agent.md", "by the agent", actor=w.S)
+    store.memories.write_path(w.sid, "/keep.md", "k", actor=USER)
+    store.memories.write_path(w.sid, "/agent.md", "by the agent", actor=w.S)
     out = io.BytesIO()
     transfer.write_archive(store, w.sid, out, history=True)
     copy = transfer.import_archive(store, io.BytesIO(out.getvalue()), name="backup")
@@ -381,17 +381,17 @@ def test_only_the_stores_attached_to_the_session(store: Store) -> None:
     r = revert(w)
     assert [(a["action"], a["memory_store_id"]) for a in r["actions"]] == [("delete", w.sid)]
     assert w.contents() == {"/keep.md": "k"}
-    assert sorted(m.path for m in store.tree(backup)) == ["/agent.md", "/keep.md"]
+    assert sorted(m.path for m in store.memories.tree(backup)) == ["/agent.md", "/keep.md"]
 
 
 def test_the_change_feed_reports_every_step(store: Store) -> None:
     w = World(store)
-    store.write_path(w.sid, "/a.md", "A", actor=USER)
-    store.rename_path(w.sid, "/a.md", "/b.md", actor=w.S)
-    store.write_path(w.sid, "/n.md", "n", actor=w.S)
-    seq = store.last_change(w.sid)
+    store.memories.write_path(w.sid, "/a.md", "A", actor=USER)
+    store.memories.rename_path(w.sid, "/a.md", "/b.md", actor=w.S)
+    store.memories.write_path(w.sid, "/n.md", "n", actor=w.S)
+    seq = store.feed.last(w.sid)
     revert(w)
-    changes = {(c.op, c.path, c.old_path) for c in store.changes_since(w.sid, seq)}
+    changes = {(c.op, c.path, c.old_path) for c in store.feed.since(w.sid, seq)}
     assert changes == {("put", "/a.md", "/b.md"), ("delete", "/n.md", None)}
 
 

@@ -79,53 +79,53 @@ def _apply(s: Store, sids: list[str], actors: dict[str, Actor], m: Model, step: 
         mid = live.get(p)
         if mid is None and _blocked(p, live):
             with pytest.raises(PathConflict):
-                s.write_path(sid, p, content, actor=actor)
+                s.memories.write_path(sid, p, content, actor=actor)
             return
-        got = s.write_path(sid, p, content, actor=actor)
+        got = s.memories.write_path(sid, p, content, actor=actor)
         if mid is None or m.state[mid] != (p, content):
             m.put(si, got.id, who, (p, content))
         assert mid is None or got.id == mid
     elif kind == "delete":
         if p not in live:
             with pytest.raises(NotFound):
-                s.delete_path(sid, p, actor=actor)
+                s.memories.delete_path(sid, p, actor=actor)
             return
-        s.delete_path(sid, p, actor=actor)
+        s.memories.delete_path(sid, p, actor=actor)
         m.put(si, live[p], who, None)
     else:
         src = live.get(p)
         if src is None:
             with pytest.raises(NotFound):
-                s.rename_path(sid, p, q, actor=actor)
+                s.memories.rename_path(sid, p, q, actor=actor)
             return
         if p == q:
-            s.rename_path(sid, p, q, actor=actor)
+            s.memories.rename_path(sid, p, q, actor=actor)
             return
         dst = live.get(q)
         if dst is not None:  # over a memory: it keeps its id and takes the content
-            s.rename_path(sid, p, q, actor=actor)
+            s.memories.rename_path(sid, p, q, actor=actor)
             c = m.state[src][1]  # type: ignore[index]
             if m.state[dst][1] != c:  # type: ignore[index]
                 m.put(si, dst, who, (q, c))
             m.put(si, src, who, None)
         elif _blocked(q, live, src):
             with pytest.raises(PathConflict):
-                s.rename_path(sid, p, q, actor=actor)
+                s.memories.rename_path(sid, p, q, actor=actor)
         else:
-            s.rename_path(sid, p, q, actor=actor)
+            s.memories.rename_path(sid, p, q, actor=actor)
             m.put(si, src, who, (q, m.state[src][1]))  # type: ignore[index]
 
 
 def _snapshot(s: Store, sids: list[str]) -> dict[str, tuple[int, str, str]]:
     """memory id -> (store index, path, content) of every live memory."""
-    return {x.id: (i, x.path, s.get_memory(sid, x.id).content or "")
-            for i, sid in enumerate(sids) for x in s.tree(sid)}
+    return {x.id: (i, x.path, s.memories.get(sid, x.id).content or "")
+            for i, sid in enumerate(sids) for x in s.memories.tree(sid)}
 
 
 def check(s: Store, seed: list[Any], steps: list[Any], force: bool) -> None:
-    sids = [s.create_store(f"s{i}").id for i in range(2)]
+    sids = [s.stores.create(f"s{i}").id for i in range(2)]
     res = [{"type": "memory_store", "memory_store_id": x} for x in sids]
-    sessions = {k: s.create_session(res).id for k in "AB"}
+    sessions = {k: s.sessions.create(res).id for k in "AB"}
     actors = {k: Actor.session(v) for k, v in sessions.items()}
     actors["U"] = Actor.user("user_before")
     m = Model()
@@ -154,7 +154,7 @@ def check(s: Store, seed: list[Any], steps: list[Any], force: bool) -> None:
         else:
             candidates.add(mid)
 
-    r = s.revert(sessions["A"], actor=REVERTER, force=force)
+    r = s.undo.revert(sessions["A"], actor=REVERTER, force=force)
     seen.update(a["action"] for a in r["actions"])
     seen.update(c["reason"] for c in r["conflicts"])
     seen.update("forced" for a in r["actions"] if a["forced"])
@@ -180,7 +180,7 @@ def check(s: Store, seed: list[Any], steps: list[Any], force: bool) -> None:
     if r["id"] is None:
         assert not r["actions"]
         return
-    rr = s.revert(r["id"], actor=REVERTER)
+    rr = s.undo.revert(r["id"], actor=REVERTER)
     assert rr["complete"] and _snapshot(s, sids) == before
 
 

@@ -1,6 +1,6 @@
 """Undo a session (``memfs session revert``): the plan, computed from version rows alone.
 
-This module is pure (no database): :meth:`memfs.store.Store.revert` reads the rows inside its
+This module is pure (no database): :meth:`memfs.store.Store.undo.revert` reads the rows inside its
 write transaction, calls :func:`plan`, applies the steps and records the revert. The result is
 a plain JSON object (:func:`result`), the same from the Store, the API and the client.
 
@@ -77,7 +77,7 @@ class Version:
         """The version as a conflict reports it (content as a size, not the text)."""
         actor = None
         if self.actor_type:
-            from .models import ACTOR_ID_FIELDS
+            from ..models import ACTOR_ID_FIELDS
 
             actor = {"type": self.actor_type,
                      ACTOR_ID_FIELDS.get(self.actor_type, "id"): self.actor_id}

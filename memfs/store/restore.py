@@ -1,7 +1,7 @@
-"""Restoring an archive (:meth:`memfs.store.Store.import_archive`): its records checked, field
-by field, without the database.
+"""Restoring an archive (:meth:`memfs.store.archive.Archive.import_archive`): its records
+checked, field by field, without the database.
 
-An archive is client input. This module is pure (like :mod:`memfs.revert`): a
+An archive is client input. This module is pure (like :mod:`memfs.store.revert`): a
 :class:`Checker` reads the records one by one, in the order of ``docs/EXPORT-FORMAT.md``
 (grouped by memory in ascending memory id, each memory's versions oldest first, then the
 memory itself if it is live), checks every field, the order, that a live memory's head is one
@@ -23,9 +23,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidArchive, InvalidRequest
-from .models import Actor
-from .rules import (
+from ..errors import InvalidArchive, InvalidRequest
+from ..models import Actor
+from ..rules import (
     Limits,
     _validate_description,
     _validate_metadata,
