@@ -60,13 +60,14 @@ type annotations):
   (and environments), :mod:`~.sessions` (their resources and events), :mod:`~.dreams`,
   :mod:`~.archive` (import, export), :mod:`~.search` (recall), :mod:`~.keys` (API keys);
 - :mod:`~.routes` (:data:`OPS`, :class:`Op`: the route table), :mod:`~.openapi` (the
-  ``/openapi.json`` document made of it) and :mod:`~.app` (:func:`create_app`);
+  ``/openapi.json`` document made of it), :mod:`~.health` (the probes ``/healthz`` and
+  ``/readyz``, without a key) and :mod:`~.app` (:func:`create_app`);
 - this module: the names callers import from ``memfs.api``. A constant is read where it is
   defined: a test patches ``memfs.api.body.BODY_IDLE_SECONDS``, not ``memfs.api``'s copy.
 
 The API may import the store (:mod:`memfs.store`) and what is below it (:mod:`memfs.errors`,
 :mod:`memfs.models`, :mod:`memfs.rules`), :mod:`memfs.transfer`, :mod:`memfs.backends.watch`,
-:mod:`memfs.health`, :mod:`memfs.uploads`, and, when an app is made, :mod:`memfs.dreams` and
+:mod:`memfs.uploads`, and, when an app is made, :mod:`memfs.dreams` and
 :mod:`memfs.console`; never the filesystem or the CLI, and nothing imports it but the
 server's composition roots (:mod:`memfs.server`, :mod:`memfs.launcher.sessionapi`) and the
 tests.

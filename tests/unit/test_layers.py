@@ -67,16 +67,15 @@ ALLOWED: dict[str, set[str]] = {
                 "recall", "grants"},
     # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
     # dreams and the Console only when an app is made (create_app), never the filesystem.
-    "api": {"store", "transfer", "backends", "health", "uploads", "dreams", "console", "rules",
+    "api": {"store", "transfer", "backends", "uploads", "dreams", "console", "rules",
             "errors", "models", "shapes", "grants"},
     # The package's own names (``from memfs import Actor``), and ``python -m memfs``.
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
-    # Helpers beside the layers: logging, the readiness probe, the launcher's kernel calls,
+    # Helpers beside the layers: logging, the launcher's kernel calls,
     # the SDK's memory tool (over any StoreAPI), import and export, and `memfs db` (a whole
     # database's schema checked, migrated and copied).
     "logs": set(),
-    "health": {"errors"},
     "linux": set(),
     "tools": {"rules", "errors", "models"},
     "transfer": {"store", "rules", "errors", "models"},
@@ -210,7 +209,7 @@ ORDER: dict[str, list[str]] = {
     # streams), the resources, then the route table, its OpenAPI document and the app.
     "api": ["spec", "errortable", "body", "batching", "call", "limits", "auth", "streams",
             "stores", "mounts", "memories", "versions", "agents", "sessions", "dreams",
-            "archive", "search", "keys", "routes", "openapi", "app"],
+            "archive", "search", "keys", "routes", "openapi", "health", "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
     # checkpointer, the two databases, a whole database copied between them, then the
     # watches (the inotify one hands a postgresql:// URL to pgwatch).

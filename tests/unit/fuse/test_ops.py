@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from memfs import logs
 from memfs.api import create_app
-from memfs.health import Health
+from memfs.api.health import Health
 from memfs.store import Store
 
 KEY = "ops-key"
