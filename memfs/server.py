@@ -13,7 +13,7 @@ Hostile or broken clients (issues 8 and 19): every connection is bounded. A requ
 :data:`memfs.api.body.BODY_IDLE_SECONDS` between bytes, and past its first
 :data:`~memfs.api.body.BODY_GRACE_SECONDS` must average :data:`~memfs.api.body.MIN_BODY_RATE`
 bytes/s (then 408, connection closed); at most half the connections may be reading a body at
-once, and one client address or API key only a few of them (:mod:`memfs.uploads`: 429, or
+once, and one client address or API key only a few of them (:mod:`memfs.api.uploads`: 429, or
 503, at once, the body unread), so slow uploads never take the connections new clients need; a
 connection without a request in progress, or still sending its headers, is closed after
 :data:`KEEP_ALIVE_SECONDS`; headers are at most :data:`MAX_HEADER_BYTES` (431). The server raises
@@ -63,10 +63,10 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 from . import errors
 from .api import api_key_id, create_app
 from .api.limits import KeyRates
+from .api.uploads import Uploads
 from .backends import redact_url
 from .logs import access_logger_class
 from .store import Store, open_store
-from .uploads import Uploads
 
 if TYPE_CHECKING:
     from .recall.indexer import BackgroundIndexer
@@ -338,7 +338,7 @@ def _supervise(pids: list[int]) -> None:
 
 def uploads_for(max_connections: int) -> Uploads:
     """The request bodies a server of ``max_connections`` reads at once: half of them, so
-    that slow uploads leave the other half to new clients (:mod:`memfs.uploads`)."""
+    that slow uploads leave the other half to new clients (:mod:`memfs.api.uploads`)."""
     return Uploads(total=max(8, max_connections // 2))
 
 

@@ -49,7 +49,8 @@ The package, one module per seam (each imports only those above it in this list,
 type annotations):
 
 - :mod:`~memfs.api.spec` (the declared inputs: :class:`~memfs.api.spec.Param`, the query and
-  body checks), :mod:`~.errortable` (the error envelope), :mod:`~.body` (reading a
+  body checks), :mod:`~.errortable` (the error envelope), :mod:`~.uploads` (how many
+  bodies may be unfinished at once), :mod:`~.body` (reading a
   body within its bounds of size, time and rate), :mod:`~.batching` (:class:`WriteBatcher`,
   group commit), :mod:`~.call` (:class:`Call`, what a handler gets), :mod:`~.limits` (each
   key's request rate), :mod:`~.auth` (the key gate, a grant's rights,
@@ -67,7 +68,7 @@ type annotations):
 
 The API may import the store (:mod:`memfs.store`) and what is below it (:mod:`memfs.errors`,
 :mod:`memfs.models`, :mod:`memfs.rules`), :mod:`memfs.transfer`, :mod:`memfs.backends.watch`,
-:mod:`memfs.uploads`, and, when an app is made, :mod:`memfs.dreams` and
+and, when an app is made, :mod:`memfs.dreams` and
 :mod:`memfs.console`; never the filesystem or the CLI, and nothing imports it but the
 server's composition roots (:mod:`memfs.server`, :mod:`memfs.launcher.sessionapi`) and the
 tests.

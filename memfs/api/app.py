@@ -19,7 +19,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import errors
 from ..grants import GrantWatch
 from ..store import Store
-from ..uploads import Uploads
 from . import spec
 from .auth import SESSION_HEADER, _authorize, _check_visible, _Gate
 from .batching import WriteBatcher
@@ -31,6 +30,7 @@ from .health import Health
 from .limits import AuthFailures, KeyRates
 from .routes import OPS, Op
 from .streams import ChangeHub, EventHub, grant_watch
+from .uploads import Uploads
 
 log = logging.getLogger("memfs.api")  # the API's one logger, whichever module logs
 

@@ -39,8 +39,6 @@ ALLOWED: dict[str, set[str]] = {
     # recall: the search and the indexer over the store's tables (memfs.recall), below it,
     # and its tables' SQL (memfs.recall.schema), a migration of both backends.
     "store": {"backends", "revert", "restore", "recall", "rules", "errors", "models"},
-    # The bounds on unfinished uploads (the API's and the Console's body reader).
-    "uploads": {"errors"},
     # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
     # background services, a session's filesystem, the daemons' runtime): stores only through
     # StoreAPI.
@@ -67,7 +65,7 @@ ALLOWED: dict[str, set[str]] = {
                 "recall", "grants"},
     # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
     # dreams and the Console only when an app is made (create_app), never the filesystem.
-    "api": {"store", "transfer", "backends", "uploads", "dreams", "console", "rules",
+    "api": {"store", "transfer", "backends", "dreams", "console", "rules",
             "errors", "models", "shapes", "grants"},
     # The package's own names (``from memfs import Actor``), and ``python -m memfs``.
     "__init__": {"store", "rules", "errors", "models"},
@@ -82,7 +80,7 @@ ALLOWED: dict[str, set[str]] = {
     "dbadmin": {"store", "backends", "errors"},
     # What composes the layers: the server, the mount daemons (both over fuse/runtime.py), and
     # the CLI, which may import everything.
-    "server": {"api", "store", "backends", "recall", "uploads", "logs", "errors"},
+    "server": {"api", "store", "backends", "recall", "logs", "errors"},
     "daemon": {"fuse", "client", "store", "snapshot", "backends", "recall", "linux", "logs",
                "protocol", "rules", "errors", "models"},
     "sessionfs": {"daemon", "fuse", "logs", "protocol", "errors"},
@@ -205,11 +203,12 @@ ORDER: dict[str, list[str]] = {
     "store": ["common", "paging", "schema", "rows", "base", "stores", "memories", "versions",
               "sessions", "events", "undo", "dreams", "archive", "search", "keys",
               "idempotency"],
-    # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
-    # streams), the resources, then the route table, its OpenAPI document and the app.
-    "api": ["spec", "errortable", "body", "batching", "call", "limits", "auth", "streams",
-            "stores", "mounts", "memories", "versions", "agents", "sessions", "dreams",
-            "archive", "search", "keys", "routes", "openapi", "health", "app"],
+    # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
+    # commit, the Call, the gate, the streams), the resources, then the route table, its
+    # OpenAPI document, the health probes and the app.
+    "api": ["spec", "errortable", "uploads", "body", "batching", "call", "limits", "auth",
+            "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
+            "dreams", "archive", "search", "keys", "routes", "openapi", "health", "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
     # checkpointer, the two databases, a whole database copied between them, then the
     # watches (the inotify one hands a postgresql:// URL to pgwatch).

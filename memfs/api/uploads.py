@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from . import errors
+from .. import errors
 
 #: Unfinished request bodies one client address may have at once.
 PER_CLIENT = 32
