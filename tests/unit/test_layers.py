@@ -71,13 +71,11 @@ ALLOWED: dict[str, set[str]] = {
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
     # Helpers beside the layers: logging, the launcher's kernel calls,
-    # the SDK's memory tool (over any StoreAPI), import and export, and `memfs db` (a whole
-    # database's schema checked, migrated and copied).
+    # the SDK's memory tool (over any StoreAPI), import and export.
     "logs": set(),
     "linux": set(),
     "tools": {"rules", "errors", "models"},
     "transfer": {"store", "rules", "errors", "models"},
-    "dbadmin": {"store", "backends", "errors"},
     # What composes the layers: the server, the mount daemons (both over fuse/runtime.py), and
     # the CLI, which may import everything.
     "server": {"api", "store", "backends", "recall", "logs", "errors"},
@@ -215,9 +213,10 @@ ORDER: dict[str, list[str]] = {
     "backends": ["protocol", "files", "targets", "checkpoint", "sqlite", "postgresql", "copy",
                  "pgwatch", "watch"],
     # The framework (the global options, the command class, the groups and the Context, the
-    # helpers of the commands on a store), then the commands.
+    # helpers of the commands on a store), then the commands (`memfs db` over dbadmin: a whole
+    # database's schema checked, migrated and copied).
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
-            "sessions", "archive", "launch", "dreams", "db", "search", "keys"],
+            "sessions", "archive", "launch", "dreams", "dbadmin", "db", "search", "keys"],
     # What is scratch, the tree and what needs no pyfuse3, the kernel's calls, pyfuse3's
     # request reader, .history and .search as handler objects, the parts of Operations (each
     # a subclass of the one before), then what runs the handlers: the services, a session's
