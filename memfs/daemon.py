@@ -67,6 +67,7 @@ import trio
 
 from . import errors, linux, logs
 from .backends import watch as dbwatch
+from .daemons.snapshot import SnapshotStore
 from .fuse import runtime
 from .fuse.core import actor_for
 from .fuse.ops import Operations
@@ -76,7 +77,6 @@ from .fuse.watch import ChangeSubscriber, ChangeWatcher
 from .models import MemoryStore
 from .protocol import StoreAPI
 from .rules import Limits
-from .snapshot import SnapshotStore
 from .store import Store, open_store
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ class StoreAPI(Protocol):
     def changes_since(self, store_id: str, seq: int, limit: int = 1000) -> list[Change]: ...
 
     # The versions, for a mount's .history/ (memfs.fuse.history); up to a time for a snapshot's
-    # (memfs.snapshot).
+    # (memfs.daemons.snapshot).
     def list_versions(
         self, store_id: str, *, memory_id: str | None = None, operation: str | None = None,
         created_at_lte: str | datetime | None = None, limit: int = 20, page: str | None = None,
@@ -114,8 +114,8 @@ class WordsAPI(Protocol):
 @runtime_checkable
 class SearchAPI(Protocol):
     """A store that answers questions by their words and meaning: :class:`memfs.store.Store`
-    and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.snapshot`) does not. A mount
-    over one has ``.search/``."""
+    and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.daemons.snapshot`) does not.
+    A mount over one has ``.search/``."""
 
     def search(self, store_id: str, query: str, *, limit: int | None = None,
                path_prefix: str | None = None, threshold: float | None = None,

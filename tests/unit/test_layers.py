@@ -44,8 +44,6 @@ ALLOWED: dict[str, set[str]] = {
     # StoreAPI.
     "fuse": {"protocol", "background", "rules", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
-    # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
-    "snapshot": {"protocol", "rules", "errors", "models"},
     # Session spec files read into the launcher's Attachments; stores only through StoreAPI.
     "spec": {"launcher", "protocol", "rules", "errors", "models"},
     # The session launcher (memfs run, memfs/launcher/): a composition root over the store or
@@ -79,12 +77,15 @@ ALLOWED: dict[str, set[str]] = {
     # What composes the layers: the server, the mount daemons (both over fuse/runtime.py), and
     # the CLI, which may import everything.
     "server": {"api", "store", "backends", "recall", "logs", "errors"},
-    "daemon": {"fuse", "client", "store", "snapshot", "backends", "recall", "linux", "logs",
+    "daemon": {"fuse", "client", "store", "daemons", "backends", "recall", "linux", "logs",
                "protocol", "rules", "errors", "models"},
     "sessionfs": {"daemon", "fuse", "logs", "protocol", "errors"},
     # The indexer process a mount daemon starts (python -m memfs.indexworker): the store, the
     # indexer and ranking of recall, the parent-death signal, its log.
     "indexworker": {"store", "recall", "linux", "logs", "errors"},
+    # The processes memfs runs until stopped (memfs/daemons/): a time-travel mount's snapshot
+    # (over any StoreAPI).
+    "daemons": {"protocol", "rules", "errors", "models"},
     "cli": {"*"},
 }
 
@@ -235,6 +236,8 @@ ORDER: dict[str, list[str]] = {
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
+    # The processes memfs runs until stopped: what only they need, then each process.
+    "daemons": ["snapshot"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).

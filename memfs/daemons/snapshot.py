@@ -17,10 +17,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from .errors import NotFound, ReadOnly
-from .models import Change, Event, Memory, MemoryStore, MemoryVersion, Page, Session, Snapshot
-from .protocol import StoreAPI
-from .rules import format_time, parse_time
+from ..errors import NotFound, ReadOnly
+from ..models import Change, Event, Memory, MemoryStore, MemoryVersion, Page, Session, Snapshot
+from ..protocol import StoreAPI
+from ..rules import format_time, parse_time
 
 
 class SnapshotStore:

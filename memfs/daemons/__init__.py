@@ -1,0 +1,11 @@
+"""The processes memfs runs until they are stopped, each a composition root over the layers
+below it: what they open, build and serve, and what only they need.
+
+Their modules, each importing only those before it in this list (tests/unit/test_layers.py):
+
+- :mod:`~memfs.daemons.snapshot`: a store as it was, as a read-only
+  :class:`~memfs.protocol.StoreAPI` (what a time-travel mount serves).
+
+This module imports none of them: ``python -m`` of one imports only what that one needs
+(tests/unit/test_startup_imports.py).
+"""
