@@ -65,8 +65,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from . import errors, linux, logs
+from . import errors, linux
 from .backends import watch as dbwatch
+from .daemons import logs
 from .daemons.snapshot import SnapshotStore
 from .fuse import runtime
 from .fuse.core import actor_for

@@ -26,7 +26,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from . import errors, linux, logs
+from . import errors, linux
+from .daemons import logs
 from .recall import embeddings, worker
 from .store import open_store
 

@@ -65,7 +65,7 @@ from .api import api_key_id, create_app
 from .api.limits import KeyRates
 from .api.uploads import Uploads
 from .backends import redact_url
-from .logs import access_logger_class
+from .daemons.logs import access_logger_class
 from .store import Store, open_store
 
 if TYPE_CHECKING:

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from . import errors, logs
+from . import errors
 from .daemon import follower, open_local, remote_store, snapshot_of, start_indexer
+from .daemons import logs
 from .fuse import runtime
 from .fuse.core import actor_for
 from .fuse.ops import Operations

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .. import logs
+from ..daemons import logs
 from .base import Context, cli, fail, pass_ctx
 from .common import _pairs
 from .sessions import _load_spec

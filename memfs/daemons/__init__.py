@@ -3,6 +3,7 @@ below it: what they open, build and serve, and what only they need.
 
 Their modules, each importing only those before it in this list (tests/unit/test_layers.py):
 
+- :mod:`~memfs.daemons.logs`: how they log, in text or JSON lines (the CLI's commands too);
 - :mod:`~memfs.daemons.snapshot`: a store as it was, as a read-only
   :class:`~memfs.protocol.StoreAPI` (what a time-travel mount serves).
 

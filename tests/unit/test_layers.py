@@ -68,23 +68,22 @@ ALLOWED: dict[str, set[str]] = {
     # The package's own names (``from memfs import Actor``), and ``python -m memfs``.
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
-    # Helpers beside the layers: logging, the launcher's kernel calls,
+    # Helpers beside the layers: the launcher's kernel calls,
     # the SDK's memory tool (over any StoreAPI), import and export.
-    "logs": set(),
     "linux": set(),
     "tools": {"rules", "errors", "models"},
     "transfer": {"store", "rules", "errors", "models"},
     # What composes the layers: the server, the mount daemons (both over fuse/runtime.py), and
     # the CLI, which may import everything.
-    "server": {"api", "store", "backends", "recall", "logs", "errors"},
-    "daemon": {"fuse", "client", "store", "daemons", "backends", "recall", "linux", "logs",
+    "server": {"api", "store", "backends", "recall", "daemons", "errors"},
+    "daemon": {"fuse", "client", "store", "daemons", "backends", "recall", "linux",
                "protocol", "rules", "errors", "models"},
-    "sessionfs": {"daemon", "fuse", "logs", "protocol", "errors"},
+    "sessionfs": {"daemon", "daemons", "fuse", "protocol", "errors"},
     # The indexer process a mount daemon starts (python -m memfs.indexworker): the store, the
     # indexer and ranking of recall, the parent-death signal, its log.
-    "indexworker": {"store", "recall", "linux", "logs", "errors"},
-    # The processes memfs runs until stopped (memfs/daemons/): a time-travel mount's snapshot
-    # (over any StoreAPI).
+    "indexworker": {"store", "recall", "linux", "daemons", "errors"},
+    # The processes memfs runs until stopped (memfs/daemons/): their logs (the CLI's too), a
+    # time-travel mount's snapshot (over any StoreAPI).
     "daemons": {"protocol", "rules", "errors", "models"},
     "cli": {"*"},
 }
@@ -237,7 +236,7 @@ ORDER: dict[str, list[str]] = {
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
     # The processes memfs runs until stopped: what only they need, then each process.
-    "daemons": ["snapshot"],
+    "daemons": ["logs", "snapshot"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).

@@ -364,7 +364,7 @@ def test_run_mount_and_serve_take_them_where_the_readme_puts_them(db_path, tmp_p
 
 def test_verbosity_and_log_format_after_the_subcommand(db_path, monkeypatch):
 
-    from memfs import logs
+    from memfs.daemons import logs
 
     monkeypatch.delenv("MEMFS_LOG_FORMAT", raising=False)
     root = logging.getLogger()
