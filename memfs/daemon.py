@@ -34,12 +34,12 @@ A server that cannot be reached at mount time is an error before anything is mou
 Search (``MOUNT/.search/``, :mod:`memfs.fuse.search`): once mounted, a local mount of a live store
 (read-only too: indexing writes only derived rows; not a snapshot) keeps it indexed by meaning
 in an indexer process of its own (:func:`start_indexer`,
-:class:`~memfs.recall.supervisor.IndexerProcess`: ``python -m memfs.indexworker``, started when
-there is something to embed or a question to rank, ended once idle, at unmount, and with the
-daemon), which also ranks the mount's searches by meaning: the daemon never loads a model. It
-never brings the mount down: a bad ``MEMFS_EMBEDDINGS`` is logged and searches answer by words
-alone, and an indexer process that dies is started again. A remote mount runs none (its server
-indexes).
+:class:`~memfs.recall.supervisor.IndexerProcess`: ``python -m memfs.daemons.indexworker``,
+started when there is something to embed or a question to rank, ended once idle, at unmount,
+and with the daemon), which also ranks the mount's searches by meaning: the daemon never loads
+a model. It never brings the mount down: a bad ``MEMFS_EMBEDDINGS`` is logged and searches
+answer by words alone, and an indexer process that dies is started again. A remote mount runs
+none (its server indexes).
 
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
@@ -303,7 +303,7 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | Non
             env[SETTING_ENV] = setting
         verbose = ["-v"] if logging.getLogger().isEnabledFor(logging.INFO) else []
         # -P: nothing imported from the current directory, which may be anyone's.
-        command = [sys.executable, "-P", "-m", "memfs.indexworker", "--parent",
+        command = [sys.executable, "-P", "-m", "memfs.daemons.indexworker", "--parent",
                    str(os.getpid()), "--model", provider.model, *verbose, "--", *ids]
         indexer = IndexerProcess(store, provider.model, ids, command, env).start()
         store.use_embeddings(indexer)

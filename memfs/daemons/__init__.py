@@ -5,7 +5,10 @@ Their modules, each importing only those before it in this list (tests/unit/test
 
 - :mod:`~memfs.daemons.logs`: how they log, in text or JSON lines (the CLI's commands too);
 - :mod:`~memfs.daemons.snapshot`: a store as it was, as a read-only
-  :class:`~memfs.protocol.StoreAPI` (what a time-travel mount serves).
+  :class:`~memfs.protocol.StoreAPI` (what a time-travel mount serves);
+- :mod:`~memfs.daemons.indexworker`: a mount daemon's indexer process (``python -m
+  memfs.daemons.indexworker``), which indexes and ranks by meaning so that the daemon never
+  loads a model.
 
 This module imports none of them: ``python -m`` of one imports only what that one needs
 (tests/unit/test_startup_imports.py).

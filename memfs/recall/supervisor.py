@@ -6,9 +6,9 @@ while there is work: the daemon never loads a model, so its memory stays that of
 
 - **Started when needed**: a thread of the daemon looks at the change feed (one cheap query a
   ``poll``); when it moved, and one of the stores has memories without a current vector, it
-  starts the child (the command it was given: ``python -m memfs.indexworker …``), which indexes
-  at nice 19 and ends once idle (:data:`memfs.recall.worker.IDLE_SECONDS`). A question asked
-  while no child runs starts one too.
+  starts the child (the command it was given: ``python -m memfs.daemons.indexworker …``),
+  which indexes at nice 19 and ends once idle (:data:`memfs.recall.worker.IDLE_SECONDS`). A
+  question asked while no child runs starts one too.
 - **Questions**: the daemon's :meth:`memfs.store.Store.search` ranks by meaning through
   :meth:`rank` (the store's provider is this object): the question goes to the child, which
   embeds it and ranks the store's vectors, within the search's timeout (2 s). A child that is

@@ -79,12 +79,11 @@ ALLOWED: dict[str, set[str]] = {
     "daemon": {"fuse", "client", "store", "daemons", "backends", "recall", "linux",
                "protocol", "rules", "errors", "models"},
     "sessionfs": {"daemon", "daemons", "fuse", "protocol", "errors"},
-    # The indexer process a mount daemon starts (python -m memfs.indexworker): the store, the
-    # indexer and ranking of recall, the parent-death signal, its log.
-    "indexworker": {"store", "recall", "linux", "daemons", "errors"},
     # The processes memfs runs until stopped (memfs/daemons/): their logs (the CLI's too), a
-    # time-travel mount's snapshot (over any StoreAPI).
-    "daemons": {"protocol", "rules", "errors", "models"},
+    # time-travel mount's snapshot (over any StoreAPI); the indexer process a mount daemon
+    # starts (python -m memfs.daemons.indexworker): the store, the indexer and ranking of
+    # recall, the parent-death signal.
+    "daemons": {"store", "recall", "linux", "protocol", "rules", "errors", "models"},
     "cli": {"*"},
 }
 
@@ -236,7 +235,7 @@ ORDER: dict[str, list[str]] = {
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
     # The processes memfs runs until stopped: what only they need, then each process.
-    "daemons": ["logs", "snapshot"],
+    "daemons": ["logs", "snapshot", "indexworker"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).
