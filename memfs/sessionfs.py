@@ -7,13 +7,13 @@ unmount on every way out); the stores' trees are loaded once mounted, in the bac
 request to a store not loaded yet waits for it), and each follows its store from then on. Once
 mounted, a local daemon keeps all the session's live stores (not its snapshots) indexed by
 meaning with one indexer process, which ``.search/`` ranks through
-(:func:`memfs.daemon.start_indexer`: started when there is work, ended once idle and at
+(:func:`memfs.daemons.mount.start_indexer`: started when there is work, ended once idle and at
 unmount).
 
 Run as ``python -m memfs.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS MOUNT_PATH
 ...`` with ``MEMFS_DB`` (or ``MEMFS_URL`` and ``MEMFS_API_KEY``) in the environment; it is the
 launcher's, not a user command. Its readiness and stop signals are those of
-:func:`memfs.daemon.mount`.
+:func:`memfs.daemons.mount.mount`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from . import errors
-from .daemon import follower, open_local, remote_store, snapshot_of, start_indexer
 from .daemons import logs
+from .daemons.mount import follower, open_local, remote_store, snapshot_of, start_indexer
 from .fuse import runtime
 from .fuse.core import actor_for
 from .fuse.ops import Operations
@@ -77,7 +77,7 @@ def serve(spec: SessionMount) -> None:
     (SIGINT/SIGTERM/SIGHUP, or an unmount); always unmounts.
 
     :raises MemfsError: a store or the session is unknown, the server cannot be reached, or
-        the kernel mount failed (:class:`memfs.daemon.MountError`, with libfuse's reason).
+        the kernel mount failed (:class:`memfs.daemons.mount.MountError`, with libfuse's reason).
     """
     mountpoint = os.path.abspath(spec.mountpoint)
     with ExitStack() as stack:

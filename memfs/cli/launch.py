@@ -1,5 +1,5 @@
 """The commands that start something and wait for it: ``memfs run`` (the session launcher,
-:mod:`memfs.launcher`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemon`) and
+:mod:`memfs.launcher`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemons.mount`) and
 ``memfs serve`` (the HTTP API, :mod:`memfs.server`). Each imports what it starts only when it
 runs, so that no other command pays for it (tests/unit/test_startup_imports.py)."""
 
@@ -217,8 +217,8 @@ def mount_cmd(
         memfs --url http://127.0.0.1:8000 --api-key "$MEMFS_API_KEY" mount notes ~/notes
         memfs mount notes /tmp/notes-then --at 2026-12-01T09:00:00Z
     """
-    from ..daemon import MountOptions
-    from ..daemon import mount as mount_store
+    from ..daemons.mount import MountOptions
+    from ..daemons.mount import mount as mount_store
 
     mount_store(
         MountOptions(

@@ -8,7 +8,10 @@ Their modules, each importing only those before it in this list (tests/unit/test
   :class:`~memfs.protocol.StoreAPI` (what a time-travel mount serves);
 - :mod:`~memfs.daemons.indexworker`: a mount daemon's indexer process (``python -m
   memfs.daemons.indexworker``), which indexes and ranks by meaning so that the daemon never
-  loads a model.
+  loads a model;
+- :mod:`~memfs.daemons.mount`: the daemon of ``memfs mount`` (one store), and what every mount
+  daemon needs of the layers below the filesystem (opening a store, following it, the
+  indexer).
 
 This module imports none of them: ``python -m`` of one imports only what that one needs
 (tests/unit/test_startup_imports.py).

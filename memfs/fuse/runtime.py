@@ -1,7 +1,7 @@
 """The runtime both mount daemons share: a built filesystem mounted, served until told to
 stop, and always unmounted.
 
-The daemons (:mod:`memfs.daemon`: ``memfs mount``, one store; :mod:`memfs.sessionfs`: the
+The daemons (:mod:`memfs.daemons.mount`: ``memfs mount``, one store; :mod:`memfs.sessionfs`: the
 stores of a session under one mount) open the stores and build what they serve: the
 filesystem (:class:`~memfs.fuse.ops.Operations`, or a
 :class:`~memfs.fuse.session.SessionOperations` over several), and for each store's tree a

@@ -2,7 +2,7 @@
 while there is work: the daemon never loads a model, so its memory stays that of a filesystem
 (a model and its indexing cost tens of megabytes, which the child gives back by ending).
 
-:class:`IndexerProcess` is what the daemon holds (:func:`memfs.daemon.start_indexer`):
+:class:`IndexerProcess` is what the daemon holds (:func:`memfs.daemons.mount.start_indexer`):
 
 - **Started when needed**: a thread of the daemon looks at the change feed (one cheap query a
   ``poll``); when it moved, and one of the stores has memories without a current vector, it

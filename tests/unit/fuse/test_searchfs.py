@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from memfs import Actor
-from memfs.daemon import start_indexer
+from memfs.daemons.mount import start_indexer
 from memfs.daemons.snapshot import SnapshotStore
 from memfs.fuse.ops import Operations
 from memfs.fuse.search import REUSE_SECONDS, SEARCH, Refused, question_of, render

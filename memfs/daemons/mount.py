@@ -65,26 +65,26 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from . import errors, linux
-from .backends import watch as dbwatch
-from .daemons import logs
-from .daemons.snapshot import SnapshotStore
-from .fuse import runtime
-from .fuse.core import actor_for
-from .fuse.ops import Operations
-from .fuse.runtime import Follow, Mounted, MountError
-from .fuse.toolevents import EventSink
-from .fuse.watch import ChangeSubscriber, ChangeWatcher
-from .models import MemoryStore
-from .protocol import StoreAPI
-from .rules import Limits
-from .store import Store, open_store
+from .. import errors, linux
+from ..backends import watch as dbwatch
+from ..fuse import runtime
+from ..fuse.core import actor_for
+from ..fuse.ops import Operations
+from ..fuse.runtime import Follow, Mounted, MountError
+from ..fuse.toolevents import EventSink
+from ..fuse.watch import ChangeSubscriber, ChangeWatcher
+from ..models import MemoryStore
+from ..protocol import StoreAPI
+from ..rules import Limits
+from ..store import Store, open_store
+from . import logs
+from .snapshot import SnapshotStore
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .recall.supervisor import IndexerProcess
+    from ..client import Client
+    from ..recall.supervisor import IndexerProcess
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memfs.daemon")  # the name its lines carried before it moved
 
 #: What ``memfs mount`` says on stderr once mounted (after the mount point on stdout).
 READY_LINE = "mounted; Ctrl-C or fusermount3 -u to stop"
@@ -291,8 +291,8 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | Non
     if provider is None:
         return None
     try:
-        from .recall.embeddings import SETTING_ENV
-        from .recall.supervisor import IndexerProcess
+        from ..recall.embeddings import SETTING_ENV
+        from ..recall.supervisor import IndexerProcess
 
         ids = list(store_ids)
         # The database and the provider through the environment: a command line is anyone's
@@ -346,7 +346,7 @@ def remote_store(url: str, api_key: str | None, session_id: str | None,
 
     :raises MemfsError: the server cannot be reached, or refuses the key.
     """
-    from .client import Client  # httpx: only remote mounts pay for importing it
+    from ..client import Client  # httpx: only remote mounts pay for importing it
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # httpx logs every request at INFO: with -v that would drown the mount's own log.
@@ -380,7 +380,7 @@ def follower(url: str | None, api_key: str | None, session_id: str | None,
 async def _follow_server(ops: Operations, *, url: str, api_key: str | None,
                          session_id: str | None, http_timeout: float,
                          ) -> AsyncIterator[ChangeSubscriber]:
-    from .client import AsyncClient  # httpx: only remote mounts pay for importing it
+    from ..client import AsyncClient  # httpx: only remote mounts pay for importing it
 
     feed = AsyncClient(url, api_key, session_id=session_id, timeout=http_timeout)
     try:
