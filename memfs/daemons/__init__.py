@@ -11,7 +11,9 @@ Their modules, each importing only those before it in this list (tests/unit/test
   loads a model;
 - :mod:`~memfs.daemons.mount`: the daemon of ``memfs mount`` (one store), and what every mount
   daemon needs of the layers below the filesystem (opening a store, following it, the
-  indexer).
+  indexer);
+- :mod:`~memfs.daemons.sessionfs`: the mount daemon of a session (``python -m
+  memfs.daemons.sessionfs``, the launcher's): every store of the session in one filesystem.
 
 This module imports none of them: ``python -m`` of one imports only what that one needs
 (tests/unit/test_startup_imports.py).

@@ -1,7 +1,7 @@
 """The composition root of one mount: ``memfs mount STORE MOUNTPOINT``; and what both mount
-daemons (this one and :mod:`memfs.sessionfs`) need of the layers below the filesystem: opening
-a store (:func:`open_local`, :func:`remote_store`, :func:`snapshot_of`), how a tree follows
-its store (:func:`follower`), the indexer (:func:`start_indexer`).
+daemons (this one and :mod:`memfs.daemons.sessionfs`) need of the layers below the filesystem:
+opening a store (:func:`open_local`, :func:`remote_store`, :func:`snapshot_of`), how a tree
+follows its store (:func:`follower`), the indexer (:func:`start_indexer`).
 
 :func:`mount` opens the store, builds :class:`memfs.fuse.ops.Operations` over it and hands it to
 the runtime both daemons share (:func:`memfs.fuse.runtime.run`), which mounts it with pyfuse3

@@ -194,7 +194,7 @@ class Base(pyfuse3.Operations):
         #: transaction (:meth:`~memfs.fuse.buffers.Buffers._commit`).
         self._queued_commits: list[Any] = []
         #: The inode the root's ".." lists (None: the root itself): the directory this tree
-        #: is mounted in, when it is one (a session's root, :mod:`memfs.sessionfs`).
+        #: is mounted in, when it is one (a session's root, :mod:`memfs.daemons.sessionfs`).
         self.root_parent_ino: int | None = None
         #: Called when kernel invalidations are queued (the daemon's invalidator).
         self.on_stale: Callable[[], None] | None = None

@@ -1,6 +1,6 @@
 """The session's mounts: one ``memfs mount`` daemon per store, or in the private namespace one
-session daemon (:mod:`memfs.sessionfs`) bind-mounted onto every mount path; waiting until each
-is mounted, and stopping them (the kernel's queued releases first) at the end."""
+session daemon (:mod:`memfs.daemons.sessionfs`) bind-mounted onto every mount path; waiting
+until each is mounted, and stopping them (the kernel's queued releases first) at the end."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class Mounts(Credential):
                 time.sleep(0.01)
 
     def _start_session_daemon(self) -> None:
-        """In the private namespace: ONE daemon (:mod:`memfs.sessionfs`) serves every store,
+        """In the private namespace: ONE daemon (:mod:`memfs.daemons.sessionfs`) serves every store,
         as the directories of one FUSE filesystem mounted on a hidden directory of the state
         directory; each ``<hidden>/<slug>`` is bind-mounted onto its mount path, then the
         hidden mount is detached, so the agent sees each store at its path and nothing else.
@@ -103,7 +103,7 @@ class Mounts(Credential):
         assert self.session is not None and self.state_dir is not None
         hidden = self.state_dir / "fuse"
         hidden.mkdir(mode=0o700)
-        args = [sys.executable, "-P", "-m", "memfs.sessionfs", "mount", str(hidden),
+        args = [sys.executable, "-P", "-m", "memfs.daemons.sessionfs", "mount", str(hidden),
                 "--session", self.session.id, "--events-dir", str(self.state_dir)]
         events = {}
         for res in self.session.resources:

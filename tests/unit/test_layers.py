@@ -73,16 +73,15 @@ ALLOWED: dict[str, set[str]] = {
     "linux": set(),
     "tools": {"rules", "errors", "models"},
     "transfer": {"store", "rules", "errors", "models"},
-    # What composes the layers: the server, the mount daemons (both over fuse/runtime.py), and
-    # the CLI, which may import everything.
+    # What composes the layers: the server, and the CLI, which may import everything.
     "server": {"api", "store", "backends", "recall", "daemons", "errors"},
-    "sessionfs": {"daemons", "fuse", "protocol", "errors"},
     # The processes memfs runs until stopped (memfs/daemons/): their logs (the CLI's too), a
     # time-travel mount's snapshot (over any StoreAPI); the indexer process a mount daemon
     # starts (python -m memfs.daemons.indexworker): the store, the indexer and ranking of
     # recall, the parent-death signal; the mount daemon (memfs mount: one mount, over
     # fuse/runtime.py; and what every mount daemon needs of the store, the client and the
-    # indexer).
+    # indexer), and a session's (python -m memfs.daemons.sessionfs: its stores in one
+    # filesystem).
     "daemons": {"fuse", "client", "store", "backends", "recall", "linux", "protocol", "rules",
                 "errors", "models"},
     "cli": {"*"},
@@ -236,7 +235,7 @@ ORDER: dict[str, list[str]] = {
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
     # The processes memfs runs until stopped: what only they need, then each process.
-    "daemons": ["logs", "snapshot", "indexworker", "mount"],
+    "daemons": ["logs", "snapshot", "indexworker", "mount", "sessionfs"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).

@@ -34,7 +34,7 @@ def imported_after(code: str) -> set[str]:
 @pytest.mark.parametrize("code", [
     "import memfs.cli",  # every `memfs` command, `memfs run` included
     "import memfs.cli, memfs.launcher.runner",  # the launcher of `memfs run`
-    "import memfs.sessionfs",  # the session daemon of a local session
+    "import memfs.daemons.sessionfs",  # the session daemon of a local session
     "import memfs.daemons.mount",  # `memfs mount` of a local store
 ])
 def test_launcher_and_daemon_do_not_import_the_http_stacks(code: str) -> None:

@@ -10,9 +10,9 @@ meaning with one indexer process, which ``.search/`` ranks through
 (:func:`memfs.daemons.mount.start_indexer`: started when there is work, ended once idle and at
 unmount).
 
-Run as ``python -m memfs.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS MOUNT_PATH
-...`` with ``MEMFS_DB`` (or ``MEMFS_URL`` and ``MEMFS_API_KEY``) in the environment; it is the
-launcher's, not a user command. Its readiness and stop signals are those of
+Run as ``python -m memfs.daemons.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS
+MOUNT_PATH ...`` with ``MEMFS_DB`` (or ``MEMFS_URL`` and ``MEMFS_API_KEY``) in the environment;
+it is the launcher's, not a user command. Its readiness and stop signals are those of
 :func:`memfs.daemons.mount.mount`.
 """
 
@@ -27,16 +27,16 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from . import errors
-from .daemons import logs
-from .daemons.mount import follower, open_local, remote_store, snapshot_of, start_indexer
-from .fuse import runtime
-from .fuse.core import actor_for
-from .fuse.ops import Operations
-from .fuse.runtime import Mounted
-from .fuse.session import SESSION_CACHE_BYTES, Member, SessionOperations
-from .fuse.toolevents import EventSink
-from .protocol import StoreAPI
+from .. import errors
+from ..fuse import runtime
+from ..fuse.core import actor_for
+from ..fuse.ops import Operations
+from ..fuse.runtime import Mounted
+from ..fuse.session import SESSION_CACHE_BYTES, Member, SessionOperations
+from ..fuse.toolevents import EventSink
+from ..protocol import StoreAPI
+from . import logs
+from .mount import follower, open_local, remote_store, snapshot_of, start_indexer
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def serve(spec: SessionMount) -> None:
 
 
 def _parse(argv: Sequence[str]) -> SessionMount:
-    p = argparse.ArgumentParser(prog="python -m memfs.sessionfs")
+    p = argparse.ArgumentParser(prog="python -m memfs.daemons.sessionfs")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("mount")
     m.add_argument("mountpoint")
