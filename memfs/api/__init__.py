@@ -70,7 +70,7 @@ The API may import the store (:mod:`memfs.store`) and what is below it (:mod:`me
 :mod:`memfs.models`, :mod:`memfs.rules`), :mod:`memfs.transfer`, :mod:`memfs.backends.watch`,
 and, when an app is made, :mod:`memfs.dreams` and
 :mod:`memfs.console`; never the filesystem or the CLI, and nothing imports it but the
-server's composition roots (:mod:`memfs.server`, :mod:`memfs.launcher.sessionapi`) and the
+server's composition roots (:mod:`memfs.daemons.server`, :mod:`memfs.launcher.sessionapi`) and the
 tests.
 """
 

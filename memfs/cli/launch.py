@@ -1,7 +1,7 @@
 """The commands that start something and wait for it: ``memfs run`` (the session launcher,
-:mod:`memfs.launcher`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemons.mount`) and
-``memfs serve`` (the HTTP API, :mod:`memfs.server`). Each imports what it starts only when it
-runs, so that no other command pays for it (tests/unit/test_startup_imports.py)."""
+:mod:`memfs.launcher`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemons.mount`)
+and ``memfs serve`` (the HTTP API, :mod:`memfs.daemons.server`). Each imports what it starts
+only when it runs, so that no other command pays for it (tests/unit/test_startup_imports.py)."""
 
 from __future__ import annotations
 
@@ -289,8 +289,8 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
         MEMFS_API_KEYS="$KEY" memfs serve --port 8000
         memfs keys create ops --role admin && memfs serve --host 0.0.0.0 --key-rate 50
     """
-    from ..server import api_keys_from
-    from ..server import serve as run_server
+    from ..daemons.server import api_keys_from
+    from ..daemons.server import serve as run_server
 
     if ctx.url:
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)

@@ -13,7 +13,9 @@ Their modules, each importing only those before it in this list (tests/unit/test
   daemon needs of the layers below the filesystem (opening a store, following it, the
   indexer);
 - :mod:`~memfs.daemons.sessionfs`: the mount daemon of a session (``python -m
-  memfs.daemons.sessionfs``, the launcher's): every store of the session in one filesystem.
+  memfs.daemons.sessionfs``, the launcher's): every store of the session in one filesystem;
+- :mod:`~memfs.daemons.server`: ``memfs serve``, the API's app under hypercorn on trio (and a
+  local session's API, which the launcher serves with it).
 
 This module imports none of them: ``python -m`` of one imports only what that one needs
 (tests/unit/test_startup_imports.py).

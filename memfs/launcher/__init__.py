@@ -7,8 +7,8 @@ it starts (:mod:`memfs.daemons.mount`, :mod:`memfs.daemons.sessionfs`, run as ``
 the session API of a local database, the agent's memory prompt, and the end of sessions whose
 launcher died. It is a composition root: it may import the layers it composes
 (:mod:`memfs.store`, :mod:`memfs.client`, and for the session API :mod:`memfs.api` and
-:mod:`memfs.server`), :mod:`memfs.linux`, :mod:`memfs.backends` and what is below them; nothing
-imports it but :mod:`memfs.spec`, :mod:`memfs.dreams` and the CLI.
+:mod:`memfs.daemons.server`), :mod:`memfs.linux`, :mod:`memfs.backends` and what is below them;
+nothing imports it but :mod:`memfs.spec`, :mod:`memfs.dreams` and the CLI.
 
 The modules, each building only on those before it:
 

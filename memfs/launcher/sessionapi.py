@@ -133,7 +133,7 @@ class SessionAPI:
         from hypercorn.utils import wrap_app
 
         from ..api import create_app
-        from ..server import (
+        from ..daemons.server import (
             _install_coalesced_responses,
             _install_json_protocol_errors,
             _worker_serve,

@@ -47,9 +47,9 @@ ALLOWED: dict[str, set[str]] = {
     # Session spec files read into the launcher's Attachments; stores only through StoreAPI.
     "spec": {"launcher", "protocol", "rules", "errors", "models"},
     # The session launcher (memfs run, memfs/launcher/): a composition root over the store or
-    # a server's client; the API and the server only for a local session's API; linux for
-    # namespaces, mounts and the parent-death signal.
-    "launcher": {"store", "client", "api", "server", "backends", "linux", "errors", "models"},
+    # a server's client; the API and the server (memfs.daemons.server) only for a local
+    # session's API; linux for namespaces, mounts and the parent-death signal.
+    "launcher": {"store", "client", "api", "daemons", "backends", "linux", "errors", "models"},
     # Running dreams (memfs/dreams/): over the store, with the memory tool; a dream run by a
     # command (memfs dream -- CMD) is launched like memfs run.
     "dreams": {"store", "tools", "launcher", "errors", "models"},
@@ -73,17 +73,16 @@ ALLOWED: dict[str, set[str]] = {
     "linux": set(),
     "tools": {"rules", "errors", "models"},
     "transfer": {"store", "rules", "errors", "models"},
-    # What composes the layers: the server, and the CLI, which may import everything.
-    "server": {"api", "store", "backends", "recall", "daemons", "errors"},
+    # The CLI, which may import everything.
     # The processes memfs runs until stopped (memfs/daemons/): their logs (the CLI's too), a
     # time-travel mount's snapshot (over any StoreAPI); the indexer process a mount daemon
     # starts (python -m memfs.daemons.indexworker): the store, the indexer and ranking of
     # recall, the parent-death signal; the mount daemon (memfs mount: one mount, over
     # fuse/runtime.py; and what every mount daemon needs of the store, the client and the
     # indexer), and a session's (python -m memfs.daemons.sessionfs: its stores in one
-    # filesystem).
-    "daemons": {"fuse", "client", "store", "backends", "recall", "linux", "protocol", "rules",
-                "errors", "models"},
+    # filesystem); memfs serve's server (the API's app under hypercorn).
+    "daemons": {"fuse", "client", "store", "api", "backends", "recall", "linux", "protocol",
+                "rules", "errors", "models"},
     "cli": {"*"},
 }
 
@@ -235,7 +234,7 @@ ORDER: dict[str, list[str]] = {
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
     # The processes memfs runs until stopped: what only they need, then each process.
-    "daemons": ["logs", "snapshot", "indexworker", "mount", "sessionfs"],
+    "daemons": ["logs", "snapshot", "indexworker", "mount", "sessionfs", "server"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import h11
 
-from memfs import server
+from memfs.daemons import server
 
 
 class _Protocol:

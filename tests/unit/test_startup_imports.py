@@ -17,8 +17,8 @@ from memfs.store import Store
 #: Needed only to migrate a database (sqlite-utils, with dateutil, pluggy and click behind it).
 MIGRATIONS = ("sqlite_utils",)
 #: Needed only by `memfs serve`, the Console, `--url` sessions and remote mounts.
-HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api", "memfs.server",
-         "memfs.client", "memfs.console", *(
+HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api",
+         "memfs.daemons.server", "memfs.client", "memfs.console", *(
              # Needed only for a PostgreSQL database.
              "psycopg", "psycopg_pool", "psycopg_binary", "memfs.backends.postgresql"))
 

@@ -338,8 +338,8 @@ def test_run_mount_and_serve_take_them_where_the_readme_puts_them(db_path, tmp_p
                                                                   monkeypatch):
     """`memfs run --url …`, `memfs mount --url …`, `memfs serve --db …` (they answered "No
     such option")."""
-    from memfs import server
     from memfs.daemons import mount as daemon
+    from memfs.daemons import server
     from memfs.launcher import runner
 
     got: dict[str, object] = {}

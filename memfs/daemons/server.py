@@ -60,19 +60,19 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
-from . import errors
-from .api import api_key_id, create_app
-from .api.limits import KeyRates
-from .api.uploads import Uploads
-from .backends import redact_url
-from .daemons.logs import access_logger_class
-from .store import Store, open_store
+from .. import errors
+from ..api import api_key_id, create_app
+from ..api.limits import KeyRates
+from ..api.uploads import Uploads
+from ..backends import redact_url
+from ..store import Store, open_store
+from .logs import access_logger_class
 
 if TYPE_CHECKING:
-    from .recall.indexer import BackgroundIndexer
-    from .recall.wordsqueue import BackgroundCatchUp
+    from ..recall.indexer import BackgroundIndexer
+    from ..recall.wordsqueue import BackgroundCatchUp
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memfs.server")  # the name its lines carried before it moved
 
 #: Seconds open connections (SSE streams) get to finish when the server stops.
 GRACEFUL_SECONDS = 2.0
@@ -247,7 +247,7 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
 
     :raises errors.InvalidRequest: ``MEMFS_EMBEDDINGS`` names no provider.
     """
-    from .recall.indexer import BackgroundIndexer
+    from ..recall.indexer import BackgroundIndexer
 
     provider = store.embeddings
     if provider is None:
@@ -263,7 +263,7 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
 def start_words(store: Store) -> BackgroundCatchUp:
     """Start the thread that indexes the words the writes queued, of every store, every
     second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index."""
-    from .recall.wordsqueue import BackgroundCatchUp
+    from ..recall.wordsqueue import BackgroundCatchUp
 
     return BackgroundCatchUp(store.catch_up_words).start()
 
