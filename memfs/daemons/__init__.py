@@ -6,6 +6,8 @@ Their modules, each importing only those before it in this list (tests/unit/test
 - :mod:`~memfs.daemons.logs`: how they log, in text or JSON lines (the CLI's commands too);
 - :mod:`~memfs.daemons.snapshot`: a store as it was, as a read-only
   :class:`~memfs.protocol.StoreAPI` (what a time-travel mount serves);
+- :mod:`~memfs.daemons.hypercorn_glue`: all that depends on hypercorn's internals (a copy of
+  its ``worker_serve``, three methods of its HTTP/1.1 protocol replaced, its access logger);
 - :mod:`~memfs.daemons.indexworker`: a mount daemon's indexer process (``python -m
   memfs.daemons.indexworker``), which indexes and ranks by meaning so that the daemon never
   loads a model;

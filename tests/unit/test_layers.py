@@ -80,7 +80,8 @@ ALLOWED: dict[str, set[str]] = {
     # recall, the parent-death signal; the mount daemon (memfs mount: one mount, over
     # fuse/runtime.py; and what every mount daemon needs of the store, the client and the
     # indexer), and a session's (python -m memfs.daemons.sessionfs: its stores in one
-    # filesystem); memfs serve's server (the API's app under hypercorn).
+    # filesystem); memfs serve's server (the API's app under hypercorn, whose internals only
+    # hypercorn_glue.py touches).
     "daemons": {"fuse", "client", "store", "api", "backends", "recall", "linux", "protocol",
                 "rules", "errors", "models"},
     "cli": {"*"},
@@ -234,7 +235,8 @@ ORDER: dict[str, list[str]] = {
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
     # The processes memfs runs until stopped: what only they need, then each process.
-    "daemons": ["logs", "snapshot", "indexworker", "mount", "sessionfs", "server"],
+    "daemons": ["logs", "snapshot", "hypercorn_glue", "indexworker", "mount", "sessionfs",
+                "server"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import h11
 
-from memfs.daemons import server
+from memfs.daemons import hypercorn_glue
 
 
 class _Protocol:
@@ -22,7 +22,7 @@ class _Protocol:
 
 async def test_a_sized_response_leaves_in_one_send():
     p = _Protocol()
-    send = server._send_h11_event_coalesced
+    send = hypercorn_glue.send_h11_event_coalesced
     await send(p, h11.Response(status_code=200, headers=[("content-length", "2")]))
     assert p.sent == []
     await send(p, h11.Data(data=b"{}"))
@@ -33,7 +33,7 @@ async def test_a_sized_response_leaves_in_one_send():
 
 async def test_a_streamed_response_sends_its_head_at_once():
     p = _Protocol()
-    send = server._send_h11_event_coalesced
+    send = hypercorn_glue.send_h11_event_coalesced
     await send(p, h11.Response(status_code=200, headers=[("transfer-encoding", "chunked")]))
     assert len(p.sent) == 1 and p.sent[0].startswith(b"HTTP/1.1 200 ")
     await send(p, h11.Data(data=b"event: ping\n\n"))
