@@ -205,7 +205,7 @@ class Busy(MemfsError):
 
 class TooManyRequests(Busy):
     """One client address or API key has too many requests unfinished already (HTTP 429;
-    :mod:`memfs.uploads`)."""
+    :mod:`memfs.api.uploads`)."""
 
 
 class RateLimited(TooManyRequests):
@@ -219,7 +219,7 @@ class RateLimited(TooManyRequests):
 
 class UploadsFull(Busy):
     """The server is reading as many request bodies as it reads at once
-    (:class:`memfs.uploads.Uploads`)."""
+    (:class:`memfs.api.uploads.Uploads`)."""
 
 
 class StorageError(MemfsError):

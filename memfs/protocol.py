@@ -75,7 +75,7 @@ class MemoriesAPI(Protocol):
 
 class VersionsAPI(Protocol):
     """A store's versions, for a mount's .history/ (memfs.fuse.history); up to a time for a
-    snapshot's (memfs.snapshot) (:class:`memfs.store.versions.Versions`)."""
+    snapshot's (memfs.daemons.snapshot) (:class:`memfs.store.versions.Versions`)."""
 
     def snapshot(self, store_id: str, at: str | datetime, *, view: str = "basic") -> Snapshot: ...
 
@@ -169,8 +169,8 @@ class RecallAPI(Protocol):
 @runtime_checkable
 class SearchAPI(Protocol):
     """A store that answers questions by their words and meaning: :class:`memfs.store.Store`
-    and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.snapshot`) does not. A mount
-    over one has ``.search/``."""
+    and :class:`memfs.client.Client` do, a snapshot (:mod:`memfs.daemons.snapshot`) does not.
+    A mount over one has ``.search/``."""
 
     @property
     def search(self) -> RecallAPI: ...

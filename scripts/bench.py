@@ -35,7 +35,7 @@ as root: one daemon per session; ``--isolation none`` otherwise or when asked: o
 with 1 and with 8 of them times launch to the command's first instruction (the command writes
 $EPOCHREALTIME); then two sessions of all 8 give the memory of the session's daemons (every
 process below `memfs run` that is not the command's nor an indexer process, however many there
-are; VmRSS and Pss from /proc) and of its indexer process (``memfs.indexworker``), stage by
+are; VmRSS and Pss from /proc) and of its indexer process (``memfs.daemons.indexworker``), stage by
 stage (``SessionBench.measure_memory``): over the stores as imported (not indexed: the indexer
 at work throughout), idle and once every file is read; then over the same stores marked indexed,
 idle, every file read, after a search by meaning, and the time a new memory takes to be found
@@ -1202,8 +1202,8 @@ class SessionBench:
         }
 
 
-#: What an indexer process's command line holds (memfs.indexworker), to count it apart.
-INDEXER_PROCESS = "memfs.indexworker"
+#: What an indexer process's command line holds (memfs.daemons.indexworker), to count it apart.
+INDEXER_PROCESS = "memfs.daemons.indexworker"
 SEARCH_QUESTION = "which engineer handles emergencies after hours"
 NEW_MEMORY = "Nights and weekends: Dana is paged first, then Lee."
 #: The new memories written one after the other (each timed until found).

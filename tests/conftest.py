@@ -83,7 +83,7 @@ def _no_environment_across_tests() -> Iterator[None]:
     """A command run in-process (click's CliRunner) sets MEMFS_* variables for the processes
     it starts (``--log-format json`` sets MEMFS_LOG_FORMAT): they, and the log format the
     command chose, must not reach the next test (whose one-line errors came out as JSON)."""
-    from memfs import logs
+    from memfs.daemons import logs
 
     saved = {k: v for k, v in os.environ.items() if k.startswith("MEMFS_")}
     yield

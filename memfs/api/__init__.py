@@ -49,7 +49,8 @@ The package, one module per seam (each imports only those above it in this list,
 type annotations):
 
 - :mod:`~memfs.api.spec` (the declared inputs: :class:`~memfs.api.spec.Param`, the query and
-  body checks), :mod:`~.errortable` (the error envelope), :mod:`~.body` (reading a
+  body checks), :mod:`~.errortable` (the error envelope), :mod:`~.uploads` (how many
+  bodies may be unfinished at once), :mod:`~.body` (reading a
   body within its bounds of size, time and rate), :mod:`~.batching` (:class:`WriteBatcher`,
   group commit), :mod:`~.call` (:class:`Call`, what a handler gets), :mod:`~.limits` (each
   key's request rate), :mod:`~.auth` (the key gate, a grant's rights,
@@ -60,15 +61,16 @@ type annotations):
   (and environments), :mod:`~.sessions` (their resources and events), :mod:`~.dreams`,
   :mod:`~.archive` (import, export), :mod:`~.search` (recall), :mod:`~.keys` (API keys);
 - :mod:`~.routes` (:data:`OPS`, :class:`Op`: the route table), :mod:`~.openapi` (the
-  ``/openapi.json`` document made of it) and :mod:`~.app` (:func:`create_app`);
+  ``/openapi.json`` document made of it), :mod:`~.health` (the probes ``/healthz`` and
+  ``/readyz``, without a key) and :mod:`~.app` (:func:`create_app`);
 - this module: the names callers import from ``memfs.api``. A constant is read where it is
   defined: a test patches ``memfs.api.body.BODY_IDLE_SECONDS``, not ``memfs.api``'s copy.
 
 The API may import the store (:mod:`memfs.store`) and what is below it (:mod:`memfs.errors`,
 :mod:`memfs.models`, :mod:`memfs.rules`), :mod:`memfs.transfer`, :mod:`memfs.backends.watch`,
-:mod:`memfs.health`, :mod:`memfs.uploads`, and, when an app is made, :mod:`memfs.dreams` and
+and, when an app is made, :mod:`memfs.dreams` and
 :mod:`memfs.console`; never the filesystem or the CLI, and nothing imports it but the
-server's composition roots (:mod:`memfs.server`, :mod:`memfs.launcher.sessionapi`) and the
+server's composition roots (:mod:`memfs.daemons.server`, :mod:`memfs.launcher.sessionapi`) and the
 tests.
 """
 

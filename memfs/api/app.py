@@ -18,19 +18,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import errors
 from ..grants import GrantWatch
-from ..health import PATHS as HEALTH_PATHS
-from ..health import Health
 from ..store import Store
-from ..uploads import Uploads
 from . import spec
 from .auth import SESSION_HEADER, _authorize, _check_visible, _Gate
 from .batching import WriteBatcher
 from .body import _body_chunks, _read_body, _read_json
 from .call import Call
 from .errortable import error_body, error_response
+from .health import PATHS as HEALTH_PATHS
+from .health import Health
 from .limits import AuthFailures, KeyRates
 from .routes import OPS, Op
 from .streams import ChangeHub, EventHub, grant_watch
+from .uploads import Uploads
 
 log = logging.getLogger("memfs.api")  # the API's one logger, whichever module logs
 
@@ -158,7 +158,7 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
 
 class _Split:
     """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), ``/healthz`` and
-    ``/readyz`` to the health probes (no key: :mod:`memfs.health`), every other path to the
+    ``/readyz`` to the health probes (no key: :mod:`memfs.api.health`), every other path to the
     Console, which signs people in itself."""
 
     def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp,

@@ -12,8 +12,8 @@ import anyio
 from starlette.requests import ClientDisconnect, Request
 
 from .. import errors
-from ..uploads import Uploads
 from . import spec
+from .uploads import Uploads
 
 #: Largest request body accepted (a 100 kB memory is at most ~600 kB as escaped JSON).
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -53,7 +53,7 @@ async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
     """The body's chunks: at most ``max_bytes`` in all, each chunk within
     :data:`BODY_IDLE_SECONDS`, past :data:`BODY_GRACE_SECONDS` at :data:`MIN_BODY_RATE` on
     average, all within ``total_seconds`` (``what`` names the body in the errors). The body
-    holds one of the app's :class:`~memfs.uploads.Uploads` while it is read: none free, it is
+    holds one of the app's :class:`~memfs.api.uploads.Uploads` while it is read: none free, it is
     not read at all.
 
     :raises RequestTooLarge, RequestTimeout, ClientGone, TooManyRequests, UploadsFull:

@@ -1,7 +1,7 @@
 """The request rate of each API key (issue 22: one client cannot starve the others): a token
 bucket per key, on this server process. Over it, a request is a 429 ``rate_limit_error`` with
 ``retry-after`` (:class:`memfs.errors.RateLimited`). The other limit per key, on request bodies
-being read at once, is :class:`memfs.uploads.Uploads`'.
+being read at once, is :class:`memfs.api.uploads.Uploads`'.
 
 The server's own keys (``--api-key``, ``MEMFS_API_KEYS``: the operator's) have no rate; stored
 keys and session tokens have :data:`RATE` requests a second on average, in bursts of up to

@@ -1,5 +1,5 @@
 """A whole memfs database copied between backends, the engine of ``memfs db copy``
-(:mod:`memfs.dbadmin` opens the two databases and checks their schema).
+(:mod:`memfs.cli.dbadmin` opens the two databases and checks their schema).
 
 :func:`copy_into` copies EVERY table of one database (an SQLite file or a ``postgresql://``
 URL) into another that is empty, rows and ids unchanged, plus the counters of the ``changes`` and
@@ -20,7 +20,7 @@ resources, events, the changes feed, agents, environments.
   source's snapshot and from the destination inside the copy's transaction before it commits.
 
 Both databases must be at the same schema (:func:`read_schema_status` reads which migrations a
-database has; :mod:`memfs.dbadmin` knows those of this memfs, and ``memfs db migrate``
+database has; :mod:`memfs.cli.dbadmin` knows those of this memfs, and ``memfs db migrate``
 applies pending ones). The catalog of each backend (tables, columns, keys, counters) is
 read here, in its own SQL; nothing here knows a memory store.
 """

@@ -14,8 +14,9 @@ those before it in this list (it may import them; never the other way round):
   actor, refs, content from a file or stdin, confirmations): the framework;
 - :mod:`~.stores`, :mod:`~.memories`, :mod:`~.versions`, :mod:`~.sessions`, :mod:`~.archive`
   (``export``, ``import``), :mod:`~.launch` (``run``, ``mount``, ``serve``), :mod:`~.dreams`,
-  :mod:`~.db`, :mod:`~.search` and :mod:`~.keys` (API keys): the commands, each registered
-  on :data:`cli` when its module is imported;
+  :mod:`~.dbadmin` (what ``memfs db`` does to a whole database, imported by its commands
+  only when they run), :mod:`~.db`, :mod:`~.search` and :mod:`~.keys` (API keys): the
+  commands, each registered on :data:`cli` when its module is imported;
 - this module: imports them all, and :func:`main`, the console script (``memfs``).
 
 The command line is the top layer: it may import any module of memfs, but imports the heavy

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import click
 
-from .. import errors, logs
+from .. import errors
+from ..daemons import logs
 from ..store import Store, open_store
 from .globals import after_options, format_options, root_options
 from .shared import MemfsCommand

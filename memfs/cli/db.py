@@ -1,5 +1,5 @@
 """``memfs db``: whole databases: copy one to another backend (SQLite <-> PostgreSQL,
-:mod:`memfs.dbadmin`), migrate the schema."""
+:mod:`memfs.cli.dbadmin`), migrate the schema."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def db_copy_cmd(ctx: Context, src: str, dst: str) -> None:
     \b
         memfs db copy memfs.db postgresql://memfs@localhost/memfs
     """
-    from .. import dbadmin
+    from . import dbadmin
 
     try:
         report = dbadmin.copy(src, dst)
@@ -65,8 +65,8 @@ def db_migrate_cmd(ctx: Context, check: bool) -> None:
     \b
         memfs --db postgresql://memfs@localhost/memfs db migrate --check
     """
-    from .. import dbadmin
     from ..backends import redact_url
+    from . import dbadmin
 
     if ctx.url:
         fail("db migrate uses a local database or postgresql:// URL; drop --url / MEMFS_URL", 2)

@@ -1,7 +1,7 @@
 """The commands that start something and wait for it: ``memfs run`` (the session launcher,
-:mod:`memfs.launcher`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemon`) and
-``memfs serve`` (the HTTP API, :mod:`memfs.server`). Each imports what it starts only when it
-runs, so that no other command pays for it (tests/unit/test_startup_imports.py)."""
+:mod:`memfs.launcher`), ``memfs mount`` (one FUSE daemon per store, :mod:`memfs.daemons.mount`)
+and ``memfs serve`` (the HTTP API, :mod:`memfs.daemons.server`). Each imports what it starts
+only when it runs, so that no other command pays for it (tests/unit/test_startup_imports.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .. import logs
+from ..daemons import logs
 from .base import Context, cli, fail, pass_ctx
 from .common import _pairs
 from .sessions import _load_spec
@@ -217,8 +217,8 @@ def mount_cmd(
         memfs --url http://127.0.0.1:8000 --api-key "$MEMFS_API_KEY" mount notes ~/notes
         memfs mount notes /tmp/notes-then --at 2026-12-01T09:00:00Z
     """
-    from ..daemon import MountOptions
-    from ..daemon import mount as mount_store
+    from ..daemons.mount import MountOptions
+    from ..daemons.mount import mount as mount_store
 
     mount_store(
         MountOptions(
@@ -289,8 +289,8 @@ def serve(ctx: Context, host: str, port: int, api_keys: tuple[str, ...], workers
         MEMFS_API_KEYS="$KEY" memfs serve --port 8000
         memfs keys create ops --role admin && memfs serve --host 0.0.0.0 --key-rate 50
     """
-    from ..server import api_keys_from
-    from ..server import serve as run_server
+    from ..daemons.server import api_keys_from
+    from ..daemons.server import serve as run_server
 
     if ctx.url:
         fail("serve uses a local database; drop --url / MEMFS_URL", 2)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .. import logs
+from ..daemons import logs
 from ..recall.embeddings import HttpProvider, Provider, Unavailable
 from ..recall.search import QUERY_TIMEOUT
 from ..rules import SEARCH_DEFAULT_THRESHOLD

@@ -5,11 +5,11 @@ inode tree, the request handlers, write buffers and commits, ``.history`` and ``
 events, the background services that keep a mount current, the filesystem of a whole session,
 and the runtime both mount daemons share. It reaches a store only through
 :class:`~memfs.protocol.StoreAPI` (a local :class:`~memfs.store.Store` or a server's client,
-handed in by the daemons that mount it: :mod:`memfs.daemon`, :mod:`memfs.sessionfs`) and may
-import :mod:`memfs.protocol`, :mod:`memfs.background` (the rule for background services'
-failures), :mod:`memfs.rules`, :mod:`memfs.errors` and :mod:`memfs.models` (and, for the type
-checker only, the types of :mod:`memfs.backends.watch` and :mod:`memfs.recall`); never the
-store, the database, the API, the client or HTTP.
+handed in by the daemons that mount it: :mod:`memfs.daemons.mount`,
+:mod:`memfs.daemons.sessionfs`) and may import :mod:`memfs.protocol`, :mod:`memfs.background`
+(the rule for background services' failures), :mod:`memfs.rules`, :mod:`memfs.errors` and
+:mod:`memfs.models` (and, for the type checker only, the types of :mod:`memfs.backends.watch`
+and :mod:`memfs.recall`); never the store, the database, the API, the client or HTTP.
 
 The modules, each building only on those before it:
 

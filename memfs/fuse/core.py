@@ -257,7 +257,7 @@ class Mount:
         #: StorageError), until a call succeeds again; None while it answers.
         self.outage: str | None = None
         #: The inode the root's ".." lists (None: the root itself): the directory this tree
-        #: is mounted in, when it is one (a session's root, :mod:`memfs.sessionfs`).
+        #: is mounted in, when it is one (a session's root, :mod:`memfs.daemons.sessionfs`).
         self.root_parent_ino: int | None = None
         #: Called when kernel invalidations are queued (the daemon's invalidator).
         self.on_stale: Callable[[], None] | None = None

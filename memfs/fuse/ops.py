@@ -762,7 +762,7 @@ class Operations(pyfuse3.Operations):
 
     def _redacted(self, m: FileState) -> bytes | None:
         """When the version a file shows was redacted (a time-travel mount's store knows:
-        :meth:`memfs.snapshot.SnapshotStore.redacted_at`, a lookup in memory); None for a
+        :meth:`memfs.daemons.snapshot.SnapshotStore.redacted_at`, a lookup in memory); None for a
         live store, whose files always show a memory's head, which cannot be redacted."""
         redacted_at = getattr(self.store, "redacted_at", None)
         at = redacted_at(m.memory_version_id) if redacted_at is not None else None

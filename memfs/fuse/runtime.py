@@ -1,14 +1,14 @@
 """The runtime both mount daemons share: a built filesystem mounted, served until told to
 stop, and always unmounted.
 
-The daemons (:mod:`memfs.daemon`: ``memfs mount``, one store; :mod:`memfs.sessionfs`: the
-stores of a session under one mount) open the stores and build what they serve: the
-filesystem (:class:`~memfs.fuse.ops.Operations`, or a
+The daemons (:mod:`memfs.daemons.mount`: ``memfs mount``, one store;
+:mod:`memfs.daemons.sessionfs`: the stores of a session under one mount) open the stores and
+build what they serve: the filesystem (:class:`~memfs.fuse.ops.Operations`, or a
 :class:`~memfs.fuse.session.SessionOperations` over several), and for each store's tree a
 :class:`Mounted`: its :class:`~memfs.fuse.ops.Operations`, how the tree follows the store's
 changes (``follow``: a :class:`~memfs.fuse.watch.ChangeWatcher` on the database's watch, or a
-:class:`~memfs.fuse.watch.ChangeSubscriber` of a server's stream, with what it holds; none for
-a snapshot) and, for a tree loaded once mounted, ``load``. Then :func:`run` does the rest, the
+:class:`~memfs.fuse.watch.ChangeSubscriber` of a server's stream, with what it holds; none for a
+snapshot) and, for a tree loaded once mounted, ``load``. Then :func:`run` does the rest, the
 same for both:
 
 1. a stop signal (SIGINT, SIGTERM, SIGHUP) that comes before trio's receiver takes over, or

@@ -49,7 +49,7 @@ line::
   refuses (no word, a control character: ``EINVAL``). NUL cannot be in a file name.
   Every change under ``.search`` is ``EROFS`` (:mod:`memfs.fuse.ops`). ``ls .search/`` lists
   nothing.
-- Only where the store searches: a time-travel mount's store (:class:`~memfs.snapshot.
+- Only where the store searches: a time-travel mount's store (:class:`~memfs.daemons.snapshot.
   SnapshotStore`) does not, and has no ``.search``.
 
 Searches run in a worker thread (a query embedding takes tens of milliseconds, a provider that

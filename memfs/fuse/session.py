@@ -23,7 +23,7 @@ path and lazily detaches the hidden mount: the agent sees each store at its own 
 the common root. A ``kill -9`` of the launcher ends the namespace's processes (the daemon gets
 SIGTERM from its parent-death signal) and with them the namespace and its mounts.
 
-The daemon that serves it is :mod:`memfs.sessionfs`.
+The daemon that serves it is :mod:`memfs.daemons.sessionfs`.
 """
 
 

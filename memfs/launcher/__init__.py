@@ -3,12 +3,12 @@ command in them as its own user with its own credential, and always clean up.
 
 The package owns a session's life on this host: the plan it is given, the agent's user,
 environment and credential, the scratch root and the private mount namespace, the mount daemons
-it starts (:mod:`memfs.daemon`, :mod:`memfs.sessionfs`, run as ``python -m``), the session API
-of a local database, the agent's memory prompt, and the end of sessions whose launcher died. It
-is a composition root: it may import the layers it composes (:mod:`memfs.store`,
-:mod:`memfs.client`, and for the session API :mod:`memfs.api` and :mod:`memfs.server`),
-:mod:`memfs.linux`, :mod:`memfs.backends` and what is below them; nothing imports it but
-:mod:`memfs.dreams` and the CLI.
+it starts (:mod:`memfs.daemons.mount`, :mod:`memfs.daemons.sessionfs`, run as ``python -m``),
+the session API of a local database, the agent's memory prompt, and the end of sessions whose
+launcher died. It is a composition root: it may import the layers it composes
+(:mod:`memfs.store`, :mod:`memfs.client`, and for the session API :mod:`memfs.api` and
+:mod:`memfs.daemons.server`), :mod:`memfs.linux`, :mod:`memfs.backends` and what is below them;
+nothing imports it but :mod:`memfs.dreams` and the CLI.
 
 The modules, each building only on those before it:
 

@@ -1,6 +1,6 @@
 """The session's mounts: one ``memfs mount`` daemon per store, or in the private namespace one
-session daemon (:mod:`memfs.sessionfs`) bind-mounted onto every mount path; waiting until each
-is mounted, and stopping them (the kernel's queued releases first) at the end."""
+session daemon (:mod:`memfs.daemons.sessionfs`) bind-mounted onto every mount path; waiting
+until each is mounted, and stopping them (the kernel's queued releases first) at the end."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def start_mounts(st: LaunchState) -> None:
 
 
 def _start_session_daemon(st: LaunchState) -> None:
-    """In the private namespace: ONE daemon (:mod:`memfs.sessionfs`) serves every store,
+    """In the private namespace: ONE daemon (:mod:`memfs.daemons.sessionfs`) serves every store,
     as the directories of one FUSE filesystem mounted on a hidden directory of the state
     directory; each ``<hidden>/<slug>`` is bind-mounted onto its mount path, then the
     hidden mount is detached, so the agent sees each store at its path and nothing else.
@@ -100,7 +100,7 @@ def _start_session_daemon(st: LaunchState) -> None:
     assert st.session is not None and st.state_dir is not None
     hidden = st.state_dir / "fuse"
     hidden.mkdir(mode=0o700)
-    args = [sys.executable, "-P", "-m", "memfs.sessionfs", "mount", str(hidden),
+    args = [sys.executable, "-P", "-m", "memfs.daemons.sessionfs", "mount", str(hidden),
             "--session", st.session.id, "--events-dir", str(st.state_dir)]
     events = {}
     for res in st.session.resources:

@@ -9,7 +9,7 @@
    the agent writes outside a mount path vanishes with the namespace and no other session (nor
    the host) ever sees it. Unprivileged, the root is a new (or empty) directory that is deleted
    at the end;
-3. mounts the stores. In the private namespace ONE daemon (:mod:`memfs.sessionfs`) serves
+3. mounts the stores. In the private namespace ONE daemon (:mod:`memfs.daemons.sessionfs`) serves
    them all: its filesystem (one directory per store) is mounted at a hidden place, each
    directory is bind-mounted onto its mount path, and the hidden mount is detached. Without a
    namespace, one ``memfs mount`` daemon per store, started concurrently. Either way the

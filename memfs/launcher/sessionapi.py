@@ -130,17 +130,16 @@ class SessionAPI:
     async def _serve(self, sock: socket.socket) -> None:
         import trio
         from hypercorn.config import Config, Sockets
-        from hypercorn.utils import wrap_app
 
         from ..api import create_app
-        from ..server import (
-            _install_coalesced_responses,
-            _install_json_protocol_errors,
-            _worker_serve,
+        from ..daemons.hypercorn_glue import (
+            install_coalesced_responses,
+            install_json_protocol_errors,
+            worker_serve,
         )
 
-        _install_json_protocol_errors()
-        _install_coalesced_responses()
+        install_json_protocol_errors()
+        install_coalesced_responses()
         app: Any = create_app(self.store, [], console=False, dreams=False,
                               only_session=self.session_id)
         config = Config()
@@ -154,8 +153,7 @@ class SessionAPI:
             return
         async with trio.open_nursery() as nursery:
             await nursery.start(partial(
-                _worker_serve, wrap_app(app, config.wsgi_max_body_size, "asgi"), config,
-                sockets, self._stop.wait, MAX_CONNECTIONS))
+                worker_serve, app, config, sockets, self._stop.wait, MAX_CONNECTIONS))
             self._ready.set()
             log.info("session API on %s", self.path)
 

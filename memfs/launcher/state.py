@@ -29,7 +29,7 @@ log = logging.getLogger("memfs.launcher")  # the launcher's one logger, whicheve
 
 @dataclass
 class Mount:
-    """One store's mount: its daemon (one may serve several, :mod:`memfs.sessionfs`), the
+    """One store's mount: its daemon (one may serve several, :mod:`memfs.daemons.sessionfs`), the
     event log it appends to and its own log."""
 
     resource: SessionResource

@@ -10,8 +10,8 @@
 - :mod:`memfs.recall.search`: the ranking (words and meaning fused, recency) behind
   :meth:`memfs.store.Store.search.in_store`.
 - :mod:`memfs.recall.worker` and :mod:`memfs.recall.supervisor`: a mount daemon's indexer
-  process (``python -m memfs.indexworker``), which indexes and ranks by meaning for the daemon
-  (so that the daemon never loads a model), and what starts it, asks it and ends it.
+  process (``python -m memfs.daemons.indexworker``), which indexes and ranks by meaning for
+  the daemon (so that the daemon never loads a model), and what starts it, asks it and ends it.
 
 Nothing here imports numpy or a model until a search by meaning or an indexer needs them.
 """

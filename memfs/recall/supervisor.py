@@ -2,14 +2,14 @@
 while there is work: the daemon never loads a model, so its memory stays that of a filesystem
 (a model and its indexing cost tens of megabytes, which the child gives back by ending).
 
-:class:`IndexerProcess` is what the daemon holds (:func:`memfs.daemon.start_indexer`):
+:class:`IndexerProcess` is what the daemon holds (:func:`memfs.daemons.mount.start_indexer`):
 
 - **Started when needed**: a thread of the daemon looks at the change feed (one cheap query a
   ``poll``); when it moved, and one of the stores has memories without a current vector, it
-  starts the child (the command it was given: ``python -m memfs.indexworker …``), which indexes
-  at nice 19 and ends once idle (:data:`memfs.recall.worker.IDLE_SECONDS`). A question asked
-  while no child runs starts one too.
-- **Questions**: the daemon's :meth:`memfs.store.Store.search.in_store` ranks by meaning through
+  starts the child (the command it was given: ``python -m memfs.daemons.indexworker …``),
+  which indexes at nice 19 and ends once idle (:data:`memfs.recall.worker.IDLE_SECONDS`). A
+  question asked while no child runs starts one too.
+- **Questions**: the daemon's :meth:`memfs.store.search.Search.in_store` ranks by meaning through
   :meth:`rank` (the store's provider is this object): the question goes to the child, which
   embeds it and ranks the store's vectors, within the search's timeout (2 s). A child that is
   starting and does not answer in time costs that search its meaning only; one that started

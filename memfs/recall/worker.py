@@ -1,7 +1,7 @@
 """The indexer process of a mount daemon: it indexes the daemon's stores by meaning and ranks
 its questions by meaning, so that the daemon itself never loads a model (its memory stays that
-of a filesystem). :mod:`memfs.indexworker` runs it (``python -m memfs.indexworker``), and
-:mod:`memfs.recall.supervisor` starts it, talks to it and ends it.
+of a filesystem). :mod:`memfs.daemons.indexworker` runs it (``python -m
+memfs.daemons.indexworker``), and :mod:`memfs.recall.supervisor` starts it, talks to it and ends it.
 
 - **Indexing**: a :class:`~memfs.recall.indexer.BackgroundIndexer` over the daemon's stores, as
   the daemon ran in a thread before (the change feed followed, leases in ``recall_leases``,

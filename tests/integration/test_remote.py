@@ -405,7 +405,7 @@ def test_run_against_a_server(server, sdk, tmp_path, isolation):
     """``memfs --url … run``: the session is created on the server with the launcher's root,
     every store is a remote mount, writes are session_actor versions, a read_only store gives
     EROFS with a failed tool event, and the session ends terminated on the server. In the
-    private namespace one daemon (memfs.sessionfs) serves both remote stores."""
+    private namespace one daemon (memfs.daemons.sessionfs) serves both remote stores."""
     from tests.support.session import MEMFS, mounts_under, needs_root
 
     needs_root(isolation)

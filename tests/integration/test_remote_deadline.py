@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anthropic
 
-from memfs.daemon import MountOptions
+from memfs.daemons.mount import MountOptions
 from tests.support.mount import Mount, require_fuse
 from tests.support.remote import KEY, remote_env
 from tests.support.server import Server, start_server, stop_server

@@ -261,7 +261,7 @@ def test_run_as_an_unprivileged_user(
             f"\ntouch {x}/ready\n"
             f"for _ in $(seq 500); do [ -e {x}/go ] && break; sleep 0.02; done\n")
     else:
-        # One daemon serves the session (memfs.sessionfs), with one log.
+        # One daemon serves the session (memfs.daemons.sessionfs), with one log.
         script = agent_script(x, root_seen, ro_syscalls, notes, docs,
                               db=tmp_path / "memfs.db", session_log=True)
     seen: dict[str, Any] = {}

@@ -227,7 +227,8 @@ def test_meaning_once_the_mount_daemon_has_indexed(open_store, mounter):
 
 
 def _indexer_processes(daemon: int) -> list[int]:
-    """The daemon's children that are indexer processes (``python -m memfs.indexworker``)."""
+    """The daemon's children that are indexer processes (``python -m
+    memfs.daemons.indexworker``)."""
     found = []
     for entry in os.listdir("/proc"):
         try:
@@ -237,7 +238,7 @@ def _indexer_processes(daemon: int) -> list[int]:
                 cmdline = f.read()
         except (OSError, ValueError):
             continue
-        if parent == daemon and b"memfs.indexworker" in cmdline:
+        if parent == daemon and b"memfs.daemons.indexworker" in cmdline:
             found.append(int(entry))
     return found
 

@@ -103,7 +103,7 @@ def test_session_end_to_end(
     r.wait_file("ready")
     sid = r.sid
     daemons = daemons_of(sid)
-    # In the private namespace one daemon serves the whole session (memfs.sessionfs);
+    # In the private namespace one daemon serves the whole session (memfs.daemons.sessionfs);
     # without one, each store has its own.
     assert len(daemons) == (1 if isolation == "namespace" else 3)
     if isolation == "namespace":

@@ -1,4 +1,4 @@
-"""``memfs run`` in its private namespace: ONE mount daemon (memfs.sessionfs) for all the
+"""``memfs run`` in its private namespace: ONE mount daemon (memfs.daemons.sessionfs) for all the
 session's stores, each store still at its own mount path with its own access mode.
 
 Needs root (the namespace mode); FUSE missing fails under CI=true (the ``fuse`` fixture).

@@ -36,20 +36,16 @@ ALLOWED: dict[str, set[str]] = {
     # recall: the search and the indexer over the store's tables (memfs.recall), below it,
     # and its tables' SQL (memfs.recall.schema), a migration of both backends.
     "store": {"backends", "recall", "rules", "errors", "models"},
-    # The bounds on unfinished uploads (the API's and the Console's body reader).
-    "uploads": {"errors"},
     # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
     # background services, a session's filesystem, the daemons' runtime): stores only through
     # StoreAPI.
     "fuse": {"protocol", "background", "rules", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
-    # A snapshot of a store as a read-only StoreAPI (time-travel mounts): over any StoreAPI.
-    "snapshot": {"protocol", "rules", "errors", "models"},
     # The session launcher (memfs run, memfs/launcher/): a composition root over the store or
-    # a server's client; the API and the server only for a local session's API; linux for
-    # namespaces, mounts and the parent-death signal; its session spec files (spec.py) check
-    # their shape by the rules, and look stores up through StoreAPI.
-    "launcher": {"store", "client", "api", "server", "backends", "protocol", "rules", "linux",
+    # a server's client; the API and the server (memfs.daemons.server) only for a local
+    # session's API; linux for namespaces, mounts and the parent-death signal; its session
+    # spec files (spec.py) check their shape by the rules, and look stores up through StoreAPI.
+    "launcher": {"store", "client", "api", "daemons", "backends", "protocol", "rules", "linux",
                  "errors", "models"},
     # Running dreams (memfs/dreams/): over the store, with the memory tool; a dream run by a
     # command (memfs dream -- CMD) is launched like memfs run.
@@ -64,29 +60,27 @@ ALLOWED: dict[str, set[str]] = {
                 "recall", "grants"},
     # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
     # dreams and the Console only when an app is made (create_app), never the filesystem.
-    "api": {"store", "transfer", "backends", "health", "uploads", "dreams", "console", "rules",
+    "api": {"store", "transfer", "backends", "dreams", "console", "rules",
             "errors", "models", "shapes", "grants"},
     # The package's own names (``from memfs import Actor``), and ``python -m memfs``.
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
-    # Helpers beside the layers: logging, the readiness probe, the launcher's kernel calls,
-    # the SDK's memory tool (over any StoreAPI), import and export, and `memfs db` (a whole
-    # database's schema checked, migrated and copied).
-    "logs": set(),
-    "health": {"errors"},
+    # Helpers beside the layers: the launcher's kernel calls,
+    # the SDK's memory tool (over any StoreAPI), import and export.
     "linux": set(),
     "tools": {"rules", "errors", "models"},
     "transfer": {"store", "rules", "errors", "models"},
-    "dbadmin": {"store", "backends", "errors"},
-    # What composes the layers: the server, the mount daemons (both over fuse/runtime.py), and
-    # the CLI, which may import everything.
-    "server": {"api", "store", "backends", "recall", "uploads", "logs", "errors"},
-    "daemon": {"fuse", "client", "store", "snapshot", "backends", "recall", "linux", "logs",
-               "protocol", "rules", "errors", "models"},
-    "sessionfs": {"daemon", "fuse", "logs", "protocol", "errors"},
-    # The indexer process a mount daemon starts (python -m memfs.indexworker): the store, the
-    # indexer and ranking of recall, the parent-death signal, its log.
-    "indexworker": {"store", "recall", "linux", "logs", "errors"},
+    # The CLI, which may import everything.
+    # The processes memfs runs until stopped (memfs/daemons/): their logs (the CLI's too), a
+    # time-travel mount's snapshot (over any StoreAPI); the indexer process a mount daemon
+    # starts (python -m memfs.daemons.indexworker): the store, the indexer and ranking of
+    # recall, the parent-death signal; the mount daemon (memfs mount: one mount, over
+    # fuse/runtime.py; and what every mount daemon needs of the store, the client and the
+    # indexer), and a session's (python -m memfs.daemons.sessionfs: its stores in one
+    # filesystem); memfs serve's server (the API's app under hypercorn, whose internals only
+    # hypercorn_glue.py touches).
+    "daemons": {"fuse", "client", "store", "api", "backends", "recall", "linux", "protocol",
+                "rules", "errors", "models"},
     "cli": {"*"},
 }
 
@@ -224,20 +218,22 @@ ORDER: dict[str, list[str]] = {
     "store": ["common", "paging", "schema", "rows", "revert", "restore", "base", "feed",
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
               "archive", "search", "keys", "idempotency"],
-    # The plumbing (declared inputs, errors, bodies, group commit, the Call, the gate, the
-    # streams), the resources, then the route table, its OpenAPI document and the app.
-    "api": ["spec", "errortable", "body", "batching", "call", "limits", "auth", "streams",
-            "stores", "mounts", "memories", "versions", "agents", "sessions", "dreams",
-            "archive", "search", "keys", "routes", "openapi", "app"],
+    # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
+    # commit, the Call, the gate, the streams), the resources, then the route table, its
+    # OpenAPI document, the health probes and the app.
+    "api": ["spec", "errortable", "uploads", "body", "batching", "call", "limits", "auth",
+            "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
+            "dreams", "archive", "search", "keys", "routes", "openapi", "health", "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
     # checkpointer, the two databases, a whole database copied between them, then the
     # watches (the inotify one hands a postgresql:// URL to pgwatch).
     "backends": ["protocol", "files", "targets", "checkpoint", "sqlite", "postgresql", "copy",
                  "pgwatch", "watch"],
     # The framework (the global options, the command class, the groups and the Context, the
-    # helpers of the commands on a store), then the commands.
+    # helpers of the commands on a store), then the commands (`memfs db` over dbadmin: a whole
+    # database's schema checked, migrated and copied).
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
-            "sessions", "archive", "launch", "dreams", "db", "search", "keys"],
+            "sessions", "archive", "launch", "dreams", "dbadmin", "db", "search", "keys"],
     # What is scratch, the tree and what needs no pyfuse3, the kernel's calls, pyfuse3's
     # request reader, .history and .search as handler objects, the parts of Operations (each
     # a subclass of the one before), then what runs the handlers: the services, a session's
@@ -257,6 +253,9 @@ ORDER: dict[str, list[str]] = {
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
+    # The processes memfs runs until stopped: what only they need, then each process.
+    "daemons": ["logs", "snapshot", "hypercorn_glue", "indexworker", "mount", "sessionfs",
+                "server"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).

@@ -17,8 +17,8 @@ from memfs.store import Store
 #: Needed only to migrate a database (sqlite-utils, with dateutil, pluggy and click behind it).
 MIGRATIONS = ("sqlite_utils",)
 #: Needed only by `memfs serve`, the Console, `--url` sessions and remote mounts.
-HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api", "memfs.server",
-         "memfs.client", "memfs.console", *(
+HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api",
+         "memfs.daemons.server", "memfs.client", "memfs.console", *(
              # Needed only for a PostgreSQL database.
              "psycopg", "psycopg_pool", "psycopg_binary", "memfs.backends.postgresql"))
 
@@ -34,8 +34,8 @@ def imported_after(code: str) -> set[str]:
 @pytest.mark.parametrize("code", [
     "import memfs.cli",  # every `memfs` command, `memfs run` included
     "import memfs.cli, memfs.launcher.runner",  # the launcher of `memfs run`
-    "import memfs.sessionfs",  # the session daemon of a local session
-    "import memfs.daemon",  # `memfs mount` of a local store
+    "import memfs.daemons.sessionfs",  # the session daemon of a local session
+    "import memfs.daemons.mount",  # `memfs mount` of a local store
 ])
 def test_launcher_and_daemon_do_not_import_the_http_stacks(code: str) -> None:
     mods = imported_after(code)

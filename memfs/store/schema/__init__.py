@@ -3,7 +3,7 @@
 migrations themselves, :mod:`~memfs.store.schema.sqlite` (sqlite-utils functions) and
 :mod:`~memfs.store.schema.postgresql` (SQL), which a :class:`~memfs.store.Store` applies when
 it opens a database, through that database's own connections (``memfs db migrate`` opens a
-Store for it; :mod:`memfs.dbadmin` reads the lists). This package imports no backend's driver
+Store for it; :mod:`memfs.cli.dbadmin` reads the lists). This package imports no backend's driver
 or sqlite-utils at import time, and nothing of the store; its modules may import the backends,
 recall's schema and this ``__init__``.
 

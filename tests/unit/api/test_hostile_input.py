@@ -515,7 +515,7 @@ async def test_unfinished_bodies_are_bounded_per_client_per_key_and_in_all(store
     key, or of the server, a request is answered at once (429, 429, 503) without its body
     being read, and its connection closed; once the slow ones are gone there is room again
     (issue 19)."""
-    from memfs.uploads import Uploads
+    from memfs.api.uploads import Uploads
 
     uploads = Uploads(total=5, per_client=2, per_key=3)
     app = create_app(store, [KEY, "other-key"], uploads=uploads)

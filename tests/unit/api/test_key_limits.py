@@ -14,8 +14,8 @@ from starlette.testclient import TestClient
 
 from memfs.api import create_app
 from memfs.api.limits import KeyRates
+from memfs.api.uploads import Uploads
 from memfs.store import Store
-from memfs.uploads import Uploads
 from tests.support import async_wait_until
 from tests.support.dbstate import snapshot
 

@@ -1,4 +1,4 @@
-"""``memfs db copy`` / ``memfs db migrate`` (memfs.dbadmin, over memfs.backends.copy): whole
+"""``memfs db copy`` / ``memfs db migrate`` (memfs.cli.dbadmin, over memfs.backends.copy): whole
 databases between backends.
 
 The PostgreSQL cases run on the test session's throwaway cluster (tests/conftest.py): they
@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from memfs import dbadmin
 from memfs.backends import copy as dbcopy
-from memfs.cli import cli
+from memfs.cli import cli, dbadmin
 from memfs.errors import StorageError
 from memfs.models import Actor
 from memfs.store import Limits, Store

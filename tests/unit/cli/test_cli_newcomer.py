@@ -338,7 +338,8 @@ def test_run_mount_and_serve_take_them_where_the_readme_puts_them(db_path, tmp_p
                                                                   monkeypatch):
     """`memfs run --url …`, `memfs mount --url …`, `memfs serve --db …` (they answered "No
     such option")."""
-    from memfs import daemon, server
+    from memfs.daemons import mount as daemon
+    from memfs.daemons import server
     from memfs.launcher import runner
 
     got: dict[str, object] = {}
@@ -364,7 +365,7 @@ def test_run_mount_and_serve_take_them_where_the_readme_puts_them(db_path, tmp_p
 
 def test_verbosity_and_log_format_after_the_subcommand(db_path, monkeypatch):
 
-    from memfs import logs
+    from memfs.daemons import logs
 
     monkeypatch.delenv("MEMFS_LOG_FORMAT", raising=False)
     root = logging.getLogger()

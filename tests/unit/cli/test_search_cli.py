@@ -274,7 +274,8 @@ def test_a_bad_setting_is_one_line_and_exit_2(run, setting):
 def test_the_setting_reaches_serve_mount_and_run(run, sid, monkeypatch):
     """The daemons and servers the CLI starts read MEMFS_EMBEDDINGS: the setting given on the
     command line is in the environment by the time they start."""
-    from memfs import daemon, server
+    from memfs.daemons import mount as daemon
+    from memfs.daemons import server
     from memfs.launcher import runner
 
     seen: list[tuple[str, str | None]] = []

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from memfs import errors
-from memfs.server import check_bind
+from memfs.daemons.server import check_bind
 from memfs.store import Store
 from tests.support import wait_until
 from tests.support.server import start_server, stop_server

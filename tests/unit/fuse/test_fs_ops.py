@@ -590,7 +590,7 @@ async def test_truncate_by_path_while_open_for_writing_is_logged_and_saved_at_cl
     assert len(versions(store, sid)) == 1
 
 
-# -- the remote mount's change subscriber (memfs.daemon) -------------------------------------
+# -- the remote mount's change subscriber (memfs.daemons.mount) -----------------------------------
 
 
 async def test_change_subscriber_backs_off_while_failing_and_starts_over_once_heard(

@@ -1,4 +1,4 @@
-"""Operations: the health probes (/healthz, /readyz) and structured logs (memfs.logs)."""
+"""Operations: the health probes (/healthz, /readyz) and structured logs (memfs.daemons.logs)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import time
 
 from starlette.testclient import TestClient
 
-from memfs import logs
 from memfs.api import create_app
-from memfs.health import Health
+from memfs.api.health import Health
+from memfs.daemons import logs
 from memfs.store import Store
 
 KEY = "ops-key"

@@ -15,7 +15,8 @@ import pytest
 import trio
 
 from memfs import Actor
-from memfs.daemon import start_indexer
+from memfs.daemons.mount import start_indexer
+from memfs.daemons.snapshot import SnapshotStore
 from memfs.fuse.ops import Operations
 from memfs.fuse.search import REUSE_SECONDS, SEARCH, Refused, question_of, render
 from memfs.fuse.toolevents import EventSink
@@ -24,7 +25,6 @@ from memfs.launcher.prompt import SNAPSHOT_KEY, render_memory_prompt
 from memfs.models import Session, SessionResource
 from memfs.recall import wordsqueue
 from memfs.recall.search import Hit, Result
-from memfs.snapshot import SnapshotStore
 from memfs.store import Store
 from tests.support import wait_until
 from tests.support.backend import Backend

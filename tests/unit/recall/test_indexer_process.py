@@ -1,7 +1,7 @@
 """A mount daemon's indexer in a process of its own (memfs.recall.supervisor, memfs.recall.worker,
-memfs.indexworker): started when there is work, ended once idle, started again after a crash,
-dead with its daemon; the daemon's searches rank by meaning through it, and the daemon never
-loads the model. With the local model, on SQLite (the mount daemons' local database)."""
+memfs.daemons.indexworker): started when there is work, ended once idle, started again after a
+crash, dead with its daemon; the daemon's searches rank by meaning through it, and the daemon
+never loads the model. With the local model, on SQLite (the mount daemons' local database)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ MODEL = embeddings.LocalE5.model
 
 
 def command(idle: float, *store_ids: str) -> list[str]:
-    return [sys.executable, "-P", "-m", "memfs.indexworker", "--parent", str(os.getpid()),
+    return [sys.executable, "-P", "-m", "memfs.daemons.indexworker", "--parent", str(os.getpid()),
             "--model", MODEL, "--idle", str(idle), "-v", "--", *store_ids]
 
 
@@ -139,7 +139,7 @@ DAEMON = textwrap.dedent("""
 
     db, sid, model = sys.argv[1:4]
     store = Store(db)
-    command = [sys.executable, "-m", "memfs.indexworker", "--parent", str(os.getpid()),
+    command = [sys.executable, "-m", "memfs.daemons.indexworker", "--parent", str(os.getpid()),
                "--model", model, "--", sid]
     ix = IndexerProcess(store, model, [sid], command, dict(os.environ, MEMFS_DB=db),
                         poll=0.1, first_look=0.0).start()

@@ -379,8 +379,8 @@ def test_a_setting_naming_no_provider_says_the_forms(setting: str) -> None:
 def test_memfs_serve_takes_the_words_queue_in(store: Store) -> None:
     """Both backends queue the words a write changes (memfs.recall.wordsqueue), and memfs
     serve runs a thread that takes the queue in, with no search asking."""
+    from memfs.daemons.server import start_words
     from memfs.recall import wordsqueue
-    from memfs.server import start_words
 
     sid = store.stores.create("Notes").id
     store.memories.create(sid, "/a.md", "the quokka", actor=API)

@@ -15,9 +15,9 @@ from starlette.testclient import TestClient
 from memfs import errors
 from memfs.api import create_app
 from memfs.client import Client
+from memfs.daemons.snapshot import SnapshotStore
 from memfs.models import Actor, Snapshot
 from memfs.rules import format_time
-from memfs.snapshot import SnapshotStore
 from memfs.store import EMPTY_SHA256, Limits, Store
 from tests.support import wait_until
 

@@ -20,10 +20,7 @@ import json
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from hypercorn.logging import Logger
+from typing import Any
 
 FORMATS = ("text", "json")
 
@@ -129,23 +126,3 @@ def access_fields(scope: dict[str, Any], response: dict[str, Any] | None,
         "client": f"{client[0]}:{client[1]}" if client and len(client) == 2 else None,
         "request_id": request_id,
     }
-
-
-def access_logger_class() -> type[Logger]:
-    """hypercorn's Logger with a cheap, structured :meth:`access` (hypercorn's own copies
-    every request header and the whole environment into a dict per request, even when the
-    line is not logged)."""
-    from hypercorn.logging import Logger
-
-    class AccessLogger(Logger):
-        async def access(self, request: Any, response: Any, request_time: float) -> None:
-            logger = self.access_logger
-            if logger is None or not logger.isEnabledFor(logging.INFO):
-                return
-            f = access_fields(request, response, request_time)
-            logger.info('%s "%s %s" %s %.1f ms %s B %s', f["client"] or "-", f["method"],
-                        f["path"], f["status"] or "-", f["duration_ms"],
-                        "-" if f["bytes"] is None else f["bytes"], f["request_id"] or "-",
-                        extra={"fields": f})
-
-    return AccessLogger

@@ -16,10 +16,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from .errors import NotFound, ReadOnly
-from .models import Change, Memory, MemoryVersion, Page, Snapshot
-from .protocol import EventsAPI, SessionsAPI, StoreAPI, StoresAPI
-from .rules import format_time, parse_time
+from ..errors import NotFound, ReadOnly
+from ..models import Change, Memory, MemoryVersion, Page, Snapshot
+from ..protocol import EventsAPI, SessionsAPI, StoreAPI, StoresAPI
+from ..rules import format_time, parse_time
 
 
 class SnapshotStore:

@@ -1,5 +1,5 @@
-"""The indexer process of a mount daemon: ``python -m memfs.indexworker --parent PID --model
-MODEL [-v] STORE_ID...``, started by the daemon (:class:`memfs.recall.supervisor.
+"""The indexer process of a mount daemon: ``python -m memfs.daemons.indexworker --parent PID
+--model MODEL [-v] STORE_ID...``, started by the daemon (:class:`memfs.recall.supervisor.
 IndexerProcess`), never by a user. It indexes the stores by meaning and answers the daemon's
 questions on its stdin and stdout (:func:`memfs.recall.worker.serve`), and ends once idle.
 
@@ -26,15 +26,16 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from . import errors, linux, logs
-from .recall import embeddings, worker
-from .store import open_store
+from .. import errors, linux
+from ..recall import embeddings, worker
+from ..store import open_store
+from . import logs
 
 log = logging.getLogger(__name__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m memfs.indexworker")
+    p = argparse.ArgumentParser(prog="python -m memfs.daemons.indexworker")
     p.add_argument("--parent", type=int, required=True, help="the daemon's pid")
     p.add_argument("--model", required=True)
     p.add_argument("--idle", type=float, default=worker.IDLE_SECONDS)

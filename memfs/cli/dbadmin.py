@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from .backends import Database, check_target, open_database, redact_url
-from .backends.copy import (
+from ..backends import Database, check_target, open_database, redact_url
+from ..backends.copy import (
     BATCH_ROWS,
     CopyMismatch,
     CopyReport,
@@ -26,7 +26,7 @@ from .backends.copy import (
     read_schema_status,
     same_database,
 )
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 __all__ = ["CopyMismatch", "CopyReport", "NotEmpty", "SchemaMismatch", "SchemaStatus", "copy",
            "migrate", "open_raw", "schema_status"]
@@ -39,14 +39,14 @@ def open_raw(target: str, *, create: bool) -> Database:
 
 def schema_status(db: Database) -> SchemaStatus:
     """The migrations ``db`` has and those this memfs knows for its backend."""
-    from .store import schema
+    from ..store import schema
 
     return read_schema_status(db, schema.MIGRATION_SET, schema.migration_names(db.dialect))
 
 
 def migrate(target: str, *, check: bool = False) -> tuple[SchemaStatus, SchemaStatus]:
     """Apply the pending migrations of ``target`` (none with ``check``): (before, after)."""
-    from .store import Store
+    from ..store import Store
 
     db = open_raw(target, create=False)
     try:
@@ -85,7 +85,7 @@ def copy(src: str, dst: str, *, batch_rows: int = BATCH_ROWS,
     :raises DatabaseUnavailable, StorageError: a database cannot be opened or fails; nothing
         was written to ``dst``.
     """
-    from .store import Store
+    from ..store import Store
 
     check_target(src)
     check_target(dst)

@@ -7,13 +7,13 @@ unmount on every way out); the stores' trees are loaded once mounted, in the bac
 request to a store not loaded yet waits for it), and each follows its store from then on. Once
 mounted, a local daemon keeps all the session's live stores (not its snapshots) indexed by
 meaning with one indexer process, which ``.search/`` ranks through
-(:func:`memfs.daemon.start_indexer`: started when there is work, ended once idle and at
+(:func:`memfs.daemons.mount.start_indexer`: started when there is work, ended once idle and at
 unmount).
 
-Run as ``python -m memfs.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS MOUNT_PATH
-...`` with ``MEMFS_DB`` (or ``MEMFS_URL`` and ``MEMFS_API_KEY``) in the environment; it is the
-launcher's, not a user command. Its readiness and stop signals are those of
-:func:`memfs.daemon.mount`.
+Run as ``python -m memfs.daemons.sessionfs mount MOUNTPOINT --session ID --store ID ACCESS
+MOUNT_PATH ...`` with ``MEMFS_DB`` (or ``MEMFS_URL`` and ``MEMFS_API_KEY``) in the environment;
+it is the launcher's, not a user command. Its readiness and stop signals are those of
+:func:`memfs.daemons.mount.mount`.
 """
 
 from __future__ import annotations
@@ -27,15 +27,16 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from . import errors, logs
-from .daemon import follower, open_local, remote_store, snapshot_of, start_indexer
-from .fuse import runtime
-from .fuse.core import actor_for
-from .fuse.ops import Operations
-from .fuse.runtime import Mounted
-from .fuse.session import SESSION_CACHE_BYTES, Member, SessionOperations
-from .fuse.toolevents import EventSink
-from .protocol import StoreAPI
+from .. import errors
+from ..fuse import runtime
+from ..fuse.core import actor_for
+from ..fuse.ops import Operations
+from ..fuse.runtime import Mounted
+from ..fuse.session import SESSION_CACHE_BYTES, Member, SessionOperations
+from ..fuse.toolevents import EventSink
+from ..protocol import StoreAPI
+from . import logs
+from .mount import follower, open_local, remote_store, snapshot_of, start_indexer
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def serve(spec: SessionMount) -> None:
     (SIGINT/SIGTERM/SIGHUP, or an unmount); always unmounts.
 
     :raises MemfsError: a store or the session is unknown, the server cannot be reached, or
-        the kernel mount failed (:class:`memfs.daemon.MountError`, with libfuse's reason).
+        the kernel mount failed (:class:`memfs.daemons.mount.MountError`, with libfuse's reason).
     """
     mountpoint = os.path.abspath(spec.mountpoint)
     with ExitStack() as stack:
@@ -136,7 +137,7 @@ def serve(spec: SessionMount) -> None:
 
 
 def _parse(argv: Sequence[str]) -> SessionMount:
-    p = argparse.ArgumentParser(prog="python -m memfs.sessionfs")
+    p = argparse.ArgumentParser(prog="python -m memfs.daemons.sessionfs")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("mount")
     m.add_argument("mountpoint")

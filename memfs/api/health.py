@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from . import errors
+from .. import errors
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
-    from .store import Store
+    from ..store import Store
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memfs.health")  # the name its lines carried before it moved
 
 PATHS = frozenset({"/healthz", "/readyz"})
 

@@ -1,7 +1,7 @@
 """The composition root of one mount: ``memfs mount STORE MOUNTPOINT``; and what both mount
-daemons (this one and :mod:`memfs.sessionfs`) need of the layers below the filesystem: opening
-a store (:func:`open_local`, :func:`remote_store`, :func:`snapshot_of`), how a tree follows
-its store (:func:`follower`), the indexer (:func:`start_indexer`).
+daemons (this one and :mod:`memfs.daemons.sessionfs`) need of the layers below the filesystem:
+opening a store (:func:`open_local`, :func:`remote_store`, :func:`snapshot_of`), how a tree
+follows its store (:func:`follower`), the indexer (:func:`start_indexer`).
 
 :func:`mount` opens the store, builds :class:`memfs.fuse.ops.Operations` over it and hands it to
 the runtime both daemons share (:func:`memfs.fuse.runtime.run`), which mounts it with pyfuse3
@@ -34,12 +34,12 @@ A server that cannot be reached at mount time is an error before anything is mou
 Search (``MOUNT/.search/``, :mod:`memfs.fuse.search`): once mounted, a local mount of a live store
 (read-only too: indexing writes only derived rows; not a snapshot) keeps it indexed by meaning
 in an indexer process of its own (:func:`start_indexer`,
-:class:`~memfs.recall.supervisor.IndexerProcess`: ``python -m memfs.indexworker``, started when
-there is something to embed or a question to rank, ended once idle, at unmount, and with the
-daemon), which also ranks the mount's searches by meaning: the daemon never loads a model. It
-never brings the mount down: a bad ``MEMFS_EMBEDDINGS`` is logged and searches answer by words
-alone, and an indexer process that dies is started again. A remote mount runs none (its server
-indexes).
+:class:`~memfs.recall.supervisor.IndexerProcess`: ``python -m memfs.daemons.indexworker``,
+started when there is something to embed or a question to rank, ended once idle, at unmount,
+and with the daemon), which also ranks the mount's searches by meaning: the daemon never loads
+a model. It never brings the mount down: a bad ``MEMFS_EMBEDDINGS`` is logged and searches
+answer by words alone, and an indexer process that dies is started again. A remote mount runs
+none (its server indexes).
 
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
@@ -65,25 +65,26 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from . import errors, linux, logs
-from .backends import watch as dbwatch
-from .fuse import runtime
-from .fuse.core import actor_for
-from .fuse.ops import Operations
-from .fuse.runtime import Follow, Mounted, MountError
-from .fuse.toolevents import EventSink
-from .fuse.watch import ChangeSubscriber, ChangeWatcher
-from .models import MemoryStore
-from .protocol import StoreAPI
-from .rules import Limits
+from .. import errors, linux
+from ..backends import watch as dbwatch
+from ..fuse import runtime
+from ..fuse.core import actor_for
+from ..fuse.ops import Operations
+from ..fuse.runtime import Follow, Mounted, MountError
+from ..fuse.toolevents import EventSink
+from ..fuse.watch import ChangeSubscriber, ChangeWatcher
+from ..models import MemoryStore
+from ..protocol import StoreAPI
+from ..rules import Limits
+from ..store import Store, open_store
+from . import logs
 from .snapshot import SnapshotStore
-from .store import Store, open_store
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .recall.supervisor import IndexerProcess
+    from ..client import Client
+    from ..recall.supervisor import IndexerProcess
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memfs.daemon")  # the name its lines carried before it moved
 
 #: What ``memfs mount`` says on stderr once mounted (after the mount point on stdout).
 READY_LINE = "mounted; Ctrl-C or fusermount3 -u to stop"
@@ -290,8 +291,8 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | Non
     if provider is None:
         return None
     try:
-        from .recall.embeddings import SETTING_ENV
-        from .recall.supervisor import IndexerProcess
+        from ..recall.embeddings import SETTING_ENV
+        from ..recall.supervisor import IndexerProcess
 
         ids = list(store_ids)
         # The database and the provider through the environment: a command line is anyone's
@@ -302,7 +303,7 @@ def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | Non
             env[SETTING_ENV] = setting
         verbose = ["-v"] if logging.getLogger().isEnabledFor(logging.INFO) else []
         # -P: nothing imported from the current directory, which may be anyone's.
-        command = [sys.executable, "-P", "-m", "memfs.indexworker", "--parent",
+        command = [sys.executable, "-P", "-m", "memfs.daemons.indexworker", "--parent",
                    str(os.getpid()), "--model", provider.model, *verbose, "--", *ids]
         indexer = IndexerProcess(store, provider.model, ids, command, env).start()
         store.search.use_embeddings(indexer)
@@ -345,7 +346,7 @@ def remote_store(url: str, api_key: str | None, session_id: str | None,
 
     :raises MemfsError: the server cannot be reached, or refuses the key.
     """
-    from .client import Client  # httpx: only remote mounts pay for importing it
+    from ..client import Client  # httpx: only remote mounts pay for importing it
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # httpx logs every request at INFO: with -v that would drown the mount's own log.
@@ -379,7 +380,7 @@ def follower(url: str | None, api_key: str | None, session_id: str | None,
 async def _follow_server(ops: Operations, *, url: str, api_key: str | None,
                          session_id: str | None, http_timeout: float,
                          ) -> AsyncIterator[ChangeSubscriber]:
-    from .client import AsyncClient  # httpx: only remote mounts pay for importing it
+    from ..client import AsyncClient  # httpx: only remote mounts pay for importing it
 
     feed = AsyncClient(url, api_key, session_id=session_id, timeout=http_timeout)
     try:

@@ -13,7 +13,7 @@ Hostile or broken clients (issues 8 and 19): every connection is bounded. A requ
 :data:`memfs.api.body.BODY_IDLE_SECONDS` between bytes, and past its first
 :data:`~memfs.api.body.BODY_GRACE_SECONDS` must average :data:`~memfs.api.body.MIN_BODY_RATE`
 bytes/s (then 408, connection closed); at most half the connections may be reading a body at
-once, and one client address or API key only a few of them (:mod:`memfs.uploads`: 429, or
+once, and one client address or API key only a few of them (:mod:`memfs.api.uploads`: 429, or
 503, at once, the body unread), so slow uploads never take the connections new clients need; a
 connection without a request in progress, or still sending its headers, is closed after
 :data:`KEEP_ALIVE_SECONDS`; headers are at most :data:`MAX_HEADER_BYTES` (431). The server raises
@@ -36,43 +36,37 @@ as the kernel's buffers keep the write pending (hypercorn shields its writes fro
 from __future__ import annotations
 
 import contextlib
-import errno
 import ipaddress
-import json
 import logging
 import os
 import resource
 import secrets
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from functools import partial
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import h11
 import trio
 from hypercorn.config import Config, Sockets
-from hypercorn.events import Closed, RawData
-from hypercorn.protocol.h11 import H11Protocol
-from hypercorn.trio.lifespan import Lifespan
-from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState
-from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
-from . import errors
-from .api import api_key_id, create_app
-from .api.limits import KeyRates
-from .backends import redact_url
-from .logs import access_logger_class
-from .store import Store, open_store
-from .uploads import Uploads
+from .. import errors
+from ..api import api_key_id, create_app
+from ..api.limits import KeyRates
+from ..api.uploads import Uploads
+from ..backends import redact_url
+from ..store import Store, open_store
+from .hypercorn_glue import (
+    access_logger_class,
+    install_coalesced_responses,
+    install_json_protocol_errors,
+    worker_serve,
+)
 
 if TYPE_CHECKING:
-    from .recall.indexer import BackgroundIndexer
-    from .recall.wordsqueue import BackgroundCatchUp
+    from ..recall.indexer import BackgroundIndexer
+    from ..recall.wordsqueue import BackgroundCatchUp
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memfs.server")  # the name its lines carried before it moved
 
 #: Seconds open connections (SSE streams) get to finish when the server stops.
 GRACEFUL_SECONDS = 2.0
@@ -85,8 +79,6 @@ MAX_HEADER_BYTES = 16 * 1024
 BACKLOG = 1024
 #: File descriptors kept free of connections: the database, its WAL, worker threads, logs.
 FD_RESERVE = 256
-#: Seconds between two warnings that accepting a connection failed for lack of resources.
-ACCEPT_WARNING_SECONDS = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -196,8 +188,8 @@ def serve(
     if not is_loopback(host):
         check_bind(host, keys, not keys and _stored_admin(db_path))
     max_connections = max(16, raise_fd_limit() - FD_RESERVE)
-    _install_json_protocol_errors()
-    _install_coalesced_responses()
+    install_json_protocol_errors()
+    install_coalesced_responses()
     store = open_store(db_path, create=True)
     try:
         if not keys and store.keys.has_live_admin():
@@ -247,7 +239,7 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
 
     :raises errors.InvalidRequest: ``MEMFS_EMBEDDINGS`` names no provider.
     """
-    from .recall.indexer import BackgroundIndexer
+    from ..recall.indexer import BackgroundIndexer
 
     provider = store.search.embeddings
     if provider is None:
@@ -263,7 +255,7 @@ def start_indexer(store: Store) -> BackgroundIndexer | None:
 def start_words(store: Store) -> BackgroundCatchUp:
     """Start the thread that indexes the words the writes queued, of every store, every
     second (:mod:`memfs.recall.wordsqueue`): searches then find little left to index."""
-    from .recall.wordsqueue import BackgroundCatchUp
+    from ..recall.wordsqueue import BackgroundCatchUp
 
     return BackgroundCatchUp(store.search.catch_up_words).start()
 
@@ -338,7 +330,7 @@ def _supervise(pids: list[int]) -> None:
 
 def uploads_for(max_connections: int) -> Uploads:
     """The request bodies a server of ``max_connections`` reads at once: half of them, so
-    that slow uploads leave the other half to new clients (:mod:`memfs.uploads`)."""
+    that slow uploads leave the other half to new clients (:mod:`memfs.api.uploads`)."""
     return Uploads(total=max(8, max_connections // 2))
 
 
@@ -366,8 +358,8 @@ async def _run(
         async def serve_then_stop(task_status: trio.TaskStatus[list[str]]) -> None:
             for sock in sockets.insecure_sockets:
                 sock.listen(config.backlog)
-            await _worker_serve(
-                wrap_app(app, config.wsgi_max_body_size, "asgi"),
+            await worker_serve(
+                app,
                 config,
                 sockets,
                 shutdown.wait,
@@ -379,197 +371,6 @@ async def _run(
         binds = await nursery.start(serve_then_stop)
         for bind in binds:
             say(f"memfs: serving {bind} (database {db})")
-
-
-async def _worker_serve(
-    app: Any,
-    config: Config,
-    sockets: Sockets,
-    shutdown_trigger: Callable[[], Awaitable[Any]],
-    max_connections: int,
-    *,
-    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """hypercorn's ``trio.run.worker_serve`` for our sockets (plain HTTP), with our own accept
-    loop: at most ``max_connections`` at once, and no error log every 0.1 s when the process
-    runs out of file descriptors (trio's ``serve_listeners`` logs a traceback per retry)."""
-    lifespan_state: dict[str, Any] = {}
-    lifespan = Lifespan(app, config, lifespan_state)
-    context = WorkerContext(None)
-    async with trio.open_nursery() as lifespan_nursery:
-        await lifespan_nursery.start(lifespan.handle_lifespan)
-        await lifespan.wait_for_startup()
-        async with trio.open_nursery() as server_nursery:
-            listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-                         for sock in sockets.insecure_sockets]
-            binds = ["http://" + repr_socket_addr(sock.family, sock.getsockname())
-                     for sock in sockets.insecure_sockets]
-            handler = partial(TCPServer, app, config, context,
-                              ConnectionState(lifespan_state.copy()))
-            slots = trio.Semaphore(max_connections)
-            task_status.started(binds)
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(raise_shutdown, shutdown_trigger)
-                    nursery.start_soon(raise_shutdown, context.terminate.wait)
-                    for listener in listeners:
-                        nursery.start_soon(_accept, listener, slots, server_nursery, handler)
-            except BaseExceptionGroup as error:
-                _, other_errors = error.split((ShutdownError, KeyboardInterrupt))
-                if other_errors is not None:
-                    raise other_errors from None
-            finally:
-                await context.terminated.set()
-                server_nursery.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
-        await lifespan.wait_for_shutdown()
-        lifespan_nursery.cancel_scope.cancel()
-
-
-#: accept(2) errors that say the process or system is out of resources, not the listener.
-_ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
-
-
-async def _accept(
-    listener: trio.SocketListener,
-    slots: trio.Semaphore,
-    nursery: trio.Nursery,
-    handler: Callable[[trio.SocketStream], Awaitable[Any]],
-) -> None:
-    """Accept connections while a slot is free; each connection holds its slot until it
-    closes. Out of file descriptors: one warning per :data:`ACCEPT_WARNING_SECONDS`."""
-    warned_at = -ACCEPT_WARNING_SECONDS
-    async with listener:
-        while True:
-            await slots.acquire()
-            try:
-                stream = await listener.accept()
-            except OSError as e:
-                slots.release()
-                if e.errno not in _ACCEPT_CAPACITY_ERRNOS:
-                    raise
-                if trio.current_time() - warned_at >= ACCEPT_WARNING_SECONDS:
-                    warned_at = trio.current_time()
-                    log.warning("cannot accept connections: %s; retrying",
-                                os.strerror(e.errno))
-                await trio.sleep(0.1)
-                continue
-            nursery.start_soon(_connection, stream, slots, handler)
-
-
-async def _connection(
-    stream: trio.SocketStream,
-    slots: trio.Semaphore,
-    handler: Callable[[trio.SocketStream], Awaitable[Any]],
-) -> None:
-    try:
-        await handler(stream)
-    finally:
-        await trio.aclose_forcefully(stream)
-        slots.release()
-
-
-def _install_json_protocol_errors() -> None:
-    """Make the errors hypercorn's HTTP/1.1 layer answers before any app sees the request
-    (431 headers too large, 400 a malformed request or URL) carry the JSON envelope of
-    API.md §1.6 instead of an empty body. hypercorn has no setting for it, so its one method
-    that writes them is replaced (idempotent)."""
-    H11Protocol._send_error_response = _send_json_error  # type: ignore[method-assign]
-    if not getattr(H11Protocol._create_stream, "_memfs", False):
-        H11Protocol._create_stream = _refuse_ambiguous_framing(  # type: ignore[method-assign,assignment]
-            H11Protocol._create_stream)
-
-
-def _refuse_ambiguous_framing(
-    create_stream: Callable[[H11Protocol, h11.Request], Coroutine[Any, Any, None]],
-) -> Callable[[H11Protocol, h11.Request], Coroutine[Any, Any, None]]:
-    """A request with both ``Transfer-Encoding`` and ``Content-Length`` is answered 400 and
-    its connection closed, never passed to the app: h11 frames its body by the former (RFC
-    9112 §6.3), a proxy in front may frame it by the latter, and the bytes they disagree
-    about would be read as the next request (request smuggling). RFC 9112 §6.1 lets a
-    server refuse it; a server behind a proxy must."""
-
-    async def create(self: H11Protocol, request: h11.Request) -> None:
-        names = {name.lower() for name, _ in request.headers}
-        if b"transfer-encoding" in names and b"content-length" in names:
-            await _send_json_error(self, 400, _AMBIGUOUS_FRAMING)
-            await self.send(Closed())
-            return
-        await create_stream(self, request)
-
-    create._memfs = True  # type: ignore[attr-defined]
-    return create
-
-
-def _install_coalesced_responses() -> None:
-    """Send a response's head and body in one write when its length is known: hypercorn
-    writes the head, the body and an empty end of message each on its own (three trips
-    through trio and up to two send(2) calls per answer, for a 1 kB JSON body). A streamed
-    response (no content-length: SSE, exports) still gets its head at once. Idempotent."""
-    H11Protocol._send_h11_event = _send_h11_event_coalesced  # type: ignore[method-assign]
-
-
-async def _send_h11_event_coalesced(self: H11Protocol, event: Any) -> None:
-    try:
-        data = self.connection.send(event)
-    except h11.LocalProtocolError:
-        if self.connection.their_state != h11.ERROR:
-            raise
-        return
-    held: bytes = getattr(self, "_memfs_head", b"")
-    if isinstance(event, h11.Response) and any(
-            name == b"content-length" for name, _ in event.headers):
-        self._memfs_head = held + data  # type: ignore[attr-defined]
-        return
-    if held:
-        data, self._memfs_head = held + data, b""  # type: ignore[attr-defined]
-    if data:
-        await self.send(RawData(data=data))
-
-
-#: Messages for the statuses h11 hints at when it rejects a request.
-_PROTOCOL_ERRORS = {
-    431: ("request_header_fields_too_large",
-          f"the request head is over {MAX_HEADER_BYTES} bytes"),
-    505: ("http_version_not_supported", "HTTP version not supported; use HTTP/1.1"),
-}
-#: What :func:`_refuse_ambiguous_framing` answers (with 400).
-_AMBIGUOUS_FRAMING = ("ambiguous_body_length", "a request may carry Transfer-Encoding or "
-                      "Content-Length, not both (request smuggling)")
-
-
-async def _send_json_error(self: H11Protocol, status_code: int,
-                           error: tuple[str, str] | None = None) -> None:
-    """The JSON envelope of a protocol error: ``error`` (code, message), else the status's
-    from :data:`_PROTOCOL_ERRORS` (hypercorn passes the status only)."""
-    code, message = error or _PROTOCOL_ERRORS.get(status_code, (
-        "malformed_request",
-        "malformed HTTP request (a bad request line, header or URL: a URL must be ASCII, "
-        "anything else percent-encoded)",
-    ))
-    request_id = "req_" + secrets.token_hex(12)
-    body = json.dumps({
-        "type": "error",
-        "error": {"type": "invalid_request_error", "message": message,
-                  "details": {"error_code": code}},
-        "request_id": request_id,
-    }).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-        (b"request-id", request_id.encode()),
-        (b"x-should-retry", b"false"),
-        *self.config.response_headers("h11"),
-    ]
-    try:
-        await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
-        await self._send_h11_event(h11.Data(data=body))
-        await self._send_h11_event(h11.EndOfMessage())
-    except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError,
-            h11.LocalProtocolError) as e:
-        # The peer is gone, or a response (the app's 408) is being sent on this connection
-        # already: nobody to tell. Raising here would end the whole server.
-        log.debug("protocol error response %d not sent: %r", status_code, e)
 
 
 async def _wait_for_signal(shutdown: trio.Event) -> None:
