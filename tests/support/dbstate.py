@@ -1,6 +1,7 @@
 """What a database holds, to compare before and after a request that must change nothing
 (issue 22's access tests): each table's row count and a hash of its rows, the whole database's
-or one workspace's."""
+or one workspace's; and how many rows of a table match a condition (the store's tests of
+what is pruned)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,10 @@ def changed(before: State, after: State) -> str:
     """The tables that differ, with their row counts ("" if none)."""
     return ", ".join(f"{t} ({before[t][0]} -> {after[t][0]} rows)"
                      for t in before if before[t] != after[t])
+
+
+def count_rows(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
+    """The rows of ``table`` that match ``where`` (a test's look at what the store keeps)."""
+    row = store.one(f"SELECT count(*) FROM {table} WHERE {where}", params)
+    assert row is not None
+    return int(row[0])

@@ -1,14 +1,18 @@
 """memfs.store.schema: both backends know the same steps of the schema (VERSIONS), each made by
 a migration of each backend or said not to need one, so that a migration added to one backend
-and not the other fails here."""
+and not the other fails here; and the filtered listings find an index of their own in each
+backend's schema (issue 8)."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from memfs.store import schema
+from memfs import Actor
+from memfs.store import Limits, Store, schema
 from memfs.store.schema import VERSIONS, Version
 
 DIALECTS = ("sqlite", "postgresql")
@@ -40,3 +44,106 @@ def test_both_backends_record_their_migrations_in_one_set() -> None:
 
     assert schema.MIGRATION_SET == "memfs"
     assert sqlite.migration_set().name == postgresql.MIGRATION_SET == schema.MIGRATION_SET
+
+
+# ============================================================================================
+# indexes for the filtered listings (issue 8)
+
+
+def _plans(store: Store, fn: Callable[[], Any]) -> list[str]:
+    """The query plans of the SELECTs ``fn`` runs (traced with their bound values)."""
+    seen: list[str] = []
+    # Reads go through this thread's reader connection, writes through the writer.
+    conns = {id(c): c for c in (store.conn, store.database.reader())}.values()
+    for c in conns:
+        c.set_trace_callback(seen.append)
+    try:
+        fn()
+    finally:
+        for c in conns:
+            c.set_trace_callback(None)
+    return [
+        " | ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
+        for sql in seen if sql.lstrip().upper().startswith("SELECT")
+    ]
+
+
+class TestIndexes:
+    @pytest.fixture
+    def store(self, db_path: Any) -> Iterator[Store]:  # SQLite's query plans
+        s = Store(db_path, limits=Limits())
+        yield s
+        s.close()
+
+    def test_filtered_listings_search_an_index_of_their_own(self, store: Store, sid: str) -> None:
+        m = store.memories.create(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
+        store.sessions.create([])
+        store.sessions.create([], launcher={"host": "h", "boot_id": "b", "pid": 1, "start": 2})
+        cases = {
+            "versions_memory_time": lambda: store.versions.list(sid, memory_id=m.id),
+            "versions_actor": lambda: store.versions.list(sid, session_id="sesn_x"),
+            "versions_operation": lambda: store.versions.list(sid, operation="deleted"),
+            "stores_name": lambda: store.stores.resolve("Notes"),
+            "sessions_launched": store.sessions.launched,
+        }
+        for index, fn in cases.items():
+            plans = _plans(store, fn)
+            assert any(index in p for p in plans), (index, plans)
+            # a scan only of the (partial) index itself: never of a table
+            assert not any("SCAN" in p and index not in p for p in plans), (index, plans)
+
+
+class TestIndexesPostgreSQL:
+    """The same listings on PostgreSQL find the same indexes in its schema (with sequential
+    scans disabled, as on a table far larger than a test's, the planner uses one if it
+    applies)."""
+
+    def test_filtered_listings_search_an_index_of_their_own(self, pg_cluster: Any,
+                                                            monkeypatch: Any) -> None:
+        from memfs.backends.postgresql import PgConnection, translate_sql
+
+        pg_cluster.empty_database(pg_cluster.shared)
+        store = Store(pg_cluster.url(pg_cluster.shared), limits=Limits())
+        try:
+            sid = store.stores.create("Notes").id
+            m = store.memories.create(sid, "/a.md", "a", actor=Actor.session("sesn_x"))
+            # A store of many memories, and fresh statistics: the planner's choice then
+            # follows selectivity, not whatever statistics earlier tests left behind.
+            for i in range(60):
+                other = store.memories.create(sid, f"/o/{i}.md", "x", actor=Actor.api("apikey_y"))
+                store.memories.update(sid, other.id, content="y", actor=Actor.api("apikey_y"))
+            store.sessions.create([])
+            store.sessions.create([], launcher={"host": "h", "boot_id": "b", "pid": 1,
+                                               "start": 2})
+            with store.database.write() as c:
+                c.raw.execute("ANALYZE")
+            seen: list[tuple[str, Any]] = []
+            execute = PgConnection.execute
+
+            def tracing(self: PgConnection, sql: str, params: Any = ()) -> Any:
+                seen.append((sql, params))
+                return execute(self, sql, params)
+
+            cases = {
+                "versions_memory_time": lambda: store.versions.list(sid, memory_id=m.id),
+                "versions_actor": lambda: store.versions.list(sid, session_id="sesn_x"),
+                "versions_operation": lambda: store.versions.list(sid, operation="deleted"),
+                "stores_name": lambda: store.stores.resolve("Notes"),
+                "sessions_launched": store.sessions.launched,
+            }
+            for index, fn in cases.items():
+                seen.clear()
+                monkeypatch.setattr(PgConnection, "execute", tracing)
+                fn()
+                monkeypatch.setattr(PgConnection, "execute", execute)
+                plans = []
+                with store.database.write() as c:  # one transaction: SET LOCAL holds in it
+                    c.raw.execute("SET LOCAL enable_seqscan = off")
+                    for sql, params in seen:
+                        if sql.lstrip().upper().startswith("SELECT"):
+                            rows = c.raw.execute("EXPLAIN " + translate_sql(sql),
+                                                 params or None).fetchall()
+                            plans.append(" | ".join(r[0] for r in rows))
+                assert any(index in p for p in plans), (index, plans)
+        finally:
+            store.close()

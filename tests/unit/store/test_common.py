@@ -1,0 +1,82 @@
+"""The ids and times the store makes and reads (common.py, over memfs.rules)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+from memfs import (
+    InvalidRequest,
+)
+from memfs.store import Store, format_time, new_id, parse_time
+from tests.support.backend import Backend
+from tests.support.storekit import API, RFC3339_Z
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    """Every test of this module runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
+
+class TestIdsAndTime:
+    def test_prefixes(self, store: Store, sid: str) -> None:
+        m = store.memories.create(sid, "/a", "x", actor=API)
+        sess = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}])
+        assert sid.startswith("memstore_") and m.id.startswith("mem_")
+        assert m.memory_version_id.startswith("memver_") and sess.id.startswith("sesn_")
+        assert sess.resources[0].id.startswith("sesrsc_")
+
+    def test_strictly_increasing(self) -> None:
+        ids = [new_id("mem") for _ in range(5000)]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+        assert all(re.fullmatch(r"mem_01[1-9A-HJ-NP-Za-km-z]{22}", i) for i in ids[:50])
+
+    def test_ids_made_in_batches_are_strictly_increasing_with_the_others(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from memfs import rules
+        from memfs.rules import new_ids
+
+        ids = []
+        for i in range(2000):
+            ids += new_ids("sevt", 2) if i % 2 else [new_id("sevt")]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids) == 3000
+        assert all(re.fullmatch(r"sevt_01[1-9A-HJ-NP-Za-km-z]{22}", i) for i in ids[:50])
+        # The last two digits wrap (value % 58² == 58² - 1): the next id is formatted whole.
+        monkeypatch.setattr(rules, "time", SimpleNamespace(time_ns=lambda: 0))
+        monkeypatch.setattr(rules.secrets, "randbits", lambda k: 3363)
+        monkeypatch.setattr(rules, "_last_id_value", 0)
+        a, b, c = new_ids("sevt", 3)
+        assert a < b < c and a[-2:] == "zz" and b[-2:] == "11" and c[-2:] == "12"
+        assert b[:-2] != a[:-2]
+
+    def test_timestamps(self, store: Store, sid: str) -> None:
+        m = store.memories.create(sid, "/a", "x", actor=API)
+        for t in (m.created_at, m.updated_at, store.stores.get(sid).created_at):
+            assert RFC3339_Z.match(t)
+            assert parse_time(t).tzinfo is not None
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("2024-05-06T07:08:09Z", datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)),
+            ("2024-05-06T07:08:09.5Z", datetime(2024, 5, 6, 7, 8, 9, 500000, tzinfo=UTC)),
+            ("2024-05-06T09:08:09+02:00", datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)),
+            ("2024-05-06T07:08:09.123456z", datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)),
+            ("2024-05-06T07:08:09", datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)),
+        ],
+    )
+    def test_parse_time(self, text: str, expected: datetime) -> None:
+        assert parse_time(text) == expected
+        assert format_time(parse_time(text)).endswith("Z")
+
+    def test_parse_time_rejects(self) -> None:
+        for bad in ("", "soon", "2024-13-01T00:00:00Z"):
+            with pytest.raises(InvalidRequest):
+                parse_time(bad)
+        naive = datetime(2024, 1, 1, 12)
+        assert parse_time(naive) == datetime(2024, 1, 1, 12, tzinfo=UTC)

@@ -1,0 +1,152 @@
+"""``store.events`` (events.py): a session's events, the mounts' tool events, and how long events
+are kept."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memfs import (
+    InvalidRequest,
+    NotFound,
+)
+from memfs.store import Limits, Store, format_time, new_id
+from tests.support.backend import Backend
+from tests.support.dbstate import count_rows
+from tests.support.storekit import RFC3339_Z, all_pages, res
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    """Every test of this module runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend.open()
+
+
+class TestEvents:
+    def test_events(self, store: Store) -> None:
+        s = store.stores.create("a").id
+        sess = store.sessions.create([res(s)])
+        evs = store.events.add(
+            sess.id,
+            [{"type": "agent.tool_use", "name": "cat", "input": {"operation": "read"}}]
+            + [{"type": "agent.tool_result", "n": i} for i in range(4)],
+        )
+        assert all(e.id and e.processed_at for e in evs) and len({e.id for e in evs}) == 5
+        assert RFC3339_Z.match(evs[0].processed_at)
+        listed = store.events.list(sess.id).data
+        assert [e.id for e in listed] == [e.id for e in evs]
+        assert listed[0].body["name"] == "cat" and listed[0].to_dict()["type"] == "agent.tool_use"
+        assert [e.id for e in store.events.list(sess.id, order="desc").data] == [
+            e.id for e in evs[::-1]]
+        res_only = store.events.list(sess.id, types=["agent.tool_result"]).data
+        assert [e.body["n"] for e in res_only] == [0, 1, 2, 3]
+        items, pages = all_pages(store.events.list, session_id=sess.id, limit=1)
+        assert [e.id for e in items] == [e.id for e in evs] and pages == 5
+        items, pages = all_pages(store.events.list, session_id=sess.id, limit=2, order="desc",
+                                 types=["agent.tool_result"])
+        assert [e.body["n"] for e in items] == [3, 2, 1, 0] and pages == 2
+        assert len(store.events.list(sess.id, limit=1000).data) == 5
+        with pytest.raises(InvalidRequest):
+            store.events.add(sess.id, [{"no": "type"}])
+        with pytest.raises(NotFound):
+            store.events.add("sesn_nope", [{"type": "x"}])
+        with pytest.raises(NotFound):
+            store.events.list("sesn_nope")
+
+
+def test_record_tool_events_records_a_mounts_own_events_as_they_are(store):
+    """The trusted path of the event flusher: the rows stored as given, in order."""
+    import json
+
+    from memfs.fuse.toolevents import tool_pair
+
+    def rows(events):
+        return [(e["id"], e["type"], e["processed_at"], json.dumps(e, ensure_ascii=False))
+                for e in events]
+
+    s = store.stores.create("a").id
+    sess = store.sessions.create([res(s)])
+    pairs = tool_pair("cat", 7, "read", "/mnt/memory/a/é.md", text="read é") + tool_pair(
+        "sh", 8, "write", "/mnt/memory/a/b.md", failure="No space")
+    assert store.events.record_tool_events(sess.id, rows(pairs), store_id=s) == 4
+    listed = store.events.list(sess.id).data
+    assert [e.body for e in listed] == pairs
+    assert [(e.id, e.type, e.processed_at) for e in listed] == [
+        (p["id"], p["type"], p["processed_at"]) for p in pairs]
+    # A mount without a session: kept with the store only.
+    assert store.events.record_tool_events(None, rows(tool_pair("cat", 1, "read", "/x")),
+                                    store_id=s) == 2
+    assert len(store.events.list(sess.id).data) == 4
+    # A lone surrogate cannot reach the database (every reader would fail on it).
+    bad = tool_pair("cat", 1, "read", "/x", text="bad \udc80")
+    store.events.record_tool_events(sess.id, rows(bad), store_id=s)
+    assert store.events.list(sess.id).data[-1].body["content"][0]["text"] == "bad ?"
+    with pytest.raises(NotFound):
+        store.events.record_tool_events("sesn_nope", rows(pairs))
+
+
+def test_session_events_of_several_stores_list_in_time_order(store):
+    """Each mount of a session flushes its own batch of tool events, so one store's batch lands
+    after another's although its events happened in between: the timeline follows
+    processed_at (ties in the order recorded), in both orders and across pages."""
+    import json
+
+    a, b = store.stores.create("a").id, store.stores.create("b").id
+    sess = store.sessions.create([res(a), res(b)])
+
+    def rows(times: list[str]) -> list[tuple[str, str, str, str]]:
+        made = []
+        for t in times:
+            e = {"id": new_id("sevt"), "type": "agent.tool_use", "processed_at": t,
+                 "name": "cat", "input": {"operation": "read"}}
+            made.append((e["id"], e["type"], t, json.dumps(e)))
+        return made
+
+    at = "2026-05-01T04:51:5{}.000000Z".format
+    # Store a's batch (04:51:56, :58) is flushed first, b's (:55, :57, and :58 again) after.
+    first, second = rows([at(6), at(8)]), rows([at(5), at(7), at(8)])
+    store.events.record_tool_events(sess.id, first, store_id=a)
+    store.events.record_tool_events(sess.id, second, store_id=b)
+    want = [second[0][0], first[0][0], second[1][0], first[1][0], second[2][0]]
+    assert [e.id for e in store.events.list(sess.id).data] == want
+    assert [e.id for e in store.events.list(sess.id, order="desc").data] == want[::-1]
+    for order, expected in (("asc", want), ("desc", want[::-1])):
+        items, pages = all_pages(store.events.list, session_id=sess.id, limit=2, order=order)
+        assert [e.id for e in items] == expected and pages == 3
+    # The time filters and types still apply with the time order.
+    later = store.events.list(sess.id, created_at_gt=at(6)).data
+    assert [e.id for e in later] == want[2:]
+
+
+class TestEventBounds:
+    def test_events_of_deleted_sessions_and_old_mount_events_go(self, backend: Backend) -> None:
+        s = backend.open(limits=Limits(retention_days=1))
+        try:
+            st = s.stores.create("n").id
+            kept = s.sessions.create([])
+            gone = s.sessions.create([])
+            for sess in (kept.id, gone.id):
+                s.events.send(sess, [{"type": "user.message", "content": []}])
+            s.events.add_tool_events(None, [
+                {"type": "agent.tool_use", "id": "sevt_old", "name": "bash",
+                 "processed_at": format_time(datetime.now(UTC) - timedelta(hours=30)),
+                 "input": {}},
+                {"type": "agent.tool_use", "id": "sevt_new", "name": "bash",
+                 "processed_at": format_time(datetime.now(UTC)), "input": {}},
+            ], store_id=st)
+            s.sessions.delete(gone.id)
+            n_kept = count_rows(s, "events", "session_id = ?", (kept.id,))
+            # right after the deletion its events stay (a live stream still ends on
+            # session.deleted); mount events inside the retention window stay
+            s.versions.prune()
+            assert count_rows(s, "events", "session_id = ?", (gone.id,)) > 0
+            assert count_rows(s, "events", "session_id IS NULL") == 1  # sevt_old is past 1 day
+            s.versions.prune(now=datetime.now(UTC) + timedelta(hours=2))
+            assert count_rows(s, "events", "session_id = ?", (gone.id,)) == 0
+            assert count_rows(s, "events", "session_id = ?", (kept.id,)) == n_kept
+            s.versions.prune(now=datetime.now(UTC) + timedelta(days=40))
+            assert count_rows(s, "events", "session_id = ?", (kept.id,)) == n_kept  # the audit log
+            assert count_rows(s, "events", "session_id IS NULL") == 0
+        finally:
+            s.close()
