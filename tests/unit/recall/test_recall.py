@@ -285,6 +285,7 @@ def hanging() -> Iterator[type[_Hang]]:
     finally:
         handler.released.set()
         server.shutdown()
+        server.server_close()
 
 
 def test_a_provider_that_hangs_costs_a_search_two_seconds_then_words_answer(
