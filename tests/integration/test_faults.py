@@ -41,6 +41,7 @@ def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
     )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+    p.stdout.close()  # it says nothing more
     return p
 
 

@@ -307,7 +307,8 @@ def test_read_only_mount(open_store, mounter):
     assert errno_of(lambda: os.unlink(m.root / "a.md")) == errno.EROFS
     assert errno_of(lambda: os.mkdir(m.root / "d")) == errno.EROFS
     # No kernel `ro`: the daemon refuses, so that each refusal is logged (test_sandbox.py).
-    options = next(ln for ln in open("/proc/self/mounts") if str(m.root) in ln).split()[3]
+    options = next(ln for ln in Path("/proc/self/mounts").read_text().splitlines()
+                   if str(m.root) in ln).split()[3]
     assert "ro" not in options.split(",")
     assert ops_of(store, s.id) == ["created"]
 

@@ -185,7 +185,7 @@ def test_owner_and_modes_of_a_mount_for_another_user(open_store, shared_mount, r
     for p, mode in ((m.root, 0o40700), (m.root / "a.md", 0o100600)):
         st = os.stat(p)
         assert (st.st_uid, st.st_gid, st.st_mode) == (65534, 65534, mode)
-    assert "allow_other" in next(ln for ln in open("/proc/self/mounts")
+    assert "allow_other" in next(ln for ln in Path("/proc/self/mounts").read_text().splitlines()
                                  if str(m.root) in ln).split()[3]
     # The owner reads and writes; a third user gets nowhere.
     assert as_user(65534, "cat", str(m.root / "a.md")).stdout == "a"
@@ -411,7 +411,8 @@ def test_bubblewrap_sandbox_sees_only_its_session(
             "--ro-bind", str(ro_syscalls), "/ro_syscalls.py")
     finally:
         other_go.touch()
-        assert other.wait(timeout=30) == 0, other.stderr.read() if other.stderr else ""
+        _, err = other.communicate(timeout=30)  # and its pipe closed
+        assert other.returncode == 0, err
     assert done.returncode == 0, done.stderr
     sid = next(s.id for s in store.sessions.list().data if "inside=$1" in (s.title or ""))
 

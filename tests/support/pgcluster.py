@@ -144,15 +144,20 @@ while os.path.exists(top):
 """
 
 
+#: The watchdogs started, held so that none is collected while it runs (which Python reports
+#: as a ResourceWarning, "subprocess ... is still running", in whichever test it happens).
+_watchdogs: list[subprocess.Popen[bytes]] = []
+
+
 def _watch(cluster: Cluster) -> None:
     import sys
 
-    subprocess.Popen(
+    _watchdogs.append(subprocess.Popen(
         [sys.executable, "-c", _WATCHDOG, str(os.getpid()), *cluster._user,
          os.path.join(cluster.bindir, "pg_ctl"), cluster.data, cluster.dir],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, cwd="/",
-    )
+    ))
 
 
 def start_cluster(durable: bool = False) -> Cluster | None:

@@ -29,12 +29,13 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None,
     ``db``: the ``--db`` (default: memfs.db in ``tmp``; "": none, MEMFS_DB names it)."""
     stderr = tmp / "serve.err"
     db_args = [] if db == "" else ["--db", db or str(tmp / "memfs.db")]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memfs", *db_args, "serve", "--port", "0",
-         *args],
-        stdout=subprocess.DEVNULL, stderr=stderr.open("wb"),
-        env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
-    )
+    with stderr.open("wb") as err:  # the server writes to its own copy; ours is closed
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs", *db_args, "serve", "--port", "0",
+             *args],
+            stdout=subprocess.DEVNULL, stderr=err,
+            env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
+        )
 
     def address() -> str | None:
         m = re.search(r"serving (http://\S+)", stderr.read_text())

@@ -106,3 +106,25 @@ def test_an_error_memfs_logs_fails_the_test_unless_it_expects_it(tmp_path: Path)
     assert "4 passed, 1 error" in out, out
     assert "ERROR memfs.probe: something broke" in out, out
     assert "ERROR at teardown of test_unexpected" in out, out
+
+
+LEAK = '''
+def test_leaks_a_file():
+    f = open(__file__)
+    del f  # collected here, never closed: a ResourceWarning in its finalizer
+'''
+
+
+def test_a_warning_in_a_finalizer_fails_the_test(tmp_path: Path) -> None:
+    """No global ignore of unraisable exceptions (pyproject.toml's filterwarnings): a file,
+    socket or process a test leaves open warns in its finalizer, where nothing can raise, and
+    that fails the test. A test that must live with one marks itself, narrowly, saying why."""
+    (tmp_path / "test_leak.py").write_text(LEAK)
+    root = TESTS.parent
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir",
+         str(root), "-c", str(root / "pyproject.toml"), str(tmp_path / "test_leak.py")],
+        cwd=root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "ResourceWarning: unclosed file" in out, out

@@ -6,7 +6,6 @@ HTTP (an Ollama-shaped service, an OpenAI-compatible one that hangs)."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 import trio
@@ -406,23 +405,21 @@ def test_an_ollama_service_indexes_and_answers_by_meaning(http, store, sid):
 
 def test_a_provider_that_hangs_costs_one_search_2_s_then_words_answer(http, store, sid):
     """Indexed through the service, which then hangs (accepts, reads, never answers): the
-    next search answers by words within ~2.5 s and says why; the one after does not wait."""
+    next search answers by words after its 2 s and says why; the one after does not wait. The
+    service answers no hung request until the test ends: an answer shows the search gave up,
+    its requests show the next one did not ask, with no wall-clock bound."""
     with scripted_service() as service:
         store.search.use_embeddings(f"openai:{service.base}/v1:e5")
         assert store.search.index(sid).pending == 0
         assert search(http, sid, query=BY_MEANING).json()["meaning"] is True
         service.mode = "hang"
-        t0 = time.monotonic()
         d = search(http, sid, query="the pager").json()
-        first = time.monotonic() - t0
-        assert first < 2.5, first
+        assert not service.released.is_set()  # the question that hung is still unanswered
         assert d["meaning"] is False and [h["path"] for h in d["data"]] == [
             "/people/oncall.md"]
         assert d["note"] == (f"the embeddings provider is unavailable ({service.base}/v1 did "
                              "not answer within 2 s): words alone answered")
-        t0 = time.monotonic()
         again = search(http, sid, query="pager").json()
-        assert time.monotonic() - t0 < 0.5
         assert again["note"] == d["note"] and again["data"] == d["data"]
         # the index's batch, the first question, the one that hung: none since
         assert [b["input"] for _, b in service.requests][1:] == [[BY_MEANING], ["the pager"]]

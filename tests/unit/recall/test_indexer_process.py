@@ -168,4 +168,5 @@ def test_the_child_dies_with_its_daemon(store: Store, tmp_path: Path) -> None:
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
+        daemon.stdout.close()
 
