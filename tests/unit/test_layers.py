@@ -26,9 +26,6 @@ ALLOWED: dict[str, set[str]] = {
     # The one rule for the failures of background services (said once, retried, never fatal):
     # what the mount's services, the indexer and the daemons share.
     "background": {"errors"},
-    # The one watch of the live streams' credentials (the API's streams, the Console's live
-    # pages): over the store's look-ups, by the rule of background work.
-    "grants": {"background", "errors"},
     # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database, the
     # WAL's checkpointer thread, by the rule of background work); the schema and its
     # migrations are the store's (memfs.store.schema).
@@ -56,12 +53,15 @@ ALLOWED: dict[str, set[str]] = {
     # The Console (like the API): the store, its errors and models, never the
     # filesystem or the API module (the app that mounts it hands it what it needs); recall's
     # words mark a question's words in a snippet.
+    # The API's watch of the live streams' credentials is handed in, imported for typing only.
     "console": {"protocol", "store", "sessions", "errors", "models", "rules", "transfer",
-                "recall", "grants"},
+                "recall"},
     # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
-    # dreams and the Console only when an app is made (create_app), never the filesystem.
-    "api": {"store", "transfer", "backends", "dreams", "console", "rules",
-            "errors", "models", "shapes", "grants"},
+    # dreams and the Console only when an app is made (create_app), never the filesystem; the
+    # one watch of the live streams' credentials (memfs.api.grants: its streams', and the
+    # Console's live pages', which it hands the watch) by the rule of background work.
+    "api": {"store", "transfer", "backends", "dreams", "console", "background", "rules",
+            "errors", "models", "shapes"},
     # The package's own names (``from memfs import Actor``), and ``python -m memfs``.
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
@@ -219,10 +219,11 @@ ORDER: dict[str, list[str]] = {
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
               "archive", "search", "keys", "idempotency"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
-    # commit, the Call, the gate, the streams), the resources, then the route table, its
+    # commit, the Call, the gate, the watch of the streams' credentials, the streams), the
+    # resources, then the route table, its
     # OpenAPI document, the health probes and the app.
     "api": ["spec", "errortable", "uploads", "body", "batching", "call", "limits", "auth",
-            "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
+            "grants", "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
             "dreams", "archive", "search", "keys", "routes", "openapi", "health", "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
     # checkpointer, the two databases, a whole database copied between them, then the
