@@ -66,9 +66,11 @@ ALLOWED: dict[str, set[str]] = {
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
     # Helpers beside the layers: the launcher's kernel calls,
-    # the SDK's memory tool (over any StoreAPI), import and export.
+    # the SDK's memory tool (over any StoreAPI).
     "linux": set(),
     "tools": {"rules", "errors", "models"},
+    # Import and export (memfs/transfer/: the archive format, plain files, the response that
+    # streams an export), over the store: what the API, the Console and the CLI share.
     "transfer": {"store", "rules", "errors", "models"},
     # The CLI, which may import everything.
     # The processes memfs runs until stopped (memfs/daemons/): their logs (the CLI's too), a
@@ -257,6 +259,9 @@ ORDER: dict[str, list[str]] = {
     # The processes memfs runs until stopped: what only they need, then each process.
     "daemons": ["logs", "snapshot", "hypercorn_glue", "indexworker", "mount", "sessionfs",
                 "server"],
+    # How progress is reported, the archive format (both ways), plain files walked and
+    # imported, what an upload is, then the response that streams an export.
+    "transfer": ["progress", "archive", "files", "upload", "response"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).
