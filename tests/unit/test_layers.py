@@ -126,6 +126,36 @@ def modules() -> set[str]:
             if p.suffix == ".py" or (p / "__init__.py").exists()}
 
 
+#: The modules left loose at the top of memfs/ (besides ``__init__`` and ``__main__``), each with
+#: why it is not in a package (docs/architecture.md says the same). At most 8: a new module
+#: belongs to a package, or says here why it cannot.
+LOOSE: dict[str, str] = {
+    "errors": "every layer's exceptions, and WIRE, the one table of how each leaves memfs",
+    "shapes": "a model's wire shape declared once, below the models every layer imports",
+    "models": "the objects of a store, which every layer passes",
+    "rules": "every limit and input rule, which the store, the mount, the client and the "
+             "launcher apply",
+    "protocol": "StoreAPI and SearchAPI, the seam a mount is written against, which the "
+                "store and the client both implement",
+    "background": "the failure rule of every background service (fuse, recall, backends, "
+                  "the API's grant watch), below all of them",
+    "linux": "the namespaces, mounts and parent-death signal, which the PID namespace's init "
+             "(launcher/pidinit.py) loads by its file path with the standard library alone",
+    "tools": "the memory tool, which users import as memfs.tools.MemoryTool "
+             "(docs/memory-tool-and-dreams.md)",
+}
+
+
+def test_at_most_eight_loose_modules_each_with_its_reason() -> None:
+    """A module added at the top of memfs/ fails here: it goes into a package, or into
+    LOOSE with its reason (and LOOSE stays at most 8)."""
+    loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert len(LOOSE) <= 8 and all(LOOSE.values())
+    assert loose == set(LOOSE), (
+        f"loose at the top of memfs/ but not in LOOSE: {sorted(loose - set(LOOSE))}; "
+        f"in LOOSE but gone: {sorted(set(LOOSE) - loose)}")
+
+
 def test_the_table_names_every_module_and_package() -> None:
     """A module or package added (or moved) must say what it may import."""
     missing, gone = modules() - set(ALLOWED), set(ALLOWED) - modules()
