@@ -54,8 +54,9 @@ type annotations):
   body within its bounds of size, time and rate), :mod:`~.batching` (:class:`WriteBatcher`,
   group commit), :mod:`~.call` (:class:`Call`, what a handler gets), :mod:`~.limits` (each
   key's request rate), :mod:`~.auth` (the key gate, a grant's rights,
-  :data:`SESSION_HEADER`), :mod:`~.streams` (SSE frames,
-  :class:`EventHub` and :class:`ChangeHub`);
+  :data:`SESSION_HEADER`), :mod:`~.grants` (:class:`~.grants.GrantWatch`, the one watch of
+  the live streams' credentials, which the Console's live pages share), :mod:`~.streams`
+  (SSE frames, :class:`EventHub` and :class:`ChangeHub`);
 - the resources, one module each: :mod:`~.stores`, :mod:`~.mounts` (the remote mounts'
   extensions and the change feed), :mod:`~.memories`, :mod:`~.versions`, :mod:`~.agents`
   (and environments), :mod:`~.sessions` (their resources and events), :mod:`~.dreams`,

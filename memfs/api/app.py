@@ -17,7 +17,6 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import errors
-from ..grants import GrantWatch
 from ..store import Store
 from . import spec
 from .auth import SESSION_HEADER, _authorize, _check_visible, _Gate
@@ -25,6 +24,7 @@ from .batching import WriteBatcher
 from .body import _body_chunks, _read_body, _read_json
 from .call import Call
 from .errortable import error_body, error_response
+from .grants import GrantWatch
 from .health import PATHS as HEALTH_PATHS
 from .health import Health
 from .limits import AuthFailures, KeyRates

@@ -23,8 +23,8 @@ from ..store import Store
 from . import spec
 
 if TYPE_CHECKING:
-    from ..grants import GrantWatch
     from .batching import WriteBatcher
+    from .grants import GrantWatch
     from .streams import ChangeHub, EventHub
 
 #: A write sent with this header is applied once per key (:meth:`Call.answer`); the IETF

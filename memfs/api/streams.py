@@ -2,7 +2,7 @@
 (:class:`EventHub`) and one per store for all the change streams (:class:`ChangeHub`),
 however many are open; the frames they send, and a stored key's or session token's stream
 that ends with its grant (:class:`_GrantedStream`, on the app's one
-:class:`~memfs.grants.GrantWatch`)."""
+:class:`~memfs.api.grants.GrantWatch`)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ import anyio.to_thread
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from .. import errors, grants
+from .. import errors
 from ..backends import watch as dbwatch
-from ..grants import GrantWatch
 from ..store import Store
+from . import grants
+from .grants import GrantWatch
 
 if TYPE_CHECKING:
     from ..backends.pgwatch import PgWatch
@@ -36,7 +37,7 @@ log = logging.getLogger("memfs.api")  # the API's one logger, whichever module l
 STREAM_POLL_SECONDS = 0.1
 STREAM_PING_SECONDS = 15.0
 #: Seconds between two looks at the stored keys and session tokens of the open streams (the
-#: app's :class:`~memfs.grants.GrantWatch`, :class:`_GrantedStream`): the longest a stream
+#: app's :class:`~memfs.api.grants.GrantWatch`, :class:`_GrantedStream`): the longest a stream
 #: outlives its revocation, but for the look (issue 22: a revoked key's streams end within
 #: 1 s, on every replica).
 GRANT_RECHECK_SECONDS = 0.5
@@ -77,7 +78,7 @@ def _sse_response(c: Call, frames: AsyncIterator[bytes]) -> StreamingResponse:
 class _GrantedStream(StreamingResponse):
     """A stream opened with a stored key or a session token. The credential was checked when
     the request came in, and a stream is one request that lasts: it is held by its credential
-    on the app's :class:`~memfs.grants.GrantWatch`, which looks at the credentials of all open
+    on the app's :class:`~memfs.api.grants.GrantWatch`, which looks at the credentials of all open
     streams every :data:`GRANT_RECHECK_SECONDS` in one query per kind, and the stream ends
     (cleanly: its last body message) once its credential is refused (revoked, expired, its
     session stopped running). A database that cannot answer the look ends no stream."""

@@ -30,7 +30,7 @@ are :mod:`.filters`' and a few of the pages' own (registered here).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -38,10 +38,12 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from ..grants import GrantWatch
 from ..models import ROLES
 from ..store import Store
 from . import archive, auth, history, keys, memories, search, sessions, stores, web
+
+if TYPE_CHECKING:  # the app's, handed in: the Console never imports the API at run time
+    from ..api.grants import GrantWatch
 
 
 def create_console(
@@ -50,7 +52,7 @@ def create_console(
     *,
     error_status: Callable[[BaseException], int],
     changes: Any,
-    grants: GrantWatch | None = None,
+    grants: GrantWatch,
     read_body: Callable[[Request], Awaitable[bytes]],
     body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]],
     error_headers: Callable[[BaseException], dict[str, str]],
@@ -63,7 +65,7 @@ def create_console(
     :param error_status: the HTTP status of an exception (the API's table, so both agree).
     :param changes: the API's change hub (:class:`memfs.api.ChangeHub`), for live pages.
     :param grants: the API's watch of its streams' credentials, which the live pages' sign-ins
-        share (None: a watch of the Console's own).
+        share.
     :param read_body: the API's bounded body reader (size and time limits).
     :param body_chunks: the same, chunk by chunk: ``(request, max_bytes, seconds, what)``.
     :param error_headers: the API's headers for an exception (``connection``, ...).

@@ -16,8 +16,9 @@ good only if recorded: the digest it is signed under can be read from the databa
 cannot.
 Every page looks a stored key up again by its id (one look-up by primary key), so a revoked or
 expired key's sign-ins end at their next request, on every server of the database, and its
-open live pages within :data:`RECHECK_SECONDS` (one look at the sign-ins and keys of all the
-open pages and API streams of a process: :class:`~memfs.grants.GrantWatch`). Signing out
+open live pages within :data:`memfs.api.GRANT_RECHECK_SECONDS` (one look at the sign-ins and
+keys of all the open pages and API streams of a process: the app's
+:class:`~memfs.api.grants.GrantWatch`, handed in). Signing out
 records the sign-in (a digest of its nonce) in the database until the cookie would have
 expired, so that every server on it refuses a copy of the cookie
 (:meth:`Store.keys.revoke_signin`); one indexed look-up per page, after the signature is checked.
@@ -45,7 +46,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -58,12 +59,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Match, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import errors, grants
-from ..grants import Credential, GrantWatch
+from .. import errors
 from ..models import DEFAULT_WORKSPACE, Actor, Grant
 from ..rules import api_key_id, parse_int
 from ..store import KEY_PREFIX, SESSION_TOKEN_PREFIX, KeyCheck, Store, no_store, sha256_hex
 from .filters import actor_label, render_markdown, when
+
+if TYPE_CHECKING:  # the app's, handed in: the Console never imports the API at run time
+    from ..api.grants import Credential, GrantWatch
 
 #: The sign-in cookie and how long it lasts.
 COOKIE = "memfs_console"
@@ -75,11 +78,6 @@ UPLOAD_SECONDS = 600.0
 #: Largest form body the Console reads (a memory is at most 100 kB; UTF-8 form-encoding can
 #: triple it).
 MAX_FORM_BYTES = 1_000_000
-#: Seconds between two looks at the sign-ins of the open live pages (:class:`SignedInStream`)
-#: of a Console with a watch of its own (one made by :func:`memfs.api.create_app` shares the
-#: API's, every :data:`memfs.api.GRANT_RECHECK_SECONDS`): the longest a live page outlives its
-#: key's revocation or its sign-out, but for the look.
-RECHECK_SECONDS = 0.5
 #: What a page's forms need (:func:`check_right`): ``read`` nothing more; ``write`` a store's
 #: memories (not a read_only key); ``manage`` the stores themselves, imports, redactions and
 #: reverts (neither a read_only key nor a store-scoped one, as in the API); ``admin`` the
@@ -182,7 +180,7 @@ class Console:
     def __init__(self, store: Store, api_keys: Iterable[str], *,
                  error_status: Callable[[BaseException], int], changes: Any,
                  read_body: Callable[[Request], Awaitable[bytes]],
-                 grants: GrantWatch | None = None,
+                 grants: GrantWatch,
                  body_chunks: Callable[[Request, int, float, str], AsyncIterator[bytes]]
                  | None = None,
                  error_headers: Callable[[BaseException], dict[str, str]] | None = None,
@@ -199,7 +197,7 @@ class Console:
         self.error_status = error_status
         self.changes = changes
         #: The watch of the open live pages' sign-ins (the API's, shared with its streams).
-        self.grants = grants or GrantWatch(store, RECHECK_SECONDS)
+        self.grants = grants
         self.templates = jinja2.Environment(
             loader=jinja2.PackageLoader("memfs.console", "templates"),
             autoescape=True,
@@ -309,9 +307,10 @@ class Console:
         """What an open live page of ``user`` is held by on :attr:`grants`: its sign-in (it
         ends when signed out; a stored key's also once no longer recorded) and a stored key
         (it ends once revoked, expired or gone)."""
+        watch = self.grants  # its kinds: the Console never imports the API at run time
         if user.grant.server:
-            return ((grants.SIGNIN, user.signin),)
-        return (grants.STORED_SIGNIN, user.signin), (grants.KEY, user.key_id)
+            return ((watch.SIGNIN, user.signin),)
+        return (watch.STORED_SIGNIN, user.signin), (watch.KEY, user.key_id)
 
     async def sign_out(self, user: User) -> None:
         """Refuse this sign-in's cookie from now on, on every server of the database."""
@@ -594,11 +593,12 @@ def _here(request: Request) -> str:
 
 class SignedInStream(StreamingResponse):
     """A live feed of a page, while its sign-in lasts: held by its sign-in and key on the
-    Console's :class:`~memfs.grants.GrantWatch` (:meth:`Console.live_credentials`), which looks
-    at those of every open page (and of the API's streams) every :data:`RECHECK_SECONDS` in
-    one query per kind; once it ended (signed out, the key revoked or expired) the feed sends
-    a last ``memfs.signed_out`` frame, on which the page reloads (and so goes to the sign-in
-    page, told why), and ends. A database that cannot answer ends no page."""
+    Console's :class:`~memfs.api.grants.GrantWatch` (:meth:`Console.live_credentials`), which
+    looks at those of every open page (and of the API's streams) every
+    :data:`memfs.api.GRANT_RECHECK_SECONDS` in one query per kind; once it ended (signed out,
+    the key revoked or expired) the feed sends a last ``memfs.signed_out`` frame, on which the
+    page reloads (and so goes to the sign-in page, told why), and ends. A database that
+    cannot answer ends no page."""
 
     def __init__(self, console: Console, user: User, frames: AsyncIterator[bytes],
                  **kwargs: Any) -> None:

@@ -76,7 +76,7 @@ class Archive(Part):
         self.memories = memories
 
     # -- import and export -------------------------------------------------------------------
-    # The store's side of memfs/transfer.py (the archive format and the file walks live
+    # The store's side of memfs/transfer/ (the archive format and the file walks live
     # there): an export reads a store one page at a time, so it never holds the whole store,
     # all pages through ONE snapshot (export_snapshot), so the archive is the store at one
     # moment however long it takes and whatever is written meanwhile; an import is ONE write

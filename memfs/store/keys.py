@@ -235,7 +235,7 @@ class Keys(Part):
         """Which of the Console sign-ins ``signins`` (digests of their cookies' nonces) have
         ended: signed out (:meth:`revoke_signin`) and, of those also in ``recorded`` (made
         with a stored key), no longer recorded (:meth:`record_signin`). What the Console's
-        open live pages ask again and again (:class:`memfs.grants.GrantWatch`), in one query
+        open live pages ask again and again (:class:`memfs.api.grants.GrantWatch`), in one query
         however many pages.
 
         :raises StorageError: the database could not tell.
@@ -287,7 +287,7 @@ class Keys(Part):
     def refused(self, key_ids: Collection[str]) -> dict[str, str]:
         """Which of the stored keys ``key_ids`` are refused now, and why (revoked, expired,
         gone): what the live streams opened with them ask again and again
-        (:class:`memfs.grants.GrantWatch`), in one query however many streams and keys (up
+        (:class:`memfs.api.grants.GrantWatch`), in one query however many streams and keys (up
         to :data:`~memfs.store.common.IDS_PER_QUERY` keys). The use of the others is noted,
         as a request's is (at most every :data:`LAST_USED_EVERY` seconds each): a key that
         only holds a stream open is in use.

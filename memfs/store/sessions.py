@@ -513,7 +513,7 @@ class Sessions(Part):
         why: revoked, expired, their session not running, gone with their session, or the
         stored key that made them refused. What
         the live streams opened with them ask again and again
-        (:class:`memfs.grants.GrantWatch`), in one query however many streams and tokens (up
+        (:class:`memfs.api.grants.GrantWatch`), in one query however many streams and tokens (up
         to :data:`~memfs.store.common.IDS_PER_QUERY` tokens).
 
         :raises StorageError: the database could not tell.

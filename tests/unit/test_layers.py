@@ -26,9 +26,6 @@ ALLOWED: dict[str, set[str]] = {
     # The one rule for the failures of background services (said once, retried, never fatal):
     # what the mount's services, the indexer and the daemons share.
     "background": {"errors"},
-    # The one watch of the live streams' credentials (the API's streams, the Console's live
-    # pages): over the store's look-ups, by the rule of background work.
-    "grants": {"background", "errors"},
     # The databases (memfs/backends/: SQLite, PostgreSQL, their watches, open_database, the
     # WAL's checkpointer thread, by the rule of background work); the schema and its
     # migrations are the store's (memfs.store.schema).
@@ -56,19 +53,24 @@ ALLOWED: dict[str, set[str]] = {
     # The Console (like the API): the store, its errors and models, never the
     # filesystem or the API module (the app that mounts it hands it what it needs); recall's
     # words mark a question's words in a snippet.
+    # The API's watch of the live streams' credentials is handed in, imported for typing only.
     "console": {"protocol", "store", "sessions", "errors", "models", "rules", "transfer",
-                "recall", "grants"},
+                "recall"},
     # The HTTP API (memfs/api/, with its declared inputs, memfs.api.spec): over the store;
-    # dreams and the Console only when an app is made (create_app), never the filesystem.
-    "api": {"store", "transfer", "backends", "dreams", "console", "rules",
-            "errors", "models", "shapes", "grants"},
+    # dreams and the Console only when an app is made (create_app), never the filesystem; the
+    # one watch of the live streams' credentials (memfs.api.grants: its streams', and the
+    # Console's live pages', which it hands the watch) by the rule of background work.
+    "api": {"store", "transfer", "backends", "dreams", "console", "background", "rules",
+            "errors", "models", "shapes"},
     # The package's own names (``from memfs import Actor``), and ``python -m memfs``.
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
     # Helpers beside the layers: the launcher's kernel calls,
-    # the SDK's memory tool (over any StoreAPI), import and export.
+    # the SDK's memory tool (over any StoreAPI).
     "linux": set(),
     "tools": {"rules", "errors", "models"},
+    # Import and export (memfs/transfer/: the archive format, plain files, the response that
+    # streams an export), over the store: what the API, the Console and the CLI share.
     "transfer": {"store", "rules", "errors", "models"},
     # The CLI, which may import everything.
     # The processes memfs runs until stopped (memfs/daemons/): their logs (the CLI's too), a
@@ -122,6 +124,36 @@ def modules() -> set[str]:
     """Every top-level module and package of memfs."""
     return {p.stem for p in PACKAGE.iterdir()
             if p.suffix == ".py" or (p / "__init__.py").exists()}
+
+
+#: The modules left loose at the top of memfs/ (besides ``__init__`` and ``__main__``), each with
+#: why it is not in a package (docs/architecture.md says the same). At most 8: a new module
+#: belongs to a package, or says here why it cannot.
+LOOSE: dict[str, str] = {
+    "errors": "every layer's exceptions, and WIRE, the one table of how each leaves memfs",
+    "shapes": "a model's wire shape declared once, below the models every layer imports",
+    "models": "the objects of a store, which every layer passes",
+    "rules": "every limit and input rule, which the store, the mount, the client and the "
+             "launcher apply",
+    "protocol": "StoreAPI and SearchAPI, the seam a mount is written against, which the "
+                "store and the client both implement",
+    "background": "the failure rule of every background service (fuse, recall, backends, "
+                  "the API's grant watch), below all of them",
+    "linux": "the namespaces, mounts and parent-death signal, which the PID namespace's init "
+             "(launcher/pidinit.py) loads by its file path with the standard library alone",
+    "tools": "the memory tool, which users import as memfs.tools.MemoryTool "
+             "(docs/memory-tool-and-dreams.md)",
+}
+
+
+def test_at_most_eight_loose_modules_each_with_its_reason() -> None:
+    """A module added at the top of memfs/ fails here: it goes into a package, or into
+    LOOSE with its reason (and LOOSE stays at most 8)."""
+    loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert len(LOOSE) <= 8 and all(LOOSE.values())
+    assert loose == set(LOOSE), (
+        f"loose at the top of memfs/ but not in LOOSE: {sorted(loose - set(LOOSE))}; "
+        f"in LOOSE but gone: {sorted(set(LOOSE) - loose)}")
 
 
 def test_the_table_names_every_module_and_package() -> None:
@@ -219,10 +251,11 @@ ORDER: dict[str, list[str]] = {
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
               "archive", "search", "keys", "idempotency"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
-    # commit, the Call, the gate, the streams), the resources, then the route table, its
+    # commit, the Call, the gate, the watch of the streams' credentials, the streams), the
+    # resources, then the route table, its
     # OpenAPI document, the health probes and the app.
     "api": ["spec", "errortable", "uploads", "body", "batching", "call", "limits", "auth",
-            "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
+            "grants", "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
             "dreams", "archive", "search", "keys", "routes", "openapi", "health", "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
     # checkpointer, the two databases, a whole database copied between them, then the
@@ -256,6 +289,9 @@ ORDER: dict[str, list[str]] = {
     # The processes memfs runs until stopped: what only they need, then each process.
     "daemons": ["logs", "snapshot", "hypercorn_glue", "indexworker", "mount", "sessionfs",
                 "server"],
+    # How progress is reported, the archive format (both ways), plain files walked and
+    # imported, what an upload is, then the response that streams an export.
+    "transfer": ["progress", "archive", "files", "upload", "response"],
     # The tables, the words index's storage, the words (stems, BM25) and their queue, the
     # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
     # process (what it runs, and what starts it and asks it).

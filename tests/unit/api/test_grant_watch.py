@@ -1,5 +1,5 @@
 """One look at the database per process and interval for the credentials of every open live
-stream (memfs.grants.GrantWatch), on SQLite and on PostgreSQL: each SSE stream opened with a
+stream (memfs.api.grants.GrantWatch), on SQLite and on PostgreSQL: each SSE stream opened with a
 stored key or a session token looked its credential up every 0.5 s (100 agent sessions with 8
 mounted stores each: 1,600 look-ups a second per server). Now N streams of M credentials
 cost one query per kind per interval; a refused credential ends its streams and only them; an
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import trio
 
-from memfs import api, grants
-from memfs.api import create_app
-from memfs.grants import GrantWatch
+from memfs import api
+from memfs.api import create_app, grants
+from memfs.api.grants import GrantWatch
 from memfs.store import Store
 from tests.support import async_wait_until
 from tests.support.asgi import LiveRequest, open_live
@@ -246,7 +246,7 @@ async def test_an_outage_ends_no_stream_and_the_watch_goes_on_after_it(pg_cluste
     revoked ends its streams."""
     import psycopg
 
-    caplog.set_level(logging.INFO, logger="memfs.grants")
+    caplog.set_level(logging.INFO, logger="memfs.api.grants")
     name = pg_cluster.new_database(pg_cluster.template)
     url = pg_cluster.url(name)
     store, writer = Store(url), Store(url)
@@ -279,6 +279,6 @@ async def test_an_outage_ends_no_stream_and_the_watch_goes_on_after_it(pg_cluste
         store.close()
         writer.close()
         pg_cluster.drop_database(name)
-    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "memfs.grants"]
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "memfs.api.grants"]
     assert [level for level, _ in said] == ["WARNING", "INFO"], said
     assert "cannot be reached" in said[0][1] and "goes on after" in said[1][1]

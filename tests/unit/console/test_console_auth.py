@@ -72,7 +72,8 @@ def test_a_wrong_key_or_a_forged_cookie_signs_in_nobody(browser, store):
         assert browser.get("/stores").status_code == 303, value
     # A cookie signed for a key the server no longer has is worthless.
     other_app_console = web.Console(store, [OTHER, KEY], error_status=lambda e: 500,
-                                    changes=None, read_body=None)  # type: ignore[arg-type]
+                                    changes=None, read_body=None,  # type: ignore[arg-type]
+                                    grants=None)  # type: ignore[arg-type]
     expired = other_app_console.sign(kid, int(time.time()) - 1, "n")
     browser.cookies.set(web.COOKIE, expired, domain="console.test")
     assert browser.get("/stores").status_code == 303

@@ -210,7 +210,7 @@ def test_a_revoked_keys_open_live_page_ends_within_a_second(backend):
 
     trio.run(run)
     assert b"event: memfs.signed_out" in bodies[-1] and b"was revoked" in bodies[-1]
-    assert took[0] < 1.0 + 0.5, took  # RECHECK_SECONDS, and a slow machine's margin
+    assert took[0] < 1.0 + 0.5, took  # GRANT_RECHECK_SECONDS, and a slow machine's margin
 
 
 # -- what a key sees ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The Console's open live pages share the app's one watch of credentials with the API's
-streams (memfs.grants.GrantWatch), on SQLite and on PostgreSQL: each page looked its sign-in
+streams (memfs.api.grants.GrantWatch), on SQLite and on PostgreSQL: each page looked its sign-in
 and key up every 0.5 s (three queries a page); now all the pages and streams of a process cost
 one query per kind per interval, and a sign-out or a revocation still ends the pages it
 concerns, and only them."""

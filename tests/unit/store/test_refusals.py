@@ -1,5 +1,5 @@
 """Which credentials of the open live streams are refused now, asked in one query per kind
-(Store.keys.refused, refused_session_tokens, ended_signins: what memfs.grants.GrantWatch asks
+(Store.keys.refused, refused_session_tokens, ended_signins: what memfs.api.grants.GrantWatch asks
 every interval), on SQLite and PostgreSQL: the same refusals, with the same reasons, as a
 request's own look-up (key_grant, session_grant, the Console's sign-in check)."""
 

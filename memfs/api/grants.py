@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from .background import Failures
+from ..background import Failures
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,10 @@ class GrantWatch:
     :param interval: seconds between two looks: the longest a stream outlives its
         credential's refusal, but for the look itself.
     """
+
+    #: The kinds of credential, on the watch too: for a holder handed the watch that never
+    #: imports the API at run time (the Console's live pages).
+    KEY, SESSION_TOKEN, SIGNIN, STORED_SIGNIN = KEY, SESSION_TOKEN, SIGNIN, STORED_SIGNIN
 
     def __init__(self, store: Store, interval: float) -> None:
         self.store = store

@@ -1,4 +1,4 @@
-"""Import and export (memfs/transfer.py and the Store's import section): archives round trip
+"""Import and export (memfs/transfer/ and the Store's import section): archives round trip
 exactly, damaged ones change nothing, plain files follow every rule, the API and the CLI
 translate, and memory stays flat at 2,000 memories of 100 kB."""
 
@@ -68,7 +68,7 @@ def lines(archive: bytes) -> list[dict]:
 
 
 def regzip(records: list[dict]) -> bytes:
-    return gzip.compress(b"".join(transfer._line(r) for r in records))
+    return gzip.compress(b"".join(transfer.archive._line(r) for r in records))
 
 
 
@@ -381,7 +381,7 @@ def test_a_memory_id_taken_elsewhere_refuses_the_exact_restore(store, other):
 def _resealed(recs: list[dict]) -> bytes:
     """An archive with a recomputed trailer (as a careful forger would make it)."""
     body = recs[:-1]
-    digest = __import__("hashlib").sha256(b"".join(transfer._line(r) for r in body))
+    digest = __import__("hashlib").sha256(b"".join(transfer.archive._line(r) for r in body))
     end = dict(recs[-1], sha256=digest.hexdigest())
     return regzip([*body, end])
 
@@ -572,7 +572,7 @@ def test_zip_import_and_hostile_zips(store):
 
 
 def test_zip_with_too_many_entries(store, monkeypatch):
-    monkeypatch.setattr(transfer, "MAX_ZIP_ENTRIES", 10)
+    monkeypatch.setattr(transfer.files, "MAX_ZIP_ENTRIES", 10)
     z = make_zip({f"{i}.md": b"x" for i in range(11)})
     with pytest.raises(errors.InvalidArchive, match="11 entries"):
         transfer.import_upload(store, io.BytesIO(z), name="Z", actor=USER)
@@ -838,20 +838,20 @@ def synthetic(store: Store, memories: int, versions: int, *, seal: bool = True) 
     made = store.stores.create("Synthetic").id
     header = lines(export(store, made))[0]
     store.stores.delete(made)  # an exact restore of it has its ids free
-    out = [transfer._line(header)]
+    out = [transfer.archive._line(header)]
     sha = hashlib.sha256(b"x").hexdigest()
     for m in range(memories):
         mid = f"mem_{m:022d}"
         vid = ""
         for v in range(versions):
             vid = f"memver_{m:08d}{v:014d}"
-            out.append(transfer._line({
+            out.append(transfer.archive._line({
                 "type": "version", "id": vid, "memory_id": mid,
                 "operation": "created" if v == 0 else "modified",
                 "created_at": f"2026-01-01T00:00:00.{v:06d}Z", "created_by": None,
                 "path": f"/m{m}.md", "content": "x", "content_sha256": sha,
                 "content_size_bytes": 1, "redacted_at": None, "redacted_by": None}))
-        out.append(transfer._line({
+        out.append(transfer.archive._line({
             "type": "memory", "id": mid, "path": f"/m{m}.md", "content_sha256": sha,
             "content_size_bytes": 1, "memory_version_id": vid,
             "created_at": "2026-01-01T00:00:00.000000Z",
@@ -859,7 +859,7 @@ def synthetic(store: Store, memories: int, versions: int, *, seal: bool = True) 
     digest = hashlib.sha256(b"".join(out))
     end = {"type": "end", "memories": memories, "versions": memories * versions,
            "redacted": 0, "lines": len(out), "sha256": digest.hexdigest() if seal else "0" * 64}
-    return gzip.compress(b"".join([*out, transfer._line(end)]), compresslevel=1)
+    return gzip.compress(b"".join([*out, transfer.archive._line(end)]), compresslevel=1)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,9 @@
-"""Import and export of memory stores: the archive format, and imports of plain files.
+"""The archive format (``docs/EXPORT-FORMAT.md``), both ways: a store written as an archive
+(:func:`export_archive`, :func:`write_archive`), and an archive read, checked and restored
+(:class:`ArchiveReader`, :func:`import_archive`). Only reading and writing: every rule is the
+store's.
 
-An **archive** (``docs/EXPORT-FORMAT.md``) is gzip-compressed JSON Lines:
+An **archive** is gzip-compressed JSON Lines:
 
 1. a header ``{"format": "memfs-export", "version": 1, "exported_at", "history", "store"}``;
 2. the memories, grouped by memory in ascending memory id: each memory's versions oldest first
@@ -22,21 +25,14 @@ store at that moment, whatever agents write while it is made, so an exact restor
 (read page by page in separate snapshots, a memory deleted and another created at its path
 meanwhile could both be in it). Writers never wait for an export; its snapshot is closed
 when the export ends, fails, or is closed unfinished (a download cut short: the API and the
-Console stream it with :class:`ClosingStreamingResponse`, which closes it). An archive is
-read twice, as a stream each time (:meth:`Store.archive.import_archive`): once to check it whole,
-its
-trailer included, before anything is written, and once to write it in short transactions, so
-that the write lock is never held for long, whatever the archive's size; plain files are
-walked twice the same way (:meth:`Store.archive.import_files`). Neither ever holds the whole store
-or
-the whole archive in memory. This module only reads, writes and
-walks; every rule is the store's.
+Console stream it with :class:`~memfs.transfer.response.ClosingStreamingResponse`, which
+closes it).
 
-**Plain files** (a directory, or a zip of one) become memories at ``/`` + their relative
-path, NFC-normalized (file names from macOS are NFD). Hidden files and directories (a name
-starting with ``.``: ``.git``, ``.obsidian``, ``.DS_Store``), symbolic links and special
-files are never imported and are listed as ``ignored``; every other file either becomes a
-memory or is listed in ``skipped`` with the store's reason.
+An archive is read twice, as a stream each time (:meth:`Store.archive.import_archive`): once
+to check it whole, its trailer included, before anything is written, and once to write it in
+short transactions, so that the write lock is never held for long, whatever the archive's
+size. Neither an export nor an import ever holds the whole store or the whole archive in
+memory.
 """
 
 from __future__ import annotations
@@ -45,23 +41,17 @@ import gzip
 import hashlib
 import io
 import json
-import os
-import stat
-import unicodedata
-import zipfile
 import zlib
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterator
 from contextlib import closing
 from datetime import UTC, datetime
 from typing import IO, Any, cast
 
-from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
-
-from .errors import InvalidArchive, InvalidRequest
-from .models import DEFAULT_WORKSPACE, Memory, MemoryVersion
-from .rules import Limits, _too_large, format_time
-from .store import Store
+from ..errors import InvalidArchive
+from ..models import DEFAULT_WORKSPACE, Memory, MemoryVersion
+from ..rules import format_time
+from ..store import Store
+from .progress import Halves, Progress, no_progress
 
 #: The archive's format name and the versions this module reads (it writes the last).
 FORMAT = "memfs-export"
@@ -70,15 +60,6 @@ READABLE_VERSIONS = (1,)
 #: Memories asked for per page, and versions per page of a memory, when exporting.
 _ID_PAGE = 200
 _VERSION_PAGE = 20
-#: A zip with more entries than this is refused before anything is read (its index alone
-#: could be large); the total of the entries read is bounded too (:func:`walk_zip`).
-MAX_ZIP_ENTRIES = 20_000
-
-Progress = Callable[[int], None]
-
-
-def _no_progress(n: int) -> None:
-    pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,7 +102,7 @@ def _line(obj: dict[str, Any]) -> bytes:
 
 
 def export_lines(
-    store: Store, store_id: str, *, history: bool, progress: Progress = _no_progress,
+    store: Store, store_id: str, *, history: bool, progress: Progress = no_progress,
     stats: dict[str, Any] | None = None,
 ) -> Generator[bytes, None, None]:
     """The archive's lines, uncompressed, one by one: the store as it was at the first line
@@ -175,7 +156,7 @@ def export_lines(
 
 
 def export_archive(
-    store: Store, store_id: str, *, history: bool, progress: Progress = _no_progress,
+    store: Store, store_id: str, *, history: bool, progress: Progress = no_progress,
     stats: dict[str, Any] | None = None,
 ) -> Iterator[bytes]:
     """The archive as gzip chunks (of about 64 kB), ready to write or to send: one snapshot
@@ -204,31 +185,9 @@ def export_archive(
         yield b"".join(buf)
 
 
-class ClosingStreamingResponse(StreamingResponse):
-    """A stream of a sync iterator (each step in a worker thread) that closes the iterator
-    when the response ends, however it ends. Starlette stops iterating when the client goes
-    away (``http.disconnect``, a failed send) but leaves the iterator suspended until garbage
-    collection, and an export holds a database snapshot until its iterator is closed
-    (:func:`export_lines`). Used by the API's and the Console's downloads."""
-
-    def __init__(self, content: Iterable[bytes], **kwargs: Any) -> None:
-        super().__init__(content, **kwargs)
-        self._source = content
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            # No step is running now: a step in a worker thread is waited for even when
-            # the stream is cancelled (anyio does not abandon the thread).
-            close = getattr(self._source, "close", None)
-            if close is not None:
-                close()
-
-
 def write_archive(
     store: Store, store_id: str, out: IO[bytes], *, history: bool,
-    progress: Progress = _no_progress,
+    progress: Progress = no_progress,
 ) -> dict[str, Any]:
     """Write the archive to ``out``; returns the trailer's counts and ``bytes``, its size."""
     size = 0
@@ -274,7 +233,7 @@ class ArchiveReader:
     trailer's counts and digest. Any damage raises :class:`InvalidArchive` when it is met:
     in the pass of :meth:`Store.archive.import_archive` that checks the archive before it writes."""
 
-    def __init__(self, raw: IO[bytes], max_line: int, progress: Progress = _no_progress):
+    def __init__(self, raw: IO[bytes], max_line: int, progress: Progress = no_progress):
         self._gz = gzip.GzipFile(fileobj=io.BufferedReader(_Counting(raw, progress)), mode="rb")
         self._max_line = max_line
         self._digest = hashlib.sha256()
@@ -353,7 +312,7 @@ def _no_constant(name: str) -> Any:
 
 def import_archive(
     store: Store, raw: IO[bytes], *, name: str | None = None, into: str | None = None,
-    partial: bool = False, progress: Progress = _no_progress, workspace: str = DEFAULT_WORKSPACE,
+    partial: bool = False, progress: Progress = no_progress, workspace: str = DEFAULT_WORKSPACE,
 ) -> dict[str, Any]:
     """Restore the archive read from ``raw``, seekable: it is read twice, checked whole
     before anything is written (see :meth:`Store.archive.import_archive` for that and for ``name``,
@@ -365,7 +324,7 @@ def import_archive(
     :raises Conflict, ImportRejected, InvalidRequest, NotFound, StoreArchived:
     """
     start = raw.tell()
-    halves = _Halves(progress)  # two passes over the archive: half the progress each
+    halves = Halves(progress)  # two passes over the archive: half the progress each
     header = ArchiveReader(raw, _max_line(store), halves).header
 
     def records() -> Iterator[dict[str, Any]]:
@@ -380,223 +339,3 @@ def import_archive(
     return {"type": "memfs_import", "source": "archive",
             "history": bool(header.get("history")), **summary, "ignored": []}
 
-
-class _Halves:
-    """A progress callback fed twice the bytes (two passes): it reports half of them."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.odd = 0
-
-    def __call__(self, n: int) -> None:
-        n, self.odd = divmod(n + self.odd, 2)
-        if n:
-            self.progress(n)
-
-
-# --------------------------------------------------------------------------------------------
-# plain files: a directory or a zip
-
-#: An entry of a file walk: (memory path, content, reason it cannot be imported or None).
-Entry = tuple[str, bytes | None, str | None]
-
-
-def _memory_path(parts: list[str]) -> str:
-    return "/" + unicodedata.normalize("NFC", "/".join(parts))
-
-
-def walk_directory(
-    root: str, limits: Limits, ignored: list[dict[str, str]]
-) -> Iterator[Entry]:
-    """The files under ``root`` in path order, each read (at most the content limit + 1
-    bytes: a larger file is reported with its size, never read whole). Hidden entries, links and
-    special files are appended to ``ignored`` instead."""
-    limit = limits.max_content_bytes
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        parts = [] if rel == "." else rel.split(os.sep)
-        for d in sorted(dirnames):
-            full = os.path.join(dirpath, d)
-            if d.startswith(".") or os.path.islink(full):
-                why = "hidden directory" if d.startswith(".") else "symbolic link"
-                ignored.append({"path": _memory_path([*parts, d]) + "/", "reason": why})
-        dirnames[:] = sorted(d for d in dirnames
-                             if not d.startswith(".")
-                             and not os.path.islink(os.path.join(dirpath, d)))
-        for f in sorted(filenames):
-            path = _memory_path([*parts, f])
-            full = os.path.join(dirpath, f)
-            if f.startswith("."):
-                ignored.append({"path": path, "reason": "hidden file"})
-                continue
-            try:
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError as e:
-                if os.path.islink(full):
-                    ignored.append({"path": path, "reason": "symbolic link"})
-                else:
-                    yield path, None, f"cannot read the file: {e.strerror}"
-                continue
-            with os.fdopen(fd, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    ignored.append({"path": path, "reason": "not a regular file"})
-                    continue
-                try:
-                    data = fh.read(limit + 1)
-                except OSError as e:
-                    yield path, None, f"cannot read the file: {e.strerror}"
-                    continue
-            if len(data) > limit:
-                yield path, None, _too_large(max(st.st_size, len(data)), limits)
-            else:
-                yield path, data, None
-
-
-def walk_zip(
-    raw: IO[bytes], limits: Limits, ignored: list[dict[str, str]]
-) -> Iterator[Entry]:
-    """The files of a zip (seekable ``raw``), like :func:`walk_directory`. Each entry is
-    decompressed to at most the content limit + 1 bytes, and all of them to at most twice
-    what a full store holds, whatever sizes the zip declares: a zip bomb costs no more than
-    an honest zip.
-
-    :raises InvalidArchive: not a zip, a damaged index, or more than
-        :data:`MAX_ZIP_ENTRIES` entries (before the first entry is yielded).
-    """
-    try:
-        zf = zipfile.ZipFile(raw)
-        infos = zf.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
-        raise InvalidArchive(f"not a readable zip file ({e})") from None
-    if len(infos) > MAX_ZIP_ENTRIES:
-        raise InvalidArchive(f"the zip has {len(infos)} entries; at most {MAX_ZIP_ENTRIES} "
-                             "are read")
-    return _zip_entries(zf, infos, limits, ignored)
-
-
-def _zip_entries(
-    zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], limits: Limits,
-    ignored: list[dict[str, str]],
-) -> Iterator[Entry]:
-    limit = limits.max_content_bytes
-    max_total = 2 * limits.max_memories * limit
-    total = 0
-    hidden: set[str] = set()
-    with zf:
-        for info in sorted(infos, key=lambda i: i.filename):
-            name = info.filename
-            if info.is_dir():
-                continue
-            parts = name.split("/")
-            path = _memory_path(parts)
-            if parts[0] == "__MACOSX":
-                continue  # the resource forks macOS adds to its zips
-            dot = next((i for i, p in enumerate(parts)
-                        if p.startswith(".") and p not in (".", "..")), None)
-            if dot is not None:
-                if dot < len(parts) - 1:
-                    top = _memory_path(parts[:dot + 1]) + "/"
-                    if top not in hidden:
-                        hidden.add(top)
-                        ignored.append({"path": top, "reason": "hidden directory"})
-                else:
-                    ignored.append({"path": path, "reason": "hidden file"})
-                continue
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                ignored.append({"path": path, "reason": "symbolic link"})
-                continue
-            if info.file_size > limit:
-                yield path, None, _too_large(info.file_size, limits)
-                continue
-            if total >= max_total:
-                yield path, None, "not read: the zip holds more data than a store can"
-                continue
-            try:
-                with zf.open(info) as f:
-                    data = f.read(limit + 1)
-            except (zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError,
-                    EOFError, OSError, ValueError) as e:
-                yield path, None, f"cannot read the zip entry: {e}"
-                continue
-            total += len(data)
-            if len(data) > limit:
-                yield path, None, f"content is over {limit} bytes (the zip said "\
-                    f"{info.file_size}); the limit is {limit} bytes"
-            else:
-                yield path, data, None
-
-
-def import_files(
-    store: Store, walk: Callable[[list[dict[str, str]]], Iterator[Entry]], *,
-    name: str | None = None, into: str | None = None, partial: bool = False,
-    actor: Any = None, progress: Progress = _no_progress, workspace: str = DEFAULT_WORKSPACE,
-) -> dict[str, Any]:
-    """Import walked files (``walk(ignored)``: :func:`walk_directory` or :func:`walk_zip` of
-    the source, appending what it ignores to ``ignored``; called once per pass over the
-    files: :meth:`Store.archive.import_files` checks them all before it writes). The summary is
-    :func:`import_archive`'s, plus ``ignored``.
-
-    :raises ImportRejected, InvalidArchive, InvalidRequest, NotFound, StoreArchived:
-    """
-    ignored: list[dict[str, str]] = []
-    passes = 0
-    halves = _Halves(progress)
-
-    def files() -> Iterator[Entry]:
-        nonlocal passes
-        passes += 1
-        for e in walk(ignored if passes == 1 else []):
-            halves(1)  # each file, once in each of the two passes
-            yield e
-
-    summary = store.archive.import_files(files, name=name, into=into, partial=partial, actor=actor,
-                                 workspace=workspace)
-    return {"type": "memfs_import", "source": "files", "history": False, **summary,
-            "ignored": ignored}
-
-
-# --------------------------------------------------------------------------------------------
-# what a path or an upload is
-
-GZIP_MAGIC = b"\x1f\x8b"
-ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
-
-
-def sniff(head: bytes) -> str:
-    """``archive``, ``zip``, or :raises InvalidArchive: neither (from the first 4 bytes)."""
-    if head.startswith(GZIP_MAGIC):
-        return "archive"
-    if head[:4] in ZIP_MAGICS:
-        return "zip"
-    raise InvalidArchive("not a memfs archive (gzip) nor a zip file")
-
-
-def import_upload(
-    store: Store, raw: IO[bytes], *, name: str | None = None, into: str | None = None,
-    partial: bool = False, actor: Any = None, progress: Progress = _no_progress,
-    workspace: str = DEFAULT_WORKSPACE,
-) -> dict[str, Any]:
-    """Import an archive or a zip from a seekable stream, whichever it is (into a new store
-    of ``workspace``, or ``into`` one).
-
-    :raises InvalidArchive, InvalidRequest, ...: see :func:`import_archive`, :func:`import_files`.
-    """
-    kind = sniff(raw.read(4))
-    raw.seek(0)
-    if kind == "archive":
-        return import_archive(store, raw, name=name, into=into, partial=partial,
-                              progress=progress, workspace=workspace)
-    if name is None and into is None:
-        raise InvalidRequest("a zip of files needs a new store name (name) or a store to "
-                             "import into (into)")
-    start = raw.tell()
-
-    def walk(ignored: list[dict[str, str]]) -> Iterator[Entry]:
-        raw.seek(start)
-        return walk_zip(raw, store.limits, ignored)
-
-    walk([])  # a zip that is not one is refused here, before the store is asked anything
-    return import_files(store, walk, name=name, into=into, partial=partial, actor=actor,
-                        progress=progress, workspace=workspace)
