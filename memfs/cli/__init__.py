@@ -33,7 +33,7 @@ from .base import Context, MemfsGroup, cli, fail
 from .search import search_cmd
 from .shared import MemfsCommand
 
-__all__ = ["Context", "MemfsCommand", "MemfsGroup", "cli", "fail", "main"]
+__all__ = ["Context", "MemfsCommand", "MemfsGroup", "cli", "fail", "main", "search_cmd"]
 
 cli.add_command(search_cmd)  # memfs search
 
