@@ -199,7 +199,7 @@ def path_pattern(limits: Limits | None = None) -> str:
 
 #: A content hash as the API takes one (``expected_content_sha256``, a precondition's).
 SHA256_PATTERN = "^[0-9a-f]{64}$"
-#: A name: no control character (:func:`_validate_name`).
+#: A name: no control character (:func:`validate_name`).
 NAME_PATTERN = "^[^\x00-\x1f\x7f-\x9f]*$"
 _NAME_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
 #: The most items of one page of a session's events or resources, and of a store's change
@@ -217,7 +217,7 @@ SEARCH_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 SEARCH_PREFIX_PATTERN = "^/[^\\x00]*$"
 
 #: A UTF-16 surrogate code point: never valid alone in UTF-8 (JSON's ``"\ud800"`` makes one).
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _VIEWS = ("basic", "full")
 
 
@@ -340,7 +340,7 @@ def encode_content(content: str | bytes | None, limits: Limits = Limits()) -> tu
     if isinstance(content, bytes | bytearray | memoryview):
         data = bytes(content)
         if len(data) > limits.max_content_bytes:
-            raise ContentTooLarge(_too_large(len(data), limits))
+            raise ContentTooLarge(too_large(len(data), limits))
         try:
             return data.decode("utf-8"), data
         except UnicodeDecodeError as e:
@@ -352,15 +352,15 @@ def encode_content(content: str | bytes | None, limits: Limits = Limits()) -> tu
     except UnicodeEncodeError:
         raise InvalidContent("content contains lone surrogates (not valid UTF-8)") from None
     if len(data) > limits.max_content_bytes:
-        raise ContentTooLarge(_too_large(len(data), limits))
+        raise ContentTooLarge(too_large(len(data), limits))
     return content, data
 
 
-def _too_large(size: int, limits: Limits) -> str:
+def too_large(size: int, limits: Limits) -> str:
     return f"content is {size} bytes; the limit is {limits.max_content_bytes} bytes"
 
 
-def _validate_text(value: Any, what: str) -> Any:
+def validate_text(value: Any, what: str) -> Any:
     """Refuse any string in ``value`` that is not valid UTF-8 text, i.e. holds a lone surrogate
     (JSON's ``"\\ud800"`` escape, or a CLI argument of undecodable bytes): SQLite and every
     JSON response would fail on it later, for every reader. ``value`` is a string or JSON data
@@ -379,13 +379,13 @@ def _validate_text(value: Any, what: str) -> Any:
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE_RE.search(item):
+            if SURROGATE_RE.search(item):
                 raise InvalidRequest(
                     f"{where} is not valid UTF-8 text (it holds a lone surrogate)"
                 )
         elif isinstance(item, dict):
             for k, v in item.items():
-                if isinstance(k, str) and _SURROGATE_RE.search(k):
+                if isinstance(k, str) and SURROGATE_RE.search(k):
                     raise InvalidRequest(
                         f"a key of {where} is not valid UTF-8 text (it holds a lone surrogate)"
                     )
@@ -395,10 +395,10 @@ def _validate_text(value: Any, what: str) -> Any:
     return value
 
 
-def _validate_name(name: Any, limits: Limits) -> str:
+def validate_name(name: Any, limits: Limits) -> str:
     if not isinstance(name, str):
         raise InvalidRequest("name must be a string")
-    _validate_text(name, "name")
+    validate_text(name, "name")
     if not 1 <= len(name) <= limits.max_name_chars:
         raise InvalidRequest(f"name must be 1 to {limits.max_name_chars} characters")
     if _NAME_CONTROL_RE.search(name):
@@ -406,10 +406,10 @@ def _validate_name(name: Any, limits: Limits) -> str:
     return name
 
 
-def _validate_description(description: Any, limits: Limits) -> str:
+def validate_description(description: Any, limits: Limits) -> str:
     if not isinstance(description, str):
         raise InvalidRequest("description must be a string")
-    _validate_text(description, "description")
+    validate_text(description, "description")
     if len(description) > limits.max_description_chars:
         raise InvalidRequest(
             f"description must be at most {limits.max_description_chars} characters"
@@ -417,7 +417,7 @@ def _validate_description(description: Any, limits: Limits) -> str:
     return description
 
 
-def _validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") -> dict[str, str]:
+def validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") -> dict[str, str]:
     if not isinstance(metadata, dict):
         raise InvalidRequest(f"{what} must be an object of strings")
     if len(metadata) > limits.max_metadata_pairs:
@@ -432,11 +432,11 @@ def _validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") ->
                 f"{what} values must be strings of at most "
                 f"{limits.max_metadata_value_chars} characters"
             )
-    _validate_text(metadata, what)
+    validate_text(metadata, what)
     return dict(metadata)
 
 
-def _validate_session_resource(
+def validate_session_resource(
     resource: Any, limits: Limits
 ) -> tuple[str, str, str | None]:
     """One entry of a session's ``resources`` (API.md §4.2), without looking its store up:
@@ -464,7 +464,7 @@ def _validate_session_resource(
     return store_id, access, instructions
 
 
-def _patch_metadata(
+def patch_metadata(
     current: dict[str, str], patch: Any, limits: Limits, what: str = "metadata"
 ) -> dict[str, str]:
     """Apply a metadata patch (a ``None`` value removes the key); limits apply to the result."""
@@ -476,10 +476,10 @@ def _patch_metadata(
             result.pop(k, None)
         else:
             result[k] = v
-    return _validate_metadata(result, limits, what)
+    return validate_metadata(result, limits, what)
 
 
-def _dict_list(value: Any, what: str) -> list[dict[str, Any]]:
+def dict_list(value: Any, what: str) -> list[dict[str, Any]]:
     """``None`` -> ``[]``; else a list of objects. :raises InvalidRequest:"""
     if value is None:
         return []
@@ -494,7 +494,7 @@ def slugify(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def _check_limit(
+def check_limit(
     limit: object, limits: Limits, view: str = "basic", maximum: int | None = None
 ) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
@@ -507,7 +507,7 @@ def _check_limit(
     return limit
 
 
-def _check_view(view: Any) -> str:
+def check_view(view: Any) -> str:
     if view not in _VIEWS:
         raise InvalidRequest("view must be 'basic' or 'full'")
     return str(view)

@@ -10,16 +10,16 @@ if TYPE_CHECKING:
     from .call import Call
 
 
-_AGENT_FIELDS = (either("model!", "string", "object"), string("name!"), string("description"),
+AGENT_FIELDS = (either("model!", "string", "object"), string("name!"), string("description"),
                  obj("execution_identity"), array("mcp_servers"), obj("metadata"),
                  obj("multiagent"), array("skills"), string("system"), array("tools"))
-_ENVIRONMENT_FIELDS = (string("name!"), obj("config"), string("description"), obj("metadata"),
+ENVIRONMENT_FIELDS = (string("name!"), obj("config"), string("description"), obj("metadata"),
                        string("scope", enum=("organization", "account")))
 
 
 async def create_agent(c: Call) -> Any:
     return await c.run(c.store.agents.create, **{f.name: c.body.get(f.name)
-                                                 for f in _AGENT_FIELDS}, workspace=c.workspace)
+                                                 for f in AGENT_FIELDS}, workspace=c.workspace)
 
 
 async def retrieve_agent(c: Call) -> Any:
@@ -28,7 +28,7 @@ async def retrieve_agent(c: Call) -> Any:
 
 async def create_environment(c: Call) -> Any:
     return await c.run(c.store.agents.create_environment, **{f.name: c.body.get(f.name)
-                                                       for f in _ENVIRONMENT_FIELDS},
+                                                       for f in ENVIRONMENT_FIELDS},
                        workspace=c.workspace)
 
 

@@ -19,9 +19,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import errors
 from ..store import Store
 from . import spec
-from .auth import SESSION_HEADER, _authorize, _check_visible, _Gate
+from .auth import SESSION_HEADER, Gate, authorize, check_visible
 from .batching import WriteBatcher
-from .body import _body_chunks, _read_body, _read_json
+from .body import body_chunks, read_body, read_json
 from .call import Call
 from .errortable import error_body, error_response
 from .grants import GrantWatch
@@ -43,12 +43,12 @@ def _endpoint(
         try:
             grant = request.state.grant
             try:
-                _authorize(op, grant, request)
+                authorize(op, grant, request)
                 query = spec.Query(request.query_params, op.query,
                                    raw=request.scope.get("query_string", b""))
-                body = {} if op.method == "GET" or op.raw_body else await _read_json(request,
+                body = {} if op.method == "GET" or op.raw_body else await read_json(request,
                                                                                        op.body)
-                await _check_visible(op, grant, request, store)
+                await check_visible(op, grant, request, store)
             except (errors.NotFound, errors.Forbidden, errors.ReadOnly) as e:
                 log.info("refused %s %s to %s (%s): %s", request.method, request.url.path,
                          grant.session_id or grant.key_id, grant.workspace_id, e.message)
@@ -144,14 +144,14 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     app.router.redirect_slashes = False
     keys = list(api_keys)
     failures = failures or AuthFailures()
-    gate = _Gate(app, keys, store, only_session, rates, failures)
+    gate = Gate(app, keys, store, only_session, rates, failures)
     if not console:  # every other path: the API's own 404
         return _Split(gate, gate, Health(store), uploads or Uploads())
     from ..console import create_console  # Jinja2 and markdown-it: only when served
 
     web = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
-                         changes=hub, grants=grants, read_body=_read_body,
-                         body_chunks=_body_chunks,
+                         changes=hub, grants=grants, read_body=read_body,
+                         body_chunks=body_chunks,
                          error_headers=lambda e: error_body(e, "")[2], failures=failures)
     return _Split(gate, web, Health(store), uploads or Uploads())
 
@@ -170,7 +170,7 @@ class _Split:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] == "http":  # for the body reader (_body_chunks), API and Console
+        if scope["type"] == "http":  # for the body reader (body_chunks), API and Console
             scope.setdefault("state", {})["uploads"] = self.uploads
         if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
                 "/v1", "/openapi.json"):

@@ -10,7 +10,7 @@ from starlette.requests import Request
 
 from .. import errors, transfer
 from ..rules import slugify
-from .body import _body_chunks
+from .body import body_chunks
 
 if TYPE_CHECKING:
     from .call import Call
@@ -54,7 +54,7 @@ async def _spool_body(request: Request, out: IO[bytes]) -> None:
     :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest: (an empty body)
     """
     size = 0
-    async for chunk in _body_chunks(request, MAX_IMPORT_BYTES, IMPORT_TOTAL_SECONDS, "import"):
+    async for chunk in body_chunks(request, MAX_IMPORT_BYTES, IMPORT_TOTAL_SECONDS, "import"):
         size += len(chunk)
         out.write(chunk)
     if size == 0:

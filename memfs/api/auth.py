@@ -1,6 +1,6 @@
 """Who a request is and what it may do: the gate (a server key, a key kept in the database, or
 a session token, each made a :class:`~memfs.models.Grant`; every request gets its request-id
-there), a grant's rights on each route (:func:`_authorize`: its workspace, its role, its
+there), a grant's rights on each route (:func:`authorize`: its workspace, its role, its
 stores, :attr:`Op.token`), and the session a request acts as (:data:`SESSION_HEADER`)."""
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ WORKSPACE_HEADER = "anthropic-workspace-id"
 PUBLIC_PATHS = frozenset({"/openapi.json"})
 
 
-class _Gate:
+class Gate:
     """Lets in the holders of a credential and puts its :class:`~memfs.models.Grant` into
-    ``scope["state"]["grant"]`` for :func:`_authorize` to check against each route: a server
+    ``scope["state"]["grant"]`` for :func:`authorize` to check against each route: a server
     key (the default workspace's admin), a key kept in the database
     (:meth:`memfs.store.Store.keys.grant`), or a session token (``create_session_token``: the
     credential ``memfs run`` hands its agent). Each key's request rate is counted here
@@ -156,7 +156,7 @@ class _Gate:
 
 def _in_workspace(grant: Grant, request: Request) -> Grant:
     """A server key's grant in the workspace its request names (:data:`WORKSPACE_HEADER`);
-    any other grant as it is (:func:`_authorize` refuses another workspace).
+    any other grant as it is (:func:`authorize` refuses another workspace).
 
     :raises InvalidRequest: a workspace id that cannot be one.
     """
@@ -178,7 +178,7 @@ def _presented_key(request: Request) -> str | None:
     return None
 
 
-def _acting_session(c: Call) -> str | None:
+def acting_session(c: Call) -> str | None:
     """The session a request acts as (:data:`SESSION_HEADER`, or a session token's), or
     None."""
     if c.grant.session_id is not None:
@@ -196,7 +196,7 @@ def writes(op: Op) -> bool:
     return op.method != "GET" and op.token != "read"
 
 
-async def _check_visible(op: Op, grant: Grant, request: Request, store: Store) -> None:
+async def check_visible(op: Op, grant: Grant, request: Request, store: Store) -> None:
     """Are the objects in the path (and the session of :data:`SESSION_HEADER`) of the grant's
     workspace? Another workspace's is the 404 of an unknown id, after the same one look-up
     (:meth:`Store.keys.check_visible`). A stored key acts as a session only if it created it
@@ -229,13 +229,13 @@ async def _check_visible(op: Op, grant: Grant, request: Request, store: Store) -
 _FEEDS = ("ChangeList", "ChangeStream")
 
 
-def _authorize(op: Op, grant: Grant, request: Request) -> None:
+def authorize(op: Op, grant: Grant, request: Request) -> None:
     """May this grant make this call, whatever the objects it names? First what it may not
     see, as if it did not exist: a store outside a scoped key's stores, another session than a
     session token's (404); then what it may not do (403 ``permission_error``): a route a
     scoped key or session token may not call (:attr:`Op.token`), managing keys without the
     admin role, a write with a read_only key or attachment, another workspace in
-    :data:`WORKSPACE_HEADER`. Another workspace's objects: :func:`_check_visible`.
+    :data:`WORKSPACE_HEADER`. Another workspace's objects: :func:`check_visible`.
 
     :raises NotFound, Forbidden, ReadOnly:
     """
@@ -286,10 +286,10 @@ def _authorize_scoped(op: Op, grant: Grant, request: Request) -> None:
             f"memory store {store_id} is read_only to this credential ({who})")
 
 
-async def _writer(c: Call) -> Actor:
+async def writer(c: Call) -> Actor:
     """Who a memory write is attributed to: the API key, or, for a request acting as a
     session, that session (the store checks it may write this store)."""
-    session_id = _acting_session(c)
+    session_id = acting_session(c)
     if session_id is None:
         return c.actor
     actor: Actor = await c.run(c.store.events.session_writer, session_id, c.p["memory_store_id"])

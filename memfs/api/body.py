@@ -31,13 +31,13 @@ BODY_GRACE_SECONDS = 5.0
 MIN_BODY_RATE = 4096
 
 
-async def _read_json(request: Request, fields: Sequence[spec.Param]) -> dict[str, Any]:
+async def read_json(request: Request, fields: Sequence[spec.Param]) -> dict[str, Any]:
     """The JSON object body, checked against the operation's declared ``fields``
     (:func:`memfs.api.spec.check_body`); empty means ``{}``.
 
     :raises RequestTooLarge, RequestTimeout, ClientGone, InvalidRequest:
     """
-    raw = await _read_body(request)
+    raw = await read_body(request)
     if not raw.strip():
         body: Any = {}
     else:
@@ -48,7 +48,7 @@ async def _read_json(request: Request, fields: Sequence[spec.Param]) -> dict[str
     return spec.check_body(body, fields)
 
 
-async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
+async def body_chunks(request: Request, max_bytes: int, total_seconds: float,
                        what: str) -> AsyncIterator[bytes]:
     """The body's chunks: at most ``max_bytes`` in all, each chunk within
     :data:`BODY_IDLE_SECONDS`, past :data:`BODY_GRACE_SECONDS` at :data:`MIN_BODY_RATE` on
@@ -102,12 +102,12 @@ async def _body_chunks(request: Request, max_bytes: int, total_seconds: float,
 _UNBOUNDED = Uploads(total=1 << 62, per_client=1 << 62, per_key=1 << 62)
 
 
-async def _read_body(request: Request) -> bytes:
+async def read_body(request: Request) -> bytes:
     """The whole body, at most :data:`MAX_BODY_BYTES`, within :data:`BODY_TOTAL_SECONDS`.
 
     :raises RequestTooLarge, RequestTimeout, ClientGone:
     """
-    chunks = _body_chunks(request, MAX_BODY_BYTES, BODY_TOTAL_SECONDS, "request body")
+    chunks = body_chunks(request, MAX_BODY_BYTES, BODY_TOTAL_SECONDS, "request body")
     return b"".join([chunk async for chunk in chunks])
 
 

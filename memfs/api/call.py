@@ -18,7 +18,7 @@ from starlette.requests import Request
 
 from .. import errors
 from ..models import Actor, Grant, Memory, MemoryVersion
-from ..rules import _check_view
+from ..rules import check_view
 from ..store import Store
 from . import spec
 
@@ -131,10 +131,10 @@ def _deadline(value: str | None) -> float | None:
     return deadline
 
 
-def _view(c: Call, default: str) -> str:
+def requested_view(c: Call, default: str) -> str:
     """The ``view`` asked for (the store's rule: basic or full)."""
-    return _check_view(c.q.text("view") or default)
+    return check_view(c.q.text("view") or default)
 
 
-def _shown(m: Memory | MemoryVersion, view: str) -> dict[str, Any]:
+def shown(m: Memory | MemoryVersion, view: str) -> dict[str, Any]:
     return (dataclasses.replace(m, content=None) if view == "basic" else m).to_dict()

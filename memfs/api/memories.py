@@ -6,8 +6,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
-from .auth import _writer
-from .call import _shown, _view
+from .auth import writer
+from .call import requested_view, shown
 
 if TYPE_CHECKING:
     from .call import Call
@@ -19,15 +19,15 @@ SHORT_PAGE = 100
 
 
 async def create_memory(c: Call) -> Any:
-    view = _view(c, "basic")
+    view = requested_view(c, "basic")
     return await c.answer(
-        partial(_shown, view=view), c.store.memories.create, c.p["memory_store_id"],
-        c.body["path"], c.body["content"], actor=await _writer(c),
+        partial(shown, view=view), c.store.memories.create, c.p["memory_store_id"],
+        c.body["path"], c.body["content"], actor=await writer(c),
     )
 
 
 async def retrieve_memory(c: Call) -> Any:
-    view = _view(c, "full")
+    view = requested_view(c, "full")
     return await c.read(c.store.memories.get, c.p["memory_store_id"], c.p["memory_id"], view=view)
 
 
@@ -45,23 +45,23 @@ def _precondition(value: Any) -> str | None:
 
 
 async def update_memory(c: Call) -> Any:
-    view = _view(c, "basic")
+    view = requested_view(c, "basic")
     b = c.body
     return await c.answer(
-        partial(_shown, view=view),
+        partial(shown, view=view),
         c.store.memories.update,
         c.p["memory_store_id"],
         c.p["memory_id"],
         content=b.get("content"),
         path=b.get("path"),
         precondition_sha256=_precondition(b.get("precondition")),
-        actor=await _writer(c),
+        actor=await writer(c),
     )
 
 
 async def list_memories(c: Call) -> Any:
     q = c.q
-    limit, view = q.integer("limit", 20), _view(c, "basic")
+    limit, view = q.integer("limit", 20), requested_view(c, "basic")
     # A short page of the basic view is a quick read: on the loop; a long one in a thread.
     short = view == "basic" and limit is not None and limit <= SHORT_PAGE
     return await (c.read if short else c.run)(
@@ -83,5 +83,5 @@ async def delete_memory(c: Call) -> Any:
         c.p["memory_store_id"],
         c.p["memory_id"],
         expected_sha256=c.q.text("expected_content_sha256"),
-        actor=await _writer(c),
+        actor=await writer(c),
     )

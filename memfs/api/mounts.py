@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from ..models import Memory
 from ..rules import MAX_CHANGES_PAGE, parse_int
-from .auth import _acting_session, _writer
-from .streams import _sse_response, change_frames
+from .auth import acting_session, writer
+from .streams import change_frames, sse_response
 
 if TYPE_CHECKING:
     from .call import Call
@@ -59,12 +59,12 @@ async def get_stats(c: Call) -> Any:
 
 
 async def check_can_create(c: Call) -> Any:
-    await _writer(c)
+    await writer(c)
     await c.run(c.store.memories.check_can_create, c.p["memory_store_id"])
     return {"ok": True}
 
 
-def _with_seq(m: Memory) -> dict[str, Any]:
+def with_seq(m: Memory) -> dict[str, Any]:
     """A memory written through a path extension, with the change-feed position of the write
     (``memfs_seq``): a remote mount orders the states it sees by it."""
     return {**m.to_dict(), "memfs_seq": m.seq}
@@ -72,36 +72,36 @@ def _with_seq(m: Memory) -> dict[str, Any]:
 
 async def write_path(c: Call) -> Any:
     b = c.body
-    return await c.answer(_with_seq, c.store.memories.write_path, c.p["memory_store_id"], b["path"],
-                          b["content"], actor=await _writer(c), events=b.get("events"))
+    return await c.answer(with_seq, c.store.memories.write_path, c.p["memory_store_id"], b["path"],
+                          b["content"], actor=await writer(c), events=b.get("events"))
 
 
 async def delete_path(c: Call) -> Any:
-    return await c.answer(_with_seq, c.store.memories.delete_path, c.p["memory_store_id"],
-                          c.body["path"], actor=await _writer(c), events=c.body.get("events"))
+    return await c.answer(with_seq, c.store.memories.delete_path, c.p["memory_store_id"],
+                          c.body["path"], actor=await writer(c), events=c.body.get("events"))
 
 
 async def rename_path(c: Call) -> Any:
     b = c.body
     replace = b.get("replace")
-    return await c.answer(_with_seq, c.store.memories.rename_path, c.p["memory_store_id"],
-                          b["old_path"], b["new_path"], actor=await _writer(c),
+    return await c.answer(with_seq, c.store.memories.rename_path, c.p["memory_store_id"],
+                          b["old_path"], b["new_path"], actor=await writer(c),
                           replace=replace is not False, events=b.get("events"))
 
 
 async def rename_prefix(c: Call) -> Any:
     b = c.body
     return await c.answer(_moved, c.store.memories.rename_prefix, c.p["memory_store_id"],
-                          b["old_prefix"], b["new_prefix"], actor=await _writer(c),
+                          b["old_prefix"], b["new_prefix"], actor=await writer(c),
                           events=b.get("events"))
 
 
 def _moved(moved: list[Memory]) -> dict[str, Any]:
-    return {"data": [_with_seq(m) for m in moved]}
+    return {"data": [with_seq(m) for m in moved]}
 
 
 async def record_store_events(c: Call) -> Any:
-    recorded = await c.run(c.store.events.add_tool_events, _acting_session(c), c.body["events"],
+    recorded = await c.run(c.store.events.add_tool_events, acting_session(c), c.body["events"],
                            store_id=c.p["memory_store_id"])
     return {"data": [e.to_dict() for e in recorded]}
 
@@ -151,6 +151,6 @@ async def list_changes(c: Call) -> Any:
 async def stream_changes(c: Call) -> Any:
     last = await _feed_position(c)
     after = _after(c)
-    return _sse_response(
+    return sse_response(
         c, c.hub.stream(c.p["memory_store_id"], last if after is None else after, last)
     )

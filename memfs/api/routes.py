@@ -19,8 +19,8 @@ from ..rules import (
 )
 from . import search, spec
 from .agents import (
-    _AGENT_FIELDS,
-    _ENVIRONMENT_FIELDS,
+    AGENT_FIELDS,
+    ENVIRONMENT_FIELDS,
     create_agent,
     create_environment,
     retrieve_agent,
@@ -153,7 +153,7 @@ _PATH: dict[str, Any] = {
     "max_length": _LIM.max_path_bytes,
     "description": f"a memory path: at most {_LIM.max_path_bytes} bytes of UTF-8, in NFC"}
 _PREFIX = {"invalid": errors.InvalidPath}
-#: A store's name and description (memfs.rules._validate_name, _validate_description).
+#: A store's name and description (memfs.rules.validate_name, _validate_description).
 _NAME = {"min_length": 1, "max_length": _LIM.max_name_chars, "pattern": NAME_PATTERN}
 _DESCRIPTION = {"max_length": _LIM.max_description_chars}
 _CONTENT = {"invalid": errors.InvalidContent}
@@ -206,12 +206,12 @@ OPS: list[Op] = [
        returns="MemoryVersion"),
     Op("POST", _VER + "/{memory_version_id}/redact", redact_memory_version,
        "memory_stores.memory_versions.redact", returns="MemoryVersion"),
-    Op("POST", "/v1/agents", create_agent, "agents.create", body=_AGENT_FIELDS,
+    Op("POST", "/v1/agents", create_agent, "agents.create", body=AGENT_FIELDS,
        returns="Agent"),
     Op("GET", "/v1/agents/{agent_id}", retrieve_agent, "agents.retrieve",
        query=(integer("version"),), returns="Agent"),
     Op("POST", "/v1/environments", create_environment, "environments.create",
-       body=_ENVIRONMENT_FIELDS, returns="Environment"),
+       body=ENVIRONMENT_FIELDS, returns="Environment"),
     Op("GET", "/v1/environments/{environment_id}", retrieve_environment,
        "environments.retrieve", returns="Environment"),
     Op("POST", _SES, create_session, "sessions.create",

@@ -19,7 +19,7 @@ values (an empty question, a limit of 0 or 101, a prefix without its ``/``, a sc
 alone, and its ``note`` says why.
 
 A session token may search the stores its session has attached (read access is enough);
-another store is a 404 like an unknown one (:func:`memfs.api.auth._authorize`). Its status says
+another store is a 404 like an unknown one (:func:`memfs.api.auth.authorize`). Its status says
 that an indexer is at work (``indexing``: ``"an indexer"``), not which host and process.
 """
 

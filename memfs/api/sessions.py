@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from ..rules import MAX_EVENTS_PAGE
 from ..store import TOOL_EVENT_TYPES, UNSET
-from .auth import SESSION_HEADER, _acting_session
-from .streams import _sse_response
+from .auth import SESSION_HEADER, acting_session
+from .streams import sse_response
 
 if TYPE_CHECKING:
     from .call import Call
@@ -216,7 +216,7 @@ async def send_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     events = c.body["events"]
     store_id = c.body.get("memory_store_id")
-    if _acting_session(c) == session_id and _all_tool_events(events):
+    if acting_session(c) == session_id and _all_tool_events(events):
         # A mount acting as this session (memfs extension): its tool events, ids kept.
         recorded = await c.run(c.store.events.add_tool_events, session_id, events,
                                store_id=store_id)
@@ -240,4 +240,4 @@ async def stream_session_events(c: Call) -> Any:
     session_id = c.p["session_id"]
     await c.run(c.store.sessions.get, session_id)
     start = await c.run(c.store.events.last_seq, session_id)
-    return _sse_response(c, c.events.stream(session_id, start))
+    return sse_response(c, c.events.stream(session_id, start))

@@ -64,7 +64,7 @@ def grant_watch(store: Store) -> GrantWatch:
     return GrantWatch(store, GRANT_RECHECK_SECONDS)
 
 
-def _sse_response(c: Call, frames: AsyncIterator[bytes]) -> StreamingResponse:
+def sse_response(c: Call, frames: AsyncIterator[bytes]) -> StreamingResponse:
     """A live SSE response: not cached, not buffered by a proxy (nginx reads
     ``x-accel-buffering``); under a stored key or a session token, only while it is valid."""
     headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}

@@ -3,7 +3,7 @@ connection of the server).
 
 A request whose body the server is reading holds a connection, and the server has a bounded
 number of them (:data:`memfs.daemons.server.FD_RESERVE`: about 768 with 1,024 file descriptors). The
-body reader (:func:`memfs.api.body._body_chunks`: the API's JSON bodies and imports, the Console's
+body reader (:func:`memfs.api.body.body_chunks`: the API's JSON bodies and imports, the Console's
 forms and uploads) already cuts a body that comes too slowly; :class:`Uploads` bounds how many
 may be unfinished at once, so that slow clients never hold them all:
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .auth import _writer
-from .call import _view
-from .mounts import _with_seq
+from .auth import writer
+from .call import requested_view
+from .mounts import with_seq
 
 if TYPE_CHECKING:
     from .call import Call
@@ -27,14 +27,14 @@ async def list_memory_versions(c: Call) -> Any:
         created_at_lte=q.text("created_at[lte]"),
         limit=q.integer("limit", 20),
         page=q.text("page"),
-        view=_view(c, "basic"),
+        view=requested_view(c, "basic"),
     )
 
 
 async def retrieve_memory_version(c: Call) -> Any:
     return await c.run(
         c.store.versions.get, c.p["memory_store_id"], c.p["memory_version_id"],
-        view=_view(c, "full"),
+        view=requested_view(c, "full"),
     )
 
 
@@ -43,8 +43,8 @@ async def restore_memory_version(c: Call) -> Any:
     back under its own id), so that a remote CLI restores as a local one does."""
     m = await c.write(c.store.versions.restore, c.p["memory_store_id"],
                       c.p["memory_version_id"], path=c.body.get("path"),
-                      actor=await _writer(c))
-    return _with_seq(m)
+                      actor=await writer(c))
+    return with_seq(m)
 
 
 async def redact_memory_version(c: Call) -> Any:

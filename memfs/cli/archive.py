@@ -16,8 +16,8 @@ import click
 from .. import errors
 from ..store import Store
 from .base import Context, cli, fail, pass_ctx
-from .common import _actor
-from .stores import _warn_namesakes
+from .common import actor
+from .stores import warn_namesakes
 
 
 def _stderr_is_tty() -> bool:
@@ -165,7 +165,7 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
                 summary = transfer.import_files(
                     store, lambda ignored: transfer.walk_directory(source, store.limits,
                                                                    ignored),
-                    name=name, into=into, partial=partial, actor=_actor(), progress=bar)
+                    name=name, into=into, partial=partial, actor=actor(), progress=bar)
         else:
             try:
                 raw = open(source, "rb")  # noqa: SIM115 (closed below)
@@ -188,7 +188,7 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
                     with _progress(ctx, size, "importing") as bar:
                         summary = transfer.import_upload(
                             store, raw, name=name, into=into, partial=partial,
-                            actor=_actor(), progress=bar)
+                            actor=actor(), progress=bar)
     except errors.ImportRejected as e:
         if ctx.as_json:
             click.echo(json.dumps({"imported": False, "error": e.message,
@@ -202,4 +202,4 @@ def import_cmd(ctx: Context, source: str, into_ref: str | None, name: str | None
              f"{summary['redacted']} redacted) into {s['name']} ({s['id']}), {ids}"]
     ctx.output(summary, "\n".join(human + _import_lines(summary)))
     if summary.get("created_store"):
-        _warn_namesakes(store, s["id"], s["name"])
+        warn_namesakes(store, s["id"], s["name"])

@@ -24,21 +24,21 @@ from .shared import PAGE as _PAGE
 from .shared import walk as _walk
 
 
-def _actor() -> Actor:
+def actor() -> Actor:
     return local_user_actor()
 
 
-def _pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
+def pages(fetch: Callable[..., Page[Any]], limit: int | None) -> list[Any]:
     """Every item of a paginated listing, or the first ``limit`` of them."""
     return list(itertools.islice(_walk(fetch, min(_PAGE, limit or _PAGE)), limit))
 
 
-def _when(ts: str | None) -> str:
+def when(ts: str | None) -> str:
     """An RFC 3339 UTC timestamp, shortened for tables (``2025-01-31 12:00:59``)."""
     return ts[:19].replace("T", " ") if ts else "-"
 
 
-def _pairs(values: Sequence[str], option: str, form: str = "KEY=VALUE") -> list[tuple[str, str]]:
+def kv_pairs(values: Sequence[str], option: str, form: str = "KEY=VALUE") -> list[tuple[str, str]]:
     """``k=v`` option values as ``(k, v)`` pairs in order; anything else is a usage error that
     names ``form``."""
     out: list[tuple[str, str]] = []
@@ -57,7 +57,7 @@ def _stdin_is_tty() -> bool:
         return False
 
 
-def _content(content: str | None, file: str | None, *, use_stdin: bool) -> str | bytes | None:
+def given_content(content: str | None, file: str | None, *, use_stdin: bool) -> str | bytes | None:
     """The content given by ``--content``, ``--file`` (``-`` is stdin) or, when ``use_stdin``
     and stdin is not a terminal, stdin. Files and stdin are passed on as bytes: the store checks
     UTF-8 and size. Returns None when no content was given.
@@ -86,7 +86,7 @@ def _content(content: str | None, file: str | None, *, use_stdin: bool) -> str |
     return None
 
 
-def _confirm(yes: bool, question: str, what: str) -> None:
+def confirm(yes: bool, question: str, what: str) -> None:
     """Ask ``question`` on a terminal unless ``--yes``; without a terminal, require ``--yes``."""
     if yes:
         return
@@ -96,7 +96,7 @@ def _confirm(yes: bool, question: str, what: str) -> None:
         fail("aborted", 1)
 
 
-def _resolve_memory(store: AnyStore, store_id: str, ref: str, view: str = "full") -> Memory:
+def resolve_memory(store: AnyStore, store_id: str, ref: str, view: str = "full") -> Memory:
     """The live memory ``ref`` (an id, or a path) names; a ref that is neither a path nor an
     id (``hello.md``) gets the hint that paths start with '/'."""
     try:
@@ -107,7 +107,7 @@ def _resolve_memory(store: AnyStore, store_id: str, ref: str, view: str = "full"
         raise errors.NotFound(f"{e.message} ({slash_hint(ref)})") from None
 
 
-def _memory_id(store: AnyStore, store_id: str, ref: str) -> str:
+def memory_id(store: AnyStore, store_id: str, ref: str) -> str:
     """The id of the memory ``ref`` names, live or deleted: an id as is; a path names the
     memory there now or, failing that, the memory most recently at that path.
 
@@ -126,11 +126,11 @@ def _memory_id(store: AnyStore, store_id: str, ref: str) -> str:
     return found
 
 
-def _actor_text(actor: Actor | None) -> str:
+def actor_text(actor: Actor | None) -> str:
     if actor is None:
         return "-"
     return f"{actor.type.removesuffix('_actor')}:{actor.id}"
 
 
-def _deleted(type_: str, id_: str) -> dict[str, str]:
+def deleted(type_: str, id_: str) -> dict[str, str]:
     return {"id": id_, "type": type_}

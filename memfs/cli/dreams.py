@@ -10,7 +10,7 @@ from .. import errors
 from ..models import Dream
 from ..store import Store
 from .base import AnyStore, Context, MemfsGroup, cli, fail, pass_ctx
-from .common import _pages, _when
+from .common import pages, when
 from .shared import table as _table
 
 #: The model of `memfs dream` without --model (env MEMFS_DREAM_MODEL).
@@ -69,8 +69,8 @@ def _dream_text(store: AnyStore, d: Dream) -> str:
     lines.append(f"  usage:        {u['input_tokens']} input, {u['output_tokens']} output tokens"
                  f" (cache: {u['cache_read_input_tokens']} read, "
                  f"{u['cache_creation_input_tokens']} written)")
-    lines.append(f"  created:      {_when(d.created_at)}"
-                 + (f", ended {_when(d.ended_at)}" if d.ended_at else ""))
+    lines.append(f"  created:      {when(d.created_at)}"
+                 + (f", ended {when(d.ended_at)}" if d.ended_at else ""))
     if d.error:
         lines.append(f"  error:        {d.error['type']}: {d.error['message']}")
     if d.status == "completed" and out is not None and out != d.memory_store_id:
@@ -193,9 +193,9 @@ def dream_list(ctx: Context, include_archived: bool, statuses: tuple[str, ...],
     """
     store = ctx.store
     _recover_dreams(ctx)
-    items = _pages(lambda **kw: store.dreams.list(
+    items = pages(lambda **kw: store.dreams.list(
         include_archived=include_archived, statuses=list(statuses) or None, **kw), limit)
-    rows = [(d.id, d.status, d.memory_store_id, d.output_store_id or "-", _when(d.created_at))
+    rows = [(d.id, d.status, d.memory_store_id, d.output_store_id or "-", when(d.created_at))
             for d in items]
     human = _table(("ID", "STATUS", "INPUT", "OUTPUT", "CREATED"), rows)
     ctx.output(items, human if items else "no dreams (start one: memfs dream STORE --session ID)")

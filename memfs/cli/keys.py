@@ -15,7 +15,7 @@ from ..models import DEFAULT_WORKSPACE, ROLES, ApiKey
 from ..rules import format_time, validate_workspace
 from ..store import Store
 from .base import AnyStore, Context, cli, fail, pass_ctx
-from .common import _actor, _when
+from .common import actor, when
 from .shared import table as _table
 
 #: How many store ids a row of ``keys list`` shows before "+N".
@@ -118,7 +118,7 @@ def keys_create(ctx: Context, name: str, workspace: str | None, role: str | None
     store_ids = _store_ids(store, stores, workspace) if stores else None
     if isinstance(store, Store):
         made = store.keys.create(name, workspace=workspace or DEFAULT_WORKSPACE, role=role,
-                                store_ids=store_ids, expires_in=expires, created_by=_actor())
+                                store_ids=store_ids, expires_in=expires, created_by=actor())
     else:
         try:
             made = store.keys.create(name, workspace=workspace, role=role,
@@ -165,9 +165,9 @@ def keys_list(ctx: Context, workspace: str | None) -> None:
     now = format_time(datetime.now(UTC))
     rows = [
         (k.id, k.name, k.workspace_id, k.role, _stores_cell(k.memory_store_ids),
-         _when(k.created_at),
-         _when(k.expires_at) + (" (expired)" if k.expires_at and k.expires_at <= now else ""),
-         _when(k.last_used_at), _when(k.revoked_at))
+         when(k.created_at),
+         when(k.expires_at) + (" (expired)" if k.expires_at and k.expires_at <= now else ""),
+         when(k.last_used_at), when(k.revoked_at))
         for k in items
     ]
     human = _table(("ID", "NAME", "WORKSPACE", "ROLE", "STORES", "CREATED", "EXPIRES",

@@ -11,8 +11,8 @@ import click
 
 from ..daemons import logs
 from .base import Context, cli, fail, pass_ctx
-from .common import _pairs
-from .sessions import _load_spec
+from .common import kv_pairs
+from .sessions import load_spec
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
@@ -136,12 +136,12 @@ def run(
         api_key=ctx.api_key,
         isolation=isolation,
         network=network,
-        instructions=_pairs(instructions, "--instructions", "REF=TEXT"),
+        instructions=kv_pairs(instructions, "--instructions", "REF=TEXT"),
         user=user,
         token_ttl=token_ttl,
     )
     if spec_path is not None:
-        spec = _load_spec(ctx, spec_path)
+        spec = load_spec(ctx, spec_path)
         launch.attachments = spec.attachments
         launch.title, launch.metadata = spec.title, spec.metadata
     try:

@@ -7,7 +7,7 @@ import click
 
 from ..models import Memory
 from .base import Context, cli, pass_ctx
-from .common import _actor, _content, _deleted, _pages, _resolve_memory, _when
+from .common import actor, deleted, given_content, pages, resolve_memory, when
 from .shared import table as _table
 
 
@@ -24,7 +24,7 @@ def memories() -> None:
     """
 
 
-def _memory_line(m: Memory, verb: str) -> str:
+def memory_line(m: Memory, verb: str) -> str:
     return f"{verb} {m.path} ({m.id}, {m.content_size_bytes} bytes, version {m.memory_version_id})"
 
 
@@ -51,11 +51,11 @@ def memories_list(
     """
     store = ctx.store
     sid = store.stores.resolve(store_ref).id
-    items = _pages(
+    items = pages(
         lambda **kw: store.memories.list(sid, path_prefix=prefix, depth=depth, **kw), limit
     )
     rows = [
-        (m.content_size_bytes, _when(m.updated_at), m.path)
+        (m.content_size_bytes, when(m.updated_at), m.path)
         if isinstance(m, Memory)
         else ("", "", m.path)
         for m in items
@@ -77,7 +77,7 @@ def memories_show(ctx: Context, store_ref: str, memory_ref: str) -> None:
         memfs memories show notes /prefs.md > prefs.md
     """
     sid = ctx.store.stores.resolve(store_ref).id
-    m = _resolve_memory(ctx.store, sid, memory_ref)
+    m = resolve_memory(ctx.store, sid, memory_ref)
     if ctx.as_json:
         ctx.output(m)
     else:
@@ -109,12 +109,12 @@ def memories_create(
     \b
         echo "Use ISO dates." | memfs memories create notes /prefs.md
     """
-    data = _content(content, file, use_stdin=True)
+    data = given_content(content, file, use_stdin=True)
     if data is None:
         raise click.UsageError("no content: give --content, --file, or pipe it on stdin")
     sid = ctx.store.stores.resolve(store_ref).id
-    m = ctx.store.memories.create(sid, path, data, actor=_actor())
-    ctx.output(m, _memory_line(m, "created"))
+    m = ctx.store.memories.create(sid, path, data, actor=actor())
+    ctx.output(m, memory_line(m, "created"))
 
 
 @memories.command("update")
@@ -157,21 +157,21 @@ def memories_update(
     \b
         memfs memories update notes /prefs.md --path /preferences.md
     """
-    data = _content(content, file, use_stdin=new_path is None)
+    data = given_content(content, file, use_stdin=new_path is None)
     if data is None and new_path is None:
         raise click.UsageError("nothing to change: give --content, --file, --path or pipe stdin")
     sid = ctx.store.stores.resolve(store_ref).id
-    before = _resolve_memory(ctx.store, sid, memory_ref, view="basic")
+    before = resolve_memory(ctx.store, sid, memory_ref, view="basic")
     m = ctx.store.memories.update(
         sid,
         before.id,
         content=data,
         path=new_path,
         precondition_sha256=if_sha256,
-        actor=_actor(),
+        actor=actor(),
     )
     changed = m.memory_version_id != before.memory_version_id
-    ctx.output(m, _memory_line(m, "updated" if changed else "unchanged"))
+    ctx.output(m, memory_line(m, "updated" if changed else "unchanged"))
 
 
 @memories.command("delete")
@@ -194,6 +194,6 @@ def memories_delete(ctx: Context, store_ref: str, memory_ref: str, if_sha256: st
         memfs memories delete notes /old.md
     """
     sid = ctx.store.stores.resolve(store_ref).id
-    m = _resolve_memory(ctx.store, sid, memory_ref, view="basic")
-    ctx.store.memories.delete(sid, m.id, expected_sha256=if_sha256, actor=_actor())
-    ctx.output(_deleted("memory_deleted", m.id), f"deleted {m.path} ({m.id})")
+    m = resolve_memory(ctx.store, sid, memory_ref, view="basic")
+    ctx.store.memories.delete(sid, m.id, expected_sha256=if_sha256, actor=actor())
+    ctx.output(deleted("memory_deleted", m.id), f"deleted {m.path} ({m.id})")

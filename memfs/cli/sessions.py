@@ -12,7 +12,7 @@ import click
 from ..launcher.prompt import render_memory_prompt
 from ..store import Store
 from .base import Context, cli, fail, pass_ctx
-from .common import _actor, _pages, _when
+from .common import actor, pages, when
 from .shared import table as _table
 
 
@@ -54,7 +54,7 @@ def session_list(
     """
     store = ctx.store
     store_id = None if store_ref is None else store.stores.resolve(store_ref).id
-    items = _pages(
+    items = pages(
         lambda **kw: store.sessions.list(
             memory_store_id=store_id,
             statuses=list(statuses) or None,
@@ -64,14 +64,14 @@ def session_list(
         limit,
     )
     rows = [
-        (s.id, s.status, _when(s.created_at), ", ".join(r.name for r in s.resources) or "-")
+        (s.id, s.status, when(s.created_at), ", ".join(r.name for r in s.resources) or "-")
         for s in items
     ]
     human = _table(("ID", "STATUS", "CREATED", "STORES"), rows) if rows else "no sessions"
     ctx.output(items, human)
 
 
-def _load_spec(ctx: Context, path: str) -> Any:
+def load_spec(ctx: Context, path: str) -> Any:
     """The session spec in ``path``, checked, its stores resolved to ids
     (memfs.launcher.spec)."""
     from ..launcher.spec import load
@@ -110,7 +110,7 @@ def session_create(ctx: Context, spec_path: str) -> None:
     \b
         memfs session create --spec session.yaml
     """
-    spec = _load_spec(ctx, spec_path)
+    spec = load_spec(ctx, spec_path)
     s = ctx.store.sessions.create(spec.resources(), title=spec.title, metadata=spec.metadata)
     ctx.output(s, s.id)
 
@@ -198,10 +198,10 @@ def session_events(
         memfs session events sesn_01... --type agent.tool_use --type agent.tool_result
     """
     store = ctx.store
-    items = _pages(
+    items = pages(
         lambda **kw: store.events.list(session_id, types=list(types) or None, **kw), limit
     )
-    rows = [(_when(e.processed_at), e.type, _event_text(e.body)) for e in items]
+    rows = [(when(e.processed_at), e.type, _event_text(e.body)) for e in items]
     ctx.output(items, _table(("TIME", "TYPE", "WHAT"), rows) if rows else "no events")
 
 
@@ -257,7 +257,7 @@ def session_revert(ctx: Context, target: str, dry_run: bool, force: bool) -> Non
     """
     from ..store.revert import EXIT_LEFT, render
 
-    r = ctx.store.undo.revert(target, actor=_actor(), dry_run=dry_run, force=force)
+    r = ctx.store.undo.revert(target, actor=actor(), dry_run=dry_run, force=force)
     ctx.output(r, render(r))
     if r["conflicts"]:
         sys.exit(EXIT_LEFT)

@@ -11,7 +11,7 @@ from ..models import DEFAULT_WORKSPACE, MemoryStore
 from ..rules import validate_workspace
 from ..store import Store
 from .base import AnyStore, Context, cli, fail, pass_ctx
-from .common import _confirm, _deleted, _pages, _pairs, _when
+from .common import confirm, deleted, kv_pairs, pages, when
 from .shared import table as _table
 
 
@@ -84,17 +84,17 @@ def stores_create(
     """
     workspace = _local_workspace(ctx, workspace)
     store = ctx.open(create=True)
-    pairs = dict(_pairs(metadata, "--metadata"))
+    pairs = dict(kv_pairs(metadata, "--metadata"))
     if isinstance(store, Store):
         s = store.stores.create(name, description, pairs,
                                workspace=workspace or DEFAULT_WORKSPACE)
     else:
         s = store.stores.create(name, description, pairs)
     ctx.output(s, f"created memory store {s.id} ({s.name})")
-    _warn_namesakes(store, s.id, s.name)
+    warn_namesakes(store, s.id, s.name)
 
 
-def _warn_namesakes(store: AnyStore, store_id: str, name: str) -> None:
+def warn_namesakes(store: AnyStore, store_id: str, name: str) -> None:
     """A store's name need not be unique, but a name two live stores share names neither of
     them (Store.stores.namesakes): after a create, rename or import, say so in one line on
     stderr."""
@@ -128,11 +128,11 @@ def stores_list(ctx: Context, include_archived: bool, limit: int | None) -> None
         memfs stores list --all
     """
     store = ctx.store
-    items = _pages(
+    items = pages(
         lambda **kw: store.stores.list(include_archived=include_archived, **kw), limit
     )
     rows = [
-        (s.id, s.name, store.memories.count(s.id), _when(s.created_at), _when(s.archived_at))
+        (s.id, s.name, store.memories.count(s.id), when(s.created_at), when(s.archived_at))
         for s in items
     ]
     human = _table(("ID", "NAME", "MEMORIES", "CREATED", "ARCHIVED"), rows, right=(2,))
@@ -187,14 +187,14 @@ def stores_update(
         memfs stores update notes --name "Team Notes" -m owner=ana --unset-metadata draft
     """
     old = ctx.store.stores.resolve(store_ref)
-    patch: dict[str, str | None] = dict(_pairs(metadata, "--metadata"))
+    patch: dict[str, str | None] = dict(kv_pairs(metadata, "--metadata"))
     patch.update({key: None for key in unset_metadata})
     s = ctx.store.stores.update(
         old.id, name=name, description=description, metadata=patch or None
     )
     ctx.output(s, _store_text(ctx.store, s))
     if s.name != old.name:
-        _warn_namesakes(ctx.store, s.id, s.name)
+        warn_namesakes(ctx.store, s.id, s.name)
 
 
 @stores.command("archive")
@@ -228,10 +228,10 @@ def stores_delete(ctx: Context, store_ref: str, yes: bool) -> None:
     """
     s = ctx.store.stores.resolve(store_ref)
     n = ctx.store.memories.count(s.id)
-    _confirm(
+    confirm(
         yes,
         f"Delete memory store {s.name} ({s.id}), its {n} memories and all their versions?",
         f"delete memory store {s.id}",
     )
     ctx.store.stores.delete(s.id)
-    ctx.output(_deleted("memory_store_deleted", s.id), f"deleted memory store {s.id} ({s.name})")
+    ctx.output(deleted("memory_store_deleted", s.id), f"deleted memory store {s.id} ({s.name})")

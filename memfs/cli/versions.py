@@ -10,8 +10,8 @@ import click
 from .. import errors
 from ..models import MemoryVersion
 from .base import AnyStore, Context, cli, pass_ctx
-from .common import _actor, _actor_text, _confirm, _memory_id, _pages, _when
-from .memories import _memory_line
+from .common import actor, actor_text, confirm, memory_id, pages, when
+from .memories import memory_line
 from .shared import table as _table
 from .shared import walk as _walk
 
@@ -75,8 +75,8 @@ def versions_list(
     """
     store = ctx.store
     sid = store.stores.resolve(store_ref).id
-    mid = None if memory_ref is None else _memory_id(store, sid, memory_ref)
-    items = _pages(
+    mid = None if memory_ref is None else memory_id(store, sid, memory_ref)
+    items = pages(
         lambda **kw: store.versions.list(
             sid,
             memory_id=mid,
@@ -96,8 +96,8 @@ def versions_list(
             v.operation,
             "(redacted)" if v.redacted_at else (v.path or "-"),
             "-" if v.content_size_bytes is None else v.content_size_bytes,
-            _actor_text(v.created_by),
-            _when(v.created_at),
+            actor_text(v.created_by),
+            when(v.created_at),
         )
         for v in items
     ]
@@ -207,13 +207,13 @@ def versions_restore(ctx: Context, store_ref: str, version_id: str, new_path: st
         current = store.memories.get(sid, v.memory_id, view="basic")
     except errors.NotFound:
         current = None
-    m = store.versions.restore(sid, v.id, path=new_path, actor=_actor())
+    m = store.versions.restore(sid, v.id, path=new_path, actor=actor())
     if current is None:
-        ctx.output(m, _memory_line(m, f"restored {v.id} as"))
+        ctx.output(m, memory_line(m, f"restored {v.id} as"))
     elif m.memory_version_id == current.memory_version_id:
         ctx.output(m, f"{m.path} already has the content of {v.id}; nothing to do")
     else:
-        ctx.output(m, _memory_line(m, f"restored {v.id} to"))
+        ctx.output(m, memory_line(m, f"restored {v.id} to"))
 
 
 @versions.command("redact")
@@ -233,12 +233,12 @@ def versions_redact(ctx: Context, store_ref: str, version_id: str, yes: bool) ->
         memfs versions redact notes memver_01... --yes
     """
     sid = ctx.store.stores.resolve(store_ref).id
-    _confirm(
+    confirm(
         yes,
         f"Erase the content of version {version_id} for good?",
         f"redact version {version_id}",
     )
-    v = ctx.store.versions.redact(sid, version_id, actor=_actor())
+    v = ctx.store.versions.redact(sid, version_id, actor=actor())
     ctx.output(v, f"redacted {v.id}")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 MEMORY_BETA = "context-management-2025-06-27"
 
 
-class _Failed(Exception):
+class Failed(Exception):
     def __init__(self, type_: str, message: str) -> None:
         super().__init__(message)
         self.error = {"type": type_, "message": message}
@@ -40,13 +40,13 @@ def default_client() -> Any:
     """The SDK client a dream uses: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` from
     the environment of the process running it.
 
-    :raises _Failed: no API key.
+    :raises Failed: no API key.
     """
     import anthropic
 
     missing = missing_settings()
     if missing:
-        raise _Failed("configuration_error",
+        raise Failed("configuration_error",
                       f"{missing[0]} is not set where the dream runs (the memfs server's "
                       "environment)")
     return anthropic.Anthropic(api_key=os.environ["ANTHROPIC_API_KEY"],

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..models import Dream
 from ..store import Store
-from .model import MEMORY_BETA, _Failed, default_client
+from .model import MEMORY_BETA, Failed, default_client
 from .prompt import SYSTEM, build_prompt
 
 log = logging.getLogger("memfs.dreams")  # the dreams' one logger, whichever module logs
@@ -93,7 +93,7 @@ class DreamRun:
         a dream that fails before the model ever answered leaves no output store."""
         try:
             client = self.client_factory()
-        except _Failed as e:
+        except Failed as e:
             return self.store.dreams.finish(self.dream_id, "failed", e.error)
         try:
             return self._run(client)
@@ -110,7 +110,7 @@ class DreamRun:
             if self.stop_error is not None:
                 return self._fail(self.stop_error)
             return self.store.dreams.get(self.dream_id)
-        except _Failed as e:
+        except Failed as e:
             return self._fail(e.error)
         except Exception as e:  # a bug or a database failure: the dream says so
             log.exception("dream %s failed", self.dream_id)
@@ -158,7 +158,7 @@ class DreamRun:
         for _turn in range(MAX_TURNS):
             self._check()
             if time.monotonic() > deadline:
-                raise _Failed("timeout", f"the dream ran longer than {TIMEOUT_SECONDS:.0f} s")
+                raise Failed("timeout", f"the dream ran longer than {TIMEOUT_SECONDS:.0f} s")
             reply = self._call(client, {
                 "model": dream.model["id"], "max_tokens": MAX_TOKENS,
                 "system": SYSTEM.format(start=start), "messages": messages,
@@ -191,7 +191,7 @@ class DreamRun:
                 results.append({"type": "tool_result", "tool_use_id": b["id"],
                                 "content": result, "is_error": is_error})
             messages.append({"role": "user", "content": results})
-        raise _Failed("max_turns", f"the model was still working after {MAX_TURNS} turns")
+        raise Failed("max_turns", f"the model was still working after {MAX_TURNS} turns")
 
     def _call(self, client: Any, kwargs: dict[str, Any]) -> Any:
         """One Messages API call, in a thread of its own, so that a cancel can close its
@@ -220,13 +220,13 @@ class DreamRun:
         if error is None:
             return box["reply"]
         if isinstance(error, anthropic.APITimeoutError):
-            raise _Failed("timeout", f"the Messages API did not answer in time: {error}")
+            raise Failed("timeout", f"the Messages API did not answer in time: {error}")
         if isinstance(error, anthropic.APIStatusError):
-            raise _Failed("model_error",
+            raise Failed("model_error",
                           f"the Messages API answered {error.status_code}: {error.message}")
         if isinstance(error, anthropic.APIConnectionError):
-            raise _Failed("model_unreachable",
+            raise Failed("model_unreachable",
                           f"the Messages API at {client.base_url} is unreachable: {error}")
         if isinstance(error, anthropic.AnthropicError):
-            raise _Failed("model_error", str(error))
+            raise Failed("model_error", str(error))
         raise error

@@ -23,7 +23,7 @@ from pyfuse3 import FileHandleT
 from .. import errors
 from ..models import Memory
 from .core import Handle, Mount
-from .kernel import _Failure, _fds_on
+from .kernel import Failure, fds_on
 from .scratch import Scratch, is_scratch
 from .toolevents import WrittenVersion
 from .tree import Node
@@ -51,7 +51,7 @@ class _Commit:
     gen: int = 0
     events: list[dict[str, Any]] | None = None
     memory: Memory | None = None
-    failure: _Failure | None = None
+    failure: Failure | None = None
     #: When the close must have its answer (trio time), counted from the close: a store
     #: with a ``deadline`` (a server's client) only; None: as long as the store takes.
     deadline: float | None = None
@@ -62,8 +62,8 @@ class _Commit:
     settled: trio.Event | None = None
 
 
-def too_big(size: int, limit: int) -> _Failure:
-    return _Failure(errno.EFBIG, f"content would be {size} bytes; the limit is {limit} bytes")
+def too_big(size: int, limit: int) -> Failure:
+    return Failure(errno.EFBIG, f"content would be {size} bytes; the limit is {limit} bytes")
 
 
 def _resize(buf: bytearray, size: int) -> None:
@@ -147,7 +147,7 @@ class Buffers:
         """Read a file's committed content into the cache. A memory deleted meanwhile keeps
         the content an open file had.
 
-        :raises _Failure: ENOENT (gone, and nothing cached), or the store's error.
+        :raises Failure: ENOENT (gone, and nothing cached), or the store's error.
         """
         assert node.memory is not None
         memory_id = node.memory.id
@@ -157,9 +157,9 @@ class Buffers:
             if node.content is not None:
                 node.content_stale = False
                 return
-            raise _Failure(errno.ENOENT, f"{node.path} was deleted") from None
+            raise Failure(errno.ENOENT, f"{node.path} was deleted") from None
         except errors.MemfsError as e:
-            raise _Failure.of(e) from None
+            raise Failure.of(e) from None
         if node.memory is None or node.memory.id != memory_id:
             return
         if node.content is not None and not node.content_stale:
@@ -185,7 +185,7 @@ class Buffers:
         if self.mount.mountpoint is None:
             return False
         mine = sum(1 for x in self.mount.handles.values() if x.node is h.node and x.pid == h.pid)
-        return _fds_on(h.pid, self.mount.mountpoint, h.node.ino) >= mine
+        return fds_on(h.pid, self.mount.mountpoint, h.node.ino) >= mine
 
     async def commit(self, node: Node, pair: Callable[[int], list[dict[str, Any]] | None],
                      ) -> Memory | None:
@@ -201,7 +201,7 @@ class Buffers:
         :returns: the memory; None if there is nothing left to save once the mutex is ours: a
             request that held it meanwhile (an unlink, a rename over the file) removed the file
             here, which drops its unsaved writes (POSIX), or a commit saved it already.
-        :raises _Failure: the store refused; nothing was written, the buffer is discarded (the
+        :raises Failure: the store refused; nothing was written, the buffer is discarded (the
             file shows its previous version again).
         """
         seconds = getattr(self.store, "deadline", None)
@@ -345,7 +345,7 @@ class Buffers:
         if isinstance(outcome, errors.MemfsError):
             log.info("commit of %s refused: %s", job.path, outcome.message)
             self.tree.discard(node)
-            job.failure = _Failure.of(outcome)
+            job.failure = Failure.of(outcome)
             return
         if isinstance(outcome, BaseException):
             job.error = outcome
@@ -379,7 +379,7 @@ class Buffers:
 
     def file_pair(self, h: Handle, size: int | None = None,
                   memory: WrittenVersion | None = None,
-                  failure: _Failure | None = None, removed: bool = False,
+                  failure: Failure | None = None, removed: bool = False,
                   ) -> list[dict[str, Any]] | None:
         """The event pair of a file's open→close (or of a commit at fsync). ``removed``: its
         writes were dropped, the file unlinked or renamed over by this mount first."""
@@ -405,7 +405,7 @@ class Buffers:
         with the failure)."""
         try:
             saved = await self.commit(h.node, lambda size: self.file_pair(h, size))
-        except _Failure as f:
+        except Failure as f:
             h.failure = f
             self.mount.emit(self.file_pair(h, failure=f))
             h.logged = True
@@ -428,7 +428,7 @@ class Buffers:
             h.logged = True
         raise f
     def _check_truncate(self, size: int) -> None:
-        """:raises _Failure: EROFS, or EFBIG for a size over the content limit."""
+        """:raises Failure: EROFS, or EFBIG for a size over the content limit."""
         self.mount.check_writable()
         limit = self.store.limits.max_content_bytes
         if size > limit:
@@ -441,7 +441,7 @@ class Buffers:
             return
         try:
             self._check_truncate(size)
-        except _Failure as f:
+        except Failure as f:
             h.failure = f
             raise
         _resize(await self.buffer(node), size)
@@ -459,7 +459,7 @@ class Buffers:
         path = node.path
         try:
             self._check_truncate(size)
-        except _Failure as f:
+        except Failure as f:
             self.mount.emit(self.mount.pair(comm_, pid, "truncate", path, failure=f))
             raise
         _resize(await self.buffer(node), size)
@@ -481,7 +481,7 @@ class Buffers:
                                                                           path, text=text))
             if saved is None:  # removed here (or saved) while it waited for the mutex
                 self.mount.emit(self.mount.pair(comm_, pid, "truncate", path, text=text))
-        except _Failure as f:
+        except Failure as f:
             self.mount.emit(self.mount.pair(comm_, pid, "truncate", path, failure=f))
             raise
         finally:
@@ -493,7 +493,7 @@ class Buffers:
         self.mount.check_writable()
         assert node.buffer is not None
         if self.tree.scratch_full(size - len(node.buffer)):
-            raise _Failure(errno.ENOSPC, "scratch files are full")
+            raise Failure(errno.ENOSPC, "scratch files are full")
         _resize(node.buffer, size)
         node.touch()
 
@@ -525,20 +525,20 @@ class Buffers:
         events and whether the store recorded them."""
         self.mount.check_writable()
         if flags & pyfuse3.RENAME_EXCHANGE:
-            raise _Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
+            raise Failure(errno.EINVAL, "RENAME_EXCHANGE is not supported")
         if src is None:
-            raise _Failure(errno.ENOENT, f"no such file {old_path}")
+            raise Failure(errno.ENOENT, f"no such file {old_path}")
         new_path = self.mount.new_path(new_parent, name_new)
         if new_path == old_path:
             return pair(src.memory), False
         dst = self.mount.child(new_parent, name_new)
         if dst is not None and flags & pyfuse3.RENAME_NOREPLACE:
-            raise _Failure(errno.EEXIST, f"{new_path} exists")
+            raise Failure(errno.EEXIST, f"{new_path} exists")
         if src.is_dir:
             return await self._rename_dir(src, old_path, new_parent, new_path, dst, pair,
                                           deadline)
         if dst is not None and dst.is_dir:
-            raise _Failure(errno.EISDIR, f"{new_path} is a directory")
+            raise Failure(errno.EISDIR, f"{new_path} is a directory")
         if is_scratch(new_path.rpartition("/")[2]):
             return await self._rename_to_scratch(src, new_parent, new_path, dst, pair,
                                                  deadline)
@@ -563,7 +563,7 @@ class Buffers:
                     actor=self.actor, replace=not flags & pyfuse3.RENAME_NOREPLACE,
                     events=events)
         except errors.MemfsError as e:
-            raise _Failure.of(e) from None
+            raise Failure.of(e) from None
         self.tree.own_change(moved.seq)
         # Whatever holds the new name now (also one made while the store worked) is renamed
         # over: open descriptors keep its content, its unsaved data is never saved.
@@ -601,7 +601,7 @@ class Buffers:
         except errors.NotFound:
             return None
         except errors.MemfsError as e:
-            raise _Failure.of(e) from None
+            raise Failure.of(e) from None
         return path if m.path == path else None
 
     async def unlink_scratch(self, node: Node, comm_: str, pid: int, deadline: float) -> None:
@@ -626,7 +626,7 @@ class Buffers:
             except errors.NotFound:
                 await self.deleted_elsewhere(deadline)
             except errors.MemfsError as e:
-                raise _Failure.of(e) from None
+                raise Failure.of(e) from None
         self.tree.detach(node, pin_parent=True)
 
     async def deleted_elsewhere(self, deadline: float) -> None:
@@ -652,7 +652,7 @@ class Buffers:
             except errors.NotFound:
                 await self.deleted_elsewhere(deadline)
             except errors.MemfsError as e:
-                raise _Failure.of(e) from None
+                raise Failure.of(e) from None
         dst.dirty = False
         self.tree.detach(dst)
 
@@ -667,7 +667,7 @@ class Buffers:
         if src.scratch is None and (self.tree.scratch_crowded()
                                     or self.tree.scratch_full(len(data))):
             # Its content moves into the daemon's memory, as a scratch file's.
-            raise _Failure(errno.ENOSPC, f"{new_path}: no room left for scratch files")
+            raise Failure(errno.ENOSPC, f"{new_path}: no room left for scratch files")
         if dst is not None and dst is not src:
             await self._replace_for_scratch(dst, deadline)
         if src.scratch is None:
@@ -706,7 +706,7 @@ class Buffers:
                                              self.store_id,
                                              new_path, data, actor=self.actor, events=events)
         except errors.MemfsError as e:
-            raise _Failure.of(e) from None
+            raise Failure.of(e) from None
         self.tree.own_change(moved.seq)
         dst = self.mount.child(new_parent, new_path.rpartition("/")[2].encode())
         if dst is not None and dst is not src:
@@ -730,9 +730,9 @@ class Buffers:
     ) -> tuple[list[dict[str, Any]] | None, bool]:
         if dst is not None:
             if not dst.is_dir:
-                raise _Failure(errno.ENOTDIR, f"{new_path} is not a directory")
+                raise Failure(errno.ENOTDIR, f"{new_path} is not a directory")
             if dst.children:
-                raise _Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
+                raise Failure(errno.ENOTEMPTY, f"{new_path} is not empty")
         events = pair(None)
         await self.mount.events_in_order(deadline)
         try:
@@ -740,7 +740,7 @@ class Buffers:
                 deadline, self.store.memories.rename_prefix, self.store_id, old_path + "/",
                 new_path + "/", actor=self.actor, events=events)
         except errors.MemfsError as e:
-            raise _Failure.of(e) from None
+            raise Failure.of(e) from None
         for m in moved:
             self.tree.own_change(m.seq)
         dst = self.mount.child(new_parent, new_path.rpartition("/")[2].encode())

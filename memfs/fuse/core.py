@@ -35,7 +35,7 @@ from ..protocol import SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
 from .dotdirs import DotDir, HistoryDir, SearchDir
 from .history import History
-from .kernel import DOTS, NAME_MAX, _Failure, invalidate_inodes, invalidate_now, reply_dots
+from .kernel import DOTS, NAME_MAX, Failure, invalidate_inodes, invalidate_now, reply_dots
 from .search import Search, SessionScope
 from .spin import Spinner
 from .toolevents import EventSink, WrittenVersion, comm, tool_pair
@@ -134,7 +134,7 @@ class Handle:
     #: nothing commits only as the last writer to close (SPEC §2: the last close wins).
     changed: bool = False
     file_path: str = ""
-    failure: _Failure | None = None
+    failure: Failure | None = None
     #: A tool event pair was logged for this handle (by a commit at flush or fsync).
     logged: bool = False
     listing: list[Node] | None = None
@@ -329,7 +329,7 @@ class Mount:
         try:
             await self.call(self.store.feed.last, self.store_id)
         except errors.MemfsError as e:
-            raise _Failure.of(e) from None
+            raise Failure.of(e) from None
 
     async def in_thread(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run a call that may wait (a disk sync, a lock) in a worker thread."""
@@ -376,20 +376,20 @@ class Mount:
     def new_path(self, parent: Node, name: bytes) -> str:
         """The memory path of a new entry, checked by the store's path rules.
 
-        :raises _Failure: ENOENT (parent gone), ENAMETOOLONG, or the errno of the broken rule.
+        :raises Failure: ENOENT (parent gone), ENAMETOOLONG, or the errno of the broken rule.
         """
         if not parent.is_dir:
-            raise _Failure(errno.ENOTDIR, f"{parent.path} is not a directory")
+            raise Failure(errno.ENOTDIR, f"{parent.path} is not a directory")
         if not parent.attached:
-            raise _Failure(errno.ENOENT, "the directory was removed")
+            raise Failure(errno.ENOENT, "the directory was removed")
         if len(name) > NAME_MAX:
-            raise _Failure(errno.ENAMETOOLONG,
+            raise Failure(errno.ENAMETOOLONG,
                            f"a file name is at most {NAME_MAX} bytes, not {len(name)}")
         base = parent.path.encode() if parent is not self.root else b""
         try:
             return validate_path(base + b"/" + name, self.store.limits)
         except errors.MemfsError as e:
-            raise _Failure.of(e) from None
+            raise Failure.of(e) from None
 
     def change_path(self, parent_inode: int, name: bytes) -> str:
         """The path (below the mount root) of the entry a change names: in ``.history`` or
@@ -407,9 +407,9 @@ class Mount:
 
     def check_writable(self) -> None:
         if self.read_only:
-            raise _Failure(errno.EROFS, "the store is mounted read-only")
+            raise Failure(errno.EROFS, "the store is mounted read-only")
         if self.tree.archived:
-            raise _Failure(errno.EROFS, "the memory store is archived")
+            raise Failure(errno.EROFS, "the memory store is archived")
 
     def refuse_if_read_only(self, operation: str, path: str,
                             ctx: pyfuse3.RequestContext) -> None:
@@ -417,7 +417,7 @@ class Mount:
         changes."""
         try:
             self.check_writable()
-        except _Failure as f:
+        except Failure as f:
             comm_, pid = self.ctx_name(ctx)
             self.emit(self.pair(comm_, pid, operation, path, failure=f))
             raise FUSEError(f.errno) from None
@@ -490,7 +490,7 @@ class Mount:
         of another process that holds the write lock for seconds makes it fail with EBUSY,
         having changed nothing, instead of freezing ``ls`` in that directory meanwhile.
 
-        :raises _Failure: EBUSY, the mutex stayed held (a commit waiting for the database).
+        :raises Failure: EBUSY, the mutex stayed held (a commit waiting for the database).
         """
         deadline = trio.current_time() + DIRECTORY_PATIENCE
         with trio.move_on_at(deadline) as waiting:
@@ -498,7 +498,7 @@ class Mount:
         if waiting.cancelled_caught:
             log.info("a directory change gave up: an earlier change still waits for the "
                      "database's write lock")
-            raise _Failure(errno.EBUSY, BUSY_TEXT)
+            raise Failure(errno.EBUSY, BUSY_TEXT)
         try:
             yield deadline
         finally:
@@ -521,7 +521,7 @@ class Mount:
             self.events.log(events)
 
     def pair(self, name: str, pid: int, operation: str, file_path: str, *,
-             failure: _Failure | None = None, text: str = "", memory: WrittenVersion | None = None,
+             failure: Failure | None = None, text: str = "", memory: WrittenVersion | None = None,
              memory_id: str | None = None, new_path: str | None = None,
              ) -> list[dict[str, Any]] | None:
         """A tool event pair (None when the mount logs no events)."""

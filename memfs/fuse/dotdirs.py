@@ -41,7 +41,7 @@ from pyfuse3 import FileHandleT, FileNameT, FUSEError, XAttrNameT
 
 from .. import errors
 from .history import HISTORY, History, HNode, version_xattrs
-from .kernel import DOTS, _Failure
+from .kernel import DOTS, Failure
 from .search import SEARCH, Answer, Refused, Search, SNode
 
 
@@ -85,7 +85,7 @@ class Host(Protocol):
         ...
 
     def pair(self, name: str, pid: int, operation: str, file_path: str, *,
-             failure: _Failure | None = None, text: str = "",
+             failure: Failure | None = None, text: str = "",
              new_path: str | None = None) -> list[dict[str, Any]] | None:
         """A tool event pair (None: the mount logs no events)."""
         ...
@@ -142,7 +142,7 @@ def refuse(mount: Host, operation: str, path: str, new_path: str | None = None, 
     searched = any(p is not None and (p == "/" + SEARCH or p.startswith(f"/{SEARCH}/"))
                    for p in (path, new_path))
     what = "search results" if searched else "the store's history"
-    f = _Failure(errno.EROFS, f"{mount.display(path)} is read-only ({what})")
+    f = Failure(errno.EROFS, f"{mount.display(path)} is read-only ({what})")
     comm_, pid = mount.ctx_name(ctx)
     mount.emit(mount.pair(comm_, pid, operation, path, failure=f, new_path=new_path))
     raise FUSEError(errno.EROFS)
@@ -448,7 +448,7 @@ class SearchDir(DotDir[SNode]):
             answer = await self.search.ask(node, pid)
         except errors.MemfsError as e:
             self.search.release_if_unused(node)  # a refused question is not kept
-            f = _Failure.of(e)
+            f = Failure.of(e)
             m.emit(m.pair(comm_, pid, "search", node.display, failure=f))
             raise f from None
         m.emit(m.pair(comm_, pid, "search", node.display,
@@ -484,7 +484,7 @@ class SearchDir(DotDir[SNode]):
                 await self._ask(node, ctx)
         except Refused as r:
             comm_, pid = m.ctx_name(ctx)
-            m.emit(m.pair(comm_, pid, "search", path, failure=_Failure(r.errno, r.why)))
+            m.emit(m.pair(comm_, pid, "search", path, failure=Failure(r.errno, r.why)))
             raise FUSEError(r.errno) from None
         return self._reply(node)
 

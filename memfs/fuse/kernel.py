@@ -1,13 +1,13 @@
 """What the mount says to the kernel and reads of it: errnos, ``/proc``, the kernel's caches.
 
 * :func:`errno_for`: the errno of a :mod:`memfs.errors` exception, its row's in the one table
-  of errors (:data:`memfs.errors.WIRE`; SPEC §2), and :class:`_Failure`, a handler's expected
+  of errors (:data:`memfs.errors.WIRE`; SPEC §2), and :class:`Failure`, a handler's expected
   failure (its errno and why).
-* :func:`_fds_on`: how many descriptors a process holds of an inode of the mount, read from
+* :func:`fds_on`: how many descriptors a process holds of an inode of the mount, read from
   ``/proc`` (never through the mount).
 * :func:`reply_dots`: a listing's "." and "..".
 * :func:`invalidate_inodes` and :func:`invalidate_now`: what the kernel must forget.
-* :func:`_handler`: pyfuse3's contract kept by every handler (only ``FUSEError`` leaves one).
+* :func:`handler`: pyfuse3's contract kept by every handler (only ``FUSEError`` leaves one).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def errno_for(exc: errors.MemfsError) -> int:
     return errors.wire(exc).errno
 
 
-class _Failure(Exception):
+class Failure(Exception):
     """An expected failure of one handler: the errno, and the line for the event log."""
 
     def __init__(self, errno_: int, why: str) -> None:
@@ -67,7 +67,7 @@ class _Failure(Exception):
         self.why = why
 
     @classmethod
-    def of(cls, exc: errors.MemfsError) -> _Failure:
+    def of(cls, exc: errors.MemfsError) -> Failure:
         code = errno_for(exc)
         if isinstance(exc, errors.StorageError):
             log.error("the database refused a write: %s", exc.message)
@@ -79,7 +79,7 @@ class _Failure(Exception):
         return f"{errno.errorcode.get(self.errno, str(self.errno))}: {self.why}"
 
 
-def _fds_on(pid: int, mountpoint: str, ino: int) -> int:
+def fds_on(pid: int, mountpoint: str, ino: int) -> int:
     """How many descriptors of process ``pid`` refer to inode ``ino`` of the mount at
     ``mountpoint`` (read from ``/proc/<pid>/fd`` and ``fdinfo``, never through the mount)."""
     prefix = mountpoint.rstrip("/") + "/"
@@ -150,7 +150,7 @@ def invalidate_now(ino: int, entries: list[tuple[int, str, int]]) -> None:
     invalidate_inodes([ino])
 
 
-def _handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
+def handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
              ) -> Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]:
     """Make a handler keep pyfuse3's contract: only FUSEError leaves it.
 
@@ -171,10 +171,10 @@ def _handler(fn: Callable[Concatenate[_O, _P], Coroutine[Any, Any, _R]]
             return await fn(ops, *args, **kwargs)
         except FUSEError:
             raise
-        except _Failure as e:
+        except Failure as e:
             raise FUSEError(e.errno) from None
         except errors.MemfsError as e:
-            raise FUSEError(_Failure.of(e).errno) from None
+            raise FUSEError(Failure.of(e).errno) from None
         except Exception:
             log.exception("bug in %s; answering EIO", fn.__name__)
             raise FUSEError(errno.EIO) from None

@@ -33,7 +33,7 @@ How it works:
   the kernel passes back to ``close(2)``, so what ``close`` returned is what was saved. The
   kernel sends a flush for *every* ``close`` of a descriptor, also for a copy closed by
   ``dup2`` or by a forked child; the flush commits only when the process that opened the file
-  holds no descriptor of that open file any more (:func:`~memfs.fuse.kernel._fds_on`, from
+  holds no descriptor of that open file any more (:func:`~memfs.fuse.kernel.fds_on`, from
   ``/proc``), so ``echo x > f`` saves one version and a child closing its copy saves nothing.
 * A file deleted elsewhere (or whose path another memory took) while open for writing here
   leaves the tree, and its writes are still saved at its path at close/fsync: the memory is
@@ -93,7 +93,7 @@ from .core import BLOCK, Handle, Mount
 from .dotdirs import DotDir, by_entry, by_handle, by_inode
 from .feed import Feed
 from .history import XATTR_REDACTED
-from .kernel import DOTS, NAME_MAX, _Failure, _handler
+from .kernel import DOTS, NAME_MAX, Failure, handler
 from .scratch import is_scratch
 from .toolevents import EventSink, WrittenVersion
 from .tree import FileState, Node
@@ -194,7 +194,7 @@ class Operations(pyfuse3.Operations):
 
     # -- handlers: names and attributes -----------------------------------------------------
 
-    @_handler
+    @handler
     @by_entry()
     async def lookup(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
@@ -228,12 +228,12 @@ class Operations(pyfuse3.Operations):
         except Exception:
             log.exception("bug in forget")
 
-    @_handler
+    @handler
     @by_inode
     async def getattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         return self.mount.attrs.of(self.mount.node(inode))
 
-    @_handler
+    @handler
     @by_inode
     async def setattr(
         self,
@@ -266,7 +266,7 @@ class Operations(pyfuse3.Operations):
 
     # -- handlers: files --------------------------------------------------------------------
 
-    @_handler
+    @handler
     @by_inode
     async def open(
         self, inode: InodeT, flags: FlagT, ctx: pyfuse3.RequestContext
@@ -287,7 +287,7 @@ class Operations(pyfuse3.Operations):
             try:
                 self.mount.check_writable()
                 await self.mount.check_backend()
-            except _Failure as f:
+            except Failure as f:
                 self.mount.emit(self.mount.pair(comm_, pid, "write", node.path, failure=f))
                 raise
         if writable and flags & os.O_TRUNC and node.scratch is not None:
@@ -312,7 +312,7 @@ class Operations(pyfuse3.Operations):
             await self.buffers.load_content(node)
         return self.buffers.open_handle(h)
 
-    @_handler
+    @handler
     @by_entry()
     async def create(
         self,
@@ -332,11 +332,11 @@ class Operations(pyfuse3.Operations):
             path = self.mount.new_path(parent, name)
             scratch = is_scratch(path.rpartition("/")[2])
             if not stat.S_ISREG(mode) and stat.S_IFMT(mode):
-                raise _Failure(errno.EPERM, "only regular files can be stored")
+                raise Failure(errno.EPERM, "only regular files can be stored")
             if self.mount.child(parent, name) is not None:
-                raise _Failure(errno.EEXIST, f"{path} exists")
+                raise Failure(errno.EEXIST, f"{path} exists")
             if scratch and self.tree.scratch_crowded():
-                raise _Failure(errno.ENOSPC, f"{path}: this mount holds "
+                raise Failure(errno.ENOSPC, f"{path}: this mount holds "
                                f"{self.tree.scratch_files} scratch files already")
             if not scratch and len(self.tree.by_memory) + 1 >= self.store.limits.max_memories:
                 # Near the limit, ask the store, so that open(O_CREAT) fails at once with
@@ -346,12 +346,12 @@ class Operations(pyfuse3.Operations):
                 try:
                     await self.mount.call(self.store.memories.check_can_create, self.store_id)
                 except errors.MemfsError as e:
-                    raise _Failure.of(e) from None
+                    raise Failure.of(e) from None
                 # Checked again: another request may have made the name while we waited.
                 path = self.mount.new_path(parent, name)
                 if self.mount.child(parent, name) is not None:
-                    raise _Failure(errno.EEXIST, f"{path} exists")
-        except _Failure as f:
+                    raise Failure(errno.EEXIST, f"{path} exists")
+        except Failure as f:
             self.mount.emit(self.mount.pair(comm_, pid, "create", entry, failure=f))
             raise
         node = self.tree.new_file(parent, path.rpartition("/")[2], scratch=scratch)
@@ -368,7 +368,7 @@ class Operations(pyfuse3.Operations):
         node.attrs_kept = True
         return info, reply
 
-    @_handler
+    @handler
     @by_handle
     async def read(self, fh: FileHandleT, off: int, size: int) -> bytes:
         h = self.mount.handles.get(fh)
@@ -377,7 +377,7 @@ class Operations(pyfuse3.Operations):
         data = await self.buffers.data(h.node)
         return bytes(data[off : off + size])
 
-    @_handler
+    @handler
     async def write(self, fh: FileHandleT, off: int, buf: bytes) -> int:
         h = self.mount.handles.get(fh)
         if h is None:
@@ -392,7 +392,7 @@ class Operations(pyfuse3.Operations):
             raise FUSEError(errno.EFBIG)
         data = await self.buffers.buffer(node)
         if not utf8_possible(data, off, buf):
-            h.failure = _Failure(
+            h.failure = Failure(
                 errno.EILSEQ, f"bytes written at offset {off} cannot be part of UTF-8 text")
             raise FUSEError(errno.EILSEQ)
         splice(data, off, buf)
@@ -414,7 +414,7 @@ class Operations(pyfuse3.Operations):
         node.touch()
         return len(buf)
 
-    @_handler
+    @handler
     async def flush(self, fh: FileHandleT) -> None:
         h = self.mount.handles.get(fh)
         if h is None or not h.writable or h.node.scratch is not None:
@@ -429,7 +429,7 @@ class Operations(pyfuse3.Operations):
         if node.dirty and self.buffers.save_path(node) is not None:
             await self.buffers.commit_handle(h)
 
-    @_handler
+    @handler
     async def fsync(self, fh: FileHandleT, datasync: bool) -> None:
         h = self.mount.handles.get(fh)
         if h is None or h.node.scratch is not None:
@@ -442,7 +442,7 @@ class Operations(pyfuse3.Operations):
         # the disk, this file's and every earlier commit's.
         await self.mount.in_thread(self.store.sync)
 
-    @_handler
+    @handler
     @by_handle
     async def release(self, fh: FileHandleT) -> None:
         h = self.mount.handles.pop(fh, None)
@@ -459,7 +459,7 @@ class Operations(pyfuse3.Operations):
                 # No flush committed (the opener still held a copy at each close).
                 try:
                     await self.buffers.commit_handle(h)
-                except _Failure as f:
+                except Failure as f:
                     # The kernel ignores release() errors: the event log has to tell.
                     log.warning("%s not saved: %s", node.path, f.text())
             removed = node.dirty and self.buffers.save_path(node) is None
@@ -483,7 +483,7 @@ class Operations(pyfuse3.Operations):
 
     # -- handlers: directories ---------------------------------------------------------------
 
-    @_handler
+    @handler
     @by_inode
     async def opendir(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> FileHandleT:
         node = self.mount.node(inode)
@@ -500,7 +500,7 @@ class Operations(pyfuse3.Operations):
                                       if node is not self.root or k not in self.mount.reserved]
         return self.buffers.register(Handle(node, False, pid, comm_, listing=listing))
 
-    @_handler
+    @handler
     @by_handle
     async def readdir(self, fh: FileHandleT, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
@@ -527,7 +527,7 @@ class Operations(pyfuse3.Operations):
             # pyfuse3 answers READDIRPLUS: each entry counts as a lookup in the kernel.
             child.lookups += 1
 
-    @_handler
+    @handler
     @by_handle
     async def releasedir(self, fh: FileHandleT) -> None:
         h = self.mount.handles.pop(fh, None)
@@ -548,7 +548,7 @@ class Operations(pyfuse3.Operations):
     async def fsyncdir(self, fh: FileHandleT, datasync: bool) -> None:
         return None
 
-    @_handler
+    @handler
     @by_entry()
     async def mkdir(
         self, parent_inode: InodeT, name: FileNameT, mode: ModeT, ctx: pyfuse3.RequestContext
@@ -560,8 +560,8 @@ class Operations(pyfuse3.Operations):
             self.mount.check_writable()
             path = self.mount.new_path(parent, name)
             if self.mount.child(parent, name) is not None:
-                raise _Failure(errno.EEXIST, f"{path} exists")
-        except _Failure as f:
+                raise Failure(errno.EEXIST, f"{path} exists")
+        except Failure as f:
             self.mount.emit(self.mount.pair(comm_, pid, "mkdir", entry, failure=f))
             raise
         node = self.tree.dir_for(path, pin=True)
@@ -571,7 +571,7 @@ class Operations(pyfuse3.Operations):
                  "is written into it)"))
         return self.mount.lookup_reply(node)
 
-    @_handler
+    @handler
     @by_entry()
     async def rmdir(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
@@ -583,19 +583,19 @@ class Operations(pyfuse3.Operations):
         try:
             self.mount.check_writable()
             if node is None:
-                raise _Failure(errno.ENOENT, f"no directory {entry}")
+                raise Failure(errno.ENOENT, f"no directory {entry}")
             if not node.is_dir:
-                raise _Failure(errno.ENOTDIR, f"{entry} is not a directory")
+                raise Failure(errno.ENOTDIR, f"{entry} is not a directory")
             if node.children:
-                raise _Failure(errno.ENOTEMPTY, f"{entry} is not empty")
-        except _Failure as f:
+                raise Failure(errno.ENOTEMPTY, f"{entry} is not empty")
+        except Failure as f:
             self.mount.emit(self.mount.pair(comm_, pid, "rmdir", entry, failure=f))
             raise
         self.tree.detach(node, pin_parent=True)
         self.mount.emit(self.mount.pair(comm_, pid, "rmdir", entry,
                               text=f"removed directory {self.mount.display(entry)}"))
 
-    @_handler
+    @handler
     @by_entry()
     async def unlink(
         self, parent_inode: InodeT, name: FileNameT, ctx: pyfuse3.RequestContext
@@ -608,9 +608,9 @@ class Operations(pyfuse3.Operations):
                 self.mount.check_writable()
                 node = self.mount.child(parent, name)
                 if node is None:
-                    raise _Failure(errno.ENOENT, f"no file {entry}")
+                    raise Failure(errno.ENOENT, f"no file {entry}")
                 if node.is_dir:
-                    raise _Failure(errno.EISDIR, f"{entry} is a directory")
+                    raise Failure(errno.EISDIR, f"{entry} is a directory")
                 if node.scratch is not None:
                     await self.buffers.unlink_scratch(node, comm_, pid, deadline)
                     return
@@ -634,14 +634,14 @@ class Operations(pyfuse3.Operations):
                         # Deleted elsewhere meanwhile: the file is gone either way.
                         await self.buffers.deleted_elsewhere(deadline)
                     except errors.MemfsError as e:
-                        raise _Failure.of(e) from None
+                        raise Failure.of(e) from None
                 self.tree.detach(node, pin_parent=True)
                 (self.mount.logged if recorded else self.mount.emit)(pair)
-        except _Failure as f:
+        except Failure as f:
             self.mount.emit(self.mount.pair(comm_, pid, "delete", entry, failure=f))
             raise
 
-    @_handler
+    @handler
     @by_entry(0, 2)
     async def rename(
         self,
@@ -668,7 +668,7 @@ class Operations(pyfuse3.Operations):
                 src = self.mount.child(old_parent, name_old)
                 events, recorded = await self.buffers.rename(src, old_entry, new_parent, name_new,
                                                              flags, pair, deadline)
-        except _Failure as f:
+        except Failure as f:
             self.mount.emit(self.mount.pair(comm_, pid, "rename", old_entry, new_path=new_entry,
                                   failure=f))
             raise
@@ -708,7 +708,7 @@ class Operations(pyfuse3.Operations):
 
     # -- handlers: filesystem and xattrs ------------------------------------------------------
 
-    @_handler
+    @handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         lim = self.store.limits
         live = await self.mount.call(self.store.memories.count, self.store_id)
@@ -732,7 +732,7 @@ class Operations(pyfuse3.Operations):
             raise FUSEError(pyfuse3.ENOATTR)
         return await self._getxattr(inode, name, ctx)
 
-    @_handler
+    @handler
     @by_inode
     async def _getxattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
@@ -751,7 +751,7 @@ class Operations(pyfuse3.Operations):
             return m.memory_version_id.encode()
         return m.content_sha256.encode()
 
-    @_handler
+    @handler
     @by_inode
     async def listxattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
         node = self.mount.node(inode)

@@ -22,8 +22,8 @@ same way, so a name there works too, but an id is what it is meant to hold.
 :func:`load` reads and checks a spec into :class:`SessionSpec`, whose ``attachments`` are the
 same :class:`~memfs.launcher.plan.Attachment` objects ``--store`` gives (plus their instructions).
 Nothing here talks to a store except :meth:`SessionSpec.resolve`, which looks the stores up.
-Every rule the store has is the store's (:func:`memfs.rules._validate_session_resource`,
-``_validate_metadata``): this module checks only the file's shape (unknown keys are refused, so
+Every rule the store has is the store's (:func:`memfs.rules.validate_session_resource`,
+``validate_metadata``): this module checks only the file's shape (unknown keys are refused, so
 a typo never passes silently) and names where a message belongs: ``FILE: resources[1]: …``.
 Every error is :class:`~memfs.errors.InvalidRequest` (exit 5), or whatever the store raises
 for a store that is not there (``NotFound``, exit 3, as ``--store`` gives).
@@ -39,7 +39,7 @@ import yaml
 
 from ..errors import InvalidRequest, MemfsError
 from ..protocol import StoreAPI
-from ..rules import Limits, _validate_metadata, _validate_session_resource, _validate_text
+from ..rules import Limits, validate_metadata, validate_session_resource, validate_text
 from .plan import Attachment
 
 #: The keys of a spec, and of one of its resources.
@@ -122,7 +122,7 @@ def parse(text: str, source: str = "<spec>", limits: Limits | None = None) -> Se
                                                         f"{', '.join(SPEC_KEYS)})"))
     spec = SessionSpec(source)
     try:
-        _validate_text(doc, "the spec")
+        validate_text(doc, "the spec")
     except InvalidRequest as e:
         raise bad("", e.message) from None
     if "title" in doc:
@@ -132,7 +132,7 @@ def parse(text: str, source: str = "<spec>", limits: Limits | None = None) -> Se
             raise bad("", f"title must be a string{_quote_hint(spec.title)}")
     if "metadata" in doc and doc["metadata"] is not None:
         try:
-            spec.metadata = _validate_metadata(doc["metadata"], lim)
+            spec.metadata = validate_metadata(doc["metadata"], lim)
         except InvalidRequest as e:
             raise bad("", e.message + _metadata_hint(doc["metadata"])) from None
     if "resources" not in doc:
@@ -157,7 +157,7 @@ def _attachment(entry: Any, lim: Limits, bad: Any) -> Attachment:
     if "memory_store" in entry:
         wire["memory_store_id"] = entry["memory_store"]
     try:
-        ref, access, instructions = _validate_session_resource(wire, lim)
+        ref, access, instructions = validate_session_resource(wire, lim)
     except InvalidRequest as e:
         message = e.message
         if "memory_store_id" in message and "memory_store" in entry:

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidRequest, NotFound
 from ..models import DEFAULT_WORKSPACE
 from ..rules import (
-    _dict_list,
-    _validate_metadata,
-    _validate_name,
-    _validate_text,
+    dict_list,
     new_id,
+    validate_metadata,
+    validate_name,
+    validate_text,
 )
 from .base import Core, Part
-from .common import _now
+from .common import utc_now
 
 if TYPE_CHECKING:
     from .sessions import Sessions
@@ -51,7 +51,7 @@ class Agents(Part):
         :raises InvalidRequest: a missing or ill-typed field.
         """
         lim = self.limits
-        name = _validate_name(name, lim)
+        name = validate_name(name, lim)
         if isinstance(model, str) and model:
             model_cfg: dict[str, Any] = {"id": model, "speed": "standard"}
         elif isinstance(model, dict) and isinstance(model.get("id"), str) and model["id"]:
@@ -62,7 +62,7 @@ class Agents(Part):
             if value is not None and not isinstance(value, str):
                 raise InvalidRequest(f"{what} must be a string")
         resolved_tools = []
-        for tool in _dict_list(tools, "tools"):
+        for tool in dict_list(tools, "tools"):
             if not isinstance(tool.get("type"), str):
                 raise InvalidRequest("every tool needs a string 'type'")
             if tool["type"] == "agent_toolset_20260401":
@@ -83,7 +83,7 @@ class Agents(Part):
             raise InvalidRequest("execution_identity must be an object with a 'type'")
         if multiagent is not None and not isinstance(multiagent, dict):
             raise InvalidRequest("multiagent must be an object")
-        now = _now()
+        now = utc_now()
         body = {
             "type": "agent",
             "id": new_id("agent"),
@@ -93,16 +93,16 @@ class Agents(Part):
             "model": model_cfg,
             "system": system,
             "tools": resolved_tools,
-            "skills": _dict_list(skills, "skills"),
-            "mcp_servers": _dict_list(mcp_servers, "mcp_servers"),
-            "metadata": _validate_metadata({} if metadata is None else metadata, lim),
+            "skills": dict_list(skills, "skills"),
+            "mcp_servers": dict_list(mcp_servers, "mcp_servers"),
+            "metadata": validate_metadata({} if metadata is None else metadata, lim),
             "execution_identity": execution_identity,
             "multiagent": multiagent,
             "created_at": now,
             "updated_at": now,
             "archived_at": None,
         }
-        _validate_text(body, "agent")
+        validate_text(body, "agent")
         with self.core.write() as c:
             c.execute(
                 "INSERT INTO agents (id, body, created_at, workspace_id) VALUES (?, ?, ?, ?)",
@@ -141,7 +141,7 @@ class Agents(Part):
             agent = agent.get("id")
         if not isinstance(agent, str) or not agent:
             raise InvalidRequest("agent must be an agent id")
-        _validate_text(agent, "agent")
+        validate_text(agent, "agent")
         opaque = {"type": "agent", "id": agent, "version": version}
         owner = self.core.one("SELECT workspace_id FROM agents WHERE id = ?", (agent,))
         if owner is None or (workspace is not None and owner["workspace_id"] != workspace):
@@ -167,7 +167,7 @@ class Agents(Part):
         :raises InvalidRequest:
         """
         lim = self.limits
-        name = _validate_name(name, lim)
+        name = validate_name(name, lim)
         if config is None:
             config = {"type": "self_hosted"}
         if not isinstance(config, dict) or config.get("type") not in ("cloud", "self_hosted"):
@@ -180,20 +180,20 @@ class Agents(Part):
             raise InvalidRequest("description must be a string")
         if scope not in (None, "organization", "account"):
             raise InvalidRequest("scope must be 'organization' or 'account'")
-        now = _now()
+        now = utc_now()
         body = {
             "type": "environment",
             "id": new_id("env"),
             "name": name,
             "description": description,
             "config": config,
-            "metadata": _validate_metadata({} if metadata is None else metadata, lim),
+            "metadata": validate_metadata({} if metadata is None else metadata, lim),
             "scope": scope or "organization",
             "created_at": now,
             "updated_at": now,
             "archived_at": None,
         }
-        _validate_text(body, "environment")
+        validate_text(body, "environment")
         with self.core.write() as c:
             c.execute(
                 "INSERT INTO environments (id, body, created_at, workspace_id) "

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from ..backends import Connection
 from ..errors import Conflict, ImportRejected, InvalidRequest, LimitExceeded, PathConflict
 from ..models import DEFAULT_WORKSPACE, Actor, Memory, MemoryVersion
-from ..rules import _validate_name, encode_content, new_id, validate_path
+from ..rules import encode_content, new_id, validate_name, validate_path
 from .base import Core, ExportSnapshot, Part
-from .common import _archived, _no_store, _now
-from .memories import _overlap
-from .rows import _memory, _version
+from .common import archived, no_store, utc_now
+from .memories import overlap
+from .rows import memory_from_row, version_from_row
 
 if TYPE_CHECKING:
     from .memories import Memories
@@ -170,8 +170,8 @@ class Archive(Part):
                 row = c.execute(
                     "SELECT * FROM memories WHERE id = ? AND store_id = ?", (memory_id, store_id)
                 ).fetchone()
-                memory = _memory(row, True) if row is not None else None
-        return [_version(r, True) for r in page], done, memory
+                memory = memory_from_row(row, True) if row is not None else None
+        return [version_from_row(r, True) for r in page], done, memory
 
     def import_archive(
         self,
@@ -222,7 +222,7 @@ class Archive(Part):
         src = restore.store_fields(store, lim)
         copy = name is not None or into is not None
         if name is not None:
-            name = _validate_name(name, lim)
+            name = validate_name(name, lim)
         # 1. The whole archive, checked (its trailer by the reader, at the end of the pass).
         checker = restore.Checker(lim, copy)
         groups: list[str] = []
@@ -301,7 +301,7 @@ class Archive(Part):
             if into is not None:
                 target = self.core.store_in(c, into)
                 if target.archived_at is not None:
-                    raise _archived(into)
+                    raise archived(into)
                 count = c.execute("SELECT memory_count FROM stores WHERE id = ?",
                                   (into,)).fetchone()[0]
             placed: list[str] = []  # the archive's own, sorted: they may overlap too
@@ -311,7 +311,7 @@ class Archive(Part):
                         self.memories.check_path_free(c, into, path)
                     other = _overlapping(path, placed)
                     if other is not None:
-                        raise PathConflict(_overlap(path, other), conflicting_memory_id="",
+                        raise PathConflict(overlap(path, other), conflicting_memory_id="",
                                            conflicting_path=other)
                     self.memories.check_room(into or archive_store, count)
                     count += 1
@@ -331,9 +331,9 @@ class Archive(Part):
         """
         row = c.execute("SELECT archived_at FROM stores WHERE id = ?", (sid,)).fetchone()
         if row is None:
-            raise _no_store(sid)
+            raise no_store(sid)
         if row[0] is not None and not made_archived:
-            raise _archived(sid)
+            raise archived(sid)
 
     def _import_store(self, c: Connection, src: dict[str, Any], sid: str,
                       name: str | None, workspace: str) -> None:
@@ -341,7 +341,7 @@ class Archive(Part):
         ``workspace``: a copy named ``name``, else the archive's own (its id checked
         again)."""
         if name is not None:
-            now = _now()
+            now = utc_now()
             row = (sid, name, src["description"], src["metadata"], now, now, None)
         else:
             if c.execute("SELECT 1 FROM stores WHERE id = ?", (sid,)).fetchone():
@@ -477,7 +477,7 @@ class Archive(Part):
         if (name is None) == (into is None):
             raise InvalidRequest("give a new store name or a store to import into")
         if name is not None:
-            name = _validate_name(name, self.limits)
+            name = validate_name(name, self.limits)
         sid = into if into is not None else new_id("memstore")
         refused = self._import_files_plan(files, sid, into)
         skipped = [{"path": _printable(p), "reason": r} for p, r in refused.items()]
@@ -497,7 +497,7 @@ class Archive(Part):
                     break
                 with self.core.write() as c:
                     if not created and into is None:
-                        now = _now()
+                        now = utc_now()
                         c.execute(
                             "INSERT INTO stores (id, name, description, metadata, created_at, "
                             "updated_at, workspace_id) VALUES (?, ?, '', '{}', ?, ?, ?)",
@@ -550,7 +550,7 @@ class Archive(Part):
                             self.memories.check_path_free(c, into, p)
                         other = _overlapping(p, placed)
                         if other is not None:
-                            raise PathConflict(_overlap(p, other), conflicting_memory_id="",
+                            raise PathConflict(overlap(p, other), conflicting_memory_id="",
                                                conflicting_path=other)
                         self.memories.check_room(sid, count)
                         count += 1

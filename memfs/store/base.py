@@ -17,9 +17,9 @@ from ..backends import Connection, Row, check_database, default_db_path, open_da
 from ..errors import Busy, MemfsError, StorageError, WouldBlock
 from ..models import MemoryStore, Page
 from ..rules import Limits, format_time
-from .common import T, _archived, _no_store, _now
-from .paging import L, _after_cursor, _newest_first_page
-from .rows import _store
+from .common import T, archived, no_store, utc_now
+from .paging import L, after_cursor, newest_first_page
+from .rows import store_from_row
 from .schema import sqlite as sqlite_schema
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ class Core:
         seq = int(conn.execute(
             "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
             "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            (store_id, op, memory_id, path, old_path, _now()),
+            (store_id, op, memory_id, path, old_path, utc_now()),
         ).fetchone()[0])
         if seq % max(1, self.feed_prune_every) == 0:
             # Now and then a write also bounds the feed and the events (a few indexed
@@ -309,19 +309,19 @@ class Core:
         """A page of the rows of ``table`` (stores, dreams) that match ``where``, newest
         first, after the position in ``page`` (a cursor of this listing with ``filters``)."""
         if page:
-            _after_cursor(page, table, filters, where, params)
+            after_cursor(page, table, filters, where, params)
         sql = f"SELECT * FROM {table}"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
         rows = self.all(sql, [*params, limit + 1])
-        return _newest_first_page(rows, limit, table, filters, make)
+        return newest_first_page(rows, limit, table, filters, make)
 
     def store_in(self, c: Connection, store_id: str) -> MemoryStore:
         row = c.execute("SELECT * FROM stores WHERE id = ?", (store_id,)).fetchone()
         if row is None:
-            raise _no_store(store_id)
-        return _store(row)
+            raise no_store(store_id)
+        return store_from_row(row)
 
     def writable_store_in(self, c: Connection, store_id: str) -> Row:
         """The store's ``memory_count``, for a write to its memories.
@@ -332,9 +332,9 @@ class Core:
             "SELECT archived_at, memory_count FROM stores WHERE id = ?", (store_id,)
         ).fetchone()
         if row is None:
-            raise _no_store(store_id)
+            raise no_store(store_id)
         if row["archived_at"] is not None:
-            raise _archived(store_id)
+            raise archived(store_id)
         return row
 
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from ..backends import Row
 from ..errors import InvalidRequest, NotFound, PreconditionFailed, StoreArchived
 from ..models import Event, Memory, MemoryPrefix
-from ..rules import SHA256_PATTERN, _validate_text, format_time, new_id, parse_time
+from ..rules import SHA256_PATTERN, format_time, new_id, parse_time, validate_text
 
 log = logging.getLogger(__name__)
 
@@ -22,17 +22,17 @@ T = TypeVar("T")
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: A memory's columns without its content (``view=basic``), so the content is never read.
-_BASIC_MEMORY_COLS = (
+BASIC_MEMORY_COLS = (
     "id, store_id, path, NULL AS content, content_sha256, content_size_bytes, version_id, "
     "created_at, updated_at"
 )
 _SHA256_RE = re.compile(SHA256_PATTERN)
 #: ASCII's upper-case letters to lower case, nothing else (what SQL's lower() does here).
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 #: A cursor's integers are SQLite integers.
-_INT64 = range(-(2**63), 2**63)
-_OPERATIONS = ("created", "modified", "deleted")
-_SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
+INT64 = range(-(2**63), 2**63)
+OPERATIONS = ("created", "modified", "deleted")
+SESSION_STATUSES = ("rescheduling", "running", "idle", "terminated")
 #: Event types a client may send to a session (API.md §4.1 events.send).
 CLIENT_EVENT_TYPES = (
     "user.message",
@@ -60,7 +60,7 @@ UNSET: Any = _Unset()
 # ids and time
 
 
-def _now() -> str:
+def utc_now() -> str:
     return format_time(datetime.now(UTC))
 
 
@@ -72,7 +72,7 @@ SESSION_TOKEN_MIN_TTL = 1
 SESSION_TOKEN_MAX_TTL = 30 * 24 * 3600.0
 
 
-def _key_refusal(key_id: str, revoked_at: str | None, expires_at: str | None,
+def key_refusal(key_id: str, revoked_at: str | None, expires_at: str | None,
                  now: str) -> str | None:
     """Why the stored key ``key_id`` is refused at ``now`` (revoked, expired); None: it is
     not. The same for a session token minted with that key (:meth:`Store.sessions.grant`)."""
@@ -101,7 +101,7 @@ def check_token_ttl(ttl_seconds: Any) -> float:
     return float(ttl)
 
 
-def _only_ids(where: list[str], params: list[Any], ids: Collection[str] | None) -> None:
+def only_ids(where: list[str], params: list[Any], ids: Collection[str] | None) -> None:
     """Restrict a listing to the rows ``ids`` (none at all for an empty collection)."""
     if ids is None:
         return
@@ -117,14 +117,14 @@ def _only_ids(where: list[str], params: list[Any], ids: Collection[str] | None) 
 IDS_PER_QUERY = 1000
 
 
-def _id_chunks(ids: Collection[str]) -> list[list[str]]:
+def id_chunks(ids: Collection[str]) -> list[list[str]]:
     """``ids`` without repeats, sorted, in lists of at most :data:`IDS_PER_QUERY` (none for
     no ids: no "IN ()", which PostgreSQL refuses)."""
     ordered = sorted(set(ids))
     return [ordered[i:i + IDS_PER_QUERY] for i in range(0, len(ordered), IDS_PER_QUERY)]
 
 
-def _only_workspace(where: list[str], params: list[Any], workspace: str | None) -> None:
+def only_workspace(where: list[str], params: list[Any], workspace: str | None) -> None:
     """Narrow a listing to the rows of ``workspace`` (None: every workspace's). The workspace
     is also a filter of the listing's cursor, through ``params``."""
     if workspace is not None:
@@ -150,19 +150,19 @@ def _no_store(store_id: str) -> NotFound:
     return NotFound(f"memory store {store_id!r} not found")
 
 
-def _complete_event(session_id: str | None, body: dict[str, Any]) -> Event:
+def complete_event(session_id: str | None, body: dict[str, Any]) -> Event:
     """An event with its ``id`` and ``processed_at`` filled in when missing."""
     body = dict(body)
     body["id"] = body.get("id") or new_id("sevt")
-    body["processed_at"] = body.get("processed_at") or _now()
+    body["processed_at"] = body.get("processed_at") or utc_now()
     return Event(body["id"], session_id, body["type"], body["processed_at"], body)
 
 
-def _archived(store_id: str) -> StoreArchived:
+def archived(store_id: str) -> StoreArchived:
     return StoreArchived(f"memory store {store_id} is archived: its memories are read-only")
 
 
-def _sort_key(item: Memory | MemoryPrefix) -> list[Any]:
+def sort_key(item: Memory | MemoryPrefix) -> list[Any]:
     """Where the next page starts: ``[path, inclusive]``. A roll-up resumes at the first path
     past everything below it ("/a/" -> "/a0", "0" being the byte after "/")."""
     if isinstance(item, MemoryPrefix):
@@ -170,7 +170,7 @@ def _sort_key(item: Memory | MemoryPrefix) -> list[Any]:
     return [item.path, False]
 
 
-def _check_tool_events(events: Any, *, text: bool = True) -> None:
+def check_tool_events(events: Any, *, text: bool = True) -> None:
     """:raises InvalidRequest: ``events`` is not a list of tool events with their ids.
 
     :param text: also check that every string is valid UTF-8 text (False: the caller's
@@ -189,17 +189,17 @@ def _check_tool_events(events: Any, *, text: bool = True) -> None:
         if not isinstance(e.get("id"), str) or not e["id"].startswith("sevt_"):
             raise InvalidRequest("every tool event needs its 'sevt_' id")
         if text:
-            _validate_text(e, "event")
+            validate_text(e, "event")
         parse_time(e.get("processed_at") or "")
 
 
-def _check_sha256_arg(value: Any, what: str) -> None:
+def check_sha256_arg(value: Any, what: str) -> None:
     """:raises InvalidRequest: ``value`` is neither None nor 64 lowercase hex digits."""
     if value is not None and (not isinstance(value, str) or not _SHA256_RE.match(value)):
         raise InvalidRequest(f"{what} must be 64 lowercase hex digits")
 
 
-def _check_precondition(row: Row, expected_sha256: str | None) -> None:
+def check_precondition(row: Row, expected_sha256: str | None) -> None:
     """:raises PreconditionFailed: the memory's content hash is not ``expected_sha256``."""
     if expected_sha256 is not None and expected_sha256 != row["content_sha256"]:
         raise PreconditionFailed(

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from ..backends import Connection, Row
 from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArchived
 from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
-from ..rules import _check_limit, _validate_text, format_time, new_id, parse_time
+from ..rules import check_limit, format_time, new_id, parse_time, validate_text
 from .base import Core, Part
-from .common import _no_session, _no_store, _now, _only_workspace
-from .rows import _dream
+from .common import no_session, no_store, only_workspace, utc_now
+from .rows import dream_from_row
 
 if TYPE_CHECKING:
     from .memories import Memories
@@ -109,7 +109,7 @@ class Dreams(Part):
         :raises Conflict: an ``update_existing`` dream on the store has not ended.
         """
         lim = self.limits
-        _validate_text([inputs, model, instructions, output_behavior, runner], "the dream")
+        validate_text([inputs, model, instructions, output_behavior, runner], "the dream")
         store_id, session_ids = _dream_inputs(inputs)
         model_obj = _dream_model(model)
         if instructions is not None and not (
@@ -119,13 +119,13 @@ class Dreams(Part):
                 f"instructions must be 1 to {lim.max_instructions_chars} characters, or null")
         behavior = _dream_output_behavior(output_behavior, store_id)
         did = new_id("drm")
-        now = _now()
+        now = utc_now()
         with self.core.write() as c:
             store = self.core.store_in(c, store_id)
             owner = c.execute("SELECT workspace_id FROM stores WHERE id = ?",
                               (store_id,)).fetchone()["workspace_id"]
             if workspace is not None and owner != workspace:
-                raise _no_store(store_id)
+                raise no_store(store_id)
             if store.archived_at is not None:
                 raise StoreArchived(f"memory store {store_id} is archived; a dream cannot read it")
             found = {r["id"] for r in c.execute(
@@ -133,7 +133,7 @@ class Dreams(Part):
                 "AND workspace_id = ?", [*session_ids, owner])}
             missing = [s for s in session_ids if s not in found]
             if missing:
-                raise _no_session(missing[0])
+                raise no_session(missing[0])
             if behavior["type"] == "update_existing":
                 busy = c.execute(
                     "SELECT id FROM dreams WHERE status IN ('pending', 'running') "
@@ -157,7 +157,7 @@ class Dreams(Part):
         row = self.core.one("SELECT * FROM dreams WHERE id = ?", (dream_id,))
         if row is None:
             raise NotFound(f"no dream {dream_id!r}")
-        return _dream(row)
+        return dream_from_row(row)
 
     def list(
         self,
@@ -172,10 +172,10 @@ class Dreams(Part):
     ) -> Page[Dream]:
         """Dreams, newest first (``created_at`` desc, then ``id`` desc); ``workspace``: only
         that workspace's."""
-        limit = _check_limit(limit, self.limits)
+        limit = check_limit(limit, self.limits)
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
-        _only_workspace(where, params, workspace)
+        only_workspace(where, params, workspace)
         if statuses:
             for s in statuses:
                 if s not in DREAM_STATUSES:
@@ -189,7 +189,7 @@ class Dreams(Part):
                 where.append(f"created_at {op} ?")
                 params.append(format_time(parse_time(value)))
         filters = ["dreams", include_archived, list(params)]  # a copy: see list_stores
-        return self.core.newest_first("dreams", filters, where, params, limit, page, _dream)
+        return self.core.newest_first("dreams", filters, where, params, limit, page, dream_from_row)
 
     def _dream_row_in(self, c: Connection, dream_id: str) -> Row:
         row: Row | None = c.execute("SELECT * FROM dreams WHERE id = ?", (dream_id,)).fetchone()
@@ -209,7 +209,7 @@ class Dreams(Part):
                     f"dream {dream_id} is {row['status']}: only a completed, failed or "
                     "canceled dream can be archived (cancel it first)")
             if row["archived_at"] is None:
-                c.execute("UPDATE dreams SET archived_at = ? WHERE id = ?", (_now(), dream_id))
+                c.execute("UPDATE dreams SET archived_at = ? WHERE id = ?", (utc_now(), dream_id))
         return self.get(dream_id)
 
     def cancel(self, dream_id: str) -> Dream:
@@ -226,7 +226,7 @@ class Dreams(Part):
                     "can be canceled")
             if row["status"] != "canceled":
                 c.execute("UPDATE dreams SET status = 'canceled', ended_at = ? WHERE id = ?",
-                          (_now(), dream_id))
+                          (utc_now(), dream_id))
         dream = self.get(dream_id)
         self._dream_ended(dream)
         return dream
@@ -245,14 +245,14 @@ class Dreams(Part):
                 return None
             # Taken: no other runner starts it too.
             c.execute("UPDATE dreams SET runner = ?, heartbeat_at = ? WHERE id = ?",
-                      (json.dumps(runner) if runner is not None else row["runner"], _now(),
+                      (json.dumps(runner) if runner is not None else row["runner"], utc_now(),
                        dream_id))
             behavior = json.loads(row["output_behavior"])
             source = self.core.store_in(c, row["memory_store_id"])
             if behavior["type"] == "create_new":
                 suffix = f" (dream {dream_id})"
                 name = source.name[: self.limits.max_name_chars - len(suffix)] + suffix
-                now = _now()
+                now = utc_now()
                 out_id = new_id("memstore")
                 c.execute(
                     "INSERT INTO stores (id, name, description, metadata, created_at, "
@@ -281,7 +281,7 @@ class Dreams(Part):
                 for m in c.execute(
                         "SELECT path, content, content_sha256, content_size_bytes FROM memories "
                         "WHERE store_id = ? ORDER BY path", (source.id,)).fetchall():
-                    now = _now()
+                    now = utc_now()
                     mid = new_id("mem")
                     vid = self.memories.insert_version(c, out_id, mid, "created", m["path"],
                                                m["content"], m["content_sha256"],
@@ -292,7 +292,7 @@ class Dreams(Part):
                     self.core.change(c, out_id, "put", mid, m["path"])
             c.execute(
                 "UPDATE dreams SET output_store_id = ?, session_id = ?, heartbeat_at = ? "
-                "WHERE id = ?", (out_id, session_.id, _now(), dream_id))
+                "WHERE id = ?", (out_id, session_.id, utc_now(), dream_id))
             started = c.execute(
                 "UPDATE dreams SET status = 'running' WHERE id = ? AND status = 'pending' "
                 "RETURNING id", (dream_id,)).fetchone()
@@ -310,13 +310,13 @@ class Dreams(Part):
             c.execute(
                 "UPDATE dreams SET " + ", ".join(f"{k} = {k} + ?" for k in DREAM_USAGE)
                 + ", heartbeat_at = ? WHERE id = ? AND status IN ('pending', 'running', "
-                "'canceled')", (*counts, _now(), dream_id))
+                "'canceled')", (*counts, utc_now(), dream_id))
 
     def heartbeat(self, dream_id: str) -> str:
         """Mark the dream's runner alive; returns the dream's status."""
         with self.core.write() as c:
             c.execute("UPDATE dreams SET heartbeat_at = ? WHERE id = ? AND status IN "
-                      "('pending', 'running')", (_now(), dream_id))
+                      "('pending', 'running')", (utc_now(), dream_id))
             return str(self._dream_row_in(c, dream_id)["status"])
 
     def finish(self, dream_id: str, status: str, error: dict[str, str] | None = None,
@@ -337,7 +337,7 @@ class Dreams(Part):
                 "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
                 "AND status IN ('pending', 'running') RETURNING output_store_id, "
                 "memory_store_id",
-                (status, None if error is None else json.dumps(error), _now(), dream_id),
+                (status, None if error is None else json.dumps(error), utc_now(), dream_id),
             ).fetchone()
             out = None if ended is None else ended["output_store_id"]
             if (discard_output and status == "failed" and out is not None

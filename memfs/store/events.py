@@ -13,15 +13,15 @@ from ..errors import InvalidCursor, InvalidRequest, ReadOnly
 from ..models import Actor, Event, Page
 from ..rules import (
     MAX_EVENTS_PAGE,
-    _check_limit,
-    _validate_text,
+    check_limit,
     format_time,
     parse_time,
+    validate_text,
 )
 from .base import Core, Part
-from .common import CLIENT_EVENT_TYPES, _check_tool_events, _complete_event
-from .paging import _decode_cursor, _encode_cursor
-from .rows import _event
+from .common import CLIENT_EVENT_TYPES, check_tool_events, complete_event
+from .paging import decode_cursor, encode_cursor
+from .rows import event_from_row
 
 if TYPE_CHECKING:
     from .sessions import Sessions
@@ -47,8 +47,8 @@ class Events(Part):
         for e in events:
             if not isinstance(e, dict) or not isinstance(e.get("type"), str):
                 raise InvalidRequest("every event needs a string 'type'")
-            _validate_text(e, "event")
-        done = [_complete_event(session_id, e) for e in events]
+            validate_text(e, "event")
+        done = [complete_event(session_id, e) for e in events]
         self._insert_event_rows(
             session_id,
             [(e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body))
@@ -111,7 +111,7 @@ class Events(Part):
         same time in the order they were recorded). Not in ``seq`` order: each mount of a
         session records its own batches of tool events, so one store's batch is recorded after
         another's although its events happened in between."""
-        limit = _check_limit(limit, self.limits, maximum=MAX_EVENTS_PAGE)
+        limit = check_limit(limit, self.limits, maximum=MAX_EVENTS_PAGE)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
         self.core.run(self.sessions.session_in, session_id)
@@ -134,7 +134,7 @@ class Events(Part):
             params.append(after_seq)
         filters = ["events", order, list(params)]  # a copy: see list_stores
         if page:
-            key = _decode_cursor(page, "events", filters)
+            key = decode_cursor(page, "events", filters)
             if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)
                     and isinstance(key[1], int) and not isinstance(key[1], bool)):
                 raise InvalidCursor("invalid page cursor")
@@ -146,11 +146,11 @@ class Events(Part):
             f"ORDER BY processed_at {order.upper()}, seq {order.upper()} LIMIT ?",
             [*params, limit + 1],
         )
-        items = [_event(r) for r in rows[:limit]]
+        items = [event_from_row(r) for r in rows[:limit]]
         next_page = None
         if len(rows) > limit:
             last = rows[limit - 1]
-            next_page = _encode_cursor("events", filters, [last["processed_at"], last["seq"]])
+            next_page = encode_cursor("events", filters, [last["processed_at"], last["seq"]])
         return Page(items, next_page)
 
     def last_seq(self, session_id: str) -> int:
@@ -164,7 +164,7 @@ class Events(Part):
             "SELECT * FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session_id, seq, limit),
         )
-        return [(r["seq"], _event(r)) for r in rows]
+        return [(r["seq"], event_from_row(r)) for r in rows]
 
     def marks(self, after: int | None) -> tuple[int, dict[str, int]]:
         """The newest event seq of the database and, per session with events above ``after``,
@@ -244,7 +244,7 @@ class Events(Part):
         """
         if not isinstance(events, list) or not events:
             raise InvalidRequest("events must be a non-empty list")
-        _check_tool_events(events)
+        check_tool_events(events)
         if session_id is not None:
             session = self.sessions.get(session_id)
             if store_id is not None and store_id not in {

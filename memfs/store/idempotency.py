@@ -25,7 +25,7 @@ from ..rules import format_time
 #: How long the answer of a write sent with a key is kept: a request sent again later is
 #: applied as a new one.
 from .base import Part
-from .common import _now
+from .common import utc_now
 
 KEEP_KEYS = timedelta(hours=24)
 #: The longest key a client may send.
@@ -102,5 +102,5 @@ class Idempotency(Part):
             conn.execute(
                 "INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (scope, key, fingerprint, status, json.dumps(body), _now()))
+                (scope, key, fingerprint, status, json.dumps(body), utc_now()))
         return status, body

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 from ..backends import Row
 from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized, UnknownKey
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
-from ..rules import _validate_text, format_time, new_id, parse_duration, validate_workspace
+from ..rules import format_time, new_id, parse_duration, validate_text, validate_workspace
 from .base import Part
-from .common import _id_chunks, _key_refusal, _no_session, _no_store, _now, sha256_hex
+from .common import id_chunks, key_refusal, no_session, no_store, sha256_hex, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +57,11 @@ class KeyCheck(NamedTuple):
 def _no_object(param: str, object_id: str) -> NotFound:
     """The 404 of an unknown object, by its path parameter: what another workspace's is."""
     if param == "memory_store_id":
-        return _no_store(object_id)
+        return no_store(object_id)
     if param == "session_id":
         if object_id.startswith("memrevert_"):
             return NotFound(f"revert {object_id!r} not found")
-        return _no_session(object_id)
+        return no_session(object_id)
     if param == "dream_id":
         return NotFound(f"no dream {object_id!r}")
     return NotFound(f"{param.removesuffix('_id')} {object_id!r} not found")
@@ -104,7 +104,7 @@ class Keys(Part):
         :raises InvalidRequest: a bad name, workspace, role, duration or store list.
         :raises NotFound: a store that is not one of the workspace's.
         """
-        _validate_text([name, workspace, role, store_ids, expires_in], "the key")
+        validate_text([name, workspace, role, store_ids, expires_in], "the key")
         if not isinstance(name, str) or not name.strip() or len(name) > MAX_KEY_NAME:
             raise InvalidRequest(f"a key's name is 1 to {MAX_KEY_NAME} characters")
         if any(ord(ch) < 32 for ch in name):
@@ -170,7 +170,7 @@ class Keys(Part):
             if row is None or (workspace is not None and row["workspace_id"] != workspace):
                 raise NotFound(f"API key {key_id} not found")
             if row["revoked_at"] is None:
-                c.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (_now(), key_id))
+                c.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (utc_now(), key_id))
                 log.info("revoked API key %s (%s)", key_id, row["name"])
         return self.get(key_id)
 
@@ -183,7 +183,7 @@ class Keys(Part):
         return self.core.one(
             "SELECT 1 FROM api_keys WHERE role = 'admin' AND workspace_id = ? "
             "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) LIMIT 1",
-            (DEFAULT_WORKSPACE, _now())) is not None
+            (DEFAULT_WORKSPACE, utc_now())) is not None
 
     def grant(self, secret: str) -> Grant:
         """What the key ``secret`` may do now.
@@ -243,7 +243,7 @@ class Keys(Part):
         asked = set(signins) | set(recorded)
         out: set[str] = set()
         seen: set[str] = set()
-        for ids in _id_chunks(asked):
+        for ids in id_chunks(asked):
             kept = [s for s in ids if s in recorded]
             sql = ("SELECT signin, 1 AS signed_out FROM console_signouts WHERE signin IN "
                    f"({','.join('?' * len(ids))})")
@@ -259,8 +259,8 @@ class Keys(Part):
 
         :raises Unauthorized: revoked or expired.
         """
-        now = _now()
-        why = _key_refusal(row["id"], row["revoked_at"], row["expires_at"], now)
+        now = utc_now()
+        why = key_refusal(row["id"], row["revoked_at"], row["expires_at"], now)
         if why is not None:
             raise Unauthorized(why)
         if _use_unnoted(row, now):
@@ -296,15 +296,15 @@ class Keys(Part):
         """
         refused: dict[str, str] = {}
         unnoted: builtins.list[str] = []
-        now = _now()
-        for ids in _id_chunks(key_ids):
+        now = utc_now()
+        for ids in id_chunks(key_ids):
             found = {r["id"]: r for r in self.core.all(
                 "SELECT id, revoked_at, expires_at, last_used_at FROM api_keys "
                 f"WHERE id IN ({','.join('?' * len(ids))})", ids)}
             for key_id in ids:
                 row = found.get(key_id)
                 why = (f"API key {key_id} is gone" if row is None else
-                       _key_refusal(key_id, row["revoked_at"], row["expires_at"], now))
+                       key_refusal(key_id, row["revoked_at"], row["expires_at"], now))
                 if why is not None:
                     refused[key_id] = why
                 elif row is not None and _use_unnoted(row, now):

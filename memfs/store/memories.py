@@ -23,29 +23,29 @@ from ..errors import (
 )
 from ..models import Actor, Memory, MemoryPrefix, Page, complete_tool_results
 from ..rules import (
-    _check_limit,
-    _check_view,
-    _validate_text,
+    check_limit,
+    check_view,
     encode_content,
     format_time,
     new_id,
     validate_path,
     validate_prefix,
+    validate_text,
 )
 from .base import Core, Part
 from .common import (
-    _BASIC_MEMORY_COLS,
-    _check_precondition,
-    _check_sha256_arg,
-    _check_tool_events,
-    _complete_event,
-    _no_store,
-    _now,
-    _sort_key,
+    BASIC_MEMORY_COLS,
+    check_precondition,
+    check_sha256_arg,
+    check_tool_events,
+    complete_event,
+    no_store,
     sha256_hex,
+    sort_key,
+    utc_now,
 )
-from .paging import _decode_cursor, _encode_cursor
-from .rows import _memory
+from .paging import decode_cursor, encode_cursor
+from .rows import memory_from_row
 
 #: ``json.dumps(body, ensure_ascii=False)`` of a write's tool event, without making an encoder
 #: at each call (every close that commits records two).
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _overlap(path: str, other: str) -> str:
+def overlap(path: str, other: str) -> str:
     """Why ``path`` cannot be placed beside ``other``: the same path, or one below the
     other (:meth:`Store._check_path_free`)."""
     if other == path:
@@ -99,7 +99,7 @@ class Memories(Part):
         for row in rows:
             if row["id"] in exclude:
                 continue
-            raise PathConflict(_overlap(path, row["path"]), conflicting_memory_id=row["id"],
+            raise PathConflict(overlap(path, row["path"]), conflicting_memory_id=row["id"],
                                conflicting_path=row["path"])
 
     def insert_version(
@@ -150,7 +150,7 @@ class Memories(Part):
     def count(self, store_id: str) -> int:
         row = self.core.one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
         if row is None:
-            raise _no_store(store_id)
+            raise no_store(store_id)
         return int(row[0])
 
     def check_can_create(self, store_id: str) -> None:
@@ -203,7 +203,7 @@ class Memories(Part):
         self.check_path_free(c, store_id, path)
         self.check_room(store_id, store["memory_count"])
         sha = sha256_hex(data)
-        now = now or _now()
+        now = now or utc_now()
         mid = memory_id or new_id("mem")
         vid = self.insert_version(
             c, store_id, mid, "created", path, text, sha, len(data), actor, now
@@ -236,8 +236,9 @@ class Memories(Part):
         return row
 
     def _get_memory(self, store_id: str, column: str, value: str, view: str) -> Memory:
-        view = _check_view(view)
-        return _memory(self.core.run(self.memory_in, store_id, column, value), view == "full")
+        view = check_view(view)
+        row = self.core.run(self.memory_in, store_id, column, value)
+        return memory_from_row(row, view == "full")
 
     def get(self, store_id: str, memory_id: str, *, view: str = "full") -> Memory:
         """:raises NotFound: unknown store, or no live memory with that id in it."""
@@ -276,12 +277,12 @@ class Memories(Part):
             keeps the target's memory instead.
         :raises PreconditionFailed, PathConflict, NotFound, StoreArchived, InvalidRequest:
         """
-        _check_sha256_arg(precondition_sha256, "precondition content_sha256")
+        check_sha256_arg(precondition_sha256, "precondition content_sha256")
         new_path = None if path is None else validate_path(path, self.limits)
         new = None if content is None else encode_content(content, self.limits)
         with self.core.write() as c:
             row = self.memory_in(c, store_id, "id", memory_id)
-            _check_precondition(row, precondition_sha256)
+            check_precondition(row, precondition_sha256)
             return self.modify_in(c, row, new, new_path, replace, actor)
 
     def modify_in(
@@ -302,9 +303,9 @@ class Memories(Part):
             text, sha, size = content[0], sha256_hex(content[1]), len(content[1])
         target = row["path"] if new_path is None else new_path
         if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
-            return _memory(row, True)
+            return memory_from_row(row, True)
         self.core.writable_store_in(c, store_id)
-        now = now or _now()
+        now = now or utc_now()
         if target != row["path"]:
             self._make_room(c, store_id, target, memory_id, replace, actor, now)
         vid = self.insert_version(
@@ -367,11 +368,11 @@ class Memories(Part):
 
         :raises NotFound, PreconditionFailed, InvalidRequest:
         """
-        _check_sha256_arg(expected_sha256, "expected_content_sha256")
+        check_sha256_arg(expected_sha256, "expected_content_sha256")
         with self.core.write() as c:
             row = self.memory_in(c, store_id, "id", memory_id)
-            _check_precondition(row, expected_sha256)
-            self._delete_row(c, row, actor, _now())
+            check_precondition(row, expected_sha256)
+            self._delete_row(c, row, actor, utc_now())
 
     # -- path operations (the filesystem's view) ---------------------------------------------
 
@@ -390,7 +391,7 @@ class Memories(Part):
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
-        _check_tool_events(events, text=False)
+        check_tool_events(events, text=False)
         with self.core.write() as c:
             # No store look-up here: _create_in checks the store, and a memory implies it.
             row = c.execute(
@@ -416,17 +417,17 @@ class Memories(Part):
             return
         complete_tool_results(events, memory_id, version_id)
         session_id = actor.id if actor is not None and actor.type == "session_actor" else None
-        # One JSON encoding per event, which is also the UTF-8 check (_check_tool_events left
+        # One JSON encoding per event, which is also the UTF-8 check (check_tool_events left
         # it to here: a lone surrogate fails the encode, and the transaction is rolled back),
         # and one statement for the pair: this runs at every close that commits.
         rows = []
         for body in events:
-            e = _complete_event(session_id, body)
+            e = complete_event(session_id, body)
             text = _event_json(e.body)
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
-                _validate_text(e.body, "event")  # raises, naming where the surrogate is
+                validate_text(e.body, "event")  # raises, naming where the surrogate is
                 raise
             rows.append((e.id, session_id, store_id, e.type, e.processed_at, text))
         c.executemany(
@@ -445,12 +446,12 @@ class Memories(Part):
         :raises NotFound:
         """
         path = validate_path(path, self.limits)
-        _check_tool_events(events, text=False)
+        check_tool_events(events, text=False)
         with self.core.write() as c:
             row = self.memory_in(c, store_id, "path", path)
-            seq = self._delete_row(c, row, actor, _now())
+            seq = self._delete_row(c, row, actor, utc_now())
             self._tool_events_in(c, store_id, actor, events, row["id"])
-        return dataclasses.replace(_memory(row, False), seq=seq)
+        return dataclasses.replace(memory_from_row(row, False), seq=seq)
 
     def rename_path(
         self,
@@ -480,7 +481,7 @@ class Memories(Part):
         """
         old = validate_path(old, self.limits)
         new = validate_path(new, self.limits)
-        _check_tool_events(events, text=False)
+        check_tool_events(events, text=False)
         # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
         # if another writer renames or replaces them at the same moment.
         with self.core.write() as c:
@@ -493,7 +494,7 @@ class Memories(Part):
                 if target is not None:
                     self.core.writable_store_in(c, store_id)
                     content = (row["content"], row["content"].encode("utf-8"))
-                    now = _now()
+                    now = utc_now()
                     kept = self.modify_in(c, target, content, None, False, actor, now)
                     gone = self._delete_row(c, row, actor, now)
                     # The rename's feed position is its last change (the put is none when
@@ -529,7 +530,7 @@ class Memories(Part):
         """
         old_prefix = validate_prefix(old_prefix, self.limits)
         new_prefix = validate_prefix(new_prefix, self.limits)
-        _check_tool_events(events, text=False)
+        check_tool_events(events, text=False)
         if old_prefix == "/" or new_prefix.startswith(old_prefix):
             raise InvalidRequest(f"cannot move {old_prefix} into itself")
         with self.core.write() as c:
@@ -541,7 +542,7 @@ class Memories(Part):
             ).fetchall()
             moving = {r["id"] for r in rows}
             self._check_empty_directory(c, store_id, new_prefix, moving)
-            now = _now()
+            now = utc_now()
             targets = [new_prefix + r["path"][len(old_prefix):] for r in rows]
             for t in targets:
                 validate_path(t, self.limits)
@@ -604,12 +605,12 @@ class Memories(Part):
     def tree(self, store_id: str) -> list[Memory]:
         """Every live memory of the store, without content, in path order."""
         rows = self.core.all(
-            f"SELECT {_BASIC_MEMORY_COLS} FROM memories WHERE store_id = ? ORDER BY path",
+            f"SELECT {BASIC_MEMORY_COLS} FROM memories WHERE store_id = ? ORDER BY path",
             (store_id,),
         )
         if not rows:
             self.stores.get(store_id)
-        return [_memory(r, False) for r in rows]
+        return [memory_from_row(r, False) for r in rows]
 
     def list(
         self,
@@ -626,20 +627,20 @@ class Memories(Part):
         ``depth`` 0 lists everything below the prefix; ``d >= 1`` lists memories at most ``d``
         segments below it and one ``memory_prefix`` per distinct deeper first-``d`` segments.
         """
-        view = _check_view(view)
-        limit = _check_limit(limit, self.limits, view)
+        view = check_view(view)
+        limit = check_limit(limit, self.limits, view)
         prefix = "/" if path_prefix is None else validate_prefix(path_prefix, self.limits)
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
             raise InvalidRequest("depth must be an integer >= 0")
         filters = [store_id, prefix, depth]
         lower, lower_incl = prefix, True
         if page:
-            key = _decode_cursor(page, "memories", filters)
+            key = decode_cursor(page, "memories", filters)
             if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str)
                     and isinstance(key[1], bool)):  # fmt: skip
                 raise InvalidCursor("invalid page cursor")
             lower, lower_incl = key[0], key[1]
-        cols = "*" if view == "full" else _BASIC_MEMORY_COLS
+        cols = "*" if view == "full" else BASIC_MEMORY_COLS
         upper = prefix[:-1] + "0"
         with self.core.read() as c:
             self.core.store_in(c, store_id)
@@ -657,7 +658,7 @@ class Memories(Part):
                 for row in rows:
                     rel = row["path"][len(prefix):].split("/")
                     if depth == 0 or len(rel) <= depth:
-                        items.append(_memory(row, view == "full"))
+                        items.append(memory_from_row(row, view == "full"))
                         lower, lower_incl = row["path"], False
                     else:
                         roll = prefix + "/".join(rel[:depth]) + "/"
@@ -670,5 +671,5 @@ class Memories(Part):
         next_page = None
         if len(items) > limit:
             items = items[:limit]
-            next_page = _encode_cursor("memories", filters, _sort_key(items[-1]))
+            next_page = encode_cursor("memories", filters, sort_key(items[-1]))
         return Page(items, next_page)

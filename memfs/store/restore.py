@@ -27,15 +27,15 @@ from ..errors import InvalidArchive, InvalidRequest
 from ..models import Actor
 from ..rules import (
     Limits,
-    _validate_description,
-    _validate_metadata,
-    _validate_name,
-    _validate_text,
     encode_content,
     format_time,
     new_id,
     parse_time,
+    validate_description,
+    validate_metadata,
+    validate_name,
     validate_path,
+    validate_text,
 )
 
 #: Rows written per transaction, and the content bytes after which a batch ends sooner: one
@@ -248,7 +248,7 @@ def archive_actor(value: Any, n: int) -> Actor | None:
     try:
         actor = Actor.from_dict(value)
         ok = isinstance(actor.id, str) and 0 < len(actor.id) <= 200
-        _validate_text(actor.id, "actor")
+        validate_text(actor.id, "actor")
     except (KeyError, TypeError, ValueError, AttributeError, InvalidRequest):
         ok = False
     if not ok:
@@ -263,9 +263,9 @@ def store_fields(store: Any, lim: Limits) -> dict[str, Any]:
     try:
         fields = {
             "id": archive_id(store.get("id"), "memstore", 0),
-            "name": _validate_name(store.get("name"), lim),
-            "description": _validate_description(store.get("description"), lim),
-            "metadata": _validate_metadata(store.get("metadata"), lim),
+            "name": validate_name(store.get("name"), lim),
+            "description": validate_description(store.get("description"), lim),
+            "metadata": validate_metadata(store.get("metadata"), lim),
             "created_at": archive_time(store.get("created_at"), 0, "created_at"),
             "updated_at": archive_time(store.get("updated_at"), 0, "updated_at"),
             "archived_at": None if store.get("archived_at") is None

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # row -> model
 
 
-def _store(row: Row) -> MemoryStore:
+def store_from_row(row: Row) -> MemoryStore:
     return MemoryStore(
         id=row["id"],
         name=row["name"],
@@ -36,7 +36,7 @@ def _store(row: Row) -> MemoryStore:
     )
 
 
-def _memory(row: Row, with_content: bool) -> Memory:
+def memory_from_row(row: Row, with_content: bool) -> Memory:
     return Memory(
         id=row["id"],
         memory_store_id=row["store_id"],
@@ -54,7 +54,7 @@ def _actor(type_: str | None, id_: str | None) -> Actor | None:
     return Actor(type_, id_) if type_ and id_ else None
 
 
-def _version(row: Row, with_content: bool) -> MemoryVersion:
+def version_from_row(row: Row, with_content: bool) -> MemoryVersion:
     return MemoryVersion(
         id=row["id"],
         memory_id=row["memory_id"],
@@ -84,7 +84,7 @@ def _resource(row: Row) -> SessionResource:
     )
 
 
-def _event(row: Row) -> Event:
+def event_from_row(row: Row) -> Event:
     return Event(
         id=row["id"],
         session_id=row["session_id"],
@@ -94,7 +94,7 @@ def _event(row: Row) -> Event:
     )
 
 
-def _dream(row: Row) -> Dream:
+def dream_from_row(row: Row) -> Dream:
     return Dream(
         id=row["id"],
         status=row["status"],
@@ -114,7 +114,7 @@ def _dream(row: Row) -> Dream:
     )
 
 
-def _session(row: Row, res: list[Row]) -> Session:
+def session_from_row(row: Row, res: list[Row]) -> Session:
     return Session(
         id=row["id"],
         status=row["status"],

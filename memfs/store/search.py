@@ -17,11 +17,11 @@ from ..rules import (
     SEARCH_DEFAULT_LIMIT,
     SEARCH_DEFAULT_THRESHOLD,
     SEARCH_MAX_LIMIT,
-    _validate_text,
+    validate_text,
 )
 from .base import Core, Part
-from .common import _ASCII_LOWER, _BASIC_MEMORY_COLS
-from .rows import _memory
+from .common import ASCII_LOWER, BASIC_MEMORY_COLS
+from .rows import memory_from_row
 
 if TYPE_CHECKING:
     from ..recall.embeddings import Provider
@@ -86,18 +86,18 @@ class Search(Part):
         if len(query) > self.limits.max_path_bytes:
             raise InvalidRequest(
                 f"a search is at most {self.limits.max_path_bytes} characters long")
-        _validate_text({"query": query}, "search")
+        validate_text({"query": query}, "search")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidRequest("limit must be between 1 and 1000")
         # ASCII letters folded here and by lower() in SQL (ASCII-only on SQLite, and on
         # PostgreSQL's "C" collation of every column): the same match on both backends.
-        folded = query.translate(_ASCII_LOWER)
+        folded = query.translate(ASCII_LOWER)
         pattern = "%" + re.sub(r"([\\%_])", r"\\\1", folded) + "%"
         n = self.context
         with self.core.read() as c:
             self.core.store_in(c, store_id)
             rows = c.execute(
-                f"SELECT {_BASIC_MEMORY_COLS}, in_path, at, "
+                f"SELECT {BASIC_MEMORY_COLS}, in_path, at, "
                 "CASE WHEN at > 0 THEN substr(body, CASE WHEN at - :n > 1 THEN at - :n ELSE 1 "
                 "END, CASE WHEN at - 1 < :n THEN at - 1 ELSE :n END + :qlen + :n) END "
                 "AS snippet "
@@ -116,12 +116,12 @@ class Search(Part):
                 text = r["snippet"]
                 # The hit's offset in the snippet: its first occurrence there, the snippet
                 # starting at most n characters before the first one in the content.
-                start = text.translate(_ASCII_LOWER).find(folded)
+                start = text.translate(ASCII_LOWER).find(folded)
                 if start < 0:
                     start = r["at"] - 1 - max(0, r["at"] - 1 - n)
                 snippet = (text[:start], text[start:start + len(query)],
                            text[start + len(query):])
-            hits.append(SearchHit(_memory(r, False), bool(r["in_path"]), snippet))
+            hits.append(SearchHit(memory_from_row(r, False), bool(r["in_path"]), snippet))
         return hits
 
     # -- recall (memfs.recall) ----------------------------------------------------------------
@@ -278,7 +278,7 @@ class Search(Part):
             raise InvalidRequest("search for at least one word")
         if len(query) > self.max_query_chars:
             raise InvalidRequest(f"a search is at most {self.max_query_chars} characters long")
-        _validate_text({"query": query}, "search")
+        validate_text({"query": query}, "search")
         if "\x00" in query:
             raise InvalidRequest("a search cannot hold a NUL character")
         if limit is None:
@@ -291,7 +291,7 @@ class Search(Part):
                     or len(path_prefix.encode("utf-8", "surrogatepass")) \
                     > self.limits.max_path_bytes:
                 raise InvalidRequest("path_prefix must be a path beginning with /")
-            _validate_text({"path_prefix": path_prefix}, "search")
+            validate_text({"path_prefix": path_prefix}, "search")
             if "\x00" in path_prefix:
                 raise InvalidRequest("path_prefix cannot hold a NUL character")
         if threshold is None:

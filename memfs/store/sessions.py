@@ -26,35 +26,35 @@ from ..errors import (
 from ..models import DEFAULT_WORKSPACE, Event, Grant, Page, Session, SessionResource, SessionToken
 from ..rules import (
     MAX_EVENTS_PAGE,
-    _check_limit,
-    _patch_metadata,
-    _validate_metadata,
-    _validate_session_resource,
-    _validate_text,
+    check_limit,
     format_time,
     new_id,
     parse_time,
+    patch_metadata,
     slugify,
+    validate_metadata,
+    validate_session_resource,
+    validate_text,
     validate_workspace,
 )
 from .base import Part
 from .common import (
-    _SESSION_STATUSES,
+    SESSION_STATUSES,
     SESSION_TOKEN_PREFIX,
     UNSET,
-    _complete_event,
-    _id_chunks,
-    _key_refusal,
-    _no_session,
-    _no_store,
-    _now,
-    _only_ids,
-    _only_workspace,
     check_token_ttl,
+    complete_event,
+    id_chunks,
+    key_refusal,
+    no_session,
+    no_store,
+    only_ids,
+    only_workspace,
     sha256_hex,
+    utc_now,
 )
-from .paging import _decode_cursor, _encode_cursor
-from .rows import _session
+from .paging import decode_cursor, encode_cursor
+from .rows import session_from_row
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _token_refusal(row: Row, now: str) -> str | None:
     key_id = row["key_id"]
     if key_id is not None:
         why = (f"API key {key_id} is gone" if row["key_found"] is None else
-               _key_refusal(key_id, row["key_revoked_at"], row["key_expires_at"], now))
+               key_refusal(key_id, row["key_revoked_at"], row["key_expires_at"], now))
         if why is not None:
             return f"the session token of {sid} is no longer valid: {why} (it made the token)"
     return None
@@ -133,7 +133,7 @@ class Sessions(Part):
         lim = self.limits
         if not isinstance(resources, list | tuple):
             raise InvalidRequest("resources must be a list")
-        _validate_text(resources, "resources")
+        validate_text(resources, "resources")
         mem = [r for r in resources if isinstance(r, dict) and r.get("type") == "memory_store"]
         if len(mem) != len(resources):
             raise InvalidRequest("only resources of type 'memory_store' are supported")
@@ -143,28 +143,28 @@ class Sessions(Part):
                 f"({len(mem)} given)"
             )
         if metadata is not None:
-            metadata = _validate_metadata(metadata, lim)
+            metadata = validate_metadata(metadata, lim)
         for what, value in (("title", title), ("environment_id", environment_id)):
             if value is not None and not isinstance(value, str):
                 raise InvalidRequest(f"{what} must be a string")
-            _validate_text(value, what)
-        _validate_text(agent, "agent")
-        _validate_text(root, "the mount root")
-        _validate_text(launcher, "launcher")
-        if status not in _SESSION_STATUSES:
+            validate_text(value, what)
+        validate_text(agent, "agent")
+        validate_text(root, "the mount root")
+        validate_text(launcher, "launcher")
+        if status not in SESSION_STATUSES:
             raise InvalidRequest(f"invalid session status {status!r}")
         if (not isinstance(root, str) or not root.startswith("/") or len(root) > 512
                 or any(unicodedata.category(ch) == "Cc" for ch in root)):  # fmt: skip
             raise InvalidRequest("the mount root must be an absolute path")
         root = root.rstrip("/")
         sid = new_id("sesn")
-        now = _now()
+        now = utc_now()
         with self.core.write() as c:
             seen: set[str] = set()
             used: set[str] = set()
             rows = []
             for pos, r in enumerate(mem):
-                store_id, access, instructions = _validate_session_resource(r, lim)
+                store_id, access, instructions = validate_session_resource(r, lim)
                 if store_id in seen:
                     raise InvalidRequest(f"memory store {store_id} is attached twice")
                 seen.add(store_id)
@@ -174,7 +174,7 @@ class Sessions(Part):
                 if workspace is None:
                     workspace = owner
                 elif owner != workspace:
-                    raise _no_store(store_id)
+                    raise no_store(store_id)
                 if store.archived_at is not None:
                     raise StoreArchived(
                         f"memory store {store_id} is archived and cannot be attached"
@@ -215,7 +215,7 @@ class Sessions(Part):
         with self.core.read() as c:
             found = self._sessions_in(c, [session_id])
         if not found:
-            raise _no_session(session_id)
+            raise no_session(session_id)
         return found[0]
 
     def _sessions_in(self, c: Connection, ids: Sequence[str]) -> list[Session]:
@@ -234,13 +234,13 @@ class Sessions(Part):
             ids,
         ):
             res.setdefault(r["session_id"], []).append(r)
-        return [_session(rows[i], res.get(i, [])) for i in ids if i in rows]
+        return [session_from_row(rows[i], res.get(i, [])) for i in ids if i in rows]
 
     def session_in(self, c: Connection, session_id: str) -> Row:
         """The session's row. :raises NotFound:"""
         row: Row | None = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
-            raise _no_session(session_id)
+            raise no_session(session_id)
         return row
 
     def list(
@@ -261,13 +261,13 @@ class Sessions(Part):
     ) -> Page[Session]:
         """Sessions by id; ``ids``: only these (a session token sees its own session);
         ``workspace``: only that workspace's."""
-        limit = _check_limit(limit, self.limits)
+        limit = check_limit(limit, self.limits)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
-        _only_ids(where, params, ids)
-        _only_workspace(where, params, workspace)
+        only_ids(where, params, ids)
+        only_workspace(where, params, workspace)
         if memory_store_id is not None:
             where.append(
                 "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)"
@@ -275,7 +275,7 @@ class Sessions(Part):
             params.append(memory_store_id)
         if statuses:
             for s in statuses:
-                if s not in _SESSION_STATUSES:
+                if s not in SESSION_STATUSES:
                     raise InvalidRequest(f"invalid session status {s!r}")
             where.append(f"status IN ({','.join('?' * len(statuses))})")
             params += list(statuses)
@@ -295,7 +295,7 @@ class Sessions(Part):
         # the last item (resume after it), a prev_page is ["before", id of the first item].
         after = before = None
         if page:
-            key = _decode_cursor(page, "sessions", filters)
+            key = decode_cursor(page, "sessions", filters)
             if isinstance(key, str):
                 after = key
             elif (isinstance(key, list) and len(key) == 2 and key[0] == "before"
@@ -322,9 +322,9 @@ class Sessions(Part):
                 more_behind, found = len(found) > limit, found[:limit][::-1]
                 more_ahead = bool(found) and bool(page_ids(ahead, found[-1], forward, 1))
             items = self._sessions_in(c, found)
-        next_page = _encode_cursor("sessions", filters, found[-1]) if more_ahead else None
+        next_page = encode_cursor("sessions", filters, found[-1]) if more_ahead else None
         prev_page = (
-            _encode_cursor("sessions", filters, ["before", found[0]]) if more_behind else None
+            encode_cursor("sessions", filters, ["before", found[0]]) if more_behind else None
         )
         return Page(items, next_page, prev_page)
 
@@ -335,7 +335,7 @@ class Sessions(Part):
 
         :raises Conflict: a terminated session set to another status.
         """
-        if status not in _SESSION_STATUSES:
+        if status not in SESSION_STATUSES:
             raise InvalidRequest(f"invalid session status {status!r}")
         event_type = {
             "running": "session.status_running",
@@ -354,12 +354,12 @@ class Sessions(Part):
             if row["status"] != status:
                 c.execute(
                     "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
-                    (status, _now(), session_id),
+                    (status, utc_now(), session_id),
                 )
                 self.insert_event(c, session_id, None, {"type": event_type, **extra})
             if status == "terminated":
                 c.execute("UPDATE session_tokens SET revoked_at = ? "
-                          "WHERE session_id = ? AND revoked_at IS NULL", (_now(), session_id))
+                          "WHERE session_id = ? AND revoked_at IS NULL", (utc_now(), session_id))
         return self.get(session_id)
 
     def launched(self) -> builtins.list[tuple[str, dict[str, Any]]]:
@@ -377,17 +377,17 @@ class Sessions(Part):
         with self.core.write() as c:
             row = self.session_in(c, session_id)
             meta = json.loads(row["metadata"])
-            new_meta = meta if metadata in (UNSET, None) else _patch_metadata(
+            new_meta = meta if metadata in (UNSET, None) else patch_metadata(
                 meta, metadata, self.limits
             )
             new_title = row["title"] if title is UNSET else title
             if new_title is not None and not isinstance(new_title, str):
                 raise InvalidRequest("title must be a string")
-            _validate_text(new_title, "title")
+            validate_text(new_title, "title")
             if (new_meta, new_title) != (meta, row["title"]):
                 c.execute(
                     "UPDATE sessions SET metadata = ?, title = ?, updated_at = ? WHERE id = ?",
-                    (json.dumps(new_meta), new_title, _now(), session_id),
+                    (json.dumps(new_meta), new_title, utc_now(), session_id),
                 )
         return self.get(session_id)
 
@@ -395,7 +395,7 @@ class Sessions(Part):
         with self.core.write() as c:
             row = self.session_in(c, session_id)
             if row["archived_at"] is None:
-                now = _now()
+                now = utc_now()
                 c.execute(
                     "UPDATE sessions SET archived_at = ?, updated_at = ? WHERE id = ?",
                     (now, now, session_id),
@@ -467,7 +467,7 @@ class Sessions(Part):
                 raise Forbidden(f"this key may not make tokens of session {session_id}: "
                                 "only a server key or the key that created the session may")
             if session is None:
-                raise _no_session(session_id)
+                raise no_session(session_id)
             if session["status"] == "terminated":
                 raise InvalidRequest(f"session {session_id} is terminated: no token can be "
                                      "made for it")
@@ -475,7 +475,7 @@ class Sessions(Part):
                 key = c.execute("SELECT revoked_at, expires_at FROM api_keys WHERE id = ?",
                                 (key_id,)).fetchone()
                 why = (f"API key {key_id} is gone" if key is None else
-                       _key_refusal(key_id, key["revoked_at"], key["expires_at"], now))
+                       key_refusal(key_id, key["revoked_at"], key["expires_at"], now))
                 if why is not None:
                     raise Unauthorized(why)
                 if key["expires_at"] is not None:
@@ -499,7 +499,7 @@ class Sessions(Part):
             raise UnknownKey("invalid session token: not a token of a session of this "
                                "server")
         sid = row["session_id"]
-        why = _token_refusal(row, _now())
+        why = _token_refusal(row, utc_now())
         if why is not None:
             raise Unauthorized(why)
         access = {r["memory_store_id"]: r["access"] for r in self.core.all(
@@ -519,8 +519,8 @@ class Sessions(Part):
         :raises StorageError: the database could not tell.
         """
         refused: dict[str, str] = {}
-        now = _now()
-        for ids in _id_chunks(token_ids):
+        now = utc_now()
+        for ids in id_chunks(token_ids):
             found = {r["id"]: r for r in self.core.all(
                 f"SELECT {_TOKEN_COLS} FROM {_TOKEN_JOINS} "
                 f"WHERE t.id IN ({','.join('?' * len(ids))})", ids)}
@@ -538,7 +538,7 @@ class Sessions(Part):
         self, c: Connection, session_id: str | None, store_id: str | None,
         body: dict[str, Any],
     ) -> Event:
-        e = _complete_event(session_id, body)
+        e = complete_event(session_id, body)
         c.execute(
             "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
             "VALUES (?, ?, ?, ?, ?, ?)",
@@ -557,15 +557,15 @@ class Sessions(Part):
         items = list(self.get(session_id).resources)
         start = 0
         if page:
-            key = _decode_cursor(page, "resources", [session_id])
+            key = decode_cursor(page, "resources", [session_id])
             if isinstance(key, bool) or not isinstance(key, int) or key < 0:
                 raise InvalidCursor("invalid page cursor")
             start = key
         if limit is None:
             return Page(items[start:], None)
-        limit = _check_limit(limit, self.limits, maximum=MAX_EVENTS_PAGE)
+        limit = check_limit(limit, self.limits, maximum=MAX_EVENTS_PAGE)
         end = start + limit
-        next_page = _encode_cursor("resources", [session_id], end) if end < len(items) else None
+        next_page = encode_cursor("resources", [session_id], end) if end < len(items) else None
         return Page(items[start:end], next_page)
 
     def delete_resource(self, session_id: str, resource_id: str) -> None:

@@ -13,19 +13,19 @@ from ..backends import Connection
 from ..errors import InvalidRequest, NotFound, StoreArchived
 from ..models import DEFAULT_WORKSPACE, MemoryStore, Page
 from ..rules import (
-    _check_limit,
-    _patch_metadata,
-    _validate_description,
-    _validate_metadata,
-    _validate_name,
+    check_limit,
     format_time,
     new_id,
     parse_time,
+    patch_metadata,
+    validate_description,
+    validate_metadata,
+    validate_name,
     validate_workspace,
 )
 from .base import Part
-from .common import UNSET, _no_store, _now, _only_ids, _only_workspace
-from .rows import _store
+from .common import UNSET, no_store, only_ids, only_workspace, utc_now
+from .rows import store_from_row
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,10 @@ class Stores(Part):
         """A new, empty store of ``workspace``. :raises InvalidRequest: bad values."""
         lim = self.limits
         workspace = validate_workspace(workspace)
-        name = _validate_name(name, lim)
-        description = _validate_description("" if description is None else description, lim)
-        metadata = _validate_metadata({} if metadata is None else metadata, lim)
-        now = _now()
+        name = validate_name(name, lim)
+        description = validate_description("" if description is None else description, lim)
+        metadata = validate_metadata({} if metadata is None else metadata, lim)
+        now = utc_now()
         store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
         with self.core.write() as c:
             c.execute(
@@ -60,8 +60,8 @@ class Stores(Part):
         """:raises NotFound: unknown or deleted."""
         row = self.core.one("SELECT * FROM stores WHERE id = ?", (store_id,))
         if row is None:
-            raise _no_store(store_id)
-        return _store(row)
+            raise no_store(store_id)
+        return store_from_row(row)
 
     def resolve(self, ref: str, *, among: Collection[str] | None = None,
                       workspace: str | None = None) -> MemoryStore:
@@ -79,7 +79,7 @@ class Stores(Part):
 
         row = self.core.one("SELECT * FROM stores WHERE id = ?", (ref,))
         if row is not None and seen(row):
-            return _store(row)
+            return store_from_row(row)
         rows = self.core.all(
             "SELECT * FROM stores WHERE name = ? ORDER BY archived_at IS NOT NULL, id DESC", (ref,)
         )
@@ -93,7 +93,7 @@ class Stores(Part):
                 f"{len(live)} memory stores are named {ref!r} ({ids}): use an id, or rename "
                 "all but one"
             )
-        return _store(rows[0])
+        return store_from_row(rows[0])
 
     def namesakes(self, store_id: str) -> list[MemoryStore]:
         """The other live stores with this store's exact name, newest first (at most 100).
@@ -113,7 +113,7 @@ class Stores(Part):
                 "AND workspace_id = ? ORDER BY id DESC LIMIT 100",
                 (row["name"], store_id, row["workspace_id"]),
             ).fetchall()
-        return [_store(r) for r in rows]
+        return [store_from_row(r) for r in rows]
 
     def update(
         self,
@@ -132,20 +132,20 @@ class Stores(Part):
             store = self.core.store_in(c, store_id)
             if store.archived_at is not None:
                 raise StoreArchived(f"memory store {store_id} is archived and cannot be updated")
-            new_name = store.name if name in (UNSET, None) else _validate_name(name, lim)
+            new_name = store.name if name in (UNSET, None) else validate_name(name, lim)
             new_desc = (
                 store.description
                 if description in (UNSET, None)
-                else _validate_description(description, lim)
+                else validate_description(description, lim)
             )
             new_meta = (
                 store.metadata
                 if metadata in (UNSET, None)
-                else _patch_metadata(store.metadata, metadata, lim)
+                else patch_metadata(store.metadata, metadata, lim)
             )
             if (new_name, new_desc, new_meta) == (store.name, store.description, store.metadata):
                 return store
-            now = _now()
+            now = utc_now()
             c.execute(
                 "UPDATE stores SET name = ?, description = ?, metadata = ?, updated_at = ? "
                 "WHERE id = ?",
@@ -159,7 +159,7 @@ class Stores(Part):
         with self.core.write() as c:
             store = self.core.store_in(c, store_id)
             if store.archived_at is None:
-                now = _now()
+                now = utc_now()
                 c.execute(
                     "UPDATE stores SET archived_at = ?, updated_at = ? WHERE id = ?",
                     (now, now, store_id),
@@ -181,7 +181,7 @@ class Stores(Part):
         c.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
         c.execute("DELETE FROM changes WHERE store_id = ?", (store_id,))
         c.execute("INSERT INTO deleted_stores (id, workspace_id, deleted_at) "
-                  "SELECT id, workspace_id, ? FROM stores WHERE id = ?", (_now(), store_id))
+                  "SELECT id, workspace_id, ? FROM stores WHERE id = ?", (utc_now(), store_id))
         c.execute("DELETE FROM stores WHERE id = ?", (store_id,))
         self.core.change(c, store_id, "store")
 
@@ -198,11 +198,11 @@ class Stores(Part):
     ) -> Page[MemoryStore]:
         """Stores, newest first (``created_at`` desc, then ``id`` desc); ``ids``: only these
         (a session token's attached stores); ``workspace``: only that workspace's."""
-        limit = _check_limit(limit, self.limits)
+        limit = check_limit(limit, self.limits)
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
-        _only_ids(where, params, ids)
-        _only_workspace(where, params, workspace)
+        only_ids(where, params, ids)
+        only_workspace(where, params, workspace)
         if not include_archived:
             where.append("archived_at IS NULL")
         if created_at_gte is not None:
@@ -213,4 +213,4 @@ class Stores(Part):
             params.append(format_time(parse_time(created_at_lte)))
         # A copy: the cursor condition appended to params is not a filter.
         filters = ["stores", include_archived, list(params)]
-        return self.core.newest_first("stores", filters, where, params, limit, page, _store)
+        return self.core.newest_first("stores", filters, where, params, limit, page, store_from_row)

@@ -12,7 +12,7 @@ from ..errors import Busy, InvalidRequest, MemfsError, NotFound, StorageError, W
 from ..models import Actor
 from ..rules import encode_content, new_id, validate_path
 from .base import Core, Part
-from .common import _now
+from .common import utc_now
 
 if TYPE_CHECKING:
     from .memories import Memories
@@ -108,7 +108,7 @@ class Undo(Part):
                     "SELECT id, path FROM memories WHERE store_id = ?", (sid,)).fetchall()}
                 for sid in {vs[0].store_id for vs in histories.values()}}
         steps = rv.plan(target_ids, histories, live, force=force)
-        now = _now()
+        now = utc_now()
         todo = [s for s in steps if s.action in ("delete", "recreate", "restore")]
         heads = {s.memory_id: self.memories.memory_in(c, s.store_id, "id", s.memory_id)
                  for s in todo if s.action != "recreate"}

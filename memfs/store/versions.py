@@ -10,17 +10,17 @@ from ..backends import Connection
 from ..errors import InvalidRequest, NotFound
 from ..models import Actor, Memory, MemoryVersion, Page, Snapshot
 from ..rules import (
-    _check_limit,
-    _check_view,
+    check_limit,
+    check_view,
     encode_content,
     format_time,
     parse_time,
     validate_path,
 )
 from .base import Core, Part
-from .common import _OPERATIONS, EMPTY_SHA256, _no_session, _now
-from .paging import _after_cursor, _newest_first_page
-from .rows import _version
+from .common import EMPTY_SHA256, OPERATIONS, no_session, utc_now
+from .paging import after_cursor, newest_first_page
+from .rows import version_from_row
 
 if TYPE_CHECKING:
     from .memories import Memories
@@ -64,7 +64,7 @@ class Versions(Part):
             of this workspace.
         :raises NotFound: unknown store, version or session (or another workspace's).
         """
-        view = _check_view(view)
+        view = check_view(view)
         with self.core.read() as c:
             self.core.store_in(c, store_id)
             snap = self._snapshot_boundary(c, store_id, at, viewer)
@@ -179,7 +179,7 @@ class Versions(Part):
                 "SELECT s.created_at, s.workspace_id = h.workspace_id AS ours FROM sessions s "
                 "JOIN stores h ON h.id = ? WHERE s.id = ?", (store_id, at)).fetchone()
             if row is None or not row["ours"] or (viewer is not None and at != viewer):
-                raise _no_session(at)
+                raise no_session(at)
             return Snapshot(store_id, at, row["created_at"], [], session_id=at)
         try:
             when = parse_time(at)
@@ -211,14 +211,14 @@ class Versions(Part):
         view: str = "basic",
     ) -> Page[MemoryVersion]:
         """Versions newest first; filters combine with AND (API.md §2.12)."""
-        view = _check_view(view)
-        limit = _check_limit(limit, self.limits, view)
+        view = check_view(view)
+        limit = check_limit(limit, self.limits, view)
         where, params = ["store_id = ?"], [store_id]
         if memory_id is not None:
             where.append("memory_id = ?")
             params.append(memory_id)
         if operation is not None:
-            if operation not in _OPERATIONS:
+            if operation not in OPERATIONS:
                 raise InvalidRequest("operation must be created, modified or deleted")
             where.append("operation = ?")
             params.append(operation)
@@ -239,7 +239,7 @@ class Versions(Part):
             params.append(format_time(parse_time(created_at_lte)))
         filters = ["versions", list(params)]  # a copy: see list_stores
         if page:
-            _after_cursor(page, "versions", filters, where, params)
+            after_cursor(page, "versions", filters, where, params)
         cols = "*" if view == "full" else "*, NULL AS content"
         # created_at first: ids from two processes in the same millisecond need not be in
         # time order, and API.md §2.12 orders by created_at, then id.
@@ -250,18 +250,18 @@ class Versions(Part):
                 "ORDER BY created_at DESC, id DESC LIMIT ?",
                 [*params, limit + 1],
             ).fetchall()
-        return _newest_first_page(rows, limit, "versions", filters,
-                                  lambda r: _version(r, view == "full"))
+        return newest_first_page(rows, limit, "versions", filters,
+                                  lambda r: version_from_row(r, view == "full"))
 
     def get(self, store_id: str, version_id: str, *, view: str = "full") -> MemoryVersion:
-        view = _check_view(view)
+        view = check_view(view)
         row = self.core.one(
             "SELECT * FROM versions WHERE id = ? AND store_id = ?", (version_id, store_id)
         )
         if row is None:
             self.stores.get(store_id)
             raise NotFound(f"memory version {version_id!r} not found in {store_id}")
-        return _version(row, view == "full")
+        return version_from_row(row, view == "full")
 
     def restore(self, store_id: str, version_id: str, *, path: str | bytes | None = None,
                         actor: Actor | None) -> Memory:
@@ -327,7 +327,7 @@ class Versions(Part):
                     "UPDATE versions SET path = NULL, content = NULL, content_sha256 = NULL, "
                     "content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, "
                     "redacted_by_id = ? WHERE id = ?",
-                    (_now(), actor.type if actor else None, actor.id if actor else None,
+                    (utc_now(), actor.type if actor else None, actor.id if actor else None,
                      version_id),
                 )
                 # The memory's history changed (mounts show it in .history/).

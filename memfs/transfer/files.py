@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from ..errors import InvalidArchive
 from ..models import DEFAULT_WORKSPACE
-from ..rules import Limits, _too_large
+from ..rules import Limits, too_large
 from ..store import Store
 from .progress import Halves, Progress, no_progress
 
@@ -82,7 +82,7 @@ def walk_directory(
                     yield path, None, f"cannot read the file: {e.strerror}"
                     continue
             if len(data) > limit:
-                yield path, None, _too_large(max(st.st_size, len(data)), limits)
+                yield path, None, too_large(max(st.st_size, len(data)), limits)
             else:
                 yield path, data, None
 
@@ -142,7 +142,7 @@ def _zip_entries(
                 ignored.append({"path": path, "reason": "symbolic link"})
                 continue
             if info.file_size > limit:
-                yield path, None, _too_large(info.file_size, limits)
+                yield path, None, too_large(info.file_size, limits)
                 continue
             if total >= max_total:
                 yield path, None, "not read: the zip holds more data than a store can"

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from memfs import api
 from memfs.api import create_app
 from memfs.models import MemoryStore
-from memfs.store.paging import _encode_cursor
+from memfs.store.paging import encode_cursor
 
 KEY = "test-key-1"
 #: API.md §1.6: the error types of anthropic 2.14.0.
@@ -68,7 +68,7 @@ def check(r, expected_status):
 def test_every_error_path_is_the_envelope(client, store):
     sid = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
     sess = client.post("/v1/sessions", json={}).json()["id"]
-    forged = _encode_cursor("events", ["events", "asc", [sess]], 2**63)
+    forged = encode_cursor("events", ["events", "asc", [sess]], 2**63)
     json_body = {"content-type": "application/json"}
     cases = [
         (client.post("/v1/memory_stores", content=rb'{"name":"\ud800"}', headers=json_body),

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from memfs import api, errors
 from memfs.api import create_app
-from memfs.store.paging import _encode_cursor
+from memfs.store.paging import encode_cursor
 from tests.support import async_wait_until
 
 KEY = "test-key-1"
@@ -158,7 +158,7 @@ def test_forged_cursors_are_invalid_cursor(store):
         # the genuine kind and fingerprint pass, so only the key is forged
         for key in FORGED_KEYS:
             with pytest.raises(errors.InvalidCursor):
-                call(_encode_cursor(kind, filters, key))
+                call(encode_cursor(kind, filters, key))
 
 
 def test_forged_cursor_envelopes_over_http(client, store):
@@ -168,13 +168,13 @@ def test_forged_cursor_envelopes_over_http(client, store):
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     cursors = [
-        _encode_cursor("stores", ["stores", False, []], [["x"], {"y": 1}]),
-        _encode_cursor("stores", ["stores", False, []], ["a" + LONE, "b"]),
-        _encode_cursor("events", ["events", "asc", [sess]], 2**63),
-        _encode_cursor("events", ["events", "asc", [sess]], 2**64 + 5),
-        _encode_cursor("sessions", ["sessions", "desc", []], LONE),
-        _encode_cursor("versions", ["versions", [sid]], [LONE, LONE]),
-        _encode_cursor("memories", [sid, "/", 0], [LONE, True]),
+        encode_cursor("stores", ["stores", False, []], [["x"], {"y": 1}]),
+        encode_cursor("stores", ["stores", False, []], ["a" + LONE, "b"]),
+        encode_cursor("events", ["events", "asc", [sess]], 2**63),
+        encode_cursor("events", ["events", "asc", [sess]], 2**64 + 5),
+        encode_cursor("sessions", ["sessions", "desc", []], LONE),
+        encode_cursor("versions", ["versions", [sid]], [LONE, LONE]),
+        encode_cursor("memories", [sid, "/", 0], [LONE, True]),
         b64(b'{"k":"stores","f":"\\ud800","v":1}'),
         b64(b'{"k":"\\udfff"}'),
         b64(b"[" * 3000),

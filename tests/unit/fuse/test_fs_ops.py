@@ -79,7 +79,7 @@ class _Descriptors:
     def __init__(self, monkeypatch, ops: Operations) -> None:
         self.held = 0
         ops.mount.mountpoint = "/mnt/test"
-        monkeypatch.setattr("memfs.fuse.buffers._fds_on", lambda pid, mountpoint, ino: self.held)
+        monkeypatch.setattr("memfs.fuse.buffers.fds_on", lambda pid, mountpoint, ino: self.held)
 
 
 async def test_shell_redirect_pattern_makes_one_version(fs, store, monkeypatch):
