@@ -1,5 +1,5 @@
 """scripts/check_private_imports.py, run by scripts/lint: a memfs module uses no private name
-of another module (docs/development.md, "Private and public names"). Run on a small tree with
+of another module (docs/development.md, "Names"). Run on a small tree with
 one module of each kind, so that the check itself is seen to fail."""
 
 from __future__ import annotations
