@@ -192,7 +192,7 @@ def index_in_background(store: Store, sid: str, timeout: float,
             time.sleep(0.2)
         indexed = time.monotonic() - t0
         if whole is not None:
-            model = store.embeddings.model  # type: ignore[union-attr]
+            model = store.search.embeddings.model  # type: ignore[union-attr]
             while has_work(store, sid, model):
                 if time.monotonic() - t0 > timeout:
                     raise SystemExit(f"not read whole after {timeout:.0f} s")
@@ -357,7 +357,7 @@ def mount_while_indexing(work: Path, args: argparse.Namespace) -> dict[str, Any]
             root = work / f"mnt-{rnd}-{kind}"
             with mounted(db, "busy", root, setting, work / f"mount-{rnd}-{kind}.log") as pid:
                 check = Store(db)
-                check.use_embeddings(setting)
+                check.search.use_embeddings(setting)
                 if setting == "local":  # the indexer at work before the workload starts
                     deadline = time.monotonic() + 60
                     while check.search.status(sid)["indexed"] == 0:

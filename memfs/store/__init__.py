@@ -108,10 +108,12 @@ from .versions import Versions
 __all__ = [
     "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "KEY_PREFIX", "MIGRATION_SET", "SESSION_TOKEN_MAX_TTL",
     "SESSION_TOKEN_MIN_TTL", "SESSION_TOKEN_PREFIX", "SESSION_TOKEN_TTL", "TOOL_EVENT_TYPES",
-    "UNSET", "ExportSnapshot", "IdempotencyPart", "KeyCheck", "Limits", "SearchHit", "Store",
-    "check_database", "check_token_ttl", "default_db_path", "encode_content", "format_time",
-    "is_url", "local_user_actor", "new_id", "no_session", "no_store", "open_database",
-    "open_store", "parse_time", "sha256_hex", "slugify", "validate_path", "validate_prefix",
+    "UNSET", "Agents", "Archive", "Core", "Dreams", "Events", "ExportSnapshot", "Feed",
+    "Idempotency", "KeyCheck", "Keys", "Limits", "Memories", "Search", "SearchHit", "Sessions",
+    "Store", "Stores", "Undo", "Versions", "check_database", "check_token_ttl", "default_db_path",
+    "encode_content", "format_time", "is_url", "local_user_actor", "new_id", "no_session",
+    "no_store", "open_database", "open_store", "parse_time", "sha256_hex", "slugify",
+    "validate_path", "validate_prefix",
 ]
 
 

@@ -139,7 +139,7 @@ def test_search_ranks_by_words_and_by_meaning(signed_in: Any, sdk: Sdk,
     expect(pg.get_by_role("link", name="Show every memory ranked")).to_be_visible()
     indexer = Store(console_server.db)
     try:
-        indexer.use_embeddings("local")
+        indexer.search.use_embeddings("local")
         # The server may be indexing it already (its lease then says "another process"):
         # either way it ends with nothing pending.
         wait_until(lambda: indexer.search.index(sid).pending == 0 or None, 60, interval=0.2)

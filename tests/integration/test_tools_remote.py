@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -91,10 +92,17 @@ def test_a_concurrent_edit_through_the_api_is_not_overwritten(
     class Interleaved(Client):
         """Another writer changes the memory right before each of the tool's updates."""
 
-        def update_memory(self, store_id: str, memory_id: str, **kw):  # type: ignore[override]
-            m = db.memories.get(store_id, memory_id)
-            db.memories.update(store_id, memory_id, content=m.content + "other\n", actor=None)
-            return super().memories.update(store_id, memory_id, **kw)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            update = self.memories.update
+
+            def interleaved(store_id: str, memory_id: str, **kw: Any) -> Any:
+                m = db.memories.get(store_id, memory_id)
+                db.memories.update(store_id, memory_id, content=m.content + "other\n",
+                                   actor=None)
+                return update(store_id, memory_id, **kw)
+
+            self.memories.update = interleaved  # type: ignore[method-assign]
 
     with Interleaved(server.url, KEY) as remote:
         ms = remote.stores.create(name="race").id

@@ -161,7 +161,7 @@ def revoke_and_measure(r: Replicas, timeout: float = 5.0, jitter: float = 0.0) -
     :raises AssertionError: something else than 200 then 401, a stream that did not serve,
         ended before the revocation or not cleanly, or no refusal or end within ``timeout``.
     """
-    made = r.keys.create()
+    made = r.create_key()
     key = made["key"]
     streams = r.streams(r.b, key)
     try:
@@ -221,7 +221,7 @@ def expire_and_measure(r: Replicas, expires_in: int = 3, timeout: float = 5.0,
         server that never answered the key before its expiry, or no refusal or end within
         ``timeout`` of it.
     """
-    made = r.keys.create(expires_in=expires_in)
+    made = r.create_key(expires_in=expires_in)
     key = made["key"]
     expires = datetime.fromisoformat(made["expires_at"].replace("Z", "+00:00")).timestamp()
     time.sleep(random.uniform(0.0, jitter))  # the point: see the docstring
