@@ -1,6 +1,7 @@
-"""Time Store.snapshot (time travel) on a store of 2,000 memories x 10 versions, on SQLite and
-(when PostgreSQL is installed) on a throwaway PostgreSQL cluster, against ``tree()`` of the same
-store in the same run as the baseline; prints medians and the query plans.
+"""Time store.versions.snapshot (time travel) on a store of 2,000 memories x 10 versions, on
+SQLite and (when PostgreSQL is installed) on a throwaway PostgreSQL cluster, against
+``memories.tree()`` of the same store in the same run as the baseline; prints medians and the
+query plans.
 
     .venv/bin/python scripts/bench_snapshot.py [--memories 2000] [--versions 10] [--repeat 7]
 """

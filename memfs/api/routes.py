@@ -118,7 +118,7 @@ class Op:
     extension: bool = False
     #: The body is not JSON: the handler reads it itself (an upload).
     raw_body: bool = False
-    #: What a session token may do here (:func:`_authorize`): ``read`` / ``write`` the
+    #: What a session token may do here (:func:`.auth.authorize`): ``read`` / ``write`` the
     #: attached store in the path (read_write needed to write), ``session`` its own session
     #: in the path, ``open`` (no store or session in the path; the handler shows only the
     #: token's own); empty: refused (403), only a server key may. A store-scoped key has the

@@ -13,7 +13,7 @@
   (:meth:`memfs.store.Store.search.status`), as a ``memfs_search_status``.
 
 The wire shapes (:meth:`memfs.recall.search.Result.to_dict`) are those the client
-(:meth:`memfs.client.Client.search`), the CLI and remote mounts read. Every rule about the
+(``memfs.client.Client.search.in_store``), the CLI and remote mounts read. Every rule about the
 values (an empty question, a limit of 0 or 101, a prefix without its ``/``, a score outside
 0..1, NUL, lone surrogates) is the store's; a search that meaning cannot help answers by words
 alone, and its ``note`` says why.

@@ -1,6 +1,6 @@
 """A store's search page (``/stores/{id}/search?q=``).
 
-By default the memories are ranked by :meth:`Store.search <memfs.store.Store.search>` (words
+By default the memories are ranked by ``store.search.in_store`` (words
 and meaning, :mod:`memfs.recall.search`): best first, each with its path, score, a snippet
 with the question's words marked, and why it matched (``words``, ``meaning`` or both); the
 result's note says when meaning was not used or covers only part of the store. ``limit``

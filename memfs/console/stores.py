@@ -32,7 +32,7 @@ def format_metadata(metadata: dict[str, str]) -> str:
 
 def namesakes_note(name: str, others: list[MemoryStore]) -> str:
     """After a store was created or renamed: that other live stores have its name too
-    (:meth:`Store.namesakes`), which then names none of them; else ``""``."""
+    (``store.stores.namesakes``), which then names none of them; else ``""``."""
     if not others:
         return ""
     who = ("another live store is" if len(others) == 1

@@ -15,7 +15,7 @@ A deleted memory whose ``deleted`` version was redacted has no final path left a
 shown.
 
 What is shown comes from the store through :class:`~memfs.protocol.StoreAPI` calls only
-(``list_versions`` and ``get_version``: a local and a remote mount share this code), made on
+(``versions.list`` and ``versions.get``: a local and a remote mount share this code), made on
 first use and cached: the final paths of deleted memories (loaded once, then kept current from
 the change feed's ``delete`` changes), the versions of each memory listed (dropped when the
 feed brings a ``put``, ``delete`` or ``history`` change for it: a ``history`` change is
@@ -129,7 +129,7 @@ class History:
     """The ``.history`` directory of one mount.
 
     :param tree: the mount's tree (live paths, and the inode allocator).
-    :param store: the store (its ``list_versions`` and ``get_version``).
+    :param store: the store (its ``versions.list`` and ``versions.get``).
     :param call: runs a blocking store call without blocking the trio thread
         (:meth:`memfs.fuse.core.Mount.call`).
     :param call_long: the same for a read of many pages (the deleted memories of a store):

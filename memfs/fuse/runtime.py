@@ -278,6 +278,14 @@ def run(fs: pyfuse3.Operations, mounted: Sequence[Mounted], *, mountpoint: str,
                     log.exception("stopping the background service")
 
 
+def words_index(store: object) -> WordsAPI | None:
+    """The search part of a local store, whose writes queue their words for a mount to take in
+    while it is quiet (:class:`~memfs.fuse.watch.WordsCatchUp`); None for a server's client or
+    a snapshot, whose words are not this process's to index."""
+    words = getattr(store, "search", None)
+    return words if isinstance(words, WordsAPI) else None
+
+
 def _stop_waiting(mounted: Sequence[Mounted]) -> None:
     for m in mounted:
         m.ops.mount.stop_waiting()
@@ -301,8 +309,8 @@ async def serve(mounted: Sequence[Mounted], *,
                              else await holding.enter_async_context(m.follow(m.ops)))
             if m.ops.events is not None:
                 services.append(EventFlusher(m.ops.events))
-            words = getattr(m.ops.store, "search", None)  # a local store's search part
-            if m.ops.search is not None and isinstance(words, WordsAPI):
+            words = words_index(m.ops.store)
+            if m.ops.search is not None and words is not None:
                 services.append(WordsCatchUp(m.ops, words))
             invalidator = Invalidator(m.ops)
             m.ops.mount.on_stale = invalidator.wake

@@ -256,7 +256,7 @@ class EventSink:
                 record = getattr(self.store.events, "record_tool_events", None)
                 if record is not None:
                     # A local store takes the events built here as they are: the checks of
-                    # add_events are for events that come from outside (the API).
+                    # events.add are for events that come from outside (the API).
                     rows: list[tuple[str, str, str, str]] = []
                     for item in batch:
                         if isinstance(item, tuple):

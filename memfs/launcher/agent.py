@@ -84,7 +84,7 @@ def choose_agent(spec: str | None) -> Agent | None:
 #: the ``MEMFS_*`` variables it is given); HOME, USER and LOGNAME are the agent's.
 KEPT_ENV = ("PATH", "TERM")
 #: The launcher's credentials, never passed to CMD: it gets its session's token and URL
-#: instead (:meth:`.Credential._agent_credentials`); the key of an embeddings service is the
+#: instead (:func:`.credential.agent_credentials`); the key of an embeddings service is the
 #: mounts' (which index by meaning), not the agent's.
 LAUNCHER_ONLY_ENV = frozenset({"MEMFS_DB", "MEMFS_URL", "MEMFS_API_KEY", "MEMFS_API_KEYS",
                                "MEMFS_EMBEDDINGS_API_KEY"})

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def _overlapping(path: str, placed: list[str]) -> str | None:
     """The path of ``placed`` (sorted) that ``path`` may not be placed beside, if any: the
-    rule of :meth:`Store._check_path_free`, without the database."""
+    rule of :meth:`Memories.check_path_free`, without the database."""
     segments = path[1:].split("/")
     for i in range(1, len(segments) + 1):
         above = "/" + "/".join(segments[:i])
@@ -418,7 +418,7 @@ class Archive(Part):
 
     def _import_undo(self, sid: str, created: bool, written: list[str]) -> None:
         """Remove what a failed import wrote, in short transactions: the store it created
-        (as :meth:`delete_store` would), or the memories it added to ``into`` (each live one
+        (as :meth:`Stores.delete` would), or the memories it added to ``into`` (each live one
         with a ``delete`` change, so that followers drop it). A failure here is logged: the
         import's own error is the one raised."""
         try:

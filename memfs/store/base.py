@@ -213,7 +213,7 @@ class Core:
         calls: Sequence[Callable[[], Any]] | Callable[[], Sequence[Callable[[], Any]]],
     ) -> list[Any]:
         """Run several write calls of this store (``calls``: functions of no argument, e.g.
-        ``partial(store.create_memory, …)``) in ONE write transaction: one lock, one commit
+        ``partial(store.memories.create, …)``) in ONE write transaction: one lock, one commit
         and one fsync for all (group commit). Returns each call's result, or the exception it
         raised, in order; each result is durable when this returns, like the call's own.
 
@@ -383,7 +383,7 @@ class Core:
     def prune_changes_in(self, c: Connection, store_id: str, now: datetime) -> int:
         """Delete the store's changes that are both older than :attr:`feed_keep_age` and not
         among its newest :attr:`feed_keep`, and record the newest seq deleted
-        (``stores.changes_pruned_seq``) so that :meth:`changes_since` can tell a follower it
+        (``stores.changes_pruned_seq``) so that :meth:`Feed.since` can tell a follower it
         missed some. Returns how many were deleted."""
         oldest_kept = c.execute(
             "SELECT seq FROM changes WHERE store_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",

@@ -75,9 +75,9 @@ class Events(Part):
     ) -> int:
         """Append tool events a mount of this process built itself, each as ``(id, type,
         processed_at, JSON body)`` (:func:`memfs.fuse.toolevents.tool_pair_rows`): the trusted
-        counterpart of :meth:`add_events`, without its per-event checks, copies and encoding,
+        counterpart of :meth:`add`, without its per-event checks, copies and encoding,
         for the event flusher's batches. What comes from outside (the API) goes through
-        :meth:`add_events` and :meth:`add_tool_events`. A lone surrogate (which no memfs-built
+        :meth:`add` and :meth:`add_tool_events`. A lone surrogate (which no memfs-built
         event should hold) is stored as ``?``. Returns how many were recorded.
 
         :raises NotFound: unknown session.

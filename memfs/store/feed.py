@@ -19,7 +19,7 @@ class Feed(Part):
         """The store's changes after ``seq``, oldest first (at most ``limit``).
 
         :raises FeedGap: changes after ``seq`` were pruned (:attr:`feed_keep`): the follower
-            must reload the whole tree and go on from :meth:`last_change`.
+            must reload the whole tree and go on from :meth:`last`.
         """
         with self.core.read() as c:
             rows = c.execute(

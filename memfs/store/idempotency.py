@@ -1,5 +1,5 @@
 """Writes that are applied once and answered the same each time they are sent (issue 38 N6):
-:meth:`IdempotencyPart.write_once`, what the API runs a write sent with an ``Idempotency-Key``
+:meth:`Idempotency.write_once`, what the API runs a write sent with an ``Idempotency-Key``
 or a client's deadline through (docs/http-api.md, "Idempotent writes").
 
 A client that got no answer (a timeout, a dropped connection) cannot tell whether its write

@@ -1,6 +1,6 @@
 """Workspaces and API keys (issue 22): the keys kept in the database (made, listed, revoked;
 only the SHA-256 of a secret is kept), the grant a presented key carries now, and which
-workspace an object belongs to (:meth:`KeysPart.check_visible`: another workspace's object is
+workspace an object belongs to (:meth:`Keys.check_visible`: another workspace's object is
 the same 404 as an unknown one)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .common import id_chunks, key_refusal, no_session, no_store, sha256_hex, ut
 
 log = logging.getLogger(__name__)
 
-#: The start of every secret :meth:`KeysPart.create_key` makes (a session token's is
+#: The start of every secret :meth:`Keys.create` makes (a session token's is
 #: ``memfs_session_``).
 KEY_PREFIX = "memfs_key_"
 #: A key's ``last_used_at`` is written at most this often (seconds): a read must not write
@@ -46,7 +46,7 @@ _OWNERS = {
 
 class KeyCheck(NamedTuple):
     """A stored key as the Console checks a sign-in made with it
-    (:meth:`KeysPart.key_check`): the SHA-256 of its secret (hex), its grant now, or (grant
+    (:meth:`Keys.check`): the SHA-256 of its secret (hex), its grant now, or (grant
     None) why it is refused now."""
 
     secret_sha256: str

@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 
 def overlap(path: str, other: str) -> str:
     """Why ``path`` cannot be placed beside ``other``: the same path, or one below the
-    other (:meth:`Store._check_path_free`)."""
+    other (:meth:`check_path_free`)."""
     if other == path:
         return f"a memory already exists at {path}"
     if len(other) < len(path):
@@ -473,7 +473,7 @@ class Memories(Part):
         history stays). That returns the memory at ``new`` (its own id), and the change feed
         gets a ``put`` of it (only if its content changed) and a ``delete`` of the one at
         ``old``. Without ``replace`` a memory at ``new`` is a PathConflict
-        (``RENAME_NOREPLACE``). (:meth:`update_memory` with ``replace`` names the memory to
+        (``RENAME_NOREPLACE``). (:meth:`update` with ``replace`` names the memory to
         move, which keeps its id: there the memory at the target is the one deleted.) ``events``
         are recorded in the same transaction (see :meth:`write_path`).
 

@@ -167,7 +167,7 @@ class Search(Part):
         question). Each hit carries its ``memory_store_id``. A memory is found by its words as
         soon as its write has returned (the words its writes queued are indexed first:
         :meth:`catch_up_words`); by its meaning once an indexer has embedded it
-        (:meth:`index_store`).
+        (:meth:`index`).
 
         :raises InvalidRequest: an empty or overlong query, a bad limit, prefix, threshold or
             channels.
@@ -236,7 +236,7 @@ class Search(Part):
         return _said_if_cut(merged, threshold)
 
     def session_stores(self, session_id: str) -> list[SessionResource]:
-        """The stores a search of the session asks (:meth:`search_session`): those attached
+        """The stores a search of the session asks (:meth:`in_session`): those attached
         to it, but for those it mounts as they were at a past time (time travel: their
         mounts have no ``.search``, and their present is not the session's to see) and those
         deleted since (a session keeps their resources).
@@ -257,7 +257,7 @@ class Search(Part):
                        path_prefix: str | None = None, threshold: float | None = None,
                        channels: tuple[str, ...] = ("words", "meaning")) -> SearchResult:
         """One question asked of every store of a session (:meth:`session_stores`), hits
-        merged by relevance (:meth:`search_stores`).
+        merged by relevance (:meth:`in_stores`).
 
         :raises NotFound: unknown session.
         :raises InvalidRequest: a session with no store to search, or what :meth:`search`

@@ -91,7 +91,7 @@ def _token_refusal(row: Row, now: str) -> str | None:
 
 def session_actor_refused(session_id: str) -> Forbidden:
     """The one refusal of a credential that may not act as ``session_id``, whether it exists
-    or not (:meth:`SessionsPart.check_session_actor`)."""
+    or not (:meth:`Sessions.check_actor`)."""
     return Forbidden(f"this credential may not act as session {session_id} "
                      "(x-memfs-session-id): only a server key, the session's own token, or the "
                      "key that created the session may")
@@ -126,7 +126,7 @@ class Sessions(Part):
         whose stores alone it may attach (another's is not found); None: its stores'
         workspace (they must share one), else the default. ``created_by_key``: the stored key
         that creates it (a server's: its launcher), which may then act as it
-        (:meth:`check_session_actor`).
+        (:meth:`check_actor`).
 
         :raises InvalidRequest, LimitExceeded, StoreArchived, NotFound:
         """

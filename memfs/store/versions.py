@@ -46,7 +46,7 @@ class Versions(Part):
         """The store as it was at ``at`` (time travel, README "Time travel"): an RFC 3339 time
         (after every version created at or before it; a future time is now), a version id of
         this store (right after that version, versions ordered by ``created_at`` then ``id``
-        as :meth:`list_versions` lists them), or a session id (just before that session's
+        as :meth:`list` lists them), or a session id (just before that session's
         first version in this store; if it wrote none there, at the session's creation).
 
         Each memory shows the newest version at or before the boundary unless that one is
@@ -338,9 +338,9 @@ class Versions(Part):
         """Delete versions past the retention window, keeping the newest ``retention_keep`` of
         every memory whatever their age. Returns how many were deleted.
 
-        It also bounds the change feed of every store (:meth:`_prune_changes_in`; and the
+        It also bounds the change feed of every store (:meth:`Core.prune_changes_in`; and the
         last change of a deleted store once it is older than :attr:`feed_keep_age`) and the
-        events (:meth:`_prune_events_in`), which writes do too every :attr:`feed_prune_every`
+        events (:meth:`Core.prune_events_in`), which writes do too every :attr:`feed_prune_every`
         changes."""
         now = now or datetime.now(UTC)
         cutoff = format_time(now - timedelta(days=self.limits.retention_days))

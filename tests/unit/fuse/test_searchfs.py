@@ -615,3 +615,19 @@ def test_no_indexer_without_a_provider_a_local_store_or_a_live_store(
         assert [h.path for h in result.hits] == ["/a.md"] and not result.meaning
     finally:
         fresh.close()
+
+
+def test_a_local_mount_takes_its_words_in_and_a_remote_or_past_one_does_not(store) -> None:
+    """The runtime starts WordsCatchUp over a local store's search part, never over a client
+    (its server takes its own words in) or a snapshot (nothing to take in)."""
+    from memfs.client import Client
+    from memfs.daemons.snapshot import SnapshotStore
+    from memfs.fuse.runtime import words_index
+
+    assert words_index(store) is store.search
+    with Client("http://127.0.0.1:9") as client:
+        assert words_index(client) is None
+    sid = store.stores.create("past").id
+    store.memories.create(sid, "/a.md", "x", actor=ACTOR)
+    past = SnapshotStore(store, store.versions.snapshot(sid, store.versions.list(sid).data[0].id))
+    assert words_index(past) is None

@@ -1,4 +1,4 @@
-"""Undo a session (memfs.store.revert, Store.revert): every case of the plan, on SQLite and
+"""Undo a session (memfs.store.revert, store.undo.revert): every case of the plan, on SQLite and
 PostgreSQL, through the Store; and the pure plan on hand-made rows."""
 
 from __future__ import annotations

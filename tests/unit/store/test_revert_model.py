@@ -1,4 +1,4 @@
-"""Model-based test of ``Store.revert`` (hypothesis): random write sequences by two sessions A
+"""Model-based test of ``store.undo.revert`` (hypothesis): random write sequences by two sessions A
 and B (create/modify, rename, rename over a memory, delete) on two stores, then revert A, with
 and without ``--force``, and check every memory against an independent model; then revert the
 revert and check that the state returns.

@@ -1,6 +1,6 @@
-"""Time travel (README "Time travel"): Store.snapshot on both backends, its API extension and
-client, the read-only SnapshotStore a mount serves, and a model-based check that a snapshot at
-every version boundary equals replaying the history up to it."""
+"""Time travel (README "Time travel"): store.versions.snapshot on both backends, its API
+extension and client, the read-only SnapshotStore a mount serves, and a model-based check that
+a snapshot at every version boundary equals replaying the history up to it."""
 
 from __future__ import annotations
 
