@@ -147,6 +147,10 @@ class SQLiteDatabase:
         self._wlock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        #: Readers in use, how many times over (a read may nest in another on its thread),
+        #: and those :meth:`close` left to their thread to close when it is done with them.
+        self._in_use: dict[sqlite3.Connection, int] = {}
+        self._orphans: set[sqlite3.Connection] = set()
         #: Connections of the snapshots open now (:meth:`snapshot`), closed by :meth:`close`.
         self._snapshots: set[sqlite3.Connection] = set()
         self._readers_lock = threading.Lock()
@@ -580,7 +584,21 @@ class SQLiteDatabase:
             finally:
                 self._wlock.release()
         else:
-            yield self.reader()
+            conn = self.reader()
+            with self._readers_lock:
+                self._in_use[conn] = self._in_use.get(conn, 0) + 1
+            try:
+                yield conn
+            finally:
+                with self._readers_lock:
+                    left = self._in_use.pop(conn) - 1
+                    if left:
+                        self._in_use[conn] = left
+                    last = not left and conn in self._orphans
+                    if last:
+                        self._orphans.discard(conn)
+                if last:  # the database closed while this thread read: its turn to close it
+                    self._close_one(conn)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -715,11 +733,16 @@ class SQLiteDatabase:
             self._wal_fd = None
 
     def _close_connections(self) -> None:
-        """Close every connection: readers and snapshots, then the writer (the last one to
-        close checkpoints: see :meth:`_disown`)."""
+        """Close every connection: the readers, then the writer (the last one to close
+        checkpoints: see :meth:`_disown`), and the snapshots. A reader that another thread is
+        using is left to that thread, which closes it once its read is done (SQLite must never run
+        on a connection closed under it: that crashes the process)."""
         with self._readers_lock:
-            conns, self._readers = self._readers, []
-            conns.extend(self._snapshots)
+            readers, self._readers = self._readers, []
+            busy = {c for c in readers if c in self._in_use}
+            self._orphans |= busy
+            conns = [c for c in readers if c not in busy]
+            conns.extend(self._snapshots)  # an export's: closed under it, as it asks
             self._snapshots.clear()
         with self._ckpt_lock:  # after the checkpoint under way, and none after
             if self._ckpt_conn is not None:
@@ -728,9 +751,12 @@ class SQLiteDatabase:
         with self._wlock:
             conns.append(self.writer)
             for conn in conns:
-                if self.gone is not None:
-                    _no_checkpoint_on_close(conn)
-                conn.close()
+                self._close_one(conn)
+
+    def _close_one(self, conn: sqlite3.Connection) -> None:
+        if self.gone is not None:
+            _no_checkpoint_on_close(conn)
+        conn.close()
 
 
 def _no_checkpoint_on_close(conn: sqlite3.Connection) -> None:

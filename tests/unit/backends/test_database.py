@@ -539,3 +539,34 @@ def test_a_file_that_cannot_be_looked_at_is_not_a_deleted_one(db_path, monkeypat
     store.memories.write_path(sid, "/later.md", "later", actor=None)
     store.close()
     assert "ours:/later.md" in _seen_by_another_process(db_path)["memories"]
+
+
+def test_a_read_under_way_in_another_thread_when_the_database_closes_finishes(db_path):
+    """A background thread (a dream sweeper, an indexer) reading while another closes the
+    database: close() never closes a connection another thread is using (SQLite would then
+    run on a freed connection: a crash of the whole process, seen in CI); the reader's
+    connection is closed by its own thread once its read is done."""
+    db = SQLiteDatabase(db_path)
+    inside, go_on = threading.Event(), threading.Event()
+    outcome: list[Any] = []
+
+    def held(conn: sqlite3.Connection) -> Any:
+        inside.set()
+        go_on.wait(5)
+        return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+
+    def read() -> None:
+        try:
+            outcome.append(db.run(held))
+        except Exception as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=read)
+    t.start()
+    assert inside.wait(5)
+    db.close()  # while the other thread is inside its read
+    go_on.set()
+    t.join(5)
+    assert len(outcome) == 1 and isinstance(outcome[0], int), outcome
+    with pytest.raises(errors.StorageError):  # and after its read, the database is closed
+        db.run(held)
