@@ -199,14 +199,19 @@ class Core:
     def joined_write(self) -> Iterator[Connection]:
         """A write transaction that the store's write methods called in it join (as in a
         :meth:`batch`)."""
-        with self.database.write() as conn:
-            if not hasattr(_batching, "conns"):
-                _batching.conns = {}
-            _batching.conns[id(self)] = conn
-            try:
-                yield conn
-            finally:
-                del _batching.conns[id(self)]
+        with self.database.write() as conn, self._joined(conn):
+            yield conn
+
+    @contextmanager
+    def _joined(self, conn: Connection) -> Iterator[None]:
+        """The store's write methods called by this thread in this block join ``conn``."""
+        if not hasattr(_batching, "conns"):
+            _batching.conns = {}
+        _batching.conns[id(self)] = conn
+        try:
+            yield
+        finally:
+            del _batching.conns[id(self)]
 
     def batch(
         self,
@@ -237,10 +242,7 @@ class Core:
             with self.write() as conn:
                 if taken is None:
                     taken = calls()  # type: ignore[operator]
-                if not hasattr(_batching, "conns"):
-                    _batching.conns = {}
-                _batching.conns[id(self)] = conn
-                try:
+                with self._joined(conn):
                     for fn in taken:
                         conn.execute("SAVEPOINT memfs_batch_call")
                         try:
@@ -251,8 +253,6 @@ class Core:
                             conn.execute("ROLLBACK TO memfs_batch_call")
                             outcomes.append(e)
                         conn.execute("RELEASE memfs_batch_call")
-                finally:
-                    del _batching.conns[id(self)]
         except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
             raise  # nothing was done
         except Exception as e:
