@@ -87,6 +87,25 @@ class MemoryStore(Shape):
 
 
 @dataclass(frozen=True)
+class MemoryMeta(Shape):
+    """What a memory says about itself (SPEC §8), a memfs extension (``memfs_meta``, which SDK
+    clients ignore): what memfs derived from its front matter and its directory when it was
+    last written. ``warnings``: what memfs could not use, kept as written in the text."""
+
+    SCHEMA_NAME = "MemfsMemoryMeta"
+
+    type: str | None = None
+    importance: float | None = None
+    expires_at: Time | None = None
+    pinned: bool = False
+    tags: tuple[str, ...] = ()
+    description: str | None = None
+    supersedes: tuple[str, ...] = ()
+    source: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Memory(Shape):
     """A live memory. ``content`` is None when it was not asked for (``view=basic``)."""
 
@@ -101,6 +120,8 @@ class Memory(Shape):
     memory_version_id: str
     created_at: Time
     updated_at: Time
+    #: What it says about itself (a memfs extension; None where not read).
+    memfs_meta: MemoryMeta | None = None
     #: The change-feed position of the write that returned this state (0 when read): what a
     #: mount orders states by, never the wall clock. Not part of the wire shape.
     seq: int = field(default=0, compare=False, repr=False, metadata=LOCAL)

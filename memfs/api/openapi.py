@@ -14,6 +14,7 @@ from ..models import (
     ApiKey,
     Dream,
     Memory,
+    MemoryMeta,
     MemoryPrefix,
     MemoryStore,
     MemoryVersion,
@@ -50,7 +51,7 @@ def _ref(name: str) -> dict[str, Any]:
 #: The answers that are models (:mod:`memfs.models`): their schemas come from their
 #: declaration (:mod:`memfs.shapes`), as do the objects the API sends and the client decodes.
 MODELS: tuple[type[Shape] | type[Actor], ...] = (
-    MemoryStore, Memory, MemoryPrefix, Actor, MemoryVersion, SessionResource, Session, Dream,
+    MemoryStore, Memory, MemoryMeta, MemoryPrefix, Actor, MemoryVersion, SessionResource, Session, Dream,
     Snapshot, SessionToken, RecallHit, RecallResult, ApiKey)
 
 SCHEMAS: dict[str, Any] = {

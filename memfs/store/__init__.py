@@ -47,8 +47,10 @@ another, so a call can be followed from its caller to the SQL with no inherited 
   session), :mod:`~.undo` (``store.undo``: reverting a session), :mod:`~.dreams`
   (``store.dreams``), :mod:`~.archive` (``store.archive``: import, export), :mod:`~.search`
   (``store.search``: recall, the Console's search), :mod:`~.keys` (``store.keys``: API keys,
-  workspaces, Console sign-ins) and :mod:`~.idempotency` (``store.idempotency``: writes applied
-  once per client key, and their deadlines);
+  workspaces, Console sign-ins), :mod:`~.idempotency` (``store.idempotency``: writes applied
+  once per client key, and their deadlines) and :mod:`~.typed` (``store.typed``: typed
+  memories described, expired ones swept, a type cleared; what each memory says about itself is
+  :mod:`~.frontmatter`'s, derived at its write);
 - this module: :class:`Store`, which holds the parts, and the names callers import from here.
 
 The store may import :mod:`memfs.backends` (its databases, and :func:`open_database`),
@@ -102,18 +104,19 @@ from .schema import MIGRATION_SET
 from .search import Search, SearchHit
 from .sessions import Sessions
 from .stores import Stores
+from .typed import EXPIRY_ACTOR, SweepReport, Typed
 from .undo import Undo
 from .versions import Versions
 
 __all__ = [
-    "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "KEY_PREFIX", "MIGRATION_SET", "SESSION_TOKEN_MAX_TTL",
-    "SESSION_TOKEN_MIN_TTL", "SESSION_TOKEN_PREFIX", "SESSION_TOKEN_TTL", "TOOL_EVENT_TYPES",
-    "UNSET", "Agents", "Archive", "Core", "Dreams", "Events", "ExportSnapshot", "Feed",
-    "Idempotency", "KeyCheck", "Keys", "Limits", "Memories", "Search", "SearchHit", "Sessions",
-    "Store", "Stores", "Undo", "Versions", "check_database", "check_token_ttl", "default_db_path",
-    "encode_content", "format_time", "is_url", "local_user_actor", "new_id", "no_session",
-    "no_store", "open_database", "open_store", "parse_time", "sha256_hex", "slugify",
-    "validate_path", "validate_prefix",
+    "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "EXPIRY_ACTOR", "KEY_PREFIX", "MIGRATION_SET",
+    "SESSION_TOKEN_MAX_TTL", "SESSION_TOKEN_MIN_TTL", "SESSION_TOKEN_PREFIX", "SESSION_TOKEN_TTL",
+    "TOOL_EVENT_TYPES", "UNSET", "Agents", "Archive", "Core", "Dreams", "Events", "ExportSnapshot",
+    "Feed", "Idempotency", "KeyCheck", "Keys", "Limits", "Memories", "Search", "SearchHit",
+    "Sessions", "Store", "Stores", "SweepReport", "Typed", "Undo", "Versions", "check_database",
+    "check_token_ttl", "default_db_path", "encode_content", "format_time", "is_url",
+    "local_user_actor", "new_id", "no_session", "no_store", "open_database", "open_store",
+    "parse_time", "sha256_hex", "slugify", "validate_path", "validate_prefix",
 ]
 
 
@@ -168,6 +171,10 @@ class Store(Core):
         self.keys = Keys(self)
         #: Writes applied once per client key, and their deadlines.
         self.idempotency = Idempotency(self)
+        #: Typed memories: describe a store, sweep expired memories, clear a type.
+        self.typed = Typed(self, self.stores, self.memories)
+        # The memories written before typed memories existed, derived once (SPEC §8).
+        self.typed.reindex_pending()
 
 
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool,

@@ -15,8 +15,8 @@ from ..errors import Conflict, ImportRejected, InvalidRequest, LimitExceeded, Pa
 from ..models import DEFAULT_WORKSPACE, Actor, Memory, MemoryVersion
 from ..rules import encode_content, new_id, validate_name, validate_path
 from .base import Core, ExportSnapshot, Part
-from .common import archived, no_store, utc_now
-from .memories import overlap
+from .common import INSERT_MEMORY, archived, no_store, utc_now
+from .memories import derived_of, overlap
 from .rows import memory_from_row, version_from_row
 
 if TYPE_CHECKING:
@@ -408,10 +408,11 @@ class Archive(Part):
             return
         text = c.execute("SELECT content FROM versions WHERE id = ?",
                          (row.head_id,)).fetchone()[0]
+        d = derived_of(c, sid, row.path, text, row.updated_at)
         c.execute(
-            "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            INSERT_MEMORY,
             (group.new_id, sid, row.path, text, row.sha256, row.size, row.head_id,
-             row.created_at, row.updated_at),
+             row.created_at, row.updated_at, *d.columns()),
         )
         self.core.change(c, sid, "put", group.new_id, row.path)
         counts["memories"] += 1

@@ -324,12 +324,13 @@ class Core:
         return store_from_row(row)
 
     def writable_store_in(self, c: Connection, store_id: str) -> Row:
-        """The store's ``memory_count``, for a write to its memories.
+        """The store's ``memory_count`` and ``metadata`` (its types), for a write to its
+        memories.
 
         :raises NotFound: unknown store. :raises StoreArchived:
         """
         row: Row | None = c.execute(
-            "SELECT archived_at, memory_count FROM stores WHERE id = ?", (store_id,)
+            "SELECT archived_at, memory_count, metadata FROM stores WHERE id = ?", (store_id,)
         ).fetchone()
         if row is None:
             raise no_store(store_id)

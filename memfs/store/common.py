@@ -24,7 +24,14 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: A memory's columns without its content (``view=basic``), so the content is never read.
 BASIC_MEMORY_COLS = (
     "id, store_id, path, NULL AS content, content_sha256, content_size_bytes, version_id, "
-    "created_at, updated_at"
+    "created_at, updated_at, mtype, importance, expires_at, pinned, meta"
+)
+#: A memories row, every column named: the memory, then what it says about itself
+#: (:meth:`memfs.store.frontmatter.Derived.columns`).
+INSERT_MEMORY = (
+    "INSERT INTO memories (id, store_id, path, content, content_sha256, content_size_bytes, "
+    "version_id, created_at, updated_at, mtype, importance, expires_at, pinned, meta, "
+    "meta_rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SHA256_RE = re.compile(SHA256_PATTERN)
 #: ASCII's upper-case letters to lower case, nothing else (what SQL's lower() does here).

@@ -15,7 +15,8 @@ from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArc
 from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
 from ..rules import check_limit, format_time, new_id, parse_time, validate_text
 from .base import Core, Part
-from .common import no_session, no_store, only_workspace, utc_now
+from .common import INSERT_MEMORY, no_session, no_store, only_workspace, utc_now
+from .memories import derived_of
 from .rows import dream_from_row
 
 if TYPE_CHECKING:
@@ -254,12 +255,15 @@ class Dreams(Part):
                 name = source.name[: self.limits.max_name_chars - len(suffix)] + suffix
                 now = utc_now()
                 out_id = new_id("memstore")
+                # Its memories expire as its source's do (SPEC §8: never by surprise).
+                expiry = c.execute("SELECT expiry FROM stores WHERE id = ?",
+                                   (source.id,)).fetchone()["expiry"]
                 c.execute(
                     "INSERT INTO stores (id, name, description, metadata, created_at, "
-                    "updated_at, workspace_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "updated_at, workspace_id, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (out_id, name, f"The output of dream {dream_id} over {source.id}",
                      json.dumps({"memfs_dream_id": dream_id, "memfs_dream_status": "running"}),
-                     now, now, row["workspace_id"]),
+                     now, now, row["workspace_id"], expiry),
                 )
             else:
                 out_id = source.id
@@ -286,9 +290,10 @@ class Dreams(Part):
                     vid = self.memories.insert_version(c, out_id, mid, "created", m["path"],
                                                m["content"], m["content_sha256"],
                                                m["content_size_bytes"], actor, now)
-                    c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    d = derived_of(c, out_id, m["path"], m["content"], now)
+                    c.execute(INSERT_MEMORY,
                               (mid, out_id, m["path"], m["content"], m["content_sha256"],
-                               m["content_size_bytes"], vid, now, now))
+                               m["content_size_bytes"], vid, now, now, *d.columns()))
                     self.core.change(c, out_id, "put", mid, m["path"])
             c.execute(
                 "UPDATE dreams SET output_store_id = ?, session_id = ?, heartbeat_at = ? "

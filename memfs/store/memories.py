@@ -35,6 +35,7 @@ from ..rules import (
 from .base import Core, Part
 from .common import (
     BASIC_MEMORY_COLS,
+    INSERT_MEMORY,
     check_precondition,
     check_sha256_arg,
     check_tool_events,
@@ -44,6 +45,7 @@ from .common import (
     sort_key,
     utc_now,
 )
+from .frontmatter import Derived, derive, registry
 from .paging import decode_cursor, encode_cursor
 from .rows import memory_from_row
 
@@ -54,6 +56,23 @@ _event_json = json.JSONEncoder(ensure_ascii=False).encode
 if TYPE_CHECKING:
     from .stores import Stores
 log = logging.getLogger(__name__)
+
+
+#: The derived columns of a memories row, set again at each change
+#: (:meth:`memfs.store.frontmatter.Derived.columns`).
+DERIVED_SET = "mtype = ?, importance = ?, expires_at = ?, pinned = ?, meta = ?, meta_rev = ?"
+
+
+def derived_of(c: Connection, store_id: str, path: str, text: str, at: str) -> Derived:
+    """What the memory at ``path`` with ``text``, changed at ``at``, says about itself in the
+    store ``store_id`` (whose types its metadata gives)."""
+    row = c.execute("SELECT metadata FROM stores WHERE id = ?", (store_id,)).fetchone()
+    return derive(path, text, registry(row["metadata"] if row else None), at)
+
+
+def _tags_of(row: Row) -> builtins.list[str]:
+    tags: builtins.list[str] = json.loads(row["meta"]).get("tags", []) if row["meta"] else []
+    return tags
 
 
 def overlap(path: str, other: str) -> str:
@@ -208,14 +227,15 @@ class Memories(Part):
         vid = self.insert_version(
             c, store_id, mid, "created", path, text, sha, len(data), actor, now
         )
+        d = derive(path, text, registry(store["metadata"]), now)
         c.execute(
-            "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (mid, store_id, path, text, sha, len(data), vid, now, now),
+            INSERT_MEMORY, (mid, store_id, path, text, sha, len(data), vid, now, now, *d.columns())
         )
         seq = self.core.change(c, store_id, "put", mid, path)
         if memory_id is not None:
             self.prune_memory(c, mid)
-        return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, seq=seq)
+        return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, d.to_meta(),
+                      seq=seq)
 
     def memory_in(
         self, c: Connection, store_id: str, column: str, value: str
@@ -304,23 +324,26 @@ class Memories(Part):
         target = row["path"] if new_path is None else new_path
         if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
             return memory_from_row(row, True)
-        self.core.writable_store_in(c, store_id)
+        store = self.core.writable_store_in(c, store_id)
         now = now or utc_now()
         if target != row["path"]:
             self._make_room(c, store_id, target, memory_id, replace, actor, now)
         vid = self.insert_version(
             c, store_id, memory_id, "modified", target, text, sha, size, actor, now
         )
+        d = derive(target, text, registry(store["metadata"]), now)
         c.execute(
             "UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
-            "content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?",
-            (target, text, sha, size, vid, now, memory_id),
+            "content_size_bytes = ?, version_id = ?, updated_at = ?, "
+            f"{DERIVED_SET} WHERE id = ?",
+            (target, text, sha, size, vid, now, *d.columns(), memory_id),
         )
         old = row["path"] if target != row["path"] else None
         seq = self.core.change(c, store_id, "put", memory_id, target, old)
         self.prune_memory(c, memory_id)
         return Memory(
-            memory_id, store_id, target, text, sha, size, vid, row["created_at"], now, seq=seq
+            memory_id, store_id, target, text, sha, size, vid, row["created_at"], now,
+            d.to_meta(), seq=seq
         )
 
     def _make_room(
@@ -340,20 +363,21 @@ class Memories(Part):
                 "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, target)
             ).fetchone()
             if victim is not None and victim["id"] != memory_id:
-                self._delete_row(c, victim, actor, now)
+                self.delete_row_in(c, victim, actor, now)
         self.check_path_free(c, store_id, target, exclude=(memory_id,))
 
-    def _delete_row(
+    def delete_row_in(
         self, c: Connection, row: Row, actor: Actor | None, now: str
-    ) -> int:
-        """Delete a memory's row; returns the change-feed position of the delete."""
-        self.insert_version(
+    ) -> tuple[int, str]:
+        """Delete a memory's row inside a write transaction: a ``deleted`` version. Returns
+        the change-feed position of the delete and the version's id."""
+        vid = self.insert_version(
             c, row["store_id"], row["id"], "deleted", row["path"], None, None, None, actor, now
         )
         c.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
         seq = self.core.change(c, row["store_id"], "delete", row["id"], row["path"])
         self.prune_memory(c, row["id"])
-        return seq
+        return seq, vid
 
     def delete(
         self,
@@ -372,7 +396,7 @@ class Memories(Part):
         with self.core.write() as c:
             row = self.memory_in(c, store_id, "id", memory_id)
             check_precondition(row, expected_sha256)
-            self._delete_row(c, row, actor, utc_now())
+            self.delete_row_in(c, row, actor, utc_now())
 
     # -- path operations (the filesystem's view) ---------------------------------------------
 
@@ -449,7 +473,7 @@ class Memories(Part):
         check_tool_events(events, text=False)
         with self.core.write() as c:
             row = self.memory_in(c, store_id, "path", path)
-            seq = self._delete_row(c, row, actor, utc_now())
+            seq = self.delete_row_in(c, row, actor, utc_now())[0]
             self._tool_events_in(c, store_id, actor, events, row["id"])
         return dataclasses.replace(memory_from_row(row, False), seq=seq)
 
@@ -496,7 +520,7 @@ class Memories(Part):
                     content = (row["content"], row["content"].encode("utf-8"))
                     now = utc_now()
                     kept = self.modify_in(c, target, content, None, False, actor, now)
-                    gone = self._delete_row(c, row, actor, now)
+                    gone = self.delete_row_in(c, row, actor, now)[0]
                     # The rename's feed position is its last change (the put is none when
                     # the content is the same): a mount orders late states by it.
                     kept = dataclasses.replace(kept, seq=max(kept.seq, gone))
@@ -534,7 +558,7 @@ class Memories(Part):
         if old_prefix == "/" or new_prefix.startswith(old_prefix):
             raise InvalidRequest(f"cannot move {old_prefix} into itself")
         with self.core.write() as c:
-            self.core.writable_store_in(c, store_id)
+            types = registry(self.core.writable_store_in(c, store_id)["metadata"])
             rows = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
                 "ORDER BY path",
@@ -557,15 +581,17 @@ class Memories(Part):
                     c, store_id, row["id"], "modified", target, row["content"], sha, size,
                     actor, now,
                 )
+                d = derive(target, row["content"], types, now)
                 c.execute(
-                    "UPDATE memories SET path = ?, version_id = ?, updated_at = ? WHERE id = ?",
-                    (target, vid, now, row["id"]),
+                    f"UPDATE memories SET path = ?, version_id = ?, updated_at = ?, {DERIVED_SET} "
+                    "WHERE id = ?",
+                    (target, vid, now, *d.columns(), row["id"]),
                 )
                 seq = self.core.change(c, store_id, "put", row["id"], target, row["path"])
                 self.prune_memory(c, row["id"])
                 result.append(
                     Memory(row["id"], store_id, target, None, sha, size, vid, row["created_at"],
-                           now, seq=seq)
+                           now, d.to_meta(), seq=seq)
                 )
             self._tool_events_in(c, store_id, actor, events)
         return result
@@ -621,18 +647,32 @@ class Memories(Part):
         limit: int = 20,
         page: str | None = None,
         view: str = "basic",
+        memory_type: str | None = None,
+        tag: str | None = None,
     ) -> Page[Memory | MemoryPrefix]:
         """Memories in ascending byte order of path, with ``depth`` roll-ups (API.md §2.10).
 
         ``depth`` 0 lists everything below the prefix; ``d >= 1`` lists memories at most ``d``
         segments below it and one ``memory_prefix`` per distinct deeper first-``d`` segments.
+        ``memory_type``, ``tag``: only the memories of that type, with that tag (SPEC §8; no
+        roll-ups then: ``depth`` must be 0).
         """
         view = check_view(view)
         limit = check_limit(limit, self.limits, view)
         prefix = "/" if path_prefix is None else validate_prefix(path_prefix, self.limits)
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
             raise InvalidRequest("depth must be an integer >= 0")
-        filters = [store_id, prefix, depth]
+        for name, value in (("type", memory_type), ("tag", tag)):
+            if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 64):
+                raise InvalidRequest(f"{name} must be 1 to 64 characters")
+        if (memory_type is not None or tag is not None) and depth:
+            raise InvalidRequest("a listing by type or tag lists memories, not directories: "
+                                 "its depth must be 0")
+        filters: builtins.list[Any] = [store_id, prefix, depth]
+        if memory_type is not None or tag is not None:
+            filters += [memory_type, tag]
+        typed = "" if memory_type is None else "AND mtype = ? "
+        kind = () if memory_type is None else (memory_type,)
         lower, lower_incl = prefix, True
         if page:
             key = decode_cursor(page, "memories", filters)
@@ -650,12 +690,15 @@ class Memories(Part):
                 rows = c.execute(
                     f"SELECT {cols} FROM memories WHERE store_id = ? "
                     f"AND path {'>=' if lower_incl else '>'} ? "
-                    "AND path < ? ORDER BY path LIMIT ?",
-                    (store_id, lower, upper, limit + 1),
+                    f"AND path < ? {typed}ORDER BY path LIMIT ?",
+                    (store_id, lower, upper, *kind, limit + 1),
                 ).fetchall()
                 if not rows:
                     break
                 for row in rows:
+                    if tag is not None and tag not in _tags_of(row):
+                        lower, lower_incl = row["path"], False
+                        continue
                     rel = row["path"][len(prefix):].split("/")
                     if depth == 0 or len(rel) <= depth:
                         items.append(memory_from_row(row, view == "full"))

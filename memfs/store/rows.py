@@ -12,6 +12,7 @@ from ..models import (
     Dream,
     Event,
     Memory,
+    MemoryMeta,
     MemoryStore,
     MemoryVersion,
     Session,
@@ -47,7 +48,32 @@ def memory_from_row(row: Row, with_content: bool) -> Memory:
         memory_version_id=row["version_id"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        memfs_meta=meta_from_row(row),
     )
+
+
+def meta_from_row(row: Row) -> MemoryMeta:
+    """A memory's :class:`MemoryMeta` from its row's derived columns (``mtype``,
+    ``importance``, ``expires_at``, ``pinned``, ``meta``)."""
+    extra = json.loads(row["meta"]) if row["meta"] else {}
+    if not extra and row["mtype"] is None and not row["pinned"] and row["expires_at"] is None:
+        return NO_META if row["importance"] is None else MemoryMeta(
+            importance=row["importance"])
+    return MemoryMeta(
+        type=row["mtype"],
+        importance=row["importance"],
+        expires_at=row["expires_at"],
+        pinned=bool(row["pinned"]),
+        tags=tuple(extra.get("tags", ())),
+        description=extra.get("description"),
+        supersedes=tuple(extra.get("supersedes", ())),
+        source=extra.get("source"),
+        warnings=tuple(extra.get("warnings", ())),
+    )
+
+
+#: The meta of a memory that says nothing about itself.
+NO_META = MemoryMeta()
 
 
 def _actor(type_: str | None, id_: str | None) -> Actor | None:

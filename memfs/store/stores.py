@@ -25,6 +25,7 @@ from ..rules import (
 )
 from .base import Part
 from .common import UNSET, no_store, only_ids, only_workspace, utc_now
+from .frontmatter import TYPES_KEY, check_metadata, derive, registry
 from .rows import store_from_row
 
 log = logging.getLogger(__name__)
@@ -45,12 +46,15 @@ class Stores(Part):
         name = validate_name(name, lim)
         description = validate_description("" if description is None else description, lim)
         metadata = validate_metadata({} if metadata is None else metadata, lim)
+        check_metadata(metadata)
         now = utc_now()
         store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
         with self.core.write() as c:
+            # A new store deletes its expired memories (a store made before typed memories
+            # only reports them: its ``expiry`` is 'report').
             c.execute(
                 "INSERT INTO stores (id, name, description, metadata, created_at, updated_at, "
-                "workspace_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "workspace_id, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, 'on')",
                 (store.id, name, description, json.dumps(metadata), now, now, workspace),
             )
         log.debug("created store %s (%s)", store.id, name)
@@ -145,14 +149,40 @@ class Stores(Part):
             )
             if (new_name, new_desc, new_meta) == (store.name, store.description, store.metadata):
                 return store
+            check_metadata(new_meta)
             now = utc_now()
             c.execute(
                 "UPDATE stores SET name = ?, description = ?, metadata = ?, updated_at = ? "
                 "WHERE id = ?",
                 (new_name, new_desc, json.dumps(new_meta), now, store_id),
             )
+            if new_meta.get(TYPES_KEY) != store.metadata.get(TYPES_KEY):
+                # Other types: every memory's type, importance and expiry, again.
+                self.reindex_in(c, store_id)
             self.core.change(c, store_id, "store")
         return self.get(store_id)
+
+    def reindex_in(self, c: Connection, store_id: str, *, only_pending: bool = False,
+                   limit: int | None = None) -> int:
+        """Derive again what the memories of ``store_id`` say about themselves (SPEC §8), as
+        of their last change, with the store's types now; ``only_pending``: only those never
+        derived (``meta_rev`` NULL: there before the migration that added it). Returns how
+        many were. Their versions and the change feed are untouched: the text is the same."""
+        row = c.execute("SELECT metadata FROM stores WHERE id = ?", (store_id,)).fetchone()
+        if row is None:
+            return 0
+        types = registry(row["metadata"])
+        sql = ("SELECT id, path, content, updated_at FROM memories WHERE store_id = ?"
+               + (" AND meta_rev IS NULL" if only_pending else "")
+               + ("" if limit is None else f" LIMIT {int(limit)}"))
+        rows = c.execute(sql, (store_id,)).fetchall()
+        c.executemany(
+            "UPDATE memories SET mtype = ?, importance = ?, expires_at = ?, pinned = ?, "
+            "meta = ?, meta_rev = ? WHERE id = ?",
+            [(*derive(r["path"], r["content"], types, r["updated_at"]).columns(), r["id"])
+             for r in rows],
+        )
+        return len(rows)
 
     def archive(self, store_id: str) -> MemoryStore:
         """Archive (idempotent: an archived store is returned unchanged)."""

@@ -247,9 +247,10 @@ ORDER: dict[str, list[str]] = {
     # Plain functions first (schema: a package, the schema and both backends' migrations; the
     # plan of a revert and an archive's rows, both pure), then the core (the database, its
     # transactions) and the parts of the Store, each handed the parts before it it calls.
-    "store": ["common", "paging", "schema", "rows", "revert", "restore", "base", "feed",
+    "store": ["common", "paging", "schema", "rows", "revert", "restore", "frontmatter", "base",
+              "feed",
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
-              "archive", "search", "keys", "idempotency"],
+              "archive", "search", "keys", "idempotency", "typed"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
     # commit, the Call, the gate, the watch of the streams' credentials, the streams), the
     # resources, then the route table, its

@@ -14,11 +14,17 @@ text.
 - ``stores``: ``id``, ``name`` (``stores_name``), ``description``, ``metadata``,
   ``created_at``/``updated_at``/``archived_at``; ``memory_count`` (its live memories, kept by
   triggers on ``memories`` in the same transaction) and ``changes_pruned_seq`` (the newest
-  change pruning deleted: a follower behind it gets ``FeedGap``).
+  change pruning deleted: a follower behind it gets ``FeedGap``); ``expiry`` (``on``: its
+  expired memories are deleted; ``report``, the stores made before typed memories: only
+  reported), which the metadata key ``memfs_expiry`` overrides.
 - ``memories``: live memories only (a deleted one's row is gone; its history stays in
   ``versions``). ``id`` (stable across renames), ``store_id``, ``path`` (unique per store:
   ``memories_store_path``), ``content``, ``content_sha256``, ``content_size_bytes``,
-  ``version_id`` (the version holding the current content), ``created_at``, ``updated_at``.
+  ``version_id`` (the version holding the current content), ``created_at``, ``updated_at``;
+  what it says about itself, derived at each write (:mod:`memfs.store.frontmatter`):
+  ``mtype``, ``importance``, ``expires_at`` (``memories_expiry``), ``pinned``, ``meta`` (JSON:
+  tags, description, supersedes, source, warnings) and ``meta_rev`` (NULL: to derive,
+  ``memories_meta_pending``).
 - ``versions``: immutable, one per real change. ``id``, ``store_id``, ``memory_id``,
   ``operation`` (``created`` | ``modified`` | ``deleted``), ``created_at``, ``path``,
   ``content``, ``content_sha256``, ``content_size_bytes`` (NULL when redacted or deleted),
@@ -154,6 +160,11 @@ VERSIONS: tuple[Version, ...] = (
             "PostgreSQL's words queued in memory_words_queue as SQLite's are; every memory "
             "queued to be indexed again (issue 39)",
             sqlite="m018_words_bm25", postgresql="m013_words_bm25"),
+    Version("typed memories: memories.mtype, importance, expires_at, pinned, meta, meta_rev "
+            "(what a memory says about itself, derived at each write; memories_expiry, "
+            "memories_meta_pending); stores.expiry ('report' for the stores made before, "
+            "'on' after) (issue 41)",
+            sqlite="m019_typed_memories", postgresql="m014_typed_memories"),
 )
 
 

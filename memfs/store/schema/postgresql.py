@@ -16,6 +16,7 @@ from .sqlite import (
     IDEMPOTENCY_KEYS_SQL,
     SESSION_CREATOR_KEYS_SQL,
     SESSION_TOKEN_KEYS_SQL,
+    TYPED_MEMORIES_SQL,
     WORKSPACES_KEYS_SQL,
 )
 
@@ -236,6 +237,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     # SQLite's m018_words_bm25, with SQLite's queue of m013_words_queue: the words ranked by
     # BM25 alike on both backends, and queued by the write instead of indexed in it.
     ("m013_words_bm25", recall_schema.PG_BM25),
+    # SQLite's m019_typed_memories: what a memory says about itself, derived at each write.
+    ("m014_typed_memories", TYPED_MEMORIES_SQL.format(T=_T, I="BIGINT", R="DOUBLE PRECISION")),
 ]
 
 

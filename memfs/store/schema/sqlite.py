@@ -456,6 +456,33 @@ def m018_words_bm25(db: sqlite_utils.Database) -> None:
     db.executescript(schema.SQLITE_BM25)
 
 
+@_migration
+def m019_typed_memories(db: sqlite_utils.Database) -> None:
+    # Issue 41: what a memory says about itself (memfs.store.frontmatter), derived at each
+    # write; the memories there before are derived when a Store next opens the database
+    # (meta_rev NULL: memfs.store.typed.Typed.reindex). Stores made before expire nothing
+    # until a person says so (expiry 'report'); a new store is made with 'on'.
+    db.executescript(TYPED_MEMORIES_SQL.format(T="TEXT", I="INTEGER", R="REAL"))
+
+
+#: The SQL of m019 (and of PostgreSQL's m014, with its types for ``{T}``, ``{I}``, ``{R}``):
+#: a memory's type, importance (0..1), expiry time, pinned flag and the rest as JSON
+#: (``meta``: tags, description, supersedes, source, warnings), and the version of the
+#: derivation that made them (``meta_rev``; NULL: to derive); the memories that expire, by
+#: time; the store's expiry mode when its metadata says none.
+TYPED_MEMORIES_SQL = """
+ALTER TABLE memories ADD COLUMN mtype {T};
+ALTER TABLE memories ADD COLUMN importance {R};
+ALTER TABLE memories ADD COLUMN expires_at {T};
+ALTER TABLE memories ADD COLUMN pinned {I} NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN meta {T};
+ALTER TABLE memories ADD COLUMN meta_rev {I};
+CREATE INDEX memories_expiry ON memories(expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX memories_meta_pending ON memories(store_id) WHERE meta_rev IS NULL;
+ALTER TABLE stores ADD COLUMN expiry {T} NOT NULL DEFAULT 'report';
+"""
+
+
 #: The SQL of m016 (and of PostgreSQL's m011, with its types for ``{T}`` and ``{I}``): per
 #: ``scope`` (the caller's workspace) and client ``key``, the SHA-256 of the request
 #: (``fingerprint``: the key sent with another request is refused) and its answer (``status``,

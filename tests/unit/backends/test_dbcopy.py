@@ -224,6 +224,12 @@ def _at_m005(path: str) -> None:
     fts5 = recall_schema.SQLITE[recall_schema.SQLITE.index("CREATE TABLE memory_words_rows"):
                                 recall_schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     conn.executescript("""
+        DROP INDEX memories_expiry; DROP INDEX memories_meta_pending;
+        ALTER TABLE memories DROP COLUMN mtype; ALTER TABLE memories DROP COLUMN importance;
+        ALTER TABLE memories DROP COLUMN expires_at; ALTER TABLE memories DROP COLUMN pinned;
+        ALTER TABLE memories DROP COLUMN meta; ALTER TABLE memories DROP COLUMN meta_rev;
+        ALTER TABLE stores DROP COLUMN expiry;
+        DELETE FROM _sqlite_migrations WHERE name = 'm019_typed_memories';
         DROP TABLE memory_words_vocab; DROP TABLE memory_words_fts; DROP TABLE memory_words;
         DELETE FROM _sqlite_migrations WHERE name = 'm018_words_bm25';
         DELETE FROM _sqlite_migrations WHERE name = 'm017_vector_passages';
@@ -260,7 +266,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m018_words_bm25"
+    assert schema.migration_names("sqlite")[-1] == "m019_typed_memories"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -277,10 +283,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/18" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/19" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/18 (m005_session_launcher) -> 18/18 (m018_words_bm25)" in r.output, r.output
+    assert "5/19 (m005_session_launcher) -> 19/19 (m019_typed_memories)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 
