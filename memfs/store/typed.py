@@ -57,9 +57,10 @@ class SweepReport:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     #: The revert ids that bring back each transaction's deletions.
     reverts: list[str] = field(default_factory=list)
+    dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "memfs_expiry_sweep", "deleted": self.deleted,
+        return {"type": "memfs_expiry_sweep", "dry_run": self.dry_run, "deleted": self.deleted,
                 "reported": self.reported, "skipped": self.skipped, "reverts": self.reverts}
 
 
@@ -212,21 +213,27 @@ class Typed(Part):
         return report
 
     def sweep(self, store_id: str | None = None, *, dry_run: bool = False,
-              now: datetime | None = None, batch: int = SWEEP_BATCH) -> SweepReport:
+              now: datetime | None = None, batch: int = SWEEP_BATCH) -> dict[str, Any]:
         """Delete every expired memory of ``store_id`` (or of every store) whose store's
         expiry is ``on``, :data:`SWEEP_BATCH` per transaction; report the rest. With
-        ``dry_run``, report what would go and delete nothing."""
-        report = SweepReport()
+        ``dry_run``, report what would go and delete nothing. Returns
+        :meth:`SweepReport.to_dict` (``memfs_expiry_sweep``, what the API sends).
+
+        :raises NotFound: an unknown ``store_id``.
+        """
+        if store_id is not None:
+            self.stores.get(store_id)
+        report = SweepReport(dry_run=dry_run)
         if dry_run:
             for s in self.expired(store_id, now=now, limit=10_000_000):
                 (report.deleted if s["expiry"] == "on" else report.reported).append(s)
-            return report
+            return report.to_dict()
         done: set[str] = set()
         while True:
             seen = [s for s in self.expired(store_id, now=now, limit=batch + len(done))
                     if s["memory_id"] not in done]
             if not seen:
-                return report
+                return report.to_dict()
             seen = seen[:batch]
             done.update(s["memory_id"] for s in seen)
             self.delete_expired(seen, now=now, report=report)
