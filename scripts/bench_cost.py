@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -44,24 +45,31 @@ import bench  # noqa: E402  (scripts/bench.py: the targets and their guaranteed 
 from load import cpu_seconds  # noqa: E402  (scripts/load.py: utime + stime from /proc)
 
 DATA = b"x" * 1999 + b"\n"
+#: ``--front-matter``: the front matter a typed memory has (SPEC §8), then text, the same
+#: 2,000 bytes in all: what reading it costs a write is the difference.
+FRONT_MATTER = (b"---\ntype: decision\nimportance: high\ntags: [api, versioning]\n"
+                b"description: How we version the public API\n---\n")
 OPS = ("create", "overwrite", "rename", "warm read", "unlink")
 
 
-def workload(root: Path, n: int, round_: int) -> dict[str, Callable[[], None]]:
-    """The operations, each a callable doing all N of them (in the order of OPS)."""
+def workload(root: Path, n: int, round_: int, head: bytes = b"") -> dict[str, Callable[[], None]]:
+    """The operations, each a callable doing all N of them (in the order of OPS); ``head``
+    starts every file's content (front matter), the rest is filler to 2,000 bytes."""
     d = root / f"r{round_}"
     names = [d / f"f{i:05d}.md" for i in range(n)]
+    data = head + DATA[len(head):]
+    again = head + DATA[len(head):][::-1]
 
     def create() -> None:
         d.mkdir()
         for p in names:
             with open(p, "wb") as f:
-                f.write(DATA)
+                f.write(data)
 
     def overwrite() -> None:
         for p in names:
             with open(p, "wb") as f:
-                f.write(DATA[::-1])
+                f.write(again)
 
     def rename() -> None:
         for p in names:
@@ -100,13 +108,14 @@ class QuietMemfs(bench.MemfsTarget):
         return env
 
 
-def measure(target: bench.FuseTarget, n: int, rounds: int) -> dict[str, float]:
+def measure(target: bench.FuseTarget, n: int, rounds: int,
+            head: bytes = b"") -> dict[str, float]:
     """Median daemon CPU per operation, in µs."""
     assert target._proc is not None
     pid = target._proc.pid
     samples: dict[str, list[float]] = {op: [] for op in OPS}
     for r in range(rounds):
-        for op, fn in workload(target.root, n, r).items():
+        for op, fn in workload(target.root, n, r, head).items():
             time.sleep(0.3)  # the daemon's background work for the last phase settles
             before = cpu_seconds([pid])
             fn()
@@ -174,8 +183,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="py-spy's output: raw is collapsed stacks, one per line, for grep")
     ap.add_argument("--indexer", action="store_true",
                     help="keep memfs's recall indexer on (its CPU then counts too)")
+    ap.add_argument("--front-matter", action="store_true",
+                    help="measure memfs a second time with front matter in every file "
+                         "(memfs+fm), beside memfs without")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    targets = args.targets.split(",")
+    if args.front_matter and "memfs" in targets:
+        targets.insert(targets.index("memfs") + 1, "memfs+fm")
     if os.geteuid() != 0:
         print("scripts/bench_cost needs root (it mounts FUSE filesystems)", file=sys.stderr)
         return 2
@@ -184,13 +199,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memfs-cost-") as work:
         opts = bench.Options(workdir=Path(work), drop_caches=False, mount_timeout=30,
                              stop_timeout=10, memfs_cmd=memfs_cmd)
-        for name in args.targets.split(","):
-            cls = (QuietMemfs if name == "memfs" and not args.indexer
-                   else bench.TARGET_CLASSES[name])
+        for name in targets:
+            kind = "memfs" if name == "memfs+fm" else name
+            cls = (QuietMemfs if kind == "memfs" and not args.indexer
+                   else bench.TARGET_CLASSES[kind])
+            head = FRONT_MATTER if name == "memfs+fm" else b""
+            # Each run in a directory of its own (memfs and memfs+fm are both "memfs").
+            own = dataclasses.replace(opts, workdir=Path(work) / name.replace("+", "-"))
+            own.workdir.mkdir()
             with contextlib.ExitStack() as stack:
-                target = stack.enter_context(cls(opts))
+                target = stack.enter_context(cls(own))
                 assert isinstance(target, bench.FuseTarget)
-                cpu = measure(target, args.files, args.repeat)
+                cpu = measure(target, args.files, args.repeat, head)
                 reqs = {} if args.no_requests else count_requests(target, args.files)
                 if name == "memfs" and args.profile is not None:
                     svg = profile(target, args.files, args.profile, args.profile_format)
@@ -216,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
             row.append(f"{results['memfs']['cpu_us'][op] / ceiling[op]:.1f}×"
                        if ceiling[op] else "")
         print("| " + " | ".join(row) + " |")
+    if "memfs+fm" in results and "memfs" in results:
+        plain, typed = results["memfs"]["cpu_us"], results["memfs+fm"]["cpu_us"]
+        print("\nfront matter's cost: memfs+fm / memfs daemon CPU: " + ", ".join(
+            f"{op} {typed[op] / plain[op]:.2f}×" for op in OPS if plain[op]))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

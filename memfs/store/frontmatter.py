@@ -303,7 +303,7 @@ _YAML_WORDS = frozenset((
     "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL",
 ))
 _BOOLS = {w: w.lower() in ("yes", "true", "on") for w in _YAML_WORDS if w.lower() != "null"}
-_NUMBER = re.compile(r"0|0?\.[0-9]+|1(?:\.0*)?")
+_NUMBER = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+")
 
 
 def _fast(raw: str) -> dict[str, Any] | None:
@@ -318,19 +318,36 @@ def _fast(raw: str) -> dict[str, Any] | None:
         key, value = m.group(1), m.group(2)
         if key in _YAML_WORDS:
             return None
-        if not value:
-            out[key] = None
-        elif value in _BOOLS:
-            out[key] = _BOOLS[value]
-        elif value in ("null", "Null", "NULL"):
-            out[key] = None
-        elif _NUMBER.fullmatch(value):
-            out[key] = float(value) if "." in value else int(value)
-        elif _FAST_VALUE.fullmatch(value) and not _yaml_special(value):
-            out[key] = value
-        else:
+        if value and value[0] == "[" and value[-1] == "]":
+            items = value[1:-1].split(",")
+            if items[-1].strip() == "":
+                items.pop()  # [a, b,] and []
+            got = [_fast_scalar(item.strip(" ")) for item in items]
+            if any(item is _NOT_SIMPLE for item in got):
+                return None
+            out[key] = got
+            continue
+        got = _fast_scalar(value) if value else None
+        if got is _NOT_SIMPLE:
             return None
+        out[key] = got
     return out
+
+
+_NOT_SIMPLE = object()
+
+
+def _fast_scalar(value: str) -> Any:
+    """A plain value as YAML reads it, or :data:`_NOT_SIMPLE`."""
+    if value in _BOOLS:
+        return _BOOLS[value]
+    if value in ("null", "Null", "NULL"):
+        return None
+    if _NUMBER.fullmatch(value):
+        return float(value) if "." in value else int(value)
+    if _FAST_VALUE.fullmatch(value) and not _yaml_special(value):
+        return value
+    return _NOT_SIMPLE
 
 
 def _yaml_special(value: str) -> bool:

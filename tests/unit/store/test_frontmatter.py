@@ -30,19 +30,24 @@ def derive(path: str, text: str, types: fm.Registry = DEFAULT) -> fm.Derived:
 
 _KEYS = st.sampled_from(["type", "importance", "expires", "tags", "description", "pinned",
                          "source", "supersedes", "x", "on", "y", "No", "a-b", "_k", "null"])
-_VALUES = st.one_of(
-    st.sampled_from(["", "context", "high", "0.5", ".5", "1.", "0", "1", "00", "1.0", "yes",
+_SAMPLES = ["", "context", "high", "0.5", ".5", "1.", "0", "1", "00", "1.0", "yes",
                      "No", "OFF", "y", "n", "~", "null", "never", "7d", "2026-12-31",
                      "2026-12-31T10:00:00Z", "[a, b]", "'quoted'", "\"q\"", "a: b", "a #c",
-                     "/p/x.md", "a  b", "a b ", ".inf", "-1", "+1", "1e3", "0x1F", "0o7",
-                     "12:30", "!!str x", "&a x", "*a", "|", ">", "@x", "`x", "%x", "a\tb"]),
+                     "/p/x.md", "a  b", "a b ", ".inf", "-1", "+1", "1e3", "0x1F", "0o7", "3", "42.5", "10.", "1_000", "07", "1.2.3",
+                     "12:30", "!!str x", "&a x", "*a", "|", ">", "@x", "`x", "%x", "a\tb"]
+_VALUES = st.one_of(
+    st.sampled_from(_SAMPLES),
     st.text(st.characters(codec="utf-8", exclude_categories=("Cs",),
                           exclude_characters="\n\r\x85\u2028\u2029"), max_size=12),
 )
 
 
-@settings(max_examples=600, deadline=None)
-@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=6))
+_FLOW = st.lists(st.one_of(_VALUES, st.sampled_from(["a", "b c", "1", "yes", "", " "])),
+                 max_size=4).map(lambda items: "[" + ", ".join(items) + "]")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.tuples(_KEYS, st.one_of(_VALUES, _FLOW)), max_size=6))
 def test_the_fast_path_reads_what_yaml_reads(pairs: list[tuple[str, str]]) -> None:
     raw = "".join(f"{k}: {v}\n" if v else f"{k}:\n" for k, v in pairs)
     fast = fm._fast(raw)
@@ -51,10 +56,19 @@ def test_the_fast_path_reads_what_yaml_reads(pairs: list[tuple[str, str]]) -> No
     assert fast == yaml.safe_load(raw) or (fast == {} and yaml.safe_load(raw) is None)
 
 
+@pytest.mark.parametrize("value", _SAMPLES)
+def test_the_fast_path_reads_each_sample_as_yaml_does(value: str) -> None:
+    for raw in (f"k: {value}\n", f"k: [{value}, a]\n", f"{value}: k\n"):
+        fast = fm._fast(raw)
+        assert fast is None or fast == yaml.safe_load(raw), raw
+
+
 def test_the_fast_path_takes_the_usual_front_matter() -> None:
-    raw = "type: context\nimportance: high\ndescription: what the sprint needs\npinned: true\n"
+    raw = ("type: context\nimportance: high\ndescription: what the sprint needs\n"
+           "pinned: true\ntags: [api, v2, 3]\n")
     assert fm._fast(raw) == {"type": "context", "importance": "high",
-                             "description": "what the sprint needs", "pinned": True}
+                             "description": "what the sprint needs", "pinned": True,
+                             "tags": ["api", "v2", 3]}
 
 
 # -- front matter never makes a write fail -----------------------------------------------------
