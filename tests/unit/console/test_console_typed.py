@@ -9,11 +9,13 @@ from __future__ import annotations
 import html
 import re
 import urllib.parse
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from starlette.testclient import TestClient
 
 from memfs.api import create_app
+from memfs.console.typed import expiry_badge, importance_label
 from memfs.models import Actor
 
 KEY = "console-typed-key"
@@ -235,3 +237,22 @@ def test_the_describe_page_counts_and_links_each_count_to_its_memories(browser, 
     assert "Expiry is on" in text and "Types are off" in text
     # The store page links to it.
     assert f'href="/stores/{sid}/describe"' in browser.get(f"/stores/{sid}").text
+
+
+def test_the_expiry_badge_and_importance_words() -> None:
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+    def badge(delta: timedelta) -> str:
+        at = (now + delta).isoformat().replace("+00:00", "Z")
+        return re.sub(r"<[^>]+>", "", str(expiry_badge(at, now)))
+
+    assert badge(timedelta(days=7) - timedelta(seconds=1)) == "expires in 7 days"
+    assert badge(timedelta(days=3, hours=2)) == "expires in 3 days"
+    assert badge(timedelta(hours=13)) == "expires in 1 day"
+    assert badge(timedelta(hours=11)) == "expires today"
+    assert badge(timedelta(seconds=1)) == "expires today"
+    assert badge(timedelta(0)) == badge(-timedelta(days=400)) == "expired"
+    assert 'class="tag expiry later"' in str(expiry_badge("2026-04-01T00:00:00Z", now))
+    assert str(expiry_badge(None, now)) == str(expiry_badge("not a time", now)) == ""
+    assert [importance_label(v) for v in (0.8, 0.5, 0.2, 0.33, None)] == [
+        "high (0.8)", "medium (0.5)", "low (0.2)", "0.33", ""]
