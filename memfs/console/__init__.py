@@ -16,6 +16,8 @@ checks the sign-in, the right, the CSRF token and the visibility before the view
 - :mod:`.auth`: sign-in with an API key (the server's, or one kept in the database), sign-out;
 - :mod:`.stores`: the stores: list, create, edit, archive, delete;
 - :mod:`.memories`: a store's tree, a memory (view, edit, rename, delete), live updates;
+- :mod:`.typed`: typed memories (issue 41): chips and expiry badges, a store's memories
+  filtered by type and tag, the describe page;
 - :mod:`.search`: a store's search, ranked by words and meaning (or exact text);
 - :mod:`.history`: versions, diffs, restore, redact;
 - :mod:`.sessions`: sessions and their timelines;
@@ -40,7 +42,7 @@ from starlette.types import ASGIApp
 
 from ..models import ROLES
 from ..store import Store
-from . import archive, auth, history, keys, memories, search, sessions, stores, web
+from . import archive, auth, history, keys, memories, search, sessions, stores, typed, web
 
 if TYPE_CHECKING:  # the app's, handed in: the Console never imports the API at run time
     from ..api.grants import GrantWatch
@@ -76,10 +78,12 @@ def create_console(
                           grants=grants, read_body=read_body, body_chunks=body_chunks,
                           error_headers=error_headers, failures=failures)
     console.templates.filters.update(size=memories.size, marked=search.marked,
-                                     sentence=search.sentence)
+                                     sentence=search.sentence, expiry=typed.expiry_badge,
+                                     importance=typed.importance_label)
+    console.templates.globals["filter_url"] = typed.filter_url
     console.templates.globals["roles"] = ROLES
     routes: list[BaseRoute] = []
-    for module in (auth, stores, memories, search, history, sessions, archive, keys):
+    for module in (auth, stores, memories, typed, search, history, sessions, archive, keys):
         routes += module.routes
     routes.append(Mount("/static", StaticFiles(packages=[("memfs.console", "static")]),
                         name="static"))

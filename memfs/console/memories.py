@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute
 from .. import errors
 from ..models import Memory
 from ..rules import parse_int
+from . import typed
 from .diff import diff_html
 from .web import Console, SignedInStream, form, page, redirect
 
@@ -103,21 +104,33 @@ def is_fragment(request: Request) -> bool:
 # -- a store's tree ------------------------------------------------------------------------
 
 async def store_page(console: Console, request: Request) -> Response:
+    """A store's folder (``?dir=``), or its memories of a type or tag (``?type=&tag=``, a
+    flat list a page at a time: :func:`typed.filtered`), each memory with its chips."""
     store = console.store
     sid = request.path_params["store_id"]
     directory = directory_of(request.query_params.get("dir"))
+    filters = typed.filters_of(request)
     current = await console.run(store.stores.get, sid)
     last = await console.run(store.feed.last, sid)
-    tree = await console.run(store.memories.tree, sid)
-    folders, files = folder_view(tree, directory)
+    context: dict[str, Any] = dict(filters=filters, types=typed.type_names(current),
+                                   next_url=None, filter_error=None, filter_note=None)
+    if filters:
+        context.update(await typed.filtered(console, current, directory, filters,
+                                            request.query_params.get("page") or None))
+        count = await console.run(store.memories.count, sid)
+        refresh = typed.filter_url(sid, dir=None if directory == "/" else directory,
+                                   page=request.query_params.get("page"), **filters)
+    else:
+        tree = await console.run(store.memories.tree, sid)
+        context["folders"], context["files"] = folder_view(tree, directory)
+        count, refresh = len(tree), store_url(sid, directory)
     status = await console.run(store.search.status, sid)
-    context = dict(store=current, directory=directory, crumbs=crumbs(directory),
-                   folders=folders, files=files, count=len(tree), last=last,
-                   refresh=store_url(sid, directory), query="", exact=False,
-                   search_status=status)
+    context.update(store=current, directory=directory, crumbs=crumbs(directory), count=count,
+                   last=last, refresh=refresh, query="", exact=False, search_status=status)
+    code = 400 if context["filter_error"] else 200
     if is_fragment(request):
-        return console.render(request, "_tree.html", **context)
-    return console.render(request, "store.html", **context)
+        return console.render(request, "_tree.html", code, **context)
+    return console.render(request, "store.html", code, **context)
 
 
 async def store_live(console: Console, request: Request) -> Response:
@@ -182,6 +195,7 @@ async def _memory_page(console: Console, request: Request, status: int = 200, *,
             raise
         memory = None  # deleted while the page was open: the fragment says so
     base = dict(store=current, memory=memory, view=view, last=last,
+                superseded=await typed.superseded(console, sid, memory),
                 refresh=f"/stores/{sid}/memories/{mid}" + ("?view=raw" if view == "raw"
                                                          else ""))
     if is_fragment(request):

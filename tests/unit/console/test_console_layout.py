@@ -55,4 +55,4 @@ def test_every_page_is_a_view_at_the_top_of_its_module() -> None:
             view = getattr(module, route.endpoint.__name__, None)
             assert inspect.iscoroutinefunction(view), (name, route.path)
             assert view.__module__ == module.__name__, (name, route.path)
-    assert with_routes == 8
+    assert with_routes == 9
