@@ -26,7 +26,8 @@ an indexer thread (:mod:`memfs.recall.indexer`). The rule, the same for each of 
 
 :class:`Failures` keeps a service's streak and logs by the rule; :func:`supervised` runs an
 async service's rounds by it (on trio or anyio: it only awaits what it is given); a thread's
-loop (the indexer, the indexer process's supervisor) calls :class:`Failures` itself. The API's
+loop (the indexer, the indexer process's supervisor) calls :class:`Failures` itself, and
+:class:`Every` is such a thread for a round run every so often (the expiry sweep). The API's
 live streams are not background tasks: their polls run inside clients' requests
 (:mod:`memfs.api.streams`), wait out a database that cannot be reached with one warning and
 one line when it answers again, and a bug ends that one stream, never the server.
@@ -132,3 +133,45 @@ async def supervised(failures: Failures, step: Callable[[], Awaitable[bool]],
         failures.recovered()
         if not go_on:
             return
+
+
+class Every:
+    """A thread of its own, at the lowest CPU priority, that runs ``step`` (one round) at
+    once and then every ``interval`` seconds, by the rule: a round that raises is said once
+    and tried again after the backoff (at most ``interval``, at least ``first``), never the
+    end of the thread; only :meth:`stop` ends it.
+
+    :param name: the service as log lines name it (``the expiry sweep``).
+    """
+
+    def __init__(self, name: str, step: Callable[[], object], interval: float,
+                 log: logging.Logger, *, thread: str) -> None:
+        self.step = step
+        self.interval = interval
+        self.failures = Failures(name, log, first=min(1.0, interval), most=interval)
+        #: Rounds that succeeded (for tests).
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=thread, daemon=True)
+
+    def start(self) -> Every:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop, after the round under way (if any)."""
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        lowest_priority()
+        wait = 0.0
+        while not self._stop.wait(wait):
+            try:
+                self.step()
+            except Exception as e:  # the rule: said once, tried again
+                wait = self.failures.failed(e)
+            else:
+                self.failures.recovered()
+                self.rounds += 1
+                wait = self.interval

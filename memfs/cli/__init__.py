@@ -13,7 +13,8 @@ those before it in this list (it may import them; never the other way round):
   :data:`cli`, the ``memfs`` group), :mod:`~.common` (what the commands on a store share: the
   actor, refs, content from a file or stdin, confirmations): the framework;
 - :mod:`~.stores`, :mod:`~.memories`, :mod:`~.versions`, :mod:`~.sessions`, :mod:`~.archive`
-  (``export``, ``import``), :mod:`~.launch` (``run``, ``mount``, ``serve``), :mod:`~.dreams`,
+  (``export``, ``import``), :mod:`~.typed` (``stores describe``, ``expire``: typed memories),
+  :mod:`~.launch` (``run``, ``mount``, ``serve``), :mod:`~.dreams`,
   :mod:`~.dbadmin` (what ``memfs db`` does to a whole database, imported by its commands
   only when they run), :mod:`~.db`, :mod:`~.search` and :mod:`~.keys` (API keys): the
   commands, each registered on :data:`cli` when its module is imported;
@@ -28,7 +29,18 @@ inside the commands that use them, so that every command starts fast
 
 from __future__ import annotations
 
-from . import archive, db, dreams, keys, launch, memories, sessions, stores, versions  # noqa: F401
+from . import (  # noqa: F401
+    archive,
+    db,
+    dreams,
+    keys,
+    launch,
+    memories,
+    sessions,
+    stores,
+    typed,
+    versions,
+)
 from .base import Context, MemfsGroup, cli, fail
 from .search import search_cmd
 from .shared import MemfsCommand

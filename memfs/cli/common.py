@@ -4,7 +4,8 @@ the local database, or a server's with ``--url``; SPEC §5).
 Writes are attributed to the person at the keyboard (``local_user_actor``). A store is named by
 id or name, a memory by id or by path (a ref that starts with "/"). Here: the actor, every page
 of a listing, times for tables, ``KEY=VALUE`` options, content from ``--content``, ``--file``
-or stdin, confirmations, and the memory a ref names.
+or stdin, confirmations, the memory a ref names, and the typed memories' part of a store
+(:func:`typed`) with how long a memory has left (:func:`expires_text`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol, cast
 
 import click
 
 from .. import errors
 from ..models import Actor, Memory, Page
-from ..rules import local_user_actor, slash_hint
+from ..rules import local_user_actor, parse_time, slash_hint
 from .base import AnyStore, fail
 from .shared import PAGE as _PAGE
 from .shared import walk as _walk
@@ -134,3 +136,42 @@ def actor_text(actor: Actor | None) -> str:
 
 def deleted(type_: str, id_: str) -> dict[str, str]:
     return {"id": id_, "type": type_}
+
+
+class TypedAPI(Protocol):
+    """The typed memories' part of a store (SPEC §8), as a Store and a Client both have it
+    (:class:`memfs.store.typed.Typed`): what the commands call."""
+
+    def describe(self, store_id: str) -> dict[str, Any]: ...
+
+    def sweep(self, store_id: str | None = None, *, dry_run: bool = False) -> dict[str, Any]: ...
+
+    def clear_type(self, store_id: str, type_: str, *, actor: Actor | None,
+                   dry_run: bool = False) -> dict[str, Any]: ...
+
+
+class _Typed(Protocol):
+    @property
+    def typed(self) -> TypedAPI: ...
+
+
+def typed(store: AnyStore) -> TypedAPI:
+    """``store.typed``: describe, sweep, clear a type, on the local database or a server's."""
+    return cast(_Typed, store).typed
+
+
+def expires_text(expires_at: str | None, now: datetime) -> str:
+    """How long a memory has left, for tables: ``expired``, ``in 3 days``, ``in 5 hours``,
+    ``in 12 minutes``; ``-`` when it never expires."""
+    if expires_at is None:
+        return "-"
+    left = (parse_time(expires_at) - now).total_seconds()
+    if left <= 0:
+        return "expired"
+    if left >= 2 * 86400:
+        n, unit = round(left / 86400), "day"
+    elif left >= 2 * 3600:
+        n, unit = round(left / 3600), "hour"
+    else:
+        n, unit = max(1, round(left / 60)), "minute"
+    return f"in {n} {unit}{'' if n == 1 else 's'}"

@@ -1,7 +1,7 @@
 """The composition root of one mount: ``memfs mount STORE MOUNTPOINT``; and what both mount
 daemons (this one and :mod:`memfs.daemons.sessionfs`) need of the layers below the filesystem:
 opening a store (:func:`open_local`, :func:`remote_store`, :func:`snapshot_of`), how a tree
-follows its store (:func:`follower`), the indexer (:func:`start_indexer`).
+follows its store (:func:`follower`), the indexer and the expiry sweep (:func:`start_upkeep`).
 
 :func:`mount` opens the store, builds :class:`memfs.fuse.ops.Operations` over it and hands it to
 the runtime both daemons share (:func:`memfs.fuse.runtime.run`), which mounts it with pyfuse3
@@ -39,7 +39,9 @@ started when there is something to embed or a question to rank, ended once idle,
 and with the daemon), which also ranks the mount's searches by meaning: the daemon never loads
 a model. It never brings the mount down: a bad ``MEMFS_EMBEDDINGS`` is logged and searches
 answer by words alone, and an indexer process that dies is started again. A remote mount runs
-none (its server indexes).
+none (its server indexes). The same local mount sweeps its store's expired memories
+(:mod:`memfs.daemons.expiry`: at start, then every minute); a remote mount leaves that to
+its server, a snapshot to nobody.
 
 Readiness: once the kernel mount exists, the daemon prints the mount point on one line of
 stdout (flushed), and when ``ready_fd`` is given writes ``ready\\n`` to that descriptor and
@@ -78,6 +80,7 @@ from ..protocol import StoreAPI
 from ..rules import Limits
 from ..store import Store, open_store
 from . import logs
+from .expiry import start_sweep
 from .snapshot import SnapshotStore
 
 if TYPE_CHECKING:
@@ -255,7 +258,7 @@ def mount(opts: MountOptions) -> None:
             ops, [Mounted(ops, follow)], mountpoint=mountpoint,
             options=runtime.fuse_options(allow_other=opts.allow_other, debug=opts.debug_fuse),
             what=f"{ms.name} ({ms.id})", ready_fd=opts.ready_fd,
-            background=lambda: start_indexer(store, [] if opts.at is not None else [ms.id]),
+            background=lambda: start_upkeep(store, [] if opts.at is not None else [ms.id]),
             say_ready=lambda: logs.say(READY_LINE), stops=stops)
 
 
@@ -271,6 +274,28 @@ def open_local(db_path: str | None) -> Store:
     """
     return open_store(db_path, create=False, synchronous="NORMAL", checkpoint_pages=16000,
                       checkpoint_behind=True)
+
+
+class Upkeep:
+    """What a local mount daemon runs beside its mount for the live stores it serves, as
+    ``memfs serve`` does for every store: the indexer (:func:`start_indexer`) and the expiry
+    sweep (:func:`memfs.daemons.expiry.start_sweep`). One stopped at unmount."""
+
+    def __init__(self, *services: runtime.Stoppable | None) -> None:
+        self.services = [s for s in services if s is not None]
+
+    def stop(self) -> None:
+        for s in self.services:
+            try:
+                s.stop()
+            except Exception:  # the other still stops
+                log.exception("stopping %s", type(s).__name__)
+
+
+def start_upkeep(store: StoreAPI, store_ids: list[str]) -> Upkeep:
+    """Start the indexer and the expiry sweep of ``store_ids`` (none of a remote store, a
+    snapshot, or no live store: its server, or nobody, keeps them). Never raises."""
+    return Upkeep(start_indexer(store, store_ids), start_sweep(store, store_ids))
 
 
 def start_indexer(store: StoreAPI, store_ids: list[str]) -> IndexerProcess | None:

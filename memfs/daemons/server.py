@@ -27,7 +27,8 @@ Recall: the server keeps every store of its database indexed by meaning, in a ba
 thread at the lowest CPU priority (:func:`start_indexer`), with the provider that
 ``MEMFS_EMBEDDINGS`` (``memfs --embeddings``) names; a provider that fails or hangs costs that
 thread its time, never a request or the server. Another thread indexes the words that writes
-queued, every second (:func:`start_words`).
+queued, every second (:func:`start_words`). A third sweeps the expired memories of every store
+(:mod:`memfs.daemons.expiry`: at start, then every minute).
 
 Known limitation: a client that never reads a large response holds its connection for as long
 as the kernel's buffers keep the write pending (hypercorn shields its writes from timeouts).
@@ -55,6 +56,7 @@ from ..api.limits import KeyRates
 from ..api.uploads import Uploads
 from ..backends import redact_url
 from ..store import Store, open_store
+from .expiry import start_sweep
 from .hypercorn_glue import (
     access_logger_class,
     install_coalesced_responses,
@@ -220,9 +222,12 @@ def serve(
         app = create_app(store, keys, uploads=uploads_for(max_connections), rates=rates)
         indexer = start_indexer(store)
         words = start_words(store)
+        sweep = start_sweep(store, None)
         try:
             trio.run(_run, app, config, sockets, redact_url(store.path), say, max_connections)
         finally:
+            if sweep is not None:
+                sweep.stop()
             if words is not None:
                 words.stop()
             if indexer is not None:
@@ -280,16 +285,19 @@ def _serve_workers(
                         for sock in other.insecure_sockets:
                             sock.close()
                 store = open_store(db, create=False)
-                indexer = words = None
+                indexer = words = sweep = None
                 try:
                     app = create_app(store, keys, uploads=uploads_for(max_connections),
                                      rates=rates)
                     # One indexer for all the workers (the first's): one model in memory.
                     indexer = start_indexer(store) if i == 0 else None
                     words = start_words(store) if i == 0 else None
+                    sweep = start_sweep(store, None) if i == 0 else None
                     trio.run(_run, app, config, sockets, store.path,
                              say if i == 0 else (lambda line: None), max_connections)
                 finally:
+                    if sweep is not None:
+                        sweep.stop()
                     if words is not None:
                         words.stop()
                     if indexer is not None:

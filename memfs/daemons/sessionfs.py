@@ -36,7 +36,7 @@ from ..fuse.session import SESSION_CACHE_BYTES, Member, SessionOperations
 from ..fuse.toolevents import EventSink
 from ..protocol import StoreAPI
 from . import logs
-from .mount import follower, open_local, remote_store, snapshot_of, start_indexer
+from .mount import follower, open_local, remote_store, snapshot_of, start_upkeep
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +131,9 @@ def serve(spec: SessionMount) -> None:
             sops, mounted, mountpoint=mountpoint,
             options=runtime.fuse_options(allow_other=spec.allow_other),
             what=f"session {spec.session_id} ({len(members)} stores)",
-            # One indexer for the session's live stores (a snapshot is never indexed).
-            background=None if local is None else lambda: start_indexer(local, live),
+            # One indexer and one expiry sweep for the session's live stores (a snapshot is
+            # never indexed nor swept).
+            background=None if local is None else lambda: start_upkeep(local, live),
             stops=stops)
 
 

@@ -80,9 +80,10 @@ ALLOWED: dict[str, set[str]] = {
     # fuse/runtime.py; and what every mount daemon needs of the store, the client and the
     # indexer), and a session's (python -m memfs.daemons.sessionfs: its stores in one
     # filesystem); memfs serve's server (the API's app under hypercorn, whose internals only
-    # hypercorn_glue.py touches).
+    # hypercorn_glue.py touches); the expiry sweep that the server and a local mount daemon
+    # run, a thread by the rule of background work.
     "daemons": {"fuse", "client", "store", "api", "backends", "recall", "linux", "protocol",
-                "rules", "errors", "models"},
+                "background", "rules", "errors", "models"},
     "cli": {"*"},
 }
 
@@ -265,9 +266,11 @@ ORDER: dict[str, list[str]] = {
                  "pgwatch", "watch"],
     # The framework (the global options, the command class, the groups and the Context, the
     # helpers of the commands on a store), then the commands (`memfs db` over dbadmin: a whole
-    # database's schema checked, migrated and copied).
+    # database's schema checked, migrated and copied; typed: `stores describe` on the stores
+    # group, and `expire`).
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
-            "sessions", "archive", "launch", "dreams", "dbadmin", "db", "search", "keys"],
+            "sessions", "archive", "typed", "launch", "dreams", "dbadmin", "db", "search",
+            "keys"],
     # What is scratch, the tree and what needs no pyfuse3, the kernel's calls, pyfuse3's
     # request reader, .history and .search as handler objects, the parts Operations holds
     # (core: the Mount, feed, buffers) and Operations, then what runs the handlers: the
@@ -287,9 +290,10 @@ ORDER: dict[str, list[str]] = {
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],
-    # The processes memfs runs until stopped: what only they need, then each process.
-    "daemons": ["logs", "snapshot", "hypercorn_glue", "indexworker", "mount", "sessionfs",
-                "server"],
+    # The processes memfs runs until stopped: what only they need (the expiry sweep of the
+    # server and the mounts among it), then each process.
+    "daemons": ["logs", "expiry", "snapshot", "hypercorn_glue", "indexworker", "mount",
+                "sessionfs", "server"],
     # How progress is reported, the archive format (both ways), plain files walked and
     # imported, what an upload is, then the response that streams an export.
     "transfer": ["progress", "archive", "files", "upload", "response"],
