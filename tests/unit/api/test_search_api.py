@@ -24,7 +24,7 @@ from tests.support.memories import BY_MEANING, MEMORIES
 KEY = "search-test-key"
 API = Actor.api("apikey_test")
 HIT_KEYS = {"type", "path", "memory_id", "score", "snippet", "matched", "updated_at",
-            "memory_store_id"}
+            "memory_store_id", "memory_type", "stale"}
 RESULT_KEYS = {"type", "data", "meaning", "note", "indexed", "memories", "model", "best"}
 STATUS_KEYS = {"type", "store_id", "name", "memories", "indexed", "model", "indexing",
                "reason"}
