@@ -448,8 +448,8 @@ class Snapshot(Shape):
 @dataclass(frozen=True)
 class RecallHit(Shape):
     """A memory a search found (:meth:`memfs.store.search.Search.in_store`;
-    ``memfs.recall.search.Hit``): its score in (0, 1], a one-line snippet, and which of
-    ``words`` and ``meaning`` found it.
+    ``memfs.recall.search.Hit``): its score in (0, 1], a one-line snippet, which of
+    ``words`` and ``meaning`` found it, its type and whether it is stale (issue 41).
     On the wire (``GET .../memfs/search``): a ``memfs_search_hit``."""
 
     WIRE_TYPE = "memfs_search_hit"
@@ -467,6 +467,12 @@ class RecallHit(Shape):
     memory_store_id: Annotated[str | None, Doc({
         "description": "the store it is in (a search of several stores merges their hits)"})
     ] = None
+    memory_type: Annotated[str | None, Doc({
+        "description": "the memory's type (its front matter's, else its directory's; null: "
+        "none)"})] = None
+    stale: Annotated[bool, Doc({
+        "description": "another live memory of the store names it in its supersedes: it "
+        "ranks lower"})] = False
 
 
 @dataclass

@@ -159,11 +159,13 @@ class RecallAPI(Protocol):
 
     def in_store(self, store_id: str, query: str, *, limit: int | None = None,
                  path_prefix: str | None = None, threshold: float | None = None,
-                 channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...
+                 channels: tuple[str, ...] = ("words", "meaning"),
+                 memory_type: str | None = None) -> RecallResult: ...
 
     def in_session(self, session_id: str, query: str, *, limit: int | None = None,
                    path_prefix: str | None = None, threshold: float | None = None,
-                   channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult: ...
+                   channels: tuple[str, ...] = ("words", "meaning"),
+                   memory_type: str | None = None) -> RecallResult: ...
 
 
 @runtime_checkable

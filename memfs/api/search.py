@@ -1,7 +1,8 @@
 """The recall endpoints of the HTTP API (memfs extensions; :mod:`memfs.api.routes` routes them):
 
-- ``GET /v1/memory_stores/{id}/memfs/search?query=&limit=&path_prefix=&threshold=&channels=``:
-  the store's memories that answer a question best, by their words and their meaning
+- ``GET /v1/memory_stores/{id}/memfs/search?query=&limit=&path_prefix=&threshold=&channels=
+  &memfs_type=``: the store's memories (of a type, with ``memfs_type``) that answer a
+  question best, by their words and their meaning
   (:meth:`memfs.store.Store.search.in_store`), as a ``memfs_search_result``; none under the
   threshold
   (default 0.7): when none passes, ``data`` is empty, ``best`` is the best relevance seen and
@@ -61,6 +62,9 @@ SEARCH_QUERY = (
     string("channels", description="which indexes rank: words, meaning, or words,meaning (the "
            "default); words alone answers at once, without waiting for meaning",
            pattern=CHANNELS_PATTERN),
+    string("memfs_type", description="only memories of this type (a memory's front matter's "
+           "type, else its directory's: preference, context, knowledge, decision or a type "
+           "of the store's own)", max_length=64),
 )
 
 SEARCH_SUMMARY = (
@@ -91,7 +95,7 @@ def search_options(q: Query) -> dict[str, Any]:
         threshold = q.number("min_score", None)
     channels = q.text("channels")
     return {"limit": q.integer("limit", None), "path_prefix": q.text("path_prefix"),
-            "threshold": threshold,
+            "threshold": threshold, "memory_type": q.text("memfs_type"),
             **({"channels": tuple(channels.split(","))} if channels else {})}
 
 

@@ -242,18 +242,19 @@ class AsyncSearch(_Part):
 
     async def in_store(self, store_id: str, query: str, *, limit: int | None = None,
                      path_prefix: str | None = None, threshold: float | None = None,
-                     channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult:
+                     channels: tuple[str, ...] = ("words", "meaning"),
+                     memory_type: str | None = None) -> RecallResult:
         return await self._drive(OPS.search.in_store(store_id, query, limit=limit,
                                                      path_prefix=path_prefix, threshold=threshold,
-                                                     channels=channels))
+                                                     channels=channels, memory_type=memory_type))
 
     async def in_session(self, session_id: str, query: str, *, limit: int | None = None,
                              path_prefix: str | None = None, threshold: float | None = None,
                              channels: tuple[str, ...] = ("words", "meaning"),
-                             ) -> RecallResult:
+                             memory_type: str | None = None) -> RecallResult:
         return await self._drive(OPS.search.in_session(session_id, query, limit=limit,
                                                        path_prefix=path_prefix, threshold=threshold,
-                                                       channels=channels))
+                                                       channels=channels, memory_type=memory_type))
 
     async def status(self, store_id: str) -> dict[str, Any]:
         return await self._drive(OPS.search.status(store_id))

@@ -50,10 +50,12 @@ from .wire import (
 
 
 def _search_params(limit: int | None, path_prefix: str | None, threshold: float | None,
-                   channels: tuple[str, ...]) -> dict[str, Any]:
-    """A search's options as query parameters (``channels`` left out when both)."""
+                   channels: tuple[str, ...], memory_type: str | None) -> dict[str, Any]:
+    """A search's options as query parameters (``channels`` left out when both; the type as
+    ``memfs_type``)."""
     return {"limit": limit, "path_prefix": path_prefix, "threshold": threshold,
-            "channels": None if tuple(channels) == ("words", "meaning") else ",".join(channels)}
+            "channels": None if tuple(channels) == ("words", "meaning") else ",".join(channels),
+            "memfs_type": memory_type}
 
 
 class StoreOps:
@@ -381,22 +383,24 @@ class SearchOps:
 
     def in_store(self, store_id: str, query: str, *, limit: int | None = None,
                path_prefix: str | None = None, threshold: float | None = None,
-               channels: tuple[str, ...] = ("words", "meaning")) -> Op[RecallResult]:
+               channels: tuple[str, ...] = ("words", "meaning"),
+               memory_type: str | None = None) -> Op[RecallResult]:
         """The store's memories that answer ``query`` best, by words and meaning, decided by
         the server's Store (memfs extension; ``store.search.in_store``)."""
         d = yield Request("GET", store_url(store_id) + "/memfs/search", params=query_params(
-            query=query, **_search_params(limit, path_prefix, threshold, channels)))
+            query=query, **_search_params(limit, path_prefix, threshold, channels,
+                                          memory_type)))
         return RecallResult.from_dict(d)
 
     def in_session(self, session_id: str, query: str, *, limit: int | None = None,
                        path_prefix: str | None = None, threshold: float | None = None,
                        channels: tuple[str, ...] = ("words", "meaning"),
-                       ) -> Op[RecallResult]:
+                       memory_type: str | None = None) -> Op[RecallResult]:
         """Every store of a session searched at once, hits merged by relevance (memfs
         extension; ``store.search.in_session``)."""
         d = yield Request("GET", f"/v1/sessions/{quoted(session_id)}/memfs/search",
                           params=query_params(query=query, **_search_params(
-                              limit, path_prefix, threshold, channels)))
+                              limit, path_prefix, threshold, channels, memory_type)))
         return RecallResult.from_dict(d)
 
     def status(self, store_id: str) -> Op[dict[str, Any]]:

@@ -243,17 +243,19 @@ class Search(_Part):
 
     def in_store(self, store_id: str, query: str, *, limit: int | None = None,
                path_prefix: str | None = None, threshold: float | None = None,
-               channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult:
+               channels: tuple[str, ...] = ("words", "meaning"),
+               memory_type: str | None = None) -> RecallResult:
         return self._drive(OPS.search.in_store(store_id, query, limit=limit,
                                                path_prefix=path_prefix, threshold=threshold,
-                                               channels=channels))
+                                               channels=channels, memory_type=memory_type))
 
     def in_session(self, session_id: str, query: str, *, limit: int | None = None,
                        path_prefix: str | None = None, threshold: float | None = None,
-                       channels: tuple[str, ...] = ("words", "meaning")) -> RecallResult:
+                       channels: tuple[str, ...] = ("words", "meaning"),
+                       memory_type: str | None = None) -> RecallResult:
         return self._drive(OPS.search.in_session(session_id, query, limit=limit,
                                                  path_prefix=path_prefix, threshold=threshold,
-                                                 channels=channels))
+                                                 channels=channels, memory_type=memory_type))
 
     def status(self, store_id: str) -> dict[str, Any]:
         return self._drive(OPS.search.status(store_id))

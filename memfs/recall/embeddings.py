@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from .scope import Scope
     from .search import Meaning
 
     Vectors = npt.NDArray[np.float32]
@@ -74,11 +75,11 @@ class Ranker(Protocol):
 
     model: str
 
-    def rank(self, store_id: str, question: str, path_prefix: str | None,
+    def rank(self, store_id: str, question: str, scope: Scope,
              timeout: float, also: list[str] | tuple[str, ...] = (),
              wait: float = 0.0) -> Meaning:
-        """What meaning says of the question in the store (:func:`memfs.recall.search.rank`),
-        within ``timeout`` seconds. :raises Unavailable:"""
+        """What meaning says of the question in the store's memories of ``scope``
+        (:func:`memfs.recall.search.rank`), within ``timeout`` seconds. :raises Unavailable:"""
         ...
 
 

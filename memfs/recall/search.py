@@ -19,11 +19,19 @@ relevance that means the same in every store and for every question (issue 39).
   since the indexer's last pass), or every memory when meaning is off, down or not built:
   coverage alone, through a logistic calibrated the same way.
 - **Relevance**, what a hit's ``score`` is: ``0.70 x similarity + 0.15 x importance + 0.15 x
-  recency`` (the MemoryTool's ranking): importance is :data:`IMPORTANCE` until memories carry
-  one; recency halves every :data:`RECENCY_DAYS` days since the memory changed. Hits below
+  recency`` (the MemoryTool's ranking): importance is the memory's own (issue 41: its front
+  matter's, else its type's; ``memories.importance``), :data:`IMPORTANCE` for a memory that
+  says none (so an untyped store ranks as it did before); recency halves every
+  :data:`RECENCY_DAYS` days since the memory changed. A memory that another live memory of
+  the store names in its ``supersedes:`` is **stale**: its relevance is multiplied by
+  :data:`STALE` and its hit says so. Hits below
   the threshold (default :data:`memfs.rules.SEARCH_DEFAULT_THRESHOLD`, 0.7) are dropped: an
   empty answer means nothing stored answers, and :attr:`Result.best` says how close the best
   came.
+- What is searched is a :class:`~memfs.recall.scope.Scope`: a path prefix, a type, and in a
+  store whose expiry is on, only the memories that have not expired (the store says which
+  stores: their rules are its own). Every channel and the candidates' rows read it, so an
+  expired memory is never a hit, by words or by meaning.
 - ``fusion="rrf"`` (reciprocal-rank fusion, what memfs did before) and ``"weighted"`` (the
   weighted sum of normalized scores) rank the same candidates, to be measured against it
   (scripts/bench_recall.py); their scores are ranks, not evidence.
@@ -37,6 +45,7 @@ relevance that means the same in every store and for every question (issue 39).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -51,6 +60,7 @@ from . import passages as P
 from . import words as W
 from . import wordsindex
 from .embeddings import LocalE5, Provider, Ranker, Unavailable
+from .scope import EVERY, Scope
 
 if TYPE_CHECKING:
     from ..store.base import Core
@@ -58,7 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["Hit", "Result", "Meaning", "Evidence", "run", "rank", "evidence", "similarity",
-           "relevance", "CANDIDATES", "QUERY_TIMEOUT", "FUSIONS"]
+           "relevance", "score", "CANDIDATES", "QUERY_TIMEOUT", "FUSIONS", "STALE", "Scope"]
 
 CANDIDATES = 50
 #: The rankings :func:`run` knows: ``calibrated`` (the default) and two to measure it against.
@@ -98,6 +108,14 @@ WEIGHTS = {"words": 0.3, "meaning": 1.0}
 SIMILARITY_WEIGHT, IMPORTANCE_WEIGHT, RECENCY_WEIGHT = 0.70, 0.15, 0.15
 IMPORTANCE = 0.5
 RECENCY_DAYS = 90.0
+#: What a stale memory's relevance is multiplied by (one that another live memory of its store
+#: names in ``supersedes:``). Below 1, so it ranks under any memory with the same evidence
+#: (its replacement first); not as low as 0.5, which would put every stale memory under the
+#: default threshold (0.7) for good: being superseded would then delete a memory from search
+#: silently, what issue 41 asks memfs never to do. At 0.8 a stale memory passes the default
+#: threshold only when it answers very closely (a relevance of 0.875 or more before), and its
+#: hit says ``stale`` so that the reader looks for what replaced it.
+STALE = 0.8
 QUERY_TIMEOUT = 2.0
 RETRY_AFTER = 30.0
 #: A search waits for meaning when at most this many memories of the store, of at most
@@ -145,12 +163,12 @@ _down_lock = threading.Lock()
 
 
 def rank(store: Core, provider: Provider, store_id: str, question: str,
-         path_prefix: str | None, timeout: float = QUERY_TIMEOUT,
+         scope: Scope, timeout: float = QUERY_TIMEOUT,
          also: list[str] | tuple[str, ...] = (), wait: float = 0.0) -> Meaning:
     """What meaning says of ``question`` in the store (its vector, from ``provider`` within
-    ``timeout`` seconds, against the store's current vectors): the best :data:`CANDIDATES`,
-    and the memories of ``also``; here or in a mount daemon's indexer process. With ``wait``,
-    the store's pending memories are embedded first, for at most that many seconds
+    ``timeout`` seconds, against the current vectors of the memories of ``scope``): the best
+    :data:`CANDIDATES`, and those of ``also``; here or in a mount daemon's indexer process.
+    With ``wait``, the store's pending memories are embedded first, for at most that many seconds
     (:func:`memfs.recall.indexer.wait_for`).
 
     :raises Unavailable: the provider did not give the question's vector.
@@ -165,11 +183,11 @@ def rank(store: Core, provider: Provider, store_id: str, question: str,
             log.warning("waiting for meaning failed (%s: %s); ranking without",
                         type(e).__name__, e)
     vector = provider.query(question, max(0.1, deadline - time.monotonic()))
-    return _by_meaning(store, store_id, vector, provider.model, path_prefix, set(also))
+    return _by_meaning(store, store_id, vector, provider.model, scope, set(also))
 
 
 def _meaning(store: Core, provider: Provider, store_id: str, question: str,
-             path_prefix: str | None, also: list[str],
+             scope: Scope, also: list[str],
              wait: float) -> tuple[Meaning | None, str | None]:
     """What meaning says (:func:`rank`, or the provider's own: a
     :class:`~memfs.recall.embeddings.Ranker`), or None and why."""
@@ -179,9 +197,9 @@ def _meaning(store: Core, provider: Provider, store_id: str, question: str,
         return None, why
     try:
         if isinstance(provider, Ranker):
-            return provider.rank(store_id, question, path_prefix, QUERY_TIMEOUT + wait, also,
+            return provider.rank(store_id, question, scope, QUERY_TIMEOUT + wait, also,
                                  wait), None
-        return rank(store, provider, store_id, question, path_prefix, QUERY_TIMEOUT + wait,
+        return rank(store, provider, store_id, question, scope, QUERY_TIMEOUT + wait,
                     also, wait), None
     except Unavailable as e:
         why = f"the embeddings provider is unavailable ({e})"
@@ -192,23 +210,17 @@ def _meaning(store: Core, provider: Provider, store_id: str, question: str,
         return None, why
 
 
-def _prefix_sql(path_prefix: str | None, column: str) -> tuple[str, tuple[Any, ...]]:
-    if not path_prefix:
-        return "", ()
-    return f" AND substr({column}, 1, ?) = ?", (len(path_prefix), path_prefix)
-
-
-def _by_words(store: Core, store_id: str, ws: list[str], path_prefix: str | None,
+def _by_words(store: Core, store_id: str, ws: list[str], scope: Scope,
               ) -> list[tuple[str, float]]:
     """The best :data:`CANDIDATES` by BM25 (:func:`memfs.recall.words.bm25`, computed here
-    from the index's counts, so alike on both backends) among the store's memories (under
-    ``path_prefix``), best first; ties by path."""
+    from the index's counts, so alike on both backends) among the store's memories of
+    ``scope``, best first; ties by path."""
     if not ws:
         return []
     question = W.question_terms(ws)
     terms = sorted({t for alternatives in question for t in alternatives})
-    memories, total_length = wordsindex.stats(store.database, store_id, path_prefix)
-    postings = wordsindex.postings(store.database, store_id, terms, path_prefix)
+    memories, total_length = wordsindex.stats(store.database, store_id, scope)
+    postings = wordsindex.postings(store.database, store_id, terms, scope)
     if not memories or not postings:
         return []
     paths = {r[0]: r[5] for r in postings}
@@ -274,15 +286,15 @@ def _vectors(store: Core, store_id: str, model: str, dim: int) -> _Vectors:
 
 
 def _by_meaning(store: Core, store_id: str, vector: Any, model: str,
-                path_prefix: str | None, also: set[str]) -> Meaning:
+                scope: Scope, also: set[str]) -> Meaning:
     import numpy as np
 
     vs = _vectors(store, store_id, model, int(vector.shape[0]))
-    extra, params = _prefix_sql(path_prefix, "path")
+    extra, params = scope.sql("m")
     current = {r[0]: (r[1], r[2]) for r in store.database.all(
-        f"SELECT id, path, content_sha256 FROM memories WHERE store_id = ?{extra}",
+        f"SELECT m.id, m.path, m.content_sha256 FROM memories m WHERE m.store_id = ?{extra}",
         (store_id, *params))}
-    # The memories whose vectors are of their current path and content (and under the prefix).
+    # The memories whose vectors are of their current path and content (and of the scope).
     valid = [k for k, (mid, path, sha, _) in enumerate(vs.memories)
              if current.get(mid) == (path, sha)]
     out = Meaning(model=model)
@@ -399,7 +411,9 @@ class Evidence:
     """What a candidate memory has for a question: its best passage's cosine (None: meaning
     has not seen it, or did not answer) and that passage's span, its coverage of the
     question's words, its bm25 score as a share of the question's best, and the share of the
-    question's words that no memory of the store holds (the same for every candidate)."""
+    question's words that no memory of the store holds (the same for every candidate); and
+    what the memory says of itself: its importance (None: it says none), its type, and
+    whether it is stale (superseded by another live memory)."""
 
     memory_id: str
     path: str
@@ -410,6 +424,9 @@ class Evidence:
     coverage: float
     bm25_share: float
     unknown: float
+    importance: float | None = None
+    memory_type: str | None = None
+    stale: bool = False
 
     def similarity(self) -> float:
         return similarity(self.cosine, self.coverage, self.bm25_share, self.unknown)
@@ -423,8 +440,22 @@ class _Gathered:
     ws: list[str]
 
 
+def _superseded(store: Core, store_id: str, scope: Scope) -> set[str]:
+    """The paths that the store's live memories (those not expired, by ``scope``'s
+    ``live_at``) name in their ``supersedes:`` (``memories.meta``)."""
+    extra, params = Scope(live_at=scope.live_at).sql("m")
+    named: set[str] = set()
+    for r in store.database.all(
+            f"SELECT m.meta FROM memories m WHERE m.store_id = ? AND m.meta LIKE ?{extra}",
+            (store_id, '%"supersedes"%', *params)):
+        paths = json.loads(r[0]).get("supersedes")
+        if isinstance(paths, list):
+            named.update(p for p in paths if isinstance(p, str))
+    return named
+
+
 def _gather(store: Core, store_id: str, question: str, provider: Provider | None,
-            path_prefix: str | None, channels: tuple[str, ...], *,
+            scope: Scope, channels: tuple[str, ...], *,
             coverage: bool = True) -> _Gathered:
     """The candidates of a question (the best :data:`CANDIDATES` by words and by meaning),
     each with its evidence, and the result's account of how they were found."""
@@ -433,7 +464,7 @@ def _gather(store: Core, store_id: str, question: str, provider: Provider | None
     ws = W.words(question)
     lists: dict[str, list[tuple[str, float]]] = {}
     if "words" in channels:
-        lists["words"] = _by_words(store, store_id, ws, path_prefix)
+        lists["words"] = _by_words(store, store_id, ws, scope)
     row = store.database.one("SELECT memory_count FROM stores WHERE id = ?", (store_id,))
     total = int(row[0]) if row is not None else 0
     result = Result([], False, memories=total)
@@ -452,7 +483,7 @@ def _gather(store: Core, store_id: str, question: str, provider: Provider | None
                     (store_id, provider.model)) is None:  # (vectors of before passages rank)
                 result.note = "no memory is indexed by meaning yet: words alone answered"
             else:
-                meant, why = _meaning(store, provider, store_id, question, path_prefix,
+                meant, why = _meaning(store, provider, store_id, question, scope,
                                       [mid for mid, _ in lists.get("words", [])], wait)
                 if wait:
                     pending = pending_count(store, store_id, provider.model)
@@ -472,9 +503,12 @@ def _gather(store: Core, store_id: str, question: str, provider: Provider | None
     unseen: set[str] = set()
     if meant is not None and result.indexed < total and provider is not None:
         unseen = _unseen(store, store_id, ids, provider.model)
+    extra, params = scope.sql("m")
     rows = store.database.all(
-        "SELECT id, path, content, updated_at FROM memories WHERE store_id = ? AND id IN ("
-        + ", ".join("?" * len(ids)) + ")", (store_id, *ids))
+        "SELECT m.id, m.path, m.content, m.updated_at, m.importance, m.mtype FROM memories m "
+        f"WHERE m.store_id = ? AND m.id IN ({', '.join('?' * len(ids))}){extra}",
+        (store_id, *ids, *params))
+    stale = _superseded(store, store_id, scope) if rows else set()
     cover, unknown = (_coverage(store, store_id, ws, [r["id"] for r in rows], total)
                       if coverage else ({}, 0.0))
     bm = dict(lists.get("words", []))
@@ -491,32 +525,40 @@ def _gather(store: Core, store_id: str, question: str, provider: Provider | None
             span = meant.scores[mid][1:]
         evidence.append(Evidence(mid, r["path"], r["content"], r["updated_at"], cos, span,
                                  cover.get(mid, 0.0), max(0.0, bm.get(mid, 0.0)) / top_bm,
-                                 unknown))
+                                 unknown, r["importance"], r["mtype"], r["path"] in stale))
     return _Gathered(result, lists, evidence, ws)
 
 
 def evidence(store: Core, store_id: str, question: str, *,
-             provider: Provider | None) -> list[Evidence]:
+             provider: Provider | None, scope: Scope = EVERY) -> list[Evidence]:
     """The candidates of ``question`` in the store and their evidence, as the default ranking
     weighs them: what scripts/bench_recall.py --calibrate sweeps the constants over."""
-    return _gather(store, store_id, question, provider, None, ("words", "meaning")).evidence
+    return _gather(store, store_id, question, provider, scope, ("words", "meaning")).evidence
+
+
+def score(e: Evidence, now: datetime) -> float:
+    """A candidate's relevance (:func:`relevance`): its own importance (:data:`IMPORTANCE`
+    when it says none), its recency at ``now``, times :data:`STALE` when it is stale."""
+    importance = IMPORTANCE if e.importance is None else e.importance
+    r = relevance(e.similarity(), importance, _recency(e.updated_at, now))
+    return r * STALE if e.stale else r
 
 
 def run(store: Core, store_id: str, question: str, *, provider: Provider | None,
-        limit: int, path_prefix: str | None = None, threshold: float | None = None,
+        limit: int, scope: Scope = EVERY, threshold: float | None = None,
         fusion: str = "calibrated", channels: tuple[str, ...] = ("words", "meaning"),
-        ) -> Result:
-    """Rank the store's memories for ``question`` (already checked by the store)."""
+        now: datetime | None = None) -> Result:
+    """Rank the store's memories of ``scope`` for ``question`` (already checked by the
+    store), their recency at ``now`` (default: now)."""
     if threshold is None:
         threshold = SEARCH_DEFAULT_THRESHOLD
     # Meaning alone is the cosine alone (no coverage): what it is measured as.
-    g = _gather(store, store_id, question, provider, path_prefix, channels,
+    g = _gather(store, store_id, question, provider, scope, channels,
                 coverage=fusion == "calibrated" and "words" in channels)
     result = g.result
-    now = datetime.now(UTC)
+    now = now or datetime.now(UTC)
     if fusion == "calibrated":
-        scored = [(relevance(e.similarity(), IMPORTANCE, _recency(e.updated_at, now)), e)
-                  for e in g.evidence]
+        scored = [(score(e, now), e) for e in g.evidence]
     else:
         fused = _fuse(g.lists, fusion, {e.memory_id for e in g.evidence if e.cosine is None
                                         and "meaning" in g.lists})
@@ -524,9 +566,9 @@ def run(store: Core, store_id: str, question: str, *, provider: Provider | None,
     scored.sort(key=lambda t: (-t[0], t[1].path))
     found = {k: {mid for mid, _ in v} for k, v in g.lists.items()}
     result.best = round(scored[0][0], 4) if scored else None
-    for score, e in scored:
-        score = round(score, 4)  # as shown: threshold=<a score shown> keeps that hit
-        if score < threshold or len(result.hits) >= limit:
+    for value, e in scored:
+        value = round(value, 4)  # as shown: threshold=<a score shown> keeps that hit
+        if value < threshold or len(result.hits) >= limit:
             break
         matched = tuple(k for k in ("words", "meaning") if e.memory_id in found.get(k, ()))
         text = e.content
@@ -534,6 +576,7 @@ def run(store: Core, store_id: str, question: str, *, provider: Provider | None,
             start, end = e.span
             if 0 <= start <= end <= len(text) and (start, end) != (0, len(text)):
                 text = text[start:end]
-        result.hits.append(Hit(e.memory_id, e.path, max(score, 0.0001), W.snippet(text, g.ws),
-                               matched, e.updated_at))
+        result.hits.append(Hit(e.memory_id, e.path, max(value, 0.0001), W.snippet(text, g.ws),
+                               matched, e.updated_at, memory_type=e.memory_type,
+                               stale=e.stale))
     return result

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ..background import Failures
 from .embeddings import Unavailable
 from .indexer import has_work
+from .scope import Scope
 from .search import Meaning
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ class IndexerProcess:
 
     # -- a provider for the daemon's searches (memfs.recall.embeddings.Ranker) -----------------
 
-    def rank(self, store_id: str, question: str, path_prefix: str | None,
+    def rank(self, store_id: str, question: str, scope: Scope,
              timeout: float, also: list[str] | tuple[str, ...] = (),
              wait: float = 0.0) -> Meaning:
         """The store's best memories by meaning for ``question``, from the child (started if
@@ -213,7 +214,7 @@ class IndexerProcess:
         deadline = time.monotonic() + timeout
         for attempt in range(2):
             child = self._child_for_question(deadline)
-            ask = {"store": store_id, "question": question, "path_prefix": path_prefix,
+            ask = {"store": store_id, "question": question, **scope.to_wire(),
                    "also": list(also), "wait": wait,
                    "timeout": max(0.1, deadline - time.monotonic() - 0.1)}
             try:

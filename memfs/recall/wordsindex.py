@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
+
+from .scope import EVERY, Scope
 
 if TYPE_CHECKING:
     from ..backends import Connection, Database
@@ -115,32 +117,25 @@ def forget_store(c: Connection, dialect: str, store_id: str) -> None:
     c.execute("DELETE FROM memory_words WHERE store_id = ?", (store_id,))
 
 
-def _prefix_sql(path_prefix: str | None) -> tuple[str, tuple[Any, ...]]:
-    if not path_prefix:
-        return "", ()
-    return " AND substr(m.path, 1, ?) = ?", (len(path_prefix), path_prefix)
-
-
-def stats(database: Database, store_id: str, path_prefix: str | None = None,
-          ) -> tuple[int, int]:
-    """How many memories of the store (under ``path_prefix``) are indexed, and their lengths'
+def stats(database: Database, store_id: str, scope: Scope = EVERY) -> tuple[int, int]:
+    """How many memories of the store (those of ``scope``) are indexed, and their lengths'
     sum."""
-    extra, params = _prefix_sql(path_prefix)
-    join = " JOIN memories m ON m.id = w.memory_id" if path_prefix else ""
+    extra, params = scope.sql("m")
+    join = " JOIN memories m ON m.id = w.memory_id" if scope else ""
     row = database.one(f"SELECT count(*), coalesce(sum(w.length), 0) FROM memory_words w{join} "
                        f"WHERE w.store_id = ?{extra}", (store_id, *params))
     return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
 
 def postings(database: Database, store_id: str, terms: Iterable[str],
-             path_prefix: str | None = None) -> list[tuple[str, str, int, int, int, str]]:
-    """Each memory of the store (under ``path_prefix``) holding one of ``terms``, once per
-    term it holds: ``(memory id, term, count in the path, in the content, the memory's
-    length, its path)``."""
+             scope: Scope = EVERY) -> list[tuple[str, str, int, int, int, str]]:
+    """Each memory of the store (of ``scope``) holding one of ``terms``, once per term it
+    holds: ``(memory id, term, count in the path, in the content, the memory's length, its
+    path)``."""
     wanted = sorted(set(terms))
     if not wanted:
         return []
-    extra, params = _prefix_sql(path_prefix)
+    extra, params = scope.sql("m")
     if database.dialect != "sqlite":
         return [(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5]) for r in database.all(
             "SELECT w.memory_id, t.term, t.in_path, t.in_content, w.length, m.path "

@@ -7,10 +7,11 @@ memfs.daemons.indexworker``), and :mod:`memfs.recall.supervisor` starts it, talk
   the daemon ran in a thread before (the change feed followed, leases in ``recall_leases``,
   nice 19).
 - **Questions**, one JSON object a line on ``questions``: ``{"id": N, "store": ID, "question":
-  TEXT, "path_prefix": PATH or null, "also": [MEMORY_ID, ...], "wait": SECONDS, "timeout":
-  SECONDS}``; each answered on ``answers`` in turn, ``{"id": N, "ranked": [[MEMORY_ID,
-  COSINE, START, END], ...], "background": MEAN}`` (what meaning says:
-  :func:`memfs.recall.search.rank`) or ``{"id": N, "error": WHY}``.
+  TEXT, "path_prefix": PATH or null, "memory_type": TYPE or null, "live_at": TIME or null,
+  "also": [MEMORY_ID, ...], "wait": SECONDS, "timeout": SECONDS}`` (the memories searched:
+  :class:`~memfs.recall.scope.Scope`); each answered on ``answers`` in turn, ``{"id": N,
+  "ranked": [[MEMORY_ID, COSINE, START, END], ...], "background": MEAN}`` (what meaning
+  says: :func:`memfs.recall.search.rank`) or ``{"id": N, "error": WHY}``.
 - **It ends** when it has been idle for ``idle`` seconds (no memory embedded, no question),
   when ``questions`` ends (the daemon closed it, or died), or when told to stop; a round under
   way is given a moment to finish, so that its lease is let go.
@@ -27,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .embeddings import LocalE5, Provider, Unavailable
 from .indexer import BackgroundIndexer
+from .scope import Scope
 from .search import QUERY_TIMEOUT, WAIT_SECONDS, rank
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ def answer(store: Core, provider: Provider, stores: Iterable[str], line: bytes) 
             if isinstance(provider, LocalE5) else 0.0
         timeout = min(float(q.get("timeout") or QUERY_TIMEOUT), QUERY_TIMEOUT + wait)
         also = [str(m) for m in q.get("also") or ()]
-        meant = rank(store, provider, q["store"], str(q["question"]), q.get("path_prefix"),
+        meant = rank(store, provider, q["store"], str(q["question"]), Scope.from_wire(q),
                      timeout, also, wait)
         out: dict[str, Any] = {"id": ident, **meant.to_wire()}
     except Unavailable as e:

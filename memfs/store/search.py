@@ -3,11 +3,13 @@ sign-outs and maintenance."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequest
@@ -17,10 +19,12 @@ from ..rules import (
     SEARCH_DEFAULT_LIMIT,
     SEARCH_DEFAULT_THRESHOLD,
     SEARCH_MAX_LIMIT,
+    format_time,
     validate_text,
 )
 from .base import Core, Part
 from .common import ASCII_LOWER, BASIC_MEMORY_COLS
+from .frontmatter import expiry_mode
 from .rows import memory_from_row
 
 if TYPE_CHECKING:
@@ -156,12 +160,16 @@ class Search(Part):
     def in_store(self, store_id: str, query: str, *, limit: int | None = None,
                path_prefix: str | None = None, threshold: float | None = None,
                fusion: str = "calibrated", channels: tuple[str, ...] = ("words", "meaning"),
-               ) -> SearchResult:
+               memory_type: str | None = None) -> SearchResult:
         """The store's memories that answer ``query`` best, by their words and their meaning
         (memfs.recall.search says how they are ranked), best first: at most ``limit``
         (default 10, at most 100), only under ``path_prefix`` if given, none of a relevance
         below ``threshold`` (0 to 1, default :data:`~memfs.rules.SEARCH_DEFAULT_THRESHOLD`);
-        by words alone if ``channels`` is ``("words",)``. The result's ``best`` is the best
+        by words alone if ``channels`` is ``("words",)``; only memories of ``memory_type`` if
+        given (SPEC §8). In a store whose expiry is on, an expired memory is never found (in
+        one that only reports expiry it is, until a person turns expiry on); a memory another
+        live memory supersedes ranks lower and its hit says ``stale``
+        (:mod:`memfs.recall.search`). The result's ``best`` is the best
         relevance seen before the threshold; when the threshold left every memory out, its
         ``note`` says so (an empty answer then means that nothing stored seems to answer the
         question). Each hit carries its ``memory_store_id``. A memory is found by its words as
@@ -169,39 +177,50 @@ class Search(Part):
         :meth:`catch_up_words`); by its meaning once an indexer has embedded it
         (:meth:`index`).
 
-        :raises InvalidRequest: an empty or overlong query, a bad limit, prefix, threshold or
-            channels.
+        :raises InvalidRequest: an empty or overlong query, a bad limit, prefix, threshold,
+            channels or type.
         :raises NotFound: unknown store.
         """
         limit, path_prefix, threshold = self._search_args(query, limit, path_prefix, threshold,
-                                                          channels)
+                                                          channels, memory_type)
         from ..recall.search import FUSIONS
 
         if fusion not in FUSIONS:
             raise InvalidRequest(f"fusion must be one of {', '.join(FUSIONS)}")
         return _said_if_cut(self._search_one(store_id, query, limit, path_prefix, threshold,
-                                             fusion, channels), threshold)
+                                             fusion, channels, memory_type), threshold)
 
     def _search_one(self, store_id: str, query: str, limit: int, path_prefix: str | None,
-                    threshold: float, fusion: str, channels: tuple[str, ...]) -> SearchResult:
-        """:meth:`search` once its arguments are checked, without the note of a cut."""
+                    threshold: float, fusion: str, channels: tuple[str, ...],
+                    memory_type: str | None) -> SearchResult:
+        """:meth:`search` once its arguments are checked, without the note of a cut. What it
+        searches is a :class:`~memfs.recall.scope.Scope`: the prefix, the type, and in a
+        store whose expiry is on (:func:`~memfs.store.frontmatter.expiry_mode`) the memories
+        not expired now."""
         from ..recall import search
 
         with self.core.read() as c:
-            self.core.store_in(c, store_id)
+            row = c.execute("SELECT metadata, expiry FROM stores WHERE id = ?",
+                            (store_id,)).fetchone()
+            if row is None:
+                self.core.store_in(c, store_id)  # NotFound
+        on = expiry_mode(json.loads(row["metadata"] or "{}"), row["expiry"]) == "on"
         if "words" in channels:
             while self.catch_up_words(store_id):
                 pass
+        now = datetime.now(UTC)
+        scope = search.Scope(path_prefix, memory_type, format_time(now) if on else None)
         result = search.run(self.core, store_id, query, provider=self.embeddings, limit=limit,
-                            path_prefix=path_prefix, threshold=threshold, fusion=fusion,
-                            channels=channels)
+                            scope=scope, threshold=threshold, fusion=fusion,
+                            channels=channels, now=now)
         result.hits = [replace(h, memory_store_id=store_id) for h in result.hits]
         return result
 
     def in_stores(self, store_ids: Sequence[str], query: str, *,
                       limit: int | None = None, path_prefix: str | None = None,
                       threshold: float | None = None,
-                      channels: tuple[str, ...] = ("words", "meaning")) -> SearchResult:
+                      channels: tuple[str, ...] = ("words", "meaning"),
+                      memory_type: str | None = None) -> SearchResult:
         """One question asked of several stores (a session's): each store's hits, as
         :meth:`search` finds them, merged by relevance (best first, at most ``limit`` in
         all), each carrying its ``memory_store_id``. ``meaning`` is True if it ranked in
@@ -215,12 +234,12 @@ class Search(Part):
         from ..recall.search import Result
 
         limit, path_prefix, threshold = self._search_args(query, limit, path_prefix, threshold,
-                                                          channels)
+                                                          channels, memory_type)
         ids = list(store_ids)
         if not ids or len(set(ids)) != len(ids):
             raise InvalidRequest("search at least one store, each once")
         results = [self._search_one(sid, query, limit, path_prefix, threshold, "calibrated",
-                                    channels)
+                                    channels, memory_type)
                    for sid in ids]
         merged = Result([], all(r.meaning for r in results))
         merged.hits = sorted((h for r in results for h in r.hits),
@@ -255,7 +274,8 @@ class Search(Part):
 
     def in_session(self, session_id: str, query: str, *, limit: int | None = None,
                        path_prefix: str | None = None, threshold: float | None = None,
-                       channels: tuple[str, ...] = ("words", "meaning")) -> SearchResult:
+                       channels: tuple[str, ...] = ("words", "meaning"),
+                       memory_type: str | None = None) -> SearchResult:
         """One question asked of every store of a session (:meth:`session_stores`), hits
         merged by relevance (:meth:`in_stores`).
 
@@ -267,13 +287,17 @@ class Search(Part):
         if not ids:
             raise InvalidRequest(f"session {session_id} has no memory store to search")
         return self.in_stores(ids, query, limit=limit, path_prefix=path_prefix,
-                                  threshold=threshold, channels=channels)
+                                  threshold=threshold, channels=channels,
+                                  memory_type=memory_type)
 
     def _search_args(self, query: str, limit: int | None, path_prefix: str | None,
                      threshold: float | None, channels: tuple[str, ...],
-                     ) -> tuple[int, str | None, float]:
+                     memory_type: str | None = None) -> tuple[int, str | None, float]:
         """A search's arguments checked, with their defaults: ``(limit, path_prefix,
         threshold)``. :raises InvalidRequest:"""
+        if memory_type is not None and (not isinstance(memory_type, str)
+                                        or not 0 < len(memory_type) <= 64):
+            raise InvalidRequest("type must be 1 to 64 characters")
         if not isinstance(query, str) or not query.strip():
             raise InvalidRequest("search for at least one word")
         if len(query) > self.max_query_chars:

@@ -297,10 +297,11 @@ ORDER: dict[str, list[str]] = {
     # How progress is reported, the archive format (both ways), plain files walked and
     # imported, what an upload is, then the response that streams an export.
     "transfer": ["progress", "archive", "files", "upload", "response"],
-    # The tables, the words index's storage, the words (stems, BM25) and their queue, the
-    # providers, a memory's passages, the indexer, the ranking, then a mount daemon's indexer
-    # process (what it runs, and what starts it and asks it).
-    "recall": ["schema", "wordsindex", "words", "wordsqueue", "embeddings", "passages",
+    # The tables, which memories a search considers (its scope), the words index's storage,
+    # the words (stems, BM25) and their queue, the providers, a memory's passages, the
+    # indexer, the ranking, then a mount daemon's indexer process (what it runs, and what
+    # starts it and asks it).
+    "recall": ["schema", "scope", "wordsindex", "words", "wordsqueue", "embeddings", "passages",
                "indexer", "search", "worker", "supervisor"],
 }
 

@@ -24,7 +24,7 @@ from tests.support.memories import BY_MEANING, MEMORIES
 KEY = "search-test-key"
 API = Actor.api("apikey_test")
 HIT_KEYS = {"type", "path", "memory_id", "score", "snippet", "matched", "updated_at",
-            "memory_store_id"}
+            "memory_store_id", "memory_type", "stale"}
 RESULT_KEYS = {"type", "data", "meaning", "note", "indexed", "memories", "model", "best"}
 STATUS_KEYS = {"type", "store_id", "name", "memories", "indexed", "model", "indexing",
                "reason"}
@@ -309,6 +309,34 @@ def test_a_session_s_stores_are_searched_at_once_by_its_token_only(store, sid):
         assert got.hits == want.hits and got.best == want.best
 
 
+def test_a_search_by_type_over_http_and_through_the_client(http, store, sid):
+    """``memfs_type`` (issue 41): only the memories of that type (/decisions/db.md is a
+    decision by its directory), in a store's search and a session's; each hit says its
+    type."""
+    r = search(http, sid, query="PostgreSQL MySQL pager", threshold="0")
+    assert r.status_code == 200, r.text
+    types = {h["path"]: h["memory_type"] for h in r.json()["data"]}
+    assert types["/decisions/db.md"] == "decision" and types["/people/oncall.md"] is None
+    assert not any(h["stale"] for h in r.json()["data"])
+    r = search(http, sid, query="PostgreSQL MySQL pager", threshold="0", memfs_type="decision")
+    assert [h["path"] for h in r.json()["data"]] == ["/decisions/db.md"]
+    assert search(http, sid, query="pager", memfs_type="decision").json()["data"] == []
+    assert_400(search(http, sid, query="pager", memfs_type="x" * 65), "type")
+    sess = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}])
+    d = http.get(f"/v1/sessions/{sess.id}/memfs/search",
+                 params={"query": "PostgreSQL pager", "threshold": "0",
+                         "memfs_type": "decision"}).json()
+    assert [h["path"] for h in d["data"]] == ["/decisions/db.md"]
+    remote = Client("http://memfs", KEY, transport=through(http))
+    for ask in (lambda s: s.search.in_store(sid, "PostgreSQL pager", threshold=0,
+                                            memory_type="decision"),
+                lambda s: s.search.in_session(sess.id, "PostgreSQL pager", threshold=0,
+                                              memory_type="decision")):
+        got, want = ask(remote), ask(store)
+        assert got.hits == want.hits and [h.path for h in got.hits] == ["/decisions/db.md"]
+        assert got.hits[0].memory_type == "decision"
+
+
 def test_without_a_key_it_is_a_401(store, sid):
     with TestClient(create_app(store, [KEY])) as anon:
         assert search(anon, sid, query="pager").status_code == 401
@@ -326,7 +354,8 @@ def test_openapi_documents_search_and_its_status(http):
     assert {n: (p["schema"]["type"], p["required"]) for n, p in params.items()} == {
         "query": ("string", True), "limit": ("integer", False),
         "path_prefix": ("string", False), "threshold": ("number", False),
-        "min_score": ("number", False), "channels": ("string", False)}
+        "min_score": ("number", False), "channels": ("string", False),
+        "memfs_type": ("string", False)}
     assert "deprecated" in params["min_score"]["description"]
     assert all(p.get("description") for p in params.values())
     ok = op["responses"]["200"]["content"]["application/json"]["schema"]
