@@ -30,11 +30,13 @@ def derive(path: str, text: str, types: fm.Registry = DEFAULT) -> fm.Derived:
 
 _KEYS = st.sampled_from(["type", "importance", "expires", "tags", "description", "pinned",
                          "source", "supersedes", "x", "on", "y", "No", "a-b", "_k", "null"])
-_SAMPLES = ["", "context", "high", "0.5", ".5", "1.", "0", "1", "00", "1.0", "yes",
-                     "No", "OFF", "y", "n", "~", "null", "never", "7d", "2026-12-31",
-                     "2026-12-31T10:00:00Z", "[a, b]", "'quoted'", "\"q\"", "a: b", "a #c",
-                     "/p/x.md", "a  b", "a b ", ".inf", "-1", "+1", "1e3", "0x1F", "0o7", "3", "42.5", "10.", "1_000", "07", "1.2.3",
-                     "12:30", "!!str x", "&a x", "*a", "|", ">", "@x", "`x", "%x", "a\tb"]
+_SAMPLES = [
+    "", "context", "high", "0.5", ".5", "1.", "0", "1", "00", "1.0", "yes", "No", "OFF", "y",
+    "n", "~", "null", "never", "7d", "2026-12-31", "2026-12-31T10:00:00Z", "[a, b]", "'quoted'",
+    "\"q\"", "a: b", "a #c", "/p/x.md", "a  b", "a b ", ".inf", "-1", "+1", "1e3", "0x1F", "0o7",
+    "3", "42.5", "10.", "1_000", "07", "1.2.3", "12:30", "!!str x", "&a x", "*a", "|", ">", "@x",
+    "`x", "%x", "a\tb",
+]
 _VALUES = st.one_of(
     st.sampled_from(_SAMPLES),
     st.text(st.characters(codec="utf-8", exclude_categories=("Cs",),
