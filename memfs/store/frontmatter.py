@@ -322,15 +322,15 @@ def _fast(raw: str) -> dict[str, Any] | None:
             items = value[1:-1].split(",")
             if items[-1].strip() == "":
                 items.pop()  # [a, b,] and []
-            got = [_fast_scalar(item.strip(" ")) for item in items]
-            if any(item is _NOT_SIMPLE for item in got):
+            listed = [_fast_scalar(item.strip(" ")) for item in items]
+            if any(item is _NOT_SIMPLE for item in listed):
                 return None
-            out[key] = got
+            out[key] = listed
             continue
-        got = _fast_scalar(value) if value else None
-        if got is _NOT_SIMPLE:
+        one = _fast_scalar(value) if value else None
+        if one is _NOT_SIMPLE:
             return None
-        out[key] = got
+        out[key] = one
     return out
 
 
