@@ -1,6 +1,7 @@
 """The store operations a mount needs, as protocols of the parts that :class:`memfs.store.Store` and
 :class:`memfs.client.Client` (a store on a ``memfs serve``) both implement; and
-:class:`SearchAPI`, the search a mount's ``.search/`` asks, which both have too.
+:class:`SearchAPI`, the search a mount's ``.search/`` asks, and :class:`DescribeAPI`, what its
+``.describe`` reads, which both have too.
 
 The filesystem is written against :class:`StoreAPI`, never against either class, so a remote
 mount is the same code over another implementation (no ``cast``). Every method may block (on
@@ -176,3 +177,21 @@ class SearchAPI(Protocol):
 
     @property
     def search(self) -> RecallAPI: ...
+
+
+class TypedAPI(Protocol):
+    """What a store says of its typed memories (SPEC §8; :class:`memfs.store.typed.Typed`)."""
+
+    def describe(self, store_id: str) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class DescribeAPI(Protocol):
+    """A store that describes what it holds (counts by type, directory and tag, what expires,
+    warnings: :meth:`memfs.store.typed.Typed.describe`): :class:`memfs.store.Store` and
+    :class:`memfs.client.Client` do; a snapshot (:mod:`memfs.daemons.snapshot`) does not (the
+    description is of the live store, never of a past one). A mount over one has
+    ``.describe``."""
+
+    @property
+    def typed(self) -> TypedAPI: ...

@@ -1,7 +1,7 @@
 """What every part of a mount's :class:`~memfs.fuse.ops.Operations` shares: :class:`Mount`, its
-state (the tree, the open handles, ``.history`` and ``.search`` and their handler objects, the
-mutex), store calls that never wait on the trio thread, tool events, and :class:`Attributes`,
-the entry attributes the kernel is told.
+state (the tree, the open handles, ``.history``, ``.search`` and ``.describe`` and their handler
+objects, the mutex), store calls that never wait on the trio thread, tool events, and
+:class:`Attributes`, the entry attributes the kernel is told.
 
 :class:`~memfs.fuse.ops.Operations` is made of parts, each an object it holds and calls by
 name: the :class:`Mount` here, which every other part is given;
@@ -31,9 +31,10 @@ from pyfuse3 import FileHandleT, FUSEError, InodeT, ModeT
 
 from .. import errors
 from ..models import Actor, Change
-from ..protocol import SearchAPI, StoreAPI
+from ..protocol import DescribeAPI, SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
-from .dotdirs import DotDir, HistoryDir, SearchDir
+from .describe import Describe
+from .dotdirs import DescribeFile, DotDir, HistoryDir, SearchDir
 from .history import History
 from .kernel import DOTS, NAME_MAX, Failure, invalidate_inodes, invalidate_now, reply_dots
 from .search import Search, SessionScope
@@ -242,11 +243,16 @@ class Mount:
             Search(self.tree, store.search.in_store, store_id, self.in_thread, self.display,
                    _session_scope(store, actor))
             if isinstance(store, SearchAPI) else None)
+        #: The ``.describe`` file (None: a store that does not describe, as a snapshot's).
+        self.describe: Describe | None = (
+            Describe(self.tree, store.typed.describe, store_id, self.call)
+            if isinstance(store, DescribeAPI) else None)
         #: Their handler objects, which the handlers' dispatch hands their requests
         #: (:mod:`memfs.fuse.dotdirs`).
         self.dotdirs: tuple[DotDir[Any], ...] = (
             HistoryDir(self, self.history),
-            *((SearchDir(self, self.search),) if self.search is not None else ()))
+            *((SearchDir(self, self.search),) if self.search is not None else ()),
+            *((DescribeFile(self, self.describe),) if self.describe is not None else ()))
         #: Names of the root that are not the tree's (hidden from its listing).
         self.reserved = {d.name for d in self.dotdirs}
         self._next_fh = 1

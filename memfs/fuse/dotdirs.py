@@ -1,20 +1,22 @@
-"""``.history`` and ``.search`` as a mount shows them: each its own handler object, and the
-dispatch that hands it the requests about it, once per request.
+"""``.history``, ``.search`` and ``.describe`` as a mount shows them: each its own handler
+object, and the dispatch that hands it the requests about it, once per request.
 
-:class:`HistoryDir` (``.history/``, over :class:`~memfs.fuse.history.History`) and
-:class:`SearchDir` (``.search/``, over :class:`~memfs.fuse.search.Search`) have the handlers of
-:class:`~memfs.fuse.ops.Operations`, with the same names and arguments, for what is theirs.
+:class:`HistoryDir` (``.history/``, over :class:`~memfs.fuse.history.History`),
+:class:`SearchDir` (``.search/``, over :class:`~memfs.fuse.search.Search`) and
+:class:`DescribeFile` (``.describe``, a file, over :class:`~memfs.fuse.describe.Describe`) have
+the handlers of :class:`~memfs.fuse.ops.Operations`, with the same names and arguments, for
+what is theirs.
 Which object answers a request is decided once, before any handler runs, by the decorators of
 the handlers in :mod:`memfs.fuse.ops`: :func:`by_inode` (the inode a request is about),
 :func:`by_handle` (an open file or listing) and :func:`by_entry` (a name in a directory: one of
 theirs, or their own name in the mount root). What no directory here claims goes to the tree's
-handler; so the tree's handlers never see a node of ``.history`` or ``.search``.
+handler; so the tree's handlers never see a node of ``.history``, ``.search`` or ``.describe``.
 
 Their nodes are not the tree's: their inodes come from the tree's allocator, their file handles
-from the mount's counter (:meth:`Host.new_fh`). Both are hidden from the
-root's listing (a lookup by name finds them, and shadows a memory ``/.history/...`` or
-``/.search/...`` made through the API). Both are read-only: every change under them (or of
-them) is EROFS, logged as a failed tool call, like the refusals of a read-only mount. Listings,
+from the mount's counter (:meth:`Host.new_fh`). All are hidden from the root's listing (a
+lookup by name finds them, and shadows a memory ``/.history/...``, ``/.search/...`` or
+``/.describe`` made through the API). All are read-only: every change under them (or of them)
+is EROFS, logged as a failed tool call, like the refusals of a read-only mount. Listings,
 reads and searches are tool events.
 
 - ``.history/``: every retained version as a read-only file under its memory's final path.
@@ -25,6 +27,8 @@ reads and searches are tool events.
   keeps no name or attribute of a question (timeouts 0): each lookup searches again (unless
   the same process looked it up within a second and the mount saw no change since), in a
   worker thread, and is a tool event; the open after it reads that answer.
+- ``.describe``: the store's description, read from the store at each open (a ``read`` tool
+  event at its close); the kernel keeps no name, attribute or page of it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import pyfuse3
 from pyfuse3 import FileHandleT, FileNameT, FUSEError, XAttrNameT
 
 from .. import errors
+from .describe import DESCRIBE, Describe, DNode
 from .history import HISTORY, History, HNode, version_xattrs
 from .kernel import DOTS, Failure
 from .search import SEARCH, Answer, Refused, Search, SNode
@@ -137,11 +142,14 @@ class _SearchHandle:
 
 def refuse(mount: Host, operation: str, path: str, new_path: str | None = None, *,
            ctx: pyfuse3.RequestContext) -> NoReturn:
-    """EROFS for a change under ``.history`` or ``.search`` (``path``, or the other side of a
-    rename, ``new_path``), logged like the refusals of a read-only mount."""
-    searched = any(p is not None and (p == "/" + SEARCH or p.startswith(f"/{SEARCH}/"))
+    """EROFS for a change under ``.history``, ``.search`` or ``.describe`` (``path``, or the
+    other side of a rename, ``new_path``), logged like the refusals of a read-only mount."""
+    def under(name: str) -> bool:
+        return any(p is not None and (p == "/" + name or p.startswith(f"/{name}/"))
                    for p in (path, new_path))
-    what = "search results" if searched else "the store's history"
+
+    what = ("search results" if under(SEARCH) else "the store's description"
+            if under(DESCRIBE) else "the store's history")
     f = Failure(errno.EROFS, f"{mount.display(path)} is read-only ({what})")
     comm_, pid = mount.ctx_name(ctx)
     mount.emit(mount.pair(comm_, pid, operation, path, failure=f, new_path=new_path))
@@ -550,6 +558,105 @@ class SearchDir(DotDir[SNode]):
             return []
         answer = await self._answer(sn, ctx, latest=True)
         return [XAttrNameT(n) for n in answer.xattrs()]
+
+
+@dataclass(eq=False)
+class _DescribeHandle:
+    """``.describe`` open, with the answer read at its open."""
+
+    pid: int
+    comm: str
+    data: bytes
+
+
+class DescribeFile(DotDir[DNode]):
+    """``.describe`` (:mod:`memfs.fuse.describe`): a read-only file of the mount root, read
+    from the store at each open; the kernel caches none of it."""
+
+    name = DESCRIBE
+
+    def __init__(self, mount: Host, describe: Describe) -> None:
+        super().__init__(mount)
+        self.describe = describe
+        self.handles: dict[int, _DescribeHandle] = {}
+
+    def node(self, inode: int) -> DNode | None:
+        return self.describe.known(inode)
+
+    def owns_handle(self, fh: int) -> bool:
+        return fh in self.handles
+
+    def attrs(self, node: DNode) -> pyfuse3.EntryAttributes:
+        # The mount's own modes, as for .history (a change is refused by the daemon, logged);
+        # never cached: its size is the last answer's, and the next one may differ.
+        entry = self.mount.entry(node.ino, False, 1, node.size, node.mtime_ns, node.mtime_ns)
+        entry.entry_timeout = entry.attr_timeout = 0
+        node.told = node.size
+        return entry
+
+    def attrs_of(self, inode: int) -> pyfuse3.EntryAttributes | None:
+        node = self.node(inode)
+        return None if node is None else self.attrs(node)
+
+    def forget(self, inode: int, nlookup: int) -> None:
+        node = self.node(inode)
+        if node is not None:
+            node.lookups -= nlookup
+
+    # -- handlers -------------------------------------------------------------------------------
+
+    async def lookup(self, parent_inode: int, name: bytes,
+                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        if self.node(parent_inode) is not None:
+            raise FUSEError(errno.ENOTDIR)  # a name under .describe
+        node = self.describe.node
+        node.lookups += 1
+        return self.attrs(node)
+
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return self.attrs(self._known(inode))
+
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        node = self._known(inode)
+        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) or flags & os.O_TRUNC:
+            refuse(self.mount, "write", node.display, ctx=ctx)
+        m = self.mount
+        comm_, pid = m.ctx_name(ctx)
+        try:
+            data = await self.describe.read()
+        except errors.MemfsError as e:
+            f = Failure.of(e)
+            m.emit(m.pair(comm_, pid, "read", node.display, failure=f))
+            raise f from None
+        fh = m.new_fh()
+        self.handles[fh] = _DescribeHandle(pid, comm_, data)
+        node.handles += 1
+        # The kernel reads up to the size it was told: an answer of another size is read past
+        # it, without the page cache.
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=len(data) != node.told)
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return self.handles[fh].data[off : off + size]
+
+    async def release(self, fh: int) -> None:
+        h = self.handles.pop(fh)
+        node = self.describe.node
+        node.handles -= 1
+        m = self.mount
+        m.emit(m.pair(h.comm, h.pid, "read", node.display,
+                      text=f"read {m.display(node.display)}"))
+
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> FileHandleT:
+        self._known(inode)
+        raise FUSEError(errno.ENOTDIR)
+
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        self._known(inode)
+        raise FUSEError(pyfuse3.ENOATTR)
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[XAttrNameT]:
+        self._known(inode)
+        return []
 
 
 # -- the dispatch: once per request, before any handler runs ---------------------------------

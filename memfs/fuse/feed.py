@@ -26,6 +26,9 @@ class Feed:
         self.store = mount.store
         self.store_id = mount.store_id
         self.tree = mount.tree
+        #: The store's tree read by :meth:`read_changes` after a ``store`` change, until
+        #: :meth:`apply_read_changes` takes what its memories say about themselves.
+        self.retyped: list[Memory] | None = None
 
     def load(self) -> None:
         """Read the store's state and its whole tree (no content). Blocking: call it before
@@ -47,7 +50,9 @@ class Feed:
     ) -> tuple[dict[str, Memory | FileState | None], str | None]:
         """What applying ``changes`` needs from the store (blocking: run it in a thread):
         the current state of each memory a ``put`` names (``known`` ones are not read), and
-        the store's state after a ``store`` change (``live``, ``archived`` or ``gone``)."""
+        the store's state after a ``store`` change (``live``, ``archived`` or ``gone``). After
+        a ``store`` change, the store's tree too (:attr:`retyped`): its types may have
+        changed, and with them what every memory says about itself (its xattrs)."""
         current: dict[str, Memory | FileState | None] = dict(known or {})
         for ch in changes:
             if ch.op == "put" and ch.memory_id is not None and ch.memory_id not in current:
@@ -62,6 +67,7 @@ class Feed:
             try:
                 archived = self.store.stores.get(self.store_id).archived_at is not None
                 state = "archived" if archived else "live"
+                self.retyped = self.store.memories.tree(self.store_id)
             except errors.NotFound:
                 state = "gone"
         return current, state
@@ -76,6 +82,9 @@ class Feed:
             self.tree.archived = store_state != "live"
             if store_state == "gone":
                 self.tree.delete_all()
+        if self.retyped is not None:
+            self.tree.refresh_meta(self.retyped)
+            self.retyped = None
         self.tree.apply_changes(changes, current)
         if self.mount.history is not None:
             self.mount.history.apply_changes(changes)

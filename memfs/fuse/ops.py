@@ -92,20 +92,14 @@ from .buffers import Buffers, splice, too_big, utf8_possible
 from .core import BLOCK, Handle, Mount
 from .dotdirs import DotDir, by_entry, by_handle, by_inode
 from .feed import Feed
-from .history import XATTR_REDACTED
 from .kernel import DOTS, NAME_MAX, Failure, handler
 from .scratch import is_scratch
 from .toolevents import EventSink, WrittenVersion
-from .tree import FileState, Node
+from .tree import Node
+from .xattrs import READ_ONLY, XATTR_PREFIX, file_xattrs
 
 log = logging.getLogger(__name__)
 
-
-
-#: Read-only extended attributes of every committed file.
-#: Every extended attribute name memfs answers starts so (XATTRS, and .history's).
-XATTR_PREFIX = b"user.memfs."
-XATTRS = (b"user.memfs.memory_id", b"user.memfs.memory_version_id", b"user.memfs.content_sha256")
 
 
 class Operations(pyfuse3.Operations):
@@ -737,36 +731,26 @@ class Operations(pyfuse3.Operations):
     async def _getxattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> bytes:
-        node = self.mount.node(inode)
-        m = node.memory
-        if m is not None and not node.is_dir and name == XATTR_REDACTED:
-            redacted = self._redacted(m)
-            if redacted is not None:
-                return redacted
-        if m is None or node.is_dir or name not in XATTRS:
+        value = self._xattrs(self.mount.node(inode)).get(name)
+        if value is None:
             raise FUSEError(pyfuse3.ENOATTR)
-        if name == XATTRS[0]:
-            return m.id.encode()
-        if name == XATTRS[1]:
-            return m.memory_version_id.encode()
-        return m.content_sha256.encode()
+        return value
 
     @handler
     @by_inode
     async def listxattr(self, inode: InodeT, ctx: pyfuse3.RequestContext) -> Sequence[XAttrNameT]:
-        node = self.mount.node(inode)
-        if node.is_dir or node.memory is None:
-            return []
-        redacted = [XATTR_REDACTED] if self._redacted(node.memory) is not None else []
-        return [XAttrNameT(n) for n in (*XATTRS, *redacted)]
+        return [XAttrNameT(n) for n in self._xattrs(self.mount.node(inode))]
 
-    def _redacted(self, m: FileState) -> bytes | None:
-        """When the version a file shows was redacted (a time-travel mount's store knows:
-        :meth:`memfs.daemons.snapshot.SnapshotStore.redacted_at`, a lookup in memory); None for a
-        live store, whose files always show a memory's head, which cannot be redacted."""
+    def _xattrs(self, node: Node) -> dict[bytes, bytes]:
+        """A file's extended attributes (:mod:`memfs.fuse.xattrs`); none for a directory or
+        a file not saved yet. A time-travel mount's store knows when the version a file shows
+        was redacted (:meth:`memfs.daemons.snapshot.SnapshotStore.redacted_at`, a lookup in
+        memory); a live store's files always show a memory's head, which cannot be."""
+        m = node.memory
+        if m is None or node.is_dir:
+            return {}
         redacted_at = getattr(self.store, "redacted_at", None)
-        at = redacted_at(m.memory_version_id) if redacted_at is not None else None
-        return at.encode() if at else None
+        return file_xattrs(m, redacted_at(m.memory_version_id) if redacted_at else None)
 
     @by_inode
     async def setxattr(
@@ -774,11 +758,11 @@ class Operations(pyfuse3.Operations):
     ) -> None:
         self.mount.refuse_if_read_only("setxattr", self.mount.node(inode).path, ctx)
         # EPERM for ours (read-only facts); ENOTSUP for the rest, which `cp -a` and rsync skip.
-        raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
+        raise FUSEError(errno.EPERM if name in READ_ONLY else errno.ENOTSUP)
 
     @by_inode
     async def removexattr(
         self, inode: InodeT, name: XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> None:
         self.mount.refuse_if_read_only("removexattr", self.mount.node(inode).path, ctx)
-        raise FUSEError(errno.EPERM if name in XATTRS else errno.ENOTSUP)
+        raise FUSEError(errno.EPERM if name in READ_ONLY else errno.ENOTSUP)

@@ -39,9 +39,10 @@ line::
 
   ``@limit=N`` (hits at most), ``@threshold=S`` (0 to 1), ``@prefix=P`` (only memories whose
   path begins with ``/P``; ``%2F`` for each ``/`` in it: ``@prefix=people%2Fteam``),
-  ``@words`` (words alone: at once, while meaning may still be catching up) and, in a
-  session's mount, ``@session`` (every store of the session at once, hits merged by
-  relevance, each path under its own store's mount). An unknown option is ``ENOENT``; a
+  ``@type=T`` (only memories of type ``T``, SPEC §8: ``@type=context``), ``@words`` (words
+  alone: at once, while meaning may still be catching up) and, in a session's mount,
+  ``@session`` (every store of the session at once, hits merged by relevance, each path
+  under its own store's mount). An unknown option is ``ENOENT``; a
   value that is not one (``@limit=x``), an option given twice or a value the store refuses
   (``@limit=1000``) is ``EINVAL``.
 - **Refused**: a question over 255 bytes (``ENAMETOOLONG``), one that is not UTF-8
@@ -69,6 +70,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .describe import DESCRIBE
 from .history import HISTORY
 from .tree import Tree
 
@@ -99,8 +101,9 @@ _ESCAPE = re.compile("%(2[Ff]|25|40)")
 Call = Callable[..., Awaitable[Any]]
 
 _ONE_LINE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
-#: Memories under these are shadowed in a mount (their names are the virtual directories).
-_SHADOWED = ("/" + HISTORY + "/", "/" + SEARCH + "/")
+#: Memories under these are shadowed in a mount (their names are the virtual directories, and
+#: the virtual file ``.describe``).
+_SHADOWED = ("/" + HISTORY + "/", "/" + SEARCH + "/", "/" + DESCRIBE + "/")
 
 
 class Refused(Exception):
@@ -119,12 +122,16 @@ class Options:
     limit: int | None = None
     threshold: float | None = None
     prefix: str | None = None
+    #: Only memories of this type (``@type=context``).
+    type: str | None = None
     words: bool = False
     session: bool = False
 
     def kwargs(self) -> dict[str, Any]:
-        """The search's keyword arguments (:meth:`memfs.store.Store.search.in_store`)."""
+        """The search's keyword arguments (:meth:`memfs.store.Store.search.in_store`); the type
+        only when given."""
         return {"limit": self.limit, "path_prefix": self.prefix, "threshold": self.threshold,
+                **({"memory_type": self.type} if self.type is not None else {}),
                 **({"channels": ("words",)} if self.words else {})}
 
 
@@ -158,8 +165,9 @@ def parse(name: bytes, options: Options = Options(), *, session: bool = False,
         return unescape(text)
     key, has_value, value = text[1:].partition("=")
     flags = ("words", "session") if session else ("words",)
-    if key not in ("limit", "threshold", "prefix", *flags):
-        known = ", ".join(f"@{k}" for k in ("limit=N", "threshold=S", "prefix=P", *flags))
+    if key not in ("limit", "threshold", "prefix", "type", *flags):
+        known = ", ".join(f"@{k}" for k in ("limit=N", "threshold=S", "prefix=P", "type=T",
+                                             *flags))
         raise Refused(errno.ENOENT, f"no search option {text!r} (options: {known}; a "
                       "question beginning with @ is written %40)")
     if getattr(options, key) is not None and getattr(options, key) is not False:
@@ -182,6 +190,8 @@ def parse(name: bytes, options: Options = Options(), *, session: bool = False,
         if not math.isfinite(threshold) or not value.isascii():
             raise Refused(errno.EINVAL, f"@threshold takes a number from 0 to 1, not {value!r}")
         return replace(options, threshold=threshold)
+    if key == "type":
+        return replace(options, type=unescape(value))
     prefix = unescape(value)
     return replace(options, prefix=prefix if prefix.startswith("/") else "/" + prefix)
 
@@ -231,7 +241,7 @@ def render(result: Result, display: Callable[[str], str], mounts: dict[str, str]
     lines: list[str] = []
     shown: list[tuple[str, float]] = []
     for hit in result.hits:
-        if hit.path.startswith(_SHADOWED):
+        if hit.path.startswith(_SHADOWED) or hit.path == "/" + DESCRIBE:
             continue
         if mounts is None:
             path = display(hit.path)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..models import Change, Memory
+from ..models import Change, Memory, MemoryMeta
 from ..rules import parse_time
 from .scratch import SCRATCH_BUDGET, SCRATCH_FILES, Scratch
 
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 ROOT_INODE = 1
 #: Upper bound of the content cache (committed content of files not open), in bytes.
 CONTENT_CACHE_BYTES = 64 * 1024 * 1024
+#: What a memory that says nothing about itself has.
+_NO_META = MemoryMeta()
 
 
 def time_ns(value: str) -> int:
@@ -40,24 +42,34 @@ def time_ns(value: str) -> int:
     return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
+def kept_meta(m: Memory) -> MemoryMeta | None:
+    """What a file keeps of what its memory says about itself (None: nothing)."""
+    meta = m.memfs_meta
+    return None if meta is None or meta == _NO_META else meta
+
+
 class FileState:
     """What a mount keeps of a file's committed state: what its handlers need (the xattrs,
     the tool events, telling a new version or new content from the one held). Not the whole
     :class:`Memory`: its path is the tree's, its times the node's, and the rest would cost
-    about 600 bytes per file (a session holds tens of thousands of files)."""
+    about 600 bytes per file (a session holds tens of thousands of files). ``meta`` is what the
+    memory says about itself (its xattrs, :mod:`memfs.fuse.xattrs`): None when it says nothing
+    (an untyped memory without front matter, most of them), so they cost a pointer."""
 
-    __slots__ = ("id", "memory_version_id", "content_size_bytes", "_sha256")
+    __slots__ = ("id", "memory_version_id", "content_size_bytes", "_sha256", "meta")
 
     id: str
     memory_version_id: str
     content_size_bytes: int
     _sha256: bytes
+    meta: MemoryMeta | None
 
     def __init__(self, m: Memory | FileState) -> None:
         self.id = m.id
         self.memory_version_id = m.memory_version_id
         self.content_size_bytes = m.content_size_bytes
         self._sha256 = bytes.fromhex(m.content_sha256)  # 65 bytes instead of 113
+        self.meta = m.meta if isinstance(m, FileState) else kept_meta(m)
 
     @property
     def content_sha256(self) -> str:
@@ -496,6 +508,8 @@ class Tree:
             node.seq >= seq or node.memory.memory_version_id == m.memory_version_id
         ):
             node.seq = max(node.seq, seq)
+            if isinstance(m, Memory) and node.memory.memory_version_id == m.memory_version_id:
+                node.memory.meta = kept_meta(m)  # derived again (the store's types changed)
             return
         if isinstance(m, FileState):
             # A state this mount holds (its own commit): the node took a newer state since.
@@ -505,6 +519,16 @@ class Tree:
         node = self.attach_memory(m, seq)
         # Content or at least mtime changed: the kernel drops its attributes and pages.
         self.stale_inodes.append(node.ino)
+
+    def refresh_meta(self, tree: Sequence[Memory]) -> None:
+        """Take what the memories of ``tree`` (every live one, read after a change of the
+        store's types) say about themselves now: the store derives it again without a new
+        version, so no ``put`` brings it. A file holding another version is left to the feed."""
+        for m in tree:
+            node = self.by_memory.get(m.id)
+            if node is not None and node.memory is not None and (
+                    node.memory.memory_version_id == m.memory_version_id):
+                node.memory.meta = kept_meta(m)
 
     def delete_all(self) -> None:
         """The store is gone: every entry leaves the mount."""

@@ -272,11 +272,12 @@ ORDER: dict[str, list[str]] = {
             "sessions", "archive", "typed", "launch", "dreams", "dbadmin", "db", "search",
             "keys"],
     # What is scratch, the tree and what needs no pyfuse3, the kernel's calls, pyfuse3's
-    # request reader, .history and .search as handler objects, the parts Operations holds
-    # (core: the Mount, feed, buffers) and Operations, then what runs the handlers: the
-    # services, a session's filesystem, the runtime the daemons share.
-    "fuse": ["scratch", "tree", "toolevents", "history", "search", "spin", "kernel", "reader",
-             "dotdirs", "core", "feed", "buffers", "ops", "watch", "session", "runtime"],
+    # request reader, .history, .search and .describe as handler objects, the parts
+    # Operations holds (core: the Mount, feed, buffers) and Operations, then what runs the
+    # handlers: the services, a session's filesystem, the runtime the daemons share.
+    "fuse": ["scratch", "tree", "describe", "toolevents", "history", "xattrs", "search", "spin",
+             "kernel", "reader", "dotdirs", "core", "feed", "buffers", "ops", "watch", "session",
+             "runtime"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops_sessions", "ops", "sync_parts", "sync", "aio_parts",

@@ -39,6 +39,17 @@ def test_options_are_directories_and_chain() -> None:
     assert parse(b"@session", session=True) == Options(session=True)
 
 
+def test_a_type_is_an_option_passed_only_when_given() -> None:
+    """SPEC §7: options "limit, threshold, prefix, type" are reachable from a path."""
+    o = parse(b"@type=context")
+    assert o == Options(type="context")
+    o = parse(b"@limit=2", o)  # type: ignore[arg-type]
+    assert o.kwargs() == {"limit": 2, "threshold": None, "path_prefix": None,  # type: ignore[union-attr]
+                          "memory_type": "context"}
+    assert "memory_type" not in Options(limit=2).kwargs()
+    assert parse(b"@type=a%2Fb") == Options(type="a/b")
+
+
 @pytest.mark.parametrize(("name", "code", "why"), [
     (b"@limt=3", errno.ENOENT, "no search option '@limt=3'"),
     (b"@dana", errno.ENOENT, "written %40"),
@@ -52,6 +63,8 @@ def test_options_are_directories_and_chain() -> None:
     (b"@threshold=nan", errno.EINVAL, "@threshold takes a number"),
     (b"@threshold=inf", errno.EINVAL, "@threshold takes a number"),
     (b"@prefix=", errno.EINVAL, "needs a value"),
+    (b"@type=", errno.EINVAL, "needs a value"),
+    (b"@type", errno.EINVAL, "needs a value"),
     (b"@words=yes", errno.EINVAL, "takes no value"),
     (b"@caf\xe9", errno.EILSEQ, "UTF-8"),
     (b"x" * 256, errno.ENAMETOOLONG, "255 bytes"),
@@ -64,7 +77,7 @@ def test_refusals_are_errnos(name: bytes, code: int, why: str) -> None:
 
 def test_an_option_given_twice_is_einval() -> None:
     for first, again in ((b"@limit=3", b"@limit=4"), (b"@words", b"@words"),
-                         (b"@prefix=a", b"@prefix=b"),
+                         (b"@prefix=a", b"@prefix=b"), (b"@type=a", b"@type=b"),
                          (b"@threshold=0", b"@threshold=0.9")):  # 0 is given, not unset
         o = parse(first)
         assert isinstance(o, Options)
