@@ -10,7 +10,6 @@ FUSE missing: the tests skip locally and fail when CI=true.
 from __future__ import annotations
 
 import errno
-import inspect
 import json
 import os
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ import pytest
 
 from memfs.rules import local_user_actor
 from memfs.store import Store
-from tests.support import need, wait_until
+from tests.support import wait_until
 from tests.support.mount import Mount, errno_of, require_fuse, sh
 
 pytestmark = pytest.mark.fuse
@@ -234,8 +233,6 @@ def test_a_time_travel_mount_has_no_describe(mounted: Mounted, tmp_path: Path) -
 
 
 def test_search_by_type_from_a_path(mounted: Mounted) -> None:
-    need("memory_type" in inspect.signature(mounted.store.search.in_store).parameters,
-         "the store's search has no memory_type yet (issue 41, the store's part)")
     r = mounted.root
     sh("mkdir context knowledge && echo 'the deploy runs at noon' > context/deploy.md && "
        "echo 'the deploy script lives in ops' > knowledge/deploy.md", r)
