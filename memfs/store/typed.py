@@ -223,20 +223,40 @@ class Typed(Part):
         """
         if store_id is not None:
             self.stores.get(store_id)
+        at = now or datetime.now(UTC)
         report = SweepReport(dry_run=dry_run)
-        if dry_run:
-            for s in self.expired(store_id, now=now, limit=10_000_000):
-                (report.deleted if s["expiry"] == "on" else report.reported).append(s)
-            return report.to_dict()
-        done: set[str] = set()
-        while True:
-            seen = [s for s in self.expired(store_id, now=now, limit=batch + len(done))
-                    if s["memory_id"] not in done]
-            if not seen:
-                return report.to_dict()
-            seen = seen[:batch]
-            done.update(s["memory_id"] for s in seen)
-            self.delete_expired(seen, now=now, report=report)
+        on = []
+        # Store by store: one that only reports is read once (its expired memories stay, and a
+        # loop over them would read them again at every batch).
+        for sid, mode in self._expiring_stores(store_id, at).items():
+            if mode == "on" and not dry_run:
+                on.append(sid)
+            else:
+                everything = self.expired(sid, now=at, limit=10_000_000)
+                (report.deleted if mode == "on" else report.reported).extend(everything)
+        for sid in on:
+            done: set[str] = set()  # seen, and rewritten since: not read again this sweep
+            while True:
+                seen = [s for s in self.expired(sid, now=at, limit=batch + len(done))
+                        if s["memory_id"] not in done][:batch]
+                if not seen:
+                    break
+                done.update(s["memory_id"] for s in seen)
+                self.delete_expired(seen, now=at, report=report)
+        return report.to_dict()
+
+    def _expiring_stores(self, store_id: str | None, at: datetime) -> dict[str, str]:
+        """The live stores (``store_id``, or any) holding an expired memory, with their
+        expiry mode (``on`` or ``report``)."""
+        sql = ("SELECT DISTINCT s.id, s.metadata, s.expiry FROM memories m JOIN stores s ON "
+               "s.id = m.store_id WHERE m.expires_at IS NOT NULL AND m.expires_at <= ? "
+               "AND s.archived_at IS NULL")
+        params: list[Any] = [format_time(at)]
+        if store_id is not None:
+            sql += " AND m.store_id = ?"
+            params.append(store_id)
+        return {r["id"]: expiry_mode(json.loads(r["metadata"]), r["expiry"])
+                for r in self.core.all(sql + " ORDER BY s.id", params)}
 
     # -- a type cleared ----------------------------------------------------------------------
 
