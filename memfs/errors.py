@@ -27,6 +27,7 @@ Anything that is not a :class:`MemfsError` (a bug) leaves as :class:`MemfsError`
     │   ├── StoreArchived        a write to an archived store
     │   ├── LimitExceeded        a store already holds its maximum of memories
     │   ├── InvalidCursor        a page cursor that this listing did not hand out
+    │   ├── InvalidMetadata      a store metadata key memfs reads (memfs_types, memfs_expiry)
     │   ├── InvalidArchive       an import archive that is damaged or of an unknown format
     │   ├── ImportRejected       an import with entries that break a rule (all or nothing)
     │   ├── MethodNotAllowed     HTTP: the path exists, the method does not (405)
@@ -107,6 +108,13 @@ class LimitExceeded(InvalidRequest):
 
 class InvalidCursor(InvalidRequest):
     """A page cursor that does not belong to this listing."""
+
+
+class InvalidMetadata(InvalidRequest):
+    """A store metadata value that memfs reads and cannot use (``memfs_types``,
+    ``memfs_expiry``: :func:`memfs.store.frontmatter.check_metadata`); nothing was changed.
+    On the wire ``details.error_code`` ``invalid_metadata``, which the SDK reads as its
+    ``BetaInvalidMetadataError`` (API.md §1.6)."""
 
 
 class InvalidArchive(InvalidRequest):
@@ -283,6 +291,7 @@ WIRE: dict[type[MemfsError], Wire] = {
     StoreArchived: Wire(errno.EROFS, 400, _BAD, "store_archived", 5),
     LimitExceeded: Wire(errno.ENOSPC, 400, _BAD, "limit_exceeded", 5),
     InvalidCursor: Wire(_EINVAL, 400, _BAD, "invalid_cursor", 5),
+    InvalidMetadata: Wire(_EINVAL, 400, _BAD, "invalid_metadata", 5),
     InvalidArchive: Wire(_EINVAL, 400, _BAD, "invalid_archive", 5),
     ImportRejected: Wire(_EINVAL, 400, _BAD, "import_rejected", 5),
     MethodNotAllowed: Wire(_EINVAL, 405, _BAD, "method_not_allowed", 5),

@@ -72,6 +72,8 @@ async def list_memories(c: Call) -> Any:
         limit=limit,
         page=q.text("page"),
         view=view,
+        memory_type=q.text("memfs_type"),
+        tag=q.text("memfs_tag"),
     )
 
 

@@ -48,6 +48,49 @@ def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+_B = {"type": "boolean"}
+_COUNTS = {"type": "object", "additionalProperties": _I}
+#: A memory that expires (or has expired) in a description.
+_EXPIRING = _obj({"path": _S, "type": _NS, "expires_at": _T})
+_CHANGE = {"oneOf": [_obj({"path": _S, "updated_at": _T}), {"type": "null"}]}
+#: An expired memory a sweep saw (:meth:`memfs.store.typed.Typed.expired`).
+_EXPIRED = _obj({"memory_id": _S, "memory_store_id": _S, "path": _S, "memory_version_id": _S,
+                 "type": _NS, "expires_at": _T, "expiry": {"enum": ["on", "report"]}})
+#: The answers of the typed-memory extensions (SPEC §8; :mod:`memfs.api.typed`).
+_TYPED: dict[str, Any] = {
+    "MemfsStoreDescription": _obj({
+        "type": {"const": "memfs_store_description"}, "memory_store_id": _S, "name": _S,
+        "at": _T, "memories": _I, "content_size_bytes": _I, "pinned": _I,
+        "by_type": {**_COUNTS, "description": "live memories by type ('(none)': untyped)"},
+        "by_directory": {**_COUNTS, "description": "live memories by top directory"},
+        "by_tag": {**_COUNTS, "description": "live memories by tag, most used first"},
+        "expiring_soon": _obj({"count": _I, "within_days": _I,
+                               "memories": {"type": "array", "items": _EXPIRING}}),
+        "expired": _obj({"count": _I, "memories": {"type": "array", "items": _EXPIRING}}),
+        "oldest_change": _CHANGE, "newest_change": _CHANGE,
+        "warnings": _obj({"count": _I, "memories": {"type": "array", "items": _obj(
+            {"path": _S, "warnings": {"type": "array", "items": _S}})}}),
+        "expiry": {"enum": ["on", "report"], "description":
+                   "on: expired memories are deleted (as versions); report: only reported"},
+        "types": _obj({"source": _S, "types": {"type": "array", "items": _obj({
+            "name": _S, "directory": _S, "importance": {"type": "number"},
+            "scope": {"enum": ["general", "workflow"]}, "expires": _S})}})}),
+    "MemfsExpirySweep": _obj({
+        "type": {"const": "memfs_expiry_sweep"}, "dry_run": _B,
+        "deleted": {"type": "array", "items": _EXPIRED},
+        "reported": {"type": "array", "items": _EXPIRED, "description":
+                     "expired memories of a store whose expiry is report: left alone"},
+        "skipped": {"type": "array", "items": _EXPIRED, "description":
+                    "rewritten since the sweep read them: left alone"},
+        "reverts": {"type": "array", "items": _S, "description":
+                    "the memrevert_ ids that bring back each transaction's deletions"}}),
+    "MemfsTypeCleared": _obj({
+        "type": {"const": "memfs_type_cleared"}, "memory_store_id": _S, "memory_type": _S,
+        "deleted": {"type": "array", "items": _S, "description": "the paths deleted"},
+        "revert_id": {**_NS, "description": "the memrevert_ id that brings them back"},
+        "dry_run": _B}),
+}
+
 #: The answers that are models (:mod:`memfs.models`): their schemas come from their
 #: declaration (:mod:`memfs.shapes`), as do the objects the API sends and the client decodes.
 MODELS: tuple[type[Shape] | type[Actor], ...] = (
@@ -114,6 +157,7 @@ SCHEMAS: dict[str, Any] = {
                      "description": "the process indexing the store now, if any"},
         "reason": {"type": ["string", "null"],
                    "description": "why not every memory is indexed by meaning (null: all are)"}}),
+    **_TYPED,
     "Agent": {"type": "object", "required": ["type", "id", "version", "name", "model"],
               "properties": {"type": {"const": "agent"}, "id": _S, "version": _I, "name": _S,
                              "model": {"type": "object"}, "tools": {"type": "array"}},

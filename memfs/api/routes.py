@@ -17,7 +17,7 @@ from ..rules import (
     Limits,
     path_pattern,
 )
-from . import search, spec
+from . import search, spec, typed
 from .agents import (
     AGENT_FIELDS,
     ENVIRONMENT_FIELDS,
@@ -185,7 +185,8 @@ OPS: list[Op] = [
        body=(string("path!", **_PATH), string("content!", **_CONTENT)), token="write",
        returns="Memory"),
     Op("GET", _MEM, list_memories, "memory_stores.memories.list",
-       query=(string("path_prefix"), integer("depth", minimum=0), *_VIEW, *_LIST),
+       query=(string("path_prefix"), integer("depth", minimum=0), *_VIEW, *_LIST,
+              *typed.LIST_FILTERS),
        token="read", returns="Page<MemoryListItem>"),
     Op("GET", _MEM + "/{memory_id}", retrieve_memory, "memory_stores.memories.retrieve",
        query=_VIEW, token="read", returns="Memory"),
@@ -317,6 +318,15 @@ OPS: list[Op] = [
        returns="SearchResult", extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/search_status", search.search_status,
        search.STATUS_SUMMARY, token="read", returns="SearchStatus", extension=True),
+    # typed memories (SPEC §8): describe is a read; expire is a person's (no session token)
+    Op("GET", _MS + "/{memory_store_id}/memfs/describe", typed.describe_store,
+       typed.DESCRIBE_SUMMARY, token="read", returns="MemfsStoreDescription", extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/expire", typed.expire_store,
+       typed.EXPIRE_SUMMARY, body=typed.EXPIRE_BODY, returns="MemfsExpirySweep",
+       extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/clear_type", typed.clear_type,
+       typed.CLEAR_SUMMARY, body=typed.CLEAR_BODY, token="write", returns="MemfsTypeCleared",
+       extension=True),
     Op("GET", _MS + "/{memory_store_id}/memfs/tree", get_tree,
        "every live memory (basic view) and the change-feed position", token="read", returns="Tree",
        extension=True),

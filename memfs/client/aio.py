@@ -23,6 +23,7 @@ from .aio_parts import (
     AsyncSearch,
     AsyncSessions,
     AsyncStores,
+    AsyncTyped,
     AsyncUndo,
     AsyncVersions,
 )
@@ -71,6 +72,7 @@ class AsyncClient:
         self.versions = AsyncVersions(self._drive)
         self.feed = AsyncFeed(self._drive)
         self.search = AsyncSearch(self._drive)
+        self.typed = AsyncTyped(self._drive)
         self.agents = AsyncAgents(self._drive)
         self.sessions = AsyncSessions(self._drive)
         self.events = AsyncEvents(self._drive)

@@ -168,9 +168,12 @@ class AsyncMemories(_Part):
         limit: int = 20,
         page: str | None = None,
         view: str = "basic",
+        memory_type: str | None = None,
+        tag: str | None = None,
     ) -> Page[Memory | MemoryPrefix]:
         return await self._drive(OPS.memories.list(store_id, path_prefix=path_prefix, depth=depth,
-                                                   limit=limit, page=page, view=view))
+                                                   limit=limit, page=page, view=view,
+                                                   memory_type=memory_type, tag=tag))
 
     async def count(self, store_id: str) -> int:
         return await self._drive(OPS.memories.count(store_id))
@@ -258,6 +261,21 @@ class AsyncSearch(_Part):
 
     async def status(self, store_id: str) -> dict[str, Any]:
         return await self._drive(OPS.search.status(store_id))
+
+
+class AsyncTyped(_Part):
+    """Typed memories: what a store holds, its expired memories swept, a type cleared."""
+
+    async def describe(self, store_id: str) -> dict[str, Any]:
+        return await self._drive(OPS.typed.describe(store_id))
+
+    async def sweep(self, store_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+        return await self._drive(OPS.typed.sweep(store_id, dry_run=dry_run))
+
+    async def clear_type(self, store_id: str, type_: str, *, actor: Actor | None = None,
+                         dry_run: bool = False) -> dict[str, Any]:
+        return await self._drive(OPS.typed.clear_type(store_id, type_, actor=actor,
+                                                      dry_run=dry_run))
 
 
 class AsyncAgents(_Part):

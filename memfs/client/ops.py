@@ -267,9 +267,19 @@ class MemoryOps:
         limit: int = 20,
         page: str | None = None,
         view: str = "basic",
+        memory_type: str | None = None,
+        tag: str | None = None,
     ) -> Op[Page[Memory | MemoryPrefix]]:
-        d = yield Request("GET", store_url(store_id) + "/memories", params=query_params(
-            path_prefix=path_prefix, depth=depth, limit=limit, page=page, view=view))
+        """``memory_type``, ``tag``: only the memories of that type, with that tag (the memfs
+        extension's ``memfs_type`` and ``memfs_tag``; depth 0)."""
+        params = query_params(path_prefix=path_prefix, depth=depth, limit=limit, page=page,
+                              view=view)
+        # Sent as given, even empty: the server refuses an empty filter (as the store does),
+        # where leaving it out would list every memory.
+        for name, value in (("memfs_type", memory_type), ("memfs_tag", tag)):
+            if value is not None:
+                params[name] = value
+        d = yield Request("GET", store_url(store_id) + "/memories", params=params)
         return to_page(d, to_item)
 
     def count(self, store_id: str) -> Op[int]:
@@ -410,6 +420,32 @@ class SearchOps:
         return {k: v for k, v in d.items() if k != "type"}
 
 
+class TypedOps:
+    """Typed memories (SPEC §8; memfs extensions): what a store holds, its expired memories
+    swept, a type cleared. Each answers the wire object that ``store.typed`` returns, so that
+    the CLI shows the same over a Store or a Client."""
+
+    def describe(self, store_id: str) -> Op[dict[str, Any]]:
+        """``store.typed.describe``: a ``memfs_store_description``."""
+        d = yield Request("GET", store_url(store_id) + "/memfs/describe")
+        return dict(d)
+
+    def sweep(self, store_id: str, *, dry_run: bool = False) -> Op[dict[str, Any]]:
+        """``store.typed.sweep`` of one store: a ``memfs_expiry_sweep`` (refused to a session
+        token: expiry is a person's action)."""
+        d = yield Request("POST", store_url(store_id) + "/memfs/expire",
+                          json={"dry_run": dry_run})
+        return dict(d)
+
+    def clear_type(self, store_id: str, type_: str, *, actor: Actor | None = None,
+                   dry_run: bool = False) -> Op[dict[str, Any]]:
+        """``store.typed.clear_type``: a ``memfs_type_cleared``, attributed by the server to
+        the caller (``actor`` is the server's to decide, as for every write)."""
+        d = yield Request("POST", store_url(store_id) + "/memfs/clear_type",
+                          json={"memory_type": type_, "dry_run": dry_run})
+        return dict(d)
+
+
 class Ops:
     """Every operation, by part (``OPS.memories.create``), and the two of the server itself.
     :class:`memfs.client.Client` and :class:`memfs.client.AsyncClient` hold a part of their own
@@ -421,6 +457,7 @@ class Ops:
         self.versions = VersionOps()
         self.feed = FeedOps()
         self.search = SearchOps()
+        self.typed = TypedOps()
         self.agents = AgentOps()
         self.sessions = SessionOps()
         self.events = EventOps()
@@ -443,8 +480,8 @@ class Ops:
 OPS = Ops()
 
 #: The parts of :data:`OPS` (and of each client), in the order of the Store's.
-PARTS = ("stores", "memories", "versions", "feed", "search", "agents", "sessions", "events",
-         "undo", "dreams", "keys")
+PARTS = ("stores", "memories", "versions", "feed", "search", "typed", "agents", "sessions",
+         "events", "undo", "dreams", "keys")
 
 #: The operations both clients expose: ``part.name`` for each operation of a part, and the
 #: names of those of :class:`Ops` itself.

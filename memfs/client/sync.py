@@ -27,6 +27,7 @@ from .sync_parts import (
     Search,
     Sessions,
     Stores,
+    Typed,
     Undo,
     Versions,
 )
@@ -101,6 +102,7 @@ class Client:
         self.versions = Versions(self._drive)
         self.feed = Feed(self._drive)
         self.search = Search(self._drive)
+        self.typed = Typed(self._drive)
         self.agents = Agents(self._drive)
         self.sessions = Sessions(self._drive)
         self.events = Events(self._drive)

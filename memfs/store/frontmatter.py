@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import InvalidRequest
+from ..errors import InvalidMetadata, InvalidRequest
 from ..models import MemoryMeta
 from ..rules import format_time
 
@@ -217,14 +217,18 @@ def _parse_registry(value: str) -> Registry:
 def check_metadata(metadata: Mapping[str, str | None]) -> None:
     """Check the keys of a store's metadata that memfs reads (a person sets them).
 
-    :raises InvalidRequest: a :data:`TYPES_KEY` or :data:`EXPIRY_KEY` that means nothing.
+    :raises InvalidMetadata: a :data:`TYPES_KEY` or :data:`EXPIRY_KEY` that means nothing
+        (``details.error_code`` ``invalid_metadata`` on the wire).
     """
     types = metadata.get(TYPES_KEY)
     if types is not None:
-        _parse_registry(types)
+        try:
+            _parse_registry(types)
+        except InvalidRequest as e:
+            raise InvalidMetadata(e.message) from None
     mode = metadata.get(EXPIRY_KEY)
     if mode is not None and mode not in EXPIRY_MODES:
-        raise InvalidRequest(f"metadata {EXPIRY_KEY} must be 'on' (expired memories are "
+        raise InvalidMetadata(f"metadata {EXPIRY_KEY} must be 'on' (expired memories are "
                              "deleted, as versions) or 'report' (only reported)")
 
 

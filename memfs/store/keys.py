@@ -340,13 +340,18 @@ class Keys(Part):
         oid = object_id
         if param == "session_id" and oid.startswith("memrevert_"):
             # A revert stands for its session (undoing a revert): it is where it was made.
-            row = self._look(c, "SELECT target_id FROM reverts WHERE id = ?", oid)
+            look = "SELECT target_type, target_id, version_ids FROM reverts WHERE id = ?"
+            row = self._look(c, look, oid)
             seen = 0
             while row is not None and str(row["target_id"]).startswith("memrevert_") \
                     and seen < 100:
                 seen += 1
-                row = self._look(c, "SELECT target_id FROM reverts WHERE id = ?",
-                                 row["target_id"])
+                row = self._look(c, look, row["target_id"])
+            if row is not None and row["target_type"] not in ("session", "revert"):
+                # Deletions of no session (a type cleared, an expiry sweep): where the
+                # stores of their versions are.
+                self._check_batch_visible(c, workspace, row["version_ids"], object_id)
+                return
             oid = row["target_id"] if row is not None else oid
         sql = f"SELECT workspace_id FROM {table} WHERE id = ?"
         if gone_ok and table == "stores":
@@ -359,6 +364,20 @@ class Keys(Part):
             row = self._look(c, sql, oid)
         if row is None or row["workspace_id"] != workspace:
             raise _no_object(param, object_id)
+
+    def _check_batch_visible(self, c: Any, workspace: str, version_ids: str,
+                             object_id: str) -> None:
+        """:raises NotFound: a version of the batch (JSON ``version_ids``) is of a store of
+        another workspace (an expiry sweep of a whole server may span them), or of none."""
+        ids = [str(v) for v in json.loads(version_ids)][:10_000]
+        found: list[Row] = []
+        if ids:
+            marks = ",".join("?" * len(ids))
+            sql = (f"SELECT DISTINCT s.workspace_id FROM versions v JOIN stores s "
+                   f"ON s.id = v.store_id WHERE v.id IN ({marks})")
+            found = c.execute(sql, ids).fetchall() if c is not None else self.core.all(sql, ids)
+        if {r["workspace_id"] for r in found} != {workspace}:
+            raise _no_object("session_id", object_id)
 
     def _look(self, c: Any, sql: str, arg: str) -> Row | None:
         if c is not None:

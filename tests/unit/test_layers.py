@@ -258,7 +258,8 @@ ORDER: dict[str, list[str]] = {
     # OpenAPI document, the health probes and the app.
     "api": ["spec", "errortable", "uploads", "body", "batching", "call", "limits", "auth",
             "grants", "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
-            "dreams", "archive", "search", "keys", "routes", "openapi", "health", "app"],
+            "dreams", "archive", "search", "typed", "keys", "routes", "openapi", "health",
+            "app"],
     # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
     # checkpointer, the two databases, a whole database copied between them, then the
     # watches (the inotify one hands a postgresql:// URL to pgwatch).

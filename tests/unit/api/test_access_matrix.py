@@ -293,6 +293,10 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ("GET", _ST + "/memfs/search_status"): [Case(lambda w: _s1(w))],
     ("GET", _SS + "/memfs/search"): [Case(lambda w: _ses(w.session,
                                                          params={"query": "alpha"}))],
+    ("GET", _ST + "/memfs/describe"): [Case(lambda w: _s1(w))],
+    ("POST", _ST + "/memfs/expire"): [Case(lambda w: _s1(w, json={}))],
+    ("POST", _ST + "/memfs/clear_type"): [
+        Case(lambda w: _s1(w, json={"memory_type": "context"}))],
     ("GET", _ST + "/memfs/tree"): [Case(lambda w: _s1(w))],
     ("GET", _ST + "/memfs/snapshot"): [Case(lambda w: _s1(w, params={"at": w.version}))],
     ("GET", _ST + "/memfs/stats"): [Case(lambda w: _s1(w))],

@@ -28,7 +28,7 @@ KEY = "sk-openapi-constraints-0123"
 #: of a string padded to its maximum length).
 SAMPLES: dict[str, Any] = {
     "name": "n", "description": "", "path": "/p", "content": "x", "old_path": "/p",
-    "new_path": "/q", "query": "w", "path_prefix": "/",
+    "new_path": "/q", "query": "w", "path_prefix": "/", "memfs_type": "t", "memfs_tag": "t",
 }
 
 #: Examples on each side of each pattern, by the field or parameter that declares it.
