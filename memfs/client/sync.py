@@ -206,7 +206,7 @@ class Client:
 
 
 if TYPE_CHECKING:
-    from ..protocol import SearchAPI, StoreAPI
+    from ..protocol import DescribeAPI, SearchAPI, StoreAPI
 
     def _a_client_is_a_store(client: Client) -> StoreAPI:
         """Checked by mypy, never run: a :class:`Client` has every method of
@@ -215,4 +215,8 @@ if TYPE_CHECKING:
         return client
 
     def _a_client_searches(client: Client) -> SearchAPI:
+        return client
+
+    def _a_client_describes(client: Client) -> DescribeAPI:
+        """A remote mount has ``.describe`` too (the server's description)."""
         return client

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
+from memfs.client import Client
 from tests.support import wait_until
 from tests.support.mount import Mount, in_proc_mounts, require_fuse
 from tests.support.remote import KEY, MAX_MEMORIES, remote_env
@@ -464,3 +466,24 @@ def test_run_against_a_server(server, sdk, tmp_path, isolation):
              and uses[r.tool_use_id].input["file_path"] == f"{root}/remote-notes/drinks.md"
              and uses[r.tool_use_id].input["operation"] in ("create", "write")]
     assert wrote and wrote[0].model_extra.get("memory_version_id") == versions[0].id
+
+
+def test_a_remote_mount_shows_typed_memories_and_describes_its_store(sdk, mounts):
+    """Issue 41 over the network: a remote mount's files have their user.memfs.* attributes
+    (from memfs_meta in the server's answers) and its .describe is the server's description."""
+    s = sdk.beta.memory_stores.create(name="typed remote")
+    remote = mounts(s.id, name="remote")
+    (remote.root / "context").mkdir()
+    (remote.root / "context" / "today.md").write_text("standup at 10")
+    assert os.getxattr(remote.root / "context" / "today.md", "user.memfs.type") == b"context"
+    sdk.beta.memory_stores.memories.create(
+        s.id, path="/k.md", content="---\ntags: [a, b]\nimportance: urgent\n---\nk")
+    _until(lambda: (remote.root / "k.md").exists())
+    assert os.getxattr(remote.root / "k.md", "user.memfs.tags") == b"a,b"
+    assert b"urgent" in os.getxattr(remote.root / "k.md", "user.memfs.warnings")
+    described = json.loads((remote.root / ".describe").read_text())
+    with Client(str(sdk.base_url).rstrip("/"), KEY) as client:
+        expected = client.typed.describe(s.id)
+    assert {k: v for k, v in described.items() if k != "at"} == {
+        k: v for k, v in expected.items() if k != "at"}
+    assert described["by_type"] == {"(none)": 1, "context": 1}
