@@ -10,6 +10,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from ..store.typed import EXPIRY_ACTOR
+
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
 
 
@@ -42,6 +44,10 @@ def actor_label(actor: Any, names: dict[str, str] | None = None) -> Markup:
     if kind == "session_actor":
         sid = d.get("session_id", "")
         return Markup('session <a href="/sessions/{0}"><code>{0}</code></a>').format(sid)
+    if kind == "service_account_actor" and d.get("service_account_id") == EXPIRY_ACTOR.id:
+        return Markup('<span title="a memory that expired, deleted by memfs\'s expiry sweep: '
+                      'restore it from its history">the expiry sweep</span> <code>{}</code>'
+                      ).format(EXPIRY_ACTOR.id)
     labels = {"api_actor": ("API key", "api_key_id"), "user_actor": ("user", "user_id"),
               "service_account_actor": ("service account", "service_account_id")}
     label, field = labels.get(kind, (kind, "id"))

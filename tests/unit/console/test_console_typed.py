@@ -256,3 +256,12 @@ def test_the_expiry_badge_and_importance_words() -> None:
     assert str(expiry_badge(None, now)) == str(expiry_badge("not a time", now)) == ""
     assert [importance_label(v) for v in (0.8, 0.5, 0.2, 0.33, None)] == [
         "high (0.8)", "medium (0.5)", "low (0.2)", "0.33", ""]
+
+
+def test_a_memory_the_sweep_deleted_says_so_in_its_history(browser, store):
+    """SPEC §8: an expiry is a version by the expiry actor, shown as what it is."""
+    sid = new_store(store, {"/a.md": front(expires="2020-01-01")})
+    [m] = store.memories.tree(sid)
+    assert [d["path"] for d in store.typed.sweep(sid)["deleted"]] == ["/a.md"]
+    page = browser.get(f"/stores/{sid}/memories/{m.id}/history").text
+    assert "the expiry sweep" in page and "svac_memfs_expiry" in page
