@@ -7,8 +7,8 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
@@ -43,8 +43,13 @@ from ._base import (
     tagged,
     tool_path,
 )
+from ._typed import DESCRIBE_PATH, describe, describe_text, directory_of, front_matter
+from ._typed import add as add_memory
 
 log = logging.getLogger(__name__)
+
+#: What a driven generator returns (a command's text, a describe object).
+T = TypeVar("T")
 
 
 class _Commands:
@@ -158,6 +163,9 @@ class _Commands:
         path = memory_path(shown)
         store_id = self.store_id
         assert store_id is not None
+        if path == DESCRIBE_PATH:  # computed at each view (memfs.tools._typed)
+            d = yield from describe(store_id)
+            return describe_text(d), {"operation": "read", "file_path": shown}
         memories = yield from self._tree(store_id)
         match = next((m for m in memories if m.path == path), None) if path else None
         if match is None:
@@ -439,6 +447,17 @@ def _listing(shown: str, path: str, below: list[Memory]) -> str:
     return f"{header}\n" + "\n".join(lines)
 
 
+def _names_the_description(command: Any) -> bool:
+    """The command would change ``/memories/.describe``."""
+    for attr in ("path", "old_path", "new_path"):
+        try:
+            if memory_path(getattr(command, attr, None)) == DESCRIBE_PATH:
+                return True
+        except ToolError:
+            continue  # not a tool path: the command says so itself
+    return False
+
+
 def _parameters_error(command: Any) -> ToolError | None:
     """A command without the parameters every command needs (the model can omit them)."""
     name = getattr(command, "command", None)
@@ -486,7 +505,31 @@ class _Common(_SDKTool):
         if self.read_only and name != "view":
             return self._commands.run(command, _raise(ToolError(
                 f"The {name} command is not allowed: {ROOT} is read-only here")))
+        if name != "view" and _names_the_description(command):
+            return self._commands.run(command, _raise(ToolError(
+                f"{ROOT}{DESCRIBE_PATH} is computed by memfs at each view: it cannot be "
+                "changed")))
         return self._commands.run(command, getattr(self._commands, name)(command))
+
+    def _describe(self) -> Generator[Call, Any, dict[str, Any]]:
+        store_id = yield from self._commands._store_id()
+        return (yield from describe(store_id))
+
+    def _add(self, text: str, type_: str, name: str | None, tags: Iterable[str],
+             importance: str | float | None, description: str | None
+             ) -> Generator[Call, Any, str]:
+        """A typed memory (no tool event: no model asked). :raises ToolError:"""
+        if self.read_only:
+            raise ToolError(f"{ROOT} is read-only here")
+        if not isinstance(text, str) or text.startswith("---"):
+            raise ToolError("text must be a string without front matter of its own (write "
+                            "such a memory with create)")
+        store_id = yield from self._commands._store_id()
+        directory = directory_of((yield from describe(store_id)), type_)
+        content = front_matter(text, type_, tags=tags, importance=importance,
+                               description=description)
+        actor = yield from self._commands._actor(store_id)
+        return (yield from add_memory(store_id, directory, name, text, content, actor))
 
     def _clear(self) -> Generator[Call, Any, str]:
         """Delete every memory (each a ``deleted`` version; no tool event: no model asked)."""
@@ -518,7 +561,7 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
         for a store a model may consult but not change.
     """
 
-    def _drive(self, op: Op) -> str:
+    def _drive(self, op: Generator[Call, Any, T]) -> T:
         try:
             call = next(op)
             while True:
@@ -529,8 +572,8 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
                 else:
                     call = op.send(result)
         except StopIteration as stop:
-            text: str = stop.value  # what an Op returns
-            return text
+            returned: T = stop.value  # what the generator returns
+            return returned
         except errors.MemfsError as e:  # a store error no command expected
             raise failure(e, "", "The memory tool") from None
 
@@ -561,6 +604,28 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
     def clear_all_memory(self) -> str:
         return self._drive(self._clear())
 
+    def describe(self) -> dict[str, Any]:
+        """What the store holds: its describe object (``memfs_store_description``: counts by
+        type, directory and tag, what expires soon, the oldest and newest change, warnings,
+        its types). The model reads the same as text by viewing ``/memories/.describe``."""
+        return self._drive(self._describe())
+
+    def add(self, text: str, *, type: str, name: str | None = None,
+            tags: Iterable[str] = (), importance: str | float | None = None,
+            description: str | None = None) -> str:
+        """Write ``text`` as a memory of the type ``type`` (one of the store's types), under
+        its directory with front matter saying so (``type``, and ``importance``, ``tags``,
+        ``description`` when given), attributed as the tool's other changes are.
+
+        :param name: its file name in the directory (``.md`` added without an extension);
+            None: made from the text's first line (``-2``, ``-3``… if taken).
+        :returns: its path as the model sees it (``/memories/decisions/deploy-day.md``).
+        :raises ToolError: an unknown type, a name taken, a read-only tool, the store's
+            refusal. A value the store cannot use is kept, and reported in the memory's
+            warnings (``memfs_meta``).
+        """
+        return self._drive(self._add(text, type, name, tags, importance, description))
+
 
 class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     """The memory tool for ``AsyncAnthropic``'s ``tool_runner``: on a
@@ -574,7 +639,7 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
         return await anyio.to_thread.run_sync(functools.partial(method, *call.args,
                                                                 **call.kwargs))
 
-    async def _drive(self, op: Op) -> str:
+    async def _drive(self, op: Generator[Call, Any, T]) -> T:
         try:
             call = next(op)
             while True:
@@ -585,8 +650,8 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
                 else:
                     call = op.send(result)
         except StopIteration as stop:
-            text: str = stop.value  # what an Op returns
-            return text
+            returned: T = stop.value  # what the generator returns
+            return returned
         except errors.MemfsError as e:
             raise failure(e, "", "The memory tool") from None
 
@@ -616,3 +681,13 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
 
     async def clear_all_memory(self) -> str:
         return await self._drive(self._clear())
+
+    async def describe(self) -> dict[str, Any]:
+        """As :meth:`MemoryTool.describe`."""
+        return await self._drive(self._describe())
+
+    async def add(self, text: str, *, type: str, name: str | None = None,
+                  tags: Iterable[str] = (), importance: str | float | None = None,
+                  description: str | None = None) -> str:
+        """As :meth:`MemoryTool.add`."""
+        return await self._drive(self._add(text, type, name, tags, importance, description))
