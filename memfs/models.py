@@ -16,6 +16,9 @@ from .shapes import Doc, Shape, obj
 
 Operation = Literal["created", "modified", "deleted"]
 Access = Literal["read_write", "read_only"]
+#: What an attached store holds for the session (SPEC §8): memories for every task, or of
+#: this piece of work.
+Scope = Literal["general", "workflow"]
 #: An RFC 3339 time.
 Time = Annotated[str, Doc({"format": "date-time"})]
 #: Not on the wire: the client supplies it (a field's metadata).
@@ -168,6 +171,9 @@ class SessionResource(Shape):
     name: str
     description: str
     mount_path: str
+    #: general or workflow (SPEC §8): a memfs extension, which SDK clients keep as an extra
+    #: field; fixed at attach time, as ``access`` is.
+    memfs_scope: Scope = "general"
 
 
 @dataclass(frozen=True)

@@ -436,13 +436,19 @@ def validate_metadata(metadata: Any, limits: Limits, what: str = "metadata") -> 
     return dict(metadata)
 
 
+#: A session resource's ``memfs_scope`` (SPEC §8), the first the default.
+SCOPES = ("general", "workflow")
+
+
 def validate_session_resource(
     resource: Any, limits: Limits
-) -> tuple[str, str, str | None]:
+) -> tuple[str, str, str | None, str]:
     """One entry of a session's ``resources`` (API.md §4.2), without looking its store up:
-    ``{"type": "memory_store", "memory_store_id", "access"?, "instructions"?}``.
+    ``{"type": "memory_store", "memory_store_id", "access"?, "instructions"?,
+    "memfs_scope"?}`` (``memfs_scope``, a memfs extension: general or workflow).
 
-    :returns: ``(memory_store_id, access, instructions)``, access defaulting to read_write.
+    :returns: ``(memory_store_id, access, instructions, scope)``, access defaulting to
+        read_write and scope to general.
     :raises InvalidRequest:
     """
     if not isinstance(resource, dict) or resource.get("type") != "memory_store":
@@ -461,7 +467,10 @@ def validate_session_resource(
             f"instructions are {len(instructions)} characters; the limit is "
             f"{limits.max_instructions_chars}"
         )
-    return store_id, access, instructions
+    scope = resource.get("memfs_scope") or SCOPES[0]
+    if scope not in SCOPES:
+        raise InvalidRequest("memfs_scope must be 'general' or 'workflow'")
+    return store_id, access, instructions, scope
 
 
 def patch_metadata(

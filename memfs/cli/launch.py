@@ -20,9 +20,11 @@ from .sessions import load_spec
     "--store",
     "stores",
     multiple=True,
-    metavar="REF[@AT][:read_only|:read_write]",
+    metavar="REF[@AT][:read_only|:read_write][:general|:workflow]",
     help="A store to attach (id or name), read_write unless ':read_only'. Up to 8. "
-    "REF@AT: the store as it was at AT (a time, version id or session id), read-only.",
+    "REF@AT: the store as it was at AT (a time, version id or session id), read-only. "
+    "':workflow': it holds the memories of this piece of work, not those for every task "
+    "(':general', the default); the prompt says which is which.",
 )
 @click.option(
     "--instructions",
@@ -115,6 +117,7 @@ def run(
     \b
         memfs run --store notes --store "Team Docs:read_only" \\
             --instructions "Team Docs=Look here before answering." -- bash -i
+        memfs run --store Preferences --store "Sprint 12:workflow" -- bash -i
         memfs run --spec session.yaml -- bash -i
         memfs run --store "notes@2026-12-01T09:00:00Z" -- bash -i
     """

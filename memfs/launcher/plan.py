@@ -1,5 +1,6 @@
-"""What ``memfs run`` is asked to do: the stores to attach (``--store REF[@AT][:ACCESS]``, or a
-spec file's resources), the command and the options, and the error a launch fails with."""
+"""What ``memfs run`` is asked to do: the stores to attach (``--store
+REF[@AT][:ACCESS][:SCOPE]``, or a spec file's resources), the command and the options, and the
+error a launch fails with."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest, MemfsError, NotFound
+from ..rules import SCOPES
 
 if TYPE_CHECKING:
     from ..models import MemoryStore
@@ -31,7 +33,7 @@ class LaunchError(MemfsError):
 
 @dataclass
 class Attachment:
-    """One ``--store REF[:access]``, or one ``resources`` entry of a spec file
+    """One ``--store REF[:access][:scope]``, or one ``resources`` entry of a spec file
     (memfs.launcher.spec), which may carry its ``instructions``."""
 
     ref: str
@@ -42,20 +44,41 @@ class Attachment:
     at: str | None = None
     #: The access was given (``:read_write`` with ``@AT`` is an error, not a default).
     explicit_access: bool = field(default=False, compare=False)
+    #: general or workflow (SPEC §8): what the store holds for this session.
+    scope: str = "general"
+    #: The suffixes :meth:`parse` split off REF, in order (``("read_only", "workflow")``):
+    #: a store whose name ends in one is still found (:meth:`resolve`).
+    suffixes: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def parse(cls, spec: str) -> Attachment:
-        """``REF``, ``REF:read_only`` or ``REF:read_write`` (also ``:ro``/``:rw``). A REF may
-        itself hold colons: only a known access suffix is split off."""
-        ref, sep, access = spec.rpartition(":")
-        if sep and ref and access in ACCESS_ALIASES:
-            return cls(ref, ACCESS_ALIASES[access], explicit_access=True)
-        return cls(spec)
+        """``REF``, then at most one access suffix (``:read_only``, ``:read_write``, also
+        ``:ro``/``:rw``) and one scope suffix (``:general``, ``:workflow``), in either order:
+        ``"Sprint 12:read_only:workflow"``. A REF may itself hold colons: only known
+        suffixes, one of each kind, are split off (``x:ro:rw`` is the store ``x:ro``)."""
+        ref, words = spec, list[str]()
+        while len(words) < 2:
+            head, sep, word = ref.rpartition(":")
+            if not (sep and head) or word not in (*ACCESS_ALIASES, *SCOPES) \
+                    or any(_kind(w) == _kind(word) for w in words):
+                break
+            ref, words = head, [word, *words]
+        return cls._with(ref, tuple(words))
+
+    @classmethod
+    def _with(cls, ref: str, words: tuple[str, ...]) -> Attachment:
+        access = next((ACCESS_ALIASES[w] for w in words if w in ACCESS_ALIASES), None)
+        scope = next((w for w in words if w in SCOPES), SCOPES[0])
+        return cls(ref, access or "read_write", explicit_access=access is not None,
+                   scope=scope, suffixes=words)
 
     def resolve(self, store: StoreAPI) -> MemoryStore:
         """The store :attr:`ref` names. A REF no store has that ends in ``:WORD`` was most
-        likely a mistyped access mode (``Docs:readonly``): the error says so. A REF no store
-        has that holds ``@`` is ``NAME@AT`` (split at the last ``@``): a snapshot, read-only.
+        likely a mistyped access mode or scope (``Docs:readonly``): the error says so. A REF
+        no store has that holds ``@`` is ``NAME@AT`` (split at the last ``@``): a snapshot,
+        read-only. When no store has the REF left by :meth:`parse` but one is named with
+        its first suffixes (a store named ``Plan:workflow``, made before scopes), that one
+        is attached, with the suffixes after them.
 
         :raises NotFound: no such store. :raises InvalidRequest: an ambiguous name, or
             the unknown access mode, or ``@AT`` with ``:read_write``.
@@ -63,6 +86,15 @@ class Attachment:
         try:
             return store.stores.resolve(self.ref)
         except NotFound:
+            for k in range(1, len(self.suffixes) + 1):
+                named = self._with(":".join((self.ref, *self.suffixes[:k])), self.suffixes[k:])
+                try:
+                    found = store.stores.resolve(named.ref)
+                except NotFound:
+                    continue
+                self.ref, self.access, self.scope = named.ref, named.access, named.scope
+                self.explicit_access, self.suffixes = named.explicit_access, named.suffixes
+                return found
             name, sep, at = self.ref.rpartition("@")
             if sep and not name:
                 raise InvalidRequest(f"--store {self.ref!r}: no store name before '@' "
@@ -80,8 +112,13 @@ class Attachment:
                 raise
             raise InvalidRequest(
                 f"--store {self.ref!r}: no memory store has that id or name, and {mode!r} is "
-                "not an access mode (':read_only' or ':ro', ':read_write' or ':rw')"
+                "neither an access mode (':read_only' or ':ro', ':read_write' or ':rw') nor a "
+                "scope (':general', ':workflow')"
             ) from None
+
+
+def _kind(word: str) -> str:
+    return "access" if word in ACCESS_ALIASES else "scope"
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """The memory section of an agent's system prompt (SPEC §3 step 5, API.md §4.3).
 
 One note per memory store attached to the session: display name, mount path, access mode,
-description and instructions, plus a short preamble saying how memory works. Used by the session
-launcher (written to ``MEMFS_SYSTEM_PROMPT_FILE``) and by ``memfs session prompt``.
+scope (SPEC §8: general or workflow), description and instructions, plus a short preamble
+saying how memory works and what a memory may say about itself (its type's directory, front
+matter). Used by the session launcher (written to ``MEMFS_SYSTEM_PROMPT_FILE``) and by
+``memfs session prompt``.
 
 Depends only on :mod:`memfs.models` (and the package's ``__init__`` imports nothing), so
 the CLI reads it without loading the launcher.
@@ -23,6 +25,20 @@ _ACCESS_NOTES = {
     "read_only": "read_only (you can read these files; any write is rejected with a read-only "
     "file system error)",
 }
+
+_SCOPE_NOTES = {
+    "general": "general (memories for every task)",
+    "workflow": "workflow (memories of this piece of work)",
+}
+
+#: The types of memory (memfs.store.frontmatter.DEFAULT_TYPES) and the front matter memfs
+#: reads, in a sentence: a store may redefine its types, so this says "by default".
+TYPES_LINE = (
+    "By default a memory's directory gives its type: /preferences/ (the user's choices), "
+    "/context/ (what the current work needs; it expires 7 days after its last change), "
+    "/knowledge/ (facts and know-how), /decisions/ (a choice made, and why). A memory may "
+    "start with YAML front matter between --- lines, of which memfs reads type, importance "
+    "(low, medium, high), expires (a date, 7d, never), tags and description.")
 
 
 def render_memory_prompt(session: Session) -> str:
@@ -50,6 +66,7 @@ def render_memory_prompt(session: Session) -> str:
         "is kept across sessions. Files written anywhere else under "
         f"{root} are scratch and are discarded when this session ends.",
     ]
+    lines += ["", TYPES_LINE]
     live = [r for r in resources if SNAPSHOT_KEY + r.memory_store_id not in session.metadata]
     if live:
         lines += ["", search_line(live[0].mount_path, snapshots=len(live) < n,
@@ -100,6 +117,7 @@ def _note(r: SessionResource, at: str | None = None) -> list[str]:
         "",
         f"- Mount path: {r.mount_path}",
         f"- Access: {access}",
+        f"- Scope: {_SCOPE_NOTES.get(r.memfs_scope, r.memfs_scope)}",
     ]
     if r.description:
         lines.append(f"- Description: {_indent(r.description)}")

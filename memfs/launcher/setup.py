@@ -160,6 +160,7 @@ def _resources(st: LaunchState) -> list[dict[str, Any]]:
                       flush=True)
         res: dict[str, Any] = {
             "type": "memory_store", "memory_store_id": store.id, "access": a.access,
+            "memfs_scope": a.scope,
         }
         if a.instructions is not None:
             res["instructions"] = a.instructions

@@ -11,13 +11,18 @@ A spec is YAML (JSON is YAML too) describing a session as the API's ``sessions.c
         access: read_write             # or read_only; the default is read_write
         instructions: Check before answering.
       - type: memory_store
+        memory_store: Sprint 12
+        scope: workflow                # or general, the default (SPEC §8)
+      - type: memory_store
         memory_store_id: memstore_01…  # the API's own key: the wire shape pasted as is
         access: read_only
 
-Each entry is the wire shape of ``BetaManagedAgentsMemoryStoreResourceParam``, with one
-addition: ``memory_store`` names the store by name or id (as ``--store`` does); an entry has
-exactly one of ``memory_store`` and ``memory_store_id``. ``memory_store_id`` is resolved the
-same way, so a name there works too, but an id is what it is meant to hold.
+Each entry is the wire shape of ``BetaManagedAgentsMemoryStoreResourceParam`` (with memfs's
+extension ``memfs_scope``), with two additions: ``memory_store`` names the store by name or id
+(as ``--store`` does), and ``scope`` is ``memfs_scope`` (as ``--store NAME:workflow``); an entry
+has exactly one of ``memory_store`` and ``memory_store_id``, and at most one of ``scope`` and
+``memfs_scope``. ``memory_store_id`` is resolved the same way, so a name there works too, but
+an id is what it is meant to hold.
 
 :func:`load` reads and checks a spec into :class:`SessionSpec`, whose ``attachments`` are the
 same :class:`~memfs.launcher.plan.Attachment` objects ``--store`` gives (plus their instructions).
@@ -44,7 +49,8 @@ from .plan import Attachment
 
 #: The keys of a spec, and of one of its resources.
 SPEC_KEYS = ("title", "metadata", "resources")
-RESOURCE_KEYS = ("type", "memory_store", "memory_store_id", "access", "instructions")
+RESOURCE_KEYS = ("type", "memory_store", "memory_store_id", "access", "instructions", "scope",
+                 "memfs_scope")
 
 
 @dataclass
@@ -63,6 +69,7 @@ class SessionSpec:
         for a in self.attachments:
             res: dict[str, Any] = {
                 "type": "memory_store", "memory_store_id": a.ref, "access": a.access,
+                "memfs_scope": a.scope,
             }
             if a.instructions is not None:
                 res["instructions"] = a.instructions
@@ -153,17 +160,23 @@ def _attachment(entry: Any, lim: Limits, bad: Any) -> Attachment:
                     lambda key: bad(f"unknown key {key!r} (expected {', '.join(RESOURCE_KEYS)})"))
     if "memory_store" in entry and "memory_store_id" in entry:
         raise bad("give memory_store (a name or id) or memory_store_id, not both")
-    wire = {k: v for k, v in entry.items() if k != "memory_store"}
+    if "scope" in entry and "memfs_scope" in entry:
+        raise bad("give scope or memfs_scope, not both")
+    wire = {k: v for k, v in entry.items() if k not in ("memory_store", "scope")}
     if "memory_store" in entry:
         wire["memory_store_id"] = entry["memory_store"]
+    if "scope" in entry:
+        wire["memfs_scope"] = entry["scope"]
     try:
-        ref, access, instructions = validate_session_resource(wire, lim)
+        ref, access, instructions, scope = validate_session_resource(wire, lim)
     except InvalidRequest as e:
         message = e.message
         if "memory_store_id" in message and "memory_store" in entry:
             message = "memory_store must be a store's name or id"
+        if message.startswith("memfs_scope") and "scope" in entry:
+            message = message.removeprefix("memfs_")
         raise bad(message + _quote_hint(wire.get("memory_store_id"))) from None
-    return Attachment(ref, access, instructions)
+    return Attachment(ref, access, instructions, scope=scope)
 
 
 class _Refused(yaml.MarkedYAMLError):

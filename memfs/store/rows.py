@@ -107,6 +107,7 @@ def _resource(row: Row) -> SessionResource:
         name=row["name"],
         description=row["description"],
         mount_path=row["mount_path"],
+        memfs_scope=row["scope"],
     )
 
 

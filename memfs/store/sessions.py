@@ -164,7 +164,7 @@ class Sessions(Part):
             used: set[str] = set()
             rows = []
             for pos, r in enumerate(mem):
-                store_id, access, instructions = validate_session_resource(r, lim)
+                store_id, access, instructions, scope = validate_session_resource(r, lim)
                 if store_id in seen:
                     raise InvalidRequest(f"memory store {store_id} is attached twice")
                 seen.add(store_id)
@@ -187,7 +187,7 @@ class Sessions(Part):
                 used.add(slug)
                 rows.append(
                     (new_id("sesrsc"), sid, pos, store.id, access, instructions, store.name,
-                     store.description, f"{root}/{slug}")
+                     store.description, f"{root}/{slug}", scope)
                 )
             c.execute(
                 "INSERT INTO sessions (id, status, agent, environment_id, metadata, title, "
@@ -207,7 +207,10 @@ class Sessions(Part):
                     created_by_key,
                 ),
             )
-            c.executemany("INSERT INTO session_resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            c.executemany(
+                "INSERT INTO session_resources (id, session_id, position, memory_store_id, "
+                "access, instructions, name, description, mount_path, scope) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         return self.get(sid)
 
     def get(self, session_id: str) -> Session:

@@ -66,7 +66,7 @@ ALLOWED: dict[str, set[str]] = {
     "__init__": {"store", "rules", "errors", "models"},
     "__main__": {"cli"},
     # Helpers beside the layers: the launcher's kernel calls,
-    # the SDK's memory tool (over any StoreAPI).
+    # the SDK's memory tool (memfs/tools/, over any StoreAPI).
     "linux": set(),
     "tools": {"rules", "errors", "models"},
     # Import and export (memfs/transfer/: the archive format, plain files, the response that
@@ -142,8 +142,6 @@ LOOSE: dict[str, str] = {
                   "the API's grant watch), below all of them",
     "linux": "the namespaces, mounts and parent-death signal, which the PID namespace's init "
              "(launcher/pidinit.py) loads by its file path with the standard library alone",
-    "tools": "the memory tool, which users import as memfs.tools.MemoryTool "
-             "(docs/memory-tool-and-dreams.md)",
 }
 
 

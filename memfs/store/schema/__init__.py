@@ -40,9 +40,10 @@ text.
   ``memfs run`` owning it, under the partial index ``sessions_launched``; ``created_by_key``:
   the stored key that created it, which may act as it),
   ``session_resources`` (the stores attached to a session, by ``(session_id, position)`` and
-  by ``memory_store_id``), ``events`` (a session's events and the tool events of mounts:
-  ``seq``, ``id``, ``session_id`` or ``store_id``, ``type``, ``processed_at``, ``body`` the
-  wire object; ``events_session``, and ``events_session_deleted`` for pruning),
+  by ``memory_store_id``; each with its access and ``scope``, general or workflow),
+  ``events`` (a session's events and the tool events of mounts: ``seq``, ``id``,
+  ``session_id`` or ``store_id``, ``type``, ``processed_at``, ``body`` the wire object;
+  ``events_session``, and ``events_session_deleted`` for pruning),
   ``session_tokens`` (the SHA-256 of each running session's credential, and the stored
   key that minted it, ``key_id``: the token is refused once that key is), ``agents`` and
   ``environments`` (a wire ``body`` each).
@@ -165,6 +166,9 @@ VERSIONS: tuple[Version, ...] = (
             "memories_meta_pending); stores.expiry ('report' for the stores made before, "
             "'on' after) (issue 41)",
             sqlite="m019_typed_memories", postgresql="m014_typed_memories"),
+    Version("session_resources.scope: an attachment is general or workflow ('general' for "
+            "those before) (issue 41)",
+            sqlite="m020_session_resource_scope", postgresql="m015_session_resource_scope"),
 )
 
 

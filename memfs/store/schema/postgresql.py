@@ -15,6 +15,7 @@ from . import MIGRATION_SET
 from .sqlite import (
     IDEMPOTENCY_KEYS_SQL,
     SESSION_CREATOR_KEYS_SQL,
+    SESSION_RESOURCE_SCOPE_SQL,
     SESSION_TOKEN_KEYS_SQL,
     TYPED_MEMORIES_SQL,
     WORKSPACES_KEYS_SQL,
@@ -239,6 +240,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m013_words_bm25", recall_schema.PG_BM25),
     # SQLite's m019_typed_memories: what a memory says about itself, derived at each write.
     ("m014_typed_memories", TYPED_MEMORIES_SQL.format(T=_T, I="BIGINT", R="DOUBLE PRECISION")),
+    # SQLite's m020_session_resource_scope: an attachment's scope, general or workflow.
+    ("m015_session_resource_scope", SESSION_RESOURCE_SCOPE_SQL.replace("TEXT", _T)),
 ]
 
 

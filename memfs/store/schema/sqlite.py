@@ -465,6 +465,18 @@ def m019_typed_memories(db: sqlite_utils.Database) -> None:
     db.executescript(TYPED_MEMORIES_SQL.format(T="TEXT", I="INTEGER", R="REAL"))
 
 
+@_migration
+def m020_session_resource_scope(db: sqlite_utils.Database) -> None:
+    # Issue 41: a session's attachment is general or workflow (SPEC §8); those made before
+    # are general.
+    db.executescript(SESSION_RESOURCE_SCOPE_SQL)
+
+
+#: The SQL of m020 (and of PostgreSQL's m015, with its text type).
+SESSION_RESOURCE_SCOPE_SQL = (
+    "ALTER TABLE session_resources ADD COLUMN scope TEXT NOT NULL DEFAULT 'general';")
+
+
 #: The SQL of m019 (and of PostgreSQL's m014, with its types for ``{T}``, ``{I}``, ``{R}``):
 #: a memory's type, importance (0..1), expiry time, pinned flag and the rest as JSON
 #: (``meta``: tags, description, supersedes, source, warnings), and the version of the

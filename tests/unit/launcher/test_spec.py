@@ -64,7 +64,7 @@ def test_a_full_spec_gives_what_the_flags_give():
     assert spec.attachments[1] == Attachment.parse("memstore_01abc:read_only")
     assert spec.resources()[0] == {
         "type": "memory_store", "memory_store_id": "User Preferences", "access": "read_write",
-        "instructions": "Check before answering.\nKeep it short.\n",
+        "memfs_scope": "general", "instructions": "Check before answering.\nKeep it short.\n",
     }
     assert "instructions" not in spec.resources()[1]
 
@@ -81,10 +81,11 @@ def test_json_is_a_spec_too(tmp_path):
 
 def test_the_entries_are_the_sdks_wire_shape():
     """Every key of the SDK's memory-store resource param is accepted (and is all there is,
-    but for memory_store, the name)."""
+    but for memory_store, the name, and the scope: memfs_scope, scope for short)."""
     from anthropic.types.beta import BetaManagedAgentsMemoryStoreResourceParam as Param
 
-    assert set(RESOURCE_KEYS) == set(Param.__annotations__) | {"memory_store"}
+    assert set(RESOURCE_KEYS) == set(Param.__annotations__) | {"memory_store", "scope",
+                                                               "memfs_scope"}
 
 
 def test_an_empty_resources_list_is_a_session_without_stores():
@@ -105,7 +106,7 @@ def test_an_empty_resources_list_is_a_session_without_stores():
          "(type: memory_store, memory_store: NAME…)"),
         (entry("type: memory_store, memory_store: a, acess: read_only"),
          "s.yaml: resources[0]: unknown key 'acess' (expected type, memory_store, "
-         "memory_store_id, access, instructions)"),
+         "memory_store_id, access, instructions, scope, memfs_scope)"),
         (entry("type: memory_store, memory_store: a, memory_store_id: b"),
          "s.yaml: resources[0]: give memory_store (a name or id) or memory_store_id, not both"),
         (entry("type: memory_store, memory_store: ''"),

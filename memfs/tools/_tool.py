@@ -1,39 +1,5 @@
-"""The client-side memory tool (``memory_20250818``) backed by a memfs store.
-
-Most Claude applications get memory through the Messages API's client-side memory tool: the
-model calls ``view``, ``create``, ``str_replace``, ``insert``, ``delete`` and ``rename`` on a
-``/memories`` tree and the application carries the calls out. The ``anthropic`` SDK ships the
-base classes (:class:`~anthropic.lib.tools.BetaAbstractMemoryTool` and its async twin) and a
-local-filesystem implementation that keeps no history. :class:`MemoryTool` and
-:class:`AsyncMemoryTool` carry the calls out on a memory store instead::
-
-    tool = MemoryTool(Store(), "notes", session_id=None)        # a local database
-    tool = MemoryTool(Client(url, key), "notes")                # a `memfs serve`
-    client.beta.messages.tool_runner(model=..., max_tokens=..., messages=...,
-                                     tools=[tool]).until_done()
-
-- ``/memories/a/b.md`` is the memory ``/a/b.md``; a directory is any path prefix that holds
-  memories (``/memories`` always exists). The model sees what the SDK's own tool shows: the
-  same listings (sizes, two levels deep, hidden names left out), numbered lines, snippets and
-  error strings.
-- Every change is a version, attributed to the session (``session_id``, or the session a
-  :class:`memfs.client.Client` acts as) or else to ``actor`` (default: the local user on a
-  database; a server attributes to its API key). Every command, refused ones included, is an
-  ``agent.tool_use`` / ``agent.tool_result`` pair (SPEC §4), of the session or else of the
-  store: deletions and renames record it in the write's own transaction, the other commands
-  right after.
-- The store's rules decide (limits, path rules, an archived store, a read-only session): the
-  model gets their reason as the tool error, never a traceback. ``..`` and paths outside
-  ``/memories`` are refused. ``str_replace`` and ``insert`` write with the content hash they
-  read as a precondition: a concurrent change is never overwritten (``str_replace`` reads
-  again and retries, since its text says what to change; ``insert`` names a line of the
-  content the model saw, so it fails with an error asking to view the file again).
-
-The command logic is written once, as generators that yield the store calls they need (like
-:mod:`memfs.client`); :class:`MemoryTool` makes them on a :class:`memfs.protocol.StoreAPI`
-(:class:`memfs.store.Store` or :class:`memfs.client.Client`), :class:`AsyncMemoryTool` awaits
-them on a :class:`memfs.client.AsyncClient` or runs them in a worker thread on a sync store.
-"""
+"""The memory tool's commands (written once, as generators of store calls) and the tools that
+carry them out, :class:`MemoryTool` and :class:`AsyncMemoryTool` (see :mod:`memfs.tools`)."""
 
 from __future__ import annotations
 
@@ -41,10 +7,8 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Generator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
@@ -59,162 +23,33 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from . import errors
-from .models import Actor, Memory
-from .rules import format_time, local_user_actor, new_id
-
-__all__ = ["ROOT", "AsyncMemoryTool", "MemoryTool", "ToolError"]
+from .. import errors
+from ..models import Actor, Memory
+from ..rules import local_user_actor
+from ._base import (
+    DIR_SIZE,
+    MAX_LINES,
+    ROOT,
+    STR_REPLACE_ATTEMPTS,
+    Call,
+    Op,
+    command_input,
+    event_pair,
+    failure,
+    format_file_size,
+    memory_path,
+    numbered,
+    split_lines_keeping_cr,
+    tagged,
+    tool_path,
+)
+from ._typed import DESCRIBE_PATH, describe, describe_text, directory_of, front_matter
+from ._typed import add as add_memory
 
 log = logging.getLogger(__name__)
 
-#: The directory the model sees; the store's root.
-ROOT = "/memories"
-#: What the SDK's tool refuses to show (and how wide it numbers lines).
-MAX_LINES = 999999
-LINE_NUMBER_WIDTH = len(str(MAX_LINES))
-#: The size a directory shows in a listing: what a mount (and ext4) reports.
-DIR_SIZE = 4096
-#: Attempts of a ``str_replace`` that keeps meeting concurrent changes.
-STR_REPLACE_ATTEMPTS = 5
-#: A tool result longer than this is cut in its event (a view of a large file).
-EVENT_TEXT_CHARS = 4000
-
-
-# --------------------------------------------------------------------------------------------
-# the SDK's formats (anthropic.lib.tools._beta_builtin_memory_tool, 2.14.0)
-
-
-def format_file_size(size: int) -> str:
-    """A size as the SDK's listing shows it: ``0B``, ``512B``, ``4K``, ``1.5M``."""
-    if size == 0:
-        return "0B"
-    units = ["B", "K", "M", "G"]
-    i = min((size.bit_length() - 1) // 10, len(units) - 1)
-    value = size / (1024**i)
-    return f"{int(value)}{units[i]}" if value == int(value) else f"{value:.1f}{units[i]}"
-
-
-def _numbered(lines: list[str], start: int) -> str:
-    return "\n".join(
-        f"{str(i + start).rjust(LINE_NUMBER_WIDTH)}\t{line}" for i, line in enumerate(lines)
-    )
-
-
-def _split_lines_keeping_cr(content: str) -> list[str]:
-    lines = content.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-# --------------------------------------------------------------------------------------------
-# paths
-
-
-def memory_path(path: Any) -> str:
-    """The memory path of a tool path: ``/memories/a/b.md`` -> ``/a/b.md``, ``/memories`` ->
-    ``""`` (the root). Empty segments, ``.`` and a trailing ``/`` are dropped, as the SDK's
-    filesystem tool resolves them; the store's own rules check the rest when it writes.
-
-    :raises ToolError: not a string, not under ``/memories``, or a ``..`` segment.
-    """
-    if not isinstance(path, str) or not path:
-        raise ToolError(f"Path must start with {ROOT}, got: {path!r}")
-    if path != ROOT and not path.startswith(ROOT + "/"):
-        raise ToolError(f"Path must start with {ROOT}, got: {path}")
-    segments = [s for s in path[len(ROOT):].split("/") if s not in ("", ".")]
-    if ".." in segments:
-        depth = 0
-        for s in segments:
-            depth += -1 if s == ".." else 1
-            if depth < 0:
-                raise ToolError(f"Path {path} would escape {ROOT} directory")
-        raise ToolError(f"Path {path} contains '..': give the path without it")
-    return "".join("/" + s for s in segments)
-
-
-def tool_path(path: str) -> str:
-    """The tool path of a memory path (``/a/b.md`` -> ``/memories/a/b.md``)."""
-    return ROOT + path
-
-
-# --------------------------------------------------------------------------------------------
-# events
-
-
-def _event_pair(input: dict[str, Any], operation: str, file_path: str, text: str, *,
-                is_error: bool, new_path: str | None = None) -> list[dict[str, Any]]:
-    """The ``agent.tool_use`` / ``agent.tool_result`` pair of one command (SPEC §4, API.md
-    §4.7): ``name`` is the tool's, ``input`` the command as the model sent it plus the
-    ``operation`` and ``file_path`` every mount event has; the result's text is the tool
-    result (cut past :data:`EVENT_TEXT_CHARS`)."""
-    now = format_time(datetime.now(UTC))
-    use_id = new_id("sevt")
-    inp = dict(input)
-    inp["operation"] = operation
-    inp["file_path"] = file_path
-    if new_path is not None:
-        inp["new_path"] = new_path
-    if len(text) > EVENT_TEXT_CHARS:
-        text = text[:EVENT_TEXT_CHARS] + f"\n[... {len(text) - EVENT_TEXT_CHARS} more characters]"
-    return [
-        {
-            "type": "agent.tool_use", "id": use_id, "name": "memory", "input": inp,
-            "processed_at": now, "evaluated_permission": "allow",
-            "evaluation": {"type": "always_allow"}, "session_thread_id": None,
-        },
-        {
-            "type": "agent.tool_result", "id": new_id("sevt"), "tool_use_id": use_id,
-            "processed_at": now, "is_error": is_error,
-            "content": [{"type": "text", "text": text}],
-        },
-    ]
-
-
-def _command_input(command: Any) -> dict[str, Any]:
-    """The command as the model sent it (the fields it gave, JSON values)."""
-    try:
-        return {k: v for k, v in vars(command).items() if not k.startswith("_")}
-    except TypeError:
-        return {}
-
-
-# --------------------------------------------------------------------------------------------
-# the command logic, written once
-
-
-@dataclass(frozen=True)
-class _Call:
-    """A store call a command wants made: ``store.<part>.<method>(*args, **kwargs)``, named
-    ``"part.method"`` (:meth:`method_of`)."""
-
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def method_of(self, store: Any) -> Any:
-        """The method of ``store`` this call names (``"memories.get"``: store.memories.get)."""
-        part, method = self.name.split(".")
-        return getattr(getattr(store, part), method)
-
-
-#: A command: yields store calls, receives their results (or has their MemfsError thrown
-#: in), returns the tool result text or raises ToolError.
-Op = Generator[_Call, Any, str]
-
-
-def _failure(e: errors.MemfsError, shown: str, what: str) -> ToolError:
-    """The tool error of a store error, in the SDK's words where it has some."""
-    if isinstance(e, errors.NotFound):
-        return ToolError(f"The path {shown} does not exist")
-    if isinstance(e, errors.ReadOnly):
-        return ToolError(f"{what} failed: the memory store is read-only here ({e.message})")
-    if isinstance(e, errors.StoreArchived):
-        return ToolError(f"{what} failed: the memory store is archived and cannot be changed")
-    if isinstance(e, errors.Busy | errors.StorageError):
-        return ToolError(f"{what} failed: the memory store is unavailable ({e.message}); "
-                         "try again later")
-    return ToolError(f"{what} failed: {e.message}")
+#: What a driven generator returns (a command's text, a describe object).
+T = TypeVar("T")
 
 
 class _Commands:
@@ -231,22 +66,22 @@ class _Commands:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _store_id(self) -> Generator[_Call, Any, str]:
+    def _store_id(self) -> Generator[Call, Any, str]:
         if self.store_id is None:
             try:
-                ms = yield _Call("stores.resolve", (self.memory_store,))
+                ms = yield Call("stores.resolve", (self.memory_store,))
             except errors.NotFound as e:
                 raise ToolError(f"The memory store is not available: {e.message}") from None
             self.store_id = ms.id
         return self.store_id
 
-    def _actor(self, store_id: str) -> Generator[_Call, Any, Actor | None]:
+    def _actor(self, store_id: str) -> Generator[Call, Any, Actor | None]:
         """Who writes: the session (checked by a local store: it must be attached read_write
         and running; a server checks it itself), else the actor given."""
         local = hasattr(getattr(self.store, "events", None), "session_writer")  # a Store
         if self.session_id is not None:
             if local:
-                actor: Actor = yield _Call("events.session_writer", (self.session_id, store_id))
+                actor: Actor = yield Call("events.session_writer", (self.session_id, store_id))
                 return actor
             return Actor.session(self.session_id)
         if self.actor is not None:
@@ -255,31 +90,31 @@ class _Commands:
             return local_user_actor()
         return None  # a server attributes to its API key
 
-    def _record(self, store_id: str, events: list[dict[str, Any]]) -> Generator[_Call, Any, None]:
+    def _record(self, store_id: str, events: list[dict[str, Any]]) -> Generator[Call, Any, None]:
         """Record events no write recorded. A failure is logged, never the command's."""
         try:
-            yield _Call("events.add", (self.session_id, events), {"store_id": store_id})
+            yield Call("events.add", (self.session_id, events), {"store_id": store_id})
         except errors.MemfsError as e:
             log.error("could not record the memory tool's events: %s", e.message)
 
-    def _tree(self, store_id: str) -> Generator[_Call, Any, list[Memory]]:
-        memories: list[Memory] = yield _Call("memories.tree", (store_id,))
+    def _tree(self, store_id: str) -> Generator[Call, Any, list[Memory]]:
+        memories: list[Memory] = yield Call("memories.tree", (store_id,))
         return memories
 
-    def _is_directory(self, store_id: str, path: str) -> Generator[_Call, Any, bool]:
+    def _is_directory(self, store_id: str, path: str) -> Generator[Call, Any, bool]:
         if path == "":
             return True
         memories = yield from self._tree(store_id)
         return any(m.path.startswith(path + "/") for m in memories)
 
-    def _read(self, store_id: str, path: str, shown: str) -> Generator[_Call, Any, Memory]:
+    def _read(self, store_id: str, path: str, shown: str) -> Generator[Call, Any, Memory]:
         """The memory at ``path`` with its content, for an edit.
 
         :raises ToolError: no such memory, or a directory (the SDK's words)."""
         try:
             if path == "":
                 raise errors.NotFound(path)
-            memory: Memory = yield _Call("memories.get_by_path", (store_id, path))
+            memory: Memory = yield Call("memories.get_by_path", (store_id, path))
             return memory
         except errors.NotFound:
             if (yield from self._is_directory(store_id, path)):
@@ -287,12 +122,12 @@ class _Commands:
             raise ToolError(
                 f"The path {shown} does not exist. Please provide a valid path.") from None
 
-    def run(self, command: Any, op: Generator[_Call, Any, tuple[str, dict[str, Any]]]) -> Op:
+    def run(self, command: Any, op: Generator[Call, Any, tuple[str, dict[str, Any]]]) -> Op:
         """Run a command's generator and record its event pair (unless it recorded it with
         its write). The generator returns ``(text, event)``: the tool result and the event's
         fields (``operation``, ``file_path``, ``new_path``, ``recorded``)."""
         name = getattr(command, "command", None)
-        input = _command_input(command)
+        input = command_input(command)
         path = getattr(command, "path", None) or getattr(command, "old_path", None)
         fallback = {"operation": _OPERATIONS.get(name, str(name)) if isinstance(name, str)
                     else str(name),
@@ -302,16 +137,16 @@ class _Commands:
             try:
                 text, event = yield from op
             except errors.MemfsError as e:  # a store error the command did not expect
-                raise _failure(e, fallback["file_path"], f"The {name} command") from None
+                raise failure(e, fallback["file_path"], f"The {name} command") from None
         except ToolError as e:
-            failure = e.content if isinstance(e.content, str) else str(e)
+            refused = e.content if isinstance(e.content, str) else str(e)
             info = getattr(e, "memfs_event", None) or fallback
-            yield from self._record(store_id, _event_pair(
-                input, info["operation"], info["file_path"], failure, is_error=True,
+            yield from self._record(store_id, event_pair(
+                input, info["operation"], info["file_path"], refused, is_error=True,
                 new_path=info.get("new_path")))
             raise
         if not event.get("recorded"):
-            pair = _event_pair(input, event["operation"], event["file_path"], text,
+            pair = event_pair(input, event["operation"], event["file_path"], text,
                                is_error=False, new_path=event.get("new_path"))
             if event.get("memory") is not None:
                 m: Memory = event["memory"]
@@ -323,72 +158,75 @@ class _Commands:
     # -- the commands ----------------------------------------------------------------------
 
     def view(self, command: BetaMemoryTool20250818ViewCommand
-             ) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
+             ) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:
         shown = command.path
         path = memory_path(shown)
         store_id = self.store_id
         assert store_id is not None
+        if path == DESCRIBE_PATH:  # computed at each view (memfs.tools._typed)
+            d = yield from describe(store_id)
+            return describe_text(d), {"operation": "read", "file_path": shown}
         memories = yield from self._tree(store_id)
         match = next((m for m in memories if m.path == path), None) if path else None
         if match is None:
             below = [m for m in memories if m.path.startswith(path + "/")]
             if path and not below:
-                raise _tagged(ToolError(
+                raise tagged(ToolError(
                     f"The path {shown} does not exist. Please provide a valid path."),
                     "read", shown)
             return _listing(shown, path, below), {"operation": "list", "file_path": shown}
         try:
-            memory = yield _Call("memories.get", (store_id, match.id))
+            memory = yield Call("memories.get", (store_id, match.id))
         except errors.NotFound:
-            raise _tagged(ToolError(f"The file {shown} no longer exists (may have been deleted "
+            raise tagged(ToolError(f"The file {shown} no longer exists (may have been deleted "
                                     "or renamed concurrently)."), "read", shown) from None
         lines = (memory.content or "").split("\n")
         if len(lines) > MAX_LINES:
-            raise _tagged(ToolError(
+            raise tagged(ToolError(
                 f"File {shown} exceeds maximum line limit of 999,999 lines."), "read", shown)
         display, start = lines, 1
         view_range = getattr(command, "view_range", None)
         if view_range and len(view_range) == 2:
             if not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range):
-                raise _tagged(ToolError(
+                raise tagged(ToolError(
                     f"Invalid `view_range` parameter: {view_range}. It should be two line "
                     "numbers."), "read", shown)
             first = max(1, view_range[0]) - 1
             end = len(lines) if view_range[1] == -1 else view_range[1]
             display, start = lines[first:end], first + 1
-        text = f"Here's the content of {shown} with line numbers:\n" + _numbered(display, start)
+        text = f"Here's the content of {shown} with line numbers:\n" + numbered(display, start)
         return text, {"operation": "read", "file_path": shown}
 
     def create(self, command: BetaMemoryTool20250818CreateCommand
-               ) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
+               ) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:
         shown = command.path
         path = memory_path(shown)
         file_text = getattr(command, "file_text", None)
         if not isinstance(file_text, str):
-            raise _tagged(ToolError("Parameter `file_text` is required for command: create"),
+            raise tagged(ToolError("Parameter `file_text` is required for command: create"),
                           "create", shown)
         store_id = self.store_id
         assert store_id is not None
         if path == "":
-            raise _tagged(ToolError(f"File {shown} already exists"), "create", shown)
+            raise tagged(ToolError(f"File {shown} already exists"), "create", shown)
         actor = yield from self._actor(store_id)
         try:
-            memory = yield _Call("memories.create", (store_id, path, file_text), {"actor": actor})
+            memory = yield Call("memories.create", (store_id, path, file_text), {"actor": actor})
         except errors.PathConflict as e:
-            raise _tagged(_conflict(e, shown, path, "File {shown} already exists"),
+            raise tagged(_conflict(e, shown, path, "File {shown} already exists"),
                           "create", shown) from None
         except errors.MemfsError as e:
-            raise _tagged(_failure(e, shown, f"Creating {shown}"), "create", shown) from None
+            raise tagged(failure(e, shown, f"Creating {shown}"), "create", shown) from None
         return (f"File created successfully at: {shown}",
                 {"operation": "create", "file_path": shown, "memory": memory})
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand
-                    ) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
+                    ) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:
         shown = command.path
         path = memory_path(shown)
         old, new = getattr(command, "old_str", None), getattr(command, "new_str", None)
         if not isinstance(old, str):
-            raise _tagged(ToolError(
+            raise tagged(ToolError(
                 "Parameter `old_str` is required for command: str_replace"), "write", shown)
         new = new if isinstance(new, str) else ""
         store_id = self.store_id
@@ -399,7 +237,7 @@ class _Commands:
             content = memory.content or ""
             count = content.count(old)
             if count == 0:
-                raise _tagged(ToolError(
+                raise tagged(ToolError(
                     f"No replacement was performed, old_str `{old}` did not appear verbatim "
                     f"in {shown}."), "write", shown)
             if count > 1:
@@ -411,47 +249,47 @@ class _Commands:
                         break
                     matching.append(content[:pos].count("\n") + 1)
                     start = pos + 1
-                raise _tagged(ToolError(
+                raise tagged(ToolError(
                     f"No replacement was performed. Multiple occurrences of old_str `{old}` in "
                     f"lines: {', '.join(map(str, matching))}. Please ensure it is unique"),
                     "write", shown)
             changed_line = content[:content.find(old)].count("\n")
             new_content = content.replace(old, new)
             try:
-                written = yield _Call("memories.update", (store_id, memory.id), {
+                written = yield Call("memories.update", (store_id, memory.id), {
                     "content": new_content, "precondition_sha256": memory.content_sha256,
                     "actor": actor})
             except (errors.PreconditionFailed, errors.NotFound):
                 continue  # changed (or moved) since it was read: read it again
             except errors.MemfsError as e:
-                raise _tagged(_failure(e, shown, f"Editing {shown}"), "write", shown) from None
+                raise tagged(failure(e, shown, f"Editing {shown}"), "write", shown) from None
             new_lines = new_content.split("\n")
             first = max(0, changed_line - 2)
             last = min(len(new_lines), changed_line + 3)
-            snippet = _numbered(new_lines[first:last], first + 1)
+            snippet = numbered(new_lines[first:last], first + 1)
             return ("The memory file has been edited. Here is the snippet showing the change "
                     "(with line numbers):\n" + snippet,
                     {"operation": "write", "file_path": shown, "memory": written})
-        raise _tagged(ToolError(
+        raise tagged(ToolError(
             f"No replacement was performed: {shown} kept changing while it was edited "
             f"(concurrent writers). View it and try again."), "write", shown)
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand
-               ) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
+               ) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:
         shown = command.path
         path = memory_path(shown)
         line = getattr(command, "insert_line", None)
         text = getattr(command, "insert_text", None)
         if not isinstance(text, str):
-            raise _tagged(ToolError(
+            raise tagged(ToolError(
                 "Parameter `insert_text` is required for command: insert"), "write", shown)
         store_id = self.store_id
         assert store_id is not None
         actor = yield from self._actor(store_id)
         memory = yield from self._tagged_read(store_id, path, shown, "write")
-        lines = _split_lines_keeping_cr(memory.content or "")
+        lines = split_lines_keeping_cr(memory.content or "")
         if isinstance(line, bool) or not isinstance(line, int) or not 0 <= line <= len(lines):
-            raise _tagged(ToolError(
+            raise tagged(ToolError(
                 f"Invalid `insert_line` parameter: {line}. "
                 f"It should be within the range [0, {len(lines)}]."), "write", shown)
         lines.insert(line, text.rstrip("\n"))
@@ -459,25 +297,25 @@ class _Commands:
         if not new_content.endswith("\n"):
             new_content += "\n"
         try:
-            written = yield _Call("memories.update", (store_id, memory.id), {
+            written = yield Call("memories.update", (store_id, memory.id), {
                 "content": new_content, "precondition_sha256": memory.content_sha256,
                 "actor": actor})
         except (errors.PreconditionFailed, errors.NotFound):
             # The line number is the model's reading of the old content: never guess.
-            raise _tagged(ToolError(
+            raise tagged(ToolError(
                 f"No insertion was performed: {shown} was changed by someone else since it "
                 "was read. View it again and retry."), "write", shown) from None
         except errors.MemfsError as e:
-            raise _tagged(_failure(e, shown, f"Editing {shown}"), "write", shown) from None
+            raise tagged(failure(e, shown, f"Editing {shown}"), "write", shown) from None
         return (f"The file {shown} has been edited.",
                 {"operation": "write", "file_path": shown, "memory": written})
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand
-               ) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
+               ) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:
         shown = command.path
         path = memory_path(shown)
         if path == "":
-            raise _tagged(ToolError(f"Cannot delete the {ROOT} directory itself"),
+            raise tagged(ToolError(f"Cannot delete the {ROOT} directory itself"),
                           "delete", shown)
         store_id = self.store_id
         assert store_id is not None
@@ -485,40 +323,40 @@ class _Commands:
         text = f"Successfully deleted {shown}"
         memories = yield from self._tree(store_id)
         if any(m.path == path for m in memories):
-            pair = _event_pair(_command_input(command), "delete", shown, text, is_error=False)
+            pair = event_pair(command_input(command), "delete", shown, text, is_error=False)
             try:
-                yield _Call("memories.delete_path", (store_id, path), {"actor": actor,
+                yield Call("memories.delete_path", (store_id, path), {"actor": actor,
                                                                        "events": pair})
             except errors.MemfsError as e:
-                raise _tagged(_failure(e, shown, f"Deleting {shown}"), "delete",
+                raise tagged(failure(e, shown, f"Deleting {shown}"), "delete",
                               shown) from None
             return text, {"recorded": True}
         below = [m for m in memories if m.path.startswith(path + "/")]
         if not below:
-            raise _tagged(ToolError(f"The path {shown} does not exist"), "delete", shown)
+            raise tagged(ToolError(f"The path {shown} does not exist"), "delete", shown)
         # A directory: each memory below it (the store has no directory of its own).
         for done, m in enumerate(below):
             try:
-                yield _Call("memories.delete_path", (store_id, m.path), {"actor": actor})
+                yield Call("memories.delete_path", (store_id, m.path), {"actor": actor})
             except errors.NotFound:
                 pass  # deleted meanwhile: as good
             except errors.MemfsError as e:
-                raise _tagged(_failure(e, shown, f"Deleting {shown} (after {done} of "
+                raise tagged(failure(e, shown, f"Deleting {shown} (after {done} of "
                                        f"{len(below)} files)"), "delete", shown) from None
         return text, {"operation": "delete", "file_path": shown}
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand
-               ) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
+               ) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:
         old_shown = command.old_path
         new_shown = command.new_path
         tag = {"new_path": new_shown if isinstance(new_shown, str) else None}
         old = memory_path(old_shown)
         new = memory_path(new_shown)
         if old == "":
-            raise _tagged(ToolError(f"Cannot rename the {ROOT} directory itself"),
+            raise tagged(ToolError(f"Cannot rename the {ROOT} directory itself"),
                           "rename", old_shown, **tag)
         if new == "":
-            raise _tagged(ToolError(f"The destination {new_shown} already exists"),
+            raise tagged(ToolError(f"The destination {new_shown} already exists"),
                           "rename", old_shown, **tag)
         store_id = self.store_id
         assert store_id is not None
@@ -526,49 +364,41 @@ class _Commands:
         memories = yield from self._tree(store_id)
         exists = "The destination {shown} already exists"
         text = f"Successfully renamed {old_shown} to {new_shown}"
-        pair = _event_pair(_command_input(command), "rename", old_shown, text, is_error=False,
+        pair = event_pair(command_input(command), "rename", old_shown, text, is_error=False,
                            new_path=new_shown)
         try:
             if any(m.path == old for m in memories):
-                yield _Call("memories.rename_path", (store_id, old, new),
+                yield Call("memories.rename_path", (store_id, old, new),
                             {"actor": actor, "replace": False, "events": pair})
             elif any(m.path.startswith(old + "/") for m in memories):
                 if (new + "/").startswith(old + "/"):
-                    raise _tagged(ToolError(
+                    raise tagged(ToolError(
                         f"Cannot move {old_shown} into itself ({new_shown})"),
                         "rename", old_shown, **tag)
-                yield _Call("memories.rename_prefix", (store_id, old + "/", new + "/"),
+                yield Call("memories.rename_prefix", (store_id, old + "/", new + "/"),
                             {"actor": actor, "events": pair})
             else:
-                raise _tagged(ToolError(f"The path {old_shown} does not exist"),
+                raise tagged(ToolError(f"The path {old_shown} does not exist"),
                               "rename", old_shown, **tag)
         except errors.PathConflict as e:
-            raise _tagged(_conflict(e, new_shown, new, exists), "rename", old_shown,
+            raise tagged(_conflict(e, new_shown, new, exists), "rename", old_shown,
                           **tag) from None
         except errors.MemfsError as e:
-            raise _tagged(_failure(e, old_shown, f"Renaming {old_shown}"), "rename",
+            raise tagged(failure(e, old_shown, f"Renaming {old_shown}"), "rename",
                           old_shown, **tag) from None
         return text, {"recorded": True}
 
     def _tagged_read(self, store_id: str, path: str, shown: str, operation: str
-                     ) -> Generator[_Call, Any, Memory]:
+                     ) -> Generator[Call, Any, Memory]:
         try:
             memory = yield from self._read(store_id, path, shown)
         except ToolError as e:
-            raise _tagged(e, operation, shown) from None
+            raise tagged(e, operation, shown) from None
         return memory
 
 
 _OPERATIONS = {"view": "read", "create": "create", "str_replace": "write", "insert": "write",
                "delete": "delete", "rename": "rename"}
-
-
-def _tagged(e: ToolError, operation: str, file_path: str, new_path: str | None = None
-            ) -> ToolError:
-    """A ToolError that says what its event pair is about."""
-    e.memfs_event = {  # type: ignore[attr-defined]
-        "operation": operation, "file_path": file_path, "new_path": new_path}
-    return e
 
 
 def _conflict(e: errors.PathConflict, shown: str, path: str, exists: str) -> ToolError:
@@ -615,6 +445,17 @@ def _listing(shown: str, path: str, below: list[Memory]) -> str:
     lines = [f"{format_file_size(DIR_SIZE)}\t{shown}"]
     lines.extend(f"{size}\t{shown}/{item}" for size, item in items)
     return f"{header}\n" + "\n".join(lines)
+
+
+def _names_the_description(command: Any) -> bool:
+    """The command would change ``/memories/.describe``."""
+    for attr in ("path", "old_path", "new_path"):
+        try:
+            if memory_path(getattr(command, attr, None)) == DESCRIBE_PATH:
+                return True
+        except ToolError:
+            continue  # not a tool path: the command says so itself
+    return False
 
 
 def _parameters_error(command: Any) -> ToolError | None:
@@ -664,9 +505,33 @@ class _Common(_SDKTool):
         if self.read_only and name != "view":
             return self._commands.run(command, _raise(ToolError(
                 f"The {name} command is not allowed: {ROOT} is read-only here")))
+        if name != "view" and _names_the_description(command):
+            return self._commands.run(command, _raise(ToolError(
+                f"{ROOT}{DESCRIBE_PATH} is computed by memfs at each view: it cannot be "
+                "changed")))
         return self._commands.run(command, getattr(self._commands, name)(command))
 
-    def _clear(self) -> Generator[_Call, Any, str]:
+    def _describe(self) -> Generator[Call, Any, dict[str, Any]]:
+        store_id = yield from self._commands._store_id()
+        return (yield from describe(store_id))
+
+    def _add(self, text: str, type_: str, name: str | None, tags: Iterable[str],
+             importance: str | float | None, description: str | None
+             ) -> Generator[Call, Any, str]:
+        """A typed memory (no tool event: no model asked). :raises ToolError:"""
+        if self.read_only:
+            raise ToolError(f"{ROOT} is read-only here")
+        if not isinstance(text, str) or text.startswith("---"):
+            raise ToolError("text must be a string without front matter of its own (write "
+                            "such a memory with create)")
+        store_id = yield from self._commands._store_id()
+        directory = directory_of((yield from describe(store_id)), type_)
+        content = front_matter(text, type_, tags=tags, importance=importance,
+                               description=description)
+        actor = yield from self._commands._actor(store_id)
+        return (yield from add_memory(store_id, directory, name, text, content, actor))
+
+    def _clear(self) -> Generator[Call, Any, str]:
         """Delete every memory (each a ``deleted`` version; no tool event: no model asked)."""
         if self.read_only:
             raise ToolError(f"{ROOT} is read-only here")
@@ -674,11 +539,11 @@ class _Common(_SDKTool):
         actor = yield from self._commands._actor(store_id)
         for m in (yield from self._commands._tree(store_id)):
             with contextlib.suppress(errors.NotFound):  # deleted meanwhile: as good
-                yield _Call("memories.delete_path", (store_id, m.path), {"actor": actor})
+                yield Call("memories.delete_path", (store_id, m.path), {"actor": actor})
         return "All memory cleared"
 
 
-def _raise(e: ToolError) -> Generator[_Call, Any, tuple[str, dict[str, Any]]]:
+def _raise(e: ToolError) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:
     raise e
     yield  # a generator  # type: ignore[unreachable]
 
@@ -696,7 +561,7 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
         for a store a model may consult but not change.
     """
 
-    def _drive(self, op: Op) -> str:
+    def _drive(self, op: Generator[Call, Any, T]) -> T:
         try:
             call = next(op)
             while True:
@@ -707,10 +572,10 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
                 else:
                     call = op.send(result)
         except StopIteration as stop:
-            text: str = stop.value  # what an Op returns
-            return text
+            returned: T = stop.value  # what the generator returns
+            return returned
         except errors.MemfsError as e:  # a store error no command expected
-            raise _failure(e, "", "The memory tool") from None
+            raise failure(e, "", "The memory tool") from None
 
     def execute(self, command: BetaMemoryTool20250818Command) -> str:
         name = getattr(command, "command", None)
@@ -739,20 +604,42 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
     def clear_all_memory(self) -> str:
         return self._drive(self._clear())
 
+    def describe(self) -> dict[str, Any]:
+        """What the store holds: its describe object (``memfs_store_description``: counts by
+        type, directory and tag, what expires soon, the oldest and newest change, warnings,
+        its types). The model reads the same as text by viewing ``/memories/.describe``."""
+        return self._drive(self._describe())
+
+    def add(self, text: str, *, type: str, name: str | None = None,
+            tags: Iterable[str] = (), importance: str | float | None = None,
+            description: str | None = None) -> str:
+        """Write ``text`` as a memory of the type ``type`` (one of the store's types), under
+        its directory with front matter saying so (``type``, and ``importance``, ``tags``,
+        ``description`` when given), attributed as the tool's other changes are.
+
+        :param name: its file name in the directory (``.md`` added without an extension);
+            None: made from the text's first line (``-2``, ``-3``… if taken).
+        :returns: its path as the model sees it (``/memories/decisions/deploy-day.md``).
+        :raises ToolError: an unknown type, a name taken, a read-only tool, the store's
+            refusal. A value the store cannot use is kept, and reported in the memory's
+            warnings (``memfs_meta``).
+        """
+        return self._drive(self._add(text, type, name, tags, importance, description))
+
 
 class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     """The memory tool for ``AsyncAnthropic``'s ``tool_runner``: on a
     :class:`memfs.client.AsyncClient` (awaited), or on a sync store (each call in a worker
     thread). Parameters as :class:`MemoryTool`."""
 
-    async def _call(self, call: _Call) -> Any:
+    async def _call(self, call: Call) -> Any:
         method = call.method_of(self.store)
         if inspect.iscoroutinefunction(method):
             return await method(*call.args, **call.kwargs)
         return await anyio.to_thread.run_sync(functools.partial(method, *call.args,
                                                                 **call.kwargs))
 
-    async def _drive(self, op: Op) -> str:
+    async def _drive(self, op: Generator[Call, Any, T]) -> T:
         try:
             call = next(op)
             while True:
@@ -763,10 +650,10 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
                 else:
                     call = op.send(result)
         except StopIteration as stop:
-            text: str = stop.value  # what an Op returns
-            return text
+            returned: T = stop.value  # what the generator returns
+            return returned
         except errors.MemfsError as e:
-            raise _failure(e, "", "The memory tool") from None
+            raise failure(e, "", "The memory tool") from None
 
     async def execute(self, command: BetaMemoryTool20250818Command) -> str:
         name = getattr(command, "command", None)
@@ -794,3 +681,13 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
 
     async def clear_all_memory(self) -> str:
         return await self._drive(self._clear())
+
+    async def describe(self) -> dict[str, Any]:
+        """As :meth:`MemoryTool.describe`."""
+        return await self._drive(self._describe())
+
+    async def add(self, text: str, *, type: str, name: str | None = None,
+                  tags: Iterable[str] = (), importance: str | float | None = None,
+                  description: str | None = None) -> str:
+        """As :meth:`MemoryTool.add`."""
+        return await self._drive(self._add(text, type, name, tags, importance, description))
