@@ -224,6 +224,8 @@ def _at_m005(path: str) -> None:
     fts5 = recall_schema.SQLITE[recall_schema.SQLITE.index("CREATE TABLE memory_words_rows"):
                                 recall_schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     conn.executescript("""
+        ALTER TABLE session_resources DROP COLUMN scope;
+        DELETE FROM _sqlite_migrations WHERE name = 'm020_session_resource_scope';
         DROP INDEX memories_expiry; DROP INDEX memories_meta_pending;
         ALTER TABLE memories DROP COLUMN mtype; ALTER TABLE memories DROP COLUMN importance;
         ALTER TABLE memories DROP COLUMN expires_at; ALTER TABLE memories DROP COLUMN pinned;
@@ -266,7 +268,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m019_typed_memories"
+    assert schema.migration_names("sqlite")[-1] == "m020_session_resource_scope"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -283,10 +285,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/19" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/20" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/19 (m005_session_launcher) -> 19/19 (m019_typed_memories)" in r.output, r.output
+    assert "5/20 (m005_session_launcher) -> 20/20 (m020_session_resource_scope)" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 
