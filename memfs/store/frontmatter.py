@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import yaml
-
 from ..errors import InvalidMetadata, InvalidRequest
 from ..models import MemoryMeta
 from ..rules import format_time
@@ -278,8 +276,10 @@ def parse(text: str) -> tuple[dict[str, Any] | None, list[str]]:
         return None, [problem] if problem else []
     data = _fast(raw)
     if data is None:
+        import yaml  # not at import: every command and daemon loads this module
+
         try:
-            data = yaml.load(raw, Loader=_LOADER)
+            data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -293,8 +293,6 @@ def parse(text: str) -> tuple[dict[str, Any] | None, list[str]]:
         return None, ["front matter is not a mapping of keys to values"]
     return data, []
 
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # The fast path: lines of ``key: value`` whose values are plain words, which is what memories
 # say. Anything else (quotes, flow or block collections, anchors, tags, comments, documents

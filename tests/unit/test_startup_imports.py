@@ -14,8 +14,9 @@ import pytest
 
 from memfs.store import Store
 
-#: Needed only to migrate a database (sqlite-utils, with dateutil, pluggy and click behind it).
-MIGRATIONS = ("sqlite_utils",)
+#: Needed only to migrate a database (sqlite-utils, with dateutil, pluggy and click behind it),
+#: and to read a session spec file or front matter the fast path cannot (yaml: 9 ms).
+MIGRATIONS = ("sqlite_utils", "yaml")
 #: Needed only by `memfs serve`, the Console, `--url` sessions and remote mounts.
 HEAVY = ("httpx", "starlette", "jinja2", "hypercorn", "pygments", "memfs.api",
          "memfs.daemons.server", "memfs.client", "memfs.console", *(

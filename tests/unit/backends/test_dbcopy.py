@@ -288,7 +288,8 @@ def test_migrate_command(tmp_path):
     assert r.exit_code == 1 and "5/20" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert "5/20 (m005_session_launcher) -> 20/20 (m020_session_resource_scope)" in r.output, r.output
+    assert ("5/20 (m005_session_launcher) -> 20/20 (m020_session_resource_scope)"
+            in r.output), r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
 
