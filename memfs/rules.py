@@ -79,8 +79,12 @@ def _id_text(prefix: str, value: int) -> str:
 
 
 def format_time(dt: datetime) -> str:
-    """RFC 3339 in UTC with microseconds and ``Z``; these strings sort chronologically."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 in UTC with microseconds and ``Z``; these strings sort chronologically (the
+    year always in four digits: ``%Y`` gives ``999`` for the year 999, which sorts last)."""
+    u = dt.astimezone(UTC)
+    if u.year >= 1000:
+        return u.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"{u.year:04d}-" + u.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(value: str | datetime) -> datetime:

@@ -51,11 +51,11 @@ def _ref(name: str) -> dict[str, Any]:
 _B = {"type": "boolean"}
 _COUNTS = {"type": "object", "additionalProperties": _I}
 #: A memory that expires (or has expired) in a description.
-_EXPIRING = _obj({"path": _S, "type": _NS, "expires_at": _T})
+_EXPIRING = _obj({"path": _S, "memory_type": _NS, "expires_at": _T})
 _CHANGE = {"oneOf": [_obj({"path": _S, "updated_at": _T}), {"type": "null"}]}
 #: An expired memory a sweep saw (:meth:`memfs.store.typed.Typed.expired`).
 _EXPIRED = _obj({"memory_id": _S, "memory_store_id": _S, "path": _S, "memory_version_id": _S,
-                 "type": _NS, "expires_at": _T, "expiry": {"enum": ["on", "report"]}})
+                 "memory_type": _NS, "expires_at": _T, "expiry": {"enum": ["on", "report"]}})
 #: The answers of the typed-memory extensions (SPEC §8; :mod:`memfs.api.typed`).
 _TYPED: dict[str, Any] = {
     "MemfsStoreDescription": _obj({

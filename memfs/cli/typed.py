@@ -63,12 +63,12 @@ def describe_text(d: dict[str, Any], ref: str) -> str:
     soon, expired = d["expiring_soon"], d["expired"]
     lines.append(f"expiring within {soon['within_days']} days: {soon['count']}")
     lines += _listed(soon["memories"], soon["count"],
-                     lambda m: f"{m['type'] or '-'}  {expires_text(m['expires_at'], now)}")
+                     lambda m: f"{m['memory_type'] or '-'}  {expires_text(m['expires_at'], now)}")
     lines.append(f"expired: {expired['count']}"
                  + (" (only reported: expiry is report)" if expired["count"]
                     and d["expiry"] != "on" else ""))
     lines += _listed(expired["memories"], expired["count"],
-                     lambda m: f"{m['type'] or '-'}  since {when(m['expires_at'])}")
+                     lambda m: f"{m['memory_type'] or '-'}  since {when(m['expires_at'])}")
     for title, key in (("oldest change", "oldest_change"), ("newest change", "newest_change")):
         change = d[key]
         lines.append(f"{title}: " + ("-" if change is None
@@ -132,7 +132,7 @@ def sweep_text(r: dict[str, Any], store: str, ref: str) -> str:
     lines: list[str] = []
 
     def each(items: list[dict[str, Any]]) -> None:
-        lines.extend(f"  {m['path']}  ({m['type'] or '-'}, expired {when(m['expires_at'])})"
+        lines.extend(f"  {m['path']}  ({m['memory_type'] or '-'}, expired {when(m['expires_at'])})"
                      for m in items)
 
     deleted, reported, skipped = r["deleted"], r["reported"], r["skipped"]

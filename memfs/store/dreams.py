@@ -16,6 +16,7 @@ from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Pag
 from ..rules import check_limit, format_time, new_id, parse_time, validate_text
 from .base import Core, Part
 from .common import INSERT_MEMORY, no_session, no_store, only_workspace, utc_now
+from .frontmatter import EXPIRY_KEY, TYPES_KEY
 from .memories import derived_of
 from .rows import dream_from_row
 
@@ -255,14 +256,17 @@ class Dreams(Part):
                 name = source.name[: self.limits.max_name_chars - len(suffix)] + suffix
                 now = utc_now()
                 out_id = new_id("memstore")
-                # Its memories expire as its source's do (SPEC §8: never by surprise).
+                # Its memories have the types of its source's and expire as they do (SPEC §8:
+                # never by surprise): the same registry, expiry mode and default.
                 expiry = c.execute("SELECT expiry FROM stores WHERE id = ?",
                                    (source.id,)).fetchone()["expiry"]
+                typed = {k: v for k, v in source.metadata.items() if k in (TYPES_KEY, EXPIRY_KEY)}
                 c.execute(
                     "INSERT INTO stores (id, name, description, metadata, created_at, "
                     "updated_at, workspace_id, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (out_id, name, f"The output of dream {dream_id} over {source.id}",
-                     json.dumps({"memfs_dream_id": dream_id, "memfs_dream_status": "running"}),
+                     json.dumps({"memfs_dream_id": dream_id, "memfs_dream_status": "running",
+                                 **typed}),
                      now, now, row["workspace_id"], expiry),
                 )
             else:

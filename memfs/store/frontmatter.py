@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import InvalidMetadata, InvalidRequest
 from ..models import MemoryMeta
-from ..rules import format_time
+from ..rules import SCOPES, format_time
 
 __all__ = [
     "DEFAULT_TYPES",
@@ -57,10 +57,10 @@ EXPIRY_KEY = "memfs_expiry"
 EXPIRY_MODES = ("on", "report")
 #: The named levels of importance, and what they weigh in recall's ranking.
 IMPORTANCE_LEVELS = {"low": 0.2, "medium": 0.5, "high": 0.8}
-#: The version of :func:`derive`: a memory whose row says another was derived before it, and is
-#: derived again when a store opens the database (:meth:`memfs.store.typed.Typed.reindex`).
+#: The version of :func:`derive` a row's ``meta_rev`` records. A migration that changes what is
+#: derived sets ``meta_rev`` NULL, and the memories are derived again when a store next opens
+#: the database (:meth:`memfs.store.typed.Typed.reindex_pending`).
 META_REV = 1
-SCOPES = ("general", "workflow")
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
 _DURATION_FULL = re.compile(r"\s*(?:\d+(?:\.\d+)?\s*[smhdw]\s*)+", re.IGNORECASE)
@@ -68,6 +68,10 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _MAX_TAGS = 32
 _MAX_TAG = 64
 _MAX_DESCRIPTION = 512
+#: A value quoted in a warning, at most (characters).
+_SHOWN = 80
+#: The longest lifetime a type may give (a longer one is refused: its times would overflow).
+_MAX_LIFETIME = dt.timedelta(days=36500)
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,7 @@ def _parse_registry(value: str) -> Registry:
     types = []
     for name, t in spec.items():
         if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", name):
-            raise InvalidRequest(f"{where}: type name {name!r} must be lower-case letters, "
+            raise InvalidRequest(f"{where}: type name {_shown(name)} must be lower-case letters, "
                                  "digits, - or _ (at most 32)")
         if not isinstance(t, dict):
             raise InvalidRequest(f"{where}: type {name} must be an object")
@@ -202,9 +206,9 @@ def _parse_registry(value: str) -> Registry:
         raw = t.get("expires", "never")
         if not (isinstance(raw, str) and raw.strip().lower() == "never"):
             expires = _duration(raw) if isinstance(raw, str) else None
-            if expires is None:
+            if expires is None or expires > _MAX_LIFETIME:
                 raise InvalidRequest(f"{where}: type {name}'s expires must be 'never' or a "
-                                     "duration such as 7d, 12h or 2w")
+                                     "duration such as 7d, 12h or 2w (at most 36500d)")
         scope = t.get("scope", "general")
         if scope not in SCOPES:
             raise InvalidRequest(f"{where}: type {name}'s scope must be general or workflow")
@@ -278,8 +282,14 @@ def parse(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     if data is None:
         import yaml  # not at import: every command and daemon loads this module
 
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:
-            data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            # No aliases: 4 KiB of ``&a [*a, *a]`` chains would expand to gigabytes.
+            if "*" in raw and any(isinstance(e, yaml.AliasEvent)
+                                  for e in yaml.parse(raw, Loader=loader)):
+                return None, ["front matter uses YAML aliases (*name), which memfs does not "
+                              "read: write each value out"]
+            data = yaml.load(raw, Loader=loader)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -310,6 +320,8 @@ _NUMBER = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+")
 
 def _fast(raw: str) -> dict[str, Any] | None:
     """``raw`` read without a YAML parser, or None when it is not simple enough to."""
+    if "\t" in raw:  # where YAML allows a tab is its own business
+        return None
     out: dict[str, Any] = {}
     for line in raw.split("\n"):
         if not line or line.isspace():
@@ -412,8 +424,15 @@ def derive(path: str, text: str, types: Registry, changed_at: str) -> Derived:
         if t is None:
             return NOTHING
         return Derived(t.name, t.importance, _expiry_time(t.expires, changed_at))
-    data, warnings = parse(text)
-    return _derive(path, data or {}, warnings, types, changed_at)
+    try:
+        data, warnings = parse(text)
+        return _derive(path, data or {}, warnings, types, changed_at)
+    except Exception as e:  # never a failed write (SPEC §8): what was not read is said
+        t = types.of_path(path) if types.types else None
+        return Derived(t.name if t else None, t.importance if t else None,
+                       _expiry_time(t.expires, changed_at) if t else None,
+                       warnings=(f"front matter could not be read ({type(e).__name__}): read "
+                                 "as text",))
 
 
 def _time(text: str) -> dt.datetime:
@@ -431,10 +450,10 @@ def _derive(
         if named is not None:
             t = named
         elif not types.types:
-            warnings.append(f"type {name!r} is not used: this store's types are off")
+            warnings.append(f"type {_shown(name)} is not used: this store's types are off")
         else:
             known = ", ".join(x.name for x in types.types)
-            warnings.append(f"type {name!r} is not one of this store's types ({known})"
+            warnings.append(f"type {_shown(name)} is not one of this store's types ({known})"
                             + (f": the type of its directory, {t.name}, applies" if t else ""))
     importance = t.importance if t else None
     if "importance" in data:
@@ -455,7 +474,7 @@ def _derive(
         if isinstance(data["pinned"], bool):
             pinned = data["pinned"]
         else:
-            warnings.append(f"pinned: {data['pinned']!r} is not true or false")
+            warnings.append(f"pinned: {_shown(data['pinned'])} is not true or false")
     return Derived(
         type=t.name if t else None,
         importance=importance,
@@ -464,7 +483,7 @@ def _derive(
         tags=_tags(data.get("tags"), warnings),
         description=_description(data.get("description"), warnings),
         supersedes=_supersedes(data.get("supersedes"), path, warnings),
-        source=None if data.get("source") is None else _scalar(data["source"]),
+        source=_source(data.get("source"), warnings),
         warnings=tuple(warnings),
     )
 
@@ -474,11 +493,16 @@ def _importance(value: Any) -> tuple[float | None, str]:
         return IMPORTANCE_LEVELS[value.strip().lower()], ""
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
         return float(value), ""
-    return None, f"{value!r} is not low, medium, high or a number from 0 to 1"
+    return None, f"{_shown(value)} is not low, medium, high or a number from 0 to 1"
 
 
 def _expiry_time(after: dt.timedelta | None, changed_at: str) -> str | None:
-    return None if after is None else format_time(_time(changed_at) + after)
+    if after is None:
+        return None
+    try:
+        return format_time(_time(changed_at) + after)
+    except (OverflowError, ValueError):  # past year 9999: never, in effect
+        return None
 
 
 def _duration(value: str) -> dt.timedelta | None:
@@ -510,20 +534,23 @@ def _expires(value: Any, changed_at: str) -> tuple[bool, str | None, str]:
             try:
                 return True, format_time(_time(changed_at) + d), ""
             except OverflowError:
-                return False, None, f"{value!r} is too far away"
+                return False, None, f"{_shown(value)} is too far away"
         try:
             value = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
         except ValueError:
-            return False, None, (f"{value!r} is not a date, a time, a duration from the last "
+            return False, None, (f"{_shown(value)} is not a date, a time, a duration from the last "
                                  "change (such as 7d, 12h or 2w) or never")
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
-        return True, format_time(value.astimezone(dt.UTC)), ""
+        try:
+            return True, format_time(value.astimezone(dt.UTC)), ""
+        except (OverflowError, ValueError):
+            return False, None, f"{_shown(value)} is out of range"
     if isinstance(value, dt.date):
         return True, format_time(dt.datetime(value.year, value.month, value.day,
                                               tzinfo=dt.UTC)), ""
-    return False, None, (f"{value!r} is not a date, a time, a duration from the last change "
+    return False, None, (f"{_shown(value)} is not a date, a time, a duration from the last change "
                          "(such as 7d, 12h or 2w) or never")
 
 
@@ -532,7 +559,13 @@ def _scalar(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, dt.date | int | float | str):
         return str(value)
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _shown(value)
+
+
+def _shown(value: Any) -> str:
+    """A value in a warning, or a structure where text was expected: its repr, cut."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "…"
 
 
 def _tags(value: Any, warnings: list[str]) -> tuple[str, ...]:
@@ -540,18 +573,18 @@ def _tags(value: Any, warnings: list[str]) -> tuple[str, ...]:
         return ()
     items = [x for x in value.split(",")] if isinstance(value, str) else value
     if not isinstance(items, list):
-        warnings.append(f"tags: {value!r} is not a list of words")
+        warnings.append(f"tags: {_shown(value)} is not a list of words")
         return ()
     out: list[str] = []
     for item in items:
         if isinstance(item, dict | list) or item is None:
-            warnings.append(f"tags: {item!r} is not a word")
+            warnings.append(f"tags: {_shown(item)} is not a word")
             continue
         tag = _scalar(item).strip()
         if not tag:
             continue
         if len(tag) > _MAX_TAG or "\n" in tag:
-            warnings.append(f"tags: {tag[:_MAX_TAG]!r}… is longer than {_MAX_TAG} characters "
+            warnings.append(f"tags: {_shown(tag[:_MAX_TAG])}… is longer than {_MAX_TAG} characters "
                             "or spans lines")
             continue
         if tag not in out:
@@ -560,6 +593,15 @@ def _tags(value: Any, warnings: list[str]) -> tuple[str, ...]:
         warnings.append(f"tags: only the first {_MAX_TAGS} of {len(out)} are used")
         out = out[:_MAX_TAGS]
     return tuple(out)
+
+
+def _source(value: Any, warnings: list[str]) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dict | list):
+        warnings.append(f"source: {_shown(value)} is not text")
+        return None
+    return _scalar(value)
 
 
 def _description(value: Any, warnings: list[str]) -> str | None:
@@ -583,12 +625,12 @@ def _supersedes(value: Any, path: str, warnings: list[str]) -> tuple[str, ...]:
         return ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list):
-        warnings.append(f"supersedes: {value!r} is not a path or a list of paths")
+        warnings.append(f"supersedes: {_shown(value)} is not a path or a list of paths")
         return ()
     out: list[str] = []
     for item in items:
         if not isinstance(item, str) or not item.startswith("/") or item == path:
-            warnings.append(f"supersedes: {item!r} is not another memory's path "
+            warnings.append(f"supersedes: {_shown(item)} is not another memory's path "
                             "(a path begins with /)")
             continue
         if item not in out:

@@ -25,7 +25,7 @@ from ..rules import (
 )
 from .base import Part
 from .common import UNSET, no_store, only_ids, only_workspace, utc_now
-from .frontmatter import TYPES_KEY, check_metadata, derive, registry
+from .frontmatter import EXPIRY_KEY, TYPES_KEY, check_metadata, derive, registry
 from .rows import store_from_row
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,9 @@ class Stores(Part):
             )
             if (new_name, new_desc, new_meta) == (store.name, store.description, store.metadata):
                 return store
-            check_metadata(new_meta)
+            # Only what changes: a value kept from before memfs read it never blocks a rename.
+            check_metadata({k: v for k, v in new_meta.items()
+                            if k in (TYPES_KEY, EXPIRY_KEY) and v != store.metadata.get(k)})
             now = utc_now()
             c.execute(
                 "UPDATE stores SET name = ?, description = ?, metadata = ?, updated_at = ? "

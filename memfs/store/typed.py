@@ -129,7 +129,7 @@ class Typed(Part):
             return None if r is None else {"path": r["path"], "updated_at": r["updated_at"]}
 
         def expiry(r: Row) -> dict[str, Any]:
-            return {"path": r["path"], "type": r["mtype"], "expires_at": r["expires_at"]}
+            return {"path": r["path"], "memory_type": r["mtype"], "expires_at": r["expires_at"]}
 
         expiring.sort(key=lambda r: (r["expires_at"], r["path"]))
         expired.sort(key=lambda r: (r["expires_at"], r["path"]))
@@ -177,7 +177,7 @@ class Typed(Part):
         for r in self.core.all(sql, params):
             out.append({
                 "memory_id": r["id"], "memory_store_id": r["store_id"], "path": r["path"],
-                "memory_version_id": r["version_id"], "type": r["mtype"],
+                "memory_version_id": r["version_id"], "memory_type": r["mtype"],
                 "expires_at": r["expires_at"],
                 "expiry": expiry_mode(json.loads(r["metadata"]), r["expiry"]),
             })
@@ -198,11 +198,16 @@ class Typed(Part):
         written: list[str] = []
         with self.core.write() as c:
             stamp = utc_now()
+            # The stores as they are now: one archived, or turned to report, since the
+            # memories were seen keeps them.
+            still_on = {sid for sid in {s["memory_store_id"] for s in todo}
+                        if self._mode_in(c, sid) == "on"}
             for s in todo:
                 row = c.execute("SELECT * FROM memories WHERE id = ?",
                                 (s["memory_id"],)).fetchone()
                 if (row is None or row["version_id"] != s["memory_version_id"]
-                        or row["expires_at"] is None or row["expires_at"] > at):
+                        or row["expires_at"] is None or row["expires_at"] > at
+                        or row["store_id"] not in still_on):
                     report.skipped.append(s)
                     continue
                 written.append(self.memories.delete_row_in(c, row, EXPIRY_ACTOR, stamp)[1])
@@ -235,15 +240,25 @@ class Typed(Part):
                 everything = self.expired(sid, now=at, limit=10_000_000)
                 (report.deleted if mode == "on" else report.reported).extend(everything)
         for sid in on:
-            done: set[str] = set()  # seen, and rewritten since: not read again this sweep
+            left: set[str] = set()  # seen, and left alone: not read again this sweep
             while True:
-                seen = [s for s in self.expired(sid, now=at, limit=batch + len(done))
-                        if s["memory_id"] not in done][:batch]
+                seen = [s for s in self.expired(sid, now=at, limit=batch + len(left))
+                        if s["memory_id"] not in left][:batch]
                 if not seen:
                     break
-                done.update(s["memory_id"] for s in seen)
+                deleted = len(report.deleted)
                 self.delete_expired(seen, now=at, report=report)
+                gone = {s["memory_id"] for s in report.deleted[deleted:]}
+                left.update(s["memory_id"] for s in seen if s["memory_id"] not in gone)
         return report.to_dict()
+
+    def _mode_in(self, c: Connection, store_id: str) -> str | None:
+        """A live store's expiry mode, read in ``c`` (None: archived or gone)."""
+        row = c.execute("SELECT metadata, expiry, archived_at FROM stores WHERE id = ?",
+                        (store_id,)).fetchone()
+        if row is None or row["archived_at"] is not None:
+            return None
+        return expiry_mode(json.loads(row["metadata"]), row["expiry"])
 
     def _expiring_stores(self, store_id: str | None, at: datetime) -> dict[str, str]:
         """The live stores (``store_id``, or any) holding an expired memory, with their

@@ -59,7 +59,7 @@ def describe_text(d: dict[str, Any]) -> str:
         return "none" if c is None else f"{tool_path(c['path'])} at {c['updated_at']}"
 
     def expiry(m: dict[str, Any]) -> str:
-        return f"{tool_path(m['path'])} ({m['type'] or 'no type'}) at {m['expires_at']}"
+        return f"{tool_path(m['path'])} ({m['memory_type'] or 'no type'}) at {m['expires_at']}"
 
     types = d["types"]
     known = "; ".join(

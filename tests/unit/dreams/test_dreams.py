@@ -739,3 +739,21 @@ def test_memfs_dream_whose_model_never_answered_leaves_no_output_store(
         r = memfs(str(db_path), "dream", "notes", "-s", sessions[0], "--model", "claude-test")
     assert r.exit_code == 1 and "model_error" in r.stderr
     assert store_names(s) == ["notes"]
+
+
+def test_a_dream_s_new_store_has_its_source_s_types_and_expiry(backend: Any) -> None:
+    """SPEC §8, never by surprise: a store whose types are off and whose expiry only reports
+    gives a dream a store whose /context/ memories neither have a type nor expire."""
+    s = backend.open()
+    ms, sessions = setup_inputs(s)
+    s.memories.create(ms, "/context/today.md", "standup\n", actor=None)
+    s.stores.update(ms, metadata={"memfs_types": "off", "memfs_expiry": "report"})
+    d = s.dreams.start(s.dreams.create(inputs(ms, sessions), "m").id)
+    assert d is not None
+    out = d.outputs[0]["memory_store_id"]
+    assert {k: v for k, v in s.stores.get(out).metadata.items() if k.startswith("memfs_")
+            and k not in ("memfs_dream_id", "memfs_dream_status")} == {
+        "memfs_types": "off", "memfs_expiry": "report"}
+    copied = s.memories.get_by_path(out, "/context/today.md")
+    assert copied.memfs_meta is not None and copied.memfs_meta.type is None
+    assert s.typed.describe(out)["expiry"] == "report"

@@ -245,3 +245,51 @@ def test_the_time_of_an_expiry_is_from_the_last_change() -> None:
     assert m.memfs_meta is not None and m.memfs_meta.expires_at is not None
     expires = dt.datetime.fromisoformat(m.memfs_meta.expires_at.replace("Z", "+00:00"))
     assert dt.timedelta(days=7) <= expires - before < dt.timedelta(days=7, seconds=60)
+
+
+# -- what a review found could still fail a write ------------------------------------------------
+
+_LAUGHS = "---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)
+) + "source: *a9\ntags: *a9\n---\nbody"
+
+
+@pytest.mark.parametrize("text", [
+    "---\nexpires: 9999-12-31T23:59:59-05:00\n---\n",
+    "---\nexpires: 0001-01-01T00:00:00+01:00\n---\n",
+    "---\nsource: &a [*a]\n---\n",
+    "---\nsource: {2020-01-01: x}\n---\n",
+    "---\nsource: " + "[" * 990 + "]" * 990 + "\n---\n",
+    "---\ntags: " + "[" * 990 + "]" * 990 + "\n---\n",
+    _LAUGHS,
+], ids=["far-future", "year-one", "self-alias", "date-key", "deep-source", "deep-tags",
+        "billion-laughs"])
+def test_no_front_matter_fails_a_write_or_grows_its_index(text: str) -> None:
+    assert len(text.encode()) <= fm.FRONT_MATTER_MAX + 100
+    d = derive("/context/a.md", text)
+    assert d.type == "context" and d.warnings  # the directory's type, and a warning
+    assert len(d.meta_json() or "") < 4 * fm.FRONT_MATTER_MAX
+    with Store(":memory:", limits=Limits()) as s:
+        sid = s.stores.create("n").id
+        assert s.memories.write_path(sid, "/context/a.md", text, actor=API).content == text
+
+
+def test_a_type_s_lifetime_is_bounded() -> None:
+    with Store(":memory:", limits=Limits()) as s, pytest.raises(InvalidRequest, match="36500d"):
+        s.stores.create("n", metadata={fm.TYPES_KEY: '{"context": {"expires": "900000000d"}}'})
+
+
+def test_an_expiry_before_the_year_1000_sorts_as_past() -> None:
+    d = derive("/a.md", "---\nexpires: 0999-01-01\n---\n")
+    assert d.expires_at == "0999-01-01T00:00:00.000000Z" and d.expires_at < NOW
+
+
+def test_a_value_kept_from_before_memfs_read_it_never_blocks_a_rename() -> None:
+    with Store(":memory:", limits=Limits()) as s:
+        sid = s.stores.create("n").id
+        with s.write() as c:
+            c.execute("UPDATE stores SET metadata = ? WHERE id = ?",
+                      (json.dumps({fm.TYPES_KEY: "whatever"}), sid))
+        assert s.stores.update(sid, name="renamed").name == "renamed"
+        with pytest.raises(InvalidRequest):
+            s.stores.update(sid, metadata={fm.TYPES_KEY: "still nothing"})

@@ -180,3 +180,18 @@ def test_the_migration_leaves_old_stores_reporting_and_derives_their_memories(
         assert s.typed.sweep(sid, now=LATER)["deleted"] == []
         assert s.stores.create("new").id and s.typed.describe(
             s.stores.list().data[0].id)["expiry"] == "on"
+
+
+@pytest.mark.parametrize("change", ["report", "archive"])
+def test_a_store_turned_to_report_or_archived_mid_sweep_keeps_its_memories(
+        store: Store, change: str) -> None:
+    sid = store.stores.create("notes").id
+    store.memories.write_path(sid, "/context/a.md", "a", actor=API)
+    seen = store.typed.expired(sid, now=LATER)
+    if change == "report":
+        store.stores.update(sid, metadata={fm.EXPIRY_KEY: "report"})
+    else:
+        store.stores.archive(sid)
+    report = store.typed.delete_expired(seen, now=LATER)
+    assert report.deleted == [] and [s["path"] for s in report.skipped] == ["/context/a.md"]
+    assert paths(store, sid) == ["/context/a.md"]
