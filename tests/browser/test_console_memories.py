@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +13,10 @@ import anthropic
 from playwright.sync_api import expect
 
 from tests.support import wait_until
-from tests.support.console import page_width
+from tests.support.console import new_store, no_dialogs, page_width
 from tests.support.mount import Mount, require_fuse
 
 Sdk = anthropic.Anthropic
-
-
-def new_store(sdk: Sdk, name: str, memories: dict[str, str]) -> str:
-    """A store with a unique name (``name`` first) holding ``memories`` (path -> content)."""
-    sid = sdk.beta.memory_stores.create(name=f"{name} {uuid.uuid4().hex[:6]}").id
-    for path, content in memories.items():
-        sdk.beta.memory_stores.memories.create(sid, path=path, content=content)
-    return sid
 
 
 def memory_id(sdk: Sdk, sid: str, path: str) -> str:
@@ -34,18 +25,6 @@ def memory_id(sdk: Sdk, sid: str, path: str) -> str:
 
 def content_of(sdk: Sdk, sid: str, mid: str) -> str | None:
     return sdk.beta.memory_stores.memories.retrieve(mid, memory_store_id=sid).content
-
-
-def no_dialogs(pg: Any) -> list[str]:
-    """Every dialog (alert, confirm) the page opens, dismissed; a test asserts it stays empty."""
-    opened: list[str] = []
-
-    def on_dialog(d: Any) -> None:
-        opened.append(f"{d.type}: {d.message}")
-        d.dismiss()
-
-    pg.on("dialog", on_dialog)
-    return opened
 
 
 def test_browse_a_store_tree_of_nested_folders(signed_in: Any, sdk: Sdk) -> None:

@@ -9,8 +9,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.browser.test_console_memories import Sdk, new_store, no_dialogs
-from tests.support.console import page_width
+from tests.support.console import Sdk, new_store, no_dialogs, page_width
 
 HOSTILE = "<img src=x onerror=alert(7)>"
 

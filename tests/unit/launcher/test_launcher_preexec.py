@@ -45,11 +45,12 @@ def test_the_parent_death_signal_is_set(tmp_path):
     script = (
         "import functools, os, subprocess, sys\n"
         "from memfs.launcher import procs\n"
-        f"subprocess.Popen(['sh', '-c', 'trap \"echo hup > {out}; exit\" HUP; "
-        "echo ready; while :; do sleep 0.01; done'],\n"
+        f"p = subprocess.Popen(['sh', '-c', 'trap \"echo hup > {out}; exit\" HUP; "
+        "echo ready; while :; do sleep 0.01; done'], stdout=subprocess.PIPE,\n"
         "    preexec_fn=functools.partial(procs.command_preexec, os.getpid()))\n"
-        "sys.stdout.flush()\n"
-        "import time; time.sleep(0.5)\n"
+        # Dies once the child's trap is set (a fixed sleep lost that race on a loaded machine:
+        # the signal came first and killed the shell before it could say so).
+        "assert p.stdout.readline() == b'ready\\n'\n"
     )
     subprocess.run([sys.executable, "-c", script], timeout=10, check=True)
     wait_until(out.exists)
