@@ -25,8 +25,10 @@ def command_preexec(launcher: int) -> None:
     """In CMD's child before exec: SIGHUP (as when a terminal goes away) if the launcher
     (pid ``launcher``, taken before the fork) dies, since the session CMD belongs to is then
     over. Runs after :class:`subprocess.Popen` switched to the agent's user/groups (a change
-    of user clears the parent-death signal, so it must come after)."""
-    linux.die_with_parent(launcher, signal.SIGHUP)
+    of user clears the parent-death signal, so it must come after). SIGTERM where SIGHUP is
+    ignored (``nohup memfs run``): CMD inherits that, and would never hear of the end."""
+    hup_ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    linux.die_with_parent(launcher, signal.SIGTERM if hup_ignored else signal.SIGHUP)
 
 
 def init_preexec() -> None:

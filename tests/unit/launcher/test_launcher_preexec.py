@@ -22,7 +22,13 @@ def test_a_child_whose_launcher_is_gone_never_runs(preexec, signum, tmp_path):
     so the child must notice (its parent is not the launcher any more) and not exec."""
     ran = tmp_path / "ran"
     gone = os.getpid() + 1_000_000  # not our pid: the child sees "my launcher is gone"
-    child = subprocess.Popen(["touch", str(ran)], preexec_fn=functools.partial(preexec, gone))
+    # Hangups heard, whatever this run was started under (nohup: the next test's case).
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        child = subprocess.Popen(["touch", str(ran)],
+                                 preexec_fn=functools.partial(preexec, gone))
+    finally:
+        signal.signal(signal.SIGHUP, before)
     assert child.wait(timeout=10) == 128 + signum
     assert not ran.exists()
 
@@ -36,16 +42,22 @@ def test_a_child_of_a_live_launcher_runs(preexec, tmp_path):
     assert ran.exists()
 
 
-def test_the_parent_death_signal_is_set(tmp_path):
+@pytest.mark.parametrize("hup, expected", [("SIG_DFL", "HUP"), ("SIG_IGN", "TERM")],
+                         ids=["hangups-heard", "under-nohup"])
+def test_the_parent_death_signal_is_set(tmp_path, hup, expected):
     """The child gets the signal when its parent dies (here: an intermediate python that
-    exits at once after starting it)."""
+    exits at once after starting it): SIGHUP, as when a terminal goes away, or SIGTERM where
+    SIGHUP is ignored (``nohup memfs run``: an ignored signal is inherited, and would be the
+    end of nothing)."""
     from tests.support import wait_until
 
     out = tmp_path / "out"
     script = (
-        "import functools, os, subprocess, sys\n"
+        "import functools, os, signal, subprocess, sys\n"
         "from memfs.launcher import procs\n"
-        f"p = subprocess.Popen(['sh', '-c', 'trap \"echo hup > {out}; exit\" HUP; "
+        f"signal.signal(signal.SIGHUP, signal.{hup})\n"
+        f"p = subprocess.Popen(['sh', '-c', 'trap \"echo {expected} > {out}; exit\" "
+        f"{expected}; "
         "echo ready; while :; do sleep 0.01; done'], stdout=subprocess.PIPE,\n"
         "    preexec_fn=functools.partial(procs.command_preexec, os.getpid()))\n"
         # Dies once the child's trap is set (a fixed sleep lost that race on a loaded machine:
@@ -54,5 +66,5 @@ def test_the_parent_death_signal_is_set(tmp_path):
     )
     subprocess.run([sys.executable, "-c", script], timeout=10, check=True)
     wait_until(out.exists)
-    assert out.read_text() == "hup\n"
+    assert out.read_text() == f"{expected}\n"
 
