@@ -266,7 +266,7 @@ def split(text: str) -> tuple[str | None, str | None]:
         if end < 0:
             break
         pos = end + 1
-    second = text[first + 1:].lstrip("\n").split("\n", 1)[0]
+    second = head[first + 1:].lstrip("\n").split("\n", 1)[0]
     if re.match(r"[A-Za-z_][\w-]*\s*:", second):
         return None, (f"front matter does not close with a --- line within its first "
                       f"{FRONT_MATTER_MAX} bytes: read as text")
@@ -278,6 +278,20 @@ def parse(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     raw, problem = split(text)
     if raw is None:
         return None, [problem] if problem else []
+    data, warnings = _read(raw)
+    return data, list(warnings)
+
+
+@lru_cache(maxsize=4096)
+def _read(raw: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    """The YAML of a front matter read (:func:`parse`), kept for the next write of the same
+    front matter: a rename, a restore, a revert, a store's types changed, most edits of the
+    text below it. (Its values are never changed by those who read them.)"""
+    data, warnings = _read_yaml(raw)
+    return data, tuple(warnings)
+
+
+def _read_yaml(raw: str) -> tuple[dict[str, Any] | None, list[str]]:
     data = _fast(raw)
     if data is None:
         import yaml  # not at import: every command and daemon loads this module
