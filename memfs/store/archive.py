@@ -16,7 +16,8 @@ from ..models import DEFAULT_WORKSPACE, Actor, Memory, MemoryVersion
 from ..rules import encode_content, new_id, validate_name, validate_path
 from .base import Core, ExportSnapshot, Part
 from .common import INSERT_MEMORY, archived, no_store, utc_now
-from .memories import derived_of, overlap
+from .frontmatter import derive, registry
+from .memories import overlap
 from .rows import memory_from_row, version_from_row
 
 if TYPE_CHECKING:
@@ -392,9 +393,9 @@ class Archive(Part):
         if reason is None:
             try:
                 self.memories.check_path_free(c, sid, row.path)
-                count = c.execute("SELECT memory_count FROM stores WHERE id = ?",
+                store = c.execute("SELECT memory_count, metadata FROM stores WHERE id = ?",
                                   (sid,)).fetchone()
-                self.memories.check_room(sid, count[0])
+                self.memories.check_room(sid, store["memory_count"])
             except (PathConflict, LimitExceeded) as e:
                 reason = e.message
         if reason is not None:
@@ -408,7 +409,8 @@ class Archive(Part):
             return
         text = c.execute("SELECT content FROM versions WHERE id = ?",
                          (row.head_id,)).fetchone()[0]
-        d = derived_of(c, sid, row.path, text, row.updated_at)
+        # The store's types, read with its count above.
+        d = derive(row.path, text, registry(store["metadata"]), row.updated_at)
         c.execute(
             INSERT_MEMORY,
             (group.new_id, sid, row.path, text, row.sha256, row.size, row.head_id,

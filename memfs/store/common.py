@@ -33,6 +33,9 @@ INSERT_MEMORY = (
     "version_id, created_at, updated_at, mtype, importance, expires_at, pinned, meta, "
     "meta_rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+#: The derived columns of a memories row, set again at each change or when a store's types
+#: change (:meth:`memfs.store.frontmatter.Derived.columns`, in this order).
+DERIVED_SET = "mtype = ?, importance = ?, expires_at = ?, pinned = ?, meta = ?, meta_rev = ?"
 _SHA256_RE = re.compile(SHA256_PATTERN)
 #: ASCII's upper-case letters to lower case, nothing else (what SQL's lower() does here).
 ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -16,8 +16,7 @@ from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Pag
 from ..rules import check_limit, format_time, new_id, parse_time, validate_text
 from .base import Core, Part
 from .common import INSERT_MEMORY, no_session, no_store, only_workspace, utc_now
-from .frontmatter import EXPIRY_KEY, TYPES_KEY
-from .memories import derived_of
+from .frontmatter import EXPIRY_KEY, TYPES_KEY, derive, registry
 from .rows import dream_from_row
 
 if TYPE_CHECKING:
@@ -286,6 +285,7 @@ class Dreams(Part):
         actor = Actor.session(session_.id)
         with self.core.write() as c:
             if out_id != source.id:
+                types = registry(source.metadata)  # the output store's: copied above
                 for m in c.execute(
                         "SELECT path, content, content_sha256, content_size_bytes FROM memories "
                         "WHERE store_id = ? ORDER BY path", (source.id,)).fetchall():
@@ -294,7 +294,7 @@ class Dreams(Part):
                     vid = self.memories.insert_version(c, out_id, mid, "created", m["path"],
                                                m["content"], m["content_sha256"],
                                                m["content_size_bytes"], actor, now)
-                    d = derived_of(c, out_id, m["path"], m["content"], now)
+                    d = derive(m["path"], m["content"], types, now)
                     c.execute(INSERT_MEMORY,
                               (mid, out_id, m["path"], m["content"], m["content_sha256"],
                                m["content_size_bytes"], vid, now, now, *d.columns()))

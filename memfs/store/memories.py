@@ -35,6 +35,7 @@ from ..rules import (
 from .base import Core, Part
 from .common import (
     BASIC_MEMORY_COLS,
+    DERIVED_SET,
     INSERT_MEMORY,
     check_precondition,
     check_sha256_arg,
@@ -45,7 +46,7 @@ from .common import (
     sort_key,
     utc_now,
 )
-from .frontmatter import Derived, derive, registry
+from .frontmatter import derive, registry
 from .paging import decode_cursor, encode_cursor
 from .rows import memory_from_row
 
@@ -56,18 +57,6 @@ _event_json = json.JSONEncoder(ensure_ascii=False).encode
 if TYPE_CHECKING:
     from .stores import Stores
 log = logging.getLogger(__name__)
-
-
-#: The derived columns of a memories row, set again at each change
-#: (:meth:`memfs.store.frontmatter.Derived.columns`).
-DERIVED_SET = "mtype = ?, importance = ?, expires_at = ?, pinned = ?, meta = ?, meta_rev = ?"
-
-
-def derived_of(c: Connection, store_id: str, path: str, text: str, at: str) -> Derived:
-    """What the memory at ``path`` with ``text``, changed at ``at``, says about itself in the
-    store ``store_id`` (whose types its metadata gives)."""
-    row = c.execute("SELECT metadata FROM stores WHERE id = ?", (store_id,)).fetchone()
-    return derive(path, text, registry(row["metadata"] if row else None), at)
 
 
 def _tags_of(row: Row) -> builtins.list[str]:

@@ -24,7 +24,7 @@ from ..rules import (
     validate_workspace,
 )
 from .base import Part
-from .common import UNSET, no_store, only_ids, only_workspace, utc_now
+from .common import DERIVED_SET, UNSET, no_store, only_ids, only_workspace, utc_now
 from .frontmatter import EXPIRY_KEY, TYPES_KEY, check_metadata, derive, registry
 from .rows import store_from_row
 
@@ -179,8 +179,7 @@ class Stores(Part):
                + ("" if limit is None else f" LIMIT {int(limit)}"))
         rows = c.execute(sql, (store_id,)).fetchall()
         c.executemany(
-            "UPDATE memories SET mtype = ?, importance = ?, expires_at = ?, pinned = ?, "
-            "meta = ?, meta_rev = ? WHERE id = ?",
+            f"UPDATE memories SET {DERIVED_SET} WHERE id = ?",
             [(*derive(r["path"], r["content"], types, r["updated_at"]).columns(), r["id"])
              for r in rows],
         )
