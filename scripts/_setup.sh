@@ -18,6 +18,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
                 2>/dev/null)" != "$(pwd -P)/memfs" ]; then
     echo "installing memfs and its test dependencies into .venv..." >&2
     rm -f "$stamp"
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' >&2
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,mcp]' >&2
     touch "$stamp"
 fi
