@@ -50,6 +50,11 @@ WORKSPACE_HEADER = "anthropic-workspace-id"
 
 #: Paths served without a key: the API description only.
 PUBLIC_PATHS = frozenset({"/openapi.json"})
+#: The mark (in ``scope["state"]``) of a request this process makes into its own API on a
+#: caller's behalf (``/mcp``'s tools, :mod:`memfs.mcp.http`): its key's rate was counted at the
+#: caller's own request, and is not counted again. Only code in the process can set it: a
+#: request from the network starts with the lifespan's state, which never holds it.
+INNER_CALL = "memfs.inner_call"
 
 
 class Gate:
@@ -86,7 +91,7 @@ class Gate:
             await send(message)
 
         if scope["path"] not in PUBLIC_PATHS:
-            key = _presented_key(Request(scope))
+            key = presented_key(Request(scope))
             address = client_address(scope)
             try:
                 if key:
@@ -97,7 +102,8 @@ class Gate:
                     self.failures.failed(address, key or "")
                     raise
                 grant = _in_workspace(grant, Request(scope))
-                self.rates.take(grant)
+                if not scope["state"].get(INNER_CALL):
+                    self.rates.take(grant)
             except errors.MemfsError as exc:
                 if isinstance(exc, errors.Unauthorized | errors.TooManyRequests):
                     log.info("refused %s %s: %s", scope.get("method"), scope["path"],
@@ -166,7 +172,7 @@ def _in_workspace(grant: Grant, request: Request) -> Grant:
     return dataclasses.replace(grant, workspace_id=validate_workspace(asked))
 
 
-def _presented_key(request: Request) -> str | None:
+def presented_key(request: Request) -> str | None:
     """The key a request carries: ``x-api-key`` first, then ``Authorization: Bearer``."""
     key = request.headers.get("x-api-key")
     if key:
@@ -239,10 +245,7 @@ def authorize(op: Op, grant: Grant, request: Request) -> None:
 
     :raises NotFound, Forbidden, ReadOnly:
     """
-    asked = request.headers.get(WORKSPACE_HEADER)
-    if asked and asked != grant.workspace_id:
-        raise errors.Forbidden(f"this key belongs to workspace {grant.workspace_id!r}, not "
-                               f"{asked!r} ({WORKSPACE_HEADER})")
+    check_workspace(grant, request)
     if grant.access is not None:
         _authorize_scoped(op, grant, request)
     if op.admin and grant.role != "admin":
@@ -251,6 +254,18 @@ def authorize(op: Op, grant: Grant, request: Request) -> None:
     if grant.role == "read_only" and writes(op):
         raise errors.ReadOnly(f"API key {grant.key_id} is read_only: {request.method} "
                               f"{request.url.path} writes")
+
+
+def check_workspace(grant: Grant, request: Request) -> None:
+    """A request naming another workspace than its grant's (:data:`WORKSPACE_HEADER`; a
+    server key's grant is in the one it names already) is refused.
+
+    :raises Forbidden:
+    """
+    asked = request.headers.get(WORKSPACE_HEADER)
+    if asked and asked != grant.workspace_id:
+        raise errors.Forbidden(f"this key belongs to workspace {grant.workspace_id!r}, not "
+                               f"{asked!r} ({WORKSPACE_HEADER})")
 
 
 def _authorize_scoped(op: Op, grant: Grant, request: Request) -> None:

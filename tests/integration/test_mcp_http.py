@@ -1,0 +1,331 @@
+"""``/mcp`` on a real ``memfs serve`` (issue 42), with the official client
+(``mcp.client.streamable_http.streamable_http_client`` and ``mcp.ClientSession``), on SQLite and
+PostgreSQL: every tool × every kind of credential (:data:`EXPECTED`), a session bound to its
+credential, a key revoked mid-stream, a subscription that fires on a write made through a
+mount, and hostile clients (no 5xx, the server serving others meanwhile)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from memfs.models import DEFAULT_WORKSPACE, Actor
+from memfs.store import Limits, Store
+from tests.support.server import Server, start_server, stop_server
+
+KEY = "sk-memfs-mcp-http-0123456789"
+OTHER_WORKSPACE = "team-b"
+#: The protocol version the raw requests say they speak.
+PROTOCOL = "2025-06-18"
+ACCEPT = "application/json, text/event-stream"
+USER = Actor.user("user_mcp_test")
+
+#: The official client leaves the SSE readers of its streams to the garbage collector when a
+#: session closes (httpx-sse's ``aiter_sse`` and httpx's byte streams, iterated without
+#: ``aclosing``), which trio's finalizer says with a ResourceWarning: the client's, not ours.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Async generator '(httpx|httpcore|httpx_sse)\\.[^']*' was garbage collected"
+    ":ResourceWarning")
+
+
+@dataclass
+class World:
+    """A server and its database: workspace A's stores (``rw``: a credential's read_write
+    store, ``ro``: a store a session has read_only) with a memory each, workspace B's store,
+    and a secret of each kind of credential (:attr:`creds`)."""
+
+    server: Server
+    db: Store
+    rw: str = ""
+    ro: str = ""
+    b_store: str = ""
+    session: str = ""
+    creds: dict[str, str] = field(default_factory=dict)
+    key_ids: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url + "/mcp"
+
+    def key(self, name: str, role: str = "read_write", stores: list[str] | None = None,
+            workspace: str = DEFAULT_WORKSPACE) -> str:
+        made = self.db.keys.create(name, workspace=workspace, role=role, store_ids=stores)
+        self.creds[name], self.key_ids[name] = made.key, made.id
+        return made.key
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("mcp")
+    dropped = None
+    if request.param == "postgresql":
+        cluster = request.getfixturevalue("pg_cluster")
+        name = cluster.new_database(cluster.template)
+        db, dropped = cluster.url(name), (cluster, name)
+    else:
+        db = str(tmp / "memfs.db")
+    server = start_server(tmp, "--api-key", KEY, db=db, env={"MEMFS_EMBEDDINGS": "none"})
+    store = Store(db, limits=Limits())
+    try:
+        w = World(server, store)
+        w.rw = store.stores.create("notes", "the team's notes").id
+        w.ro = store.stores.create("handbook", "read it").id
+        for sid in (w.rw, w.ro):
+            store.memories.create(sid, "/readme.md", "line one\nline two\n", actor=USER)
+        w.b_store = store.stores.create("b notes", workspace=OTHER_WORKSPACE).id
+        session = store.sessions.create([
+            {"type": "memory_store", "memory_store_id": w.rw},
+            {"type": "memory_store", "memory_store_id": w.ro, "access": "read_only"},
+        ])
+        store.sessions.set_status(session.id, "running")
+        w.session = session.id
+        w.creds["session_token"] = store.sessions.create_token(session.id).token
+        w.key("read_write")
+        w.key("read_only", role="read_only")
+        w.key("store_scoped", stores=[w.rw])
+        w.key("other_workspace", role="admin", workspace=OTHER_WORKSPACE)
+        yield w
+    finally:
+        store.close()
+        code = stop_server(server)
+        log = server.stderr.read_text()
+        if dropped is not None:
+            dropped[0].drop_database(dropped[1])
+        assert code == 0, log[-4000:]
+        assert "Traceback" not in log, log[-4000:]
+        assert "error:" not in log, log[-4000:]
+
+
+@asynccontextmanager
+async def connect(w: World, secret: str) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session of the official client, with ``secret`` as its bearer
+    (``streamable_http_client``: ``streamablehttp_client``'s name since SDK 1.2x, which warns
+    that it is deprecated)."""
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {secret}"})
+    async with http, streamable_http_client(w.url, http_client=http) as (read, write, _), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+class Raw:
+    """JSON-RPC by hand (what the official client will not send): an initialized session
+    of ``secret``, its id in :attr:`session_id`."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, secret: str) -> None:
+        self.http, self.url, self.secret = http, url, secret
+        self.session_id: str | None = None
+        self.n = 0
+
+    def headers(self, **more: str) -> dict[str, str]:
+        h = {"authorization": f"Bearer {self.secret}", "accept": ACCEPT,
+             "content-type": "application/json", "mcp-protocol-version": PROTOCOL}
+        if self.session_id:
+            h["mcp-session-id"] = self.session_id
+        return {**h, **more}
+
+    async def open(self) -> Raw:
+        r = await self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        assert r.status_code == 200, r.text
+        self.session_id = r.headers["mcp-session-id"]
+        r = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert r.status_code == 202, r.text
+        return self
+
+    async def post(self, message: Any, **headers: str) -> httpx.Response:
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        return await self.http.post(self.url, content=body, headers=self.headers(**headers))
+
+    async def call(self, method: str, params: dict[str, Any]) -> tuple[int, Any]:
+        """``(status, the JSON-RPC answer)`` of one request."""
+        self.n += 1
+        r = await self.post({"jsonrpc": "2.0", "id": self.n, "method": method,
+                             "params": params})
+        return r.status_code, answer_of(r)
+
+
+def answer_of(r: httpx.Response) -> Any:
+    """The JSON-RPC message of a response: its JSON body, or its SSE stream's last data."""
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+        return json.loads(data[-1]) if data else None
+    return r.json() if r.content else None
+
+
+# -- authentication and sessions -------------------------------------------------------------
+
+
+async def test_no_key_or_a_wrong_one_is_the_apis_401(world: World) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        for secret in ("", "memfs_key_not-a-key"):
+            raw = Raw(http, world.url, secret)
+            r = await raw.post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                "params": {}}, authorization=f"Bearer {secret}" if secret
+                               else "")
+            assert r.status_code == 401, r.text
+            assert r.json()["error"]["type"] == "authentication_error"
+            assert r.headers["request-id"].startswith("req_")
+
+
+async def test_a_session_answers_only_the_credential_that_opened_it(world: World) -> None:
+    """Another credential (another key; the same server key in another workspace) using a
+    session's id gets the 404 of an unknown session; its own gets its answer."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        mine = await Raw(http, world.url, world.creds["read_write"]).open()
+        status, answer = await mine.call("tools/list", {})
+        assert status == 200 and answer["result"]["tools"], answer
+        for secret in (world.creds["read_only"], KEY):
+            thief = Raw(http, world.url, secret)
+            thief.session_id = mine.session_id
+            r = await thief.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert r.status_code == 404, r.text
+        # A stored key acts in its own workspace only: naming another is the API's 403.
+        r = await mine.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                            **{"anthropic-workspace-id": OTHER_WORKSPACE})
+        assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error"
+        server_session = await Raw(http, world.url, KEY).open()
+        other = Raw(http, world.url, KEY)
+        other.session_id = server_session.session_id
+        r = await other.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                             **{"anthropic-workspace-id": OTHER_WORKSPACE})
+        assert r.status_code == 404, r.text
+
+
+async def test_a_credential_has_a_bounded_number_of_live_sessions(world: World) -> None:
+    from memfs.mcp.http import MAX_SESSIONS_PER_CREDENTIAL
+
+    secret = world.key("many sessions")
+    async with httpx.AsyncClient(timeout=30) as http:
+        opened = [await Raw(http, world.url, secret).open()
+                  for _ in range(MAX_SESSIONS_PER_CREDENTIAL)]
+        r = await Raw(http, world.url, secret).post(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": PROTOCOL, "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}})
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["type"] == "rate_limit_error"
+        # Another credential is not held up; an ended session frees its place.
+        async with connect(world, world.creds["read_write"]) as s:
+            assert (await s.list_tools()).tools
+        ended = await http.delete(world.url, headers=opened[0].headers())
+        assert ended.status_code == 200, ended.text
+        await Raw(http, world.url, secret).open()
+
+
+# -- revocation ------------------------------------------------------------------------------
+
+
+async def test_a_key_revoked_mid_stream_ends_its_stream_and_its_next_call_is_401(
+        world: World) -> None:
+    """A stored key's session with its GET stream open (raw) and a session of the official
+    client: the key revoked, the stream ends cleanly, the official client's next call fails
+    with 401, and the old session's id answers the gate's 401 too."""
+    secret = world.key("revoked mid-stream")
+    ended = trio.Event()
+    lines: list[str] = []
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=60)) as http, \
+            trio.open_nursery() as nursery:
+        raw = await Raw(http, world.url, secret).open()
+        opened = trio.Event()
+
+        async def follow() -> None:
+            async with http.stream("GET", world.url, headers=raw.headers()) as r:
+                assert r.status_code == 200
+                opened.set()
+                async for line in r.aiter_lines():
+                    lines.append(line)
+            ended.set()
+
+        nursery.start_soon(follow)
+        with trio.fail_after(30):
+            await opened.wait()
+        with pytest.raises(BaseException) as failed:  # noqa: PT011 (the group is looked in)
+            async with connect(world, secret) as s:
+                assert (await s.call_tool("memory_list_stores", {})).isError is False
+                world.db.keys.revoke(world.key_ids["revoked mid-stream"])
+                with trio.fail_after(30):
+                    await ended.wait()
+                await s.call_tool("memory_list_stores", {})
+        assert _status_in(failed.value) == 401, failed.value
+        r = await raw.post({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+        assert r.status_code == 401 and "revoked" in r.json()["error"]["message"], r.text
+
+
+def _status_in(exc: BaseException) -> int | None:
+    """The HTTP status of the ``httpx.HTTPStatusError`` in ``exc`` (or its groups)."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code
+    for inner in getattr(exc, "exceptions", ()):
+        found = _status_in(inner)
+        if found is not None:
+            return found
+    return _status_in(exc.__cause__) if exc.__cause__ is not None else None
+
+
+# -- hostile clients -------------------------------------------------------------------------
+
+
+async def test_hostile_input_gets_a_clear_error_and_no_5xx(world: World) -> None:
+    from memfs.api.body import MAX_BODY_BYTES
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        raw = await Raw(http, world.url, world.creds["read_write"]).open()
+        huge = await raw.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "memory_list_stores", "arguments": {"x": "y" * MAX_BODY_BYTES}}})
+        assert huge.status_code == 413, huge.text
+        assert huge.json()["error"]["type"] == "invalid_request_error"
+        not_json = await raw.post(b"{nope")
+        assert not_json.status_code == 400 and answer_of(not_json)["error"]["code"] == -32700
+        not_rpc = await raw.post({"jsonrpc": "2.0", "id": 1, "method": 7})
+        assert not_rpc.status_code == 400 and "error" in answer_of(not_rpc), not_rpc.text
+        status, answer = await raw.call("tools/call", {"name": "memory_nope", "arguments": {}})
+        assert status == 200 and answer["result"]["isError"], answer
+        # The session still serves.
+        status, answer = await raw.call("tools/list", {})
+        assert status == 200 and answer["result"]["tools"]
+
+
+async def test_a_client_that_never_reads_stalls_no_one_else(world: World) -> None:
+    """Clients that send requests (a GET stream, a tool call) and never read a byte of
+    the answer: the others' calls go on meanwhile."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        lazy = [await Raw(http, world.url, world.creds["read_write"]).open() for _ in range(3)]
+    host, port = world.server.url.removeprefix("http://").rsplit(":", 1)
+    socks = []
+    try:
+        for raw in lazy:
+            for method, body in (("GET", b""), ("POST", json.dumps({
+                    "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                        "name": "memory_list_stores", "arguments": {}}}).encode())):
+                s = socket.create_connection((host, int(port)))
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+                head = "".join(f"{k}: {v}\r\n" for k, v in raw.headers().items())
+                s.sendall(f"{method} /mcp HTTP/1.1\r\nhost: {host}\r\n{head}"
+                          f"content-length: {len(body)}\r\n\r\n".encode() + body)
+                socks.append(s)
+        for _ in range(3):
+            async with connect(world, world.creds["read_write"]) as session:
+                result = await session.call_tool("memory_list_stores", {})
+                assert not result.isError, result
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _unused(p: Path) -> None:  # pragma: no cover
+    del p

@@ -1,0 +1,89 @@
+"""``/mcp`` of the API app in process (starlette TestClient): what a real server's tests
+(tests/integration/test_mcp_http.py) cannot pin down cheaply: a tool call costs its key one
+request of its rate however many calls it makes into the API, and the SDK internals
+:mod:`memfs.mcp.http` leans on are still there."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.testclient import TestClient
+
+from memfs.api import create_app
+from memfs.api.limits import KeyRates
+from memfs.mcp.http import _Manager, endpoint
+from memfs.models import Actor
+from memfs.store import Store
+
+PROTOCOL = "2025-06-18"
+
+
+class Clock:
+    """A clock the test moves (none of these requests refills a bucket)."""
+
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _post(tc: TestClient, key: str, message: dict[str, Any], session: str | None = None
+          ) -> Any:
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json",
+               "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": PROTOCOL}
+    if session:
+        headers["mcp-session-id"] = session
+    return tc.post("/mcp", content=json.dumps(message), headers=headers)
+
+
+def _answer(r: Any) -> Any:
+    data = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    return json.loads(data[-1])
+
+
+def test_a_tool_call_costs_its_key_one_request(store: Store) -> None:
+    """A key of 3 requests (no refill): initialize, initialized, and a tool call that makes
+    several requests of the API in process (the stores it sees, each one's count) all pass;
+    the next request is the 429 of its rate. Counted again, the tool's own requests would
+    have been refused (a rate_limit_error result)."""
+    for n in range(3):
+        s = store.stores.create(f"store {n}")
+        store.memories.create(s.id, "/a.md", "x", actor=Actor.user("user_t"))
+    key = store.keys.create("three requests").key
+    assert key is not None
+    rates = KeyRates(rate=1.0, burst=3.0, clock=Clock())
+    with TestClient(create_app(store, [], console=False, dreams=False, rates=rates,
+                               mcp=endpoint)) as tc:
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+        assert r.status_code == 200, r.text
+        session = r.headers["mcp-session-id"]
+        r = _post(tc, key, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        assert r.status_code == 202, r.text
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "memory_list_stores", "arguments": {}}}, session)
+        result = _answer(r)["result"]
+        assert not result["isError"], result
+        assert len(result["structuredContent"]["stores"]) == 3
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session)
+        assert r.status_code == 429, r.text
+
+
+def test_the_sdk_internals_the_endpoint_uses_are_there() -> None:
+    """:class:`memfs.mcp.http._Manager` reads the SDK manager's tables of sessions and
+    overrides its admission (the SDK is pinned): an upgrade that renames them fails here."""
+    manager = _Manager(Server("t"))
+    assert manager._server_instances == {} and manager._session_owners == {}
+    admit = inspect.signature(StreamableHTTPSessionManager._admit_session)
+    assert list(admit.parameters) == ["self", "requestor"]
+    discard = inspect.signature(StreamableHTTPSessionManager._discard_session)
+    assert list(discard.parameters) == ["self", "session_id", "transport"]
+    source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
+    assert "self._admit_session(requestor)" in source
+    assert "requestor != self._session_owners.get(request_mcp_session_id)" in source
