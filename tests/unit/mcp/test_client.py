@@ -1,16 +1,20 @@
-"""memfs.mcp over a :class:`memfs.client.Client` (a ``memfs serve``'s API, in process): every
+"""memfs.mcp over a :class:`memfs.client.Client` (calls in a worker thread) and an
+:class:`memfs.client.AsyncClient` (calls awaited) on a ``memfs serve``'s API in process: every
 tool with a key (the server attributes to it) and as a session (a client acting as it); the
-calls go over HTTP, so every part of the store the tools use is one the client has too."""
+calls go over HTTP, so every part of the store the tools use is one the clients have too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
 from memfs.api import create_app
-from memfs.client import Client
+from memfs.client import AsyncClient, Client
 from memfs.mcp import Reach
 from memfs.mcp.tools import NAMES, WRITE_TOOLS
 from memfs.models import Actor
@@ -28,19 +32,33 @@ def http(store: Store) -> Iterator[TestClient]:
         yield tc
 
 
+@asynccontextmanager
+async def client_of(kind: str, store: Store, http: TestClient, session: str | None
+                    ) -> AsyncIterator[Any]:
+    if kind == "sync":
+        with Client("http://memfs", KEY, session_id=session, transport=through(http)) as c:
+            yield c
+    else:
+        transport = httpx.ASGITransport(app=create_app(store, [KEY]))
+        async with AsyncClient("http://memfs", KEY, session_id=session,
+                               transport=transport) as ac:
+            yield ac
+
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("who", ["key", "session"])
+@pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_every_tool_over_a_client(store: Store, http: TestClient, name: str,
-                                        who: str) -> None:
+                                        who: str, kind: str) -> None:
     ms, first = seed(store)
     session = None
     if who == "session":
         session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}]).id
         store.sessions.set_status(session, "running")
     before = store.versions.list(ms, limit=100).data
-    with Client("http://memfs", KEY, session_id=session, transport=through(http)) as client:
-        async with connected(Reach(client)) as mcp:
-            result = await call(mcp, name, **calls(ms, first)[name])
+    async with client_of(kind, store, http, session) as client, \
+            connected(Reach(client)) as mcp:
+        result = await call(mcp, name, **calls(ms, first)[name])
     check_success(store, ms, name, ok(result))
     new = store.versions.list(ms, limit=100).data[:-len(before)]
     assert bool(new) == (name in WRITE_TOOLS)
