@@ -43,6 +43,7 @@ Sessions and hostile clients:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -80,13 +81,19 @@ log = logging.getLogger(__name__)
 
 class _QuietClosedStream(logging.Filter):
     """The SDK logs a traceback at ERROR when a session ends (the client's DELETE, its idle
-    expiry, a revoked credential) while its GET stream is open: the stream's writer finds its
-    queue closed, which is how it is told to stop. That is no error: dropped."""
+    expiry, a revoked credential) while its GET stream is open, or while one of its requests
+    comes in: the stream's writer, or the request's, finds the session's queue closed, which
+    is how it is told the session ended. That is no error (:meth:`McpEndpoint._serve`
+    answers such a request): dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (record.getMessage() == "Error in standalone SSE writer"
+        return not (record.getMessage() in _SESSION_ENDED
                     and isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError))
+
+
+#: What the SDK logs when it finds an ended session's queue closed.
+_SESSION_ENDED = ("Error in standalone SSE writer", "Error handling POST request")
 
 
 logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStream())
@@ -102,6 +109,12 @@ SESSION_IDLE_SECONDS = 600.0
 CLIENTS_KEPT = 256
 #: The base URL of the inner clients (never resolved: their transport is the app).
 INNER_URL = "http://memfs.in-process"
+
+
+#: The request being served, as the MCP session it opens sees it: a session's server task is
+#: started from its opening request, and inherits this (the SDK's request context is set for
+#: each request's handlers only), so that the session's instructions are its credential's.
+_OPENING: contextvars.ContextVar[Request] = contextvars.ContextVar("memfs_mcp_opening")
 
 
 def owner_of(grant: Grant) -> AuthorizationContext:
@@ -216,56 +229,59 @@ class McpEndpoint:
         except errors.MemfsError as e:
             await error_response(e, request_id)(scope, receive, send)
             return
-        if grant.server:  # the server's own keys live as long as the server
-            await self.manager.handle_request(scope, receive, send)
-            return
-        await self._while_granted(grant, scope, receive, send)
+        token = _OPENING.set(Request(scope))  # a session's run starts in this context
+        try:
+            await self._serve(grant, _Response(scope, send), receive)
+        finally:
+            _OPENING.reset(token)
 
-    async def _while_granted(self, grant: Grant, scope: Scope, receive: Receive,
-                             send: Send) -> None:
-        """Serve the request while its credential holds; once refused (revoked, expired,
-        its session ended) the request ends (a stream: its last body message) and so do the
-        credential's MCP sessions."""
-        started = ended = False
+    async def _serve(self, grant: Grant, response: _Response, receive: Receive) -> None:
+        """The SDK's answer, while the request's credential holds (the server's own keys
+        live as long as the server): once it is refused (revoked, expired, its session
+        ended) the request ends (a stream: its last body message) and so do the credential's
+        MCP sessions. A session that ends while one of its requests comes in (the client's
+        DELETE, its expiry) is the 404 of an ended session, not an error."""
+        scope = response.scope
         revoked: str | None = None
+        try:
+            async with anyio.create_task_group() as tg:
 
-        async def tracked(message: Message) -> None:
-            nonlocal started, ended
-            if message["type"] == "http.response.start":
-                started = True
-            elif message["type"] == "http.response.body" and not message.get("more_body"):
-                ended = True
-            await send(message)
+                async def watch() -> None:
+                    nonlocal revoked
+                    revoked = await self.grants.until_refused(credential_of(grant))
+                    tg.cancel_scope.cancel()
 
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                nonlocal revoked
-                revoked = await self.grants.until_refused(credential_of(grant))
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
-            try:
-                await self.manager.handle_request(scope, receive, tracked)
-            finally:
-                tg.cancel_scope.cancel()
+                if not grant.server:
+                    tg.start_soon(watch)
+                try:
+                    await self.manager.handle_request(scope, receive, response.send)
+                finally:
+                    tg.cancel_scope.cancel()
+        except Exception as e:
+            if not _session_gone(e):
+                raise
+            log.info("an MCP request came in as its session ended: %r", e)
+            await response.end(errors.NotFound("this MCP session ended: start a new one"))
         if revoked is None:
             return
         log.info("MCP requests and sessions of %s end: %s", grant.key_id, revoked)
         with anyio.CancelScope(shield=True):
             await self.manager.end_sessions_of(grant.key_id)
-        if not started:
-            await error_response(errors.Unauthorized(revoked),
-                                 scope["state"].get("request_id", ""))(scope, receive, send)
-        elif not ended:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await response.end(errors.Unauthorized(revoked))
 
     # -- what the tools act through --------------------------------------------------------
 
     def reach(self) -> Reach:
-        """The :class:`~memfs.mcp.Reach` of the request being served: its own credential, on
-        the API app in process."""
-        request = request_ctx.get().request
+        """The :class:`~memfs.mcp.Reach` of the request being served (or of the one that
+        opened the session, for the session's own run): its own credential, on the API app in
+        process.
+
+        :raises LookupError: no request (outside any).
+        """
+        try:
+            request = request_ctx.get().request
+        except LookupError:  # the session's own run (its instructions): its first request's
+            request = _OPENING.get()
         assert isinstance(request, Request), "a tool call over HTTP has its request"
         grant: Grant = request.state.grant
         session = request.headers.get(SESSION_HEADER) or None
@@ -292,6 +308,48 @@ class McpEndpoint:
             # An in-process transport holds no connection: nothing to close.
             self._clients.popitem(last=False)
         return client
+
+
+class _Response:
+    """The answer of one request as it is sent: begun? ended?"""
+
+    def __init__(self, scope: Scope, send: Send) -> None:
+        self.scope = scope
+        self._send = send
+        self.started = self.ended = False
+
+    async def send(self, message: Message) -> None:
+        if self.ended:
+            # The SDK answers a failure it meets after its answer (a notification's 202, then
+            # its session gone) again, with a 500 that would break the connection: dropped.
+            log.debug("dropped %s: the answer is sent already", message["type"])
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self.ended = True
+        await self._send(message)
+
+    async def end(self, error: errors.MemfsError) -> None:
+        """End the answer: ``error`` if nothing was sent yet, else its body as it is (a
+        stream's clean end)."""
+        if not self.started:
+            request_id = self.scope["state"].get("request_id", "")
+            await error_response(error, request_id)(self.scope, _no_body, self.send)
+        elif not self.ended:
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _session_gone(exc: BaseException) -> bool:
+    """Is ``exc`` (or every exception of its group) a stream of an ended session found
+    closed?"""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_session_gone(e) for e in exc.exceptions)
+    return isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
 
 
 class _Inner:
