@@ -50,10 +50,12 @@ WORKSPACE_HEADER = "anthropic-workspace-id"
 
 #: Paths served without a key: the API description only.
 PUBLIC_PATHS = frozenset({"/openapi.json"})
-#: The mark (in ``scope["state"]``) of a request this process makes into its own API on a
-#: caller's behalf (``/mcp``'s tools, :mod:`memfs.mcp.http`): its key's rate was counted at the
-#: caller's own request, and is not counted again. Only code in the process can set it: a
-#: request from the network starts with the lifespan's state, which never holds it.
+#: Where (in ``scope["state"]``) a request this process makes into its own API on a caller's
+#: behalf (``/mcp``'s tools, :mod:`memfs.mcp.http`) carries the caller's
+#: :class:`~memfs.models.Grant`: the gate authenticated it, and counted it against its key's
+#: rate, at the caller's own request, and does neither again (what the grant may do is still
+#: checked by each route, as for any request). Only code in the process can set it: a request
+#: from the network starts with the lifespan's state, which never holds it.
 INNER_CALL = "memfs.inner_call"
 
 
@@ -90,7 +92,11 @@ class Gate:
                 MutableHeaders(scope=message)["request-id"] = request_id
             await send(message)
 
-        if scope["path"] not in PUBLIC_PATHS:
+        inner = scope["state"].get(INNER_CALL)
+        if isinstance(inner, Grant):  # authenticated (and counted) at its caller's request
+            scope["state"]["actor"] = inner.actor()
+            scope["state"]["grant"] = inner
+        elif scope["path"] not in PUBLIC_PATHS:
             key = presented_key(Request(scope))
             address = client_address(scope)
             try:
@@ -102,8 +108,7 @@ class Gate:
                     self.failures.failed(address, key or "")
                     raise
                 grant = _in_workspace(grant, Request(scope))
-                if not scope["state"].get(INNER_CALL):
-                    self.rates.take(grant)
+                self.rates.take(grant)
             except errors.MemfsError as exc:
                 if isinstance(exc, errors.Unauthorized | errors.TooManyRequests):
                     log.info("refused %s %s: %s", scope.get("method"), scope["path"],

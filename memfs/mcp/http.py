@@ -13,12 +13,17 @@ One place for every rule. A request to ``/mcp`` passes the API's :class:`~memfs.
 like any other: the same credentials (a server key, a stored key, a session token), its
 workspace, the key's request rate, the refusal logging. A tool then acts through a
 :class:`memfs.client.AsyncClient` whose transport is the API app itself, in process
-(``httpx.ASGITransport`` into the gate), carrying the caller's own credential (and its
+(``httpx.ASGITransport`` into the gate), as the caller (its credential, and its
 ``x-memfs-session-id`` / ``anthropic-workspace-id`` headers): every grant rule (roles, store
 scopes, read_only attachments, another workspace's objects) is enforced where it already is,
-by the API. Those inner requests carry :data:`~memfs.api.auth.INNER_CALL` in their ASGI scope
-(which only code in this process can set) so that the key's rate counts a tool call once, at
-its ``/mcp`` request.
+by the API's routes. Those inner requests carry the ``/mcp`` request's grant in their ASGI
+scope (:data:`~memfs.api.auth.INNER_CALL`, which only code in this process can set): the gate
+authenticated it, and counted it against the key's rate, once, at the ``/mcp`` request.
+
+Answers. A request's answer is one JSON body (the manager's ``json_response``), not an SSE
+stream of one event: the tools send no progress, and a stream per call cost a quarter of a call
+(scripts/bench_mcp.py). What the server says unasked (resource updates) comes on the session's
+GET stream, as ever.
 
 Sessions and hostile clients:
 
@@ -56,6 +61,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server, request_ctx
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -88,12 +94,18 @@ class _QuietClosedStream(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (record.getMessage() in _SESSION_ENDED
+        message = record.getMessage()
+        if message == _NO_RESPONSE:
+            return False
+        return not (message in _SESSION_ENDED
                     and isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError))
 
 
-#: What the SDK logs when it finds an ended session's queue closed.
-_SESSION_ENDED = ("Error in standalone SSE writer", "Error handling POST request")
+#: What the SDK logs when it finds an ended session's queue closed (with that exception).
+_SESSION_ENDED = ("Error in standalone SSE writer", "Error handling POST request",
+                  "Error processing JSON response")
+#: And when a request's queue was closed before its answer came (no exception).
+_NO_RESPONSE = "No response message received before stream closed"
 
 
 logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStream())
@@ -147,6 +159,13 @@ class _Manager(StreamableHTTPSessionManager):
     def sessions_of(self, owner: AuthorizationContext) -> list[str]:
         return [sid for sid, who in self._session_owners.items() if who == owner]
 
+    def ended(self, session_id: str | None) -> bool:
+        """Is ``session_id`` a session no longer served (ending, ended, or never one)?"""
+        if session_id is None:
+            return False
+        transport = self._server_instances.get(session_id)
+        return transport is None or transport.is_terminated
+
     def _admit_session(self, requestor: AuthorizationContext | None
                        ) -> StreamableHTTPServerTransport | None:
         if requestor is not None and len(self.sessions_of(requestor)) >= \
@@ -182,7 +201,8 @@ class McpEndpoint:
         self.server = server_factory(self.reach)
         self.grants = grants
         self.hub = hub
-        self.manager = _Manager(self.server, session_idle_timeout=SESSION_IDLE_SECONDS,
+        self.manager = _Manager(self.server, json_response=True,
+                                session_idle_timeout=SESSION_IDLE_SECONDS,
                                 max_request_body_size=MAX_BODY_BYTES + 1,
                                 max_sessions=MAX_SESSIONS)
         #: The API app the tools call in process (set once the gate is made around us).
@@ -231,7 +251,9 @@ class McpEndpoint:
             return
         token = _OPENING.set(Request(scope))  # a session's run starts in this context
         try:
-            await self._serve(grant, _Response(scope, send), receive)
+            session = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+            await self._serve(grant, _Response(scope, send,
+                                               lambda: self.manager.ended(session)), receive)
         finally:
             _OPENING.reset(token)
 
@@ -261,7 +283,7 @@ class McpEndpoint:
             if not _session_gone(e):
                 raise
             log.info("an MCP request came in as its session ended: %r", e)
-            await response.end(errors.NotFound("this MCP session ended: start a new one"))
+            await response.end(_SESSION_GONE)
         if revoked is None:
             return
         log.info("MCP requests and sessions of %s end: %s", grant.key_id, revoked)
@@ -278,11 +300,7 @@ class McpEndpoint:
 
         :raises LookupError: no request (outside any).
         """
-        try:
-            request = request_ctx.get().request
-        except LookupError:  # the session's own run (its instructions): its first request's
-            request = _OPENING.get()
-        assert isinstance(request, Request), "a tool call over HTTP has its request"
+        request = _request()
         grant: Grant = request.state.grant
         session = request.headers.get(SESSION_HEADER) or None
         client = self.client_for(presented_key(request) or "", session,
@@ -311,11 +329,14 @@ class McpEndpoint:
 
 
 class _Response:
-    """The answer of one request as it is sent: begun? ended?"""
+    """The answer of one request as it is sent (begun? ended?), and corrected: the SDK
+    answers a request whose session ended on its way (its streams closed under it) with a
+    500, sent as the 404 of an ended session instead."""
 
-    def __init__(self, scope: Scope, send: Send) -> None:
+    def __init__(self, scope: Scope, send: Send, session_ended: Callable[[], bool]) -> None:
         self.scope = scope
         self._send = send
+        self.session_ended = session_ended
         self.started = self.ended = False
 
     async def send(self, message: Message) -> None:
@@ -323,6 +344,10 @@ class _Response:
             # The SDK answers a failure it meets after its answer (a notification's 202, then
             # its session gone) again, with a 500 that would break the connection: dropped.
             log.debug("dropped %s: the answer is sent already", message["type"])
+            return
+        if message["type"] == "http.response.start" and message["status"] >= 500 \
+                and self.session_ended():
+            await self.end(_SESSION_GONE)  # the SDK's body is dropped after it
             return
         if message["type"] == "http.response.start":
             self.started = True
@@ -340,6 +365,10 @@ class _Response:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+#: The answer to a request of an ended session.
+_SESSION_GONE = errors.NotFound("this MCP session ended: start a new one (initialize)")
+
+
 async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
 
@@ -352,17 +381,32 @@ def _session_gone(exc: BaseException) -> bool:
     return isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
 
 
+def _request() -> Request:
+    """The request being served (its handlers run in the SDK's request context), or, in a
+    session's own run (its instructions), the request that opened the session.
+
+    :raises LookupError: none (outside any request).
+    """
+    try:
+        request = request_ctx.get().request
+    except LookupError:
+        request = _OPENING.get()
+    assert isinstance(request, Request), "a tool call over HTTP has its request"
+    return request
+
+
 class _Inner:
-    """The API app as the tools call it: each request marked :data:`INNER_CALL` (not counted
-    again against its key's rate), which no request from the network can carry, and in the
-    workspace the caller named (:data:`WORKSPACE_HEADER`, a server key's choice)."""
+    """The API app as the tools call it: each request carries the grant of the request being
+    served (:data:`INNER_CALL`: authenticated and counted against its key's rate once, at
+    the ``/mcp`` request), which no request from the network can, and names the workspace
+    the caller named (:data:`WORKSPACE_HEADER`, a server key's choice)."""
 
     def __init__(self, app: ASGIApp, workspace: str | None) -> None:
         self.app = app
         self.workspace = workspace
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope.setdefault("state", {})[INNER_CALL] = True
+        scope.setdefault("state", {})[INNER_CALL] = _request().state.grant
         if self.workspace is not None:
             scope["headers"] = [*scope["headers"],
                                 (WORKSPACE_HEADER.encode(), self.workspace.encode())]

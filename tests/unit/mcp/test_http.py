@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from mcp.server.lowlevel import Server
+from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.testclient import TestClient
 
@@ -42,6 +43,9 @@ def _post(tc: TestClient, key: str, message: dict[str, Any], session: str | None
 
 
 def _answer(r: Any) -> Any:
+    """The JSON-RPC answer: the body (JSON), or an SSE stream's last data."""
+    if r.headers["content-type"].startswith("application/json"):
+        return r.json()
     data = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
     return json.loads(data[-1])
 
@@ -84,6 +88,7 @@ def test_the_sdk_internals_the_endpoint_uses_are_there() -> None:
     assert list(admit.parameters) == ["self", "requestor"]
     discard = inspect.signature(StreamableHTTPSessionManager._discard_session)
     assert list(discard.parameters) == ["self", "session_id", "transport"]
+    assert isinstance(StreamableHTTPServerTransport.is_terminated, property)
     source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
     assert "self._admit_session(requestor)" in source
     assert "requestor != self._session_owners.get(request_mcp_session_id)" in source
