@@ -188,8 +188,12 @@ class Subscriptions:
             try:
                 async for c in changes:
                     await self._tell(store_id, c)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass  # the session's transport closed: its run ends
             except errors.MemfsError as e:
                 log.warning("stopped following the changes of %s: %s", store_id, e.message)
+            except Exception:  # a bug: said, and the session goes on without updates
+                log.exception("stopped following the changes of %s", store_id)
             finally:
                 with contextlib.suppress(Exception):
                     await changes.aclose()  # type: ignore[attr-defined]
