@@ -34,7 +34,7 @@ from .instructions import instructions, render
 from .reach import Reach
 from .resources import Subscriptions
 from .tooling import ToolSpec, error_text, failure, run_tool
-from .tools import TOOLS, WRITE_TOOLS
+from .tools import TOOLS
 
 T = TypeVar("T")
 
@@ -217,4 +217,4 @@ async def _answer(step: Awaitable[T]) -> T:
                                        data={"type": "error", "error": err})) from None
 
 
-__all__ = ["WRITE_TOOLS", "MemfsServer", "create_server"]
+__all__ = ["MemfsServer", "create_server"]
