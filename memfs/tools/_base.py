@@ -1,18 +1,17 @@
-"""What the memory tool's modules share: the SDK's formats, tool paths, the event pair of a
-command, a store call a command wants made (:class:`Call`) and the tool error of a store
-error."""
+"""What the memory tool's modules share: the SDK's formats, tool paths, and the tool error of a
+store error; a store call a command wants made (:class:`Call`) and the event pair of a command
+are :mod:`memfs.toolkit`'s (the MCP server's too)."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from anthropic.lib.tools import ToolError
 
 from .. import errors
-from ..rules import format_time, new_id
+from ..toolkit import Call as Call
+from ..toolkit import event_pair as event_pair
 
 #: The directory the model sees; the store's root.
 ROOT = "/memories"
@@ -23,8 +22,6 @@ LINE_NUMBER_WIDTH = len(str(MAX_LINES))
 DIR_SIZE = 4096
 #: Attempts of a ``str_replace`` that keeps meeting concurrent changes.
 STR_REPLACE_ATTEMPTS = 5
-#: A tool result longer than this is cut in its event (a view of a large file).
-EVENT_TEXT_CHARS = 4000
 
 
 # --------------------------------------------------------------------------------------------
@@ -89,35 +86,6 @@ def tool_path(path: str) -> str:
 # events
 
 
-def event_pair(input: dict[str, Any], operation: str, file_path: str, text: str, *,
-                is_error: bool, new_path: str | None = None) -> list[dict[str, Any]]:
-    """The ``agent.tool_use`` / ``agent.tool_result`` pair of one command (SPEC §4, API.md
-    §4.7): ``name`` is the tool's, ``input`` the command as the model sent it plus the
-    ``operation`` and ``file_path`` every mount event has; the result's text is the tool
-    result (cut past :data:`EVENT_TEXT_CHARS`)."""
-    now = format_time(datetime.now(UTC))
-    use_id = new_id("sevt")
-    inp = dict(input)
-    inp["operation"] = operation
-    inp["file_path"] = file_path
-    if new_path is not None:
-        inp["new_path"] = new_path
-    if len(text) > EVENT_TEXT_CHARS:
-        text = text[:EVENT_TEXT_CHARS] + f"\n[... {len(text) - EVENT_TEXT_CHARS} more characters]"
-    return [
-        {
-            "type": "agent.tool_use", "id": use_id, "name": "memory", "input": inp,
-            "processed_at": now, "evaluated_permission": "allow",
-            "evaluation": {"type": "always_allow"}, "session_thread_id": None,
-        },
-        {
-            "type": "agent.tool_result", "id": new_id("sevt"), "tool_use_id": use_id,
-            "processed_at": now, "is_error": is_error,
-            "content": [{"type": "text", "text": text}],
-        },
-    ]
-
-
 def command_input(command: Any) -> dict[str, Any]:
     """The command as the model sent it (the fields it gave, JSON values)."""
     try:
@@ -128,21 +96,6 @@ def command_input(command: Any) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------
 # the command logic, written once
-
-
-@dataclass(frozen=True)
-class Call:
-    """A store call a command wants made: ``store.<part>.<method>(*args, **kwargs)``, named
-    ``"part.method"`` (:meth:`method_of`)."""
-
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def method_of(self, store: Any) -> Any:
-        """The method of ``store`` this call names (``"memories.get"``: store.memories.get)."""
-        part, method = self.name.split(".")
-        return getattr(getattr(store, part), method)
 
 
 #: A command: yields store calls, receives their results (or has their MemfsError thrown

@@ -4,13 +4,10 @@ carry them out, :class:`MemoryTool` and :class:`AsyncMemoryTool` (see :mod:`memf
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import logging
 from collections.abc import Generator, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio.to_thread
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
     BetaCacheControlEphemeralParam,
@@ -26,6 +23,7 @@ from anthropic.types.beta import (
 from .. import errors
 from ..models import Actor, Memory
 from ..rules import local_user_actor
+from ..toolkit import make
 from ._base import (
     DIR_SIZE,
     MAX_LINES,
@@ -634,11 +632,7 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     thread). Parameters as :class:`MemoryTool`."""
 
     async def _call(self, call: Call) -> Any:
-        method = call.method_of(self.store)
-        if inspect.iscoroutinefunction(method):
-            return await method(*call.args, **call.kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(method, *call.args,
-                                                                **call.kwargs))
+        return await make(self.store, call)
 
     async def _drive(self, op: Generator[Call, Any, T]) -> T:
         try:

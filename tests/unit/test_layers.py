@@ -68,7 +68,14 @@ ALLOWED: dict[str, set[str]] = {
     # Helpers beside the layers: the launcher's kernel calls,
     # the SDK's memory tool (memfs/tools/, over any StoreAPI).
     "linux": set(),
-    "tools": {"rules", "errors", "models"},
+    "tools": {"toolkit", "rules", "errors", "models"},
+    # What a tool for agents needs over any StoreAPI without an agent SDK (memfs/toolkit/: a
+    # store call, its drivers, a tool call's event pair): the memory tool's and the MCP
+    # server's.
+    "toolkit": {"rules", "errors", "models"},
+    # The MCP server (memfs/mcp/: the tools, resources and instructions over any StoreAPI or
+    # AsyncClient, with the official SDK): the launcher's memory prompt for its facts.
+    "mcp": {"toolkit", "launcher", "protocol", "rules", "errors", "models"},
     # Import and export (memfs/transfer/: the archive format, plain files, the response that
     # streams an export), over the store: what the API, the Console and the CLI share.
     "transfer": {"store", "rules", "errors", "models"},
