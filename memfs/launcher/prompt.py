@@ -26,7 +26,7 @@ _ACCESS_NOTES = {
     "file system error)",
 }
 
-_SCOPE_NOTES = {
+SCOPE_NOTES = {
     "general": "general (memories for every task)",
     "workflow": "workflow (memories of this piece of work)",
 }
@@ -117,7 +117,7 @@ def _note(r: SessionResource, at: str | None = None) -> list[str]:
         "",
         f"- Mount path: {r.mount_path}",
         f"- Access: {access}",
-        f"- Scope: {_SCOPE_NOTES.get(r.memfs_scope, r.memfs_scope)}",
+        f"- Scope: {SCOPE_NOTES.get(r.memfs_scope, r.memfs_scope)}",
     ]
     if r.description:
         lines.append(f"- Description: {_indent(r.description)}")

@@ -1,6 +1,7 @@
 """The MCP tools over a store's files: list the stores, list a directory, read (a line range;
-as it was at a version, a time or a session's end) and write (create-only unless told to
-overwrite, with an optional sha256 precondition)."""
+as it was at a version, a time or a session's end), write (create-only unless told to
+overwrite, with an optional sha256 precondition), edit (str_replace, insert, append), move
+and delete (a directory in one transaction)."""
 
 from __future__ import annotations
 
@@ -374,4 +375,194 @@ WRITE = tool(
     ["store", "path", "content"], write, read_only=False, destructive=True)
 
 
-TOOLS: tuple[ToolSpec, ...] = (LIST_STORES, LIST, READ, WRITE)
+# -- memory_edit -------------------------------------------------------------------------------
+
+#: Attempts of an edit without a sha256 that keeps meeting concurrent changes (its text says
+#: what to change, so it is made again on what the memory holds now).
+EDIT_ATTEMPTS = 5
+
+
+def edit(act: Act) -> Generator[Call, Any, Outcome]:
+    store = yield from act.store_of(act.args["store"])
+    path = memory_path(act.args["path"])
+    mode, sha = act.args["mode"], act.args.get("sha256")
+    act.operation, act.file_path = "write", path
+    needed = {"str_replace": ("old_str",), "insert": ("insert_line", "text"),
+              "append": ("text",)}[mode]
+    missing = [n for n in needed if n not in act.args]
+    if missing:
+        raise errors.InvalidRequest(f"mode {mode} needs {' and '.join(missing)}")
+    actor = yield from act.writer()
+    for _ in range(EDIT_ATTEMPTS if sha is None and mode != "insert" else 1):
+        try:
+            m: Memory = yield Call("memories.get_by_path", (store.id, path))
+        except errors.NotFound:
+            raise (yield from _missing(act, path)) from None
+        if sha is not None and m.content_sha256 != sha:
+            raise (yield from _changed(act, path, sha))
+        content = _edited(path, m.content or "", mode, act.args)
+        try:
+            written: Memory = yield Call("memories.update", (store.id, m.id), {
+                "content": content, "precondition_sha256": m.content_sha256, "actor": actor})
+        except (errors.PreconditionFailed, errors.NotFound):
+            if sha is not None or mode == "insert":  # the line named is of what was read
+                raise (yield from _changed(act, path, sha or m.content_sha256)) from None
+            continue
+        act.memory = written
+        return _written(act, written, "edited")
+    raise errors.PreconditionFailed(
+        f"{path} kept changing while it was edited (other writers): read it and try again")
+
+
+def _edited(path: str, content: str, mode: str, args: dict[str, Any]) -> str:
+    """``content`` with the edit made. :raises InvalidRequest: it cannot be made."""
+    if mode == "append":
+        text: str = args["text"]
+        if content and not content.endswith("\n"):
+            content += "\n"
+        return content + text
+    if mode == "insert":
+        lines = content.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        line: int = args["insert_line"]
+        if line > len(lines):
+            raise errors.InvalidRequest(
+                f"insert_line must be 0 to {len(lines)} ({path} has {len(lines)} lines): 0 "
+                "inserts at the top, n after line n")
+        lines.insert(line, str(args["text"]).rstrip("\n"))
+        return "\n".join(lines) + "\n"
+    old: str = args["old_str"]
+    new: str = args.get("new_str", "")
+    count = content.count(old)
+    if count == 0:
+        raise errors.InvalidRequest(
+            f"old_str does not appear verbatim in {path}: read it (memory_read) and copy the "
+            "text exactly, without the line numbers")
+    if count > 1:
+        starts, at = [], content.find(old)
+        while at != -1:
+            starts.append(content[:at].count("\n") + 1)
+            at = content.find(old, at + 1)
+        raise errors.InvalidRequest(
+            f"old_str appears {count} times in {path} (lines "
+            f"{', '.join(map(str, starts[:20]))}): give more of the text around it, so that it "
+            "appears once")
+    return content.replace(old, new)
+
+
+EDIT = tool(
+    "memory_edit", "Edit a memory",
+    "Change part of a memory: str_replace replaces old_str (which must appear exactly once) "
+    "with new_str; insert puts text after line insert_line (0: at the top); append adds text "
+    "at the end. Without sha256 a str_replace or append is made on what the memory holds "
+    "when it is written; with it (or for insert) only if the memory is as you read it.",
+    {"store": STORE, "path": PATH,
+     "mode": {"type": "string", "enum": ["str_replace", "insert", "append"]},
+     "old_str": {"type": "string", "minLength": 1, "description": "str_replace: the text to "
+                                                                   "replace"},
+     "new_str": {"type": "string", "description": "str_replace: its replacement"},
+     "insert_line": {"type": "integer", "minimum": 0,
+                     "description": "insert: the line after which text goes (0: the top)"},
+     "text": {"type": "string", "description": "insert, append: the text to add"},
+     "sha256": SHA256},
+    ["store", "path", "mode"], edit, read_only=False, destructive=True)
+
+
+# -- memory_move -------------------------------------------------------------------------------
+
+
+def move(act: Act) -> Generator[Call, Any, Outcome]:
+    store = yield from act.store_of(act.args["store"])
+    old, new = memory_path(act.args["path"]).rstrip("/"), memory_path(act.args["new_path"])
+    new = new.rstrip("/")
+    overwrite = bool(act.args.get("overwrite", False))
+    act.operation, act.file_path, act.new_path = "rename", old, new
+    if not old or not new:
+        raise errors.InvalidRequest("the root of a store cannot be moved, nor be moved onto")
+    actor = yield from act.writer()
+    text = f"moved {old} to {new}"
+    try:
+        try:
+            m: Memory = yield Call("memories.rename_path", (store.id, old, new), {
+                "actor": actor, "replace": overwrite, "events": act.events_for(text)})
+        except errors.NotFound:
+            if (new + "/").startswith(old + "/"):
+                raise errors.InvalidRequest(f"cannot move {old} into itself ({new})") from None
+            moved: list[Memory] = yield Call("memories.rename_prefix", (
+                store.id, old + "/", new + "/"), {"actor": actor,
+                                                  "events": act.events_for(text)})
+            return Outcome(f"{text} ({len(moved)} memories)", {
+                "store": store.id, "path": old, "new_path": new,
+                "moved": [x.path for x in moved]})
+    except errors.PathConflict as e:
+        other = e.conflicting_path
+        if other == new and not isinstance(e, errors.DirectoryNotEmpty):
+            raise errors.PathConflict(
+                f"{new} already exists: pass overwrite=true to replace it, or choose another "
+                "new_path", conflicting_memory_id=e.conflicting_memory_id,
+                conflicting_path=other) from None
+        raise errors.PathConflict(f"cannot move {old} to {new}: {e.message}",
+                                  conflicting_memory_id=e.conflicting_memory_id,
+                                  conflicting_path=other) from None
+    except errors.NotFound:
+        raise (yield from _missing(act, old)) from None
+    act.memory = m
+    return Outcome(text, {"store": store.id, "path": old, "new_path": new,
+                          "sha256": m.content_sha256, "version_id": m.memory_version_id})
+
+
+MOVE = tool(
+    "memory_move", "Move a memory or a directory",
+    "Move (rename) a memory, or a directory with everything below it, in one change. An "
+    "existing memory at new_path is replaced only with overwrite; directories are never "
+    "merged.",
+    {"store": STORE, "path": PATH,
+     "new_path": {**PATH, "description": "where it goes"},
+     "overwrite": {"type": "boolean", "description": "replace a memory at new_path"}},
+    ["store", "path", "new_path"], move, read_only=False, destructive=True)
+
+
+# -- memory_delete -----------------------------------------------------------------------------
+
+
+def delete(act: Act) -> Generator[Call, Any, Outcome]:
+    store = yield from act.store_of(act.args["store"])
+    path = memory_path(act.args["path"]).rstrip("/")
+    act.operation, act.file_path = "delete", path or "/"
+    if not path:
+        raise errors.InvalidRequest("the root of a store cannot be deleted: delete its "
+                                    "directories one by one")
+    actor = yield from act.writer()
+    text = f"deleted {path}"
+    try:
+        yield Call("memories.delete_path", (store.id, path), {
+            "actor": actor, "events": act.events_for(text)})
+        return Outcome(text, {"store": store.id, "path": path, "deleted": [path]})
+    except errors.NotFound:  # no memory there: a directory?
+        act.recorded = False
+    below: Page[Memory | MemoryPrefix] = yield Call("memories.list", (store.id,), {
+        "path_prefix": path + "/", "depth": 0, "limit": 1})
+    if not below.data:
+        raise (yield from _missing(act, path))
+    if not act.args.get("recursive"):
+        raise errors.InvalidRequest(
+            f"{path} is a directory: pass recursive=true to delete everything below it (in "
+            "one change, which memfs session revert undoes)")
+    gone: list[Memory] = yield Call("memories.delete_prefix", (store.id, path + "/"), {
+        "actor": actor, "events": act.events_for(f"{text}/")})
+    act.file_path = path + "/"
+    return Outcome(f"{text}/ ({len(gone)} memories)",
+                   {"store": store.id, "path": path + "/", "deleted": [m.path for m in gone]})
+
+
+DELETE = tool(
+    "memory_delete", "Delete a memory or a directory",
+    "Delete a memory; or, with recursive, a directory and everything below it in one change. "
+    "Its versions are kept: memory_history lists them and memory_restore brings one back.",
+    {"store": STORE, "path": PATH,
+     "recursive": {"type": "boolean", "description": "delete a directory and all below it"}},
+    ["store", "path"], delete, read_only=False, destructive=True, idempotent=True)
+
+
+TOOLS: tuple[ToolSpec, ...] = (LIST_STORES, LIST, READ, WRITE, EDIT, MOVE, DELETE)

@@ -14,18 +14,36 @@ transport (stdio: :mod:`memfs.mcp.stdio`; Streamable HTTP on ``memfs serve``).
 
 from __future__ import annotations
 
+import contextvars
 import importlib.metadata
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
+import anyio
 import mcp.types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import McpError
+from pydantic import AnyUrl
 
 from .. import errors
-from .reach import Reach
-from .tooling import ToolSpec, error_text, run_tool
+from . import resources
+from .instructions import instructions, render
+from .reach import ChangeSource, Reach
+from .resources import Subscriptions
+from .tooling import ToolSpec, error_text, failure, run_tool
 from .tools import TOOLS, WRITE_TOOLS
+
+T = TypeVar("T")
+
+#: The subscriptions of the MCP session whose run this task is in (set by MemfsServer.run,
+#: which every handler of the session runs inside).
+_SUBSCRIPTIONS: contextvars.ContextVar[Subscriptions] = contextvars.ContextVar(
+    "memfs_mcp_subscriptions")
+#: The JSON-RPC error code of a resource that does not exist (the MCP specification's).
+RESOURCE_NOT_FOUND = -32002
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +62,53 @@ class MemfsServer(Server[Any, Any]):
     """The SDK's low-level server with memfs's handlers (see the module)."""
 
     def __init__(self, reach: Reach | Callable[[], Reach]) -> None:
-        super().__init__(NAME, _version())
+        super().__init__(NAME, _version(),
+                         instructions=reach.instructions if isinstance(reach, Reach) else None)
         self.reach_of: Callable[[], Reach] = (
             (lambda: reach) if isinstance(reach, Reach) else reach)
+
+    def get_capabilities(self, notification_options: NotificationOptions,
+                         experimental_capabilities: dict[str, dict[str, Any]]
+                         ) -> types.ServerCapabilities:
+        """The SDK's, with resource subscriptions (which it never announces)."""
+        caps = super().get_capabilities(notification_options, experimental_capabilities)
+        if caps.resources is not None:
+            caps.resources.subscribe = True
+        return caps
+
+    async def run(self, read_stream: Any, write_stream: Any,
+                  initialization_options: InitializationOptions, *args: Any,
+                  **kwargs: Any) -> None:
+        """The SDK's run of one MCP session, with its instructions worded (unless given)
+        and its subscriptions, whose tasks end with it."""
+        if initialization_options.instructions is None:
+            initialization_options = initialization_options.model_copy(
+                update={"instructions": await self.instructions_now()})
+        async with anyio.create_task_group() as tasks:
+            token = _SUBSCRIPTIONS.set(Subscriptions(tasks, self.change_source))
+            try:
+                await super().run(read_stream, write_stream, initialization_options,
+                                  *args, **kwargs)
+            finally:
+                _SUBSCRIPTIONS.reset(token)
+                tasks.cancel_scope.cancel()
+
+    async def instructions_now(self) -> str:
+        """The instructions of the reach (:mod:`memfs.mcp.instructions`); a reach that
+        cannot be asked outside a request (HTTP) or a store that cannot answer gets the
+        words without its stores."""
+        try:
+            reach = self.reach_of()
+            return await reach.run(instructions(reach))
+        except (LookupError, errors.MemfsError) as e:
+            log.info("MCP instructions without the stores: %s", e)
+            return render([], session=False).replace(
+                "No memory store is available to you here yet", "Your memory stores are "
+                "listed by memory_list_stores")
+
+    def change_source(self) -> ChangeSource:
+        reach = self.reach_of()
+        return reach.changes or resources.poll_feed(reach)
 
     async def offered(self, reach: Reach) -> list[ToolSpec]:
         """The tools ``reach`` offers: its ``--tools`` filter, and no write tool when no
@@ -97,7 +159,64 @@ def create_server(reach: Reach | Callable[[], Reach]) -> MemfsServer:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structuredContent=data, isError=is_error)
 
+    @server.list_resources()  # type: ignore[no-untyped-call, untyped-decorator]
+    async def list_resources(req: types.ListResourcesRequest) -> types.ListResourcesResult:
+        r = server.reach_of()
+        cursor = req.params.cursor if req.params is not None else None
+        found, next_cursor = await _answer(r.run(resources.list_page(r, cursor)))
+        return types.ListResourcesResult(
+            resources=[types.Resource.model_validate(x) for x in found],
+            nextCursor=next_cursor)
+
+    @server.read_resource()  # type: ignore[no-untyped-call, untyped-decorator]
+    async def read_resource(uri: AnyUrl) -> Iterable[ReadResourceContents]:
+        r = server.reach_of()
+        content, mime = await _answer(r.run(resources.read(r, uri)))
+        return [ReadResourceContents(content, mime)]
+
+    @server.subscribe_resource()  # type: ignore[no-untyped-call, untyped-decorator]
+    async def subscribe(uri: AnyUrl) -> None:
+        r = server.reach_of()
+        store_id, path = await _answer(_seen(r, uri))
+        session = server.request_context.session
+
+        async def notify(changed: str) -> None:
+            await session.send_resource_updated(AnyUrl(changed))
+
+        _SUBSCRIPTIONS.get().add(store_id, resources.uri_of(store_id, path), notify)
+
+    @server.unsubscribe_resource()  # type: ignore[no-untyped-call, untyped-decorator]
+    async def unsubscribe(uri: AnyUrl) -> None:
+        store_id, path = await _answer(_parsed(uri))
+        _SUBSCRIPTIONS.get().remove(store_id, resources.uri_of(store_id, path))
+
     return server
+
+
+async def _parsed(uri: AnyUrl) -> tuple[str, str]:
+    return resources.parse(uri)
+
+
+async def _seen(reach: Reach, uri: AnyUrl) -> tuple[str, str]:
+    """A URI's store and path, its store in the reach (a memory need not exist yet to be
+    subscribed to: its creation is an update)."""
+    store_id, path = resources.parse(uri)
+    store = await reach.run(reach.store_of(store_id))
+    return store.id, path
+
+
+async def _answer(step: Awaitable[T]) -> T:
+    """A resource request's answer; a failure is a JSON-RPC error (resources have no error
+    results) worded as a tool's: ``<error type>: <message>``."""
+    try:
+        return await step
+    except errors.MemfsError as e:
+        err = failure(e)
+        code = (RESOURCE_NOT_FOUND if isinstance(e, errors.NotFound) else
+                types.INVALID_PARAMS if isinstance(e, errors.InvalidRequest) else
+                types.INTERNAL_ERROR)
+        raise McpError(types.ErrorData(code=code, message=error_text(err),
+                                       data={"type": "error", "error": err})) from None
 
 
 __all__ = ["WRITE_TOOLS", "MemfsServer", "create_server"]

@@ -75,7 +75,8 @@ class Act:
 
     def events_for(self, text: str) -> list[dict[str, Any]] | None:
         """The pair of a write that records it in its own transaction (``events=``): the
-        call counts as recorded once the write returns."""
+        call counts as recorded if it succeeds (a tool that goes on after such a write
+        failed sets ``recorded`` back)."""
         self.recorded = self.reach.session is not None
         return self.pair(text, is_error=False)
 
@@ -233,6 +234,8 @@ def run_tool(reach: Reach, spec: ToolSpec, args: Any
             raise problem
         out = yield from spec.logic(act)
     except Exception as e:
+        # A write that failed recorded nothing (its events were in its transaction): the
+        # failure's pair is recorded however far the call went.
         err = failure(e)
         text = error_text(err)
         yield from record(act, act.pair(text, is_error=True))

@@ -5,50 +5,11 @@ as results; the tools/list snapshot."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
-
-import mcp.types as types
-from mcp import ClientSession
-from mcp.shared.memory import create_connected_server_and_client_session
-
-from memfs.mcp import Reach, create_server
+from memfs.mcp import Reach
 from memfs.models import Actor
 from memfs.rules import local_user_actor
 from memfs.store import Store
-
-
-@asynccontextmanager
-async def connected(reach: Reach) -> AsyncIterator[ClientSession]:
-    async with create_connected_server_and_client_session(create_server(reach)) as client:
-        yield client
-
-
-async def call(client: ClientSession, name: str, **args: Any) -> types.CallToolResult:
-    return await client.call_tool(name, args)
-
-
-def ok(result: types.CallToolResult) -> dict[str, Any]:
-    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
-    assert not result.isError, text
-    assert result.structuredContent is not None
-    return result.structuredContent
-
-
-def failed(result: types.CallToolResult, type_: str) -> str:
-    """The message of a failed call, after checking its shape: one line, the error type, the
-    same object as structured content."""
-    assert result.isError
-    assert len(result.content) == 1
-    text = result.content[0].text  # type: ignore[union-attr]
-    assert "\n" not in text
-    assert result.structuredContent is not None
-    err = result.structuredContent["error"]
-    assert result.structuredContent["type"] == "error"
-    assert err["type"] == type_, text
-    assert text == f"{type_}: {err['message']}"
-    return str(err["message"])
+from tests.support.mcp import call, connected, failed, ok
 
 
 async def test_the_local_user_lists_reads_and_writes(store: Store) -> None:

@@ -1,0 +1,85 @@
+"""The instructions an MCP server sends at initialize: the memory section of a session's
+system prompt (:mod:`memfs.launcher.prompt`), worded for tools instead of paths: which stores
+the agent has, with their access, scope, description and instructions, and how to use the
+tools on them. The facts are the prompt's (the types line, the scopes); the wording of a
+mount (paths, file errors, ``.search/``) is not."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from ..launcher.prompt import SCOPE_NOTES, TYPES_LINE
+from ..toolkit import Call
+from .reach import READ_WRITE, Reach, StoreView
+
+#: Stores named one by one at most (the others: memory_list_stores).
+MOST_STORES = 20
+
+ACCESS_NOTES = {
+    "read_write": "read_write (your changes are saved; every change becomes a new memory "
+                  "version)",
+    "read_only": "read_only (you can read these memories; any write is refused with a "
+                 "permission_error)",
+}
+
+HOW = (
+    "Use them through this server's memory_ tools, naming a store by its id or name. Before "
+    "you answer from what you know, look: memory_search finds memories by meaning as well "
+    "as by words, best first (nothing found means nothing stored scored above the relevance "
+    "threshold: treat it as not remembered; words find a memory as soon as it is written, "
+    "meaning a few seconds later); memory_list and memory_read show a store's memories, "
+    "numbered by line, with their sha256. memory_write creates a memory and never replaces "
+    "one unless told to (overwrite, with the sha256 you read, so that nobody's change is "
+    "lost); memory_edit changes part of one; memory_add saves a typed memory. Every change "
+    "is a version: memory_history lists them, memory_restore brings one back. A failed tool "
+    "says what went wrong and how to go on.")
+
+
+def render(stores: list[StoreView], *, session: bool, more: bool = False) -> str:
+    """The memory section for ``stores`` (``more``: the reach sees others besides)."""
+    n = len(stores)
+    if n == 0:
+        lines = ["# Memory", "", "No memory store is available to you here yet "
+                 "(memory_list_stores lists them once there are)."]
+        return "\n".join(lines) + "\n"
+    kept = "in this session" if session else "here"
+    lines = [
+        "# Memory", "",
+        f"{'A memory store is' if n == 1 else f'{n} memory stores are'} available {kept}"
+        f"{' (and more: memory_list_stores lists them all)' if more else ''}. What you save "
+        "in a read_write store is kept across sessions. " + HOW,
+        "", TYPES_LINE.replace("a memory's directory", "a memory's directory in a store"),
+    ]
+    if not any(s.access == READ_WRITE for s in stores):
+        lines += ["", "Every store here is read_only: you can read and search, not write."]
+    for s in stores:
+        lines += ["", *_note(s)]
+    return "\n".join(lines) + "\n"
+
+
+def _note(s: StoreView) -> list[str]:
+    lines = [f"## {s.name or s.id}", "",
+             f"- Store: {s.id}",
+             f"- Access: {ACCESS_NOTES.get(s.access, s.access)}",
+             f"- Scope: {SCOPE_NOTES.get(s.scope, s.scope)}"]
+    if s.description:
+        lines.append(f"- Description: {_indent(s.description)}")
+    if s.instructions:
+        lines.append(f"- Instructions: {_indent(s.instructions)}")
+    return lines
+
+
+def _indent(text: str) -> str:
+    """Keep a multi-line value inside its list item."""
+    return "\n  ".join(text.strip().splitlines())
+
+
+def instructions(reach: Reach) -> Generator[Call, Any, str]:
+    """The instructions of ``reach``: its own, else worded from the stores it sees."""
+    if reach.instructions is not None:
+        return reach.instructions
+    stores, next_page = yield from reach.visible(limit=MOST_STORES)
+    live = [s for s in stores if not s.archived]
+    return render(live[:MOST_STORES], session=reach.session is not None,
+                  more=bool(next_page) or len(live) > MOST_STORES)

@@ -1,0 +1,204 @@
+"""Each memory as an MCP resource, ``memfs://<store id>/<path>`` (the store's id, since names
+change and hold spaces; the path percent-encoded as a URI's): listed in pages over every
+store of the reach, read as text, and subscribed to (:class:`Subscriptions`): a subscriber
+gets ``notifications/resources/updated`` when the memory changes, whoever changed it (a
+mount, the API, another MCP client), from the store's change feed.
+
+Where the changes come from is pluggable (:data:`memfs.mcp.reach.ChangeSource`): by default
+:func:`poll_feed` reads the store's feed every :data:`POLL_SECONDS`; a server that follows the
+feeds already hands in its own (``Reach.changes``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+import anyio
+
+from .. import errors
+from ..models import Change, Memory, MemoryPrefix, Page
+from ..toolkit import Call
+from .reach import ChangeSource, Reach
+
+log = logging.getLogger(__name__)
+
+SCHEME = "memfs"
+#: Resources a resources/list page gives at most.
+PAGE_ITEMS = 100
+#: How often the default change source reads a store's feed (seconds).
+POLL_SECONDS = 0.5
+#: Changes read from a feed at once.
+FEED_BATCH = 1000
+
+
+def uri_of(store_id: str, path: str) -> str:
+    """The URI of the memory at ``path`` in ``store_id``."""
+    return f"{SCHEME}://{store_id}{quote(path, safe='/')}"
+
+
+def parse(uri: Any) -> tuple[str, str]:
+    """``(store id, path)`` of a memory's URI.
+
+    :raises InvalidRequest: not a ``memfs://<store id>/<path>`` URI."""
+    parts = urlsplit(str(uri))
+    path = unquote(parts.path)
+    if parts.scheme != SCHEME or not parts.netloc or not path.startswith("/") or path == "/" \
+            or parts.query or parts.fragment:
+        raise errors.InvalidRequest(
+            f"not a memory's URI: {str(uri)[:200]!r} (memfs://<store id>/<path>, as "
+            "resources/list gives them)")
+    return parts.netloc, path
+
+
+def mime_type(path: str) -> str:
+    return "text/markdown" if path.endswith((".md", ".markdown")) else "text/plain"
+
+
+# -- list and read -----------------------------------------------------------------------------
+
+
+def _cursor(index: int, page: str | None) -> str:
+    return base64.urlsafe_b64encode(json.dumps([index, page]).encode()).decode()
+
+
+def _position(cursor: str | None) -> tuple[int, str | None]:
+    if not cursor:
+        return 0, None
+    try:
+        index, page = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, binascii.Error, TypeError):
+        raise errors.InvalidCursor("invalid cursor: start again without it") from None
+    if not isinstance(index, int) or index < 0 or not (page is None or isinstance(page, str)):
+        raise errors.InvalidCursor("invalid cursor: start again without it")
+    return index, page
+
+
+def list_page(reach: Reach, cursor: str | None
+              ) -> Generator[Call, Any, tuple[list[dict[str, Any]], str | None]]:
+    """A page of resources: ``(resources, next cursor)``; each store's memories in path
+    order, the stores in the order memory_list_stores gives them."""
+    index, page = _position(cursor)
+    stores = yield from reach.every_store()
+    found: list[dict[str, Any]] = []
+    while index < len(stores) and len(found) < PAGE_ITEMS:
+        s = stores[index]
+        try:
+            listed: Page[Memory | MemoryPrefix] = yield Call("memories.list", (s.id,), {
+                "depth": 0, "limit": PAGE_ITEMS - len(found), "page": page})
+        except errors.NotFound:  # deleted meanwhile
+            listed = Page([], None)
+        for m in listed.data:
+            if isinstance(m, Memory):
+                found.append({"uri": uri_of(s.id, m.path), "name": m.path,
+                              "title": f"{m.path} in {s.name or s.id}",
+                              "mimeType": mime_type(m.path), "size": m.content_size_bytes})
+        if listed.next_page:
+            page = listed.next_page
+        else:
+            index, page = index + 1, None
+    return found, (_cursor(index, page) if index < len(stores) else None)
+
+
+def read(reach: Reach, uri: Any) -> Generator[Call, Any, tuple[str, str]]:
+    """``(content, mime type)`` of a memory's URI.
+
+    :raises NotFound: no such memory, or a store outside the reach."""
+    store_id, path = parse(uri)
+    store = yield from reach.store_of(store_id)
+    m: Memory = yield Call("memories.get_by_path", (store.id, path))
+    return m.content or "", mime_type(path)
+
+
+# -- changes -----------------------------------------------------------------------------------
+
+
+def poll_feed(reach: Reach, seconds: float = POLL_SECONDS) -> ChangeSource:
+    """The default change source: each store's feed, read every ``seconds`` from where it
+    was when it was asked. A feed that no longer holds that position (pruned) is a change of
+    everything (a ``store`` change)."""
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        last: int = await reach.run(_one(Call("feed.last", (store_id,))))
+        while True:
+            await anyio.sleep(seconds)
+            try:
+                got: list[Change] = await reach.run(
+                    _one(Call("feed.since", (store_id, last, FEED_BATCH))))
+            except errors.FeedGap:
+                last = await reach.run(_one(Call("feed.last", (store_id,))))
+                yield Change(last, store_id, "store", None, None, None)
+                continue
+            except errors.MemfsError as e:  # said; tried again at the next tick
+                log.warning("could not read the change feed of %s: %s", store_id, e.message)
+                continue
+            for c in got:
+                last = max(last, c.seq)
+                yield c
+
+    return changes
+
+
+def _one(call: Call) -> Generator[Call, Any, Any]:
+    return (yield call)
+
+
+@dataclass
+class Subscriptions:
+    """One MCP session's subscriptions: the URIs of each store, and a task per store that
+    follows its changes and tells the session of each subscribed memory that changed."""
+
+    tasks: anyio.abc.TaskGroup
+    source: Callable[[], ChangeSource]
+    notify: Callable[[str], Any] | None = None
+    uris: dict[str, set[str]] = field(default_factory=dict)
+    _scopes: dict[str, anyio.CancelScope] = field(default_factory=dict)
+
+    def add(self, store_id: str, uri: str, notify: Callable[[str], Any]) -> None:
+        self.notify = notify
+        self.uris.setdefault(store_id, set()).add(uri)
+        if store_id not in self._scopes:
+            scope = anyio.CancelScope()
+            self._scopes[store_id] = scope
+            self.tasks.start_soon(self._follow, store_id, scope)
+
+    def remove(self, store_id: str, uri: str) -> None:
+        uris = self.uris.get(store_id, set())
+        uris.discard(uri)
+        if not uris:
+            self.uris.pop(store_id, None)
+            scope = self._scopes.pop(store_id, None)
+            if scope is not None:
+                scope.cancel()
+
+    async def _follow(self, store_id: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            changes = self.source()(store_id)
+            try:
+                async for c in changes:
+                    await self._tell(store_id, c)
+            except errors.MemfsError as e:
+                log.warning("stopped following the changes of %s: %s", store_id, e.message)
+            finally:
+                with contextlib.suppress(Exception):
+                    await changes.aclose()  # type: ignore[attr-defined]
+
+    async def _tell(self, store_id: str, c: Change) -> None:
+        subscribed = self.uris.get(store_id, set())
+        if c.op == "store":  # the store itself changed, or what changed is not known
+            hit = set(subscribed)
+        elif c.op == "history":  # only versions (redacted, pruned): the memory is the same
+            hit = set()
+        else:
+            hit = {u for p in (c.path, c.old_path) if p for u in [uri_of(store_id, p)]
+                   if u in subscribed}
+        for uri in sorted(hit):
+            if self.notify is not None:
+                await self.notify(uri)

@@ -1,0 +1,120 @@
+"""memfs.mcp's resources (each memory ``memfs://<store id>/<path>``, listed in pages, read,
+subscribed to) and its instructions at initialize, with the official client in process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.shared.exceptions import McpError
+from pydantic import AnyUrl
+
+from memfs.mcp import Reach
+from memfs.mcp.resources import PAGE_ITEMS
+from memfs.store import Store
+from tests.support.mcp import connected
+
+#: Long enough for a change to come through under load; a pass takes a fraction of it.
+DEADLINE_SECONDS = 30
+
+
+async def test_every_memory_is_a_resource_listed_in_pages_and_read(store: Store) -> None:
+    a = store.stores.create(name="a").id
+    b = store.stores.create(name="b b").id
+    for i in range(PAGE_ITEMS + 5):
+        store.memories.create(a, f"/n/{i:03}.md", f"note {i}\n", actor=None)
+    store.memories.create(b, "/with space.txt", "plain", actor=None)
+    async with connected(Reach(store)) as client:
+        seen: list[types.Resource] = []
+        cursor = None
+        pages = 0
+        while True:
+            page = await client.list_resources(cursor)
+            seen += page.resources
+            pages += 1
+            cursor = page.nextCursor
+            if cursor is None:
+                break
+        assert pages == 2
+        uris = [str(r.uri) for r in seen]
+        assert len(uris) == len(set(uris)) == PAGE_ITEMS + 6
+        assert [u for u in uris if a in u] == [f"memfs://{a}/n/{i:03}.md"
+                                               for i in range(PAGE_ITEMS + 5)]
+        assert f"memfs://{b}/with%20space.txt" in uris
+        read = await client.read_resource(AnyUrl(f"memfs://{a}/n/007.md"))
+        content = read.contents[0]
+        assert isinstance(content, types.TextResourceContents)
+        assert (content.text, content.mimeType) == ("note 7\n", "text/markdown")
+        read = await client.read_resource(AnyUrl(f"memfs://{b}/with%20space.txt"))
+        assert read.contents[0].mimeType == "text/plain"
+
+
+async def test_a_resource_outside_the_reach_is_not_found(store: Store) -> None:
+    mine = store.stores.create(name="mine").id
+    other = store.stores.create(name="other").id
+    store.memories.create(other, "/x.md", "secret", actor=None)
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": mine}])
+    async with connected(Reach(store, session_id=session.id)) as client:
+        assert (await client.list_resources()).resources == []
+        with pytest.raises(McpError) as raised:
+            await client.read_resource(AnyUrl(f"memfs://{other}/x.md"))
+        assert raised.value.error.code == -32002
+        assert raised.value.error.message.startswith("not_found_error: ")
+        with pytest.raises(McpError) as raised:
+            await client.read_resource(AnyUrl("https://example.com/x.md"))
+        assert raised.value.error.message.startswith("invalid_request_error: ")
+
+
+async def test_a_subscriber_hears_of_a_change_made_elsewhere(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    m = store.memories.create(ms, "/a.md", "one", actor=None)
+    store.memories.create(ms, "/b.md", "other", actor=None)
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ResourceUpdatedNotification):
+            updated.append(str(message.root.params.uri))
+            heard.set()
+
+    async with connected(Reach(store), message_handler=on_message) as client:
+        caps = (await client.initialize()).capabilities
+        assert caps.resources is not None and caps.resources.subscribe
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/new.md"))
+        store.memories.update(ms, store.memories.get_by_path(ms, "/b.md").id, content="x",
+                              actor=None)  # not subscribed to
+        store.memories.update(ms, m.id, content="two", actor=None)  # another writer
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await heard.wait()
+        assert updated == [f"memfs://{ms}/a.md"]
+        heard = anyio.Event()
+        store.memories.create(ms, "/new.md", "born", actor=None)
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await heard.wait()
+        assert updated[-1] == f"memfs://{ms}/new.md"
+        await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
+        await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/new.md"))
+
+
+async def test_instructions_name_a_sessions_stores_for_tools(store: Store) -> None:
+    rw = store.stores.create(name="team", description="what the team decided").id
+    ro = store.stores.create(name="docs").id
+    session = store.sessions.create([
+        {"type": "memory_store", "memory_store_id": rw, "instructions": "Keep it short."},
+        {"type": "memory_store", "memory_store_id": ro, "access": "read_only"}])
+    server_reach = Reach(store, session_id=session.id)
+    async with connected(server_reach) as client:
+        text = (await client.initialize()).instructions
+    assert text is not None
+    assert text.startswith("# Memory\n\n2 memory stores are available in this session.")
+    assert "memory_search" in text and "memory_write" in text
+    assert "/mnt/memory" not in text and ".search/" not in text  # a mount's words
+    assert f"## team\n\n- Store: {rw}\n- Access: read_write" in text
+    assert "- Description: what the team decided\n- Instructions: Keep it short." in text
+    assert f"## docs\n\n- Store: {ro}\n- Access: read_only" in text
+    async with connected(Reach(store, instructions="Only these words.")) as client:
+        assert (await client.initialize()).instructions == "Only these words."
