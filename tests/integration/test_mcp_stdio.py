@@ -106,6 +106,14 @@ async def test_a_session_made_attributed_with_tool_events_and_terminated(
     assert "Traceback" not in err and f"session {session.id} terminated" in err
 
 
+async def test_tools_filtered_and_no_write_tool_when_nothing_is_writable(
+        db: Path, tmp_path: Path) -> None:
+    async with connect(tmp_path, "--db", str(db), "mcp", "--store", "docs:read_only",
+                       "--tools", "memory_read,memory_write,memory_list") as client:
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+    assert names == ["memory_list", "memory_read"]
+
+
 async def test_sigterm_ends_the_server_and_terminates_its_session(
         db: Path, tmp_path: Path) -> None:
     async with connect(tmp_path, "-v", "--db", str(db), "mcp", "--store", "notes"):
