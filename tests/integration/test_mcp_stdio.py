@@ -104,6 +104,10 @@ async def test_a_session_made_attributed_with_tool_events_and_terminated(
         assert _one_session(s).status == "terminated"  # the client closed stdin
     err = (tmp_path / "mcp.err").read_text()
     assert "Traceback" not in err and f"session {session.id} terminated" in err
+    reverted = CliRunner().invoke(cli, ["--db", str(db), "session", "revert", session.id])
+    assert reverted.exit_code == 0, reverted.output  # undone as a mount's session is
+    with Store(db) as s:
+        assert s.memories.list(s.stores.resolve("notes").id).data == []
 
 
 async def test_tools_filtered_and_no_write_tool_when_nothing_is_writable(
@@ -112,6 +116,23 @@ async def test_tools_filtered_and_no_write_tool_when_nothing_is_writable(
                        "--tools", "memory_read,memory_write,memory_list") as client:
         names = sorted(t.name for t in (await client.list_tools()).tools)
     assert names == ["memory_list", "memory_read"]
+
+
+async def test_a_spec_file_makes_the_session(db: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "session.yaml"
+    spec.write_text("title: Desktop chat\nmetadata: {client: claude-desktop}\nresources:\n"
+                    "  - {type: memory_store, memory_store: docs, access: read_only,\n"
+                    "     instructions: Look here first.}\n")
+    async with connect(tmp_path, "--db", str(db), "mcp", "--spec", str(spec)) as client:
+        listed = await client.call_tool("memory_list_stores", {})
+        assert "docs" in _text(listed) and "notes" not in _text(listed)
+    with Store(db) as s:
+        session = _one_session(s)
+        assert (session.title, session.metadata) == ("Desktop chat", {"client": "claude-desktop"})
+        [res] = session.resources
+        assert (res.name, res.access, res.instructions) == ("docs", "read_only",
+                                                             "Look here first.")
+        assert session.status == "terminated"
 
 
 async def test_sigterm_ends_the_server_and_terminates_its_session(
