@@ -1,8 +1,10 @@
 """``memfs mcp`` over stdio, through the real command, driven by the official MCP client
 (``mcp.client.stdio.stdio_client`` + ``ClientSession``): the session it makes (attributed,
 with its tool events, terminated when the client goes or on SIGTERM), a read_only
-attachment, the local user without attachments, a session token inside ``memfs run``
-against a real ``memfs serve``, and bad options (one line, never a traceback)."""
+attachment, a spec file, the local user without attachments, a session token against a real
+``memfs serve`` and inside a real ``memfs run`` (a local session's API), a session on a
+server with a key, stdout the protocol's alone, and bad options (one line, never a
+traceback)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ from memfs.rules import local_user_actor
 from memfs.store import Store
 from tests.support import async_wait_until
 from tests.support.cli import assert_error
+from tests.support.mount import require_fuse
 from tests.support.server import KEY, start_server, stop_server
+from tests.support.session import memfs_run
 
 
 @pytest.fixture
@@ -214,6 +218,47 @@ async def test_a_session_on_a_server_with_a_key(tmp_path: Path) -> None:
             assert kinds.count("agent.tool_use") == kinds.count("agent.tool_result") == 1
     finally:
         stop_server(server)
+
+
+#: The agent of a ``memfs run`` session that starts ``memfs mcp`` as a client's config would,
+#: with the session's variables, and prints what its tools answered.
+AGENT = """
+import os, sys
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+async def main():
+    env = {k: os.environ[k] for k in ("MEMFS_URL", "MEMFS_API_KEY", "MEMFS_SESSION_ID")}
+    server = StdioServerParameters(command=sys.executable, args=["-m", "memfs", "mcp"],
+                                   env=env)
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        for name, args in [("memory_list_stores", {}),
+                           ("memory_write", {"store": "notes", "path": "/agent.md",
+                                             "content": "hi\\n"})]:
+            result = await client.call_tool(name, args)
+            print(name, result.isError, result.content[0].text.splitlines()[0])
+
+anyio.run(main)
+"""
+
+
+def test_inside_memfs_run_on_a_local_database(db: Path) -> None:
+    """The session token of a local session (its API on a unix socket): the session's
+    stores, attributed to it, its events; the launcher ends the session, not memfs mcp."""
+    require_fuse()
+    done = memfs_run(db, "--isolation", "none", "--store", "notes", "--",
+                     sys.executable, "-c", AGENT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("memory_list_stores False notes") and "docs" not in lines[0]
+    assert lines[1].startswith("memory_write False created /agent.md"), lines
+    with Store(db) as s:
+        session = _one_session(s)  # the launcher's: memfs mcp made none
+        [version] = s.versions.list(s.stores.resolve("notes").id).data
+        assert version.created_by == Actor.session(session.id)
+        assert len(_tool_events(s, session.id)) == 4
 
 
 def test_stdout_is_the_protocol_alone_and_stdin_closed_ends_the_session(db: Path) -> None:
