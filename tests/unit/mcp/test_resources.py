@@ -3,6 +3,7 @@ subscribed to) and its instructions at initialize, with the official client in p
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -13,6 +14,7 @@ from pydantic import AnyUrl
 
 from memfs.mcp import Reach
 from memfs.mcp.resources import PAGE_ITEMS
+from memfs.models import Change
 from memfs.store import Store
 from tests.support.mcp import connected
 
@@ -98,6 +100,40 @@ async def test_a_subscriber_hears_of_a_change_made_elsewhere(store: Store) -> No
         assert updated[-1] == f"memfs://{ms}/new.md"
         await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
         await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/new.md"))
+
+
+async def test_another_change_source_plugs_in(store: Store) -> None:
+    """A server that follows the feeds itself (memfs serve's ChangeHub) hands its changes in
+    through Reach.changes: the default polling is not used."""
+    ms = store.stores.create(name="notes").id
+    send, receive = anyio.create_memory_object_stream[Change](10)
+    asked: list[str] = []
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        asked.append(store_id)
+        async with receive:
+            async for c in receive:
+                yield c
+
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ResourceUpdatedNotification):
+            updated.append(str(message.root.params.uri))
+            heard.set()
+
+    async with send, connected(Reach(store, changes=changes),
+                               message_handler=on_message) as client:
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/x%20y.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/other.md"))
+        assert asked == [ms]  # one source per store
+        await send.send(Change(7, ms, "history", "mem_1", "/x y.md", None))
+        await send.send(Change(8, ms, "put", "mem_1", "/elsewhere.md", "/x y.md"))
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await heard.wait()
+        assert updated == [f"memfs://{ms}/x%20y.md"]  # a rename away from it
 
 
 async def test_instructions_name_a_sessions_stores_for_tools(store: Store) -> None:
