@@ -199,7 +199,7 @@ async def test_inside_a_session_its_token_against_a_real_server(tmp_path: Path) 
 
 async def test_a_session_on_a_server_with_a_key(tmp_path: Path) -> None:
     """--url and a key: the session is the server's, its writes attributed to it, and it is
-    terminated when the client goes."""
+    terminated when the client goes; without --store the key's own writes, no session."""
     server = start_server(tmp_path, "--api-key", KEY, env={"MEMFS_EMBEDDINGS": "none"})
     try:
         with Client(server.url, KEY) as admin:
@@ -216,6 +216,15 @@ async def test_a_session_on_a_server_with_a_key(tmp_path: Path) -> None:
             assert version.created_by == Actor.session(session.id)
             kinds = [e.type for e in admin.events.list(session.id, limit=100).data]
             assert kinds.count("agent.tool_use") == kinds.count("agent.tool_result") == 1
+        async with connect(tmp_path, "mcp", env=env) as client:  # no --store: the key itself
+            wrote = await client.call_tool("memory_write", {"store": "notes", "path": "/n.md",
+                                                             "content": "no session\n"})
+            assert not wrote.isError, _text(wrote)
+        with Client(server.url, KEY) as admin:
+            assert len(admin.sessions.list().data) == 1  # none made
+            latest = admin.versions.list(notes).data[0]
+            assert latest.path == "/n.md" and latest.created_by is not None
+            assert latest.created_by.type == "api_actor"
     finally:
         stop_server(server)
 
@@ -317,3 +326,12 @@ def test_a_session_token_needs_its_session_id(db: Path) -> None:
     result = CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", "mcp", "--store", "x"],
                                 env={"MEMFS_API_KEY": "memfs_session_x"})
     assert_error(result, 2, "drop --store")
+
+
+def test_what_cannot_be_reached_is_one_line_at_start(tmp_path: Path) -> None:
+    """A missing database, or a server that does not answer: said before serving a client
+    whose every call would fail."""
+    missing = CliRunner().invoke(cli, ["--db", str(tmp_path / "none.db"), "mcp"])
+    assert_error(missing, 8, "no database")
+    gone = CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", "--api-key", "k", "mcp"])
+    assert_error(gone, 1, "cannot reach")
