@@ -139,12 +139,13 @@ async def test_a_spec_file_makes_the_session(db: Path, tmp_path: Path) -> None:
         assert session.status == "terminated"
 
 
-async def test_sigterm_ends_the_server_and_terminates_its_session(
-        db: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_ends_the_server_and_terminates_its_session(
+        db: Path, tmp_path: Path, signum: signal.Signals) -> None:
     async with connect(tmp_path, "-v", "--db", str(db), "mcp", "--store", "notes"):
         with Store(db) as s:
             [(session_id, launcher)] = s.sessions.launched()  # memfs mcp is its launcher
-        os.kill(launcher["pid"], signal.SIGTERM)  # while the client is still connected
+        os.kill(launcher["pid"], signum)  # while the client is still connected
 
         def terminated() -> bool:
             with Store(db) as s:
@@ -152,7 +153,7 @@ async def test_sigterm_ends_the_server_and_terminates_its_session(
 
         await async_wait_until(terminated, 30)
     err = (tmp_path / "mcp.err").read_text()
-    assert "MCP client gone (SIGTERM)" in err and "Traceback" not in err
+    assert f"MCP client gone ({signum.name})" in err and "Traceback" not in err
 
 
 async def test_without_attachments_the_local_user_on_every_store(
