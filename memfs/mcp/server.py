@@ -30,11 +30,11 @@ from pydantic import AnyUrl
 
 from .. import errors
 from . import resources
-from .instructions import instructions, render
+from .instructions import instructions, without_stores
 from .reach import Reach
 from .resources import Subscriptions
 from .tooling import ToolSpec, error_text, failure, run_tool
-from .tools import TOOLS, WRITE_TOOLS
+from .tools import TOOLS
 
 T = TypeVar("T")
 
@@ -102,10 +102,7 @@ class MemfsServer(Server[Any, Any]):
             return await reach.run(instructions(reach))
         except (LookupError, errors.MemfsError) as e:
             log.info("MCP instructions without the stores: %s", e)
-            return render([], session=False).replace(
-                "No memory store is available to you here yet", "Your memory stores are "
-                "listed by memory_list_stores")
-
+            return without_stores()
 
     async def offered(self, reach: Reach) -> list[ToolSpec]:
         """The tools ``reach`` offers: its ``--tools`` filter, and no write tool when no
@@ -217,4 +214,4 @@ async def _answer(step: Awaitable[T]) -> T:
                                        data={"type": "error", "error": err})) from None
 
 
-__all__ = ["WRITE_TOOLS", "MemfsServer", "create_server"]
+__all__ = ["MemfsServer", "create_server"]

@@ -10,9 +10,10 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp.shared.exceptions import McpError
+from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import AnyUrl
 
-from memfs.mcp import Reach
+from memfs.mcp import Reach, create_server
 from memfs.mcp.resources import PAGE_ITEMS
 from memfs.models import Change
 from memfs.store import Store
@@ -154,3 +155,19 @@ async def test_instructions_name_a_sessions_stores_for_tools(store: Store) -> No
     assert f"## docs\n\n- Store: {ro}\n- Access: read_only" in text
     async with connected(Reach(store, instructions="Only these words.")) as client:
         assert (await client.initialize()).instructions == "Only these words."
+
+
+async def test_instructions_when_the_reach_cannot_be_asked_yet(store: Store) -> None:
+    """A reach asked per request (HTTP) cannot be asked when a session starts: the
+    instructions then say how to find the stores."""
+    store.stores.create(name="notes")
+
+    def reach() -> Reach:
+        raise LookupError("no request")
+
+    server = create_server(reach)
+    async with create_connected_server_and_client_session(server) as client:
+        text = (await client.initialize()).instructions
+    assert text is not None and text.startswith(
+        "# Memory\n\nYour memory stores are listed by memory_list_stores.")
+    assert "memory_search" in text
