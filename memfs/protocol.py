@@ -73,6 +73,11 @@ class MemoriesAPI(Protocol):
         events: list[dict[str, Any]] | None = None,
     ) -> list[Memory]: ...
 
+    def delete_prefix(
+        self, store_id: str, prefix: str, *, actor: Any,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]: ...
+
 
 class VersionsAPI(Protocol):
     """A store's versions, for a mount's .history/ (memfs.fuse.history); up to a time for a

@@ -27,7 +27,7 @@ them; the session's own tool events may be recorded); ``/v1/memfs/limits``;
 their words and meaning, :mod:`memfs.api.search`);
 ``/v1/memory_stores/{id}/memory_versions/{id}/memfs/restore`` (Store.versions.restore); the
 filesystem's calls under ``/v1/memory_stores/{id}/memfs/`` (tree, stats, check_can_create,
-write, delete, rename, rename_prefix, events), each one store transaction;
+write, delete, rename, rename_prefix, delete_prefix, events), each one store transaction;
 ``/v1/sessions/{id}/memfs/revert`` (undo a session: Store.undo.revert; docs/sessions.md) and
 ``/v1/sessions/{id}/memfs/tokens`` (a session token: the credential of a session's commands,
 which the gate takes where it takes a key, for that session's stores only); and the store's

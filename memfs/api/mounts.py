@@ -96,7 +96,13 @@ async def rename_prefix(c: Call) -> Any:
                           events=b.get("events"))
 
 
+async def delete_prefix(c: Call) -> Any:
+    return await c.answer(_moved, c.store.memories.delete_prefix, c.p["memory_store_id"],
+                          c.body["prefix"], actor=await writer(c), events=c.body.get("events"))
+
+
 def _moved(moved: list[Memory]) -> dict[str, Any]:
+    """Memories a directory operation changed (moved or deleted), each with its ``memfs_seq``."""
     return {"data": [with_seq(m) for m in moved]}
 
 

@@ -48,6 +48,7 @@ from .memories import (
 from .mounts import (
     check_can_create,
     delete_path,
+    delete_prefix,
     get_limits,
     get_snapshot,
     get_stats,
@@ -360,6 +361,11 @@ OPS: list[Op] = [
        "move every memory below a prefix, one transaction (a directory rename)",
        body=(string("old_prefix!", **_PREFIX), string("new_prefix!", **_PREFIX), _EVENTS),
        token="write", returns="MemoryList",
+       extension=True),
+    Op("POST", _MS + "/{memory_store_id}/memfs/delete_prefix", delete_prefix,
+       "delete every memory below a prefix, one transaction (a directory deleted at once, "
+       "with the tool events that report it, if given); the memories as they were",
+       body=(string("prefix!", **_PREFIX), _EVENTS), token="write", returns="MemoryList",
        extension=True),
     Op("POST", _MS + "/{memory_store_id}/memfs/events", record_store_events,
        "record tool events of a mount (of the session it acts as, else of the store)",

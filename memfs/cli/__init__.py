@@ -14,7 +14,8 @@ those before it in this list (it may import them; never the other way round):
   actor, refs, content from a file or stdin, confirmations): the framework;
 - :mod:`~.stores`, :mod:`~.memories`, :mod:`~.versions`, :mod:`~.sessions`, :mod:`~.archive`
   (``export``, ``import``), :mod:`~.typed` (``stores describe``, ``expire``: typed memories),
-  :mod:`~.launch` (``run``, ``mount``, ``serve``), :mod:`~.dreams`,
+  :mod:`~.launch` (``run``, ``mount``, ``serve``), :mod:`~.mcp` (``mcp``: an MCP server on
+  stdio), :mod:`~.dreams`,
   :mod:`~.dbadmin` (what ``memfs db`` does to a whole database, imported by its commands
   only when they run), :mod:`~.db`, :mod:`~.search` and :mod:`~.keys` (API keys): the
   commands, each registered on :data:`cli` when its module is imported;
@@ -35,6 +36,7 @@ from . import (  # noqa: F401
     dreams,
     keys,
     launch,
+    mcp,
     memories,
     sessions,
     stores,

@@ -14,11 +14,12 @@ belongs to; each part of a client drives its part's generators with the client's
 
 ``stores.resolve`` and the filesystem's store calls (``memories.write_path``,
 ``memories.delete_path``, ``memories.rename_path``, ``memories.rename_prefix``,
-``memories.tree``, ``memories.check_can_create``, ``memories.count``, ``feed.last``,
-``feed.since``, ``get_limits``) use the memfs extension endpoints (README "Remote mounts"),
-each one server transaction, and so do ``undo.revert`` (README "Undo a session"),
-``search.in_store`` / ``search.status`` (docs/search.md), and the API keys of an admin key's
-workspace (``keys.create``, ``keys.list``, ``keys.get``, ``keys.revoke``: docs/http-api.md);
+``memories.delete_prefix``, ``memories.tree``, ``memories.check_can_create``,
+``memories.count``, ``feed.last``, ``feed.since``, ``get_limits``) use the memfs extension
+endpoints (README "Remote mounts"), each one server transaction, and so do ``undo.revert``
+(README "Undo a session"), ``search.in_store`` / ``search.status`` (docs/search.md), and the
+API keys of an admin key's workspace (``keys.create``, ``keys.list``, ``keys.get``,
+``keys.revoke``: docs/http-api.md);
 :meth:`AsyncClient.stream_changes` follows a store's change feed, pushed by the server.
 Only the sync :class:`Client` has an ``archive`` part (``export_archive``,
 ``import_upload``: bodies streamed, not JSON).

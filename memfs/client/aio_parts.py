@@ -153,6 +153,13 @@ class AsyncMemories(_Part):
         return await self._drive(OPS.memories.rename_prefix(store_id, old_prefix, new_prefix,
                                                             actor=actor, events=events))
 
+    async def delete_prefix(
+        self, store_id: str, prefix: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]:
+        return await self._drive(OPS.memories.delete_prefix(store_id, prefix, actor=actor,
+                                                            events=events))
+
     async def tree(self, store_id: str) -> list[Memory]:
         return await self._drive(OPS.memories.tree(store_id))
 

@@ -248,6 +248,16 @@ class MemoryOps:
             old_prefix=old_prefix, new_prefix=new_prefix, events=events))
         return [to_memory(x) for x in d.get("data") or []]
 
+    def delete_prefix(
+        self, store_id: str, prefix: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> Op[list[Memory]]:
+        """Delete every memory below ``prefix`` in one server transaction (a directory);
+        returns them as they were (basic view)."""
+        d = yield Request("POST", store_url(store_id) + "/memfs/delete_prefix",
+                          json=json_body(prefix=prefix, events=events))
+        return [to_memory(x) for x in d.get("data") or []]
+
     def tree(self, store_id: str) -> Op[list[Memory]]:
         """Every live memory of the store, without content, in path order."""
         d = yield Request("GET", store_url(store_id) + "/memfs/tree")

@@ -155,6 +155,13 @@ class Memories(_Part):
         return self._drive(OPS.memories.rename_prefix(store_id, old_prefix, new_prefix, actor=actor,
                                                       events=events))
 
+    def delete_prefix(
+        self, store_id: str, prefix: str, *, actor: Actor | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]:
+        return self._drive(OPS.memories.delete_prefix(store_id, prefix, actor=actor,
+                                                      events=events))
+
     def tree(self, store_id: str) -> list[Memory]:
         return self._drive(OPS.memories.tree(store_id))
 

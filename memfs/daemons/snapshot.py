@@ -121,6 +121,10 @@ class SnapshotMemories:
                       events: list[dict[str, Any]] | None = None) -> list[Memory]:
         raise self.view.refuse()
 
+    def delete_prefix(self, store_id: str, prefix: str, *, actor: Any,
+                      events: list[dict[str, Any]] | None = None) -> list[Memory]:
+        raise self.view.refuse()
+
 
 class SnapshotVersions:
     """The base store's versions, ending at the snapshot's boundary."""

@@ -23,6 +23,9 @@ ACCESS_NOTES = {
                  "permission_error)",
 }
 
+#: The prompt's line of types, of a store's directories.
+_TYPES = TYPES_LINE.replace("a memory's directory", "a memory's directory in a store")
+
 HOW = (
     "Use them through this server's memory_ tools, naming a store by its id or name. Before "
     "you answer from what you know, look: memory_search finds memories by meaning as well "
@@ -49,13 +52,20 @@ def render(stores: list[StoreView], *, session: bool, more: bool = False) -> str
         f"{'A memory store is' if n == 1 else f'{n} memory stores are'} available {kept}"
         f"{' (and more: memory_list_stores lists them all)' if more else ''}. What you save "
         "in a read_write store is kept across sessions. " + HOW,
-        "", TYPES_LINE.replace("a memory's directory", "a memory's directory in a store"),
+        "", _TYPES,
     ]
     if not any(s.access == READ_WRITE for s in stores):
         lines += ["", "Every store here is read_only: you can read and search, not write."]
     for s in stores:
         lines += ["", *_note(s)]
     return "\n".join(lines) + "\n"
+
+
+def without_stores() -> str:
+    """The memory section when the stores cannot be named (the reach cannot be asked yet)."""
+    return "\n".join(["# Memory", "", "Your memory stores are listed by memory_list_stores. "
+                      "What you save in a read_write store is kept across sessions. " + HOW,
+                      "", _TYPES]) + "\n"
 
 
 def _note(s: StoreView) -> list[str]:

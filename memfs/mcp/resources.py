@@ -156,18 +156,21 @@ class Subscriptions:
     follows its changes and tells the session of each subscribed memory that changed."""
 
     tasks: anyio.abc.TaskGroup
-    source: Callable[[], ChangeSource]
     notify: Callable[[str], Any] | None = None
     uris: dict[str, set[str]] = field(default_factory=dict)
     _scopes: dict[str, anyio.CancelScope] = field(default_factory=dict)
 
-    def add(self, store_id: str, uri: str, notify: Callable[[str], Any]) -> None:
+    def add(self, store_id: str, uri: str, notify: Callable[[str], Any],
+            source: ChangeSource) -> None:
+        """Subscribe to ``uri``: ``notify(uri)`` when it changes, the changes of its store
+        followed from ``source`` (asked once per store, at its first subscription: the
+        reach of that request's credential)."""
         self.notify = notify
         self.uris.setdefault(store_id, set()).add(uri)
         if store_id not in self._scopes:
             scope = anyio.CancelScope()
             self._scopes[store_id] = scope
-            self.tasks.start_soon(self._follow, store_id, scope)
+            self.tasks.start_soon(self._follow, store_id, scope, source)
 
     def remove(self, store_id: str, uri: str) -> None:
         uris = self.uris.get(store_id, set())
@@ -178,14 +181,19 @@ class Subscriptions:
             if scope is not None:
                 scope.cancel()
 
-    async def _follow(self, store_id: str, scope: anyio.CancelScope) -> None:
+    async def _follow(self, store_id: str, scope: anyio.CancelScope,
+                      source: ChangeSource) -> None:
         with scope:
-            changes = self.source()(store_id)
+            changes = source(store_id)
             try:
                 async for c in changes:
                     await self._tell(store_id, c)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass  # the session's transport closed: its run ends
             except errors.MemfsError as e:
                 log.warning("stopped following the changes of %s: %s", store_id, e.message)
+            except Exception:  # a bug: said, and the session goes on without updates
+                log.exception("stopped following the changes of %s", store_id)
             finally:
                 with contextlib.suppress(Exception):
                     await changes.aclose()  # type: ignore[attr-defined]

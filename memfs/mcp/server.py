@@ -30,11 +30,11 @@ from pydantic import AnyUrl
 
 from .. import errors
 from . import resources
-from .instructions import instructions, render
-from .reach import ChangeSource, Reach
+from .instructions import instructions, without_stores
+from .reach import Reach
 from .resources import Subscriptions
 from .tooling import ToolSpec, error_text, failure, run_tool
-from .tools import TOOLS, WRITE_TOOLS
+from .tools import TOOLS
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ class MemfsServer(Server[Any, Any]):
             initialization_options = initialization_options.model_copy(
                 update={"instructions": await self.instructions_now()})
         async with anyio.create_task_group() as tasks:
-            token = _SUBSCRIPTIONS.set(Subscriptions(tasks, self.change_source))
+            token = _SUBSCRIPTIONS.set(Subscriptions(tasks))
             try:
                 await super().run(read_stream, write_stream, initialization_options,
                                   *args, **kwargs)
@@ -102,13 +102,7 @@ class MemfsServer(Server[Any, Any]):
             return await reach.run(instructions(reach))
         except (LookupError, errors.MemfsError) as e:
             log.info("MCP instructions without the stores: %s", e)
-            return render([], session=False).replace(
-                "No memory store is available to you here yet", "Your memory stores are "
-                "listed by memory_list_stores")
-
-    def change_source(self) -> ChangeSource:
-        reach = self.reach_of()
-        return reach.changes or resources.poll_feed(reach)
+            return without_stores()
 
     async def offered(self, reach: Reach) -> list[ToolSpec]:
         """The tools ``reach`` offers: its ``--tools`` filter, and no write tool when no
@@ -183,7 +177,8 @@ def create_server(reach: Reach | Callable[[], Reach]) -> MemfsServer:
         async def notify(changed: str) -> None:
             await session.send_resource_updated(AnyUrl(changed))
 
-        _SUBSCRIPTIONS.get().add(store_id, resources.uri_of(store_id, path), notify)
+        _SUBSCRIPTIONS.get().add(store_id, resources.uri_of(store_id, path), notify,
+                                 r.changes or resources.poll_feed(r))
 
     @server.unsubscribe_resource()  # type: ignore[no-untyped-call, untyped-decorator]
     async def unsubscribe(uri: AnyUrl) -> None:
@@ -219,4 +214,4 @@ async def _answer(step: Awaitable[T]) -> T:
                                        data={"type": "error", "error": err})) from None
 
 
-__all__ = ["WRITE_TOOLS", "MemfsServer", "create_server"]
+__all__ = ["MemfsServer", "create_server"]

@@ -585,6 +585,47 @@ class Memories(Part):
             self._tool_events_in(c, store_id, actor, events)
         return result
 
+    def delete_prefix(
+        self,
+        store_id: str,
+        prefix: str,
+        *,
+        actor: Actor | None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> list[Memory]:
+        """Delete every memory below ``prefix`` (``/a/``) in one transaction: a directory
+        deleted at once (``rm -r`` through a mount is a delete per file), all or nothing. Each
+        memory gets a ``deleted`` version and a ``delete`` change, as :meth:`delete_path` gives
+        it, and so leaves the words and meaning indexes; they are returned as they were (basic
+        view), in path order, each with its delete's change-feed position. ``events`` are
+        recorded in the same transaction (see :meth:`write_path`). Allowed on an archived
+        store, as a single delete is.
+
+        :raises NotFound: unknown store, or no memory below ``prefix``.
+        :raises InvalidRequest: ``prefix`` is ``/``: a whole store is never deleted this way.
+        :raises InvalidPath: ``prefix`` is not a path followed by ``/``.
+        """
+        prefix = validate_prefix(prefix, self.limits)
+        check_tool_events(events, text=False)
+        if prefix == "/":
+            raise InvalidRequest("cannot delete the root directory: name a directory below it")
+        with self.core.write() as c:
+            rows = c.execute(
+                "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
+                "ORDER BY path",
+                (store_id, prefix, prefix[:-1] + "0"),
+            ).fetchall()
+            if not rows:
+                self.core.store_in(c, store_id)
+                raise NotFound(f"no memory below {prefix} in {store_id}")
+            now = utc_now()
+            result = []
+            for row in rows:
+                seq = self.delete_row_in(c, row, actor, now)[0]
+                result.append(dataclasses.replace(memory_from_row(row, False), seq=seq))
+            self._tool_events_in(c, store_id, actor, events)
+        return result
+
     def _check_empty_directory(
         self, c: Connection, store_id: str, prefix: str, moving: Collection[str]
     ) -> None:

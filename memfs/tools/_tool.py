@@ -329,19 +329,20 @@ class _Commands:
                 raise tagged(failure(e, shown, f"Deleting {shown}"), "delete",
                               shown) from None
             return text, {"recorded": True}
-        below = [m for m in memories if m.path.startswith(path + "/")]
-        if not below:
+        if not any(m.path.startswith(path + "/") for m in memories):
             raise tagged(ToolError(f"The path {shown} does not exist"), "delete", shown)
-        # A directory: each memory below it (the store has no directory of its own).
-        for done, m in enumerate(below):
-            try:
-                yield Call("memories.delete_path", (store_id, m.path), {"actor": actor})
-            except errors.NotFound:
-                pass  # deleted meanwhile: as good
-            except errors.MemfsError as e:
-                raise tagged(failure(e, shown, f"Deleting {shown} (after {done} of "
-                                       f"{len(below)} files)"), "delete", shown) from None
-        return text, {"operation": "delete", "file_path": shown}
+        # A directory (the store has none of its own): every memory below it, in one
+        # transaction with the event pair, so that a failure leaves the directory whole.
+        pair = event_pair(command_input(command), "delete", shown, text, is_error=False)
+        try:
+            yield Call("memories.delete_prefix", (store_id, path + "/"),
+                       {"actor": actor, "events": pair})
+        except errors.NotFound:
+            # Deleted meanwhile: as good (its event pair is then recorded on its own).
+            return text, {"operation": "delete", "file_path": shown}
+        except errors.MemfsError as e:
+            raise tagged(failure(e, shown, f"Deleting {shown}"), "delete", shown) from None
+        return text, {"recorded": True}
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand
                ) -> Generator[Call, Any, tuple[str, dict[str, Any]]]:

@@ -275,10 +275,10 @@ ORDER: dict[str, list[str]] = {
     # The framework (the global options, the command class, the groups and the Context, the
     # helpers of the commands on a store), then the commands (`memfs db` over dbadmin: a whole
     # database's schema checked, migrated and copied; typed: `stores describe` on the stores
-    # group, and `expire`).
+    # group, and `expire`; mcp: `memfs mcp`, which reads a spec file as `memfs session` does).
     "cli": ["globals", "shared", "base", "common", "stores", "memories", "versions",
-            "sessions", "archive", "typed", "launch", "dreams", "dbadmin", "db", "search",
-            "keys"],
+            "sessions", "archive", "typed", "launch", "mcp", "dreams", "dbadmin", "db",
+            "search", "keys"],
     # What is scratch, the tree and what needs no pyfuse3, the kernel's calls, pyfuse3's
     # request reader, .history, .search and .describe as handler objects, the parts
     # Operations holds (core: the Mount, feed, buffers) and Operations, then what runs the

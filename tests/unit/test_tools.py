@@ -147,6 +147,29 @@ def test_every_change_is_a_version_of_the_actor_and_an_event_pair(
     assert results[4]["content"][0]["text"].startswith("Here's the content of /memories/q.md")
 
 
+def test_deleting_a_directory_is_one_transaction_with_its_events(store: Store, ms: str) -> None:
+    # issue 42: a directory goes at once (memories.delete_prefix), not memory by memory, and
+    # its event pair is recorded in the same transaction, attributed to the session.
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
+    for p in ("/d/a.md", "/d/b.md", "/d/e/c.md", "/d.md"):
+        store.memories.create(ms, p, "x", actor=None)
+    tool = MemoryTool(store, ms, session_id=session.id)
+    assert run(tool, command="delete", path="/memories/d") == (
+        False, "Successfully deleted /memories/d")
+    assert [m.path for m in store.memories.tree(ms)] == ["/d.md"]
+    deleted = store.versions.list(ms, operation="deleted").data
+    assert len(deleted) == 3 and {v.created_by for v in deleted} == {Actor.session(session.id)}
+    assert len({v.created_at for v in deleted}) == 1  # one transaction's time
+    evs = [e.body for e in store.events.list(session.id, limit=100).data]
+    assert [(e["type"], e["input"]["command"] if "input" in e else e["is_error"])
+            for e in evs] == [("agent.tool_use", "delete"), ("agent.tool_result", False)]
+    assert evs[0]["input"]["operation"] == "delete"
+    assert evs[0]["input"]["file_path"] == "/memories/d"
+    # a directory that is not there any more is still the SDK's answer
+    assert run(tool, command="delete", path="/memories/d") == (
+        True, "The path /memories/d does not exist")
+
+
 def test_a_session_owns_the_versions_and_events(store: Store, ms: str) -> None:
     session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
     tool = MemoryTool(store, ms, session_id=session.id)

@@ -310,6 +310,8 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ("POST", _ST + "/memfs/rename_prefix"): [Case(lambda w: _s1(w, json={
         "old_prefix": w.fresh_memory(f"/d{(n := w.i())}/a.md").path.rsplit("/", 1)[0] + "/",
         "new_prefix": f"/moved{n}/"}))],
+    ("POST", _ST + "/memfs/delete_prefix"): [Case(lambda w: _s1(w, json={
+        "prefix": w.fresh_memory(f"/gone{w.i()}/a.md").path.rsplit("/", 1)[0] + "/"}))],
     ("POST", _ST + "/memfs/events"): [Case(lambda w: _s1(w, json={"events": _tool_pair(w)}))],
     ("GET", _ST + "/memfs/export"): [Case(lambda w: _s1(w))],
     ("POST", "/v1/memfs/import"): [

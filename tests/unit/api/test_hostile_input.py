@@ -436,7 +436,7 @@ def _tool_pair_with(text):
     return tool_pair("sh", 1, "write", "/mnt/memory/s/a.md", text=text)
 
 
-@pytest.mark.parametrize("op", ["write", "delete", "rename", "rename_prefix"])
+@pytest.mark.parametrize("op", ["write", "delete", "rename", "rename_prefix", "delete_prefix"])
 def test_path_operations_refuse_lone_surrogates_in_their_events(store, op):
     """The events of a path operation are checked for UTF-8 as they are encoded, inside its
     transaction: a bad one refuses the operation and nothing of it is written."""
@@ -449,6 +449,8 @@ def test_path_operations_refuse_lone_surrogates_in_their_events(store, op):
         "rename": lambda ev: store.memories.rename_path(sid, "/d/a.md", "/d/b.md", actor=None,
                                                events=ev),
         "rename_prefix": lambda ev: store.memories.rename_prefix(sid, "/d/", "/e/", actor=None,
+                                                        events=ev),
+        "delete_prefix": lambda ev: store.memories.delete_prefix(sid, "/d/", actor=None,
                                                         events=ev),
     }
     with pytest.raises(errors.InvalidRequest, match="event"):

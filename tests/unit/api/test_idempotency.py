@@ -75,11 +75,13 @@ def test_every_write_route_replays(http, store):
     sid = store.stores.create("n").id
     base = f"/v1/memory_stores/{sid}"
     mid = store.memories.create(sid, "/d/a.md", "a", actor=None).id
+    store.memories.create(sid, "/f/a.md", "a", actor=None)
     calls = [
         ("post", f"{base}/memories/{mid}", {"content": "b"}),
         ("post", f"{base}/memfs/rename", {"old_path": "/d/a.md", "new_path": "/d/b.md"}),
         ("post", f"{base}/memfs/rename_prefix", {"old_prefix": "/d/", "new_prefix": "/e/"}),
         ("post", f"{base}/memfs/delete", {"path": "/e/b.md"}),
+        ("post", f"{base}/memfs/delete_prefix", {"prefix": "/f/"}),
     ]
     for i, (method, url, body) in enumerate(calls):
         first = getattr(http, method)(url, headers={IDEM: f"r{i}"}, json=body)

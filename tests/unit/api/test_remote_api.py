@@ -81,6 +81,7 @@ def test_a_session_that_may_not_write_gets_read_only(http, store, why):
     if why == "terminated":
         store.sessions.set_status(sess, "terminated")
     m = store.memories.create(sid, "/keep.md", "k", actor=None)
+    store.memories.create(sid, "/d/x.md", "x", actor=None)
     h = {SESSION_HEADER: sess}
     calls = [
         ("post", f"/v1/memory_stores/{sid}/memfs/write", {"path": "/a.md", "content": "x"}),
@@ -90,6 +91,7 @@ def test_a_session_that_may_not_write_gets_read_only(http, store, why):
          {"old_path": "/keep.md", "new_path": "/k2.md"}),
         ("post", f"/v1/memory_stores/{sid}/memfs/rename_prefix",
          {"old_prefix": "/a/", "new_prefix": "/b/"}),
+        ("post", f"/v1/memory_stores/{sid}/memfs/delete_prefix", {"prefix": "/d/"}),
         ("post", f"/v1/memory_stores/{sid}/memories", {"path": "/c.md", "content": "x"}),
         ("delete", f"/v1/memory_stores/{sid}/memories/{m.id}", None),
     ]
@@ -98,8 +100,8 @@ def test_a_session_that_may_not_write_gets_read_only(http, store, why):
         assert r.status_code == 403, (url, r.text)
         err = r.json()["error"]
         assert err["type"] == "permission_error" and err["details"]["error_code"] == "read_only"
-    assert [x.path for x in store.memories.tree(sid)] == ["/keep.md"]
-    assert len(store.versions.list(sid).data) == 1
+    assert [x.path for x in store.memories.tree(sid)] == ["/d/x.md", "/keep.md"]
+    assert len(store.versions.list(sid).data) == 2
 
 
 def test_unknown_session_is_404(http, store):
@@ -208,6 +210,51 @@ def test_rename_prefix_never_merges_directories(http, store):
     with pytest.raises(errors.PathConflict) as pc:
         c.memories.rename_path(sid, "/a/one.md", "/f.md", replace=False)
     assert type(pc.value) is errors.PathConflict
+
+
+def test_delete_prefix_through_the_client(http, store):
+    """A directory deleted in one server transaction, attributed to the session the client
+    acts as, with its tool events; the client raises the store's errors again."""
+    sid = store.stores.create("n").id
+    sess = _session(store, sid)
+    for p in ("/d/1.md", "/d/s/2.md", "/d.md", "/e/3.md"):
+        store.memories.create(sid, p, p, actor=None)
+    seq = store.feed.last(sid)
+    c = Client("http://memfs", KEY, transport=through(http), session_id=sess)
+    events = _tool_pair()
+    gone = c.memories.delete_prefix(sid, "/d/", events=events)
+    assert [(m.path, m.content) for m in gone] == [("/d/1.md", None), ("/d/s/2.md", None)]
+    assert [m.seq for m in gone] == [ch.seq for ch in store.feed.since(sid, seq)]
+    assert [m.path for m in store.memories.tree(sid)] == ["/d.md", "/e/3.md"]
+    deleted = store.versions.list(sid, operation="deleted").data
+    assert {v.created_by for v in deleted} == {Actor.session(sess)}
+    assert len({v.created_at for v in deleted}) == 1  # one transaction
+    assert [e.id for e in store.events.list(sess).data] == [e["id"] for e in events]
+    with pytest.raises(errors.NotFound, match="no memory below /d/"):
+        c.memories.delete_prefix(sid, "/d/")
+    with pytest.raises(errors.InvalidPath):
+        c.memories.delete_prefix(sid, "/e")
+    r = http.post(f"/v1/memory_stores/{sid}/memfs/delete_prefix", json={"prefix": "/"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    r = http.post(f"/v1/memory_stores/{sid}/memfs/delete_prefix", json={})
+    assert r.status_code == 400 and "prefix" in r.json()["error"]["message"]
+    assert [m.path for m in store.memories.tree(sid)] == ["/d.md", "/e/3.md"]
+
+
+async def test_delete_prefix_through_the_async_client(store):
+    import httpx
+
+    from memfs.client import AsyncClient
+
+    sid = store.stores.create("n").id
+    for p in ("/d/1.md", "/d/2.md", "/e.md"):
+        store.memories.create(sid, p, p, actor=None)
+    transport = httpx.ASGITransport(app=create_app(store, [KEY]))
+    async with AsyncClient("http://memfs", KEY, transport=transport) as c:
+        with trio.fail_after(10):
+            gone = await c.memories.delete_prefix(sid, "/d/")
+    assert [m.path for m in gone] == ["/d/1.md", "/d/2.md"]
+    assert [m.path for m in store.memories.tree(sid)] == ["/e.md"]
 
 
 def test_resolve_store_is_the_stores_rule(http, store):
@@ -330,6 +377,7 @@ def test_openapi_marks_the_extensions(http):
            if e.get("x-memfs-extension")}
     assert ("get", "/v1/memory_stores/{memory_store_id}/changes/stream") in ext
     assert ("post", "/v1/memory_stores/{memory_store_id}/memfs/rename_prefix") in ext
+    assert ("post", "/v1/memory_stores/{memory_store_id}/memfs/delete_prefix") in ext
     assert ("get", "/v1/memfs/limits") in ext
     # Extensions stay out of the SDK's own paths: under the sessions tree only /memfs/ ones.
     assert ("post", "/v1/sessions/{session_id}/memfs/status") in ext

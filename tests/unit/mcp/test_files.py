@@ -117,6 +117,30 @@ async def test_moves_and_deletes(store: Store) -> None:
     assert store.memories.get_by_path(ms, "/e/x.md").content == "/d/x.md"
 
 
+async def test_a_directory_is_deleted_in_one_transaction_with_its_event_pair(
+        store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    for p in ("/d/x.md", "/d/sub/y.md", "/keep.md"):
+        store.memories.create(ms, p, p, actor=None)
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}]).id
+    async with connected(Reach(store, session_id=session)) as client:
+        data = ok(await call(client, "memory_delete", store=ms, path="/d", recursive=True))
+        assert data["deleted"] == ["/d/sub/y.md", "/d/x.md"]
+        assert "no memory at /d" in failed(await call(
+            client, "memory_delete", store=ms, path="/d", recursive=True), "not_found_error")
+    assert [m.path for m in store.memories.tree(ms)] == ["/keep.md"]
+    deletes = [c for c in store.feed.since(ms, 0) if c.op == "delete"]
+    assert len(deletes) == 2
+    evs = [e for e in store.events.list(session, limit=100).data]
+    assert [(e.type, e.body.get("name"), e.body.get("is_error")) for e in evs] == [
+        ("agent.tool_use", "memory_delete", None), ("agent.tool_result", None, False),
+        ("agent.tool_use", "memory_delete", None), ("agent.tool_result", None, True)]
+    # revert brings the directory back
+    store.undo.revert(session, actor=None)
+    assert sorted(m.path for m in store.memories.tree(ms)) == [
+        "/d/sub/y.md", "/d/x.md", "/keep.md"]
+
+
 async def test_search_over_every_store_and_the_session(store: Store) -> None:
     a = store.stores.create(name="a").id
     b = store.stores.create(name="b").id

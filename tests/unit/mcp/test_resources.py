@@ -3,16 +3,19 @@ subscribed to) and its instructions at initialize, with the official client in p
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import mcp.types as types
 import pytest
 from mcp.shared.exceptions import McpError
+from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import AnyUrl
 
-from memfs.mcp import Reach
+from memfs.mcp import Reach, create_server
 from memfs.mcp.resources import PAGE_ITEMS
+from memfs.models import Change
 from memfs.store import Store
 from tests.support.mcp import connected
 
@@ -100,6 +103,40 @@ async def test_a_subscriber_hears_of_a_change_made_elsewhere(store: Store) -> No
         await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/new.md"))
 
 
+async def test_another_change_source_plugs_in(store: Store) -> None:
+    """A server that follows the feeds itself (memfs serve's ChangeHub) hands its changes in
+    through Reach.changes: the default polling is not used."""
+    ms = store.stores.create(name="notes").id
+    send, receive = anyio.create_memory_object_stream[Change](10)
+    asked: list[str] = []
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        asked.append(store_id)
+        async with receive:
+            async for c in receive:
+                yield c
+
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ResourceUpdatedNotification):
+            updated.append(str(message.root.params.uri))
+            heard.set()
+
+    async with send, connected(Reach(store, changes=changes),
+                               message_handler=on_message) as client:
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/x%20y.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/other.md"))
+        assert asked == [ms]  # one source per store
+        await send.send(Change(7, ms, "history", "mem_1", "/x y.md", None))
+        await send.send(Change(8, ms, "put", "mem_1", "/elsewhere.md", "/x y.md"))
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await heard.wait()
+        assert updated == [f"memfs://{ms}/x%20y.md"]  # a rename away from it
+
+
 async def test_instructions_name_a_sessions_stores_for_tools(store: Store) -> None:
     rw = store.stores.create(name="team", description="what the team decided").id
     ro = store.stores.create(name="docs").id
@@ -118,3 +155,19 @@ async def test_instructions_name_a_sessions_stores_for_tools(store: Store) -> No
     assert f"## docs\n\n- Store: {ro}\n- Access: read_only" in text
     async with connected(Reach(store, instructions="Only these words.")) as client:
         assert (await client.initialize()).instructions == "Only these words."
+
+
+async def test_instructions_when_the_reach_cannot_be_asked_yet(store: Store) -> None:
+    """A reach asked per request (HTTP) cannot be asked when a session starts: the
+    instructions then say how to find the stores."""
+    store.stores.create(name="notes")
+
+    def reach() -> Reach:
+        raise LookupError("no request")
+
+    server = create_server(reach)
+    async with create_connected_server_and_client_session(server) as client:
+        text = (await client.initialize()).instructions
+    assert text is not None and text.startswith(
+        "# Memory\n\nYour memory stores are listed by memory_list_stores.")
+    assert "memory_search" in text

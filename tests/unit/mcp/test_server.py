@@ -98,6 +98,18 @@ async def test_a_store_outside_the_reach_is_as_unknown_as_a_missing_one(store: S
         assert "secret" in by_name
 
 
+async def test_the_stores_named_are_all_a_reach_sees(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    other = store.stores.create(name="secret").id
+    async with connected(Reach(store, stores=(ms,))) as client:
+        stores = ok(await call(client, "memory_list_stores"))["stores"]
+        assert [s["id"] for s in stores] == [ms]
+        failed(await call(client, "memory_list", store="secret"), "not_found_error")
+        failed(await call(client, "memory_search", query="x", store=other),
+               "not_found_error")
+        ok(await call(client, "memory_search", query="x"))
+
+
 async def test_bad_arguments_and_unknown_tools_are_results(store: Store) -> None:
     ms = store.stores.create(name="notes").id
     async with connected(Reach(store)) as client:

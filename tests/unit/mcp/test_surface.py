@@ -132,6 +132,8 @@ async def test_hostile_arguments_get_clear_errors_and_the_server_serves_on(
             ("memory_write", {"store": ms, "path": "/a\x00.md", "content": "x"}, "path"),
             ("memory_read", {"store": ms, "path": "/../etc/passwd"}, ".."),
             ("memory_list", {"store": ms, "page": "garbage"}, "cursor"),
+            ("memory_read", {"store": ms, "path": "/a.md", "at": "yesterday"}, "yesterday"),
+            ("memory_history", {"store": ms}, "path"),
             (huge, {}, "unknown tool"),
         ]
         for name, args, words in cases:
@@ -142,6 +144,17 @@ async def test_hostile_arguments_get_clear_errors_and_the_server_serves_on(
                                                 path="/a.md")).content[0].text  # type: ignore[union-attr]
         ok(await call(client, "memory_write", store=ms, path="/a.md", content="still here"))
     assert [m.path for m in store.memories.tree(ms)] == ["/a.md"]
+
+
+async def test_a_huge_argument_is_cut_in_the_calls_event(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}]).id
+    async with connected(Reach(store, session_id=session)) as client:
+        failed(await call(client, "memory_write", store=ms, path="/h.md",
+                          content="x" * 5_000_000), "invalid_request_error")
+    use, result = [e.body for e in store.events.list(session, limit=10).data]
+    assert len(use["input"]["content"]) < 5000 and use["input"]["path"] == "/h.md"
+    assert result["is_error"] is True
 
 
 def test_the_server_imports_without_the_anthropic_package() -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from memfs import (
+    Actor,
     InvalidContent,
+    InvalidPath,
     InvalidRequest,
     NotFound,
     PathConflict,
@@ -14,7 +16,7 @@ from memfs import (
 )
 from memfs.store import Store
 from tests.support.backend import Backend
-from tests.support.storekit import API, USER
+from tests.support.storekit import API, USER, res
 
 
 @pytest.fixture
@@ -143,6 +145,85 @@ class TestPathOps:
             store.memories.rename_prefix(sid, "/d/", "/e/", actor=API)
         with pytest.raises(StoreArchived):
             store.memories.write_path(sid, "/d/a", "y", actor=API)
+
+
+# ============================================================================================
+# deleting a directory: one transaction (issue 42: an MCP client's memory_delete)
+
+
+class TestDeletePrefix:
+    def test_delete_prefix(self, store: Store, sid: str) -> None:
+        ms = [store.memories.write_path(sid, p, f"kestrel {p}", actor=API)
+              for p in ("/d/a", "/d/s/b", "/d/s/t/c")]
+        outside = [store.memories.write_path(sid, p, "kestrel outside", actor=API)
+                   for p in ("/d-other/x", "/dx", "/e/d/y")]
+        seq = store.feed.last(sid)
+        gone = store.memories.delete_prefix(sid, "/d/", actor=USER)
+        # each as it was (basic view), with the feed position of its delete
+        assert [(m.id, m.path, m.content) for m in gone] == [(m.id, m.path, None) for m in ms]
+        assert _feed(store, sid, seq) == [("delete", m.id, m.path) for m in ms]
+        assert [m.seq for m in gone] == [c.seq for c in store.feed.since(sid, seq)]
+        for m in ms:
+            with pytest.raises(NotFound):
+                store.memories.get(sid, m.id)
+            vs = store.versions.list(sid, memory_id=m.id).data
+            assert [(v.operation, v.path, v.created_by) for v in vs] == [
+                ("deleted", m.path, USER), ("created", m.path, API)]
+        assert [m.path for m in store.memories.tree(sid)] == ["/d-other/x", "/dx", "/e/d/y"]
+        assert store.memories.count(sid) == len(outside)
+        # the words index forgets them, as it does a single delete
+        found = store.search.in_store(sid, "kestrel", channels=("words",), threshold=0).hits
+        assert sorted(h.path for h in found) == ["/d-other/x", "/dx", "/e/d/y"]
+
+    def test_delete_prefix_nothing_below(self, store: Store, sid: str) -> None:
+        store.memories.write_path(sid, "/d", "a file, not a directory", actor=API)
+        store.memories.write_path(sid, "/d-x/a", "x", actor=API)
+        seq = store.feed.last(sid)
+        for prefix in ("/d/", "/nope/", "/d-x/a/"):
+            with pytest.raises(NotFound, match=f"no memory below {prefix}"):
+                store.memories.delete_prefix(sid, prefix, actor=API)
+        with pytest.raises(NotFound, match="memory store"):
+            store.memories.delete_prefix("memstore_nope", "/d/", actor=API)
+        for bad in ("/d", "d/", "//", "/a//b/"):
+            with pytest.raises(InvalidPath):
+                store.memories.delete_prefix(sid, bad, actor=API)
+        with pytest.raises(InvalidRequest, match="root"):  # never the whole store at once
+            store.memories.delete_prefix(sid, "/", actor=API)
+        assert store.feed.last(sid) == seq and store.memories.count(sid) == 2
+
+    def test_delete_prefix_is_one_transaction(self, store: Store, sid: str) -> None:
+        # A failure after every memory is deleted (the tool events cannot be stored: a lone
+        # surrogate, found at their encoding) leaves every memory, version and change as it
+        # was, and records no event.
+        from memfs.fuse.toolevents import tool_pair
+
+        sess = store.sessions.create([res(sid, access="read_write")])
+        for p in ("/d/a", "/d/b", "/d/c/d"):
+            store.memories.write_path(sid, p, p, actor=API)
+        before, seq = store.memories.tree(sid), store.feed.last(sid)
+        nversions = len(store.versions.list(sid, limit=100).data)
+        bad = tool_pair("rm", 1, "delete", "/mnt/memory/s/d", text="bad \udc80")
+        with pytest.raises(InvalidRequest, match="lone surrogate"):
+            store.memories.delete_prefix(sid, "/d/", actor=Actor.session(sess.id), events=bad)
+        assert store.memories.tree(sid) == before and store.feed.last(sid) == seq
+        assert len(store.versions.list(sid, limit=100).data) == nversions
+        assert store.events.list(sess.id).data == []
+        # the same with good events: all deleted, the events recorded with them
+        good = tool_pair("rm", 1, "delete", "/mnt/memory/s/d", text="ok")
+        gone = store.memories.delete_prefix(sid, "/d/", actor=Actor.session(sess.id),
+                                            events=good)
+        assert len(gone) == 3 and store.memories.tree(sid) == []
+        assert [e.body for e in store.events.list(sess.id).data] == good
+        times = {v.created_at for v in store.versions.list(sid, operation="deleted").data}
+        assert len(times) == 1  # one transaction's time
+
+    def test_delete_prefix_archived(self, store: Store, sid: str) -> None:
+        # As a single delete (API.md 2.5: deleting memories of an archived store is allowed).
+        store.memories.write_path(sid, "/d/a", "x", actor=API)
+        store.memories.write_path(sid, "/d/b", "x", actor=API)
+        store.stores.archive(sid)
+        assert store.memories.delete_path(sid, "/d/a", actor=API).path == "/d/a"
+        assert [m.path for m in store.memories.delete_prefix(sid, "/d/", actor=API)] == ["/d/b"]
 
 
 # ============================================================================================

@@ -138,6 +138,18 @@ def test_directory_rename_is_undone(store: Store) -> None:
     assert r["complete"] and len(r["actions"]) == 3
 
 
+def test_a_directory_deleted_at_once_comes_back_under_its_ids(store: Store) -> None:
+    # issue 42: an MCP client's memory_delete of a directory (memories.delete_prefix)
+    w = World(store)
+    m1 = store.memories.write_path(w.sid, "/dir/a.md", "a", actor=USER)
+    m2 = store.memories.write_path(w.sid, "/dir/sub/b.md", "b", actor=USER)
+    store.memories.delete_prefix(w.sid, "/dir/", actor=w.S)
+    assert w.state() == {}
+    r = revert(w)
+    assert w.state() == {"/dir/a.md": (m1.id, "a"), "/dir/sub/b.md": (m2.id, "b")}
+    assert r["complete"] and len(r["actions"]) == 2
+
+
 def test_change_by_another_actor_is_a_conflict_with_both_sides(store: Store) -> None:
     w = World(store)
     m = store.memories.write_path(w.sid, "/a.md", "before", actor=USER)

@@ -189,6 +189,7 @@ def test_snapshot_store_is_read_only_and_ends_at_the_boundary(store: Store) -> N
                   lambda: view.memories.delete_path(sid, "/a.md", actor=USER),
                   lambda: view.memories.rename_path(sid, "/a.md", "/b.md", actor=USER),
                   lambda: view.memories.rename_prefix(sid, "/x/", "/y/", actor=USER),
+                  lambda: view.memories.delete_prefix(sid, "/x/", actor=USER),
                   lambda: view.memories.check_can_create(sid)):
         with pytest.raises(errors.ReadOnly):
             write()
