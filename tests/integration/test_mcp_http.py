@@ -23,8 +23,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import AnyUrl
 
+from memfs.mcp.tools import NAMES, WRITE_TOOLS
 from memfs.models import DEFAULT_WORKSPACE, Actor
 from memfs.store import Limits, Store
+from tests.support import async_wait_until
+from tests.support.mcp import calls, check_success, ok, seed
 from tests.support.mount import Mount, require_fuse
 from tests.support.remote import remote_env
 from tests.support.server import Server, start_server, stop_server
@@ -311,10 +314,6 @@ EXPECTED: dict[str, dict[str, tuple[str, str]]] = {
     "store_scoped":    {"rw": (OK, OK),              "ro": (NOT_FOUND, NOT_FOUND)},
     "other_workspace": {"rw": (NOT_FOUND, NOT_FOUND), "ro": (NOT_FOUND, NOT_FOUND)},
 }
-WRITES = ("memory_write", "memory_edit", "memory_move", "memory_delete", "memory_restore",
-          "memory_add")
-READS = ("memory_list_stores", "memory_list", "memory_read", "memory_search",
-         "memory_history", "memory_describe")
 
 
 def _arguments(w: World, tool: str, store_id: str, tag: str) -> dict[str, Any]:
@@ -361,7 +360,7 @@ def _outcome(result: Any) -> str:
 
 
 @pytest.mark.parametrize("credential", CREDENTIALS)
-@pytest.mark.parametrize("tool", READS + WRITES)
+@pytest.mark.parametrize("tool", NAMES)
 async def test_every_tool_with_every_credential(world: World, tool: str,
                                                 credential: str) -> None:
     """Each tool, called over HTTP with each kind of credential, on a store the credential
@@ -371,7 +370,7 @@ async def test_every_tool_with_every_credential(world: World, tool: str,
     async with connect(world, world.creds[credential]) as s:
         offered = {t.name for t in (await s.list_tools()).tools}
         for where, store_id in (("rw", world.rw), ("ro", world.ro)):
-            expected = EXPECTED[credential][where][tool in WRITES]
+            expected = EXPECTED[credential][where][tool in WRITE_TOOLS]
             if tool == "memory_list_stores":
                 got = await s.call_tool(tool, {})
                 assert _outcome(got) == OK, got
@@ -383,7 +382,42 @@ async def test_every_tool_with_every_credential(world: World, tool: str,
             assert _outcome(got) == expected, (where, args, got)
         # Write tools are offered when anything it sees may be written (another workspace's
         # admin has a store of its own there).
-        assert (tool in offered) == (tool in READS or credential != "read_only"), offered
+        assert (tool in offered) == (tool not in WRITE_TOOLS or credential != "read_only"), \
+            offered
+
+
+@pytest.mark.parametrize("who", ["key", "session"])
+@pytest.mark.parametrize("name", NAMES)
+async def test_every_tool_does_over_http_what_it_does_in_process(world: World, name: str,
+                                                                  who: str) -> None:
+    """The calls and checks of the in-process tests (tests/support/mcp.py) over HTTP, on a
+    seeded store of their own (a store-scoped key sees it alone; a session has it alone
+    attached): what each success returns and leaves in the store, its versions attributed to
+    the key or the session, and a session's tool-event pair of the call."""
+    ms, first = seed(world.db)
+    if who == "key":
+        secret = world.db.keys.create(f"seeded {name}", store_ids=[ms]).key
+        session = None
+    else:
+        session = world.db.sessions.create([{"type": "memory_store",
+                                             "memory_store_id": ms}]).id
+        world.db.sessions.set_status(session, "running")
+        secret = world.db.sessions.create_token(session).token
+    assert secret is not None
+    before = world.db.versions.list(ms, limit=100).data
+    async with connect(world, secret) as s:
+        result = await s.call_tool(name, calls(ms, first)[name])
+    check_success(world.db, ms, name, ok(result))
+    new = world.db.versions.list(ms, limit=100).data[:-len(before)]
+    assert bool(new) == (name in WRITE_TOOLS)
+    if session is None:
+        assert all(v.created_by.type == "api_actor" for v in new), new
+        return
+    assert all(v.created_by == Actor.session(session) for v in new), new
+    evs = [e.body for e in world.db.events.list(session, limit=100).data
+           if e.type.startswith("agent.")]
+    assert [(e["type"], e.get("name")) for e in evs] == [
+        ("agent.tool_use", name), ("agent.tool_result", None)]
 
 
 async def test_writes_over_http_are_their_credentials(world: World) -> None:
@@ -454,6 +488,14 @@ async def test_hostile_input_gets_a_clear_error_and_no_5xx(world: World) -> None
         assert not_rpc.status_code == 400 and "error" in answer_of(not_rpc), not_rpc.text
         status, answer = await raw.call("tools/call", {"name": "memory_nope", "arguments": {}})
         assert status == 200 and answer["result"]["isError"], answer
+        for name, arguments in (("memory_read", {"store": 5, "path": ["/"]}),
+                                ("memory_write", {"store": world.rw, "path": "/huge.md",
+                                                  "content": "y" * (1 << 20)})):
+            status, answer = await raw.call("tools/call", {"name": name,
+                                                           "arguments": arguments})
+            assert status == 200 and answer["result"]["isError"], answer
+            error = answer["result"]["structuredContent"]["error"]
+            assert error["type"] == "invalid_request_error", error
         # The session still serves.
         status, answer = await raw.call("tools/list", {})
         assert status == 200 and answer["result"]["tools"]
@@ -488,27 +530,47 @@ async def test_a_session_ended_while_its_requests_come_in_is_no_error(world: Wor
 
 
 async def test_a_client_that_never_reads_stalls_no_one_else(world: World) -> None:
-    """Clients that send requests (a GET stream, a tool call) and never read a byte of
-    the answer: the others' calls go on meanwhile."""
+    """A client that sends 100 reads of a 90 kB memory on one connection (20 MB of answers)
+    and never reads a byte of them, and holds its GET stream unread: the server's writes to
+    it wait (its session's tool events show it stopped before the 100th read), while other
+    clients' calls are served meanwhile, and after it has gone."""
+    big = "".join(f"{n:04d} " + "x" * 94 + "\n" for n in range(900))
+    world.db.memories.create(world.rw, "/big.md", big, actor=USER)
+    lazy_session = world.db.sessions.create([{"type": "memory_store",
+                                              "memory_store_id": world.rw}]).id
+    world.db.sessions.set_status(lazy_session, "running")
+    token = world.db.sessions.create_token(lazy_session).token
+    assert token is not None
     async with httpx.AsyncClient(timeout=30) as http:
-        lazy = [await Raw(http, world.url, world.creds["read_write"]).open() for _ in range(3)]
+        lazy = await Raw(http, world.url, token).open()
     host, port = world.server.url.removeprefix("http://").rsplit(":", 1)
+    read = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "memory_read", "arguments": {"store": world.rw, "path": "/big.md"}}}).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in lazy.headers().items())
     socks = []
     try:
-        for raw in lazy:
-            for method, body in (("GET", b""), ("POST", json.dumps({
-                    "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                        "name": "memory_list_stores", "arguments": {}}}).encode())):
-                s = socket.create_connection((host, int(port)))
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
-                head = "".join(f"{k}: {v}\r\n" for k, v in raw.headers().items())
-                s.sendall(f"{method} /mcp HTTP/1.1\r\nhost: {host}\r\n{head}"
-                          f"content-length: {len(body)}\r\n\r\n".encode() + body)
-                socks.append(s)
+        for method, body, times in (("GET", b"", 1), ("POST", read, 100)):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect((host, int(port)))
+            request = (f"{method} /mcp HTTP/1.1\r\nhost: {host}\r\n{head}"
+                       f"content-length: {len(body)}\r\n\r\n").encode() + body
+            s.sendall(request * times)
+            socks.append(s)
+
+        def reads_of_lazy() -> int:
+            return sum(e.type == "agent.tool_use"
+                       for e in world.db.events.list(lazy_session, limit=1000).data)
+
+        await async_wait_until(reads_of_lazy, 30, what="the lazy client's first read")
         for _ in range(3):
             async with connect(world, world.creds["read_write"]) as session:
-                result = await session.call_tool("memory_list_stores", {})
+                result = await session.call_tool("memory_read", {"store": world.rw,
+                                                                 "path": "/big.md"})
                 assert not result.isError, result
+        assert reads_of_lazy() < 100
     finally:
         for s in socks:
             s.close()
+    async with connect(world, world.creds["read_write"]) as session:
+        assert not (await session.call_tool("memory_list_stores", {})).isError
