@@ -250,14 +250,27 @@ async def test_a_sessions_instructions_are_its_credentials_stores(world: World) 
 # -- revocation ------------------------------------------------------------------------------
 
 
-async def test_a_key_revoked_mid_stream_ends_its_stream_and_its_next_call_is_401(
-        world: World) -> None:
-    """A stored key's session with its GET stream open (raw) and a session of the official
-    client: the key revoked, the stream ends cleanly, the official client's next call fails
-    with 401, and the old session's id answers the gate's 401 too."""
-    secret = world.key("revoked mid-stream")
+@pytest.mark.parametrize("credential", ["key", "session_token"])
+async def test_a_credential_revoked_mid_stream_ends_its_stream_and_its_next_call_is_401(
+        world: World, credential: str) -> None:
+    """A stored key's (or a session token's) MCP session with its GET stream open (raw), and
+    a session of the official client: the key revoked (the token's session terminated), the
+    stream ends cleanly, the official client's next call fails with 401, and the old
+    session's id answers the gate's 401 too."""
+    if credential == "key":
+        secret = world.key("revoked mid-stream")
+
+        def refuse() -> None:
+            world.db.keys.revoke(world.key_ids["revoked mid-stream"])
+    else:
+        session = world.db.sessions.create([{"type": "memory_store",
+                                             "memory_store_id": world.rw}]).id
+        world.db.sessions.set_status(session, "running")
+        secret = world.db.sessions.create_token(session).token or ""
+
+        def refuse() -> None:
+            world.db.sessions.set_status(session, "terminated")
     ended = trio.Event()
-    lines: list[str] = []
     async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=60)) as http, \
             trio.open_nursery() as nursery:
         raw = await Raw(http, world.url, secret).open()
@@ -267,8 +280,8 @@ async def test_a_key_revoked_mid_stream_ends_its_stream_and_its_next_call_is_401
             async with http.stream("GET", world.url, headers=raw.headers()) as r:
                 assert r.status_code == 200
                 opened.set()
-                async for line in r.aiter_lines():
-                    lines.append(line)
+                async for _ in r.aiter_lines():
+                    pass
             ended.set()
 
         nursery.start_soon(follow)
@@ -277,13 +290,14 @@ async def test_a_key_revoked_mid_stream_ends_its_stream_and_its_next_call_is_401
         with pytest.raises(BaseException) as failed:  # noqa: PT011 (the group is looked in)
             async with connect(world, secret) as s:
                 assert (await s.call_tool("memory_list_stores", {})).isError is False
-                world.db.keys.revoke(world.key_ids["revoked mid-stream"])
+                refuse()
                 with trio.fail_after(30):
                     await ended.wait()
                 await s.call_tool("memory_list_stores", {})
         assert _status_in(failed.value) == 401, failed.value
         r = await raw.post({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
-        assert r.status_code == 401 and "revoked" in r.json()["error"]["message"], r.text
+        assert r.status_code == 401, r.text
+        assert r.json()["error"]["type"] == "authentication_error", r.text
 
 
 def _status_in(exc: BaseException) -> int | None:
