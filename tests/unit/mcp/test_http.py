@@ -16,9 +16,11 @@ from starlette.testclient import TestClient
 
 from memfs.api import create_app
 from memfs.api.limits import KeyRates
+from memfs.mcp import http
 from memfs.mcp.http import _Manager, endpoint
 from memfs.models import Actor
 from memfs.store import Store
+from tests.support import wait_until
 
 PROTOCOL = "2025-06-18"
 
@@ -92,3 +94,47 @@ def test_the_sdk_internals_the_endpoint_uses_are_there() -> None:
     source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
     assert "self._admit_session(requestor)" in source
     assert "requestor != self._session_owners.get(request_mcp_session_id)" in source
+
+
+def _open(tc: TestClient, key: str) -> Any:
+    return _post(tc, key, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}})
+
+
+def test_the_server_holds_a_bounded_number_of_sessions(store: Store, monkeypatch: Any
+                                                       ) -> None:
+    """Past :data:`MAX_SESSIONS` in all (two here), opening another is a 503 while the
+    others are served; a session ended frees its place."""
+    monkeypatch.setattr(http, "MAX_SESSIONS", 2)
+    keys = [store.keys.create(f"k{n}").key or "" for n in range(3)]
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=endpoint)) as tc:
+        opened = [_open(tc, k) for k in keys[:2]]
+        assert [r.status_code for r in opened] == [200, 200]
+        refused = _open(tc, keys[2])
+        assert refused.status_code == 503, refused.text
+        session = opened[0].headers["mcp-session-id"]
+        ended = tc.delete("/mcp", headers={"authorization": f"Bearer {keys[0]}",
+                                           "mcp-session-id": session,
+                                           "mcp-protocol-version": PROTOCOL})
+        assert ended.status_code == 200, ended.text
+        assert _open(tc, keys[2]).status_code == 200
+
+
+def test_an_idle_session_ends(store: Store, monkeypatch: Any) -> None:
+    """A session without a request for :data:`SESSION_IDLE_SECONDS` ends: its id is then
+    the 404 of an unknown session (the client opens another)."""
+    monkeypatch.setattr(http, "SESSION_IDLE_SECONDS", 0.1)
+    key = store.keys.create("idle").key or ""
+    made: list[http.McpEndpoint] = []
+
+    def kept(grants: Any, hub: Any) -> http.McpEndpoint:
+        made.append(endpoint(grants, hub))
+        return made[-1]
+
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=kept)) as tc:
+        session = _open(tc, key).headers["mcp-session-id"]
+        wait_until(lambda: made[0].manager.ended(session), 10, interval=0.05,
+                   what="the idle session ended")
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session)
+        assert r.status_code == 404, r.text
