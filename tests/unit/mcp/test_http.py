@@ -138,3 +138,29 @@ def test_an_idle_session_ends(store: Store, monkeypatch: Any) -> None:
                    what="the idle session ended")
         r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session)
         assert r.status_code == 404, r.text
+
+
+def test_subscriptions_follow_the_apps_change_feeds(store: Store) -> None:
+    """A subscription over HTTP follows its store through the app's ChangeHub (the feeds the
+    Console and remote mounts follow: one poller per store however many subscribers), not a
+    poller of its own."""
+    ms = store.stores.create("watched").id
+    store.memories.create(ms, "/a.md", "x", actor=Actor.user("user_t"))
+    key = store.keys.create("subscriber").key or ""
+    made: list[http.McpEndpoint] = []
+
+    def kept(grants: Any, hub: Any) -> http.McpEndpoint:
+        made.append(endpoint(grants, hub))
+        return made[-1]
+
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=kept)) as tc:
+        session = _open(tc, key).headers["mcp-session-id"]
+        _post(tc, key, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+                            "params": {"uri": f"memfs://{ms}/a.md"}}, session)
+        assert "error" not in _answer(r), r.text
+        hub = made[0].hub
+        assert hub is not None
+        wait_until(lambda: hub.statistics()["subscribers"] == 1, 10,
+                   what="the subscription follows the hub")
+        assert hub.statistics()["feeds"] == 1
