@@ -241,7 +241,7 @@ def serve(
 def mcp_endpoint() -> EndpointFactory | None:
     """What serves ``/mcp`` (:func:`memfs.mcp.http.endpoint`: the MCP server over Streamable
     HTTP), or None without the ``mcp`` extra (``memfs[mcp]``, the official SDK): then ``/mcp``
-    is the API's 404, as any unknown path."""
+    is a path like any other the server does not serve."""
     try:
         from ..mcp.http import endpoint
     except ModuleNotFoundError as e:
