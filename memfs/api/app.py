@@ -5,9 +5,10 @@ between the API, the health probes and the Console."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -101,7 +102,8 @@ async def _head(get: Callable[[Request], Awaitable[Response]], request: Request)
 def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None = None,
                console: bool = True, dreams: bool = True,
                only_session: str | None = None, rates: KeyRates | None = None,
-               failures: AuthFailures | None = None) -> ASGIApp:
+               failures: AuthFailures | None = None,
+               mcp: EndpointFactory | None = None) -> ASGIApp:
     """The ASGI app serving ``store`` to holders of ``api_keys`` and of its sessions' tokens
     (a credential is needed to call anything but ``/openapi.json``). ``uploads`` bounds the
     request bodies read at once (``memfs serve``: half its connections; default
@@ -110,7 +112,9 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     API of one session for its commands, wants neither). ``only_session``: the tokens of that
     session are the only ones let in (the API of one session). ``rates``: each key's request
     rate (default :meth:`KeyRates.from_env`). ``failures``: the failed authentications of each
-    client address, on the API and the Console's sign-in (default :class:`AuthFailures`')."""
+    client address, on the API and the Console's sign-in (default :class:`AuthFailures`').
+    ``mcp``: makes the app's ``/mcp`` (:func:`memfs.mcp.http.endpoint`; not on the API of one
+    session)."""
     hub = ChangeHub(store, watch_db=True)
     events = EventHub(store)
     writes = WriteBatcher(store)
@@ -137,33 +141,79 @@ def create_app(store: Store, api_keys: Iterable[str], *, uploads: Uploads | None
     )
     from ..dreams.dreamer import lifespan
 
+    lifespans: list[Callable[[Any], AbstractAsyncContextManager[None]]] = []
+    if dreams:
+        lifespans.append(partial(lifespan, store))
+    endpoint = mcp(grants, hub) if mcp is not None and only_session is None else None
+    if endpoint is not None:  # behind the gate, and its tasks in the lifespan
+        starlette_routes.append(Route(endpoint.path, endpoint,
+                                      methods=["GET", "POST", "DELETE"]))
+        lifespans.append(endpoint.lifespan)
     app = Starlette(routes=starlette_routes, exception_handlers={HTTPException: _http_error},
-                    lifespan=partial(lifespan, store) if dreams else None)
+                    lifespan=partial(_lifespans, lifespans) if lifespans else None)
     # Paths exactly as declared: Starlette's redirect of a trailing slash names the Host the
     # request sent, and a forged one sent the client (with its key) elsewhere (issue 38 S5).
     app.router.redirect_slashes = False
     keys = list(api_keys)
     failures = failures or AuthFailures()
     gate = Gate(app, keys, store, only_session, rates, failures)
+    if endpoint is not None:
+        endpoint.api = gate  # its tools call the API in process, through the same gate
+    paths = API_PATHS | ({endpoint.path} if endpoint is not None else set())
     if not console:  # every other path: the API's own 404
-        return _Split(gate, gate, Health(store), uploads or Uploads())
+        return _Split(gate, gate, Health(store), uploads or Uploads(), paths)
     from ..console import create_console  # Jinja2 and markdown-it: only when served
 
     web = create_console(store, keys, error_status=lambda e: error_body(e, "")[0],
                          changes=hub, grants=grants, read_body=read_body,
                          body_chunks=body_chunks,
                          error_headers=lambda e: error_body(e, "")[2], failures=failures)
-    return _Split(gate, web, Health(store), uploads or Uploads())
+    return _Split(gate, web, Health(store), uploads or Uploads(), paths)
+
+
+#: The paths the API serves besides ``/v1/…``.
+API_PATHS = frozenset({"/v1", "/openapi.json"})
+
+
+class Endpoint(Protocol):
+    """An app served at one more path of the API, behind its gate (``/mcp``:
+    :class:`memfs.mcp.http.McpEndpoint`, which ``memfs serve`` hands in: the API does not
+    import the MCP server, which sits above it), with a lifespan of its own, and the gated API
+    app to call in process (``api``, set once the gate is made)."""
+
+    path: str
+    api: ASGIApp | None
+
+    def lifespan(self, app: Any) -> AbstractAsyncContextManager[None]: ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+
+#: What makes an :class:`Endpoint` from the app's watch of stream credentials and its hub of
+#: change feeds.
+EndpointFactory = Callable[[GrantWatch, ChangeHub], Endpoint | None]
+
+
+@asynccontextmanager
+async def _lifespans(lifespans: list[Callable[[Any], AbstractAsyncContextManager[None]]],
+                     app: Any) -> AsyncIterator[None]:
+    """Several lifespans as one, entered in order and left in reverse."""
+    async with AsyncExitStack() as stack:
+        for each in lifespans:
+            await stack.enter_async_context(each(app))
+        yield
 
 
 class _Split:
-    """``/v1/…`` and ``/openapi.json`` go to the API (behind its key gate), ``/healthz`` and
-    ``/readyz`` to the health probes (no key: :mod:`memfs.api.health`), every other path to the
-    Console, which signs people in itself."""
+    """``/v1/…`` and the other ``paths`` (``/openapi.json``, ``/mcp``) go to the API (behind
+    its key gate), ``/healthz`` and ``/readyz`` to the health probes (no key:
+    :mod:`memfs.api.health`), every other path to the Console, which signs people in
+    itself."""
 
     def __init__(self, api: ASGIApp, console: ASGIApp, health: ASGIApp,
-                 uploads: Uploads) -> None:
+                 uploads: Uploads, paths: frozenset[str] = API_PATHS) -> None:
         self.api = api
+        self.paths = paths
         self.console = console
         self.health = health
         self.uploads = uploads
@@ -172,8 +222,7 @@ class _Split:
         path = scope.get("path", "")
         if scope["type"] == "http":  # for the body reader (body_chunks), API and Console
             scope.setdefault("state", {})["uploads"] = self.uploads
-        if scope["type"] == "lifespan" or path.startswith("/v1/") or path in (
-                "/v1", "/openapi.json"):
+        if scope["type"] == "lifespan" or path.startswith("/v1/") or path in self.paths:
             await self.api(scope, receive, send)
         elif scope["type"] == "http" and path in HEALTH_PATHS:
             await self.health(scope, receive, send)

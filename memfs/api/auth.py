@@ -50,6 +50,13 @@ WORKSPACE_HEADER = "anthropic-workspace-id"
 
 #: Paths served without a key: the API description only.
 PUBLIC_PATHS = frozenset({"/openapi.json"})
+#: Where (in ``scope["state"]``) a request this process makes into its own API on a caller's
+#: behalf (``/mcp``'s tools, :mod:`memfs.mcp.http`) carries the caller's
+#: :class:`~memfs.models.Grant`: the gate authenticated it, and counted it against its key's
+#: rate, at the caller's own request, and does neither again (what the grant may do is still
+#: checked by each route, as for any request). Only code in the process can set it: a request
+#: from the network starts with the lifespan's state, which never holds it.
+INNER_CALL = "memfs.inner_call"
 
 
 class Gate:
@@ -85,8 +92,12 @@ class Gate:
                 MutableHeaders(scope=message)["request-id"] = request_id
             await send(message)
 
-        if scope["path"] not in PUBLIC_PATHS:
-            key = _presented_key(Request(scope))
+        inner = scope["state"].get(INNER_CALL)
+        if isinstance(inner, Grant):  # authenticated (and counted) at its caller's request
+            scope["state"]["actor"] = inner.actor()
+            scope["state"]["grant"] = inner
+        elif scope["path"] not in PUBLIC_PATHS:
+            key = presented_key(Request(scope))
             address = client_address(scope)
             try:
                 if key:
@@ -166,7 +177,7 @@ def _in_workspace(grant: Grant, request: Request) -> Grant:
     return dataclasses.replace(grant, workspace_id=validate_workspace(asked))
 
 
-def _presented_key(request: Request) -> str | None:
+def presented_key(request: Request) -> str | None:
     """The key a request carries: ``x-api-key`` first, then ``Authorization: Bearer``."""
     key = request.headers.get("x-api-key")
     if key:
@@ -239,10 +250,7 @@ def authorize(op: Op, grant: Grant, request: Request) -> None:
 
     :raises NotFound, Forbidden, ReadOnly:
     """
-    asked = request.headers.get(WORKSPACE_HEADER)
-    if asked and asked != grant.workspace_id:
-        raise errors.Forbidden(f"this key belongs to workspace {grant.workspace_id!r}, not "
-                               f"{asked!r} ({WORKSPACE_HEADER})")
+    check_workspace(grant, request)
     if grant.access is not None:
         _authorize_scoped(op, grant, request)
     if op.admin and grant.role != "admin":
@@ -251,6 +259,18 @@ def authorize(op: Op, grant: Grant, request: Request) -> None:
     if grant.role == "read_only" and writes(op):
         raise errors.ReadOnly(f"API key {grant.key_id} is read_only: {request.method} "
                               f"{request.url.path} writes")
+
+
+def check_workspace(grant: Grant, request: Request) -> None:
+    """A request naming another workspace than its grant's (:data:`WORKSPACE_HEADER`; a
+    server key's grant is in the one it names already) is refused.
+
+    :raises Forbidden:
+    """
+    asked = request.headers.get(WORKSPACE_HEADER)
+    if asked and asked != grant.workspace_id:
+        raise errors.Forbidden(f"this key belongs to workspace {grant.workspace_id!r}, not "
+                               f"{asked!r} ({WORKSPACE_HEADER})")
 
 
 def _authorize_scoped(op: Op, grant: Grant, request: Request) -> None:

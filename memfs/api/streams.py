@@ -10,7 +10,8 @@ import dataclasses
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import errors
 from ..backends import watch as dbwatch
+from ..models import Change
 from ..store import Store
 from . import grants
 from .grants import GrantWatch
@@ -366,6 +368,26 @@ class ChangeHub:
         reloads and goes on from the reset's ``last_seq``), then one ``memfs.change`` per
         change after ``after`` (``id:`` its seq), and a ``ping`` every ``ping`` seconds of
         silence."""
+        async with aclosing(self.frames(store_id, after, last)) as frames:
+            async for event, data, id_ in frames:
+                yield sse_frame(event, data, id_)
+
+    async def changes(self, store_id: str) -> AsyncIterator[Change]:
+        """The store's changes from now on, as this hub follows them (``/mcp``'s resource
+        updates: :data:`memfs.mcp.reach.ChangeSource`); a reset (changes missed) is a
+        ``store`` change: anything in the store may have changed."""
+        last = await anyio.to_thread.run_sync(self.store.feed.last, store_id)
+        async with aclosing(self.frames(store_id, last, last)) as frames:
+            async for event, data, _ in frames:
+                if event == "memfs.change":
+                    yield Change(data["seq"], store_id, data["op"], data["memory_id"],
+                                 data["path"], data["old_path"])
+                elif event == "memfs.reset":
+                    yield Change(data["last_seq"], store_id, "store", None, None, None)
+
+    async def frames(self, store_id: str, after: int, last: int
+                     ) -> AsyncGenerator[tuple[str, dict[str, Any], str | None]]:
+        """What :meth:`stream` sends, as ``(event, data, id)``."""
         feed = self._feeds.get(store_id)
         if feed is None:
             feed = self._feeds[store_id] = _Feed(last, last, deque(), anyio.Event())
@@ -377,9 +399,9 @@ class ChangeHub:
                 feed.seen = feed.watch.changes
         feed.subscribers += 1
         try:
-            yield sse_frame("ping", {"type": "ping", "last_seq": last})
+            yield "ping", {"type": "ping", "last_seq": last}, None
             if after > last:
-                yield sse_frame("memfs.reset", {"type": "memfs.reset", "last_seq": last})
+                yield "memfs.reset", {"type": "memfs.reset", "last_seq": last}, None
                 after = last
             quiet_since = anyio.current_time()
             while True:
@@ -396,8 +418,8 @@ class ChangeHub:
                             self.outage.failed(e)
                             frames = []
                         else:
-                            yield sse_frame("memfs.reset", {"type": "memfs.reset",
-                                                            "last_seq": after})
+                            yield "memfs.reset", {"type": "memfs.reset",
+                                                  "last_seq": after}, None
                             quiet_since = anyio.current_time()
                             continue
                     except _UNAVAILABLE as e:  # read again after the next poll, pinging
@@ -408,14 +430,14 @@ class ChangeHub:
                 else:  # caught up, the usual case at every tick: nothing to scan
                     frames = []
                 for f in frames:
-                    yield sse_frame("memfs.change", f, str(f["seq"]))
+                    yield "memfs.change", f, str(f["seq"])
                     after = f["seq"]
                 if frames:
                     quiet_since = anyio.current_time()
                     continue
                 now = anyio.current_time()
                 if now - quiet_since >= self.ping:
-                    yield sse_frame("ping", {"type": "ping", "last_seq": feed.seq})
+                    yield "ping", {"type": "ping", "last_seq": feed.seq}, None
                     quiet_since = now
                 if not feed.polling and now >= feed.next_poll:
                     await self._poll(feed, store_id)

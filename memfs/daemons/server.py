@@ -52,6 +52,7 @@ from hypercorn.config import Config, Sockets
 
 from .. import errors
 from ..api import api_key_id, create_app
+from ..api.app import EndpointFactory
 from ..api.limits import KeyRates
 from ..api.uploads import Uploads
 from ..backends import redact_url
@@ -219,7 +220,8 @@ def serve(
             store.close()  # every worker opens its own (no SQLite connection crosses a fork)
             _serve_workers(workers, path, keys, config, sockets, say, max_connections, rates)
             return
-        app = create_app(store, keys, uploads=uploads_for(max_connections), rates=rates)
+        app = create_app(store, keys, uploads=uploads_for(max_connections), rates=rates,
+                         mcp=mcp_endpoint())
         indexer = start_indexer(store)
         words = start_words(store)
         sweep = start_sweep(store, None)
@@ -234,6 +236,20 @@ def serve(
                 indexer.stop()
     finally:
         store.close()
+
+
+def mcp_endpoint() -> EndpointFactory | None:
+    """What serves ``/mcp`` (:func:`memfs.mcp.http.endpoint`: the MCP server over Streamable
+    HTTP), or None without the ``mcp`` extra (``memfs[mcp]``, the official SDK): then ``/mcp``
+    is a path like any other the server does not serve."""
+    try:
+        from ..mcp.http import endpoint
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] != "mcp":
+            raise
+        log.info("no /mcp: the mcp extra is not installed (%s)", e)
+        return None
+    return endpoint
 
 
 def start_indexer(store: Store) -> BackgroundIndexer | None:
@@ -288,7 +304,7 @@ def _serve_workers(
                 indexer = words = sweep = None
                 try:
                     app = create_app(store, keys, uploads=uploads_for(max_connections),
-                                     rates=rates)
+                                     rates=rates, mcp=mcp_endpoint())
                     # One indexer for all the workers (the first's): one model in memory.
                     indexer = start_indexer(store) if i == 0 else None
                     words = start_words(store) if i == 0 else None

@@ -74,8 +74,10 @@ ALLOWED: dict[str, set[str]] = {
     # server's.
     "toolkit": {"rules", "errors", "models"},
     # The MCP server (memfs/mcp/: the tools, resources and instructions over any StoreAPI or
-    # AsyncClient, with the official SDK): the launcher's memory prompt for its facts.
-    "mcp": {"toolkit", "launcher", "protocol", "rules", "errors", "models"},
+    # AsyncClient, with the official SDK): the launcher's memory prompt for its facts; and
+    # /mcp on memfs serve (memfs.mcp.http), behind the API's gate, its tools calling the API
+    # in process through a client.
+    "mcp": {"toolkit", "launcher", "api", "client", "protocol", "rules", "errors", "models"},
     # Import and export (memfs/transfer/: the archive format, plain files, the response that
     # streams an export), over the store: what the API, the Console and the CLI share.
     "transfer": {"store", "rules", "errors", "models"},
@@ -88,9 +90,9 @@ ALLOWED: dict[str, set[str]] = {
     # indexer), and a session's (python -m memfs.daemons.sessionfs: its stores in one
     # filesystem); memfs serve's server (the API's app under hypercorn, whose internals only
     # hypercorn_glue.py touches); the expiry sweep that the server and a local mount daemon
-    # run, a thread by the rule of background work.
-    "daemons": {"fuse", "client", "store", "api", "backends", "recall", "linux", "protocol",
-                "background", "rules", "errors", "models"},
+    # run, a thread by the rule of background work; the server's /mcp (memfs.mcp.http).
+    "daemons": {"fuse", "client", "store", "api", "mcp", "backends", "recall", "linux",
+                "protocol", "background", "rules", "errors", "models"},
     "cli": {"*"},
 }
 

@@ -1,0 +1,432 @@
+"""``/mcp`` on ``memfs serve``: the MCP server (:func:`memfs.mcp.create_server`) over
+Streamable HTTP, on the same port as the API and behind the same gate.
+
+How it runs: the official SDK's :class:`~mcp.server.streamable_http_manager.
+StreamableHTTPSessionManager` (stateful sessions, so that a client's resource subscriptions
+live as long as its session) is an ASGI app written on anyio; under ``memfs serve`` anyio runs
+on trio, hypercorn's loop, with no thread or second loop. Its ``run()`` (the task group every
+session's server task lives in) is entered in the API app's lifespan
+(:meth:`McpEndpoint.lifespan`): an app whose lifespan never ran (a test's bare transport)
+answers 503.
+
+One place for every rule. A request to ``/mcp`` passes the API's :class:`~memfs.api.auth.Gate`
+like any other: the same credentials (a server key, a stored key, a session token), its
+workspace, the key's request rate, the refusal logging. A tool then acts through a
+:class:`memfs.client.AsyncClient` whose transport is the API app itself, in process
+(``httpx.ASGITransport`` into the gate), as the caller (its credential, and its
+``x-memfs-session-id`` / ``anthropic-workspace-id`` headers): every grant rule (roles, store
+scopes, read_only attachments, another workspace's objects) is enforced where it already is,
+by the API's routes. Those inner requests carry the ``/mcp`` request's grant in their ASGI
+scope (:data:`~memfs.api.auth.INNER_CALL`, which only code in this process can set): the gate
+authenticated it, and counted it against the key's rate, once, at the ``/mcp`` request.
+
+Answers. A request's answer is one JSON body (the manager's ``json_response``), not an SSE
+stream of one event: the tools send no progress, and a stream per call cost a quarter of a call
+(scripts/bench_mcp.py). What the server says unasked (resource updates) comes on the session's
+GET stream, as ever.
+
+Sessions and hostile clients:
+
+- an MCP session is bound to the credential (and workspace) that opened it: another one
+  using its id gets the 404 of an unknown session (the SDK's owner check, fed our grant);
+- at most :data:`MAX_SESSIONS` live sessions in all (then 503) and
+  :data:`MAX_SESSIONS_PER_CREDENTIAL` per credential (then 429); a session without a request
+  for :data:`SESSION_IDLE_SECONDS` ends;
+- a request body is read by the API's own reader (:func:`memfs.api.body.read_body`: at most
+  :data:`memfs.api.body.MAX_BODY_BYTES`, within its time and rate bounds, one of the server's
+  upload slots while it comes): the JSON envelope's 413 / 408 / 429, as on ``/v1``;
+- JSON that is no JSON-RPC message is the SDK's JSON-RPC error (400), arguments that break a
+  tool's schema a tool error, never a 5xx;
+- a revoked or expired stored key or session token ends its open requests and streams within
+  :data:`memfs.api.streams.GRANT_RECHECK_SECONDS` (the app's
+  :class:`~memfs.api.grants.GrantWatch`, as the API's SSE streams) and its MCP sessions with
+  them; its next request is the gate's 401;
+- a client that never reads its stream stalls its own session only: every session has its own
+  tasks and streams.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import httpx
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
+from mcp.server.auth.provider import AccessToken
+from mcp.server.lowlevel.server import Server, request_ctx
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import errors
+from ..api import grants as grant_kinds
+from ..api.auth import (
+    INNER_CALL,
+    SESSION_HEADER,
+    WORKSPACE_HEADER,
+    check_workspace,
+    presented_key,
+)
+from ..api.body import MAX_BODY_BYTES, read_body
+from ..api.errortable import error_response
+from ..api.grants import GrantWatch
+from ..api.streams import ChangeHub
+from ..client import AsyncClient
+from ..models import Grant
+from .reach import Reach
+
+log = logging.getLogger(__name__)
+
+
+class _QuietClosedStream(logging.Filter):
+    """The SDK logs a traceback at ERROR when a session ends (the client's DELETE, its idle
+    expiry, a revoked credential) while its GET stream is open, or while one of its requests
+    comes in: the stream's writer, or the request's, finds the session's queue closed, which
+    is how it is told the session ended. That is no error (:meth:`McpEndpoint._serve`
+    answers such a request): dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        message = record.getMessage()
+        if message == _NO_RESPONSE:
+            return False
+        return not (message in _SESSION_ENDED
+                    and isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError))
+
+
+#: What the SDK logs when it finds an ended session's queue closed (with that exception).
+_SESSION_ENDED = ("Error in standalone SSE writer", "Error handling POST request",
+                  "Error processing JSON response")
+#: And when a request's queue was closed before its answer came (no exception).
+_NO_RESPONSE = "No response message received before stream closed"
+
+
+logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStream())
+
+#: The path of the endpoint.
+PATH = "/mcp"
+#: Live MCP sessions of one server process, in all and per credential.
+MAX_SESSIONS = 1000
+MAX_SESSIONS_PER_CREDENTIAL = 32
+#: Seconds a session may go without a request (nor an open stream) before it ends.
+SESSION_IDLE_SECONDS = 600.0
+#: The inner clients kept (one per credential and headers): the oldest unused go first.
+CLIENTS_KEPT = 256
+#: The base URL of the inner clients (never resolved: their transport is the app).
+INNER_URL = "http://memfs.in-process"
+
+
+#: The request being served, as the MCP session it opens sees it: a session's server task is
+#: started from its opening request, and inherits this (the SDK's request context is set for
+#: each request's handlers only), so that the session's instructions are its credential's.
+_OPENING: contextvars.ContextVar[Request] = contextvars.ContextVar("memfs_mcp_opening")
+
+
+def owner_of(grant: Grant) -> AuthorizationContext:
+    """Who an MCP session belongs to: the credential (its key or token id) in its workspace
+    (a server key may act in several)."""
+    return AuthorizationContext(client_id=grant.key_id, issuer=None,
+                                subject=grant.workspace_id)
+
+
+def credential_of(grant: Grant) -> grant_kinds.Credential:
+    """The credential as the app's :class:`GrantWatch` follows it."""
+    kind = grant_kinds.SESSION_TOKEN if grant.session_id is not None else grant_kinds.KEY
+    return kind, grant.key_id
+
+
+def endpoint(grants: GrantWatch, hub: ChangeHub) -> McpEndpoint:
+    """``/mcp`` of an API app (:func:`memfs.api.create_app`'s ``mcp``): the MCP server of
+    :func:`memfs.mcp.create_server` on the app's watch and change feeds."""
+    from .server import create_server
+
+    return McpEndpoint(create_server, grants, hub)
+
+
+class _Manager(StreamableHTTPSessionManager):
+    """The SDK's manager, with the sessions of one owner told apart: counted (the cap per
+    credential) and ended (a revoked credential). It reads the manager's own tables of
+    transports and owners (``_server_instances``, ``_session_owners``: the SDK is pinned, and
+    tests/unit/mcp/test_http.py fails if they change)."""
+
+    def sessions_of(self, owner: AuthorizationContext) -> list[str]:
+        return [sid for sid, who in self._session_owners.items() if who == owner]
+
+    def ended(self, session_id: str | None) -> bool:
+        """Is ``session_id`` a session no longer served (ending, ended, or never one)?"""
+        if session_id is None:
+            return False
+        transport = self._server_instances.get(session_id)
+        return transport is None or transport.is_terminated
+
+    def _admit_session(self, requestor: AuthorizationContext | None
+                       ) -> StreamableHTTPServerTransport | None:
+        if requestor is not None and len(self.sessions_of(requestor)) >= \
+                MAX_SESSIONS_PER_CREDENTIAL:
+            return None  # a race past McpEndpoint's own check: the SDK's 503
+        return super()._admit_session(requestor)
+
+    async def end_sessions_of(self, client_id: str) -> int:
+        """End every session opened with the credential ``client_id`` (any workspace)."""
+        ended = 0
+        for sid, who in list(self._session_owners.items()):
+            transport = self._server_instances.get(sid)
+            if who["client_id"] == client_id and transport is not None:
+                await self._discard_session(sid, transport)
+                ended += 1
+        return ended
+
+
+class McpEndpoint:
+    """The ASGI app of ``/mcp``, behind the API's gate (``scope["state"]["grant"]`` is set).
+
+    :param server_factory: makes the MCP server from a function that gives the
+        :class:`~memfs.mcp.Reach` of the request being served (:func:`memfs.mcp.create_server`).
+    :param grants: the app's watch of the credentials of open streams.
+    :param hub: the app's change feeds (what the Console and remote mounts follow): the
+        source of resource updates, one poller per store however many subscribers.
+    """
+
+    path = PATH
+
+    def __init__(self, server_factory: Callable[[Callable[[], Reach]], Server[Any, Any]],
+                 grants: GrantWatch, hub: ChangeHub | None = None) -> None:
+        self.server = server_factory(self.reach)
+        self.grants = grants
+        self.hub = hub
+        self.manager = _Manager(self.server, json_response=True,
+                                session_idle_timeout=SESSION_IDLE_SECONDS,
+                                max_request_body_size=MAX_BODY_BYTES + 1,
+                                max_sessions=MAX_SESSIONS)
+        #: The API app the tools call in process (set once the gate is made around us).
+        self.api: ASGIApp | None = None
+        self._running = False
+        self._clients: OrderedDict[tuple[str, str | None, str | None], AsyncClient] = \
+            OrderedDict()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        """The app's lifespan: the sessions' task group runs while the app serves."""
+        async with self.manager.run():
+            self._running = True
+            try:
+                yield
+            finally:
+                self._running = False
+                for client in self._clients.values():
+                    await client.aclose()
+                self._clients.clear()
+
+    # -- the requests ----------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        grant: Grant = scope["state"]["grant"]
+        request_id = scope["state"].get("request_id", "")
+        try:
+            if not self._running:
+                raise errors.Busy("the MCP endpoint is not running (the app's lifespan was "
+                                  "not started)")
+            check_workspace(grant, Request(scope))
+            owner = owner_of(grant)
+            scope["user"] = AuthenticatedUser(AccessToken(
+                token="", client_id=owner["client_id"], scopes=[], subject=owner["subject"]))
+            headers = dict(scope.get("headers") or [])
+            opening = MCP_SESSION_ID_HEADER.encode() not in headers
+            if scope["method"] == "POST" and opening and \
+                    len(self.manager.sessions_of(owner)) >= MAX_SESSIONS_PER_CREDENTIAL:
+                raise errors.TooManyRequests(
+                    f"{MAX_SESSIONS_PER_CREDENTIAL} MCP sessions of this credential are open: "
+                    "end one (DELETE /mcp with its mcp-session-id) or reuse it")
+            if scope["method"] == "POST":
+                receive = await _buffered(Request(scope, receive))
+        except errors.MemfsError as e:
+            await error_response(e, request_id)(scope, receive, send)
+            return
+        token = _OPENING.set(Request(scope))  # a session's run starts in this context
+        try:
+            session = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+            await self._serve(grant, _Response(scope, send,
+                                               lambda: self.manager.ended(session)), receive)
+        finally:
+            _OPENING.reset(token)
+
+    async def _serve(self, grant: Grant, response: _Response, receive: Receive) -> None:
+        """The SDK's answer, while the request's credential holds (the server's own keys
+        live as long as the server): once it is refused (revoked, expired, its session
+        ended) the request ends (a stream: its last body message) and so do the credential's
+        MCP sessions. A session that ends while one of its requests comes in (the client's
+        DELETE, its expiry) is the 404 of an ended session, not an error."""
+        scope = response.scope
+        revoked: str | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def watch() -> None:
+                    nonlocal revoked
+                    revoked = await self.grants.until_refused(credential_of(grant))
+                    tg.cancel_scope.cancel()
+
+                if not grant.server:
+                    tg.start_soon(watch)
+                try:
+                    await self.manager.handle_request(scope, receive, response.send)
+                finally:
+                    tg.cancel_scope.cancel()
+        except Exception as e:
+            if not _session_gone(e):
+                raise
+            log.info("an MCP request came in as its session ended: %r", e)
+            await response.end(_SESSION_GONE)
+        if revoked is None:
+            return
+        log.info("MCP requests and sessions of %s end: %s", grant.key_id, revoked)
+        with anyio.CancelScope(shield=True):
+            await self.manager.end_sessions_of(grant.key_id)
+        await response.end(errors.Unauthorized(revoked))
+
+    # -- what the tools act through --------------------------------------------------------
+
+    def reach(self) -> Reach:
+        """The :class:`~memfs.mcp.Reach` of the request being served (or of the one that
+        opened the session, for the session's own run): its own credential, on the API app in
+        process.
+
+        :raises LookupError: no request (outside any).
+        """
+        request = _request()
+        grant: Grant = request.state.grant
+        session = request.headers.get(SESSION_HEADER) or None
+        client = self.client_for(presented_key(request) or "", session,
+                                 request.headers.get(WORKSPACE_HEADER) or None)
+        scoped = grant.access is not None and grant.session_id is None
+        return Reach(store=client, session_id=grant.session_id or session,
+                     stores=tuple(grant.access or ()) if scoped else None,
+                     access=grant.access, read_only=grant.role == "read_only",
+                     changes=self.hub.changes if self.hub is not None else None)
+
+    def client_for(self, key: str, session: str | None, workspace: str | None) -> AsyncClient:
+        """The in-process client of a credential (and its headers), kept for its next calls."""
+        name = (key, session, workspace)
+        client = self._clients.get(name)
+        if client is not None:
+            self._clients.move_to_end(name)
+            return client
+        assert self.api is not None, "the gate was made around the endpoint"
+        client = AsyncClient(INNER_URL, key, session_id=session,
+                             transport=httpx.ASGITransport(app=_Inner(self.api, workspace)))
+        self._clients[name] = client
+        while len(self._clients) > CLIENTS_KEPT:
+            # An in-process transport holds no connection: nothing to close.
+            self._clients.popitem(last=False)
+        return client
+
+
+class _Response:
+    """The answer of one request as it is sent (begun? ended?), and corrected: the SDK
+    answers a request whose session ended on its way (its streams closed under it) with a
+    500, sent as the 404 of an ended session instead."""
+
+    def __init__(self, scope: Scope, send: Send, session_ended: Callable[[], bool]) -> None:
+        self.scope = scope
+        self._send = send
+        self.session_ended = session_ended
+        self.started = self.ended = False
+
+    async def send(self, message: Message) -> None:
+        if self.ended:
+            # The SDK answers a failure it meets after its answer (a notification's 202, then
+            # its session gone) again, with a 500 that would break the connection: dropped.
+            log.debug("dropped %s: the answer is sent already", message["type"])
+            return
+        if message["type"] == "http.response.start" and message["status"] >= 500 \
+                and self.session_ended():
+            await self.end(_SESSION_GONE)  # the SDK's body is dropped after it
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self.ended = True
+        await self._send(message)
+
+    async def end(self, error: errors.MemfsError) -> None:
+        """End the answer: ``error`` if nothing was sent yet, else its body as it is (a
+        stream's clean end)."""
+        if not self.started:
+            request_id = self.scope["state"].get("request_id", "")
+            await error_response(error, request_id)(self.scope, _no_body, self.send)
+        elif not self.ended:
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+#: The answer to a request of an ended session.
+_SESSION_GONE = errors.NotFound("this MCP session ended: start a new one (initialize)")
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _session_gone(exc: BaseException) -> bool:
+    """Is ``exc`` (or every exception of its group) a stream of an ended session found
+    closed?"""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_session_gone(e) for e in exc.exceptions)
+    return isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
+
+
+def _request() -> Request:
+    """The request being served (its handlers run in the SDK's request context), or, in a
+    session's own run (its instructions), the request that opened the session.
+
+    :raises LookupError: none (outside any request).
+    """
+    try:
+        request = request_ctx.get().request
+    except LookupError:
+        request = _OPENING.get()
+    assert isinstance(request, Request), "a tool call over HTTP has its request"
+    return request
+
+
+class _Inner:
+    """The API app as the tools call it: each request carries the grant of the request being
+    served (:data:`INNER_CALL`: authenticated and counted against its key's rate once, at
+    the ``/mcp`` request), which no request from the network can, and names the workspace
+    the caller named (:data:`WORKSPACE_HEADER`, a server key's choice)."""
+
+    def __init__(self, app: ASGIApp, workspace: str | None) -> None:
+        self.app = app
+        self.workspace = workspace
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope.setdefault("state", {})[INNER_CALL] = _request().state.grant
+        if self.workspace is not None:
+            scope["headers"] = [*scope["headers"],
+                                (WORKSPACE_HEADER.encode(), self.workspace.encode())]
+        await self.app(scope, receive, send)
+
+
+async def _buffered(request: Request) -> Receive:
+    """The request's body read by the API's reader (its bounds), replayed to the SDK.
+
+    :raises RequestTooLarge, RequestTimeout, ClientGone, TooManyRequests, UploadsFull:
+    """
+    body = await read_body(request)
+    receive = request.receive
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,166 @@
+"""``/mcp`` of the API app in process (starlette TestClient): what a real server's tests
+(tests/integration/test_mcp_http.py) cannot pin down cheaply: a tool call costs its key one
+request of its rate however many calls it makes into the API, and the SDK internals
+:mod:`memfs.mcp.http` leans on are still there."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.testclient import TestClient
+
+from memfs.api import create_app
+from memfs.api.limits import KeyRates
+from memfs.mcp import http
+from memfs.mcp.http import _Manager, endpoint
+from memfs.models import Actor
+from memfs.store import Store
+from tests.support import wait_until
+
+PROTOCOL = "2025-06-18"
+
+
+class Clock:
+    """A clock the test moves (none of these requests refills a bucket)."""
+
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _post(tc: TestClient, key: str, message: dict[str, Any], session: str | None = None
+          ) -> Any:
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json",
+               "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": PROTOCOL}
+    if session:
+        headers["mcp-session-id"] = session
+    return tc.post("/mcp", content=json.dumps(message), headers=headers)
+
+
+def _answer(r: Any) -> Any:
+    """The JSON-RPC answer: the body (JSON), or an SSE stream's last data."""
+    if r.headers["content-type"].startswith("application/json"):
+        return r.json()
+    data = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    return json.loads(data[-1])
+
+
+def test_a_tool_call_costs_its_key_one_request(store: Store) -> None:
+    """A key of 3 requests (no refill): initialize, initialized, and a tool call that makes
+    several requests of the API in process (the stores it sees, each one's count) all pass;
+    the next request is the 429 of its rate. Counted again, the tool's own requests would
+    have been refused (a rate_limit_error result)."""
+    for n in range(3):
+        s = store.stores.create(f"store {n}")
+        store.memories.create(s.id, "/a.md", "x", actor=Actor.user("user_t"))
+    key = store.keys.create("three requests").key
+    assert key is not None
+    rates = KeyRates(rate=1.0, burst=3.0, clock=Clock())
+    with TestClient(create_app(store, [], console=False, dreams=False, rates=rates,
+                               mcp=endpoint)) as tc:
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+        assert r.status_code == 200, r.text
+        session = r.headers["mcp-session-id"]
+        r = _post(tc, key, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        assert r.status_code == 202, r.text
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "memory_list_stores", "arguments": {}}}, session)
+        result = _answer(r)["result"]
+        assert not result["isError"], result
+        assert len(result["structuredContent"]["stores"]) == 3
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session)
+        assert r.status_code == 429, r.text
+
+
+def test_the_sdk_internals_the_endpoint_uses_are_there() -> None:
+    """:class:`memfs.mcp.http._Manager` reads the SDK manager's tables of sessions and
+    overrides its admission (the SDK is pinned): an upgrade that renames them fails here."""
+    manager = _Manager(Server("t"))
+    assert manager._server_instances == {} and manager._session_owners == {}
+    admit = inspect.signature(StreamableHTTPSessionManager._admit_session)
+    assert list(admit.parameters) == ["self", "requestor"]
+    discard = inspect.signature(StreamableHTTPSessionManager._discard_session)
+    assert list(discard.parameters) == ["self", "session_id", "transport"]
+    assert isinstance(StreamableHTTPServerTransport.is_terminated, property)
+    source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
+    assert "self._admit_session(requestor)" in source
+    assert "requestor != self._session_owners.get(request_mcp_session_id)" in source
+
+
+def _open(tc: TestClient, key: str) -> Any:
+    return _post(tc, key, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}})
+
+
+def test_the_server_holds_a_bounded_number_of_sessions(store: Store, monkeypatch: Any
+                                                       ) -> None:
+    """Past :data:`MAX_SESSIONS` in all (two here), opening another is a 503 while the
+    others are served; a session ended frees its place."""
+    monkeypatch.setattr(http, "MAX_SESSIONS", 2)
+    keys = [store.keys.create(f"k{n}").key or "" for n in range(3)]
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=endpoint)) as tc:
+        opened = [_open(tc, k) for k in keys[:2]]
+        assert [r.status_code for r in opened] == [200, 200]
+        refused = _open(tc, keys[2])
+        assert refused.status_code == 503, refused.text
+        session = opened[0].headers["mcp-session-id"]
+        ended = tc.delete("/mcp", headers={"authorization": f"Bearer {keys[0]}",
+                                           "mcp-session-id": session,
+                                           "mcp-protocol-version": PROTOCOL})
+        assert ended.status_code == 200, ended.text
+        assert _open(tc, keys[2]).status_code == 200
+
+
+def test_an_idle_session_ends(store: Store, monkeypatch: Any) -> None:
+    """A session without a request for :data:`SESSION_IDLE_SECONDS` ends: its id is then
+    the 404 of an unknown session (the client opens another)."""
+    monkeypatch.setattr(http, "SESSION_IDLE_SECONDS", 0.1)
+    key = store.keys.create("idle").key or ""
+    made: list[http.McpEndpoint] = []
+
+    def kept(grants: Any, hub: Any) -> http.McpEndpoint:
+        made.append(endpoint(grants, hub))
+        return made[-1]
+
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=kept)) as tc:
+        session = _open(tc, key).headers["mcp-session-id"]
+        wait_until(lambda: made[0].manager.ended(session), 10, interval=0.05,
+                   what="the idle session ended")
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session)
+        assert r.status_code == 404, r.text
+
+
+def test_subscriptions_follow_the_apps_change_feeds(store: Store) -> None:
+    """A subscription over HTTP follows its store through the app's ChangeHub (the feeds the
+    Console and remote mounts follow: one poller per store however many subscribers), not a
+    poller of its own."""
+    ms = store.stores.create("watched").id
+    store.memories.create(ms, "/a.md", "x", actor=Actor.user("user_t"))
+    key = store.keys.create("subscriber").key or ""
+    made: list[http.McpEndpoint] = []
+
+    def kept(grants: Any, hub: Any) -> http.McpEndpoint:
+        made.append(endpoint(grants, hub))
+        return made[-1]
+
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=kept)) as tc:
+        session = _open(tc, key).headers["mcp-session-id"]
+        _post(tc, key, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+                            "params": {"uri": f"memfs://{ms}/a.md"}}, session)
+        assert "error" not in _answer(r), r.text
+        hub = made[0].hub
+        assert hub is not None
+        wait_until(lambda: hub.statistics()["subscribers"] == 1, 10,
+                   what="the subscription follows the hub")
+        assert hub.statistics()["feeds"] == 1
