@@ -238,6 +238,15 @@ def _version_at(act: Act, path: str, at: str) -> Generator[Call, Any, MemoryVers
     sid = act.store.id
     if at.startswith("memver_"):
         v: MemoryVersion = yield Call("versions.get", (sid, at))
+        if v.path != path:  # of this memory only: under a path it had then, or renamed since
+            try:
+                now: Memory | None = yield Call("memories.get_by_path", (sid, path))
+            except errors.NotFound:
+                now = None
+            if now is None or now.id != v.memory_id:
+                raise errors.NotFound(f"{at} is a version of {v.path or 'another memory'}, "
+                                      f"not {path}: "
+                                      f"memory_history {path} lists its versions")
         return v
     if at.startswith("sesn_"):
         page: Page[MemoryVersion] = yield Call("versions.list", (sid,), {

@@ -57,6 +57,25 @@ async def test_a_read_of_the_past(store: Store) -> None:
             ("modified", "/a.md")]
 
 
+async def test_a_read_at_a_version_is_of_that_memory_only(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    a = store.memories.create(ms, "/a.md", "mine\n", actor=None)
+    other = store.memories.create(ms, "/other.md", "not yours\n", actor=None)
+    async with connected(Reach(store)) as client:
+        message = failed(await call(client, "memory_read", store=ms, path="/a.md",
+                                    at=other.memory_version_id), "not_found_error")
+        assert "/other.md" in message and "not yours" not in message
+        ok(await call(client, "memory_move", store=ms, path="/a.md", new_path="/moved.md"))
+        # a version from before a rename is still of the memory now at the new path
+        r = ok(await call(client, "memory_read", store=ms, path="/moved.md",
+                          at=a.memory_version_id))
+        assert r["content"] == "mine"
+        # and of its old path, as it was then
+        r = ok(await call(client, "memory_read", store=ms, path="/a.md",
+                          at=a.memory_version_id))
+        assert r["content"] == "mine"
+
+
 async def test_edits(store: Store) -> None:
     ms = store.stores.create(name="notes").id
     store.memories.create(ms, "/a.md", "one\ntwo\none\n", actor=None)
