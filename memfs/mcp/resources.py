@@ -65,28 +65,36 @@ def mime_type(path: str) -> str:
 # -- list and read -----------------------------------------------------------------------------
 
 
-def _cursor(index: int, page: str | None) -> str:
-    return base64.urlsafe_b64encode(json.dumps([index, page]).encode()).decode()
+def _cursor(store_id: str, page: str | None) -> str:
+    return base64.urlsafe_b64encode(json.dumps([store_id, page]).encode()).decode()
 
 
-def _position(cursor: str | None) -> tuple[int, str | None]:
+def _position(cursor: str | None) -> tuple[str | None, str | None]:
+    """``(the store id the listing is at, that store's page)`` of a cursor (None: start)."""
     if not cursor:
-        return 0, None
+        return None, None
     try:
-        index, page = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        store_id, page = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, binascii.Error, TypeError):
         raise errors.InvalidCursor("invalid cursor: start again without it") from None
-    if not isinstance(index, int) or index < 0 or not (page is None or isinstance(page, str)):
+    if not isinstance(store_id, str) or not (page is None or isinstance(page, str)):
         raise errors.InvalidCursor("invalid cursor: start again without it")
-    return index, page
+    return store_id, page
 
 
 def list_page(reach: Reach, cursor: str | None
               ) -> Generator[Call, Any, tuple[list[dict[str, Any]], str | None]]:
-    """A page of resources: ``(resources, next cursor)``; each store's memories in path
-    order, the stores in the order memory_list_stores gives them."""
-    index, page = _position(cursor)
-    stores = yield from reach.every_store()
+    """A page of resources: ``(resources, next cursor)``; the stores in the order of their
+    ids, each store's memories in path order. The cursor names the store it stopped in (not
+    a position in the list), so that a store made or deleted meanwhile neither repeats nor
+    skips the others: a store made later has a greater id (they sort in creation order) and
+    comes last; one deleted is passed over."""
+    at, page = _position(cursor)
+    stores = sorted((yield from reach.every_store()), key=lambda s: s.id)
+    index = 0 if at is None else next((i for i, s in enumerate(stores) if s.id >= at),
+                                      len(stores))
+    if index < len(stores) and stores[index].id != at:
+        page = None  # the store it stopped in is gone: the next one from its start
     found: list[dict[str, Any]] = []
     while index < len(stores) and len(found) < PAGE_ITEMS:
         s = stores[index]
@@ -104,7 +112,9 @@ def list_page(reach: Reach, cursor: str | None
             page = listed.next_page
         else:
             index, page = index + 1, None
-    return found, (_cursor(index, page) if index < len(stores) else None)
+    if index >= len(stores):
+        return found, None
+    return found, _cursor(stores[index].id, page)
 
 
 def read(reach: Reach, uri: Any) -> Generator[Call, Any, tuple[str, str]]:

@@ -54,6 +54,32 @@ async def test_every_memory_is_a_resource_listed_in_pages_and_read(store: Store)
         assert read.contents[0].mimeType == "text/plain"
 
 
+async def test_resource_pages_hold_while_stores_come_and_go(store: Store) -> None:
+    ids = sorted(store.stores.create(name=f"s{i}").id for i in range(4))
+    per_store = PAGE_ITEMS * 2 // 5  # the first page ends inside the third store
+    for sid in ids:
+        for j in range(per_store):
+            store.memories.create(sid, f"/m{j:03}.md", "x", actor=None)
+    async with connected(Reach(store)) as client:
+        first = await client.list_resources()
+        assert first.nextCursor is not None
+        # meanwhile a store is made, and the one the page ended in is deleted
+        new = store.stores.create(name="new").id
+        store.memories.create(new, "/n.md", "x", actor=None)
+        store.stores.delete(ids[2])
+        seen = list(first.resources)
+        cursor: str | None = first.nextCursor
+        while cursor is not None:
+            page = await client.list_resources(cursor)
+            seen += page.resources
+            cursor = page.nextCursor
+    uris = [str(r.uri) for r in seen]
+    assert len(uris) == len(set(uris))
+    for sid in (ids[0], ids[1], ids[3]):
+        assert {f"memfs://{sid}/m{j:03}.md" for j in range(per_store)} <= set(uris), sid
+    assert f"memfs://{new}/n.md" in uris
+
+
 async def test_a_resource_outside_the_reach_is_not_found(store: Store) -> None:
     mine = store.stores.create(name="mine").id
     other = store.stores.create(name="other").id
