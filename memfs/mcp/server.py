@@ -185,25 +185,25 @@ def create_server(reach: Reach | Callable[[], Reach]) -> MemfsServer:
     @server.subscribe_resource()  # type: ignore[no-untyped-call, untyped-decorator]
     async def subscribe(uri: AnyUrl) -> None:
         r = server.reach_of()
-        store_id, path = await _answer(_seen(r, uri))
         session = server.request_context.session
 
         async def notify(changed: str) -> None:
             await session.send_resource_updated(AnyUrl(changed))
 
-        _SUBSCRIPTIONS.get().add(store_id, resources.uri_of(store_id, path), notify,
-                                 r.changes or resources.poll_feed(r))
+        async def add() -> None:
+            store_id, path = await _seen(r, uri)
+            _SUBSCRIPTIONS.get().add(store_id, resources.uri_of(store_id, path), notify,
+                                     r.changes or resources.poll_feed(r))
+
+        await _answer(add())
 
     @server.unsubscribe_resource()  # type: ignore[no-untyped-call, untyped-decorator]
     async def unsubscribe(uri: AnyUrl) -> None:
-        store_id, path = await _answer(_parsed(uri))
+        # resolved as subscribe resolved it: a store's name is its id here too
+        store_id, path = await _answer(_seen(server.reach_of(), uri))
         _SUBSCRIPTIONS.get().remove(store_id, resources.uri_of(store_id, path))
 
     return server
-
-
-async def _parsed(uri: AnyUrl) -> tuple[str, str]:
-    return resources.parse(uri)
 
 
 async def _seen(reach: Reach, uri: AnyUrl) -> tuple[str, str]:

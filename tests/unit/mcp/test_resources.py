@@ -13,8 +13,9 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import AnyUrl
 
+from memfs import errors
 from memfs.mcp import Reach, create_server
-from memfs.mcp.resources import PAGE_ITEMS
+from memfs.mcp.resources import PAGE_ITEMS, STORES_FOLLOWED, SUBSCRIPTIONS
 from memfs.models import Change
 from memfs.store import Store
 from tests.support.mcp import connected
@@ -197,3 +198,95 @@ async def test_instructions_when_the_reach_cannot_be_asked_yet(store: Store) -> 
     assert text is not None and text.startswith(
         "# Memory\n\nYour memory stores are listed by memory_list_stores.")
     assert "memory_search" in text
+
+
+class _Heard:
+    """The resources/updated notifications a client got, and a wait for the next one."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.root.params.uri))
+            self.event.set()
+
+    async def next(self) -> str:
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await self.event.wait()
+        self.event = anyio.Event()
+        return self.uris[-1]
+
+
+async def test_a_subscription_follows_again_after_its_source_failed(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    send, receive = anyio.create_memory_object_stream[Change](10)
+    asked: list[str] = []
+    restarted = anyio.Event()
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        asked.append(store_id)
+        if len(asked) == 1:  # a store that cannot answer for a moment
+            raise errors.Busy("database is locked")
+        restarted.set()
+        async for c in receive:
+            yield c
+
+    heard = _Heard()
+    async with send, receive, connected(Reach(store, changes=changes),
+                                        message_handler=heard) as client:
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await restarted.wait()
+        await send.send(Change(1, ms, "put", "mem_1", "/a.md", None))
+        assert await heard.next() == f"memfs://{ms}/a.md"
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/b.md"))
+        await send.send(Change(2, ms, "put", "mem_2", "/b.md", None))
+        assert await heard.next() == f"memfs://{ms}/b.md"
+    assert asked == [ms, ms]
+
+
+async def test_a_subscription_made_with_the_store_name_is_ended_with_it(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    send, receive = anyio.create_memory_object_stream[Change](10)
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        async for c in receive:
+            yield c
+
+    heard = _Heard()
+    async with send, receive, connected(Reach(store, changes=changes),
+                                        message_handler=heard) as client:
+        await client.subscribe_resource(AnyUrl("memfs://notes/a.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/b.md"))
+        await client.unsubscribe_resource(AnyUrl("memfs://notes/a.md"))
+        await send.send(Change(1, ms, "put", "mem_1", "/a.md", None))
+        await send.send(Change(2, ms, "put", "mem_2", "/b.md", None))
+        assert await heard.next() == f"memfs://{ms}/b.md"
+        assert heard.uris == [f"memfs://{ms}/b.md"]
+
+
+async def test_subscriptions_are_bounded(store: Store) -> None:
+    ids = [store.stores.create(name=f"s{i}").id for i in range(STORES_FOLLOWED + 1)]
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        await anyio.sleep_forever()
+        yield Change(0, store_id, "store", None, None, None)  # never
+
+    async with connected(Reach(store, changes=changes)) as client:
+        for sid in ids[:-1]:
+            await client.subscribe_resource(AnyUrl(f"memfs://{sid}/a.md"))
+        with pytest.raises(McpError) as raised:
+            await client.subscribe_resource(AnyUrl(f"memfs://{ids[-1]}/a.md"))
+        assert raised.value.error.message.startswith("invalid_request_error: ")
+        assert "unsubscribe" in raised.value.error.message
+        for i in range(SUBSCRIPTIONS - len(ids) + 1):
+            await client.subscribe_resource(AnyUrl(f"memfs://{ids[0]}/m{i}.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ids[0]}/m0.md"))  # again: no more
+        with pytest.raises(McpError) as raised:
+            await client.subscribe_resource(AnyUrl(f"memfs://{ids[0]}/one-more.md"))
+        assert raised.value.error.message.startswith("invalid_request_error: ")
+        await client.unsubscribe_resource(AnyUrl(f"memfs://{ids[1]}/a.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ids[-1]}/a.md"))  # room again
