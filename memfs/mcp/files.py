@@ -305,10 +305,8 @@ def write(act: Act) -> Generator[Call, Any, Outcome]:
             raise (yield from _taken(act, path, e)) from None
         act.memory = m
         return _written(act, m, "created")
-    if sha is None:
-        text = f"wrote {path}"
-        m = yield Call("memories.write_path", (store.id, path, content), {
-            "actor": actor, "events": act.events_for(text)})
+    if sha is None:  # its pair recorded after it, as a create's: it says the new version
+        m = yield Call("memories.write_path", (store.id, path, content), {"actor": actor})
         act.memory = m
         return _written(act, m, "written")
     try:
@@ -498,10 +496,12 @@ def move(act: Act) -> Generator[Call, Any, Outcome]:
         except errors.NotFound:
             if (new + "/").startswith(old + "/"):
                 raise errors.InvalidRequest(f"cannot move {old} into itself ({new})") from None
+            # its pair is in its transaction, written before it: the count is in "moved"
+            text = f"moved {old}/ to {new}/ (everything below it)"
             moved: list[Memory] = yield Call("memories.rename_prefix", (
                 store.id, old + "/", new + "/"), {"actor": actor,
                                                   "events": act.events_for(text)})
-            return Outcome(f"{text} ({len(moved)} memories)", {
+            return Outcome(text, {
                 "store": store.id, "path": old, "new_path": new,
                 "moved": [x.path for x in moved]})
     except errors.PathConflict as e:
@@ -558,10 +558,12 @@ def delete(act: Act) -> Generator[Call, Any, Outcome]:
         raise errors.InvalidRequest(
             f"{path} is a directory: pass recursive=true to delete everything below it (in "
             "one change, which memfs session revert undoes)")
+    # its pair is in its transaction, written before it: the count is in "deleted"
+    text = f"deleted {path}/ (everything below it)"
     gone: list[Memory] = yield Call("memories.delete_prefix", (store.id, path + "/"), {
-        "actor": actor, "events": act.events_for(f"{text}/")})
+        "actor": actor, "events": act.events_for(text)})
     act.file_path = path + "/"
-    return Outcome(f"{text}/ ({len(gone)} memories)",
+    return Outcome(text,
                    {"store": store.id, "path": path + "/", "deleted": [m.path for m in gone]})
 
 

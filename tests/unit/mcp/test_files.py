@@ -160,6 +160,30 @@ async def test_a_directory_is_deleted_in_one_transaction_with_its_event_pair(
         "/d/sub/y.md", "/d/x.md", "/keep.md"]
 
 
+async def test_the_recorded_result_is_what_the_model_saw(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    for p in ("/a.md", "/d/x.md", "/d/y.md", "/e/z.md"):
+        store.memories.create(ms, p, p, actor=None)
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}]).id
+    saw: list[str] = []
+    async with connected(Reach(store, session_id=session)) as client:
+        for name, args in [
+                ("memory_write", {"store": ms, "path": "/a.md", "content": "new",
+                                  "overwrite": True}),
+                ("memory_write", {"store": ms, "path": "/b.md", "content": "b"}),
+                ("memory_move", {"store": ms, "path": "/b.md", "new_path": "/c.md"}),
+                ("memory_move", {"store": ms, "path": "/e", "new_path": "/f"}),
+                ("memory_delete", {"store": ms, "path": "/c.md"}),
+                ("memory_delete", {"store": ms, "path": "/d", "recursive": True})]:
+            result = await client.call_tool(name, args)
+            ok(result)
+            saw.append(text_of(result))
+    recorded = [e.body["content"][0]["text"] for e in store.events.list(session, limit=100).data
+                if e.type == "agent.tool_result"]
+    assert recorded == saw
+    assert "sha256" in saw[0]
+
+
 async def test_search_over_every_store_and_the_session(store: Store) -> None:
     a = store.stores.create(name="a").id
     b = store.stores.create(name="b").id
