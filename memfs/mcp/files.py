@@ -200,6 +200,8 @@ def read(act: Act) -> Generator[Call, Any, Outcome]:
         lines.pop()
     total = len(lines)
     start = act.args.get("start_line", 1)
+    if act.args.get("end_line", start) < start:
+        raise errors.InvalidRequest(f"end_line must be at least start_line ({start})")
     end = min(act.args.get("end_line", total), total, start + MOST_LINES - 1)
     if start > max(total, 1):
         raise errors.InvalidRequest(f"{path} has {total} lines: start_line must be at most "

@@ -217,6 +217,8 @@ def add(act: Act) -> Generator[Call, Any, Outcome]:
     store = yield from act.store_of(a["store"])
     text: str = a["text"]
     act.operation = "create"
+    if not text.strip():
+        raise errors.InvalidRequest("text is empty: give what to remember")
     if text.startswith("---"):
         raise errors.InvalidRequest("text must have no front matter of its own: write such a "
                                     "memory with memory_write")
@@ -260,13 +262,15 @@ ADD = tool(
     "from its first line unless given.",
     {"store": STORE,
      "type": {"type": "string", "minLength": 1, "maxLength": 64},
-     "text": {"type": "string", "description": "what to remember, without front matter"},
+     "text": {"type": "string", "minLength": 1,
+              "description": "what to remember, without front matter"},
      "name": {"type": "string", "minLength": 1, "maxLength": 255,
               "description": "its file name (.md added without an extension)"},
      "tags": {"type": "array", "maxItems": 32,
               "items": {"type": "string", "minLength": 1, "maxLength": 64}},
-     "importance": {"type": ["string", "number"],
-                    "description": "low, medium, high, or 0 to 1"},
+     "importance": {"anyOf": [{"type": "string", "enum": ["low", "medium", "high"]},
+                              {"type": "number", "minimum": 0, "maximum": 1}],
+                    "description": "low, medium, high, or a number from 0 to 1"},
      "description": {"type": "string", "maxLength": 1000,
                      "description": "one line saying what it is"}},
     ["store", "type", "text"], add, read_only=False)

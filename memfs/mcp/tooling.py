@@ -164,6 +164,8 @@ def schema_error(spec: ToolSpec, args: Any) -> errors.InvalidRequest | None:
         return errors.InvalidRequest(
             f"{where} must be {'at least' if e.validator == 'minimum' else 'at most'} "
             f"{e.validator_value}")
+    if e.validator in ("anyOf", "oneOf") and "description" in rule:
+        return errors.InvalidRequest(f"{where} must be {rule['description']}")
     if e.validator in ("maxLength", "minLength", "pattern", "maxItems"):
         return errors.InvalidRequest(f"{where}: {_rule_words(e.validator, e.validator_value)}")
     return errors.InvalidRequest(f"{where or 'arguments'}: {cut(e.message, 200)}")

@@ -95,3 +95,28 @@ async def test_nested_arguments_are_cut_in_the_call_event(store: Store) -> None:
     for u in uses:
         assert len(json.dumps(u)) < 20_000
         assert "more" in json.dumps(u["input"]["store"]) or "cut" in json.dumps(u["input"])
+
+
+async def test_arguments_out_of_their_range_are_refused(store: Store) -> None:
+    ms = store.stores.create(name="A").id
+    store.memories.create(ms, "/five.md", "1\n2\n3\n4\n5\n", actor=None)
+    async with connected(Reach(store)) as client:
+        message = failed(await call(client, "memory_read", store=ms, path="/five.md",
+                                    start_line=4, end_line=2), "invalid_request_error")
+        assert "end_line" in message and "start_line" in message
+        assert ok(await call(client, "memory_read", store=ms, path="/five.md", start_line=2,
+                             end_line=2))["content"] == "2"
+        for text in ("", "   \n"):
+            assert "text" in failed(await call(client, "memory_add", store=ms,
+                                               type="decision", text=text),
+                                    "invalid_request_error")
+        for importance in (-5, 1.5, "whatever: x"):
+            assert "importance" in failed(await call(
+                client, "memory_add", store=ms, type="decision", text="x",
+                importance=importance), "invalid_request_error")
+        for importance in ("high", 0.3):
+            ok(await call(client, "memory_add", store=ms, type="decision", text="kept",
+                          importance=importance))
+    assert sorted(m.path for m in store.memories.tree(ms)) == [
+        "/decisions/kept-2.md", "/decisions/kept.md", "/five.md"]
+
