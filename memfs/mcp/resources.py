@@ -80,9 +80,9 @@ def _position(cursor: str | None) -> tuple[str | None, str | None]:
     try:
         store_id, page = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, binascii.Error, TypeError):
-        raise errors.InvalidCursor("invalid cursor: start again without it") from None
+        raise errors.InvalidCursor("invalid cursor") from None
     if not isinstance(store_id, str) or not (page is None or isinstance(page, str)):
-        raise errors.InvalidCursor("invalid cursor: start again without it")
+        raise errors.InvalidCursor("invalid cursor")
     return store_id, page
 
 

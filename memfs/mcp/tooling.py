@@ -242,7 +242,7 @@ _HINTS: list[tuple[type[errors.MemfsError], str]] = [
     (errors.LimitExceeded, "delete memories that are no longer needed (memory_delete), or "
                            "write to another store"),
     (errors.ContentTooLarge, "split it into several memories"),
-    (errors.InvalidCursor, "start again without page"),
+    (errors.InvalidCursor, "start again without it"),
     (errors.Busy, "try again in a moment"),
     (errors.StorageError, "the store cannot answer now; try again later"),
 ]

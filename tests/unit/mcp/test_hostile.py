@@ -11,6 +11,9 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
+import pytest
+from mcp.shared.exceptions import McpError
+
 from memfs import errors
 from memfs.mcp import Reach
 from memfs.store import Store
@@ -120,3 +123,13 @@ async def test_arguments_out_of_their_range_are_refused(store: Store) -> None:
     assert sorted(m.path for m in store.memories.tree(ms)) == [
         "/decisions/kept-2.md", "/decisions/kept.md", "/five.md"]
 
+
+async def test_a_bad_cursor_says_once_how_to_go_on(store: Store) -> None:
+    ms = store.stores.create(name="A").id
+    async with connected(Reach(store)) as client:
+        message = failed(await call(client, "memory_list", store=ms, page="garbage!!"),
+                         "invalid_request_error")
+        assert message.count("start again") == 1, message
+        with pytest.raises(McpError) as raised:
+            await client.list_resources("garbage!!")
+        assert raised.value.error.message.count("start again") == 1, raised.value.error
