@@ -498,14 +498,15 @@ def move(act: Act) -> Generator[Call, Any, Outcome]:
         except errors.NotFound:
             if (new + "/").startswith(old + "/"):
                 raise errors.InvalidRequest(f"cannot move {old} into itself ({new})") from None
-            # its pair is in its transaction, written before it: the count is in "moved"
+            # its pair is in its transaction, written before it: the count is in "count",
+            # the first MOST_ITEMS paths in "moved"
             text = f"moved {old}/ to {new}/ (everything below it)"
             moved: list[Memory] = yield Call("memories.rename_prefix", (
                 store.id, old + "/", new + "/"), {"actor": actor,
                                                   "events": act.events_for(text)})
             return Outcome(text, {
-                "store": store.id, "path": old, "new_path": new,
-                "moved": [x.path for x in moved]})
+                "store": store.id, "path": old, "new_path": new, "count": len(moved),
+                "moved": [x.path for x in moved[:MOST_ITEMS]]})
     except errors.PathConflict as e:
         other = e.conflicting_path
         if other == new and not isinstance(e, errors.DirectoryNotEmpty):
@@ -549,7 +550,7 @@ def delete(act: Act) -> Generator[Call, Any, Outcome]:
     try:
         yield Call("memories.delete_path", (store.id, path), {
             "actor": actor, "events": act.events_for(text)})
-        return Outcome(text, {"store": store.id, "path": path, "deleted": [path]})
+        return Outcome(text, {"store": store.id, "path": path, "count": 1, "deleted": [path]})
     except errors.NotFound:  # no memory there: a directory?
         act.recorded = False
     below: Page[Memory | MemoryPrefix] = yield Call("memories.list", (store.id,), {
@@ -560,13 +561,15 @@ def delete(act: Act) -> Generator[Call, Any, Outcome]:
         raise errors.InvalidRequest(
             f"{path} is a directory: pass recursive=true to delete everything below it (in "
             "one change, which memfs session revert undoes)")
-    # its pair is in its transaction, written before it: the count is in "deleted"
+    # its pair is in its transaction, written before it: the count is in "count", the
+    # first MOST_ITEMS paths in "deleted"
     text = f"deleted {path}/ (everything below it)"
     gone: list[Memory] = yield Call("memories.delete_prefix", (store.id, path + "/"), {
         "actor": actor, "events": act.events_for(text)})
     act.file_path = path + "/"
     return Outcome(text,
-                   {"store": store.id, "path": path + "/", "deleted": [m.path for m in gone]})
+                   {"store": store.id, "path": path + "/", "count": len(gone),
+                    "deleted": [m.path for m in gone[:MOST_ITEMS]]})
 
 
 DELETE = tool(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memfs.mcp import Reach
+from memfs.mcp.files import MOST_ITEMS
 from memfs.rules import format_time
 from memfs.store import Store
 from tests.support.mcp import call, connected, failed, ok, text_of
@@ -182,6 +183,19 @@ async def test_the_recorded_result_is_what_the_model_saw(store: Store) -> None:
                 if e.type == "agent.tool_result"]
     assert recorded == saw
     assert "sha256" in saw[0]
+
+
+async def test_a_directory_operation_names_a_bounded_list_of_paths(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    n = MOST_ITEMS + 20
+    for i in range(n):
+        store.memories.create(ms, f"/d/{i:03}.md", "x", actor=None)
+    async with connected(Reach(store)) as client:
+        moved = ok(await call(client, "memory_move", store=ms, path="/d", new_path="/e"))
+        assert moved["count"] == n and len(moved["moved"]) == MOST_ITEMS
+        gone = ok(await call(client, "memory_delete", store=ms, path="/e", recursive=True))
+        assert gone["count"] == n and len(gone["deleted"]) == MOST_ITEMS
+        assert gone["deleted"][0] == "/e/000.md"
 
 
 async def test_search_over_every_store_and_the_session(store: Store) -> None:
