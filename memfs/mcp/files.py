@@ -11,14 +11,13 @@ from typing import Any
 from .. import errors
 from ..models import Memory, MemoryPrefix, MemoryVersion, Page, Snapshot
 from ..toolkit import Call
+from ..toolkit.edit import EDIT_ATTEMPTS, numbered, occurrence_lines, split_lines_keeping_cr
 from .tooling import Act, Outcome, ToolSpec, tool
 
 #: Items a listing gives at most (and by default), as every list of the server.
 MOST_ITEMS, ITEMS = 100, 50
 #: Lines a read gives at most (and by default): a long memory is read in ranges.
 MOST_LINES = 2000
-#: How wide line numbers are (as the SDK's memory tool numbers them).
-LINE_NUMBER_WIDTH = 6
 #: A preview's characters at most.
 PREVIEW_CHARS = 120
 
@@ -51,11 +50,6 @@ def directory(value: Any) -> str:
 def where(act: Act) -> str:
     assert act.store is not None
     return act.store.name or act.store.id
-
-
-def numbered(lines: list[str], start: int) -> str:
-    return "\n".join(f"{str(i + start).rjust(LINE_NUMBER_WIDTH)}\t{line}"
-                     for i, line in enumerate(lines))
 
 
 def paged(text: str, next_page: str | None) -> str:
@@ -195,9 +189,7 @@ def read(act: Act) -> Generator[Call, Any, Outcome]:
         if v.content is None:
             raise errors.NotFound(f"the content of {v.id} was redacted")
         content, sha, version = v.content, v.content_sha256 or "", v.id
-    lines = content.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    lines = split_lines_keeping_cr(content)
     total = len(lines)
     start = act.args.get("start_line", 1)
     if act.args.get("end_line", start) < start:
@@ -386,11 +378,6 @@ WRITE = tool(
 
 # -- memory_edit -------------------------------------------------------------------------------
 
-#: Attempts of an edit without a sha256 that keeps meeting concurrent changes (its text says
-#: what to change, so it is made again on what the memory holds now).
-EDIT_ATTEMPTS = 5
-
-
 def edit(act: Act) -> Generator[Call, Any, Outcome]:
     store = yield from act.store_of(act.args["store"])
     path = memory_path(act.args["path"])
@@ -431,9 +418,7 @@ def _edited(path: str, content: str, mode: str, args: dict[str, Any]) -> str:
             content += "\n"
         return content + text
     if mode == "insert":
-        lines = content.split("\n")
-        if lines[-1] == "":
-            lines.pop()
+        lines = split_lines_keeping_cr(content)
         line: int = args["insert_line"]
         if line > len(lines):
             raise errors.InvalidRequest(
@@ -449,10 +434,7 @@ def _edited(path: str, content: str, mode: str, args: dict[str, Any]) -> str:
             f"old_str does not appear verbatim in {path}: read it (memory_read) and copy the "
             "text exactly, without the line numbers")
     if count > 1:
-        starts, at = [], content.find(old)
-        while at != -1:
-            starts.append(content[:at].count("\n") + 1)
-            at = content.find(old, at + 1)
+        starts = occurrence_lines(content, old)
         raise errors.InvalidRequest(
             f"old_str appears {count} times in {path} (lines "
             f"{', '.join(map(str, starts[:20]))}): give more of the text around it, so that it "

@@ -10,12 +10,10 @@ from typing import Any
 from .. import errors
 from ..models import Memory, MemoryVersion, Page, RecallHit, RecallResult
 from ..toolkit import Call
-from ..toolkit.typed import describe_text, directory_of, front_matter, name_of
+from ..toolkit.typed import describe_text, directory_of, file_names, front_matter
 from .files import ITEMS, LIMIT, MOST_ITEMS, PAGE, PATH, STORE, memory_path, paged, where
 from .tooling import Act, Outcome, ToolSpec, tool
 
-#: Names tried (``name``, ``name-2``, …) for a typed memory whose name is made from its text.
-NAME_ATTEMPTS = 100
 #: Pages of a store's versions looked through for a path no live memory has.
 HISTORY_PAGES = 20
 
@@ -228,12 +226,9 @@ def add(act: Act) -> Generator[Call, Any, Outcome]:
                            importance=a.get("importance"), description=a.get("description"))
     actor = yield from act.writer()
     name = a.get("name")
-    stem = name if name is not None else name_of(text)
-    if "." not in stem.rsplit("/", 1)[-1]:
-        stem += ".md"
-    base, dot, ext = stem.rpartition(".")
-    for n in range(1, NAME_ATTEMPTS + 1 if name is None else 2):
-        path = memory_path(folder + (stem if n == 1 else f"{base}-{n}{dot}{ext}"))
+    names = file_names(name, text)
+    for file_name in names:
+        path = memory_path(folder + file_name)
         act.file_path = path
         try:
             m: Memory = yield Call("memories.create", (store.id, path, content),
@@ -250,8 +245,9 @@ def add(act: Act) -> Generator[Call, Any, Outcome]:
         return Outcome(f"added {m.path} (sha256 {m.content_sha256})",
                        {"store": store.id, "path": m.path, "sha256": m.content_sha256,
                         "version_id": m.memory_version_id})
-    raise errors.PathConflict(f"{folder}{stem} and its numbered names are taken: give a name",
-                              conflicting_memory_id="", conflicting_path=folder + stem)
+    raise errors.PathConflict(f"{folder}{names[0]} and its numbered names are taken: give a "
+                              "name", conflicting_memory_id="",
+                              conflicting_path=folder + names[0])
 
 
 ADD = tool(
