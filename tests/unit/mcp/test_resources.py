@@ -24,6 +24,27 @@ from tests.support.mcp import connected
 DEADLINE_SECONDS = 30
 
 
+class _Heard:
+    """The resources/updated notifications a client got, and a wait for the next one."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.root.params.uri))
+            self.event.set()
+
+    async def next(self) -> str:
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await self.event.wait()
+        self.event = anyio.Event()
+        return self.uris[-1]
+
+
+
 async def test_every_memory_is_a_resource_listed_in_pages_and_read(store: Store) -> None:
     a = store.stores.create(name="a").id
     b = store.stores.create(name="b b").id
@@ -101,16 +122,8 @@ async def test_a_subscriber_hears_of_a_change_made_elsewhere(store: Store) -> No
     ms = store.stores.create(name="notes").id
     m = store.memories.create(ms, "/a.md", "one", actor=None)
     store.memories.create(ms, "/b.md", "other", actor=None)
-    updated: list[str] = []
-    heard = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ResourceUpdatedNotification):
-            updated.append(str(message.root.params.uri))
-            heard.set()
-
-    async with connected(Reach(store), message_handler=on_message) as client:
+    heard = _Heard()
+    async with connected(Reach(store), message_handler=heard) as client:
         caps = (await client.initialize()).capabilities
         assert caps.resources is not None and caps.resources.subscribe
         await client.subscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
@@ -118,14 +131,10 @@ async def test_a_subscriber_hears_of_a_change_made_elsewhere(store: Store) -> No
         store.memories.update(ms, store.memories.get_by_path(ms, "/b.md").id, content="x",
                               actor=None)  # not subscribed to
         store.memories.update(ms, m.id, content="two", actor=None)  # another writer
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await heard.wait()
-        assert updated == [f"memfs://{ms}/a.md"]
-        heard = anyio.Event()
+        assert await heard.next() == f"memfs://{ms}/a.md"
+        assert heard.uris == [f"memfs://{ms}/a.md"]
         store.memories.create(ms, "/new.md", "born", actor=None)
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await heard.wait()
-        assert updated[-1] == f"memfs://{ms}/new.md"
+        assert await heard.next() == f"memfs://{ms}/new.md"
         await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
         await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/new.md"))
 
@@ -143,25 +152,16 @@ async def test_another_change_source_plugs_in(store: Store) -> None:
             async for c in receive:
                 yield c
 
-    updated: list[str] = []
-    heard = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ResourceUpdatedNotification):
-            updated.append(str(message.root.params.uri))
-            heard.set()
-
+    heard = _Heard()
     async with send, connected(Reach(store, changes=changes),
-                               message_handler=on_message) as client:
+                               message_handler=heard) as client:
         await client.subscribe_resource(AnyUrl(f"memfs://{ms}/x%20y.md"))
         await client.subscribe_resource(AnyUrl(f"memfs://{ms}/other.md"))
         assert asked == [ms]  # one source per store
         await send.send(Change(7, ms, "history", "mem_1", "/x y.md", None))
         await send.send(Change(8, ms, "put", "mem_1", "/elsewhere.md", "/x y.md"))
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await heard.wait()
-        assert updated == [f"memfs://{ms}/x%20y.md"]  # a rename away from it
+        assert await heard.next() == f"memfs://{ms}/x%20y.md"  # a rename away from it
+        assert heard.uris == [f"memfs://{ms}/x%20y.md"]
 
 
 async def test_instructions_name_a_sessions_stores_for_tools(store: Store) -> None:
@@ -198,26 +198,6 @@ async def test_instructions_when_the_reach_cannot_be_asked_yet(store: Store) -> 
     assert text is not None and text.startswith(
         "# Memory\n\nYour memory stores are listed by memory_list_stores.")
     assert "memory_search" in text
-
-
-class _Heard:
-    """The resources/updated notifications a client got, and a wait for the next one."""
-
-    def __init__(self) -> None:
-        self.uris: list[str] = []
-        self.event = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ResourceUpdatedNotification):
-            self.uris.append(str(message.root.params.uri))
-            self.event.set()
-
-    async def next(self) -> str:
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await self.event.wait()
-        self.event = anyio.Event()
-        return self.uris[-1]
 
 
 async def test_a_subscription_follows_again_after_its_source_failed(store: Store) -> None:
