@@ -78,12 +78,14 @@ def _position(cursor: str | None) -> tuple[str | None, str | None]:
     if not cursor:
         return None, None
     try:
-        store_id, page = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        position = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, binascii.Error, TypeError):
         raise errors.InvalidCursor("invalid cursor") from None
-    if not isinstance(store_id, str) or not (page is None or isinstance(page, str)):
+    if not (isinstance(position, list) and len(position) == 2
+            and isinstance(position[0], str)
+            and (position[1] is None or isinstance(position[1], str))):
         raise errors.InvalidCursor("invalid cursor")
-    return store_id, page
+    return position[0], position[1]
 
 
 def list_page(reach: Reach, cursor: str | None

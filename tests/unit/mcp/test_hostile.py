@@ -6,6 +6,7 @@ session keeps its event pair, small."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Generator
@@ -130,6 +131,12 @@ async def test_a_bad_cursor_says_once_how_to_go_on(store: Store) -> None:
         message = failed(await call(client, "memory_list", store=ms, page="garbage!!"),
                          "invalid_request_error")
         assert message.count("start again") == 1, message
-        with pytest.raises(McpError) as raised:
-            await client.list_resources("garbage!!")
-        assert raised.value.error.message.count("start again") == 1, raised.value.error
+        for cursor in ("garbage!!", _b64({"a": 1, "b": 2}), _b64([0, None]), _b64(["x"])):
+            with pytest.raises(McpError) as raised:
+                await client.list_resources(cursor)
+            assert raised.value.error.message == (
+                "invalid_request_error: invalid cursor: start again without it"), cursor
+
+
+def _b64(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
