@@ -234,22 +234,27 @@ class Subscriptions:
     async def _follow(self, store_id: str, scope: anyio.CancelScope,
                       source: ChangeSource) -> None:
         """Follow a store's changes until no subscription needs them: a source that fails
-        (a MemfsError) is asked again after a pause; one that ends, or a bug, ends the
-        following, and the next subscription to the store starts it again."""
+        (a MemfsError) is asked again after a pause, and every subscription of the store is
+        told first (what changed while it could not follow is not known); one that ends, or
+        a bug, ends the following, and the next subscription to the store starts it again."""
         wait = RETRY_SECONDS
         try:
             with scope:
-                while await self._follow_once(store_id, source):
+                resumed = False
+                while await self._follow_once(store_id, source, resumed):
                     await anyio.sleep(wait)
                     wait = min(wait * 2, RETRY_MOST_SECONDS)
+                    resumed = True
         finally:
             if self._scopes.get(store_id) is scope:
                 del self._scopes[store_id]
 
-    async def _follow_once(self, store_id: str, source: ChangeSource) -> bool:
-        """Follow ``source`` once: whether to ask it again."""
+    async def _follow_once(self, store_id: str, source: ChangeSource, resumed: bool) -> bool:
+        """Follow ``source`` once (``resumed``: after a failure): whether to ask it again."""
         changes = source(store_id)
         try:
+            if resumed:
+                await self._tell(store_id, Change(0, store_id, "store", None, None, None))
             async for c in changes:
                 await self._tell(store_id, c)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
