@@ -14,6 +14,8 @@ from ..toolkit.typed import describe_text, directory_of, file_names, front_matte
 from .files import ITEMS, LIMIT, MOST_ITEMS, PAGE, PATH, STORE, memory_path, paged, where
 from .tooling import Act, Outcome, ToolSpec, tool
 
+#: Stores a search without a store looks through at most (one search each).
+SEARCH_STORES = 20
 #: Pages of a store's versions looked through for a path no live memory has.
 HISTORY_PAGES = 20
 
@@ -41,9 +43,14 @@ def search(act: Act) -> Generator[Call, Any, Outcome]:
         result = yield Call("search.in_session", (session, query), options)
         hits = [(h.memory_store_id or "", h) for h in result.hits]
         notes = [result.note] if result.note else []
-    else:  # every store this reach sees, hits merged by relevance
+    else:  # the stores this reach sees (the first SEARCH_STORES), hits merged by relevance
         hits, notes = [], []
-        for s in (yield from act.reach.every_store()):
+        stores, page = yield from act.reach.visible(limit=SEARCH_STORES + 1)
+        if len(stores) > SEARCH_STORES or page is not None:
+            stores = stores[:SEARCH_STORES]
+            notes.append(f"searched {len(stores)} of the stores you can use (the first "
+                         "memory_list_stores lists): give store to search another")
+        for s in stores:
             try:
                 found: RecallResult = yield Call("search.in_store", (s.id, query), options)
             except errors.NotFound:
@@ -76,8 +83,9 @@ SEARCH = tool(
     "The memories that answer a question, by their words and their meaning, best first, "
     "one per line as score, store, path and snippet (read the path with memory_read). Words "
     "find a memory as soon as it is written; meaning catches up a few seconds later. Without "
-    "store: every store you can use. Nothing found means nothing stored scored above the "
-    "threshold: treat it as not remembered.",
+    f"store: every store you can use (the first {SEARCH_STORES} memory_list_stores lists). "
+    "Nothing found means nothing stored scored above the threshold: treat it as not "
+    "remembered.",
     {"query": {"type": "string", "minLength": 1, "maxLength": 1000,
                "description": "the question, in words"},
      "store": {**STORE, "description": "search only this store (default: all of yours)"},

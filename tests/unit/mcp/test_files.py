@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from memfs.mcp import Reach
 from memfs.mcp.files import MOST_ITEMS
+from memfs.mcp.recall import SEARCH_STORES
 from memfs.rules import format_time
 from memfs.store import Store
 from tests.support.mcp import call, connected, failed, ok, text_of
@@ -196,6 +197,17 @@ async def test_a_directory_operation_names_a_bounded_list_of_paths(store: Store)
         gone = ok(await call(client, "memory_delete", store=ms, path="/e", recursive=True))
         assert gone["count"] == n and len(gone["deleted"]) == MOST_ITEMS
         assert gone["deleted"][0] == "/e/000.md"
+
+
+async def test_a_search_of_every_store_is_bounded_and_says_so(store: Store) -> None:
+    ids = [store.stores.create(name=f"s{i:02}").id for i in range(SEARCH_STORES + 2)]
+    for sid in ids:
+        store.memories.create(sid, "/deploy.md", "the deploy runbook\n", actor=None)
+    async with connected(Reach(store)) as client:
+        found = ok(await call(client, "memory_search", query="deploy runbook",
+                              channels=["words"], limit=100))
+    assert len({h["store"] for h in found["hits"]}) == SEARCH_STORES
+    assert any(f"{SEARCH_STORES} of" in n and "store" in n for n in found["notes"])
 
 
 async def test_search_over_every_store_and_the_session(store: Store) -> None:
