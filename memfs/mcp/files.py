@@ -11,14 +11,13 @@ from typing import Any
 from .. import errors
 from ..models import Memory, MemoryPrefix, MemoryVersion, Page, Snapshot
 from ..toolkit import Call
+from ..toolkit.edit import EDIT_ATTEMPTS, numbered, occurrence_lines, split_lines_keeping_cr
 from .tooling import Act, Outcome, ToolSpec, tool
 
 #: Items a listing gives at most (and by default), as every list of the server.
 MOST_ITEMS, ITEMS = 100, 50
 #: Lines a read gives at most (and by default): a long memory is read in ranges.
 MOST_LINES = 2000
-#: How wide line numbers are (as the SDK's memory tool numbers them).
-LINE_NUMBER_WIDTH = 6
 #: A preview's characters at most.
 PREVIEW_CHARS = 120
 
@@ -51,11 +50,6 @@ def directory(value: Any) -> str:
 def where(act: Act) -> str:
     assert act.store is not None
     return act.store.name or act.store.id
-
-
-def numbered(lines: list[str], start: int) -> str:
-    return "\n".join(f"{str(i + start).rjust(LINE_NUMBER_WIDTH)}\t{line}"
-                     for i, line in enumerate(lines))
 
 
 def paged(text: str, next_page: str | None) -> str:
@@ -195,11 +189,11 @@ def read(act: Act) -> Generator[Call, Any, Outcome]:
         if v.content is None:
             raise errors.NotFound(f"the content of {v.id} was redacted")
         content, sha, version = v.content, v.content_sha256 or "", v.id
-    lines = content.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    lines = split_lines_keeping_cr(content)
     total = len(lines)
     start = act.args.get("start_line", 1)
+    if act.args.get("end_line", start) < start:
+        raise errors.InvalidRequest(f"end_line must be at least start_line ({start})")
     end = min(act.args.get("end_line", total), total, start + MOST_LINES - 1)
     if start > max(total, 1):
         raise errors.InvalidRequest(f"{path} has {total} lines: start_line must be at most "
@@ -238,6 +232,15 @@ def _version_at(act: Act, path: str, at: str) -> Generator[Call, Any, MemoryVers
     sid = act.store.id
     if at.startswith("memver_"):
         v: MemoryVersion = yield Call("versions.get", (sid, at))
+        if v.path != path:  # of this memory only: under a path it had then, or renamed since
+            try:
+                now: Memory | None = yield Call("memories.get_by_path", (sid, path))
+            except errors.NotFound:
+                now = None
+            if now is None or now.id != v.memory_id:
+                raise errors.NotFound(f"{at} is a version of {v.path or 'another memory'}, "
+                                      f"not {path}: "
+                                      f"memory_history {path} lists its versions")
         return v
     if at.startswith("sesn_"):
         page: Page[MemoryVersion] = yield Call("versions.list", (sid,), {
@@ -296,10 +299,8 @@ def write(act: Act) -> Generator[Call, Any, Outcome]:
             raise (yield from _taken(act, path, e)) from None
         act.memory = m
         return _written(act, m, "created")
-    if sha is None:
-        text = f"wrote {path}"
-        m = yield Call("memories.write_path", (store.id, path, content), {
-            "actor": actor, "events": act.events_for(text)})
+    if sha is None:  # its pair recorded after it, as a create's: it says the new version
+        m = yield Call("memories.write_path", (store.id, path, content), {"actor": actor})
         act.memory = m
         return _written(act, m, "written")
     try:
@@ -377,11 +378,6 @@ WRITE = tool(
 
 # -- memory_edit -------------------------------------------------------------------------------
 
-#: Attempts of an edit without a sha256 that keeps meeting concurrent changes (its text says
-#: what to change, so it is made again on what the memory holds now).
-EDIT_ATTEMPTS = 5
-
-
 def edit(act: Act) -> Generator[Call, Any, Outcome]:
     store = yield from act.store_of(act.args["store"])
     path = memory_path(act.args["path"])
@@ -422,9 +418,7 @@ def _edited(path: str, content: str, mode: str, args: dict[str, Any]) -> str:
             content += "\n"
         return content + text
     if mode == "insert":
-        lines = content.split("\n")
-        if lines[-1] == "":
-            lines.pop()
+        lines = split_lines_keeping_cr(content)
         line: int = args["insert_line"]
         if line > len(lines):
             raise errors.InvalidRequest(
@@ -440,10 +434,7 @@ def _edited(path: str, content: str, mode: str, args: dict[str, Any]) -> str:
             f"old_str does not appear verbatim in {path}: read it (memory_read) and copy the "
             "text exactly, without the line numbers")
     if count > 1:
-        starts, at = [], content.find(old)
-        while at != -1:
-            starts.append(content[:at].count("\n") + 1)
-            at = content.find(old, at + 1)
+        starts = occurrence_lines(content, old)
         raise errors.InvalidRequest(
             f"old_str appears {count} times in {path} (lines "
             f"{', '.join(map(str, starts[:20]))}): give more of the text around it, so that it "
@@ -489,12 +480,15 @@ def move(act: Act) -> Generator[Call, Any, Outcome]:
         except errors.NotFound:
             if (new + "/").startswith(old + "/"):
                 raise errors.InvalidRequest(f"cannot move {old} into itself ({new})") from None
+            # its pair is in its transaction, written before it: the count is in "count",
+            # the first MOST_ITEMS paths in "moved"
+            text = f"moved {old}/ to {new}/ (everything below it)"
             moved: list[Memory] = yield Call("memories.rename_prefix", (
                 store.id, old + "/", new + "/"), {"actor": actor,
                                                   "events": act.events_for(text)})
-            return Outcome(f"{text} ({len(moved)} memories)", {
-                "store": store.id, "path": old, "new_path": new,
-                "moved": [x.path for x in moved]})
+            return Outcome(text, {
+                "store": store.id, "path": old, "new_path": new, "count": len(moved),
+                "moved": [x.path for x in moved[:MOST_ITEMS]]})
     except errors.PathConflict as e:
         other = e.conflicting_path
         if other == new and not isinstance(e, errors.DirectoryNotEmpty):
@@ -538,7 +532,7 @@ def delete(act: Act) -> Generator[Call, Any, Outcome]:
     try:
         yield Call("memories.delete_path", (store.id, path), {
             "actor": actor, "events": act.events_for(text)})
-        return Outcome(text, {"store": store.id, "path": path, "deleted": [path]})
+        return Outcome(text, {"store": store.id, "path": path, "count": 1, "deleted": [path]})
     except errors.NotFound:  # no memory there: a directory?
         act.recorded = False
     below: Page[Memory | MemoryPrefix] = yield Call("memories.list", (store.id,), {
@@ -549,11 +543,15 @@ def delete(act: Act) -> Generator[Call, Any, Outcome]:
         raise errors.InvalidRequest(
             f"{path} is a directory: pass recursive=true to delete everything below it (in "
             "one change, which memfs session revert undoes)")
+    # its pair is in its transaction, written before it: the count is in "count", the
+    # first MOST_ITEMS paths in "deleted"
+    text = f"deleted {path}/ (everything below it)"
     gone: list[Memory] = yield Call("memories.delete_prefix", (store.id, path + "/"), {
-        "actor": actor, "events": act.events_for(f"{text}/")})
+        "actor": actor, "events": act.events_for(text)})
     act.file_path = path + "/"
-    return Outcome(f"{text}/ ({len(gone)} memories)",
-                   {"store": store.id, "path": path + "/", "deleted": [m.path for m in gone]})
+    return Outcome(text,
+                   {"store": store.id, "path": path + "/", "count": len(gone),
+                    "deleted": [m.path for m in gone[:MOST_ITEMS]]})
 
 
 DELETE = tool(

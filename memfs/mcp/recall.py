@@ -10,12 +10,12 @@ from typing import Any
 from .. import errors
 from ..models import Memory, MemoryVersion, Page, RecallHit, RecallResult
 from ..toolkit import Call
-from ..toolkit.typed import describe_text, directory_of, front_matter, name_of
+from ..toolkit.typed import describe_text, directory_of, file_names, front_matter
 from .files import ITEMS, LIMIT, MOST_ITEMS, PAGE, PATH, STORE, memory_path, paged, where
 from .tooling import Act, Outcome, ToolSpec, tool
 
-#: Names tried (``name``, ``name-2``, …) for a typed memory whose name is made from its text.
-NAME_ATTEMPTS = 100
+#: Stores a search without a store looks through at most (one search each).
+SEARCH_STORES = 20
 #: Pages of a store's versions looked through for a path no live memory has.
 HISTORY_PAGES = 20
 
@@ -43,9 +43,14 @@ def search(act: Act) -> Generator[Call, Any, Outcome]:
         result = yield Call("search.in_session", (session, query), options)
         hits = [(h.memory_store_id or "", h) for h in result.hits]
         notes = [result.note] if result.note else []
-    else:  # every store this reach sees, hits merged by relevance
+    else:  # the stores this reach sees (the first SEARCH_STORES), hits merged by relevance
         hits, notes = [], []
-        for s in (yield from act.reach.every_store()):
+        stores, page = yield from act.reach.visible(limit=SEARCH_STORES + 1)
+        if len(stores) > SEARCH_STORES or page is not None:
+            stores = stores[:SEARCH_STORES]
+            notes.append(f"searched {len(stores)} of the stores you can use (the first "
+                         "memory_list_stores lists): give store to search another")
+        for s in stores:
             try:
                 found: RecallResult = yield Call("search.in_store", (s.id, query), options)
             except errors.NotFound:
@@ -78,8 +83,9 @@ SEARCH = tool(
     "The memories that answer a question, by their words and their meaning, best first, "
     "one per line as score, store, path and snippet (read the path with memory_read). Words "
     "find a memory as soon as it is written; meaning catches up a few seconds later. Without "
-    "store: every store you can use. Nothing found means nothing stored scored above the "
-    "threshold: treat it as not remembered.",
+    f"store: every store you can use (the first {SEARCH_STORES} memory_list_stores lists). "
+    "Nothing found means nothing stored scored above the threshold: treat it as not "
+    "remembered.",
     {"query": {"type": "string", "minLength": 1, "maxLength": 1000,
                "description": "the question, in words"},
      "store": {**STORE, "description": "search only this store (default: all of yours)"},
@@ -217,6 +223,8 @@ def add(act: Act) -> Generator[Call, Any, Outcome]:
     store = yield from act.store_of(a["store"])
     text: str = a["text"]
     act.operation = "create"
+    if not text.strip():
+        raise errors.InvalidRequest("text is empty: give what to remember")
     if text.startswith("---"):
         raise errors.InvalidRequest("text must have no front matter of its own: write such a "
                                     "memory with memory_write")
@@ -226,12 +234,9 @@ def add(act: Act) -> Generator[Call, Any, Outcome]:
                            importance=a.get("importance"), description=a.get("description"))
     actor = yield from act.writer()
     name = a.get("name")
-    stem = name if name is not None else name_of(text)
-    if "." not in stem.rsplit("/", 1)[-1]:
-        stem += ".md"
-    base, dot, ext = stem.rpartition(".")
-    for n in range(1, NAME_ATTEMPTS + 1 if name is None else 2):
-        path = memory_path(folder + (stem if n == 1 else f"{base}-{n}{dot}{ext}"))
+    names = file_names(name, text)
+    for file_name in names:
+        path = memory_path(folder + file_name)
         act.file_path = path
         try:
             m: Memory = yield Call("memories.create", (store.id, path, content),
@@ -248,8 +253,9 @@ def add(act: Act) -> Generator[Call, Any, Outcome]:
         return Outcome(f"added {m.path} (sha256 {m.content_sha256})",
                        {"store": store.id, "path": m.path, "sha256": m.content_sha256,
                         "version_id": m.memory_version_id})
-    raise errors.PathConflict(f"{folder}{stem} and its numbered names are taken: give a name",
-                              conflicting_memory_id="", conflicting_path=folder + stem)
+    raise errors.PathConflict(f"{folder}{names[0]} and its numbered names are taken: give a "
+                              "name", conflicting_memory_id="",
+                              conflicting_path=folder + names[0])
 
 
 ADD = tool(
@@ -260,13 +266,15 @@ ADD = tool(
     "from its first line unless given.",
     {"store": STORE,
      "type": {"type": "string", "minLength": 1, "maxLength": 64},
-     "text": {"type": "string", "description": "what to remember, without front matter"},
+     "text": {"type": "string", "minLength": 1,
+              "description": "what to remember, without front matter"},
      "name": {"type": "string", "minLength": 1, "maxLength": 255,
               "description": "its file name (.md added without an extension)"},
      "tags": {"type": "array", "maxItems": 32,
               "items": {"type": "string", "minLength": 1, "maxLength": 64}},
-     "importance": {"type": ["string", "number"],
-                    "description": "low, medium, high, or 0 to 1"},
+     "importance": {"anyOf": [{"type": "string", "enum": ["low", "medium", "high"]},
+                              {"type": "number", "minimum": 0, "maximum": 1}],
+                    "description": "low, medium, high, or a number from 0 to 1"},
      "description": {"type": "string", "maxLength": 1000,
                      "description": "one line saying what it is"}},
     ["store", "type", "text"], add, read_only=False)

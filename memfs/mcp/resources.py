@@ -37,6 +37,10 @@ PAGE_ITEMS = 100
 POLL_SECONDS = 0.5
 #: Changes read from a feed at once.
 FEED_BATCH = 1000
+#: The memories one MCP session may be subscribed to at once, and the stores whose changes
+#: it may have followed at once (each a task, and a poll of the feed without a hub).
+SUBSCRIPTIONS = 1000
+STORES_FOLLOWED = 32
 
 
 def uri_of(store_id: str, path: str) -> str:
@@ -65,28 +69,38 @@ def mime_type(path: str) -> str:
 # -- list and read -----------------------------------------------------------------------------
 
 
-def _cursor(index: int, page: str | None) -> str:
-    return base64.urlsafe_b64encode(json.dumps([index, page]).encode()).decode()
+def _cursor(store_id: str, page: str | None) -> str:
+    return base64.urlsafe_b64encode(json.dumps([store_id, page]).encode()).decode()
 
 
-def _position(cursor: str | None) -> tuple[int, str | None]:
+def _position(cursor: str | None) -> tuple[str | None, str | None]:
+    """``(the store id the listing is at, that store's page)`` of a cursor (None: start)."""
     if not cursor:
-        return 0, None
+        return None, None
     try:
-        index, page = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        position = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, binascii.Error, TypeError):
-        raise errors.InvalidCursor("invalid cursor: start again without it") from None
-    if not isinstance(index, int) or index < 0 or not (page is None or isinstance(page, str)):
-        raise errors.InvalidCursor("invalid cursor: start again without it")
-    return index, page
+        raise errors.InvalidCursor("invalid cursor") from None
+    if not (isinstance(position, list) and len(position) == 2
+            and isinstance(position[0], str)
+            and (position[1] is None or isinstance(position[1], str))):
+        raise errors.InvalidCursor("invalid cursor")
+    return position[0], position[1]
 
 
 def list_page(reach: Reach, cursor: str | None
               ) -> Generator[Call, Any, tuple[list[dict[str, Any]], str | None]]:
-    """A page of resources: ``(resources, next cursor)``; each store's memories in path
-    order, the stores in the order memory_list_stores gives them."""
-    index, page = _position(cursor)
-    stores = yield from reach.every_store()
+    """A page of resources: ``(resources, next cursor)``; the stores in the order of their
+    ids, each store's memories in path order. The cursor names the store it stopped in (not
+    a position in the list), so that a store made or deleted meanwhile neither repeats nor
+    skips the others: a store made later has a greater id (they sort in creation order) and
+    comes last; one deleted is passed over."""
+    at, page = _position(cursor)
+    stores = sorted((yield from reach.every_store()), key=lambda s: s.id)
+    index = 0 if at is None else next((i for i, s in enumerate(stores) if s.id >= at),
+                                      len(stores))
+    if index < len(stores) and stores[index].id != at:
+        page = None  # the store it stopped in is gone: the next one from its start
     found: list[dict[str, Any]] = []
     while index < len(stores) and len(found) < PAGE_ITEMS:
         s = stores[index]
@@ -104,7 +118,9 @@ def list_page(reach: Reach, cursor: str | None
             page = listed.next_page
         else:
             index, page = index + 1, None
-    return found, (_cursor(index, page) if index < len(stores) else None)
+    if index >= len(stores):
+        return found, None
+    return found, _cursor(stores[index].id, page)
 
 
 def read(reach: Reach, uri: Any) -> Generator[Call, Any, tuple[str, str]]:
@@ -123,19 +139,33 @@ def read(reach: Reach, uri: Any) -> Generator[Call, Any, tuple[str, str]]:
 def poll_feed(reach: Reach, seconds: float = POLL_SECONDS) -> ChangeSource:
     """The default change source: each store's feed, read every ``seconds`` from where it
     was when it was asked. A feed that no longer holds that position (pruned) is a change of
-    everything (a ``store`` change)."""
+    everything (a ``store`` change). A read that fails (a busy database) is tried again at
+    the next tick; a store that is gone (or out of the reach) ends it (NotFound)."""
+
+    async def position(store_id: str) -> int:
+        while True:
+            try:
+                last: int = await reach.run(_one(Call("feed.last", (store_id,))))
+                return last
+            except errors.NotFound:
+                raise
+            except errors.MemfsError as e:
+                log.warning("could not read the change feed of %s: %s", store_id, e.message)
+                await anyio.sleep(seconds)
 
     async def changes(store_id: str) -> AsyncIterator[Change]:
-        last: int = await reach.run(_one(Call("feed.last", (store_id,))))
+        last = await position(store_id)
         while True:
             await anyio.sleep(seconds)
             try:
                 got: list[Change] = await reach.run(
                     _one(Call("feed.since", (store_id, last, FEED_BATCH))))
             except errors.FeedGap:
-                last = await reach.run(_one(Call("feed.last", (store_id,))))
+                last = await position(store_id)
                 yield Change(last, store_id, "store", None, None, None)
                 continue
+            except errors.NotFound:
+                raise
             except errors.MemfsError as e:  # said; tried again at the next tick
                 log.warning("could not read the change feed of %s: %s", store_id, e.message)
                 continue
@@ -150,10 +180,17 @@ def _one(call: Call) -> Generator[Call, Any, Any]:
     return (yield call)
 
 
+#: A follower whose source failed asks it again after this many seconds, twice as long
+#: after each failure in a row, up to :data:`RETRY_MOST_SECONDS`.
+RETRY_SECONDS = 0.5
+RETRY_MOST_SECONDS = 30.0
+
+
 @dataclass
 class Subscriptions:
     """One MCP session's subscriptions: the URIs of each store, and a task per store that
-    follows its changes and tells the session of each subscribed memory that changed."""
+    follows its changes and tells the session of each subscribed memory that changed. Both
+    are bounded (:data:`SUBSCRIPTIONS`, :data:`STORES_FOLLOWED`)."""
 
     tasks: anyio.abc.TaskGroup
     notify: Callable[[str], Any] | None = None
@@ -163,8 +200,21 @@ class Subscriptions:
     def add(self, store_id: str, uri: str, notify: Callable[[str], Any],
             source: ChangeSource) -> None:
         """Subscribe to ``uri``: ``notify(uri)`` when it changes, the changes of its store
-        followed from ``source`` (asked once per store, at its first subscription: the
-        reach of that request's credential)."""
+        followed from ``source`` (asked at the store's first subscription, and again if
+        following it failed: the reach of that request's credential).
+
+        :raises InvalidRequest: the session has as many subscriptions, or follows as many
+            stores, as it may."""
+        mine = self.uris.get(store_id, set())
+        if uri not in mine:
+            if sum(len(u) for u in self.uris.values()) >= SUBSCRIPTIONS:
+                raise errors.InvalidRequest(
+                    f"at most {SUBSCRIPTIONS} subscriptions at once: unsubscribe from some "
+                    "first")
+            if not mine and len(self.uris) >= STORES_FOLLOWED:
+                raise errors.InvalidRequest(
+                    f"subscriptions in at most {STORES_FOLLOWED} stores at once: unsubscribe "
+                    "from another store's memories first")
         self.notify = notify
         self.uris.setdefault(store_id, set()).add(uri)
         if store_id not in self._scopes:
@@ -183,20 +233,44 @@ class Subscriptions:
 
     async def _follow(self, store_id: str, scope: anyio.CancelScope,
                       source: ChangeSource) -> None:
-        with scope:
-            changes = source(store_id)
-            try:
-                async for c in changes:
-                    await self._tell(store_id, c)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass  # the session's transport closed: its run ends
-            except errors.MemfsError as e:
-                log.warning("stopped following the changes of %s: %s", store_id, e.message)
-            except Exception:  # a bug: said, and the session goes on without updates
-                log.exception("stopped following the changes of %s", store_id)
-            finally:
-                with contextlib.suppress(Exception):
-                    await changes.aclose()  # type: ignore[attr-defined]
+        """Follow a store's changes until no subscription needs them: a source that fails
+        (a MemfsError) is asked again after a pause, and every subscription of the store is
+        told first (what changed while it could not follow is not known); one that ends, or
+        a bug, ends the following, and the next subscription to the store starts it again."""
+        wait = RETRY_SECONDS
+        try:
+            with scope:
+                resumed = False
+                while await self._follow_once(store_id, source, resumed):
+                    await anyio.sleep(wait)
+                    wait = min(wait * 2, RETRY_MOST_SECONDS)
+                    resumed = True
+        finally:
+            if self._scopes.get(store_id) is scope:
+                del self._scopes[store_id]
+
+    async def _follow_once(self, store_id: str, source: ChangeSource, resumed: bool) -> bool:
+        """Follow ``source`` once (``resumed``: after a failure): whether to ask it again."""
+        changes = source(store_id)
+        try:
+            if resumed:
+                await self._tell(store_id, Change(0, store_id, "store", None, None, None))
+            async for c in changes:
+                await self._tell(store_id, c)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the session's transport closed: its run ends
+        except errors.NotFound as e:  # the store is gone, or out of the reach now
+            log.info("stopped following the changes of %s: %s", store_id, e.message)
+        except errors.MemfsError as e:
+            log.warning("could not follow the changes of %s (trying again): %s", store_id,
+                        e.message)
+            return True
+        except Exception:  # a bug: said, and the session goes on without updates
+            log.exception("stopped following the changes of %s", store_id)
+        finally:
+            with contextlib.suppress(Exception):
+                await changes.aclose()  # type: ignore[attr-defined]
+        return False
 
     async def _tell(self, store_id: str, c: Change) -> None:
         subscribed = self.uris.get(store_id, set())

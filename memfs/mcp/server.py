@@ -33,7 +33,7 @@ from . import resources
 from .instructions import instructions, without_stores
 from .reach import Reach
 from .resources import Subscriptions
-from .tooling import ToolSpec, error_text, failure, run_tool
+from .tooling import ToolSpec, error_text, failure, run_tool, safe_text
 from .tools import TOOLS
 
 T = TypeVar("T")
@@ -93,6 +93,16 @@ class MemfsServer(Server[Any, Any]):
                 _SUBSCRIPTIONS.reset(token)
                 tasks.cancel_scope.cancel()
 
+    async def _get_cached_tool_definition(self, tool_name: str) -> types.Tool | None:
+        """The SDK's look-up of a tool before each call (it lists the tools on a miss, only
+        to validate what memfs validates itself): a reach that cannot list them (a revoked
+        key, a store that cannot answer) leaves the call to say why, as a result."""
+        try:
+            return await super()._get_cached_tool_definition(tool_name)
+        except Exception as e:
+            log.info("could not list the tools before a call of %s: %s", tool_name[:100], e)
+            return None
+
     async def instructions_now(self) -> str:
         """The instructions of the reach (:mod:`memfs.mcp.instructions`); a reach that
         cannot be asked outside a request (HTTP) or a store that cannot answer gets the
@@ -143,13 +153,17 @@ def create_server(reach: Reach | Callable[[], Reach]) -> MemfsServer:
 
     @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        r = server.reach_of()
-        spec = next((s for s in TOOLS if s.name == name), None)
-        if spec is None or (r.tools is not None and name not in r.tools):
-            names = [s.name for s in TOOLS if r.tools is None or s.name in r.tools]
-            return _error("invalid_request_error",
-                          f"unknown tool {name[:100]!r}: the tools are {', '.join(names)}")
-        is_error, text, data = await r.run(run_tool(r, spec, arguments))
+        try:
+            r = server.reach_of()
+            spec = next((s for s in TOOLS if s.name == name), None)
+            if spec is None or (r.tools is not None and name not in r.tools):
+                names = [s.name for s in TOOLS if r.tools is None or s.name in r.tools]
+                return _error("invalid_request_error", f"unknown tool {safe_text(name[:100])!r}: "
+                              f"the tools are {', '.join(names)}")
+            is_error, text, data = await r.run(run_tool(r, spec, arguments))
+        except Exception as e:  # no reach (a revoked key), or a bug: a result all the same
+            err = failure(e)
+            return _error(err["type"], err["message"])
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structuredContent=data, isError=is_error)
 
@@ -171,25 +185,25 @@ def create_server(reach: Reach | Callable[[], Reach]) -> MemfsServer:
     @server.subscribe_resource()  # type: ignore[no-untyped-call, untyped-decorator]
     async def subscribe(uri: AnyUrl) -> None:
         r = server.reach_of()
-        store_id, path = await _answer(_seen(r, uri))
         session = server.request_context.session
 
         async def notify(changed: str) -> None:
             await session.send_resource_updated(AnyUrl(changed))
 
-        _SUBSCRIPTIONS.get().add(store_id, resources.uri_of(store_id, path), notify,
-                                 r.changes or resources.poll_feed(r))
+        async def add() -> None:
+            store_id, path = await _seen(r, uri)
+            _SUBSCRIPTIONS.get().add(store_id, resources.uri_of(store_id, path), notify,
+                                     r.changes or resources.poll_feed(r))
+
+        await _answer(add())
 
     @server.unsubscribe_resource()  # type: ignore[no-untyped-call, untyped-decorator]
     async def unsubscribe(uri: AnyUrl) -> None:
-        store_id, path = await _answer(_parsed(uri))
+        # resolved as subscribe resolved it: a store's name is its id here too
+        store_id, path = await _answer(_seen(server.reach_of(), uri))
         _SUBSCRIPTIONS.get().remove(store_id, resources.uri_of(store_id, path))
 
     return server
-
-
-async def _parsed(uri: AnyUrl) -> tuple[str, str]:
-    return resources.parse(uri)
 
 
 async def _seen(reach: Reach, uri: AnyUrl) -> tuple[str, str]:

@@ -11,6 +11,7 @@ and words what the store answers, with how to go on.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -28,6 +29,11 @@ log = logging.getLogger(__name__)
 #: An argument's string longer than this is cut in the call's event (the version keeps a
 #: write's content; the event says what was asked).
 EVENT_ARGUMENT_CHARS = 4000
+#: The arguments an event keeps are at most this many characters of JSON (past it, each
+#: argument is only named, with its size).
+EVENT_INPUT_CHARS = 16_000
+#: Lists and objects in an argument are kept this deep in its event.
+EVENT_DEPTH = 4
 #: An error message is cut past this (a schema error may quote a huge argument).
 MESSAGE_CHARS = 500
 
@@ -70,8 +76,10 @@ class Act:
         """The call's event pair with ``text`` as its result (None without a session)."""
         if self.reach.session is None:
             return None
-        return event_pair(event_input(self.args), self.operation or self.tool, self.file_path,
-                          text, is_error=is_error, new_path=self.new_path, name=self.tool)
+        return event_pair(event_input(self.args), self.operation or self.tool,
+                          safe_text(self.file_path), text, is_error=is_error,
+                          new_path=None if self.new_path is None else safe_text(self.new_path),
+                          name=self.tool)
 
     def events_for(self, text: str) -> list[dict[str, Any]] | None:
         """The pair of a write that records it in its own transaction (``events=``): the
@@ -135,7 +143,7 @@ def schema_error(spec: ToolSpec, args: Any) -> errors.InvalidRequest | None:
         return errors.InvalidRequest("the arguments must be an object")
     found = sorted(spec.validator.iter_errors(args), key=lambda e: list(e.path))
     if not found:
-        return None
+        return _surrogate_error(args)
     e = found[0]
     where = ".".join(str(p) for p in e.path)
     if e.validator == "additionalProperties":
@@ -156,9 +164,34 @@ def schema_error(spec: ToolSpec, args: Any) -> errors.InvalidRequest | None:
         return errors.InvalidRequest(
             f"{where} must be {'at least' if e.validator == 'minimum' else 'at most'} "
             f"{e.validator_value}")
+    if e.validator in ("anyOf", "oneOf") and "description" in rule:
+        return errors.InvalidRequest(f"{where} must be {rule['description']}")
     if e.validator in ("maxLength", "minLength", "pattern", "maxItems"):
         return errors.InvalidRequest(f"{where}: {_rule_words(e.validator, e.validator_value)}")
     return errors.InvalidRequest(f"{where or 'arguments'}: {cut(e.message, 200)}")
+
+
+def _surrogate_error(value: Any, where: str = "") -> errors.InvalidRequest | None:
+    """A string argument no store can keep (a lone surrogate, which a JSON parser lets
+    through as ``"\\ud800"``), named: checked once here, not by each store call."""
+    if isinstance(value, str):
+        if safe_text(value) != value:
+            return errors.InvalidRequest(
+                f"{where}: is not valid UTF-8 text (it holds a lone surrogate)")
+        return None
+    items = (value.items() if isinstance(value, dict) else
+             enumerate(value) if isinstance(value, list) else ())
+    for k, v in items:
+        inner = f"{where}.{k}" if where else str(k)
+        problem = _surrogate_error(v, inner)
+        if problem is not None:
+            return problem
+    return None
+
+
+def safe_text(text: str) -> str:
+    """``text`` as valid UTF-8 text: a lone surrogate as its escape (``\\ud800``)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _rule_words(rule: str, value: Any) -> str:
@@ -173,14 +206,31 @@ def cut(text: str, most: int = MESSAGE_CHARS) -> str:
 
 
 def event_input(args: dict[str, Any]) -> dict[str, Any]:
-    """The arguments as the call's event keeps them: long strings cut."""
-    def small(v: Any) -> Any:
-        if isinstance(v, str) and len(v) > EVENT_ARGUMENT_CHARS:
-            return v[:EVENT_ARGUMENT_CHARS] + f"[... {len(v) - EVENT_ARGUMENT_CHARS} more]"
+    """The arguments as the call's event keeps them, whatever the model sent: valid text
+    (:func:`safe_text`), long strings cut, lists and objects cut in length and depth, and
+    at most :data:`EVENT_INPUT_CHARS` of JSON in all (past it, each argument only named with
+    its size: the event says what was asked, not all of it)."""
+    def small(v: Any, depth: int) -> Any:
+        if isinstance(v, str):
+            v = safe_text(v)
+            if len(v) > EVENT_ARGUMENT_CHARS:
+                return v[:EVENT_ARGUMENT_CHARS] + f"[... {len(v) - EVENT_ARGUMENT_CHARS} more]"
+            return v
+        if isinstance(v, (list, dict)) and depth >= EVENT_DEPTH:
+            return f"[... {type(v).__name__} nested too deep, cut]"
         if isinstance(v, list):
-            return [small(x) for x in v[:100]]
+            return [small(x, depth + 1) for x in v[:100]]
+        if isinstance(v, dict):
+            return {safe_text(str(k))[:100]: small(x, depth + 1)
+                    for k, x in list(v.items())[:50]}
         return v
-    return {str(k)[:100]: small(v) for k, v in list(args.items())[:50]}
+    kept: dict[str, Any] = small(args, 0)
+    size = len(json.dumps(kept))
+    if size <= EVENT_INPUT_CHARS:
+        return kept
+    return {k: (v if isinstance(v, (bool, int, float)) or v is None else
+                f"[... {len(json.dumps(v))} characters of JSON, cut]")
+            for k, v in kept.items()}
 
 
 # -- failures -----------------------------------------------------------------------------------
@@ -192,7 +242,7 @@ _HINTS: list[tuple[type[errors.MemfsError], str]] = [
     (errors.LimitExceeded, "delete memories that are no longer needed (memory_delete), or "
                            "write to another store"),
     (errors.ContentTooLarge, "split it into several memories"),
-    (errors.InvalidCursor, "start again without page"),
+    (errors.InvalidCursor, "start again without it"),
     (errors.Busy, "try again in a moment"),
     (errors.StorageError, "the store cannot answer now; try again later"),
 ]

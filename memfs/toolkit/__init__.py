@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,8 @@ import anyio.to_thread
 
 from .. import errors
 from ..rules import format_time, new_id
+
+log = logging.getLogger(__name__)
 
 #: What a driven generator returns.
 T = TypeVar("T")
@@ -49,7 +52,8 @@ class Call:
 
 def drive(store: Any, op: Generator[Call, Any, T]) -> T:
     """Run ``op`` on a sync store (:class:`memfs.store.Store`, :class:`memfs.client.Client`):
-    each call made in turn, its result sent in, its MemfsError thrown in.
+    each call made in turn, its result sent in, its failure thrown in (as a MemfsError:
+    :func:`unexpected`).
 
     :raises MemfsError: one the generator did not catch."""
     try:
@@ -57,13 +61,24 @@ def drive(store: Any, op: Generator[Call, Any, T]) -> T:
         while True:
             try:
                 result = call.method_of(store)(*call.args, **call.kwargs)
-            except errors.MemfsError as e:
-                call = op.throw(e)
+            except Exception as e:
+                call = op.throw(unexpected(call, e))
             else:
                 call = op.send(result)
     except StopIteration as stop:
         returned: T = stop.value  # what the generator returns
         return returned
+
+
+def unexpected(call: Call, e: Exception) -> errors.MemfsError:
+    """The MemfsError a store call's failure is to a tool: itself, or for anything else (a
+    bug, or input the store's own checks let through, such as a lone surrogate that sqlite
+    cannot encode) a plain :class:`MemfsError` (``api_error``), logged here once with its
+    traceback, whose message keeps the internals back."""
+    if isinstance(e, errors.MemfsError):
+        return e
+    log.error("the store call %s failed", call.name, exc_info=e)
+    return errors.MemfsError(f"internal error in {call.name} (logged by the server)")
 
 
 async def make(store: Any, call: Call) -> Any:
@@ -84,8 +99,8 @@ async def drive_async(store: Any, op: Generator[Call, Any, T]) -> T:
         while True:
             try:
                 result = await make(store, call)
-            except errors.MemfsError as e:
-                call = op.throw(e)
+            except Exception as e:
+                call = op.throw(unexpected(call, e))
             else:
                 call = op.send(result)
     except StopIteration as stop:

@@ -14,6 +14,8 @@ from .. import errors
 
 #: A name made from a memory's text is at most this long (before ``.md``).
 NAME_CHARS = 48
+#: Names tried (``name``, ``name-2``, …) before giving up on a name made from the text.
+NAME_ATTEMPTS = 100
 
 #: What YAML reads as something else than a string, unquoted: a plain scalar must not be one.
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "~", ""}
@@ -111,3 +113,15 @@ def name_of(text: str) -> str:
                 name = name[:NAME_CHARS].rsplit("-", 1)[0] or name[:NAME_CHARS]
             return name
     return "memory"
+
+
+def file_names(name: str | None, text: str) -> list[str]:
+    """The file names to try, in turn, for a typed memory: ``name`` alone when given (taken,
+    it is an error), else one made of ``text`` (:func:`name_of`), then ``NAME-2``, ``NAME-3``,
+    … up to :data:`NAME_ATTEMPTS` names; ``.md`` added to a name without an extension."""
+    stem = name if name is not None else name_of(text)
+    if "." not in stem.rsplit("/", 1)[-1]:
+        stem += ".md"
+    base, dot, ext = stem.rpartition(".")
+    return [stem] + ([] if name is not None else
+                     [f"{base}-{n}{dot}{ext}" for n in range(2, NAME_ATTEMPTS + 1)])

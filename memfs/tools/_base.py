@@ -12,16 +12,15 @@ from anthropic.lib.tools import ToolError
 from .. import errors
 from ..toolkit import Call as Call
 from ..toolkit import event_pair as event_pair
+from ..toolkit.edit import numbered as numbered
+from ..toolkit.edit import split_lines_keeping_cr as split_lines_keeping_cr
 
 #: The directory the model sees; the store's root.
 ROOT = "/memories"
-#: What the SDK's tool refuses to show (and how wide it numbers lines).
+#: What the SDK's tool refuses to show (memfs.toolkit.edit numbers lines as wide).
 MAX_LINES = 999999
-LINE_NUMBER_WIDTH = len(str(MAX_LINES))
 #: The size a directory shows in a listing: what a mount (and ext4) reports.
 DIR_SIZE = 4096
-#: Attempts of a ``str_replace`` that keeps meeting concurrent changes.
-STR_REPLACE_ATTEMPTS = 5
 
 
 # --------------------------------------------------------------------------------------------
@@ -36,19 +35,6 @@ def format_file_size(size: int) -> str:
     i = min((size.bit_length() - 1) // 10, len(units) - 1)
     value = size / (1024**i)
     return f"{int(value)}{units[i]}" if value == int(value) else f"{value:.1f}{units[i]}"
-
-
-def numbered(lines: list[str], start: int) -> str:
-    return "\n".join(
-        f"{str(i + start).rjust(LINE_NUMBER_WIDTH)}\t{line}" for i, line in enumerate(lines)
-    )
-
-
-def split_lines_keeping_cr(content: str) -> list[str]:
-    lines = content.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,11 +24,11 @@ from .. import errors
 from ..models import Actor, Memory
 from ..rules import local_user_actor
 from ..toolkit import make
+from ..toolkit.edit import EDIT_ATTEMPTS, occurrence_lines
 from ._base import (
     DIR_SIZE,
     MAX_LINES,
     ROOT,
-    STR_REPLACE_ATTEMPTS,
     Call,
     Op,
     command_input,
@@ -230,7 +230,7 @@ class _Commands:
         store_id = self.store_id
         assert store_id is not None
         actor = yield from self._actor(store_id)
-        for _ in range(STR_REPLACE_ATTEMPTS):
+        for _ in range(EDIT_ATTEMPTS):
             memory = yield from self._tagged_read(store_id, path, shown, "write")
             content = memory.content or ""
             count = content.count(old)
@@ -239,14 +239,7 @@ class _Commands:
                     f"No replacement was performed, old_str `{old}` did not appear verbatim "
                     f"in {shown}."), "write", shown)
             if count > 1:
-                matching: list[int] = []
-                start = 0
-                while True:
-                    pos = content.find(old, start)
-                    if pos == -1:
-                        break
-                    matching.append(content[:pos].count("\n") + 1)
-                    start = pos + 1
+                matching = occurrence_lines(content, old)
                 raise tagged(ToolError(
                     f"No replacement was performed. Multiple occurrences of old_str `{old}` in "
                     f"lines: {', '.join(map(str, matching))}. Please ensure it is unique"),

@@ -22,14 +22,12 @@ from anthropic.lib.tools import ToolError
 from .. import errors
 from ..models import Actor
 from ..toolkit import typed
+from ..toolkit.typed import file_names
 from ..toolkit.typed import front_matter as front_matter
-from ..toolkit.typed import name_of
 from ._base import ROOT, Call, failure, memory_path, tool_path
 
 #: The memory path of the computed description (``/memories/.describe``).
 DESCRIBE_PATH = "/.describe"
-#: Names tried (``name``, ``name-2``, …) before giving up on a name made from the text.
-NAME_ATTEMPTS = 100
 
 
 def describe(store_id: str) -> Generator[Call, Any, dict[str, Any]]:
@@ -59,12 +57,9 @@ def add(store_id: str, directory: str, name: str | None, text: str, content: str
     ``NAME``, then ``NAME-2``, … if taken); a name given that is taken is an error.
 
     :returns: the memory's tool path. :raises ToolError:"""
-    stem = name if name is not None else name_of(text)
-    if "." not in stem.rsplit("/", 1)[-1]:
-        stem += ".md"
-    base, dot, ext = stem.rpartition(".")
-    for n in range(1, NAME_ATTEMPTS + 1 if name is None else 2):
-        shown = ROOT + directory + (stem if n == 1 else f"{base}-{n}{dot}{ext}")
+    names = file_names(name, text)
+    for file_name in names:
+        shown = ROOT + directory + file_name
         path = memory_path(shown)
         try:
             yield Call("memories.create", (store_id, path, content), {"actor": actor})
@@ -77,4 +72,4 @@ def add(store_id: str, directory: str, name: str | None, text: str, content: str
         except errors.MemfsError as e:
             raise failure(e, shown, f"Creating {shown}") from None
         return shown
-    raise ToolError(f"File {ROOT + directory + stem} already exists")
+    raise ToolError(f"File {ROOT + directory + names[0]} already exists")

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memfs.mcp import Reach
+from memfs.mcp.files import MOST_ITEMS
+from memfs.mcp.recall import SEARCH_STORES
 from memfs.rules import format_time
 from memfs.store import Store
 from tests.support.mcp import call, connected, failed, ok, text_of
@@ -55,6 +57,25 @@ async def test_a_read_of_the_past(store: Store) -> None:
         history = ok(await call(client, "memory_history", store=ms, session=session))
         assert [(v["operation"], v["path"]) for v in history["versions"]] == [
             ("modified", "/a.md")]
+
+
+async def test_a_read_at_a_version_is_of_that_memory_only(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    a = store.memories.create(ms, "/a.md", "mine\n", actor=None)
+    other = store.memories.create(ms, "/other.md", "not yours\n", actor=None)
+    async with connected(Reach(store)) as client:
+        message = failed(await call(client, "memory_read", store=ms, path="/a.md",
+                                    at=other.memory_version_id), "not_found_error")
+        assert "/other.md" in message and "not yours" not in message
+        ok(await call(client, "memory_move", store=ms, path="/a.md", new_path="/moved.md"))
+        # a version from before a rename is still of the memory now at the new path
+        r = ok(await call(client, "memory_read", store=ms, path="/moved.md",
+                          at=a.memory_version_id))
+        assert r["content"] == "mine"
+        # and of its old path, as it was then
+        r = ok(await call(client, "memory_read", store=ms, path="/a.md",
+                          at=a.memory_version_id))
+        assert r["content"] == "mine"
 
 
 async def test_edits(store: Store) -> None:
@@ -139,6 +160,54 @@ async def test_a_directory_is_deleted_in_one_transaction_with_its_event_pair(
     store.undo.revert(session, actor=None)
     assert sorted(m.path for m in store.memories.tree(ms)) == [
         "/d/sub/y.md", "/d/x.md", "/keep.md"]
+
+
+async def test_the_recorded_result_is_what_the_model_saw(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    for p in ("/a.md", "/d/x.md", "/d/y.md", "/e/z.md"):
+        store.memories.create(ms, p, p, actor=None)
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}]).id
+    saw: list[str] = []
+    async with connected(Reach(store, session_id=session)) as client:
+        for name, args in [
+                ("memory_write", {"store": ms, "path": "/a.md", "content": "new",
+                                  "overwrite": True}),
+                ("memory_write", {"store": ms, "path": "/b.md", "content": "b"}),
+                ("memory_move", {"store": ms, "path": "/b.md", "new_path": "/c.md"}),
+                ("memory_move", {"store": ms, "path": "/e", "new_path": "/f"}),
+                ("memory_delete", {"store": ms, "path": "/c.md"}),
+                ("memory_delete", {"store": ms, "path": "/d", "recursive": True})]:
+            result = await client.call_tool(name, args)
+            ok(result)
+            saw.append(text_of(result))
+    recorded = [e.body["content"][0]["text"] for e in store.events.list(session, limit=100).data
+                if e.type == "agent.tool_result"]
+    assert recorded == saw
+    assert "sha256" in saw[0]
+
+
+async def test_a_directory_operation_names_a_bounded_list_of_paths(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    n = MOST_ITEMS + 20
+    for i in range(n):
+        store.memories.create(ms, f"/d/{i:03}.md", "x", actor=None)
+    async with connected(Reach(store)) as client:
+        moved = ok(await call(client, "memory_move", store=ms, path="/d", new_path="/e"))
+        assert moved["count"] == n and len(moved["moved"]) == MOST_ITEMS
+        gone = ok(await call(client, "memory_delete", store=ms, path="/e", recursive=True))
+        assert gone["count"] == n and len(gone["deleted"]) == MOST_ITEMS
+        assert gone["deleted"][0] == "/e/000.md"
+
+
+async def test_a_search_of_every_store_is_bounded_and_says_so(store: Store) -> None:
+    ids = [store.stores.create(name=f"s{i:02}").id for i in range(SEARCH_STORES + 2)]
+    for sid in ids:
+        store.memories.create(sid, "/deploy.md", "the deploy runbook\n", actor=None)
+    async with connected(Reach(store)) as client:
+        found = ok(await call(client, "memory_search", query="deploy runbook",
+                              channels=["words"], limit=100))
+    assert len({h["store"] for h in found["hits"]}) == SEARCH_STORES
+    assert any(f"{SEARCH_STORES} of" in n and "store" in n for n in found["notes"])
 
 
 async def test_search_over_every_store_and_the_session(store: Store) -> None:

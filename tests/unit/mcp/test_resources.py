@@ -13,14 +13,36 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import AnyUrl
 
+from memfs import errors
 from memfs.mcp import Reach, create_server
-from memfs.mcp.resources import PAGE_ITEMS
+from memfs.mcp.resources import PAGE_ITEMS, STORES_FOLLOWED, SUBSCRIPTIONS
 from memfs.models import Change
 from memfs.store import Store
 from tests.support.mcp import connected
 
 #: Long enough for a change to come through under load; a pass takes a fraction of it.
 DEADLINE_SECONDS = 30
+
+
+class _Heard:
+    """The resources/updated notifications a client got, and a wait for the next one."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.root.params.uri))
+            self.event.set()
+
+    async def next(self) -> str:
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await self.event.wait()
+        self.event = anyio.Event()
+        return self.uris[-1]
+
 
 
 async def test_every_memory_is_a_resource_listed_in_pages_and_read(store: Store) -> None:
@@ -54,6 +76,32 @@ async def test_every_memory_is_a_resource_listed_in_pages_and_read(store: Store)
         assert read.contents[0].mimeType == "text/plain"
 
 
+async def test_resource_pages_hold_while_stores_come_and_go(store: Store) -> None:
+    ids = sorted(store.stores.create(name=f"s{i}").id for i in range(4))
+    per_store = PAGE_ITEMS * 2 // 5  # the first page ends inside the third store
+    for sid in ids:
+        for j in range(per_store):
+            store.memories.create(sid, f"/m{j:03}.md", "x", actor=None)
+    async with connected(Reach(store)) as client:
+        first = await client.list_resources()
+        assert first.nextCursor is not None
+        # meanwhile a store is made, and the one the page ended in is deleted
+        new = store.stores.create(name="new").id
+        store.memories.create(new, "/n.md", "x", actor=None)
+        store.stores.delete(ids[2])
+        seen = list(first.resources)
+        cursor: str | None = first.nextCursor
+        while cursor is not None:
+            page = await client.list_resources(cursor)
+            seen += page.resources
+            cursor = page.nextCursor
+    uris = [str(r.uri) for r in seen]
+    assert len(uris) == len(set(uris))
+    for sid in (ids[0], ids[1], ids[3]):
+        assert {f"memfs://{sid}/m{j:03}.md" for j in range(per_store)} <= set(uris), sid
+    assert f"memfs://{new}/n.md" in uris
+
+
 async def test_a_resource_outside_the_reach_is_not_found(store: Store) -> None:
     mine = store.stores.create(name="mine").id
     other = store.stores.create(name="other").id
@@ -74,16 +122,8 @@ async def test_a_subscriber_hears_of_a_change_made_elsewhere(store: Store) -> No
     ms = store.stores.create(name="notes").id
     m = store.memories.create(ms, "/a.md", "one", actor=None)
     store.memories.create(ms, "/b.md", "other", actor=None)
-    updated: list[str] = []
-    heard = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ResourceUpdatedNotification):
-            updated.append(str(message.root.params.uri))
-            heard.set()
-
-    async with connected(Reach(store), message_handler=on_message) as client:
+    heard = _Heard()
+    async with connected(Reach(store), message_handler=heard) as client:
         caps = (await client.initialize()).capabilities
         assert caps.resources is not None and caps.resources.subscribe
         await client.subscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
@@ -91,14 +131,10 @@ async def test_a_subscriber_hears_of_a_change_made_elsewhere(store: Store) -> No
         store.memories.update(ms, store.memories.get_by_path(ms, "/b.md").id, content="x",
                               actor=None)  # not subscribed to
         store.memories.update(ms, m.id, content="two", actor=None)  # another writer
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await heard.wait()
-        assert updated == [f"memfs://{ms}/a.md"]
-        heard = anyio.Event()
+        assert await heard.next() == f"memfs://{ms}/a.md"
+        assert heard.uris == [f"memfs://{ms}/a.md"]
         store.memories.create(ms, "/new.md", "born", actor=None)
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await heard.wait()
-        assert updated[-1] == f"memfs://{ms}/new.md"
+        assert await heard.next() == f"memfs://{ms}/new.md"
         await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
         await client.unsubscribe_resource(AnyUrl(f"memfs://{ms}/new.md"))
 
@@ -116,25 +152,16 @@ async def test_another_change_source_plugs_in(store: Store) -> None:
             async for c in receive:
                 yield c
 
-    updated: list[str] = []
-    heard = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ResourceUpdatedNotification):
-            updated.append(str(message.root.params.uri))
-            heard.set()
-
+    heard = _Heard()
     async with send, connected(Reach(store, changes=changes),
-                               message_handler=on_message) as client:
+                               message_handler=heard) as client:
         await client.subscribe_resource(AnyUrl(f"memfs://{ms}/x%20y.md"))
         await client.subscribe_resource(AnyUrl(f"memfs://{ms}/other.md"))
         assert asked == [ms]  # one source per store
         await send.send(Change(7, ms, "history", "mem_1", "/x y.md", None))
         await send.send(Change(8, ms, "put", "mem_1", "/elsewhere.md", "/x y.md"))
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await heard.wait()
-        assert updated == [f"memfs://{ms}/x%20y.md"]  # a rename away from it
+        assert await heard.next() == f"memfs://{ms}/x%20y.md"  # a rename away from it
+        assert heard.uris == [f"memfs://{ms}/x%20y.md"]
 
 
 async def test_instructions_name_a_sessions_stores_for_tools(store: Store) -> None:
@@ -171,3 +198,75 @@ async def test_instructions_when_the_reach_cannot_be_asked_yet(store: Store) -> 
     assert text is not None and text.startswith(
         "# Memory\n\nYour memory stores are listed by memory_list_stores.")
     assert "memory_search" in text
+
+
+async def test_a_subscription_follows_again_after_its_source_failed(store: Store) -> None:
+    """A follower asks its source again after a failure, and tells every subscription of the
+    store first: what changed while it could not follow is not known."""
+    ms = store.stores.create(name="notes").id
+    send, receive = anyio.create_memory_object_stream[Change](10)
+    asked: list[str] = []
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        asked.append(store_id)
+        if len(asked) == 1:  # a store that cannot answer for a moment
+            raise errors.Busy("database is locked")
+        async for c in receive:
+            yield c
+
+    heard = _Heard()
+    async with send, receive, connected(Reach(store, changes=changes),
+                                        message_handler=heard) as client:
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/a.md"))
+        assert await heard.next() == f"memfs://{ms}/a.md"  # may have changed meanwhile
+        await send.send(Change(1, ms, "put", "mem_1", "/a.md", None))
+        assert await heard.next() == f"memfs://{ms}/a.md"
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/b.md"))
+        await send.send(Change(2, ms, "put", "mem_2", "/b.md", None))
+        assert await heard.next() == f"memfs://{ms}/b.md"
+        assert heard.uris == [f"memfs://{ms}/a.md"] * 2 + [f"memfs://{ms}/b.md"]
+    assert asked == [ms, ms]
+
+
+async def test_a_subscription_made_with_the_store_name_is_ended_with_it(store: Store) -> None:
+    ms = store.stores.create(name="notes").id
+    send, receive = anyio.create_memory_object_stream[Change](10)
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        async for c in receive:
+            yield c
+
+    heard = _Heard()
+    async with send, receive, connected(Reach(store, changes=changes),
+                                        message_handler=heard) as client:
+        await client.subscribe_resource(AnyUrl("memfs://notes/a.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ms}/b.md"))
+        await client.unsubscribe_resource(AnyUrl("memfs://notes/a.md"))
+        await send.send(Change(1, ms, "put", "mem_1", "/a.md", None))
+        await send.send(Change(2, ms, "put", "mem_2", "/b.md", None))
+        assert await heard.next() == f"memfs://{ms}/b.md"
+        assert heard.uris == [f"memfs://{ms}/b.md"]
+
+
+async def test_subscriptions_are_bounded(store: Store) -> None:
+    ids = [store.stores.create(name=f"s{i}").id for i in range(STORES_FOLLOWED + 1)]
+
+    async def changes(store_id: str) -> AsyncIterator[Change]:
+        await anyio.sleep_forever()
+        yield Change(0, store_id, "store", None, None, None)  # never
+
+    async with connected(Reach(store, changes=changes)) as client:
+        for sid in ids[:-1]:
+            await client.subscribe_resource(AnyUrl(f"memfs://{sid}/a.md"))
+        with pytest.raises(McpError) as raised:
+            await client.subscribe_resource(AnyUrl(f"memfs://{ids[-1]}/a.md"))
+        assert raised.value.error.message.startswith("invalid_request_error: ")
+        assert "unsubscribe" in raised.value.error.message
+        for i in range(SUBSCRIPTIONS - len(ids) + 1):
+            await client.subscribe_resource(AnyUrl(f"memfs://{ids[0]}/m{i}.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ids[0]}/m0.md"))  # again: no more
+        with pytest.raises(McpError) as raised:
+            await client.subscribe_resource(AnyUrl(f"memfs://{ids[0]}/one-more.md"))
+        assert raised.value.error.message.startswith("invalid_request_error: ")
+        await client.unsubscribe_resource(AnyUrl(f"memfs://{ids[1]}/a.md"))
+        await client.subscribe_resource(AnyUrl(f"memfs://{ids[-1]}/a.md"))  # room again
