@@ -40,6 +40,25 @@ def when(ts: str | None) -> str:
     return ts[:19].replace("T", " ") if ts else "-"
 
 
+#: The options a session's attachments take beside ``--store`` (``memfs run``, ``memfs mcp``).
+instructions_option = click.option(
+    "--instructions",
+    "instructions",
+    multiple=True,
+    metavar="REF=TEXT",
+    help="Instructions for the agent on the attached store REF (id or name; at most 4,096 "
+    "characters).",
+)
+spec_option = click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A session spec file (YAML or JSON: resources, title, metadata) instead of --store "
+    "and --instructions.",
+)
+
+
 def kv_pairs(values: Sequence[str], option: str, form: str = "KEY=VALUE") -> list[tuple[str, str]]:
     """``k=v`` option values as ``(k, v)`` pairs in order; anything else is a usage error that
     names ``form``."""

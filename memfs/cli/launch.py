@@ -11,7 +11,7 @@ import click
 
 from ..daemons import logs
 from .base import Context, cli, fail, pass_ctx
-from .common import kv_pairs
+from .common import instructions_option, kv_pairs, spec_option
 from .sessions import load_spec
 
 
@@ -26,22 +26,8 @@ from .sessions import load_spec
     "':workflow': it holds the memories of this piece of work, not those for every task "
     "(':general', the default); the prompt says which is which.",
 )
-@click.option(
-    "--instructions",
-    "instructions",
-    multiple=True,
-    metavar="REF=TEXT",
-    help="Instructions for the agent on the attached store REF (id or name; at most 4,096 "
-    "characters).",
-)
-@click.option(
-    "--spec",
-    "spec_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="A session spec file (YAML or JSON: resources, title, metadata) instead of --store "
-    "and --instructions.",
-)
+@instructions_option
+@spec_option
 @click.option(
     "--root",
     type=click.Path(file_okay=False),

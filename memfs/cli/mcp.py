@@ -30,6 +30,7 @@ import click
 from ..daemons import logs
 from ..store.common import SESSION_TOKEN_PREFIX
 from .base import Context, cli, fail, pass_ctx
+from .common import instructions_option, spec_option
 from .shared import MemfsCommand
 
 if TYPE_CHECKING:
@@ -63,21 +64,8 @@ class _OneLine(MemfsCommand):
     "':read_only', as memfs run takes it. Up to 8. Without --store or --spec: every store the "
     "local user (or the key of --url) may see, and no session.",
 )
-@click.option(
-    "--instructions",
-    "instructions",
-    multiple=True,
-    metavar="REF=TEXT",
-    help="Instructions for the agent on the attached store REF (id or name).",
-)
-@click.option(
-    "--spec",
-    "spec_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="A session spec file (YAML or JSON: resources, title, metadata) instead of --store "
-    "and --instructions.",
-)
+@instructions_option
+@spec_option
 @click.option(
     "--tools",
     "tools",

@@ -112,17 +112,23 @@ def _note(r: SessionResource, at: str | None = None) -> list[str]:
     if at is not None:
         access = (f"read_only: a snapshot of this store as it was at {at}, which never "
                   "changes (any write is rejected with a read-only file system error)")
-    lines = [
-        f"## {r.name or r.memory_store_id}",
-        "",
-        f"- Mount path: {r.mount_path}",
-        f"- Access: {access}",
-        f"- Scope: {SCOPE_NOTES.get(r.memfs_scope, r.memfs_scope)}",
-    ]
-    if r.description:
-        lines.append(f"- Description: {_indent(r.description)}")
-    if r.instructions:
-        lines.append(f"- Instructions: {_indent(r.instructions)}")
+    return store_note(r.name or r.memory_store_id, [("Mount path", r.mount_path),
+                                                    ("Access", access)],
+                      r.memfs_scope, r.description, r.instructions)
+
+
+def store_note(title: str, facts: list[tuple[str, str]], scope: str, description: str | None,
+               instructions: str | None) -> list[str]:
+    """The lines of one store's note: its title, how it is reached (``facts``: a mount's path
+    or a store id, and its access, as the reader reaches it), its scope, its description and
+    the people's instructions (each multi-line value kept inside its list item). The mount's
+    prompt and the MCP server's instructions (:mod:`memfs.mcp.instructions`) share it."""
+    lines = [f"## {title}", "", *(f"- {k}: {v}" for k, v in facts),
+             f"- Scope: {SCOPE_NOTES.get(scope, scope)}"]
+    if description:
+        lines.append(f"- Description: {_indent(description)}")
+    if instructions:
+        lines.append(f"- Instructions: {_indent(instructions)}")
     return lines
 
 

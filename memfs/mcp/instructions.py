@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from ..launcher.prompt import SCOPE_NOTES, TYPES_LINE
+from ..launcher.prompt import TYPES_LINE, store_note
 from ..toolkit import Call
 from .reach import READ_WRITE, Reach, StoreView
 
@@ -69,20 +69,9 @@ def without_stores() -> str:
 
 
 def _note(s: StoreView) -> list[str]:
-    lines = [f"## {s.name or s.id}", "",
-             f"- Store: {s.id}",
-             f"- Access: {ACCESS_NOTES.get(s.access, s.access)}",
-             f"- Scope: {SCOPE_NOTES.get(s.scope, s.scope)}"]
-    if s.description:
-        lines.append(f"- Description: {_indent(s.description)}")
-    if s.instructions:
-        lines.append(f"- Instructions: {_indent(s.instructions)}")
-    return lines
-
-
-def _indent(text: str) -> str:
-    """Keep a multi-line value inside its list item."""
-    return "\n  ".join(text.strip().splitlines())
+    return store_note(s.name or s.id, [("Store", s.id),
+                                       ("Access", ACCESS_NOTES.get(s.access, s.access))],
+                      s.scope, s.description, s.instructions)
 
 
 def instructions(reach: Reach) -> Generator[Call, Any, str]:
