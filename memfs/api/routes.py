@@ -226,7 +226,10 @@ OPS: list[Op] = [
                     "launcher mounts the session's stores under")),
        returns="Session"),
     Op("GET", _SES, list_sessions, "sessions.list",
-       query=(string("memory_store_id"), array("statuses[]", items="string"),
+       query=(string("memory_store_id"),
+              obj("metadata", description="memfs extension: only sessions whose metadata "
+                  "holds every pair given, as metadata[KEY]=VALUE"),
+              array("statuses[]", items="string"),
               boolean("include_archived"), string("order", enum=("asc", "desc")),
               *_times("gt", "gte", "lt", "lte"), *_LIST,
               *(string(n, description="refused: memfs cannot filter by it")

@@ -142,6 +142,7 @@ async def list_sessions(c: Call) -> Any:
     page = await c.run(
         c.store.sessions.list,
         memory_store_id=q.text("memory_store_id"),
+        metadata=q.mapping("metadata"),
         statuses=q.texts("statuses"),
         include_archived=q.flag("include_archived", False),
         order=q.text("order") or "desc",

@@ -37,6 +37,8 @@ _STATUSES = ["rescheduling", "running", "idle", "terminated"]
               help="Only sessions that attached this store.")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(_STATUSES),
               help="Only sessions in this status (repeatable).")
+@click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE",
+              help="Only sessions whose metadata holds KEY=VALUE (repeatable: every pair).")
 @click.option("--all", "include_archived", is_flag=True, help="Include archived sessions.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
 @pass_ctx
@@ -44,6 +46,7 @@ def session_list(
     ctx: Context,
     store_ref: str | None,
     statuses: tuple[str, ...],
+    metadata: tuple[str, ...],
     include_archived: bool,
     limit: int | None,
 ) -> None:
@@ -53,7 +56,16 @@ def session_list(
 
     \b
         memfs session list --status terminated --limit 5
+        memfs session list --metadata thread=support-42
     """
+    wanted: dict[str, str] = {}
+    for pair in metadata:
+        key, eq, value = pair.partition("=")
+        if not eq:
+            fail(f"--metadata takes KEY=VALUE, not {pair[:80]!r}", 2)
+        if key in wanted:
+            fail(f"--metadata {key[:64]}= is given twice", 2)
+        wanted[key] = value
     store = ctx.store
     store_id = None if store_ref is None else store.stores.resolve(store_ref).id
     items = pages(
@@ -61,6 +73,7 @@ def session_list(
             memory_store_id=store_id,
             statuses=list(statuses) or None,
             include_archived=include_archived,
+            metadata=wanted or None,
             **kw,
         ),
         limit,

@@ -5,7 +5,7 @@ yields its :class:`Request` s and returns the :mod:`memfs.models` result."""
 from __future__ import annotations
 
 import builtins  # builtins.list: in a part with a method named list, list is that method
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -122,12 +122,18 @@ class SessionOps:
         created_at_lte: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Op[Page[Session]]:
-        d = yield Request("GET", "/v1/sessions", params=query_params(
+        """``metadata``: a memfs extension (``metadata[KEY]=VALUE``), only sessions whose
+        metadata holds every pair."""
+        params = query_params(
             memory_store_id=memory_store_id, statuses=list(statuses) if statuses else None,
             include_archived=include_archived, order=order, created_at_gt=created_at_gt,
             created_at_gte=created_at_gte, created_at_lt=created_at_lt,
-            created_at_lte=created_at_lte, limit=limit, page=page))
+            created_at_lte=created_at_lte, limit=limit, page=page)
+        for key, value in (metadata or {}).items():
+            params[f"metadata[{key}]"] = value  # an empty value too: it is one to match
+        d = yield Request("GET", "/v1/sessions", params=params)
         return to_page(d, to_session)
 
     def update(

@@ -202,3 +202,88 @@ def test_around_another_sessions_event_is_a_404(store: Store, tc: TestClient) ->
     r = tc.get(f"/v1/sessions/{b}/events", params={"memfs_around": theirs},
                headers={"x-api-key": token})
     assert r.status_code == 404, r.text[:500]
+
+
+# -- sessions by metadata (memfs extension: metadata[KEY]=VALUE) -------------------------------
+
+
+def test_sessions_by_metadata_through_the_client(store: Store, transport: Any) -> None:
+    a = store.sessions.create([], metadata={"thread": "t1", "user": "ann"}).id
+    b = store.sessions.create([], metadata={"thread": "t1", "user": ""}).id
+    store.sessions.create([], metadata={"thread": "t2"})
+    odd = store.sessions.create([], metadata={"a]b[": "x&y=z", "é": "日本"}).id
+    with Client("http://memfs", KEY, transport=transport) as c:
+        def ids(**kw: Any) -> list[str]:
+            return [s.id for s in c.sessions.list(order="asc", **kw).data]
+
+        assert ids(metadata={"thread": "t1"}) == [a, b]
+        assert ids(metadata={"thread": "t1", "user": "ann"}) == [a]
+        assert ids(metadata={"user": ""}) == [b]
+        assert ids(metadata={"a]b[": "x&y=z"}) == [odd]
+        assert ids(metadata={"é": "日本"}) == [odd]
+        assert ids(metadata={"thread": "t9"}) == []
+        assert len(ids()) == 4
+        first = c.sessions.list(metadata={"thread": "t1"}, limit=1, order="asc")
+        assert [s.id for s in first.data] == [a] and first.next_page
+        rest = c.sessions.list(metadata={"thread": "t1"}, limit=1, order="asc",
+                               page=first.next_page)
+        assert [s.id for s in rest.data] == [b]
+        # a cursor is its filter's: another metadata filter may not reuse it
+        with pytest.raises(errors.InvalidRequest):
+            c.sessions.list(metadata={"thread": "t2"}, limit=1, order="asc",
+                            page=first.next_page)
+    # the same filter from the SDK's own encoding (extra_query nests as metadata[k]=v)
+    token_scope = store.sessions.create_token(a).token
+    with Client("http://memfs", token_scope, transport=transport) as own:
+        store.sessions.set_status(a, "running")
+        assert [s.id for s in own.sessions.list(metadata={"thread": "t1"}).data] == [a]
+
+
+@pytest.mark.parametrize("query, named", [
+    ("metadata[k]=1&metadata[k]=2", "twice"),
+    ("metadata[]=v", "keys must be 1 to 64"),
+    ("metadata[" + "k" * 65 + "]=v", "keys must be 1 to 64"),
+    ("metadata[k]=" + "v" * 513, "512"),
+    ("&".join(f"metadata[k{i}]=v" for i in range(17)), "16 pairs"),
+    ("metadata[k]=%ED%A0%80", "UTF-8"),
+    ("metadata[%FF]=v", "UTF-8"),
+    ("metadata[k]=%FF", "UTF-8"),
+])
+def test_bad_metadata_filters_are_400s(store: Store, tc: TestClient, query: str,
+                                       named: str) -> None:
+    r = tc.get(f"/v1/sessions?{query}", headers={"x-api-key": KEY})
+    assert r.status_code == 400, r.text[:500]
+    assert named in r.json()["error"]["message"]
+
+
+def test_the_anthropic_sdk_sends_and_lists_the_conversation(store: Store,
+                                                            tc: TestClient) -> None:
+    """The SDK's own calls: events.send of both messages with the session's token, the
+    listing by type, and sessions.list with the metadata filter as extra_query."""
+    import anthropic
+    import httpx2  # the SDK's own HTTP client
+
+    def handler(request: Any) -> Any:
+        r = tc.request(request.method, str(request.url), headers=dict(request.headers),
+                       content=request.content)
+        return httpx2.Response(r.status_code, headers=r.headers, content=r.content)
+
+    sid = store.sessions.create([], metadata={"thread": "t1"}).id
+    store.sessions.create([], metadata={"thread": "t2"})
+    store.sessions.set_status(sid, "running")
+    token = store.sessions.create_token(sid).token
+    with httpx2.Client(transport=httpx2.MockTransport(handler)) as http:
+        own = anthropic.Anthropic(api_key=token, base_url="http://memfs", http_client=http,
+                                  max_retries=0)
+        own.beta.sessions.events.send(sid, events=[
+            {"type": "user.message", "content": [{"type": "text", "text": "tea?"}]},
+            {"type": "agent.message",  # type: ignore[list-item]  # not a client event type
+             "content": [{"type": "text", "text": "black."}]},
+        ])
+        got = own.beta.sessions.events.list(sid, types=["agent.message"])
+        assert [(e.type, e.content[0].text) for e in got.data] == [  # type: ignore[union-attr]
+            ("agent.message", "black.")]
+        admin = anthropic.Anthropic(api_key=KEY, base_url="http://memfs", http_client=http,
+                                    max_retries=0)
+        listed = admin.beta.sessions.list(extra_query={"metadata": {"thread": "t1"}})
+        assert [s.id for s in listed.data] == [sid]

@@ -519,6 +519,20 @@ def test_session_list_and_show(run, ok, js, a_session, store):
     assert_error(run("session", "show", "sesn_nope"), 3, "sesn_nope")
 
 
+def test_session_list_by_metadata(run, js, store):
+    a = store.sessions.create([], metadata={"thread": "t1", "user": "ann"}).id
+    b = store.sessions.create([], metadata={"thread": "t1", "user": "a=b"}).id
+    store.sessions.create([], metadata={"thread": "t2"})
+    assert {s["id"] for s in js("session", "list", "--metadata", "thread=t1")} == {a, b}
+    assert [s["id"] for s in js("session", "list", "--metadata", "thread=t1",
+                                "--metadata", "user=ann")] == [a]
+    assert [s["id"] for s in js("session", "list", "--metadata", "user=a=b")] == [b]
+    assert js("session", "list", "--metadata", "thread=") == []
+    assert_error(run("session", "list", "--metadata", "thread"), 2, "KEY=VALUE")
+    assert_error(run("session", "list", "--metadata", "k=1", "--metadata", "k=2"), 2, "twice")
+    assert_error(run("session", "list", "--metadata", "=v"), 5, "1 to 64")
+
+
 def test_session_show_keeps_multi_line_values_in_their_column(ok, store):
     notes = store.stores.create("Notes", "First line.\nSecond line.")
     sess = store.sessions.create(
