@@ -665,6 +665,40 @@ def test_session_create_spec_errors_are_one_line(run, spec_file, store, tmp_path
     assert result.exit_code == 2 and "--spec" in result.stderr
 
 
+def test_session_history_through_a_server(store, monkeypatch):
+    """--around, --type and --metadata with --url: the client's events.around and
+    sessions.list(metadata=) on the wire."""
+    import functools
+
+    from starlette.testclient import TestClient
+
+    from memfs import client
+    from memfs.api import create_app
+    from tests.support.asgi import through
+
+    sess = store.sessions.create([], metadata={"thread": "t1"}).id
+    store.sessions.create([], metadata={"thread": "t2"})
+    ids = [e.id for e in store.events.send(sess, [
+        {"type": kind, "content": [{"type": "text", "text": f"m{i}"}]}
+        for i, kind in enumerate(["user.message", "agent.message"] * 3)], as_session=sess)]
+    with TestClient(create_app(store, ["k"])) as tc:
+        monkeypatch.setattr(client, "Client",
+                            functools.partial(client.Client, transport=through(tc)))
+        runner = CliRunner()
+
+        def js(*args: str) -> object:
+            result = runner.invoke(cli, ["--url", "http://memfs", "--api-key", "k", "--json",
+                                         *args])
+            assert result.exit_code == 0, (result.stderr, result.exception)
+            return json.loads(result.stdout)
+
+        assert [e["id"] for e in js("session", "events", sess, "--around", ids[2],
+                                    "--context", "1")] == ids[1:4]
+        assert [e["id"] for e in js("session", "events", sess, "--type", "agent.message")] == (
+            ids[1::2])
+        assert [s["id"] for s in js("session", "list", "--metadata", "thread=t1")] == [sess]
+
+
 def test_session_create_from_a_spec_through_a_server(spec_file, store, monkeypatch):
     """With --url the spec's stores are looked up and the session created on the server."""
     import functools
