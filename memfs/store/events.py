@@ -185,7 +185,7 @@ class Events(Part):
             row = c.execute("SELECT * FROM events WHERE session_id = ? AND id = ?",
                             (session_id, event_id)).fetchone()
             if row is None:
-                raise NotFound(f"event {event_id!r} not found in session {session_id}")
+                raise NotFound(f"event {event_id[:80]!r} not found in session {session_id}")
             where = "session_id = ?"
             params: builtins.list[Any] = [session_id]
             if types:

@@ -192,6 +192,13 @@ def test_bad_around_queries_are_400s(store: Store, tc: TestClient, query: str,
     assert named in r.json()["error"]["message"]
 
 
+def test_around_a_long_unknown_id_is_a_short_404(store: Store, tc: TestClient) -> None:
+    sid = running(store)
+    r = tc.get(f"/v1/sessions/{sid}/events", params={"memfs_around": "sevt_" + "x" * 20_000},
+               headers={"x-api-key": KEY})
+    assert r.status_code == 404 and len(r.json()["error"]["message"]) < 300, r.text[:300]
+
+
 def test_around_another_sessions_event_is_a_404(store: Store, tc: TestClient) -> None:
     a, b = running(store), running(store)
     theirs = conversation(store, b, 1)[0]
