@@ -197,21 +197,43 @@ def check_body(body: Any, fields: Sequence[Param]) -> dict[str, Any]:
     return body
 
 
-def _check_utf8(raw: bytes, names: set[str]) -> None:
-    """:raises InvalidRequest: a parameter of ``names`` whose value, percent-decoded, is not
-    UTF-8 (a name that is not UTF-8 is none of them)."""
+def _check_utf8(raw: bytes, names: set[str], objects: Sequence[str] = ()) -> None:
+    """:raises InvalidRequest: a parameter of ``names``, or a key of an object parameter of
+    ``objects`` (``metadata[KEY]``), whose value, percent-decoded, is not UTF-8; or such a
+    key that is not (another name that is not UTF-8 is none of them)."""
+    starts = tuple(f"{o}[".encode() for o in objects)
     for part in raw.split(b"&"):
         key, _, value = part.partition(b"=")
         try:
             name = unquote_to_bytes(key.replace(b"+", b" ")).decode("utf-8")
         except UnicodeDecodeError:
+            if starts and unquote_to_bytes(key.replace(b"+", b" ")).startswith(starts):
+                raise errors.InvalidRequest(
+                    f"a key of {objects[0]}[…] is not valid UTF-8 text") from None
             continue
-        if name not in names:
+        if name not in names and not (starts and name.encode().startswith(starts)):
             continue
         try:
             unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
         except UnicodeDecodeError:
             raise errors.InvalidRequest(f"{name} is not valid UTF-8 text") from None
+
+
+def _read_object(params: QueryParams, name: str) -> dict[str, str] | None:
+    """An object of strings as the SDK sends one in a query (``name[key]=value`` for each
+    pair: its ``deepObject`` style); None when no pair is there. A value may be empty (it is
+    a value, not a left-out filter).
+
+    :raises InvalidRequest: a key given twice.
+    """
+    found: dict[str, str] = {}
+    for key, value in params.multi_items():
+        if key.startswith(name + "[") and key.endswith("]"):
+            inner = key[len(name) + 1:-1]
+            if inner in found:
+                raise errors.InvalidRequest(f"{name}[{inner[:64]}] is given twice")
+            found[inner] = value
+    return found or None
 
 
 class Query:
@@ -233,7 +255,8 @@ class Query:
         self.values: dict[str, Any] = {}
         self.declared = {p.key: p for p in declared}
         if raw and declared:
-            _check_utf8(raw, {p.name for p in declared} | set(self.declared))
+            _check_utf8(raw, {p.name for p in declared} | set(self.declared),
+                        [p.name for p in declared if p.types == ("object",)])
         for p in declared:
             value = self._read(params, p)
             if value is None and p.required:
@@ -243,6 +266,8 @@ class Query:
 
     @staticmethod
     def _read(params: QueryParams, p: Param) -> Any:
+        if p.types == ("object",):
+            return _read_object(params, p.name)
         if p.types == ("array",):
             values = params.getlist(p.key + "[]") + params.getlist(p.key)
             if "" in values:
@@ -295,6 +320,10 @@ class Query:
         value = self._get(name)
         return default if value is None else float(value)
 
+    def mapping(self, name: str) -> dict[str, str] | None:
+        value: dict[str, str] | None = self._get(name)
+        return value
+
     def flag(self, name: str, default: bool) -> bool:
         value = self._get(name)
         return default if value is None else bool(value)
@@ -327,6 +356,9 @@ def operation(
                                  "schema": q.schema(query=True)}
         if q.types == ("array",):
             entry.update(style="form", explode=True)
+        elif q.types == ("object",):
+            entry.update(style="deepObject", explode=True)
+            entry["schema"]["additionalProperties"] = {"type": "string"}
         if q.description:
             entry["description"] = q.description
         params.append(entry)

@@ -6,7 +6,7 @@ archive transfers are the sync client's.)"""
 from __future__ import annotations
 
 import builtins  # builtins.list: in a part with a method named list, list is that method
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from ..models import (
     SessionToken,
     Snapshot,
 )
+from ..rules import DEFAULT_AROUND_CONTEXT
 from .ops import OPS
 from .wire import DEFAULT_MOUNT_ROOT, AsyncDrive
 
@@ -344,6 +345,7 @@ class AsyncSessions(_Part):
         created_at_lte: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Page[Session]:
         return await self._drive(OPS.sessions.list(memory_store_id=memory_store_id,
                                                    statuses=statuses,
@@ -352,7 +354,7 @@ class AsyncSessions(_Part):
                                                    created_at_gte=created_at_gte,
                                                    created_at_lt=created_at_lt,
                                                    created_at_lte=created_at_lte, limit=limit,
-                                                   page=page))
+                                                   page=page, metadata=metadata))
 
     async def update(
         self, session_id: str, *, metadata: Any = None, title: Any = None
@@ -397,6 +399,13 @@ class AsyncEvents(_Part):
                                                  created_at_lt=created_at_lt,
                                                  created_at_lte=created_at_lte, limit=limit,
                                                  page=page, after_seq=after_seq))
+
+    async def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> builtins.list[Event]:
+        return await self._drive(OPS.events.around(session_id, event_id, context=context,
+                                              types=types))
 
     async def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,

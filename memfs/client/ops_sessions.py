@@ -5,7 +5,7 @@ yields its :class:`Request` s and returns the :mod:`memfs.models` result."""
 from __future__ import annotations
 
 import builtins  # builtins.list: in a part with a method named list, list is that method
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..models import (
     SessionResource,
     SessionToken,
 )
+from ..rules import DEFAULT_AROUND_CONTEXT
 from .decode import (
     to_event,
     to_page,
@@ -121,12 +122,18 @@ class SessionOps:
         created_at_lte: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Op[Page[Session]]:
-        d = yield Request("GET", "/v1/sessions", params=query_params(
+        """``metadata``: a memfs extension (``metadata[KEY]=VALUE``), only sessions whose
+        metadata holds every pair."""
+        params = query_params(
             memory_store_id=memory_store_id, statuses=list(statuses) if statuses else None,
             include_archived=include_archived, order=order, created_at_gt=created_at_gt,
             created_at_gte=created_at_gte, created_at_lt=created_at_lt,
-            created_at_lte=created_at_lte, limit=limit, page=page))
+            created_at_lte=created_at_lte, limit=limit, page=page)
+        for key, value in (metadata or {}).items():
+            params[f"metadata[{key}]"] = value  # an empty value too: it is one to match
+        d = yield Request("GET", "/v1/sessions", params=params)
         return to_page(d, to_session)
 
     def update(
@@ -180,6 +187,16 @@ class EventOps:
             created_at_gte=created_at_gte, created_at_lt=created_at_lt,
             created_at_lte=created_at_lte, limit=limit, page=page))
         return to_page(d, lambda e: to_event(e, session_id))
+
+    def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> Op[builtins.list[Event]]:
+        """memfs extension (``memfs_around``, ``memfs_context`` on ``events.list``): the event
+        with ``context`` events before and after it, in time order."""
+        d = yield Request("GET", f"/v1/sessions/{quoted(session_id)}/events", params=query_params(
+            memfs_around=event_id, memfs_context=context, types=list(types) if types else None))
+        return [to_event(e, session_id) for e in d.get("data") or []]
 
     def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,

@@ -7,7 +7,7 @@ bodies are streamed rather than JSON."""
 from __future__ import annotations
 
 import builtins  # builtins.list: in a part with a method named list, list is that method
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import IO, Any
 
@@ -31,6 +31,7 @@ from ..models import (
     SessionToken,
     Snapshot,
 )
+from ..rules import DEFAULT_AROUND_CONTEXT
 from .decode import decoded
 from .ops import OPS
 from .wire import DEFAULT_MOUNT_ROOT, Drive, query_params, store_url
@@ -344,13 +345,15 @@ class Sessions(_Part):
         created_at_lte: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Page[Session]:
         return self._drive(OPS.sessions.list(memory_store_id=memory_store_id, statuses=statuses,
                                              include_archived=include_archived, order=order,
                                              created_at_gt=created_at_gt,
                                              created_at_gte=created_at_gte,
                                              created_at_lt=created_at_lt,
-                                             created_at_lte=created_at_lte, limit=limit, page=page))
+                                             created_at_lte=created_at_lte, limit=limit, page=page,
+                                             metadata=metadata))
 
     def update(
         self, session_id: str, *, metadata: Any = None, title: Any = None
@@ -395,6 +398,13 @@ class Events(_Part):
                                            created_at_lt=created_at_lt,
                                            created_at_lte=created_at_lte, limit=limit, page=page,
                                            after_seq=after_seq))
+
+    def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> builtins.list[Event]:
+        return self._drive(OPS.events.around(session_id, event_id, context=context,
+                                              types=types))
 
     def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,

@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidCursor, InvalidRequest, ReadOnly
+from ..errors import Forbidden, InvalidCursor, InvalidRequest, NotFound, ReadOnly
 from ..models import Actor, Event, Page
 from ..rules import (
+    DEFAULT_AROUND_CONTEXT,
+    MAX_AROUND_CONTEXT,
     MAX_EVENTS_PAGE,
     check_limit,
     format_time,
@@ -19,7 +21,16 @@ from ..rules import (
     validate_text,
 )
 from .base import Core, Part
-from .common import CLIENT_EVENT_TYPES, check_tool_events, complete_event
+from .common import (
+    CLIENT_EVENT_TYPES,
+    MAX_MESSAGE_BLOCKS,
+    MAX_MESSAGE_CHARS,
+    MAX_SEND_EVENTS,
+    MESSAGE_BLOCK_TYPES,
+    MESSAGE_EVENT_TYPES,
+    check_tool_events,
+    complete_event,
+)
 from .paging import decode_cursor, encode_cursor
 from .rows import event_from_row
 
@@ -153,6 +164,44 @@ class Events(Part):
             next_page = encode_cursor("events", filters, [last["processed_at"], last["seq"]])
         return Page(items, next_page)
 
+    def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> builtins.list[Event]:
+        """The event ``event_id`` of the session with up to ``context`` events before it and
+        ``context`` after it, in time order (as :meth:`list` orders them): "the messages
+        around a match". ``types`` narrows the events around it (``user.message``,
+        ``agent.message``: the conversation without its tool calls); the event itself is
+        always there, whatever its type.
+
+        :raises InvalidRequest: ``context`` outside 0 to :data:`MAX_AROUND_CONTEXT`.
+        :raises NotFound: unknown session, or no such event in it.
+        """
+        check_context(context)
+        if not isinstance(event_id, str):
+            raise InvalidRequest("an event id must be a string")
+        with self.core.read() as c:
+            self.sessions.session_in(c, session_id)
+            row = c.execute("SELECT * FROM events WHERE session_id = ? AND id = ?",
+                            (session_id, event_id)).fetchone()
+            if row is None:
+                raise NotFound(f"event {event_id[:80]!r} not found in session {session_id}")
+            where = "session_id = ?"
+            params: builtins.list[Any] = [session_id]
+            if types:
+                where += f" AND type IN ({','.join('?' * len(types))})"
+                params += list(types)
+            at, seq = row["processed_at"], row["seq"]
+            before = c.execute(
+                f"SELECT * FROM events WHERE {where} AND (processed_at < ? OR "
+                "(processed_at = ? AND seq < ?)) ORDER BY processed_at DESC, seq DESC LIMIT ?",
+                [*params, at, at, seq, context]).fetchall()
+            after = c.execute(
+                f"SELECT * FROM events WHERE {where} AND (processed_at > ? OR "
+                "(processed_at = ? AND seq > ?)) ORDER BY processed_at, seq LIMIT ?",
+                [*params, at, at, seq, context]).fetchall()
+        return [event_from_row(r) for r in [*before[::-1], row, *after]]
+
     def last_seq(self, session_id: str) -> int:
         row = self.core.one("SELECT max(seq) FROM events WHERE session_id = ?", (session_id,))
         return int(row[0] or 0) if row else 0
@@ -183,26 +232,45 @@ class Events(Part):
 
     # -- API extras: agents, environments, resources, client events (API.md §4) -------------
 
-    def send(self, session_id: str, events: Any) -> builtins.list[Event]:
-        """Record events a client sends (API.md §4.1 ``events.send``): a non-empty list of
-        objects whose ``type`` is one of :data:`CLIENT_EVENT_TYPES`. The store assigns ``id``
-        and ``processed_at`` (any the client sent are ignored).
+    def send(self, session_id: str, events: Any, *,
+             as_session: str | None = None) -> builtins.list[Event]:
+        """Record events a client sends (API.md §4.1 ``events.send``): a non-empty list of at
+        most :data:`MAX_SEND_EVENTS` objects whose ``type`` is one of
+        :data:`CLIENT_EVENT_TYPES`; a message's blocks as the SDK types them, its text at most
+        :data:`MAX_MESSAGE_CHARS`. All are checked before any is recorded: all or none. The
+        store assigns ``id`` and ``processed_at`` (any the client sent are ignored).
 
-        :raises InvalidRequest: a bad list or event. :raises NotFound: unknown session.
+        An ``agent.message`` is the session's own words (SPEC §9): only a caller acting as
+        that session (``as_session``: a session token's session, the session a key acts as)
+        may send it.
+
+        :raises InvalidRequest: a bad list or event, or one over a limit (named).
+        :raises Forbidden: an ``agent.message`` from a caller that does not act as the session.
+        :raises NotFound: unknown session.
         """
         if not isinstance(events, list) or not events:
             raise InvalidRequest("events must be a non-empty list")
+        if len(events) > MAX_SEND_EVENTS:
+            raise InvalidRequest(f"too many events: {len(events)} in one request; the limit is "
+                                 f"{MAX_SEND_EVENTS} (MAX_SEND_EVENTS): send them in several")
         clean = []
-        for e in events:
+        for i, e in enumerate(events):
             if not isinstance(e, dict) or e.get("type") not in CLIENT_EVENT_TYPES:
                 kind = e.get("type") if isinstance(e, dict) else e
                 raise InvalidRequest(
                     f"cannot send an event of type {kind!r}; allowed: "
                     + ", ".join(CLIENT_EVENT_TYPES)
                 )
-            if e["type"] == "user.message" and not isinstance(e.get("content"), list):
-                raise InvalidRequest("a user.message needs a 'content' list of blocks")
+            if e["type"] in MESSAGE_EVENT_TYPES:
+                check_message(e, f"events[{i}]")
             clean.append({k: v for k, v in e.items() if k not in ("id", "processed_at")})
+        if as_session != session_id and any(e["type"] == "agent.message" for e in clean):
+            who = ("this request acts as no session" if as_session is None
+                   else f"this request acts as session {as_session}")
+            raise Forbidden(
+                f"an agent.message of session {session_id} is that session's own: send it with "
+                f"the session's token, or with a key acting as the session "
+                f"(x-memfs-session-id: {session_id}); {who}")
         return self.add(session_id, clean)
 
     # -- acting as a session: remote mounts (the memfs extension, README "Remote mounts") -------
@@ -268,3 +336,46 @@ class Events(Part):
                     known.add(e["id"])
                     fresh.append(self.sessions.insert_event(c, session_id, store_id, e))
             return fresh
+
+
+def check_message(event: dict[str, Any], where: str) -> None:
+    """A ``user.message`` or ``agent.message`` as the SDK types it: a ``content`` list of
+    at most :data:`MAX_MESSAGE_BLOCKS` blocks of :data:`MESSAGE_BLOCK_TYPES` (a text block's
+    ``text`` a string), its text at most :data:`MAX_MESSAGE_CHARS` in all.
+
+    :raises InvalidRequest: naming the event (``where``) and the rule or the limit.
+    """
+    kind = event["type"]
+    content = event.get("content")
+    if not isinstance(content, list):
+        raise InvalidRequest(f"{where}: a {kind} needs a 'content' list of blocks")
+    if len(content) > MAX_MESSAGE_BLOCKS:
+        raise InvalidRequest(f"{where}: a {kind} of {len(content)} blocks; the limit is "
+                             f"{MAX_MESSAGE_BLOCKS} blocks (MAX_MESSAGE_BLOCKS)")
+    allowed = MESSAGE_BLOCK_TYPES[kind]
+    chars = 0
+    for j, block in enumerate(content):
+        btype = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(btype, str) or btype not in allowed:
+            got = repr(btype)[:40] if isinstance(block, dict) else type(block).__name__
+            raise InvalidRequest(f"{where}.content[{j}]: a {kind} holds blocks of type "
+                                 + ", ".join(allowed) + f", not {got}")
+        if btype == "text":
+            if not isinstance(block.get("text"), str):
+                raise InvalidRequest(f"{where}.content[{j}]: a text block needs a string 'text'")
+            chars += len(block["text"])
+    if chars > MAX_MESSAGE_CHARS:
+        raise InvalidRequest(f"{where}: a {kind} of {chars} characters is too long; the limit is "
+                             f"{MAX_MESSAGE_CHARS} characters of text (MAX_MESSAGE_CHARS)")
+
+
+def check_context(context: Any) -> int:
+    """The number of events :meth:`Events.around` shows on each side.
+
+    :raises InvalidRequest: not an integer from 0 to :data:`MAX_AROUND_CONTEXT`.
+    """
+    if isinstance(context, bool) or not isinstance(context, int) or not (
+            0 <= context <= MAX_AROUND_CONTEXT):
+        raise InvalidRequest(f"context must be an integer from 0 to {MAX_AROUND_CONTEXT} "
+                             "(MAX_AROUND_CONTEXT): the events shown before and after")
+    return context

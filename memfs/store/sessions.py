@@ -7,7 +7,7 @@ import json
 import logging
 import secrets
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -259,11 +259,14 @@ class Sessions(Part):
         created_at_lte: str | datetime | None = None,
         limit: int = 20,
         page: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         ids: Collection[str] | None = None,
         workspace: str | None = None,
     ) -> Page[Session]:
         """Sessions by id; ``ids``: only these (a session token sees its own session);
-        ``workspace``: only that workspace's."""
+        ``workspace``: only that workspace's; ``metadata``: only those whose metadata holds
+        every one of these pairs (a thread's sessions, a user's: issue 43), within the
+        limits of a session's metadata."""
         limit = check_limit(limit, self.limits)
         if order not in ("asc", "desc"):
             raise InvalidRequest("order must be 'asc' or 'desc'")
@@ -271,6 +274,16 @@ class Sessions(Part):
         params: builtins.list[Any] = []
         only_ids(where, params, ids)
         only_workspace(where, params, workspace)
+        if metadata:
+            wanted = validate_metadata(metadata, self.limits, "the metadata filter")
+            if self.core.dialect == "postgresql":
+                where.append("metadata::jsonb @> ?::jsonb")
+                params.append(json.dumps(wanted, sort_keys=True))
+            else:
+                for pair in sorted(wanted.items()):
+                    where.append("EXISTS (SELECT 1 FROM json_each(sessions.metadata) "
+                                 "WHERE key = ? AND type = 'text' AND value = ?)")
+                    params += pair
         if memory_store_id is not None:
             where.append(
                 "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memfs import (
@@ -163,3 +165,53 @@ def test_launched_sessions_are_those_a_local_launcher_owns_and_not_ended(store):
     ended = store.sessions.create([], launcher=owner)
     store.sessions.set_status(ended.id, "terminated")
     assert store.sessions.launched() == [(mine.id, owner)]
+
+
+class TestMetadataFilter:
+    """Sessions listed by their metadata (issue 43: a thread's sessions, a user's), on SQLite
+    and PostgreSQL alike."""
+
+    def test_only_sessions_holding_every_pair(self, store: Store) -> None:
+        a = store.sessions.create([], metadata={"thread": "t1", "user": "ann"}).id
+        b = store.sessions.create([], metadata={"thread": "t1", "user": "bob"}).id
+        c = store.sessions.create([], metadata={"thread": "t2", "user": "ann"}).id
+        store.sessions.create([])
+
+        def ids(**kw: Any) -> list[str]:
+            items, _ = all_pages(store.sessions.list, limit=1, order="asc", **kw)
+            return [s.id for s in items]
+
+        assert ids(metadata={"thread": "t1"}) == [a, b]
+        assert ids(metadata={"user": "ann"}) == [a, c]
+        assert ids(metadata={"thread": "t1", "user": "ann"}) == [a]
+        assert ids(metadata={"thread": "t3"}) == []
+        assert ids(metadata={"thread": "T1"}) == []
+        assert len(ids(metadata={})) == 4 and len(ids(metadata=None)) == 4
+
+    def test_keys_and_values_of_any_text(self, store: Store) -> None:
+        odd = {'a"b': "x'y", "$.k": "%", "é 日本": "", "k[0]": "v\\n"}
+        s = store.sessions.create([], metadata=odd).id
+        store.sessions.create([], metadata={"a": "b"})
+        for k, v in odd.items():
+            assert [x.id for x in store.sessions.list(metadata={k: v}).data] == [s], k
+        assert store.sessions.list(metadata={"$.k": "%%"}).data == []
+        assert store.sessions.list(metadata={"a": "%"}).data == []
+
+    def test_the_filter_follows_an_update(self, store: Store) -> None:
+        s = store.sessions.create([], metadata={"thread": "t1"}).id
+        store.sessions.update(s, metadata={"thread": "t2"})
+        assert store.sessions.list(metadata={"thread": "t1"}).data == []
+        assert [x.id for x in store.sessions.list(metadata={"thread": "t2"}).data] == [s]
+
+    @pytest.mark.parametrize("metadata, match", [
+        ({"": "v"}, "keys must be 1 to 64"),
+        ({"k" * 65: "v"}, "keys must be 1 to 64"),
+        ({"k": "v" * 513}, "at most 512"),
+        ({"k": 1}, "values must be strings"),
+        ({f"k{i}": "v" for i in range(17)}, "at most 16 pairs"),
+        ({"k": "\ud800"}, "UTF-8|surrogate"),
+        ("k=v", "object"),
+    ])
+    def test_a_bad_filter(self, store: Store, metadata: Any, match: str) -> None:
+        with pytest.raises(InvalidRequest, match=match):
+            store.sessions.list(metadata=metadata)
