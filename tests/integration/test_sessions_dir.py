@@ -59,7 +59,7 @@ def test_a_session_sees_its_own_folder_read_with_ls_cat_and_grep(three, mounter)
     own, = _folders(store, first)
     assert os.listdir(sessions) == [own]
     assert ".sessions" not in os.listdir(m.root)  # hidden, like .history
-    assert sorted(os.listdir(sessions / own)) == ["events.jsonl", "prompt.md"]
+    assert os.listdir(sessions / own) == ["transcript.md", "events.jsonl", "prompt.md"]
     lines = (sessions / own / "events.jsonl").read_text().splitlines()
     said = [json.loads(line) for line in lines]
     assert [e["content"][0]["text"] for e in said if e["type"] == "user.message"] == [
@@ -72,12 +72,29 @@ def test_a_session_sees_its_own_folder_read_with_ls_cat_and_grep(three, mounter)
     out = sh("cat .sessions/*/events.jsonl | grep -c 'alpha words'", m.root)
     assert out.stdout.strip() == "1"
     found = sh("grep -rl 'alpha words' .sessions", m.root).stdout.split()
-    assert found == [f".sessions/{own}/events.jsonl"]
+    assert sorted(found) == [f".sessions/{own}/events.jsonl", f".sessions/{own}/transcript.md"]
     # another session's folder is not there, even by name
     theirs, = _folders(store, second)
     assert errno_of(lambda: os.stat(sessions / theirs)) == errno.ENOENT
     # reads and listings are tool events of the session
     m.wait_pair("read", m.root / ".sessions" / own / "events.jsonl")
+
+
+def test_the_transcript_has_the_messages_whole_and_each_tool_call_on_a_line(three, mounter):
+    store, a, (first, _), _ = three
+    m = mounter(a, "--session", first)
+    store.events.add(first, [{"type": "agent.message",
+                              "content": [{"type": "text", "text": "noted:\nsecond line"}]}])
+    (m.root / "todo.md").write_text("buy tea\n")
+    m.wait_pair("create", m.root / "todo.md")
+    own, = _folders(store, first)
+    f = m.root / ".sessions" / own / "transcript.md"
+    text = wait_until(lambda: t if "todo.md" in (t := f.read_text()) else None, 5.0)
+    assert "alpha words" in text and "noted:\nsecond line" in text
+    assert "**user**" in text and "**agent**" in text
+    tool, = [line for line in text.splitlines() if "todo.md" in line]
+    assert "create" in tool
+    assert os.stat(f).st_size >= len(text.encode())
 
 
 def test_every_change_under_sessions_is_erofs(three, mounter):
@@ -158,6 +175,9 @@ def test_a_huge_session_shows_a_bounded_file_that_says_it_was_cut(three, mounter
     assert len(data) <= MAX_FILE_BYTES
     last = json.loads(data.splitlines()[-1])
     assert last["type"] == "memfs.truncated" and f"memfs session events {first}" in last["note"]
+    text = (m.root / ".sessions" / own / "transcript.md").read_bytes()
+    assert len(text) <= MAX_FILE_BYTES
+    assert text.splitlines()[-1].startswith(b"*(cut here") and first.encode() in text[-300:]
 
 
 def test_the_setting_takes_only_a_value_it_knows(three):
