@@ -259,7 +259,7 @@ ORDER: dict[str, list[str]] = {
     "store": ["common", "paging", "schema", "rows", "revert", "restore", "frontmatter", "base",
               "feed",
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
-              "archive", "search", "keys", "idempotency", "typed"],
+              "archive", "search", "keys", "idempotency", "typed", "transcript"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
     # commit, the Call, the gate, the watch of the streams' credentials, the streams), the
     # resources, then the route table, its
@@ -284,8 +284,8 @@ ORDER: dict[str, list[str]] = {
     # request reader, .history, .search, .describe and .sessions as handler objects, the parts
     # Operations holds (core: the Mount, feed, buffers) and Operations, then what runs the
     # handlers: the services, a session's filesystem, the runtime the daemons share.
-    "fuse": ["scratch", "tree", "describe", "toolevents", "history", "xattrs", "search",
-             "sessionlog", "spin", "kernel", "reader", "dotdirs", "sessions_dir", "core", "feed",
+    "fuse": ["scratch", "tree", "describe", "toolevents", "history", "xattrs", "sessionlog",
+             "search", "spin", "kernel", "reader", "dotdirs", "sessions_dir", "core", "feed",
              "buffers", "ops", "watch", "session", "runtime"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
