@@ -251,7 +251,7 @@ class Mount:
             Describe(self.tree, store.typed.describe, store_id, self.call)
             if isinstance(store, DescribeAPI) else None)
         #: The ``.sessions`` directory (None: not a live store, as a snapshot's).
-        self.sessions: SessionLog | None = (
+        self.session_log: SessionLog | None = (
             SessionLog(self.tree, store, store_id, self.in_thread,
                        actor.id if actor.type == "session_actor" else None, transcript)
             if isinstance(store, DescribeAPI) else None)
@@ -261,7 +261,7 @@ class Mount:
             HistoryDir(self, self.history),
             *((SearchDir(self, self.search),) if self.search is not None else ()),
             *((DescribeFile(self, self.describe),) if self.describe is not None else ()),
-            *((SessionsDir(self, self.sessions),) if self.sessions is not None else ()))
+            *((SessionsDir(self, self.session_log),) if self.session_log is not None else ()))
         #: Names of the root that are not the tree's (hidden from its listing).
         self.reserved = {d.name for d in self.dotdirs}
         self._next_fh = 1

@@ -22,6 +22,8 @@ from tests.support import wait_until
 from tests.support.mount import Mount, errno_of, sh
 from tests.support.session import ISOLATIONS, Run, needs_root
 
+pytestmark = pytest.mark.fuse
+
 
 def _say(store: Store, sid: str, text: str) -> None:
     store.events.send(sid, [{"type": "user.message",
