@@ -15,10 +15,11 @@ time the session started, UTC, ``20261206T153906Z-sesn_01…``); each holds thre
 **Which sessions** (:func:`memfs.rules.sessions_visibility`): a mount acting as a session
 shows that session's folder only, since transcripts hold people's words; the store's metadata
 ``memfs_sessions_visibility=workspace`` widens that to every session that had this store
-attached (all of them are of the store's workspace). A mount acting as no session (a person's
-``memfs mount``) shows every session of the store. At most :data:`MAX_SESSIONS`, the newest
-(and the mount's own session always). A server decides what its credential may see: through a
-session's token, a remote mount lists that session only, whatever the store says.
+attached (all of them are of the store's workspace; archived ones too). A mount acting as no
+session (a person's ``memfs mount``) shows every session of the store. At most
+:data:`MAX_SESSIONS`, the newest (and the mount's own session always). A server decides what
+its credential may see: through a session's token, a remote mount lists that session only,
+whatever the store says.
 
 **Order**: the directory lists its folders newest first (``ls -U``, ``find``); ``ls`` sorts
 names, which begin with the start time, so ``ls`` shows the oldest first and ``ls -r`` (or
@@ -158,9 +159,6 @@ class SessionLog:
             self._root = XNode(self.tree.new_ino(), "/" + SESSIONS, time.time_ns())
             self.nodes[self._root.ino] = self._root
         return self._root
-
-    def parent_of(self, node: XNode) -> XNode | None:
-        return node.parent
 
     # -- which sessions ------------------------------------------------------------------------
 
