@@ -144,8 +144,8 @@ class _SearchHandle:
 def refuse(mount: Host, operation: str, path: str, new_path: str | None = None, *,
            ctx: pyfuse3.RequestContext) -> NoReturn:
     """EROFS for a change under ``.history``, ``.search``, ``.describe`` or ``.sessions``
-    (``path``, or the
-    other side of a rename, ``new_path``), logged like the refusals of a read-only mount."""
+    (``path``, or the other side of a rename, ``new_path``), logged like the refusals of a
+    read-only mount."""
     def under(name: str) -> bool:
         return any(p is not None and (p == "/" + name or p.startswith(f"/{name}/"))
                    for p in (path, new_path))
