@@ -10,6 +10,7 @@ SQLite's lock, a disk sync or the network): the filesystem calls them in a worke
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -36,9 +37,15 @@ class StoresAPI(Protocol):
 
 
 class SessionsAPI(Protocol):
-    """The session a mount writes for (:class:`memfs.store.sessions.Sessions`)."""
+    """The session a mount writes for, and the sessions its ``.sessions/`` lists
+    (:class:`memfs.store.sessions.Sessions`)."""
 
     def get(self, session_id: str) -> Session: ...
+
+    def list(
+        self, *, memory_store_id: str | None = None, include_archived: bool = False,
+        order: str = "desc", limit: int = 20, page: str | None = None,
+    ) -> Page[Session]: ...
 
 
 class MemoriesAPI(Protocol):
@@ -103,12 +110,17 @@ class FeedAPI(Protocol):
 
 
 class EventsAPI(Protocol):
-    """The tool events a mount records (:class:`memfs.store.events.Events`)."""
+    """The tool events a mount records, and a session's events its ``.sessions/`` shows
+    (:class:`memfs.store.events.Events`)."""
+
+    def list(
+        self, session_id: str, *, order: str = "asc", limit: int = 20, page: str | None = None,
+    ) -> Page[Event]: ...
 
     def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,
         store_id: str | None = None,
-    ) -> list[Event]: ...
+    ) -> builtins.list[Event]: ...
 
 
 @runtime_checkable

@@ -19,6 +19,7 @@ import secrets
 import threading
 import time
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -223,6 +224,20 @@ SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT = 10, 100
 #: A search's default threshold: hits of a lower relevance (0 to 1) are left out, so that an
 #: empty answer can mean "nothing stored answers this" (issue 39).
 SEARCH_DEFAULT_THRESHOLD = 0.7
+#: The store metadata key that says whose sessions a mount's ``.sessions/`` shows
+#: (:mod:`memfs.fuse.sessionlog`): ``session`` (the default: a session sees its own only) or
+#: ``workspace`` (every session that had the store attached).
+SESSIONS_VISIBILITY_KEY = "memfs_sessions_visibility"
+SESSIONS_VISIBILITIES = ("session", "workspace")
+
+
+def sessions_visibility(metadata: Mapping[str, str]) -> str:
+    """Whose sessions a mount acting as a session shows in ``.sessions/``: the store's
+    :data:`SESSIONS_VISIBILITY_KEY`, else (or when it means nothing) ``session``."""
+    value = metadata.get(SESSIONS_VISIBILITY_KEY)
+    return value if value in SESSIONS_VISIBILITIES else "session"
+
+
 #: A search's question (at least one word, no NUL) and its path_prefix (a path's start).
 SEARCH_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 SEARCH_PREFIX_PATTERN = "^/[^\\x00]*$"

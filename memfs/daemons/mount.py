@@ -79,6 +79,7 @@ from ..models import MemoryStore
 from ..protocol import StoreAPI
 from ..rules import Limits
 from ..store import Store, open_store
+from ..store.transcript import transcript_markdown
 from . import logs
 from .expiry import start_sweep
 from .snapshot import SnapshotStore
@@ -250,6 +251,7 @@ def mount(opts: MountOptions) -> None:
             mountpoint=os.path.realpath(mountpoint),
             owner=opts.owner,
             private=opts.owner is not None or opts.allow_other,
+            transcript=transcript_markdown,
         )
         ops.load()
         follow = follower(opts.url, opts.api_key, opts.session_id, opts.http_timeout,

@@ -35,6 +35,7 @@ from ..fuse.runtime import Mounted
 from ..fuse.session import SESSION_CACHE_BYTES, Member, SessionOperations
 from ..fuse.toolevents import EventSink
 from ..protocol import StoreAPI
+from ..store.transcript import transcript_markdown
 from . import logs
 from .mount import follower, open_local, remote_store, snapshot_of, start_upkeep
 
@@ -107,6 +108,7 @@ def serve(spec: SessionMount) -> None:
                 events=sink, display_root=sm.mount_path, timeout=spec.timeout,
                 mountpoint=sm.mount_path, owner=spec.owner,
                 private=spec.owner is not None or spec.allow_other,
+                transcript=transcript_markdown,
             )
             members.append(Member(sm.slug, ops, sink))
         sops = SessionOperations(members, owner=spec.owner,

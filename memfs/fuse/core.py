@@ -38,6 +38,8 @@ from .dotdirs import DescribeFile, DotDir, HistoryDir, SearchDir
 from .history import History
 from .kernel import DOTS, NAME_MAX, Failure, invalidate_inodes, invalidate_now, reply_dots
 from .search import Search, SessionScope
+from .sessionlog import SessionLog, Transcript
+from .sessions_dir import SessionsDir
 from .spin import Spinner
 from .toolevents import EventSink, WrittenVersion, comm, tool_pair
 from .tree import Node, Tree
@@ -217,6 +219,7 @@ class Mount:
         mountpoint: str | None = None,
         owner: tuple[int, int] | None = None,
         private: bool = False,
+        transcript: Transcript | None = None,
     ) -> None:
         self.store = store
         self.store_id = store_id
@@ -247,12 +250,18 @@ class Mount:
         self.describe: Describe | None = (
             Describe(self.tree, store.typed.describe, store_id, self.call)
             if isinstance(store, DescribeAPI) else None)
+        #: The ``.sessions`` directory (None: not a live store, as a snapshot's).
+        self.session_log: SessionLog | None = (
+            SessionLog(self.tree, store, store_id, self.in_thread,
+                       actor.id if actor.type == "session_actor" else None, transcript)
+            if isinstance(store, DescribeAPI) else None)
         #: Their handler objects, which the handlers' dispatch hands their requests
         #: (:mod:`memfs.fuse.dotdirs`).
         self.dotdirs: tuple[DotDir[Any], ...] = (
             HistoryDir(self, self.history),
             *((SearchDir(self, self.search),) if self.search is not None else ()),
-            *((DescribeFile(self, self.describe),) if self.describe is not None else ()))
+            *((DescribeFile(self, self.describe),) if self.describe is not None else ()),
+            *((SessionsDir(self, self.session_log),) if self.session_log is not None else ()))
         #: Names of the root that are not the tree's (hidden from its listing).
         self.reserved = {d.name for d in self.dotdirs}
         self._next_fh = 1

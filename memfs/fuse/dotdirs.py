@@ -48,6 +48,7 @@ from .describe import DESCRIBE, Describe, DNode
 from .history import HISTORY, History, HNode, version_xattrs
 from .kernel import DOTS, Failure
 from .search import SEARCH, Answer, Refused, Search, SNode
+from .sessionlog import SESSIONS
 
 
 class Host(Protocol):
@@ -142,14 +143,16 @@ class _SearchHandle:
 
 def refuse(mount: Host, operation: str, path: str, new_path: str | None = None, *,
            ctx: pyfuse3.RequestContext) -> NoReturn:
-    """EROFS for a change under ``.history``, ``.search`` or ``.describe`` (``path``, or the
-    other side of a rename, ``new_path``), logged like the refusals of a read-only mount."""
+    """EROFS for a change under ``.history``, ``.search``, ``.describe`` or ``.sessions``
+    (``path``, or the other side of a rename, ``new_path``), logged like the refusals of a
+    read-only mount."""
     def under(name: str) -> bool:
         return any(p is not None and (p == "/" + name or p.startswith(f"/{name}/"))
                    for p in (path, new_path))
 
     what = ("search results" if under(SEARCH) else "the store's description"
-            if under(DESCRIBE) else "the store's history")
+            if under(DESCRIBE) else "the sessions' transcripts" if under(SESSIONS)
+            else "the store's history")
     f = Failure(errno.EROFS, f"{mount.display(path)} is read-only ({what})")
     comm_, pid = mount.ctx_name(ctx)
     mount.emit(mount.pair(comm_, pid, operation, path, failure=f, new_path=new_path))

@@ -94,6 +94,7 @@ from .dotdirs import DotDir, by_entry, by_handle, by_inode
 from .feed import Feed
 from .kernel import DOTS, NAME_MAX, Failure, handler
 from .scratch import is_scratch
+from .sessionlog import Transcript
 from .toolevents import EventSink, WrittenVersion
 from .tree import Node
 from .xattrs import READ_ONLY, XATTR_PREFIX, file_xattrs
@@ -123,6 +124,9 @@ class Operations(pyfuse3.Operations):
         (``default_permissions``); the access mode of the store is the daemon's to enforce,
         so a read-only store shows the same modes and refuses changes with EROFS itself,
         every refusal logged.
+    :param transcript: makes a session's ``transcript.md`` in ``.sessions/`` of its events
+        (:func:`memfs.store.transcript.transcript_markdown`, which the daemon hands in; None:
+        no ``transcript.md``).
     """
 
     supports_dot_lookup = True
@@ -141,13 +145,14 @@ class Operations(pyfuse3.Operations):
         mountpoint: str | None = None,
         owner: tuple[int, int] | None = None,
         private: bool = False,
+        transcript: Transcript | None = None,
     ) -> None:
         super().__init__()
         #: The state every part shares (the tree, the open handles, the mutex, store calls,
         #: entry attributes, tool events).
         self.mount = Mount(store, store_id, actor=actor, read_only=read_only, events=events,
                            display_root=display_root, timeout=timeout, mountpoint=mountpoint,
-                           owner=owner, private=private)
+                           owner=owner, private=private, transcript=transcript)
         #: Loading the tree, following the store's changes (what the watchers call).
         self.feed = Feed(self.mount)
         #: Write buffers and commits; the store's side of renames.

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 from .describe import DESCRIBE
 from .history import HISTORY
+from .sessionlog import SESSIONS
 from .tree import Tree
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ Call = Callable[..., Awaitable[Any]]
 _ONE_LINE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 #: Memories under these are shadowed in a mount (their names are the virtual directories, and
 #: the virtual file ``.describe``).
-_SHADOWED = ("/" + HISTORY + "/", "/" + SEARCH + "/", "/" + DESCRIBE + "/")
+_SHADOWED = ("/" + HISTORY + "/", "/" + SEARCH + "/", "/" + DESCRIBE + "/", "/" + SESSIONS + "/")
 
 
 class Refused(Exception):

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import InvalidMetadata, InvalidRequest
 from ..models import MemoryMeta
-from ..rules import SCOPES, format_time
+from ..rules import SCOPES, SESSIONS_VISIBILITIES, SESSIONS_VISIBILITY_KEY, format_time
 
 __all__ = [
     "DEFAULT_TYPES",
@@ -232,6 +232,11 @@ def check_metadata(metadata: Mapping[str, str | None]) -> None:
     if mode is not None and mode not in EXPIRY_MODES:
         raise InvalidMetadata(f"metadata {EXPIRY_KEY} must be 'on' (expired memories are "
                              "deleted, as versions) or 'report' (only reported)")
+    seen = metadata.get(SESSIONS_VISIBILITY_KEY)
+    if seen is not None and seen not in SESSIONS_VISIBILITIES:
+        raise InvalidMetadata(f"metadata {SESSIONS_VISIBILITY_KEY} must be 'session' (a "
+                              "session's .sessions/ shows its own folder only) or 'workspace' "
+                              "(every session that had the store attached)")
 
 
 def expiry_mode(metadata: Mapping[str, str], born: str) -> str:

@@ -13,6 +13,7 @@ from ..backends import Connection
 from ..errors import InvalidRequest, NotFound, StoreArchived
 from ..models import DEFAULT_WORKSPACE, MemoryStore, Page
 from ..rules import (
+    SESSIONS_VISIBILITY_KEY,
     check_limit,
     format_time,
     new_id,
@@ -151,7 +152,8 @@ class Stores(Part):
                 return store
             # Only what changes: a value kept from before memfs read it never blocks a rename.
             check_metadata({k: v for k, v in new_meta.items()
-                            if k in (TYPES_KEY, EXPIRY_KEY) and v != store.metadata.get(k)})
+                            if k in (TYPES_KEY, EXPIRY_KEY, SESSIONS_VISIBILITY_KEY)
+                            and v != store.metadata.get(k)})
             now = utc_now()
             c.execute(
                 "UPDATE stores SET name = ?, description = ?, metadata = ?, updated_at = ? "

@@ -35,8 +35,9 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"backends", "recall", "rules", "errors", "models"},
     # The mount (memfs/fuse/: the tree, the handlers, .history and .search, tool events, the
     # background services, a session's filesystem, the daemons' runtime): stores only through
-    # StoreAPI.
-    "fuse": {"protocol", "background", "rules", "errors", "models"},
+    # StoreAPI; the launcher's memory prompt (memfs.launcher.prompt, over the models only) for
+    # .sessions/*/prompt.md, what `memfs session prompt` prints.
+    "fuse": {"protocol", "background", "launcher", "rules", "errors", "models"},
     "client": {"protocol", "rules", "errors", "models"},
     # The session launcher (memfs run, memfs/launcher/): a composition root over the store or
     # a server's client; the API and the server (memfs.daemons.server) only for a local
@@ -258,7 +259,7 @@ ORDER: dict[str, list[str]] = {
     "store": ["common", "paging", "schema", "rows", "revert", "restore", "frontmatter", "base",
               "feed",
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
-              "archive", "search", "keys", "idempotency", "typed"],
+              "archive", "search", "keys", "idempotency", "typed", "transcript"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
     # commit, the Call, the gate, the watch of the streams' credentials, the streams), the
     # resources, then the route table, its
@@ -280,12 +281,12 @@ ORDER: dict[str, list[str]] = {
             "sessions", "archive", "typed", "launch", "mcp", "dreams", "dbadmin", "db",
             "search", "keys"],
     # What is scratch, the tree and what needs no pyfuse3, the kernel's calls, pyfuse3's
-    # request reader, .history, .search and .describe as handler objects, the parts
+    # request reader, .history, .search, .describe and .sessions as handler objects, the parts
     # Operations holds (core: the Mount, feed, buffers) and Operations, then what runs the
     # handlers: the services, a session's filesystem, the runtime the daemons share.
-    "fuse": ["scratch", "tree", "describe", "toolevents", "history", "xattrs", "search", "spin",
-             "kernel", "reader", "dotdirs", "core", "feed", "buffers", "ops", "watch", "session",
-             "runtime"],
+    "fuse": ["scratch", "tree", "describe", "toolevents", "history", "xattrs", "sessionlog",
+             "search", "spin", "kernel", "reader", "dotdirs", "sessions_dir", "core", "feed",
+             "buffers", "ops", "watch", "session", "runtime"],
     # The wire (requests, encoding), its decoding into models and errors, the change stream's
     # frames, the operations written once, then the two clients that drive them.
     "client": ["wire", "decode", "feed", "ops_sessions", "ops", "sync_parts", "sync", "aio_parts",

@@ -110,6 +110,7 @@ def test_questions_are_file_names() -> None:
 def test_render_one_line_a_hit_path_first() -> None:
     hits = [Hit("mem_1", "/people/on call.md", 0.93121, "paged\tat\nnight", ("words",), "t"),
             Hit("mem_2", "/.history/x.md", 0.5, "shadowed", ("words",), "t"),
+            Hit("mem_4", "/.sessions/x.md", 0.5, "shadowed too", ("words",), "t"),
             Hit("mem_3", "/a.md", 0.25, "", ("meaning",), "t")]
     data, shown = render(Result(hits, False), lambda p: "/mnt/n" + p)
     assert data == b"/mnt/n/people/on call.md\t0.9312\tpaged at night\n/mnt/n/a.md\t0.2500\t\n"

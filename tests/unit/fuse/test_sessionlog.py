@@ -1,0 +1,56 @@
+"""``.sessions/`` without a kernel (memfs.fuse.sessionlog): which sessions a mount shows, by
+whom it acts for and the store's ``memfs_sessions_visibility``; folder names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from memfs.fuse.sessionlog import SessionLog, folder_name, session_of
+from memfs.fuse.tree import Tree
+from memfs.rules import sessions_visibility
+from memfs.store import Store
+
+
+async def _direct(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return fn(*args, **kwargs)
+
+
+def _attach(store: Store, *store_ids: str) -> str:
+    return store.sessions.create([{"type": "memory_store", "memory_store_id": i}
+                                  for i in store_ids]).id
+
+
+def _log(store: Store, store_id: str, viewer: str | None) -> SessionLog:
+    return SessionLog(Tree(), store, store_id, _direct, viewer)
+
+
+async def test_whose_sessions_a_mount_shows(store: Store) -> None:
+    a = store.stores.create("a").id
+    b = store.stores.create("b").id
+    old, new = _attach(store, a), _attach(store, a, b)
+    _attach(store, b)  # another store's session: never in a's
+    assert [s.id for s in await _log(store, a, old).sessions()] == [old]
+    assert [s.id for s in await _log(store, a, None).sessions()] == [new, old]
+    store.stores.update(a, metadata={"memfs_sessions_visibility": "workspace"})
+    assert [s.id for s in await _log(store, a, old).sessions()] == [new, old]
+    assert [s.id for s in await _log(store, b, new).sessions()] == [new]  # b: session only
+
+
+async def test_a_folder_is_found_by_its_name_only_while_shown(store: Store) -> None:
+    a = store.stores.create("a").id
+    mine, theirs = _attach(store, a), _attach(store, a)
+    log = _log(store, a, mine)
+    own = folder_name(store.sessions.get(mine))
+    assert await log.lookup(log.root, own) is not None
+    assert await log.lookup(log.root, folder_name(store.sessions.get(theirs))) is None
+    assert await log.lookup(log.root, "sesn_x") is None
+    assert await log.lookup(log.root, own.replace("Z-", "Y-")) is None  # not its start time
+
+
+def test_names_and_the_setting() -> None:
+    assert session_of("20261206T153906Z-sesn_01abc") == "sesn_01abc"
+    assert session_of("20261206T153906Z") is None and session_of("x-y") is None
+    assert sessions_visibility({}) == "session"
+    assert sessions_visibility({"memfs_sessions_visibility": "workspace"}) == "workspace"
+    assert sessions_visibility({"memfs_sessions_visibility": "bogus"}) == "session"
