@@ -226,7 +226,8 @@ async def send_session_events(c: Call) -> Any:
                 f"memory_store_id is accepted only with tool events sent by a mount acting as "
                 f"this session ({SESSION_HEADER}: {session_id})"
             )
-        recorded = await c.run(c.store.events.send, session_id, events)
+        recorded = await c.run(c.store.events.send, session_id, events,
+                               as_session=acting_session(c))
     return {"data": [e.to_dict() for e in recorded]}
 
 

@@ -38,7 +38,8 @@ from typing import Protocol
 
 from ..errors import MemfsError
 from ..models import Event, Page, Session
-from ..store.transcript import MESSAGE_TYPES, Entry, message_text, transcript_entries
+from ..store.common import MESSAGE_EVENT_TYPES as MESSAGE_TYPES
+from ..store.transcript import Entry, message_text, transcript_entries
 
 #: The new session's metadata key naming the session it resumes.
 RESUMED_FROM_KEY = "memfs_resumed_from"

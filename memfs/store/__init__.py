@@ -83,6 +83,10 @@ from .base import Core, ExportSnapshot
 from .common import (
     CLIENT_EVENT_TYPES,
     EMPTY_SHA256,
+    MAX_MESSAGE_BLOCKS,
+    MAX_MESSAGE_CHARS,
+    MAX_SEND_EVENTS,
+    MESSAGE_EVENT_TYPES,
     SESSION_TOKEN_MAX_TTL,
     SESSION_TOKEN_MIN_TTL,
     SESSION_TOKEN_PREFIX,
@@ -109,7 +113,9 @@ from .undo import Undo
 from .versions import Versions
 
 __all__ = [
-    "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "EXPIRY_ACTOR", "KEY_PREFIX", "MIGRATION_SET",
+    "CLIENT_EVENT_TYPES", "EMPTY_SHA256", "MAX_MESSAGE_BLOCKS", "MAX_MESSAGE_CHARS",
+    "MAX_SEND_EVENTS",
+    "MESSAGE_EVENT_TYPES", "EXPIRY_ACTOR", "KEY_PREFIX", "MIGRATION_SET",
     "SESSION_TOKEN_MAX_TTL", "SESSION_TOKEN_MIN_TTL", "SESSION_TOKEN_PREFIX", "SESSION_TOKEN_TTL",
     "TOOL_EVENT_TYPES", "UNSET", "Agents", "Archive", "Core", "Dreams", "Events", "ExportSnapshot",
     "Feed", "Idempotency", "KeyCheck", "Keys", "Limits", "Memories", "Search", "SearchHit",

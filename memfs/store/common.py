@@ -52,7 +52,22 @@ CLIENT_EVENT_TYPES = (
     "user.define_outcome",
     "user.tool_result",
     "system.message",
+    "agent.message",
 )
+#: The conversation's messages (SPEC §9): a transcript shows them whole.
+MESSAGE_EVENT_TYPES = ("user.message", "agent.message")
+#: The blocks a message may hold (the SDK's BetaManagedAgents…MessageEvent content).
+MESSAGE_BLOCK_TYPES = {
+    "user.message": ("text", "image", "document", "redacted"),
+    "agent.message": ("text", "redacted"),
+}
+#: The most events one ``events.send`` records (all or none of them).
+MAX_SEND_EVENTS = 100
+#: The most characters of text one message holds (its text blocks together): a transcript is
+#: read by people and put in prompts, not a place for documents.
+MAX_MESSAGE_CHARS = 100_000
+#: The most content blocks one message holds.
+MAX_MESSAGE_BLOCKS = 100
 #: Event types a mount records for the session it acts as (SPEC §4).
 TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 

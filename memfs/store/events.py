@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidCursor, InvalidRequest, ReadOnly
+from ..errors import Forbidden, InvalidCursor, InvalidRequest, ReadOnly
 from ..models import Actor, Event, Page
 from ..rules import (
     MAX_EVENTS_PAGE,
@@ -19,7 +19,16 @@ from ..rules import (
     validate_text,
 )
 from .base import Core, Part
-from .common import CLIENT_EVENT_TYPES, check_tool_events, complete_event
+from .common import (
+    CLIENT_EVENT_TYPES,
+    MAX_MESSAGE_BLOCKS,
+    MAX_MESSAGE_CHARS,
+    MAX_SEND_EVENTS,
+    MESSAGE_BLOCK_TYPES,
+    MESSAGE_EVENT_TYPES,
+    check_tool_events,
+    complete_event,
+)
 from .paging import decode_cursor, encode_cursor
 from .rows import event_from_row
 
@@ -183,26 +192,45 @@ class Events(Part):
 
     # -- API extras: agents, environments, resources, client events (API.md §4) -------------
 
-    def send(self, session_id: str, events: Any) -> builtins.list[Event]:
-        """Record events a client sends (API.md §4.1 ``events.send``): a non-empty list of
-        objects whose ``type`` is one of :data:`CLIENT_EVENT_TYPES`. The store assigns ``id``
-        and ``processed_at`` (any the client sent are ignored).
+    def send(self, session_id: str, events: Any, *,
+             as_session: str | None = None) -> builtins.list[Event]:
+        """Record events a client sends (API.md §4.1 ``events.send``): a non-empty list of at
+        most :data:`MAX_SEND_EVENTS` objects whose ``type`` is one of
+        :data:`CLIENT_EVENT_TYPES`; a message's blocks as the SDK types them, its text at most
+        :data:`MAX_MESSAGE_CHARS`. All are checked before any is recorded: all or none. The
+        store assigns ``id`` and ``processed_at`` (any the client sent are ignored).
 
-        :raises InvalidRequest: a bad list or event. :raises NotFound: unknown session.
+        An ``agent.message`` is the session's own words (SPEC §9): only a caller acting as
+        that session (``as_session``: a session token's session, the session a key acts as)
+        may send it.
+
+        :raises InvalidRequest: a bad list or event, or one over a limit (named).
+        :raises Forbidden: an ``agent.message`` from a caller that does not act as the session.
+        :raises NotFound: unknown session.
         """
         if not isinstance(events, list) or not events:
             raise InvalidRequest("events must be a non-empty list")
+        if len(events) > MAX_SEND_EVENTS:
+            raise InvalidRequest(f"too many events: {len(events)} in one request; the limit is "
+                                 f"{MAX_SEND_EVENTS} (MAX_SEND_EVENTS): send them in several")
         clean = []
-        for e in events:
+        for i, e in enumerate(events):
             if not isinstance(e, dict) or e.get("type") not in CLIENT_EVENT_TYPES:
                 kind = e.get("type") if isinstance(e, dict) else e
                 raise InvalidRequest(
                     f"cannot send an event of type {kind!r}; allowed: "
                     + ", ".join(CLIENT_EVENT_TYPES)
                 )
-            if e["type"] == "user.message" and not isinstance(e.get("content"), list):
-                raise InvalidRequest("a user.message needs a 'content' list of blocks")
+            if e["type"] in MESSAGE_EVENT_TYPES:
+                check_message(e, f"events[{i}]")
             clean.append({k: v for k, v in e.items() if k not in ("id", "processed_at")})
+        if as_session != session_id and any(e["type"] == "agent.message" for e in clean):
+            who = ("this request acts as no session" if as_session is None
+                   else f"this request acts as session {as_session}")
+            raise Forbidden(
+                f"an agent.message of session {session_id} is that session's own: send it with "
+                f"the session's token, or with a key acting as the session "
+                f"(x-memfs-session-id: {session_id}); {who}")
         return self.add(session_id, clean)
 
     # -- acting as a session: remote mounts (the memfs extension, README "Remote mounts") -------
@@ -268,3 +296,34 @@ class Events(Part):
                     known.add(e["id"])
                     fresh.append(self.sessions.insert_event(c, session_id, store_id, e))
             return fresh
+
+
+def check_message(event: dict[str, Any], where: str) -> None:
+    """A ``user.message`` or ``agent.message`` as the SDK types it: a ``content`` list of
+    at most :data:`MAX_MESSAGE_BLOCKS` blocks of :data:`MESSAGE_BLOCK_TYPES` (a text block's
+    ``text`` a string), its text at most :data:`MAX_MESSAGE_CHARS` in all.
+
+    :raises InvalidRequest: naming the event (``where``) and the rule or the limit.
+    """
+    kind = event["type"]
+    content = event.get("content")
+    if not isinstance(content, list):
+        raise InvalidRequest(f"{where}: a {kind} needs a 'content' list of blocks")
+    if len(content) > MAX_MESSAGE_BLOCKS:
+        raise InvalidRequest(f"{where}: a {kind} of {len(content)} blocks; the limit is "
+                             f"{MAX_MESSAGE_BLOCKS} blocks (MAX_MESSAGE_BLOCKS)")
+    allowed = MESSAGE_BLOCK_TYPES[kind]
+    chars = 0
+    for j, block in enumerate(content):
+        btype = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(btype, str) or btype not in allowed:
+            got = repr(btype)[:40] if isinstance(block, dict) else type(block).__name__
+            raise InvalidRequest(f"{where}.content[{j}]: a {kind} holds blocks of type "
+                                 + ", ".join(allowed) + f", not {got}")
+        if btype == "text":
+            if not isinstance(block.get("text"), str):
+                raise InvalidRequest(f"{where}.content[{j}]: a text block needs a string 'text'")
+            chars += len(block["text"])
+    if chars > MAX_MESSAGE_CHARS:
+        raise InvalidRequest(f"{where}: a {kind} of {chars} characters is too long; the limit is "
+                             f"{MAX_MESSAGE_CHARS} characters of text (MAX_MESSAGE_CHARS)")

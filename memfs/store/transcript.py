@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..models import Event
+from .common import MESSAGE_EVENT_TYPES
 
-#: The conversation's own events (a harness posts them, API.md §4.1 events.send).
-MESSAGE_TYPES = ("user.message", "agent.message")
 #: The most characters of a tool line's parts (a path, the error of a failed call): a tool
 #: line is a hint of what the agent did, not a copy of its output.
 TOOL_PART_CHARS = 160
@@ -31,7 +30,7 @@ def message_text(event_body: Mapping[str, Any]) -> str | None:
     line; an image, a document or a redacted block as ``[image]``…); None for any other
     event. A body that does not hold the blocks it should (an old or hand-made event) gives
     what text it has, never an error."""
-    if event_body.get("type") not in MESSAGE_TYPES:
+    if event_body.get("type") not in MESSAGE_EVENT_TYPES:
         return None
     content = event_body.get("content")
     if isinstance(content, str):

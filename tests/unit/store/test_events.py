@@ -11,7 +11,7 @@ from memfs import (
     InvalidRequest,
     NotFound,
 )
-from memfs.store import Limits, Store, format_time, new_id
+from memfs.store import MAX_MESSAGE_CHARS, MAX_SEND_EVENTS, Limits, Store, format_time, new_id
 from tests.support.backend import Backend
 from tests.support.dbstate import count_rows
 from tests.support.storekit import RFC3339_Z, all_pages, res
@@ -150,3 +150,73 @@ class TestEventBounds:
             assert count_rows(s, "events", "session_id IS NULL") == 0
         finally:
             s.close()
+
+
+def _text(kind: str, text: str) -> dict:
+    return {"type": kind, "content": [{"type": "text", "text": text}]}
+
+
+class TestMessages:
+    """The conversation's messages (issue 43): ``agent.message`` from the session itself,
+    limits named in the refusal, and nothing of a refused request recorded."""
+
+    def test_an_agent_message_from_the_session_itself(self, store: Store) -> None:
+        sess = store.sessions.create([]).id
+        sent = store.events.send(sess, [_text("user.message", "hi"),
+                                        _text("agent.message", "hello")], as_session=sess)
+        assert [e.type for e in sent] == ["user.message", "agent.message"]
+        listed = store.events.list(sess, types=["agent.message"]).data
+        assert [e.body["content"] for e in listed] == [[{"type": "text", "text": "hello"}]]
+        assert listed[0].id.startswith("sevt_")
+
+    def test_an_agent_message_from_anyone_else_is_refused(self, store: Store) -> None:
+        from memfs.errors import Forbidden
+
+        sess, other = store.sessions.create([]).id, store.sessions.create([]).id
+        for as_session in (None, other):
+            with pytest.raises(Forbidden, match="agent.message"):
+                store.events.send(sess, [_text("user.message", "a"),
+                                         _text("agent.message", "b")], as_session=as_session)
+        # a user.message needs no session (a harness posts it as today)
+        store.events.send(sess, [_text("user.message", "from the harness")])
+        assert [e.type for e in store.events.list(sess).data] == ["user.message"]
+
+    @pytest.mark.parametrize("events, match", [
+        ([_text("user.message", "x" * (MAX_MESSAGE_CHARS + 1))], "MAX_MESSAGE_CHARS"),
+        ([_text("agent.message", "x" * MAX_MESSAGE_CHARS + "y")], "100000 characters"),
+        ([{"type": "agent.message", "content": [{"type": "text", "text": "x" * 60_000}] * 2}],
+         "MAX_MESSAGE_CHARS"),
+        ([_text("user.message", "ok")] * (MAX_SEND_EVENTS + 1), "MAX_SEND_EVENTS"),
+        ([_text("user.message", "ok"), {"type": "agent.message"}], "content"),
+        ([{"type": "agent.message", "content": "text"}], "content"),
+        ([{"type": "agent.message", "content": [{"type": "image", "source": {}}]}],
+         "text, redacted"),
+        ([{"type": "agent.message", "content": [{"type": "text"}]}], "string 'text'"),
+        ([{"type": "agent.message", "content": [{"type": "text", "text": 5}]}], "string"),
+        ([{"type": "user.message", "content": ["x"]}], "not str"),
+        ([{"type": "user.message", "content": [{"type": ["text"]}]}], "not"),
+        ([{"type": "user.message", "content": [None]}], "not NoneType"),
+        ([_text("user.message", "ok"), _text("agent.message", "\ud800")], "surrogate|UTF-8"),
+    ])
+    def test_limits_and_shapes_refuse_the_whole_request(self, store: Store, events: list,
+                                                         match: str) -> None:
+        sess = store.sessions.create([]).id
+        with pytest.raises(InvalidRequest, match=match):
+            store.events.send(sess, events, as_session=sess)
+        assert store.events.list(sess).data == []
+
+    def test_at_the_limits(self, store: Store) -> None:
+        sess = store.sessions.create([]).id
+        at_limit = [{"type": "agent.message", "content": [
+            {"type": "text", "text": "x" * (MAX_MESSAGE_CHARS - 1)}, {"type": "redacted"},
+            {"type": "text", "text": "é"}]}]
+        store.events.send(sess, at_limit, as_session=sess)
+        store.events.send(sess, [_text("user.message", "ok")] * MAX_SEND_EVENTS)
+        assert len(store.events.list(sess, limit=1000).data) == MAX_SEND_EVENTS + 1
+
+    def test_ids_and_times_are_the_stores(self, store: Store) -> None:
+        sess = store.sessions.create([]).id
+        (e,) = store.events.send(sess, [{**_text("agent.message", "a"), "id": "sevt_mine",
+                                         "processed_at": "2000-01-01T00:00:00Z"}],
+                                 as_session=sess)
+        assert e.id != "sevt_mine" and not e.processed_at.startswith("2000")
