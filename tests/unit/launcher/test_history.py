@@ -237,3 +237,18 @@ def test_a_resumed_session_needs_the_store_to_render(store: Store) -> None:
     new = store.sessions.get(resumed(store, old))
     with pytest.raises(ValueError, match="needs the store"):
         render_memory_prompt(new)
+
+
+def test_a_local_resume_stays_in_the_old_sessions_workspace(store: Store) -> None:
+    """On a local database the new session is made in the old one's workspace: a store of
+    another workspace is not found (as a server's key of one workspace sees no other)."""
+    from memfs.launcher.resume import workspace_of
+
+    old, _ = conversation(store, 2)
+    theirs = store.stores.create("Theirs", workspace="team-b").id
+    where = workspace_of(store, old)
+    assert where == {"workspace": "default"}
+    with pytest.raises(NotFound):
+        store.sessions.create([{"type": "memory_store", "memory_store_id": theirs}], **where)
+    with pytest.raises(NotFound):
+        workspace_of(store, "sesn_nope")
