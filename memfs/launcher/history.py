@@ -192,7 +192,7 @@ def history_block(events: Iterable[Event], *, session_id: str, messages: int,
         lines += ["", "That session recorded no messages and no tool calls."]
         return "\n".join(lines) + "\n"
     what = (f"Its last {_count(shown, 'message')}, oldest first"
-            + (f", with {_count(tools, 'tool call')} on one line each" if tools else "")
+            + (f", and {_count(tools, 'tool call')} (one line each)" if tools else "")
             + (f"; {_count(in_span - shown, 'older message')} of the last {messages:,} left "
                f"out to stay within {budget:,} characters" if in_span > shown else "")
             + ("; the oldest one shown is cut to its end" if cut else "") + ".")

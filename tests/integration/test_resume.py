@@ -55,7 +55,7 @@ def check_block(prompt: str, old: str, root: Path) -> None:
     assert [i for i in range(12) if f"\n\nmessage {i}\n" in block] == list(range(2, 12))
     assert f"- tool cat read {root}/notes/a.md -> ok\n" in block
     assert f"{root}/notes/drinks.md -> ok\n" in block
-    assert "Its last 10 messages, oldest first, with " in block
+    assert "Its last 10 messages, oldest first, and " in block
 
 
 def test_resume_on_a_local_database(launch: Callable[..., Run], db: Path, tmp_path: Path

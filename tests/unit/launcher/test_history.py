@@ -77,7 +77,7 @@ def test_the_last_ten_messages_with_tool_calls_on_one_line(store: Store) -> None
     shown = [f"message {i}" for i in range(12) if f"message {i}\n" in block]
     assert shown == [f"message {i}" for i in range(2, 12)]  # the last 10, oldest first
     assert block.index("message 2\n") < block.index("message 11\n")
-    assert "Its last 10 messages, oldest first, with 5 tool calls on one line each." in block
+    assert "Its last 10 messages, oldest first, and 5 tool calls (one line each)." in block
     assert "- tool cat read /mnt/memory/notes/3.md -> ok\n" in block
     assert "/mnt/memory/notes/1.md" not in block  # before the 10 messages
     assert "**user** (" in block and "**agent** (" in block
