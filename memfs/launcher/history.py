@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from ..errors import MemfsError
+from ..errors import Forbidden, NotFound
 from ..models import Event, Page, Session
 from ..store.common import MESSAGE_EVENT_TYPES as MESSAGE_TYPES
 from ..store.transcript import Entry, message_text, transcript_entries
@@ -226,7 +226,7 @@ def history_for(session: Session, source: EventSource | None) -> str:
                          "read that session's events")
     try:
         events = read_events(source, old, mark)
-    except MemfsError as e:
+    except (NotFound, Forbidden) as e:  # any other failure is one to report, not to print
         return _unavailable(old, e.message)
     if mark.through is not None and not events:
         return _unavailable(old, "its events are gone")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidRequest
+from ..errors import Conflict, InvalidRequest
 from ..models import SNAPSHOT_KEY, Session
 from .history import HistoryMark, history_metadata, mark_history
 from .plan import Attachment, Resume
@@ -41,9 +41,14 @@ def prepare(store: Store | Client, resume: Resume,
     the old one's) and the metadata that says what the new one resumes.
 
     :raises NotFound: no such session (or not one this credential sees).
+    :raises Conflict: the old session is still running.
     :raises InvalidRequest: the old session attached no store and no ``--store`` is given.
     """
     old = store.sessions.get(resume.session_id)
+    if old.status == "running":
+        # Its mounts may still record tool events of a time before the history's mark, which
+        # would change the block memfs session prompt makes again.
+        raise Conflict(f"session {old.id} is still running: resume it once it has ended")
     if not attachments:
         attachments = attachments_of(old)
         if not attachments:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memfs.errors import InvalidRequest, NotFound
+from memfs.errors import Busy, Conflict, InvalidRequest, NotFound
 from memfs.launcher.history import (
     CUT_MARK,
     HISTORY_KEY,
@@ -252,3 +252,45 @@ def test_a_local_resume_stays_in_the_old_sessions_workspace(store: Store) -> Non
         store.sessions.create([{"type": "memory_store", "memory_store_id": theirs}], **where)
     with pytest.raises(NotFound):
         workspace_of(store, "sesn_nope")
+
+
+def test_a_running_session_is_not_resumed(store: Store) -> None:
+    """Its mounts may still record tool events from before the mark: the block made again
+    later could differ from the one the model got."""
+    st = store.stores.create("Notes").id
+    old = store.sessions.create([{"type": "memory_store", "memory_store_id": st}],
+                                status="running").id
+    with pytest.raises(Conflict, match=f"session {old} is still running"):
+        prepare(store, Resume(old), [])
+
+
+class _Down:
+    """A source whose server does not answer."""
+
+    @property
+    def events(self) -> _Down:
+        return self
+
+    def list(self, session_id: str, **kw: Any) -> Any:
+        raise Busy("the server is busy")
+
+
+def test_a_failure_to_read_the_history_is_not_printed_as_history(store: Store) -> None:
+    """Only a session gone or out of sight is said in the block; any other failure is
+    raised, so that the launcher never writes a prompt the session could not make again."""
+    old, _ = conversation(store, 2)
+    new = store.sessions.get(resumed(store, old))
+    with pytest.raises(Busy):
+        render_memory_prompt(new, _Down())
+
+
+def test_a_snapshot_attachment_is_resumed_as_a_snapshot(store: Store) -> None:
+    from memfs.launcher.resume import attachments_of
+    from memfs.models import SNAPSHOT_KEY
+
+    st = store.stores.create("Notes").id
+    at = "2026-12-01T09:00:00.000000Z"
+    old = store.sessions.create(
+        [{"type": "memory_store", "memory_store_id": st, "access": "read_only"}],
+        metadata={SNAPSHOT_KEY + st: f"{at} (the start of the day)"})
+    assert attachments_of(old) == [Attachment(st, "read_only", None, at=at)]
