@@ -213,6 +213,9 @@ _NAME_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
 #: The most items of one page of a session's events or resources, and of a store's change
 #: feed (whose ``limit`` may be 0: its position only).
 MAX_EVENTS_PAGE = 1000
+#: The events shown before and after one event (``events.around``) by default and at most.
+DEFAULT_AROUND_CONTEXT = 5
+MAX_AROUND_CONTEXT = 100
 MAX_CHANGES_PAGE = 1000
 #: A search: the longest question (characters), the default and the most hits.
 MAX_QUERY_CHARS = 1000

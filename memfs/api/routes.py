@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from ..models import ROLES
 from ..rules import (
+    DEFAULT_AROUND_CONTEXT,
+    MAX_AROUND_CONTEXT,
     MAX_CHANGES_PAGE,
     MAX_EVENTS_PAGE,
     NAME_PATTERN,
@@ -257,7 +259,14 @@ OPS: list[Op] = [
        query=(array("types[]", items="string"), string("order", enum=("asc", "desc")),
               *_times("gt", "gte", "lt", "lte"),
               *_list(None, f"at most {MAX_EVENTS_PAGE} a page (more is read as "
-                     f"{MAX_EVENTS_PAGE})")),
+                     f"{MAX_EVENTS_PAGE})"),
+              string("memfs_around", description="memfs extension: the event with this id "
+                     "and the events before and after it (types[] still applies; order, "
+                     "page, limit and created_at do not)"),
+              integer("memfs_context", minimum=0, maximum=MAX_AROUND_CONTEXT,
+                      description="memfs extension: how many events before and after "
+                      f"memfs_around (default {DEFAULT_AROUND_CONTEXT}; without memfs_around "
+                      "it does nothing)")),
        token="session", returns="Page<Event>"),
     Op("POST", _SES + "/{session_id}/events", send_session_events, "sessions.events.send",
        body=(array("events!"), string("memory_store_id", description="memfs extension: the "

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
-from ..rules import MAX_EVENTS_PAGE
+from ..rules import DEFAULT_AROUND_CONTEXT, MAX_EVENTS_PAGE
 from ..store import TOOL_EVENT_TYPES, UNSET
+from ..store.events import check_context
 from .auth import SESSION_HEADER, acting_session
 from .streams import sse_response
 
@@ -197,6 +198,12 @@ async def update_session_resource(c: Call) -> Any:
 
 async def list_session_events(c: Call) -> Any:
     q = c.q
+    around = q.text("memfs_around")
+    if around is not None:
+        return await _events_around(c, around)
+    context = q.integer("memfs_context", None)
+    if context is not None:
+        check_context(context)  # what it would be with memfs_around: refused the same
     limit = q.integer("limit", 20)
     return await c.run(
         c.store.events.list,
@@ -210,6 +217,22 @@ async def list_session_events(c: Call) -> Any:
         limit=min(limit, EVENTS_MAX_LIMIT) if limit is not None else 20,
         page=q.text("page"),
     )
+
+
+async def _events_around(c: Call, event_id: str) -> Any:
+    """memfs extension: the event ``memfs_around`` with ``memfs_context`` events before and
+    after it (Store.events.around), as one page. A listing's own order, page and times do not
+    apply to it: given with it, a 400 rather than an answer that ignores them."""
+    q = c.q
+    for name in ("order", "page", "limit", "created_at[gt]", "created_at[gte]",
+                 "created_at[lt]", "created_at[lte]"):
+        if c.request.query_params.get(name) is not None:
+            raise errors.InvalidRequest(f"{name} does not apply with memfs_around (the events "
+                                        "around one event, in time order)")
+    context = q.integer("memfs_context", DEFAULT_AROUND_CONTEXT)
+    events = await c.run(c.store.events.around, c.p["session_id"], event_id,
+                         context=context, types=q.texts("types"))
+    return {"data": [e.to_dict() for e in events], "next_page": None}
 
 
 async def send_session_events(c: Call) -> Any:

@@ -10,7 +10,9 @@ from typing import Any
 import click
 
 from ..launcher.prompt import render_memory_prompt
+from ..rules import DEFAULT_AROUND_CONTEXT, MAX_AROUND_CONTEXT
 from ..store import Store
+from ..store.transcript import message_text
 from .base import Context, cli, fail, pass_ctx
 from .common import actor, pages, when
 from .shared import table as _table
@@ -156,9 +158,17 @@ def _prompt_indent(text: str) -> str:
     return "\n                  ".join(text.splitlines())
 
 
+#: The most characters of a message the timeline shows (``--json``: all of it).
+TIMELINE_TEXT_CHARS = 100
+
+
 def _event_text(body: dict[str, Any]) -> str:
     """The interesting part of an event for the timeline."""
     t = body.get("type", "")
+    text = message_text(body)
+    if text is not None:
+        line = " ".join(text.split())
+        return line if len(line) <= TIMELINE_TEXT_CHARS else line[:TIMELINE_TEXT_CHARS - 1] + "…"
     if t == "agent.tool_use":
         inp = body.get("input") or {}
         parts = [str(body.get("name", "?")), str(inp.get("operation", "")),
@@ -184,25 +194,51 @@ def _event_text(body: dict[str, Any]) -> str:
 @session.command("events")
 @click.argument("session_id", metavar="ID")
 @click.option("--type", "types", multiple=True, metavar="TYPE",
-              help="Only events of this type, e.g. agent.tool_use (repeatable).")
+              help="Only events of this type, e.g. agent.message or agent.tool_use "
+                   "(repeatable).")
+@click.option("--after", default=None, metavar="TIME",
+              help="Only events processed after TIME (RFC 3339).")
+@click.option("--before", default=None, metavar="TIME",
+              help="Only events processed before TIME (RFC 3339).")
+@click.option("--around", default=None, metavar="EVENT_ID",
+              help="The event EVENT_ID with the events just before and after it.")
+@click.option("--context", type=click.IntRange(min=0, max=MAX_AROUND_CONTEXT), default=None,
+              help=f"With --around: how many events before and after it "
+                   f"(default {DEFAULT_AROUND_CONTEXT}).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N events.")
 @pass_ctx
 def session_events(
-    ctx: Context, session_id: str, types: tuple[str, ...], limit: int | None
+    ctx: Context, session_id: str, types: tuple[str, ...], after: str | None,
+    before: str | None, around: str | None, context: int | None, limit: int | None,
 ) -> None:
-    """Print a session's events as a timeline: time, type, tool, operation, path, result.
+    """Print a session's events as a timeline: time, type, id, and what it says (a message's
+    text, a tool call's operation, path and result).
 
     Example:
 
     \b
-        memfs session events sesn_01... --type agent.tool_use --type agent.tool_result
+        memfs session events sesn_01... --type user.message --type agent.message
+        memfs session events sesn_01... --after 2026-12-06T09:00:00Z --before 2026-12-06T10:00:00Z
+        memfs session events sesn_01... --around sevt_01... --context 3
     """
     store = ctx.store
-    items = pages(
-        lambda **kw: store.events.list(session_id, types=list(types) or None, **kw), limit
-    )
-    rows = [(when(e.processed_at), e.type, _event_text(e.body)) for e in items]
-    ctx.output(items, _table(("TIME", "TYPE", "WHAT"), rows) if rows else "no events")
+    if around is not None:
+        if after is not None or before is not None or limit is not None:
+            fail("--around shows the events around one event: --after, --before and --limit "
+                 "do not apply to it", 2)
+        items = store.events.around(
+            session_id, around, context=DEFAULT_AROUND_CONTEXT if context is None else context,
+            types=list(types) or None)
+    else:
+        if context is not None:
+            fail("--context is the number of events around --around EVENT_ID: give --around", 2)
+        items = pages(
+            lambda **kw: store.events.list(session_id, types=list(types) or None,
+                                           created_at_gt=after, created_at_lt=before, **kw),
+            limit,
+        )
+    rows = [(when(e.processed_at), e.type, e.id, _event_text(e.body)) for e in items]
+    ctx.output(items, _table(("TIME", "TYPE", "ID", "WHAT"), rows) if rows else "no events")
 
 
 @session.command("prompt")

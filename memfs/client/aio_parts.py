@@ -27,6 +27,7 @@ from ..models import (
     SessionToken,
     Snapshot,
 )
+from ..rules import DEFAULT_AROUND_CONTEXT
 from .ops import OPS
 from .wire import DEFAULT_MOUNT_ROOT, AsyncDrive
 
@@ -397,6 +398,13 @@ class AsyncEvents(_Part):
                                                  created_at_lt=created_at_lt,
                                                  created_at_lte=created_at_lte, limit=limit,
                                                  page=page, after_seq=after_seq))
+
+    async def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> builtins.list[Event]:
+        return await self._drive(OPS.events.around(session_id, event_id, context=context,
+                                              types=types))
 
     async def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,

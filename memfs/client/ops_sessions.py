@@ -20,6 +20,7 @@ from ..models import (
     SessionResource,
     SessionToken,
 )
+from ..rules import DEFAULT_AROUND_CONTEXT
 from .decode import (
     to_event,
     to_page,
@@ -180,6 +181,16 @@ class EventOps:
             created_at_gte=created_at_gte, created_at_lt=created_at_lt,
             created_at_lte=created_at_lte, limit=limit, page=page))
         return to_page(d, lambda e: to_event(e, session_id))
+
+    def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> Op[builtins.list[Event]]:
+        """memfs extension (``memfs_around``, ``memfs_context`` on ``events.list``): the event
+        with ``context`` events before and after it, in time order."""
+        d = yield Request("GET", f"/v1/sessions/{quoted(session_id)}/events", params=query_params(
+            memfs_around=event_id, memfs_context=context, types=list(types) if types else None))
+        return [to_event(e, session_id) for e in d.get("data") or []]
 
     def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,

@@ -31,6 +31,7 @@ from ..models import (
     SessionToken,
     Snapshot,
 )
+from ..rules import DEFAULT_AROUND_CONTEXT
 from .decode import decoded
 from .ops import OPS
 from .wire import DEFAULT_MOUNT_ROOT, Drive, query_params, store_url
@@ -395,6 +396,13 @@ class Events(_Part):
                                            created_at_lt=created_at_lt,
                                            created_at_lte=created_at_lte, limit=limit, page=page,
                                            after_seq=after_seq))
+
+    def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> builtins.list[Event]:
+        return self._drive(OPS.events.around(session_id, event_id, context=context,
+                                              types=types))
 
     def add(
         self, session_id: str | None, events: Sequence[dict[str, Any]], *,

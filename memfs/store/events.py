@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Forbidden, InvalidCursor, InvalidRequest, ReadOnly
+from ..errors import Forbidden, InvalidCursor, InvalidRequest, NotFound, ReadOnly
 from ..models import Actor, Event, Page
 from ..rules import (
+    DEFAULT_AROUND_CONTEXT,
+    MAX_AROUND_CONTEXT,
     MAX_EVENTS_PAGE,
     check_limit,
     format_time,
@@ -161,6 +163,44 @@ class Events(Part):
             last = rows[limit - 1]
             next_page = encode_cursor("events", filters, [last["processed_at"], last["seq"]])
         return Page(items, next_page)
+
+    def around(
+        self, session_id: str, event_id: str, *, context: int = DEFAULT_AROUND_CONTEXT,
+        types: Sequence[str] | None = None,
+    ) -> builtins.list[Event]:
+        """The event ``event_id`` of the session with up to ``context`` events before it and
+        ``context`` after it, in time order (as :meth:`list` orders them): "the messages
+        around a match". ``types`` narrows the events around it (``user.message``,
+        ``agent.message``: the conversation without its tool calls); the event itself is
+        always there, whatever its type.
+
+        :raises InvalidRequest: ``context`` outside 0 to :data:`MAX_AROUND_CONTEXT`.
+        :raises NotFound: unknown session, or no such event in it.
+        """
+        check_context(context)
+        if not isinstance(event_id, str):
+            raise InvalidRequest("an event id must be a string")
+        with self.core.read() as c:
+            self.sessions.session_in(c, session_id)
+            row = c.execute("SELECT * FROM events WHERE session_id = ? AND id = ?",
+                            (session_id, event_id)).fetchone()
+            if row is None:
+                raise NotFound(f"event {event_id!r} not found in session {session_id}")
+            where = "session_id = ?"
+            params: builtins.list[Any] = [session_id]
+            if types:
+                where += f" AND type IN ({','.join('?' * len(types))})"
+                params += list(types)
+            at, seq = row["processed_at"], row["seq"]
+            before = c.execute(
+                f"SELECT * FROM events WHERE {where} AND (processed_at < ? OR "
+                "(processed_at = ? AND seq < ?)) ORDER BY processed_at DESC, seq DESC LIMIT ?",
+                [*params, at, at, seq, context]).fetchall()
+            after = c.execute(
+                f"SELECT * FROM events WHERE {where} AND (processed_at > ? OR "
+                "(processed_at = ? AND seq > ?)) ORDER BY processed_at, seq LIMIT ?",
+                [*params, at, at, seq, context]).fetchall()
+        return [event_from_row(r) for r in [*before[::-1], row, *after]]
 
     def last_seq(self, session_id: str) -> int:
         row = self.core.one("SELECT max(seq) FROM events WHERE session_id = ?", (session_id,))
@@ -327,3 +367,15 @@ def check_message(event: dict[str, Any], where: str) -> None:
     if chars > MAX_MESSAGE_CHARS:
         raise InvalidRequest(f"{where}: a {kind} of {chars} characters is too long; the limit is "
                              f"{MAX_MESSAGE_CHARS} characters of text (MAX_MESSAGE_CHARS)")
+
+
+def check_context(context: Any) -> int:
+    """The number of events :meth:`Events.around` shows on each side.
+
+    :raises InvalidRequest: not an integer from 0 to :data:`MAX_AROUND_CONTEXT`.
+    """
+    if isinstance(context, bool) or not isinstance(context, int) or not (
+            0 <= context <= MAX_AROUND_CONTEXT):
+        raise InvalidRequest(f"context must be an integer from 0 to {MAX_AROUND_CONTEXT} "
+                             "(MAX_AROUND_CONTEXT): the events shown before and after")
+    return context

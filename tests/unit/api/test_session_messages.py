@@ -131,3 +131,74 @@ def test_hostile_messages_are_400s(store: Store, tc: TestClient, body: Any) -> N
     assert r.status_code == 400, r.text[:500]
     assert len(r.json()["error"]["message"]) < 1000
     assert messages(store, sid) == []
+
+
+def conversation(store: Store, sid: str, n: int = 6) -> list[str]:
+    ids = []
+    for i in range(n):
+        kind = "user.message" if i % 2 == 0 else "agent.message"
+        ids += [e.id for e in store.events.send(sid, [text(kind, f"m{i}")], as_session=sid)]
+        store.events.add(sid, [{"type": "agent.tool_use", "name": "cat", "input": {}}])
+    return ids
+
+
+def test_events_by_type_time_and_around_through_the_client(store: Store,
+                                                           transport: Any) -> None:
+    sid = running(store)
+    ids = conversation(store, sid)
+    token = store.sessions.create_token(sid).token
+    with Client("http://memfs", token, transport=transport) as c:
+        msgs = c.events.list(sid, types=["user.message", "agent.message"], limit=100).data
+        assert [e.id for e in msgs] == ids
+        assert [e.type for e in c.events.list(sid, types=["agent.message"]).data] == [
+            "agent.message"] * 3
+        middle = msgs[2].processed_at
+        later = c.events.list(sid, types=["user.message", "agent.message"],
+                              created_at_gt=middle).data
+        assert [e.id for e in later] == ids[3:]
+        earlier = c.events.list(sid, types=["user.message", "agent.message"],
+                                created_at_lt=middle).data
+        assert [e.id for e in earlier] == ids[:2]
+        around = c.events.around(sid, ids[3], context=1,
+                                 types=["user.message", "agent.message"])
+        assert [e.id for e in around] == ids[2:5]
+        assert all(e.session_id == sid for e in around)
+        every = [e.id for e in store.events.list(sid, limit=100).data]
+        at = every.index(ids[3])
+        assert [e.id for e in c.events.around(sid, ids[3])] == every[at - 5:at + 6]
+        with pytest.raises(errors.NotFound):
+            c.events.around(sid, "sevt_nope")
+
+
+@pytest.mark.parametrize("query, named", [
+    ("memfs_around=ID&memfs_context=101", "from 0 to 100"),
+    ("memfs_around=ID&memfs_context=-1", "from 0 to 100"),
+    ("memfs_around=ID&memfs_context=x", "memfs_context"),
+    ("memfs_around=ID&memfs_context=99999999999999999999999", "memfs_context"),
+    ("memfs_around=ID&page=abc", "page"),
+    ("memfs_around=ID&order=desc", "order"),
+    ("memfs_around=ID&limit=3", "limit"),
+    ("memfs_around=ID&created_at[gt]=2026-01-01T00:00:00Z", "created_at[gt]"),
+    ("memfs_around=", "memfs_around"),
+    ("memfs_around=%ED%A0%80", "UTF-8"),
+])
+def test_bad_around_queries_are_400s(store: Store, tc: TestClient, query: str,
+                                     named: str) -> None:
+    sid = running(store)
+    ids = conversation(store, sid, 2)
+    r = tc.get(f"/v1/sessions/{sid}/events?{query.replace('ID', ids[0])}",
+               headers={"x-api-key": KEY})
+    assert r.status_code == 400, r.text[:500]
+    assert named in r.json()["error"]["message"]
+
+
+def test_around_another_sessions_event_is_a_404(store: Store, tc: TestClient) -> None:
+    a, b = running(store), running(store)
+    theirs = conversation(store, b, 1)[0]
+    r = tc.get(f"/v1/sessions/{a}/events", params={"memfs_around": theirs},
+               headers={"x-api-key": KEY})
+    assert r.status_code == 404, r.text[:500]
+    token = store.sessions.create_token(a).token
+    r = tc.get(f"/v1/sessions/{b}/events", params={"memfs_around": theirs},
+               headers={"x-api-key": token})
+    assert r.status_code == 404, r.text[:500]

@@ -532,8 +532,10 @@ def test_session_show_keeps_multi_line_values_in_their_column(ok, store):
 def test_session_events_timeline(run, ok, js, a_session, monkeypatch):
     monkeypatch.setattr(cli_module, "_PAGE", 2)
     lines = ok("session", "events", a_session.id).splitlines()
-    assert lines[0].split() == ["TIME", "TYPE", "WHAT"]
-    body = [line.split(None, 3)[2:] for line in lines[1:]]
+    assert lines[0].split() == ["TIME", "TYPE", "ID", "WHAT"]
+    rows = [line.split(None, 4)[2:] for line in lines[1:]]
+    assert rows[0][1] == "sevt_use1"
+    body = [[kind, *what] for kind, _id, *what in rows]
     assert body[:4] == [
         ["agent.tool_use", "cat read /mnt/memory/user-preferences/a.md"],
         ["agent.tool_result", "ok: read 12 bytes"],
@@ -545,6 +547,41 @@ def test_session_events_timeline(run, ok, js, a_session, monkeypatch):
     assert [e["id"] for e in only] == ["sevt_use1", "sevt_use2"]
     assert len(js("session", "events", a_session.id, "--limit", "3")) == 3
     assert_error(run("session", "events", "sesn_nope"), 3)
+
+
+def test_session_events_by_type_time_and_around(run, ok, js, store):
+    sess = store.sessions.create([]).id
+    ids = []
+    for i in range(5):
+        kind = "user.message" if i % 2 == 0 else "agent.message"
+        ids += [e.id for e in store.events.send(
+            sess, [{"type": kind, "content": [{"type": "text", "text": f"say\n{i} " + "x" * i}]}],
+            as_session=sess)]
+        store.events.add(sess, [{"type": "agent.tool_use", "name": "cat", "input": {}}])
+    store.events.send(sess, [{"type": "user.message",
+                              "content": [{"type": "text", "text": "long " * 100}]}])
+    msgs = ("--type", "user.message", "--type", "agent.message")
+    shown = ok("session", "events", sess, *msgs).splitlines()
+    assert shown[0].split() == ["TIME", "TYPE", "ID", "WHAT"]
+    assert shown[1].split()[2:] == ["user.message", ids[0], "say", "0"]
+    assert shown[2].split()[2:] == ["agent.message", ids[1], "say", "1", "x"]
+    assert len(shown[-1]) < 200 and shown[-1].endswith("…")
+    listed = js("session", "events", sess, *msgs)
+    middle = listed[2]["processed_at"]
+    assert [e["id"] for e in js("session", "events", sess, *msgs, "--after", middle)] == (
+        ids[3:] + [listed[-1]["id"]])
+    assert [e["id"] for e in js("session", "events", sess, *msgs, "--before", middle)] == ids[:2]
+    assert [e["id"] for e in js("session", "events", sess, *msgs, "--around", ids[2],
+                                "--context", "1")] == ids[1:4]
+    every = [e["id"] for e in js("session", "events", sess)]
+    at = every.index(ids[2])
+    assert [e["id"] for e in js("session", "events", sess, "--around", ids[2])] == every[
+        max(0, at - 5):at + 6]
+    assert_error(run("session", "events", sess, "--around", "sevt_nope"), 3, "sevt_nope")
+    assert_error(run("session", "events", sess, "--context", "2"), 2, "--around")
+    assert_error(run("session", "events", sess, "--around", ids[0], "--limit", "2"), 2)
+    assert_error(run("session", "events", sess, "--after", "yesterday"), 5, "yesterday")
+    assert run("session", "events", sess, "--around", ids[0], "--context", "101").exit_code == 2
 
 
 def test_session_prompt(ok, js, a_session):

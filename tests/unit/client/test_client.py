@@ -176,7 +176,7 @@ def test_both_clients_expose_the_same_store_methods(tmp_path):
                    "memories.create", "memories.get", "memories.get_by_path",
                    "memories.resolve", "memories.update", "memories.delete", "memories.list",
                    "versions.list", "versions.get", "versions.redact", "sessions.create",
-                   "sessions.get", "sessions.list", "events.list", "events.add",
+                   "sessions.get", "sessions.list", "events.list", "events.add", "events.around",
                    "memories.write_path", "memories.delete_path", "memories.rename_path",
                    "stores.namesakes", "versions.restore", "keys.create", "keys.list",
                    "keys.get", "keys.revoke"}

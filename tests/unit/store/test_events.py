@@ -220,3 +220,66 @@ class TestMessages:
                                          "processed_at": "2000-01-01T00:00:00Z"}],
                                  as_session=sess)
         assert e.id != "sevt_mine" and not e.processed_at.startswith("2000")
+
+
+class TestAround:
+    """``events.around``: one event with the events just before and after it (issue 43,
+    "messages around a match"), in the listing's time order."""
+
+    def _conversation(self, store: Store) -> tuple[str, list[str]]:
+        sess = store.sessions.create([]).id
+        ids = []
+        for i in range(6):
+            kind = "user.message" if i % 2 == 0 else "agent.message"
+            ids += [e.id for e in store.events.send(sess, [_text(kind, f"m{i}")],
+                                                    as_session=sess)]
+            store.events.add(sess, [{"type": "agent.tool_use", "name": "cat", "input": {}}])
+        return sess, ids
+
+    def test_the_events_around_one(self, store: Store) -> None:
+        sess, ids = self._conversation(store)
+        every = [e.id for e in store.events.list(sess, limit=100).data]
+        at = every.index(ids[3])
+        got = [e.id for e in store.events.around(sess, ids[3], context=2)]
+        assert got == every[at - 2:at + 3]
+        # the first and the last: what there is on each side
+        assert [e.id for e in store.events.around(sess, every[0], context=3)] == every[:4]
+        assert [e.id for e in store.events.around(sess, every[-1], context=3)] == every[-4:]
+        assert [e.id for e in store.events.around(sess, ids[3], context=0)] == [ids[3]]
+
+    def test_types_narrow_what_is_around_not_the_event_itself(self, store: Store) -> None:
+        sess, ids = self._conversation(store)
+        msgs = ["user.message", "agent.message"]
+        got = store.events.around(sess, ids[3], context=2, types=msgs)
+        assert [e.id for e in got] == ids[1:6]
+        assert [e.body["content"][0]["text"] for e in got] == ["m1", "m2", "m3", "m4", "m5"]
+        tool = store.events.list(sess, types=["agent.tool_use"]).data[2].id
+        got = store.events.around(sess, tool, context=1, types=msgs)
+        assert [e.id for e in got] == [ids[2], tool, ids[3]]
+
+    def test_same_time_events_keep_their_recorded_order(self, store: Store) -> None:
+        import json
+
+        sess = store.sessions.create([]).id
+        t = "2026-05-01T04:51:56.000000Z"
+        rows = []
+        for i in range(5):
+            e = {"id": new_id("sevt"), "type": "agent.tool_use", "processed_at": t, "n": i}
+            rows.append((e["id"], e["type"], t, json.dumps(e)))
+        store.events.record_tool_events(sess, rows)
+        got = store.events.around(sess, rows[2][0], context=1)
+        assert [e.body["n"] for e in got] == [1, 2, 3]
+
+    @pytest.mark.parametrize("context", [-1, 101, True, "3", 1.5, None])
+    def test_a_bad_context(self, store: Store, context: object) -> None:
+        sess, ids = self._conversation(store)
+        with pytest.raises(InvalidRequest, match="MAX_AROUND_CONTEXT"):
+            store.events.around(sess, ids[0], context=context)  # type: ignore[arg-type]
+
+    def test_an_unknown_event_or_session(self, store: Store) -> None:
+        sess, ids = self._conversation(store)
+        other = store.sessions.create([]).id
+        for session_id, event_id in ((sess, "sevt_nope"), (other, ids[0]),
+                                     ("sesn_nope", ids[0])):
+            with pytest.raises(NotFound):
+                store.events.around(session_id, event_id)
