@@ -42,14 +42,15 @@ TYPES_LINE = (
     "(low, medium, high), expires (a date, 7d, never), tags and description.")
 
 
-def render_memory_prompt(session: Session, store: EventSource | None = None) -> str:
+def render_memory_prompt(session: Session, *, history: EventSource | None = None) -> str:
     """The memory section of the system prompt for ``session``, as Markdown text ending in a
     newline; ``""`` when no memory store is attached.
 
     The text names each mount exactly as the resource's ``mount_path`` says (clients must never
     compute it), and tells the agent that other paths under the root are scratch. A session
     that resumes another ends with that one's last messages (:mod:`.history`), read through
-    ``store`` (needed then: :func:`~.history.history_for` raises ValueError without it).
+    ``history``, a store or a server's client (needed then: :func:`~.history.history_for`
+    raises ValueError without it).
     """
     resources = [r for r in session.resources if r.mount_path]
     if not resources:
@@ -76,8 +77,8 @@ def render_memory_prompt(session: Session, store: EventSource | None = None) -> 
                                   session=len(live) > 1)]
     for r in resources:
         lines += ["", *_note(r, session.metadata.get(SNAPSHOT_KEY + r.memory_store_id))]
-    history = history_for(session, store)
-    return "\n".join(lines) + "\n" + ("\n" + history if history else "")
+    resumed = history_for(session, history)
+    return "\n".join(lines) + "\n" + ("\n" + resumed if resumed else "")
 
 
 def search_line(mount_path: str, *, snapshots: bool = False, session: bool = False) -> str:
