@@ -159,7 +159,7 @@ def test_budget_one_message_exactly_at_it_and_one_over() -> None:
     none = history_block(one, session_id="sesn_x", messages=10,
                          budget=frame + len(CUT_MARK) + MIN_CUT_CHARS - 1)
     assert "```" not in none
-    assert "Its last 1 message do not fit within" in none and "none is shown" in none
+    assert "Its last messages do not fit within" in none and "none is shown" in none
 
 
 def test_budget_many_small_messages_drop_the_oldest_first() -> None:
@@ -170,8 +170,8 @@ def test_budget_many_small_messages_drop_the_oldest_first() -> None:
     body = inside(block)
     assert len(body) == budget
     assert [f"m{i:02}" for i in range(30) if f"m{i:02}" in body] == ["m26", "m27", "m28", "m29"]
-    assert "Its last 4 messages, oldest first; 6 older messages of the last 10 left out to " \
-        f"stay within {budget:,} characters." in block
+    assert "Its last 4 messages, oldest first; older ones left out to stay within " \
+        f"{budget:,} characters." in block
 
 
 def test_a_tool_line_is_never_cut_and_ends_the_block() -> None:
@@ -294,3 +294,20 @@ def test_a_snapshot_attachment_is_resumed_as_a_snapshot(store: Store) -> None:
         [{"type": "memory_store", "memory_store_id": st, "access": "read_only"}],
         metadata={SNAPSHOT_KEY + st: f"{at} (the start of the day)"})
     assert attachments_of(old) == [Attachment(st, "read_only", None, at=at)]
+
+
+def test_long_messages_past_the_budget_are_not_miscounted(store: Store) -> None:
+    """Reading stops once what is read overflows the budget: the block must not count the
+    messages left out from what was read (5 of 10 here), only say that older ones were."""
+    st = store.stores.create("Notes").id
+    old = store.sessions.create([{"type": "memory_store", "memory_store_id": st}]).id
+    for i in range(10):
+        store.events.add(old, [msg("user.message" if i % 2 == 0 else "agent.message",
+                                   f"{i}" * 2000)])
+    store.sessions.set_status(old, "terminated")
+    text = render_memory_prompt(store.sessions.get(resumed(store, old)), history=store)
+    block = text[text.index("# The conversation"):]
+    assert "Its last 4 messages, oldest first; older ones left out to stay within 8,000 " \
+        "characters; the oldest one shown is cut to its end." in block
+    assert [i for i in range(10) if f"{i}" * 100 in block] == [6, 7, 8, 9]
+    assert len(inside(block)) <= 8000
