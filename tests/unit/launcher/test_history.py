@@ -311,3 +311,16 @@ def test_long_messages_past_the_budget_are_not_miscounted(store: Store) -> None:
         "characters; the oldest one shown is cut to its end." in block
     assert [i for i in range(10) if f"{i}" * 100 in block] == [6, 7, 8, 9]
     assert len(inside(block)) <= 8000
+
+
+def test_the_block_is_made_again_on_either_backend(backend: Any) -> None:
+    """The mark's time bounds the events read again: on PostgreSQL too it must take the
+    marked event in, and the ones recorded after it out."""
+    store = backend.open()
+    old, _ = conversation(store)
+    new = store.sessions.get(resumed(store, old))
+    before = render_memory_prompt(new, history=store)
+    assert "message 11" in before and "message 1\n" not in before
+    store.events.add(old, [msg("user.message", "later")])
+    assert render_memory_prompt(store.sessions.get(new.id), history=store) == before
+    assert store.sessions.workspace_of(old) == "default"
