@@ -219,6 +219,8 @@ def history_for(session: Session, source: EventSource | None) -> str:
     mark = HistoryMark.decode(value)
     if mark is None:
         return _unavailable(old, f"its {HISTORY_KEY} metadata is not what memfs wrote")
+    if mark.messages == 0:
+        return ""
     if source is None:
         raise ValueError(f"session {session.id} resumes {old}: its prompt needs the store to "
                          "read that session's events")

@@ -230,6 +230,9 @@ def test_a_deleted_old_session_is_said_not_shown(store: Store) -> None:
     # Metadata changed by hand: said, never an error.
     bad = store.sessions.update(new.id, metadata={HISTORY_KEY: "{nope"})
     assert "is not what memfs wrote" in history_for(bad, store)
+    none = store.sessions.update(new.id, metadata={HISTORY_KEY: HistoryMark(
+        "sevt_x", "2026-12-06T10:00:00.000000Z", 0, 8000).encode()})
+    assert history_for(none, store) == ""
 
 
 def test_a_resumed_session_needs_the_store_to_render(store: Store) -> None:
