@@ -10,6 +10,7 @@ import sys
 import click
 
 from ..daemons import logs
+from ..launcher.history import DEFAULT_BUDGET, DEFAULT_MESSAGES, MAX_BUDGET, MAX_MESSAGES
 from .base import Context, cli, fail, pass_ctx
 from .common import instructions_option, kv_pairs, spec_option
 from .sessions import load_spec
@@ -67,6 +68,32 @@ from .sessions import load_spec
     help="Life of COMMAND's session token (MEMFS_API_KEY; default one day, at most 30 "
     "days); it ends with the session anyway.",
 )
+@click.option(
+    "--resume",
+    "resume_id",
+    default=None,
+    metavar="SESSION",
+    help="Go on from SESSION: its stores (access, scope, instructions) unless --store or "
+    "--spec gives others, and its last messages at the end of the prompt file; the new "
+    "session's metadata says memfs_resumed_from=SESSION.",
+)
+@click.option(
+    "--last-messages",
+    type=click.IntRange(0, MAX_MESSAGES),
+    default=None,
+    metavar="N",
+    help=f"With --resume: how many of the old session's last messages the prompt gets "
+    f"(user.message and agent.message; tool calls among them one line each; default "
+    f"{DEFAULT_MESSAGES}, 0: none).",
+)
+@click.option(
+    "--history-budget",
+    type=click.IntRange(0, MAX_BUDGET),
+    default=None,
+    metavar="CHARS",
+    help=f"With --resume: the most characters those messages take in the prompt (default "
+    f"{DEFAULT_BUDGET:,}); the oldest are left out first.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
 def run(
@@ -79,6 +106,9 @@ def run(
     network: str,
     user: str | None,
     token_ttl: int | None,
+    resume_id: str | None,
+    last_messages: int | None,
+    history_budget: int | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND in a session with memory stores mounted under the session root.
@@ -96,7 +126,7 @@ def run(
     died of signal N); 127/126 if it cannot be run; 1 with one line on stderr if a mount dies.
 
     The stores come from --store/--instructions or from a --spec file (its resources,
-    title and metadata), not both.
+    title and metadata), not both; or with --resume SESSION from that session.
 
     Example:
 
@@ -106,16 +136,20 @@ def run(
         memfs run --store Preferences --store "Sprint 12:workflow" -- bash -i
         memfs run --spec session.yaml -- bash -i
         memfs run --store "notes@2026-12-01T09:00:00Z" -- bash -i
+        memfs run --resume sesn_01... --last-messages 20 -- bash -i
     """
-    from ..launcher.plan import Attachment, Launch, LaunchError
+    from ..launcher.plan import Attachment, Launch, LaunchError, Resume
     from ..launcher.runner import run as run_session
 
     if spec_path is not None and (stores or instructions):
         raise click.UsageError(
             "--spec lists the session's stores: give --spec or --store/--instructions, not both"
         )
-    if spec_path is None and not stores:
-        raise click.UsageError("give the stores to attach: --store REF (repeatable) or --spec")
+    if spec_path is None and not stores and resume_id is None:
+        raise click.UsageError("give the stores to attach: --store REF (repeatable), --spec "
+                               "or --resume SESSION")
+    if resume_id is None and (last_messages is not None or history_budget is not None):
+        raise click.UsageError("--last-messages and --history-budget go with --resume SESSION")
     launch = Launch(
         [Attachment.parse(s) for s in stores],
         list(command),
@@ -128,6 +162,10 @@ def run(
         instructions=kv_pairs(instructions, "--instructions", "REF=TEXT"),
         user=user,
         token_ttl=token_ttl,
+        resume=None if resume_id is None else Resume(
+            resume_id,
+            DEFAULT_MESSAGES if last_messages is None else last_messages,
+            DEFAULT_BUDGET if history_budget is None else history_budget),
     )
     if spec_path is not None:
         spec = load_spec(ctx, spec_path)

@@ -266,7 +266,7 @@ def session_prompt(ctx: Context, session_id: str) -> None:
         memfs session prompt sesn_01...
     """
     s = ctx.store.sessions.get(session_id)
-    text = render_memory_prompt(s)
+    text = render_memory_prompt(s, history=ctx.store)
     if ctx.as_json:
         ctx.output({"session_id": s.id, "prompt": text})
     else:

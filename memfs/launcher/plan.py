@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest, MemfsError, NotFound
 from ..rules import SCOPES
+from .history import DEFAULT_BUDGET, DEFAULT_MESSAGES
 
 if TYPE_CHECKING:
     from ..models import MemoryStore
@@ -121,6 +122,16 @@ def _kind(word: str) -> str:
     return "access" if word in ACCESS_ALIASES else "scope"
 
 
+@dataclass(frozen=True)
+class Resume:
+    """``memfs run --resume SESSION``: the session to go on from, and how much of its
+    conversation the prompt gets (:mod:`memfs.launcher.history`)."""
+
+    session_id: str
+    messages: int = DEFAULT_MESSAGES
+    budget: int = DEFAULT_BUDGET
+
+
 @dataclass
 class Launch:
     """What ``memfs run`` was asked to do.
@@ -150,3 +161,6 @@ class Launch:
     user: str | None = None
     #: Seconds CMD's session token lives at most (None: the store's default, one day).
     token_ttl: float | None = None
+    #: The session this one resumes (``--resume``): its attachments unless ``attachments``
+    #: names others, its last messages in the prompt (:mod:`memfs.launcher.resume`).
+    resume: Resume | None = None

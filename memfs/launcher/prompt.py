@@ -17,6 +17,7 @@ import posixpath
 
 from ..models import SNAPSHOT_KEY as SNAPSHOT_KEY  # time travel's metadata key (said here)
 from ..models import Session, SessionResource, Snapshot
+from .history import EventSource, history_for
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,15 @@ TYPES_LINE = (
     "(low, medium, high), expires (a date, 7d, never), tags and description.")
 
 
-def render_memory_prompt(session: Session) -> str:
+def render_memory_prompt(session: Session, *, history: EventSource | None = None) -> str:
     """The memory section of the system prompt for ``session``, as Markdown text ending in a
     newline; ``""`` when no memory store is attached.
 
     The text names each mount exactly as the resource's ``mount_path`` says (clients must never
-    compute it), and tells the agent that other paths under the root are scratch.
+    compute it), and tells the agent that other paths under the root are scratch. A session
+    that resumes another ends with that one's last messages (:mod:`.history`), read through
+    ``history``, a store or a server's client (needed then: :func:`~.history.history_for`
+    raises ValueError without it).
     """
     resources = [r for r in session.resources if r.mount_path]
     if not resources:
@@ -73,7 +77,8 @@ def render_memory_prompt(session: Session) -> str:
                                   session=len(live) > 1)]
     for r in resources:
         lines += ["", *_note(r, session.metadata.get(SNAPSHOT_KEY + r.memory_store_id))]
-    return "\n".join(lines) + "\n"
+    resumed = history_for(session, history)
+    return "\n".join(lines) + "\n" + ("\n" + resumed if resumed else "")
 
 
 def search_line(mount_path: str, *, snapshots: bool = False, session: bool = False) -> str:

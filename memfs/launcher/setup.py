@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..models import Session
+from . import resume
 from .agent import allowed, privileged, readable_by, replaceable_at
 from .plan import LaunchError
 from .procs import process_identity, session_agents
@@ -178,6 +179,12 @@ def create_session(st: LaunchState) -> Session:
     cmd = st.launch.command
     # Only a local session records its launcher: a server's sessions outlive this host.
     owner: dict[str, Any] = {}
+    resumed: dict[str, str] = {}
+    where: dict[str, Any] = {}
+    if st.launch.resume is not None:  # --resume: the old session's stores, unless others
+        old, st.launch.attachments, resumed = resume.prepare(
+            st.store, st.launch.resume, st.launch.attachments)
+        where = resume.workspace_of(st.store, old.id)
     if not st.launch.url:
         launcher = process_identity(os.getpid())
         if st.root_created and not st.namespace:
@@ -189,9 +196,10 @@ def create_session(st: LaunchState) -> Session:
         agent={"type": "agent", "id": "local", "name": os.path.basename(cmd[0])},
         environment_id="local",
         title=session_title(cmd) if st.launch.title is None else st.launch.title,
-        metadata={**(st.launch.metadata or {}), **st.snapshot_notes} or None,
+        metadata={**(st.launch.metadata or {}), **st.snapshot_notes, **resumed} or None,
         status="idle",
         **owner,
+        **where,
     )
 
 

@@ -239,6 +239,11 @@ class Sessions(Part):
             res.setdefault(r["session_id"], []).append(r)
         return [session_from_row(rows[i], res.get(i, [])) for i in ids if i in rows]
 
+    def workspace_of(self, session_id: str) -> str:
+        """The workspace of a session (a session resuming it is made in it:
+        :mod:`memfs.launcher.resume`). :raises NotFound:"""
+        return str(self.core.run(self.session_in, session_id)["workspace_id"])
+
     def session_in(self, c: Connection, session_id: str) -> Row:
         """The session's row. :raises NotFound:"""
         row: Row | None = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()

@@ -292,11 +292,13 @@ ORDER: dict[str, list[str]] = {
     "client": ["wire", "decode", "feed", "ops_sessions", "ops", "sync_parts", "sync", "aio_parts",
                "aio"],
     # What needs no launcher (the init of the agent's PID namespace, a script of the standard
-    # library, the prompt, the plan, the session spec files, the agent, processes, the scratch
+    # library, a resumed session's history, the prompt, the plan, what a resume attaches, the
+    # session spec files, the agent, processes, the scratch
     # root, the reaping of dead launchers' sessions, the session API), then a launch's state
     # and the functions over it, one module per concern, and the runner that calls them.
-    "launcher": ["pidinit", "prompt", "plan", "spec", "agent", "procs", "sandbox", "reap",
-                 "sessionapi", "state", "setup", "credential", "mounts", "command", "runner"],
+    "launcher": ["pidinit", "history", "prompt", "plan", "resume", "spec", "agent", "procs",
+                 "sandbox", "reap", "sessionapi", "state", "setup", "credential", "mounts",
+                 "command", "runner"],
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],

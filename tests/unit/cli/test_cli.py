@@ -743,12 +743,38 @@ def test_run_takes_the_spec(run, spec_file, store, monkeypatch):
     assert launch.instructions == [] and launch.command == ["true"]
 
 
+def test_run_resume_options(run, store, monkeypatch):
+    """--resume SESSION alone attaches the old session's stores (the launcher reads them);
+    --last-messages and --history-budget go with it, within their ranges."""
+    from memfs.launcher import plan, runner
+
+    launched = []
+    monkeypatch.setattr(runner, "run", lambda launch: launched.append(launch) or 0)
+    result = run("run", "--resume", "sesn_01", "--", "true")
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert launched[-1].resume == plan.Resume("sesn_01", 10, 8000)
+    assert launched[-1].attachments == []
+    result = run("run", "--resume", "sesn_01", "--last-messages", "3", "--history-budget", "500",
+                 "--store", "notes", "--", "true")
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert launched[-1].resume == plan.Resume("sesn_01", 3, 500)
+    assert launched[-1].attachments == [plan.Attachment("notes")]
+    for bad in (["--last-messages", "2"], ["--resume", "s", "--history-budget", "-1"],
+                ["--resume", "s", "--last-messages", "1001"]):
+        result = run("run", *bad, "--store", "notes", "--", "true")
+        assert result.exit_code == 2, result.stderr
+    assert "--last-messages and --history-budget go with --resume SESSION" in run(
+        "run", "--history-budget", "9", "--store", "notes", "--", "true").stderr
+    assert len(launched) == 2
+
+
 def test_run_spec_and_store_flags_do_not_mix(run, spec_file, store):
     for extra in (["--store", "Team Docs"], ["--instructions", "Team Docs=x"]):
         result = run("run", "--spec", str(spec_file), *extra, "--", "true")
         assert result.exit_code == 2 and "not both" in result.stderr, result.stderr
     result = run("run", "--", "true")
-    assert result.exit_code == 2 and "--store REF (repeatable) or --spec" in result.stderr
+    assert result.exit_code == 2 and "--store REF (repeatable), --spec or --resume SESSION" \
+        in result.stderr
     spec_file.write_text(spec_file.read_text().replace("read_only", "ro"))
     assert_error(run("run", "--spec", str(spec_file), "--", "true"), 5,
                  f"{spec_file}: resources[1]: access must be")
