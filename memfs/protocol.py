@@ -110,11 +110,13 @@ class FeedAPI(Protocol):
 
 
 class EventsAPI(Protocol):
-    """The tool events a mount records, and a session's events its ``.sessions/`` shows
+    """The tool events a mount records, and a session's events its ``.sessions/`` shows (a
+    resumed session's prompt among them: :mod:`memfs.launcher.history` reads them too)
     (:class:`memfs.store.events.Events`)."""
 
     def list(
-        self, session_id: str, *, order: str = "asc", limit: int = 20, page: str | None = None,
+        self, session_id: str, *, types: Sequence[str] | None = None, order: str = "asc",
+        created_at_lte: str | datetime | None = None, limit: int = 20, page: str | None = None,
     ) -> Page[Event]: ...
 
     def add(

@@ -266,7 +266,8 @@ class SessionLog:
         """A file's content, and the time of the last event it shows (None: no event)."""
         self.reads += 1
         if file == PROMPT_FILE:
-            return render_memory_prompt(self.store.sessions.get(session_id)).encode(), None
+            return render_memory_prompt(self.store.sessions.get(session_id),
+                                        history=self.store).encode(), None
         if file == EVENTS_FILE:
             return self._events_jsonl(session_id)
         return self._transcript_md(session_id)

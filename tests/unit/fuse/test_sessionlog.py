@@ -54,3 +54,24 @@ def test_names_and_the_setting() -> None:
     assert sessions_visibility({}) == "session"
     assert sessions_visibility({"memfs_sessions_visibility": "workspace"}) == "workspace"
     assert sessions_visibility({"memfs_sessions_visibility": "bogus"}) == "session"
+
+
+def test_a_resumed_sessions_prompt_is_what_its_agent_saw(store: Store) -> None:
+    # A resumed session's prompt ends with the old session's messages, read through a store:
+    # .sessions/'s prompt.md asked for it without one, which raised instead of showing it.
+    from memfs.fuse.sessionlog import PROMPT_FILE
+    from memfs.launcher.plan import Resume
+    from memfs.launcher.prompt import render_memory_prompt
+    from memfs.launcher.resume import prepare
+
+    a = store.stores.create("a").id
+    old = _attach(store, a)
+    store.events.add(old, [{"type": "user.message",
+                            "content": [{"type": "text", "text": "tea, black"}]}])
+    store.sessions.set_status(old, "terminated")
+    _, attachments, metadata = prepare(store, Resume(old, 10, 8000), [])
+    new = store.sessions.create([{"type": "memory_store", "memory_store_id": x.ref,
+                                  "access": x.access} for x in attachments],
+                                metadata=metadata).id
+    shown, _ = _log(store, a, new)._read(new, PROMPT_FILE)
+    assert shown.decode() == render_memory_prompt(store.sessions.get(new), history=store)
