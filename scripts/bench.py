@@ -33,7 +33,10 @@ Then, for memfs only (--no-sessions skips it, --sessions-only runs nothing else)
 files of 2,000 bytes are imported into a fresh database; ``memfs run`` (``--isolation namespace``
 as root: one daemon per session; ``--isolation none`` otherwise or when asked: one per store)
 with 1 and with 8 of them times launch to the command's first instruction (the command writes
-$EPOCHREALTIME); then two sessions of all 8 give the memory of the session's daemons (every
+$EPOCHREALTIME), and the whole round trip of ``memfs run … -- CMD``; then again with 8 stores
+that each pin 4,000 characters (``/pinned/profile.md``, SPEC §9: the launcher records them and
+writes them into the prompt file, which the command checks); then (unless --starts-only) two
+sessions of all 8 give the memory of the session's daemons (every
 process below `memfs run` that is not the command's nor an indexer process, however many there
 are; VmRSS and Pss from /proc) and of its indexer process (``memfs.daemons.indexworker``), stage by
 stage (``SessionBench.measure_memory``): over the stores as imported (not indexed: the indexer
@@ -89,6 +92,10 @@ WRITERS = 8
 HISTORY_VERSIONS = 100
 HISTORY_REPEATS = 21
 SESSION_STORES = 8
+#: The characters each store pins in the pinned sessions (a store's default budget), and the
+#: session's budget (memfs.rules.SESSION_PINNED_BUDGET), which shows 4 of the 8.
+PINNED_CHARS = 4_000
+SESSION_PINNED_BUDGET = 16_000
 NEEDLE = "zebra-quartz-needle"
 _INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -969,6 +976,9 @@ class SessionResult:
     size: int
     start: dict[int, list[float]] = field(default_factory=dict)
     lifetime: dict[int, list[float]] = field(default_factory=dict)
+    #: The same, of sessions whose 8 stores each pin PINNED_CHARS characters.
+    pinned_start: list[float] = field(default_factory=list)
+    pinned_lifetime: list[float] = field(default_factory=list)
     memory: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -1065,10 +1075,31 @@ class SessionBench:
             cmd += ["--store", name]
         return [*cmd, "--", "bash", "-c", script, "bash", *script_args]
 
-    def measure_start(self, stores: int) -> None:
-        """Seconds from launching `memfs run` until its command runs (it writes the time)."""
+    def pin(self) -> None:
+        """Pin PINNED_CHARS characters in every store (``/pinned/profile.md``), as a person
+        would: through ``memfs memories create``."""
+        text = self.dir / "profile.md"
+        text.write_text(("Name: Ada Lovelace. Prefers short answers, ISO dates, metric units. "
+                         * 100)[:PINNED_CHARS])
+        for name in self.names:
+            cmd = [self.opts.memfs_cmd, "memories", "create", name, "/pinned/profile.md",
+                   "--file", str(text)]
+            done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
+                                  timeout=60, check=False)  # fmt: skip
+            if done.returncode != 0:
+                raise WorkloadError(f"`memfs memories create` exited {done.returncode}: "
+                                    f"{done.stderr.strip()[-300:]}")  # fmt: skip
+
+    def measure_start(self, stores: int, pinned: bool = False) -> None:
+        """Seconds from launching `memfs run` until its command runs (it writes the time),
+        and of the whole run. ``pinned``: the stores pin (:meth:`pin`), and the command
+        checks afterwards that its prompt file holds every store's pinned memory."""
         stamp = self.dir / f"started-{self._runs + 1}"
-        cmd = self._command(stores, 'echo "$EPOCHREALTIME" > "$1"', str(stamp))
+        script = 'echo "$EPOCHREALTIME" > "$1"'
+        if pinned:
+            script += ('; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c "^#### /pinned/profile.md$" '
+                       '"$p") $(grep -c "^- /pinned/profile.md (" "$p") > "$1.pinned"')
+        cmd = self._command(stores, script, str(stamp))
         t0 = time.time()
         done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
                               timeout=300, check=False)  # fmt: skip
@@ -1077,10 +1108,20 @@ class SessionBench:
             raise WorkloadError(f"`memfs run` with {stores} stores exited {done.returncode}: "
                                 f"{done.stderr.strip()[-300:]}")  # fmt: skip
         started = float(stamp.read_text()) - t0
-        self.result.start.setdefault(stores, []).append(started)
-        self.result.lifetime.setdefault(stores, []).append(lifetime)
-        log.info("session: start with %d store(s) %.3f s (whole run %.3f s)",
-                 stores, started, lifetime)  # fmt: skip
+        if pinned:
+            # The session's budget (16,000) holds 4 of them; the others are listed.
+            shown, listed = map(int, Path(f"{stamp}.pinned").read_text().split())
+            fit = min(stores, SESSION_PINNED_BUDGET // PINNED_CHARS)
+            if (shown, listed) != (fit, stores - fit):
+                raise WorkloadError(f"the prompt file showed {shown} pinned memories and "
+                                    f"listed {listed}, of {stores} stores")
+            self.result.pinned_start.append(started)
+            self.result.pinned_lifetime.append(lifetime)
+        else:
+            self.result.start.setdefault(stores, []).append(started)
+            self.result.lifetime.setdefault(stores, []).append(lifetime)
+        log.info("session: start with %d store(s)%s %.3f s (whole run %.3f s)",
+                 stores, " pinning" if pinned else "", started, lifetime)  # fmt: skip
 
     def mark_indexed(self) -> None:
         """Give every memory a vector of the local model, as if an indexer had embedded them
@@ -1241,6 +1282,11 @@ def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> Session
         for _ in range(args.repeat):
             for stores in (1, SESSION_STORES):
                 bench.measure_start(stores)
+        bench.pin()
+        for _ in range(args.repeat):
+            bench.measure_start(SESSION_STORES, pinned=True)
+        if args.starts_only:
+            return bench.result
         bench.measure_memory(args.phase_timeout, indexed=False)
         bench.mark_indexed()
         bench.measure_memory(args.phase_timeout, indexed=True)
@@ -1368,6 +1414,16 @@ def render_sessions(s: SessionResult) -> list[str]:
         started = s.median_start(stores)
         lines.append(f"| start, {stores} store{'s' if stores > 1 else ''} | "
                      f"{'–' if started is None else f'{started:.2f} s'} |")  # fmt: skip
+    for stores in sorted(s.lifetime):
+        lines.append(f"| round trip `memfs run … -- true`, {stores} store"
+                     f"{'s' if stores > 1 else ''} | "
+                     f"{statistics.median(s.lifetime[stores]):.2f} s |")  # fmt: skip
+    if s.pinned_start:
+        each = (f"{SESSION_STORES} stores pinning {PINNED_CHARS:,} characters each (the "
+                f"session's {SESSION_PINNED_BUDGET:,} shown)")
+        lines.append(f"| start, {each} | {statistics.median(s.pinned_start):.2f} s |")
+        lines.append(f"| round trip `memfs run … -- true`, {each} | "
+                     f"{statistics.median(s.pinned_lifetime):.2f} s |")
     labels = {"idle": "idle (nothing read yet)", "read": "every file read",
               "searched": "after a search by meaning", "found": "a new memory found by meaning"}
     for key, what in (("not_indexed", "stores not indexed (the indexer at work)"),
@@ -1431,6 +1487,9 @@ def dump_json(
             "start_seconds": {str(k): sessions.median_start(k) for k in sessions.start},
             "start_runs": {str(k): v for k, v in sessions.start.items()},
             "lifetime_runs": {str(k): v for k, v in sessions.lifetime.items()},
+            "pinned_chars_per_store": PINNED_CHARS,
+            "pinned_start_runs": sessions.pinned_start,
+            "pinned_lifetime_runs": sessions.pinned_lifetime,
             "memory": sessions.memory,
             "info": sessions.info,
         },
@@ -1465,6 +1524,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sessions-only", action="store_true",
         help="only the memfs session measurements (no filesystem workload)",
     )  # fmt: skip
+    parser.add_argument(
+        "--starts-only", action="store_true",
+        help="of the session measurements, only the starts (no daemon memory)",
+    )
     parser.add_argument(
         "--isolation", choices=("namespace", "none"),
         default="namespace" if os.geteuid() == 0 else "none",
