@@ -30,19 +30,19 @@ after (h) because a memfs store holds at most 2,000 memories. Ratios are speed r
 first is faster).
 
 Then, for memfs only (--no-sessions skips it, --sessions-only runs nothing else): 8 stores of N
-files of 2,000 bytes are imported into a fresh database; ``memfs run`` (``--isolation namespace``
-as root: one daemon per session; ``--isolation none`` otherwise or when asked: one per store)
-with 1 and with 8 of them times launch to the command's first instruction (the command writes
-$EPOCHREALTIME), and the whole round trip of ``memfs run … -- CMD``; then again with 8 stores
-that each pin 4,000 characters (``/pinned/profile.md``, SPEC §9: the launcher records them and
-writes them into the prompt file, which the command checks); then (unless --starts-only) two
-sessions of all 8 give the memory of the session's daemons (every
-process below `memfs run` that is not the command's nor an indexer process, however many there
-are; VmRSS and Pss from /proc) and of its indexer process (``memfs.daemons.indexworker``), stage by
-stage (``SessionBench.measure_memory``): over the stores as imported (not indexed: the indexer
-at work throughout), idle and once every file is read; then over the same stores marked indexed,
-idle, every file read, after a search by meaning, and the time a new memory takes to be found
-by meaning.
+files of 2,000 bytes are imported into a fresh database; ``memfs run`` (``--isolation namespace`` as
+root: one daemon per session; ``--isolation none`` otherwise or when asked: one per store) with 1
+and with 8 of them times launch to the command's first instruction (the command writes
+$EPOCHREALTIME), and the whole round trip of ``memfs run … -- CMD``; then again with 8 stores that
+each pin 4,000 characters (a memory whose front matter says ``pinned: true``, SPEC §9: the launcher
+records them and writes those within the session's budget into the prompt file, which the command
+checks); then (unless --starts-only) two sessions of all 8 give the memory of the session's daemons
+(every process below `memfs run` that is not the command's nor an indexer process, however many
+there are; VmRSS and Pss from /proc) and of its indexer process (``memfs.daemons.indexworker``),
+stage by stage (``SessionBench.measure_memory``): over the stores as imported (not indexed: the
+indexer at work throughout), idle and once every file is read; then over the same stores marked
+indexed, idle, every file read, after a search by meaning, and the time a new memory takes to be
+found by meaning.
 
 "Cold" means a fresh mount for the FUSE targets (daemon restarted: no kernel dentry, attribute
 or page cache for the mount, no daemon state); tmpfs has no colder state than warm. With
@@ -96,6 +96,8 @@ SESSION_STORES = 8
 #: session's budget (memfs.rules.SESSION_PINNED_BUDGET), which shows 4 of the 8.
 PINNED_CHARS = 4_000
 SESSION_PINNED_BUDGET = 16_000
+#: The memory each store pins (the first of those SessionBench.prepare imports).
+PINNED_PATH = "/d00/m00000.md"
 NEEDLE = "zebra-quartz-needle"
 _INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -1076,18 +1078,20 @@ class SessionBench:
         return [*cmd, "--", "bash", "-c", script, "bash", *script_args]
 
     def pin(self) -> None:
-        """Pin PINNED_CHARS characters in every store (``/pinned/profile.md``), as a person
-        would: through ``memfs memories create``."""
+        """Pin PINNED_CHARS characters in every store, as a person would: the store's first
+        memory (:data:`PINNED_PATH`) rewritten with ``pinned: true`` in its front matter
+        through ``memfs memories update`` (a store of 2,000 memories is full)."""
+        head = "---\npinned: true\n---\n"
         text = self.dir / "profile.md"
-        text.write_text(("Name: Ada Lovelace. Prefers short answers, ISO dates, metric units. "
-                         * 100)[:PINNED_CHARS])
+        text.write_text(head + ("Name: Ada Lovelace. Prefers short answers, ISO dates. "
+                                * 100)[:PINNED_CHARS - len(head)])
         for name in self.names:
-            cmd = [self.opts.memfs_cmd, "memories", "create", name, "/pinned/profile.md",
+            cmd = [self.opts.memfs_cmd, "memories", "update", name, PINNED_PATH,
                    "--file", str(text)]
             done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
                                   timeout=60, check=False)  # fmt: skip
             if done.returncode != 0:
-                raise WorkloadError(f"`memfs memories create` exited {done.returncode}: "
+                raise WorkloadError(f"`memfs memories update` exited {done.returncode}: "
                                     f"{done.stderr.strip()[-300:]}")  # fmt: skip
 
     def measure_start(self, stores: int, pinned: bool = False) -> None:
@@ -1097,8 +1101,8 @@ class SessionBench:
         stamp = self.dir / f"started-{self._runs + 1}"
         script = 'echo "$EPOCHREALTIME" > "$1"'
         if pinned:
-            script += ('; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c "^#### /pinned/profile.md$" '
-                       '"$p") $(grep -c "^- /pinned/profile.md (" "$p") > "$1.pinned"')
+            script += (f'; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c "^#### {PINNED_PATH}$" '
+                       f'"$p") $(grep -c "^- {PINNED_PATH} (" "$p") > "$1.pinned"')
         cmd = self._command(stores, script, str(stamp))
         t0 = time.time()
         done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
