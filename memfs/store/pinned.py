@@ -22,13 +22,17 @@ def candidates_in(c: Connection, store_id: str, now: str) -> list[PinnedCandidat
     :data:`~memfs.rules.MOST_PINNED`); sizes in characters."""
     row = c.execute("SELECT metadata FROM stores WHERE id = ?", (store_id,)).fetchone()
     prefix = pinned_prefix(json.loads(row["metadata"])) if row is not None else None
-    where, args = "pinned = 1", list[Any]([store_id])
+    cols = ("id, path, version_id, length(content) AS size, importance, expires_at, pinned, "
+            "updated_at")
+    # The flagged ones by their partial index (memories_pinned), those under the prefix by
+    # a range of the store's paths (memories_store_path): never a scan of the store.
+    sql = f"SELECT {cols} FROM memories WHERE store_id = ? AND pinned = 1"
+    args: list[Any] = [store_id]
     if prefix is not None:
-        where += " OR substr(path, 1, ?) = ?"
-        args += [len(prefix), prefix]
-    rows = c.execute(
-        "SELECT id, path, version_id, length(content) AS size, importance, expires_at, "
-        f"pinned, updated_at FROM memories WHERE store_id = ? AND ({where})", args)
+        sql += (f" UNION SELECT {cols} FROM memories WHERE store_id = ? AND path >= ? "
+                "AND path < ?")
+        args += [store_id, prefix, prefix[:-1] + chr(ord("/") + 1)]
+    rows = c.execute(sql, args)
     found = [PinnedCandidate(r["path"], r["id"], r["version_id"], int(r["size"]),
                              r["importance"], r["updated_at"])
              for r in rows if is_pinned(r["path"], bool(r["pinned"]), r["expires_at"],

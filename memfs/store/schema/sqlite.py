@@ -487,7 +487,8 @@ def m021_session_pinned(db: sqlite_utils.Database) -> None:
 #: The SQL of m021 (and of PostgreSQL's m016, with its types for ``{T}`` and ``{I}``): an
 #: attachment's budget of pinned characters (NULL: attached before pinned memories), and per
 #: attachment (``resource_id``), in the prompt's order, each pinned memory's version shown or
-#: listed as not shown (``shown`` 0) with why (``reason``); ``size`` in characters.
+#: listed as not shown (``shown`` 0) with why (``reason``); ``size`` in characters; and the
+#: memories pinned by their front matter, by store (a session's start reads them).
 SESSION_PINNED_SQL = """
 ALTER TABLE session_resources ADD COLUMN pinned_budget {I};
 CREATE TABLE session_pinned (
@@ -502,6 +503,7 @@ CREATE TABLE session_pinned (
     reason {T},
     PRIMARY KEY (session_id, resource_id, position)
 );
+CREATE INDEX memories_pinned ON memories(store_id) WHERE pinned = 1;
 """
 
 
