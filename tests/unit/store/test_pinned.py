@@ -141,3 +141,30 @@ def test_a_store_without_pinned_memories_adds_nothing(store: Store) -> None:
     session = attach(store, sid)
     assert session.resources[0].memfs_pinned == ()
     assert "Pinned" not in render_memory_prompt(session)
+
+
+def test_over_the_api_the_same_record_and_prompt(store: Store) -> None:
+    """A session made through a server (memfs run --url) records its pinned memories there:
+    the client reads the record and the versions, and renders the same prompt; a bad budget
+    is a 400 naming it."""
+    from starlette.testclient import TestClient
+
+    from memfs import errors
+    from memfs.api import create_app
+    from memfs.client import Client
+    from tests.support.asgi import through
+
+    sid = store.stores.create("Profile").id
+    store.memories.write_path(sid, "/pinned/profile.md", "Name: Ada\n", actor=API)
+    with TestClient(create_app(store, ["k"]), headers={"x-api-key": "k"}) as http:
+        c = Client("http://memfs", "k", transport=through(http))
+        remote = c.sessions.create([{"type": "memory_store", "memory_store_id": sid,
+                                     "memfs_pinned_budget": 100}])
+        assert remote.resources[0].memfs_pinned_budget == 100
+        assert shown(remote.resources[0]) == ["/pinned/profile.md"]
+        local = store.sessions.get(remote.id)
+        assert render_memory_prompt(remote, version_reader(c)) == \
+            render_memory_prompt(local, version_reader(store))
+        with pytest.raises(errors.InvalidRequest, match="memfs_pinned_budget"):
+            c.sessions.create([{"type": "memory_store", "memory_store_id": sid,
+                                "memfs_pinned_budget": "lots"}])
