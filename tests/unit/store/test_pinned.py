@@ -168,3 +168,11 @@ def test_over_the_api_the_same_record_and_prompt(store: Store) -> None:
         with pytest.raises(errors.InvalidRequest, match="memfs_pinned_budget"):
             c.sessions.create([{"type": "memory_store", "memory_store_id": sid,
                                 "memfs_pinned_budget": "lots"}])
+
+
+def test_a_store_attached_as_it_was_at_a_time_has_no_pinned_block(store: Store) -> None:
+    """(Its memories then are not what the store holds now: none is recorded.)"""
+    sid = store.stores.create("notes").id
+    store.memories.write_path(sid, "/pinned/a.md", "a", actor=API)
+    session = attach(store, sid, metadata={"memfs_at." + sid: "2026-01-01T00:00:00Z"})
+    assert session.resources[0].memfs_pinned == ()
