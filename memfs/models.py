@@ -158,6 +158,23 @@ class MemoryVersion(Shape):
 
 
 @dataclass(frozen=True)
+class SessionPinned(Shape):
+    """One pinned memory of an attached store as the session recorded it when it started
+    (SPEC §9, :mod:`memfs.launcher.pinned`): the version that went into the prompt
+    (``shown``), or one listed there as not shown, with ``reason``. ``size``: its text's
+    length in characters. A memfs extension of a session resource (``memfs_pinned``)."""
+
+    SCHEMA_NAME = "MemfsSessionPinned"
+
+    path: str
+    memory_id: str
+    memory_version_id: str
+    size: int
+    shown: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class SessionResource(Shape):
     """A memory store attached to a session (API.md §4.3), with the extra ``id``."""
 
@@ -174,6 +191,10 @@ class SessionResource(Shape):
     #: general or workflow (SPEC §8): a memfs extension, which SDK clients keep as an extra
     #: field; fixed at attach time, as ``access`` is.
     memfs_scope: Scope = "general"
+    #: The characters of pinned memories this store may put in the prompt (SPEC §9; None:
+    #: a session made before pinned memories), and what went in (memfs extensions).
+    memfs_pinned_budget: int | None = None
+    memfs_pinned: tuple[SessionPinned, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from .errors import (
     PathEncoding,
     PathTooLong,
 )
-from .models import Actor
+from .models import Actor, SessionPinned
 
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"  # ascending ASCII
 _B58_PAIRS = [a + b for a in _B58 for b in _B58]
@@ -546,3 +546,105 @@ def check_view(view: Any) -> str:
     if view not in _VIEWS:
         raise InvalidRequest("view must be 'basic' or 'full'")
     return str(view)
+
+
+# --------------------------------------------------------------------------------------------
+# pinned memories (SPEC §9)
+
+#: The characters of pinned memories one attachment may put in a session's prompt by default
+#: (``--store NAME:pinned=N``, a spec's ``pinned_budget``, a resource's
+#: ``memfs_pinned_budget``), and those of all its attachments together.
+PINNED_BUDGET = 4_000
+SESSION_PINNED_BUDGET = 16_000
+#: The store metadata key naming the directory whose memories are all pinned (``off``: only
+#: those whose front matter says ``pinned: true``), and its default.
+PINNED_PREFIX_KEY = "memfs_pinned_prefix"
+DEFAULT_PINNED_PREFIX = "/pinned/"
+#: At most this many pinned memories of a store are considered (the most important first).
+MOST_PINNED = 100
+#: A memory's importance when it says none (the ranking's too: memfs.recall.search).
+PINNED_IMPORTANCE = 0.5
+
+
+@dataclass(frozen=True)
+class PinnedCandidate:
+    """A pinned memory of a store: its current version, the length of its text in characters,
+    and what orders it (importance, then the time of its last change)."""
+
+    path: str
+    memory_id: str
+    version_id: str
+    size: int
+    importance: float | None = None
+    updated_at: str = ""
+
+
+def pinned_prefix(metadata: dict[str, str]) -> str | None:
+    """The directory whose memories are pinned, from a store's ``metadata``
+    (:data:`PINNED_PREFIX_KEY`), framed by ``/`` (``notes`` is ``/notes/``); None: ``off``."""
+    value = metadata.get(PINNED_PREFIX_KEY, DEFAULT_PINNED_PREFIX).strip()
+    if value.lower() == "off":
+        return None
+    inner = value.strip("/")
+    return f"/{inner}/" if inner else "/"
+
+
+def pinned_order(found: list[PinnedCandidate]) -> list[PinnedCandidate]:
+    """``found`` most important first, then newest (then by path), at most :data:`MOST_PINNED`."""
+    newest = sorted(found, key=lambda c: (c.updated_at, c.path), reverse=True)
+    newest.sort(key=lambda c: -(PINNED_IMPORTANCE if c.importance is None else c.importance))
+    return newest[:MOST_PINNED]
+
+
+def fit_pinned(candidates: list[PinnedCandidate], budget: int, left: int,
+               session_budget: int = SESSION_PINNED_BUDGET,
+               ) -> tuple[list[SessionPinned], int]:
+    """Which of ``candidates`` (in order) go in whole within the attachment's ``budget`` and
+    what is ``left`` of the session's: each memory whole or not at all; one that does not fit
+    says which budget it is over, and the next ones are still tried.
+
+    :returns: each as a :class:`~memfs.models.SessionPinned`, and what is left of the
+        session's budget.
+    """
+    out: list[SessionPinned] = []
+    room = budget
+    for c in candidates:
+        reason = None
+        if c.size > room:
+            reason = f"over this store's budget of {budget:,} characters"
+        elif c.size > left:
+            reason = f"over the session's budget of {session_budget:,} characters"
+        else:
+            room -= c.size
+            left -= c.size
+        out.append(SessionPinned(path=c.path, memory_id=c.memory_id,
+                                 memory_version_id=c.version_id, size=c.size,
+                                 shown=reason is None, reason=reason))
+    return out, left
+
+
+def validate_pinned_budget(resource: dict[str, Any]) -> int:
+    """A session resource's ``memfs_pinned_budget`` (default :data:`PINNED_BUDGET`): whole
+    characters, from 0 (none shown, all listed) to the session's budget.
+
+    :raises InvalidRequest:
+    """
+    value = resource.get("memfs_pinned_budget")
+    if value is None:
+        return PINNED_BUDGET
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or not 0 <= value <= SESSION_PINNED_BUDGET:
+        raise InvalidRequest(
+            "memfs_pinned_budget must be a whole number of characters from 0 to "
+            f"{SESSION_PINNED_BUDGET:,} (the session's budget of pinned memories)")
+    return value
+
+
+def is_pinned(path: str, pinned: bool, expires_at: str | None, prefix: str | None,
+              now: str) -> bool:
+    """Is the memory at ``path`` pinned (its front matter's ``pinned: true``, or under the
+    store's ``prefix``) and not expired at ``now`` (SPEC §8: an expired memory leaves the
+    prompt at once)? Times are RFC 3339 UTC strings, which sort by time."""
+    if expires_at is not None and expires_at <= now:
+        return False
+    return pinned or (prefix is not None and path.startswith(prefix))

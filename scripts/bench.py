@@ -30,16 +30,19 @@ after (h) because a memfs store holds at most 2,000 memories. Ratios are speed r
 first is faster).
 
 Then, for memfs only (--no-sessions skips it, --sessions-only runs nothing else): 8 stores of N
-files of 2,000 bytes are imported into a fresh database; ``memfs run`` (``--isolation namespace``
-as root: one daemon per session; ``--isolation none`` otherwise or when asked: one per store)
-with 1 and with 8 of them times launch to the command's first instruction (the command writes
-$EPOCHREALTIME); then two sessions of all 8 give the memory of the session's daemons (every
-process below `memfs run` that is not the command's nor an indexer process, however many there
-are; VmRSS and Pss from /proc) and of its indexer process (``memfs.daemons.indexworker``), stage by
-stage (``SessionBench.measure_memory``): over the stores as imported (not indexed: the indexer
-at work throughout), idle and once every file is read; then over the same stores marked indexed,
-idle, every file read, after a search by meaning, and the time a new memory takes to be found
-by meaning.
+files of 2,000 bytes are imported into a fresh database; ``memfs run`` (``--isolation namespace`` as
+root: one daemon per session; ``--isolation none`` otherwise or when asked: one per store) with 1
+and with 8 of them times launch to the command's first instruction (the command writes
+$EPOCHREALTIME), and the whole round trip of ``memfs run … -- CMD``; then again with 8 stores that
+each pin 4,000 characters (a memory whose front matter says ``pinned: true``, SPEC §9: the launcher
+records them and writes those within the session's budget into the prompt file, which the command
+checks); then (unless --starts-only) two sessions of all 8 give the memory of the session's daemons
+(every process below `memfs run` that is not the command's nor an indexer process, however many
+there are; VmRSS and Pss from /proc) and of its indexer process (``memfs.daemons.indexworker``),
+stage by stage (``SessionBench.measure_memory``): over the stores as imported (not indexed: the
+indexer at work throughout), idle and once every file is read; then over the same stores marked
+indexed, idle, every file read, after a search by meaning, and the time a new memory takes to be
+found by meaning.
 
 "Cold" means a fresh mount for the FUSE targets (daemon restarted: no kernel dentry, attribute
 or page cache for the mount, no daemon state); tmpfs has no colder state than warm. With
@@ -89,6 +92,12 @@ WRITERS = 8
 HISTORY_VERSIONS = 100
 HISTORY_REPEATS = 21
 SESSION_STORES = 8
+#: The characters each store pins in the pinned sessions (a store's default budget), and the
+#: session's budget (memfs.rules.SESSION_PINNED_BUDGET), which shows 4 of the 8.
+PINNED_CHARS = 4_000
+SESSION_PINNED_BUDGET = 16_000
+#: The memory each store pins (the first of those SessionBench.prepare imports).
+PINNED_PATH = "/d00/m00000.md"
 NEEDLE = "zebra-quartz-needle"
 _INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -969,6 +978,9 @@ class SessionResult:
     size: int
     start: dict[int, list[float]] = field(default_factory=dict)
     lifetime: dict[int, list[float]] = field(default_factory=dict)
+    #: The same, of sessions whose 8 stores each pin PINNED_CHARS characters.
+    pinned_start: list[float] = field(default_factory=list)
+    pinned_lifetime: list[float] = field(default_factory=list)
     memory: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -1065,10 +1077,33 @@ class SessionBench:
             cmd += ["--store", name]
         return [*cmd, "--", "bash", "-c", script, "bash", *script_args]
 
-    def measure_start(self, stores: int) -> None:
-        """Seconds from launching `memfs run` until its command runs (it writes the time)."""
+    def pin(self) -> None:
+        """Pin PINNED_CHARS characters in every store, as a person would: the store's first
+        memory (:data:`PINNED_PATH`) rewritten with ``pinned: true`` in its front matter
+        through ``memfs memories update`` (a store of 2,000 memories is full)."""
+        head = "---\npinned: true\n---\n"
+        text = self.dir / "profile.md"
+        text.write_text(head + ("Name: Ada Lovelace. Prefers short answers, ISO dates. "
+                                * 100)[:PINNED_CHARS - len(head)])
+        for name in self.names:
+            cmd = [self.opts.memfs_cmd, "memories", "update", name, PINNED_PATH,
+                   "--file", str(text)]
+            done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
+                                  timeout=60, check=False)  # fmt: skip
+            if done.returncode != 0:
+                raise WorkloadError(f"`memfs memories update` exited {done.returncode}: "
+                                    f"{done.stderr.strip()[-300:]}")  # fmt: skip
+
+    def measure_start(self, stores: int, pinned: bool = False) -> None:
+        """Seconds from launching `memfs run` until its command runs (it writes the time),
+        and of the whole run. ``pinned``: the stores pin (:meth:`pin`), and the command
+        checks afterwards that its prompt file holds every store's pinned memory."""
         stamp = self.dir / f"started-{self._runs + 1}"
-        cmd = self._command(stores, 'echo "$EPOCHREALTIME" > "$1"', str(stamp))
+        script = 'echo "$EPOCHREALTIME" > "$1"'
+        if pinned:
+            script += (f'; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c "^#### {PINNED_PATH}$" '
+                       f'"$p") $(grep -c "^- {PINNED_PATH} (" "$p") > "$1.pinned"')
+        cmd = self._command(stores, script, str(stamp))
         t0 = time.time()
         done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
                               timeout=300, check=False)  # fmt: skip
@@ -1077,10 +1112,20 @@ class SessionBench:
             raise WorkloadError(f"`memfs run` with {stores} stores exited {done.returncode}: "
                                 f"{done.stderr.strip()[-300:]}")  # fmt: skip
         started = float(stamp.read_text()) - t0
-        self.result.start.setdefault(stores, []).append(started)
-        self.result.lifetime.setdefault(stores, []).append(lifetime)
-        log.info("session: start with %d store(s) %.3f s (whole run %.3f s)",
-                 stores, started, lifetime)  # fmt: skip
+        if pinned:
+            # The session's budget (16,000) holds 4 of them; the others are listed.
+            shown, listed = map(int, Path(f"{stamp}.pinned").read_text().split())
+            fit = min(stores, SESSION_PINNED_BUDGET // PINNED_CHARS)
+            if (shown, listed) != (fit, stores - fit):
+                raise WorkloadError(f"the prompt file showed {shown} pinned memories and "
+                                    f"listed {listed}, of {stores} stores")
+            self.result.pinned_start.append(started)
+            self.result.pinned_lifetime.append(lifetime)
+        else:
+            self.result.start.setdefault(stores, []).append(started)
+            self.result.lifetime.setdefault(stores, []).append(lifetime)
+        log.info("session: start with %d store(s)%s %.3f s (whole run %.3f s)",
+                 stores, " pinning" if pinned else "", started, lifetime)  # fmt: skip
 
     def mark_indexed(self) -> None:
         """Give every memory a vector of the local model, as if an indexer had embedded them
@@ -1241,6 +1286,11 @@ def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> Session
         for _ in range(args.repeat):
             for stores in (1, SESSION_STORES):
                 bench.measure_start(stores)
+        bench.pin()
+        for _ in range(args.repeat):
+            bench.measure_start(SESSION_STORES, pinned=True)
+        if args.starts_only:
+            return bench.result
         bench.measure_memory(args.phase_timeout, indexed=False)
         bench.mark_indexed()
         bench.measure_memory(args.phase_timeout, indexed=True)
@@ -1368,6 +1418,16 @@ def render_sessions(s: SessionResult) -> list[str]:
         started = s.median_start(stores)
         lines.append(f"| start, {stores} store{'s' if stores > 1 else ''} | "
                      f"{'–' if started is None else f'{started:.2f} s'} |")  # fmt: skip
+    for stores in sorted(s.lifetime):
+        lines.append(f"| round trip `memfs run … -- true`, {stores} store"
+                     f"{'s' if stores > 1 else ''} | "
+                     f"{statistics.median(s.lifetime[stores]):.2f} s |")  # fmt: skip
+    if s.pinned_start:
+        each = (f"{SESSION_STORES} stores pinning {PINNED_CHARS:,} characters each (the "
+                f"session's {SESSION_PINNED_BUDGET:,} shown)")
+        lines.append(f"| start, {each} | {statistics.median(s.pinned_start):.2f} s |")
+        lines.append(f"| round trip `memfs run … -- true`, {each} | "
+                     f"{statistics.median(s.pinned_lifetime):.2f} s |")
     labels = {"idle": "idle (nothing read yet)", "read": "every file read",
               "searched": "after a search by meaning", "found": "a new memory found by meaning"}
     for key, what in (("not_indexed", "stores not indexed (the indexer at work)"),
@@ -1431,6 +1491,9 @@ def dump_json(
             "start_seconds": {str(k): sessions.median_start(k) for k in sessions.start},
             "start_runs": {str(k): v for k, v in sessions.start.items()},
             "lifetime_runs": {str(k): v for k, v in sessions.lifetime.items()},
+            "pinned_chars_per_store": PINNED_CHARS,
+            "pinned_start_runs": sessions.pinned_start,
+            "pinned_lifetime_runs": sessions.pinned_lifetime,
             "memory": sessions.memory,
             "info": sessions.info,
         },
@@ -1465,6 +1528,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sessions-only", action="store_true",
         help="only the memfs session measurements (no filesystem workload)",
     )  # fmt: skip
+    parser.add_argument(
+        "--starts-only", action="store_true",
+        help="of the session measurements, only the starts (no daemon memory)",
+    )
     parser.add_argument(
         "--isolation", choices=("namespace", "none"),
         default="namespace" if os.geteuid() == 0 else "none",

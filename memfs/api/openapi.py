@@ -21,6 +21,7 @@ from ..models import (
     RecallHit,
     RecallResult,
     Session,
+    SessionPinned,
     SessionResource,
     SessionToken,
     Snapshot,
@@ -94,8 +95,8 @@ _TYPED: dict[str, Any] = {
 #: The answers that are models (:mod:`memfs.models`): their schemas come from their
 #: declaration (:mod:`memfs.shapes`), as do the objects the API sends and the client decodes.
 MODELS: tuple[type[Shape] | type[Actor], ...] = (
-    MemoryStore, Memory, MemoryMeta, MemoryPrefix, Actor, MemoryVersion, SessionResource,
-    Session, Dream, Snapshot, SessionToken, RecallHit, RecallResult, ApiKey)
+    MemoryStore, Memory, MemoryMeta, MemoryPrefix, Actor, MemoryVersion, SessionPinned,
+    SessionResource, Session, Dream, Snapshot, SessionToken, RecallHit, RecallResult, ApiKey)
 
 SCHEMAS: dict[str, Any] = {
     **{schema_name(m): m.json_schema() for m in MODELS},

@@ -21,11 +21,12 @@ from .sessions import load_spec
     "--store",
     "stores",
     multiple=True,
-    metavar="REF[@AT][:read_only|:read_write][:general|:workflow]",
+    metavar="REF[@AT][:read_only|:read_write][:general|:workflow][:pinned=N]",
     help="A store to attach (id or name), read_write unless ':read_only'. Up to 8. "
     "REF@AT: the store as it was at AT (a time, version id or session id), read-only. "
     "':workflow': it holds the memories of this piece of work, not those for every task "
-    "(':general', the default); the prompt says which is which.",
+    "(':general', the default); the prompt says which is which. ':pinned=N': its pinned "
+    "memories may take N characters of the prompt (default 4000; 16000 for the session).",
 )
 @instructions_option
 @spec_option

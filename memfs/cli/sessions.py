@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..launcher.pinned import version_reader
 from ..launcher.prompt import render_memory_prompt
 from ..rules import DEFAULT_AROUND_CONTEXT, MAX_AROUND_CONTEXT
 from ..store import Store
@@ -266,7 +267,7 @@ def session_prompt(ctx: Context, session_id: str) -> None:
         memfs session prompt sesn_01...
     """
     s = ctx.store.sessions.get(session_id)
-    text = render_memory_prompt(s, history=ctx.store)
+    text = render_memory_prompt(s, version_reader(ctx.store), history=ctx.store)
     if ctx.as_json:
         ctx.output({"session_id": s.id, "prompt": text})
     else:

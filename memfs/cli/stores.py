@@ -8,10 +8,10 @@ import click
 
 from .. import errors
 from ..models import DEFAULT_WORKSPACE, MemoryStore
-from ..rules import validate_workspace
+from ..rules import pinned_prefix, validate_workspace
 from ..store import Store
 from .base import AnyStore, Context, cli, fail, pass_ctx
-from .common import confirm, deleted, kv_pairs, pages, when
+from .common import actor, confirm, deleted, given_content, kv_pairs, pages, when
 from .shared import table as _table
 
 
@@ -66,11 +66,15 @@ def _store_text(store: AnyStore, s: MemoryStore) -> str:
 @click.argument("name")
 @click.option("--description", "-d", default=None, help="What the store holds (the agent sees it).")
 @click.option("--metadata", "-m", multiple=True, metavar="KEY=VALUE", help="A metadata pair.")
+@click.option("--pinned-template", metavar="FILE", default=None,
+              help="Make the store's first pinned memory, /pinned/working-memory.md (under "
+                   "its memfs_pinned_prefix), from FILE: a working memory that every "
+                   "session's prompt shows.")
 @_workspace_option
 @pass_ctx
 def stores_create(
     ctx: Context, name: str, description: str | None, metadata: tuple[str, ...],
-    workspace: str | None,
+    pinned_template: str | None, workspace: str | None,
 ) -> None:
     """Create a memory store called NAME and print it.
 
@@ -81,17 +85,40 @@ def stores_create(
     \b
         memfs stores create "User Preferences" -d "Per-user preferences" -m team=docs
         memfs stores create notes --workspace team-a
+        memfs stores create profile --pinned-template working-memory.md
     """
     workspace = _local_workspace(ctx, workspace)
-    store = ctx.open(create=True)
     pairs = dict(kv_pairs(metadata, "--metadata"))
+    template = path = None
+    if pinned_template is not None:
+        template = given_content(None, pinned_template, use_stdin=False)
+        prefix = pinned_prefix(pairs)
+        if prefix is None:
+            raise click.UsageError("--pinned-template writes under the store's pinned prefix, "
+                                   "which memfs_pinned_prefix=off turns off")
+        path = prefix + TEMPLATE_NAME
+    store = ctx.open(create=True)
     if isinstance(store, Store):
         s = store.stores.create(name, description, pairs,
                                workspace=workspace or DEFAULT_WORKSPACE)
     else:
         s = store.stores.create(name, description, pairs)
-    ctx.output(s, f"created memory store {s.id} ({s.name})")
+    if template is not None and path is not None:
+        # Two calls, over a local database as over a server: the API makes a store without
+        # memories (API.md's stores.create). A template the store refuses (too large, not
+        # UTF-8) leaves no store behind.
+        try:
+            store.memories.create(s.id, path, template, actor=actor())
+        except errors.MemfsError:
+            store.stores.delete(s.id)
+            raise
+    made = f"created memory store {s.id} ({s.name})"
+    ctx.output(s, made + (f" with its working memory {path}" if path else ""))
     warn_namesakes(store, s.id, s.name)
+
+
+#: The name of the pinned memory ``--pinned-template`` makes, in the store's pinned prefix.
+TEMPLATE_NAME = "working-memory.md"
 
 
 def warn_namesakes(store: AnyStore, store_id: str, name: str) -> None:

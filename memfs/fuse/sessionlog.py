@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..launcher.pinned import version_reader
 from ..launcher.prompt import render_memory_prompt
 from ..models import Event, Session
 from ..protocol import StoreAPI
@@ -267,6 +268,7 @@ class SessionLog:
         self.reads += 1
         if file == PROMPT_FILE:
             return render_memory_prompt(self.store.sessions.get(session_id),
+                                        version_reader(self.store),
                                         history=self.store).encode(), None
         if file == EVENTS_FILE:
             return self._events_jsonl(session_id)

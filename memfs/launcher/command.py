@@ -21,6 +21,7 @@ from ..errors import MemfsError
 from . import pidinit
 from .agent import LAUNCHER_ONLY_ENV, agent_env
 from .credential import agent_credentials
+from .pinned import version_reader
 from .plan import LaunchError
 from .procs import children, command_preexec, describe_status, init_preexec, reap_child
 from .prompt import render_memory_prompt
@@ -67,7 +68,8 @@ def send(st: LaunchState, signum: int) -> None:
 def run_command(st: LaunchState) -> int:
     assert st.session is not None and st.state_dir is not None
     prompt_file = st.state_dir / "system-prompt.md"
-    prompt_file.write_text(render_memory_prompt(st.session, history=st.store), encoding="utf-8")
+    prompt_file.write_text(render_memory_prompt(st.session, version_reader(st.store),
+                                                history=st.store), encoding="utf-8")
     # No credential of the launcher's reaches CMD: not the database, not a server key.
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ONLY_ENV}
     env["MEMFS_SESSION_ID"] = st.session.id

@@ -1,9 +1,10 @@
 """What ``memfs run`` is asked to do: the stores to attach (``--store
-REF[@AT][:ACCESS][:SCOPE]``, or a spec file's resources), the command and the options, and the
-error a launch fails with."""
+REF[@AT][:ACCESS][:SCOPE][:pinned=N]``, or a spec file's resources), the command and the
+options, and the error a launch fails with."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,6 +48,9 @@ class Attachment:
     explicit_access: bool = field(default=False, compare=False)
     #: general or workflow (SPEC §8): what the store holds for this session.
     scope: str = "general"
+    #: The characters of pinned memories this store may put in the prompt (SPEC §9,
+    #: ``:pinned=N``; None: the store's default, 4,000).
+    pinned_budget: int | None = None
     #: The suffixes :meth:`parse` split off REF, in order (``("read_only", "workflow")``):
     #: a store whose name ends in one is still found (:meth:`resolve`).
     suffixes: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -54,13 +58,14 @@ class Attachment:
     @classmethod
     def parse(cls, spec: str) -> Attachment:
         """``REF``, then at most one access suffix (``:read_only``, ``:read_write``, also
-        ``:ro``/``:rw``) and one scope suffix (``:general``, ``:workflow``), in either order:
+        ``:ro``/``:rw``), one scope suffix (``:general``, ``:workflow``) and one budget of
+        pinned memories (``:pinned=8000``, characters), in any order:
         ``"Sprint 12:read_only:workflow"``. A REF may itself hold colons: only known
         suffixes, one of each kind, are split off (``x:ro:rw`` is the store ``x:ro``)."""
         ref, words = spec, list[str]()
-        while len(words) < 2:
+        while len(words) < 3:
             head, sep, word = ref.rpartition(":")
-            if not (sep and head) or word not in (*ACCESS_ALIASES, *SCOPES) \
+            if not (sep and head) or _kind(word) is None \
                     or any(_kind(w) == _kind(word) for w in words):
                 break
             ref, words = head, [word, *words]
@@ -70,8 +75,10 @@ class Attachment:
     def _with(cls, ref: str, words: tuple[str, ...]) -> Attachment:
         access = next((ACCESS_ALIASES[w] for w in words if w in ACCESS_ALIASES), None)
         scope = next((w for w in words if w in SCOPES), SCOPES[0])
+        budget = next((int(w.removeprefix("pinned=")) for w in words
+                       if _kind(w) == "pinned"), None)
         return cls(ref, access or "read_write", explicit_access=access is not None,
-                   scope=scope, suffixes=words)
+                   scope=scope, pinned_budget=budget, suffixes=words)
 
     def resolve(self, store: StoreAPI) -> MemoryStore:
         """The store :attr:`ref` names. A REF no store has that ends in ``:WORD`` was most
@@ -94,6 +101,7 @@ class Attachment:
                 except NotFound:
                     continue
                 self.ref, self.access, self.scope = named.ref, named.access, named.scope
+                self.pinned_budget = named.pinned_budget
                 self.explicit_access, self.suffixes = named.explicit_access, named.suffixes
                 return found
             name, sep, at = self.ref.rpartition("@")
@@ -113,13 +121,21 @@ class Attachment:
                 raise
             raise InvalidRequest(
                 f"--store {self.ref!r}: no memory store has that id or name, and {mode!r} is "
-                "neither an access mode (':read_only' or ':ro', ':read_write' or ':rw') nor a "
-                "scope (':general', ':workflow')"
+                "neither an access mode (':read_only' or ':ro', ':read_write' or ':rw'), a "
+                "scope (':general', ':workflow') nor a budget of pinned memories "
+                "(':pinned=8000')"
             ) from None
 
 
-def _kind(word: str) -> str:
-    return "access" if word in ACCESS_ALIASES else "scope"
+def _kind(word: str) -> str | None:
+    """The kind of a ``--store`` suffix (None: not one)."""
+    if word in ACCESS_ALIASES:
+        return "access"
+    if word in SCOPES:
+        return "scope"
+    if re.fullmatch(r"pinned=[0-9]{1,9}", word):
+        return "pinned"
+    return None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ saying how memory works and what a memory may say about itself (its type's direc
 matter). Used by the session launcher (written to ``MEMFS_SYSTEM_PROMPT_FILE``) and by
 ``memfs session prompt``.
 
-Depends only on :mod:`memfs.models` (and the package's ``__init__`` imports nothing), so
+Depends only on :mod:`memfs.models` and :mod:`.pinned` (and the package's ``__init__`` imports
+nothing), so
 the CLI reads it without loading the launcher.
 """
 
@@ -18,6 +19,7 @@ import posixpath
 from ..models import SNAPSHOT_KEY as SNAPSHOT_KEY  # time travel's metadata key (said here)
 from ..models import Session, SessionResource, Snapshot
 from .history import EventSource, history_for
+from .pinned import Reader, pinned_lines
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,12 @@ TYPES_LINE = (
     "(low, medium, high), expires (a date, 7d, never), tags and description.")
 
 
-def render_memory_prompt(session: Session, *, history: EventSource | None = None) -> str:
+def render_memory_prompt(session: Session, read: Reader | None = None, *,
+                         history: EventSource | None = None) -> str:
     """The memory section of the system prompt for ``session``, as Markdown text ending in a
-    newline; ``""`` when no memory store is attached.
+    newline; ``""`` when no memory store is attached. After each mount's note, the pinned
+    memories the session recorded (:mod:`.pinned`), their texts read by ``read``
+    (:func:`~.pinned.version_reader`; needed when a store had pinned memories).
 
     The text names each mount exactly as the resource's ``mount_path`` says (clients must never
     compute it), and tells the agent that other paths under the root are scratch. A session
@@ -76,7 +81,8 @@ def render_memory_prompt(session: Session, *, history: EventSource | None = None
         lines += ["", search_line(live[0].mount_path, snapshots=len(live) < n,
                                   session=len(live) > 1)]
     for r in resources:
-        lines += ["", *_note(r, session.metadata.get(SNAPSHOT_KEY + r.memory_store_id))]
+        lines += ["", *_note(r, session.metadata.get(SNAPSHOT_KEY + r.memory_store_id)),
+                  *pinned_lines(r, read)]
     resumed = history_for(session, history)
     return "\n".join(lines) + "\n" + ("\n" + resumed if resumed else "")
 

@@ -165,6 +165,8 @@ def _resources(st: LaunchState) -> list[dict[str, Any]]:
         }
         if a.instructions is not None:
             res["instructions"] = a.instructions
+        if a.pinned_budget is not None:
+            res["memfs_pinned_budget"] = a.pinned_budget
         resources.append(res)
         by_id.setdefault(store.id, res)
     for ref, text in st.launch.instructions:

@@ -13,16 +13,19 @@ A spec is YAML (JSON is YAML too) describing a session as the API's ``sessions.c
       - type: memory_store
         memory_store: Sprint 12
         scope: workflow                # or general, the default (SPEC §8)
+        pinned_budget: 8000            # characters of pinned memories (SPEC §9; 4,000)
       - type: memory_store
         memory_store_id: memstore_01…  # the API's own key: the wire shape pasted as is
         access: read_only
 
 Each entry is the wire shape of ``BetaManagedAgentsMemoryStoreResourceParam`` (with memfs's
-extension ``memfs_scope``), with two additions: ``memory_store`` names the store by name or id
-(as ``--store`` does), and ``scope`` is ``memfs_scope`` (as ``--store NAME:workflow``); an entry
-has exactly one of ``memory_store`` and ``memory_store_id``, and at most one of ``scope`` and
-``memfs_scope``. ``memory_store_id`` is resolved the same way, so a name there works too, but
-an id is what it is meant to hold.
+extensions ``memfs_scope`` and ``memfs_pinned_budget``), with three additions:
+``memory_store`` names the store by name or id (as ``--store`` does), ``scope`` is
+``memfs_scope`` (as ``--store NAME:workflow``) and ``pinned_budget`` is ``memfs_pinned_budget``
+(as ``--store NAME:pinned=8000``: the characters of pinned memories the store may put in the
+prompt, SPEC §9); an entry has exactly one of ``memory_store`` and ``memory_store_id``, and at
+most one of each short name and its long one. ``memory_store_id`` is resolved the same way,
+so a name there works too, but an id is what it is meant to hold.
 
 :func:`load` reads and checks a spec into :class:`SessionSpec`, whose ``attachments`` are the
 same :class:`~memfs.launcher.plan.Attachment` objects ``--store`` gives (plus their instructions).
@@ -44,13 +47,19 @@ import yaml
 
 from ..errors import InvalidRequest, MemfsError
 from ..protocol import StoreAPI
-from ..rules import Limits, validate_metadata, validate_session_resource, validate_text
+from ..rules import (
+    Limits,
+    validate_metadata,
+    validate_pinned_budget,
+    validate_session_resource,
+    validate_text,
+)
 from .plan import Attachment
 
 #: The keys of a spec, and of one of its resources.
 SPEC_KEYS = ("title", "metadata", "resources")
 RESOURCE_KEYS = ("type", "memory_store", "memory_store_id", "access", "instructions", "scope",
-                 "memfs_scope")
+                 "memfs_scope", "pinned_budget", "memfs_pinned_budget")
 
 
 @dataclass
@@ -73,6 +82,8 @@ class SessionSpec:
             }
             if a.instructions is not None:
                 res["instructions"] = a.instructions
+            if a.pinned_budget is not None:
+                res["memfs_pinned_budget"] = a.pinned_budget
             out.append(res)
         return out
 
@@ -162,7 +173,12 @@ def _attachment(entry: Any, lim: Limits, bad: Any) -> Attachment:
         raise bad("give memory_store (a name or id) or memory_store_id, not both")
     if "scope" in entry and "memfs_scope" in entry:
         raise bad("give scope or memfs_scope, not both")
-    wire = {k: v for k, v in entry.items() if k not in ("memory_store", "scope")}
+    if "pinned_budget" in entry and "memfs_pinned_budget" in entry:
+        raise bad("give pinned_budget or memfs_pinned_budget, not both")
+    wire = {k: v for k, v in entry.items()
+            if k not in ("memory_store", "scope", "pinned_budget")}
+    if "pinned_budget" in entry:
+        wire["memfs_pinned_budget"] = entry["pinned_budget"]
     if "memory_store" in entry:
         wire["memory_store_id"] = entry["memory_store"]
     if "scope" in entry:
@@ -176,7 +192,16 @@ def _attachment(entry: Any, lim: Limits, bad: Any) -> Attachment:
         if message.startswith("memfs_scope") and "scope" in entry:
             message = message.removeprefix("memfs_")
         raise bad(message + _quote_hint(wire.get("memory_store_id"))) from None
-    return Attachment(ref, access, instructions, scope=scope)
+    budget = None
+    if wire.get("memfs_pinned_budget") is not None:
+        try:
+            budget = validate_pinned_budget(wire)
+        except InvalidRequest as e:
+            message = e.message
+            if "pinned_budget" in entry:
+                message = message.removeprefix("memfs_")
+            raise bad(message) from None
+    return Attachment(ref, access, instructions, scope=scope, pinned_budget=budget)
 
 
 class _Refused(yaml.MarkedYAMLError):

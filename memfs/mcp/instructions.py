@@ -1,16 +1,23 @@
 """The instructions an MCP server sends at initialize: the memory section of a session's
 system prompt (:mod:`memfs.launcher.prompt`), worded for tools instead of paths: which stores
 the agent has, with their access, scope, description and instructions, and how to use the
-tools on them. The facts are the prompt's (the types line, the scopes); the wording of a
-mount (paths, file errors, ``.search/``) is not."""
+tools on them, and after each store's note its pinned memories (the block a session's prompt
+holds, :mod:`memfs.launcher.pinned`; ``memory_pinned`` gives the same). The facts are the
+prompt's (the types line, the scopes); the wording of a mount (paths, file errors,
+``.search/``) is not."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
+from ..errors import MemfsError
+from ..launcher.pinned import block_lines
 from ..launcher.prompt import TYPES_LINE, store_note
+from ..models import SessionPinned
+from ..rules import PINNED_BUDGET, SESSION_PINNED_BUDGET
 from ..toolkit import Call
+from ..toolkit.pinned import pinned as pinned_now
 from .reach import READ_WRITE, Reach, StoreView
 
 #: Stores named one by one at most (the others: memory_list_stores).
@@ -39,8 +46,14 @@ HOW = (
     "says what went wrong and how to go on.")
 
 
-def render(stores: list[StoreView], *, session: bool, more: bool = False) -> str:
-    """The memory section for ``stores`` (``more``: the reach sees others besides)."""
+def _reader(texts: dict[str, str | None]) -> Callable[[SessionPinned], str | None]:
+    return lambda e: texts.get(e.memory_version_id)
+
+
+def render(stores: list[StoreView], *, session: bool, more: bool = False,
+           pinned: dict[str, list[str]] | None = None) -> str:
+    """The memory section for ``stores`` (``more``: the reach sees others besides), each
+    store's note followed by its ``pinned`` block's lines (by store id)."""
     n = len(stores)
     if n == 0:
         lines = ["# Memory", "", "No memory store is available to you here yet "
@@ -57,7 +70,7 @@ def render(stores: list[StoreView], *, session: bool, more: bool = False) -> str
     if not any(s.access == READ_WRITE for s in stores):
         lines += ["", "Every store here is read_only: you can read and search, not write."]
     for s in stores:
-        lines += ["", *_note(s)]
+        lines += ["", *_note(s), *(pinned or {}).get(s.id, [])]
     return "\n".join(lines) + "\n"
 
 
@@ -80,5 +93,15 @@ def instructions(reach: Reach) -> Generator[Call, Any, str]:
         return reach.instructions
     stores, next_page = yield from reach.visible(limit=MOST_STORES)
     live = [s for s in stores if not s.archived]
+    pinned: dict[str, list[str]] = {}
+    left = SESSION_PINNED_BUDGET
+    for s in live[:MOST_STORES]:
+        # Each store's pinned memories now, within the budgets a session has (memory_pinned
+        # gives the same block).
+        try:
+            entries, texts, left = yield from pinned_now(s.id, PINNED_BUDGET, left)
+        except MemfsError:
+            continue  # gone since it was listed: its note stays, without a block
+        pinned[s.id] = block_lines(entries, _reader(texts))
     return render(live[:MOST_STORES], session=reach.session is not None,
-                  more=bool(next_page) or len(live) > MOST_STORES)
+                  more=bool(next_page) or len(live) > MOST_STORES, pinned=pinned)

@@ -16,6 +16,7 @@ from ..models import (
     MemoryStore,
     MemoryVersion,
     Session,
+    SessionPinned,
     SessionResource,
 )
 
@@ -97,7 +98,7 @@ def version_from_row(row: Row, with_content: bool) -> MemoryVersion:
     )
 
 
-def _resource(row: Row) -> SessionResource:
+def _resource(row: Row, pinned: dict[str, list[SessionPinned]]) -> SessionResource:
     return SessionResource(
         id=row["id"],
         session_id=row["session_id"],
@@ -108,6 +109,8 @@ def _resource(row: Row) -> SessionResource:
         description=row["description"],
         mount_path=row["mount_path"],
         memfs_scope=row["scope"],
+        memfs_pinned_budget=row["pinned_budget"],
+        memfs_pinned=tuple(pinned.get(row["id"], ())),
     )
 
 
@@ -141,11 +144,13 @@ def dream_from_row(row: Row) -> Dream:
     )
 
 
-def session_from_row(row: Row, res: list[Row]) -> Session:
+def session_from_row(row: Row, res: list[Row],
+                     pinned: dict[str, list[SessionPinned]] | None = None) -> Session:
+    """``pinned``: what each resource (by id) recorded of its pinned memories."""
     return Session(
         id=row["id"],
         status=row["status"],
-        resources=tuple(_resource(r) for r in res),
+        resources=tuple(_resource(r, pinned or {}) for r in res),
         agent=json.loads(row["agent"]) if row["agent"] else None,
         environment_id=row["environment_id"],
         metadata=json.loads(row["metadata"]),

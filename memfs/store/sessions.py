@@ -23,16 +23,29 @@ from ..errors import (
     Unauthorized,
     UnknownKey,
 )
-from ..models import DEFAULT_WORKSPACE, Event, Grant, Page, Session, SessionResource, SessionToken
+from ..models import (
+    DEFAULT_WORKSPACE,
+    SNAPSHOT_KEY,
+    Event,
+    Grant,
+    Page,
+    Session,
+    SessionPinned,
+    SessionResource,
+    SessionToken,
+)
 from ..rules import (
     MAX_EVENTS_PAGE,
+    SESSION_PINNED_BUDGET,
     check_limit,
+    fit_pinned,
     format_time,
     new_id,
     parse_time,
     patch_metadata,
     slugify,
     validate_metadata,
+    validate_pinned_budget,
     validate_session_resource,
     validate_text,
     validate_workspace,
@@ -54,6 +67,7 @@ from .common import (
     utc_now,
 )
 from .paging import decode_cursor, encode_cursor
+from .pinned import candidates_in, record_in, recorded_in
 from .rows import session_from_row
 
 log = logging.getLogger(__name__)
@@ -119,7 +133,11 @@ class Sessions(Part):
         Each resource is ``{"type": "memory_store", "memory_store_id", "access"?,
         "instructions"?}``. Validated: at most ``max_session_stores``, each store exists and is
         not archived, no store twice, ``access`` read_write (default) or read_only,
-        instructions of at most ``max_instructions_chars``. ``name`` and ``description`` are
+        instructions of at most ``max_instructions_chars``, ``memfs_pinned_budget`` (the
+        characters of pinned memories the store may put in the prompt, SPEC §9: 0 to the
+        session's 16,000; default 4,000). The store's pinned memories that fit, and those
+        listed as not fitting, are recorded in the same transaction (:mod:`.pinned`), so the
+        prompt renders again as it was. ``name`` and ``description`` are
         snapshotted; ``mount_path`` is ``root/<slug>`` with ``-2``, ``-3``… on collisions.
         ``launcher`` identifies the local process that owns the session (opaque here; the
         launcher uses it to end sessions whose launcher died). ``workspace``: the session's,
@@ -163,8 +181,11 @@ class Sessions(Part):
             seen: set[str] = set()
             used: set[str] = set()
             rows = []
+            pinned: list[tuple[str, list[SessionPinned]]] = []
+            left = SESSION_PINNED_BUDGET
             for pos, r in enumerate(mem):
                 store_id, access, instructions, scope = validate_session_resource(r, lim)
+                budget = validate_pinned_budget(r)
                 if store_id in seen:
                     raise InvalidRequest(f"memory store {store_id} is attached twice")
                 seen.add(store_id)
@@ -185,10 +206,16 @@ class Sessions(Part):
                     n += 1
                     slug = f"{base}-{n}"
                 used.add(slug)
+                rid = new_id("sesrsc")
                 rows.append(
-                    (new_id("sesrsc"), sid, pos, store.id, access, instructions, store.name,
-                     store.description, f"{root}/{slug}", scope)
+                    (rid, sid, pos, store.id, access, instructions, store.name,
+                     store.description, f"{root}/{slug}", scope, budget)
                 )
+                if SNAPSHOT_KEY + store.id not in (metadata or {}):
+                    # (A store attached as it was at a time has no pinned block: its
+                    # memories then are not what this query sees.)
+                    entries, left = fit_pinned(candidates_in(c, store.id, now), budget, left)
+                    pinned.append((rid, entries))
             c.execute(
                 "INSERT INTO sessions (id, status, agent, environment_id, metadata, title, "
                 "created_at, updated_at, launcher, workspace_id, created_by_key) "
@@ -209,8 +236,10 @@ class Sessions(Part):
             )
             c.executemany(
                 "INSERT INTO session_resources (id, session_id, position, memory_store_id, "
-                "access, instructions, name, description, mount_path, scope) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "access, instructions, name, description, mount_path, scope, pinned_budget) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            for rid, entries in pinned:
+                record_in(c, sid, rid, entries)
         return self.get(sid)
 
     def get(self, session_id: str) -> Session:
@@ -237,7 +266,8 @@ class Sessions(Part):
             ids,
         ):
             res.setdefault(r["session_id"], []).append(r)
-        return [session_from_row(rows[i], res.get(i, [])) for i in ids if i in rows]
+        pinned = recorded_in(c, ids)
+        return [session_from_row(rows[i], res.get(i, []), pinned) for i in ids if i in rows]
 
     def workspace_of(self, session_id: str) -> str:
         """The workspace of a session (a session resuming it is made in it:
@@ -428,6 +458,7 @@ class Sessions(Part):
             self.session_in(c, session_id)
             self.insert_event(c, session_id, None, {"type": "session.deleted"})
             c.execute("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
+            c.execute("DELETE FROM session_pinned WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM session_tokens WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 

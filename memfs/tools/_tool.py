@@ -21,10 +21,12 @@ from anthropic.types.beta import (
 )
 
 from .. import errors
+from ..launcher.pinned import block
 from ..models import Actor, Memory
-from ..rules import local_user_actor
+from ..rules import PINNED_BUDGET, local_user_actor
 from ..toolkit import make
 from ..toolkit.edit import EDIT_ATTEMPTS, occurrence_lines
+from ..toolkit.pinned import pinned as pinned_now
 from ._base import (
     DIR_SIZE,
     MAX_LINES,
@@ -507,6 +509,12 @@ class _Common(_SDKTool):
         store_id = yield from self._commands._store_id()
         return (yield from describe(store_id))
 
+    def _pinned(self, budget: int | None) -> Generator[Call, Any, str]:
+        store_id = yield from self._commands._store_id()
+        entries, texts, _ = yield from pinned_now(
+            store_id, PINNED_BUDGET if budget is None else budget)
+        return block(entries, texts)
+
     def _add(self, text: str, type_: str, name: str | None, tags: Iterable[str],
              importance: str | float | None, description: str | None
              ) -> Generator[Call, Any, str]:
@@ -602,6 +610,13 @@ class MemoryTool(_Common, BetaAbstractMemoryTool):
         its types). The model reads the same as text by viewing ``/memories/.describe``."""
         return self._drive(self._describe())
 
+    def pinned(self, budget: int | None = None) -> str:
+        """The store's pinned memories as the block a session's prompt puts after the store's
+        note (SPEC §9): framed as saved data, each memory whole within ``budget`` characters
+        (default 4,000), what did not fit listed by path and size; ``""`` when none is
+        pinned. For an application to put in its system prompt."""
+        return self._drive(self._pinned(budget))
+
     def add(self, text: str, *, type: str, name: str | None = None,
             tags: Iterable[str] = (), importance: str | float | None = None,
             description: str | None = None) -> str:
@@ -673,6 +688,10 @@ class AsyncMemoryTool(_Common, BetaAsyncAbstractMemoryTool):
     async def describe(self) -> dict[str, Any]:
         """As :meth:`MemoryTool.describe`."""
         return await self._drive(self._describe())
+
+    async def pinned(self, budget: int | None = None) -> str:
+        """As :meth:`MemoryTool.pinned`."""
+        return await self._drive(self._pinned(budget))
 
     async def add(self, text: str, *, type: str, name: str | None = None,
                   tags: Iterable[str] = (), importance: str | float | None = None,

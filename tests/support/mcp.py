@@ -83,6 +83,7 @@ def calls(ms: str, first: str) -> dict[str, dict[str, Any]]:
         "memory_describe": {"store": ms},
         "memory_add": {"store": ms, "type": "decision", "text": "Deploy on Tuesdays",
                        "tags": ["ops"]},
+        "memory_pinned": {"store": ms, "budget": 100},
     }
 
 
@@ -115,5 +116,7 @@ def check_success(store: Any, ms: str, name: str, data: dict[str, Any]) -> None:
         assert data["path"] == "/decisions/deploy-on-tuesdays.md"
         content = store.memories.get_by_path(ms, data["path"]).content
         assert content == "---\ntype: decision\ntags: [ops]\n---\nDeploy on Tuesdays\n"
+    elif name == "memory_pinned":
+        assert data == {"store": ms, "pinned": []}  # nothing pinned in the seeded store
     else:
         raise AssertionError(f"no check for {name}")

@@ -69,7 +69,9 @@ ALLOWED: dict[str, set[str]] = {
     # Helpers beside the layers: the launcher's kernel calls,
     # the SDK's memory tool (memfs/tools/, over any StoreAPI).
     "linux": set(),
-    "tools": {"toolkit", "rules", "errors", "models"},
+    # (The launcher's pinned block, memfs.launcher.pinned over the models alone: the memory
+    # tool returns the text a session's prompt holds.)
+    "tools": {"toolkit", "launcher", "rules", "errors", "models"},
     # What a tool for agents needs over any StoreAPI without an agent SDK (memfs/toolkit/: a
     # store call, its drivers, a tool call's event pair): the memory tool's and the MCP
     # server's.
@@ -256,8 +258,8 @@ ORDER: dict[str, list[str]] = {
     # Plain functions first (schema: a package, the schema and both backends' migrations; the
     # plan of a revert and an archive's rows, both pure), then the core (the database, its
     # transactions) and the parts of the Store, each handed the parts before it it calls.
-    "store": ["common", "paging", "schema", "rows", "revert", "restore", "frontmatter", "base",
-              "feed",
+    "store": ["common", "paging", "schema", "rows", "pinned", "revert", "restore", "frontmatter",
+              "base", "feed",
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
               "archive", "search", "keys", "idempotency", "typed", "transcript"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
@@ -296,9 +298,9 @@ ORDER: dict[str, list[str]] = {
     # session spec files, the agent, processes, the scratch
     # root, the reaping of dead launchers' sessions, the session API), then a launch's state
     # and the functions over it, one module per concern, and the runner that calls them.
-    "launcher": ["pidinit", "history", "prompt", "plan", "resume", "spec", "agent", "procs",
-                 "sandbox", "reap", "sessionapi", "state", "setup", "credential", "mounts",
-                 "command", "runner"],
+    "launcher": ["pidinit", "pinned", "history", "prompt", "plan", "resume", "spec", "agent",
+                 "procs", "sandbox", "reap", "sessionapi", "state", "setup", "credential",
+                 "mounts", "command", "runner"],
     # What the model reads and how it is called, then one dream, a process's dreams, and a
     # dream run by a command.
     "dreams": ["prompt", "model", "runner", "dreamer", "command"],

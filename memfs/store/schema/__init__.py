@@ -169,6 +169,10 @@ VERSIONS: tuple[Version, ...] = (
     Version("session_resources.scope: an attachment is general or workflow ('general' for "
             "those before) (issue 41)",
             sqlite="m020_session_resource_scope", postgresql="m015_session_resource_scope"),
+    Version("session_resources.pinned_budget and session_pinned: the pinned memories each "
+            "attachment put in the session's prompt, shown or listed as not shown; "
+            "memories_pinned (issue 43)",
+            sqlite="m021_session_pinned", postgresql="m016_session_pinned"),
 )
 
 

@@ -15,6 +15,7 @@ from . import MIGRATION_SET
 from .sqlite import (
     IDEMPOTENCY_KEYS_SQL,
     SESSION_CREATOR_KEYS_SQL,
+    SESSION_PINNED_SQL,
     SESSION_RESOURCE_SCOPE_SQL,
     SESSION_TOKEN_KEYS_SQL,
     TYPED_MEMORIES_SQL,
@@ -242,6 +243,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m014_typed_memories", TYPED_MEMORIES_SQL.format(T=_T, I="BIGINT", R="DOUBLE PRECISION")),
     # SQLite's m020_session_resource_scope: an attachment's scope, general or workflow.
     ("m015_session_resource_scope", SESSION_RESOURCE_SCOPE_SQL.replace("TEXT", _T)),
+    # SQLite's m021_session_pinned: the pinned memories each attachment put in the prompt.
+    ("m016_session_pinned", SESSION_PINNED_SQL.format(T=_T, I="BIGINT")),
 ]
 
 

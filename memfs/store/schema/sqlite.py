@@ -477,6 +477,36 @@ SESSION_RESOURCE_SCOPE_SQL = (
     "ALTER TABLE session_resources ADD COLUMN scope TEXT NOT NULL DEFAULT 'general';")
 
 
+@_migration
+def m021_session_pinned(db: sqlite_utils.Database) -> None:
+    # Issue 43: what each attachment's pinned memories put in a session's prompt (SPEC §9),
+    # so that memfs session prompt renders it again from the versions that went in.
+    db.executescript(SESSION_PINNED_SQL.format(T="TEXT", I="INTEGER"))
+
+
+#: The SQL of m021 (and of PostgreSQL's m016, with its types for ``{T}`` and ``{I}``): an
+#: attachment's budget of pinned characters (NULL: attached before pinned memories), and per
+#: attachment (``resource_id``), in the prompt's order, each pinned memory's version shown or
+#: listed as not shown (``shown`` 0) with why (``reason``); ``size`` in characters; and the
+#: memories pinned by their front matter, by store (a session's start reads them).
+SESSION_PINNED_SQL = """
+ALTER TABLE session_resources ADD COLUMN pinned_budget {I};
+CREATE TABLE session_pinned (
+    session_id {T} NOT NULL,
+    resource_id {T} NOT NULL,
+    position {I} NOT NULL,
+    memory_id {T} NOT NULL,
+    version_id {T} NOT NULL,
+    path {T} NOT NULL,
+    size {I} NOT NULL,
+    shown {I} NOT NULL,
+    reason {T},
+    PRIMARY KEY (session_id, resource_id, position)
+);
+CREATE INDEX memories_pinned ON memories(store_id) WHERE pinned = 1;
+"""
+
+
 #: The SQL of m019 (and of PostgreSQL's m014, with its types for ``{T}``, ``{I}``, ``{R}``):
 #: a memory's type, importance (0..1), expiry time, pinned flag and the rest as JSON
 #: (``meta``: tags, description, supersedes, source, warnings), and the version of the

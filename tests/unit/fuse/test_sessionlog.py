@@ -10,6 +10,7 @@ from memfs.fuse.sessionlog import SessionLog, folder_name, session_of
 from memfs.fuse.tree import Tree
 from memfs.rules import sessions_visibility
 from memfs.store import Store
+from tests.support.storekit import API
 
 
 async def _direct(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -56,10 +57,12 @@ def test_names_and_the_setting() -> None:
     assert sessions_visibility({"memfs_sessions_visibility": "bogus"}) == "session"
 
 
-def test_a_resumed_sessions_prompt_is_what_its_agent_saw(store: Store) -> None:
-    # A resumed session's prompt ends with the old session's messages, read through a store:
-    # .sessions/'s prompt.md asked for it without one, which raised instead of showing it.
+def test_a_resumed_sessions_prompt_with_pinned_memories_is_what_its_agent_saw(store: Store) -> None:
+    # A resumed session's prompt ends with the old session's messages, and its stores' pinned
+    # memories follow their notes, both read through a store: .sessions/'s prompt.md asked for
+    # them without one, which raised instead of showing them.
     from memfs.fuse.sessionlog import PROMPT_FILE
+    from memfs.launcher.pinned import version_reader
     from memfs.launcher.plan import Resume
     from memfs.launcher.prompt import render_memory_prompt
     from memfs.launcher.resume import prepare
@@ -69,9 +72,12 @@ def test_a_resumed_sessions_prompt_is_what_its_agent_saw(store: Store) -> None:
     store.events.add(old, [{"type": "user.message",
                             "content": [{"type": "text", "text": "tea, black"}]}])
     store.sessions.set_status(old, "terminated")
+    store.memories.create(a, "/pinned/me.md", "I am Ada.\n", actor=API)  # in its prompt too
     _, attachments, metadata = prepare(store, Resume(old, 10, 8000), [])
     new = store.sessions.create([{"type": "memory_store", "memory_store_id": x.ref,
                                   "access": x.access} for x in attachments],
                                 metadata=metadata).id
     shown, _ = _log(store, a, new)._read(new, PROMPT_FILE)
-    assert shown.decode() == render_memory_prompt(store.sessions.get(new), history=store)
+    assert shown.decode() == render_memory_prompt(store.sessions.get(new), version_reader(store),
+                                                  history=store)
+    assert "I am Ada." in shown.decode() and "tea, black" in shown.decode()

@@ -81,11 +81,12 @@ def test_json_is_a_spec_too(tmp_path):
 
 def test_the_entries_are_the_sdks_wire_shape():
     """Every key of the SDK's memory-store resource param is accepted (and is all there is,
-    but for memory_store, the name, and the scope: memfs_scope, scope for short)."""
+    but for memory_store, the name, the scope: memfs_scope, scope for short, and the budget of
+    pinned memories: memfs_pinned_budget, pinned_budget for short)."""
     from anthropic.types.beta import BetaManagedAgentsMemoryStoreResourceParam as Param
 
-    assert set(RESOURCE_KEYS) == set(Param.__annotations__) | {"memory_store", "scope",
-                                                               "memfs_scope"}
+    assert set(RESOURCE_KEYS) == set(Param.__annotations__) | {
+        "memory_store", "scope", "memfs_scope", "pinned_budget", "memfs_pinned_budget"}
 
 
 def test_an_empty_resources_list_is_a_session_without_stores():
@@ -106,7 +107,8 @@ def test_an_empty_resources_list_is_a_session_without_stores():
          "(type: memory_store, memory_store: NAME…)"),
         (entry("type: memory_store, memory_store: a, acess: read_only"),
          "s.yaml: resources[0]: unknown key 'acess' (expected type, memory_store, "
-         "memory_store_id, access, instructions, scope, memfs_scope)"),
+         "memory_store_id, access, instructions, scope, memfs_scope, pinned_budget, "
+         "memfs_pinned_budget)"),
         (entry("type: memory_store, memory_store: a, memory_store_id: b"),
          "s.yaml: resources[0]: give memory_store (a name or id) or memory_store_id, not both"),
         (entry("type: memory_store, memory_store: ''"),

@@ -40,7 +40,7 @@ async def test_annotations_say_what_each_tool_does(store: Store) -> None:
     async with connected(Reach(store)) as client:
         tools = {t.name: t.annotations for t in (await client.list_tools()).tools}
     reads = {"memory_list_stores", "memory_list", "memory_read", "memory_search",
-             "memory_history", "memory_describe"}
+             "memory_history", "memory_describe", "memory_pinned"}
     for name, a in tools.items():
         assert a is not None and a.openWorldHint is False
         assert a.readOnlyHint is (name in reads), name
@@ -70,7 +70,7 @@ async def test_write_tools_are_not_listed_when_nothing_may_be_written(store: Sto
         async with connected(reach) as client:
             names = {t.name for t in (await client.list_tools()).tools}
         assert names == {"memory_list_stores", "memory_list", "memory_read", "memory_search",
-                         "memory_history", "memory_describe"}, reach
+                         "memory_history", "memory_describe", "memory_pinned"}, reach
     async with connected(Reach(store, access={ms: "read_write"})) as client:
         assert "memory_write" in {t.name for t in (await client.list_tools()).tools}
 

@@ -16,7 +16,7 @@ from tests.support.mcp import call, calls, check_success, connected, failed, ok,
 
 def test_every_tool_is_called_here() -> None:
     assert sorted(calls("m", "v")) == sorted(NAMES)
-    assert len(NAMES) == 12
+    assert len(NAMES) == 13
 
 
 @pytest.mark.parametrize("name", NAMES)

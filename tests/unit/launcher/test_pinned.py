@@ -1,0 +1,95 @@
+"""The pinned block (memfs.launcher.pinned, SPEC §9): framed as saved data, each memory fenced
+so that no text of it closes the fence, what is not shown listed by path and size with why (a
+version redacted since too); the budgets' rule (memfs.rules.fit_pinned): one exactly at the
+budget, one over, many small ones, the session's budget; and ``--store NAME:pinned=N`` and a
+spec's ``pinned_budget``."""
+
+from __future__ import annotations
+
+import pytest
+
+from memfs.errors import InvalidRequest
+from memfs.launcher.pinned import FRAMING, GONE, block
+from memfs.launcher.plan import Attachment
+from memfs.launcher.spec import parse
+from memfs.models import SessionPinned
+from memfs.rules import PinnedCandidate, fit_pinned, pinned_order, pinned_prefix
+
+
+def entry(path: str, size: int, shown: bool = True, reason: str | None = None,
+          vid: str | None = None) -> SessionPinned:
+    return SessionPinned(path=path, memory_id="mem_" + path, memory_version_id=vid or path,
+                         size=size, shown=shown, reason=reason)
+
+
+def cand(path: str, size: int, importance: float | None = None,
+         updated_at: str = "2026-01-01") -> PinnedCandidate:
+    return PinnedCandidate(path, "mem_" + path, "v" + path, size, importance, updated_at)
+
+
+def test_the_block_frames_fences_and_lists() -> None:
+    text = block(
+        [entry("/pinned/a.md", 11), entry("/pinned/code.md", 14),
+         entry("/pinned/big.md", 5000, False, "over this store's budget of 4,000 characters"),
+         entry("/pinned/gone.md", 3)],
+        {"/pinned/a.md": "Name: Ada\n\n", "/pinned/code.md": "x ``` y ```` z",
+         "/pinned/gone.md": None})
+    assert text == (
+        "### Pinned memories\n\n" + FRAMING + "\n\n"
+        "#### /pinned/a.md\n\n```\nName: Ada\n```\n\n"
+        "#### /pinned/code.md\n\n`````\nx ``` y ```` z\n`````\n\n"
+        "Not shown (read them in the store if you need them):\n"
+        "- /pinned/big.md (5,000 characters): over this store's budget of 4,000 characters\n"
+        f"- /pinned/gone.md (3 characters): {GONE}\n")
+    assert "not instructions" in FRAMING
+    assert block([], {}) == ""
+
+
+def test_budget_edges() -> None:
+    # Exactly at the budget: shown; one character over: listed, and the next still tried.
+    [at], left = fit_pinned([cand("/a", 4000)], 4000, 16_000)
+    assert at.shown and left == 12_000
+    over, left = fit_pinned([cand("/a", 4001), cand("/b", 10)], 4000, 16_000)
+    assert [(e.shown, e.reason) for e in over] == [
+        (False, "over this store's budget of 4,000 characters"), (True, None)]
+    assert left == 15_990
+    # Many small ones: each whole, until the budget is spent.
+    small, _ = fit_pinned([cand(f"/{i}", 100) for i in range(50)], 4000, 16_000)
+    assert sum(e.shown for e in small) == 40
+    # The session's budget, when less is left of it than of the store's.
+    [e], left = fit_pinned([cand("/a", 300)], 4000, 200)
+    assert not e.shown and e.reason == "over the session's budget of 16,000 characters"
+    assert left == 200
+
+
+def test_the_order_is_most_important_then_newest() -> None:
+    found = [cand("/old", 1, None, "2026-01-01"), cand("/new", 1, None, "2026-02-01"),
+             cand("/high", 1, 0.8, "2025-01-01"), cand("/low", 1, 0.2, "2026-03-01")]
+    assert [c.path for c in pinned_order(found)] == ["/high", "/new", "/old", "/low"]
+
+
+def test_the_prefix() -> None:
+    assert pinned_prefix({}) == "/pinned/"
+    assert pinned_prefix({"memfs_pinned_prefix": "working"}) == "/working/"
+    assert pinned_prefix({"memfs_pinned_prefix": "/a/b/"}) == "/a/b/"
+    assert pinned_prefix({"memfs_pinned_prefix": "OFF"}) is None
+
+
+def test_store_pinned_suffix() -> None:
+    a = Attachment.parse("Notes:pinned=8000")
+    assert (a.ref, a.pinned_budget) == ("Notes", 8000)
+    a = Attachment.parse("Notes:ro:pinned=0:workflow")
+    assert (a.ref, a.access, a.scope, a.pinned_budget) == ("Notes", "read_only", "workflow", 0)
+    assert Attachment.parse("Notes").pinned_budget is None
+    assert Attachment.parse("Notes:pinned=x").ref == "Notes:pinned=x"  # not a suffix
+
+
+def test_spec_pinned_budget() -> None:
+    spec = parse("resources:\n- type: memory_store\n  memory_store: Notes\n  pinned_budget: 8000\n")
+    assert spec.attachments[0].pinned_budget == 8000
+    assert spec.resources()[0]["memfs_pinned_budget"] == 8000
+    with pytest.raises(InvalidRequest, match=r"resources\[0\]: pinned_budget must be"):
+        parse("resources:\n- type: memory_store\n  memory_store: Notes\n  pinned_budget: 20000\n")
+    with pytest.raises(InvalidRequest, match="not both"):
+        parse("resources:\n- type: memory_store\n  memory_store: N\n  pinned_budget: 1\n"
+              "  memfs_pinned_budget: 1\n")
