@@ -29,9 +29,13 @@ Sessions and hostile clients:
 
 - an MCP session is bound to the credential (and workspace) that opened it: another one
   using its id gets the 404 of an unknown session (the SDK's owner check, fed our grant);
-- at most :data:`MAX_SESSIONS` live sessions in all (then 503) and
-  :data:`MAX_SESSIONS_PER_CREDENTIAL` per credential (then 429); a session without a request
-  for :data:`SESSION_IDLE_SECONDS` ends;
+- at most :data:`MAX_SESSIONS_PER_CREDENTIAL` live sessions per holder (then 429): a key, with
+  the session tokens of the sessions it created (:attr:`~memfs.models.Grant.holder`: minting
+  tokens makes no more); :data:`MAX_SESSIONS_PER_WORKSPACE` per workspace and
+  :data:`MAX_SESSIONS` in all, past which the oldest idle session of the holder with most
+  ends to make room (none idle: 429 for a workspace, 503 for the server; the server's own
+  key may end a busy one): so no holder, nor workspace, locks the others out; a session
+  without a request for :data:`SESSION_IDLE_SECONDS` ends;
 - a request body is read by the API's own reader (:func:`memfs.api.body.read_body`: at most
   :data:`memfs.api.body.MAX_BODY_BYTES`, within its time and rate bounds, one of the server's
   upload slots while it comes): the JSON envelope's 413 / 408 / 429, as on ``/v1``;
@@ -112,8 +116,10 @@ logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStream())
 
 #: The path of the endpoint.
 PATH = "/mcp"
-#: Live MCP sessions of one server process, in all and per credential.
+#: Live MCP sessions of one server process: in all, per workspace, and per holder (a key
+#: with the session tokens of its sessions).
 MAX_SESSIONS = 1000
+MAX_SESSIONS_PER_WORKSPACE = 200
 MAX_SESSIONS_PER_CREDENTIAL = 32
 #: Seconds a session may go without a request (nor an open stream) before it ends.
 SESSION_IDLE_SECONDS = 600.0
@@ -127,6 +133,11 @@ INNER_URL = "http://memfs.in-process"
 #: started from its opening request, and inherits this (the SDK's request context is set for
 #: each request's handlers only), so that the session's instructions are its credential's.
 _OPENING: contextvars.ContextVar[Request] = contextvars.ContextVar("memfs_mcp_opening")
+
+
+#: Whose share a session being opened in this context is: (holder, workspace). Set by
+#: :meth:`McpEndpoint.__call__` around the SDK's admission (:meth:`_Manager._admit_session`).
+_ADMITTING: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("memfs_mcp_admit")
 
 
 def owner_of(grant: Grant) -> AuthorizationContext:
@@ -151,13 +162,25 @@ def endpoint(grants: GrantWatch, hub: ChangeHub) -> McpEndpoint:
 
 
 class _Manager(StreamableHTTPSessionManager):
-    """The SDK's manager, with the sessions of one owner told apart: counted (the cap per
-    credential) and ended (a revoked credential). It reads the manager's own tables of
-    transports and owners (``_server_instances``, ``_session_owners``: the SDK is pinned, and
-    tests/unit/mcp/test_http.py fails if they change)."""
+    """The SDK's manager, with the sessions of one owner told apart: counted (the caps per
+    holder and workspace, room made from the busiest holder) and ended (a revoked
+    credential). It reads the manager's own tables of transports and owners
+    (``_server_instances``, ``_session_owners``) and a transport's requests in flight and
+    idle deadline (the SDK is pinned, and tests/unit/mcp/test_http.py fails if they
+    change)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: session id -> (holder, workspace) of every live session.
+        self.holders: dict[str, tuple[str, str]] = {}
 
     def sessions_of(self, owner: AuthorizationContext) -> list[str]:
         return [sid for sid, who in self._session_owners.items() if who == owner]
+
+    def held(self, holder: str | None = None, workspace: str | None = None) -> list[str]:
+        """The live sessions of ``holder`` (and/or in ``workspace``)."""
+        return [sid for sid, (h, ws) in self.holders.items()
+                if (holder is None or h == holder) and (workspace is None or ws == workspace)]
 
     def ended(self, session_id: str | None) -> bool:
         """Is ``session_id`` a session no longer served (ending, ended, or never one)?"""
@@ -166,12 +189,68 @@ class _Manager(StreamableHTTPSessionManager):
         transport = self._server_instances.get(session_id)
         return transport is None or transport.is_terminated
 
+    async def make_room(self, holder: str, workspace: str, server: bool) -> None:
+        """Room for one more session of ``holder`` in ``workspace``: within the holder's cap,
+        and, at the workspace's or the server's, the oldest idle session of the busiest
+        holder there ended (``server``: the server's own key, which may end a busy one).
+
+        :raises TooManyRequests: the holder's sessions, or its workspace's, are all it may
+            have (and none of the workspace's is idle).
+        :raises Busy: the server holds all it may, none idle.
+        """
+        if len(self.held(holder)) >= MAX_SESSIONS_PER_CREDENTIAL:
+            raise errors.TooManyRequests(
+                f"{MAX_SESSIONS_PER_CREDENTIAL} MCP sessions of this credential (with the "
+                "session tokens of its sessions) are open: end one (DELETE /mcp with its "
+                "mcp-session-id) or reuse it")
+        if not server and len(self.held(workspace=workspace)) >= MAX_SESSIONS_PER_WORKSPACE \
+                and not await self._evict(self.held(workspace=workspace), busy_ok=False):
+            raise errors.TooManyRequests(
+                f"{MAX_SESSIONS_PER_WORKSPACE} MCP sessions of workspace {workspace!r} are "
+                "open and busy: end one (DELETE /mcp with its mcp-session-id) or reuse it")
+        if len(self._server_instances) >= MAX_SESSIONS and \
+                not await self._evict(list(self._server_instances), busy_ok=server):
+            raise errors.Busy(f"the server holds {MAX_SESSIONS} busy MCP sessions: retry later")
+
+    async def _evict(self, among: list[str], busy_ok: bool) -> bool:
+        """End the oldest idle session (``busy_ok``: or, if none is, the oldest) of the
+        holder with most of the sessions ``among``. Did one end?"""
+        by_holder: dict[str, list[tuple[float, str]]] = {}
+        for sid in among:
+            transport = self._server_instances.get(sid)
+            if transport is None or transport.is_terminated:
+                continue
+            idle = transport._requests_in_flight == 0
+            scope = transport.idle_scope
+            # The idle deadline is the last request's end plus the idle time: oldest first.
+            since = scope.deadline if scope is not None and idle else float("inf")
+            if idle or busy_ok:
+                by_holder.setdefault(self.holders.get(sid, ("", ""))[0], []).append(
+                    (since, sid))
+        if not by_holder:
+            return False
+        holder = max(by_holder, key=lambda h: (len(self.held(h)), -min(by_holder[h])[0]))
+        _, sid = min(by_holder[holder])
+        log.info("MCP session %s of %s ends to make room for another", sid, holder)
+        transport = self._server_instances.get(sid)
+        if transport is not None:
+            await self._discard_session(sid, transport)
+        return True
+
     def _admit_session(self, requestor: AuthorizationContext | None
                        ) -> StreamableHTTPServerTransport | None:
-        if requestor is not None and len(self.sessions_of(requestor)) >= \
-                MAX_SESSIONS_PER_CREDENTIAL:
+        holder, workspace = _ADMITTING.get(("", ""))
+        if len(self.held(holder)) >= MAX_SESSIONS_PER_CREDENTIAL:
             return None  # a race past McpEndpoint's own check: the SDK's 503
-        return super()._admit_session(requestor)
+        transport = super()._admit_session(requestor)
+        if transport is not None and transport.mcp_session_id is not None:
+            self.holders[transport.mcp_session_id] = (holder, workspace)
+        return transport
+
+    async def _discard_session(self, session_id: str,
+                               transport: StreamableHTTPServerTransport) -> None:
+        self.holders.pop(session_id, None)
+        await super()._discard_session(session_id, transport)
 
     async def end_sessions_of(self, client_id: str) -> int:
         """End every session opened with the credential ``client_id`` (any workspace)."""
@@ -239,22 +318,21 @@ class McpEndpoint:
                 token="", client_id=owner["client_id"], scopes=[], subject=owner["subject"]))
             headers = dict(scope.get("headers") or [])
             opening = MCP_SESSION_ID_HEADER.encode() not in headers
-            if scope["method"] == "POST" and opening and \
-                    len(self.manager.sessions_of(owner)) >= MAX_SESSIONS_PER_CREDENTIAL:
-                raise errors.TooManyRequests(
-                    f"{MAX_SESSIONS_PER_CREDENTIAL} MCP sessions of this credential are open: "
-                    "end one (DELETE /mcp with its mcp-session-id) or reuse it")
+            if scope["method"] == "POST" and opening:
+                await self.manager.make_room(grant.holder, grant.workspace_id, grant.server)
             if scope["method"] == "POST":
                 receive = await _buffered(Request(scope, receive))
         except errors.MemfsError as e:
             await error_response(e, request_id)(scope, receive, send)
             return
         token = _OPENING.set(Request(scope))  # a session's run starts in this context
+        admitting = _ADMITTING.set((grant.holder, grant.workspace_id))
         try:
             session = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
             await self._serve(grant, _Response(scope, send,
                                                lambda: self.manager.ended(session)), receive)
         finally:
+            _ADMITTING.reset(admitting)
             _OPENING.reset(token)
 
     async def _serve(self, grant: Grant, response: _Response, receive: Receive) -> None:

@@ -91,6 +91,8 @@ def test_the_sdk_internals_the_endpoint_uses_are_there() -> None:
     discard = inspect.signature(StreamableHTTPSessionManager._discard_session)
     assert list(discard.parameters) == ["self", "session_id", "transport"]
     assert isinstance(StreamableHTTPServerTransport.is_terminated, property)
+    transport = StreamableHTTPServerTransport(None, idle_timeout=1.0)
+    assert transport._requests_in_flight == 0 and transport.idle_scope is None
     source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
     assert "self._admit_session(requestor)" in source
     assert "requestor != self._session_owners.get(request_mcp_session_id)" in source
@@ -104,21 +106,22 @@ def _open(tc: TestClient, key: str) -> Any:
 
 def test_the_server_holds_a_bounded_number_of_sessions(store: Store, monkeypatch: Any
                                                        ) -> None:
-    """Past :data:`MAX_SESSIONS` in all (two here), opening another is a 503 while the
-    others are served; a session ended frees its place."""
+    """Past :data:`MAX_SESSIONS` in all (two here), opening another ends the oldest idle
+    session (of the holder with most) to make room: its id is then the 404 of an ended
+    session; the others are served; a session ended frees its place."""
     monkeypatch.setattr(http, "MAX_SESSIONS", 2)
     keys = [store.keys.create(f"k{n}").key or "" for n in range(3)]
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     with TestClient(create_app(store, [], console=False, dreams=False, mcp=endpoint)) as tc:
         opened = [_open(tc, k) for k in keys[:2]]
         assert [r.status_code for r in opened] == [200, 200]
-        refused = _open(tc, keys[2])
-        assert refused.status_code == 503, refused.text
-        session = opened[0].headers["mcp-session-id"]
-        ended = tc.delete("/mcp", headers={"authorization": f"Bearer {keys[0]}",
-                                           "mcp-session-id": session,
-                                           "mcp-protocol-version": PROTOCOL})
-        assert ended.status_code == 200, ended.text
-        assert _open(tc, keys[2]).status_code == 200
+        third = _open(tc, keys[2])
+        assert third.status_code == 200, third.text
+        first, second = (r.headers["mcp-session-id"] for r in opened)
+        assert _post(tc, keys[0], ping, first).status_code == 404
+        assert _post(tc, keys[1], ping, second).status_code == 200
+        assert _end(tc, keys[1], second).status_code == 200
+        assert _open(tc, keys[0]).status_code == 200
 
 
 def test_an_idle_session_ends(store: Store, monkeypatch: Any) -> None:
@@ -164,3 +167,58 @@ def test_subscriptions_follow_the_apps_change_feeds(store: Store) -> None:
         wait_until(lambda: hub.statistics()["subscribers"] == 1, 10,
                    what="the subscription follows the hub")
         assert hub.statistics()["feeds"] == 1
+
+
+def _end(tc: TestClient, key: str, session: str) -> Any:
+    return tc.delete("/mcp", headers={"authorization": f"Bearer {key}",
+                                      "mcp-session-id": session,
+                                      "mcp-protocol-version": PROTOCOL})
+
+
+def test_a_keys_session_tokens_share_its_sessions(store: Store, monkeypatch: Any) -> None:
+    """A key that mints session tokens (each a credential of its own) opens no more MCP
+    sessions through them than it may itself: they count against the key that created
+    their session. Counted per token, four tokens filled the server (six here) and another
+    workspace's key, and the server key, got the 503 of a full server."""
+    monkeypatch.setattr(http, "MAX_SESSIONS", 6)
+    monkeypatch.setattr(http, "MAX_SESSIONS_PER_CREDENTIAL", 2)
+    made = store.keys.create("minter")
+    ms = store.stores.create("minted").id
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}],
+                                    created_by_key=made.id)
+    store.sessions.set_status(session.id, "running")
+    tokens = [store.sessions.create_token(session.id, key_id=made.id).token or ""
+              for _ in range(4)]
+    victim = store.keys.create("victim", workspace="team-b").key or ""
+    with TestClient(create_app(store, ["sk-memfs-server-key-0123456789"], console=False,
+                               dreams=False, mcp=endpoint)) as tc:
+        statuses = [_open(tc, t).status_code for t in tokens for _ in range(2)]
+        assert statuses.count(200) == 2, statuses
+        assert set(statuses[2:]) == {429}, statuses
+        assert _open(tc, made.key or "").status_code == 429
+        assert _open(tc, victim).status_code == 200
+        assert _open(tc, "sk-memfs-server-key-0123456789").status_code == 200
+
+
+def test_a_full_workspace_makes_room_from_its_busiest_holder(store: Store, monkeypatch: Any
+                                                             ) -> None:
+    """A workspace holds at most :data:`MAX_SESSIONS_PER_WORKSPACE` sessions: past it, the
+    oldest idle session of the key holding most of them ends to make room (its id is then
+    the 404 of an ended session), and another workspace is not held up."""
+    monkeypatch.setattr(http, "MAX_SESSIONS", 6)
+    monkeypatch.setattr(http, "MAX_SESSIONS_PER_CREDENTIAL", 3)
+    monkeypatch.setattr(http, "MAX_SESSIONS_PER_WORKSPACE", 4)
+    busy, light, newcomer = (store.keys.create(n).key or "" for n in ("busy", "light", "new"))
+    other = store.keys.create("other", workspace="team-b").key or ""
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=endpoint)) as tc:
+        oldest = _open(tc, busy).headers["mcp-session-id"]
+        kept = [_open(tc, busy).headers["mcp-session-id"] for _ in range(2)]
+        light_session = _open(tc, light).headers["mcp-session-id"]
+        r = _open(tc, newcomer)
+        assert r.status_code == 200, r.text
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        assert _post(tc, busy, ping, oldest).status_code == 404
+        for key, sid in [(busy, kept[0]), (busy, kept[1]), (light, light_session)]:
+            assert _post(tc, key, ping, sid).status_code == 200
+        assert _open(tc, other).status_code == 200
+        assert _end(tc, light, light_session).status_code == 200
