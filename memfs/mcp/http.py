@@ -18,7 +18,10 @@ workspace, the key's request rate, the refusal logging. A tool then acts through
 scopes, read_only attachments, another workspace's objects) is enforced where it already is,
 by the API's routes. Those inner requests carry the ``/mcp`` request's grant in their ASGI
 scope (:data:`~memfs.api.auth.INNER_CALL`, which only code in this process can set): the gate
-authenticated it, and counted it against the key's rate, once, at the ``/mcp`` request.
+authenticated it at the ``/mcp`` request. Each counts against the key's rate but the first
+(:data:`~memfs.api.auth.INNER_CHARGED`: the ``/mcp`` request paid for it), and one ``/mcp``
+request makes at most :data:`INNER_CALLS_PER_REQUEST` (past it, a ``rate_limit_error``,
+whatever the key): a tool costs what the API requests it makes cost.
 
 Answers. A request's answer is one JSON body (the manager's ``json_response``), not an SSE
 stream of one event: the tools send no progress, and a stream per call cost a quarter of a call
@@ -73,6 +76,7 @@ from .. import errors
 from ..api import grants as grant_kinds
 from ..api.auth import (
     INNER_CALL,
+    INNER_CHARGED,
     SESSION_HEADER,
     WORKSPACE_HEADER,
     check_workspace,
@@ -125,6 +129,11 @@ MAX_SESSIONS_PER_CREDENTIAL = 32
 SESSION_IDLE_SECONDS = 600.0
 #: The inner clients kept (one per credential and headers): the oldest unused go first.
 CLIENTS_KEPT = 256
+#: Requests into the API one ``/mcp`` request may make (the most a tool needs: a page of 100
+#: stores with their counts).
+INNER_CALLS_PER_REQUEST = 128
+#: Where (in the ``/mcp`` request's ``scope["state"]``) its requests into the API are counted.
+_INNER_CALLS = "memfs.mcp.inner_calls"
 #: The base URL of the inner clients (never resolved: their transport is the app).
 INNER_URL = "http://memfs.in-process"
 
@@ -475,16 +484,28 @@ def _request() -> Request:
 
 class _Inner:
     """The API app as the tools call it: each request carries the grant of the request being
-    served (:data:`INNER_CALL`: authenticated and counted against its key's rate once, at
-    the ``/mcp`` request), which no request from the network can, and names the workspace
-    the caller named (:data:`WORKSPACE_HEADER`, a server key's choice)."""
+    served (:data:`INNER_CALL`: authenticated at the ``/mcp`` request), which no request from
+    the network can, is counted against its key's rate but the first of that request
+    (:data:`INNER_CHARGED`), at most :data:`INNER_CALLS_PER_REQUEST` of them, and names the
+    workspace the caller named (:data:`WORKSPACE_HEADER`, a server key's choice)."""
 
     def __init__(self, app: ASGIApp, workspace: str | None) -> None:
         self.app = app
         self.workspace = workspace
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope.setdefault("state", {})[INNER_CALL] = _request().state.grant
+        outer = _request()
+        made = outer.scope.setdefault("state", {})
+        made[_INNER_CALLS] = calls = made.get(_INNER_CALLS, 0) + 1
+        if calls > INNER_CALLS_PER_REQUEST:
+            await error_response(errors.RateLimited(
+                f"one request may make at most {INNER_CALLS_PER_REQUEST} requests of the "
+                "store: ask for less at once (a store, a smaller page)"), "")(
+                    scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state[INNER_CALL] = outer.state.grant
+        state[INNER_CHARGED] = calls > 1
         if self.workspace is not None:
             scope["headers"] = [*scope["headers"],
                                 (WORKSPACE_HEADER.encode(), self.workspace.encode())]

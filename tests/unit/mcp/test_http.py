@@ -52,33 +52,62 @@ def _answer(r: Any) -> Any:
     return json.loads(data[-1])
 
 
-def test_a_tool_call_costs_its_key_one_request(store: Store) -> None:
-    """A key of 3 requests (no refill): initialize, initialized, and a tool call that makes
-    several requests of the API in process (the stores it sees, each one's count) all pass;
-    the next request is the 429 of its rate. Counted again, the tool's own requests would
-    have been refused (a rate_limit_error result)."""
+def _initialized(tc: TestClient, key: str) -> str:
+    """An initialized session of ``key`` (two requests)."""
+    r = _post(tc, key, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}})
+    assert r.status_code == 200, r.text
+    session: str = r.headers["mcp-session-id"]
+    r = _post(tc, key, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    assert r.status_code == 202, r.text
+    return session
+
+
+def _search(tc: TestClient, key: str, session: str) -> Any:
+    """memory_search without a store: a search in each store the key sees."""
+    r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "memory_search", "arguments": {"query": "x"}}}, session)
+    return _answer(r)["result"]
+
+
+def test_a_tool_call_costs_its_key_each_request_it_makes(store: Store) -> None:
+    """A tool call's requests into the API count against its key's rate past the first
+    (which the ``/mcp`` request paid): a key of 7 requests (no refill) opens a session (2),
+    lists the tools (1, one request of the API), and searches its 3 stores (1, and 3 of the
+    4 requests it makes of the API); its next request is the 429 of its rate. Counted once
+    per ``/mcp`` request, one request could make hundreds of the API."""
     for n in range(3):
         s = store.stores.create(f"store {n}")
         store.memories.create(s.id, "/a.md", "x", actor=Actor.user("user_t"))
-    key = store.keys.create("three requests").key
+    key = store.keys.create("seven requests").key
     assert key is not None
-    rates = KeyRates(rate=1.0, burst=3.0, clock=Clock())
+    rates = KeyRates(rate=1.0, burst=7.0, clock=Clock())
     with TestClient(create_app(store, [], console=False, dreams=False, rates=rates,
                                mcp=endpoint)) as tc:
-        r = _post(tc, key, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL, "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"}}})
-        assert r.status_code == 200, r.text
-        session = r.headers["mcp-session-id"]
-        r = _post(tc, key, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
-        assert r.status_code == 202, r.text
-        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "memory_list_stores", "arguments": {}}}, session)
-        result = _answer(r)["result"]
-        assert not result["isError"], result
-        assert len(result["structuredContent"]["stores"]) == 3
+        session = _initialized(tc, key)
         r = _post(tc, key, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session)
+        assert r.status_code == 200, r.text
+        result = _search(tc, key, session)
+        assert not result["isError"], result
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, session)
         assert r.status_code == 429, r.text
+
+
+def test_a_tool_call_makes_a_bounded_number_of_requests(store: Store, monkeypatch: Any
+                                                        ) -> None:
+    """Past :data:`INNER_CALLS_PER_REQUEST` requests into the API (3 here), a tool call's
+    next is refused: its result is the rate_limit_error, whatever the key's rate (the
+    server key has none)."""
+    monkeypatch.setattr(http, "INNER_CALLS_PER_REQUEST", 3)
+    for n in range(5):
+        store.stores.create(f"store {n}")
+    key = "sk-memfs-server-key-0123456789"
+    with TestClient(create_app(store, [key], console=False, dreams=False,
+                               mcp=endpoint)) as tc:
+        result = _search(tc, key, _initialized(tc, key))
+        assert result["isError"], result
+        assert result["structuredContent"]["error"]["type"] == "rate_limit_error", result
 
 
 def test_the_sdk_internals_the_endpoint_uses_are_there() -> None:
@@ -222,3 +251,32 @@ def test_a_full_workspace_makes_room_from_its_busiest_holder(store: Store, monke
             assert _post(tc, key, ping, sid).status_code == 200
         assert _open(tc, other).status_code == 200
         assert _end(tc, light, light_session).status_code == 200
+
+
+def test_a_resources_page_looks_at_a_bounded_number_of_stores(store: Store,
+                                                              monkeypatch: Any) -> None:
+    """resources/list over more stores than one request may look into (45 stores, 30
+    requests into the API a request here): each page lists the memories of a few stores,
+    and the pages together list each memory once. A page that listed every store, and then
+    looked into each until it had a page's worth, was refused."""
+    monkeypatch.setattr(http, "INNER_CALLS_PER_REQUEST", 30)
+    ids = [store.stores.create(f"store {n}").id for n in range(45)]
+    for ms in ids[::2]:
+        store.memories.create(ms, "/a.md", "x", actor=Actor.user("user_t"))
+    key = "sk-memfs-server-key-0123456789"
+    with TestClient(create_app(store, [key], console=False, dreams=False,
+                               mcp=endpoint)) as tc:
+        session = _initialized(tc, key)
+        uris: list[str] = []
+        cursor = None
+        for n in range(20):
+            r = _post(tc, key, {"jsonrpc": "2.0", "id": n, "method": "resources/list",
+                                "params": {"cursor": cursor} if cursor else {}}, session)
+            answer = _answer(r)
+            assert "result" in answer, answer
+            uris += [x["uri"] for x in answer["result"]["resources"]]
+            cursor = answer["result"].get("nextCursor")
+            if cursor is None:
+                break
+    assert sorted(uris) == sorted(f"memfs://{ms}/a.md" for ms in ids[::2])
+
