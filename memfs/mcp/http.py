@@ -57,12 +57,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
 import httpx
+import mcp
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server, request_ctx
@@ -93,30 +95,67 @@ from .reach import Reach
 log = logging.getLogger(__name__)
 
 
-class _QuietClosedStream(logging.Filter):
-    """The SDK logs a traceback at ERROR when a session ends (the client's DELETE, its idle
-    expiry, a revoked credential) while its GET stream is open, or while one of its requests
-    comes in: the stream's writer, or the request's, finds the session's queue closed, which
-    is how it is told the session ended. That is no error (:meth:`McpEndpoint._serve`
-    answers such a request): dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        message = record.getMessage()
-        if message == _NO_RESPONSE:
-            return False
-        return not (message in _SESSION_ENDED
-                    and isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError))
-
-
+#: Characters of a line the SDK logs that are kept (the rest is said to be cut).
+LOG_CHARS = 300
+#: Where the SDK's modules are: what they log goes through the filter, whichever logger
+#: (its own, or the root logger, which ``mcp.shared.session`` logs through).
+_SDK_DIR = os.path.dirname(mcp.__file__) + os.sep
 #: What the SDK logs when it finds an ended session's queue closed (with that exception).
 _SESSION_ENDED = ("Error in standalone SSE writer", "Error handling POST request",
                   "Error processing JSON response")
 #: And when a request's queue was closed before its answer came (no exception).
 _NO_RESPONSE = "No response message received before stream closed"
+#: The beginnings of what the SDK logs of what a client sent (at WARNING or ERROR): the
+#: client's doing, logged at INFO.
+_CLIENTS_DOING = ("Received exception from stream", "Failed to validate",
+                  "Response ID ", "Rejecting request for session", "Tool '",
+                  "Missing Host header", "Invalid Host header", "Invalid Origin header",
+                  "Missing Content-Type header", "Invalid Content-Type header")
 
 
-logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStream())
+class _SdkLog(logging.Filter):
+    """What the SDK logs, made fit for the server's log: every line cut to
+    :data:`LOG_CHARS` (the SDK puts whole messages of a client in some: 4 MiB a request),
+    what a client caused (:data:`_CLIENTS_DOING`: a JSON-RPC response to nothing, a request
+    that is none, an unknown tool) lowered to INFO, and dropped: an ended session found
+    closed. The SDK logs a traceback at ERROR when a session ends (the client's DELETE, its
+    idle expiry, a revoked credential) while its GET stream is open, or while one of its
+    requests comes in: the stream's writer, or the request's, finds the session's queue
+    closed, which is how it is told the session ended. That is no error
+    (:meth:`McpEndpoint._serve` answers such a request)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (record.pathname.startswith(_SDK_DIR) or record.name.startswith("mcp.")):
+            return True  # the root logger's own, not the SDK's
+        exc = record.exc_info[1] if record.exc_info else None
+        message = record.getMessage()
+        if message == _NO_RESPONSE or (
+                message in _SESSION_ENDED
+                and isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)):
+            return False
+        if len(message) > LOG_CHARS:
+            message = f"{message[:LOG_CHARS]}… (cut: {len(message)} characters)"
+        if exc is not None and len(str(exc)) > LOG_CHARS:  # its text is the client's too
+            message += f" ({type(exc).__name__}: {str(exc)[:LOG_CHARS]}…)"
+            record.exc_info = record.exc_text = None
+        record.msg, record.args = message, None
+        if record.levelno > logging.INFO and message.startswith(_CLIENTS_DOING):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            logger = logging.getLogger(None if record.name == "root" else record.name)
+            return logger.isEnabledFor(logging.INFO)
+        return True
+
+
+def _filter_sdk_logs() -> None:
+    """Put :class:`_SdkLog` on the SDK's loggers (those made so far) and the root logger."""
+    names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] == "mcp"]
+    for logger in [logging.getLogger(), *map(logging.getLogger, names)]:
+        if not any(isinstance(f, _SdkLog) for f in logger.filters):
+            logger.addFilter(_SdkLog())
+
+
+_filter_sdk_logs()
+
 
 #: The path of the endpoint.
 PATH = "/mcp"
@@ -287,6 +326,7 @@ class McpEndpoint:
     def __init__(self, server_factory: Callable[[Callable[[], Reach]], Server[Any, Any]],
                  grants: GrantWatch, hub: ChangeHub | None = None) -> None:
         self.server = server_factory(self.reach)
+        _filter_sdk_logs()  # the SDK's modules imported since
         self.grants = grants
         self.hub = hub
         self.manager = _Manager(self.server, json_response=True,

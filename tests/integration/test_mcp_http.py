@@ -510,9 +510,22 @@ async def test_hostile_input_gets_a_clear_error_and_no_5xx(world: World) -> None
             assert status == 200 and answer["result"]["isError"], answer
             error = answer["result"]["structuredContent"]["error"]
             assert error["type"] == "invalid_request_error", error
+        # What the SDK logged of a client's messages in full, at ERROR: a response to no
+        # request, a request of no method; logged short, as the client's doing.
+        log_before = len(world.server.stderr.read_text())
+        big = "A" * (1 << 20)
+        for message in ({"jsonrpc": "2.0", "id": 77, "result": {"x": big}},
+                        {"jsonrpc": "2.0", "id": 78, "method": "nope", "params": {"x": big}},
+                        {"jsonrpc": "2.0", "method": "notifications/nope",
+                         "params": {"x": big}}):
+            r = await raw.post(message)
+            assert r.status_code < 500, r.text
         # The session still serves.
         status, answer = await raw.call("tools/list", {})
         assert status == 200 and answer["result"]["tools"]
+        logged = world.server.stderr.read_text()[log_before:]
+        assert "error:" not in logged, logged[-2000:]
+        assert max(map(len, logged.splitlines() or [""])) < 2000, logged[-2000:]
 
 
 async def test_a_session_ended_while_its_requests_come_in_is_no_error(world: World) -> None:

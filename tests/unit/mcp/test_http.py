@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+import os
 from typing import Any
 
+import mcp
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -23,6 +26,8 @@ from memfs.store import Store
 from tests.support import wait_until
 
 PROTOCOL = "2025-06-18"
+#: Where the SDK's modules are (what it logs, through its loggers or the root logger).
+SDK_DIR = os.path.dirname(mcp.__file__)
 
 
 class Clock:
@@ -280,3 +285,31 @@ def test_a_resources_page_looks_at_a_bounded_number_of_stores(store: Store,
                 break
     assert sorted(uris) == sorted(f"memfs://{ms}/a.md" for ms in ids[::2])
 
+
+def test_what_a_client_sends_is_logged_short_and_below_error(store: Store, caplog: Any
+                                                             ) -> None:
+    """The SDK logs what a client sent in full, at ERROR (a JSON-RPC response to no request
+    of the server) or WARNING (a request that is no request): a client could write 4 MiB a
+    request into the server's log, as errors. Now such a line is cut short and logged at
+    INFO: the client's doing, not the server's."""
+    caplog.set_level(logging.DEBUG)
+    key = store.keys.create("noisy").key or ""
+    big = "A" * 200_000
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=endpoint)) as tc:
+        session = _initialized(tc, key)
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 77, "result": {"x": big}}, session)
+        assert r.status_code < 500, r.text
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 78, "method": "nope",
+                            "params": {"x": big}}, session)
+        assert r.status_code < 500, r.text
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 79, "method": "ping"}, session)
+        assert r.status_code == 200, r.text
+    sdk = [rec for rec in caplog.records if rec.pathname.startswith(SDK_DIR)]
+    said = {rec.getMessage()[:30] for rec in sdk}
+    assert "Received exception from stream" in said, said
+    assert "Failed to validate request: 31 " in said or \
+        any(m.startswith("Failed to validate request") for m in said), said
+    for rec in sdk:
+        assert len(rec.getMessage()) <= 400, (rec.levelname, rec.getMessage()[:200])
+        if "AAAAAAAAAA" in rec.getMessage():
+            assert rec.levelno <= logging.INFO, (rec.levelname, rec.getMessage()[:200])
