@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import logging
 import os
 from collections import OrderedDict
@@ -70,6 +71,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server, request_ctx
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.types import INVALID_REQUEST
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -221,6 +223,18 @@ class _Manager(StreamableHTTPSessionManager):
         super().__init__(*args, **kwargs)
         #: session id -> (holder, workspace) of every live session.
         self.holders: dict[str, tuple[str, str]] = {}
+        #: session id -> what is set when it ends (for :meth:`until_ended`).
+        self._endings: dict[str, anyio.Event] = {}
+
+    def owned(self, session_id: str, owner: AuthorizationContext) -> bool:
+        """Is ``session_id`` a live session of ``owner``?"""
+        return not self.ended(session_id) and self._session_owners.get(session_id) == owner
+
+    async def until_ended(self, session_id: str) -> None:
+        """Return once the session ``session_id`` has ended (at once if it has)."""
+        if self.ended(session_id):
+            return
+        await self._endings.setdefault(session_id, anyio.Event()).wait()
 
     def sessions_of(self, owner: AuthorizationContext) -> list[str]:
         return [sid for sid, who in self._session_owners.items() if who == owner]
@@ -298,7 +312,12 @@ class _Manager(StreamableHTTPSessionManager):
     async def _discard_session(self, session_id: str,
                                transport: StreamableHTTPServerTransport) -> None:
         self.holders.pop(session_id, None)
-        await super()._discard_session(session_id, transport)
+        try:
+            await super()._discard_session(session_id, transport)
+        finally:
+            ending = self._endings.pop(session_id, None)
+            if ending is not None:
+                ending.set()
 
     async def end_sessions_of(self, client_id: str) -> int:
         """End every session opened with the credential ``client_id`` (any workspace)."""
@@ -336,6 +355,9 @@ class McpEndpoint:
         #: The API app the tools call in process (set once the gate is made around us).
         self.api: ASGIApp | None = None
         self._running = False
+        #: The sessions whose GET stream is open (one each: the SDK let two in at once, and
+        #: kept one of them in no table, so that it never ended).
+        self._streams: set[str] = set()
         self._clients: OrderedDict[tuple[str, str | None, str | None], AsyncClient] = \
             OrderedDict()
 
@@ -374,22 +396,34 @@ class McpEndpoint:
         except errors.MemfsError as e:
             await error_response(e, request_id)(scope, receive, send)
             return
+        session = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+        stream = scope["method"] == "GET" and session is not None and \
+            self.manager.owned(session, owner)
+        if stream and session in self._streams:
+            await _conflict(scope, receive, send)
+            return
         token = _OPENING.set(Request(scope))  # a session's run starts in this context
         admitting = _ADMITTING.set((grant.holder, grant.workspace_id))
+        if stream:
+            self._streams.add(session or "")
         try:
-            session = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
             await self._serve(grant, _Response(scope, send,
-                                               lambda: self.manager.ended(session)), receive)
+                                               lambda: self.manager.ended(session)), receive,
+                              session if stream else None)
         finally:
+            if stream:
+                self._streams.discard(session or "")
             _ADMITTING.reset(admitting)
             _OPENING.reset(token)
 
-    async def _serve(self, grant: Grant, response: _Response, receive: Receive) -> None:
+    async def _serve(self, grant: Grant, response: _Response, receive: Receive,
+                     stream: str | None = None) -> None:
         """The SDK's answer, while the request's credential holds (the server's own keys
         live as long as the server): once it is refused (revoked, expired, its session
         ended) the request ends (a stream: its last body message) and so do the credential's
         MCP sessions. A session that ends while one of its requests comes in (the client's
-        DELETE, its expiry) is the 404 of an ended session, not an error."""
+        DELETE, its expiry) is the 404 of an ended session, not an error. The GET stream of
+        the session ``stream`` ends when that session does, whatever the SDK did with it."""
         scope = response.scope
         revoked: str | None = None
         try:
@@ -400,8 +434,14 @@ class McpEndpoint:
                     revoked = await self.grants.until_refused(credential_of(grant))
                     tg.cancel_scope.cancel()
 
+                async def follow(session: str) -> None:
+                    await self.manager.until_ended(session)
+                    tg.cancel_scope.cancel()
+
                 if not grant.server:
                     tg.start_soon(watch)
+                if stream is not None:
+                    tg.start_soon(follow, stream)
                 try:
                     await self.manager.handle_request(scope, receive, response.send)
                 finally:
@@ -417,6 +457,8 @@ class McpEndpoint:
         with anyio.CancelScope(shield=True):
             await self.manager.end_sessions_of(grant.key_id)
         await response.end(errors.Unauthorized(revoked))
+        if stream is not None:
+            await response.end(_SESSION_GONE)  # its session ended: the stream too
 
     # -- what the tools act through --------------------------------------------------------
 
@@ -498,6 +540,18 @@ _SESSION_GONE = errors.NotFound("this MCP session ended: start a new one (initia
 
 async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def _conflict(scope: Scope, receive: Receive, send: Send) -> None:
+    """The 409 of a GET of a session whose GET stream is open: a JSON-RPC error, as the SDK
+    answers it."""
+    body = json.dumps({"jsonrpc": "2.0", "id": "server-error", "error": {
+        "code": INVALID_REQUEST, "message": "Conflict: this session's GET stream is open "
+        "already (one at a time): use it, or close it first"}}).encode()
+    await send({"type": "http.response.start", "status": 409,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def _session_gone(exc: BaseException) -> bool:

@@ -556,6 +556,50 @@ async def test_a_session_ended_while_its_requests_come_in_is_no_error(world: Wor
     assert "error:" not in log, log[-4000:]
 
 
+async def test_a_session_has_one_get_stream_and_it_ends_with_the_session(world: World
+                                                                          ) -> None:
+    """Two GETs of one session at once, in 10 sessions at once: one is the session's stream,
+    the other the 409 of a JSON-RPC error; once the session is ended (DELETE) its stream
+    ends. Both let in, the SDK kept one of them in no table: it never ended, even after its
+    session did (7 of 20 such sessions)."""
+    statuses: list[int] = []
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=None),
+                                 limits=httpx.Limits(max_connections=100)) as http:
+
+        async def get(raw: Raw, opened: trio.Event, ended: trio.Event) -> None:
+            async with http.stream("GET", world.url,
+                                   headers=raw.headers(accept="text/event-stream")) as r:
+                statuses.append(r.status_code)
+                if r.status_code == 409:
+                    body = json.loads(await r.aread())
+                    assert body["jsonrpc"] == "2.0" and "error" in body, body
+                opened.set()
+                async for _ in r.aiter_bytes():
+                    pass
+            ended.set()
+
+        async def session() -> None:
+            raw = await Raw(http, world.url, world.creds["read_only"]).open()
+            ends = [trio.Event(), trio.Event()]
+            async with trio.open_nursery() as nursery:
+                events = [trio.Event(), trio.Event()]
+                for opened, ended in zip(events, ends, strict=True):
+                    nursery.start_soon(get, raw, opened, ended)
+                with trio.fail_after(30):
+                    for opened in events:
+                        await opened.wait()
+                r = await http.delete(world.url, headers=raw.headers())
+                assert r.status_code == 200, r.text
+                with trio.fail_after(30):  # both GETs end (else the nursery waits forever)
+                    for ended in ends:
+                        await ended.wait()
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(session)
+    assert sorted(statuses) == [200] * 10 + [409] * 10, statuses
+
+
 async def test_a_client_that_never_reads_stalls_no_one_else(world: World) -> None:
     """A client that sends 100 reads of a 90 kB memory on one connection (20 MB of answers)
     and never reads a byte of them, and holds its GET stream unread: the server's writes to

@@ -313,3 +313,4 @@ def test_what_a_client_sends_is_logged_short_and_below_error(store: Store, caplo
         assert len(rec.getMessage()) <= 400, (rec.levelname, rec.getMessage()[:200])
         if "AAAAAAAAAA" in rec.getMessage():
             assert rec.levelno <= logging.INFO, (rec.levelname, rec.getMessage()[:200])
+
