@@ -84,7 +84,6 @@ from ..api.auth import (
     SESSION_HEADER,
     WORKSPACE_HEADER,
     check_workspace,
-    presented_key,
 )
 from ..api.body import MAX_BODY_BYTES, read_body
 from ..api.errortable import error_response
@@ -168,7 +167,8 @@ MAX_SESSIONS_PER_WORKSPACE = 200
 MAX_SESSIONS_PER_CREDENTIAL = 32
 #: Seconds a session may go without a request (nor an open stream) before it ends.
 SESSION_IDLE_SECONDS = 600.0
-#: The inner clients kept (one per credential and headers): the oldest unused go first.
+#: The inner clients kept (one per credential id and headers): the oldest unused go first,
+#: and a credential's once it is refused.
 CLIENTS_KEPT = 256
 #: Requests into the API one ``/mcp`` request may make (the most a tool needs: a page of 100
 #: stores with their counts).
@@ -454,6 +454,8 @@ class McpEndpoint:
         if revoked is None:
             return
         log.info("MCP requests and sessions of %s end: %s", grant.key_id, revoked)
+        for name in [n for n in self._clients if n[0] == grant.key_id]:
+            del self._clients[name]  # an in-process transport: nothing to close
         with anyio.CancelScope(shield=True):
             await self.manager.end_sessions_of(grant.key_id)
         await response.end(errors.Unauthorized(revoked))
@@ -472,7 +474,7 @@ class McpEndpoint:
         request = _request()
         grant: Grant = request.state.grant
         session = request.headers.get(SESSION_HEADER) or None
-        client = self.client_for(presented_key(request) or "", session,
+        client = self.client_for(grant.key_id, session,
                                  request.headers.get(WORKSPACE_HEADER) or None)
         scoped = grant.access is not None and grant.session_id is None
         return Reach(store=client, session_id=grant.session_id or session,
@@ -480,15 +482,18 @@ class McpEndpoint:
                      access=grant.access, read_only=grant.role == "read_only",
                      changes=self.hub.changes if self.hub is not None else None)
 
-    def client_for(self, key: str, session: str | None, workspace: str | None) -> AsyncClient:
-        """The in-process client of a credential (and its headers), kept for its next calls."""
-        name = (key, session, workspace)
+    def client_for(self, key_id: str, session: str | None, workspace: str | None
+                   ) -> AsyncClient:
+        """The in-process client of a credential (its id, and its headers), kept for its next
+        calls. It carries no secret: the gate lets its requests in by the grant they carry
+        (:class:`_Inner`), so none is kept here, a revoked one included."""
+        name = (key_id, session, workspace)
         client = self._clients.get(name)
         if client is not None:
             self._clients.move_to_end(name)
             return client
         assert self.api is not None, "the gate was made around the endpoint"
-        client = AsyncClient(INNER_URL, key, session_id=session,
+        client = AsyncClient(INNER_URL, f"inner-call-of-{key_id}", session_id=session,
                              transport=httpx.ASGITransport(app=_Inner(self.api, workspace)))
         self._clients[name] = client
         while len(self._clients) > CLIENTS_KEPT:

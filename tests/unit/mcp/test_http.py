@@ -314,3 +314,25 @@ def test_what_a_client_sends_is_logged_short_and_below_error(store: Store, caplo
         if "AAAAAAAAAA" in rec.getMessage():
             assert rec.levelno <= logging.INFO, (rec.levelname, rec.getMessage()[:200])
 
+
+def test_the_inner_clients_hold_no_secret(store: Store) -> None:
+    """The clients the tools act through, kept for a credential's next calls, are known by
+    the credential's id and carry no secret (the gate lets their requests in by the grant
+    they carry): a secret kept there outlived its revocation."""
+    key = store.keys.create("kept").key or ""
+    made: list[http.McpEndpoint] = []
+
+    def kept(grants: Any, hub: Any) -> http.McpEndpoint:
+        made.append(endpoint(grants, hub))
+        return made[-1]
+
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=kept)) as tc:
+        session = _initialized(tc, key)
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "memory_list_stores", "arguments": {}}}, session)
+        assert not _answer(r)["result"]["isError"], r.text
+        clients = made[0]._clients
+        assert clients
+        for name, client in clients.items():
+            assert key not in repr(name), name
+            assert key not in repr(dict(client._http.headers)), client._http.headers
