@@ -476,9 +476,9 @@ class McpEndpoint:
         session = request.headers.get(SESSION_HEADER) or None
         client = self.client_for(grant.key_id, session,
                                  request.headers.get(WORKSPACE_HEADER) or None)
-        scoped = grant.access is not None and grant.session_id is None
+        # A store-scoped key's stores are not named to the reach (which would look each up
+        # in turn): the API lists, and finds, only them.
         return Reach(store=client, session_id=grant.session_id or session,
-                     stores=tuple(grant.access or ()) if scoped else None,
                      access=grant.access, read_only=grant.role == "read_only",
                      changes=self.hub.changes if self.hub is not None else None)
 

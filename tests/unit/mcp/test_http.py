@@ -336,3 +336,32 @@ def test_the_inner_clients_hold_no_secret(store: Store) -> None:
         for name, client in clients.items():
             assert key not in repr(name), name
             assert key not in repr(dict(client._http.headers)), client._http.headers
+
+
+def test_a_keys_stores_cost_a_call_what_one_store_does(store: Store, monkeypatch: Any
+                                                       ) -> None:
+    """A key scoped to many stores (60) reads a memory of one, and lists a few of its
+    stores, in a handful of requests into the API (10 here): the API itself keeps the key
+    to its stores. Each of its stores looked up in turn, every call of the key cost 60."""
+    monkeypatch.setattr(http, "INNER_CALLS_PER_REQUEST", 10)
+    ids = [store.stores.create(f"scoped {n}").id for n in range(60)]
+    store.stores.create("outside")
+    store.memories.create(ids[7], "/a.md", "seven\n", actor=Actor.user("user_t"))
+    key = store.keys.create("wide", store_ids=ids).key or ""
+    with TestClient(create_app(store, [], console=False, dreams=False, mcp=endpoint)) as tc:
+        session = _initialized(tc, key)
+        for n, (name, arguments) in enumerate([
+                ("memory_read", {"store": ids[7], "path": "/a.md"}),
+                ("memory_read", {"store": "scoped 7", "path": "/a.md"}),
+                ("memory_list_stores", {"limit": 5})]):
+            r = _post(tc, key, {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {
+                "name": name, "arguments": arguments}}, session)
+            result = _answer(r)["result"]
+            assert not result["isError"], result
+        assert len(result["structuredContent"]["stores"]) == 5
+        assert set(s["id"] for s in result["structuredContent"]["stores"]) <= set(ids)
+        r = _post(tc, key, {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+            "name": "memory_read", "arguments": {"store": "outside", "path": "/a.md"}}},
+            session)
+        error = _answer(r)["result"]["structuredContent"]["error"]
+        assert error["type"] == "not_found_error", error
