@@ -185,9 +185,11 @@ INNER_URL = "http://memfs.in-process"
 _OPENING: contextvars.ContextVar[Request] = contextvars.ContextVar("memfs_mcp_opening")
 
 
-#: Whose share a session being opened in this context is: (holder, workspace). Set by
-#: :meth:`McpEndpoint.__call__` around the SDK's admission (:meth:`_Manager._admit_session`).
-_ADMITTING: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("memfs_mcp_admit")
+#: Whose share a session being opened in this context is: (holder, workspace, a server
+#: key's?). Set by :meth:`McpEndpoint.__call__` around the SDK's admission
+#: (:meth:`_Manager._admit_session`).
+_ADMITTING: contextvars.ContextVar[tuple[str, str, bool]] = \
+    contextvars.ContextVar("memfs_mcp_admit")
 
 
 def owner_of(grant: Grant) -> AuthorizationContext:
@@ -301,9 +303,10 @@ class _Manager(StreamableHTTPSessionManager):
 
     def _admit_session(self, requestor: AuthorizationContext | None
                        ) -> StreamableHTTPServerTransport | None:
-        holder, workspace = _ADMITTING.get(("", ""))
-        if len(self.held(holder)) >= MAX_SESSIONS_PER_CREDENTIAL:
-            return None  # a race past McpEndpoint's own check: the SDK's 503
+        holder, workspace, server = _ADMITTING.get(("", "", False))
+        if len(self.held(holder)) >= MAX_SESSIONS_PER_CREDENTIAL or (
+                not server and len(self.held(workspace=workspace)) >= MAX_SESSIONS_PER_WORKSPACE):
+            return None  # a race past McpEndpoint's own check (make_room): the SDK's 503
         transport = super()._admit_session(requestor)
         if transport is not None and transport.mcp_session_id is not None:
             self.holders[transport.mcp_session_id] = (holder, workspace)
@@ -403,7 +406,7 @@ class McpEndpoint:
             await _conflict(scope, receive, send)
             return
         token = _OPENING.set(Request(scope))  # a session's run starts in this context
-        admitting = _ADMITTING.set((grant.holder, grant.workspace_id))
+        admitting = _ADMITTING.set((grant.holder, grant.workspace_id, grant.server))
         if stream:
             self._streams.add(session or "")
         try:

@@ -365,3 +365,23 @@ def test_a_keys_stores_cost_a_call_what_one_store_does(store: Store, monkeypatch
             session)
         error = _answer(r)["result"]["structuredContent"]["error"]
         assert error["type"] == "not_found_error", error
+
+
+def test_the_sdks_admission_holds_the_caps_too(monkeypatch: Any) -> None:
+    """Opening requests that come in at once all pass :meth:`_Manager.make_room` before any
+    is admitted: the admission itself refuses a session past the holder's cap or its
+    workspace's (not the server key's: the operator's)."""
+    monkeypatch.setattr(http, "MAX_SESSIONS_PER_WORKSPACE", 2)
+    manager = _Manager(Server("t"))
+    manager.holders.update({"s1": ("apikey_a", "w"), "s2": ("apikey_b", "w")})
+    token = http._ADMITTING.set(("apikey_c", "w", False))
+    try:
+        assert manager._admit_session(None) is None
+    finally:
+        http._ADMITTING.reset(token)
+    token = http._ADMITTING.set(("apikey_server", "w", True))
+    try:
+        transport = manager._admit_session(None)
+    finally:
+        http._ADMITTING.reset(token)
+    assert transport is not None and transport.mcp_session_id in manager.holders
