@@ -289,6 +289,16 @@ class Grant:
     #: One of the server's own keys (``--api-key``, ``MEMFS_API_KEYS``: the operator's, not
     #: in the database): the default workspace's admin, which may also make keys of others.
     server: bool = False
+    #: Who answers for a session token: the stored key that created its session (or, else,
+    #: minted the token), else its session. What the server shares out per credential (MCP
+    #: sessions) counts against it, so that minting tokens makes no more of them. None: the
+    #: credential itself (:attr:`holder`).
+    owner: str | None = None
+
+    @property
+    def holder(self) -> str:
+        """Whose share of the server this credential's use is: :attr:`owner`, or its own id."""
+        return self.owner or self.key_id
 
     def actor(self) -> Actor:
         if self.session_id is not None:

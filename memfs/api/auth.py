@@ -52,11 +52,15 @@ WORKSPACE_HEADER = "anthropic-workspace-id"
 PUBLIC_PATHS = frozenset({"/openapi.json"})
 #: Where (in ``scope["state"]``) a request this process makes into its own API on a caller's
 #: behalf (``/mcp``'s tools, :mod:`memfs.mcp.http`) carries the caller's
-#: :class:`~memfs.models.Grant`: the gate authenticated it, and counted it against its key's
-#: rate, at the caller's own request, and does neither again (what the grant may do is still
-#: checked by each route, as for any request). Only code in the process can set it: a request
-#: from the network starts with the lifespan's state, which never holds it.
+#: :class:`~memfs.models.Grant`: the gate authenticated it at the caller's own request, and
+#: does not again (what the grant may do is still checked by each route, as for any
+#: request). Only code in the process can set it: a request from the network starts with the
+#: lifespan's state, which never holds it.
 INNER_CALL = "memfs.inner_call"
+#: Set (true) beside :data:`INNER_CALL` when the request is counted against its key's rate
+#: like any other: every one of a caller's requests into the API but its first (which the
+#: caller's own request paid), so that one request cannot make hundreds for the price of one.
+INNER_CHARGED = "memfs.inner_charged"
 
 
 class Gate:
@@ -93,7 +97,15 @@ class Gate:
             await send(message)
 
         inner = scope["state"].get(INNER_CALL)
-        if isinstance(inner, Grant):  # authenticated (and counted) at its caller's request
+        if isinstance(inner, Grant):  # authenticated at its caller's request
+            if scope["state"].get(INNER_CHARGED):
+                try:
+                    self.rates.take(inner)
+                except errors.RateLimited as exc:
+                    log.info("refused %s %s (on behalf of a request): %s",
+                             scope.get("method"), scope["path"], exc.message)
+                    await error_response(exc, request_id)(scope, receive, send_with_id)
+                    return
             scope["state"]["actor"] = inner.actor()
             scope["state"]["grant"] = inner
         elif scope["path"] not in PUBLIC_PATHS:

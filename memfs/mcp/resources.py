@@ -26,13 +26,14 @@ import anyio
 from .. import errors
 from ..models import Change, Memory, MemoryPrefix, Page
 from ..toolkit import Call
-from .reach import ChangeSource, Reach
+from .reach import ChangeSource, Reach, StoreView
 
 log = logging.getLogger(__name__)
 
 SCHEME = "memfs"
-#: Resources a resources/list page gives at most.
+#: Resources a resources/list page gives at most, and the stores it looks into at most.
 PAGE_ITEMS = 100
+STORES_PER_PAGE = 20
 #: How often the default change source reads a store's feed (seconds).
 POLL_SECONDS = 0.5
 #: Changes read from a feed at once.
@@ -69,41 +70,65 @@ def mime_type(path: str) -> str:
 # -- list and read -----------------------------------------------------------------------------
 
 
-def _cursor(store_id: str, page: str | None) -> str:
-    return base64.urlsafe_b64encode(json.dumps([store_id, page]).encode()).decode()
+def _cursor(batch: str | None, store_id: str | None, page: str | None) -> str:
+    return base64.urlsafe_b64encode(json.dumps([batch, store_id, page]).encode()).decode()
 
 
-def _position(cursor: str | None) -> tuple[str | None, str | None]:
-    """``(the store id the listing is at, that store's page)`` of a cursor (None: start)."""
+def _position(cursor: str | None) -> tuple[str | None, str | None, str | None]:
+    """``(the page of the store listing the walk is in, the store id it is at in it, that
+    store's page of memories)`` of a cursor (all None: the start)."""
     if not cursor:
-        return None, None
+        return None, None, None
     try:
         position = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, binascii.Error, TypeError):
         raise errors.InvalidCursor("invalid cursor") from None
-    if not (isinstance(position, list) and len(position) == 2
-            and isinstance(position[0], str)
-            and (position[1] is None or isinstance(position[1], str))):
+    if not (isinstance(position, list) and len(position) == 3
+            and all(p is None or isinstance(p, str) for p in position)):
         raise errors.InvalidCursor("invalid cursor")
-    return position[0], position[1]
+    return position[0], position[1], position[2]
+
+
+def _stores(reach: Reach, batch: str | None
+            ) -> Generator[Call, Any, tuple[list[StoreView], str | None]]:
+    """A page of the stores of the reach (:data:`STORES_PER_PAGE`), newest first (greater
+    ids first: they sort in creation order), and the next page."""
+    stores, after = yield from reach.visible(batch, limit=STORES_PER_PAGE)
+    return sorted(stores, key=lambda s: s.id, reverse=True), after
 
 
 def list_page(reach: Reach, cursor: str | None
               ) -> Generator[Call, Any, tuple[list[dict[str, Any]], str | None]]:
-    """A page of resources: ``(resources, next cursor)``; the stores in the order of their
-    ids, each store's memories in path order. The cursor names the store it stopped in (not
-    a position in the list), so that a store made or deleted meanwhile neither repeats nor
-    skips the others: a store made later has a greater id (they sort in creation order) and
-    comes last; one deleted is passed over."""
-    at, page = _position(cursor)
-    stores = sorted((yield from reach.every_store()), key=lambda s: s.id)
-    index = 0 if at is None else next((i for i, s in enumerate(stores) if s.id >= at),
+    """A page of resources: ``(resources, next cursor)``; the stores newest first, as the
+    store lists them, each store's memories in path order. A page looks into
+    :data:`STORES_PER_PAGE` stores at most (it may hold fewer than :data:`PAGE_ITEMS`
+    resources, and still have a next cursor) and lists the stores a page of them at a time:
+    its cost does not grow with the number of stores. The cursor names the page of the
+    store listing and the store it stopped in (not a position in a list), so that a store
+    deleted meanwhile is passed over and the others are neither repeated nor skipped; a
+    store made meanwhile is newer than where the listing began: the next listing has it."""
+    batch, at, page = _position(cursor)
+    stores, after = yield from _stores(reach, batch)
+    index = 0 if at is None else next((i for i, s in enumerate(stores) if s.id <= at),
                                       len(stores))
     if index < len(stores) and stores[index].id != at:
         page = None  # the store it stopped in is gone: the next one from its start
     found: list[dict[str, Any]] = []
-    while index < len(stores) and len(found) < PAGE_ITEMS:
+    looked = 0
+    while len(found) < PAGE_ITEMS:
+        if index >= len(stores):
+            if after is None:
+                return found, None
+            if looked >= STORES_PER_PAGE:
+                return found, _cursor(after, None, None)
+            batch = after
+            stores, after = yield from _stores(reach, batch)
+            index, page = 0, None
+            continue
+        if looked >= STORES_PER_PAGE:
+            break
         s = stores[index]
+        looked += 1
         try:
             listed: Page[Memory | MemoryPrefix] = yield Call("memories.list", (s.id,), {
                 "depth": 0, "limit": PAGE_ITEMS - len(found), "page": page})
@@ -119,8 +144,8 @@ def list_page(reach: Reach, cursor: str | None
         else:
             index, page = index + 1, None
     if index >= len(stores):
-        return found, None
-    return found, _cursor(stores[index].id, page)
+        return found, None if after is None else _cursor(after, None, None)
+    return found, _cursor(batch, stores[index].id, page)
 
 
 def read(reach: Reach, uri: Any) -> Generator[Call, Any, tuple[str, str]]:

@@ -74,10 +74,11 @@ log = logging.getLogger(__name__)
 
 
 #: The columns :func:`_token_refusal` reads, of ``session_tokens t`` joined to its session
-#: ``s`` and to the stored key ``k`` that minted it (:data:`_TOKEN_JOINS`).
+#: ``s`` and to the stored key ``k`` that minted it (:data:`_TOKEN_JOINS`), and whom a
+#: grant of it is held by (:attr:`~memfs.models.Grant.owner`: the session's creator key).
 _TOKEN_COLS = ("t.id, t.session_id, t.expires_at, t.revoked_at, t.key_id, s.status, "
-               "s.workspace_id, k.id AS key_found, k.revoked_at AS key_revoked_at, "
-               "k.expires_at AS key_expires_at")
+               "s.workspace_id, s.created_by_key, k.id AS key_found, "
+               "k.revoked_at AS key_revoked_at, k.expires_at AS key_expires_at")
 _TOKEN_JOINS = ("session_tokens t JOIN sessions s ON s.id = t.session_id "
                 "LEFT JOIN api_keys k ON k.id = t.key_id")
 
@@ -558,7 +559,8 @@ class Sessions(Part):
             "SELECT memory_store_id, access FROM session_resources WHERE session_id = ?",
             (sid,))}
         return Grant(row["id"], row["workspace_id"], "read_write", access, sid,
-                     f"session {sid}", row["expires_at"])
+                     f"session {sid}", row["expires_at"],
+                     owner=row["created_by_key"] or row["key_id"] or sid)
 
     def refused_tokens(self, token_ids: Collection[str]) -> dict[str, str]:
         """Which of the session tokens ``token_ids`` (``sesstok_`` ids) are refused now, and

@@ -510,9 +510,22 @@ async def test_hostile_input_gets_a_clear_error_and_no_5xx(world: World) -> None
             assert status == 200 and answer["result"]["isError"], answer
             error = answer["result"]["structuredContent"]["error"]
             assert error["type"] == "invalid_request_error", error
+        # What the SDK logged of a client's messages in full, at ERROR: a response to no
+        # request, a request of no method; logged short, as the client's doing.
+        log_before = len(world.server.stderr.read_text())
+        big = "A" * (1 << 20)
+        for message in ({"jsonrpc": "2.0", "id": 77, "result": {"x": big}},
+                        {"jsonrpc": "2.0", "id": 78, "method": "nope", "params": {"x": big}},
+                        {"jsonrpc": "2.0", "method": "notifications/nope",
+                         "params": {"x": big}}):
+            r = await raw.post(message)
+            assert r.status_code < 500, r.text
         # The session still serves.
         status, answer = await raw.call("tools/list", {})
         assert status == 200 and answer["result"]["tools"]
+        logged = world.server.stderr.read_text()[log_before:]
+        assert "error:" not in logged, logged[-2000:]
+        assert max(map(len, logged.splitlines() or [""])) < 2000, logged[-2000:]
 
 
 async def test_a_session_ended_while_its_requests_come_in_is_no_error(world: World) -> None:
@@ -541,6 +554,50 @@ async def test_a_session_ended_while_its_requests_come_in_is_no_error(world: Wor
             assert set(statuses) <= {200, 202, 404}, statuses
     log = world.server.stderr.read_text()
     assert "error:" not in log, log[-4000:]
+
+
+async def test_a_session_has_one_get_stream_and_it_ends_with_the_session(world: World
+                                                                          ) -> None:
+    """Two GETs of one session at once, in 10 sessions at once: one is the session's stream,
+    the other the 409 of a JSON-RPC error; once the session is ended (DELETE) its stream
+    ends. Both let in, the SDK kept one of them in no table: it never ended, even after its
+    session did (7 of 20 such sessions)."""
+    statuses: list[int] = []
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=None),
+                                 limits=httpx.Limits(max_connections=100)) as http:
+
+        async def get(raw: Raw, opened: trio.Event, ended: trio.Event) -> None:
+            async with http.stream("GET", world.url,
+                                   headers=raw.headers(accept="text/event-stream")) as r:
+                statuses.append(r.status_code)
+                if r.status_code == 409:
+                    body = json.loads(await r.aread())
+                    assert body["jsonrpc"] == "2.0" and "error" in body, body
+                opened.set()
+                async for _ in r.aiter_bytes():
+                    pass
+            ended.set()
+
+        async def session() -> None:
+            raw = await Raw(http, world.url, world.creds["read_only"]).open()
+            ends = [trio.Event(), trio.Event()]
+            async with trio.open_nursery() as nursery:
+                events = [trio.Event(), trio.Event()]
+                for opened, ended in zip(events, ends, strict=True):
+                    nursery.start_soon(get, raw, opened, ended)
+                with trio.fail_after(30):
+                    for opened in events:
+                        await opened.wait()
+                r = await http.delete(world.url, headers=raw.headers())
+                assert r.status_code == 200, r.text
+                with trio.fail_after(30):  # both GETs end (else the nursery waits forever)
+                    for ended in ends:
+                        await ended.wait()
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(session)
+    assert sorted(statuses) == [200] * 10 + [409] * 10, statuses
 
 
 async def test_a_client_that_never_reads_stalls_no_one_else(world: World) -> None:

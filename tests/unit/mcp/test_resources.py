@@ -77,7 +77,10 @@ async def test_every_memory_is_a_resource_listed_in_pages_and_read(store: Store)
 
 
 async def test_resource_pages_hold_while_stores_come_and_go(store: Store) -> None:
-    ids = sorted(store.stores.create(name=f"s{i}").id for i in range(4))
+    """The stores are listed newest first: the first page ends inside the third newest;
+    that store deleted, and a store made, meanwhile, the listing goes on with the next one,
+    lists every memory of the others once, and the next listing has the new store."""
+    ids = sorted((store.stores.create(name=f"s{i}").id for i in range(4)), reverse=True)
     per_store = PAGE_ITEMS * 2 // 5  # the first page ends inside the third store
     for sid in ids:
         for j in range(per_store):
@@ -85,6 +88,7 @@ async def test_resource_pages_hold_while_stores_come_and_go(store: Store) -> Non
     async with connected(Reach(store)) as client:
         first = await client.list_resources()
         assert first.nextCursor is not None
+        assert {str(r.uri).split("/")[2] for r in first.resources} == set(ids[:3])
         # meanwhile a store is made, and the one the page ended in is deleted
         new = store.stores.create(name="new").id
         store.memories.create(new, "/n.md", "x", actor=None)
@@ -95,11 +99,12 @@ async def test_resource_pages_hold_while_stores_come_and_go(store: Store) -> Non
             page = await client.list_resources(cursor)
             seen += page.resources
             cursor = page.nextCursor
+        again = await client.list_resources()
     uris = [str(r.uri) for r in seen]
     assert len(uris) == len(set(uris))
     for sid in (ids[0], ids[1], ids[3]):
         assert {f"memfs://{sid}/m{j:03}.md" for j in range(per_store)} <= set(uris), sid
-    assert f"memfs://{new}/n.md" in uris
+    assert f"memfs://{new}/n.md" in [str(r.uri) for r in again.resources]
 
 
 async def test_a_resource_outside_the_reach_is_not_found(store: Store) -> None:
