@@ -1,8 +1,9 @@
 """The instructions an MCP server sends at initialize: the memory section of a session's
 system prompt (:mod:`memfs.launcher.prompt`), worded for tools instead of paths: which stores
 the agent has, with their access, scope, description and instructions, and how to use the
-tools on them, and after each store's note its pinned memories (the block a session's prompt
-holds, :mod:`memfs.launcher.pinned`; ``memory_pinned`` gives the same). The facts are the
+tools on them, and for a session, after each store's note, the pinned memories its prompt
+holds (:mod:`memfs.launcher.pinned`, the versions the session recorded; ``memory_pinned``
+gives a store's now). The facts are the
 prompt's (the types line, the scopes); the wording of a mount (paths, file errors,
 ``.search/``) is not."""
 
@@ -14,10 +15,8 @@ from typing import Any
 from ..errors import MemfsError
 from ..launcher.pinned import block_lines
 from ..launcher.prompt import TYPES_LINE, store_note
-from ..models import SessionPinned
-from ..rules import PINNED_BUDGET, SESSION_PINNED_BUDGET
+from ..models import MemoryVersion, Session, SessionPinned
 from ..toolkit import Call
-from ..toolkit.pinned import pinned as pinned_now
 from .reach import READ_WRITE, Reach, StoreView
 
 #: Stores named one by one at most (the others: memory_list_stores).
@@ -94,14 +93,23 @@ def instructions(reach: Reach) -> Generator[Call, Any, str]:
     stores, next_page = yield from reach.visible(limit=MOST_STORES)
     live = [s for s in stores if not s.archived]
     pinned: dict[str, list[str]] = {}
-    left = SESSION_PINNED_BUDGET
-    for s in live[:MOST_STORES]:
-        # Each store's pinned memories now, within the budgets a session has (memory_pinned
-        # gives the same block).
-        try:
-            entries, texts, left = yield from pinned_now(s.id, PINNED_BUDGET, left)
-        except MemfsError:
-            continue  # gone since it was listed: its note stays, without a block
-        pinned[s.id] = block_lines(entries, _reader(texts))
+    if reach.session is not None:
+        # A session's pinned memories as it recorded them when it started (its prompt's block,
+        # what `memfs session prompt` prints), read by version: a few reads, at most its 8
+        # attachments'. A reach of no session (a key over every store it sees) names none here
+        # (a request per store at every initialize): memory_pinned gives a store's.
+        session: Session = yield Call("sessions.get", (reach.session,))
+        recorded: dict[str, list[SessionPinned]] = {
+            r.memory_store_id: list(r.memfs_pinned or []) for r in session.resources}
+        for s in live[:MOST_STORES]:
+            texts: dict[str, str | None] = {}
+            for e in recorded.get(s.id, []):
+                if e.shown:
+                    try:
+                        v: MemoryVersion = yield Call("versions.get", (s.id, e.memory_version_id))
+                        texts[e.memory_version_id] = v.content
+                    except MemfsError:
+                        texts[e.memory_version_id] = None  # gone since: listed, with why
+            pinned[s.id] = block_lines(recorded.get(s.id, []), _reader(texts))
     return render(live[:MOST_STORES], session=reach.session is not None,
                   more=bool(next_page) or len(live) > MOST_STORES, pinned=pinned)

@@ -45,3 +45,24 @@ async def test_memory_pinned_the_instructions_the_tool_and_the_prompt_agree(
     async with connected(Reach(store)) as client:
         assert text_of(await call(client, "memory_pinned", store=empty)) == \
             "No memory of this store is pinned."
+
+
+async def test_a_sessions_instructions_hold_what_it_recorded_and_a_keys_none(
+        store: Store) -> None:
+    # The instructions are the session's memory section: its pinned memories as it recorded
+    # them when it started (what its prompt file holds), not the store's now; a reach of no
+    # session (a key over every store it sees) names none, so that an initialize does not read
+    # every store's tree (memory_pinned gives a store's).
+    ms = store.stores.create(name="profile").id
+    m = store.memories.create(ms, "/pinned/profile.md", "Name: Ada\n", actor=U)
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
+    store.memories.update(ms, m.id, content="Name: Grace\n", actor=U)
+    prompt = render_memory_prompt(store.sessions.get(session.id), version_reader(store))
+    async with connected(Reach(store, session_id=session.id)) as client:
+        instructions = (await client.initialize()).instructions
+    assert instructions is not None and "Name: Ada" in instructions
+    assert "Name: Grace" not in instructions and "Name: Ada" in prompt
+    async with connected(Reach(store)) as client:
+        instructions = (await client.initialize()).instructions
+    assert instructions is not None and "Pinned memories" not in instructions
+    assert "Name: Grace" not in instructions
