@@ -338,7 +338,7 @@ def _arguments(w: World, tool: str, store_id: str, tag: str) -> dict[str, Any]:
 
     if tool == "memory_list_stores":
         return {}
-    if tool in ("memory_list", "memory_describe"):
+    if tool in ("memory_list", "memory_describe", "memory_pinned"):
         return {"store": store_id}
     if tool in ("memory_read", "memory_history"):
         return {"store": store_id, "path": "/readme.md"}
