@@ -38,6 +38,8 @@ def populate(s: Store, memories: int = 12, versions: int = 3) -> None:
     s.versions.redact(b.id, old.memory_version_id, actor=USER)
     s.memories.delete(b.id, m.id, actor=USER)
     s.stores.archive(b.id)
+    # A pinned memory, which the session below records in its prompt (session_pinned).
+    s.memories.create(a.id, "/pinned/me.md", "---\nimportance: high\n---\nI am Ada.", actor=USER)
     s.agents.create(name="agent", model="claude")
     s.agents.create_environment(name="env")
     sess = s.sessions.create([{"type": "memory_store", "memory_store_id": a.id,
@@ -153,7 +155,7 @@ def test_round_trip_through_postgresql(src, tmp_path, pgdb):
     with Store(back, limits=Limits()) as s:
         a = s.stores.resolve("alpha")
         assert s.memories.get_by_path(a.id, "/after.md").content == "second version"
-        assert s.memories.count(a.id) == 13
+        assert s.memories.count(a.id) == 14  # 12, /pinned/me.md and /after.md
         assert s.stores.get(a.id).name == "alpha"
         seq = s.feed.last(a.id)
         s.memories.create(a.id, "/later.md", "x", actor=USER)
@@ -224,6 +226,9 @@ def _at_m005(path: str) -> None:
     fts5 = recall_schema.SQLITE[recall_schema.SQLITE.index("CREATE TABLE memory_words_rows"):
                                 recall_schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     conn.executescript("""
+        DROP INDEX memories_pinned; DROP TABLE session_pinned;
+        ALTER TABLE session_resources DROP COLUMN pinned_budget;
+        DELETE FROM _sqlite_migrations WHERE name = 'm021_session_pinned';
         ALTER TABLE session_resources DROP COLUMN scope;
         DELETE FROM _sqlite_migrations WHERE name = 'm020_session_resource_scope';
         DROP INDEX memories_expiry; DROP INDEX memories_meta_pending;
@@ -268,7 +273,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m020_session_resource_scope"
+    assert schema.migration_names("sqlite")[-1] == "m021_session_pinned"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -285,10 +290,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/20" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/21" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert ("5/20 (m005_session_launcher) -> 20/20 (m020_session_resource_scope)"
+    assert ("5/21 (m005_session_launcher) -> 21/21 (m021_session_pinned)"
             in r.output), r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
