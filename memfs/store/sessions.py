@@ -312,6 +312,10 @@ class Sessions(Part):
         only_workspace(where, params, workspace)
         if metadata:
             wanted = validate_metadata(metadata, self.limits, "the metadata filter")
+            if any("\x00" in k or "\x00" in v for k, v in wanted.items()):
+                # PostgreSQL's jsonb has no NUL (the query failed, a 5xx); SQLite's
+                # json_each ends a text at one. No filter may name it, on either.
+                raise InvalidRequest("the metadata filter may not hold NUL characters")
             if self.core.dialect == "postgresql":
                 where.append("metadata::jsonb @> ?::jsonb")
                 params.append(json.dumps(wanted, sort_keys=True))
