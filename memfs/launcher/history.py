@@ -38,6 +38,7 @@ from typing import Protocol
 
 from ..errors import Forbidden, NotFound
 from ..models import Event, Page, Session
+from ..store.common import MAX_EVENT_CHARS
 from ..store.common import MESSAGE_EVENT_TYPES as MESSAGE_TYPES
 from ..store.transcript import Entry, message_text, transcript_entries
 
@@ -57,8 +58,11 @@ MIN_CUT_CHARS = 100
 CUT_MARK = "[…] "
 #: The events a history is made of (a tool call is its use and its result).
 HISTORY_TYPES = (*MESSAGE_TYPES, "agent.tool_use", "agent.tool_result")
-#: Events read a page at a time (the API's most).
-_PAGE = 1_000
+#: Events read a page at a time: as many as :data:`_READ_CHARS` holds at the most an event
+#: takes (:data:`MAX_EVENT_CHARS`), so a page is bounded by its size, not only its count
+#: (1,000 events of junk a message could hold took ~600 MB: review 43 #1).
+_READ_CHARS = 8 * 1024 * 1024
+_PAGE = max(1, min(1_000, _READ_CHARS // MAX_EVENT_CHARS))
 
 
 class EventLister(Protocol):
