@@ -40,7 +40,7 @@ from ..errors import Forbidden, NotFound
 from ..models import Event, Page, Session
 from ..store.common import MAX_EVENT_CHARS
 from ..store.common import MESSAGE_EVENT_TYPES as MESSAGE_TYPES
-from ..store.transcript import Entry, message_text, transcript_entries
+from ..store.transcript import Entry, message_text, transcript_body, transcript_entries
 
 #: The new session's metadata key naming the session it resumes.
 RESUMED_FROM_KEY = "memfs_resumed_from"
@@ -146,7 +146,9 @@ def read_events(source: EventSource, session_id: str, mark: HistoryMark) -> list
             reached = reached or e.id == mark.through
             if not reached:
                 continue  # recorded after the mark, at the same time
-            found.append(e)
+            # Held until the last N messages are in: only what the transcript reads
+            # (what an event may hold besides is not bounded by the budget).
+            found.append(dataclasses.replace(e, body=transcript_body(e.body)))
             text = message_text(e.body)
             if text is not None:
                 messages += 1

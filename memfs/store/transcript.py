@@ -47,6 +47,37 @@ def message_text(event_body: Mapping[str, Any]) -> str | None:
     return "\n\n".join(parts)
 
 
+def transcript_body(event_body: Mapping[str, Any]) -> dict[str, Any]:
+    """What of ``event_body`` the transcript reads, and nothing else: a message's text blocks
+    (its other blocks by their type), a tool use's name and path, a result's use and, when
+    it failed, the line it shows. The same transcript comes of it; a reader that holds many
+    events (a resumed session's history) keeps these, not an image's data or a file's text.
+    """
+    kind = event_body.get("type")
+    slim: dict[str, Any] = {"type": kind}
+    if kind in MESSAGE_EVENT_TYPES:
+        content = event_body.get("content")
+        if isinstance(content, list):
+            content = [
+                {"type": "text", "text": b["text"]}
+                if b.get("type") == "text" and isinstance(b.get("text"), str)
+                else {"type": b.get("type")}
+                for b in content if isinstance(b, Mapping)
+            ]
+        slim["content"] = content
+    elif kind == "agent.tool_use":
+        inp = event_body.get("input")
+        inp = inp if isinstance(inp, Mapping) else {}
+        slim["name"] = event_body.get("name")
+        slim["input"] = {k: inp[k] for k in ("operation", "file_path", "new_path") if k in inp}
+    elif kind == "agent.tool_result":
+        slim["tool_use_id"] = event_body.get("tool_use_id")
+        slim["is_error"] = bool(event_body.get("is_error"))
+        if slim["is_error"]:
+            slim["content"] = [{"type": "text", "text": _outcome(event_body)[len("error: "):]}]
+    return slim
+
+
 def event_line(event: Event, result: Event | None = None) -> str | None:
     """One line for a tool call: its ``agent.tool_use`` and, when given, the
     ``agent.tool_result`` that answers it, condensed (``tool memory view /notes/a.md -> ok``,

@@ -327,3 +327,28 @@ def test_the_block_is_made_again_on_either_backend(backend: Any) -> None:
     store.events.add(old, [msg("user.message", "later")])
     assert render_memory_prompt(store.sessions.get(new.id), history=store) == before
     assert store.sessions.workspace_of(old) == "default"
+
+
+def test_the_events_read_are_bounded_by_size_not_only_count(store: Store) -> None:
+    """review 43 #1: the events read for a history are held whole until the last N messages
+    are in; what the transcript does not show (an image's data, a tool call's content) is
+    not kept, so what is held is bounded by the budget, not by what the events hold."""
+    sid = store.sessions.create([]).id
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "z" * 200_000}}
+    for i in range(10):
+        store.events.send(sid, [{"type": "user.message",
+                                 "content": [image, {"type": "text", "text": f"look {i}"}]}])
+        use = store.events.add(sid, [{"type": "agent.tool_use", "name": "memory", "input": {
+            "operation": "create", "file_path": f"/n/{i}.md", "file_text": "t" * 200_000}}])[0]
+        store.events.add(sid, [{"type": "agent.tool_result", "tool_use_id": use.id,
+                                "is_error": False, "content": [{"type": "text",
+                                                                "text": "r" * 200_000}]}])
+    store.sessions.set_status(sid, "idle")
+    mark = mark_history(store, sid, 10, 8_000)
+    held = read_events(store, sid, mark)
+    assert len(held) == 30
+    assert sum(len(repr(e.body)) for e in held) < 20_000
+    every = store.events.list(sid, limit=100).data
+    assert (history_block(held, session_id=sid, messages=10, budget=8_000)
+            == history_block(every, session_id=sid, messages=10, budget=8_000))
