@@ -256,9 +256,13 @@ def _cut(entry: Entry, room: int) -> str | None:
         return None
     frame = len(entry.markdown()) - len(entry.text)
     keep = room - frame - len(CUT_MARK)
-    if keep < MIN_CUT_CHARS:
-        return None
-    return dataclasses.replace(entry, text=CUT_MARK + entry.text[-keep:]).markdown()
+    # The quote's "> " per line depends on the lines kept: shrink until it fits.
+    while keep >= MIN_CUT_CHARS:
+        out = dataclasses.replace(entry, text=CUT_MARK + entry.text[-keep:]).markdown()
+        if len(out) <= room:
+            return out
+        keep -= len(out) - room
+    return None
 
 
 def _count(n: int, what: str) -> str:

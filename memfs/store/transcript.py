@@ -113,10 +113,10 @@ class Entry:
 
     def markdown(self) -> str:
         """The entry as ``transcript.md`` writes it (without the blank line between
-        entries)."""
+        entries): a message's header, a blank line and its text quoted (:func:`quote`)."""
         if self.role == "tool":
             return f"- {self.text}"
-        return f"**{self.role}** ({_short_time(self.time)}):\n\n{self.text}"
+        return f"**{self.role}** ({_short_time(self.time)}):\n\n{quote(self.text)}"
 
 
 def transcript_entries(events: Iterable[Event]) -> list[Entry]:
@@ -155,6 +155,15 @@ def transcript_markdown(events: Iterable[Event], *, title: str | None = None) ->
     blocks = [f"# {title}"] if title else []
     blocks += [entry.markdown() for entry in transcript_entries(events)]
     return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def quote(text: str) -> str:
+    """``text`` as a Markdown quote: each of its lines (split at every line break a reader
+    may see: ``\\r``, U+2028…) after ``> `` (a blank one ``>``), joined by ``\\n``. A
+    message's words can then never start a line of the transcript: not a header
+    (``**user** (time):``), not a tool line, so no message fakes another speaker's turn
+    (review 43 #4)."""
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
 
 
 def _outcome(body: Mapping[str, Any]) -> str:
