@@ -38,12 +38,10 @@ from typing import Protocol
 
 from ..errors import Forbidden, NotFound
 from ..models import Event, Page, Session
-from ..store.common import MAX_EVENT_CHARS
+from ..store.common import MAX_EVENT_CHARS, RESUMED_FROM_KEY
 from ..store.common import MESSAGE_EVENT_TYPES as MESSAGE_TYPES
 from ..store.transcript import Entry, message_text, transcript_body, transcript_entries
 
-#: The new session's metadata key naming the session it resumes.
-RESUMED_FROM_KEY = "memfs_resumed_from"
 #: The new session's metadata key holding what reproduces its history block (JSON:
 #: ``through``, ``at``, ``messages``, ``budget``; see :class:`HistoryMark`).
 HISTORY_KEY = "memfs_history"

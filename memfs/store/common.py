@@ -88,6 +88,9 @@ MESSAGE_SOURCE_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "document": {"base64": ("data", "media_type"), "text": ("data", "media_type"),
                  "url": ("url",), "file": ("file_id",)},
 }
+#: A session's metadata key naming the session it resumes (``memfs run --resume``,
+#: :mod:`memfs.launcher.history`): such a session has marked the other's history.
+RESUMED_FROM_KEY = "memfs_resumed_from"
 #: Event types a mount records for the session it acts as (SPEC §4).
 TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 

@@ -367,3 +367,43 @@ def test_the_events_read_are_bounded_by_size_not_only_count(store: Store) -> Non
     every = store.events.list(sid, limit=100).data
     assert (history_block(held, session_id=sid, messages=10, budget=8_000)
             == history_block(every, session_id=sid, messages=10, budget=8_000))
+
+
+def test_late_tool_events_stamped_before_the_mark_do_not_change_it(backend: Any) -> None:
+    """review 43 #7: a mount's tool events keep the time it gave them, so one flushed after
+    the resume, stamped before the mark, got under it and changed the block memfs session
+    prompt makes again. Through the API (add_tool_events) and a local mount's flusher
+    (record_tool_events), on both backends."""
+    from memfs.fuse.toolevents import tool_pair_rows
+
+    store = backend.open()
+    old, st = conversation(store, n=4)
+    new = store.sessions.get(resumed(store, old))  # its whole conversation
+    before = render_memory_prompt(new, history=store)
+    assert "message 0" in before
+    store.events.add_tool_events(old, [{
+        "type": "agent.tool_use", "id": "sevt_late1", "name": "memory",
+        "input": {"operation": "delete", "file_path": "/notes/all.md"},
+        "processed_at": "2020-01-01T00:00:00.000000Z"}], store_id=st)
+    store.events.record_tool_events(old, tool_pair_rows(
+        "rm", 1, "delete", "/mnt/memory/notes/gone.md", None, "", 1_577_836_800_000_000),
+        store_id=st)
+    assert render_memory_prompt(store.sessions.get(new.id), history=store) == before
+    # recorded all the same (a mount's flush is not refused), after what the session had
+    late = store.events.list(old, order="desc", limit=3).data
+    assert {e.id for e in late} >= {"sevt_late1"}
+    assert all(e.processed_at >= late[-1].processed_at > "2020-01-02" for e in late)
+
+
+def test_a_running_sessions_tool_events_keep_their_times(store: Store) -> None:
+    """Several mounts of a running session flush at their own pace: their events are
+    ordered by the times the mounts gave them."""
+    sid = store.sessions.create([]).id
+    store.sessions.set_status(sid, "running")
+    store.events.add(sid, [msg("user.message", "now")])
+    (e,) = store.events.add_tool_events(sid, [{
+        "type": "agent.tool_use", "id": "sevt_early", "name": "cat",
+        "input": {"operation": "read", "file_path": "/a"},
+        "processed_at": "2020-01-01T00:00:00.000000Z"}])
+    assert e.processed_at == "2020-01-01T00:00:00.000000Z"
+    assert [x.id for x in store.events.list(sid).data][0] == "sevt_early"
