@@ -224,8 +224,12 @@ def _read_object(params: QueryParams, name: str) -> dict[str, str] | None:
     pair: its ``deepObject`` style); None when no pair is there. A value may be empty (it is
     a value, not a left-out filter).
 
-    :raises InvalidRequest: a key given twice.
+    :raises InvalidRequest: a key given twice; the name without brackets (``name=x``:
+        left out, it would widen the listing to every item).
     """
+    if name in params:
+        raise errors.InvalidRequest(
+            f"{name} is an object: give each pair as {name}[KEY]=VALUE")
     found: dict[str, str] = {}
     for key, value in params.multi_items():
         if key.startswith(name + "[") and key.endswith("]"):

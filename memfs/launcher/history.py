@@ -38,11 +38,10 @@ from typing import Protocol
 
 from ..errors import Forbidden, NotFound
 from ..models import Event, Page, Session
+from ..store.common import MAX_EVENT_CHARS, RESUMED_FROM_KEY
 from ..store.common import MESSAGE_EVENT_TYPES as MESSAGE_TYPES
-from ..store.transcript import Entry, message_text, transcript_entries
+from ..store.transcript import Entry, message_text, transcript_body, transcript_entries
 
-#: The new session's metadata key naming the session it resumes.
-RESUMED_FROM_KEY = "memfs_resumed_from"
 #: The new session's metadata key holding what reproduces its history block (JSON:
 #: ``through``, ``at``, ``messages``, ``budget``; see :class:`HistoryMark`).
 HISTORY_KEY = "memfs_history"
@@ -57,8 +56,11 @@ MIN_CUT_CHARS = 100
 CUT_MARK = "[…] "
 #: The events a history is made of (a tool call is its use and its result).
 HISTORY_TYPES = (*MESSAGE_TYPES, "agent.tool_use", "agent.tool_result")
-#: Events read a page at a time (the API's most).
-_PAGE = 1_000
+#: Events read a page at a time: as many as :data:`_READ_CHARS` holds at the most an event
+#: takes (:data:`MAX_EVENT_CHARS`), so a page is bounded by its size, not only its count
+#: (1,000 events of junk a message could hold took ~600 MB: review 43 #1).
+_READ_CHARS = 8 * 1024 * 1024
+_PAGE = max(1, min(1_000, _READ_CHARS // MAX_EVENT_CHARS))
 
 
 class EventLister(Protocol):
@@ -142,7 +144,9 @@ def read_events(source: EventSource, session_id: str, mark: HistoryMark) -> list
             reached = reached or e.id == mark.through
             if not reached:
                 continue  # recorded after the mark, at the same time
-            found.append(e)
+            # Held until the last N messages are in: only what the transcript reads
+            # (what an event may hold besides is not bounded by the budget).
+            found.append(dataclasses.replace(e, body=transcript_body(e.body)))
             text = message_text(e.body)
             if text is not None:
                 messages += 1
@@ -250,9 +254,13 @@ def _cut(entry: Entry, room: int) -> str | None:
         return None
     frame = len(entry.markdown()) - len(entry.text)
     keep = room - frame - len(CUT_MARK)
-    if keep < MIN_CUT_CHARS:
-        return None
-    return dataclasses.replace(entry, text=CUT_MARK + entry.text[-keep:]).markdown()
+    # The quote's "> " per line depends on the lines kept: shrink until it fits.
+    while keep >= MIN_CUT_CHARS:
+        out = dataclasses.replace(entry, text=CUT_MARK + entry.text[-keep:]).markdown()
+        if len(out) <= room:
+            return out
+        keep -= len(out) - room
+    return None
 
 
 def _count(n: int, what: str) -> str:

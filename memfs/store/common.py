@@ -68,6 +68,29 @@ MAX_SEND_EVENTS = 100
 MAX_MESSAGE_CHARS = 100_000
 #: The most content blocks one message holds.
 MAX_MESSAGE_BLOCKS = 100
+#: The most characters one event a client sends takes as JSON (compact, unescaped non-ASCII):
+#: a message at :data:`MAX_MESSAGE_CHARS` with room to spare, where what is not text (an
+#: image's data, an event of another type) was not counted at all: a reader of 100 events
+#: (``.sessions/``, ``--resume``) held hundreds of megabytes (review 43 #1).
+MAX_EVENT_CHARS = 256 * 1024
+#: The most characters the events of one ``events.send`` take as JSON together.
+MAX_SEND_CHARS = 1024 * 1024
+#: The keys of a message's blocks and of their sources, as the SDK (2.14.0) types a
+#: user.message's params: ``type -> (required, optional)``. Anything else is refused.
+MESSAGE_BLOCK_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "text": (("text",), ()),
+    "redacted": ((), ()),
+    "image": (("source",), ()),
+    "document": (("source",), ("title", "context")),
+}
+MESSAGE_SOURCE_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "image": {"base64": ("data", "media_type"), "url": ("url",), "file": ("file_id",)},
+    "document": {"base64": ("data", "media_type"), "text": ("data", "media_type"),
+                 "url": ("url",), "file": ("file_id",)},
+}
+#: A session's metadata key naming the session it resumes (``memfs run --resume``,
+#: :mod:`memfs.launcher.history`): such a session has marked the other's history.
+RESUMED_FROM_KEY = "memfs_resumed_from"
 #: Event types a mount records for the session it acts as (SPEC §4).
 TOOL_EVENT_TYPES = ("agent.tool_use", "agent.tool_result")
 

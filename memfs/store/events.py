@@ -23,11 +23,16 @@ from ..rules import (
 from .base import Core, Part
 from .common import (
     CLIENT_EVENT_TYPES,
+    MAX_EVENT_CHARS,
     MAX_MESSAGE_BLOCKS,
     MAX_MESSAGE_CHARS,
+    MAX_SEND_CHARS,
     MAX_SEND_EVENTS,
+    MESSAGE_BLOCK_KEYS,
     MESSAGE_BLOCK_TYPES,
     MESSAGE_EVENT_TYPES,
+    MESSAGE_SOURCE_KEYS,
+    RESUMED_FROM_KEY,
     check_tool_events,
     complete_event,
 )
@@ -68,12 +73,16 @@ class Events(Part):
         return done
 
     def _insert_event_rows(self, session_id: str | None,
-                           values: Sequence[tuple[Any, ...]]) -> None:
+                           values: Sequence[tuple[Any, ...]], *, late: bool = False) -> None:
         """Insert ``(id, session_id, store_id, type, processed_at, body)`` rows in one write
-        (one executemany: a mount flushes hundreds of tool events at a time)."""
+        (one executemany: a mount flushes hundreds of tool events at a time). ``late``: rows
+        of a mount's tool events, stamped no earlier than :meth:`_late_floor` says."""
         with self.core.write() as c:
             if session_id is not None:
                 self.sessions.session_in(c, session_id)
+                floor = self._late_floor(c, session_id) if late else None
+                if floor is not None:
+                    values = [_stamped(v, floor) for v in values]
             c.executemany(
                 "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -101,8 +110,34 @@ class Events(Part):
                 except UnicodeEncodeError:
                     body = body.encode("utf-8", "replace").decode("utf-8")
             values.append((event_id, session_id, store_id, type_, processed_at, body))
-        self._insert_event_rows(session_id, values)
+        self._insert_event_rows(session_id, values, late=True)
         return len(values)
+
+    def _late_floor(self, c: Any, session_id: str) -> str | None:
+        """The earliest time a mount's tool event of ``session_id`` is recorded at: once
+        another session resumes it (:data:`RESUMED_FROM_KEY`; resuming needs it not to be
+        running), the time of its newest event; else None (its mounts flush at their own
+        pace, each event at the time it gave it, and the timeline follows those times).
+
+        A mount's last flush may come after a resume has marked the session's history (its
+        newest event and that one's time, :mod:`memfs.launcher.history`): stamped at its own
+        earlier time, the event got under the mark and changed the block ``memfs session
+        prompt`` makes again (review 43 #7). Refusing tool events of a session that is not
+        running would lose what the mount did (and a session made through the API is idle
+        while its mounts work); the event is recorded, after what the session had."""
+        row = c.execute("SELECT status FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None or row[0] == "running":
+            return None
+        # The metadata as its JSON text (no cast: PostgreSQL's jsonb would fail on a NUL
+        # anywhere); a pattern that matches more only stamps more events late.
+        resumed = c.execute(
+            "SELECT 1 FROM sessions WHERE metadata LIKE ? LIMIT 1",
+            (f'%"{RESUMED_FROM_KEY}":%"{session_id}"%',)).fetchone()
+        if resumed is None:
+            return None
+        newest = c.execute("SELECT max(processed_at) FROM events WHERE session_id = ?",
+                           (session_id,)).fetchone()
+        return str(newest[0]) if newest and newest[0] is not None else None
 
     def list(
         self,
@@ -254,6 +289,7 @@ class Events(Part):
             raise InvalidRequest(f"too many events: {len(events)} in one request; the limit is "
                                  f"{MAX_SEND_EVENTS} (MAX_SEND_EVENTS): send them in several")
         clean = []
+        total = 0
         for i, e in enumerate(events):
             if not isinstance(e, dict) or e.get("type") not in CLIENT_EVENT_TYPES:
                 kind = e.get("type") if isinstance(e, dict) else e
@@ -263,7 +299,13 @@ class Events(Part):
                 )
             if e["type"] in MESSAGE_EVENT_TYPES:
                 check_message(e, f"events[{i}]")
-            clean.append({k: v for k, v in e.items() if k not in ("id", "processed_at")})
+            body = {k: v for k, v in e.items() if k not in ("id", "processed_at")}
+            total += check_event_size(body, f"events[{i}]")
+            if total > MAX_SEND_CHARS:
+                raise InvalidRequest(
+                    f"these events take more than {MAX_SEND_CHARS} characters as JSON "
+                    f"(MAX_SEND_CHARS) in one request: send them in several")
+            clean.append(body)
         if as_session != session_id and any(e["type"] == "agent.message" for e in clean):
             who = ("this request acts as no session" if as_session is None
                    else f"this request acts as session {as_session}")
@@ -330,22 +372,74 @@ class Events(Part):
                     f"SELECT id FROM events WHERE id IN ({','.join('?' * len(ids))})", ids
                 )
             }
+            floor = self._late_floor(c, session_id) if session_id is not None else None
             fresh = []
             for e in events:
                 if e["id"] not in known:
                     known.add(e["id"])
+                    if floor is not None and str(e["processed_at"]) < floor:
+                        e = {**e, "processed_at": floor}
                     fresh.append(self.sessions.insert_event(c, session_id, store_id, e))
             return fresh
 
 
+def _stamped(row: tuple[Any, ...], floor: str) -> tuple[Any, ...]:
+    """A row of :meth:`Events._insert_event_rows` at ``floor`` when it was stamped earlier
+    (its JSON body's ``processed_at`` too)."""
+    event_id, session_id, store_id, kind, processed_at, body = row
+    if processed_at >= floor:
+        return row
+    data = json.loads(body)
+    data["processed_at"] = floor
+    return (event_id, session_id, store_id, kind, floor, json.dumps(data, ensure_ascii=False))
+
+
+def check_event_size(body: dict[str, Any], where: str) -> int:
+    """The characters ``body`` takes as JSON (compact, non-ASCII unescaped), at most
+    :data:`MAX_EVENT_CHARS`: what a reader of events holds is bounded, whatever they hold.
+
+    :raises InvalidRequest: naming the event and the limit.
+    """
+    size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=repr))
+    if size > MAX_EVENT_CHARS:
+        raise InvalidRequest(f"{where}: an event of {size} characters as JSON is too large; "
+                             f"the limit is {MAX_EVENT_CHARS} (MAX_EVENT_CHARS)")
+    return size
+
+
+def _check_keys(obj: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...],
+                what: str, where: str, others: tuple[str, ...] = ()) -> None:
+    """``obj`` holds ``type``, every key of ``required`` and maybe some of ``optional``
+    (the values of those strings, an optional one may be null), and of ``others`` (checked
+    by the caller), and no other key.
+
+    :raises InvalidRequest: naming the key.
+    """
+    for k in obj:
+        if k != "type" and k not in required and k not in optional and k not in others:
+            raise InvalidRequest(f"{where}: {str(k)[:40]!r} is not a key of {what}")
+    for k in required:
+        if not isinstance(obj.get(k), str):
+            raise InvalidRequest(f"{where}: {what} needs a string {k!r}")
+    for k in optional:
+        if obj.get(k) is not None and not isinstance(obj[k], str):
+            raise InvalidRequest(f"{where}: {k!r} of {what} must be a string or null")
+
+
 def check_message(event: dict[str, Any], where: str) -> None:
-    """A ``user.message`` or ``agent.message`` as the SDK types it: a ``content`` list of
-    at most :data:`MAX_MESSAGE_BLOCKS` blocks of :data:`MESSAGE_BLOCK_TYPES` (a text block's
-    ``text`` a string), its text at most :data:`MAX_MESSAGE_CHARS` in all.
+    """A ``user.message`` or ``agent.message`` as the SDK types it: ``type``, ``content``
+    (and the ``id``/``processed_at`` the store replaces), a ``content`` list of at most
+    :data:`MAX_MESSAGE_BLOCKS` blocks of :data:`MESSAGE_BLOCK_TYPES`, each with the keys
+    :data:`MESSAGE_BLOCK_KEYS` gives it (a source's :data:`MESSAGE_SOURCE_KEYS`) and no other,
+    its text at most :data:`MAX_MESSAGE_CHARS` in all.
 
     :raises InvalidRequest: naming the event (``where``) and the rule or the limit.
     """
     kind = event["type"]
+    article = "an" if kind[0] in "aeiou" else "a"
+    for k in event:
+        if k not in ("type", "content", "id", "processed_at"):
+            raise InvalidRequest(f"{where}: {str(k)[:40]!r} is not a key of {article} {kind}")
     content = event.get("content")
     if not isinstance(content, list):
         raise InvalidRequest(f"{where}: a {kind} needs a 'content' list of blocks")
@@ -360,10 +454,24 @@ def check_message(event: dict[str, Any], where: str) -> None:
             got = repr(btype)[:40] if isinstance(block, dict) else type(block).__name__
             raise InvalidRequest(f"{where}.content[{j}]: a {kind} holds blocks of type "
                                  + ", ".join(allowed) + f", not {got}")
+        at = f"{where}.content[{j}]"
+        if btype == "text" and not isinstance(block.get("text"), str):
+            raise InvalidRequest(f"{at}: a text block needs a string 'text'")
+        required, optional = MESSAGE_BLOCK_KEYS[btype]
+        article = "an" if btype[0] in "aeiou" else "a"
+        _check_keys(block, tuple(k for k in required if k != "source"), optional,
+                    f"{article} {btype} block", at,
+                    others=tuple(k for k in required if k == "source"))
         if btype == "text":
-            if not isinstance(block.get("text"), str):
-                raise InvalidRequest(f"{where}.content[{j}]: a text block needs a string 'text'")
             chars += len(block["text"])
+        if "source" in required:
+            source = block.get("source")
+            stype = source.get("type") if isinstance(source, dict) else None
+            kinds = MESSAGE_SOURCE_KEYS[btype]
+            if not isinstance(source, dict) or not isinstance(stype, str) or stype not in kinds:
+                raise InvalidRequest(f"{at}: {article} {btype} block needs a 'source' of type "
+                                     + ", ".join(kinds))
+            _check_keys(source, kinds[stype], (), f"a {stype} source", f"{at}.source")
     if chars > MAX_MESSAGE_CHARS:
         raise InvalidRequest(f"{where}: a {kind} of {chars} characters is too long; the limit is "
                              f"{MAX_MESSAGE_CHARS} characters of text (MAX_MESSAGE_CHARS)")

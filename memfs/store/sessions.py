@@ -162,7 +162,7 @@ class Sessions(Part):
                 f"({len(mem)} given)"
             )
         if metadata is not None:
-            metadata = validate_metadata(metadata, lim)
+            metadata = no_nul(validate_metadata(metadata, lim), "metadata")
         for what, value in (("title", title), ("environment_id", environment_id)):
             if value is not None and not isinstance(value, str):
                 raise InvalidRequest(f"{what} must be a string")
@@ -312,6 +312,7 @@ class Sessions(Part):
         only_workspace(where, params, workspace)
         if metadata:
             wanted = validate_metadata(metadata, self.limits, "the metadata filter")
+            no_nul(wanted, "the metadata filter")
             if self.core.dialect == "postgresql":
                 where.append("metadata::jsonb @> ?::jsonb")
                 params.append(json.dumps(wanted, sort_keys=True))
@@ -429,6 +430,8 @@ class Sessions(Part):
         with self.core.write() as c:
             row = self.session_in(c, session_id)
             meta = json.loads(row["metadata"])
+            if isinstance(metadata, dict):
+                no_nul({k: v for k, v in metadata.items() if v is not None}, "metadata")
             new_meta = meta if metadata in (UNSET, None) else patch_metadata(
                 meta, metadata, self.limits
             )
@@ -634,3 +637,15 @@ class Sessions(Part):
             f"{session_id}; memory store resources cannot be removed"
         )
 
+
+def no_nul(metadata: dict[str, Any], what: str) -> dict[str, Any]:
+    """``metadata`` when no key or value of it holds NUL: a session's metadata is what its
+    list filters on, and PostgreSQL's jsonb has no NUL (a stored one failed every filter
+    there, a 5xx) while SQLite's json_each ends a text at one (a filter matched its start).
+    Metadata stored before keeps what it holds.
+
+    :raises InvalidRequest:
+    """
+    if any("\x00" in str(k) or "\x00" in str(v) for k, v in metadata.items()):
+        raise InvalidRequest(f"{what} may not hold NUL characters")
+    return metadata

@@ -47,6 +47,37 @@ def message_text(event_body: Mapping[str, Any]) -> str | None:
     return "\n\n".join(parts)
 
 
+def transcript_body(event_body: Mapping[str, Any]) -> dict[str, Any]:
+    """What of ``event_body`` the transcript reads, and nothing else: a message's text blocks
+    (its other blocks by their type), a tool use's name and path, a result's use and, when
+    it failed, the line it shows. The same transcript comes of it; a reader that holds many
+    events (a resumed session's history) keeps these, not an image's data or a file's text.
+    """
+    kind = event_body.get("type")
+    slim: dict[str, Any] = {"type": kind}
+    if kind in MESSAGE_EVENT_TYPES:
+        content = event_body.get("content")
+        if isinstance(content, list):
+            content = [
+                {"type": "text", "text": b["text"]}
+                if b.get("type") == "text" and isinstance(b.get("text"), str)
+                else {"type": b.get("type")}
+                for b in content if isinstance(b, Mapping)
+            ]
+        slim["content"] = content
+    elif kind == "agent.tool_use":
+        inp = event_body.get("input")
+        inp = inp if isinstance(inp, Mapping) else {}
+        slim["name"] = event_body.get("name")
+        slim["input"] = {k: inp[k] for k in ("operation", "file_path", "new_path") if k in inp}
+    elif kind == "agent.tool_result":
+        slim["tool_use_id"] = event_body.get("tool_use_id")
+        slim["is_error"] = bool(event_body.get("is_error"))
+        if slim["is_error"]:
+            slim["content"] = [{"type": "text", "text": _outcome(event_body)[len("error: "):]}]
+    return slim
+
+
 def event_line(event: Event, result: Event | None = None) -> str | None:
     """One line for a tool call: its ``agent.tool_use`` and, when given, the
     ``agent.tool_result`` that answers it, condensed (``tool memory view /notes/a.md -> ok``,
@@ -82,10 +113,10 @@ class Entry:
 
     def markdown(self) -> str:
         """The entry as ``transcript.md`` writes it (without the blank line between
-        entries)."""
+        entries): a message's header, a blank line and its text quoted (:func:`quote`)."""
         if self.role == "tool":
             return f"- {self.text}"
-        return f"**{self.role}** ({_short_time(self.time)}):\n\n{self.text}"
+        return f"**{self.role}** ({_short_time(self.time)}):\n\n{quote(self.text)}"
 
 
 def transcript_entries(events: Iterable[Event]) -> list[Entry]:
@@ -124,6 +155,15 @@ def transcript_markdown(events: Iterable[Event], *, title: str | None = None) ->
     blocks = [f"# {title}"] if title else []
     blocks += [entry.markdown() for entry in transcript_entries(events)]
     return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def quote(text: str) -> str:
+    """``text`` as a Markdown quote: each of its lines (split at every line break a reader
+    may see: ``\\r``, U+2028…) after ``> `` (a blank one ``>``), joined by ``\\n``. A
+    message's words can then never start a line of the transcript: not a header
+    (``**user** (time):``), not a tool line, so no message fakes another speaker's turn
+    (review 43 #4)."""
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
 
 
 def _outcome(body: Mapping[str, Any]) -> str:

@@ -52,7 +52,7 @@ def check_block(prompt: str, old: str, root: Path) -> None:
     """The last 10 messages of CHAT, oldest first, with its tool calls on one line each."""
     block = prompt[prompt.index("# The conversation this session resumes"):]
     assert f"This session resumes session {old}." in block
-    assert [i for i in range(12) if f"\n\nmessage {i}\n" in block] == list(range(2, 12))
+    assert [i for i in range(12) if f"\n\n> message {i}\n" in block] == list(range(2, 12))
     assert f"- tool cat read {root}/notes/a.md -> ok\n" in block
     assert f"{root}/notes/drinks.md -> ok\n" in block
     assert "Its last 10 messages, oldest first, and " in block
@@ -149,7 +149,7 @@ def test_resume_against_a_server(server, tmp_path: Path) -> None:  # type: ignor
     assert done.returncode == 0, done.stderr
     prompt = (tmp_path / "prompt2.md").read_text()
     block = prompt[prompt.index("# The conversation this session resumes"):]
-    assert [i for i in range(12) if f"\n\nmessage {i}\n" in block] == list(range(2, 12))
+    assert [i for i in range(12) if f"\n\n> message {i}\n" in block] == list(range(2, 12))
     assert f"- tool cat read {root}/{slug}/a.md -> ok\n" in block
     new = (tmp_path / "sid2").read_text().strip()
     with Client(server.url, KEY) as c:

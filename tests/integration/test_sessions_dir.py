@@ -92,7 +92,7 @@ def test_the_transcript_has_the_messages_whole_and_each_tool_call_on_a_line(thre
     own, = _folders(store, first)
     f = m.root / ".sessions" / own / "transcript.md"
     text = wait_until(lambda: t if "todo.md" in (t := f.read_text()) else None, 5.0)
-    assert "alpha words" in text and "noted:\nsecond line" in text
+    assert "alpha words" in text and "> noted:\n> second line" in text
     assert "**user**" in text and "**agent**" in text
     tool, = [line for line in text.splitlines() if "todo.md" in line]
     assert "create" in tool

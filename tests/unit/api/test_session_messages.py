@@ -103,6 +103,14 @@ def test_an_agent_message_from_anyone_else_is_refused(store: Store, transport: A
     ([text("user.message", "x")] * (MAX_SEND_EVENTS + 1), str(MAX_SEND_EVENTS)),
     ([text("user.message", "ok"), {"type": "agent.message", "content": [{"type": "image"}]}],
      "events[1].content[0]"),
+    # review 43 #1: what is not text was not counted (each of these stored ~3 MB)
+    ([{"type": "agent.message", "content": [{"type": "redacted", "data": "x" * 3_000_000}]}],
+     "events[0].content[0]: 'data' is not a key of a redacted block"),
+    ([{"type": "user.message", "content": [{"type": "image", "source": {
+        "type": "base64", "media_type": "image/png", "data": "z" * 3_000_000}}]}],
+     "MAX_EVENT_CHARS"),
+    ([{**text("agent.message", "ok"), "junk": "q" * 3_000_000}],
+     "'junk' is not a key of an agent.message"),
 ])
 def test_a_request_over_a_limit_is_a_400_naming_it(store: Store, tc: TestClient,
                                                      events: list[Any], named: str) -> None:
@@ -255,6 +263,12 @@ def test_sessions_by_metadata_through_the_client(store: Store, transport: Any) -
     ("metadata[k]=%ED%A0%80", "UTF-8"),
     ("metadata[%FF]=v", "UTF-8"),
     ("metadata[k]=%FF", "UTF-8"),
+    # NUL: PostgreSQL's jsonb has none (a 503 there, a 200 on SQLite)
+    ("metadata[k]=%00", "NUL"),
+    ("metadata[k%00]=v", "NUL"),
+    ("metadata[thread]=x%00", "NUL"),
+    # the object without brackets was silently left out (every session listed)
+    ("metadata=x", "metadata[KEY]"),
 ])
 def test_bad_metadata_filters_are_400s(store: Store, tc: TestClient, query: str,
                                        named: str) -> None:

@@ -197,6 +197,26 @@ class TestMessages:
         ([{"type": "user.message", "content": [{"type": ["text"]}]}], "not"),
         ([{"type": "user.message", "content": [None]}], "not NoneType"),
         ([_text("user.message", "ok"), _text("agent.message", "\ud800")], "surrogate|UTF-8"),
+        # review 43 #1: only text was counted; one message stored ~3 MB of anything else
+        ([{"type": "agent.message", "content": [{"type": "redacted", "pad": "j" * 3_000_000}]}],
+         "not a key of a redacted block"),
+        ([{"type": "agent.message", "content": [{"type": "text", "text": "ok",
+                                                 "extra": "y"}]}], "not a key of a text block"),
+        ([{"type": "agent.message", "content": [{"type": "text", "text": "ok"}], "junk": "q"}],
+         "not a key of an agent.message"),
+        ([{"type": "user.message", "content": [{"type": "image",
+                                                "source": {"data": "z" * 10}}]}], "source"),
+        ([{"type": "user.message", "content": [{"type": "image", "source": {
+            "type": "base64", "media_type": "image/png", "data": "z" * 3_000_000}}]}],
+         "MAX_EVENT_CHARS"),
+        ([{"type": "user.message", "content": [{"type": "document", "source": {
+            "type": "url", "url": "https://x.invalid/", "extra": 1}}]}], "not a key"),
+        ([{"type": "user.message", "content": [{"type": "document", "title": 5, "source": {
+            "type": "url", "url": "https://x.invalid/"}}]}], "title"),
+        ([{"type": "user.interrupt", "junk": "q" * 3_000_000}], "MAX_EVENT_CHARS"),
+        ([{"type": "agent.message", "content": [{"type": "text", "text": "ok",
+                                                 "source": {"type": "url"}}]}], "not a key"),
+        ([{"type": "user.interrupt", "junk": "q" * 200_000}] * 30, "MAX_SEND_CHARS"),
     ])
     def test_limits_and_shapes_refuse_the_whole_request(self, store: Store, events: list,
                                                          match: str) -> None:
@@ -213,6 +233,19 @@ class TestMessages:
         store.events.send(sess, at_limit, as_session=sess)
         store.events.send(sess, [_text("user.message", "ok")] * MAX_SEND_EVENTS)
         assert len(store.events.list(sess, limit=1000).data) == MAX_SEND_EVENTS + 1
+
+    def test_blocks_as_the_sdk_types_them(self, store: Store) -> None:
+        """Every block and source of the SDK's (2.14.0) user.message params is accepted."""
+        sess = store.sessions.create([]).id
+        sources = [{"type": "base64", "media_type": "image/png", "data": "aGk="},
+                   {"type": "url", "url": "https://x.invalid/a.png"},
+                   {"type": "file", "file_id": "file_1"}]
+        docs = [*sources, {"type": "text", "media_type": "text/plain", "data": "hi"}]
+        content = ([{"type": "image", "source": src} for src in sources]
+                   + [{"type": "document", "source": src, "title": "t", "context": None}
+                      for src in docs] + [{"type": "redacted"}, {"type": "text", "text": "hi"}])
+        (e,) = store.events.send(sess, [{"type": "user.message", "content": content}])
+        assert e.body["content"] == content
 
     def test_ids_and_times_are_the_stores(self, store: Store) -> None:
         sess = store.sessions.create([]).id
