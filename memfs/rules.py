@@ -596,6 +596,24 @@ def pinned_order(found: list[PinnedCandidate]) -> list[PinnedCandidate]:
     return newest[:MOST_PINNED]
 
 
+def pinned_path(path: str) -> str:
+    """``path`` as the pinned block shows it (a heading, a line of the list of those not
+    shown): inline code that nothing in the path ends (a run of backticks longer than any in
+    it, spaced from one at an edge), with each control or line-breaking character escaped
+    (``\\u001b``): a path is as free as a memory's text, whoever could write the store chose
+    it, so it must stay data as the fenced texts do (SPEC §9)."""
+    shown = "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch) in _BREAKING else ch
+                    for ch in path)
+    tick = "`" * (1 + max((len(m) for m in re.findall(r"`+", shown)), default=0))
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{tick}{pad}{shown}{pad}{tick}"
+
+
+#: The categories of the characters :func:`pinned_path` escapes: controls, line and
+#: paragraph separators, and the invisible formats (bidirectional overrides).
+_BREAKING = frozenset({"Cc", "Zl", "Zp", "Cf"})
+
+
 def fit_pinned(candidates: list[PinnedCandidate], budget: int, left: int,
                session_budget: int = SESSION_PINNED_BUDGET,
                ) -> tuple[list[SessionPinned], int]:

@@ -117,8 +117,8 @@ def test_the_prompt_renders_again_from_the_recorded_versions(store: Store) -> No
     read = version_reader(store)
     first = render_memory_prompt(session, read)
     assert FRAMING in first
-    assert "#### /pinned/profile.md\n\n```\nName: Ada\nPrefers: short answers\n```" in first
-    assert "- /pinned/big.md (5,000 characters): over this store's budget of 4,000" in first
+    assert "#### `/pinned/profile.md`\n\n```\nName: Ada\nPrefers: short answers\n```" in first
+    assert "- `/pinned/big.md` (5,000 characters): over this store's budget of 4,000" in first
     # The pinned memories change: the session's prompt is still what it was.
     w(sid, "/pinned/profile.md", "Name: Ada\nPrefers: long answers\n", actor=API)
     w(sid, "/pinned/new.md", "new", actor=API)
@@ -131,7 +131,7 @@ def test_the_prompt_renders_again_from_the_recorded_versions(store: Store) -> No
     store.versions.redact(sid, old, actor=API)
     redacted = render_memory_prompt(store.sessions.get(session.id), read)
     assert "Name: Ada" not in redacted
-    assert ("- /pinned/profile.md (33 characters): its version was redacted or deleted since"
+    assert ("- `/pinned/profile.md` (33 characters): its version was redacted or deleted since"
             in redacted)
 
 
