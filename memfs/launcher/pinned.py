@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import NotFound
 from ..models import SessionPinned, SessionResource
-from ..rules import pinned_path
+from ..rules import PINNED_LISTED, pinned_path
 
 #: The lines before a store's first pinned memory: what the block is, and what it is not.
 FRAMING = (
@@ -61,15 +61,20 @@ def pinned_lines(r: SessionResource, read: Reader | None) -> list[str]:
         return []
     if read is None:
         raise ValueError("a session's pinned memories are rendered with a reader of versions")
-    return block_lines(r.memfs_pinned, lambda e: read(r.memory_store_id, e.memory_version_id))
+    return block_lines(r.memfs_pinned, lambda e: read(r.memory_store_id, e.memory_version_id),
+                       r.memfs_pinned_more)
 
 
 def block_lines(entries: Sequence[SessionPinned],
-                read: Callable[[SessionPinned], str | None]) -> list[str]:
+                read: Callable[[SessionPinned], str | None], more: int = 0) -> list[str]:
     """The lines of a store's pinned block (empty without pinned memories): the framing, each
-    shown memory fenced under its path, then those not shown, by path and size, with why.
-    ``read`` gives a shown entry's text (None: redacted or gone since, so it is listed)."""
-    if not entries:
+    shown memory fenced under its path, then those not shown, by path and size, with why:
+    the first :data:`~memfs.rules.PINNED_LISTED`, then how many more, with the ``more``
+    pinned memories past the first :data:`~memfs.rules.MOST_PINNED` (never weighed): the
+    list's length is bounded as the memories' is by their budget, and nothing is left out
+    without a word. ``read`` gives a shown entry's text (None: redacted or gone since, so it
+    is listed)."""
+    if not entries and not more:
         return []
     shown: list[tuple[SessionPinned, str]] = []
     listed: list[tuple[SessionPinned, str]] = []
@@ -83,15 +88,19 @@ def block_lines(entries: Sequence[SessionPinned],
     for e, text in shown:
         fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
         lines += ["", f"#### {pinned_path(e.path)}", "", fence, text.rstrip("\n"), fence]
-    if listed:
+    if listed or more:
         lines += ["", "Not shown (read them in the store if you need them):"]
         lines += [f"- {pinned_path(e.path)} ({e.size:,} characters): {why}"
-                  for e, why in listed]
+                  for e, why in listed[:PINNED_LISTED]]
+        rest = max(0, len(listed) - PINNED_LISTED) + more
+        if rest:
+            lines.append(f"- and {rest:,} more pinned memories, not listed here")
     return lines
 
 
-def block(entries: Sequence[SessionPinned], texts: Mapping[str, str | None]) -> str:
+def block(entries: Sequence[SessionPinned], texts: Mapping[str, str | None],
+          more: int = 0) -> str:
     """:func:`block_lines` as text ending in a newline (``""`` without pinned memories), the
     texts by version id: what the memory tool and MCP return for a store."""
-    lines = block_lines(entries, lambda e: texts.get(e.memory_version_id))
+    lines = block_lines(entries, lambda e: texts.get(e.memory_version_id), more)
     return "\n".join(lines[1:]) + "\n" if lines else ""
