@@ -195,6 +195,9 @@ class SessionResource(Shape):
     #: a session made before pinned memories), and what went in (memfs extensions).
     memfs_pinned_budget: int | None = None
     memfs_pinned: tuple[SessionPinned, ...] = ()
+    #: How many more pinned memories the store had past the first MOST_PINNED (those
+    #: ``memfs_pinned`` records): the prompt says how many (a memfs extension).
+    memfs_pinned_more: int = 0
 
 
 @dataclass(frozen=True)

@@ -560,8 +560,16 @@ SESSION_PINNED_BUDGET = 16_000
 #: those whose front matter says ``pinned: true``), and its default.
 PINNED_PREFIX_KEY = "memfs_pinned_prefix"
 DEFAULT_PINNED_PREFIX = "/pinned/"
-#: At most this many pinned memories of a store are considered (the most important first).
+#: At most this many pinned memories of a store are considered (the most important first);
+#: how many more the store has is recorded and said, as a count.
 MOST_PINNED = 100
+#: The pinned block lists this many of the memories it does not show, then how many more.
+PINNED_LISTED = 10
+#: A path longer than this is shown cut (its start, "…", its end) in the pinned block.
+PINNED_PATH_SHOWN = 120
+#: What a shown memory's heading and fences add to its text and its path in the block
+#: (:mod:`memfs.launcher.pinned`: six line breaks, "#### ", two fences of three backticks).
+PINNED_FRAME = 17
 #: A memory's importance when it says none (the ranking's too: memfs.recall.search).
 PINNED_IMPORTANCE = 0.5
 
@@ -596,12 +604,42 @@ def pinned_order(found: list[PinnedCandidate]) -> list[PinnedCandidate]:
     return newest[:MOST_PINNED]
 
 
+def pinned_path(path: str) -> str:
+    """``path`` as the pinned block shows it (a heading, a line of the list of those not
+    shown): inline code that nothing in the path ends (a run of backticks longer than any in
+    it, spaced from one at an edge), with each control or line-breaking character escaped
+    (``\\u001b``): a path is as free as a memory's text, whoever could write the store chose
+    it, so it must stay data as the fenced texts do (SPEC §9). A path longer than
+    :data:`PINNED_PATH_SHOWN` is cut: the block stays within its budgets."""
+    shown = "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch) in _BREAKING else ch
+                    for ch in path)
+    if len(shown) > PINNED_PATH_SHOWN:
+        head = PINNED_PATH_SHOWN * 2 // 3
+        shown = shown[:head] + "…" + shown[head + 1 - PINNED_PATH_SHOWN:]
+    tick = "`" * (1 + max((len(m) for m in re.findall(r"`+", shown)), default=0))
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{tick}{pad}{shown}{pad}{tick}"
+
+
+#: The categories of the characters :func:`pinned_path` escapes: controls, line and
+#: paragraph separators, and the invisible formats (bidirectional overrides).
+_BREAKING = frozenset({"Cc", "Zl", "Zp", "Cf"})
+
+
+def pinned_cost(path: str, size: int) -> int:
+    """What a memory of ``size`` characters at ``path`` costs of the budgets when shown: its
+    text, and its heading and fences, which are in the prompt too (a fence longer than three
+    backticks only around a text that holds backticks, as many as it adds)."""
+    return size + len(pinned_path(path)) + PINNED_FRAME
+
+
 def fit_pinned(candidates: list[PinnedCandidate], budget: int, left: int,
                session_budget: int = SESSION_PINNED_BUDGET,
                ) -> tuple[list[SessionPinned], int]:
     """Which of ``candidates`` (in order) go in whole within the attachment's ``budget`` and
     what is ``left`` of the session's: each memory whole or not at all; one that does not fit
-    says which budget it is over, and the next ones are still tried.
+    says which budget it is over, and the next ones are still tried. A memory costs its text
+    and its heading (:func:`pinned_cost`).
 
     :returns: each as a :class:`~memfs.models.SessionPinned`, and what is left of the
         session's budget.
@@ -610,13 +648,14 @@ def fit_pinned(candidates: list[PinnedCandidate], budget: int, left: int,
     room = budget
     for c in candidates:
         reason = None
-        if c.size > room:
+        cost = pinned_cost(c.path, c.size)
+        if cost > room:
             reason = f"over this store's budget of {budget:,} characters"
-        elif c.size > left:
+        elif cost > left:
             reason = f"over the session's budget of {session_budget:,} characters"
         else:
-            room -= c.size
-            left -= c.size
+            room -= cost
+            left -= cost
         out.append(SessionPinned(path=c.path, memory_id=c.memory_id,
                                  memory_version_id=c.version_id, size=c.size,
                                  shown=reason is None, reason=reason))

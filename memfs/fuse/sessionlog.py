@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import NotFound
 from ..launcher.pinned import version_reader
 from ..launcher.prompt import render_memory_prompt
 from ..models import Event, Session
@@ -213,10 +214,25 @@ class SessionLog:
         return self._node(self.root, folder_name(session), _time_ns(session.created_at),
                           session.id, None)
 
+    async def shown(self, session_id: str) -> None:
+        """Is the session ``session_id``'s folder still shown? Asked at each request on a node
+        the kernel or a process keeps (a descriptor, a directory handle, a working directory),
+        as a lookup asks: the store's setting may have narrowed since it was found.
+
+        :raises NotFound: no longer shown (ENOENT).
+        """
+        if all(s.id != session_id for s in await self.sessions()):
+            raise NotFound(f"session {session_id} is no longer shown in {SESSIONS} (the "
+                           "store's memfs_sessions_visibility)")
+
     async def listing(self, node: XNode) -> list[XNode]:
-        """A directory's entries: the folders shown (newest first), or a folder's files."""
+        """A directory's entries: the folders shown (newest first), or a folder's files.
+
+        :raises NotFound: the folder is no longer shown.
+        """
         if node.session_id is None:
             return [self._folder(s) for s in await self.sessions()]
+        await self.shown(node.session_id)
         return [self._node(node, f, node.mtime_ns, node.session_id, f) for f in self.files]
 
     async def lookup(self, parent: XNode, name: str) -> XNode | None:
@@ -241,9 +257,11 @@ class SessionLog:
     async def content(self, node: XNode) -> bytes:
         """A file's content: the one read within :data:`REUSE_SECONDS`, else read now.
 
-        :raises MemfsError: the store refused or failed (``NotFound``: the session is gone).
+        :raises MemfsError: the store refused or failed (``NotFound``: the session is gone,
+            or no longer shown: a descriptor kept from a wider view reads nothing new).
         """
         assert node.file is not None and node.session_id is not None
+        await self.shown(node.session_id)
         if node.data is not None and time.monotonic() - node.at < REUSE_SECONDS:
             return node.data
         data: bytes

@@ -3,10 +3,12 @@ handler object the dispatch of :mod:`memfs.fuse.dotdirs` hands the requests abou
 
 The kernel keeps no name or attribute under it (timeouts 0): which sessions are shown may
 change with the store's setting, and every file grows while its session runs, so each path
-lookup asks again; a file's content is read at its lookup (its size is right for ``stat``,
-``ls -l``, ``cat`` and ``grep -r``) and its open reads that content, or a new one with
-``direct_io`` when its size is not what the kernel was told. A listing or a read is a tool
-event; a change is EROFS (:class:`~memfs.fuse.dotdirs.DotDir`), logged.
+lookup asks again (and so does each read of a file's content and each listing of a folder:
+a descriptor or directory handle kept from a wider view reads ENOENT); a file's content is
+read at its lookup (its size is right for ``stat``, ``ls -l``, ``cat`` and ``grep -r``) and
+its open reads that content, or a new one with ``direct_io`` when its size is not what the
+kernel was told. A listing or a read is a tool event; a change is EROFS
+(:class:`~memfs.fuse.dotdirs.DotDir`), logged.
 """
 
 from __future__ import annotations
@@ -173,6 +175,8 @@ class SessionsDir(DotDir[XNode]):
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         # Offsets: 1 after ".", 2 after "..", 2 + n after the listing's n-th entry.
         h = self.handles[fh]
+        if h.node.session_id is not None:  # a folder: ENOENT once no longer shown
+            await self.log.shown(h.node.session_id)
         up = h.node.parent
         if not self.mount.reply_dots(token, start_id, h.node.ino,
                                      self.mount.root_ino if up is None else up.ino):

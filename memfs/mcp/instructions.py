@@ -101,6 +101,7 @@ def instructions(reach: Reach) -> Generator[Call, Any, str]:
         session: Session = yield Call("sessions.get", (reach.session,))
         recorded: dict[str, list[SessionPinned]] = {
             r.memory_store_id: list(r.memfs_pinned or []) for r in session.resources}
+        more = {r.memory_store_id: r.memfs_pinned_more for r in session.resources}
         for s in live[:MOST_STORES]:
             texts: dict[str, str | None] = {}
             for e in recorded.get(s.id, []):
@@ -110,6 +111,7 @@ def instructions(reach: Reach) -> Generator[Call, Any, str]:
                         texts[e.memory_version_id] = v.content
                     except MemfsError:
                         texts[e.memory_version_id] = None  # gone since: listed, with why
-            pinned[s.id] = block_lines(recorded.get(s.id, []), _reader(texts))
+            pinned[s.id] = block_lines(recorded.get(s.id, []), _reader(texts),
+                                       more.get(s.id, 0))
     return render(live[:MOST_STORES], session=reach.session is not None,
                   more=bool(next_page) or len(live) > MOST_STORES, pinned=pinned)

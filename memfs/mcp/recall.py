@@ -289,8 +289,9 @@ ADD = tool(
 def pinned(act: Act) -> Generator[Call, Any, Outcome]:
     store = yield from act.store_of(act.args["store"])
     act.operation, act.file_path = "read", "/"
-    entries, texts, _ = yield from pinned_now(store.id, act.args.get("budget", PINNED_BUDGET))
-    text = block(entries, texts) or "No memory of this store is pinned."
+    entries, texts, more = yield from pinned_now(store.id,
+                                                 act.args.get("budget", PINNED_BUDGET))
+    text = block(entries, texts, more) or "No memory of this store is pinned."
     return Outcome(text, {"store": store.id, "pinned": [e.to_dict() for e in entries]})
 
 

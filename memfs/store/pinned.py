@@ -17,9 +17,10 @@ from ..models import SessionPinned
 from ..rules import PinnedCandidate, is_pinned, pinned_order, pinned_prefix
 
 
-def candidates_in(c: Connection, store_id: str, now: str) -> list[PinnedCandidate]:
+def candidates_in(c: Connection, store_id: str, now: str
+                  ) -> tuple[list[PinnedCandidate], int]:
     """The store's pinned memories at ``now``, most important first, then newest (at most
-    :data:`~memfs.rules.MOST_PINNED`); sizes in characters."""
+    :data:`~memfs.rules.MOST_PINNED`; sizes in characters), and how many more it has."""
     row = c.execute("SELECT metadata FROM stores WHERE id = ?", (store_id,)).fetchone()
     prefix = pinned_prefix(json.loads(row["metadata"])) if row is not None else None
     cols = ("id, path, version_id, length(content) AS size, importance, expires_at, pinned, "
@@ -37,7 +38,8 @@ def candidates_in(c: Connection, store_id: str, now: str) -> list[PinnedCandidat
                              r["importance"], r["updated_at"])
              for r in rows if is_pinned(r["path"], bool(r["pinned"]), r["expires_at"],
                                         prefix, now)]
-    return pinned_order(found)
+    ordered = pinned_order(found)
+    return ordered, len(found) - len(ordered)
 
 
 def record_in(c: Connection, session_id: str, resource_id: str,

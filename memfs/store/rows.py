@@ -111,6 +111,7 @@ def _resource(row: Row, pinned: dict[str, list[SessionPinned]]) -> SessionResour
         memfs_scope=row["scope"],
         memfs_pinned_budget=row["pinned_budget"],
         memfs_pinned=tuple(pinned.get(row["id"], ())),
+        memfs_pinned_more=row["pinned_more"] or 0,
     )
 
 

@@ -183,6 +183,7 @@ class Sessions(Part):
             used: set[str] = set()
             rows = []
             pinned: list[tuple[str, list[SessionPinned]]] = []
+            more: dict[str, int] = {}
             left = SESSION_PINNED_BUDGET
             for pos, r in enumerate(mem):
                 store_id, access, instructions, scope = validate_session_resource(r, lim)
@@ -208,15 +209,17 @@ class Sessions(Part):
                     slug = f"{base}-{n}"
                 used.add(slug)
                 rid = new_id("sesrsc")
-                rows.append(
-                    (rid, sid, pos, store.id, access, instructions, store.name,
-                     store.description, f"{root}/{slug}", scope, budget)
-                )
                 if SNAPSHOT_KEY + store.id not in (metadata or {}):
                     # (A store attached as it was at a time has no pinned block: its
                     # memories then are not what this query sees.)
-                    entries, left = fit_pinned(candidates_in(c, store.id, now), budget, left)
+                    found, more[rid] = candidates_in(c, store.id, now)
+                    entries, left = fit_pinned(found, budget, left)
                     pinned.append((rid, entries))
+                rows.append(
+                    (rid, sid, pos, store.id, access, instructions, store.name,
+                     store.description, f"{root}/{slug}", scope, budget,
+                     more.get(rid) or None)
+                )
             c.execute(
                 "INSERT INTO sessions (id, status, agent, environment_id, metadata, title, "
                 "created_at, updated_at, launcher, workspace_id, created_by_key) "
@@ -237,8 +240,8 @@ class Sessions(Part):
             )
             c.executemany(
                 "INSERT INTO session_resources (id, session_id, position, memory_store_id, "
-                "access, instructions, name, description, mount_path, scope, pinned_budget) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "access, instructions, name, description, mount_path, scope, pinned_budget, "
+                "pinned_more) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             for rid, entries in pinned:
                 record_in(c, sid, rid, entries)
         return self.get(sid)

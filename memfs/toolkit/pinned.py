@@ -28,8 +28,9 @@ from . import Call
 def pinned(store_id: str, budget: int = PINNED_BUDGET, left: int = SESSION_PINNED_BUDGET
            ) -> Generator[Call, Any, tuple[list[SessionPinned], dict[str, str | None], int]]:
     """The store's pinned memories within ``budget`` and what is ``left`` of a session's
-    (each shown or listed with why), the texts of those shown by version id, and what is left
-    of the session's budget after them."""
+    (each shown or listed with why), the texts of those shown by version id, and how many
+    more the store has past the first :data:`~memfs.rules.MOST_PINNED` (the block says how
+    many)."""
     store: MemoryStore = yield Call("stores.get", (store_id,))
     prefix = pinned_prefix(store.metadata)
     now = format_time(datetime.now(UTC))
@@ -47,5 +48,5 @@ def pinned(store_id: str, budget: int = PINNED_BUDGET, left: int = SESSION_PINNE
         texts[m.memory_version_id] = m.content
         candidates.append(PinnedCandidate(m.path, m.id, m.memory_version_id,
                                           len(m.content or ""), c.importance, c.updated_at))
-    entries, left = fit_pinned(candidates, budget, left)
-    return entries, texts, left
+    entries, _ = fit_pinned(candidates, budget, left)
+    return entries, texts, len(found) - len(ordered)

@@ -511,9 +511,9 @@ class _Common(_SDKTool):
 
     def _pinned(self, budget: int | None) -> Generator[Call, Any, str]:
         store_id = yield from self._commands._store_id()
-        entries, texts, _ = yield from pinned_now(
+        entries, texts, more = yield from pinned_now(
             store_id, PINNED_BUDGET if budget is None else budget)
-        return block(entries, texts)
+        return block(entries, texts, more)
 
     def _add(self, text: str, type_: str, name: str | None, tags: Iterable[str],
              importance: str | float | None, description: str | None

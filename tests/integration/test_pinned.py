@@ -40,7 +40,7 @@ def test_the_prompt_file_is_memfs_session_prompt_before_and_after_a_change(
     assert run.wait() == 0, run.err
     prompt = (tmp_path / "prompt.md").read_text(encoding="utf-8")
     assert "```\nName: Ada\n```" in prompt and "b" * 6000 in prompt  # 8,000 for Profile
-    assert "- /todo.md (29 characters): over this store's budget of 10 characters" in prompt
+    assert "- `/todo.md` (29 characters): over this store's budget of 10 characters" in prompt
     assert prompt.index("## Profile") < prompt.index("Name: Ada") < prompt.index("## Notes")
     # The agent changed its pinned memory: the store has a new version, the prompt is as was.
     assert "Prefers: tea" in store.memories.get_by_path(profile, "/pinned/profile.md").content

@@ -148,6 +148,33 @@ def test_the_store_setting_widens_to_every_session_of_the_store(three, mounter):
     assert errno_of(lambda: os.stat(sessions / newer / "events.jsonl")) == errno.ENOENT
 
 
+def test_a_descriptor_kept_from_the_wider_view_reads_nothing_new_once_narrowed(three, mounter):
+    """Review 43, finding 6: a file or a folder opened while the store showed every session
+    read the other session's new words after the setting went back to its own (only a
+    lookup asked again; an open through /proc, a listing or an openat of a kept folder did
+    not)."""
+    store, a, (first, second), _ = three
+    m = mounter(a, "--session", first)
+    sessions = m.root / ".sessions"
+    store.stores.update(a, metadata={"memfs_sessions_visibility": "workspace"})
+    _, newer = _folders(store, first, second)
+    wait_until(lambda: newer in os.listdir(sessions), 5.0)
+    fd = os.open(sessions / newer / "transcript.md", os.O_RDONLY)
+    dfd = os.open(sessions / newer, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        store.stores.update(a, metadata={"memfs_sessions_visibility": "session"})
+        _say(store, second, "NEW words after narrowing")
+        wait_until(lambda: newer not in os.listdir(sessions), 5.0)
+        assert errno_of(lambda: Path(f"/proc/self/fd/{fd}").read_text()) == errno.ENOENT
+        assert errno_of(lambda: os.fstat(fd)) == errno.ENOENT
+        assert os.listdir(dfd) == []  # ENOENT, which glibc's readdir takes as the end
+        assert errno_of(lambda: os.open("events.jsonl", os.O_RDONLY, dir_fd=dfd)) == \
+            errno.ENOENT
+    finally:
+        os.close(fd)
+        os.close(dfd)
+
+
 def test_a_mount_of_no_session_shows_every_session_of_its_store(three, mounter):
     store, a, (first, second), other = three
     m = mounter(a)

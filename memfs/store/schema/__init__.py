@@ -173,6 +173,9 @@ VERSIONS: tuple[Version, ...] = (
             "attachment put in the session's prompt, shown or listed as not shown; "
             "memories_pinned (issue 43)",
             sqlite="m021_session_pinned", postgresql="m016_session_pinned"),
+    Version("session_resources.pinned_more: how many pinned memories an attachment had past "
+            "the first 100, said as a count in the prompt (issue 43's review)",
+            sqlite="m022_session_pinned_more", postgresql="m017_session_pinned_more"),
 )
 
 

@@ -15,6 +15,7 @@ from . import MIGRATION_SET
 from .sqlite import (
     IDEMPOTENCY_KEYS_SQL,
     SESSION_CREATOR_KEYS_SQL,
+    SESSION_PINNED_MORE_SQL,
     SESSION_PINNED_SQL,
     SESSION_RESOURCE_SCOPE_SQL,
     SESSION_TOKEN_KEYS_SQL,
@@ -245,6 +246,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m015_session_resource_scope", SESSION_RESOURCE_SCOPE_SQL.replace("TEXT", _T)),
     # SQLite's m021_session_pinned: the pinned memories each attachment put in the prompt.
     ("m016_session_pinned", SESSION_PINNED_SQL.format(T=_T, I="BIGINT")),
+    # SQLite's m022_session_pinned_more: the pinned memories past the first MOST_PINNED.
+    ("m017_session_pinned_more", SESSION_PINNED_MORE_SQL.format(I="BIGINT")),
 ]
 
 

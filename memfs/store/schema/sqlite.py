@@ -484,6 +484,17 @@ def m021_session_pinned(db: sqlite_utils.Database) -> None:
     db.executescript(SESSION_PINNED_SQL.format(T="TEXT", I="INTEGER"))
 
 
+@_migration
+def m022_session_pinned_more(db: sqlite_utils.Database) -> None:
+    # Review 43: how many pinned memories an attachment had past the first MOST_PINNED,
+    # which its prompt says as a count (NULL: none, or attached before).
+    db.executescript(SESSION_PINNED_MORE_SQL.format(I="INTEGER"))
+
+
+#: The SQL of m022 (and of PostgreSQL's m017, with its integer type for ``{I}``).
+SESSION_PINNED_MORE_SQL = "ALTER TABLE session_resources ADD COLUMN pinned_more {I};"
+
+
 #: The SQL of m021 (and of PostgreSQL's m016, with its types for ``{T}`` and ``{I}``): an
 #: attachment's budget of pinned characters (NULL: attached before pinned memories), and per
 #: attachment (``resource_id``), in the prompt's order, each pinned memory's version shown or

@@ -34,7 +34,7 @@ def test_a_store_made_with_its_working_memory(run, backend, tmp_path) -> None:
     assert store.memories.get_by_path(sid, "/pinned/working-memory.md").content == TEMPLATE
     session = store.sessions.create([{"type": "memory_store", "memory_store_id": sid}])
     prompt = run("session", "prompt", session.id)
-    assert "#### /pinned/working-memory.md\n\n```\n# Working memory\n" in prompt.stdout
+    assert "#### `/pinned/working-memory.md`\n\n```\n# Working memory\n" in prompt.stdout
     # Under the store's own prefix.
     done = run("stores", "create", "p2", "-m", "memfs_pinned_prefix=/keep", "--pinned-template",
                str(tmp_path / "t.md"))

@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from memfs.errors import NotFound
+from memfs.fuse import sessionlog
 from memfs.fuse.sessionlog import SessionLog, folder_name, session_of
 from memfs.fuse.tree import Tree
 from memfs.rules import sessions_visibility
@@ -47,6 +51,27 @@ async def test_a_folder_is_found_by_its_name_only_while_shown(store: Store) -> N
     assert await log.lookup(log.root, folder_name(store.sessions.get(theirs))) is None
     assert await log.lookup(log.root, "sesn_x") is None
     assert await log.lookup(log.root, own.replace("Z-", "Y-")) is None  # not its start time
+
+
+async def test_a_node_found_in_the_wider_view_reads_nothing_once_narrowed(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 43, finding 6: a kept node (a descriptor's, a directory handle's) is asked again
+    whether its session is shown, as a lookup is."""
+    monkeypatch.setattr(sessionlog, "REUSE_SECONDS", 0.0)  # each request reads the setting
+    a = store.stores.create("a", metadata={"memfs_sessions_visibility": "workspace"}).id
+    mine, theirs = _attach(store, a), _attach(store, a)
+    log = _log(store, a, mine)
+    folder = await log.lookup(log.root, folder_name(store.sessions.get(theirs)))
+    assert folder is not None
+    file = await log.lookup(folder, sessionlog.EVENTS_FILE)
+    assert file is not None
+    store.stores.update(a, metadata={"memfs_sessions_visibility": "session"})
+    with pytest.raises(NotFound, match="no longer shown"):
+        await log.content(file)
+    with pytest.raises(NotFound, match="no longer shown"):
+        await log.listing(folder)
+    own = await log.lookup(log.root, folder_name(store.sessions.get(mine)))
+    assert own is not None and len(await log.listing(own)) == len(log.files)
 
 
 def test_names_and_the_setting() -> None:

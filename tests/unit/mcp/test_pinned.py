@@ -26,7 +26,7 @@ async def test_memory_pinned_the_instructions_the_tool_and_the_prompt_agree(
     prompt = render_memory_prompt(session, version_reader(store))
     block = MemoryTool(store, ms).pinned()
     assert block.startswith("### Pinned memories\n\n" + FRAMING)
-    assert "```\nName: Ada\n```" in block and "- /big.md (5,021 characters): over" in block
+    assert "```\nName: Ada\n```" in block and "- `/big.md` (5,021 characters): over" in block
     assert "not pinned" not in block
     assert prompt.endswith("\n" + block)  # after the store's note, the last one
     assert await AsyncMemoryTool(store, ms).pinned() == block
@@ -37,7 +37,7 @@ async def test_memory_pinned_the_instructions_the_tool_and_the_prompt_agree(
     assert instructions is not None and instructions.endswith("\n" + block)
     assert text_of(result) == block
     assert [e["path"] for e in ok(result)["pinned"]] == ["/big.md", "/pinned/profile.md"]
-    assert "- /pinned/profile.md (10 characters): over this store's budget of 5" in \
+    assert "- `/pinned/profile.md` (10 characters): over this store's budget of 5" in \
         text_of(smaller)
     # Nothing pinned: nothing added, and the tool says so.
     empty = store.stores.create(name="empty").id

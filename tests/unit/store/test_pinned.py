@@ -14,6 +14,7 @@ from memfs import InvalidRequest
 from memfs.launcher.pinned import FRAMING, version_reader
 from memfs.launcher.prompt import render_memory_prompt
 from memfs.models import Session, SessionResource
+from memfs.rules import pinned_cost
 from memfs.store import Store
 from tests.support.backend import Backend
 from tests.support.storekit import API
@@ -72,22 +73,23 @@ def test_budget_edges_exactly_at_over_and_many_small(store: Store) -> None:
     sid = store.stores.create("notes").id
     w = store.memories.write_path
     high = "---\nimportance: high\n---\n"
-    w(sid, "/pinned/exact.md", high + "x" * (4000 - len(high)), actor=API)
+    exact = 4000 - pinned_cost("/pinned/exact.md", 0)  # its heading counts too
+    w(sid, "/pinned/exact.md", high + "x" * (exact - len(high)), actor=API)
     r = attach(store, sid).resources[0]
     assert [(e.path, e.size, e.shown) for e in r.memfs_pinned] == [
-        ("/pinned/exact.md", 4000, True)]
-    w(sid, "/pinned/exact.md", high + "x" * (4001 - len(high)), actor=API)
+        ("/pinned/exact.md", exact, True)]
+    w(sid, "/pinned/exact.md", high + "x" * (exact + 1 - len(high)), actor=API)
     r = attach(store, sid).resources[0]
-    assert listed(r) == [("/pinned/exact.md", 4001,
+    assert listed(r) == [("/pinned/exact.md", exact + 1,
                           "over this store's budget of 4,000 characters")]
     # Many small ones after the one over: each whole, until the budget is spent.
     for i in range(30):
         w(sid, f"/pinned/small-{i:02}.md", "s" * 150, actor=API)
     r = attach(store, sid).resources[0]
-    assert len(shown(r)) == 26  # 26 × 150 = 3,900; a 27th would be 4,050
+    assert len(shown(r)) == 21  # 21 × (150 + 38 of heading) = 3,948; a 22nd would be 4,136
     assert [p for p, _, _ in listed(r)][0] == "/pinned/exact.md"
-    assert len(listed(r)) == 5
-    assert sum(e.size for e in r.memfs_pinned if e.shown) <= 4000
+    assert len(listed(r)) == 10
+    assert sum(pinned_cost(e.path, e.size) for e in r.memfs_pinned if e.shown) <= 4000
 
 
 def test_the_sessions_budget_spans_its_stores_and_a_budget_is_per_attachment(
@@ -117,8 +119,8 @@ def test_the_prompt_renders_again_from_the_recorded_versions(store: Store) -> No
     read = version_reader(store)
     first = render_memory_prompt(session, read)
     assert FRAMING in first
-    assert "#### /pinned/profile.md\n\n```\nName: Ada\nPrefers: short answers\n```" in first
-    assert "- /pinned/big.md (5,000 characters): over this store's budget of 4,000" in first
+    assert "#### `/pinned/profile.md`\n\n```\nName: Ada\nPrefers: short answers\n```" in first
+    assert "- `/pinned/big.md` (5,000 characters): over this store's budget of 4,000" in first
     # The pinned memories change: the session's prompt is still what it was.
     w(sid, "/pinned/profile.md", "Name: Ada\nPrefers: long answers\n", actor=API)
     w(sid, "/pinned/new.md", "new", actor=API)
@@ -131,7 +133,7 @@ def test_the_prompt_renders_again_from_the_recorded_versions(store: Store) -> No
     store.versions.redact(sid, old, actor=API)
     redacted = render_memory_prompt(store.sessions.get(session.id), read)
     assert "Name: Ada" not in redacted
-    assert ("- /pinned/profile.md (33 characters): its version was redacted or deleted since"
+    assert ("- `/pinned/profile.md` (33 characters): its version was redacted or deleted since"
             in redacted)
 
 
@@ -176,3 +178,35 @@ def test_a_store_attached_as_it_was_at_a_time_has_no_pinned_block(store: Store) 
     store.memories.write_path(sid, "/pinned/a.md", "a", actor=API)
     session = attach(store, sid, metadata={"memfs_at." + sid: "2026-01-01T00:00:00Z"})
     assert session.resources[0].memfs_pinned == ()
+
+
+def test_the_block_stays_within_the_budget_and_drops_nothing_silently(store: Store) -> None:
+    """Review 43, finding 2: the headings and the list of those not shown counted against no
+    budget (long paths, many memories: 790,000 characters for 8 stores), and the pinned
+    memories past the first 100 were left out without a word."""
+    sid = store.stores.create("notes").id
+    w = store.memories.write_path
+    deep = ("d" * 49 + "/") * 18  # a path of about 1,000 characters, within the limits
+    for i in range(40):  # small ones, each shown only if its heading fits too
+        w(sid, f"/pinned/{deep}small-{i:03}.md", "s", actor=API)
+    for i in range(75):  # 115 pinned in all: the 15 oldest are past the first 100
+        w(sid, f"/pinned/{deep}big-{i:03}.md", "b" * 4001, actor=API)
+    session = attach(store, sid)
+    r = session.resources[0]
+    assert len(r.memfs_pinned) == 100 and r.memfs_pinned_more == 15
+    text = render_memory_prompt(session, version_reader(store))
+    block = text[text.index("### Pinned memories"):]
+    # The memories shown, their headings and fences within the store's budget of 4,000; the
+    # framing and a bounded list besides.
+    sections = block[:block.index("Not shown")]
+    assert len(sections) - len(block_head()) <= 4000
+    assert 0 < len(shown(r)) < 40
+    assert len(block) < 4000 + 3000
+    assert max(len(line) for line in block.splitlines()) < 400  # long paths cut
+    assert block.count("\n- ") == 11  # 10 listed, then how many more
+    more = len(r.memfs_pinned) - len(shown(r)) - 10 + 15
+    assert block.rstrip("\n").endswith(f"- and {more:,} more pinned memories, not listed here")
+
+
+def block_head() -> str:
+    return "### Pinned memories\n\n" + FRAMING + "\n\n"
