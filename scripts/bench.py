@@ -1081,10 +1081,13 @@ class SessionBench:
         """Pin PINNED_CHARS characters in every store, as a person would: the store's first
         memory (:data:`PINNED_PATH`) rewritten with ``pinned: true`` in its front matter
         through ``memfs memories update`` (a store of 2,000 memories is full)."""
+        from memfs.rules import pinned_cost  # what a shown memory costs of a budget
+
         head = "---\npinned: true\n---\n"
+        size = PINNED_CHARS - pinned_cost(PINNED_PATH, 0)  # its heading and fences count too
         text = self.dir / "profile.md"
         text.write_text(head + ("Name: Ada Lovelace. Prefers short answers, ISO dates. "
-                                * 100)[:PINNED_CHARS - len(head)])
+                                * 100)[:size - len(head)])
         for name in self.names:
             cmd = [self.opts.memfs_cmd, "memories", "update", name, PINNED_PATH,
                    "--file", str(text)]
@@ -1101,8 +1104,9 @@ class SessionBench:
         stamp = self.dir / f"started-{self._runs + 1}"
         script = 'echo "$EPOCHREALTIME" > "$1"'
         if pinned:
-            script += (f'; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c "^#### {PINNED_PATH}$" '
-                       f'"$p") $(grep -c "^- {PINNED_PATH} (" "$p") > "$1.pinned"')
+            shown = f"`{PINNED_PATH}`"  # as the block shows a path (memfs.rules.pinned_path)
+            script += (f'; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c "^#### {shown}$" '
+                       f'"$p") $(grep -c "^- {shown} (" "$p") > "$1.pinned"')
         cmd = self._command(stores, script, str(stamp))
         t0 = time.time()
         done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
