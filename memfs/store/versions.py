@@ -233,10 +233,10 @@ class Versions(Part):
                 params += [type_, value]
         if created_at_gte is not None:
             where.append("created_at >= ?")
-            params.append(format_time(parse_time(created_at_gte)))
+            params.append(_bound(created_at_gte, "created_at_gte"))
         if created_at_lte is not None:
             where.append("created_at <= ?")
-            params.append(format_time(parse_time(created_at_lte)))
+            params.append(_bound(created_at_lte, "created_at_lte"))
         filters = ["versions", list(params)]  # a copy: see list_stores
         if page:
             after_cursor(page, "versions", filters, where, params)
@@ -367,3 +367,16 @@ class Versions(Part):
             events = self.core.prune_events_in(c, now)
         log.info("pruned %d versions, %d changes, %d events", pruned, changes, events)
         return pruned
+
+
+def _bound(value: str | datetime, name: str) -> str:
+    """A time filter as the versions' ``created_at`` are written (UTC).
+
+    :raises InvalidRequest: not RFC 3339, or outside the years 1 to 9999 in UTC
+        (``0001-01-01T00:00:00+14:00``: Python cannot hold it, an OverflowError before).
+    """
+    try:
+        return format_time(parse_time(value))
+    except OverflowError:
+        raise InvalidRequest(f"invalid {name} {value!s}: outside the years 1 to 9999 in UTC"
+                             ) from None
