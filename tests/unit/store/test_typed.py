@@ -163,8 +163,13 @@ def test_the_migration_leaves_old_stores_reporting_and_derives_their_memories(
     with Store(path, limits=Limits()) as s:
         sid = s.stores.create("n").id
         s.memories.write_path(sid, "/context/a.md", "a", actor=API)
-    conn = sqlite3.connect(path)  # back to m018: no typed columns
+    conn = sqlite3.connect(path)  # back to m018: no typed columns (nor what pins on them)
     conn.executescript("""
+        ALTER TABLE session_resources DROP COLUMN pinned_more;
+        DELETE FROM _sqlite_migrations WHERE name = 'm022_session_pinned_more';
+        DROP INDEX memories_pinned; DROP TABLE session_pinned;
+        ALTER TABLE session_resources DROP COLUMN pinned_budget;
+        DELETE FROM _sqlite_migrations WHERE name = 'm021_session_pinned';
         DROP INDEX memories_expiry; DROP INDEX memories_meta_pending;
         ALTER TABLE memories DROP COLUMN mtype; ALTER TABLE memories DROP COLUMN importance;
         ALTER TABLE memories DROP COLUMN expires_at; ALTER TABLE memories DROP COLUMN pinned;
