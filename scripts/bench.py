@@ -1104,9 +1104,11 @@ class SessionBench:
         stamp = self.dir / f"started-{self._runs + 1}"
         script = 'echo "$EPOCHREALTIME" > "$1"'
         if pinned:
-            shown = f"`{PINNED_PATH}`"  # as the block shows a path (memfs.rules.pinned_path)
-            script += (f'; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c "^#### {shown}$" '
-                       f'"$p") $(grep -c "^- {shown} (" "$p") > "$1.pinned"')
+            # The path as the block shows it (memfs.rules.pinned_path: inline code), in single
+            # quotes: bash would run what is between backticks in double quotes.
+            shown = f"`{PINNED_PATH}`"
+            script += (f"; p=$MEMFS_SYSTEM_PROMPT_FILE; echo $(grep -c '^#### {shown}$' "
+                       f"\"$p\") $(grep -c '^- {shown} (' \"$p\") > \"$1.pinned\"")
         cmd = self._command(stores, script, str(stamp))
         t0 = time.time()
         done = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
