@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -250,20 +250,30 @@ class Events(Part):
         )
         return [(r["seq"], event_from_row(r)) for r in rows]
 
-    def marks(self, after: int | None) -> tuple[int, dict[str, int]]:
-        """The newest event seq of the database and, per session with events above ``after``,
-        its newest seq (``after`` None: the position only). One call serves every live event
-        stream of a server (:class:`memfs.api.streams.EventHub`)."""
+    #: Sessions asked at most per statement of :meth:`marks` (two bound values each).
+    MARKS_CHUNK = 400
+
+    def marks(self, session_ids: Iterable[str]) -> dict[str, int]:
+        """The newest event seq of each of ``session_ids`` (0: none yet). One call serves every
+        live event stream of a server (:class:`memfs.api.streams.EventHub`).
+
+        Per session, never one cursor over the whole table: on PostgreSQL two sessions'
+        events commit in parallel (each under its session's lock, issue 44), so an event may
+        commit after another session's event with a bigger seq; only one session's events
+        commit in seq order. Each session costs one probe of ``events_session`` (its newest
+        row), whatever the number of its events or of the others'."""
+        ids = list(dict.fromkeys(session_ids))
+        out: dict[str, int] = {}
         with self.core.read() as c:
-            last = int(c.execute("SELECT max(seq) FROM events").fetchone()[0] or 0)
-            if after is None or last <= after:
-                return last, {}
-            rows = c.execute(
-                "SELECT session_id, max(seq) FROM events WHERE seq > ? "
-                "AND session_id IS NOT NULL GROUP BY session_id",
-                (after,),
-            ).fetchall()
-        return last, {r[0]: int(r[1]) for r in rows}
+            for i in range(0, len(ids), self.MARKS_CHUNK):
+                chunk = ids[i:i + self.MARKS_CHUNK]
+                sql = " UNION ALL ".join(
+                    ["SELECT CAST(? AS TEXT), (SELECT max(seq) FROM events WHERE session_id = ?)"]
+                    * len(chunk))
+                for session_id, seq in c.execute(
+                        sql, [v for s in chunk for v in (s, s)]).fetchall():
+                    out[str(session_id)] = int(seq or 0)
+        return out
 
     # -- API extras: agents, environments, resources, client events (API.md §4) -------------
 
