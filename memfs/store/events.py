@@ -250,30 +250,11 @@ class Events(Part):
         )
         return [(r["seq"], event_from_row(r)) for r in rows]
 
-    #: Sessions asked at most per statement of :meth:`marks` (two bound values each).
-    MARKS_CHUNK = 400
-
     def marks(self, session_ids: Iterable[str]) -> dict[str, int]:
         """The newest event seq of each of ``session_ids`` (0: none yet). One call serves every
-        live event stream of a server (:class:`memfs.api.streams.EventHub`).
-
-        Per session, never one cursor over the whole table: on PostgreSQL two sessions'
-        events commit in parallel (each under its session's lock, issue 44), so an event may
-        commit after another session's event with a bigger seq; only one session's events
-        commit in seq order. Each session costs one probe of ``events_session`` (its newest
-        row), whatever the number of its events or of the others'."""
-        ids = list(dict.fromkeys(session_ids))
-        out: dict[str, int] = {}
-        with self.core.read() as c:
-            for i in range(0, len(ids), self.MARKS_CHUNK):
-                chunk = ids[i:i + self.MARKS_CHUNK]
-                sql = " UNION ALL ".join(
-                    ["SELECT CAST(? AS TEXT), (SELECT max(seq) FROM events WHERE session_id = ?)"]
-                    * len(chunk))
-                for session_id, seq in c.execute(
-                        sql, [v for s in chunk for v in (s, s)]).fetchall():
-                    out[str(session_id)] = int(seq or 0)
-        return out
+        live event stream of a server (:class:`memfs.api.streams.EventHub`): per session,
+        since only one session's events commit in seq order (:meth:`Core.newest_seqs`)."""
+        return self.core.newest_seqs("events", "session_id", session_ids)
 
     # -- API extras: agents, environments, resources, client events (API.md §4) -------------
 
