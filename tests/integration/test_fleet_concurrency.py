@@ -15,8 +15,9 @@ checked against a model of what each writer did and was answered:
   and replaying its changes gives the store's final tree.
 
 Writes of different stores no longer wait for one another (the per-store locks of issue 44,
-``MEMFS_PG_LOCKS``): the test holds in both lock modes. Revocation reaching every replica
-within 1 s is test_key_revocation.py's. On the test session's throwaway cluster
+``MEMFS_PG_LOCKS``): the test holds in both lock modes. Nothing acknowledged lost across
+``pg_ctl stop -m immediate`` is test_pg_crash.py's; revocation reaching every replica within
+1 s, test_key_revocation.py's. On the test session's throwaway cluster
 (tests/conftest.py ``pg_cluster``) and FUSE: both fail when CI=true."""
 
 from __future__ import annotations
