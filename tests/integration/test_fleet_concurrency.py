@@ -23,6 +23,7 @@ Writes of different stores no longer wait for one another (the per-store locks o
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from memfs.store import Store
@@ -247,6 +249,52 @@ def mount_writer(n: int, root: Path, start: threading.Barrier, model: Model) -> 
             model.errors.append(f"{op} {path}: {e!r}")
 
 
+def lock_key(scope: str) -> int:
+    """The advisory lock of a scope, as the PostgreSQL backend takes it (issue 44's design:
+    blake2b-8 of the scope, signed)."""
+    try:
+        from memfs.backends.scopes import lock_key as key
+    except ImportError:  # before the per-store locks landed
+        return int.from_bytes(hashlib.blake2b(scope.encode(), digest_size=8).digest(), "big",
+                              signed=True)
+    return key(scope)
+
+
+def check_feed_locks(url: str, scopes: dict[str, str]) -> None:
+    """From now on the database refuses a change of a store (an event of a session) of
+    ``scopes`` inserted by a transaction that holds neither that scope's advisory lock nor
+    the global write lock, both exclusive: what keeps one store's feed (one session's events)
+    in commit order. A write that broke the rule fails (and the test with it)."""
+    from memfs.backends.postgresql import WRITE_LOCK_KEY
+
+    def parts(key: int) -> tuple[int, int]:  # how pg_locks shows a bigint advisory lock
+        return (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE test_feed_locks (id TEXT PRIMARY KEY, classid OID, objid OID)")
+        for i, scope in [*scopes.items(), ("*", "")]:
+            classid, objid = parts(lock_key(scope) if scope else WRITE_LOCK_KEY)
+            conn.execute("INSERT INTO test_feed_locks VALUES (%s, %s, %s)", (i, classid, objid))
+        conn.execute("""
+            CREATE FUNCTION test_check_feed_lock() RETURNS trigger LANGUAGE plpgsql AS $$
+            DECLARE owner TEXT := to_jsonb(NEW) ->> CASE TG_TABLE_NAME
+                                      WHEN 'changes' THEN 'store_id' ELSE 'session_id' END;
+            BEGIN
+                IF owner IS NULL OR NOT EXISTS (SELECT 1 FROM test_feed_locks WHERE id = owner)
+                THEN RETURN NEW; END IF;
+                IF NOT EXISTS (SELECT 1 FROM pg_locks l JOIN test_feed_locks k
+                        ON l.classid = k.classid AND l.objid = k.objid
+                        WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory'
+                        AND l.granted AND l.mode = 'ExclusiveLock' AND k.id IN (owner, '*'))
+                THEN RAISE EXCEPTION 'a row of % for % without its lock', TG_TABLE_NAME, owner;
+                END IF;
+                RETURN NEW;
+            END $$""")
+        for table in ("changes", "events"):
+            conn.execute(f"CREATE TRIGGER test_feed_lock BEFORE INSERT ON {table} "
+                         "FOR EACH ROW EXECUTE FUNCTION test_check_feed_lock()")
+
+
 def replay(changes: list[dict[str, Any]]) -> dict[str, str]:
     """A store's tree (path -> memory id) that its changes make from an empty store."""
     tree: dict[str, str] = {}
@@ -278,6 +326,8 @@ def test_a_fleet_of_replicas_keeps_every_rule_of_every_store(
                                        actor=API) for j in range(i, min(i + 500, SEEDED))])
             assert not [e for e in seeded if isinstance(e, BaseException)]
         sessions = [db.sessions.create([]).id for _ in range(SESSIONS)]
+        check_feed_locks(url, {**{sid: f"store:{sid}" for sid in [*stores, full]},
+                               **{s: f"session:{s}" for s in sessions}})
         # Remote mounts of stores 1 and 2, through replicas 1 and 2.
         for n in range(MOUNTS):
             m = Mount(tmp_path / "unused.db", stores[1 + n], tmp_path / f"mnt{n}", [],
