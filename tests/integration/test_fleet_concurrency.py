@@ -23,7 +23,6 @@ Writes of different stores no longer wait for one another (the per-store locks o
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import random
@@ -40,6 +39,7 @@ import pytest
 
 from memfs.store import Store
 from tests.support import wait_until
+from tests.support.feedlocks import lock_key, pg_lock_parts
 from tests.support.mount import Mount, require_fuse
 from tests.support.remote import remote_env
 from tests.support.server import Server, start_server, stop_server
@@ -249,17 +249,6 @@ def mount_writer(n: int, root: Path, start: threading.Barrier, model: Model) -> 
             model.errors.append(f"{op} {path}: {e!r}")
 
 
-def lock_key(scope: str) -> int:
-    """The advisory lock of a scope, as the PostgreSQL backend takes it (issue 44's design:
-    blake2b-8 of the scope, signed)."""
-    try:
-        from memfs.backends.scopes import lock_key as key
-    except ImportError:  # before the per-store locks landed
-        return int.from_bytes(hashlib.blake2b(scope.encode(), digest_size=8).digest(), "big",
-                              signed=True)
-    return key(scope)
-
-
 def check_feed_locks(url: str, scopes: dict[str, str]) -> None:
     """From now on the database refuses a change of a store (an event of a session) of
     ``scopes`` inserted by a transaction that holds neither that scope's advisory lock nor
@@ -267,13 +256,10 @@ def check_feed_locks(url: str, scopes: dict[str, str]) -> None:
     in commit order. A write that broke the rule fails (and the test with it)."""
     from memfs.backends.postgresql import WRITE_LOCK_KEY
 
-    def parts(key: int) -> tuple[int, int]:  # how pg_locks shows a bigint advisory lock
-        return (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
-
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE test_feed_locks (id TEXT PRIMARY KEY, classid OID, objid OID)")
         for i, scope in [*scopes.items(), ("*", "")]:
-            classid, objid = parts(lock_key(scope) if scope else WRITE_LOCK_KEY)
+            classid, objid = pg_lock_parts(lock_key(scope) if scope else WRITE_LOCK_KEY)
             conn.execute("INSERT INTO test_feed_locks VALUES (%s, %s, %s)", (i, classid, objid))
         conn.execute("""
             CREATE FUNCTION test_check_feed_lock() RETURNS trigger LANGUAGE plpgsql AS $$

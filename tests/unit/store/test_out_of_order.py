@@ -35,6 +35,7 @@ from memfs.recall.supervisor import IndexerProcess
 from memfs.store import Store
 from memfs.store.common import complete_event, utc_now
 from tests.support import async_wait_until, wait_until
+from tests.support.feedlocks import check_feed_locks, lock_key
 from tests.support.storekit import API
 
 
@@ -48,10 +49,14 @@ def pg_url(pg_cluster: Any) -> Iterator[str]:
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[Store]:
+def store(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The store's own writes keep the rule (tests/support/feedlocks.py); the held
+    transactions, of raw psycopg, are the tests' out-of-order commits."""
+    breaches = check_feed_locks(monkeypatch)
     s = Store(pg_url)
     yield s
     s.close()
+    assert not breaches, breaches[0]
 
 
 @contextmanager
@@ -181,17 +186,6 @@ def test_a_memory_changed_late_starts_the_indexer_process(store: Store, pg_url: 
 
 
 # -- one store's feed, one session's events: in order under concurrent writers ------------------
-
-
-def lock_key(scope: str) -> int:
-    """The advisory lock of a scope, as the PostgreSQL backend takes it (design of issue 44:
-    blake2b-8 of the scope, signed)."""
-    try:
-        from memfs.backends.scopes import lock_key as key
-    except ImportError:  # before the per-store locks landed
-        return int.from_bytes(hashlib.blake2b(scope.encode(), digest_size=8).digest(), "big",
-                              signed=True)
-    return key(scope)
 
 
 def scoped_writer(url: str, scope: str, n: int, insert: Callable[[int], tuple[str, tuple[Any,
