@@ -23,7 +23,9 @@ then runs each workload for ``--seconds`` after a warm-up:
 are spread over the servers and over ``--procs`` load processes. The load processes are
 lean (prepared requests, non-blocking sockets, a minimal HTTP parser), so that on a small
 machine they leave the CPU to the servers; their own CPU is reported too. Latency is from
-the request's first byte sent to the response's last byte read.
+the request's first byte sent to the response's last byte read, of every request under way
+during the window (also one sent before it or answered after it: the slowest ones);
+requests/s counts the successes answered within the window.
 
 Reported per workload: completed requests per second, errors (non-2xx or broken
 connections), latency p50/p90/p99/max in ms, and the servers' CPU per request (utime + stime
@@ -72,9 +74,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
+from load_hop import Proxy, held_table, hold_store, matrix_tables, tcp_target, via
 
 SCRIPTS = Path(__file__).resolve().parent
 KEY = "memfs-load-key"
@@ -260,7 +263,13 @@ def _response_end(buf: bytearray) -> tuple[int, int] | None:
 def load_process(urls: list[str], stores: list[str], plan: Plan, key: str, workload: str,
                  seed: int, begin: float, seconds: float, out: mp.Queue) -> None:
     """One load process: its connections run a closed loop until the window ends (``begin``:
-    its start, a time.perf_counter value, the same clock in every process)."""
+    its start, a time.perf_counter value, the same clock in every process).
+
+    Throughput counts the successes answered within the window; latency is that of every
+    request under way at some time within it, however long before it was sent or after it
+    was answered (a connection ends once its last request is answered). Keeping only requests
+    both sent and answered within the window would drop exactly the slow ones: a request
+    that waits out a 5 s transaction over a 5 s window."""
     loader = Loader(workload, plan, key, seed)
     sel = selectors.DefaultSelector()
     conns = []
@@ -273,7 +282,7 @@ def load_process(urls: list[str], stores: list[str], plan: Plan, key: str, workl
         conns.append(c)
     end = begin + seconds
     latencies: list[float] = []
-    errors = 0
+    errors = completed = 0
     statuses: dict[int | str, int] = {}
 
     def send(c: Conn) -> None:
@@ -313,7 +322,9 @@ def load_process(urls: list[str], stores: list[str], plan: Plan, key: str, workl
             status, total = done
             del c.buf[:total]
             now = time.perf_counter()
-            if c.started >= begin and now <= end:
+            if begin <= now <= end and 200 <= status < 300:
+                completed += 1
+            if c.started < end and now > begin:
                 latencies.append(now - c.started)
                 statuses[status] = statuses.get(status, 0) + 1
                 if not 200 <= status < 300:
@@ -325,7 +336,8 @@ def load_process(urls: list[str], stores: list[str], plan: Plan, key: str, workl
             else:
                 send(c)
     usage = os.times()
-    out.put({"latencies": latencies, "errors": errors, "statuses": statuses,
+    out.put({"latencies": latencies, "completed": completed, "errors": errors,
+             "statuses": statuses,
              "cpu": usage.user + usage.system})
 
 
@@ -380,7 +392,7 @@ def run_workload(workload: str, urls: list[str], plan: Plan, key: str, clients: 
         for s, n in r["statuses"].items():
             statuses[str(s)] = statuses.get(str(s), 0) + n
     errors = sum(r["errors"] for r in results)
-    ok = len(lat) - sum(n for s, n in statuses.items() if s != "closed" and not s.startswith("2"))
+    ok = sum(r["completed"] for r in results)
     return {
         "workload": workload, "servers": len(urls), "clients": clients,
         "stores": len(set(plan.create_stores)),
@@ -427,94 +439,6 @@ def _throwaway_cluster(tcp: bool = False):  # noqa: ANN202 (tests/support/pgclus
         raise SystemExit("scripts/load: PostgreSQL is not installed (Debian: apt install "
                          "postgresql)")
     return cluster
-
-
-# -- the network hop (issue 44) -----------------------------------------------------------------
-
-
-class Proxy:
-    """scripts/tcpdelay.py in a process of its own (its CPU is measured apart from the load
-    processes', and no fork of this process inherits its sockets)."""
-
-    def __init__(self, host: str, port: int, rtt_ms: float) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SCRIPTS / "tcpdelay.py"), "--target", f"{host}:{port}",
-             "--one-way-ms", str(rtt_ms / 2)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening on "):
-            self.proc.kill()
-            raise SystemExit(f"scripts/tcpdelay.py did not start: {self.proc.stderr.read()}"
-                             if self.proc.stderr else "scripts/tcpdelay.py did not start")
-        self.port = int(line.rsplit(":", 1)[1])
-        self.pid = self.proc.pid
-        self.stats: dict[str, Any] = {}
-
-    def stop(self) -> dict[str, Any]:
-        """Its statistics (how late it delivered, its CPU seconds)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        with contextlib.suppress(ValueError, IndexError):
-            self.stats = json.loads(err.strip().splitlines()[-1])
-        return self.stats
-
-
-def _tcp_target(url: str) -> tuple[str, int]:
-    u = urlsplit(url)
-    if not u.hostname or u.hostname.startswith("/") or "%2f" in u.netloc.lower():
-        raise SystemExit("scripts/load: --db-rtt-ms needs a PostgreSQL reached over TCP "
-                         "(host:port in the URL, or --postgresql)")
-    return u.hostname, u.port or 5432
-
-
-def _via(url: str, port: int) -> str:
-    """``url`` with its host and port replaced by the proxy's."""
-    u = urlsplit(url)
-    user = u.netloc.rsplit("@", 1)[0] + "@" if "@" in u.netloc else ""
-    return urlunsplit((u.scheme, f"{user}127.0.0.1:{port}", u.path, u.query, u.fragment))
-
-
-def lock_key(scope: str) -> int:
-    """The advisory lock key of a scope: memfs.backends.scopes's own where it exists, else
-    its design (issue 44): blake2b-8 of the scope string as a signed 64-bit integer."""
-    try:
-        from memfs.backends.scopes import lock_key as own  # type: ignore[import-not-found]
-    except ImportError:
-        import hashlib
-
-        digest = hashlib.blake2b(scope.encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "big", signed=True)
-    return int(own(scope))
-
-
-def hold_store(url: str, store: str, locks: str, begin: float, hold: float) -> dict[str, Any]:
-    """Hold a write transaction on ``store`` from just before ``begin`` (a perf_counter time)
-    for ``hold`` seconds: the locks a write to it takes (``locks`` "global": the exclusive
-    global lock, as every write took before issue 44). Returns when it held them, relative to
-    ``begin``."""
-    import psycopg
-
-    from memfs.backends.postgresql import WRITE_LOCK_KEY
-
-    with psycopg.connect(url) as conn:
-        time.sleep(max(0.0, begin - 0.2 - time.perf_counter()))
-        with conn.transaction():
-            asked = time.perf_counter()
-            if locks == "global":
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
-            else:
-                conn.execute("SELECT pg_advisory_xact_lock_shared(%s), pg_advisory_xact_lock(%s)",
-                             (WRITE_LOCK_KEY, lock_key(f"store:{store}")))
-            held = time.perf_counter()
-            time.sleep(max(0.0, asked + hold - time.perf_counter()))
-        released = time.perf_counter()
-    return {"asked_s": asked - begin, "held_s": held - begin, "released_s": released - begin}
 
 
 def _ints(text: str) -> list[int]:
@@ -583,26 +507,6 @@ def matrix(pg: Pg, a: argparse.Namespace, tmp: Path, locks: list[str]) -> dict[s
     return {"cells": cells, "ratios": ratios}
 
 
-def matrix_tables(m: dict[str, Any], label: str) -> str:
-    out = [label, "",
-           "| locks | replicas | stores | creates/s | p50 ms | p99 ms | errors "
-           "| server cores busy | proxy cores busy |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for c in m["cells"]:
-        out.append(f"| {c['locks']} | {c['servers']} | {c['stores']} "
-                   f"| {c['requests_per_s']:,.0f} | {c['p50_ms']:.1f} | {c['p99_ms']:.1f} "
-                   f"| {c['errors']} | {_f(c['server_cpu_cores'])} "
-                   f"| {_f(c['proxy_cpu_cores'])} |")
-    if m["ratios"]:
-        out += ["", "| replicas | stores | global creates/s | store creates/s | store/global "
-                "| global p99 ms | store p99 ms |", "|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in m["ratios"]:
-            out.append(f"| {r['servers']} | {r['stores']} | {r['global_per_s']:,.0f} "
-                       f"| {r['store_per_s']:,.0f} | {r['ratio']:.2f} "
-                       f"| {r['global_p99_ms']:.1f} | {r['store_p99_ms']:.1f} |")
-    return "\n".join(out)
-
-
 def held_txn(pg: Pg, a: argparse.Namespace, tmp: Path, locks: list[str]) -> list[dict[str, Any]]:
     """Per lock mode, on a fresh database: creates on B (fresh stores each time) for a
     window without, then with, a write transaction held open on store A all that window."""
@@ -634,22 +538,6 @@ def held_txn(pg: Pg, a: argparse.Namespace, tmp: Path, locks: list[str]) -> list
                     "without": without, "with": with_,
                     "p99_ratio": with_["p99_ms"] / max(without["p99_ms"], 1e-9)})
     return out
-
-
-def held_table(rows: list[dict[str, Any]], label: str) -> str:
-    out = [label, "",
-           "| locks | B creates/s without | B p99 ms without | B creates/s with A held "
-           "| B p99 ms with A held | p99 with/without | within +10 % | A's locks held (s) |",
-           "|---|---:|---:|---:|---:|---:|---|---|"]
-    for r in rows:
-        d = r["with"].get("during") or {}
-        held = (f"{d['held_s']:+.2f} to {d['released_s']:+.2f}" if d else "-")
-        out.append(f"| {r['locks']} | {r['without']['requests_per_s']:,.0f} "
-                   f"| {r['without']['p99_ms']:.1f} | {r['with']['requests_per_s']:,.0f} "
-                   f"| {r['with']['p99_ms']:.1f} | {r['p99_ratio']:.2f} "
-                   f"| {'yes' if r['p99_ratio'] <= 1.10 else 'no'} | {held} |")
-    out += ["", "A's locks held: from and to, in seconds from the start of B's measured window."]
-    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -719,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.db_rtt_ms:
             if cluster is None and not (db or "").startswith("postgres"):
                 p.error("--db-rtt-ms needs PostgreSQL (--postgresql, or --db postgresql://…)")
-            host, port = ("127.0.0.1", cluster.port) if cluster else _tcp_target(db)
+            host, port = ("127.0.0.1", cluster.port) if cluster else tcp_target(db)
             proxy = Proxy(host, port, a.db_rtt_ms)
         hop = f", {a.db_rtt_ms:g} ms round trip added" if a.db_rtt_ms else ""
         result: dict[str, Any] = {}
@@ -753,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
                     name = cluster.new_database()
                     db = (cluster.tcp_url(name, proxy.port) if proxy else cluster.url(name))
                 elif proxy is not None:
-                    db = _via(db, proxy.port)
+                    db = via(db, proxy.port)
                 db = db or str(tmp / "load.db")
                 env = {"MEMFS_PG_LOCKS": locks[0]} if a.locks else {}
                 procs, urls = start_servers(a.servers, db, tmp, a.workers, env)
