@@ -1447,6 +1447,13 @@ def speed_ratios(
     return out
 
 
+def _describe_s3ql(info: dict[str, Any]) -> str:
+    sqlite = f": apsw's {info['sqlite']}" if "sqlite" in info else ""
+    return (f"; s3ql = S3QL {info.get('s3ql', bench_s3ql.S3QL_VERSION)} (pyfuse3 + trio, "
+            f"metadata in SQLite{sqlite}), --plain, local:// backend and cache on tmpfs, "
+            "--compress none")
+
+
 def render(
     results: dict[str, TargetResult],
     sessions: SessionResult | None,
@@ -1469,10 +1476,7 @@ def render(
         "300 s timeouts); memfs = `memfs mount` of one store"
         + ("; cfloor = libfuse's passthrough_ll (C, low-level API, one thread) over tmpfs"
            if "cfloor" in results else "")
-        + (f"; s3ql = S3QL {results['s3ql'].info.get('s3ql', bench_s3ql.S3QL_VERSION)} "
-           "(pyfuse3 + trio, metadata in SQLite: apsw's "
-           f"{results['s3ql'].info.get('sqlite', '?')}), --plain, local:// backend and cache "
-           "on tmpfs, --compress none" if "s3ql" in results else "") + ".",
+        + (_describe_s3ql(results["s3ql"].info) if "s3ql" in results else "") + ".",
         "Cold means:",
     ]
     lines += [f"  - {r.name}: {r.cold_meaning}" for r in results.values()]
