@@ -124,7 +124,7 @@ class Tracer:
         self.locks: dict[int, set[str]] = {}
         self.active = False
         self._n = 0
-        real = postgresql.PgConnection.__init__
+        self._real = real = postgresql.PgConnection.__init__
         tracer = self
 
         def init(self: postgresql.PgConnection, conn: psycopg.Connection[Any]) -> None:
@@ -133,6 +133,10 @@ class Tracer:
                 tracer.start(conn)
 
         postgresql.PgConnection.__init__ = init  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        """PgConnection as it was."""
+        postgresql.PgConnection.__init__ = self._real  # type: ignore[method-assign]
 
     def start(self, conn: psycopg.Connection[Any]) -> None:
         if id(conn) in self.live:
@@ -236,6 +240,7 @@ def measure(url: str, repeat: int) -> list[dict[str, Any]]:
             return rows
         finally:
             store.close()
+            tracer.close()
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -289,12 +289,42 @@ class Core:
         old_path: str | None = None,
     ) -> int:
         """Append to the store's change feed; returns the change's sequence number."""
+        return self.record(conn, (), store_id, op, memory_id, path, old_path)
+
+    def record(
+        self,
+        conn: Connection,
+        writes: Sequence[tuple[str, Sequence[Any]]],
+        store_id: str,
+        op: str,
+        memory_id: str | None = None,
+        path: str | None = None,
+        old_path: str | None = None,
+    ) -> int:
+        """Run ``writes`` (statements with their parameters that return nothing: a version,
+        the memory's row, a retention prune) and append the change they make to the store's
+        feed; returns the change's sequence number.
+
+        On PostgreSQL they are ONE statement (one round trip under the write lock instead of
+        one each): each write a data-modifying ``WITH`` part, the change's insert the
+        statement itself. Every part sees the database as it was before the statement, so
+        no write may depend on another's (a prune cannot see the version inserted beside it:
+        :meth:`Memories.prune_sql <memfs.store.memories.Memories.prune_sql>` counts it in);
+        triggers (the store's memory count, the words queue, the feed's NOTIFY) fire at the
+        statement's end as they would after each. SQLite, which has no data-modifying WITH,
+        runs them in turn (no round trips there)."""
         # RETURNING (SQLite 3.35+ and PostgreSQL): the seq on both backends.
-        seq = int(conn.execute(
-            "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
-            "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            (store_id, op, memory_id, path, old_path, utc_now()),
-        ).fetchone()[0])
+        sql = ("INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
+               "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq")
+        params: list[Any] = [store_id, op, memory_id, path, old_path, utc_now()]
+        if writes and self.dialect == "postgresql":
+            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
+            sql = f"WITH {parts} {sql}"
+            params = [p for _, ps in writes for p in ps] + params
+        else:
+            for w, ps in writes:
+                conn.execute(w, ps)
+        seq = int(conn.execute(sql, params).fetchone()[0])
         if seq % max(1, self.feed_prune_every) == 0:
             # Now and then a write also bounds the feed and the events (a few indexed
             # statements), so that they stay bounded without `memfs versions prune`.
