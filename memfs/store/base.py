@@ -244,7 +244,7 @@ class Core:
                     taken = calls()  # type: ignore[operator]
                 with self._joined(conn):
                     for fn in taken:
-                        conn.execute("SAVEPOINT memfs_batch_call")
+                        self.later(conn, "SAVEPOINT memfs_batch_call")
                         try:
                             outcomes.append(fn())
                         except MemfsError as e:
@@ -252,7 +252,7 @@ class Core:
                                 raise
                             conn.execute("ROLLBACK TO memfs_batch_call")
                             outcomes.append(e)
-                        conn.execute("RELEASE memfs_batch_call")
+                        self.later(conn, "RELEASE memfs_batch_call")
         except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
             raise  # nothing was done
         except Exception as e:
@@ -263,6 +263,18 @@ class Core:
             log.info("a batch of %d writes failed (%r); running each alone", len(taken), e)
             return [_outcome(fn) for fn in taken]
         return outcomes
+
+    @staticmethod
+    def later(conn: Connection, sql: str) -> None:
+        """Run ``sql``, a ``SAVEPOINT`` or a ``RELEASE``, before the next statement on
+        ``conn``: on PostgreSQL sent with it, in its round trip
+        (:meth:`PgConnection.later <memfs.backends.postgresql.PgConnection.later>`); SQLite
+        runs it now (no round trips there)."""
+        send = getattr(conn, "later", None)
+        if send is None:
+            conn.execute(sql)
+        else:
+            send(sql)
 
     def read(self) -> AbstractContextManager[Connection]:
         """A consistent snapshot for several reads."""

@@ -80,7 +80,7 @@ class Idempotency(Part):
                         "this Idempotency-Key was sent with another request; use a new key "
                         "for each write")
                 return int(row["status"]), json.loads(row["body"])
-        conn.execute("SAVEPOINT memfs_once")
+        self.core.later(conn, "SAVEPOINT memfs_once")  # sent with the call's first statement
         try:
             body = shown(call())
             if deadline is not None and time.time() > deadline:
@@ -94,7 +94,7 @@ class Idempotency(Part):
             conn.execute("ROLLBACK TO memfs_once")
             status, err = to_wire(e)
             body = {"error": err}
-        conn.execute("RELEASE memfs_once")
+        self.core.later(conn, "RELEASE memfs_once")
         if key is not None:
             # Bound the table as it grows: an indexed range, usually empty.
             conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?",
