@@ -49,7 +49,11 @@ BUDGETS = {
 
 
 def test_round_trips_under_the_lock(pg_cluster) -> None:
-    rows = trips.measure(pg_cluster.url(pg_cluster.new_database(pg_cluster.template)), 3)
+    name = pg_cluster.new_database(pg_cluster.template)
+    try:
+        rows = trips.measure(pg_cluster.url(name), 3)
+    finally:
+        pg_cluster.drop_database(name)
     got = {r["operation"]: r for r in rows}
     assert set(got) == set(BUDGETS)
     over = {op: r for op, r in got.items() if r["locked"] > BUDGETS[op]}
