@@ -9,8 +9,9 @@ Each operation runs through the store (:class:`memfs.store.Store` on a
 :class:`~memfs.backends.postgresql.PgDatabase`) the way the HTTP API runs it: a request's
 write is a call that :class:`~memfs.api.batching.WriteBatcher` hands to ``Store.batch``, alone
 (one request) or with the requests that waited for the previous commit (a batch of 16
-creates). The mount's path operations (``write_path``, ``rename_path``, ``delete_path``) are
-counted too.
+creates); a create sent with an ``Idempotency-Key`` and a deadline (as a remote mount sends
+every write) goes through ``Store.idempotency.write_once``. The mount's path operations
+(``write_path``, ``rename_path``, ``delete_path``) are counted too.
 
 Counted by libpq itself: its trace (``PQtrace``) of every connection the store uses logs each
 message the client sends (F) and each one it reads (B). A round trip is a run of messages sent
@@ -34,6 +35,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -180,6 +182,12 @@ def operations(store: Store, sid: str) -> list[tuple[str, int, Callable[[int], A
         out = store.batch(calls)
         assert not any(isinstance(o, Exception) for o in out), out
 
+    def once(i: int) -> None:
+        create = partial(m.create, sid, f"/once/m{i}.md", CONTENT, actor=ACTOR)
+        out = store.batch([partial(store.idempotency.write_once, "ws", f"key{sid}{i}", "fp",
+                                   time.time() + 60, create, lambda r: r.id)])
+        assert out[0][0] == 200, out
+
     def update(i: int) -> None:
         store.batch([partial(m.update, sid, ids[i], content=CONTENT + str(i), actor=ACTOR)])
 
@@ -207,6 +215,7 @@ def operations(store: Store, sid: str) -> list[tuple[str, int, Callable[[int], A
         ("rename (update path)", 1, rename),
         ("delete", 1, delete),
         ("batch of 16 creates", 16, batch),
+        ("create with an Idempotency-Key", 1, once),
         ("mount: write_path (new)", 1, write_new),
         ("mount: write_path (overwrite)", 1, overwrite),
         ("mount: rename_path", 1, rename_path),

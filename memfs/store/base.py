@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
-from ..backends import Connection, Row, check_database, default_db_path, open_database
+from ..backends import Connection, Cursor, Row, check_database, default_db_path, open_database
 from ..errors import Busy, MemfsError, StorageError, WouldBlock
 from ..models import MemoryStore, Page
 from ..rules import Limits, format_time
@@ -264,6 +264,30 @@ class Core:
             return [_outcome(fn) for fn in taken]
         return outcomes
 
+    def at_once(
+        self,
+        conn: Connection,
+        writes: Sequence[tuple[str, Sequence[Any]]],
+        sql: str,
+        params: Sequence[Any],
+    ) -> Cursor:
+        """Run ``writes`` (statements with their parameters that return nothing), then
+        ``sql``; returns the cursor of ``sql``.
+
+        On PostgreSQL they are ONE statement (one round trip under the write lock instead of
+        one each): each write a data-modifying ``WITH`` part, ``sql`` the statement itself.
+        Every part sees the database as it was before the statement, so no part may depend
+        on another's writes; triggers (the store's memory count, the words queue, the feed's
+        NOTIFY) fire at the statement's end as they would after each. SQLite, which has no
+        data-modifying WITH, runs them in turn (no round trips there)."""
+        if writes and self.dialect == "postgresql":
+            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
+            return conn.execute(f"WITH {parts} {sql}",
+                                [p for _, ps in writes for p in ps] + list(params))
+        for w, ps in writes:
+            conn.execute(w, ps)
+        return conn.execute(sql, params)
+
     @staticmethod
     def later(conn: Connection, sql: str) -> None:
         """Run ``sql``, a ``SAVEPOINT`` or a ``RELEASE``, before the next statement on
@@ -315,28 +339,16 @@ class Core:
     ) -> int:
         """Run ``writes`` (statements with their parameters that return nothing: a version,
         the memory's row, a retention prune) and append the change they make to the store's
-        feed; returns the change's sequence number.
-
-        On PostgreSQL they are ONE statement (one round trip under the write lock instead of
-        one each): each write a data-modifying ``WITH`` part, the change's insert the
-        statement itself. Every part sees the database as it was before the statement, so
-        no write may depend on another's (a prune cannot see the version inserted beside it:
-        :meth:`Memories.prune_sql <memfs.store.memories.Memories.prune_sql>` counts it in);
-        triggers (the store's memory count, the words queue, the feed's NOTIFY) fire at the
-        statement's end as they would after each. SQLite, which has no data-modifying WITH,
-        runs them in turn (no round trips there)."""
+        feed, all as one statement on PostgreSQL (:meth:`at_once`); returns the change's
+        sequence number. A prune cannot see the version inserted beside it there:
+        :meth:`Memories.prune_sql <memfs.store.memories.Memories.prune_sql>` counts it in."""
         # RETURNING (SQLite 3.35+ and PostgreSQL): the seq on both backends.
-        sql = ("INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
-               "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq")
-        params: list[Any] = [store_id, op, memory_id, path, old_path, utc_now()]
-        if writes and self.dialect == "postgresql":
-            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
-            sql = f"WITH {parts} {sql}"
-            params = [p for _, ps in writes for p in ps] + params
-        else:
-            for w, ps in writes:
-                conn.execute(w, ps)
-        seq = int(conn.execute(sql, params).fetchone()[0])
+        seq = int(self.at_once(
+            conn, writes,
+            "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
+            "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
+            (store_id, op, memory_id, path, old_path, utc_now()),
+        ).fetchone()[0])
         if seq % max(1, self.feed_prune_every) == 0:
             # Now and then a write also bounds the feed and the events (a few indexed
             # statements), so that they stay bounded without `memfs versions prune`.

@@ -96,10 +96,13 @@ class Idempotency(Part):
             body = {"error": err}
         self.core.later(conn, "RELEASE memfs_once")
         if key is not None:
-            # Bound the table as it grows: an indexed range, usually empty.
-            conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?",
-                         (format_time(datetime.now(UTC) - KEEP_KEYS),))
-            conn.execute(
+            # Bound the table as it grows (an indexed range, usually empty), in the same
+            # statement on PostgreSQL: a key found above is never inserted, so the two never
+            # meet on one row.
+            self.core.at_once(
+                conn,
+                [("DELETE FROM idempotency_keys WHERE created_at < ?",
+                  (format_time(datetime.now(UTC) - KEEP_KEYS),))],
                 "INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (scope, key, fingerprint, status, json.dumps(body), utc_now()))

@@ -41,6 +41,8 @@ BUDGETS = {
     "delete": 3,
     # Two a create (its SAVEPOINT and RELEASE ride with its statements); COMMIT.
     "batch of 16 creates": 33,
+    # Its key looked up; the create; the key recorded (and old keys dropped) in one; COMMIT.
+    "create with an Idempotency-Key": 5,
     "mount: write_path (new)": 3,
     "mount: write_path (overwrite)": 3,
     "mount: rename_path": 3,
