@@ -168,9 +168,15 @@ class PgConnection:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
+        #: Statements :meth:`later` holds for the next one.
+        self._later: list[str] = []
 
     def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor[Any]:
         try:
+            if self._later:
+                with self.raw.pipeline():
+                    self._send_later()
+                    return self.raw.execute(translate_sql(sql), params if params else None)
             return self.raw.execute(translate_sql(sql), params if params else None)
         except psycopg.Error as e:
             raise self.translate(e) from e
@@ -178,10 +184,29 @@ class PgConnection:
     def executemany(self, sql: str, rows: Any) -> psycopg.Cursor[Any]:
         cur = self.raw.cursor()
         try:
-            cur.executemany(translate_sql(sql), rows)
+            if self._later:
+                with self.raw.pipeline():
+                    self._send_later()
+                    cur.executemany(translate_sql(sql), rows)
+            else:
+                cur.executemany(translate_sql(sql), rows)
         except psycopg.Error as e:
             raise self.translate(e) from e
         return cur
+
+    def later(self, sql: str) -> None:
+        """Send ``sql`` (a ``SAVEPOINT`` or a ``RELEASE``) with the next statement, in one
+        round trip (psycopg's pipeline mode), instead of in a round trip of its own: the
+        next statement needs it done, nothing before. One left unsent when the transaction
+        ends is dropped, which changes nothing (COMMIT and ROLLBACK end every savepoint)."""
+        if not sql.startswith(("SAVEPOINT ", "RELEASE ")):
+            raise ValueError(f"only a SAVEPOINT or a RELEASE may wait: {sql!r}")
+        self._later.append(sql)
+
+    def _send_later(self) -> None:
+        held, self._later = self._later, []
+        for sql in held:
+            self.raw.execute(sql)
 
     def translate(self, e: psycopg.Error) -> Exception:
         """:func:`translate`, and :class:`ConnectionLost` when this connection broke."""

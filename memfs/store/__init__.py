@@ -35,8 +35,9 @@ another, so a call can be followed from its caller to the SQL with no inherited 
 
 - :mod:`~memfs.store.common` (constants, ids, time, argument checks), :mod:`~.paging`
   (cursors), :mod:`~.schema` (the schema described, and both backends' migrations),
-  :mod:`~.rows` (rows to models), :mod:`~.revert` (the plan of a revert) and :mod:`~.restore`
-  (an archive's records checked and made rows): plain functions;
+  :mod:`~.rows` (rows to models), :mod:`~.revert` (the plan of a revert), :mod:`~.restore`
+  (an archive's records checked and made rows) and :mod:`~.look` (what a memory write reads
+  first, in one statement, and the overlap rule's SQL): plain functions;
 - :mod:`~.base`: :class:`~.base.Core` (the database, transactions, :meth:`Store.batch`) and
   :class:`~.base.Part`, what every part holds;
 - the parts, each over the ones it is handed: :mod:`~.feed` (``store.feed``: a store's change

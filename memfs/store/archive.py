@@ -17,7 +17,7 @@ from ..rules import encode_content, new_id, validate_name, validate_path
 from .base import Core, ExportSnapshot, Part
 from .common import INSERT_MEMORY, archived, no_store, utc_now
 from .frontmatter import derive, registry
-from .memories import overlap
+from .look import overlap
 from .rows import memory_from_row, version_from_row
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
-from ..backends import Connection, Row, check_database, default_db_path, open_database
+from ..backends import Connection, Cursor, Row, check_database, default_db_path, open_database
 from ..errors import Busy, MemfsError, StorageError, WouldBlock
 from ..models import MemoryStore, Page
 from ..rules import Limits, format_time
@@ -244,7 +244,7 @@ class Core:
                     taken = calls()  # type: ignore[operator]
                 with self._joined(conn):
                     for fn in taken:
-                        conn.execute("SAVEPOINT memfs_batch_call")
+                        self.later(conn, "SAVEPOINT memfs_batch_call")
                         try:
                             outcomes.append(fn())
                         except MemfsError as e:
@@ -252,7 +252,7 @@ class Core:
                                 raise
                             conn.execute("ROLLBACK TO memfs_batch_call")
                             outcomes.append(e)
-                        conn.execute("RELEASE memfs_batch_call")
+                        self.later(conn, "RELEASE memfs_batch_call")
         except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
             raise  # nothing was done
         except Exception as e:
@@ -263,6 +263,42 @@ class Core:
             log.info("a batch of %d writes failed (%r); running each alone", len(taken), e)
             return [_outcome(fn) for fn in taken]
         return outcomes
+
+    def at_once(
+        self,
+        conn: Connection,
+        writes: Sequence[tuple[str, Sequence[Any]]],
+        sql: str,
+        params: Sequence[Any],
+    ) -> Cursor:
+        """Run ``writes`` (statements with their parameters that return nothing), then
+        ``sql``; returns the cursor of ``sql``.
+
+        On PostgreSQL they are ONE statement (one round trip under the write lock instead of
+        one each): each write a data-modifying ``WITH`` part, ``sql`` the statement itself.
+        Every part sees the database as it was before the statement, so no part may depend
+        on another's writes; triggers (the store's memory count, the words queue, the feed's
+        NOTIFY) fire at the statement's end as they would after each. SQLite, which has no
+        data-modifying WITH, runs them in turn (no round trips there)."""
+        if writes and self.dialect == "postgresql":
+            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
+            return conn.execute(f"WITH {parts} {sql}",
+                                [p for _, ps in writes for p in ps] + list(params))
+        for w, ps in writes:
+            conn.execute(w, ps)
+        return conn.execute(sql, params)
+
+    @staticmethod
+    def later(conn: Connection, sql: str) -> None:
+        """Run ``sql``, a ``SAVEPOINT`` or a ``RELEASE``, before the next statement on
+        ``conn``: on PostgreSQL sent with it, in its round trip
+        (:meth:`PgConnection.later <memfs.backends.postgresql.PgConnection.later>`); SQLite
+        runs it now (no round trips there)."""
+        send = getattr(conn, "later", None)
+        if send is None:
+            conn.execute(sql)
+        else:
+            send(sql)
 
     def read(self) -> AbstractContextManager[Connection]:
         """A consistent snapshot for several reads."""
@@ -289,8 +325,26 @@ class Core:
         old_path: str | None = None,
     ) -> int:
         """Append to the store's change feed; returns the change's sequence number."""
+        return self.record(conn, (), store_id, op, memory_id, path, old_path)
+
+    def record(
+        self,
+        conn: Connection,
+        writes: Sequence[tuple[str, Sequence[Any]]],
+        store_id: str,
+        op: str,
+        memory_id: str | None = None,
+        path: str | None = None,
+        old_path: str | None = None,
+    ) -> int:
+        """Run ``writes`` (statements with their parameters that return nothing: a version,
+        the memory's row, a retention prune) and append the change they make to the store's
+        feed, all as one statement on PostgreSQL (:meth:`at_once`); returns the change's
+        sequence number. A prune cannot see the version inserted beside it there:
+        :meth:`Memories.prune_sql <memfs.store.memories.Memories.prune_sql>` counts it in."""
         # RETURNING (SQLite 3.35+ and PostgreSQL): the seq on both backends.
-        seq = int(conn.execute(
+        seq = int(self.at_once(
+            conn, writes,
             "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
             "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
             (store_id, op, memory_id, path, old_path, utc_now()),

@@ -80,7 +80,7 @@ class Idempotency(Part):
                         "this Idempotency-Key was sent with another request; use a new key "
                         "for each write")
                 return int(row["status"]), json.loads(row["body"])
-        conn.execute("SAVEPOINT memfs_once")
+        self.core.later(conn, "SAVEPOINT memfs_once")  # sent with the call's first statement
         try:
             body = shown(call())
             if deadline is not None and time.time() > deadline:
@@ -94,12 +94,15 @@ class Idempotency(Part):
             conn.execute("ROLLBACK TO memfs_once")
             status, err = to_wire(e)
             body = {"error": err}
-        conn.execute("RELEASE memfs_once")
+        self.core.later(conn, "RELEASE memfs_once")
         if key is not None:
-            # Bound the table as it grows: an indexed range, usually empty.
-            conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?",
-                         (format_time(datetime.now(UTC) - KEEP_KEYS),))
-            conn.execute(
+            # Bound the table as it grows (an indexed range, usually empty), in the same
+            # statement on PostgreSQL: a key found above is never inserted, so the two never
+            # meet on one row.
+            self.core.at_once(
+                conn,
+                [("DELETE FROM idempotency_keys WHERE created_at < ?",
+                  (format_time(datetime.now(UTC) - KEEP_KEYS),))],
                 "INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (scope, key, fingerprint, status, json.dumps(body), utc_now()))

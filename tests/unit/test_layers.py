@@ -256,10 +256,11 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
 #: module may import only those before it (imports for type checking alone do not count).
 ORDER: dict[str, list[str]] = {
     # Plain functions first (schema: a package, the schema and both backends' migrations; the
-    # plan of a revert and an archive's rows, both pure), then the core (the database, its
-    # transactions) and the parts of the Store, each handed the parts before it it calls.
+    # plan of a revert and an archive's rows, both pure; what a memory write reads first, in
+    # one statement), then the core (the database, its transactions) and the parts of the
+    # Store, each handed the parts before it it calls.
     "store": ["common", "paging", "schema", "rows", "pinned", "revert", "restore", "frontmatter",
-              "base", "feed",
+              "look", "base", "feed",
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
               "archive", "search", "keys", "idempotency", "typed", "transcript"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from functools import partial
+from typing import Any
 
 import httpx
 import pytest
@@ -44,7 +45,8 @@ def test_batch_commits_every_write_once_and_durably(store, db_path):
             f"/m{i}.md" for i in range(20))
 
 
-def test_a_refused_write_fails_alone(store):
+def test_a_refused_write_fails_alone(backend):
+    store = backend.open()  # on SQLite and on PostgreSQL
     sid = store.stores.create("s").id
     taken = store.memories.create(sid, "/taken.md", "old", actor=ACTOR)
     out = store.batch([
@@ -64,9 +66,10 @@ def test_a_refused_write_fails_alone(store):
                                                                      "/taken.md"]
 
 
-def test_a_refused_write_leaves_no_half_of_itself(store):
+def test_a_refused_write_leaves_no_half_of_itself(backend):
     """A call refused after it changed rows is rolled back to its savepoint: the batch's other
     writes stay, nothing of it does."""
+    store = backend.open()  # on SQLite and on PostgreSQL
     sid = store.stores.create("s").id
 
     def half() -> None:
@@ -77,6 +80,27 @@ def test_a_refused_write_leaves_no_half_of_itself(store):
     assert isinstance(out[1], errors.LimitExceeded)
     assert [m.path for m in store.memories.list(sid).data] == ["/a.md"]
     assert [v.path for v in store.versions.list(sid).data] == ["/a.md"]
+
+
+def test_writes_applied_once_in_a_batch_keep_their_own_savepoints(backend):
+    """Store.idempotency.write_once in a batch (the API's writes with an Idempotency-Key or a
+    deadline): a deadline passed rolls back its own write only, first, between and last (on
+    PostgreSQL its SAVEPOINT and RELEASE ride with the next statement)."""
+    store = backend.open()  # on SQLite and on PostgreSQL
+    sid = store.stores.create("s").id
+
+    def once(path: str, deadline: float | None, key: str | None = None) -> Any:
+        return partial(store.idempotency.write_once, "ws", key, path, deadline, partial(
+            store.memories.create, sid, path, "x", actor=ACTOR), lambda m: m.path)
+
+    out = store.batch([once("/late1.md", 1.0), once("/a.md", None, "k1"),
+                       once("/late2.md", 1.0), once("/b.md", None),
+                       once("/late3.md", 1.0, "k2")])
+    assert [o[0] for o in out] == [408, 200, 408, 200, 408]
+    assert sorted(m.path for m in store.memories.list(sid).data) == ["/a.md", "/b.md"]
+    again = store.batch([once("/a.md", None, "k1"), once("/late3.md", None, "k2")])
+    assert [o[0] for o in again] == [200, 408]
+    assert sorted(m.path for m in store.memories.list(sid).data) == ["/a.md", "/b.md"]
 
 
 def test_later_writes_see_earlier_ones_in_order(store):
