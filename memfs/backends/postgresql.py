@@ -368,7 +368,7 @@ class PgDatabase:
                         raise
         raise AssertionError("unreachable")
 
-    def write(self) -> AbstractContextManager[PgConnection]:
+    def write(self, *scopes: str) -> AbstractContextManager[PgConnection]:
         """One write transaction, serialised with every other writer of the database (any
         process): committed when the block ends, rolled back if it raises."""
         own = self._own_deadline()

@@ -32,6 +32,11 @@ KEEP_KEYS = timedelta(hours=24)
 MAX_KEY_LENGTH = 255
 
 
+def idempotency_scope(scope: str, key: str) -> str:
+    """The scope (:mod:`memfs.backends.scopes`) of a write recorded under ``(scope, key)``."""
+    return f"idem:{scope}:{key}"
+
+
 class Idempotency(Part):
     """Writes applied once per client key, and refused once their client's deadline passed."""
 
@@ -43,6 +48,7 @@ class Idempotency(Part):
         deadline: float | None,
         call: Callable[[], Any],
         shown: Callable[[Any], Any],
+        scopes: tuple[str, ...] = (),
     ) -> tuple[int, Any]:
         """Run the write ``call`` and answer ``(HTTP status, body)``: 200 and ``shown(result)``,
         or a refusal of the store's rules (:func:`memfs.errors.to_wire`: the status and
@@ -56,15 +62,21 @@ class Idempotency(Part):
         the write's transaction may commit; past it, the write is rolled back and refused
         with :class:`DeadlinePassed` (recorded too).
 
+        ``scopes``: what ``call`` writes (:meth:`Core.write`); with a key, its transaction
+        also holds :func:`idempotency_scope`, so the same key sent twice at once is applied
+        once (the second waits, then finds the first's answer).
+
         :raises InvalidRequest: a key that is too long, or already used for another request.
         :raises StorageError, Busy: the database failed (nothing is recorded).
         """
         if key is not None and not 0 < len(key) <= MAX_KEY_LENGTH:
             raise InvalidRequest(f"an Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters")
-        conn = self.core.batch_conn()
+        if key is not None:
+            scopes = (*scopes, idempotency_scope(scope, key))
+        conn = self.core.batch_conn(*scopes)
         if conn is not None:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
-        with self.core.joined_write() as conn:
+        with self.core.joined_write(*scopes) as conn:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
 
     def _once_in(self, conn: Connection, scope: str, key: str | None, fingerprint: str,
