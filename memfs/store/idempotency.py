@@ -62,16 +62,16 @@ class Idempotency(Part):
         the write's transaction may commit; past it, the write is rolled back and refused
         with :class:`DeadlinePassed` (recorded too).
 
-        ``scopes``: what ``call`` writes (:meth:`Core.write`); with a key, its transaction
-        also holds :func:`idempotency_scope`, so the same key sent twice at once is applied
-        once (the second waits, then finds the first's answer).
+        ``scopes``: what ``call`` writes (:meth:`Core.write`; none: anything). With a key, a
+        transaction with scopes also holds :func:`idempotency_scope`, so the same key sent
+        twice at once is applied once (the second waits, then finds the first's answer).
 
         :raises InvalidRequest: a key that is too long, or already used for another request.
         :raises StorageError, Busy: the database failed (nothing is recorded).
         """
         if key is not None and not 0 < len(key) <= MAX_KEY_LENGTH:
             raise InvalidRequest(f"an Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters")
-        if key is not None:
+        if key is not None and scopes:  # (without scopes, it is serialised with every write)
             scopes = (*scopes, idempotency_scope(scope, key))
         conn = self.core.batch_conn(*scopes)
         if conn is not None:
