@@ -29,6 +29,11 @@ def key_scope(key_id: str) -> str:
     return f"key:{key_id}"
 
 
+def dream_scope(dream_id: str) -> str:
+    """The scope of a write to the dream ``dream_id`` (its status, heartbeat, usage)."""
+    return f"dream:{dream_id}"
+
+
 def lock_key(scope: str) -> int:
     """The advisory lock key of ``scope``: its 8-byte BLAKE2b digest as a signed 64-bit
     integer (PostgreSQL's ``bigint``), the same in every process and every release."""

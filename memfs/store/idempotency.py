@@ -32,11 +32,6 @@ KEEP_KEYS = timedelta(hours=24)
 MAX_KEY_LENGTH = 255
 
 
-def idempotency_scope(scope: str, key: str) -> str:
-    """The scope (:mod:`memfs.backends.scopes`) of a write recorded under ``(scope, key)``."""
-    return f"idem:{scope}:{key}"
-
-
 class Idempotency(Part):
     """Writes applied once per client key, and refused once their client's deadline passed."""
 
@@ -62,17 +57,18 @@ class Idempotency(Part):
         the write's transaction may commit; past it, the write is rolled back and refused
         with :class:`DeadlinePassed` (recorded too).
 
-        ``scopes``: what ``call`` writes (:meth:`Core.write`; none: anything). With a key, a
-        transaction with scopes also holds :func:`idempotency_scope`, so the same key sent
-        twice at once is applied once (the second waits, then finds the first's answer).
+        ``scopes``: what ``call`` serialises on (:meth:`Core.write`; none: every write). A key
+        needs no scope of its own: the same request sent twice at once writes to the same
+        store, whose scope serialises them (the second finds the first's answer), and a key
+        sent with two requests to two stores at once is refused by the table's primary key
+        to the one that commits second (its batch runs its writes again alone: then it finds
+        the key taken).
 
         :raises InvalidRequest: a key that is too long, or already used for another request.
         :raises StorageError, Busy: the database failed (nothing is recorded).
         """
         if key is not None and not 0 < len(key) <= MAX_KEY_LENGTH:
             raise InvalidRequest(f"an Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters")
-        if key is not None and scopes:  # (without scopes, it is serialised with every write)
-            scopes = (*scopes, idempotency_scope(scope, key))
         conn = self.core.batch_conn(*scopes)
         if conn is not None:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)

@@ -60,16 +60,17 @@ def pg(pg_cluster) -> Iterator[Callable[..., Any]]:
 
 
 @contextmanager
-def held(write: AbstractContextManager[Any]) -> Iterator[None]:
+def held(write: AbstractContextManager[Any], mark: bool = True) -> Iterator[None]:
     """A write transaction held open in another thread (another replica, mid-write) for the
-    block; committed when it ends."""
+    block (``mark``: it inserts a row in ``t``); committed when it ends."""
     taken, done = threading.Event(), threading.Event()
     failed: list[BaseException] = []
 
     def hold() -> None:
         try:
             with write as c:
-                c.execute("INSERT INTO t VALUES ('holder')")
+                if mark:
+                    c.execute("INSERT INTO t VALUES ('holder')")
                 taken.set()
                 done.wait(60)
         except BaseException as e:
@@ -186,3 +187,44 @@ def test_patience_and_a_dead_connection_still_hold_for_scoped_writes(pg, pg_clus
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s "
             "AND pid <> pg_backend_pid()", (dbname,)).fetchone()[0] >= 1
     committed(a, store_scope("A"))
+
+
+def test_a_stores_writes_wait_only_for_that_store(pg_cluster):
+    """Through the store (two replicas): a transaction held open on store A holds back the
+    writes of A (memories, its words' catch-up) and those recording events of a session
+    whose scope is held, and nothing else: B's memories, its words, another session."""
+    from memfs.models import Actor
+    from memfs.recall.wordsqueue import catch_up
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    one, two = (Store(pg_cluster.url(name), limits=Limits()) for _ in range(2))
+    try:
+        a, b = one.stores.create("a").id, one.stores.create("b").id
+        s = one.sessions.create([{"type": "memory_store", "memory_store_id": b}])
+        other = one.sessions.create([{"type": "memory_store", "memory_store_id": b}])
+        events = [{"type": "agent.tool_use", "id": "sevt_1", "name": "memory",
+                   "input": {"command": "create", "path": "/e.md"},
+                   "processed_at": "2025-01-01T00:00:00Z"}]
+        with held(one.joined_write(store_scope(a), session_scope(s.id)), mark=False):
+            with two.patience(LONG):
+                two.memories.create(b, "/b.md", "x", actor=None)
+                assert catch_up(two.database, b) == 1
+                two.sessions.update(other.id, title="t")
+                two.memories.write_path(b, "/o.md", "x", actor=Actor.session(other.id),
+                                        events=[{**events[0], "id": "sevt_2"}])
+            for write in [
+                lambda: two.memories.create(a, "/a.md", "x", actor=None),
+                lambda: two.memories.write_path(b, "/e.md", "x", actor=Actor.session(s.id),
+                                                events=events),
+                lambda: two.sessions.update(s.id, title="t"),
+            ]:
+                with two.patience(SHORT), pytest.raises(Busy):
+                    write()
+        two.memories.create(a, "/a.md", "x", actor=None)
+        assert [m.path for m in two.memories.tree(a)] == ["/a.md"]
+        assert sorted(m.path for m in two.memories.tree(b)) == ["/b.md", "/o.md"]
+    finally:
+        one.close()
+        two.close()
+        pg_cluster.drop_database(name)
