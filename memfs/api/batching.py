@@ -41,20 +41,24 @@ class WriteBatcher:
     No task of its own: the first request to find no commit under way commits a batch (its
     own write first) and, when it ends, wakes the oldest waiting request to commit the next.
 
-    One queue per scopes (:meth:`run`): the writes of one store are committed together, and
-    the batches of different stores side by side (on PostgreSQL each holds only its store's
-    lock; SQLite's one writer takes them in turn).
+    On PostgreSQL, one queue per scopes (:meth:`run`): the writes of one store are committed
+    together, and the batches of different stores side by side, each holding only its
+    store's lock. SQLite has one writer, which would take those batches in turn, a commit (an
+    fsync) each: there every write goes in one queue, and each batch holds every write's lock
+    (no scopes).
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._queues: dict[tuple[str, ...], _Queue] = {}
+        #: Do batches of different scopes commit side by side (PostgreSQL)?
+        self._scoped = getattr(store, "dialect", None) != "sqlite"
 
     async def run(self, fn: Callable[[], Any], scopes: tuple[str, ...] = ()) -> Any:
         """Run the write ``fn`` in the next batch of the writes asking for ``scopes``
         (:meth:`memfs.store.Store.batch`; none: a batch serialised with every write); its
         result, or the exception it raised, once committed."""
-        scopes = tuple(sorted(set(scopes)))
+        scopes = tuple(sorted(set(scopes))) if self._scoped else ()
         q = self._queues.get(scopes)
         if q is None:
             q = self._queues[scopes] = _Queue()

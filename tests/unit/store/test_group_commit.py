@@ -448,8 +448,8 @@ class _ScopedStore:
     """A store whose batches of the scopes in ``held`` wait for ``go`` (a transaction of that
     store held open), the others commit at once."""
 
-    def __init__(self, held: tuple[str, ...]) -> None:
-        self.held = held
+    def __init__(self, held: tuple[str, ...], dialect: str = "postgresql") -> None:
+        self.held, self.dialect = held, dialect
         self.go = threading.Event()
         self.taken = threading.Event()
         self.batches: list[tuple[tuple[str, ...], list[str]]] = []
@@ -491,6 +491,28 @@ async def test_batches_of_different_stores_commit_side_by_side():
     assert [x for x in store.batches if x[0] == a] == [(a, ["a1"]), (a, ["a2"])]
     assert sorted(n for x in store.batches if x[0] == b for n in x[1]) == ["b1", "b2"]
     assert writes._queues == {}  # an idle store's queue goes
+
+
+async def test_on_sqlite_the_writes_of_every_store_share_one_batch():
+    """SQLite's one writer would commit the batches of two stores in turn, an fsync each:
+    there the writes of every store are committed together, in batches holding every
+    write's lock."""
+    store = _ScopedStore(held=(), dialect="sqlite")
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+
+    async def write(name: str, scopes: tuple[str, ...]) -> None:
+        got[name] = await writes.run(lambda: name, scopes)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as n:
+            n.start_soon(write, "a1", ("store:A",))
+            await async_wait_until(store.taken.is_set, timeout=20)
+            for name, scopes in [("a2", ("store:A",)), ("b1", ("store:B",))]:
+                n.start_soon(write, name, scopes)
+                await trio.testing.wait_all_tasks_blocked()
+            store.go.set()
+    assert store.batches == [((), ["a1"]), ((), ["a2", "b1"])]
 
 
 async def test_a_batch_that_fails_before_taking_its_writes_answers_them():
