@@ -15,8 +15,11 @@ is locked" never reaches a user and nothing else in the process waits behind it;
 :data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy` (:mod:`memfs.backends.sqlite`).
 
 PostgreSQL (a ``postgresql://`` URL, :mod:`memfs.backends`): the same rules on the same SQL,
-for several servers on one database. Its writers are serialised the same way (an advisory lock
-taken first in every write transaction), so the checks above are as exact. The SQL here is
+for several servers on one database. Its writers are serialised the same way, each on what it
+changes: every write names its scopes (``core.write(store_scope(id))``,
+:mod:`memfs.backends.scopes`: the store, the session, the key...), an advisory lock each taken
+first in the transaction, so the checks above, each a store's own, are as exact, and writes of
+two stores commit side by side. A write naming none waits for every other. The SQL here is
 what both accept (placeholders ``?`` and ``:name``, ``RETURNING``, no ``IN ()``, no scalar
 ``max()``); where the two truly differ, the database object holds the fragment
 (``position_sql``) and :attr:`Store.dialect` names it.

@@ -180,34 +180,49 @@ class Core:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def write(self) -> AbstractContextManager[Connection]:
-        """One write transaction, holding the database write lock from its first statement.
-        Inside :meth:`batch` (same thread), the batch's transaction instead."""
-        conn = self.batch_conn()
+    def write(self, *scopes: str) -> AbstractContextManager[Connection]:
+        """One write transaction, serialised with the writes that share one of ``scopes``
+        (:mod:`memfs.backends.scopes`: the store, session or key it changes), or with every
+        write when there are none (see :meth:`Database.write`). Inside :meth:`batch` (same
+        thread), the batch's transaction instead, which must hold those scopes."""
+        conn = self.batch_conn(*scopes)
         if conn is not None:
             return nullcontext(conn)
-        return self.database.write()
+        return self.database.write(*scopes)
 
-    def batch_conn(self) -> Connection | None:
+    def batch_conn(self, *scopes: str) -> Connection | None:
         """The transaction of the :meth:`batch` (or :meth:`joined_write`) this thread runs in
-        (None: none)."""
-        conn: Connection | None = (_batching.conns.get(id(self)) if hasattr(_batching, "conns")
-                                   else None)
+        (None: none).
+
+        :raises AssertionError: a write asking for ``scopes`` (none: every write) that the
+            batch does not hold (a bug: its rule would not be serialised). An unscoped batch
+            holds them all.
+        """
+        joined: tuple[Connection, frozenset[str] | None] | None = (
+            _batching.conns.get(id(self)) if hasattr(_batching, "conns") else None)
+        if joined is None:
+            return None
+        conn, held = joined
+        if held is not None and (not scopes or not held.issuperset(scopes)):
+            raise AssertionError(
+                f"a write asking for {sorted(scopes) or 'every write'} joined a batch holding "
+                f"only {sorted(held)}")
         return conn
 
     @contextmanager
-    def joined_write(self) -> Iterator[Connection]:
-        """A write transaction that the store's write methods called in it join (as in a
-        :meth:`batch`)."""
-        with self.database.write() as conn, self._joined(conn):
+    def joined_write(self, *scopes: str) -> Iterator[Connection]:
+        """A write transaction holding ``scopes`` (as :meth:`write`), that the store's write
+        methods called in it join (as in a :meth:`batch`)."""
+        with self.database.write(*scopes) as conn, self._joined(conn, scopes):
             yield conn
 
     @contextmanager
-    def _joined(self, conn: Connection) -> Iterator[None]:
-        """The store's write methods called by this thread in this block join ``conn``."""
+    def _joined(self, conn: Connection, scopes: Sequence[str]) -> Iterator[None]:
+        """The store's write methods called by this thread in this block join ``conn``, which
+        holds ``scopes`` (none: it is serialised with every write)."""
         if not hasattr(_batching, "conns"):
             _batching.conns = {}
-        _batching.conns[id(self)] = conn
+        _batching.conns[id(self)] = (conn, frozenset(scopes) if scopes else None)
         try:
             yield
         finally:
@@ -216,11 +231,15 @@ class Core:
     def batch(
         self,
         calls: Sequence[Callable[[], Any]] | Callable[[], Sequence[Callable[[], Any]]],
+        scopes: Sequence[str] = (),
     ) -> list[Any]:
         """Run several write calls of this store (``calls``: functions of no argument, e.g.
         ``partial(store.memories.create, …)``) in ONE write transaction: one lock, one commit
         and one fsync for all (group commit). Returns each call's result, or the exception it
         raised, in order; each result is durable when this returns, like the call's own.
+
+        The transaction holds ``scopes`` (:meth:`write`; none: it is serialised with every
+        write): every call's writes must ask for no other (:meth:`batch_conn`).
 
         ``calls`` may also be a function returning the calls, called once: as soon as the
         write lock is held (or, if the transaction fails before, when it has failed), so that
@@ -239,10 +258,10 @@ class Core:
             return [_outcome(taken[0])]
         outcomes: list[Any] = []
         try:
-            with self.write() as conn:
+            with self.write(*scopes) as conn:
                 if taken is None:
                     taken = calls()  # type: ignore[operator]
-                with self._joined(conn):
+                with self._joined(conn, scopes):
                     for fn in taken:
                         self.later(conn, "SAVEPOINT memfs_batch_call")
                         try:
@@ -255,6 +274,8 @@ class Core:
                         self.later(conn, "RELEASE memfs_batch_call")
         except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
             raise  # nothing was done
+        except AssertionError:  # a bug (a call asked for a scope the batch does not hold)
+            raise
         except Exception as e:
             if taken is None:
                 taken = calls()  # type: ignore[operator]

@@ -43,6 +43,7 @@ class Idempotency(Part):
         deadline: float | None,
         call: Callable[[], Any],
         shown: Callable[[Any], Any],
+        scopes: tuple[str, ...] = (),
     ) -> tuple[int, Any]:
         """Run the write ``call`` and answer ``(HTTP status, body)``: 200 and ``shown(result)``,
         or a refusal of the store's rules (:func:`memfs.errors.to_wire`: the status and
@@ -56,15 +57,22 @@ class Idempotency(Part):
         the write's transaction may commit; past it, the write is rolled back and refused
         with :class:`DeadlinePassed` (recorded too).
 
+        ``scopes``: what ``call`` serialises on (:meth:`Core.write`; none: every write). A key
+        needs no scope of its own: the same request sent twice at once writes to the same
+        store, whose scope serialises them (the second finds the first's answer), and a key
+        sent with two requests to two stores at once is refused by the table's primary key
+        to the one that commits second (its batch runs its writes again alone: then it finds
+        the key taken).
+
         :raises InvalidRequest: a key that is too long, or already used for another request.
         :raises StorageError, Busy: the database failed (nothing is recorded).
         """
         if key is not None and not 0 < len(key) <= MAX_KEY_LENGTH:
             raise InvalidRequest(f"an Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters")
-        conn = self.core.batch_conn()
+        conn = self.core.batch_conn(*scopes)
         if conn is not None:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
-        with self.core.joined_write() as conn:
+        with self.core.joined_write(*scopes) as conn:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
 
     def _once_in(self, conn: Connection, scope: str, key: str | None, fingerprint: str,

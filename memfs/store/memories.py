@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection, Row
+from ..backends.scopes import session_scope, store_scope
 from ..errors import (
     DirectoryNotEmpty,
     InvalidCursor,
@@ -72,6 +73,17 @@ class Memories(Part):
         self.stores = stores
 
     # -- memories ----------------------------------------------------------------------------
+
+    @staticmethod
+    def scopes(store_id: str, actor: Actor | None = None,
+               events: object = None) -> tuple[str, ...]:
+        """What a write to the memories of ``store_id`` serialises on (:meth:`Core.write`):
+        the store (its limit, its paths, its feed's order), and the session of ``actor``
+        when the write records ``events`` for it (:meth:`_tool_events_in`: a session's
+        events stay in order)."""
+        if events and actor is not None and actor.type == "session_actor":
+            return store_scope(store_id), session_scope(actor.id)
+        return (store_scope(store_id),)
 
     def check_path_free(
         self, c: Connection, store_id: str, path: str, exclude: Collection[str] = ()
@@ -193,7 +205,7 @@ class Memories(Part):
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             return self.create_in(c, store_id, path, text, data, actor)
 
     def create_in(
@@ -296,7 +308,7 @@ class Memories(Part):
         check_sha256_arg(precondition_sha256, "precondition content_sha256")
         new_path = None if path is None else validate_path(path, self.limits)
         new = None if content is None else encode_content(content, self.limits)
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             # The memory, its store and what blocks the new path: one statement.
             look = look_in(c, store_id, memory=("id", memory_id), free=new_path)
             row = look.the_memory("id", memory_id)
@@ -408,7 +420,7 @@ class Memories(Part):
         :raises NotFound, PreconditionFailed, InvalidRequest:
         """
         check_sha256_arg(expected_sha256, "expected_content_sha256")
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             row = look_in(c, store_id, memory=("id", memory_id)).the_memory("id", memory_id)
             check_precondition(row, expected_sha256)
             self.delete_row_in(c, row, actor, utc_now())
@@ -431,7 +443,7 @@ class Memories(Part):
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
         check_tool_events(events, text=False)
-        with self.core.write() as c:
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
             # The memory at the path, its store and what blocks the path: one statement.
             look = look_in(c, store_id, memory=("path", path), free=path)
             if look.memory is None:
@@ -484,7 +496,7 @@ class Memories(Part):
         """
         path = validate_path(path, self.limits)
         check_tool_events(events, text=False)
-        with self.core.write() as c:
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
             row = look_in(c, store_id, memory=("path", path)).the_memory("path", path)
             seq = self.delete_row_in(c, row, actor, utc_now())[0]
             self._tool_events_in(c, store_id, actor, events, row["id"])
@@ -521,7 +533,7 @@ class Memories(Part):
         check_tool_events(events, text=False)
         # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
         # if another writer renames or replaces them at the same moment.
-        with self.core.write() as c:
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
             # The memory, its store and what blocks the new path: one statement.
             look = look_in(c, store_id, memory=("path", old), free=new)
             row = look.the_memory("path", old)
@@ -571,7 +583,7 @@ class Memories(Part):
         check_tool_events(events, text=False)
         if old_prefix == "/" or new_prefix.startswith(old_prefix):
             raise InvalidRequest(f"cannot move {old_prefix} into itself")
-        with self.core.write() as c:
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
             types = registry(self.core.writable_store_in(c, store_id)["metadata"])
             rows = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
@@ -633,7 +645,7 @@ class Memories(Part):
         check_tool_events(events, text=False)
         if prefix == "/":
             raise InvalidRequest("cannot delete the root directory: name a directory below it")
-        with self.core.write() as c:
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
             rows = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
                 "ORDER BY path",
