@@ -17,6 +17,15 @@ directories, taking turns (pass 1 on each, then pass 2 on each, ...; --repeat gi
   from the source libfuse3-dev installs (``cc``, ``pkg-config fuse3``), run single-threaded
   (``-s``, as memfs serves requests on one thread) over a tmpfs with the floor's caching (300 s
   timeouts, ``keep_cache``): what a request costs when the daemon's loop is not Python.
+* ``s3ql`` (only when asked: ``--targets floor,s3ql,memfs``): S3QL 6.3.0, the closest peer of
+  memfs (pyfuse3 + trio, metadata in SQLite), built once from its source (``--s3ql-src DIR`` or
+  ``MEMFS_S3QL_SRC``; scripts/bench_s3ql.py) into a cached venv, ``mkfs.s3ql --plain`` on a
+  ``local://`` backend on tmpfs, mounted with ``--compress none`` and its cache on tmpfs, and
+  unmounted with ``umount.s3ql``.
+
+The order of --targets is the order they are set up in and run in: pass 1 runs them in that
+order, and each later pass starts one target further (pass 2 on ``floor,s3ql,memfs`` runs
+``s3ql,memfs,floor``), so a reversed --targets gives each target other neighbours.
 
 Workload (sizes scale with --files): N files of 2,000 bytes in 10 directories; (a) create all,
 (b) warm tree walk with stat, (c) cold read of every file, (d) warm read of every file,
@@ -77,6 +86,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
 
+import bench_s3ql  # scripts/bench_s3ql.py: S3QL's source and build, for the s3ql target
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +95,7 @@ PASSTHROUGHFS = REPO / "scripts" / "passthroughfs.py"
 CEILINGFS = REPO / "scripts" / "ceilingfs.py"
 ALL_TARGETS = ("tmpfs", "floor", "ceiling", "memfs")
 #: Targets run only when --targets names them.
-EXTRA_TARGETS = ("cfloor",)
+EXTRA_TARGETS = ("cfloor", "s3ql")
 #: The cfloor target's source: libfuse's passthrough_ll example, as libfuse3-dev installs it.
 PASSTHROUGH_LL_SOURCE = Path("/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c")
 WRITERS = 8
@@ -240,6 +251,10 @@ class Options:
     #: memfs run's --isolation for the session measurements: "namespace" (root: one daemon
     #: for the session) or "none" (one daemon per store).
     isolation: str = "none"
+    #: The s3ql target's source (a tree or a git clone; None: only a cached build will do),
+    #: and the directory its build is cached in (None: bench_s3ql.cache_root()).
+    s3ql_src: Path | None = None
+    s3ql_cache: Path | None = None
 
 
 class Target:
@@ -251,6 +266,8 @@ class Target:
 
     name = ""
     cold_meaning = ""
+    #: What the filesystem keeps in its root that the workload did not make.
+    own_entries: frozenset[str] = frozenset()
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
@@ -544,12 +561,88 @@ def build_passthrough_ll(binary: Path) -> None:
         raise TargetError(f"cfloor: cannot build passthrough_ll: {detail.strip()[-300:]}") from exc
 
 
+class S3qlTarget(FuseTarget):
+    """S3QL over a ``local://`` backend, its cache and the backend on one tmpfs."""
+
+    name = "s3ql"
+    cold_meaning = (
+        "umount.s3ql, then mount.s3ql again (fresh daemon, empty kernel caches for the mount, "
+        "S3QL's block cache emptied: a cold read fetches the block from the local:// backend); "
+        "the backend and S3QL's SQLite metadata stay on their tmpfs"
+    )
+    own_entries = frozenset({"lost+found"})
+    #: umount.s3ql returns when the daemon has written every dirty block to the backend.
+    umount_timeout = 300.0
+
+    def _setup(self) -> None:
+        try:
+            self.build = bench_s3ql.build(self.opts.s3ql_src, self.opts.s3ql_cache)
+        except bench_s3ql.BuildError as exc:
+            raise TargetError(f"s3ql: {exc}") from exc
+        self.info.update(self.build.info)
+        tmp = self.dir / "tmp"
+        mount_tmpfs(tmp)
+        self._stack.callback(force_unmount, tmp, False)
+        self.bucket, self.cache, self.authfile = tmp / "bucket", tmp / "cache", tmp / "authinfo2"
+        self.bucket.mkdir()
+        self.cache.mkdir()
+        # Its own (empty) credentials file and cache directory: nothing read or left in ~/.s3ql.
+        self.authfile.touch(mode=0o600)
+        cmd = [self.build.tool("mkfs.s3ql"), "--plain", "--quiet", *self._where(), self.url]
+        try:
+            result = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
+                                    timeout=120, check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TargetError(f"mkfs.s3ql: {exc}") from exc
+        if result.returncode != 0:
+            last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
+            raise TargetError(f"mkfs.s3ql exited {result.returncode}: {last[0]}")
+        self._start_mount()
+
+    @property
+    def url(self) -> str:
+        return f"local://{self.bucket}"
+
+    def _where(self) -> list[str]:
+        return ["--cachedir", str(self.cache), "--authfile", str(self.authfile)]
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **bench_s3ql.RUN_ENV}
+
+    def _command(self) -> list[str]:
+        # --fg: the harness owns the daemon's process (its log, its stop); --log none: to
+        # stdout, which is the daemon log here.
+        return [self.build.tool("mount.s3ql"), "--fg", "--compress", "none", "--log", "none",
+                *self._where(), self.url, str(self.root)]  # fmt: skip
+
+    def stop_daemon(self) -> None:
+        # umount.s3ql, as S3QL is meant to be stopped (a SIGTERM makes it exit without writing
+        # its dirty blocks); FuseTarget's SIGTERM and fusermount3 -u only if that fails.
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            cmd = [self.build.tool("umount.s3ql"), "--log", "none", str(self.root)]
+            try:
+                # Not mounted: an umount.s3ql cut short has unmounted it already, and the
+                # daemon is still writing its metadata: it is waited for all the same.
+                if is_mounted(self.root):
+                    result = subprocess.run(cmd, env=self._env(), capture_output=True, text=True,
+                                            timeout=self.umount_timeout, check=False)  # fmt: skip
+                    if result.returncode != 0:
+                        log.warning("umount.s3ql exited %s: %s", result.returncode,
+                                    (result.stderr or result.stdout).strip()[-300:])  # fmt: skip
+                proc.wait(timeout=self.opts.stop_timeout)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.warning("s3ql: %s; stopping the daemon with SIGTERM", exc)
+        super().stop_daemon()
+
+
 TARGET_CLASSES: dict[str, type[Target]] = {
     "tmpfs": TmpfsTarget,
     "floor": FloorTarget,
     "cfloor": CFloorTarget,
     "ceiling": CeilingTarget,
     "memfs": MemfsTarget,
+    "s3ql": S3qlTarget,
 }
 
 
@@ -704,7 +797,7 @@ class Workload:
             os.unlink(path)
         self._remove_dirs([self.big_dir])
         self._timed("history", self._history)
-        leftovers = os.listdir(self.root)
+        leftovers = sorted(set(os.listdir(self.root)) - self.target.own_entries)
         if leftovers:
             log.warning("%s: left in the tree after the workload: %s", self.target.name, leftovers)
         return self.seconds
@@ -917,12 +1010,22 @@ class TargetResult:
         return statistics.median(values) if values else None
 
 
+def pass_order(names: Sequence[str], n: int) -> list[str]:
+    """The targets in the order pass n (from 0) runs them: the given order, started n
+    targets further on (floor,s3ql,memfs; then s3ql,memfs,floor; then memfs,floor,s3ql)."""
+    if not names:
+        return []
+    k = n % len(names)
+    return [*names[k:], *names[:k]]
+
+
 def run_targets(
     names: Sequence[str], opts: Options, spec: Spec, args: argparse.Namespace
 ) -> dict[str, TargetResult]:
-    """Mount every target, then run the workload round-robin: pass 1 on each target, pass 2
-    on each (in a rotated order), and so on, so that a busy moment of a shared machine
-    weighs on all targets alike and the ratios of one run compare like with like."""
+    """Mount every target (in the order of names), then run the workload round-robin: pass 1
+    on each target, pass 2 on each (in a rotated order: pass_order), and so on, so that a busy
+    moment of a shared machine weighs on all targets alike and the ratios of one run compare
+    like with like."""
     results: dict[str, TargetResult] = {}
     live: dict[str, Target] = {}
 
@@ -953,9 +1056,7 @@ def run_targets(
                 continue
             live[name] = target
         for n in range(args.repeat):
-            order = list(live)
-            order = order[n % len(order) :] + order[: n % len(order)] if order else []
-            for name in order:
+            for name in pass_order(list(live), n):
                 target = live[name]
                 workload = Workload(target, spec, args.phase_timeout)
                 try:
@@ -1310,7 +1411,10 @@ def run_sessions(opts: Options, spec: Spec, args: argparse.Namespace) -> Session
 
 # Phases reported as a time rather than a rate: one operation over the whole tree.
 _TIME_PHASES = {"walk", "grep", "history"}
-_SPEED_RATIOS = (("memfs", "floor"), ("memfs", "ceiling"), ("ceiling", "floor"), ("memfs", "tmpfs"),
+#: The speed ratios reported, of the targets that ran: memfs against each, and the other
+#: FUSE targets against the floor and the ceiling.
+_SPEED_RATIOS = (("memfs", "floor"), ("memfs", "ceiling"), ("memfs", "s3ql"), ("ceiling", "floor"),
+                 ("s3ql", "floor"), ("s3ql", "ceiling"), ("memfs", "tmpfs"),
                  ("floor", "cfloor"), ("memfs", "cfloor"))
 
 
@@ -1343,6 +1447,13 @@ def speed_ratios(
     return out
 
 
+def _describe_s3ql(info: dict[str, Any]) -> str:
+    sqlite = f": apsw's {info['sqlite']}" if "sqlite" in info else ""
+    return (f"; s3ql = S3QL {info.get('s3ql', bench_s3ql.S3QL_VERSION)} (pyfuse3 + trio, "
+            f"metadata in SQLite{sqlite}), --plain, local:// backend and cache on tmpfs, "
+            "--compress none")
+
+
 def render(
     results: dict[str, TargetResult],
     sessions: SessionResult | None,
@@ -1363,8 +1474,9 @@ def render(
         "Targets: tmpfs (kernel only); floor = scripts/passthroughfs.py (pyfuse3 passthrough "
         "over tmpfs); ceiling = scripts/ceilingfs.py (pyfuse3, zero work: dicts, keep_cache, "
         "300 s timeouts); memfs = `memfs mount` of one store"
-        + ("; cfloor = libfuse's passthrough_ll (C, low-level API, one thread) over tmpfs."
-           if "cfloor" in results else "."),
+        + ("; cfloor = libfuse's passthrough_ll (C, low-level API, one thread) over tmpfs"
+           if "cfloor" in results else "")
+        + (_describe_s3ql(results["s3ql"].info) if "s3ql" in results else "") + ".",
         "Cold means:",
     ]
     lines += [f"  - {r.name}: {r.cold_meaning}" for r in results.values()]
@@ -1518,7 +1630,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--targets", default=",".join(ALL_TARGETS),
         help="comma-separated subset of %(default)s (default: all), and cfloor (libfuse's "
-        "passthrough_ll in C: only when named)",
+        "passthrough_ll in C) and s3ql (S3QL " + bench_s3ql.S3QL_VERSION + ", see --s3ql-src), "
+        "only when named; set up and run in this order, each pass starting one further",
+    )  # fmt: skip
+    parser.add_argument(
+        "--s3ql-src", metavar="DIR", default=None,
+        help="the s3ql target's source: an S3QL " + bench_s3ql.S3QL_VERSION + " source tree or "
+        "a git clone with tag " + bench_s3ql.S3QL_TAG + " (default: $" + bench_s3ql.SRC_ENV +
+        "); built once into $XDG_CACHE_HOME/memfs-bench (default ~/.cache), then not needed",
     )  # fmt: skip
     parser.add_argument("--files", type=int, default=None, help="small files (default 2000)")
     parser.add_argument("--big-files", type=int, default=None, help="100 kB files (default 50)")
@@ -1571,6 +1690,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"unknown target(s) {unknown}; choose from "
                      f"{', '.join(ALL_TARGETS + EXTRA_TARGETS)}")  # fmt: skip
     args.targets = list(dict.fromkeys(targets))
+    args.s3ql_src = bench_s3ql.source_arg(args.s3ql_src)
     if args.files is None:
         args.files = 200 if args.quick else 2000
     if args.big_files is None:
@@ -1611,6 +1731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_timeout=10.0,
         memfs_cmd=args.memfs,
         isolation=args.isolation,
+        s3ql_src=args.s3ql_src,
     )
     results: dict[str, TargetResult] = {}
     sessions: SessionResult | None = None

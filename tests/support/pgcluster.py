@@ -67,16 +67,19 @@ class Cluster:
             stderr=subprocess.STDOUT, text=True,
         )
 
-    def start(self, durable: bool = False) -> None:
+    def start(self, durable: bool = False, tcp: bool = False) -> None:
         """``durable``: fsync and synchronous commits on, as in production (for measurements);
-        else off, for speed (a test cluster has nothing to keep after a crash)."""
+        else off, for speed (a test cluster has nothing to keep after a crash). ``tcp``: also
+        listen on 127.0.0.1 at :attr:`port` (``scripts/load --db-rtt-ms`` reaches it through
+        a delaying proxy), else on the socket only."""
         self._run(
             os.path.join(self.bindir, "initdb"), "-D", self.data, "-U", "postgres",
             "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync",
         )
+        listen = "127.0.0.1" if tcp else ""
         opts = (
-            f"-c listen_addresses='' -c unix_socket_directories={self.dir} -c port={self.port} "
-            "-c max_connections=300 -c shared_buffers=32MB"
+            f"-c listen_addresses='{listen}' -c unix_socket_directories={self.dir} "
+            f"-c port={self.port} -c max_connections=300 -c shared_buffers=32MB"
         )
         if not durable:
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
@@ -109,6 +112,11 @@ class Cluster:
     def url(self, dbname: str = "postgres") -> str:
         host = urllib.parse.quote(self.dir, safe="")
         return f"postgresql://postgres@{host}:{self.port}/{dbname}"
+
+    def tcp_url(self, dbname: str = "postgres", port: int | None = None) -> str:
+        """``dbname`` over TCP (a cluster started with ``tcp``), at ``port`` if given (a proxy
+        in front of it)."""
+        return f"postgresql://postgres@127.0.0.1:{port or self.port}/{dbname}"
 
     def admin(self, sql: str) -> None:
         import psycopg
@@ -179,15 +187,15 @@ def _watch(cluster: Cluster) -> None:
     ))
 
 
-def start_cluster(durable: bool = False) -> Cluster | None:
-    """A started cluster, or None when PostgreSQL is not installed."""
+def start_cluster(durable: bool = False, tcp: bool = False) -> Cluster | None:
+    """A started cluster (:meth:`Cluster.start`), or None when PostgreSQL is not installed."""
     bindir = find_bin()
     if bindir is None:
         return None
     cluster = Cluster(bindir)
     try:
         _watch(cluster)
-        cluster.start(durable)
+        cluster.start(durable, tcp)
     except BaseException:
         cluster.stop()
         raise
