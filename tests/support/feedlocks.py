@@ -13,6 +13,7 @@ write of another process (a ``memfs serve``) is checked by a trigger instead
 from __future__ import annotations
 
 import hashlib
+import re
 import traceback
 from typing import Any
 
@@ -35,6 +36,8 @@ def pg_lock_parts(key: int) -> tuple[int, int]:
     return (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
 
 
+#: An insert into the feed or the events, as the store writes them (columns in this order).
+_INSERT = re.compile(r"INSERT INTO (changes) \(store_id, |INSERT INTO (events) \(id, session_id, ")
 _HELD = ("SELECT classid, objid FROM pg_locks WHERE pid = pg_backend_pid() "
          "AND locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'")
 
@@ -49,13 +52,17 @@ def check_feed_locks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     everything = pg_lock_parts(pg.WRITE_LOCK_KEY)
 
     def check(conn: Any, sql: str, rows: list[Any]) -> None:
-        head = " ".join(sql.split()[:3]).upper()
-        if head == "INSERT INTO CHANGES":
-            scopes = {f"store:{r[0]}" for r in rows}
-        elif head == "INSERT INTO EVENTS":
-            scopes = {f"session:{r[1]}" for r in rows if r[1] is not None}
-        else:
-            return
+        # Also inside a statement of several parts (Core.at_once: WITH ... INSERT INTO
+        # changes ...): the insert's own values start after the placeholders before it.
+        scopes: set[str] = set()
+        if re.search(r"INTO (changes|events)\b", sql) and not _INSERT.search(sql):
+            breaches.append(f"an insert this check cannot read: {sql}")
+        for m in _INSERT.finditer(sql):
+            at = sql.count("?", 0, m.start())
+            if m.group(1) == "changes":
+                scopes |= {f"store:{r[at]}" for r in rows}
+            else:
+                scopes |= {f"session:{r[at + 1]}" for r in rows if r[at + 1] is not None}
         if not scopes:
             return
         held = {(int(a), int(b)) for a, b in execute(conn, _HELD).fetchall()}
@@ -63,8 +70,9 @@ def check_feed_locks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             return
         for scope in sorted(scopes):
             if pg_lock_parts(lock_key(scope)) not in held:
-                stack = "".join(traceback.format_stack(limit=12)[:-2])
-                breaches.append(f"{head.lower()} of {scope} without its lock:\n{stack}")
+                stack = "".join(traceback.format_stack()[-12:-2])
+                breaches.append(f"an insert into {scope.split(':')[0]}'s feed ({scope}) "
+                                f"without its lock:\n{stack}")
 
     def checked_execute(self: Any, sql: str, params: Any = ()) -> Any:
         if params:
