@@ -130,15 +130,22 @@ def pg_cluster() -> Iterator[Any]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def backend(request, tmp_path, monkeypatch) -> Iterator[Backend]:
-    """A fresh, empty database on SQLite and then on PostgreSQL (MEMFS_DB names it)."""
+    """A fresh, empty database on SQLite and then on PostgreSQL (MEMFS_DB names it). On
+    PostgreSQL every change of a store (event of a session) must be inserted under its lock
+    (tests/support/feedlocks.py): the test fails if one was not."""
+    from tests.support.feedlocks import check_feed_locks
+
+    breaches: list[str] = []
     if request.param == "sqlite":
         b = Backend("sqlite", str(tmp_path / "memfs.db"))
     else:
         cluster = request.getfixturevalue("pg_cluster")
         cluster.empty_database(cluster.shared)
         b = Backend("postgresql", cluster.url(cluster.shared))
+        breaches = check_feed_locks(monkeypatch)
     monkeypatch.setenv("MEMFS_DB", b.url)
     try:
         yield b
     finally:
         b.close()
+    assert not breaches, f"{len(breaches)} inserts without their lock; the first: {breaches[0]}"

@@ -154,7 +154,9 @@ _UNAVAILABLE = (errors.StorageError, errors.Busy)
 
 class EventHub:
     """Serves session event streams with one database poller for all of them: each poll asks
-    :meth:`Store.events.marks` which sessions have new events, and wakes only their streams.
+    :meth:`Store.events.marks` for the newest event of every followed session (per session:
+    on PostgreSQL sessions' events commit out of order across sessions, issue 44), and wakes
+    only the streams of those that moved.
     One of the streams is the poller (no background task outlives the streams); when it ends,
     another takes over. An idle stream sleeps until its session has news or its keepalive ping
     is due. Events written by any process (the CLI, a mount) are seen: the database is what is
@@ -165,8 +167,8 @@ class EventHub:
         self.store = store
         self.interval = interval
         self.ping = ping
-        #: The database's newest event seq at the last poll (None: no poll since idle).
-        self.seq: int | None = None
+        #: A poll answered since the hub was last idle (every stream reads once after it).
+        self.polled = False
         #: Newest event seq per followed session, as of the last poll.
         self.marks: dict[str, int] = {}
         self.subscribers: dict[str, int] = {}
@@ -199,7 +201,7 @@ class EventHub:
                 mark = self.marks.get(session_id, 0)
                 # Once after the hub's first poll (events older than its position), then
                 # whenever a poll saw new events of this session.
-                if self.seq is not None and (read_to is None or mark > read_to) and (
+                if self.polled and (read_to is None or mark > read_to) and (
                         anyio.current_time() >= retry_at):
                     try:
                         batch = await anyio.to_thread.run_sync(
@@ -244,7 +246,7 @@ class EventHub:
                 self._poller = None
                 self._wake_all()  # one of them takes over
             if not self.subscribers:
-                self.seq = None  # nobody follows: the next stream starts from the present
+                self.polled = False  # nobody follows: the next stream starts from the present
 
     async def _poll(self) -> None:
         """Ask the database which followed sessions have news; one that cannot answer is
@@ -252,18 +254,19 @@ class EventHub:
         wait = self.interval
         try:
             self.polls += 1
-            first = self.seq is None
+            first = not self.polled
             try:
-                last, marks = await anyio.to_thread.run_sync(self.store.events.marks, self.seq)
+                marks = await anyio.to_thread.run_sync(self.store.events.marks,
+                                                       list(self.subscribers))
             except _UNAVAILABLE as e:
                 self.outage.failed(e)
                 wait = OUTAGE_RETRY_SECONDS
                 return
             self.outage.answered()
-            self.seq = last if self.seq is None else max(self.seq, last)
+            self.polled = True
             for session_id, seq in marks.items():
-                if session_id in self.subscribers:
-                    self.marks[session_id] = max(self.marks.get(session_id, 0), seq)
+                if session_id in self.subscribers and seq > self.marks.get(session_id, 0):
+                    self.marks[session_id] = seq
                     wake = self._wake.pop(session_id, None)
                     if wake is not None:
                         wake.set()

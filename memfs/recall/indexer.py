@@ -293,8 +293,9 @@ def wait_for(store: Core, provider: Provider, store_id: str, seconds: float) -> 
 
 
 class BackgroundIndexer:
-    """A thread that keeps stores indexed: it follows the change feed (one cheap query a
-    ``poll`` seconds) and catches up every store that changed, at the lowest CPU priority.
+    """A thread that keeps stores indexed: it follows the change feed (one query a ``poll``
+    seconds: an index probe per store, :meth:`Core.feed_marks`) and catches up every store
+    whose feed moved, at the lowest CPU priority.
 
     :param stores: the ids of the stores to keep indexed (called at every round; a mount's
         stores, or every store of the database for ``memfs serve``).
@@ -313,6 +314,8 @@ class BackgroundIndexer:
         #: something ended (at first, the start): how long it has been idle.
         self.busy = False
         self.last_work = time.monotonic()
+        #: Rounds done (a look at the feed, and the catch-ups it asked for), for tests.
+        self.rounds = 0
         #: A round that fails (the database away, a bug) is said once and tried again a
         #: ``poll`` later: it never brings down the process that runs the indexer.
         self.failures = Failures("the indexer", log, first=poll, most=poll)
@@ -333,24 +336,28 @@ class BackgroundIndexer:
 
     def _run(self) -> None:
         lowest_priority()
-        seen = -1
+        #: Each store's newest change when it was last caught up completely: a store is
+        #: caught up again once its feed moved (per store: across stores, changes commit
+        #: out of order on PostgreSQL, :meth:`Core.feed_marks`).
+        seen: dict[str, int] = {}
         while not self._stop.is_set():
             wait = self.poll
             try:
-                row = self.indexer.store.database.one("SELECT max(seq) FROM changes")
-                last = int(row[0] or 0) if row else 0
-                if last != seen:
+                ids = list(self.stores())
+                marks = self.indexer.store.feed_marks(ids)
+                seen = {sid: seen[sid] for sid in ids if sid in seen}
+                due = [sid for sid in ids if seen.get(sid) != marks.get(sid, 0)]
+                if due:
                     self.busy = True
-                    complete, embedded = True, 0
-                    for sid in list(self.stores()):
+                    embedded = 0
+                    for sid in due:
                         if self._stop.is_set():
                             break
                         p = self.indexer.catch_up(sid, stop=self._stop)
                         self.progress[sid] = p
-                        complete = complete and p.reason is None
+                        if p.reason is None:
+                            seen[sid] = marks.get(sid, 0)
                         embedded += p.embedded + p.deepened
-                    if complete:
-                        seen = last
                     if embedded:
                         self.last_work = time.monotonic()
             except Exception as e:  # the rule of background services (memfs.background)
@@ -359,5 +366,6 @@ class BackgroundIndexer:
                 self.failures.recovered()
             finally:
                 self.busy = False
+                self.rounds += 1
             self._wake.wait(wait)
             self._wake.clear()

@@ -178,7 +178,10 @@ class IndexerProcess:
         self._cond = threading.Condition()
         self._asked = False
         self._not_before = 0.0
-        self._seen = -1
+        #: Each store's newest change at the last look (None: no look yet).
+        self._seen: dict[str, int] | None = None
+        #: Looks at the change feed made, for tests.
+        self.looks = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memfs-indexer", daemon=True)
@@ -297,13 +300,15 @@ class IndexerProcess:
         now = time.monotonic()
         if now < self._not_before:
             return self._not_before - now
-        row = self.store.database.one("SELECT max(seq) FROM changes")
-        last = int(row[0] or 0) if row else 0
+        # Each store's newest change, not the newest of all: across stores, changes commit
+        # out of order on PostgreSQL (Core.feed_marks), one store's in order.
+        marks = self.store.feed_marks(self.stores)
         with self._cond:
             asked, self._asked = self._asked, False
-        if (asked or (last != self._seen and self._pending())) and not self._spawn():
+        if (asked or (marks != self._seen and self._pending())) and not self._spawn():
             return max(0.0, self._not_before - time.monotonic())  # then a look again
-        self._seen = last
+        self._seen = marks
+        self.looks += 1
         return self.poll
 
     def _pending(self) -> bool:
@@ -336,6 +341,6 @@ class IndexerProcess:
             self.crashes.recovered()
             return
         # Another may be due: look at the stores again once the backoff is over.
-        self._seen = -1
+        self._seen = None
         self._not_before = time.monotonic() + self.crashes.failed(ProcessEnded(
             f"the indexer process (pid {child.proc.pid}) {_status(code)}"))

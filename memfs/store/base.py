@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -444,6 +444,41 @@ class Core:
         return n
 
     # -- change feed -------------------------------------------------------------------------
+
+    #: Ids asked at most per statement of :meth:`newest_seqs` (one bound value each).
+    NEWEST_CHUNK = 1000
+
+    def newest_seqs(self, table: str, column: str, ids: Iterable[str]) -> dict[str, int]:
+        """The newest ``seq`` of ``table`` (``changes`` or ``events``) for each of ``ids`` in
+        ``column`` (``store_id``, ``session_id``); 0 for one without rows.
+
+        What a follower of many stores (sessions) compares from one look to the next, never
+        one cursor over the whole table: on PostgreSQL two stores' writes commit in
+        parallel, each under its own store's lock (issue 44), so a change may commit after
+        another store's change with a bigger seq; only one store's changes (one session's
+        events) commit in seq order, and its newest seq moves whenever one commits. Each id
+        costs one probe of the ``(column, seq)`` index (its newest row), whatever the size
+        of the table: about 10 µs on PostgreSQL (500 ids: 5 ms), in one statement."""
+        assert (table, column) in (("changes", "store_id"), ("events", "session_id"))
+        unique = list(dict.fromkeys(ids))
+        out: dict[str, int] = {}
+        with self.read() as c:
+            for i in range(0, len(unique), self.NEWEST_CHUNK):
+                chunk = unique[i:i + self.NEWEST_CHUNK]
+                # A VALUES list (its column is column1 on both backends), not a UNION of one
+                # SELECT per id: PostgreSQL plans that in milliseconds per hundred ids.
+                rows = c.execute(
+                    f"SELECT v.column1, (SELECT max(seq) FROM {table} WHERE {column} = "
+                    "v.column1) FROM (VALUES " + ", ".join(["(CAST(? AS TEXT))"] * len(chunk))
+                    + ") AS v", chunk).fetchall()
+                for key, seq in rows:
+                    out[str(key)] = int(seq or 0)
+        return out
+
+    def feed_marks(self, store_ids: Iterable[str]) -> dict[str, int]:
+        """The newest change seq of each of ``store_ids`` (0: none yet), for the followers of
+        many stores' feeds (the indexers): see :meth:`newest_seqs`."""
+        return self.newest_seqs("changes", "store_id", store_ids)
 
     #: The change feed of a store keeps at least its newest ``feed_keep`` changes, and every
     #: change younger than ``feed_keep_age``; older ones are pruned (a follower that far behind

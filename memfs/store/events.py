@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -251,20 +251,11 @@ class Events(Part):
         )
         return [(r["seq"], event_from_row(r)) for r in rows]
 
-    def marks(self, after: int | None) -> tuple[int, dict[str, int]]:
-        """The newest event seq of the database and, per session with events above ``after``,
-        its newest seq (``after`` None: the position only). One call serves every live event
-        stream of a server (:class:`memfs.api.streams.EventHub`)."""
-        with self.core.read() as c:
-            last = int(c.execute("SELECT max(seq) FROM events").fetchone()[0] or 0)
-            if after is None or last <= after:
-                return last, {}
-            rows = c.execute(
-                "SELECT session_id, max(seq) FROM events WHERE seq > ? "
-                "AND session_id IS NOT NULL GROUP BY session_id",
-                (after,),
-            ).fetchall()
-        return last, {r[0]: int(r[1]) for r in rows}
+    def marks(self, session_ids: Iterable[str]) -> dict[str, int]:
+        """The newest event seq of each of ``session_ids`` (0: none yet). One call serves every
+        live event stream of a server (:class:`memfs.api.streams.EventHub`): per session,
+        since only one session's events commit in seq order (:meth:`Core.newest_seqs`)."""
+        return self.core.newest_seqs("events", "session_id", session_ids)
 
     # -- API extras: agents, environments, resources, client events (API.md §4) -------------
 

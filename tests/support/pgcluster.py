@@ -59,6 +59,7 @@ class Cluster:
             self._user = ["runuser", "-u", "nobody", "--"]
         os.chmod(self.dir, 0o700)
         self._names = itertools.count(1)
+        self._opts = ""  # the server's settings (start): a restart keeps them
 
     def _run(self, *argv: str) -> None:
         subprocess.run(
@@ -82,10 +83,25 @@ class Cluster:
         )
         if not durable:
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self._opts = opts
+        self._pg_ctl_start()
+
+    def _pg_ctl_start(self) -> None:
         self._run(
             os.path.join(self.bindir, "pg_ctl"), "-D", self.data, "-l",
-            os.path.join(self.dir, "log"), "-o", opts, "-w", "-t", "60", "start",
+            os.path.join(self.dir, "log"), "-o", self._opts, "-w", "-t", "60", "start",
         )
+
+    def crash(self) -> None:
+        """Stop the server as a crash would (``pg_ctl stop -m immediate``: no checkpoint, the
+        clients cut off); :meth:`restart` recovers from its WAL. Only a ``durable`` cluster
+        keeps what it acknowledged."""
+        self._run(os.path.join(self.bindir, "pg_ctl"), "-D", self.data, "-m", "immediate",
+                  "-w", "stop")
+
+    def restart(self) -> None:
+        """Start the server again after :meth:`crash` (crash recovery first)."""
+        self._pg_ctl_start()
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):

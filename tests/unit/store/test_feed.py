@@ -56,3 +56,21 @@ class TestFeedBounds:
         fresh = store.feed.last(sid)
         store.memories.write_path(sid, "/x.md", "after", actor=API)
         assert [c.path for c in store.feed.since(sid, fresh)] == ["/x.md"]
+
+
+class TestNewestSeqs:
+    """What the followers of many stores (sessions) look at: each one's newest seq."""
+
+    def test_each_store_s_and_each_session_s_newest_seq(self, store: Store) -> None:
+        a, b, empty = (store.stores.create(n).id for n in ("a", "b", "empty"))
+        store.memories.write_path(a, "/x.md", "1", actor=API)
+        last_a = store.memories.write_path(a, "/x.md", "2", actor=API).seq
+        last_b = store.memories.write_path(b, "/y.md", "1", actor=API).seq
+        many = [f"memstore_{i}" for i in range(2500)]  # more than a statement asks at once
+        marks = store.feed_marks([b, a, empty, a, *many])
+        assert (marks[a], marks[b], marks[empty]) == (last_a, last_b, 0)
+        assert len(marks) == 3 + len(many) and not any(marks[i] for i in many)
+        s = store.sessions.create([]).id
+        store.events.send(s, [{"type": "user.message", "content": []}])
+        assert store.events.marks([s, "sesn_none"]) == {s: store.events.last_seq(s),
+                                                         "sesn_none": 0}
