@@ -40,34 +40,55 @@ class WriteBatcher:
 
     No task of its own: the first request to find no commit under way commits a batch (its
     own write first) and, when it ends, wakes the oldest waiting request to commit the next.
+
+    On PostgreSQL, one queue per scopes (:meth:`run`): the writes of one store are committed
+    together, and the batches of different stores side by side, each holding only its
+    store's lock. SQLite has one writer, which would take those batches in turn, a commit (an
+    fsync) each: there every write goes in one queue, and each batch holds every write's lock
+    (no scopes).
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._queue: deque[_Waiting] = deque()
-        self._busy = False
+        self._queues: dict[tuple[str, ...], _Queue] = {}
+        #: Do batches of different scopes commit side by side (PostgreSQL)?
+        self._scoped = getattr(store, "dialect", None) != "sqlite"
 
-    async def run(self, fn: Callable[[], Any]) -> Any:
+    async def run(self, fn: Callable[[], Any], scopes: tuple[str, ...] = ()) -> Any:
+        """Run the write ``fn`` in the next batch of the writes asking for ``scopes``
+        (:meth:`memfs.store.Store.batch`; none: a batch serialised with every write); its
+        result, or the exception it raised, once committed."""
+        scopes = tuple(sorted(set(scopes))) if self._scoped else ()
+        q = self._queues.get(scopes)
+        if q is None:
+            q = self._queues[scopes] = _Queue()
+        try:
+            return await self._run(q, scopes, fn)
+        finally:
+            if not q.busy and not q.waiting and self._queues.get(scopes) is q:
+                del self._queues[scopes]  # (a store's queue goes when it is idle)
+
+    async def _run(self, q: _Queue, scopes: tuple[str, ...], fn: Callable[[], Any]) -> Any:
         me = _Waiting(fn)
-        self._queue.append(me)
-        if self._busy:
+        q.waiting.append(me)
+        if q.busy:
             try:
                 await me.woken.wait()
             except BaseException:  # cancelled while waiting: its write never ran
                 with contextlib.suppress(ValueError):  # unless a batch took it just now
-                    self._queue.remove(me)
+                    q.waiting.remove(me)
                 if me.lead:
-                    self._next()
+                    q.next()
                 raise
         if not me.done:  # this request commits the next batch (its own write first)
-            self._busy = True
+            q.busy = True
             batch: list[_Waiting] = []
 
             def take() -> list[Callable[[], Any]]:
                 # In the worker thread, once the write lock is held (another process's commit
                 # may have held it a while): every write queued by then, this one first.
-                n = min(len(self._queue), BATCH_MAX_CALLS)
-                batch.extend(self._queue.popleft() for _ in range(n))
+                n = min(len(q.waiting), BATCH_MAX_CALLS)
+                batch.extend(q.waiting.popleft() for _ in range(n))
                 return [w.fn for w in batch]
 
             outcomes: list[Any] = []
@@ -75,7 +96,7 @@ class WriteBatcher:
                 # Shielded: the batch holds other requests' writes, so this request being
                 # cancelled (its client gone) must not stop it before or while it commits.
                 with anyio.CancelScope(shield=True):
-                    outcomes = await anyio.to_thread.run_sync(self.store.batch, take)
+                    outcomes = await anyio.to_thread.run_sync(self.store.batch, take, scopes)
             except Exception as e:  # a bug: every request of the batch answers with it
                 if not batch:
                     take()
@@ -90,16 +111,27 @@ class WriteBatcher:
                     w.outcome, w.done = outcome, True
                     if w is not me:
                         w.woken.set()
-                self._next()
+                q.next()
         if isinstance(me.outcome, BaseException):
             raise me.outcome
         return me.outcome
 
-    def _next(self) -> None:
+
+class _Queue:
+    """The writes of one scopes tuple waiting in a :class:`WriteBatcher`, and whether a batch
+    of them is being committed."""
+
+    __slots__ = ("waiting", "busy")
+
+    def __init__(self) -> None:
+        self.waiting: deque[_Waiting] = deque()
+        self.busy = False
+
+    def next(self) -> None:
         """Wake the oldest waiting request to commit the next batch, if any."""
-        if self._queue:
-            first = self._queue[0]
+        if self.waiting:
+            first = self.waiting[0]
             first.lead = True
             first.woken.set()
         else:
-            self._busy = False
+            self.busy = False

@@ -70,6 +70,11 @@ class Call:
         """The caller's workspace: the only one it sees."""
         return self.grant.workspace_id
 
+    def store_scopes(self, actor: Actor | None = None, events: Any = None) -> tuple[str, ...]:
+        """What a write to the memories of the store the path names serialises on
+        (:meth:`memfs.store.Memories.scopes`): the scopes of its :meth:`write`."""
+        return self.store.memories.scopes(self.p["memory_store_id"], actor, events)
+
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a store method in a worker thread."""
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
@@ -84,14 +89,18 @@ class Call:
         except errors.WouldBlock:
             return await self.run(fn, *args, **kwargs)
 
-    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def write(self, fn: Callable[..., Any], *args: Any, scopes: tuple[str, ...] = (),
+                    **kwargs: Any) -> Any:
         """Run a store write method, committed together with the writes of other requests
-        waiting at the same moment (:class:`WriteBatcher`); returns once it is durable."""
-        return await self.writes.run(partial(fn, *args, **kwargs))
+        waiting at the same moment that ask for the same ``scopes`` (:class:`WriteBatcher`:
+        what the write serialises on, e.g. :meth:`memfs.store.Memories.scopes`; none: every
+        write); returns once it is durable."""
+        return await self.writes.run(partial(fn, *args, **kwargs), scopes)
 
     async def answer(self, shown: Callable[[Any], Any], fn: Callable[..., Any], *args: Any,
-                     **kwargs: Any) -> Any:
-        """The answer of a store write, ``shown(result)``, committed as :meth:`write` does.
+                     scopes: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        """The answer of a store write, ``shown(result)``, committed as :meth:`write` does
+        (``scopes``: as there).
 
         Sent with an ``Idempotency-Key``, the write is applied once: its answer (or refusal)
         is recorded in its transaction, and the same request sent again is answered with it
@@ -104,14 +113,14 @@ class Call:
         key = headers.get(IDEMPOTENCY_HEADER)
         deadline = _deadline(headers.get(DEADLINE_HEADER))
         if key is None and deadline is None:
-            return shown(await self.write(fn, *args, **kwargs))
+            return shown(await self.write(fn, *args, scopes=scopes, **kwargs))
         fingerprint = hashlib.sha256(json.dumps(
             [self.request.method, self.request.url.path, str(self.request.query_params),
              self.body, repr(getattr(self.request.state, "actor", None))],
             sort_keys=True).encode()).hexdigest()
         status, body = await self.writes.run(partial(
             self.store.idempotency.write_once, self.workspace, key, fingerprint, deadline,
-            partial(fn, *args, **kwargs), shown))
+            partial(fn, *args, **kwargs), shown, scopes), scopes)
         if status >= 400:
             raise errors.from_wire(status, body)
         return body

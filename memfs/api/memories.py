@@ -22,7 +22,7 @@ async def create_memory(c: Call) -> Any:
     view = requested_view(c, "basic")
     return await c.answer(
         partial(shown, view=view), c.store.memories.create, c.p["memory_store_id"],
-        c.body["path"], c.body["content"], actor=await writer(c),
+        c.body["path"], c.body["content"], actor=await writer(c), scopes=c.store_scopes(),
     )
 
 
@@ -56,6 +56,7 @@ async def update_memory(c: Call) -> Any:
         path=b.get("path"),
         precondition_sha256=_precondition(b.get("precondition")),
         actor=await writer(c),
+        scopes=c.store_scopes(),
     )
 
 
@@ -86,4 +87,5 @@ async def delete_memory(c: Call) -> Any:
         c.p["memory_id"],
         expected_sha256=c.q.text("expected_content_sha256"),
         actor=await writer(c),
+        scopes=c.store_scopes(),
     )

@@ -71,34 +71,40 @@ def with_seq(m: Memory) -> dict[str, Any]:
 
 
 async def write_path(c: Call) -> Any:
-    b = c.body
+    b, actor = c.body, await writer(c)
     return await c.answer(with_seq, c.store.memories.write_path, c.p["memory_store_id"], b["path"],
-                          b["content"], actor=await writer(c), events=b.get("events"))
+                          b["content"], actor=actor, events=b.get("events"),
+                          scopes=c.store_scopes(actor, b.get("events")))
 
 
 async def delete_path(c: Call) -> Any:
+    b, actor = c.body, await writer(c)
     return await c.answer(with_seq, c.store.memories.delete_path, c.p["memory_store_id"],
-                          c.body["path"], actor=await writer(c), events=c.body.get("events"))
+                          b["path"], actor=actor, events=b.get("events"),
+                          scopes=c.store_scopes(actor, b.get("events")))
 
 
 async def rename_path(c: Call) -> Any:
-    b = c.body
+    b, actor = c.body, await writer(c)
     replace = b.get("replace")
     return await c.answer(with_seq, c.store.memories.rename_path, c.p["memory_store_id"],
-                          b["old_path"], b["new_path"], actor=await writer(c),
-                          replace=replace is not False, events=b.get("events"))
+                          b["old_path"], b["new_path"], actor=actor,
+                          replace=replace is not False, events=b.get("events"),
+                          scopes=c.store_scopes(actor, b.get("events")))
 
 
 async def rename_prefix(c: Call) -> Any:
-    b = c.body
+    b, actor = c.body, await writer(c)
     return await c.answer(_moved, c.store.memories.rename_prefix, c.p["memory_store_id"],
-                          b["old_prefix"], b["new_prefix"], actor=await writer(c),
-                          events=b.get("events"))
+                          b["old_prefix"], b["new_prefix"], actor=actor,
+                          events=b.get("events"), scopes=c.store_scopes(actor, b.get("events")))
 
 
 async def delete_prefix(c: Call) -> Any:
+    b, actor = c.body, await writer(c)
     return await c.answer(_moved, c.store.memories.delete_prefix, c.p["memory_store_id"],
-                          c.body["prefix"], actor=await writer(c), events=c.body.get("events"))
+                          b["prefix"], actor=actor, events=b.get("events"),
+                          scopes=c.store_scopes(actor, b.get("events")))
 
 
 def _moved(moved: list[Memory]) -> dict[str, Any]:

@@ -76,4 +76,4 @@ async def clear_type(c: Call) -> Any:
     b = c.body
     return await c.answer(lambda done: done, c.store.typed.clear_type, c.p["memory_store_id"],
                           b["memory_type"], actor=await writer(c),
-                          dry_run=b.get("dry_run") is True)
+                          dry_run=b.get("dry_run") is True, scopes=c.store_scopes())

@@ -43,7 +43,7 @@ async def restore_memory_version(c: Call) -> Any:
     back under its own id), so that a remote CLI restores as a local one does."""
     m = await c.write(c.store.versions.restore, c.p["memory_store_id"],
                       c.p["memory_version_id"], path=c.body.get("path"),
-                      actor=await writer(c))
+                      actor=await writer(c), scopes=c.store_scopes())
     return with_seq(m)
 
 

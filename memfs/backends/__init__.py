@@ -11,7 +11,7 @@ stores, nor of the schema (:mod:`memfs.store.schema` migrates a database through
 connections given here): they may import :mod:`memfs.errors` and :mod:`memfs.models`, nothing
 above them. Only the watches use trio (their waiters are trio tasks); this package's
 ``__init__`` imports neither them nor psycopg, which a database of the other kind never loads.
-Inside the package a module imports only those before it: ``protocol``, ``files``,
+Inside the package a module imports only those before it: ``protocol``, ``scopes``, ``files``,
 ``targets``, ``sqlite``, ``postgresql``, ``copy``, ``pgwatch``, ``watch``.
 """
 

@@ -5,13 +5,27 @@ store's rules run unchanged on either.
 ``memfs serve --db postgresql://…`` (or ``MEMFS_DB=postgresql://…``) opens one of these, and
 any number of server processes on any number of machines may share the database:
 
-* **Writes are serialised** like SQLite's ``BEGIN IMMEDIATE``: every write transaction first
-  takes one transaction-level advisory lock (``pg_advisory_xact_lock``), held until it commits
-  or rolls back, across every process using the database. In READ COMMITTED each later
-  statement then sees every write committed before the lock was granted, so a check such as
-  "fewer than 2,000 memories" and the insert relying on it cannot interleave with another
-  replica's, and versions, change sequence numbers and ``content_sha256`` preconditions are
-  exact (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
+* **Writes are serialised per store**, each by what it changes. A write names its scopes
+  (:mod:`memfs.backends.scopes`: ``store:<id>``, ``session:<id>``, ``key:<id>``…) and its
+  transaction first takes, in ONE statement sent with its ``BEGIN`` (one round trip), the
+  shared global lock ``pg_advisory_xact_lock_shared(WRITE_LOCK_KEY)`` and then one exclusive
+  transaction-level advisory lock per scope (:func:`~memfs.backends.scopes.lock_key`), in
+  ascending key order, held until it commits or rolls back, across every process using the
+  database. Two writes of one store are serialised as SQLite's ``BEGIN IMMEDIATE`` would
+  serialise them: in READ COMMITTED each later statement sees every write committed before
+  the lock was granted, so a check such as "fewer than 2,000 memories" or "no memory at this
+  path" and the write relying on it cannot interleave with another replica's, and a store's
+  versions, change sequence numbers (its feed commits in order) and ``content_sha256``
+  preconditions are exact. Writes of two different stores commit side by side: the rules
+  (the limit, path uniqueness, the feed's order) are each a store's own
+  (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
+  No advisory lock is taken later in a transaction, and every transaction takes its keys in
+  one global order, so writers never deadlock on them.
+* **A write that names no scope** (the rare administrative ones: migrations, creating or
+  deleting a store, a key, an import) takes the global lock exclusively: it is serialised
+  with every other write, as every write was before. ``MEMFS_PG_LOCKS=global`` (or
+  ``PgDatabase(url, locks="global")``) makes every write do so (the old behaviour, kept to
+  measure the difference); ``store`` is the default.
 * **Reads** take a pooled connection (psycopg_pool); :meth:`PgDatabase.read` and
   :meth:`PgDatabase.snapshot` are one ``REPEATABLE READ READ ONLY`` transaction (one snapshot
   for every statement), :meth:`one`, :meth:`all` and :meth:`run` autocommit statements.
@@ -36,12 +50,14 @@ the database.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import psycopg
@@ -51,12 +67,17 @@ import psycopg.types.string
 import psycopg_pool
 
 from ..errors import Busy, DatabaseUnavailable, StorageError, StorageFull, WouldBlock
+from .scopes import lock_key
 from .targets import redact_url
 
 T = TypeVar("T")
 
-#: The advisory lock key every write transaction takes (any constant: "memfs" in ASCII).
+#: The advisory lock key every write transaction takes (any constant: "memfs" in ASCII):
+#: shared by a write with scopes, exclusive by one without (or every write, in mode global).
 WRITE_LOCK_KEY = 0x6D656D6673
+#: What a write serialises on (:envvar:`MEMFS_PG_LOCKS`): its scopes (``store``, the
+#: default), or every other write (``global``, the old behaviour).
+LOCK_MODES = ("store", "global")
 #: Seconds a writer waits for the write lock (another process's write) before it raises
 #: :class:`Busy`, as SQLite's writers do (:data:`memfs.backends.sqlite.WRITE_PATIENCE`).
 WRITE_PATIENCE = 60.0
@@ -168,9 +189,15 @@ class PgConnection:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
+        #: Statements :meth:`later` holds for the next one.
+        self._later: list[str] = []
 
     def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor[Any]:
         try:
+            if self._later:
+                with self.raw.pipeline():
+                    self._send_later()
+                    return self.raw.execute(translate_sql(sql), params if params else None)
             return self.raw.execute(translate_sql(sql), params if params else None)
         except psycopg.Error as e:
             raise self.translate(e) from e
@@ -178,10 +205,29 @@ class PgConnection:
     def executemany(self, sql: str, rows: Any) -> psycopg.Cursor[Any]:
         cur = self.raw.cursor()
         try:
-            cur.executemany(translate_sql(sql), rows)
+            if self._later:
+                with self.raw.pipeline():
+                    self._send_later()
+                    cur.executemany(translate_sql(sql), rows)
+            else:
+                cur.executemany(translate_sql(sql), rows)
         except psycopg.Error as e:
             raise self.translate(e) from e
         return cur
+
+    def later(self, sql: str) -> None:
+        """Send ``sql`` (a ``SAVEPOINT`` or a ``RELEASE``) with the next statement, in one
+        round trip (psycopg's pipeline mode), instead of in a round trip of its own: the
+        next statement needs it done, nothing before. One left unsent when the transaction
+        ends is dropped, which changes nothing (COMMIT and ROLLBACK end every savepoint)."""
+        if not sql.startswith(("SAVEPOINT ", "RELEASE ")):
+            raise ValueError(f"only a SAVEPOINT or a RELEASE may wait: {sql!r}")
+        self._later.append(sql)
+
+    def _send_later(self) -> None:
+        held, self._later = self._later, []
+        for sql in held:
+            self.raw.execute(sql)
 
     def translate(self, e: psycopg.Error) -> Exception:
         """:func:`translate`, and :class:`ConnectionLost` when this connection broke."""
@@ -197,6 +243,16 @@ class PgConnection:
 class ConnectionLost(StorageError):
     """The connection broke (a restart, a failover, an idle timeout, a network cut): a
     statement that had not begun a transaction is tried again on another connection."""
+
+
+def _rollback(raw: psycopg.Connection[Any]) -> None:
+    """End the transaction of ``raw`` (a failed one too), unless the connection broke (then
+    the pool drops it)."""
+    if raw.broken or raw.closed or \
+            raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):  # broken now: the pool drops it
+        raw.execute("ROLLBACK")
 
 
 def _message(e: psycopg.Error) -> str:
@@ -233,6 +289,8 @@ class PgDatabase:
     :param url: a ``postgresql://`` URL (libpq's, https://www.postgresql.org/docs/current/
         libpq-connect.html#LIBPQ-CONNSTRING-URIS).
     :param max_size: connections this process may open.
+    :param locks: ``store`` or ``global`` (see the module's doc); None: ``MEMFS_PG_LOCKS``'s,
+        else ``store``.
     """
 
     dialect = "postgresql"
@@ -241,7 +299,15 @@ class PgDatabase:
     writer = None
     gone = None
 
-    def __init__(self, url: str, *, max_size: int = POOL_MAX, **_ignored: Any) -> None:
+    def __init__(self, url: str, *, max_size: int = POOL_MAX, locks: str | None = None,
+                 **_ignored: Any) -> None:
+        if locks is None:
+            locks = os.environ.get("MEMFS_PG_LOCKS") or "store"
+        if locks not in LOCK_MODES:
+            raise DatabaseUnavailable(
+                f"MEMFS_PG_LOCKS must be one of {', '.join(LOCK_MODES)}, not {locks!r}")
+        #: ``store`` (a write serialises on its scopes) or ``global`` (on every write).
+        self.locks = locks
         self.path = url
         self._max_size = max_size
         self._local = threading.local()
@@ -337,24 +403,37 @@ class PgDatabase:
             self._pool.putconn(raw)  # a broken one is dropped, a transaction left rolled back
 
     @contextmanager
-    def _begun(self, first: str, params: Sequence[Any] = ()) -> Iterator[PgConnection]:
-        """A connection in a transaction whose first statement is ``first``. A pooled connection
-        found dead before anything was done on it (the server restarted, failed over, closed
-        it) is dropped and the next one tried: nothing was sent, so nothing is repeated."""
+    def _begun(self, begin: str) -> Iterator[PgConnection]:
+        """A connection in a transaction begun by ``begin`` (``BEGIN`` and what follows it, in
+        one round trip: literal SQL, no parameters), committed when the block ends, rolled
+        back if it raises. A pooled connection found dead before anything was done on it
+        (the server restarted, failed over, closed it) is dropped and the next one tried:
+        nothing was done, so nothing is repeated."""
         for attempt in range(self._max_size + 2):
-            with ExitStack() as stack:
-                conn = stack.enter_context(self._connection())
+            with self._connection() as conn:
+                raw = conn.raw
                 try:
                     try:
-                        stack.enter_context(conn.raw.transaction())
+                        raw.execute(begin)
                     except psycopg.Error as e:
                         raise conn.translate(e) from e
-                    conn.execute(first, params)
                 except ConnectionLost:
                     if attempt <= self._max_size:
                         continue
                     raise
-                yield conn
+                except BaseException:
+                    _rollback(raw)
+                    raise
+                try:
+                    yield conn
+                except BaseException:
+                    _rollback(raw)
+                    raise
+                try:
+                    raw.execute("COMMIT")
+                except psycopg.Error as e:
+                    _rollback(raw)
+                    raise conn.translate(e) from e
                 return
 
     def _reading(self, fn: Callable[[PgConnection], T]) -> T:
@@ -368,26 +447,32 @@ class PgDatabase:
                         raise
         raise AssertionError("unreachable")
 
-    def write(self) -> AbstractContextManager[PgConnection]:
+    def write(self, *scopes: str) -> AbstractContextManager[PgConnection]:
         """One write transaction, serialised with every other writer of the database (any
-        process): committed when the block ends, rolled back if it raises."""
+        process) that shares one of ``scopes`` (:mod:`memfs.backends.scopes`), or with every
+        writer when there are none (or in mode ``global``): committed when the block ends,
+        rolled back if it raises. Within :meth:`patience`, the wait for the locks ends then
+        (a ``lock_timeout`` for this transaction only), with :class:`Busy`."""
+        begin = "BEGIN; " + self.locks_sql(scopes)
         own = self._own_deadline()
-        if own is None:
-            return self._begun("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
-        return self._write_by(own)
+        if own is not None:
+            ms = max(1, int((own - time.monotonic()) * 1000))  # 0 would mean no timeout
+            begin = f"BEGIN; SELECT set_config('lock_timeout', '{ms}ms', true); " + begin[7:]
+        return self._begun(begin)
 
-    @contextmanager
-    def _write_by(self, deadline: float) -> Iterator[PgConnection]:
-        """:meth:`write` within :meth:`patience`: the lock wait ends at ``deadline`` (a
-        lock_timeout for this transaction only; 0 would mean none at all)."""
-        ms = max(1, int((deadline - time.monotonic()) * 1000))
-        with self._begun("SELECT set_config('lock_timeout', ?, true)", (f"{ms}ms",)) as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
-            yield conn
+    def locks_sql(self, scopes: Sequence[str]) -> str:
+        """The statement that takes a write's advisory locks: the global one, shared when the
+        write names scopes (mode ``store``), then each scope's key exclusive, in ascending
+        order (every writer takes them in one order: none waits for another in a cycle)."""
+        if not scopes or self.locks == "global":
+            return f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})"
+        keys = sorted({lock_key(s) for s in scopes})
+        return (f"SELECT pg_advisory_xact_lock_shared({WRITE_LOCK_KEY}), "
+                + ", ".join(f"pg_advisory_xact_lock({k})" for k in keys))
 
     def read(self) -> AbstractContextManager[PgConnection]:
         """A consistent snapshot for several reads."""
-        return self._begun("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return self._begun("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
     @contextmanager
     def snapshot(self) -> Iterator[PgConnection]:

@@ -481,10 +481,11 @@ class SQLiteDatabase:
         self._retry(attempt)
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, *scopes: str) -> Iterator[sqlite3.Connection]:
         """One write transaction on the writer connection: committed when the block ends, rolled
-        back if it raises. The file is checked before and after (:meth:`check_file`): a commit
-        that landed in a file no longer at :attr:`path` is reported as failed.
+        back if it raises. ``scopes`` are ignored: the one writer serialises every write. The
+        file is checked before and after (:meth:`check_file`): a commit that landed in a file
+        no longer at :attr:`path` is reported as failed.
 
         :raises Busy, StorageFull, StorageError, DatabaseGone:
         """

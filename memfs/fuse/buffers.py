@@ -335,8 +335,14 @@ class Buffers:
                 except errors.MemfsError as e:
                     outcomes.append(e)
             return
+        # The batch holds what its writes serialise on: the store, and the session whose
+        # tool events they record (a local store's Memories.scopes).
+        memories = self.store.memories
+        scopes = (memories.scopes(self.store_id, self.actor, any(j.events for j in jobs))
+                  if hasattr(memories, "scopes") else ())
         outcomes.extend(await self.mount.call(self.store.batch,
-                                              [functools.partial(write, j) for j in jobs]))
+                                              [functools.partial(write, j) for j in jobs],
+                                              scopes))
 
     def _saved(self, job: _Commit, outcome: Any) -> None:
         """Take a commit's outcome into the tree (under the mutex)."""

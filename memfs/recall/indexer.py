@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..backends.scopes import store_scope
 from ..background import Failures, lowest_priority
 from ..rules import format_time
 from . import passages as P
@@ -120,6 +121,11 @@ def has_work(store: Core, store_id: str, model: str) -> bool:
         f"SELECT 1 {_DEEPER} LIMIT 1", (store_id, model)) is not None
 
 
+def _lease_scope(store_id: str) -> str:
+    """The scope of a write of the store's lease (its holders take it one at a time)."""
+    return f"recall-lease:{store_id}"
+
+
 class Indexer:
     """Catches stores up with a provider (one instance per process and provider)."""
 
@@ -131,7 +137,7 @@ class Indexer:
 
     def _take_lease(self, store_id: str) -> bool:
         now = time.time()
-        with self.store.database.write() as c:
+        with self.store.database.write(_lease_scope(store_id)) as c:
             row = c.execute("SELECT holder, expires_at FROM recall_leases WHERE store_id = ?",
                             (store_id,)).fetchone()
             if row is not None and row[0] != self.holder and float(row[1]) > now:
@@ -143,7 +149,7 @@ class Indexer:
         return True
 
     def _drop_lease(self, store_id: str) -> None:
-        with self.store.database.write() as c:
+        with self.store.database.write(_lease_scope(store_id)) as c:
             c.execute("DELETE FROM recall_leases WHERE store_id = ? AND holder = ?",
                       (store_id, self.holder))
 
@@ -198,7 +204,7 @@ class Indexer:
                     _failures[(store_id, model)] = f"{progress.reason} (at {_now()})"
                     break
                 _failures.pop((store_id, model), None)
-                saved = self._save(model, rows, embedded)
+                saved = self._save(store_id, model, rows, embedded)
                 if first:
                     progress.embedded += saved
                 else:
@@ -247,11 +253,12 @@ class Indexer:
                         len(ps) - len(have)))
         return out
 
-    def _save(self, model: str, rows: list[Any],
+    def _save(self, store_id: str, model: str, rows: list[Any],
               embedded: list[tuple[list[P.Passage], Any, int]]) -> int:
+        """The vectors of ``rows`` (memories of ``store_id``), for those unchanged since."""
         at = _now()
         saved = 0
-        with self.store.database.write() as c:
+        with self.store.database.write(store_scope(store_id)) as c:
             for r, (ps, vectors, left) in zip(rows, embedded, strict=True):
                 saved += c.execute(
                     "INSERT INTO memory_vectors (memory_id, store_id, model, path, "

@@ -16,8 +16,10 @@ gone): the queue holds ids, never text, so taking it in twice, or late, is alway
 words are stemmed before the write lock is taken, and the lock then holds for writing rows
 only (at most ``limit`` memories a batch: a few milliseconds, not a whole store); a memory
 changed in between is stemmed again under the lock, as it is then, so the index never keeps
-what a committed write replaced. Every write holds the same lock (SQLite's one writer,
-PostgreSQL's advisory lock), so no write commits between that look and the dequeuing.
+what a committed write replaced. A batch is one store's, and its transaction holds that
+store's scope, as every write of the store does (SQLite's one writer, PostgreSQL's advisory
+lock of the store: :mod:`memfs.backends.scopes`), so no write of that store commits between
+that look and the dequeuing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..backends.scopes import store_scope
 from ..background import Failures, lowest_priority
 from . import wordsindex
 
@@ -51,20 +54,27 @@ Terms = tuple[int, dict[str, tuple[int, int]]]
 
 def catch_up(database: Database, store_id: str | None = None, *, limit: int = BATCH,
              rows: int = ROWS) -> int:
-    """Index the words of up to ``limit`` queued memories (of ``store_id``, else of any store),
-    fewer if their terms would make more than ``rows`` rows (one memory at least), in one
-    write transaction, and take them off the queue. Returns how many were taken (0: none was
-    queued).
+    """Index the words of up to ``limit`` queued memories of ``store_id`` (None: of one store
+    that has some queued), fewer if their terms would make more than ``rows`` rows (one
+    memory at least), in one write transaction of that store, and take them off the queue.
+    Returns how many were taken (0: none was queued).
 
     :raises Busy, StorageError: as any write.
     """
-    where, params = ("WHERE store_id = ? ", (store_id,)) if store_id is not None else ("", ())
     while True:
         # A look without the write lock first: nothing queued (an idle store) takes no lock.
+        sid = store_id
+        if sid is None:
+            row = database.one("SELECT store_id FROM memory_words_queue LIMIT 1")
+            if row is None:
+                return 0
+            sid = str(row[0])
         queued = [(r[0], r[1]) for r in database.all(
-            f"SELECT store_id, memory_id FROM memory_words_queue {where}LIMIT ?",
-            (*params, limit))]
+            "SELECT store_id, memory_id FROM memory_words_queue WHERE store_id = ? LIMIT ?",
+            (sid, limit))]
         if not queued:
+            if store_id is None:
+                continue  # that store's were taken in meanwhile: another store's, if any
             return 0
         # Stemmed before the lock is taken (stemming is most of the work).
         texts = {r[0]: (r[1], r[2], r[3]) for r in database.all(
@@ -82,21 +92,22 @@ def catch_up(database: Database, store_id: str | None = None, *, limit: int = BA
             terms = _index(text[1], text[2])
             ready[mid] = (text[0], text[1], terms)
             made += len(terms[1])
-        taken = _apply(database, ready)
+        taken = _apply(database, sid, ready)
         if taken:
             return taken
         # Another catch-up took them in the meantime: look again.
 
 
-def _apply(database: Database, ready: dict[str, tuple[str, str, Terms] | None]) -> int:
-    """Under the write lock: index those of ``ready`` (each memory's sha256, path and terms
-    as read, or None: it was gone) that are still queued, as they are now, and dequeue them.
-    Returns how many."""
-    with database.write() as c:
+def _apply(database: Database, store_id: str,
+           ready: dict[str, tuple[str, str, Terms] | None]) -> int:
+    """Under the store's write lock: index those of ``ready`` (memories of ``store_id``, each
+    its sha256, path and terms as read, or None: it was gone) that are still queued, as they
+    are now, and dequeue them. Returns how many."""
+    with database.write(store_scope(store_id)) as c:
         marks = ", ".join("?" * len(ready))
         taken = [(r[0], r[1]) for r in c.execute(
-            f"SELECT store_id, memory_id FROM memory_words_queue WHERE memory_id IN ({marks})",
-            list(ready))]
+            "SELECT store_id, memory_id FROM memory_words_queue WHERE store_id = ? "
+            f"AND memory_id IN ({marks})", [store_id, *ready])]
         if not taken:
             return 0
         ids = [memory_id for _, memory_id in taken]

@@ -15,8 +15,11 @@ is locked" never reaches a user and nothing else in the process waits behind it;
 :data:`WRITE_PATIENCE` seconds does it give up with :class:`Busy` (:mod:`memfs.backends.sqlite`).
 
 PostgreSQL (a ``postgresql://`` URL, :mod:`memfs.backends`): the same rules on the same SQL,
-for several servers on one database. Its writers are serialised the same way (an advisory lock
-taken first in every write transaction), so the checks above are as exact. The SQL here is
+for several servers on one database. Its writers are serialised the same way, each on what it
+changes: every write names its scopes (``core.write(store_scope(id))``,
+:mod:`memfs.backends.scopes`: the store, the session, the key...), an advisory lock each taken
+first in the transaction, so the checks above, each a store's own, are as exact, and writes of
+two stores commit side by side. A write naming none waits for every other. The SQL here is
 what both accept (placeholders ``?`` and ``:name``, ``RETURNING``, no ``IN ()``, no scalar
 ``max()``); where the two truly differ, the database object holds the fragment
 (``position_sql``) and :attr:`Store.dialect` names it.
@@ -35,8 +38,9 @@ another, so a call can be followed from its caller to the SQL with no inherited 
 
 - :mod:`~memfs.store.common` (constants, ids, time, argument checks), :mod:`~.paging`
   (cursors), :mod:`~.schema` (the schema described, and both backends' migrations),
-  :mod:`~.rows` (rows to models), :mod:`~.revert` (the plan of a revert) and :mod:`~.restore`
-  (an archive's records checked and made rows): plain functions;
+  :mod:`~.rows` (rows to models), :mod:`~.revert` (the plan of a revert), :mod:`~.restore`
+  (an archive's records checked and made rows) and :mod:`~.look` (what a memory write reads
+  first, in one statement, and the overlap rule's SQL): plain functions;
 - :mod:`~.base`: :class:`~.base.Core` (the database, transactions, :meth:`Store.batch`) and
   :class:`~.base.Part`, what every part holds;
 - the parts, each over the ones it is handed: :mod:`~.feed` (``store.feed``: a store's change

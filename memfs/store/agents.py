@@ -103,7 +103,7 @@ class Agents(Part):
             "archived_at": None,
         }
         validate_text(body, "agent")
-        with self.core.write() as c:
+        with self.core.write(f"agent:{body['id']}") as c:  # a new row: no rule spans agents
             c.execute(
                 "INSERT INTO agents (id, body, created_at, workspace_id) VALUES (?, ?, ?, ?)",
                 (body["id"], json.dumps(body), now, workspace),
@@ -194,7 +194,7 @@ class Agents(Part):
             "archived_at": None,
         }
         validate_text(body, "environment")
-        with self.core.write() as c:
+        with self.core.write(f"environment:{body['id']}") as c:  # a new row, as an agent
             c.execute(
                 "INSERT INTO environments (id, body, created_at, workspace_id) "
                 "VALUES (?, ?, ?, ?)", (body["id"], json.dumps(body), now, workspace),

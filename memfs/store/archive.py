@@ -11,13 +11,14 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection
+from ..backends.scopes import store_scope
 from ..errors import Conflict, ImportRejected, InvalidRequest, LimitExceeded, PathConflict
 from ..models import DEFAULT_WORKSPACE, Actor, Memory, MemoryVersion
 from ..rules import encode_content, new_id, validate_name, validate_path
 from .base import Core, ExportSnapshot, Part
 from .common import INSERT_MEMORY, archived, no_store, utc_now
 from .frontmatter import derive, registry
-from .memories import overlap
+from .look import overlap
 from .rows import memory_from_row, version_from_row
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ class Archive(Part):
         rows = (checker.check(n, rec) for n, rec in enumerate(records(), 1))
         try:
             for batch in restore.batches(rows):
-                with self.core.write() as c:
+                with self.core.write(store_scope(sid)) as c:
                     if not created and into is None:
                         self._import_store(c, src, sid, name, workspace)
                         created = True
@@ -429,18 +430,18 @@ class Archive(Part):
                 for table, key in (("versions", "id"), ("memories", "id"), ("changes", "seq")):
                     gone = 1
                     while gone:
-                        with self.core.write() as c:
+                        with self.core.write(store_scope(sid)) as c:
                             gone = c.execute(
                                 f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM "
                                 f"{table} WHERE store_id = ? LIMIT 5000)", (sid,)).rowcount
-                with self.core.write() as c:
+                with self.core.write(store_scope(sid)) as c:
                     c.execute("DELETE FROM stores WHERE id = ?", (sid,))
                     self.core.change(c, sid, "store")
                 return
             for i in range(0, len(written), 200):
                 chunk = written[i:i + 200]
                 marks = ",".join("?" * len(chunk))
-                with self.core.write() as c:
+                with self.core.write(store_scope(sid)) as c:
                     for mid, path in c.execute(
                             f"SELECT id, path FROM memories WHERE id IN ({marks})",
                             chunk).fetchall():
@@ -498,7 +499,7 @@ class Archive(Part):
                         continue
                 elif batch == [] and (created or into is not None):
                     break
-                with self.core.write() as c:
+                with self.core.write(store_scope(sid)) as c:
                     if not created and into is None:
                         now = utc_now()
                         c.execute(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
-from ..backends import Connection, Row, check_database, default_db_path, open_database
+from ..backends import Connection, Cursor, Row, check_database, default_db_path, open_database
 from ..errors import Busy, MemfsError, StorageError, WouldBlock
 from ..models import MemoryStore, Page
 from ..rules import Limits, format_time
@@ -180,34 +180,49 @@ class Core:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def write(self) -> AbstractContextManager[Connection]:
-        """One write transaction, holding the database write lock from its first statement.
-        Inside :meth:`batch` (same thread), the batch's transaction instead."""
-        conn = self.batch_conn()
+    def write(self, *scopes: str) -> AbstractContextManager[Connection]:
+        """One write transaction, serialised with the writes that share one of ``scopes``
+        (:mod:`memfs.backends.scopes`: the store, session or key it changes), or with every
+        write when there are none (see :meth:`Database.write`). Inside :meth:`batch` (same
+        thread), the batch's transaction instead, which must hold those scopes."""
+        conn = self.batch_conn(*scopes)
         if conn is not None:
             return nullcontext(conn)
-        return self.database.write()
+        return self.database.write(*scopes)
 
-    def batch_conn(self) -> Connection | None:
+    def batch_conn(self, *scopes: str) -> Connection | None:
         """The transaction of the :meth:`batch` (or :meth:`joined_write`) this thread runs in
-        (None: none)."""
-        conn: Connection | None = (_batching.conns.get(id(self)) if hasattr(_batching, "conns")
-                                   else None)
+        (None: none).
+
+        :raises AssertionError: a write asking for ``scopes`` (none: every write) that the
+            batch does not hold (a bug: its rule would not be serialised). An unscoped batch
+            holds them all.
+        """
+        joined: tuple[Connection, frozenset[str] | None] | None = (
+            _batching.conns.get(id(self)) if hasattr(_batching, "conns") else None)
+        if joined is None:
+            return None
+        conn, held = joined
+        if held is not None and (not scopes or not held.issuperset(scopes)):
+            raise AssertionError(
+                f"a write asking for {sorted(scopes) or 'every write'} joined a batch holding "
+                f"only {sorted(held)}")
         return conn
 
     @contextmanager
-    def joined_write(self) -> Iterator[Connection]:
-        """A write transaction that the store's write methods called in it join (as in a
-        :meth:`batch`)."""
-        with self.database.write() as conn, self._joined(conn):
+    def joined_write(self, *scopes: str) -> Iterator[Connection]:
+        """A write transaction holding ``scopes`` (as :meth:`write`), that the store's write
+        methods called in it join (as in a :meth:`batch`)."""
+        with self.database.write(*scopes) as conn, self._joined(conn, scopes):
             yield conn
 
     @contextmanager
-    def _joined(self, conn: Connection) -> Iterator[None]:
-        """The store's write methods called by this thread in this block join ``conn``."""
+    def _joined(self, conn: Connection, scopes: Sequence[str]) -> Iterator[None]:
+        """The store's write methods called by this thread in this block join ``conn``, which
+        holds ``scopes`` (none: it is serialised with every write)."""
         if not hasattr(_batching, "conns"):
             _batching.conns = {}
-        _batching.conns[id(self)] = conn
+        _batching.conns[id(self)] = (conn, frozenset(scopes) if scopes else None)
         try:
             yield
         finally:
@@ -216,11 +231,15 @@ class Core:
     def batch(
         self,
         calls: Sequence[Callable[[], Any]] | Callable[[], Sequence[Callable[[], Any]]],
+        scopes: Sequence[str] = (),
     ) -> list[Any]:
         """Run several write calls of this store (``calls``: functions of no argument, e.g.
         ``partial(store.memories.create, …)``) in ONE write transaction: one lock, one commit
         and one fsync for all (group commit). Returns each call's result, or the exception it
         raised, in order; each result is durable when this returns, like the call's own.
+
+        The transaction holds ``scopes`` (:meth:`write`; none: it is serialised with every
+        write): every call's writes must ask for no other (:meth:`batch_conn`).
 
         ``calls`` may also be a function returning the calls, called once: as soon as the
         write lock is held (or, if the transaction fails before, when it has failed), so that
@@ -239,12 +258,12 @@ class Core:
             return [_outcome(taken[0])]
         outcomes: list[Any] = []
         try:
-            with self.write() as conn:
+            with self.write(*scopes) as conn:
                 if taken is None:
                     taken = calls()  # type: ignore[operator]
-                with self._joined(conn):
+                with self._joined(conn, scopes):
                     for fn in taken:
-                        conn.execute("SAVEPOINT memfs_batch_call")
+                        self.later(conn, "SAVEPOINT memfs_batch_call")
                         try:
                             outcomes.append(fn())
                         except MemfsError as e:
@@ -252,9 +271,11 @@ class Core:
                                 raise
                             conn.execute("ROLLBACK TO memfs_batch_call")
                             outcomes.append(e)
-                        conn.execute("RELEASE memfs_batch_call")
+                        self.later(conn, "RELEASE memfs_batch_call")
         except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
             raise  # nothing was done
+        except AssertionError:  # a bug (a call asked for a scope the batch does not hold)
+            raise
         except Exception as e:
             if taken is None:
                 taken = calls()  # type: ignore[operator]
@@ -263,6 +284,42 @@ class Core:
             log.info("a batch of %d writes failed (%r); running each alone", len(taken), e)
             return [_outcome(fn) for fn in taken]
         return outcomes
+
+    def at_once(
+        self,
+        conn: Connection,
+        writes: Sequence[tuple[str, Sequence[Any]]],
+        sql: str,
+        params: Sequence[Any],
+    ) -> Cursor:
+        """Run ``writes`` (statements with their parameters that return nothing), then
+        ``sql``; returns the cursor of ``sql``.
+
+        On PostgreSQL they are ONE statement (one round trip under the write lock instead of
+        one each): each write a data-modifying ``WITH`` part, ``sql`` the statement itself.
+        Every part sees the database as it was before the statement, so no part may depend
+        on another's writes; triggers (the store's memory count, the words queue, the feed's
+        NOTIFY) fire at the statement's end as they would after each. SQLite, which has no
+        data-modifying WITH, runs them in turn (no round trips there)."""
+        if writes and self.dialect == "postgresql":
+            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
+            return conn.execute(f"WITH {parts} {sql}",
+                                [p for _, ps in writes for p in ps] + list(params))
+        for w, ps in writes:
+            conn.execute(w, ps)
+        return conn.execute(sql, params)
+
+    @staticmethod
+    def later(conn: Connection, sql: str) -> None:
+        """Run ``sql``, a ``SAVEPOINT`` or a ``RELEASE``, before the next statement on
+        ``conn``: on PostgreSQL sent with it, in its round trip
+        (:meth:`PgConnection.later <memfs.backends.postgresql.PgConnection.later>`); SQLite
+        runs it now (no round trips there)."""
+        send = getattr(conn, "later", None)
+        if send is None:
+            conn.execute(sql)
+        else:
+            send(sql)
 
     def read(self) -> AbstractContextManager[Connection]:
         """A consistent snapshot for several reads."""
@@ -289,8 +346,26 @@ class Core:
         old_path: str | None = None,
     ) -> int:
         """Append to the store's change feed; returns the change's sequence number."""
+        return self.record(conn, (), store_id, op, memory_id, path, old_path)
+
+    def record(
+        self,
+        conn: Connection,
+        writes: Sequence[tuple[str, Sequence[Any]]],
+        store_id: str,
+        op: str,
+        memory_id: str | None = None,
+        path: str | None = None,
+        old_path: str | None = None,
+    ) -> int:
+        """Run ``writes`` (statements with their parameters that return nothing: a version,
+        the memory's row, a retention prune) and append the change they make to the store's
+        feed, all as one statement on PostgreSQL (:meth:`at_once`); returns the change's
+        sequence number. A prune cannot see the version inserted beside it there:
+        :meth:`Memories.prune_sql <memfs.store.memories.Memories.prune_sql>` counts it in."""
         # RETURNING (SQLite 3.35+ and PostgreSQL): the seq on both backends.
-        seq = int(conn.execute(
+        seq = int(self.at_once(
+            conn, writes,
             "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
             "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
             (store_id, op, memory_id, path, old_path, utc_now()),

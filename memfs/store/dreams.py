@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection, Row
+from ..backends.scopes import dream_scope, store_scope
 from ..errors import Conflict, InvalidRequest, LimitExceeded, NotFound, StoreArchived
 from ..models import DREAM_FINAL, DREAM_STATUSES, DREAM_USAGE, Actor, Dream, Page
 from ..rules import check_limit, format_time, new_id, parse_time, validate_text
@@ -121,7 +122,8 @@ class Dreams(Part):
         behavior = _dream_output_behavior(output_behavior, store_id)
         did = new_id("drm")
         now = utc_now()
-        with self.core.write() as c:
+        # The store's dreams (at most one update_existing dream not ended) are its own rule.
+        with self.core.write(dream_scope(did), store_scope(store_id)) as c:
             store = self.core.store_in(c, store_id)
             owner = c.execute("SELECT workspace_id FROM stores WHERE id = ?",
                               (store_id,)).fetchone()["workspace_id"]
@@ -203,7 +205,7 @@ class Dreams(Part):
 
         :raises InvalidRequest: the dream is pending or running. :raises NotFound:
         """
-        with self.core.write() as c:
+        with self.core.write(dream_scope(dream_id)) as c:
             row = self._dream_row_in(c, dream_id)
             if row["status"] not in DREAM_FINAL:
                 raise InvalidRequest(
@@ -219,7 +221,7 @@ class Dreams(Part):
 
         :raises InvalidRequest: the dream already completed or failed. :raises NotFound:
         """
-        with self.core.write() as c:
+        with self.core.write(dream_scope(dream_id)) as c:
             row = self._dream_row_in(c, dream_id)
             if row["status"] in ("completed", "failed"):
                 raise InvalidRequest(
@@ -240,7 +242,7 @@ class Dreams(Part):
         :meth:`create_session`, e.g. the ``root`` and ``launcher`` of ``memfs dream -- CMD``).
         None: the dream is not pending (canceled meanwhile, or another runner took it).
         """
-        with self.core.write() as c:
+        with self.core.write(dream_scope(dream_id)) as c:
             row = self._dream_row_in(c, dream_id)
             if row["status"] != "pending":
                 return None
@@ -283,7 +285,9 @@ class Dreams(Part):
             resources, **{"status": "running", "title": f"dream {dream_id}",
                           "metadata": {"memfs_dream_id": dream_id}, **(session or {})})
         actor = Actor.session(session_.id)
-        with self.core.write() as c:
+        # The output store's copy of its input, as one commit of the input left it.
+        with self.core.write(dream_scope(dream_id), store_scope(out_id),
+                             store_scope(source.id)) as c:
             if out_id != source.id:
                 types = registry(source.metadata)  # the output store's: copied above
                 for m in c.execute(
@@ -315,7 +319,7 @@ class Dreams(Part):
         """Add a model call's token counts (after a cancel too; frozen once completed or
         failed) and mark the dream's runner alive."""
         counts = [int(usage.get(k) or 0) for k in DREAM_USAGE]
-        with self.core.write() as c:
+        with self.core.write(dream_scope(dream_id)) as c:
             c.execute(
                 "UPDATE dreams SET " + ", ".join(f"{k} = {k} + ?" for k in DREAM_USAGE)
                 + ", heartbeat_at = ? WHERE id = ? AND status IN ('pending', 'running', "
@@ -323,7 +327,7 @@ class Dreams(Part):
 
     def heartbeat(self, dream_id: str) -> str:
         """Mark the dream's runner alive; returns the dream's status."""
-        with self.core.write() as c:
+        with self.core.write(dream_scope(dream_id)) as c:
             c.execute("UPDATE dreams SET heartbeat_at = ? WHERE id = ? AND status IN "
                       "('pending', 'running')", (utc_now(), dream_id))
             return str(self._dream_row_in(c, dream_id)["status"])
@@ -341,7 +345,9 @@ class Dreams(Part):
         """
         if status not in ("completed", "failed"):
             raise InvalidRequest(f"a dream cannot end as {status!r}")
-        with self.core.write() as c:
+        # Deleting its output store is rare (a failure before the model ran): then every
+        # write waits (the store is known only in the transaction).
+        with self.core.write(*(() if discard_output else (dream_scope(dream_id),))) as c:
             ended = c.execute(
                 "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
                 "AND status IN ('pending', 'running') RETURNING output_store_id, "

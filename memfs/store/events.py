@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..backends.scopes import session_scope, store_scope
 from ..errors import Forbidden, InvalidCursor, InvalidRequest, NotFound, ReadOnly
 from ..models import Actor, Event, Page
 from ..rules import (
@@ -66,18 +67,18 @@ class Events(Part):
             validate_text(e, "event")
         done = [complete_event(session_id, e) for e in events]
         self._insert_event_rows(
-            session_id,
+            session_id, store_id,
             [(e.id, session_id, store_id, e.type, e.processed_at, json.dumps(e.body))
              for e in done],
         )
         return done
 
-    def _insert_event_rows(self, session_id: str | None,
+    def _insert_event_rows(self, session_id: str | None, store_id: str | None,
                            values: Sequence[tuple[Any, ...]], *, late: bool = False) -> None:
         """Insert ``(id, session_id, store_id, type, processed_at, body)`` rows in one write
         (one executemany: a mount flushes hundreds of tool events at a time). ``late``: rows
         of a mount's tool events, stamped no earlier than :meth:`_late_floor` says."""
-        with self.core.write() as c:
+        with self.core.write(*event_scopes(session_id, store_id)) as c:
             if session_id is not None:
                 self.sessions.session_in(c, session_id)
                 floor = self._late_floor(c, session_id) if late else None
@@ -110,7 +111,7 @@ class Events(Part):
                 except UnicodeEncodeError:
                     body = body.encode("utf-8", "replace").decode("utf-8")
             values.append((event_id, session_id, store_id, type_, processed_at, body))
-        self._insert_event_rows(session_id, values, late=True)
+        self._insert_event_rows(session_id, store_id, values, late=True)
         return len(values)
 
     def _late_floor(self, c: Any, session_id: str) -> str | None:
@@ -363,7 +364,7 @@ class Events(Part):
                 raise ReadOnly(f"memory store {store_id} is not attached to session {session_id}")
         elif store_id is None:
             raise InvalidRequest("tool events need a session or a memory store")
-        with self.core.write() as c:
+        with self.core.write(*event_scopes(session_id, store_id)) as c:
             if store_id is not None:
                 self.core.store_in(c, store_id)
             ids = [e["id"] for e in events]
@@ -381,6 +382,14 @@ class Events(Part):
                         e = {**e, "processed_at": floor}
                     fresh.append(self.sessions.insert_event(c, session_id, store_id, e))
             return fresh
+
+
+def event_scopes(session_id: str | None, store_id: str | None) -> tuple[str, ...]:
+    """What a write of events serialises on (:meth:`Core.write`): their session (its events
+    stay in order), else the store they belong to, else every write."""
+    if session_id is not None:
+        return (session_scope(session_id),)
+    return () if store_id is None else (store_scope(store_id),)
 
 
 def _stamped(row: tuple[Any, ...], floor: str) -> tuple[Any, ...]:

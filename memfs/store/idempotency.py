@@ -43,6 +43,7 @@ class Idempotency(Part):
         deadline: float | None,
         call: Callable[[], Any],
         shown: Callable[[Any], Any],
+        scopes: tuple[str, ...] = (),
     ) -> tuple[int, Any]:
         """Run the write ``call`` and answer ``(HTTP status, body)``: 200 and ``shown(result)``,
         or a refusal of the store's rules (:func:`memfs.errors.to_wire`: the status and
@@ -56,15 +57,22 @@ class Idempotency(Part):
         the write's transaction may commit; past it, the write is rolled back and refused
         with :class:`DeadlinePassed` (recorded too).
 
+        ``scopes``: what ``call`` serialises on (:meth:`Core.write`; none: every write). A key
+        needs no scope of its own: the same request sent twice at once writes to the same
+        store, whose scope serialises them (the second finds the first's answer), and a key
+        sent with two requests to two stores at once is refused by the table's primary key
+        to the one that commits second (its batch runs its writes again alone: then it finds
+        the key taken).
+
         :raises InvalidRequest: a key that is too long, or already used for another request.
         :raises StorageError, Busy: the database failed (nothing is recorded).
         """
         if key is not None and not 0 < len(key) <= MAX_KEY_LENGTH:
             raise InvalidRequest(f"an Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters")
-        conn = self.core.batch_conn()
+        conn = self.core.batch_conn(*scopes)
         if conn is not None:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
-        with self.core.joined_write() as conn:
+        with self.core.joined_write(*scopes) as conn:
             return self._once_in(conn, scope, key, fingerprint, deadline, call, shown)
 
     def _once_in(self, conn: Connection, scope: str, key: str | None, fingerprint: str,
@@ -80,7 +88,7 @@ class Idempotency(Part):
                         "this Idempotency-Key was sent with another request; use a new key "
                         "for each write")
                 return int(row["status"]), json.loads(row["body"])
-        conn.execute("SAVEPOINT memfs_once")
+        self.core.later(conn, "SAVEPOINT memfs_once")  # sent with the call's first statement
         try:
             body = shown(call())
             if deadline is not None and time.time() > deadline:
@@ -94,12 +102,15 @@ class Idempotency(Part):
             conn.execute("ROLLBACK TO memfs_once")
             status, err = to_wire(e)
             body = {"error": err}
-        conn.execute("RELEASE memfs_once")
+        self.core.later(conn, "RELEASE memfs_once")
         if key is not None:
-            # Bound the table as it grows: an indexed range, usually empty.
-            conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?",
-                         (format_time(datetime.now(UTC) - KEEP_KEYS),))
-            conn.execute(
+            # Bound the table as it grows (an indexed range, usually empty), in the same
+            # statement on PostgreSQL: a key found above is never inserted, so the two never
+            # meet on one row.
+            self.core.at_once(
+                conn,
+                [("DELETE FROM idempotency_keys WHERE created_at < ?",
+                  (format_time(datetime.now(UTC) - KEEP_KEYS),))],
                 "INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (scope, key, fingerprint, status, json.dumps(body), utc_now()))

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from ..backends import Row
+from ..backends.scopes import key_scope
 from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized, UnknownKey
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
 from ..rules import format_time, new_id, parse_duration, validate_text, validate_workspace
@@ -218,7 +219,7 @@ class Keys(Part):
         """Record a Console sign-in made with the stored key ``key_id`` (``signin``: the
         SHA-256 of its cookie's nonce) until ``expires_at`` (Unix seconds); sign-ins past
         their expiry are forgotten at the same time."""
-        with self.core.write() as c:
+        with self.core.write(f"signin:{signin}") as c:
             c.execute("DELETE FROM console_signins WHERE expires_at < ?",
                       (int(datetime.now(UTC).timestamp()),))
             c.execute("INSERT INTO console_signins (signin, key_id, expires_at) "
@@ -277,7 +278,8 @@ class Keys(Part):
         nor is refused for it; the next request a minute on tries again)."""
         marks = ",".join("?" * len(key_ids))
         try:
-            with self.core.patience(TOUCH_PATIENCE), self.core.write() as c:
+            with self.core.patience(TOUCH_PATIENCE), \
+                    self.core.write(*map(key_scope, key_ids)) as c:
                 c.execute(f"UPDATE api_keys SET last_used_at = ? WHERE id IN ({marks})",
                           (now, *key_ids))
         except MemfsError as e:  # busy, or a read-only database: the use goes unnoted
@@ -389,7 +391,7 @@ class Keys(Part):
         """Record that the Console sign-in ``signin`` (a digest of its cookie's nonce) was
         signed out, until ``expires_at`` (Unix seconds, its cookie's expiry); sign-outs past
         their expiry are forgotten at the same time."""
-        with self.core.write() as c:
+        with self.core.write(f"signin:{signin}") as c:
             c.execute("DELETE FROM console_signouts WHERE expires_at < ?",
                       (int(datetime.now(UTC).timestamp()),))
             c.execute("INSERT INTO console_signouts (signin, expires_at) VALUES (?, ?) "

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection, Row
+from ..backends.scopes import session_scope, store_scope
 from ..errors import (
     DirectoryNotEmpty,
     InvalidCursor,
@@ -19,7 +20,6 @@ from ..errors import (
     LimitExceeded,
     NotADirectory,
     NotFound,
-    PathConflict,
 )
 from ..models import Actor, Memory, MemoryPrefix, Page, complete_tool_results
 from ..rules import (
@@ -47,6 +47,7 @@ from .common import (
     utc_now,
 )
 from .frontmatter import derive, registry
+from .look import Look, blockers_sql, conflict, look_in
 from .paging import decode_cursor, encode_cursor
 from .rows import memory_from_row
 
@@ -64,16 +65,6 @@ def _tags_of(row: Row) -> builtins.list[str]:
     return tags
 
 
-def overlap(path: str, other: str) -> str:
-    """Why ``path`` cannot be placed beside ``other``: the same path, or one below the
-    other (:meth:`check_path_free`)."""
-    if other == path:
-        return f"a memory already exists at {path}"
-    if len(other) < len(path):
-        return f"{other} is a memory, so {path} cannot be below it"
-    return f"{path} is a directory of memories (e.g. {other})"
-
-
 class Memories(Part):
     """The store's memories (a part of :class:`memfs.store.Store`)."""
 
@@ -83,32 +74,29 @@ class Memories(Part):
 
     # -- memories ----------------------------------------------------------------------------
 
+    @staticmethod
+    def scopes(store_id: str, actor: Actor | None = None,
+               events: object = None) -> tuple[str, ...]:
+        """What a write to the memories of ``store_id`` serialises on (:meth:`Core.write`):
+        the store (its limit, its paths, its feed's order), and the session of ``actor``
+        when the write records ``events`` for it (:meth:`_tool_events_in`: a session's
+        events stay in order)."""
+        if events and actor is not None and actor.type == "session_actor":
+            return store_scope(store_id), session_scope(actor.id)
+        return (store_scope(store_id),)
+
     def check_path_free(
         self, c: Connection, store_id: str, path: str, exclude: Collection[str] = ()
     ) -> None:
         """:raises PathConflict: ``path`` is taken, or is an ancestor or descendant of a
         memory's path (``/a`` and ``/a/b`` cannot both exist). Memories in ``exclude`` are
-        ignored (the one being renamed, the one being replaced)."""
-        segments = path[1:].split("/")
-        candidates = [path] + ["/" + "/".join(segments[:i]) for i in range(1, len(segments))]
-        marks = ",".join("?" * len(candidates))
-        rows = c.execute(
-            f"SELECT id, path FROM memories WHERE store_id = ? AND path IN ({marks})",
-            (store_id, *candidates),
-        ).fetchall()
-        # Descendants: paths in [path + "/", path + "0"), "0" being the byte after "/". One
-        # more than ``exclude`` holds, so that a blocker is found even when excluded memories
-        # (a directory rename's own) sort before it.
-        rows += c.execute(
-            "SELECT id, path FROM memories WHERE store_id = ? AND path > ? AND path < ? "
-            "ORDER BY path LIMIT ?",
-            (store_id, path + "/", path + "0", len(exclude) + 1),
-        ).fetchall()
-        for row in rows:
-            if row["id"] in exclude:
-                continue
-            raise PathConflict(overlap(path, row["path"]), conflicting_memory_id=row["id"],
-                               conflicting_path=row["path"])
+        ignored (the one being renamed, the one being replaced). One statement
+        (:func:`~memfs.store.look.blockers_sql`); a write that also reads its store and
+        memory reads this with them (:func:`~memfs.store.look.look_in`)."""
+        sql, params = blockers_sql(store_id, path, len(exclude))
+        for row in c.execute(f"{sql} ORDER BY o, path", params).fetchall():
+            if row["id"] not in exclude:
+                raise conflict(path, row["id"], row["path"])
 
     def insert_version(
         self,
@@ -123,36 +111,64 @@ class Memories(Part):
         actor: Actor | None,
         now: str,
     ) -> str:
+        vid, (sql, params) = self.version_sql(store_id, memory_id, operation, path, content,
+                                              sha, size, actor, now)
+        c.execute(sql, params)
+        return vid
+
+    @staticmethod
+    def version_sql(
+        store_id: str,
+        memory_id: str,
+        operation: str,
+        path: str,
+        content: str | None,
+        sha: str | None,
+        size: int | None,
+        actor: Actor | None,
+        now: str,
+    ) -> tuple[str, tuple[str, tuple[Any, ...]]]:
+        """A new version's id, and the statement that inserts it (:meth:`Core.record
+        <memfs.store.base.Core.record>` runs it with the write it records)."""
         vid = new_id("memver")
-        c.execute(
+        return vid, (
             "INSERT INTO versions (id, store_id, memory_id, operation, created_at, path, "
             "content, content_sha256, content_size_bytes, created_by_type, created_by_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                vid,
-                store_id,
-                memory_id,
-                operation,
-                now,
-                path,
-                content,
-                sha,
-                size,
-                actor.type if actor else None,
-                actor.id if actor else None,
-            ),
+            (vid, store_id, memory_id, operation, now, path, content, sha, size,
+             actor.type if actor else None, actor.id if actor else None),
         )
-        return vid
 
     def prune_memory(self, c: Connection, memory_id: str) -> None:
         """Retention (SPEC §1): drop versions older than the window, keeping the newest few."""
+        c.execute(*self.prune_sql(memory_id))
+
+    def prune_sql(
+        self, memory_id: str, newest: tuple[str, str] | None = None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The statement of :meth:`prune_memory`. ``newest``: the id and time of the version
+        written in the same statement (:meth:`Core.record <memfs.store.base.Core.record>`),
+        which the statement cannot see yet: counted among the newest as if it were there,
+        and never deleted."""
         cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
-        c.execute(
-            "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id NOT IN "
-            "(SELECT id FROM versions WHERE memory_id = ? ORDER BY created_at DESC, id DESC "
-            "LIMIT ?)",
-            # At least one: the newest version is a live memory's head and must stay.
-            (memory_id, cutoff, memory_id, max(1, self.limits.retention_keep)),
+        # At least one: the newest version is a live memory's head and must stay.
+        keep = max(1, self.limits.retention_keep)
+        if newest is None or self.core.dialect == "sqlite":  # SQLite runs it after the insert
+            return (
+                "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id NOT IN "
+                "(SELECT id FROM versions WHERE memory_id = ? ORDER BY created_at DESC, "
+                "id DESC LIMIT ?)",
+                (memory_id, cutoff, memory_id, keep),
+            )
+        vid, at = newest
+        # The newest ``keep`` of the others (the index's order, stopping there), with it.
+        return (
+            "DELETE FROM versions WHERE memory_id = ? AND created_at < ? AND id <> ? "
+            "AND id NOT IN (SELECT id FROM (SELECT id, created_at FROM (SELECT id, created_at "
+            "FROM versions WHERE memory_id = ? AND id <> ? ORDER BY created_at DESC, id DESC "
+            "LIMIT ?) AS older UNION ALL SELECT ?, ?) AS kept ORDER BY created_at DESC, "
+            "id DESC LIMIT ?)",
+            (memory_id, cutoff, vid, memory_id, vid, keep, vid, at, keep),
         )
 
     def count(self, store_id: str) -> int:
@@ -189,7 +205,7 @@ class Memories(Part):
         """
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             return self.create_in(c, store_id, path, text, data, actor)
 
     def create_in(
@@ -202,27 +218,30 @@ class Memories(Part):
         actor: Actor | None,
         memory_id: str | None = None,
         now: str | None = None,
+        look: Look | None = None,
     ) -> Memory:
         """Create a memory inside a write transaction; ``path`` and content are validated.
         ``memory_id``: a deleted memory of this store comes back under its own id (restore,
-        revert), its ``created`` version added to its history."""
-        store = self.core.writable_store_in(c, store_id)
+        revert), its ``created`` version added to its history. ``look``: the store and what
+        blocks ``path``, read in this transaction (else read here)."""
+        if look is None:
+            look = look_in(c, store_id, free=path)
+        look.writable()
         # The path before the count: at the limit, a taken path still says so.
-        self.check_path_free(c, store_id, path)
-        self.check_room(store_id, store["memory_count"])
+        look.check_free(path)
+        self.check_room(store_id, look.memory_count)
         sha = sha256_hex(data)
         now = now or utc_now()
         mid = memory_id or new_id("mem")
-        vid = self.insert_version(
-            c, store_id, mid, "created", path, text, sha, len(data), actor, now
+        vid, version = self.version_sql(
+            store_id, mid, "created", path, text, sha, len(data), actor, now
         )
-        d = derive(path, text, registry(store["metadata"]), now)
-        c.execute(
-            INSERT_MEMORY, (mid, store_id, path, text, sha, len(data), vid, now, now, *d.columns())
-        )
-        seq = self.core.change(c, store_id, "put", mid, path)
+        d = derive(path, text, registry(look.metadata), now)
+        writes = [version, (INSERT_MEMORY, (mid, store_id, path, text, sha, len(data), vid, now,
+                                            now, *d.columns()))]
         if memory_id is not None:
-            self.prune_memory(c, mid)
+            writes.append(self.prune_sql(mid, (vid, now)))
+        seq = self.core.record(c, writes, store_id, "put", mid, path)
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, d.to_meta(),
                       seq=seq)
 
@@ -289,10 +308,12 @@ class Memories(Part):
         check_sha256_arg(precondition_sha256, "precondition content_sha256")
         new_path = None if path is None else validate_path(path, self.limits)
         new = None if content is None else encode_content(content, self.limits)
-        with self.core.write() as c:
-            row = self.memory_in(c, store_id, "id", memory_id)
+        with self.core.write(store_scope(store_id)) as c:
+            # The memory, its store and what blocks the new path: one statement.
+            look = look_in(c, store_id, memory=("id", memory_id), free=new_path)
+            row = look.the_memory("id", memory_id)
             check_precondition(row, precondition_sha256)
-            return self.modify_in(c, row, new, new_path, replace, actor)
+            return self.modify_in(c, row, new, new_path, replace, actor, look=look)
 
     def modify_in(
         self,
@@ -303,9 +324,12 @@ class Memories(Part):
         replace: bool,
         actor: Actor | None,
         now: str | None = None,
+        look: Look | None = None,
     ) -> Memory:
         """Change a live memory's content and/or path inside a write transaction: one
-        ``modified`` version, or none (and the memory unchanged) when nothing changes."""
+        ``modified`` version, or none (and the memory unchanged) when nothing changes.
+        ``look``: its store and what blocks ``new_path`` (other than this memory), read in
+        this transaction (else read here)."""
         store_id, memory_id = row["store_id"], row["id"]
         text, sha, size = row["content"], row["content_sha256"], row["content_size_bytes"]
         if content is not None:
@@ -313,23 +337,25 @@ class Memories(Part):
         target = row["path"] if new_path is None else new_path
         if target == row["path"] and sha == row["content_sha256"] and text == row["content"]:
             return memory_from_row(row, True)
-        store = self.core.writable_store_in(c, store_id)
+        moved = target != row["path"]
+        if look is None:
+            look = look_in(c, store_id, free=target if moved else None, exclude=(memory_id,))
+        look.writable()
         now = now or utc_now()
-        if target != row["path"]:
-            self._make_room(c, store_id, target, memory_id, replace, actor, now)
-        vid = self.insert_version(
-            c, store_id, memory_id, "modified", target, text, sha, size, actor, now
+        if moved:
+            self._make_room(c, store_id, target, memory_id, replace, actor, now, look)
+        vid, version = self.version_sql(
+            store_id, memory_id, "modified", target, text, sha, size, actor, now
         )
-        d = derive(target, text, registry(store["metadata"]), now)
-        c.execute(
-            "UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
-            "content_size_bytes = ?, version_id = ?, updated_at = ?, "
-            f"{DERIVED_SET} WHERE id = ?",
-            (target, text, sha, size, vid, now, *d.columns(), memory_id),
-        )
-        old = row["path"] if target != row["path"] else None
-        seq = self.core.change(c, store_id, "put", memory_id, target, old)
-        self.prune_memory(c, memory_id)
+        d = derive(target, text, registry(look.metadata), now)
+        seq = self.core.record(c, [
+            version,
+            ("UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
+             "content_size_bytes = ?, version_id = ?, updated_at = ?, "
+             f"{DERIVED_SET} WHERE id = ?",
+             (target, text, sha, size, vid, now, *d.columns(), memory_id)),
+            self.prune_sql(memory_id, (vid, now)),
+        ], store_id, "put", memory_id, target, row["path"] if moved else None)
         return Memory(
             memory_id, store_id, target, text, sha, size, vid, row["created_at"], now,
             d.to_meta(), seq=seq
@@ -344,15 +370,18 @@ class Memories(Part):
         replace: bool,
         actor: Actor | None,
         now: str,
+        look: Look,
     ) -> None:
         """Before moving ``memory_id`` to ``target``: with ``replace``, delete the memory that
-        holds exactly ``target``; then check that nothing else blocks it."""
-        if replace:
-            victim = c.execute(
-                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, target)
-            ).fetchone()
-            if victim is not None and victim["id"] != memory_id:
-                self.delete_row_in(c, victim, actor, now)
+        holds exactly ``target``; then check that nothing else blocks it (``look``: what
+        blocked ``target`` when the write began)."""
+        if look.blocker is None:
+            return
+        victim_id, victim_path = look.blocker
+        if not (replace and victim_path == target):
+            look.check_free(target)
+        self.delete_in(c, store_id, victim_id, victim_path, actor, now)
+        # Nothing else can block it now (no two memories overlap); checked all the same.
         self.check_path_free(c, store_id, target, exclude=(memory_id,))
 
     def delete_row_in(
@@ -360,12 +389,21 @@ class Memories(Part):
     ) -> tuple[int, str]:
         """Delete a memory's row inside a write transaction: a ``deleted`` version. Returns
         the change-feed position of the delete and the version's id."""
-        vid = self.insert_version(
-            c, row["store_id"], row["id"], "deleted", row["path"], None, None, None, actor, now
+        return self.delete_in(c, row["store_id"], row["id"], row["path"], actor, now)
+
+    def delete_in(
+        self, c: Connection, store_id: str, memory_id: str, path: str, actor: Actor | None,
+        now: str,
+    ) -> tuple[int, str]:
+        """:meth:`delete_row_in` of the memory ``memory_id`` at ``path``: one statement."""
+        vid, version = self.version_sql(
+            store_id, memory_id, "deleted", path, None, None, None, actor, now
         )
-        c.execute("DELETE FROM memories WHERE id = ?", (row["id"],))
-        seq = self.core.change(c, row["store_id"], "delete", row["id"], row["path"])
-        self.prune_memory(c, row["id"])
+        seq = self.core.record(c, [
+            version,
+            ("DELETE FROM memories WHERE id = ?", (memory_id,)),
+            self.prune_sql(memory_id, (vid, now)),
+        ], store_id, "delete", memory_id, path)
         return seq, vid
 
     def delete(
@@ -382,8 +420,8 @@ class Memories(Part):
         :raises NotFound, PreconditionFailed, InvalidRequest:
         """
         check_sha256_arg(expected_sha256, "expected_content_sha256")
-        with self.core.write() as c:
-            row = self.memory_in(c, store_id, "id", memory_id)
+        with self.core.write(store_scope(store_id)) as c:
+            row = look_in(c, store_id, memory=("id", memory_id)).the_memory("id", memory_id)
             check_precondition(row, expected_sha256)
             self.delete_row_in(c, row, actor, utc_now())
 
@@ -405,15 +443,13 @@ class Memories(Part):
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
         check_tool_events(events, text=False)
-        with self.core.write() as c:
-            # No store look-up here: _create_in checks the store, and a memory implies it.
-            row = c.execute(
-                "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, path)
-            ).fetchone()
-            if row is None:
-                m = self.create_in(c, store_id, path, text, data, actor)
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
+            # The memory at the path, its store and what blocks the path: one statement.
+            look = look_in(c, store_id, memory=("path", path), free=path)
+            if look.memory is None:
+                m = self.create_in(c, store_id, path, text, data, actor, look=look)
             else:
-                m = self.modify_in(c, row, (text, data), None, False, actor)
+                m = self.modify_in(c, look.memory, (text, data), None, False, actor, look=look)
             self._tool_events_in(c, store_id, actor, events, m.id, m.memory_version_id)
             return m
 
@@ -460,8 +496,8 @@ class Memories(Part):
         """
         path = validate_path(path, self.limits)
         check_tool_events(events, text=False)
-        with self.core.write() as c:
-            row = self.memory_in(c, store_id, "path", path)
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
+            row = look_in(c, store_id, memory=("path", path)).the_memory("path", path)
             seq = self.delete_row_in(c, row, actor, utc_now())[0]
             self._tool_events_in(c, store_id, actor, events, row["id"])
         return dataclasses.replace(memory_from_row(row, False), seq=seq)
@@ -497,24 +533,25 @@ class Memories(Part):
         check_tool_events(events, text=False)
         # One transaction: the memories found at ``old`` and ``new`` are the ones changed, even
         # if another writer renames or replaces them at the same moment.
-        with self.core.write() as c:
-            row = self.memory_in(c, store_id, "path", old)
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
+            # The memory, its store and what blocks the new path: one statement.
+            look = look_in(c, store_id, memory=("path", old), free=new)
+            row = look.the_memory("path", old)
             kept: Memory | None = None
-            if replace and new != old:
-                target = c.execute(
-                    "SELECT * FROM memories WHERE store_id = ? AND path = ?", (store_id, new)
-                ).fetchone()
-                if target is not None:
-                    self.core.writable_store_in(c, store_id)
-                    content = (row["content"], row["content"].encode("utf-8"))
-                    now = utc_now()
-                    kept = self.modify_in(c, target, content, None, False, actor, now)
-                    gone = self.delete_row_in(c, row, actor, now)[0]
-                    # The rename's feed position is its last change (the put is none when
-                    # the content is the same): a mount orders late states by it.
-                    kept = dataclasses.replace(kept, seq=max(kept.seq, gone))
+            if replace and new != old and look.blocker is not None and look.blocker[1] == new:
+                # A memory at ``new`` (no two memories overlap: the blocker at the path
+                # itself is the one there): it keeps the path and takes the content.
+                target = self.memory_in(c, store_id, "id", look.blocker[0])
+                look.writable()
+                content = (row["content"], row["content"].encode("utf-8"))
+                now = utc_now()
+                kept = self.modify_in(c, target, content, None, False, actor, now, look)
+                gone = self.delete_row_in(c, row, actor, now)[0]
+                # The rename's feed position is its last change (the put is none when
+                # the content is the same): a mount orders late states by it.
+                kept = dataclasses.replace(kept, seq=max(kept.seq, gone))
             if kept is None:
-                kept = self.modify_in(c, row, None, new, replace, actor)
+                kept = self.modify_in(c, row, None, new, replace, actor, look=look)
             self._tool_events_in(c, store_id, actor, events, kept.id, kept.memory_version_id)
             return kept
 
@@ -546,7 +583,7 @@ class Memories(Part):
         check_tool_events(events, text=False)
         if old_prefix == "/" or new_prefix.startswith(old_prefix):
             raise InvalidRequest(f"cannot move {old_prefix} into itself")
-        with self.core.write() as c:
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
             types = registry(self.core.writable_store_in(c, store_id)["metadata"])
             rows = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
@@ -566,18 +603,17 @@ class Memories(Part):
             result = []
             for row, target in zip(rows, targets, strict=True):
                 sha, size = row["content_sha256"], row["content_size_bytes"]
-                vid = self.insert_version(
-                    c, store_id, row["id"], "modified", target, row["content"], sha, size,
+                vid, version = self.version_sql(
+                    store_id, row["id"], "modified", target, row["content"], sha, size,
                     actor, now,
                 )
                 d = derive(target, row["content"], types, now)
-                c.execute(
-                    f"UPDATE memories SET path = ?, version_id = ?, updated_at = ?, {DERIVED_SET} "
-                    "WHERE id = ?",
-                    (target, vid, now, *d.columns(), row["id"]),
-                )
-                seq = self.core.change(c, store_id, "put", row["id"], target, row["path"])
-                self.prune_memory(c, row["id"])
+                seq = self.core.record(c, [
+                    version,
+                    (f"UPDATE memories SET path = ?, version_id = ?, updated_at = ?, "
+                     f"{DERIVED_SET} WHERE id = ?", (target, vid, now, *d.columns(), row["id"])),
+                    self.prune_sql(row["id"], (vid, now)),
+                ], store_id, "put", row["id"], target, row["path"])
                 result.append(
                     Memory(row["id"], store_id, target, None, sha, size, vid, row["created_at"],
                            now, d.to_meta(), seq=seq)
@@ -609,7 +645,7 @@ class Memories(Part):
         check_tool_events(events, text=False)
         if prefix == "/":
             raise InvalidRequest("cannot delete the root directory: name a directory below it")
-        with self.core.write() as c:
+        with self.core.write(*self.scopes(store_id, actor, events)) as c:
             rows = c.execute(
                 "SELECT * FROM memories WHERE store_id = ? AND path >= ? AND path < ? "
                 "ORDER BY path",

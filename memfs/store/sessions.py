@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..backends import Connection, Row
+from ..backends.scopes import session_scope, store_scope
 from ..errors import (
     Conflict,
     Forbidden,
@@ -178,7 +179,11 @@ class Sessions(Part):
         root = root.rstrip("/")
         sid = new_id("sesn")
         now = utc_now()
-        with self.core.write() as c:
+        # The session, and the stores it attaches: none is deleted or archived meanwhile, and
+        # their pinned memories are read as one commit of each left them.
+        attached = [store_scope(r["memory_store_id"]) for r in mem
+                    if isinstance(r.get("memory_store_id"), str)]
+        with self.core.write(session_scope(sid), *attached) as c:
             seen: set[str] = set()
             used: set[str] = set()
             rows = []
@@ -402,7 +407,7 @@ class Sessions(Part):
         extra: dict[str, Any] = {}
         if status == "idle":
             extra = {"stop_reason": {"type": "end_turn"}, "stop_details": None}
-        with self.core.write() as c:
+        with self.core.write(session_scope(session_id)) as c:
             row = self.session_in(c, session_id)
             if row["status"] == "terminated" and status != "terminated":
                 raise Conflict(f"session {session_id} is terminated: it cannot be set "
@@ -430,7 +435,7 @@ class Sessions(Part):
     def update(
         self, session_id: str, *, metadata: Any = UNSET, title: Any = UNSET
     ) -> Session:
-        with self.core.write() as c:
+        with self.core.write(session_scope(session_id)) as c:
             row = self.session_in(c, session_id)
             meta = json.loads(row["metadata"])
             if isinstance(metadata, dict):
@@ -450,7 +455,7 @@ class Sessions(Part):
         return self.get(session_id)
 
     def archive(self, session_id: str) -> Session:
-        with self.core.write() as c:
+        with self.core.write(session_scope(session_id)) as c:
             row = self.session_in(c, session_id)
             if row["archived_at"] is None:
                 now = utc_now()
@@ -461,7 +466,7 @@ class Sessions(Part):
         return self.get(session_id)
 
     def delete(self, session_id: str) -> None:
-        with self.core.write() as c:
+        with self.core.write(session_scope(session_id)) as c:
             self.session_in(c, session_id)
             self.insert_event(c, session_id, None, {"type": "session.deleted"})
             c.execute("DELETE FROM session_resources WHERE session_id = ?", (session_id,))
@@ -518,7 +523,7 @@ class Sessions(Part):
         token_id = new_id("sesstok")
         created = datetime.now(UTC)
         now, expires = format_time(created), format_time(created + timedelta(seconds=ttl))
-        with self.core.write() as c:
+        with self.core.write(session_scope(session_id)) as c:
             session = c.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if key_id is not None and (session is None or session["created_by_key"] != key_id):
                 # Else any key of the workspace could act as any session by a token of its

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..backends import Connection
+from ..backends.scopes import store_scope
 from ..errors import InvalidRequest, NotFound, StoreArchived
 from ..models import DEFAULT_WORKSPACE, MemoryStore, Page
 from ..rules import (
@@ -50,7 +51,8 @@ class Stores(Part):
         check_metadata(metadata)
         now = utc_now()
         store = MemoryStore(new_id("memstore"), name, description, metadata, now, now, None)
-        with self.core.write() as c:
+        # A new store: no rule spans stores (their names need not be unique), so only its own.
+        with self.core.write(store_scope(store.id)) as c:
             # A new store deletes its expired memories (a store made before typed memories
             # only reports them: its ``expiry`` is 'report').
             c.execute(
@@ -133,7 +135,7 @@ class Stores(Part):
         :raises StoreArchived: the store is archived. :raises InvalidRequest: bad values.
         """
         lim = self.limits
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             store = self.core.store_in(c, store_id)
             if store.archived_at is not None:
                 raise StoreArchived(f"memory store {store_id} is archived and cannot be updated")
@@ -189,7 +191,7 @@ class Stores(Part):
 
     def archive(self, store_id: str) -> MemoryStore:
         """Archive (idempotent: an archived store is returned unchanged)."""
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             store = self.core.store_in(c, store_id)
             if store.archived_at is None:
                 now = utc_now()
@@ -202,7 +204,7 @@ class Stores(Part):
 
     def delete(self, store_id: str) -> None:
         """Delete the store with every memory and version in it, permanently."""
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             self.delete_in(c, store_id)
 
     def delete_in(self, c: Connection, store_id: str) -> None:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection, Row
+from ..backends.scopes import store_scope
 from ..errors import InvalidRequest
 from ..models import Actor
 from ..rules import format_time, new_id
@@ -196,7 +197,9 @@ class Typed(Part):
         if not todo:
             return report
         written: list[str] = []
-        with self.core.write() as c:
+        # Every store of these memories, known up front (the backend takes them in order).
+        scopes = sorted({store_scope(s["memory_store_id"]) for s in todo})
+        with self.core.write(*scopes) as c:
             stamp = utc_now()
             # The stores as they are now: one archived, or turned to report, since the
             # memories were seen keeps them.
@@ -285,7 +288,7 @@ class Typed(Part):
         """
         if not isinstance(type_, str) or not type_:
             raise InvalidRequest("type must be one of the store's types")
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             store = self.core.writable_store_in(c, store_id)
             types = registry(store["metadata"])
             if types.named(type_) is None:
@@ -316,7 +319,7 @@ class Typed(Part):
             row = self.core.one("SELECT store_id FROM memories WHERE meta_rev IS NULL LIMIT 1")
             if row is None:
                 return n
-            with self.core.write() as c:
+            with self.core.write(store_scope(row["store_id"])) as c:
                 n += self.stores.reindex_in(c, row["store_id"], only_pending=True, limit=batch)
 
     # -- helpers -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..backends import Connection
+from ..backends.scopes import store_scope
 from ..errors import InvalidRequest, NotFound
 from ..models import Actor, Memory, MemoryVersion, Page, Snapshot
 from ..rules import (
@@ -281,7 +282,7 @@ class Versions(Part):
         :raises InvalidPath, PathConflict, StoreArchived, LimitExceeded, ContentTooLarge:
         """
         new_path = None if path is None else validate_path(path, self.limits)
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             v = c.execute("SELECT * FROM versions WHERE id = ? AND store_id = ?",
                           (version_id, store_id)).fetchone()
             if v is None:
@@ -309,7 +310,7 @@ class Versions(Part):
 
         :raises InvalidRequest: the version is the head of a live memory.
         """
-        with self.core.write() as c:
+        with self.core.write(store_scope(store_id)) as c:
             self.core.store_in(c, store_id)
             row = c.execute(
                 "SELECT * FROM versions WHERE id = ? AND store_id = ?", (version_id, store_id)

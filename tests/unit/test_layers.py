@@ -49,8 +49,8 @@ ALLOWED: dict[str, set[str]] = {
     # command (memfs dream -- CMD) is launched like memfs run.
     "dreams": {"store", "tools", "launcher", "errors", "models"},
     # The search index, its providers and the ranking: over the store's tables (the store
-    # hands itself in), below it.
-    "recall": {"background", "rules", "errors", "models"},
+    # hands itself in), below it; its writes name their scopes (memfs.backends.scopes).
+    "recall": {"background", "backends", "rules", "errors", "models"},
     # The Console (like the API): the store, its errors and models, never the
     # filesystem or the API module (the app that mounts it hands it what it needs); recall's
     # words mark a question's words in a snippet.
@@ -256,10 +256,11 @@ def test_store_and_client_implement_the_protocol_a_mount_is_written_against() ->
 #: module may import only those before it (imports for type checking alone do not count).
 ORDER: dict[str, list[str]] = {
     # Plain functions first (schema: a package, the schema and both backends' migrations; the
-    # plan of a revert and an archive's rows, both pure), then the core (the database, its
-    # transactions) and the parts of the Store, each handed the parts before it it calls.
+    # plan of a revert and an archive's rows, both pure; what a memory write reads first, in
+    # one statement), then the core (the database, its transactions) and the parts of the
+    # Store, each handed the parts before it it calls.
     "store": ["common", "paging", "schema", "rows", "pinned", "revert", "restore", "frontmatter",
-              "base", "feed",
+              "look", "base", "feed",
               "stores", "memories", "versions", "sessions", "agents", "events", "undo", "dreams",
               "archive", "search", "keys", "idempotency", "typed", "transcript"],
     # The plumbing (declared inputs, errors, the bounds on unfinished uploads, bodies, group
@@ -270,11 +271,11 @@ ORDER: dict[str, list[str]] = {
             "grants", "streams", "stores", "mounts", "memories", "versions", "agents", "sessions",
             "dreams", "archive", "search", "typed", "keys", "routes", "openapi", "health",
             "app"],
-    # The typed seam, the files of an SQLite database, what a --db value names, SQLite's WAL
-    # checkpointer, the two databases, a whole database copied between them, then the
-    # watches (the inotify one hands a postgresql:// URL to pgwatch).
-    "backends": ["protocol", "files", "targets", "checkpoint", "sqlite", "postgresql", "copy",
-                 "pgwatch", "watch"],
+    # The typed seam, what a write serialises on, the files of an SQLite database, what a
+    # --db value names, SQLite's WAL checkpointer, the two databases, a whole database copied
+    # between them, then the watches (the inotify one hands a postgresql:// URL to pgwatch).
+    "backends": ["protocol", "scopes", "files", "targets", "checkpoint", "sqlite", "postgresql",
+                 "copy", "pgwatch", "watch"],
     # The framework (the global options, the command class, the groups and the Context, the
     # helpers of the commands on a store), then the commands (`memfs db` over dbadmin: a whole
     # database's schema checked, migrated and copied; typed: `stores describe` on the stores

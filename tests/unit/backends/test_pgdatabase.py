@@ -249,3 +249,37 @@ def test_patience_bounds_the_wait_for_a_free_connection(pg_cluster):
             h.join()
         db.close()
         pg_cluster.drop_database(name)
+
+
+def test_a_savepoint_held_for_later_is_sent_before_the_next_statement(pg_cluster):
+    """PgConnection.later: a SAVEPOINT or RELEASE goes with the next statement (a round trip
+    saved, scripts/bench_pg_trips.py counts them), in order, before it: a ROLLBACK TO finds
+    its savepoint, a write after a RELEASE is outside it, a statement that fails still fails
+    with its own error; one left when the transaction ends is dropped; nothing else may wait."""
+    from memfs.backends.postgresql import PgDatabase
+    from memfs.errors import StorageError
+
+    name = pg_cluster.new_database()
+    db = PgDatabase(pg_cluster.url(name))
+    try:
+        with db.write() as c:
+            c.execute("CREATE TABLE t (v TEXT PRIMARY KEY)")
+        with db.write() as c:
+            c.later("SAVEPOINT a")
+            c.execute("INSERT INTO t VALUES (?)", ("undone",))
+            c.execute("ROLLBACK TO a")
+            c.later("RELEASE a")
+            c.later("SAVEPOINT b")
+            c.executemany("INSERT INTO t VALUES (?)", [("kept",), ("too",)])
+            c.later("RELEASE b")  # dropped at COMMIT
+        assert sorted(r[0] for r in db.all("SELECT v FROM t")) == ["kept", "too"]
+        with pytest.raises(StorageError, match="duplicate key"), db.write() as c:
+            c.later("SAVEPOINT a")
+            c.execute("INSERT INTO t VALUES (?)", ("kept",))
+        with pytest.raises(ValueError, match="only a SAVEPOINT or a RELEASE"), \
+                db.write() as c:
+            c.later("DELETE FROM t")
+        assert db.one("SELECT count(*) FROM t")[0] == 2
+    finally:
+        db.close()
+        pg_cluster.drop_database(name)

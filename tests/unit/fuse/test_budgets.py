@@ -121,12 +121,12 @@ async def overwrite(ops: Operations, ino: int) -> None:
 #: the trio thread a pass of its scheduler and a look at the descriptors, about a request's
 #: worth of CPU: an uncontended mutex is taken without one.
 BUDGETS = {
-    # BEGIN, the path's memory, the store's count, the path and its prefixes taken, the
+    # BEGIN, one read (the path's memory, its store and count, what blocks the path), the
     # version, the memory, the change, the event pair, COMMIT.
-    "create": (11, 2, 1, 0),
-    "overwrite": (10, 2, 1, 0),
-    # Two of its lookups read the same row (the target's path) twice; a version prune.
-    "rename": (14, 2, 1, 0),
+    "create": (8, 2, 1, 0),
+    # And the version prune (which keeps the newest versions).
+    "overwrite": (9, 2, 1, 0),
+    "rename": (9, 2, 1, 0),
     "unlink": (9, 2, 1, 0),
     # From the tree's cache: no SQL; the process's name.
     "warm read": (0, 0, 1, 0),

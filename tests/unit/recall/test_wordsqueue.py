@@ -96,6 +96,22 @@ def test_one_store_s_catch_up_leaves_the_others_queue(store: Store) -> None:
     assert wordsqueue.queued(store.database, b) == 0 and indexed(store, b)
 
 
+def test_a_catch_up_of_any_store_takes_one_store_s_batch(store: Store) -> None:
+    """Issue 44: a batch is one store's, under that store's lock (on PostgreSQL a write of
+    another store may commit meanwhile): with none named, one store with a queue is taken,
+    and calls again take the others'."""
+    a, b = store.stores.create("A").id, store.stores.create("B").id
+    for i in range(3):
+        store.memories.write_path(a, f"/{i}.md", "alpha", actor=API)
+        store.memories.write_path(b, f"/{i}.md", "beta", actor=API)
+    assert wordsqueue.catch_up(store.database) == 3
+    assert sorted([wordsqueue.queued(store.database, a),
+                   wordsqueue.queued(store.database, b)]) == [0, 3]
+    assert wordsqueue.catch_up(store.database) == 3
+    assert wordsqueue.catch_up(store.database) == 0
+    assert indexed(store, a) and indexed(store, b)
+
+
 def test_an_empty_queue_takes_no_write_lock(tmp_path: Path) -> None:
     store = Store(tmp_path / "m.db", limits=Limits())
     sid = store.stores.create("Notes").id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from functools import partial
+from typing import Any
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ import trio.testing
 
 from memfs import api, errors
 from memfs.api import create_app
+from memfs.backends.scopes import session_scope, store_scope
 from memfs.models import Actor
 from memfs.store import Store
 from tests.support import async_wait_until
@@ -44,7 +46,8 @@ def test_batch_commits_every_write_once_and_durably(store, db_path):
             f"/m{i}.md" for i in range(20))
 
 
-def test_a_refused_write_fails_alone(store):
+def test_a_refused_write_fails_alone(backend):
+    store = backend.open()  # on SQLite and on PostgreSQL
     sid = store.stores.create("s").id
     taken = store.memories.create(sid, "/taken.md", "old", actor=ACTOR)
     out = store.batch([
@@ -64,9 +67,10 @@ def test_a_refused_write_fails_alone(store):
                                                                      "/taken.md"]
 
 
-def test_a_refused_write_leaves_no_half_of_itself(store):
+def test_a_refused_write_leaves_no_half_of_itself(backend):
     """A call refused after it changed rows is rolled back to its savepoint: the batch's other
     writes stay, nothing of it does."""
+    store = backend.open()  # on SQLite and on PostgreSQL
     sid = store.stores.create("s").id
 
     def half() -> None:
@@ -77,6 +81,27 @@ def test_a_refused_write_leaves_no_half_of_itself(store):
     assert isinstance(out[1], errors.LimitExceeded)
     assert [m.path for m in store.memories.list(sid).data] == ["/a.md"]
     assert [v.path for v in store.versions.list(sid).data] == ["/a.md"]
+
+
+def test_writes_applied_once_in_a_batch_keep_their_own_savepoints(backend):
+    """Store.idempotency.write_once in a batch (the API's writes with an Idempotency-Key or a
+    deadline): a deadline passed rolls back its own write only, first, between and last (on
+    PostgreSQL its SAVEPOINT and RELEASE ride with the next statement)."""
+    store = backend.open()  # on SQLite and on PostgreSQL
+    sid = store.stores.create("s").id
+
+    def once(path: str, deadline: float | None, key: str | None = None) -> Any:
+        return partial(store.idempotency.write_once, "ws", key, path, deadline, partial(
+            store.memories.create, sid, path, "x", actor=ACTOR), lambda m: m.path)
+
+    out = store.batch([once("/late1.md", 1.0), once("/a.md", None, "k1"),
+                       once("/late2.md", 1.0), once("/b.md", None),
+                       once("/late3.md", 1.0, "k2")])
+    assert [o[0] for o in out] == [408, 200, 408, 200, 408]
+    assert sorted(m.path for m in store.memories.list(sid).data) == ["/a.md", "/b.md"]
+    again = store.batch([once("/a.md", None, "k1"), once("/late3.md", None, "k2")])
+    assert [o[0] for o in again] == [200, 408]
+    assert sorted(m.path for m in store.memories.list(sid).data) == ["/a.md", "/b.md"]
 
 
 def test_later_writes_see_earlier_ones_in_order(store):
@@ -105,6 +130,42 @@ def test_a_failure_that_is_not_a_refusal_reruns_the_others_alone(store):
     # bug's create commits before it raises, as it would have without batching)
     assert sorted(v.path for v in store.versions.list(sid).data) == ["/a.md", "/b.md",
                                                                      "/bug.md"]
+
+
+def test_a_write_joined_to_a_batch_asks_only_for_the_scopes_it_holds(store):
+    """Issue 44: a batch's transaction holds the scopes it was given (on PostgreSQL, a lock
+    each): a write joining it that serialises on another (another store's, or every write's)
+    would not be serialised at all, so it is a bug, raised as AssertionError, not run."""
+    a, b = store.stores.create("a").id, store.stores.create("b").id
+    mine = [partial(store.memories.create, a, f"/{i}.md", "x", actor=ACTOR) for i in range(2)]
+    assert [m.path for m in store.batch(mine, scopes=(store_scope(a),))] == ["/0.md", "/1.md"]
+    other = partial(store.memories.create, b, "/b.md", "x", actor=ACTOR)
+    with pytest.raises(AssertionError, match=f"store:{b}"):
+        store.batch([mine[0], other], scopes=(store_scope(a),))
+    unscoped = partial(store.keys.create, "k", role="admin")  # serialised with every write
+    with pytest.raises(AssertionError, match="every write"):
+        store.batch([other, unscoped], scopes=(store_scope(b),))
+    # Nothing of those batches was written (nor run again alone).
+    assert [m.path for m in store.memories.tree(b)] == []
+    assert store.keys.list() == []
+    with pytest.raises(AssertionError), store.joined_write(store_scope(a)):
+        store.memories.create(b, "/b.md", "x", actor=ACTOR)
+    # A batch without scopes holds every write's; one with more than a write asks, too.
+    out = store.batch([other, unscoped])
+    assert [type(o).__name__ for o in out] == ["Memory", "ApiKey"]
+    events = [{"type": "agent.tool_use", "id": "sevt_1", "name": "memory",
+               "input": {"command": "create", "path": "/s.md"},
+               "processed_at": "2025-01-01T00:00:00Z"}]
+    session = store.sessions.create([{"type": "memory_store", "memory_store_id": a}])
+    as_session = Actor.session(session.id)
+    write = partial(store.memories.write_path, a, "/s.md", "x", actor=as_session, events=events)
+    assert store.memories.scopes(a, as_session, events) == (
+        store_scope(a), session_scope(session.id))
+    with pytest.raises(AssertionError, match=f"session:{session.id}"):
+        store.batch([write, mine[0]], scopes=(store_scope(a),))
+    out = store.batch([write, partial(store.memories.create, a, "/t.md", "x", actor=ACTOR)],
+                      scopes=store.memories.scopes(a, as_session, events))
+    assert [type(o).__name__ for o in out] == ["Memory", "Memory"]
 
 
 def test_batch_in_nowait_mode_raises_wouldblock_when_the_lock_is_taken(store):
@@ -168,12 +229,12 @@ def recording(store: Store) -> list[int]:
     sizes: list[int] = []
     batch = store.batch
 
-    def spy(calls):
+    def spy(calls, scopes=()):
         def take():
             taken = calls() if callable(calls) else calls
             sizes.append(len(taken))
             return taken
-        return batch(take)
+        return batch(take, scopes)
 
     store.batch = spy  # type: ignore[method-assign]
     return sizes
@@ -243,7 +304,7 @@ class _SlowStore:
         self.taken = threading.Event()
         self.batches: list[list[str]] = []
 
-    def batch(self, calls):
+    def batch(self, calls, scopes=()):
         calls = calls() if callable(calls) else calls  # taken, then held under way
         self.taken.set()
         self.go.wait(5)
@@ -379,7 +440,7 @@ class _LockedStore:
         self.unlocked = threading.Event()
         self.batches: list[list[str]] = []
 
-    def batch(self, calls):
+    def batch(self, calls, scopes=()):
         self.unlocked.wait(5)
         out = [fn() for fn in (calls() if callable(calls) else calls)]
         self.batches.append(out)
@@ -407,9 +468,80 @@ async def test_writes_arriving_while_a_batch_waits_for_the_write_lock_join_it():
     assert store.batches == [["first", "second", "third"]]
 
 
+class _ScopedStore:
+    """A store whose batches of the scopes in ``held`` wait for ``go`` (a transaction of that
+    store held open), the others commit at once."""
+
+    def __init__(self, held: tuple[str, ...], dialect: str = "postgresql") -> None:
+        self.held, self.dialect = held, dialect
+        self.go = threading.Event()
+        self.taken = threading.Event()
+        self.batches: list[tuple[tuple[str, ...], list[str]]] = []
+
+    def batch(self, calls, scopes=()):
+        calls = calls() if callable(calls) else calls
+        if tuple(scopes) == self.held:
+            self.taken.set()
+            assert self.go.wait(30)
+        out = [fn() for fn in calls]
+        self.batches.append((tuple(scopes), out))
+        return out
+
+
+async def test_batches_of_different_stores_commit_side_by_side():
+    """Issue 44: one queue per scopes. A batch of store A under way (its commit held) does
+    not hold back the writes of store B, which commit in batches of their own meanwhile;
+    those of A that arrive meanwhile wait for A's next batch."""
+    a, b = ("store:A",), ("store:B",)
+    store = _ScopedStore(held=a)
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+
+    async def write(name: str, scopes: tuple[str, ...]) -> None:
+        got[name] = await writes.run(lambda: name, scopes)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as n:
+            n.start_soon(write, "a1", a)
+            await async_wait_until(store.taken.is_set, timeout=20)
+            n.start_soon(write, "a2", a)
+            await trio.testing.wait_all_tasks_blocked()
+            for name in ("b1", "b2"):
+                n.start_soon(write, name, b)
+            await async_wait_until(lambda: {"b1", "b2"} <= set(got), timeout=20)
+            assert "a1" not in got and "a2" not in got  # A's batch is still held
+            store.go.set()
+    assert got == {"a1": "a1", "a2": "a2", "b1": "b1", "b2": "b2"}
+    assert [x for x in store.batches if x[0] == a] == [(a, ["a1"]), (a, ["a2"])]
+    assert sorted(n for x in store.batches if x[0] == b for n in x[1]) == ["b1", "b2"]
+    assert writes._queues == {}  # an idle store's queue goes
+
+
+async def test_on_sqlite_the_writes_of_every_store_share_one_batch():
+    """SQLite's one writer would commit the batches of two stores in turn, an fsync each:
+    there the writes of every store are committed together, in batches holding every
+    write's lock."""
+    store = _ScopedStore(held=(), dialect="sqlite")
+    writes = api.WriteBatcher(store)  # type: ignore[arg-type]
+    got: dict[str, str] = {}
+
+    async def write(name: str, scopes: tuple[str, ...]) -> None:
+        got[name] = await writes.run(lambda: name, scopes)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as n:
+            n.start_soon(write, "a1", ("store:A",))
+            await async_wait_until(store.taken.is_set, timeout=20)
+            for name, scopes in [("a2", ("store:A",)), ("b1", ("store:B",))]:
+                n.start_soon(write, name, scopes)
+                await trio.testing.wait_all_tasks_blocked()
+            store.go.set()
+    assert store.batches == [((), ["a1"]), ((), ["a2", "b1"])]
+
+
 async def test_a_batch_that_fails_before_taking_its_writes_answers_them():
     class Broken:
-        def batch(self, calls):
+        def batch(self, calls, scopes=()):
             raise RuntimeError("a bug")
 
     writes = api.WriteBatcher(Broken())  # type: ignore[arg-type]

@@ -241,6 +241,42 @@ class TestVersions:
         finally:
             s.close()
 
+    @pytest.mark.parametrize("write", ["update", "rename", "delete", "write_path", "restore"])
+    def test_a_write_keeps_exactly_the_newest_versions_with_its_own(
+            self, backend: Backend, write: str) -> None:
+        """A write prunes its memory's history in the statement that writes it (one round
+        trip on PostgreSQL, where the prune cannot see the version beside it): it keeps the
+        newest ``retention_keep`` counting its own, as a prune after it would."""
+        s = backend.open(limits=Limits(retention_days=1, retention_keep=3))
+        st = s.stores.create("n").id
+        m = s.memories.create(st, "/a", "v0", actor=API)
+        for i in range(1, 5):
+            s.memories.update(st, m.id, content=f"v{i}", actor=API)
+        with s.write() as c:  # every version out of the window
+            c.execute("UPDATE versions SET created_at = ? WHERE memory_id = ?",
+                      ("2000-01-01T00:00:00.000000Z", m.id))
+        if write == "update":
+            s.memories.update(st, m.id, content="v5", actor=API)
+        elif write == "rename":
+            s.memories.update(st, m.id, path="/b", actor=API)
+        elif write == "delete":
+            s.memories.delete(st, m.id, actor=API)
+        elif write == "write_path":
+            s.memories.write_path(st, "/a", "v5", actor=API)
+        else:
+            s.memories.delete(st, m.id, actor=API)
+            with s.write() as c:
+                c.execute("UPDATE versions SET created_at = ? WHERE memory_id = ?",
+                          ("2000-01-01T00:00:00.000000Z", m.id))
+            v3 = next(v for v in s.versions.list(st, memory_id=m.id, view="full").data
+                      if v.content == "v3")
+            s.versions.restore(st, v3.id, actor=API)  # its third newest: pruned by this
+        vs = s.versions.list(st, memory_id=m.id, view="full").data
+        assert [v.content for v in vs][1:] == {
+            "update": ["v4", "v3"], "rename": ["v4", "v3"], "delete": ["v4", "v3"],
+            "write_path": ["v4", "v3"], "restore": [None, "v4"]}[write]
+        assert len(vs) == 3
+
     def test_retention_never_prunes_a_live_head(self, backend: Backend) -> None:
         s = backend.open(limits=Limits(retention_days=1, retention_keep=0))
         try:

@@ -1,0 +1,230 @@
+"""What a PostgreSQL write serialises on (issue 44): its scopes (memfs/backends/scopes.py), one
+advisory lock each, taken with the shared global lock; a write without scopes (and every
+write in mode ``global``) takes the global lock exclusively.
+
+A write that must wait is given a short patience: it fails with Busy instead of waiting, so
+"it waited" is seen without timing anything, and a write that must NOT wait is given a long
+one (it would fail with Busy if it waited)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import pytest
+
+from memfs.backends.scopes import key_scope, lock_key, session_scope, store_scope
+from memfs.errors import Busy, DatabaseUnavailable
+
+#: Long enough for a write that need not wait, on a loaded machine.
+LONG = 20.0
+#: How long a write that must wait tries before Busy.
+SHORT = 0.3
+
+
+def test_lock_keys_are_signed_64_bit_and_stable():
+    assert store_scope("memstore_1") == "store:memstore_1"
+    assert session_scope("s") == "session:s" and key_scope("k") == "key:k"
+    k = lock_key("store:memstore_1")
+    assert -2**63 <= k < 2**63 and k == lock_key("store:memstore_1")
+    assert lock_key("store:a") != lock_key("store:b")
+    # blake2b(digest_size=8), big-endian, signed: the same key in every process and release
+    assert lock_key("store:a") == int.from_bytes(
+        __import__("hashlib").blake2b(b"store:a", digest_size=8).digest(), "big", signed=True)
+
+
+@pytest.fixture
+def pg(pg_cluster) -> Iterator[Callable[..., Any]]:
+    """Opens PgDatabases on a fresh database (closed, and the database dropped, at the end)."""
+    from memfs.backends.postgresql import PgDatabase
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    opened: list[PgDatabase] = []
+
+    def open_(**kwargs: Any) -> PgDatabase:
+        db = PgDatabase(pg_cluster.url(name), **kwargs)
+        opened.append(db)
+        return db
+
+    first = open_()
+    with first.write() as c:
+        c.execute("CREATE TABLE t (who TEXT)")
+    try:
+        yield open_
+    finally:
+        for db in opened:
+            db.close()
+        pg_cluster.drop_database(name)
+
+
+@contextmanager
+def held(write: AbstractContextManager[Any], mark: bool = True) -> Iterator[None]:
+    """A write transaction held open in another thread (another replica, mid-write) for the
+    block (``mark``: it inserts a row in ``t``); committed when it ends."""
+    taken, done = threading.Event(), threading.Event()
+    failed: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with write as c:
+                if mark:
+                    c.execute("INSERT INTO t VALUES ('holder')")
+                taken.set()
+                done.wait(60)
+        except BaseException as e:
+            failed.append(e)
+            taken.set()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert taken.wait(60) and not failed, failed
+        yield
+    finally:
+        done.set()
+        t.join()
+    assert not failed, failed
+
+
+def committed(db: Any, *scopes: str, patience: float = LONG) -> None:
+    """A write with ``scopes`` that commits (or raises Busy after ``patience``)."""
+    with db.patience(patience), db.write(*scopes) as c:
+        c.execute("INSERT INTO t VALUES ('writer')")
+
+
+def test_writes_of_two_stores_commit_side_by_side(pg):
+    a, b = pg(), pg()  # two replicas
+    with held(a.write(store_scope("A"))):
+        committed(b, store_scope("B"))  # would be Busy if it waited for A's commit
+        n = b.one("SELECT count(*) FROM t WHERE who = 'writer'")
+        assert n is not None and n[0] == 1  # committed while A is still open
+
+
+def test_writes_of_one_store_are_serialised(pg):
+    a, b = pg(), pg()
+    with held(a.write(store_scope("A"), session_scope("s"))):
+        with pytest.raises(Busy):
+            committed(b, store_scope("A"), patience=SHORT)
+        with pytest.raises(Busy):  # any scope in common
+            committed(b, session_scope("s"), store_scope("C"), patience=SHORT)
+    committed(b, store_scope("A"))
+    assert b.one("SELECT count(*) FROM t")[0] == 2  # the holder's and the last one
+
+
+def test_a_write_without_scopes_excludes_every_other(pg):
+    a, b = pg(), pg()
+    with held(a.write()), pytest.raises(Busy):
+        committed(b, store_scope("B"), patience=SHORT)
+    with held(a.write(store_scope("A"))):
+        with pytest.raises(Busy):
+            committed(b, patience=SHORT)
+        committed(b, store_scope("B"))
+
+
+def test_mode_global_serialises_every_write(pg, monkeypatch):
+    a = pg(locks="global")
+    assert pg().locks == "store"  # the default
+    monkeypatch.setenv("MEMFS_PG_LOCKS", "global")
+    b = pg()
+    assert b.locks == "global"
+    for holder, writer in [(a, pg(locks="store")), (pg(locks="store"), b)]:
+        with held(holder.write(store_scope("A"))), pytest.raises(Busy):
+            committed(writer, store_scope("B"), patience=SHORT)
+
+
+def test_an_unknown_lock_mode_is_a_clear_error(pg, monkeypatch):
+    with pytest.raises(DatabaseUnavailable, match="MEMFS_PG_LOCKS must be one of store, global"):
+        pg(locks="table")
+    monkeypatch.setenv("MEMFS_PG_LOCKS", "stores")
+    with pytest.raises(DatabaseUnavailable, match="not 'stores'"):
+        pg()
+
+
+def test_scopes_are_locked_in_one_order(pg):
+    """Two writers taking {A, B} and {B, A} over and over: taken in the order given, they
+    would deadlock (PostgreSQL would fail one of them). Sorted, they never do."""
+    db = pg()
+    # given in the wrong order by the first writer
+    first, second = sorted([store_scope("A"), store_scope("B")], key=lock_key, reverse=True)
+    failed: list[BaseException] = []
+
+    def writer(scopes: tuple[str, ...]) -> None:
+        try:
+            for _ in range(150):
+                with db.write(*scopes) as c:
+                    c.execute("SELECT pg_sleep(0.001)")
+        except BaseException as e:
+            failed.append(e)
+
+    threads = [threading.Thread(target=writer, args=(s,))
+               for s in [(first, second), (second, first)] * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed
+    sql = db.locks_sql([first, second, first])
+    assert sql == (f"SELECT pg_advisory_xact_lock_shared({0x6D656D6673}), "
+                   f"pg_advisory_xact_lock({lock_key(second)}), "
+                   f"pg_advisory_xact_lock({lock_key(first)})")
+
+
+def test_patience_and_a_dead_connection_still_hold_for_scoped_writes(pg, pg_cluster):
+    """The lock_timeout of patience() is this transaction's only, and a pooled connection
+    found dead is replaced before a scoped write begins."""
+    import psycopg
+
+    a, b = pg(max_size=2), pg()
+    with held(b.write(store_scope("A"))), pytest.raises(Busy):
+        committed(a, store_scope("A"), patience=SHORT)
+    with a.write(store_scope("A")) as c:
+        assert c.execute("SHOW lock_timeout").fetchone()[0] != f"{int(SHORT * 1000)}ms"
+    dbname = a.path.rsplit("/", 1)[1]
+    with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+        assert admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s "
+            "AND pid <> pg_backend_pid()", (dbname,)).fetchone()[0] >= 1
+    committed(a, store_scope("A"))
+
+
+def test_a_stores_writes_wait_only_for_that_store(pg_cluster):
+    """Through the store (two replicas): a transaction held open on store A holds back the
+    writes of A (memories, its words' catch-up) and those recording events of a session
+    whose scope is held, and nothing else: B's memories, its words, another session."""
+    from memfs.models import Actor
+    from memfs.recall.wordsqueue import catch_up
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    one, two = (Store(pg_cluster.url(name), limits=Limits()) for _ in range(2))
+    try:
+        a, b = one.stores.create("a").id, one.stores.create("b").id
+        s = one.sessions.create([{"type": "memory_store", "memory_store_id": b}])
+        other = one.sessions.create([{"type": "memory_store", "memory_store_id": b}])
+        events = [{"type": "agent.tool_use", "id": "sevt_1", "name": "memory",
+                   "input": {"command": "create", "path": "/e.md"},
+                   "processed_at": "2025-01-01T00:00:00Z"}]
+        with held(one.joined_write(store_scope(a), session_scope(s.id)), mark=False):
+            with two.patience(LONG):
+                two.memories.create(b, "/b.md", "x", actor=None)
+                assert catch_up(two.database, b) == 1
+                two.sessions.update(other.id, title="t")
+                two.memories.write_path(b, "/o.md", "x", actor=Actor.session(other.id),
+                                        events=[{**events[0], "id": "sevt_2"}])
+            for write in [
+                lambda: two.memories.create(a, "/a.md", "x", actor=None),
+                lambda: two.memories.write_path(b, "/e.md", "x", actor=Actor.session(s.id),
+                                                events=events),
+                lambda: two.sessions.update(s.id, title="t"),
+            ]:
+                with two.patience(SHORT), pytest.raises(Busy):
+                    write()
+        two.memories.create(a, "/a.md", "x", actor=None)
+        assert [m.path for m in two.memories.tree(a)] == ["/a.md"]
+        assert sorted(m.path for m in two.memories.tree(b)) == ["/b.md", "/o.md"]
+    finally:
+        one.close()
+        two.close()
+        pg_cluster.drop_database(name)
