@@ -12,7 +12,9 @@ warm read of every file) and reports per operation:
   time it hardly depends on what else the machine does.
 * **FUSE requests**: the replies the daemon writes to ``/dev/fuse`` (``writev`` calls, counted
   by ``strace -c`` in a separate round, since tracing slows the daemon down): requests that
-  need no reply (FORGET) are not counted.
+  need no reply (FORGET) are not counted. The same round counts the daemon's file writes
+  (``pwrite64``: SQLite's WAL pages, and the database's when a checkpoint runs) and syncs
+  (``fdatasync``/``fsync``) per operation.
 * memfs runs without its recall indexer (``--indexer`` keeps it): embedding what the
   creates wrote would otherwise be counted against the operations after them.
 * with ``--profile DIR``, a ``py-spy record --native`` flame graph of the memfs daemon during
@@ -131,28 +133,40 @@ def measure(target: bench.FuseTarget, n: int, rounds: int,
     return {op: statistics.median(v) for op, v in samples.items()}
 
 
-def count_requests(target: bench.FuseTarget, n: int) -> dict[str, float]:
-    """FUSE replies per operation, counted by strace in one round."""
+def count_requests(target: bench.FuseTarget, n: int) -> dict[str, dict[str, float]]:
+    """Per operation, counted by strace in one round: FUSE replies (``writev``), writes to
+    files (``pwrite64``: SQLite's WAL pages and, at a checkpoint, the database's) and syncs
+    (``fdatasync``/``fsync``)."""
     assert target._proc is not None
     strace = shutil.which("strace")
     if strace is None:
         return {}
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, float]] = {k: {} for k in SYSCALLS}
     for op, fn in workload(target.root, n, 99).items():
         with tempfile.NamedTemporaryFile(suffix=".strace") as log:
             tracer = subprocess.Popen(
-                [strace, "-f", "-c", "-e", "trace=writev", "-o", log.name,
-                 "-p", str(target._proc.pid)],
+                [strace, "-f", "-c", "-e", "trace=" + ",".join(SYSCALLS_TRACED), "-o",
+                 log.name, "-p", str(target._proc.pid)],
                 stderr=subprocess.DEVNULL)
             time.sleep(0.5)  # attached to every thread
             fn()
             time.sleep(0.3)
             tracer.send_signal(2)
             tracer.wait(timeout=30)
-            m = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?writev$",
-                          Path(log.name).read_text(), re.M)
-            out[op] = int(m.group(1)) / (n * PER_FILE[op]) if m else float("nan")
+            text = Path(log.name).read_text()
+            for key, calls in SYSCALLS.items():
+                count = 0
+                for call in calls:
+                    m = re.search(rf"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?{call}$",
+                                  text, re.M)
+                    count += int(m.group(1)) if m else 0
+                out[key][op] = count / (n * PER_FILE[op])
     return out
+
+
+#: What count_requests reports -> the system calls it counts.
+SYSCALLS = {"requests": ("writev",), "pwrite": ("pwrite64",), "sync": ("fdatasync", "fsync")}
+SYSCALLS_TRACED = [c for calls in SYSCALLS.values() for c in calls]
 
 
 def profile(target: bench.FuseTarget, n: int, outdir: Path, fmt: str = "flamegraph",
@@ -219,12 +233,13 @@ def main(argv: list[str] | None = None) -> int:
                 target = stack.enter_context(cls(own))
                 assert isinstance(target, bench.FuseTarget)
                 cpu = measure(target, args.files, args.repeat, head)
-                reqs = {} if args.no_requests else count_requests(target, args.files)
+                calls = {} if args.no_requests else count_requests(target, args.files)
                 if name == "memfs" and args.profile is not None:
                     svg = profile(target, args.files, args.profile, args.profile_format)
                     if svg is not None:
                         print(f"profile: {svg}")
-                results[name] = {"cpu_us": cpu, "requests": reqs}
+                results[name] = {"cpu_us": cpu, "requests": calls.get("requests", {}),
+                                 "pwrite": calls.get("pwrite", {}), "sync": calls.get("sync", {})}
     ceiling = results.get("ceiling", {}).get("cpu_us", {})
     print(f"daemon CPU per operation (µs, median of {args.repeat} rounds of {args.files} files)"
           " and FUSE replies per operation")
@@ -244,6 +259,15 @@ def main(argv: list[str] | None = None) -> int:
             row.append(f"{results['memfs']['cpu_us'][op] / ceiling[op]:.1f}×"
                        if ceiling[op] else "")
         print("| " + " | ".join(row) + " |")
+    wrote = {t: r for t, r in results.items() if r.get("pwrite")}
+    if wrote:
+        print("\nfile writes (pwrite64: WAL pages, and the database's at a checkpoint) and "
+              "syncs per operation")
+        print("| operation | " + " | ".join(f"{t} pwrite | {t} sync" for t in wrote) + " |")
+        print("|" + "---|" * (1 + 2 * len(wrote)))
+        for op in OPS:
+            print("| " + " | ".join([op] + [f"{r['pwrite'][op]:.1f} | {r['sync'][op]:.2f}"
+                                           for r in wrote.values()]) + " |")
     if "memfs+fm" in results and "memfs" in results:
         plain, typed = results["memfs"]["cpu_us"], results["memfs+fm"]["cpu_us"]
         print("\nfront matter's cost: memfs+fm / memfs daemon CPU: " + ", ".join(

@@ -89,7 +89,9 @@ def build(store: Store, versions: int, events: int) -> dict[str, Any]:
     c.executemany("INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
                   "VALUES (?, ?, ?, ?, ?, ?)", crows)
     now = tick()
-    c.executemany("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+    c.executemany("INSERT INTO memories (id, store_id, path, content, content_sha256, "
+                  "content_size_bytes, version_id, created_at, updated_at) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
         (mid, main, path, content, sha256_hex(content.encode()), len(content.encode()), vid,
          now, now) for mid, (vid, path, content) in heads.items()])
     erows = []
@@ -120,11 +122,15 @@ def median_ms(fn: Callable[[], Any], repeat: int) -> float:
 def plans(store: Store, fn: Callable[[], Any]) -> list[str]:
     """The query plan of every SELECT that ``fn`` runs (traced with bound values)."""
     seen: list[str] = []
-    store.conn.set_trace_callback(seen.append)
+    # Reads go through this thread's reader connection, writes through the writer.
+    conns = [store.conn, store.database.reader()]
+    for conn in conns:
+        conn.set_trace_callback(seen.append)
     try:
         fn()
     finally:
-        store.conn.set_trace_callback(None)
+        for conn in conns:
+            conn.set_trace_callback(None)
     out = []
     for sql in seen:
         if sql.lstrip().upper().startswith(("SELECT", "DELETE")):
@@ -159,6 +165,13 @@ def main() -> None:
              lambda: store.versions.list(main_id, session_id=ids["busy_session"])),
             ("list_versions(operation=deleted)",
              lambda: store.versions.list(main_id, operation="deleted")),
+            ("list_versions(operation=created)",
+             lambda: store.versions.list(main_id, operation="created")),
+            ("list_versions(operation=modified)",
+             lambda: store.versions.list(main_id, operation="modified")),
+            ("list_versions(session, deleted)",
+             lambda: store.versions.list(main_id, session_id=ids["busy_session"],
+                                         operation="deleted")),
             ("resolve_store(name)", lambda: store.stores.resolve("store-250")),
             ("launched_sessions()", store.sessions.launched),
             ("list_events(session)",

@@ -83,10 +83,16 @@ class Mutex:
         self._lock = trio.Lock()
 
     async def acquire(self) -> None:
+        if not self.acquire_nowait():
+            await self._lock.acquire()
+
+    def acquire_nowait(self) -> bool:
+        """Take it if it is free and nobody waits for it; False otherwise."""
         try:
             self._lock.acquire_nowait()  # WouldBlock while held, or while others wait for it
         except trio.WouldBlock:
-            await self._lock.acquire()
+            return False
+        return True
 
     def release(self) -> None:
         self._lock.release()
@@ -508,12 +514,15 @@ class Mount:
         :raises Failure: EBUSY, the mutex stayed held (a commit waiting for the database).
         """
         deadline = trio.current_time() + DIRECTORY_PATIENCE
-        with trio.move_on_at(deadline) as waiting:
-            await self.mutex.acquire()
-        if waiting.cancelled_caught:
-            log.info("a directory change gave up: an earlier change still waits for the "
-                     "database's write lock")
-            raise Failure(errno.EBUSY, BUSY_TEXT)
+        # The mutex is almost always free: then no cancel scope (about 6 µs of each unlink
+        # and rename, issue 45), as taking it free is no schedule point either way.
+        if not self.mutex.acquire_nowait():
+            with trio.move_on_at(deadline) as waiting:
+                await self.mutex.acquire()
+            if waiting.cancelled_caught:
+                log.info("a directory change gave up: an earlier change still waits for the "
+                         "database's write lock")
+                raise Failure(errno.EBUSY, BUSY_TEXT)
         try:
             yield deadline
         finally:

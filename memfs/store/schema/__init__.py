@@ -176,6 +176,10 @@ VERSIONS: tuple[Version, ...] = (
     Version("session_resources.pinned_more: how many pinned memories an attachment had past "
             "the first 100, said as a count in the prompt (issue 43's review)",
             sqlite="m022_session_pinned_more", postgresql="m017_session_pinned_more"),
+    Version("versions_operation holds the created and deleted versions alone: an overwrite "
+            "or a rename writes one index less (issue 45)",
+            sqlite="m023_versions_operation_partial",
+            postgresql="m018_versions_operation_partial"),
 )
 
 

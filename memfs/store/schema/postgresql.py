@@ -20,6 +20,7 @@ from .sqlite import (
     SESSION_RESOURCE_SCOPE_SQL,
     SESSION_TOKEN_KEYS_SQL,
     TYPED_MEMORIES_SQL,
+    VERSIONS_OPERATION_PARTIAL_SQL,
     WORKSPACES_KEYS_SQL,
 )
 
@@ -248,6 +249,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m016_session_pinned", SESSION_PINNED_SQL.format(T=_T, I="BIGINT")),
     # SQLite's m022_session_pinned_more: the pinned memories past the first MOST_PINNED.
     ("m017_session_pinned_more", SESSION_PINNED_MORE_SQL.format(I="BIGINT")),
+    # SQLite's m023_versions_operation_partial: versions_operation without modified versions.
+    ("m018_versions_operation_partial", VERSIONS_OPERATION_PARTIAL_SQL),
 ]
 
 

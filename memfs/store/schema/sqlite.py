@@ -491,6 +491,25 @@ def m022_session_pinned_more(db: sqlite_utils.Database) -> None:
     db.executescript(SESSION_PINNED_MORE_SQL.format(I="INTEGER"))
 
 
+@_migration
+def m023_versions_operation_partial(db: sqlite_utils.Database) -> None:
+    # Issue 45: versions_operation without the modified versions.
+    db.executescript(VERSIONS_OPERATION_PARTIAL_SQL)
+
+
+#: The SQL of m023 (and of PostgreSQL's m018): versions_operation holds the created and
+#: deleted versions alone. The modified ones are most of a history (every overwrite and
+#: rename), so list_versions(operation=modified) finds a page of them walking
+#: versions_store_time, and an overwrite or a rename writes one index less (about 2 of the
+#: 30 pages it dirties: docs/performance-history.md). A listing uses the index only with the
+#: index's condition among its own (memfs.store.versions.Versions.list adds it).
+VERSIONS_OPERATION_PARTIAL_SQL = """
+DROP INDEX versions_operation;
+CREATE INDEX versions_operation ON versions(store_id, operation, created_at, id)
+    WHERE operation <> 'modified';
+"""
+
+
 #: The SQL of m022 (and of PostgreSQL's m017, with its integer type for ``{I}``).
 SESSION_PINNED_MORE_SQL = "ALTER TABLE session_resources ADD COLUMN pinned_more {I};"
 

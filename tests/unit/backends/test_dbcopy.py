@@ -226,6 +226,9 @@ def _at_m005(path: str) -> None:
     fts5 = recall_schema.SQLITE[recall_schema.SQLITE.index("CREATE TABLE memory_words_rows"):
                                 recall_schema.SQLITE.index("CREATE TRIGGER memory_words_insert")]
     conn.executescript("""
+        DROP INDEX versions_operation;
+        CREATE INDEX versions_operation ON versions(store_id, operation, created_at, id);
+        DELETE FROM _sqlite_migrations WHERE name = 'm023_versions_operation_partial';
         ALTER TABLE session_resources DROP COLUMN pinned_more;
         DELETE FROM _sqlite_migrations WHERE name = 'm022_session_pinned_more';
         DROP INDEX memories_pinned; DROP TABLE session_pinned;
@@ -275,7 +278,7 @@ def _at_m005(path: str) -> None:
         DROP TABLE recall_leases; DELETE FROM _sqlite_migrations WHERE name = 'm011_recall';
     """)
     conn.close()
-    assert schema.migration_names("sqlite")[-1] == "m022_session_pinned_more"
+    assert schema.migration_names("sqlite")[-1] == "m023_versions_operation_partial"
 
 
 def test_schema_mismatch_says_migrate_first(src, tmp_path):
@@ -292,10 +295,10 @@ def test_migrate_command(tmp_path):
     _at_m005(old)
     run = CliRunner().invoke
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
-    assert r.exit_code == 1 and "5/22" in r.output and "m006_indexes" in r.output, r.output
+    assert r.exit_code == 1 and "5/23" in r.output and "m006_indexes" in r.output, r.output
     r = run(cli, ["--db", old, "db", "migrate"])
     assert r.exit_code == 0
-    assert ("5/22 (m005_session_launcher) -> 22/22 (m022_session_pinned_more)"
+    assert ("5/23 (m005_session_launcher) -> 23/23 (m023_versions_operation_partial)"
             in r.output), r.output
     r = run(cli, ["--db", old, "db", "migrate", "--check"])
     assert r.exit_code == 0 and "up to date" in r.output

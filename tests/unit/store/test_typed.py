@@ -165,6 +165,9 @@ def test_the_migration_leaves_old_stores_reporting_and_derives_their_memories(
         s.memories.write_path(sid, "/context/a.md", "a", actor=API)
     conn = sqlite3.connect(path)  # back to m018: no typed columns (nor what pins on them)
     conn.executescript("""
+        DROP INDEX versions_operation;
+        CREATE INDEX versions_operation ON versions(store_id, operation, created_at, id);
+        DELETE FROM _sqlite_migrations WHERE name = 'm023_versions_operation_partial';
         ALTER TABLE session_resources DROP COLUMN pinned_more;
         DELETE FROM _sqlite_migrations WHERE name = 'm022_session_pinned_more';
         DROP INDEX memories_pinned; DROP TABLE session_pinned;
