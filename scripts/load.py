@@ -28,8 +28,11 @@ during the window (also one sent before it or answered after it: the slowest one
 requests/s counts the successes answered within the window.
 
 Reported per workload: completed requests per second, errors (non-2xx or broken
-connections), latency p50/p90/p99/max in ms, and the servers' CPU per request (utime + stime
-from /proc over the measured window, all servers together).
+connections), latency p50/p90/p99/max in ms, the servers' CPU per request (utime + stime
+from /proc over the measured window, all servers together, without their background
+threads), the cores they kept busy, and how many of those their background threads did:
+threads at the lowest priority that take whatever CPU is idle, above all the indexer
+embedding every new memory (``MEMFS_EMBEDDINGS=none`` runs the servers without it).
 
 PostgreSQL a network hop away (issue 44):
 
@@ -152,14 +155,38 @@ def _with_children(pids: list[int]) -> list[int]:
     return out
 
 
+def _stat(path: str) -> list[str] | None:
+    """The fields of a /proc stat file after the command's name (state first)."""
+    try:
+        return Path(path).read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def cpu_seconds(pids: list[int]) -> float:
+    """The processes' CPU (utime + stime), their threads gone since included."""
     total = 0
     for pid in _with_children(pids):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        if (fields := _stat(f"/proc/{pid}/stat")) is not None:
+            total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def background_cpu_seconds(pids: list[int]) -> float:
+    """The CPU of the processes' threads at a priority below their process's (a higher nice
+    than its main thread's): a server's background services
+    (memfs.background.lowest_priority: the indexer, whose embedding of every new memory takes
+    whatever CPU is idle, and the OpenMP threads it starts; the words catch-up). They live as
+    long as the server, so the difference of two readings is what they used in between."""
+    total = 0
+    for pid in _with_children(pids):
+        if (main := _stat(f"/proc/{pid}/stat")) is None:
             continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                fields = _stat(f"/proc/{pid}/task/{task}/stat")
+                if fields is not None and int(fields[16]) > int(main[16]):  # nice
+                    total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -377,8 +404,10 @@ def run_workload(workload: str, urls: list[str], plan: Plan, key: str, clients: 
         thread.start()
     time.sleep(max(0.0, begin - time.perf_counter()))
     cpu0, proxy0 = cpu_seconds(server_pids), cpu_seconds([proxy_pid] if proxy_pid else [])
+    bg0 = background_cpu_seconds(server_pids)
     time.sleep(seconds)
     cpu1, proxy1 = cpu_seconds(server_pids), cpu_seconds([proxy_pid] if proxy_pid else [])
+    bg1 = background_cpu_seconds(server_pids)
     results = []
     deadline = time.monotonic() + 120
     while len(results) < len(workers):
@@ -406,8 +435,10 @@ def run_workload(workload: str, urls: list[str], plan: Plan, key: str, clients: 
         "p50_ms": percentile(lat, 50) * 1000, "p90_ms": percentile(lat, 90) * 1000,
         "p99_ms": percentile(lat, 99) * 1000, "max_ms": (lat[-1] if lat else float("nan")) * 1000,
         "errors": errors, "statuses": statuses,
-        "server_cpu_ms_per_request": (cpu1 - cpu0) / max(ok, 1) * 1000 if server_pids else None,
+        "server_cpu_ms_per_request": ((cpu1 - cpu0) - (bg1 - bg0)) / max(ok, 1) * 1000
+        if server_pids else None,
         "server_cpu_cores": (cpu1 - cpu0) / seconds if server_pids else None,
+        "background_cpu_cores": (bg1 - bg0) / seconds if server_pids else None,
         "proxy_cpu_cores": (proxy1 - proxy0) / seconds if proxy_pid else None,
         "load_cpu_s": sum(r["cpu"] for r in results),
         **({"during": side[0] if side else None} if during is not None else {}),
@@ -421,15 +452,17 @@ def _f(v: float | None, fmt: str = ".2f") -> str:
 def table(rows: list[dict[str, Any]], label: str) -> str:
     out = [f"{label}", "",
            "| workload | servers | clients | stores | requests/s | p50 ms | p90 ms | p99 ms "
-           "| max ms | errors | server CPU ms/request | server cores busy | proxy cores busy |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| max ms | errors | server CPU ms/request | server cores busy | of which background "
+           "| proxy cores busy |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(
             f"| {r['workload']} | {r['servers']} | {r['clients']} | {r['stores']} "
             f"| {r['requests_per_s']:,.0f} "
             f"| {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
             f"| {r['errors']} | {_f(r['server_cpu_ms_per_request'])} "
-            f"| {_f(r['server_cpu_cores'])} | {_f(r['proxy_cpu_cores'])} |")
+            f"| {_f(r['server_cpu_cores'])} | {_f(r['background_cpu_cores'])} "
+            f"| {_f(r['proxy_cpu_cores'])} |")
     return "\n".join(out)
 
 
