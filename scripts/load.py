@@ -48,10 +48,12 @@ PostgreSQL a network hop away (issue 44):
   (``--matrix-stores``, default 1,16), each cell on a fresh database (a copy of one migrated
   once), then creates/s and p99 per cell and the ratio store/global per (replicas, stores).
 * ``--held-txn``: per lock mode, creates on store B (``--stores``, default 1) for
-  ``--held-seconds`` (default 5) without, then with, another connection holding a write
+  ``--held-seconds`` (default 5) without and with another connection holding a write
   transaction on store A open all that time (the locks a write to A takes: the shared
-  global lock and A's own, or the exclusive global lock in global mode), and B's p99 both
-  ways and their ratio (issue 44's target: at most 1.10).
+  global lock and A's own, or the exclusive global lock in global mode), in
+  ``--held-rounds`` (default 3) rounds ordered without, with, with, without, ... so that a
+  drift over the run weighs on both sides; B's median p99 both ways and their ratio
+  (issue 44's target: at most 1.10), and each round's p99.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ import selectors
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -547,6 +550,16 @@ def matrix(pg: Pg, a: argparse.Namespace, tmp: Path, locks: list[str]) -> dict[s
     return {"cells": cells, "ratios": ratios}
 
 
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median p99 among ``runs`` (its creates/s the median of all), with each
+    round's p99 kept in ``p99s_ms``."""
+    ranked = sorted(runs, key=lambda r: r["p99_ms"])
+    out = dict(ranked[(len(ranked) - 1) // 2])
+    out["p99s_ms"] = [r["p99_ms"] for r in runs]
+    out["requests_per_s"] = statistics.median(r["requests_per_s"] for r in runs)
+    return out
+
+
 def held_txn(pg: Pg, a: argparse.Namespace, tmp: Path, locks: list[str]) -> list[dict[str, Any]]:
     """Per lock mode, on a fresh database: creates on B (fresh stores each time) for a
     window without, then with, a write transaction held open on store A all that window."""
@@ -562,17 +575,21 @@ def held_txn(pg: Pg, a: argparse.Namespace, tmp: Path, locks: list[str]) -> list
                                         {"MEMFS_PG_LOCKS": mode, **ROOMY})
             pids, proxy = [pr.pid for pr in procs], pg.proxy.pid if pg.proxy else None
             store_a = prepare(urls[0], KEY, 1, 1, seed=False).create_stores[0]
-            runs = []
-            for held in (False, True):
+            # Rounds in the order without, with, with, without, ... (ABBA): a drift of the
+            # machine or of the database's size over the run weighs on both sides alike.
+            order = [held for i in range(a.held_rounds) for held in
+                     ((False, True) if i % 2 == 0 else (True, False))]
+            runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+            for held in order:
                 plan = prepare(urls[0], KEY, a.clients, a.stores or 1, seed=False)
                 during = (functools.partial(hold_store, url, store_a, mode, hold=hold)
                           if held else None)
-                runs.append(run_workload("creates", urls, plan, KEY, a.clients, a.procs,
-                                         a.warmup, window, pids, proxy, during))
+                runs[held].append(run_workload("creates", urls, plan, KEY, a.clients, a.procs,
+                                               a.warmup, window, pids, proxy, during))
         finally:
             stop_servers(procs)
             pg.cluster.drop_database(name)
-        without, with_ = runs
+        without, with_ = _median_run(runs[False]), _median_run(runs[True])
         out.append({"locks": mode, "servers": a.servers, "clients": a.clients,
                     "stores": without["stores"], "hold_s": hold, "window_s": window,
                     "without": without, "with": with_,
@@ -613,6 +630,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--held-txn", action="store_true",
                    help="B's p99 without and with a transaction held open on store A")
     p.add_argument("--held-seconds", type=float, default=5.0)
+    p.add_argument("--held-rounds", type=int, default=3,
+                   help="--held-txn: rounds of (without, with), in ABBA order; the table "
+                   "shows each side's median p99 (default 3)")
     p.add_argument("--json", metavar="FILE", help="also write the raw figures here")
     a = p.parse_args(argv)
     workloads = [w for w in a.workloads.split(",") if w]

@@ -147,5 +147,12 @@ def held_table(rows: list[dict[str, Any]], label: str) -> str:
                    f"| {r['without']['p99_ms']:.1f} | {r['with']['requests_per_s']:,.0f} "
                    f"| {r['with']['p99_ms']:.1f} | {r['p99_ratio']:.2f} "
                    f"| {'yes' if r['p99_ratio'] <= 1.10 else 'no'} | {held} |")
-    out += ["", "A's locks held: from and to, in seconds from the start of B's measured window."]
+    out += ["", "A's locks held: from and to, in seconds from the start of B's measured window "
+            "(of the round shown)."]
+    for r in rows:
+        if "p99s_ms" in r["without"]:
+            out.append(f"{r['locks']}: each round's p99 (ms), without: "
+                       + ", ".join(f"{v:.1f}" for v in r["without"]["p99s_ms"])
+                       + "; with A held: "
+                       + ", ".join(f"{v:.1f}" for v in r["with"]["p99s_ms"]))
     return "\n".join(out)
