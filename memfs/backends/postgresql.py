@@ -189,10 +189,11 @@ class PgConnection:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
-        #: Statements :meth:`later` holds for the next one.
-        self._later: list[str] = []
+        #: Statements :meth:`later` and :meth:`ahead` hold for the next one.
+        self._later: list[str | tuple[str, Any, SentAhead]] = []
 
     def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor[Any]:
+        sent = self._sent_ahead()
         try:
             if self._later:
                 with self.raw.pipeline():
@@ -200,10 +201,11 @@ class PgConnection:
                     return self.raw.execute(translate_sql(sql), params if params else None)
             return self.raw.execute(translate_sql(sql), params if params else None)
         except psycopg.Error as e:
-            raise self.translate(e) from e
+            raise self.translate(e, sent) from e
 
     def executemany(self, sql: str, rows: Any) -> psycopg.Cursor[Any]:
         cur = self.raw.cursor()
+        sent = self._sent_ahead()
         try:
             if self._later:
                 with self.raw.pipeline():
@@ -212,7 +214,7 @@ class PgConnection:
             else:
                 cur.executemany(translate_sql(sql), rows)
         except psycopg.Error as e:
-            raise self.translate(e) from e
+            raise self.translate(e, sent) from e
         return cur
 
     def later(self, sql: str) -> None:
@@ -224,20 +226,81 @@ class PgConnection:
             raise ValueError(f"only a SAVEPOINT or a RELEASE may wait: {sql!r}")
         self._later.append(sql)
 
+    def ahead(self, sql: str, params: Any = ()) -> SentAhead:
+        """Send ``sql`` (a write returning one row) with the next statement on this
+        connection, in its round trip, without waiting for its result: the caller goes on
+        at once (PostgreSQL runs the statements in the order sent, so the next one sees this
+        one's writes). Its row is read by :meth:`SentAhead.row`, which sends it now if no
+        statement has carried it yet (:meth:`flush`). Failing, it fails the statement that
+        carried it with a :class:`StorageError` (never a refusal, which that statement's
+        caller would take as its own): its transaction must be rolled back."""
+        sent = SentAhead(self)
+        self._later.append((sql, params, sent))
+        return sent
+
+    def flush(self) -> None:
+        """Send what :meth:`ahead` and :meth:`later` hold now (one round trip, if any)."""
+        if any(not isinstance(held, str) for held in self._later):
+            sent = self._sent_ahead()
+            try:
+                with self.raw.pipeline():
+                    self._send_later()
+            except psycopg.Error as e:
+                raise self.translate(e, sent) from e
+
+    def _sent_ahead(self) -> bool:
+        return any(not isinstance(held, str) for held in self._later)
+
     def _send_later(self) -> None:
         held, self._later = self._later, []
-        for sql in held:
-            self.raw.execute(sql)
+        for item in held:
+            if isinstance(item, str):
+                self.raw.execute(item)
+            else:
+                sql, params, sent = item
+                sent.cursor = self.raw.execute(translate_sql(sql), params if params else None)
 
-    def translate(self, e: psycopg.Error) -> Exception:
-        """:func:`translate`, and :class:`ConnectionLost` when this connection broke."""
+    def translate(self, e: psycopg.Error, sent_ahead: bool = False) -> Exception:
+        """:func:`translate`, and :class:`ConnectionLost` when this connection broke; a
+        :class:`StorageError` when a statement sent :meth:`ahead` went with it (whose
+        failure it may be)."""
         if self.raw.broken or self.raw.closed:
             return ConnectionLost(f"the PostgreSQL database cannot be reached: {_message(e)}")
+        if sent_ahead:
+            return StorageError(f"a write sent ahead in this transaction failed: {_message(e)}")
         return translate(e)
 
     @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+class SentAhead:
+    """A statement sent by :meth:`PgConnection.ahead`, whose row is read later."""
+
+    __slots__ = ("conn", "cursor", "_row")
+
+    def __init__(self, conn: PgConnection) -> None:
+        self.conn = conn
+        self.cursor: psycopg.Cursor[Any] | None = None
+        self._row: Any = None
+
+    def row(self) -> Any:
+        """The statement's row (sent now if it has not been: a round trip). First read in
+        the statement's transaction, on the thread that runs it.
+
+        :raises StorageError: the statement failed."""
+        if self._row is None:
+            if self.cursor is None:
+                self.conn.flush()
+            assert self.cursor is not None
+            try:
+                self._row = self.cursor.fetchone()
+            except psycopg.Error as e:
+                raise self.conn.translate(e, True) from e
+            if self._row is None:
+                raise StorageError("a write sent ahead returned no row")
+        return self._row
 
 
 class ConnectionLost(StorageError):

@@ -38,8 +38,13 @@ class ExportSnapshot:
     conn: Connection
 
 
-#: The write transaction a thread runs a :meth:`Store.batch` in, by ``id(store)``.
+#: The write transaction a thread runs a :meth:`Store.batch` in, by ``id(store)``
+#: (``conns``), and the changes its writes sent ahead (``ahead``, :meth:`Core.record_ahead`).
 _batching = threading.local()
+
+#: A change appended to a store's feed (:meth:`Core.record`).
+_RECORD = ("INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
+           "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq")
 
 
 def _outcome(fn: Callable[[], Any]) -> Any:
@@ -228,6 +233,22 @@ class Core:
         finally:
             del _batching.conns[id(self)]
 
+    @contextmanager
+    def _ahead(self, conn: Connection) -> Iterator[None]:
+        """In this block (a :meth:`batch`'s calls), :meth:`record_ahead` sends its changes
+        ahead; at its end (no exception), every one of them is read (one round trip for
+        the last), so that the batch commits only what succeeded."""
+        if not hasattr(_batching, "ahead"):
+            _batching.ahead = {}
+        pending: list[tuple[str, Any]] = []
+        _batching.ahead[id(self)] = pending
+        try:
+            yield
+            for store_id, sent in pending:
+                self.recorded(conn, store_id, int(sent.row()[0]))
+        finally:
+            del _batching.ahead[id(self)]
+
     def batch(
         self,
         calls: Sequence[Callable[[], Any]] | Callable[[], Sequence[Callable[[], Any]]],
@@ -261,7 +282,7 @@ class Core:
             with self.write(*scopes) as conn:
                 if taken is None:
                     taken = calls()  # type: ignore[operator]
-                with self._joined(conn, scopes):
+                with self._joined(conn, scopes), self._ahead(conn):
                     for fn in taken:
                         self.later(conn, "SAVEPOINT memfs_batch_call")
                         try:
@@ -272,6 +293,9 @@ class Core:
                             conn.execute("ROLLBACK TO memfs_batch_call")
                             outcomes.append(e)
                         self.later(conn, "RELEASE memfs_batch_call")
+                # A result whose seq was sent ahead (Memories.create): as the call alone returns
+                # it, read now, in the transaction (the batch's _ahead has read every seq).
+                outcomes = [o.settled() if hasattr(o, "settled") else o for o in outcomes]
         except WouldBlock:  # nowait mode (calls given as a list), the write lock is taken:
             raise  # nothing was done
         except AssertionError:  # a bug (a call asked for a scope the batch does not hold)
@@ -365,18 +389,54 @@ class Core:
         :meth:`Memories.prune_sql <memfs.store.memories.Memories.prune_sql>` counts it in."""
         # RETURNING (SQLite 3.35+ and PostgreSQL): the seq on both backends.
         seq = int(self.at_once(
-            conn, writes,
-            "INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
-            "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            (store_id, op, memory_id, path, old_path, utc_now()),
+            conn, writes, _RECORD, (store_id, op, memory_id, path, old_path, utc_now()),
         ).fetchone()[0])
+        self.recorded(conn, store_id, seq)
+        return seq
+
+    def record_ahead(
+        self,
+        conn: Connection,
+        writes: Sequence[tuple[str, Sequence[Any]]],
+        store_id: str,
+        op: str,
+        memory_id: str | None = None,
+        path: str | None = None,
+    ) -> int | Callable[[], int]:
+        """:meth:`record`, returning a function that gives the change's sequence number.
+
+        In a :meth:`batch` on PostgreSQL, the statement is sent ahead
+        (:meth:`PgConnection.ahead <memfs.backends.postgresql.PgConnection.ahead>`): with
+        the batch's next statement (the next write's look), in its round trip, so that a
+        create costs one round trip under the lock instead of two. Its seq is read when
+        asked for, or by the batch before it commits; the batch also prunes the feed then
+        (:meth:`recorded`). A failure of the statement fails the whole batch (a
+        :class:`StorageError`), whose writes are then run each alone, as
+        :meth:`batch` does for every failure that is not a refusal. Elsewhere,
+        :meth:`record` (its seq returned)."""
+        ahead = getattr(conn, "ahead", None)
+        pending: list[tuple[str, Any]] | None = getattr(_batching, "ahead", {}).get(id(self))
+        joined = getattr(_batching, "conns", {}).get(id(self))
+        if ahead is None or pending is None or joined is None or joined[0] is not conn:
+            return self.record(conn, writes, store_id, op, memory_id, path)
+        if writes:
+            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
+            sql = f"WITH {parts} {_RECORD}"
+        else:
+            sql = _RECORD
+        sent = ahead(sql, [p for _, ps in writes for p in ps] +
+                     [store_id, op, memory_id, path, None, utc_now()])
+        pending.append((store_id, sent))
+        return lambda: int(sent.row()[0])
+
+    def recorded(self, conn: Connection, store_id: str, seq: int) -> None:
+        """After the change ``seq`` of ``store_id`` was recorded: now and then, prune."""
         if seq % max(1, self.feed_prune_every) == 0:
             # Now and then a write also bounds the feed and the events (a few indexed
             # statements), so that they stay bounded without `memfs versions prune`.
             now = datetime.now(UTC)
             self.prune_changes_in(conn, store_id, now)
             self.prune_events_in(conn, now)
-        return seq
 
     def newest_first(self, table: str, filters: list[Any], where: list[str],
                       params: list[Any], limit: int, page: str | None,

@@ -7,7 +7,7 @@ import builtins
 import dataclasses
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,41 @@ log = logging.getLogger(__name__)
 def _tags_of(row: Row) -> builtins.list[str]:
     tags: builtins.list[str] = json.loads(row["meta"]).get("tags", []) if row["meta"] else []
     return tags
+
+
+class _SeqLater(Memory):
+    """A memory just created in a batch whose change was sent ahead
+    (:meth:`Core.record_ahead`): its ``seq`` is read when first asked for (or by
+    ``seq_of``'s batch before it commits), otherwise it is the :class:`Memory` it says."""
+
+    def __init__(self, *args: Any, seq_of: Callable[[], int] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if seq_of is not None:
+            self.__dict__.pop("_seq", None)
+            self.__dict__["_seq_of"] = seq_of
+
+    @property
+    def seq(self) -> int:
+        d = self.__dict__
+        if "_seq" not in d:
+            d["_seq"] = d.pop("_seq_of")()
+        return int(d["_seq"])
+
+    @seq.setter
+    def seq(self, value: int) -> None:  # (the dataclass's __init__, dataclasses.replace)
+        self.__dict__["_seq"] = value
+
+    def __eq__(self, other: object) -> bool:  # equal to the Memory it says
+        return isinstance(other, Memory) and all(
+            getattr(self, f.name) == getattr(other, f.name)
+            for f in dataclasses.fields(Memory) if f.compare)
+
+    __hash__ = Memory.__hash__
+
+    def settled(self) -> Memory:
+        """The plain :class:`Memory` this is (its seq read): what the batch returns."""
+        return Memory(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Memory)})
 
 
 class Memories(Part):
@@ -206,7 +241,7 @@ class Memories(Part):
         path = validate_path(path, self.limits)
         text, data = encode_content(content, self.limits)
         with self.core.write(store_scope(store_id)) as c:
-            return self.create_in(c, store_id, path, text, data, actor)
+            return self.create_in(c, store_id, path, text, data, actor, ahead=True)
 
     def create_in(
         self,
@@ -219,11 +254,14 @@ class Memories(Part):
         memory_id: str | None = None,
         now: str | None = None,
         look: Look | None = None,
+        ahead: bool = False,
     ) -> Memory:
         """Create a memory inside a write transaction; ``path`` and content are validated.
         ``memory_id``: a deleted memory of this store comes back under its own id (restore,
         revert), its ``created`` version added to its history. ``look``: the store and what
-        blocks ``path``, read in this transaction (else read here)."""
+        blocks ``path``, read in this transaction (else read here). ``ahead``: in a batch,
+        the write is sent with the batch's next statement (:meth:`Core.record_ahead`), and
+        the memory's ``seq`` read when asked for."""
         if look is None:
             look = look_in(c, store_id, free=path)
         look.writable()
@@ -241,7 +279,13 @@ class Memories(Part):
                                             now, *d.columns()))]
         if memory_id is not None:
             writes.append(self.prune_sql(mid, (vid, now)))
-        seq = self.core.record(c, writes, store_id, "put", mid, path)
+        if ahead and memory_id is None:
+            seq = self.core.record_ahead(c, writes, store_id, "put", mid, path)
+            if not isinstance(seq, int):
+                return _SeqLater(mid, store_id, path, text, sha, len(data), vid, now, now,
+                                 d.to_meta(), seq_of=seq)
+        else:
+            seq = self.core.record(c, writes, store_id, "put", mid, path)
         return Memory(mid, store_id, path, text, sha, len(data), vid, now, now, d.to_meta(),
                       seq=seq)
 

@@ -40,7 +40,7 @@ BUDGETS = {
     "rename (update path)": 3,
     "delete": 3,
     # Two a create (its SAVEPOINT and RELEASE ride with its statements); COMMIT.
-    "batch of 16 creates": 33,
+    "batch of 16 creates": 18,
     # Its key looked up; the create; the key recorded (and old keys dropped) in one; COMMIT.
     "create with an Idempotency-Key": 5,
     "mount: write_path (new)": 3,

@@ -15,7 +15,8 @@ import trio.testing
 from memfs import api, errors
 from memfs.api import create_app
 from memfs.backends.scopes import session_scope, store_scope
-from memfs.models import Actor
+from memfs.models import Actor, Memory
+from memfs.rules import Limits
 from memfs.store import Store
 from tests.support import async_wait_until
 
@@ -65,6 +66,58 @@ def test_a_refused_write_fails_alone(backend):
     assert store.memories.get(sid, taken.id).content == "old"
     assert sorted(m.path for m in store.memories.list(sid).data) == ["/a.md", "/b.md",
                                                                      "/taken.md"]
+
+
+def test_a_batch_of_creates_keeps_every_rule_of_one_by_one(backend, caplog):
+    """On PostgreSQL each create of a batch sends its write ahead, with the next create's look
+    (Core.record_ahead): the next look sees it, so the path, overlap and limit rules decide as
+    one by one; each memory's seq is its change's, in order, without running each alone."""
+    caplog.set_level("INFO", logger="memfs.store.base")
+    store = backend.open(limits=Limits(max_memories=5))
+    sid = store.stores.create("s").id
+    store.memories.create(sid, "/old.md", "o", actor=ACTOR)
+    seen: list[int] = []
+
+    def create_and_read_seq() -> Any:  # a seq read inside the batch is the change's too
+        m = store.memories.create(sid, "/read.md", "r", actor=ACTOR)
+        seen.append(m.seq)
+        return m
+
+    paths = ["/a.md", "/a.md", "/a.md/b.md", "/d", "/d/e.md", "/f.md", "/g.md"]
+    calls = [partial(store.memories.create, sid, p, "x", actor=ACTOR) for p in paths]
+    out = store.batch([*calls[:4], create_and_read_seq, *calls[4:]], [store_scope(sid)])
+    assert "running each alone" not in caplog.text
+    assert [type(o).__name__ for o in out] == [
+        "Memory", "PathConflict", "PathConflict", "Memory", "Memory", "PathConflict",
+        "Memory", "LimitExceeded"]
+    made = [o for o in out if isinstance(o, Memory)]
+    feed = store.feed.since(sid, 0)
+    assert [(c.seq, c.path) for c in feed[1:]] == [(m.seq, m.path) for m in made]
+    assert seen == [made[2].seq] and made[2].path == "/read.md"
+    assert sorted(m.path for m in store.memories.list(sid, limit=10).data) == [
+        "/a.md", "/d", "/f.md", "/old.md", "/read.md"]
+
+
+def test_a_write_sent_ahead_that_fails_fails_alone(backend, caplog):
+    """A create's write sent ahead fails only when the next statement carries it: the batch
+    is then run again each alone, so the failure is that create's, and no other's."""
+    if backend.name != "postgresql":
+        pytest.skip("writes are sent ahead on PostgreSQL")
+    caplog.set_level("INFO", logger="memfs.store.base")
+    store = backend.open()
+    sid = store.stores.create("s").id
+    with store.database.write() as c:
+        c.execute("ALTER TABLE changes ADD CONSTRAINT no_boom CHECK (path <> '/boom.md')")
+    try:
+        out = store.batch([partial(store.memories.create, sid, p, "x", actor=ACTOR)
+                           for p in ("/a.md", "/boom.md", "/c.md")], [store_scope(sid)])
+    finally:
+        with store.database.write() as c:
+            c.execute("ALTER TABLE changes DROP CONSTRAINT no_boom")
+    assert "running each alone" in caplog.text
+    assert isinstance(out[1], Exception)
+    assert [m.path for m in (out[0], out[2])] == ["/a.md", "/c.md"]
+    assert sorted(m.path for m in store.memories.list(sid).data) == ["/a.md", "/c.md"]
 
 
 def test_a_refused_write_leaves_no_half_of_itself(backend):
