@@ -228,3 +228,44 @@ def test_a_stores_writes_wait_only_for_that_store(pg_cluster):
         one.close()
         two.close()
         pg_cluster.drop_database(name)
+
+
+def _wait_for(db: Any, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """Poll a second connection's view (pg_locks, pg_stat_activity) until ``sql`` is true."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while not db.one(sql, params)[0]:
+        assert time.monotonic() < deadline, f"never true: {sql}"
+        time.sleep(0.01)
+
+
+def test_a_waiting_write_without_scopes_queues_no_scoped_write(pg):
+    """An unscoped write waiting for the global lock while store A's transaction is open:
+    PostgreSQL would queue every later shared request behind an exclusive one waiting, so
+    one admin write would hold back store B's writes until A commits. It tries instead,
+    and B's write commits at once (it would be Busy after LONG if it queued)."""
+    from memfs.backends.postgresql import WRITE_LOCK_KEY
+
+    a, b, admin, watch = pg(), pg(), pg(), pg()
+    done: list[BaseException | None] = []
+
+    def unscoped() -> None:
+        try:
+            committed(admin, patience=60)
+            done.append(None)
+        except BaseException as e:
+            done.append(e)
+
+    with held(a.write(store_scope("A"))):
+        t = threading.Thread(target=unscoped)
+        t.start()
+        # the unscoped write has asked for the global lock (waiting, or trying)
+        _wait_for(watch, "SELECT count(*) > 0 FROM pg_stat_activity "
+                  "WHERE query LIKE ? AND pid <> pg_backend_pid()",
+                  (f"%advisory_xact_lock({WRITE_LOCK_KEY})%",))
+        committed(b, store_scope("B"))
+        assert not done  # the unscoped write still waits for A
+    t.join()
+    assert done == [None]
+    assert b.one("SELECT count(*) FROM t WHERE who = 'writer'")[0] == 2
