@@ -457,8 +457,10 @@ class PgDatabase:
         """One write transaction, serialised with every other writer of the database (any
         process) that shares one of ``scopes`` (:mod:`memfs.backends.scopes`), or with every
         writer when there are none (or in mode ``global``): committed when the block ends,
-        rolled back if it raises. Within :meth:`patience`, the wait for the locks ends then
-        (a ``lock_timeout`` for this transaction only), with :class:`Busy`.
+        rolled back if it raises. Within :meth:`patience`, the wait for the locks ends then,
+        with :class:`Busy`: a ``lock_timeout`` for this transaction (each lock wait) and a
+        ``statement_timeout`` for the statement taking them (all its waits together: it may
+        take several locks), reset after it (the rest of the transaction is not cut short).
 
         A write without scopes in mode ``store`` (:meth:`_exclusive`) does not wait in
         PostgreSQL's lock queue: it tries the global lock until it has it."""
@@ -471,7 +473,9 @@ class PgDatabase:
             return self._begun("BEGIN; " + locks)
         ms = max(1, int((own - time.monotonic()) * 1000))  # 0 would mean no timeout
         return self._begun(
-            f"BEGIN; SELECT set_config('lock_timeout', '{ms}ms', true); {locks}")
+            f"BEGIN; SELECT set_config('lock_timeout', '{ms}ms', true), "
+            f"set_config('statement_timeout', '{ms}ms', true); {locks}; "
+            "SET LOCAL statement_timeout TO DEFAULT")
 
     @staticmethod
     def _exclusive(raw: psycopg.Connection[Any], deadline: float) -> None:

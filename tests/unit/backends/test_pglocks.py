@@ -269,3 +269,58 @@ def test_a_waiting_write_without_scopes_queues_no_scoped_write(pg):
     t.join()
     assert done == [None]
     assert b.one("SELECT count(*) FROM t WHERE who = 'writer'")[0] == 2
+
+
+def test_patience_bounds_all_the_lock_waits_of_a_write_together(pg):
+    """A write of two scopes within patience(P): the first lock is released at 0.75 P, the
+    second only at 1.35 P. A lock_timeout alone bounds each wait (P each: it would get both
+    and commit); the lock statement's own timeout ends the whole wait at P, with Busy.
+    (The margins, 0.35 P either side, are for a loaded machine: nothing is timed finer.)"""
+    import time
+
+    patience = 2.0
+    first, second = sorted([store_scope("A"), store_scope("B")], key=lock_key)
+    h1, h2, w, watch = pg(), pg(), pg(), pg()
+    release = [threading.Event(), threading.Event()]
+    started = threading.Event()
+    failed: list[BaseException] = []
+
+    def hold(db: Any, scope: str, until: threading.Event) -> None:
+        try:
+            with db.write(scope):
+                started.set()
+                until.wait(60)
+        except BaseException as e:
+            failed.append(e)
+
+    holders = [threading.Thread(target=hold, args=(h1, first, release[0])),
+               threading.Thread(target=hold, args=(h2, second, release[1]))]
+    for t in holders:
+        started.clear()
+        t.start()
+        assert started.wait(60)
+    t0 = time.monotonic()
+
+    def releaser() -> None:
+        _wait_for(watch, "SELECT count(*) > 0 FROM pg_locks "
+                  "WHERE locktype = 'advisory' AND NOT granted")
+        time.sleep(max(0.0, t0 + 0.75 * patience - time.monotonic()))
+        release[0].set()
+        time.sleep(max(0.0, t0 + 1.35 * patience - time.monotonic()))
+        release[1].set()
+
+    r = threading.Thread(target=releaser)
+    r.start()
+    try:
+        with pytest.raises(Busy), w.patience(patience), w.write(first, second) as c:
+            c.execute("INSERT INTO t VALUES ('writer')")
+    finally:
+        r.join()
+        for e in release:
+            e.set()
+        for t in holders:
+            t.join()
+    assert not failed, failed
+    # the statement's timeout was the lock statement's only: the rest is not cut short
+    with w.patience(patience), w.write(first) as c:
+        assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"
