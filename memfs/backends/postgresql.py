@@ -268,7 +268,10 @@ def translate(e: psycopg.Error) -> Exception:
     """The memfs error for a PostgreSQL failure (the caller raises it ``from e``)."""
     if isinstance(e, psycopg.errors.DiskFull):
         return StorageFull("no space left for the database; the write was not saved")
+    # A deadlock or a serialization failure (two transactions colliding) rolled this one
+    # back: running it again succeeds, as after a lock wait given up.
     if isinstance(e, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled
+                  | psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
                   | psycopg_pool.PoolTimeout):
         return Busy("the database is busy; try again")
     if isinstance(e, psycopg.OperationalError):
@@ -435,11 +438,20 @@ class PgDatabase:
                 except BaseException:
                     _rollback(raw)
                     raise
+                # A statement that failed and was passed over leaves the transaction in
+                # error: PostgreSQL answers its COMMIT with ROLLBACK, not an error, so a
+                # write would return as if saved. It fails instead.
+                failed = "the transaction failed and was rolled back; nothing was saved"
+                if raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    _rollback(raw)
+                    raise StorageError(f"PostgreSQL: {failed}")
                 try:
-                    raw.execute("COMMIT")
+                    status = raw.execute("COMMIT").statusmessage
                 except psycopg.Error as e:
                     _rollback(raw)
                     raise conn.translate(e) from e
+                if status != "COMMIT":
+                    raise StorageError(f"PostgreSQL: {failed} ({status})")
                 return
 
     def _reading(self, fn: Callable[[PgConnection], T]) -> T:
