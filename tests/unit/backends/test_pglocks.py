@@ -9,6 +9,7 @@ one (it would fail with Busy if it waited)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -324,3 +325,75 @@ def test_patience_bounds_all_the_lock_waits_of_a_write_together(pg):
     # the statement's timeout was the lock statement's only: the rest is not cut short
     with w.patience(patience), w.write(first) as c:
         assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"
+
+
+def test_two_stores_expiring_idempotency_keys_at_once_never_deadlock(pg_cluster, monkeypatch):
+    """Every write sent with an Idempotency-Key also deletes the expired keys, whatever their
+    store. Two transactions of two stores: A deletes the expired key Q and goes on; the
+    keys' age limit passes for P too; B deletes P, then wants Q (A's); A's next write wants
+    P (B's): a deadlock (one rolled back after deadlock_timeout). Rows another transaction
+    is deleting are skipped instead: it deletes them."""
+    from datetime import UTC, datetime, timedelta
+
+    from memfs.rules import format_time
+    from memfs.store import Limits, Store, idempotency
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    one, two, watch = (Store(pg_cluster.url(name), limits=Limits()) for _ in range(3))
+    try:
+        x, y = one.stores.create("x").id, one.stores.create("y").id
+        now = datetime.now(UTC)
+        with one.write() as c:  # P first in the table, Q after it, older
+            for key, age in [("P", 23), ("Q", 25)]:
+                c.execute("INSERT INTO idempotency_keys VALUES ('w', ?, 'f', 200, '{}', ?)",
+                          (key, format_time(now - timedelta(hours=age))))
+
+        def once(store: Store, sid: str, key: str) -> None:
+            status, _ = store.idempotency.write_once(
+                "w", key, "fp", None,
+                lambda: store.memories.create(sid, f"/{key}.md", "x", actor=None),
+                lambda m: m.id, (store_scope(sid),))
+            assert status == 200
+
+        failed: list[BaseException] = []
+        a_deleted, go_on, b_done = threading.Event(), threading.Event(), threading.Event()
+
+        def a() -> None:
+            try:
+                with one.joined_write(store_scope(x)):
+                    once(one, x, "a1")  # deletes Q (P is 23 h old: kept 24 h)
+                    a_deleted.set()
+                    go_on.wait(60)
+                    once(one, x, "a2")  # P has expired too now
+            except BaseException as e:
+                failed.append(e)
+
+        def b() -> None:
+            try:
+                once(two, y, "b1")
+            except BaseException as e:
+                failed.append(e)
+            b_done.set()
+
+        ta = threading.Thread(target=a)
+        ta.start()
+        assert a_deleted.wait(60)
+        monkeypatch.setattr(idempotency, "KEEP_KEYS", timedelta(hours=22))
+        tb = threading.Thread(target=b)
+        tb.start()
+        # B waits for A's row Q (before the fix), or is done (it skipped Q)
+        deadline = time.monotonic() + 60
+        while not b_done.is_set() and not watch.database.one(
+                "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted")[0]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        go_on.set()
+        ta.join()
+        tb.join()
+        assert not failed, failed
+        keys = [r[0] for r in watch.database.all("SELECT key FROM idempotency_keys")]
+        assert sorted(keys) == ["a1", "a2", "b1"]  # P and Q were deleted, by one or the other
+    finally:
+        for s in (one, two, watch):
+            s.close()
+        pg_cluster.drop_database(name)
