@@ -190,6 +190,23 @@ class Core:
             return nullcontext(conn)
         return self.database.write(*scopes)
 
+    def write_holding(self, scopes_of: Callable[[Connection], Iterable[str]],
+                      fn: Callable[[Connection], T]) -> T:
+        """``fn(conn)`` in a write holding the scopes ``scopes_of(conn)`` names, for a write
+        whose scopes are known only from the database (the stores a revert changes, a
+        dream's output store): read first outside the transaction, then again inside it once
+        the locks are held. If the set grew meanwhile, that transaction ends having written
+        nothing and a new one takes the bigger set, so ``fn`` always runs holding every scope
+        it needs (never the global lock, which a long transaction of one store would hold
+        up, and every other store's writes with it)."""
+        scopes = set(self.database.run(lambda c: set(scopes_of(c))))
+        while True:
+            with self.write(*sorted(scopes)) as c:
+                need = set(scopes_of(c))
+                if need <= scopes:
+                    return fn(c)
+            scopes |= need
+
     def batch_conn(self, *scopes: str) -> Connection | None:
         """The transaction of the :meth:`batch` (or :meth:`joined_write`) this thread runs in
         (None: none).

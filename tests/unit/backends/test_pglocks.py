@@ -397,3 +397,55 @@ def test_two_stores_expiring_idempotency_keys_at_once_never_deadlock(pg_cluster,
         for s in (one, two, watch):
             s.close()
         pg_cluster.drop_database(name)
+
+
+def test_administrative_writes_wait_only_for_what_they_change(pg_cluster):
+    """While store A's transaction is held open, the administrative writes that change
+    nothing of A commit (each would be Busy after LONG if it waited for every write): a key
+    made (of store B) and revoked, a session's writes undone, a dream's output store
+    discarded; the retention prune prunes every other store and waits only for A."""
+    from datetime import UTC, datetime, timedelta
+
+    from memfs.models import Actor
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    limits = Limits(retention_days=1, retention_keep=1)
+    one, two = (Store(pg_cluster.url(name), limits=limits) for _ in range(2))
+    try:
+        b = one.stores.create("b").id
+        a = one.stores.create("a").id
+        assert b < a  # the prune goes in the order of ids: B before A
+        mems = {}
+        for sid in (a, b):
+            mems[sid] = one.memories.create(sid, "/m.md", "v0", actor=None).id
+            one.memories.update(sid, mems[sid], content="v1", actor=None)
+        s = one.sessions.create([{"type": "memory_store", "memory_store_id": b}])
+        one.memories.write_path(b, "/s.md", "x", actor=Actor.session(s.id))
+        dream = one.dreams.create([{"type": "memory_store", "memory_store_id": b},
+                                   {"type": "sessions", "session_ids": [s.id]}], "m")
+        started = one.dreams.start(dream.id)
+        assert started is not None and started.outputs
+        with held(one.joined_write(store_scope(a)), mark=False):
+            with two.patience(LONG):
+                key = two.keys.create("k", store_ids=[b])
+                two.keys.revoke(key.id)
+                assert two.undo.revert(s.id, actor=None)
+                ended = two.dreams.finish(dream.id, "failed", {"type": "x", "message": "y"},
+                                          discard_output=True)
+                assert not ended.outputs
+            pruned: list[int] = []
+            t = threading.Thread(target=lambda: pruned.append(two.versions.prune(
+                now=datetime.now(UTC) + timedelta(days=2))))
+            t.start()
+            _wait_for(two.database, "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted")
+            # B was pruned (committed) while the prune waits for A
+            assert len(two.versions.list(b, memory_id=mems[b]).data) == 1
+            assert len(two.versions.list(a, memory_id=mems[a]).data) == 2
+        t.join()
+        assert pruned and pruned[0] >= 2
+        assert len(two.versions.list(a, memory_id=mems[a]).data) == 1
+    finally:
+        one.close()
+        two.close()
+        pg_cluster.drop_database(name)
