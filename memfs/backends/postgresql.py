@@ -21,9 +21,11 @@ any number of server processes on any number of machines may share the database:
   (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
   No advisory lock is taken later in a transaction, and every transaction takes its keys in
   one global order, so writers never deadlock on them.
-* **A write that names no scope** (the rare administrative ones: migrations, creating or
-  deleting a store, a key, an import) takes the global lock exclusively: it is serialised
-  with every other write, as every write was before. ``MEMFS_PG_LOCKS=global`` (or
+* **A write that names no scope** (the rare administrative ones: migrations, ``db copy``)
+  takes the global lock exclusively: it is serialised with every other write, as every
+  write was before. It tries the lock until it has it rather than wait in PostgreSQL's lock
+  queue, where it would hold back every later scoped write of every store
+  (:meth:`PgDatabase._exclusive`). ``MEMFS_PG_LOCKS=global`` (or
   ``PgDatabase(url, locks="global")``) makes every write do so (the old behaviour, kept to
   measure the difference); ``store`` is the default.
 * **Reads** take a pooled connection (psycopg_pool); :meth:`PgDatabase.read` and
@@ -329,7 +331,10 @@ def translate(e: psycopg.Error) -> Exception:
     """The memfs error for a PostgreSQL failure (the caller raises it ``from e``)."""
     if isinstance(e, psycopg.errors.DiskFull):
         return StorageFull("no space left for the database; the write was not saved")
+    # A deadlock or a serialization failure (two transactions colliding) rolled this one
+    # back: running it again succeeds, as after a lock wait given up.
     if isinstance(e, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled
+                  | psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
                   | psycopg_pool.PoolTimeout):
         return Busy("the database is busy; try again")
     if isinstance(e, psycopg.OperationalError):
@@ -466,18 +471,22 @@ class PgDatabase:
             self._pool.putconn(raw)  # a broken one is dropped, a transaction left rolled back
 
     @contextmanager
-    def _begun(self, begin: str) -> Iterator[PgConnection]:
+    def _begun(self, begin: str,
+               then: Callable[[psycopg.Connection[Any]], None] | None = None,
+               ) -> Iterator[PgConnection]:
         """A connection in a transaction begun by ``begin`` (``BEGIN`` and what follows it, in
-        one round trip: literal SQL, no parameters), committed when the block ends, rolled
-        back if it raises. A pooled connection found dead before anything was done on it
-        (the server restarted, failed over, closed it) is dropped and the next one tried:
-        nothing was done, so nothing is repeated."""
+        one round trip: literal SQL, no parameters) and then ``then(raw)`` (if given),
+        committed when the block ends, rolled back if it raises. A pooled connection found
+        dead before anything was done on it (the server restarted, failed over, closed it)
+        is dropped and the next one tried: nothing was done, so nothing is repeated."""
         for attempt in range(self._max_size + 2):
             with self._connection() as conn:
                 raw = conn.raw
                 try:
                     try:
                         raw.execute(begin)
+                        if then is not None:
+                            then(raw)
                     except psycopg.Error as e:
                         raise conn.translate(e) from e
                 except ConnectionLost:
@@ -492,11 +501,20 @@ class PgDatabase:
                 except BaseException:
                     _rollback(raw)
                     raise
+                # A statement that failed and was passed over leaves the transaction in
+                # error: PostgreSQL answers its COMMIT with ROLLBACK, not an error, so a
+                # write would return as if saved. It fails instead.
+                failed = "the transaction failed and was rolled back; nothing was saved"
+                if raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    _rollback(raw)
+                    raise StorageError(f"PostgreSQL: {failed}")
                 try:
-                    raw.execute("COMMIT")
+                    status = raw.execute("COMMIT").statusmessage
                 except psycopg.Error as e:
                     _rollback(raw)
                     raise conn.translate(e) from e
+                if status != "COMMIT":
+                    raise StorageError(f"PostgreSQL: {failed} ({status})")
                 return
 
     def _reading(self, fn: Callable[[PgConnection], T]) -> T:
@@ -514,14 +532,48 @@ class PgDatabase:
         """One write transaction, serialised with every other writer of the database (any
         process) that shares one of ``scopes`` (:mod:`memfs.backends.scopes`), or with every
         writer when there are none (or in mode ``global``): committed when the block ends,
-        rolled back if it raises. Within :meth:`patience`, the wait for the locks ends then
-        (a ``lock_timeout`` for this transaction only), with :class:`Busy`."""
-        begin = "BEGIN; " + self.locks_sql(scopes)
+        rolled back if it raises. Within :meth:`patience`, the wait for the locks ends then,
+        with :class:`Busy`: a ``lock_timeout`` for this transaction (each lock wait) and a
+        ``statement_timeout`` for the statement taking them (all its waits together: it may
+        take several locks), reset after it (the rest of the transaction is not cut short).
+
+        A write without scopes in mode ``store`` (:meth:`_exclusive`) does not wait in
+        PostgreSQL's lock queue: it tries the global lock until it has it."""
         own = self._own_deadline()
-        if own is not None:
-            ms = max(1, int((own - time.monotonic()) * 1000))  # 0 would mean no timeout
-            begin = f"BEGIN; SELECT set_config('lock_timeout', '{ms}ms', true); " + begin[7:]
-        return self._begun(begin)
+        if not scopes and self.locks == "store":
+            deadline = own if own is not None else time.monotonic() + WRITE_PATIENCE
+            return self._begun("BEGIN", lambda raw: self._exclusive(raw, deadline))
+        locks = self.locks_sql(scopes)
+        if own is None:
+            return self._begun("BEGIN; " + locks)
+        ms = max(1, int((own - time.monotonic()) * 1000))  # 0 would mean no timeout
+        return self._begun(
+            f"BEGIN; SELECT set_config('lock_timeout', '{ms}ms', true), "
+            f"set_config('statement_timeout', '{ms}ms', true); {locks}; "
+            "SET LOCAL statement_timeout TO DEFAULT")
+
+    @staticmethod
+    def _exclusive(raw: psycopg.Connection[Any], deadline: float) -> None:
+        """Take the global lock exclusively (a write without scopes) by trying it, with a
+        short backoff (1 ms doubling to 50 ms), until it is granted or ``deadline`` passes
+        (then :class:`Busy`, as a ``lock_timeout`` would).
+
+        Why not wait for it: PostgreSQL queues every later request for a lock behind one
+        waiting for it exclusively, so an exclusive waiter would hold back every scoped write
+        of every store (their shared requests) until the longest transaction open ends: one
+        key created while store A's transaction is held 5 s would stall store B's writes too.
+        Trying never queues. The trade-off: under constant write load an unscoped write may
+        wait longer (shared holders keep overlapping); these are rare administrative writes
+        (migrations, ``db copy``), none periodic, and patience still bounds the wait."""
+        pause = 0.001
+        while True:
+            row = raw.execute(f"SELECT pg_try_advisory_xact_lock({WRITE_LOCK_KEY})").fetchone()
+            if row is not None and row[0]:
+                return
+            if time.monotonic() + pause > deadline:
+                raise Busy("the database is busy; try again")
+            time.sleep(pause)
+            pause = min(0.05, pause * 2)
 
     def locks_sql(self, scopes: Sequence[str]) -> str:
         """The statement that takes a write's advisory locks: the global one, shared when the

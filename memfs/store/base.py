@@ -195,6 +195,23 @@ class Core:
             return nullcontext(conn)
         return self.database.write(*scopes)
 
+    def write_holding(self, scopes_of: Callable[[Connection], Iterable[str]],
+                      fn: Callable[[Connection], T]) -> T:
+        """``fn(conn)`` in a write holding the scopes ``scopes_of(conn)`` names, for a write
+        whose scopes are known only from the database (the stores a revert changes, a
+        dream's output store): read first outside the transaction, then again inside it once
+        the locks are held. If the set grew meanwhile, that transaction ends having written
+        nothing and a new one takes the bigger set, so ``fn`` always runs holding every scope
+        it needs (never the global lock, which a long transaction of one store would hold
+        up, and every other store's writes with it)."""
+        scopes = set(self.database.run(lambda c: set(scopes_of(c))))
+        while True:
+            with self.write(*sorted(scopes)) as c:
+                need = set(scopes_of(c))
+                if need <= scopes:
+                    return fn(c)
+            scopes |= need
+
     def batch_conn(self, *scopes: str) -> Connection | None:
         """The transaction of the :meth:`batch` (or :meth:`joined_write`) this thread runs in
         (None: none).
@@ -332,6 +349,20 @@ class Core:
         for w, ps in writes:
             conn.execute(w, ps)
         return conn.execute(sql, params)
+
+    def delete_unlocked(self, table: str, where: str, order: str,
+                        limit: int | None = None) -> str:
+        """``DELETE FROM table WHERE where`` for a cleanup that writes of different scopes
+        run at once (expired idempotency keys, old events): on PostgreSQL it skips the rows
+        another transaction is deleting (``FOR UPDATE SKIP LOCKED``; that one deletes them),
+        and takes the others in ``order`` (at most ``limit``). Two such writes waiting each
+        for a row the other took would deadlock (one rolled back after a second's
+        ``deadlock_timeout``). SQLite has one writer: the plain statement."""
+        if self.dialect != "postgresql":
+            return f"DELETE FROM {table} WHERE {where}"
+        cap = f" LIMIT {int(limit)}" if limit is not None else ""
+        return (f"DELETE FROM {table} WHERE ctid IN (SELECT ctid FROM {table} WHERE {where} "
+                f"ORDER BY {order}{cap} FOR UPDATE SKIP LOCKED)")
 
     @staticmethod
     def later(conn: Connection, sql: str) -> None:
@@ -488,7 +519,8 @@ class Core:
             if session_id and c.execute(
                 "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
             ).fetchone() is None:
-                n += c.execute("DELETE FROM events WHERE session_id = ?", (session_id,)).rowcount
+                n += c.execute(self.delete_unlocked("events", "session_id = ?", "seq"),
+                               (session_id,)).rowcount
         # In seq order up to the first event inside the window (events arrive about in time
         # order): the cost is the number of events deleted, not the size of the table.
         cutoff = format_time(now - timedelta(days=self.limits.retention_days))
@@ -498,7 +530,7 @@ class Core:
             (cutoff,),
         ).fetchone()
         n += c.execute(
-            "DELETE FROM events WHERE session_id IS NULL AND seq < ?",
+            self.delete_unlocked("events", "session_id IS NULL AND seq < ?", "seq"),
             (young[0] if young else 2**63 - 1,),
         ).rowcount
         return n

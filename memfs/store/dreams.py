@@ -345,24 +345,38 @@ class Dreams(Part):
         """
         if status not in ("completed", "failed"):
             raise InvalidRequest(f"a dream cannot end as {status!r}")
-        # Deleting its output store is rare (a failure before the model ran): then every
-        # write waits (the store is known only in the transaction).
-        with self.core.write(*(() if discard_output else (dream_scope(dream_id),))) as c:
-            ended = c.execute(
-                "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
-                "AND status IN ('pending', 'running') RETURNING output_store_id, "
-                "memory_store_id",
-                (status, None if error is None else json.dumps(error), utc_now(), dream_id),
-            ).fetchone()
-            out = None if ended is None else ended["output_store_id"]
-            if (discard_output and status == "failed" and out is not None
-                    and out != ended["memory_store_id"]):
-                with contextlib.suppress(NotFound):  # deleted meanwhile
-                    self.stores.delete_in(c, out)
-                c.execute("UPDATE dreams SET output_store_id = NULL WHERE id = ?", (dream_id,))
+        if not discard_output:
+            with self.core.write(dream_scope(dream_id)) as c:
+                self._finish_in(c, dream_id, status, error, discard_output)
+        else:
+            # Deleting its output store: that store's scope too, read first (start sets
+            # it, holding the dream's scope: read again once held).
+            def scopes_of(c: Connection) -> list[str]:
+                out = c.execute("SELECT output_store_id FROM dreams WHERE id = ?",
+                                (dream_id,)).fetchone()
+                return [dream_scope(dream_id),
+                        *([store_scope(out[0])] if out and out[0] else [])]
+
+            self.core.write_holding(
+                scopes_of, lambda c: self._finish_in(c, dream_id, status, error, True))
         dream = self.get(dream_id)
         self._dream_ended(dream)
         return dream
+
+    def _finish_in(self, c: Connection, dream_id: str, status: str,
+                   error: dict[str, str] | None, discard_output: bool) -> None:
+        ended = c.execute(
+            "UPDATE dreams SET status = ?, error = ?, ended_at = ? WHERE id = ? "
+            "AND status IN ('pending', 'running') RETURNING output_store_id, "
+            "memory_store_id",
+            (status, None if error is None else json.dumps(error), utc_now(), dream_id),
+        ).fetchone()
+        out = None if ended is None else ended["output_store_id"]
+        if (discard_output and status == "failed" and out is not None
+                and out != ended["memory_store_id"]):
+            with contextlib.suppress(NotFound):  # deleted meanwhile
+                self.stores.delete_in(c, out)
+            c.execute("UPDATE dreams SET output_store_id = NULL WHERE id = ?", (dream_id,))
 
     def _dream_ended(self, dream: Dream) -> None:
         """An ended dream's session is terminated, its new output store marked."""

@@ -106,10 +106,12 @@ class Idempotency(Part):
         if key is not None:
             # Bound the table as it grows (an indexed range, usually empty), in the same
             # statement on PostgreSQL: a key found above is never inserted, so the two never
-            # meet on one row.
+            # meet on one row. Writes of other stores do it at once: rows one of them is
+            # deleting are left to it (Core.delete_unlocked), at most a hundred a write.
             self.core.at_once(
                 conn,
-                [("DELETE FROM idempotency_keys WHERE created_at < ?",
+                [(self.core.delete_unlocked("idempotency_keys", "created_at < ?",
+                                            "created_at", limit=100),
                   (format_time(datetime.now(UTC) - KEEP_KEYS),))],
                 "INSERT INTO idempotency_keys (scope, key, fingerprint, status, body, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)",

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from ..backends import Row
-from ..backends.scopes import key_scope
+from ..backends.scopes import key_scope, store_scope
 from ..errors import InvalidRequest, MemfsError, NotFound, Unauthorized, UnknownKey
 from ..models import DEFAULT_WORKSPACE, ROLES, Actor, ApiKey, Grant
 from ..rules import format_time, new_id, parse_duration, validate_text, validate_workspace
@@ -128,7 +128,9 @@ class Keys(Part):
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
         key_id = new_id("apikey")
         now = format_time(created)
-        with self.core.write() as c:
+        # The new key's own scope, and its stores' (each must stay one of the workspace's
+        # until it commits: deleting a store holds its scope); no rule spans keys.
+        with self.core.write(key_scope(key_id), *map(store_scope, store_ids or ())) as c:
             for sid in store_ids or ():
                 self.check_visible(workspace, "memory_store_id", sid, c=c)
             c.execute(
@@ -166,7 +168,7 @@ class Keys(Part):
 
         :raises NotFound: no such key (in ``workspace``).
         """
-        with self.core.write() as c:
+        with self.core.write(key_scope(key_id)) as c:
             row = c.execute("SELECT * FROM api_keys WHERE id = ?", (key_id,)).fetchone()
             if row is None or (workspace is not None and row["workspace_id"] != workspace):
                 raise NotFound(f"API key {key_id} not found")

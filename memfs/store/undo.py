@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection
+from ..backends.scopes import store_scope
 from ..errors import Busy, InvalidRequest, MemfsError, NotFound, StorageError, WouldBlock
 from ..models import Actor
 from ..rules import encode_content, new_id, validate_path
@@ -53,10 +54,12 @@ class Undo(Part):
             raise InvalidRequest("dry_run and force must be true or false")
         out: dict[str, Any] = {}
         try:
-            with self.core.write() as c:
-                out = self._revert_in(c, target, actor, dry_run, force)
-                if dry_run:
+            def run(c: Connection) -> None:
+                out.update(self._revert_in(c, target, actor, dry_run, force))
+                if dry_run:  # the plan kept, the transaction rolled back
                     raise rv.DryRun
+
+            self.core.write_holding(lambda c: self._scopes_in(c, target), run)
         except rv.DryRun:
             pass
         except MemfsError as e:
@@ -65,6 +68,25 @@ class Undo(Part):
                           *e.args[1:])
             raise
         return out
+
+    @staticmethod
+    def _scopes_in(c: Connection, target: str) -> set[str]:
+        """What reverting ``target`` holds: the scope of each store its versions are in (a
+        memory's versions are all in its store: it changes no other), and the revert's own
+        (two reverts of one target are serialised even when it wrote nothing)."""
+        from . import revert as rv
+
+        if target.startswith(rv.REVERT_PREFIX + "_"):
+            rec = c.execute("SELECT version_ids FROM reverts WHERE id = ?", (target,)).fetchone()
+            ids = json.loads(rec["version_ids"]) if rec is not None else []
+            stores = {r[0] for i in range(0, len(ids), 500) for r in c.execute(
+                "SELECT DISTINCT store_id FROM versions WHERE id IN "
+                f"({','.join('?' * len(ids[i:i + 500]))})", ids[i:i + 500]).fetchall()}
+        else:
+            stores = {r[0] for r in c.execute(
+                "SELECT DISTINCT store_id FROM versions WHERE created_by_type = "
+                "'session_actor' AND created_by_id = ?", (target,)).fetchall()}
+        return {f"revert:{target}", *map(store_scope, stores)}
 
     def _revert_in(self, c: Connection, target: str, actor: Actor | None,
                    dry_run: bool, force: bool) -> dict[str, Any]:

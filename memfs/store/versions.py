@@ -349,25 +349,35 @@ class Versions(Part):
         changes."""
         now = now or datetime.now(UTC)
         cutoff = format_time(now - timedelta(days=self.limits.retention_days))
-        with self.core.write() as c:
-            gone = c.execute(
-                "DELETE FROM versions WHERE created_at < ? AND id IN ("
-                " SELECT id FROM (SELECT id, row_number() OVER"
-                "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions) AS ranked"
-                " WHERE n > ?) RETURNING store_id, memory_id",
-                (cutoff, max(1, self.limits.retention_keep)),  # keep live heads
-            ).fetchall()
-            pruned = len(gone)
-            # Each memory whose history lost versions: one change (mounts' .history/).
-            for store_id, memory_id in sorted({(r[0], r[1]) for r in gone}):
-                self.core.change(c, store_id, "history", memory_id)
-            changes = sum(
-                self.core.prune_changes_in(c, r[0], now)
-                for r in c.execute("SELECT id FROM stores").fetchall()
-            )
+        pruned = changes = 0
+        # One store at a time, each in a transaction holding its scope: the prune waits
+        # only for the store it prunes, and no store's writes wait for the whole prune.
+        for row in self.core.all("SELECT id FROM stores ORDER BY id", ()):
+            store_id = str(row[0])
+            with self.core.write(store_scope(store_id)) as c:
+                gone = c.execute(
+                    "DELETE FROM versions WHERE store_id = ? AND created_at < ? AND id IN ("
+                    " SELECT id FROM (SELECT id, row_number() OVER"
+                    "  (PARTITION BY memory_id ORDER BY id DESC) AS n FROM versions"
+                    "  WHERE store_id = ?) AS ranked"
+                    " WHERE n > ?) RETURNING memory_id",
+                    (store_id, cutoff, store_id, max(1, self.limits.retention_keep)),
+                ).fetchall()  # keep live heads
+                pruned += len(gone)
+                # Each memory whose history lost versions: one change (mounts' .history/).
+                for memory_id in sorted({r[0] for r in gone}):
+                    self.core.change(c, store_id, "history", memory_id)
+                changes += self.core.prune_changes_in(c, store_id, now)
+        # The last changes of deleted stores (nothing writes to them: their scopes all the
+        # same), and the events (their deletes skip rows a write is deleting).
+        old = format_time(now - self.core.feed_keep_age)
+        gone_stores = [r[0] for r in self.core.all(
+            "SELECT DISTINCT store_id FROM changes WHERE at < ? "
+            "AND store_id NOT IN (SELECT id FROM stores)", (old,))]
+        with self.core.write("prune:events", *map(store_scope, gone_stores)) as c:
             changes += c.execute(
                 "DELETE FROM changes WHERE at < ? AND store_id NOT IN (SELECT id FROM stores)",
-                (format_time(now - self.core.feed_keep_age),),
+                (old,),
             ).rowcount
             events = self.core.prune_events_in(c, now)
         log.info("pruned %d versions, %d changes, %d events", pruned, changes, events)

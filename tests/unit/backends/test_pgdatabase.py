@@ -283,3 +283,41 @@ def test_a_savepoint_held_for_later_is_sent_before_the_next_statement(pg_cluster
     finally:
         db.close()
         pg_cluster.drop_database(name)
+
+
+def test_a_write_whose_transaction_failed_does_not_report_success(pg_cluster):
+    """A database error caught inside a write and passed over leaves the transaction in
+    error: PostgreSQL answers its COMMIT with a ROLLBACK, not an error. The write raises
+    StorageError instead of returning as if it had saved anything."""
+    from memfs.backends.postgresql import PgDatabase
+    from memfs.errors import StorageError
+
+    name = pg_cluster.new_database()
+    db = PgDatabase(pg_cluster.url(name))
+    try:
+        with db.write() as c:
+            c.execute("CREATE TABLE t (x INT)")
+        with pytest.raises(StorageError, match="rolled back"), db.write() as c:
+            c.execute("INSERT INTO t VALUES (1)")
+            with pytest.raises(StorageError):
+                c.execute("SELECT 1/0")
+        assert db.one("SELECT count(*) FROM t")[0] == 0
+        with db.write() as c:  # the connection went back to the pool clean
+            c.execute("INSERT INTO t VALUES (2)")
+        assert db.one("SELECT count(*) FROM t")[0] == 1
+    finally:
+        db.close()
+        pg_cluster.drop_database(name)
+
+
+def test_a_deadlock_or_a_serialization_failure_is_busy_not_unreachable():
+    """Both mean "run it again": Busy (try again), not "the database cannot be reached"."""
+    import psycopg.errors
+
+    from memfs.backends.postgresql import translate
+    from memfs.errors import Busy
+
+    for e in [psycopg.errors.DeadlockDetected("deadlock detected"),
+              psycopg.errors.SerializationFailure("could not serialize access")]:
+        got = translate(e)
+        assert isinstance(got, Busy) and str(got) == "the database is busy; try again", got

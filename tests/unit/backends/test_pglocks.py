@@ -9,6 +9,7 @@ one (it would fail with Busy if it waited)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -224,6 +225,226 @@ def test_a_stores_writes_wait_only_for_that_store(pg_cluster):
         two.memories.create(a, "/a.md", "x", actor=None)
         assert [m.path for m in two.memories.tree(a)] == ["/a.md"]
         assert sorted(m.path for m in two.memories.tree(b)) == ["/b.md", "/o.md"]
+    finally:
+        one.close()
+        two.close()
+        pg_cluster.drop_database(name)
+
+
+def _wait_for(db: Any, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """Poll a second connection's view (pg_locks, pg_stat_activity) until ``sql`` is true."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while not db.one(sql, params)[0]:
+        assert time.monotonic() < deadline, f"never true: {sql}"
+        time.sleep(0.01)
+
+
+def test_a_waiting_write_without_scopes_queues_no_scoped_write(pg):
+    """An unscoped write waiting for the global lock while store A's transaction is open:
+    PostgreSQL would queue every later shared request behind an exclusive one waiting, so
+    one admin write would hold back store B's writes until A commits. It tries instead,
+    and B's write commits at once (it would be Busy after LONG if it queued)."""
+    from memfs.backends.postgresql import WRITE_LOCK_KEY
+
+    a, b, admin, watch = pg(), pg(), pg(), pg()
+    done: list[BaseException | None] = []
+
+    def unscoped() -> None:
+        try:
+            committed(admin, patience=60)
+            done.append(None)
+        except BaseException as e:
+            done.append(e)
+
+    with held(a.write(store_scope("A"))):
+        t = threading.Thread(target=unscoped)
+        t.start()
+        # the unscoped write has asked for the global lock (waiting, or trying)
+        _wait_for(watch, "SELECT count(*) > 0 FROM pg_stat_activity "
+                  "WHERE query LIKE ? AND pid <> pg_backend_pid()",
+                  (f"%advisory_xact_lock({WRITE_LOCK_KEY})%",))
+        committed(b, store_scope("B"))
+        assert not done  # the unscoped write still waits for A
+    t.join()
+    assert done == [None]
+    assert b.one("SELECT count(*) FROM t WHERE who = 'writer'")[0] == 2
+
+
+def test_patience_bounds_all_the_lock_waits_of_a_write_together(pg):
+    """A write of two scopes within patience(P): the first lock is released at 0.75 P, the
+    second only at 1.35 P. A lock_timeout alone bounds each wait (P each: it would get both
+    and commit); the lock statement's own timeout ends the whole wait at P, with Busy.
+    (The margins, 0.35 P either side, are for a loaded machine: nothing is timed finer.)"""
+    import time
+
+    patience = 2.0
+    first, second = sorted([store_scope("A"), store_scope("B")], key=lock_key)
+    h1, h2, w, watch = pg(), pg(), pg(), pg()
+    release = [threading.Event(), threading.Event()]
+    started = threading.Event()
+    failed: list[BaseException] = []
+
+    def hold(db: Any, scope: str, until: threading.Event) -> None:
+        try:
+            with db.write(scope):
+                started.set()
+                until.wait(60)
+        except BaseException as e:
+            failed.append(e)
+
+    holders = [threading.Thread(target=hold, args=(h1, first, release[0])),
+               threading.Thread(target=hold, args=(h2, second, release[1]))]
+    for t in holders:
+        started.clear()
+        t.start()
+        assert started.wait(60)
+    t0 = time.monotonic()
+
+    def releaser() -> None:
+        _wait_for(watch, "SELECT count(*) > 0 FROM pg_locks "
+                  "WHERE locktype = 'advisory' AND NOT granted")
+        time.sleep(max(0.0, t0 + 0.75 * patience - time.monotonic()))
+        release[0].set()
+        time.sleep(max(0.0, t0 + 1.35 * patience - time.monotonic()))
+        release[1].set()
+
+    r = threading.Thread(target=releaser)
+    r.start()
+    try:
+        with pytest.raises(Busy), w.patience(patience), w.write(first, second) as c:
+            c.execute("INSERT INTO t VALUES ('writer')")
+    finally:
+        r.join()
+        for e in release:
+            e.set()
+        for t in holders:
+            t.join()
+    assert not failed, failed
+    # the statement's timeout was the lock statement's only: the rest is not cut short
+    with w.patience(patience), w.write(first) as c:
+        assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"
+
+
+def test_two_stores_expiring_idempotency_keys_at_once_never_deadlock(pg_cluster, monkeypatch):
+    """Every write sent with an Idempotency-Key also deletes the expired keys, whatever their
+    store. Two transactions of two stores: A deletes the expired key Q and goes on; the
+    keys' age limit passes for P too; B deletes P, then wants Q (A's); A's next write wants
+    P (B's): a deadlock (one rolled back after deadlock_timeout). Rows another transaction
+    is deleting are skipped instead: it deletes them."""
+    from datetime import UTC, datetime, timedelta
+
+    from memfs.rules import format_time
+    from memfs.store import Limits, Store, idempotency
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    one, two, watch = (Store(pg_cluster.url(name), limits=Limits()) for _ in range(3))
+    try:
+        x, y = one.stores.create("x").id, one.stores.create("y").id
+        now = datetime.now(UTC)
+        with one.write() as c:  # P first in the table, Q after it, older
+            for key, age in [("P", 23), ("Q", 25)]:
+                c.execute("INSERT INTO idempotency_keys VALUES ('w', ?, 'f', 200, '{}', ?)",
+                          (key, format_time(now - timedelta(hours=age))))
+
+        def once(store: Store, sid: str, key: str) -> None:
+            status, _ = store.idempotency.write_once(
+                "w", key, "fp", None,
+                lambda: store.memories.create(sid, f"/{key}.md", "x", actor=None),
+                lambda m: m.id, (store_scope(sid),))
+            assert status == 200
+
+        failed: list[BaseException] = []
+        a_deleted, go_on, b_done = threading.Event(), threading.Event(), threading.Event()
+
+        def a() -> None:
+            try:
+                with one.joined_write(store_scope(x)):
+                    once(one, x, "a1")  # deletes Q (P is 23 h old: kept 24 h)
+                    a_deleted.set()
+                    go_on.wait(60)
+                    once(one, x, "a2")  # P has expired too now
+            except BaseException as e:
+                failed.append(e)
+
+        def b() -> None:
+            try:
+                once(two, y, "b1")
+            except BaseException as e:
+                failed.append(e)
+            b_done.set()
+
+        ta = threading.Thread(target=a)
+        ta.start()
+        assert a_deleted.wait(60)
+        monkeypatch.setattr(idempotency, "KEEP_KEYS", timedelta(hours=22))
+        tb = threading.Thread(target=b)
+        tb.start()
+        # B waits for A's row Q (before the fix), or is done (it skipped Q)
+        deadline = time.monotonic() + 60
+        while not b_done.is_set() and not watch.database.one(
+                "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted")[0]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        go_on.set()
+        ta.join()
+        tb.join()
+        assert not failed, failed
+        keys = [r[0] for r in watch.database.all("SELECT key FROM idempotency_keys")]
+        assert sorted(keys) == ["a1", "a2", "b1"]  # P and Q were deleted, by one or the other
+    finally:
+        for s in (one, two, watch):
+            s.close()
+        pg_cluster.drop_database(name)
+
+
+def test_administrative_writes_wait_only_for_what_they_change(pg_cluster):
+    """While store A's transaction is held open, the administrative writes that change
+    nothing of A commit (each would be Busy after LONG if it waited for every write): a key
+    made (of store B) and revoked, a session's writes undone, a dream's output store
+    discarded; the retention prune prunes every other store and waits only for A."""
+    from datetime import UTC, datetime, timedelta
+
+    from memfs.models import Actor
+    from memfs.store import Limits, Store
+
+    name = pg_cluster.new_database(pg_cluster.template)
+    limits = Limits(retention_days=1, retention_keep=1)
+    one, two = (Store(pg_cluster.url(name), limits=limits) for _ in range(2))
+    try:
+        b = one.stores.create("b").id
+        a = one.stores.create("a").id
+        assert b < a  # the prune goes in the order of ids: B before A
+        mems = {}
+        for sid in (a, b):
+            mems[sid] = one.memories.create(sid, "/m.md", "v0", actor=None).id
+            one.memories.update(sid, mems[sid], content="v1", actor=None)
+        s = one.sessions.create([{"type": "memory_store", "memory_store_id": b}])
+        one.memories.write_path(b, "/s.md", "x", actor=Actor.session(s.id))
+        dream = one.dreams.create([{"type": "memory_store", "memory_store_id": b},
+                                   {"type": "sessions", "session_ids": [s.id]}], "m")
+        started = one.dreams.start(dream.id)
+        assert started is not None and started.outputs
+        with held(one.joined_write(store_scope(a)), mark=False):
+            with two.patience(LONG):
+                key = two.keys.create("k", store_ids=[b])
+                two.keys.revoke(key.id)
+                assert two.undo.revert(s.id, actor=None)
+                ended = two.dreams.finish(dream.id, "failed", {"type": "x", "message": "y"},
+                                          discard_output=True)
+                assert not ended.outputs
+            pruned: list[int] = []
+            t = threading.Thread(target=lambda: pruned.append(two.versions.prune(
+                now=datetime.now(UTC) + timedelta(days=2))))
+            t.start()
+            _wait_for(two.database, "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted")
+            # B was pruned (committed) while the prune waits for A
+            assert len(two.versions.list(b, memory_id=mems[b]).data) == 1
+            assert len(two.versions.list(a, memory_id=mems[a]).data) == 2
+        t.join()
+        assert pruned and pruned[0] >= 2
+        assert len(two.versions.list(a, memory_id=mems[a]).data) == 1
     finally:
         one.close()
         two.close()
