@@ -48,12 +48,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psycopg  # noqa: E402
 
 from memfs.backends import postgresql  # noqa: E402
+from memfs.backends.scopes import store_scope  # noqa: E402
 from memfs.models import Actor  # noqa: E402
 from memfs.store import Store  # noqa: E402
 
 ACTOR = Actor.api("apikey_bench")
 CONTENT = "x" * 1999 + "\n"
-LOCK_MARK = "pg_advisory_xact_lock"
+LOCK_MARK = "advisory_xact_lock"  # pg_advisory_xact_lock, or an unscoped write's pg_try_…
 #: Rounds of each operation before any is counted (psycopg prepares at the fifth).
 WARM = 6
 
@@ -172,6 +173,8 @@ def operations(store: Store, sid: str) -> list[tuple[str, int, Callable[[int], A
     (an update changes what a create made, a delete removes what a rename moved)."""
     m = store.memories
     ids: dict[int, str] = {}
+    # A batch holds its store's scope, as the API's group commit of a store's writes does.
+    scopes = [store_scope(sid)]
 
     def create(i: int) -> None:
         ids[i] = store.batch([partial(m.create, sid, f"/api/m{i}.md", CONTENT, actor=ACTOR)])[0].id
@@ -179,13 +182,13 @@ def operations(store: Store, sid: str) -> list[tuple[str, int, Callable[[int], A
     def batch(i: int) -> None:
         calls = [partial(m.create, sid, f"/batch/b{i}/m{j}.md", CONTENT, actor=ACTOR)
                  for j in range(16)]
-        out = store.batch(calls)
+        out = store.batch(calls, scopes)
         assert not any(isinstance(o, Exception) for o in out), out
 
     def once(i: int) -> None:
         create = partial(m.create, sid, f"/once/m{i}.md", CONTENT, actor=ACTOR)
         out = store.batch([partial(store.idempotency.write_once, "ws", f"key{sid}{i}", "fp",
-                                   time.time() + 60, create, lambda r: r.id)])
+                                   time.time() + 60, create, lambda r: r.id)], scopes)
         assert out[0][0] == 200, out
 
     def update(i: int) -> None:

@@ -58,6 +58,10 @@ def test_round_trips_under_the_lock(pg_cluster) -> None:
         pg_cluster.drop_database(name)
     got = {r["operation"]: r for r in rows}
     assert set(got) == set(BUDGETS)
+    # Each took its lock as the API takes it (its store's scope): none counted 0 under it,
+    # as an unscoped write's (which tries the global lock in a loop) once did.
+    unlocked = sorted(op for op, r in got.items() if r["locked"] < 1)
+    assert not unlocked, f"no write lock seen in: {unlocked}"
     over = {op: r for op, r in got.items() if r["locked"] > BUDGETS[op]}
     assert not over, "round trips over budget:\n" + trips.table(list(over.values()))
 
