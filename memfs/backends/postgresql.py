@@ -501,6 +501,14 @@ class PgDatabase:
                 except BaseException:
                     _rollback(raw)
                     raise
+                # A write sent ahead that no statement carried yet goes now (what is left
+                # held otherwise, a RELEASE, is dropped with the COMMIT): never lost while
+                # the transaction reports success.
+                try:
+                    conn.flush()
+                except BaseException:
+                    _rollback(raw)
+                    raise
                 # A statement that failed and was passed over leaves the transaction in
                 # error: PostgreSQL answers its COMMIT with ROLLBACK, not an error, so a
                 # write would return as if saved. It fails instead.

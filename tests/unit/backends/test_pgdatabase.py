@@ -285,6 +285,30 @@ def test_a_savepoint_held_for_later_is_sent_before_the_next_statement(pg_cluster
         pg_cluster.drop_database(name)
 
 
+def test_a_write_sent_ahead_is_sent_at_commit_if_nothing_carried_it(pg_cluster):
+    """PgConnection.ahead: a write held for the next statement's round trip when the block
+    ends with no next statement is sent with the COMMIT's turn, never dropped while the
+    transaction reports success; failing there, the transaction fails."""
+    from memfs.backends.postgresql import PgDatabase
+    from memfs.errors import StorageError
+
+    name = pg_cluster.new_database()
+    db = PgDatabase(pg_cluster.url(name))
+    try:
+        with db.write() as c:
+            c.execute("CREATE TABLE t (v TEXT PRIMARY KEY)")
+        with db.write() as c:
+            c.ahead("INSERT INTO t VALUES (?) RETURNING v", ("sent",))
+        assert [r[0] for r in db.all("SELECT v FROM t")] == ["sent"]
+        with pytest.raises(StorageError), db.write() as c:
+            c.execute("INSERT INTO t VALUES (?)", ("other",))
+            c.ahead("INSERT INTO t VALUES (?) RETURNING v", ("sent",))  # a duplicate
+        assert [r[0] for r in db.all("SELECT v FROM t")] == ["sent"]
+    finally:
+        db.close()
+        pg_cluster.drop_database(name)
+
+
 def test_a_write_whose_transaction_failed_does_not_report_success(pg_cluster):
     """A database error caught inside a write and passed over leaves the transaction in
     error: PostgreSQL answers its COMMIT with a ROLLBACK, not an error. The write raises
