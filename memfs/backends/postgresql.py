@@ -23,9 +23,9 @@ any number of server processes on any number of machines may share the database:
   one global order, so writers never deadlock on them.
 * **A write that names no scope** (the rare administrative ones: migrations, ``db copy``)
   takes the global lock exclusively: it is serialised with every other write, as every
-  write was before. It tries the lock until it has it rather than wait in PostgreSQL's lock
-  queue, where it would hold back every later scoped write of every store
-  (:meth:`PgDatabase._exclusive`). ``MEMFS_PG_LOCKS=global`` (or
+  write was before. It tries the lock for half its patience rather than wait in
+  PostgreSQL's lock queue, where it would hold back every later scoped write of every store,
+  then queues for the rest (:meth:`PgDatabase._exclusive`). ``MEMFS_PG_LOCKS=global`` (or
   ``PgDatabase(url, locks="global")``) makes every write do so (the old behaviour, kept to
   measure the difference); ``store`` is the default.
 * **Reads** take a pooled connection (psycopg_pool); :meth:`PgDatabase.read` and
@@ -546,7 +546,7 @@ class PgDatabase:
         take several locks), reset after it (the rest of the transaction is not cut short).
 
         A write without scopes in mode ``store`` (:meth:`_exclusive`) does not wait in
-        PostgreSQL's lock queue: it tries the global lock until it has it."""
+        PostgreSQL's lock queue at first: it tries the global lock, for half its patience."""
         own = self._own_deadline()
         if not scopes and self.locks == "store":
             deadline = own if own is not None else time.monotonic() + WRITE_PATIENCE
@@ -570,18 +570,29 @@ class PgDatabase:
         waiting for it exclusively, so an exclusive waiter would hold back every scoped write
         of every store (their shared requests) until the longest transaction open ends: one
         key created while store A's transaction is held 5 s would stall store B's writes too.
-        Trying never queues. The trade-off: under constant write load an unscoped write may
-        wait longer (shared holders keep overlapping); these are rare administrative writes
-        (migrations, ``db copy``), none periodic, and patience still bounds the wait."""
+        Trying never queues. But under constant write load the shared holders overlap without
+        a gap, and trying alone would never succeed (a migration at a rolling upgrade would
+        fail to start): after trying for half the time it has, it queues for the rest (a
+        ``lock_timeout``), holding scoped writes back only until the transactions open then
+        end. These are rare administrative writes (migrations, ``db copy``), none periodic."""
         pause = 0.001
+        give_up_trying = time.monotonic() + (deadline - time.monotonic()) / 2
         while True:
             row = raw.execute(f"SELECT pg_try_advisory_xact_lock({WRITE_LOCK_KEY})").fetchone()
             if row is not None and row[0]:
                 return
-            if time.monotonic() + pause > deadline:
-                raise Busy("the database is busy; try again")
+            if time.monotonic() + pause > give_up_trying:
+                break
             time.sleep(pause)
             pause = min(0.05, pause * 2)
+        ms = int((deadline - time.monotonic()) * 1000)
+        if ms < 1:
+            raise Busy("the database is busy; try again")
+        try:
+            raw.execute(f"SELECT set_config('lock_timeout', '{ms}ms', true), "
+                        f"pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as e:
+            raise Busy("the database is busy; try again") from e
 
     def locks_sql(self, scopes: Sequence[str]) -> str:
         """The statement that takes a write's advisory locks: the global one, shared when the

@@ -272,6 +272,35 @@ def test_a_waiting_write_without_scopes_queues_no_scoped_write(pg):
     assert b.one("SELECT count(*) FROM t WHERE who = 'writer'")[0] == 2
 
 
+def test_a_write_without_scopes_gets_the_lock_under_overlapping_scoped_writes(pg):
+    """Scoped writers whose transactions overlap keep the global lock (shared) held without
+    a gap: trying it alone never succeeds. After trying for half its patience, an unscoped
+    write (a migration at a rolling upgrade under load) queues for what is left, and gets
+    the lock once the transactions open then end (it was Busy after its whole patience)."""
+    import time
+
+    db = pg(max_size=8)
+    stop = threading.Event()
+
+    def load(k: int) -> None:
+        time.sleep(k * 0.01)
+        while not stop.is_set():
+            with db.write(store_scope(f"S{k}")):
+                time.sleep(0.06)
+
+    # Six writers of 60 ms each, started 10 ms apart: one always holds the lock.
+    threads = [threading.Thread(target=load, args=(k,), daemon=True) for k in range(6)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.2)
+        committed(pg(), patience=4.0)  # Busy if it only tried
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+
 def test_patience_bounds_all_the_lock_waits_of_a_write_together(pg):
     """A write of two scopes within patience(P): the first lock is released at 0.75 P, the
     second only at 1.35 P. A lock_timeout alone bounds each wait (P each: it would get both
