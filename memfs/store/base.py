@@ -295,8 +295,10 @@ class Core:
         if taken is not None and len(taken) == 1:
             return [_outcome(taken[0])]
         outcomes: list[Any] = []
+        locked = False  # the transaction began and holds its locks
         try:
             with self.write(*scopes) as conn:
+                locked = True
                 if taken is None:
                     taken = calls()  # type: ignore[operator]
                 with self._joined(conn, scopes), self._ahead(conn):
@@ -320,7 +322,7 @@ class Core:
         except Exception as e:
             if taken is None:
                 taken = calls()  # type: ignore[operator]
-            if isinstance(e, Busy) and not outcomes:  # the lock never came: none ran
+            if isinstance(e, Busy) and not locked:  # the lock never came: none ran
                 return [e] * len(taken)
             log.info("a batch of %d writes failed (%r); running each alone", len(taken), e)
             return [_outcome(fn) for fn in taken]

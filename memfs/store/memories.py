@@ -65,6 +65,11 @@ def _tags_of(row: Row) -> builtins.list[str]:
     return tags
 
 
+def _memory_of(fields: dict[str, Any]) -> Memory:
+    """A :class:`Memory` from its fields (how a :class:`_SeqLater` pickles)."""
+    return Memory(**fields)
+
+
 class _SeqLater(Memory):
     """A memory just created in a batch whose change was sent ahead
     (:meth:`Core.record_ahead`): its ``seq`` is read when first asked for (or by
@@ -94,6 +99,11 @@ class _SeqLater(Memory):
             for f in dataclasses.fields(Memory) if f.compare)
 
     __hash__ = Memory.__hash__
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # pickled (copied) as the Memory it says
+        m = self.settled()
+        return (_memory_of, ({f.name: getattr(m, f.name) for f in dataclasses.fields(Memory)
+                              if f.init},))
 
     def settled(self) -> Memory:
         """The plain :class:`Memory` this is (its seq read): what the batch returns."""
