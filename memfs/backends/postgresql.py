@@ -269,7 +269,8 @@ class PgConnection:
         if self.raw.broken or self.raw.closed:
             return ConnectionLost(f"the PostgreSQL database cannot be reached: {_message(e)}")
         if sent_ahead:
-            return StorageError(f"a write sent ahead in this transaction failed: {_message(e)}")
+            return StorageError("a statement carrying a write sent ahead failed (either may "
+                                f"be the cause): {_message(e)}")
         return translate(e)
 
     @property
