@@ -405,3 +405,18 @@ def test_memfs_serve_takes_the_words_queue_in(store: Store) -> None:
                    what="the queue taken in")
     finally:
         words.stop()
+
+
+def test_a_timeout_reads_as_the_budget_not_what_was_left_of_it(monkeypatch):
+    """The query's timeout is what was left of the search's 2 s when it was asked: a few
+    microseconds short under load. Its note says 2 s, not 1.99999 s."""
+    import httpx
+
+    provider = embeddings.HttpProvider("openai", "http://127.0.0.1:9/v1", "e5")
+
+    def post(*args: object, **kwargs: object) -> None:
+        raise httpx.ReadTimeout("timed out")
+
+    monkeypatch.setattr(provider._http(), "post", post)
+    with pytest.raises(embeddings.Unavailable, match=r"did not answer within 2 s$"):
+        provider.query("who has the pager", 1.999991)
