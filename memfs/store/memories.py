@@ -7,7 +7,7 @@ import builtins
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,7 @@ from .common import (
 from .frontmatter import derive, registry
 from .look import Look, blockers_sql, conflict, look_in
 from .paging import decode_cursor, encode_cursor
-from .rows import memory_from_row
+from .rows import SeqLater, memory_from_row
 
 #: ``json.dumps(body, ensure_ascii=False)`` of a write's tool event, without making an encoder
 #: at each call (every close that commits records two).
@@ -63,51 +63,6 @@ log = logging.getLogger(__name__)
 def _tags_of(row: Row) -> builtins.list[str]:
     tags: builtins.list[str] = json.loads(row["meta"]).get("tags", []) if row["meta"] else []
     return tags
-
-
-def _memory_of(fields: dict[str, Any]) -> Memory:
-    """A :class:`Memory` from its fields (how a :class:`_SeqLater` pickles)."""
-    return Memory(**fields)
-
-
-class _SeqLater(Memory):
-    """A memory just created in a batch whose change was sent ahead
-    (:meth:`Core.record_ahead`): its ``seq`` is read when first asked for (or by
-    ``seq_of``'s batch before it commits), otherwise it is the :class:`Memory` it says."""
-
-    def __init__(self, *args: Any, seq_of: Callable[[], int] | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if seq_of is not None:
-            self.__dict__.pop("_seq", None)
-            self.__dict__["_seq_of"] = seq_of
-
-    @property
-    def seq(self) -> int:
-        d = self.__dict__
-        if "_seq" not in d:
-            d["_seq"] = d.pop("_seq_of")()
-        return int(d["_seq"])
-
-    @seq.setter
-    def seq(self, value: int) -> None:  # (the dataclass's __init__, dataclasses.replace)
-        self.__dict__["_seq"] = value
-
-    def __eq__(self, other: object) -> bool:  # equal to the Memory it says
-        return isinstance(other, Memory) and all(
-            getattr(self, f.name) == getattr(other, f.name)
-            for f in dataclasses.fields(Memory) if f.compare)
-
-    __hash__ = Memory.__hash__
-
-    def __reduce_ex__(self, protocol: Any) -> Any:  # pickled (copied) as the Memory it says
-        m = self.settled()
-        return (_memory_of, ({f.name: getattr(m, f.name) for f in dataclasses.fields(Memory)
-                              if f.init},))
-
-    def settled(self) -> Memory:
-        """The plain :class:`Memory` this is (its seq read): what the batch returns."""
-        return Memory(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Memory)})
 
 
 class Memories(Part):
@@ -292,7 +247,7 @@ class Memories(Part):
         if ahead and memory_id is None:
             seq = self.core.record_ahead(c, writes, store_id, "put", mid, path)
             if not isinstance(seq, int):
-                return _SeqLater(mid, store_id, path, text, sha, len(data), vid, now, now,
+                return SeqLater(mid, store_id, path, text, sha, len(data), vid, now, now,
                                  d.to_meta(), seq_of=seq)
         else:
             seq = self.core.record(c, writes, store_id, "put", mid, path)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from ..backends import Row
 from ..models import (
@@ -160,3 +163,53 @@ def session_from_row(row: Row, res: list[Row],
         updated_at=row["updated_at"],
         archived_at=row["archived_at"],
     )
+
+
+# --------------------------------------------------------------------------------------------
+# a memory whose seq comes later
+
+
+def _memory_of(fields: dict[str, Any]) -> Memory:
+    """A :class:`Memory` from its fields (how a :class:`SeqLater` pickles)."""
+    return Memory(**fields)
+
+
+class SeqLater(Memory):
+    """A memory just created in a batch whose change was sent ahead
+    (:meth:`Core.record_ahead <memfs.store.base.Core.record_ahead>`): its ``seq`` is read
+    when first asked for (or by ``seq_of``'s batch before it commits), otherwise it is the
+    :class:`Memory` it says."""
+
+    def __init__(self, *args: Any, seq_of: Callable[[], int] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if seq_of is not None:
+            self.__dict__.pop("_seq", None)
+            self.__dict__["_seq_of"] = seq_of
+
+    @property
+    def seq(self) -> int:
+        d = self.__dict__
+        if "_seq" not in d:
+            d["_seq"] = d.pop("_seq_of")()
+        return int(d["_seq"])
+
+    @seq.setter
+    def seq(self, value: int) -> None:  # (the dataclass's __init__, dataclasses.replace)
+        self.__dict__["_seq"] = value
+
+    def __eq__(self, other: object) -> bool:  # equal to the Memory it says
+        return isinstance(other, Memory) and all(
+            getattr(self, f.name) == getattr(other, f.name)
+            for f in dataclasses.fields(Memory) if f.compare)
+
+    __hash__ = Memory.__hash__
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # pickled (copied) as the Memory it says
+        m = self.settled()
+        return (_memory_of, ({f.name: getattr(m, f.name) for f in dataclasses.fields(Memory)
+                              if f.init},))
+
+    def settled(self) -> Memory:
+        """The plain :class:`Memory` this is (its seq read): what the batch returns."""
+        return Memory(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Memory)})
