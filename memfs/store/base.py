@@ -47,6 +47,16 @@ _RECORD = ("INSERT INTO changes (store_id, op, memory_id, path, old_path, at) "
            "VALUES (?, ?, ?, ?, ?, ?) RETURNING seq")
 
 
+def _with_writes(writes: Sequence[tuple[str, Sequence[Any]]], sql: str,
+                 params: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``writes`` (statements with their parameters) and then ``sql`` as ONE PostgreSQL
+    statement: each write a data-modifying ``WITH`` part (:meth:`Core.at_once`)."""
+    if not writes:
+        return sql, list(params)
+    parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
+    return f"WITH {parts} {sql}", [p for _, ps in writes for p in ps] + list(params)
+
+
 def _outcome(fn: Callable[[], Any]) -> Any:
     """``fn()``, or the exception it raised (a :meth:`Store.batch` result)."""
     try:
@@ -345,9 +355,7 @@ class Core:
         NOTIFY) fire at the statement's end as they would after each. SQLite, which has no
         data-modifying WITH, runs them in turn (no round trips there)."""
         if writes and self.dialect == "postgresql":
-            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
-            return conn.execute(f"WITH {parts} {sql}",
-                                [p for _, ps in writes for p in ps] + list(params))
+            return conn.execute(*_with_writes(writes, sql, params))
         for w, ps in writes:
             conn.execute(w, ps)
         return conn.execute(sql, params)
@@ -452,13 +460,8 @@ class Core:
         joined = getattr(_batching, "conns", {}).get(id(self))
         if ahead is None or pending is None or joined is None or joined[0] is not conn:
             return self.record(conn, writes, store_id, op, memory_id, path)
-        if writes:
-            parts = ", ".join(f"w{i} AS ({w})" for i, (w, _) in enumerate(writes))
-            sql = f"WITH {parts} {_RECORD}"
-        else:
-            sql = _RECORD
-        sent = ahead(sql, [p for _, ps in writes for p in ps] +
-                     [store_id, op, memory_id, path, None, utc_now()])
+        sent = ahead(*_with_writes(writes, _RECORD,
+                                   (store_id, op, memory_id, path, None, utc_now())))
         pending.append((store_id, sent))
         return lambda: int(sent.row()[0])
 
