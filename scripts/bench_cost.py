@@ -18,8 +18,8 @@ warm read of every file) and reports per operation:
 * memfs runs without its recall indexer (``--indexer`` keeps it): embedding what the
   creates wrote would otherwise be counted against the operations after them.
 * with ``--profile DIR``, a ``py-spy record --native`` flame graph of the memfs daemon during
-  the creates (``--profile-format raw``: collapsed stacks, to read with grep; needs
-  ``py-spy``: ``.venv/bin/pip install py-spy``).
+  the creates (``--profile-op`` names another operation; ``--profile-format raw``: collapsed
+  stacks, to read with grep; needs ``py-spy``: ``.venv/bin/pip install py-spy``).
 
 The ratios say how many times more CPU memfs spends than the ceiling, whose per-request cost
 (pyfuse3 and trio) memfs pays too. ``--json FILE`` writes every figure.
@@ -170,25 +170,29 @@ SYSCALLS_TRACED = [c for calls in SYSCALLS.values() for c in calls]
 
 
 def profile(target: bench.FuseTarget, n: int, outdir: Path, fmt: str = "flamegraph",
-            ) -> Path | None:
+            op: str = "create") -> Path | None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not os.access(spy, os.X_OK):
         print("py-spy not found: no profile", file=sys.stderr)
         return None
     assert target._proc is not None
     outdir.mkdir(parents=True, exist_ok=True)
-    out = outdir / ("memfs-create.svg" if fmt == "flamegraph" else f"memfs-create.{fmt}.txt")
+    out = outdir / (f"memfs-{op}.svg" if fmt == "flamegraph" else f"memfs-{op}.{fmt}.txt")
     ops = workload(target.root, n, 98)
+    before = list(OPS[:OPS.index(op)])  # what the profiled operation needs done first
+    for name in before:
+        ops[name]()
     rec = subprocess.Popen([spy, "record", "--native", "--idle", "-r", "500", "-o", str(out),
                             "--format", fmt,
                             "-p", str(target._proc.pid)], stderr=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL)
     time.sleep(1.0)
-    ops["create"]()
+    ops[op]()
     time.sleep(0.3)
     rec.send_signal(2)
     rec.wait(timeout=60)
-    ops["unlink"]()
+    if op != "unlink":
+        ops["unlink"]()
     return out
 
 
@@ -199,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default="ceiling,floor,memfs")
     ap.add_argument("--no-requests", action="store_true", help="skip the strace round")
     ap.add_argument("--profile", type=Path, help="write a py-spy flame graph of memfs here")
+    ap.add_argument("--profile-op", default="create", choices=OPS,
+                    help="the operation --profile records (default create)")
     ap.add_argument("--profile-format", default="flamegraph",
                     choices=("flamegraph", "raw", "speedscope"),
                     help="py-spy's output: raw is collapsed stacks, one per line, for grep")
@@ -235,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = measure(target, args.files, args.repeat, head)
                 calls = {} if args.no_requests else count_requests(target, args.files)
                 if name == "memfs" and args.profile is not None:
-                    svg = profile(target, args.files, args.profile, args.profile_format)
+                    svg = profile(target, args.files, args.profile, args.profile_format,
+                                  args.profile_op)
                     if svg is not None:
                         print(f"profile: {svg}")
                 results[name] = {"cpu_us": cpu, "requests": calls.get("requests", {}),
