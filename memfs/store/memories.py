@@ -510,7 +510,7 @@ class Memories(Part):
             row = look_in(c, store_id, memory=("path", path)).the_memory("path", path)
             seq = self.delete_row_in(c, row, actor, utc_now())[0]
             self._tool_events_in(c, store_id, actor, events, row["id"])
-        return dataclasses.replace(memory_from_row(row, False), seq=seq)
+        return memory_from_row(row, False, seq)
 
     def rename_path(
         self,
@@ -668,7 +668,7 @@ class Memories(Part):
             result = []
             for row in rows:
                 seq = self.delete_row_in(c, row, actor, now)[0]
-                result.append(dataclasses.replace(memory_from_row(row, False), seq=seq))
+                result.append(memory_from_row(row, False, seq))
             self._tool_events_in(c, store_id, actor, events)
         return result
 
