@@ -39,6 +39,7 @@ from .models import Actor, SessionPinned
 
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"  # ascending ASCII
 _B58_PAIRS = [a + b for a in _B58 for b in _B58]
+_B58_12 = 58**12
 _id_lock = threading.Lock()
 _last_id_value = 0
 
@@ -72,12 +73,22 @@ def new_ids(prefix: str, n: int) -> list[str]:
 
 
 def _id_text(prefix: str, value: int) -> str:
-    # Two digits per division (a 58² table): ids are made on every file operation's events.
-    pairs = []
-    for _ in range(11):
-        value, r = divmod(value, 3364)
-        pairs.append(_B58_PAIRS[r])
-    return f"{prefix}_01{''.join(reversed(pairs))}"
+    # Two digits per division (a 58² table), unrolled: ids are made on every write and
+    # every file operation's events, and the loop cost a third of this. The low twelve
+    # digits, then the ten above them (the value is below 58²², the id's width).
+    p = _B58_PAIRS
+    high, low = divmod(value, _B58_12)
+    low, a = divmod(low, 3364)
+    low, b = divmod(low, 3364)
+    low, c = divmod(low, 3364)
+    low, d = divmod(low, 3364)
+    f, e = divmod(low, 3364)
+    high, g = divmod(high, 3364)
+    high, h = divmod(high, 3364)
+    high, i = divmod(high, 3364)
+    k, j = divmod(high, 3364)
+    return (f"{prefix}_01{p[k % 3364]}{p[j]}{p[i]}{p[h]}{p[g]}"
+            f"{p[f]}{p[e]}{p[d]}{p[c]}{p[b]}{p[a]}")
 
 
 def format_time(dt: datetime) -> str:

@@ -55,6 +55,23 @@ class TestIdsAndTime:
         assert a < b < c and a[-2:] == "zz" and b[-2:] == "11" and c[-2:] == "12"
         assert b[:-2] != a[:-2]
 
+    def test_an_id_is_its_value_in_base58(self) -> None:
+        # _id_text (unrolled) writes the value's 22 base58 digits, the most significant
+        # first, whatever digits are zero: decoding them gives the value back.
+        import secrets
+
+        from memfs.rules import _B58, _id_text
+
+        values = [0, 1, 57, 58, 3363, 3364, 58**12 - 1, 58**12, 58**22 - 1, 2**128 - 1]
+        values += [secrets.randbits(k) for k in range(1, 129) for _ in range(8)]
+        for value in values:
+            text = _id_text("mem", value)
+            assert text.startswith("mem_01") and len(text) == 6 + 22
+            decoded = 0
+            for digit in text[6:]:
+                decoded = decoded * 58 + _B58.index(digit)
+            assert decoded == value
+
     def test_timestamps(self, store: Store, sid: str) -> None:
         m = store.memories.create(sid, "/a", "x", actor=API)
         for t in (m.created_at, m.updated_at, store.stores.get(sid).created_at):
