@@ -23,7 +23,7 @@ from typing import IO, Any, Protocol
 
 from .. import errors
 from ..protocol import StoreAPI
-from ..rules import format_time, new_id, new_ids
+from ..rules import format_time, format_us, new_id, new_ids
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def tool_pair(
     :param us: when it happened, in microseconds since the epoch (default: now), as the
         queue of :meth:`EventSink.emit_pair` keeps it.
     """
-    now = _utc_text(time.time_ns() // 1000 if us is None else us)
+    now = format_us(time.time_ns() // 1000 if us is None else us)
     use_id, result_id = new_ids("sevt", 2)
     inp: dict[str, Any] = {"operation": operation, "file_path": file_path}
     if new_path is not None:
@@ -119,22 +119,6 @@ def tool_pair(
 _quote = json.encoder.encode_basestring  # a str as JSON, non-ASCII kept (ensure_ascii=False)
 
 
-#: The last second :func:`_utc_text` formatted, and its text: one tuple, read and replaced
-#: whole, so that threads formatting other seconds never mix theirs with it.
-_last_second: tuple[int, str] = (0, "")
-
-
-def _utc_text(us: int) -> str:
-    """:func:`~memfs.rules.format_time` of a time in microseconds since the epoch (the
-    seconds' text made once a second: every tool event pair has one)."""
-    global _last_second
-    sec, frac = divmod(us, 1_000_000)
-    last = _last_second
-    if last[0] != sec:
-        last = _last_second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
-    return f"{last[1]}.{frac:06d}Z"
-
-
 def tool_pair_rows(
     name: str, pid: int, operation: str, file_path: str, failure: str | None, text: str,
     us: int,
@@ -144,7 +128,7 @@ def tool_pair_rows(
     event, the body what ``json.dumps(event, ensure_ascii=False)`` of the pair would be. Built
     from a template: the event flusher makes one for every read."""
     use_id, result_id = new_ids("sevt", 2)
-    now = _utc_text(us)
+    now = format_us(us)
     use = (
         f'{{"type": "agent.tool_use", "id": "{use_id}", "name": {_quote(name)}, '
         f'"input": {{"operation": {_quote(operation)}, "file_path": {_quote(file_path)}, '

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..backends import Connection, Row
@@ -42,14 +43,21 @@ def blockers_sql(store_id: str, path: str, skip: int) -> tuple[str, list[Any]]:
     paths in [path + "/", path + "0"), "0" being the byte after "/"). One more descendant
     than the caller skips (the memories it moves), so that a blocker is found even when
     skipped ones sort before it. In ``o, path`` order, the first not skipped blocks."""
-    segments = path[1:].split("/")
-    candidates = [path] + ["/" + "/".join(segments[:i]) for i in range(1, len(segments))]
-    marks = ",".join("?" * len(candidates))
+    # The ancestors: the path up to each of its slashes but the first.
+    candidates = [path] + [path[:i] for i, ch in enumerate(path) if ch == "/" and i]
+    return _blockers_text(len(candidates)), [
+        store_id, *candidates, store_id, path + "/", path + "0", skip + 1]
+
+
+@lru_cache(maxsize=64)
+def _blockers_text(candidates: int) -> str:
+    """The text of :func:`blockers_sql` for a path with ``candidates - 1`` ancestors (made
+    once per depth: every write asks)."""
     return (
-        f"SELECT 0 AS o, path, id FROM memories WHERE store_id = ? AND path IN ({marks}) "
+        "SELECT 0 AS o, path, id FROM memories WHERE store_id = ? AND path IN "
+        f"({','.join('?' * candidates)}) "
         "UNION ALL SELECT 1, path, id FROM (SELECT path, id FROM memories "
-        "WHERE store_id = ? AND path > ? AND path < ? ORDER BY path LIMIT ?) AS d",
-        [store_id, *candidates, store_id, path + "/", path + "0", skip + 1],
+        "WHERE store_id = ? AND path > ? AND path < ? ORDER BY path LIMIT ?) AS d"
     )
 
 
@@ -101,30 +109,19 @@ def look_in(
     """One statement: the store, the live memory whose ``memory[0]`` (``id`` or ``path``) is
     ``memory[1]``, and the first memory that blocks ``free`` other than that memory and those
     in ``exclude`` (a few: each is a parameter)."""
-    cols = ["s.archived_at AS look_archived_at", "s.memory_count AS look_memory_count",
-            "s.metadata AS look_metadata"]
-    joins: list[str] = []
     params: list[Any] = []
     if memory is not None:
         column, value = memory
         if column not in ("id", "path"):
             raise ValueError(f"a memory is looked up by id or path, not {column!r}")
-        cols.append("m.*")
-        joins.append(f"LEFT JOIN memories m ON m.store_id = s.id AND m.{column} = ?")
         params.append(value)
+    blockers = None
     if free is not None:
-        skipped = len(exclude) + (memory is not None)
-        sql, p = blockers_sql(store_id, free, skipped)
-        where = [f"k.id NOT IN ({','.join('?' * len(exclude))})"] if exclude else []
-        if memory is not None:  # the memory itself never blocks its own path
-            where.append("(m.id IS NULL OR k.id <> m.id)")
-        cond = f"WHERE {' AND '.join(where)} " if where else ""
-        cols += ["b.id AS look_blocker_id", "b.path AS look_blocker_path"]
-        joins.append(f"LEFT JOIN memories b ON b.id = (SELECT k.id FROM ({sql}) AS k {cond}"
-                     "ORDER BY k.o, k.path LIMIT 1)")
+        blockers, p = blockers_sql(store_id, free, len(exclude) + (memory is not None))
         params += [*p, *exclude]
     row = c.execute(
-        f"SELECT {', '.join(cols)} FROM stores s {' '.join(joins)} WHERE s.id = ?",
+        _look_text(memory[0] if memory is not None else None, blockers,
+                   len(exclude) if blockers is not None else 0),
         [*params, store_id],
     ).fetchone()
     if row is None:
@@ -136,3 +133,25 @@ def look_in(
         row["look_metadata"], row if found else None,
         (row["look_blocker_id"], row["look_blocker_path"]) if blocked else None,
     )
+
+
+@lru_cache(maxsize=256)
+def _look_text(column: str | None, blockers: str | None, excluded: int) -> str:
+    """The text of :func:`look_in`'s statement, made once per shape: the memory looked up by
+    ``column`` (None: none), the blockers of a path (the text of :func:`blockers_sql`; None:
+    no path asked about), and ``excluded`` memories skipped."""
+    cols = ["s.archived_at AS look_archived_at", "s.memory_count AS look_memory_count",
+            "s.metadata AS look_metadata"]
+    joins: list[str] = []
+    if column is not None:
+        cols.append("m.*")
+        joins.append(f"LEFT JOIN memories m ON m.store_id = s.id AND m.{column} = ?")
+    if blockers is not None:
+        where = [f"k.id NOT IN ({','.join('?' * excluded)})"] if excluded else []
+        if column is not None:  # the memory itself never blocks its own path
+            where.append("(m.id IS NULL OR k.id <> m.id)")
+        cond = f"WHERE {' AND '.join(where)} " if where else ""
+        cols += ["b.id AS look_blocker_id", "b.path AS look_blocker_path"]
+        joins.append(f"LEFT JOIN memories b ON b.id = (SELECT k.id FROM "
+                     f"({blockers}) AS k {cond}ORDER BY k.o, k.path LIMIT 1)")
+    return f"SELECT {', '.join(cols)} FROM stores s {' '.join(joins)} WHERE s.id = ?"

@@ -7,8 +7,9 @@ import builtins
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Collection
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Connection, Row
@@ -26,7 +27,7 @@ from ..rules import (
     check_limit,
     check_view,
     encode_content,
-    format_time,
+    format_ago,
     new_id,
     validate_path,
     validate_prefix,
@@ -150,7 +151,7 @@ class Memories(Part):
         written in the same statement (:meth:`Core.record <memfs.store.base.Core.record>`),
         which the statement cannot see yet: counted among the newest as if it were there,
         and never deleted."""
-        cutoff = format_time(datetime.now(UTC) - timedelta(days=self.limits.retention_days))
+        cutoff = format_ago(time.time_ns() // 1000, timedelta(days=self.limits.retention_days))
         # At least one: the newest version is a live memory's head and must stay.
         keep = max(1, self.limits.retention_keep)
         if newest is None or self.core.dialect == "sqlite":  # SQLite runs it after the insert
@@ -509,7 +510,7 @@ class Memories(Part):
             row = look_in(c, store_id, memory=("path", path)).the_memory("path", path)
             seq = self.delete_row_in(c, row, actor, utc_now())[0]
             self._tool_events_in(c, store_id, actor, events, row["id"])
-        return dataclasses.replace(memory_from_row(row, False), seq=seq)
+        return memory_from_row(row, False, seq)
 
     def rename_path(
         self,
@@ -667,7 +668,7 @@ class Memories(Part):
             result = []
             for row in rows:
                 seq = self.delete_row_in(c, row, actor, now)[0]
-                result.append(dataclasses.replace(memory_from_row(row, False), seq=seq))
+                result.append(memory_from_row(row, False, seq))
             self._tool_events_in(c, store_id, actor, events)
         return result
 

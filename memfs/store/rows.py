@@ -41,7 +41,9 @@ def store_from_row(row: Row) -> MemoryStore:
     )
 
 
-def memory_from_row(row: Row, with_content: bool) -> Memory:
+def memory_from_row(row: Row, with_content: bool, seq: int = 0) -> Memory:
+    """The memory of ``row``; ``seq``: the change-feed position of the write that returned
+    it (0: read)."""
     return Memory(
         id=row["id"],
         memory_store_id=row["store_id"],
@@ -53,6 +55,7 @@ def memory_from_row(row: Row, with_content: bool) -> Memory:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         memfs_meta=meta_from_row(row),
+        seq=seq,
     )
 
 

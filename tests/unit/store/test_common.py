@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from memfs import (
     InvalidRequest,
 )
+from memfs.rules import format_ago, format_us
 from memfs.store import Store, format_time, new_id, parse_time
 from tests.support.backend import Backend
 from tests.support.storekit import API, RFC3339_Z
@@ -54,6 +55,23 @@ class TestIdsAndTime:
         assert a < b < c and a[-2:] == "zz" and b[-2:] == "11" and c[-2:] == "12"
         assert b[:-2] != a[:-2]
 
+    def test_an_id_is_its_value_in_base58(self) -> None:
+        # _id_text (unrolled) writes the value's 22 base58 digits, the most significant
+        # first, whatever digits are zero: decoding them gives the value back.
+        import secrets
+
+        from memfs.rules import _B58, _id_text
+
+        values = [0, 1, 57, 58, 3363, 3364, 58**12 - 1, 58**12, 58**22 - 1, 2**128 - 1]
+        values += [secrets.randbits(k) for k in range(1, 129) for _ in range(8)]
+        for value in values:
+            text = _id_text("mem", value)
+            assert text.startswith("mem_01") and len(text) == 6 + 22
+            decoded = 0
+            for digit in text[6:]:
+                decoded = decoded * 58 + _B58.index(digit)
+            assert decoded == value
+
     def test_timestamps(self, store: Store, sid: str) -> None:
         m = store.memories.create(sid, "/a", "x", actor=API)
         for t in (m.created_at, m.updated_at, store.stores.get(sid).created_at):
@@ -80,6 +98,26 @@ class TestIdsAndTime:
                 parse_time(bad)
         naive = datetime(2024, 1, 1, 12)
         assert parse_time(naive) == datetime(2024, 1, 1, 12, tzinfo=UTC)
+
+    def test_the_fast_formats_are_format_time(self) -> None:
+        # format_us and format_ago (what every write's times and its prune's cutoff take)
+        # write what format_time writes of the same instant, across the range they cover,
+        # and format_ago falls back to it (overflow included) outside it.
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        times = [-30610224000_000000, -1, 0, 999_999, 1_765_000_000_123_456,
+                 253402300799_999999]
+        for us in times:
+            t = epoch + timedelta(microseconds=us)
+            assert format_us(us) == format_time(t)
+            for days in (0.0, 1e-7, 1 / 3, 30.0, 365 * 900.0, 1e6):
+                ago = timedelta(days=days)
+                try:
+                    want = format_time(t - ago)
+                except OverflowError:
+                    with pytest.raises(OverflowError):
+                        format_ago(us, ago)
+                else:
+                    assert format_ago(us, ago) == want
 
     def test_a_version_filter_out_of_range_in_utc_is_a_clear_error(self, store: Store,
                                                                    sid: str) -> None:
