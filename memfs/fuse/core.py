@@ -270,6 +270,7 @@ class Mount:
             *((SessionsDir(self, self.session_log),) if self.session_log is not None else ()))
         #: Names of the root that are not the tree's (hidden from its listing).
         self.reserved = {d.name for d in self.dotdirs}
+        self._reserved_names = frozenset(n.encode() for n in self.reserved)
         self._next_fh = 1
         #: Taken by every change to the store (commits, unlink, rename) and by the change
         #: feed's application, so that the tree changes in the order the store did.
@@ -371,6 +372,25 @@ class Mount:
         fh = self._next_fh
         self._next_fh += 1
         return FileHandleT(fh)
+
+    # -- the dispatch's first question (memfs.fuse.dotdirs): the tree's request for sure? ----
+    # Exact: the tree and the dot directories number their nodes from one counter
+    # (Tree.new_ino) and their handles from another (new_fh), never twice, and no node of
+    # theirs is ever in the tree's table.
+
+    def tree_owns(self, inode: int) -> bool:
+        """Is ``inode`` a node of the tree (so none of a dot directory's)?"""
+        return inode in self.tree.nodes
+
+    def tree_owns_handle(self, fh: int) -> bool:
+        """Is ``fh`` an open file or listing of the tree's?"""
+        return fh in self.handles
+
+    def tree_owns_entry(self, parent_inode: int, name: bytes) -> bool:
+        """Is ``name`` in ``parent_inode`` the tree's: its parent a directory of the tree, and
+        not a dot directory's own name in the mount root?"""
+        return parent_inode in self.tree.nodes and (
+            parent_inode != self.root.ino or name not in self._reserved_names)
 
     def node(self, inode: int) -> Node:
         node = self.tree.nodes.get(inode)
