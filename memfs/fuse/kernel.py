@@ -83,18 +83,20 @@ def fds_on(pid: int, mountpoint: str, ino: int) -> int:
     """How many descriptors of process ``pid`` refer to inode ``ino`` of the mount at
     ``mountpoint`` (read from ``/proc/<pid>/fd`` and ``fdinfo``, never through the mount).
 
-    Every writable close asks it, and a process may hold dozens of descriptors: each link is
-    read relative to the directory opened once (``readlinkat``), which spares the kernel the
-    walk of ``/proc/<pid>/fd/`` for each one (a fifth of the time); only those into the mount
-    have their ``fdinfo`` read.
+    Every writable close with something to save asks it, and a process may hold dozens of
+    descriptors: each link is read relative to the directory, opened once (``readlinkat``),
+    which spares the kernel the walk of ``/proc/<pid>/fd/`` for each one; only those into the
+    mount have their ``fdinfo`` read. The directory is listed by its path: listing it through
+    the descriptor costs more (Python duplicates it, and ``fdopendir`` checks it).
     """
     prefix = mountpoint.rstrip("/") + "/"
+    path = f"/proc/{pid}/fd"
     try:
-        fd_dir = os.open(f"/proc/{pid}/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        names = os.listdir(path)
+        fd_dir = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return 0
     try:
-        names = os.listdir(fd_dir)
         n = 0
         for name in names:
             try:
@@ -104,8 +106,6 @@ def fds_on(pid: int, mountpoint: str, ino: int) -> int:
             if target.startswith(prefix):
                 n += _fdinfo_on(pid, name, ino)
         return n
-    except OSError:
-        return 0
     finally:
         os.close(fd_dir)
 
