@@ -101,11 +101,25 @@ class Host(Protocol):
         ...
 
 
+class _TreeSide(Protocol):
+    """What the dispatch asks the mount (:class:`~memfs.fuse.core.Mount`) first: is a
+    request the tree's for sure? Almost every one is, and then no directory object is asked."""
+
+    def tree_owns(self, inode: int) -> bool: ...
+
+    def tree_owns_handle(self, fh: int) -> bool: ...
+
+    def tree_owns_entry(self, parent_inode: int, name: bytes) -> bool: ...
+
+
 class _Dispatching(Protocol):
     """The handlers' object (:class:`~memfs.fuse.ops.Operations`), as the dispatch sees it."""
 
     @property
     def dotdirs(self) -> tuple[DotDir[Any], ...]: ...
+
+    @property
+    def mount(self) -> _TreeSide: ...
 
 
 class _Node(Protocol):
@@ -673,6 +687,8 @@ def by_inode(handler: _F) -> _F:
 
     @functools.wraps(handler)
     async def route(mount: _Dispatching, inode: int, *args: Any) -> Any:
+        if mount.mount.tree_owns(inode):
+            return await handler(mount, inode, *args)
         for d in mount.dotdirs:
             if d.node(inode) is not None:
                 return await getattr(d, name)(inode, *args)
@@ -688,6 +704,8 @@ def by_handle(handler: _F) -> _F:
 
     @functools.wraps(handler)
     async def route(mount: _Dispatching, fh: int, *args: Any) -> Any:
+        if mount.mount.tree_owns_handle(fh):
+            return await handler(mount, fh, *args)
         for d in mount.dotdirs:
             if d.owns_handle(fh):
                 return await getattr(d, name)(fh, *args)
@@ -707,6 +725,12 @@ def by_entry(*at: int) -> Callable[[_F], _F]:
 
         @functools.wraps(handler)
         async def route(mount: _Dispatching, *args: Any) -> Any:
+            tree = mount.mount
+            for p in spots:
+                if not tree.tree_owns_entry(args[p], args[p + 1]):
+                    break
+            else:
+                return await handler(mount, *args)
             for p in spots:
                 for d in mount.dotdirs:
                     if d.owns_entry(args[p], args[p + 1]):

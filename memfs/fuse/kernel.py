@@ -81,33 +81,47 @@ class Failure(Exception):
 
 def fds_on(pid: int, mountpoint: str, ino: int) -> int:
     """How many descriptors of process ``pid`` refer to inode ``ino`` of the mount at
-    ``mountpoint`` (read from ``/proc/<pid>/fd`` and ``fdinfo``, never through the mount)."""
+    ``mountpoint`` (read from ``/proc/<pid>/fd`` and ``fdinfo``, never through the mount).
+
+    Every writable close with something to save asks it, and a process may hold dozens of
+    descriptors: each link is read relative to the directory, opened once (``readlinkat``),
+    which spares the kernel the walk of ``/proc/<pid>/fd/`` for each one; only those into the
+    mount have their ``fdinfo`` read. The directory is listed by its path: listing it through
+    the descriptor costs more (Python duplicates it, and ``fdopendir`` checks it).
+    """
     prefix = mountpoint.rstrip("/") + "/"
+    path = f"/proc/{pid}/fd"
     try:
-        names = os.listdir(f"/proc/{pid}/fd")
+        names = os.listdir(path)
+        fd_dir = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return 0
-    n = 0
-    for name in names:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{name}")
-        except OSError:
-            continue
-        if not target.startswith(prefix):
-            continue
-        try:
-            with open(f"/proc/{pid}/fdinfo/{name}", "rb") as f:
-                info = f.read()
-        except OSError:
-            continue
-        for line in info.splitlines():
-            if line.startswith(b"ino:"):
-                if int(line[4:]) == ino:
-                    n += 1
-                break
-        else:
-            n += 1  # no ino: in fdinfo (old kernel): count it, the safe side
-    return n
+    try:
+        n = 0
+        for name in names:
+            try:
+                target = os.readlink(name, dir_fd=fd_dir)
+            except OSError:
+                continue
+            if target.startswith(prefix):
+                n += _fdinfo_on(pid, name, ino)
+        return n
+    finally:
+        os.close(fd_dir)
+
+
+def _fdinfo_on(pid: int, name: str, ino: int) -> int:
+    """1 if descriptor ``name`` of ``pid`` (one into the mount) refers to inode ``ino``, or
+    if its ``fdinfo`` has no ``ino:`` (an old kernel: counted, the safe side); else 0."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{name}", "rb") as f:
+            info = f.read()
+    except OSError:
+        return 0
+    for line in info.splitlines():
+        if line.startswith(b"ino:"):
+            return int(int(line[4:]) == ino)
+    return 1
 
 
 #: "." and ".." come first in every listing (readdir offsets 1 and 2).

@@ -418,11 +418,17 @@ class Operations(pyfuse3.Operations):
         h = self.mount.handles.get(fh)
         if h is None or not h.writable or h.node.scratch is not None:
             return
+        node = h.node
+        if h.failure is None and (
+            not node.dirty or self.buffers.save_path(node) is None
+            or (not h.changed and node.writers > 1)
+        ):
+            # Nothing to refuse or save, whoever still holds the file: no need to read /proc.
+            return
         if self.buffers.still_held(h):
             return  # a copy was closed (dup2, or a child): the opener's last close commits
         if h.failure is not None:
             await self.buffers.refuse(h)
-        node = h.node
         if not h.changed and node.writers > 1:
             return  # nothing written through it: the writes of the others commit at theirs
         if node.dirty and self.buffers.save_path(node) is not None:

@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any, Protocol
@@ -32,22 +33,55 @@ log = logging.getLogger(__name__)
 MAX_PENDING = 100_000
 
 
+#: How many processes' ``/proc/<pid>/comm`` stay open (:func:`comm`), the least recently
+#: asked closed first.
+COMM_FILES = 64
+#: Those files' descriptors, by pid, the most recently asked last.
+_comm_files: OrderedDict[int, int] = OrderedDict()
+#: Held while they are read, opened or closed: a descriptor closed by one thread must not be
+#: read by another (its number may be another file's by then).
+_comm_lock = threading.Lock()
+
+
 def comm(pid: int) -> str:
     """The command name of a process (``/proc/<pid>/comm``), or ``"unknown"``.
 
-    Read at every open, never cached: a forked shell opens a redirect as ``bash`` and then
-    execs the command under the same pid.
+    Read at every request, never cached: a forked shell opens a redirect as ``bash`` and then
+    execs the command under the same pid, and a process may rename itself. The file stays
+    open (for the last :data:`COMM_FILES` processes asked) and is read again from its start
+    each time: what it reads is that process's name now (the open file is bound to the
+    process, not to its number, and follows it through an ``exec``), and once the process is
+    gone the read fails, so a pid used again by another process is opened anew. Opening it
+    (a walk of ``/proc``) cost most of a read.
     """
-    try:
-        fd = os.open(f"/proc/{pid}/comm", os.O_RDONLY)
-    except OSError:
-        return "unknown"
-    try:
-        return os.read(fd, 64).decode("utf-8", "replace").strip() or "unknown"
-    except OSError:
-        return "unknown"
-    finally:
-        os.close(fd)
+    with _comm_lock:
+        fd = _comm_files.get(pid)
+        if fd is not None:
+            try:
+                name = os.pread(fd, 64, 0)
+            except OSError:  # gone (ESRCH): its pid may be another process's now
+                del _comm_files[pid]
+                os.close(fd)
+            else:
+                _comm_files.move_to_end(pid)
+                return _comm_text(name)
+        try:
+            fd = os.open(f"/proc/{pid}/comm", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return "unknown"
+        try:
+            name = os.pread(fd, 64, 0)
+        except OSError:
+            os.close(fd)
+            return "unknown"
+        _comm_files[pid] = fd
+        if len(_comm_files) > COMM_FILES:
+            os.close(_comm_files.popitem(last=False)[1])
+        return _comm_text(name)
+
+
+def _comm_text(name: bytes) -> str:
+    return name.decode("utf-8", "replace").strip() or "unknown"
 
 
 class WrittenVersion(Protocol):

@@ -82,6 +82,7 @@ def mount(tmp_path, monkeypatch) -> Iterator[Mount]:
 
     monkeypatch.setattr(SQLiteDatabase, "_connect", traced)
     monkeypatch.setattr(SQLiteDatabase, "check_file", counted_check)
+    real_pread, real_readlink = os.pread, os.readlink
     for mod, name in ((os, "open"), (os, "listdir"), (os, "readlink"), (builtins, "open")):
         real = getattr(mod, name)
 
@@ -91,6 +92,14 @@ def mount(tmp_path, monkeypatch) -> Iterator[Mount]:
             return _real(path, *a, **kw)
 
         monkeypatch.setattr(mod, name, proc_counted)
+
+    def pread_counted(fd: int, *a: Any) -> Any:
+        # A /proc file kept open and read again (the process names) is a /proc read too.
+        if real_readlink(f"/proc/self/fd/{fd}").startswith("/proc/"):
+            counts.proc.append(f"pread {fd}")
+        return real_pread(fd, *a)
+
+    monkeypatch.setattr(os, "pread", pread_counted)
     store = Store(str(tmp_path / "budget.db"), limits=Limits())
     sid = store.stores.create("budget").id
     sink = EventSink(store, sid, None, tmp_path / "events.jsonl")

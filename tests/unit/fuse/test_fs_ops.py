@@ -82,6 +82,24 @@ class _Descriptors:
         monkeypatch.setattr("memfs.fuse.buffers.fds_on", lambda pid, mountpoint, ino: self.held)
 
 
+async def test_a_close_with_nothing_to_save_reads_no_descriptors(fs, store, monkeypatch):
+    """A writable close that has nothing to save or refuse (nothing written, or saved by an
+    earlier close) does not read /proc: whoever holds the file, it does nothing. One that has
+    something to save still asks."""
+    ops, sid = fs
+    asked: list[int] = []
+    ops.mount.mountpoint = "/mnt/test"
+    monkeypatch.setattr("memfs.fuse.buffers.fds_on",
+                        lambda pid, mountpoint, ino: asked.append(ino) or 0)
+    ino = await write_file(ops, ROOT, b"c.md", b"saved\n")
+    assert asked == [ino]  # the create's close: something to save
+    info = await ops.open(ino, os.O_WRONLY | os.O_APPEND, CTX)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert asked == [ino]
+    assert len(versions(store, sid)) == 1
+
+
 async def test_shell_redirect_pattern_makes_one_version(fs, store, monkeypatch):
     """bash: open, dup2, close (flush before any write; the opener still holds the copy),
     write, close."""
