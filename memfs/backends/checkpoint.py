@@ -35,12 +35,15 @@ log = logging.getLogger(__name__)
 #: The writer's own automatic checkpoint, with a checkpointer: this many times the pages.
 SAFETY = 4
 
-#: Bytes of WAL kept once all of it is in the database file (SQLite's ``journal_size_limit``;
-#: more is truncated away: a long reader's WAL must not keep its size, issue 38). A busy mount
-#: writes 15-30 MB of WAL between two checkpoints: with 4 MiB kept, every checkpoint was
-#: followed by a TRUNCATE one (10-25 ms holding the writer's lock, 12 in 1,000 renames) and
-#: the WAL grew again from nothing (issue 45: a commit 99-107 µs -> 93-95 µs at 64 MiB).
+#: Bytes of WAL a writer keeps when it starts the WAL over (SQLite's ``journal_size_limit``).
+#: A busy mount writes 15-30 MB of WAL between two checkpoints: with 4 MiB kept, every
+#: checkpoint was followed by a TRUNCATE one (10-25 ms holding the writer's lock, 12 in 1,000
+#: renames) and the WAL grew again from nothing (issue 45: a commit 99-107 -> 93-95 µs).
 WAL_KEPT = 64 * 1024 * 1024
+
+#: What a WAL that grew while a checkpoint was held back (a long reader) is truncated to once
+#: a checkpoint copies all of it, however large it grew: it must not keep its size (issue 38).
+WAL_SHRUNK = 4 * 1024 * 1024
 
 
 class Checkpointer:

@@ -56,7 +56,7 @@ from ..errors import (
     StorageFull,
     WouldBlock,
 )
-from .checkpoint import SAFETY, WAL_KEPT, Checkpointer
+from .checkpoint import SAFETY, WAL_KEPT, WAL_SHRUNK, Checkpointer
 from .files import create_private, fsync_directory, held_fd, inode_of, unlink_if
 from .protocol import Row
 
@@ -174,6 +174,8 @@ class SQLiteDatabase:
                               else None)
         self._ckpt_conn: sqlite3.Connection | None = None
         self._ckpt_lock = threading.Lock()
+        #: A checkpoint was held back (by a reader) since the WAL was last truncated.
+        self._ckpt_held = False
         w = self.writer
         w.execute(f"PRAGMA page_size = {int(page_size)}")
         self._retry(lambda: w.execute("PRAGMA journal_mode = WAL"))
@@ -517,10 +519,12 @@ class SQLiteDatabase:
         write disowns it; a checkpoint now would copy our pages into another database), or
         another connection is checkpointing.
 
-        A WAL all copied but larger than :data:`~memfs.backends.checkpoint.WAL_KEPT` (a long
-        reader held the checkpoints back meanwhile) is then truncated (a TRUNCATE checkpoint,
-        which waits for nobody either); busy is 1 when it could not be yet (a writer or a
-        reader in the WAL now): the checkpointer tries again.
+        A WAL all copied is then truncated (a TRUNCATE checkpoint, which waits for nobody
+        either) when it is larger than :data:`~memfs.backends.checkpoint.WAL_SHRUNK` after a
+        checkpoint was held back (a long reader let it grow), or larger than
+        :data:`~memfs.backends.checkpoint.WAL_KEPT`; busy is 1 when it could not be yet (a
+        writer or a reader in the WAL now): the checkpointer tries again. A WAL that grew
+        only between two checkpoints is kept, and written over from its start.
 
         :raises StorageError: the file cannot be looked at, or SQLite failed.
         """
@@ -532,9 +536,12 @@ class SQLiteDatabase:
             try:
                 busy, frames, copied = self._ckpt_conn.execute(
                     "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if not busy and copied == frames and self._wal_size() > WAL_KEPT:
+                if busy or copied < frames:
+                    self._ckpt_held = True
+                elif self._wal_size() > (WAL_SHRUNK if self._ckpt_held else WAL_KEPT):
                     busy = self._ckpt_conn.execute(
                         "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    self._ckpt_held = bool(busy)
             except sqlite3.OperationalError as e:
                 if e.sqlite_errorcode == sqlite3.SQLITE_BUSY:
                     return None

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memfs.backends.checkpoint import SAFETY, WAL_KEPT
+from memfs.backends.checkpoint import SAFETY, WAL_KEPT, WAL_SHRUNK
 from memfs.backends.sqlite import SQLiteDatabase
 from tests.support import wait_until
 
@@ -226,6 +226,32 @@ def test_the_wal_a_long_reader_grew_shrinks_once_the_reader_is_gone(path):
             assert check.execute("SELECT count(*) FROM t WHERE x = ?", (big,)).fetchone()[0] > 0
         finally:
             check.close()
+    finally:
+        reader.close()
+        db.close()
+
+
+def test_a_wal_a_long_reader_grew_below_what_is_kept_shrinks_too(path):
+    """The WAL a writer keeps between checkpoints is large (WAL_KEPT: a busy mount's WAL is
+    not truncated and grown again at each checkpoint), but a WAL that grew because a long
+    reader held the checkpoints back is truncated once it is gone, however large it grew:
+    issue 38's 63 MB, below WAL_KEPT, stayed 63 MB (review of issue 45)."""
+    db = _open(path, True, pause=0.02)
+    wal = path + "-wal"
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchone()  # its snapshot, held
+        big = "y" * 200_000
+        while os.path.getsize(wal) <= 3 * WAL_SHRUNK:  # below WAL_KEPT
+            with db.write() as c:
+                c.execute("INSERT INTO t VALUES (?)", (big,))
+        checkpointer = db._checkpointer
+        assert checkpointer is not None
+        wait_until(lambda: checkpointer.checkpoints >= 1, 10, what="a checkpoint held back")
+        reader.execute("COMMIT")  # the reader is gone; no commit comes after it
+        wait_until(lambda: os.path.getsize(wal) <= WAL_SHRUNK, 10,
+                   what=f"the WAL back to at most {WAL_SHRUNK} bytes")
     finally:
         reader.close()
         db.close()
