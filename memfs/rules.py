@@ -101,9 +101,13 @@ def format_time(dt: datetime) -> str:
 
 
 def format_us(us: int) -> str:
-    """:func:`format_time` of a time in microseconds since the epoch, from the year 1000 on
-    (the second's text made once and kept: every write formats its time, and its change's,
-    and the tool events of a mount, mostly within the same second or two)."""
+    """:func:`format_time` of a time in microseconds since the epoch (the second's text made
+    once and kept: every write formats its time, and its change's, and the tool events of a
+    mount, mostly within the same second or two). Outside the years 1000-9999, where
+    ``strftime`` would not write four digits, :func:`format_time` itself (which raises
+    OverflowError past 9999)."""
+    if not FORMAT_US_MIN <= us < FORMAT_US_END:
+        return format_time(datetime.fromtimestamp(0, UTC) + timedelta(microseconds=us))
     sec, frac = divmod(us, 1_000_000)
     return f"{_second_text(sec)}.{frac:06d}Z"
 
@@ -113,9 +117,12 @@ def _second_text(sec: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
 
 
-#: The first microsecond :func:`format_us` formats (0:00 on 1 January 1000, UTC).
+#: The first microsecond :func:`format_us` formats itself (0:00 on 1 January 1000, UTC), and
+#: the first past its range (the year 10000).
 FORMAT_US_MIN = (datetime(1000, 1, 1, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) \
     // timedelta(microseconds=1)
+FORMAT_US_END = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+                 - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) + 1
 
 
 def format_ago(us: int, ago: timedelta) -> str:

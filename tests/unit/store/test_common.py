@@ -118,6 +118,12 @@ class TestIdsAndTime:
                         format_ago(us, ago)
                 else:
                     assert format_ago(us, ago) == want
+        # Outside the years 1000-9999 too: the year 999 in four digits, and past 9999 the
+        # error format_time's datetime raises (the review found "999-12-31…" and
+        # "10000-01-01…").
+        assert format_us(-30610224000_000001) == "0999-12-31T23:59:59.999999Z"
+        with pytest.raises(OverflowError):
+            format_us(253402300800_000000)
 
     def test_a_version_filter_out_of_range_in_utc_is_a_clear_error(self, store: Store,
                                                                    sid: str) -> None:
