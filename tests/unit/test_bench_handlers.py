@@ -5,30 +5,16 @@ statements from the others."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import sqlite3
-import sys
 import threading
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import trio
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from tests.support.repo import load_script
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bh = _load("bench_handlers")
+bh = load_script("bench_handlers")
 
 #: What the daemon wrote at the end of a phase of 10 creates (the timers' format).
 SNAPSHOT: dict[str, Any] = {

@@ -3,29 +3,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+from tests.support.repo import load_script
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up; bench imports bench_s3ql
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_s3ql = _load("bench_s3ql")
-bench = _load("bench")
+bench_s3ql = load_script("bench_s3ql")
+bench = load_script("bench")
 
 
 # -- the targets and their order --------------------------------------------------------------

@@ -6,30 +6,14 @@ what the requests cost."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import threading
 import time
-from pathlib import Path
-from types import ModuleType
 
 from memfs.background import lowest_priority
+from tests.support.repo import load_script
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(SCRIPTS))  # scripts/load imports scripts/load_hop
-    spec = importlib.util.spec_from_file_location("load", SCRIPTS / "load.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["load"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-load = _load()
+load = load_script("load")
 
 
 def _burn(seconds: float) -> None:

@@ -4,26 +4,12 @@ delaying proxy, and the lock a held transaction takes on a store."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "load_hop.py"
+from tests.support.repo import load_script
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("load_hop", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["load_hop"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-load_hop = _load()
+load_hop = load_script("load_hop")
 
 
 def test_the_url_through_the_proxy_keeps_the_user_the_database_and_the_options() -> None:

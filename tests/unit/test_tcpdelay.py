@@ -5,7 +5,6 @@ after another does not add up (each is due at its own arrival + delay)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import sys
@@ -13,23 +12,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.support.repo import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tcpdelay.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tcpdelay", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tcpdelay"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tcpdelay = _load()
+tcpdelay = load_script("tcpdelay")
 
 
 @pytest.fixture

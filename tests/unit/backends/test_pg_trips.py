@@ -9,24 +9,9 @@ The budgets are today's counts: lower them when a change makes an operation chea
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
+from tests.support.repo import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "bench_pg_trips.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_pg_trips", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_pg_trips"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-trips = _load()
+trips = load_script("bench_pg_trips")
 
 #: operation -> round trips under the write lock, at most (its COMMIT included).
 BUDGETS = {

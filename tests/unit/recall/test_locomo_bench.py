@@ -4,10 +4,8 @@ repository)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -15,19 +13,9 @@ from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "locomo.py"
+from tests.support.repo import load_script
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("locomo", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["locomo"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-locomo = _load()
+locomo = load_script("locomo")
 
 
 def conversation() -> dict[str, Any]:
@@ -186,13 +174,7 @@ def test_the_baselines_rank_memories() -> None:
 
 def _bench_recall() -> ModuleType:
     """scripts/bench_recall.py, which imports scripts/locomo.py as ``locomo``."""
-    spec = importlib.util.spec_from_file_location("bench_recall", SCRIPT.with_name(
-        "bench_recall.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_recall"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_recall")
 
 
 def test_the_benchmark_runs_end_to_end_and_reuses_its_work(

@@ -8,25 +8,11 @@ The budgets are today's counts, rounded up: lower them when a change makes a wri
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "bench_frames.py"
+from tests.support.repo import load_script
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_frames", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_frames"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-frames = _load()
+frames = load_script("bench_frames")
 
 #: phase -> WAL frames (1 KiB pages) per operation, at most, in a store of 300 memories.
 BUDGETS = {"create": 34, "overwrite": 26, "rename": 27, "unlink": 31}
