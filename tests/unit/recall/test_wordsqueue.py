@@ -176,12 +176,19 @@ def test_the_server_s_thread_takes_the_queue_in_and_outlives_a_failure(
         calls.append(time.monotonic())
         if len(calls) == 1:
             raise Busy("the database stayed locked")  # logged once, tried again
-        return store.search.catch_up_words()
+        done = store.search.catch_up_words()
+        # The queue is empty before the round that emptied it ends and says it goes on:
+        # the test waits for that line (it once looked only at the queue, and the line
+        # came after the INFO capture had ended: a CI failure).
+        time.sleep(0.05)
+        return done
 
     thread = wordsqueue.BackgroundCatchUp(catch_up, interval=0.02).start()
     try:
         with caplog.at_level(logging.INFO, "memfs.recall.wordsqueue"):
             wait_until(lambda: wordsqueue.queued(store.database, sid) == 0, timeout=10)
+            wait_until(lambda: any("goes on" in r.getMessage() for r in caplog.records),
+                       timeout=10)
     finally:
         thread.stop()
     assert len(indexed(store, sid)) == 100
