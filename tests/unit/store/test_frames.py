@@ -8,6 +8,7 @@ The budgets are today's counts, rounded up: lower them when a change makes a wri
 
 from __future__ import annotations
 
+import json
 import math
 
 from tests.support.repo import load_script
@@ -47,3 +48,14 @@ def test_a_frame_is_read_from_the_wal_as_sqlite_wrote_it(tmp_path):
     pages = frames.wal_pages(path + "-wal")
     assert pages[0] == 2 and len(pages) >= 4, pages
     conn.close()
+
+
+def test_the_store_bench_times_each_phase(tmp_path, capsys):
+    """scripts/bench_store.py (the same calls, timed): a row per phase, every figure there."""
+    bench_store = load_script("bench_store")
+    assert bench_store.main(["--files", "20", "--repeat", "1", "--workdir", str(tmp_path),
+                             "--json", str(tmp_path / "out.json")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [r.split(" | ")[0][2:] for r in rows[1:]] == list(frames.PHASES)
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert all(result[p]["wall"] > 0 for p in frames.PHASES)
