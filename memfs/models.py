@@ -360,12 +360,93 @@ class Page(Generic[T]):
         }
 
 
+@dataclass(slots=True, eq=False)
+class ToolPair:
+    """The ``agent.tool_use`` / ``agent.tool_result`` pair of one file operation of a mount
+    (SPEC §4), as what it says rather than as two dicts: a mount hands it to a write
+    (``events=``), and a local store encodes it from a template
+    (:func:`memfs.store.common.tool_event_rows`), the same JSON the dicts of :meth:`events`
+    encode to; a server's client sends those dicts. Paths are as the agent sees them.
+
+    Not frozen: like the dicts, the pair is completed in place
+    (:func:`complete_tool_results`) with the memory and version its write produced, so that
+    what the mount logs afterwards is what was stored.
+    """
+
+    #: The command name and pid of the process that made the request.
+    name: str
+    pid: int
+    operation: str
+    file_path: str
+    #: A rename's new path (None: the tool use has no ``new_path``).
+    new_path: str | None
+    #: The tool result's text (when it succeeded).
+    text: str
+    #: The error text of a failed operation (``is_error``); None: it succeeded.
+    failure: str | None
+    #: When it happened, RFC 3339 (both events' ``processed_at``).
+    processed_at: str
+    use_id: str
+    result_id: str
+    #: What the tool result names (a success only): the memory, and the version written.
+    memory_id: str | None = None
+    memory_version_id: str | None = None
+
+    def events(self) -> list[dict[str, Any]]:
+        """The pair as two new dicts, keys in the order the wire has them."""
+        inp: dict[str, Any] = {"operation": self.operation, "file_path": self.file_path}
+        if self.new_path is not None:
+            inp["new_path"] = self.new_path
+        inp["pid"] = self.pid
+        use = {
+            "type": "agent.tool_use",
+            "id": self.use_id,
+            "name": self.name,
+            "input": inp,
+            "processed_at": self.processed_at,
+            "evaluated_permission": "allow",
+            "evaluation": {"type": "always_allow"},
+            "session_thread_id": None,
+        }
+        failed = self.failure is not None
+        result: dict[str, Any] = {
+            "type": "agent.tool_result",
+            "id": self.result_id,
+            "tool_use_id": self.use_id,
+            "processed_at": self.processed_at,
+            "is_error": failed,
+            "content": [{"type": "text", "text": self.failure if failed else self.text}],
+        }
+        if not failed:
+            if self.memory_id is not None:
+                result["memory_id"] = self.memory_id
+            if self.memory_version_id is not None:
+                result["memory_version_id"] = self.memory_version_id
+        return [use, result]
+
+
+#: The tool events a mount's write records in its transaction (``events=``): a pair, or
+#: event dicts (what a server's API receives).
+ToolEvents = list[dict[str, Any]] | ToolPair | None
+
+
+def tool_event_dicts(events: ToolEvents) -> list[dict[str, Any]] | None:
+    """``events`` as dicts (a :class:`ToolPair`'s :meth:`~ToolPair.events`, new ones)."""
+    return events.events() if isinstance(events, ToolPair) else events
+
+
 def complete_tool_results(
-    events: list[dict[str, Any]] | None, memory_id: str | None,
-    version_id: str | None = None,
+    events: ToolEvents, memory_id: str | None, version_id: str | None = None,
 ) -> None:
     """Name the memory (and version) an operation produced in its successful
     ``agent.tool_result`` events (SPEC §4), in place."""
+    if isinstance(events, ToolPair):
+        if events.failure is None:
+            if memory_id is not None:
+                events.memory_id = memory_id
+            if version_id is not None:
+                events.memory_version_id = version_id
+        return
     for e in events or ():
         if e.get("type") == "agent.tool_result" and not e.get("is_error"):
             if memory_id is not None:

@@ -25,6 +25,7 @@ from .models import (
     RecallResult,
     Session,
     Snapshot,
+    ToolEvents,
 )
 
 
@@ -62,27 +63,27 @@ class MemoriesAPI(Protocol):
 
     def write_path(
         self, store_id: str, path: str | bytes, content: str | bytes, *, actor: Any,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Memory: ...
 
     def delete_path(
         self, store_id: str, path: str, *, actor: Any,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Memory: ...
 
     def rename_path(
         self, store_id: str, old: str | bytes, new: str | bytes, *, actor: Any,
-        replace: bool = True, events: list[dict[str, Any]] | None = None,
+        replace: bool = True, events: ToolEvents = None,
     ) -> Memory: ...
 
     def rename_prefix(
         self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Any,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> list[Memory]: ...
 
     def delete_prefix(
         self, store_id: str, prefix: str, *, actor: Any,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> list[Memory]: ...
 
 

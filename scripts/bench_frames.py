@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memfs.fuse.toolevents import tool_pair  # noqa: E402
+from memfs.fuse.toolevents import new_tool_pair  # noqa: E402
 from memfs.models import Actor  # noqa: E402
 from memfs.store import Store, open_store  # noqa: E402
 
@@ -78,21 +78,21 @@ def phases(store: Store, store_id: str, n: int) -> dict[str, Callable[[int], obj
 
     def create(i: int) -> object:
         return mem.write_path(store_id, paths[i], DATA, actor=ACTOR,
-                              events=tool_pair("bench", 1, "write", paths[i], text="wrote"))
+                              events=new_tool_pair("bench", 1, "write", paths[i], text="wrote"))
 
     def overwrite(i: int) -> object:
         return mem.write_path(store_id, paths[i], DATA[::-1], actor=ACTOR,
-                              events=tool_pair("bench", 1, "write", paths[i], text="wrote"))
+                              events=new_tool_pair("bench", 1, "write", paths[i], text="wrote"))
 
     def rename(i: int) -> object:
         new = paths[i] + ".txt"
-        return mem.rename_path(store_id, paths[i], new, actor=ACTOR, events=tool_pair(
+        return mem.rename_path(store_id, paths[i], new, actor=ACTOR, events=new_tool_pair(
             "bench", 1, "rename", paths[i], new_path=new, text="renamed"))
 
     def unlink(i: int) -> object:
         gone = paths[i] + ".txt"
         return mem.delete_path(store_id, gone, actor=ACTOR,
-                               events=tool_pair("bench", 1, "delete", gone, text="deleted"))
+                               events=new_tool_pair("bench", 1, "delete", gone, text="deleted"))
 
     return {"create": create, "overwrite": overwrite, "rename": rename, "unlink": unlink}
 
@@ -109,7 +109,7 @@ def measure(memories: int, files: int, workdir: str | None = None) -> dict[str, 
             for i in range(memories):
                 p = f"/d{i % 10}/m{i:05d}.md"
                 for text in (DATA, DATA[::-1]):
-                    store.memories.write_path(store_id, p, text, actor=ACTOR, events=tool_pair(
+                    store.memories.write_path(store_id, p, text, actor=ACTOR, events=new_tool_pair(
                         "bench", 1, "write", p, text="wrote"))
             out: dict[str, dict[str, float]] = {}
             for name, op in phases(store, store_id, files).items():

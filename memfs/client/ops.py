@@ -27,7 +27,9 @@ from ..models import (
     Page,
     RecallResult,
     Snapshot,
+    ToolEvents,
     complete_tool_results,
+    tool_event_dicts,
 )
 from .decode import (
     to_change,
@@ -201,23 +203,25 @@ class MemoryOps:
 
     def write_path(
         self, store_id: str, path: str | bytes, content: str | bytes, *,
-        actor: Actor | None = None, events: list[dict[str, Any]] | None = None,
+        actor: Actor | None = None, events: ToolEvents = None,
     ) -> Op[Memory]:
         """Create the memory at ``path`` or replace its content (no version when equal): one
         server transaction (memfs extension), which records ``events`` too."""
         d = yield Request("POST", store_url(store_id) + "/memfs/write", json=json_body(
-            path=utf8(path, "path"), content=utf8(content, "content"), events=events))
+            path=utf8(path, "path"), content=utf8(content, "content"),
+            events=tool_event_dicts(events)))
         m = to_memory(d)
         complete_tool_results(events, m.id, m.memory_version_id)
         return m
 
     def delete_path(
         self, store_id: str, path: str, *, actor: Actor | None = None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Op[Memory]:
         """Delete the memory at ``path``; returns it as it was (basic view)."""
         d = yield Request("POST", store_url(store_id) + "/memfs/delete",
-                          json=json_body(path=utf8(path, "path"), events=events))
+                          json=json_body(path=utf8(path, "path"),
+                                         events=tool_event_dicts(events)))
         m = to_memory(d)
         complete_tool_results(events, m.id)
         return m
@@ -225,7 +229,7 @@ class MemoryOps:
     def rename_path(
         self, store_id: str, old: str | bytes, new: str | bytes, *,
         actor: Actor | None = None, replace: bool = True,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Op[Memory]:
         """Rename the memory at ``old`` (it keeps its id). Over a memory at ``new`` with
         ``replace`` (POSIX rename), that memory takes the content and keeps its id, and the
@@ -233,29 +237,30 @@ class MemoryOps:
         Without ``replace`` that is a PathConflict."""
         d = yield Request("POST", store_url(store_id) + "/memfs/rename", json=json_body(
             old_path=utf8(old, "path"), new_path=utf8(new, "path"), replace=replace,
-            events=events))
+            events=tool_event_dicts(events)))
         m = to_memory(d)
         complete_tool_results(events, m.id, m.memory_version_id)
         return m
 
     def rename_prefix(
         self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Actor | None = None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Op[list[Memory]]:
         """Move every memory below ``old_prefix`` to ``new_prefix`` in one server transaction
         (a directory rename); returns the moved memories."""
         d = yield Request("POST", store_url(store_id) + "/memfs/rename_prefix", json=json_body(
-            old_prefix=old_prefix, new_prefix=new_prefix, events=events))
+            old_prefix=old_prefix, new_prefix=new_prefix,
+            events=tool_event_dicts(events)))
         return [to_memory(x) for x in d.get("data") or []]
 
     def delete_prefix(
         self, store_id: str, prefix: str, *, actor: Actor | None = None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Op[list[Memory]]:
         """Delete every memory below ``prefix`` in one server transaction (a directory);
         returns them as they were (basic view)."""
         d = yield Request("POST", store_url(store_id) + "/memfs/delete_prefix",
-                          json=json_body(prefix=prefix, events=events))
+                          json=json_body(prefix=prefix, events=tool_event_dicts(events)))
         return [to_memory(x) for x in d.get("data") or []]
 
     def tree(self, store_id: str) -> Op[list[Memory]]:

@@ -30,6 +30,7 @@ from ..models import (
     SessionResource,
     SessionToken,
     Snapshot,
+    ToolEvents,
 )
 from ..rules import DEFAULT_AROUND_CONTEXT
 from .decode import decoded
@@ -130,35 +131,35 @@ class Memories(_Part):
 
     def write_path(
         self, store_id: str, path: str | bytes, content: str | bytes, *,
-        actor: Actor | None = None, events: list[dict[str, Any]] | None = None,
+        actor: Actor | None = None, events: ToolEvents = None,
     ) -> Memory:
         return self._drive(OPS.memories.write_path(store_id, path, content, actor=actor,
                                                    events=events))
 
     def delete_path(
         self, store_id: str, path: str, *, actor: Actor | None = None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Memory:
         return self._drive(OPS.memories.delete_path(store_id, path, actor=actor, events=events))
 
     def rename_path(
         self, store_id: str, old: str | bytes, new: str | bytes, *,
         actor: Actor | None = None, replace: bool = True,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Memory:
         return self._drive(OPS.memories.rename_path(store_id, old, new, actor=actor,
                                                     replace=replace, events=events))
 
     def rename_prefix(
         self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Actor | None = None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> list[Memory]:
         return self._drive(OPS.memories.rename_prefix(store_id, old_prefix, new_prefix, actor=actor,
                                                       events=events))
 
     def delete_prefix(
         self, store_id: str, prefix: str, *, actor: Actor | None = None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> list[Memory]:
         return self._drive(OPS.memories.delete_prefix(store_id, prefix, actor=actor,
                                                       events=events))

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import NotFound, ReadOnly
-from ..models import Change, Memory, MemoryVersion, Page, Snapshot
+from ..models import Change, Memory, MemoryVersion, Page, Snapshot, ToolEvents
 from ..protocol import EventsAPI, SessionsAPI, StoreAPI, StoresAPI
 from ..rules import format_time, parse_time
 
@@ -106,23 +106,23 @@ class SnapshotMemories:
         raise self.view.refuse()
 
     def write_path(self, store_id: str, path: str | bytes, content: str | bytes, *,
-                   actor: Any, events: list[dict[str, Any]] | None = None) -> Memory:
+                   actor: Any, events: ToolEvents = None) -> Memory:
         raise self.view.refuse()
 
     def delete_path(self, store_id: str, path: str, *, actor: Any,
-                    events: list[dict[str, Any]] | None = None) -> Memory:
+                    events: ToolEvents = None) -> Memory:
         raise self.view.refuse()
 
     def rename_path(self, store_id: str, old: str | bytes, new: str | bytes, *, actor: Any,
-                    replace: bool = True, events: list[dict[str, Any]] | None = None) -> Memory:
+                    replace: bool = True, events: ToolEvents = None) -> Memory:
         raise self.view.refuse()
 
     def rename_prefix(self, store_id: str, old_prefix: str, new_prefix: str, *, actor: Any,
-                      events: list[dict[str, Any]] | None = None) -> list[Memory]:
+                      events: ToolEvents = None) -> list[Memory]:
         raise self.view.refuse()
 
     def delete_prefix(self, store_id: str, prefix: str, *, actor: Any,
-                      events: list[dict[str, Any]] | None = None) -> list[Memory]:
+                      events: ToolEvents = None) -> list[Memory]:
         raise self.view.refuse()
 
 

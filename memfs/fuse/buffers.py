@@ -21,7 +21,7 @@ import trio
 from pyfuse3 import FileHandleT
 
 from .. import errors
-from ..models import Memory
+from ..models import Memory, ToolPair
 from .core import Handle, Mount
 from .kernel import Failure, fds_on
 from .scratch import Scratch, is_scratch
@@ -44,12 +44,12 @@ class _Commit:
     """A commit waiting for the mutex (:meth:`Buffers.commit`), and its outcome."""
 
     node: Node
-    pair: Callable[[int], list[dict[str, Any]] | None]
+    pair: Callable[[int], ToolPair | None]
     done: bool = False
     path: str | None = None
     data: bytes | None = None
     gen: int = 0
-    events: list[dict[str, Any]] | None = None
+    events: ToolPair | None = None
     memory: Memory | None = None
     failure: Failure | None = None
     #: When the close must have its answer (trio time), counted from the close: a store
@@ -187,7 +187,7 @@ class Buffers:
         mine = sum(1 for x in self.mount.handles.values() if x.node is h.node and x.pid == h.pid)
         return fds_on(h.pid, self.mount.mountpoint, h.node.ino) >= mine
 
-    async def commit(self, node: Node, pair: Callable[[int], list[dict[str, Any]] | None],
+    async def commit(self, node: Node, pair: Callable[[int], ToolPair | None],
                      ) -> Memory | None:
         """Write the node's buffer to the store: one version, or none if unchanged. The tool
         events ``pair(size)`` makes are recorded in the same transaction.
@@ -386,7 +386,7 @@ class Buffers:
     def file_pair(self, h: Handle, size: int | None = None,
                   memory: WrittenVersion | None = None,
                   failure: Failure | None = None, removed: bool = False,
-                  ) -> list[dict[str, Any]] | None:
+                  ) -> ToolPair | None:
         """The event pair of a file's open→close (or of a commit at fsync). ``removed``: its
         writes were dropped, the file unlinked or renamed over by this mount first."""
         op = "create" if h.created else ("write" if h.wrote or h.truncated else "read")
@@ -524,9 +524,9 @@ class Buffers:
 
     async def rename(
         self, src: Node | None, old_path: str, new_parent: Node, name_new: bytes, flags: int,
-        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        pair: Callable[[WrittenVersion | None], ToolPair | None],
         deadline: float,
-    ) -> tuple[list[dict[str, Any]] | None, bool]:
+    ) -> tuple[ToolPair | None, bool]:
         """Rename under the mutex, waiting for the database until ``deadline``; returns the
         events and whether the store recorded them."""
         self.mount.check_writable()
@@ -664,9 +664,9 @@ class Buffers:
 
     async def _rename_to_scratch(
         self, src: Node, new_parent: Node, new_path: str, dst: Node | None,
-        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        pair: Callable[[WrittenVersion | None], ToolPair | None],
         deadline: float,
-    ) -> tuple[list[dict[str, Any]] | None, bool]:
+    ) -> tuple[ToolPair | None, bool]:
         """A file renamed onto a scratch name becomes scratch with its content. A memory is
         parked (:class:`~memfs.fuse.scratch.Scratch`): the store changes nothing yet."""
         data = await self.data(src)
@@ -691,9 +691,9 @@ class Buffers:
 
     async def _rename_scratch(
         self, src: Node, new_parent: Node, new_path: str,
-        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        pair: Callable[[WrittenVersion | None], ToolPair | None],
         deadline: float,
-    ) -> tuple[list[dict[str, Any]] | None, bool]:
+    ) -> tuple[ToolPair | None, bool]:
         """A scratch file renamed onto a real name (``sed -i``'s temporary file, a backup put
         back): its content is saved there in one write, over the memory there if any, as
         one version. A parked memory moves there first (the same memory goes on)."""
@@ -731,9 +731,9 @@ class Buffers:
 
     async def _rename_dir(
         self, src: Node, old_path: str, new_parent: Node, new_path: str, dst: Node | None,
-        pair: Callable[[WrittenVersion | None], list[dict[str, Any]] | None],
+        pair: Callable[[WrittenVersion | None], ToolPair | None],
         deadline: float,
-    ) -> tuple[list[dict[str, Any]] | None, bool]:
+    ) -> tuple[ToolPair | None, bool]:
         if dst is not None:
             if not dst.is_dir:
                 raise Failure(errno.ENOTDIR, f"{new_path} is not a directory")

@@ -29,7 +29,7 @@ import trio
 from pyfuse3 import FileHandleT, FUSEError, InodeT, ModeT
 
 from .. import errors
-from ..models import Actor, Change
+from ..models import Actor, Change, ToolEvents, ToolPair, tool_event_dicts
 from ..protocol import DescribeAPI, SearchAPI, StoreAPI
 from ..rules import local_user_actor, validate_path
 from .describe import Describe
@@ -40,7 +40,7 @@ from .search import Search, SessionScope
 from .sessionlog import SessionLog, Transcript
 from .sessions_dir import SessionsDir
 from .spin import Spinner
-from .toolevents import EventSink, WrittenVersion, comm, tool_pair
+from .toolevents import EventSink, WrittenVersion, comm, new_tool_pair
 from .tree import Node, Tree
 
 log = logging.getLogger(__name__)
@@ -568,12 +568,12 @@ class Mount:
         """A path below the mount root as the agent sees it (the mount path before it)."""
         return (self.display_root + path) if path != "/" else (self.display_root or "/")
 
-    def emit(self, events: list[dict[str, Any]] | None) -> None:
+    def emit(self, events: ToolEvents) -> None:
         """Record events that no write records (queued for the database)."""
         if self.events is not None and events:
-            self.events.emit(events)
+            self.events.emit(tool_event_dicts(events) or [])
 
-    def logged(self, events: list[dict[str, Any]] | None) -> None:
+    def logged(self, events: ToolEvents) -> None:
         """Events the store recorded with their write: the JSON-lines file only."""
         if self.events is not None and events:
             self.events.log(events)
@@ -581,11 +581,12 @@ class Mount:
     def pair(self, name: str, pid: int, operation: str, file_path: str, *,
              failure: Failure | None = None, text: str = "", memory: WrittenVersion | None = None,
              memory_id: str | None = None, new_path: str | None = None,
-             ) -> list[dict[str, Any]] | None:
-        """A tool event pair (None when the mount logs no events)."""
+             ) -> ToolPair | None:
+        """A tool event pair (None when the mount logs no events), for ``events=`` of a write
+        or :meth:`emit`."""
         if self.events is None:
             return None
-        return tool_pair(
+        return new_tool_pair(
             name, pid, operation, self.display(file_path),
             failure=failure.text() if failure is not None else None, text=text, memory=memory,
             memory_id=memory_id,

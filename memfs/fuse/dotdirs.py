@@ -44,6 +44,7 @@ import pyfuse3
 from pyfuse3 import FileHandleT, FileNameT, FUSEError, XAttrNameT
 
 from .. import errors
+from ..models import ToolEvents, ToolPair
 from .describe import DESCRIBE, Describe, DNode
 from .history import HISTORY, History, HNode, version_xattrs
 from .kernel import DOTS, Failure
@@ -92,11 +93,11 @@ class Host(Protocol):
 
     def pair(self, name: str, pid: int, operation: str, file_path: str, *,
              failure: Failure | None = None, text: str = "",
-             new_path: str | None = None) -> list[dict[str, Any]] | None:
+             new_path: str | None = None) -> ToolPair | None:
         """A tool event pair (None: the mount logs no events)."""
         ...
 
-    def emit(self, events: list[dict[str, Any]] | None) -> None:
+    def emit(self, events: ToolEvents) -> None:
         """Record tool events."""
         ...
 

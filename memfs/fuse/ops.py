@@ -86,7 +86,7 @@ import pyfuse3
 from pyfuse3 import FileHandleT, FileNameT, FlagT, FUSEError, InodeT, ModeT, XAttrNameT
 
 from .. import errors
-from ..models import Actor
+from ..models import Actor, ToolPair
 from ..protocol import StoreAPI
 from .buffers import Buffers, splice, too_big, utf8_possible
 from .core import BLOCK, Handle, Mount
@@ -663,7 +663,7 @@ class Operations(pyfuse3.Operations):
         old_entry = self.mount.entry_path(old_parent, name_old)
         new_entry = self.mount.entry_path(new_parent, name_new)
 
-        def pair(memory: WrittenVersion | None = None) -> list[dict[str, Any]] | None:
+        def pair(memory: WrittenVersion | None = None) -> ToolPair | None:
             return self.mount.pair(
                 comm_, pid, "rename", old_entry, new_path=new_entry, memory=memory,
                 text=f"renamed {self.mount.display(old_entry)} to {self.mount.display(new_entry)}")

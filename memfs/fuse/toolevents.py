@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import IO, Any, Protocol
 
 from .. import errors
+from ..models import ToolPair
 from ..protocol import StoreAPI
 from ..rules import format_time, format_us, new_id, new_ids
 
@@ -95,6 +96,40 @@ class WrittenVersion(Protocol):
     def memory_version_id(self) -> str: ...
 
 
+def new_tool_pair(
+    name: str,
+    pid: int,
+    operation: str,
+    file_path: str,
+    *,
+    failure: str | None = None,
+    text: str = "",
+    memory: WrittenVersion | None = None,
+    memory_id: str | None = None,
+    new_path: str | None = None,
+    us: int | None = None,
+) -> ToolPair:
+    """One ``agent.tool_use`` / ``agent.tool_result`` pair, new ids and all. Paths are as the
+    agent sees them. A write takes it as it is (``events=``): a local store encodes it from a
+    template; :meth:`~memfs.models.ToolPair.events` makes its dicts.
+
+    :param failure: the error text of a failed operation (``is_error``).
+    :param memory: the memory and version a write produced (``memory_id`` alone: a deletion).
+        The store completes both when it records the pair with the write itself.
+    :param us: when it happened, in microseconds since the epoch (default: now), as the
+        queue of :meth:`EventSink.emit_pair` keeps it.
+    """
+    use_id, result_id = new_ids("sevt", 2)
+    pair = ToolPair(name, pid, operation, file_path, new_path, text, failure,
+                    format_us(time.time_ns() // 1000 if us is None else us), use_id, result_id)
+    if failure is None:
+        if memory is not None:
+            pair.memory_id, pair.memory_version_id = memory.id, memory.memory_version_id
+        elif memory_id is not None:
+            pair.memory_id = memory_id
+    return pair
+
+
 def tool_pair(
     name: str,
     pid: int,
@@ -108,46 +143,10 @@ def tool_pair(
     new_path: str | None = None,
     us: int | None = None,
 ) -> list[dict[str, Any]]:
-    """One ``agent.tool_use`` / ``agent.tool_result`` pair. Paths are as the agent sees them.
-
-    :param failure: the error text of a failed operation (``is_error``).
-    :param memory: the memory and version a write produced (``memory_id`` alone: a deletion).
-        The store completes both when it records the pair with the write itself.
-    :param us: when it happened, in microseconds since the epoch (default: now), as the
-        queue of :meth:`EventSink.emit_pair` keeps it.
-    """
-    now = format_us(time.time_ns() // 1000 if us is None else us)
-    use_id, result_id = new_ids("sevt", 2)
-    inp: dict[str, Any] = {"operation": operation, "file_path": file_path}
-    if new_path is not None:
-        inp["new_path"] = new_path
-    inp["pid"] = pid
-    use = {
-        "type": "agent.tool_use",
-        "id": use_id,
-        "name": name,
-        "input": inp,
-        "processed_at": now,
-        "evaluated_permission": "allow",
-        "evaluation": {"type": "always_allow"},
-        "session_thread_id": None,
-    }
-    result: dict[str, Any] = {
-        "type": "agent.tool_result",
-        "id": result_id,
-        "tool_use_id": use_id,
-        "processed_at": now,
-        "is_error": failure is not None,
-        "content": [{"type": "text", "text": failure if failure is not None else text}],
-    }
-    if failure is None:
-        if memory is not None:
-            result["memory_id"] = memory.id
-            result["memory_version_id"] = memory.memory_version_id
-        elif memory_id is not None:
-            result["memory_id"] = memory_id
-    return [use, result]
-
+    """:func:`new_tool_pair` as its two event dicts."""
+    return new_tool_pair(name, pid, operation, file_path, failure=failure, text=text,
+                         memory=memory, memory_id=memory_id, new_path=new_path,
+                         us=us).events()
 
 
 _quote = json.encoder.encode_basestring  # a str as JSON, non-ASCII kept (ensure_ascii=False)
@@ -207,11 +206,14 @@ class EventSink:
         #: Called when the queue goes from empty to not empty (the flusher's wake-up).
         self.on_queued: Callable[[], None] | None = None
 
-    def log(self, events: Sequence[dict[str, Any]]) -> None:
-        """Append events to the JSON-lines file. A failure is logged (once until the file
-        works again), never raised: the events are in the database all the same."""
+    def log(self, events: Sequence[dict[str, Any]] | ToolPair) -> None:
+        """Append events to the JSON-lines file (a pair's dicts are made only then). A failure
+        is logged (once until the file works again), never raised: the events are in the
+        database all the same."""
         if self._file is None:
             return
+        if isinstance(events, ToolPair):
+            events = events.events()
         try:
             for e in events:
                 self._file.write(json.dumps(e, ensure_ascii=False) + "\n")

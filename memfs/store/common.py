@@ -4,6 +4,8 @@ arguments that several parts make."""
 from __future__ import annotations
 
 import hashlib
+import json
+import json.encoder
 import logging
 import re
 import time
@@ -12,7 +14,7 @@ from typing import Any, TypeVar
 
 from ..backends import Row
 from ..errors import InvalidRequest, NotFound, PreconditionFailed, StoreArchived
-from ..models import Event, Memory, MemoryPrefix
+from ..models import Event, Memory, MemoryPrefix, ToolEvents, ToolPair, tool_event_dicts
 from ..rules import SHA256_PATTERN, format_us, new_id, parse_time, validate_text
 
 log = logging.getLogger(__name__)
@@ -221,12 +223,16 @@ def sort_key(item: Memory | MemoryPrefix) -> list[Any]:
 
 
 def check_tool_events(events: Any, *, text: bool = True) -> None:
-    """:raises InvalidRequest: ``events`` is not a list of tool events with their ids.
+    """:raises InvalidRequest: ``events`` is neither a :class:`~memfs.models.ToolPair` nor a
+        list of tool events, with their ids.
 
     :param text: also check that every string is valid UTF-8 text (False: the caller's
-        :meth:`Store._tool_events_in` does it as it encodes them).
+        :func:`tool_event_rows` does it as it encodes them).
     """
     if events is None:
+        return
+    if isinstance(events, ToolPair):
+        _check_tool_pair(events, text)
         return
     if not isinstance(events, list):
         raise InvalidRequest("events must be a list")
@@ -241,6 +247,95 @@ def check_tool_events(events: Any, *, text: bool = True) -> None:
         if text:
             validate_text(e, "event")
         parse_time(e.get("processed_at") or "")
+
+
+def _check_tool_pair(p: ToolPair, text: bool) -> None:
+    """:func:`check_tool_events` of a pair: the rules of its two events' dicts, and what its
+    template takes for granted (strings, an integer pid)."""
+    if not (isinstance(p.name, str) and isinstance(p.operation, str)
+            and isinstance(p.file_path, str) and isinstance(p.text, str)
+            and isinstance(p.processed_at, str) and type(p.pid) is int
+            and all(s is None or isinstance(s, str) for s in (
+                p.new_path, p.failure, p.memory_id, p.memory_version_id))):
+        raise InvalidRequest("a tool pair's fields are text, and its pid an integer")
+    if not (isinstance(p.use_id, str) and p.use_id.startswith("sevt_")
+            and isinstance(p.result_id, str) and p.result_id.startswith("sevt_")):
+        raise InvalidRequest("every tool event needs its 'sevt_' id")
+    if text:
+        validate_text(p.events(), "event")
+    parse_time(p.processed_at)
+
+
+#: ``json.dumps(body, ensure_ascii=False)`` of a write's tool event, without making an encoder
+#: at each call (every close that commits records two).
+_event_json = json.JSONEncoder(ensure_ascii=False).encode
+#: A str as JSON, non-ASCII kept (what ``ensure_ascii=False`` encodes a string to).
+_quote = json.encoder.encode_basestring
+#: An events row: id, session_id, store_id, type, processed_at, body.
+EventRow = tuple[str, str | None, str, str, str, str]
+
+
+def tool_event_rows(events: ToolEvents, session_id: str | None,
+                    store_id: str) -> list[EventRow]:
+    """The rows of a write's tool events (checked by :func:`check_tool_events`, completed by
+    :func:`~memfs.models.complete_tool_results`), each body
+    ``json.dumps(event, ensure_ascii=False)``: a :class:`~memfs.models.ToolPair` from a
+    template (no dict, no encoder: every close that commits records one).
+
+    :raises InvalidRequest: a string is not valid UTF-8 text (a lone surrogate), found as the
+        body is encoded; said as :func:`~memfs.rules.validate_text` says it.
+    """
+    if not events:
+        return []
+    if isinstance(events, ToolPair):
+        p, now = events, events.processed_at
+        rows: list[EventRow] = [
+            (p.use_id, session_id, store_id, "agent.tool_use", now, _use_json(p)),
+            (p.result_id, session_id, store_id, "agent.tool_result", now, _result_json(p))]
+        bodies: list[dict[str, Any]] | None = None
+    else:
+        rows, bodies = [], []
+        for body in events:
+            e = complete_event(session_id, body)
+            rows.append((e.id, session_id, store_id, e.type, e.processed_at,
+                         _event_json(e.body)))
+            bodies.append(e.body)
+    for i, row in enumerate(rows):
+        # The UTF-8 check (check_tool_events left it to here): a lone surrogate fails the
+        # encode, and the caller's transaction is rolled back.
+        try:
+            row[5].encode("utf-8")
+        except UnicodeEncodeError:
+            validate_text((bodies or tool_event_dicts(events) or [])[i], "event")  # says where
+            raise
+    return rows
+
+
+def _use_json(p: ToolPair) -> str:
+    """``json.dumps(p.events()[0], ensure_ascii=False)``, from a template."""
+    q = _quote
+    new = "" if p.new_path is None else f'"new_path": {q(p.new_path)}, '
+    return (
+        f'{{"type": "agent.tool_use", "id": {q(p.use_id)}, "name": {q(p.name)}, '
+        f'"input": {{"operation": {q(p.operation)}, "file_path": {q(p.file_path)}, {new}'
+        f'"pid": {p.pid}}}, "processed_at": {q(p.processed_at)}, '
+        f'"evaluated_permission": "allow", "evaluation": {{"type": "always_allow"}}, '
+        f'"session_thread_id": null}}'
+    )
+
+
+def _result_json(p: ToolPair) -> str:
+    """``json.dumps(p.events()[1], ensure_ascii=False)``, from a template."""
+    q = _quote
+    head = (f'{{"type": "agent.tool_result", "id": {q(p.result_id)}, '
+            f'"tool_use_id": {q(p.use_id)}, "processed_at": {q(p.processed_at)}, ')
+    if p.failure is not None:
+        return (f'{head}"is_error": true, "content": [{{"type": "text", "text": '
+                f'{q(p.failure)}}}]}}')
+    ids = "" if p.memory_id is None else f', "memory_id": {q(p.memory_id)}'
+    if p.memory_version_id is not None:
+        ids += f', "memory_version_id": {q(p.memory_version_id)}'
+    return f'{head}"is_error": false, "content": [{{"type": "text", "text": {q(p.text)}}}]{ids}}}'
 
 
 def check_sha256_arg(value: Any, what: str) -> None:

@@ -22,7 +22,7 @@ from ..errors import (
     NotADirectory,
     NotFound,
 )
-from ..models import Actor, Memory, MemoryPrefix, Page, complete_tool_results
+from ..models import Actor, Memory, MemoryPrefix, Page, ToolEvents, complete_tool_results
 from ..rules import (
     check_limit,
     check_view,
@@ -31,7 +31,6 @@ from ..rules import (
     new_id,
     validate_path,
     validate_prefix,
-    validate_text,
 )
 from .base import Core, Part
 from .common import (
@@ -41,20 +40,16 @@ from .common import (
     check_precondition,
     check_sha256_arg,
     check_tool_events,
-    complete_event,
     no_store,
     sha256_hex,
     sort_key,
+    tool_event_rows,
     utc_now,
 )
 from .frontmatter import derive, registry
 from .look import Look, blockers_sql, conflict, look_in
 from .paging import decode_cursor, encode_cursor
 from .rows import SeqLater, memory_from_row
-
-#: ``json.dumps(body, ensure_ascii=False)`` of a write's tool event, without making an encoder
-#: at each call (every close that commits records two).
-_event_json = json.JSONEncoder(ensure_ascii=False).encode
 
 if TYPE_CHECKING:
     from .stores import Stores
@@ -438,7 +433,7 @@ class Memories(Part):
     # -- path operations (the filesystem's view) ---------------------------------------------
 
     def write_path(self, store_id: str, path: str | bytes, content: str | bytes, *,
-                   actor: Actor | None, events: list[dict[str, Any]] | None = None) -> Memory:
+                   actor: Actor | None, events: ToolEvents = None) -> Memory:
         """Create the memory at ``path``, or change its content: what a file's last close
         means. Returns the memory (unchanged, with no new version, if the content is equal).
         One transaction, so a racing writer of the same path cannot slip in between the
@@ -465,7 +460,7 @@ class Memories(Part):
 
     def _tool_events_in(
         self, c: Connection, store_id: str, actor: Actor | None,
-        events: list[dict[str, Any]] | None, memory_id: str | None = None,
+        events: ToolEvents, memory_id: str | None = None,
         version_id: str | None = None,
     ) -> None:
         """Record the tool events of a path operation inside its transaction. Each successful
@@ -476,27 +471,15 @@ class Memories(Part):
             return
         complete_tool_results(events, memory_id, version_id)
         session_id = actor.id if actor is not None and actor.type == "session_actor" else None
-        # One JSON encoding per event, which is also the UTF-8 check (check_tool_events left
-        # it to here: a lone surrogate fails the encode, and the transaction is rolled back),
-        # and one statement for the pair: this runs at every close that commits.
-        rows = []
-        for body in events:
-            e = complete_event(session_id, body)
-            text = _event_json(e.body)
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                validate_text(e.body, "event")  # raises, naming where the surrogate is
-                raise
-            rows.append((e.id, session_id, store_id, e.type, e.processed_at, text))
+        # One statement for the pair: this runs at every close that commits.
         c.executemany(
             "INSERT INTO events (id, session_id, store_id, type, processed_at, body) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
+            tool_event_rows(events, session_id, store_id),
         )
 
     def delete_path(self, store_id: str, path: str, *, actor: Actor | None,
-                    events: list[dict[str, Any]] | None = None) -> Memory:
+                    events: ToolEvents = None) -> Memory:
         """Delete the memory at ``path`` (``unlink``); returns it as it was, with the
         change-feed position of the delete (``seq``: a mount orders what the feed brings back
         of the memory by it). ``events`` are recorded in the same transaction (see
@@ -520,7 +503,7 @@ class Memories(Part):
         *,
         actor: Actor | None,
         replace: bool = True,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> Memory:
         """Rename the memory at ``old`` to ``new``: the memory moves (same id, a ``modified``
         version) and is returned.
@@ -572,7 +555,7 @@ class Memories(Part):
         new_prefix: str,
         *,
         actor: Actor | None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> list[Memory]:
         """Move every memory below ``old_prefix`` (``/a/``) to ``new_prefix`` (``/b/``) in one
         transaction: a directory rename. Each moved memory gets one ``modified`` version.
@@ -637,7 +620,7 @@ class Memories(Part):
         prefix: str,
         *,
         actor: Actor | None,
-        events: list[dict[str, Any]] | None = None,
+        events: ToolEvents = None,
     ) -> list[Memory]:
         """Delete every memory below ``prefix`` (``/a/``) in one transaction: a directory
         deleted at once (``rm -r`` through a mount is a delete per file), all or nothing. Each

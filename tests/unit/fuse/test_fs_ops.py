@@ -1094,3 +1094,77 @@ async def test_two_closes_of_one_file_in_a_group_save_one_version(fs, store):
         nursery.start_soon(close, second.fh)
     assert [v.operation for v in versions(store, sid)] == ["created", "modified"]
     assert store.memories.get_by_path(sid, "/a.md").content == "two!"
+
+
+async def test_a_mount_writes_events_are_stored_and_logged_as_before(store, tmp_path,
+                                                                      monkeypatch):
+    """A write hands the store its pair as a ToolPair, which the store encodes from a
+    template: the session gets the same events as when the mount handed it dicts (ids and
+    times aside), and the JSON-lines log has what was stored, ids of the version included."""
+    from memfs.fuse.core import Mount
+
+    handed: list[str] = []  # what the mount hands each write as its events
+
+    def spy(method):
+        def call(*a, **kw):
+            handed.append(type(kw["events"]).__name__)
+            return method(*a, **kw)
+        return call
+
+    for name in ("write_path", "rename_path", "delete_path"):
+        monkeypatch.setattr(store.memories, name, spy(getattr(store.memories, name)))
+
+    async def run(name: str) -> tuple[list[str], list[dict]]:
+        s = store.stores.create(name)
+        sess = store.sessions.create([{"type": "memory_store", "memory_store_id": s.id}])
+        sink = EventSink(store, s.id, sess.id, tmp_path / f"{name}.jsonl")
+        SINKS.append(sink)
+        ops = Operations(store, s.id, actor=Actor.session(sess.id), events=sink,
+                         display_root="/mnt/memory/é \"q\"")
+        ops.load()
+        await write_file(ops, ROOT, "a é.md".encode(), b"one")
+        ino = (await ops.lookup(ROOT, "a é.md".encode(), CTX)).st_ino
+        info = await ops.open(ino, os.O_WRONLY | os.O_TRUNC, CTX)
+        await ops.write(info.fh, 0, b"two")
+        await ops.flush(info.fh)
+        await ops.release(info.fh)
+        await ops.rename(ROOT, "a é.md".encode(), ROOT, b"b.md", 0, CTX)
+        await ops.unlink(ROOT, b"b.md", CTX)
+        sink.flush()
+        with store.read() as c:
+            bodies = [r["body"] for r in c.execute(
+                "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (sess.id,))]
+        return bodies, events(ops)
+
+    bodies, logged = await run("pairs")
+    assert handed == ["ToolPair"] * 4
+    assert bodies == [json.dumps(e, ensure_ascii=False) for e in logged]
+    ops_ = [e["input"]["operation"] for e in logged if e["type"] == "agent.tool_use"]
+    assert ops_ == ["create", "write", "rename", "delete"]
+    results = logged[1::2]
+    assert all(r["memory_id"] == results[0]["memory_id"] for r in results)
+    assert [("memory_version_id" in r) for r in results] == [True, True, True, False]
+    assert logged[4]["input"] == {"operation": "rename",
+                                  "file_path": "/mnt/memory/é \"q\"/a é.md",
+                                  "new_path": "/mnt/memory/é \"q\"/b.md", "pid": os.getpid()}
+    # The same writes with the pair as dicts, as the mount made it before.
+    pair = Mount.pair
+    monkeypatch.setattr(Mount, "pair", lambda self, *a, **kw: (
+        None if (p := pair(self, *a, **kw)) is None else p.events()))
+    before, logged_before = await run("dicts")
+    assert handed[4:] == ["list"] * 4
+
+    def normal(bodies: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        out = []
+        for raw in bodies:
+            e = json.loads(raw)
+            for k in ("id", "tool_use_id", "memory_id", "memory_version_id", "processed_at"):
+                if k in e:
+                    e[k] = seen.setdefault(e[k], f"<{len(seen)}>")
+            out.append(json.dumps(e, ensure_ascii=False))
+        return out
+
+    assert normal(bodies) == normal(before)
+    assert normal([json.dumps(e, ensure_ascii=False) for e in logged]) == normal(
+        [json.dumps(e, ensure_ascii=False) for e in logged_before])

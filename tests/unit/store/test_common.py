@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memfs import (
     InvalidRequest,
 )
+from memfs.models import ToolPair, complete_tool_results
 from memfs.rules import format_ago, format_us
 from memfs.store import Store, format_time, new_id, parse_time
+from memfs.store.common import check_tool_events, tool_event_rows
 from tests.support.backend import Backend
 from tests.support.storekit import API, RFC3339_Z
 
@@ -134,3 +141,112 @@ class TestIdsAndTime:
             for name in ("created_at_lte", "created_at_gte"):
                 with pytest.raises(InvalidRequest, match=f"invalid {name} .* in UTC"):
                     store.versions.list(sid, **{name: bad})
+
+
+# ============================================================================================
+# a mount's tool pair encoded from a template (common.tool_event_rows)
+
+
+def _dict_pair(p: ToolPair) -> list[dict[str, Any]]:
+    """The pair as the mount built it before ToolPair (fuse.toolevents.tool_pair's dicts,
+    written out again here so that the reference does not come from the code under test)."""
+    inp: dict[str, Any] = {"operation": p.operation, "file_path": p.file_path}
+    if p.new_path is not None:
+        inp["new_path"] = p.new_path
+    inp["pid"] = p.pid
+    use = {"type": "agent.tool_use", "id": p.use_id, "name": p.name, "input": inp,
+           "processed_at": p.processed_at, "evaluated_permission": "allow",
+           "evaluation": {"type": "always_allow"}, "session_thread_id": None}
+    result: dict[str, Any] = {
+        "type": "agent.tool_result", "id": p.result_id, "tool_use_id": p.use_id,
+        "processed_at": p.processed_at, "is_error": p.failure is not None,
+        "content": [{"type": "text", "text": p.failure if p.failure is not None else p.text}]}
+    if p.failure is None:
+        if p.memory_id is not None:
+            result["memory_id"] = p.memory_id
+        if p.memory_version_id is not None:
+            result["memory_version_id"] = p.memory_version_id
+    return [use, result]
+
+
+_ODD = ["", "plain", "é ü 日本 🦉", 'a "quoted" name', "back\\slash\\", "tab\tnew\nline\r",
+        "\x00\x01\x1f\x7f", "\u2028\u2029 \ufeff", "</script>", "/mnt/memory/s/d/é \"q\"\\.md"]
+_pairs = st.builds(
+    ToolPair,
+    name=st.sampled_from(_ODD) | st.text(), pid=st.integers(0, 2**31),
+    operation=st.sampled_from(["create", "write", "rename", "delete", "ré\"n"]),
+    file_path=st.sampled_from(_ODD) | st.text(), new_path=st.none() | st.text(),
+    text=st.sampled_from(_ODD) | st.text(), failure=st.none() | st.sampled_from(_ODD) | st.text(),
+    processed_at=st.just("2025-12-01T08:32:18.123456Z"),
+    use_id=st.just("sevt_01KBU5N7W3M5Y0Y1E0P7QJQ9ZZ"), result_id=st.just("sevt_0\"\\é"))
+#: What the mount names in a pair before the store completes it: nothing, a memory (an
+#: unlink), or a memory and its version (a rename that changes nothing). A version without
+#: its memory is never made: the dicts would put memory_id after memory_version_id then.
+_named = st.sampled_from([(None, None), ("mem_1", None), ("mem_é\"\\", "memver_1")])
+
+
+class TestToolPairTemplate:
+    """A mount's write hands the store a ToolPair (not two dicts); the store encodes it from a
+    template to exactly what it stored of the dicts (tests/unit/fuse/test_fs_ops.py: the
+    same of a mount's writes)."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(pair=_pairs, named=_named, done=st.sampled_from(
+        [(None, None), ("mem_done", None), ("mem_done", "memver_done")]),
+           session=st.none() | st.just("sesn_1"))
+    def test_the_template_is_the_json_of_the_dicts(
+            self, pair: ToolPair, named: tuple[str | None, str | None],
+            done: tuple[str | None, str | None], session: str | None) -> None:
+        pair.memory_id, pair.memory_version_id = named
+        dicts = _dict_pair(pair)
+        complete_tool_results(dicts, *done)  # what the store did to the dicts
+        complete_tool_results(pair, *done)
+        rows = tool_event_rows(pair, session, "memstore_1")
+        assert [r[5] for r in rows] == [json.dumps(e, ensure_ascii=False) for e in dicts]
+        assert rows == tool_event_rows(dicts, session, "memstore_1")
+        assert [r[:5] for r in rows] == [(e["id"], session, "memstore_1", e["type"],
+                                          e["processed_at"]) for e in dicts]
+        assert pair.events() == dicts  # what the mount logs
+        assert [list(e) for e in pair.events()] == [list(e) for e in dicts]  # key order
+        check_tool_events(pair)  # and the same rules pass it
+        check_tool_events(dicts)
+
+    def test_examples(self) -> None:
+        base = ToolPair("vim", 7, "rename", "/mnt/memory/s/a é.md", "/mnt/memory/s/\"b\".md",
+                        "renamed", None, "2025-12-01T08:32:18.123456Z", "sevt_a", "sevt_b")
+        for change in [{}, {"new_path": None}, {"failure": "No such file: \\ \u2028"},
+                       {"memory_id": "mem_x"}, {"memory_id": "mem_x", "memory_version_id": "v"},
+                       {"text": "ctl \x00\x1b\x7f"}]:
+            pair = dataclasses.replace(base, **change)
+            bodies = [r[5] for r in tool_event_rows(pair, None, "memstore_1")]
+            assert bodies == [json.dumps(e, ensure_ascii=False) for e in _dict_pair(pair)]
+        use, result = tool_event_rows(dataclasses.replace(base, memory_id="m", failure="no"),
+                                      None, "memstore_1")
+        assert '"is_error": true' in result[5] and "memory_id" not in result[5]
+        assert '"new_path": "/mnt/memory/s/\\"b\\".md", "pid": 7}' in use[5]
+
+    @pytest.mark.parametrize("field", ["name", "file_path", "new_path", "text", "failure"])
+    def test_a_surrogate_fails_as_in_the_dicts(self, field: str) -> None:
+        pair = dataclasses.replace(
+            ToolPair("sh", 1, "write", "/a", None, "ok", None, "2025-12-01T08:32:18Z",
+                     "sevt_a", "sevt_b"), **{field: "bad \udc80"})
+        check_tool_events(pair, text=False)  # left to the encoding
+        with pytest.raises(InvalidRequest) as got:
+            tool_event_rows(pair, None, "memstore_1")
+        with pytest.raises(InvalidRequest) as want:
+            tool_event_rows(_dict_pair(pair), None, "memstore_1")
+        assert got.value.message == want.value.message
+        assert "lone surrogate" in got.value.message
+        with pytest.raises(InvalidRequest, match="lone surrogate"):
+            check_tool_events(pair)
+
+    def test_what_the_store_refuses_of_a_pair(self) -> None:
+        good = ToolPair("sh", 1, "write", "/a", None, "ok", None, "2025-12-01T08:32:18Z",
+                        "sevt_a", "sevt_b")
+        for bad, match in [({"use_id": "x"}, "sevt_"), ({"result_id": ""}, "sevt_"),
+                           ({"processed_at": "yesterday"}, "RFC 3339"),
+                           ({"processed_at": ""}, "RFC 3339"),
+                           ({"pid": True}, "pid"), ({"pid": "1"}, "pid"),
+                           ({"text": None}, "text"), ({"memory_id": 3}, "text")]:
+            with pytest.raises(InvalidRequest, match=match):
+                check_tool_events(dataclasses.replace(good, **bad))

@@ -3,6 +3,9 @@ and rename by path, and directory renames."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from memfs import (
@@ -14,6 +17,7 @@ from memfs import (
     PathConflict,
     StoreArchived,
 )
+from memfs.models import ToolPair, tool_event_dicts
 from memfs.store import Store
 from tests.support.backend import Backend
 from tests.support.storekit import API, USER, res
@@ -323,3 +327,92 @@ class TestRenameRules:
         with pytest.raises(StoreArchived):
             store.memories.rename_path(sid, "/a.md", "/b.md", actor=API)
         assert store.memories.count(sid) == 2
+
+
+# ============================================================================================
+# a mount's tool pair as a ToolPair (encoded from a template) or as dicts: the same events
+
+
+def _pair(op: str, path: str, **kw: Any) -> ToolPair:
+    from memfs.fuse.toolevents import new_tool_pair
+
+    return new_tool_pair("sh", 42, op, "/mnt/memory/s" + path, text=f"{op} é \"{path}\"", **kw)
+
+
+def _normal(bodies: list[str]) -> list[str]:
+    """Stored bodies with their ids and times numbered by first appearance: two runs of the
+    same operations compare equal, key order and JSON text included."""
+    seen: dict[str, str] = {}
+    out = []
+    for raw in bodies:
+        e = json.loads(raw)
+        assert raw == json.dumps(e, ensure_ascii=False)
+        for k in ("id", "tool_use_id", "memory_id", "memory_version_id", "processed_at"):
+            if k in e:
+                e[k] = seen.setdefault(e[k], f"<{len(seen)}>")
+        out.append(json.dumps(e, ensure_ascii=False))
+    return out
+
+
+class TestToolPairs:
+    def _run(self, store: Store, as_dicts: bool) -> tuple[list[str], list[dict[str, Any]]]:
+        """A mount's writes, each with its pair (as dicts: what the mount handed over before
+        ToolPair): the session's stored bodies, and what the mount would log."""
+        sid = store.stores.create("pairs").id
+        sess = store.sessions.create([res(sid, access="read_write")])
+        actor = Actor.session(sess.id)
+        m = store.memories
+        logged: list[dict[str, Any]] = []
+
+        def call(method: Any, *args: Any, pair: ToolPair, **kw: Any) -> Any:
+            events = pair.events() if as_dicts else pair
+            out = method(sid, *args, actor=actor, events=events, **kw)
+            logged.extend(tool_event_dicts(events) or [])
+            return out
+
+        one = call(m.write_path, "/a.md", "one", pair=_pair("create", "/a.md"))
+        call(m.write_path, "/a.md", "two", pair=_pair("write", "/a.md"))
+        call(m.rename_path, "/a.md", "/b.md", pair=_pair("rename", "/a.md",
+                                                         new_path="/mnt/memory/s/b.md"))
+        call(m.write_path, "/d/c.md", "c", pair=_pair("create", "/d/c.md"))
+        call(m.rename_prefix, "/d/", "/e/", pair=_pair("rename", "/d", new_path="/e"))
+        call(m.delete_path, "/b.md", pair=_pair("delete", "/b.md", memory_id=one.id))
+        call(m.delete_prefix, "/e/", pair=_pair("rmdir", "/e"))
+        with store.read() as c:
+            bodies = [r["body"] for r in c.execute(
+                "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (sess.id,))]
+        assert [e.body for e in store.events.list(sess.id, limit=100).data] == logged
+        return bodies, logged
+
+    def test_a_pair_is_stored_as_its_dicts_were(self, store: Store) -> None:
+        bodies, logged = self._run(store, as_dicts=False)
+        before, _ = self._run(store, as_dicts=True)
+        assert len(bodies) == 14 and _normal(bodies) == _normal(before)
+        assert bodies == [json.dumps(e, ensure_ascii=False) for e in logged]
+        create = json.loads(bodies[1])
+        assert create["memory_id"].startswith("mem_") and create["memory_version_id"]
+        assert "memory_id" not in json.loads(bodies[9])  # a directory's: no one memory
+
+    @pytest.mark.parametrize("as_dicts", [False, True])
+    def test_a_surrogate_in_a_path_fails_the_write(self, store: Store, sid: str,
+                                                   as_dicts: bool) -> None:
+        sess = store.sessions.create([res(sid, access="read_write")])
+        actor = Actor.session(sess.id)
+        kept = store.memories.write_path(sid, "/k.md", "k", actor=actor)
+        seq = store.feed.last(sid)
+        for call in (
+            lambda ev: store.memories.write_path(sid, "/a.md", "x", actor=actor, events=ev),
+            lambda ev: store.memories.rename_path(sid, "/k.md", "/l.md", actor=actor,
+                                                  events=ev),
+            lambda ev: store.memories.delete_path(sid, "/k.md", actor=actor, events=ev),
+        ):
+            pair = _pair("write", "/bad \udc80.md")
+            with pytest.raises(InvalidRequest) as e:
+                call(pair.events() if as_dicts else pair)
+            assert e.value.message == ("event.input.file_path is not valid UTF-8 text (it "
+                                       "holds a lone surrogate)")
+        # rolled back: nothing written, no event
+        assert store.feed.last(sid) == seq
+        assert [(m.path, m.memory_version_id) for m in store.memories.tree(sid)] == [
+            ("/k.md", kept.memory_version_id)]
+        assert store.events.list(sess.id).data == []
