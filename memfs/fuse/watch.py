@@ -103,9 +103,9 @@ class ChangeWatcher(_Periodic):
     every millisecond) makes one look every few commits, not one each. While the looks find
     only this process's own commits, one after another, that wait doubles up to
     :attr:`most_settle`; it is :attr:`settle` again after a look that finds another
-    process's commit, and for a wake-up that ends a quiet moment (no wake-up for
-    :attr:`most_settle`): another process's commit is seen within :attr:`settle` of a quiet
-    mount, and within :attr:`most_settle` of one busy writing.
+    process's commit, and for a wake-up that ends a quiet moment (the last look a wake-up
+    made ended :attr:`most_settle` ago or more): another process's commit is seen within
+    :attr:`settle` of a quiet mount, and within :attr:`most_settle` of one busy writing.
     """
 
     #: Seconds between two polls of a watched database: only for what inotify misses (a
@@ -135,8 +135,8 @@ class ChangeWatcher(_Periodic):
         #: How long the next wake-up waits before it looks, past :attr:`settle` (0: that),
         #: up to :attr:`most_settle`.
         self._settle_now = 0.0
-        #: When the last wake-up came (trio time).
-        self._last_woke = -math.inf
+        #: When the last look that a wake-up made ended (trio time).
+        self._last_woken_look = -math.inf
         #: This round is the safety poll's (no wake-up, no recheck pending): it reads the feed.
         self._safety = True
         self._pending: list[float] = []
@@ -165,11 +165,8 @@ class ChangeWatcher(_Periodic):
                 self._seen = await self.watch.wait(seen)
         self._waiting = None
         self._woke = self._seen != seen
-        if self._woke:
-            now = trio.current_time()
-            if now - self._last_woke >= self.most_settle:
-                self._settle_now = 0.0  # the first wake-up after a quiet moment: look soon
-            self._last_woke = now
+        if self._woke and trio.current_time() - self._last_woken_look >= self.most_settle:
+            self._settle_now = 0.0  # the first wake-up after a quiet moment: look soon
         if self._woke and self.settle:
             await self._pause(max(self.settle, min(self._settle_now, self.most_settle)))
             self._seen = self.watch.changes
@@ -208,6 +205,8 @@ class ChangeWatcher(_Periodic):
             self._pending = []
         elif self._woke:
             self._pending = list(self.rechecks)
+        if self._woke:
+            self._last_woken_look = trio.current_time()
 
     async def poll(self) -> int:
         return await self.ops.feed.poll_changes()

@@ -298,19 +298,19 @@ async def test_a_burst_of_own_commits_makes_one_look(mount: Mount) -> None:
 async def test_a_long_burst_waits_longer_and_another_process_is_still_seen(
         mount: Mount) -> None:
     """While the looks find only the mount's own commits, the wait before the next look
-    doubles up to ChangeWatcher.most_settle: a program writing files for a while makes fewer
-    looks. Another process's commit is still seen during the burst, and once the mount has
-    been quiet a wake-up waits settle again."""
+    doubles up to ChangeWatcher.most_settle and stays there while they go on: a program
+    writing files for a while makes fewer looks. Another process's commit brings the wait
+    back to settle, and so does a wake-up after a quiet moment."""
     ops = mount.ops
     watch = DbWatch(mount.store.path)
     watcher = ChangeWatcher(ops, watch=watch)
-    watcher.most_settle = 0.1
-    waits: list[float] = []
+    watcher.most_settle = 0.05
+    waits: list[tuple[float, float]] = []  # (when, seconds) of each wait before a look
     pause = watcher._pause
 
     async def recorded(seconds: float) -> None:
-        if seconds < watcher.safety_interval:  # the settle's pauses, not the backoff's
-            waits.append(seconds)
+        if seconds <= watcher.most_settle:  # not a failed round's backoff
+            waits.append((trio.current_time(), seconds))
         await pause(seconds)
 
     watcher._pause = recorded  # type: ignore[method-assign]
@@ -324,29 +324,31 @@ async def test_a_long_burst_waits_longer_and_another_process_is_still_seen(
             nursery.start_soon(watcher.run)
             await create(ops, b"first.md")
             await async_wait_until(lambda: waits, 2)
-            await trio.sleep(0.4)  # its rechecks done, and quiet
-            start, i, sent = trio.current_time(), 0, 0.0
-            seen_at: float | None = None
-            burst = len(waits)
-            while trio.current_time() - start < 1.0:
+            await trio.sleep(0.3)  # its rechecks done, and quiet
+            burst, sent = len(waits), 0.0
+            for i in range(600):
                 await create(ops, f"burst{i}.md".encode())
-                i += 1
-                if i == 100:  # well into the burst
+                if i == 400:  # well into the burst, the wait long since at its longest
                     other.memories.create(mount.sid, "/during.md", "from another process",
                                           actor=Actor.user("user_other"))
                     sent = trio.current_time()
-                if seen_at is None and i > 100 and there("during.md"):
-                    seen_at = trio.current_time() - sent
                 await trio.sleep(0.001)
-            grown = waits[burst:]
-            assert grown[0] == watcher.settle and max(grown) == watcher.most_settle, grown
-            assert seen_at is not None and seen_at < watcher.most_settle + 0.5, seen_at
+            assert there("during.md")
+            before = [w for t, w in waits[burst:] if t < sent]
+            after = [w for t, w in waits[burst:] if t >= sent]
+            longest = before.index(watcher.most_settle)
+            # Up to the longest wait by doublings, then the longest until the other commit.
+            assert before[:longest] == sorted(before[:longest]) and before[0] == watcher.settle
+            assert set(before[longest:]) == {watcher.most_settle}, before
+            assert len(before[longest:]) >= 3, before
+            # The look that found it brings the wait back to settle.
+            assert watcher.settle in after, after
             await trio.sleep(0.3)  # quiet: the next wake-up waits settle again
             quiet = len(waits)
             other.memories.create(mount.sid, "/after.md", "from another process",
                                   actor=Actor.user("user_other"))
             await async_wait_until(lambda: there("after.md"), 2)
-            assert waits[quiet:][:1] == [watcher.settle], waits[quiet:]
+            assert [w for _, w in waits[quiet:]][:1] == [watcher.settle], waits[quiet:]
             watcher.stop()
     finally:
         other.close()
