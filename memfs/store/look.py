@@ -121,7 +121,10 @@ def look_in(
         params += [*p, *exclude]
     row = c.execute(
         _look_text(memory[0] if memory is not None else None, blockers,
-                   len(exclude) if blockers is not None else 0),
+                   len(exclude) if blockers is not None else 0,
+                   # The memory at the very path asked about: nothing else can block it (no
+                   # two memories overlap), so the blockers are looked for only without it.
+                   memory == ("path", free)),
         [*params, store_id],
     ).fetchone()
     if row is None:
@@ -136,10 +139,13 @@ def look_in(
 
 
 @lru_cache(maxsize=256)
-def _look_text(column: str | None, blockers: str | None, excluded: int) -> str:
+def _look_text(column: str | None, blockers: str | None, excluded: int,
+               unless_found: bool = False) -> str:
     """The text of :func:`look_in`'s statement, made once per shape: the memory looked up by
     ``column`` (None: none), the blockers of a path (the text of :func:`blockers_sql`; None:
-    no path asked about), and ``excluded`` memories skipped."""
+    no path asked about), and ``excluded`` memories skipped; ``unless_found``: the blockers
+    are looked for only when the memory is not found (an overwrite reads no more than an
+    unlink)."""
     cols = ["s.archived_at AS look_archived_at", "s.memory_count AS look_memory_count",
             "s.metadata AS look_metadata"]
     joins: list[str] = []
@@ -152,6 +158,8 @@ def _look_text(column: str | None, blockers: str | None, excluded: int) -> str:
             where.append("(m.id IS NULL OR k.id <> m.id)")
         cond = f"WHERE {' AND '.join(where)} " if where else ""
         cols += ["b.id AS look_blocker_id", "b.path AS look_blocker_path"]
-        joins.append(f"LEFT JOIN memories b ON b.id = (SELECT k.id FROM "
-                     f"({blockers}) AS k {cond}ORDER BY k.o, k.path LIMIT 1)")
+        first = f"(SELECT k.id FROM ({blockers}) AS k {cond}ORDER BY k.o, k.path LIMIT 1)"
+        if unless_found and column is not None:
+            first = f"CASE WHEN m.id IS NULL THEN {first} END"  # else not run at all
+        joins.append(f"LEFT JOIN memories b ON b.id = {first}")
     return f"SELECT {', '.join(cols)} FROM stores s {' '.join(joins)} WHERE s.id = ?"
