@@ -108,7 +108,9 @@ def look_in(
 ) -> Look:
     """One statement: the store, the live memory whose ``memory[0]`` (``id`` or ``path``) is
     ``memory[1]``, and the first memory that blocks ``free`` other than that memory and those
-    in ``exclude`` (a few: each is a parameter)."""
+    in ``exclude`` (a few: each is a parameter). When ``memory`` is the path ``free`` itself and
+    a memory is there (an overwrite), nothing can block that path (no two memories overlap):
+    the blocker is then not looked for, and is None."""
     params: list[Any] = []
     if memory is not None:
         column, value = memory
