@@ -8,6 +8,7 @@ schema in ``/openapi.json``.
 
 from __future__ import annotations
 
+import json.encoder
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, Literal, Self, TypeVar
@@ -423,6 +424,33 @@ class ToolPair:
             if self.memory_version_id is not None:
                 result["memory_version_id"] = self.memory_version_id
         return [use, result]
+
+    def bodies(self) -> tuple[str, str]:
+        """``json.dumps(e, ensure_ascii=False)`` of each of :meth:`events`, from a template (no
+        dict, no encoder): what the store records, for every write and every read."""
+        q = _quote
+        new = "" if self.new_path is None else f'"new_path": {q(self.new_path)}, '
+        use = (
+            f'{{"type": "agent.tool_use", "id": {q(self.use_id)}, "name": {q(self.name)}, '
+            f'"input": {{"operation": {q(self.operation)}, "file_path": {q(self.file_path)}, '
+            f'{new}"pid": {self.pid}}}, "processed_at": {q(self.processed_at)}, '
+            f'"evaluated_permission": "allow", "evaluation": {{"type": "always_allow"}}, '
+            f'"session_thread_id": null}}'
+        )
+        head = (f'{{"type": "agent.tool_result", "id": {q(self.result_id)}, '
+                f'"tool_use_id": {q(self.use_id)}, "processed_at": {q(self.processed_at)}, ')
+        if self.failure is not None:
+            return use, (f'{head}"is_error": true, "content": [{{"type": "text", "text": '
+                         f'{q(self.failure)}}}]}}')
+        ids = "" if self.memory_id is None else f', "memory_id": {q(self.memory_id)}'
+        if self.memory_version_id is not None:
+            ids += f', "memory_version_id": {q(self.memory_version_id)}'
+        return use, (f'{head}"is_error": false, "content": [{{"type": "text", "text": '
+                     f'{q(self.text)}}}]{ids}}}')
+
+
+#: A str as JSON, non-ASCII kept (what ``ensure_ascii=False`` encodes a string to).
+_quote = json.encoder.encode_basestring
 
 
 #: The tool events a mount's write records in its transaction (``events=``): a pair, or

@@ -12,7 +12,6 @@ turns a successful operation into an error.
 from __future__ import annotations
 
 import json
-import json.encoder
 import logging
 import os
 import threading
@@ -149,9 +148,6 @@ def tool_pair(
                          us=us).events()
 
 
-_quote = json.encoder.encode_basestring  # a str as JSON, non-ASCII kept (ensure_ascii=False)
-
-
 def tool_pair_rows(
     name: str, pid: int, operation: str, file_path: str, failure: str | None, text: str,
     us: int,
@@ -159,22 +155,12 @@ def tool_pair_rows(
     """:func:`tool_pair` (without ``memory`` or ``new_path``) at time ``us`` (microseconds
     since the epoch) as the store records it: ``(id, type, processed_at, JSON body)`` per
     event, the body what ``json.dumps(event, ensure_ascii=False)`` of the pair would be. Built
-    from a template: the event flusher makes one for every read."""
-    use_id, result_id = new_ids("sevt", 2)
-    now = format_us(us)
-    use = (
-        f'{{"type": "agent.tool_use", "id": "{use_id}", "name": {_quote(name)}, '
-        f'"input": {{"operation": {_quote(operation)}, "file_path": {_quote(file_path)}, '
-        f'"pid": {int(pid)}}}, "processed_at": "{now}", "evaluated_permission": "allow", '
-        f'"evaluation": {{"type": "always_allow"}}, "session_thread_id": null}}'
-    )
-    result = (
-        f'{{"type": "agent.tool_result", "id": "{result_id}", "tool_use_id": "{use_id}", '
-        f'"processed_at": "{now}", "is_error": {"false" if failure is None else "true"}, '
-        f'"content": [{{"type": "text", "text": '
-        f'{_quote(text if failure is None else failure)}}}]}}'
-    )
-    return [(use_id, "agent.tool_use", now, use), (result_id, "agent.tool_result", now, result)]
+    from the pair's template (:meth:`~memfs.models.ToolPair.bodies`): the event flusher makes
+    one for every read."""
+    p = new_tool_pair(name, int(pid), operation, file_path, failure=failure, text=text, us=us)
+    use, result = p.bodies()
+    return [(p.use_id, "agent.tool_use", p.processed_at, use),
+            (p.result_id, "agent.tool_result", p.processed_at, result)]
 
 
 class EventSink:

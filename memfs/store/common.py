@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import json.encoder
 import logging
 import re
 import time
@@ -269,8 +268,6 @@ def _check_tool_pair(p: ToolPair, text: bool) -> None:
 #: ``json.dumps(body, ensure_ascii=False)`` of a write's tool event, without making an encoder
 #: at each call (every close that commits records two).
 _event_json = json.JSONEncoder(ensure_ascii=False).encode
-#: A str as JSON, non-ASCII kept (what ``ensure_ascii=False`` encodes a string to).
-_quote = json.encoder.encode_basestring
 #: An events row: id, session_id, store_id, type, processed_at, body.
 EventRow = tuple[str, str | None, str, str, str, str]
 
@@ -279,8 +276,8 @@ def tool_event_rows(events: ToolEvents, session_id: str | None,
                     store_id: str) -> list[EventRow]:
     """The rows of a write's tool events (checked by :func:`check_tool_events`, completed by
     :func:`~memfs.models.complete_tool_results`), each body
-    ``json.dumps(event, ensure_ascii=False)``: a :class:`~memfs.models.ToolPair` from a
-    template (no dict, no encoder: every close that commits records one).
+    ``json.dumps(event, ensure_ascii=False)``: a :class:`~memfs.models.ToolPair` from its
+    template (:meth:`~memfs.models.ToolPair.bodies`: every close that commits records one).
 
     :raises InvalidRequest: a string is not valid UTF-8 text (a lone surrogate), found as the
         body is encoded; said as :func:`~memfs.rules.validate_text` says it.
@@ -289,9 +286,10 @@ def tool_event_rows(events: ToolEvents, session_id: str | None,
         return []
     if isinstance(events, ToolPair):
         p, now = events, events.processed_at
+        use, result = p.bodies()
         rows: list[EventRow] = [
-            (p.use_id, session_id, store_id, "agent.tool_use", now, _use_json(p)),
-            (p.result_id, session_id, store_id, "agent.tool_result", now, _result_json(p))]
+            (p.use_id, session_id, store_id, "agent.tool_use", now, use),
+            (p.result_id, session_id, store_id, "agent.tool_result", now, result)]
         bodies: list[dict[str, Any]] | None = None
     else:
         rows, bodies = [], []
@@ -309,33 +307,6 @@ def tool_event_rows(events: ToolEvents, session_id: str | None,
             validate_text((bodies or tool_event_dicts(events) or [])[i], "event")  # says where
             raise
     return rows
-
-
-def _use_json(p: ToolPair) -> str:
-    """``json.dumps(p.events()[0], ensure_ascii=False)``, from a template."""
-    q = _quote
-    new = "" if p.new_path is None else f'"new_path": {q(p.new_path)}, '
-    return (
-        f'{{"type": "agent.tool_use", "id": {q(p.use_id)}, "name": {q(p.name)}, '
-        f'"input": {{"operation": {q(p.operation)}, "file_path": {q(p.file_path)}, {new}'
-        f'"pid": {p.pid}}}, "processed_at": {q(p.processed_at)}, '
-        f'"evaluated_permission": "allow", "evaluation": {{"type": "always_allow"}}, '
-        f'"session_thread_id": null}}'
-    )
-
-
-def _result_json(p: ToolPair) -> str:
-    """``json.dumps(p.events()[1], ensure_ascii=False)``, from a template."""
-    q = _quote
-    head = (f'{{"type": "agent.tool_result", "id": {q(p.result_id)}, '
-            f'"tool_use_id": {q(p.use_id)}, "processed_at": {q(p.processed_at)}, ')
-    if p.failure is not None:
-        return (f'{head}"is_error": true, "content": [{{"type": "text", "text": '
-                f'{q(p.failure)}}}]}}')
-    ids = "" if p.memory_id is None else f', "memory_id": {q(p.memory_id)}'
-    if p.memory_version_id is not None:
-        ids += f', "memory_version_id": {q(p.memory_version_id)}'
-    return f'{head}"is_error": false, "content": [{{"type": "text", "text": {q(p.text)}}}]{ids}}}'
 
 
 def check_sha256_arg(value: Any, what: str) -> None:
