@@ -79,6 +79,16 @@ def error_logs(_no_unexpected_error_logs: list[logging.LogRecord]) -> list[loggi
 
 
 @pytest.fixture(autouse=True)
+def _clients_closed() -> Iterator[None]:
+    """Close the SDK clients the test made with :func:`tests.support.server.sdk`."""
+    yield
+    from tests.support.server import made_clients
+
+    while made_clients:
+        made_clients.pop().close()
+
+
+@pytest.fixture(autouse=True)
 def _no_environment_across_tests() -> Iterator[None]:
     """A command run in-process (click's CliRunner) sets MEMFS_* variables for the processes
     it starts (``--log-format json`` sets MEMFS_LOG_FORMAT): they, and the log format the

@@ -69,9 +69,10 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
 
 
 @pytest.fixture
-def sdk(console_server: Server) -> anthropic.Anthropic:
+def sdk(console_server: Server) -> Iterator[anthropic.Anthropic]:
     """The official SDK against the same server, to seed and check what the Console shows."""
-    return anthropic.Anthropic(base_url=console_server.url, api_key=KEY, max_retries=0)
+    with anthropic.Anthropic(base_url=console_server.url, api_key=KEY, max_retries=0) as client:
+        yield client
 
 
 @pytest.fixture

@@ -117,9 +117,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture
-def sdk(server: Server) -> anthropic.Anthropic:
+def sdk(server: Server) -> Iterator[anthropic.Anthropic]:
     """The official SDK on the module's ``server``."""
-    return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+    with anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0) as client:
+        yield client
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import wait_until
 from tests.support.messages import DREAM_TURNS, ScriptedModel, SlowModel
-from tests.support.server import KEY, start_server, stop_server
+from tests.support.server import KEY, sdk, start_server, stop_server
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -65,7 +65,7 @@ def test_a_dream_on_a_real_server(db: str, tmp_path: Path) -> None:
         server = start_server(tmp_path, "--api-key", KEY, db=db, env={
             "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": model.url})
         try:
-            api = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+            api = sdk(server.url, KEY)
             ms, sessions, before = seed(api)
             d = api.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
             done = final(api, d.id)
@@ -103,7 +103,7 @@ def test_a_server_that_dies_never_leaves_a_dream_running(db: str, tmp_path: Path
     env = {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": slow.url}
     try:
         server = start_server(tmp_path, "--api-key", KEY, db=db, env=env)
-        api = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+        api = sdk(server.url, KEY)
         ms, sessions, _ = seed(api)
         d = api.beta.dreams.create(inputs=inputs(ms, sessions), model="claude-test")
         wait_until(lambda: slow.calls, 10, interval=0.02)
@@ -115,7 +115,7 @@ def test_a_server_that_dies_never_leaves_a_dream_running(db: str, tmp_path: Path
             assert stop_server(server) == 0
         again = start_server(tmp_path, "--api-key", KEY, db=db, env=env)
         try:
-            api = anthropic.Anthropic(base_url=again.url, api_key=KEY, max_retries=0)
+            api = sdk(again.url, KEY)
             got = api.beta.dreams.retrieve(d.id)
             assert got.status == "failed" and got.error is not None
             assert got.error.type == "internal_error"

@@ -26,11 +26,12 @@ MODEL = os.environ.get("MEMFS_REAL_API_MODEL", "claude-haiku-4-5")
 
 def test_a_real_model_keeps_versioned_memory(store: Store) -> None:
     ms = store.stores.create("real").id
-    runner = anthropic.Anthropic().beta.messages.tool_runner(
-        model=MODEL, max_tokens=1024, tools=[MemoryTool(store, ms)],
-        messages=[{"role": "user", "content": "Remember in your memory directory that I "
-                   "take my coffee black. Save it as a file, then reply 'done'."}])
-    runner.until_done()
+    with anthropic.Anthropic() as client:
+        client.beta.messages.tool_runner(
+            model=MODEL, max_tokens=1024, tools=[MemoryTool(store, ms)],
+            messages=[{"role": "user", "content": "Remember in your memory directory that I "
+                       "take my coffee black. Save it as a file, then reply 'done'."}],
+        ).until_done()
     texts = [store.memories.get(ms, m.id).content or "" for m in store.memories.tree(ms)]
     assert any("black" in t.lower() for t in texts), texts
     assert store.versions.list(ms).data

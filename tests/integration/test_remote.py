@@ -21,14 +21,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import anthropic
 import pytest
 
 from memfs.client import Client
 from tests.support import wait_until
 from tests.support.mount import Mount, in_proc_mounts, require_fuse
 from tests.support.remote import KEY, MAX_MEMORIES, remote_env
-from tests.support.server import start_server, stop_server
+from tests.support.server import sdk, start_server, stop_server
 
 #: What "visible within a second" means, measured from the API call's return.
 VISIBLE_WITHIN = 1.0
@@ -171,7 +170,7 @@ def test_a_mount_survives_a_server_restart(tmp_path):
     (tmp_path / "own").mkdir()
     own = start_server(tmp_path / "own", "--api-key", KEY)
     port = own.url.rsplit(":", 1)[1]
-    api = anthropic.Anthropic(base_url=own.url, api_key=KEY, max_retries=0)
+    api = sdk(own.url, KEY)
     s = api.beta.memory_stores.create(name="restart")
     api.beta.memory_stores.memories.create(s.id, path="/a.md", content="before")
     m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], remote_env(own.url))
@@ -185,7 +184,7 @@ def test_a_mount_survives_a_server_restart(tmp_path):
         assert (m.root / "a.md").read_text() == "before"  # cached content still reads
         again = start_server(tmp_path / "own", "--api-key", KEY, "--port", port)
         try:
-            api = anthropic.Anthropic(base_url=again.url, api_key=KEY, max_retries=0)
+            api = sdk(again.url, KEY)
             api.beta.memory_stores.memories.create(s.id, path="/c.md", content="after")
             _until(lambda: _read(m.root / "c.md") == "after", deadline=10)
             (m.root / "d.md").write_text("d")
@@ -203,7 +202,7 @@ def test_a_hung_server_never_freezes_the_mount(tmp_path):
     require_fuse()
     (tmp_path / "own").mkdir()
     own = start_server(tmp_path / "own", "--api-key", KEY)
-    api = anthropic.Anthropic(base_url=own.url, api_key=KEY, max_retries=0)
+    api = sdk(own.url, KEY)
     s = api.beta.memory_stores.create(name="hung")
     api.beta.memory_stores.memories.create(s.id, path="/a.md", content="cached")
     m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], remote_env(own.url))

@@ -24,7 +24,7 @@ import anthropic
 from memfs.daemons.mount import MountOptions
 from tests.support.mount import Mount, require_fuse
 from tests.support.remote import KEY, remote_env
-from tests.support.server import Server, start_server, stop_server
+from tests.support.server import Server, sdk, start_server, stop_server
 
 #: Files closed while the server is late.
 WRITES = 10
@@ -47,7 +47,7 @@ def _remote(tmp_path: Path) -> Iterator[tuple[Server, anthropic.Anthropic, str, 
     require_fuse()
     (tmp_path / "own").mkdir()
     server = start_server(tmp_path / "own", "--api-key", KEY)
-    api = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+    api = sdk(server.url, KEY)
     s = api.beta.memory_stores.create(name="late")
     m = Mount(tmp_path / "unused.db", s.id, tmp_path / "mnt", [], remote_env(server.url))
     try:

@@ -41,8 +41,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture
-def api(server: Server) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+def api(server: Server) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0) as client:
+        yield client
 
 
 @pytest.fixture

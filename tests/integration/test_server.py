@@ -43,8 +43,9 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
 
 
 @pytest.fixture
-def client(server) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=2)
+def client(server) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=2) as c:
+        yield c
 
 
 def fast(fn, *args, **kwargs):

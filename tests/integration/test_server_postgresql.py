@@ -21,7 +21,7 @@ from memfs.store import Store
 from tests.support import wait_until
 from tests.support.mount import Mount, require_fuse
 from tests.support.remote import remote_env
-from tests.support.server import Server, start_server, stop_server
+from tests.support.server import Server, sdk, start_server, stop_server
 
 KEY = "sk-memfs-replicas"
 
@@ -54,8 +54,8 @@ def test_two_replicas_serve_one_database(replicas):
     a, b = replicas
     for s in (a, b):
         assert "postgresql://" in s.stderr.read_text()
-    ca = anthropic.Anthropic(base_url=a.url, api_key=KEY, max_retries=0)
-    cb = anthropic.Anthropic(base_url=b.url, api_key=KEY, max_retries=0)
+    ca = sdk(a.url, KEY)
+    cb = sdk(b.url, KEY)
     store = ca.beta.memory_stores.create(name="Shared")
     assert cb.beta.memory_stores.retrieve(store.id).name == "Shared"
     m = ca.beta.memory_stores.memories.create(store.id, path="/a.md", content="from a")
@@ -419,7 +419,7 @@ def test_a_shell_write_on_a_remote_mount_fails_in_a_database_outage(pg_cluster, 
     d = tmp_path / "server"
     d.mkdir()
     server = start_server(d, "--api-key", KEY, db=pg_cluster.url(name))
-    api = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
+    api = sdk(server.url, KEY)
     sid = api.beta.memory_stores.create(name="outage").id
     m = Mount(tmp_path / "unused.db", sid, tmp_path / "mnt", [], remote_env(server.url, KEY))
     try:

@@ -459,8 +459,8 @@ def world(tmp_path_factory) -> Iterator[World]:
     try:
         for m in mounts:
             m.wait_mounted()
-        sdk = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=2)
-        yield World(db, sid, mounts, sdk, store)
+        with anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=2) as sdk:
+            yield World(db, sid, mounts, sdk, store)
     finally:
         for m in mounts:
             m.stop()

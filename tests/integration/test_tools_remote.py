@@ -18,7 +18,7 @@ from memfs.rules import api_key_id
 from memfs.store import Store
 from memfs.tools import AsyncMemoryTool, MemoryTool
 from tests.support.messages import TURNS, ScriptedModel, check_conversation, events, run
-from tests.support.server import Server, start_server, stop_server
+from tests.support.server import Server, sdk, start_server, stop_server
 
 KEY = "sk-memfs-tools"
 
@@ -46,7 +46,7 @@ def test_tool_runner_on_a_server_as_a_session(served: tuple[Server, Store],
         ms = admin.stores.create(name="remote notes").id
         session = admin.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
     with Client(server.url, KEY, session_id=session.id) as remote:
-        client = anthropic.Anthropic(api_key="test-key", base_url=model.url, max_retries=0)
+        client = sdk(model.url, "test-key")
         final = client.beta.messages.tool_runner(
             model="claude-test", max_tokens=1024, stream=True,
             messages=[{"role": "user", "content": "I take my coffee with milk, and no tea."}],
@@ -125,13 +125,13 @@ async def test_the_async_tool_on_an_async_client(served: tuple[Server, Store],
         session = admin.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
     remote = AsyncClient(server.url, KEY, session_id=session.id)
     try:
-        client = anthropic.AsyncAnthropic(api_key="test-key", base_url=model.url,
-                                          max_retries=0)
-        final = await client.beta.messages.tool_runner(
-            model="claude-test", max_tokens=1024,
-            messages=[{"role": "user", "content": "I take my coffee with milk, and no tea."}],
-            tools=[AsyncMemoryTool(remote, ms)],
-        ).until_done()
+        async with anthropic.AsyncAnthropic(api_key="test-key", base_url=model.url,
+                                            max_retries=0) as client:
+            final = await client.beta.messages.tool_runner(
+                model="claude-test", max_tokens=1024,
+                messages=[{"role": "user", "content": "I take my coffee with milk, and no tea."}],
+                tools=[AsyncMemoryTool(remote, ms)],
+            ).until_done()
     finally:
         await remote.aclose()
     check_conversation(model, db, ms, final, session.id)

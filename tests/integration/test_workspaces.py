@@ -20,6 +20,7 @@ import pytest
 from memfs.models import Actor
 from memfs.store import Store
 from tests.support.server import KEY, Server, start_server, stop_server
+from tests.support.server import sdk as support_sdk
 
 A, B = "team-a", "team-b"
 USER = Actor.user("user_ws")
@@ -56,7 +57,7 @@ def _serve(tmp_path: Path, backend: Any, rate: str) -> Server:
 
 
 def sdk(server: Server, key: str, **kw: Any) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key=key, max_retries=0, **kw)
+    return support_sdk(server.url, key, **kw)
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,11 +11,28 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import anthropic
 
 from tests.support import wait_until
 
 #: The API key the integration tests' servers are started with.
 KEY = "sk-memfs-integration"
+
+
+#: The clients :func:`sdk` made for the running test: tests/conftest.py closes them after it. A
+#: client left to the garbage collector closes its sockets during some later test, which then
+#: fails on their ResourceWarning.
+made_clients: list[anthropic.Anthropic] = []
+
+
+def sdk(url: str, key: str = KEY, **kw: Any) -> anthropic.Anthropic:
+    """The official SDK on ``url`` (``max_retries=0`` unless given), closed after the test."""
+    kw.setdefault("max_retries", 0)
+    client = anthropic.Anthropic(base_url=url, api_key=key, **kw)
+    made_clients.append(client)
+    return client
 
 
 class Server:

@@ -128,3 +128,58 @@ def test_a_warning_in_a_finalizer_fails_the_test(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(root)})
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "ResourceWarning: unclosed file" in out, out
+
+
+def _unclosed_clients(path: Path) -> list[int]:
+    """The lines of ``path`` that make an SDK client (``anthropic.Anthropic``, ``AsyncAnthropic``)
+    nothing is sure to close: not the expression of a ``with``, not on a transport the caller
+    owns (``http_client=``), not made by a ``lambda`` for the code under test (which closes
+    it: a dream's ``client_factory``)."""
+    tree = ast.parse(path.read_text())
+    closed = {id(item.context_expr) for node in ast.walk(tree)
+              if isinstance(node, ast.With | ast.AsyncWith) for item in node.items}
+    closed |= {id(node.body) for node in ast.walk(tree) if isinstance(node, ast.Lambda)}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "anthropic"
+            and node.func.attr in ("Anthropic", "AsyncAnthropic") and id(node) not in closed
+            and not any(k.arg == "http_client" for k in node.keywords)]
+
+
+def test_every_sdk_client_a_test_makes_is_closed() -> None:
+    """A client left to the garbage collector closes its sockets in whatever test runs then,
+    which fails on their ResourceWarning (a CI run failed so, in a time-travel test that uses
+    no client). Tests make one in a ``with``, or with :func:`tests.support.server.sdk`, whose
+    clients tests/conftest.py closes after the test."""
+    offenders = [f"{path.relative_to(TESTS)}:{line}" for path in _sources()
+                 if path != SUPPORT / "server.py" for line in _unclosed_clients(path)]
+    assert not offenders, f"close these clients (tests.support.server.sdk): {offenders}"
+
+
+SDK = '''
+from tests.support.server import sdk
+
+made = []
+
+
+def test_makes_a_client():
+    made.append(sdk("http://127.0.0.1:9"))
+    assert not made[0].is_closed()
+
+
+def test_the_client_was_closed_after_the_test():
+    assert made[0].is_closed()
+'''
+
+
+def test_the_clients_of_sdk_are_closed_after_the_test(tmp_path: Path) -> None:
+    (tmp_path / "test_sdk.py").write_text(SDK)
+    root = TESTS.parent
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
+         "-q", "--rootdir", str(root), "-c", str(root / "pyproject.toml"),
+         str(tmp_path / "test_sdk.py")],
+        cwd=root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "2 passed" in out, out

@@ -24,6 +24,7 @@ from memfs.models import Actor
 from memfs.store import Limits, Store
 from memfs.tools import AsyncMemoryTool, MemoryTool, format_file_size
 from tests.support.messages import TURNS, ScriptedModel, check_conversation, events, run
+from tests.support.server import sdk
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -368,7 +369,7 @@ def model() -> Iterator[ScriptedModel]:
 def test_run_tools_keeps_versioned_memory(store: Store, ms: str, model: ScriptedModel,
                                           streaming: bool, eagerly: bool) -> None:
     session = store.sessions.create([{"type": "memory_store", "memory_store_id": ms}])
-    client = anthropic.Anthropic(api_key="test-key", base_url=model.url, max_retries=0)
+    client = sdk(model.url, "test-key")
     runner = client.beta.messages.tool_runner(
         model="claude-test", max_tokens=1024, stream=streaming, run_tools_eagerly=eagerly,
         messages=[{"role": "user", "content": "I take my coffee with milk, and no tea."}],
@@ -385,13 +386,14 @@ def test_run_tools_keeps_versioned_memory(store: Store, ms: str, model: Scripted
 
 async def test_async_run_tools_keeps_versioned_memory(store: Store, ms: str,
                                                       model: ScriptedModel) -> None:
-    client = anthropic.AsyncAnthropic(api_key="test-key", base_url=model.url, max_retries=0)
-    runner = client.beta.messages.tool_runner(
-        model="claude-test", max_tokens=1024,
-        messages=[{"role": "user", "content": "I take my coffee with milk, and no tea."}],
-        tools=[AsyncMemoryTool(store, ms)],
-    )
-    final = await runner.until_done()
+    async with anthropic.AsyncAnthropic(api_key="test-key", base_url=model.url,
+                                        max_retries=0) as client:
+        runner = client.beta.messages.tool_runner(
+            model="claude-test", max_tokens=1024,
+            messages=[{"role": "user", "content": "I take my coffee with milk, and no tea."}],
+            tools=[AsyncMemoryTool(store, ms)],
+        )
+        final = await runner.until_done()
     check_conversation(model, store, ms, final)
 
 
