@@ -49,10 +49,11 @@ class Stream:
         self._opened = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
-        if not self._opened.wait(10):
-            raise AssertionError(f"{url}: no answer in 10 s")
-        if self.status != 200:
-            raise AssertionError(f"{url}: {self.status} ({self.error!r})")
+        opened = self._opened.wait(10)
+        if not opened or self.status != 200:
+            self._client.close()  # a failed test leaves no socket to warn in a later one
+            raise AssertionError(f"{url}: no answer in 10 s" if not opened
+                                 else f"{url}: {self.status} ({self.error!r})")
 
     def _read(self) -> None:
         try:
@@ -96,9 +97,13 @@ class Replicas:
     def __init__(self, a: str, b: str, server_key: str) -> None:
         self.a, self.b, self.server_key = a, b, server_key
         self.http = httpx.Client(headers=_h(server_key), timeout=30.0)
-        self.store_id = _ok(self.http.post(a + "/v1/memory_stores",
-                                           json={"name": f"revocation {time.time_ns()}"}))["id"]
-        self.session_id = _ok(self.http.post(a + "/v1/sessions", json={}))["id"]
+        try:
+            self.store_id = _ok(self.http.post(
+                a + "/v1/memory_stores", json={"name": f"revocation {time.time_ns()}"}))["id"]
+            self.session_id = _ok(self.http.post(a + "/v1/sessions", json={}))["id"]
+        except BaseException:
+            self.http.close()
+            raise
         self._n = 0
 
     def create_key(self, **body: Any) -> dict[str, Any]:
@@ -116,10 +121,13 @@ class Replicas:
 
     def streams(self, url: str, key: str) -> dict[str, Stream]:
         """A change stream of the store and the event stream of the session, on ``url``."""
-        return {
-            "changes": Stream(f"{url}/v1/memory_stores/{self.store_id}/changes/stream", key),
-            "events": Stream(f"{url}/v1/sessions/{self.session_id}/events/stream", key),
-        }
+        changes = Stream(f"{url}/v1/memory_stores/{self.store_id}/changes/stream", key)
+        try:
+            return {"changes": changes,
+                    "events": Stream(f"{url}/v1/sessions/{self.session_id}/events/stream", key)}
+        except BaseException:
+            changes.close()
+            raise
 
     def prove_live(self, streams: dict[str, Stream]) -> None:
         """Write a memory and send an event through ``a``; wait until both reach the streams
@@ -225,10 +233,11 @@ def expire_and_measure(r: Replicas, expires_in: int = 3, timeout: float = 5.0,
     key = made["key"]
     expires = datetime.fromisoformat(made["expires_at"].replace("Z", "+00:00")).timestamp()
     time.sleep(random.uniform(0.0, jitter))  # the point: see the docstring
-    streams = {f"{name} on {url}": s for url in (r.a, r.b)
-               for name, s in r.streams(url, key).items()}
+    streams: dict[str, Stream] = {}
     result = Expiry()
     try:
+        for url in (r.a, r.b):
+            streams.update((f"{name} on {url}", s) for name, s in r.streams(url, key).items())
         clients = {url: httpx.Client(base_url=url, headers=_h(key), timeout=10.0)
                    for url in (r.a, r.b)}
         try:

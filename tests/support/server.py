@@ -28,7 +28,8 @@ made_clients: list[anthropic.Anthropic] = []
 
 
 def sdk(url: str, key: str = KEY, **kw: Any) -> anthropic.Anthropic:
-    """The official SDK on ``url`` (``max_retries=0`` unless given), closed after the test."""
+    """The official SDK on ``url`` (``max_retries=0`` unless given), closed after the test:
+    for a test or a function-scoped fixture only (a wider fixture uses a ``with``)."""
     kw.setdefault("max_retries", 0)
     client = anthropic.Anthropic(base_url=url, api_key=key, **kw)
     made_clients.append(client)
