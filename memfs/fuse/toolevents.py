@@ -19,12 +19,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import IO, Any, Protocol
+from typing import IO, Any, ParamSpec, Protocol
 
 from .. import errors
 from ..models import ToolPair
 from ..protocol import StoreAPI
 from ..rules import format_time, format_us, new_id, new_ids
+
+_P = ParamSpec("_P")
 
 log = logging.getLogger(__name__)
 
@@ -129,23 +131,17 @@ def new_tool_pair(
     return pair
 
 
-def tool_pair(
-    name: str,
-    pid: int,
-    operation: str,
-    file_path: str,
-    *,
-    failure: str | None = None,
-    text: str = "",
-    memory: WrittenVersion | None = None,
-    memory_id: str | None = None,
-    new_path: str | None = None,
-    us: int | None = None,
-) -> list[dict[str, Any]]:
-    """:func:`new_tool_pair` as its two event dicts."""
-    return new_tool_pair(name, pid, operation, file_path, failure=failure, text=text,
-                         memory=memory, memory_id=memory_id, new_path=new_path,
-                         us=us).events()
+def _as_events(make: Callable[_P, ToolPair]) -> Callable[_P, list[dict[str, Any]]]:
+    """``make`` with the pair it makes as its two event dicts (:meth:`ToolPair.events`)."""
+
+    def events(*args: _P.args, **kwargs: _P.kwargs) -> list[dict[str, Any]]:
+        return make(*args, **kwargs).events()
+
+    return events
+
+
+#: :func:`new_tool_pair`, same arguments, as its two event dicts.
+tool_pair = _as_events(new_tool_pair)
 
 
 def tool_pair_rows(
